@@ -1,0 +1,108 @@
+/*
+ * arena.c: see arena.h. Blocks start at 4 KiB and double up to 1 MiB, so a
+ * small request costs one malloc and a large one a handful. A request larger
+ * than the next block size gets a block of its own.
+ */
+#include "arena.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+struct pl_arena_block {
+    pl_arena_block *next;
+    size_t used;
+    size_t size;
+    /* followed by `size` bytes of payload, 16-aligned */
+    _Alignas(16) unsigned char data[];
+};
+
+#define ARENA_MIN_BLOCK 4096u
+#define ARENA_MAX_BLOCK (1024u * 1024u)
+
+void pl_arena_init(pl_arena *arena)
+{
+    arena->head = NULL;
+    arena->allocated = 0;
+}
+
+static pl_arena_block *arena_new_block(pl_arena *arena, size_t need)
+{
+    size_t size = arena->head ? arena->head->size * 2 : ARENA_MIN_BLOCK;
+    if (size > ARENA_MAX_BLOCK)
+        size = ARENA_MAX_BLOCK;
+    if (size < need)
+        size = need;
+    pl_arena_block *block = malloc(sizeof(*block) + size);
+    if (!block)
+        return NULL;
+    block->size = size;
+    block->used = 0;
+    block->next = arena->head;
+    arena->head = block;
+    arena->allocated += sizeof(*block) + size;
+    return block;
+}
+
+void *pl_arena_alloc(pl_arena *arena, size_t size)
+{
+    size_t rounded = (size + 7u) & ~(size_t)7u;
+    if (rounded < size)
+        return NULL;
+    pl_arena_block *block = arena->head;
+    if (!block || block->size - block->used < rounded) {
+        block = arena_new_block(arena, rounded ? rounded : 8);
+        if (!block)
+            return NULL;
+    }
+    void *p = block->data + block->used;
+    block->used += rounded;
+    return p;
+}
+
+void *pl_arena_calloc(pl_arena *arena, size_t n, size_t size)
+{
+    if (size && n > SIZE_MAX / size)
+        return NULL;
+    void *p = pl_arena_alloc(arena, n * size);
+    if (p)
+        memset(p, 0, n * size);
+    return p;
+}
+
+char *pl_arena_memdup(pl_arena *arena, const void *src, size_t len)
+{
+    char *p = pl_arena_alloc(arena, len + 1);
+    if (!p)
+        return NULL;
+    if (len)
+        memcpy(p, src, len);
+    p[len] = '\0';
+    return p;
+}
+
+void *pl_arena_grow(pl_arena *arena, void *old, size_t old_n, size_t new_n, size_t elem_size)
+{
+    if (new_n <= old_n)
+        return old;
+    void *p = pl_arena_calloc(arena, new_n, elem_size);
+    if (p && old_n)
+        memcpy(p, old, old_n * elem_size);
+    return p;
+}
+
+void pl_arena_free(pl_arena *arena)
+{
+    pl_arena_block *block = arena->head;
+    while (block) {
+        pl_arena_block *next = block->next;
+        free(block);
+        block = next;
+    }
+    arena->head = NULL;
+    arena->allocated = 0;
+}
+
+size_t pl_arena_bytes(const pl_arena *arena)
+{
+    return arena->allocated;
+}

@@ -1,0 +1,44 @@
+/*
+ * arena.h: bump allocator, one per batch.
+ *
+ * A decoded batch holds thousands of small objects (spans, attributes,
+ * samples). Allocating each with malloc costs time and fragments the heap;
+ * instead every object of a batch comes from one arena and the whole batch is
+ * released with one pl_arena_free(). Blocks grow geometrically; an object is
+ * never moved once allocated, so pointers into an arena stay valid until it is
+ * freed.
+ */
+#ifndef PL_ARENA_H
+#define PL_ARENA_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+typedef struct pl_arena_block pl_arena_block;
+
+typedef struct pl_arena {
+    pl_arena_block *head; /* newest block; older ones are linked behind it */
+    size_t allocated;     /* bytes obtained from malloc, for memory accounting */
+} pl_arena;
+
+void pl_arena_init(pl_arena *arena);
+
+/* Returns 8-byte aligned memory, or NULL when malloc fails. */
+void *pl_arena_alloc(pl_arena *arena, size_t size);
+
+/* Zero-filled; NULL on overflow of n * size or when malloc fails. */
+void *pl_arena_calloc(pl_arena *arena, size_t n, size_t size);
+
+/* Copies len bytes and appends a NUL (not counted in len). */
+char *pl_arena_memdup(pl_arena *arena, const void *src, size_t len);
+
+/* Grows an array that lives in the arena: returns a new array of new_n
+ * elements holding the old_n old ones (the old memory is simply abandoned). */
+void *pl_arena_grow(pl_arena *arena, void *old, size_t old_n, size_t new_n, size_t elem_size);
+
+/* Frees every block; the arena may be reused after pl_arena_init(). */
+void pl_arena_free(pl_arena *arena);
+
+size_t pl_arena_bytes(const pl_arena *arena);
+
+#endif

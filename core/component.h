@@ -1,0 +1,211 @@
+/*
+ * component.h: what a receiver, processor, exporter or extension is.
+ *
+ * A component is a descriptor: one const pl_component_type with its type name,
+ * the signals it handles, its config table and its hooks. The registry
+ * (pipeline/registry.c) is one list of descriptors. `proflink components`
+ * prints the config tables, and the config loader validates with the same
+ * tables, so the documentation cannot drift from the code.
+ *
+ * Config tables (in the spirit of nginx directives / Fluent Bit config maps):
+ * each pl_cfg_field names a YAML key, its type, its default (as YAML text),
+ * the offset of the C field that receives the value, and a one-line
+ * description. The loader fills a zeroed struct of pl_cfg_section.size bytes:
+ *
+ *   type             C field type           YAML
+ *   PL_CFG_STRING    char * (malloc'd)      scalar
+ *   PL_CFG_INT       int64_t                integer
+ *   PL_CFG_BOOL      bool                   true/false
+ *   PL_CFG_DOUBLE    double                 number
+ *   PL_CFG_DURATION  int64_t nanoseconds    500ms, 30s, 5m, 1h, or bare seconds
+ *   PL_CFG_SIZE      uint64_t bytes         512KiB, 4MiB, 1GB, or bare bytes
+ *   PL_CFG_STRLIST   pl_strlist             [a, b] or a block sequence
+ *   PL_CFG_STRMAP    pl_strmap              { k: v } (e.g. headers)
+ *   PL_CFG_SECTION   a nested struct        mapping, described by .section
+ *   PL_CFG_LIST      pl_cfg_list            sequence of mappings, each a .section
+ *
+ * After filling a section the loader calls section->validate (if any), which
+ * reports semantic errors with pl_cfg_errorf so they carry file:line:col.
+ */
+#ifndef PL_COMPONENT_H
+#define PL_COMPONENT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <uv.h>
+
+#include "model.h"
+#include "status.h"
+
+/* ---- config tables ------------------------------------------------------ */
+
+typedef enum pl_cfg_type {
+    PL_CFG_STRING,
+    PL_CFG_INT,
+    PL_CFG_BOOL,
+    PL_CFG_DOUBLE,
+    PL_CFG_DURATION,
+    PL_CFG_SIZE,
+    PL_CFG_STRLIST,
+    PL_CFG_STRMAP,
+    PL_CFG_SECTION,
+    PL_CFG_LIST,
+} pl_cfg_type;
+
+typedef struct pl_strlist {
+    char **items;
+    size_t n;
+} pl_strlist;
+
+typedef struct pl_strmap {
+    char **keys;
+    char **values;
+    size_t n;
+} pl_strmap;
+
+typedef struct pl_cfg_list {
+    void *items; /* n structs of section->size bytes each */
+    size_t n;
+} pl_cfg_list;
+
+typedef struct pl_cfg_ctx pl_cfg_ctx; /* opaque: the loader's position info */
+typedef struct pl_cfg_section pl_cfg_section;
+
+typedef struct pl_cfg_field {
+    const char *key;
+    pl_cfg_type type;
+    const char *default_value; /* YAML text; NULL = zero / empty */
+    size_t offset;
+    const char *description;
+    const pl_cfg_section *section; /* for PL_CFG_SECTION and PL_CFG_LIST */
+} pl_cfg_field;
+
+struct pl_cfg_section {
+    size_t size;
+    const pl_cfg_field *fields; /* terminated by an entry with key == NULL */
+    /* Optional semantic check after the fields are filled; returns the number
+     * of errors it reported with pl_cfg_errorf. */
+    int (*validate)(void *cfg, pl_cfg_ctx *ctx);
+};
+
+/* Reports an error at the position of `key` inside the section being
+ * validated (or at the section itself when key is NULL or absent). */
+void pl_cfg_errorf(pl_cfg_ctx *ctx, const char *key, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+/* Fills `out` (section->size bytes) with the defaults only, without YAML.
+ * Returns 0, or -1 if a default does not parse (a bug in a table). */
+int pl_cfg_defaults(const pl_cfg_section *section, void *out);
+/* Frees strings, lists and maps inside a filled struct (not the struct). */
+void pl_cfg_free(const pl_cfg_section *section, void *cfg);
+
+/* Parsers shared by the loader and components; 0 or -1. */
+int pl_parse_duration(const char *text, int64_t *out_ns);
+int pl_parse_size(const char *text, uint64_t *out_bytes);
+
+/* ---- consumers and statistics ------------------------------------------ */
+
+/* The rest of a pipeline after a given point. Opaque; owned by the graph
+ * and valid until the graph is torn down (after every component's shutdown).
+ * pl_consumer_consume TAKES the batch whatever it returns. */
+typedef struct pl_consumer pl_consumer;
+pl_status pl_consumer_consume(pl_consumer *next, pl_batch *batch);
+
+/* Per-component counters, exposed on the Prometheus endpoint as
+ * proflink_<kind>_<name>_total{component="<id>",signal="<signal>"}. */
+typedef enum pl_stat {
+    PL_STAT_ACCEPTED = 0, /* items taken in (receivers, processors) */
+    PL_STAT_REFUSED,      /* items refused with a retryable answer */
+    PL_STAT_DROPPED,      /* items dropped (should stay 0; always logged) */
+    PL_STAT_SENT,         /* items exported successfully */
+    PL_STAT_FAILED,       /* items an exporter gave up on */
+    PL_STAT_COUNT
+} pl_stat;
+
+typedef struct pl_stats pl_stats;
+void pl_stats_add(pl_stats *stats, pl_signal signal, pl_stat stat, uint64_t n);
+uint64_t pl_stats_get(const pl_stats *stats, pl_signal signal, pl_stat stat);
+/* A component-specific counter or gauge, e.g. "linked_samples"; the returned
+ * pointer stays valid for the component's life. `help` is one line. */
+uint64_t *pl_stats_counter(pl_stats *stats, const char *name, const char *help);
+int64_t *pl_stats_gauge(pl_stats *stats, const char *name, const char *help);
+
+/* ---- the host: services every component may use ------------------------- */
+
+typedef struct pl_clock {
+    uint64_t (*now_ns)(void *arg); /* Unix time in ns */
+    void *arg;
+} pl_clock;
+uint64_t pl_clock_now(const pl_clock *clock); /* real time if clock or now_ns is NULL */
+uint64_t pl_time_now_ns(void);                 /* CLOCK_REALTIME */
+uint64_t pl_time_mono_ns(void);                /* CLOCK_MONOTONIC */
+
+/* Memory pressure, set by the memory_limiter processor, read by anything
+ * that holds data (correlation, batch) or accepts it. */
+typedef enum pl_memory_state {
+    PL_MEMORY_OK = 0,
+    PL_MEMORY_SOFT = 1, /* refuse new data */
+    PL_MEMORY_HARD = 2, /* also release held data early */
+} pl_memory_state;
+pl_memory_state pl_memory_state_get(void);
+void pl_memory_state_set(pl_memory_state state);
+
+/* ---- the component descriptor ------------------------------------------ */
+
+typedef enum pl_kind {
+    PL_KIND_RECEIVER = 0,
+    PL_KIND_PROCESSOR,
+    PL_KIND_EXPORTER,
+    PL_KIND_EXTENSION,
+} pl_kind;
+const char *pl_kind_name(pl_kind kind); /* "receiver", ... */
+
+typedef struct pl_create_settings {
+    const char *id;     /* "otlp", "otlphttp/tempo": for logs and metrics */
+    uv_loop_t *loop;    /* the one event loop; hooks run on it */
+    pl_stats *stats;    /* this component's counters */
+    pl_clock clock;     /* real time unless a test injects one */
+    /* Receivers only: where each signal goes (NULL: no pipeline takes it). */
+    pl_consumer *next[PL_SIGNAL_COUNT];
+    /* Signals this instance is used with (union over its pipelines). */
+    unsigned signals;
+} pl_create_settings;
+
+typedef struct pl_component_type {
+    const char *type; /* the config key before any '/' */
+    pl_kind kind;
+    unsigned signals; /* PL_SIGNAL_MASK(...) | ... */
+    const char *description;
+    const pl_cfg_section *config;
+
+    /* Builds an instance from a validated config (borrowed: copy what you
+     * keep). Nothing may listen or connect yet. */
+    pl_status (*create)(const pl_create_settings *settings, const void *config, void **out_self,
+                        pl_err *err);
+    /* Starts listening / connecting / timers. */
+    pl_status (*start)(void *self, pl_err *err);
+    /* Processors: takes `batch`; passes it (or what it becomes) to `next`
+     * now or later, or frees it. `next` depends on the pipeline the batch
+     * came through, which matters for instances shared between pipelines:
+     * keep the pointer with held data. */
+    pl_status (*consume)(void *self, pl_batch *batch, pl_consumer *next);
+    /* Exporters: borrows `batch`; encode or copy before returning. Returning
+     * PL_ERR_REFUSED makes receivers answer with a retryable status. */
+    pl_status (*export)(void *self, const pl_batch *batch);
+    /* Stop taking new work: receivers close listeners and connections,
+     * processors hand everything they hold to its `next`, exporters start
+     * draining their queues. Must not block. */
+    void (*shutdown)(void *self);
+    /* Items still in flight (exporters' queues); the host waits for 0 or the
+     * drain deadline after shutdown. NULL = always 0. */
+    size_t (*pending)(void *self);
+    /* Releases everything; called once handles are closed and the loop ran. */
+    void (*destroy)(void *self);
+} pl_component_type;
+
+/* The registry: every built-in component type (pipeline/registry.c). */
+extern const pl_component_type *const pl_component_types[];
+const pl_component_type *pl_component_type_find(pl_kind kind, const char *type, size_t len);
+
+#endif

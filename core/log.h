@@ -1,0 +1,32 @@
+/*
+ * log.h: leveled logging to stderr. One line per event:
+ *   2026-11-21T05:40:00.123Z info  [otlp] listening on 127.0.0.1:4318
+ * The level is set from service.telemetry.logs.level.
+ */
+#ifndef PL_LOG_H
+#define PL_LOG_H
+
+typedef enum pl_log_level {
+    PL_LOG_DEBUG = 0,
+    PL_LOG_INFO = 1,
+    PL_LOG_WARN = 2,
+    PL_LOG_ERROR = 3,
+    PL_LOG_OFF = 4,
+} pl_log_level;
+
+void pl_log_set_level(pl_log_level level);
+pl_log_level pl_log_get_level(void);
+/* Parses "debug", "info", "warn", "error", "off"; -1 if unknown. */
+int pl_log_level_parse(const char *name);
+int pl_log_enabled(pl_log_level level);
+
+/* `component` may be NULL. */
+void pl_log(pl_log_level level, const char *component, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+#define pl_debug(c, ...) do { if (pl_log_enabled(PL_LOG_DEBUG)) pl_log(PL_LOG_DEBUG, c, __VA_ARGS__); } while (0)
+#define pl_info(c, ...) pl_log(PL_LOG_INFO, c, __VA_ARGS__)
+#define pl_warn(c, ...) pl_log(PL_LOG_WARN, c, __VA_ARGS__)
+#define pl_error(c, ...) pl_log(PL_LOG_ERROR, c, __VA_ARGS__)
+
+#endif

@@ -1,0 +1,399 @@
+/*
+ * model.h: proflink's in-memory form of telemetry: traces and profiles
+ * decoded from OTLP (or converted from pprof), and opaque logs/metrics.
+ *
+ * The structs mirror the OTLP messages field for field (see the .proto files in proto/),
+ * so that decode -> encode gives back the same bytes for canonical input.
+ * Everything a batch points to lives in that batch's arena or in its input
+ * buffer (strings are views into the request body when they can be), and is
+ * released with pl_batch_free().
+ *
+ * Ownership rules (they hold everywhere in proflink):
+ *   - A batch has exactly one owner. Whoever holds a pl_batch * either passes
+ *     it on (pl_consumer_consume, a processor's consume hook: both TAKE it,
+ *     whatever they return) or frees it.
+ *   - A processor that has taken a batch may mutate it in place: add, change
+ *     or remove attributes, samples, spans. New memory comes from the batch's
+ *     own arena (pl_batch_alloc and the helpers below), never from malloc.
+ *   - Exporters BORROW a batch (const): they encode or copy what they need
+ *     before their export hook returns, and never keep pointers into it.
+ *   - A receiver feeding several pipelines gives each its own copy
+ *     (pl_batch_clone); the pipeline machinery does that for it.
+ */
+#ifndef PL_MODEL_H
+#define PL_MODEL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "arena.h"
+
+/* Signals. The numeric value indexes per-signal arrays. */
+typedef enum pl_signal {
+    PL_SIGNAL_TRACES = 0,
+    PL_SIGNAL_PROFILES = 1,
+    PL_SIGNAL_LOGS = 2,
+    PL_SIGNAL_METRICS = 3,
+} pl_signal;
+#define PL_SIGNAL_COUNT 4
+#define PL_SIGNAL_MASK(s) (1u << (s))
+#define PL_SIGNALS_ALL 0xfu
+const char *pl_signal_name(pl_signal s); /* "traces", "profiles", "logs", "metrics" */
+int pl_signal_from_name(const char *name, size_t len, pl_signal *out); /* 0 or -1 */
+
+/* A byte string (UTF-8 text or raw bytes); NOT NUL-terminated. */
+typedef struct pl_bytes {
+    const uint8_t *ptr;
+    uint32_t len;
+} pl_bytes;
+
+#define PL_BYTES_LIT(s) ((pl_bytes){(const uint8_t *)(s), (uint32_t)(sizeof(s) - 1)})
+pl_bytes pl_bytes_from_cstr(const char *s);
+bool pl_bytes_eq(pl_bytes a, pl_bytes b);
+bool pl_bytes_eq_cstr(pl_bytes a, const char *s);
+
+/* ---- common.v1 ---------------------------------------------------------- */
+
+typedef enum pl_value_type {
+    PL_VALUE_EMPTY = 0, /* AnyValue with no member set */
+    PL_VALUE_STRING,
+    PL_VALUE_BOOL,
+    PL_VALUE_INT,
+    PL_VALUE_DOUBLE,
+    PL_VALUE_ARRAY,
+    PL_VALUE_KVLIST,
+    PL_VALUE_BYTES,
+    PL_VALUE_STRINDEX, /* string_value_strindex: profiles only */
+} pl_value_type;
+
+typedef struct pl_kv pl_kv;
+typedef struct pl_value pl_value;
+
+struct pl_value {
+    pl_value_type type;
+    union {
+        pl_bytes str; /* STRING and BYTES */
+        bool b;
+        int64_t i;
+        double d;
+        struct {
+            pl_value *items;
+            uint32_t n;
+        } array;
+        struct {
+            pl_kv *items;
+            uint32_t n;
+        } kvlist;
+        int32_t strindex;
+    } u;
+};
+
+struct pl_kv {
+    pl_bytes key;
+    int32_t key_strindex; /* profiles only; 0 when `key` is used */
+    pl_value value;
+};
+
+/* A growable attribute list. `cap` > `n` leaves room to append in place. */
+typedef struct pl_attrs {
+    pl_kv *items;
+    uint32_t n;
+    uint32_t cap;
+} pl_attrs;
+
+typedef struct pl_entity_ref {
+    pl_bytes schema_url;
+    pl_bytes type;
+    pl_bytes *id_keys;
+    uint32_t n_id_keys;
+    pl_bytes *description_keys;
+    uint32_t n_description_keys;
+} pl_entity_ref;
+
+typedef struct pl_resource {
+    pl_attrs attrs;
+    uint32_t dropped_attributes_count;
+    pl_entity_ref *entity_refs;
+    uint32_t n_entity_refs;
+} pl_resource;
+
+typedef struct pl_scope {
+    pl_bytes name;
+    pl_bytes version;
+    pl_attrs attrs;
+    uint32_t dropped_attributes_count;
+} pl_scope;
+
+/* ---- trace.v1 ----------------------------------------------------------- */
+
+/* Ids keep their wire length (0 or 16 / 8; other lengths are rejected by the
+ * decoders) so that an absent id and an all-zero id stay distinct. */
+typedef struct pl_span_event {
+    uint64_t time_unix_nano;
+    pl_bytes name;
+    pl_attrs attrs;
+    uint32_t dropped_attributes_count;
+} pl_span_event;
+
+typedef struct pl_span_link {
+    uint8_t trace_id[16];
+    uint8_t span_id[8];
+    uint8_t trace_id_len;
+    uint8_t span_id_len;
+    pl_bytes trace_state;
+    pl_attrs attrs;
+    uint32_t dropped_attributes_count;
+    uint32_t flags;
+} pl_span_link;
+
+typedef struct pl_span {
+    uint8_t trace_id[16];
+    uint8_t span_id[8];
+    uint8_t parent_span_id[8];
+    uint8_t trace_id_len;
+    uint8_t span_id_len;
+    uint8_t parent_span_id_len;
+    bool has_status; /* the status sub-message was present on the wire */
+    pl_bytes trace_state;
+    uint32_t flags;
+    pl_bytes name;
+    int32_t kind;
+    uint64_t start_time_unix_nano;
+    uint64_t end_time_unix_nano;
+    pl_attrs attrs;
+    uint32_t dropped_attributes_count;
+    pl_span_event *events;
+    uint32_t n_events;
+    uint32_t dropped_events_count;
+    pl_span_link *links;
+    uint32_t n_links;
+    uint32_t dropped_links_count;
+    struct {
+        pl_bytes message;
+        int32_t code;
+    } status;
+} pl_span;
+
+typedef struct pl_scope_spans {
+    bool has_scope;
+    pl_scope scope;
+    pl_span *spans;
+    uint32_t n_spans;
+    pl_bytes schema_url;
+} pl_scope_spans;
+
+typedef struct pl_resource_spans {
+    bool has_resource;
+    pl_resource resource;
+    pl_scope_spans *scopes;
+    uint32_t n_scopes;
+    pl_bytes schema_url;
+} pl_resource_spans;
+
+typedef struct pl_traces {
+    pl_resource_spans *resources;
+    uint32_t n_resources;
+} pl_traces;
+
+/* ---- profiles.v1development (main-branch field layout) ------------------ */
+
+typedef struct pl_vtype {
+    int32_t type_strindex;
+    int32_t unit_strindex;
+} pl_vtype;
+
+typedef struct pl_sample {
+    int32_t stack_index;
+    int32_t link_index; /* 0 = no link */
+    int32_t *attribute_indices;
+    uint32_t n_attribute_indices;
+    int64_t *values;
+    uint32_t n_values;
+    uint64_t *timestamps_unix_nano;
+    uint32_t n_timestamps;
+} pl_sample;
+
+typedef struct pl_profile {
+    bool has_sample_type;
+    pl_vtype sample_type;
+    pl_sample *samples;
+    uint32_t n_samples;
+    uint64_t time_unix_nano;
+    uint64_t duration_nano;
+    bool has_period_type;
+    pl_vtype period_type;
+    int64_t period;
+    uint8_t profile_id[16];
+    uint8_t profile_id_len;
+    uint32_t dropped_attributes_count;
+    pl_bytes original_payload_format;
+    pl_bytes original_payload;
+    int32_t *attribute_indices;
+    uint32_t n_attribute_indices;
+} pl_profile;
+
+typedef struct pl_scope_profiles {
+    bool has_scope;
+    pl_scope scope;
+    pl_profile *profiles;
+    uint32_t n_profiles;
+    pl_bytes schema_url;
+} pl_scope_profiles;
+
+typedef struct pl_resource_profiles {
+    bool has_resource;
+    pl_resource resource;
+    pl_scope_profiles *scopes;
+    uint32_t n_scopes;
+    pl_bytes schema_url;
+} pl_resource_profiles;
+
+typedef struct pl_mapping {
+    uint64_t memory_start;
+    uint64_t memory_limit;
+    uint64_t file_offset;
+    int32_t filename_strindex;
+    int32_t *attribute_indices;
+    uint32_t n_attribute_indices;
+} pl_mapping;
+
+typedef struct pl_line {
+    int32_t function_index;
+    int64_t line;
+    int64_t column;
+} pl_line;
+
+typedef struct pl_location {
+    int32_t mapping_index;
+    uint64_t address;
+    pl_line *lines;
+    uint32_t n_lines;
+    int32_t *attribute_indices;
+    uint32_t n_attribute_indices;
+} pl_location;
+
+typedef struct pl_function {
+    int32_t name_strindex;
+    int32_t system_name_strindex;
+    int32_t filename_strindex;
+    int64_t start_line;
+} pl_function;
+
+typedef struct pl_link {
+    uint8_t trace_id[16];
+    uint8_t span_id[8];
+    uint8_t trace_id_len;
+    uint8_t span_id_len;
+} pl_link;
+
+typedef struct pl_kvu { /* KeyValueAndUnit */
+    int32_t key_strindex;
+    pl_value value;
+    int32_t unit_strindex;
+} pl_kvu;
+
+typedef struct pl_stack {
+    int32_t *location_indices; /* leaf first */
+    uint32_t n_location_indices;
+} pl_stack;
+
+/* One dictionary per request. Each table has n entries and room for cap;
+ * entry 0 is the zero value. Appending goes through the pl_dict_* helpers,
+ * which grow the tables inside the batch arena. */
+typedef struct pl_dictionary {
+    pl_mapping *mappings;
+    uint32_t n_mappings, cap_mappings;
+    pl_location *locations;
+    uint32_t n_locations, cap_locations;
+    pl_function *functions;
+    uint32_t n_functions, cap_functions;
+    pl_link *links;
+    uint32_t n_links, cap_links;
+    pl_bytes *strings;
+    uint32_t n_strings, cap_strings;
+    pl_kvu *attributes;
+    uint32_t n_attributes, cap_attributes;
+    pl_stack *stacks;
+    uint32_t n_stacks, cap_stacks;
+} pl_dictionary;
+
+typedef struct pl_profiles {
+    pl_resource_profiles *resources;
+    uint32_t n_resources;
+    bool has_dictionary;
+    pl_dictionary dict;
+} pl_profiles;
+
+/* ---- batches ------------------------------------------------------------ */
+
+/* Request metadata a receiver may attach (include_metadata; tenant). */
+typedef struct pl_metadata {
+    pl_kv *items; /* string values */
+    uint32_t n;
+} pl_metadata;
+
+typedef struct pl_batch {
+    pl_signal signal;
+    pl_arena arena;
+    union {
+        pl_traces traces;     /* PL_SIGNAL_TRACES */
+        pl_profiles profiles; /* PL_SIGNAL_PROFILES */
+        pl_bytes raw;         /* LOGS / METRICS: the encoded Export request */
+    } data;
+    pl_metadata metadata;
+    uint64_t received_unix_nano;
+    struct pl_batch_buffer *buffers; /* adopted malloc'd buffers */
+    size_t buffer_bytes;
+} pl_batch;
+
+/* Allocates an empty batch (its own arena). NULL on OOM. */
+pl_batch *pl_batch_new(pl_signal signal);
+void pl_batch_free(pl_batch *batch);
+void *pl_batch_alloc(pl_batch *batch, size_t size); /* zeroed, from the arena */
+/* Registers a malloc'd buffer (e.g. a request body that decoded strings point
+ * into) to be freed with the batch. -1 on OOM (the buffer is then NOT taken). */
+int pl_batch_adopt(pl_batch *batch, void *buffer, size_t size);
+/* Copies bytes into the batch arena (for strings a processor creates). */
+pl_bytes pl_batch_bytes(pl_batch *batch, const void *src, size_t len);
+/* Deep copy into a new arena; NULL on OOM. */
+pl_batch *pl_batch_clone(const pl_batch *batch);
+/* Spans, profile samples, or 1 for an opaque logs/metrics request. */
+size_t pl_batch_items(const pl_batch *batch);
+/* Approximate memory the batch holds (arena + owned buffers). */
+size_t pl_batch_memory(const pl_batch *batch);
+/* Metadata lookup; returns false when absent. */
+bool pl_batch_metadata_get(const pl_batch *batch, const char *key, pl_bytes *out);
+
+/* ---- helpers for processors -------------------------------------------- */
+
+/* Finds an attribute by key; NULL if absent. */
+pl_kv *pl_attrs_find(const pl_attrs *attrs, const char *key, size_t key_len);
+/* Inserts or replaces key=value; memory from arena. Returns the entry or NULL on OOM. */
+pl_kv *pl_attrs_put(pl_arena *arena, pl_attrs *attrs, pl_bytes key, pl_value value);
+/* Removes an attribute; returns true if one was removed. */
+bool pl_attrs_remove(pl_attrs *attrs, const char *key, size_t key_len);
+pl_value pl_value_string(pl_bytes s);
+pl_value pl_value_int(int64_t i);
+pl_value pl_value_double(double d);
+pl_value pl_value_bool(bool b);
+/* Deep equality of two values (same type and content). */
+bool pl_value_eq(const pl_value *a, const pl_value *b);
+
+/* Dictionary helpers: each returns the index of the (possibly new) entry, or
+ * -1 on OOM. pl_dict_intern_string reuses an existing equal string. */
+int32_t pl_dict_intern_string(pl_arena *arena, pl_dictionary *dict, pl_bytes s);
+int32_t pl_dict_add_attribute(pl_arena *arena, pl_dictionary *dict, int32_t key_strindex,
+                              pl_value value, int32_t unit_strindex);
+int32_t pl_dict_add_link(pl_arena *arena, pl_dictionary *dict, const pl_link *link);
+/* Makes sure every table holds its zero entry at index 0. -1 on OOM. */
+int pl_dict_ensure_zero_entries(pl_arena *arena, pl_dictionary *dict);
+/* Text of a string index; empty for out-of-range. */
+pl_bytes pl_dict_string(const pl_dictionary *dict, int32_t index);
+
+/* Hex helpers for ids. out must hold 2*len+1 chars. */
+void pl_hex_encode(const uint8_t *bytes, size_t len, char *out);
+/* Decodes exactly 2*len hex chars (either case); -1 on a bad char or length. */
+int pl_hex_decode(const char *hex, size_t hex_len, uint8_t *out, size_t len);
+
+#endif

@@ -1,0 +1,113 @@
+/*
+ * stats.c: per-component counters (see stats.h). Extra counters live in
+ * fixed-size chunks so that pointers handed out by pl_stats_counter stay
+ * valid when more are added.
+ */
+#include "stats.h"
+
+#include <stdlib.h>
+#include <stdio.h>
+#include <string.h>
+
+#define EXTRA_CHUNK 16
+
+static pl_stats *registered_head;
+
+pl_stats *pl_stats_new(const char *id, pl_kind kind)
+{
+    pl_stats *stats = calloc(1, sizeof(*stats));
+    if (!stats)
+        return NULL;
+    snprintf(stats->id, sizeof(stats->id), "%s", id ? id : "");
+    stats->kind = kind;
+    stats->next_registered = registered_head;
+    registered_head = stats;
+    return stats;
+}
+
+void pl_stats_free(pl_stats *stats)
+{
+    if (!stats)
+        return;
+    for (pl_stats **p = &registered_head; *p; p = &(*p)->next_registered) {
+        if (*p == stats) {
+            *p = stats->next_registered;
+            break;
+        }
+    }
+    for (size_t i = 0; i < stats->n_chunks; i++)
+        free(stats->extra_chunks[i]);
+    free(stats->extra_chunks);
+    free(stats);
+}
+
+pl_stats *pl_stats_list(void)
+{
+    return registered_head;
+}
+
+const char *pl_stat_name(pl_stat stat)
+{
+    static const char *names[] = {"accepted", "refused", "dropped", "sent", "failed"};
+    return stat < PL_STAT_COUNT ? names[stat] : "unknown";
+}
+
+void pl_stats_add(pl_stats *stats, pl_signal signal, pl_stat stat, uint64_t n)
+{
+    if (stats && (unsigned)signal < PL_SIGNAL_COUNT && stat < PL_STAT_COUNT)
+        stats->counts[signal][stat] += n;
+}
+
+uint64_t pl_stats_get(const pl_stats *stats, pl_signal signal, pl_stat stat)
+{
+    if (!stats || (unsigned)signal >= PL_SIGNAL_COUNT || stat >= PL_STAT_COUNT)
+        return 0;
+    return stats->counts[signal][stat];
+}
+
+static pl_stats_extra *stats_extra(pl_stats *stats, const char *name, const char *help,
+                                   bool is_gauge)
+{
+    static pl_stats_extra sink; /* absorbs updates when stats is NULL or OOM */
+    if (!stats)
+        return &sink;
+    for (size_t i = 0; i < stats->n_extras; i++) {
+        pl_stats_extra *e = &stats->extra_chunks[i / EXTRA_CHUNK][i % EXTRA_CHUNK];
+        if (strcmp(e->name, name) == 0)
+            return e;
+    }
+    if (stats->n_extras == stats->n_chunks * EXTRA_CHUNK) {
+        pl_stats_extra **chunks =
+            realloc(stats->extra_chunks, (stats->n_chunks + 1) * sizeof(*chunks));
+        if (!chunks)
+            return &sink;
+        stats->extra_chunks = chunks;
+        chunks[stats->n_chunks] = calloc(EXTRA_CHUNK, sizeof(pl_stats_extra));
+        if (!chunks[stats->n_chunks])
+            return &sink;
+        stats->n_chunks++;
+    }
+    size_t i = stats->n_extras++;
+    pl_stats_extra *e = &stats->extra_chunks[i / EXTRA_CHUNK][i % EXTRA_CHUNK];
+    snprintf(e->name, sizeof(e->name), "%s", name);
+    snprintf(e->help, sizeof(e->help), "%s", help ? help : "");
+    e->is_gauge = is_gauge;
+    return e;
+}
+
+uint64_t *pl_stats_counter(pl_stats *stats, const char *name, const char *help)
+{
+    return &stats_extra(stats, name, help, false)->v.counter;
+}
+
+int64_t *pl_stats_gauge(pl_stats *stats, const char *name, const char *help)
+{
+    return &stats_extra(stats, name, help, true)->v.gauge;
+}
+
+void pl_stats_each_extra(const pl_stats *stats, void (*fn)(void *arg, const pl_stats_extra *e),
+                         void *arg)
+{
+    for (size_t i = 0; i < stats->n_extras; i++)
+        fn(arg, &stats->extra_chunks[i / EXTRA_CHUNK][i % EXTRA_CHUNK]);
+}

@@ -1,0 +1,47 @@
+/*
+ * stats.h: the store behind pl_stats (declared in component.h), and what the
+ * telemetry endpoint walks to print every component's counters.
+ *
+ * Counters are plain uint64_t updated on the loop thread; components that
+ * update from another thread use __atomic builtins on the returned pointers.
+ */
+#ifndef PL_STATS_H
+#define PL_STATS_H
+
+#include "component.h"
+
+typedef struct pl_stats_extra {
+    char name[64];
+    char help[160];
+    bool is_gauge;
+    union {
+        uint64_t counter;
+        int64_t gauge;
+    } v;
+} pl_stats_extra;
+
+struct pl_stats {
+    char id[128];
+    pl_kind kind;
+    uint64_t counts[PL_SIGNAL_COUNT][PL_STAT_COUNT];
+    pl_stats_extra *extras; /* stable addresses: allocated in chunks */
+    size_t n_extras;
+    size_t cap_extras;
+    pl_stats_extra **extra_chunks;
+    size_t n_chunks;
+    pl_stats *next_registered;
+};
+
+/* Creates counters for component `id` and links them into the global list
+ * that the telemetry endpoint prints. NULL on OOM. */
+pl_stats *pl_stats_new(const char *id, pl_kind kind);
+/* Unlinks and frees. */
+void pl_stats_free(pl_stats *stats);
+/* Head of the global list (newest first). */
+pl_stats *pl_stats_list(void);
+const char *pl_stat_name(pl_stat stat); /* "accepted", "refused", ... */
+/* Calls fn for every extra counter/gauge of `stats`. */
+void pl_stats_each_extra(const pl_stats *stats, void (*fn)(void *arg, const pl_stats_extra *e),
+                         void *arg);
+
+#endif

@@ -1,0 +1,87 @@
+/*
+ * http_server.h: the HTTP server machinery every network front door shares
+ * (OTLP/HTTP, OTLP/gRPC, Pyroscope, the telemetry and query endpoints).
+ *
+ * One listener serves HTTP/1.1 (keep-alive, chunked bodies; parsed by
+ * http-parser) and, when allowed, cleartext HTTP/2 with prior knowledge
+ * (nghttp2), told apart by the client preface. Either way the handler sees a
+ * complete request: method, path, query, headers and the whole body
+ * (de-chunked but NOT decompressed), and answers it before returning.
+ * Limits (connections, header and body size, header/idle timeouts) are
+ * enforced here so a slow or hostile client only ever affects itself.
+ */
+#ifndef PL_HTTP_SERVER_H
+#define PL_HTTP_SERVER_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <uv.h>
+
+#include "core/status.h"
+
+typedef struct pl_http_header {
+    const char *name; /* HTTP/2 names are lower case; HTTP/1.1 as sent */
+    size_t name_len;
+    const char *value;
+    size_t value_len;
+} pl_http_header;
+
+typedef struct pl_http_request {
+    int http_version; /* 1 or 2 */
+    const char *method;
+    const char *path; /* without the query; NUL-terminated */
+    const char *query; /* after '?', NUL-terminated; "" if none */
+    const pl_http_header *headers;
+    size_t n_headers;
+    uint8_t *body; /* complete body, server-owned; see pl_http_request_take_body */
+    size_t body_len;
+    const char *peer; /* "ip:port" */
+} pl_http_request;
+
+/* Case-insensitive header lookup; NULL if absent. *len gets the value length. */
+const char *pl_http_header_get(const pl_http_request *req, const char *name, size_t *len);
+/* Hands the body's malloc'd buffer to the caller (then free()s it or adopts
+ * it into a batch); req->body becomes NULL. */
+uint8_t *pl_http_request_take_body(pl_http_request *req);
+
+typedef struct pl_http_response pl_http_response; /* the responder */
+
+/* Sends the answer. Content-Length / framing is added by the server. Call
+ * exactly once per request. */
+void pl_http_respond(pl_http_response *res, int status, const pl_http_header *headers,
+                     size_t n_headers, const void *body, size_t body_len);
+/* HTTP/2 only (gRPC): headers, body, then trailers. With body_len == 0 and
+ * no body, a Trailers-Only answer is allowed (pass body NULL). */
+void pl_http_respond_with_trailers(pl_http_response *res, int status,
+                                   const pl_http_header *headers, size_t n_headers,
+                                   const void *body, size_t body_len,
+                                   const pl_http_header *trailers, size_t n_trailers);
+
+typedef void (*pl_http_handler)(void *arg, pl_http_request *req, pl_http_response *res);
+
+typedef struct pl_http_server_options {
+    size_t max_body_size;        /* raw body bytes; over it: 413 and the request is dropped */
+    size_t max_header_size;      /* default 64 KiB */
+    unsigned max_connections;    /* default 1024; over it new connections are closed */
+    uint64_t header_timeout_ms;  /* time to receive headers (and body); default 30000 */
+    uint64_t idle_timeout_ms;    /* keep-alive idle; default 120000 */
+    bool http1;                  /* accept HTTP/1.1 (default true when both are false) */
+    bool h2c;                    /* accept HTTP/2 prior knowledge */
+    const char *name;            /* for logs: "otlp/http" */
+} pl_http_server_options;
+
+typedef struct pl_http_server pl_http_server;
+
+/* Binds and listens on "host:port" ("[::1]:port" for IPv6). NULL with err
+ * set on failure (e.g. "127.0.0.1:4318: address already in use"). */
+pl_http_server *pl_http_server_start(uv_loop_t *loop, const char *endpoint,
+                                     const pl_http_server_options *options,
+                                     pl_http_handler handler, void *arg, pl_err *err);
+/* The port actually bound (useful with port 0). */
+int pl_http_server_port(const pl_http_server *server);
+/* Closes the listener and every connection; memory is freed once libuv has
+ * closed the handles (run the loop). */
+void pl_http_server_close(pl_http_server *server);
+
+#endif

@@ -1,0 +1,25 @@
+/*
+ * registry.c: the one list of built-in component types. Adding a component
+ * means adding its descriptor here, and nowhere else.
+ */
+#include <string.h>
+
+#include "core/component.h"
+
+/* receivers */
+/* processors */
+/* exporters */
+
+const pl_component_type *const pl_component_types[] = {
+    NULL,
+};
+
+const pl_component_type *pl_component_type_find(pl_kind kind, const char *type, size_t len)
+{
+    for (size_t i = 0; pl_component_types[i]; i++) {
+        const pl_component_type *t = pl_component_types[i];
+        if (t->kind == kind && strlen(t->type) == len && memcmp(t->type, type, len) == 0)
+            return t;
+    }
+    return NULL;
+}
