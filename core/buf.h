@@ -1,0 +1,35 @@
+/*
+ * buf.h: a growable byte buffer (malloc'd), used by encoders and network code.
+ * On allocation failure a buffer becomes "failed": further appends are no-ops
+ * and pl_buf_ok() returns false, so encoders check once at the end.
+ */
+#ifndef PL_BUF_H
+#define PL_BUF_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+typedef struct pl_buf {
+    uint8_t *data;
+    size_t len;
+    size_t cap;
+    bool failed;
+} pl_buf;
+
+void pl_buf_init(pl_buf *b);
+void pl_buf_free(pl_buf *b);
+void pl_buf_reset(pl_buf *b); /* len = 0, keeps memory, clears failure */
+bool pl_buf_reserve(pl_buf *b, size_t extra);
+void pl_buf_append(pl_buf *b, const void *data, size_t len);
+void pl_buf_append_byte(pl_buf *b, uint8_t byte);
+void pl_buf_append_str(pl_buf *b, const char *s);
+void pl_buf_printf(pl_buf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static inline bool pl_buf_ok(const pl_buf *b)
+{
+    return !b->failed;
+}
+/* Hands the data to the caller (malloc'd; free() it) and empties b. */
+uint8_t *pl_buf_steal(pl_buf *b, size_t *len);
+
+#endif
