@@ -1,0 +1,780 @@
+/*
+ * model.c: batches and the small helpers processors use on the model.
+ *
+ * A batch is an arena plus a list of adopted malloc'd buffers (request bodies
+ * that decoded strings point into). Freeing a batch frees both in one go.
+ *
+ * Attribute lists and dictionary tables grow geometrically inside the arena:
+ * the old array is abandoned (arenas never free single objects), which costs
+ * at most as much again as the final size, and keeps appends O(1) amortised.
+ *
+ * pl_dict_intern_string finds duplicates by a linear scan. Dictionaries of
+ * one request hold hundreds to a few thousand strings, and interning happens
+ * on the slow path (processors adding a handful of attributes), so a hash
+ * index was not worth a field in the public struct yet.
+ */
+#include "model.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+struct pl_batch_buffer {
+    struct pl_batch_buffer *next;
+    void *data;
+    size_t size;
+};
+
+/* ---- signals and bytes -------------------------------------------------- */
+
+static const char *const signal_names[PL_SIGNAL_COUNT] = {"traces", "profiles", "logs", "metrics"};
+
+const char *pl_signal_name(pl_signal s)
+{
+    if ((unsigned)s < PL_SIGNAL_COUNT)
+        return signal_names[s];
+    return "unknown";
+}
+
+int pl_signal_from_name(const char *name, size_t len, pl_signal *out)
+{
+    for (int i = 0; i < PL_SIGNAL_COUNT; i++) {
+        if (strlen(signal_names[i]) == len && memcmp(signal_names[i], name, len) == 0) {
+            *out = (pl_signal)i;
+            return 0;
+        }
+    }
+    return -1;
+}
+
+pl_bytes pl_bytes_from_cstr(const char *s)
+{
+    pl_bytes b = {(const uint8_t *)s, s ? (uint32_t)strlen(s) : 0};
+    return b;
+}
+
+bool pl_bytes_eq(pl_bytes a, pl_bytes b)
+{
+    return a.len == b.len && (a.len == 0 || memcmp(a.ptr, b.ptr, a.len) == 0);
+}
+
+bool pl_bytes_eq_cstr(pl_bytes a, const char *s)
+{
+    size_t n = strlen(s);
+    return a.len == n && (n == 0 || memcmp(a.ptr, s, n) == 0);
+}
+
+/* ---- batches ------------------------------------------------------------ */
+
+pl_batch *pl_batch_new(pl_signal signal)
+{
+    pl_batch *b = calloc(1, sizeof(*b));
+    if (!b)
+        return NULL;
+    b->signal = signal;
+    pl_arena_init(&b->arena);
+    return b;
+}
+
+void pl_batch_free(pl_batch *batch)
+{
+    if (!batch)
+        return;
+    struct pl_batch_buffer *buf = batch->buffers;
+    while (buf) {
+        struct pl_batch_buffer *next = buf->next;
+        free(buf->data);
+        free(buf);
+        buf = next;
+    }
+    pl_arena_free(&batch->arena);
+    free(batch);
+}
+
+void *pl_batch_alloc(pl_batch *batch, size_t size)
+{
+    return pl_arena_calloc(&batch->arena, 1, size);
+}
+
+int pl_batch_adopt(pl_batch *batch, void *buffer, size_t size)
+{
+    struct pl_batch_buffer *node = malloc(sizeof(*node));
+    if (!node)
+        return -1;
+    node->data = buffer;
+    node->size = size;
+    node->next = batch->buffers;
+    batch->buffers = node;
+    batch->buffer_bytes += size;
+    return 0;
+}
+
+pl_bytes pl_batch_bytes(pl_batch *batch, const void *src, size_t len)
+{
+    pl_bytes out = {NULL, 0};
+    if (len > UINT32_MAX)
+        return out;
+    char *p = pl_arena_memdup(&batch->arena, src, len);
+    if (!p)
+        return out;
+    out.ptr = (const uint8_t *)p;
+    out.len = (uint32_t)len;
+    return out;
+}
+
+size_t pl_batch_items(const pl_batch *batch)
+{
+    size_t n = 0;
+    switch (batch->signal) {
+    case PL_SIGNAL_TRACES:
+        for (uint32_t r = 0; r < batch->data.traces.n_resources; r++) {
+            const pl_resource_spans *rs = &batch->data.traces.resources[r];
+            for (uint32_t s = 0; s < rs->n_scopes; s++)
+                n += rs->scopes[s].n_spans;
+        }
+        return n;
+    case PL_SIGNAL_PROFILES:
+        for (uint32_t r = 0; r < batch->data.profiles.n_resources; r++) {
+            const pl_resource_profiles *rp = &batch->data.profiles.resources[r];
+            for (uint32_t s = 0; s < rp->n_scopes; s++)
+                for (uint32_t p = 0; p < rp->scopes[s].n_profiles; p++)
+                    n += rp->scopes[s].profiles[p].n_samples;
+        }
+        return n;
+    default:
+        return 1;
+    }
+}
+
+size_t pl_batch_memory(const pl_batch *batch)
+{
+    return sizeof(*batch) + pl_arena_bytes(&batch->arena) + batch->buffer_bytes;
+}
+
+bool pl_batch_metadata_get(const pl_batch *batch, const char *key, pl_bytes *out)
+{
+    for (uint32_t i = 0; i < batch->metadata.n; i++) {
+        const pl_kv *kv = &batch->metadata.items[i];
+        if (pl_bytes_eq_cstr(kv->key, key)) {
+            if (out)
+                *out = kv->value.u.str;
+            return true;
+        }
+    }
+    return false;
+}
+
+/* ---- deep copy ---------------------------------------------------------- */
+
+/* The copy helpers return 0 or -1 (OOM). They write into `dst`, which the
+ * caller has filled with a shallow copy of the source. */
+typedef struct clone_ctx {
+    pl_arena *arena;
+} clone_ctx;
+
+static int copy_bytes(clone_ctx *c, pl_bytes *b)
+{
+    if (b->len == 0) {
+        b->ptr = NULL;
+        return 0;
+    }
+    char *p = pl_arena_memdup(c->arena, b->ptr, b->len);
+    if (!p)
+        return -1;
+    b->ptr = (const uint8_t *)p;
+    return 0;
+}
+
+/* Copies an array of n elements; NULL stays NULL. */
+static void *copy_array(clone_ctx *c, const void *src, size_t n, size_t elem, int *fail)
+{
+    if (!src || n == 0)
+        return NULL;
+    void *p = pl_arena_calloc(c->arena, n, elem);
+    if (!p) {
+        *fail = 1;
+        return NULL;
+    }
+    memcpy(p, src, n * elem);
+    return p;
+}
+
+static int copy_kvs(clone_ctx *c, pl_kv *items, uint32_t n);
+
+static int copy_value(clone_ctx *c, pl_value *v)
+{
+    int fail = 0;
+    switch (v->type) {
+    case PL_VALUE_STRING:
+    case PL_VALUE_BYTES:
+        return copy_bytes(c, &v->u.str);
+    case PL_VALUE_ARRAY:
+        v->u.array.items = copy_array(c, v->u.array.items, v->u.array.n, sizeof(pl_value), &fail);
+        if (fail)
+            return -1;
+        if (!v->u.array.items)
+            v->u.array.n = 0;
+        for (uint32_t i = 0; i < v->u.array.n; i++)
+            if (copy_value(c, &v->u.array.items[i]))
+                return -1;
+        return 0;
+    case PL_VALUE_KVLIST:
+        v->u.kvlist.items = copy_array(c, v->u.kvlist.items, v->u.kvlist.n, sizeof(pl_kv), &fail);
+        if (fail)
+            return -1;
+        if (!v->u.kvlist.items)
+            v->u.kvlist.n = 0;
+        return copy_kvs(c, v->u.kvlist.items, v->u.kvlist.n);
+    default:
+        return 0;
+    }
+}
+
+static int copy_kvs(clone_ctx *c, pl_kv *items, uint32_t n)
+{
+    for (uint32_t i = 0; i < n; i++) {
+        if (copy_bytes(c, &items[i].key) || copy_value(c, &items[i].value))
+            return -1;
+    }
+    return 0;
+}
+
+static int copy_attrs(clone_ctx *c, pl_attrs *a)
+{
+    int fail = 0;
+    /* The copy is exactly n long: spare capacity is not worth duplicating. */
+    a->items = copy_array(c, a->items, a->n, sizeof(pl_kv), &fail);
+    if (fail)
+        return -1;
+    if (!a->items)
+        a->n = 0;
+    a->cap = a->n;
+    return copy_kvs(c, a->items, a->n);
+}
+
+static int copy_bytes_list(clone_ctx *c, pl_bytes **list, uint32_t *n)
+{
+    int fail = 0;
+    *list = copy_array(c, *list, *n, sizeof(pl_bytes), &fail);
+    if (fail)
+        return -1;
+    if (!*list)
+        *n = 0;
+    for (uint32_t i = 0; i < *n; i++)
+        if (copy_bytes(c, &(*list)[i]))
+            return -1;
+    return 0;
+}
+
+static int copy_resource(clone_ctx *c, pl_resource *r)
+{
+    int fail = 0;
+    if (copy_attrs(c, &r->attrs))
+        return -1;
+    r->entity_refs = copy_array(c, r->entity_refs, r->n_entity_refs, sizeof(pl_entity_ref), &fail);
+    if (fail)
+        return -1;
+    if (!r->entity_refs)
+        r->n_entity_refs = 0;
+    for (uint32_t i = 0; i < r->n_entity_refs; i++) {
+        pl_entity_ref *e = &r->entity_refs[i];
+        if (copy_bytes(c, &e->schema_url) || copy_bytes(c, &e->type) ||
+            copy_bytes_list(c, &e->id_keys, &e->n_id_keys) ||
+            copy_bytes_list(c, &e->description_keys, &e->n_description_keys))
+            return -1;
+    }
+    return 0;
+}
+
+static int copy_scope(clone_ctx *c, pl_scope *s)
+{
+    return copy_bytes(c, &s->name) || copy_bytes(c, &s->version) || copy_attrs(c, &s->attrs) ? -1
+                                                                                             : 0;
+}
+
+static int copy_span(clone_ctx *c, pl_span *sp)
+{
+    int fail = 0;
+    if (copy_bytes(c, &sp->trace_state) || copy_bytes(c, &sp->name) || copy_attrs(c, &sp->attrs) ||
+        copy_bytes(c, &sp->status.message))
+        return -1;
+    sp->events = copy_array(c, sp->events, sp->n_events, sizeof(pl_span_event), &fail);
+    sp->links = copy_array(c, sp->links, sp->n_links, sizeof(pl_span_link), &fail);
+    if (fail)
+        return -1;
+    if (!sp->events)
+        sp->n_events = 0;
+    if (!sp->links)
+        sp->n_links = 0;
+    for (uint32_t i = 0; i < sp->n_events; i++)
+        if (copy_bytes(c, &sp->events[i].name) || copy_attrs(c, &sp->events[i].attrs))
+            return -1;
+    for (uint32_t i = 0; i < sp->n_links; i++)
+        if (copy_bytes(c, &sp->links[i].trace_state) || copy_attrs(c, &sp->links[i].attrs))
+            return -1;
+    return 0;
+}
+
+static int copy_traces(clone_ctx *c, pl_traces *t)
+{
+    int fail = 0;
+    t->resources = copy_array(c, t->resources, t->n_resources, sizeof(pl_resource_spans), &fail);
+    if (fail)
+        return -1;
+    if (!t->resources)
+        t->n_resources = 0;
+    for (uint32_t r = 0; r < t->n_resources; r++) {
+        pl_resource_spans *rs = &t->resources[r];
+        if (copy_resource(c, &rs->resource) || copy_bytes(c, &rs->schema_url))
+            return -1;
+        rs->scopes = copy_array(c, rs->scopes, rs->n_scopes, sizeof(pl_scope_spans), &fail);
+        if (fail)
+            return -1;
+        if (!rs->scopes)
+            rs->n_scopes = 0;
+        for (uint32_t s = 0; s < rs->n_scopes; s++) {
+            pl_scope_spans *ss = &rs->scopes[s];
+            if (copy_scope(c, &ss->scope) || copy_bytes(c, &ss->schema_url))
+                return -1;
+            ss->spans = copy_array(c, ss->spans, ss->n_spans, sizeof(pl_span), &fail);
+            if (fail)
+                return -1;
+            if (!ss->spans)
+                ss->n_spans = 0;
+            for (uint32_t i = 0; i < ss->n_spans; i++)
+                if (copy_span(c, &ss->spans[i]))
+                    return -1;
+        }
+    }
+    return 0;
+}
+
+static int32_t *copy_i32(clone_ctx *c, int32_t *src, uint32_t *n, int *fail)
+{
+    int32_t *p = copy_array(c, src, *n, sizeof(int32_t), fail);
+    if (!p)
+        *n = 0;
+    return p;
+}
+
+static int copy_profile(clone_ctx *c, pl_profile *p)
+{
+    int fail = 0;
+    if (copy_bytes(c, &p->original_payload_format) || copy_bytes(c, &p->original_payload))
+        return -1;
+    p->attribute_indices = copy_i32(c, p->attribute_indices, &p->n_attribute_indices, &fail);
+    p->samples = copy_array(c, p->samples, p->n_samples, sizeof(pl_sample), &fail);
+    if (fail)
+        return -1;
+    if (!p->samples)
+        p->n_samples = 0;
+    for (uint32_t i = 0; i < p->n_samples; i++) {
+        pl_sample *s = &p->samples[i];
+        s->attribute_indices = copy_i32(c, s->attribute_indices, &s->n_attribute_indices, &fail);
+        s->values = copy_array(c, s->values, s->n_values, sizeof(int64_t), &fail);
+        s->timestamps_unix_nano =
+            copy_array(c, s->timestamps_unix_nano, s->n_timestamps, sizeof(uint64_t), &fail);
+        if (fail)
+            return -1;
+        if (!s->values)
+            s->n_values = 0;
+        if (!s->timestamps_unix_nano)
+            s->n_timestamps = 0;
+    }
+    return 0;
+}
+
+static int copy_dictionary(clone_ctx *c, pl_dictionary *d)
+{
+    int fail = 0;
+#define COPY_TABLE(field, nfield, capfield, type)                                                  \
+    do {                                                                                           \
+        d->field = copy_array(c, d->field, d->nfield, sizeof(type), &fail);                        \
+        if (fail)                                                                                  \
+            return -1;                                                                             \
+        if (!d->field)                                                                             \
+            d->nfield = 0;                                                                         \
+        d->capfield = d->nfield;                                                                   \
+    } while (0)
+    COPY_TABLE(mappings, n_mappings, cap_mappings, pl_mapping);
+    COPY_TABLE(locations, n_locations, cap_locations, pl_location);
+    COPY_TABLE(functions, n_functions, cap_functions, pl_function);
+    COPY_TABLE(links, n_links, cap_links, pl_link);
+    COPY_TABLE(strings, n_strings, cap_strings, pl_bytes);
+    COPY_TABLE(attributes, n_attributes, cap_attributes, pl_kvu);
+    COPY_TABLE(stacks, n_stacks, cap_stacks, pl_stack);
+#undef COPY_TABLE
+    for (uint32_t i = 0; i < d->n_mappings; i++)
+        d->mappings[i].attribute_indices = copy_i32(c, d->mappings[i].attribute_indices,
+                                                    &d->mappings[i].n_attribute_indices, &fail);
+    for (uint32_t i = 0; i < d->n_locations; i++) {
+        pl_location *l = &d->locations[i];
+        l->attribute_indices = copy_i32(c, l->attribute_indices, &l->n_attribute_indices, &fail);
+        l->lines = copy_array(c, l->lines, l->n_lines, sizeof(pl_line), &fail);
+        if (!l->lines)
+            l->n_lines = 0;
+    }
+    for (uint32_t i = 0; i < d->n_stacks; i++)
+        d->stacks[i].location_indices =
+            copy_i32(c, d->stacks[i].location_indices, &d->stacks[i].n_location_indices, &fail);
+    if (fail)
+        return -1;
+    for (uint32_t i = 0; i < d->n_strings; i++)
+        if (copy_bytes(c, &d->strings[i]))
+            return -1;
+    for (uint32_t i = 0; i < d->n_attributes; i++)
+        if (copy_value(c, &d->attributes[i].value))
+            return -1;
+    return 0;
+}
+
+static int copy_profiles(clone_ctx *c, pl_profiles *ps)
+{
+    int fail = 0;
+    ps->resources =
+        copy_array(c, ps->resources, ps->n_resources, sizeof(pl_resource_profiles), &fail);
+    if (fail)
+        return -1;
+    if (!ps->resources)
+        ps->n_resources = 0;
+    for (uint32_t r = 0; r < ps->n_resources; r++) {
+        pl_resource_profiles *rp = &ps->resources[r];
+        if (copy_resource(c, &rp->resource) || copy_bytes(c, &rp->schema_url))
+            return -1;
+        rp->scopes = copy_array(c, rp->scopes, rp->n_scopes, sizeof(pl_scope_profiles), &fail);
+        if (fail)
+            return -1;
+        if (!rp->scopes)
+            rp->n_scopes = 0;
+        for (uint32_t s = 0; s < rp->n_scopes; s++) {
+            pl_scope_profiles *sp = &rp->scopes[s];
+            if (copy_scope(c, &sp->scope) || copy_bytes(c, &sp->schema_url))
+                return -1;
+            sp->profiles = copy_array(c, sp->profiles, sp->n_profiles, sizeof(pl_profile), &fail);
+            if (fail)
+                return -1;
+            if (!sp->profiles)
+                sp->n_profiles = 0;
+            for (uint32_t i = 0; i < sp->n_profiles; i++)
+                if (copy_profile(c, &sp->profiles[i]))
+                    return -1;
+        }
+    }
+    return copy_dictionary(c, &ps->dict);
+}
+
+pl_batch *pl_batch_clone(const pl_batch *batch)
+{
+    pl_batch *b = pl_batch_new(batch->signal);
+    if (!b)
+        return NULL;
+    clone_ctx c = {&b->arena};
+    b->data = batch->data;
+    b->metadata = batch->metadata;
+    b->received_unix_nano = batch->received_unix_nano;
+    int rc = 0;
+    switch (batch->signal) {
+    case PL_SIGNAL_TRACES:
+        rc = copy_traces(&c, &b->data.traces);
+        break;
+    case PL_SIGNAL_PROFILES:
+        rc = copy_profiles(&c, &b->data.profiles);
+        break;
+    default:
+        rc = copy_bytes(&c, &b->data.raw);
+        break;
+    }
+    if (rc == 0) {
+        int fail = 0;
+        b->metadata.items = copy_array(&c, b->metadata.items, b->metadata.n, sizeof(pl_kv), &fail);
+        if (!b->metadata.items)
+            b->metadata.n = 0;
+        rc = fail ? -1 : copy_kvs(&c, b->metadata.items, b->metadata.n);
+    }
+    if (rc != 0) {
+        pl_batch_free(b);
+        return NULL;
+    }
+    return b;
+}
+
+/* ---- attributes and values ---------------------------------------------- */
+
+pl_kv *pl_attrs_find(const pl_attrs *attrs, const char *key, size_t key_len)
+{
+    for (uint32_t i = 0; i < attrs->n; i++) {
+        pl_kv *kv = &attrs->items[i];
+        if (kv->key.len == key_len && (key_len == 0 || memcmp(kv->key.ptr, key, key_len) == 0))
+            return kv;
+    }
+    return NULL;
+}
+
+pl_kv *pl_attrs_put(pl_arena *arena, pl_attrs *attrs, pl_bytes key, pl_value value)
+{
+    pl_kv *kv = pl_attrs_find(attrs, (const char *)key.ptr, key.len);
+    if (kv) {
+        kv->value = value;
+        return kv;
+    }
+    if (attrs->n >= attrs->cap) {
+        uint32_t cap = attrs->cap < attrs->n ? attrs->n : attrs->cap;
+        cap = cap < 4 ? 8 : cap * 2;
+        pl_kv *items = pl_arena_grow(arena, attrs->items, attrs->n, cap, sizeof(pl_kv));
+        if (!items)
+            return NULL;
+        attrs->items = items;
+        attrs->cap = cap;
+    }
+    kv = &attrs->items[attrs->n++];
+    memset(kv, 0, sizeof(*kv));
+    kv->key = key;
+    kv->value = value;
+    return kv;
+}
+
+bool pl_attrs_remove(pl_attrs *attrs, const char *key, size_t key_len)
+{
+    pl_kv *kv = pl_attrs_find(attrs, key, key_len);
+    if (!kv)
+        return false;
+    size_t i = (size_t)(kv - attrs->items);
+    memmove(kv, kv + 1, (attrs->n - i - 1) * sizeof(pl_kv));
+    attrs->n--;
+    return true;
+}
+
+pl_value pl_value_string(pl_bytes s)
+{
+    pl_value v;
+    memset(&v, 0, sizeof(v));
+    v.type = PL_VALUE_STRING;
+    v.u.str = s;
+    return v;
+}
+
+pl_value pl_value_int(int64_t i)
+{
+    pl_value v;
+    memset(&v, 0, sizeof(v));
+    v.type = PL_VALUE_INT;
+    v.u.i = i;
+    return v;
+}
+
+pl_value pl_value_double(double d)
+{
+    pl_value v;
+    memset(&v, 0, sizeof(v));
+    v.type = PL_VALUE_DOUBLE;
+    v.u.d = d;
+    return v;
+}
+
+pl_value pl_value_bool(bool b)
+{
+    pl_value v;
+    memset(&v, 0, sizeof(v));
+    v.type = PL_VALUE_BOOL;
+    v.u.b = b;
+    return v;
+}
+
+bool pl_value_eq(const pl_value *a, const pl_value *b)
+{
+    if (a->type != b->type)
+        return false;
+    switch (a->type) {
+    case PL_VALUE_EMPTY:
+        return true;
+    case PL_VALUE_STRING:
+    case PL_VALUE_BYTES:
+        return pl_bytes_eq(a->u.str, b->u.str);
+    case PL_VALUE_BOOL:
+        return a->u.b == b->u.b;
+    case PL_VALUE_INT:
+        return a->u.i == b->u.i;
+    case PL_VALUE_DOUBLE:
+        /* Bitwise, so that NaN equals itself and a value is equal to its copy. */
+        return memcmp(&a->u.d, &b->u.d, sizeof(double)) == 0;
+    case PL_VALUE_STRINDEX:
+        return a->u.strindex == b->u.strindex;
+    case PL_VALUE_ARRAY:
+        if (a->u.array.n != b->u.array.n)
+            return false;
+        for (uint32_t i = 0; i < a->u.array.n; i++)
+            if (!pl_value_eq(&a->u.array.items[i], &b->u.array.items[i]))
+                return false;
+        return true;
+    case PL_VALUE_KVLIST:
+        if (a->u.kvlist.n != b->u.kvlist.n)
+            return false;
+        for (uint32_t i = 0; i < a->u.kvlist.n; i++) {
+            const pl_kv *x = &a->u.kvlist.items[i], *y = &b->u.kvlist.items[i];
+            if (!pl_bytes_eq(x->key, y->key) || x->key_strindex != y->key_strindex ||
+                !pl_value_eq(&x->value, &y->value))
+                return false;
+        }
+        return true;
+    }
+    return false;
+}
+
+/* ---- dictionary --------------------------------------------------------- */
+
+/* Makes room for one more entry in an arena table. */
+static int table_reserve(pl_arena *arena, void **items, uint32_t n, uint32_t *cap, size_t elem)
+{
+    if (n < *cap && *items)
+        return 0;
+    uint32_t c = *cap < n ? n : *cap;
+    if (c >= UINT32_MAX / 2)
+        return -1;
+    c = c < 8 ? 16 : c * 2;
+    void *p = pl_arena_grow(arena, *items, n, c, elem);
+    if (!p)
+        return -1;
+    *items = p;
+    *cap = c;
+    return 0;
+}
+
+#define TABLE_RESERVE(arena, dict, field)                                                          \
+    table_reserve((arena), (void **)&(dict)->field, (dict)->n_##field, &(dict)->cap_##field,       \
+                  sizeof(*(dict)->field))
+
+int pl_dict_ensure_zero_entries(pl_arena *arena, pl_dictionary *dict)
+{
+#define ZERO_ENTRY(field)                                                                          \
+    do {                                                                                           \
+        if (dict->n_##field == 0) {                                                                \
+            if (TABLE_RESERVE(arena, dict, field))                                                 \
+                return -1;                                                                         \
+            memset(&dict->field[0], 0, sizeof(dict->field[0]));                                    \
+            dict->n_##field = 1;                                                                   \
+        }                                                                                          \
+    } while (0)
+    bool new_link = dict->n_links == 0;
+    ZERO_ENTRY(mappings);
+    ZERO_ENTRY(locations);
+    ZERO_ENTRY(functions);
+    ZERO_ENTRY(links);
+    ZERO_ENTRY(strings);
+    ZERO_ENTRY(attributes);
+    ZERO_ENTRY(stacks);
+#undef ZERO_ENTRY
+    /* link_table[0] carries zero ids of full length, for readers that insist
+     * on fixed-length ids (profiles fact sheet, dictionary rules). */
+    if (new_link) {
+        dict->links[0].trace_id_len = 16;
+        dict->links[0].span_id_len = 8;
+    }
+    return 0;
+}
+
+int32_t pl_dict_intern_string(pl_arena *arena, pl_dictionary *dict, pl_bytes s)
+{
+    if (dict->n_strings == 0) {
+        if (TABLE_RESERVE(arena, dict, strings))
+            return -1;
+        dict->strings[0] = (pl_bytes){NULL, 0};
+        dict->n_strings = 1;
+    }
+    /* Newest first: a processor usually interns the same few keys again. */
+    for (uint32_t i = dict->n_strings; i-- > 0;)
+        if (pl_bytes_eq(dict->strings[i], s))
+            return (int32_t)i;
+    if (dict->n_strings >= INT32_MAX || TABLE_RESERVE(arena, dict, strings))
+        return -1;
+    dict->strings[dict->n_strings] = s;
+    return (int32_t)dict->n_strings++;
+}
+
+int32_t pl_dict_add_attribute(pl_arena *arena, pl_dictionary *dict, int32_t key_strindex,
+                              pl_value value, int32_t unit_strindex)
+{
+    if (dict->n_attributes == 0) {
+        if (TABLE_RESERVE(arena, dict, attributes))
+            return -1;
+        memset(&dict->attributes[0], 0, sizeof(pl_kvu));
+        dict->n_attributes = 1;
+    }
+    for (uint32_t i = dict->n_attributes; i-- > 1;) {
+        const pl_kvu *a = &dict->attributes[i];
+        if (a->key_strindex == key_strindex && a->unit_strindex == unit_strindex &&
+            pl_value_eq(&a->value, &value))
+            return (int32_t)i;
+    }
+    if (dict->n_attributes >= INT32_MAX || TABLE_RESERVE(arena, dict, attributes))
+        return -1;
+    pl_kvu *a = &dict->attributes[dict->n_attributes];
+    a->key_strindex = key_strindex;
+    a->value = value;
+    a->unit_strindex = unit_strindex;
+    return (int32_t)dict->n_attributes++;
+}
+
+int32_t pl_dict_add_link(pl_arena *arena, pl_dictionary *dict, const pl_link *link)
+{
+    if (dict->n_links == 0) {
+        if (TABLE_RESERVE(arena, dict, links))
+            return -1;
+        memset(&dict->links[0], 0, sizeof(pl_link));
+        dict->links[0].trace_id_len = 16;
+        dict->links[0].span_id_len = 8;
+        dict->n_links = 1;
+    }
+    for (uint32_t i = dict->n_links; i-- > 1;) {
+        const pl_link *l = &dict->links[i];
+        if (l->trace_id_len == link->trace_id_len && l->span_id_len == link->span_id_len &&
+            memcmp(l->trace_id, link->trace_id, l->trace_id_len) == 0 &&
+            memcmp(l->span_id, link->span_id, l->span_id_len) == 0)
+            return (int32_t)i;
+    }
+    if (dict->n_links >= INT32_MAX || TABLE_RESERVE(arena, dict, links))
+        return -1;
+    dict->links[dict->n_links] = *link;
+    return (int32_t)dict->n_links++;
+}
+
+pl_bytes pl_dict_string(const pl_dictionary *dict, int32_t index)
+{
+    if (index < 0 || (uint32_t)index >= dict->n_strings)
+        return (pl_bytes){NULL, 0};
+    return dict->strings[index];
+}
+
+/* ---- hex ---------------------------------------------------------------- */
+
+void pl_hex_encode(const uint8_t *bytes, size_t len, char *out)
+{
+    static const char digits[] = "0123456789abcdef";
+    for (size_t i = 0; i < len; i++) {
+        out[2 * i] = digits[bytes[i] >> 4];
+        out[2 * i + 1] = digits[bytes[i] & 15];
+    }
+    out[2 * len] = '\0';
+}
+
+static int hex_nibble(char c)
+{
+    if (c >= '0' && c <= '9')
+        return c - '0';
+    if (c >= 'a' && c <= 'f')
+        return c - 'a' + 10;
+    if (c >= 'A' && c <= 'F')
+        return c - 'A' + 10;
+    return -1;
+}
+
+int pl_hex_decode(const char *hex, size_t hex_len, uint8_t *out, size_t len)
+{
+    if (hex_len != 2 * len)
+        return -1;
+    for (size_t i = 0; i < len; i++) {
+        int hi = hex_nibble(hex[2 * i]), lo = hex_nibble(hex[2 * i + 1]);
+        if (hi < 0 || lo < 0)
+            return -1;
+        out[i] = (uint8_t)(hi << 4 | lo);
+    }
+    return 0;
+}

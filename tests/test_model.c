@@ -1,0 +1,283 @@
+/*
+ * test_model.c: batches, deep copies, attribute and dictionary helpers, hex.
+ */
+#include <math.h>
+
+#include "core/model.h"
+#include "testlib.h"
+
+static void test_signal_names(void)
+{
+    pl_signal s;
+    CHECK_EQ_STR(pl_signal_name(PL_SIGNAL_TRACES), "traces");
+    CHECK_EQ_STR(pl_signal_name(PL_SIGNAL_METRICS), "metrics");
+    CHECK_EQ_INT(pl_signal_from_name("profiles", 8, &s), 0);
+    CHECK_EQ_INT(s, PL_SIGNAL_PROFILES);
+    CHECK_EQ_INT(pl_signal_from_name("logsx", 4, &s), 0);
+    CHECK_EQ_INT(s, PL_SIGNAL_LOGS);
+    CHECK_EQ_INT(pl_signal_from_name("log", 3, &s), -1);
+}
+
+static void test_bytes(void)
+{
+    pl_bytes a = pl_bytes_from_cstr("abc");
+    CHECK_EQ_INT(a.len, 3);
+    CHECK(pl_bytes_eq(a, PL_BYTES_LIT("abc")));
+    CHECK(!pl_bytes_eq(a, PL_BYTES_LIT("abd")));
+    CHECK(pl_bytes_eq_cstr(a, "abc"));
+    CHECK(!pl_bytes_eq_cstr(a, "ab"));
+    CHECK(pl_bytes_eq((pl_bytes){NULL, 0}, PL_BYTES_LIT("")));
+}
+
+static void test_hex(void)
+{
+    uint8_t id[8] = {0xb7, 0xad, 0x6b, 0x71, 0x69, 0x20, 0x33, 0x31}, back[8];
+    char hex[17];
+    pl_hex_encode(id, 8, hex);
+    CHECK_EQ_STR(hex, "b7ad6b7169203331");
+    CHECK_EQ_INT(pl_hex_decode("B7AD6B7169203331", 16, back, 8), 0);
+    CHECK_EQ_BYTES(back, 8, id, 8);
+    CHECK_EQ_INT(pl_hex_decode("b7ad6b716920333", 15, back, 8), -1);
+    CHECK_EQ_INT(pl_hex_decode("b7ad6b716920333g", 16, back, 8), -1);
+}
+
+static void test_attrs(void)
+{
+    pl_batch *b = pl_batch_new(PL_SIGNAL_TRACES);
+    REQUIRE(b);
+    pl_attrs attrs = {0};
+    for (int i = 0; i < 100; i++) {
+        char key[16];
+        int n = snprintf(key, sizeof key, "k%d", i);
+        REQUIRE(
+            pl_attrs_put(&b->arena, &attrs, pl_batch_bytes(b, key, (size_t)n), pl_value_int(i)));
+    }
+    CHECK_EQ_INT(attrs.n, 100);
+    CHECK(attrs.cap >= 100);
+    pl_kv *kv = pl_attrs_find(&attrs, "k42", 3);
+    REQUIRE(kv);
+    CHECK_EQ_INT(kv->value.u.i, 42);
+    /* Replacing keeps one entry. */
+    REQUIRE(pl_attrs_put(&b->arena, &attrs, PL_BYTES_LIT("k42"), pl_value_bool(true)));
+    CHECK_EQ_INT(attrs.n, 100);
+    CHECK_EQ_INT(pl_attrs_find(&attrs, "k42", 3)->value.type, PL_VALUE_BOOL);
+    CHECK(pl_attrs_remove(&attrs, "k0", 2));
+    CHECK(!pl_attrs_remove(&attrs, "k0", 2));
+    CHECK_EQ_INT(attrs.n, 99);
+    CHECK_BYTES_STR(attrs.items[0].key, "k1"); /* order kept */
+    CHECK(pl_attrs_find(&attrs, "nope", 4) == NULL);
+    pl_batch_free(b);
+}
+
+static void test_value_eq(void)
+{
+    pl_value a = pl_value_string(PL_BYTES_LIT("x")), b = pl_value_string(PL_BYTES_LIT("x"));
+    CHECK(pl_value_eq(&a, &b));
+    b = pl_value_string(PL_BYTES_LIT("y"));
+    CHECK(!pl_value_eq(&a, &b));
+    pl_value n1 = pl_value_double(NAN), n2 = pl_value_double(NAN);
+    CHECK(pl_value_eq(&n1, &n2));
+    pl_value i1 = pl_value_int(1), d1 = pl_value_double(1);
+    CHECK(!pl_value_eq(&i1, &d1));
+    pl_value items1[2] = {pl_value_int(1), pl_value_bool(false)};
+    pl_value items2[2] = {pl_value_int(1), pl_value_bool(true)};
+    pl_value arr1 = {.type = PL_VALUE_ARRAY, .u.array = {items1, 2}};
+    pl_value arr2 = {.type = PL_VALUE_ARRAY, .u.array = {items2, 2}};
+    CHECK(pl_value_eq(&arr1, &arr1));
+    CHECK(!pl_value_eq(&arr1, &arr2));
+}
+
+static void test_batch_adopt_memory(void)
+{
+    pl_batch *b = pl_batch_new(PL_SIGNAL_LOGS);
+    REQUIRE(b);
+    size_t before = pl_batch_memory(b);
+    void *buf = malloc(1000);
+    REQUIRE(buf);
+    CHECK_EQ_INT(pl_batch_adopt(b, buf, 1000), 0);
+    CHECK(pl_batch_memory(b) >= before + 1000);
+    b->data.raw = pl_batch_bytes(b, "\x0a\x00", 2);
+    CHECK_EQ_INT(pl_batch_items(b), 1);
+    int *z = pl_batch_alloc(b, 64 * sizeof(int));
+    REQUIRE(z);
+    int sum = 0;
+    for (int i = 0; i < 64; i++)
+        sum += z[i];
+    CHECK_EQ_INT(sum, 0);
+    pl_batch_free(b); /* ASan reports the adopted buffer if it leaks */
+}
+
+static pl_batch *build_traces(void)
+{
+    pl_batch *b = pl_batch_new(PL_SIGNAL_TRACES);
+    pl_traces *t = &b->data.traces;
+    t->n_resources = 1;
+    t->resources = pl_batch_alloc(b, sizeof(pl_resource_spans));
+    pl_resource_spans *rs = &t->resources[0];
+    rs->has_resource = true;
+    pl_attrs_put(&b->arena, &rs->resource.attrs, pl_batch_bytes(b, "service.name", 12),
+                 pl_value_string(pl_batch_bytes(b, "checkout", 8)));
+    rs->n_scopes = 1;
+    rs->scopes = pl_batch_alloc(b, sizeof(pl_scope_spans));
+    pl_scope_spans *ss = &rs->scopes[0];
+    ss->scope.name = pl_batch_bytes(b, "demo", 4);
+    ss->n_spans = 2;
+    ss->spans = pl_batch_alloc(b, 2 * sizeof(pl_span));
+    for (int i = 0; i < 2; i++) {
+        pl_span *sp = &ss->spans[i];
+        memset(sp->trace_id, 0xab, 16);
+        sp->trace_id_len = 16;
+        sp->span_id[0] = (uint8_t)(i + 1);
+        sp->span_id_len = 8;
+        sp->name = pl_batch_bytes(b, "GET /cart", 9);
+        pl_value *arr = pl_batch_alloc(b, 2 * sizeof(pl_value));
+        arr[0] = pl_value_string(pl_batch_bytes(b, "a", 1));
+        arr[1] = pl_value_int(7);
+        pl_value v = {.type = PL_VALUE_ARRAY, .u.array = {arr, 2}};
+        pl_attrs_put(&b->arena, &sp->attrs, pl_batch_bytes(b, "list", 4), v);
+        sp->n_events = 1;
+        sp->events = pl_batch_alloc(b, sizeof(pl_span_event));
+        sp->events[0].name = pl_batch_bytes(b, "ev", 2);
+    }
+    pl_kv md = {.key = pl_batch_bytes(b, "tenant", 6),
+                .value = pl_value_string(pl_batch_bytes(b, "acme", 4))};
+    b->metadata.items = pl_batch_alloc(b, sizeof(pl_kv));
+    b->metadata.items[0] = md;
+    b->metadata.n = 1;
+    return b;
+}
+
+static void test_clone_traces(void)
+{
+    pl_batch *b = build_traces();
+    REQUIRE(b);
+    CHECK_EQ_INT(pl_batch_items(b), 2);
+    pl_batch *c = pl_batch_clone(b);
+    REQUIRE(c);
+    const pl_span *orig = &b->data.traces.resources[0].scopes[0].spans[1];
+    const pl_span *copy = &c->data.traces.resources[0].scopes[0].spans[1];
+    CHECK(copy != orig);
+    CHECK(copy->name.ptr != orig->name.ptr);
+    CHECK_BYTES_STR(copy->name, "GET /cart");
+    CHECK_EQ_INT(copy->span_id[0], 2);
+    CHECK(pl_value_eq(&copy->attrs.items[0].value, &orig->attrs.items[0].value));
+    CHECK(copy->attrs.items[0].value.u.array.items != orig->attrs.items[0].value.u.array.items);
+    CHECK_BYTES_STR(copy->events[0].name, "ev");
+    pl_bytes tenant;
+    CHECK(pl_batch_metadata_get(c, "tenant", &tenant));
+    CHECK_BYTES_STR(tenant, "acme");
+    CHECK(!pl_batch_metadata_get(c, "other", &tenant));
+    CHECK_EQ_INT(pl_batch_items(c), 2);
+    /* The copy must not depend on the original's memory. */
+    pl_batch_free(b);
+    CHECK_BYTES_STR(c->data.traces.resources[0].resource.attrs.items[0].value.u.str, "checkout");
+    CHECK_BYTES_STR(c->data.traces.resources[0].scopes[0].spans[0].name, "GET /cart");
+    pl_batch_free(c);
+}
+
+static void test_dictionary_and_clone_profiles(void)
+{
+    pl_batch *b = pl_batch_new(PL_SIGNAL_PROFILES);
+    REQUIRE(b);
+    pl_profiles *p = &b->data.profiles;
+    pl_dictionary *d = &p->dict;
+    CHECK_EQ_INT(pl_dict_ensure_zero_entries(&b->arena, d), 0);
+    CHECK_EQ_INT(d->n_strings, 1);
+    CHECK_EQ_INT(d->n_links, 1);
+    CHECK_EQ_INT(d->links[0].trace_id_len, 16);
+    CHECK_EQ_INT(d->n_stacks, 1);
+    int32_t cpu = pl_dict_intern_string(&b->arena, d, PL_BYTES_LIT("cpu"));
+    CHECK_EQ_INT(cpu, 1);
+    CHECK_EQ_INT(pl_dict_intern_string(&b->arena, d, PL_BYTES_LIT("")), 0);
+    for (int i = 0; i < 1000; i++) {
+        char s[16];
+        int n = snprintf(s, sizeof s, "s%d", i);
+        CHECK_EQ_INT(pl_dict_intern_string(&b->arena, d, pl_batch_bytes(b, s, (size_t)n)), i + 2);
+    }
+    CHECK_EQ_INT(pl_dict_intern_string(&b->arena, d, PL_BYTES_LIT("cpu")), cpu);
+    CHECK_EQ_INT(pl_dict_intern_string(&b->arena, d, PL_BYTES_LIT("s500")), 502);
+    CHECK_BYTES_STR(pl_dict_string(d, 502), "s500");
+    CHECK_EQ_INT(pl_dict_string(d, 100000).len, 0);
+    CHECK_EQ_INT(pl_dict_string(d, -1).len, 0);
+
+    int32_t a1 = pl_dict_add_attribute(&b->arena, d, cpu, pl_value_int(5), 0);
+    CHECK_EQ_INT(a1, 1);
+    CHECK_EQ_INT(pl_dict_add_attribute(&b->arena, d, cpu, pl_value_int(5), 0), a1);
+    CHECK_EQ_INT(pl_dict_add_attribute(&b->arena, d, cpu, pl_value_int(6), 0), 2);
+
+    pl_link l = {.trace_id_len = 16, .span_id_len = 8};
+    memset(l.trace_id, 1, 16);
+    memset(l.span_id, 2, 8);
+    int32_t li = pl_dict_add_link(&b->arena, d, &l);
+    CHECK_EQ_INT(li, 1);
+    CHECK_EQ_INT(pl_dict_add_link(&b->arena, d, &l), li);
+    l.span_id[7] = 3;
+    CHECK_EQ_INT(pl_dict_add_link(&b->arena, d, &l), 2);
+
+    /* One profile with two samples. */
+    p->has_dictionary = true;
+    p->n_resources = 1;
+    p->resources = pl_batch_alloc(b, sizeof(pl_resource_profiles));
+    p->resources[0].n_scopes = 1;
+    p->resources[0].scopes = pl_batch_alloc(b, sizeof(pl_scope_profiles));
+    pl_scope_profiles *sp = &p->resources[0].scopes[0];
+    sp->n_profiles = 1;
+    sp->profiles = pl_batch_alloc(b, sizeof(pl_profile));
+    pl_profile *prof = &sp->profiles[0];
+    prof->n_samples = 2;
+    prof->samples = pl_batch_alloc(b, 2 * sizeof(pl_sample));
+    int64_t *vals = pl_batch_alloc(b, sizeof(int64_t));
+    vals[0] = 10;
+    prof->samples[1].values = vals;
+    prof->samples[1].n_values = 1;
+    prof->samples[1].link_index = li;
+    CHECK_EQ_INT(pl_batch_items(b), 2);
+
+    pl_batch *c = pl_batch_clone(b);
+    REQUIRE(c);
+    pl_batch_free(b);
+    const pl_profiles *cp = &c->data.profiles;
+    CHECK(cp->has_dictionary);
+    CHECK_EQ_INT(cp->dict.n_strings, 1002);
+    CHECK_BYTES_STR(pl_dict_string(&cp->dict, 1), "cpu");
+    CHECK_BYTES_STR(pl_dict_string(&cp->dict, 1001), "s999");
+    CHECK_EQ_INT(cp->dict.n_links, 3);
+    CHECK_EQ_INT(cp->dict.links[1].span_id[7], 2);
+    CHECK_EQ_INT(cp->resources[0].scopes[0].profiles[0].samples[1].values[0], 10);
+    CHECK_EQ_INT(cp->resources[0].scopes[0].profiles[0].samples[1].link_index, 1);
+    /* The clone's tables can still grow. */
+    pl_dictionary *cd = &c->data.profiles.dict;
+    CHECK_EQ_INT(pl_dict_intern_string(&c->arena, cd, PL_BYTES_LIT("new")), 1002);
+    CHECK_EQ_INT(pl_batch_items(c), 2);
+    pl_batch_free(c);
+}
+
+static void test_clone_raw(void)
+{
+    pl_batch *b = pl_batch_new(PL_SIGNAL_METRICS);
+    REQUIRE(b);
+    uint8_t *body = malloc(4);
+    memcpy(body, "\x0a\x02\x0a\x00", 4);
+    pl_batch_adopt(b, body, 4);
+    b->data.raw = (pl_bytes){body, 4};
+    pl_batch *c = pl_batch_clone(b);
+    pl_batch_free(b);
+    REQUIRE(c);
+    CHECK_EQ_BYTES(c->data.raw.ptr, c->data.raw.len, "\x0a\x02\x0a\x00", 4);
+    CHECK_EQ_INT(c->signal, PL_SIGNAL_METRICS);
+    pl_batch_free(c);
+}
+
+int main(void)
+{
+    PL_RUN(test_signal_names);
+    PL_RUN(test_bytes);
+    PL_RUN(test_hex);
+    PL_RUN(test_attrs);
+    PL_RUN(test_value_eq);
+    PL_RUN(test_batch_adopt_memory);
+    PL_RUN(test_clone_traces);
+    PL_RUN(test_dictionary_and_clone_profiles);
+    PL_RUN(test_clone_raw);
+    return pl_test_done();
+}
