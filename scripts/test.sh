@@ -1,0 +1,125 @@
+#!/usr/bin/env bash
+# Runs every proflink test and ends with one line "N passed, N failed".
+#
+#   ./scripts/test.sh            everything (what CI runs)
+#   FUZZ_SECONDS=5 ./scripts/test.sh    shorter fuzz runs
+#   SKIP_FUZZ=1 / SKIP_ASAN=1 / SKIP_INTEROP=1   leave a stage out locally
+#
+# Stages:
+#   1. dependencies (Debian packages, npm ci for the interop tests)
+#   2. release-like build + C unit tests (meson test)
+#   3. AddressSanitizer + UndefinedBehaviorSanitizer build + the same tests
+#   4. interoperability tests with real client libraries (node --test),
+#      against the sanitizer build, so real traffic is checked for memory errors
+#   5. libFuzzer targets, each for FUZZ_SECONDS (default 20)
+set -uo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+cd "$root"
+
+passed=0
+failed=0
+failures=()
+
+note_fail() {
+    failed=$((failed + $2))
+    failures+=("$1")
+}
+
+bash scripts/deps.sh --with-npm || { echo "dependency installation failed"; echo "0 passed, 1 failed"; exit 1; }
+
+# Count results from a meson testlog.json: one JSON object per line.
+count_meson() {
+    local log=$1 ok bad
+    ok=$(grep -c '"result": "OK"' "$log" || true)
+    bad=$(grep -cE '"result": "(FAIL|TIMEOUT|ERROR|UNEXPECTEDPASS)"' "$log" || true)
+    passed=$((passed + ok))
+    if [ "$bad" -gt 0 ]; then
+        note_fail "$2: $(grep -E '"result": "(FAIL|TIMEOUT|ERROR)"' "$log" | sed -E 's/.*"name": "([^"]*)".*/\1/' | tr '\n' ' ')" "$bad"
+    fi
+}
+
+build_and_test() { # dir, label, meson args...
+    local dir=$1 label=$2
+    shift 2
+    if [ ! -f "$dir/build.ninja" ]; then
+        meson setup "$dir" "$@" >"$dir.setup.log" 2>&1 || { cat "$dir.setup.log"; note_fail "$label: meson setup" 1; return 1; }
+    fi
+    if ! ninja -C "$dir" >"$dir.build.log" 2>&1; then
+        tail -50 "$dir.build.log"
+        note_fail "$label: build" 1
+        return 1
+    fi
+    echo "== $label: unit tests"
+    meson test -C "$dir" --print-errorlogs --num-processes 2 --timeout-multiplier 3
+    count_meson "$dir/meson-logs/testlog.json" "$label"
+}
+
+echo "== build"
+build_and_test build "release build" --buildtype=debugoptimized
+
+if [ -z "${SKIP_ASAN:-}" ]; then
+    echo "== sanitizer build (address, undefined)"
+    export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=1}
+    export UBSAN_OPTIONS=${UBSAN_OPTIONS:-halt_on_error=1:print_stacktrace=1}
+    build_and_test build-asan "sanitizers" -Db_sanitize=address,undefined -Db_lundef=false \
+        --buildtype=debug
+    sanitized_bin="$root/build-asan/proflink"
+fi
+
+if [ -z "${SKIP_INTEROP:-}" ]; then
+    bin=${sanitized_bin:-$root/build/proflink}
+    [ -x "$bin" ] || bin="$root/build/proflink"
+    echo "== interop tests (real client libraries) against $bin"
+    out=$(mktemp)
+    (cd tests/interop && PROFLINK_BIN="$bin" ASAN_OPTIONS=detect_leaks=0:abort_on_error=1 \
+        timeout 1800 node --test --test-reporter=tap --test-concurrency=1 ./*.test.mjs) >"$out" 2>&1
+    rc=$?
+    cat "$out"
+    np=$(grep -E '^# pass ' "$out" | tail -1 | awk '{print $3}')
+    nf=$(grep -E '^# fail ' "$out" | tail -1 | awk '{print $3}')
+    passed=$((passed + ${np:-0}))
+    if [ "${nf:-0}" -gt 0 ]; then
+        note_fail "interop: $(grep -E '^not ok' "$out" | head -20 | tr '\n' ' ')" "$nf"
+    elif [ $rc -ne 0 ] || [ -z "$np" ]; then
+        note_fail "interop: node --test exited $rc" 1
+    fi
+    rm -f "$out"
+fi
+
+if [ -z "${SKIP_FUZZ:-}" ]; then
+    echo "== fuzz targets (libFuzzer, ${FUZZ_SECONDS:-20}s each)"
+    if [ ! -f build-fuzz/build.ninja ]; then
+        CC=clang meson setup build-fuzz -Dfuzz=true -Db_sanitize=address,undefined -Db_lundef=false \
+            --buildtype=debugoptimized >build-fuzz.setup.log 2>&1 || { cat build-fuzz.setup.log; note_fail "fuzz: setup" 1; }
+    fi
+    if [ -f build-fuzz/build.ninja ]; then
+        if ninja -C build-fuzz >build-fuzz.build.log 2>&1; then
+            for f in build-fuzz/tests/fuzz/fuzz_*; do
+                [ -x "$f" ] || continue
+                name=$(basename "$f")
+                corpus="tests/fuzz/corpus/$name"
+                work=$(mktemp -d)
+                [ -d "$corpus" ] && cp -r "$corpus/." "$work/"
+                if ASAN_OPTIONS=detect_leaks=1 "$f" -max_total_time="${FUZZ_SECONDS:-20}" -rss_limit_mb=2048 \
+                    -timeout=10 -print_final_stats=0 "$work" >"$work.log" 2>&1; then
+                    echo "ok fuzz $name ($(grep -Eo '#[0-9]+' "$work.log" | tail -1 | tr -d '#') runs)"
+                    passed=$((passed + 1))
+                else
+                    tail -40 "$work.log"
+                    note_fail "fuzz: $name" 1
+                fi
+                rm -rf "$work" "$work.log"
+            done
+        else
+            tail -50 build-fuzz.build.log
+            note_fail "fuzz: build" 1
+        fi
+    fi
+fi
+
+if [ "$failed" -gt 0 ]; then
+    echo "== failures"
+    printf '  %s\n' "${failures[@]}"
+fi
+echo "$passed passed, $failed failed"
+[ "$failed" -eq 0 ] && [ "$passed" -gt 0 ]
