@@ -1,0 +1,523 @@
+/*
+ * config.c: collector.yaml -> pl_config (see config.h).
+ *
+ * The walk is written so that one pass finds as many problems as possible:
+ * a bad component definition does not hide the pipeline errors after it,
+ * and a reference to an undefined component is reported at the exact list
+ * item that names it.
+ */
+#include "config.h"
+
+#include <stddef.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "config/decode.h"
+#include "core/log.h"
+
+/* ---- service section table ---------------------------------------------- */
+
+static int logs_validate(void *cfg, pl_cfg_ctx *ctx)
+{
+    pl_service_logs_cfg *logs = cfg;
+    if (logs->level && pl_log_level_parse(logs->level) < 0) {
+        pl_cfg_errorf(ctx, "level", "unknown log level '%s' (debug, info, warn, error, off)",
+                      logs->level);
+        return 1;
+    }
+    return 0;
+}
+
+static const pl_cfg_field logs_fields[] = {
+    {"level", PL_CFG_STRING, "info", offsetof(pl_service_logs_cfg, level),
+     "Log level on stderr: debug, info, warn, error or off.", NULL},
+    {0},
+};
+static const pl_cfg_section logs_section = {sizeof(pl_service_logs_cfg), logs_fields,
+                                            logs_validate};
+
+static const pl_cfg_field metrics_fields[] = {
+    {"address", PL_CFG_STRING, "127.0.0.1:8888", offsetof(pl_service_metrics_cfg, address),
+     "host:port serving /metrics (Prometheus text) and /health; \"\" or none disables.", NULL},
+    {0},
+};
+static const pl_cfg_section metrics_section = {sizeof(pl_service_metrics_cfg), metrics_fields,
+                                               NULL};
+
+static const pl_cfg_field telemetry_fields[] = {
+    {"logs", PL_CFG_SECTION, NULL, offsetof(pl_service_telemetry_cfg, logs),
+     "proflink's own log output.", &logs_section},
+    {"metrics", PL_CFG_SECTION, NULL, offsetof(pl_service_telemetry_cfg, metrics),
+     "proflink's own metrics and health endpoint.", &metrics_section},
+    {0},
+};
+static const pl_cfg_section telemetry_section = {sizeof(pl_service_telemetry_cfg), telemetry_fields,
+                                                 NULL};
+
+static const pl_cfg_field service_fields[] = {
+    {"extensions", PL_CFG_STRLIST, NULL, offsetof(pl_service_cfg, extensions),
+     "Extensions to run (ids defined under `extensions`).", NULL},
+    {"telemetry", PL_CFG_SECTION, NULL, offsetof(pl_service_cfg, telemetry),
+     "Self-observability: logs and metrics.", &telemetry_section},
+    {"shutdown_timeout", PL_CFG_DURATION, "10s", offsetof(pl_service_cfg, shutdown_timeout),
+     "How long stop and reload wait for exporters to drain in-flight data.", NULL},
+    {0},
+};
+const pl_cfg_section pl_service_section = {sizeof(pl_service_cfg), service_fields, NULL};
+
+/* ---- types added at run time -------------------------------------------- */
+
+#define MAX_EXTRA_TYPES 64
+static const pl_component_type *extra_types[MAX_EXTRA_TYPES];
+static size_t n_extra_types;
+
+int pl_config_register_type(const pl_component_type *type)
+{
+    for (size_t i = 0; i < n_extra_types; i++)
+        if (extra_types[i] == type)
+            return 0;
+    if (n_extra_types == MAX_EXTRA_TYPES)
+        return -1;
+    extra_types[n_extra_types++] = type;
+    return 0;
+}
+
+const pl_component_type *pl_config_find_type(pl_kind kind, const char *type, size_t len)
+{
+    for (size_t i = 0; i < n_extra_types; i++) {
+        const pl_component_type *t = extra_types[i];
+        if (t->kind == kind && strlen(t->type) == len && memcmp(t->type, type, len) == 0)
+            return t;
+    }
+    return pl_component_type_find(kind, type, len);
+}
+
+/* ---- loading ------------------------------------------------------------ */
+
+static const char *const signal_names[PL_SIGNAL_COUNT] = {"traces", "profiles", "logs", "metrics"};
+
+static int signal_parse(const char *s, size_t len, pl_signal *out)
+{
+    for (int i = 0; i < PL_SIGNAL_COUNT; i++) {
+        if (strlen(signal_names[i]) == len && memcmp(signal_names[i], s, len) == 0) {
+            *out = (pl_signal)i;
+            return 0;
+        }
+    }
+    return -1;
+}
+
+static void signals_text(unsigned mask, char *buf, size_t size)
+{
+    size_t len = 0;
+    buf[0] = '\0';
+    for (int i = 0; i < PL_SIGNAL_COUNT; i++)
+        if (mask & PL_SIGNAL_MASK(i))
+            len +=
+                (size_t)snprintf(buf + len, size - len, "%s%s", len ? ", " : "", signal_names[i]);
+    if (!len)
+        snprintf(buf, size, "none");
+}
+
+static const char *kind_section_name(pl_kind kind)
+{
+    switch (kind) {
+    case PL_KIND_RECEIVER:
+        return "receivers";
+    case PL_KIND_PROCESSOR:
+        return "processors";
+    case PL_KIND_EXPORTER:
+        return "exporters";
+    case PL_KIND_EXTENSION:
+        return "extensions";
+    }
+    return "?";
+}
+
+typedef struct loader {
+    pl_config *cfg;
+    pl_cfg_errors *errs;
+    size_t n_errors_before;
+} loader;
+
+/* Checks "type" or "type/name"; returns the length of the type part or -1. */
+static int split_id(const char *id)
+{
+    const char *slash = strchr(id, '/');
+    if (!slash)
+        return *id ? (int)strlen(id) : -1;
+    if (slash == id || slash[1] == '\0')
+        return -1;
+    return (int)(slash - id);
+}
+
+static void known_types(pl_kind kind, char *buf, size_t size)
+{
+    size_t len = 0;
+    buf[0] = '\0';
+    for (size_t i = 0; pl_component_types[i]; i++)
+        if (pl_component_types[i]->kind == kind && len < size - 1)
+            len += (size_t)snprintf(buf + len, size - len, "%s%s", len ? ", " : "",
+                                    pl_component_types[i]->type);
+    for (size_t i = 0; i < n_extra_types; i++)
+        if (extra_types[i]->kind == kind && len < size - 1)
+            len += (size_t)snprintf(buf + len, size - len, "%s%s", len ? ", " : "",
+                                    extra_types[i]->type);
+    if (!len)
+        snprintf(buf, size, "none registered");
+}
+
+static void load_components(loader *l, pl_kind kind, const pl_cfg_node *key, const pl_cfg_node *map)
+{
+    if (!map || map->kind == PL_NODE_NULL)
+        return;
+    if (map->kind != PL_NODE_MAP) {
+        pl_cfg_errors_at(l->errs, map, "'%s' must be a map of component ids to settings",
+                         kind_section_name(kind));
+        return;
+    }
+    (void)key;
+    pl_config *cfg = l->cfg;
+    pl_config_component *grown =
+        realloc(cfg->components, (cfg->n_components + map->n + 1) * sizeof(*cfg->components));
+    if (!grown) {
+        pl_cfg_errors_at(l->errs, map, "out of memory");
+        return;
+    }
+    cfg->components = grown;
+    for (size_t i = 0; i < map->n; i++) {
+        const pl_cfg_node *idkey = map->keys[i];
+        const pl_cfg_node *body = map->items[i];
+        int type_len = split_id(idkey->value);
+        if (type_len < 0) {
+            pl_cfg_errors_at(l->errs, idkey, "bad component id '%s' (write type or type/name)",
+                             idkey->value);
+            continue;
+        }
+        const pl_component_type *type = pl_config_find_type(kind, idkey->value, (size_t)type_len);
+        if (!type) {
+            char known[400];
+            known_types(kind, known, sizeof(known));
+            pl_cfg_errors_at(l->errs, idkey, "unknown %s type '%.*s' (known: %s)",
+                             pl_kind_name(kind), type_len, idkey->value, known);
+            continue;
+        }
+        pl_config_component *c = &cfg->components[cfg->n_components];
+        memset(c, 0, sizeof(*c));
+        c->id = strdup(idkey->value);
+        c->kind = kind;
+        c->type = type;
+        c->key = idkey;
+        if (!c->id) {
+            pl_cfg_errors_at(l->errs, idkey, "out of memory");
+            continue;
+        }
+        if (type->config) {
+            c->cfg = calloc(1, type->config->size ? type->config->size : 1);
+            if (!c->cfg) {
+                free(c->id);
+                pl_cfg_errors_at(l->errs, idkey, "out of memory");
+                continue;
+            }
+            pl_cfg_decode(type->config, body, idkey, c->cfg, l->errs);
+        } else if (body && body->kind == PL_NODE_MAP && body->n > 0) {
+            pl_cfg_errors_at(l->errs, body->keys[0], "unknown key '%s' (%s %s takes no settings)",
+                             body->keys[0]->value, pl_kind_name(kind), type->type);
+        } else if (body && body->kind != PL_NODE_MAP && body->kind != PL_NODE_NULL) {
+            pl_cfg_errors_at(l->errs, body, "expected a map of settings, got %s",
+                             pl_cfg_node_kind_name(body));
+        }
+        cfg->n_components++;
+    }
+}
+
+static long find_component(const pl_config *cfg, pl_kind kind, const char *id)
+{
+    for (size_t i = 0; i < cfg->n_components; i++)
+        if (cfg->components[i].kind == kind && strcmp(cfg->components[i].id, id) == 0)
+            return (long)i;
+    return -1;
+}
+
+/* Is `id` defined under the kind's section, even if its type was unknown?
+ * Avoids a second, misleading "not defined" error for the same mistake. */
+static bool defined_in_file(const pl_cfg_node *root, pl_kind kind, const char *id)
+{
+    return pl_cfg_node_key(pl_cfg_node_get(root, kind_section_name(kind)), id) != NULL;
+}
+
+/* Reads one list (receivers/processors/exporters) of a pipeline. */
+static void load_pipeline_list(loader *l, pl_config_pipeline *p, pl_kind kind,
+                               const pl_cfg_node *list, size_t **out, size_t *n_out)
+{
+    *out = NULL;
+    *n_out = 0;
+    if (!list || list->kind == PL_NODE_NULL)
+        return;
+    if (list->kind != PL_NODE_SEQ) {
+        pl_cfg_errors_at(l->errs, list, "expected a list of %s ids, got %s", pl_kind_name(kind),
+                         pl_cfg_node_kind_name(list));
+        return;
+    }
+    *out = calloc(list->n ? list->n : 1, sizeof(size_t));
+    if (!*out)
+        return;
+    const pl_config *cfg = l->cfg;
+    for (size_t i = 0; i < list->n; i++) {
+        const pl_cfg_node *item = list->items[i];
+        if (item->kind != PL_NODE_SCALAR) {
+            pl_cfg_errors_at(l->errs, item, "expected a %s id, got %s", pl_kind_name(kind),
+                             pl_cfg_node_kind_name(item));
+            continue;
+        }
+        long idx = find_component(cfg, kind, item->value);
+        if (idx < 0) {
+            if (!defined_in_file(cfg->doc->root, kind, item->value))
+                pl_cfg_errors_at(l->errs, item, "%s '%s' is not defined under '%s'",
+                                 pl_kind_name(kind), item->value, kind_section_name(kind));
+            continue;
+        }
+        bool repeated = false;
+        for (size_t j = 0; j < *n_out; j++)
+            if ((*out)[j] == (size_t)idx)
+                repeated = true;
+        if (repeated) {
+            pl_cfg_errors_at(l->errs, item, "%s '%s' is listed twice in pipeline '%s'",
+                             pl_kind_name(kind), item->value, p->name);
+            continue;
+        }
+        pl_config_component *c = &l->cfg->components[idx];
+        if (!(c->type->signals & PL_SIGNAL_MASK(p->signal))) {
+            char handles[64];
+            signals_text(c->type->signals, handles, sizeof(handles));
+            pl_cfg_errors_at(
+                l->errs, item, "%s '%s' does not support %s (pipeline '%s'); it handles: %s",
+                pl_kind_name(kind), item->value, signal_names[p->signal], p->name, handles);
+            continue;
+        }
+        c->signals |= PL_SIGNAL_MASK(p->signal);
+        c->n_pipelines++;
+        (*out)[(*n_out)++] = (size_t)idx;
+    }
+}
+
+static void load_pipelines(loader *l, const pl_cfg_node *service_key, const pl_cfg_node *service)
+{
+    const pl_cfg_node *pkey = pl_cfg_node_key(service, "pipelines");
+    const pl_cfg_node *pipes = pl_cfg_node_get(service, "pipelines");
+    if (!pipes || pipes->kind == PL_NODE_NULL || (pipes->kind == PL_NODE_MAP && pipes->n == 0)) {
+        const pl_cfg_node *at = pkey ? pkey : service_key;
+        if (at)
+            pl_cfg_errors_at(l->errs, at, "service.pipelines: at least one pipeline is required");
+        else
+            pl_cfg_errors_add(l->errs, l->cfg->doc->file, 1, 1,
+                              "service.pipelines: at least one pipeline is required");
+        return;
+    }
+    if (pipes->kind != PL_NODE_MAP) {
+        pl_cfg_errors_at(l->errs, pipes, "service.pipelines must be a map, got %s",
+                         pl_cfg_node_kind_name(pipes));
+        return;
+    }
+    pl_config *cfg = l->cfg;
+    cfg->pipelines = calloc(pipes->n, sizeof(*cfg->pipelines));
+    if (!cfg->pipelines)
+        return;
+    for (size_t i = 0; i < pipes->n; i++) {
+        const pl_cfg_node *key = pipes->keys[i];
+        const pl_cfg_node *body = pipes->items[i];
+        const char *slash = strchr(key->value, '/');
+        size_t sig_len = slash ? (size_t)(slash - key->value) : strlen(key->value);
+        pl_signal signal;
+        if (signal_parse(key->value, sig_len, &signal) < 0 || (slash && slash[1] == '\0')) {
+            pl_cfg_errors_at(l->errs, key,
+                             "bad pipeline name '%s' (write traces, profiles, logs or metrics, "
+                             "optionally followed by /name)",
+                             key->value);
+            continue;
+        }
+        pl_config_pipeline *p = &cfg->pipelines[cfg->n_pipelines];
+        p->name = strdup(key->value);
+        p->signal = signal;
+        p->key = key;
+        if (!p->name)
+            continue;
+        cfg->n_pipelines++;
+        if (body && body->kind != PL_NODE_MAP && body->kind != PL_NODE_NULL) {
+            pl_cfg_errors_at(l->errs, body, "pipeline '%s' must be a map, got %s", p->name,
+                             pl_cfg_node_kind_name(body));
+            continue;
+        }
+        for (size_t k = 0; body && body->kind == PL_NODE_MAP && k < body->n; k++) {
+            const char *name = body->keys[k]->value;
+            if (strcmp(name, "receivers") && strcmp(name, "processors") &&
+                strcmp(name, "exporters"))
+                pl_cfg_errors_at(l->errs, body->keys[k],
+                                 "unknown key '%s' (known keys: receivers, processors, "
+                                 "exporters)",
+                                 name);
+        }
+        const pl_cfg_node *recv = pl_cfg_node_get(body, "receivers");
+        const pl_cfg_node *procs = pl_cfg_node_get(body, "processors");
+        const pl_cfg_node *exps = pl_cfg_node_get(body, "exporters");
+        load_pipeline_list(l, p, PL_KIND_RECEIVER, recv, &p->receivers, &p->n_receivers);
+        load_pipeline_list(l, p, PL_KIND_PROCESSOR, procs, &p->processors, &p->n_processors);
+        load_pipeline_list(l, p, PL_KIND_EXPORTER, exps, &p->exporters, &p->n_exporters);
+        if (!recv || recv->kind == PL_NODE_NULL || (recv->kind == PL_NODE_SEQ && recv->n == 0))
+            pl_cfg_errors_at(l->errs, key, "pipeline '%s' has no receivers", p->name);
+        if (!exps || exps->kind == PL_NODE_NULL || (exps->kind == PL_NODE_SEQ && exps->n == 0))
+            pl_cfg_errors_at(l->errs, key, "pipeline '%s' has no exporters", p->name);
+    }
+}
+
+static void load_service(loader *l, const pl_cfg_node *service_key, const pl_cfg_node *service)
+{
+    pl_config *cfg = l->cfg;
+    static const char *const skip[] = {"pipelines", NULL};
+    if (service && service->kind != PL_NODE_MAP && service->kind != PL_NODE_NULL) {
+        pl_cfg_errors_at(l->errs, service, "'service' must be a map, got %s",
+                         pl_cfg_node_kind_name(service));
+        service = NULL;
+    }
+    pl_cfg_decode_skipping(&pl_service_section, service, service_key, &cfg->service, l->errs, skip);
+    cfg->metrics_address_set =
+        pl_cfg_node_get(pl_cfg_node_get(pl_cfg_node_get(service, "telemetry"), "metrics"),
+                        "address") != NULL;
+    int level = cfg->service.telemetry.logs.level
+                    ? pl_log_level_parse(cfg->service.telemetry.logs.level)
+                    : PL_LOG_INFO;
+    cfg->log_level = level < 0 ? PL_LOG_INFO : level;
+
+    load_pipelines(l, service_key, service);
+
+    /* service.extensions: each must be defined; positions come from the nodes */
+    const pl_cfg_node *ext = pl_cfg_node_get(service, "extensions");
+    for (size_t i = 0; ext && ext->kind == PL_NODE_SEQ && i < ext->n; i++) {
+        const pl_cfg_node *item = ext->items[i];
+        if (item->kind != PL_NODE_SCALAR)
+            continue;
+        long idx = find_component(cfg, PL_KIND_EXTENSION, item->value);
+        if (idx < 0) {
+            if (!defined_in_file(cfg->doc->root, PL_KIND_EXTENSION, item->value))
+                pl_cfg_errors_at(l->errs, item, "extension '%s' is not defined under 'extensions'",
+                                 item->value);
+            continue;
+        }
+        cfg->components[idx].n_pipelines++;
+    }
+}
+
+static pl_config *load_doc(pl_cfg_doc *doc, const char *path, pl_cfg_errors *errs)
+{
+    pl_config *cfg = calloc(1, sizeof(*cfg));
+    if (!cfg) {
+        pl_cfg_doc_free(doc);
+        return NULL;
+    }
+    cfg->doc = doc;
+    cfg->path = strdup(path);
+    loader l = {.cfg = cfg, .errs = errs, .n_errors_before = errs->n};
+    const pl_cfg_node *root = doc->root;
+    if (!root) {
+        pl_cfg_errors_add(errs, doc->file, 1, 1,
+                          "the configuration is empty (service.pipelines is required)");
+        pl_config_free(cfg);
+        return NULL;
+    }
+    if (root->kind != PL_NODE_MAP) {
+        pl_cfg_errors_at(errs, root, "the configuration must be a map, got %s",
+                         pl_cfg_node_kind_name(root));
+        pl_config_free(cfg);
+        return NULL;
+    }
+    static const struct {
+        const char *name;
+        pl_kind kind;
+    } sections[] = {{"extensions", PL_KIND_EXTENSION},
+                    {"receivers", PL_KIND_RECEIVER},
+                    {"processors", PL_KIND_PROCESSOR},
+                    {"exporters", PL_KIND_EXPORTER}};
+    for (size_t i = 0; i < root->n; i++) {
+        const char *k = root->keys[i]->value;
+        bool known = strcmp(k, "service") == 0;
+        for (size_t s = 0; s < 4; s++)
+            known |= strcmp(k, sections[s].name) == 0;
+        if (!known)
+            pl_cfg_errors_at(errs, root->keys[i],
+                             "unknown key '%s' (known keys: receivers, processors, exporters, "
+                             "extensions, service)",
+                             k);
+    }
+    for (size_t s = 0; s < 4; s++)
+        load_components(&l, sections[s].kind, pl_cfg_node_key(root, sections[s].name),
+                        pl_cfg_node_get(root, sections[s].name));
+    load_service(&l, pl_cfg_node_key(root, "service"), pl_cfg_node_get(root, "service"));
+
+    for (size_t i = 0; i < cfg->n_components; i++) {
+        pl_config_component *c = &cfg->components[i];
+        if (c->n_pipelines == 0 && c->kind != PL_KIND_EXTENSION)
+            pl_debug("config", "%s '%s' is defined but not used in any pipeline",
+                     pl_kind_name(c->kind), c->id);
+    }
+    if (errs->n > l.n_errors_before || !cfg->path) {
+        pl_cfg_errors_sort(errs);
+        pl_config_free(cfg);
+        return NULL;
+    }
+    return cfg;
+}
+
+pl_config *pl_config_load_string(const char *name, const char *text, size_t len,
+                                 pl_cfg_errors *errs)
+{
+    pl_cfg_doc *doc = pl_cfg_doc_parse(name, text, len, errs);
+    if (!doc) {
+        pl_cfg_errors_sort(errs);
+        return NULL;
+    }
+    return load_doc(doc, name, errs);
+}
+
+pl_config *pl_config_load_file(const char *path, pl_cfg_errors *errs)
+{
+    pl_cfg_doc *doc = pl_cfg_doc_load(path, errs);
+    if (!doc) {
+        pl_cfg_errors_sort(errs);
+        return NULL;
+    }
+    return load_doc(doc, path, errs);
+}
+
+void pl_config_free(pl_config *cfg)
+{
+    if (!cfg)
+        return;
+    for (size_t i = 0; i < cfg->n_components; i++) {
+        pl_config_component *c = &cfg->components[i];
+        if (c->cfg && c->type->config)
+            pl_cfg_free(c->type->config, c->cfg);
+        free(c->cfg);
+        free(c->id);
+    }
+    free(cfg->components);
+    for (size_t i = 0; i < cfg->n_pipelines; i++) {
+        pl_config_pipeline *p = &cfg->pipelines[i];
+        free(p->name);
+        free(p->receivers);
+        free(p->processors);
+        free(p->exporters);
+    }
+    free(cfg->pipelines);
+    pl_cfg_free(&pl_service_section, &cfg->service);
+    pl_cfg_doc_free(cfg->doc);
+    free(cfg->path);
+    free(cfg);
+}
+
+const char *pl_config_metrics_address(const pl_config *cfg)
+{
+    const char *a = cfg->service.telemetry.metrics.address;
+    if (!a || !*a || strcmp(a, "none") == 0)
+        return NULL;
+    return a;
+}

@@ -1,0 +1,99 @@
+/*
+ * config.h: the whole collector.yaml, loaded and checked.
+ *
+ * The file has the OpenTelemetry Collector's shape: `receivers`,
+ * `processors`, `exporters` and `extensions` maps keyed by `type` or
+ * `type/name`, and `service` with `pipelines` (keyed by a signal, optionally
+ * `signal/name`), `extensions` and `telemetry`. Loading does every check
+ * that needs no network: YAML syntax, unknown keys and wrong types (through
+ * each component's config table), unknown component types, references to
+ * undefined components, pipelines without receivers or exporters, and
+ * components used with a signal they do not handle. All problems are
+ * collected with their file:line:col; a config with any error is not
+ * returned, so the graph builder only ever sees a valid one.
+ *
+ * Every component id maps to exactly one pl_config_component, however many
+ * pipelines name it: that is what makes a processor listed in a traces and a
+ * profiles pipeline one shared instance.
+ */
+#ifndef PL_CONFIG_CONFIG_H
+#define PL_CONFIG_CONFIG_H
+
+#include <stdint.h>
+
+#include "config/node.h"
+#include "core/component.h"
+
+typedef struct pl_config_component {
+    char *id; /* "otlphttp/tempo" */
+    pl_kind kind;
+    const pl_component_type *type;
+    void *cfg;              /* decoded with type->config (NULL if none) */
+    unsigned signals;       /* union of the signals of the pipelines using it */
+    int n_pipelines;        /* how many pipelines reference it */
+    const pl_cfg_node *key; /* where it was defined */
+} pl_config_component;
+
+typedef struct pl_config_pipeline {
+    char *name; /* "traces", "profiles/pyroscope" */
+    pl_signal signal;
+    size_t *receivers; /* indices into pl_config.components */
+    size_t n_receivers;
+    size_t *processors; /* in order */
+    size_t n_processors;
+    size_t *exporters;
+    size_t n_exporters;
+    const pl_cfg_node *key;
+} pl_config_pipeline;
+
+/* service.telemetry and friends, decoded with pl_service_section. */
+typedef struct pl_service_logs_cfg {
+    char *level; /* debug, info, warn, error */
+} pl_service_logs_cfg;
+
+typedef struct pl_service_metrics_cfg {
+    char *address; /* host:port of /metrics and /health; "" or "none" disables */
+} pl_service_metrics_cfg;
+
+typedef struct pl_service_telemetry_cfg {
+    pl_service_logs_cfg logs;
+    pl_service_metrics_cfg metrics;
+} pl_service_telemetry_cfg;
+
+typedef struct pl_service_cfg {
+    pl_strlist extensions;
+    pl_service_telemetry_cfg telemetry;
+    int64_t shutdown_timeout; /* ns: drain deadline on stop and reload */
+} pl_service_cfg;
+
+extern const pl_cfg_section pl_service_section;
+
+typedef struct pl_config {
+    char *path;
+    pl_config_component *components;
+    size_t n_components;
+    pl_config_pipeline *pipelines;
+    size_t n_pipelines;
+    pl_service_cfg service;
+    int log_level;            /* parsed service.telemetry.logs.level */
+    bool metrics_address_set; /* the file chose the address explicitly */
+    pl_cfg_doc *doc;          /* kept for positions */
+} pl_config;
+
+/* Loads and checks a file / a text. NULL when there is any error (each one
+ * added to errs, sorted by position). */
+pl_config *pl_config_load_file(const char *path, pl_cfg_errors *errs);
+pl_config *pl_config_load_string(const char *name, const char *text, size_t len,
+                                 pl_cfg_errors *errs);
+void pl_config_free(pl_config *config);
+
+/* The metrics address to serve, or NULL when disabled. */
+const char *pl_config_metrics_address(const pl_config *config);
+
+/* Component types known to the loader: the built-in registry plus types
+ * added at run time (tests add their own capture components this way). */
+const pl_component_type *pl_config_find_type(pl_kind kind, const char *type, size_t len);
+/* Adds a type (the descriptor must outlive every use). 0 or -1 if full. */
+int pl_config_register_type(const pl_component_type *type);
+
+#endif

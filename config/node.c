@@ -1,0 +1,630 @@
+/*
+ * node.c: YAML text -> position-carrying node tree, environment expansion,
+ * and the error list (see node.h).
+ *
+ * The tree is built by recursive descent over libyaml's events. Nesting is
+ * limited (MAX_DEPTH) so a hostile file cannot exhaust the stack, and every
+ * libyaml error becomes one positioned error instead of a crash.
+ */
+#include "node.h"
+
+#include <errno.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <yaml.h>
+
+#define MAX_DEPTH 64
+
+/* ---- errors ------------------------------------------------------------- */
+
+void pl_cfg_errors_init(pl_cfg_errors *errs)
+{
+    memset(errs, 0, sizeof(*errs));
+}
+
+void pl_cfg_errors_free(pl_cfg_errors *errs)
+{
+    if (!errs)
+        return;
+    for (size_t i = 0; i < errs->n; i++)
+        free(errs->items[i].text);
+    free(errs->items);
+    memset(errs, 0, sizeof(*errs));
+}
+
+void pl_cfg_errors_addv(pl_cfg_errors *errs, const char *file, int line, int col, const char *fmt,
+                        va_list ap)
+{
+    if (!errs)
+        return;
+    char msg[1024];
+    vsnprintf(msg, sizeof(msg), fmt, ap);
+    char text[1400];
+    if (line > 0)
+        snprintf(text, sizeof(text), "%s:%d:%d: %s", file ? file : "", line, col, msg);
+    else
+        snprintf(text, sizeof(text), "%s: %s", file ? file : "", msg);
+    if (errs->n == errs->cap) {
+        size_t cap = errs->cap ? errs->cap * 2 : 8;
+        pl_cfg_error *items = realloc(errs->items, cap * sizeof(*items));
+        if (!items)
+            return;
+        errs->items = items;
+        errs->cap = cap;
+    }
+    pl_cfg_error *e = &errs->items[errs->n];
+    e->text = strdup(text);
+    if (!e->text)
+        return;
+    e->line = line;
+    e->col = col;
+    e->seq = errs->n;
+    errs->n++;
+}
+
+void pl_cfg_errors_add(pl_cfg_errors *errs, const char *file, int line, int col, const char *fmt,
+                       ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    pl_cfg_errors_addv(errs, file, line, col, fmt, ap);
+    va_end(ap);
+}
+
+void pl_cfg_errors_at(pl_cfg_errors *errs, const pl_cfg_node *node, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    if (node)
+        pl_cfg_errors_addv(errs, node->file, node->line, node->col, fmt, ap);
+    else
+        pl_cfg_errors_addv(errs, "", 0, 0, fmt, ap);
+    va_end(ap);
+}
+
+static int error_cmp(const void *a, const void *b)
+{
+    const pl_cfg_error *x = a, *y = b;
+    if (x->line != y->line)
+        return x->line < y->line ? -1 : 1;
+    if (x->col != y->col)
+        return x->col < y->col ? -1 : 1;
+    return x->seq < y->seq ? -1 : (x->seq > y->seq);
+}
+
+void pl_cfg_errors_sort(pl_cfg_errors *errs)
+{
+    if (errs->n > 1)
+        qsort(errs->items, errs->n, sizeof(errs->items[0]), error_cmp);
+}
+
+void pl_cfg_errors_print(const pl_cfg_errors *errs, FILE *out)
+{
+    for (size_t i = 0; i < errs->n; i++)
+        fprintf(out, "%s\n", errs->items[i].text);
+}
+
+/* ---- environment expansion --------------------------------------------- */
+
+typedef struct strbuf {
+    char *p;
+    size_t n, cap;
+    bool oom;
+} strbuf;
+
+static void sb_add(strbuf *sb, const char *s, size_t len)
+{
+    if (sb->oom)
+        return;
+    if (sb->n + len + 1 > sb->cap) {
+        size_t cap = sb->cap ? sb->cap : 32;
+        while (cap < sb->n + len + 1)
+            cap *= 2;
+        char *p = realloc(sb->p, cap);
+        if (!p) {
+            sb->oom = true;
+            return;
+        }
+        sb->p = p;
+        sb->cap = cap;
+    }
+    memcpy(sb->p + sb->n, s, len);
+    sb->n += len;
+    sb->p[sb->n] = '\0';
+}
+
+static bool env_name_ok(const char *s, size_t len)
+{
+    if (len == 0)
+        return false;
+    for (size_t i = 0; i < len; i++) {
+        char c = s[i];
+        bool ok = (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || c == '_' ||
+                  (i > 0 && c >= '0' && c <= '9');
+        if (!ok)
+            return false;
+    }
+    return true;
+}
+
+char *pl_cfg_expand(const char *text, char *why, size_t why_size)
+{
+    strbuf sb = {0};
+    sb_add(&sb, "", 0);
+    const char *p = text;
+    while (*p) {
+        const char *dollar = strchr(p, '$');
+        if (!dollar) {
+            sb_add(&sb, p, strlen(p));
+            break;
+        }
+        sb_add(&sb, p, (size_t)(dollar - p));
+        if (dollar[1] == '$') { /* $$ -> $ */
+            sb_add(&sb, "$", 1);
+            p = dollar + 2;
+            continue;
+        }
+        if (dollar[1] != '{') { /* a lone dollar stays as written */
+            sb_add(&sb, "$", 1);
+            p = dollar + 1;
+            continue;
+        }
+        const char *close = strchr(dollar + 2, '}');
+        if (!close) {
+            snprintf(why, why_size, "unterminated '${' in value");
+            free(sb.p);
+            return NULL;
+        }
+        const char *ref = dollar + 2;
+        size_t ref_len = (size_t)(close - ref);
+        if (ref_len >= 4 && memcmp(ref, "env:", 4) == 0) {
+            ref += 4;
+            ref_len -= 4;
+        }
+        const char *def = NULL;
+        size_t def_len = 0, name_len = ref_len;
+        for (size_t i = 0; i + 1 < ref_len; i++) {
+            if (ref[i] == ':' && ref[i + 1] == '-') {
+                name_len = i;
+                def = ref + i + 2;
+                def_len = ref_len - i - 2;
+                break;
+            }
+        }
+        if (!env_name_ok(ref, name_len)) {
+            snprintf(why, why_size, "bad variable reference '%.*s'", (int)(close - dollar + 1),
+                     dollar);
+            free(sb.p);
+            return NULL;
+        }
+        char name[256];
+        if (name_len >= sizeof(name)) {
+            snprintf(why, why_size, "variable name too long");
+            free(sb.p);
+            return NULL;
+        }
+        memcpy(name, ref, name_len);
+        name[name_len] = '\0';
+        const char *value = getenv(name);
+        if (value && (*value || !def))
+            sb_add(&sb, value, strlen(value));
+        else if (def)
+            sb_add(&sb, def, def_len);
+        else {
+            snprintf(why, why_size,
+                     "environment variable %s is not set (write ${env:%s:-default} to allow "
+                     "that)",
+                     name, name);
+            free(sb.p);
+            return NULL;
+        }
+        p = close + 1;
+    }
+    if (sb.oom) {
+        free(sb.p);
+        snprintf(why, why_size, "out of memory");
+        return NULL;
+    }
+    return sb.p;
+}
+
+/* ---- the tree ----------------------------------------------------------- */
+
+typedef struct anchor {
+    char *name;
+    pl_cfg_node *node;
+} anchor;
+
+typedef struct builder {
+    yaml_parser_t parser;
+    pl_cfg_doc *doc;
+    pl_cfg_errors *errs;
+    int n_errors;
+    anchor *anchors;
+    size_t n_anchors, cap_anchors;
+} builder;
+
+static pl_cfg_node *new_node(builder *b, pl_node_kind kind, const yaml_mark_t *mark)
+{
+    pl_cfg_doc *doc = b->doc;
+    if (doc->n_all == doc->cap_all) {
+        size_t cap = doc->cap_all ? doc->cap_all * 2 : 64;
+        pl_cfg_node **all = realloc(doc->all, cap * sizeof(*all));
+        if (!all)
+            return NULL;
+        doc->all = all;
+        doc->cap_all = cap;
+    }
+    pl_cfg_node *node = calloc(1, sizeof(*node));
+    if (!node)
+        return NULL;
+    doc->all[doc->n_all++] = node;
+    node->kind = kind;
+    node->file = doc->file;
+    node->line = (int)mark->line + 1;
+    node->col = (int)mark->column + 1;
+    return node;
+}
+
+static int node_append(pl_cfg_node *parent, pl_cfg_node *key, pl_cfg_node *item)
+{
+    /* grow both arrays together in powers of two */
+    size_t n = parent->n;
+    if ((n & (n - 1)) == 0) {
+        size_t cap = n ? n * 2 : 4;
+        pl_cfg_node **items = realloc(parent->items, cap * sizeof(*items));
+        if (!items)
+            return -1;
+        parent->items = items;
+        if (parent->kind == PL_NODE_MAP) {
+            pl_cfg_node **keys = realloc(parent->keys, cap * sizeof(*keys));
+            if (!keys)
+                return -1;
+            parent->keys = keys;
+        }
+    }
+    if (parent->kind == PL_NODE_MAP)
+        parent->keys[n] = key;
+    parent->items[n] = item;
+    parent->n = n + 1;
+    return 0;
+}
+
+static void builder_error(builder *b, const yaml_mark_t *mark, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static void builder_error(builder *b, const yaml_mark_t *mark, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    pl_cfg_errors_addv(b->errs, b->doc->file, (int)mark->line + 1, (int)mark->column + 1, fmt, ap);
+    va_end(ap);
+    b->n_errors++;
+}
+
+static void parser_error(builder *b)
+{
+    yaml_parser_t *p = &b->parser;
+    if (p->error == YAML_MEMORY_ERROR) {
+        pl_cfg_errors_add(b->errs, b->doc->file, 0, 0, "out of memory while parsing");
+        b->n_errors++;
+        return;
+    }
+    const char *problem = p->problem ? p->problem : "malformed YAML";
+    if (p->context)
+        builder_error(b, &p->problem_mark, "YAML syntax error: %s %s", problem, p->context);
+    else
+        builder_error(b, &p->problem_mark, "YAML syntax error: %s", problem);
+}
+
+static bool next_event(builder *b, yaml_event_t *ev)
+{
+    if (!yaml_parser_parse(&b->parser, ev)) {
+        parser_error(b);
+        return false;
+    }
+    return true;
+}
+
+static void remember_anchor(builder *b, const yaml_char_t *name, pl_cfg_node *node)
+{
+    if (!name || !node)
+        return;
+    if (b->n_anchors == b->cap_anchors) {
+        size_t cap = b->cap_anchors ? b->cap_anchors * 2 : 8;
+        anchor *a = realloc(b->anchors, cap * sizeof(*a));
+        if (!a)
+            return;
+        b->anchors = a;
+        b->cap_anchors = cap;
+    }
+    char *copy = strdup((const char *)name);
+    if (!copy)
+        return;
+    b->anchors[b->n_anchors].name = copy;
+    b->anchors[b->n_anchors].node = node;
+    b->n_anchors++;
+}
+
+static bool is_null_scalar(const yaml_event_t *ev)
+{
+    if (ev->data.scalar.style != YAML_PLAIN_SCALAR_STYLE)
+        return false;
+    const char *v = (const char *)ev->data.scalar.value;
+    return strcmp(v, "") == 0 || strcmp(v, "~") == 0 || strcmp(v, "null") == 0 ||
+           strcmp(v, "Null") == 0 || strcmp(v, "NULL") == 0;
+}
+
+/* Builds the node that starts with `ev` (already read); consumes its end.
+ * `is_key`: keys are not expanded and must be scalars. NULL on error. */
+static pl_cfg_node *build_node(builder *b, yaml_event_t *ev, int depth, bool is_key)
+{
+    if (depth > MAX_DEPTH) {
+        builder_error(b, &ev->start_mark, "nesting deeper than %d levels", MAX_DEPTH);
+        return NULL;
+    }
+    switch (ev->type) {
+    case YAML_ALIAS_EVENT: {
+        const char *name = (const char *)ev->data.alias.anchor;
+        for (size_t i = b->n_anchors; i-- > 0;)
+            if (strcmp(b->anchors[i].name, name) == 0)
+                return b->anchors[i].node;
+        builder_error(b, &ev->start_mark, "unknown alias '*%s'", name);
+        return NULL;
+    }
+    case YAML_SCALAR_EVENT: {
+        bool null = !is_key && is_null_scalar(ev);
+        pl_cfg_node *node = new_node(b, null ? PL_NODE_NULL : PL_NODE_SCALAR, &ev->start_mark);
+        if (!node)
+            return NULL;
+        node->quoted = ev->data.scalar.style != YAML_PLAIN_SCALAR_STYLE;
+        const char *raw = (const char *)ev->data.scalar.value;
+        if (ev->data.scalar.length != strlen(raw)) {
+            builder_error(b, &ev->start_mark, "NUL character in a string");
+            return NULL;
+        }
+        if (is_key || null) {
+            node->value = strdup(raw);
+        } else {
+            char why[300];
+            node->value = pl_cfg_expand(raw, why, sizeof(why));
+            if (!node->value) {
+                builder_error(b, &ev->start_mark, "%s", why);
+                return NULL;
+            }
+        }
+        if (!node->value)
+            return NULL;
+        remember_anchor(b, ev->data.scalar.anchor, node);
+        return node;
+    }
+    case YAML_SEQUENCE_START_EVENT:
+    case YAML_MAPPING_START_EVENT: {
+        bool is_map = ev->type == YAML_MAPPING_START_EVENT;
+        if (is_key) {
+            builder_error(b, &ev->start_mark, "a key must be a plain string, not a %s",
+                          is_map ? "map" : "list");
+            return NULL;
+        }
+        pl_cfg_node *node = new_node(b, is_map ? PL_NODE_MAP : PL_NODE_SEQ, &ev->start_mark);
+        if (!node)
+            return NULL;
+        remember_anchor(b, is_map ? ev->data.mapping_start.anchor : ev->data.sequence_start.anchor,
+                        node);
+        for (;;) {
+            yaml_event_t child;
+            if (!next_event(b, &child))
+                return NULL;
+            if (child.type == YAML_SEQUENCE_END_EVENT || child.type == YAML_MAPPING_END_EVENT) {
+                yaml_event_delete(&child);
+                return node;
+            }
+            pl_cfg_node *key = NULL;
+            if (is_map) {
+                key = build_node(b, &child, depth + 1, true);
+                yaml_event_delete(&child);
+                if (!key)
+                    return NULL;
+                if (key->kind != PL_NODE_SCALAR) {
+                    pl_cfg_errors_at(b->errs, key, "a key must be a plain string");
+                    b->n_errors++;
+                    return NULL;
+                }
+                if (!next_event(b, &child))
+                    return NULL;
+            }
+            pl_cfg_node *item = build_node(b, &child, depth + 1, false);
+            yaml_event_delete(&child);
+            if (!item)
+                return NULL;
+            if (is_map) {
+                for (size_t i = 0; i < node->n; i++) {
+                    if (strcmp(node->keys[i]->value, key->value) == 0) {
+                        pl_cfg_errors_at(b->errs, key, "duplicate key '%s' (first at line %d)",
+                                         key->value, node->keys[i]->line);
+                        b->n_errors++;
+                        break;
+                    }
+                }
+            }
+            if (node_append(node, key, item) < 0)
+                return NULL;
+        }
+    }
+    default:
+        builder_error(b, &ev->start_mark, "unexpected YAML event");
+        return NULL;
+    }
+}
+
+pl_cfg_doc *pl_cfg_doc_parse(const char *file, const char *text, size_t len, pl_cfg_errors *errs)
+{
+    builder b = {0};
+    b.errs = errs;
+    b.doc = calloc(1, sizeof(*b.doc));
+    if (!b.doc)
+        return NULL;
+    b.doc->file = strdup(file ? file : "<config>");
+    if (!b.doc->file) {
+        free(b.doc);
+        return NULL;
+    }
+    if (!yaml_parser_initialize(&b.parser)) {
+        pl_cfg_doc_free(b.doc);
+        return NULL;
+    }
+    yaml_parser_set_input_string(&b.parser, (const unsigned char *)text, len);
+    yaml_parser_set_encoding(&b.parser, YAML_UTF8_ENCODING);
+
+    bool ok = true, seen_document = false;
+    for (;;) {
+        yaml_event_t ev;
+        if (!next_event(&b, &ev)) {
+            ok = false;
+            break;
+        }
+        yaml_event_type_t type = ev.type;
+        if (type == YAML_STREAM_END_EVENT) {
+            yaml_event_delete(&ev);
+            break;
+        }
+        if (type == YAML_DOCUMENT_START_EVENT) {
+            if (seen_document) {
+                builder_error(&b, &ev.start_mark, "only one YAML document is allowed");
+                yaml_event_delete(&ev);
+                ok = false;
+                break;
+            }
+            seen_document = true;
+            yaml_event_delete(&ev);
+            yaml_event_t first;
+            if (!next_event(&b, &first)) {
+                ok = false;
+                break;
+            }
+            if (first.type != YAML_DOCUMENT_END_EVENT) {
+                b.doc->root = build_node(&b, &first, 0, false);
+                if (!b.doc->root) {
+                    yaml_event_delete(&first);
+                    ok = false;
+                    if (b.n_errors == 0)
+                        pl_cfg_errors_add(errs, b.doc->file, 0, 0, "out of memory");
+                    break;
+                }
+                if (b.doc->root->kind == PL_NODE_NULL)
+                    b.doc->root = NULL;
+            }
+            yaml_event_delete(&first);
+            continue;
+        }
+        yaml_event_delete(&ev); /* STREAM_START, DOCUMENT_END */
+    }
+    yaml_parser_delete(&b.parser);
+    for (size_t i = 0; i < b.n_anchors; i++)
+        free(b.anchors[i].name);
+    free(b.anchors);
+    if (!ok || b.n_errors > 0) {
+        pl_cfg_doc_free(b.doc);
+        return NULL;
+    }
+    return b.doc;
+}
+
+pl_cfg_doc *pl_cfg_doc_load(const char *path, pl_cfg_errors *errs)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f) {
+        pl_cfg_errors_add(errs, path, 0, 0, "cannot read: %s", strerror(errno));
+        return NULL;
+    }
+    char *text = NULL;
+    size_t len = 0, cap = 0;
+    for (;;) {
+        if (len == cap) {
+            cap = cap ? cap * 2 : 8192;
+            if (cap > (64u << 20)) {
+                pl_cfg_errors_add(errs, path, 0, 0, "cannot read: file larger than 64 MiB");
+                free(text);
+                fclose(f);
+                return NULL;
+            }
+            char *p = realloc(text, cap);
+            if (!p) {
+                free(text);
+                fclose(f);
+                pl_cfg_errors_add(errs, path, 0, 0, "cannot read: out of memory");
+                return NULL;
+            }
+            text = p;
+        }
+        size_t got = fread(text + len, 1, cap - len, f);
+        len += got;
+        if (got == 0) {
+            if (ferror(f)) {
+                pl_cfg_errors_add(errs, path, 0, 0, "cannot read: %s", strerror(errno));
+                free(text);
+                fclose(f);
+                return NULL;
+            }
+            break;
+        }
+    }
+    fclose(f);
+    pl_cfg_doc *doc = pl_cfg_doc_parse(path, text ? text : "", len, errs);
+    free(text);
+    return doc;
+}
+
+void pl_cfg_doc_free(pl_cfg_doc *doc)
+{
+    if (!doc)
+        return;
+    for (size_t i = 0; i < doc->n_all; i++) {
+        pl_cfg_node *node = doc->all[i];
+        free(node->value);
+        free(node->keys);
+        free(node->items);
+        free(node);
+    }
+    free(doc->all);
+    free(doc->file);
+    free(doc);
+}
+
+pl_cfg_node *pl_cfg_node_key(const pl_cfg_node *map, const char *key)
+{
+    if (!map || map->kind != PL_NODE_MAP || !key)
+        return NULL;
+    for (size_t i = 0; i < map->n; i++)
+        if (strcmp(map->keys[i]->value, key) == 0)
+            return map->keys[i];
+    return NULL;
+}
+
+pl_cfg_node *pl_cfg_node_get(const pl_cfg_node *map, const char *key)
+{
+    if (!map || map->kind != PL_NODE_MAP || !key)
+        return NULL;
+    for (size_t i = 0; i < map->n; i++)
+        if (strcmp(map->keys[i]->value, key) == 0)
+            return map->items[i];
+    return NULL;
+}
+
+const char *pl_cfg_node_kind_name(const pl_cfg_node *node)
+{
+    if (!node)
+        return "nothing";
+    switch (node->kind) {
+    case PL_NODE_NULL:
+        return "null";
+    case PL_NODE_SCALAR:
+        return "scalar";
+    case PL_NODE_MAP:
+        return "map";
+    case PL_NODE_SEQ:
+        return "list";
+    }
+    return "?";
+}

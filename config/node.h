@@ -1,0 +1,99 @@
+/*
+ * node.h: a YAML document as a small tree that remembers where everything was.
+ *
+ * libyaml's event stream is turned into maps, sequences and scalars, each
+ * carrying the file name, line and column (1-based) where it starts, so that
+ * every later check (unknown key, wrong type, undefined component) can point
+ * the user at the exact spot. Scalar values are expanded here, once:
+ * ${env:VAR}, ${VAR}, ${env:VAR:-default} and ${VAR:-default} are replaced by
+ * the environment's value and `$$` by a single dollar. Expansion happens on
+ * values only (never keys), after parsing, so a variable's content can never
+ * change the structure of the document. A variable that is unset and has no
+ * default is an error: an empty endpoint or key is rarely what was meant.
+ *
+ * All nodes of a document live in one list owned by the document, so aliases
+ * (*anchor) simply point at the anchored node and freeing is one walk.
+ *
+ * Errors are collected, not fatal: a pl_cfg_errors list gathers every
+ * "file:line:col: message" so one `proflink validate` run shows them all.
+ */
+#ifndef PL_CONFIG_NODE_H
+#define PL_CONFIG_NODE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdio.h>
+
+typedef enum pl_node_kind {
+    PL_NODE_NULL = 0, /* `key:` with no value, `~`, `null` */
+    PL_NODE_SCALAR,
+    PL_NODE_MAP,
+    PL_NODE_SEQ,
+} pl_node_kind;
+
+typedef struct pl_cfg_node pl_cfg_node;
+struct pl_cfg_node {
+    pl_node_kind kind;
+    const char *file; /* the document's file name (shared) */
+    int line, col;    /* 1-based */
+    char *value;      /* SCALAR: expanded text, NUL-terminated */
+    bool quoted;      /* SCALAR: written with quotes or as a block */
+    /* MAP: keys[i] (scalars) -> items[i]; SEQ: items[i]. */
+    pl_cfg_node **keys;
+    pl_cfg_node **items;
+    size_t n;
+};
+
+/* One error, kept with its position so the list can be sorted. */
+typedef struct pl_cfg_error {
+    char *text; /* "file:line:col: message" (or "file: message") */
+    int line, col;
+    size_t seq; /* insertion order, for a stable sort */
+} pl_cfg_error;
+
+typedef struct pl_cfg_errors {
+    pl_cfg_error *items;
+    size_t n, cap;
+} pl_cfg_errors;
+
+void pl_cfg_errors_init(pl_cfg_errors *errs);
+void pl_cfg_errors_free(pl_cfg_errors *errs);
+/* Adds "file:line:col: message"; line 0 means "no position" ("file: message"). */
+void pl_cfg_errors_add(pl_cfg_errors *errs, const char *file, int line, int col, const char *fmt,
+                       ...) __attribute__((format(printf, 5, 6)));
+void pl_cfg_errors_addv(pl_cfg_errors *errs, const char *file, int line, int col, const char *fmt,
+                        va_list ap);
+/* Adds an error located at `node`. */
+void pl_cfg_errors_at(pl_cfg_errors *errs, const pl_cfg_node *node, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+/* Orders by line, then column, then insertion. */
+void pl_cfg_errors_sort(pl_cfg_errors *errs);
+/* Prints one error per line. */
+void pl_cfg_errors_print(const pl_cfg_errors *errs, FILE *out);
+
+typedef struct pl_cfg_doc {
+    char *file;        /* name used in messages */
+    pl_cfg_node *root; /* NULL for an empty document */
+    pl_cfg_node **all; /* every node, for freeing */
+    size_t n_all, cap_all;
+} pl_cfg_doc;
+
+/* Parses YAML text. Returns the document (possibly with root NULL when the
+ * text is empty), or NULL when there were errors (added to errs). */
+pl_cfg_doc *pl_cfg_doc_parse(const char *file, const char *text, size_t len, pl_cfg_errors *errs);
+/* Reads and parses a file; a file that cannot be read is one error
+ * "path: cannot read: <reason>". */
+pl_cfg_doc *pl_cfg_doc_load(const char *path, pl_cfg_errors *errs);
+void pl_cfg_doc_free(pl_cfg_doc *doc);
+
+/* Expands ${...} references in `text` (see the header comment). Returns a
+ * malloc'd string, or NULL with a message in `why` (NULL also on OOM). */
+char *pl_cfg_expand(const char *text, char *why, size_t why_size);
+
+/* Map lookup by key; NULL if absent or not a map. */
+pl_cfg_node *pl_cfg_node_get(const pl_cfg_node *map, const char *key);
+/* The key node of `key` in `map`; NULL if absent. */
+pl_cfg_node *pl_cfg_node_key(const pl_cfg_node *map, const char *key);
+const char *pl_cfg_node_kind_name(const pl_cfg_node *node);
+
+#endif
