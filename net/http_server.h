@@ -30,13 +30,18 @@ typedef struct pl_http_header {
 typedef struct pl_http_request {
     int http_version; /* 1 or 2 */
     const char *method;
-    const char *path; /* without the query; NUL-terminated */
+    const char *path;  /* without the query; NUL-terminated */
     const char *query; /* after '?', NUL-terminated; "" if none */
     const pl_http_header *headers;
     size_t n_headers;
     uint8_t *body; /* complete body, server-owned; see pl_http_request_take_body */
     size_t body_len;
     const char *peer; /* "ip:port" */
+    /* Set only with options.deliver_too_large: the body went over
+     * max_body_size, was dropped (body is NULL) and the connection (HTTP/1.1)
+     * or stream (HTTP/2) ends after this answer. Lets gRPC and OTLP answer
+     * in their own format instead of the server's plain 413. */
+    bool too_large;
 } pl_http_request;
 
 /* Case-insensitive header lookup; NULL if absent. *len gets the value length. */
@@ -53,22 +58,24 @@ void pl_http_respond(pl_http_response *res, int status, const pl_http_header *he
                      size_t n_headers, const void *body, size_t body_len);
 /* HTTP/2 only (gRPC): headers, body, then trailers. With body_len == 0 and
  * no body, a Trailers-Only answer is allowed (pass body NULL). */
-void pl_http_respond_with_trailers(pl_http_response *res, int status,
-                                   const pl_http_header *headers, size_t n_headers,
-                                   const void *body, size_t body_len,
+void pl_http_respond_with_trailers(pl_http_response *res, int status, const pl_http_header *headers,
+                                   size_t n_headers, const void *body, size_t body_len,
                                    const pl_http_header *trailers, size_t n_trailers);
 
 typedef void (*pl_http_handler)(void *arg, pl_http_request *req, pl_http_response *res);
 
 typedef struct pl_http_server_options {
-    size_t max_body_size;        /* raw body bytes; over it: 413 and the request is dropped */
-    size_t max_header_size;      /* default 64 KiB */
-    unsigned max_connections;    /* default 1024; over it new connections are closed */
-    uint64_t header_timeout_ms;  /* time to receive headers (and body); default 30000 */
-    uint64_t idle_timeout_ms;    /* keep-alive idle; default 120000 */
-    bool http1;                  /* accept HTTP/1.1 (default true when both are false) */
-    bool h2c;                    /* accept HTTP/2 prior knowledge */
-    const char *name;            /* for logs: "otlp/http" */
+    size_t max_body_size;       /* raw body bytes; over it: 413 and the request is dropped */
+    size_t max_header_size;     /* default 64 KiB */
+    unsigned max_connections;   /* default 1024; over it new connections are closed */
+    uint64_t header_timeout_ms; /* time to receive headers (and body); default 30000 */
+    uint64_t idle_timeout_ms;   /* keep-alive idle; default 120000 */
+    bool http1;                 /* accept HTTP/1.1 (default true when both are false) */
+    bool h2c;                   /* accept HTTP/2 prior knowledge */
+    const char *name;           /* for logs: "otlp/http" */
+    /* Call the handler with req->too_large set instead of answering 413. */
+    bool deliver_too_large;
+    unsigned max_concurrent_streams; /* HTTP/2 streams per connection; default 128 */
 } pl_http_server_options;
 
 typedef struct pl_http_server pl_http_server;
@@ -76,12 +83,21 @@ typedef struct pl_http_server pl_http_server;
 /* Binds and listens on "host:port" ("[::1]:port" for IPv6). NULL with err
  * set on failure (e.g. "127.0.0.1:4318: address already in use"). */
 pl_http_server *pl_http_server_start(uv_loop_t *loop, const char *endpoint,
-                                     const pl_http_server_options *options,
-                                     pl_http_handler handler, void *arg, pl_err *err);
+                                     const pl_http_server_options *options, pl_http_handler handler,
+                                     void *arg, pl_err *err);
 /* The port actually bound (useful with port 0). */
 int pl_http_server_port(const pl_http_server *server);
 /* Closes the listener and every connection; memory is freed once libuv has
  * closed the handles (run the loop). */
 void pl_http_server_close(pl_http_server *server);
+
+/* Drives one connection from memory, without sockets or timers, for fuzz
+ * targets and tests: `data` is fed in pieces of `chunk` bytes (0: all at
+ * once) as if read from a socket, then the peer's end of stream. Whatever
+ * the server would write is appended to `out` (may be NULL). Returns 1 if
+ * the server closed the connection itself, 0 otherwise. */
+struct pl_buf;
+int pl_http_server_feed(const pl_http_server_options *options, pl_http_handler handler, void *arg,
+                        const uint8_t *data, size_t len, size_t chunk, struct pl_buf *out);
 
 #endif

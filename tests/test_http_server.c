@@ -1,0 +1,790 @@
+/*
+ * test_http_server.c: the shared HTTP server over real loopback sockets.
+ *
+ * The server's loop runs in a thread; each test talks to it with plain
+ * blocking sockets (HTTP/1.1) or an nghttp2 client session (HTTP/2), so the
+ * bytes on the wire are exactly what a remote client would exchange.
+ */
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <nghttp2/nghttp2.h>
+#include <poll.h>
+#include <pthread.h>
+#include <sys/socket.h>
+#include <sys/time.h>
+#include <unistd.h>
+
+#include "core/buf.h"
+#include "net/http_server.h"
+#include "testlib.h"
+
+/* ---- the server side ---------------------------------------------------- */
+
+typedef struct seen {
+    pthread_mutex_t mu;
+    int requests;
+    char last_method[16];
+    char last_path[128];
+    char last_query[128];
+    char last_header[128]; /* value of X-Test */
+    size_t last_body_len;
+    char last_body[256];
+    int last_version;
+    bool last_too_large;
+} seen;
+
+static seen g_seen = {.mu = PTHREAD_MUTEX_INITIALIZER};
+
+static void handler(void *arg, pl_http_request *req, pl_http_response *res)
+{
+    (void)arg;
+    pthread_mutex_lock(&g_seen.mu);
+    g_seen.requests++;
+    snprintf(g_seen.last_method, sizeof(g_seen.last_method), "%s", req->method);
+    snprintf(g_seen.last_path, sizeof(g_seen.last_path), "%s", req->path);
+    snprintf(g_seen.last_query, sizeof(g_seen.last_query), "%s", req->query);
+    size_t hl;
+    const char *h = pl_http_header_get(req, "x-test", &hl);
+    snprintf(g_seen.last_header, sizeof(g_seen.last_header), "%.*s", h ? (int)hl : 0, h ? h : "");
+    g_seen.last_body_len = req->body_len;
+    snprintf(g_seen.last_body, sizeof(g_seen.last_body), "%.*s", (int)req->body_len,
+             req->body ? (const char *)req->body : "");
+    g_seen.last_version = req->http_version;
+    g_seen.last_too_large = req->too_large;
+    pthread_mutex_unlock(&g_seen.mu);
+    if (req->too_large) {
+        pl_http_respond(res, 499, NULL, 0, "big", 3);
+        return;
+    }
+    char body[300];
+    int n = snprintf(body, sizeof(body), "%s %s %zu", req->method, req->path, req->body_len);
+    pl_http_header hdr[] = {{"Content-Type", 12, "text/plain", 10}};
+    if (strcmp(req->path, "/grpc") == 0) {
+        pl_http_header tr[] = {{"grpc-status", 11, "0", 1}, {"grpc-message", 12, "fine", 4}};
+        if (strstr(req->query, "only"))
+            pl_http_respond_with_trailers(res, 200, hdr, 1, NULL, 0, tr, 2);
+        else
+            pl_http_respond_with_trailers(res, 200, hdr, 1, body, (size_t)n, tr, 2);
+        return;
+    }
+    pl_http_respond(res, 200, hdr, 1, body, (size_t)n);
+}
+
+typedef struct running {
+    uv_loop_t loop;
+    uv_async_t stop;
+    pl_http_server *server;
+    pthread_t thread;
+    int port;
+} running;
+
+static void on_stop(uv_async_t *a)
+{
+    running *r = a->data;
+    pl_http_server_close(r->server);
+    uv_close((uv_handle_t *)a, NULL);
+}
+
+static void *loop_thread(void *arg)
+{
+    running *r = arg;
+    uv_run(&r->loop, UV_RUN_DEFAULT);
+    return NULL;
+}
+
+static int start_server(running *r, const pl_http_server_options *opt)
+{
+    memset(r, 0, sizeof(*r));
+    uv_loop_init(&r->loop);
+    pl_err err = {{0}};
+    r->server = pl_http_server_start(&r->loop, "127.0.0.1:0", opt, handler, NULL, &err);
+    if (!r->server) {
+        fprintf(stderr, "start: %s\n", err.msg);
+        return -1;
+    }
+    r->port = pl_http_server_port(r->server);
+    uv_async_init(&r->loop, &r->stop, on_stop);
+    r->stop.data = r;
+    pthread_create(&r->thread, NULL, loop_thread, r);
+    pthread_mutex_lock(&g_seen.mu);
+    g_seen.requests = 0;
+    pthread_mutex_unlock(&g_seen.mu);
+    return 0;
+}
+
+static void stop_server(running *r)
+{
+    uv_async_send(&r->stop);
+    pthread_join(r->thread, NULL);
+    CHECK_EQ_INT(uv_loop_close(&r->loop), 0); /* every handle closed */
+}
+
+/* ---- the client side ---------------------------------------------------- */
+
+static int connect_to(int port)
+{
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
+    inet_pton(AF_INET, "127.0.0.1", &a.sin_addr);
+    if (connect(fd, (struct sockaddr *)&a, sizeof(a)) != 0) {
+        close(fd);
+        return -1;
+    }
+    return fd;
+}
+
+static void send_all(int fd, const void *data, size_t len)
+{
+    const char *p = data;
+    while (len) {
+        ssize_t n = send(fd, p, len, MSG_NOSIGNAL);
+        if (n <= 0)
+            return;
+        p += n;
+        len -= (size_t)n;
+    }
+}
+
+/* Reads until `want` occurrences of "HTTP/1.1 " status lines with complete
+ * bodies arrive, the peer closes, or timeout_ms passes. Returns bytes read;
+ * *closed tells whether the server closed. */
+static size_t read_some(int fd, char *buf, size_t cap, int timeout_ms, const char *until,
+                        int until_count, bool *closed)
+{
+    size_t len = 0;
+    *closed = false;
+    for (;;) {
+        struct pollfd p = {fd, POLLIN, 0};
+        int rc = poll(&p, 1, timeout_ms);
+        if (rc <= 0)
+            break;
+        ssize_t n = recv(fd, buf + len, cap - 1 - len, 0);
+        if (n <= 0) {
+            *closed = true;
+            break;
+        }
+        len += (size_t)n;
+        buf[len] = 0;
+        if (until) {
+            int count = 0;
+            for (const char *s = buf; (s = strstr(s, until)); s++)
+                count++;
+            if (count >= until_count)
+                break;
+        }
+        if (len + 1 >= cap)
+            break;
+    }
+    buf[len] = 0;
+    return len;
+}
+
+/* ---- HTTP/1.1 tests ----------------------------------------------------- */
+
+static void test_keep_alive_two_requests(void)
+{
+    running r;
+    REQUIRE(start_server(&r, NULL) == 0);
+    int fd = connect_to(r.port);
+    REQUIRE(fd >= 0);
+    const char *req1 = "POST /v1/traces?x=1 HTTP/1.1\r\nHost: a\r\nX-Test: hello\r\n"
+                       "Content-Length: 5\r\n\r\nabcde";
+    send_all(fd, req1, strlen(req1));
+    char buf[4096];
+    bool closed;
+    read_some(fd, buf, sizeof(buf), 2000, "/v1/traces 5", 1, &closed);
+    CHECK(strstr(buf, "HTTP/1.1 200 OK") != NULL);
+    CHECK(strstr(buf, "Content-Length: 17") != NULL);
+    CHECK(!closed);
+    pthread_mutex_lock(&g_seen.mu);
+    CHECK_EQ_STR(g_seen.last_path, "/v1/traces");
+    CHECK_EQ_STR(g_seen.last_query, "x=1");
+    CHECK_EQ_STR(g_seen.last_header, "hello");
+    CHECK_EQ_STR(g_seen.last_body, "abcde");
+    CHECK_EQ_INT(g_seen.last_version, 1);
+    pthread_mutex_unlock(&g_seen.mu);
+    const char *req2 = "GET /second HTTP/1.1\r\nHost: a\r\n\r\n";
+    send_all(fd, req2, strlen(req2));
+    read_some(fd, buf, sizeof(buf), 2000, "GET /second 0", 1, &closed);
+    CHECK(strstr(buf, "GET /second 0") != NULL);
+    pthread_mutex_lock(&g_seen.mu);
+    CHECK_EQ_INT(g_seen.requests, 2);
+    pthread_mutex_unlock(&g_seen.mu);
+    close(fd);
+    stop_server(&r);
+}
+
+static void test_pipelined_requests_answered_in_order(void)
+{
+    running r;
+    REQUIRE(start_server(&r, NULL) == 0);
+    int fd = connect_to(r.port);
+    REQUIRE(fd >= 0);
+    const char *reqs = "POST /a HTTP/1.1\r\nContent-Length: 1\r\n\r\nx"
+                       "POST /b HTTP/1.1\r\nContent-Length: 2\r\n\r\nyy"
+                       "POST /c HTTP/1.1\r\nContent-Length: 3\r\nConnection: close\r\n\r\nzzz"
+                       "POST /d HTTP/1.1\r\nContent-Length: 0\r\n\r\n";
+    send_all(fd, reqs, strlen(reqs));
+    char buf[8192];
+    bool closed;
+    read_some(fd, buf, sizeof(buf), 2000, NULL, 0, &closed);
+    const char *a = strstr(buf, "POST /a 1"), *b = strstr(buf, "POST /b 2"),
+               *c = strstr(buf, "POST /c 3");
+    CHECK(a && b && c && a < b && b < c);
+    CHECK(strstr(buf, "POST /d") == NULL); /* after Connection: close */
+    CHECK(closed);
+    close(fd);
+    stop_server(&r);
+}
+
+static void test_chunked_body(void)
+{
+    running r;
+    REQUIRE(start_server(&r, NULL) == 0);
+    int fd = connect_to(r.port);
+    REQUIRE(fd >= 0);
+    const char *req = "POST /chunk HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n"
+                      "3\r\nabc\r\n4\r\ndefg\r\n0\r\n\r\n";
+    /* byte by byte: every parser callback sees split input */
+    for (size_t i = 0; i < strlen(req); i++) {
+        send_all(fd, req + i, 1);
+        if (i % 7 == 0)
+            usleep(200);
+    }
+    char buf[4096];
+    bool closed;
+    read_some(fd, buf, sizeof(buf), 2000, "/chunk 7", 1, &closed);
+    CHECK(strstr(buf, "200 OK") != NULL);
+    pthread_mutex_lock(&g_seen.mu);
+    CHECK_EQ_STR(g_seen.last_body, "abcdefg");
+    pthread_mutex_unlock(&g_seen.mu);
+    close(fd);
+    stop_server(&r);
+}
+
+static void test_expect_100_continue(void)
+{
+    running r;
+    REQUIRE(start_server(&r, NULL) == 0);
+    int fd = connect_to(r.port);
+    REQUIRE(fd >= 0);
+    const char *head = "POST /e HTTP/1.1\r\nContent-Length: 4\r\nExpect: 100-continue\r\n\r\n";
+    send_all(fd, head, strlen(head));
+    char buf[4096];
+    bool closed;
+    read_some(fd, buf, sizeof(buf), 2000, "100 Continue", 1, &closed);
+    CHECK(strstr(buf, "HTTP/1.1 100 Continue\r\n\r\n") != NULL);
+    send_all(fd, "body", 4);
+    read_some(fd, buf, sizeof(buf), 2000, "/e 4", 1, &closed);
+    CHECK(strstr(buf, "200 OK") != NULL);
+    close(fd);
+    stop_server(&r);
+}
+
+static void test_oversize_body_gets_413_and_close(void)
+{
+    pl_http_server_options opt = {.max_body_size = 100};
+    running r;
+    REQUIRE(start_server(&r, &opt) == 0);
+    /* declared length over the limit: answered before the body is sent */
+    int fd = connect_to(r.port);
+    REQUIRE(fd >= 0);
+    const char *req = "POST /big HTTP/1.1\r\nContent-Length: 1000\r\n\r\n";
+    send_all(fd, req, strlen(req));
+    char buf[4096];
+    bool closed;
+    read_some(fd, buf, sizeof(buf), 2000, NULL, 0, &closed);
+    CHECK(strstr(buf, "HTTP/1.1 413") != NULL);
+    CHECK(closed);
+    close(fd);
+    /* chunked: discovered while receiving */
+    fd = connect_to(r.port);
+    REQUIRE(fd >= 0);
+    const char *creq = "POST /big HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n";
+    send_all(fd, creq, strlen(creq));
+    char chunk[80];
+    for (int i = 0; i < 3; i++) {
+        snprintf(chunk, sizeof(chunk), "28\r\n%040d\r\n", i);
+        send_all(fd, chunk, strlen(chunk));
+    }
+    read_some(fd, buf, sizeof(buf), 2000, NULL, 0, &closed);
+    CHECK(strstr(buf, "HTTP/1.1 413") != NULL);
+    CHECK(closed);
+    close(fd);
+    pthread_mutex_lock(&g_seen.mu);
+    CHECK_EQ_INT(g_seen.requests, 0); /* the handler never saw them */
+    pthread_mutex_unlock(&g_seen.mu);
+    stop_server(&r);
+}
+
+static void test_oversize_delivered_to_handler_when_asked(void)
+{
+    pl_http_server_options opt = {.max_body_size = 10, .deliver_too_large = true};
+    running r;
+    REQUIRE(start_server(&r, &opt) == 0);
+    int fd = connect_to(r.port);
+    REQUIRE(fd >= 0);
+    const char *req = "POST /big HTTP/1.1\r\nContent-Length: 11\r\n\r\n01234567890";
+    send_all(fd, req, strlen(req));
+    char buf[4096];
+    bool closed;
+    read_some(fd, buf, sizeof(buf), 2000, NULL, 0, &closed);
+    CHECK(strstr(buf, "HTTP/1.1 499") != NULL);
+    CHECK(closed);
+    pthread_mutex_lock(&g_seen.mu);
+    CHECK(g_seen.last_too_large);
+    CHECK_EQ_STR(g_seen.last_path, "/big");
+    pthread_mutex_unlock(&g_seen.mu);
+    close(fd);
+    stop_server(&r);
+}
+
+static void test_header_too_large_gets_431(void)
+{
+    pl_http_server_options opt = {.max_header_size = 200};
+    running r;
+    REQUIRE(start_server(&r, &opt) == 0);
+    int fd = connect_to(r.port);
+    REQUIRE(fd >= 0);
+    char req[1024];
+    snprintf(req, sizeof(req), "GET / HTTP/1.1\r\nX-Big: %0400d\r\n\r\n", 7);
+    send_all(fd, req, strlen(req));
+    char buf[4096];
+    bool closed;
+    read_some(fd, buf, sizeof(buf), 2000, NULL, 0, &closed);
+    CHECK(strstr(buf, "HTTP/1.1 431") != NULL);
+    CHECK(closed);
+    close(fd);
+    stop_server(&r);
+}
+
+static void test_slow_headers_get_408(void)
+{
+    pl_http_server_options opt = {.header_timeout_ms = 300, .idle_timeout_ms = 5000};
+    running r;
+    REQUIRE(start_server(&r, &opt) == 0);
+    int fd = connect_to(r.port);
+    REQUIRE(fd >= 0);
+    /* trickle bytes: the deadline counts from the first one (slow-loris) */
+    const char *part = "POST /slow HTTP/1.1\r\nX-A: 1\r\n";
+    for (size_t i = 0; i < strlen(part); i++) {
+        send_all(fd, part + i, 1);
+        usleep(20000);
+    }
+    char buf[4096];
+    bool closed;
+    read_some(fd, buf, sizeof(buf), 3000, NULL, 0, &closed);
+    CHECK(strstr(buf, "HTTP/1.1 408") != NULL);
+    CHECK(closed);
+    close(fd);
+    stop_server(&r);
+}
+
+static void test_idle_keep_alive_closed(void)
+{
+    pl_http_server_options opt = {.header_timeout_ms = 5000, .idle_timeout_ms = 200};
+    running r;
+    REQUIRE(start_server(&r, &opt) == 0);
+    int fd = connect_to(r.port);
+    REQUIRE(fd >= 0);
+    const char *req = "GET /x HTTP/1.1\r\n\r\n";
+    send_all(fd, req, strlen(req));
+    char buf[4096];
+    bool closed;
+    read_some(fd, buf, sizeof(buf), 2000, "GET /x 0", 1, &closed);
+    CHECK(!closed);
+    struct timeval t0, t1;
+    gettimeofday(&t0, NULL);
+    read_some(fd, buf, sizeof(buf), 3000, NULL, 0, &closed);
+    gettimeofday(&t1, NULL);
+    CHECK(closed);
+    long ms = (t1.tv_sec - t0.tv_sec) * 1000 + (t1.tv_usec - t0.tv_usec) / 1000;
+    CHECK(ms >= 100 && ms < 2000);
+    CHECK_EQ_INT(strlen(buf), 0); /* no 408 for an idle connection */
+    close(fd);
+    stop_server(&r);
+}
+
+static void test_garbage_only_hurts_its_connection(void)
+{
+    running r;
+    REQUIRE(start_server(&r, NULL) == 0);
+    int good = connect_to(r.port);
+    int bad = connect_to(r.port);
+    REQUIRE(good >= 0 && bad >= 0);
+    /* half a request on the good connection */
+    const char *h = "POST /good HTTP/1.1\r\nContent-Length: 3\r\n\r\n";
+    send_all(good, h, strlen(h));
+    const char garbage[] = "\x16\x03\x01\x02\x00\x01\x00\x01\xfc\x03\x03 not http\r\n\r\n";
+    send_all(bad, garbage, sizeof(garbage) - 1);
+    char buf[4096];
+    bool closed;
+    read_some(bad, buf, sizeof(buf), 2000, NULL, 0, &closed);
+    CHECK(strstr(buf, "HTTP/1.1 400") != NULL);
+    CHECK(closed);
+    close(bad);
+    /* a client that disconnects mid-body */
+    int gone = connect_to(r.port);
+    const char *part = "POST /gone HTTP/1.1\r\nContent-Length: 100\r\n\r\nabc";
+    send_all(gone, part, strlen(part));
+    close(gone);
+    send_all(good, "end", 3);
+    read_some(good, buf, sizeof(buf), 2000, "/good 3", 1, &closed);
+    CHECK(strstr(buf, "200 OK") != NULL);
+    CHECK(!closed);
+    close(good);
+    stop_server(&r);
+}
+
+static void test_max_connections(void)
+{
+    pl_http_server_options opt = {.max_connections = 2};
+    running r;
+    REQUIRE(start_server(&r, &opt) == 0);
+    int a = connect_to(r.port), b = connect_to(r.port);
+    usleep(100000);
+    int c = connect_to(r.port);
+    REQUIRE(a >= 0 && b >= 0 && c >= 0);
+    char buf[1024];
+    bool closed;
+    read_some(c, buf, sizeof(buf), 2000, NULL, 0, &closed);
+    CHECK(closed);
+    close(c);
+    const char *req = "GET /ok HTTP/1.1\r\n\r\n";
+    send_all(a, req, strlen(req));
+    read_some(a, buf, sizeof(buf), 2000, "GET /ok 0", 1, &closed);
+    CHECK(strstr(buf, "200 OK") != NULL);
+    close(a);
+    close(b);
+    usleep(100000);
+    /* slots are given back */
+    int d = connect_to(r.port);
+    send_all(d, req, strlen(req));
+    read_some(d, buf, sizeof(buf), 2000, "GET /ok 0", 1, &closed);
+    CHECK(strstr(buf, "200 OK") != NULL);
+    close(d);
+    stop_server(&r);
+}
+
+static void test_close_with_open_connections(void)
+{
+    running r;
+    REQUIRE(start_server(&r, NULL) == 0);
+    int a = connect_to(r.port);
+    const char *part = "POST /x HTTP/1.1\r\nContent-Length: 10\r\n\r\nab";
+    send_all(a, part, strlen(part));
+    usleep(50000);
+    stop_server(&r); /* checks the loop has no handle left */
+    char buf[256];
+    bool closed;
+    read_some(a, buf, sizeof(buf), 2000, NULL, 0, &closed);
+    CHECK(closed);
+    close(a);
+}
+
+static void test_bind_error(void)
+{
+    uv_loop_t loop;
+    uv_loop_init(&loop);
+    pl_err err = {{0}};
+    pl_http_server *s = pl_http_server_start(&loop, "127.0.0.1:0", NULL, handler, NULL, &err);
+    REQUIRE(s != NULL);
+    char ep[64];
+    snprintf(ep, sizeof(ep), "127.0.0.1:%d", pl_http_server_port(s));
+    pl_http_server *s2 = pl_http_server_start(&loop, ep, NULL, handler, NULL, &err);
+    CHECK(s2 == NULL);
+    CHECK(strstr(err.msg, "in use") != NULL);
+    CHECK(pl_http_server_start(&loop, "nonsense", NULL, handler, NULL, &err) == NULL);
+    pl_http_server_close(s);
+    uv_run(&loop, UV_RUN_DEFAULT);
+    CHECK_EQ_INT(uv_loop_close(&loop), 0);
+}
+
+/* ---- HTTP/2 tests ------------------------------------------------------- */
+
+typedef struct h2_result {
+    int32_t id;
+    int status;
+    char body[512];
+    size_t body_len;
+    char grpc_status[8];
+    bool trailers_seen;
+    bool closed;
+    uint32_t error_code;
+} h2_result;
+
+typedef struct h2_client {
+    int fd;
+    h2_result results[64];
+    int n;
+    const uint8_t *upload;
+    size_t upload_len;
+} h2_client;
+
+static h2_result *h2_find(h2_client *cl, int32_t id)
+{
+    for (int i = 0; i < cl->n; i++)
+        if (cl->results[i].id == id)
+            return &cl->results[i];
+    return NULL;
+}
+
+static ssize_t h2c_send(nghttp2_session *s, const uint8_t *data, size_t len, int flags, void *u)
+{
+    h2_client *cl = u;
+    send_all(cl->fd, data, len);
+    return (ssize_t)len;
+}
+
+static int h2c_on_header(nghttp2_session *s, const nghttp2_frame *f, const uint8_t *name, size_t nl,
+                         const uint8_t *value, size_t vl, uint8_t flags, void *u)
+{
+    h2_result *r = h2_find(u, f->hd.stream_id);
+    if (!r)
+        return 0;
+    if (nl == 7 && memcmp(name, ":status", 7) == 0)
+        r->status = atoi((const char *)value);
+    if (nl == 11 && memcmp(name, "grpc-status", 11) == 0) {
+        snprintf(r->grpc_status, sizeof(r->grpc_status), "%.*s", (int)vl, value);
+        r->trailers_seen = true;
+    }
+    return 0;
+}
+
+static int h2c_on_data(nghttp2_session *s, uint8_t flags, int32_t id, const uint8_t *data,
+                       size_t len, void *u)
+{
+    h2_result *r = h2_find(u, id);
+    if (r && r->body_len + len < sizeof(r->body)) {
+        memcpy(r->body + r->body_len, data, len);
+        r->body_len += len;
+    }
+    return 0;
+}
+
+static int h2c_on_close(nghttp2_session *s, int32_t id, uint32_t error_code, void *u)
+{
+    h2_result *r = h2_find(u, id);
+    if (r) {
+        r->closed = true;
+        r->error_code = error_code;
+    }
+    return 0;
+}
+
+typedef struct upload_src {
+    const uint8_t *data;
+    size_t len, off;
+} upload_src;
+
+static ssize_t h2c_read(nghttp2_session *s, int32_t id, uint8_t *buf, size_t length,
+                        uint32_t *flags, nghttp2_data_source *src, void *u)
+{
+    upload_src *up = src->ptr;
+    size_t n = up->len - up->off < length ? up->len - up->off : length;
+    memcpy(buf, up->data + up->off, n);
+    up->off += n;
+    if (up->off == up->len)
+        *flags |= NGHTTP2_DATA_FLAG_EOF;
+    return (ssize_t)n;
+}
+
+/* Sends n_req POSTs to `path` on one connection (concurrently) and waits
+ * for all of them to close. */
+static int h2_run(int port, const char *path, const uint8_t *body, size_t body_len, int n_req,
+                  h2_client *cl)
+{
+    memset(cl, 0, sizeof(*cl));
+    cl->fd = connect_to(port);
+    if (cl->fd < 0)
+        return -1;
+    nghttp2_session_callbacks *cb;
+    nghttp2_session_callbacks_new(&cb);
+    nghttp2_session_callbacks_set_send_callback(cb, h2c_send);
+    nghttp2_session_callbacks_set_on_header_callback(cb, h2c_on_header);
+    nghttp2_session_callbacks_set_on_data_chunk_recv_callback(cb, h2c_on_data);
+    nghttp2_session_callbacks_set_on_stream_close_callback(cb, h2c_on_close);
+    nghttp2_session *s;
+    nghttp2_session_client_new(&s, cb, cl);
+    nghttp2_session_callbacks_del(cb);
+    nghttp2_submit_settings(s, NGHTTP2_FLAG_NONE, NULL, 0);
+    upload_src ups[64];
+    for (int i = 0; i < n_req; i++) {
+        nghttp2_nv nv[] = {
+            {(uint8_t *)":method", (uint8_t *)"POST", 7, 4, 0},
+            {(uint8_t *)":scheme", (uint8_t *)"http", 7, 4, 0},
+            {(uint8_t *)":authority", (uint8_t *)"localhost", 10, 9, 0},
+            {(uint8_t *)":path", (uint8_t *)path, 5, strlen(path), 0},
+            {(uint8_t *)"x-test", (uint8_t *)"h2", 6, 2, 0},
+        };
+        ups[i] = (upload_src){body, body_len, 0};
+        nghttp2_data_provider dp = {.source.ptr = &ups[i], .read_callback = h2c_read};
+        int32_t id = nghttp2_submit_request(s, NULL, nv, 5, &dp, NULL);
+        cl->results[cl->n++].id = id;
+    }
+    nghttp2_session_send(s);
+    int done = 0;
+    for (int iter = 0; iter < 500 && done < n_req; iter++) {
+        struct pollfd p = {cl->fd, POLLIN, 0};
+        if (poll(&p, 1, 20) > 0) {
+            uint8_t buf[16384];
+            ssize_t n = recv(cl->fd, buf, sizeof(buf), 0);
+            if (n <= 0)
+                break;
+            nghttp2_session_mem_recv(s, buf, (size_t)n);
+        }
+        nghttp2_session_send(s);
+        done = 0;
+        for (int i = 0; i < cl->n; i++)
+            done += cl->results[i].closed;
+    }
+    nghttp2_session_del(s);
+    close(cl->fd);
+    return done;
+}
+
+static void test_h2_concurrent_streams(void)
+{
+    pl_http_server_options opt = {.h2c = true, .http1 = true};
+    running r;
+    REQUIRE(start_server(&r, &opt) == 0);
+    h2_client cl;
+    int done = h2_run(r.port, "/h2path?q=1", (const uint8_t *)"hello", 5, 20, &cl);
+    CHECK_EQ_INT(done, 20);
+    for (int i = 0; i < cl.n; i++) {
+        CHECK_EQ_INT(cl.results[i].status, 200);
+        CHECK_EQ_BYTES(cl.results[i].body, cl.results[i].body_len, "POST /h2path 5", 14);
+    }
+    pthread_mutex_lock(&g_seen.mu);
+    CHECK_EQ_INT(g_seen.requests, 20);
+    CHECK_EQ_INT(g_seen.last_version, 2);
+    CHECK_EQ_STR(g_seen.last_query, "q=1");
+    CHECK_EQ_STR(g_seen.last_header, "h2");
+    pthread_mutex_unlock(&g_seen.mu);
+    /* HTTP/1.1 still works on the same port */
+    int fd = connect_to(r.port);
+    const char *req = "GET /one HTTP/1.1\r\n\r\n";
+    send_all(fd, req, strlen(req));
+    char buf[1024];
+    bool closed;
+    read_some(fd, buf, sizeof(buf), 2000, "GET /one 0", 1, &closed);
+    CHECK(strstr(buf, "200 OK") != NULL);
+    close(fd);
+    stop_server(&r);
+}
+
+static void test_h2_large_body_flow_control(void)
+{
+    pl_http_server_options opt = {.h2c = true};
+    running r;
+    REQUIRE(start_server(&r, &opt) == 0);
+    size_t len = 3 * 1024 * 1024; /* over the initial 64 KiB client window */
+    uint8_t *big = malloc(len);
+    memset(big, 'z', len);
+    h2_client cl;
+    int done = h2_run(r.port, "/big", big, len, 2, &cl);
+    CHECK_EQ_INT(done, 2);
+    CHECK_EQ_INT(cl.results[0].status, 200);
+    CHECK_EQ_BYTES(cl.results[0].body, cl.results[0].body_len, "POST /big 3145728", 17);
+    free(big);
+    stop_server(&r);
+}
+
+static void test_h2_trailers_and_trailers_only(void)
+{
+    pl_http_server_options opt = {.h2c = true};
+    running r;
+    REQUIRE(start_server(&r, &opt) == 0);
+    h2_client cl;
+    CHECK_EQ_INT(h2_run(r.port, "/grpc", (const uint8_t *)"x", 1, 1, &cl), 1);
+    CHECK(cl.results[0].trailers_seen);
+    CHECK_EQ_STR(cl.results[0].grpc_status, "0");
+    CHECK_EQ_BYTES(cl.results[0].body, cl.results[0].body_len, "POST /grpc 1", 12);
+    CHECK_EQ_INT(h2_run(r.port, "/grpc?only", (const uint8_t *)"x", 1, 1, &cl), 1);
+    CHECK(cl.results[0].trailers_seen);
+    CHECK_EQ_INT(cl.results[0].body_len, 0);
+    CHECK_EQ_INT(cl.results[0].status, 200);
+    stop_server(&r);
+}
+
+static void test_h2_oversize_stream(void)
+{
+    pl_http_server_options opt = {.h2c = true, .max_body_size = 1000};
+    running r;
+    REQUIRE(start_server(&r, &opt) == 0);
+    uint8_t big[5000];
+    memset(big, 'q', sizeof(big));
+    h2_client cl;
+    CHECK_EQ_INT(h2_run(r.port, "/big", big, sizeof(big), 1, &cl), 1);
+    CHECK_EQ_INT(cl.results[0].status, 413);
+    /* the connection keeps working for small requests */
+    CHECK_EQ_INT(h2_run(r.port, "/small", big, 10, 1, &cl), 1);
+    CHECK_EQ_INT(cl.results[0].status, 200);
+    stop_server(&r);
+}
+
+static void test_h2_garbage_after_preface(void)
+{
+    pl_http_server_options opt = {.h2c = true};
+    running r;
+    REQUIRE(start_server(&r, &opt) == 0);
+    int fd = connect_to(r.port);
+    send_all(fd, "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n", 24);
+    send_all(fd, "\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff garbage garbage", 26);
+    char buf[1024];
+    bool closed;
+    read_some(fd, buf, sizeof(buf), 2000, NULL, 0, &closed);
+    CHECK(closed);
+    close(fd);
+    h2_client cl;
+    CHECK_EQ_INT(h2_run(r.port, "/ok", (const uint8_t *)"a", 1, 1, &cl), 1);
+    CHECK_EQ_INT(cl.results[0].status, 200);
+    stop_server(&r);
+}
+
+/* ---- socketless driving ------------------------------------------------- */
+
+static void test_feed_from_memory(void)
+{
+    const char *req = "POST /m HTTP/1.1\r\nContent-Length: 2\r\n\r\nhi"
+                      "POST /n HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n1\r\nx\r\n0\r\n\r\n";
+    pl_buf out;
+    pl_buf_init(&out);
+    int closed =
+        pl_http_server_feed(NULL, handler, NULL, (const uint8_t *)req, strlen(req), 3, &out);
+    CHECK_EQ_INT(closed, 0);
+    pl_buf_append_byte(&out, 0);
+    CHECK(strstr((char *)out.data, "POST /m 2") != NULL);
+    CHECK(strstr((char *)out.data, "POST /n 1") != NULL);
+    pl_buf_reset(&out);
+    closed =
+        pl_http_server_feed(NULL, handler, NULL, (const uint8_t *)"\x00\x01garbage", 9, 0, &out);
+    CHECK_EQ_INT(closed, 1);
+    pl_buf_append_byte(&out, 0);
+    CHECK(strstr((char *)out.data, "400") != NULL);
+    pl_buf_free(&out);
+}
+
+int main(void)
+{
+    PL_RUN(test_keep_alive_two_requests);
+    PL_RUN(test_pipelined_requests_answered_in_order);
+    PL_RUN(test_chunked_body);
+    PL_RUN(test_expect_100_continue);
+    PL_RUN(test_oversize_body_gets_413_and_close);
+    PL_RUN(test_oversize_delivered_to_handler_when_asked);
+    PL_RUN(test_header_too_large_gets_431);
+    PL_RUN(test_slow_headers_get_408);
+    PL_RUN(test_idle_keep_alive_closed);
+    PL_RUN(test_garbage_only_hurts_its_connection);
+    PL_RUN(test_max_connections);
+    PL_RUN(test_close_with_open_connections);
+    PL_RUN(test_bind_error);
+    PL_RUN(test_h2_concurrent_streams);
+    PL_RUN(test_h2_large_body_flow_control);
+    PL_RUN(test_h2_trailers_and_trailers_only);
+    PL_RUN(test_h2_oversize_stream);
+    PL_RUN(test_h2_garbage_after_preface);
+    PL_RUN(test_feed_from_memory);
+    return pl_test_done();
+}
