@@ -1,0 +1,561 @@
+/*
+ * test_pprof.c: the pprof decoder (pprof -> profiles model) and encoder.
+ *
+ * pprof inputs are built by hand here with a tiny protobuf writer, so a test
+ * can write packed and unpacked repeated fields, sparse ids and fields in
+ * any order, and can break exactly one reference at a time.
+ */
+#include <stdarg.h>
+
+#include "proto/pprof.h"
+#include "testlib.h"
+
+/* ---- a tiny protobuf writer -------------------------------------------- */
+
+static void w_varint(pl_buf *b, uint64_t v)
+{
+    while (v >= 0x80) {
+        pl_buf_append_byte(b, (uint8_t)(v | 0x80));
+        v >>= 7;
+    }
+    pl_buf_append_byte(b, (uint8_t)v);
+}
+static void w_uint(pl_buf *b, uint32_t f, uint64_t v)
+{
+    w_varint(b, (uint64_t)f << 3);
+    w_varint(b, v);
+}
+static void w_bytes(pl_buf *b, uint32_t f, const void *p, size_t n)
+{
+    w_varint(b, (uint64_t)f << 3 | 2);
+    w_varint(b, n);
+    pl_buf_append(b, p, n);
+}
+static void w_msg(pl_buf *b, uint32_t f, pl_buf *m)
+{
+    w_bytes(b, f, m->data, m->len);
+    pl_buf_reset(m);
+}
+static void w_packed(pl_buf *b, uint32_t f, const uint64_t *v, size_t n)
+{
+    pl_buf t;
+    pl_buf_init(&t);
+    for (size_t i = 0; i < n; i++)
+        w_varint(&t, v[i]);
+    w_bytes(b, f, t.data, t.len);
+    pl_buf_free(&t);
+}
+
+/* Strings of the hand-built profile. */
+enum {
+    S_EMPTY,
+    S_SAMPLES,
+    S_COUNT,
+    S_CPU,
+    S_NS,
+    S_MAIN,
+    S_WORK,
+    S_LEAF,
+    S_FILE,
+    S_SPAN_ID,
+    S_SPAN,
+    S_THREAD,
+    S_T1,
+    S_BYTES,
+    S_TRACE_ID,
+    S_TRACE,
+    S_BIN,
+    S_BUILD,
+    S_PROFILE_ID,
+    S_N
+};
+static const char *const strs[S_N] = {"",
+                                      "samples",
+                                      "count",
+                                      "cpu",
+                                      "nanoseconds",
+                                      "main",
+                                      "work",
+                                      "leaf",
+                                      "app.go",
+                                      "span_id",
+                                      "00f067aa0ba902b7",
+                                      "thread",
+                                      "t1",
+                                      "bytes",
+                                      "trace_id",
+                                      "4bf92f3577b34da6a3ce929d0e0e4736",
+                                      "/bin/app",
+                                      "abc123",
+                                      "profile_id"};
+
+/* Options that break one thing in the hand-built profile. */
+typedef struct breakage {
+    bool bad_location_id, bad_function_id, bad_mapping_id, bad_string, first_string_nonempty,
+        value_count, duplicate_location_id, bad_label_key;
+} breakage;
+
+/* A CPU profile: sample types samples/count and cpu/nanoseconds; functions
+ * main(id 11) -> work(id 12) -> leaf(id 13); locations with sparse ids 100
+ * (leaf), 7 (work), 42 (main, inside mapping 5). Sample A (packed): leaf,work,
+ * main = [3, 30ms] with span_id, trace_id, thread=t1, bytes=512 (numeric).
+ * Sample B (unpacked): work,main = [2, 20ms] with profile_id, thread twice.
+ * The tables come after the samples to check order independence. */
+static void build_profile(pl_buf *out, const breakage *br)
+{
+    pl_buf m, sub;
+    pl_buf_init(&m);
+    pl_buf_init(&sub);
+    breakage none = {0};
+    if (!br)
+        br = &none;
+
+    /* sample types */
+    w_uint(&m, 1, S_SAMPLES), w_uint(&m, 2, S_COUNT), w_msg(out, 1, &m);
+    w_uint(&m, 1, S_CPU), w_uint(&m, 2, S_NS), w_msg(out, 1, &m);
+
+    /* sample A: packed */
+    uint64_t locs_a[] = {100, 7, br->bad_location_id ? 999 : 42};
+    uint64_t vals_a[] = {3, 30000000, 5};
+    w_packed(&m, 1, locs_a, 3);
+    w_packed(&m, 2, vals_a, br->value_count ? 3 : 2);
+    w_uint(&sub, 1, S_SPAN_ID), w_uint(&sub, 2, S_SPAN), w_msg(&m, 3, &sub);
+    w_uint(&sub, 1, S_TRACE_ID), w_uint(&sub, 2, S_TRACE), w_msg(&m, 3, &sub);
+    w_uint(&sub, 1, br->bad_label_key ? 5000 : S_THREAD), w_uint(&sub, 2, S_T1), w_msg(&m, 3, &sub);
+    w_uint(&sub, 1, S_BYTES), w_uint(&sub, 3, 512), w_uint(&sub, 4, S_BYTES), w_msg(&m, 3, &sub);
+    w_msg(out, 2, &m);
+
+    /* sample B: unpacked, a profile_id link and a repeated key */
+    w_uint(&m, 1, 7), w_uint(&m, 1, 42);
+    w_uint(&m, 2, 2), w_uint(&m, 2, 20000000);
+    w_uint(&sub, 1, S_PROFILE_ID), w_uint(&sub, 2, S_SPAN), w_msg(&m, 3, &sub);
+    w_uint(&sub, 1, S_THREAD), w_uint(&sub, 2, S_T1), w_msg(&m, 3, &sub);
+    w_uint(&sub, 1, S_THREAD), w_uint(&sub, 2, S_MAIN), w_msg(&m, 3, &sub);
+    w_msg(out, 2, &m);
+
+    /* mapping 5 */
+    w_uint(&m, 1, 5), w_uint(&m, 2, 0x400000), w_uint(&m, 3, 0x500000), w_uint(&m, 5, S_BIN),
+        w_uint(&m, 6, S_BUILD), w_uint(&m, 7, 1);
+    w_msg(out, 3, &m);
+
+    /* locations */
+    w_uint(&m, 1, 100), w_uint(&m, 3, 0x1234);
+    w_uint(&sub, 1, br->bad_function_id ? 77 : 13), w_uint(&sub, 2, 30), w_msg(&m, 4, &sub);
+    w_msg(out, 4, &m);
+    w_uint(&m, 1, br->duplicate_location_id ? 100 : 7);
+    w_uint(&sub, 1, 12), w_uint(&sub, 2, 20), w_msg(&m, 4, &sub);
+    w_msg(out, 4, &m);
+    w_uint(&m, 1, 42), w_uint(&m, 2, br->bad_mapping_id ? 6 : 5);
+    w_uint(&sub, 1, 11), w_uint(&sub, 2, 10), w_msg(&m, 4, &sub);
+    w_msg(out, 4, &m);
+
+    /* functions */
+    w_uint(&m, 1, 11), w_uint(&m, 2, S_MAIN), w_uint(&m, 4, S_FILE), w_msg(out, 5, &m);
+    w_uint(&m, 1, 12), w_uint(&m, 2, S_WORK), w_uint(&m, 4, S_FILE), w_msg(out, 5, &m);
+    w_uint(&m, 1, 13), w_uint(&m, 2, br->bad_string ? 9999 : S_LEAF), w_uint(&m, 4, S_FILE),
+        w_msg(out, 5, &m);
+
+    /* string table */
+    for (int i = 0; i < S_N; i++) {
+        const char *s = (i == 0 && br->first_string_nonempty) ? "x" : strs[i];
+        w_bytes(out, 6, s, strlen(s));
+    }
+    w_uint(out, 9, 1700000000000000000ull);
+    w_uint(out, 10, 10000000000ull);
+    w_uint(&m, 1, S_CPU), w_uint(&m, 2, S_NS), w_msg(out, 11, &m);
+    w_uint(out, 12, 10000000);
+    w_uint(out, 14, S_CPU);
+    pl_buf_free(&m);
+    pl_buf_free(&sub);
+}
+
+static pl_batch *decode_buf(const pl_buf *b, pl_err *err)
+{
+    return pl_pprof_decode(b->data, b->len, NULL, err);
+}
+
+/* Name of the leaf function of a sample. */
+static pl_bytes frame_name(const pl_dictionary *d, const pl_sample *s, uint32_t depth)
+{
+    const pl_stack *st = &d->stacks[s->stack_index];
+    if (depth >= st->n_location_indices)
+        return (pl_bytes){NULL, 0};
+    const pl_location *loc = &d->locations[st->location_indices[depth]];
+    if (!loc->n_lines)
+        return (pl_bytes){NULL, 0};
+    return pl_dict_string(d, d->functions[loc->lines[0].function_index].name_strindex);
+}
+
+static const pl_kvu *sample_attr(const pl_dictionary *d, const pl_sample *s, const char *key)
+{
+    for (uint32_t i = 0; i < s->n_attribute_indices; i++) {
+        const pl_kvu *a = &d->attributes[s->attribute_indices[i]];
+        if (pl_bytes_eq_cstr(pl_dict_string(d, a->key_strindex), key))
+            return a;
+    }
+    return NULL;
+}
+
+static void check_decoded(const pl_batch *batch)
+{
+    const pl_profiles *ps = &batch->data.profiles;
+    const pl_dictionary *d = &ps->dict;
+    REQUIRE(ps->n_resources == 1);
+    REQUIRE(ps->resources[0].n_scopes == 1);
+    const pl_scope_profiles *sc = &ps->resources[0].scopes[0];
+    REQUIRE(sc->n_profiles == 2); /* one per sample type */
+    const pl_profile *count = &sc->profiles[0], *cpu = &sc->profiles[1];
+    CHECK_BYTES_STR(pl_dict_string(d, count->sample_type.type_strindex), "samples");
+    CHECK_BYTES_STR(pl_dict_string(d, cpu->sample_type.type_strindex), "cpu");
+    CHECK_BYTES_STR(pl_dict_string(d, cpu->sample_type.unit_strindex), "nanoseconds");
+    CHECK_BYTES_STR(pl_dict_string(d, cpu->period_type.type_strindex), "cpu");
+    CHECK_EQ_INT(cpu->period, 10000000);
+    CHECK_EQ_UINT(cpu->time_unix_nano, 1700000000000000000ull);
+    CHECK_EQ_UINT(cpu->duration_nano, 10000000000ull);
+    REQUIRE(count->n_samples == 2 && cpu->n_samples == 2);
+    CHECK_EQ_INT(count->samples[0].values[0], 3);
+    CHECK_EQ_INT(cpu->samples[0].values[0], 30000000);
+    CHECK_EQ_INT(count->samples[1].values[0], 2);
+    CHECK_EQ_INT(cpu->samples[1].values[0], 20000000);
+    CHECK_EQ_INT(cpu->samples[0].n_values, 1);
+
+    /* stacks: leaf first */
+    const pl_sample *a = &cpu->samples[0], *b = &cpu->samples[1];
+    CHECK_BYTES_STR(frame_name(d, a, 0), "leaf");
+    CHECK_BYTES_STR(frame_name(d, a, 1), "work");
+    CHECK_BYTES_STR(frame_name(d, a, 2), "main");
+    CHECK_EQ_UINT(d->stacks[a->stack_index].n_location_indices, 3);
+    CHECK_BYTES_STR(frame_name(d, b, 0), "work");
+    CHECK_EQ_UINT(d->stacks[b->stack_index].n_location_indices, 2);
+    CHECK_EQ_INT(a->stack_index, count->samples[0].stack_index);
+    const pl_location *leaf = &d->locations[d->stacks[a->stack_index].location_indices[0]];
+    CHECK_EQ_UINT(leaf->address, 0x1234);
+    CHECK_EQ_INT(leaf->lines[0].line, 30);
+    CHECK_EQ_INT(leaf->mapping_index, 0);
+    const pl_location *mainloc = &d->locations[d->stacks[a->stack_index].location_indices[2]];
+    REQUIRE(mainloc->mapping_index > 0);
+    const pl_mapping *map = &d->mappings[mainloc->mapping_index];
+    CHECK_EQ_UINT(map->memory_start, 0x400000);
+    CHECK_BYTES_STR(pl_dict_string(d, map->filename_strindex), "/bin/app");
+    REQUIRE(map->n_attribute_indices == 1);
+    CHECK_BYTES_STR(d->attributes[map->attribute_indices[0]].value.u.str, "abc123");
+
+    /* links: span id from span_id (A) and profile_id (B), trace id for A only */
+    REQUIRE(a->link_index > 0 && b->link_index > 0);
+    const pl_link *la = &d->links[a->link_index], *lb = &d->links[b->link_index];
+    char hex[33];
+    CHECK_EQ_INT(la->span_id_len, 8);
+    pl_hex_encode(la->span_id, 8, hex);
+    CHECK_EQ_STR(hex, "00f067aa0ba902b7");
+    CHECK_EQ_INT(la->trace_id_len, 16);
+    pl_hex_encode(la->trace_id, 16, hex);
+    CHECK_EQ_STR(hex, "4bf92f3577b34da6a3ce929d0e0e4736");
+    pl_hex_encode(lb->span_id, 8, hex);
+    CHECK_EQ_STR(hex, "00f067aa0ba902b7");
+    CHECK_EQ_INT(lb->trace_id_len, 0);
+
+    /* attributes: thread (string), bytes (int with unit); no link labels */
+    CHECK(sample_attr(d, a, "span_id") == NULL);
+    CHECK(sample_attr(d, a, "trace_id") == NULL);
+    CHECK(sample_attr(d, b, "profile_id") == NULL);
+    const pl_kvu *thread = sample_attr(d, a, "thread");
+    REQUIRE(thread);
+    CHECK_EQ_INT(thread->value.type, PL_VALUE_STRING);
+    CHECK_BYTES_STR(thread->value.u.str, "t1");
+    const pl_kvu *bytes = sample_attr(d, a, "bytes");
+    REQUIRE(bytes);
+    CHECK_EQ_INT(bytes->value.type, PL_VALUE_INT);
+    CHECK_EQ_INT(bytes->value.u.i, 512);
+    CHECK_BYTES_STR(pl_dict_string(d, bytes->unit_strindex), "bytes");
+    CHECK_EQ_UINT(b->n_attribute_indices, 1); /* repeated key: first wins */
+    CHECK_BYTES_STR(sample_attr(d, b, "thread")->value.u.str, "t1");
+    /* dictionary zero entries */
+    CHECK_EQ_UINT(d->strings[0].len, 0);
+    CHECK_EQ_INT(d->links[0].span_id_len, 8);
+}
+
+static void test_decode_hand_built(void)
+{
+    pl_buf b;
+    pl_buf_init(&b);
+    build_profile(&b, NULL);
+    pl_err err = {{0}};
+    pl_batch *batch = decode_buf(&b, &err);
+    if (!batch)
+        fprintf(stderr, "  %s\n", err.msg);
+    REQUIRE(batch);
+    CHECK_EQ_INT(batch->signal, PL_SIGNAL_PROFILES);
+    CHECK_EQ_UINT(pl_batch_items(batch), 4);
+    check_decoded(batch);
+    pl_batch_free(batch);
+    pl_buf_free(&b);
+}
+
+static void test_decode_gzipped(void)
+{
+    pl_buf b, z;
+    pl_buf_init(&b);
+    pl_buf_init(&z);
+    build_profile(&b, NULL);
+    REQUIRE(pl_gzip(b.data, b.len, &z) == 0);
+    CHECK(pl_is_gzip(z.data, z.len));
+    pl_err err = {{0}};
+    pl_batch *batch = pl_pprof_decode(z.data, z.len, NULL, &err);
+    REQUIRE(batch);
+    check_decoded(batch);
+    pl_batch_free(batch);
+
+    /* corrupt gzip: flip a byte of the deflate stream; truncate */
+    z.data[z.len / 2] ^= 0xff;
+    batch = pl_pprof_decode(z.data, z.len, NULL, &err);
+    CHECK(batch == NULL);
+    z.data[z.len / 2] ^= 0xff;
+    batch = pl_pprof_decode(z.data, z.len - 10, NULL, &err);
+    CHECK(batch == NULL);
+    CHECK(strstr(err.msg, "gzip") != NULL);
+    pl_buf_free(&b);
+    pl_buf_free(&z);
+}
+
+static void expect_invalid(const breakage *br, const char *needle)
+{
+    pl_buf b;
+    pl_buf_init(&b);
+    build_profile(&b, br);
+    pl_err err = {{0}};
+    pl_batch *batch = decode_buf(&b, &err);
+    CHECK(batch == NULL);
+    if (batch)
+        pl_batch_free(batch);
+    else if (!strstr(err.msg, needle)) {
+        fprintf(stderr, "  message \"%s\" lacks \"%s\"\n", err.msg, needle);
+        CHECK(0);
+    }
+    pl_buf_free(&b);
+}
+
+static void test_invalid_references(void)
+{
+    expect_invalid(&(breakage){.bad_location_id = true}, "location id 999 not found");
+    expect_invalid(&(breakage){.bad_function_id = true}, "function id 77 not found");
+    expect_invalid(&(breakage){.bad_mapping_id = true}, "mapping id 6 not found");
+    expect_invalid(&(breakage){.bad_string = true}, "string index 9999 out of range");
+    expect_invalid(&(breakage){.first_string_nonempty = true}, "string_table[0]");
+    expect_invalid(&(breakage){.value_count = true}, "3 values for 2 sample types");
+    expect_invalid(&(breakage){.duplicate_location_id = true}, "zero or repeated");
+    expect_invalid(&(breakage){.bad_label_key = true}, "label key string index 5000");
+}
+
+/* Every truncation either decodes (a field boundary) or fails cleanly. */
+static void test_truncated(void)
+{
+    pl_buf b;
+    pl_buf_init(&b);
+    build_profile(&b, NULL);
+    int failed = 0;
+    for (size_t n = 0; n < b.len; n++) {
+        pl_err err = {{0}};
+        pl_batch *batch = pl_pprof_decode(b.data, n, NULL, &err);
+        if (batch)
+            pl_batch_free(batch);
+        else {
+            failed++;
+            CHECK(err.msg[0] != '\0');
+        }
+    }
+    CHECK(failed > (int)b.len / 2);
+    /* Garbage: a varint that never ends; a wrong wire type. */
+    uint8_t bad1[] = {0x12, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff};
+    uint8_t bad2[] = {0x10, 0x01}; /* field 2 (sample) as a varint */
+    pl_err err = {{0}};
+    CHECK(pl_pprof_decode(bad1, sizeof(bad1), NULL, &err) == NULL);
+    CHECK(pl_pprof_decode(bad2, sizeof(bad2), NULL, &err) == NULL);
+    CHECK(strstr(err.msg, "wire type") != NULL);
+    pl_buf_free(&b);
+}
+
+/* Per-function totals (leaf self value) of a profile's column. */
+static int64_t total_for(const pl_dictionary *d, const pl_profile *p, const char *leaf)
+{
+    int64_t sum = 0;
+    for (uint32_t i = 0; i < p->n_samples; i++)
+        if (pl_bytes_eq_cstr(frame_name(d, &p->samples[i], 0), leaf))
+            sum += p->samples[i].values[0];
+    return sum;
+}
+
+static void test_round_trip(void)
+{
+    pl_buf b;
+    pl_buf_init(&b);
+    build_profile(&b, NULL);
+    pl_err err = {{0}};
+    pl_batch *batch = decode_buf(&b, &err);
+    REQUIRE(batch);
+    const pl_dictionary *d = &batch->data.profiles.dict;
+    const pl_profile *cpu = &batch->data.profiles.resources[0].scopes[0].profiles[1];
+
+    pl_buf enc;
+    pl_buf_init(&enc);
+    REQUIRE(pl_pprof_encode(d, cpu, NULL, &enc, &err) == PL_OK);
+    pl_batch *again = pl_pprof_decode(enc.data, enc.len, NULL, &err);
+    if (!again)
+        fprintf(stderr, "  %s\n", err.msg);
+    REQUIRE(again);
+    const pl_dictionary *d2 = &again->data.profiles.dict;
+    REQUIRE(again->data.profiles.resources[0].scopes[0].n_profiles == 1);
+    const pl_profile *p2 = &again->data.profiles.resources[0].scopes[0].profiles[0];
+    CHECK_BYTES_STR(pl_dict_string(d2, p2->sample_type.type_strindex), "cpu");
+    CHECK_EQ_INT(p2->period, 10000000);
+    CHECK_EQ_UINT(p2->time_unix_nano, 1700000000000000000ull);
+    REQUIRE(p2->n_samples == 2);
+    CHECK_EQ_INT(total_for(d2, p2, "leaf"), total_for(d, cpu, "leaf"));
+    CHECK_EQ_INT(total_for(d2, p2, "work"), total_for(d, cpu, "work"));
+    CHECK_BYTES_STR(frame_name(d2, &p2->samples[0], 2), "main");
+    /* the link came back as span_id/trace_id labels and is a link again */
+    REQUIRE(p2->samples[0].link_index > 0);
+    CHECK(memcmp(d2->links[p2->samples[0].link_index].span_id,
+                 d->links[cpu->samples[0].link_index].span_id, 8) == 0);
+    CHECK_EQ_INT(d2->links[p2->samples[0].link_index].trace_id_len, 16);
+    CHECK_BYTES_STR(sample_attr(d2, &p2->samples[0], "thread")->value.u.str, "t1");
+    const pl_kvu *bytes = sample_attr(d2, &p2->samples[0], "bytes");
+    REQUIRE(bytes);
+    CHECK_EQ_INT(bytes->value.u.i, 512);
+    /* the build id survived */
+    const pl_location *mainloc =
+        &d2->locations[d2->stacks[p2->samples[0].stack_index].location_indices[2]];
+    REQUIRE(mainloc->mapping_index > 0);
+    CHECK_EQ_UINT(d2->mappings[mainloc->mapping_index].n_attribute_indices, 1);
+
+    /* Encoding again gives the same bytes (deterministic). */
+    pl_buf enc2;
+    pl_buf_init(&enc2);
+    REQUIRE(pl_pprof_encode(d2, p2, NULL, &enc2, &err) == PL_OK);
+    CHECK_EQ_BYTES(enc.data, enc.len, enc2.data, enc2.len);
+
+    /* The CPU special case on the count column: values x period. */
+    const pl_profile *count = &batch->data.profiles.resources[0].scopes[0].profiles[0];
+    bool special = false;
+    CHECK_BYTES_STR(pl_pprof_profile_name(d, count, &special), "process_cpu");
+    CHECK(special);
+    pl_buf_reset(&enc);
+    pl_pprof_encode_options o = {.cpu_to_nanoseconds = true, .skip_attribute = "thread"};
+    uint32_t only_first = 0;
+    o.sample_indices = &only_first;
+    o.n_sample_indices = 1;
+    REQUIRE(pl_pprof_encode(d, count, &o, &enc, &err) == PL_OK);
+    pl_batch_free(again);
+    again = pl_pprof_decode(enc.data, enc.len, NULL, &err);
+    REQUIRE(again);
+    p2 = &again->data.profiles.resources[0].scopes[0].profiles[0];
+    d2 = &again->data.profiles.dict;
+    REQUIRE(p2->n_samples == 1);
+    CHECK_EQ_INT(p2->samples[0].values[0], 3 * 10000000);
+    CHECK_BYTES_STR(pl_dict_string(d2, p2->sample_type.type_strindex), "cpu");
+    CHECK(sample_attr(d2, &p2->samples[0], "thread") == NULL);
+    CHECK(sample_attr(d2, &p2->samples[0], "bytes") != NULL);
+
+    pl_batch_free(again);
+    pl_batch_free(batch);
+    pl_buf_free(&enc);
+    pl_buf_free(&enc2);
+    pl_buf_free(&b);
+}
+
+/* Two pprofs into one batch share one dictionary without duplicates. */
+static void test_builder_shares_dictionary(void)
+{
+    pl_buf b;
+    pl_buf_init(&b);
+    build_profile(&b, NULL);
+    pl_batch *batch = pl_batch_new(PL_SIGNAL_PROFILES);
+    pl_pprof_builder *builder = pl_pprof_builder_new(batch);
+    REQUIRE(builder);
+    pl_kv attr = {.key = PL_BYTES_LIT("service.name"),
+                  .value = pl_value_string(PL_BYTES_LIT("checkout"))};
+    pl_pprof_meta meta = {.resource_attrs = &attr, .n_resource_attrs = 1};
+    pl_err err = {{0}};
+    CHECK(pl_pprof_builder_add(builder, b.data, b.len, &meta, &err) == PL_OK);
+    uint32_t strings = batch->data.profiles.dict.n_strings;
+    uint32_t stacks = batch->data.profiles.dict.n_stacks;
+    uint32_t links = batch->data.profiles.dict.n_links;
+    CHECK(pl_pprof_builder_add(builder, b.data, b.len, &meta, &err) == PL_OK);
+    CHECK_EQ_UINT(pl_pprof_builder_samples(builder), 4);
+    pl_pprof_builder_free(builder);
+    const pl_profiles *ps = &batch->data.profiles;
+    CHECK_EQ_UINT(ps->n_resources, 2);
+    CHECK_EQ_UINT(ps->dict.n_strings, strings);
+    /* locations are per pprof, so stacks differ; links are shared */
+    CHECK_EQ_UINT(ps->dict.n_stacks, stacks + 2);
+    CHECK_EQ_UINT(ps->dict.n_links, links);
+    CHECK(ps->resources[1].has_resource);
+    CHECK_BYTES_STR(ps->resources[1].resource.attrs.items[0].value.u.str, "checkout");
+    pl_batch *copy = pl_batch_clone(batch);
+    CHECK(copy != NULL);
+    if (copy) {
+        CHECK_EQ_UINT(pl_batch_items(copy), 8);
+        pl_batch_free(copy);
+    }
+    pl_batch_free(batch);
+    pl_buf_free(&b);
+}
+
+static void test_profile_names(void)
+{
+    pl_batch *batch = pl_batch_new(PL_SIGNAL_PROFILES);
+    pl_dictionary *d = &batch->data.profiles.dict;
+    pl_dict_ensure_zero_entries(&batch->arena, d);
+    struct {
+        const char *type, *unit, *ptype, *punit, *name;
+    } cases[] = {
+        {"samples", "count", "cpu", "nanoseconds", "process_cpu"},
+        {"cpu", "nanoseconds", "cpu", "nanoseconds", "process_cpu"},
+        {"wall", "nanoseconds", "wall", "nanoseconds", "wall"},
+        {"samples", "count", "wall", "nanoseconds", "wall"},
+        {"inuse_space", "bytes", "space", "bytes", "memory"},
+        {"alloc_objects", "count", "space", "bytes", "memory"},
+        {"goroutine", "count", "goroutine", "count", "goroutines"},
+        {"contentions", "count", "contentions", "count", "contentions"},
+        {"off_cpu", "nanoseconds", "", "", "off_cpu"},
+    };
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        pl_profile p = {0};
+        p.sample_type.type_strindex =
+            pl_dict_intern_string(&batch->arena, d, pl_bytes_from_cstr(cases[i].type));
+        p.sample_type.unit_strindex =
+            pl_dict_intern_string(&batch->arena, d, pl_bytes_from_cstr(cases[i].unit));
+        p.has_period_type = cases[i].ptype[0] != 0;
+        p.period_type.type_strindex =
+            pl_dict_intern_string(&batch->arena, d, pl_bytes_from_cstr(cases[i].ptype));
+        p.period_type.unit_strindex =
+            pl_dict_intern_string(&batch->arena, d, pl_bytes_from_cstr(cases[i].punit));
+        bool special;
+        pl_bytes name = pl_pprof_profile_name(d, &p, &special);
+        CHECK_BYTES_STR(name, cases[i].name);
+        CHECK_EQ_INT(special, i == 0);
+    }
+    pl_batch_free(batch);
+}
+
+/* An empty pprof (no sample types) is fine and adds nothing. */
+static void test_empty(void)
+{
+    pl_err err = {{0}};
+    pl_batch *batch = pl_pprof_decode((const uint8_t *)"", 0, NULL, &err);
+    REQUIRE(batch);
+    CHECK_EQ_UINT(batch->data.profiles.n_resources, 0);
+    pl_batch_free(batch);
+}
+
+int main(void)
+{
+    PL_RUN(test_decode_hand_built);
+    PL_RUN(test_decode_gzipped);
+    PL_RUN(test_invalid_references);
+    PL_RUN(test_truncated);
+    PL_RUN(test_round_trip);
+    PL_RUN(test_builder_shares_dictionary);
+    PL_RUN(test_profile_names);
+    PL_RUN(test_empty);
+    return pl_test_done();
+}
