@@ -1,0 +1,972 @@
+/*
+ * queue.c: the sending queue (see queue.h for the design).
+ *
+ * Data structures:
+ *   - a FIFO (singly linked, head/tail) of entries waiting for a slot;
+ *   - num_consumers slots, each idle, sending one entry, or waiting (a
+ *     uv_timer_t) to send it again;
+ *   - totals of batches, items and bytes over every unfinished entry, checked
+ *     against the bounds on each export and published as gauges.
+ * An entry owns its payload. An entry reloaded from storage has no payload
+ * until a slot takes it (reading every row at start would need memory for
+ * the whole backlog at once).
+ *
+ * A send's completion token (pl_queue_send) is a separate allocation so
+ * that the queue can be freed while an HTTP request is still out: the token
+ * is then orphaned and only frees itself and its entry when it completes.
+ */
+#include "exporters/queue.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <math.h>
+#include <sqlite3.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <zstd.h>
+
+#include "core/log.h"
+
+/* ---- config tables ------------------------------------------------------ */
+
+static int sending_queue_validate(void *cfg, pl_cfg_ctx *ctx)
+{
+    pl_sending_queue_config *c = cfg;
+    int errors = 0;
+    if (c->num_consumers < 1) {
+        pl_cfg_errorf(ctx, "num_consumers", "must be at least 1");
+        errors++;
+    }
+    if (c->queue_size < 1) {
+        pl_cfg_errorf(ctx, "queue_size", "must be at least 1");
+        errors++;
+    }
+    if (c->max_items < 0) {
+        pl_cfg_errorf(ctx, "max_items", "must not be negative");
+        errors++;
+    }
+    return errors;
+}
+
+static const pl_cfg_field sending_queue_fields[] = {
+    {"enabled", PL_CFG_BOOL, "true", offsetof(pl_sending_queue_config, enabled),
+     "buffer batches and send them in the background (off: only num_consumers batches at a "
+     "time, the rest is refused)",
+     NULL},
+    {"num_consumers", PL_CFG_INT, "10", offsetof(pl_sending_queue_config, num_consumers),
+     "batches sent concurrently", NULL},
+    {"queue_size", PL_CFG_INT, "1000", offsetof(pl_sending_queue_config, queue_size),
+     "maximum batches held (queued, in flight or waiting to be retried); when full, new data "
+     "is refused and receivers answer 503 / UNAVAILABLE",
+     NULL},
+    {"max_items", PL_CFG_INT, "0", offsetof(pl_sending_queue_config, max_items),
+     "maximum spans / profile samples / requests held; 0 = no limit", NULL},
+    {"max_bytes", PL_CFG_SIZE, "256MiB", offsetof(pl_sending_queue_config, max_bytes),
+     "maximum encoded bytes held; 0 = no limit", NULL},
+    {"storage", PL_CFG_STRING, NULL, offsetof(pl_sending_queue_config, storage),
+     "persist the queue in SQLite: a database file, or a directory (one file per exporter); "
+     "data is committed before it is acknowledged and deleted once the backend accepted it",
+     NULL},
+    {"fsync", PL_CFG_BOOL, "false", offsetof(pl_sending_queue_config, fsync),
+     "with storage: wait for the disk on every commit (survives power loss, slower); without "
+     "it a commit survives a crash of proflink but not of the machine",
+     NULL},
+    {NULL, 0, NULL, 0, NULL, NULL},
+};
+
+const pl_cfg_section pl_sending_queue_section = {
+    sizeof(pl_sending_queue_config),
+    sending_queue_fields,
+    sending_queue_validate,
+};
+
+static int retry_validate(void *cfg, pl_cfg_ctx *ctx)
+{
+    pl_retry_config *c = cfg;
+    int errors = 0;
+    if (c->initial_interval <= 0) {
+        pl_cfg_errorf(ctx, "initial_interval", "must be positive");
+        errors++;
+    }
+    if (c->max_interval < c->initial_interval) {
+        pl_cfg_errorf(ctx, "max_interval", "must not be shorter than initial_interval");
+        errors++;
+    }
+    if (c->max_elapsed_time < 0) {
+        pl_cfg_errorf(ctx, "max_elapsed_time", "must not be negative");
+        errors++;
+    }
+    if (!(c->multiplier >= 1.0)) {
+        pl_cfg_errorf(ctx, "multiplier", "must be at least 1");
+        errors++;
+    }
+    if (!(c->randomization_factor >= 0.0 && c->randomization_factor <= 1.0)) {
+        pl_cfg_errorf(ctx, "randomization_factor", "must be between 0 and 1");
+        errors++;
+    }
+    return errors;
+}
+
+static const pl_cfg_field retry_fields[] = {
+    {"enabled", PL_CFG_BOOL, "true", offsetof(pl_retry_config, enabled),
+     "retry retryable failures (off: they count as failed at once)", NULL},
+    {"initial_interval", PL_CFG_DURATION, "5s", offsetof(pl_retry_config, initial_interval),
+     "wait before the first retry", NULL},
+    {"max_interval", PL_CFG_DURATION, "30s", offsetof(pl_retry_config, max_interval),
+     "longest wait between retries", NULL},
+    {"max_elapsed_time", PL_CFG_DURATION, "5m", offsetof(pl_retry_config, max_elapsed_time),
+     "give up (count as failed, log) once retrying would take longer than this since the first "
+     "attempt; 0 = never give up",
+     NULL},
+    {"multiplier", PL_CFG_DOUBLE, "1.5", offsetof(pl_retry_config, multiplier),
+     "growth of the wait after each failure", NULL},
+    {"randomization_factor", PL_CFG_DOUBLE, "0.5", offsetof(pl_retry_config, randomization_factor),
+     "jitter: each wait is drawn from [w*(1-f), w*(1+f)]", NULL},
+    {NULL, 0, NULL, 0, NULL, NULL},
+};
+
+const pl_cfg_section pl_retry_section = {
+    sizeof(pl_retry_config),
+    retry_fields,
+    retry_validate,
+};
+
+/* ---- types -------------------------------------------------------------- */
+
+typedef struct qentry {
+    struct qentry *next;
+    pl_signal signal;
+    uint64_t items;
+    size_t len;          /* payload size (uncompressed) */
+    uint8_t *payload;    /* NULL: only in storage, read when a slot takes it */
+    int64_t row_id;      /* storage row; 0 when not persisted */
+    uint64_t first_send; /* monotonic ns of the first attempt; 0 before it */
+    unsigned failures;
+} qentry;
+
+typedef enum slot_state { SLOT_IDLE, SLOT_SENDING, SLOT_WAITING } slot_state;
+
+typedef struct slot {
+    pl_queue *queue;
+    slot_state state;
+    qentry *entry;
+    pl_queue_send *send;
+    uv_timer_t timer;
+} slot;
+
+struct pl_queue_send {
+    pl_queue *queue; /* NULL once the queue is gone (orphaned) */
+    slot *slot;
+    qentry *entry;
+};
+
+struct pl_queue {
+    char *id;
+    uv_loop_t *loop;
+    pl_stats *stats;
+    pl_sending_queue_config qcfg; /* storage pointer not kept */
+    pl_retry_config rcfg;
+    pl_queue_sender sender;
+
+    qentry *head, *tail;
+    size_t batches; /* unfinished: queued + in slots */
+    uint64_t items;
+    uint64_t bytes;
+    size_t max_batches;
+
+    slot *slots;
+    size_t n_slots;
+    size_t in_flight;
+    bool started, draining;
+    int pumping;
+    bool pump_again;
+    int open_handles;
+    uint64_t last_full_warning;
+    uint64_t rng;
+    pl_buf encoded;
+
+    sqlite3 *db;
+    char *db_path;
+    sqlite3_stmt *st_insert, *st_delete, *st_payload, *st_count;
+    ZSTD_CCtx *cctx;
+    ZSTD_DCtx *dctx;
+
+    int64_t *g_batches, *g_items, *g_bytes;
+    uint64_t *c_retries, *c_send_errors, *c_stored;
+};
+
+static void pump(pl_queue *q);
+static void on_retry_timer(uv_timer_t *timer);
+
+void pl_send_result_set(pl_send_result *result, pl_send_outcome outcome, const char *fmt, ...)
+{
+    memset(result, 0, sizeof(*result));
+    result->outcome = outcome;
+    if (fmt) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(result->message, sizeof(result->message), fmt, ap);
+        va_end(ap);
+    }
+}
+
+static void update_gauges(pl_queue *q)
+{
+    *q->g_batches = (int64_t)q->batches;
+    *q->g_items = (int64_t)q->items;
+    *q->g_bytes = (int64_t)q->bytes;
+}
+
+static double random_unit(pl_queue *q) /* [0, 1) */
+{
+    /* xorshift64*: jitter only needs to spread retries, not be secret. */
+    q->rng ^= q->rng >> 12;
+    q->rng ^= q->rng << 25;
+    q->rng ^= q->rng >> 27;
+    return (double)((q->rng * 2685821657736338717ULL) >> 11) / 9007199254740992.0;
+}
+
+/* The wait before retry number `failures` (1 = first retry), as the
+ * Collector's exponential backoff computes it. */
+static int64_t backoff_ns(pl_queue *q, unsigned failures)
+{
+    double interval = (double)q->rcfg.initial_interval;
+    for (unsigned i = 1; i < failures && interval < (double)q->rcfg.max_interval; i++)
+        interval *= q->rcfg.multiplier;
+    if (interval > (double)q->rcfg.max_interval)
+        interval = (double)q->rcfg.max_interval;
+    double delta = q->rcfg.randomization_factor * interval;
+    double low = interval - delta;
+    double wait = low + random_unit(q) * (2 * delta);
+    return wait < 0 ? 0 : (int64_t)wait;
+}
+
+static const char *duration_text(int64_t ns, char *buf, size_t size)
+{
+    if (ns >= 1000000000LL)
+        snprintf(buf, size, "%.1fs", (double)ns / 1e9);
+    else
+        snprintf(buf, size, "%lldms", (long long)(ns / 1000000));
+    return buf;
+}
+
+/* ---- storage ------------------------------------------------------------ */
+
+static int mkdir_parents(const char *path, bool include_last)
+{
+    char *copy = strdup(path);
+    if (!copy)
+        return -1;
+    size_t len = strlen(copy);
+    for (size_t i = 1; i <= len; i++) {
+        if (copy[i] == '/' || (include_last && copy[i] == 0)) {
+            char saved = copy[i];
+            copy[i] = 0;
+            if (mkdir(copy, 0755) != 0 && errno != EEXIST) {
+                free(copy);
+                return -1;
+            }
+            copy[i] = saved;
+        }
+    }
+    free(copy);
+    return 0;
+}
+
+char *pl_queue_storage_file(const char *storage, const char *id)
+{
+    if (!storage || !storage[0])
+        return NULL;
+    size_t len = strlen(storage);
+    struct stat st;
+    bool is_dir = storage[len - 1] == '/' || (stat(storage, &st) == 0 && S_ISDIR(st.st_mode));
+    if (!is_dir)
+        return strdup(storage);
+    size_t id_len = strlen(id ? id : "queue");
+    char *out = malloc(len + id_len + 16);
+    if (!out)
+        return NULL;
+    size_t n = (size_t)sprintf(out, "%s%s", storage, storage[len - 1] == '/' ? "" : "/");
+    for (const char *p = id ? id : "queue"; *p; p++)
+        out[n++] = (*p == '/' || *p == '\\') ? '_' : *p;
+    strcpy(out + n, ".queue.db");
+    return out;
+}
+
+static pl_status storage_open(pl_queue *q, const char *storage, pl_err *err)
+{
+    q->db_path = pl_queue_storage_file(storage, q->id);
+    if (!q->db_path)
+        return pl_errf(err, PL_ERR_NOMEM, "out of memory");
+    size_t len = strlen(storage);
+    if (storage[len - 1] == '/')
+        mkdir_parents(storage, true);
+    else
+        mkdir_parents(q->db_path, false);
+    int rc = sqlite3_open_v2(
+        q->db_path, &q->db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX, NULL);
+    if (rc != SQLITE_OK) {
+        pl_errf(err, PL_ERR_INTERNAL, "sending_queue.storage: cannot open %s: %s", q->db_path,
+                q->db ? sqlite3_errmsg(q->db) : sqlite3_errstr(rc));
+        return PL_ERR_INTERNAL;
+    }
+    char sql[1024];
+    snprintf(sql, sizeof(sql),
+             "PRAGMA busy_timeout=5000;"
+             "PRAGMA journal_mode=WAL;"
+             "PRAGMA synchronous=%s;"
+             "CREATE TABLE IF NOT EXISTS pl_queue("
+             " id INTEGER PRIMARY KEY AUTOINCREMENT,"
+             " exporter TEXT NOT NULL,"
+             " signal INTEGER NOT NULL,"
+             " items INTEGER NOT NULL,"
+             " raw_size INTEGER NOT NULL,"
+             " created_unix_nano INTEGER NOT NULL,"
+             " payload BLOB NOT NULL);"
+             "CREATE INDEX IF NOT EXISTS pl_queue_by_exporter ON pl_queue(exporter, id);",
+             q->qcfg.fsync ? "FULL" : "NORMAL");
+    char *msg = NULL;
+    rc = sqlite3_exec(q->db, sql, NULL, NULL, &msg);
+    if (rc != SQLITE_OK) {
+        pl_errf(err, PL_ERR_INTERNAL, "sending_queue.storage: %s: %s", q->db_path,
+                msg ? msg : sqlite3_errstr(rc));
+        sqlite3_free(msg);
+        return PL_ERR_INTERNAL;
+    }
+    struct {
+        sqlite3_stmt **st;
+        const char *sql;
+    } stmts[] = {
+        {&q->st_insert, "INSERT INTO pl_queue(exporter, signal, items, raw_size, created_unix_nano,"
+                        " payload) VALUES(?1, ?2, ?3, ?4, ?5, ?6)"},
+        {&q->st_delete, "DELETE FROM pl_queue WHERE id = ?1"},
+        {&q->st_payload, "SELECT payload FROM pl_queue WHERE id = ?1"},
+        {&q->st_count, "SELECT count(*) FROM pl_queue WHERE exporter = ?1"},
+    };
+    for (size_t i = 0; i < sizeof(stmts) / sizeof(stmts[0]); i++) {
+        rc = sqlite3_prepare_v2(q->db, stmts[i].sql, -1, stmts[i].st, NULL);
+        if (rc != SQLITE_OK)
+            return pl_errf(err, PL_ERR_INTERNAL, "sending_queue.storage: %s: %s", q->db_path,
+                           sqlite3_errmsg(q->db));
+    }
+    q->cctx = ZSTD_createCCtx();
+    q->dctx = ZSTD_createDCtx();
+    if (!q->cctx || !q->dctx)
+        return pl_errf(err, PL_ERR_NOMEM, "out of memory");
+    return PL_OK;
+}
+
+/* INSERT + COMMIT (autocommit) of one payload; returns the row id or 0. */
+static int64_t storage_insert(pl_queue *q, pl_signal signal, const uint8_t *payload, size_t len,
+                              uint64_t items)
+{
+    size_t bound = ZSTD_compressBound(len);
+    uint8_t *packed = malloc(bound ? bound : 1);
+    if (!packed) {
+        pl_error(q->id, "sending_queue: out of memory compressing a batch");
+        return 0;
+    }
+    size_t packed_len = ZSTD_compressCCtx(q->cctx, packed, bound, payload, len, 1);
+    if (ZSTD_isError(packed_len)) {
+        pl_error(q->id, "sending_queue: zstd: %s", ZSTD_getErrorName(packed_len));
+        free(packed);
+        return 0;
+    }
+    sqlite3_stmt *st = q->st_insert;
+    sqlite3_bind_text(st, 1, q->id, -1, SQLITE_STATIC);
+    sqlite3_bind_int(st, 2, (int)signal);
+    sqlite3_bind_int64(st, 3, (sqlite3_int64)items);
+    sqlite3_bind_int64(st, 4, (sqlite3_int64)len);
+    sqlite3_bind_int64(st, 5, (sqlite3_int64)pl_time_now_ns());
+    sqlite3_bind_blob(st, 6, packed, (int)packed_len, SQLITE_STATIC);
+    int rc = sqlite3_step(st);
+    sqlite3_reset(st);
+    sqlite3_clear_bindings(st);
+    free(packed);
+    if (rc != SQLITE_DONE) {
+        pl_error(q->id, "sending_queue: cannot store a batch in %s: %s", q->db_path,
+                 sqlite3_errmsg(q->db));
+        return 0;
+    }
+    (*q->c_stored)++;
+    return (int64_t)sqlite3_last_insert_rowid(q->db);
+}
+
+static void storage_delete(pl_queue *q, int64_t row_id)
+{
+    sqlite3_stmt *st = q->st_delete;
+    sqlite3_bind_int64(st, 1, row_id);
+    int rc = sqlite3_step(st);
+    sqlite3_reset(st);
+    if (rc != SQLITE_DONE)
+        pl_error(q->id,
+                 "sending_queue: cannot delete row %lld from %s: %s (it will be sent "
+                 "again after a restart)",
+                 (long long)row_id, q->db_path, sqlite3_errmsg(q->db));
+}
+
+/* Reads and decompresses the payload of a reloaded entry. */
+static int storage_load_payload(pl_queue *q, qentry *e)
+{
+    sqlite3_stmt *st = q->st_payload;
+    sqlite3_bind_int64(st, 1, e->row_id);
+    int ok = -1;
+    if (sqlite3_step(st) == SQLITE_ROW) {
+        const void *blob = sqlite3_column_blob(st, 0);
+        size_t blob_len = (size_t)sqlite3_column_bytes(st, 0);
+        uint8_t *out = malloc(e->len ? e->len : 1);
+        if (out && blob) {
+            size_t n = ZSTD_decompressDCtx(q->dctx, out, e->len, blob, blob_len);
+            if (!ZSTD_isError(n) && n == e->len) {
+                e->payload = out;
+                out = NULL;
+                ok = 0;
+            }
+        }
+        free(out);
+    }
+    sqlite3_reset(st);
+    return ok;
+}
+
+static size_t storage_count(const pl_queue *q)
+{
+    if (!q->db)
+        return 0;
+    sqlite3_stmt *st = q->st_count;
+    sqlite3_bind_text(st, 1, q->id, -1, SQLITE_STATIC);
+    size_t n = 0;
+    if (sqlite3_step(st) == SQLITE_ROW)
+        n = (size_t)sqlite3_column_int64(st, 0);
+    sqlite3_reset(st);
+    return n;
+}
+
+/* ---- entries ------------------------------------------------------------ */
+
+static void fifo_push_back(pl_queue *q, qentry *e)
+{
+    e->next = NULL;
+    if (q->tail)
+        q->tail->next = e;
+    else
+        q->head = e;
+    q->tail = e;
+}
+
+static void fifo_push_front(pl_queue *q, qentry *e)
+{
+    e->next = q->head;
+    q->head = e;
+    if (!q->tail)
+        q->tail = e;
+}
+
+static qentry *fifo_pop(pl_queue *q)
+{
+    qentry *e = q->head;
+    if (e) {
+        q->head = e->next;
+        if (!q->head)
+            q->tail = NULL;
+        e->next = NULL;
+    }
+    return e;
+}
+
+static void entry_free(qentry *e)
+{
+    if (e) {
+        free(e->payload);
+        free(e);
+    }
+}
+
+/* The entry is done with (sent, or given up on): forget it everywhere. */
+static void entry_finish(pl_queue *q, qentry *e)
+{
+    if (e->row_id && q->db)
+        storage_delete(q, e->row_id);
+    q->batches--;
+    q->items -= e->items;
+    q->bytes -= e->len;
+    update_gauges(q);
+    entry_free(e);
+}
+
+static void entry_fail(pl_queue *q, qentry *e, const char *why)
+{
+    pl_stats_add(q->stats, e->signal, PL_STAT_FAILED, e->items);
+    pl_error(q->id, "dropping %llu %s after %u attempt(s): %s", (unsigned long long)e->items,
+             pl_signal_name(e->signal), e->failures + 1, why);
+    entry_finish(q, e);
+}
+
+/* ---- sending ------------------------------------------------------------ */
+
+static void slot_send(slot *s)
+{
+    pl_queue *q = s->queue;
+    qentry *e = s->entry;
+    if (!e->payload && storage_load_payload(q, e) != 0) {
+        s->entry = NULL;
+        s->state = SLOT_IDLE;
+        pl_stats_add(q->stats, e->signal, PL_STAT_FAILED, e->items);
+        pl_error(q->id, "dropping %llu %s: stored row %lld is unreadable or corrupt",
+                 (unsigned long long)e->items, pl_signal_name(e->signal), (long long)e->row_id);
+        entry_finish(q, e);
+        return;
+    }
+    pl_queue_send *send = calloc(1, sizeof(*send));
+    if (!send) {
+        /* Try again later rather than lose the entry. */
+        s->state = SLOT_WAITING;
+        uv_timer_start(&s->timer, on_retry_timer, 100, 0);
+        return;
+    }
+    if (!e->first_send)
+        e->first_send = pl_time_mono_ns();
+    send->queue = q;
+    send->slot = s;
+    send->entry = e;
+    s->send = send;
+    s->state = SLOT_SENDING;
+    q->in_flight++;
+    q->sender.send(q->sender.arg, e->signal, e->payload, e->len, send);
+}
+
+static void pump(pl_queue *q)
+{
+    if (!q->started)
+        return;
+    if (q->pumping) {
+        q->pump_again = true;
+        return;
+    }
+    q->pumping = 1;
+    do {
+        q->pump_again = false;
+        for (size_t i = 0; i < q->n_slots && q->head; i++) {
+            slot *s = &q->slots[i];
+            if (s->state != SLOT_IDLE)
+                continue;
+            if (q->draining && q->db)
+                break; /* storage mode: what is not in flight waits on disk */
+            s->entry = fifo_pop(q);
+            slot_send(s);
+        }
+    } while (q->pump_again);
+    q->pumping = 0;
+}
+
+static void on_retry_timer(uv_timer_t *timer)
+{
+    slot *s = timer->data;
+    pl_queue *q = s->queue;
+    if (s->state != SLOT_WAITING || !s->entry)
+        return;
+    if (q->draining && q->db) {
+        /* Stored: leave it for the next start instead of retrying now. */
+        fifo_push_front(q, s->entry);
+        s->entry = NULL;
+        s->state = SLOT_IDLE;
+        return;
+    }
+    slot_send(s);
+    pump(q);
+}
+
+void pl_queue_send_done(pl_queue_send *send, const pl_send_result *result)
+{
+    pl_queue *q = send->queue;
+    if (!q) { /* the queue was destroyed while this was out */
+        entry_free(send->entry);
+        free(send);
+        return;
+    }
+    slot *s = send->slot;
+    qentry *e = send->entry;
+    free(send);
+    s->send = NULL;
+    q->in_flight--;
+    char d1[32], d2[32];
+
+    switch (result->outcome) {
+    case PL_SEND_OK: {
+        uint64_t rejected = result->rejected_items < e->items ? result->rejected_items : e->items;
+        pl_stats_add(q->stats, e->signal, PL_STAT_SENT, e->items - rejected);
+        if (rejected) {
+            pl_stats_add(q->stats, e->signal, PL_STAT_FAILED, rejected);
+            pl_warn(q->id, "partial success: the backend rejected %llu of %llu %s: %s",
+                    (unsigned long long)rejected, (unsigned long long)e->items,
+                    pl_signal_name(e->signal), result->message[0] ? result->message : "no reason");
+        } else if (result->message[0]) {
+            pl_warn(q->id, "the backend accepted %llu %s with a warning: %s",
+                    (unsigned long long)e->items, pl_signal_name(e->signal), result->message);
+        }
+        s->entry = NULL;
+        s->state = SLOT_IDLE;
+        entry_finish(q, e);
+        break;
+    }
+    case PL_SEND_PERMANENT:
+        s->entry = NULL;
+        s->state = SLOT_IDLE;
+        entry_fail(q, e, result->message[0] ? result->message : "permanent error");
+        break;
+    case PL_SEND_RETRYABLE:
+    default: {
+        (*q->c_send_errors)++;
+        e->failures++;
+        if (q->draining && q->db) {
+            /* Shutting down with storage: keep it on disk, do not wait. */
+            s->entry = NULL;
+            s->state = SLOT_IDLE;
+            fifo_push_front(q, e);
+            break;
+        }
+        if (!q->rcfg.enabled) {
+            s->entry = NULL;
+            s->state = SLOT_IDLE;
+            char why[400];
+            snprintf(why, sizeof(why), "%s (retry_on_failure disabled)", result->message);
+            e->failures--;
+            entry_fail(q, e, why);
+            break;
+        }
+        int64_t wait = backoff_ns(q, e->failures);
+        if (result->retry_after_ns > wait)
+            wait = result->retry_after_ns;
+        int64_t elapsed = (int64_t)(pl_time_mono_ns() - e->first_send);
+        if (q->rcfg.max_elapsed_time > 0 && elapsed + wait > q->rcfg.max_elapsed_time) {
+            s->entry = NULL;
+            s->state = SLOT_IDLE;
+            char why[400];
+            snprintf(why, sizeof(why), "still failing after %s (max_elapsed_time): %s",
+                     duration_text(elapsed, d1, sizeof(d1)), result->message);
+            e->failures--;
+            entry_fail(q, e, why);
+            break;
+        }
+        (*q->c_retries)++;
+        pl_debug(q->id, "%s failed (%s), retry %u in %s", pl_signal_name(e->signal),
+                 result->message, e->failures, duration_text(wait, d2, sizeof(d2)));
+        if (e->failures == 1)
+            pl_warn(q->id, "sending %llu %s failed, will retry: %s", (unsigned long long)e->items,
+                    pl_signal_name(e->signal), result->message);
+        s->state = SLOT_WAITING;
+        uv_timer_start(&s->timer, on_retry_timer, (uint64_t)(wait / 1000000), 0);
+        break;
+    }
+    }
+    pump(q);
+}
+
+/* ---- public API --------------------------------------------------------- */
+
+pl_queue *pl_queue_new(const pl_create_settings *settings, const pl_sending_queue_config *qcfg,
+                       const pl_retry_config *rcfg, const pl_queue_sender *sender, pl_err *err)
+{
+    pl_queue *q = calloc(1, sizeof(*q));
+    if (!q) {
+        pl_errf(err, PL_ERR_NOMEM, "out of memory");
+        return NULL;
+    }
+    q->id = strdup(settings->id ? settings->id : "exporter");
+    q->loop = settings->loop;
+    q->stats = settings->stats;
+    q->qcfg = *qcfg;
+    q->qcfg.storage = NULL;
+    q->rcfg = *rcfg;
+    q->sender = *sender;
+    q->rng = pl_time_mono_ns() ^ (uint64_t)(uintptr_t)q ^ 0x9e3779b97f4a7c15ULL;
+    if (!q->rng)
+        q->rng = 1;
+    pl_buf_init(&q->encoded);
+    q->n_slots = qcfg->num_consumers > 0 ? (size_t)qcfg->num_consumers : 1;
+    if (q->n_slots > 1024)
+        q->n_slots = 1024;
+    q->max_batches =
+        qcfg->enabled ? (size_t)(qcfg->queue_size > 0 ? qcfg->queue_size : 1) : q->n_slots;
+    q->slots = calloc(q->n_slots, sizeof(slot));
+    if (!q->id || !q->slots) {
+        free(q->id);
+        free(q->slots);
+        free(q);
+        pl_errf(err, PL_ERR_NOMEM, "out of memory");
+        return NULL;
+    }
+    for (size_t i = 0; i < q->n_slots; i++) {
+        slot *s = &q->slots[i];
+        s->queue = q;
+        uv_timer_init(q->loop, &s->timer);
+        s->timer.data = s;
+        q->open_handles++;
+    }
+    q->g_batches = pl_stats_gauge(q->stats, "queue_batches", "batches held by the sending queue");
+    q->g_items = pl_stats_gauge(q->stats, "queue_size", "items held by the sending queue");
+    q->g_bytes = pl_stats_gauge(q->stats, "queue_bytes", "encoded bytes held by the sending queue");
+    q->c_retries = pl_stats_counter(q->stats, "send_retries", "sends retried after a failure");
+    q->c_send_errors =
+        pl_stats_counter(q->stats, "send_errors", "send attempts that failed (retryable)");
+    q->c_stored = pl_stats_counter(q->stats, "queue_stored", "batches written to the storage");
+    if (qcfg->storage && qcfg->storage[0] && storage_open(q, qcfg->storage, err) != PL_OK) {
+        pl_queue_destroy(q);
+        return NULL;
+    }
+    return q;
+}
+
+pl_status pl_queue_start(pl_queue *q, pl_err *err)
+{
+    if (q->db) {
+        sqlite3_stmt *st = NULL;
+        if (sqlite3_prepare_v2(q->db,
+                               "SELECT id, signal, items, raw_size FROM pl_queue"
+                               " WHERE exporter = ?1 ORDER BY id",
+                               -1, &st, NULL) != SQLITE_OK)
+            return pl_errf(err, PL_ERR_INTERNAL, "sending_queue.storage: %s: %s", q->db_path,
+                           sqlite3_errmsg(q->db));
+        sqlite3_bind_text(st, 1, q->id, -1, SQLITE_STATIC);
+        size_t n = 0;
+        uint64_t items = 0;
+        int rc;
+        while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+            int64_t signal = sqlite3_column_int64(st, 1);
+            int64_t raw = sqlite3_column_int64(st, 3);
+            int64_t row_id = sqlite3_column_int64(st, 0);
+            if (signal < 0 || signal >= PL_SIGNAL_COUNT || raw < 0 || raw > INT32_MAX) {
+                pl_error(q->id, "sending_queue: skipping invalid stored row %lld",
+                         (long long)row_id);
+                continue;
+            }
+            qentry *e = calloc(1, sizeof(*e));
+            if (!e) {
+                sqlite3_finalize(st);
+                return pl_errf(err, PL_ERR_NOMEM, "out of memory");
+            }
+            e->row_id = row_id;
+            e->signal = (pl_signal)signal;
+            e->items = (uint64_t)sqlite3_column_int64(st, 2);
+            e->len = (size_t)raw;
+            fifo_push_back(q, e);
+            q->batches++;
+            q->items += e->items;
+            q->bytes += e->len;
+            n++;
+            items += e->items;
+        }
+        sqlite3_finalize(st);
+        if (rc != SQLITE_DONE)
+            return pl_errf(err, PL_ERR_INTERNAL, "sending_queue.storage: %s: %s", q->db_path,
+                           sqlite3_errmsg(q->db));
+        if (n)
+            pl_info(q->id, "resuming %zu stored batches (%llu items) from %s", n,
+                    (unsigned long long)items, q->db_path);
+        update_gauges(q);
+    }
+    q->started = true;
+    pump(q);
+    return PL_OK;
+}
+
+static bool queue_has_room(pl_queue *q, size_t len, uint64_t items)
+{
+    if (q->batches >= q->max_batches)
+        return false;
+    if (q->batches == 0)
+        return true; /* one oversized batch is let through rather than never */
+    if (q->qcfg.max_items > 0 && q->items + items > (uint64_t)q->qcfg.max_items)
+        return false;
+    if (q->qcfg.max_bytes > 0 && q->bytes + len > q->qcfg.max_bytes)
+        return false;
+    return true;
+}
+
+static pl_status refuse(pl_queue *q, pl_signal signal, uint64_t items, const char *why)
+{
+    pl_stats_add(q->stats, signal, PL_STAT_REFUSED, items);
+    uint64_t now = pl_time_mono_ns();
+    if (now - q->last_full_warning > 10000000000ULL || !q->last_full_warning) {
+        q->last_full_warning = now;
+        pl_warn(q->id, "refusing %s: %s (%zu batches, %llu items, %llu bytes held)",
+                pl_signal_name(signal), why, q->batches, (unsigned long long)q->items,
+                (unsigned long long)q->bytes);
+    }
+    return PL_ERR_REFUSED;
+}
+
+/* Takes `payload` (malloc'd) in every case. */
+static pl_status enqueue(pl_queue *q, pl_signal signal, uint8_t *payload, size_t len,
+                         uint64_t items)
+{
+    if (q->draining) {
+        free(payload);
+        return refuse(q, signal, items, "shutting down");
+    }
+    if (!queue_has_room(q, len, items)) {
+        free(payload);
+        return refuse(q, signal, items, "sending queue is full");
+    }
+    qentry *e = calloc(1, sizeof(*e));
+    if (!e) {
+        free(payload);
+        return PL_ERR_NOMEM;
+    }
+    e->signal = signal;
+    e->items = items;
+    e->len = len;
+    e->payload = payload;
+    if (q->db) {
+        e->row_id = storage_insert(q, signal, payload, len, items);
+        if (!e->row_id) {
+            entry_free(e);
+            return refuse(q, signal, items, "cannot write to the queue storage");
+        }
+    }
+    fifo_push_back(q, e);
+    q->batches++;
+    q->items += items;
+    q->bytes += len;
+    update_gauges(q);
+    pump(q);
+    return PL_OK;
+}
+
+pl_status pl_queue_export(pl_queue *q, const pl_batch *batch)
+{
+    uint64_t items = 0;
+    pl_err err = {{0}};
+    if (q->draining)
+        return refuse(q, batch->signal, pl_batch_items(batch), "shutting down");
+    if (q->batches >= q->max_batches) /* cheap early answer, before encoding */
+        return refuse(q, batch->signal, pl_batch_items(batch), "sending queue is full");
+    pl_buf_reset(&q->encoded);
+    pl_status st = q->sender.encode(q->sender.arg, batch, &q->encoded, &items, &err);
+    if (st == PL_OK && !pl_buf_ok(&q->encoded))
+        st = PL_ERR_NOMEM;
+    if (st != PL_OK) {
+        pl_error(q->id, "cannot encode %s: %s", pl_signal_name(batch->signal),
+                 err.msg[0] ? err.msg : pl_status_name(st));
+        return st;
+    }
+    size_t len;
+    uint8_t *payload = pl_buf_steal(&q->encoded, &len);
+    if (!payload) {
+        payload = malloc(1);
+        len = 0;
+        if (!payload)
+            return PL_ERR_NOMEM;
+    }
+    return enqueue(q, batch->signal, payload, len, items);
+}
+
+pl_status pl_queue_push(pl_queue *q, pl_signal signal, const uint8_t *payload, size_t len,
+                        uint64_t items)
+{
+    uint8_t *copy = malloc(len ? len : 1);
+    if (!copy)
+        return PL_ERR_NOMEM;
+    if (len)
+        memcpy(copy, payload, len);
+    return enqueue(q, signal, copy, len, items);
+}
+
+void pl_queue_shutdown(pl_queue *q)
+{
+    if (q->draining)
+        return;
+    q->draining = true;
+    if (q->db) {
+        /* Waiting slots give their entries back to the (stored) FIFO. */
+        for (size_t i = 0; i < q->n_slots; i++) {
+            slot *s = &q->slots[i];
+            if (s->state == SLOT_WAITING) {
+                uv_timer_stop(&s->timer);
+                fifo_push_front(q, s->entry);
+                s->entry = NULL;
+                s->state = SLOT_IDLE;
+            }
+        }
+        if (q->batches)
+            pl_info(q->id, "%zu batches stay in %s for the next start", q->batches, q->db_path);
+    }
+}
+
+size_t pl_queue_pending(const pl_queue *q)
+{
+    return q->db ? q->in_flight : q->batches;
+}
+
+void pl_queue_get_info(const pl_queue *q, pl_queue_info *info)
+{
+    info->batches = q->batches;
+    info->items = q->items;
+    info->bytes = q->bytes;
+    info->in_flight = q->in_flight;
+    info->stored = storage_count(q);
+}
+
+static void on_slot_closed(uv_handle_t *handle)
+{
+    slot *s = handle->data;
+    pl_queue *q = s->queue;
+    if (--q->open_handles == 0) {
+        free(q->slots);
+        free(q);
+    }
+}
+
+void pl_queue_destroy(pl_queue *q)
+{
+    if (!q)
+        return;
+    size_t lost_batches = 0;
+    uint64_t lost_items = 0;
+    for (size_t i = 0; i < q->n_slots; i++) {
+        slot *s = &q->slots[i];
+        if (s->state == SLOT_SENDING && s->send) {
+            s->send->queue = NULL; /* orphaned: frees itself and its entry when done */
+            s->send = NULL;
+            s->entry = NULL;
+        } else if (s->entry) {
+            uv_timer_stop(&s->timer);
+            fifo_push_front(q, s->entry);
+            s->entry = NULL;
+        }
+        s->state = SLOT_IDLE;
+    }
+    qentry *e;
+    while ((e = fifo_pop(q))) {
+        if (!e->row_id) {
+            lost_batches++;
+            lost_items += e->items;
+            pl_stats_add(q->stats, e->signal, PL_STAT_DROPPED, e->items);
+        }
+        entry_free(e);
+    }
+    if (lost_batches)
+        pl_error(q->id, "dropped %zu unsent batches (%llu items) at shutdown", lost_batches,
+                 (unsigned long long)lost_items);
+    sqlite3_finalize(q->st_insert);
+    sqlite3_finalize(q->st_delete);
+    sqlite3_finalize(q->st_payload);
+    sqlite3_finalize(q->st_count);
+    if (q->db)
+        sqlite3_close(q->db);
+    ZSTD_freeCCtx(q->cctx);
+    ZSTD_freeDCtx(q->dctx);
+    free(q->db_path);
+    free(q->id);
+    pl_buf_free(&q->encoded);
+    if (q->open_handles == 0) {
+        free(q->slots);
+        free(q);
+        return;
+    }
+    for (size_t i = 0; i < q->n_slots; i++)
+        uv_close((uv_handle_t *)&q->slots[i].timer, on_slot_closed);
+}

@@ -1,0 +1,183 @@
+/*
+ * queue.h: the sending queue every network exporter sits on (otlp,
+ * otlphttp, pyroscope): bounded buffering, N concurrent senders, retries
+ * with exponential backoff and jitter, and an optional persistent mode in
+ * SQLite so that neither a backend outage nor a restart of proflink loses
+ * acknowledged data.
+ *
+ * An exporter supplies two functions (pl_queue_sender):
+ *   encode(batch) -> payload bytes + item count   (runs inside export())
+ *   send(payload) -> later, pl_queue_send_done(result)
+ * and classifies each answer as OK, RETRYABLE (+ the delay the server asked
+ * for, if any) or PERMANENT. The queue does everything else:
+ *
+ *   export(batch) --encode--> entry --(storage: INSERT+COMMIT)--> FIFO
+ *        \-- full: PL_ERR_REFUSED, the receiver answers 503/UNAVAILABLE
+ *   FIFO --> one of num_consumers slots --send--> done(result)
+ *        OK         -> counted sent, (storage: DELETE), next entry
+ *        PERMANENT  -> counted failed and logged, never retried
+ *        RETRYABLE  -> the slot waits (backoff, or the server's delay if
+ *                      longer) and sends the same entry again, until
+ *                      max_elapsed_time, then counted failed and logged
+ *
+ * A slot keeps its entry while it waits, as the Collector's retry sender
+ * does: when the backend is down at most num_consumers requests are being
+ * retried, the rest wait in order, and the queue fills up, which is what
+ * pushes back on the receivers (nothing is dropped silently).
+ *
+ * Bounds: queue_size (batches), max_items and max_bytes (encoded payload
+ * bytes) count everything accepted and not finished, including what is in
+ * flight or waiting for a retry, so they bound memory as well as disk.
+ *
+ * Persistent mode (sending_queue.storage): the payload is compressed with
+ * zstd and INSERTed into a SQLite database in WAL mode, and the commit has
+ * happened before export() returns PL_OK, i.e. before the receiver
+ * acknowledges the data. The row is deleted only after the backend accepted
+ * it (or the queue gave up on it). On start the rows left by an earlier run
+ * are queued again (their payloads are read back lazily, one at a time, as a
+ * slot takes them). So a kill -9 at any point loses nothing that was
+ * acknowledged, and what gets sent twice is at most what was in flight.
+ * Commits use synchronous=NORMAL by default: in WAL mode a committed
+ * transaction then survives the death of the process (the data is in the
+ * operating system's cache) but not a power loss or kernel crash; `fsync:
+ * true` makes every commit wait for the disk as well (synchronous=FULL). The
+ * SQLite work runs on the loop thread: one small INSERT per accepted batch
+ * and one DELETE per sent batch, each a write to the WAL file (tens of
+ * microseconds without fsync).
+ */
+#ifndef PL_EXPORTERS_QUEUE_H
+#define PL_EXPORTERS_QUEUE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "core/buf.h"
+#include "core/component.h"
+
+/* ---- configuration ------------------------------------------------------ */
+
+typedef struct pl_sending_queue_config {
+    bool enabled;
+    int64_t num_consumers;
+    int64_t queue_size; /* batches (requests) */
+    int64_t max_items;  /* spans / samples / records; 0 = no limit */
+    uint64_t max_bytes; /* encoded payload bytes; 0 = no limit */
+    char *storage;      /* SQLite file, or a directory for one file per exporter */
+    bool fsync;         /* synchronous=FULL instead of NORMAL */
+} pl_sending_queue_config;
+
+typedef struct pl_retry_config {
+    bool enabled;
+    int64_t initial_interval; /* ns */
+    int64_t max_interval;     /* ns */
+    int64_t max_elapsed_time; /* ns; 0 = retry forever */
+    double multiplier;
+    double randomization_factor;
+} pl_retry_config;
+
+/* Tables to embed in an exporter's config as PL_CFG_SECTION fields named
+ * "sending_queue" and "retry_on_failure". */
+extern const pl_cfg_section pl_sending_queue_section;
+extern const pl_cfg_section pl_retry_section;
+
+/* ---- the exporter's side ------------------------------------------------ */
+
+typedef enum pl_send_outcome {
+    PL_SEND_OK = 0,    /* accepted (possibly partially: see rejected_items) */
+    PL_SEND_RETRYABLE, /* try again later (429/502/503/504, UNAVAILABLE, no connection, ...) */
+    PL_SEND_PERMANENT, /* never retry (400, INVALID_ARGUMENT, ...) */
+} pl_send_outcome;
+
+typedef struct pl_send_result {
+    pl_send_outcome outcome;
+    /* RETRYABLE: the delay the server asked for (Retry-After, RetryInfo);
+     * 0 = none, use the backoff. The queue waits the longer of the two. */
+    int64_t retry_after_ns;
+    /* OK with a partial success: items the backend refused. They are
+     * counted as failed and logged, and never retried. */
+    uint64_t rejected_items;
+    char message[256]; /* why, for the logs */
+} pl_send_result;
+
+/* One send in progress (opaque); completed with pl_queue_send_done. */
+typedef struct pl_queue_send pl_queue_send;
+
+typedef struct pl_queue_sender {
+    /* Encodes a borrowed batch into the bytes to send (and to persist):
+     * appends them to `out`, sets *items (what the stats count). Returns
+     * PL_OK or an error for export() to return (the batch is then not
+     * queued). */
+    pl_status (*encode)(void *arg, const pl_batch *batch, pl_buf *out, uint64_t *items,
+                        pl_err *err);
+    /* Sends one payload of `signal`. `payload` stays valid until
+     * pl_queue_send_done(send, ...) is called, which must happen exactly
+     * once, either later on the loop or from inside this call. */
+    void (*send)(void *arg, pl_signal signal, const uint8_t *payload, size_t len,
+                 pl_queue_send *send);
+    void *arg;
+} pl_queue_sender;
+
+/* Reports the outcome of a send. `result` is copied. */
+void pl_queue_send_done(pl_queue_send *send, const pl_send_result *result);
+
+/* Helpers to fill a result. */
+void pl_send_result_set(pl_send_result *result, pl_send_outcome outcome, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+/* ---- the queue ---------------------------------------------------------- */
+
+typedef struct pl_queue pl_queue;
+
+/* Creates a queue for exporter `settings->id` (settings borrowed; configs
+ * copied). Opens (and creates) the storage database if one is configured,
+ * so a bad path is reported at startup. NULL with err set on failure. */
+pl_queue *pl_queue_new(const pl_create_settings *settings, const pl_sending_queue_config *qcfg,
+                       const pl_retry_config *rcfg, const pl_queue_sender *sender, pl_err *err);
+
+/* Queues what an earlier run left in the storage and starts sending. */
+pl_status pl_queue_start(pl_queue *queue, pl_err *err);
+
+/* Encodes `batch` (borrowed) and queues it. PL_OK means the data is the
+ * queue's responsibility (and, with storage, committed to disk).
+ * PL_ERR_REFUSED: the queue is full or shutting down (retry later). Other
+ * errors come from encode. */
+pl_status pl_queue_export(pl_queue *queue, const pl_batch *batch);
+
+/* Queues an already encoded payload (copied). Same answers as export. */
+pl_status pl_queue_push(pl_queue *queue, pl_signal signal, const uint8_t *payload, size_t len,
+                        uint64_t items);
+
+/* Stops accepting data. In memory mode the queue keeps sending (and
+ * retrying) until it is empty or destroyed; with storage only the sends in
+ * flight are finished, the rest stays on disk for the next start. */
+void pl_queue_shutdown(pl_queue *queue);
+
+/* What the host waits for after shutdown: batches not finished (memory
+ * mode) or sends in flight (storage mode). */
+size_t pl_queue_pending(const pl_queue *queue);
+
+/* Frees the queue. Batches still in memory and not persisted are counted as
+ * dropped and logged. A send still in flight is orphaned: its
+ * pl_queue_send_done still has to be called (it then only frees it), so an
+ * exporter should cancel its requests first (closing its HTTP client does).
+ * Memory is released once libuv has closed the queue's timers (run the
+ * loop afterwards). */
+void pl_queue_destroy(pl_queue *queue);
+
+/* Introspection for tests and telemetry. */
+typedef struct pl_queue_info {
+    size_t batches; /* not finished (queued + in flight + waiting to retry) */
+    uint64_t items;
+    uint64_t bytes;
+    size_t in_flight;
+    size_t stored; /* rows in the storage database for this exporter */
+} pl_queue_info;
+void pl_queue_get_info(const pl_queue *queue, pl_queue_info *info);
+
+/* The storage file a config resolves to for exporter `id` (malloc'd; NULL
+ * when storage is not set). A directory gets "<dir>/<id>.queue.db" with the
+ * id's '/' replaced by '_'. */
+char *pl_queue_storage_file(const char *storage, const char *id);
+
+#endif
