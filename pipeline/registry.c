@@ -9,8 +9,10 @@
 /* receivers */
 /* processors */
 /* exporters */
+extern const pl_component_type pl_exporter_debug;
 
 const pl_component_type *const pl_component_types[] = {
+    &pl_exporter_debug,
     NULL,
 };
 

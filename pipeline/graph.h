@@ -1,0 +1,61 @@
+/*
+ * graph.h: the running pipelines built from a checked pl_config.
+ *
+ * One instance per component id, however many pipelines name it. The wiring
+ * is a chain of pl_consumers:
+ *
+ *   receiver --next[signal]--> fan-out over the pipelines of that signal
+ *     (each pipeline but the last gets a clone of the batch)
+ *     --> processor 1 (type->consume(self, batch, next)) --> processor 2 ...
+ *     --> exporters fan-out (each export() borrows; worst status wins;
+ *         then the batch is freed)
+ *
+ * A processor shared by a traces and a profiles pipeline is one object; the
+ * `next` it receives tells it which pipeline a batch came through.
+ *
+ * Counters: the graph counts, per component and signal, the items each
+ * component accepted (its hook returned PL_OK) and refused (any other
+ * status), at the point the batch is handed to it. Components count only
+ * what the graph cannot see: dropped items, and exporters' sent / failed.
+ *
+ * Lifecycle: start runs extensions, exporters, processors, receivers (so
+ * nothing is received before it can be delivered); shutdown calls the
+ * shutdown hooks in the reverse order (receivers stop taking data,
+ * processors flush into still-running exporters, exporters start
+ * draining); pending sums the exporters' in-flight items; destroy frees.
+ */
+#ifndef PL_PIPELINE_GRAPH_H
+#define PL_PIPELINE_GRAPH_H
+
+#include <uv.h>
+
+#include "config/config.h"
+#include "core/component.h"
+
+typedef struct pl_graph pl_graph;
+
+/* Creates every used component (create hooks; nothing listens yet). NULL
+ * with err set ("exporter sqlite: cannot open ...") on failure; anything
+ * created is destroyed again. The config must outlive the graph. */
+pl_graph *pl_graph_build(const pl_config *config, uv_loop_t *loop, pl_err *err);
+/* Starts in order extensions, exporters, processors, receivers. On failure
+ * the started ones are shut down again and err says which one failed. */
+pl_status pl_graph_start(pl_graph *graph, pl_err *err);
+/* Calls shutdown hooks: receivers, processors, exporters, extensions. */
+void pl_graph_shutdown(pl_graph *graph);
+/* Items the exporters still hold (0 when all are drained). */
+size_t pl_graph_pending(pl_graph *graph);
+/* Calls destroy hooks (receivers first) and frees the graph. Call after
+ * shutdown and after the loop has run so closed handles are released. */
+void pl_graph_destroy(pl_graph *graph);
+
+/* For tests and diagnostics. */
+size_t pl_graph_instance_count(const pl_graph *graph);
+/* The instance (`self`) created for component `id` of `kind`; NULL if none. */
+void *pl_graph_instance(const pl_graph *graph, pl_kind kind, const char *id);
+/* The consumer a receiver got for `signal` (what it calls with its batches). */
+pl_consumer *pl_graph_receiver_next(const pl_graph *graph, const char *id, pl_signal signal);
+/* The counters of component `id`. */
+pl_stats *pl_graph_stats(const pl_graph *graph, pl_kind kind, const char *id);
+
+#endif

@@ -1,0 +1,405 @@
+/*
+ * service.c: lifecycle of the running collector (see service.h).
+ *
+ * Everything happens on the one libuv loop: signals arrive as uv_signal
+ * callbacks, and the drain is a timer that polls the exporters' pending
+ * counts. Polling (every 20 ms) instead of a completion callback keeps the
+ * component contract to one `pending` hook; the cost is at most 20 ms of
+ * extra shutdown time. Destroy hooks run from a later timer tick than the
+ * shutdown hooks, so the loop has run and closed handles are released, as
+ * component.h promises.
+ */
+#include "service.h"
+
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/log.h"
+#include "pipeline/telemetry.h"
+
+#define DRAIN_POLL_MS 20
+
+struct pl_service {
+    uv_loop_t *loop;
+    pl_config *config;      /* the running configuration */
+    pl_config *next_config; /* RELOADING: the one to start once drained */
+    pl_graph *graph;
+    pl_service_state state;
+    bool handle_signals;
+    uv_signal_t sig_term, sig_int, sig_hup;
+    uv_timer_t drain_timer;
+    uint64_t drain_deadline_ns;
+    bool reload_queued; /* SIGHUP while a reload was running */
+    int exit_code;
+    unsigned reloads;
+    pl_telemetry *telemetry;
+    char *telemetry_address;
+    uv_timer_t zombie_timer; /* destroys a graph that failed to start */
+    pl_graph *zombie;
+    bool in_loop; /* false only while pl_service_start runs */
+};
+
+static const char *state_name(pl_service_state s)
+{
+    switch (s) {
+    case PL_SERVICE_STARTING:
+        return "starting";
+    case PL_SERVICE_RUNNING:
+        return "running";
+    case PL_SERVICE_RELOADING:
+        return "reloading";
+    case PL_SERVICE_DRAINING:
+        return "draining";
+    case PL_SERVICE_STOPPED:
+        return "stopped";
+    }
+    return "unknown";
+}
+
+static const char *telemetry_state(void *arg)
+{
+    return state_name(((pl_service *)arg)->state);
+}
+
+/* Starts or moves the telemetry endpoint to the config's address. A failure
+ * is fatal only when the file asked for that address explicitly: the default
+ * port must not stop a collector whose neighbour already took it. */
+static int telemetry_apply(pl_service *s, const pl_config *cfg, pl_err *err)
+{
+    const char *addr = pl_config_metrics_address(cfg);
+    if (s->telemetry && addr && s->telemetry_address && strcmp(addr, s->telemetry_address) == 0)
+        return 0;
+    if (s->telemetry) {
+        pl_telemetry_stop(s->telemetry);
+        s->telemetry = NULL;
+    }
+    free(s->telemetry_address);
+    s->telemetry_address = NULL;
+    if (!addr)
+        return 0;
+    pl_err terr = {{0}};
+    s->telemetry = pl_telemetry_start(s->loop, addr, telemetry_state, s, &terr);
+    if (!s->telemetry) {
+        if (cfg->metrics_address_set) {
+            pl_errf(err, PL_ERR_INTERNAL, "service.telemetry.metrics.address: %s", terr.msg);
+            return -1;
+        }
+        pl_warn("telemetry", "metrics endpoint not started: %s", terr.msg);
+        return 0;
+    }
+    s->telemetry_address = strdup(addr);
+    pl_info("telemetry", "metrics and health on http://%s/metrics, /health", addr);
+    return 0;
+}
+
+static void on_closed_quietly(uv_handle_t *h)
+{
+    (void)h;
+}
+
+static void finish_stop(pl_service *s)
+{
+    if (s->telemetry) {
+        pl_telemetry_stop(s->telemetry);
+        s->telemetry = NULL;
+    }
+    if (s->handle_signals) {
+        uv_close((uv_handle_t *)&s->sig_term, on_closed_quietly);
+        uv_close((uv_handle_t *)&s->sig_int, on_closed_quietly);
+        uv_close((uv_handle_t *)&s->sig_hup, on_closed_quietly);
+    }
+    uv_close((uv_handle_t *)&s->drain_timer, on_closed_quietly);
+    uv_close((uv_handle_t *)&s->zombie_timer, on_closed_quietly);
+    s->state = PL_SERVICE_STOPPED;
+    pl_info("service", "stopped");
+    /* a handle some component left open must not keep the loop running */
+    uv_stop(s->loop);
+}
+
+static void on_zombie_tick(uv_timer_t *timer)
+{
+    pl_service *s = timer->data;
+    pl_graph_destroy(s->zombie);
+    s->zombie = NULL;
+}
+
+/* Builds and starts a graph for cfg; NULL with err set on failure. */
+static pl_graph *graph_up(pl_service *s, const pl_config *cfg, pl_err *err)
+{
+    pl_graph *g = pl_graph_build(cfg, s->loop, err);
+    if (!g)
+        return NULL;
+    if (pl_graph_start(g, err) != PL_OK) {
+        /* Shut down already; destroy once the loop has closed its handles:
+         * inside a callback, on the next tick; before the loop runs, after
+         * one non-blocking turn of it. */
+        if (s->in_loop) {
+            if (s->zombie)
+                pl_graph_destroy(s->zombie);
+            s->zombie = g;
+            uv_timer_start(&s->zombie_timer, on_zombie_tick, 0, 0);
+        } else {
+            uv_run(s->loop, UV_RUN_NOWAIT);
+            pl_graph_destroy(g);
+        }
+        return NULL;
+    }
+    return g;
+}
+
+static void begin_drain(pl_service *s);
+
+static void complete_reload(pl_service *s)
+{
+    pl_config *next = s->next_config;
+    s->next_config = NULL;
+    pl_log_set_level((pl_log_level)next->log_level);
+    pl_err err = {{0}};
+    pl_graph *g = graph_up(s, next, &err);
+    if (!g) {
+        pl_error("service", "reload: %s; starting the previous configuration again", err.msg);
+        pl_config_free(next);
+        pl_log_set_level((pl_log_level)s->config->log_level);
+        g = graph_up(s, s->config, &err);
+        if (!g) {
+            pl_error("service", "cannot restart the previous configuration: %s", err.msg);
+            s->exit_code = 1;
+            finish_stop(s);
+            return;
+        }
+        s->graph = g;
+        s->state = PL_SERVICE_RUNNING;
+        return;
+    }
+    pl_config_free(s->config);
+    s->config = next;
+    s->graph = g;
+    pl_err terr = {{0}};
+    if (telemetry_apply(s, next, &terr) < 0)
+        pl_error("service", "reload: %s", terr.msg);
+    s->reloads++;
+    s->state = PL_SERVICE_RUNNING;
+    pl_info("service", "reloaded %s: %zu pipelines running", next->path, next->n_pipelines);
+    if (s->reload_queued) {
+        s->reload_queued = false;
+        pl_service_reload(s);
+    }
+}
+
+static void on_drain_tick(uv_timer_t *timer)
+{
+    pl_service *s = timer->data;
+    size_t pending = pl_graph_pending(s->graph);
+    uint64_t now = pl_time_mono_ns();
+    if (pending > 0 && now < s->drain_deadline_ns)
+        return;
+    if (pending > 0)
+        pl_warn("service", "drain deadline passed with %zu items still pending in exporters",
+                pending);
+    uv_timer_stop(&s->drain_timer);
+    pl_graph_destroy(s->graph);
+    s->graph = NULL;
+    if (s->state == PL_SERVICE_RELOADING)
+        complete_reload(s);
+    else
+        finish_stop(s);
+}
+
+static void begin_drain(pl_service *s)
+{
+    pl_graph_shutdown(s->graph);
+    s->drain_deadline_ns = pl_time_mono_ns() + (uint64_t)s->config->service.shutdown_timeout;
+    uv_timer_start(&s->drain_timer, on_drain_tick, DRAIN_POLL_MS, DRAIN_POLL_MS);
+}
+
+void pl_service_stop(pl_service *s)
+{
+    if (s->state == PL_SERVICE_DRAINING) { /* asked again: stop waiting */
+        s->drain_deadline_ns = 0;
+        return;
+    }
+    if (s->state == PL_SERVICE_STOPPED)
+        return;
+    if (s->state == PL_SERVICE_RELOADING) {
+        /* the old graph is already draining; do not start the new one */
+        pl_config_free(s->next_config);
+        s->next_config = NULL;
+        s->state = PL_SERVICE_DRAINING;
+        pl_info("service", "stopping: draining in-flight data");
+        return;
+    }
+    s->state = PL_SERVICE_DRAINING;
+    pl_info("service", "stopping: draining in-flight data (up to %.1fs)",
+            (double)s->config->service.shutdown_timeout / 1e9);
+    begin_drain(s);
+}
+
+int pl_service_reload(pl_service *s)
+{
+    if (s->state == PL_SERVICE_RELOADING) {
+        s->reload_queued = true;
+        return 0;
+    }
+    if (s->state != PL_SERVICE_RUNNING)
+        return -1;
+    pl_cfg_errors errs;
+    pl_cfg_errors_init(&errs);
+    pl_config *next = pl_config_load_file(s->config->path, &errs);
+    if (!next) {
+        for (size_t i = 0; i < errs.n; i++)
+            pl_error("service", "reload: %s", errs.items[i].text);
+        pl_error("service", "reload failed (%zu problem%s): keeping the running configuration",
+                 errs.n, errs.n == 1 ? "" : "s");
+        pl_cfg_errors_free(&errs);
+        return -1;
+    }
+    pl_cfg_errors_free(&errs);
+    pl_info("service", "reloading %s: draining the running pipelines", next->path);
+    s->next_config = next;
+    s->state = PL_SERVICE_RELOADING;
+    begin_drain(s);
+    return 0;
+}
+
+static void on_signal(uv_signal_t *h, int signum)
+{
+    pl_service *s = h->data;
+    if (signum == SIGHUP) {
+        pl_info("service", "SIGHUP: reloading the configuration");
+        pl_service_reload(s);
+        return;
+    }
+    pl_info("service", "%s received", signum == SIGTERM ? "SIGTERM" : "SIGINT");
+    pl_service_stop(s);
+}
+
+pl_service *pl_service_start(uv_loop_t *loop, pl_config *config, bool handle_signals, pl_err *err)
+{
+    pl_service *s = calloc(1, sizeof(*s));
+    if (!s) {
+        pl_config_free(config);
+        pl_errf(err, PL_ERR_NOMEM, "out of memory");
+        return NULL;
+    }
+    s->loop = loop;
+    s->config = config;
+    s->state = PL_SERVICE_STARTING;
+    s->handle_signals = handle_signals;
+    pl_log_set_level((pl_log_level)config->log_level);
+    uv_timer_init(loop, &s->drain_timer);
+    s->drain_timer.data = s;
+    uv_timer_init(loop, &s->zombie_timer);
+    s->zombie_timer.data = s;
+
+    if (telemetry_apply(s, config, err) == 0)
+        s->graph = graph_up(s, config, err);
+    if (!s->graph) {
+        if (s->telemetry)
+            pl_telemetry_stop(s->telemetry);
+        uv_close((uv_handle_t *)&s->drain_timer, NULL);
+        uv_close((uv_handle_t *)&s->zombie_timer, NULL);
+        uv_run(loop, UV_RUN_NOWAIT); /* the timers live in s */
+        free(s->telemetry_address);
+        pl_config_free(config);
+        free(s);
+        return NULL;
+    }
+    s->in_loop = true;
+    if (handle_signals) {
+        uv_signal_t *sigs[] = {&s->sig_term, &s->sig_int, &s->sig_hup};
+        int nums[] = {SIGTERM, SIGINT, SIGHUP};
+        for (int i = 0; i < 3; i++) {
+            uv_signal_init(loop, sigs[i]);
+            sigs[i]->data = s;
+            uv_signal_start(sigs[i], on_signal, nums[i]);
+        }
+    }
+    s->state = PL_SERVICE_RUNNING;
+    pl_info("service", "%zu pipeline%s running from %s", config->n_pipelines,
+            config->n_pipelines == 1 ? "" : "s", config->path);
+    return s;
+}
+
+pl_service_state pl_service_get_state(const pl_service *s)
+{
+    return s->state;
+}
+
+const pl_config *pl_service_config(const pl_service *s)
+{
+    return s->config;
+}
+
+pl_graph *pl_service_graph(const pl_service *s)
+{
+    return s->graph;
+}
+
+unsigned pl_service_reloads(const pl_service *s)
+{
+    return s->reloads;
+}
+
+int pl_service_free(pl_service *s)
+{
+    if (!s)
+        return 1;
+    int rc = s->exit_code;
+    if (s->graph) { /* not stopped through pl_service_stop */
+        pl_graph_shutdown(s->graph);
+        pl_graph_destroy(s->graph);
+    }
+    pl_graph_destroy(s->zombie);
+    if (s->telemetry)
+        pl_telemetry_stop(s->telemetry);
+    free(s->telemetry_address);
+    pl_config_free(s->next_config);
+    pl_config_free(s->config);
+    free(s);
+    return rc;
+}
+
+static void close_leftover(uv_handle_t *h, void *arg)
+{
+    (void)arg;
+    if (!uv_is_closing(h))
+        uv_close(h, NULL);
+}
+
+int pl_service_main(const char *config_path)
+{
+    pl_cfg_errors errs;
+    pl_cfg_errors_init(&errs);
+    pl_config *cfg = pl_config_load_file(config_path, &errs);
+    if (!cfg) {
+        pl_cfg_errors_print(&errs, stderr);
+        pl_cfg_errors_free(&errs);
+        return 1;
+    }
+    pl_cfg_errors_free(&errs);
+    signal(SIGPIPE, SIG_IGN);
+    uv_loop_t loop;
+    if (uv_loop_init(&loop) != 0) {
+        fprintf(stderr, "proflink: cannot create the event loop\n");
+        pl_config_free(cfg);
+        return 1;
+    }
+    pl_err err = {{0}};
+    pl_service *s = pl_service_start(&loop, cfg, true, &err);
+    int rc;
+    if (!s) {
+        fprintf(stderr, "proflink: %s\n", err.msg);
+        rc = 1;
+    } else {
+        uv_run(&loop, UV_RUN_DEFAULT);
+        /* handles a component forgot to close must not keep the process
+         * alive; the service's own handles finish closing here too */
+        uv_walk(&loop, close_leftover, NULL);
+        uv_run(&loop, UV_RUN_DEFAULT);
+        rc = pl_service_free(s);
+    }
+    uv_loop_close(&loop);
+    return rc;
+}

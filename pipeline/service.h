@@ -1,0 +1,58 @@
+/*
+ * service.h: the running collector: config + graph + signals + telemetry.
+ *
+ * States: STARTING (building and starting the graph), RUNNING, RELOADING
+ * (SIGHUP: the old graph drains, the new one starts), DRAINING (SIGTERM or
+ * SIGINT: receivers stop, processors flush, exporters drain until nothing is
+ * pending or service.shutdown_timeout passes), STOPPED. The health endpoint
+ * answers 200 only in RUNNING.
+ *
+ * Reload validates the new file before touching anything; a file with
+ * errors is logged and the running pipelines stay as they are. A valid file
+ * replaces the graph completely: the old one is drained and destroyed first
+ * (so receivers can bind the same ports again), then the new one starts. If
+ * the new one fails to start, the previous config is started again.
+ */
+#ifndef PL_PIPELINE_SERVICE_H
+#define PL_PIPELINE_SERVICE_H
+
+#include <stdbool.h>
+#include <uv.h>
+
+#include "config/config.h"
+#include "pipeline/graph.h"
+
+typedef enum pl_service_state {
+    PL_SERVICE_STARTING = 0,
+    PL_SERVICE_RUNNING,
+    PL_SERVICE_RELOADING,
+    PL_SERVICE_DRAINING,
+    PL_SERVICE_STOPPED,
+} pl_service_state;
+
+typedef struct pl_service pl_service;
+
+/* Takes ownership of `config`. Builds and starts the graph and the
+ * telemetry endpoint. NULL with err set on failure (config freed). When
+ * `handle_signals` is true, SIGTERM/SIGINT drain and stop, SIGHUP reloads
+ * from config->path. */
+pl_service *pl_service_start(uv_loop_t *loop, pl_config *config, bool handle_signals, pl_err *err);
+/* Reloads from the config's path (what SIGHUP does). Returns 0 when the new
+ * file is valid and the switch has begun, -1 when the file has errors (they
+ * are logged) and the running graph is kept. */
+int pl_service_reload(pl_service *service);
+/* Begins the drain; the loop ends once everything is stopped. */
+void pl_service_stop(pl_service *service);
+pl_service_state pl_service_get_state(const pl_service *service);
+const pl_config *pl_service_config(const pl_service *service);
+pl_graph *pl_service_graph(const pl_service *service);
+/* How many reloads completed (new graph running). */
+unsigned pl_service_reloads(const pl_service *service);
+/* Frees a STOPPED service (after the loop returned). Returns its exit code:
+ * 0 after a clean drain, 1 after a failure. */
+int pl_service_free(pl_service *service);
+
+/* The whole `proflink --config F` run: load, start, loop, exit code. */
+int pl_service_main(const char *config_path);
+
+#endif

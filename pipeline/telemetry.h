@@ -1,0 +1,33 @@
+/*
+ * telemetry.h: proflink's own observability endpoint.
+ *
+ *   GET /metrics  Prometheus text format: for every component (pl_stats_list)
+ *                 proflink_<kind>_<stat>_items_total{component="id",signal="s"}
+ *                 plus each component's extra counters and gauges, and the
+ *                 process's RSS, CPU seconds and uptime.
+ *   GET /health   200 {"status":"ok"} when every pipeline runs, 503 with the
+ *                 state ("starting", "reloading", "draining") otherwise.
+ */
+#ifndef PL_PIPELINE_TELEMETRY_H
+#define PL_PIPELINE_TELEMETRY_H
+
+#include <stddef.h>
+#include <uv.h>
+
+#include "core/status.h"
+
+typedef struct pl_telemetry pl_telemetry;
+
+/* Returns the state name; "running" means healthy. */
+typedef const char *(*pl_telemetry_state_fn)(void *arg);
+
+pl_telemetry *pl_telemetry_start(uv_loop_t *loop, const char *address, pl_telemetry_state_fn state,
+                                 void *arg, pl_err *err);
+/* The bound port (for address ":0" in tests); -1 if unknown. */
+int pl_telemetry_port(const pl_telemetry *t);
+void pl_telemetry_stop(pl_telemetry *t);
+
+/* The /metrics body as a malloc'd NUL-terminated string (NULL on OOM). */
+char *pl_telemetry_render_metrics(size_t *len);
+
+#endif
