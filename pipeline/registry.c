@@ -8,10 +8,12 @@
 
 /* receivers */
 /* processors */
+extern const pl_component_type pl_processor_correlation;
 /* exporters */
 extern const pl_component_type pl_exporter_debug;
 
 const pl_component_type *const pl_component_types[] = {
+    &pl_processor_correlation,
     &pl_exporter_debug,
     NULL,
 };

@@ -1,0 +1,76 @@
+/*
+ * correlation.h: the correlation processor's config and its hooks for tests
+ * and benchmarks.
+ *
+ * The processor itself is the descriptor pl_processor_correlation (register
+ * it, create it, drive it through consume/shutdown like any component). The
+ * functions below let a test play out an arrival order exactly: inject a
+ * clock through pl_create_settings.clock, then call pl_correlation_tick()
+ * instead of waiting for the sweep timer (which only exists when the create
+ * settings carry a loop).
+ */
+#ifndef PL_CORRELATION_H
+#define PL_CORRELATION_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "core/component.h"
+
+typedef struct pl_correlation_config {
+    int64_t window;              /* ns each side waits for its partner */
+    int64_t span_window;         /* ns; 0 = window */
+    int64_t sample_window;       /* ns; 0 = window */
+    int64_t max_clock_skew;      /* ns added on both sides of a span's [start, end] */
+    int64_t max_spans;           /* spans held at once */
+    int64_t max_pending_samples; /* samples waiting for their span at once */
+    uint64_t max_bytes;          /* held batches + index, bytes */
+    pl_strlist span_attributes;  /* span attributes copied onto linked samples */
+    int64_t top_functions;       /* N hottest self functions in the span summary */
+    bool early_release;          /* release spans once their service's profiles cover them */
+    /* Attribute names (NULL = the default shown in the config table). */
+    char *trace_id_attribute;        /* on samples: trace_id */
+    char *span_id_attribute;         /* on samples: span_id */
+    char *span_name_attribute;       /* on samples: span_name */
+    char *root_span_name_attribute;  /* on samples: root_span_name */
+    char *service_name_attribute;    /* on samples: service.name */
+    char *profile_id_attribute;      /* on spans: pyroscope.profile.id */
+    char *profile_samples_attribute; /* on spans: profile.samples */
+    char *cpu_time_attribute;        /* on spans: profile.cpu_time_ns */
+    char *cpu_time_total_attribute;  /* on spans: profile.cpu_time_total_ns */
+    char *wall_time_attribute;       /* on spans: profile.wall_time_ns */
+    char *top_functions_attribute;   /* on spans: profile.top_functions */
+} pl_correlation_config;
+
+extern const pl_component_type pl_processor_correlation;
+extern const pl_cfg_section pl_correlation_config_section;
+
+/* Fills cfg with the documented defaults (no YAML needed); strings NULL. */
+void pl_correlation_config_defaults(pl_correlation_config *cfg);
+
+/* Releases every held batch whose window has closed at the clock's now, and
+ * expires old markers. The sweep timer calls this; tests call it directly. */
+void pl_correlation_tick(void *self);
+
+/* What the processor holds right now. */
+typedef struct pl_correlation_usage {
+    size_t held_spans;      /* spans in held trace batches */
+    size_t pending_samples; /* samples waiting for their span */
+    size_t held_span_batches;
+    size_t held_sample_batches;
+    size_t held_bytes;       /* pl_batch_memory of held batches */
+    size_t index_bytes;      /* the span and sample tables and side structures */
+    size_t span_table_slots; /* capacity of the span table */
+    size_t markers;          /* placeholders and "gone" markers kept for late partners */
+} pl_correlation_usage;
+void pl_correlation_get_usage(void *self, pl_correlation_usage *out);
+
+/* Counters (also exported through pl_stats_counter, same names). */
+typedef struct pl_correlation_counters {
+    uint64_t linked_samples, unlinked_samples, late_samples, released_early_samples;
+    uint64_t linked_spans, unlinked_spans, late_spans, released_early_spans;
+    uint64_t spans_released_on_coverage;
+} pl_correlation_counters;
+void pl_correlation_get_counters(void *self, pl_correlation_counters *out);
+
+#endif
