@@ -8,12 +8,22 @@
 
 /* receivers */
 /* processors */
+extern const pl_component_type pl_processor_batch;
+extern const pl_component_type pl_processor_memory_limiter;
+extern const pl_component_type pl_processor_attributes;
+extern const pl_component_type pl_processor_resource;
+extern const pl_component_type pl_processor_redaction;
 extern const pl_component_type pl_processor_correlation;
 /* exporters */
 extern const pl_component_type pl_exporter_debug;
 
 const pl_component_type *const pl_component_types[] = {
     &pl_processor_correlation,
+    &pl_processor_batch,
+    &pl_processor_memory_limiter,
+    &pl_processor_attributes,
+    &pl_processor_resource,
+    &pl_processor_redaction,
     &pl_exporter_debug,
     NULL,
 };

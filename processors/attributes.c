@@ -1,0 +1,1186 @@
+/*
+ * attributes.c: the `attributes` and `resource` processors and the action
+ * engine they share.
+ *
+ * Both take the Collector's action list:
+ *
+ *   attributes:
+ *     actions:
+ *       - { key: env, action: insert, value: prod }
+ *       - { key: user.email, action: hash }
+ *       - { key: http.url, action: extract, pattern: '^(?P<scheme>[a-z]+)://' }
+ *       - { key: retries, action: convert, converted_type: int }
+ *
+ * `attributes` works on span attributes (traces) and on sample attributes
+ * (profiles); `resource` (list key `attributes:`) works on the resource of
+ * every ResourceSpans / ResourceProfiles.
+ *
+ * Actions (Collector semantics): insert (only if absent), update (only if
+ * present), upsert (always), delete (key, or every key matching `pattern`),
+ * hash (SHA-256 hex of the value; key or `pattern`), extract (named groups
+ * of `pattern` matched on the string value become attributes), convert
+ * (`converted_type` int, double or string). insert/update/upsert take their
+ * value from `value` or from another attribute (`from_attribute`). YAML
+ * gives the loader text only, so `value` is typed by `value_type` (string
+ * by default; int, double, bool), where the Collector would look at how the
+ * scalar was quoted.
+ *
+ * Profiles keep sample attributes in the request's dictionary, shared by
+ * many samples, so entries are never edited in place: a sample's attribute
+ * set is materialised as a plain list, the actions run on it, and the result
+ * is written back as new (deduplicated) dictionary entries. Most samples of
+ * a request share a handful of attribute sets, so results are memoised per
+ * distinct index list: the actions run once per set, not once per sample.
+ *
+ * Patterns are compiled once at create (the config's validate hook compiles
+ * them too, only to report errors at their file:line:col). New strings and
+ * copies of configured keys/values come from the batch arena, so a batch
+ * never points into processor memory.
+ */
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/component.h"
+#include "core/log.h"
+#include "pattern.h"
+
+/* ---- config ------------------------------------------------------------- */
+
+typedef struct attr_action_cfg {
+    char *key;
+    char *action;
+    char *value;
+    char *value_type;
+    char *from_attribute;
+    char *pattern;
+    char *converted_type;
+} attr_action_cfg;
+
+typedef enum action_kind {
+    ACT_INSERT,
+    ACT_UPDATE,
+    ACT_UPSERT,
+    ACT_DELETE,
+    ACT_HASH,
+    ACT_EXTRACT,
+    ACT_CONVERT,
+} action_kind;
+
+static const char *const action_names[] = {"insert", "update",  "upsert",  "delete",
+                                           "hash",   "extract", "convert", NULL};
+
+typedef enum conv_type { CONV_INT = 1, CONV_DOUBLE, CONV_STRING } conv_type;
+
+static int lookup_name(const char *const *names, const char *s)
+{
+    for (int i = 0; s && names[i]; i++)
+        if (strcmp(names[i], s) == 0)
+            return i;
+    return -1;
+}
+
+static bool str_set(const char *s)
+{
+    return s && *s;
+}
+
+/* Parses `text` as `type`; 0 or -1. */
+static int parse_typed_value(const char *type, const char *text, pl_value *out)
+{
+    char *end;
+    if (!type || strcmp(type, "string") == 0) {
+        *out = pl_value_string(pl_bytes_from_cstr(text));
+        return 0;
+    }
+    if (strcmp(type, "int") == 0) {
+        errno = 0;
+        long long v = strtoll(text, &end, 10);
+        if (errno || end == text || *end)
+            return -1;
+        *out = pl_value_int(v);
+        return 0;
+    }
+    if (strcmp(type, "double") == 0) {
+        errno = 0;
+        double d = strtod(text, &end);
+        if (errno || end == text || *end)
+            return -1;
+        *out = pl_value_double(d);
+        return 0;
+    }
+    if (strcmp(type, "bool") == 0) {
+        if (strcmp(text, "true") == 0)
+            *out = pl_value_bool(true);
+        else if (strcmp(text, "false") == 0)
+            *out = pl_value_bool(false);
+        else
+            return -1;
+        return 0;
+    }
+    return -1;
+}
+
+static int action_validate(void *cfg_, pl_cfg_ctx *ctx)
+{
+    attr_action_cfg *cfg = cfg_;
+    int errors = 0;
+    int kind = lookup_name(action_names, cfg->action);
+    if (!str_set(cfg->action)) {
+        pl_cfg_errorf(ctx, "action",
+                      "missing \"action\" (one of insert, update, upsert, delete, "
+                      "hash, extract, convert)");
+        return 1;
+    }
+    if (kind < 0) {
+        pl_cfg_errorf(ctx, "action",
+                      "unknown action \"%s\" (one of insert, update, upsert, delete, hash, "
+                      "extract, convert)",
+                      cfg->action);
+        return 1;
+    }
+    pl_pattern pattern;
+    bool has_pattern = str_set(cfg->pattern);
+    if (has_pattern) {
+        char msg[300];
+        if (pl_pattern_compile(&pattern, cfg->pattern, msg, sizeof(msg)) != 0) {
+            pl_cfg_errorf(ctx, "pattern", "invalid regular expression \"%s\": %s", cfg->pattern,
+                          msg);
+            errors++;
+            has_pattern = false;
+        }
+    }
+    switch ((action_kind)kind) {
+    case ACT_INSERT:
+    case ACT_UPDATE:
+    case ACT_UPSERT:
+        if (!str_set(cfg->key)) {
+            pl_cfg_errorf(ctx, "key", "action \"%s\" needs a \"key\"", cfg->action);
+            errors++;
+        }
+        if ((cfg->value != NULL) == str_set(cfg->from_attribute)) {
+            pl_cfg_errorf(ctx, NULL,
+                          "action \"%s\" needs exactly one of \"value\" or "
+                          "\"from_attribute\"",
+                          cfg->action);
+            errors++;
+        } else if (cfg->value) {
+            pl_value v;
+            if (parse_typed_value(cfg->value_type, cfg->value, &v) != 0) {
+                pl_cfg_errorf(ctx, "value", "\"%s\" is not a valid %s value (value_type)",
+                              cfg->value, cfg->value_type ? cfg->value_type : "string");
+                errors++;
+            }
+        }
+        break;
+    case ACT_DELETE:
+    case ACT_HASH:
+        if (!str_set(cfg->key) && !str_set(cfg->pattern)) {
+            pl_cfg_errorf(ctx, "key", "action \"%s\" needs a \"key\" or a \"pattern\"",
+                          cfg->action);
+            errors++;
+        }
+        break;
+    case ACT_EXTRACT:
+        if (!str_set(cfg->key)) {
+            pl_cfg_errorf(ctx, "key", "action \"extract\" needs a \"key\"");
+            errors++;
+        }
+        if (!str_set(cfg->pattern)) {
+            pl_cfg_errorf(ctx, "pattern", "action \"extract\" needs a \"pattern\"");
+            errors++;
+        } else if (has_pattern && pattern.n_named == 0) {
+            pl_cfg_errorf(ctx, "pattern", "pattern \"%s\" has no named group such as (?P<name>...)",
+                          cfg->pattern);
+            errors++;
+        }
+        break;
+    case ACT_CONVERT: {
+        static const char *const conv_names[] = {"", "int", "double", "string", NULL};
+        if (!str_set(cfg->key)) {
+            pl_cfg_errorf(ctx, "key", "action \"convert\" needs a \"key\"");
+            errors++;
+        }
+        if (lookup_name(conv_names, cfg->converted_type) <= 0) {
+            pl_cfg_errorf(ctx, "converted_type",
+                          "action \"convert\" needs \"converted_type\": int, double or string");
+            errors++;
+        }
+        break;
+    }
+    }
+    if (has_pattern)
+        pl_pattern_free(&pattern);
+    return errors;
+}
+
+static const pl_cfg_field action_fields[] = {
+    {"key", PL_CFG_STRING, NULL, offsetof(attr_action_cfg, key), "attribute key the action acts on",
+     NULL},
+    {"action", PL_CFG_STRING, NULL, offsetof(attr_action_cfg, action),
+     "insert, update, upsert, delete, hash, extract or convert", NULL},
+    {"value", PL_CFG_STRING, NULL, offsetof(attr_action_cfg, value),
+     "value for insert/update/upsert", NULL},
+    {"value_type", PL_CFG_STRING, "string", offsetof(attr_action_cfg, value_type),
+     "type of value: string, int, double or bool", NULL},
+    {"from_attribute", PL_CFG_STRING, NULL, offsetof(attr_action_cfg, from_attribute),
+     "take the value from this attribute instead of value", NULL},
+    {"pattern", PL_CFG_STRING, NULL, offsetof(attr_action_cfg, pattern),
+     "regex: keys for delete/hash, named groups for extract", NULL},
+    {"converted_type", PL_CFG_STRING, NULL, offsetof(attr_action_cfg, converted_type),
+     "convert: int, double or string", NULL},
+    {NULL, 0, NULL, 0, NULL, NULL},
+};
+
+static const pl_cfg_section action_section = {sizeof(attr_action_cfg), action_fields,
+                                              action_validate};
+
+typedef struct attributes_cfg {
+    pl_cfg_list actions;
+} attributes_cfg;
+
+static int attributes_validate(void *cfg_, pl_cfg_ctx *ctx)
+{
+    attributes_cfg *cfg = cfg_;
+    if (cfg->actions.n == 0) {
+        pl_cfg_errorf(ctx, "actions", "at least one action is required");
+        return 1;
+    }
+    return 0;
+}
+
+static const pl_cfg_field attributes_fields[] = {
+    {"actions", PL_CFG_LIST, NULL, offsetof(attributes_cfg, actions),
+     "actions applied in order to span / sample attributes", &action_section},
+    {NULL, 0, NULL, 0, NULL, NULL},
+};
+
+static const pl_cfg_section attributes_section = {sizeof(attributes_cfg), attributes_fields,
+                                                  attributes_validate};
+
+typedef struct resource_cfg {
+    pl_cfg_list attributes;
+} resource_cfg;
+
+static int resource_validate(void *cfg_, pl_cfg_ctx *ctx)
+{
+    resource_cfg *cfg = cfg_;
+    if (cfg->attributes.n == 0) {
+        pl_cfg_errorf(ctx, "attributes", "at least one action is required");
+        return 1;
+    }
+    return 0;
+}
+
+static const pl_cfg_field resource_fields[] = {
+    {"attributes", PL_CFG_LIST, NULL, offsetof(resource_cfg, attributes),
+     "actions applied in order to resource attributes", &action_section},
+    {NULL, 0, NULL, 0, NULL, NULL},
+};
+
+static const pl_cfg_section resource_section = {sizeof(resource_cfg), resource_fields,
+                                                resource_validate};
+
+/* ---- the compiled engine ------------------------------------------------ */
+
+typedef struct attr_action {
+    action_kind kind;
+    char *key;
+    size_t key_len;
+    char *from_attribute;
+    size_t from_len;
+    bool has_value;
+    pl_value value; /* STRING values point at value_text */
+    char *value_text;
+    bool has_pattern;
+    pl_pattern pattern;
+    conv_type converted;
+} attr_action;
+
+typedef struct attr_engine {
+    attr_action *actions;
+    size_t n;
+    size_t max_groups; /* largest n_groups + 1 over extract patterns */
+} attr_engine;
+
+static void engine_free(attr_engine *e)
+{
+    for (size_t i = 0; i < e->n; i++) {
+        attr_action *a = &e->actions[i];
+        free(a->key);
+        free(a->from_attribute);
+        free(a->value_text);
+        if (a->has_pattern)
+            pl_pattern_free(&a->pattern);
+    }
+    free(e->actions);
+    memset(e, 0, sizeof(*e));
+}
+
+static pl_status engine_build(attr_engine *e, const pl_cfg_list *list, pl_err *err)
+{
+    memset(e, 0, sizeof(*e));
+    e->actions = calloc(list->n ? list->n : 1, sizeof(attr_action));
+    if (!e->actions)
+        return pl_errf(err, PL_ERR_NOMEM, "out of memory");
+    for (size_t i = 0; i < list->n; i++) {
+        const attr_action_cfg *c = (const attr_action_cfg *)list->items + i;
+        attr_action *a = &e->actions[i];
+        e->n = i + 1;
+        int kind = lookup_name(action_names, c->action);
+        if (kind < 0) {
+            engine_free(e);
+            return pl_errf(err, PL_ERR_INVALID, "action %zu: unknown action \"%s\"", i,
+                           c->action ? c->action : "");
+        }
+        a->kind = (action_kind)kind;
+        if (str_set(c->key)) {
+            a->key = strdup(c->key);
+            a->key_len = strlen(c->key);
+        }
+        if (str_set(c->from_attribute)) {
+            a->from_attribute = strdup(c->from_attribute);
+            a->from_len = strlen(c->from_attribute);
+        }
+        if (c->value) {
+            a->value_text = strdup(c->value);
+            if (!a->value_text || parse_typed_value(c->value_type, a->value_text, &a->value)) {
+                engine_free(e);
+                return pl_errf(err, PL_ERR_INVALID, "action %zu: bad value \"%s\"", i, c->value);
+            }
+            a->has_value = true;
+        }
+        if (str_set(c->pattern)) {
+            char msg[300];
+            if (pl_pattern_compile(&a->pattern, c->pattern, msg, sizeof(msg)) != 0) {
+                engine_free(e);
+                return pl_errf(err, PL_ERR_INVALID, "action %zu: invalid pattern \"%s\": %s", i,
+                               c->pattern, msg);
+            }
+            a->has_pattern = true;
+            if (a->pattern.n_groups + 1 > e->max_groups)
+                e->max_groups = a->pattern.n_groups + 1;
+        }
+        if (c->converted_type) {
+            if (strcmp(c->converted_type, "int") == 0)
+                a->converted = CONV_INT;
+            else if (strcmp(c->converted_type, "double") == 0)
+                a->converted = CONV_DOUBLE;
+            else if (strcmp(c->converted_type, "string") == 0)
+                a->converted = CONV_STRING;
+        }
+        bool ok = true;
+        switch (a->kind) {
+        case ACT_INSERT:
+        case ACT_UPDATE:
+        case ACT_UPSERT:
+            ok = a->key && (a->has_value != (a->from_attribute != NULL));
+            break;
+        case ACT_DELETE:
+        case ACT_HASH:
+            ok = a->key || a->has_pattern;
+            break;
+        case ACT_EXTRACT:
+            ok = a->key && a->has_pattern && a->pattern.n_named > 0;
+            break;
+        case ACT_CONVERT:
+            ok = a->key && a->converted;
+            break;
+        }
+        if (!ok) {
+            engine_free(e);
+            return pl_errf(err, PL_ERR_INVALID, "action %zu (%s): incomplete configuration", i,
+                           action_names[kind]);
+        }
+    }
+    return PL_OK;
+}
+
+/* Per-batch state: the batch's arena, and lazily made arena copies of the
+ * configured keys and values so the batch never points at our memory. */
+typedef struct apply_ctx {
+    const attr_engine *engine;
+    pl_batch *batch;
+    pl_bytes *keys;   /* [n] */
+    pl_value *values; /* [n] */
+    bool *copied;     /* [n] */
+    regmatch_t *groups;
+    char *scratch; /* for value-to-string conversions */
+    size_t scratch_cap;
+    bool oom;
+} apply_ctx;
+
+static bool apply_ctx_init(apply_ctx *c, const attr_engine *e, pl_batch *batch)
+{
+    memset(c, 0, sizeof(*c));
+    c->engine = e;
+    c->batch = batch;
+    size_t n = e->n ? e->n : 1;
+    c->keys = pl_arena_calloc(&batch->arena, n, sizeof(pl_bytes));
+    c->values = pl_arena_calloc(&batch->arena, n, sizeof(pl_value));
+    c->copied = pl_arena_calloc(&batch->arena, n, sizeof(bool));
+    c->groups =
+        pl_arena_calloc(&batch->arena, e->max_groups ? e->max_groups : 1, sizeof(regmatch_t));
+    return c->keys && c->values && c->copied && c->groups;
+}
+
+static void apply_ctx_done(apply_ctx *c)
+{
+    free(c->scratch);
+}
+
+static bool ensure_copied(apply_ctx *c, size_t i)
+{
+    if (c->copied[i])
+        return true;
+    const attr_action *a = &c->engine->actions[i];
+    if (a->key) {
+        c->keys[i] = pl_batch_bytes(c->batch, a->key, a->key_len);
+        if (!c->keys[i].ptr)
+            return false;
+    }
+    c->values[i] = a->value;
+    if (a->has_value && a->value.type == PL_VALUE_STRING) {
+        size_t len = strlen(a->value_text);
+        pl_bytes s = pl_batch_bytes(c->batch, a->value_text, len);
+        if (!s.ptr)
+            return false;
+        c->values[i].u.str = s;
+    }
+    c->copied[i] = true;
+    return true;
+}
+
+static pl_kv *find_attr(pl_attrs *attrs, const char *key, size_t len)
+{
+    return pl_attrs_find(attrs, key, len);
+}
+
+/* Collector hashing: the string's bytes, bool as one byte, int/double as
+ * their 8 little-endian bytes; other types (and "") become "". Bytes values
+ * are hashed like strings. */
+static bool hash_value(apply_ctx *c, pl_value *v)
+{
+    uint8_t buf[8];
+    const void *data = NULL;
+    size_t len = 0;
+    switch (v->type) {
+    case PL_VALUE_STRING:
+    case PL_VALUE_BYTES:
+        data = v->u.str.ptr;
+        len = v->u.str.len;
+        break;
+    case PL_VALUE_BOOL:
+        buf[0] = v->u.b ? 1 : 0;
+        data = buf;
+        len = 1;
+        break;
+    case PL_VALUE_INT:
+    case PL_VALUE_DOUBLE: {
+        uint64_t bits;
+        if (v->type == PL_VALUE_INT)
+            bits = (uint64_t)v->u.i;
+        else
+            memcpy(&bits, &v->u.d, 8);
+        for (int i = 0; i < 8; i++)
+            buf[i] = (uint8_t)(bits >> (8 * i));
+        data = buf;
+        len = 8;
+        break;
+    }
+    default:
+        break;
+    }
+    if (len == 0) {
+        *v = pl_value_string((pl_bytes){NULL, 0});
+        return true;
+    }
+    char hex[65];
+    pl_sha256_hex(data, len, hex);
+    pl_bytes s = pl_batch_bytes(c->batch, hex, 64);
+    if (!s.ptr)
+        return false;
+    *v = pl_value_string(s);
+    return true;
+}
+
+/* ---- value to string (Collector's AsString) ----------------------------- */
+
+typedef struct strbuf {
+    char *p;
+    size_t n, cap;
+    bool oom;
+} strbuf;
+
+static void sb_put(strbuf *b, const char *s, size_t n)
+{
+    if (b->oom)
+        return;
+    if (b->n + n + 1 > b->cap) {
+        size_t cap = (b->n + n + 1) * 2 + 32;
+        char *p = realloc(b->p, cap);
+        if (!p) {
+            b->oom = true;
+            return;
+        }
+        b->p = p;
+        b->cap = cap;
+    }
+    memcpy(b->p + b->n, s, n);
+    b->n += n;
+    b->p[b->n] = '\0';
+}
+
+static void sb_puts(strbuf *b, const char *s)
+{
+    sb_put(b, s, strlen(s));
+}
+
+static void format_double(double d, char *out, size_t n)
+{
+    if (isnan(d)) {
+        snprintf(out, n, "NaN");
+        return;
+    }
+    if (isinf(d)) {
+        snprintf(out, n, d > 0 ? "+Inf" : "-Inf");
+        return;
+    }
+    /* Shortest form that reads back as the same double. */
+    for (int prec = 1; prec <= 17; prec++) {
+        snprintf(out, n, "%.*g", prec, d);
+        if (strtod(out, NULL) == d)
+            return;
+    }
+}
+
+static void sb_json_string(strbuf *b, pl_bytes s)
+{
+    sb_put(b, "\"", 1);
+    for (uint32_t i = 0; i < s.len; i++) {
+        unsigned char ch = s.ptr[i];
+        char esc[8];
+        if (ch == '"' || ch == '\\') {
+            esc[0] = '\\';
+            esc[1] = (char)ch;
+            sb_put(b, esc, 2);
+        } else if (ch < 0x20) {
+            snprintf(esc, sizeof(esc), "\\u%04x", ch);
+            sb_put(b, esc, 6);
+        } else {
+            sb_put(b, (const char *)&ch, 1);
+        }
+    }
+    sb_put(b, "\"", 1);
+}
+
+static void sb_base64(strbuf *b, pl_bytes s)
+{
+    static const char tbl[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    for (uint32_t i = 0; i < s.len; i += 3) {
+        uint32_t v = (uint32_t)s.ptr[i] << 16;
+        if (i + 1 < s.len)
+            v |= (uint32_t)s.ptr[i + 1] << 8;
+        if (i + 2 < s.len)
+            v |= s.ptr[i + 2];
+        char out[4] = {tbl[(v >> 18) & 63], tbl[(v >> 12) & 63],
+                       i + 1 < s.len ? tbl[(v >> 6) & 63] : '=', i + 2 < s.len ? tbl[v & 63] : '='};
+        sb_put(b, out, 4);
+    }
+}
+
+/* `json`: inside an array/map, where strings are quoted. */
+static void value_to_text(strbuf *b, const pl_value *v, bool json)
+{
+    char num[64];
+    switch (v->type) {
+    case PL_VALUE_EMPTY:
+        if (json)
+            sb_puts(b, "null");
+        break;
+    case PL_VALUE_STRING:
+        if (json)
+            sb_json_string(b, v->u.str);
+        else
+            sb_put(b, (const char *)v->u.str.ptr, v->u.str.len);
+        break;
+    case PL_VALUE_BOOL:
+        sb_puts(b, v->u.b ? "true" : "false");
+        break;
+    case PL_VALUE_INT:
+        snprintf(num, sizeof(num), "%lld", (long long)v->u.i);
+        sb_puts(b, num);
+        break;
+    case PL_VALUE_DOUBLE:
+        format_double(v->u.d, num, sizeof(num));
+        if (json && (isnan(v->u.d) || isinf(v->u.d)))
+            sb_json_string(b, pl_bytes_from_cstr(num));
+        else
+            sb_puts(b, num);
+        break;
+    case PL_VALUE_BYTES:
+        if (json)
+            sb_put(b, "\"", 1);
+        sb_base64(b, v->u.str);
+        if (json)
+            sb_put(b, "\"", 1);
+        break;
+    case PL_VALUE_ARRAY:
+        sb_put(b, "[", 1);
+        for (uint32_t i = 0; i < v->u.array.n; i++) {
+            if (i)
+                sb_put(b, ",", 1);
+            value_to_text(b, &v->u.array.items[i], true);
+        }
+        sb_put(b, "]", 1);
+        break;
+    case PL_VALUE_KVLIST:
+        sb_put(b, "{", 1);
+        for (uint32_t i = 0; i < v->u.kvlist.n; i++) {
+            if (i)
+                sb_put(b, ",", 1);
+            sb_json_string(b, v->u.kvlist.items[i].key);
+            sb_put(b, ":", 1);
+            value_to_text(b, &v->u.kvlist.items[i].value, true);
+        }
+        sb_put(b, "}", 1);
+        break;
+    case PL_VALUE_STRINDEX:
+        snprintf(num, sizeof(num), "%d", v->u.strindex);
+        sb_puts(b, num);
+        break;
+    }
+}
+
+/* Parses a whole byte string as a base-10 int64. */
+static bool bytes_to_int(pl_bytes s, int64_t *out)
+{
+    char buf[32];
+    if (s.len == 0 || s.len >= sizeof(buf))
+        return false;
+    memcpy(buf, s.ptr, s.len);
+    buf[s.len] = '\0';
+    char *end;
+    errno = 0;
+    long long v = strtoll(buf, &end, 10);
+    if (errno || *end || end == buf)
+        return false;
+    *out = v;
+    return true;
+}
+
+static bool bytes_to_double(pl_bytes s, double *out)
+{
+    char buf[64];
+    if (s.len == 0 || s.len >= sizeof(buf))
+        return false;
+    memcpy(buf, s.ptr, s.len);
+    buf[s.len] = '\0';
+    char *end;
+    errno = 0;
+    double d = strtod(buf, &end);
+    if (*end || end == buf || (errno == ERANGE && isinf(d)))
+        return false;
+    *out = d;
+    return true;
+}
+
+/* Converts in place; a value that does not convert is left as it is (as in
+ * the Collector). Returns false only on OOM. */
+static bool convert_value(apply_ctx *c, pl_value *v, conv_type to)
+{
+    if (v->type == PL_VALUE_EMPTY)
+        return true;
+    switch (to) {
+    case CONV_INT:
+        if (v->type == PL_VALUE_DOUBLE) {
+            if (!isnan(v->u.d) && v->u.d >= -9223372036854775808.0 &&
+                v->u.d < 9223372036854775808.0)
+                *v = pl_value_int((int64_t)v->u.d);
+        } else if (v->type == PL_VALUE_BOOL) {
+            *v = pl_value_int(v->u.b ? 1 : 0);
+        } else if (v->type == PL_VALUE_STRING) {
+            int64_t i;
+            if (bytes_to_int(v->u.str, &i))
+                *v = pl_value_int(i);
+        }
+        return true;
+    case CONV_DOUBLE:
+        if (v->type == PL_VALUE_INT) {
+            *v = pl_value_double((double)v->u.i);
+        } else if (v->type == PL_VALUE_BOOL) {
+            *v = pl_value_double(v->u.b ? 1.0 : 0.0);
+        } else if (v->type == PL_VALUE_STRING) {
+            double d;
+            if (bytes_to_double(v->u.str, &d))
+                *v = pl_value_double(d);
+        }
+        return true;
+    case CONV_STRING: {
+        if (v->type == PL_VALUE_STRING)
+            return true;
+        strbuf b = {0};
+        value_to_text(&b, v, false);
+        if (b.oom) {
+            free(b.p);
+            return false;
+        }
+        pl_bytes s = b.n ? pl_batch_bytes(c->batch, b.p, b.n) : (pl_bytes){NULL, 0};
+        free(b.p);
+        if (b.n && !s.ptr)
+            return false;
+        *v = pl_value_string(s);
+        return true;
+    }
+    }
+    return true;
+}
+
+static bool key_matches(const attr_action *a, const pl_kv *kv)
+{
+    if (a->has_pattern)
+        return pl_pattern_exec(&a->pattern, kv->key, NULL, 0);
+    return kv->key.len == a->key_len && memcmp(kv->key.ptr, a->key, a->key_len) == 0;
+}
+
+/* Runs one action on attrs; false on OOM. *changed is set when attrs changed. */
+static bool apply_action(apply_ctx *c, size_t ai, pl_attrs *attrs, bool *changed)
+{
+    const attr_action *a = &c->engine->actions[ai];
+    pl_arena *arena = &c->batch->arena;
+    switch (a->kind) {
+    case ACT_INSERT:
+    case ACT_UPDATE:
+    case ACT_UPSERT: {
+        pl_kv *kv = find_attr(attrs, a->key, a->key_len);
+        if ((a->kind == ACT_INSERT && kv) || (a->kind == ACT_UPDATE && !kv))
+            return true;
+        pl_value v;
+        if (a->from_attribute) {
+            pl_kv *src = find_attr(attrs, a->from_attribute, a->from_len);
+            if (!src)
+                return true;
+            v = src->value;
+        } else {
+            if (!ensure_copied(c, ai))
+                return false;
+            v = c->values[ai];
+        }
+        if (kv) {
+            kv->value = v;
+        } else {
+            if (!ensure_copied(c, ai))
+                return false;
+            if (!pl_attrs_put(arena, attrs, c->keys[ai], v))
+                return false;
+        }
+        *changed = true;
+        return true;
+    }
+    case ACT_DELETE: {
+        uint32_t o = 0;
+        for (uint32_t i = 0; i < attrs->n; i++) {
+            if (key_matches(a, &attrs->items[i]))
+                continue;
+            if (o != i)
+                attrs->items[o] = attrs->items[i];
+            o++;
+        }
+        if (o != attrs->n) {
+            attrs->n = o;
+            *changed = true;
+        }
+        return true;
+    }
+    case ACT_HASH:
+        for (uint32_t i = 0; i < attrs->n; i++) {
+            if (!key_matches(a, &attrs->items[i]))
+                continue;
+            if (!hash_value(c, &attrs->items[i].value))
+                return false;
+            *changed = true;
+        }
+        return true;
+    case ACT_EXTRACT: {
+        pl_kv *kv = find_attr(attrs, a->key, a->key_len);
+        if (!kv || kv->value.type != PL_VALUE_STRING)
+            return true;
+        pl_bytes s = kv->value.u.str;
+        size_t ng = a->pattern.n_groups + 1;
+        if (!pl_pattern_exec(&a->pattern, s, c->groups, ng))
+            return true;
+        for (size_t g = 1; g < ng; g++) {
+            const char *name = a->pattern.group_names[g];
+            if (!name || c->groups[g].rm_so < 0)
+                continue;
+            pl_bytes part = {s.ptr + c->groups[g].rm_so,
+                             (uint32_t)(c->groups[g].rm_eo - c->groups[g].rm_so)};
+            pl_kv *existing = find_attr(attrs, name, strlen(name));
+            if (existing) {
+                existing->value = pl_value_string(part);
+            } else {
+                pl_bytes key = pl_batch_bytes(c->batch, name, strlen(name));
+                if (!key.ptr || !pl_attrs_put(arena, attrs, key, pl_value_string(part)))
+                    return false;
+            }
+            *changed = true;
+        }
+        return true;
+    }
+    case ACT_CONVERT: {
+        pl_kv *kv = find_attr(attrs, a->key, a->key_len);
+        if (!kv)
+            return true;
+        pl_value before = kv->value;
+        if (!convert_value(c, &kv->value, a->converted))
+            return false;
+        if (!pl_value_eq(&before, &kv->value))
+            *changed = true;
+        return true;
+    }
+    }
+    return true;
+}
+
+static bool engine_apply(apply_ctx *c, pl_attrs *attrs, bool *changed)
+{
+    for (size_t i = 0; i < c->engine->n; i++)
+        if (!apply_action(c, i, attrs, changed))
+            return false;
+    return true;
+}
+
+/* Profiles resources may name keys and string values through the string
+ * table; rewrite them as plain bytes (same text) so the actions see them. */
+static void normalize_attrs(pl_attrs *attrs, const pl_dictionary *dict)
+{
+    for (uint32_t i = 0; i < attrs->n; i++) {
+        pl_kv *kv = &attrs->items[i];
+        if (kv->key.len == 0 && kv->key_strindex != 0) {
+            kv->key = pl_dict_string(dict, kv->key_strindex);
+            kv->key_strindex = 0;
+        }
+        if (kv->value.type == PL_VALUE_STRINDEX)
+            kv->value = pl_value_string(pl_dict_string(dict, kv->value.u.strindex));
+    }
+}
+
+/* ---- profiles: sample attribute sets ------------------------------------ */
+
+typedef struct memo_entry {
+    uint64_t hash;
+    const int32_t *in;
+    uint32_t n_in;
+    int32_t *out;
+    uint32_t n_out;
+    bool used;
+} memo_entry;
+
+typedef struct memo {
+    memo_entry *slots;
+    size_t cap, n;
+} memo;
+
+static uint64_t hash_indices(const int32_t *idx, uint32_t n)
+{
+    uint64_t h = 1469598103934665603ull ^ n;
+    for (uint32_t i = 0; i < n; i++) {
+        h ^= (uint32_t)idx[i];
+        h *= 1099511628211ull;
+    }
+    return h ^ (h >> 29);
+}
+
+static memo_entry *memo_find(memo *m, const int32_t *in, uint32_t n, uint64_t h, bool *found)
+{
+    if (m->n * 2 >= m->cap) {
+        size_t cap = m->cap ? m->cap * 2 : 64;
+        memo_entry *slots = calloc(cap, sizeof(memo_entry));
+        if (!slots)
+            return NULL;
+        for (size_t i = 0; i < m->cap; i++) {
+            if (!m->slots[i].used)
+                continue;
+            size_t j = m->slots[i].hash & (cap - 1);
+            while (slots[j].used)
+                j = (j + 1) & (cap - 1);
+            slots[j] = m->slots[i];
+        }
+        free(m->slots);
+        m->slots = slots;
+        m->cap = cap;
+    }
+    size_t j = h & (m->cap - 1);
+    while (m->slots[j].used) {
+        memo_entry *e = &m->slots[j];
+        if (e->hash == h && e->n_in == n &&
+            (n == 0 || memcmp(e->in, in, n * sizeof(int32_t)) == 0)) {
+            *found = true;
+            return e;
+        }
+        j = (j + 1) & (m->cap - 1);
+    }
+    *found = false;
+    memo_entry *e = &m->slots[j];
+    e->used = true;
+    e->hash = h;
+    e->in = in;
+    e->n_in = n;
+    m->n++;
+    return e;
+}
+
+/* Computes the new attribute index list for one distinct input list. */
+static bool rewrite_sample_attrs(apply_ctx *c, pl_dictionary *dict, const int32_t *in, uint32_t n,
+                                 int32_t **out, uint32_t *n_out)
+{
+    pl_arena *arena = &c->batch->arena;
+    pl_attrs attrs = {NULL, 0, 0};
+    if (n) {
+        attrs.items = pl_arena_calloc(arena, n, sizeof(pl_kv));
+        if (!attrs.items)
+            return false;
+        attrs.cap = n;
+    }
+    for (uint32_t i = 0; i < n; i++) {
+        if (in[i] <= 0 || (uint32_t)in[i] >= dict->n_attributes) {
+            /* Out of range: leave this sample's list alone. */
+            *out = (int32_t *)in;
+            *n_out = n;
+            return true;
+        }
+        const pl_kvu *e = &dict->attributes[in[i]];
+        pl_kv *kv = &attrs.items[attrs.n++];
+        kv->key = pl_dict_string(dict, e->key_strindex);
+        kv->value = e->value;
+        if (kv->value.type == PL_VALUE_STRINDEX)
+            kv->value = pl_value_string(pl_dict_string(dict, kv->value.u.strindex));
+    }
+    bool changed = false;
+    if (!engine_apply(c, &attrs, &changed))
+        return false;
+    if (!changed) {
+        *out = (int32_t *)in;
+        *n_out = n;
+        return true;
+    }
+    int32_t *res = attrs.n ? pl_arena_calloc(arena, attrs.n, sizeof(int32_t)) : NULL;
+    if (attrs.n && !res)
+        return false;
+    for (uint32_t i = 0; i < attrs.n; i++) {
+        const pl_kv *kv = &attrs.items[i];
+        int32_t idx = -1;
+        /* Reuse an original entry when key and value are unchanged (keeps
+         * its unit and its string-table form). */
+        for (uint32_t j = 0; j < n; j++) {
+            const pl_kvu *e = &dict->attributes[in[j]];
+            pl_value ev = e->value;
+            if (ev.type == PL_VALUE_STRINDEX)
+                ev = pl_value_string(pl_dict_string(dict, ev.u.strindex));
+            if (pl_bytes_eq(pl_dict_string(dict, e->key_strindex), kv->key) &&
+                pl_value_eq(&ev, &kv->value)) {
+                idx = in[j];
+                break;
+            }
+        }
+        if (idx < 0) {
+            int32_t key = pl_dict_intern_string(arena, dict, kv->key);
+            if (key < 0)
+                return false;
+            idx = pl_dict_add_attribute(arena, dict, key, kv->value, 0);
+            if (idx < 0)
+                return false;
+        }
+        res[i] = idx;
+    }
+    *out = res;
+    *n_out = attrs.n;
+    return true;
+}
+
+static bool apply_to_samples(apply_ctx *c, pl_profiles *ps)
+{
+    pl_dictionary *dict = &ps->dict;
+    if (pl_dict_ensure_zero_entries(&c->batch->arena, dict) != 0)
+        return false;
+    memo m = {0};
+    bool ok = true;
+    for (uint32_t r = 0; ok && r < ps->n_resources; r++) {
+        pl_resource_profiles *rp = &ps->resources[r];
+        for (uint32_t s = 0; ok && s < rp->n_scopes; s++) {
+            pl_scope_profiles *sp = &rp->scopes[s];
+            for (uint32_t p = 0; ok && p < sp->n_profiles; p++) {
+                pl_profile *prof = &sp->profiles[p];
+                for (uint32_t i = 0; i < prof->n_samples; i++) {
+                    pl_sample *smp = &prof->samples[i];
+                    uint64_t h = hash_indices(smp->attribute_indices, smp->n_attribute_indices);
+                    bool found;
+                    memo_entry *e =
+                        memo_find(&m, smp->attribute_indices, smp->n_attribute_indices, h, &found);
+                    if (!e) {
+                        ok = false;
+                        break;
+                    }
+                    if (!found &&
+                        !rewrite_sample_attrs(c, dict, smp->attribute_indices,
+                                              smp->n_attribute_indices, &e->out, &e->n_out)) {
+                        e->used = false; /* never read again: we stop here */
+                        ok = false;
+                        break;
+                    }
+                    smp->attribute_indices = e->out;
+                    smp->n_attribute_indices = e->n_out;
+                }
+            }
+        }
+    }
+    free(m.slots);
+    return ok;
+}
+
+/* ---- the processors ----------------------------------------------------- */
+
+typedef struct attr_proc {
+    attr_engine engine;
+    pl_stats *stats;
+    bool resource; /* the `resource` processor */
+    char id[128];
+} attr_proc;
+
+static pl_status attr_create_common(const pl_create_settings *s, const pl_cfg_list *list,
+                                    bool resource, void **out, pl_err *err)
+{
+    attr_proc *p = calloc(1, sizeof(*p));
+    if (!p)
+        return pl_errf(err, PL_ERR_NOMEM, "out of memory");
+    pl_status st = engine_build(&p->engine, list, err);
+    if (st != PL_OK) {
+        free(p);
+        return st;
+    }
+    p->stats = s ? s->stats : NULL;
+    p->resource = resource;
+    snprintf(p->id, sizeof(p->id), "%s",
+             s && s->id ? s->id : (resource ? "resource" : "attributes"));
+    *out = p;
+    return PL_OK;
+}
+
+static pl_status attributes_create(const pl_create_settings *s, const void *config, void **out,
+                                   pl_err *err)
+{
+    const attributes_cfg *cfg = config;
+    return attr_create_common(s, &cfg->actions, false, out, err);
+}
+
+static pl_status resource_create(const pl_create_settings *s, const void *config, void **out,
+                                 pl_err *err)
+{
+    const resource_cfg *cfg = config;
+    return attr_create_common(s, &cfg->attributes, true, out, err);
+}
+
+static pl_status attr_start(void *self, pl_err *err)
+{
+    return PL_OK;
+}
+
+static bool apply_to_batch(attr_proc *p, apply_ctx *c, pl_batch *batch)
+{
+    bool changed = false;
+    if (batch->signal == PL_SIGNAL_TRACES) {
+        pl_traces *t = &batch->data.traces;
+        for (uint32_t r = 0; r < t->n_resources; r++) {
+            pl_resource_spans *rs = &t->resources[r];
+            if (p->resource) {
+                if (!engine_apply(c, &rs->resource.attrs, &changed))
+                    return false;
+                if (rs->resource.attrs.n)
+                    rs->has_resource = true;
+                continue;
+            }
+            for (uint32_t s = 0; s < rs->n_scopes; s++) {
+                pl_scope_spans *ss = &rs->scopes[s];
+                for (uint32_t i = 0; i < ss->n_spans; i++)
+                    if (!engine_apply(c, &ss->spans[i].attrs, &changed))
+                        return false;
+            }
+        }
+        return true;
+    }
+    if (batch->signal == PL_SIGNAL_PROFILES) {
+        pl_profiles *ps = &batch->data.profiles;
+        if (!p->resource)
+            return apply_to_samples(c, ps);
+        for (uint32_t r = 0; r < ps->n_resources; r++) {
+            pl_resource_profiles *rp = &ps->resources[r];
+            normalize_attrs(&rp->resource.attrs, &ps->dict);
+            if (!engine_apply(c, &rp->resource.attrs, &changed))
+                return false;
+            if (rp->resource.attrs.n)
+                rp->has_resource = true;
+        }
+        return true;
+    }
+    return true;
+}
+
+static pl_status attr_consume(void *self, pl_batch *batch, pl_consumer *next)
+{
+    attr_proc *p = self;
+    size_t items = pl_batch_items(batch);
+    if (batch->signal == PL_SIGNAL_TRACES || batch->signal == PL_SIGNAL_PROFILES) {
+        apply_ctx c;
+        bool ok = apply_ctx_init(&c, &p->engine, batch) && apply_to_batch(p, &c, batch);
+        apply_ctx_done(&c);
+        if (!ok) {
+            pl_warn(p->id, "out of memory applying actions; %zu %s refused", items,
+                    pl_signal_name(batch->signal));
+            pl_stats_add(p->stats, batch->signal, PL_STAT_REFUSED, items);
+            pl_batch_free(batch);
+            return PL_ERR_NOMEM;
+        }
+    }
+    pl_stats_add(p->stats, batch->signal, PL_STAT_ACCEPTED, items);
+    return pl_consumer_consume(next, batch);
+}
+
+static void attr_shutdown(void *self) {}
+
+static void attr_destroy(void *self)
+{
+    attr_proc *p = self;
+    if (!p)
+        return;
+    engine_free(&p->engine);
+    free(p);
+}
+
+const pl_component_type pl_processor_attributes = {
+    .type = "attributes",
+    .kind = PL_KIND_PROCESSOR,
+    .signals = PL_SIGNAL_MASK(PL_SIGNAL_TRACES) | PL_SIGNAL_MASK(PL_SIGNAL_PROFILES),
+    .description = "insert, update, upsert, delete, hash, extract and convert span and profile "
+                   "sample attributes",
+    .config = &attributes_section,
+    .create = attributes_create,
+    .start = attr_start,
+    .consume = attr_consume,
+    .shutdown = attr_shutdown,
+    .destroy = attr_destroy,
+};
+
+const pl_component_type pl_processor_resource = {
+    .type = "resource",
+    .kind = PL_KIND_PROCESSOR,
+    .signals = PL_SIGNAL_MASK(PL_SIGNAL_TRACES) | PL_SIGNAL_MASK(PL_SIGNAL_PROFILES),
+    .description = "insert, update, upsert, delete, hash, extract and convert resource attributes",
+    .config = &resource_section,
+    .create = resource_create,
+    .start = attr_start,
+    .consume = attr_consume,
+    .shutdown = attr_shutdown,
+    .destroy = attr_destroy,
+};

@@ -1,0 +1,1606 @@
+/*
+ * batch.c: the `batch` processor: gathers small requests into larger ones.
+ *
+ *   batch:
+ *     send_batch_size: 8192      # items (spans / samples) that trigger a send
+ *     send_batch_max_size: 0     # upper bound per sent batch; 0 = no split
+ *     timeout: 200ms             # send whatever is held after this long
+ *     metadata_keys: [tenant]    # one batcher per distinct value set
+ *     metadata_cardinality_limit: 1000
+ *
+ * Batches are held per (signal, downstream consumer, metadata values): the
+ * same instance may sit in a traces and a profiles pipeline, and requests of
+ * different tenants must never be merged. Logs and metrics are opaque
+ * encoded requests here and pass straight through.
+ *
+ * Merging copies: every item of a held batch points into that batch's own
+ * arena (or its request body), so a merged batch gets a new arena and the
+ * spans are deep-copied into it; a single held batch that needs no split is
+ * sent as it is, without copying. The same walk splits: it fills output
+ * batches of at most send_batch_max_size items.
+ *
+ * Profiles cannot be concatenated (otlp-proto.md §7/§8: one dictionary per
+ * request, everything refers to it by index). Each output batch gets its own
+ * dictionary; an entry is copied in the first time something in the output
+ * refers to it (so orphans are left behind), and entries are deduplicated by
+ * content across the merged requests, which is where batching profiles pays:
+ * the function names, stacks and locations of one service repeat from one
+ * request to the next.
+ *
+ * Timing uses one libuv timer per instance, armed for the earliest deadline
+ * among the groups. timeout: 0 sends at once (only send_batch_max_size
+ * applies). Under the HARD memory state everything held is sent at once and
+ * new batches pass straight through: holding data is what the limiter asks
+ * us to stop doing. When a send triggered by an incoming request fails
+ * downstream, that status is returned to the request (at-least-once: the
+ * client retries); failures of timer-driven sends are logged and counted.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/component.h"
+#include "core/log.h"
+
+typedef struct batch_cfg {
+    int64_t send_batch_size;
+    int64_t send_batch_max_size;
+    int64_t timeout;
+    pl_strlist metadata_keys;
+    int64_t metadata_cardinality_limit;
+} batch_cfg;
+
+static int batch_validate(void *cfg_, pl_cfg_ctx *ctx)
+{
+    batch_cfg *c = cfg_;
+    int errors = 0;
+    if (c->send_batch_size < 0) {
+        pl_cfg_errorf(ctx, "send_batch_size", "send_batch_size must not be negative");
+        errors++;
+    }
+    if (c->send_batch_max_size < 0) {
+        pl_cfg_errorf(ctx, "send_batch_max_size", "send_batch_max_size must not be negative");
+        errors++;
+    } else if (c->send_batch_max_size > 0 && c->send_batch_max_size < c->send_batch_size) {
+        pl_cfg_errorf(ctx, "send_batch_max_size",
+                      "send_batch_max_size (%lld) must be 0 or at least send_batch_size (%lld)",
+                      (long long)c->send_batch_max_size, (long long)c->send_batch_size);
+        errors++;
+    }
+    if (c->timeout < 0) {
+        pl_cfg_errorf(ctx, "timeout", "timeout must not be negative");
+        errors++;
+    }
+    if (c->metadata_cardinality_limit < 0) {
+        pl_cfg_errorf(ctx, "metadata_cardinality_limit",
+                      "metadata_cardinality_limit must not be negative");
+        errors++;
+    }
+    return errors;
+}
+
+static const pl_cfg_field batch_fields[] = {
+    {"send_batch_size", PL_CFG_INT, "8192", offsetof(batch_cfg, send_batch_size),
+     "items (spans, samples) that trigger a send; 0 = only the timeout", NULL},
+    {"send_batch_max_size", PL_CFG_INT, "0", offsetof(batch_cfg, send_batch_max_size),
+     "largest batch sent; bigger ones are split; 0 = no limit", NULL},
+    {"timeout", PL_CFG_DURATION, "200ms", offsetof(batch_cfg, timeout),
+     "send what is held after this long; 0 = send at once", NULL},
+    {"metadata_keys", PL_CFG_STRLIST, NULL, offsetof(batch_cfg, metadata_keys),
+     "request metadata keys; one batcher per distinct combination of values", NULL},
+    {"metadata_cardinality_limit", PL_CFG_INT, "1000",
+     offsetof(batch_cfg, metadata_cardinality_limit),
+     "most distinct metadata combinations held at once; 0 = no limit", NULL},
+    {NULL, 0, NULL, 0, NULL, NULL},
+};
+
+static const pl_cfg_section batch_section = {sizeof(batch_cfg), batch_fields, batch_validate};
+
+/* ---- deep copy into another arena --------------------------------------- */
+
+/* String-index remapping for profiles (NULL for traces). */
+typedef struct remap remap;
+static int32_t remap_string(remap *m, int32_t old);
+
+typedef struct copier {
+    pl_arena *arena;
+    remap *strings; /* non-NULL: *_strindex fields are remapped */
+    bool oom;
+} copier;
+
+static pl_bytes copy_bytes(copier *c, pl_bytes b)
+{
+    if (!b.len)
+        return (pl_bytes){NULL, 0};
+    char *p = pl_arena_memdup(c->arena, b.ptr, b.len);
+    if (!p) {
+        c->oom = true;
+        return (pl_bytes){NULL, 0};
+    }
+    return (pl_bytes){(const uint8_t *)p, b.len};
+}
+
+static void copy_kvs(copier *c, pl_kv **items, uint32_t n);
+
+static void copy_value(copier *c, pl_value *v)
+{
+    switch (v->type) {
+    case PL_VALUE_STRING:
+    case PL_VALUE_BYTES:
+        v->u.str = copy_bytes(c, v->u.str);
+        break;
+    case PL_VALUE_STRINDEX:
+        if (c->strings)
+            v->u.strindex = remap_string(c->strings, v->u.strindex);
+        break;
+    case PL_VALUE_ARRAY: {
+        if (!v->u.array.n)
+            break;
+        pl_value *items = pl_arena_alloc(c->arena, v->u.array.n * sizeof(pl_value));
+        if (!items) {
+            c->oom = true;
+            v->u.array.n = 0;
+            break;
+        }
+        memcpy(items, v->u.array.items, v->u.array.n * sizeof(pl_value));
+        for (uint32_t i = 0; i < v->u.array.n; i++)
+            copy_value(c, &items[i]);
+        v->u.array.items = items;
+        break;
+    }
+    case PL_VALUE_KVLIST:
+        copy_kvs(c, &v->u.kvlist.items, v->u.kvlist.n);
+        break;
+    default:
+        break;
+    }
+}
+
+static void copy_kvs(copier *c, pl_kv **items, uint32_t n)
+{
+    if (!n)
+        return;
+    pl_kv *dst = pl_arena_alloc(c->arena, n * sizeof(pl_kv));
+    if (!dst) {
+        c->oom = true;
+        *items = NULL;
+        return;
+    }
+    memcpy(dst, *items, n * sizeof(pl_kv));
+    for (uint32_t i = 0; i < n; i++) {
+        dst[i].key = copy_bytes(c, dst[i].key);
+        if (c->strings && dst[i].key_strindex)
+            dst[i].key_strindex = remap_string(c->strings, dst[i].key_strindex);
+        copy_value(c, &dst[i].value);
+    }
+    *items = dst;
+}
+
+static void copy_attrs(copier *c, pl_attrs *a)
+{
+    copy_kvs(c, &a->items, a->n);
+    a->cap = a->n;
+    if (!a->items)
+        a->n = a->cap = 0;
+}
+
+static void copy_resource(copier *c, pl_resource *r)
+{
+    copy_attrs(c, &r->attrs);
+    if (r->n_entity_refs) {
+        pl_entity_ref *refs = pl_arena_alloc(c->arena, r->n_entity_refs * sizeof(*refs));
+        if (!refs) {
+            c->oom = true;
+            r->n_entity_refs = 0;
+            return;
+        }
+        for (uint32_t i = 0; i < r->n_entity_refs; i++) {
+            pl_entity_ref e = r->entity_refs[i];
+            e.schema_url = copy_bytes(c, e.schema_url);
+            e.type = copy_bytes(c, e.type);
+            pl_bytes *ids =
+                e.n_id_keys ? pl_arena_alloc(c->arena, e.n_id_keys * sizeof(pl_bytes)) : NULL;
+            pl_bytes *desc = e.n_description_keys
+                                 ? pl_arena_alloc(c->arena, e.n_description_keys * sizeof(pl_bytes))
+                                 : NULL;
+            if ((e.n_id_keys && !ids) || (e.n_description_keys && !desc)) {
+                c->oom = true;
+                return;
+            }
+            for (uint32_t k = 0; k < e.n_id_keys; k++)
+                ids[k] = copy_bytes(c, e.id_keys[k]);
+            for (uint32_t k = 0; k < e.n_description_keys; k++)
+                desc[k] = copy_bytes(c, e.description_keys[k]);
+            e.id_keys = ids;
+            e.description_keys = desc;
+            refs[i] = e;
+        }
+        r->entity_refs = refs;
+    }
+}
+
+static void copy_scope(copier *c, pl_scope *s)
+{
+    s->name = copy_bytes(c, s->name);
+    s->version = copy_bytes(c, s->version);
+    copy_attrs(c, &s->attrs);
+}
+
+static void copy_span(copier *c, pl_span *sp)
+{
+    sp->trace_state = copy_bytes(c, sp->trace_state);
+    sp->name = copy_bytes(c, sp->name);
+    sp->status.message = copy_bytes(c, sp->status.message);
+    copy_attrs(c, &sp->attrs);
+    if (sp->n_events) {
+        pl_span_event *ev = pl_arena_alloc(c->arena, sp->n_events * sizeof(*ev));
+        if (!ev) {
+            c->oom = true;
+            sp->n_events = 0;
+        } else {
+            memcpy(ev, sp->events, sp->n_events * sizeof(*ev));
+            for (uint32_t i = 0; i < sp->n_events; i++) {
+                ev[i].name = copy_bytes(c, ev[i].name);
+                copy_attrs(c, &ev[i].attrs);
+            }
+            sp->events = ev;
+        }
+    }
+    if (sp->n_links) {
+        pl_span_link *ln = pl_arena_alloc(c->arena, sp->n_links * sizeof(*ln));
+        if (!ln) {
+            c->oom = true;
+            sp->n_links = 0;
+        } else {
+            memcpy(ln, sp->links, sp->n_links * sizeof(*ln));
+            for (uint32_t i = 0; i < sp->n_links; i++) {
+                ln[i].trace_state = copy_bytes(c, ln[i].trace_state);
+                copy_attrs(c, &ln[i].attrs);
+            }
+            sp->links = ln;
+        }
+    }
+}
+
+/* Grows an arena array by doubling; 0 or -1. */
+static int grow(pl_arena *a, void **items, uint32_t n, uint32_t *cap, size_t elem)
+{
+    if (n < *cap)
+        return 0;
+    uint32_t c = *cap ? *cap * 2 : 4;
+    void *p = pl_arena_grow(a, *items, n, c, elem);
+    if (!p)
+        return -1;
+    *items = p;
+    *cap = c;
+    return 0;
+}
+
+static void copy_metadata(copier *c, pl_batch *dst, const pl_batch *src, const pl_strlist *keys)
+{
+    if (!keys->n || !src->metadata.n)
+        return;
+    pl_kv *items = pl_arena_calloc(c->arena, keys->n, sizeof(pl_kv));
+    if (!items) {
+        c->oom = true;
+        return;
+    }
+    uint32_t n = 0;
+    for (size_t k = 0; k < keys->n; k++) {
+        for (uint32_t i = 0; i < src->metadata.n; i++) {
+            const pl_kv *kv = &src->metadata.items[i];
+            if (pl_bytes_eq_cstr(kv->key, keys->items[k])) {
+                items[n] = *kv;
+                items[n].key = copy_bytes(c, kv->key);
+                items[n].value.u.str = copy_bytes(c, kv->value.u.str);
+                n++;
+                break;
+            }
+        }
+    }
+    dst->metadata.items = items;
+    dst->metadata.n = n;
+}
+
+/* ---- repacking: merge and split ----------------------------------------- */
+
+/* Receives each output batch; returns its status. */
+typedef struct emitter {
+    pl_consumer *next;
+    pl_status first_error;
+    size_t batches;
+    size_t failed_items;
+} emitter;
+
+static void emit(emitter *e, pl_batch *b)
+{
+    size_t items = pl_batch_items(b);
+    pl_status st = pl_consumer_consume(e->next, b);
+    e->batches++;
+    if (st != PL_OK) {
+        e->failed_items += items;
+        if (e->first_error == PL_OK)
+            e->first_error = st;
+    }
+}
+
+typedef struct traces_out {
+    pl_batch *b;
+    uint32_t cap_resources, cap_scopes, cap_spans;
+    size_t items;
+    const pl_resource_spans *src_rs; /* source of the last output resource */
+    const pl_scope_spans *src_ss;    /* source of the last output scope */
+} traces_out;
+
+static pl_status repack_traces(pl_batch **in, size_t n_in, size_t limit, const pl_strlist *mkeys,
+                               emitter *em)
+{
+    traces_out o = {0};
+    copier c = {0};
+    uint64_t received = 0;
+    for (size_t k = 0; k < n_in; k++)
+        if (!received || (in[k]->received_unix_nano && in[k]->received_unix_nano < received))
+            received = in[k]->received_unix_nano;
+    for (size_t k = 0; k < n_in && !c.oom; k++) {
+        const pl_traces *t = &in[k]->data.traces;
+        for (uint32_t r = 0; r < t->n_resources && !c.oom; r++) {
+            const pl_resource_spans *rs = &t->resources[r];
+            for (uint32_t s = 0; s < rs->n_scopes && !c.oom; s++) {
+                const pl_scope_spans *ss = &rs->scopes[s];
+                /* Scopes without spans are kept too (same output resource). */
+                uint32_t i = 0;
+                do {
+                    if (!o.b) {
+                        o = (traces_out){0};
+                        o.b = pl_batch_new(PL_SIGNAL_TRACES);
+                        if (!o.b) {
+                            c.oom = true;
+                            break;
+                        }
+                        o.b->received_unix_nano = received;
+                        c.arena = &o.b->arena;
+                        copy_metadata(&c, o.b, in[0], mkeys);
+                    }
+                    pl_traces *ot = &o.b->data.traces;
+                    if (o.src_rs != rs) {
+                        if (grow(&o.b->arena, (void **)&ot->resources, ot->n_resources,
+                                 &o.cap_resources, sizeof(pl_resource_spans))) {
+                            c.oom = true;
+                            break;
+                        }
+                        pl_resource_spans *nr = &ot->resources[ot->n_resources++];
+                        *nr = *rs;
+                        nr->scopes = NULL;
+                        nr->n_scopes = 0;
+                        nr->schema_url = copy_bytes(&c, rs->schema_url);
+                        copy_resource(&c, &nr->resource);
+                        o.src_rs = rs;
+                        o.src_ss = NULL;
+                        o.cap_scopes = 0;
+                    }
+                    pl_resource_spans *cr = &ot->resources[ot->n_resources - 1];
+                    if (o.src_ss != ss) {
+                        if (grow(&o.b->arena, (void **)&cr->scopes, cr->n_scopes, &o.cap_scopes,
+                                 sizeof(pl_scope_spans))) {
+                            c.oom = true;
+                            break;
+                        }
+                        pl_scope_spans *ns = &cr->scopes[cr->n_scopes++];
+                        *ns = *ss;
+                        ns->spans = NULL;
+                        ns->n_spans = 0;
+                        ns->schema_url = copy_bytes(&c, ss->schema_url);
+                        copy_scope(&c, &ns->scope);
+                        o.src_ss = ss;
+                        o.cap_spans = 0;
+                    }
+                    pl_scope_spans *cs = &cr->scopes[cr->n_scopes - 1];
+                    /* As many spans as fit in this output batch. */
+                    uint32_t room = (uint32_t)(limit - o.items < ss->n_spans - i ? limit - o.items
+                                                                                 : ss->n_spans - i);
+                    if (room) {
+                        pl_span *spans = pl_arena_grow(&o.b->arena, cs->spans, cs->n_spans,
+                                                       cs->n_spans + room, sizeof(pl_span));
+                        if (!spans) {
+                            c.oom = true;
+                            break;
+                        }
+                        memcpy(spans + cs->n_spans, ss->spans + i, room * sizeof(pl_span));
+                        for (uint32_t j = 0; j < room; j++)
+                            copy_span(&c, &spans[cs->n_spans + j]);
+                        cs->spans = spans;
+                        cs->n_spans += room;
+                        o.items += room;
+                        i += room;
+                    }
+                    if (o.items >= limit) {
+                        emit(em, o.b);
+                        o.b = NULL;
+                    }
+                } while (i < ss->n_spans && !c.oom);
+            }
+            if (rs->n_scopes == 0 && !c.oom) {
+                /* A resource with no scopes still travels. */
+                if (!o.b) {
+                    o = (traces_out){0};
+                    o.b = pl_batch_new(PL_SIGNAL_TRACES);
+                    if (!o.b) {
+                        c.oom = true;
+                        break;
+                    }
+                    c.arena = &o.b->arena;
+                    copy_metadata(&c, o.b, in[0], mkeys);
+                }
+                pl_traces *ot = &o.b->data.traces;
+                if (grow(&o.b->arena, (void **)&ot->resources, ot->n_resources, &o.cap_resources,
+                         sizeof(pl_resource_spans))) {
+                    c.oom = true;
+                    break;
+                }
+                pl_resource_spans *nr = &ot->resources[ot->n_resources++];
+                *nr = *rs;
+                nr->schema_url = copy_bytes(&c, rs->schema_url);
+                copy_resource(&c, &nr->resource);
+                o.src_rs = rs;
+                o.src_ss = NULL;
+            }
+        }
+    }
+    if (c.oom) {
+        pl_batch_free(o.b);
+        return PL_ERR_NOMEM;
+    }
+    if (o.b)
+        emit(em, o.b);
+    return PL_OK;
+}
+
+/* ---- profiles: re-indexing into a new dictionary ------------------------ */
+
+/* Deduplicating index of one output table: content key -> output index. */
+typedef struct dedup {
+    struct dedup_slot {
+        uint64_t hash;
+        size_t off;
+        uint32_t len;
+        int32_t index; /* 0 = empty slot (index 0 is never stored) */
+    } * slots;
+    size_t cap, n;
+    uint8_t *keys; /* concatenated content keys */
+    size_t keys_len, keys_cap;
+} dedup;
+
+static uint64_t hash_bytes(const void *p, size_t n)
+{
+    const uint8_t *b = p;
+    uint64_t h = 1469598103934665603ull;
+    for (size_t i = 0; i < n; i++) {
+        h ^= b[i];
+        h *= 1099511628211ull;
+    }
+    return h ^ (h >> 31);
+}
+
+/* Looks `key` up; returns its index, or 0 when absent (then *slot_out is
+ * where to insert). -1 on OOM. */
+static int32_t dedup_find(dedup *d, const void *key, uint32_t len, uint64_t h, size_t *slot_out)
+{
+    if ((d->n + 1) * 2 > d->cap) {
+        size_t cap = d->cap ? d->cap * 2 : 256;
+        struct dedup_slot *s = calloc(cap, sizeof(*s));
+        if (!s)
+            return -1;
+        for (size_t i = 0; i < d->cap; i++) {
+            if (!d->slots[i].index)
+                continue;
+            size_t j = d->slots[i].hash & (cap - 1);
+            while (s[j].index)
+                j = (j + 1) & (cap - 1);
+            s[j] = d->slots[i];
+        }
+        free(d->slots);
+        d->slots = s;
+        d->cap = cap;
+    }
+    size_t j = h & (d->cap - 1);
+    while (d->slots[j].index) {
+        struct dedup_slot *s = &d->slots[j];
+        if (s->hash == h && s->len == len && memcmp(d->keys + s->off, key, len) == 0)
+            return s->index;
+        j = (j + 1) & (d->cap - 1);
+    }
+    *slot_out = j;
+    return 0;
+}
+
+static int dedup_insert(dedup *d, size_t slot, const void *key, uint32_t len, uint64_t h,
+                        int32_t index)
+{
+    if (d->keys_len + len > d->keys_cap) {
+        size_t cap = (d->keys_len + len) * 2 + 1024;
+        uint8_t *k = realloc(d->keys, cap);
+        if (!k)
+            return -1;
+        d->keys = k;
+        d->keys_cap = cap;
+    }
+    memcpy(d->keys + d->keys_len, key, len);
+    d->slots[slot] = (struct dedup_slot){h, d->keys_len, len, index};
+    d->keys_len += len;
+    d->n++;
+    return 0;
+}
+
+static void dedup_free(dedup *d)
+{
+    free(d->slots);
+    free(d->keys);
+    memset(d, 0, sizeof(*d));
+}
+
+/* A scratch buffer where entries are serialised into content keys. */
+typedef struct keybuf {
+    uint8_t *p;
+    size_t n, cap;
+    bool oom;
+} keybuf;
+
+static void kb_put(keybuf *k, const void *src, size_t n)
+{
+    if (k->oom)
+        return;
+    if (k->n + n > k->cap) {
+        size_t cap = (k->n + n) * 2 + 64;
+        uint8_t *p = realloc(k->p, cap);
+        if (!p) {
+            k->oom = true;
+            return;
+        }
+        k->p = p;
+        k->cap = cap;
+    }
+    memcpy(k->p + k->n, src, n);
+    k->n += n;
+}
+
+#define KB_PUT(k, v) kb_put((k), &(v), sizeof(v))
+
+/* The output dictionary being filled, with one dedup index per table. */
+typedef struct dict_out {
+    pl_batch *b;
+    pl_dictionary *d;
+    dedup strings, functions, mappings, locations, stacks, links, attributes;
+    keybuf kb;
+} dict_out;
+
+/* old index -> new index (0 = not mapped yet; index 0 always maps to 0). */
+struct remap {
+    dict_out *out;
+    const pl_dictionary *src;
+    int32_t *strings, *functions, *mappings, *locations, *stacks, *links, *attributes;
+    bool oom;
+};
+
+static int dict_push(pl_arena *a, void **items, uint32_t *n, uint32_t *cap, size_t elem)
+{
+    if (*n >= INT32_MAX)
+        return -1;
+    if (*n < *cap)
+        return 0;
+    uint32_t c = *cap ? *cap * 2 : 64;
+    void *p = pl_arena_grow(a, *items, *n, c, elem);
+    if (!p)
+        return -1;
+    *items = p;
+    *cap = c;
+    return 0;
+}
+
+#define DICT_PUSH(o, field)                                                                        \
+    dict_push(&(o)->b->arena, (void **)&(o)->d->field, &(o)->d->n_##field, &(o)->d->cap_##field,   \
+              sizeof(*(o)->d->field))
+
+/* Finds or appends an entry whose serialised content is in o->kb. */
+#define DEDUP_OR_APPEND(m, table, field, ...)                                                      \
+    do {                                                                                           \
+        dict_out *o_ = (m)->out;                                                                   \
+        if (o_->kb.oom) {                                                                          \
+            (m)->oom = true;                                                                       \
+            return 0;                                                                              \
+        }                                                                                          \
+        uint64_t h_ = hash_bytes(o_->kb.p, o_->kb.n);                                              \
+        size_t slot_;                                                                              \
+        int32_t found_ = dedup_find(&o_->table, o_->kb.p, (uint32_t)o_->kb.n, h_, &slot_);         \
+        if (found_ < 0) {                                                                          \
+            (m)->oom = true;                                                                       \
+            return 0;                                                                              \
+        }                                                                                          \
+        if (found_ > 0) {                                                                          \
+            result = found_;                                                                       \
+        } else {                                                                                   \
+            if (DICT_PUSH(o_, field)) {                                                            \
+                (m)->oom = true;                                                                   \
+                return 0;                                                                          \
+            }                                                                                      \
+            result = (int32_t)o_->d->n_##field;                                                    \
+            __VA_ARGS__;                                                                           \
+            o_->d->n_##field++;                                                                    \
+            if (dedup_insert(&o_->table, slot_, o_->kb.p, (uint32_t)o_->kb.n, h_, result)) {       \
+                (m)->oom = true;                                                                   \
+                return 0;                                                                          \
+            }                                                                                      \
+        }                                                                                          \
+    } while (0)
+
+static bool in_range(int32_t i, uint32_t n)
+{
+    return i > 0 && (uint32_t)i < n;
+}
+
+static int32_t remap_string(remap *m, int32_t old)
+{
+    if (!in_range(old, m->src->n_strings) || m->oom)
+        return 0;
+    if (m->strings[old])
+        return m->strings[old];
+    pl_bytes s = m->src->strings[old];
+    if (!s.len)
+        return 0; /* an empty string is index 0 */
+    dict_out *o = m->out;
+    o->kb.n = 0;
+    kb_put(&o->kb, s.ptr, s.len);
+    int32_t result;
+    DEDUP_OR_APPEND(m, strings, strings, {
+        pl_bytes copy = {NULL, 0};
+        char *p = pl_arena_memdup(&o_->b->arena, s.ptr, s.len);
+        if (!p) {
+            m->oom = true;
+            return 0;
+        }
+        copy.ptr = (const uint8_t *)p;
+        copy.len = s.len;
+        o_->d->strings[result] = copy;
+    });
+    m->strings[old] = result;
+    return result;
+}
+
+static int32_t remap_attribute(remap *m, int32_t old);
+
+/* Remaps a list of attribute indices into new arena memory. */
+static int32_t *remap_attr_list(remap *m, const int32_t *idx, uint32_t n)
+{
+    if (!n)
+        return NULL;
+    int32_t *out = pl_arena_alloc(&m->out->b->arena, n * sizeof(int32_t));
+    if (!out) {
+        m->oom = true;
+        return NULL;
+    }
+    for (uint32_t i = 0; i < n; i++)
+        out[i] = remap_attribute(m, idx[i]);
+    return out;
+}
+
+/* Serialises a (remapped) value into the key buffer. */
+static void kb_value(keybuf *k, const pl_value *v)
+{
+    uint8_t t = (uint8_t)v->type;
+    KB_PUT(k, t);
+    switch (v->type) {
+    case PL_VALUE_STRING:
+    case PL_VALUE_BYTES:
+        KB_PUT(k, v->u.str.len);
+        kb_put(k, v->u.str.ptr, v->u.str.len);
+        break;
+    case PL_VALUE_BOOL: {
+        uint8_t b = v->u.b;
+        KB_PUT(k, b);
+        break;
+    }
+    case PL_VALUE_INT:
+        KB_PUT(k, v->u.i);
+        break;
+    case PL_VALUE_DOUBLE:
+        KB_PUT(k, v->u.d);
+        break;
+    case PL_VALUE_STRINDEX:
+        KB_PUT(k, v->u.strindex);
+        break;
+    case PL_VALUE_ARRAY:
+        KB_PUT(k, v->u.array.n);
+        for (uint32_t i = 0; i < v->u.array.n; i++)
+            kb_value(k, &v->u.array.items[i]);
+        break;
+    case PL_VALUE_KVLIST:
+        KB_PUT(k, v->u.kvlist.n);
+        for (uint32_t i = 0; i < v->u.kvlist.n; i++) {
+            const pl_kv *kv = &v->u.kvlist.items[i];
+            KB_PUT(k, kv->key.len);
+            kb_put(k, kv->key.ptr, kv->key.len);
+            KB_PUT(k, kv->key_strindex);
+            kb_value(k, &kv->value);
+        }
+        break;
+    default:
+        break;
+    }
+}
+
+static int32_t remap_attribute(remap *m, int32_t old)
+{
+    if (!in_range(old, m->src->n_attributes) || m->oom)
+        return 0;
+    if (m->attributes[old])
+        return m->attributes[old];
+    const pl_kvu *a = &m->src->attributes[old];
+    int32_t key = remap_string(m, a->key_strindex);
+    int32_t unit = remap_string(m, a->unit_strindex);
+    /* The value is copied into the output arena with its string indices
+     * remapped, then serialised for deduplication. */
+    copier c = {&m->out->b->arena, m, false};
+    pl_value v = a->value;
+    copy_value(&c, &v);
+    if (c.oom || m->oom) {
+        m->oom = true;
+        return 0;
+    }
+    dict_out *o = m->out;
+    o->kb.n = 0;
+    KB_PUT(&o->kb, key);
+    KB_PUT(&o->kb, unit);
+    kb_value(&o->kb, &v);
+    int32_t result;
+    DEDUP_OR_APPEND(m, attributes, attributes, {
+        pl_kvu *e = &o_->d->attributes[result];
+        e->key_strindex = key;
+        e->unit_strindex = unit;
+        e->value = v;
+    });
+    m->attributes[old] = result;
+    return result;
+}
+
+static int32_t remap_function(remap *m, int32_t old)
+{
+    if (!in_range(old, m->src->n_functions) || m->oom)
+        return 0;
+    if (m->functions[old])
+        return m->functions[old];
+    pl_function f = m->src->functions[old];
+    f.name_strindex = remap_string(m, f.name_strindex);
+    f.system_name_strindex = remap_string(m, f.system_name_strindex);
+    f.filename_strindex = remap_string(m, f.filename_strindex);
+    dict_out *o = m->out;
+    o->kb.n = 0;
+    KB_PUT(&o->kb, f.name_strindex);
+    KB_PUT(&o->kb, f.system_name_strindex);
+    KB_PUT(&o->kb, f.filename_strindex);
+    KB_PUT(&o->kb, f.start_line);
+    int32_t result;
+    DEDUP_OR_APPEND(m, functions, functions, { o_->d->functions[result] = f; });
+    m->functions[old] = result;
+    return result;
+}
+
+static int32_t remap_mapping(remap *m, int32_t old)
+{
+    if (!in_range(old, m->src->n_mappings) || m->oom)
+        return 0;
+    if (m->mappings[old])
+        return m->mappings[old];
+    pl_mapping mp = m->src->mappings[old];
+    mp.filename_strindex = remap_string(m, mp.filename_strindex);
+    mp.attribute_indices = remap_attr_list(m, mp.attribute_indices, mp.n_attribute_indices);
+    if (m->oom)
+        return 0;
+    dict_out *o = m->out;
+    o->kb.n = 0;
+    KB_PUT(&o->kb, mp.memory_start);
+    KB_PUT(&o->kb, mp.memory_limit);
+    KB_PUT(&o->kb, mp.file_offset);
+    KB_PUT(&o->kb, mp.filename_strindex);
+    kb_put(&o->kb, mp.attribute_indices, mp.n_attribute_indices * sizeof(int32_t));
+    int32_t result;
+    DEDUP_OR_APPEND(m, mappings, mappings, { o_->d->mappings[result] = mp; });
+    m->mappings[old] = result;
+    return result;
+}
+
+static int32_t remap_location(remap *m, int32_t old)
+{
+    if (!in_range(old, m->src->n_locations) || m->oom)
+        return 0;
+    if (m->locations[old])
+        return m->locations[old];
+    pl_location loc = m->src->locations[old];
+    loc.mapping_index = remap_mapping(m, loc.mapping_index);
+    if (loc.n_lines) {
+        pl_line *lines = pl_arena_alloc(&m->out->b->arena, loc.n_lines * sizeof(pl_line));
+        if (!lines) {
+            m->oom = true;
+            return 0;
+        }
+        for (uint32_t i = 0; i < loc.n_lines; i++) {
+            lines[i] = loc.lines[i];
+            lines[i].function_index = remap_function(m, loc.lines[i].function_index);
+        }
+        loc.lines = lines;
+    }
+    loc.attribute_indices = remap_attr_list(m, loc.attribute_indices, loc.n_attribute_indices);
+    if (m->oom)
+        return 0;
+    dict_out *o = m->out;
+    o->kb.n = 0;
+    KB_PUT(&o->kb, loc.mapping_index);
+    KB_PUT(&o->kb, loc.address);
+    KB_PUT(&o->kb, loc.n_lines);
+    for (uint32_t i = 0; i < loc.n_lines; i++) {
+        KB_PUT(&o->kb, loc.lines[i].function_index);
+        KB_PUT(&o->kb, loc.lines[i].line);
+        KB_PUT(&o->kb, loc.lines[i].column);
+    }
+    kb_put(&o->kb, loc.attribute_indices, loc.n_attribute_indices * sizeof(int32_t));
+    int32_t result;
+    DEDUP_OR_APPEND(m, locations, locations, { o_->d->locations[result] = loc; });
+    m->locations[old] = result;
+    return result;
+}
+
+static int32_t remap_stack(remap *m, int32_t old)
+{
+    if (!in_range(old, m->src->n_stacks) || m->oom)
+        return 0;
+    if (m->stacks[old])
+        return m->stacks[old];
+    pl_stack st = m->src->stacks[old];
+    if (st.n_location_indices) {
+        int32_t *li = pl_arena_alloc(&m->out->b->arena, st.n_location_indices * sizeof(int32_t));
+        if (!li) {
+            m->oom = true;
+            return 0;
+        }
+        for (uint32_t i = 0; i < st.n_location_indices; i++)
+            li[i] = remap_location(m, st.location_indices[i]);
+        st.location_indices = li;
+    }
+    if (m->oom)
+        return 0;
+    dict_out *o = m->out;
+    o->kb.n = 0;
+    kb_put(&o->kb, st.location_indices, st.n_location_indices * sizeof(int32_t));
+    int32_t result;
+    DEDUP_OR_APPEND(m, stacks, stacks, { o_->d->stacks[result] = st; });
+    m->stacks[old] = result;
+    return result;
+}
+
+static int32_t remap_link(remap *m, int32_t old)
+{
+    if (!in_range(old, m->src->n_links) || m->oom)
+        return 0;
+    if (m->links[old])
+        return m->links[old];
+    pl_link l = m->src->links[old];
+    dict_out *o = m->out;
+    o->kb.n = 0;
+    KB_PUT(&o->kb, l.trace_id_len);
+    KB_PUT(&o->kb, l.span_id_len);
+    kb_put(&o->kb, l.trace_id, l.trace_id_len);
+    kb_put(&o->kb, l.span_id, l.span_id_len);
+    int32_t result;
+    DEDUP_OR_APPEND(m, links, links, { o_->d->links[result] = l; });
+    m->links[old] = result;
+    return result;
+}
+
+static void remap_free(remap *m)
+{
+    free(m->strings);
+    free(m->functions);
+    free(m->mappings);
+    free(m->locations);
+    free(m->stacks);
+    free(m->links);
+    free(m->attributes);
+}
+
+static bool remap_init(remap *m, const pl_dictionary *src)
+{
+    memset(m, 0, sizeof(*m));
+    m->src = src;
+    m->strings = calloc(src->n_strings + 1, sizeof(int32_t));
+    m->functions = calloc(src->n_functions + 1, sizeof(int32_t));
+    m->mappings = calloc(src->n_mappings + 1, sizeof(int32_t));
+    m->locations = calloc(src->n_locations + 1, sizeof(int32_t));
+    m->stacks = calloc(src->n_stacks + 1, sizeof(int32_t));
+    m->links = calloc(src->n_links + 1, sizeof(int32_t));
+    m->attributes = calloc(src->n_attributes + 1, sizeof(int32_t));
+    if (!m->strings || !m->functions || !m->mappings || !m->locations || !m->stacks || !m->links ||
+        !m->attributes) {
+        remap_free(m);
+        return false;
+    }
+    return true;
+}
+
+/* Forgets every mapping (a new output dictionary starts). */
+static void remap_reset(remap *m)
+{
+    const pl_dictionary *s = m->src;
+    memset(m->strings, 0, (s->n_strings + 1) * sizeof(int32_t));
+    memset(m->functions, 0, (s->n_functions + 1) * sizeof(int32_t));
+    memset(m->mappings, 0, (s->n_mappings + 1) * sizeof(int32_t));
+    memset(m->locations, 0, (s->n_locations + 1) * sizeof(int32_t));
+    memset(m->stacks, 0, (s->n_stacks + 1) * sizeof(int32_t));
+    memset(m->links, 0, (s->n_links + 1) * sizeof(int32_t));
+    memset(m->attributes, 0, (s->n_attributes + 1) * sizeof(int32_t));
+}
+
+static void dict_out_free(dict_out *o)
+{
+    dedup_free(&o->strings);
+    dedup_free(&o->functions);
+    dedup_free(&o->mappings);
+    dedup_free(&o->locations);
+    dedup_free(&o->stacks);
+    dedup_free(&o->links);
+    dedup_free(&o->attributes);
+    free(o->kb.p);
+    memset(o, 0, sizeof(*o));
+}
+
+typedef struct profiles_out {
+    dict_out dict;
+    uint32_t cap_resources, cap_scopes, cap_profiles;
+    size_t items;
+    unsigned generation; /* bumped per output batch, to reset remaps */
+    const pl_resource_profiles *src_rp;
+    const pl_scope_profiles *src_sp;
+    const pl_profile *src_prof;
+} profiles_out;
+
+static bool profiles_out_open(profiles_out *o, pl_batch *first, const pl_strlist *mkeys,
+                              uint64_t received)
+{
+    unsigned gen = o->generation + 1;
+    keybuf kb = o->dict.kb; /* keep the scratch buffer */
+    memset(o, 0, sizeof(*o));
+    o->generation = gen;
+    o->dict.kb = kb;
+    o->dict.kb.n = 0;
+    pl_batch *b = pl_batch_new(PL_SIGNAL_PROFILES);
+    if (!b)
+        return false;
+    b->received_unix_nano = received;
+    b->data.profiles.has_dictionary = true;
+    o->dict.b = b;
+    o->dict.d = &b->data.profiles.dict;
+    copier c = {&b->arena, NULL, false};
+    copy_metadata(&c, b, first, mkeys);
+    if (c.oom || pl_dict_ensure_zero_entries(&b->arena, o->dict.d) != 0) {
+        pl_batch_free(b);
+        o->dict.b = NULL;
+        return false;
+    }
+    return true;
+}
+
+/* Sends the current output batch and frees its dedup indexes. */
+static void profiles_out_emit(profiles_out *o, emitter *em)
+{
+    if (!o->dict.b)
+        return;
+    pl_batch *b = o->dict.b;
+    keybuf kb = o->dict.kb;
+    o->dict.kb = (keybuf){0};
+    dict_out_free(&o->dict);
+    o->dict.kb = kb;
+    emit(em, b);
+}
+
+static pl_status repack_profiles(pl_batch **in, size_t n_in, size_t limit, const pl_strlist *mkeys,
+                                 emitter *em)
+{
+    profiles_out o = {0};
+    uint64_t received = 0;
+    bool oom = false;
+    for (size_t k = 0; k < n_in; k++)
+        if (!received || (in[k]->received_unix_nano && in[k]->received_unix_nano < received))
+            received = in[k]->received_unix_nano;
+    for (size_t k = 0; k < n_in && !oom; k++) {
+        const pl_profiles *ps = &in[k]->data.profiles;
+        remap m;
+        if (!remap_init(&m, &ps->dict)) {
+            oom = true;
+            break;
+        }
+        unsigned remap_gen = 0;
+        for (uint32_t r = 0; r < ps->n_resources && !oom; r++) {
+            const pl_resource_profiles *rp = &ps->resources[r];
+            for (uint32_t s = 0; s < rp->n_scopes && !oom; s++) {
+                const pl_scope_profiles *sp = &rp->scopes[s];
+                for (uint32_t p = 0; p < sp->n_profiles && !oom; p++) {
+                    const pl_profile *prof = &sp->profiles[p];
+                    uint32_t i = 0;
+                    do {
+                        if (!o.dict.b && !profiles_out_open(&o, in[0], mkeys, received)) {
+                            oom = true;
+                            break;
+                        }
+                        if (remap_gen != o.generation) {
+                            remap_reset(&m);
+                            remap_gen = o.generation;
+                        }
+                        m.out = &o.dict;
+                        pl_batch *b = o.dict.b;
+                        copier c = {&b->arena, &m, false};
+                        pl_profiles *ops = &b->data.profiles;
+                        if (o.src_rp != rp) {
+                            if (grow(&b->arena, (void **)&ops->resources, ops->n_resources,
+                                     &o.cap_resources, sizeof(pl_resource_profiles))) {
+                                oom = true;
+                                break;
+                            }
+                            pl_resource_profiles *nr = &ops->resources[ops->n_resources++];
+                            *nr = *rp;
+                            nr->scopes = NULL;
+                            nr->n_scopes = 0;
+                            nr->schema_url = copy_bytes(&c, rp->schema_url);
+                            copy_resource(&c, &nr->resource);
+                            o.src_rp = rp;
+                            o.src_sp = NULL;
+                            o.cap_scopes = 0;
+                        }
+                        pl_resource_profiles *cr = &ops->resources[ops->n_resources - 1];
+                        if (o.src_sp != sp) {
+                            if (grow(&b->arena, (void **)&cr->scopes, cr->n_scopes, &o.cap_scopes,
+                                     sizeof(pl_scope_profiles))) {
+                                oom = true;
+                                break;
+                            }
+                            pl_scope_profiles *ns = &cr->scopes[cr->n_scopes++];
+                            *ns = *sp;
+                            ns->profiles = NULL;
+                            ns->n_profiles = 0;
+                            ns->schema_url = copy_bytes(&c, sp->schema_url);
+                            copy_scope(&c, &ns->scope);
+                            o.src_sp = sp;
+                            o.src_prof = NULL;
+                            o.cap_profiles = 0;
+                        }
+                        pl_scope_profiles *cs = &cr->scopes[cr->n_scopes - 1];
+                        if (o.src_prof != prof) {
+                            if (grow(&b->arena, (void **)&cs->profiles, cs->n_profiles,
+                                     &o.cap_profiles, sizeof(pl_profile))) {
+                                oom = true;
+                                break;
+                            }
+                            pl_profile *np = &cs->profiles[cs->n_profiles++];
+                            *np = *prof;
+                            np->samples = NULL;
+                            np->n_samples = 0;
+                            np->sample_type.type_strindex =
+                                remap_string(&m, prof->sample_type.type_strindex);
+                            np->sample_type.unit_strindex =
+                                remap_string(&m, prof->sample_type.unit_strindex);
+                            np->period_type.type_strindex =
+                                remap_string(&m, prof->period_type.type_strindex);
+                            np->period_type.unit_strindex =
+                                remap_string(&m, prof->period_type.unit_strindex);
+                            np->attribute_indices = remap_attr_list(&m, prof->attribute_indices,
+                                                                    prof->n_attribute_indices);
+                            /* The raw payload describes the whole profile: it
+                             * goes with the part holding its first sample. */
+                            if (i == 0) {
+                                np->original_payload_format =
+                                    copy_bytes(&c, prof->original_payload_format);
+                                np->original_payload = copy_bytes(&c, prof->original_payload);
+                            } else {
+                                np->original_payload_format = (pl_bytes){NULL, 0};
+                                np->original_payload = (pl_bytes){NULL, 0};
+                            }
+                            o.src_prof = prof;
+                        }
+                        pl_profile *cp = &cs->profiles[cs->n_profiles - 1];
+                        uint32_t left = prof->n_samples - i;
+                        uint32_t room = (uint32_t)(limit - o.items < left ? limit - o.items : left);
+                        if (room) {
+                            pl_sample *smp = pl_arena_alloc(&b->arena, room * sizeof(pl_sample));
+                            if (!smp) {
+                                oom = true;
+                                break;
+                            }
+                            for (uint32_t j = 0; j < room; j++) {
+                                const pl_sample *src = &prof->samples[i + j];
+                                pl_sample *d = &smp[j];
+                                *d = *src;
+                                d->stack_index = remap_stack(&m, src->stack_index);
+                                d->link_index = remap_link(&m, src->link_index);
+                                d->attribute_indices = remap_attr_list(&m, src->attribute_indices,
+                                                                       src->n_attribute_indices);
+                                if (src->n_values) {
+                                    d->values =
+                                        pl_arena_alloc(&b->arena, src->n_values * sizeof(int64_t));
+                                    if (!d->values) {
+                                        oom = true;
+                                        break;
+                                    }
+                                    memcpy(d->values, src->values, src->n_values * sizeof(int64_t));
+                                }
+                                if (src->n_timestamps) {
+                                    d->timestamps_unix_nano = pl_arena_alloc(
+                                        &b->arena, src->n_timestamps * sizeof(uint64_t));
+                                    if (!d->timestamps_unix_nano) {
+                                        oom = true;
+                                        break;
+                                    }
+                                    memcpy(d->timestamps_unix_nano, src->timestamps_unix_nano,
+                                           src->n_timestamps * sizeof(uint64_t));
+                                }
+                            }
+                            /* Samples of one profile are contiguous in one
+                             * output: append by growing the array. */
+                            if (!oom) {
+                                pl_sample *all =
+                                    cp->n_samples
+                                        ? pl_arena_grow(&b->arena, cp->samples, cp->n_samples,
+                                                        cp->n_samples + room, sizeof(pl_sample))
+                                        : smp;
+                                if (!all) {
+                                    oom = true;
+                                    break;
+                                }
+                                if (all != smp)
+                                    memcpy(all + cp->n_samples, smp, room * sizeof(pl_sample));
+                                cp->samples = all;
+                                cp->n_samples += room;
+                            }
+                            o.items += room;
+                            i += room;
+                        }
+                        if (c.oom || m.oom)
+                            oom = true;
+                        if (!oom && o.items >= limit) {
+                            profiles_out_emit(&o, em);
+                            o.dict.b = NULL;
+                        }
+                    } while (i < prof->n_samples && !oom);
+                }
+                if (sp->n_profiles == 0 && !oom) {
+                    /* Keep empty scopes as they came (rare; no re-indexing). */
+                    if (!o.dict.b && !profiles_out_open(&o, in[0], mkeys, received)) {
+                        oom = true;
+                        break;
+                    }
+                    if (remap_gen != o.generation) {
+                        remap_reset(&m);
+                        remap_gen = o.generation;
+                    }
+                    m.out = &o.dict;
+                    pl_batch *b = o.dict.b;
+                    copier c = {&b->arena, &m, false};
+                    pl_profiles *ops = &b->data.profiles;
+                    if (o.src_rp != rp) {
+                        if (grow(&b->arena, (void **)&ops->resources, ops->n_resources,
+                                 &o.cap_resources, sizeof(pl_resource_profiles))) {
+                            oom = true;
+                            break;
+                        }
+                        pl_resource_profiles *nr = &ops->resources[ops->n_resources++];
+                        *nr = *rp;
+                        nr->scopes = NULL;
+                        nr->n_scopes = 0;
+                        copy_resource(&c, &nr->resource);
+                        o.src_rp = rp;
+                        o.cap_scopes = 0;
+                    }
+                    pl_resource_profiles *cr = &ops->resources[ops->n_resources - 1];
+                    if (grow(&b->arena, (void **)&cr->scopes, cr->n_scopes, &o.cap_scopes,
+                             sizeof(pl_scope_profiles))) {
+                        oom = true;
+                        break;
+                    }
+                    pl_scope_profiles *ns = &cr->scopes[cr->n_scopes++];
+                    *ns = *sp;
+                    copy_scope(&c, &ns->scope);
+                    o.src_sp = sp;
+                    if (c.oom || m.oom)
+                        oom = true;
+                }
+            }
+        }
+        remap_free(&m);
+    }
+    if (oom) {
+        pl_batch *b = o.dict.b;
+        dict_out_free(&o.dict);
+        pl_batch_free(b);
+        return PL_ERR_NOMEM;
+    }
+    if (o.dict.b)
+        profiles_out_emit(&o, em);
+    free(o.dict.kb.p);
+    return PL_OK;
+}
+
+/* ---- the processor ------------------------------------------------------ */
+
+typedef struct group {
+    struct group *next_group;
+    pl_signal signal;
+    pl_consumer *next;
+    char *meta; /* serialised metadata values ("" without metadata_keys) */
+    size_t meta_len;
+    pl_batch **pending;
+    size_t n_pending, cap_pending;
+    size_t items;
+    uint64_t deadline; /* monotonic ns; valid while n_pending > 0 */
+} group;
+
+typedef struct batcher {
+    char id[128];
+    pl_stats *stats;
+    uv_loop_t *loop;
+    uv_timer_t timer;
+    bool timer_init;
+    size_t send_size, max_size;
+    uint64_t timeout_ns;
+    pl_strlist metadata_keys;
+    size_t cardinality_limit;
+    group *groups;
+    size_t n_groups;
+    bool shutting_down;
+    uint64_t *size_trigger, *timeout_trigger, *batches_sent, *send_failures, *card_refusals;
+    int64_t *pending_gauge;
+    uint64_t local[5];
+    int64_t local_gauge;
+} batcher;
+
+static pl_status batch_create(const pl_create_settings *s, const void *config, void **out,
+                              pl_err *err)
+{
+    const batch_cfg *c = config;
+    if (c->send_batch_size < 0 || c->send_batch_max_size < 0 || c->timeout < 0)
+        return pl_errf(err, PL_ERR_INVALID, "negative batch sizes or timeout");
+    batcher *b = calloc(1, sizeof(*b));
+    if (!b)
+        return pl_errf(err, PL_ERR_NOMEM, "out of memory");
+    snprintf(b->id, sizeof(b->id), "%s", s && s->id ? s->id : "batch");
+    b->stats = s ? s->stats : NULL;
+    b->loop = s ? s->loop : NULL;
+    b->send_size = (size_t)c->send_batch_size;
+    b->max_size = (size_t)c->send_batch_max_size;
+    b->timeout_ns = (uint64_t)c->timeout;
+    b->cardinality_limit = (size_t)c->metadata_cardinality_limit;
+    if (c->metadata_keys.n) {
+        b->metadata_keys.items = calloc(c->metadata_keys.n, sizeof(char *));
+        if (!b->metadata_keys.items) {
+            free(b);
+            return pl_errf(err, PL_ERR_NOMEM, "out of memory");
+        }
+        for (size_t i = 0; i < c->metadata_keys.n; i++) {
+            b->metadata_keys.items[i] = strdup(c->metadata_keys.items[i]);
+            b->metadata_keys.n = i + 1;
+            if (!b->metadata_keys.items[i]) {
+                for (size_t j = 0; j < i; j++)
+                    free(b->metadata_keys.items[j]);
+                free(b->metadata_keys.items);
+                free(b);
+                return pl_errf(err, PL_ERR_NOMEM, "out of memory");
+            }
+        }
+    }
+    uint64_t **counters[] = {&b->size_trigger, &b->timeout_trigger, &b->batches_sent,
+                             &b->send_failures, &b->card_refusals};
+    static const char *const names[] = {"batch_size_trigger_send", "timeout_trigger_send",
+                                        "batches_sent", "send_failed_items",
+                                        "metadata_cardinality_refusals"};
+    static const char *const help[] = {
+        "sends triggered by send_batch_size", "sends triggered by the timeout",
+        "batches handed downstream", "items whose downstream send failed",
+        "batches refused: too many distinct metadata combinations"};
+    for (int i = 0; i < 5; i++) {
+        *counters[i] = b->stats ? pl_stats_counter(b->stats, names[i], help[i]) : NULL;
+        if (!*counters[i])
+            *counters[i] = &b->local[i];
+    }
+    b->pending_gauge =
+        b->stats ? pl_stats_gauge(b->stats, "pending_items", "items held, waiting to be sent")
+                 : NULL;
+    if (!b->pending_gauge)
+        b->pending_gauge = &b->local_gauge;
+    if (b->loop) {
+        if (uv_timer_init(b->loop, &b->timer) != 0) {
+            free(b);
+            return pl_errf(err, PL_ERR_INTERNAL, "cannot create the batch timer");
+        }
+        b->timer.data = b;
+        b->timer_init = true;
+    }
+    *out = b;
+    return PL_OK;
+}
+
+static pl_status batch_start(void *self, pl_err *err)
+{
+    return PL_OK;
+}
+
+/* Serialises the values of metadata_keys: "v1\0v2\0" with a presence byte. */
+static char *metadata_signature(const batcher *b, const pl_batch *batch, size_t *len)
+{
+    size_t n = 1;
+    for (size_t k = 0; k < b->metadata_keys.n; k++) {
+        pl_bytes v;
+        n += 2;
+        if (pl_batch_metadata_get(batch, b->metadata_keys.items[k], &v))
+            n += v.len;
+    }
+    char *s = malloc(n);
+    if (!s)
+        return NULL;
+    size_t o = 0;
+    for (size_t k = 0; k < b->metadata_keys.n; k++) {
+        pl_bytes v;
+        if (pl_batch_metadata_get(batch, b->metadata_keys.items[k], &v)) {
+            s[o++] = 1;
+            memcpy(s + o, v.ptr, v.len);
+            o += v.len;
+        } else {
+            s[o++] = 0;
+        }
+        s[o++] = 0;
+    }
+    s[o] = 0;
+    *len = o;
+    return s;
+}
+
+static group *find_group(batcher *b, pl_batch *batch, pl_consumer *next, bool *refused)
+{
+    *refused = false;
+    size_t len;
+    char *sig = metadata_signature(b, batch, &len);
+    if (!sig)
+        return NULL;
+    for (group *g = b->groups; g; g = g->next_group) {
+        if (g->signal == batch->signal && g->next == next && g->meta_len == len &&
+            memcmp(g->meta, sig, len) == 0) {
+            free(sig);
+            return g;
+        }
+    }
+    /* Groups left empty are reused first, so the limit counts live ones. */
+    if (b->cardinality_limit && b->metadata_keys.n) {
+        size_t live = 0;
+        for (group *g = b->groups; g; g = g->next_group)
+            live += g->n_pending > 0;
+        if (live >= b->cardinality_limit) {
+            free(sig);
+            *refused = true;
+            return NULL;
+        }
+    }
+    group *g = NULL;
+    for (group **pp = &b->groups; *pp; pp = &(*pp)->next_group) {
+        if ((*pp)->n_pending == 0 && b->n_groups > 64) { /* recycle an idle group */
+            g = *pp;
+            free(g->meta);
+            break;
+        }
+    }
+    if (!g) {
+        g = calloc(1, sizeof(*g));
+        if (!g) {
+            free(sig);
+            return NULL;
+        }
+        g->next_group = b->groups;
+        b->groups = g;
+        b->n_groups++;
+    }
+    g->signal = batch->signal;
+    g->next = next;
+    g->meta = sig;
+    g->meta_len = len;
+    return g;
+}
+
+/* Sends what a group holds; returns the first downstream error. */
+static pl_status flush_group(batcher *b, group *g)
+{
+    if (!g->n_pending)
+        return PL_OK;
+    pl_batch **in = g->pending;
+    size_t n = g->n_pending, items = g->items;
+    g->pending = NULL;
+    g->n_pending = g->cap_pending = 0;
+    g->items = 0;
+    *b->pending_gauge -= (int64_t)items;
+    emitter em = {.next = g->next, .first_error = PL_OK};
+    size_t limit = b->max_size ? b->max_size : SIZE_MAX;
+    pl_status st = PL_OK;
+    if (n == 1 && items <= limit) {
+        emit(&em, in[0]); /* nothing to merge or split: no copy */
+    } else {
+        st = in[0]->signal == PL_SIGNAL_TRACES
+                 ? repack_traces(in, n, limit, &b->metadata_keys, &em)
+                 : repack_profiles(in, n, limit, &b->metadata_keys, &em);
+        for (size_t i = 0; i < n; i++)
+            pl_batch_free(in[i]);
+        if (st != PL_OK) {
+            /* Out of memory half-way: the items not yet emitted are lost. */
+            pl_error(b->id, "out of memory while merging batches; up to %zu %s dropped", items,
+                     pl_signal_name(g->signal));
+            pl_stats_add(b->stats, g->signal, PL_STAT_DROPPED, items);
+        }
+    }
+    free(in);
+    *b->batches_sent += em.batches;
+    if (em.failed_items) {
+        *b->send_failures += em.failed_items;
+        pl_warn(b->id, "downstream refused %zu %s: %s", em.failed_items, pl_signal_name(g->signal),
+                pl_status_name(em.first_error));
+    }
+    return st != PL_OK ? st : em.first_error;
+}
+
+static pl_status flush_all(batcher *b)
+{
+    pl_status first = PL_OK;
+    for (group *g = b->groups; g; g = g->next_group) {
+        pl_status st = flush_group(b, g);
+        if (first == PL_OK)
+            first = st;
+    }
+    return first;
+}
+
+static void on_timer(uv_timer_t *t);
+
+static void arm_timer(batcher *b)
+{
+    if (!b->timer_init || b->shutting_down)
+        return;
+    uint64_t earliest = 0;
+    for (group *g = b->groups; g; g = g->next_group)
+        if (g->n_pending && (!earliest || g->deadline < earliest))
+            earliest = g->deadline;
+    if (!earliest) {
+        uv_timer_stop(&b->timer);
+        return;
+    }
+    uint64_t now = pl_time_mono_ns();
+    uint64_t delay_ms = earliest > now ? (earliest - now + 999999) / 1000000 : 0;
+    uv_timer_start(&b->timer, on_timer, delay_ms, 0);
+}
+
+static void on_timer(uv_timer_t *t)
+{
+    batcher *b = t->data;
+    uint64_t now = pl_time_mono_ns();
+    for (group *g = b->groups; g; g = g->next_group) {
+        if (g->n_pending && g->deadline <= now + 500000) {
+            (*b->timeout_trigger)++;
+            flush_group(b, g);
+        }
+    }
+    arm_timer(b);
+}
+
+static pl_status batch_consume(void *self, pl_batch *batch, pl_consumer *next)
+{
+    batcher *b = self;
+    size_t items = pl_batch_items(batch);
+    if (batch->signal != PL_SIGNAL_TRACES && batch->signal != PL_SIGNAL_PROFILES) {
+        pl_stats_add(b->stats, batch->signal, PL_STAT_ACCEPTED, items);
+        return pl_consumer_consume(next, batch);
+    }
+    bool empty = batch->signal == PL_SIGNAL_TRACES ? batch->data.traces.n_resources == 0
+                                                   : batch->data.profiles.n_resources == 0;
+    if (empty) { /* nothing to send */
+        pl_batch_free(batch);
+        return PL_OK;
+    }
+    if (pl_memory_state_get() == PL_MEMORY_HARD || b->shutting_down) {
+        /* Hold nothing: release what we have, pass this one on. */
+        pl_status st = flush_all(b);
+        pl_stats_add(b->stats, batch->signal, PL_STAT_ACCEPTED, items);
+        pl_status st2 = pl_consumer_consume(next, batch);
+        arm_timer(b);
+        return st2 != PL_OK ? st2 : st;
+    }
+    bool refused;
+    group *g = find_group(b, batch, next, &refused);
+    if (!g) {
+        if (refused) {
+            (*b->card_refusals)++;
+            pl_warn(b->id, "more than %zu distinct metadata combinations held; refusing",
+                    b->cardinality_limit);
+        }
+        pl_stats_add(b->stats, batch->signal, PL_STAT_REFUSED, items);
+        pl_batch_free(batch);
+        return refused ? PL_ERR_REFUSED : PL_ERR_NOMEM;
+    }
+    if (g->n_pending == g->cap_pending) {
+        size_t cap = g->cap_pending ? g->cap_pending * 2 : 8;
+        pl_batch **p = realloc(g->pending, cap * sizeof(*p));
+        if (!p) {
+            pl_stats_add(b->stats, batch->signal, PL_STAT_REFUSED, items);
+            pl_batch_free(batch);
+            return PL_ERR_NOMEM;
+        }
+        g->pending = p;
+        g->cap_pending = cap;
+    }
+    pl_stats_add(b->stats, batch->signal, PL_STAT_ACCEPTED, items);
+    if (g->n_pending == 0)
+        g->deadline = pl_time_mono_ns() + b->timeout_ns;
+    g->pending[g->n_pending++] = batch;
+    g->items += items;
+    *b->pending_gauge += (int64_t)items;
+    if (b->timeout_ns == 0 || (b->send_size && g->items >= b->send_size)) {
+        if (b->timeout_ns)
+            (*b->size_trigger)++;
+        pl_status st = flush_group(b, g);
+        arm_timer(b);
+        return st;
+    }
+    if (g->n_pending == 1)
+        arm_timer(b);
+    return PL_OK;
+}
+
+static void batch_shutdown(void *self)
+{
+    batcher *b = self;
+    b->shutting_down = true;
+    flush_all(b);
+    if (b->timer_init && !uv_is_closing((uv_handle_t *)&b->timer)) {
+        uv_timer_stop(&b->timer);
+        uv_close((uv_handle_t *)&b->timer, NULL);
+    }
+}
+
+static size_t batch_pending(void *self)
+{
+    batcher *b = self;
+    return *b->pending_gauge > 0 ? (size_t)*b->pending_gauge : 0;
+}
+
+static void batch_destroy(void *self)
+{
+    batcher *b = self;
+    if (!b)
+        return;
+    group *g = b->groups;
+    while (g) {
+        group *n = g->next_group;
+        for (size_t i = 0; i < g->n_pending; i++)
+            pl_batch_free(g->pending[i]);
+        free(g->pending);
+        free(g->meta);
+        free(g);
+        g = n;
+    }
+    for (size_t i = 0; i < b->metadata_keys.n; i++)
+        free(b->metadata_keys.items[i]);
+    free(b->metadata_keys.items);
+    free(b);
+}
+
+const pl_component_type pl_processor_batch = {
+    .type = "batch",
+    .kind = PL_KIND_PROCESSOR,
+    .signals = PL_SIGNALS_ALL,
+    .description = "merges small requests into larger ones (per signal and metadata), splits "
+                   "oversized ones",
+    .config = &batch_section,
+    .create = batch_create,
+    .start = batch_start,
+    .consume = batch_consume,
+    .shutdown = batch_shutdown,
+    .pending = batch_pending,
+    .destroy = batch_destroy,
+};
