@@ -148,8 +148,8 @@ void pl_cfg_errorf(pl_cfg_ctx *ctx, const char *key, const char *fmt, ...)
     char msg[900];
     vsnprintf(msg, sizeof(msg), fmt, ap);
     va_end(ap);
-    if (key && at && at->kind != PL_NODE_SCALAR)
-        pl_cfg_errors_at(ctx->errs, at, "%s: %s", key, msg);
+    if (key)
+        pl_cfg_errors_at(ctx->errs, at, "'%s': %s", key, msg);
     else
         pl_cfg_errors_at(ctx->errs, at, "%s", msg);
     ctx->n_errors++;

@@ -441,9 +441,10 @@ static pl_cfg_node *build_node(builder *b, yaml_event_t *ev, int depth, bool is_
             if (is_map) {
                 for (size_t i = 0; i < node->n; i++) {
                     if (strcmp(node->keys[i]->value, key->value) == 0) {
+                        /* reported, but the tree stays usable so the
+                         * rest of the file is still checked */
                         pl_cfg_errors_at(b->errs, key, "duplicate key '%s' (first at line %d)",
                                          key->value, node->keys[i]->line);
-                        b->n_errors++;
                         break;
                     }
                 }

@@ -79,7 +79,8 @@ typedef struct pl_cfg_doc {
 } pl_cfg_doc;
 
 /* Parses YAML text. Returns the document (possibly with root NULL when the
- * text is empty), or NULL when there were errors (added to errs). */
+ * text is empty), or NULL when the text is not valid YAML. Duplicate keys are
+ * added to errs but still give a document, so later checks can run. */
 pl_cfg_doc *pl_cfg_doc_parse(const char *file, const char *text, size_t len, pl_cfg_errors *errs);
 /* Reads and parses a file; a file that cannot be read is one error
  * "path: cannot read: <reason>". */

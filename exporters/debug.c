@@ -42,7 +42,7 @@ static int debug_validate(void *cfg, pl_cfg_ctx *ctx)
 {
     debug_cfg *c = cfg;
     if (parse_verbosity(c->verbosity) < 0) {
-        pl_cfg_errorf(ctx, "verbosity", "unknown verbosity '%s' (basic, normal or detailed)",
+        pl_cfg_errorf(ctx, "verbosity", "must be basic, normal or detailed, not '%s'",
                       c->verbosity);
         return 1;
     }

@@ -7,6 +7,7 @@
 #include "core/component.h"
 
 /* receivers */
+extern const pl_component_type pl_receiver_otlp;
 /* processors */
 extern const pl_component_type pl_processor_batch;
 extern const pl_component_type pl_processor_memory_limiter;
@@ -16,8 +17,11 @@ extern const pl_component_type pl_processor_redaction;
 extern const pl_component_type pl_processor_correlation;
 /* exporters */
 extern const pl_component_type pl_exporter_debug;
+extern const pl_component_type pl_exporter_otlp;
+extern const pl_component_type pl_exporter_otlphttp;
 
 const pl_component_type *const pl_component_types[] = {
+    &pl_receiver_otlp,
     &pl_processor_correlation,
     &pl_processor_batch,
     &pl_processor_memory_limiter,
@@ -25,6 +29,8 @@ const pl_component_type *const pl_component_types[] = {
     &pl_processor_resource,
     &pl_processor_redaction,
     &pl_exporter_debug,
+    &pl_exporter_otlp,
+    &pl_exporter_otlphttp,
     NULL,
 };
 

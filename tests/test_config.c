@@ -1,0 +1,565 @@
+/*
+ * test_config.c: loading collector.yaml: good files decode to the right
+ * values, and every class of mistake is reported at its exact
+ * file:line:col, all of them in one pass.
+ */
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "config/config.h"
+#include "config/decode.h"
+#include "config/node.h"
+#include "core/log.h"
+#include "testlib.h"
+#include "pipeline_fixtures.h"
+
+static pl_cfg_errors errs;
+
+static pl_config *load(const char *text)
+{
+    pl_cfg_errors_free(&errs);
+    pl_cfg_errors_init(&errs);
+    return pl_config_load_string("t.yaml", text, strlen(text), &errs);
+}
+
+/* True when some error starts with `prefix` (e.g. "t.yaml:3:5: unknown key"). */
+static bool has_error(const char *prefix)
+{
+    for (size_t i = 0; i < errs.n; i++)
+        if (strncmp(errs.items[i].text, prefix, strlen(prefix)) == 0)
+            return true;
+    return false;
+}
+
+#define CHECK_ERROR(prefix)                                                                        \
+    do {                                                                                           \
+        if (!has_error(prefix)) {                                                                  \
+            PL_FAIL_("no error starting with \"%s\"; got:", prefix);                               \
+            for (size_t i_ = 0; i_ < errs.n; i_++)                                                 \
+                fprintf(stderr, "    %s\n", errs.items[i_].text);                                  \
+        }                                                                                          \
+    } while (0)
+
+static const pl_config_component *component(const pl_config *cfg, const char *id)
+{
+    for (size_t i = 0; i < cfg->n_components; i++)
+        if (strcmp(cfg->components[i].id, id) == 0)
+            return &cfg->components[i];
+    return NULL;
+}
+
+static const char good_yaml[] = "receivers:\n"
+                                "  feeder:\n"
+                                "processors:\n"
+                                "  kitchen/full:\n"
+                                "    endpoint: ${env:PL_TEST_HOST}:${PL_TEST_PORT}\n"
+                                "    max_items: 42\n"
+                                "    enabled: false\n"
+                                "    ratio: 0.25\n"
+                                "    timeout: 1m30s\n"
+                                "    max_size: 512KiB\n"
+                                "    attributes: [a, b, c]\n"
+                                "    headers:\n"
+                                "      x-api-key: \"$${not_expanded}\"\n"
+                                "      tenant: ${env:PL_TEST_MISSING:-fallback}\n"
+                                "    tls: {insecure: true}\n"
+                                "    rules:\n"
+                                "      - key: k1\n"
+                                "      - key: k2\n"
+                                "        action: delete\n"
+                                "  kitchen:\n"
+                                "exporters:\n"
+                                "  capture:\n"
+                                "  capture/2: {backlog: 3}\n"
+                                "service:\n"
+                                "  shutdown_timeout: 2s\n"
+                                "  telemetry:\n"
+                                "    logs: {level: debug}\n"
+                                "    metrics: {address: \"\"}\n"
+                                "  pipelines:\n"
+                                "    traces:\n"
+                                "      receivers: [feeder]\n"
+                                "      processors: [kitchen/full, kitchen]\n"
+                                "      exporters: [capture]\n"
+                                "    traces/second:\n"
+                                "      receivers: [feeder]\n"
+                                "      processors: [kitchen]\n"
+                                "      exporters: [capture, capture/2]\n"
+                                "    profiles:\n"
+                                "      receivers: [feeder]\n"
+                                "      exporters: [capture]\n";
+
+static void test_good_file_decodes_every_type(void)
+{
+    setenv("PL_TEST_HOST", "collector.local", 1);
+    setenv("PL_TEST_PORT", "4317", 1);
+    unsetenv("PL_TEST_MISSING");
+    pl_config *cfg = load(good_yaml);
+    for (size_t i = 0; i < errs.n; i++)
+        fprintf(stderr, "    %s\n", errs.items[i].text);
+    REQUIRE(cfg != NULL);
+    CHECK_EQ_UINT(cfg->n_pipelines, 3);
+    CHECK_EQ_UINT(cfg->n_components, 5);
+
+    const pl_config_component *full = component(cfg, "kitchen/full");
+    REQUIRE(full && full->type == &fx_kitchen);
+    const kitchen_cfg *k = full->cfg;
+    CHECK_EQ_STR(k->endpoint, "collector.local:4317");
+    CHECK_EQ_INT(k->max_items, 42);
+    CHECK(k->enabled == false);
+    CHECK(k->ratio == 0.25);
+    CHECK_EQ_INT(k->timeout, 90LL * 1000000000LL);
+    CHECK_EQ_UINT(k->max_size, 512 * 1024);
+    REQUIRE(k->attributes.n == 3);
+    CHECK_EQ_STR(k->attributes.items[2], "c");
+    REQUIRE(k->headers.n == 2);
+    CHECK_EQ_STR(k->headers.keys[0], "x-api-key");
+    CHECK_EQ_STR(k->headers.values[0], "${not_expanded}");
+    CHECK_EQ_STR(k->headers.values[1], "fallback");
+    CHECK(k->tls.insecure == true);
+    CHECK(k->tls.ca_file == NULL);
+    REQUIRE(k->rules.n == 2);
+    const kitchen_rule *rules = k->rules.items;
+    CHECK_EQ_STR(rules[0].key, "k1");
+    CHECK_EQ_STR(rules[0].action, "upsert");
+    CHECK_EQ_STR(rules[1].action, "delete");
+
+    /* the same type with nothing set gets every default from the table */
+    const pl_config_component *plain = component(cfg, "kitchen");
+    REQUIRE(plain != NULL);
+    const kitchen_cfg *d = plain->cfg;
+    CHECK_EQ_STR(d->endpoint, "127.0.0.1:4317");
+    CHECK_EQ_INT(d->max_items, 100);
+    CHECK(d->enabled == true);
+    CHECK(d->ratio == 0.5);
+    CHECK_EQ_INT(d->timeout, 5LL * 1000000000LL);
+    CHECK_EQ_UINT(d->max_size, 4u << 20);
+    REQUIRE(d->attributes.n == 2);
+    CHECK_EQ_STR(d->attributes.items[0], "http.route");
+    CHECK_EQ_UINT(d->rules.n, 0);
+
+    /* signals are the union over the pipelines; shared ids are one entry */
+    const pl_config_component *cap = component(cfg, "capture");
+    REQUIRE(cap != NULL);
+    CHECK_EQ_UINT(cap->signals,
+                  PL_SIGNAL_MASK(PL_SIGNAL_TRACES) | PL_SIGNAL_MASK(PL_SIGNAL_PROFILES));
+    CHECK_EQ_INT(cap->n_pipelines, 3);
+    CHECK_EQ_INT(component(cfg, "kitchen")->n_pipelines, 2);
+
+    CHECK_EQ_STR(cfg->pipelines[1].name, "traces/second");
+    CHECK_EQ_INT(cfg->pipelines[1].signal, PL_SIGNAL_TRACES);
+    CHECK_EQ_UINT(cfg->pipelines[1].n_exporters, 2);
+    CHECK_EQ_INT(cfg->pipelines[2].signal, PL_SIGNAL_PROFILES);
+    CHECK_EQ_INT(cfg->service.shutdown_timeout, 2000000000LL);
+    CHECK_EQ_INT(cfg->log_level, PL_LOG_DEBUG);
+    CHECK(pl_config_metrics_address(cfg) == NULL);
+    pl_config_free(cfg);
+}
+
+static void test_service_defaults(void)
+{
+    pl_config *cfg = load("receivers: {feeder: }\n"
+                          "exporters: {capture: }\n"
+                          "service:\n"
+                          "  pipelines:\n"
+                          "    traces: {receivers: [feeder], exporters: [capture]}\n");
+    REQUIRE(cfg != NULL);
+    CHECK_EQ_STR(pl_config_metrics_address(cfg), "127.0.0.1:8888");
+    CHECK(!cfg->metrics_address_set);
+    CHECK_EQ_INT(cfg->service.shutdown_timeout, 10LL * 1000000000LL);
+    CHECK_EQ_INT(cfg->log_level, PL_LOG_INFO);
+    pl_config_free(cfg);
+}
+
+static void test_yaml_syntax_error_has_position(void)
+{
+    pl_config *cfg = load("receivers:\n"
+                          "  feeder: {endpoint: [a, b}\n");
+    CHECK(cfg == NULL);
+    CHECK_EQ_UINT(errs.n, 1);
+    CHECK_ERROR("t.yaml:2:27: YAML syntax error: did not find expected ',' or ']'");
+
+    cfg = load("receivers:\n"
+               "  feeder:\n"
+               " bad indent: 1\n");
+    CHECK(cfg == NULL);
+    CHECK_ERROR("t.yaml:3:2: YAML syntax error");
+}
+
+static void test_unknown_key(void)
+{
+    pl_config *cfg = load("receivers:\n"
+                          "  feeder:\n"
+                          "processors:\n"
+                          "  kitchen:\n"
+                          "    endpont: x\n"
+                          "    tls:\n"
+                          "      verify: true\n"
+                          "exporters: {capture: }\n"
+                          "connectors: {}\n"
+                          "service:\n"
+                          "  pipelines:\n"
+                          "    traces:\n"
+                          "      receivers: [feeder]\n"
+                          "      processors: [kitchen]\n"
+                          "      exporters: [capture]\n"
+                          "      extra: [x]\n");
+    CHECK(cfg == NULL);
+    CHECK_ERROR("t.yaml:5:5: unknown key 'endpont' (known keys: endpoint, max_items");
+    CHECK_ERROR("t.yaml:7:7: unknown key 'verify' (known keys: ca_file, insecure)");
+    CHECK_ERROR("t.yaml:9:1: unknown key 'connectors'");
+    CHECK_ERROR("t.yaml:16:7: unknown key 'extra'");
+    CHECK_EQ_UINT(errs.n, 4);
+}
+
+static void test_wrong_types(void)
+{
+    pl_config *cfg = load("receivers: {feeder: }\n"
+                          "processors:\n"
+                          "  kitchen:\n"
+                          "    max_items: many\n"
+                          "    enabled: maybe\n"
+                          "    ratio: [1]\n"
+                          "    endpoint: {host: x}\n"
+                          "    attributes: {a: b}\n"
+                          "    tls: yes\n"
+                          "    rules: [plain]\n"
+                          "exporters: {capture: }\n"
+                          "service:\n"
+                          "  pipelines:\n"
+                          "    traces: {receivers: [feeder], processors: [kitchen], exporters: "
+                          "[capture]}\n");
+    CHECK(cfg == NULL);
+    CHECK_ERROR("t.yaml:4:16: 'max_items': expected an integer, got 'many'");
+    CHECK_ERROR("t.yaml:5:14: 'enabled': expected true or false, got 'maybe'");
+    CHECK_ERROR("t.yaml:6:12: 'ratio': expected a number, got a list");
+    CHECK_ERROR("t.yaml:7:15: 'endpoint': expected a string, got a map");
+    CHECK_ERROR("t.yaml:8:17: 'attributes': expected a list of strings, got a map");
+    CHECK_ERROR("t.yaml:9:10: 'tls': expected a map, got 'yes'");
+    CHECK_ERROR("t.yaml:10:13: 'rules': each item must be a map, got 'plain'");
+    CHECK_EQ_UINT(errs.n, 7);
+}
+
+static void test_bad_duration_and_size(void)
+{
+    pl_config *cfg = load("receivers: {feeder: }\n"
+                          "processors:\n"
+                          "  kitchen:\n"
+                          "    timeout: 5 parsecs\n"
+                          "    max_size: 4 MiBs\n"
+                          "exporters: {capture: }\n"
+                          "service:\n"
+                          "  shutdown_timeout: -1s\n"
+                          "  pipelines:\n"
+                          "    traces: {receivers: [feeder], processors: [kitchen], exporters: "
+                          "[capture]}\n");
+    CHECK(cfg == NULL);
+    CHECK_ERROR("t.yaml:4:14: 'timeout': invalid duration '5 parsecs'");
+    CHECK_ERROR("t.yaml:5:15: 'max_size': invalid size '4 MiBs'");
+    CHECK_ERROR("t.yaml:8:21: 'shutdown_timeout': invalid duration '-1s'");
+    CHECK_EQ_UINT(errs.n, 3);
+}
+
+static void test_unknown_component_type(void)
+{
+    pl_config *cfg = load("receivers:\n"
+                          "  feeder:\n"
+                          "  kafka/in:\n"
+                          "exporters:\n"
+                          "  capture:\n"
+                          "  /nameless:\n"
+                          "service:\n"
+                          "  pipelines:\n"
+                          "    traces:\n"
+                          "      receivers: [feeder, kafka/in]\n"
+                          "      exporters: [capture]\n");
+    CHECK(cfg == NULL);
+    CHECK_ERROR("t.yaml:3:3: unknown receiver type 'kafka' (known: ");
+    CHECK_ERROR("t.yaml:6:3: bad component id '/nameless'");
+    /* the pipeline's reference to kafka/in is not reported a second time */
+    CHECK_EQ_UINT(errs.n, 2);
+}
+
+static void test_undefined_component_reference(void)
+{
+    pl_config *cfg = load("receivers: {feeder: }\n"
+                          "exporters: {capture: }\n"
+                          "service:\n"
+                          "  extensions: [health]\n"
+                          "  pipelines:\n"
+                          "    traces:\n"
+                          "      receivers: [feeder, otlp]\n"
+                          "      processors: [batch]\n"
+                          "      exporters:\n"
+                          "        - capture\n"
+                          "        - capture/missing\n");
+    CHECK(cfg == NULL);
+    CHECK_ERROR("t.yaml:4:16: extension 'health' is not defined under 'extensions'");
+    CHECK_ERROR("t.yaml:7:27: receiver 'otlp' is not defined under 'receivers'");
+    CHECK_ERROR("t.yaml:8:20: processor 'batch' is not defined under 'processors'");
+    CHECK_ERROR("t.yaml:11:11: exporter 'capture/missing' is not defined under 'exporters'");
+    CHECK_EQ_UINT(errs.n, 4);
+}
+
+static void test_pipeline_without_receivers_or_exporters(void)
+{
+    pl_config *cfg = load("receivers: {feeder: }\n"
+                          "exporters: {capture: }\n"
+                          "service:\n"
+                          "  pipelines:\n"
+                          "    traces:\n"
+                          "      exporters: [capture]\n"
+                          "    profiles:\n"
+                          "      receivers: [feeder]\n"
+                          "      exporters: []\n"
+                          "    metrics/x:\n"
+                          "    spans:\n"
+                          "      receivers: [feeder]\n");
+    CHECK(cfg == NULL);
+    CHECK_ERROR("t.yaml:5:5: pipeline 'traces' has no receivers");
+    CHECK_ERROR("t.yaml:7:5: pipeline 'profiles' has no exporters");
+    CHECK_ERROR("t.yaml:10:5: pipeline 'metrics/x' has no receivers");
+    CHECK_ERROR("t.yaml:10:5: pipeline 'metrics/x' has no exporters");
+    CHECK_ERROR("t.yaml:11:5: bad pipeline name 'spans'");
+    CHECK_EQ_UINT(errs.n, 5);
+
+    cfg = load("receivers: {feeder: }\n");
+    CHECK(cfg == NULL);
+    CHECK_ERROR("t.yaml:1:1: service.pipelines: at least one pipeline is required");
+}
+
+static void test_unsupported_signal(void)
+{
+    pl_config *cfg = load("receivers: {feeder: }\n"
+                          "processors: {holder: }\n"
+                          "exporters: {capture: }\n"
+                          "service:\n"
+                          "  pipelines:\n"
+                          "    logs:\n"
+                          "      receivers: [feeder]\n"
+                          "      processors: [holder]\n"
+                          "      exporters: [capture]\n");
+    CHECK(cfg == NULL);
+    CHECK_ERROR("t.yaml:7:19: receiver 'feeder' does not support logs (pipeline 'logs'); it "
+                "handles: traces, profiles");
+    CHECK_ERROR("t.yaml:8:20: processor 'holder' does not support logs");
+    CHECK_ERROR("t.yaml:9:19: exporter 'capture' does not support logs");
+    CHECK_EQ_UINT(errs.n, 3);
+}
+
+static void test_env_expansion(void)
+{
+    setenv("PL_TEST_ENDPOINT", "10.0.0.1:9999", 1);
+    setenv("PL_TEST_EMPTY", "", 1);
+    unsetenv("PL_TEST_UNSET");
+    char why[256];
+    char *s = pl_cfg_expand("a ${env:PL_TEST_ENDPOINT} b", why, sizeof(why));
+    CHECK_EQ_STR(s, "a 10.0.0.1:9999 b");
+    free(s);
+    s = pl_cfg_expand("${PL_TEST_ENDPOINT}", why, sizeof(why));
+    CHECK_EQ_STR(s, "10.0.0.1:9999");
+    free(s);
+    s = pl_cfg_expand("${env:PL_TEST_UNSET:-0.0.0.0:4317}", why, sizeof(why));
+    CHECK_EQ_STR(s, "0.0.0.0:4317");
+    free(s);
+    s = pl_cfg_expand("${PL_TEST_EMPTY:-dflt}|${PL_TEST_EMPTY}|", why, sizeof(why));
+    CHECK_EQ_STR(s, "dflt||");
+    free(s);
+    s = pl_cfg_expand("cost $5 and $${HOME} and $$", why, sizeof(why));
+    CHECK_EQ_STR(s, "cost $5 and ${HOME} and $");
+    free(s);
+    s = pl_cfg_expand("${env:PL_TEST_UNSET}", why, sizeof(why));
+    CHECK(s == NULL);
+    CHECK(strstr(why, "PL_TEST_UNSET is not set") != NULL);
+    s = pl_cfg_expand("${oops", why, sizeof(why));
+    CHECK(s == NULL);
+    s = pl_cfg_expand("${bad name}", why, sizeof(why));
+    CHECK(s == NULL);
+
+    /* in a file: the missing variable is reported at its value */
+    pl_config *cfg = load("receivers: {feeder: }\n"
+                          "processors:\n"
+                          "  kitchen:\n"
+                          "    endpoint: \"${env:PL_TEST_UNSET}\"\n"
+                          "    max_items: ${PL_TEST_COUNT:-7}\n"
+                          "exporters: {capture: }\n"
+                          "service:\n"
+                          "  pipelines:\n"
+                          "    traces: {receivers: [feeder], processors: [kitchen], exporters: "
+                          "[capture]}\n");
+    CHECK(cfg == NULL);
+    CHECK_ERROR("t.yaml:4:15: environment variable PL_TEST_UNSET is not set");
+    CHECK_EQ_UINT(errs.n, 1);
+
+    /* an expanded value is typed like any other; keys are never expanded */
+    cfg = load("receivers: {feeder: }\n"
+               "processors:\n"
+               "  kitchen:\n"
+               "    max_items: ${PL_TEST_COUNT:-7}\n"
+               "exporters: {capture: }\n"
+               "service:\n"
+               "  pipelines:\n"
+               "    traces: {receivers: [feeder], processors: [kitchen], exporters: [capture]}\n");
+    REQUIRE(cfg != NULL);
+    CHECK_EQ_INT(((kitchen_cfg *)component(cfg, "kitchen")->cfg)->max_items, 7);
+    pl_config_free(cfg);
+}
+
+static void test_duplicate_keys_and_validate_hooks(void)
+{
+    pl_config *cfg = load("receivers: {feeder: }\n"
+                          "processors:\n"
+                          "  kitchen:\n"
+                          "    max_items: -1\n"
+                          "    rules:\n"
+                          "      - action: delete\n"
+                          "  kitchen:\n"
+                          "exporters: {capture: }\n"
+                          "service:\n"
+                          "  pipelines:\n"
+                          "    traces: {receivers: [feeder], processors: [kitchen], exporters: "
+                          "[capture]}\n");
+    CHECK(cfg == NULL);
+    CHECK_ERROR("t.yaml:4:5: 'max_items': must not be negative");
+    CHECK_ERROR("t.yaml:6:9: 'key': a rule needs a key");
+    CHECK_ERROR("t.yaml:7:3: duplicate key 'kitchen' (first at line 3)");
+}
+
+static void test_errors_are_sorted_and_all_reported(void)
+{
+    pl_config *cfg = load("receivers: {feeder: {x: 1}}\n"
+                          "processors:\n"
+                          "  kitchen: {timeout: forever, max_size: lots}\n"
+                          "exporters: {capture: {backlog: x}}\n"
+                          "service:\n"
+                          "  pipelines:\n"
+                          "    traces: {receivers: [nope], exporters: [capture]}\n");
+    CHECK(cfg == NULL);
+    CHECK_EQ_UINT(errs.n, 5);
+    for (size_t i = 1; i < errs.n; i++)
+        CHECK(errs.items[i - 1].line < errs.items[i].line ||
+              (errs.items[i - 1].line == errs.items[i].line &&
+               errs.items[i - 1].col <= errs.items[i].col));
+}
+
+static void test_hostile_input_never_crashes(void)
+{
+    static const char *inputs[] = {
+        "",
+        "just a string",
+        "- a\n- b\n",
+        "\x01\x02\xff\xfe garbage: [",
+        "a: *nowhere\n",
+        "receivers: &r {feeder: }\nexporters: *r\n",
+        "--- {}\n--- {}\n",
+        "? [complex, key]\n: value\n",
+        "receivers:\n  feeder: !!binary aGVsbG8=\n",
+        "service: [1, 2]\n",
+        "service: {pipelines: [traces]}\n",
+        "service: {pipelines: {traces: [x]}}\n",
+        "service: {pipelines: {traces: {receivers: {a: b}, exporters: [[x]]}}}\n",
+        "receivers: [feeder]\n",
+        "exporters: {capture: [1]}\n",
+        "processors: {kitchen: {headers: {a: [1]}, rules: {a: b}}}\n",
+    };
+    for (size_t i = 0; i < sizeof(inputs) / sizeof(inputs[0]); i++) {
+        pl_config *cfg = load(inputs[i]);
+        CHECK(cfg == NULL);
+        CHECK(errs.n > 0);
+    }
+    /* deep nesting is refused, not recursed into */
+    char deep[4096];
+    size_t n = 0;
+    for (int i = 0; i < 2000; i++)
+        deep[n++] = '[';
+    deep[n] = '\0';
+    CHECK(load(deep) == NULL);
+    CHECK(errs.n > 0);
+    /* a missing file is one error with the reason */
+    pl_cfg_errors_free(&errs);
+    pl_cfg_errors_init(&errs);
+    CHECK(pl_config_load_file("/nonexistent/collector.yaml", &errs) == NULL);
+    CHECK_EQ_UINT(errs.n, 1);
+    CHECK_ERROR("/nonexistent/collector.yaml: cannot read: No such file or directory");
+}
+
+static void test_parse_duration_and_size(void)
+{
+    int64_t ns;
+    CHECK(pl_parse_duration("500ms", &ns) == 0 && ns == 500000000);
+    CHECK(pl_parse_duration("30s", &ns) == 0 && ns == 30000000000LL);
+    CHECK(pl_parse_duration("5m", &ns) == 0 && ns == 300000000000LL);
+    CHECK(pl_parse_duration("1h", &ns) == 0 && ns == 3600000000000LL);
+    CHECK(pl_parse_duration("1.5s", &ns) == 0 && ns == 1500000000);
+    CHECK(pl_parse_duration("1m30s", &ns) == 0 && ns == 90000000000LL);
+    CHECK(pl_parse_duration("250us", &ns) == 0 && ns == 250000);
+    CHECK(pl_parse_duration("7ns", &ns) == 0 && ns == 7);
+    CHECK(pl_parse_duration("10", &ns) == 0 && ns == 10000000000LL);
+    CHECK(pl_parse_duration("0", &ns) == 0 && ns == 0);
+    CHECK(pl_parse_duration("", &ns) < 0);
+    CHECK(pl_parse_duration("s", &ns) < 0);
+    CHECK(pl_parse_duration("-1s", &ns) < 0);
+    CHECK(pl_parse_duration("5x", &ns) < 0);
+    CHECK(pl_parse_duration("1e3s", &ns) < 0);
+    CHECK(pl_parse_duration("10 20", &ns) < 0);
+    CHECK(pl_parse_duration("99999999999h", &ns) < 0);
+
+    uint64_t b;
+    CHECK(pl_parse_size("512KiB", &b) == 0 && b == 512 * 1024);
+    CHECK(pl_parse_size("4MiB", &b) == 0 && b == 4u << 20);
+    CHECK(pl_parse_size("1GiB", &b) == 0 && b == 1u << 30);
+    CHECK(pl_parse_size("1GB", &b) == 0 && b == 1000000000);
+    CHECK(pl_parse_size("2KB", &b) == 0 && b == 2000);
+    CHECK(pl_parse_size("1.5MiB", &b) == 0 && b == 1572864);
+    CHECK(pl_parse_size("100", &b) == 0 && b == 100);
+    CHECK(pl_parse_size("64 MiB", &b) == 0 && b == 64u << 20);
+    CHECK(pl_parse_size("", &b) < 0);
+    CHECK(pl_parse_size("MiB", &b) < 0);
+    CHECK(pl_parse_size("-1", &b) < 0);
+    CHECK(pl_parse_size("4XB", &b) < 0);
+    CHECK(pl_parse_size("99999999999999TiB", &b) < 0);
+}
+
+static void test_defaults_and_free(void)
+{
+    kitchen_cfg k;
+    CHECK_EQ_INT(pl_cfg_defaults(&kitchen_section, &k), 0);
+    CHECK_EQ_STR(k.endpoint, "127.0.0.1:4317");
+    CHECK_EQ_UINT(k.attributes.n, 2);
+    CHECK_EQ_UINT(k.max_size, 4u << 20);
+    pl_cfg_free(&kitchen_section, &k);
+
+    /* a table whose default does not parse is reported */
+    static const pl_cfg_field broken_fields[] = {
+        {"n", PL_CFG_INT, "ten", 0, "broken", NULL},
+        {0},
+    };
+    static const pl_cfg_section broken = {sizeof(int64_t), broken_fields, NULL};
+    int64_t n;
+    CHECK_EQ_INT(pl_cfg_defaults(&broken, &n), -1);
+}
+
+int main(void)
+{
+    fx_register();
+    pl_cfg_errors_init(&errs);
+    PL_RUN(test_good_file_decodes_every_type);
+    PL_RUN(test_service_defaults);
+    PL_RUN(test_yaml_syntax_error_has_position);
+    PL_RUN(test_unknown_key);
+    PL_RUN(test_wrong_types);
+    PL_RUN(test_bad_duration_and_size);
+    PL_RUN(test_unknown_component_type);
+    PL_RUN(test_undefined_component_reference);
+    PL_RUN(test_pipeline_without_receivers_or_exporters);
+    PL_RUN(test_unsupported_signal);
+    PL_RUN(test_env_expansion);
+    PL_RUN(test_duplicate_keys_and_validate_hooks);
+    PL_RUN(test_errors_are_sorted_and_all_reported);
+    PL_RUN(test_hostile_input_never_crashes);
+    PL_RUN(test_parse_duration_and_size);
+    PL_RUN(test_defaults_and_free);
+    pl_cfg_errors_free(&errs);
+    return pl_test_done();
+}
