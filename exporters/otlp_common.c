@@ -1,0 +1,404 @@
+/*
+ * otlp_common.c: the parts of the otlp and otlphttp exporters that do not
+ * depend on the transport (see otlp_common.h): configuration, encoding
+ * batches into Export*Request payloads, turning a payload into a request
+ * (compression, gRPC framing) and handing answers back to the queue.
+ */
+#include "exporters/otlp_common.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "core/log.h"
+#include "proto/otlp_pb.h"
+
+static const pl_cfg_field tls_fields[] = {
+    {"insecure", PL_CFG_BOOL, "false", offsetof(pl_otlp_tls_config, insecure),
+     "otlp (gRPC): use cleartext HTTP/2 (h2c) for an endpoint without a scheme", NULL},
+    {"insecure_skip_verify", PL_CFG_BOOL, "false",
+     offsetof(pl_otlp_tls_config, insecure_skip_verify),
+     "do not verify the server certificate (testing only)", NULL},
+    {"ca_file", PL_CFG_STRING, NULL, offsetof(pl_otlp_tls_config, ca_file),
+     "PEM file of CAs to trust instead of the system's", NULL},
+    {"cert_file", PL_CFG_STRING, NULL, offsetof(pl_otlp_tls_config, cert_file),
+     "client certificate (PEM) for mutual TLS", NULL},
+    {"key_file", PL_CFG_STRING, NULL, offsetof(pl_otlp_tls_config, key_file),
+     "private key (PEM) of the client certificate", NULL},
+    {NULL, 0, NULL, 0, NULL, NULL},
+};
+
+const pl_cfg_section pl_otlp_tls_section = {sizeof(pl_otlp_tls_config), tls_fields, NULL};
+
+int pl_otlp_compression_parse(const char *text, pl_encoding *out)
+{
+    if (!text || !text[0] || strcasecmp(text, "gzip") == 0)
+        *out = PL_ENCODING_GZIP;
+    else if (strcasecmp(text, "zstd") == 0)
+        *out = PL_ENCODING_ZSTD;
+    else if (strcasecmp(text, "none") == 0 || strcasecmp(text, "identity") == 0)
+        *out = PL_ENCODING_IDENTITY;
+    else
+        return -1;
+    return 0;
+}
+
+bool pl_otlp_is_protobuf_response(const pl_http_client_result *res)
+{
+    size_t len = 0;
+    const char *ct = pl_http_result_find(res, "content-type", &len);
+    if (!ct || len == 0)
+        return true;
+    return (len >= 22 && strncasecmp(ct, "application/x-protobuf", 22) == 0) ||
+           (len >= 20 && strncasecmp(ct, "application/protobuf", 20) == 0) ||
+           (len >= 16 && strncasecmp(ct, "application/grpc", 16) == 0);
+}
+
+/* ---- send --------------------------------------------------------------- */
+
+typedef struct send_ctx {
+    pl_otlp_exporter *x;
+    pl_queue_send *send;
+    pl_signal signal;
+    pl_buf body; /* the request body when it differs from the payload */
+} send_ctx;
+
+static void on_response(void *arg, const pl_http_client_result *res)
+{
+    send_ctx *ctx = arg;
+    pl_send_result result;
+    ctx->x->classify(ctx->x, ctx->signal, res, &result);
+    pl_queue_send *send = ctx->send;
+    pl_buf_free(&ctx->body);
+    free(ctx);
+    pl_queue_send_done(send, &result);
+}
+
+static void otlp_send(void *arg, pl_signal signal, const uint8_t *payload, size_t len,
+                      pl_queue_send *send)
+{
+    pl_otlp_exporter *x = arg;
+    pl_send_result result;
+    pl_err err = {{0}};
+    if (!x->urls[signal]) {
+        pl_send_result_set(&result, PL_SEND_PERMANENT, "no endpoint for %s",
+                           pl_signal_name(signal));
+        pl_queue_send_done(send, &result);
+        return;
+    }
+    send_ctx *ctx = calloc(1, sizeof(*ctx));
+    if (!ctx) {
+        pl_send_result_set(&result, PL_SEND_RETRYABLE, "out of memory");
+        pl_queue_send_done(send, &result);
+        return;
+    }
+    ctx->x = x;
+    ctx->send = send;
+    ctx->signal = signal;
+    pl_buf_init(&ctx->body);
+    const void *body = payload;
+    size_t body_len = len;
+    pl_status st = PL_OK;
+    if (x->grpc) {
+        /* 5-byte prefix: compressed flag, big-endian length. */
+        uint8_t prefix[5] = {x->compression != PL_ENCODING_IDENTITY, 0, 0, 0, 0};
+        pl_buf_append(&ctx->body, prefix, 5);
+        if (x->compression != PL_ENCODING_IDENTITY)
+            st = pl_compress(x->compression, payload, len, 0, &ctx->body, &err);
+        else
+            pl_buf_append(&ctx->body, payload, len);
+        if (st == PL_OK && pl_buf_ok(&ctx->body)) {
+            uint32_t n = (uint32_t)(ctx->body.len - 5);
+            ctx->body.data[1] = (uint8_t)(n >> 24);
+            ctx->body.data[2] = (uint8_t)(n >> 16);
+            ctx->body.data[3] = (uint8_t)(n >> 8);
+            ctx->body.data[4] = (uint8_t)n;
+        }
+        body = ctx->body.data;
+        body_len = ctx->body.len;
+    } else if (x->compression != PL_ENCODING_IDENTITY) {
+        st = pl_compress(x->compression, payload, len, 0, &ctx->body, &err);
+        body = ctx->body.data;
+        body_len = ctx->body.len;
+    }
+    if (st == PL_OK && !pl_buf_ok(&ctx->body))
+        st = PL_ERR_NOMEM;
+    if (st == PL_OK) {
+        pl_http_client_request req = {
+            .method = "POST",
+            .url = x->urls[signal],
+            .headers = (const char *const *)x->headers,
+            .n_headers = x->n_headers,
+            .body = body,
+            .body_len = body_len,
+            .version = x->grpc ? PL_HTTP_VERSION_2 : PL_HTTP_VERSION_1_1,
+            .timeout_ms = x->timeout_ms,
+            .tls = &x->tls,
+        };
+        st = pl_http_client_send(x->client, &req, on_response, ctx, &err);
+        if (st == PL_OK)
+            return;
+    }
+    pl_buf_free(&ctx->body);
+    free(ctx);
+    pl_send_result_set(&result,
+                       st == PL_ERR_INVALID || st == PL_ERR_UNSUPPORTED ? PL_SEND_PERMANENT
+                                                                        : PL_SEND_RETRYABLE,
+                       "%s", err.msg[0] ? err.msg : pl_status_name(st));
+    pl_queue_send_done(send, &result);
+}
+
+static pl_status otlp_encode(void *arg, const pl_batch *batch, pl_buf *out, uint64_t *items,
+                             pl_err *err)
+{
+    bool ok = true;
+    switch (batch->signal) {
+    case PL_SIGNAL_TRACES:
+        ok = pl_otlp_encode_traces(&batch->data.traces, out);
+        break;
+    case PL_SIGNAL_PROFILES:
+        ok = pl_otlp_encode_profiles(&batch->data.profiles, out);
+        break;
+    default: /* logs and metrics pass through as the request they came in */
+        pl_buf_append(out, batch->data.raw.ptr, batch->data.raw.len);
+        break;
+    }
+    if (!ok || !pl_buf_ok(out))
+        return pl_errf(err, PL_ERR_NOMEM, "out of memory encoding %s",
+                       pl_signal_name(batch->signal));
+    *items = pl_batch_items(batch);
+    return PL_OK;
+}
+
+/* ---- lifecycle ---------------------------------------------------------- */
+
+static char *dup_or_null(const char *s)
+{
+    return s && s[0] ? strdup(s) : NULL;
+}
+
+static pl_status add_header(pl_otlp_exporter *x, const char *name, const char *value)
+{
+    char **h = realloc(x->headers, (x->n_headers + 1) * sizeof(*h));
+    if (!h)
+        return PL_ERR_NOMEM;
+    x->headers = h;
+    size_t n = strlen(name) + strlen(value) + 3;
+    char *line = malloc(n);
+    if (!line)
+        return PL_ERR_NOMEM;
+    snprintf(line, n, "%s: %s", name, value);
+    x->headers[x->n_headers++] = line;
+    return PL_OK;
+}
+
+pl_status pl_otlp_exporter_create(const pl_create_settings *settings,
+                                  const pl_otlp_exporter_config *cfg, bool grpc,
+                                  const char *const *extra_headers, pl_otlp_classify_fn classify,
+                                  pl_otlp_exporter **out, pl_err *err)
+{
+    pl_otlp_exporter *x = calloc(1, sizeof(*x));
+    if (!x)
+        return pl_errf(err, PL_ERR_NOMEM, "out of memory");
+    x->grpc = grpc;
+    x->id = strdup(settings->id ? settings->id : (grpc ? "otlp" : "otlphttp"));
+    x->loop = settings->loop;
+    x->stats = settings->stats;
+    x->classify = classify;
+    x->timeout_ms = cfg->timeout > 0 ? (uint64_t)(cfg->timeout / 1000000) : 0;
+    if (cfg->timeout > 0 && x->timeout_ms == 0)
+        x->timeout_ms = 1;
+    if (pl_otlp_compression_parse(cfg->compression, &x->compression) != 0) {
+        pl_otlp_exporter_destroy(x);
+        return pl_errf(err, PL_ERR_INVALID, "compression: unknown value \"%s\"", cfg->compression);
+    }
+    x->tls.insecure_skip_verify = cfg->tls.insecure_skip_verify;
+    x->tls.ca_file = dup_or_null(cfg->tls.ca_file);
+    x->tls.cert_file = dup_or_null(cfg->tls.cert_file);
+    x->tls.key_file = dup_or_null(cfg->tls.key_file);
+    pl_status st = PL_OK;
+    for (size_t i = 0; extra_headers && extra_headers[i] && st == PL_OK; i += 2)
+        st = add_header(x, extra_headers[i], extra_headers[i + 1]);
+    for (size_t i = 0; i < cfg->headers.n && st == PL_OK; i++)
+        st = add_header(x, cfg->headers.keys[i],
+                        cfg->headers.values[i] ? cfg->headers.values[i] : "");
+    if (st != PL_OK || !x->id) {
+        pl_otlp_exporter_destroy(x);
+        return pl_errf(err, PL_ERR_NOMEM, "out of memory");
+    }
+    x->client = pl_http_client_new(settings->loop, err);
+    if (!x->client) {
+        pl_otlp_exporter_destroy(x);
+        return PL_ERR_INTERNAL;
+    }
+    pl_queue_sender sender = {otlp_encode, otlp_send, x};
+    x->queue = pl_queue_new(settings, &cfg->sending_queue, &cfg->retry_on_failure, &sender, err);
+    if (!x->queue) {
+        pl_otlp_exporter_destroy(x);
+        return PL_ERR_INTERNAL;
+    }
+    *out = x;
+    return PL_OK;
+}
+
+pl_status pl_otlp_exporter_start(void *self, pl_err *err)
+{
+    pl_otlp_exporter *x = self;
+    for (int s = 0; s < PL_SIGNAL_COUNT; s++)
+        if (x->urls[s])
+            pl_debug(x->id, "%s -> %s", pl_signal_name((pl_signal)s), x->urls[s]);
+    return pl_queue_start(x->queue, err);
+}
+
+pl_status pl_otlp_exporter_export(void *self, const pl_batch *batch)
+{
+    pl_otlp_exporter *x = self;
+    return pl_queue_export(x->queue, batch);
+}
+
+void pl_otlp_exporter_shutdown(void *self)
+{
+    pl_otlp_exporter *x = self;
+    pl_queue_shutdown(x->queue);
+}
+
+size_t pl_otlp_exporter_pending(void *self)
+{
+    pl_otlp_exporter *x = self;
+    return pl_queue_pending(x->queue);
+}
+
+void pl_otlp_exporter_destroy(void *self)
+{
+    pl_otlp_exporter *x = self;
+    if (!x)
+        return;
+    /* Cancel requests first: their answers go back to the queue, which keeps
+     * stored entries on disk and counts in-memory ones when destroyed. */
+    if (x->client)
+        pl_http_client_close(x->client);
+    if (x->queue)
+        pl_queue_destroy(x->queue);
+    for (int s = 0; s < PL_SIGNAL_COUNT; s++)
+        free(x->urls[s]);
+    for (size_t i = 0; i < x->n_headers; i++)
+        free(x->headers[i]);
+    free(x->headers);
+    free((char *)x->tls.ca_file);
+    free((char *)x->tls.cert_file);
+    free((char *)x->tls.key_file);
+    free(x->id);
+    free(x);
+}
+
+/* ---- gRPC helpers ------------------------------------------------------- */
+
+bool pl_grpc_code_retryable(int code, bool has_retry_info)
+{
+    switch (code) {
+    case 1:  /* CANCELLED */
+    case 4:  /* DEADLINE_EXCEEDED */
+    case 10: /* ABORTED */
+    case 11: /* OUT_OF_RANGE */
+    case 14: /* UNAVAILABLE */
+    case 15: /* DATA_LOSS */
+        return true;
+    case 8: /* RESOURCE_EXHAUSTED: throttling only when the server says when to come back */
+        return has_retry_info;
+    default:
+        return false;
+    }
+}
+
+int pl_grpc_code_from_http(int http_status)
+{
+    switch (http_status) {
+    case 400:
+        return 13;
+    case 401:
+        return 16;
+    case 403:
+        return 7;
+    case 404:
+        return 12;
+    case 429:
+    case 502:
+    case 503:
+    case 504:
+        return 14;
+    case 431:
+        return 13;
+    default:
+        return 2;
+    }
+}
+
+static int b64_value(unsigned char c)
+{
+    if (c >= 'A' && c <= 'Z')
+        return c - 'A';
+    if (c >= 'a' && c <= 'z')
+        return c - 'a' + 26;
+    if (c >= '0' && c <= '9')
+        return c - '0' + 52;
+    if (c == '+' || c == '-')
+        return 62;
+    if (c == '/' || c == '_')
+        return 63;
+    return -1;
+}
+
+uint8_t *pl_otlp_base64_decode(const char *in, size_t len, size_t *out_len)
+{
+    while (len && (in[len - 1] == '=' || in[len - 1] == ' '))
+        len--;
+    if (len % 4 == 1)
+        return NULL;
+    uint8_t *out = malloc(len * 3 / 4 + 3);
+    if (!out)
+        return NULL;
+    size_t n = 0;
+    uint32_t acc = 0;
+    int bits = 0;
+    for (size_t i = 0; i < len; i++) {
+        int v = b64_value((unsigned char)in[i]);
+        if (v < 0) {
+            free(out);
+            return NULL;
+        }
+        acc = (acc << 6) | (uint32_t)v;
+        bits += 6;
+        if (bits >= 8) {
+            bits -= 8;
+            out[n++] = (uint8_t)(acc >> bits);
+        }
+    }
+    *out_len = n;
+    return out;
+}
+
+static int hex_value(char c)
+{
+    if (c >= '0' && c <= '9')
+        return c - '0';
+    if (c >= 'a' && c <= 'f')
+        return c - 'a' + 10;
+    if (c >= 'A' && c <= 'F')
+        return c - 'A' + 10;
+    return -1;
+}
+
+void pl_grpc_message_decode(const char *in, size_t len, char *out, size_t out_size)
+{
+    size_t n = 0;
+    for (size_t i = 0; i < len && n + 1 < out_size; i++) {
+        if (in[i] == '%' && i + 2 < len && hex_value(in[i + 1]) >= 0 && hex_value(in[i + 2]) >= 0) {
+            out[n++] = (char)(hex_value(in[i + 1]) * 16 + hex_value(in[i + 2]));
+            i += 2;
+        } else {
+            out[n++] = in[i];
+        }
+    }
+    out[n] = 0;
+}

@@ -1,0 +1,100 @@
+/*
+ * otlp_common.h: what the two OTLP exporters share: `otlphttp` (OTLP/HTTP,
+ * protobuf) and `otlp` (OTLP/gRPC). Both sit on the sending queue
+ * (exporters/queue.h) and the HTTP client (net/http_client.h); they differ
+ * only in how a payload becomes a request (URL, headers, gRPC framing) and
+ * how an answer becomes OK / retryable / permanent, which each file does in
+ * its `send` and `classify` functions.
+ *
+ * Payloads in the queue (and in its storage) are uncompressed Export*Request
+ * protobuf; the wire compression (gzip by default) is applied per attempt,
+ * so a stored payload does not depend on the exporter's current settings.
+ */
+#ifndef PL_EXPORTERS_OTLP_COMMON_H
+#define PL_EXPORTERS_OTLP_COMMON_H
+
+#include "core/component.h"
+#include "exporters/queue.h"
+#include "net/compress.h"
+#include "net/http_client.h"
+
+typedef struct pl_otlp_tls_config {
+    bool insecure; /* gRPC: cleartext HTTP/2 (h2c) instead of TLS */
+    bool insecure_skip_verify;
+    char *ca_file;
+    char *cert_file;
+    char *key_file;
+} pl_otlp_tls_config;
+
+typedef struct pl_otlp_exporter_config {
+    char *endpoint;
+    char *traces_endpoint; /* otlphttp only: full URLs overriding endpoint + path */
+    char *profiles_endpoint;
+    char *logs_endpoint;
+    char *metrics_endpoint;
+    char *compression; /* gzip, zstd, none */
+    char *encoding;    /* otlphttp: proto */
+    pl_strmap headers;
+    int64_t timeout; /* ns */
+    pl_otlp_tls_config tls;
+    pl_sending_queue_config sending_queue;
+    pl_retry_config retry_on_failure;
+} pl_otlp_exporter_config;
+
+extern const pl_cfg_section pl_otlp_tls_section;
+
+/* One exporter instance (either kind). */
+typedef struct pl_otlp_exporter pl_otlp_exporter;
+
+/* Fills `result` from a finished HTTP exchange of `signal`. */
+typedef void (*pl_otlp_classify_fn)(pl_otlp_exporter *x, pl_signal signal,
+                                    const pl_http_client_result *res, pl_send_result *result);
+
+struct pl_otlp_exporter {
+    bool grpc;
+    char *id;
+    uv_loop_t *loop;
+    pl_stats *stats;
+    pl_http_client *client;
+    pl_queue *queue;
+    char *urls[PL_SIGNAL_COUNT];
+    char **headers; /* "Name: value" lines, fixed for every request */
+    size_t n_headers;
+    pl_encoding compression;
+    uint64_t timeout_ms;
+    pl_http_tls tls;
+    pl_otlp_classify_fn classify;
+};
+
+/* Creates the shared part: the queue, the HTTP client, TLS settings, the
+ * configured headers plus `extra_headers` (NULL-terminated). URLs are
+ * filled in by the caller afterwards. */
+pl_status pl_otlp_exporter_create(const pl_create_settings *settings,
+                                  const pl_otlp_exporter_config *cfg, bool grpc,
+                                  const char *const *extra_headers, pl_otlp_classify_fn classify,
+                                  pl_otlp_exporter **out, pl_err *err);
+
+/* Hooks shared by both descriptors. */
+pl_status pl_otlp_exporter_start(void *self, pl_err *err);
+pl_status pl_otlp_exporter_export(void *self, const pl_batch *batch);
+void pl_otlp_exporter_shutdown(void *self);
+size_t pl_otlp_exporter_pending(void *self);
+void pl_otlp_exporter_destroy(void *self);
+
+/* Parses the `compression` setting (NULL / "" = gzip). 0 or -1. */
+int pl_otlp_compression_parse(const char *text, pl_encoding *out);
+
+/* True when a response's Content-Type says protobuf (or says nothing). */
+bool pl_otlp_is_protobuf_response(const pl_http_client_result *res);
+
+/* gRPC helpers, exposed for tests. */
+bool pl_grpc_code_retryable(int code, bool has_retry_info);
+int pl_grpc_code_from_http(int http_status);
+/* Base64 (standard or URL alphabet, padded or not) into a malloc'd buffer;
+ * NULL on bad input or OOM. */
+uint8_t *pl_otlp_base64_decode(const char *in, size_t len, size_t *out_len);
+/* Percent-decoding of grpc-message into out (size >= 1); bad escapes are
+ * kept as they are. */
+void pl_grpc_message_decode(const char *in, size_t len, char *out, size_t out_size);
+
+#endif

@@ -1,0 +1,232 @@
+/*
+ * otlphttp.c: the `otlphttp` exporter: OTLP/HTTP with protobuf bodies, one
+ * POST per batch to endpoint + /v1/traces, /v1development/profiles,
+ * /v1/logs or /v1/metrics (or the per-signal *_endpoint URLs as given).
+ *
+ * Answers, as the OTLP specification and the Collector's exporter treat
+ * them:
+ *   2xx                 OK; a partial_success in the body is logged and its
+ *                       rejected items counted as failed, never retried
+ *   429, 502, 503, 504  retryable, after Retry-After (seconds or HTTP-date)
+ *                       when the server sent one, else after the backoff
+ *   anything else       permanent (400 above all: the data will never fit)
+ *   no answer           retryable (refused, reset, timed out)
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/log.h"
+#include "exporters/otlp_common.h"
+#include "proto/otlp_pb.h"
+
+static const char *const signal_paths[PL_SIGNAL_COUNT] = {
+    [PL_SIGNAL_TRACES] = "/v1/traces",
+    [PL_SIGNAL_PROFILES] = "/v1development/profiles",
+    [PL_SIGNAL_LOGS] = "/v1/logs",
+    [PL_SIGNAL_METRICS] = "/v1/metrics",
+};
+
+static bool is_http_url(const char *s)
+{
+    return s && (strncmp(s, "http://", 7) == 0 || strncmp(s, "https://", 8) == 0);
+}
+
+static int otlphttp_validate(void *cfg_, pl_cfg_ctx *ctx)
+{
+    pl_otlp_exporter_config *cfg = cfg_;
+    int errors = 0;
+    const char *keys[] = {"traces_endpoint", "profiles_endpoint", "logs_endpoint",
+                          "metrics_endpoint"};
+    const char *vals[] = {cfg->traces_endpoint, cfg->profiles_endpoint, cfg->logs_endpoint,
+                          cfg->metrics_endpoint};
+    bool any = cfg->endpoint && cfg->endpoint[0];
+    if (any && !is_http_url(cfg->endpoint)) {
+        pl_cfg_errorf(ctx, "endpoint", "must be an http:// or https:// URL, got \"%s\"",
+                      cfg->endpoint);
+        errors++;
+    }
+    for (int i = 0; i < 4; i++) {
+        if (vals[i] && vals[i][0]) {
+            any = true;
+            if (!is_http_url(vals[i])) {
+                pl_cfg_errorf(ctx, keys[i], "must be an http:// or https:// URL");
+                errors++;
+            }
+        }
+    }
+    if (!any) {
+        pl_cfg_errorf(ctx, "endpoint", "is required (e.g. http://localhost:4318)");
+        errors++;
+    }
+    pl_encoding enc;
+    if (pl_otlp_compression_parse(cfg->compression, &enc) != 0) {
+        pl_cfg_errorf(ctx, "compression", "must be gzip, zstd or none");
+        errors++;
+    }
+    if (cfg->encoding && cfg->encoding[0] && strcmp(cfg->encoding, "proto") != 0) {
+        pl_cfg_errorf(ctx, "encoding", "only proto is supported");
+        errors++;
+    }
+    return errors;
+}
+
+#define F(key, type, def, field, desc)                                                             \
+    {                                                                                              \
+        key, type, def, offsetof(pl_otlp_exporter_config, field), desc, NULL                       \
+    }
+static const pl_cfg_field otlphttp_fields[] = {
+    F("endpoint", PL_CFG_STRING, NULL, endpoint,
+      "base URL, e.g. http://tempo:4318; the signal path (/v1/traces, ...) is appended"),
+    F("traces_endpoint", PL_CFG_STRING, NULL, traces_endpoint,
+      "full URL for traces (overrides endpoint)"),
+    F("profiles_endpoint", PL_CFG_STRING, NULL, profiles_endpoint,
+      "full URL for profiles (default endpoint + /v1development/profiles)"),
+    F("logs_endpoint", PL_CFG_STRING, NULL, logs_endpoint, "full URL for logs"),
+    F("metrics_endpoint", PL_CFG_STRING, NULL, metrics_endpoint, "full URL for metrics"),
+    F("compression", PL_CFG_STRING, "gzip", compression,
+      "request body compression: gzip, zstd or none"),
+    F("encoding", PL_CFG_STRING, "proto", encoding, "body encoding: proto"),
+    F("headers", PL_CFG_STRMAP, NULL, headers, "extra request headers (e.g. Authorization)"),
+    F("timeout", PL_CFG_DURATION, "30s", timeout, "time limit of one request"),
+    {"tls", PL_CFG_SECTION, NULL, offsetof(pl_otlp_exporter_config, tls),
+     "TLS settings for https:// endpoints", &pl_otlp_tls_section},
+    {"sending_queue", PL_CFG_SECTION, NULL, offsetof(pl_otlp_exporter_config, sending_queue),
+     "queue in front of the backend", &pl_sending_queue_section},
+    {"retry_on_failure", PL_CFG_SECTION, NULL, offsetof(pl_otlp_exporter_config, retry_on_failure),
+     "retries of retryable failures", &pl_retry_section},
+    {NULL, 0, NULL, 0, NULL, NULL},
+};
+#undef F
+
+static const pl_cfg_section otlphttp_section = {sizeof(pl_otlp_exporter_config), otlphttp_fields,
+                                                otlphttp_validate};
+
+/* The message of a google.rpc.Status error body, or the start of a text one. */
+static void error_body_text(const pl_http_client_result *res, char *out, size_t size)
+{
+    out[0] = 0;
+    if (!res->body_len)
+        return;
+    if (pl_otlp_is_protobuf_response(res)) {
+        pl_bytes msg = {0};
+        int32_t code = 0;
+        if (pl_rpc_status_decode(res->body, res->body_len, &code, &msg, NULL, NULL) == PL_OK &&
+            msg.len) {
+            snprintf(out, size, "%.*s", (int)msg.len, (const char *)msg.ptr);
+            return;
+        }
+    }
+    size_t n = res->body_len < 200 ? res->body_len : 200;
+    size_t j = 0;
+    for (size_t i = 0; i < n && j + 1 < size; i++) {
+        unsigned char c = res->body[i];
+        out[j++] = (c >= 0x20 && c < 0x7f) ? (char)c : ' ';
+    }
+    out[j] = 0;
+}
+
+static void otlphttp_classify(pl_otlp_exporter *x, pl_signal signal,
+                              const pl_http_client_result *res, pl_send_result *r)
+{
+    if (res->transport_error) {
+        pl_send_result_set(r, PL_SEND_RETRYABLE, "POST %s: %s", x->urls[signal],
+                           res->error ? res->error : "transport error");
+        return;
+    }
+    int status = res->status;
+    if (status >= 200 && status < 300) {
+        pl_send_result_set(r, PL_SEND_OK, NULL);
+        if (res->body_len && pl_otlp_is_protobuf_response(res)) {
+            int64_t rejected = 0;
+            pl_bytes msg = {0};
+            if (pl_otlp_decode_export_response(res->body, res->body_len, &rejected, &msg, NULL) ==
+                PL_OK) {
+                r->rejected_items = rejected > 0 ? (uint64_t)rejected : 0;
+                if (msg.len)
+                    snprintf(r->message, sizeof(r->message), "%.*s", (int)msg.len,
+                             (const char *)msg.ptr);
+            }
+        }
+        return;
+    }
+    char text[220];
+    error_body_text(res, text, sizeof(text));
+    if (status == 429 || status == 502 || status == 503 || status == 504) {
+        pl_send_result_set(r, PL_SEND_RETRYABLE, "HTTP %d from %s%s%s", status, x->urls[signal],
+                           text[0] ? ": " : "", text);
+        size_t len = 0;
+        const char *ra = pl_http_result_find(res, "retry-after", &len);
+        if (ra) {
+            int64_t delay = pl_http_parse_retry_after(ra, len, pl_time_now_ns());
+            if (delay > 0)
+                r->retry_after_ns = delay;
+        }
+        return;
+    }
+    pl_send_result_set(r, PL_SEND_PERMANENT, "HTTP %d from %s (not retryable)%s%s", status,
+                       x->urls[signal], text[0] ? ": " : "", text);
+}
+
+static char *join_url(const char *base, const char *path)
+{
+    size_t n = strlen(base);
+    while (n && base[n - 1] == '/')
+        n--;
+    char *url = malloc(n + strlen(path) + 1);
+    if (url) {
+        memcpy(url, base, n);
+        strcpy(url + n, path);
+    }
+    return url;
+}
+
+static pl_status otlphttp_create(const pl_create_settings *settings, const void *config, void **out,
+                                 pl_err *err)
+{
+    const pl_otlp_exporter_config *cfg = config;
+    const char *headers[5] = {"Content-Type", "application/x-protobuf", NULL, NULL, NULL};
+    pl_encoding enc;
+    if (pl_otlp_compression_parse(cfg->compression, &enc) != 0)
+        return pl_errf(err, PL_ERR_INVALID, "compression: unknown value \"%s\"", cfg->compression);
+    if (enc != PL_ENCODING_IDENTITY) {
+        headers[2] = "Content-Encoding";
+        headers[3] = pl_encoding_name(enc);
+    }
+    pl_otlp_exporter *x = NULL;
+    pl_status st =
+        pl_otlp_exporter_create(settings, cfg, false, headers, otlphttp_classify, &x, err);
+    if (st != PL_OK)
+        return st;
+    const char *overrides[PL_SIGNAL_COUNT] = {cfg->traces_endpoint, cfg->profiles_endpoint,
+                                              cfg->logs_endpoint, cfg->metrics_endpoint};
+    for (int s = 0; s < PL_SIGNAL_COUNT; s++) {
+        if (overrides[s] && overrides[s][0])
+            x->urls[s] = strdup(overrides[s]);
+        else if (cfg->endpoint && cfg->endpoint[0])
+            x->urls[s] = join_url(cfg->endpoint, signal_paths[s]);
+        if ((overrides[s] && overrides[s][0]) || (cfg->endpoint && cfg->endpoint[0])) {
+            if (!x->urls[s]) {
+                pl_otlp_exporter_destroy(x);
+                return pl_errf(err, PL_ERR_NOMEM, "out of memory");
+            }
+        }
+    }
+    *out = x;
+    return PL_OK;
+}
+
+const pl_component_type pl_exporter_otlphttp = {
+    .type = "otlphttp",
+    .kind = PL_KIND_EXPORTER,
+    .signals = PL_SIGNALS_ALL,
+    .description = "sends traces, profiles, logs and metrics over OTLP/HTTP (protobuf), with a "
+                   "sending queue, retries and optional persistence",
+    .config = &otlphttp_section,
+    .create = otlphttp_create,
+    .start = pl_otlp_exporter_start,
+    .export = pl_otlp_exporter_export,
+    .shutdown = pl_otlp_exporter_shutdown,
+    .pending = pl_otlp_exporter_pending,
+    .destroy = pl_otlp_exporter_destroy,
+};

@@ -1,0 +1,526 @@
+/*
+ * test_otlp_exporters.c: the otlphttp and otlp (gRPC) exporters against a
+ * scripted fake backend on loopback, built on proflink's own HTTP server in
+ * the same event loop. The backend decompresses and records every request
+ * body, so each test checks what arrived byte for byte against the
+ * encoding of what was exported, and how many attempts it took:
+ *   - delivery, path, headers and compression;
+ *   - 503 (with Retry-After) then 200: delivered once, after the delay;
+ *   - 400: not retried, counted failed; partial success counted;
+ *   - a backend that is down at first and comes up later;
+ *   - gRPC: UNAVAILABLE then OK; RESOURCE_EXHAUSTED permanent without
+ *     RetryInfo and retried after the RetryInfo delay with it.
+ */
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "core/stats.h"
+#include "exporters/otlp_common.h"
+#include "net/compress.h"
+#include "net/grpc.h"
+#include "net/http_server.h"
+#include "proto/otlp_pb.h"
+#include "testlib.h"
+
+extern const pl_component_type pl_exporter_otlphttp;
+extern const pl_component_type pl_exporter_otlp;
+
+/* ---- the fake backend --------------------------------------------------- */
+
+typedef struct answer {
+    int http_status; /* otlphttp: HTTP status; gRPC: unused */
+    int grpc_code;
+    const char *retry_after; /* HTTP header value, or NULL */
+    int64_t retry_delay_ns;  /* gRPC RetryInfo; -1 = none */
+    int64_t rejected;        /* partial success on 200 */
+} answer;
+
+typedef struct backend {
+    pl_http_server *server;
+    bool grpc;
+    answer script[8];
+    size_t n_script;
+    size_t requests;
+    uint64_t request_ms[16];
+    pl_buf bodies[16]; /* decompressed payloads */
+    char path[16][128];
+    char auth[128];
+    char content_encoding[32];
+    char content_type[64];
+} backend;
+
+static void http_handler(void *arg, pl_http_request *req, pl_http_response *res)
+{
+    backend *b = arg;
+    size_t i = b->requests++;
+    size_t len;
+    const char *v;
+    if (i < 16) {
+        b->request_ms[i] = pl_time_mono_ns() / 1000000;
+        snprintf(b->path[i], sizeof(b->path[i]), "%s", req->path);
+        pl_buf_init(&b->bodies[i]);
+    }
+    if ((v = pl_http_header_get(req, "authorization", &len)))
+        snprintf(b->auth, sizeof(b->auth), "%.*s", (int)len, v);
+    if ((v = pl_http_header_get(req, "content-type", &len)))
+        snprintf(b->content_type, sizeof(b->content_type), "%.*s", (int)len, v);
+    answer a = {200, 0, NULL, -1, 0};
+    if (b->n_script)
+        a = b->script[i < b->n_script ? i : b->n_script - 1];
+    if (b->grpc) {
+        pl_grpc_message msg;
+        pl_err err;
+        if (pl_grpc_read_message(req, 64 << 20, &msg, &err) != PL_OK) {
+            pl_grpc_respond_error(res, 3, err.msg, -1);
+            return;
+        }
+        if (i < 16)
+            pl_buf_append(&b->bodies[i], msg.data, msg.len);
+        free(msg.owner);
+        if ((v = pl_http_header_get(req, "grpc-encoding", &len)))
+            snprintf(b->content_encoding, sizeof(b->content_encoding), "%.*s", (int)len, v);
+        if (a.grpc_code) {
+            pl_grpc_respond_error(res, a.grpc_code, "scripted failure", a.retry_delay_ns);
+            return;
+        }
+        pl_buf out;
+        pl_buf_init(&out);
+        pl_otlp_encode_export_response(&out, a.rejected, a.rejected ? "some were bad" : NULL);
+        pl_grpc_respond(res, out.data, out.len);
+        pl_buf_free(&out);
+        return;
+    }
+    pl_encoding enc = PL_ENCODING_IDENTITY;
+    if ((v = pl_http_header_get(req, "content-encoding", &len))) {
+        snprintf(b->content_encoding, sizeof(b->content_encoding), "%.*s", (int)len, v);
+        pl_encoding_parse(v, len, &enc);
+    }
+    uint8_t *plain = NULL;
+    size_t plain_len = 0;
+    if (pl_decompress(enc, req->body, req->body_len, 64 << 20, &plain, &plain_len, NULL) == PL_OK &&
+        i < 16)
+        pl_buf_append(&b->bodies[i], plain, plain_len);
+    free(plain);
+    pl_http_header h[2] = {{"Content-Type", 12, "application/x-protobuf", 22}};
+    size_t nh = 1;
+    if (a.retry_after) {
+        h[1] = (pl_http_header){"Retry-After", 11, a.retry_after, strlen(a.retry_after)};
+        nh = 2;
+    }
+    pl_buf out;
+    pl_buf_init(&out);
+    if (a.http_status == 200)
+        pl_otlp_encode_export_response(&out, a.rejected, a.rejected ? "some were bad" : NULL);
+    else
+        pl_rpc_status_encode(&out, 14, "scripted failure", -1);
+    pl_http_respond(res, a.http_status, h, nh, out.data, out.len);
+    pl_buf_free(&out);
+}
+
+static int backend_start(backend *b, uv_loop_t *loop, bool grpc, int port)
+{
+    pl_http_server_options opt = {0};
+    opt.max_body_size = 64 << 20;
+    opt.http1 = !grpc;
+    opt.h2c = grpc;
+    opt.name = "fake-backend";
+    b->grpc = grpc;
+    char ep[64];
+    snprintf(ep, sizeof(ep), "127.0.0.1:%d", port);
+    pl_err err;
+    b->server = pl_http_server_start(loop, ep, &opt, http_handler, b, &err);
+    if (!b->server) {
+        fprintf(stderr, "  backend: %s\n", err.msg);
+        return -1;
+    }
+    return pl_http_server_port(b->server);
+}
+
+static void backend_stop(backend *b)
+{
+    if (b->server)
+        pl_http_server_close(b->server);
+    b->server = NULL;
+    for (size_t i = 0; i < b->requests && i < 16; i++)
+        pl_buf_free(&b->bodies[i]);
+}
+
+/* ---- fixtures ----------------------------------------------------------- */
+
+static pl_batch *make_traces(int n_spans)
+{
+    pl_batch *b = pl_batch_new(PL_SIGNAL_TRACES);
+    pl_traces *t = &b->data.traces;
+    t->n_resources = 1;
+    t->resources = pl_batch_alloc(b, sizeof(pl_resource_spans));
+    pl_resource_spans *rs = &t->resources[0];
+    rs->has_resource = true;
+    rs->n_scopes = 1;
+    rs->scopes = pl_batch_alloc(b, sizeof(pl_scope_spans));
+    pl_scope_spans *ss = &rs->scopes[0];
+    ss->has_scope = true;
+    ss->scope.name = PL_BYTES_LIT("test");
+    ss->n_spans = (uint32_t)n_spans;
+    ss->spans = pl_batch_alloc(b, sizeof(pl_span) * (size_t)n_spans);
+    for (int i = 0; i < n_spans; i++) {
+        pl_span *s = &ss->spans[i];
+        for (int k = 0; k < 16; k++)
+            s->trace_id[k] = (uint8_t)(k + 1);
+        for (int k = 0; k < 8; k++)
+            s->span_id[k] = (uint8_t)(i + k + 1);
+        s->trace_id_len = 16;
+        s->span_id_len = 8;
+        s->name = PL_BYTES_LIT("GET /cart");
+        s->kind = 2;
+        s->start_time_unix_nano = 1700000000000000000ULL + (uint64_t)i;
+        s->end_time_unix_nano = 1700000000250000000ULL + (uint64_t)i;
+    }
+    return b;
+}
+
+typedef struct env {
+    uv_loop_t loop;
+    pl_stats *stats;
+    backend be;
+    void *exporter;
+    const pl_component_type *type;
+    pl_otlp_exporter_config cfg;
+    char endpoint[128];
+} env;
+
+static void env_init(env *e, const pl_component_type *type)
+{
+    memset(e, 0, sizeof(*e));
+    uv_loop_init(&e->loop);
+    e->type = type;
+    e->stats = pl_stats_new(type->type, PL_KIND_EXPORTER);
+    e->cfg.compression = "gzip";
+    e->cfg.timeout = 2000 * 1000000LL;
+    e->cfg.sending_queue.enabled = true;
+    e->cfg.sending_queue.num_consumers = 2;
+    e->cfg.sending_queue.queue_size = 100;
+    e->cfg.sending_queue.max_bytes = 1 << 20;
+    e->cfg.retry_on_failure.enabled = true;
+    e->cfg.retry_on_failure.initial_interval = 20 * 1000000LL;
+    e->cfg.retry_on_failure.max_interval = 100 * 1000000LL;
+    e->cfg.retry_on_failure.max_elapsed_time = 10000 * 1000000LL;
+    e->cfg.retry_on_failure.multiplier = 1.5;
+    e->cfg.retry_on_failure.randomization_factor = 0.5;
+}
+
+static bool env_create(env *e)
+{
+    pl_create_settings st = {0};
+    st.id = e->type->type;
+    st.loop = &e->loop;
+    st.stats = e->stats;
+    e->cfg.endpoint = e->endpoint;
+    pl_err err = {{0}};
+    if (e->type->create(&st, &e->cfg, &e->exporter, &err) != PL_OK) {
+        fprintf(stderr, "  create: %s\n", err.msg);
+        return false;
+    }
+    if (e->type->start(e->exporter, &err) != PL_OK) {
+        fprintf(stderr, "  start: %s\n", err.msg);
+        return false;
+    }
+    return true;
+}
+
+static void env_finish(env *e)
+{
+    if (e->exporter) {
+        e->type->shutdown(e->exporter);
+        e->type->destroy(e->exporter);
+    }
+    backend_stop(&e->be);
+    uv_run(&e->loop, UV_RUN_DEFAULT);
+    CHECK_EQ_INT(uv_loop_close(&e->loop), 0);
+    pl_stats_free(e->stats);
+}
+
+static void run_until_idle(env *e, uint64_t timeout_ms)
+{
+    uint64_t end = pl_time_mono_ns() / 1000000 + timeout_ms;
+    while (e->type->pending(e->exporter) && pl_time_mono_ns() / 1000000 < end)
+        uv_run(&e->loop, UV_RUN_ONCE);
+}
+
+static void run_for(env *e, uint64_t ms)
+{
+    uint64_t end = pl_time_mono_ns() / 1000000 + ms;
+    while (pl_time_mono_ns() / 1000000 < end) {
+        uv_run(&e->loop, UV_RUN_NOWAIT);
+        usleep(1000);
+    }
+}
+
+static bool body_is(const backend *b, size_t i, const pl_batch *batch)
+{
+    pl_buf want;
+    pl_buf_init(&want);
+    pl_otlp_encode_traces(&batch->data.traces, &want);
+    bool same = i < b->requests && b->bodies[i].len == want.len &&
+                memcmp(b->bodies[i].data, want.data, want.len) == 0;
+    pl_buf_free(&want);
+    return same;
+}
+
+static int free_port(void)
+{
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in a = {0};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t len = sizeof(a);
+    bind(fd, (struct sockaddr *)&a, sizeof(a));
+    getsockname(fd, (struct sockaddr *)&a, &len);
+    close(fd);
+    return ntohs(a.sin_port);
+}
+
+/* ---- otlphttp ----------------------------------------------------------- */
+
+static void test_otlphttp_delivers_the_exact_payload_gzipped_with_headers(void)
+{
+    env e;
+    env_init(&e, &pl_exporter_otlphttp);
+    int port = backend_start(&e.be, &e.loop, false, 0);
+    REQUIRE(port > 0);
+    snprintf(e.endpoint, sizeof(e.endpoint), "http://127.0.0.1:%d/", port);
+    char *k[] = {"Authorization"}, *v[] = {"Bearer s3cret"};
+    e.cfg.headers.keys = k;
+    e.cfg.headers.values = v;
+    e.cfg.headers.n = 1;
+    REQUIRE(env_create(&e));
+    pl_batch *b = make_traces(5);
+    CHECK_EQ_INT(e.type->export(e.exporter, b), PL_OK);
+    run_until_idle(&e, 3000);
+    CHECK_EQ_UINT(e.be.requests, 1);
+    CHECK_EQ_STR(e.be.path[0], "/v1/traces");
+    CHECK(body_is(&e.be, 0, b));
+    CHECK_EQ_STR(e.be.auth, "Bearer s3cret");
+    CHECK_EQ_STR(e.be.content_encoding, "gzip");
+    CHECK_EQ_STR(e.be.content_type, "application/x-protobuf");
+    CHECK_EQ_UINT(pl_stats_get(e.stats, PL_SIGNAL_TRACES, PL_STAT_SENT), 5);
+    pl_batch_free(b);
+    env_finish(&e);
+}
+
+static void test_otlphttp_503_with_retry_after_then_200_arrives_once(void)
+{
+    env e;
+    env_init(&e, &pl_exporter_otlphttp);
+    e.be.script[0] = (answer){503, 0, "1", -1, 0};
+    e.be.script[1] = (answer){502, 0, NULL, -1, 0};
+    e.be.script[2] = (answer){200, 0, NULL, -1, 0};
+    e.be.n_script = 3;
+    int port = backend_start(&e.be, &e.loop, false, 0);
+    REQUIRE(port > 0);
+    snprintf(e.endpoint, sizeof(e.endpoint), "http://127.0.0.1:%d", port);
+    e.cfg.compression = "none";
+    REQUIRE(env_create(&e));
+    pl_batch *b = make_traces(3);
+    CHECK_EQ_INT(e.type->export(e.exporter, b), PL_OK);
+    run_until_idle(&e, 5000);
+    run_for(&e, 100);
+    CHECK_EQ_UINT(e.be.requests, 3);
+    CHECK(body_is(&e.be, 2, b));
+    CHECK(e.be.request_ms[1] - e.be.request_ms[0] >= 990); /* Retry-After: 1 */
+    CHECK_EQ_STR(e.be.content_encoding, "");
+    CHECK_EQ_UINT(pl_stats_get(e.stats, PL_SIGNAL_TRACES, PL_STAT_SENT), 3);
+    CHECK_EQ_UINT(pl_stats_get(e.stats, PL_SIGNAL_TRACES, PL_STAT_FAILED), 0);
+    pl_batch_free(b);
+    env_finish(&e);
+}
+
+static void test_otlphttp_400_is_not_retried(void)
+{
+    env e;
+    env_init(&e, &pl_exporter_otlphttp);
+    e.be.script[0] = (answer){400, 0, NULL, -1, 0};
+    e.be.n_script = 1;
+    int port = backend_start(&e.be, &e.loop, false, 0);
+    REQUIRE(port > 0);
+    snprintf(e.endpoint, sizeof(e.endpoint), "http://127.0.0.1:%d", port);
+    REQUIRE(env_create(&e));
+    pl_batch *b = make_traces(4);
+    CHECK_EQ_INT(e.type->export(e.exporter, b), PL_OK);
+    run_until_idle(&e, 3000);
+    run_for(&e, 150);
+    CHECK_EQ_UINT(e.be.requests, 1);
+    CHECK_EQ_UINT(pl_stats_get(e.stats, PL_SIGNAL_TRACES, PL_STAT_FAILED), 4);
+    CHECK_EQ_UINT(pl_stats_get(e.stats, PL_SIGNAL_TRACES, PL_STAT_SENT), 0);
+    pl_batch_free(b);
+    env_finish(&e);
+}
+
+static void test_otlphttp_partial_success_is_counted_not_retried(void)
+{
+    env e;
+    env_init(&e, &pl_exporter_otlphttp);
+    e.be.script[0] = (answer){200, 0, NULL, -1, 2};
+    e.be.n_script = 1;
+    int port = backend_start(&e.be, &e.loop, false, 0);
+    REQUIRE(port > 0);
+    snprintf(e.endpoint, sizeof(e.endpoint), "http://127.0.0.1:%d", port);
+    REQUIRE(env_create(&e));
+    pl_batch *b = make_traces(6);
+    CHECK_EQ_INT(e.type->export(e.exporter, b), PL_OK);
+    run_until_idle(&e, 3000);
+    run_for(&e, 100);
+    CHECK_EQ_UINT(e.be.requests, 1);
+    CHECK_EQ_UINT(pl_stats_get(e.stats, PL_SIGNAL_TRACES, PL_STAT_SENT), 4);
+    CHECK_EQ_UINT(pl_stats_get(e.stats, PL_SIGNAL_TRACES, PL_STAT_FAILED), 2);
+    pl_batch_free(b);
+    env_finish(&e);
+}
+
+static void test_otlphttp_backend_down_then_up_everything_arrives(void)
+{
+    env e;
+    env_init(&e, &pl_exporter_otlphttp);
+    int port = free_port();
+    snprintf(e.endpoint, sizeof(e.endpoint), "http://127.0.0.1:%d", port);
+    e.cfg.compression = "zstd";
+    REQUIRE(env_create(&e));
+    pl_batch *b1 = make_traces(2), *b2 = make_traces(7);
+    CHECK_EQ_INT(e.type->export(e.exporter, b1), PL_OK);
+    CHECK_EQ_INT(e.type->export(e.exporter, b2), PL_OK);
+    run_for(&e, 200); /* connection refused, retried with backoff */
+    CHECK_EQ_UINT(pl_stats_get(e.stats, PL_SIGNAL_TRACES, PL_STAT_SENT), 0);
+    REQUIRE(backend_start(&e.be, &e.loop, false, port) == port);
+    run_until_idle(&e, 5000);
+    CHECK_EQ_UINT(e.be.requests, 2);
+    CHECK_EQ_STR(e.be.content_encoding, "zstd");
+    CHECK(body_is(&e.be, 0, b1) || body_is(&e.be, 1, b1));
+    CHECK(body_is(&e.be, 0, b2) || body_is(&e.be, 1, b2));
+    CHECK_EQ_UINT(pl_stats_get(e.stats, PL_SIGNAL_TRACES, PL_STAT_SENT), 9);
+    pl_batch_free(b1);
+    pl_batch_free(b2);
+    env_finish(&e);
+}
+
+/* ---- otlp (gRPC) -------------------------------------------------------- */
+
+static void test_grpc_unavailable_then_ok_arrives_once(void)
+{
+    env e;
+    env_init(&e, &pl_exporter_otlp);
+    e.be.script[0] = (answer){0, 14, NULL, -1, 0};
+    e.be.script[1] = (answer){0, 0, NULL, -1, 0};
+    e.be.n_script = 2;
+    int port = backend_start(&e.be, &e.loop, true, 0);
+    REQUIRE(port > 0);
+    snprintf(e.endpoint, sizeof(e.endpoint), "127.0.0.1:%d", port);
+    e.cfg.tls.insecure = true;
+    REQUIRE(env_create(&e));
+    pl_batch *b = make_traces(8);
+    CHECK_EQ_INT(e.type->export(e.exporter, b), PL_OK);
+    run_until_idle(&e, 3000);
+    run_for(&e, 100);
+    CHECK_EQ_UINT(e.be.requests, 2);
+    CHECK_EQ_STR(e.be.path[0], "/opentelemetry.proto.collector.trace.v1.TraceService/Export");
+    CHECK_EQ_STR(e.be.content_type, "application/grpc");
+    CHECK_EQ_STR(e.be.content_encoding, "gzip");
+    CHECK(body_is(&e.be, 1, b));
+    CHECK_EQ_UINT(pl_stats_get(e.stats, PL_SIGNAL_TRACES, PL_STAT_SENT), 8);
+    CHECK_EQ_UINT(pl_stats_get(e.stats, PL_SIGNAL_TRACES, PL_STAT_FAILED), 0);
+    pl_batch_free(b);
+    env_finish(&e);
+}
+
+static void test_grpc_resource_exhausted_without_retry_info_is_permanent(void)
+{
+    env e;
+    env_init(&e, &pl_exporter_otlp);
+    e.be.script[0] = (answer){0, 8, NULL, -1, 0};
+    e.be.n_script = 1;
+    int port = backend_start(&e.be, &e.loop, true, 0);
+    REQUIRE(port > 0);
+    snprintf(e.endpoint, sizeof(e.endpoint), "http://127.0.0.1:%d", port);
+    REQUIRE(env_create(&e));
+    pl_batch *b = make_traces(3);
+    CHECK_EQ_INT(e.type->export(e.exporter, b), PL_OK);
+    run_until_idle(&e, 3000);
+    run_for(&e, 150);
+    CHECK_EQ_UINT(e.be.requests, 1);
+    CHECK_EQ_UINT(pl_stats_get(e.stats, PL_SIGNAL_TRACES, PL_STAT_FAILED), 3);
+    pl_batch_free(b);
+    env_finish(&e);
+}
+
+static void test_grpc_resource_exhausted_with_retry_info_waits_and_retries(void)
+{
+    env e;
+    env_init(&e, &pl_exporter_otlp);
+    e.be.script[0] = (answer){0, 8, NULL, 400 * 1000000LL, 0};
+    e.be.script[1] = (answer){0, 0, NULL, -1, 1};
+    e.be.n_script = 2;
+    int port = backend_start(&e.be, &e.loop, true, 0);
+    REQUIRE(port > 0);
+    snprintf(e.endpoint, sizeof(e.endpoint), "127.0.0.1:%d", port);
+    e.cfg.tls.insecure = true;
+    e.cfg.compression = "none";
+    REQUIRE(env_create(&e));
+    pl_batch *b = make_traces(3);
+    CHECK_EQ_INT(e.type->export(e.exporter, b), PL_OK);
+    run_until_idle(&e, 3000);
+    CHECK_EQ_UINT(e.be.requests, 2);
+    CHECK(e.be.request_ms[1] - e.be.request_ms[0] >= 395);
+    CHECK(body_is(&e.be, 1, b));
+    /* the OK answer carried a partial success rejecting one span */
+    CHECK_EQ_UINT(pl_stats_get(e.stats, PL_SIGNAL_TRACES, PL_STAT_SENT), 2);
+    CHECK_EQ_UINT(pl_stats_get(e.stats, PL_SIGNAL_TRACES, PL_STAT_FAILED), 1);
+    pl_batch_free(b);
+    env_finish(&e);
+}
+
+static void test_grpc_helpers(void)
+{
+    CHECK(pl_grpc_code_retryable(14, false));
+    CHECK(pl_grpc_code_retryable(1, false));
+    CHECK(!pl_grpc_code_retryable(3, false));
+    CHECK(!pl_grpc_code_retryable(8, false));
+    CHECK(pl_grpc_code_retryable(8, true));
+    CHECK(!pl_grpc_code_retryable(13, true));
+    CHECK_EQ_INT(pl_grpc_code_from_http(503), 14);
+    CHECK_EQ_INT(pl_grpc_code_from_http(400), 13);
+    CHECK_EQ_INT(pl_grpc_code_from_http(200), 2);
+    size_t n = 0;
+    uint8_t *d = pl_otlp_base64_decode("aGVsbG8", 7, &n);
+    REQUIRE(d);
+    CHECK_EQ_BYTES(d, n, "hello", 5);
+    free(d);
+    d = pl_otlp_base64_decode("aGVsbG8=", 8, &n);
+    REQUIRE(d);
+    CHECK_EQ_BYTES(d, n, "hello", 5);
+    free(d);
+    CHECK(pl_otlp_base64_decode("a$==", 4, &n) == NULL);
+    char out[64];
+    pl_grpc_message_decode("try%20later%2", 13, out, sizeof(out));
+    CHECK_EQ_STR(out, "try later%2");
+    int64_t ra = pl_http_parse_retry_after(" 7 ", 3, 0);
+    CHECK_EQ_INT(ra, 7000000000LL);
+    CHECK_EQ_INT(pl_http_parse_retry_after("soon", 4, 0), -1);
+    /* an HTTP-date 10 s after "now" */
+    CHECK_EQ_INT(pl_http_parse_retry_after("Sun, 06 Nov 1994 08:49:47 GMT", 29,
+                                           784111777ULL * 1000000000ULL),
+                 10000000000LL);
+}
+
+int main(void)
+{
+    PL_RUN(test_grpc_helpers);
+    PL_RUN(test_otlphttp_delivers_the_exact_payload_gzipped_with_headers);
+    PL_RUN(test_otlphttp_503_with_retry_after_then_200_arrives_once);
+    PL_RUN(test_otlphttp_400_is_not_retried);
+    PL_RUN(test_otlphttp_partial_success_is_counted_not_retried);
+    PL_RUN(test_otlphttp_backend_down_then_up_everything_arrives);
+    PL_RUN(test_grpc_unavailable_then_ok_arrives_once);
+    PL_RUN(test_grpc_resource_exhausted_without_retry_info_is_permanent);
+    PL_RUN(test_grpc_resource_exhausted_with_retry_info_waits_and_retries);
+    return pl_test_done();
+}
