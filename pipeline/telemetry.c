@@ -178,6 +178,9 @@ char *pl_telemetry_render_metrics(size_t *len)
         if (!any)
             continue;
         for (int st = 0; st < PL_STAT_COUNT; st++) {
+            /* sent and failed only mean something for exporters */
+            if (kinds[k] != PL_KIND_EXPORTER && (st == PL_STAT_SENT || st == PL_STAT_FAILED))
+                continue;
             const char *kind = pl_kind_name(kinds[k]);
             const char *stat = pl_stat_name((pl_stat)st);
             pl_buf_printf(&b, "# HELP proflink_%s_%s_items_total %s\n", kind, stat,
