@@ -1,0 +1,1096 @@
+/*
+ * test_correlation.c: the correlation processor, driven through its
+ * descriptor hooks with capture consumers and an injected clock, so that
+ * every arrival order plays out exactly (no sleeping, no event loop).
+ *
+ * Fixtures: spans are built with mk_traces() (one resource per call, its
+ * service.name given), profiles with mk_profiles() (one cpu/nanoseconds
+ * profile; each sample names its span by OTLP Link or by label, a timestamp
+ * or the profile window, a CPU value and a leaf function).
+ */
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/model.h"
+#include "core/stats.h"
+#include "pipeline/consumer.h"
+#include "processors/correlation.h"
+#include "testlib.h"
+
+#define S(x) ((uint64_t)(x)*1000000000ull) /* seconds to ns */
+#define BASE S(1700000000)                 /* a plausible Unix time */
+
+/* ---- clock and capture ---------------------------------------------------------------------- */
+
+static uint64_t fake_now;
+static uint64_t fake_clock(void *arg)
+{
+    (void)arg;
+    return fake_now;
+}
+
+typedef struct capture {
+    pl_batch *b[64];
+    int n;
+} capture;
+
+static pl_status capture_fn(void *arg, pl_batch *batch)
+{
+    capture *c = arg;
+    if (c->n < 64)
+        c->b[c->n++] = batch;
+    else
+        pl_batch_free(batch);
+    return PL_OK;
+}
+
+typedef struct fixture {
+    void *self;
+    pl_stats *stats;
+    capture traces, profiles;
+    pl_consumer next_traces, next_profiles;
+} fixture;
+
+static pl_correlation_config test_config(void)
+{
+    pl_correlation_config cfg;
+    pl_correlation_config_defaults(&cfg);
+    cfg.early_release = false; /* most tests look at the window alone */
+    return cfg;
+}
+
+static int fx_init(fixture *f, const pl_correlation_config *cfg)
+{
+    memset(f, 0, sizeof(*f));
+    fake_now = BASE;
+    f->stats = pl_stats_new("correlation", PL_KIND_PROCESSOR);
+    pl_create_settings st;
+    memset(&st, 0, sizeof(st));
+    st.id = "correlation";
+    st.stats = f->stats;
+    st.clock = (pl_clock){fake_clock, NULL};
+    st.signals = PL_SIGNAL_MASK(PL_SIGNAL_TRACES) | PL_SIGNAL_MASK(PL_SIGNAL_PROFILES);
+    pl_err err;
+    if (pl_processor_correlation.create(&st, cfg, &f->self, &err) != PL_OK)
+        return -1;
+    if (pl_processor_correlation.start(f->self, &err) != PL_OK)
+        return -1;
+    pl_consumer_init_func(&f->next_traces, capture_fn, &f->traces);
+    pl_consumer_init_func(&f->next_profiles, capture_fn, &f->profiles);
+    return 0;
+}
+
+static void fx_done(fixture *f)
+{
+    pl_processor_correlation.shutdown(f->self);
+    pl_processor_correlation.destroy(f->self);
+    for (int i = 0; i < f->traces.n; i++)
+        pl_batch_free(f->traces.b[i]);
+    for (int i = 0; i < f->profiles.n; i++)
+        pl_batch_free(f->profiles.b[i]);
+    pl_stats_free(f->stats);
+}
+
+static void deliver(fixture *f, pl_batch *b)
+{
+    pl_consumer *next = b->signal == PL_SIGNAL_TRACES ? &f->next_traces : &f->next_profiles;
+    pl_processor_correlation.consume(f->self, b, next);
+}
+
+static pl_correlation_counters counters(fixture *f)
+{
+    pl_correlation_counters c;
+    pl_correlation_get_counters(f->self, &c);
+    return c;
+}
+
+static void advance(fixture *f, uint64_t ns)
+{
+    fake_now += ns;
+    pl_correlation_tick(f->self);
+}
+
+/* ---- building spans ------------------------------------------------------------------------- */
+
+static void id8(uint64_t v, uint8_t out[8])
+{
+    for (int i = 7; i >= 0; i--, v >>= 8)
+        out[i] = (uint8_t)v;
+}
+
+static void id16(uint8_t t, uint8_t out[16])
+{
+    memset(out, 0, 16);
+    out[15] = t;
+    out[0] = t;
+}
+
+typedef struct span_spec {
+    uint8_t trace; /* 0: no trace id */
+    uint64_t id, parent;
+    uint64_t start, end;
+    const char *name;
+    const char *route; /* http.route attribute, or NULL */
+} span_spec;
+
+static pl_batch *mk_traces(const char *service, const span_spec *specs, int n)
+{
+    pl_batch *b = pl_batch_new(PL_SIGNAL_TRACES);
+    pl_traces *t = &b->data.traces;
+    t->n_resources = 1;
+    t->resources = pl_batch_alloc(b, sizeof(pl_resource_spans));
+    pl_resource_spans *rs = &t->resources[0];
+    rs->has_resource = true;
+    pl_attrs_put(&b->arena, &rs->resource.attrs, PL_BYTES_LIT("service.name"),
+                 pl_value_string(pl_bytes_from_cstr(service)));
+    rs->n_scopes = 1;
+    rs->scopes = pl_batch_alloc(b, sizeof(pl_scope_spans));
+    rs->scopes[0].n_spans = (uint32_t)n;
+    rs->scopes[0].spans = pl_batch_alloc(b, (size_t)n * sizeof(pl_span));
+    for (int i = 0; i < n; i++) {
+        pl_span *sp = &rs->scopes[0].spans[i];
+        const span_spec *s = &specs[i];
+        if (s->trace) {
+            id16(s->trace, sp->trace_id);
+            sp->trace_id_len = 16;
+        }
+        id8(s->id, sp->span_id);
+        sp->span_id_len = 8;
+        if (s->parent) {
+            id8(s->parent, sp->parent_span_id);
+            sp->parent_span_id_len = 8;
+        }
+        sp->start_time_unix_nano = s->start;
+        sp->end_time_unix_nano = s->end;
+        sp->name = pl_bytes_from_cstr(s->name ? s->name : "op");
+        if (s->route)
+            pl_attrs_put(&b->arena, &sp->attrs, PL_BYTES_LIT("http.route"),
+                         pl_value_string(pl_bytes_from_cstr(s->route)));
+    }
+    return b;
+}
+
+/* ---- building profiles ---------------------------------------------------------------------- */
+
+enum { BY_LINK = 0, BY_SPAN_LABEL = 1, BY_PROFILE_LABEL = 2, NO_SPAN = 3 };
+
+typedef struct sample_spec {
+    uint64_t span;
+    uint8_t trace; /* 0: none */
+    int how;       /* BY_LINK, BY_SPAN_LABEL, ... */
+    uint64_t ts;   /* 0: no timestamp (the profile window applies) */
+    int64_t value;
+    int fn; /* leaf function: 0 main, 1 work, 2 hot */
+} sample_spec;
+
+static const char *fn_names[] = {"main", "work", "hot"};
+
+static int32_t str(pl_batch *b, const char *s)
+{
+    return pl_dict_intern_string(&b->arena, &b->data.profiles.dict, pl_bytes_from_cstr(s));
+}
+
+static int32_t str_attr(pl_batch *b, const char *k, const char *v)
+{
+    pl_dictionary *d = &b->data.profiles.dict;
+    return pl_dict_add_attribute(&b->arena, d, str(b, k),
+                                 pl_value_string(pl_batch_bytes(b, v, strlen(v))), 0);
+}
+
+/* type/unit of the profile's values, e.g. "cpu","nanoseconds"; period type
+ * optional (NULL). */
+static pl_batch *mk_profiles_typed(const char *service, uint64_t time, uint64_t dur,
+                                   const sample_spec *specs, int n, const char *type,
+                                   const char *unit, const char *ptype, const char *punit,
+                                   int64_t period)
+{
+    pl_batch *b = pl_batch_new(PL_SIGNAL_PROFILES);
+    pl_profiles *ps = &b->data.profiles;
+    pl_dictionary *d = &ps->dict;
+    ps->has_dictionary = true;
+    pl_dict_ensure_zero_entries(&b->arena, d);
+    /* functions 1..3, locations 1..3, stacks 1..3 = [leaf fn, main] */
+    d->functions = pl_arena_grow(&b->arena, d->functions, d->n_functions, 4, sizeof(pl_function));
+    d->locations = pl_arena_grow(&b->arena, d->locations, d->n_locations, 4, sizeof(pl_location));
+    d->stacks = pl_arena_grow(&b->arena, d->stacks, d->n_stacks, 4, sizeof(pl_stack));
+    d->cap_functions = d->cap_locations = d->cap_stacks = 4;
+    for (int i = 0; i < 3; i++) {
+        d->functions[i + 1] = (pl_function){str(b, fn_names[i]), 0, str(b, "app.js"), 1};
+        pl_line *line = pl_batch_alloc(b, sizeof(pl_line));
+        line->function_index = i + 1;
+        d->locations[i + 1] = (pl_location){0, 0x1000u + (uint64_t)i, line, 1, NULL, 0};
+        int32_t *locs = pl_batch_alloc(b, 2 * sizeof(int32_t));
+        locs[0] = i + 1;
+        locs[1] = 1;
+        d->stacks[i + 1] = (pl_stack){locs, i == 0 ? 1u : 2u};
+    }
+    d->n_functions = d->n_locations = d->n_stacks = 4;
+
+    ps->n_resources = 1;
+    ps->resources = pl_batch_alloc(b, sizeof(pl_resource_profiles));
+    pl_resource_profiles *rp = &ps->resources[0];
+    rp->has_resource = true;
+    pl_attrs_put(&b->arena, &rp->resource.attrs, PL_BYTES_LIT("service.name"),
+                 pl_value_string(pl_bytes_from_cstr(service)));
+    rp->n_scopes = 1;
+    rp->scopes = pl_batch_alloc(b, sizeof(pl_scope_profiles));
+    rp->scopes[0].n_profiles = 1;
+    rp->scopes[0].profiles = pl_batch_alloc(b, sizeof(pl_profile));
+    pl_profile *p = &rp->scopes[0].profiles[0];
+    p->has_sample_type = true;
+    p->sample_type = (pl_vtype){str(b, type), str(b, unit)};
+    if (ptype) {
+        p->has_period_type = true;
+        p->period_type = (pl_vtype){str(b, ptype), str(b, punit)};
+        p->period = period;
+    }
+    p->time_unix_nano = time;
+    p->duration_nano = dur;
+    p->n_samples = (uint32_t)n;
+    p->samples = pl_batch_alloc(b, (size_t)n * sizeof(pl_sample));
+    for (int i = 0; i < n; i++) {
+        const sample_spec *s = &specs[i];
+        pl_sample *sm = &p->samples[i];
+        sm->stack_index = s->fn + 1;
+        sm->n_values = 1;
+        sm->values = pl_batch_alloc(b, sizeof(int64_t));
+        sm->values[0] = s->value;
+        if (s->ts) {
+            sm->n_timestamps = 1;
+            sm->timestamps_unix_nano = pl_batch_alloc(b, sizeof(uint64_t));
+            sm->timestamps_unix_nano[0] = s->ts;
+        }
+        if (s->how == BY_LINK) {
+            pl_link l;
+            memset(&l, 0, sizeof(l));
+            id8(s->span, l.span_id);
+            l.span_id_len = 8;
+            if (s->trace) {
+                id16(s->trace, l.trace_id);
+                l.trace_id_len = 16;
+            }
+            sm->link_index = pl_dict_add_link(&b->arena, d, &l);
+        } else if (s->how != NO_SPAN) {
+            uint8_t raw[8];
+            char hex[33];
+            id8(s->span, raw);
+            pl_hex_encode(raw, 8, hex);
+            sm->attribute_indices = pl_batch_alloc(b, 3 * sizeof(int32_t));
+            sm->attribute_indices[sm->n_attribute_indices++] =
+                str_attr(b, s->how == BY_SPAN_LABEL ? "span_id" : "profile_id", hex);
+            sm->attribute_indices[sm->n_attribute_indices++] = str_attr(b, "thread", "main");
+            if (s->trace) {
+                uint8_t t16[16];
+                id16(s->trace, t16);
+                pl_hex_encode(t16, 16, hex);
+                sm->attribute_indices[sm->n_attribute_indices++] = str_attr(b, "trace_id", hex);
+            }
+        }
+    }
+    return b;
+}
+
+static pl_batch *mk_profiles(const char *service, uint64_t time, uint64_t dur,
+                             const sample_spec *specs, int n)
+{
+    return mk_profiles_typed(service, time, dur, specs, n, "cpu", "nanoseconds", NULL, NULL, 0);
+}
+
+/* ---- reading results ------------------------------------------------------------------------ */
+
+static pl_span *find_span_in(capture *c, uint64_t id, uint8_t trace)
+{
+    uint8_t want[8];
+    id8(id, want);
+    for (int i = 0; i < c->n; i++) {
+        pl_traces *t = &c->b[i]->data.traces;
+        for (uint32_t r = 0; r < t->n_resources; r++)
+            for (uint32_t s = 0; s < t->resources[r].n_scopes; s++)
+                for (uint32_t k = 0; k < t->resources[r].scopes[s].n_spans; k++) {
+                    pl_span *sp = &t->resources[r].scopes[s].spans[k];
+                    if (memcmp(sp->span_id, want, 8) == 0 && (!trace || sp->trace_id[15] == trace))
+                        return sp;
+                }
+    }
+    return NULL;
+}
+
+static int64_t span_int(const pl_span *sp, const char *key)
+{
+    if (!sp)
+        return -1;
+    pl_kv *kv = pl_attrs_find(&sp->attrs, key, strlen(key));
+    return kv && kv->value.type == PL_VALUE_INT ? kv->value.u.i : -1;
+}
+
+static char *span_str(const pl_span *sp, const char *key, char *buf)
+{
+    buf[0] = 0;
+    if (!sp)
+        return NULL;
+    pl_kv *kv = pl_attrs_find(&sp->attrs, key, strlen(key));
+    if (!kv || kv->value.type != PL_VALUE_STRING)
+        return NULL;
+    snprintf(buf, 256, "%.*s", (int)kv->value.u.str.len, (const char *)kv->value.u.str.ptr);
+    return buf;
+}
+
+static pl_sample *sample_at(pl_batch *b, uint32_t i)
+{
+    return &b->data.profiles.resources[0].scopes[0].profiles[0].samples[i];
+}
+
+/* Value of a sample attribute as text (NULL if absent); counts the key's
+ * occurrences in *count. */
+static const char *sample_attr(pl_batch *b, uint32_t i, const char *key, char *buf, int *count)
+{
+    pl_dictionary *d = &b->data.profiles.dict;
+    pl_sample *s = sample_at(b, i);
+    const char *found = NULL;
+    int n = 0;
+    for (uint32_t k = 0; k < s->n_attribute_indices; k++) {
+        pl_kvu *a = &d->attributes[s->attribute_indices[k]];
+        if (!pl_bytes_eq_cstr(pl_dict_string(d, a->key_strindex), key))
+            continue;
+        n++;
+        pl_bytes v = a->value.type == PL_VALUE_STRINDEX ? pl_dict_string(d, a->value.u.strindex)
+                                                        : a->value.u.str;
+        snprintf(buf, 256, "%.*s", (int)v.len, (const char *)v.ptr);
+        found = buf;
+    }
+    if (count)
+        *count = n;
+    return found;
+}
+
+static char *hex_id(uint64_t id, char *buf)
+{
+    uint8_t raw[8];
+    id8(id, raw);
+    pl_hex_encode(raw, 8, buf);
+    buf[16] = 0;
+    return buf;
+}
+
+static char *hex_trace(uint8_t t, char *buf)
+{
+    uint8_t raw[16];
+    id16(t, raw);
+    pl_hex_encode(raw, 16, buf);
+    buf[32] = 0;
+    return buf;
+}
+
+/* ---- arrival orders ------------------------------------------------------------------------- */
+
+static void test_span_first_then_samples(void)
+{
+    fixture f;
+    pl_correlation_config cfg = test_config();
+    char *attrs[] = {"http.route"};
+    cfg.span_attributes = (pl_strlist){attrs, 1};
+    REQUIRE(fx_init(&f, &cfg) == 0);
+    uint64_t t0 = BASE - S(10);
+    span_spec sp[] = {{1, 0xA1, 0, t0, t0 + S(2), "GET /users/:id", "/users/:id"}};
+    deliver(&f, mk_traces("api", sp, 1));
+    CHECK_EQ_INT(f.traces.n, 0); /* held for its window */
+
+    advance(&f, S(5));
+    sample_spec ss[] = {{0xA1, 1, BY_LINK, t0 + S(1), 7000000, 2},
+                        {0xA1, 1, BY_LINK, t0 + S(1), 3000000, 1}};
+    deliver(&f, mk_profiles("api", t0, S(10), ss, 2));
+    /* Its span is known: the batch flows on at once, enriched. */
+    REQUIRE(f.profiles.n == 1);
+    char buf[256], want[40];
+    int count;
+    pl_batch *pb = f.profiles.b[0];
+    CHECK_EQ_STR(sample_attr(pb, 0, "trace_id", buf, NULL), hex_trace(1, want));
+    CHECK_EQ_STR(sample_attr(pb, 0, "span_id", buf, &count), hex_id(0xA1, want));
+    CHECK_EQ_INT(count, 1);
+    CHECK_EQ_STR(sample_attr(pb, 1, "span_name", buf, NULL), "GET /users/:id");
+    CHECK_EQ_STR(sample_attr(pb, 1, "root_span_name", buf, NULL), "GET /users/:id");
+    CHECK_EQ_STR(sample_attr(pb, 1, "service.name", buf, NULL), "api");
+    CHECK_EQ_STR(sample_attr(pb, 0, "http.route", buf, NULL), "/users/:id");
+    CHECK_EQ_INT(f.traces.n, 0);
+
+    advance(&f, S(24)); /* 29 s after the span came: still held */
+    CHECK_EQ_INT(f.traces.n, 0);
+    advance(&f, S(1));
+    REQUIRE(f.traces.n == 1);
+    pl_span *s = find_span_in(&f.traces, 0xA1, 0);
+    CHECK_EQ_STR(span_str(s, "pyroscope.profile.id", buf), hex_id(0xA1, want));
+    CHECK_EQ_INT(span_int(s, "profile.samples"), 2);
+    CHECK_EQ_INT(span_int(s, "profile.cpu_time_ns"), 10000000);
+    CHECK_EQ_INT(span_int(s, "profile.cpu_time_total_ns"), 10000000);
+    pl_kv *top = pl_attrs_find(&s->attrs, "profile.top_functions", 21);
+    REQUIRE(top && top->value.type == PL_VALUE_ARRAY);
+    CHECK_EQ_UINT(top->value.u.array.n, 2);
+    CHECK_BYTES_STR(top->value.u.array.items[0].u.str, "hot (70.0%)");
+    CHECK_BYTES_STR(top->value.u.array.items[1].u.str, "work (30.0%)");
+    pl_correlation_counters c = counters(&f);
+    CHECK_EQ_UINT(c.linked_samples, 2);
+    CHECK_EQ_UINT(c.linked_spans, 1);
+    CHECK_EQ_UINT(c.unlinked_spans, 0);
+    CHECK_EQ_UINT(c.unlinked_samples, 0);
+    fx_done(&f);
+}
+
+static void test_samples_first_then_span(void)
+{
+    fixture f;
+    pl_correlation_config cfg = test_config();
+    REQUIRE(fx_init(&f, &cfg) == 0);
+    uint64_t t0 = BASE - S(5);
+    sample_spec ss[] = {{0xB1, 2, BY_SPAN_LABEL, t0 + S(1), 5000000, 2},
+                        {0, 0, NO_SPAN, t0 + S(1), 1000000, 0}};
+    deliver(&f, mk_profiles("api", t0, S(10), ss, 2));
+    CHECK_EQ_INT(f.profiles.n, 0); /* waits for its span */
+    pl_correlation_usage u;
+    pl_correlation_get_usage(f.self, &u);
+    CHECK_EQ_UINT(u.pending_samples, 1);
+
+    advance(&f, S(20)); /* a long request: its span ends and is exported late */
+    span_spec sp[] = {{2, 0xB1, 0, t0, t0 + S(3), "checkout", NULL}};
+    deliver(&f, mk_traces("api", sp, 1));
+    REQUIRE(f.profiles.n == 1); /* its last waiting sample linked: it flows on */
+    char buf[256], want[40];
+    int count;
+    CHECK_EQ_STR(sample_attr(f.profiles.b[0], 0, "span_name", buf, NULL), "checkout");
+    /* The SDK's own span_id label is replaced, not duplicated. */
+    CHECK_EQ_STR(sample_attr(f.profiles.b[0], 0, "span_id", buf, &count), hex_id(0xB1, want));
+    CHECK_EQ_INT(count, 1);
+    CHECK_EQ_STR(sample_attr(f.profiles.b[0], 0, "thread", buf, NULL), "main");
+    CHECK(sample_attr(f.profiles.b[0], 1, "span_name", buf, NULL) == NULL);
+    CHECK_EQ_INT(f.traces.n, 0);
+    advance(&f, S(30));
+    REQUIRE(f.traces.n == 1);
+    CHECK_EQ_INT(span_int(find_span_in(&f.traces, 0xB1, 0), "profile.samples"), 1);
+    CHECK_EQ_INT(span_int(find_span_in(&f.traces, 0xB1, 0), "profile.cpu_time_ns"), 5000000);
+    CHECK_EQ_UINT(counters(&f).linked_samples, 1);
+    CHECK_EQ_UINT(counters(&f).unlinked_samples, 0);
+    fx_done(&f);
+}
+
+static void test_interleaved_many_batches(void)
+{
+    fixture f;
+    pl_correlation_config cfg = test_config();
+    REQUIRE(fx_init(&f, &cfg) == 0);
+    uint64_t t0 = BASE - S(10);
+    /* 8 spans in 4 trace batches, 16 samples in 4 profile batches, alternating;
+     * half of the samples come before their span. */
+    for (int round = 0; round < 4; round++) {
+        uint64_t a = 0x100 + (uint64_t)round * 2, b = a + 1;
+        uint64_t later = 0x100 + (uint64_t)((round + 1) % 4) * 2;
+        sample_spec ss[] = {{a, 3, BY_LINK, t0 + S(1), 1000, 0},
+                            {b, 3, BY_LINK, t0 + S(1), 1000, 1},
+                            {later, 3, BY_LINK, t0 + S(1), 1000, 2},
+                            {later + 1, 3, BY_PROFILE_LABEL, t0 + S(1), 1000, 2}};
+        span_spec sp[] = {{3, a, 0, t0, t0 + S(2), "A", NULL}, {3, b, a, t0, t0 + S(2), "B", NULL}};
+        if (round % 2 == 0) {
+            deliver(&f, mk_traces("svc", sp, 2));
+            advance(&f, S(1));
+            deliver(&f, mk_profiles("svc", t0, S(10), ss, 4));
+        } else {
+            deliver(&f, mk_profiles("svc", t0, S(10), ss, 4));
+            advance(&f, S(1));
+            deliver(&f, mk_traces("svc", sp, 2));
+        }
+        advance(&f, S(1));
+    }
+    /* Round 3's "later" samples point at round 0's spans (known): all linked. */
+    pl_correlation_counters c = counters(&f);
+    CHECK_EQ_UINT(c.linked_samples, 16);
+    CHECK_EQ_INT(f.profiles.n, 4);
+    advance(&f, S(30));
+    CHECK_EQ_INT(f.traces.n, 4);
+    for (uint64_t id = 0x100; id < 0x108; id++) {
+        pl_span *s = find_span_in(&f.traces, id, 0);
+        CHECK_EQ_INT(span_int(s, "profile.samples"), 2); /* one per sample entry */
+        CHECK_EQ_INT(span_int(s, "profile.cpu_time_ns"), 2000);
+    }
+    /* B's parent is A: A's total holds both. */
+    CHECK_EQ_INT(span_int(find_span_in(&f.traces, 0x100, 0), "profile.cpu_time_total_ns"), 4000);
+    CHECK_EQ_INT(span_int(find_span_in(&f.traces, 0x101, 0), "profile.cpu_time_total_ns"), 2000);
+    c = counters(&f);
+    CHECK_EQ_UINT(c.linked_spans, 8);
+    CHECK_EQ_UINT(c.unlinked_samples, 0);
+    fx_done(&f);
+}
+
+static void test_partner_never_comes(void)
+{
+    fixture f;
+    pl_correlation_config cfg = test_config();
+    cfg.span_window = S(10);
+    cfg.sample_window = S(20);
+    REQUIRE(fx_init(&f, &cfg) == 0);
+    uint64_t t0 = BASE;
+    span_spec sp[] = {{4, 0xC1, 0, t0, t0 + S(1), "lonely", NULL}};
+    deliver(&f, mk_traces("api", sp, 1));
+    sample_spec ss[] = {{0xC2, 4, BY_LINK, t0, 100, 0}};
+    deliver(&f, mk_profiles("api", t0, S(10), ss, 1));
+    CHECK_EQ_INT(f.traces.n, 0);
+    CHECK_EQ_INT(f.profiles.n, 0);
+    advance(&f, S(10)); /* the span window closes first (per-side override) */
+    REQUIRE(f.traces.n == 1);
+    CHECK_EQ_INT(f.profiles.n, 0);
+    pl_span *s = find_span_in(&f.traces, 0xC1, 0);
+    CHECK(pl_attrs_find(&s->attrs, "pyroscope.profile.id", 20) == NULL);
+    CHECK(pl_attrs_find(&s->attrs, "profile.samples", 15) == NULL);
+    advance(&f, S(10));
+    REQUIRE(f.profiles.n == 1);
+    char buf[256];
+    CHECK(sample_attr(f.profiles.b[0], 0, "span_name", buf, NULL) == NULL);
+    pl_correlation_counters c = counters(&f);
+    CHECK_EQ_UINT(c.unlinked_spans, 1);
+    CHECK_EQ_UINT(c.unlinked_samples, 1);
+    CHECK_EQ_UINT(c.linked_samples, 0);
+    CHECK_EQ_UINT(c.late_samples, 0);
+    CHECK_EQ_UINT(c.late_spans, 0);
+    fx_done(&f);
+}
+
+static void test_partner_after_window(void)
+{
+    fixture f;
+    pl_correlation_config cfg = test_config();
+    REQUIRE(fx_init(&f, &cfg) == 0);
+    uint64_t t0 = BASE;
+    /* Span first; its samples come after it left. */
+    span_spec sp[] = {{5, 0xD1, 0, t0, t0 + S(1), "early", NULL}};
+    deliver(&f, mk_traces("api", sp, 1));
+    advance(&f, S(30));
+    CHECK_EQ_INT(f.traces.n, 1);
+    advance(&f, S(5));
+    sample_spec ss[] = {{0xD1, 5, BY_LINK, t0, 100, 0}};
+    deliver(&f, mk_profiles("api", t0, S(10), ss, 1));
+    CHECK_EQ_INT(f.profiles.n, 1); /* does not wait for a span that left */
+    pl_correlation_counters c = counters(&f);
+    CHECK_EQ_UINT(c.late_samples, 1);
+    CHECK_EQ_UINT(c.unlinked_samples, 1);
+
+    /* Samples first; their span comes after they left. */
+    sample_spec ss2[] = {{0xD2, 5, BY_LINK, t0, 100, 0}, {0xD2, 5, BY_LINK, t0, 100, 0}};
+    deliver(&f, mk_profiles("api", t0, S(10), ss2, 2));
+    advance(&f, S(30));
+    CHECK_EQ_INT(f.profiles.n, 2);
+    span_spec sp2[] = {{5, 0xD2, 0, t0, t0 + S(1), "late", NULL}};
+    deliver(&f, mk_traces("api", sp2, 1));
+    c = counters(&f);
+    CHECK_EQ_UINT(c.late_spans, 1); /* one span, however many samples it missed */
+    CHECK_EQ_UINT(c.unlinked_samples, 3);
+    advance(&f, S(30));
+    CHECK(pl_attrs_find(&find_span_in(&f.traces, 0xD2, 0)->attrs, "profile.samples", 15) == NULL);
+    /* Markers expire: much later, a span with that id is not "late" again. */
+    advance(&f, S(100));
+    advance(&f, S(1));
+    pl_correlation_usage u;
+    pl_correlation_get_usage(f.self, &u);
+    CHECK_EQ_UINT(u.markers, 0);
+    fx_done(&f);
+}
+
+/* ---- the join rule -------------------------------------------------------------------------- */
+
+static void test_skew_edges(void)
+{
+    fixture f;
+    pl_correlation_config cfg = test_config();
+    cfg.max_clock_skew = S(1);
+    REQUIRE(fx_init(&f, &cfg) == 0);
+    uint64_t start = BASE - S(20), end = start + S(2);
+    span_spec sp[] = {{6, 0xE1, 0, start, end, "edge", NULL}};
+    deliver(&f, mk_traces("api", sp, 1));
+    sample_spec ss[] = {
+        {0xE1, 6, BY_LINK, start - S(1), 1, 0},     /* exactly start - skew: linked */
+        {0xE1, 6, BY_LINK, start - S(1) - 1, 1, 0}, /* 1 ns before: not */
+        {0xE1, 6, BY_LINK, end + S(1), 1, 0},       /* exactly end + skew: linked */
+        {0xE1, 6, BY_LINK, end + S(1) + 1, 1, 0},   /* 1 ns after: not */
+    };
+    deliver(&f, mk_profiles("api", start - S(5), S(10), ss, 4));
+    CHECK_EQ_UINT(counters(&f).linked_samples, 2);
+    CHECK_EQ_INT(f.profiles.n, 0); /* two still wait (another span with that id may come) */
+    advance(&f, S(30));
+    REQUIRE(f.profiles.n == 1);
+    char buf[256];
+    CHECK(sample_attr(f.profiles.b[0], 0, "span_name", buf, NULL) != NULL);
+    CHECK(sample_attr(f.profiles.b[0], 1, "span_name", buf, NULL) == NULL);
+    CHECK(sample_attr(f.profiles.b[0], 2, "span_name", buf, NULL) != NULL);
+    CHECK(sample_attr(f.profiles.b[0], 3, "span_name", buf, NULL) == NULL);
+    CHECK_EQ_UINT(counters(&f).unlinked_samples, 2);
+
+    /* Without timestamps, the profile window must overlap the widened span. */
+    span_spec sp2[] = {{6, 0xE2, 0, start, end, "window", NULL}};
+    deliver(&f, mk_traces("api", sp2, 1));
+    sample_spec w[] = {{0xE2, 6, BY_LINK, 0, 1, 0}};
+    deliver(&f, mk_profiles("api", end + S(1), S(10), w, 1)); /* begins at end + skew */
+    CHECK_EQ_UINT(counters(&f).linked_samples, 3);
+    deliver(&f, mk_profiles("api", end + S(1) + 1, S(10), w, 1)); /* 1 ns later */
+    CHECK_EQ_UINT(counters(&f).linked_samples, 3);
+    deliver(&f, mk_profiles("api", start - S(11), S(10), w, 1)); /* ends at start - skew */
+    CHECK_EQ_UINT(counters(&f).linked_samples, 4);
+    fx_done(&f);
+}
+
+static void test_duplicate_span_ids_in_different_traces(void)
+{
+    fixture f;
+    pl_correlation_config cfg = test_config();
+    REQUIRE(fx_init(&f, &cfg) == 0);
+    uint64_t t0 = BASE - S(10);
+    span_spec sp1[] = {{7, 0xF1, 0, t0, t0 + S(2), "in trace 7", NULL}};
+    span_spec sp2[] = {{8, 0xF1, 0, t0, t0 + S(2), "in trace 8", NULL}};
+    deliver(&f, mk_traces("api", sp1, 1));
+    deliver(&f, mk_traces("api", sp2, 1));
+    sample_spec ss[] = {{0xF1, 8, BY_LINK, t0 + S(1), 5, 0},
+                        {0xF1, 7, BY_SPAN_LABEL, t0 + S(1), 3, 0},
+                        {0xF1, 9, BY_LINK, t0 + S(1), 1, 0}}; /* a third trace: no match */
+    deliver(&f, mk_profiles("api", t0, S(10), ss, 3));
+    CHECK_EQ_UINT(counters(&f).linked_samples, 2);
+    advance(&f, S(30));
+    REQUIRE(f.profiles.n == 1);
+    char buf[256], want[40];
+    CHECK_EQ_STR(sample_attr(f.profiles.b[0], 0, "span_name", buf, NULL), "in trace 8");
+    CHECK_EQ_STR(sample_attr(f.profiles.b[0], 0, "trace_id", buf, NULL), hex_trace(8, want));
+    CHECK_EQ_STR(sample_attr(f.profiles.b[0], 1, "span_name", buf, NULL), "in trace 7");
+    CHECK(sample_attr(f.profiles.b[0], 2, "span_name", buf, NULL) == NULL);
+    CHECK_EQ_INT(span_int(find_span_in(&f.traces, 0xF1, 7), "profile.cpu_time_ns"), 3);
+    CHECK_EQ_INT(span_int(find_span_in(&f.traces, 0xF1, 8), "profile.cpu_time_ns"), 5);
+    CHECK_EQ_UINT(counters(&f).unlinked_samples, 1);
+    fx_done(&f);
+}
+
+/* ---- local roots and ancestors -------------------------------------------------------------- */
+
+static void check_rollup(fixture *f)
+{
+    pl_span *r = find_span_in(&f->traces, 0x10, 0);
+    pl_span *c = find_span_in(&f->traces, 0x11, 0);
+    pl_span *g = find_span_in(&f->traces, 0x12, 0);
+    REQUIRE(r && c && g);
+    CHECK_EQ_INT(span_int(g, "profile.cpu_time_ns"), 10);
+    CHECK_EQ_INT(span_int(g, "profile.cpu_time_total_ns"), 10);
+    CHECK_EQ_INT(span_int(c, "profile.cpu_time_ns"), 5);
+    CHECK_EQ_INT(span_int(c, "profile.cpu_time_total_ns"), 15);
+    CHECK_EQ_INT(span_int(r, "profile.cpu_time_ns"), 1);
+    CHECK_EQ_INT(span_int(r, "profile.cpu_time_total_ns"), 16);
+}
+
+static void test_ancestors_rolled_up(void)
+{
+    char *attrs[] = {"http.route"};
+    pl_correlation_config cfg = test_config();
+    cfg.span_attributes = (pl_strlist){attrs, 1};
+    uint64_t t0 = BASE - S(10);
+    span_spec root = {9, 0x10, 0, t0, t0 + S(5), "GET /cart", "/cart"};
+    span_spec child = {9, 0x11, 0x10, t0 + S(1), t0 + S(3), "load cart", NULL};
+    span_spec grand = {9, 0x12, 0x11, t0 + S(1), t0 + S(2), "SELECT", NULL};
+    sample_spec ss[] = {{0x12, 9, BY_LINK, t0 + S(1), 10, 2},
+                        {0x11, 9, BY_LINK, t0 + S(2), 5, 1},
+                        {0x10, 9, BY_LINK, t0 + S(4), 1, 0}};
+    char buf[256];
+
+    /* All spans first, in one batch. */
+    fixture f;
+    REQUIRE(fx_init(&f, &cfg) == 0);
+    span_spec all[] = {grand, child, root};
+    deliver(&f, mk_traces("shop", all, 3));
+    deliver(&f, mk_profiles("shop", t0, S(10), ss, 3));
+    REQUIRE(f.profiles.n == 1);
+    CHECK_EQ_STR(sample_attr(f.profiles.b[0], 0, "root_span_name", buf, NULL), "GET /cart");
+    CHECK_EQ_STR(sample_attr(f.profiles.b[0], 0, "span_name", buf, NULL), "SELECT");
+    /* http.route lives on the root: found through the ancestors. */
+    CHECK_EQ_STR(sample_attr(f.profiles.b[0], 0, "http.route", buf, NULL), "/cart");
+    advance(&f, S(30));
+    check_rollup(&f);
+    fx_done(&f);
+
+    /* The root ends last and comes in a later batch, after the samples
+     * linked to its descendants: its total still holds theirs. */
+    REQUIRE(fx_init(&f, &cfg) == 0);
+    span_spec kids[] = {grand, child};
+    deliver(&f, mk_traces("shop", kids, 2));
+    deliver(&f, mk_profiles("shop", t0, S(10), ss, 3)); /* the root's own sample waits */
+    CHECK_EQ_INT(f.profiles.n, 0);
+    advance(&f, S(5));
+    deliver(&f, mk_traces("shop", &root, 1));
+    REQUIRE(f.profiles.n == 1);
+    advance(&f, S(30));
+    check_rollup(&f);
+    fx_done(&f);
+
+    /* Bottom up, one span per batch, the samples right after the first:
+     * totals climb through two placeholders. */
+    REQUIRE(fx_init(&f, &cfg) == 0);
+    deliver(&f, mk_traces("shop", &grand, 1));
+    deliver(&f, mk_profiles("shop", t0, S(10), ss, 3));
+    advance(&f, S(1));
+    deliver(&f, mk_traces("shop", &child, 1));
+    advance(&f, S(1));
+    deliver(&f, mk_traces("shop", &root, 1));
+    REQUIRE(f.profiles.n == 1);
+    advance(&f, S(30));
+    check_rollup(&f);
+    fx_done(&f);
+
+    /* Reverse: root first, then the child, then the grandchild. */
+    REQUIRE(fx_init(&f, &cfg) == 0);
+    deliver(&f, mk_traces("shop", &root, 1));
+    deliver(&f, mk_traces("shop", &child, 1));
+    deliver(&f, mk_traces("shop", &grand, 1));
+    deliver(&f, mk_profiles("shop", t0, S(10), ss, 3));
+    CHECK_EQ_STR(sample_attr(f.profiles.b[0], 0, "root_span_name", buf, NULL), "GET /cart");
+    advance(&f, S(30));
+    check_rollup(&f);
+    fx_done(&f);
+}
+
+static void test_local_root_only_samples(void)
+{
+    /* Pyroscope Go/.NET stamp samples with the local root's id only. */
+    fixture f;
+    pl_correlation_config cfg = test_config();
+    REQUIRE(fx_init(&f, &cfg) == 0);
+    uint64_t t0 = BASE - S(10);
+    /* The caller, in another service: an ancestor, but not the local root. */
+    span_spec gw[] = {{10, 0x99, 0, t0, t0 + S(4), "gateway", NULL}};
+    deliver(&f, mk_traces("gateway", gw, 1));
+    span_spec sp[] = {{10, 0x20, 0x99, t0, t0 + S(3), "POST /pay", NULL}, /* remote parent */
+                      {10, 0x21, 0x20, t0 + S(1), t0 + S(2), "charge", NULL}};
+    deliver(&f, mk_traces("pay", sp, 2));
+    sample_spec ss[] = {{0x20, 0, BY_PROFILE_LABEL, t0 + S(1), 40, 2},
+                        {0x20, 0, BY_PROFILE_LABEL, t0 + S(2), 60, 1}};
+    deliver(&f, mk_profiles("pay", t0, S(10), ss, 2));
+    REQUIRE(f.profiles.n == 1);
+    char buf[256], want[40];
+    CHECK_EQ_STR(sample_attr(f.profiles.b[0], 0, "span_name", buf, NULL), "POST /pay");
+    CHECK_EQ_STR(sample_attr(f.profiles.b[0], 0, "root_span_name", buf, NULL), "POST /pay");
+    CHECK_EQ_STR(sample_attr(f.profiles.b[0], 0, "trace_id", buf, NULL), hex_trace(10, want));
+    advance(&f, S(30));
+    pl_span *r = find_span_in(&f.traces, 0x20, 0);
+    CHECK_EQ_STR(span_str(r, "pyroscope.profile.id", buf), hex_id(0x20, want));
+    CHECK_EQ_INT(span_int(r, "profile.cpu_time_ns"), 100);
+    CHECK_EQ_INT(span_int(r, "profile.samples"), 2);
+    pl_span *c = find_span_in(&f.traces, 0x21, 0);
+    CHECK(pl_attrs_find(&c->attrs, "pyroscope.profile.id", 20) == NULL);
+    CHECK_EQ_UINT(counters(&f).linked_spans, 1);
+    CHECK_EQ_UINT(counters(&f).unlinked_spans, 2);
+    /* The caller's total includes its remote child's samples. */
+    pl_span *g = find_span_in(&f.traces, 0x99, 0);
+    CHECK_EQ_INT(span_int(g, "profile.cpu_time_total_ns"), 100);
+    CHECK(pl_attrs_find(&g->attrs, "pyroscope.profile.id", 20) == NULL);
+    fx_done(&f);
+}
+
+/* ---- values --------------------------------------------------------------------------------- */
+
+static void test_cpu_from_count_and_period(void)
+{
+    fixture f;
+    pl_correlation_config cfg = test_config();
+    REQUIRE(fx_init(&f, &cfg) == 0);
+    uint64_t t0 = BASE - S(10);
+    span_spec sp[] = {{11, 0x30, 0, t0, t0 + S(5), "op", NULL}};
+    deliver(&f, mk_traces("go", sp, 1));
+    sample_spec ss[] = {{0x30, 11, BY_LINK, t0 + S(1), 3, 2}, {0x30, 11, BY_LINK, t0 + S(1), 1, 1}};
+    deliver(&f, mk_profiles_typed("go", t0, S(10), ss, 2, "samples", "count", "cpu", "nanoseconds",
+                                  10000000));
+    /* A wall profile of the Node.js SDK: samples/count with a wall period. */
+    span_spec sp2[] = {{11, 0x31, 0, t0, t0 + S(5), "op2", NULL}};
+    deliver(&f, mk_traces("node", sp2, 1));
+    sample_spec ss2[] = {{0x31, 11, BY_SPAN_LABEL, 0, 2, 2}};
+    deliver(&f, mk_profiles_typed("node", t0, S(10), ss2, 1, "samples", "count", "wall",
+                                  "nanoseconds", 10000000));
+    advance(&f, S(30));
+    pl_span *s = find_span_in(&f.traces, 0x30, 0);
+    CHECK_EQ_INT(span_int(s, "profile.samples"), 4);
+    CHECK_EQ_INT(span_int(s, "profile.cpu_time_ns"), 40000000);
+    pl_kv *top = pl_attrs_find(&s->attrs, "profile.top_functions", 21);
+    REQUIRE(top && top->value.type == PL_VALUE_ARRAY && top->value.u.array.n == 2);
+    CHECK_BYTES_STR(top->value.u.array.items[0].u.str, "hot (75.0%)");
+    pl_span *s2 = find_span_in(&f.traces, 0x31, 0);
+    CHECK_EQ_INT(span_int(s2, "profile.samples"), 2);
+    CHECK_EQ_INT(span_int(s2, "profile.cpu_time_ns"), 0);
+    CHECK_EQ_INT(span_int(s2, "profile.wall_time_ns"), 20000000);
+    fx_done(&f);
+}
+
+static void test_configured_names_and_top_n(void)
+{
+    fixture f;
+    pl_correlation_config cfg = test_config();
+    cfg.top_functions = 1;
+    cfg.profile_id_attribute = "profile.link";
+    cfg.cpu_time_attribute = "cpu";
+    cfg.span_name_attribute = "operation";
+    cfg.root_span_name_attribute = "endpoint";
+    REQUIRE(fx_init(&f, &cfg) == 0);
+    uint64_t t0 = BASE - S(10);
+    span_spec sp[] = {{12, 0x40, 0, t0, t0 + S(5), "op", NULL}};
+    deliver(&f, mk_traces("a", sp, 1));
+    sample_spec ss[] = {{0x40, 12, BY_LINK, t0 + S(1), 3, 2}, {0x40, 12, BY_LINK, t0 + S(1), 1, 1}};
+    deliver(&f, mk_profiles("a", t0, S(10), ss, 2));
+    char buf[256];
+    CHECK_EQ_STR(sample_attr(f.profiles.b[0], 0, "operation", buf, NULL), "op");
+    CHECK_EQ_STR(sample_attr(f.profiles.b[0], 0, "endpoint", buf, NULL), "op");
+    CHECK(sample_attr(f.profiles.b[0], 0, "span_name", buf, NULL) == NULL);
+    advance(&f, S(30));
+    pl_span *s = find_span_in(&f.traces, 0x40, 0);
+    CHECK(span_str(s, "profile.link", buf) != NULL);
+    CHECK_EQ_INT(span_int(s, "cpu"), 4);
+    pl_kv *top = pl_attrs_find(&s->attrs, "profile.top_functions", 21);
+    REQUIRE(top && top->value.type == PL_VALUE_ARRAY);
+    CHECK_EQ_UINT(top->value.u.array.n, 1);
+    fx_done(&f);
+}
+
+/* ---- bounds, pressure, early release, shutdown ---------------------------------------------- */
+
+static void test_max_spans_releases_oldest(void)
+{
+    fixture f;
+    pl_correlation_config cfg = test_config();
+    cfg.max_spans = 3;
+    REQUIRE(fx_init(&f, &cfg) == 0);
+    uint64_t t0 = BASE - S(10);
+    span_spec a[] = {{13, 0x50, 0, t0, t0 + S(1), "a", NULL},
+                     {13, 0x51, 0, t0, t0 + S(1), "b", NULL}};
+    span_spec b[] = {{13, 0x52, 0, t0, t0 + S(1), "c", NULL},
+                     {13, 0x53, 0, t0, t0 + S(1), "d", NULL}};
+    deliver(&f, mk_traces("x", a, 2));
+    sample_spec ss[] = {{0x50, 13, BY_LINK, t0, 1, 0}};
+    deliver(&f, mk_profiles("x", t0, S(2), ss, 1));
+    deliver(&f, mk_traces("x", b, 2));
+    /* 4 > 3: the oldest batch left early, with what it had; none dropped. */
+    REQUIRE(f.traces.n == 1);
+    CHECK(find_span_in(&f.traces, 0x50, 0) != NULL);
+    CHECK_EQ_INT(span_int(find_span_in(&f.traces, 0x50, 0), "profile.samples"), 1);
+    pl_correlation_counters c = counters(&f);
+    CHECK_EQ_UINT(c.released_early_spans, 2);
+    pl_correlation_usage u;
+    pl_correlation_get_usage(f.self, &u);
+    CHECK_EQ_UINT(u.held_spans, 2);
+    fx_done(&f);
+}
+
+static void test_max_pending_samples_releases_oldest(void)
+{
+    fixture f;
+    pl_correlation_config cfg = test_config();
+    cfg.max_pending_samples = 2;
+    REQUIRE(fx_init(&f, &cfg) == 0);
+    uint64_t t0 = BASE;
+    sample_spec s1[] = {{0x60, 0, BY_LINK, t0, 1, 0}, {0x61, 0, BY_LINK, t0, 1, 0}};
+    sample_spec s2[] = {{0x62, 0, BY_LINK, t0, 1, 0}};
+    deliver(&f, mk_profiles("x", t0, S(2), s1, 2));
+    CHECK_EQ_INT(f.profiles.n, 0);
+    deliver(&f, mk_profiles("x", t0, S(2), s2, 1));
+    REQUIRE(f.profiles.n == 1);
+    CHECK_EQ_UINT(sample_at(f.profiles.b[0], 0)->link_index > 0, 1);
+    CHECK_EQ_UINT(counters(&f).released_early_samples, 2);
+    CHECK_EQ_UINT(counters(&f).unlinked_samples, 2);
+    fx_done(&f);
+}
+
+static void test_max_bytes_releases_oldest(void)
+{
+    fixture f;
+    pl_correlation_config cfg = test_config();
+    REQUIRE(fx_init(&f, &cfg) == 0);
+    pl_correlation_usage u;
+    pl_correlation_get_usage(f.self, &u);
+    fx_done(&f);
+    cfg.max_bytes = u.index_bytes + 1; /* room for the index, not for one batch */
+    REQUIRE(fx_init(&f, &cfg) == 0);
+    span_spec a[] = {{14, 0x70, 0, BASE, BASE + S(1), "a", NULL}};
+    deliver(&f, mk_traces("x", a, 1));
+    CHECK_EQ_INT(f.traces.n, 1);
+    CHECK_EQ_UINT(counters(&f).released_early_spans, 1);
+    fx_done(&f);
+}
+
+static void test_memory_pressure_releases_everything(void)
+{
+    fixture f;
+    pl_correlation_config cfg = test_config();
+    REQUIRE(fx_init(&f, &cfg) == 0);
+    span_spec a[] = {{15, 0x80, 0, BASE, BASE + S(1), "a", NULL}};
+    sample_spec ss[] = {{0x81, 0, BY_LINK, BASE, 1, 0}};
+    deliver(&f, mk_traces("x", a, 1));
+    deliver(&f, mk_profiles("x", BASE, S(2), ss, 1));
+    CHECK_EQ_INT(f.traces.n + f.profiles.n, 0);
+    pl_memory_state_set(PL_MEMORY_HARD);
+    pl_correlation_tick(f.self);
+    CHECK_EQ_INT(f.traces.n, 1);
+    CHECK_EQ_INT(f.profiles.n, 1);
+    /* Under pressure nothing new is held either. */
+    span_spec b[] = {{15, 0x82, 0, BASE, BASE + S(1), "b", NULL}};
+    deliver(&f, mk_traces("x", b, 1));
+    CHECK_EQ_INT(f.traces.n, 2);
+    pl_memory_state_set(PL_MEMORY_OK);
+    pl_correlation_counters c = counters(&f);
+    CHECK_EQ_UINT(c.released_early_spans, 2);
+    CHECK_EQ_UINT(c.released_early_samples, 1);
+    fx_done(&f);
+}
+
+static void test_early_release_on_coverage(void)
+{
+    fixture f;
+    pl_correlation_config cfg = test_config();
+    cfg.early_release = true;
+    REQUIRE(fx_init(&f, &cfg) == 0);
+    uint64_t t0 = BASE - S(20);
+    span_spec a[] = {{16, 0x90, 0, t0, t0 + S(2), "a", NULL}};
+    deliver(&f, mk_traces("svc", a, 1));
+    /* A profile of another service proves nothing about "svc". */
+    sample_spec none[] = {{0, 0, NO_SPAN, 0, 1, 0}};
+    deliver(&f, mk_profiles("other", t0, S(10), none, 1));
+    CHECK_EQ_INT(f.traces.n, 0);
+    /* Covers up to end + 2 s, but the skew needs end + 1 s... */
+    sample_spec ss[] = {{0x90, 16, BY_LINK, t0 + S(1), 5, 0}};
+    deliver(&f, mk_profiles("svc", t0 - S(5), S(5) + S(2), ss, 1));
+    CHECK_EQ_INT(f.traces.n, 0);
+    deliver(&f, mk_profiles("svc", t0, S(3) + S(0), none, 1)); /* ends at end + 1 s */
+    REQUIRE(f.traces.n == 1);
+    CHECK_EQ_INT(span_int(find_span_in(&f.traces, 0x90, 0), "profile.cpu_time_ns"), 5);
+    CHECK_EQ_UINT(counters(&f).spans_released_on_coverage, 1);
+    CHECK_EQ_UINT(counters(&f).released_early_spans, 0);
+    /* A span that arrives already covered leaves at once. */
+    span_spec b[] = {{16, 0x91, 0, t0, t0 + S(1), "b", NULL}};
+    deliver(&f, mk_traces("svc", b, 1));
+    CHECK_EQ_INT(f.traces.n, 2);
+    fx_done(&f);
+}
+
+static void test_shutdown_flushes_everything(void)
+{
+    fixture f;
+    pl_correlation_config cfg = test_config();
+    REQUIRE(fx_init(&f, &cfg) == 0);
+    uint64_t t0 = BASE - S(5);
+    span_spec a[] = {{17, 0xA0, 0, t0, t0 + S(2), "a", NULL}};
+    deliver(&f, mk_traces("x", a, 1));
+    sample_spec ss[] = {{0xA0, 17, BY_LINK, t0 + S(1), 9, 0}, {0xA9, 17, BY_LINK, t0, 1, 0}};
+    deliver(&f, mk_profiles("x", t0, S(5), ss, 2));
+    CHECK_EQ_INT(f.traces.n, 0);
+    CHECK_EQ_INT(f.profiles.n, 0);
+    pl_processor_correlation.shutdown(f.self);
+    CHECK_EQ_INT(f.traces.n, 1);
+    CHECK_EQ_INT(f.profiles.n, 1);
+    CHECK_EQ_INT(span_int(find_span_in(&f.traces, 0xA0, 0), "profile.cpu_time_ns"), 9);
+    pl_correlation_usage u;
+    pl_correlation_get_usage(f.self, &u);
+    CHECK_EQ_UINT(u.held_spans, 0);
+    CHECK_EQ_UINT(u.pending_samples, 0);
+    /* After shutdown, batches pass straight through. */
+    deliver(&f, mk_traces("x", a, 1));
+    CHECK_EQ_INT(f.traces.n, 2);
+    fx_done(&f);
+}
+
+static void test_counters_exported(void)
+{
+    fixture f;
+    pl_correlation_config cfg = test_config();
+    REQUIRE(fx_init(&f, &cfg) == 0);
+    span_spec a[] = {{18, 0xB0, 0, BASE, BASE + S(1), "a", NULL}};
+    sample_spec ss[] = {{0xB0, 18, BY_LINK, BASE, 1, 0}};
+    deliver(&f, mk_traces("x", a, 1));
+    deliver(&f, mk_profiles("x", BASE, S(5), ss, 1));
+    advance(&f, S(30));
+    uint64_t *linked = pl_stats_counter(f.stats, "linked_samples", "x");
+    uint64_t *spans = pl_stats_counter(f.stats, "linked_spans", "x");
+    REQUIRE(linked && spans);
+    CHECK_EQ_UINT(*linked, 1);
+    CHECK_EQ_UINT(*spans, 1);
+    CHECK_EQ_UINT(pl_stats_get(f.stats, PL_SIGNAL_TRACES, PL_STAT_ACCEPTED), 1);
+    CHECK_EQ_UINT(pl_stats_get(f.stats, PL_SIGNAL_PROFILES, PL_STAT_ACCEPTED), 1);
+    fx_done(&f);
+}
+
+static void test_one_signal_passes_through(void)
+{
+    /* An instance used only in a traces pipeline has nothing to wait for. */
+    pl_correlation_config cfg = test_config();
+    pl_create_settings st;
+    memset(&st, 0, sizeof(st));
+    st.id = "correlation";
+    st.clock = (pl_clock){fake_clock, NULL};
+    st.signals = PL_SIGNAL_MASK(PL_SIGNAL_TRACES);
+    void *self = NULL;
+    pl_err err;
+    REQUIRE(pl_processor_correlation.create(&st, &cfg, &self, &err) == PL_OK);
+    capture cap = {0};
+    pl_consumer next;
+    pl_consumer_init_func(&next, capture_fn, &cap);
+    span_spec a[] = {{19, 0xC0, 0, BASE, BASE + S(1), "a", NULL}};
+    pl_processor_correlation.consume(self, mk_traces("x", a, 1), &next);
+    CHECK_EQ_INT(cap.n, 1);
+    pl_processor_correlation.shutdown(self);
+    pl_processor_correlation.destroy(self);
+    pl_batch_free(cap.b[0]);
+}
+
+static void test_many_spans_and_samples(void)
+{
+    /* A larger mix, checked against a simple model: every sample links to
+     * its own span; the table grows past its first size on the way. */
+    fixture f;
+    pl_correlation_config cfg = test_config();
+    REQUIRE(fx_init(&f, &cfg) == 0);
+    enum { N = 5000 };
+    uint64_t t0 = BASE - S(10);
+    span_spec *sp = calloc(N, sizeof(span_spec));
+    sample_spec *ss = calloc(N, sizeof(sample_spec));
+    for (int i = 0; i < N; i++) {
+        sp[i] = (span_spec){20,
+                            0x10000 + (uint64_t)i,
+                            i ? 0x10000 + (uint64_t)(i - 1) / 2 : 0,
+                            t0,
+                            t0 + S(2),
+                            "op",
+                            NULL};
+        ss[i] = (sample_spec){0x10000 + (uint64_t)(N - 1 - i), 20, BY_LINK, t0 + S(1), 1, i % 3};
+    }
+    deliver(&f, mk_profiles("m", t0, S(10), ss, N / 2)); /* half before */
+    deliver(&f, mk_traces("m", sp, N));
+    deliver(&f, mk_profiles("m", t0, S(10), ss + N / 2, N - N / 2));
+    CHECK_EQ_UINT(counters(&f).linked_samples, N);
+    CHECK_EQ_INT(f.profiles.n, 2);
+    advance(&f, S(30));
+    /* Root total = all N samples (each value 1). */
+    CHECK_EQ_INT(span_int(find_span_in(&f.traces, 0x10000, 0), "profile.cpu_time_total_ns"), N);
+    CHECK_EQ_UINT(counters(&f).linked_spans, N);
+    free(sp);
+    free(ss);
+    fx_done(&f);
+}
+
+int main(void)
+{
+    PL_RUN(test_span_first_then_samples);
+    PL_RUN(test_samples_first_then_span);
+    PL_RUN(test_interleaved_many_batches);
+    PL_RUN(test_partner_never_comes);
+    PL_RUN(test_partner_after_window);
+    PL_RUN(test_skew_edges);
+    PL_RUN(test_duplicate_span_ids_in_different_traces);
+    PL_RUN(test_ancestors_rolled_up);
+    PL_RUN(test_local_root_only_samples);
+    PL_RUN(test_cpu_from_count_and_period);
+    PL_RUN(test_configured_names_and_top_n);
+    PL_RUN(test_max_spans_releases_oldest);
+    PL_RUN(test_max_pending_samples_releases_oldest);
+    PL_RUN(test_max_bytes_releases_oldest);
+    PL_RUN(test_memory_pressure_releases_everything);
+    PL_RUN(test_early_release_on_coverage);
+    PL_RUN(test_shutdown_flushes_everything);
+    PL_RUN(test_counters_exported);
+    PL_RUN(test_one_signal_passes_through);
+    PL_RUN(test_many_spans_and_samples);
+    return pl_test_done();
+}
