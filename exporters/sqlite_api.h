@@ -1,0 +1,62 @@
+/*
+ * sqlite_api.h: the read-only HTTP JSON query API of the embedded store, and
+ * the JSON renderers it shares with `proflink query --json`.
+ *
+ *   GET /api/services
+ *   GET /api/traces?service=&since=&min_duration=&limit=
+ *   GET /api/traces/{trace_id}?top=
+ *   GET /api/flamegraph?span=|trace=|service=&since=&until=&type=&format=folded|json|svg
+ *   GET /api/top?service=|span=|trace=&since=&type=&limit=
+ *
+ * `since` and `until` are durations back from now ("15m", "2h"; "0" = all
+ * time); `min_duration` a duration ("100ms"). Errors are JSON
+ * {"error":"..."} with 400 (bad parameter), 404 (unknown trace or path),
+ * 405 (not GET) or 503 (store not readable yet).
+ *
+ * The server runs on the event loop and answers synchronously (that is what
+ * net/http_server.h offers), so every query is bounded: LIMITs, indexed
+ * lookups, and time ranges for service-wide profiles. It opens its own
+ * read-only connection; WAL lets it read while the exporter writes.
+ */
+#ifndef PL_SQLITE_API_H
+#define PL_SQLITE_API_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <uv.h>
+
+#include "core/buf.h"
+#include "core/status.h"
+#include "sqlite_store.h"
+
+/* Default address of the query API; loopback only. */
+#define PL_SQLITE_API_DEFAULT_ENDPOINT "127.0.0.1:4041"
+/* Default look-back of queries without `since`. */
+#define PL_QUERY_DEFAULT_SINCE_NS (3600ull * 1000000000ull)
+
+typedef struct pl_sqlite_api pl_sqlite_api;
+
+/* Listens on `endpoint` and serves the store at `db_path`. NULL + err on
+ * failure (e.g. the address is in use). */
+pl_sqlite_api *pl_sqlite_api_start(uv_loop_t *loop, const char *endpoint, const char *db_path,
+                                   pl_err *err);
+int pl_sqlite_api_port(const pl_sqlite_api *api);
+/* Closes the listener; memory is released once the loop has run. */
+void pl_sqlite_api_close(pl_sqlite_api *api);
+
+/* JSON renderers. */
+void pl_json_traces(const pl_trace_list *list, pl_buf *out);
+void pl_json_trace(const pl_trace_detail *detail, pl_buf *out);
+void pl_json_profile(const pl_profile_result *profile, size_t top_limit, bool with_tree,
+                     pl_buf *out);
+void pl_json_services(char **names, size_t n, pl_buf *out);
+/* Folded stacks, one "frames value" line per stack. */
+void pl_folded_text(const pl_profile_result *profile, pl_buf *out);
+
+/* "15m" / "0" / "all" -> an absolute start time (0 = all time); -1 if bad. */
+int pl_query_parse_since(const char *text, uint64_t now_ns, uint64_t *out_ns);
+/* 16 / 32 hex characters -> bytes; -1 if bad or all zero. */
+int pl_query_parse_span_id(const char *text, uint8_t out[8]);
+int pl_query_parse_trace_id(const char *text, uint8_t out[16]);
+
+#endif

@@ -1,0 +1,246 @@
+/*
+ * sqlite_store.h: the embedded store behind the `sqlite` exporter, the
+ * `proflink query` command and the read-only HTTP JSON query API.
+ *
+ * One SQLite database (WAL mode) holds spans and profile samples:
+ *
+ *   spans     one row per span: ids, parent, name, service, kind, times,
+ *             status, attributes (JSON text) and the profile summary the
+ *             correlation processor attached (profile id, samples, CPU time,
+ *             hottest functions). Span ids are stored as INTEGER (the 8 bytes
+ *             read big-endian as a signed 64-bit number): a small, fast key.
+ *   traces    one row per trace, maintained as spans arrive: time envelope,
+ *             root span, span and error counts. It makes "slowest recent
+ *             traces" an index range scan instead of a GROUP BY over spans.
+ *   samples   profile samples aggregated per (service, 10 s bucket, sample
+ *             type, span, stack): value, CPU nanoseconds and sample count.
+ *             Unlinked samples have span_id 0. The primary key doubles as the
+ *             index for service flame graphs (service, time range).
+ *   stacks, functions, strings
+ *             stored once (deduplicated): a stack is the list of function ids,
+ *             root first, varint-encoded, found by a 64-bit hash.
+ *
+ * Spans and samples may arrive in any order and from different batches;
+ * queries join them by span id (and trace id when a sample knows it) at
+ * query time, so nothing depends on which side was written first.
+ *
+ * A pl_store is one connection. It is not thread-safe: the exporter's writer
+ * thread owns one, readers (CLI, query API) open their own. WAL lets readers
+ * work while the writer commits.
+ *
+ * Query results are returned as structs whose memory lives in one arena per
+ * result; each has a free function.
+ */
+#ifndef PL_SQLITE_STORE_H
+#define PL_SQLITE_STORE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "core/arena.h"
+#include "core/buf.h"
+#include "core/model.h"
+#include "core/status.h"
+
+typedef struct pl_store pl_store;
+
+/* Width of the time buckets samples are aggregated in. */
+#define PL_STORE_BUCKET_NS 10000000000ull
+
+typedef struct pl_store_options {
+    bool read_only;      /* readers: never create or change the file */
+    int busy_timeout_ms; /* how long to wait for a lock; 0 = 5000 */
+    int64_t cache_kib;   /* page cache; 0 = 16 MiB */
+} pl_store_options;
+
+/* What a failure was, so callers can tell a transient lock from a broken file. */
+typedef enum pl_store_error {
+    PL_STORE_ERR_NONE = 0,
+    PL_STORE_ERR_BUSY,    /* locked by another connection: retry later */
+    PL_STORE_ERR_CORRUPT, /* not a database, malformed, or not a proflink store */
+    PL_STORE_ERR_MISSING, /* (read-only) no database at that path yet */
+    PL_STORE_ERR_IO,      /* disk full, permissions, other I/O */
+    PL_STORE_ERR_OTHER,
+} pl_store_error;
+
+/* Opens (and, unless read_only, creates: parent directories, schema) the
+ * store at `path`. On failure returns an error status with a message that
+ * names the file and what to do, and sets *kind when kind is not NULL. */
+pl_status pl_store_open(const char *path, const pl_store_options *options, pl_store **out,
+                        pl_store_error *kind, pl_err *err);
+void pl_store_close(pl_store *store);
+/* The last failure's kind (after a write or query failed). */
+pl_store_error pl_store_last_error(const pl_store *store);
+const char *pl_store_path(const pl_store *store);
+
+/* ---- writing ------------------------------------------------------------ */
+
+typedef struct pl_store_write_stats {
+    uint64_t spans;           /* spans inserted */
+    uint64_t duplicate_spans; /* spans already present (ignored) */
+    uint64_t invalid_spans;   /* spans without valid ids (skipped) */
+    uint64_t samples;         /* profile samples (values) taken in */
+    uint64_t sample_rows;     /* (span, stack, bucket) rows upserted */
+} pl_store_write_stats;
+
+/* Several batches may go into one transaction: begin, write..., commit.
+ * On any error call pl_store_rollback (it also forgets the id caches, which
+ * may hold ids the rolled-back transaction created). */
+pl_status pl_store_begin(pl_store *store, pl_err *err);
+/* Writes a traces or profiles batch (other signals are ignored). Borrowed. */
+pl_status pl_store_write(pl_store *store, const pl_batch *batch, pl_store_write_stats *stats,
+                         pl_err *err);
+pl_status pl_store_commit(pl_store *store, pl_err *err);
+void pl_store_rollback(pl_store *store);
+/* begin + write + commit (rollback on error). */
+pl_status pl_store_write_batch(pl_store *store, const pl_batch *batch, pl_store_write_stats *stats,
+                               pl_err *err);
+
+typedef struct pl_store_retention_stats {
+    uint64_t traces_deleted;
+    uint64_t spans_deleted;
+    uint64_t sample_rows_deleted;
+    uint64_t size_before; /* bytes in use (pages not on the free list) */
+    uint64_t size_after;
+} pl_store_retention_stats;
+
+/* Deletes data older than now_ns - max_age_ns (0 = no age limit), then, while
+ * the database uses more than max_size bytes (0 = no limit), the oldest
+ * remaining data, and gives freed pages back to the file system. */
+pl_status pl_store_enforce_retention(pl_store *store, uint64_t now_ns, uint64_t max_age_ns,
+                                     uint64_t max_size, pl_store_retention_stats *stats,
+                                     pl_err *err);
+/* Bytes in use (page_count - freelist_count) * page_size; 0 on error. */
+uint64_t pl_store_size(pl_store *store);
+
+/* ---- querying ----------------------------------------------------------- */
+
+typedef struct pl_trace_summary {
+    uint8_t trace_id[16];
+    const char *root_name;    /* "" when the root span is not stored */
+    const char *root_service; /* "" when unknown */
+    bool has_root;
+    uint64_t start_ns;
+    uint64_t duration_ns; /* root span's duration, else the trace's time envelope */
+    int64_t cpu_ns;       /* CPU time seen in profiles; -1 when no samples */
+    uint32_t span_count;
+    uint32_t error_count;
+} pl_trace_summary;
+
+typedef struct pl_trace_list {
+    pl_trace_summary *items;
+    size_t n;
+    pl_arena arena;
+} pl_trace_list;
+
+typedef struct pl_trace_query {
+    const char *service;      /* NULL: any; else traces with a span of that service */
+    uint64_t since_ns;        /* absolute: traces starting at or after; 0 = all */
+    uint64_t min_duration_ns; /* 0 = all */
+    uint32_t limit;           /* 0 = 20 */
+} pl_trace_query;
+
+/* Recent traces, slowest first. */
+pl_status pl_store_query_traces(pl_store *store, const pl_trace_query *query, pl_trace_list *out,
+                                pl_err *err);
+void pl_trace_list_free(pl_trace_list *list);
+
+typedef struct pl_function_stat {
+    const char *name;
+    const char *file;
+    int64_t self;  /* value where the function is the leaf */
+    int64_t total; /* value of stacks the function appears in (once per stack) */
+} pl_function_stat;
+
+typedef struct pl_span_row {
+    uint8_t trace_id[16];
+    uint8_t span_id[8];
+    uint8_t parent_span_id[8];
+    bool has_parent;
+    int depth; /* in the tree: 0 for roots and spans whose parent is missing */
+    const char *name;
+    const char *service;
+    int kind;
+    uint64_t start_ns;
+    uint64_t end_ns;
+    int status_code;
+    const char *status_message;
+    const char *attributes_json; /* "{}" when none */
+    const char *profile_id;      /* pyroscope.profile.id or "" */
+    int64_t cpu_ns;              /* from stored samples; else profile.cpu_time_ns; -1 none */
+    int64_t samples;             /* stored samples (count); else profile.samples; 0 none */
+    pl_function_stat *top;       /* hottest functions by self CPU (or first type) */
+    size_t n_top;
+    const char *top_functions_attr; /* profile.top_functions as sent, or "" */
+} pl_span_row;
+
+typedef struct pl_trace_detail {
+    pl_trace_summary summary;
+    pl_span_row *spans; /* depth-first, children by start time */
+    size_t n;
+    pl_arena arena;
+} pl_trace_detail;
+
+/* Spans of one trace as a tree, with CPU and hottest functions per span.
+ * PL_ERR_NOT_FOUND when the store has no span of that trace. */
+pl_status pl_store_query_trace(pl_store *store, const uint8_t trace_id[16], size_t top_n,
+                               pl_trace_detail *out, pl_err *err);
+void pl_trace_detail_free(pl_trace_detail *detail);
+
+typedef enum pl_profile_scope {
+    PL_PROFILE_SPAN = 0,
+    PL_PROFILE_TRACE,
+    PL_PROFILE_SERVICE,
+} pl_profile_scope;
+
+typedef struct pl_profile_query {
+    pl_profile_scope scope;
+    uint8_t span_id[8];
+    uint8_t trace_id[16];
+    const char *service; /* PL_PROFILE_SERVICE; NULL = every service */
+    uint64_t since_ns;   /* PL_PROFILE_SERVICE: absolute time range; 0 = all */
+    uint64_t until_ns;   /* 0 = now / open */
+    const char *type;    /* "cpu" or NULL: CPU time if any, else the first type;
+                            otherwise a sample type "alloc_space" or "alloc_space:bytes" */
+} pl_profile_query;
+
+typedef struct pl_folded_stack {
+    const char *frames; /* "root;child;leaf" */
+    int64_t value;
+    uint32_t leaf_function; /* index into pl_profile_result.functions */
+} pl_folded_stack;
+
+typedef struct pl_profile_result {
+    const char *type; /* "cpu" (nanoseconds) or the stored "type:unit" */
+    const char *unit; /* "nanoseconds", "bytes", "count", ... */
+    int64_t total;
+    pl_folded_stack *stacks; /* sorted by frames */
+    size_t n_stacks;
+    pl_function_stat *functions; /* by self value, descending */
+    size_t n_functions;
+    pl_arena arena;
+} pl_profile_result;
+
+/* Folded stacks and per-function self/total for a span, a trace or a
+ * service over a time range. An empty result is not an error. */
+pl_status pl_store_query_profile(pl_store *store, const pl_profile_query *query,
+                                 pl_profile_result *out, pl_err *err);
+void pl_profile_result_free(pl_profile_result *result);
+
+/* Service names seen, sorted. */
+pl_status pl_store_query_services(pl_store *store, char ***names, size_t *n, pl_err *err);
+void pl_store_free_names(char **names, size_t n);
+
+/* ---- helpers shared by the CLI and the API ----------------------------- */
+
+/* "1.234s", "12.3ms", "850us", "42ns". */
+void pl_format_duration(uint64_t ns, char *out, size_t cap);
+/* Appends a JSON string literal (quoted, escaped) to b. */
+void pl_json_string(pl_buf *b, const char *s, size_t len);
+/* Renders folded stacks as a self-contained SVG flame graph (sqlite_svg.c). */
+void pl_flamegraph_svg(const pl_profile_result *profile, const char *title, pl_buf *out);
+/* Renders folded stacks as nested JSON {name, value, children} (sqlite_svg.c). */
+void pl_flamegraph_json_tree(const pl_profile_result *profile, pl_buf *out);
+
+#endif
