@@ -1371,11 +1371,12 @@ static group *find_group(batcher *b, pl_batch *batch, pl_consumer *next, bool *r
             return g;
         }
     }
-    /* Groups left empty are reused first, so the limit counts live ones. */
+    /* The limit counts combinations holding data, per signal (the Collector
+     * has one batcher per signal). */
     if (b->cardinality_limit && b->metadata_keys.n) {
         size_t live = 0;
         for (group *g = b->groups; g; g = g->next_group)
-            live += g->n_pending > 0;
+            live += g->n_pending > 0 && g->signal == batch->signal;
         if (live >= b->cardinality_limit) {
             free(sig);
             *refused = true;
@@ -1494,7 +1495,6 @@ static pl_status batch_consume(void *self, pl_batch *batch, pl_consumer *next)
     batcher *b = self;
     size_t items = pl_batch_items(batch);
     if (batch->signal != PL_SIGNAL_TRACES && batch->signal != PL_SIGNAL_PROFILES) {
-        pl_stats_add(b->stats, batch->signal, PL_STAT_ACCEPTED, items);
         return pl_consumer_consume(next, batch);
     }
     bool empty = batch->signal == PL_SIGNAL_TRACES ? batch->data.traces.n_resources == 0
@@ -1506,7 +1506,6 @@ static pl_status batch_consume(void *self, pl_batch *batch, pl_consumer *next)
     if (pl_memory_state_get() == PL_MEMORY_HARD || b->shutting_down) {
         /* Hold nothing: release what we have, pass this one on. */
         pl_status st = flush_all(b);
-        pl_stats_add(b->stats, batch->signal, PL_STAT_ACCEPTED, items);
         pl_status st2 = pl_consumer_consume(next, batch);
         arm_timer(b);
         return st2 != PL_OK ? st2 : st;
@@ -1519,7 +1518,6 @@ static pl_status batch_consume(void *self, pl_batch *batch, pl_consumer *next)
             pl_warn(b->id, "more than %zu distinct metadata combinations held; refusing",
                     b->cardinality_limit);
         }
-        pl_stats_add(b->stats, batch->signal, PL_STAT_REFUSED, items);
         pl_batch_free(batch);
         return refused ? PL_ERR_REFUSED : PL_ERR_NOMEM;
     }
@@ -1527,14 +1525,12 @@ static pl_status batch_consume(void *self, pl_batch *batch, pl_consumer *next)
         size_t cap = g->cap_pending ? g->cap_pending * 2 : 8;
         pl_batch **p = realloc(g->pending, cap * sizeof(*p));
         if (!p) {
-            pl_stats_add(b->stats, batch->signal, PL_STAT_REFUSED, items);
             pl_batch_free(batch);
             return PL_ERR_NOMEM;
         }
         g->pending = p;
         g->cap_pending = cap;
     }
-    pl_stats_add(b->stats, batch->signal, PL_STAT_ACCEPTED, items);
     if (g->n_pending == 0)
         g->deadline = pl_time_mono_ns() + b->timeout_ns;
     g->pending[g->n_pending++] = batch;
