@@ -81,8 +81,18 @@ static pl_status worst(pl_status a, pl_status b)
     return a;
 }
 
-static void count(instance *inst, pl_signal signal, pl_status st, size_t items)
+static uint64_t accepted_or_refused(const instance *inst, pl_signal signal)
 {
+    return pl_stats_get(inst->stats, signal, PL_STAT_ACCEPTED) +
+           pl_stats_get(inst->stats, signal, PL_STAT_REFUSED);
+}
+
+/* Counts what a hook took, unless the component counted it itself during
+ * the call (`before` is its accepted+refused total from just before). */
+static void count(instance *inst, pl_signal signal, pl_status st, size_t items, uint64_t before)
+{
+    if (accepted_or_refused(inst, signal) != before)
+        return;
     pl_stats_add(inst->stats, signal, st == PL_OK ? PL_STAT_ACCEPTED : PL_STAT_REFUSED, items);
 }
 
@@ -104,7 +114,7 @@ static pl_status fanout_consume(void *arg, pl_batch *batch)
     }
     if (f->n == 0)
         pl_batch_free(batch);
-    count(f->inst, f->signal, result, items);
+    (void)items; /* receivers count what they accept: they also see what fails to decode */
     return result;
 }
 
@@ -113,12 +123,13 @@ static pl_status step_consume(void *arg, pl_batch *batch)
     step *s = arg;
     const pl_component_type *type = s->inst->cc->type;
     size_t items = pl_batch_items(batch);
+    uint64_t before = accepted_or_refused(s->inst, s->signal);
     pl_status st;
     if (type->consume)
         st = type->consume(s->inst->self, batch, s->next);
     else
         st = pl_consumer_consume(s->next, batch);
-    count(s->inst, s->signal, st, items);
+    count(s->inst, s->signal, st, items, before);
     return st;
 }
 
@@ -129,8 +140,9 @@ static pl_status exporters_consume(void *arg, pl_batch *batch)
     pl_status result = PL_OK;
     for (size_t i = 0; i < e->n; i++) {
         instance *inst = e->exporters[i];
+        uint64_t before = accepted_or_refused(inst, e->signal);
         pl_status st = inst->cc->type->export ? inst->cc->type->export(inst->self, batch) : PL_OK;
-        count(inst, e->signal, st, items);
+        count(inst, e->signal, st, items, before);
         result = worst(result, st);
     }
     pl_batch_free(batch);

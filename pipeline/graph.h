@@ -13,10 +13,13 @@
  * A processor shared by a traces and a profiles pipeline is one object; the
  * `next` it receives tells it which pipeline a batch came through.
  *
- * Counters: the graph counts, per component and signal, the items each
- * component accepted (its hook returned PL_OK) and refused (any other
- * status), at the point the batch is handed to it. Components count only
- * what the graph cannot see: dropped items, and exporters' sent / failed.
+ * Counters: receivers count what they accept and refuse themselves (they
+ * also see requests that never become a batch). For processors and
+ * exporters the graph counts, per signal, the items handed to the hook as
+ * accepted (PL_OK) or refused (any other status), unless the component
+ * counted accepted/refused itself during that call, so a component may
+ * keep its own finer accounting without being counted twice. Components
+ * count dropped items, and exporters their sent / failed items.
  *
  * Lifecycle: start runs extensions, exporters, processors, receivers (so
  * nothing is received before it can be delivered); shutdown calls the

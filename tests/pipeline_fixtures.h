@@ -94,6 +94,7 @@ static pl_batch *fx_batch(pl_signal signal, uint32_t items)
 typedef struct feeder {
     char id[64];
     pl_consumer *next[PL_SIGNAL_COUNT];
+    pl_stats *stats;
 } feeder;
 
 static pl_status feeder_create(const pl_create_settings *s, const void *cfg, void **out,
@@ -105,6 +106,7 @@ static pl_status feeder_create(const pl_create_settings *s, const void *cfg, voi
         return pl_errf(err, PL_ERR_NOMEM, "oom");
     snprintf(f->id, sizeof(f->id), "%s", s->id);
     memcpy(f->next, s->next, sizeof(f->next));
+    f->stats = s->stats;
     fx_event("create", s->id);
     *out = f;
     return PL_OK;
@@ -132,9 +134,12 @@ static void feeder_destroy(void *self)
     free(self);
 }
 
+/* Like a real receiver: hands a batch on and counts the outcome. */
 static inline pl_status feeder_push(feeder *f, pl_signal signal, uint32_t items)
 {
-    return pl_consumer_consume(f->next[signal], fx_batch(signal, items));
+    pl_status st = pl_consumer_consume(f->next[signal], fx_batch(signal, items));
+    pl_stats_add(f->stats, signal, st == PL_OK ? PL_STAT_ACCEPTED : PL_STAT_REFUSED, items);
+    return st;
 }
 
 static const pl_component_type fx_feeder = {
@@ -277,12 +282,15 @@ static const pl_component_type fx_holder = {
 typedef struct capture_cfg {
     int64_t backlog;        /* pending items reported after shutdown */
     int64_t drain_every_ns; /* how fast the backlog drains: one item per tick */
+    bool self_count;        /* counts accepted items itself */
 } capture_cfg;
 
 static const pl_cfg_field capture_fields[] = {
     {"backlog", PL_CFG_INT, "0", offsetof(capture_cfg, backlog), "pending items at shutdown", NULL},
     {"drain_every", PL_CFG_DURATION, "1ms", offsetof(capture_cfg, drain_every_ns),
      "one backlog item drains per period", NULL},
+    {"self_count", PL_CFG_BOOL, "false", offsetof(capture_cfg, self_count),
+     "count accepted items in the exporter", NULL},
     {0},
 };
 static const pl_cfg_section capture_section = {sizeof(capture_cfg), capture_fields, NULL};
@@ -295,7 +303,8 @@ typedef struct capture {
     int64_t backlog;
     uint64_t drain_ns;
     uv_timer_t timer;
-    bool timer_on, shut_down;
+    bool timer_on, shut_down, self_count;
+    pl_stats *stats;
     bool *destroyed_flag;
 } capture;
 
@@ -328,6 +337,8 @@ static pl_status capture_create(const pl_create_settings *s, const void *cfg, vo
     snprintf(x->id, sizeof(x->id), "%s", s->id);
     x->backlog = c ? c->backlog : 0;
     x->drain_ns = c ? (uint64_t)c->drain_every_ns : 1000000;
+    x->self_count = c && c->self_count;
+    x->stats = s->stats;
     uv_timer_init(s->loop, &x->timer);
     x->timer.data = x;
     fx_event("create", s->id);
@@ -348,6 +359,8 @@ static pl_status capture_export(void *self, const pl_batch *batch)
     x->batches[batch->signal]++;
     x->items[batch->signal] += pl_batch_items(batch);
     x->last[batch->signal] = batch;
+    if (x->self_count)
+        pl_stats_add(x->stats, batch->signal, PL_STAT_ACCEPTED, pl_batch_items(batch));
     return PL_OK;
 }
 

@@ -44,7 +44,7 @@ static void teardown(pl_graph *g)
 static void test_receiver_fans_out_to_every_pipeline(void)
 {
     pl_config *cfg = load("receivers: {feeder: }\n"
-                          "exporters: {capture/a: , capture/b: }\n"
+                          "exporters: {capture/a: , capture/b: {self_count: true}}\n"
                           "service:\n"
                           "  telemetry: {metrics: {address: none}}\n"
                           "  pipelines:\n"

@@ -1,0 +1,262 @@
+#!/bin/sh
+# test_cli.sh: the proflink binary as a user runs it.
+#
+#   validate exit codes and file:line:col messages; one clear line and a
+#   non-zero exit for a missing file and a port in use; /health and
+#   /metrics; SIGTERM during traffic exits 0 and every accepted span reaches
+#   the exporter (through a batch processor that holds data, so the flush on
+#   shutdown is what is tested); SIGHUP with a broken file keeps the old
+#   pipelines running, SIGHUP with a good file switches to it.
+#
+# usage: tests/test_cli.sh [path/to/proflink]   (or PROFLINK_BIN)
+set -u
+
+BIN=${1:-${PROFLINK_BIN:-$(dirname "$0")/../build/proflink}}
+case "$BIN" in /*) ;; *) BIN="$(pwd)/$BIN" ;; esac
+TMP=$(mktemp -d)
+PID=
+FAILS=0
+N=0
+
+cleanup() {
+    [ -n "$PID" ] && kill -9 "$PID" 2>/dev/null
+    rm -rf "$TMP"
+}
+trap cleanup EXIT
+
+ok() { N=$((N + 1)); echo "ok $N $1"; }
+not_ok() {
+    N=$((N + 1))
+    FAILS=$((FAILS + 1))
+    echo "not ok $N $1"
+    [ -f "$TMP/log" ] && sed 's/^/    # /' "$TMP/log" | tail -20
+}
+check() { # check "name" command...
+    name=$1
+    shift
+    if "$@"; then ok "$name"; else not_ok "$name"; fi
+}
+
+free_port() {
+    python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
+}
+
+# An OTLP ExportTraceServiceRequest (protobuf) with 2 spans.
+python3 - "$TMP/req.bin" <<'EOF'
+import struct, sys
+def key(field, wt): return bytes([field << 3 | wt])
+def ld(field, payload):
+    n, out = len(payload), b""
+    while True:
+        b = n & 0x7f; n >>= 7
+        out += bytes([b | (0x80 if n else 0)])
+        if not n: break
+    return key(field, 2) + out + payload
+def span(i):
+    return (ld(1, bytes(range(1, 17))) + ld(2, bytes([0, 0, 0, 0, 0, 0, 0, i])) + ld(5, b"op")
+            + key(7, 1) + struct.pack("<Q", 1700000000000000000)
+            + key(8, 1) + struct.pack("<Q", 1700000000001000000))
+scope = ld(2, span(1)) + ld(2, span(2))
+open(sys.argv[1], "wb").write(ld(1, ld(2, scope)))
+EOF
+
+HTTP=$(free_port)
+GRPC=$(free_port)
+TEL=$(free_port)
+
+write_config() { # write_config FILE VERBOSITY
+    cat >"$1" <<EOF
+receivers:
+  otlp:
+    protocols:
+      grpc: {endpoint: 127.0.0.1:$GRPC}
+      http: {endpoint: 127.0.0.1:$HTTP}
+processors:
+  batch:
+    timeout: 10s
+exporters:
+  debug:
+    verbosity: $2
+service:
+  shutdown_timeout: 5s
+  telemetry:
+    metrics: {address: 127.0.0.1:$TEL}
+  pipelines:
+    traces:
+      receivers: [otlp]
+      processors: [batch]
+      exporters: [debug]
+EOF
+}
+
+start() { # start CONFIG
+    "$BIN" --config "$1" 2>"$TMP/log" &
+    PID=$!
+    i=0
+    while [ $i -lt 100 ]; do
+        code=$(curl -s -o /dev/null -w '%{http_code}' "http://127.0.0.1:$TEL/health" 2>/dev/null)
+        [ "$code" = 200 ] && return 0
+        sleep 0.05
+        i=$((i + 1))
+    done
+    return 1
+}
+
+post() { # prints the HTTP status of one export
+    curl -s -o /dev/null -w '%{http_code}' -X POST -H 'Content-Type: application/x-protobuf' \
+        --data-binary @"$TMP/req.bin" "http://127.0.0.1:$HTTP/v1/traces" 2>/dev/null
+}
+
+spans_exported() { # sum of the span counts on the debug exporter's lines
+    grep -o '[0-9]* spans' "$TMP/log" | awk '{s += $1} END {print s + 0}'
+}
+
+wait_exit() { # wait_exit SECONDS: waits for PID; its exit code goes to RC
+    i=0
+    while kill -0 "$PID" 2>/dev/null && [ $i -lt $(($1 * 20)) ]; do
+        sleep 0.05
+        i=$((i + 1))
+    done
+    if kill -0 "$PID" 2>/dev/null; then
+        RC=timeout
+        return
+    fi
+    wait "$PID"
+    RC=$?
+    PID=
+}
+
+# ---- version, components --------------------------------------------------
+check "--version prints the version" sh -c "'$BIN' --version | grep -q '^proflink [0-9]'"
+"$BIN" components >"$TMP/components" 2>&1
+check "components lists types, signals and keys with defaults" \
+    sh -c "grep -q '^exporter debug' '$TMP/components' && grep -q 'signals: traces, profiles, logs, metrics' '$TMP/components' && grep -q 'verbosity .*string .*basic' '$TMP/components'"
+
+# ---- validate -------------------------------------------------------------
+write_config "$TMP/good.yaml" basic
+"$BIN" validate --config "$TMP/good.yaml" >"$TMP/out" 2>&1
+check "validate: a good file exits 0" test $? -eq 0
+
+cat >"$TMP/bad.yaml" <<'EOF'
+receivers:
+  otlp:
+    protocols: {http: {endpoint: 127.0.0.1:0}}
+exporters:
+  debug: {verbosity: loud, colour: red}
+service:
+  shutdown_timeout: soon
+  pipelines:
+    traces: {receivers: [otlp], exporters: [debug, nowhere]}
+    profiles: {exporters: [debug]}
+EOF
+"$BIN" validate --config "$TMP/bad.yaml" >"$TMP/out" 2>&1
+rc=$?
+check "validate: a bad file exits 1" test $rc -eq 1
+check "validate: every problem with file:line:col" sh -c "
+    grep -q '^$TMP/bad.yaml:5:11: .verbosity.: must be basic, normal or detailed' '$TMP/out' &&
+    grep -q '^$TMP/bad.yaml:5:28: unknown key .colour.' '$TMP/out' &&
+    grep -q '^$TMP/bad.yaml:7:21: .shutdown_timeout.: invalid duration' '$TMP/out' &&
+    grep -q '^$TMP/bad.yaml:9:52: exporter .nowhere. is not defined' '$TMP/out' &&
+    grep -q '^$TMP/bad.yaml:10:5: pipeline .profiles. has no receivers' '$TMP/out'"
+
+printf 'receivers: [\n' >"$TMP/syntax.yaml"
+"$BIN" validate --config "$TMP/syntax.yaml" >"$TMP/out" 2>&1
+check "validate: a YAML syntax error exits 1 with its position" \
+    sh -c "test $? -eq 1 && grep -q '^$TMP/syntax.yaml:2:1: YAML syntax error' '$TMP/out'"
+
+"$BIN" validate --config "$TMP/missing.yaml" >"$TMP/out" 2>&1
+rc=$?
+check "validate: a missing file is one line and exit 1" \
+    sh -c "test $rc -eq 1 && test \$(wc -l <'$TMP/out') -eq 1 && grep -q 'No such file' '$TMP/out'"
+
+# ---- run: failures to start -----------------------------------------------
+"$BIN" --config "$TMP/missing.yaml" >"$TMP/out" 2>&1
+rc=$?
+check "run: a missing file is one line and a non-zero exit" \
+    sh -c "test $rc -ne 0 && test \$(wc -l <'$TMP/out') -eq 1"
+
+python3 -c "
+import socket, time
+s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+s.bind(('127.0.0.1', $HTTP)); s.listen(1); time.sleep(5)" &
+HOLDER=$!
+sleep 0.3
+timeout 10 "$BIN" --config "$TMP/good.yaml" >"$TMP/out" 2>&1
+rc=$?
+kill $HOLDER 2>/dev/null
+wait $HOLDER 2>/dev/null
+check "run: a port in use is a clear error and a non-zero exit" \
+    sh -c "test $rc -ne 0 && test $rc -ne 124 && grep -q 'address already in use' '$TMP/out' && test \$(grep -c 'error\\|proflink:' '$TMP/out') -le 2"
+
+if [ "$(id -u)" != 0 ]; then
+    cp "$TMP/good.yaml" "$TMP/secret.yaml"
+    chmod 000 "$TMP/secret.yaml"
+    "$BIN" --config "$TMP/secret.yaml" >"$TMP/out" 2>&1
+    rc=$?
+    check "run: an unreadable file is one line and a non-zero exit" \
+        sh -c "test $rc -ne 0 && grep -q 'Permission denied' '$TMP/out'"
+fi
+
+# ---- run: health, metrics, SIGHUP -----------------------------------------
+write_config "$TMP/run.yaml" basic
+if start "$TMP/run.yaml"; then ok "run: /health answers 200 once running"; else not_ok "run: /health answers 200 once running"; fi
+check "run: an export is accepted" test "$(post)" = 200
+curl -s "http://127.0.0.1:$TEL/metrics" >"$TMP/metrics"
+check "run: /metrics has per-component counters and process figures" sh -c "
+    grep -q '^proflink_receiver_accepted_items_total{component=\"otlp\",signal=\"traces\"} 2$' '$TMP/metrics' &&
+    grep -q '^proflink_processor_accepted_items_total{component=\"batch\",signal=\"traces\"} 2$' '$TMP/metrics' &&
+    grep -q '^proflink_process_resident_memory_bytes [1-9]' '$TMP/metrics'"
+
+printf 'receivers: {otlp: }\nexporters: {debug: {verbosity: [\n' >"$TMP/run.yaml"
+kill -HUP "$PID"
+sleep 0.5
+check "SIGHUP with a broken file: still running" kill -0 "$PID"
+check "SIGHUP with a broken file: the reason is logged" \
+    sh -c "grep -q 'run.yaml:3:1: YAML syntax error' '$TMP/log' && grep -q 'keeping the running configuration' '$TMP/log'"
+check "SIGHUP with a broken file: old pipelines still accept data" test "$(post)" = 200
+
+write_config "$TMP/run.yaml" normal
+kill -HUP "$PID"
+i=0
+while ! grep -q 'reloaded' "$TMP/log" && [ $i -lt 100 ]; do sleep 0.05; i=$((i + 1)); done
+check "SIGHUP with a good file: reloaded" grep -q 'reloaded' "$TMP/log"
+check "SIGHUP with a good file: data held by the old batch processor was flushed" \
+    test "$(spans_exported)" -eq 4
+code=000
+i=0
+while [ "$code" != 200 ] && [ $i -lt 40 ]; do code=$(post); sleep 0.05; i=$((i + 1)); done
+check "SIGHUP with a good file: the new pipelines accept data on the same port" test "$code" = 200
+kill -TERM "$PID"
+wait_exit 10
+check "SIGTERM after reload exits 0" test "$RC" = 0
+
+# ---- SIGTERM during traffic -----------------------------------------------
+write_config "$TMP/run.yaml" basic
+: >"$TMP/codes"
+if start "$TMP/run.yaml"; then
+    (
+        i=0
+        while [ $i -lt 400 ]; do
+            post >>"$TMP/codes"
+            echo >>"$TMP/codes"
+            i=$((i + 1))
+        done
+    ) &
+    LOAD=$!
+    sleep 1
+    kill -TERM "$PID"
+    wait_exit 15
+    kill $LOAD 2>/dev/null
+    wait $LOAD 2>/dev/null
+    accepted=$(grep -c '^200$' "$TMP/codes")
+    check "SIGTERM during traffic exits 0" test "$RC" = 0
+    check "SIGTERM during traffic: traffic was flowing ($accepted requests accepted)" test "$accepted" -gt 0
+    exported=$(spans_exported)
+    check "SIGTERM during traffic: every accepted span was exported ($exported of $((accepted * 2)))" \
+        test "$exported" -eq $((accepted * 2))
+else
+    not_ok "SIGTERM during traffic: proflink did not start"
+fi
+
+echo "1..$N"
+[ $FAILS -eq 0 ]
