@@ -1,0 +1,42 @@
+/*
+ * otlp_json.h: OTLP/JSON codec (json-c) for traces and profiles, following
+ * the OTLP JSON mapping and the Collector's leniencies
+ * (docs: shared spec otlp-transport.md §6):
+ *
+ *   - keys in lowerCamelCase; snake_case accepted on input; unknown keys ignored
+ *   - traceId / spanId / parentSpanId, profile Link ids and profileId as hex
+ *     (exactly 32 / 16 chars, or "" for absent); other bytes as base64
+ *     (standard or URL-safe alphabet, padding optional on input)
+ *   - 64-bit integers written as decimal strings; numbers or strings accepted
+ *   - enums written as integers; names (SPAN_KIND_SERVER, STATUS_CODE_ERROR)
+ *     accepted
+ *   - doubles as numbers, "NaN" / "Infinity" / "-Infinity" as strings
+ *   - zero scalars and empty lists left out; singular sub-messages written
+ *     when the model says they were present; all-zero ids left out
+ *
+ * Decoded strings are copied into the batch arena (the JSON text is not kept).
+ * Errors are PL_ERR_INVALID with a message that says where
+ * ("resourceSpans[0].scopeSpans[0].spans[2].traceId: 30 hex chars, want 32").
+ */
+#ifndef PL_OTLP_JSON_H
+#define PL_OTLP_JSON_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "core/buf.h"
+#include "core/model.h"
+#include "core/status.h"
+
+pl_status pl_otlp_json_decode_traces(pl_batch *b, const uint8_t *buf, size_t len, pl_err *err);
+pl_status pl_otlp_json_decode_profiles(pl_batch *b, const uint8_t *buf, size_t len, pl_err *err);
+
+/* Append one JSON object (no trailing newline); false on OOM. */
+bool pl_otlp_json_encode_traces(const pl_traces *t, pl_buf *out);
+bool pl_otlp_json_encode_profiles(const pl_profiles *p, pl_buf *out);
+
+/* Standard base64 with padding; appends to out. */
+void pl_otlp_base64_encode(pl_buf *out, const uint8_t *data, size_t len);
+
+#endif
