@@ -547,7 +547,7 @@ typedef struct keybuf {
 
 static void kb_put(keybuf *k, const void *src, size_t n)
 {
-    if (k->oom)
+    if (k->oom || n == 0)
         return;
     if (k->n + n > k->cap) {
         size_t cap = (k->n + n) * 2 + 64;
