@@ -1386,10 +1386,10 @@ static void w_i64(jw *w, const char *key, int64_t v)
 
 static void w_hex_id(jw *w, const char *key, const uint8_t *id, uint8_t len)
 {
-    bool zero = true;
-    for (unsigned i = 0; i < len; i++)
-        zero &= id[i] == 0;
-    if (!len || zero)
+    /* Unlike the Collector (whose model cannot tell an all-zero id from an
+     * absent one), an all-zero id of full length is written, so that
+     * link_table[0] = {16 zero bytes, 8 zero bytes} survives a round trip. */
+    if (!len)
         return;
     char hex[33];
     pl_hex_encode(id, len, hex);

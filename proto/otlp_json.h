@@ -12,7 +12,8 @@
  *     accepted
  *   - doubles as numbers, "NaN" / "Infinity" / "-Infinity" as strings
  *   - zero scalars and empty lists left out; singular sub-messages written
- *     when the model says they were present; all-zero ids left out
+ *     when the model says they were present; ids written whenever they have
+ *     a length (all-zero ones too: the model keeps the wire length)
  *
  * Decoded strings are copied into the batch arena (the JSON text is not kept).
  * Errors are PL_ERR_INVALID with a message that says where
