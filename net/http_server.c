@@ -80,7 +80,8 @@ struct stream {
     stream *prev, *next;
     request_parts parts;
     bool dispatched;
-    bool remote_done; /* the client ended its side (END_STREAM seen) */
+    bool remote_done;        /* the client ended its side (END_STREAM seen) */
+    bool reset_after_answer; /* answered early: RST_STREAM(NO_ERROR) once sent */
     /* the answer, read by the data provider */
     uint8_t *resp;
     size_t resp_len, resp_off;
@@ -1022,10 +1023,11 @@ static void h2_respond(pl_http_response *res, int status, const pl_http_header *
         nghttp2_submit_rst_stream(c->h2, NGHTTP2_FLAG_NONE, s->id, NGHTTP2_INTERNAL_ERROR);
         return;
     }
-    /* Answered before the client finished sending (body too large): tell
-     * it to stop, without an error (RFC 9113 8.1). */
+    /* Answered before the client finished sending (body too large): once
+     * the answer is out, tell it to stop, without an error (RFC 9113 8.1).
+     * Resetting now would discard the queued answer. */
     if (!s->remote_done)
-        nghttp2_submit_rst_stream(c->h2, NGHTTP2_FLAG_NONE, s->id, NGHTTP2_NO_ERROR);
+        s->reset_after_answer = true;
 }
 
 static void h2_dispatch(conn *c, stream *s)
@@ -1095,6 +1097,20 @@ static int h2_on_frame_recv(nghttp2_session *session, const nghttp2_frame *frame
     return 0;
 }
 
+static int h2_on_frame_send(nghttp2_session *session, const nghttp2_frame *frame, void *user_data)
+{
+    conn *c = user_data;
+    if ((frame->hd.type == NGHTTP2_HEADERS || frame->hd.type == NGHTTP2_DATA) &&
+        (frame->hd.flags & NGHTTP2_FLAG_END_STREAM)) {
+        stream *s = h2_stream(c, frame->hd.stream_id);
+        if (s && s->reset_after_answer) {
+            s->reset_after_answer = false;
+            nghttp2_submit_rst_stream(session, NGHTTP2_FLAG_NONE, s->id, NGHTTP2_NO_ERROR);
+        }
+    }
+    return 0;
+}
+
 static int h2_on_stream_close(nghttp2_session *session, int32_t stream_id, uint32_t error_code,
                               void *user_data)
 {
@@ -1129,6 +1145,7 @@ static bool h2_start(conn *c)
     nghttp2_session_callbacks_set_on_data_chunk_recv_callback(cb, h2_on_data_chunk);
     nghttp2_session_callbacks_set_on_frame_recv_callback(cb, h2_on_frame_recv);
     nghttp2_session_callbacks_set_on_stream_close_callback(cb, h2_on_stream_close);
+    nghttp2_session_callbacks_set_on_frame_send_callback(cb, h2_on_frame_send);
     nghttp2_option *opt = NULL;
     nghttp2_option_new(&opt);
     if (opt) {
