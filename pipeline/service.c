@@ -38,7 +38,8 @@ struct pl_service {
     char *telemetry_address;
     uv_timer_t zombie_timer; /* destroys a graph that failed to start */
     pl_graph *zombie;
-    bool in_loop; /* false only while pl_service_start runs */
+    pl_config *zombie_config; /* its config, freed with it (may be NULL) */
+    bool in_loop;             /* false only while pl_service_start runs */
 };
 
 static const char *state_name(pl_service_state s)
@@ -123,6 +124,8 @@ static void on_zombie_tick(uv_timer_t *timer)
     pl_service *s = timer->data;
     pl_graph_destroy(s->zombie);
     s->zombie = NULL;
+    pl_config_free(s->zombie_config);
+    s->zombie_config = NULL;
 }
 
 /* Builds and starts a graph for cfg; NULL with err set on failure. */
@@ -136,8 +139,11 @@ static pl_graph *graph_up(pl_service *s, const pl_config *cfg, pl_err *err)
          * inside a callback, on the next tick; before the loop runs, after
          * one non-blocking turn of it. */
         if (s->in_loop) {
-            if (s->zombie)
+            if (s->zombie) {
                 pl_graph_destroy(s->zombie);
+                pl_config_free(s->zombie_config);
+                s->zombie_config = NULL;
+            }
             s->zombie = g;
             uv_timer_start(&s->zombie_timer, on_zombie_tick, 0, 0);
         } else {
@@ -160,7 +166,10 @@ static void complete_reload(pl_service *s)
     pl_graph *g = graph_up(s, next, &err);
     if (!g) {
         pl_error("service", "reload: %s; starting the previous configuration again", err.msg);
-        pl_config_free(next);
+        if (s->zombie && !s->zombie_config)
+            s->zombie_config = next; /* the failed graph still points into it */
+        else
+            pl_config_free(next);
         pl_log_set_level((pl_log_level)s->config->log_level);
         g = graph_up(s, s->config, &err);
         if (!g) {
