@@ -16,6 +16,7 @@ extern const pl_component_type pl_processor_resource;
 extern const pl_component_type pl_processor_redaction;
 extern const pl_component_type pl_processor_correlation;
 /* exporters */
+extern const pl_component_type pl_exporter_nop;
 extern const pl_component_type pl_exporter_debug;
 extern const pl_component_type pl_exporter_sqlite;
 extern const pl_component_type pl_exporter_otlp;
@@ -30,6 +31,7 @@ const pl_component_type *const pl_component_types[] = {
     &pl_processor_resource,
     &pl_processor_redaction,
     &pl_exporter_debug,
+    &pl_exporter_nop,
     &pl_exporter_sqlite,
     &pl_exporter_otlp,
     &pl_exporter_otlphttp,
