@@ -1691,6 +1691,7 @@ pl_status pl_store_enforce_retention(pl_store *s, uint64_t now_ns, uint64_t max_
     memset(stats, 0, sizeof(*stats));
     stats->size_before = pl_store_size(s);
     int rc = SQLITE_OK;
+    pl_status failed = PL_OK;
     bool deleted_samples = false;
     if (max_age_ns && now_ns > max_age_ns) {
         rc = sqlite3_exec(s->db, "BEGIN IMMEDIATE", NULL, NULL, NULL);
@@ -1703,8 +1704,12 @@ pl_status pl_store_enforce_retention(pl_store *s, uint64_t now_ns, uint64_t max_
             }
             if (rc == SQLITE_OK)
                 rc = sqlite3_exec(s->db, "COMMIT", NULL, NULL, NULL);
-            if (rc != SQLITE_OK)
+            if (rc != SQLITE_OK) {
+                failed = store_fail(s, rc, err, "retention failed");
                 pl_store_rollback(s);
+            }
+        } else {
+            failed = store_fail(s, rc, err, "retention failed");
         }
         deleted_samples = stats->sample_rows_deleted > 0 || stats->spans_deleted > 0;
     }
@@ -1725,15 +1730,19 @@ pl_status pl_store_enforce_retention(pl_store *s, uint64_t now_ns, uint64_t max_
         if (pass >= 12) /* keep converging even when the range is degenerate */
             cutoff = newest + 1;
         rc = sqlite3_exec(s->db, "BEGIN IMMEDIATE", NULL, NULL, NULL);
-        if (rc != SQLITE_OK)
+        if (rc != SQLITE_OK) {
+            failed = store_fail(s, rc, err, "retention failed");
             break;
+        }
         rc = delete_before(s, cutoff, stats);
         if (rc == SQLITE_OK)
             rc = collect_stacks(s);
         if (rc == SQLITE_OK)
             rc = sqlite3_exec(s->db, "COMMIT", NULL, NULL, NULL);
-        if (rc != SQLITE_OK)
+        if (rc != SQLITE_OK) {
+            failed = store_fail(s, rc, err, "retention failed");
             pl_store_rollback(s);
+        }
         deleted_samples = true;
     }
     if (rc == SQLITE_OK && deleted_samples) {
@@ -1743,9 +1752,7 @@ pl_status pl_store_enforce_retention(pl_store *s, uint64_t now_ns, uint64_t max_
         sqlite3_exec(s->db, "PRAGMA wal_checkpoint(TRUNCATE)", NULL, NULL, NULL);
     }
     stats->size_after = pl_store_size(s);
-    if (rc != SQLITE_OK)
-        return store_fail(s, rc, err, "retention failed");
-    return PL_OK;
+    return failed;
 }
 
 /* ---- querying ----------------------------------------------------------- */
@@ -2334,7 +2341,11 @@ pl_status pl_store_query_trace(pl_store *s, const uint8_t trace_id[16], size_t t
         rc = trace_cpu(cpu, trace_id, &out->summary.cpu_ns);
 
     sqlite3_bind_blob(spans, 1, trace_id, 16, SQLITE_STATIC);
-    while (rc == SQLITE_OK && (rc = sqlite3_step(spans)) == SQLITE_ROW) {
+    while (rc == SQLITE_OK) {
+        rc = sqlite3_step(spans);
+        if (rc != SQLITE_ROW)
+            break;
+        rc = SQLITE_OK;
         if (n == cap) {
             cap = cap ? cap * 2 : 64;
             pl_span_row *grown = realloc(tmp, cap * sizeof(pl_span_row));
@@ -2420,8 +2431,11 @@ pl_status pl_store_query_trace(pl_store *s, const uint8_t trace_id[16], size_t t
             }
             r->samples = count;
             /* self values of the chosen type, hottest first */
+            size_t hot = 0; /* sorted by self: keep those that ran code themselves */
+            while (hot < nf && hot < top_n && fns[hot].self > 0)
+                hot++;
             r->top = fns;
-            r->n_top = nf < top_n ? nf : top_n;
+            r->n_top = hot;
         }
         i = j;
     }

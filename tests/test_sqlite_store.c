@@ -1,0 +1,1399 @@
+/*
+ * test_sqlite_store.c: the embedded store and the `sqlite` exporter.
+ *
+ * Store tests write hand-built batches (core/model.h) and read them back
+ * with the query functions: span trees, CPU per span and per trace, folded
+ * stacks, top functions, in either arrival order. Retention by age and by
+ * size, a reader querying while a writer commits, reopening a database from
+ * a previous run, and broken stores (corrupt file, foreign database, locked
+ * by another connection) through both the store and the exporter, which
+ * must report a clear error, count the failure and keep serving.
+ *
+ * Each test works in its own directory under $TMPDIR.
+ */
+#include <inttypes.h>
+#include <sqlite3.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <uv.h>
+
+#include "core/component.h"
+#include "core/model.h"
+#include "core/stats.h"
+#include "exporters/sqlite_api.h"
+#include "exporters/sqlite_store.h"
+#include "testlib.h"
+
+extern const pl_component_type pl_exporter_sqlite;
+
+#define S(x)  ((uint64_t)(x)*1000000000ull)
+#define MS(x) ((uint64_t)(x)*1000000ull)
+#define BASE  S(1700000000)
+
+static char tmp_root[256];
+static int dir_counter;
+
+static void fresh_path(char *out, size_t cap, const char *name)
+{
+    char dir[300];
+    snprintf(dir, sizeof(dir), "%s/t%d", tmp_root, ++dir_counter);
+    mkdir(dir, 0755);
+    snprintf(out, cap, "%s/%s", dir, name);
+}
+
+static pl_store *open_rw(const char *path)
+{
+    pl_err err = {{0}};
+    pl_store *s = NULL;
+    pl_store_options opt = {.busy_timeout_ms = 2000};
+    if (pl_store_open(path, &opt, &s, NULL, &err) != PL_OK)
+        fprintf(stderr, "  open: %s\n", err.msg);
+    return s;
+}
+
+static pl_store *open_ro(const char *path)
+{
+    pl_err err = {{0}};
+    pl_store *s = NULL;
+    pl_store_options opt = {.read_only = true, .busy_timeout_ms = 2000};
+    if (pl_store_open(path, &opt, &s, NULL, &err) != PL_OK)
+        fprintf(stderr, "  open ro: %s\n", err.msg);
+    return s;
+}
+
+/* ---- fixtures: traces ---------------------------------------------------- */
+
+static void make_trace_id(uint32_t n, uint8_t out[16])
+{
+    memset(out, 0, 16);
+    out[0] = 0xab;
+    out[12] = (uint8_t)(n >> 24);
+    out[13] = (uint8_t)(n >> 16);
+    out[14] = (uint8_t)(n >> 8);
+    out[15] = (uint8_t)n;
+}
+
+static void make_span_id(uint32_t trace, uint32_t n, uint8_t out[8])
+{
+    out[0] = 0xcd;
+    out[1] = (uint8_t)(trace >> 16);
+    out[2] = (uint8_t)(trace >> 8);
+    out[3] = (uint8_t)trace;
+    out[4] = 0;
+    out[5] = (uint8_t)(n >> 16);
+    out[6] = (uint8_t)(n >> 8);
+    out[7] = (uint8_t)(n + 1);
+}
+
+typedef struct span_spec {
+    uint32_t trace;
+    int id;     /* span number inside the trace */
+    int parent; /* -1: root */
+    const char *name;
+    uint64_t start, end;
+    int status;
+} span_spec;
+
+static pl_batch *traces_batch(const char *service, const span_spec *specs, size_t n)
+{
+    pl_batch *b = pl_batch_new(PL_SIGNAL_TRACES);
+    pl_traces *t = &b->data.traces;
+    t->resources = pl_batch_alloc(b, sizeof(pl_resource_spans));
+    t->n_resources = 1;
+    pl_resource_spans *rs = &t->resources[0];
+    rs->has_resource = true;
+    pl_attrs_put(&b->arena, &rs->resource.attrs, pl_batch_bytes(b, "service.name", 12),
+                 pl_value_string(pl_batch_bytes(b, service, strlen(service))));
+    rs->scopes = pl_batch_alloc(b, sizeof(pl_scope_spans));
+    rs->n_scopes = 1;
+    pl_scope_spans *ss = &rs->scopes[0];
+    ss->spans = pl_batch_alloc(b, n * sizeof(pl_span));
+    ss->n_spans = (uint32_t)n;
+    for (size_t i = 0; i < n; i++) {
+        pl_span *sp = &ss->spans[i];
+        make_trace_id(specs[i].trace, sp->trace_id);
+        sp->trace_id_len = 16;
+        make_span_id(specs[i].trace, (uint32_t)specs[i].id, sp->span_id);
+        sp->span_id_len = 8;
+        if (specs[i].parent >= 0) {
+            make_span_id(specs[i].trace, (uint32_t)specs[i].parent, sp->parent_span_id);
+            sp->parent_span_id_len = 8;
+        }
+        sp->name = pl_batch_bytes(b, specs[i].name, strlen(specs[i].name));
+        sp->kind = specs[i].parent < 0 ? 2 : 1;
+        sp->start_time_unix_nano = specs[i].start;
+        sp->end_time_unix_nano = specs[i].end;
+        sp->status.code = specs[i].status;
+        if (specs[i].status == 2)
+            sp->status.message = pl_batch_bytes(b, "boom", 4);
+        pl_attrs_put(&b->arena, &sp->attrs, pl_batch_bytes(b, "http.route", 10),
+                     pl_value_string(pl_batch_bytes(b, "/users/{id}", 11)));
+    }
+    return b;
+}
+
+/* ---- fixtures: profiles -------------------------------------------------- */
+
+typedef struct prof_builder {
+    pl_batch *b;
+    pl_profile *p;
+    pl_dictionary *d;
+    uint32_t cap_samples;
+} prof_builder;
+
+static int32_t str_idx(prof_builder *pb, const char *s)
+{
+    return pl_dict_intern_string(&pb->b->arena, pb->d, pl_batch_bytes(pb->b, s, strlen(s)));
+}
+
+/* One resource, one scope, one profile of type:unit (+ optional period). */
+static void prof_begin(prof_builder *pb, const char *service, const char *type, const char *unit,
+                       const char *period_type, const char *period_unit, int64_t period,
+                       uint64_t time)
+{
+    memset(pb, 0, sizeof(*pb));
+    pb->b = pl_batch_new(PL_SIGNAL_PROFILES);
+    pl_profiles *ps = &pb->b->data.profiles;
+    ps->has_dictionary = true;
+    pb->d = &ps->dict;
+    pl_dict_ensure_zero_entries(&pb->b->arena, pb->d);
+    /* fixed-capacity tables, enough for the tests */
+    pb->d->functions = pl_arena_grow(&pb->b->arena, pb->d->functions, 1, 64, sizeof(pl_function));
+    pb->d->cap_functions = 64;
+    pb->d->locations = pl_arena_grow(&pb->b->arena, pb->d->locations, 1, 64, sizeof(pl_location));
+    pb->d->cap_locations = 64;
+    pb->d->stacks = pl_arena_grow(&pb->b->arena, pb->d->stacks, 1, 64, sizeof(pl_stack));
+    pb->d->cap_stacks = 64;
+    ps->resources = pl_batch_alloc(pb->b, sizeof(pl_resource_profiles));
+    ps->n_resources = 1;
+    pl_resource_profiles *rp = &ps->resources[0];
+    rp->has_resource = true;
+    if (service)
+        pl_attrs_put(&pb->b->arena, &rp->resource.attrs, pl_batch_bytes(pb->b, "service.name", 12),
+                     pl_value_string(pl_batch_bytes(pb->b, service, strlen(service))));
+    rp->scopes = pl_batch_alloc(pb->b, sizeof(pl_scope_profiles));
+    rp->n_scopes = 1;
+    rp->scopes[0].profiles = pl_batch_alloc(pb->b, sizeof(pl_profile));
+    rp->scopes[0].n_profiles = 1;
+    pb->p = &rp->scopes[0].profiles[0];
+    pb->p->has_sample_type = true;
+    pb->p->sample_type.type_strindex = str_idx(pb, type);
+    pb->p->sample_type.unit_strindex = str_idx(pb, unit);
+    if (period_type) {
+        pb->p->has_period_type = true;
+        pb->p->period_type.type_strindex = str_idx(pb, period_type);
+        pb->p->period_type.unit_strindex = str_idx(pb, period_unit);
+        pb->p->period = period;
+    }
+    pb->p->time_unix_nano = time;
+    pb->p->duration_nano = S(10);
+    pb->cap_samples = 256;
+    pb->p->samples = pl_batch_alloc(pb->b, pb->cap_samples * sizeof(pl_sample));
+}
+
+static int32_t location_for(prof_builder *pb, const char *fn)
+{
+    int32_t name = str_idx(pb, fn);
+    for (uint32_t i = 1; i < pb->d->n_functions; i++)
+        if (pb->d->functions[i].name_strindex == name)
+            return (int32_t)i; /* location i has function i */
+    uint32_t i = pb->d->n_functions++;
+    pb->d->functions[i] = (pl_function){name, 0, str_idx(pb, "app.go"), 1};
+    pl_location *loc = &pb->d->locations[pb->d->n_locations++];
+    memset(loc, 0, sizeof(*loc));
+    loc->lines = pl_batch_alloc(pb->b, sizeof(pl_line));
+    loc->lines[0].function_index = (int32_t)i;
+    loc->n_lines = 1;
+    return (int32_t)i;
+}
+
+/* frames: "main;handler;parse" (root first, like folded output). */
+static int32_t stack_for(prof_builder *pb, const char *folded)
+{
+    char buf[256];
+    snprintf(buf, sizeof(buf), "%s", folded);
+    int32_t locs[16];
+    int n = 0;
+    for (char *save = NULL, *tok = strtok_r(buf, ";", &save); tok && n < 16;
+         tok = strtok_r(NULL, ";", &save))
+        locs[n++] = location_for(pb, tok);
+    pl_stack *st = &pb->d->stacks[pb->d->n_stacks];
+    st->location_indices = pl_batch_alloc(pb->b, (size_t)n * sizeof(int32_t));
+    for (int i = 0; i < n; i++)
+        st->location_indices[i] = locs[n - 1 - i]; /* leaf first */
+    st->n_location_indices = (uint32_t)n;
+    return (int32_t)pb->d->n_stacks++;
+}
+
+typedef struct sample_spec {
+    const char *stack;
+    int64_t value;
+    uint64_t ts;         /* 0: profile time */
+    uint32_t trace;      /* with span >= 0 */
+    int span;            /* -1: no span */
+    bool by_attribute;   /* span_id/trace_id attributes instead of a Link */
+    const char *service; /* sample attribute service.name, or NULL */
+} sample_spec;
+
+static void prof_sample(prof_builder *pb, const sample_spec *s)
+{
+    pl_sample *smp = &pb->p->samples[pb->p->n_samples++];
+    memset(smp, 0, sizeof(*smp));
+    smp->stack_index = stack_for(pb, s->stack);
+    smp->values = pl_batch_alloc(pb->b, sizeof(int64_t));
+    smp->values[0] = s->value;
+    smp->n_values = 1;
+    if (s->ts) {
+        smp->timestamps_unix_nano = pl_batch_alloc(pb->b, sizeof(uint64_t));
+        smp->timestamps_unix_nano[0] = s->ts;
+        smp->n_timestamps = 1;
+    }
+    int32_t attrs[4];
+    uint32_t na = 0;
+    if (s->span >= 0) {
+        pl_link l = {0};
+        make_trace_id(s->trace, l.trace_id);
+        make_span_id(s->trace, (uint32_t)s->span, l.span_id);
+        l.trace_id_len = 16;
+        l.span_id_len = 8;
+        if (!s->by_attribute) {
+            smp->link_index = pl_dict_add_link(&pb->b->arena, pb->d, &l);
+        } else {
+            char hex[33];
+            pl_hex_encode(l.span_id, 8, hex);
+            attrs[na++] = pl_dict_add_attribute(&pb->b->arena, pb->d, str_idx(pb, "span_id"),
+                                                pl_value_string(pl_batch_bytes(pb->b, hex, 16)), 0);
+            pl_hex_encode(l.trace_id, 16, hex);
+            attrs[na++] = pl_dict_add_attribute(&pb->b->arena, pb->d, str_idx(pb, "trace_id"),
+                                                pl_value_string(pl_batch_bytes(pb->b, hex, 32)), 0);
+        }
+    }
+    if (s->service)
+        attrs[na++] = pl_dict_add_attribute(
+            &pb->b->arena, pb->d, str_idx(pb, "service.name"),
+            pl_value_string(pl_batch_bytes(pb->b, s->service, strlen(s->service))), 0);
+    if (na) {
+        smp->attribute_indices = pl_batch_alloc(pb->b, na * sizeof(int32_t));
+        memcpy(smp->attribute_indices, attrs, na * sizeof(int32_t));
+        smp->n_attribute_indices = na;
+    }
+}
+
+static pl_status write_one(pl_store *s, pl_batch *b)
+{
+    pl_err err = {{0}};
+    pl_status st = pl_store_write_batch(s, b, NULL, &err);
+    if (st != PL_OK)
+        fprintf(stderr, "  write: %s\n", err.msg);
+    pl_batch_free(b);
+    return st;
+}
+
+/* Trace 1 of service "shop": GET /users (0..100ms) > db.query (10..60ms)
+ * > decode (20..40ms), and render (60..90ms) under the root. */
+static const span_spec shop_trace[] = {
+    {1, 0, -1, "GET /users", BASE, BASE + MS(100), 0},
+    {1, 1, 0, "db.query", BASE + MS(10), BASE + MS(60), 0},
+    {1, 2, 1, "decode", BASE + MS(20), BASE + MS(40), 0},
+    {1, 3, 0, "render", BASE + MS(60), BASE + MS(90), 2},
+};
+
+/* CPU samples: db.query 30ms (two stacks), decode 20ms, render 10ms, and
+ * 5ms of unlinked background work. */
+static pl_batch *shop_profile(void)
+{
+    prof_builder pb;
+    prof_begin(&pb, "shop", "cpu", "nanoseconds", "cpu", "nanoseconds", 10000000, BASE);
+    sample_spec specs[] = {
+        {"main;handler;query;sql_exec", (int64_t)MS(20), BASE + MS(30), 1, 1, false, NULL},
+        {"main;handler;query;sql_parse", (int64_t)MS(10), BASE + MS(35), 1, 1, false, NULL},
+        {"main;handler;query;json_decode", (int64_t)MS(20), BASE + MS(25), 1, 2, false, NULL},
+        {"main;handler;render;template", (int64_t)MS(10), BASE + MS(70), 1, 3, false, NULL},
+        {"main;gc", (int64_t)MS(5), BASE + MS(50), 0, -1, false, NULL},
+    };
+    for (size_t i = 0; i < sizeof(specs) / sizeof(specs[0]); i++)
+        prof_sample(&pb, &specs[i]);
+    return pb.b;
+}
+
+static const pl_span_row *find_span(const pl_trace_detail *d, const char *name)
+{
+    for (size_t i = 0; i < d->n; i++)
+        if (strcmp(d->spans[i].name, name) == 0)
+            return &d->spans[i];
+    return NULL;
+}
+
+static int64_t folded_value(const pl_profile_result *r, const char *frames)
+{
+    for (size_t i = 0; i < r->n_stacks; i++)
+        if (strcmp(r->stacks[i].frames, frames) == 0)
+            return r->stacks[i].value;
+    return -1;
+}
+
+static const pl_function_stat *find_fn(const pl_profile_result *r, const char *name)
+{
+    for (size_t i = 0; i < r->n_functions; i++)
+        if (strcmp(r->functions[i].name, name) == 0)
+            return &r->functions[i];
+    return NULL;
+}
+
+/* Checks everything the shop fixture should answer. */
+static void check_shop_queries(pl_store *s)
+{
+    pl_err err = {{0}};
+    pl_trace_list list;
+    pl_trace_query tq = {0};
+    REQUIRE(pl_store_query_traces(s, &tq, &list, &err) == PL_OK);
+    REQUIRE(list.n == 1);
+    CHECK_EQ_STR(list.items[0].root_name, "GET /users");
+    CHECK_EQ_STR(list.items[0].root_service, "shop");
+    CHECK_EQ_UINT(list.items[0].duration_ns, MS(100));
+    CHECK_EQ_INT(list.items[0].cpu_ns, MS(60)); /* linked samples; not the unlinked gc */
+    CHECK_EQ_UINT(list.items[0].span_count, 4);
+    CHECK_EQ_UINT(list.items[0].error_count, 1);
+    pl_trace_list_free(&list);
+
+    uint8_t tid[16];
+    make_trace_id(1, tid);
+    pl_trace_detail d;
+    pl_status tst = pl_store_query_trace(s, tid, 3, &d, &err);
+    if (tst != PL_OK)
+        fprintf(stderr, "  query trace: %s\n", err.msg);
+    REQUIRE(tst == PL_OK);
+    REQUIRE(d.n == 4);
+    /* depth-first, children by start time */
+    CHECK_EQ_STR(d.spans[0].name, "GET /users");
+    CHECK_EQ_INT(d.spans[0].depth, 0);
+    CHECK_EQ_STR(d.spans[1].name, "db.query");
+    CHECK_EQ_INT(d.spans[1].depth, 1);
+    CHECK_EQ_STR(d.spans[2].name, "decode");
+    CHECK_EQ_INT(d.spans[2].depth, 2);
+    CHECK_EQ_STR(d.spans[3].name, "render");
+    CHECK_EQ_INT(d.spans[3].depth, 1);
+    const pl_span_row *q = find_span(&d, "db.query");
+    REQUIRE(q);
+    CHECK_EQ_INT(q->cpu_ns, MS(30));
+    REQUIRE(q->n_top == 2);
+    CHECK_EQ_STR(q->top[0].name, "sql_exec");
+    CHECK_EQ_INT(q->top[0].self, MS(20));
+    CHECK_EQ_STR(q->top[1].name, "sql_parse");
+    const pl_span_row *r = find_span(&d, "render");
+    REQUIRE(r);
+    CHECK_EQ_INT(r->cpu_ns, MS(10));
+    CHECK_EQ_INT(r->status_code, 2);
+    CHECK_EQ_STR(r->status_message, "boom");
+    CHECK(strstr(r->attributes_json, "\"http.route\":\"/users/{id}\"") != NULL);
+    const pl_span_row *root = find_span(&d, "GET /users");
+    REQUIRE(root);
+    CHECK_EQ_INT(root->cpu_ns, -1); /* no samples of its own */
+    CHECK_EQ_STR(root->service, "shop");
+    pl_trace_detail_free(&d);
+
+    /* flame graph of one span */
+    pl_profile_query pq = {0};
+    pq.scope = PL_PROFILE_SPAN;
+    make_span_id(1, 1, pq.span_id);
+    pl_profile_result pr;
+    REQUIRE(pl_store_query_profile(s, &pq, &pr, &err) == PL_OK);
+    CHECK_EQ_STR(pr.type, "cpu");
+    CHECK_EQ_STR(pr.unit, "nanoseconds");
+    CHECK_EQ_INT(pr.total, MS(30));
+    CHECK_EQ_UINT(pr.n_stacks, 2);
+    CHECK_EQ_INT(folded_value(&pr, "main;handler;query;sql_exec"), MS(20));
+    CHECK_EQ_INT(folded_value(&pr, "main;handler;query;sql_parse"), MS(10));
+    pl_profile_result_free(&pr);
+
+    /* one trace: the linked samples, not the unlinked gc */
+    pq.scope = PL_PROFILE_TRACE;
+    memcpy(pq.trace_id, tid, 16);
+    REQUIRE(pl_store_query_profile(s, &pq, &pr, &err) == PL_OK);
+    CHECK_EQ_INT(pr.total, MS(60));
+    CHECK_EQ_UINT(pr.n_stacks, 4);
+    CHECK_EQ_INT(folded_value(&pr, "main;gc"), -1);
+    pl_buf folded;
+    pl_buf_init(&folded);
+    pl_folded_text(&pr, &folded);
+    pl_buf_append_byte(&folded, 0);
+    CHECK_EQ_STR((const char *)folded.data, "main;handler;query;json_decode 20000000\n"
+                                            "main;handler;query;sql_exec 20000000\n"
+                                            "main;handler;query;sql_parse 10000000\n"
+                                            "main;handler;render;template 10000000\n");
+    pl_buf_free(&folded);
+    pl_profile_result_free(&pr);
+
+    /* the service over a time range: everything, gc included */
+    pq.scope = PL_PROFILE_SERVICE;
+    pq.service = "shop";
+    pq.since_ns = BASE - S(60);
+    REQUIRE(pl_store_query_profile(s, &pq, &pr, &err) == PL_OK);
+    CHECK_EQ_INT(pr.total, MS(65));
+    CHECK_EQ_INT(folded_value(&pr, "main;gc"), MS(5));
+    const pl_function_stat *h = find_fn(&pr, "handler");
+    REQUIRE(h);
+    CHECK_EQ_INT(h->self, 0);
+    CHECK_EQ_INT(h->total, MS(60));
+    const pl_function_stat *m = find_fn(&pr, "main");
+    REQUIRE(m);
+    CHECK_EQ_INT(m->total, MS(65));
+    CHECK_EQ_STR(pr.functions[0].name, "json_decode"); /* ties by total, then name */
+    CHECK_EQ_INT(pr.functions[0].self, MS(20));
+    pl_profile_result_free(&pr);
+
+    /* a range after the data: empty, not an error */
+    pq.since_ns = BASE + S(3600);
+    REQUIRE(pl_store_query_profile(s, &pq, &pr, &err) == PL_OK);
+    CHECK_EQ_UINT(pr.n_stacks, 0);
+    CHECK_EQ_INT(pr.total, 0);
+    pl_profile_result_free(&pr);
+
+    /* unknown service: empty */
+    pq.since_ns = 0;
+    pq.service = "nope";
+    REQUIRE(pl_store_query_profile(s, &pq, &pr, &err) == PL_OK);
+    CHECK_EQ_UINT(pr.n_stacks, 0);
+    pl_profile_result_free(&pr);
+}
+
+static void test_round_trip_spans_then_samples(void)
+{
+    char path[512];
+    fresh_path(path, sizeof(path), "sub/dir/store.db"); /* directories are created */
+    pl_store *s = open_rw(path);
+    REQUIRE(s);
+    CHECK(write_one(s, traces_batch("shop", shop_trace, 4)) == PL_OK);
+    CHECK(write_one(s, shop_profile()) == PL_OK);
+    check_shop_queries(s);
+    pl_store_close(s);
+}
+
+static void test_round_trip_samples_then_spans(void)
+{
+    char path[512];
+    fresh_path(path, sizeof(path), "store.db");
+    pl_store *s = open_rw(path);
+    REQUIRE(s);
+    CHECK(write_one(s, shop_profile()) == PL_OK);
+    /* spans in two batches, child before parent */
+    CHECK(write_one(s, traces_batch("shop", shop_trace + 1, 3)) == PL_OK);
+    CHECK(write_one(s, traces_batch("shop", shop_trace, 1)) == PL_OK);
+    /* a read-only connection sees the same */
+    pl_store *r = open_ro(path);
+    REQUIRE(r);
+    check_shop_queries(r);
+    pl_store_close(r);
+    pl_store_close(s);
+}
+
+static void test_duplicate_spans_and_repeated_samples(void)
+{
+    char path[512];
+    fresh_path(path, sizeof(path), "store.db");
+    pl_store *s = open_rw(path);
+    REQUIRE(s);
+    pl_store_write_stats ws = {0};
+    pl_err err = {{0}};
+    pl_batch *b = traces_batch("shop", shop_trace, 4);
+    REQUIRE(pl_store_write_batch(s, b, &ws, &err) == PL_OK);
+    CHECK_EQ_UINT(ws.spans, 4);
+    memset(&ws, 0, sizeof(ws));
+    REQUIRE(pl_store_write_batch(s, b, &ws, &err) == PL_OK); /* a retry */
+    CHECK_EQ_UINT(ws.spans, 0);
+    CHECK_EQ_UINT(ws.duplicate_spans, 4);
+    pl_batch_free(b);
+    /* samples of the same (span, stack, bucket) add up into one row */
+    b = shop_profile();
+    memset(&ws, 0, sizeof(ws));
+    REQUIRE(pl_store_write_batch(s, b, &ws, &err) == PL_OK);
+    CHECK_EQ_UINT(ws.samples, 5);
+    REQUIRE(pl_store_write_batch(s, b, &ws, &err) == PL_OK);
+    pl_batch_free(b);
+    pl_trace_list list;
+    pl_trace_query tq = {0};
+    REQUIRE(pl_store_query_traces(s, &tq, &list, &err) == PL_OK);
+    REQUIRE(list.n == 1);
+    CHECK_EQ_UINT(list.items[0].span_count, 4);
+    CHECK_EQ_INT(list.items[0].cpu_ns, MS(120));
+    pl_trace_list_free(&list);
+    sqlite3 *db;
+    REQUIRE(sqlite3_open(path, &db) == SQLITE_OK);
+    sqlite3_stmt *st;
+    sqlite3_prepare_v2(db, "SELECT count(*) FROM samples", -1, &st, NULL);
+    REQUIRE(sqlite3_step(st) == SQLITE_ROW);
+    CHECK_EQ_INT(sqlite3_column_int(st, 0), 5);
+    sqlite3_finalize(st);
+    /* stacks, functions and strings are stored once */
+    sqlite3_prepare_v2(db, "SELECT count(*) FROM stacks", -1, &st, NULL);
+    REQUIRE(sqlite3_step(st) == SQLITE_ROW);
+    CHECK_EQ_INT(sqlite3_column_int(st, 0), 5);
+    sqlite3_finalize(st);
+    sqlite3_prepare_v2(db, "SELECT count(*) FROM functions", -1, &st, NULL);
+    REQUIRE(sqlite3_step(st) == SQLITE_ROW);
+    CHECK_EQ_INT(sqlite3_column_int(st, 0), 9);
+    sqlite3_finalize(st);
+    sqlite3_close(db);
+    pl_store_close(s);
+}
+
+/* A Go-style pprof CPU profile arrives as two profiles with the same
+ * samples: samples:count (period cpu/nanoseconds) and cpu:nanoseconds. The
+ * span comes from the span_id label, the service from a sample attribute. */
+static void test_sample_types_and_labels(void)
+{
+    char path[512];
+    fresh_path(path, sizeof(path), "store.db");
+    pl_store *s = open_rw(path);
+    REQUIRE(s);
+    CHECK(write_one(s, traces_batch("api", shop_trace, 4)) == PL_OK);
+    prof_builder pb;
+    prof_begin(&pb, NULL, "samples", "count", "cpu", "nanoseconds", 10000000, BASE);
+    sample_spec a = {"main;work", 3, 0, 1, 1, true, "api"};
+    prof_sample(&pb, &a);
+    CHECK(write_one(s, pb.b) == PL_OK);
+    prof_begin(&pb, NULL, "cpu", "nanoseconds", NULL, NULL, 0, BASE);
+    sample_spec c = {"main;work", (int64_t)MS(30), 0, 1, 1, true, "api"};
+    prof_sample(&pb, &c);
+    CHECK(write_one(s, pb.b) == PL_OK);
+    prof_begin(&pb, NULL, "alloc_space", "bytes", NULL, NULL, 0, BASE);
+    sample_spec m = {"main;alloc", 4096, 0, 1, 1, true, "api"};
+    prof_sample(&pb, &m);
+    CHECK(write_one(s, pb.b) == PL_OK);
+
+    pl_err err = {{0}};
+    pl_trace_list list;
+    pl_trace_query tq = {0};
+    REQUIRE(pl_store_query_traces(s, &tq, &list, &err) == PL_OK);
+    REQUIRE(list.n == 1);
+    CHECK_EQ_INT(list.items[0].cpu_ns, MS(30)); /* not 60: one CPU type counts */
+    pl_trace_list_free(&list);
+
+    pl_profile_query pq = {0};
+    pq.scope = PL_PROFILE_SPAN;
+    make_span_id(1, 1, pq.span_id);
+    pl_profile_result pr;
+    REQUIRE(pl_store_query_profile(s, &pq, &pr, &err) == PL_OK);
+    CHECK_EQ_STR(pr.type, "cpu");
+    CHECK_EQ_INT(pr.total, MS(30));
+    CHECK_EQ_INT(folded_value(&pr, "main;work"), MS(30));
+    pl_profile_result_free(&pr);
+    pq.type = "alloc_space";
+    REQUIRE(pl_store_query_profile(s, &pq, &pr, &err) == PL_OK);
+    CHECK_EQ_STR(pr.type, "alloc_space");
+    CHECK_EQ_STR(pr.unit, "bytes");
+    CHECK_EQ_INT(pr.total, 4096);
+    CHECK_EQ_INT(folded_value(&pr, "main;alloc"), 4096);
+    pl_profile_result_free(&pr);
+    pq.type = "samples:count";
+    REQUIRE(pl_store_query_profile(s, &pq, &pr, &err) == PL_OK);
+    CHECK_EQ_INT(pr.total, 3);
+    pl_profile_result_free(&pr);
+    /* service from the sample attribute */
+    pq.scope = PL_PROFILE_SERVICE;
+    pq.service = "api";
+    pq.type = NULL;
+    REQUIRE(pl_store_query_profile(s, &pq, &pr, &err) == PL_OK);
+    CHECK_EQ_INT(pr.total, MS(30));
+    pl_profile_result_free(&pr);
+
+    /* only memory samples: the default falls back to the first type */
+    char path2[512];
+    fresh_path(path2, sizeof(path2), "mem.db");
+    pl_store *s2 = open_rw(path2);
+    REQUIRE(s2);
+    prof_begin(&pb, "mem", "alloc_space", "bytes", NULL, NULL, 0, BASE);
+    sample_spec m2 = {"main;alloc", 4096, 0, 0, -1, false, NULL};
+    prof_sample(&pb, &m2);
+    CHECK(write_one(s2, pb.b) == PL_OK);
+    pq.service = "mem";
+    REQUIRE(pl_store_query_profile(s2, &pq, &pr, &err) == PL_OK);
+    CHECK_EQ_STR(pr.type, "alloc_space");
+    CHECK_EQ_INT(pr.total, 4096);
+    pl_profile_result_free(&pr);
+    pq.type = "cpu"; /* asked for CPU explicitly: nothing */
+    REQUIRE(pl_store_query_profile(s2, &pq, &pr, &err) == PL_OK);
+    CHECK_EQ_INT(pr.total, 0);
+    pl_profile_result_free(&pr);
+    pl_store_close(s2);
+    pl_store_close(s);
+}
+
+static void test_traces_filters_and_order(void)
+{
+    char path[512];
+    fresh_path(path, sizeof(path), "store.db");
+    pl_store *s = open_rw(path);
+    REQUIRE(s);
+    for (uint32_t t = 1; t <= 30; t++) {
+        span_spec sp[2] = {
+            {t, 0, -1, "GET /a", BASE + S(t), BASE + S(t) + MS(t * 10), 0},
+            {t, 1, 0, "child", BASE + S(t) + MS(1), BASE + S(t) + MS(2), 0},
+        };
+        CHECK(write_one(s, traces_batch(t % 2 ? "odd" : "even", sp, 2)) == PL_OK);
+    }
+    /* a trace whose root was never stored */
+    span_spec orphan[1] = {{99, 1, 0, "lonely", BASE + S(5), BASE + S(5) + MS(500), 0}};
+    CHECK(write_one(s, traces_batch("odd", orphan, 1)) == PL_OK);
+
+    pl_err err = {{0}};
+    pl_trace_list list;
+    pl_trace_query q = {0};
+    q.limit = 5;
+    REQUIRE(pl_store_query_traces(s, &q, &list, &err) == PL_OK);
+    REQUIRE(list.n == 5);
+    CHECK_EQ_UINT(list.items[0].duration_ns, MS(500)); /* orphan envelope */
+    CHECK(!list.items[0].has_root);
+    CHECK_EQ_UINT(list.items[1].duration_ns, MS(300));
+    for (size_t i = 1; i < list.n; i++)
+        CHECK(list.items[i - 1].duration_ns >= list.items[i].duration_ns);
+    pl_trace_list_free(&list);
+
+    q.service = "even";
+    q.limit = 100;
+    REQUIRE(pl_store_query_traces(s, &q, &list, &err) == PL_OK);
+    CHECK_EQ_UINT(list.n, 15);
+    CHECK_EQ_UINT(list.items[0].duration_ns, MS(300));
+    pl_trace_list_free(&list);
+
+    q.service = NULL;
+    q.min_duration_ns = MS(250);
+    REQUIRE(pl_store_query_traces(s, &q, &list, &err) == PL_OK);
+    CHECK_EQ_UINT(list.n, 7); /* 25..30 and the orphan */
+    pl_trace_list_free(&list);
+
+    q.min_duration_ns = 0;
+    q.since_ns = BASE + S(21);
+    REQUIRE(pl_store_query_traces(s, &q, &list, &err) == PL_OK);
+    CHECK_EQ_UINT(list.n, 10);
+    pl_trace_list_free(&list);
+
+    char **names;
+    size_t n;
+    REQUIRE(pl_store_query_services(s, &names, &n, &err) == PL_OK);
+    REQUIRE(n == 2);
+    CHECK_EQ_STR(names[0], "even");
+    CHECK_EQ_STR(names[1], "odd");
+    pl_store_free_names(names, n);
+
+    uint8_t missing[16];
+    make_trace_id(12345, missing);
+    pl_trace_detail d;
+    CHECK(pl_store_query_trace(s, missing, 3, &d, &err) == PL_ERR_NOT_FOUND);
+    CHECK(strstr(err.msg, "not in the store") != NULL);
+    pl_store_close(s);
+}
+
+static void test_retention_by_age(void)
+{
+    char path[512];
+    fresh_path(path, sizeof(path), "store.db");
+    pl_store *s = open_rw(path);
+    REQUIRE(s);
+    /* trace 1 two hours old, trace 2 now */
+    span_spec old_span[1] = {{1, 0, -1, "old", BASE - S(7200), BASE - S(7199), 0}};
+    span_spec new_span[1] = {{2, 0, -1, "new", BASE, BASE + S(1), 0}};
+    CHECK(write_one(s, traces_batch("svc", old_span, 1)) == PL_OK);
+    CHECK(write_one(s, traces_batch("svc", new_span, 1)) == PL_OK);
+    prof_builder pb;
+    prof_begin(&pb, "svc", "cpu", "nanoseconds", NULL, NULL, 0, BASE);
+    sample_spec a = {"main;old", 100, BASE - S(7200), 1, 0, false, NULL};
+    sample_spec b = {"main;new", 200, BASE, 2, 0, false, NULL};
+    prof_sample(&pb, &a);
+    prof_sample(&pb, &b);
+    CHECK(write_one(s, pb.b) == PL_OK);
+
+    pl_store_retention_stats rs;
+    pl_err err = {{0}};
+    REQUIRE(pl_store_enforce_retention(s, BASE + S(10), S(3600), 0, &rs, &err) == PL_OK);
+    CHECK_EQ_UINT(rs.traces_deleted, 1);
+    CHECK_EQ_UINT(rs.spans_deleted, 1);
+    CHECK_EQ_UINT(rs.sample_rows_deleted, 1);
+
+    pl_trace_list list;
+    pl_trace_query q = {0};
+    REQUIRE(pl_store_query_traces(s, &q, &list, &err) == PL_OK);
+    REQUIRE(list.n == 1);
+    CHECK_EQ_STR(list.items[0].root_name, "new");
+    CHECK_EQ_INT(list.items[0].cpu_ns, 200);
+    pl_trace_list_free(&list);
+    pl_profile_query pq = {0};
+    pq.scope = PL_PROFILE_SERVICE;
+    pq.service = "svc";
+    pl_profile_result pr;
+    REQUIRE(pl_store_query_profile(s, &pq, &pr, &err) == PL_OK);
+    CHECK_EQ_UINT(pr.n_stacks, 1);
+    CHECK_EQ_INT(folded_value(&pr, "main;new"), 200);
+    pl_profile_result_free(&pr);
+    /* nothing more to delete */
+    REQUIRE(pl_store_enforce_retention(s, BASE + S(10), S(3600), 0, &rs, &err) == PL_OK);
+    CHECK_EQ_UINT(rs.spans_deleted, 0);
+    pl_store_close(s);
+}
+
+static void test_retention_by_size(void)
+{
+    char path[512];
+    fresh_path(path, sizeof(path), "store.db");
+    pl_store *s = open_rw(path);
+    REQUIRE(s);
+    /* 4000 traces of 5 spans over 4000 s, with samples */
+    span_spec specs[5];
+    for (uint32_t t = 1; t <= 4000; t++) {
+        uint64_t start = BASE + S(t);
+        specs[0] =
+            (span_spec){t, 0, -1, "GET /big/endpoint/with/a/long/name", start, start + MS(50), 0};
+        for (int k = 1; k < 5; k++)
+            specs[k] =
+                (span_spec){t, k, 0, "child span with a name", start + MS(k), start + MS(k + 5), 0};
+        CHECK(write_one(s, traces_batch("big", specs, 5)) == PL_OK);
+        if (t % 10 == 0) {
+            prof_builder pb;
+            prof_begin(&pb, "big", "cpu", "nanoseconds", NULL, NULL, 0, start);
+            for (int k = 0; k < 5; k++) {
+                char stack[64];
+                snprintf(stack, sizeof(stack), "main;f%u;g%d", t % 50, k);
+                sample_spec sm = {stack, 1000, start, t, k, false, NULL};
+                prof_sample(&pb, &sm);
+            }
+            CHECK(write_one(s, pb.b) == PL_OK);
+        }
+    }
+    uint64_t before = pl_store_size(s);
+    CHECK(before > 4u * 1024 * 1024);
+    uint64_t limit = before / 3;
+    pl_store_retention_stats rs;
+    pl_err err = {{0}};
+    REQUIRE(pl_store_enforce_retention(s, BASE + S(5000), 0, limit, &rs, &err) == PL_OK);
+    CHECK(rs.size_after <= limit);
+    CHECK(rs.size_after >= limit / 4); /* deleted the oldest part, not everything */
+    CHECK(rs.spans_deleted > 0);
+    /* the newest trace is still there, the oldest is gone */
+    uint8_t tid[16];
+    pl_trace_detail d;
+    make_trace_id(4000, tid);
+    CHECK(pl_store_query_trace(s, tid, 3, &d, &err) == PL_OK);
+    pl_trace_detail_free(&d);
+    make_trace_id(1, tid);
+    CHECK(pl_store_query_trace(s, tid, 3, &d, &err) == PL_ERR_NOT_FOUND);
+    /* the file itself shrank (incremental vacuum + checkpoint) */
+    struct stat stbuf;
+    REQUIRE(stat(path, &stbuf) == 0);
+    CHECK((uint64_t)stbuf.st_size <= limit + limit / 5);
+    /* writes keep working after retention (caches were reset) */
+    prof_builder pb;
+    prof_begin(&pb, "big", "cpu", "nanoseconds", NULL, NULL, 0, BASE + S(4001));
+    sample_spec sm = {"main;f1;g1", 1000, BASE + S(4001), 4000, 1, false, NULL};
+    prof_sample(&pb, &sm);
+    CHECK(write_one(s, pb.b) == PL_OK);
+    pl_profile_query pq = {0};
+    pq.scope = PL_PROFILE_SPAN;
+    make_span_id(4000, 1, pq.span_id);
+    pl_profile_result pr;
+    REQUIRE(pl_store_query_profile(s, &pq, &pr, &err) == PL_OK);
+    CHECK_EQ_INT(folded_value(&pr, "main;f1;g1"), 1000);
+    pl_profile_result_free(&pr);
+    pl_store_close(s);
+}
+
+/* ---- concurrency and reopening ------------------------------------------ */
+
+typedef struct writer_arg {
+    const char *path;
+    int batches;
+    int failures;
+} writer_arg;
+
+static void writer_thread(void *arg)
+{
+    writer_arg *w = arg;
+    pl_store *s = open_rw(w->path);
+    if (!s) {
+        w->failures++;
+        return;
+    }
+    for (int i = 0; i < w->batches; i++) {
+        span_spec sp[10];
+        uint32_t t = (uint32_t)i + 1000;
+        for (int k = 0; k < 10; k++)
+            sp[k] = (span_spec){t,
+                                k,
+                                k ? 0 : -1,
+                                k ? "child" : "root",
+                                BASE + S(i) + MS(k),
+                                BASE + S(i) + MS(k + 20),
+                                0};
+        if (write_one(s, traces_batch("busy", sp, 10)) != PL_OK)
+            w->failures++;
+        prof_builder pb;
+        prof_begin(&pb, "busy", "cpu", "nanoseconds", NULL, NULL, 0, BASE + S(i));
+        sample_spec sm = {"main;loop", 10, BASE + S(i), t, 1, false, NULL};
+        prof_sample(&pb, &sm);
+        if (write_one(s, pb.b) != PL_OK)
+            w->failures++;
+    }
+    pl_store_close(s);
+}
+
+static void test_writes_while_querying(void)
+{
+    char path[512];
+    fresh_path(path, sizeof(path), "store.db");
+    pl_store *init = open_rw(path); /* create the schema first */
+    REQUIRE(init);
+    pl_store_close(init);
+    writer_arg w = {path, 300, 0};
+    uv_thread_t th;
+    REQUIRE(uv_thread_create(&th, writer_thread, &w) == 0);
+    pl_store *r = open_ro(path);
+    REQUIRE(r);
+    int queries = 0, errors = 0;
+    size_t last_n = 0;
+    bool monotonic = true;
+    for (int i = 0; i < 200; i++) {
+        pl_err err = {{0}};
+        pl_trace_list list;
+        pl_trace_query q = {0};
+        q.limit = 1000;
+        if (pl_store_query_traces(r, &q, &list, &err) != PL_OK) {
+            fprintf(stderr, "  query: %s\n", err.msg);
+            errors++;
+            continue;
+        }
+        if (list.n < last_n)
+            monotonic = false;
+        last_n = list.n;
+        pl_trace_list_free(&list);
+        pl_profile_query pq = {0};
+        pq.scope = PL_PROFILE_SERVICE;
+        pq.service = "busy";
+        pl_profile_result pr;
+        if (pl_store_query_profile(r, &pq, &pr, &err) != PL_OK)
+            errors++;
+        else
+            pl_profile_result_free(&pr);
+        queries++;
+    }
+    uv_thread_join(&th);
+    CHECK_EQ_INT(w.failures, 0);
+    CHECK_EQ_INT(errors, 0);
+    CHECK_EQ_INT(queries, 200);
+    CHECK(monotonic);
+    pl_err err = {{0}};
+    pl_trace_list list;
+    pl_trace_query q = {0};
+    q.limit = 1000;
+    REQUIRE(pl_store_query_traces(r, &q, &list, &err) == PL_OK);
+    CHECK_EQ_UINT(list.n, 300);
+    for (size_t i = 0; i < list.n; i++)
+        CHECK_EQ_UINT(list.items[i].span_count, 10);
+    pl_trace_list_free(&list);
+    pl_store_close(r);
+}
+
+static void test_reopen_previous_run(void)
+{
+    char path[512];
+    fresh_path(path, sizeof(path), "store.db");
+    pl_store *s = open_rw(path);
+    REQUIRE(s);
+    CHECK(write_one(s, traces_batch("shop", shop_trace, 4)) == PL_OK);
+    pl_store_close(s);
+    /* next run: same file, caches empty; the same stacks and strings are
+     * found again rather than duplicated */
+    s = open_rw(path);
+    REQUIRE(s);
+    CHECK(write_one(s, shop_profile()) == PL_OK);
+    check_shop_queries(s);
+    pl_store_close(s);
+    s = open_rw(path);
+    REQUIRE(s);
+    CHECK(write_one(s, shop_profile()) == PL_OK);
+    pl_store_close(s);
+    sqlite3 *db;
+    REQUIRE(sqlite3_open(path, &db) == SQLITE_OK);
+    sqlite3_stmt *st;
+    sqlite3_prepare_v2(db,
+                       "SELECT (SELECT count(*) FROM stacks), (SELECT count(*) FROM "
+                       "functions), (SELECT count(*) FROM samples)",
+                       -1, &st, NULL);
+    REQUIRE(sqlite3_step(st) == SQLITE_ROW);
+    CHECK_EQ_INT(sqlite3_column_int(st, 0), 5);
+    CHECK_EQ_INT(sqlite3_column_int(st, 1), 9);
+    CHECK_EQ_INT(sqlite3_column_int(st, 2), 5);
+    sqlite3_finalize(st);
+    sqlite3_close(db);
+}
+
+/* ---- broken stores: store level ----------------------------------------- */
+
+static void write_file(const char *path, const char *text)
+{
+    FILE *f = fopen(path, "wb");
+    if (!f)
+        return;
+    for (int i = 0; i < 200; i++)
+        fputs(text, f);
+    fclose(f);
+}
+
+static void test_corrupt_file_store(void)
+{
+    char path[512];
+    fresh_path(path, sizeof(path), "store.db");
+    write_file(path, "this is not a database, just some text that happens to be here\n");
+    pl_err err = {{0}};
+    pl_store *s = NULL;
+    pl_store_error kind = PL_STORE_ERR_NONE;
+    CHECK(pl_store_open(path, NULL, &s, &kind, &err) != PL_OK);
+    CHECK(s == NULL);
+    CHECK_EQ_INT(kind, PL_STORE_ERR_CORRUPT);
+    CHECK(strstr(err.msg, path) != NULL);
+    CHECK(strstr(err.msg, "not a database") != NULL);
+    CHECK(strstr(err.msg, "move it away") != NULL);
+    /* read-only open says the same */
+    pl_store_options ro = {.read_only = true};
+    CHECK(pl_store_open(path, &ro, &s, &kind, &err) != PL_OK);
+    CHECK_EQ_INT(kind, PL_STORE_ERR_CORRUPT);
+
+    /* a SQLite database that is not ours */
+    char other[512];
+    fresh_path(other, sizeof(other), "other.db");
+    sqlite3 *db;
+    REQUIRE(sqlite3_open(other, &db) == SQLITE_OK);
+    sqlite3_exec(db, "CREATE TABLE accounts(id INTEGER)", NULL, NULL, NULL);
+    sqlite3_close(db);
+    CHECK(pl_store_open(other, NULL, &s, &kind, &err) != PL_OK);
+    CHECK_EQ_INT(kind, PL_STORE_ERR_CORRUPT);
+    CHECK(strstr(err.msg, "not a proflink store") != NULL);
+
+    /* read-only: a missing file is reported, not created */
+    char missing[512];
+    fresh_path(missing, sizeof(missing), "missing.db");
+    CHECK(pl_store_open(missing, &ro, &s, &kind, &err) == PL_ERR_NOT_FOUND);
+    CHECK_EQ_INT(kind, PL_STORE_ERR_MISSING);
+    CHECK(strstr(err.msg, "no proflink store") != NULL);
+    struct stat stbuf;
+    CHECK(stat(missing, &stbuf) != 0);
+}
+
+static void test_corrupted_pages_store(void)
+{
+    char path[512];
+    fresh_path(path, sizeof(path), "store.db");
+    pl_store *s = open_rw(path);
+    REQUIRE(s);
+    for (uint32_t t = 1; t <= 200; t++) {
+        span_spec sp[1] = {{t, 0, -1, "span with a reasonably long name to fill pages", BASE + S(t),
+                            BASE + S(t) + MS(5), 0}};
+        CHECK(write_one(s, traces_batch("svc", sp, 1)) == PL_OK);
+    }
+    pl_store_close(s);
+    /* scribble over the middle of the file, keep the header */
+    FILE *f = fopen(path, "r+b");
+    REQUIRE(f);
+    fseek(f, 0, SEEK_END);
+    long size = ftell(f);
+    REQUIRE(size > 16384);
+    for (long off = 4096; off < size; off += 4096) {
+        fseek(f, off, SEEK_SET);
+        for (int i = 0; i < 64; i++)
+            fputc(0xA5, f);
+    }
+    fclose(f);
+    pl_err err = {{0}};
+    pl_store_error kind;
+    s = NULL;
+    pl_status st = pl_store_open(path, NULL, &s, &kind, &err);
+    if (st == PL_OK) {
+        /* the header survived: the damage shows on the first write or read */
+        pl_status w = write_one(s, traces_batch("svc", shop_trace, 4));
+        pl_trace_list list;
+        pl_trace_query q = {0};
+        pl_status r = pl_store_query_traces(s, &q, &list, &err);
+        if (r == PL_OK)
+            pl_trace_list_free(&list);
+        CHECK(w != PL_OK || r != PL_OK);
+        CHECK_EQ_INT(pl_store_last_error(s), PL_STORE_ERR_CORRUPT);
+        pl_store_close(s);
+    } else {
+        CHECK_EQ_INT(kind, PL_STORE_ERR_CORRUPT);
+    }
+}
+
+/* ---- the exporter ------------------------------------------------------- */
+
+static void *exporter_config(const char *path, const char *endpoint, const char *busy)
+{
+    const pl_cfg_section *sec = pl_exporter_sqlite.config;
+    void *cfg = calloc(1, sec->size);
+    if (!cfg || pl_cfg_defaults(sec, cfg) != 0)
+        return NULL;
+    for (const pl_cfg_field *f = sec->fields; f->key; f++) {
+        char *slot = (char *)cfg + f->offset;
+        if (strcmp(f->key, "path") == 0) {
+            free(*(char **)slot);
+            *(char **)slot = strdup(path);
+        } else if (strcmp(f->key, "busy_timeout") == 0 && busy) {
+            pl_parse_duration(busy, (int64_t *)slot);
+        } else if (strcmp(f->key, "api") == 0) {
+            for (const pl_cfg_field *g = f->section->fields; g->key; g++)
+                if (strcmp(g->key, "endpoint") == 0) {
+                    char **ep = (char **)(slot + g->offset);
+                    free(*ep);
+                    *ep = strdup(endpoint ? endpoint : "");
+                }
+        }
+    }
+    return cfg;
+}
+
+typedef struct exp_fixture {
+    uv_loop_t loop;
+    pl_stats *stats;
+    void *self;
+    void *cfg;
+} exp_fixture;
+
+static bool exp_start(exp_fixture *e, const char *path, const char *busy)
+{
+    memset(e, 0, sizeof(*e));
+    uv_loop_init(&e->loop);
+    e->stats = pl_stats_new("sqlite", PL_KIND_EXPORTER);
+    e->cfg = exporter_config(path, "", busy);
+    if (!e->stats || !e->cfg)
+        return false;
+    pl_create_settings set = {0};
+    set.id = "sqlite";
+    set.loop = &e->loop;
+    set.stats = e->stats;
+    set.signals = PL_SIGNAL_MASK(PL_SIGNAL_TRACES) | PL_SIGNAL_MASK(PL_SIGNAL_PROFILES);
+    pl_err err = {{0}};
+    if (pl_exporter_sqlite.create(&set, e->cfg, &e->self, &err) != PL_OK) {
+        fprintf(stderr, "  create: %s\n", err.msg);
+        return false;
+    }
+    if (pl_exporter_sqlite.start(e->self, &err) != PL_OK) {
+        fprintf(stderr, "  start: %s\n", err.msg);
+        return false;
+    }
+    return true;
+}
+
+/* Runs the loop until nothing is pending (or ~10 s). */
+static void exp_drain(exp_fixture *e)
+{
+    for (int i = 0; i < 10000; i++) {
+        uv_run(&e->loop, UV_RUN_NOWAIT);
+        if (pl_exporter_sqlite.pending(e->self) == 0)
+            break;
+        uv_sleep(1);
+    }
+    uv_run(&e->loop, UV_RUN_NOWAIT);
+}
+
+static void exp_stop(exp_fixture *e)
+{
+    pl_exporter_sqlite.shutdown(e->self);
+    exp_drain(e);
+    uv_run(&e->loop, UV_RUN_DEFAULT);
+    pl_exporter_sqlite.destroy(e->self);
+    uv_loop_close(&e->loop);
+    pl_cfg_free(pl_exporter_sqlite.config, e->cfg);
+    free(e->cfg);
+    pl_stats_free(e->stats);
+}
+
+static pl_status exp_export(exp_fixture *e, pl_batch *b)
+{
+    pl_status st = pl_exporter_sqlite.export(e->self, b);
+    pl_batch_free(b);
+    return st;
+}
+
+static void test_exporter_round_trip(void)
+{
+    char path[512];
+    fresh_path(path, sizeof(path), "data/proflink.db");
+    exp_fixture e;
+    REQUIRE(exp_start(&e, path, NULL));
+    CHECK(exp_export(&e, shop_profile()) == PL_OK);
+    CHECK(exp_export(&e, traces_batch("shop", shop_trace, 4)) == PL_OK);
+    exp_drain(&e);
+    CHECK_EQ_UINT(pl_stats_get(e.stats, PL_SIGNAL_TRACES, PL_STAT_SENT), 4);
+    CHECK_EQ_UINT(pl_stats_get(e.stats, PL_SIGNAL_PROFILES, PL_STAT_SENT), 5);
+    CHECK_EQ_UINT(pl_stats_get(e.stats, PL_SIGNAL_TRACES, PL_STAT_FAILED), 0);
+    pl_store *r = open_ro(path);
+    REQUIRE(r);
+    check_shop_queries(r);
+    pl_store_close(r);
+    exp_stop(&e);
+}
+
+static void test_exporter_corrupt_file(void)
+{
+    char path[512];
+    fresh_path(path, sizeof(path), "store.db");
+    write_file(path, "garbage garbage garbage garbage garbage garbage garbage garbage\n");
+    exp_fixture e;
+    REQUIRE(exp_start(&e, path, NULL)); /* starting is not refused: the pipeline runs */
+    /* the writer reports the broken store; exports fail and are counted */
+    pl_status st = PL_OK;
+    for (int i = 0; i < 2000 && st == PL_OK; i++) {
+        exp_drain(&e);
+        st = exp_export(&e, traces_batch("shop", shop_trace, 4));
+        if (st == PL_OK)
+            uv_sleep(2);
+    }
+    exp_drain(&e);
+    CHECK(st == PL_ERR_INTERNAL);
+    CHECK(pl_stats_get(e.stats, PL_SIGNAL_TRACES, PL_STAT_FAILED) >= 4);
+    CHECK_EQ_UINT(pl_stats_get(e.stats, PL_SIGNAL_TRACES, PL_STAT_SENT), 0);
+    /* and keeps answering, without crashing */
+    CHECK(exp_export(&e, shop_profile()) == PL_ERR_INTERNAL);
+    CHECK(pl_stats_get(e.stats, PL_SIGNAL_PROFILES, PL_STAT_FAILED) == 5);
+    exp_stop(&e);
+}
+
+static void test_exporter_locked_database(void)
+{
+    char path[512];
+    fresh_path(path, sizeof(path), "store.db");
+    pl_store *init = open_rw(path);
+    REQUIRE(init);
+    pl_store_close(init);
+    /* another process holds the write lock */
+    sqlite3 *other;
+    REQUIRE(sqlite3_open(path, &other) == SQLITE_OK);
+    REQUIRE(sqlite3_exec(other, "BEGIN EXCLUSIVE; INSERT INTO strings(value) VALUES('lock')", NULL,
+                         NULL, NULL) == SQLITE_OK);
+    exp_fixture e;
+    REQUIRE(exp_start(&e, path, "100ms"));
+    CHECK(exp_export(&e, traces_batch("shop", shop_trace, 4)) == PL_OK); /* queued */
+    exp_drain(&e);
+    CHECK_EQ_UINT(pl_stats_get(e.stats, PL_SIGNAL_TRACES, PL_STAT_FAILED), 4);
+    CHECK_EQ_UINT(pl_stats_get(e.stats, PL_SIGNAL_TRACES, PL_STAT_SENT), 0);
+    /* while locked, exports are refused at once (retryable) */
+    CHECK(exp_export(&e, traces_batch("shop", shop_trace, 4)) == PL_ERR_REFUSED);
+    CHECK_EQ_UINT(pl_stats_get(e.stats, PL_SIGNAL_TRACES, PL_STAT_FAILED), 8);
+    /* the lock goes away: the writer notices and exports work again */
+    sqlite3_exec(other, "ROLLBACK", NULL, NULL, NULL);
+    sqlite3_close(other);
+    pl_status st = PL_ERR_REFUSED;
+    for (int i = 0; i < 400 && st != PL_OK; i++) {
+        uv_sleep(10);
+        exp_drain(&e);
+        pl_batch *b = traces_batch("shop", shop_trace, 4);
+        st = pl_exporter_sqlite.export(e.self, b);
+        pl_batch_free(b);
+    }
+    CHECK(st == PL_OK);
+    exp_drain(&e);
+    CHECK_EQ_UINT(pl_stats_get(e.stats, PL_SIGNAL_TRACES, PL_STAT_SENT), 4);
+    exp_stop(&e);
+}
+
+/* ---- the JSON API -------------------------------------------------------- */
+
+typedef struct http_get {
+    int port;
+    const char *path;
+    char response[65536];
+    size_t len;
+    bool done;
+} http_get;
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+
+static void http_get_thread(void *arg)
+{
+    http_get *g = arg;
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in sa = {0};
+    sa.sin_family = AF_INET;
+    sa.sin_port = htons((uint16_t)g->port);
+    sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0) {
+        char req[512];
+        int n = snprintf(req, sizeof(req),
+                         "GET %s HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n", g->path);
+        if (write(fd, req, (size_t)n) == n) {
+            ssize_t r;
+            while (g->len < sizeof(g->response) - 1 &&
+                   (r = read(fd, g->response + g->len, sizeof(g->response) - 1 - g->len)) > 0)
+                g->len += (size_t)r;
+        }
+    }
+    g->response[g->len] = 0;
+    close(fd);
+    __atomic_store_n(&g->done, true, __ATOMIC_SEQ_CST);
+}
+
+static void api_get(uv_loop_t *loop, int port, const char *path, http_get *g)
+{
+    memset(g, 0, sizeof(*g));
+    g->port = port;
+    g->path = path;
+    uv_thread_t th;
+    uv_thread_create(&th, http_get_thread, g);
+    for (int i = 0; i < 5000 && !__atomic_load_n(&g->done, __ATOMIC_SEQ_CST); i++)
+        uv_run(loop, UV_RUN_NOWAIT), uv_sleep(1);
+    uv_thread_join(&th);
+}
+
+static void test_json_api(void)
+{
+    char path[512];
+    fresh_path(path, sizeof(path), "store.db");
+    pl_store *s = open_rw(path);
+    REQUIRE(s);
+    CHECK(write_one(s, traces_batch("shop", shop_trace, 4)) == PL_OK);
+    CHECK(write_one(s, shop_profile()) == PL_OK);
+    pl_store_close(s);
+    uv_loop_t loop;
+    uv_loop_init(&loop);
+    pl_err err = {{0}};
+    pl_sqlite_api *api = pl_sqlite_api_start(&loop, "127.0.0.1:0", path, &err);
+    REQUIRE(api);
+    int port = pl_sqlite_api_port(api);
+    http_get g;
+    api_get(&loop, port, "/api/traces?since=0", &g);
+    CHECK(strstr(g.response, "HTTP/1.1 200") == g.response);
+    CHECK(strstr(g.response, "application/json") != NULL);
+    CHECK(strstr(g.response, "\"root_name\":\"GET /users\"") != NULL);
+    CHECK(strstr(g.response, "\"cpu_ns\":60000000") != NULL);
+    CHECK(strstr(g.response, "\"trace_id\":\"ab0000000000000000000000"
+                             "00000001\"") != NULL);
+
+    api_get(&loop, port, "/api/traces?service=nobody&since=0", &g);
+    CHECK(strstr(g.response, "{\"traces\":[]}") != NULL);
+
+    api_get(&loop, port, "/api/traces/ab000000000000000000000000000001", &g);
+    CHECK(strstr(g.response, "HTTP/1.1 200") == g.response);
+    CHECK(strstr(g.response, "\"name\":\"db.query\"") != NULL);
+    CHECK(strstr(g.response, "\"attributes\":{\"http.route\":\"/users/{id}\"}") != NULL);
+    CHECK(strstr(g.response, "\"top_functions\":[{\"name\":\"sql_exec\"") != NULL);
+
+    api_get(&loop, port, "/api/traces/ab000000000000000000000000000999", &g);
+    CHECK(strstr(g.response, "HTTP/1.1 404") == g.response);
+    api_get(&loop, port, "/api/traces/xyz", &g);
+    CHECK(strstr(g.response, "HTTP/1.1 400") == g.response);
+
+    api_get(&loop, port, "/api/flamegraph?trace=ab000000000000000000000000000001&format=folded",
+            &g);
+    CHECK(strstr(g.response, "text/plain") != NULL);
+    CHECK(strstr(g.response, "\r\n\r\nmain;handler;query;json_decode 20000000\n") != NULL);
+
+    api_get(&loop, port, "/api/flamegraph?service=shop&since=0", &g);
+    CHECK(strstr(g.response, "\"flamegraph\":{\"name\":\"all\",\"value\":65000000") != NULL);
+
+    api_get(&loop, port, "/api/flamegraph?span=cd00000100000002&format=svg", &g);
+    CHECK(strstr(g.response, "image/svg+xml") != NULL);
+    CHECK(strstr(g.response, "<svg") != NULL);
+    CHECK(strstr(g.response, "sql_exec") != NULL);
+
+    api_get(&loop, port, "/api/top?service=shop&since=0&limit=2", &g);
+    CHECK(strstr(g.response, "\"functions\":[{\"name\":\"json_decode\"") != NULL);
+    CHECK(strstr(g.response, "\"total\":65000000") != NULL);
+
+    api_get(&loop, port, "/api/flamegraph", &g);
+    CHECK(strstr(g.response, "HTTP/1.1 400") == g.response);
+    api_get(&loop, port, "/api/traces?since=yesterday", &g);
+    CHECK(strstr(g.response, "HTTP/1.1 400") == g.response);
+    CHECK(strstr(g.response, "since") != NULL);
+    api_get(&loop, port, "/api/nothing", &g);
+    CHECK(strstr(g.response, "HTTP/1.1 404") == g.response);
+    api_get(&loop, port, "/api/services", &g);
+    CHECK(strstr(g.response, "{\"services\":[\"shop\"]}") != NULL);
+
+    pl_sqlite_api_close(api);
+    uv_run(&loop, UV_RUN_DEFAULT);
+    uv_loop_close(&loop);
+
+    /* an API over a store that does not exist yet answers 503 */
+    uv_loop_init(&loop);
+    char missing[512];
+    fresh_path(missing, sizeof(missing), "none.db");
+    api = pl_sqlite_api_start(&loop, "127.0.0.1:0", missing, &err);
+    REQUIRE(api);
+    api_get(&loop, pl_sqlite_api_port(api), "/api/traces", &g);
+    CHECK(strstr(g.response, "HTTP/1.1 404") == g.response ||
+          strstr(g.response, "HTTP/1.1 503") == g.response);
+    CHECK(strstr(g.response, "no proflink store") != NULL);
+    pl_sqlite_api_close(api);
+    uv_run(&loop, UV_RUN_DEFAULT);
+    uv_loop_close(&loop);
+}
+
+static void test_svg_is_self_contained(void)
+{
+    char path[512];
+    fresh_path(path, sizeof(path), "store.db");
+    pl_store *s = open_rw(path);
+    REQUIRE(s);
+    prof_builder pb;
+    prof_begin(&pb, "x", "cpu", "nanoseconds", NULL, NULL, 0, BASE);
+    sample_spec a = {"main;<weird & \"name\">;leaf", 100, 0, 0, -1, false, NULL};
+    prof_sample(&pb, &a);
+    CHECK(write_one(s, pb.b) == PL_OK);
+    pl_profile_query pq = {0};
+    pq.scope = PL_PROFILE_SERVICE;
+    pq.service = "x";
+    pl_profile_result pr;
+    pl_err err = {{0}};
+    REQUIRE(pl_store_query_profile(s, &pq, &pr, &err) == PL_OK);
+    pl_buf b;
+    pl_buf_init(&b);
+    pl_flamegraph_svg(&pr, "t <1>", &b);
+    pl_buf_append_byte(&b, 0);
+    const char *svg = (const char *)b.data;
+    CHECK(strstr(svg, "<svg") != NULL);
+    CHECK(strstr(svg, "</svg>") != NULL);
+    CHECK(strstr(svg, "&lt;weird &amp; &quot;name&quot;&gt;") != NULL);
+    CHECK(strstr(svg, "<weird") == NULL);
+    CHECK(strstr(svg, "t &lt;1&gt;") != NULL);
+    CHECK(strstr(svg, "src=") == NULL); /* nothing external */
+    CHECK(strstr(svg, "href=") == NULL);
+    pl_buf_free(&b);
+    pl_profile_result_free(&pr);
+    pl_store_close(s);
+}
+
+int main(void)
+{
+    const char *tmp = getenv("TMPDIR");
+    snprintf(tmp_root, sizeof(tmp_root), "%s/proflink-store-test-XXXXXX", tmp ? tmp : "/tmp");
+    if (!mkdtemp(tmp_root)) {
+        perror("mkdtemp");
+        return 1;
+    }
+    PL_RUN(test_round_trip_spans_then_samples);
+    PL_RUN(test_round_trip_samples_then_spans);
+    PL_RUN(test_duplicate_spans_and_repeated_samples);
+    PL_RUN(test_sample_types_and_labels);
+    PL_RUN(test_traces_filters_and_order);
+    PL_RUN(test_retention_by_age);
+    PL_RUN(test_retention_by_size);
+    PL_RUN(test_writes_while_querying);
+    PL_RUN(test_reopen_previous_run);
+    PL_RUN(test_corrupt_file_store);
+    PL_RUN(test_corrupted_pages_store);
+    PL_RUN(test_exporter_round_trip);
+    PL_RUN(test_exporter_corrupt_file);
+    PL_RUN(test_exporter_locked_database);
+    PL_RUN(test_json_api);
+    PL_RUN(test_svg_is_self_contained);
+    int rc = pl_test_done();
+    if (rc == 0) {
+        char cmd[400];
+        snprintf(cmd, sizeof(cmd), "rm -rf '%s'", tmp_root);
+        if (system(cmd) != 0)
+            fprintf(stderr, "could not remove %s\n", tmp_root);
+    }
+    return rc;
+}
