@@ -8,6 +8,7 @@
 
 /* receivers */
 extern const pl_component_type pl_receiver_otlp;
+extern const pl_component_type pl_receiver_pyroscope;
 /* processors */
 extern const pl_component_type pl_processor_batch;
 extern const pl_component_type pl_processor_memory_limiter;
@@ -16,6 +17,7 @@ extern const pl_component_type pl_processor_resource;
 extern const pl_component_type pl_processor_redaction;
 extern const pl_component_type pl_processor_correlation;
 /* exporters */
+extern const pl_component_type pl_exporter_file;
 extern const pl_component_type pl_exporter_nop;
 extern const pl_component_type pl_exporter_debug;
 extern const pl_component_type pl_exporter_sqlite;
@@ -24,6 +26,7 @@ extern const pl_component_type pl_exporter_otlphttp;
 
 const pl_component_type *const pl_component_types[] = {
     &pl_receiver_otlp,
+    &pl_receiver_pyroscope,
     &pl_processor_correlation,
     &pl_processor_batch,
     &pl_processor_memory_limiter,
@@ -31,6 +34,7 @@ const pl_component_type *const pl_component_types[] = {
     &pl_processor_resource,
     &pl_processor_redaction,
     &pl_exporter_debug,
+    &pl_exporter_file,
     &pl_exporter_nop,
     &pl_exporter_sqlite,
     &pl_exporter_otlp,

@@ -2060,3 +2060,112 @@ pl_bytes pl_pprof_profile_name(const pl_dictionary *dict, const pl_profile *prof
         return ptype;
     return type;
 }
+
+/* ---- pprof writer for named stacks --------------------------------------- */
+
+struct pl_pprof_writer {
+    pl_pprof_writer_options o;
+    encoder e;      /* for its string table */
+    pl_buf samples; /* encoded Sample messages */
+    pl_buf msg;     /* scratch */
+    uint8_t *is_fn; /* string index -> 1 when it names a function */
+    size_t cap_is_fn;
+    size_t n_samples;
+};
+
+pl_pprof_writer *pl_pprof_writer_new(const pl_pprof_writer_options *options)
+{
+    pl_pprof_writer *w = calloc(1, sizeof(*w));
+    if (!w)
+        return NULL;
+    w->o = *options;
+    pl_buf_init(&w->samples);
+    pl_buf_init(&w->msg);
+    pl_buf_init(&w->e.msg);
+    pl_buf_init(&w->e.sub);
+    if (grow_scratch((void **)&w->e.strings, &w->e.cap_strings, 1, sizeof(pl_bytes))) {
+        free(w);
+        return NULL;
+    }
+    w->e.strings[0] = (pl_bytes){(const uint8_t *)"", 0};
+    w->e.n_strings = 1;
+    return w;
+}
+
+int pl_pprof_writer_add(pl_pprof_writer *w, const pl_bytes *frames, size_t n, int64_t value)
+{
+    pl_buf_reset(&w->msg);
+    for (size_t i = 0; i < n; i++) {
+        int64_t id = enc_string(&w->e, frames[i]);
+        if (id < 0 || grow_scratch((void **)&w->is_fn, &w->cap_is_fn, (size_t)id + 1, 1))
+            return -1;
+        if (id == 0)
+            continue; /* an empty frame name carries nothing */
+        w->is_fn[id] = 1;
+        put_varint(&w->msg, (uint64_t)id);
+    }
+    pl_buf_reset(&w->e.msg);
+    if (w->msg.len)
+        put_bytes(&w->e.msg, 1, w->msg.data, w->msg.len);
+    pl_buf_reset(&w->msg);
+    put_varint(&w->msg, (uint64_t)value);
+    put_bytes(&w->e.msg, 2, w->msg.data, w->msg.len);
+    put_bytes(&w->samples, 2, w->e.msg.data, w->e.msg.len);
+    w->n_samples++;
+    return pl_buf_ok(&w->samples) && pl_buf_ok(&w->msg) && pl_buf_ok(&w->e.msg) ? 0 : -1;
+}
+
+size_t pl_pprof_writer_samples(const pl_pprof_writer *w)
+{
+    return w->n_samples;
+}
+
+int pl_pprof_writer_finish(pl_pprof_writer *w, pl_buf *out)
+{
+    encoder *e = &w->e;
+    size_t n_names = e->n_strings; /* strings added below are not functions */
+    int64_t st = enc_string(e, pl_bytes_from_cstr(w->o.sample_type ? w->o.sample_type : ""));
+    int64_t su = enc_string(e, pl_bytes_from_cstr(w->o.sample_unit ? w->o.sample_unit : ""));
+    int64_t pt = enc_string(e, pl_bytes_from_cstr(w->o.period_type ? w->o.period_type : ""));
+    int64_t pu = enc_string(e, pl_bytes_from_cstr(w->o.period_unit ? w->o.period_unit : ""));
+    if (st < 0 || su < 0 || pt < 0 || pu < 0)
+        return -1;
+    enc_value_type(e, out, 1, st, su);
+    pl_buf_append(out, w->samples.data, w->samples.len);
+    for (size_t id = 1; id < n_names && id < w->cap_is_fn; id++) {
+        if (!w->is_fn[id])
+            continue;
+        pl_buf_reset(&e->msg);
+        put_uint(&e->msg, 1, id);
+        pl_buf_reset(&e->sub);
+        put_uint(&e->sub, 1, id);
+        put_bytes(&e->msg, 4, e->sub.data, e->sub.len);
+        put_bytes(out, 4, e->msg.data, e->msg.len); /* location id = function id */
+        pl_buf_reset(&e->msg);
+        put_uint(&e->msg, 1, id);
+        put_uint(&e->msg, 2, id);
+        put_bytes(out, 5, e->msg.data, e->msg.len);
+    }
+    for (size_t k = 0; k < e->n_strings; k++)
+        put_bytes(out, 6, e->strings[k].ptr, e->strings[k].len);
+    put_uint(out, 9, w->o.time_unix_nano);
+    put_uint(out, 10, w->o.duration_nano);
+    if (w->o.period_type)
+        enc_value_type(e, out, 11, pt, pu);
+    put_uint(out, 12, (uint64_t)w->o.period);
+    return pl_buf_ok(out) && pl_buf_ok(&e->msg) && pl_buf_ok(&e->sub) ? 0 : -1;
+}
+
+void pl_pprof_writer_free(pl_pprof_writer *w)
+{
+    if (!w)
+        return;
+    htab_free(&w->e.strs);
+    free(w->e.strings);
+    pl_buf_free(&w->e.msg);
+    pl_buf_free(&w->e.sub);
+    pl_buf_free(&w->samples);
+    pl_buf_free(&w->msg);
+    free(w->is_fn);
+    free(w);
+}

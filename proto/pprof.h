@@ -139,4 +139,27 @@ pl_status pl_pprof_encode(const pl_dictionary *dict, const pl_profile *profile,
 pl_bytes pl_pprof_profile_name(const pl_dictionary *dict, const pl_profile *profile,
                                bool *cpu_special);
 
+/* ---- building a pprof from named stacks (legacy text formats) ----------- */
+
+/* Pyroscope converts its legacy upload formats (folded stacks, lines) to
+ * pprof before ingesting them; proflink does the same and then decodes that
+ * pprof like any other, so one code path checks and converts everything.
+ * Each distinct frame name becomes one function and one location. */
+typedef struct pl_pprof_writer pl_pprof_writer;
+
+typedef struct pl_pprof_writer_options {
+    const char *sample_type, *sample_unit; /* e.g. "cpu", "nanoseconds" */
+    const char *period_type, *period_unit; /* NULL: no period type */
+    int64_t period;
+    uint64_t time_unix_nano, duration_nano;
+} pl_pprof_writer_options;
+
+pl_pprof_writer *pl_pprof_writer_new(const pl_pprof_writer_options *options);
+/* Adds a sample; `frames` (leaf first) are borrowed until finish. -1 on OOM. */
+int pl_pprof_writer_add(pl_pprof_writer *w, const pl_bytes *frames, size_t n, int64_t value);
+size_t pl_pprof_writer_samples(const pl_pprof_writer *w);
+/* Appends the uncompressed pprof to `out`. -1 on OOM. */
+int pl_pprof_writer_finish(pl_pprof_writer *w, pl_buf *out);
+void pl_pprof_writer_free(pl_pprof_writer *w);
+
 #endif

@@ -1,0 +1,1036 @@
+/*
+ * pyroscope.c: the `pyroscope` receiver. proflink stands in for a Pyroscope
+ * server, so every Pyroscope SDK (Go, Java, .NET, Python, Ruby, Node.js,
+ * Rust) can send to it with its server address unchanged.
+ *
+ * Routes (one listener, HTTP/1.1 and h2c, default 127.0.0.1:4040):
+ *   POST /ingest, /pyroscope/ingest      the legacy upload API
+ *   POST /push.v1.PusherService/Push     the push API (Connect unary, proto or JSON)
+ *
+ * /ingest picks the body format as Pyroscope does (shared/spec/pyroscope.md
+ * §1.2): pprof (raw or gzipped), multipart/form-data with a `profile` part
+ * (and optional `sample_type_config`), folded stacks ("groups", the
+ * default), `lines`. Multipart is recognised from the Content-Type even when
+ * format=pprof is also given (upstream would fail that request). The binary
+ * legacy formats (trie, tree) and JFR/speedscope are answered 400
+ * "unsupported format"; an unknown format name is 400 too (upstream would
+ * read it as folded text and usually fail later).
+ *
+ * Everything becomes pprof and goes through proto/pprof.c, which converts it
+ * into the profiles model (one OTLP Profile per pprof sample type) and checks
+ * every reference. The upload's name, `app{k=v,...}`, becomes resource
+ * attributes: service.name = app (or the `service_name` label), the
+ * `otel.scope.name` / `otel.scope.version` labels become the scope, labels
+ * starting with `__` are dropped, every other label is kept as is.
+ *
+ * Answers: 200 with an empty body on success. Errors carry Pyroscope's JSON
+ * shape {"code":"<connect code>","message":"..."}: bad input (a bad name,
+ * corrupt gzip, truncated pprof, an index out of range, multipart without a
+ * profile part, an unsupported format) is 400, over a size limit 413, a
+ * pipeline that refuses (memory limit, full queue) 503 / 429. The Pyroscope
+ * server answers some decode failures with 422; proflink uses 400 for every
+ * malformed input so clients see one consistent "do not retry" answer (no
+ * SDK retries either). A request that fails never affects other requests:
+ * each one decodes into its own batch, freed on error.
+ */
+#include <ctype.h>
+#include <json-c/json.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "core/component.h"
+#include "core/log.h"
+#include "net/compress.h"
+#include "net/http_server.h"
+#include "pipeline/consumer.h"
+#include "proto/pprof.h"
+#include "receivers/folded.h"
+#include "receivers/multipart.h"
+#include "receivers/pyroscope_push.h"
+
+typedef struct pyroscope_cfg {
+    char *endpoint;
+    uint64_t max_request_body_size;
+    uint64_t max_decompressed_size;
+    int64_t max_connections;
+} pyroscope_cfg;
+
+static const pl_cfg_field pyroscope_fields[] = {
+    {"endpoint", PL_CFG_STRING, "127.0.0.1:4040", offsetof(pyroscope_cfg, endpoint),
+     "host:port to listen on (HTTP/1.1 and h2c)", NULL},
+    {"max_request_body_size", PL_CFG_SIZE, "20MiB", offsetof(pyroscope_cfg, max_request_body_size),
+     "largest request body accepted (413 above it)", NULL},
+    {"max_decompressed_size", PL_CFG_SIZE, "64MiB", offsetof(pyroscope_cfg, max_decompressed_size),
+     "largest body or pprof after gunzip (413 above it)", NULL},
+    {"max_connections", PL_CFG_INT, "1024", offsetof(pyroscope_cfg, max_connections),
+     "simultaneous client connections", NULL},
+    {NULL, 0, NULL, 0, NULL, NULL},
+};
+
+static int pyroscope_validate(void *cfgp, pl_cfg_ctx *ctx)
+{
+    pyroscope_cfg *cfg = cfgp;
+    int errors = 0;
+    if (!cfg->endpoint || !strchr(cfg->endpoint, ':')) {
+        pl_cfg_errorf(ctx, "endpoint", "endpoint must be host:port");
+        errors++;
+    }
+    if (cfg->max_request_body_size == 0) {
+        pl_cfg_errorf(ctx, "max_request_body_size", "must be greater than 0");
+        errors++;
+    }
+    if (cfg->max_decompressed_size == 0) {
+        pl_cfg_errorf(ctx, "max_decompressed_size", "must be greater than 0");
+        errors++;
+    }
+    return errors;
+}
+
+static const pl_cfg_section pyroscope_section = {sizeof(pyroscope_cfg), pyroscope_fields,
+                                                 pyroscope_validate};
+
+typedef struct pyroscope {
+    char id[128];
+    char *endpoint;
+    uint64_t max_body, max_decompressed;
+    unsigned max_connections;
+    uv_loop_t *loop;
+    pl_stats *stats;
+    pl_clock clock;
+    pl_consumer *next;
+    pl_http_server *server;
+    uint64_t *invalid_requests, *ingest_requests, *push_requests;
+} pyroscope;
+
+/* ---- answers -------------------------------------------------------------- */
+
+static const char *connect_code(int http)
+{
+    switch (http) {
+    case 400:
+        return "invalid_argument";
+    case 401:
+        return "unauthenticated";
+    case 404:
+        return "not_found";
+    case 405:
+        return "unimplemented";
+    case 413:
+        return "resource_exhausted";
+    case 415:
+        return "unimplemented";
+    case 429:
+        return "resource_exhausted";
+    case 503:
+        return "unavailable";
+    default:
+        return http >= 500 ? "internal" : "unknown";
+    }
+}
+
+static int http_for_status(pl_status st)
+{
+    switch (st) {
+    case PL_OK:
+        return 200;
+    case PL_ERR_INVALID:
+        return 400;
+    case PL_ERR_TOO_LARGE:
+        return 413;
+    case PL_ERR_UNSUPPORTED:
+        return 415;
+    case PL_ERR_REFUSED:
+    case PL_ERR_NOMEM:
+        return 503;
+    case PL_ERR_THROTTLED:
+        return 429;
+    case PL_ERR_UNAUTHENTICATED:
+        return 401;
+    case PL_ERR_NOT_FOUND:
+        return 404;
+    default:
+        return 500;
+    }
+}
+
+static void respond_error(pyroscope *r, pl_http_response *res, int status, const char *message)
+{
+    json_object *o = json_object_new_object();
+    json_object_object_add(o, "code", json_object_new_string(connect_code(status)));
+    json_object_object_add(o, "message", json_object_new_string(message));
+    const char *text = json_object_to_json_string_ext(o, JSON_C_TO_STRING_PLAIN);
+    pl_http_header h[2] = {{"Content-Type", 12, "application/json", 16}, {NULL, 0, NULL, 0}};
+    size_t nh = 1;
+    if (status == 503 || status == 429) {
+        h[1] = (pl_http_header){"Retry-After", 11, "1", 1};
+        nh = 2;
+    }
+    pl_http_respond(res, status, h, nh, text, strlen(text));
+    json_object_put(o);
+    if (status == 400 && r->invalid_requests)
+        (*r->invalid_requests)++;
+    if (status >= 400 && status != 503 && status != 429)
+        pl_debug(r->id, "request refused with %d: %s", status, message);
+}
+
+static void respond_status(pyroscope *r, pl_http_response *res, pl_status st, const pl_err *err)
+{
+    respond_error(r, res, http_for_status(st), err->msg[0] ? err->msg : pl_status_name(st));
+}
+
+/* ---- query strings -------------------------------------------------------- */
+
+static int hexval(int c)
+{
+    if (c >= '0' && c <= '9')
+        return c - '0';
+    c = tolower(c);
+    return c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
+}
+
+/* URL-decodes [s, s+len) into out (at most len bytes + NUL). */
+static size_t url_decode(const char *s, size_t len, char *out)
+{
+    size_t n = 0;
+    for (size_t i = 0; i < len; i++) {
+        if (s[i] == '+')
+            out[n++] = ' ';
+        else if (s[i] == '%' && i + 2 < len && hexval(s[i + 1]) >= 0 && hexval(s[i + 2]) >= 0) {
+            out[n++] = (char)(hexval(s[i + 1]) << 4 | hexval(s[i + 2]));
+            i += 2;
+        } else
+            out[n++] = s[i];
+    }
+    out[n] = '\0';
+    return n;
+}
+
+/* The decoded value of query parameter `key` (malloc'd), or NULL. */
+static char *query_get(const char *query, const char *key)
+{
+    size_t klen = strlen(key);
+    const char *p = query;
+    while (p && *p) {
+        const char *amp = strchr(p, '&');
+        size_t plen = amp ? (size_t)(amp - p) : strlen(p);
+        const char *eq = memchr(p, '=', plen);
+        size_t name_len = eq ? (size_t)(eq - p) : plen;
+        if (name_len == klen && memcmp(p, key, klen) == 0) {
+            const char *v = eq ? eq + 1 : p + plen;
+            size_t vlen = eq ? plen - name_len - 1 : 0;
+            char *out = malloc(vlen + 1);
+            if (out)
+                url_decode(v, vlen, out);
+            return out;
+        }
+        p = amp ? amp + 1 : NULL;
+    }
+    return NULL;
+}
+
+/* ---- the upload name: app{k=v,...} ------------------------------------------ */
+
+#define MAX_NAME_LABELS 64
+
+typedef struct upload_name {
+    char app[256];
+    struct {
+        char *key, *value;
+    } labels[MAX_NAME_LABELS];
+    size_t n_labels;
+    char *storage; /* keys and values point in here */
+} upload_name;
+
+static bool app_char(int c)
+{
+    return isalnum(c) || c == '_' || c == '.' || c == '-' || c == '/';
+}
+
+static bool key_char(int c)
+{
+    return isalnum(c) || c == '_' || c == '.';
+}
+
+static char *trim(char *s)
+{
+    while (*s == ' ' || *s == '\t')
+        s++;
+    size_t n = strlen(s);
+    while (n && (s[n - 1] == ' ' || s[n - 1] == '\t'))
+        s[--n] = '\0';
+    return s;
+}
+
+static pl_status parse_name(const char *name, upload_name *out, pl_err *err)
+{
+    memset(out, 0, sizeof(*out));
+    if (!name)
+        return pl_errf(err, PL_ERR_INVALID, "missing \"name\" query parameter");
+    out->storage = strdup(name);
+    if (!out->storage)
+        return pl_errf(err, PL_ERR_NOMEM, "out of memory");
+    char *s = out->storage;
+    char *brace = strchr(s, '{');
+    if (brace)
+        *brace = '\0';
+    char *app = trim(s);
+    if (!*app)
+        return pl_errf(err, PL_ERR_INVALID, "invalid name \"%s\": empty application name", name);
+    for (char *c = app; *c; c++)
+        if (!app_char((unsigned char)*c))
+            return pl_errf(err, PL_ERR_INVALID,
+                           "invalid name \"%s\": character '%c' not allowed in the application "
+                           "name",
+                           name, *c);
+    if (strlen(app) >= sizeof(out->app))
+        return pl_errf(err, PL_ERR_INVALID, "invalid name: application name too long");
+    strcpy(out->app, app);
+    if (!brace)
+        return PL_OK;
+    char *p = brace + 1;
+    char *close = strrchr(p, '}');
+    if (!close)
+        return pl_errf(err, PL_ERR_INVALID, "invalid name \"%s\": missing '}'", name);
+    for (char *t = close + 1; *t; t++)
+        if (*t != ' ' && *t != '\t')
+            return pl_errf(err, PL_ERR_INVALID, "invalid name \"%s\": text after '}'", name);
+    *close = '\0';
+    while (*p) {
+        char *comma = strchr(p, ',');
+        if (comma)
+            *comma = '\0';
+        char *pair = trim(p);
+        if (*pair) {
+            char *eq = strchr(pair, '=');
+            if (!eq)
+                return pl_errf(err, PL_ERR_INVALID, "invalid name \"%s\": label \"%s\" has no '='",
+                               name, pair);
+            *eq = '\0';
+            char *key = trim(pair), *value = trim(eq + 1);
+            if (!*key)
+                return pl_errf(err, PL_ERR_INVALID, "invalid name \"%s\": empty label name", name);
+            for (char *c = key; *c; c++)
+                if (!key_char((unsigned char)*c))
+                    return pl_errf(err, PL_ERR_INVALID,
+                                   "invalid name \"%s\": label name \"%s\" has '%c'", name, key,
+                                   *c);
+            if (strcmp(key, "__name__") == 0)
+                return pl_errf(err, PL_ERR_INVALID,
+                               "invalid name \"%s\": label __name__ is reserved", name);
+            if (out->n_labels == MAX_NAME_LABELS)
+                return pl_errf(err, PL_ERR_INVALID, "invalid name: more than %d labels",
+                               MAX_NAME_LABELS);
+            out->labels[out->n_labels].key = key;
+            out->labels[out->n_labels].value = value;
+            out->n_labels++;
+        }
+        if (!comma)
+            break;
+        p = comma + 1;
+    }
+    return PL_OK;
+}
+
+static const char *name_label(const upload_name *n, const char *key)
+{
+    for (size_t i = 0; i < n->n_labels; i++)
+        if (strcmp(n->labels[i].key, key) == 0)
+            return n->labels[i].value;
+    return NULL;
+}
+
+/* Resource attributes and scope from the name (views into `n`). */
+typedef struct upload_meta {
+    pl_kv attrs[MAX_NAME_LABELS + 2];
+    pl_pprof_meta meta;
+} upload_meta;
+
+static void build_meta(const upload_name *n, const char *service, const char *spy, upload_meta *um)
+{
+    memset(um, 0, sizeof(*um));
+    uint32_t k = 0;
+    um->attrs[k].key = PL_BYTES_LIT("service.name");
+    um->attrs[k++].value = pl_value_string(pl_bytes_from_cstr(service));
+    for (size_t i = 0; i < n->n_labels; i++) {
+        const char *key = n->labels[i].key, *value = n->labels[i].value;
+        if (strncmp(key, "__", 2) == 0 || strcmp(key, "service_name") == 0)
+            continue;
+        if (strcmp(key, "otel.scope.name") == 0) {
+            um->meta.scope_name = pl_bytes_from_cstr(value);
+            continue;
+        }
+        if (strcmp(key, "otel.scope.version") == 0) {
+            um->meta.scope_version = pl_bytes_from_cstr(value);
+            continue;
+        }
+        um->attrs[k].key = pl_bytes_from_cstr(key);
+        um->attrs[k++].value = pl_value_string(pl_bytes_from_cstr(value));
+    }
+    if (spy && *spy && k < MAX_NAME_LABELS + 2) {
+        um->attrs[k].key = PL_BYTES_LIT("pyroscope.spy_name");
+        um->attrs[k++].value = pl_value_string(pl_bytes_from_cstr(spy));
+    }
+    um->meta.resource_attrs = um->attrs;
+    um->meta.n_resource_attrs = k;
+}
+
+/* ---- times ---------------------------------------------------------------- */
+
+/* Parses from/until: digits (8 = YYYYMMDD, else the count picks s/ms/µs/ns),
+ * "now", "now-<n>[s|m|h|d]". Returns 0 (ns since epoch) on anything else. */
+static uint64_t parse_time(const char *s, uint64_t now)
+{
+    if (!s || !*s)
+        return 0;
+    if (strncmp(s, "now", 3) == 0) {
+        const char *p = s + 3;
+        if (!*p)
+            return now;
+        if (*p != '-')
+            return 0;
+        char *end;
+        unsigned long long v = strtoull(p + 1, &end, 10);
+        uint64_t mul = 1000000000ull;
+        if (*end == 'm')
+            mul *= 60;
+        else if (*end == 'h')
+            mul *= 3600;
+        else if (*end == 'd')
+            mul *= 86400;
+        else if (*end != 's' && *end)
+            return 0;
+        return v * mul < now ? now - v * mul : 0;
+    }
+    size_t n = strlen(s);
+    for (size_t i = 0; i < n; i++)
+        if (!isdigit((unsigned char)s[i]))
+            return 0;
+    if (n > 19)
+        return 0;
+    unsigned long long v = strtoull(s, NULL, 10);
+    if (n == 8) {
+        struct tm tm = {0};
+        tm.tm_year = (int)(v / 10000) - 1900;
+        tm.tm_mon = (int)(v / 100 % 100) - 1;
+        tm.tm_mday = (int)(v % 100);
+        time_t t = timegm(&tm);
+        return t > 0 ? (uint64_t)t * 1000000000ull : 0;
+    }
+    switch (n) {
+    case 13:
+        return v * 1000000ull;
+    case 16:
+        return v * 1000ull;
+    case 19:
+        return v;
+    default:
+        return v * 1000000000ull;
+    }
+}
+
+/* ---- legacy profile types (by the app name's suffix) ----------------------- */
+
+typedef struct legacy_type {
+    const char *suffix, *type, *unit, *period_type, *period_unit;
+    bool scale_by_period; /* counts are samples: multiply by the period in ns */
+} legacy_type;
+
+static const legacy_type legacy_types[] = {
+    {"cpu", "cpu", "nanoseconds", "cpu", "nanoseconds", true},
+    {"itimer", "cpu", "nanoseconds", "cpu", "nanoseconds", true},
+    {"wall", "wall", "nanoseconds", "wall", "nanoseconds", true},
+    {"inuse_objects", "inuse_objects", "count", "space", "bytes", false},
+    {"inuse_space", "inuse_space", "bytes", "space", "bytes", false},
+    {"alloc_objects", "alloc_objects", "count", "space", "bytes", false},
+    {"alloc_space", "alloc_space", "bytes", "space", "bytes", false},
+    {"goroutines", "goroutine", "count", "goroutine", "count", false},
+    {"mutex_count", "contentions", "count", "contentions", "count", false},
+    {"mutex_duration", "delay", "nanoseconds", "contentions", "count", false},
+    {"block_count", "contentions", "count", "contentions", "count", false},
+    {"block_duration", "delay", "nanoseconds", "contentions", "count", false},
+    {"lock_count", "lock_count", "count", "contentions", "count", false},
+    {"lock_duration", "lock_time", "nanoseconds", "contentions", "count", false},
+    {"alloc_in_new_tlab_objects", "alloc_in_new_tlab_objects", "count", "space", "bytes", false},
+    {"alloc_in_new_tlab_bytes", "alloc_in_new_tlab_bytes", "bytes", "space", "bytes", false},
+    {"alloc_outside_tlab_objects", "alloc_outside_tlab_objects", "count", "space", "bytes", false},
+    {"alloc_outside_tlab_bytes", "alloc_outside_tlab_bytes", "bytes", "space", "bytes", false},
+    {"live", "live", "count", "space", "bytes", false},
+    {"exceptions", "exceptions", "count", "exceptions", "count", false},
+    {NULL, NULL, NULL, NULL, NULL, false},
+};
+
+/* ---- the pipeline ---------------------------------------------------------- */
+
+/* Hands a decoded batch on and answers. Takes the batch. */
+static void deliver(pyroscope *r, pl_batch *batch, pl_http_response *res, const char *ok_type,
+                    const char *ok_body)
+{
+    size_t items = pl_batch_items(batch);
+    batch->received_unix_nano = pl_clock_now(&r->clock);
+    pl_status st = r->next ? pl_consumer_consume(r->next, batch) : (pl_batch_free(batch), PL_OK);
+    if (st == PL_OK) {
+        pl_stats_add(r->stats, PL_SIGNAL_PROFILES, PL_STAT_ACCEPTED, items);
+        pl_http_header h = {"Content-Type", 12, ok_type, ok_type ? strlen(ok_type) : 0};
+        pl_http_respond(res, 200, ok_type ? &h : NULL, ok_type ? 1 : 0, ok_body,
+                        ok_body ? strlen(ok_body) : 0);
+        return;
+    }
+    if (pl_status_retryable(st) || st == PL_ERR_NOMEM)
+        pl_stats_add(r->stats, PL_SIGNAL_PROFILES, PL_STAT_REFUSED, items);
+    else
+        pl_stats_add(r->stats, PL_SIGNAL_PROFILES, PL_STAT_DROPPED, items);
+    char msg[128];
+    snprintf(msg, sizeof(msg), "pipeline refused the data: %s", pl_status_name(st));
+    respond_error(r, res, http_for_status(st), msg);
+}
+
+static void add_tenant(pl_batch *batch, const pl_http_request *req)
+{
+    size_t len;
+    const char *tenant = pl_http_header_get(req, "X-Scope-OrgID", &len);
+    if (!tenant || !len)
+        return;
+    pl_kv *kv = pl_batch_alloc(batch, sizeof(pl_kv));
+    if (!kv)
+        return;
+    kv->key = PL_BYTES_LIT("x-scope-orgid");
+    kv->value = pl_value_string(pl_batch_bytes(batch, tenant, len));
+    batch->metadata.items = kv;
+    batch->metadata.n = 1;
+}
+
+/* Applies sample_type_config (display-name, units) to the profiles of the
+ * last resource of the batch. */
+static pl_status apply_sample_type_config(pl_batch *batch, pl_bytes json, pl_err *err)
+{
+    json_tokener *tok = json_tokener_new();
+    if (!tok)
+        return pl_errf(err, PL_ERR_NOMEM, "out of memory");
+    json_object *cfg = json_tokener_parse_ex(tok, (const char *)json.ptr, (int)json.len);
+    json_tokener_free(tok);
+    if (!cfg || !json_object_is_type(cfg, json_type_object)) {
+        json_object_put(cfg);
+        return pl_errf(err, PL_ERR_INVALID, "multipart: sample_type_config is not a JSON object");
+    }
+    pl_profiles *ps = &batch->data.profiles;
+    pl_status st = PL_OK;
+    if (ps->n_resources) {
+        pl_resource_profiles *rp = &ps->resources[ps->n_resources - 1];
+        for (uint32_t s = 0; s < rp->n_scopes; s++) {
+            for (uint32_t i = 0; i < rp->scopes[s].n_profiles; i++) {
+                pl_profile *p = &rp->scopes[s].profiles[i];
+                pl_bytes type = pl_dict_string(&ps->dict, p->sample_type.type_strindex);
+                char key[256];
+                if (type.len >= sizeof(key))
+                    continue;
+                memcpy(key, type.ptr, type.len);
+                key[type.len] = '\0';
+                json_object *entry, *v;
+                if (!json_object_object_get_ex(cfg, key, &entry) ||
+                    !json_object_is_type(entry, json_type_object))
+                    continue;
+                if (json_object_object_get_ex(entry, "display-name", &v) &&
+                    json_object_is_type(v, json_type_string) && json_object_get_string_len(v)) {
+                    pl_bytes b = pl_batch_bytes(batch, json_object_get_string(v),
+                                                (size_t)json_object_get_string_len(v));
+                    int32_t idx = pl_dict_intern_string(&batch->arena, &ps->dict, b);
+                    if (idx < 0)
+                        st = pl_errf(err, PL_ERR_NOMEM, "out of memory");
+                    else
+                        p->sample_type.type_strindex = idx;
+                }
+                if (json_object_object_get_ex(entry, "units", &v) &&
+                    json_object_is_type(v, json_type_string) && json_object_get_string_len(v)) {
+                    pl_bytes b = pl_batch_bytes(batch, json_object_get_string(v),
+                                                (size_t)json_object_get_string_len(v));
+                    int32_t idx = pl_dict_intern_string(&batch->arena, &ps->dict, b);
+                    if (idx < 0)
+                        st = pl_errf(err, PL_ERR_NOMEM, "out of memory");
+                    else
+                        p->sample_type.unit_strindex = idx;
+                }
+            }
+        }
+    }
+    json_object_put(cfg);
+    return st;
+}
+
+/* ---- /ingest ---------------------------------------------------------------- */
+
+typedef enum ingest_format {
+    FMT_GROUPS,
+    FMT_LINES,
+    FMT_PPROF,
+    FMT_MULTIPART,
+    FMT_UNSUPPORTED,
+    FMT_UNKNOWN,
+} ingest_format;
+
+static ingest_format pick_format(const char *format, const char *ctype, size_t ctype_len)
+{
+    bool multipart =
+        ctype && ctype_len >= 19 && memmem(ctype, ctype_len, "multipart/form-data", 19) != NULL;
+    bool trie = ctype && memmem(ctype, ctype_len, "binary/octet-stream+trie", 24);
+    bool tree = ctype && memmem(ctype, ctype_len, "binary/octet-stream+tree", 24);
+    if (format && (strcmp(format, "trie") == 0 || strcmp(format, "tree") == 0))
+        return FMT_UNSUPPORTED;
+    if (trie || tree)
+        return FMT_UNSUPPORTED;
+    if (format && strcmp(format, "lines") == 0)
+        return FMT_LINES;
+    if (format && (strcmp(format, "jfr") == 0 || strcmp(format, "speedscope") == 0))
+        return FMT_UNSUPPORTED;
+    if (multipart)
+        return FMT_MULTIPART; /* also with format=pprof: be lenient */
+    if (format && strcmp(format, "pprof") == 0)
+        return FMT_PPROF;
+    if (!format || !*format || strcmp(format, "groups") == 0 || strcmp(format, "folded") == 0 ||
+        strcmp(format, "collapsed") == 0)
+        return FMT_GROUPS;
+    return FMT_UNKNOWN;
+}
+
+#define MAX_PARTS 16
+
+static pl_status ingest_multipart(pl_pprof_builder *b, pl_batch *batch, const pl_http_request *req,
+                                  const char *ctype, size_t ctype_len, const pl_pprof_meta *meta,
+                                  pl_err *err)
+{
+    pl_bytes boundary;
+    if (pl_multipart_boundary(ctype, ctype_len, &boundary))
+        return pl_errf(err, PL_ERR_INVALID, "multipart: Content-Type has no boundary");
+    pl_multipart_part parts[MAX_PARTS];
+    size_t n = 0;
+    pl_status st =
+        pl_multipart_parse(boundary, req->body, req->body_len, parts, MAX_PARTS, &n, err);
+    if (st != PL_OK)
+        return st;
+    const pl_multipart_part *prev = pl_multipart_find(parts, n, "prev_profile");
+    if (prev && prev->data.len)
+        return pl_errf(err, PL_ERR_INVALID,
+                       "multipart: prev_profile is not supported (unsupported client version)");
+    const pl_multipart_part *profile = pl_multipart_find(parts, n, "profile");
+    if (!profile)
+        return pl_errf(err, PL_ERR_INVALID, "multipart: no \"profile\" part");
+    st = pl_pprof_builder_add(b, profile->data.ptr, profile->data.len, meta, err);
+    if (st != PL_OK)
+        return st;
+    const pl_multipart_part *stc = pl_multipart_find(parts, n, "sample_type_config");
+    if (stc && stc->data.len)
+        st = apply_sample_type_config(batch, stc->data, err);
+    return st;
+}
+
+static void handle_ingest(pyroscope *r, pl_http_request *req, pl_http_response *res)
+{
+    pl_err err = {{0}};
+    (*r->ingest_requests)++;
+    char *name = query_get(req->query, "name");
+    char *from = query_get(req->query, "from");
+    char *until = query_get(req->query, "until");
+    char *format = query_get(req->query, "format");
+    char *rate = query_get(req->query, "sampleRate");
+    char *spy = query_get(req->query, "spyName");
+    upload_name un;
+    pl_batch *batch = NULL;
+    pl_pprof_builder *b = NULL;
+    pl_status st = parse_name(name, &un, &err);
+    if (st != PL_OK)
+        goto fail;
+
+    size_t ctype_len = 0;
+    const char *ctype = pl_http_header_get(req, "Content-Type", &ctype_len);
+    ingest_format fmt = pick_format(format, ctype, ctype_len);
+    if (fmt == FMT_UNSUPPORTED) {
+        st = pl_errf(&err, PL_ERR_INVALID, "unsupported format \"%s\": send pprof or folded text",
+                     format && *format ? format : "binary trie/tree");
+        goto fail;
+    }
+    if (fmt == FMT_UNKNOWN) {
+        st = pl_errf(&err, PL_ERR_INVALID, "unknown format \"%s\" (pprof, groups, folded or lines)",
+                     format);
+        goto fail;
+    }
+    bool legacy = fmt == FMT_GROUPS || fmt == FMT_LINES;
+
+    uint64_t now = pl_clock_now(&r->clock);
+    uint64_t t_from = parse_time(from, now), t_until = parse_time(until, now);
+    if (!t_from)
+        t_from = t_until ? t_until : now;
+    if (!t_until || t_until < t_from)
+        t_until = t_from;
+
+    /* Service name and legacy type from the app name. */
+    const char *service = name_label(&un, "service_name");
+    const legacy_type *lt = NULL;
+    char app[256];
+    snprintf(app, sizeof(app), "%s", un.app);
+    if (legacy) {
+        const char *pid = name_label(&un, "profile_id");
+        if (pid && *pid) {
+            /* Legacy exemplar uploads: Pyroscope drops them silently. */
+            pl_http_respond(res, 200, NULL, 0, NULL, 0);
+            goto done;
+        }
+        char *dot = strrchr(app, '.');
+        const char *suffix = dot ? dot + 1 : "cpu";
+        for (const legacy_type *t = legacy_types; t->suffix; t++)
+            if (strcmp(t->suffix, suffix) == 0)
+                lt = t;
+        if (!lt) {
+            st = pl_errf(&err, PL_ERR_INVALID,
+                         "invalid name \"%s\": unknown profile type suffix \"%s\"", un.app, suffix);
+            goto fail;
+        }
+        if (dot)
+            *dot = '\0';
+    }
+    if (!service || !*service)
+        service = app;
+
+    upload_meta um;
+    build_meta(&un, service, spy, &um);
+    um.meta.default_time_unix_nano = t_from;
+    um.meta.default_duration_nano = t_until - t_from;
+    um.meta.max_decoded_size = r->max_decompressed;
+
+    batch = pl_batch_new(PL_SIGNAL_PROFILES);
+    b = batch ? pl_pprof_builder_new(batch) : NULL;
+    if (!b) {
+        st = pl_errf(&err, PL_ERR_NOMEM, "out of memory");
+        goto fail;
+    }
+
+    if (fmt == FMT_PPROF) {
+        if (req->body_len == 0) {
+            st = pl_errf(&err, PL_ERR_INVALID, "empty body: expected a pprof profile");
+            goto fail;
+        }
+        st = pl_pprof_builder_add(b, req->body, req->body_len, &um.meta, &err);
+    } else if (fmt == FMT_MULTIPART) {
+        st = ingest_multipart(b, batch, req, ctype, ctype_len, &um.meta, &err);
+    } else {
+        /* Folded text: counts are samples at sampleRate Hz. */
+        long hz = rate ? strtol(rate, NULL, 10) : 100;
+        if (hz <= 0)
+            hz = 100;
+        int64_t period = 1000000000 / hz;
+        uint8_t *text = req->body;
+        size_t text_len = req->body_len;
+        uint8_t *unzipped = NULL;
+        if (pl_is_gzip(text, text_len)) {
+            st = pl_gunzip(text, text_len, r->max_decompressed, &unzipped, &text_len, &err);
+            if (st != PL_OK)
+                goto fail;
+            text = unzipped;
+        }
+        pl_pprof_writer_options wo = {
+            .sample_type = lt->type,
+            .sample_unit = lt->unit,
+            .period_type = lt->period_type,
+            .period_unit = lt->period_unit,
+            .period = lt->scale_by_period ? period : 0,
+            .time_unix_nano = t_from,
+            .duration_nano = t_until - t_from,
+        };
+        pl_pprof_writer *w = pl_pprof_writer_new(&wo);
+        pl_buf pprof;
+        pl_buf_init(&pprof);
+        if (!w)
+            st = pl_errf(&err, PL_ERR_NOMEM, "out of memory");
+        else
+            st = pl_folded_parse(text, text_len, fmt == FMT_LINES, lt->scale_by_period ? period : 1,
+                                 w, &err);
+        if (st == PL_OK && pl_pprof_writer_finish(w, &pprof))
+            st = pl_errf(&err, PL_ERR_NOMEM, "out of memory");
+        if (st == PL_OK)
+            st = pl_pprof_builder_add(b, pprof.data, pprof.len, &um.meta, &err);
+        pl_pprof_writer_free(w);
+        pl_buf_free(&pprof);
+        free(unzipped);
+    }
+    if (st != PL_OK)
+        goto fail;
+    pl_pprof_builder_free(b);
+    b = NULL;
+    add_tenant(batch, req);
+    deliver(r, batch, res, NULL, NULL);
+    batch = NULL;
+    goto done;
+fail:
+    respond_status(r, res, st, &err);
+done:
+    pl_pprof_builder_free(b);
+    if (batch)
+        pl_batch_free(batch);
+    free(un.storage);
+    free(name);
+    free(from);
+    free(until);
+    free(format);
+    free(rate);
+    free(spy);
+}
+
+/* ---- /push.v1.PusherService/Push ------------------------------------------- */
+
+static bool ctype_is(const char *ctype, size_t len, const char *want)
+{
+    size_t n = strlen(want);
+    if (len < n || strncasecmp(ctype, want, n) != 0)
+        return false;
+    return len == n || ctype[n] == ';' || ctype[n] == ' ';
+}
+
+static void handle_push(pyroscope *r, pl_http_request *req, pl_http_response *res)
+{
+    pl_err err = {{0}};
+    (*r->push_requests)++;
+    size_t ctype_len = 0;
+    const char *ctype = pl_http_header_get(req, "Content-Type", &ctype_len);
+    bool json;
+    if (ctype && (ctype_is(ctype, ctype_len, "application/proto") ||
+                  ctype_is(ctype, ctype_len, "application/protobuf") ||
+                  ctype_is(ctype, ctype_len, "application/x-protobuf")))
+        json = false;
+    else if (ctype && ctype_is(ctype, ctype_len, "application/json"))
+        json = true;
+    else {
+        char msg[160];
+        snprintf(msg, sizeof(msg),
+                 "unsupported Content-Type \"%.*s\": use the Connect protocol with "
+                 "application/proto or application/json",
+                 (int)(ctype_len > 60 ? 60 : ctype_len), ctype ? ctype : "");
+        respond_error(r, res, 415, msg);
+        return;
+    }
+    const uint8_t *body = req->body;
+    size_t body_len = req->body_len;
+    uint8_t *plain = NULL;
+    size_t enc_len = 0;
+    const char *enc = pl_http_header_get(req, "Content-Encoding", &enc_len);
+    if (enc && enc_len) {
+        pl_encoding e;
+        if (pl_encoding_parse(enc, enc_len, &e)) {
+            respond_error(r, res, 415, "unsupported Content-Encoding");
+            return;
+        }
+        size_t plain_len = 0;
+        pl_status st =
+            pl_decompress(e, body, body_len, r->max_decompressed, &plain, &plain_len, &err);
+        if (st != PL_OK) {
+            respond_status(r, res, st, &err);
+            return;
+        }
+        body = plain;
+        body_len = plain_len;
+    }
+
+    pl_push_request pr;
+    memset(&pr, 0, sizeof(pr));
+    pl_batch *batch = NULL;
+    pl_pprof_builder *b = NULL;
+    pl_status st = json ? pl_push_decode_json(body, body_len, &pr, &err)
+                        : pl_push_decode_proto(body, body_len, &pr, &err);
+    if (st != PL_OK)
+        goto fail;
+    size_t profiles = 0;
+    for (uint32_t i = 0; i < pr.n_series; i++)
+        profiles += pr.series[i].n_samples;
+    if (!profiles) {
+        st = pl_errf(&err, PL_ERR_INVALID, "no profiles received");
+        goto fail;
+    }
+    batch = pl_batch_new(PL_SIGNAL_PROFILES);
+    b = batch ? pl_pprof_builder_new(batch) : NULL;
+    if (!b) {
+        st = pl_errf(&err, PL_ERR_NOMEM, "out of memory");
+        goto fail;
+    }
+    uint64_t now = pl_clock_now(&r->clock);
+    for (uint32_t i = 0; i < pr.n_series && st == PL_OK; i++) {
+        const pl_push_series *s = &pr.series[i];
+        pl_kv attrs[64];
+        uint32_t k = 0;
+        pl_pprof_meta meta = {0};
+        attrs[k].key = PL_BYTES_LIT("service.name");
+        attrs[k++].value = pl_value_string(PL_BYTES_LIT("unknown_service"));
+        for (uint32_t l = 0; l < s->n_labels; l++) {
+            pl_bytes key = s->labels[l].name, value = s->labels[l].value;
+            if (pl_bytes_eq_cstr(key, "service_name")) {
+                attrs[0].value = pl_value_string(value);
+                continue;
+            }
+            if (key.len == 0 || (key.len >= 2 && key.ptr[0] == '_' && key.ptr[1] == '_'))
+                continue; /* __name__ and other internal labels */
+            if (pl_bytes_eq_cstr(key, "otel.scope.name")) {
+                meta.scope_name = value;
+                continue;
+            }
+            if (pl_bytes_eq_cstr(key, "otel.scope.version")) {
+                meta.scope_version = value;
+                continue;
+            }
+            if (k == sizeof(attrs) / sizeof(attrs[0])) {
+                st = pl_errf(&err, PL_ERR_INVALID, "series %u: too many labels", i);
+                break;
+            }
+            attrs[k].key = key;
+            attrs[k++].value = pl_value_string(value);
+        }
+        meta.resource_attrs = attrs;
+        meta.n_resource_attrs = k;
+        meta.default_time_unix_nano = now;
+        meta.max_decoded_size = r->max_decompressed;
+        for (uint32_t j = 0; j < s->n_samples && st == PL_OK; j++) {
+            pl_err inner = {{0}};
+            st = pl_pprof_builder_add(b, s->samples[j].raw_profile.ptr,
+                                      s->samples[j].raw_profile.len, &meta, &inner);
+            if (st != PL_OK)
+                pl_errf(&err, st, "series %u sample %u: %s", i, j, inner.msg);
+        }
+    }
+    if (st != PL_OK)
+        goto fail;
+    pl_pprof_builder_free(b);
+    b = NULL;
+    add_tenant(batch, req);
+    deliver(r, batch, res, json ? "application/json" : "application/proto", json ? "{}" : NULL);
+    batch = NULL;
+    goto done;
+fail:
+    respond_status(r, res, st, &err);
+done:
+    pl_pprof_builder_free(b);
+    if (batch)
+        pl_batch_free(batch);
+    pl_push_request_free(&pr);
+    free(plain);
+}
+
+/* ---- routing ----------------------------------------------------------------- */
+
+static void on_request(void *arg, pl_http_request *req, pl_http_response *res)
+{
+    pyroscope *r = arg;
+    bool ingest = strcmp(req->path, "/ingest") == 0 || strcmp(req->path, "/pyroscope/ingest") == 0;
+    bool push = strcmp(req->path, "/push.v1.PusherService/Push") == 0;
+    if (!ingest && !push) {
+        respond_error(r, res, 404, "not found");
+        return;
+    }
+    if (strcmp(req->method, "POST") != 0) {
+        pl_http_header h[2] = {{"Allow", 5, "POST", 4},
+                               {"Content-Type", 12, "application/json", 16}};
+        const char *body = "{\"code\":\"unimplemented\",\"message\":\"method not allowed\"}";
+        pl_http_respond(res, 405, h, 2, body, strlen(body));
+        return;
+    }
+    if (pl_memory_state_get() != PL_MEMORY_OK) {
+        respond_error(r, res, 503, "memory limit reached, retry later");
+        return;
+    }
+    if (ingest)
+        handle_ingest(r, req, res);
+    else
+        handle_push(r, req, res);
+}
+
+/* ---- lifecycle ---------------------------------------------------------------- */
+
+static pl_status pyroscope_create(const pl_create_settings *settings, const void *config,
+                                  void **out_self, pl_err *err)
+{
+    const pyroscope_cfg *cfg = config;
+    pyroscope *r = calloc(1, sizeof(*r));
+    if (!r)
+        return pl_errf(err, PL_ERR_NOMEM, "out of memory");
+    snprintf(r->id, sizeof(r->id), "%s", settings->id ? settings->id : "pyroscope");
+    r->endpoint = strdup(cfg->endpoint ? cfg->endpoint : "127.0.0.1:4040");
+    r->max_body = cfg->max_request_body_size;
+    r->max_decompressed =
+        cfg->max_decompressed_size ? cfg->max_decompressed_size : PL_PPROF_MAX_DECODED;
+    r->max_connections = cfg->max_connections > 0 ? (unsigned)cfg->max_connections : 1024;
+    r->loop = settings->loop;
+    r->stats = settings->stats;
+    r->clock = settings->clock;
+    r->next = settings->next[PL_SIGNAL_PROFILES];
+    if (!r->endpoint) {
+        free(r);
+        return pl_errf(err, PL_ERR_NOMEM, "out of memory");
+    }
+    static uint64_t dummy[3];
+    r->invalid_requests = r->stats ? pl_stats_counter(r->stats, "invalid_requests",
+                                                      "requests answered 400 (bad input)")
+                                   : &dummy[0];
+    r->ingest_requests =
+        r->stats ? pl_stats_counter(r->stats, "ingest_requests", "requests to /ingest") : &dummy[1];
+    r->push_requests = r->stats
+                           ? pl_stats_counter(r->stats, "push_requests", "requests to the push API")
+                           : &dummy[2];
+    *out_self = r;
+    return PL_OK;
+}
+
+static pl_status pyroscope_start(void *self, pl_err *err)
+{
+    pyroscope *r = self;
+    pl_http_server_options o = {
+        .max_body_size = r->max_body,
+        .max_connections = r->max_connections,
+        .http1 = true,
+        .h2c = true,
+        .name = r->id,
+    };
+    r->server = pl_http_server_start(r->loop, r->endpoint, &o, on_request, r, err);
+    if (!r->server)
+        return PL_ERR_INTERNAL;
+    pl_info(r->id, "listening on %s, port %d (Pyroscope /ingest and push API)", r->endpoint,
+            pl_http_server_port(r->server));
+    return PL_OK;
+}
+
+static void pyroscope_shutdown(void *self)
+{
+    pyroscope *r = self;
+    if (r->server) {
+        pl_http_server_close(r->server);
+        r->server = NULL;
+    }
+}
+
+static void pyroscope_destroy(void *self)
+{
+    pyroscope *r = self;
+    if (!r)
+        return;
+    if (r->server)
+        pl_http_server_close(r->server);
+    free(r->endpoint);
+    free(r);
+}
+
+/* For tests: the port actually bound (endpoint with port 0). */
+int pl_pyroscope_receiver_port(void *self);
+int pl_pyroscope_receiver_port(void *self)
+{
+    pyroscope *r = self;
+    return r->server ? pl_http_server_port(r->server) : -1;
+}
+
+const pl_component_type pl_receiver_pyroscope = {
+    .type = "pyroscope",
+    .kind = PL_KIND_RECEIVER,
+    .signals = PL_SIGNAL_MASK(PL_SIGNAL_PROFILES),
+    .description = "Pyroscope server API: /ingest (pprof, multipart, folded, lines) and the push "
+                   "API (push.v1.PusherService/Push), converted to OTLP profiles",
+    .config = &pyroscope_section,
+    .create = pyroscope_create,
+    .start = pyroscope_start,
+    .shutdown = pyroscope_shutdown,
+    .destroy = pyroscope_destroy,
+};

@@ -1,0 +1,409 @@
+/*
+ * pyroscope_push.c: see pyroscope_push.h.
+ */
+#include "pyroscope_push.h"
+
+#include <json-c/json.h>
+#include <stdbool.h>
+#include <string.h>
+
+#include "push.pb.h"
+#include "types.pb.h"
+
+/* ---- protobuf ------------------------------------------------------------ */
+
+typedef struct rd {
+    const uint8_t *p, *end;
+} rd;
+
+static int rd_varint(rd *r, uint64_t *out)
+{
+    uint64_t v = 0;
+    for (int shift = 0; shift < 64; shift += 7) {
+        if (r->p >= r->end)
+            return -1;
+        uint8_t b = *r->p++;
+        v |= (uint64_t)(b & 0x7f) << shift;
+        if (!(b & 0x80)) {
+            *out = v;
+            return 0;
+        }
+    }
+    return -1;
+}
+
+/* Next field: number, wire type; for wire type 2 also the payload. */
+static int rd_field(rd *r, uint32_t *field, uint32_t *wt, rd *payload)
+{
+    uint64_t key, v;
+    if (rd_varint(r, &key) || (key >> 3) == 0 || (key >> 3) > UINT32_MAX)
+        return -1;
+    *field = (uint32_t)(key >> 3);
+    *wt = (uint32_t)(key & 7);
+    switch (*wt) {
+    case 0:
+        return rd_varint(r, &v);
+    case 1:
+        if (r->end - r->p < 8)
+            return -1;
+        r->p += 8;
+        return 0;
+    case 2:
+        if (rd_varint(r, &v) || v > (uint64_t)(r->end - r->p))
+            return -1;
+        payload->p = r->p;
+        payload->end = r->p + v;
+        r->p += v;
+        return 0;
+    case 5:
+        if (r->end - r->p < 4)
+            return -1;
+        r->p += 4;
+        return 0;
+    default:
+        return -1;
+    }
+}
+
+static pl_bytes rd_bytes(const rd *payload)
+{
+    return (pl_bytes){payload->p, (uint32_t)(payload->end - payload->p)};
+}
+
+#define BAD(...) pl_errf(err, PL_ERR_INVALID, __VA_ARGS__)
+
+static pl_status decode_series(rd *m, pl_push_series *s, pl_arena *arena, uint32_t si, pl_err *err)
+{
+    rd scan = *m, sub;
+    uint32_t f, wt, nl = 0, ns = 0;
+    while (scan.p < scan.end) {
+        if (rd_field(&scan, &f, &wt, &sub))
+            return BAD("push: series %u: corrupt protobuf", si);
+        if (wt == 2 && f == push_v1_RawProfileSeries_labels_tag)
+            nl++;
+        else if (wt == 2 && f == push_v1_RawProfileSeries_samples_tag)
+            ns++;
+    }
+    s->labels = nl ? pl_arena_calloc(arena, nl, sizeof(pl_push_label)) : NULL;
+    s->samples = ns ? pl_arena_calloc(arena, ns, sizeof(pl_push_sample)) : NULL;
+    if ((nl && !s->labels) || (ns && !s->samples))
+        return pl_errf(err, PL_ERR_NOMEM, "push: out of memory");
+    while (m->p < m->end) {
+        rd_field(m, &f, &wt, &sub); /* checked above */
+        if (wt != 2)
+            continue;
+        if (f == push_v1_RawProfileSeries_labels_tag) {
+            pl_push_label *l = &s->labels[s->n_labels++];
+            rd inner;
+            while (sub.p < sub.end) {
+                uint32_t g, w;
+                if (rd_field(&sub, &g, &w, &inner))
+                    return BAD("push: series %u label %u: corrupt protobuf", si, s->n_labels - 1);
+                if (w == 2 && g == types_v1_LabelPair_name_tag)
+                    l->name = rd_bytes(&inner);
+                else if (w == 2 && g == types_v1_LabelPair_value_tag)
+                    l->value = rd_bytes(&inner);
+            }
+        } else if (f == push_v1_RawProfileSeries_samples_tag) {
+            pl_push_sample *smp = &s->samples[s->n_samples++];
+            rd inner;
+            while (sub.p < sub.end) {
+                uint32_t g, w;
+                if (rd_field(&sub, &g, &w, &inner))
+                    return BAD("push: series %u sample %u: corrupt protobuf", si, s->n_samples - 1);
+                if (w == 2 && g == push_v1_RawSample_raw_profile_tag)
+                    smp->raw_profile = rd_bytes(&inner);
+                else if (w == 2 && g == push_v1_RawSample_ID_tag)
+                    smp->id = rd_bytes(&inner);
+            }
+        }
+    }
+    return PL_OK;
+}
+
+pl_status pl_push_decode_proto(const uint8_t *data, size_t len, pl_push_request *out, pl_err *err)
+{
+    pl_arena_init(&out->arena);
+    rd r = {data, data + len}, scan = r, sub;
+    uint32_t f, wt, n = 0;
+    while (scan.p < scan.end) {
+        if (rd_field(&scan, &f, &wt, &sub))
+            return BAD("push: corrupt protobuf at byte %zu", (size_t)(scan.p - data));
+        if (f == push_v1_PushRequest_series_tag) {
+            if (wt != 2)
+                return BAD("push: series: wrong wire type %u", wt);
+            n++;
+        }
+    }
+    if (n) {
+        out->series = pl_arena_calloc(&out->arena, n, sizeof(pl_push_series));
+        if (!out->series)
+            return pl_errf(err, PL_ERR_NOMEM, "push: out of memory");
+    }
+    while (r.p < r.end) {
+        rd_field(&r, &f, &wt, &sub);
+        if (f != push_v1_PushRequest_series_tag)
+            continue;
+        pl_status st =
+            decode_series(&sub, &out->series[out->n_series], &out->arena, out->n_series, err);
+        out->n_series++;
+        if (st != PL_OK)
+            return st;
+    }
+    return PL_OK;
+}
+
+void pl_push_request_free(pl_push_request *req)
+{
+    pl_arena_free(&req->arena);
+    memset(req, 0, sizeof(*req));
+}
+
+/* ---- JSON ---------------------------------------------------------------- */
+
+long pl_base64_decode(const char *in, size_t len, uint8_t *out)
+{
+    uint32_t acc = 0;
+    int bits = 0;
+    long n = 0;
+    for (size_t i = 0; i < len; i++) {
+        char c = in[i];
+        int v;
+        if (c >= 'A' && c <= 'Z')
+            v = c - 'A';
+        else if (c >= 'a' && c <= 'z')
+            v = c - 'a' + 26;
+        else if (c >= '0' && c <= '9')
+            v = c - '0' + 52;
+        else if (c == '+' || c == '-')
+            v = 62;
+        else if (c == '/' || c == '_')
+            v = 63;
+        else if (c == '=') {
+            /* padding: only at the end */
+            for (size_t j = i; j < len; j++)
+                if (in[j] != '=')
+                    return -1;
+            break;
+        } else
+            return -1;
+        acc = acc << 6 | (uint32_t)v;
+        bits += 6;
+        if (bits >= 8) {
+            bits -= 8;
+            out[n++] = (uint8_t)(acc >> bits);
+        }
+    }
+    if (bits >= 6)
+        return -1; /* a lone trailing character */
+    return n;
+}
+
+static pl_bytes json_str(pl_arena *arena, json_object *o)
+{
+    if (!o || !json_object_is_type(o, json_type_string))
+        return (pl_bytes){NULL, 0};
+    int len = json_object_get_string_len(o);
+    char *copy = pl_arena_memdup(arena, json_object_get_string(o), (size_t)len);
+    return (pl_bytes){(const uint8_t *)copy, copy ? (uint32_t)len : 0};
+}
+
+/* proto3 JSON accepts the lowerCamelCase name and the original name. */
+static json_object *get2(json_object *o, const char *a, const char *b)
+{
+    json_object *v = NULL;
+    if (json_object_object_get_ex(o, a, &v))
+        return v;
+    if (b && json_object_object_get_ex(o, b, &v))
+        return v;
+    return NULL;
+}
+
+static bool is_array_or_absent(json_object *o)
+{
+    return !o || json_object_is_type(o, json_type_array) || json_object_is_type(o, json_type_null);
+}
+
+static size_t arr_len(json_object *o)
+{
+    return o && json_object_is_type(o, json_type_array) ? json_object_array_length(o) : 0;
+}
+
+pl_status pl_push_decode_json(const uint8_t *data, size_t len, pl_push_request *out, pl_err *err)
+{
+    pl_arena_init(&out->arena);
+    json_tokener *tok = json_tokener_new_ex(64);
+    if (!tok)
+        return pl_errf(err, PL_ERR_NOMEM, "push: out of memory");
+    json_object *root = json_tokener_parse_ex(tok, (const char *)data, (int)len);
+    enum json_tokener_error jerr = json_tokener_get_error(tok);
+    if (len > INT32_MAX || !root || jerr != json_tokener_success ||
+        json_tokener_get_parse_end(tok) < len) {
+        /* trailing whitespace is fine */
+        size_t end = root ? json_tokener_get_parse_end(tok) : 0;
+        bool only_space = root && jerr == json_tokener_success;
+        for (size_t i = end; only_space && i < len; i++)
+            only_space = data[i] == ' ' || data[i] == '\n' || data[i] == '\r' || data[i] == '\t';
+        if (!only_space) {
+            pl_status st =
+                BAD("push: invalid JSON: %s",
+                    jerr != json_tokener_success ? json_tokener_error_desc(jerr) : "trailing data");
+            json_object_put(root);
+            json_tokener_free(tok);
+            return st;
+        }
+    }
+    json_tokener_free(tok);
+    pl_status st = PL_OK;
+    if (!json_object_is_type(root, json_type_object)) {
+        st = BAD("push: JSON body is not an object");
+        goto done;
+    }
+    json_object *series = get2(root, "series", NULL);
+    if (!is_array_or_absent(series)) {
+        st = BAD("push: \"series\" is not an array");
+        goto done;
+    }
+    size_t n = arr_len(series);
+    if (n) {
+        out->series = pl_arena_calloc(&out->arena, n, sizeof(pl_push_series));
+        if (!out->series) {
+            st = pl_errf(err, PL_ERR_NOMEM, "push: out of memory");
+            goto done;
+        }
+    }
+    for (size_t i = 0; i < n && st == PL_OK; i++) {
+        json_object *so = json_object_array_get_idx(series, i);
+        pl_push_series *s = &out->series[out->n_series++];
+        if (!json_object_is_type(so, json_type_object)) {
+            st = BAD("push: series %zu is not an object", i);
+            break;
+        }
+        json_object *labels = get2(so, "labels", NULL), *samples = get2(so, "samples", NULL);
+        if (!is_array_or_absent(labels) || !is_array_or_absent(samples)) {
+            st = BAD("push: series %zu: labels/samples must be arrays", i);
+            break;
+        }
+        size_t nl = arr_len(labels), ns = arr_len(samples);
+        s->labels = nl ? pl_arena_calloc(&out->arena, nl, sizeof(pl_push_label)) : NULL;
+        s->samples = ns ? pl_arena_calloc(&out->arena, ns, sizeof(pl_push_sample)) : NULL;
+        if ((nl && !s->labels) || (ns && !s->samples)) {
+            st = pl_errf(err, PL_ERR_NOMEM, "push: out of memory");
+            break;
+        }
+        for (size_t k = 0; k < nl; k++) {
+            json_object *lo = json_object_array_get_idx(labels, k);
+            if (!json_object_is_type(lo, json_type_object)) {
+                st = BAD("push: series %zu label %zu is not an object", i, k);
+                break;
+            }
+            s->labels[s->n_labels].name = json_str(&out->arena, get2(lo, "name", NULL));
+            s->labels[s->n_labels].value = json_str(&out->arena, get2(lo, "value", NULL));
+            s->n_labels++;
+        }
+        for (size_t k = 0; k < ns && st == PL_OK; k++) {
+            json_object *po = json_object_array_get_idx(samples, k);
+            if (!json_object_is_type(po, json_type_object)) {
+                st = BAD("push: series %zu sample %zu is not an object", i, k);
+                break;
+            }
+            pl_push_sample *smp = &s->samples[s->n_samples++];
+            json_object *raw = get2(po, "rawProfile", "raw_profile");
+            if (raw && json_object_is_type(raw, json_type_string)) {
+                size_t rl = (size_t)json_object_get_string_len(raw);
+                uint8_t *buf = pl_arena_alloc(&out->arena, rl * 3 / 4 + 3);
+                if (!buf) {
+                    st = pl_errf(err, PL_ERR_NOMEM, "push: out of memory");
+                    break;
+                }
+                long dl = pl_base64_decode(json_object_get_string(raw), rl, buf);
+                if (dl < 0) {
+                    st = BAD("push: series %zu sample %zu: rawProfile is not base64", i, k);
+                    break;
+                }
+                smp->raw_profile = (pl_bytes){buf, (uint32_t)dl};
+            } else if (raw && !json_object_is_type(raw, json_type_null)) {
+                st = BAD("push: series %zu sample %zu: rawProfile is not a string", i, k);
+                break;
+            }
+            smp->id = json_str(&out->arena, get2(po, "ID", "id"));
+        }
+    }
+done:
+    json_object_put(root);
+    return st;
+}
+
+/* ---- encoding ------------------------------------------------------------ */
+
+static void put_varint(pl_buf *b, uint64_t v)
+{
+    while (v >= 0x80) {
+        pl_buf_append_byte(b, (uint8_t)(v | 0x80));
+        v >>= 7;
+    }
+    pl_buf_append_byte(b, (uint8_t)v);
+}
+
+static size_t varint_len(uint64_t v)
+{
+    size_t n = 1;
+    while (v >= 0x80) {
+        v >>= 7;
+        n++;
+    }
+    return n;
+}
+
+static void put_key_len(pl_buf *b, uint32_t field, size_t len)
+{
+    put_varint(b, (uint64_t)field << 3 | 2);
+    put_varint(b, len);
+}
+
+static size_t field_size(size_t len)
+{
+    return 1 + varint_len(len) + len; /* field numbers here are < 16 */
+}
+
+int pl_push_encode_proto(const pl_push_request *req, pl_buf *out)
+{
+    for (uint32_t i = 0; i < req->n_series; i++) {
+        const pl_push_series *s = &req->series[i];
+        size_t series_len = 0;
+        for (uint32_t k = 0; k < s->n_labels; k++) {
+            size_t l = field_size(s->labels[k].name.len) + field_size(s->labels[k].value.len);
+            series_len += field_size(l);
+        }
+        for (uint32_t k = 0; k < s->n_samples; k++) {
+            size_t l = field_size(s->samples[k].raw_profile.len);
+            if (s->samples[k].id.len)
+                l += field_size(s->samples[k].id.len);
+            series_len += field_size(l);
+        }
+        put_key_len(out, push_v1_PushRequest_series_tag, series_len);
+        for (uint32_t k = 0; k < s->n_labels; k++) {
+            const pl_push_label *lb = &s->labels[k];
+            put_key_len(out, push_v1_RawProfileSeries_labels_tag,
+                        field_size(lb->name.len) + field_size(lb->value.len));
+            put_key_len(out, types_v1_LabelPair_name_tag, lb->name.len);
+            pl_buf_append(out, lb->name.ptr, lb->name.len);
+            put_key_len(out, types_v1_LabelPair_value_tag, lb->value.len);
+            pl_buf_append(out, lb->value.ptr, lb->value.len);
+        }
+        for (uint32_t k = 0; k < s->n_samples; k++) {
+            const pl_push_sample *smp = &s->samples[k];
+            size_t l = field_size(smp->raw_profile.len);
+            if (smp->id.len)
+                l += field_size(smp->id.len);
+            put_key_len(out, push_v1_RawProfileSeries_samples_tag, l);
+            put_key_len(out, push_v1_RawSample_raw_profile_tag, smp->raw_profile.len);
+            pl_buf_append(out, smp->raw_profile.ptr, smp->raw_profile.len);
+            if (smp->id.len) {
+                put_key_len(out, push_v1_RawSample_ID_tag, smp->id.len);
+                pl_buf_append(out, smp->id.ptr, smp->id.len);
+            }
+        }
+    }
+    return pl_buf_ok(out) ? 0 : -1;
+}

@@ -1,0 +1,591 @@
+/*
+ * test_pyroscope_receiver.c: the `pyroscope` receiver over real HTTP.
+ *
+ * The receiver listens on a loopback port 0 with its event loop running in a
+ * second thread; the test thread sends requests with libcurl and checks the
+ * answers and the batches that reach a capture consumer. Covers every
+ * /ingest body format, the push API in protobuf and JSON, and bad input
+ * (each answered 400 with Pyroscope's JSON error, the server unaffected).
+ */
+#include <curl/curl.h>
+#include <pthread.h>
+#include <uv.h>
+
+#include "pipeline/consumer.h"
+#include "pprof_fixture.h"
+#include "proto/pprof.h"
+#include "receivers/multipart.h"
+#include "receivers/pyroscope_push.h"
+#include "testlib.h"
+
+extern const pl_component_type pl_receiver_pyroscope;
+int pl_pyroscope_receiver_port(void *self);
+
+/* ---- the receiver under test -------------------------------------------- */
+
+static uv_loop_t loop;
+static uv_async_t stop_async;
+static pthread_t loop_thread;
+static void *receiver;
+static int port;
+static pthread_mutex_t captured_lock = PTHREAD_MUTEX_INITIALIZER;
+static pl_batch *captured[64];
+static int n_captured;
+
+static pl_status capture(void *arg, pl_batch *batch)
+{
+    pthread_mutex_lock(&captured_lock);
+    if (n_captured < 64)
+        captured[n_captured++] = batch;
+    else
+        pl_batch_free(batch);
+    pthread_mutex_unlock(&captured_lock);
+    return PL_OK;
+}
+
+static pl_batch *take_captured(void)
+{
+    pthread_mutex_lock(&captured_lock);
+    pl_batch *b = n_captured ? captured[--n_captured] : NULL;
+    for (int i = 0; i < n_captured; i++)
+        pl_batch_free(captured[i]);
+    n_captured = 0;
+    pthread_mutex_unlock(&captured_lock);
+    return b;
+}
+
+static void on_stop(uv_async_t *a)
+{
+    const pl_component_type *t = &pl_receiver_pyroscope;
+    t->shutdown(receiver);
+    uv_close((uv_handle_t *)a, NULL);
+}
+
+static void *run_loop(void *arg)
+{
+    uv_run(&loop, UV_RUN_DEFAULT);
+    return NULL;
+}
+
+static pl_consumer consumer;
+
+static int start_receiver(void)
+{
+    uv_loop_init(&loop);
+    uv_async_init(&loop, &stop_async, on_stop);
+    pl_consumer_init_func(&consumer, capture, NULL);
+    const pl_component_type *t = &pl_receiver_pyroscope;
+    char cfg[512] = {0};
+    if (pl_cfg_defaults(t->config, cfg))
+        return -1;
+    /* endpoint is the first field: a malloc'd string */
+    char **endpoint = (char **)cfg;
+    free(*endpoint);
+    *endpoint = strdup("127.0.0.1:0");
+    uint64_t *max_body = (uint64_t *)(cfg + sizeof(char *));
+    *max_body = 1 << 20; /* 1 MiB, to test the limit */
+    pl_create_settings s = {0};
+    s.id = "pyroscope";
+    s.loop = &loop;
+    s.next[PL_SIGNAL_PROFILES] = &consumer;
+    pl_err err = {{0}};
+    if (t->create(&s, cfg, &receiver, &err) != PL_OK || t->start(receiver, &err) != PL_OK) {
+        fprintf(stderr, "start: %s\n", err.msg);
+        return -1;
+    }
+    pl_cfg_free(t->config, cfg);
+    port = pl_pyroscope_receiver_port(receiver);
+    pthread_create(&loop_thread, NULL, run_loop, NULL);
+    return 0;
+}
+
+static void stop_receiver(void)
+{
+    uv_async_send(&stop_async);
+    pthread_join(loop_thread, NULL);
+    uv_run(&loop, UV_RUN_DEFAULT);
+    pl_receiver_pyroscope.destroy(receiver);
+    uv_loop_close(&loop);
+    pl_batch_free(take_captured());
+}
+
+/* ---- HTTP client ---------------------------------------------------------- */
+
+typedef struct response {
+    long status;
+    pl_buf body;
+    char content_type[128];
+} response;
+
+static size_t on_body(char *p, size_t size, size_t n, void *arg)
+{
+    pl_buf_append(&((response *)arg)->body, p, size * n);
+    return size * n;
+}
+
+static void post(const char *path_and_query, const char *content_type, const void *body, size_t len,
+                 response *out)
+{
+    pl_buf_free(&out->body);
+    memset(out, 0, sizeof(*out));
+    pl_buf_init(&out->body);
+    CURL *c = curl_easy_init();
+    char url[1024];
+    snprintf(url, sizeof(url), "http://127.0.0.1:%d%s", port, path_and_query);
+    struct curl_slist *h = NULL;
+    char ct[256];
+    if (content_type) {
+        snprintf(ct, sizeof(ct), "Content-Type: %s", content_type);
+        h = curl_slist_append(h, ct);
+    }
+    h = curl_slist_append(h, "X-Scope-OrgID: tenant-a");
+    h = curl_slist_append(h, "Expect:");
+    curl_easy_setopt(c, CURLOPT_URL, url);
+    curl_easy_setopt(c, CURLOPT_POST, 1L);
+    curl_easy_setopt(c, CURLOPT_POSTFIELDS, body);
+    curl_easy_setopt(c, CURLOPT_POSTFIELDSIZE, (long)len);
+    curl_easy_setopt(c, CURLOPT_HTTPHEADER, h);
+    curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, on_body);
+    curl_easy_setopt(c, CURLOPT_WRITEDATA, out);
+    curl_easy_setopt(c, CURLOPT_TIMEOUT, 10L);
+    if (curl_easy_perform(c) == CURLE_OK) {
+        curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &out->status);
+        char *t = NULL;
+        curl_easy_getinfo(c, CURLINFO_CONTENT_TYPE, &t);
+        if (t)
+            snprintf(out->content_type, sizeof(out->content_type), "%s", t);
+    }
+    pl_buf_append_byte(&out->body, 0);
+    out->body.len--;
+    curl_slist_free_all(h);
+    curl_easy_cleanup(c);
+}
+
+static void get(const char *path, response *out)
+{
+    pl_buf_free(&out->body);
+    memset(out, 0, sizeof(*out));
+    pl_buf_init(&out->body);
+    CURL *c = curl_easy_init();
+    char url[512];
+    snprintf(url, sizeof(url), "http://127.0.0.1:%d%s", port, path);
+    curl_easy_setopt(c, CURLOPT_URL, url);
+    curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, on_body);
+    curl_easy_setopt(c, CURLOPT_WRITEDATA, out);
+    if (curl_easy_perform(c) == CURLE_OK)
+        curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &out->status);
+    curl_easy_cleanup(c);
+}
+
+/* ---- helpers on captured batches ------------------------------------------ */
+
+static const pl_value *resource_attr(const pl_batch *b, uint32_t r, const char *key)
+{
+    const pl_kv *kv =
+        pl_attrs_find(&b->data.profiles.resources[r].resource.attrs, key, strlen(key));
+    return kv ? &kv->value : NULL;
+}
+
+static int64_t column_total(const pl_batch *b, const char *type)
+{
+    const pl_profiles *ps = &b->data.profiles;
+    int64_t sum = 0;
+    for (uint32_t r = 0; r < ps->n_resources; r++)
+        for (uint32_t s = 0; s < ps->resources[r].n_scopes; s++)
+            for (uint32_t p = 0; p < ps->resources[r].scopes[s].n_profiles; p++) {
+                const pl_profile *pr = &ps->resources[r].scopes[s].profiles[p];
+                if (!pl_bytes_eq_cstr(pl_dict_string(&ps->dict, pr->sample_type.type_strindex),
+                                      type))
+                    continue;
+                for (uint32_t i = 0; i < pr->n_samples; i++)
+                    sum += pr->samples[i].values[0];
+            }
+    return sum;
+}
+
+static void expect_error(const response *r, int status, const char *needle)
+{
+    CHECK_EQ_INT(r->status, status);
+    CHECK(strstr(r->content_type, "application/json") != NULL);
+    if (!strstr((const char *)r->body.data, needle) ||
+        !strstr((const char *)r->body.data, "\"code\"")) {
+        fprintf(stderr, "  body %s lacks %s\n", (const char *)r->body.data, needle);
+        CHECK(0);
+    }
+}
+
+/* ---- tests ------------------------------------------------------------------ */
+
+static void test_ingest_pprof_gzipped(void)
+{
+    pl_buf p, z;
+    pl_buf_init(&p);
+    pl_buf_init(&z);
+    build_profile(&p, NULL);
+    pl_gzip(p.data, p.len, &z);
+    response r = {0};
+    post("/ingest?name=checkout%7Benv%3Dprod%2Cotel.scope.name%3Dcom.grafana.pyroscope%2Fnodejs%7D"
+         "&from=1700000000&until=1700000010&format=pprof&spyName=nodespy&sampleRate=100",
+         "application/octet-stream", z.data, z.len, &r);
+    CHECK_EQ_INT(r.status, 200);
+    CHECK_EQ_UINT(r.body.len, 0);
+    pl_batch *b = take_captured();
+    REQUIRE(b);
+    REQUIRE(b->data.profiles.n_resources == 1);
+    const pl_value *svc = resource_attr(b, 0, "service.name");
+    REQUIRE(svc);
+    CHECK_BYTES_STR(svc->u.str, "checkout");
+    CHECK_BYTES_STR(resource_attr(b, 0, "env")->u.str, "prod");
+    CHECK(resource_attr(b, 0, "otel.scope.name") == NULL);
+    CHECK_BYTES_STR(b->data.profiles.resources[0].scopes[0].scope.name,
+                    "com.grafana.pyroscope/nodejs");
+    CHECK_BYTES_STR(resource_attr(b, 0, "pyroscope.spy_name")->u.str, "nodespy");
+    CHECK_EQ_INT(column_total(b, "cpu"), 50000000);
+    CHECK_EQ_INT(column_total(b, "samples"), 5);
+    pl_bytes tenant;
+    CHECK(pl_batch_metadata_get(b, "x-scope-orgid", &tenant));
+    pl_batch_free(b);
+
+    /* the alias path and a raw (not gzipped) body */
+    post("/pyroscope/ingest?name=checkout&format=pprof", "application/octet-stream", p.data, p.len,
+         &r);
+    CHECK_EQ_INT(r.status, 200);
+    b = take_captured();
+    REQUIRE(b);
+    CHECK_EQ_INT(column_total(b, "cpu"), 50000000);
+    pl_batch_free(b);
+    pl_buf_free(&p);
+    pl_buf_free(&z);
+    pl_buf_free(&r.body);
+}
+
+static void test_ingest_multipart(void)
+{
+    pl_buf p, z, body;
+    pl_buf_init(&p);
+    pl_buf_init(&z);
+    pl_buf_init(&body);
+    build_profile(&p, NULL);
+    pl_gzip(p.data, p.len, &z);
+    const char *bd = "b0undary42";
+    pl_buf_printf(&body,
+                  "--%s\r\nContent-Disposition: form-data; name=\"profile\"; "
+                  "filename=\"profile.pprof\"\r\nContent-Type: application/octet-stream\r\n\r\n",
+                  bd);
+    pl_buf_append(&body, z.data, z.len);
+    pl_buf_printf(&body,
+                  "\r\n--%s\r\nContent-Disposition: form-data; name=\"sample_type_config\"; "
+                  "filename=\"sample_type_config.json\"\r\n\r\n"
+                  "{\"samples\":{\"units\":\"samples\",\"display-name\":\"cpu_samples\"}}"
+                  "\r\n--%s--\r\n",
+                  bd, bd);
+    response r = {0};
+    /* What pyroscope-go sends: ns timestamps, no format. */
+    post("/ingest?name=goapp%7Bservice_name%3Dbilling%7D&from=1700000000000000000"
+         "&until=1700000010000000000&spyName=gospy&sampleRate=100&units=samples"
+         "&aggregationType=sum",
+         "multipart/form-data; boundary=b0undary42", body.data, body.len, &r);
+    CHECK_EQ_INT(r.status, 200);
+    pl_batch *b = take_captured();
+    REQUIRE(b);
+    CHECK_BYTES_STR(resource_attr(b, 0, "service.name")->u.str, "billing");
+    CHECK_EQ_INT(column_total(b, "cpu_samples"), 5);
+    CHECK_EQ_INT(column_total(b, "cpu"), 50000000);
+    pl_batch_free(b);
+
+    /* multipart without a profile part */
+    pl_buf_reset(&body);
+    pl_buf_printf(&body,
+                  "--%s\r\nContent-Disposition: form-data; name=\"other\"\r\n\r\nxx\r\n--%s--\r\n",
+                  bd, bd);
+    post("/ingest?name=goapp", "multipart/form-data; boundary=b0undary42", body.data, body.len, &r);
+    expect_error(&r, 400, "no \\\"profile\\\" part");
+    CHECK(take_captured() == NULL);
+    pl_buf_free(&p);
+    pl_buf_free(&z);
+    pl_buf_free(&body);
+    pl_buf_free(&r.body);
+}
+
+static void test_ingest_folded_and_lines(void)
+{
+    const char *folded = "main;handler;work 3\nmain;idle 1\r\n\nmain;handler;work 2\n";
+    response r = {0};
+    post("/ingest?name=pyapp.cpu%7Bregion%3Deu%7D&from=1700000000&until=1700000010"
+         "&sampleRate=100&spyName=pyspy",
+         "text/plain", folded, strlen(folded), &r);
+    CHECK_EQ_INT(r.status, 200);
+    pl_batch *b = take_captured();
+    REQUIRE(b);
+    CHECK_BYTES_STR(resource_attr(b, 0, "service.name")->u.str, "pyapp");
+    CHECK_EQ_INT(column_total(b, "cpu"), 6 * 10000000);
+    const pl_profile *p = &b->data.profiles.resources[0].scopes[0].profiles[0];
+    CHECK_EQ_UINT(p->time_unix_nano, 1700000000000000000ull);
+    CHECK_EQ_UINT(p->duration_nano, 10000000000ull);
+    CHECK_EQ_INT(p->period, 10000000);
+    /* leaf first: "work" */
+    const pl_dictionary *d = &b->data.profiles.dict;
+    const pl_stack *st = &d->stacks[p->samples[0].stack_index];
+    REQUIRE(st->n_location_indices == 3);
+    const pl_location *leaf = &d->locations[st->location_indices[0]];
+    CHECK_BYTES_STR(pl_dict_string(d, d->functions[leaf->lines[0].function_index].name_strindex),
+                    "work");
+    pl_batch_free(b);
+
+    const char *lines = "a;b\na;b\na;c\n";
+    post("/ingest?name=app.alloc_objects&format=lines", "text/plain", lines, strlen(lines), &r);
+    CHECK_EQ_INT(r.status, 200);
+    b = take_captured();
+    REQUIRE(b);
+    CHECK_EQ_INT(column_total(b, "alloc_objects"), 3);
+    pl_batch_free(b);
+
+    /* a folded line without a count */
+    post("/ingest?name=app.cpu", "text/plain", "a;b;c\n", 6, &r);
+    expect_error(&r, 400, "line 1");
+    /* an unknown legacy type suffix */
+    post("/ingest?name=app.bogus", "text/plain", "a 1\n", 4, &r);
+    expect_error(&r, 400, "bogus");
+    /* legacy upload carrying profile_id: dropped silently */
+    post("/ingest?name=app.cpu%7Bprofile_id%3Dabc%7D", "text/plain", "a 1\n", 4, &r);
+    CHECK_EQ_INT(r.status, 200);
+    CHECK(take_captured() == NULL);
+    pl_buf_free(&r.body);
+}
+
+static void test_ingest_bad_input(void)
+{
+    pl_buf p, z;
+    pl_buf_init(&p);
+    pl_buf_init(&z);
+    build_profile(&p, NULL);
+    pl_gzip(p.data, p.len, &z);
+    response r = {0};
+    /* corrupt gzip */
+    z.data[z.len / 2] ^= 0x55;
+    post("/ingest?name=app&format=pprof", "application/octet-stream", z.data, z.len, &r);
+    expect_error(&r, 400, "gzip");
+    /* truncated pprof */
+    post("/ingest?name=app&format=pprof", "application/octet-stream", p.data, p.len - 3, &r);
+    CHECK_EQ_INT(r.status, 400);
+    /* index out of range */
+    pl_buf_reset(&p);
+    build_profile(&p, &(breakage){.bad_string = true});
+    post("/ingest?name=app&format=pprof", "application/octet-stream", p.data, p.len, &r);
+    expect_error(&r, 400, "out of range");
+    /* unsupported and unknown formats */
+    post("/ingest?name=app&format=trie", "binary/octet-stream+trie", "x", 1, &r);
+    expect_error(&r, 400, "unsupported format");
+    post("/ingest?name=app&format=jfr", "application/octet-stream", "x", 1, &r);
+    expect_error(&r, 400, "unsupported format");
+    post("/ingest?name=app&format=weird", "text/plain", "x 1", 3, &r);
+    expect_error(&r, 400, "unknown format");
+    /* bad names */
+    post("/ingest?format=pprof", "application/octet-stream", "x", 1, &r);
+    expect_error(&r, 400, "name");
+    post("/ingest?name=app%7B__name__%3Dx%7D&format=pprof", "application/octet-stream", "", 0, &r);
+    expect_error(&r, 400, "reserved");
+    post("/ingest?name=ap%20p%21&format=pprof", "application/octet-stream", "", 0, &r);
+    expect_error(&r, 400, "not allowed");
+    post("/ingest?name=app%7Bk%3Dv&format=pprof", "application/octet-stream", "", 0, &r);
+    expect_error(&r, 400, "missing '}'");
+    /* too large: the server's limit (1 MiB in this test) */
+    size_t big = 2 << 20;
+    char *huge = calloc(1, big);
+    post("/ingest?name=app&format=pprof", "application/octet-stream", huge, big, &r);
+    CHECK_EQ_INT(r.status, 413);
+    free(huge);
+    /* wrong method, unknown path */
+    get("/ingest", &r);
+    CHECK_EQ_INT(r.status, 405);
+    get("/nope", &r);
+    CHECK_EQ_INT(r.status, 404);
+    CHECK(take_captured() == NULL);
+    /* and the server still works */
+    pl_buf_reset(&p);
+    build_profile(&p, NULL);
+    post("/ingest?name=app&format=pprof", "application/octet-stream", p.data, p.len, &r);
+    CHECK_EQ_INT(r.status, 200);
+    pl_batch_free(take_captured());
+    pl_buf_free(&p);
+    pl_buf_free(&z);
+    pl_buf_free(&r.body);
+}
+
+static void test_push_proto_and_json(void)
+{
+    pl_buf p, z;
+    pl_buf_init(&p);
+    pl_buf_init(&z);
+    build_profile(&p, NULL);
+    pl_gzip(p.data, p.len, &z);
+    pl_push_label labels1[] = {{PL_BYTES_LIT("__name__"), PL_BYTES_LIT("process_cpu")},
+                               {PL_BYTES_LIT("service_name"), PL_BYTES_LIT("cart")},
+                               {PL_BYTES_LIT("host.name"), PL_BYTES_LIT("h1")}};
+    pl_push_label labels2[] = {{PL_BYTES_LIT("service_name"), PL_BYTES_LIT("auth")}};
+    pl_push_sample samples1[] = {{{z.data, (uint32_t)z.len}, PL_BYTES_LIT("734FD599")},
+                                 {{p.data, (uint32_t)p.len}, {NULL, 0}}};
+    pl_push_sample samples2[] = {{{z.data, (uint32_t)z.len}, {NULL, 0}}};
+    pl_push_series series[] = {{labels1, 3, samples1, 2}, {labels2, 1, samples2, 1}};
+    pl_push_request req = {series, 2, {0}};
+    pl_buf enc;
+    pl_buf_init(&enc);
+    REQUIRE(pl_push_encode_proto(&req, &enc) == 0);
+
+    /* decoding our own encoding gives the same request back */
+    pl_push_request back = {0};
+    pl_err err = {{0}};
+    CHECK(pl_push_decode_proto(enc.data, enc.len, &back, &err) == PL_OK);
+    CHECK_EQ_UINT(back.n_series, 2);
+    CHECK_EQ_UINT(back.series[0].n_samples, 2);
+    CHECK_BYTES_STR(back.series[0].samples[0].id, "734FD599");
+    CHECK_EQ_UINT(back.series[0].samples[1].raw_profile.len, p.len);
+    pl_push_request_free(&back);
+
+    response r = {0};
+    post("/push.v1.PusherService/Push", "application/proto", enc.data, enc.len, &r);
+    CHECK_EQ_INT(r.status, 200);
+    CHECK(strstr(r.content_type, "application/proto") != NULL);
+    CHECK_EQ_UINT(r.body.len, 0);
+    pl_batch *b = take_captured();
+    REQUIRE(b);
+    REQUIRE(b->data.profiles.n_resources == 3);
+    CHECK_BYTES_STR(resource_attr(b, 0, "service.name")->u.str, "cart");
+    CHECK_BYTES_STR(resource_attr(b, 0, "host.name")->u.str, "h1");
+    CHECK(resource_attr(b, 0, "__name__") == NULL);
+    CHECK_BYTES_STR(resource_attr(b, 2, "service.name")->u.str, "auth");
+    CHECK_EQ_INT(column_total(b, "cpu"), 3 * 50000000);
+    pl_batch_free(b);
+
+    /* gzip over the whole body (Content-Encoding) */
+    pl_buf gz;
+    pl_buf_init(&gz);
+    pl_gzip(enc.data, enc.len, &gz);
+    {
+        CURL *c = curl_easy_init();
+        char url[256];
+        snprintf(url, sizeof(url), "http://127.0.0.1:%d/push.v1.PusherService/Push", port);
+        struct curl_slist *h = curl_slist_append(NULL, "Content-Type: application/proto");
+        h = curl_slist_append(h, "Content-Encoding: gzip");
+        h = curl_slist_append(h, "Connect-Protocol-Version: 1");
+        curl_easy_setopt(c, CURLOPT_URL, url);
+        curl_easy_setopt(c, CURLOPT_POSTFIELDS, gz.data);
+        curl_easy_setopt(c, CURLOPT_POSTFIELDSIZE, (long)gz.len);
+        curl_easy_setopt(c, CURLOPT_HTTPHEADER, h);
+        pl_buf sink;
+        pl_buf_init(&sink);
+        response rr = {0};
+        rr.body = sink;
+        curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, on_body);
+        curl_easy_setopt(c, CURLOPT_WRITEDATA, &rr);
+        long status = 0;
+        if (curl_easy_perform(c) == CURLE_OK)
+            curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &status);
+        CHECK_EQ_INT(status, 200);
+        pl_buf_free(&rr.body);
+        curl_slist_free_all(h);
+        curl_easy_cleanup(c);
+        pl_batch_free(take_captured());
+    }
+    pl_buf_free(&gz);
+
+    /* JSON: rawProfile in base64 */
+    static const char b64[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    pl_buf json;
+    pl_buf_init(&json);
+    pl_buf_append_str(&json, "{\"series\":[{\"labels\":[{\"name\":\"service_name\",\"value\":"
+                             "\"jsonsvc\"}],\"samples\":[{\"ID\":\"x\",\"rawProfile\":\"");
+    for (size_t i = 0; i < z.len; i += 3) {
+        uint32_t v = (uint32_t)z.data[i] << 16;
+        if (i + 1 < z.len)
+            v |= (uint32_t)z.data[i + 1] << 8;
+        if (i + 2 < z.len)
+            v |= z.data[i + 2];
+        pl_buf_append_byte(&json, (uint8_t)b64[v >> 18 & 63]);
+        pl_buf_append_byte(&json, (uint8_t)b64[v >> 12 & 63]);
+        pl_buf_append_byte(&json, i + 1 < z.len ? (uint8_t)b64[v >> 6 & 63] : '=');
+        pl_buf_append_byte(&json, i + 2 < z.len ? (uint8_t)b64[v & 63] : '=');
+    }
+    pl_buf_append_str(&json, "\"}]}]}");
+    post("/push.v1.PusherService/Push", "application/json", json.data, json.len, &r);
+    CHECK_EQ_INT(r.status, 200);
+    CHECK_EQ_STR((const char *)r.body.data, "{}");
+    b = take_captured();
+    REQUIRE(b);
+    CHECK_BYTES_STR(resource_attr(b, 0, "service.name")->u.str, "jsonsvc");
+    CHECK_EQ_INT(column_total(b, "cpu"), 50000000);
+    pl_batch_free(b);
+
+    /* errors */
+    post("/push.v1.PusherService/Push", "application/proto", "", 0, &r);
+    expect_error(&r, 400, "no profiles received");
+    post("/push.v1.PusherService/Push", "application/json", "{\"series\":", 10, &r);
+    expect_error(&r, 400, "invalid JSON");
+    post("/push.v1.PusherService/Push", "application/grpc", "", 0, &r);
+    CHECK_EQ_INT(r.status, 415);
+    /* a corrupt raw profile names its series and sample */
+    samples2[0].raw_profile.len -= 5;
+    pl_buf_reset(&enc);
+    pl_push_encode_proto(&req, &enc);
+    post("/push.v1.PusherService/Push", "application/proto", enc.data, enc.len, &r);
+    expect_error(&r, 400, "series 1 sample 0");
+    CHECK(take_captured() == NULL);
+
+    pl_buf_free(&json);
+    pl_buf_free(&enc);
+    pl_buf_free(&p);
+    pl_buf_free(&z);
+    pl_buf_free(&r.body);
+}
+
+/* Multipart parsing details, without HTTP. */
+static void test_multipart_parser(void)
+{
+    pl_bytes bd;
+    const char *ct = "multipart/form-data; boundary=\"abc\"";
+    REQUIRE(pl_multipart_boundary(ct, strlen(ct), &bd) == 0);
+    CHECK_BYTES_STR(bd, "abc");
+    ct = "multipart/form-data;boundary=xyz; charset=utf-8";
+    REQUIRE(pl_multipart_boundary(ct, strlen(ct), &bd) == 0);
+    CHECK_BYTES_STR(bd, "xyz");
+    CHECK(pl_multipart_boundary("multipart/form-data", 19, &bd) == -1);
+
+    const char *body = "preamble\r\n--xyz\r\nContent-Disposition: form-data; name=\"a\"\r\n\r\n"
+                       "hello\r\n--xyz\nContent-Disposition: form-data; name=b; filename=\"f.txt\""
+                       "\n\n\r\n--xyz--\r\nepilogue";
+    pl_multipart_part parts[4];
+    size_t n = 0;
+    pl_err err = {{0}};
+    REQUIRE(pl_multipart_parse(bd, (const uint8_t *)body, strlen(body), parts, 4, &n, &err) ==
+            PL_OK);
+    REQUIRE(n == 2);
+    CHECK_BYTES_STR(parts[0].name, "a");
+    CHECK_BYTES_STR(parts[0].data, "hello");
+    CHECK_BYTES_STR(parts[1].name, "b");
+    CHECK_BYTES_STR(parts[1].filename, "f.txt");
+    CHECK_EQ_UINT(parts[1].data.len, 0);
+    /* no closing boundary */
+    const char *bad = "--xyz\r\nContent-Disposition: form-data; name=\"a\"\r\n\r\nhello";
+    CHECK(pl_multipart_parse(bd, (const uint8_t *)bad, strlen(bad), parts, 4, &n, &err) ==
+          PL_ERR_INVALID);
+    CHECK(pl_multipart_parse(bd, (const uint8_t *)"nothing", 7, parts, 4, &n, &err) ==
+          PL_ERR_INVALID);
+}
+
+int main(void)
+{
+    curl_global_init(CURL_GLOBAL_DEFAULT);
+    PL_RUN(test_multipart_parser);
+    if (start_receiver()) {
+        fprintf(stderr, "cannot start the receiver\n");
+        return 1;
+    }
+    PL_RUN(test_ingest_pprof_gzipped);
+    PL_RUN(test_ingest_multipart);
+    PL_RUN(test_ingest_folded_and_lines);
+    PL_RUN(test_ingest_bad_input);
+    PL_RUN(test_push_proto_and_json);
+    stop_receiver();
+    curl_global_cleanup();
+    return pl_test_done();
+}
