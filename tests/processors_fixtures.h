@@ -14,6 +14,7 @@
 #include "config/decode.h"
 #include "config/node.h"
 #include "core/component.h"
+#include "core/log.h"
 #include "core/stats.h"
 #include "pipeline/consumer.h"
 
@@ -35,7 +36,7 @@ typedef struct px_capture {
     pl_consumer consumer;
 } px_capture;
 
-static pl_status px_capture_fn(void *arg, pl_batch *b)
+static __attribute__((unused)) pl_status px_capture_fn(void *arg, pl_batch *b)
 {
     px_capture *c = arg;
     c->items += pl_batch_items(b);
@@ -46,13 +47,13 @@ static pl_status px_capture_fn(void *arg, pl_batch *b)
     return c->answer;
 }
 
-static void px_capture_init(px_capture *c)
+static __attribute__((unused)) void px_capture_init(px_capture *c)
 {
     memset(c, 0, sizeof(*c));
     pl_consumer_init_func(&c->consumer, px_capture_fn, c);
 }
 
-static void px_capture_clear(px_capture *c)
+static __attribute__((unused)) void px_capture_clear(px_capture *c)
 {
     for (size_t i = 0; i < c->n; i++)
         pl_batch_free(c->batches[i]);
@@ -75,7 +76,8 @@ typedef struct px_proc {
 
 /* Decodes `yaml` with the type's config table. Returns the number of
  * errors (their text, with line:col, in p->errors). */
-static int px_decode(px_proc *p, const pl_component_type *type, const char *yaml)
+static __attribute__((unused)) int px_decode(px_proc *p, const pl_component_type *type,
+                                             const char *yaml)
 {
     memset(p, 0, sizeof(*p));
     p->type = type;
@@ -98,8 +100,8 @@ static int px_decode(px_proc *p, const pl_component_type *type, const char *yaml
 
 /* Decodes and creates; returns the create status (PL_ERR_INVALID for
  * config errors). */
-static pl_status px_open(px_proc *p, const pl_component_type *type, const char *yaml,
-                         uv_loop_t *loop)
+static __attribute__((unused)) pl_status px_open(px_proc *p, const pl_component_type *type,
+                                                 const char *yaml, uv_loop_t *loop)
 {
     if (px_decode(p, type, yaml) != 0) {
         fprintf(stderr, "  config errors:\n%s", p->errors);
@@ -119,12 +121,12 @@ static pl_status px_open(px_proc *p, const pl_component_type *type, const char *
     return type->start ? type->start(p->self, &p->err) : PL_OK;
 }
 
-static pl_status px_consume(px_proc *p, pl_batch *b, pl_consumer *next)
+static __attribute__((unused)) pl_status px_consume(px_proc *p, pl_batch *b, pl_consumer *next)
 {
     return p->type->consume(p->self, b, next);
 }
 
-static void px_close(px_proc *p)
+static __attribute__((unused)) void px_close(px_proc *p)
 {
     if (p->self) {
         if (p->type->shutdown)
@@ -141,31 +143,32 @@ static void px_close(px_proc *p)
     memset(p, 0, sizeof(*p));
 }
 
-static uint64_t px_counter(px_proc *p, const char *name)
+static __attribute__((unused)) uint64_t px_counter(px_proc *p, const char *name)
 {
     return *pl_stats_counter(p->stats, name, "");
 }
 
 /* ---- building batches ---------------------------------------------------- */
 
-static pl_bytes px_str(pl_batch *b, const char *s)
+static __attribute__((unused)) pl_bytes px_str(pl_batch *b, const char *s)
 {
     return pl_batch_bytes(b, s, strlen(s));
 }
 
-static void px_put(pl_batch *b, pl_attrs *a, const char *key, pl_value v)
+static __attribute__((unused)) void px_put(pl_batch *b, pl_attrs *a, const char *key, pl_value v)
 {
     pl_attrs_put(&b->arena, a, px_str(b, key), v);
 }
 
-static void px_put_str(pl_batch *b, pl_attrs *a, const char *key, const char *v)
+static __attribute__((unused)) void px_put_str(pl_batch *b, pl_attrs *a, const char *key,
+                                               const char *v)
 {
     px_put(b, a, key, pl_value_string(px_str(b, v)));
 }
 
 /* A traces batch: `n_res` resources (service.name = svc<r>), one scope each,
  * `n_spans` spans per resource named "span<r>.<i>", each with http.route. */
-static pl_batch *px_traces(uint32_t n_res, uint32_t n_spans)
+static __attribute__((unused)) pl_batch *px_traces(uint32_t n_res, uint32_t n_spans)
 {
     pl_batch *b = pl_batch_new(PL_SIGNAL_TRACES);
     pl_traces *t = &b->data.traces;
@@ -200,7 +203,7 @@ static pl_batch *px_traces(uint32_t n_res, uint32_t n_spans)
     return b;
 }
 
-static pl_span *px_span(pl_batch *b, uint32_t r, uint32_t i)
+static __attribute__((unused)) pl_span *px_span(pl_batch *b, uint32_t r, uint32_t i)
 {
     return &b->data.traces.resources[r].scopes[0].spans[i];
 }
@@ -214,12 +217,12 @@ static pl_span *px_span(pl_batch *b, uint32_t r, uint32_t i)
           : 0),                                                                                    \
      &(d)->field[(d)->n_##field++])
 
-static int32_t px_s(pl_batch *b, const char *s)
+static __attribute__((unused)) int32_t px_s(pl_batch *b, const char *s)
 {
     return pl_dict_intern_string(&b->arena, &b->data.profiles.dict, px_str(b, s));
 }
 
-static int32_t px_func(pl_batch *b, const char *name, const char *file)
+static __attribute__((unused)) int32_t px_func(pl_batch *b, const char *name, const char *file)
 {
     pl_dictionary *d = &b->data.profiles.dict;
     int32_t n = px_s(b, name), f = px_s(b, file);
@@ -230,7 +233,7 @@ static int32_t px_func(pl_batch *b, const char *name, const char *file)
     return (int32_t)(d->n_functions - 1);
 }
 
-static int32_t px_mapping(pl_batch *b, const char *file)
+static __attribute__((unused)) int32_t px_mapping(pl_batch *b, const char *file)
 {
     pl_dictionary *d = &b->data.profiles.dict;
     int32_t f = px_s(b, file);
@@ -241,7 +244,8 @@ static int32_t px_mapping(pl_batch *b, const char *file)
     return (int32_t)(d->n_mappings - 1);
 }
 
-static int32_t px_loc(pl_batch *b, int32_t func, int32_t mapping, int64_t line)
+static __attribute__((unused)) int32_t px_loc(pl_batch *b, int32_t func, int32_t mapping,
+                                              int64_t line)
 {
     pl_dictionary *d = &b->data.profiles.dict;
     pl_location *l = PX_PUSH(b, d, locations);
@@ -255,7 +259,7 @@ static int32_t px_loc(pl_batch *b, int32_t func, int32_t mapping, int64_t line)
     return (int32_t)(d->n_locations - 1);
 }
 
-static int32_t px_stack(pl_batch *b, uint32_t n, const int32_t *locs)
+static __attribute__((unused)) int32_t px_stack(pl_batch *b, uint32_t n, const int32_t *locs)
 {
     pl_dictionary *d = &b->data.profiles.dict;
     pl_stack *s = PX_PUSH(b, d, stacks);
@@ -265,7 +269,7 @@ static int32_t px_stack(pl_batch *b, uint32_t n, const int32_t *locs)
     return (int32_t)(d->n_stacks - 1);
 }
 
-static int32_t px_attr_str(pl_batch *b, const char *key, const char *value)
+static __attribute__((unused)) int32_t px_attr_str(pl_batch *b, const char *key, const char *value)
 {
     return pl_dict_add_attribute(&b->arena, &b->data.profiles.dict, px_s(b, key),
                                  pl_value_string(px_str(b, value)), 0);
@@ -275,7 +279,8 @@ static int32_t px_attr_str(pl_batch *b, const char *key, const char *value)
  * CPU profile with `n_samples` samples over 3 stacks built from functions
  * "<prefix>main", "<prefix>work", "<prefix>leaf<k>"; sample i carries the
  * label thread=t<i%2> and every third one a link. */
-static pl_batch *px_profiles(const char *service, const char *prefix, uint32_t n_samples)
+static __attribute__((unused)) pl_batch *px_profiles(const char *service, const char *prefix,
+                                                     uint32_t n_samples)
 {
     pl_batch *b = pl_batch_new(PL_SIGNAL_PROFILES);
     pl_profiles *ps = &b->data.profiles;
@@ -340,7 +345,8 @@ static pl_batch *px_profiles(const char *service, const char *prefix, uint32_t n
 /* Renders one sample with everything resolved through the dictionary:
  * "svc|frame;frame;...|key=value,...|link-or-none|values", so samples can be
  * compared across re-indexed dictionaries. */
-static void px_render_value(char *out, size_t n, const pl_dictionary *d, const pl_value *v)
+static __attribute__((unused)) void px_render_value(char *out, size_t n, const pl_dictionary *d,
+                                                    const pl_value *v)
 {
     switch (v->type) {
     case PL_VALUE_STRING:
@@ -359,8 +365,8 @@ static void px_render_value(char *out, size_t n, const pl_dictionary *d, const p
     }
 }
 
-static void px_render_sample(char *out, size_t n, const pl_profiles *ps, const char *svc,
-                             const pl_sample *s)
+static __attribute__((unused)) void px_render_sample(char *out, size_t n, const pl_profiles *ps,
+                                                     const char *svc, const pl_sample *s)
 {
     const pl_dictionary *d = &ps->dict;
     size_t o = (size_t)snprintf(out, n, "%s|", svc);
