@@ -33,8 +33,8 @@ static void usage(FILE *out)
             "       proflink --version\n");
 }
 
-/* Finds --config F / --config=F / -c F in argv[from..]; NULL if absent.
- * Sets *bad when an unknown argument is present. */
+/* Finds --config F / --config=F / -c F (or a bare path) in argv[from..];
+ * NULL if absent. Sets *bad when an unknown argument is present. */
 static const char *config_arg(int argc, char **argv, int from, bool *bad)
 {
     const char *path = NULL;
@@ -44,6 +44,8 @@ static const char *config_arg(int argc, char **argv, int from, bool *bad)
             path = argv[++i];
         } else if (strncmp(a, "--config=", 9) == 0) {
             path = a + 9;
+        } else if (a[0] != '-' && !path) {
+            path = a;
         } else {
             fprintf(stderr, "proflink: unknown argument '%s'\n", a);
             *bad = true;

@@ -1,12 +1,14 @@
 /*
  * query_stub.c: stands in for `proflink query` while the build has no
- * embedded store (exporters/sqlite_query.c); pipeline/meson.build picks one.
+ * embedded store (exporters/sqlite_query.c); pipeline/meson.build leaves it
+ * out once that file is built. It is also weak, so a real pl_query_main
+ * wherever it lives wins over it instead of clashing with it.
  */
 #include <stdio.h>
 
 #include "pipeline/query.h"
 
-int pl_query_main(int argc, char **argv)
+__attribute__((weak)) int pl_query_main(int argc, char **argv)
 {
     (void)argc;
     (void)argv;

@@ -251,8 +251,10 @@ int pl_service_reload(pl_service *s)
         s->reload_queued = true;
         return 0;
     }
-    if (s->state != PL_SERVICE_RUNNING)
+    if (s->state != PL_SERVICE_RUNNING) {
+        pl_warn("service", "reload ignored: proflink is %s", state_name(s->state));
         return -1;
+    }
     pl_cfg_errors errs;
     pl_cfg_errors_init(&errs);
     pl_config *next = pl_config_load_file(s->config->path, &errs);
