@@ -1,0 +1,349 @@
+/*
+ * file.c: the `file` exporter: appends every batch it gets to a file, one
+ * export request per record, for all four signals.
+ *
+ *   format: json   one OTLP/JSON export request per line (NDJSON):
+ *                  traces   {"resourceSpans":[...]}
+ *                  profiles {"resourceProfiles":[...],"dictionary":{...}}
+ *                  logs / metrics (kept as opaque protobuf by proflink):
+ *                  {"signal":"logs","protobuf":"<base64 of the
+ *                   ExportLogsServiceRequest>"}  (resp. "metrics")
+ *   format: proto  length-prefixed binary records: a 4-byte big-endian
+ *                  length, then the protobuf export request (as the
+ *                  Collector's file exporter writes them). Records carry no
+ *                  signal tag: give each signal its own file when reading
+ *                  them back.
+ *
+ * The encoders are proflink's OTLP codecs, so what comes out is exactly the
+ * model that went through the pipeline (protobuf records of canonical input
+ * are byte-identical to what was received). Interop tests rely on this.
+ *
+ * Every record is written with write(2) and the file is flushed to the OS
+ * before export() returns, so a reader sees complete records at once.
+ * Writing happens on the event loop thread: fine for tests, debugging and
+ * moderate volumes, not meant for very high rates or slow disks.
+ *
+ * Rotation (rotation.max_megabytes > 0): before a record would take the file
+ * past the limit, the file is renamed to PATH.1 (older backups shift to
+ * PATH.2, ...; at most rotation.max_backups are kept, the oldest is deleted)
+ * and a new file is started. A record larger than the limit still goes into
+ * a file of its own.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "core/buf.h"
+#include "core/component.h"
+#include "core/log.h"
+#include "proto/otlp_json.h"
+#include "proto/otlp_pb.h"
+
+typedef struct file_rotation_cfg {
+    int64_t max_megabytes;
+    int64_t max_backups;
+} file_rotation_cfg;
+
+typedef struct file_cfg {
+    char *path;
+    char *format;
+    file_rotation_cfg rotation;
+} file_cfg;
+
+static const pl_cfg_field rotation_fields[] = {
+    {"max_megabytes", PL_CFG_INT, "0", offsetof(file_rotation_cfg, max_megabytes),
+     "Rotate before the file would grow past this many MiB; 0 disables rotation.", NULL},
+    {"max_backups", PL_CFG_INT, "100", offsetof(file_rotation_cfg, max_backups),
+     "Rotated files kept (PATH.1 is the newest); older ones are deleted.", NULL},
+    {0},
+};
+
+static int rotation_validate(void *cfg, pl_cfg_ctx *ctx)
+{
+    file_rotation_cfg *r = cfg;
+    int errors = 0;
+    if (r->max_megabytes < 0 || r->max_megabytes > 1024 * 1024) {
+        pl_cfg_errorf(ctx, "max_megabytes", "must be between 0 and 1048576");
+        errors++;
+    }
+    if (r->max_backups < 0 || r->max_backups > 100000) {
+        pl_cfg_errorf(ctx, "max_backups", "must be between 0 and 100000");
+        errors++;
+    }
+    return errors;
+}
+
+static const pl_cfg_section rotation_section = {sizeof(file_rotation_cfg), rotation_fields,
+                                                rotation_validate};
+
+static int file_validate(void *cfg, pl_cfg_ctx *ctx)
+{
+    file_cfg *c = cfg;
+    int errors = 0;
+    if (!c->path || !*c->path) {
+        pl_cfg_errorf(ctx, "path", "is required");
+        errors++;
+    }
+    if (c->format && strcmp(c->format, "json") != 0 && strcmp(c->format, "proto") != 0) {
+        pl_cfg_errorf(ctx, "format", "must be json or proto, not '%s'", c->format);
+        errors++;
+    }
+    return errors;
+}
+
+static const pl_cfg_field file_fields[] = {
+    {"path", PL_CFG_STRING, NULL, offsetof(file_cfg, path),
+     "File to append export requests to (created if missing).", NULL},
+    {"format", PL_CFG_STRING, "json", offsetof(file_cfg, format),
+     "json: one OTLP/JSON request per line; proto: 4-byte big-endian length + protobuf.", NULL},
+    {"rotation", PL_CFG_SECTION, NULL, offsetof(file_cfg, rotation),
+     "Size-based rotation of the output file.", &rotation_section},
+    {0},
+};
+
+static const pl_cfg_section file_section = {sizeof(file_cfg), file_fields, file_validate};
+
+typedef struct file_exporter {
+    char *id;
+    char *path;
+    bool proto;
+    uint64_t max_bytes; /* 0: no rotation */
+    int max_backups;
+    int fd;
+    uint64_t size; /* current file size */
+    pl_stats *stats;
+    pl_buf buf; /* reused between exports */
+} file_exporter;
+
+static pl_status file_open(file_exporter *f, pl_err *err)
+{
+    f->fd = open(f->path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+    if (f->fd < 0)
+        return pl_errf(err, PL_ERR_INTERNAL, "%s: cannot open %s: %s", f->id, f->path,
+                       strerror(errno));
+    struct stat st;
+    f->size = fstat(f->fd, &st) == 0 ? (uint64_t)st.st_size : 0;
+    return PL_OK;
+}
+
+static pl_status file_create(const pl_create_settings *settings, const void *config,
+                             void **out_self, pl_err *err)
+{
+    const file_cfg *c = config;
+    if (!c || !c->path || !*c->path)
+        return pl_errf(err, PL_ERR_INVALID, "file exporter: path is required");
+    file_exporter *f = calloc(1, sizeof(*f));
+    if (!f)
+        return pl_errf(err, PL_ERR_NOMEM, "out of memory");
+    f->id = strdup(settings->id ? settings->id : "file");
+    f->path = strdup(c->path);
+    f->proto = c->format && strcmp(c->format, "proto") == 0;
+    f->max_bytes = c->rotation.max_megabytes > 0 ? (uint64_t)c->rotation.max_megabytes << 20 : 0;
+    f->max_backups = (int)c->rotation.max_backups;
+    f->stats = settings->stats;
+    f->fd = -1;
+    pl_buf_init(&f->buf);
+    if (!f->id || !f->path) {
+        free(f->id);
+        free(f->path);
+        free(f);
+        return pl_errf(err, PL_ERR_NOMEM, "out of memory");
+    }
+    *out_self = f;
+    return PL_OK;
+}
+
+/* Opening happens at start, so that a bad path is a start-up error. */
+static pl_status file_start(void *self, pl_err *err)
+{
+    file_exporter *f = self;
+    return f->fd >= 0 ? PL_OK : file_open(f, err);
+}
+
+static int write_all(int fd, const uint8_t *p, size_t n)
+{
+    while (n) {
+        ssize_t w = write(fd, p, n);
+        if (w < 0) {
+            if (errno == EINTR)
+                continue;
+            return -1;
+        }
+        p += w;
+        n -= (size_t)w;
+    }
+    return 0;
+}
+
+static char *backup_name(const char *path, int i)
+{
+    size_t n = strlen(path) + 16;
+    char *s = malloc(n);
+    if (s)
+        snprintf(s, n, "%s.%d", path, i);
+    return s;
+}
+
+/* Renames PATH -> PATH.1 after shifting older backups; reopens PATH. */
+static int file_rotate(file_exporter *f)
+{
+    close(f->fd);
+    f->fd = -1;
+    if (f->max_backups <= 0) {
+        unlink(f->path);
+    } else {
+        char *oldest = backup_name(f->path, f->max_backups);
+        if (oldest)
+            unlink(oldest);
+        free(oldest);
+        for (int i = f->max_backups - 1; i >= 1; i--) {
+            char *from = backup_name(f->path, i), *to = backup_name(f->path, i + 1);
+            if (from && to)
+                rename(from, to); /* missing backups are fine */
+            free(from);
+            free(to);
+        }
+        char *first = backup_name(f->path, 1);
+        if (!first || rename(f->path, first) != 0)
+            pl_warn(f->id, "cannot rotate %s: %s", f->path, strerror(errno));
+        free(first);
+    }
+    pl_err err;
+    if (file_open(f, &err) != PL_OK) {
+        pl_error(f->id, "%s", err.msg);
+        return -1;
+    }
+    return 0;
+}
+
+/* Encodes one batch as one record into f->buf. */
+static bool encode_record(file_exporter *f, const pl_batch *batch)
+{
+    pl_buf *b = &f->buf;
+    pl_buf_reset(b);
+    if (f->proto) {
+        static const uint8_t zero[4] = {0};
+        pl_buf_append(b, zero, 4); /* length, filled in below */
+        switch (batch->signal) {
+        case PL_SIGNAL_TRACES:
+            pl_otlp_encode_traces(&batch->data.traces, b);
+            break;
+        case PL_SIGNAL_PROFILES:
+            pl_otlp_encode_profiles(&batch->data.profiles, b);
+            break;
+        default:
+            pl_buf_append(b, batch->data.raw.ptr, batch->data.raw.len);
+            break;
+        }
+        if (!pl_buf_ok(b) || b->len - 4 > UINT32_MAX)
+            return false;
+        uint32_t n = (uint32_t)(b->len - 4);
+        b->data[0] = (uint8_t)(n >> 24);
+        b->data[1] = (uint8_t)(n >> 16);
+        b->data[2] = (uint8_t)(n >> 8);
+        b->data[3] = (uint8_t)n;
+        return true;
+    }
+    switch (batch->signal) {
+    case PL_SIGNAL_TRACES:
+        pl_otlp_json_encode_traces(&batch->data.traces, b);
+        break;
+    case PL_SIGNAL_PROFILES:
+        pl_otlp_json_encode_profiles(&batch->data.profiles, b);
+        break;
+    default:
+        pl_buf_printf(b, "{\"signal\":\"%s\",\"protobuf\":\"", pl_signal_name(batch->signal));
+        pl_otlp_base64_encode(b, batch->data.raw.ptr, batch->data.raw.len);
+        pl_buf_append_str(b, "\"}");
+        break;
+    }
+    pl_buf_append_byte(b, '\n');
+    return pl_buf_ok(b);
+}
+
+/* Items for the sent/failed counters: log records and data points are
+ * counted inside the opaque requests. */
+static size_t batch_items(const pl_batch *batch)
+{
+    size_t n = 0;
+    if (batch->signal == PL_SIGNAL_LOGS &&
+        pl_otlp_count_logs(batch->data.raw.ptr, batch->data.raw.len, &n, NULL) == PL_OK)
+        return n;
+    if (batch->signal == PL_SIGNAL_METRICS &&
+        pl_otlp_count_metrics(batch->data.raw.ptr, batch->data.raw.len, &n, NULL) == PL_OK)
+        return n;
+    return pl_batch_items(batch);
+}
+
+static pl_status file_export(void *self, const pl_batch *batch)
+{
+    file_exporter *f = self;
+    size_t items = batch_items(batch);
+    if (!encode_record(f, batch)) {
+        pl_buf_free(&f->buf);
+        pl_stats_add(f->stats, batch->signal, PL_STAT_FAILED, items);
+        pl_error(f->id, "out of memory encoding a %s batch", pl_signal_name(batch->signal));
+        return PL_ERR_NOMEM;
+    }
+    if (f->fd < 0) {
+        pl_err err;
+        if (file_open(f, &err) != PL_OK) {
+            pl_stats_add(f->stats, batch->signal, PL_STAT_FAILED, items);
+            pl_error(f->id, "%s", err.msg);
+            return PL_ERR_INTERNAL;
+        }
+    }
+    if (f->max_bytes && f->size > 0 && f->size + f->buf.len > f->max_bytes && file_rotate(f) != 0) {
+        pl_stats_add(f->stats, batch->signal, PL_STAT_FAILED, items);
+        return PL_ERR_INTERNAL;
+    }
+    if (write_all(f->fd, f->buf.data, f->buf.len) != 0) {
+        pl_error(f->id, "writing %s: %s", f->path, strerror(errno));
+        pl_stats_add(f->stats, batch->signal, PL_STAT_FAILED, items);
+        return PL_ERR_INTERNAL;
+    }
+    f->size += f->buf.len;
+    /* Keep memory bounded after an unusually large batch. */
+    if (f->buf.cap > (4u << 20))
+        pl_buf_free(&f->buf);
+    pl_stats_add(f->stats, batch->signal, PL_STAT_SENT, items);
+    return PL_OK;
+}
+
+static void file_shutdown(void *self)
+{
+    (void)self;
+}
+
+static void file_destroy(void *self)
+{
+    file_exporter *f = self;
+    if (!f)
+        return;
+    if (f->fd >= 0)
+        close(f->fd);
+    pl_buf_free(&f->buf);
+    free(f->id);
+    free(f->path);
+    free(f);
+}
+
+const pl_component_type pl_exporter_file = {
+    .type = "file",
+    .kind = PL_KIND_EXPORTER,
+    .signals = PL_SIGNALS_ALL,
+    .description = "Appends export requests to a file: OTLP/JSON lines or length-prefixed "
+                   "protobuf, with size-based rotation.",
+    .config = &file_section,
+    .create = file_create,
+    .start = file_start,
+    .export = file_export,
+    .shutdown = file_shutdown,
+    .destroy = file_destroy,
+};
