@@ -8,6 +8,7 @@
 
 /* receivers */
 extern const pl_component_type pl_receiver_otlp;
+extern const pl_component_type pl_receiver_pyroscope;
 /* processors */
 extern const pl_component_type pl_processor_batch;
 extern const pl_component_type pl_processor_memory_limiter;
@@ -25,6 +26,7 @@ extern const pl_component_type pl_exporter_otlphttp;
 
 const pl_component_type *const pl_component_types[] = {
     &pl_receiver_otlp,
+    &pl_receiver_pyroscope,
     &pl_processor_correlation,
     &pl_processor_batch,
     &pl_processor_memory_limiter,
