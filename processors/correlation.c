@@ -70,6 +70,8 @@
 #define COMPONENT          "correlation"
 #define MAX_ANCESTRY       64 /* parent walks stop here (guards against cycles) */
 #define MAX_TOP_CANDIDATES 64 /* distinct leaf functions tracked per span */
+/* Profiles count as present for both windows plus this (SDKs upload every 10-60 s). */
+#define PROFILES_HORIZON_NS (60ull * 1000000000ull)
 
 /* ---- config ----------------------------------------------------------------------------- */
 
@@ -263,6 +265,7 @@ typedef struct held_batch {
     uint32_t prev, next_held; /* FIFO of the side, by arrival (0 = none) */
     uint32_t items;           /* spans held / samples still waiting */
     uint8_t side;
+    bool indexed;  /* spans: in the span table (see profiles_present) */
     cover *covers; /* spans: per service, the latest end */
     uint32_t n_covers;
     pending_ref *refs; /* samples: every sample that waited */
@@ -339,6 +342,10 @@ typedef struct correlation {
     uint32_t head[2], tail[2];
     uint64_t seq;
     size_t held_spans, pending_samples, held_bytes;
+    size_t indexed_spans;      /* held spans present in the span table */
+    size_t unindexed_batches;  /* held span batches not indexed yet */
+    uint64_t last_profiles_ns; /* when the last profiles batch came (0: never) */
+    uint64_t last_sweep_ns;
     size_t held_batches[2];
     size_t markers, pending_markers;
     uint32_t sweep_pos, pending_sweep_pos;
@@ -1496,55 +1503,61 @@ static void release_span_batch(correlation *self, uint32_t hi, int reason)
     held_batch *h = &self->held[hi];
     pl_batch *b = h->batch;
     pl_consumer *next = h->next;
-    uint32_t expiry = to_ms(self, now_ns(self) + self->sample_window);
-    pl_traces *t = &b->data.traces;
-    for (uint32_t r = 0; r < t->n_resources; r++) {
-        pl_resource_spans *rs = &t->resources[r];
-        for (uint32_t sc = 0; sc < rs->n_scopes; sc++) {
-            pl_scope_spans *ss = &rs->scopes[sc];
-            for (uint32_t k = 0; k < ss->n_spans; k++) {
-                pl_span *sp = &ss->spans[k];
-                if (!span_id_valid(sp->span_id, sp->span_id_len))
-                    continue;
-                uint64_t key = id_key(sp->span_id);
-                uint32_t slot = UINT32_MAX;
-                SPAN_EACH(&self->spans, key, i)
-                {
-                    if (self->spans.slots[i].span == sp) {
-                        slot = i;
-                        break;
+    uint32_t linked = 0;
+    if (h->indexed) {
+        uint32_t expiry = to_ms(self, now_ns(self) + self->sample_window);
+        pl_traces *t = &b->data.traces;
+        for (uint32_t r = 0; r < t->n_resources; r++) {
+            pl_resource_spans *rs = &t->resources[r];
+            for (uint32_t sc = 0; sc < rs->n_scopes; sc++) {
+                pl_scope_spans *ss = &rs->scopes[sc];
+                for (uint32_t k = 0; k < ss->n_spans; k++) {
+                    pl_span *sp = &ss->spans[k];
+                    if (!span_id_valid(sp->span_id, sp->span_id_len))
+                        continue;
+                    uint64_t key = id_key(sp->span_id);
+                    uint32_t slot = UINT32_MAX;
+                    SPAN_EACH(&self->spans, key, i)
+                    {
+                        if (self->spans.slots[i].span == sp) {
+                            slot = i;
+                            break;
+                        }
                     }
-                }
-                if (slot == UINT32_MAX)
-                    continue; /* not indexed (OOM at insert) */
-                span_entry *e = &self->spans.slots[slot];
-                span_stats *s = e->stats ? &self->stats_arr[e->stats] : NULL;
-                if (s && s->linked)
-                    (*self->c_linked_spans)++;
-                else
-                    (*self->c_unlinked_spans)++;
-                if (s)
-                    enrich_span(self, b, sp, s);
-                if (reason == RELEASE_EARLY)
-                    (*self->c_early_spans)++;
-                else if (reason == RELEASE_COVERED)
-                    (*self->c_covered_spans)++;
-                stats_release(self, e->stats);
-                e->stats = 0;
-                self->held_spans--;
-                if (reason != RELEASE_FLUSH && self->markers < (size_t)self->cfg.max_spans) {
-                    /* Remember it for a sample window, to count late samples. */
-                    e->span = NULL;
-                    e->held = 0;
-                    e->state = ENTRY_GONE;
-                    e->expiry_ms = expiry;
-                    self->markers++;
-                } else {
-                    span_table_delete(&self->spans, slot);
+                    if (slot == UINT32_MAX)
+                        continue; /* not indexed (out of memory at insert) */
+                    span_entry *e = &self->spans.slots[slot];
+                    if (e->stats) {
+                        span_stats *st = &self->stats_arr[e->stats];
+                        linked += st->linked > 0;
+                        enrich_span(self, b, sp, st);
+                        stats_release(self, e->stats);
+                        e->stats = 0;
+                    }
+                    self->indexed_spans--;
+                    if (reason != RELEASE_FLUSH && self->markers < (size_t)self->cfg.max_spans) {
+                        /* Remember it for a sample window, to count late samples. */
+                        e->span = NULL;
+                        e->held = 0;
+                        e->state = ENTRY_GONE;
+                        e->expiry_ms = expiry;
+                        self->markers++;
+                    } else {
+                        span_table_delete(&self->spans, slot);
+                    }
                 }
             }
         }
+    } else {
+        self->unindexed_batches--;
     }
+    *self->c_linked_spans += linked;
+    *self->c_unlinked_spans += h->items - linked;
+    if (reason == RELEASE_EARLY)
+        *self->c_early_spans += h->items;
+    else if (reason == RELEASE_COVERED)
+        *self->c_covered_spans += h->items;
+    self->held_spans -= h->items;
     self->held_bytes -= h->bytes;
     held_unlink_and_free(self, hi);
     update_gauges(self);
@@ -1685,11 +1698,25 @@ static void queue_release(correlation *self, uint32_t hi)
 
 /* ---- expiry of markers ------------------------------------------------------------------ */
 
-static void sweep_markers(correlation *self, uint32_t now_ms, bool all)
+/* How many slots of a table of `cap` to visit now: the whole table once per
+ * (shortest) window, spread over the ticks by elapsed time, so a marker
+ * outlives its expiry by at most about one window. */
+static uint32_t sweep_budget(correlation *self, uint32_t cap, uint64_t now)
 {
+    uint64_t w = self->span_window < self->sample_window ? self->span_window : self->sample_window;
+    uint64_t elapsed = now > self->last_sweep_ns ? now - self->last_sweep_ns : 0;
+    if (!w || elapsed >= w)
+        return cap;
+    uint64_t b = (uint64_t)cap * elapsed / w + 64;
+    return b > cap ? cap : (uint32_t)b;
+}
+
+static void sweep_markers(correlation *self, uint64_t now)
+{
+    uint32_t now_ms = to_ms(self, now);
     span_table *t = &self->spans;
     uint32_t cap = t->mask + 1;
-    uint32_t budget = all ? cap : (cap / 8 > 4096 ? cap / 8 : (cap < 4096 ? cap : 4096));
+    uint32_t budget = self->markers ? sweep_budget(self, cap, now) : 0;
     uint32_t i = self->sweep_pos & t->mask;
     for (uint32_t n = 0; n < budget; n++) {
         span_entry *e = &t->slots[i];
@@ -1705,7 +1732,7 @@ static void sweep_markers(correlation *self, uint32_t now_ms, bool all)
 
     pending_table *p = &self->pending;
     cap = p->mask + 1;
-    budget = all ? cap : (cap / 8 > 4096 ? cap / 8 : (cap < 4096 ? cap : 4096));
+    budget = self->pending_markers ? sweep_budget(self, cap, now) : 0;
     i = self->pending_sweep_pos & p->mask;
     for (uint32_t n = 0; n < budget; n++) {
         pending_entry *e = &p->slots[i];
@@ -1717,6 +1744,7 @@ static void sweep_markers(correlation *self, uint32_t now_ms, bool all)
         i = (i + 1) & p->mask;
     }
     self->pending_sweep_pos = i;
+    self->last_sweep_ns = now;
 }
 
 void pl_correlation_tick(void *p)
@@ -1726,7 +1754,7 @@ void pl_correlation_tick(void *p)
     for (int side = 0; side < 2; side++)
         while (self->head[side] && self->held[self->head[side]].deadline <= now)
             release(self, self->head[side], RELEASE_WINDOW);
-    sweep_markers(self, to_ms(self, now), false);
+    sweep_markers(self, now);
     enforce_bounds(self);
     update_gauges(self);
 }
@@ -1822,23 +1850,16 @@ static void link_waiting_samples(correlation *self, pl_span *sp)
     }
 }
 
-static pl_status consume_traces(correlation *self, pl_batch *batch, pl_consumer *next)
+/* Indexes the spans of held batch `hi` (span id -> entry), hands the totals
+ * of adopted placeholders up, and links the samples waiting for them. */
+static void index_span_batch(correlation *self, uint32_t hi)
 {
-    uint32_t hi = held_alloc(self);
-    if (!hi)
-        return pl_consumer_consume(next, batch);
     held_batch *h = &self->held[hi];
-    h->batch = batch;
-    h->next = next;
-    h->side = SIDE_SPANS;
-    h->seq = ++self->seq;
-    uint64_t now = now_ns(self);
-    h->deadline = sat_add(now, self->span_window);
-
-    pl_traces *t = &batch->data.traces;
-    uint32_t n_indexed = 0;
+    pl_traces *t = &h->batch->data.traces;
     self->n_adopted = 0;
     bool cover_ok = true;
+    h->indexed = true;
+    self->unindexed_batches--;
     for (uint32_t r = 0; r < t->n_resources; r++) {
         pl_resource_spans *rs = &t->resources[r];
         uint16_t svc = service_id(self, resource_service(&rs->resource));
@@ -1868,9 +1889,9 @@ static pl_status consume_traces(correlation *self, pl_batch *batch, pl_consumer 
                     e.service = svc;
                     e.state = ENTRY_HELD;
                     if (span_table_insert(&self->spans, &e))
-                        continue;
+                        continue; /* out of memory: this span stays unlinked */
                 }
-                n_indexed++;
+                self->indexed_spans++;
                 uint64_t end =
                     sp->end_time_unix_nano ? sp->end_time_unix_nano : sp->start_time_unix_nano;
                 if (cover_ok && !add_cover(h, svc, end))
@@ -1880,11 +1901,6 @@ static pl_status consume_traces(correlation *self, pl_batch *batch, pl_consumer 
     }
     if (!cover_ok)
         h->n_covers = 0; /* cannot prove coverage: wait for the window */
-    h->items = n_indexed;
-    self->held_spans += n_indexed;
-    h->bytes = pl_batch_memory(batch);
-    self->held_bytes += h->bytes;
-    held_link(self, hi);
 
     /* Second pass, now that every span of the batch is indexed (parents
      * included): hand adopted totals up, then link waiting samples. Entries
@@ -1894,8 +1910,8 @@ static pl_status consume_traces(correlation *self, pl_batch *batch, pl_consumer 
         span_entry *e = entry_of_span(self, sp);
         if (!e || !e->stats)
             continue;
-        span_stats *s = &self->stats_arr[e->stats];
-        contrib c = {s->samples_total, s->cpu_total, s->wall_total, 0};
+        span_stats *st = &self->stats_arr[e->stats];
+        contrib c = {st->samples_total, st->cpu_total, st->wall_total, 0};
         if (c.samples || c.cpu || c.wall)
             roll_up(self, e, c);
     }
@@ -1915,17 +1931,59 @@ static pl_status consume_traces(correlation *self, pl_batch *batch, pl_consumer 
         }
         writer_reset(&self->writer);
     }
-    if (n_indexed == 0) {
-        held_batch *hh = &self->held[hi];
-        self->held_bytes -= hh->bytes;
-        held_unlink_and_free(self, hi);
-        flush_release_queue(self);
-        update_gauges(self);
+}
+
+static uint32_t count_spans(const pl_batch *batch)
+{
+    const pl_traces *t = &batch->data.traces;
+    uint32_t n = 0;
+    for (uint32_t r = 0; r < t->n_resources; r++)
+        for (uint32_t sc = 0; sc < t->resources[r].n_scopes; sc++) {
+            const pl_scope_spans *ss = &t->resources[r].scopes[sc];
+            for (uint32_t k = 0; k < ss->n_spans; k++)
+                n += span_id_valid(ss->spans[k].span_id, ss->spans[k].span_id_len);
+        }
+    return n;
+}
+
+/* Have profiles come lately? Until they do, span batches are held without
+ * being indexed: a pipeline with no profiler pays almost nothing per span.
+ * The horizon covers both windows plus the slowest SDK upload period. */
+static bool profiles_present(correlation *self, uint64_t now)
+{
+    return self->last_profiles_ns &&
+           now <= sat_add(self->last_profiles_ns,
+                          self->span_window + self->sample_window + PROFILES_HORIZON_NS);
+}
+
+static pl_status consume_traces(correlation *self, pl_batch *batch, pl_consumer *next)
+{
+    uint32_t n_spans = count_spans(batch);
+    if (n_spans == 0)
         return pl_consumer_consume(next, batch);
+    uint32_t hi = held_alloc(self);
+    if (!hi)
+        return pl_consumer_consume(next, batch);
+    held_batch *h = &self->held[hi];
+    h->batch = batch;
+    h->next = next;
+    h->side = SIDE_SPANS;
+    h->seq = ++self->seq;
+    uint64_t now = now_ns(self);
+    h->deadline = sat_add(now, self->span_window);
+    h->items = n_spans;
+    self->held_spans += n_spans;
+    h->bytes = pl_batch_memory(batch);
+    self->held_bytes += h->bytes;
+    self->unindexed_batches++;
+    held_link(self, hi);
+    if (profiles_present(self, now)) {
+        index_span_batch(self, hi);
+        flush_release_queue(self);
+        if (self->cfg.early_release && self->held[hi].batch == batch &&
+            batch_covered(self, &self->held[hi]))
+            release(self, hi, RELEASE_COVERED);
     }
-    flush_release_queue(self);
-    if (self->cfg.early_release && batch_covered(self, &self->held[hi]))
-        release(self, hi, RELEASE_COVERED);
     enforce_bounds(self);
     update_gauges(self);
     return PL_OK;
@@ -2000,6 +2058,14 @@ static pl_status consume_profiles(correlation *self, pl_batch *batch, pl_consume
     waiting *wait = NULL;
     size_t n_wait = 0, cap_wait = 0;
     bool coverage_moved = false;
+    self->last_profiles_ns = now_ns(self);
+    if (self->unindexed_batches) {
+        /* Profiles are back: index the spans held meanwhile, oldest first. */
+        for (uint32_t i = self->head[SIDE_SPANS]; i; i = self->held[i].next_held)
+            if (!self->held[i].indexed)
+                index_span_batch(self, i);
+        flush_release_queue(self);
+    }
     cache_clear(self);
 
     for (uint32_t r = 0; r < ps->n_resources; r++) {
@@ -2275,6 +2341,7 @@ static pl_status correlation_create(const pl_create_settings *settings, const vo
         self->stats = self->own_stats;
     }
     self->base_ns = pl_clock_now(&self->clock);
+    self->last_sweep_ns = self->base_ns;
     if (!self->id || !self->stats || span_table_init(&self->spans, 1024) ||
         pending_table_init(&self->pending, 1024)) {
         correlation_free(self);
@@ -2374,6 +2441,7 @@ void pl_correlation_get_usage(void *p, pl_correlation_usage *out)
 {
     correlation *self = p;
     out->held_spans = self->held_spans;
+    out->indexed_spans = self->indexed_spans;
     out->pending_samples = self->pending_samples;
     out->held_span_batches = self->held_batches[SIDE_SPANS];
     out->held_sample_batches = self->held_batches[SIDE_SAMPLES];

@@ -55,6 +55,7 @@ void pl_correlation_tick(void *self);
 /* What the processor holds right now. */
 typedef struct pl_correlation_usage {
     size_t held_spans;      /* spans in held trace batches */
+    size_t indexed_spans;   /* of which in the span table (none while no profiles come) */
     size_t pending_samples; /* samples waiting for their span */
     size_t held_span_batches;
     size_t held_sample_batches;

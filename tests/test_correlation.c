@@ -559,6 +559,10 @@ static void test_partner_after_window(void)
     pl_correlation_config cfg = test_config();
     REQUIRE(fx_init(&f, &cfg) == 0);
     uint64_t t0 = BASE;
+    /* Profiles are flowing (spans are indexed, and remembered once gone). */
+    sample_spec other[] = {{0, 0, NO_SPAN, 0, 1, 0}};
+    deliver(&f, mk_profiles("api", t0, S(1), other, 1));
+    CHECK_EQ_INT(f.profiles.n, 1);
     /* Span first; its samples come after it left. */
     span_spec sp[] = {{5, 0xD1, 0, t0, t0 + S(1), "early", NULL}};
     deliver(&f, mk_traces("api", sp, 1));
@@ -567,7 +571,7 @@ static void test_partner_after_window(void)
     advance(&f, S(5));
     sample_spec ss[] = {{0xD1, 5, BY_LINK, t0, 100, 0}};
     deliver(&f, mk_profiles("api", t0, S(10), ss, 1));
-    CHECK_EQ_INT(f.profiles.n, 1); /* does not wait for a span that left */
+    CHECK_EQ_INT(f.profiles.n, 2); /* does not wait for a span that left */
     pl_correlation_counters c = counters(&f);
     CHECK_EQ_UINT(c.late_samples, 1);
     CHECK_EQ_UINT(c.unlinked_samples, 1);
@@ -576,7 +580,7 @@ static void test_partner_after_window(void)
     sample_spec ss2[] = {{0xD2, 5, BY_LINK, t0, 100, 0}, {0xD2, 5, BY_LINK, t0, 100, 0}};
     deliver(&f, mk_profiles("api", t0, S(10), ss2, 2));
     advance(&f, S(30));
-    CHECK_EQ_INT(f.profiles.n, 2);
+    CHECK_EQ_INT(f.profiles.n, 3);
     span_spec sp2[] = {{5, 0xD2, 0, t0, t0 + S(1), "late", NULL}};
     deliver(&f, mk_traces("api", sp2, 1));
     c = counters(&f);
@@ -590,6 +594,42 @@ static void test_partner_after_window(void)
     pl_correlation_usage u;
     pl_correlation_get_usage(f.self, &u);
     CHECK_EQ_UINT(u.markers, 0);
+    fx_done(&f);
+}
+
+static void test_spans_unindexed_until_profiles_come(void)
+{
+    /* No profiler anywhere: spans are held (a profile may still come) but
+     * not indexed; the first profiles batch indexes them and links. */
+    fixture f;
+    pl_correlation_config cfg = test_config();
+    REQUIRE(fx_init(&f, &cfg) == 0);
+    uint64_t t0 = BASE - S(5);
+    span_spec sp[] = {{21, 0xE0, 0, t0, t0 + S(1), "a", NULL},
+                      {21, 0xE1, 0xE0, t0, t0 + S(1), "b", NULL}};
+    deliver(&f, mk_traces("x", sp, 2));
+    pl_correlation_usage u;
+    pl_correlation_get_usage(f.self, &u);
+    CHECK_EQ_UINT(u.held_spans, 2);
+    CHECK_EQ_UINT(u.indexed_spans, 0);
+    advance(&f, S(10));
+    sample_spec ss[] = {{0xE1, 21, BY_LINK, t0, 3, 0}};
+    deliver(&f, mk_profiles("x", t0, S(2), ss, 1));
+    CHECK_EQ_INT(f.profiles.n, 1);
+    CHECK_EQ_UINT(counters(&f).linked_samples, 1);
+    pl_correlation_get_usage(f.self, &u);
+    CHECK_EQ_UINT(u.indexed_spans, 2);
+    /* From now on, new spans are indexed as they come. */
+    span_spec sp2[] = {{21, 0xE2, 0, t0, t0 + S(1), "c", NULL}};
+    deliver(&f, mk_traces("x", sp2, 1));
+    pl_correlation_get_usage(f.self, &u);
+    CHECK_EQ_UINT(u.indexed_spans, 3);
+    advance(&f, S(30));
+    CHECK_EQ_INT(f.traces.n, 2);
+    CHECK_EQ_INT(span_int(find_span_in(&f.traces, 0xE0, 0), "profile.cpu_time_total_ns"), 3);
+    pl_correlation_counters c = counters(&f);
+    CHECK_EQ_UINT(c.linked_spans, 1);
+    CHECK_EQ_UINT(c.unlinked_spans, 2);
     fx_done(&f);
 }
 
@@ -1077,6 +1117,7 @@ int main(void)
     PL_RUN(test_interleaved_many_batches);
     PL_RUN(test_partner_never_comes);
     PL_RUN(test_partner_after_window);
+    PL_RUN(test_spans_unindexed_until_profiles_come);
     PL_RUN(test_skew_edges);
     PL_RUN(test_duplicate_span_ids_in_different_traces);
     PL_RUN(test_ancestors_rolled_up);
