@@ -91,7 +91,8 @@ static int telemetry_apply(pl_service *s, const pl_config *cfg, pl_err *err)
         return 0;
     }
     s->telemetry_address = strdup(addr);
-    pl_info("telemetry", "metrics and health on http://%s/metrics, /health", addr);
+    if (s->state != PL_SERVICE_STARTING) /* at start-up, announced once running */
+        pl_info("telemetry", "metrics and health on http://%s/metrics, /health", addr);
     return 0;
 }
 
@@ -328,6 +329,9 @@ pl_service *pl_service_start(uv_loop_t *loop, pl_config *config, bool handle_sig
         }
     }
     s->state = PL_SERVICE_RUNNING;
+    if (s->telemetry_address)
+        pl_info("telemetry", "metrics and health on http://%s/metrics, /health",
+                s->telemetry_address);
     pl_info("service", "%zu pipeline%s running from %s", config->n_pipelines,
             config->n_pipelines == 1 ? "" : "s", config->path);
     return s;
