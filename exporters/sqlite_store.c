@@ -2214,11 +2214,16 @@ static int summarize(decoder *d, const prow *rows, size_t n, const type_choice *
         }
     }
     u64_map_clear(&by_stack);
-    stack_info **infos = calloc(ns ? ns : 1, sizeof(stack_info *));
+    /* indices, not pointers: decoding more stacks may move d->stacks */
+    size_t *infos = calloc(ns ? ns : 1, sizeof(size_t));
     if (!infos)
         rc = SQLITE_NOMEM;
-    for (size_t i = 0; i < ns && rc == SQLITE_OK; i++)
-        rc = decode_stack(d, stack_ids[i], &infos[i]);
+    for (size_t i = 0; i < ns && rc == SQLITE_OK; i++) {
+        stack_info *si = NULL;
+        rc = decode_stack(d, stack_ids[i], &si);
+        if (rc == SQLITE_OK)
+            infos[i] = (size_t)(si - d->stacks);
+    }
     int64_t *self = NULL, *tot = NULL;
     uint32_t *seen = NULL;
     if (rc == SQLITE_OK) {
@@ -2235,7 +2240,7 @@ static int summarize(decoder *d, const prow *rows, size_t n, const type_choice *
             rc = SQLITE_NOMEM;
     }
     for (size_t i = 0; i < ns && rc == SQLITE_OK; i++) {
-        stack_info *si = infos[i];
+        stack_info *si = &d->stacks[infos[i]];
         *total += values[i];
         if (si->n) {
             self[si->fns[si->n - 1]] += values[i];
