@@ -38,11 +38,6 @@
 #include "net/grpc.h"
 #include "net/http_server.h"
 #include "otlp_json.h"
-
-/* The JSON codec may be absent from a partial build; weak references let
- * the receiver link without it and answer 415 for JSON then. */
-#pragma weak pl_otlp_json_decode_traces
-#pragma weak pl_otlp_json_decode_profiles
 #include "otlp_pb.h"
 
 /* ---- configuration ------------------------------------------------------ */
@@ -345,9 +340,7 @@ static pl_status decode_request(pl_signal signal, body_format format, uint8_t *o
         return pl_errf(err, PL_ERR_NOMEM, "out of memory");
     }
     pl_status st = PL_OK;
-    if (format == FORMAT_JSON && !pl_otlp_json_decode_traces) {
-        st = pl_errf(err, PL_ERR_UNSUPPORTED, "OTLP/JSON is not available in this build");
-    } else if (format == FORMAT_JSON) {
+    if (format == FORMAT_JSON) {
         switch (signal) {
         case PL_SIGNAL_TRACES:
             st = pl_otlp_json_decode_traces(b, data, len, err);

@@ -269,8 +269,8 @@ static int g_close(nghttp2_session *s, int32_t id, uint32_t e, void *u)
     return 0;
 }
 
-static ssize_t g_read(nghttp2_session *s, int32_t id, uint8_t *buf, size_t length,
-                      uint32_t *flags, nghttp2_data_source *src, void *u)
+static ssize_t g_read(nghttp2_session *s, int32_t id, uint8_t *buf, size_t length, uint32_t *flags,
+                      nghttp2_data_source *src, void *u)
 {
     call *cl = src->ptr;
     size_t n = cl->req->len - cl->off < length ? cl->req->len - cl->off : length;
@@ -371,11 +371,10 @@ static bool http_step_read(conn *c)
 
 static void usage(void)
 {
-    fprintf(stderr,
-            "usage: loadgen [--protocol http|grpc] [--endpoint HOST:PORT] [--path P]\n"
-            "               [--spans N] [--attrs M] [--rate SPANS_PER_S (0=max)]\n"
-            "               [--duration S] [--connections C] [--streams S] [--gzip]\n"
-            "               [--variants K] [--quiet]\n");
+    fprintf(stderr, "usage: loadgen [--protocol http|grpc] [--endpoint HOST:PORT] [--path P]\n"
+                    "               [--spans N] [--attrs M] [--rate SPANS_PER_S (0=max)]\n"
+                    "               [--duration S] [--connections C] [--streams S] [--gzip]\n"
+                    "               [--variants K] [--quiet]\n");
     exit(2);
 }
 
@@ -387,35 +386,72 @@ static int cmp_double(const void *a, const void *b)
 
 int main(int argc, char **argv)
 {
-    opt = (options){.port = 0, .spans = 100, .attrs = 10, .rate = 0, .duration = 10,
-                    .connections = 1, .streams = 8, .variants = 16};
+    opt = (options){.port = 0,
+                    .spans = 100,
+                    .attrs = 10,
+                    .rate = 0,
+                    .duration = 10,
+                    .connections = 1,
+                    .streams = 8,
+                    .variants = 16};
     const char *endpoint = NULL;
     const char *protocol = "http";
     static struct option longopts[] = {
-        {"protocol", required_argument, 0, 'P'}, {"endpoint", required_argument, 0, 'e'},
-        {"path", required_argument, 0, 'p'},     {"spans", required_argument, 0, 'n'},
-        {"attrs", required_argument, 0, 'a'},    {"rate", required_argument, 0, 'r'},
-        {"duration", required_argument, 0, 'd'}, {"connections", required_argument, 0, 'c'},
-        {"streams", required_argument, 0, 's'},  {"gzip", no_argument, 0, 'z'},
-        {"variants", required_argument, 0, 'v'}, {"quiet", no_argument, 0, 'q'},
+        {"protocol", required_argument, 0, 'P'},
+        {"endpoint", required_argument, 0, 'e'},
+        {"path", required_argument, 0, 'p'},
+        {"spans", required_argument, 0, 'n'},
+        {"attrs", required_argument, 0, 'a'},
+        {"rate", required_argument, 0, 'r'},
+        {"duration", required_argument, 0, 'd'},
+        {"connections", required_argument, 0, 'c'},
+        {"streams", required_argument, 0, 's'},
+        {"gzip", no_argument, 0, 'z'},
+        {"variants", required_argument, 0, 'v'},
+        {"quiet", no_argument, 0, 'q'},
         {0, 0, 0, 0},
     };
     int ch;
     while ((ch = getopt_long(argc, argv, "", longopts, NULL)) != -1) {
         switch (ch) {
-        case 'P': protocol = optarg; break;
-        case 'e': endpoint = optarg; break;
-        case 'p': opt.path = optarg; break;
-        case 'n': opt.spans = atoi(optarg); break;
-        case 'a': opt.attrs = atoi(optarg); break;
-        case 'r': opt.rate = atof(optarg); break;
-        case 'd': opt.duration = atof(optarg); break;
-        case 'c': opt.connections = atoi(optarg); break;
-        case 's': opt.streams = atoi(optarg); break;
-        case 'z': opt.gzip = true; break;
-        case 'v': opt.variants = atoi(optarg); break;
-        case 'q': opt.quiet = true; break;
-        default: usage();
+        case 'P':
+            protocol = optarg;
+            break;
+        case 'e':
+            endpoint = optarg;
+            break;
+        case 'p':
+            opt.path = optarg;
+            break;
+        case 'n':
+            opt.spans = atoi(optarg);
+            break;
+        case 'a':
+            opt.attrs = atoi(optarg);
+            break;
+        case 'r':
+            opt.rate = atof(optarg);
+            break;
+        case 'd':
+            opt.duration = atof(optarg);
+            break;
+        case 'c':
+            opt.connections = atoi(optarg);
+            break;
+        case 's':
+            opt.streams = atoi(optarg);
+            break;
+        case 'z':
+            opt.gzip = true;
+            break;
+        case 'v':
+            opt.variants = atoi(optarg);
+            break;
+        case 'q':
+            opt.quiet = true;
+            break;
+        default:
+            usage();
         }
     }
     if (strcmp(protocol, "grpc") == 0)
@@ -430,8 +466,8 @@ int main(int argc, char **argv)
     memcpy(opt.host, endpoint, (size_t)(colon - endpoint));
     opt.port = atoi(colon + 1);
     if (!opt.path)
-        opt.path = opt.grpc ? "/opentelemetry.proto.collector.trace.v1.TraceService/Export"
-                            : "/v1/traces";
+        opt.path =
+            opt.grpc ? "/opentelemetry.proto.collector.trace.v1.TraceService/Export" : "/v1/traces";
     if (opt.spans < 1 || opt.attrs < 0 || opt.connections < 1 || opt.streams < 1 ||
         opt.variants < 1 || opt.duration <= 0)
         usage();
@@ -524,7 +560,8 @@ int main(int argc, char **argv)
         }
         if (!opt.quiet && now_s() - last_report >= 1) {
             double now = now_s();
-            fprintf(stderr, "loadgen: %.0f spans/s\n", (double)(st.spans - last_spans) / (now - last_report));
+            fprintf(stderr, "loadgen: %.0f spans/s\n",
+                    (double)(st.spans - last_spans) / (now - last_report));
             last_spans = st.spans;
             last_report = now;
         }
