@@ -20,6 +20,7 @@ extern const pl_component_type pl_processor_correlation;
 extern const pl_component_type pl_exporter_file;
 extern const pl_component_type pl_exporter_nop;
 extern const pl_component_type pl_exporter_debug;
+extern const pl_component_type pl_exporter_pyroscope;
 extern const pl_component_type pl_exporter_sqlite;
 extern const pl_component_type pl_exporter_otlp;
 extern const pl_component_type pl_exporter_otlphttp;
@@ -34,6 +35,7 @@ const pl_component_type *const pl_component_types[] = {
     &pl_processor_resource,
     &pl_processor_redaction,
     &pl_exporter_debug,
+    &pl_exporter_pyroscope,
     &pl_exporter_file,
     &pl_exporter_nop,
     &pl_exporter_sqlite,

@@ -151,7 +151,8 @@ static uint64_t hash_bytes(const void *data, size_t len, uint64_t seed)
         len -= 8;
     }
     uint64_t w = 0;
-    memcpy(&w, p, len);
+    if (len)
+        memcpy(&w, p, len);
     h = (h ^ mix64(w ^ len)) * 0x9e3779b97f4a7c15ULL;
     return mix64(h);
 }
@@ -506,7 +507,7 @@ static bool stack_eq(const void *ctx, uint32_t val)
     const stack_key *k = ctx;
     const pl_stack *s = &k->dict->stacks[val];
     return s->n_location_indices == k->n &&
-           memcmp(s->location_indices, k->locs, k->n * sizeof(int32_t)) == 0;
+           (k->n == 0 || memcmp(s->location_indices, k->locs, k->n * sizeof(int32_t)) == 0);
 }
 
 static int32_t intern_stack(pl_pprof_builder *b, const int32_t *locs, uint32_t n)
@@ -1527,7 +1528,8 @@ pl_status pl_pprof_builder_add(pl_pprof_builder *b, const uint8_t *data, size_t 
         bytes = malloc(len ? len : 1);
         if (!bytes)
             return pl_errf(err, PL_ERR_NOMEM, "pprof: out of memory");
-        memcpy(bytes, data, len);
+        if (len)
+            memcpy(bytes, data, len);
         n = len;
     }
     /* Strings point into `bytes`, so the batch owns it from now on. */

@@ -124,6 +124,8 @@ static pl_status decode_series(rd *m, pl_push_series *s, pl_arena *arena, uint32
 pl_status pl_push_decode_proto(const uint8_t *data, size_t len, pl_push_request *out, pl_err *err)
 {
     pl_arena_init(&out->arena);
+    if (len == 0)
+        return PL_OK; /* an empty request: no series */
     rd r = {data, data + len}, scan = r, sub;
     uint32_t f, wt, n = 0;
     while (scan.p < scan.end) {

@@ -1,0 +1,669 @@
+/*
+ * pyroscope.c: the `pyroscope` exporter. Profiles go to a Pyroscope server
+ * (or Grafana Cloud Profiles) through its push API:
+ *
+ *   POST <endpoint>/push.v1.PusherService/Push       (Connect unary)
+ *   Content-Type: application/proto, Connect-Protocol-Version: 1
+ *   body: PushRequest { series: [{labels, samples: [{raw_profile: gzipped pprof}]}] }
+ *
+ * Conversion, following Pyroscope's own OTLP -> pprof rules
+ * (shared/spec/pprof.md §6, pyroscope.md §3.1 and §7):
+ *   - one pprof per (OTLP Profile, service name): samples whose attribute
+ *     `service.name` differs from the resource's are split off;
+ *   - series labels: __name__ (the profile name, pl_pprof_profile_name),
+ *     service_name, then the resource's string/int attributes with their
+ *     keys as they are (at most 30 labels in all, Pyroscope's default limit);
+ *     the resource attribute `pyroscope.spy_name` (set by the receiver)
+ *     becomes `pyroscope_spy`;
+ *   - every sample attribute becomes a pprof label, in particular `span_id`
+ *     and `span_name` written by the correlation processor; the sample's
+ *     Link becomes `span_id` / `trace_id` labels, so Grafana's "profiles for
+ *     this span" finds it;
+ *   - the CPU special case: samples:count with a cpu:nanoseconds period is
+ *     sent as cpu:nanoseconds (values x period). A pprof with both columns
+ *     (Go's CPU profile) arrives as two OTLP profiles; the count one is then
+ *     skipped, since Pyroscope would store the same CPU time twice.
+ *
+ * Sending sits on the shared sending queue (exporters/queue.h: retries with
+ * backoff, optional persistence) and the libcurl-on-libuv client
+ * (net/http_client.h). The queued payload is the encoded PushRequest, so a
+ * persisted queue replays exactly what would have been sent. Answers: 2xx
+ * OK; 429 and 5xx retryable (Retry-After honoured); anything else permanent,
+ * logged with the Connect error message. Authentication: basic auth or a
+ * bearer token, and the tenant header X-Scope-OrgID.
+ */
+#include <inttypes.h>
+#include <json-c/json.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/log.h"
+#include "exporters/otlp_common.h"
+#include "exporters/queue.h"
+#include "net/http_client.h"
+#include "proto/pprof.h"
+#include "receivers/pyroscope_push.h"
+
+#define PUSH_PATH         "/push.v1.PusherService/Push"
+#define MAX_SERIES_LABELS 30
+
+typedef struct basic_auth_cfg {
+    char *username;
+    char *password;
+} basic_auth_cfg;
+
+typedef struct pyroscope_exp_cfg {
+    char *endpoint;
+    char *tenant_id;
+    char *bearer_token;
+    basic_auth_cfg basic_auth;
+    pl_strmap headers;
+    int64_t timeout;
+    pl_otlp_tls_config tls;
+    pl_sending_queue_config sending_queue;
+    pl_retry_config retry_on_failure;
+} pyroscope_exp_cfg;
+
+static const pl_cfg_field basic_auth_fields[] = {
+    {"username", PL_CFG_STRING, NULL, offsetof(basic_auth_cfg, username), "user name", NULL},
+    {"password", PL_CFG_STRING, NULL, offsetof(basic_auth_cfg, password),
+     "password (use ${env:VAR})", NULL},
+    {NULL, 0, NULL, 0, NULL, NULL},
+};
+static const pl_cfg_section basic_auth_section = {sizeof(basic_auth_cfg), basic_auth_fields, NULL};
+
+static bool is_http_url(const char *s)
+{
+    return s && (strncmp(s, "http://", 7) == 0 || strncmp(s, "https://", 8) == 0);
+}
+
+static int pyroscope_exp_validate(void *cfgp, pl_cfg_ctx *ctx)
+{
+    pyroscope_exp_cfg *cfg = cfgp;
+    int errors = 0;
+    if (!is_http_url(cfg->endpoint)) {
+        pl_cfg_errorf(ctx, "endpoint",
+                      "is required: the Pyroscope URL, e.g. http://pyroscope:4040");
+        errors++;
+    }
+    if (cfg->bearer_token && cfg->bearer_token[0] && cfg->basic_auth.username &&
+        cfg->basic_auth.username[0]) {
+        pl_cfg_errorf(ctx, "bearer_token", "set either bearer_token or basic_auth, not both");
+        errors++;
+    }
+    return errors;
+}
+
+static const pl_cfg_field pyroscope_exp_fields[] = {
+    {"endpoint", PL_CFG_STRING, NULL, offsetof(pyroscope_exp_cfg, endpoint),
+     "Pyroscope base URL, e.g. http://pyroscope:4040 (" PUSH_PATH " is appended)", NULL},
+    {"tenant_id", PL_CFG_STRING, NULL, offsetof(pyroscope_exp_cfg, tenant_id),
+     "sent as X-Scope-OrgID (multi-tenant Pyroscope)", NULL},
+    {"bearer_token", PL_CFG_STRING, NULL, offsetof(pyroscope_exp_cfg, bearer_token),
+     "Authorization: Bearer <token>", NULL},
+    {"basic_auth", PL_CFG_SECTION, NULL, offsetof(pyroscope_exp_cfg, basic_auth),
+     "HTTP basic auth (e.g. Grafana Cloud user id and API key)", &basic_auth_section},
+    {"headers", PL_CFG_STRMAP, NULL, offsetof(pyroscope_exp_cfg, headers), "extra request headers",
+     NULL},
+    {"timeout", PL_CFG_DURATION, "30s", offsetof(pyroscope_exp_cfg, timeout),
+     "time limit of one request", NULL},
+    {"tls", PL_CFG_SECTION, NULL, offsetof(pyroscope_exp_cfg, tls),
+     "TLS settings for https:// endpoints", &pl_otlp_tls_section},
+    {"sending_queue", PL_CFG_SECTION, NULL, offsetof(pyroscope_exp_cfg, sending_queue),
+     "queue in front of the backend", &pl_sending_queue_section},
+    {"retry_on_failure", PL_CFG_SECTION, NULL, offsetof(pyroscope_exp_cfg, retry_on_failure),
+     "retries of retryable failures", &pl_retry_section},
+    {NULL, 0, NULL, 0, NULL, NULL},
+};
+
+static const pl_cfg_section pyroscope_exp_section = {sizeof(pyroscope_exp_cfg),
+                                                     pyroscope_exp_fields, pyroscope_exp_validate};
+
+typedef struct pyroscope_exp {
+    char *id;
+    char *url;
+    char **headers; /* "Name: value" lines */
+    size_t n_headers;
+    uint64_t timeout_ms;
+    pl_http_tls tls;
+    pl_http_client *client;
+    pl_queue *queue;
+    pl_stats *stats;
+    pl_clock clock;
+} pyroscope_exp;
+
+/* ---- conversion: a batch -> PushRequest ------------------------------------ */
+
+static pl_bytes attr_string(const pl_dictionary *d, const pl_value *v, char *num, size_t size)
+{
+    switch (v->type) {
+    case PL_VALUE_STRING:
+        return v->u.str;
+    case PL_VALUE_STRINDEX:
+        return pl_dict_string(d, v->u.strindex);
+    case PL_VALUE_INT: {
+        int n = snprintf(num, size, "%" PRId64, v->u.i);
+        return (pl_bytes){(const uint8_t *)num, (uint32_t)n};
+    }
+    case PL_VALUE_BOOL:
+        return v->u.b ? PL_BYTES_LIT("true") : PL_BYTES_LIT("false");
+    default:
+        return (pl_bytes){NULL, 0};
+    }
+}
+
+/* The sample attribute service.name, if the sample has one. */
+static bool sample_service(const pl_dictionary *d, const pl_sample *s, pl_bytes *out)
+{
+    for (uint32_t i = 0; i < s->n_attribute_indices; i++) {
+        int32_t ai = s->attribute_indices[i];
+        if (ai <= 0 || (uint32_t)ai >= d->n_attributes)
+            continue;
+        const pl_kvu *a = &d->attributes[ai];
+        if (!pl_bytes_eq_cstr(pl_dict_string(d, a->key_strindex), "service.name"))
+            continue;
+        pl_bytes v = a->value.type == PL_VALUE_STRING     ? a->value.u.str
+                     : a->value.type == PL_VALUE_STRINDEX ? pl_dict_string(d, a->value.u.strindex)
+                                                          : (pl_bytes){NULL, 0};
+        if (v.len) {
+            *out = v;
+            return true;
+        }
+    }
+    return false;
+}
+
+/* True when `p` is a samples:count CPU column whose pprof also had the
+ * cpu:nanoseconds column (a sibling in the same scope with the same time). */
+static bool redundant_cpu_count(const pl_dictionary *d, const pl_scope_profiles *sc,
+                                const pl_profile *p)
+{
+    for (uint32_t i = 0; i < sc->n_profiles; i++) {
+        const pl_profile *q = &sc->profiles[i];
+        if (q == p || q->time_unix_nano != p->time_unix_nano || q->n_samples != p->n_samples)
+            continue;
+        if (pl_bytes_eq_cstr(pl_dict_string(d, q->sample_type.type_strindex), "cpu") &&
+            pl_bytes_eq_cstr(pl_dict_string(d, q->sample_type.unit_strindex), "nanoseconds"))
+            return true;
+    }
+    return false;
+}
+
+typedef struct encode_state {
+    pl_arena arena; /* series, labels, payloads of this request */
+    pl_push_series *series;
+    uint32_t n_series, cap_series;
+    uint64_t samples;
+} encode_state;
+
+static pl_push_series *new_series(encode_state *es)
+{
+    if (es->n_series == es->cap_series) {
+        uint32_t cap = es->cap_series ? es->cap_series * 2 : 8;
+        pl_push_series *s =
+            pl_arena_grow(&es->arena, es->series, es->n_series, cap, sizeof(pl_push_series));
+        if (!s)
+            return NULL;
+        es->series = s;
+        es->cap_series = cap;
+    }
+    pl_push_series *s = &es->series[es->n_series++];
+    memset(s, 0, sizeof(*s));
+    return s;
+}
+
+static pl_bytes arena_bytes(pl_arena *a, const void *p, size_t n)
+{
+    char *c = pl_arena_memdup(a, p, n);
+    return (pl_bytes){(const uint8_t *)c, c ? (uint32_t)n : 0};
+}
+
+/* One series for (profile, service): labels + one gzipped pprof. */
+static pl_status add_series(encode_state *es, const pl_dictionary *d,
+                            const pl_resource_profiles *rp, const pl_profile *p, pl_bytes service,
+                            const uint32_t *indices, uint32_t n_indices, pl_err *err)
+{
+    bool cpu_special = false;
+    pl_bytes name = pl_pprof_profile_name(d, p, &cpu_special);
+    pl_pprof_encode_options o = {
+        .sample_indices = indices,
+        .n_sample_indices = n_indices,
+        .cpu_to_nanoseconds = cpu_special,
+        .skip_attribute = "service.name",
+        .default_time_unix_nano = pl_time_now_ns(),
+    };
+    pl_buf raw, gz;
+    pl_buf_init(&raw);
+    pl_buf_init(&gz);
+    pl_status st = pl_pprof_encode(d, p, &o, &raw, err);
+    if (st == PL_OK && pl_gzip(raw.data, raw.len, &gz))
+        st = pl_errf(err, PL_ERR_NOMEM, "gzip failed");
+    pl_push_series *s = st == PL_OK ? new_series(es) : NULL;
+    pl_push_label *labels =
+        s ? pl_arena_calloc(&es->arena, MAX_SERIES_LABELS, sizeof(pl_push_label)) : NULL;
+    pl_push_sample *smp = labels ? pl_arena_calloc(&es->arena, 1, sizeof(pl_push_sample)) : NULL;
+    if (st == PL_OK && !smp)
+        st = pl_errf(err, PL_ERR_NOMEM, "out of memory");
+    if (st != PL_OK) {
+        pl_buf_free(&raw);
+        pl_buf_free(&gz);
+        return st;
+    }
+    smp->raw_profile = arena_bytes(&es->arena, gz.data, gz.len);
+    pl_buf_free(&raw);
+    pl_buf_free(&gz);
+    if (!smp->raw_profile.ptr)
+        return pl_errf(err, PL_ERR_NOMEM, "out of memory");
+    s->samples = smp;
+    s->n_samples = 1;
+    s->labels = labels;
+    uint32_t k = 0;
+    labels[k++] = (pl_push_label){PL_BYTES_LIT("__name__"), name};
+    labels[k++] = (pl_push_label){PL_BYTES_LIT("service_name"), service};
+    const pl_attrs *attrs = &rp->resource.attrs;
+    for (uint32_t i = 0; i < attrs->n && k < MAX_SERIES_LABELS; i++) {
+        const pl_kv *kv = &attrs->items[i];
+        if (pl_bytes_eq_cstr(kv->key, "service.name") || kv->key.len == 0 ||
+            (kv->key.len >= 2 && kv->key.ptr[0] == '_' && kv->key.ptr[1] == '_'))
+            continue;
+        char num[32];
+        pl_bytes v = attr_string(d, &kv->value, num, sizeof(num));
+        if (!v.len)
+            continue;
+        pl_bytes key = pl_bytes_eq_cstr(kv->key, "pyroscope.spy_name")
+                           ? PL_BYTES_LIT("pyroscope_spy")
+                           : kv->key;
+        bool dup = false;
+        for (uint32_t j = 0; j < k && !dup; j++)
+            dup = pl_bytes_eq(labels[j].name, key);
+        if (dup)
+            continue;
+        labels[k].name = key;
+        labels[k].value = v.ptr == (const uint8_t *)num ? arena_bytes(&es->arena, num, v.len) : v;
+        k++;
+    }
+    s->n_labels = k;
+    es->samples += n_indices;
+    return PL_OK;
+}
+
+static pl_status encode_batch(encode_state *es, const pl_batch *batch, pl_err *err)
+{
+    const pl_profiles *ps = &batch->data.profiles;
+    const pl_dictionary *d = &ps->dict;
+    pl_status st = PL_OK;
+    uint32_t *indices = NULL;
+    size_t cap = 0;
+    for (uint32_t r = 0; r < ps->n_resources && st == PL_OK; r++) {
+        const pl_resource_profiles *rp = &ps->resources[r];
+        const pl_kv *svc = pl_attrs_find(&rp->resource.attrs, "service.name", 12);
+        char num[32];
+        pl_bytes resource_service =
+            svc ? attr_string(d, &svc->value, num, sizeof(num)) : (pl_bytes){NULL, 0};
+        if (resource_service.ptr == (const uint8_t *)num)
+            resource_service = arena_bytes(&es->arena, num, resource_service.len);
+        if (!resource_service.len)
+            resource_service = PL_BYTES_LIT("unknown_service");
+        for (uint32_t s = 0; s < rp->n_scopes && st == PL_OK; s++) {
+            const pl_scope_profiles *sc = &rp->scopes[s];
+            for (uint32_t pi = 0; pi < sc->n_profiles && st == PL_OK; pi++) {
+                const pl_profile *p = &sc->profiles[pi];
+                if (p->n_samples == 0)
+                    continue;
+                bool special = false;
+                pl_pprof_profile_name(d, p, &special);
+                if (special && redundant_cpu_count(d, sc, p))
+                    continue;
+                if (cap < p->n_samples) {
+                    free(indices);
+                    cap = p->n_samples;
+                    indices = malloc(cap * sizeof(uint32_t));
+                    if (!indices) {
+                        st = pl_errf(err, PL_ERR_NOMEM, "out of memory");
+                        break;
+                    }
+                }
+                /* Split by service: repeatedly take the first sample not
+                 * yet sent and every later one of the same service. */
+                uint8_t *taken = calloc(p->n_samples, 1);
+                if (!taken) {
+                    st = pl_errf(err, PL_ERR_NOMEM, "out of memory");
+                    break;
+                }
+                for (uint32_t first = 0; first < p->n_samples && st == PL_OK; first++) {
+                    if (taken[first])
+                        continue;
+                    pl_bytes service = resource_service;
+                    sample_service(d, &p->samples[first], &service);
+                    uint32_t n = 0;
+                    for (uint32_t i = first; i < p->n_samples; i++) {
+                        if (taken[i])
+                            continue;
+                        pl_bytes si = resource_service;
+                        sample_service(d, &p->samples[i], &si);
+                        if (!pl_bytes_eq(si, service))
+                            continue;
+                        taken[i] = 1;
+                        indices[n++] = i;
+                    }
+                    st = add_series(es, d, rp, p, service, indices, n, err);
+                }
+                free(taken);
+            }
+        }
+    }
+    free(indices);
+    return st;
+}
+
+static pl_status pyroscope_encode(void *arg, const pl_batch *batch, pl_buf *out, uint64_t *items,
+                                  pl_err *err)
+{
+    if (batch->signal != PL_SIGNAL_PROFILES)
+        return pl_errf(err, PL_ERR_UNSUPPORTED, "pyroscope exporter takes profiles only");
+    encode_state es;
+    memset(&es, 0, sizeof(es));
+    pl_arena_init(&es.arena);
+    pl_status st = encode_batch(&es, batch, err);
+    if (st == PL_OK) {
+        pl_push_request req = {es.series, es.n_series, {0}};
+        if (pl_push_encode_proto(&req, out))
+            st = pl_errf(err, PL_ERR_NOMEM, "out of memory");
+    }
+    *items = pl_batch_items(batch);
+    pl_arena_free(&es.arena);
+    return st;
+}
+
+/* Exposed for tests: the PushRequest protobuf for a batch. */
+pl_status pl_pyroscope_exporter_encode(const pl_batch *batch, pl_buf *out, pl_err *err);
+pl_status pl_pyroscope_exporter_encode(const pl_batch *batch, pl_buf *out, pl_err *err)
+{
+    uint64_t items;
+    return pyroscope_encode(NULL, batch, out, &items, err);
+}
+
+/* ---- sending ---------------------------------------------------------------- */
+
+typedef struct send_ctx {
+    pyroscope_exp *x;
+    pl_queue_send *send;
+} send_ctx;
+
+/* The "message" of a Connect JSON error body, or the start of the body. */
+static void error_text(const pl_http_client_result *res, char *out, size_t size)
+{
+    out[0] = 0;
+    if (!res->body_len)
+        return;
+    json_tokener *tok = json_tokener_new();
+    json_object *o =
+        tok ? json_tokener_parse_ex(tok, (const char *)res->body, (int)res->body_len) : NULL;
+    json_object *m;
+    if (o && json_object_object_get_ex(o, "message", &m) &&
+        json_object_is_type(m, json_type_string)) {
+        snprintf(out, size, "%s", json_object_get_string(m));
+    } else {
+        size_t n = res->body_len < 200 ? res->body_len : 200, j = 0;
+        for (size_t i = 0; i < n && j + 1 < size; i++) {
+            unsigned char c = res->body[i];
+            out[j++] = (c >= 0x20 && c < 0x7f) ? (char)c : ' ';
+        }
+        out[j] = 0;
+    }
+    json_object_put(o);
+    if (tok)
+        json_tokener_free(tok);
+}
+
+static void on_response(void *arg, const pl_http_client_result *res)
+{
+    send_ctx *ctx = arg;
+    pyroscope_exp *x = ctx->x;
+    pl_send_result r;
+    if (res->transport_error) {
+        pl_send_result_set(&r, PL_SEND_RETRYABLE, "POST %s: %s", x->url,
+                           res->error ? res->error : "transport error");
+    } else if (res->status >= 200 && res->status < 300) {
+        pl_send_result_set(&r, PL_SEND_OK, NULL);
+    } else {
+        char text[220];
+        error_text(res, text, sizeof(text));
+        if (res->status == 429 || res->status >= 500) {
+            pl_send_result_set(&r, PL_SEND_RETRYABLE, "HTTP %d from %s%s%s", res->status, x->url,
+                               text[0] ? ": " : "", text);
+            size_t len = 0;
+            const char *ra = pl_http_result_find(res, "retry-after", &len);
+            if (ra) {
+                int64_t delay = pl_http_parse_retry_after(ra, len, pl_time_now_ns());
+                if (delay > 0)
+                    r.retry_after_ns = delay;
+            }
+        } else {
+            pl_send_result_set(&r, PL_SEND_PERMANENT, "HTTP %d from %s (not retryable)%s%s",
+                               res->status, x->url, text[0] ? ": " : "", text);
+        }
+    }
+    pl_queue_send *send = ctx->send;
+    free(ctx);
+    pl_queue_send_done(send, &r);
+}
+
+static void pyroscope_send(void *arg, pl_signal signal, const uint8_t *payload, size_t len,
+                           pl_queue_send *send)
+{
+    pyroscope_exp *x = arg;
+    pl_send_result r;
+    pl_err err = {{0}};
+    send_ctx *ctx = calloc(1, sizeof(*ctx));
+    if (!ctx) {
+        pl_send_result_set(&r, PL_SEND_RETRYABLE, "out of memory");
+        pl_queue_send_done(send, &r);
+        return;
+    }
+    ctx->x = x;
+    ctx->send = send;
+    pl_http_client_request req = {
+        .method = "POST",
+        .url = x->url,
+        .headers = (const char *const *)x->headers,
+        .n_headers = x->n_headers,
+        .body = payload,
+        .body_len = len,
+        .version = PL_HTTP_VERSION_1_1,
+        .timeout_ms = x->timeout_ms,
+        .tls = &x->tls,
+    };
+    pl_status st = pl_http_client_send(x->client, &req, on_response, ctx, &err);
+    if (st == PL_OK)
+        return;
+    free(ctx);
+    pl_send_result_set(&r, st == PL_ERR_INVALID ? PL_SEND_PERMANENT : PL_SEND_RETRYABLE, "%s",
+                       err.msg[0] ? err.msg : pl_status_name(st));
+    pl_queue_send_done(send, &r);
+}
+
+/* ---- lifecycle ----------------------------------------------------------------- */
+
+static int add_header(pyroscope_exp *x, const char *name, const char *value)
+{
+    char **h = realloc(x->headers, (x->n_headers + 1) * sizeof(*h));
+    if (!h)
+        return -1;
+    x->headers = h;
+    size_t n = strlen(name) + strlen(value) + 3;
+    char *line = malloc(n);
+    if (!line)
+        return -1;
+    snprintf(line, n, "%s: %s", name, value);
+    x->headers[x->n_headers++] = line;
+    return 0;
+}
+
+static const char b64chars[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+
+static char *base64(const char *in)
+{
+    size_t n = strlen(in);
+    char *out = malloc(n / 3 * 4 + 5);
+    if (!out)
+        return NULL;
+    size_t j = 0;
+    for (size_t i = 0; i < n; i += 3) {
+        uint32_t v = (uint32_t)(uint8_t)in[i] << 16;
+        if (i + 1 < n)
+            v |= (uint32_t)(uint8_t)in[i + 1] << 8;
+        if (i + 2 < n)
+            v |= (uint8_t)in[i + 2];
+        out[j++] = b64chars[v >> 18 & 63];
+        out[j++] = b64chars[v >> 12 & 63];
+        out[j++] = i + 1 < n ? b64chars[v >> 6 & 63] : '=';
+        out[j++] = i + 2 < n ? b64chars[v & 63] : '=';
+    }
+    out[j] = 0;
+    return out;
+}
+
+static void pyroscope_exp_destroy(void *self);
+
+static pl_status pyroscope_exp_create(const pl_create_settings *settings, const void *config,
+                                      void **out, pl_err *err)
+{
+    const pyroscope_exp_cfg *cfg = config;
+    if (!is_http_url(cfg->endpoint))
+        return pl_errf(err, PL_ERR_INVALID, "endpoint must be an http:// or https:// URL");
+    pyroscope_exp *x = calloc(1, sizeof(*x));
+    if (!x)
+        return pl_errf(err, PL_ERR_NOMEM, "out of memory");
+    x->id = strdup(settings->id ? settings->id : "pyroscope");
+    x->stats = settings->stats;
+    x->clock = settings->clock;
+    size_t n = strlen(cfg->endpoint);
+    while (n && cfg->endpoint[n - 1] == '/')
+        n--;
+    x->url = malloc(n + sizeof(PUSH_PATH));
+    if (x->url) {
+        memcpy(x->url, cfg->endpoint, n);
+        memcpy(x->url + n, PUSH_PATH, sizeof(PUSH_PATH));
+    }
+    x->timeout_ms = cfg->timeout > 0 ? (uint64_t)(cfg->timeout / 1000000) : 0;
+    x->tls.insecure_skip_verify = cfg->tls.insecure_skip_verify;
+    x->tls.ca_file = cfg->tls.ca_file && *cfg->tls.ca_file ? strdup(cfg->tls.ca_file) : NULL;
+    x->tls.cert_file =
+        cfg->tls.cert_file && *cfg->tls.cert_file ? strdup(cfg->tls.cert_file) : NULL;
+    x->tls.key_file = cfg->tls.key_file && *cfg->tls.key_file ? strdup(cfg->tls.key_file) : NULL;
+    int fail = !x->id || !x->url;
+    fail |= add_header(x, "Content-Type", "application/proto");
+    fail |= add_header(x, "Connect-Protocol-Version", "1");
+    if (cfg->tenant_id && *cfg->tenant_id)
+        fail |= add_header(x, "X-Scope-OrgID", cfg->tenant_id);
+    if (cfg->bearer_token && *cfg->bearer_token) {
+        size_t len = strlen(cfg->bearer_token) + 8;
+        char *v = malloc(len);
+        if (v) {
+            snprintf(v, len, "Bearer %s", cfg->bearer_token);
+            fail |= add_header(x, "Authorization", v);
+            free(v);
+        } else
+            fail = 1;
+    } else if (cfg->basic_auth.username && *cfg->basic_auth.username) {
+        const char *pw = cfg->basic_auth.password ? cfg->basic_auth.password : "";
+        size_t len = strlen(cfg->basic_auth.username) + strlen(pw) + 2;
+        char *pair = malloc(len);
+        char *enc = NULL;
+        if (pair) {
+            snprintf(pair, len, "%s:%s", cfg->basic_auth.username, pw);
+            enc = base64(pair);
+        }
+        char *v = enc ? malloc(strlen(enc) + 7) : NULL;
+        if (v) {
+            sprintf(v, "Basic %s", enc);
+            fail |= add_header(x, "Authorization", v);
+        } else
+            fail = 1;
+        free(pair);
+        free(enc);
+        free(v);
+    }
+    for (size_t i = 0; i < cfg->headers.n; i++)
+        fail |= add_header(x, cfg->headers.keys[i],
+                           cfg->headers.values[i] ? cfg->headers.values[i] : "");
+    if (fail) {
+        pyroscope_exp_destroy(x);
+        return pl_errf(err, PL_ERR_NOMEM, "out of memory");
+    }
+    x->client = pl_http_client_new(settings->loop, err);
+    if (!x->client) {
+        pyroscope_exp_destroy(x);
+        return PL_ERR_INTERNAL;
+    }
+    pl_queue_sender sender = {pyroscope_encode, pyroscope_send, x};
+    x->queue = pl_queue_new(settings, &cfg->sending_queue, &cfg->retry_on_failure, &sender, err);
+    if (!x->queue) {
+        pyroscope_exp_destroy(x);
+        return PL_ERR_INTERNAL;
+    }
+    *out = x;
+    return PL_OK;
+}
+
+static pl_status pyroscope_exp_start(void *self, pl_err *err)
+{
+    pyroscope_exp *x = self;
+    pl_debug(x->id, "profiles -> %s", x->url);
+    return pl_queue_start(x->queue, err);
+}
+
+static pl_status pyroscope_exp_export(void *self, const pl_batch *batch)
+{
+    pyroscope_exp *x = self;
+    return pl_queue_export(x->queue, batch);
+}
+
+static void pyroscope_exp_shutdown(void *self)
+{
+    pyroscope_exp *x = self;
+    pl_queue_shutdown(x->queue);
+}
+
+static size_t pyroscope_exp_pending(void *self)
+{
+    pyroscope_exp *x = self;
+    return pl_queue_pending(x->queue);
+}
+
+static void pyroscope_exp_destroy(void *self)
+{
+    pyroscope_exp *x = self;
+    if (!x)
+        return;
+    if (x->client)
+        pl_http_client_close(x->client);
+    if (x->queue)
+        pl_queue_destroy(x->queue);
+    for (size_t i = 0; i < x->n_headers; i++)
+        free(x->headers[i]);
+    free(x->headers);
+    free((char *)x->tls.ca_file);
+    free((char *)x->tls.cert_file);
+    free((char *)x->tls.key_file);
+    free(x->url);
+    free(x->id);
+    free(x);
+}
+
+const pl_component_type pl_exporter_pyroscope = {
+    .type = "pyroscope",
+    .kind = PL_KIND_EXPORTER,
+    .signals = PL_SIGNAL_MASK(PL_SIGNAL_PROFILES),
+    .description = "sends profiles to Pyroscope through its push API (gzipped pprof, series "
+                   "labels, span_id/trace_id sample labels), with a sending queue and retries",
+    .config = &pyroscope_exp_section,
+    .create = pyroscope_exp_create,
+    .start = pyroscope_exp_start,
+    .export = pyroscope_exp_export,
+    .shutdown = pyroscope_exp_shutdown,
+    .pending = pyroscope_exp_pending,
+    .destroy = pyroscope_exp_destroy,
+};
