@@ -221,7 +221,7 @@ static void begin_drain(pl_service *s)
 {
     pl_graph_shutdown(s->graph);
     s->drain_deadline_ns = pl_time_mono_ns() + (uint64_t)s->config->service.shutdown_timeout;
-    uv_timer_start(&s->drain_timer, on_drain_tick, DRAIN_POLL_MS, DRAIN_POLL_MS);
+    uv_timer_start(&s->drain_timer, on_drain_tick, 1, DRAIN_POLL_MS);
 }
 
 void pl_service_stop(pl_service *s)
