@@ -2,6 +2,7 @@
  * bench_store.c: throughput and query latency of the embedded store.
  *
  *   bench_store [spans] [db-path]      (defaults: 1000000, $TMPDIR/proflink-bench-store.db)
+ *   bench_store --query-only [db-path] (only the queries, on a store written before)
  *
  * Writes `spans` spans (traces of 10 spans, 5 services, start times spread
  * over the last hour) and, per trace, 20 CPU samples linked to its spans
@@ -20,6 +21,8 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
+
+#include <sqlite3.h>
 
 #include "core/component.h"
 #include "core/model.h"
@@ -213,15 +216,45 @@ static void report(const char *what, uint64_t *ns, int n)
            (double)ns[(n * 9) / 10] / 1e6, n);
 }
 
+/* The newest trace start and the trace count of an existing store. */
+static int existing_store(const char *path, uint64_t *now, uint32_t *n_traces)
+{
+    sqlite3 *db;
+    sqlite3_stmt *st;
+    if (sqlite3_open_v2(path, &db, SQLITE_OPEN_READONLY, NULL) != SQLITE_OK ||
+        sqlite3_prepare_v2(db, "SELECT max(start_ns), count(*) FROM traces", -1, &st, NULL) !=
+            SQLITE_OK) {
+        fprintf(stderr, "%s: %s\n", path, sqlite3_errmsg(db));
+        return -1;
+    }
+    if (sqlite3_step(st) == SQLITE_ROW) {
+        *now = (uint64_t)sqlite3_column_int64(st, 0);
+        *n_traces = (uint32_t)sqlite3_column_int64(st, 1);
+    }
+    sqlite3_finalize(st);
+    sqlite3_close(db);
+    return *n_traces ? 0 : -1;
+}
+
+static int run_queries(const char *path, uint64_t now, uint32_t n_traces);
+
 int main(int argc, char **argv)
 {
-    uint32_t n_spans = argc > 1 ? (uint32_t)strtoul(argv[1], NULL, 10) : 1000000;
+    bool query_only = argc > 1 && strcmp(argv[1], "--query-only") == 0;
+    uint32_t n_spans = argc > 1 && !query_only ? (uint32_t)strtoul(argv[1], NULL, 10) : 1000000;
     char path[512];
     const char *tmp = getenv("TMPDIR");
     if (argc > 2)
         snprintf(path, sizeof(path), "%s", argv[2]);
     else
         snprintf(path, sizeof(path), "%s/proflink-bench-store.db", tmp ? tmp : "/tmp");
+    if (query_only) {
+        uint64_t now = 0;
+        uint32_t n_traces = 0;
+        if (existing_store(path, &now, &n_traces) < 0)
+            return 1;
+        return run_queries(path, now, n_traces);
+    }
     char side[600];
     unlink(path);
     snprintf(side, sizeof(side), "%s-wal", path);
@@ -301,7 +334,13 @@ int main(int argc, char **argv)
     struct stat stbuf;
     if (stat(path, &stbuf) == 0)
         printf("database file: %.1f MiB\n", (double)stbuf.st_size / 1048576.0);
+    return run_queries(path, now, n_traces);
+}
 
+static int run_queries(const char *path, uint64_t now, uint32_t n_traces)
+{
+    pl_err err = {{0}};
+    pl_store *s = NULL;
     pl_store_options ro = {.read_only = true};
     if (pl_store_open(path, &ro, &s, NULL, &err) != PL_OK) {
         fprintf(stderr, "%s\n", err.msg);
