@@ -406,7 +406,7 @@ typedef struct apply_ctx {
     pl_bytes *keys;   /* [n] */
     pl_value *values; /* [n] */
     bool *copied;     /* [n] */
-    regmatch_t *groups;
+    pl_match *groups;
     char *scratch; /* for value-to-string conversions */
     size_t scratch_cap;
     bool oom;
@@ -421,8 +421,7 @@ static bool apply_ctx_init(apply_ctx *c, const attr_engine *e, pl_batch *batch)
     c->keys = pl_arena_calloc(&batch->arena, n, sizeof(pl_bytes));
     c->values = pl_arena_calloc(&batch->arena, n, sizeof(pl_value));
     c->copied = pl_arena_calloc(&batch->arena, n, sizeof(bool));
-    c->groups =
-        pl_arena_calloc(&batch->arena, e->max_groups ? e->max_groups : 1, sizeof(regmatch_t));
+    c->groups = pl_arena_calloc(&batch->arena, e->max_groups ? e->max_groups : 1, sizeof(pl_match));
     return c->keys && c->values && c->copied && c->groups;
 }
 
@@ -813,10 +812,10 @@ static bool apply_action(apply_ctx *c, size_t ai, pl_attrs *attrs, bool *changed
             return true;
         for (size_t g = 1; g < ng; g++) {
             const char *name = a->pattern.group_names[g];
-            if (!name || c->groups[g].rm_so < 0)
+            if (!name || c->groups[g].so < 0)
                 continue;
-            pl_bytes part = {s.ptr + c->groups[g].rm_so,
-                             (uint32_t)(c->groups[g].rm_eo - c->groups[g].rm_so)};
+            pl_bytes part = {s.ptr + c->groups[g].so,
+                             (uint32_t)(c->groups[g].eo - c->groups[g].so)};
             pl_kv *existing = find_attr(attrs, name, strlen(name));
             if (existing) {
                 existing->value = pl_value_string(part);
@@ -1130,20 +1129,17 @@ static bool apply_to_batch(attr_proc *p, apply_ctx *c, pl_batch *batch)
 static pl_status attr_consume(void *self, pl_batch *batch, pl_consumer *next)
 {
     attr_proc *p = self;
-    size_t items = pl_batch_items(batch);
     if (batch->signal == PL_SIGNAL_TRACES || batch->signal == PL_SIGNAL_PROFILES) {
         apply_ctx c;
         bool ok = apply_ctx_init(&c, &p->engine, batch) && apply_to_batch(p, &c, batch);
         apply_ctx_done(&c);
         if (!ok) {
-            pl_warn(p->id, "out of memory applying actions; %zu %s refused", items,
+            pl_warn(p->id, "out of memory applying actions; %zu %s refused", pl_batch_items(batch),
                     pl_signal_name(batch->signal));
-            pl_stats_add(p->stats, batch->signal, PL_STAT_REFUSED, items);
             pl_batch_free(batch);
             return PL_ERR_NOMEM;
         }
     }
-    pl_stats_add(p->stats, batch->signal, PL_STAT_ACCEPTED, items);
     return pl_consumer_consume(next, batch);
 }
 

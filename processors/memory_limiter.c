@@ -20,7 +20,8 @@
  * The state is process-wide because memory is: one limiter in front of each
  * pipeline sees the same RSS. The limiter refuses on its own last
  * measurement, so tests and several instances stay predictable. Refusals are
- * counted (PL_STAT_REFUSED per signal, and per-limit counters).
+ * counted: the graph counts refused items per signal (any non-OK answer),
+ * and the limiter adds soft_limit_refusals / hard_limit_refusals.
  *
  * RSS is measured rather than allocations counted: arenas, libuv, libcurl
  * and SQLite all allocate, and only the kernel sees the total.
@@ -258,7 +259,6 @@ static pl_status memlim_consume(void *self, pl_batch *batch, pl_consumer *next)
     memlim *m = self;
     size_t items = pl_batch_items(batch);
     if (m->state != PL_MEMORY_OK) {
-        pl_stats_add(m->stats, batch->signal, PL_STAT_REFUSED, items);
         uint64_t *counter = m->state == PL_MEMORY_HARD ? m->hard_refusals : m->soft_refusals;
         if (counter)
             *counter += items;
@@ -267,7 +267,6 @@ static pl_status memlim_consume(void *self, pl_batch *batch, pl_consumer *next)
         pl_batch_free(batch);
         return PL_ERR_REFUSED;
     }
-    pl_stats_add(m->stats, batch->signal, PL_STAT_ACCEPTED, items);
     return pl_consumer_consume(next, batch);
 }
 

@@ -1,196 +1,107 @@
 /*
- * pattern.c: POSIX regex compilation with named-group translation, matching
- * on byte views, replace-all, and a small SHA-256 (see pattern.h).
+ * pattern.c: PCRE2 compilation and matching on byte views, replace-all, and
+ * a small SHA-256 (see pattern.h).
  *
  * SHA-256 is written out here (FIPS 180-4) rather than linked from OpenSSL:
  * it is 80 lines, it is only used to hash short attribute values, and it
  * keeps the build free of a crypto dependency for one function.
  */
+#define PCRE2_CODE_UNIT_WIDTH 8
 #include "pattern.h"
 
-#include <ctype.h>
+#include <pcre2.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "core/arena.h"
 
-static bool is_name_start(char c)
-{
-    return isalpha((unsigned char)c) || c == '_';
-}
-
-static bool is_name_char(char c)
-{
-    return isalnum((unsigned char)c) || c == '_';
-}
-
-/* Skips a bracket expression starting at src[i] == '['; returns the index
- * just after its closing ']', or 0 if it is not closed. */
-static size_t skip_bracket(const char *src, size_t i)
-{
-    size_t j = i + 1;
-    if (src[j] == '^')
-        j++;
-    if (src[j] == ']')
-        j++;
-    while (src[j] && src[j] != ']') {
-        if (src[j] == '[' && (src[j + 1] == ':' || src[j + 1] == '.' || src[j + 1] == '=')) {
-            char kind = src[j + 1];
-            const char *end = src + j + 2;
-            while (*end && !(end[0] == kind && end[1] == ']'))
-                end++;
-            if (!*end)
-                return 0;
-            j = (size_t)(end - src) + 2;
-            continue;
-        }
-        j++;
-    }
-    return src[j] == ']' ? j + 1 : 0;
-}
-
 int pl_pattern_compile(pl_pattern *p, const char *src, char *err, size_t err_len)
 {
     memset(p, 0, sizeof(*p));
-    size_t len = strlen(src);
-    char *out = malloc(len + 1);
-    /* At most one group per '(' in the source. */
-    size_t max_groups = 1;
-    for (size_t i = 0; i < len; i++)
-        max_groups += src[i] == '(';
-    char **names = calloc(max_groups + 1, sizeof(char *));
-    if (!out || !names) {
-        free(out);
-        free(names);
+    int code_err = 0;
+    PCRE2_SIZE offset = 0;
+    pcre2_code *code =
+        pcre2_compile((PCRE2_SPTR)src, PCRE2_ZERO_TERMINATED, 0, &code_err, &offset, NULL);
+    if (!code) {
+        PCRE2_UCHAR msg[256];
+        if (pcre2_get_error_message(code_err, msg, sizeof(msg)) < 0)
+            snprintf((char *)msg, sizeof(msg), "error %d", code_err);
+        snprintf(err, err_len, "%s at offset %zu", (const char *)msg, (size_t)offset);
+        return -1;
+    }
+    /* JIT makes matching several times faster; without it (some platforms,
+     * or no executable memory) the interpreter gives the same results. */
+    (void)pcre2_jit_compile(code, PCRE2_JIT_COMPLETE);
+    uint32_t groups = 0, name_count = 0, entry_size = 0;
+    PCRE2_SPTR table = NULL;
+    pcre2_pattern_info(code, PCRE2_INFO_CAPTURECOUNT, &groups);
+    pcre2_pattern_info(code, PCRE2_INFO_NAMECOUNT, &name_count);
+    pcre2_pattern_info(code, PCRE2_INFO_NAMEENTRYSIZE, &entry_size);
+    pcre2_pattern_info(code, PCRE2_INFO_NAMETABLE, &table);
+    p->code = code;
+    p->n_groups = groups;
+    p->group_names = calloc(groups + 1, sizeof(char *));
+    p->match_data = pcre2_match_data_create_from_pattern(code, NULL);
+    if (!p->group_names || !p->match_data) {
+        pl_pattern_free(p);
         snprintf(err, err_len, "out of memory");
         return -1;
     }
-    size_t o = 0, group = 0, n_named = 0;
-    for (size_t i = 0; i < len;) {
-        char c = src[i];
-        if (c == '\\') {
-            if (i + 1 >= len) {
-                snprintf(err, err_len, "trailing backslash at offset %zu", i);
-                goto fail;
-            }
-            out[o++] = src[i++];
-            out[o++] = src[i++];
+    /* Name table entries: 2-byte group number, then the NUL-terminated name. */
+    for (uint32_t i = 0; i < name_count; i++) {
+        PCRE2_SPTR e = table + (size_t)i * entry_size;
+        uint32_t number = (uint32_t)e[0] << 8 | e[1];
+        if (number > groups || p->group_names[number])
             continue;
+        p->group_names[number] = strdup((const char *)e + 2);
+        if (!p->group_names[number]) {
+            pl_pattern_free(p);
+            snprintf(err, err_len, "out of memory");
+            return -1;
         }
-        if (c == '[') {
-            size_t end = skip_bracket(src, i);
-            if (!end) {
-                snprintf(err, err_len, "unterminated bracket expression at offset %zu", i);
-                goto fail;
-            }
-            memcpy(out + o, src + i, end - i);
-            o += end - i;
-            i = end;
-            continue;
-        }
-        if (c == '(') {
-            group++;
-            out[o++] = '(';
-            if (src[i + 1] != '?') {
-                i++;
-                continue;
-            }
-            size_t at = i;
-            i += 2;
-            if (src[i] == ':') { /* non-capturing: becomes an unnamed group */
-                i++;
-                continue;
-            }
-            if (src[i] == 'P')
-                i++;
-            if (src[i] != '<') {
-                snprintf(err, err_len, "unsupported group syntax \"(?\" at offset %zu", at);
-                goto fail;
-            }
-            i++;
-            size_t name_start = i;
-            if (!is_name_start(src[i])) {
-                snprintf(err, err_len, "invalid group name at offset %zu", name_start);
-                goto fail;
-            }
-            while (is_name_char(src[i]))
-                i++;
-            if (src[i] != '>') {
-                snprintf(err, err_len, "unterminated group name at offset %zu", name_start);
-                goto fail;
-            }
-            names[group] = strndup(src + name_start, i - name_start);
-            if (!names[group]) {
-                snprintf(err, err_len, "out of memory");
-                goto fail;
-            }
-            for (size_t g = 1; g < group; g++) {
-                if (names[g] && strcmp(names[g], names[group]) == 0) {
-                    snprintf(err, err_len, "duplicate group name \"%s\" at offset %zu",
-                             names[group], name_start);
-                    goto fail;
-                }
-            }
-            n_named++;
-            i++; /* '>' */
-            continue;
-        }
-        out[o++] = src[i++];
-    }
-    out[o] = '\0';
-    int rc = regcomp(&p->re, out, REG_EXTENDED);
-    if (rc != 0) {
-        char msg[256];
-        regerror(rc, &p->re, msg, sizeof(msg));
-        snprintf(err, err_len, "%s", msg);
-        goto fail;
-    }
-    free(out);
-    p->compiled = true;
-    p->n_groups = p->re.re_nsub;
-    p->group_names = names;
-    p->n_named = n_named;
-    /* Our own count and regcomp's agree unless the source has a '(' we did
-     * not see as a group (there is none in ERE); names beyond re_nsub would
-     * be out of range, so guard anyway. */
-    if (group != p->n_groups) {
-        snprintf(err, err_len, "group count mismatch (%zu vs %zu)", group, p->n_groups);
-        pl_pattern_free(p);
-        return -1;
+        p->n_named++;
     }
     return 0;
-fail:
-    free(out);
-    for (size_t g = 0; g <= max_groups; g++)
-        free(names[g]);
-    free(names);
-    return -1;
 }
 
 void pl_pattern_free(pl_pattern *p)
 {
-    if (p->compiled)
-        regfree(&p->re);
     if (p->group_names) {
         for (size_t g = 0; g <= p->n_groups; g++)
             free(p->group_names[g]);
         free(p->group_names);
     }
+    if (p->match_data)
+        pcre2_match_data_free(p->match_data);
+    if (p->code)
+        pcre2_code_free(p->code);
     memset(p, 0, sizeof(*p));
 }
 
-bool pl_pattern_exec(const pl_pattern *p, pl_bytes s, regmatch_t *m, size_t n_m)
+/* Runs a match from `start`; returns the pcre2_match result (>0 on match). */
+static int run_match(const pl_pattern *p, pl_bytes s, size_t start)
 {
-    regmatch_t local[1];
-    if (n_m == 0) {
-        m = local;
-        n_m = 1;
+    PCRE2_SPTR subject = s.ptr ? (PCRE2_SPTR)s.ptr : (PCRE2_SPTR) "";
+    return pcre2_match(p->code, subject, s.len, start, 0, p->match_data, NULL);
+}
+
+bool pl_pattern_exec(const pl_pattern *p, pl_bytes s, pl_match *m, size_t n_m)
+{
+    int rc = run_match(p, s, 0);
+    if (rc < 0)
+        return false;
+    PCRE2_SIZE *ov = pcre2_get_ovector_pointer(p->match_data);
+    uint32_t n_ov = pcre2_get_ovector_count(p->match_data);
+    for (size_t g = 0; g < n_m; g++) {
+        if (g < n_ov && g < (size_t)rc && ov[2 * g] != PCRE2_UNSET) {
+            m[g].so = (int64_t)ov[2 * g];
+            m[g].eo = (int64_t)ov[2 * g + 1];
+        } else {
+            m[g].so = m[g].eo = -1;
+        }
     }
-    m[0].rm_so = 0;
-    m[0].rm_eo = (regoff_t)s.len;
-    const char *str = s.ptr ? (const char *)s.ptr : "";
-    return regexec(&p->re, str, n_m, m, REG_STARTEND) == 0;
+    return true;
 }
 
 int pl_pattern_replace_all(const pl_pattern *p, pl_arena *arena, pl_bytes s, pl_bytes with,
@@ -201,13 +112,12 @@ int pl_pattern_replace_all(const pl_pattern *p, pl_arena *arena, pl_bytes s, pl_
     size_t pos = 0, count = 0, cap = 0, o = 0;
     char *buf = NULL;
     while (pos <= s.len) {
-        regmatch_t m[1];
-        m[0].rm_so = (regoff_t)pos;
-        m[0].rm_eo = (regoff_t)s.len;
-        int flags = REG_STARTEND | (pos > 0 ? REG_NOTBOL : 0);
-        if (regexec(&p->re, str, 1, m, flags) != 0)
+        if (run_match(p, s, pos) < 0)
             break;
-        size_t so = (size_t)m[0].rm_so, eo = (size_t)m[0].rm_eo;
+        PCRE2_SIZE *ov = pcre2_get_ovector_pointer(p->match_data);
+        size_t so = (size_t)ov[0], eo = (size_t)ov[1];
+        if (so < pos || eo < so) /* \K tricks can move the start back: stop */
+            break;
         size_t need = o + (so - pos) + with.len + (s.len - eo) + 1;
         if (need > cap) {
             size_t ncap = need * 2 + 16;
@@ -223,7 +133,7 @@ int pl_pattern_replace_all(const pl_pattern *p, pl_arena *arena, pl_bytes s, pl_
             memcpy(buf + o, with.ptr, with.len);
         o += with.len;
         count++;
-        if (eo == so) { /* empty match: copy one char and move on */
+        if (eo == so) { /* empty match: copy one byte and move on */
             if (eo < s.len)
                 buf[o++] = str[eo];
             pos = eo + 1;

@@ -2,43 +2,50 @@
  * pattern.h: regular expressions for the attributes, resource and redaction
  * processors, plus the SHA-256 the `hash` action needs.
  *
- * Patterns are POSIX extended regular expressions (regcomp, REG_EXTENDED),
- * compiled once when a processor is created. Users copy Collector configs,
- * whose Go/RE2 patterns name their groups with (?P<name>...) or
- * (?<name>...); POSIX has no named groups, so pl_pattern_compile rewrites
- * those (and (?:...)) to plain groups and remembers which group number got
- * which name. Other (?...) constructs are rejected with their offset rather
- * than silently meaning something else.
+ * Patterns are PCRE2 (Perl-compatible) regular expressions, compiled once
+ * when a processor is created and JIT-compiled when the platform allows.
+ * PCRE2 rather than POSIX regcomp because users copy Collector configs,
+ * whose Go/RE2 patterns use \d, \w, (?i), non-greedy repeats and named
+ * groups (?P<name>...): POSIX EREs have none of these and would silently
+ * read `\d` as a literal `d` (a redaction pattern that never matches).
+ * PCRE2 also reports the offset of a syntax error, which the validate hooks
+ * pass on. Matching is byte-wise (no UTF mode), so attribute values that are
+ * not valid UTF-8 are matched rather than rejected.
  *
- * Matching uses glibc's REG_STARTEND so that strings need not be
- * NUL-terminated (batch strings are views into request bodies).
+ * Matching is not thread-safe per pattern (each keeps its match data); the
+ * processors run on the loop thread.
  */
 #ifndef PL_PROCESSORS_PATTERN_H
 #define PL_PROCESSORS_PATTERN_H
 
-#include <regex.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
 #include "core/model.h"
 
+/* Offsets of one group in the subject; -1/-1 when the group did not take
+ * part in the match. */
+typedef struct pl_match {
+    int64_t so, eo;
+} pl_match;
+
 typedef struct pl_pattern {
-    regex_t re;
-    bool compiled;
-    size_t n_groups;    /* capture groups (re.re_nsub) */
+    void *code;         /* pcre2_code * */
+    void *match_data;   /* pcre2_match_data * */
+    size_t n_groups;    /* capture groups */
     char **group_names; /* [n_groups + 1], index = group number; NULL = unnamed */
     size_t n_named;
 } pl_pattern;
 
-/* Compiles `src`. Returns 0, or -1 with a message in err (naming the byte
- * offset for errors found while translating group syntax). */
+/* Compiles `src`. Returns 0, or -1 with a message naming the byte offset of
+ * the error in err. */
 int pl_pattern_compile(pl_pattern *p, const char *src, char *err, size_t err_len);
 void pl_pattern_free(pl_pattern *p);
 
 /* True when `s` contains a match. `m` (n_m entries, may be 0) receives the
  * group offsets relative to s.ptr. */
-bool pl_pattern_exec(const pl_pattern *p, pl_bytes s, regmatch_t *m, size_t n_m);
+bool pl_pattern_exec(const pl_pattern *p, pl_bytes s, pl_match *m, size_t n_m);
 
 /* Replaces every non-overlapping match of `p` in `s` by `with`; the result
  * is allocated in `arena`. Returns the number of replacements (0: *out = s),

@@ -34,7 +34,7 @@
  * holds every name in clear) is dropped from a profile when anything in its
  * request was redacted.
  *
- * All patterns are POSIX extended regexes compiled once at create; invalid
+ * All patterns are PCRE2 regexes (pattern.h) compiled once at create; invalid
  * ones are reported by the config's validate hook with their position.
  */
 #include <stdio.h>
@@ -657,7 +657,6 @@ static void redact_profiles(redact_ctx *c, pl_profiles *ps)
 static pl_status redaction_consume(void *self, pl_batch *batch, pl_consumer *next)
 {
     redaction *r = self;
-    size_t items = pl_batch_items(batch);
     if (batch->signal == PL_SIGNAL_TRACES || batch->signal == PL_SIGNAL_PROFILES) {
         redact_ctx c = {.r = r, .batch = batch};
         c.replacement = pl_batch_bytes(batch, r->replacement, strlen(r->replacement));
@@ -672,14 +671,12 @@ static pl_status redaction_consume(void *self, pl_batch *batch, pl_consumer *nex
             redact_profiles(&c, &batch->data.profiles);
         if (c.oom) {
             /* Half-redacted data must not leave: refuse the whole batch. */
-            pl_warn(r->id, "out of memory while redacting; %zu %s refused", items,
+            pl_warn(r->id, "out of memory while redacting; %zu %s refused", pl_batch_items(batch),
                     pl_signal_name(batch->signal));
-            pl_stats_add(r->stats, batch->signal, PL_STAT_REFUSED, items);
             pl_batch_free(batch);
             return PL_ERR_NOMEM;
         }
     }
-    pl_stats_add(r->stats, batch->signal, PL_STAT_ACCEPTED, items);
     return pl_consumer_consume(next, batch);
 }
 
