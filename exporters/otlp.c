@@ -214,10 +214,6 @@ static pl_status otlp_create(const pl_create_settings *settings, const void *con
     headers[n++] = "trailers";
     headers[n++] = "grpc-accept-encoding";
     headers[n++] = "identity,gzip,deflate,zstd";
-    if (enc != PL_ENCODING_IDENTITY) {
-        headers[n++] = "grpc-encoding";
-        headers[n++] = pl_encoding_name(enc);
-    }
     if (timeout[0]) {
         headers[n++] = "grpc-timeout";
         headers[n++] = timeout;

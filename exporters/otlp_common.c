@@ -57,11 +57,20 @@ bool pl_otlp_is_protobuf_response(const pl_http_client_result *res)
 
 /* ---- send --------------------------------------------------------------- */
 
+/* A payload in the queue is the request body ready for the wire, behind
+ * one byte naming its coding (a pl_encoding):
+ *     otlphttp: [coding][body, compressed with the coding]
+ *     otlp:     [coding][5-byte gRPC prefix][message, compressed]
+ * so it is compressed once, at export, whatever the number of attempts, and
+ * a payload stored by an earlier run is still sent with the coding it was
+ * made with even if the configuration changed since. */
+
 typedef struct send_ctx {
     pl_otlp_exporter *x;
     pl_queue_send *send;
     pl_signal signal;
-    pl_buf body; /* the request body when it differs from the payload */
+    char coding_header[48];
+    const char *headers[]; /* the exporter's headers + the coding header */
 } send_ctx;
 
 static void on_response(void *arg, const pl_http_client_result *res)
@@ -70,7 +79,6 @@ static void on_response(void *arg, const pl_http_client_result *res)
     pl_send_result result;
     ctx->x->classify(ctx->x, ctx->signal, res, &result);
     pl_queue_send *send = ctx->send;
-    pl_buf_free(&ctx->body);
     free(ctx);
     pl_queue_send_done(send, &result);
 }
@@ -87,7 +95,12 @@ static void otlp_send(void *arg, pl_signal signal, const uint8_t *payload, size_
         pl_queue_send_done(send, &result);
         return;
     }
-    send_ctx *ctx = calloc(1, sizeof(*ctx));
+    if (len < (x->grpc ? 6u : 1u) || payload[0] > PL_ENCODING_ZSTD) {
+        pl_send_result_set(&result, PL_SEND_PERMANENT, "malformed queued payload");
+        pl_queue_send_done(send, &result);
+        return;
+    }
+    send_ctx *ctx = calloc(1, sizeof(*ctx) + (x->n_headers + 1) * sizeof(const char *));
     if (!ctx) {
         pl_send_result_set(&result, PL_SEND_RETRYABLE, "out of memory");
         pl_queue_send_done(send, &result);
@@ -96,51 +109,29 @@ static void otlp_send(void *arg, pl_signal signal, const uint8_t *payload, size_
     ctx->x = x;
     ctx->send = send;
     ctx->signal = signal;
-    pl_buf_init(&ctx->body);
-    const void *body = payload;
-    size_t body_len = len;
-    pl_status st = PL_OK;
-    if (x->grpc) {
-        /* 5-byte prefix: compressed flag, big-endian length. */
-        uint8_t prefix[5] = {x->compression != PL_ENCODING_IDENTITY, 0, 0, 0, 0};
-        pl_buf_append(&ctx->body, prefix, 5);
-        if (x->compression != PL_ENCODING_IDENTITY)
-            st = pl_compress(x->compression, payload, len, 0, &ctx->body, &err);
-        else
-            pl_buf_append(&ctx->body, payload, len);
-        if (st == PL_OK && pl_buf_ok(&ctx->body)) {
-            uint32_t n = (uint32_t)(ctx->body.len - 5);
-            ctx->body.data[1] = (uint8_t)(n >> 24);
-            ctx->body.data[2] = (uint8_t)(n >> 16);
-            ctx->body.data[3] = (uint8_t)(n >> 8);
-            ctx->body.data[4] = (uint8_t)n;
-        }
-        body = ctx->body.data;
-        body_len = ctx->body.len;
-    } else if (x->compression != PL_ENCODING_IDENTITY) {
-        st = pl_compress(x->compression, payload, len, 0, &ctx->body, &err);
-        body = ctx->body.data;
-        body_len = ctx->body.len;
+    size_t n = 0;
+    for (size_t i = 0; i < x->n_headers; i++)
+        ctx->headers[n++] = x->headers[i];
+    pl_encoding coding = (pl_encoding)payload[0];
+    if (coding != PL_ENCODING_IDENTITY) {
+        snprintf(ctx->coding_header, sizeof(ctx->coding_header), "%s: %s",
+                 x->grpc ? "grpc-encoding" : "Content-Encoding", pl_encoding_name(coding));
+        ctx->headers[n++] = ctx->coding_header;
     }
-    if (st == PL_OK && !pl_buf_ok(&ctx->body))
-        st = PL_ERR_NOMEM;
-    if (st == PL_OK) {
-        pl_http_client_request req = {
-            .method = "POST",
-            .url = x->urls[signal],
-            .headers = (const char *const *)x->headers,
-            .n_headers = x->n_headers,
-            .body = body,
-            .body_len = body_len,
-            .version = x->grpc ? PL_HTTP_VERSION_2 : PL_HTTP_VERSION_1_1,
-            .timeout_ms = x->timeout_ms,
-            .tls = &x->tls,
-        };
-        st = pl_http_client_send(x->client, &req, on_response, ctx, &err);
-        if (st == PL_OK)
-            return;
-    }
-    pl_buf_free(&ctx->body);
+    pl_http_client_request req = {
+        .method = "POST",
+        .url = x->urls[signal],
+        .headers = ctx->headers,
+        .n_headers = n,
+        .body = payload + 1,
+        .body_len = len - 1,
+        .version = x->grpc ? PL_HTTP_VERSION_2 : PL_HTTP_VERSION_1_1,
+        .timeout_ms = x->timeout_ms,
+        .tls = &x->tls,
+    };
+    pl_status st = pl_http_client_send(x->client, &req, on_response, ctx, &err);
+    if (st == PL_OK)
+        return;
     free(ctx);
     pl_send_result_set(&result,
                        st == PL_ERR_INVALID || st == PL_ERR_UNSUPPORTED ? PL_SEND_PERMANENT
@@ -149,24 +140,57 @@ static void otlp_send(void *arg, pl_signal signal, const uint8_t *payload, size_
     pl_queue_send_done(send, &result);
 }
 
+static bool encode_message(const pl_batch *batch, pl_buf *out)
+{
+    switch (batch->signal) {
+    case PL_SIGNAL_TRACES:
+        return pl_otlp_encode_traces(&batch->data.traces, out);
+    case PL_SIGNAL_PROFILES:
+        return pl_otlp_encode_profiles(&batch->data.profiles, out);
+    default: /* logs and metrics pass through as the request they came in */
+        pl_buf_append(out, batch->data.raw.ptr, batch->data.raw.len);
+        return true;
+    }
+}
+
 static pl_status otlp_encode(void *arg, const pl_batch *batch, pl_buf *out, uint64_t *items,
                              pl_err *err)
 {
-    bool ok = true;
-    switch (batch->signal) {
-    case PL_SIGNAL_TRACES:
-        ok = pl_otlp_encode_traces(&batch->data.traces, out);
-        break;
-    case PL_SIGNAL_PROFILES:
-        ok = pl_otlp_encode_profiles(&batch->data.profiles, out);
-        break;
-    default: /* logs and metrics pass through as the request they came in */
-        pl_buf_append(out, batch->data.raw.ptr, batch->data.raw.len);
-        break;
+    pl_otlp_exporter *x = arg;
+    pl_buf_append_byte(out, (uint8_t)x->compression);
+    size_t prefix_at = out->len;
+    if (x->grpc) {
+        uint8_t prefix[5] = {x->compression != PL_ENCODING_IDENTITY, 0, 0, 0, 0};
+        pl_buf_append(out, prefix, 5);
+    }
+    size_t message_at = out->len;
+    bool ok;
+    if (x->compression == PL_ENCODING_IDENTITY) {
+        ok = encode_message(batch, out);
+    } else {
+        pl_buf_reset(&x->scratch);
+        ok = encode_message(batch, &x->scratch) && pl_buf_ok(&x->scratch);
+        if (ok) {
+            pl_status st =
+                pl_compress(x->compression, x->scratch.data, x->scratch.len, 0, out, err);
+            if (st != PL_OK)
+                return st;
+        }
+        if (x->scratch.cap > (4u << 20)) /* do not keep a huge scratch buffer around */
+            pl_buf_free(&x->scratch);
     }
     if (!ok || !pl_buf_ok(out))
         return pl_errf(err, PL_ERR_NOMEM, "out of memory encoding %s",
                        pl_signal_name(batch->signal));
+    if (x->grpc) {
+        size_t n = out->len - message_at;
+        if (n > UINT32_MAX)
+            return pl_errf(err, PL_ERR_TOO_LARGE, "message of %zu bytes is too large for gRPC", n);
+        out->data[prefix_at + 1] = (uint8_t)(n >> 24);
+        out->data[prefix_at + 2] = (uint8_t)(n >> 16);
+        out->data[prefix_at + 3] = (uint8_t)(n >> 8);
+        out->data[prefix_at + 4] = (uint8_t)n;
+    }
     *items = pl_batch_items(batch);
     return PL_OK;
 }
@@ -232,7 +256,7 @@ pl_status pl_otlp_exporter_create(const pl_create_settings *settings,
         pl_otlp_exporter_destroy(x);
         return PL_ERR_INTERNAL;
     }
-    pl_queue_sender sender = {otlp_encode, otlp_send, x};
+    pl_queue_sender sender = {otlp_encode, otlp_send, x, x->compression != PL_ENCODING_IDENTITY};
     x->queue = pl_queue_new(settings, &cfg->sending_queue, &cfg->retry_on_failure, &sender, err);
     if (!x->queue) {
         pl_otlp_exporter_destroy(x);
@@ -285,6 +309,7 @@ void pl_otlp_exporter_destroy(void *self)
     for (size_t i = 0; i < x->n_headers; i++)
         free(x->headers[i]);
     free(x->headers);
+    pl_buf_free(&x->scratch);
     free((char *)x->tls.ca_file);
     free((char *)x->tls.cert_file);
     free((char *)x->tls.key_file);

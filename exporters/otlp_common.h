@@ -6,9 +6,11 @@
  * how an answer becomes OK / retryable / permanent, which each file does in
  * its `send` and `classify` functions.
  *
- * Payloads in the queue (and in its storage) are uncompressed Export*Request
- * protobuf; the wire compression (gzip by default) is applied per attempt,
- * so a stored payload does not depend on the exporter's current settings.
+ * Payloads in the queue (and in its storage) are the request bodies ready
+ * for the wire: compressed once, at export (gzip by default), behind one
+ * byte that names the coding (see otlp_common.c), so retries cost no
+ * compression and a stored payload does not depend on the exporter's
+ * current settings.
  */
 #ifndef PL_EXPORTERS_OTLP_COMMON_H
 #define PL_EXPORTERS_OTLP_COMMON_H
@@ -64,11 +66,13 @@ struct pl_otlp_exporter {
     uint64_t timeout_ms;
     pl_http_tls tls;
     pl_otlp_classify_fn classify;
+    pl_buf scratch; /* encoding buffer reused across exports */
 };
 
 /* Creates the shared part: the queue, the HTTP client, TLS settings, the
- * configured headers plus `extra_headers` (NULL-terminated). URLs are
- * filled in by the caller afterwards. */
+ * configured headers plus `extra_headers` (name, value pairs ending with
+ * NULL; the coding header is added per request). URLs are filled in by the
+ * caller afterwards. */
 pl_status pl_otlp_exporter_create(const pl_create_settings *settings,
                                   const pl_otlp_exporter_config *cfg, bool grpc,
                                   const char *const *extra_headers, pl_otlp_classify_fn classify,

@@ -185,14 +185,7 @@ static pl_status otlphttp_create(const pl_create_settings *settings, const void 
                                  pl_err *err)
 {
     const pl_otlp_exporter_config *cfg = config;
-    const char *headers[5] = {"Content-Type", "application/x-protobuf", NULL, NULL, NULL};
-    pl_encoding enc;
-    if (pl_otlp_compression_parse(cfg->compression, &enc) != 0)
-        return pl_errf(err, PL_ERR_INVALID, "compression: unknown value \"%s\"", cfg->compression);
-    if (enc != PL_ENCODING_IDENTITY) {
-        headers[2] = "Content-Encoding";
-        headers[3] = pl_encoding_name(enc);
-    }
+    const char *headers[3] = {"Content-Type", "application/x-protobuf", NULL};
     pl_otlp_exporter *x = NULL;
     pl_status st =
         pl_otlp_exporter_create(settings, cfg, false, headers, otlphttp_classify, &x, err);

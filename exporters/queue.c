@@ -191,6 +191,9 @@ struct pl_queue {
     sqlite3 *db;
     char *db_path;
     sqlite3_stmt *st_insert, *st_delete, *st_payload, *st_count;
+    int64_t *deletes; /* rows sent, to delete at the end of this loop iteration */
+    size_t n_deletes, cap_deletes;
+    uv_check_t delete_check;
     ZSTD_CCtx *cctx;
     ZSTD_DCtx *dctx;
 
@@ -325,7 +328,8 @@ static pl_status storage_open(pl_queue *q, const char *storage, pl_err *err)
              " items INTEGER NOT NULL,"
              " raw_size INTEGER NOT NULL,"
              " created_unix_nano INTEGER NOT NULL,"
-             " payload BLOB NOT NULL);"
+             " payload BLOB NOT NULL,"
+             " stored_as INTEGER NOT NULL DEFAULT 0);"
              "CREATE INDEX IF NOT EXISTS pl_queue_by_exporter ON pl_queue(exporter, id);",
              q->qcfg.fsync ? "FULL" : "NORMAL");
     char *msg = NULL;
@@ -341,9 +345,9 @@ static pl_status storage_open(pl_queue *q, const char *storage, pl_err *err)
         const char *sql;
     } stmts[] = {
         {&q->st_insert, "INSERT INTO pl_queue(exporter, signal, items, raw_size, created_unix_nano,"
-                        " payload) VALUES(?1, ?2, ?3, ?4, ?5, ?6)"},
+                        " payload, stored_as) VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7)"},
         {&q->st_delete, "DELETE FROM pl_queue WHERE id = ?1"},
-        {&q->st_payload, "SELECT payload FROM pl_queue WHERE id = ?1"},
+        {&q->st_payload, "SELECT payload, stored_as FROM pl_queue WHERE id = ?1"},
         {&q->st_count, "SELECT count(*) FROM pl_queue WHERE exporter = ?1"},
     };
     for (size_t i = 0; i < sizeof(stmts) / sizeof(stmts[0]); i++) {
@@ -359,21 +363,34 @@ static pl_status storage_open(pl_queue *q, const char *storage, pl_err *err)
     return PL_OK;
 }
 
+/* How a row's payload column holds the payload. */
+enum { STORED_ZSTD = 0, STORED_RAW = 1 };
+
 /* INSERT + COMMIT (autocommit) of one payload; returns the row id or 0. */
 static int64_t storage_insert(pl_queue *q, pl_signal signal, const uint8_t *payload, size_t len,
                               uint64_t items)
 {
-    size_t bound = ZSTD_compressBound(len);
-    uint8_t *packed = malloc(bound ? bound : 1);
-    if (!packed) {
-        pl_error(q->id, "sending_queue: out of memory compressing a batch");
-        return 0;
-    }
-    size_t packed_len = ZSTD_compressCCtx(q->cctx, packed, bound, payload, len, 1);
-    if (ZSTD_isError(packed_len)) {
-        pl_error(q->id, "sending_queue: zstd: %s", ZSTD_getErrorName(packed_len));
-        free(packed);
-        return 0;
+    /* Payloads the exporter compressed already are stored as they are
+     * (STORED_RAW); the others are compressed with zstd (STORED_ZSTD). */
+    uint8_t *packed = NULL;
+    const void *blob = payload;
+    size_t blob_len = len;
+    int stored_as = STORED_RAW;
+    if (!q->sender.payload_compressed) {
+        size_t bound = ZSTD_compressBound(len);
+        packed = malloc(bound ? bound : 1);
+        if (!packed) {
+            pl_error(q->id, "sending_queue: out of memory compressing a batch");
+            return 0;
+        }
+        blob_len = ZSTD_compressCCtx(q->cctx, packed, bound, payload, len, 1);
+        if (ZSTD_isError(blob_len)) {
+            pl_error(q->id, "sending_queue: zstd: %s", ZSTD_getErrorName(blob_len));
+            free(packed);
+            return 0;
+        }
+        blob = packed;
+        stored_as = STORED_ZSTD;
     }
     sqlite3_stmt *st = q->st_insert;
     sqlite3_bind_text(st, 1, q->id, -1, SQLITE_STATIC);
@@ -381,7 +398,8 @@ static int64_t storage_insert(pl_queue *q, pl_signal signal, const uint8_t *payl
     sqlite3_bind_int64(st, 3, (sqlite3_int64)items);
     sqlite3_bind_int64(st, 4, (sqlite3_int64)len);
     sqlite3_bind_int64(st, 5, (sqlite3_int64)pl_time_now_ns());
-    sqlite3_bind_blob(st, 6, packed, (int)packed_len, SQLITE_STATIC);
+    sqlite3_bind_blob(st, 6, blob, (int)blob_len, SQLITE_STATIC);
+    sqlite3_bind_int(st, 7, stored_as);
     int rc = sqlite3_step(st);
     sqlite3_reset(st);
     sqlite3_clear_bindings(st);
@@ -395,17 +413,58 @@ static int64_t storage_insert(pl_queue *q, pl_signal signal, const uint8_t *payl
     return (int64_t)sqlite3_last_insert_rowid(q->db);
 }
 
+/* Deletes of sent rows are collected and committed together once per loop
+ * iteration (a uv_check handle runs right after the poll phase that
+ * delivered the answers): one commit instead of one per row. Until then a
+ * row is like a request still in flight: a crash makes it be sent again,
+ * never lost. */
+static void storage_flush_deletes(pl_queue *q)
+{
+    if (!q->n_deletes)
+        return;
+    uv_check_stop(&q->delete_check);
+    bool tx = sqlite3_exec(q->db, "BEGIN", NULL, NULL, NULL) == SQLITE_OK;
+    sqlite3_stmt *st = q->st_delete;
+    for (size_t i = 0; i < q->n_deletes; i++) {
+        sqlite3_bind_int64(st, 1, q->deletes[i]);
+        int rc = sqlite3_step(st);
+        sqlite3_reset(st);
+        if (rc != SQLITE_DONE)
+            pl_error(q->id,
+                     "sending_queue: cannot delete row %lld from %s: %s (it will be sent "
+                     "again after a restart)",
+                     (long long)q->deletes[i], q->db_path, sqlite3_errmsg(q->db));
+    }
+    if (tx && sqlite3_exec(q->db, "COMMIT", NULL, NULL, NULL) != SQLITE_OK) {
+        pl_error(q->id, "sending_queue: cannot commit deletes in %s: %s", q->db_path,
+                 sqlite3_errmsg(q->db));
+        sqlite3_exec(q->db, "ROLLBACK", NULL, NULL, NULL);
+    }
+    q->n_deletes = 0;
+}
+
+static void on_delete_check(uv_check_t *check)
+{
+    storage_flush_deletes(check->data);
+}
+
 static void storage_delete(pl_queue *q, int64_t row_id)
 {
-    sqlite3_stmt *st = q->st_delete;
-    sqlite3_bind_int64(st, 1, row_id);
-    int rc = sqlite3_step(st);
-    sqlite3_reset(st);
-    if (rc != SQLITE_DONE)
-        pl_error(q->id,
-                 "sending_queue: cannot delete row %lld from %s: %s (it will be sent "
-                 "again after a restart)",
-                 (long long)row_id, q->db_path, sqlite3_errmsg(q->db));
+    if (q->n_deletes == q->cap_deletes) {
+        size_t cap = q->cap_deletes ? q->cap_deletes * 2 : 64;
+        int64_t *d = realloc(q->deletes, cap * sizeof(*d));
+        if (!d) {
+            storage_flush_deletes(q);
+            if (q->n_deletes == q->cap_deletes)
+                return; /* cannot happen: flushing emptied it */
+        } else {
+            q->deletes = d;
+            q->cap_deletes = cap;
+        }
+    }
+    q->deletes[q->n_deletes++] = row_id;
+    if (!uv_is_active((uv_handle_t *)&q->delete_check))
+        uv_check_start(&q->delete_check, on_delete_check);
 }
 
 /* Reads and decompresses the payload of a reloaded entry. */
@@ -417,8 +476,15 @@ static int storage_load_payload(pl_queue *q, qentry *e)
     if (sqlite3_step(st) == SQLITE_ROW) {
         const void *blob = sqlite3_column_blob(st, 0);
         size_t blob_len = (size_t)sqlite3_column_bytes(st, 0);
+        int stored_as = sqlite3_column_int(st, 1);
         uint8_t *out = malloc(e->len ? e->len : 1);
-        if (out && blob) {
+        if (out && (blob || !blob_len) && stored_as == STORED_RAW && blob_len == e->len) {
+            if (blob_len)
+                memcpy(out, blob, blob_len);
+            e->payload = out;
+            out = NULL;
+            ok = 0;
+        } else if (out && blob && stored_as == STORED_ZSTD) {
             size_t n = ZSTD_decompressDCtx(q->dctx, out, e->len, blob, blob_len);
             if (!ZSTD_isError(n) && n == e->len) {
                 e->payload = out;
@@ -706,6 +772,9 @@ pl_queue *pl_queue_new(const pl_create_settings *settings, const pl_sending_queu
         s->timer.data = s;
         q->open_handles++;
     }
+    uv_check_init(q->loop, &q->delete_check);
+    q->delete_check.data = q;
+    q->open_handles++;
     q->g_batches = pl_stats_gauge(q->stats, "queue_batches", "batches held by the sending queue");
     q->g_items = pl_stats_gauge(q->stats, "queue_size", "items held by the sending queue");
     q->g_bytes = pl_stats_gauge(q->stats, "queue_bytes", "encoded bytes held by the sending queue");
@@ -907,13 +976,14 @@ void pl_queue_get_info(const pl_queue *q, pl_queue_info *info)
     info->items = q->items;
     info->bytes = q->bytes;
     info->in_flight = q->in_flight;
+    if (q->db)
+        storage_flush_deletes((pl_queue *)q);
     info->stored = storage_count(q);
 }
 
 static void on_slot_closed(uv_handle_t *handle)
 {
-    slot *s = handle->data;
-    pl_queue *q = s->queue;
+    pl_queue *q = handle->type == UV_CHECK ? handle->data : ((slot *)handle->data)->queue;
     if (--q->open_handles == 0) {
         free(q->slots);
         free(q);
@@ -951,6 +1021,9 @@ void pl_queue_destroy(pl_queue *q)
     if (lost_batches)
         pl_error(q->id, "dropped %zu unsent batches (%llu items) at shutdown", lost_batches,
                  (unsigned long long)lost_items);
+    if (q->db)
+        storage_flush_deletes(q);
+    free(q->deletes);
     sqlite3_finalize(q->st_insert);
     sqlite3_finalize(q->st_delete);
     sqlite3_finalize(q->st_payload);
@@ -969,4 +1042,5 @@ void pl_queue_destroy(pl_queue *q)
     }
     for (size_t i = 0; i < q->n_slots; i++)
         uv_close((uv_handle_t *)&q->slots[i].timer, on_slot_closed);
+    uv_close((uv_handle_t *)&q->delete_check, on_slot_closed);
 }

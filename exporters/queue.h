@@ -30,7 +30,9 @@
  * flight or waiting for a retry, so they bound memory as well as disk.
  *
  * Persistent mode (sending_queue.storage): the payload is compressed with
- * zstd and INSERTed into a SQLite database in WAL mode, and the commit has
+ * zstd (unless the exporter says it is compressed already: the OTLP
+ * exporters compress once, at export, with the wire coding, and that is what
+ * is stored) and INSERTed into a SQLite database in WAL mode, and the commit has
  * happened before export() returns PL_OK, i.e. before the receiver
  * acknowledges the data. The row is deleted only after the backend accepted
  * it (or the queue gave up on it). On start the rows left by an earlier run
@@ -41,9 +43,10 @@
  * transaction then survives the death of the process (the data is in the
  * operating system's cache) but not a power loss or kernel crash; `fsync:
  * true` makes every commit wait for the disk as well (synchronous=FULL). The
- * SQLite work runs on the loop thread: one small INSERT per accepted batch
- * and one DELETE per sent batch, each a write to the WAL file (tens of
- * microseconds without fsync).
+ * SQLite work runs on the loop thread: one INSERT (one commit) per accepted
+ * batch, and the DELETEs of the batches sent during one loop iteration in
+ * one commit; each commit is a write to the WAL file (tens of microseconds
+ * without fsync).
  */
 #ifndef PL_EXPORTERS_QUEUE_H
 #define PL_EXPORTERS_QUEUE_H
@@ -116,6 +119,10 @@ typedef struct pl_queue_sender {
     void (*send)(void *arg, pl_signal signal, const uint8_t *payload, size_t len,
                  pl_queue_send *send);
     void *arg;
+    /* The payloads encode() makes are compressed already (e.g. the gzip body
+     * that goes on the wire): the storage keeps them as they are instead of
+     * compressing them a second time with zstd. */
+    bool payload_compressed;
 } pl_queue_sender;
 
 /* Reports the outcome of a send. `result` is copied. */

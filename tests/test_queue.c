@@ -130,11 +130,12 @@ typedef struct env {
     pl_create_settings settings;
     fake f;
     pl_queue *q;
+    bool payload_compressed;
 } env;
 
 static pl_queue *env_open(env *e, const pl_sending_queue_config *qc, const pl_retry_config *rc)
 {
-    pl_queue_sender sender = {fake_encode, fake_send_fn, &e->f};
+    pl_queue_sender sender = {fake_encode, fake_send_fn, &e->f, e->payload_compressed};
     pl_err err = {{0}};
     pl_queue *q = pl_queue_new(&e->settings, qc, rc, &sender, &err);
     if (!q)
@@ -539,6 +540,36 @@ static void test_kill_9_after_ack_loses_nothing(void)
     env_finish(&e);
 }
 
+/* An exporter whose payloads are compressed already: stored as they are,
+ * read back byte for byte. */
+static void test_storage_keeps_precompressed_payloads_as_they_are(void)
+{
+    char path[300];
+    snprintf(path, sizeof(path), "%s/raw.db", tmpdir);
+    env e;
+    env_init(&e, "otlp/raw");
+    e.payload_compressed = true;
+    pl_sending_queue_config qc = qcfg_default();
+    qc.storage = path;
+    pl_retry_config rc = rcfg_fast();
+    e.q = env_open(&e, &qc, &rc);
+    REQUIRE(e.q);
+    e.f.hold = true;
+    CHECK_EQ_INT(push_str(e.q, "\x1f\x8b-not-really-gzip"), PL_OK);
+    CHECK_EQ_INT(push_str(e.q, ""), PL_OK);
+    env_finish(&e);
+
+    env_init(&e, "otlp/raw");
+    e.payload_compressed = false; /* the setting changed: rows say how they were stored */
+    e.q = env_open(&e, &qc, &rc);
+    REQUIRE(e.q);
+    CHECK(run_until(&e, queue_empty, 2000));
+    CHECK_EQ_UINT(e.f.n_delivered, 2);
+    CHECK_EQ_STR(e.f.delivered[0], "\x1f\x8b-not-really-gzip");
+    CHECK_EQ_STR(e.f.delivered[1], "");
+    env_finish(&e);
+}
+
 static void test_storage_shutdown_keeps_unsent_data_for_next_start(void)
 {
     char path[300];
@@ -662,6 +693,7 @@ int main(void)
     PL_RUN(test_storage_deletes_rows_once_accepted);
     PL_RUN(test_kill_9_after_ack_loses_nothing);
     PL_RUN(test_storage_shutdown_keeps_unsent_data_for_next_start);
+    PL_RUN(test_storage_keeps_precompressed_payloads_as_they_are);
     PL_RUN(test_memory_queue_drains_after_shutdown);
     PL_RUN(test_destroy_counts_unsent_memory_batches_as_dropped);
     char cmd[300];
