@@ -257,8 +257,8 @@ static pl_status memlim_start(void *self, pl_err *err)
 static pl_status memlim_consume(void *self, pl_batch *batch, pl_consumer *next)
 {
     memlim *m = self;
-    size_t items = pl_batch_items(batch);
     if (m->state != PL_MEMORY_OK) {
+        size_t items = pl_batch_items(batch);
         uint64_t *counter = m->state == PL_MEMORY_HARD ? m->hard_refusals : m->soft_refusals;
         if (counter)
             *counter += items;
