@@ -206,8 +206,7 @@ static void on_drain_tick(uv_timer_t *timer)
     if (pending > 0 && now < s->drain_deadline_ns)
         return;
     if (pending > 0)
-        pl_warn("service", "drain deadline passed with %zu items still pending in exporters",
-                pending);
+        pl_warn("service", "drain deadline passed with %zu still pending in exporters", pending);
     uv_timer_stop(&s->drain_timer);
     pl_graph_destroy(s->graph);
     s->graph = NULL;

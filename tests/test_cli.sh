@@ -175,18 +175,22 @@ rc=$?
 check "run: a missing file is one line and a non-zero exit" \
     sh -c "test $rc -ne 0 && test \$(wc -l <'$TMP/out') -eq 1"
 
+# a listener of our own holds a port; proflink is configured to use it
 python3 -c "
 import socket, time
-s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-s.bind(('127.0.0.1', $HTTP)); s.listen(1); time.sleep(5)" &
+s = socket.socket(); s.bind(('127.0.0.1', 0)); s.listen(1)
+open('$TMP/held_port', 'w').write(str(s.getsockname()[1])); time.sleep(5)" &
 HOLDER=$!
-sleep 0.3
-timeout 10 "$BIN" --config "$TMP/good.yaml" >"$TMP/out" 2>&1
+i=0
+while [ ! -s "$TMP/held_port" ] && [ $i -lt 100 ]; do sleep 0.05; i=$((i + 1)); done
+HELD=$(cat "$TMP/held_port")
+sed "s/127.0.0.1:$HTTP/127.0.0.1:$HELD/" "$TMP/good.yaml" >"$TMP/busy.yaml"
+timeout 10 "$BIN" --config "$TMP/busy.yaml" >"$TMP/out" 2>&1
 rc=$?
 kill $HOLDER 2>/dev/null
 wait $HOLDER 2>/dev/null
 check "run: a port in use is a clear error and a non-zero exit" \
-    sh -c "test $rc -ne 0 && test $rc -ne 124 && grep -q 'address already in use' '$TMP/out' && test \$(grep -c 'error\\|proflink:' '$TMP/out') -le 2"
+    sh -c "test $rc -ne 0 && test $rc -ne 124 && grep -q '^proflink: receiver otlp: 127.0.0.1:$HELD: address already in use' '$TMP/out' && test \$(grep -c 'error\\|proflink:' '$TMP/out') -eq 1"
 
 if [ "$(id -u)" != 0 ]; then
     cp "$TMP/good.yaml" "$TMP/secret.yaml"
@@ -256,6 +260,39 @@ if start "$TMP/run.yaml"; then
         test "$exported" -eq $((accepted * 2))
 else
     not_ok "SIGTERM during traffic: proflink did not start"
+fi
+
+# ---- drain with an unreachable backend: 503 while draining, bounded wait ---
+DEAD=$(free_port)
+cat >"$TMP/dead.yaml" <<EOF
+receivers:
+  otlp:
+    protocols:
+      http: {endpoint: 127.0.0.1:$HTTP}
+exporters:
+  otlphttp:
+    endpoint: http://127.0.0.1:$DEAD
+service:
+  shutdown_timeout: 1500ms
+  telemetry:
+    metrics: {address: 127.0.0.1:$TEL}
+  pipelines:
+    traces: {receivers: [otlp], exporters: [otlphttp]}
+EOF
+if start "$TMP/dead.yaml"; then
+    post >/dev/null
+    sleep 0.2
+    kill -TERM "$PID"
+    sleep 0.3
+    health=$(curl -s "http://127.0.0.1:$TEL/health")
+    code=$(curl -s -o /dev/null -w '%{http_code}' "http://127.0.0.1:$TEL/health")
+    check "draining: /health answers 503 with the state" \
+        sh -c "test '$code' = 503 && test '$health' = '{\"status\":\"draining\"}'"
+    wait_exit 10
+    check "draining: an unreachable backend delays exit only until shutdown_timeout" \
+        sh -c "test '$RC' = 0 && grep -q 'drain deadline passed' '$TMP/log'"
+else
+    not_ok "draining: proflink did not start"
 fi
 
 echo "1..$N"
