@@ -68,8 +68,9 @@
 #include "pipeline/consumer.h"
 
 #define COMPONENT          "correlation"
-#define MAX_ANCESTRY       64 /* parent walks stop here (guards against cycles) */
-#define MAX_TOP_CANDIDATES 64 /* distinct leaf functions tracked per span */
+#define MAX_ANCESTRY       64         /* parent walks stop here (guards against cycles) */
+#define MAX_TOP_CANDIDATES 64         /* distinct leaf functions tracked per span */
+#define MAX_FN_NAMES       (1u << 20) /* distinct function names remembered */
 /* Profiles count as present for both windows plus this (SDKs upload every 10-60 s). */
 #define PROFILES_HORIZON_NS (60ull * 1000000000ull)
 
@@ -223,12 +224,18 @@ typedef struct pending_table {
     uint32_t count;
 } pending_table;
 
+/* A leaf function's weight in one span; the name lives in the processor's
+ * function-name pool (fn_name), shared by every span. */
 typedef struct top_fn {
-    uint64_t hash;
+    uint32_t fn;
     uint64_t weight;
-    char *name; /* malloc'd */
-    uint32_t len;
 } top_fn;
+
+typedef struct fn_name {
+    char *name;
+    uint32_t len;
+    uint64_t hash;
+} fn_name;
 
 typedef struct span_stats {
     uint8_t trace_id[16]; /* placeholders: the trace they belong to */
@@ -293,10 +300,6 @@ typedef struct profile_info {
     uint8_t top_kind;    /* 0 none, 1 cpu, 2 wall, 3 samples: this profile feeds top functions */
 } profile_info;
 
-typedef struct contrib {
-    uint64_t samples, cpu, wall, top;
-} contrib;
-
 /* Adds strings and attributes to one profiles dictionary, deduplicating with
  * hash sets (the dictionary helpers in model.c scan linearly, too slow for
  * thousands of additions per request). */
@@ -307,15 +310,26 @@ typedef struct dict_writer {
     uint32_t str_mask, str_count;
     int32_t *attrs;
     uint32_t attr_mask, attr_count;
+    uint32_t *fn_ids; /* function index -> fn pool id (0: not looked up yet) */
+    uint32_t n_fn_ids;
 } dict_writer;
 
-/* Attribute indices built for one (dictionary, span) pair, reused for every
- * sample of that span in the same request. */
+typedef struct contrib {
+    uint64_t samples, cpu, wall, top;
+} contrib;
+
+/* What linking needs per (dictionary, span) pair during one batch: the
+ * attribute indices describing the span (built once, reused for every
+ * sample of that span), the sample link completed with the trace id, and the
+ * contributions to hand up to the ancestors when the batch is done. */
 typedef struct enrich_slot {
     const pl_dictionary *dict;
     const pl_span *span;
     int32_t *idx;
     uint32_t n;
+    uint32_t n_ids; /* leading trace_id/span_id entries: only for samples without a link */
+    int32_t link;   /* link_table index carrying the span's trace and span ids (0: none) */
+    contrib roll;   /* not yet rolled up to the ancestors */
 } enrich_slot;
 
 typedef struct correlation {
@@ -352,6 +366,11 @@ typedef struct correlation {
 
     service *services;
     uint32_t n_services, cap_services;
+
+    fn_name *fn_names; /* function-name pool, index 0 unused */
+    uint32_t n_fn_names, cap_fn_names;
+    uint32_t *fn_index; /* open addressing: pool id, 0 = empty */
+    uint32_t fn_index_mask;
 
     dict_writer writer;
     enrich_slot *cache;
@@ -627,8 +646,6 @@ static void stats_release(correlation *self, uint32_t i)
     if (!i)
         return;
     span_stats *s = &self->stats_arr[i];
-    for (uint32_t f = 0; f < s->n_fns; f++)
-        free(s->fns[f].name);
     free(s->fns);
     memset(s, 0, sizeof(*s));
     s->next_free = self->free_stats;
@@ -642,15 +659,82 @@ static span_stats *entry_stats(correlation *self, span_entry *e)
     return e->stats ? &self->stats_arr[e->stats] : NULL;
 }
 
-static void stats_add_function(span_stats *s, pl_bytes name, uint64_t weight)
+/* Adds a name to the function-name pool and its index. */
+static uint32_t fn_pool_add(correlation *self, pl_bytes name, uint64_t h)
 {
-    if (!weight)
+    if (self->n_fn_names >= self->cap_fn_names) {
+        uint32_t cap = self->cap_fn_names ? self->cap_fn_names * 2 : 256;
+        fn_name *a = realloc(self->fn_names, cap * sizeof(fn_name));
+        if (!a)
+            return 0;
+        self->fn_names = a;
+        self->cap_fn_names = cap;
+    }
+    if ((self->n_fn_names + 1) * 2 > self->fn_index_mask + 1) {
+        uint32_t cap = (self->fn_index_mask + 1) * 2;
+        uint32_t *idx = calloc(cap, sizeof(uint32_t));
+        if (!idx)
+            return 0;
+        for (uint32_t k = 1; k < self->n_fn_names; k++) {
+            uint32_t j = (uint32_t)self->fn_names[k].hash & (cap - 1);
+            while (idx[j])
+                j = (j + 1) & (cap - 1);
+            idx[j] = k;
+        }
+        free(self->fn_index);
+        self->fn_index = idx;
+        self->fn_index_mask = cap - 1;
+    }
+    char *copy = malloc(name.len + 1);
+    if (!copy)
+        return 0;
+    if (name.len)
+        memcpy(copy, name.ptr, name.len);
+    copy[name.len] = 0;
+    uint32_t id = self->n_fn_names++;
+    self->fn_names[id] = (fn_name){copy, name.len, h};
+    uint32_t j = (uint32_t)h & self->fn_index_mask;
+    while (self->fn_index[j])
+        j = (j + 1) & self->fn_index_mask;
+    self->fn_index[j] = id;
+    return id;
+}
+
+/* Pool id of a function name, interned once for the processor's life.
+ * Beyond MAX_FN_NAMES distinct names everything new shares id 1, "[other]".
+ * 0 on OOM. */
+static uint32_t fn_pool_id(correlation *self, pl_bytes name)
+{
+    if (!self->fn_index) {
+        self->fn_index = calloc(1024, sizeof(uint32_t));
+        if (!self->fn_index)
+            return 0;
+        self->fn_index_mask = 1023;
+        self->n_fn_names = 1; /* id 0 means none */
+        pl_bytes other = PL_BYTES_LIT("[other]");
+        if (fn_pool_add(self, other, hash_bytes(other.ptr, other.len)) != 1)
+            return 0;
+    }
+    uint64_t h = hash_bytes(name.ptr, name.len);
+    uint32_t i = (uint32_t)h & self->fn_index_mask;
+    while (self->fn_index[i]) {
+        const fn_name *f = &self->fn_names[self->fn_index[i]];
+        if (f->hash == h && f->len == name.len && memcmp(f->name, name.ptr, name.len) == 0)
+            return self->fn_index[i];
+        i = (i + 1) & self->fn_index_mask;
+    }
+    if (self->n_fn_names >= MAX_FN_NAMES)
+        return 1;
+    return fn_pool_add(self, name, h);
+}
+
+static void stats_add_function(span_stats *s, uint32_t fn, uint64_t weight)
+{
+    if (!weight || !fn)
         return;
     s->top_weight += weight;
-    uint64_t h = hash_bytes(name.ptr, name.len);
     for (uint32_t i = 0; i < s->n_fns; i++) {
-        if (s->fns[i].hash == h && s->fns[i].len == name.len &&
-            memcmp(s->fns[i].name, name.ptr, name.len) == 0) {
+        if (s->fns[i].fn == fn) {
             s->fns[i].weight += weight;
             return;
         }
@@ -665,13 +749,7 @@ static void stats_add_function(span_stats *s, pl_bytes name, uint64_t weight)
         s->fns = f;
         s->cap_fns = cap;
     }
-    char *copy = malloc(name.len + 1);
-    if (!copy)
-        return;
-    if (name.len)
-        memcpy(copy, name.ptr, name.len);
-    copy[name.len] = 0;
-    s->fns[s->n_fns++] = (top_fn){h, weight, copy, name.len};
+    s->fns[s->n_fns++] = (top_fn){fn, weight};
 }
 
 /* ---- held batches ----------------------------------------------------------------------- */
@@ -1008,10 +1086,11 @@ static contrib sample_contrib(const profile_info *pi, const pl_sample *s)
     return c;
 }
 
-/* The leaf (self) function's name of a sample's stack. */
-static pl_bytes leaf_function(const pl_dictionary *dict, const pl_sample *s)
+/* The leaf (self) function of a sample's stack: its function_table index,
+ * 0 when unknown. */
+static int32_t leaf_function(const pl_dictionary *dict, const pl_sample *s)
 {
-    pl_bytes none = {NULL, 0};
+    int32_t none = 0;
     if (s->stack_index <= 0 || (uint32_t)s->stack_index >= dict->n_stacks)
         return none;
     const pl_stack *st = &dict->stacks[s->stack_index];
@@ -1026,7 +1105,7 @@ static pl_bytes leaf_function(const pl_dictionary *dict, const pl_sample *s)
     int32_t fi = loc->lines[0].function_index; /* callee first: the innermost frame */
     if (fi <= 0 || (uint32_t)fi >= dict->n_functions)
         return none;
-    return pl_dict_string(dict, dict->functions[fi].name_strindex);
+    return fi;
 }
 
 /* ---- dictionary writer ------------------------------------------------------------------ */
@@ -1035,6 +1114,7 @@ static void writer_reset(dict_writer *w)
 {
     free(w->strs);
     free(w->attrs);
+    free(w->fn_ids);
     memset(w, 0, sizeof(*w));
 }
 
@@ -1243,65 +1323,55 @@ static enrich_slot *cache_slot(correlation *self, const pl_dictionary *dict, con
     return &self->cache[j];
 }
 
-/* Copies a scalar span attribute value into the profiles batch. */
-static bool copy_scalar(pl_batch *batch, const pl_value *v, pl_value *out)
-{
-    switch (v->type) {
-    case PL_VALUE_STRING:
-        *out = pl_value_string(pl_batch_bytes(batch, v->u.str.ptr, v->u.str.len));
-        return !v->u.str.len || out->u.str.ptr;
-    case PL_VALUE_INT:
-        *out = pl_value_int(v->u.i);
-        return true;
-    case PL_VALUE_DOUBLE:
-        *out = pl_value_double(v->u.d);
-        return true;
-    case PL_VALUE_BOOL:
-        *out = pl_value_bool(v->u.b);
-        return true;
-    default:
-        return false;
-    }
-}
-
 typedef struct label {
     pl_bytes key;
-    pl_value value;
+    pl_value value; /* strings still point at the span's batch */
 } label;
 
-/* Builds the attribute indices describing span entry `e` in the dictionary
- * of `batch`. */
+/* Appends a link to the dictionary (no dedupe: one per span and batch). */
+static int32_t writer_link(dict_writer *w, const pl_link *l)
+{
+    pl_dictionary *d = w->dict;
+    if (d->n_links >= INT32_MAX - 1)
+        return -1;
+    pl_link *slot = table_push(&w->batch->arena, (void **)&d->links, &d->n_links, &d->cap_links,
+                               sizeof(pl_link));
+    if (!slot)
+        return -1;
+    *slot = *l;
+    return (int32_t)(d->n_links - 1);
+}
+
+/* Fills `slot` for span entry `e` in the dictionary of `batch`. */
 static int build_span_labels(correlation *self, span_entry *e, pl_batch *batch, enrich_slot *slot)
 {
     dict_writer *w = &self->writer;
     if (writer_bind(w, batch))
         return -1;
     const pl_span *sp = e->span;
-    int32_t tmp[16 + 64];
+    int32_t tmp[5 + 64];
     uint32_t n = 0;
     size_t max_n = 5 + (self->n_span_attr_keys < 64 ? self->n_span_attr_keys : 64);
-    char hex[33];
+    char trace_hex[33], span_hex[17];
     label items[5 + 64];
-    size_t n_items = 0;
+    size_t n_items = 0, n_ids = 0;
 
     if (trace_id_valid(sp->trace_id, sp->trace_id_len)) {
-        pl_hex_encode(sp->trace_id, 16, hex);
-        items[n_items++] =
-            (label){self->names[NAME_TRACE_ID], pl_value_string(pl_batch_bytes(batch, hex, 32))};
+        pl_hex_encode(sp->trace_id, 16, trace_hex);
+        items[n_items++] = (label){self->names[NAME_TRACE_ID],
+                                   pl_value_string((pl_bytes){(uint8_t *)trace_hex, 32})};
+        n_ids++;
     }
-    pl_hex_encode(sp->span_id, 8, hex);
+    pl_hex_encode(sp->span_id, 8, span_hex);
     items[n_items++] =
-        (label){self->names[NAME_SPAN_ID], pl_value_string(pl_batch_bytes(batch, hex, 16))};
-    items[n_items++] = (label){self->names[NAME_SPAN_NAME],
-                               pl_value_string(pl_batch_bytes(batch, sp->name.ptr, sp->name.len))};
+        (label){self->names[NAME_SPAN_ID], pl_value_string((pl_bytes){(uint8_t *)span_hex, 16})};
+    n_ids++;
+    items[n_items++] = (label){self->names[NAME_SPAN_NAME], pl_value_string(sp->name)};
     span_entry *root = local_root(self, e);
-    items[n_items++] =
-        (label){self->names[NAME_ROOT_SPAN_NAME],
-                pl_value_string(pl_batch_bytes(batch, root->span->name.ptr, root->span->name.len))};
+    items[n_items++] = (label){self->names[NAME_ROOT_SPAN_NAME], pl_value_string(root->span->name)};
     pl_bytes svc = service_name(self, e->service);
     if (svc.len)
-        items[n_items++] = (label){self->names[NAME_SERVICE_NAME],
-                                   pl_value_string(pl_batch_bytes(batch, svc.ptr, svc.len))};
+        items[n_items++] = (label){self->names[NAME_SERVICE_NAME], pl_value_string(svc)};
     for (size_t k = 0; k < self->n_span_attr_keys && n_items < max_n; k++) {
         pl_bytes key = self->span_attr_keys[k];
         /* The span first, then its ancestors up to the local root: http.route
@@ -1309,9 +1379,9 @@ static int build_span_labels(correlation *self, span_entry *e, pl_batch *batch, 
         span_entry *cur = e;
         for (int depth = 0; cur && depth < MAX_ANCESTRY; depth++) {
             pl_kv *kv = pl_attrs_find(&cur->span->attrs, (const char *)key.ptr, key.len);
-            pl_value v;
-            if (kv && copy_scalar(batch, &kv->value, &v)) {
-                items[n_items++] = (label){key, v};
+            if (kv && (kv->value.type == PL_VALUE_STRING || kv->value.type == PL_VALUE_INT ||
+                       kv->value.type == PL_VALUE_DOUBLE || kv->value.type == PL_VALUE_BOOL)) {
+                items[n_items++] = (label){key, kv->value};
                 break;
             }
             if (cur == root)
@@ -1326,7 +1396,15 @@ static int build_span_labels(correlation *self, span_entry *e, pl_batch *batch, 
         int32_t ks = writer_string(w, items[k].key);
         if (ks < 0)
             return -1;
-        int32_t ai = writer_attribute(w, ks, items[k].value);
+        pl_value v = items[k].value;
+        if (v.type == PL_VALUE_STRING) {
+            /* The string table holds the batch's own copy; the value shares it. */
+            int32_t vs = writer_string(w, v.u.str);
+            if (vs < 0)
+                return -1;
+            v.u.str = w->dict->strings[vs];
+        }
+        int32_t ai = writer_attribute(w, ks, v);
         if (ai < 0)
             return -1;
         tmp[n++] = ai;
@@ -1336,52 +1414,109 @@ static int build_span_labels(correlation *self, span_entry *e, pl_batch *batch, 
         return -1;
     memcpy(slot->idx, tmp, n * sizeof(int32_t));
     slot->n = n;
+    slot->n_ids = (uint32_t)n_ids;
+    slot->link = 0;
     slot->dict = w->dict;
     slot->span = sp;
     self->cache_count++;
     return 0;
 }
 
-/* Gives the sample the span's labels; its own attributes with the same keys
- * are replaced (keys stay unique within a sample). */
-static void enrich_sample(correlation *self, span_entry *e, pl_sample *s, pl_batch *batch)
+/* Points the sample at its span: completes its link with the span's trace
+ * id, and gives it the span's labels (its own attributes with the same keys
+ * are replaced, so keys stay unique within a sample). A sample with a link
+ * gets no trace_id / span_id attributes: the link carries them, and the
+ * pprof encoder writes labels from both (they would appear twice). */
+static enrich_slot *enrich_sample(correlation *self, span_entry *e, pl_sample *s, pl_batch *batch)
 {
     pl_dictionary *dict = &batch->data.profiles.dict;
     enrich_slot *slot = cache_slot(self, dict, e->span);
     if (!slot)
-        return;
+        return NULL;
     if (!slot->span && build_span_labels(self, e, batch, slot)) {
         memset(slot, 0, sizeof(*slot));
-        return;
+        return NULL;
     }
-    int32_t *idx = pl_batch_alloc(batch, (s->n_attribute_indices + slot->n) * sizeof(int32_t));
+    bool has_link =
+        s->link_index > 0 && (uint32_t)s->link_index < dict->n_links &&
+        span_id_valid(dict->links[s->link_index].span_id, dict->links[s->link_index].span_id_len);
+    if (has_link) {
+        const pl_link *l = &dict->links[s->link_index];
+        const pl_span *sp = e->span;
+        if (!trace_id_valid(l->trace_id, l->trace_id_len) &&
+            trace_id_valid(sp->trace_id, sp->trace_id_len)) {
+            if (!slot->link) {
+                pl_link full;
+                memset(&full, 0, sizeof(full));
+                memcpy(full.trace_id, sp->trace_id, 16);
+                full.trace_id_len = 16;
+                memcpy(full.span_id, sp->span_id, 8);
+                full.span_id_len = 8;
+                int32_t li = writer_link(&self->writer, &full);
+                slot->link = li > 0 ? li : 0;
+            }
+            if (slot->link)
+                s->link_index = slot->link;
+        }
+    }
+    const int32_t *add = slot->idx + (has_link ? slot->n_ids : 0);
+    uint32_t n_add = slot->n - (has_link ? slot->n_ids : 0);
+    int32_t *idx = pl_batch_alloc(batch, (s->n_attribute_indices + n_add) * sizeof(int32_t));
     if (!idx)
-        return;
+        return slot;
     uint32_t n = 0;
     for (uint32_t i = 0; i < s->n_attribute_indices; i++) {
         int32_t ai = s->attribute_indices[i];
         bool replaced = false;
         if (ai > 0 && (uint32_t)ai < dict->n_attributes) {
-            pl_bytes k = pl_dict_string(dict, dict->attributes[ai].key_strindex);
-            for (uint32_t j = 0; j < slot->n && !replaced; j++)
-                replaced = pl_bytes_eq(
-                    k, pl_dict_string(dict, dict->attributes[slot->idx[j]].key_strindex));
+            int32_t key = dict->attributes[ai].key_strindex;
+            for (uint32_t j = 0; j < slot->n && !replaced; j++) {
+                int32_t mine = dict->attributes[slot->idx[j]].key_strindex;
+                replaced = key == mine ||
+                           pl_bytes_eq(pl_dict_string(dict, key), pl_dict_string(dict, mine));
+            }
         }
         if (!replaced)
             idx[n++] = ai;
     }
-    memcpy(idx + n, slot->idx, slot->n * sizeof(int32_t));
+    memcpy(idx + n, add, n_add * sizeof(int32_t));
     s->attribute_indices = idx;
-    s->n_attribute_indices = n + slot->n;
+    s->n_attribute_indices = n + n_add;
+    return slot;
 }
 
-/* Links sample s (of profile pi) to the held span entry e. */
+/* Pool id of the leaf function of a sample (through the writer's
+ * per-dictionary cache). */
+static uint32_t sample_function(correlation *self, pl_batch *batch, const pl_sample *s)
+{
+    dict_writer *w = &self->writer;
+    const pl_dictionary *dict = &batch->data.profiles.dict;
+    int32_t fi = leaf_function(dict, s);
+    if (writer_bind(w, batch))
+        return 0;
+    if (!w->fn_ids) {
+        w->n_fn_ids = dict->n_functions;
+        w->fn_ids = calloc(w->n_fn_ids ? w->n_fn_ids : 1, sizeof(uint32_t));
+        if (!w->fn_ids)
+            return 0;
+    }
+    if (fi <= 0 || (uint32_t)fi >= w->n_fn_ids)
+        return fn_pool_id(self, PL_BYTES_LIT("[unknown]"));
+    if (!w->fn_ids[fi]) {
+        pl_bytes name = pl_dict_string(dict, dict->functions[fi].name_strindex);
+        w->fn_ids[fi] = fn_pool_id(self, name.len ? name : PL_BYTES_LIT("[unknown]"));
+    }
+    return w->fn_ids[fi];
+}
+
+/* Links sample s (of profile pi) to the held span entry e. The ancestors'
+ * totals are updated when the linking session ends (link_session_end): until
+ * then no marker is added, so entries do not move. */
 static void link_sample(correlation *self, span_entry *e, pl_sample *s, profile_info *pi)
 {
-    /* roll_up may add a placeholder and so grow the table: `e` is not used
-     * after it. */
-    enrich_sample(self, e, s, pi->batch);
+    enrich_slot *slot = enrich_sample(self, e, s, pi->batch);
     contrib c = sample_contrib(pi, s);
+    uint32_t fn = c.top && self->cfg.top_functions > 0 ? sample_function(self, pi->batch, s) : 0;
     span_stats *st = entry_stats(self, e);
     if (st) {
         st->linked++;
@@ -1391,15 +1526,35 @@ static void link_sample(correlation *self, span_entry *e, pl_sample *s, profile_
         st->cpu_total += c.cpu;
         st->wall_self += c.wall;
         st->wall_total += c.wall;
-        if (c.top && self->cfg.top_functions > 0) {
-            pl_bytes fn = leaf_function(&pi->batch->data.profiles.dict, s);
-            if (!fn.len)
-                fn = PL_BYTES_LIT("[unknown]");
+        if (fn)
             stats_add_function(st, fn, c.top);
+    }
+    if (slot) {
+        slot->roll.samples += c.samples;
+        slot->roll.cpu += c.cpu;
+        slot->roll.wall += c.wall;
+    }
+    (*self->c_linked_samples)++;
+}
+
+static span_entry *entry_of_span(correlation *self, const pl_span *sp);
+
+/* Hands the contributions gathered during a linking session up to the
+ * ancestors, and forgets the session's caches. */
+static void link_session_end(correlation *self)
+{
+    if (self->cache_count) {
+        for (uint32_t i = 0; i <= self->cache_mask; i++) {
+            enrich_slot *slot = &self->cache[i];
+            if (!slot->span || !(slot->roll.samples || slot->roll.cpu || slot->roll.wall))
+                continue;
+            span_entry *e = entry_of_span(self, slot->span);
+            if (e)
+                roll_up(self, e, slot->roll);
         }
     }
-    roll_up(self, e, c);
-    (*self->c_linked_samples)++;
+    cache_clear(self);
+    writer_reset(&self->writer);
 }
 
 /* Tries to link a sample to a held span. */
@@ -1431,14 +1586,13 @@ static void update_gauges(correlation *self)
     *self->g_held_bytes = (int64_t)self->held_bytes;
 }
 
+/* Heaviest first; ties by pool id (first seen first), so output is stable. */
 static int cmp_fn_weight(const void *a, const void *b)
 {
     const top_fn *x = a, *y = b;
     if (x->weight != y->weight)
         return x->weight < y->weight ? 1 : -1;
-    if (x->len != y->len)
-        return x->len < y->len ? -1 : 1;
-    return memcmp(x->name, y->name, x->len);
+    return x->fn < y->fn ? -1 : x->fn > y->fn;
 }
 
 static void put_int(pl_batch *b, pl_span *sp, pl_bytes key, uint64_t v)
@@ -1475,12 +1629,13 @@ static void enrich_span(correlation *self, pl_batch *b, pl_span *sp, span_stats 
                     char buf[64];
                     double share = 100.0 * (double)s->fns[i].weight / (double)s->top_weight;
                     int m = snprintf(buf, sizeof(buf), " (%.1f%%)", share);
-                    size_t len = s->fns[i].len + (size_t)m;
+                    const fn_name *fname = &self->fn_names[s->fns[i].fn];
+                    size_t len = fname->len + (size_t)m;
                     char *text = pl_batch_alloc(b, len + 1);
                     if (!text)
                         return;
-                    memcpy(text, s->fns[i].name, s->fns[i].len);
-                    memcpy(text + s->fns[i].len, buf, (size_t)m);
+                    memcpy(text, fname->name, fname->len);
+                    memcpy(text + fname->len, buf, (size_t)m);
                     items[i] = pl_value_string((pl_bytes){(const uint8_t *)text, (uint32_t)len});
                 }
                 pl_value arr;
@@ -1929,7 +2084,7 @@ static void index_span_batch(correlation *self, uint32_t hi)
                 }
             }
         }
-        writer_reset(&self->writer);
+        link_session_end(self);
     }
 }
 
@@ -2142,7 +2297,7 @@ static pl_status consume_profiles(correlation *self, pl_batch *batch, pl_consume
             }
         }
     }
-    writer_reset(&self->writer);
+    link_session_end(self);
 
     uint32_t hi = n_wait ? held_alloc(self) : 0;
     if (hi) {
@@ -2225,11 +2380,12 @@ static pl_bytes name_or(const char *configured, const char *dflt)
 static void correlation_free(correlation *self)
 {
     for (uint32_t i = 1; i < self->n_stats; i++) {
-        span_stats *s = &self->stats_arr[i];
-        for (uint32_t f = 0; f < s->n_fns; f++)
-            free(s->fns[f].name);
-        free(s->fns);
+        free(self->stats_arr[i].fns);
     }
+    for (uint32_t i = 1; i < self->n_fn_names; i++)
+        free(self->fn_names[i].name);
+    free(self->fn_names);
+    free(self->fn_index);
     for (uint32_t i = 1; i < self->n_held; i++) {
         free(self->held[i].covers);
         free(self->held[i].refs);

@@ -9,6 +9,7 @@
  * or the profile window, a CPU value and a leaf function).
  */
 #include <inttypes.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -365,6 +366,22 @@ static const char *sample_attr(pl_batch *b, uint32_t i, const char *key, char *b
     return found;
 }
 
+/* The ids a sample's link carries, as hex ("" when absent). */
+static const char *link_hex(pl_batch *b, uint32_t i, bool trace, char *buf)
+{
+    pl_dictionary *d = &b->data.profiles.dict;
+    pl_sample *s = sample_at(b, i);
+    buf[0] = 0;
+    if (s->link_index <= 0 || (uint32_t)s->link_index >= d->n_links)
+        return buf;
+    pl_link *l = &d->links[s->link_index];
+    if (trace && l->trace_id_len == 16)
+        pl_hex_encode(l->trace_id, 16, buf), buf[32] = 0;
+    else if (!trace && l->span_id_len == 8)
+        pl_hex_encode(l->span_id, 8, buf), buf[16] = 0;
+    return buf;
+}
+
 static char *hex_id(uint64_t id, char *buf)
 {
     uint8_t raw[8];
@@ -399,16 +416,20 @@ static void test_span_first_then_samples(void)
 
     advance(&f, S(5));
     sample_spec ss[] = {{0xA1, 1, BY_LINK, t0 + S(1), 7000000, 2},
-                        {0xA1, 1, BY_LINK, t0 + S(1), 3000000, 1}};
+                        {0xA1, 0, BY_LINK, t0 + S(1), 3000000, 1}}; /* no trace id */
     deliver(&f, mk_profiles("api", t0, S(10), ss, 2));
     /* Its span is known: the batch flows on at once, enriched. */
     REQUIRE(f.profiles.n == 1);
     char buf[256], want[40];
     int count;
     pl_batch *pb = f.profiles.b[0];
-    CHECK_EQ_STR(sample_attr(pb, 0, "trace_id", buf, NULL), hex_trace(1, want));
-    CHECK_EQ_STR(sample_attr(pb, 0, "span_id", buf, &count), hex_id(0xA1, want));
-    CHECK_EQ_INT(count, 1);
+    /* The ids travel in the sample's link (completed with the trace id when
+     * the SDK gave only the span id), not twice as attributes. */
+    CHECK_EQ_STR(link_hex(pb, 0, true, buf), hex_trace(1, want));
+    CHECK_EQ_STR(link_hex(pb, 1, true, buf), hex_trace(1, want));
+    CHECK_EQ_STR(link_hex(pb, 1, false, buf), hex_id(0xA1, want));
+    CHECK(sample_attr(pb, 0, "span_id", buf, &count) == NULL);
+    CHECK(sample_attr(pb, 1, "trace_id", buf, &count) == NULL);
     CHECK_EQ_STR(sample_attr(pb, 1, "span_name", buf, NULL), "GET /users/:id");
     CHECK_EQ_STR(sample_attr(pb, 1, "root_span_name", buf, NULL), "GET /users/:id");
     CHECK_EQ_STR(sample_attr(pb, 1, "service.name", buf, NULL), "api");
@@ -694,7 +715,9 @@ static void test_duplicate_span_ids_in_different_traces(void)
     REQUIRE(f.profiles.n == 1);
     char buf[256], want[40];
     CHECK_EQ_STR(sample_attr(f.profiles.b[0], 0, "span_name", buf, NULL), "in trace 8");
-    CHECK_EQ_STR(sample_attr(f.profiles.b[0], 0, "trace_id", buf, NULL), hex_trace(8, want));
+    CHECK_EQ_STR(link_hex(f.profiles.b[0], 0, true, buf), hex_trace(8, want));
+    /* Labels only (no link): the ids come as attributes. */
+    CHECK_EQ_STR(sample_attr(f.profiles.b[0], 1, "trace_id", buf, NULL), hex_trace(7, want));
     CHECK_EQ_STR(sample_attr(f.profiles.b[0], 1, "span_name", buf, NULL), "in trace 7");
     CHECK(sample_attr(f.profiles.b[0], 2, "span_name", buf, NULL) == NULL);
     CHECK_EQ_INT(span_int(find_span_in(&f.traces, 0xF1, 7), "profile.cpu_time_ns"), 3);
