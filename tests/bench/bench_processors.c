@@ -8,7 +8,7 @@
  * the flush for batch) / items. Several rounds run and the median is
  * printed.
  *
- *   build/tests/bench_processors [rounds]
+ *   build/tests/bench_processors [rounds [label-substring]]
  */
 #include <stdlib.h>
 #include <time.h>
@@ -113,9 +113,13 @@ static double round_ns(const pl_component_type *type, const char *yaml, make_fn 
     return (double)(t1 - t0) / (double)items;
 }
 
+static const char *only; /* run only benchmarks whose label contains this */
+
 static void bench(const char *label, const pl_component_type *type, const char *yaml, make_fn make,
                   int n_batches, int rounds, const char *unit)
 {
+    if (only && !strstr(label, only))
+        return;
     double *r = malloc((size_t)rounds * sizeof(double));
     for (int i = 0; i < rounds; i++)
         r[i] = round_ns(type, yaml, make, n_batches);
@@ -130,6 +134,7 @@ int main(int argc, char **argv)
     int rounds = argc > 1 ? atoi(argv[1]) : 9;
     if (rounds < 1)
         rounds = 1;
+    only = argc > 2 ? argv[2] : NULL;
     pl_log_set_level(PL_LOG_ERROR);
     printf("rounds: %d; traces: %d batches x %d spans (10 attributes each); profiles: %d "
            "batches x %d samples\n\n",
