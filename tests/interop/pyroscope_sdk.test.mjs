@@ -1,0 +1,447 @@
+// pyroscope_sdk.test.mjs: the real Pyroscope Node.js SDK (@pyroscope/nodejs)
+// and the real OpenTelemetry JS SDK, both pointed at proflink.
+//
+// The application burns CPU inside spans; each span's work runs inside
+// Pyroscope.wrapWithLabels({ span_id: <the span's id> }, fn), as the SDKs'
+// span processors do. proflink runs the `otlp` and `pyroscope` receivers
+// into the `file` exporter (OTLP/JSON lines) and the `pyroscope` exporter
+// (pointed at a fake Pyroscope push API in this test). Checks:
+//   1. the samples come out of the pipeline linked to their span ids (OTLP
+//      Link), with the work function's name in their stacks, and the spans
+//      come out too;
+//   2. every pprof the SDK uploaded (captured by a recording proxy between
+//      the SDK and proflink) decodes in proflink to the same totals per
+//      sample type, per leaf function and per span_id label as the
+//      independent decoder `pprof-format` computes from the same bytes;
+//      a pprof saved from an earlier SDK run (fixtures/) too;
+//   3. the pyroscope exporter sends push requests that pprof-format decodes,
+//      with series labels __name__/service_name, the tenant and basic-auth
+//      headers, and span_id sample labels.
+//
+// Run: cd tests/interop && PROFLINK_BIN=../../build-<you>/proflink node --test pyroscope_sdk.test.mjs
+import { test, before, after } from 'node:test';
+import assert from 'node:assert/strict';
+import { spawn } from 'node:child_process';
+import fs from 'node:fs';
+import http from 'node:http';
+import net from 'node:net';
+import os from 'node:os';
+import path from 'node:path';
+import zlib from 'node:zlib';
+import { fileURLToPath } from 'node:url';
+
+import protobuf from 'protobufjs';
+import { Profile } from 'pprof-format';
+import Pyroscope from '@pyroscope/nodejs';
+import { resourceFromAttributes } from '@opentelemetry/resources';
+import { BasicTracerProvider, SimpleSpanProcessor } from '@opentelemetry/sdk-trace-base';
+import { OTLPTraceExporter } from '@opentelemetry/exporter-trace-otlp-http';
+
+const here = path.dirname(fileURLToPath(import.meta.url));
+const repo = path.resolve(here, '..', '..');
+const BIN = process.env.PROFLINK_BIN
+  ? path.resolve(process.env.PROFLINK_BIN)
+  : path.join(repo, 'build', 'proflink');
+const FIXTURE = path.join(here, 'fixtures', 'nodejs_wall.pprof.gz');
+
+const protoRoot = new protobuf.Root();
+protoRoot.resolvePath = (origin, target) =>
+  path.isAbsolute(target) ? target : path.join(repo, 'proto', target);
+protoRoot.loadSync(['push/v1/push.proto']);
+const PushRequest = protoRoot.lookupType('push.v1.PushRequest');
+
+// ---- helpers ------------------------------------------------------------------
+async function freePort() {
+  return new Promise((resolve, reject) => {
+    const s = net.createServer();
+    s.listen(0, '127.0.0.1', () => {
+      const { port } = s.address();
+      s.close(() => resolve(port));
+    });
+    s.on('error', reject);
+  });
+}
+
+async function waitListening(port, ms = 10000) {
+  const end = Date.now() + ms;
+  while (Date.now() < end) {
+    const ok = await new Promise((resolve) => {
+      const c = net.connect(port, '127.0.0.1', () => { c.destroy(); resolve(true); });
+      c.on('error', () => resolve(false));
+    });
+    if (ok) return;
+    await new Promise((r) => setTimeout(r, 50));
+  }
+  throw new Error(`port ${port} never listened`);
+}
+
+async function until(cond, ms = 15000) {
+  const end = Date.now() + ms;
+  while (Date.now() < end) {
+    if (await cond()) return true;
+    await new Promise((r) => setTimeout(r, 100));
+  }
+  return false;
+}
+
+function readBody(req) {
+  return new Promise((resolve) => {
+    const chunks = [];
+    req.on('data', (c) => chunks.push(c));
+    req.on('end', () => resolve(Buffer.concat(chunks)));
+  });
+}
+
+function post(port, p, headers, body) {
+  return new Promise((resolve, reject) => {
+    const req = http.request({ host: '127.0.0.1', port, path: p, method: 'POST', headers, agent: false },
+      (res) => {
+        const chunks = [];
+        res.on('data', (c) => chunks.push(c));
+        res.on('end', () => resolve({ status: res.statusCode, body: Buffer.concat(chunks) }));
+      });
+    req.on('error', reject);
+    req.end(body);
+  });
+}
+
+const big = (v) => (typeof v === 'bigint' ? v : BigInt(v ?? 0));
+
+// Totals of a pprof decoded by pprof-format: per sample type, per
+// (type, leaf function) and per (type, span_id label).
+function pprofTotals(buf) {
+  const raw = buf[0] === 0x1f && buf[1] === 0x8b ? zlib.gunzipSync(buf) : buf;
+  const p = Profile.decode(raw);
+  const str = (i) => p.stringTable.strings[Number(i)] ?? '';
+  const fnName = new Map(p.function.map((f) => [String(f.id), str(f.name)]));
+  const locFn = new Map(p.location.map((l) => [String(l.id),
+    l.line.length ? fnName.get(String(l.line[0].functionId)) : '']));
+  const types = p.sampleType.map((t) => `${str(t.type)}/${str(t.unit)}`);
+  const out = { byType: new Map(), byFn: new Map(), bySpan: new Map(), functions: new Set() };
+  const add = (m, k, v) => m.set(k, (m.get(k) ?? 0n) + v);
+  for (const s of p.sample) {
+    const leaf = s.locationId.length ? locFn.get(String(s.locationId[0])) : '';
+    for (const id of s.locationId) out.functions.add(locFn.get(String(id)));
+    let span = '';
+    for (const l of s.label) {
+      const k = str(l.key);
+      if ((k === 'span_id' || (k === 'profile_id' && !span)) && big(l.str) !== 0n) span = str(l.str);
+    }
+    s.value.forEach((v, i) => {
+      add(out.byType, types[i], big(v));
+      add(out.byFn, `${types[i]}|${leaf}`, big(v));
+      if (span) add(out.bySpan, `${types[i]}|${span}`, big(v));
+    });
+  }
+  return out;
+}
+
+// The same totals over OTLP/JSON profile requests written by the file exporter.
+function otlpTotals(requests) {
+  const out = { byType: new Map(), byFn: new Map(), bySpan: new Map(), functions: new Set(),
+    samples: [] };
+  const add = (m, k, v) => m.set(k, (m.get(k) ?? 0n) + v);
+  for (const req of requests) {
+    const d = req.dictionary ?? {};
+    const strs = d.stringTable ?? [];
+    const fnName = (fi) => strs[(d.functionTable?.[fi ?? 0] ?? {}).nameStrindex ?? 0] ?? '';
+    const locFn = (li) => {
+      const loc = d.locationTable?.[li ?? 0] ?? {};
+      return loc.lines?.length ? fnName(loc.lines[0].functionIndex) : '';
+    };
+    for (const rp of req.resourceProfiles ?? []) {
+      for (const sp of rp.scopeProfiles ?? []) {
+        for (const prof of sp.profiles ?? []) {
+          const st = prof.sampleType ?? {};
+          const type = `${strs[st.typeStrindex ?? 0]}/${strs[st.unitStrindex ?? 0]}`;
+          for (const s of prof.samples ?? []) {
+            const locs = d.stackTable?.[s.stackIndex ?? 0]?.locationIndices ?? [];
+            const leaf = locs.length ? locFn(locs[0]) : '';
+            const fns = locs.map(locFn);
+            fns.forEach((f) => out.functions.add(f));
+            const link = s.linkIndex ? d.linkTable[s.linkIndex] : null;
+            const span = link?.spanId ?? '';
+            const v = (s.values ?? []).reduce((a, x) => a + BigInt(x), 0n);
+            add(out.byType, type, v);
+            add(out.byFn, `${type}|${leaf}`, v);
+            if (span) add(out.bySpan, `${type}|${span}`, v);
+            out.samples.push({ type, span, traceId: link?.traceId ?? '', fns, value: v,
+              service: (rp.resource?.attributes ?? []).find((a) => a.key === 'service.name')
+                ?.value?.stringValue });
+          }
+        }
+      }
+    }
+  }
+  return out;
+}
+
+function readFileLines(file) {
+  if (!fs.existsSync(file)) return [];
+  return fs.readFileSync(file, 'utf8').split('\n').filter((l) => l.trim()).map((l) => JSON.parse(l));
+}
+
+const mapObj = (m) => Object.fromEntries([...m].sort().map(([k, v]) => [k, String(v)]));
+
+// ---- proflink, a recording proxy in front of it, a fake Pyroscope --------------
+let proc;
+let tmp;
+let stderr = '';
+let otlpPort, pyroPort, proxyPort, sinkPort, metricsPort;
+let proxy, sink;
+const uploads = []; // { url, headers, body } as the SDK sent them
+const pushes = []; // { headers, body } the pyroscope exporter sent
+
+before(async () => {
+  [otlpPort, pyroPort, proxyPort, sinkPort, metricsPort] =
+    await Promise.all([freePort(), freePort(), freePort(), freePort(), freePort()]);
+  tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'proflink-pyroscope-'));
+
+  sink = http.createServer(async (req, res) => {
+    const body = await readBody(req);
+    pushes.push({ url: req.url, headers: req.headers, body });
+    res.writeHead(200, { 'content-type': 'application/proto' });
+    res.end();
+  });
+  await new Promise((r) => sink.listen(sinkPort, '127.0.0.1', r));
+
+  // Forwards every request to proflink unchanged and records it.
+  proxy = http.createServer(async (req, res) => {
+    const body = await readBody(req);
+    const entry = { url: req.url, headers: req.headers, body };
+    uploads.push(entry);
+    const fwd = http.request({ host: '127.0.0.1', port: pyroPort, path: req.url, method: req.method,
+      headers: req.headers, agent: false }, (r) => {
+      const chunks = [];
+      r.on('data', (c) => chunks.push(c));
+      r.on('end', () => {
+        const b = Buffer.concat(chunks);
+        entry.status = r.statusCode;
+        entry.answer = b.toString();
+        res.writeHead(r.statusCode, r.headers);
+        res.end(b);
+      });
+    });
+    fwd.on('error', (e) => {
+      entry.status = 502;
+      entry.answer = String(e);
+      res.writeHead(502);
+      res.end();
+    });
+    fwd.end(body);
+  });
+  await new Promise((r) => proxy.listen(proxyPort, '127.0.0.1', r));
+
+  const config = `
+receivers:
+  otlp:
+    protocols:
+      http:
+        endpoint: 127.0.0.1:${otlpPort}
+  pyroscope:
+    endpoint: 127.0.0.1:${pyroPort}
+exporters:
+  file:
+    path: ${path.join(tmp, 'out.jsonl')}
+  pyroscope:
+    endpoint: http://127.0.0.1:${sinkPort}
+    tenant_id: team-a
+    basic_auth: { username: user, password: secret }
+service:
+  telemetry:
+    logs: { level: warn }
+    metrics: { address: 127.0.0.1:${metricsPort} }
+  pipelines:
+    traces: { receivers: [otlp], exporters: [file] }
+    profiles: { receivers: [pyroscope], exporters: [file, pyroscope] }
+`;
+  fs.writeFileSync(path.join(tmp, 'collector.yaml'), config);
+  proc = spawn(BIN, ['--config', path.join(tmp, 'collector.yaml')], { stdio: ['ignore', 'ignore', 'pipe'] });
+  proc.stderr.on('data', (d) => { stderr += d; });
+  await waitListening(otlpPort);
+  await waitListening(pyroPort);
+});
+
+after(async () => {
+  if (proc && proc.exitCode === null) {
+    proc.kill('SIGTERM');
+    await new Promise((r) => { proc.once('exit', r); setTimeout(r, 5000); });
+  }
+  proxy?.close();
+  sink?.close();
+  if (tmp) fs.rmSync(tmp, { recursive: true, force: true });
+  if (stderr.trim()) console.log('proflink stderr:\n' + stderr);
+});
+
+// ---- the application ----------------------------------------------------------
+// Pure CPU work; the name is what the test looks for in the stacks.
+function burnCpuForSpan(ms) {
+  const end = Date.now() + ms;
+  let x = 0;
+  while (Date.now() < end) {
+    for (let i = 0; i < 10000; i++) x = (x * 31 + i) % 1000003;
+  }
+  return x;
+}
+
+const spanIds = [];
+const traceIds = [];
+
+test('Pyroscope Node.js SDK + OpenTelemetry JS: samples keep their span ids', async () => {
+  const provider = new BasicTracerProvider({
+    resource: resourceFromAttributes({ 'service.name': 'interop-app' }),
+    spanProcessors: [new SimpleSpanProcessor(new OTLPTraceExporter({
+      url: `http://127.0.0.1:${otlpPort}/v1/traces` }))],
+  });
+  const tracer = provider.getTracer('interop');
+
+  Pyroscope.init({
+    serverAddress: `http://127.0.0.1:${proxyPort}`,
+    appName: 'interop-app',
+    flushIntervalMs: 1000,
+    tags: { region: 'test' },
+    tenantID: 'team-a',
+    wall: { collectCpuTime: true },
+  });
+  Pyroscope.start();
+  for (let i = 0; i < 4; i++) {
+    const span = tracer.startSpan(`work-${i}`);
+    const { spanId, traceId } = span.spanContext();
+    spanIds.push(spanId);
+    traceIds.push(traceId);
+    Pyroscope.wrapWithLabels({ span_id: spanId }, () => burnCpuForSpan(400));
+    span.end();
+    await new Promise((r) => setTimeout(r, 20)); // let the profiler's timers run
+  }
+  await Pyroscope.stop();
+  await provider.forceFlush();
+  await provider.shutdown();
+
+  const out = path.join(tmp, 'out.jsonl');
+  const linked = () => {
+    const t = otlpTotals(readFileLines(out).filter((r) => r.resourceProfiles));
+    return spanIds.every((id) => t.samples.some((s) => s.span === id));
+  };
+  assert.ok(await until(linked), `no linked samples arrived; uploads: ${JSON.stringify(
+    uploads.map((u) => [u.url, u.status, u.answer]))}`);
+  assert.ok(await until(() => uploads.every((u) => u.status !== undefined)), 'uploads answered: ' +
+    JSON.stringify(uploads.filter((u) => u.status === undefined).map((u) => [u.url, u.headers, u.body.length])));
+  for (const u of uploads) assert.equal(u.status, 200, `${u.url}: ${u.answer}`);
+
+  const lines = readFileLines(out);
+  const t = otlpTotals(lines.filter((r) => r.resourceProfiles));
+  for (const id of spanIds) {
+    const mine = t.samples.filter((s) => s.span === id);
+    assert.ok(mine.length > 0, `span ${id} has samples`);
+    assert.ok(mine.some((s) => s.fns.some((f) => f.includes('burnCpuForSpan'))),
+      `span ${id}: burnCpuForSpan in some stack; functions: ${[...new Set(mine.flatMap((s) => s.fns))].slice(0, 20)}`);
+    assert.ok(mine.every((s) => s.service === 'interop-app'));
+  }
+  // Wall time and CPU time were attributed to the spans (4 x 400 ms of work;
+  // the CPU share depends on how busy the shared machine is).
+  const linkedOf = (type) => t.samples.filter((s) => s.type === type && s.span)
+    .reduce((a, s) => a + s.value, 0n);
+  assert.ok(linkedOf('wall/nanoseconds') > 800_000_000n,
+    `wall time linked to spans: ${linkedOf('wall/nanoseconds')} ns`);
+  assert.ok(linkedOf('cpu/nanoseconds') > 50_000_000n,
+    `cpu time linked to spans: ${linkedOf('cpu/nanoseconds')} ns`);
+
+  // The spans came out too, with the same ids.
+  await until(() => {
+    const spans = readFileLines(out).filter((r) => r.resourceSpans)
+      .flatMap((r) => r.resourceSpans.flatMap((rs) => rs.scopeSpans.flatMap((ss) => ss.spans)));
+    return spanIds.every((id) => spans.some((s) => s.spanId === id));
+  });
+  const spans = readFileLines(out).filter((r) => r.resourceSpans)
+    .flatMap((r) => r.resourceSpans.flatMap((rs) => rs.scopeSpans.flatMap((ss) => ss.spans)));
+  for (let i = 0; i < spanIds.length; i++) {
+    const s = spans.find((x) => x.spanId === spanIds[i]);
+    assert.ok(s, `span ${spanIds[i]} exported`);
+    assert.equal(s.name, `work-${i}`);
+    assert.equal(s.traceId, traceIds[i]);
+  }
+
+  // Keep one real wall upload as a fixture for the decoder comparison.
+  const wall = uploads.find((u) => {
+    try { return pprofTotals(u.body).byType.has('wall/nanoseconds') &&
+      pprofTotals(u.body).bySpan.size > 0; } catch { return false; }
+  });
+  if (wall && process.env.PROFLINK_SAVE_FIXTURE) {
+    fs.mkdirSync(path.dirname(FIXTURE), { recursive: true });
+    fs.writeFileSync(FIXTURE, wall.body);
+  }
+});
+
+test('every SDK upload decodes to the same totals as pprof-format reports', async () => {
+  assert.ok(uploads.length >= 2, 'the SDK uploaded profiles');
+  const expected = { byType: new Map(), byFn: new Map(), bySpan: new Map() };
+  for (const u of uploads) {
+    const t = pprofTotals(u.body);
+    for (const k of ['byType', 'byFn', 'bySpan'])
+      for (const [key, v] of t[k]) expected[k].set(key, (expected[k].get(key) ?? 0n) + v);
+  }
+  const got = otlpTotals(readFileLines(path.join(tmp, 'out.jsonl')).filter((r) => r.resourceProfiles));
+  assert.deepEqual(mapObj(got.byType), mapObj(expected.byType));
+  assert.deepEqual(mapObj(got.byFn), mapObj(expected.byFn));
+  assert.deepEqual(mapObj(got.bySpan), mapObj(expected.bySpan));
+  assert.ok(expected.bySpan.size >= spanIds.length);
+});
+
+test('a saved SDK pprof decodes to the same totals as pprof-format reports', async () => {
+  assert.ok(fs.existsSync(FIXTURE), `fixture ${FIXTURE}`);
+  const body = fs.readFileSync(FIXTURE);
+  const expected = pprofTotals(body);
+  const out = path.join(tmp, 'out.jsonl');
+  const before = readFileLines(out).length;
+  const r = await post(pyroPort, '/ingest?name=fixture-app%7Bk%3Dv%7D&from=1700000000&until=1700000010&format=pprof&spyName=nodespy',
+    { 'content-type': 'application/octet-stream' }, body);
+  assert.equal(r.status, 200, r.body.toString());
+  assert.ok(await until(() => readFileLines(out).length > before));
+  const lines = readFileLines(out).slice(before).filter((l) =>
+    l.resourceProfiles?.some((rp) => rp.resource?.attributes?.some((a) =>
+      a.key === 'service.name' && a.value.stringValue === 'fixture-app')));
+  const got = otlpTotals(lines);
+  assert.ok(expected.byType.size > 0 && expected.bySpan.size > 0);
+  assert.deepEqual(mapObj(got.byType), mapObj(expected.byType));
+  assert.deepEqual(mapObj(got.byFn), mapObj(expected.byFn));
+  assert.deepEqual(mapObj(got.bySpan), mapObj(expected.bySpan));
+});
+
+test('the pyroscope exporter pushes pprof that pprof-format decodes, with span labels', async () => {
+  assert.ok(await until(() => pushes.length > 0), 'the exporter pushed');
+  for (const p of pushes) {
+    assert.equal(p.url, '/push.v1.PusherService/Push');
+    assert.equal(p.headers['content-type'], 'application/proto');
+    assert.equal(p.headers['connect-protocol-version'], '1');
+    assert.equal(p.headers['x-scope-orgid'], 'team-a');
+    assert.equal(p.headers.authorization, 'Basic ' + Buffer.from('user:secret').toString('base64'));
+  }
+  const spansSeen = new Set();
+  const names = new Set();
+  let cpuTotal = 0n;
+  for (const p of pushes) {
+    const req = PushRequest.toObject(PushRequest.decode(p.body), { bytes: Buffer });
+    for (const series of req.series) {
+      const labels = Object.fromEntries(series.labels.map((l) => [l.name, l.value]));
+      assert.ok(labels.__name__, 'series has __name__');
+      names.add(labels.__name__);
+      if (labels.service_name === 'interop-app') assert.equal(labels.region, 'test');
+      for (const s of series.samples) {
+        assert.equal(s.rawProfile[0], 0x1f, 'raw_profile is gzipped');
+        const prof = Profile.decode(zlib.gunzipSync(s.rawProfile));
+        const str = (i) => prof.stringTable.strings[Number(i)];
+        assert.equal(prof.sampleType.length, 1);
+        for (const smp of prof.sample) {
+          for (const l of smp.label) if (str(l.key) === 'span_id') spansSeen.add(str(l.str));
+          if (labels.__name__ === 'process_cpu' && str(prof.sampleType[0].type) === 'cpu')
+            cpuTotal += big(smp.value[0]);
+        }
+      }
+    }
+  }
+  for (const id of spanIds) assert.ok(spansSeen.has(id), `span_id ${id} pushed as a label`);
+  assert.ok(names.has('wall'), `names: ${[...names]}`);
+  assert.ok(names.has('process_cpu'), `names: ${[...names]}`);
+  assert.ok(names.has('memory'), `names: ${[...names]}`);
+  assert.ok(cpuTotal > 0n);
+});
