@@ -1,0 +1,56 @@
+/*
+ * fuzz_otlp_json.c: the OTLP/JSON decoders. The first byte chooses traces
+ * (even) or profiles (odd). Whatever decodes must encode to JSON that
+ * decodes again, and to protobuf that the protobuf decoder accepts.
+ */
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/buf.h"
+#include "core/model.h"
+#include "proto/otlp_json.h"
+#include "proto/otlp_pb.h"
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+    if (size < 1)
+        return 0;
+    bool profiles = data[0] & 1;
+    data++;
+    size--;
+    uint8_t *buf = malloc(size ? size : 1);
+    if (!buf)
+        return 0;
+    memcpy(buf, data, size);
+    pl_signal sig = profiles ? PL_SIGNAL_PROFILES : PL_SIGNAL_TRACES;
+    pl_batch *b = pl_batch_new(sig);
+    pl_err err;
+    pl_status st = profiles ? pl_otlp_json_decode_profiles(b, buf, size, &err)
+                            : pl_otlp_json_decode_traces(b, buf, size, &err);
+    if (st == PL_OK) {
+        pl_buf j, p;
+        pl_buf_init(&j);
+        pl_buf_init(&p);
+        bool ok = profiles ? pl_otlp_json_encode_profiles(&b->data.profiles, &j)
+                           : pl_otlp_json_encode_traces(&b->data.traces, &j);
+        ok = ok && (profiles ? pl_otlp_encode_profiles(&b->data.profiles, &p)
+                             : pl_otlp_encode_traces(&b->data.traces, &p));
+        if (ok) {
+            pl_batch *d = pl_batch_new(sig), *e = pl_batch_new(sig);
+            if ((profiles ? pl_otlp_json_decode_profiles(d, j.data, j.len, &err)
+                          : pl_otlp_json_decode_traces(d, j.data, j.len, &err)) != PL_OK)
+                abort(); /* our JSON must decode */
+            if ((profiles ? pl_otlp_decode_profiles(e, p.data, p.len, &err)
+                          : pl_otlp_decode_traces(e, p.data, p.len, &err)) != PL_OK)
+                abort(); /* and so must our protobuf */
+            pl_batch_free(d);
+            pl_batch_free(e);
+        }
+        pl_buf_free(&j);
+        pl_buf_free(&p);
+    }
+    pl_batch_free(b);
+    free(buf);
+    return 0;
+}
