@@ -13,7 +13,11 @@
  *
  * `attributes` works on span attributes (traces) and on sample attributes
  * (profiles); `resource` (list key `attributes:`) works on the resource of
- * every ResourceSpans / ResourceProfiles.
+ * every ResourceSpans / ResourceProfiles. `attributes` also takes the
+ * Collector's include/exclude ({match_type: strict|regexp, services,
+ * span_names}): every property given must match; profiles are matched on
+ * their resource's service.name, and a matcher naming span_names never
+ * matches them.
  *
  * Actions (Collector semantics): insert (only if absent), update (only if
  * present), upsert (always), delete (key, or every key matching `pattern`),
@@ -237,8 +241,59 @@ static const pl_cfg_field action_fields[] = {
 static const pl_cfg_section action_section = {sizeof(attr_action_cfg), action_fields,
                                               action_validate};
 
+/* include / exclude: which spans (or profile resources) the actions apply
+ * to, as in the Collector's attributes processor. */
+typedef struct match_cfg {
+    char *match_type;
+    pl_strlist services;
+    pl_strlist span_names;
+} match_cfg;
+
+static int match_validate(void *cfg_, pl_cfg_ctx *ctx)
+{
+    match_cfg *m = cfg_;
+    int errors = 0;
+    if (!m->services.n && !m->span_names.n)
+        return 0;
+    bool regexp = m->match_type && strcmp(m->match_type, "regexp") == 0;
+    if (!m->match_type || (!regexp && strcmp(m->match_type, "strict") != 0)) {
+        pl_cfg_errorf(ctx, "match_type", "match_type must be \"strict\" or \"regexp\"");
+        return 1;
+    }
+    const pl_strlist *lists[2] = {&m->services, &m->span_names};
+    const char *keys[2] = {"services", "span_names"};
+    for (int l = 0; regexp && l < 2; l++) {
+        for (size_t i = 0; i < lists[l]->n; i++) {
+            pl_pattern pt;
+            char msg[300];
+            if (pl_pattern_compile(&pt, lists[l]->items[i], msg, sizeof(msg)) != 0) {
+                pl_cfg_errorf(ctx, keys[l], "entry %zu: invalid regular expression \"%s\": %s", i,
+                              lists[l]->items[i], msg);
+                errors++;
+            } else {
+                pl_pattern_free(&pt);
+            }
+        }
+    }
+    return errors;
+}
+
+static const pl_cfg_field match_fields[] = {
+    {"match_type", PL_CFG_STRING, NULL, offsetof(match_cfg, match_type),
+     "strict (exact names) or regexp", NULL},
+    {"services", PL_CFG_STRLIST, NULL, offsetof(match_cfg, services),
+     "resource service.name values", NULL},
+    {"span_names", PL_CFG_STRLIST, NULL, offsetof(match_cfg, span_names),
+     "span names (traces only)", NULL},
+    {NULL, 0, NULL, 0, NULL, NULL},
+};
+
+static const pl_cfg_section match_section = {sizeof(match_cfg), match_fields, match_validate};
+
 typedef struct attributes_cfg {
     pl_cfg_list actions;
+    match_cfg include;
+    match_cfg exclude;
 } attributes_cfg;
 
 static int attributes_validate(void *cfg_, pl_cfg_ctx *ctx)
@@ -254,6 +309,10 @@ static int attributes_validate(void *cfg_, pl_cfg_ctx *ctx)
 static const pl_cfg_field attributes_fields[] = {
     {"actions", PL_CFG_LIST, NULL, offsetof(attributes_cfg, actions),
      "actions applied in order to span / sample attributes", &action_section},
+    {"include", PL_CFG_SECTION, NULL, offsetof(attributes_cfg, include),
+     "apply only to spans / profile resources matching this", &match_section},
+    {"exclude", PL_CFG_SECTION, NULL, offsetof(attributes_cfg, exclude),
+     "do not apply to spans / profile resources matching this", &match_section},
     {NULL, 0, NULL, 0, NULL, NULL},
 };
 
@@ -999,7 +1058,11 @@ static bool rewrite_sample_attrs(apply_ctx *c, pl_dictionary *dict, const int32_
     return true;
 }
 
-static bool apply_to_samples(apply_ctx *c, pl_profiles *ps)
+typedef struct attr_proc attr_proc;
+static bool selected(const attr_proc *p, pl_bytes service, const pl_bytes *span_name);
+static pl_bytes resource_service(const pl_attrs *attrs, const pl_dictionary *dict);
+
+static bool apply_to_samples(const attr_proc *p, apply_ctx *c, pl_profiles *ps)
 {
     pl_dictionary *dict = &ps->dict;
     if (pl_dict_ensure_zero_entries(&c->batch->arena, dict) != 0)
@@ -1008,10 +1071,12 @@ static bool apply_to_samples(apply_ctx *c, pl_profiles *ps)
     bool ok = true;
     for (uint32_t r = 0; ok && r < ps->n_resources; r++) {
         pl_resource_profiles *rp = &ps->resources[r];
+        if (!selected(p, resource_service(&rp->resource.attrs, dict), NULL))
+            continue;
         for (uint32_t s = 0; ok && s < rp->n_scopes; s++) {
             pl_scope_profiles *sp = &rp->scopes[s];
-            for (uint32_t p = 0; ok && p < sp->n_profiles; p++) {
-                pl_profile *prof = &sp->profiles[p];
+            for (uint32_t k = 0; ok && k < sp->n_profiles; k++) {
+                pl_profile *prof = &sp->profiles[k];
                 for (uint32_t i = 0; i < prof->n_samples; i++) {
                     pl_sample *smp = &prof->samples[i];
                     uint64_t h = hash_indices(smp->attribute_indices, smp->n_attribute_indices);
@@ -1039,14 +1104,138 @@ static bool apply_to_samples(apply_ctx *c, pl_profiles *ps)
     return ok;
 }
 
+/* ---- include / exclude --------------------------------------------------- */
+
+typedef struct matcher {
+    bool active;
+    bool regexp;
+    bool has_services, has_span_names;
+    pl_strlist services, span_names; /* owned copies (strict) */
+    pl_pattern *service_re, *name_re;
+    size_t n_service_re, n_name_re;
+} matcher;
+
+static void matcher_free(matcher *m)
+{
+    for (size_t i = 0; i < m->services.n; i++)
+        free(m->services.items[i]);
+    for (size_t i = 0; i < m->span_names.n; i++)
+        free(m->span_names.items[i]);
+    free(m->services.items);
+    free(m->span_names.items);
+    for (size_t i = 0; i < m->n_service_re; i++)
+        pl_pattern_free(&m->service_re[i]);
+    for (size_t i = 0; i < m->n_name_re; i++)
+        pl_pattern_free(&m->name_re[i]);
+    free(m->service_re);
+    free(m->name_re);
+    memset(m, 0, sizeof(*m));
+}
+
+static int copy_list(pl_strlist *dst, const pl_strlist *src, pl_pattern **re, size_t *n_re,
+                     bool regexp, pl_err *err)
+{
+    if (!src->n)
+        return 0;
+    if (regexp) {
+        *re = calloc(src->n, sizeof(pl_pattern));
+        if (!*re)
+            return -1;
+        for (size_t i = 0; i < src->n; i++) {
+            char msg[300];
+            if (pl_pattern_compile(&(*re)[i], src->items[i], msg, sizeof(msg)) != 0) {
+                pl_errf(err, PL_ERR_INVALID, "invalid regular expression \"%s\": %s", src->items[i],
+                        msg);
+                return -1;
+            }
+            *n_re = i + 1;
+        }
+        return 0;
+    }
+    dst->items = calloc(src->n, sizeof(char *));
+    if (!dst->items)
+        return -1;
+    for (size_t i = 0; i < src->n; i++) {
+        dst->items[i] = strdup(src->items[i]);
+        if (!dst->items[i])
+            return -1;
+        dst->n = i + 1;
+    }
+    return 0;
+}
+
+static int matcher_build(matcher *m, const match_cfg *c, pl_err *err)
+{
+    memset(m, 0, sizeof(*m));
+    if (!c->services.n && !c->span_names.n)
+        return 0;
+    m->active = true;
+    m->regexp = c->match_type && strcmp(c->match_type, "regexp") == 0;
+    if (copy_list(&m->services, &c->services, &m->service_re, &m->n_service_re, m->regexp, err) ||
+        copy_list(&m->span_names, &c->span_names, &m->name_re, &m->n_name_re, m->regexp, err)) {
+        if (!err->msg[0])
+            pl_errf(err, PL_ERR_NOMEM, "out of memory");
+        matcher_free(m);
+        return -1;
+    }
+    m->has_services = c->services.n > 0;
+    m->has_span_names = c->span_names.n > 0;
+    return 0;
+}
+
+static bool list_matches(const matcher *m, const pl_strlist *strict, const pl_pattern *re,
+                         size_t n_re, pl_bytes value)
+{
+    if (m->regexp) {
+        for (size_t i = 0; i < n_re; i++)
+            if (pl_pattern_exec(&re[i], value, NULL, 0))
+                return true;
+        return false;
+    }
+    for (size_t i = 0; i < strict->n; i++)
+        if (pl_bytes_eq_cstr(value, strict->items[i]))
+            return true;
+    return false;
+}
+
+/* Every property given must match. Profiles have no span name, so a
+ * matcher that names span_names never matches a profile resource. */
+static bool matcher_matches(const matcher *m, pl_bytes service, const pl_bytes *span_name)
+{
+    if (m->has_services && !list_matches(m, &m->services, m->service_re, m->n_service_re, service))
+        return false;
+    if (m->has_span_names &&
+        (!span_name || !list_matches(m, &m->span_names, m->name_re, m->n_name_re, *span_name)))
+        return false;
+    return true;
+}
+
+static pl_bytes resource_service(const pl_attrs *attrs, const pl_dictionary *dict)
+{
+    for (uint32_t i = 0; i < attrs->n; i++) {
+        const pl_kv *kv = &attrs->items[i];
+        pl_bytes key = kv->key;
+        if (!key.len && kv->key_strindex && dict)
+            key = pl_dict_string(dict, kv->key_strindex);
+        if (!pl_bytes_eq_cstr(key, "service.name"))
+            continue;
+        if (kv->value.type == PL_VALUE_STRING)
+            return kv->value.u.str;
+        if (kv->value.type == PL_VALUE_STRINDEX && dict)
+            return pl_dict_string(dict, kv->value.u.strindex);
+    }
+    return (pl_bytes){NULL, 0};
+}
+
 /* ---- the processors ----------------------------------------------------- */
 
-typedef struct attr_proc {
+struct attr_proc {
+    matcher include, exclude;
     attr_engine engine;
     pl_stats *stats;
     bool resource; /* the `resource` processor */
     char id[128];
-} attr_proc;
+};
 
 static pl_status attr_create_common(const pl_create_settings *s, const pl_cfg_list *list,
                                     bool resource, void **out, pl_err *err)
@@ -1067,11 +1256,39 @@ static pl_status attr_create_common(const pl_create_settings *s, const pl_cfg_li
     return PL_OK;
 }
 
+static void attr_destroy(void *self);
+
 static pl_status attributes_create(const pl_create_settings *s, const void *config, void **out,
                                    pl_err *err)
 {
     const attributes_cfg *cfg = config;
-    return attr_create_common(s, &cfg->actions, false, out, err);
+    pl_status st = attr_create_common(s, &cfg->actions, false, out, err);
+    if (st != PL_OK)
+        return st;
+    attr_proc *p = *out;
+    if (err)
+        err->msg[0] = '\0';
+    pl_err local;
+    pl_err *e = err ? err : &local;
+    e->msg[0] = '\0';
+    if (matcher_build(&p->include, &cfg->include, e) != 0 ||
+        matcher_build(&p->exclude, &cfg->exclude, e) != 0) {
+        attr_destroy(p);
+        *out = NULL;
+        return PL_ERR_INVALID;
+    }
+    return PL_OK;
+}
+
+/* Whether the actions apply to a span (span_name != NULL) or to the samples
+ * of a profile resource (span_name == NULL). */
+static bool selected(const attr_proc *p, pl_bytes service, const pl_bytes *span_name)
+{
+    if (p->include.active && !matcher_matches(&p->include, service, span_name))
+        return false;
+    if (p->exclude.active && matcher_matches(&p->exclude, service, span_name))
+        return false;
+    return true;
 }
 
 static pl_status resource_create(const pl_create_settings *s, const void *config, void **out,
@@ -1100,11 +1317,17 @@ static bool apply_to_batch(attr_proc *p, apply_ctx *c, pl_batch *batch)
                     rs->has_resource = true;
                 continue;
             }
+            bool filtered = p->include.active || p->exclude.active;
+            pl_bytes service =
+                filtered ? resource_service(&rs->resource.attrs, NULL) : (pl_bytes){NULL, 0};
             for (uint32_t s = 0; s < rs->n_scopes; s++) {
                 pl_scope_spans *ss = &rs->scopes[s];
-                for (uint32_t i = 0; i < ss->n_spans; i++)
+                for (uint32_t i = 0; i < ss->n_spans; i++) {
+                    if (filtered && !selected(p, service, &ss->spans[i].name))
+                        continue;
                     if (!engine_apply(c, &ss->spans[i].attrs, &changed))
                         return false;
+                }
             }
         }
         return true;
@@ -1112,7 +1335,7 @@ static bool apply_to_batch(attr_proc *p, apply_ctx *c, pl_batch *batch)
     if (batch->signal == PL_SIGNAL_PROFILES) {
         pl_profiles *ps = &batch->data.profiles;
         if (!p->resource)
-            return apply_to_samples(c, ps);
+            return apply_to_samples(p, c, ps);
         for (uint32_t r = 0; r < ps->n_resources; r++) {
             pl_resource_profiles *rp = &ps->resources[r];
             normalize_attrs(&rp->resource.attrs, &ps->dict);
@@ -1150,6 +1373,8 @@ static void attr_destroy(void *self)
     attr_proc *p = self;
     if (!p)
         return;
+    matcher_free(&p->include);
+    matcher_free(&p->exclude);
     engine_free(&p->engine);
     free(p);
 }

@@ -546,6 +546,54 @@ static void test_attributes_invalid_config(void)
     px_close(&p);
 }
 
+static void test_attributes_include_exclude(void)
+{
+    px_proc p;
+    REQUIRE(px_open(&p, &pl_processor_attributes,
+                    "include:\n"
+                    "  match_type: strict\n"
+                    "  services: [svc1]\n"
+                    "exclude:\n"
+                    "  match_type: regexp\n"
+                    "  span_names: ['\\.1$']\n"
+                    "actions:\n  - {key: touched, action: insert, value: 'yes'}\n",
+                    NULL) == PL_OK);
+    px_capture cap;
+    px_capture_init(&cap);
+    pl_batch *b = px_traces(2, 3); /* svc0 and svc1, spans spanR.0..2 */
+    CHECK_EQ_INT(px_consume(&p, b, &cap.consumer), PL_OK);
+    REQUIRE(cap.n == 1);
+    for (uint32_t r = 0; r < 2; r++)
+        for (uint32_t i = 0; i < 3; i++) {
+            bool want = r == 1 && i != 1;
+            CHECK((attr(&px_span(b, r, i)->attrs, "touched") != NULL) == want);
+        }
+    px_capture_clear(&cap);
+    /* profiles: matched on the resource's service only */
+    pl_batch *pa = px_profiles("svc1", "", 2), *pb = px_profiles("other", "", 2);
+    CHECK_EQ_INT(px_consume(&p, pa, &cap.consumer), PL_OK);
+    CHECK_EQ_INT(px_consume(&p, pb, &cap.consumer), PL_OK);
+    REQUIRE(cap.n == 2);
+    char line[1024];
+    px_render_sample(line, sizeof(line), &pa->data.profiles, "svc1",
+                     &pa->data.profiles.resources[0].scopes[0].profiles[0].samples[0]);
+    CHECK(strstr(line, "touched=yes") != NULL);
+    px_render_sample(line, sizeof(line), &pb->data.profiles, "other",
+                     &pb->data.profiles.resources[0].scopes[0].profiles[0].samples[0]);
+    CHECK(strstr(line, "touched") == NULL);
+    px_capture_clear(&cap);
+    px_close(&p);
+
+    CHECK_EQ_INT(px_decode(&p, &pl_processor_attributes,
+                           "include:\n  services: [a]\n"
+                           "exclude:\n  match_type: regexp\n  span_names: ['(']\n"
+                           "actions:\n  - {key: k, action: delete}\n"),
+                 2);
+    CHECK(has_error(&p, "test.yaml:2:", "match_type must be"));
+    CHECK(has_error(&p, "test.yaml:5:3", "entry 0: invalid regular expression \"(\""));
+    px_close(&p);
+}
+
 static void test_pattern_named_groups(void)
 {
     pl_pattern pt;
@@ -717,13 +765,14 @@ static void test_memory_limiter_invalid_config(void)
 
 /* ---- redaction ----------------------------------------------------------- */
 
-static const char *redaction_yaml = "blocked_values:\n"
-                                    "  - '\\b\\d{4}[ -]?\\d{4}[ -]?\\d{4}[ -]?\\d{4}\\b'\n" /* RE2/Go syntax */
-                                    "  - 'Bearer [A-Za-z0-9._-]+'\n"
-                                    "blocked_key_patterns: ['.*secret.*']\n"
-                                    "ignored_keys: [safe.card]\n"
-                                    "functions: ['^secret_', 'billing::']\n"
-                                    "files: ['^/home/[^/]+/']\n";
+static const char *redaction_yaml =
+    "blocked_values:\n"
+    "  - '\\b\\d{4}[ -]?\\d{4}[ -]?\\d{4}[ -]?\\d{4}\\b'\n" /* RE2/Go syntax */
+    "  - 'Bearer [A-Za-z0-9._-]+'\n"
+    "blocked_key_patterns: ['.*secret.*']\n"
+    "ignored_keys: [safe.card]\n"
+    "functions: ['^secret_', 'billing::']\n"
+    "files: ['^/home/[^/]+/']\n";
 
 static void test_redaction_span_values(void)
 {
@@ -1362,6 +1411,7 @@ int main(void)
     PL_RUN(test_attributes_profiles_sample_attributes);
     PL_RUN(test_resource_traces_and_profiles);
     PL_RUN(test_attributes_invalid_config);
+    PL_RUN(test_attributes_include_exclude);
     PL_RUN(test_memory_limiter_under_limit_passes);
     PL_RUN(test_memory_limiter_hard_limit_refuses_and_sets_state);
     PL_RUN(test_memory_limiter_soft_limit_refuses);
