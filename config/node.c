@@ -347,6 +347,70 @@ static void remember_anchor(builder *b, const yaml_char_t *name, pl_cfg_node *no
     b->n_anchors++;
 }
 
+static bool is_merge_key(const pl_cfg_node *key)
+{
+    return key->kind == PL_NODE_SCALAR && !key->quoted && strcmp(key->value, "<<") == 0;
+}
+
+/* YAML merge keys (`<<: *defaults` or `<<: [*a, *b]`): the merged maps'
+ * entries are added unless the map sets the key itself. The `<<` entries
+ * are removed, so later checks never see them. */
+static int apply_merge_keys(builder *b, pl_cfg_node *map)
+{
+    size_t n_own = 0;
+    bool any = false;
+    for (size_t i = 0; i < map->n; i++)
+        any |= is_merge_key(map->keys[i]);
+    if (!any)
+        return 0;
+    size_t total = map->n;
+    pl_cfg_node **merged_from = calloc(total, sizeof(*merged_from));
+    if (!merged_from)
+        return -1;
+    size_t n_merges = 0;
+    /* keep the map's own entries in place, in order */
+    for (size_t i = 0; i < map->n; i++) {
+        if (is_merge_key(map->keys[i])) {
+            merged_from[n_merges++] = map->items[i];
+            continue;
+        }
+        map->keys[n_own] = map->keys[i];
+        map->items[n_own] = map->items[i];
+        n_own++;
+    }
+    map->n = n_own;
+    int rc = 0;
+    for (size_t m = 0; m < n_merges && rc == 0; m++) {
+        pl_cfg_node *src = merged_from[m];
+        pl_cfg_node **sources = &src;
+        size_t n_sources = 1;
+        if (src->kind == PL_NODE_SEQ) {
+            sources = src->items;
+            n_sources = src->n;
+        }
+        for (size_t k = 0; k < n_sources && rc == 0; k++) {
+            pl_cfg_node *from = sources[k];
+            if (from->kind != PL_NODE_MAP) {
+                pl_cfg_errors_at(b->errs, from, "'<<' merges maps only, not a %s",
+                                 pl_cfg_node_kind_name(from));
+                b->n_errors++;
+                rc = -1;
+                break;
+            }
+            for (size_t e = 0; e < from->n; e++) {
+                if (pl_cfg_node_key(map, from->keys[e]->value))
+                    continue; /* the map's own value (or an earlier merge) wins */
+                if (node_append(map, from->keys[e], from->items[e]) < 0) {
+                    rc = -1;
+                    break;
+                }
+            }
+        }
+    }
+    free(merged_from);
+    return rc;
+}
+
 static bool is_null_scalar(const yaml_event_t *ev)
 {
     if (ev->data.scalar.style != YAML_PLAIN_SCALAR_STYLE)
@@ -418,6 +482,8 @@ static pl_cfg_node *build_node(builder *b, yaml_event_t *ev, int depth, bool is_
                 return NULL;
             if (child.type == YAML_SEQUENCE_END_EVENT || child.type == YAML_MAPPING_END_EVENT) {
                 yaml_event_delete(&child);
+                if (is_map && apply_merge_keys(b, node) < 0)
+                    return NULL;
                 return node;
             }
             pl_cfg_node *key = NULL;
@@ -438,7 +504,7 @@ static pl_cfg_node *build_node(builder *b, yaml_event_t *ev, int depth, bool is_
             yaml_event_delete(&child);
             if (!item)
                 return NULL;
-            if (is_map) {
+            if (is_map && !is_merge_key(key)) {
                 for (size_t i = 0; i < node->n; i++) {
                     if (strcmp(node->keys[i]->value, key->value) == 0) {
                         /* reported, but the tree stays usable so the

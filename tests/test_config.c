@@ -426,6 +426,66 @@ static void test_duplicate_keys_and_validate_hooks(void)
     CHECK_ERROR("t.yaml:7:3: duplicate key 'kitchen' (first at line 3)");
 }
 
+static void test_anchors_and_merge_keys(void)
+{
+    pl_config *cfg = load("x-defaults: &tls {insecure: true}\n"
+                          "receivers: {feeder: }\n"
+                          "processors:\n"
+                          "  kitchen/base: &base\n"
+                          "    max_items: 5\n"
+                          "    tls: *tls\n"
+                          "  kitchen/derived:\n"
+                          "    <<: *base\n"
+                          "    max_items: 9\n"
+                          "exporters: {capture: }\n"
+                          "service:\n"
+                          "  pipelines:\n"
+                          "    traces: {receivers: [feeder], processors: [kitchen/base, "
+                          "kitchen/derived], exporters: [capture]}\n");
+    /* the x- top-level key is unknown (proflink has no extension fields) */
+    CHECK(cfg == NULL);
+    CHECK_ERROR("t.yaml:1:1: unknown key 'x-defaults'");
+    CHECK_EQ_UINT(errs.n, 1);
+
+    cfg = load("receivers: {feeder: }\n"
+               "processors:\n"
+               "  kitchen/base: &base\n"
+               "    max_items: 5\n"
+               "    tls: {insecure: true}\n"
+               "  kitchen/derived:\n"
+               "    <<: *base\n"
+               "    max_items: 9\n"
+               "  kitchen/bad:\n"
+               "    <<: [1]\n"
+               "exporters: {capture: }\n"
+               "service:\n"
+               "  pipelines:\n"
+               "    traces: {receivers: [feeder], processors: [kitchen/base, "
+               "kitchen/derived], exporters: [capture]}\n");
+    CHECK(cfg == NULL);
+    CHECK_ERROR("t.yaml:10:10: '<<' merges maps only");
+
+    cfg = load("receivers: {feeder: }\n"
+               "processors:\n"
+               "  kitchen/base: &base\n"
+               "    max_items: 5\n"
+               "    tls: {insecure: true}\n"
+               "  kitchen/derived:\n"
+               "    <<: *base\n"
+               "    max_items: 9\n"
+               "exporters: {capture: }\n"
+               "service:\n"
+               "  pipelines:\n"
+               "    traces: {receivers: [feeder], processors: [kitchen/base, "
+               "kitchen/derived], exporters: [capture]}\n");
+    REQUIRE(cfg != NULL);
+    const kitchen_cfg *d = component(cfg, "kitchen/derived")->cfg;
+    CHECK_EQ_INT(d->max_items, 9);  /* its own value wins */
+    CHECK(d->tls.insecure == true); /* merged from the anchor */
+    CHECK_EQ_INT(((const kitchen_cfg *)component(cfg, "kitchen/base")->cfg)->max_items, 5);
+    pl_config_free(cfg);
+}
+
 static void test_errors_are_sorted_and_all_reported(void)
 {
     pl_config *cfg = load("receivers: {feeder: {x: 1}}\n"
@@ -556,6 +616,7 @@ int main(void)
     PL_RUN(test_unsupported_signal);
     PL_RUN(test_env_expansion);
     PL_RUN(test_duplicate_keys_and_validate_hooks);
+    PL_RUN(test_anchors_and_merge_keys);
     PL_RUN(test_errors_are_sorted_and_all_reported);
     PL_RUN(test_hostile_input_never_crashes);
     PL_RUN(test_parse_duration_and_size);
