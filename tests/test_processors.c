@@ -9,6 +9,7 @@
 #include <uv.h>
 
 #include "processors/pattern.h"
+#include "proto/otlp_pb.h"
 #include "processors_fixtures.h"
 #include "testlib.h"
 
@@ -23,6 +24,28 @@ static bool attr_is_str(pl_attrs *a, const char *key, const char *want)
 {
     pl_kv *kv = attr(a, key);
     return kv && kv->value.type == PL_VALUE_STRING && pl_bytes_eq_cstr(kv->value.u.str, want);
+}
+
+/* The codec's own index check, plus an encode/decode round trip that keeps
+ * every sample the same. */
+static bool profiles_encode_ok(const pl_batch *b)
+{
+    pl_err err;
+    if (pl_otlp_validate_profiles(&b->data.profiles, &err) != PL_OK) {
+        fprintf(stderr, "  validate: %s\n", err.msg);
+        return false;
+    }
+    pl_buf buf;
+    pl_buf_init(&buf);
+    bool ok = pl_otlp_encode_profiles(&b->data.profiles, &buf);
+    pl_batch *d = pl_batch_new(PL_SIGNAL_PROFILES);
+    if (ok && pl_otlp_decode_profiles(d, buf.data, buf.len, &err) != PL_OK) {
+        fprintf(stderr, "  decode: %s\n", err.msg);
+        ok = false;
+    }
+    pl_batch_free(d);
+    pl_buf_free(&buf);
+    return ok;
 }
 
 /* Runs `yaml` as an attributes processor over one span whose attributes the
@@ -418,6 +441,7 @@ static void test_attributes_profiles_sample_attributes(void)
     memcpy(before, d->attributes, n_attr_before * sizeof(pl_kvu));
     CHECK_EQ_INT(px_consume(&p, b, &cap.consumer), PL_OK);
     REQUIRE(cap.n == 1);
+    CHECK(profiles_encode_ok(cap.batches[0]));
     pl_profiles *ps = &cap.batches[0]->data.profiles;
     d = &ps->dict;
     for (uint32_t i = 0; i < n_attr_before; i++)
@@ -883,6 +907,7 @@ static void test_redaction_profiles(void)
 
     CHECK_EQ_INT(px_consume(&p, b, &cap.consumer), PL_OK);
     REQUIRE(cap.n == 1);
+    CHECK(profiles_encode_ok(cap.batches[0]));
     pl_profiles *ps = &cap.batches[0]->data.profiles;
     d = &ps->dict;
     prof = &ps->resources[0].scopes[0].profiles[0];
@@ -1236,6 +1261,7 @@ static void test_batch_merges_profiles_into_one_dictionary(void)
     REQUIRE(cap.n == 1);
     pl_batch *out = cap.batches[0];
     CHECK(profiles_valid(&out->data.profiles));
+    CHECK(profiles_encode_ok(out));
     render_all(out, got, sizeof(got));
     CHECK_EQ_STR(got, want);
     const pl_dictionary *d = &out->data.profiles.dict;
@@ -1267,6 +1293,7 @@ static void test_batch_splits_profiles(void)
     size_t o = 0;
     for (size_t i = 0; i < 3; i++) {
         CHECK(profiles_valid(&cap.batches[i]->data.profiles));
+        CHECK(profiles_encode_ok(cap.batches[i]));
         o += render_all(cap.batches[i], got + o, sizeof(got) - o);
         pl_profile *op = &cap.batches[i]->data.profiles.resources[0].scopes[0].profiles[0];
         CHECK_EQ_UINT(op->original_payload.len, i == 0 ? 13 : 0);
@@ -1362,6 +1389,7 @@ static void test_pipeline_in_order(void)
     }
     pl_batch *pb = cap.batches[1];
     CHECK(pb->signal == PL_SIGNAL_PROFILES);
+    CHECK(profiles_encode_ok(pb));
     CHECK(attr_is_str(&pb->data.profiles.resources[0].resource.attrs, "deployment.environment",
                       "prod"));
     char line[1024];
