@@ -315,10 +315,15 @@ static void set_field(decoder *d, const pl_cfg_field *f, const pl_cfg_node *key,
         return;
     }
     case PL_CFG_INT: {
+        /* decimal unless written 0x.. (a leading zero is not octal) */
+        const char *digits = skip_spaces(v);
+        int base = 10;
+        if (digits[0] == '0' && (digits[1] == 'x' || digits[1] == 'X'))
+            base = 16;
         char *end;
         errno = 0;
-        long long x = strtoll(v, &end, 0);
-        if (errno || end == v || *skip_spaces(end) != '\0') {
+        long long x = strtoll(digits, &end, base);
+        if (errno || end == digits || *skip_spaces(end) != '\0') {
             dec_error(d, node, "'%s': expected an integer, got %s", f->key,
                       describe_node(node, shown, sizeof(shown)));
             return;

@@ -600,6 +600,35 @@ static void test_defaults_and_free(void)
     CHECK_EQ_INT(pl_cfg_defaults(&broken, &n), -1);
 }
 
+static void test_integers_are_decimal_or_hex(void)
+{
+    static const char *texts[] = {"010", "0x10", " 42", "-7", "1e3", "12abc", ""};
+    static const long long want[] = {10, 16, 42, -7, -1, -1, -1}; /* -1: an error */
+    for (size_t i = 0; i < sizeof(texts) / sizeof(texts[0]); i++) {
+        char yaml[512];
+        snprintf(yaml, sizeof(yaml),
+                 "receivers: {feeder: }\n"
+                 "processors: {kitchen: {max_items: \"%s\"}}\n"
+                 "exporters: {capture: }\n"
+                 "service: {pipelines: {traces: {receivers: [feeder], processors: [kitchen], "
+                 "exporters: [capture]}}}\n",
+                 texts[i]);
+        pl_config *cfg = load(yaml);
+        if (want[i] < 0 && texts[i][0] != '-') {
+            CHECK(cfg == NULL);
+            continue;
+        }
+        REQUIRE(cfg != NULL || want[i] == -7);
+        if (want[i] == -7) { /* negative is an error of the validate hook, not the parser */
+            CHECK(cfg == NULL);
+            CHECK_ERROR("t.yaml:2:24: 'max_items': must not be negative");
+            continue;
+        }
+        CHECK_EQ_INT(((const kitchen_cfg *)component(cfg, "kitchen")->cfg)->max_items, want[i]);
+        pl_config_free(cfg);
+    }
+}
+
 int main(void)
 {
     fx_register();
@@ -621,6 +650,7 @@ int main(void)
     PL_RUN(test_hostile_input_never_crashes);
     PL_RUN(test_parse_duration_and_size);
     PL_RUN(test_defaults_and_free);
+    PL_RUN(test_integers_are_decimal_or_hex);
     pl_cfg_errors_free(&errs);
     return pl_test_done();
 }
