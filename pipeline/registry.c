@@ -9,6 +9,7 @@
 /* receivers */
 extern const pl_component_type pl_receiver_otlp;
 extern const pl_component_type pl_receiver_pyroscope;
+extern const pl_component_type pl_receiver_pprof_scrape;
 /* processors */
 extern const pl_component_type pl_processor_batch;
 extern const pl_component_type pl_processor_memory_limiter;
@@ -28,6 +29,7 @@ extern const pl_component_type pl_exporter_otlphttp;
 const pl_component_type *const pl_component_types[] = {
     &pl_receiver_otlp,
     &pl_receiver_pyroscope,
+    &pl_receiver_pprof_scrape,
     &pl_processor_correlation,
     &pl_processor_batch,
     &pl_processor_memory_limiter,

@@ -1,0 +1,201 @@
+// pprof_scrape.test.mjs: the `pprof_scrape` receiver pulling from a service
+// that serves Go's net/http/pprof endpoints.
+//
+// The service here is a stand-in written in node: /debug/pprof/profile
+// honours ?seconds=N (it answers after N seconds, like Go) with a real CPU
+// profile (one the Pyroscope Node.js SDK produced, tests/interop/fixtures),
+// /debug/pprof/heap and /debug/pprof/goroutine answer with pprofs built
+// with pprof-format in Go's shape. proflink scrapes it every second into the
+// `file` exporter. Checks: the requested paths (seconds=N), the target's
+// labels as resource attributes, totals equal to pprof-format's for each
+// profile, and a dead target that only costs a logged failure.
+//
+// Run: cd tests/interop && PROFLINK_BIN=../../build-<you>/proflink node --test pprof_scrape.test.mjs
+import { test, before, after } from 'node:test';
+import assert from 'node:assert/strict';
+import { spawn } from 'node:child_process';
+import fs from 'node:fs';
+import http from 'node:http';
+import net from 'node:net';
+import os from 'node:os';
+import path from 'node:path';
+import zlib from 'node:zlib';
+import { fileURLToPath } from 'node:url';
+
+import {
+  Profile, StringTable, ValueType, Sample, Location, Line, Function as PFunction, Label,
+} from 'pprof-format';
+
+const here = path.dirname(fileURLToPath(import.meta.url));
+const repo = path.resolve(here, '..', '..');
+const BIN = process.env.PROFLINK_BIN
+  ? path.resolve(process.env.PROFLINK_BIN)
+  : path.join(repo, 'build', 'proflink');
+const CPU_FIXTURE = fs.readFileSync(path.join(here, 'fixtures', 'nodejs_wall.pprof.gz'));
+
+async function freePort() {
+  return new Promise((resolve, reject) => {
+    const s = net.createServer();
+    s.listen(0, '127.0.0.1', () => {
+      const { port } = s.address();
+      s.close(() => resolve(port));
+    });
+    s.on('error', reject);
+  });
+}
+
+async function until(cond, ms = 15000) {
+  const end = Date.now() + ms;
+  while (Date.now() < end) {
+    if (await cond()) return true;
+    await new Promise((r) => setTimeout(r, 100));
+  }
+  return false;
+}
+
+// A Go-shaped profile: heap (4 columns, numeric `bytes` label) or goroutine.
+function goProfile(kind) {
+  const st = new StringTable();
+  const fns = ['main.main', 'main.handler', 'runtime.mallocgc', 'runtime.gopark'].map(
+    (name, i) => new PFunction({ id: i + 1, name: st.dedup(name), filename: st.dedup('main.go') }));
+  const locs = fns.map((f, i) => new Location({ id: 10 + i, line: [new Line({ functionId: f.id, line: 10 * i })] }));
+  let sampleType, periodType, period, sample;
+  if (kind === 'heap') {
+    sampleType = ['alloc_objects/count', 'alloc_space/bytes', 'inuse_objects/count', 'inuse_space/bytes'];
+    periodType = ['space', 'bytes'];
+    period = 524288;
+    sample = [
+      new Sample({ locationId: [12, 11, 10], value: [3, 3072, 1, 1024],
+        label: [new Label({ key: st.dedup('bytes'), num: 1024, numUnit: st.dedup('bytes') })] }),
+      new Sample({ locationId: [12, 10], value: [5, 640, 2, 256] }),
+    ];
+  } else {
+    sampleType = ['goroutine/count'];
+    periodType = ['goroutine', 'count'];
+    period = 1;
+    sample = [new Sample({ locationId: [13, 11, 10], value: [7] }), new Sample({ locationId: [13, 10], value: [2] })];
+  }
+  const vt = (s) => { const [t, u] = s.split('/'); return new ValueType({ type: st.dedup(t), unit: st.dedup(u) }); };
+  const p = new Profile({
+    sampleType: sampleType.map(vt), sample, location: locs, function: fns, stringTable: st,
+    periodType: new ValueType({ type: st.dedup(periodType[0]), unit: st.dedup(periodType[1]) }),
+    period, timeNanos: BigInt(Date.now()) * 1000000n,
+  });
+  return zlib.gzipSync(Buffer.from(p.encode()));
+}
+
+function totalsByType(buf) {
+  const p = Profile.decode(zlib.gunzipSync(buf));
+  const str = (i) => p.stringTable.strings[Number(i)];
+  const out = {};
+  for (const s of p.sample)
+    s.value.forEach((v, i) => {
+      const k = `${str(p.sampleType[i].type)}/${str(p.sampleType[i].unit)}`;
+      out[k] = String(BigInt(out[k] ?? 0) + BigInt(v));
+    });
+  return out;
+}
+
+function readFileLines(file) {
+  if (!fs.existsSync(file)) return [];
+  return fs.readFileSync(file, 'utf8').split('\n').filter((l) => l.trim()).map((l) => JSON.parse(l));
+}
+
+// Totals per sample type of one exported request.
+function otlpTotals(req) {
+  const strs = req.dictionary?.stringTable ?? [];
+  const out = {};
+  for (const rp of req.resourceProfiles ?? [])
+    for (const sp of rp.scopeProfiles ?? [])
+      for (const prof of sp.profiles ?? []) {
+        const k = `${strs[prof.sampleType?.typeStrindex ?? 0]}/${strs[prof.sampleType?.unitStrindex ?? 0]}`;
+        for (const s of prof.samples ?? [])
+          out[k] = String(BigInt(out[k] ?? 0) + (s.values ?? []).reduce((a, x) => a + BigInt(x), 0n));
+      }
+  return out;
+}
+
+let proc, tmp, service, stderr = '';
+const requests = [];
+
+before(async () => {
+  const [svcPort, metricsPort, deadPort] = await Promise.all([freePort(), freePort(), freePort()]);
+  service = http.createServer((req, res) => {
+    requests.push(req.url);
+    const url = new URL(req.url, 'http://x');
+    const send = (b) => { res.writeHead(200, { 'content-type': 'application/octet-stream' }); res.end(b); };
+    if (url.pathname === '/debug/pprof/profile') {
+      const secs = Number(url.searchParams.get('seconds') ?? 30);
+      setTimeout(() => send(CPU_FIXTURE), secs * 1000);
+    } else if (url.pathname === '/debug/pprof/heap') send(goProfile('heap'));
+    else if (url.pathname === '/debug/pprof/goroutine') send(goProfile('goroutine'));
+    else { res.writeHead(404); res.end('404 page not found\n'); }
+  });
+  await new Promise((r) => service.listen(svcPort, '127.0.0.1', r));
+  tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'proflink-scrape-'));
+  fs.writeFileSync(path.join(tmp, 'collector.yaml'), `
+receivers:
+  pprof_scrape:
+    interval: 1s
+    cpu_seconds: 1
+    profiles: [cpu, heap, goroutine]
+    targets:
+      - endpoint: http://127.0.0.1:${svcPort}
+        labels: { service.name: scraped-svc, env: test }
+      - endpoint: http://127.0.0.1:${deadPort}
+exporters:
+  file:
+    path: ${path.join(tmp, 'out.jsonl')}
+service:
+  telemetry:
+    logs: { level: warn }
+    metrics: { address: 127.0.0.1:${metricsPort} }
+  pipelines:
+    profiles: { receivers: [pprof_scrape], exporters: [file] }
+`);
+  proc = spawn(BIN, ['--config', path.join(tmp, 'collector.yaml')], { stdio: ['ignore', 'ignore', 'pipe'] });
+  proc.stderr.on('data', (d) => { stderr += d; });
+});
+
+after(async () => {
+  if (proc && proc.exitCode === null) {
+    proc.kill('SIGTERM');
+    await new Promise((r) => { proc.once('exit', r); setTimeout(r, 5000); });
+  }
+  service?.close();
+  service?.closeAllConnections?.();
+  if (tmp) fs.rmSync(tmp, { recursive: true, force: true });
+});
+
+test('scrapes cpu (seconds=N), heap and goroutine with the target labels', async () => {
+  const out = path.join(tmp, 'out.jsonl');
+  const has = (type) => readFileLines(out).some((r) => otlpTotals(r)[type]);
+  assert.ok(await until(() => has('wall/nanoseconds') && has('inuse_space/bytes') && has('goroutine/count')),
+    `profiles arrived; requests: ${requests.join(' ')}\n${stderr}`);
+  assert.ok(requests.includes('/debug/pprof/profile?seconds=1'), requests.join(' '));
+  assert.ok(requests.includes('/debug/pprof/heap'));
+  assert.ok(requests.includes('/debug/pprof/goroutine'));
+
+  const lines = readFileLines(out);
+  for (const r of lines) {
+    const attrs = Object.fromEntries(r.resourceProfiles[0].resource.attributes.map((a) => [a.key, a.value.stringValue]));
+    assert.equal(attrs['service.name'], 'scraped-svc');
+    assert.equal(attrs.env, 'test');
+  }
+  const cpu = lines.find((r) => otlpTotals(r)['wall/nanoseconds']);
+  assert.deepEqual(otlpTotals(cpu), totalsByType(CPU_FIXTURE));
+  const heap = lines.find((r) => otlpTotals(r)['inuse_space/bytes']);
+  assert.deepEqual(otlpTotals(heap), totalsByType(goProfile('heap')));
+  const gr = lines.find((r) => otlpTotals(r)['goroutine/count']);
+  assert.deepEqual(otlpTotals(gr), { 'goroutine/count': '9' });
+  // the numeric heap label survives as an int attribute with its unit
+  const dict = heap.dictionary;
+  assert.ok(dict.attributeTable.some((a) => dict.stringTable[a.keyStrindex] === 'bytes' &&
+    Number(a.value.intValue) === 1024 && dict.stringTable[a.unitStrindex] === 'bytes'));
+
+  // CPU requests never overlap: at most one in flight per second of profile.
+  const cpuRequests = requests.filter((u) => u.startsWith('/debug/pprof/profile')).length;
+  const heapRequests = requests.filter((u) => u === '/debug/pprof/heap').length;
+  assert.ok(cpuRequests <= heapRequests, `cpu ${cpuRequests} <= heap ${heapRequests}`);
+  assert.equal(proc.exitCode, null, 'proflink still running with a dead target');
+});
