@@ -62,6 +62,19 @@ static void append_label(pl_buf *b, const char *v)
     }
 }
 
+/* HELP text: backslash and newline are the only escapes the format has. */
+static void append_help(pl_buf *b, const char *v)
+{
+    for (; *v; v++) {
+        if (*v == '\\')
+            pl_buf_append_str(b, "\\\\");
+        else if (*v == '\n')
+            pl_buf_append_str(b, "\\n");
+        else
+            pl_buf_append_byte(b, (uint8_t)*v);
+    }
+}
+
 /* A metric name made of [a-zA-Z0-9_] only. */
 static void append_name_part(pl_buf *b, const char *s)
 {
@@ -208,7 +221,9 @@ char *pl_telemetry_render_metrics(size_t *len)
         const extra_family *fam = &w.families[i];
         pl_buf_append_str(&b, "# HELP ");
         extra_name(&b, fam->kind, fam->first);
-        pl_buf_printf(&b, " %s\n# TYPE ", fam->first->help[0] ? fam->first->help : "-");
+        pl_buf_append_byte(&b, ' ');
+        append_help(&b, fam->first->help[0] ? fam->first->help : "-");
+        pl_buf_append_str(&b, "\n# TYPE ");
         extra_name(&b, fam->kind, fam->first);
         pl_buf_append_str(&b, fam->first->is_gauge ? " gauge\n" : " counter\n");
         w.out = &b;
