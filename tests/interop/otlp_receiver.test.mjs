@@ -417,3 +417,14 @@ test('bad input gets its status code; good clients keep being served', async () 
   slow.destroy();
   junk.destroy();
 });
+
+test('proflink stops cleanly on SIGTERM, with no sanitizer report', async () => {
+  proc.kill('SIGTERM');
+  const code = await new Promise((resolve) => {
+    if (proc.exitCode !== null) resolve(proc.exitCode);
+    proc.once('exit', (c, sig) => resolve(c ?? sig));
+    setTimeout(() => resolve('timeout'), 15000);
+  });
+  assert.equal(code, 0, stderr);
+  assert.doesNotMatch(stderr, /AddressSanitizer|LeakSanitizer|runtime error/);
+});
