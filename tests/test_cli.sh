@@ -192,6 +192,23 @@ wait $HOLDER 2>/dev/null
 check "run: a port in use is a clear error and a non-zero exit" \
     sh -c "test $rc -ne 0 && test $rc -ne 124 && grep -q '^proflink: receiver otlp: 127.0.0.1:$HELD: address already in use' '$TMP/out' && test \$(grep -c 'error\\|proflink:' '$TMP/out') -eq 1"
 
+# the telemetry address, when set explicitly, must be free too
+python3 -c "
+import socket, time
+s = socket.socket(); s.bind(('127.0.0.1', 0)); s.listen(1)
+open('$TMP/held_tel', 'w').write(str(s.getsockname()[1])); time.sleep(5)" &
+HOLDER=$!
+i=0
+while [ ! -s "$TMP/held_tel" ] && [ $i -lt 100 ]; do sleep 0.05; i=$((i + 1)); done
+HELD=$(cat "$TMP/held_tel")
+sed "s/127.0.0.1:$TEL/127.0.0.1:$HELD/" "$TMP/good.yaml" >"$TMP/busy_tel.yaml"
+timeout 10 "$BIN" --config "$TMP/busy_tel.yaml" >"$TMP/out" 2>&1
+rc=$?
+kill $HOLDER 2>/dev/null
+wait $HOLDER 2>/dev/null
+check "run: an explicit telemetry address in use is a clear error" \
+    sh -c "test $rc -eq 1 && grep -q '^proflink: service.telemetry.metrics.address: 127.0.0.1:$HELD: address already in use' '$TMP/out'"
+
 if [ "$(id -u)" != 0 ]; then
     cp "$TMP/good.yaml" "$TMP/secret.yaml"
     chmod 000 "$TMP/secret.yaml"
