@@ -215,6 +215,7 @@ enum {
     ST_INS_STACK,
     ST_UPSERT_SAMPLE,
     ST_UPSERT_SERVICE,
+    ST_UPSERT_ROLLUP,
     ST_COUNT
 };
 
@@ -248,6 +249,11 @@ static const char *const write_sql[ST_COUNT] = {
         "ON CONFLICT(service_id, bucket, type_id, span_id, stack_id) DO UPDATE SET "
         "value = value + excluded.value, cpu_ns = cpu_ns + excluded.cpu_ns, "
         "count = count + excluded.count, trace_id = coalesce(trace_id, excluded.trace_id)",
+    [ST_UPSERT_ROLLUP] =
+        "INSERT INTO service_profiles(service_id, minute, type_id, stack_id, value, cpu_ns, count) "
+        "VALUES(?1,?2,?3,?4,?5,?6,?7) ON CONFLICT(service_id, minute, type_id, stack_id) DO UPDATE "
+        "SET value = value + excluded.value, cpu_ns = cpu_ns + excluded.cpu_ns, "
+        "count = count + excluded.count",
     [ST_UPSERT_SERVICE] = "INSERT INTO services(id, last_seen_ns) VALUES(?1, ?2) "
                           "ON CONFLICT(id) DO UPDATE SET last_seen_ns = "
                           "max(last_seen_ns, excluded.last_seen_ns)",
@@ -279,7 +285,13 @@ static const char schema_sql[] =
     "  trace_id BLOB, value INTEGER NOT NULL, cpu_ns INTEGER NOT NULL, count INTEGER NOT NULL,"
     "  PRIMARY KEY(service_id, bucket, type_id, span_id, stack_id)) WITHOUT ROWID;"
     "CREATE INDEX IF NOT EXISTS samples_by_span ON samples(span_id) WHERE span_id != 0;"
-    "CREATE INDEX IF NOT EXISTS samples_by_trace ON samples(trace_id) WHERE trace_id IS NOT NULL;";
+    "CREATE INDEX IF NOT EXISTS samples_by_trace ON samples(trace_id) WHERE trace_id IS NOT NULL;"
+    /* per-minute roll-up of samples by service and stack (no span): what
+     * service-wide flame graphs read, a fraction of the rows of `samples` */
+    "CREATE TABLE IF NOT EXISTS service_profiles(service_id INTEGER NOT NULL,"
+    "  minute INTEGER NOT NULL, type_id INTEGER NOT NULL, stack_id INTEGER NOT NULL,"
+    "  value INTEGER NOT NULL, cpu_ns INTEGER NOT NULL, count INTEGER NOT NULL,"
+    "  PRIMARY KEY(service_id, minute, type_id, stack_id)) WITHOUT ROWID;";
 
 struct pl_store {
     sqlite3 *db;
@@ -482,7 +494,9 @@ pl_status pl_store_open(const char *path, const pl_store_options *options, pl_st
                          path);
             goto fail;
         }
-        rc = sqlite3_exec(s->db, "PRAGMA query_only = 1", NULL, NULL, NULL);
+        /* readers map the file: no read() per page for large scans */
+        rc = sqlite3_exec(s->db, "PRAGMA query_only = 1; PRAGMA mmap_size = 268435456", NULL, NULL,
+                          NULL);
     } else {
         if (app_id == 0) {
             /* A new file: page reuse plus incremental vacuum lets size-based
@@ -1375,6 +1389,17 @@ static int add_sample_value(sample_aggs *aggs, const sample_key *k, const uint8_
     return SQLITE_OK;
 }
 
+#define ROLLUP_NS 60000000000ull
+
+static int add_rollup(sample_aggs *rollup, const sample_key *k, uint64_t ts, int64_t value,
+                      int64_t mult)
+{
+    sample_key rk = *k;
+    rk.span_id = 0;
+    rk.bucket = (int64_t)(ts / ROLLUP_NS);
+    return add_sample_value(rollup, &rk, NULL, value, mult, 1);
+}
+
 static int write_profiles(pl_store *s, const pl_batch *batch, pl_store_write_stats *stats,
                           uint64_t *latest_ns)
 {
@@ -1385,7 +1410,8 @@ static int write_profiles(pl_store *s, const pl_batch *batch, pl_store_write_sta
     d.functions = calloc(dict->n_functions + 1, sizeof(int64_t));
     d.stacks = calloc(dict->n_stacks + 1, sizeof(int64_t));
     sample_aggs aggs = {0};
-    u64_map services = {0}; /* service id -> latest time */
+    sample_aggs rollup = {0}; /* span 0, bucket = minute */
+    u64_map services = {0};   /* service id -> latest time */
     int rc = (d.strings && d.functions && d.stacks) ? SQLITE_OK : SQLITE_NOMEM;
     uint64_t fallback_time = batch->received_unix_nano ? batch->received_unix_nano
                                                        : (uint64_t)time(NULL) * 1000000000ull;
@@ -1481,6 +1507,8 @@ static int write_profiles(pl_store *s, const pl_batch *batch, pl_store_write_sta
                                                    : (smp->n_values ? (t == 0 ? total : 0) : 1);
                             k.bucket = (int64_t)(ts / PL_STORE_BUCKET_NS);
                             rc = add_sample_value(&aggs, &k, tid, value, mult, 1);
+                            if (rc == SQLITE_OK)
+                                rc = add_rollup(&rollup, &k, ts, value, mult);
                             if (ts > latest)
                                 latest = ts;
                         }
@@ -1491,6 +1519,8 @@ static int write_profiles(pl_store *s, const pl_batch *batch, pl_store_write_sta
                             total += smp->values[v];
                         k.bucket = (int64_t)(ptime / PL_STORE_BUCKET_NS);
                         rc = add_sample_value(&aggs, &k, tid, total, mult, 1);
+                        if (rc == SQLITE_OK)
+                            rc = add_rollup(&rollup, &k, ptime, total, mult);
                         latest = ptime;
                         stats->samples++;
                     }
@@ -1524,6 +1554,20 @@ static int write_profiles(pl_store *s, const pl_batch *batch, pl_store_write_sta
         rc = step_reset(st);
         stats->sample_rows++;
     }
+    st = s->st[ST_UPSERT_ROLLUP];
+    for (size_t i = 0; i < rollup.cap && rc == SQLITE_OK; i++) {
+        sample_agg *a = &rollup.slots[i];
+        if (!a->used)
+            continue;
+        sqlite3_bind_int64(st, 1, a->key.service_id);
+        sqlite3_bind_int64(st, 2, a->key.bucket);
+        sqlite3_bind_int64(st, 3, a->key.type_id);
+        sqlite3_bind_int64(st, 4, a->key.stack_id);
+        sqlite3_bind_int64(st, 5, a->value);
+        sqlite3_bind_int64(st, 6, a->cpu_ns);
+        sqlite3_bind_int64(st, 7, a->count);
+        rc = step_reset(st);
+    }
     st = s->st[ST_UPSERT_SERVICE];
     for (size_t i = 0; i < services.cap && rc == SQLITE_OK; i++) {
         if (!services.keys[i])
@@ -1534,6 +1578,7 @@ static int write_profiles(pl_store *s, const pl_batch *batch, pl_store_write_sta
     }
     u64_map_clear(&services);
     free(aggs.slots);
+    free(rollup.slots);
     free(d.strings);
     free(d.functions);
     free(d.stacks);
@@ -1631,6 +1676,9 @@ static int delete_before(pl_store *s, uint64_t cutoff, pl_store_retention_stats 
     sqlite3_finalize(svc);
     /* Per service, so each delete is a range of the samples primary key. */
     for (size_t i = 0; i < n && rc == SQLITE_OK; i++)
+        rc = exec_bind1(s->db, "DELETE FROM service_profiles WHERE service_id = ?1 AND minute < ?2",
+                        ids[i], (int64_t)(cutoff / ROLLUP_NS), true, NULL);
+    for (size_t i = 0; i < n && rc == SQLITE_OK; i++)
         rc = exec_bind1(s->db, "DELETE FROM samples WHERE service_id = ?1 AND bucket < ?2", ids[i],
                         (int64_t)(cutoff / PL_STORE_BUCKET_NS), true, &stats->sample_rows_deleted);
     free(ids);
@@ -1674,9 +1722,10 @@ static bool data_time_range(pl_store *s, uint64_t *oldest, uint64_t *newest)
 /* Stacks no sample row uses any more; ids may be cached, so clear caches. */
 static int collect_stacks(pl_store *s)
 {
-    int rc =
-        sqlite3_exec(s->db, "DELETE FROM stacks WHERE id NOT IN (SELECT stack_id FROM samples)",
-                     NULL, NULL, NULL);
+    int rc = sqlite3_exec(s->db,
+                          "DELETE FROM stacks WHERE id NOT IN (SELECT stack_id FROM samples UNION "
+                          "SELECT stack_id FROM service_profiles)",
+                          NULL, NULL, NULL);
     u64_map_clear(&s->stacks);
     return rc;
 }
@@ -2628,10 +2677,10 @@ pl_status pl_store_query_profile(pl_store *s, const pl_profile_query *q, pl_prof
             " AND (span_id = 0 OR span_id NOT IN (SELECT span_id FROM spans WHERE trace_id = ?1))";
         break;
     default:
-        sql = q->service ? "SELECT type_id, stack_id, value, cpu_ns, count FROM samples "
-                           "WHERE service_id = ?1 AND bucket >= ?2 AND bucket <= ?3"
-                         : "SELECT type_id, stack_id, value, cpu_ns, count FROM samples "
-                           "WHERE bucket >= ?2 AND bucket <= ?3";
+        sql = q->service ? "SELECT type_id, stack_id, value, cpu_ns, count FROM service_profiles "
+                           "WHERE service_id = ?1 AND minute >= ?2 AND minute <= ?3"
+                         : "SELECT type_id, stack_id, value, cpu_ns, count FROM service_profiles "
+                           "WHERE minute >= ?2 AND minute <= ?3";
         break;
     }
     rc = sqlite3_prepare_v2(s->db, sql, -1, &st, NULL);
@@ -2644,9 +2693,8 @@ pl_status pl_store_query_profile(pl_store *s, const pl_profile_query *q, pl_prof
     } else {
         if (q->service)
             sqlite3_bind_int64(st, 1, service_id);
-        sqlite3_bind_int64(st, 2, (int64_t)(q->since_ns / PL_STORE_BUCKET_NS));
-        sqlite3_bind_int64(st, 3,
-                           q->until_ns ? (int64_t)(q->until_ns / PL_STORE_BUCKET_NS) : INT64_MAX);
+        sqlite3_bind_int64(st, 2, (int64_t)(q->since_ns / ROLLUP_NS));
+        sqlite3_bind_int64(st, 3, q->until_ns ? (int64_t)(q->until_ns / ROLLUP_NS) : INT64_MAX);
     }
     rc = fetch_rows(st, false, &rows);
     if (rc != SQLITE_OK)

@@ -16,6 +16,11 @@
  *             type, span, stack): value, CPU nanoseconds and sample count.
  *             Unlinked samples have span_id 0. The primary key doubles as the
  *             index for service flame graphs (service, time range).
+ *   service_profiles
+ *             the same samples rolled up per (service, minute, type, stack),
+ *             without the span: service-wide flame graphs and top functions
+ *             over a time range read this much smaller table (one minute
+ *             resolution) instead of every per-span row.
  *   stacks, functions, strings
  *             stored once (deduplicated): a stack is the list of function ids,
  *             root first, varint-encoded, found by a 64-bit hash.
