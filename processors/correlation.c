@@ -245,8 +245,9 @@ typedef struct span_stats {
     uint64_t samples_total;
     uint64_t cpu_self, cpu_total;
     uint64_t wall_self, wall_total;
-    uint64_t top_weight; /* sum of the weights behind fns */
-    top_fn *fns;
+    uint64_t top_weight; /* sum of the weights behind the functions */
+    top_fn fn_inline[2]; /* the first functions (most spans have one or two) */
+    top_fn *fns;         /* all of them once there are more (cap_fns > 2) */
     uint32_t n_fns, cap_fns;
     uint32_t next_free;
 } span_stats;
@@ -325,11 +326,13 @@ typedef struct contrib {
 typedef struct enrich_slot {
     const pl_dictionary *dict;
     const pl_span *span;
-    int32_t *idx;
+    int32_t *idx; /* span_name, root_span_name, service.name, span_attributes */
     uint32_t n;
-    uint32_t n_ids; /* leading trace_id/span_id entries: only for samples without a link */
-    int32_t link;   /* link_table index carrying the span's trace and span ids (0: none) */
-    contrib roll;   /* not yet rolled up to the ancestors */
+    int32_t ids[2]; /* trace_id, span_id: built for the first sample without a link */
+    uint32_t n_ids;
+    bool ids_built;
+    int32_t link; /* link_table index carrying the span's trace and span ids (0: none) */
+    contrib roll; /* not yet rolled up to the ancestors */
 } enrich_slot;
 
 typedef struct correlation {
@@ -416,15 +419,23 @@ static inline uint64_t mix64(uint64_t x)
     return x;
 }
 
+/* Eight bytes at a time: names and hex ids are 16-40 bytes long. */
 static uint64_t hash_bytes(const void *p, size_t n)
 {
     const uint8_t *b = p;
-    uint64_t h = 1469598103934665603ULL;
-    for (size_t i = 0; i < n; i++) {
-        h ^= b[i];
-        h *= 1099511628211ULL;
+    uint64_t h = 0x9e3779b97f4a7c15ULL ^ n;
+    while (n >= 8) {
+        uint64_t w;
+        memcpy(&w, b, 8);
+        h = (h ^ w) * 0xff51afd7ed558ccdULL;
+        h ^= h >> 29;
+        b += 8;
+        n -= 8;
     }
-    return mix64(h);
+    uint64_t w = 0;
+    if (n)
+        memcpy(&w, b, n);
+    return mix64((h ^ w) * 0xc4ceb9fe1a85ec53ULL);
 }
 
 static inline uint64_t id_key(const uint8_t *id8)
@@ -646,7 +657,8 @@ static void stats_release(correlation *self, uint32_t i)
     if (!i)
         return;
     span_stats *s = &self->stats_arr[i];
-    free(s->fns);
+    if (s->cap_fns > 2)
+        free(s->fns);
     memset(s, 0, sizeof(*s));
     s->next_free = self->free_stats;
     self->free_stats = i;
@@ -728,28 +740,38 @@ static uint32_t fn_pool_id(correlation *self, pl_bytes name)
     return fn_pool_add(self, name, h);
 }
 
+static top_fn *stats_fns(span_stats *s)
+{
+    return s->cap_fns > 2 ? s->fns : s->fn_inline;
+}
+
 static void stats_add_function(span_stats *s, uint32_t fn, uint64_t weight)
 {
     if (!weight || !fn)
         return;
     s->top_weight += weight;
+    top_fn *fns = stats_fns(s);
     for (uint32_t i = 0; i < s->n_fns; i++) {
-        if (s->fns[i].fn == fn) {
-            s->fns[i].weight += weight;
+        if (fns[i].fn == fn) {
+            fns[i].weight += weight;
             return;
         }
     }
     if (s->n_fns >= MAX_TOP_CANDIDATES)
         return; /* counted in top_weight (so shares stay honest), not listed */
-    if (s->n_fns == s->cap_fns) {
-        uint32_t cap = s->cap_fns ? s->cap_fns * 2 : 4;
-        top_fn *f = realloc(s->fns, cap * sizeof(top_fn));
+    if (s->n_fns >= 2 && s->n_fns >= s->cap_fns) {
+        uint32_t cap = s->cap_fns > 2 ? s->cap_fns * 2 : 8;
+        top_fn *f = malloc(cap * sizeof(top_fn));
         if (!f)
             return;
+        memcpy(f, fns, s->n_fns * sizeof(top_fn));
+        if (s->cap_fns > 2)
+            free(s->fns);
         s->fns = f;
         s->cap_fns = cap;
+        fns = f;
     }
-    s->fns[s->n_fns++] = (top_fn){fn, weight};
+    fns[s->n_fns++] = (top_fn){fn, weight};
 }
 
 /* ---- held batches ----------------------------------------------------------------------- */
@@ -1349,23 +1371,12 @@ static int build_span_labels(correlation *self, span_entry *e, pl_batch *batch, 
     if (writer_bind(w, batch))
         return -1;
     const pl_span *sp = e->span;
-    int32_t tmp[5 + 64];
+    int32_t tmp[3 + 64];
     uint32_t n = 0;
-    size_t max_n = 5 + (self->n_span_attr_keys < 64 ? self->n_span_attr_keys : 64);
-    char trace_hex[33], span_hex[17];
-    label items[5 + 64];
-    size_t n_items = 0, n_ids = 0;
+    size_t max_n = 3 + (self->n_span_attr_keys < 64 ? self->n_span_attr_keys : 64);
+    label items[3 + 64];
+    size_t n_items = 0;
 
-    if (trace_id_valid(sp->trace_id, sp->trace_id_len)) {
-        pl_hex_encode(sp->trace_id, 16, trace_hex);
-        items[n_items++] = (label){self->names[NAME_TRACE_ID],
-                                   pl_value_string((pl_bytes){(uint8_t *)trace_hex, 32})};
-        n_ids++;
-    }
-    pl_hex_encode(sp->span_id, 8, span_hex);
-    items[n_items++] =
-        (label){self->names[NAME_SPAN_ID], pl_value_string((pl_bytes){(uint8_t *)span_hex, 16})};
-    n_ids++;
     items[n_items++] = (label){self->names[NAME_SPAN_NAME], pl_value_string(sp->name)};
     span_entry *root = local_root(self, e);
     items[n_items++] = (label){self->names[NAME_ROOT_SPAN_NAME], pl_value_string(root->span->name)};
@@ -1409,16 +1420,44 @@ static int build_span_labels(correlation *self, span_entry *e, pl_batch *batch, 
             return -1;
         tmp[n++] = ai;
     }
+    (void)max_n;
     slot->idx = pl_batch_alloc(batch, n * sizeof(int32_t));
     if (!slot->idx)
         return -1;
     memcpy(slot->idx, tmp, n * sizeof(int32_t));
     slot->n = n;
-    slot->n_ids = (uint32_t)n_ids;
+    slot->n_ids = 0;
+    slot->ids_built = false;
     slot->link = 0;
     slot->dict = w->dict;
     slot->span = sp;
     self->cache_count++;
+    return 0;
+}
+
+/* The trace_id / span_id attributes of a slot's span (hex). */
+static int build_id_labels(correlation *self, const pl_span *sp, pl_batch *batch, enrich_slot *slot)
+{
+    dict_writer *w = &self->writer;
+    if (writer_bind(w, batch))
+        return -1;
+    char hex[33];
+    slot->n_ids = 0;
+    for (int k = 0; k < 2; k++) {
+        bool trace = k == 0;
+        if (trace && !trace_id_valid(sp->trace_id, sp->trace_id_len))
+            continue;
+        pl_hex_encode(trace ? sp->trace_id : sp->span_id, trace ? 16 : 8, hex);
+        int32_t ks = writer_string(w, self->names[trace ? NAME_TRACE_ID : NAME_SPAN_ID]);
+        int32_t vs = ks < 0 ? -1 : writer_string(w, (pl_bytes){(uint8_t *)hex, trace ? 32u : 16u});
+        if (vs < 0)
+            return -1;
+        int32_t ai = writer_attribute(w, ks, pl_value_string(w->dict->strings[vs]));
+        if (ai < 0)
+            return -1;
+        slot->ids[slot->n_ids++] = ai;
+    }
+    slot->ids_built = true;
     return 0;
 }
 
@@ -1459,8 +1498,10 @@ static enrich_slot *enrich_sample(correlation *self, span_entry *e, pl_sample *s
                 s->link_index = slot->link;
         }
     }
-    const int32_t *add = slot->idx + (has_link ? slot->n_ids : 0);
-    uint32_t n_add = slot->n - (has_link ? slot->n_ids : 0);
+    if (!has_link && !slot->ids_built && build_id_labels(self, e->span, batch, slot))
+        slot->n_ids = 0;
+    uint32_t n_ids = has_link ? 0 : slot->n_ids;
+    uint32_t n_add = n_ids + slot->n;
     int32_t *idx = pl_batch_alloc(batch, (s->n_attribute_indices + n_add) * sizeof(int32_t));
     if (!idx)
         return slot;
@@ -1470,8 +1511,9 @@ static enrich_slot *enrich_sample(correlation *self, span_entry *e, pl_sample *s
         bool replaced = false;
         if (ai > 0 && (uint32_t)ai < dict->n_attributes) {
             int32_t key = dict->attributes[ai].key_strindex;
-            for (uint32_t j = 0; j < slot->n && !replaced; j++) {
-                int32_t mine = dict->attributes[slot->idx[j]].key_strindex;
+            for (uint32_t j = 0; j < n_add && !replaced; j++) {
+                int32_t mine = j < n_ids ? slot->ids[j] : slot->idx[j - n_ids];
+                mine = dict->attributes[mine].key_strindex;
                 replaced = key == mine ||
                            pl_bytes_eq(pl_dict_string(dict, key), pl_dict_string(dict, mine));
             }
@@ -1479,7 +1521,8 @@ static enrich_slot *enrich_sample(correlation *self, span_entry *e, pl_sample *s
         if (!replaced)
             idx[n++] = ai;
     }
-    memcpy(idx + n, add, n_add * sizeof(int32_t));
+    memcpy(idx + n, slot->ids, n_ids * sizeof(int32_t));
+    memcpy(idx + n + n_ids, slot->idx, slot->n * sizeof(int32_t));
     s->attribute_indices = idx;
     s->n_attribute_indices = n + n_add;
     return slot;
@@ -1621,15 +1664,16 @@ static void enrich_span(correlation *self, pl_batch *b, pl_span *sp, span_stats 
                              ? s->n_fns
                              : (uint32_t)self->cfg.top_functions;
         if (n_top && s->top_weight) {
-            qsort(s->fns, s->n_fns, sizeof(top_fn), cmp_fn_weight);
+            top_fn *fns = stats_fns(s);
+            qsort(fns, s->n_fns, sizeof(top_fn), cmp_fn_weight);
             pl_value *items = pl_batch_alloc(b, n_top * sizeof(pl_value));
             pl_bytes k2 = pl_batch_bytes(b, self->names[NAME_TOP].ptr, self->names[NAME_TOP].len);
             if (items && k2.ptr) {
                 for (uint32_t i = 0; i < n_top; i++) {
                     char buf[64];
-                    double share = 100.0 * (double)s->fns[i].weight / (double)s->top_weight;
+                    double share = 100.0 * (double)fns[i].weight / (double)s->top_weight;
                     int m = snprintf(buf, sizeof(buf), " (%.1f%%)", share);
-                    const fn_name *fname = &self->fn_names[s->fns[i].fn];
+                    const fn_name *fname = &self->fn_names[fns[i].fn];
                     size_t len = fname->len + (size_t)m;
                     char *text = pl_batch_alloc(b, len + 1);
                     if (!text)
@@ -2380,7 +2424,8 @@ static pl_bytes name_or(const char *configured, const char *dflt)
 static void correlation_free(correlation *self)
 {
     for (uint32_t i = 1; i < self->n_stats; i++) {
-        free(self->stats_arr[i].fns);
+        if (self->stats_arr[i].cap_fns > 2)
+            free(self->stats_arr[i].fns);
     }
     for (uint32_t i = 1; i < self->n_fn_names; i++)
         free(self->fn_names[i].name);
