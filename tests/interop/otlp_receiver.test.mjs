@@ -316,6 +316,69 @@ for (const v of variants) {
   }
 }
 
+function profilesRequest(service) {
+  const hex = (h) => Buffer.from(h, 'hex');
+  return ProfilesReq.fromObject({
+    resourceProfiles: [{
+      resource: { attributes: [{ key: 'service.name', value: { stringValue: service } }] },
+      scopeProfiles: [{
+        scope: { name: 'interop-profiler', version: '0.1' },
+        profiles: [{
+          sampleType: { typeStrindex: 3, unitStrindex: 4 },
+          samples: [
+            { stackIndex: 1, values: [10000000], linkIndex: 1,
+              timestampsUnixNano: ['1700000000100000000'], attributeIndices: [1] },
+            { stackIndex: 2, values: [20000000, 5] },
+          ],
+          timeUnixNano: '1700000000000000000',
+          durationNano: '10000000000',
+          periodType: { typeStrindex: 3, unitStrindex: 4 },
+          period: '10000000',
+          profileId: hex('0102030405060708090a0b0c0d0e0f10'),
+          attributeIndices: [1],
+        }],
+      }],
+    }],
+    dictionary: {
+      mappingTable: [{}, { memoryStart: '4096', memoryLimit: '8192', filenameStrindex: 5 }],
+      locationTable: [{}, { mappingIndex: 1, address: '4660', lines: [{ functionIndex: 1, line: '42', column: '7' }] },
+                      { lines: [{ functionIndex: 2, line: '9' }] }],
+      functionTable: [{}, { nameStrindex: 1, filenameStrindex: 2, startLine: '40' },
+                      { nameStrindex: 6, systemNameStrindex: 6, filenameStrindex: 2 }],
+      linkTable: [{}, { traceId: hex('0af7651916cd43dd8448eb211c80319c'), spanId: hex('b7ad6b7169203331') }],
+      stringTable: ['', 'handleRequest', 'app.js', 'cpu', 'nanoseconds', '/usr/bin/node', 'main'],
+      attributeTable: [{}, { keyStrindex: 1, value: { stringValue: 'GET /cart' } }],
+      stackTable: [{}, { locationIndices: [1, 2] }, { locationIndices: [2] }],
+    },
+  });
+}
+
+function profilesOf(service) {
+  return received.profiles.filter((r) => r.resourceProfiles.some((rp) =>
+    rp.resource?.attributes?.some((a) => a.key === 'service.name' && a.value.stringValue === service)));
+}
+
+for (const via of ['http', 'grpc']) {
+  test(`an OTLP profiles request over ${via} comes out identical`, async () => {
+    const service = `interop-profiles-${via}`;
+    const msg = profilesRequest(service);
+    const bytes = Buffer.from(ProfilesReq.encode(msg).finish());
+    if (via === 'http') {
+      const r = await post(httpPort, '/v1development/profiles',
+        { 'content-type': 'application/x-protobuf', 'content-encoding': 'gzip' }, zlib.gzipSync(bytes));
+      assert.equal(r.status, 200);
+      assert.deepEqual([...r.body], [0x0a, 0x00]);
+    } else {
+      const g = await grpcCall(grpcPort,
+        '/opentelemetry.proto.collector.profiles.v1development.ProfilesService/Export',
+        grpcFrame(zlib.gzipSync(bytes), 1), { 'grpc-encoding': 'gzip' });
+      assert.equal(g.grpcStatus, 0);
+    }
+    assert.ok(await until(() => profilesOf(service).length > 0), 'nothing reached the sink');
+    assert.deepStrictEqual(profilesOf(service)[0], toObj(ProfilesReq, msg));
+  });
+}
+
 test('bad input gets its status code; good clients keep being served', async () => {
   // A slow client (headers never finished) and a garbage HTTP/2 client stay
   // connected for the whole test.
