@@ -28,7 +28,7 @@ static void usage(FILE *out)
     fprintf(out,
             "usage: proflink [--config FILE]          run (default FILE: ./" DEFAULT_CONFIG ")\n"
             "       proflink validate --config FILE   check a configuration file\n"
-            "       proflink components               list component types and their settings\n"
+            "       proflink components [TYPE]        list component types and their settings\n"
             "       proflink query ...                query the embedded store\n"
             "       proflink --version\n");
 }
@@ -85,15 +85,18 @@ static void print_signals(unsigned mask)
     }
 }
 
-static int cmd_components(void)
+/* Prints every component type, or only those whose type is `only`. */
+static int cmd_components(const char *only)
 {
     static const pl_kind kinds[] = {PL_KIND_RECEIVER, PL_KIND_PROCESSOR, PL_KIND_EXPORTER,
                                     PL_KIND_EXTENSION};
+    int found = 0;
     for (size_t k = 0; k < 4; k++) {
         for (size_t i = 0; pl_component_types[i]; i++) {
             const pl_component_type *t = pl_component_types[i];
-            if (t->kind != kinds[k])
+            if (t->kind != kinds[k] || (only && strcmp(only, t->type) != 0))
                 continue;
+            found++;
             printf("%s %s\n  signals: ", pl_kind_name(t->kind), t->type);
             print_signals(t->signals);
             printf("\n  %s\n", t->description ? t->description : "");
@@ -105,6 +108,12 @@ static int cmd_components(void)
             }
             printf("\n");
         }
+    }
+    if (only && strcmp(only, "service") != 0) {
+        if (found)
+            return 0;
+        fprintf(stderr, "proflink: no component type '%s' (see `proflink components`)\n", only);
+        return 1;
     }
     printf("service\n  the `service` section of the file (besides `pipelines`)\n");
     printf("  %-26s %-16s %-18s %s\n", "key", "type", "default", "description");
@@ -124,7 +133,7 @@ int main(int argc, char **argv)
         return 0;
     }
     if (argc >= 2 && strcmp(argv[1], "components") == 0)
-        return cmd_components();
+        return cmd_components(argc >= 3 ? argv[2] : NULL);
     if (argc >= 2 && strcmp(argv[1], "query") == 0)
         return pl_query_main(argc - 1, argv + 1);
     bool bad = false;
