@@ -322,6 +322,10 @@ static void add_metadata(pl_batch *b, const pl_http_request *req, bool all)
     b->metadata.n = k;
 }
 
+/* Records / data points counted while checking a pass-through request, for
+ * the accepted/refused counters (one loop thread: a plain static is safe). */
+static size_t pass_through_items;
+
 /* Decodes `data` (inside `owner`, which is taken in every case) into a new
  * batch of `signal`. */
 static pl_status decode_request(pl_signal signal, body_format format, uint8_t *owner,
@@ -361,11 +365,11 @@ static pl_status decode_request(pl_signal signal, body_format format, uint8_t *o
             st = pl_otlp_decode_profiles(b, data, len, err);
             break;
         case PL_SIGNAL_LOGS:
-            st = pl_otlp_count_logs(data, len, NULL, err);
+            st = pl_otlp_count_logs(data, len, &pass_through_items, err);
             b->data.raw = (pl_bytes){data, (uint32_t)len};
             break;
         case PL_SIGNAL_METRICS:
-            st = pl_otlp_count_metrics(data, len, NULL, err);
+            st = pl_otlp_count_metrics(data, len, &pass_through_items, err);
             b->data.raw = (pl_bytes){data, (uint32_t)len};
             break;
         }
@@ -381,7 +385,9 @@ static pl_status decode_request(pl_signal signal, body_format format, uint8_t *o
 /* Hands the batch to the pipeline and counts the outcome. */
 static pl_status deliver(otlp_receiver *r, pl_signal signal, pl_batch *b, pl_err *err)
 {
-    size_t items = pl_batch_items(b);
+    /* logs and metrics count their records / data points, not requests */
+    size_t items = (signal == PL_SIGNAL_LOGS || signal == PL_SIGNAL_METRICS) ? pass_through_items
+                                                                             : pl_batch_items(b);
     bool empty =
         (signal == PL_SIGNAL_TRACES && b->data.traces.n_resources == 0) ||
         (signal == PL_SIGNAL_PROFILES && b->data.profiles.n_resources == 0) ||
