@@ -167,7 +167,7 @@ static void known_types(pl_kind kind, char *buf, size_t size)
         snprintf(buf, size, "none registered");
 }
 
-static void load_components(loader *l, pl_kind kind, const pl_cfg_node *key, const pl_cfg_node *map)
+static void load_components(loader *l, pl_kind kind, const pl_cfg_node *map)
 {
     if (!map || map->kind == PL_NODE_NULL)
         return;
@@ -176,7 +176,6 @@ static void load_components(loader *l, pl_kind kind, const pl_cfg_node *key, con
                          kind_section_name(kind));
         return;
     }
-    (void)key;
     pl_config *cfg = l->cfg;
     pl_config_component *grown =
         realloc(cfg->components, (cfg->n_components + map->n + 1) * sizeof(*cfg->components));
@@ -449,8 +448,7 @@ static pl_config *load_doc(pl_cfg_doc *doc, const char *path, pl_cfg_errors *err
                              k);
     }
     for (size_t s = 0; s < 4; s++)
-        load_components(&l, sections[s].kind, pl_cfg_node_key(root, sections[s].name),
-                        pl_cfg_node_get(root, sections[s].name));
+        load_components(&l, sections[s].kind, pl_cfg_node_get(root, sections[s].name));
     load_service(&l, pl_cfg_node_key(root, "service"), pl_cfg_node_get(root, "service"));
 
     for (size_t i = 0; i < cfg->n_components; i++) {

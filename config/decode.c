@@ -454,14 +454,14 @@ static void set_field(decoder *d, const pl_cfg_field *f, const pl_cfg_node *key,
     }
 }
 
-static int fill_defaults(decoder *d, const pl_cfg_section *section, void *out);
+static int fill_defaults(const pl_cfg_section *section, void *out);
 
 /* Applies a default written as YAML text. Returns 0 or -1 (bad table). */
 static int apply_default(decoder *d, const pl_cfg_field *f, void *base)
 {
     void *slot = (char *)base + f->offset;
     if (f->type == PL_CFG_SECTION)
-        return f->section ? fill_defaults(d, f->section, slot) : -1;
+        return f->section ? fill_defaults(f->section, slot) : -1;
     if (!f->default_value)
         return 0;
     int before = d->n_errors;
@@ -489,7 +489,7 @@ static int apply_default(decoder *d, const pl_cfg_field *f, void *base)
 
 /* Zeroes `out` and writes every default, recursively, without validating.
  * Errors here are bugs in a table; they are reported by the caller. */
-static int fill_defaults(decoder *d, const pl_cfg_section *section, void *out)
+static int fill_defaults(const pl_cfg_section *section, void *out)
 {
     memset(out, 0, section->size);
     pl_cfg_errors scratch;
@@ -500,7 +500,6 @@ static int fill_defaults(decoder *d, const pl_cfg_section *section, void *out)
         if (apply_default(&quiet, &section->fields[i], out) < 0)
             rc = -1;
     pl_cfg_errors_free(&scratch);
-    (void)d;
     return rc;
 }
 
@@ -534,7 +533,7 @@ static int decode_section(decoder *d, const pl_cfg_section *section, const pl_cf
 {
     int before = d->n_errors;
     const pl_cfg_field *fields = section->fields;
-    if (fill_defaults(d, section, out) < 0)
+    if (fill_defaults(section, out) < 0)
         dec_error(d, where ? where : node, "a default in the component table does not parse");
     const pl_cfg_node *map = node && node->kind == PL_NODE_MAP ? node : NULL;
     if (node && node->kind != PL_NODE_MAP && node->kind != PL_NODE_NULL) {
@@ -606,8 +605,7 @@ int pl_cfg_decode(const pl_cfg_section *section, const pl_cfg_node *node, const 
 
 int pl_cfg_defaults(const pl_cfg_section *section, void *out)
 {
-    decoder d = {0};
-    return fill_defaults(&d, section, out);
+    return fill_defaults(section, out);
 }
 
 void pl_cfg_free(const pl_cfg_section *section, void *cfg)
