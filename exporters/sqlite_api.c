@@ -581,24 +581,43 @@ static void api_handler(void *arg, pl_http_request *req, pl_http_response *res)
     free(p.buf);
 }
 
-pl_sqlite_api *pl_sqlite_api_start(uv_loop_t *loop, const char *endpoint, const char *db_path,
-                                   pl_err *err)
+pl_sqlite_api *pl_sqlite_api_new(const char *db_path)
 {
     pl_sqlite_api *api = calloc(1, sizeof(*api));
     if (!api || !(api->db_path = strdup(db_path))) {
         free(api);
+        return NULL;
+    }
+    return api;
+}
+
+void pl_sqlite_api_handle(pl_sqlite_api *api, pl_http_request *req, pl_http_response *res)
+{
+    api_handler(api, req, res);
+}
+
+void pl_sqlite_api_server_options(pl_http_server_options *opt)
+{
+    memset(opt, 0, sizeof(*opt));
+    opt->max_body_size = 64 * 1024; /* GET only: bodies are not read */
+    opt->max_connections = 64;
+    opt->http1 = true;
+    opt->name = "sqlite/api";
+}
+
+pl_sqlite_api *pl_sqlite_api_start(uv_loop_t *loop, const char *endpoint, const char *db_path,
+                                   pl_err *err)
+{
+    pl_sqlite_api *api = pl_sqlite_api_new(db_path);
+    if (!api) {
         pl_errf(err, PL_ERR_NOMEM, "out of memory");
         return NULL;
     }
-    pl_http_server_options opt = {0};
-    opt.max_body_size = 64 * 1024;
-    opt.max_connections = 64;
-    opt.http1 = true;
-    opt.name = "sqlite/api";
+    pl_http_server_options opt;
+    pl_sqlite_api_server_options(&opt);
     api->server = pl_http_server_start(loop, endpoint, &opt, api_handler, api, err);
     if (!api->server) {
-        free(api->db_path);
-        free(api);
+        pl_sqlite_api_close(api);
         return NULL;
     }
     return api;
@@ -613,7 +632,8 @@ void pl_sqlite_api_close(pl_sqlite_api *api)
 {
     if (!api)
         return;
-    pl_http_server_close(api->server);
+    if (api->server)
+        pl_http_server_close(api->server);
     pl_store_close(api->store);
     free(api->db_path);
     free(api);

@@ -44,6 +44,16 @@ int pl_sqlite_api_port(const pl_sqlite_api *api);
 /* Closes the listener; memory is released once the loop has run. */
 void pl_sqlite_api_close(pl_sqlite_api *api);
 
+/* Without a listener (fuzz targets, tests): an API object, its request
+ * handler (a pl_http_handler), and the server options it listens with. */
+struct pl_http_request;
+struct pl_http_response;
+struct pl_http_server_options;
+pl_sqlite_api *pl_sqlite_api_new(const char *db_path);
+void pl_sqlite_api_handle(pl_sqlite_api *api, struct pl_http_request *req,
+                          struct pl_http_response *res);
+void pl_sqlite_api_server_options(struct pl_http_server_options *opt);
+
 /* JSON renderers. */
 void pl_json_traces(const pl_trace_list *list, pl_buf *out);
 void pl_json_trace(const pl_trace_detail *detail, pl_buf *out);
