@@ -3,6 +3,8 @@
  *
  *   bench_store [spans] [db-path]      (defaults: 1000000, $TMPDIR/proflink-bench-store.db)
  *   bench_store --query-only [db-path] (only the queries, on a store written before)
+ *   bench_store --exporter [spans]     (through the sqlite exporter: clone, queue,
+ *                                       writer thread with group commit)
  *
  * Writes `spans` spans (traces of 10 spans, 5 services, start times spread
  * over the last hour) and, per trace, 20 CPU samples linked to its spans
@@ -24,8 +26,11 @@
 
 #include <sqlite3.h>
 
+#include <uv.h>
+
 #include "core/component.h"
 #include "core/model.h"
+#include "core/stats.h"
 #include "exporters/sqlite_store.h"
 
 #define SPANS_PER_TRACE   10
@@ -238,16 +243,123 @@ static int existing_store(const char *path, uint64_t *now, uint32_t *n_traces)
 
 static int run_queries(const char *path, uint64_t now, uint32_t n_traces);
 
+extern const pl_component_type pl_exporter_sqlite;
+
+/* Sustained rate through the exporter: batches are built and exported on
+ * this thread (the event loop's role) while the writer thread commits;
+ * a full queue answers REFUSED and the batch is offered again, as a
+ * receiver's client would retry. Ends when everything is committed. */
+static int run_exporter(const char *path, uint32_t n_spans)
+{
+    const pl_cfg_section *sec = pl_exporter_sqlite.config;
+    void *cfg = calloc(1, sec->size);
+    if (!cfg || pl_cfg_defaults(sec, cfg) != 0)
+        return 1;
+    for (const pl_cfg_field *f = sec->fields; f->key; f++) {
+        char *slot = (char *)cfg + f->offset;
+        if (strcmp(f->key, "path") == 0) {
+            free(*(char **)slot);
+            *(char **)slot = strdup(path);
+        } else if (strcmp(f->key, "api") == 0) {
+            for (const pl_cfg_field *g = f->section->fields; g->key; g++)
+                if (strcmp(g->key, "endpoint") == 0) {
+                    free(*(char **)(slot + g->offset));
+                    *(char **)(slot + g->offset) = strdup("");
+                }
+        }
+    }
+    uv_loop_t loop;
+    uv_loop_init(&loop);
+    pl_stats *stats = pl_stats_new("sqlite", PL_KIND_EXPORTER);
+    pl_create_settings set = {0};
+    set.id = "sqlite";
+    set.loop = &loop;
+    set.stats = stats;
+    void *x = NULL;
+    pl_err err = {{0}};
+    if (pl_exporter_sqlite.create(&set, cfg, &x, &err) != PL_OK ||
+        pl_exporter_sqlite.start(x, &err) != PL_OK) {
+        fprintf(stderr, "exporter: %s\n", err.msg);
+        return 1;
+    }
+    uint32_t n_traces = n_spans / SPANS_PER_TRACE;
+    uint64_t now = pl_time_now_ns();
+    uint64_t refused = 0;
+    uint64_t t0 = pl_time_mono_ns();
+    for (uint32_t t = 0; t < n_traces; t += TRACES_PER_BATCH) {
+        uint32_t count = n_traces - t < TRACES_PER_BATCH ? n_traces - t : TRACES_PER_BATCH;
+        pl_batch *b[2] = {spans_batch(t, count, n_traces, now),
+                          samples_batch(t, count, n_traces, now)};
+        for (int k = 0; k < 2; k++) {
+            pl_status st;
+            while ((st = pl_exporter_sqlite.export(x, b[k])) == PL_ERR_REFUSED) {
+                refused++;
+                uv_run(&loop, UV_RUN_NOWAIT);
+                uv_sleep(1);
+            }
+            if (st != PL_OK) {
+                fprintf(stderr, "export failed: %s\n", pl_status_name(st));
+                return 1;
+            }
+            pl_batch_free(b[k]);
+        }
+        uv_run(&loop, UV_RUN_NOWAIT);
+    }
+    while (pl_exporter_sqlite.pending(x) > 0) {
+        uv_run(&loop, UV_RUN_NOWAIT);
+        uv_sleep(1);
+    }
+    double secs = (double)(pl_time_mono_ns() - t0) / 1e9;
+    uint64_t sent = pl_stats_get(stats, PL_SIGNAL_TRACES, PL_STAT_SENT);
+    uint64_t failed = pl_stats_get(stats, PL_SIGNAL_TRACES, PL_STAT_FAILED) +
+                      pl_stats_get(stats, PL_SIGNAL_PROFILES, PL_STAT_FAILED);
+    printf("through the exporter: %u spans + %u samples in %.1f s: %.0f spans/s with their "
+           "samples (%" PRIu64 " spans committed, %" PRIu64 " failed, %" PRIu64
+           " retries after a full queue)\n",
+           n_traces * SPANS_PER_TRACE, n_traces * SAMPLES_PER_TRACE, secs,
+           (double)(n_traces * SPANS_PER_TRACE) / secs, sent, failed, refused);
+    pl_exporter_sqlite.shutdown(x);
+    uv_run(&loop, UV_RUN_DEFAULT);
+    pl_exporter_sqlite.destroy(x);
+    uv_loop_close(&loop);
+    pl_cfg_free(sec, cfg);
+    free(cfg);
+    pl_stats_free(stats);
+    return failed ? 1 : 0;
+}
+
 int main(int argc, char **argv)
 {
     bool query_only = argc > 1 && strcmp(argv[1], "--query-only") == 0;
-    uint32_t n_spans = argc > 1 && !query_only ? (uint32_t)strtoul(argv[1], NULL, 10) : 1000000;
+    bool exporter = argc > 1 && strcmp(argv[1], "--exporter") == 0;
+    uint32_t n_spans =
+        argc > 1 && !query_only && !exporter ? (uint32_t)strtoul(argv[1], NULL, 10) : 1000000;
     char path[512];
     const char *tmp = getenv("TMPDIR");
     if (argc > 2)
         snprintf(path, sizeof(path), "%s", argv[2]);
     else
         snprintf(path, sizeof(path), "%s/proflink-bench-store.db", tmp ? tmp : "/tmp");
+    if (exporter) {
+        for (int f = 0; f < N_FUNCTIONS; f++)
+            snprintf(fn_names[f], sizeof(fn_names[f]), "github.com/shop/svc/pkg%d.Function%d",
+                     f % 40, f);
+        for (int s = 0; s < N_STACKS; s++) {
+            stack_depth[s] = 8 + (int)(rnd() % 24);
+            for (int i = 0; i < stack_depth[s]; i++)
+                stack_frames[s][i] = i < 3 ? i : (int)(rnd() % N_FUNCTIONS);
+        }
+        snprintf(path, sizeof(path), "%s/proflink-bench-exporter.db", tmp ? tmp : "/tmp");
+        char side[600];
+        unlink(path);
+        snprintf(side, sizeof(side), "%s-wal", path);
+        unlink(side);
+        snprintf(side, sizeof(side), "%s-shm", path);
+        unlink(side);
+        int rc = run_exporter(path, argc > 2 ? (uint32_t)strtoul(argv[2], NULL, 10) : 300000);
+        unlink(path);
+        return rc;
+    }
     if (query_only) {
         uint64_t now = 0;
         uint32_t n_traces = 0;
