@@ -238,6 +238,23 @@ static long find_component(const pl_config *cfg, pl_kind kind, const char *id)
     return -1;
 }
 
+/* The defined id of `kind` closest to a misspelt one; NULL if none is near. */
+static const char *closest_id(const pl_config *cfg, pl_kind kind, const char *id)
+{
+    const char *close = NULL;
+    int best = 3;
+    for (size_t i = 0; i < cfg->n_components; i++) {
+        if (cfg->components[i].kind != kind)
+            continue;
+        int dist = pl_cfg_edit_distance(id, cfg->components[i].id);
+        if (dist < best) {
+            best = dist;
+            close = cfg->components[i].id;
+        }
+    }
+    return close;
+}
+
 /* Is `id` defined under the kind's section, even if its type was unknown?
  * Avoids a second, misleading "not defined" error for the same mistake. */
 static bool defined_in_file(const pl_cfg_node *root, pl_kind kind, const char *id)
@@ -271,9 +288,16 @@ static void load_pipeline_list(loader *l, pl_config_pipeline *p, pl_kind kind,
         }
         long idx = find_component(cfg, kind, item->value);
         if (idx < 0) {
-            if (!defined_in_file(cfg->doc->root, kind, item->value))
-                pl_cfg_errors_at(l->errs, item, "%s '%s' is not defined under '%s'",
-                                 pl_kind_name(kind), item->value, kind_section_name(kind));
+            if (!defined_in_file(cfg->doc->root, kind, item->value)) {
+                const char *close = closest_id(cfg, kind, item->value);
+                if (close)
+                    pl_cfg_errors_at(
+                        l->errs, item, "%s '%s' is not defined under '%s' (did you mean '%s'?)",
+                        pl_kind_name(kind), item->value, kind_section_name(kind), close);
+                else
+                    pl_cfg_errors_at(l->errs, item, "%s '%s' is not defined under '%s'",
+                                     pl_kind_name(kind), item->value, kind_section_name(kind));
+            }
             continue;
         }
         bool repeated = false;

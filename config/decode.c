@@ -562,7 +562,19 @@ static int decode_section(decoder *d, const pl_cfg_section *section, const pl_cf
             for (size_t i = 0; skip && skip[i] && len < sizeof(known) - 1; i++)
                 len += (size_t)snprintf(known + len, sizeof(known) - len, "%s%s", len ? ", " : "",
                                         skip[i]);
-            if (len)
+            const char *close = NULL;
+            int best = 3; /* suggest only near misses */
+            for (size_t i = 0; fields && fields[i].key; i++) {
+                int dist = pl_cfg_edit_distance(key->value, fields[i].key);
+                if (dist < best) {
+                    best = dist;
+                    close = fields[i].key;
+                }
+            }
+            if (close)
+                dec_error(d, key, "unknown key '%s' (did you mean '%s'? known keys: %s)",
+                          key->value, close, known);
+            else if (len)
                 dec_error(d, key, "unknown key '%s' (known keys: %s)", key->value, known);
             else
                 dec_error(d, key, "unknown key '%s' (this section takes no keys)", key->value);

@@ -97,4 +97,8 @@ pl_cfg_node *pl_cfg_node_get(const pl_cfg_node *map, const char *key);
 pl_cfg_node *pl_cfg_node_key(const pl_cfg_node *map, const char *key);
 const char *pl_cfg_node_kind_name(const pl_cfg_node *node);
 
+/* Edit distance between two short words (for "did you mean" hints); large
+ * values are capped. */
+int pl_cfg_edit_distance(const char *a, const char *b);
+
 #endif

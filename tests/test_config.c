@@ -206,7 +206,8 @@ static void test_unknown_key(void)
                           "      exporters: [capture]\n"
                           "      extra: [x]\n");
     CHECK(cfg == NULL);
-    CHECK_ERROR("t.yaml:5:5: unknown key 'endpont' (known keys: endpoint, max_items");
+    CHECK_ERROR("t.yaml:5:5: unknown key 'endpont' (did you mean 'endpoint'? known keys: "
+                "endpoint, max_items");
     CHECK_ERROR("t.yaml:7:7: unknown key 'verify' (known keys: ca_file, insecure)");
     CHECK_ERROR("t.yaml:9:1: unknown key 'connectors'");
     CHECK_ERROR("t.yaml:16:7: unknown key 'extra'");
@@ -300,6 +301,15 @@ static void test_undefined_component_reference(void)
     CHECK_ERROR("t.yaml:8:20: processor 'batch' is not defined under 'processors'");
     CHECK_ERROR("t.yaml:11:11: exporter 'capture/missing' is not defined under 'exporters'");
     CHECK_EQ_UINT(errs.n, 4);
+
+    /* a near miss gets a suggestion */
+    cfg =
+        load("receivers: {feeder: }\n"
+             "exporters: {capture/main: }\n"
+             "service: {pipelines: {traces: {receivers: [feeder], exporters: [capture/mian]}}}\n");
+    CHECK(cfg == NULL);
+    CHECK_ERROR("t.yaml:3:65: exporter 'capture/mian' is not defined under 'exporters' (did you "
+                "mean 'capture/main'?)");
 }
 
 static void test_pipeline_without_receivers_or_exporters(void)
