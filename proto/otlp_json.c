@@ -192,8 +192,10 @@ static int get_int(jdec *d, json_object *v, const char *name, bool is_signed, in
         break;
     }
     case json_type_double: {
+        /* Exact powers of two bound the convertible range (2^63, 2^64). */
         double x = json_object_get_double(v);
-        if (!isfinite(x) || x != floor(x) || x < (is_signed ? -9.3e18 : 0) || x > 1.8e19)
+        if (!isfinite(x) || x != floor(x) || x < (is_signed ? -9223372036854775808.0 : 0) ||
+            x >= (is_signed ? 9223372036854775808.0 : 18446744073709551616.0))
             return fail(d, name, "want an integer");
         if (is_signed)
             u = (uint64_t)(int64_t)x;
