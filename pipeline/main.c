@@ -66,6 +66,12 @@ static int cmd_validate(const char *path)
         pl_cfg_errors_free(&errs);
         return 1;
     }
+    for (size_t i = 0; i < cfg->n_components; i++) {
+        const pl_config_component *c = &cfg->components[i];
+        if (c->n_pipelines == 0 && c->key)
+            fprintf(stderr, "%s:%d:%d: warning: %s '%s' is defined but not used\n", c->key->file,
+                    c->key->line, c->key->col, pl_kind_name(c->kind), c->id);
+    }
     printf("%s: ok (%zu pipeline%s, %zu component%s)\n", path, cfg->n_pipelines,
            cfg->n_pipelines == 1 ? "" : "s", cfg->n_components, cfg->n_components == 1 ? "" : "s");
     pl_config_free(cfg);
