@@ -2284,9 +2284,18 @@ static pl_status consume_profiles(correlation *self, pl_batch *batch, pl_consume
                 info->batch = batch;
                 info->profile = p;
                 info->service = svc;
-                info->t_start = p->time_unix_nano;
+                /* pprof says time_nanos is the collection start, but the
+                 * Node.js SDK (@datadog/pprof) stamps the end: a sample
+                 * with only this window may lie up to one duration either
+                 * side of time_unix_nano. For early release the profile
+                 * proves coverage only up to time_unix_nano (or its latest
+                 * sample timestamp): spans then wait at most one profile
+                 * longer, never lose samples. */
+                info->t_start = p->time_unix_nano > p->duration_nano
+                                    ? p->time_unix_nano - p->duration_nano
+                                    : (p->time_unix_nano ? 1 : 0);
                 info->t_end = sat_add(p->time_unix_nano, p->duration_nano);
-                uint64_t covered = p->time_unix_nano ? info->t_end : 0;
+                uint64_t covered = p->time_unix_nano;
                 for (uint32_t si = 0; si < p->n_samples; si++) {
                     pl_sample *s = &p->samples[si];
                     for (uint32_t ti = 0; ti < s->n_timestamps; ti++)

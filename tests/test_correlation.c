@@ -683,15 +683,19 @@ static void test_skew_edges(void)
     CHECK(sample_attr(f.profiles.b[0], 3, "span_name", buf, NULL) == NULL);
     CHECK_EQ_UINT(counters(&f).unlinked_samples, 2);
 
-    /* Without timestamps, the profile window must overlap the widened span. */
+    /* Without timestamps, the profile window must overlap the widened span.
+     * The window is [time - duration, time + duration]: pprof's time_nanos
+     * is the start, but the Node.js SDK stamps the end. */
     span_spec sp2[] = {{6, 0xE2, 0, start, end, "window", NULL}};
     deliver(&f, mk_traces("api", sp2, 1));
     sample_spec w[] = {{0xE2, 6, BY_LINK, 0, 1, 0}};
-    deliver(&f, mk_profiles("api", end + S(1), S(10), w, 1)); /* begins at end + skew */
+    deliver(&f, mk_profiles("api", end + S(11), S(10), w, 1)); /* begins at end + skew */
     CHECK_EQ_UINT(counters(&f).linked_samples, 3);
-    deliver(&f, mk_profiles("api", end + S(1) + 1, S(10), w, 1)); /* 1 ns later */
+    deliver(&f, mk_profiles("api", end + S(11) + 1, S(10), w, 1)); /* 1 ns later */
     CHECK_EQ_UINT(counters(&f).linked_samples, 3);
     deliver(&f, mk_profiles("api", start - S(11), S(10), w, 1)); /* ends at start - skew */
+    CHECK_EQ_UINT(counters(&f).linked_samples, 4);
+    deliver(&f, mk_profiles("api", start - S(11) - 1, S(10), w, 1)); /* 1 ns earlier */
     CHECK_EQ_UINT(counters(&f).linked_samples, 4);
     fx_done(&f);
 }
@@ -1013,11 +1017,13 @@ static void test_early_release_on_coverage(void)
     sample_spec none[] = {{0, 0, NO_SPAN, 0, 1, 0}};
     deliver(&f, mk_profiles("other", t0, S(10), none, 1));
     CHECK_EQ_INT(f.traces.n, 0);
-    /* Covers up to end + 2 s, but the skew needs end + 1 s... */
+    /* A profile proves coverage up to its time_unix_nano (or its latest
+     * sample timestamp): here end + 1 s - 1 ns, one short of end + skew. */
     sample_spec ss[] = {{0x90, 16, BY_LINK, t0 + S(1), 5, 0}};
-    deliver(&f, mk_profiles("svc", t0 - S(5), S(5) + S(2), ss, 1));
+    deliver(&f, mk_profiles("svc", t0 + S(3) - 1, S(10), ss, 1));
     CHECK_EQ_INT(f.traces.n, 0);
-    deliver(&f, mk_profiles("svc", t0, S(3) + S(0), none, 1)); /* ends at end + 1 s */
+    sample_spec stamped[] = {{0, 0, NO_SPAN, t0 + S(3), 1, 0}}; /* a timestamp at end + 1 s */
+    deliver(&f, mk_profiles("svc", t0 - S(5), S(10), stamped, 1));
     REQUIRE(f.traces.n == 1);
     CHECK_EQ_INT(span_int(find_span_in(&f.traces, 0x90, 0), "profile.cpu_time_ns"), 5);
     CHECK_EQ_UINT(counters(&f).spans_released_on_coverage, 1);
