@@ -283,6 +283,7 @@ typedef struct capture_cfg {
     int64_t backlog;        /* pending items reported after shutdown */
     int64_t drain_every_ns; /* how fast the backlog drains: one item per tick */
     bool self_count;        /* counts accepted items itself */
+    char *answer;           /* "ok", "refused" or "invalid": what export returns */
 } capture_cfg;
 
 static const pl_cfg_field capture_fields[] = {
@@ -291,6 +292,7 @@ static const pl_cfg_field capture_fields[] = {
      "one backlog item drains per period", NULL},
     {"self_count", PL_CFG_BOOL, "false", offsetof(capture_cfg, self_count),
      "count accepted items in the exporter", NULL},
+    {"answer", PL_CFG_STRING, "ok", offsetof(capture_cfg, answer), "what export returns", NULL},
     {0},
 };
 static const pl_cfg_section capture_section = {sizeof(capture_cfg), capture_fields, NULL};
@@ -304,6 +306,7 @@ typedef struct capture {
     uint64_t drain_ns;
     uv_timer_t timer;
     bool timer_on, shut_down, self_count;
+    pl_status answer;
     pl_stats *stats;
     bool *destroyed_flag;
 } capture;
@@ -316,7 +319,7 @@ typedef struct capture_record {
     size_t items[PL_SIGNAL_COUNT];
     int64_t backlog_at_destroy;
 } capture_record;
-static capture_record fx_records[16];
+static capture_record fx_records[256];
 static size_t fx_n_records;
 
 static inline capture_record *fx_record(const char *id)
@@ -338,6 +341,11 @@ static pl_status capture_create(const pl_create_settings *s, const void *cfg, vo
     x->backlog = c ? c->backlog : 0;
     x->drain_ns = c ? (uint64_t)c->drain_every_ns : 1000000;
     x->self_count = c && c->self_count;
+    x->answer = PL_OK;
+    if (c && c->answer && strcmp(c->answer, "refused") == 0)
+        x->answer = PL_ERR_REFUSED;
+    if (c && c->answer && strcmp(c->answer, "invalid") == 0)
+        x->answer = PL_ERR_INVALID;
     x->stats = s->stats;
     uv_timer_init(s->loop, &x->timer);
     x->timer.data = x;
@@ -361,7 +369,7 @@ static pl_status capture_export(void *self, const pl_batch *batch)
     x->last[batch->signal] = batch;
     if (x->self_count)
         pl_stats_add(x->stats, batch->signal, PL_STAT_ACCEPTED, pl_batch_items(batch));
-    return PL_OK;
+    return x->answer;
 }
 
 static void capture_tick(uv_timer_t *t)
@@ -399,7 +407,7 @@ static void capture_destroy(void *self)
 {
     capture *x = self;
     fx_event("destroy", x->id);
-    if (fx_n_records < 16) {
+    if (fx_n_records < 256) {
         capture_record *r = &fx_records[fx_n_records++];
         snprintf(r->id, sizeof(r->id), "%s", x->id);
         memcpy(r->batches, x->batches, sizeof(r->batches));

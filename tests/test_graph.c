@@ -156,6 +156,42 @@ static void test_every_exporter_gets_every_batch(void)
     pl_config_free(cfg);
 }
 
+static void test_worst_exporter_status_reaches_the_receiver(void)
+{
+    pl_config *cfg =
+        load("receivers: {feeder: }\n"
+             "exporters:\n"
+             "  capture/ok: \n"
+             "  capture/bad: {answer: invalid}\n"
+             "  capture/full: {answer: refused}\n"
+             "service:\n"
+             "  pipelines:\n"
+             "    traces/1: {receivers: [feeder], exporters: [capture/ok, capture/bad]}\n"
+             "    traces/2: {receivers: [feeder], exporters: [capture/ok, "
+             "capture/full]}\n"
+             "    profiles: {receivers: [feeder], exporters: [capture/ok, "
+             "capture/bad]}\n");
+    REQUIRE(cfg != NULL);
+    pl_err err = {{0}};
+    pl_graph *g = pl_graph_build(cfg, &loop, &err);
+    REQUIRE(g != NULL);
+    REQUIRE(pl_graph_start(g, &err) == PL_OK);
+    feeder *f = pl_graph_instance(g, PL_KIND_RECEIVER, "feeder");
+    /* one pipeline says invalid, the other refused: the sender must retry */
+    CHECK_EQ_INT(feeder_push(f, PL_SIGNAL_TRACES, 2), PL_ERR_REFUSED);
+    CHECK_EQ_INT(feeder_push(f, PL_SIGNAL_PROFILES, 2), PL_ERR_INVALID);
+    capture *ok = pl_graph_instance(g, PL_KIND_EXPORTER, "capture/ok");
+    CHECK_EQ_UINT(ok->batches[PL_SIGNAL_TRACES], 2); /* every exporter still got the batch */
+    pl_stats *full = pl_graph_stats(g, PL_KIND_EXPORTER, "capture/full");
+    CHECK_EQ_UINT(pl_stats_get(full, PL_SIGNAL_TRACES, PL_STAT_REFUSED), 2);
+    CHECK_EQ_UINT(pl_stats_get(full, PL_SIGNAL_TRACES, PL_STAT_ACCEPTED), 0);
+    CHECK_EQ_UINT(pl_stats_get(pl_graph_stats(g, PL_KIND_RECEIVER, "feeder"), PL_SIGNAL_TRACES,
+                               PL_STAT_REFUSED),
+                  2);
+    teardown(g);
+    pl_config_free(cfg);
+}
+
 static void test_start_and_shutdown_order(void)
 {
     pl_config *cfg = load("receivers: {feeder: }\n"
@@ -464,6 +500,7 @@ int main(void)
     PL_RUN(test_receiver_fans_out_to_every_pipeline);
     PL_RUN(test_processor_shared_between_pipelines_is_one_instance);
     PL_RUN(test_every_exporter_gets_every_batch);
+    PL_RUN(test_worst_exporter_status_reaches_the_receiver);
     PL_RUN(test_start_and_shutdown_order);
     PL_RUN(test_failed_start_stops_what_started);
     PL_RUN(test_shutdown_flushes_held_data_to_its_pipeline);
