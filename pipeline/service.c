@@ -33,7 +33,8 @@ struct pl_service {
     uint64_t drain_deadline_ns;
     bool reload_queued; /* SIGHUP while a reload was running */
     int exit_code;
-    unsigned reloads;
+    unsigned reloads;         /* switched to a new configuration */
+    unsigned reload_failures; /* refused or rolled back */
     pl_telemetry *telemetry;
     char *telemetry_address;
     uv_timer_t zombie_timer; /* destroys a graph that failed to start */
@@ -59,9 +60,12 @@ static const char *state_name(pl_service_state s)
     return "unknown";
 }
 
-static const char *telemetry_state(void *arg)
+static void telemetry_info(void *arg, pl_telemetry_info *out)
 {
-    return state_name(((pl_service *)arg)->state);
+    pl_service *s = arg;
+    out->state = state_name(s->state);
+    out->reloads_ok = s->reloads;
+    out->reloads_failed = s->reload_failures;
 }
 
 /* Starts or moves the telemetry endpoint to the config's address. A failure
@@ -81,7 +85,7 @@ static int telemetry_apply(pl_service *s, const pl_config *cfg, pl_err *err)
     if (!addr)
         return 0;
     pl_err terr = {{0}};
-    s->telemetry = pl_telemetry_start(s->loop, addr, telemetry_state, s, &terr);
+    s->telemetry = pl_telemetry_start(s->loop, addr, telemetry_info, s, &terr);
     if (!s->telemetry) {
         if (cfg->metrics_address_set) {
             pl_errf(err, PL_ERR_INTERNAL, "service.telemetry.metrics.address: %s", terr.msg);
@@ -167,6 +171,7 @@ static void complete_reload(pl_service *s)
     pl_graph *g = graph_up(s, next, &err);
     if (!g) {
         pl_error("service", "reload: %s; starting the previous configuration again", err.msg);
+        s->reload_failures++;
         if (s->zombie && !s->zombie_config)
             s->zombie_config = next; /* the failed graph still points into it */
         else
@@ -263,6 +268,7 @@ int pl_service_reload(pl_service *s)
             pl_error("service", "reload: %s", errs.items[i].text);
         pl_error("service", "reload failed (%zu problem%s): keeping the running configuration",
                  errs.n, errs.n == 1 ? "" : "s");
+        s->reload_failures++;
         pl_cfg_errors_free(&errs);
         return -1;
     }

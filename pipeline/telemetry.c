@@ -19,10 +19,11 @@
 #include "core/component.h"
 #include "core/stats.h"
 #include "net/http_server.h"
+#include "pipeline/version.h"
 
 struct pl_telemetry {
     pl_http_server *server;
-    pl_telemetry_state_fn state;
+    pl_telemetry_info_fn info;
     void *arg;
 };
 
@@ -256,17 +257,44 @@ static void handle(void *arg, pl_http_request *req, pl_http_response *res)
     if (get && strcmp(req->path, "/metrics") == 0) {
         size_t len = 0;
         char *text = pl_telemetry_render_metrics(&len);
-        if (!text) {
+        pl_telemetry_info info = {"running", 0, 0};
+        if (t->info)
+            t->info(t->arg, &info);
+        pl_buf b;
+        pl_buf_init(&b);
+        if (text)
+            pl_buf_append(&b, text, len);
+        free(text);
+        pl_buf_printf(&b,
+                      "# HELP proflink_build_info The running proflink's version.\n"
+                      "# TYPE proflink_build_info gauge\n"
+                      "proflink_build_info{version=\"%s\"} 1\n"
+                      "# HELP proflink_up 1 while every pipeline runs, 0 while starting, "
+                      "reloading or draining.\n"
+                      "# TYPE proflink_up gauge\n"
+                      "proflink_up %d\n"
+                      "# HELP proflink_config_reloads_total Configuration reloads (SIGHUP) by "
+                      "result.\n"
+                      "# TYPE proflink_config_reloads_total counter\n"
+                      "proflink_config_reloads_total{result=\"success\"} %llu\n"
+                      "proflink_config_reloads_total{result=\"failure\"} %llu\n",
+                      PL_VERSION, strcmp(info.state, "running") == 0,
+                      (unsigned long long)info.reloads_ok, (unsigned long long)info.reloads_failed);
+        if (!text || !pl_buf_ok(&b)) {
+            pl_buf_free(&b);
             pl_http_respond(res, 500, NULL, 0, "out of memory\n", 14);
             return;
         }
         pl_http_header h = {"Content-Type", 12, "text/plain; version=0.0.4; charset=utf-8", 40};
-        pl_http_respond(res, 200, &h, 1, text, len);
-        free(text);
+        pl_http_respond(res, 200, &h, 1, b.data, b.len);
+        pl_buf_free(&b);
         return;
     }
     if (get && (strcmp(req->path, "/health") == 0 || strcmp(req->path, "/") == 0)) {
-        const char *state = t->state ? t->state(t->arg) : "running";
+        pl_telemetry_info info = {"running", 0, 0};
+        if (t->info)
+            t->info(t->arg, &info);
+        const char *state = info.state;
         bool ok = strcmp(state, "running") == 0;
         char body[96];
         int n = snprintf(body, sizeof(body), "{\"status\":\"%s\"}\n", ok ? "ok" : state);
@@ -278,7 +306,7 @@ static void handle(void *arg, pl_http_request *req, pl_http_response *res)
     pl_http_respond(res, get ? 404 : 405, NULL, 0, nf, sizeof(nf) - 1);
 }
 
-pl_telemetry *pl_telemetry_start(uv_loop_t *loop, const char *address, pl_telemetry_state_fn state,
+pl_telemetry *pl_telemetry_start(uv_loop_t *loop, const char *address, pl_telemetry_info_fn info,
                                  void *arg, pl_err *err)
 {
     if (!process_start_ns)
@@ -288,7 +316,7 @@ pl_telemetry *pl_telemetry_start(uv_loop_t *loop, const char *address, pl_teleme
         pl_errf(err, PL_ERR_NOMEM, "out of memory");
         return NULL;
     }
-    t->state = state;
+    t->info = info;
     t->arg = arg;
     pl_http_server_options opts = {0};
     opts.max_body_size = 64 * 1024;

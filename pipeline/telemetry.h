@@ -4,7 +4,8 @@
  *   GET /metrics  Prometheus text format: for every component (pl_stats_list)
  *                 proflink_<kind>_<stat>_items_total{component="id",signal="s"}
  *                 plus each component's extra counters and gauges, and the
- *                 process's RSS, CPU seconds and uptime.
+ *                 process's RSS, CPU seconds and uptime, the version and
+ *                 the number of configuration reloads by result.
  *   GET /health   200 {"status":"ok"} when every pipeline runs, 503 with the
  *                 state ("starting", "reloading", "draining") otherwise.
  */
@@ -12,16 +13,23 @@
 #define PL_PIPELINE_TELEMETRY_H
 
 #include <stddef.h>
+#include <stdint.h>
 #include <uv.h>
 
 #include "core/status.h"
 
 typedef struct pl_telemetry pl_telemetry;
 
-/* Returns the state name; "running" means healthy. */
-typedef const char *(*pl_telemetry_state_fn)(void *arg);
+/* What the service tells the endpoint on each request. */
+typedef struct pl_telemetry_info {
+    const char *state;       /* "running" means healthy */
+    uint64_t reloads_ok;     /* reloads that switched to a new configuration */
+    uint64_t reloads_failed; /* reloads refused (bad file) or rolled back */
+} pl_telemetry_info;
 
-pl_telemetry *pl_telemetry_start(uv_loop_t *loop, const char *address, pl_telemetry_state_fn state,
+typedef void (*pl_telemetry_info_fn)(void *arg, pl_telemetry_info *out);
+
+pl_telemetry *pl_telemetry_start(uv_loop_t *loop, const char *address, pl_telemetry_info_fn info,
                                  void *arg, pl_err *err);
 /* The bound port (for address ":0" in tests); -1 if unknown. */
 int pl_telemetry_port(const pl_telemetry *t);

@@ -235,6 +235,10 @@ check "SIGHUP with a broken file: still running" kill -0 "$PID"
 check "SIGHUP with a broken file: the reason is logged" \
     sh -c "grep -q 'run.yaml:3:1: YAML syntax error' '$TMP/log' && grep -q 'keeping the running configuration' '$TMP/log'"
 check "SIGHUP with a broken file: old pipelines still accept data" test "$(post)" = 200
+curl -s "http://127.0.0.1:$TEL/metrics" >"$TMP/metrics"
+check "SIGHUP with a broken file: counted as a failed reload" sh -c "
+    grep -q '^proflink_config_reloads_total{result=\"failure\"} 1$' '$TMP/metrics' &&
+    grep -q '^proflink_up 1$' '$TMP/metrics' && grep -q '^proflink_build_info{version=' '$TMP/metrics'"
 
 write_config "$TMP/run.yaml" normal
 kill -HUP "$PID"
