@@ -32,7 +32,7 @@
 #include <time.h>
 
 #define PL_STORE_APP_ID         0x706c6b31 /* "plk1" */
-#define PL_STORE_SCHEMA_VERSION 1
+#define PL_STORE_SCHEMA_VERSION 2
 
 /* ---- small hash maps ---------------------------------------------------- */
 
@@ -226,8 +226,8 @@ static const char *const write_sql[ST_COUNT] = {
                     "VALUES(?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11,?12,?13,?14,?15,?16)",
     [ST_UPSERT_TRACE] =
         "INSERT INTO traces(trace_id, start_ns, end_ns, root_span_id, root_name, root_service, "
-        "root_start_ns, root_end_ns, span_count, error_count) "
-        "VALUES(?1,?2,?3,?4,?5,?6,?7,?8,?9,?10) "
+        "root_start_ns, root_end_ns, span_count, error_count, duration_ns) "
+        "VALUES(?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11) "
         "ON CONFLICT(trace_id) DO UPDATE SET start_ns = min(start_ns, excluded.start_ns), "
         "end_ns = max(end_ns, excluded.end_ns), "
         "root_span_id = coalesce(excluded.root_span_id, root_span_id), "
@@ -236,7 +236,12 @@ static const char *const write_sql[ST_COUNT] = {
         "root_start_ns = coalesce(excluded.root_start_ns, root_start_ns), "
         "root_end_ns = coalesce(excluded.root_end_ns, root_end_ns), "
         "span_count = span_count + excluded.span_count, "
-        "error_count = error_count + excluded.error_count",
+        "error_count = error_count + excluded.error_count, "
+        /* the root span's duration once it is known, else the envelope
+         * (unqualified names are the row's values before this update) */
+        "duration_ns = CASE WHEN excluded.root_span_id IS NOT NULL THEN excluded.duration_ns "
+        "WHEN root_span_id IS NOT NULL THEN duration_ns "
+        "ELSE max(end_ns, excluded.end_ns) - min(start_ns, excluded.start_ns) END",
     [ST_SEL_STRING] = "SELECT id FROM strings WHERE value = ?1",
     [ST_INS_STRING] = "INSERT INTO strings(value) VALUES(?1)",
     [ST_SEL_FUNCTION] = "SELECT id FROM functions WHERE name_id = ?1 AND file_id = ?2",
@@ -278,8 +283,9 @@ static const char schema_sql[] =
     "CREATE TABLE IF NOT EXISTS traces(trace_id BLOB PRIMARY KEY, start_ns INTEGER NOT NULL,"
     "  end_ns INTEGER NOT NULL, root_span_id INTEGER, root_name TEXT, root_service TEXT,"
     "  root_start_ns INTEGER, root_end_ns INTEGER, span_count INTEGER NOT NULL,"
-    "  error_count INTEGER NOT NULL) WITHOUT ROWID;"
+    "  error_count INTEGER NOT NULL, duration_ns INTEGER NOT NULL DEFAULT 0) WITHOUT ROWID;"
     "CREATE INDEX IF NOT EXISTS traces_by_start ON traces(start_ns);"
+    "CREATE INDEX IF NOT EXISTS traces_by_duration ON traces(duration_ns);"
     "CREATE TABLE IF NOT EXISTS samples(service_id INTEGER NOT NULL, bucket INTEGER NOT NULL,"
     "  type_id INTEGER NOT NULL, span_id INTEGER NOT NULL, stack_id INTEGER NOT NULL,"
     "  trace_id BLOB, value INTEGER NOT NULL, cpu_ns INTEGER NOT NULL, count INTEGER NOT NULL,"
@@ -494,6 +500,14 @@ pl_status pl_store_open(const char *path, const pl_store_options *options, pl_st
                          path);
             goto fail;
         }
+        if (version < PL_STORE_SCHEMA_VERSION) {
+            s->last_error = PL_STORE_ERR_CORRUPT;
+            st = pl_errf(err, PL_ERR_INTERNAL,
+                         "the store at %s was written by an older proflink (schema %" PRId64
+                         "); start proflink on it once to upgrade it",
+                         path, version);
+            goto fail;
+        }
         /* readers map the file: no read() per page for large scans */
         rc = sqlite3_exec(s->db, "PRAGMA query_only = 1; PRAGMA mmap_size = 268435456", NULL, NULL,
                           NULL);
@@ -523,6 +537,13 @@ pl_status pl_store_open(const char *path, const pl_store_options *options, pl_st
         if (rc == SQLITE_OK && (app_id == 0 || version < PL_STORE_SCHEMA_VERSION)) {
             char *ddl = NULL;
             rc = sqlite3_exec(s->db, "BEGIN IMMEDIATE", NULL, NULL, NULL);
+            if (rc == SQLITE_OK && app_id != 0 && version == 1) /* v1 -> v2 */
+                rc = sqlite3_exec(
+                    s->db,
+                    "ALTER TABLE traces ADD COLUMN duration_ns INTEGER NOT NULL DEFAULT 0;"
+                    "UPDATE traces SET duration_ns = CASE WHEN root_span_id IS NOT NULL THEN "
+                    "root_end_ns - root_start_ns ELSE end_ns - start_ns END;",
+                    NULL, NULL, NULL);
             if (rc == SQLITE_OK)
                 rc = sqlite3_exec(s->db, schema_sql, NULL, NULL, NULL);
             if (rc == SQLITE_OK) {
@@ -1141,6 +1162,9 @@ static int write_traces(pl_store *s, const pl_traces *traces, pl_store_write_sta
         }
         sqlite3_bind_int64(st, 9, t->spans);
         sqlite3_bind_int64(st, 10, t->errors);
+        sqlite3_bind_int64(st, 11,
+                           t->has_root ? (int64_t)(t->root_end - t->root_start)
+                                       : (int64_t)(t->end - t->start));
         rc = step_reset(st);
     }
     free(aggs.slots);
@@ -1875,8 +1899,7 @@ static void read_summary(pl_arena *a, sqlite3_stmt *st, pl_trace_summary *t)
 
 #define SUMMARY_COLUMNS                                                                            \
     "trace_id, start_ns, end_ns, root_span_id, root_name, root_service, root_start_ns, "           \
-    "root_end_ns, span_count, error_count, CASE WHEN root_span_id IS NOT NULL THEN "               \
-    "root_end_ns - root_start_ns ELSE end_ns - start_ns END AS dur"
+    "root_end_ns, span_count, error_count, duration_ns"
 
 pl_status pl_store_query_traces(pl_store *s, const pl_trace_query *q, pl_trace_list *out,
                                 pl_err *err)
@@ -1884,13 +1907,42 @@ pl_status pl_store_query_traces(pl_store *s, const pl_trace_query *q, pl_trace_l
     memset(out, 0, sizeof(*out));
     pl_arena_init(&out->arena);
     uint32_t limit = q->limit ? q->limit : 20;
+    /* Two plans. Few traces in the window: read them by start time and sort.
+     * Many: walk the duration index from the slowest down and stop after
+     * `limit` matches, which touches about limit / (share of traces in the
+     * window) rows instead of the whole window. */
+    int64_t in_window = 0;
+    {
+        sqlite3_stmt *cnt = NULL;
+        int crc = sqlite3_prepare_v2(s->db,
+                                     "SELECT count(*) FROM (SELECT 1 FROM traces WHERE start_ns >= "
+                                     "?1 LIMIT 20000)",
+                                     -1, &cnt, NULL);
+        if (crc == SQLITE_OK) {
+            sqlite3_bind_int64(cnt, 1, (int64_t)q->since_ns);
+            if (sqlite3_step(cnt) == SQLITE_ROW)
+                in_window = sqlite3_column_int64(cnt, 0);
+        }
+        sqlite3_finalize(cnt);
+    }
+    bool by_duration = in_window >= 20000 || in_window > (int64_t)limit * 200;
     char sql[1024];
-    snprintf(sql, sizeof(sql),
-             "SELECT " SUMMARY_COLUMNS " FROM traces WHERE start_ns >= ?1 AND dur >= ?2 %s "
-             "ORDER BY dur DESC, start_ns DESC LIMIT ?4",
-             q->service ? "AND trace_id IN (SELECT trace_id FROM spans WHERE service = ?3 AND "
-                          "start_ns >= ?1)"
-                        : "");
+    if (by_duration)
+        snprintf(sql, sizeof(sql),
+                 "SELECT " SUMMARY_COLUMNS " FROM traces INDEXED BY traces_by_duration "
+                 "WHERE duration_ns >= ?2 AND start_ns >= ?1 %s "
+                 "ORDER BY duration_ns DESC LIMIT ?4",
+                 q->service ? "AND EXISTS (SELECT 1 FROM spans INDEXED BY spans_by_trace WHERE "
+                              "spans.trace_id = "
+                              "traces.trace_id AND spans.service = ?3)"
+                            : "");
+    else
+        snprintf(sql, sizeof(sql),
+                 "SELECT " SUMMARY_COLUMNS " FROM traces WHERE start_ns >= ?1 AND duration_ns >= "
+                 "?2 %s ORDER BY duration_ns DESC, start_ns DESC LIMIT ?4",
+                 q->service ? "AND trace_id IN (SELECT trace_id FROM spans WHERE service = ?3 AND "
+                              "start_ns >= ?1)"
+                            : "");
     sqlite3_stmt *st = NULL, *cpu = NULL;
     int rc = sqlite3_prepare_v2(s->db, sql, -1, &st, NULL);
     if (rc == SQLITE_OK)

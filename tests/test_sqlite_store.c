@@ -687,6 +687,71 @@ static void test_traces_filters_and_order(void)
     pl_store_close(s);
 }
 
+/* Enough traces in the window that the query walks the duration index. */
+static void test_traces_many_in_window(void)
+{
+    char path[512];
+    fresh_path(path, sizeof(path), "store.db");
+    pl_store *s = open_rw(path);
+    REQUIRE(s);
+    pl_store *w = s;
+    pl_err err = {{0}};
+    REQUIRE(pl_store_begin(w, &err) == PL_OK);
+    for (uint32_t t = 1; t <= 600; t++) {
+        /* duration (t * 7919) % 1000 ms: a permutation, so the order is known */
+        uint64_t dur = MS((t * 7919u) % 1000u + 1);
+        span_spec sp[1] = {{t, 0, -1, "op", BASE + S(t), BASE + S(t) + dur, 0}};
+        if (t == 7) /* only a child for now: its root comes later */
+            sp[0] = (span_spec){7, 1, 0, "child", BASE + S(7), BASE + S(7) + MS(1), 0};
+        pl_batch *b = traces_batch(t % 3 ? "a" : "b", sp, 1);
+        CHECK(pl_store_write(w, b, NULL, &err) == PL_OK);
+        pl_batch_free(b);
+    }
+    REQUIRE(pl_store_commit(w, &err) == PL_OK);
+    /* the root arrives later for one trace and makes it the slowest */
+    span_spec late[1] = {{7, 0, -1, "late root", BASE + S(7), BASE + S(7) + MS(5000), 0}};
+    CHECK(write_one(s, traces_batch("a", late, 1)) == PL_OK);
+
+    pl_trace_list list;
+    pl_trace_query q = {0};
+    q.limit = 2;
+    REQUIRE(pl_store_query_traces(s, &q, &list, &err) == PL_OK);
+    REQUIRE(list.n == 2);
+    CHECK_EQ_UINT(list.items[0].duration_ns, MS(5000));
+    CHECK_EQ_STR(list.items[0].root_name, "late root");
+    CHECK_EQ_UINT(list.items[1].duration_ns, MS(1000));
+    pl_trace_list_free(&list);
+
+    /* service b (t % 3 == 0), second half of the window, at least 500 ms:
+     * check against a brute-force answer */
+    q.limit = 3;
+    q.service = "b";
+    q.since_ns = BASE + S(301);
+    q.min_duration_ns = MS(500);
+    uint64_t want[3] = {0, 0, 0};
+    for (uint32_t t = 301; t <= 600; t++) {
+        uint64_t dur = MS((t * 7919u) % 1000u + 1);
+        if (t % 3 || dur < MS(500))
+            continue;
+        for (int k = 0; k < 3; k++)
+            if (dur > want[k]) {
+                for (int m = 2; m > k; m--)
+                    want[m] = want[m - 1];
+                want[k] = dur;
+                break;
+            }
+    }
+    REQUIRE(pl_store_query_traces(s, &q, &list, &err) == PL_OK);
+    REQUIRE(list.n == 3);
+    for (int k = 0; k < 3; k++) {
+        CHECK_EQ_UINT(list.items[k].duration_ns, want[k]);
+        CHECK(list.items[k].start_ns >= BASE + S(301));
+        CHECK_EQ_STR(list.items[k].root_service, "b");
+    }
+    pl_trace_list_free(&list);
+    pl_store_close(s);
+}
+
 static void test_retention_by_age(void)
 {
     char path[512];
@@ -1377,6 +1442,7 @@ int main(void)
     PL_RUN(test_duplicate_spans_and_repeated_samples);
     PL_RUN(test_sample_types_and_labels);
     PL_RUN(test_traces_filters_and_order);
+    PL_RUN(test_traces_many_in_window);
     PL_RUN(test_retention_by_age);
     PL_RUN(test_retention_by_size);
     PL_RUN(test_writes_while_querying);
