@@ -82,6 +82,7 @@ struct stream {
     bool dispatched;
     bool remote_done;        /* the client ended its side (END_STREAM seen) */
     bool reset_after_answer; /* answered early: RST_STREAM(NO_ERROR) once sent */
+    uint64_t started_ms;     /* loop time of the request's first HEADERS */
     /* the answer, read by the data provider */
     uint8_t *resp;
     size_t resp_len, resp_off;
@@ -832,6 +833,7 @@ static int h2_on_begin_headers(nghttp2_session *session, const nghttp2_frame *fr
         return NGHTTP2_ERR_CALLBACK_FAILURE;
     s->id = frame->hd.stream_id;
     s->c = c;
+    s->started_ms = c->socketless ? 0 : uv_now(c->server->loop);
     parts_init(&s->parts);
     pl_buf_init(&s->trailer_store);
     s->next = c->streams;
@@ -1279,6 +1281,37 @@ static void conn_eof(conn *c)
     c->closing = true;
 }
 
+/* HTTP/2: each request has header_timeout_ms from its first HEADERS to its
+ * END_STREAM. Late streams are reset one by one (CANCEL), so one slow call
+ * does not take down the other calls multiplexed on the connection; the
+ * timer is re-armed for the next deadline. */
+static void h2_check_stream_deadlines(conn *c)
+{
+    uint64_t now = uv_now(c->server->loop);
+    uint64_t next = 0;
+    for (stream *s = c->streams; s; s = s->next) {
+        if (s->dispatched)
+            continue;
+        uint64_t deadline = s->started_ms + c->opt->header_timeout_ms;
+        if (deadline <= now) {
+            pl_debug(log_name(c), "%s: stream %d not received in time", c->peer, s->id);
+            s->dispatched = true; /* ignore whatever still comes */
+            nghttp2_submit_rst_stream(c->h2, NGHTTP2_FLAG_NONE, s->id, NGHTTP2_CANCEL);
+        } else if (!next || deadline < next) {
+            next = deadline;
+        }
+    }
+    h2_flush(c);
+    if (c->closing)
+        return;
+    if (next)
+        conn_arm_timer(c, next - now);
+    else if (c->n_streams == 0)
+        conn_arm_timer(c, c->opt->idle_timeout_ms);
+    else /* only answered streams left, still being written */
+        conn_arm_timer(c, c->opt->header_timeout_ms);
+}
+
 static void on_conn_timeout(uv_timer_t *t)
 {
     conn *c = t->data;
@@ -1289,8 +1322,11 @@ static void on_conn_timeout(uv_timer_t *t)
     if (c->proto == PROTO_H1 && c->in_request) {
         pl_debug(log_name(c), "%s: request not received in time", c->peer);
         h1_respond_simple(c, 408, "request timeout\n", true);
+    } else if (c->proto == PROTO_H2 && c->n_streams) {
+        h2_check_stream_deadlines(c);
+        return;
     } else if (c->proto == PROTO_H2) {
-        nghttp2_session_terminate_session(c->h2, c->n_streams ? NGHTTP2_CANCEL : NGHTTP2_NO_ERROR);
+        nghttp2_session_terminate_session(c->h2, NGHTTP2_NO_ERROR);
         h2_flush(c);
     }
     conn_close(c);

@@ -742,6 +742,161 @@ static void test_h2_garbage_after_preface(void)
     stop_server(&r);
 }
 
+static ssize_t h2c_read_deferred(nghttp2_session *s, int32_t id, uint8_t *buf, size_t length,
+                                 uint32_t *flags, nghttp2_data_source *src, void *u)
+{
+    return NGHTTP2_ERR_DEFERRED; /* a body that never comes */
+}
+
+static int32_t h2_submit(nghttp2_session *s, h2_client *cl, const char *path, upload_src *up,
+                         bool never_finish)
+{
+    nghttp2_nv nv[] = {
+        {(uint8_t *)":method", (uint8_t *)"POST", 7, 4, 0},
+        {(uint8_t *)":scheme", (uint8_t *)"http", 7, 4, 0},
+        {(uint8_t *)":authority", (uint8_t *)"localhost", 10, 9, 0},
+        {(uint8_t *)":path", (uint8_t *)path, 5, strlen(path), 0},
+    };
+    nghttp2_data_provider dp = {.source.ptr = up,
+                                .read_callback = never_finish ? h2c_read_deferred : h2c_read};
+    int32_t id = nghttp2_submit_request(s, NULL, nv, 4, &dp, NULL);
+    cl->results[cl->n++].id = id;
+    return id;
+}
+
+/* Runs the client session for `ms` or until `until_closed` (if >0) closes. */
+static void h2_pump(nghttp2_session *s, h2_client *cl, int ms, int32_t until_closed)
+{
+    for (int waited = 0; waited < ms; waited += 10) {
+        nghttp2_session_send(s);
+        struct pollfd p = {cl->fd, POLLIN, 0};
+        if (poll(&p, 1, 10) > 0) {
+            uint8_t buf[16384];
+            ssize_t n = recv(cl->fd, buf, sizeof(buf), 0);
+            if (n <= 0)
+                return;
+            nghttp2_session_mem_recv(s, buf, (size_t)n);
+        }
+        h2_result *r = until_closed > 0 ? h2_find(cl, until_closed) : NULL;
+        if (r && r->closed)
+            return;
+    }
+}
+
+static nghttp2_session *h2_open(int port, h2_client *cl)
+{
+    memset(cl, 0, sizeof(*cl));
+    cl->fd = connect_to(port);
+    nghttp2_session_callbacks *cb;
+    nghttp2_session_callbacks_new(&cb);
+    nghttp2_session_callbacks_set_send_callback(cb, h2c_send);
+    nghttp2_session_callbacks_set_on_header_callback(cb, h2c_on_header);
+    nghttp2_session_callbacks_set_on_data_chunk_recv_callback(cb, h2c_on_data);
+    nghttp2_session_callbacks_set_on_stream_close_callback(cb, h2c_on_close);
+    nghttp2_session *s;
+    nghttp2_session_client_new(&s, cb, cl);
+    nghttp2_session_callbacks_del(cb);
+    nghttp2_submit_settings(s, NGHTTP2_FLAG_NONE, NULL, 0);
+    return s;
+}
+
+static void test_h2_slow_stream_reset_alone(void)
+{
+    pl_http_server_options opt = {.h2c = true, .header_timeout_ms = 300, .idle_timeout_ms = 5000};
+    running r;
+    REQUIRE(start_server(&r, &opt) == 0);
+    h2_client cl;
+    nghttp2_session *s = h2_open(r.port, &cl);
+    upload_src up1 = {(const uint8_t *)"abc", 3, 0}, up2 = up1, up3 = up1;
+    int32_t slow = h2_submit(s, &cl, "/slow", &up1, true);
+    int32_t quick = h2_submit(s, &cl, "/quick", &up2, false);
+    h2_pump(s, &cl, 2000, quick);
+    CHECK_EQ_INT(h2_find(&cl, quick)->status, 200);
+    CHECK(!h2_find(&cl, slow)->closed);
+    /* keep the connection busy past the slow stream's deadline */
+    h2_pump(s, &cl, 1500, slow);
+    CHECK(h2_find(&cl, slow)->closed);
+    CHECK_EQ_INT(h2_find(&cl, slow)->error_code, NGHTTP2_CANCEL);
+    /* the connection itself still serves */
+    int32_t later = h2_submit(s, &cl, "/later", &up3, false);
+    h2_pump(s, &cl, 2000, later);
+    CHECK_EQ_INT(h2_find(&cl, later)->status, 200);
+    nghttp2_session_del(s);
+    close(cl.fd);
+    stop_server(&r);
+}
+
+static ssize_t h2c_read_when_ready(nghttp2_session *s, int32_t id, uint8_t *buf, size_t length,
+                                   uint32_t *flags, nghttp2_data_source *src, void *u)
+{
+    upload_src *up = src->ptr;
+    if (up->off == SIZE_MAX)
+        return NGHTTP2_ERR_DEFERRED;
+    return h2c_read(s, id, buf, length, flags, src, u);
+}
+
+static void test_h2_busy_connection_outlives_header_timeout(void)
+{
+    /* Calls overlap for 2 s (some stream is always open), each finishing
+     * within 150 ms: a 300 ms header_timeout must not reset anything. */
+    pl_http_server_options opt = {.h2c = true, .header_timeout_ms = 300, .idle_timeout_ms = 5000};
+    running r;
+    REQUIRE(start_server(&r, &opt) == 0);
+    h2_client cl;
+    nghttp2_session *s = h2_open(r.port, &cl);
+    enum { N = 20 };
+    upload_src ups[N];
+    int32_t ids[N];
+    for (int i = 0; i < N; i++) {
+        ups[i] = (upload_src){(const uint8_t *)"abc", 3, SIZE_MAX}; /* not ready yet */
+        nghttp2_nv nv[] = {
+            {(uint8_t *)":method", (uint8_t *)"POST", 7, 4, 0},
+            {(uint8_t *)":scheme", (uint8_t *)"http", 7, 4, 0},
+            {(uint8_t *)":authority", (uint8_t *)"localhost", 10, 9, 0},
+            {(uint8_t *)":path", (uint8_t *)"/overlap", 5, 8, 0},
+        };
+        nghttp2_data_provider dp = {.source.ptr = &ups[i], .read_callback = h2c_read_when_ready};
+        ids[i] = nghttp2_submit_request(s, NULL, nv, 4, &dp, NULL);
+        cl.results[cl.n++].id = ids[i];
+        h2_pump(s, &cl, 100, 0);
+        if (i >= 1) { /* finish the previous call, 100 ms after it started */
+            ups[i - 1].off = 0;
+            nghttp2_session_resume_data(s, ids[i - 1]);
+        }
+    }
+    ups[N - 1].off = 0;
+    nghttp2_session_resume_data(s, ids[N - 1]);
+    h2_pump(s, &cl, 1000, ids[N - 1]);
+    int ok = 0;
+    for (int i = 0; i < N; i++)
+        ok += h2_find(&cl, ids[i])->status == 200;
+    CHECK_EQ_INT(ok, N);
+    nghttp2_session_del(s);
+    close(cl.fd);
+    stop_server(&r);
+}
+
+static void test_h2_idle_connection_closed(void)
+{
+    pl_http_server_options opt = {.h2c = true, .idle_timeout_ms = 200};
+    running r;
+    REQUIRE(start_server(&r, &opt) == 0);
+    h2_client cl;
+    nghttp2_session *s = h2_open(r.port, &cl);
+    upload_src up = {(const uint8_t *)"abc", 3, 0};
+    int32_t id = h2_submit(s, &cl, "/x", &up, false);
+    h2_pump(s, &cl, 2000, id);
+    CHECK_EQ_INT(h2_find(&cl, id)->status, 200);
+    /* then nothing: the server says GOAWAY and closes */
+    char buf[256];
+    bool closed = false;
+    read_some(cl.fd, buf, sizeof(buf), 3000, NULL, 0, &closed);
+    CHECK(closed);
+    nghttp2_session_del(s);
+    close(cl.fd);
+    stop_server(&r);
+}
+
 /* ---- socketless driving ------------------------------------------------- */
 
 static void test_feed_from_memory(void)
@@ -785,6 +940,9 @@ int main(void)
     PL_RUN(test_h2_trailers_and_trailers_only);
     PL_RUN(test_h2_oversize_stream);
     PL_RUN(test_h2_garbage_after_preface);
+    PL_RUN(test_h2_slow_stream_reset_alone);
+    PL_RUN(test_h2_busy_connection_outlives_header_timeout);
+    PL_RUN(test_h2_idle_connection_closed);
     PL_RUN(test_feed_from_memory);
     return pl_test_done();
 }
