@@ -492,7 +492,11 @@ static int cmd_top(pl_store *s, const opts *o)
     } else {
         char total[32];
         value_text(&r, r.total, total, sizeof(total));
-        pl_buf_printf(&b, "%s%s%s total %s\n\n", r.type, *r.unit ? " " : "", r.unit, total);
+        if (strcmp(r.type, "cpu") == 0)
+            pl_buf_printf(&b, "CPU time, total %s\n\n", total);
+        else
+            pl_buf_printf(&b, "%s%s%s%s, total %s\n\n", r.type, *r.unit ? " (" : "", r.unit,
+                          *r.unit ? ")" : "", total);
         pl_buf_printf(&b, "%10s %6s  %10s %6s  %s\n", "SELF", "SELF%", "TOTAL", "TOTAL%",
                       "FUNCTION");
         for (size_t i = 0; i < r.n_functions && i < limit; i++) {
