@@ -46,6 +46,9 @@ static const char *config_arg(int argc, char **argv, int from, bool *bad)
             path = a + 9;
         } else if (a[0] != '-' && !path) {
             path = a;
+        } else if (strcmp(a, "--config") == 0 || strcmp(a, "-c") == 0) {
+            fprintf(stderr, "proflink: %s needs a file name\n", a);
+            *bad = true;
         } else {
             fprintf(stderr, "proflink: unknown argument '%s'\n", a);
             *bad = true;
