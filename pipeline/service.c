@@ -100,6 +100,33 @@ static int telemetry_apply(pl_service *s, const pl_config *cfg, pl_err *err)
     return 0;
 }
 
+/* One line per pipeline, so a newcomer sees how data flows. */
+static void log_pipelines(const pl_config *cfg)
+{
+    for (size_t p = 0; p < cfg->n_pipelines; p++) {
+        const pl_config_pipeline *pl = &cfg->pipelines[p];
+        char line[1024];
+        size_t len = 0;
+        const struct {
+            const size_t *ids;
+            size_t n;
+        } parts[3] = {{pl->receivers, pl->n_receivers},
+                      {pl->processors, pl->n_processors},
+                      {pl->exporters, pl->n_exporters}};
+        line[0] = '\0';
+        for (int k = 0; k < 3; k++) {
+            if (parts[k].n == 0)
+                continue;
+            if (len && len < sizeof(line))
+                len += (size_t)snprintf(line + len, sizeof(line) - len, " -> ");
+            for (size_t i = 0; i < parts[k].n && len < sizeof(line); i++)
+                len += (size_t)snprintf(line + len, sizeof(line) - len, "%s%s", i ? ", " : "",
+                                        cfg->components[parts[k].ids[i]].id);
+        }
+        pl_info("service", "pipeline %s: %s", pl->name, line);
+    }
+}
+
 static void on_closed_quietly(uv_handle_t *h)
 {
     (void)h;
@@ -196,6 +223,7 @@ static void complete_reload(pl_service *s)
         pl_error("service", "reload: %s", terr.msg);
     s->reloads++;
     s->state = PL_SERVICE_RUNNING;
+    log_pipelines(next);
     pl_info("service", "reloaded %s: %zu pipelines running", next->path, next->n_pipelines);
     if (s->reload_queued) {
         s->reload_queued = false;
@@ -337,6 +365,7 @@ pl_service *pl_service_start(uv_loop_t *loop, pl_config *config, bool handle_sig
     if (s->telemetry_address)
         pl_info("telemetry", "metrics and health on http://%s/metrics, /health",
                 s->telemetry_address);
+    log_pipelines(config);
     pl_info("service", "%zu pipeline%s running from %s", config->n_pipelines,
             config->n_pipelines == 1 ? "" : "s", config->path);
     return s;
