@@ -383,7 +383,9 @@ int pl_gzip(const uint8_t *data, size_t len, pl_buf *out)
 {
     z_stream zs;
     memset(&zs, 0, sizeof(zs));
-    if (deflateInit2(&zs, 6, Z_DEFLATED, 16 + MAX_WBITS, 8, Z_DEFAULT_STRATEGY) != Z_OK)
+    /* Level 1 (BestSpeed), as the Go runtime writes pprof: about 5x faster
+     * than the default level on profiles, for a slightly larger output. */
+    if (deflateInit2(&zs, 1, Z_DEFLATED, 16 + MAX_WBITS, 8, Z_DEFAULT_STRATEGY) != Z_OK)
         return -1;
     size_t bound = deflateBound(&zs, (uLong)len) + 32;
     if (!pl_buf_reserve(out, bound)) {

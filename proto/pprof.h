@@ -98,7 +98,7 @@ pl_batch *pl_pprof_decode(const uint8_t *data, size_t len, const pl_pprof_meta *
  * PL_ERR_INVALID for a corrupt stream, PL_ERR_TOO_LARGE past the limit. */
 pl_status pl_gunzip(const uint8_t *data, size_t len, size_t limit, uint8_t **out, size_t *out_len,
                     pl_err *err);
-/* Gzips `data` (level 6) into `out` (appended). -1 on failure. */
+/* Gzips `data` (level 1, like the Go runtime) into `out` (appended). -1 on failure. */
 int pl_gzip(const uint8_t *data, size_t len, pl_buf *out);
 
 static inline bool pl_is_gzip(const uint8_t *data, size_t len)
