@@ -637,7 +637,57 @@ static int alloc_attrs(dec *d, pl_attrs *attrs, uint32_t n)
     return 0;
 }
 
+/* A singular sub-message that occurs more than once is merged, as protobuf
+ * readers do: repeated fields are concatenated, later scalars win. The
+ * arrays were sized for one occurrence, so each occurrence is decoded into
+ * a fresh struct and then merged. */
+static int concat(dec *d, void **dst, uint32_t *dst_n, const void *src, uint32_t src_n, size_t elem)
+{
+    if (!src_n)
+        return 0;
+    if (!*dst_n) {
+        *dst = (void *)src;
+        *dst_n = src_n;
+        return 0;
+    }
+    if (*dst_n > UINT32_MAX / 2 - src_n)
+        return fail(d, NULL, "too many elements");
+    uint8_t *p = pl_arena_calloc(d->arena, (size_t)*dst_n + src_n, elem);
+    if (!p)
+        return oom(d);
+    memcpy(p, *dst, (size_t)*dst_n * elem);
+    memcpy(p + (size_t)*dst_n * elem, src, (size_t)src_n * elem);
+    *dst = p;
+    *dst_n += src_n;
+    return 0;
+}
+
+static int merge_attrs(dec *d, pl_attrs *dst, const pl_attrs *src)
+{
+    if (concat(d, (void **)&dst->items, &dst->n, src->items, src->n, sizeof(pl_kv)))
+        return -1;
+    dst->cap = dst->n;
+    return 0;
+}
+
+static int dec_scope_one(dec *d, const uint8_t *p, const uint8_t *end, pl_scope *s);
+
 static int dec_scope(dec *d, const uint8_t *p, const uint8_t *end, pl_scope *s)
+{
+    pl_scope one;
+    memset(&one, 0, sizeof(one));
+    if (dec_scope_one(d, p, end, &one) || merge_attrs(d, &s->attrs, &one.attrs))
+        return -1;
+    if (one.name.len)
+        s->name = one.name;
+    if (one.version.len)
+        s->version = one.version;
+    if (one.dropped_attributes_count)
+        s->dropped_attributes_count = one.dropped_attributes_count;
+    return 0;
+}
+
+static int dec_scope_one(dec *d, const uint8_t *p, const uint8_t *end, pl_scope *s)
 {
     uint32_t counts[32];
     if (count_fields(d, p, end, counts, 0, 0) ||
@@ -707,7 +757,22 @@ static int dec_entity_ref(dec *d, const uint8_t *p, const uint8_t *end, pl_entit
     return 0;
 }
 
+static int dec_resource_one(dec *d, const uint8_t *p, const uint8_t *end, pl_resource *r);
+
 static int dec_resource(dec *d, const uint8_t *p, const uint8_t *end, pl_resource *r)
+{
+    pl_resource one;
+    memset(&one, 0, sizeof(one));
+    if (dec_resource_one(d, p, end, &one) || merge_attrs(d, &r->attrs, &one.attrs) ||
+        concat(d, (void **)&r->entity_refs, &r->n_entity_refs, one.entity_refs, one.n_entity_refs,
+               sizeof(pl_entity_ref)))
+        return -1;
+    if (one.dropped_attributes_count)
+        r->dropped_attributes_count = one.dropped_attributes_count;
+    return 0;
+}
+
+static int dec_resource_one(dec *d, const uint8_t *p, const uint8_t *end, pl_resource *r)
 {
     uint32_t counts[32];
     if (count_fields(d, p, end, counts, 0, 0) ||
@@ -1002,6 +1067,9 @@ static int dec_resource_spans(dec *d, const uint8_t *p, const uint8_t *end, pl_r
     return 0;
 }
 
+/* Decoders accept (NULL, 0); pointer arithmetic on NULL is undefined. */
+static const uint8_t empty_input[1];
+
 static void dec_init(dec *d, pl_batch *b, const uint8_t *buf, pl_err *err)
 {
     d->arena = &b->arena;
@@ -1015,6 +1083,8 @@ static void dec_init(dec *d, pl_batch *b, const uint8_t *buf, pl_err *err)
 
 pl_status pl_otlp_decode_traces(pl_batch *b, const uint8_t *buf, size_t len, pl_err *err)
 {
+    if (!buf)
+        buf = empty_input, len = 0;
     dec dd, *d = &dd;
     dec_init(d, b, buf, err);
     if (len > UINT32_MAX)
@@ -1522,6 +1592,8 @@ static int dec_dictionary(dec *d, const uint8_t *p, const uint8_t *end, pl_dicti
 
 pl_status pl_otlp_decode_profiles(pl_batch *b, const uint8_t *buf, size_t len, pl_err *err)
 {
+    if (!buf)
+        buf = empty_input, len = 0;
     dec dd, *d = &dd;
     dec_init(d, b, buf, err);
     if (len > UINT32_MAX)
@@ -2326,6 +2398,8 @@ static int walk_resource_metrics(dec *d, const uint8_t *p, const uint8_t *end, s
 static pl_status count_request(const uint8_t *buf, size_t len, uint32_t num, const char *name,
                                walk_fn fn, size_t *count, pl_err *err)
 {
+    if (!buf)
+        buf = empty_input, len = 0;
     dec dd = {.err = err, .base = buf, .status = PL_ERR_INVALID};
     size_t n = 0;
     if (err)
@@ -2423,6 +2497,8 @@ bool pl_otlp_encode_export_response_json(pl_buf *b, pl_signal signal, int64_t re
 pl_status pl_otlp_decode_export_response(const uint8_t *buf, size_t len, int64_t *rejected,
                                          pl_bytes *message, pl_err *err)
 {
+    if (!buf)
+        buf = empty_input, len = 0;
     dec dd = {.err = err, .base = buf, .status = PL_ERR_INVALID}, *d = &dd;
     if (rejected)
         *rejected = 0;
@@ -2541,6 +2617,8 @@ static int parse_retry_info(dec *d, const uint8_t *p, const uint8_t *end, int64_
 pl_status pl_rpc_status_decode(const uint8_t *buf, size_t len, int32_t *code, pl_bytes *message,
                                int64_t *retry_delay_ns, pl_err *err)
 {
+    if (!buf)
+        buf = empty_input, len = 0;
     dec dd = {.err = err, .base = buf, .status = PL_ERR_INVALID}, *d = &dd;
     int32_t c = 0;
     pl_bytes msg = {NULL, 0};
@@ -2564,7 +2642,7 @@ pl_status pl_rpc_status_decode(const uint8_t *buf, size_t len, int32_t *code, pl
                 wrong_wt(d, "details", &f, WT_LEN);
                 return d->status;
             }
-            pl_bytes url = {NULL, 0}, value = {NULL, 0};
+            pl_bytes url = {NULL, 0}, value = {empty_input, 0};
             const uint8_t *q = f.ptr, *qend = f.ptr + f.len;
             while (q < qend) {
                 field g;

@@ -723,6 +723,55 @@ static void test_truncation_traces(void)
     pl_batch_free(b);
 }
 
+/* A singular sub-message repeated on the wire is merged (repeated fields
+ * concatenated), as protobuf readers do; found by fuzzing. */
+static void test_repeated_singular_messages_merge(void)
+{
+    static const uint8_t req[] = {
+        0x0a, 0x29,                                          /* resource_spans */
+        0x0a, 0x0e,                                          /* resource */
+        0x0a, 0x07, 0x0a, 0x01, 'a', 0x12, 0x02, 0x18, 0x01, /* attr a=1 */
+        0x1a, 0x03, 0x12, 0x01, 't',                         /* entity_refs {type: t} */
+        0x0a, 0x0d,                                          /* resource again */
+        0x0a, 0x07, 0x0a, 0x01, 'b', 0x12, 0x02, 0x18, 0x02, /* attr b=2 */
+        0x1a, 0x00, 0x10, 0x05,                              /* entity_refs {}, dropped 5 */
+        0x12, 0x08,                                          /* scope_spans */
+        0x0a, 0x02, 0x0a, 0x00,                              /* scope {name: ""} */
+        0x0a, 0x02, 0x12, 0x00,                              /* scope again {version: ""} */
+    };
+    pl_batch *d = pl_batch_new(PL_SIGNAL_TRACES);
+    pl_err err = {{0}};
+    pl_status st = pl_otlp_decode_traces(d, req, sizeof req, &err);
+    if (st)
+        fprintf(stderr, "  %s\n", err.msg);
+    REQUIRE(st == PL_OK);
+    const pl_resource *r = &d->data.traces.resources[0].resource;
+    CHECK_EQ_INT(r->attrs.n, 2);
+    CHECK_BYTES_STR(r->attrs.items[0].key, "a");
+    CHECK_BYTES_STR(r->attrs.items[1].key, "b");
+    CHECK_EQ_INT(r->n_entity_refs, 2);
+    CHECK_BYTES_STR(r->entity_refs[0].type, "t");
+    CHECK_EQ_INT(r->dropped_attributes_count, 5);
+    CHECK(d->data.traces.resources[0].scopes[0].has_scope);
+    pl_buf out;
+    pl_buf_init(&out);
+    CHECK(pl_otlp_encode_traces(&d->data.traces, &out));
+    pl_batch *e = pl_batch_new(PL_SIGNAL_TRACES);
+    CHECK_EQ_INT(pl_otlp_decode_traces(e, out.data, out.len, &err), PL_OK);
+    CHECK_EQ_INT(e->data.traces.resources[0].resource.n_entity_refs, 2);
+    pl_buf_free(&out);
+    pl_batch_free(e);
+    pl_batch_free(d);
+    /* Empty input, including a NULL buffer, is an empty request. */
+    d = pl_batch_new(PL_SIGNAL_PROFILES);
+    CHECK_EQ_INT(pl_otlp_decode_profiles(d, NULL, 0, &err), PL_OK);
+    CHECK_EQ_INT(pl_batch_items(d), 0);
+    pl_batch_free(d);
+    size_t n = 1;
+    CHECK_EQ_INT(pl_otlp_count_logs(NULL, 0, &n, &err), PL_OK);
+    CHECK_EQ_UINT(n, 0);
+}
+
 static void test_logs_metrics_counts(void)
 {
     /* logs: 1 resource_logs with 2 scope_logs holding 2 and 1 records */
@@ -833,6 +882,7 @@ int main(void)
     PL_RUN(test_deep_nesting);
     PL_RUN(test_bad_profiles);
     PL_RUN(test_truncation_traces);
+    PL_RUN(test_repeated_singular_messages_merge);
     PL_RUN(test_logs_metrics_counts);
     PL_RUN(test_responses);
     PL_RUN(test_utf8);

@@ -65,7 +65,7 @@ int main(int argc, char **argv)
         ok = profiles ? pl_otlp_encode_profiles(&b->data.profiles, &out)
                       : pl_otlp_encode_traces(&b->data.traces, &out);
     int rc = 0;
-    if (!ok || fwrite(out.data, 1, out.len, stdout) != out.len)
+    if (!ok || (out.len && fwrite(out.data, 1, out.len, stdout) != out.len))
         rc = 2;
     pl_buf_free(&out);
     pl_batch_free(b);
