@@ -1,0 +1,241 @@
+// store_e2e.test.mjs: the default pipeline shape with real clients, read
+// back with `proflink query` and the query API.
+//
+// Spans from the OpenTelemetry JS SDK (OTLP/HTTP protobuf) and profiles from
+// the real @pyroscope/nodejs SDK (Pyroscope /ingest, span_id labels) go
+// through the correlation processor into the sqlite exporter. Then:
+//   - `proflink query traces --json` lists the three requests, slowest
+//     first, with their root span name and 2 spans each;
+//   - `proflink query trace ID --json` gives the span tree (root, then its
+//     child at depth 1) with the profiled CPU work of each span among its
+//     hottest functions (burnCpuInCheckout / burnCpuInPricing);
+//   - `proflink query flamegraph --span CHILD` has the child's function in
+//     its folded stacks; `query top --service` lists both functions;
+//   - GET /api/traces on the exporter's address answers the same traces.
+//
+// Run: cd tests/interop && PROFLINK_BIN=../../build-<you>/proflink node --test store_e2e.test.mjs
+import { test, after } from 'node:test';
+import assert from 'node:assert/strict';
+import { spawn, execFileSync } from 'node:child_process';
+import fs from 'node:fs';
+import net from 'node:net';
+import os from 'node:os';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+import { SpanKind, context, trace } from '@opentelemetry/api';
+import { resourceFromAttributes } from '@opentelemetry/resources';
+import { BasicTracerProvider, SimpleSpanProcessor } from '@opentelemetry/sdk-trace-base';
+import { OTLPTraceExporter } from '@opentelemetry/exporter-trace-otlp-proto';
+import Pyroscope from '@pyroscope/nodejs';
+
+const here = path.dirname(fileURLToPath(import.meta.url));
+const repo = path.resolve(here, '..', '..');
+const BIN = process.env.PROFLINK_BIN
+  ? path.resolve(process.env.PROFLINK_BIN)
+  : path.join(repo, 'build', 'proflink');
+const SERVICE = 'store-e2e';
+
+async function freePort() {
+  return new Promise((resolve, reject) => {
+    const s = net.createServer();
+    s.listen(0, '127.0.0.1', () => {
+      const { port } = s.address();
+      s.close(() => resolve(port));
+    });
+    s.on('error', reject);
+  });
+}
+
+async function until(cond, ms) {
+  const end = Date.now() + ms;
+  while (Date.now() < end) {
+    if (await cond()) return true;
+    await new Promise((r) => setTimeout(r, 200));
+  }
+  return false;
+}
+
+function listening(port) {
+  return new Promise((resolve) => {
+    const c = net.connect(port, '127.0.0.1', () => { c.destroy(); resolve(true); });
+    c.on('error', () => resolve(false));
+  });
+}
+
+function burnCpuInCheckout(ms) {
+  const end = Date.now() + ms;
+  let x = 0;
+  while (Date.now() < end) for (let i = 0; i < 10000; i++) x += Math.sqrt(i * x + 1);
+  return x;
+}
+
+function burnCpuInPricing(ms) {
+  const end = Date.now() + ms;
+  let x = 0;
+  while (Date.now() < end) for (let i = 0; i < 10000; i++) x += Math.sin(i + x);
+  return x;
+}
+
+const children = new Set();
+after(() => { for (const c of children) c.kill('SIGKILL'); });
+
+test('spans and Pyroscope profiles stored, then queried', { timeout: 90000 }, async () => {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'proflink-store-'));
+  const db = path.join(dir, 'data', 'proflink.db');
+  const otlpPort = await freePort();
+  const pyroPort = await freePort();
+  const apiPort = await freePort();
+  const metricsPort = await freePort();
+  const yaml = [
+    'receivers:',
+    '  otlp:',
+    '    protocols:',
+    `      http: { endpoint: "127.0.0.1:${otlpPort}" }`,
+    '  pyroscope:',
+    `    endpoint: "127.0.0.1:${pyroPort}"`,
+    'processors:',
+    '  correlation:',
+    '    window: 20s',
+    '    span_attributes: [http.route]',
+    'exporters:',
+    '  sqlite:',
+    `    path: "${db}"`,
+    `    api: { endpoint: "127.0.0.1:${apiPort}" }`,
+    'service:',
+    '  telemetry:',
+    `    metrics: { address: "127.0.0.1:${metricsPort}" }`,
+    '  pipelines:',
+    '    traces: { receivers: [otlp], processors: [correlation], exporters: [sqlite] }',
+    '    profiles: { receivers: [pyroscope], processors: [correlation], exporters: [sqlite] }',
+    '',
+  ].join('\n');
+  const cfg = path.join(dir, 'collector.yaml');
+  fs.writeFileSync(cfg, yaml);
+  let log = '';
+  const child = spawn(BIN, ['--config', cfg], { stdio: ['ignore', 'ignore', 'pipe'] });
+  children.add(child);
+  child.stderr.on('data', (d) => { log += d.toString(); });
+  const exited = new Promise((resolve) => child.on('exit', (code, signal) => {
+    children.delete(child);
+    resolve({ code, signal });
+  }));
+  assert.ok(await until(async () => (await listening(otlpPort)) && (await listening(pyroPort))
+    && (await listening(apiPort)), 10000), `proflink listening (log: ${log})`);
+
+  const provider = new BasicTracerProvider({
+    resource: resourceFromAttributes({ 'service.name': SERVICE }),
+    spanProcessors: [new SimpleSpanProcessor(new OTLPTraceExporter({
+      url: `http://127.0.0.1:${otlpPort}/v1/traces`,
+    }))],
+  });
+  const tracer = provider.getTracer('store-e2e');
+  Pyroscope.init({
+    serverAddress: `http://127.0.0.1:${pyroPort}`,
+    appName: SERVICE,
+    flushIntervalMs: 60000, // one upload, at stop()
+    wall: { collectCpuTime: true },
+  });
+  Pyroscope.startWallProfiling();
+  const requests = [];
+  for (let r = 0; r < 3; r++) {
+    const root = tracer.startSpan('GET /checkout/:id', {
+      kind: SpanKind.SERVER,
+      attributes: { 'http.route': '/checkout/:id' },
+    });
+    const rootId = root.spanContext().spanId;
+    Pyroscope.wrapWithLabels({ span_id: rootId }, () => burnCpuInCheckout(200 + 100 * r));
+    const ctx = trace.setSpan(context.active(), root);
+    const kid = tracer.startSpan('price items', {}, ctx);
+    const childId = kid.spanContext().spanId;
+    Pyroscope.wrapWithLabels({ span_id: childId }, () => burnCpuInPricing(250));
+    kid.end();
+    root.end();
+    requests.push({ traceId: root.spanContext().traceId, rootId, childId });
+  }
+  await provider.forceFlush();
+  await new Promise((r) => setTimeout(r, 1500));
+  await Pyroscope.stopWallProfiling();
+
+  const query = (...args) => execFileSync(BIN, ['query', ...args, '--db', db],
+    { encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'] });
+  const queryJson = (...args) => JSON.parse(query(...args, '--json'));
+
+  // Stored once correlation lets the spans go and the writer commits.
+  let listed;
+  assert.ok(await until(() => {
+    try {
+      listed = queryJson('traces', '--service', SERVICE);
+    } catch {
+      return false;
+    }
+    const ids = new Set(listed.traces.filter((t) => t.span_count === 2).map((t) => t.trace_id));
+    return requests.every((r) => ids.has(r.traceId));
+  }, 30000), `traces stored (log: ${log})`);
+  assert.equal(listed.traces.length, 3);
+  for (const t of listed.traces) {
+    assert.equal(t.root_name, 'GET /checkout/:id');
+    assert.equal(t.root_service, SERVICE);
+  }
+  for (let i = 1; i < listed.traces.length; i++)
+    assert.ok(listed.traces[i - 1].duration_ns >= listed.traces[i].duration_ns, 'slowest first');
+  // Samples are committed in their own transaction: wait for them too.
+  assert.ok(await until(() => {
+    listed = queryJson('traces', '--service', SERVICE);
+    return listed.traces.filter((t) => t.cpu_ns !== null).length >= 2;
+  }, 15000), `samples stored: ${JSON.stringify(listed)}`);
+
+  // The span tree of each request, with hot functions per span.
+  const hotNames = [];
+  for (const r of requests) {
+    const d = queryJson('trace', r.traceId);
+    assert.equal(d.spans.length, 2);
+    assert.equal(d.spans[0].span_id, r.rootId);
+    assert.equal(d.spans[0].depth, 0);
+    assert.equal(d.spans[0].attributes['http.route'], '/checkout/:id');
+    assert.equal(d.spans[1].span_id, r.childId);
+    assert.equal(d.spans[1].parent_span_id, r.rootId);
+    assert.equal(d.spans[1].depth, 1);
+    for (const s of d.spans) hotNames.push(...s.top_functions.map((f) => `${s.name}:${f.name}`));
+  }
+  // (the Node.js SDK names functions "file:name:line")
+  assert.ok(hotNames.some((n) => /^GET \/checkout\/:id:.*burnCpuInCheckout/.test(n)),
+    hotNames.join(', '));
+  assert.ok(hotNames.some((n) => /^price items:.*burnCpuInPricing/.test(n)), hotNames.join(', '));
+  assert.ok(!hotNames.some((n) => /^price items:.*burnCpuInCheckout/.test(n)),
+    `a span's hot functions are its own: ${hotNames.join(', ')}`);
+
+  // The human-readable tree says the same.
+  const text = query('trace', requests[2].traceId);
+  assert.match(text, /GET \/checkout\/:id/);
+  assert.match(text, /\n.* {4}price items/);
+
+  // Folded stacks of one span, top functions of the service.
+  const withSamples = requests.find((r) => {
+    const f = query('flamegraph', '--span', r.childId);
+    return f.includes('burnCpuInPricing');
+  });
+  assert.ok(withSamples, 'a child span has its own flame graph');
+  const folded = query('flamegraph', '--span', withSamples.childId);
+  for (const line of folded.trim().split('\n'))
+    assert.match(line, /^\S.* \d+$/, 'folded format: frames, space, value');
+  assert.ok(!folded.includes('burnCpuInCheckout'), 'only that span');
+  const top = queryJson('top', '--service', SERVICE, '--since', '0');
+  const names = top.functions.map((f) => f.name).join(', ');
+  assert.match(names, /burnCpuInCheckout/);
+  assert.match(names, /burnCpuInPricing/);
+  const svg = query('flamegraph', '--trace', withSamples.traceId, '--format', 'svg');
+  assert.ok(svg.startsWith('<?xml') && svg.includes('</svg>') && svg.includes('burnCpuInPricing'));
+
+  // The query API on the exporter's address.
+  const api = await fetch(`http://127.0.0.1:${apiPort}/api/traces?service=${SERVICE}`)
+    .then((x) => x.json());
+  assert.deepEqual(new Set(api.traces.map((t) => t.trace_id)),
+    new Set(requests.map((r) => r.traceId)));
+
+  child.kill('SIGTERM');
+  const { code } = await exited;
+  assert.equal(code, 0, log);
+  await provider.shutdown();
+  fs.rmSync(dir, { recursive: true, force: true });
+});
