@@ -45,6 +45,8 @@
 #define DEFAULT_IDLE_TIMEOUT    120000u
 #define DEFAULT_MAX_STREAMS     128u
 #define MAX_UNSENT_BYTES        (64u * 1024 * 1024)
+#define PAUSE_READING_AT        (4u * 1024 * 1024) /* unsent answer bytes */
+#define RESUME_READING_AT       (1u * 1024 * 1024)
 #define CLOSE_GRACE_MS          5000u
 #define READ_BUFFER_SIZE        (64u * 1024)
 #define H2_STREAM_WINDOW        (1u << 20)
@@ -112,7 +114,9 @@ struct conn {
     int open_handles;
     bool socketless;
     pl_buf *capture;
-    bool closing; /* no more input is processed */
+    bool closing;     /* no more input is processed */
+    bool read_paused; /* the peer does not read its answers: stop reading its requests */
+    pl_buf stash;     /* HTTP/1.1 input read but not parsed while paused */
     bool closed_by_server;
     unsigned pending_writes;
     conn_proto proto;
@@ -150,6 +154,8 @@ struct pl_http_server {
 
 static void conn_close(conn *c);
 static void conn_write(conn *c, uint8_t *data, size_t len);
+static void on_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf);
+static void on_read(uv_stream_t *st, ssize_t nread, const uv_buf_t *buf);
 static void h2_flush(conn *c);
 static void on_listener_closed(uv_handle_t *h);
 
@@ -305,6 +311,7 @@ static const char *reason_phrase(int status)
 static void conn_free(conn *c)
 {
     parts_free(&c->h1);
+    pl_buf_free(&c->stash);
     if (c->h2) {
         nghttp2_session_del(c->h2);
         c->h2 = NULL;
@@ -391,6 +398,32 @@ typedef struct write_req {
     uint8_t *data;
 } write_req;
 
+static bool conn_should_pause(const conn *c)
+{
+    return !c->socketless && !c->read_paused && !c->closing &&
+           c->tcp.write_queue_size > PAUSE_READING_AT;
+}
+
+static void h1_feed(conn *c, const uint8_t *data, size_t len);
+
+/* The peer has read enough of its answers: parse what was held back, then
+ * read again (unless that pauses once more). */
+static void conn_resume_reading(conn *c)
+{
+    c->read_paused = false;
+    if (c->proto == PROTO_H1) {
+        http_parser_pause(&c->parser, 0);
+        if (c->stash.len) {
+            size_t len;
+            uint8_t *held = pl_buf_steal(&c->stash, &len);
+            h1_feed(c, held, len);
+            free(held);
+        }
+    }
+    if (!c->read_paused && !c->closing)
+        uv_read_start((uv_stream_t *)&c->tcp, on_alloc, on_read);
+}
+
 static void on_write_done(uv_write_t *req, int status)
 {
     write_req *w = (write_req *)req;
@@ -403,8 +436,12 @@ static void on_write_done(uv_write_t *req, int status)
         conn_close_now(c);
         return;
     }
-    if (c->closing && c->pending_writes == 0)
+    if (c->closing && c->pending_writes == 0) {
         conn_close_now(c);
+        return;
+    }
+    if (c->read_paused && !c->closing && c->tcp.write_queue_size < RESUME_READING_AT)
+        conn_resume_reading(c);
 }
 
 /* Takes `data` (malloc'd). */
@@ -450,6 +487,14 @@ static void conn_write(conn *c, uint8_t *data, size_t len)
         free(w);
         c->closing = true;
         conn_close_now(c);
+        return;
+    }
+    /* HTTP/2 streams from a peer that does not read its answers would pile
+     * answers up here; stop reading until it catches up. (HTTP/1.1 pauses
+     * between requests, in h1_on_message_complete.) */
+    if (c->proto == PROTO_H2 && conn_should_pause(c)) {
+        c->read_paused = true;
+        uv_read_stop((uv_stream_t *)&c->tcp);
     }
 }
 
@@ -691,6 +736,13 @@ static int h1_on_message_complete(http_parser *p)
     if (c->closing)
         return -1;
     conn_arm_timer(c, c->opt->idle_timeout_ms);
+    if (conn_should_pause(c)) {
+        /* Pipelined requests from a peer that does not read its answers:
+         * stop here; the rest of the input waits in c->stash. */
+        c->read_paused = true;
+        uv_read_stop((uv_stream_t *)&c->tcp);
+        http_parser_pause(p, 1);
+    }
     return 0;
 }
 
@@ -788,10 +840,20 @@ static void h1_feed(conn *c, const uint8_t *data, size_t len)
 {
     if (c->closing)
         return;
+    if (c->read_paused) {
+        pl_buf_append(&c->stash, data, len);
+        return;
+    }
     size_t n = http_parser_execute(&c->parser, &h1_settings, (const char *)data, len);
     if (c->closing)
         return;
     enum http_errno e = HTTP_PARSER_ERRNO(&c->parser);
+    if (e == HPE_PAUSED) {
+        pl_buf_append(&c->stash, data + n, len - n);
+        if (!pl_buf_ok(&c->stash))
+            conn_close(c);
+        return;
+    }
     if (e != HPE_OK) {
         char msg[160];
         snprintf(msg, sizeof(msg), "bad request: %s\n", http_errno_description(e));

@@ -56,6 +56,12 @@ static void handler(void *arg, pl_http_request *req, pl_http_response *res)
         pl_http_respond(res, 499, NULL, 0, "big", 3);
         return;
     }
+    if (strcmp(req->path, "/fat") == 0) { /* a big answer */
+        static char fat[256 * 1024];
+        memset(fat, 'f', sizeof(fat));
+        pl_http_respond(res, 200, NULL, 0, fat, sizeof(fat));
+        return;
+    }
     char body[300];
     int n = snprintf(body, sizeof(body), "%s %s %zu", req->method, req->path, req->body_len);
     pl_http_header hdr[] = {{"Content-Type", 12, "text/plain", 10}};
@@ -433,6 +439,46 @@ static void test_garbage_only_hurts_its_connection(void)
     CHECK(strstr(buf, "200 OK") != NULL);
     CHECK(!closed);
     close(good);
+    stop_server(&r);
+}
+
+static void test_peer_not_reading_is_paused(void)
+{
+    running r;
+    REQUIRE(start_server(&r, NULL) == 0);
+    int fd = connect_to(r.port);
+    REQUIRE(fd >= 0);
+    /* 100 pipelined requests whose answers total 25 MiB, nothing read */
+    const char *one = "GET /fat HTTP/1.1\r\n\r\n";
+    char reqs[100 * 32];
+    size_t len = 0;
+    for (int i = 0; i < 100; i++)
+        len += (size_t)snprintf(reqs + len, sizeof(reqs) - len, "%s", one);
+    send_all(fd, reqs, len);
+    usleep(500000);
+    pthread_mutex_lock(&g_seen.mu);
+    int handled = g_seen.requests;
+    pthread_mutex_unlock(&g_seen.mu);
+    CHECK(handled < 100); /* the server stopped taking requests */
+    /* reading catches up: every answer arrives */
+    size_t want = 100 * (256 * 1024), got = 0;
+    static char buf[1 << 16];
+    for (int idle = 0; idle < 100 && got < want;) {
+        struct pollfd p = {fd, POLLIN, 0};
+        if (poll(&p, 1, 50) <= 0) {
+            idle++;
+            continue;
+        }
+        ssize_t n = recv(fd, buf, sizeof(buf), 0);
+        if (n <= 0)
+            break;
+        got += (size_t)n;
+    }
+    CHECK(got > want); /* bodies plus headers */
+    pthread_mutex_lock(&g_seen.mu);
+    CHECK_EQ_INT(g_seen.requests, 100);
+    pthread_mutex_unlock(&g_seen.mu);
+    close(fd);
     stop_server(&r);
 }
 
@@ -932,6 +978,7 @@ int main(void)
     PL_RUN(test_slow_headers_get_408);
     PL_RUN(test_idle_keep_alive_closed);
     PL_RUN(test_garbage_only_hurts_its_connection);
+    PL_RUN(test_peer_not_reading_is_paused);
     PL_RUN(test_max_connections);
     PL_RUN(test_close_with_open_connections);
     PL_RUN(test_bind_error);
