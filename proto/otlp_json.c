@@ -1274,6 +1274,10 @@ typedef struct jw {
 static void w_str(pl_buf *b, const uint8_t *s, size_t n)
 {
     static const char hex[] = "0123456789abcdef";
+    if (n == 0) { /* s may be NULL */
+        pl_buf_append(b, "\"\"", 2);
+        return;
+    }
     if (!pl_buf_reserve(b, n + 2))
         return;
     pl_buf_append_byte(b, '"');
