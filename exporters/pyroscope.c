@@ -11,10 +11,10 @@
  *   - one pprof per (OTLP Profile, service name): samples whose attribute
  *     `service.name` differs from the resource's are split off;
  *   - series labels: __name__ (the profile name, pl_pprof_profile_name),
- *     service_name, then the resource's string/int attributes with their
- *     keys as they are (at most 30 labels in all, Pyroscope's default limit);
- *     the resource attribute `pyroscope.spy_name` (set by the receiver)
- *     becomes `pyroscope_spy`;
+ *     service_name, __delta__=false (as Pyroscope sets for /ingest and
+ *     OTLP: the values are per interval already), then the resource's string/int attributes with
+ * their keys as they are (at most 30 labels in all, Pyroscope's default limit); the resource
+ * attribute `pyroscope.spy_name` (set by the receiver) becomes `pyroscope_spy`;
  *   - every sample attribute becomes a pprof label, in particular `span_id`
  *     and `span_name` written by the correlation processor; the sample's
  *     Link becomes `span_id` / `trace_id` labels, so Grafana's "profiles for
@@ -261,6 +261,9 @@ static pl_status add_series(encode_state *es, const pl_dictionary *d,
     uint32_t k = 0;
     labels[k++] = (pl_push_label){PL_BYTES_LIT("__name__"), name};
     labels[k++] = (pl_push_label){PL_BYTES_LIT("service_name"), service};
+    /* The data is what the application uploaded (already per-interval):
+     * Pyroscope must not compute deltas from it, as for /ingest and OTLP. */
+    labels[k++] = (pl_push_label){PL_BYTES_LIT("__delta__"), PL_BYTES_LIT("false")};
     const pl_attrs *attrs = &rp->resource.attrs;
     for (uint32_t i = 0; i < attrs->n && k < MAX_SERIES_LABELS; i++) {
         const pl_kv *kv = &attrs->items[i];

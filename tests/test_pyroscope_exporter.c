@@ -1,0 +1,179 @@
+/*
+ * test_pyroscope_exporter.c: what the `pyroscope` exporter puts in a push
+ * request: one series per (profile, service), series labels, the CPU special
+ * case (and skipping the redundant count column), span links as pprof
+ * labels, correlation attributes (span_name) as labels, service.name never
+ * as a label.
+ */
+#include "pprof_fixture.h"
+#include "proto/pprof.h"
+#include "receivers/pyroscope_push.h"
+#include "testlib.h"
+
+pl_status pl_pyroscope_exporter_encode(const pl_batch *batch, pl_buf *out, pl_err *err);
+
+static pl_bytes series_label(const pl_push_series *s, const char *name)
+{
+    for (uint32_t i = 0; i < s->n_labels; i++)
+        if (pl_bytes_eq_cstr(s->labels[i].name, name))
+            return s->labels[i].value;
+    return (pl_bytes){NULL, 0};
+}
+
+/* Sum of values per (label key=value) in a pushed pprof; also checks that
+ * some sample has the label. */
+static int64_t total_with_label(const pl_batch *b, const char *key, const char *value)
+{
+    const pl_dictionary *d = &b->data.profiles.dict;
+    const pl_profile *p = &b->data.profiles.resources[0].scopes[0].profiles[0];
+    int64_t sum = 0;
+    for (uint32_t i = 0; i < p->n_samples; i++) {
+        const pl_sample *s = &p->samples[i];
+        bool match = false;
+        if (strcmp(key, "span_id") == 0 && s->link_index > 0) {
+            char hex[17];
+            pl_hex_encode(d->links[s->link_index].span_id, 8, hex);
+            match = strcmp(hex, value) == 0;
+        }
+        for (uint32_t k = 0; k < s->n_attribute_indices; k++) {
+            const pl_kvu *a = &d->attributes[s->attribute_indices[k]];
+            if (pl_bytes_eq_cstr(pl_dict_string(d, a->key_strindex), key) &&
+                a->value.type == PL_VALUE_STRING && pl_bytes_eq_cstr(a->value.u.str, value))
+                match = true;
+        }
+        if (match)
+            sum += s->values[0];
+    }
+    return sum;
+}
+
+static void test_push_request_from_pprof(void)
+{
+    pl_buf p;
+    pl_buf_init(&p);
+    build_profile(&p, NULL);
+    pl_kv attrs[] = {
+        {.key = PL_BYTES_LIT("service.name"), .value = pl_value_string(PL_BYTES_LIT("checkout"))},
+        {.key = PL_BYTES_LIT("env"), .value = pl_value_string(PL_BYTES_LIT("prod"))},
+        {.key = PL_BYTES_LIT("host.cores"), .value = pl_value_int(8)},
+        {.key = PL_BYTES_LIT("pyroscope.spy_name"),
+         .value = pl_value_string(PL_BYTES_LIT("gospy"))},
+    };
+    pl_pprof_meta meta = {.resource_attrs = attrs, .n_resource_attrs = 4};
+    pl_err err = {{0}};
+    pl_batch *batch = pl_pprof_decode(p.data, p.len, &meta, &err);
+    REQUIRE(batch);
+
+    /* What a correlation processor does: sample B belongs to another
+     * service, sample A gets a span_name attribute. */
+    pl_dictionary *d = &batch->data.profiles.dict;
+    pl_profile *profiles = batch->data.profiles.resources[0].scopes[0].profiles;
+    int32_t k_svc = pl_dict_intern_string(&batch->arena, d, PL_BYTES_LIT("service.name"));
+    int32_t k_name = pl_dict_intern_string(&batch->arena, d, PL_BYTES_LIT("span_name"));
+    int32_t a_svc =
+        pl_dict_add_attribute(&batch->arena, d, k_svc, pl_value_string(PL_BYTES_LIT("billing")), 0);
+    int32_t a_name = pl_dict_add_attribute(&batch->arena, d, k_name,
+                                           pl_value_string(PL_BYTES_LIT("GET /cart")), 0);
+    for (int col = 0; col < 2; col++) {
+        pl_sample *sa = &profiles[col].samples[0], *sb = &profiles[col].samples[1];
+        int32_t *la = pl_batch_alloc(batch, (sa->n_attribute_indices + 1) * sizeof(int32_t));
+        memcpy(la, sa->attribute_indices, sa->n_attribute_indices * sizeof(int32_t));
+        la[sa->n_attribute_indices] = a_name;
+        sa->attribute_indices = la;
+        sa->n_attribute_indices++;
+        int32_t *lb = pl_batch_alloc(batch, (sb->n_attribute_indices + 1) * sizeof(int32_t));
+        memcpy(lb, sb->attribute_indices, sb->n_attribute_indices * sizeof(int32_t));
+        lb[sb->n_attribute_indices] = a_svc;
+        sb->attribute_indices = lb;
+        sb->n_attribute_indices++;
+    }
+
+    pl_buf out;
+    pl_buf_init(&out);
+    REQUIRE(pl_pyroscope_exporter_encode(batch, &out, &err) == PL_OK);
+    pl_push_request req = {0};
+    REQUIRE(pl_push_decode_proto(out.data, out.len, &req, &err) == PL_OK);
+    /* The count column is skipped (its cpu sibling carries the same time);
+     * the cpu column is split into two services. */
+    REQUIRE(req.n_series == 2);
+    const pl_push_series *s0 = &req.series[0], *s1 = &req.series[1];
+    CHECK_BYTES_STR(series_label(s0, "__name__"), "process_cpu");
+    CHECK_BYTES_STR(series_label(s0, "service_name"), "checkout");
+    CHECK_BYTES_STR(series_label(s1, "service_name"), "billing");
+    CHECK_BYTES_STR(series_label(s0, "__delta__"), "false");
+    CHECK_BYTES_STR(series_label(s0, "env"), "prod");
+    CHECK_BYTES_STR(series_label(s0, "host.cores"), "8");
+    CHECK_BYTES_STR(series_label(s0, "pyroscope_spy"), "gospy");
+    CHECK(series_label(s0, "service.name").len == 0);
+    REQUIRE(s0->n_samples == 1 && s1->n_samples == 1);
+    CHECK(pl_is_gzip(s0->samples[0].raw_profile.ptr, s0->samples[0].raw_profile.len));
+
+    pl_batch *b0 =
+        pl_pprof_decode(s0->samples[0].raw_profile.ptr, s0->samples[0].raw_profile.len, NULL, &err);
+    pl_batch *b1 =
+        pl_pprof_decode(s1->samples[0].raw_profile.ptr, s1->samples[0].raw_profile.len, NULL, &err);
+    REQUIRE(b0 && b1);
+    const pl_profile *p0 = &b0->data.profiles.resources[0].scopes[0].profiles[0];
+    CHECK_EQ_UINT(b0->data.profiles.resources[0].scopes[0].n_profiles, 1);
+    CHECK_EQ_UINT(p0->n_samples, 1);
+    CHECK_EQ_INT(p0->samples[0].values[0], 30000000);
+    CHECK_EQ_INT(total_with_label(b0, "span_id", "00f067aa0ba902b7"), 30000000);
+    CHECK_EQ_INT(total_with_label(b0, "span_name", "GET /cart"), 30000000);
+    CHECK_EQ_INT(total_with_label(b0, "thread", "t1"), 30000000);
+    CHECK_EQ_INT(b0->data.profiles.dict.links[p0->samples[0].link_index].trace_id_len, 16);
+    const pl_profile *p1 = &b1->data.profiles.resources[0].scopes[0].profiles[0];
+    CHECK_EQ_INT(p1->samples[0].values[0], 20000000);
+    CHECK_EQ_INT(total_with_label(b1, "span_id", "00f067aa0ba902b7"), 20000000);
+    CHECK_EQ_INT(total_with_label(b1, "service.name", "billing"), 0); /* not a label */
+    CHECK_EQ_INT(b1->data.profiles.dict.links[p1->samples[0].link_index].trace_id_len, 0);
+
+    pl_batch_free(b0);
+    pl_batch_free(b1);
+    pl_push_request_free(&req);
+    pl_buf_free(&out);
+    pl_batch_free(batch);
+    pl_buf_free(&p);
+}
+
+/* A count-only CPU profile (no cpu column) is sent converted to nanoseconds. */
+static void test_cpu_special_case_alone(void)
+{
+    pl_pprof_writer_options o = {"samples", "count", "cpu", "nanoseconds", 10000000, 1, 1};
+    pl_pprof_writer *w = pl_pprof_writer_new(&o);
+    pl_bytes frames[] = {PL_BYTES_LIT("leaf"), PL_BYTES_LIT("main")};
+    pl_pprof_writer_add(w, frames, 2, 7);
+    pl_buf p;
+    pl_buf_init(&p);
+    REQUIRE(pl_pprof_writer_finish(w, &p) == 0);
+    pl_pprof_writer_free(w);
+    pl_err err = {{0}};
+    pl_batch *batch = pl_pprof_decode(p.data, p.len, NULL, &err);
+    REQUIRE(batch);
+    pl_buf out;
+    pl_buf_init(&out);
+    REQUIRE(pl_pyroscope_exporter_encode(batch, &out, &err) == PL_OK);
+    pl_push_request req = {0};
+    REQUIRE(pl_push_decode_proto(out.data, out.len, &req, &err) == PL_OK);
+    REQUIRE(req.n_series == 1);
+    CHECK_BYTES_STR(series_label(&req.series[0], "__name__"), "process_cpu");
+    CHECK_BYTES_STR(series_label(&req.series[0], "service_name"), "unknown_service");
+    pl_batch *back = pl_pprof_decode(req.series[0].samples[0].raw_profile.ptr,
+                                     req.series[0].samples[0].raw_profile.len, NULL, &err);
+    REQUIRE(back);
+    const pl_profile *bp = &back->data.profiles.resources[0].scopes[0].profiles[0];
+    CHECK_BYTES_STR(pl_dict_string(&back->data.profiles.dict, bp->sample_type.type_strindex),
+                    "cpu");
+    CHECK_EQ_INT(bp->samples[0].values[0], 70000000);
+    pl_batch_free(back);
+    pl_push_request_free(&req);
+    pl_buf_free(&out);
+    pl_batch_free(batch);
+    pl_buf_free(&p);
+}
+
+int main(void)
+{
+    PL_RUN(test_push_request_from_pprof);
+    PL_RUN(test_cpu_special_case_alone);
+    return pl_test_done();
+}
