@@ -506,9 +506,14 @@ static int span_table_grow(span_table *t)
     uint64_t cap = ((uint64_t)t->mask + 1) * 2;
     if (cap > (1u << 31) || span_table_init(&bigger, (uint32_t)cap))
         return -1;
-    for (uint32_t i = 0; i <= t->mask; i++)
+    for (uint32_t i = 0; i <= t->mask; i++) {
+        uint32_t ahead = (i + 16) & t->mask;
+        if (t->slots[ahead].key)
+            __builtin_prefetch(&bigger.slots[(uint32_t)mix64(t->slots[ahead].key) & bigger.mask],
+                               1);
         if (t->slots[i].key)
             span_table_put_raw(&bigger, &t->slots[i]);
+    }
     free(t->slots);
     *t = bigger;
     return 0;

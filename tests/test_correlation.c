@@ -1139,6 +1139,118 @@ static void test_many_spans_and_samples(void)
     fx_done(&f);
 }
 
+/* Random arrival orders against a model: spans (trees of 3, some ids reused
+ * in another trace) and their samples are cut into random batches and
+ * delivered in a random interleaving, with the clock moving on between
+ * deliveries but never past a window. Every sample must link to its own
+ * span, every span's totals must match the model. */
+static uint64_t rnd_state = 0x2545F4914F6CDD1Dull;
+static uint32_t rnd(uint32_t n)
+{
+    rnd_state ^= rnd_state << 13;
+    rnd_state ^= rnd_state >> 7;
+    rnd_state ^= rnd_state << 17;
+    return (uint32_t)(rnd_state % n);
+}
+
+static void test_random_arrival_orders(void)
+{
+    enum { SPANS = 300, ROUNDS = 20 };
+    for (int round = 0; round < ROUNDS; round++) {
+        fixture f;
+        pl_correlation_config cfg = test_config();
+        cfg.window = S(3600);
+        cfg.early_release = round % 2 == 1;
+        REQUIRE(fx_init(&f, &cfg) == 0);
+        uint64_t t0 = BASE - S(100);
+        span_spec sp[SPANS];
+        int64_t want_cpu[SPANS], want_total[SPANS];
+        sample_spec ss[SPANS * 3];
+        int n_samples = 0;
+        for (int i = 0; i < SPANS; i++) {
+            int tree = i / 3, level = i % 3;
+            /* Every tenth tree reuses the ids of the previous one, in its own trace. */
+            uint64_t base_id = 0x1000 + (uint64_t)(tree % 10 == 9 ? tree - 1 : tree) * 3;
+            sp[i] = (span_spec){(uint8_t)(1 + tree % 250),
+                                base_id + (uint64_t)level,
+                                level ? base_id + (uint64_t)level - 1 : 0,
+                                t0 + S(level),
+                                t0 + S(10 - level),
+                                "op",
+                                NULL};
+            want_cpu[i] = 0;
+            int k = (int)rnd(4);
+            for (int j = 0; j < k; j++) {
+                int64_t v = 1 + (int64_t)rnd(100);
+                ss[n_samples++] =
+                    (sample_spec){sp[i].id, sp[i].trace, BY_LINK, t0 + S(5), v, (int)rnd(3)};
+                want_cpu[i] += v;
+            }
+        }
+        for (int i = SPANS - 1; i >= 0; i--) {
+            want_total[i] = want_cpu[i];
+            if (i % 3 != 2)
+                want_total[i] += want_total[i + 1];
+        }
+        /* Cut both sides into batches, then interleave at random. */
+        typedef struct piece {
+            bool traces;
+            int from, n;
+        } piece;
+        piece pieces[SPANS * 4];
+        int n_pieces = 0;
+        for (int i = 0; i < SPANS;) {
+            int n = 1 + (int)rnd(40);
+            n = i + n > SPANS ? SPANS - i : n;
+            pieces[n_pieces++] = (piece){true, i, n};
+            i += n;
+        }
+        for (int i = 0; i < n_samples;) {
+            int n = 1 + (int)rnd(60);
+            n = i + n > n_samples ? n_samples - i : n;
+            pieces[n_pieces++] = (piece){false, i, n};
+            i += n;
+        }
+        for (int i = n_pieces - 1; i > 0; i--) {
+            int j = (int)rnd((uint32_t)i + 1);
+            piece tmp = pieces[i];
+            pieces[i] = pieces[j];
+            pieces[j] = tmp;
+        }
+        for (int i = 0; i < n_pieces; i++) {
+            if (pieces[i].traces)
+                deliver(&f, mk_traces("svc", sp + pieces[i].from, pieces[i].n));
+            else
+                deliver(&f, mk_profiles("svc", t0, S(20), ss + pieces[i].from, pieces[i].n));
+            advance(&f, S(rnd(5)));
+        }
+        pl_correlation_counters c = counters(&f);
+        CHECK_EQ_UINT(c.linked_samples, (uint64_t)n_samples);
+        pl_processor_correlation.shutdown(f.self);
+        for (int i = 0; i < SPANS; i++) {
+            pl_span *s = find_span_in(&f.traces, sp[i].id, sp[i].trace);
+            REQUIRE(s);
+            CHECK_EQ_INT(span_int(s, "profile.cpu_time_ns"), want_cpu[i] ? want_cpu[i] : -1);
+            CHECK_EQ_INT(span_int(s, "profile.cpu_time_total_ns"),
+                         want_total[i] ? want_total[i] : -1);
+        }
+        /* Every sample carries its own span's trace in its link. */
+        for (int b = 0; b < f.profiles.n; b++) {
+            pl_profile *p = &f.profiles.b[b]->data.profiles.resources[0].scopes[0].profiles[0];
+            pl_dictionary *d = &f.profiles.b[b]->data.profiles.dict;
+            for (uint32_t k = 0; k < p->n_samples; k++) {
+                char buf[256];
+                CHECK(sample_attr(f.profiles.b[b], k, "span_name", buf, NULL) != NULL);
+                CHECK(d->links[p->samples[k].link_index].trace_id_len == 16);
+            }
+        }
+        c = counters(&f);
+        CHECK_EQ_UINT(c.unlinked_samples, 0);
+        CHECK_EQ_UINT(c.linked_spans + c.unlinked_spans, SPANS);
+        fx_done(&f);
+    }
+}
+
 int main(void)
 {
     PL_RUN(test_span_first_then_samples);
@@ -1162,5 +1274,6 @@ int main(void)
     PL_RUN(test_counters_exported);
     PL_RUN(test_one_signal_passes_through);
     PL_RUN(test_many_spans_and_samples);
+    PL_RUN(test_random_arrival_orders);
     return pl_test_done();
 }
