@@ -1741,7 +1741,14 @@ static pl_status enc_sample(encoder *e, const pl_profile *p, const pl_sample *s,
     pl_buf_reset(&e->sub);
     put_varint(&e->sub, (uint64_t)value);
     put_bytes(&e->msg, 2, e->sub.data, e->sub.len);
-    /* labels: attributes, then the link */
+    /* labels: attributes, then the link. The link is the authority for the
+     * span_id / trace_id labels: an attribute of the same name (the
+     * correlation processor writes them too) is not repeated. */
+    static const uint8_t zero_id[16];
+    const pl_link *link =
+        s->link_index > 0 && (uint32_t)s->link_index < d->n_links ? &d->links[s->link_index] : NULL;
+    bool link_span = link && link->span_id_len == 8 && memcmp(link->span_id, zero_id, 8) != 0;
+    bool link_trace = link && link->trace_id_len == 16 && memcmp(link->trace_id, zero_id, 16) != 0;
     for (uint32_t k = 0; k < s->n_attribute_indices; k++) {
         int32_t ai = s->attribute_indices[k];
         if (ai <= 0 || (uint32_t)ai >= d->n_attributes)
@@ -1751,6 +1758,9 @@ static pl_status enc_sample(encoder *e, const pl_profile *p, const pl_sample *s,
         if (key.len == 0)
             continue;
         if (o->skip_attribute && pl_bytes_eq_cstr(key, o->skip_attribute))
+            continue;
+        if ((link_span && pl_bytes_eq_cstr(key, "span_id")) ||
+            (link_trace && pl_bytes_eq_cstr(key, "trace_id")))
             continue;
         int64_t k_idx = enc_string(e, key);
         pl_status st = PL_OK;
@@ -1791,11 +1801,10 @@ static pl_status enc_sample(encoder *e, const pl_profile *p, const pl_sample *s,
         if (st != PL_OK)
             return st;
     }
-    if (s->link_index > 0 && (uint32_t)s->link_index < d->n_links) {
-        const pl_link *l = &d->links[s->link_index];
-        static const uint8_t zero[16];
+    if (link) {
+        const pl_link *l = link;
         char hex[33];
-        if (l->span_id_len == 8 && memcmp(l->span_id, zero, 8) != 0) {
+        if (link_span) {
             pl_hex_encode(l->span_id, 8, hex);
             pl_status st =
                 enc_label(e, enc_string(e, PL_BYTES_LIT("span_id")),
@@ -1803,7 +1812,7 @@ static pl_status enc_sample(encoder *e, const pl_profile *p, const pl_sample *s,
             if (st != PL_OK)
                 return st;
         }
-        if (l->trace_id_len == 16 && memcmp(l->trace_id, zero, 16) != 0) {
+        if (link_trace) {
             pl_hex_encode(l->trace_id, 16, hex);
             pl_status st =
                 enc_label(e, enc_string(e, PL_BYTES_LIT("trace_id")),

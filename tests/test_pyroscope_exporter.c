@@ -74,13 +74,18 @@ static void test_push_request_from_pprof(void)
         pl_dict_add_attribute(&batch->arena, d, k_svc, pl_value_string(PL_BYTES_LIT("billing")), 0);
     int32_t a_name = pl_dict_add_attribute(&batch->arena, d, k_name,
                                            pl_value_string(PL_BYTES_LIT("GET /cart")), 0);
+    /* the correlation processor also writes span_id as an attribute */
+    int32_t k_span = pl_dict_intern_string(&batch->arena, d, PL_BYTES_LIT("span_id"));
+    int32_t a_span = pl_dict_add_attribute(&batch->arena, d, k_span,
+                                           pl_value_string(PL_BYTES_LIT("00f067aa0ba902b7")), 0);
     for (int col = 0; col < 2; col++) {
         pl_sample *sa = &profiles[col].samples[0], *sb = &profiles[col].samples[1];
-        int32_t *la = pl_batch_alloc(batch, (sa->n_attribute_indices + 1) * sizeof(int32_t));
+        int32_t *la = pl_batch_alloc(batch, (sa->n_attribute_indices + 2) * sizeof(int32_t));
         memcpy(la, sa->attribute_indices, sa->n_attribute_indices * sizeof(int32_t));
         la[sa->n_attribute_indices] = a_name;
+        la[sa->n_attribute_indices + 1] = a_span;
         sa->attribute_indices = la;
-        sa->n_attribute_indices++;
+        sa->n_attribute_indices += 2;
         int32_t *lb = pl_batch_alloc(batch, (sb->n_attribute_indices + 1) * sizeof(int32_t));
         memcpy(lb, sb->attribute_indices, sb->n_attribute_indices * sizeof(int32_t));
         lb[sb->n_attribute_indices] = a_svc;
@@ -121,6 +126,13 @@ static void test_push_request_from_pprof(void)
     CHECK_EQ_INT(total_with_label(b0, "span_name", "GET /cart"), 30000000);
     CHECK_EQ_INT(total_with_label(b0, "thread", "t1"), 30000000);
     CHECK_EQ_INT(b0->data.profiles.dict.links[p0->samples[0].link_index].trace_id_len, 16);
+    /* span_id appears once: as the link, not again from the attribute */
+    CHECK_EQ_INT(total_with_label(b0, "span_id", "00f067aa0ba902b7"), 30000000);
+    for (uint32_t k = 0; k < p0->samples[0].n_attribute_indices; k++) {
+        const pl_kvu *a = &b0->data.profiles.dict.attributes[p0->samples[0].attribute_indices[k]];
+        CHECK(
+            !pl_bytes_eq_cstr(pl_dict_string(&b0->data.profiles.dict, a->key_strindex), "span_id"));
+    }
     const pl_profile *p1 = &b1->data.profiles.resources[0].scopes[0].profiles[0];
     CHECK_EQ_INT(p1->samples[0].values[0], 20000000);
     CHECK_EQ_INT(total_with_label(b1, "span_id", "00f067aa0ba902b7"), 20000000);
