@@ -187,6 +187,8 @@ static void copy_attrs(copier *c, pl_attrs *a)
 static void copy_resource(copier *c, pl_resource *r)
 {
     copy_attrs(c, &r->attrs);
+    if (r->n_entity_refs && !r->entity_refs)
+        r->n_entity_refs = 0; /* never trust a count without its array */
     if (r->n_entity_refs) {
         pl_entity_ref *refs = pl_arena_alloc(c->arena, r->n_entity_refs * sizeof(*refs));
         if (!refs) {
@@ -505,7 +507,7 @@ static int32_t dedup_find(dedup *d, const void *key, uint32_t len, uint64_t h, s
     size_t j = h & (d->cap - 1);
     while (d->slots[j].index) {
         struct dedup_slot *s = &d->slots[j];
-        if (s->hash == h && s->len == len && memcmp(d->keys + s->off, key, len) == 0)
+        if (s->hash == h && s->len == len && (len == 0 || memcmp(d->keys + s->off, key, len) == 0))
             return s->index;
         j = (j + 1) & (d->cap - 1);
     }
@@ -524,7 +526,8 @@ static int dedup_insert(dedup *d, size_t slot, const void *key, uint32_t len, ui
         d->keys = k;
         d->keys_cap = cap;
     }
-    memcpy(d->keys + d->keys_len, key, len);
+    if (len)
+        memcpy(d->keys + d->keys_len, key, len);
     d->slots[slot] = (struct dedup_slot){h, d->keys_len, len, index};
     d->keys_len += len;
     d->n++;
