@@ -316,9 +316,16 @@ static pl_status storage_open(pl_queue *q, const char *storage, pl_err *err)
                 q->db ? sqlite3_errmsg(q->db) : sqlite3_errstr(rc));
         return PL_ERR_INTERNAL;
     }
+    /* 16 KiB pages: a compressed batch of a few KiB then fits in one page
+     * rather than a chain of overflow pages, which roughly halves the WAL
+     * frames written per INSERT and DELETE. No index on `exporter`: one
+     * table scan at start costs less than maintaining an index on every
+     * insert and delete (several exporters share a file only when storage
+     * names a file rather than a directory). */
     char sql[1024];
     snprintf(sql, sizeof(sql),
              "PRAGMA busy_timeout=5000;"
+             "PRAGMA page_size=16384;"
              "PRAGMA journal_mode=WAL;"
              "PRAGMA synchronous=%s;"
              "CREATE TABLE IF NOT EXISTS pl_queue("
@@ -329,8 +336,7 @@ static pl_status storage_open(pl_queue *q, const char *storage, pl_err *err)
              " raw_size INTEGER NOT NULL,"
              " created_unix_nano INTEGER NOT NULL,"
              " payload BLOB NOT NULL,"
-             " stored_as INTEGER NOT NULL DEFAULT 0);"
-             "CREATE INDEX IF NOT EXISTS pl_queue_by_exporter ON pl_queue(exporter, id);",
+             " stored_as INTEGER NOT NULL DEFAULT 0);",
              q->qcfg.fsync ? "FULL" : "NORMAL");
     char *msg = NULL;
     rc = sqlite3_exec(q->db, sql, NULL, NULL, &msg);
