@@ -95,20 +95,22 @@ if [ -z "${SKIP_FUZZ:-}" ]; then
     if [ -f build-fuzz/build.ninja ]; then
         if ninja -C build-fuzz >build-fuzz.build.log 2>&1; then
             for f in build-fuzz/tests/fuzz/fuzz_*; do
-                [ -x "$f" ] || continue
+                [ -f "$f" ] && [ -x "$f" ] || continue
                 name=$(basename "$f")
                 corpus="tests/fuzz/corpus/$name"
                 work=$(mktemp -d)
                 [ -d "$corpus" ] && cp -r "$corpus/." "$work/"
                 if ASAN_OPTIONS=detect_leaks=1 "$f" -max_total_time="${FUZZ_SECONDS:-20}" -rss_limit_mb=2048 \
-                    -timeout=10 -print_final_stats=0 "$work" >"$work.log" 2>&1; then
+                    -timeout=10 -print_final_stats=0 -artifact_prefix="$work.artifact-" "$work" >"$work.log" 2>&1; then
                     echo "ok fuzz $name ($(grep -Eo '#[0-9]+' "$work.log" | tail -1 | tr -d '#') runs)"
                     passed=$((passed + 1))
                 else
                     tail -40 "$work.log"
+                    # Keep the crashing input where a developer can find it.
+                    mkdir -p build-fuzz/artifacts && cp "$work".artifact-* build-fuzz/artifacts/ 2>/dev/null
                     note_fail "fuzz: $name" 1
                 fi
-                rm -rf "$work" "$work.log"
+                rm -rf "$work" "$work.log" "$work".artifact-*
             done
         else
             tail -50 build-fuzz.build.log
