@@ -1,0 +1,212 @@
+// processors.test.mjs: spans from the OpenTelemetry JavaScript SDK go
+// through a pipeline of standard processors in the real binary:
+//   otlp -> memory_limiter -> resource -> attributes -> redaction -> batch -> file
+// and come out of the file transformed: resource attribute inserted, e-mail
+// hashed (SHA-256 hex), URL parts extracted, card numbers masked, and the
+// requests merged into one batch. A second instance with a 1 MiB memory limit
+// answers 503 (retryable) to the same request.
+//
+// Run: cd tests/interop && PROFLINK_BIN=../../build-<you>/proflink node --test processors.test.mjs
+import { test, before, after } from 'node:test';
+import assert from 'node:assert/strict';
+import { spawn } from 'node:child_process';
+import crypto from 'node:crypto';
+import fs from 'node:fs';
+import net from 'node:net';
+import os from 'node:os';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+import { SpanKind } from '@opentelemetry/api';
+import { resourceFromAttributes } from '@opentelemetry/resources';
+import {
+  BasicTracerProvider,
+  InMemorySpanExporter,
+  SimpleSpanProcessor,
+} from '@opentelemetry/sdk-trace-base';
+import { ProtobufTraceSerializer } from '@opentelemetry/otlp-transformer';
+import { OTLPTraceExporter } from '@opentelemetry/exporter-trace-otlp-proto';
+
+const here = path.dirname(fileURLToPath(import.meta.url));
+const repo = path.resolve(here, '..', '..');
+const BIN = process.env.PROFLINK_BIN
+  ? path.resolve(process.env.PROFLINK_BIN)
+  : path.join(repo, 'build', 'proflink');
+
+const procs = [];
+let tmp;
+
+async function freePort() {
+  return new Promise((resolve, reject) => {
+    const s = net.createServer();
+    s.listen(0, '127.0.0.1', () => {
+      const { port } = s.address();
+      s.close(() => resolve(port));
+    });
+    s.on('error', reject);
+  });
+}
+
+async function waitListening(port, ms = 10000) {
+  const end = Date.now() + ms;
+  while (Date.now() < end) {
+    const ok = await new Promise((resolve) => {
+      const c = net.connect(port, '127.0.0.1', () => { c.destroy(); resolve(true); });
+      c.on('error', () => resolve(false));
+    });
+    if (ok) return;
+    await new Promise((r) => setTimeout(r, 50));
+  }
+  throw new Error(`port ${port} never listened`);
+}
+
+async function until(cond, ms = 10000) {
+  const end = Date.now() + ms;
+  while (Date.now() < end) {
+    if (cond()) return true;
+    await new Promise((r) => setTimeout(r, 50));
+  }
+  return false;
+}
+
+async function startProflink(name, processorsYaml, pipelineProcessors, outFile) {
+  const httpPort = await freePort();
+  const metricsPort = await freePort();
+  const config = `
+receivers:
+  otlp:
+    protocols:
+      http:
+        endpoint: 127.0.0.1:${httpPort}
+processors:
+${processorsYaml}
+exporters:
+  file:
+    path: ${outFile}
+service:
+  telemetry:
+    logs: { level: error }
+    metrics: { address: 127.0.0.1:${metricsPort} }
+  pipelines:
+    traces: { receivers: [otlp], processors: [${pipelineProcessors}], exporters: [file] }
+`;
+  const cfg = path.join(tmp, `${name}.yaml`);
+  fs.writeFileSync(cfg, config);
+  const proc = spawn(BIN, ['--config', cfg], { stdio: ['ignore', 'ignore', 'pipe'] });
+  proc.stderrText = '';
+  proc.stderr.on('data', (d) => { proc.stderrText += d; });
+  procs.push(proc);
+  await waitListening(httpPort);
+  return { proc, httpPort };
+}
+
+function makeSpans(service, n, offset) {
+  const mem = new InMemorySpanExporter();
+  const provider = new BasicTracerProvider({
+    resource: resourceFromAttributes({ 'service.name': service }),
+    spanProcessors: [new SimpleSpanProcessor(mem)],
+  });
+  const tracer = provider.getTracer('processors-test', '1.0.0');
+  for (let i = 0; i < n; i++) {
+    const s = tracer.startSpan(`GET /cart/${offset + i}`, {
+      kind: SpanKind.SERVER,
+      startTime: 1_700_000_000_000 + i,
+      attributes: {
+        'user.email': `user${offset + i}@example.com`,
+        'http.url': `https://shop.example.com:8443/cart/${offset + i}`,
+        'payment.note': 'paid with 4111 1111 1111 1111, thanks',
+        'retry.count': '3',
+        'tmp.debug': 'x',
+      },
+    });
+    s.end(1_700_000_000_010 + i);
+  }
+  return mem.getFinishedSpans();
+}
+
+const attr = (attrs, key) => attrs.find((a) => a.key === key)?.value;
+
+before(() => {
+  tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'proflink-processors-'));
+});
+
+after(async () => {
+  for (const proc of procs) {
+    if (proc.exitCode === null) {
+      proc.kill('SIGTERM');
+      await new Promise((r) => {
+        const timer = setTimeout(r, 5000);
+        proc.once('exit', () => { clearTimeout(timer); r(); });
+      });
+    }
+  }
+  if (tmp) fs.rmSync(tmp, { recursive: true, force: true });
+});
+
+test('a chain of standard processors transforms and merges SDK spans', async () => {
+  const out = path.join(tmp, 'chain.jsonl');
+  const { httpPort } = await startProflink('chain', `
+  memory_limiter: { limit_mib: 100000, check_interval: 1s }
+  resource:
+    attributes:
+      - { key: deployment.environment, action: insert, value: prod }
+  attributes:
+    actions:
+      - { key: user.email, action: hash }
+      - key: http.url
+        action: extract
+        pattern: '^(?P<url_scheme>\\w+)://(?P<url_host>[^:/]+)(?::(?P<url_port>\\d+))?'
+      - { key: retry.count, action: convert, converted_type: int }
+      - { pattern: '^tmp\\.', action: delete }
+  redaction:
+    blocked_values: ['\\b\\d{4}[ -]?\\d{4}[ -]?\\d{4}[ -]?\\d{4}\\b']
+  batch:
+    send_batch_size: 6
+    timeout: 10s
+`, 'memory_limiter, resource, attributes, redaction, batch', out);
+
+  const exporter = new OTLPTraceExporter({ url: `http://127.0.0.1:${httpPort}/v1/traces` });
+  for (let k = 0; k < 3; k++) {
+    const res = await new Promise((resolve) => exporter.export(makeSpans('shop', 2, 2 * k), resolve));
+    assert.equal(res.code, 0, `export ${k}: ${res.error}`);
+  }
+  const lines = () => (fs.existsSync(out)
+    ? fs.readFileSync(out, 'utf8').split('\n').filter((l) => l) : []);
+  assert.ok(await until(() => lines().length >= 1), 'nothing written');
+  const records = lines().map((l) => JSON.parse(l));
+  assert.equal(records.length, 1, 'three requests of 2 spans merged into one batch of 6');
+  const spans = records[0].resourceSpans.flatMap((rs) => {
+    assert.equal(attr(rs.resource.attributes, 'deployment.environment').stringValue, 'prod');
+    assert.equal(attr(rs.resource.attributes, 'service.name').stringValue, 'shop');
+    return rs.scopeSpans.flatMap((ss) => ss.spans);
+  });
+  assert.equal(spans.length, 6);
+  for (const s of spans) {
+    const n = Number(s.name.split('/').pop());
+    const want = crypto.createHash('sha256').update(`user${n}@example.com`).digest('hex');
+    assert.equal(attr(s.attributes, 'user.email').stringValue, want);
+    assert.equal(attr(s.attributes, 'url_scheme').stringValue, 'https');
+    assert.equal(attr(s.attributes, 'url_host').stringValue, 'shop.example.com');
+    assert.equal(attr(s.attributes, 'url_port').stringValue, '8443');
+    assert.equal(attr(s.attributes, 'payment.note').stringValue, 'paid with ****, thanks');
+    assert.equal(String(attr(s.attributes, 'retry.count').intValue), '3');
+    assert.equal(attr(s.attributes, 'tmp.debug'), undefined);
+  }
+});
+
+test('memory_limiter above its limit answers 503 and the data is not written', async () => {
+  const out = path.join(tmp, 'limited.jsonl');
+  const { httpPort } = await startProflink('limited', `
+  memory_limiter: { limit_mib: 1, check_interval: 100ms }
+`, 'memory_limiter', out);
+  const body = ProtobufTraceSerializer.serializeRequest(makeSpans('shop', 1, 0));
+  const res = await fetch(`http://127.0.0.1:${httpPort}/v1/traces`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/x-protobuf' },
+    body,
+  });
+  assert.equal(res.status, 503);
+  await res.arrayBuffer();
+  await new Promise((r) => setTimeout(r, 200));
+  assert.ok(!fs.existsSync(out) || fs.readFileSync(out, 'utf8') === '');
+});
