@@ -61,7 +61,7 @@ if [ -z "${SKIP_ASAN:-}" ]; then
     echo "== sanitizer build (address, undefined)"
     export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=1}
     export UBSAN_OPTIONS=${UBSAN_OPTIONS:-halt_on_error=1:print_stacktrace=1}
-    build_and_test build-asan "sanitizers" -Db_sanitize=address,undefined -Db_lundef=false \
+    CC=clang build_and_test build-asan "sanitizers" -Db_sanitize=address,undefined -Db_lundef=false \
         --buildtype=debug
     sanitized_bin="$root/build-asan/proflink"
 fi
