@@ -4,7 +4,12 @@
 // and come out of the file transformed: resource attribute inserted, e-mail
 // hashed (SHA-256 hex), URL parts extracted, card numbers masked, and the
 // requests merged into one batch. A second instance with a 1 MiB memory limit
-// answers 503 (retryable) to the same request.
+// answers 503 (retryable) to the same request. A profile uploaded by the
+// Pyroscope Node.js SDK (saved fixture) goes through redaction, attributes
+// and batch: function and file names matching the patterns are gone from the
+// whole string table, every sample gets the inserted label, two uploads are
+// merged into one re-indexed request, and totals per sample type, per leaf
+// function and per span are those pprof-format computes from the upload.
 //
 // Run: cd tests/interop && PROFLINK_BIN=../../build-<you>/proflink node --test processors.test.mjs
 import { test, before, after } from 'node:test';
@@ -17,6 +22,10 @@ import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 
+import http from 'node:http';
+import zlib from 'node:zlib';
+
+import { Profile } from 'pprof-format';
 import { SpanKind } from '@opentelemetry/api';
 import { resourceFromAttributes } from '@opentelemetry/resources';
 import {
@@ -69,8 +78,10 @@ async function until(cond, ms = 10000) {
   return false;
 }
 
-async function startProflink(name, processorsYaml, pipelineProcessors, outFile) {
+async function startProflink(name, processorsYaml, pipelineProcessors, outFile,
+  signal = 'traces') {
   const httpPort = await freePort();
+  const pyroPort = await freePort();
   const metricsPort = await freePort();
   const config = `
 receivers:
@@ -78,6 +89,8 @@ receivers:
     protocols:
       http:
         endpoint: 127.0.0.1:${httpPort}
+  pyroscope:
+    endpoint: 127.0.0.1:${pyroPort}
 processors:
 ${processorsYaml}
 exporters:
@@ -88,7 +101,7 @@ service:
     logs: { level: error }
     metrics: { address: 127.0.0.1:${metricsPort} }
   pipelines:
-    traces: { receivers: [otlp], processors: [${pipelineProcessors}], exporters: [file] }
+    ${signal}: { receivers: [${signal === 'profiles' ? 'pyroscope' : 'otlp'}], processors: [${pipelineProcessors}], exporters: [file] }
 `;
   const cfg = path.join(tmp, `${name}.yaml`);
   fs.writeFileSync(cfg, config);
@@ -96,8 +109,8 @@ service:
   proc.stderrText = '';
   proc.stderr.on('data', (d) => { proc.stderrText += d; });
   procs.push(proc);
-  await waitListening(httpPort);
-  return { proc, httpPort };
+  await waitListening(signal === 'profiles' ? pyroPort : httpPort);
+  return { proc, httpPort, pyroPort };
 }
 
 function makeSpans(service, n, offset) {
@@ -209,4 +222,121 @@ test('memory_limiter above its limit answers 503 and the data is not written', a
   await res.arrayBuffer();
   await new Promise((r) => setTimeout(r, 200));
   assert.ok(!fs.existsSync(out) || fs.readFileSync(out, 'utf8') === '');
+});
+
+// ---- profiles ------------------------------------------------------------------
+
+const FIXTURE = path.join(here, 'fixtures', 'nodejs_wall.pprof.gz');
+const big = (v) => (typeof v === 'bigint' ? v : BigInt(v ?? 0));
+const mapObj = (m) => Object.fromEntries([...m].sort().map(([k, v]) => [k, String(v)]));
+const add = (m, k, v) => m.set(k, (m.get(k) ?? 0n) + v);
+
+// Totals of the upload as pprof-format reads it, with function names passed
+// through `rename` (what redaction should have done).
+function pprofTotals(buf, rename) {
+  const p = Profile.decode(zlib.gunzipSync(buf));
+  const str = (i) => p.stringTable.strings[Number(i)] ?? '';
+  const fnName = new Map(p.function.map((f) => [String(f.id), rename(str(f.name))]));
+  const locFn = new Map(p.location.map((l) => [String(l.id),
+    l.line.length ? fnName.get(String(l.line[0].functionId)) : '']));
+  const types = p.sampleType.map((t) => `${str(t.type)}/${str(t.unit)}`);
+  const out = { byType: new Map(), byFn: new Map(), bySpan: new Map() };
+  for (const s of p.sample) {
+    const leaf = s.locationId.length ? locFn.get(String(s.locationId[0])) : '';
+    let span = '';
+    for (const l of s.label) if (str(l.key) === 'span_id') span = str(l.str);
+    s.value.forEach((v, i) => {
+      add(out.byType, types[i], big(v));
+      add(out.byFn, `${types[i]}|${leaf}`, big(v));
+      if (span) add(out.bySpan, `${types[i]}|${span}`, big(v));
+    });
+  }
+  return out;
+}
+
+function otlpTotals(req) {
+  const out = { byType: new Map(), byFn: new Map(), bySpan: new Map(), labels: [] };
+  const d = req.dictionary ?? {};
+  const strs = d.stringTable ?? [];
+  const fnName = (fi) => strs[(d.functionTable?.[fi ?? 0] ?? {}).nameStrindex ?? 0] ?? '';
+  const locFn = (li) => {
+    const loc = d.locationTable?.[li ?? 0] ?? {};
+    return loc.lines?.length ? fnName(loc.lines[0].functionIndex) : '';
+  };
+  for (const rp of req.resourceProfiles ?? []) {
+    for (const sp of rp.scopeProfiles ?? []) {
+      for (const prof of sp.profiles ?? []) {
+        const st = prof.sampleType ?? {};
+        const type = `${strs[st.typeStrindex ?? 0]}/${strs[st.unitStrindex ?? 0]}`;
+        for (const s of prof.samples ?? []) {
+          const locs = d.stackTable?.[s.stackIndex ?? 0]?.locationIndices ?? [];
+          const leaf = locs.length ? locFn(locs[0]) : '';
+          const span = s.linkIndex ? d.linkTable[s.linkIndex].spanId : '';
+          const v = (s.values ?? []).reduce((a, x) => a + BigInt(x), 0n);
+          add(out.byType, type, v);
+          add(out.byFn, `${type}|${leaf}`, v);
+          if (span) add(out.bySpan, `${type}|${span}`, v);
+          out.labels.push(Object.fromEntries((s.attributeIndices ?? []).map((i) => {
+            const a = d.attributeTable[i];
+            return [strs[a.keyStrindex ?? 0], a.value?.stringValue ?? strs[a.value?.stringValueStrindex ?? 0]];
+          })));
+        }
+      }
+    }
+  }
+  return out;
+}
+
+function post(port, p, body) {
+  return new Promise((resolve, reject) => {
+    const req = http.request({ host: '127.0.0.1', port, path: p, method: 'POST',
+      headers: { 'content-type': 'application/octet-stream' }, agent: false }, (res) => {
+      const chunks = [];
+      res.on('data', (c) => chunks.push(c));
+      res.on('end', () => resolve({ status: res.statusCode, body: Buffer.concat(chunks) }));
+    });
+    req.on('error', reject);
+    req.end(body);
+  });
+}
+
+test('Pyroscope SDK profiles: function and file names redacted, labels added, uploads merged', async () => {
+  assert.ok(fs.existsSync(FIXTURE), `fixture ${FIXTURE}`);
+  const out = path.join(tmp, 'profiles.jsonl');
+  const { pyroPort } = await startProflink('profiles', `
+  redaction:
+    functions: ['burnCpuForSpan']
+    files: ['^/work/']
+  attributes:
+    actions:
+      - { key: env, action: insert, value: prod }
+  batch:
+    send_batch_size: 100000
+    timeout: 300ms
+`, 'redaction, attributes, batch', out, 'profiles');
+  const body = fs.readFileSync(FIXTURE);
+  for (let i = 0; i < 2; i++) {
+    const r = await post(pyroPort, '/ingest?name=fixture-app&from=1700000000&until=1700000010&format=pprof&spyName=nodespy', body);
+    assert.equal(r.status, 200, r.body.toString());
+  }
+  const lines = () => (fs.existsSync(out)
+    ? fs.readFileSync(out, 'utf8').split('\n').filter((l) => l) : []);
+  assert.ok(await until(() => lines().length >= 1), 'nothing written');
+  await new Promise((r) => setTimeout(r, 500));
+  const reqs = lines().map((l) => JSON.parse(l));
+  assert.equal(reqs.length, 1, 'both uploads in one merged request');
+  const req = reqs[0];
+  for (const s of req.dictionary.stringTable) {
+    assert.ok(!s.includes('burnCpuForSpan'), `string table still holds ${s}`);
+    assert.ok(!s.startsWith('/work/'), `string table still holds ${s}`);
+  }
+  const rename = (n) => (n.includes('burnCpuForSpan') ? '[REDACTED]' : n);
+  const one = pprofTotals(body, rename);
+  const twice = (m) => new Map([...m].map(([k, v]) => [k, 2n * v]));
+  const got = otlpTotals(req);
+  assert.deepEqual(mapObj(got.byType), mapObj(twice(one.byType)));
+  assert.deepEqual(mapObj(got.byFn), mapObj(twice(one.byFn)));
+  assert.deepEqual(mapObj(got.bySpan), mapObj(twice(one.bySpan)));
+  assert.ok([...got.byFn.keys()].some((k) => k.endsWith('|[REDACTED]')));
+  assert.ok(got.labels.length > 0 && got.labels.every((l) => l.env === 'prod'));
 });
