@@ -2529,7 +2529,8 @@ pl_status pl_store_query_trace(pl_store *s, const uint8_t trace_id[16], size_t t
     rc = fetch_rows(samples, true, &rows);
     if (rc != SQLITE_OK)
         goto done;
-    qsort(rows.v, rows.n, sizeof(prow), cmp_prow_span);
+    if (rows.n)
+        qsort(rows.v, rows.n, sizeof(prow), cmp_prow_span);
     for (size_t i = 0; i < n; i++)
         if (!u64_map_put(&index, (uint64_t)span_id_int(tmp[i].span_id), (int64_t)i + 1)) {
             rc = SQLITE_NOMEM;

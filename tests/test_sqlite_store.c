@@ -1091,6 +1091,8 @@ static void test_corrupted_pages_store(void)
 
 /* ---- the exporter ------------------------------------------------------- */
 
+static const char *cfg_retention, *cfg_max_size, *cfg_interval; /* NULL: defaults */
+
 static void *exporter_config(const char *path, const char *endpoint, const char *busy)
 {
     const pl_cfg_section *sec = pl_exporter_sqlite.config;
@@ -1104,6 +1106,12 @@ static void *exporter_config(const char *path, const char *endpoint, const char 
             *(char **)slot = strdup(path);
         } else if (strcmp(f->key, "busy_timeout") == 0 && busy) {
             pl_parse_duration(busy, (int64_t *)slot);
+        } else if (strcmp(f->key, "retention") == 0 && cfg_retention) {
+            pl_parse_duration(cfg_retention, (int64_t *)slot);
+        } else if (strcmp(f->key, "retention_interval") == 0 && cfg_interval) {
+            pl_parse_duration(cfg_interval, (int64_t *)slot);
+        } else if (strcmp(f->key, "max_size") == 0 && cfg_max_size) {
+            pl_parse_size(cfg_max_size, (uint64_t *)slot);
         } else if (strcmp(f->key, "api") == 0) {
             for (const pl_cfg_field *g = f->section->fields; g->key; g++)
                 if (strcmp(g->key, "endpoint") == 0) {
@@ -1123,6 +1131,13 @@ typedef struct exp_fixture {
     void *cfg;
 } exp_fixture;
 
+static uint64_t exp_now;
+static uint64_t exp_clock(void *arg)
+{
+    (void)arg;
+    return __atomic_load_n(&exp_now, __ATOMIC_SEQ_CST);
+}
+
 static bool exp_start(exp_fixture *e, const char *path, const char *busy)
 {
     memset(e, 0, sizeof(*e));
@@ -1136,6 +1151,9 @@ static bool exp_start(exp_fixture *e, const char *path, const char *busy)
     set.loop = &e->loop;
     set.stats = e->stats;
     set.signals = PL_SIGNAL_MASK(PL_SIGNAL_TRACES) | PL_SIGNAL_MASK(PL_SIGNAL_PROFILES);
+    if (exp_now) {
+        set.clock.now_ns = exp_clock;
+    }
     pl_err err = {{0}};
     if (pl_exporter_sqlite.create(&set, e->cfg, &e->self, &err) != PL_OK) {
         fprintf(stderr, "  create: %s\n", err.msg);
@@ -1258,6 +1276,95 @@ static void test_exporter_locked_database(void)
     CHECK(st == PL_OK);
     exp_drain(&e);
     CHECK_EQ_UINT(pl_stats_get(e.stats, PL_SIGNAL_TRACES, PL_STAT_SENT), 4);
+    exp_stop(&e);
+}
+
+/* Retention runs on the exporter's writer thread, with the injected clock. */
+static void test_exporter_retention(void)
+{
+    char path[512];
+    fresh_path(path, sizeof(path), "store.db");
+    exp_now = BASE + S(600);
+    cfg_retention = "1h";
+    cfg_interval = "50ms";
+    exp_fixture e;
+    bool started = exp_start(&e, path, NULL);
+    cfg_retention = cfg_interval = NULL;
+    REQUIRE(started);
+    CHECK(exp_export(&e, traces_batch("shop", shop_trace, 4)) == PL_OK);
+    CHECK(exp_export(&e, shop_profile()) == PL_OK);
+    exp_drain(&e);
+    CHECK_EQ_UINT(pl_stats_get(e.stats, PL_SIGNAL_TRACES, PL_STAT_SENT), 4);
+    pl_store *r = open_ro(path);
+    REQUIRE(r);
+    pl_trace_list list;
+    pl_trace_query q = {0};
+    pl_err err = {{0}};
+    REQUIRE(pl_store_query_traces(r, &q, &list, &err) == PL_OK);
+    CHECK_EQ_UINT(list.n, 1); /* 10 minutes old: kept */
+    pl_trace_list_free(&list);
+    /* two hours later, the next pass deletes it */
+    __atomic_store_n(&exp_now, BASE + S(7200), __ATOMIC_SEQ_CST);
+    bool gone = false;
+    for (int i = 0; i < 300 && !gone; i++) {
+        uv_sleep(10);
+        uv_run(&e.loop, UV_RUN_NOWAIT);
+        REQUIRE(pl_store_query_traces(r, &q, &list, &err) == PL_OK);
+        gone = list.n == 0;
+        pl_trace_list_free(&list);
+    }
+    CHECK(gone);
+    pl_profile_query pq = {0};
+    pq.scope = PL_PROFILE_SERVICE;
+    pq.service = "shop";
+    pl_profile_result pr;
+    REQUIRE(pl_store_query_profile(r, &pq, &pr, &err) == PL_OK);
+    CHECK_EQ_UINT(pr.n_stacks, 0);
+    pl_profile_result_free(&pr);
+    pl_store_close(r);
+    exp_stop(&e);
+    exp_now = 0;
+}
+
+/* Past max_size, the oldest data goes after the next transaction. */
+static void test_exporter_size_limit(void)
+{
+    char path[512];
+    fresh_path(path, sizeof(path), "store.db");
+    cfg_max_size = "2MiB";
+    exp_fixture e;
+    bool started = exp_start(&e, path, NULL);
+    cfg_max_size = NULL;
+    REQUIRE(started);
+    span_spec specs[5];
+    for (uint32_t t = 1; t <= 3000; t++) {
+        uint64_t start = BASE + S(t);
+        specs[0] = (span_spec){t, 0, -1, "GET /a/rather/long/route/name", start, start + MS(9), 0};
+        for (int k = 1; k < 5; k++)
+            specs[k] = (span_spec){t, k, 0, "child span", start + MS(k), start + MS(k + 1), 0};
+        pl_status st;
+        pl_batch *b = traces_batch("shop", specs, 5);
+        while ((st = pl_exporter_sqlite.export(e.self, b)) == PL_ERR_REFUSED)
+            exp_drain(&e);
+        CHECK(st == PL_OK);
+        pl_batch_free(b);
+        if (t % 500 == 0)
+            exp_drain(&e);
+    }
+    exp_drain(&e);
+    CHECK_EQ_UINT(pl_stats_get(e.stats, PL_SIGNAL_TRACES, PL_STAT_SENT), 15000);
+    pl_store *r = open_ro(path);
+    REQUIRE(r);
+    CHECK(pl_store_size(r) <= 2u * 1024 * 1024);
+    uint8_t tid[16];
+    pl_trace_detail d;
+    pl_err err = {{0}};
+    make_trace_id(3000, tid);
+    CHECK(pl_store_query_trace(r, tid, 3, &d, &err) == PL_OK); /* the newest stays */
+    pl_trace_detail_free(&d);
+    make_trace_id(1, tid);
+    CHECK(pl_store_query_trace(r, tid, 3, &d, &err) == PL_ERR_NOT_FOUND);
+    pl_store_close(r);
     exp_stop(&e);
 }
 
@@ -1452,6 +1559,8 @@ int main(void)
     PL_RUN(test_exporter_round_trip);
     PL_RUN(test_exporter_corrupt_file);
     PL_RUN(test_exporter_locked_database);
+    PL_RUN(test_exporter_retention);
+    PL_RUN(test_exporter_size_limit);
     PL_RUN(test_json_api);
     PL_RUN(test_svg_is_self_contained);
     int rc = pl_test_done();
