@@ -240,5 +240,35 @@ kill -TERM "$PID"
 wait "$PID"
 PID=
 
+# ---- configuration errors and a taken API port ---------------------------
+sed 's/^    path: .*/&\n    busy_timeout: 0s/' "$TMP/collector.yaml" >"$TMP/bad.yaml"
+"$BIN" validate --config "$TMP/bad.yaml" >"$TMP/out" 2>&1
+check "validate: a bad sqlite setting names the file, line and key" \
+    sh -c "[ $? -ne 0 ] && grep -q 'bad.yaml:[0-9]*:[0-9]*:.*busy_timeout' '$TMP/out'"
+
+python3 -c '
+import socket, sys, time
+s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+s.bind(("127.0.0.1", int(sys.argv[1]))); s.listen(1); time.sleep(30)' "$API" &
+HOLDER=$!
+sleep 0.3
+"$BIN" --config "$TMP/collector.yaml" 2>"$TMP/log3" &
+PID=$!
+i=0
+while [ $i -lt 100 ]; do
+    code=$(curl -s -o /dev/null -w '%{http_code}' "http://127.0.0.1:$TEL/health" 2>/dev/null)
+    [ "$code" = 200 ] && break
+    sleep 0.05
+    i=$((i + 1))
+done
+check "the query API port is taken: proflink runs anyway and says so" \
+    sh -c "[ '$code' = 200 ] && grep -q 'query API disabled' '$TMP/log3'"
+check "... and still stores" test "$(post /v1/traces "$TMP/traces.json")" = 200
+kill -TERM "$PID"
+wait "$PID"
+PID=
+kill "$HOLDER" 2>/dev/null
+wait "$HOLDER" 2>/dev/null
+
 echo "1..$N"
 [ "$FAILS" -eq 0 ]
