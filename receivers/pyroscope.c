@@ -63,8 +63,10 @@ static const pl_cfg_field pyroscope_fields[] = {
      "host:port to listen on (HTTP/1.1 and h2c)", NULL},
     {"max_request_body_size", PL_CFG_SIZE, "20MiB", offsetof(pyroscope_cfg, max_request_body_size),
      "largest request body accepted (413 above it)", NULL},
-    {"max_decompressed_size", PL_CFG_SIZE, "64MiB", offsetof(pyroscope_cfg, max_decompressed_size),
-     "largest body or pprof after gunzip (413 above it)", NULL},
+    {"max_decompressed_size", PL_CFG_SIZE, "20MiB", offsetof(pyroscope_cfg, max_decompressed_size),
+     "largest body or pprof after gunzip (413 above it; the otlp receiver checks its body limit "
+     "after decompression too)",
+     NULL},
     {"max_connections", PL_CFG_INT, "1024", offsetof(pyroscope_cfg, max_connections),
      "simultaneous client connections", NULL},
     {NULL, 0, NULL, 0, NULL, NULL},

@@ -395,6 +395,19 @@ static void test_ingest_bad_input(void)
     post("/ingest?name=app&format=pprof", "application/octet-stream", huge, big, &r);
     CHECK_EQ_INT(r.status, 413);
     free(huge);
+    /* a gzip bomb: small on the wire, over max_decompressed_size inflated */
+    {
+        size_t n = 30u << 20;
+        uint8_t *zeros = calloc(1, n);
+        pl_buf bomb;
+        pl_buf_init(&bomb);
+        pl_gzip(zeros, n, &bomb);
+        free(zeros);
+        CHECK(bomb.len < (1u << 20));
+        post("/ingest?name=app&format=pprof", "application/octet-stream", bomb.data, bomb.len, &r);
+        expect_error(&r, 413, "decompressed size");
+        pl_buf_free(&bomb);
+    }
     /* wrong method, unknown path */
     get("/ingest", &r);
     CHECK_EQ_INT(r.status, 405);
