@@ -9,7 +9,8 @@
  *
  * /ingest picks the body format as Pyroscope does (shared/spec/pyroscope.md
  * §1.2): pprof (raw or gzipped), multipart/form-data with a `profile` part
- * (and optional `sample_type_config`), folded stacks ("groups", the
+ * (and an optional `sample_type_config`, checked but not applied: see
+ * check_sample_type_config), folded stacks ("groups", the
  * default), `lines`. Multipart is recognised from the Content-Type even when
  * format=pprof is also given (upstream would fail that request). The binary
  * legacy formats (trie, tree) and JFR/speedscope are answered 400
@@ -504,61 +505,23 @@ static void add_tenant(pl_batch *batch, const pl_http_request *req)
     batch->metadata.n = 1;
 }
 
-/* Applies sample_type_config (display-name, units) to the profiles of the
- * last resource of the batch. */
-static pl_status apply_sample_type_config(pl_batch *batch, pl_bytes json, pl_err *err)
+/* Checks a sample_type_config part. Pyroscope uses it only to pick the
+ * series name and for its legacy storage metadata (units, aggregation); the
+ * pprof's own sample types and units are what it stores and what profile
+ * type ids are built from, so proflink keeps the profile as it is and only
+ * refuses a part that is not a JSON object. */
+static pl_status check_sample_type_config(pl_bytes json, pl_err *err)
 {
     json_tokener *tok = json_tokener_new();
     if (!tok)
         return pl_errf(err, PL_ERR_NOMEM, "out of memory");
     json_object *cfg = json_tokener_parse_ex(tok, (const char *)json.ptr, (int)json.len);
     json_tokener_free(tok);
-    if (!cfg || !json_object_is_type(cfg, json_type_object)) {
-        json_object_put(cfg);
-        return pl_errf(err, PL_ERR_INVALID, "multipart: sample_type_config is not a JSON object");
-    }
-    pl_profiles *ps = &batch->data.profiles;
-    pl_status st = PL_OK;
-    if (ps->n_resources) {
-        pl_resource_profiles *rp = &ps->resources[ps->n_resources - 1];
-        for (uint32_t s = 0; s < rp->n_scopes; s++) {
-            for (uint32_t i = 0; i < rp->scopes[s].n_profiles; i++) {
-                pl_profile *p = &rp->scopes[s].profiles[i];
-                pl_bytes type = pl_dict_string(&ps->dict, p->sample_type.type_strindex);
-                char key[256];
-                if (type.len >= sizeof(key))
-                    continue;
-                memcpy(key, type.ptr, type.len);
-                key[type.len] = '\0';
-                json_object *entry, *v;
-                if (!json_object_object_get_ex(cfg, key, &entry) ||
-                    !json_object_is_type(entry, json_type_object))
-                    continue;
-                if (json_object_object_get_ex(entry, "display-name", &v) &&
-                    json_object_is_type(v, json_type_string) && json_object_get_string_len(v)) {
-                    pl_bytes b = pl_batch_bytes(batch, json_object_get_string(v),
-                                                (size_t)json_object_get_string_len(v));
-                    int32_t idx = pl_dict_intern_string(&batch->arena, &ps->dict, b);
-                    if (idx < 0)
-                        st = pl_errf(err, PL_ERR_NOMEM, "out of memory");
-                    else
-                        p->sample_type.type_strindex = idx;
-                }
-                if (json_object_object_get_ex(entry, "units", &v) &&
-                    json_object_is_type(v, json_type_string) && json_object_get_string_len(v)) {
-                    pl_bytes b = pl_batch_bytes(batch, json_object_get_string(v),
-                                                (size_t)json_object_get_string_len(v));
-                    int32_t idx = pl_dict_intern_string(&batch->arena, &ps->dict, b);
-                    if (idx < 0)
-                        st = pl_errf(err, PL_ERR_NOMEM, "out of memory");
-                    else
-                        p->sample_type.unit_strindex = idx;
-                }
-            }
-        }
-    }
+    bool ok = cfg && json_object_is_type(cfg, json_type_object);
     json_object_put(cfg);
-    return st;
+    if (!ok)
+        return pl_errf(err, PL_ERR_INVALID, "multipart: sample_type_config is not a JSON object");
+    return PL_OK;
 }
 
 /* ---- /ingest ---------------------------------------------------------------- */
@@ -598,7 +561,7 @@ static ingest_format pick_format(const char *format, const char *ctype, size_t c
 
 #define MAX_PARTS 16
 
-static pl_status ingest_multipart(pl_pprof_builder *b, pl_batch *batch, const pl_http_request *req,
+static pl_status ingest_multipart(pl_pprof_builder *b, const pl_http_request *req,
                                   const char *ctype, size_t ctype_len, const pl_pprof_meta *meta,
                                   pl_err *err)
 {
@@ -623,7 +586,7 @@ static pl_status ingest_multipart(pl_pprof_builder *b, pl_batch *batch, const pl
         return st;
     const pl_multipart_part *stc = pl_multipart_find(parts, n, "sample_type_config");
     if (stc && stc->data.len)
-        st = apply_sample_type_config(batch, stc->data, err);
+        st = check_sample_type_config(stc->data, err);
     return st;
 }
 
@@ -714,7 +677,7 @@ static void handle_ingest(pyroscope *r, pl_http_request *req, pl_http_response *
         }
         st = pl_pprof_builder_add(b, req->body, req->body_len, &um.meta, &err);
     } else if (fmt == FMT_MULTIPART) {
-        st = ingest_multipart(b, batch, req, ctype, ctype_len, &um.meta, &err);
+        st = ingest_multipart(b, req, ctype, ctype_len, &um.meta, &err);
     } else {
         /* Folded text: counts are samples at sampleRate Hz. */
         long hz = rate ? strtol(rate, NULL, 10) : 100;
