@@ -208,6 +208,7 @@ typedef struct otlp_receiver {
     pl_http_server_options grpc_opt, http_opt;
     char grpc_name[160], http_name[160];
     pl_http_server *grpc_server, *http_server;
+    uint64_t *refused_requests; /* refused before decoding: memory short */
 } otlp_receiver;
 
 static void normalize_path(char *dst, size_t cap, const char *src)
@@ -227,6 +228,10 @@ static pl_status otlp_create(const pl_create_settings *settings, const void *con
     snprintf(r->id, sizeof(r->id), "%s", settings->id ? settings->id : "otlp");
     r->loop = settings->loop;
     r->stats = settings->stats;
+    r->refused_requests =
+        r->stats ? pl_stats_counter(r->stats, "refused_requests",
+                                    "requests refused before decoding because memory is short")
+                 : NULL;
     for (int s = 0; s < PL_SIGNAL_COUNT; s++)
         r->next[s] = settings->next[s];
     const otlp_grpc_config *g = &cfg->protocols.grpc;
@@ -441,6 +446,20 @@ static pl_signal grpc_signal_of(const char *path, bool *known)
     return PL_SIGNAL_TRACES;
 }
 
+/* While the memory_limiter says memory is short, refuse before spending
+ * CPU and memory on decompressing and decoding: the pipeline would refuse
+ * the batch anyway. Clients are told to retry. */
+static bool memory_short(otlp_receiver *r)
+{
+    if (pl_memory_state_get() == PL_MEMORY_OK)
+        return false;
+    if (r->refused_requests)
+        (*r->refused_requests)++;
+    return true;
+}
+
+static const char memory_short_message[] = "memory limit reached, retry later";
+
 /* ---- gRPC --------------------------------------------------------------- */
 
 static void grpc_handler(void *arg, pl_http_request *req, pl_http_response *res)
@@ -463,6 +482,11 @@ static void grpc_handler(void *arg, pl_http_request *req, pl_http_response *res)
         snprintf(msg, sizeof(msg), "unknown service: no %s pipeline takes this receiver",
                  pl_signal_name(signal));
         pl_grpc_respond_error(res, PL_GRPC_UNIMPLEMENTED, msg, -1);
+        return;
+    }
+    if (memory_short(r)) {
+        pl_grpc_respond_error(res, PL_GRPC_UNAVAILABLE, memory_short_message,
+                              (int64_t)PL_RETRY_AFTER_SECONDS * 1000000000);
         return;
     }
     pl_err err = {{0}};
@@ -628,6 +652,10 @@ static void http_handler(void *arg, pl_http_request *req, pl_http_response *res)
         snprintf(err.msg, sizeof(err.msg), "request body larger than %zu bytes",
                  r->max_request_body_size);
         http_status_answer(res, format, 413, err.msg, false);
+        return;
+    }
+    if (memory_short(r)) {
+        http_status_answer(res, format, 503, memory_short_message, true);
         return;
     }
     uint8_t *owner;

@@ -593,6 +593,24 @@ static void test_http_back_pressure(void)
     CHECK(strstr(a.head, "Retry-After: 1") != NULL);
     CHECK_EQ_UINT(pl_stats_get(r.stats, PL_SIGNAL_TRACES, PL_STAT_REFUSED), 8);
     CHECK_EQ_UINT(pl_stats_get(r.stats, PL_SIGNAL_TRACES, PL_STAT_ACCEPTED), 0);
+    /* memory short (memory_limiter's state): refused before decoding */
+    capture_reset(PL_OK);
+    pl_memory_state_set(PL_MEMORY_SOFT);
+    http_post(r.http_port, "POST", "/v1/traces", "Content-Type: application/x-protobuf\r\n",
+              req.data, req.len, &a);
+    CHECK_EQ_INT(a.status, 503);
+    CHECK(strstr(a.head, "Retry-After: 1") != NULL);
+    grpc_answer g;
+    grpc_call(r.grpc_port, "/opentelemetry.proto.collector.trace.v1.TraceService/Export",
+              "application/grpc", NULL, req.data, req.len, false, &g);
+    CHECK_EQ_INT(g.grpc_status, 14);
+    CHECK(g.has_details);
+    pl_memory_state_set(PL_MEMORY_OK);
+    CHECK_EQ_INT(cap.batches, 0);
+    http_post(r.http_port, "POST", "/v1/traces", "Content-Type: application/x-protobuf\r\n",
+              req.data, req.len, &a);
+    CHECK_EQ_INT(a.status, 200);
+    CHECK_EQ_INT(cap.batches, 1);
     pl_buf_free(&req);
     stop_receiver(&r);
 }
