@@ -466,9 +466,14 @@ typedef struct apply_ctx {
     pl_value *values; /* [n] */
     bool *copied;     /* [n] */
     pl_match *groups;
-    char *scratch; /* for value-to-string conversions */
-    size_t scratch_cap;
     bool oom;
+    /* Profiles: string indices of keys already interned in this batch, so
+     * that each distinct attribute set does not rescan the string table. */
+    struct {
+        pl_bytes key;
+        int32_t index;
+    } key_cache[16];
+    unsigned n_key_cache;
 } apply_ctx;
 
 static bool apply_ctx_init(apply_ctx *c, const attr_engine *e, pl_batch *batch)
@@ -486,7 +491,7 @@ static bool apply_ctx_init(apply_ctx *c, const attr_engine *e, pl_batch *batch)
 
 static void apply_ctx_done(apply_ctx *c)
 {
-    free(c->scratch);
+    (void)c; /* everything lives in the batch arena */
 }
 
 static bool ensure_copied(apply_ctx *c, size_t i)
@@ -1044,9 +1049,18 @@ static bool rewrite_sample_attrs(apply_ctx *c, pl_dictionary *dict, const int32_
             }
         }
         if (idx < 0) {
-            int32_t key = pl_dict_intern_string(arena, dict, kv->key);
-            if (key < 0)
-                return false;
+            int32_t key = -1;
+            for (unsigned k = 0; k < c->n_key_cache && key < 0; k++)
+                if (pl_bytes_eq(c->key_cache[k].key, kv->key))
+                    key = c->key_cache[k].index;
+            if (key < 0) {
+                key = pl_dict_intern_string(arena, dict, kv->key);
+                if (key < 0)
+                    return false;
+                unsigned slot = c->n_key_cache < 16 ? c->n_key_cache++ : (unsigned)key % 16;
+                c->key_cache[slot].key = kv->key;
+                c->key_cache[slot].index = key;
+            }
             idx = pl_dict_add_attribute(arena, dict, key, kv->value, 0);
             if (idx < 0)
                 return false;
