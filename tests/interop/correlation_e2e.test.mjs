@@ -10,6 +10,9 @@
 //            the SDK only labelled the span id), span_name, root_span_name,
 //            service.name and http.route (taken from the root for the child).
 //
+// A second test checks that a reload (SIGHUP) flushes what the processor
+// holds, through the real binary.
+//
 // The application code runs in this process: a request is a server span
 // (http.route set) with a child span; each does CPU work inside
 // Pyroscope.wrapWithLabels({span_id}), as span-profile integrations do.
@@ -270,5 +273,63 @@ test('spans and Pyroscope samples are joined and enriched on both sides', { time
           }
   }
   assert.ok(linkedSamples > 10, `linked samples exported (${linkedSamples})`);
+  fs.rmSync(dir, { recursive: true, force: true });
+});
+
+test('a reload flushes held spans downstream', { timeout: 60000 }, async () => {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'proflink-corr-'));
+  const otlpPort = await freePort();
+  const metricsPort = await freePort();
+  const tracesFile = path.join(dir, 'traces.jsonl');
+  const yaml = [
+    'receivers:',
+    '  otlp:',
+    '    protocols:',
+    `      http: { endpoint: "127.0.0.1:${otlpPort}" }`,
+    'processors:',
+    '  correlation: { window: 10m }',
+    'exporters:',
+    `  file: { path: "${tracesFile}", format: json }`,
+    'service:',
+    '  telemetry:',
+    `    metrics: { address: "127.0.0.1:${metricsPort}" }`,
+    '  pipelines:',
+    '    traces: { receivers: [otlp], processors: [correlation], exporters: [file] }',
+    '    profiles: { receivers: [otlp], processors: [correlation], exporters: [file] }',
+    '',
+  ].join('\n');
+  const cfg = path.join(dir, 'collector.yaml');
+  fs.writeFileSync(cfg, yaml);
+  let log = '';
+  const child = spawn(BIN, ['--config', cfg], { stdio: ['ignore', 'ignore', 'pipe'] });
+  children.add(child);
+  child.stderr.on('data', (d) => { log += d.toString(); });
+  const exited = new Promise((resolve) => child.on('exit', (code) => {
+    children.delete(child);
+    resolve(code);
+  }));
+  assert.ok(await until(() => listening(otlpPort), 10000), `proflink listening (log: ${log})`);
+
+  const provider = new BasicTracerProvider({
+    resource: resourceFromAttributes({ 'service.name': 'reload-e2e' }),
+    spanProcessors: [new SimpleSpanProcessor(new OTLPTraceExporter({
+      url: `http://127.0.0.1:${otlpPort}/v1/traces`,
+    }))],
+  });
+  const span = provider.getTracer('e2e').startSpan('held');
+  span.end();
+  await provider.forceFlush();
+  // A profiles pipeline exists, so the span waits for its window (10 min).
+  await new Promise((r) => setTimeout(r, 1000));
+  assert.equal(readLines(tracesFile).length, 0, 'held while the window is open');
+  child.kill('SIGHUP');
+  assert.ok(await until(() => readLines(tracesFile).length > 0, 10000),
+    `flushed by the reload (log: ${log})`);
+  const out = readLines(tracesFile)[0].resourceSpans[0].scopeSpans[0].spans[0];
+  assert.equal(out.spanId, span.spanContext().spanId);
+  assert.ok(/reloaded/.test(log), log);
+  child.kill('SIGTERM');
+  assert.equal(await exited, 0, log);
+  await provider.shutdown();
   fs.rmSync(dir, { recursive: true, force: true });
 });
