@@ -138,8 +138,8 @@ static void read_partial_success(const pl_http_client_result *res, pl_send_resul
     free(inflated);
 }
 
-static void otlp_classify(pl_otlp_exporter *x, pl_signal signal, const pl_http_client_result *res,
-                          pl_send_result *r)
+void pl_otlp_grpc_classify(pl_otlp_exporter *x, pl_signal signal, const pl_http_client_result *res,
+                           pl_send_result *r)
 {
     if (res->transport_error) {
         pl_send_result_set(r, PL_SEND_RETRYABLE, "UNAVAILABLE: %s: %s", x->urls[signal],
@@ -222,7 +222,8 @@ static pl_status otlp_create(const pl_create_settings *settings, const void *con
     headers[n++] = NULL;
 
     pl_otlp_exporter *x = NULL;
-    pl_status st = pl_otlp_exporter_create(settings, cfg, true, headers, otlp_classify, &x, err);
+    pl_status st =
+        pl_otlp_exporter_create(settings, cfg, true, headers, pl_otlp_grpc_classify, &x, err);
     if (st != PL_OK)
         return st;
     const char *ep = cfg->endpoint;

@@ -78,6 +78,12 @@ pl_status pl_otlp_exporter_create(const pl_create_settings *settings,
                                   const char *const *extra_headers, pl_otlp_classify_fn classify,
                                   pl_otlp_exporter **out, pl_err *err);
 
+/* How each exporter reads an answer (exposed for the fuzz target). */
+void pl_otlphttp_classify(pl_otlp_exporter *x, pl_signal signal, const pl_http_client_result *res,
+                          pl_send_result *result);
+void pl_otlp_grpc_classify(pl_otlp_exporter *x, pl_signal signal, const pl_http_client_result *res,
+                           pl_send_result *result);
+
 /* Hooks shared by both descriptors. */
 pl_status pl_otlp_exporter_start(void *self, pl_err *err);
 pl_status pl_otlp_exporter_export(void *self, const pl_batch *batch);

@@ -126,8 +126,8 @@ static void error_body_text(const pl_http_client_result *res, char *out, size_t 
     out[j] = 0;
 }
 
-static void otlphttp_classify(pl_otlp_exporter *x, pl_signal signal,
-                              const pl_http_client_result *res, pl_send_result *r)
+void pl_otlphttp_classify(pl_otlp_exporter *x, pl_signal signal, const pl_http_client_result *res,
+                          pl_send_result *r)
 {
     if (res->transport_error) {
         pl_send_result_set(r, PL_SEND_RETRYABLE, "POST %s: %s", x->urls[signal],
@@ -188,7 +188,7 @@ static pl_status otlphttp_create(const pl_create_settings *settings, const void 
     const char *headers[3] = {"Content-Type", "application/x-protobuf", NULL};
     pl_otlp_exporter *x = NULL;
     pl_status st =
-        pl_otlp_exporter_create(settings, cfg, false, headers, otlphttp_classify, &x, err);
+        pl_otlp_exporter_create(settings, cfg, false, headers, pl_otlphttp_classify, &x, err);
     if (st != PL_OK)
         return st;
     const char *overrides[PL_SIGNAL_COUNT] = {cfg->traces_endpoint, cfg->profiles_endpoint,
