@@ -248,11 +248,16 @@ check "validate: a bad sqlite setting names the file, line and key" \
 
 python3 -c '
 import socket, sys, time
-s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-s.bind(("127.0.0.1", int(sys.argv[1]))); s.listen(1); time.sleep(30)' "$API" &
+s = socket.socket(); s.bind(("127.0.0.1", 0)); s.listen(1)
+open(sys.argv[1], "w").write(str(s.getsockname()[1])); time.sleep(30)' "$TMP/taken" &
 HOLDER=$!
-sleep 0.3
-"$BIN" --config "$TMP/collector.yaml" 2>"$TMP/log3" &
+i=0
+while [ ! -s "$TMP/taken" ] && [ $i -lt 100 ]; do
+    sleep 0.05
+    i=$((i + 1))
+done
+sed "s/127.0.0.1:$API/127.0.0.1:$(cat "$TMP/taken")/" "$TMP/collector.yaml" >"$TMP/taken.yaml"
+"$BIN" --config "$TMP/taken.yaml" 2>"$TMP/log3" &
 PID=$!
 i=0
 while [ $i -lt 100 ]; do
