@@ -43,6 +43,7 @@
 #define DEFAULT_MAX_CONNECTIONS 1024u
 #define DEFAULT_HEADER_TIMEOUT  30000u
 #define DEFAULT_IDLE_TIMEOUT    120000u
+#define DEFAULT_MAX_BUFFERED    (256u * 1024 * 1024)
 #define DEFAULT_MAX_STREAMS     128u
 #define MAX_UNSENT_BYTES        (64u * 1024 * 1024)
 #define PAUSE_READING_AT        (4u * 1024 * 1024) /* unsent answer bytes */
@@ -74,6 +75,8 @@ typedef struct request_parts {
     size_t url_off, url_len;
     pl_buf body;
     bool too_large;
+    size_t *pool;     /* the server's count of buffered body bytes (NULL: none) */
+    size_t accounted; /* this body's share of *pool */
 } request_parts;
 
 struct stream {
@@ -146,6 +149,7 @@ struct pl_http_server {
     int port;
     bool closing;
     int open_handles; /* listener + live connections */
+    size_t buffered;  /* request body bytes held, all connections */
     conn *conns;
     unsigned n_conns;
     bool read_buffer_busy;
@@ -173,6 +177,8 @@ static void options_fill(pl_http_server_options *o)
         o->header_timeout_ms = DEFAULT_HEADER_TIMEOUT;
     if (!o->idle_timeout_ms)
         o->idle_timeout_ms = DEFAULT_IDLE_TIMEOUT;
+    if (!o->max_buffered_bytes)
+        o->max_buffered_bytes = DEFAULT_MAX_BUFFERED;
     if (!o->max_concurrent_streams)
         o->max_concurrent_streams = DEFAULT_MAX_STREAMS;
     if (!o->http1 && !o->h2c)
@@ -194,8 +200,30 @@ static void parts_init(request_parts *p)
     pl_buf_init(&p->body);
 }
 
+/* Gives this body's bytes back to the server-wide budget (after the body
+ * went to the handler, or was dropped). */
+static void parts_release(request_parts *p)
+{
+    if (p->pool)
+        *p->pool -= p->accounted;
+    p->accounted = 0;
+}
+
+/* Takes len bytes from the server-wide budget; false when it is spent. */
+static bool parts_account(request_parts *p, size_t len, size_t limit)
+{
+    if (!p->pool)
+        return true;
+    if (*p->pool + len > limit)
+        return false;
+    *p->pool += len;
+    p->accounted += len;
+    return true;
+}
+
 static void parts_reset(request_parts *p)
 {
+    parts_release(p);
     pl_buf_reset(&p->strings);
     pl_buf_reset(&p->offsets);
     /* A body taken by the handler leaves the buffer empty; a big one left
@@ -211,6 +239,7 @@ static void parts_reset(request_parts *p)
 
 static void parts_free(request_parts *p)
 {
+    parts_release(p);
     pl_buf_free(&p->strings);
     pl_buf_free(&p->offsets);
     pl_buf_free(&p->body);
@@ -542,6 +571,14 @@ static void h1_respond_simple(conn *c, int status, const char *body, bool close_
     conn_write(c, data, n);
 }
 
+static void h1_respond_busy(conn *c)
+{
+    static const char busy[] = "HTTP/1.1 503 Service Unavailable\r\nContent-Type: text/plain; "
+                               "charset=utf-8\r\nRetry-After: 1\r\nContent-Length: 12\r\n"
+                               "Connection: close\r\n\r\nserver busy\n";
+    conn_write_copy(c, busy, sizeof(busy) - 1);
+}
+
 static void h1_respond(pl_http_response *res, int status, const pl_http_header *headers,
                        size_t n_headers, const void *body, size_t body_len)
 {
@@ -717,6 +754,15 @@ static int h1_on_body(http_parser *p, const char *at, size_t len)
         conn_close(c);
         return -1;
     }
+    if (!parts_account(r, len, c->opt->max_buffered_bytes)) {
+        /* All connections together hold too much unfinished request data:
+         * a retryable refusal for this one. */
+        pl_warn(log_name(c), "%s: request data buffered over %zu bytes; refusing", c->peer,
+                c->opt->max_buffered_bytes);
+        h1_respond_busy(c);
+        conn_close(c);
+        return -1;
+    }
     if (r->body.cap == 0 && p->content_length != ULLONG_MAX)
         pl_buf_reserve(&r->body, (size_t)p->content_length);
     pl_buf_append(&r->body, at, len);
@@ -826,6 +872,7 @@ static void h1_dispatch(conn *c, bool too_large)
         req.body = pl_buf_steal(&r->body, &len);
         req.body_len = len;
     }
+    parts_release(r); /* the body is the handler's now */
     pl_http_response res = {.c = c,
                             .head = p->method == HTTP_HEAD,
                             .keep_alive = !too_large && http_should_keep_alive(p) && !p->upgrade};
@@ -897,6 +944,7 @@ static int h2_on_begin_headers(nghttp2_session *session, const nghttp2_frame *fr
     s->c = c;
     s->started_ms = c->socketless ? 0 : uv_now(c->server->loop);
     parts_init(&s->parts);
+    s->parts.pool = c->server ? &c->server->buffered : NULL;
     pl_buf_init(&s->trailer_store);
     s->next = c->streams;
     if (c->streams)
@@ -950,6 +998,18 @@ static int h2_on_data_chunk(nghttp2_session *session, uint8_t flags, int32_t str
     if (r->body.len + len > c->opt->max_body_size) {
         r->too_large = true;
         pl_buf_free(&r->body);
+        parts_release(r);
+        return 0;
+    }
+    if (!parts_account(r, len, c->opt->max_buffered_bytes)) {
+        /* too much unfinished request data on the server: refuse this
+         * stream; REFUSED_STREAM tells the client it is safe to retry */
+        pl_warn(log_name(c), "%s: request data buffered over %zu bytes; refusing stream %d",
+                c->peer, c->opt->max_buffered_bytes, stream_id);
+        s->dispatched = true;
+        pl_buf_free(&r->body);
+        parts_release(r);
+        nghttp2_submit_rst_stream(session, NGHTTP2_FLAG_NONE, stream_id, NGHTTP2_REFUSED_STREAM);
         return 0;
     }
     pl_buf_append(&r->body, data, len);
@@ -1136,6 +1196,7 @@ static void h2_dispatch(conn *c, stream *s)
         req.body = pl_buf_steal(&r->body, &len);
         req.body_len = len;
     }
+    parts_release(r);
     res.head = strcmp(req.method, "HEAD") == 0;
     call_handler(c, &req, &res);
     if (headers != stack_headers)
@@ -1446,6 +1507,7 @@ static void on_connection(uv_stream_t *listener, int status)
     c->handler = server->handler;
     c->arg = server->arg;
     parts_init(&c->h1);
+    c->h1.pool = &server->buffered;
     uv_tcp_init(server->loop, &c->tcp);
     uv_timer_init(server->loop, &c->timer);
     c->tcp.data = c;

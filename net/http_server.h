@@ -76,6 +76,10 @@ typedef struct pl_http_server_options {
     /* Call the handler with req->too_large set instead of answering 413. */
     bool deliver_too_large;
     unsigned max_concurrent_streams; /* HTTP/2 streams per connection; default 128 */
+    /* Request body bytes buffered across all connections (requests not yet
+     * handed to the handler); over it new data is refused with 503 (HTTP/1.1)
+     * or RST_STREAM REFUSED_STREAM (HTTP/2), both retryable. Default 256 MiB. */
+    size_t max_buffered_bytes;
 } pl_http_server_options;
 
 typedef struct pl_http_server pl_http_server;

@@ -482,6 +482,43 @@ static void test_peer_not_reading_is_paused(void)
     stop_server(&r);
 }
 
+static void test_buffered_bytes_budget(void)
+{
+    pl_http_server_options opt = {.max_buffered_bytes = 1000};
+    running r;
+    REQUIRE(start_server(&r, &opt) == 0);
+    char part[700];
+    memset(part, 'p', sizeof(part));
+    int a = connect_to(r.port), b = connect_to(r.port);
+    REQUIRE(a >= 0 && b >= 0);
+    const char *head = "POST /a HTTP/1.1\r\nContent-Length: 800\r\n\r\n";
+    send_all(a, head, strlen(head));
+    send_all(a, part, 600);
+    usleep(100000);
+    send_all(b, head, strlen(head));
+    send_all(b, part, 600);
+    char buf[4096];
+    bool closed;
+    read_some(b, buf, sizeof(buf), 2000, NULL, 0, &closed);
+    CHECK(strstr(buf, "HTTP/1.1 503") != NULL);
+    CHECK(strstr(buf, "Retry-After: 1") != NULL);
+    CHECK(closed);
+    close(b);
+    /* the first request finishes normally, then its bytes are given back */
+    send_all(a, part, 200);
+    read_some(a, buf, sizeof(buf), 2000, "/a 800", 1, &closed);
+    CHECK(strstr(buf, "200 OK") != NULL);
+    int c = connect_to(r.port);
+    send_all(c, head, strlen(head));
+    send_all(c, part, 600);
+    send_all(c, part, 200);
+    read_some(c, buf, sizeof(buf), 2000, "/a 800", 1, &closed);
+    CHECK(strstr(buf, "200 OK") != NULL);
+    close(a);
+    close(c);
+    stop_server(&r);
+}
+
 static void test_max_connections(void)
 {
     pl_http_server_options opt = {.max_connections = 2};
@@ -769,6 +806,21 @@ static void test_h2_oversize_stream(void)
     stop_server(&r);
 }
 
+static void test_h2_buffered_bytes_budget(void)
+{
+    pl_http_server_options opt = {.h2c = true, .max_buffered_bytes = 1000};
+    running r;
+    REQUIRE(start_server(&r, &opt) == 0);
+    uint8_t big[3000];
+    memset(big, 'b', sizeof(big));
+    h2_client cl;
+    CHECK_EQ_INT(h2_run(r.port, "/big", big, sizeof(big), 1, &cl), 1);
+    CHECK_EQ_INT(cl.results[0].error_code, NGHTTP2_REFUSED_STREAM); /* retryable */
+    CHECK_EQ_INT(h2_run(r.port, "/small", big, 500, 1, &cl), 1);
+    CHECK_EQ_INT(cl.results[0].status, 200);
+    stop_server(&r);
+}
+
 static void test_h2_garbage_after_preface(void)
 {
     pl_http_server_options opt = {.h2c = true};
@@ -979,6 +1031,7 @@ int main(void)
     PL_RUN(test_idle_keep_alive_closed);
     PL_RUN(test_garbage_only_hurts_its_connection);
     PL_RUN(test_peer_not_reading_is_paused);
+    PL_RUN(test_buffered_bytes_budget);
     PL_RUN(test_max_connections);
     PL_RUN(test_close_with_open_connections);
     PL_RUN(test_bind_error);
@@ -986,6 +1039,7 @@ int main(void)
     PL_RUN(test_h2_large_body_flow_control);
     PL_RUN(test_h2_trailers_and_trailers_only);
     PL_RUN(test_h2_oversize_stream);
+    PL_RUN(test_h2_buffered_bytes_budget);
     PL_RUN(test_h2_garbage_after_preface);
     PL_RUN(test_h2_slow_stream_reset_alone);
     PL_RUN(test_h2_busy_connection_outlives_header_timeout);
