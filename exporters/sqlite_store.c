@@ -1349,6 +1349,12 @@ static int dict_stack_id(pl_store *s, dict_ids *d, int32_t idx, int64_t *id)
             fns[n++] = fid;
         }
     }
+    if (rc == SQLITE_OK && n == 0) {
+        *id = 0; /* no frames: nothing to draw, the caller skips the sample */
+        if (fns != local)
+            free(fns);
+        return SQLITE_OK;
+    }
     if (rc == SQLITE_OK) {
         pl_buf_reset(&s->frames);
         for (size_t i = n; i-- > 0;)

@@ -622,6 +622,72 @@ static void test_sample_types_and_labels(void)
     pl_store_close(s);
 }
 
+/* Samples at the edges of the model: no stack, indices out of range,
+ * timestamps without values, one value per timestamp. None may crash or
+ * draw an empty frame. */
+static void test_odd_samples(void)
+{
+    char path[512];
+    fresh_path(path, sizeof(path), "store.db");
+    pl_store *s = open_rw(path);
+    REQUIRE(s);
+    prof_builder pb;
+    prof_begin(&pb, "odd", "cpu", "nanoseconds", NULL, NULL, 0, BASE);
+    sample_spec ok = {"main;work", 100, 0, 0, -1, false, NULL};
+    prof_sample(&pb, &ok);
+    pl_sample *smp;
+    /* stack 0 (the empty stack) and a stack index past the table */
+    smp = &pb.p->samples[pb.p->n_samples++];
+    memset(smp, 0, sizeof(*smp));
+    smp->values = pl_batch_alloc(pb.b, sizeof(int64_t));
+    smp->values[0] = 1000;
+    smp->n_values = 1;
+    smp = &pb.p->samples[pb.p->n_samples++];
+    *smp = pb.p->samples[pb.p->n_samples - 2];
+    smp->stack_index = 999;
+    /* link and attribute indices past their tables */
+    smp = &pb.p->samples[pb.p->n_samples++];
+    *smp = pb.p->samples[0];
+    smp->link_index = 77;
+    smp->attribute_indices = pl_batch_alloc(pb.b, 2 * sizeof(int32_t));
+    smp->attribute_indices[0] = -3;
+    smp->attribute_indices[1] = 12345;
+    smp->n_attribute_indices = 2;
+    /* three timestamps, no values: 1 each */
+    smp = &pb.p->samples[pb.p->n_samples++];
+    *smp = pb.p->samples[0];
+    smp->n_values = 0;
+    smp->timestamps_unix_nano = pl_batch_alloc(pb.b, 3 * sizeof(uint64_t));
+    for (int i = 0; i < 3; i++)
+        smp->timestamps_unix_nano[i] = BASE + S(i * 20);
+    smp->n_timestamps = 3;
+    /* two timestamps, a value each */
+    smp = &pb.p->samples[pb.p->n_samples++];
+    *smp = pb.p->samples[0];
+    smp->values = pl_batch_alloc(pb.b, 2 * sizeof(int64_t));
+    smp->values[0] = 10;
+    smp->values[1] = 20;
+    smp->n_values = 2;
+    smp->timestamps_unix_nano = pl_batch_alloc(pb.b, 2 * sizeof(uint64_t));
+    smp->timestamps_unix_nano[0] = BASE;
+    smp->timestamps_unix_nano[1] = BASE + S(30);
+    smp->n_timestamps = 2;
+    CHECK(write_one(s, pb.b) == PL_OK);
+
+    pl_profile_query pq = {0};
+    pq.scope = PL_PROFILE_SERVICE;
+    pq.service = "odd";
+    pl_profile_result pr;
+    pl_err err = {{0}};
+    REQUIRE(pl_store_query_profile(s, &pq, &pr, &err) == PL_OK);
+    CHECK_EQ_UINT(pr.n_stacks, 1);
+    CHECK_EQ_INT(folded_value(&pr, "main;work"), 100 + 100 + 3 + 30);
+    for (size_t i = 0; i < pr.n_stacks; i++)
+        CHECK(pr.stacks[i].frames[0] != 0);
+    pl_profile_result_free(&pr);
+    pl_store_close(s);
+}
+
 static void test_traces_filters_and_order(void)
 {
     char path[512];
@@ -1548,6 +1614,7 @@ int main(void)
     PL_RUN(test_round_trip_samples_then_spans);
     PL_RUN(test_duplicate_spans_and_repeated_samples);
     PL_RUN(test_sample_types_and_labels);
+    PL_RUN(test_odd_samples);
     PL_RUN(test_traces_filters_and_order);
     PL_RUN(test_traces_many_in_window);
     PL_RUN(test_retention_by_age);
