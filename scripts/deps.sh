@@ -9,7 +9,7 @@ PACKAGES=(
   nanopb libnanopb-dev protobuf-compiler
   libuv1-dev libyaml-dev libzstd-dev libsqlite3-dev sqlite3
   libnghttp2-dev libcurl4-openssl-dev zlib1g-dev libjson-c-dev libhttp-parser-dev
-  libfuzzer-14-dev libclang-rt-14-dev
+  libpcre2-dev libfuzzer-14-dev libclang-rt-14-dev
   nodejs npm curl openssl ca-certificates procps
 )
 
