@@ -67,7 +67,8 @@ static const pl_cfg_field sending_queue_fields[] = {
     {"max_bytes", PL_CFG_SIZE, "256MiB", offsetof(pl_sending_queue_config, max_bytes),
      "maximum encoded bytes held; 0 = no limit", NULL},
     {"storage", PL_CFG_STRING, NULL, offsetof(pl_sending_queue_config, storage),
-     "persist the queue in SQLite: a database file, or a directory (one file per exporter); "
+     "persist the queue in SQLite: a database file (for this exporter only), or a directory "
+     "(one file per exporter); "
      "data is committed before it is acknowledged and deleted once the backend accepted it",
      NULL},
     {"fsync", PL_CFG_BOOL, "false", offsetof(pl_sending_queue_config, fsync),
@@ -194,6 +195,8 @@ struct pl_queue {
     int64_t *deletes; /* rows sent, to delete at the end of this loop iteration */
     size_t n_deletes, cap_deletes;
     uv_check_t delete_check;
+    pl_queue *next_storage_user;
+    bool storage_registered;
     ZSTD_CCtx *cctx;
     ZSTD_DCtx *dctx;
 
@@ -299,11 +302,27 @@ char *pl_queue_storage_file(const char *storage, const char *id)
     return out;
 }
 
+/* Queues with storage open in this process. The database is opened with
+ * locking_mode=EXCLUSIVE (one lock for the connection's life instead of
+ * lock calls on every transaction), so two queues must never share a file:
+ * a second one is refused here with a clear message instead of blocking on
+ * the lock. (The lock also keeps a second proflink process away.) */
+static pl_queue *storage_users;
+
 static pl_status storage_open(pl_queue *q, const char *storage, pl_err *err)
 {
     q->db_path = pl_queue_storage_file(storage, q->id);
     if (!q->db_path)
         return pl_errf(err, PL_ERR_NOMEM, "out of memory");
+    for (pl_queue *o = storage_users; o; o = o->next_storage_user)
+        if (strcmp(o->db_path, q->db_path) == 0)
+            return pl_errf(err, PL_ERR_INVALID,
+                           "sending_queue.storage: %s is already used by %s; give each exporter "
+                           "its own file, or a directory",
+                           q->db_path, o->id);
+    q->next_storage_user = storage_users;
+    storage_users = q;
+    q->storage_registered = true;
     size_t len = strlen(storage);
     if (storage[len - 1] == '/')
         mkdir_parents(storage, true);
@@ -325,6 +344,7 @@ static pl_status storage_open(pl_queue *q, const char *storage, pl_err *err)
     char sql[1024];
     snprintf(sql, sizeof(sql),
              "PRAGMA busy_timeout=5000;"
+             "PRAGMA locking_mode=EXCLUSIVE;"
              "PRAGMA page_size=16384;"
              "PRAGMA journal_mode=WAL;"
              "PRAGMA synchronous=%s;"
@@ -1038,6 +1058,14 @@ void pl_queue_destroy(pl_queue *q)
         sqlite3_close(q->db);
     ZSTD_freeCCtx(q->cctx);
     ZSTD_freeDCtx(q->dctx);
+    if (q->storage_registered) {
+        for (pl_queue **p = &storage_users; *p; p = &(*p)->next_storage_user) {
+            if (*p == q) {
+                *p = q->next_storage_user;
+                break;
+            }
+        }
+    }
     free(q->db_path);
     free(q->id);
     pl_buf_free(&q->encoded);

@@ -570,6 +570,39 @@ static void test_storage_keeps_precompressed_payloads_as_they_are(void)
     env_finish(&e);
 }
 
+static void test_two_queues_cannot_share_a_storage_file(void)
+{
+    char path[300];
+    snprintf(path, sizeof(path), "%s/shared.db", tmpdir);
+    env e;
+    env_init(&e, "otlp/a");
+    pl_sending_queue_config qc = qcfg_default();
+    qc.storage = path;
+    pl_retry_config rc = rcfg_fast();
+    e.q = env_open(&e, &qc, &rc);
+    REQUIRE(e.q);
+    pl_create_settings other = e.settings;
+    other.id = "otlp/b";
+    pl_queue_sender sender = {fake_encode, fake_send_fn, &e.f, false};
+    pl_err err = {{0}};
+    pl_queue *q2 = pl_queue_new(&other, &qc, &rc, &sender, &err);
+    CHECK(q2 == NULL);
+    CHECK(strstr(err.msg, "already used by otlp/a") != NULL);
+    if (q2)
+        pl_queue_destroy(q2);
+    /* a directory gives each exporter its own file */
+    snprintf(path, sizeof(path), "%s/shared-dir/", tmpdir);
+    qc.storage = path;
+    pl_queue *qa = pl_queue_new(&e.settings, &qc, &rc, &sender, &err);
+    pl_queue *qb = pl_queue_new(&other, &qc, &rc, &sender, &err);
+    CHECK(qa != NULL && qb != NULL);
+    if (qa)
+        pl_queue_destroy(qa);
+    if (qb)
+        pl_queue_destroy(qb);
+    env_finish(&e);
+}
+
 static void test_storage_shutdown_keeps_unsent_data_for_next_start(void)
 {
     char path[300];
@@ -694,6 +727,7 @@ int main(void)
     PL_RUN(test_kill_9_after_ack_loses_nothing);
     PL_RUN(test_storage_shutdown_keeps_unsent_data_for_next_start);
     PL_RUN(test_storage_keeps_precompressed_payloads_as_they_are);
+    PL_RUN(test_two_queues_cannot_share_a_storage_file);
     PL_RUN(test_memory_queue_drains_after_shutdown);
     PL_RUN(test_destroy_counts_unsent_memory_batches_as_dropped);
     char cmd[300];
