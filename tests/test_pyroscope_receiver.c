@@ -117,6 +117,11 @@ typedef struct response {
     char content_type[128];
 } response;
 
+/* With Expect: 100-continue (curl's default for large bodies) a server can
+ * refuse an oversized body before it is sent; without it the refusal may
+ * race with the upload and reach curl as a reset connection. */
+static bool use_expect;
+
 static size_t on_body(char *p, size_t size, size_t n, void *arg)
 {
     pl_buf_append(&((response *)arg)->body, p, size * n);
@@ -139,7 +144,8 @@ static void post(const char *path_and_query, const char *content_type, const voi
         h = curl_slist_append(h, ct);
     }
     h = curl_slist_append(h, "X-Scope-OrgID: tenant-a");
-    h = curl_slist_append(h, "Expect:");
+    if (!use_expect)
+        h = curl_slist_append(h, "Expect:");
     curl_easy_setopt(c, CURLOPT_URL, url);
     curl_easy_setopt(c, CURLOPT_POST, 1L);
     curl_easy_setopt(c, CURLOPT_POSTFIELDS, body);
@@ -395,7 +401,9 @@ static void test_ingest_bad_input(void)
     /* too large: the server's limit (1 MiB in this test) */
     size_t big = 2 << 20;
     char *huge = calloc(1, big);
+    use_expect = true;
     post("/ingest?name=app&format=pprof", "application/octet-stream", huge, big, &r);
+    use_expect = false;
     CHECK_EQ_INT(r.status, 413);
     free(huge);
     /* a gzip bomb: small on the wire, over max_decompressed_size inflated */
