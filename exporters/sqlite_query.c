@@ -347,21 +347,33 @@ static int cmd_trace(pl_store *s, const opts *o)
         print_time(d.summary.start_ns, start, sizeof(start));
         pl_buf_printf(&b, "trace %s  %s  %zu spans  duration %s  CPU %s%s\n\n", text, start, d.n,
                       dur, cpu, d.summary.error_count ? "  (has errors)" : "");
-        pl_buf_printf(&b, "%9s  %9s  %s\n", "DURATION", "CPU", "SPAN");
+        pl_buf_printf(&b, "%9s  %9s  %9s  %s\n", "START", "DURATION", "CPU", "SPAN");
         for (size_t i = 0; i < d.n; i++) {
             const pl_span_row *r = &d.spans[i];
             char sid[17];
             pl_hex_encode(r->span_id, 8, sid);
             pl_format_duration(r->end_ns - r->start_ns, dur, sizeof(dur));
             cpu_text(r->cpu_ns, cpu, sizeof(cpu));
-            pl_buf_printf(&b, "%9s  %9s  ", dur, cpu);
+            /* start as an offset into the trace: where the time went */
+            char offset[24];
+            uint64_t t0 = d.summary.start_ns;
+            if (r->start_ns == t0) {
+                snprintf(offset, sizeof(offset), "0");
+            } else if (r->start_ns > t0) {
+                offset[0] = '+';
+                pl_format_duration(r->start_ns - t0, offset + 1, sizeof(offset) - 1);
+            } else {
+                offset[0] = '-';
+                pl_format_duration(t0 - r->start_ns, offset + 1, sizeof(offset) - 1);
+            }
+            pl_buf_printf(&b, "%9s  %9s  %9s  ", offset, dur, cpu);
             int depth = r->depth > 40 ? 40 : r->depth;
             for (int k = 0; k < depth; k++)
                 pl_buf_append_str(&b, "  ");
             pl_buf_printf(&b, "%s  [%s%s%s] %s%s\n", r->name, r->service,
                           *kind_name(r->kind) ? ", " : "", kind_name(r->kind), sid,
                           r->status_code == 2 ? "  ERROR" : "");
-            int indent = 22 + 2 * depth;
+            int indent = 33 + 2 * depth;
             if (r->status_code == 2 && *r->status_message)
                 pl_buf_printf(&b, "%*s  error: %s\n", indent, "", r->status_message);
             if (r->n_top) {
