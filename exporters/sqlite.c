@@ -142,7 +142,9 @@ typedef struct sqlite_exporter {
     job *head, *tail;
     size_t queued_items, queued_bytes, inflight_items;
     store_state state;
-    char last_error[512];
+    char last_logged_error[512]; /* writer thread only */
+    uint64_t last_logged_ns;
+    bool failure_announced;
     /* results waiting to be folded into the stats (loop thread) */
     uint64_t done_sent[PL_SIGNAL_COUNT], done_failed[PL_SIGNAL_COUNT];
     uint64_t done_write_errors, done_deleted_spans, done_deleted_samples;
@@ -204,15 +206,22 @@ static store_state state_for(pl_store_error kind)
 static void writer_failed(sqlite_exporter *x, store_state st, const char *msg)
 {
     uv_mutex_lock(&x->mu);
-    bool changed = x->state != st || strcmp(x->last_error, msg) != 0;
     x->state = st;
-    snprintf(x->last_error, sizeof(x->last_error), "%s", msg);
     x->done_write_errors++;
     uv_mutex_unlock(&x->mu);
-    if (changed)
+    /* Writer thread only from here. A store that opens but fails every
+     * write would otherwise log once per retry: the same message is
+     * repeated at most once a minute. */
+    uint64_t now = pl_time_mono_ns();
+    bool same = strcmp(x->last_logged_error, msg) == 0;
+    if (!same || now - x->last_logged_ns >= 60000000000ull) {
         pl_error(x->id, "%s; the pipeline keeps running and counts these items as failed", msg);
-    else
+        snprintf(x->last_logged_error, sizeof(x->last_logged_error), "%s", msg);
+        x->last_logged_ns = now;
+        x->failure_announced = true;
+    } else {
         pl_debug(x->id, "%s", msg);
+    }
 }
 
 static void writer_recovered(sqlite_exporter *x)
@@ -220,10 +229,10 @@ static void writer_recovered(sqlite_exporter *x)
     uv_mutex_lock(&x->mu);
     bool was_failed = x->state != STATE_OK;
     x->state = STATE_OK;
-    x->last_error[0] = 0;
     uv_mutex_unlock(&x->mu);
-    if (was_failed)
+    if (was_failed && x->failure_announced) /* one "again" per logged failure */
         pl_info(x->id, "store %s is writable again", x->path);
+    x->failure_announced = false;
 }
 
 /* Opens the store if needed, or checks a lock went away. true when usable. */
