@@ -219,6 +219,35 @@ static pl_bytes arena_bytes(pl_arena *a, const void *p, size_t n)
     return (pl_bytes){(const uint8_t *)c, c ? (uint32_t)n : 0};
 }
 
+/* The series name from a display name the Go SDK gave the sample type in
+ * its sample_type_config (kept by the receiver as a profile attribute), by
+ * Pyroscope's /ingest rules: "mutex_count" -> mutex, "block_duration" ->
+ * block, ... Returns false when the profile has none or it says nothing. */
+static bool display_name_series(const pl_dictionary *d, const pl_profile *p, pl_bytes *out)
+{
+    for (uint32_t i = 0; i < p->n_attribute_indices; i++) {
+        int32_t ai = p->attribute_indices[i];
+        if (ai <= 0 || (uint32_t)ai >= d->n_attributes)
+            continue;
+        const pl_kvu *a = &d->attributes[ai];
+        if (!pl_bytes_eq_cstr(pl_dict_string(d, a->key_strindex),
+                              "pyroscope.sample_type.display_name") ||
+            a->value.type != PL_VALUE_STRING)
+            continue;
+        pl_bytes v = a->value.u.str;
+        static const struct {
+            const char *needle, *name;
+        } rules[] = {{"mutex_", "mutex"},  {"block_", "block"},  {"goroutine", "goroutines"},
+                     {"alloc_", "memory"}, {"inuse_", "memory"}, {"cpu", "process_cpu"}};
+        for (size_t r = 0; r < sizeof(rules) / sizeof(rules[0]); r++)
+            if (v.len && memmem(v.ptr, v.len, rules[r].needle, strlen(rules[r].needle))) {
+                *out = pl_bytes_from_cstr(rules[r].name);
+                return true;
+            }
+    }
+    return false;
+}
+
 /* One series for (profile, service): labels + one gzipped pprof. */
 static pl_status add_series(encode_state *es, const pl_dictionary *d,
                             const pl_resource_profiles *rp, const pl_profile *p, pl_bytes service,
@@ -226,6 +255,7 @@ static pl_status add_series(encode_state *es, const pl_dictionary *d,
 {
     bool cpu_special = false;
     pl_bytes name = pl_pprof_profile_name(d, p, &cpu_special);
+    display_name_series(d, p, &name);
     pl_pprof_encode_options o = {
         .sample_indices = indices,
         .n_sample_indices = n_indices,

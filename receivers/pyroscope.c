@@ -9,8 +9,8 @@
  *
  * /ingest picks the body format as Pyroscope does (shared/spec/pyroscope.md
  * §1.2): pprof (raw or gzipped), multipart/form-data with a `profile` part
- * (and an optional `sample_type_config`, checked but not applied: see
- * check_sample_type_config), folded stacks ("groups", the
+ * (and an optional `sample_type_config`: see apply_sample_type_config),
+ * folded stacks ("groups", the
  * default), `lines`. Multipart is recognised from the Content-Type even when
  * format=pprof is also given (upstream would fail that request). The binary
  * legacy formats (trie, tree) and JFR/speedscope are answered 400
@@ -505,23 +505,68 @@ static void add_tenant(pl_batch *batch, const pl_http_request *req)
     batch->metadata.n = 1;
 }
 
-/* Checks a sample_type_config part. Pyroscope uses it only to pick the
- * series name and for its legacy storage metadata (units, aggregation); the
- * pprof's own sample types and units are what it stores and what profile
- * type ids are built from, so proflink keeps the profile as it is and only
- * refuses a part that is not a JSON object. */
-static pl_status check_sample_type_config(pl_bytes json, pl_err *err)
+/* Reads a sample_type_config part. Pyroscope uses it only to name the
+ * series (`display-name`, e.g. "mutex_count" for Go's contentions column)
+ * and for its legacy storage metadata (units, aggregation); the pprof's own
+ * sample types and units are what it stores and what profile type ids are
+ * built from. So proflink keeps the sample types as they are and records a
+ * display name as the profile attribute PL_PYROSCOPE_DISPLAY_NAME, which the
+ * pyroscope exporter uses for the series name. A part that is not a JSON
+ * object is refused. */
+#define PL_PYROSCOPE_DISPLAY_NAME "pyroscope.sample_type.display_name"
+
+static pl_status apply_sample_type_config(pl_batch *batch, pl_bytes json, pl_err *err)
 {
     json_tokener *tok = json_tokener_new();
     if (!tok)
         return pl_errf(err, PL_ERR_NOMEM, "out of memory");
     json_object *cfg = json_tokener_parse_ex(tok, (const char *)json.ptr, (int)json.len);
     json_tokener_free(tok);
-    bool ok = cfg && json_object_is_type(cfg, json_type_object);
-    json_object_put(cfg);
-    if (!ok)
+    if (!cfg || !json_object_is_type(cfg, json_type_object)) {
+        json_object_put(cfg);
         return pl_errf(err, PL_ERR_INVALID, "multipart: sample_type_config is not a JSON object");
-    return PL_OK;
+    }
+    pl_profiles *ps = &batch->data.profiles;
+    pl_status st = PL_OK;
+    pl_resource_profiles *rp = ps->n_resources ? &ps->resources[ps->n_resources - 1] : NULL;
+    for (uint32_t sc = 0; rp && sc < rp->n_scopes && st == PL_OK; sc++) {
+        for (uint32_t i = 0; i < rp->scopes[sc].n_profiles && st == PL_OK; i++) {
+            pl_profile *p = &rp->scopes[sc].profiles[i];
+            pl_bytes type = pl_dict_string(&ps->dict, p->sample_type.type_strindex);
+            char key[256];
+            if (type.len >= sizeof(key))
+                continue;
+            memcpy(key, type.ptr, type.len);
+            key[type.len] = '\0';
+            json_object *entry, *v;
+            if (!json_object_object_get_ex(cfg, key, &entry) ||
+                !json_object_is_type(entry, json_type_object) ||
+                !json_object_object_get_ex(entry, "display-name", &v) ||
+                !json_object_is_type(v, json_type_string) || !json_object_get_string_len(v))
+                continue;
+            pl_bytes name = pl_batch_bytes(batch, json_object_get_string(v),
+                                           (size_t)json_object_get_string_len(v));
+            int32_t k = pl_dict_intern_string(&batch->arena, &ps->dict,
+                                              PL_BYTES_LIT(PL_PYROSCOPE_DISPLAY_NAME));
+            int32_t a = k < 0 || !name.ptr ? -1
+                                           : pl_dict_add_attribute(&batch->arena, &ps->dict, k,
+                                                                   pl_value_string(name), 0);
+            int32_t *list =
+                a < 0 ? NULL
+                      : pl_batch_alloc(batch, (p->n_attribute_indices + 1) * sizeof(int32_t));
+            if (!list) {
+                st = pl_errf(err, PL_ERR_NOMEM, "out of memory");
+                break;
+            }
+            if (p->n_attribute_indices)
+                memcpy(list, p->attribute_indices, p->n_attribute_indices * sizeof(int32_t));
+            list[p->n_attribute_indices] = a;
+            p->attribute_indices = list;
+            p->n_attribute_indices++;
+        }
+    }
+    json_object_put(cfg);
+    return st;
 }
 
 /* ---- /ingest ---------------------------------------------------------------- */
@@ -561,7 +606,7 @@ static ingest_format pick_format(const char *format, const char *ctype, size_t c
 
 #define MAX_PARTS 16
 
-static pl_status ingest_multipart(pl_pprof_builder *b, const pl_http_request *req,
+static pl_status ingest_multipart(pl_pprof_builder *b, pl_batch *batch, const pl_http_request *req,
                                   const char *ctype, size_t ctype_len, const pl_pprof_meta *meta,
                                   pl_err *err)
 {
@@ -586,7 +631,7 @@ static pl_status ingest_multipart(pl_pprof_builder *b, const pl_http_request *re
         return st;
     const pl_multipart_part *stc = pl_multipart_find(parts, n, "sample_type_config");
     if (stc && stc->data.len)
-        st = check_sample_type_config(stc->data, err);
+        st = apply_sample_type_config(batch, stc->data, err);
     return st;
 }
 
@@ -677,7 +722,7 @@ static void handle_ingest(pyroscope *r, pl_http_request *req, pl_http_response *
         }
         st = pl_pprof_builder_add(b, req->body, req->body_len, &um.meta, &err);
     } else if (fmt == FMT_MULTIPART) {
-        st = ingest_multipart(b, req, ctype, ctype_len, &um.meta, &err);
+        st = ingest_multipart(b, batch, req, ctype, ctype_len, &um.meta, &err);
     } else {
         /* Folded text: counts are samples at sampleRate Hz. */
         long hz = rate ? strtol(rate, NULL, 10) : 100;

@@ -183,9 +183,52 @@ static void test_cpu_special_case_alone(void)
     pl_buf_free(&p);
 }
 
+/* Go's mutex profile: contentions/count, named by the SDK's display name. */
+static void test_display_name_names_series(void)
+{
+    pl_pprof_writer_options o = {"contentions", "count", "contentions", "count", 1, 1, 1};
+    pl_pprof_writer *w = pl_pprof_writer_new(&o);
+    pl_bytes frames[] = {PL_BYTES_LIT("sync.(*Mutex).Lock"), PL_BYTES_LIT("main")};
+    pl_pprof_writer_add(w, frames, 2, 3);
+    pl_buf p;
+    pl_buf_init(&p);
+    REQUIRE(pl_pprof_writer_finish(w, &p) == 0);
+    pl_pprof_writer_free(w);
+    pl_err err = {{0}};
+    pl_batch *batch = pl_pprof_decode(p.data, p.len, NULL, &err);
+    REQUIRE(batch);
+    pl_buf out;
+    pl_buf_init(&out);
+    pl_push_request req = {0};
+    /* without a display name: the period type */
+    REQUIRE(pl_pyroscope_exporter_encode(batch, &out, &err) == PL_OK);
+    REQUIRE(pl_push_decode_proto(out.data, out.len, &req, &err) == PL_OK);
+    CHECK_BYTES_STR(series_label(&req.series[0], "__name__"), "contentions");
+    pl_push_request_free(&req);
+    /* with the one pyroscope-go sends */
+    pl_dictionary *d = &batch->data.profiles.dict;
+    int32_t k =
+        pl_dict_intern_string(&batch->arena, d, PL_BYTES_LIT("pyroscope.sample_type.display_name"));
+    int32_t *attr = pl_batch_alloc(batch, sizeof(int32_t));
+    attr[0] =
+        pl_dict_add_attribute(&batch->arena, d, k, pl_value_string(PL_BYTES_LIT("mutex_count")), 0);
+    pl_profile *prof = &batch->data.profiles.resources[0].scopes[0].profiles[0];
+    prof->attribute_indices = attr;
+    prof->n_attribute_indices = 1;
+    pl_buf_reset(&out);
+    REQUIRE(pl_pyroscope_exporter_encode(batch, &out, &err) == PL_OK);
+    REQUIRE(pl_push_decode_proto(out.data, out.len, &req, &err) == PL_OK);
+    CHECK_BYTES_STR(series_label(&req.series[0], "__name__"), "mutex");
+    pl_push_request_free(&req);
+    pl_buf_free(&out);
+    pl_batch_free(batch);
+    pl_buf_free(&p);
+}
+
 int main(void)
 {
     PL_RUN(test_push_request_from_pprof);
     PL_RUN(test_cpu_special_case_alone);
+    PL_RUN(test_display_name_names_series);
     return pl_test_done();
 }

@@ -299,6 +299,17 @@ static void test_ingest_multipart(void)
      * matters to Pyroscope's series naming) */
     CHECK_EQ_INT(column_total(b, "samples"), 5);
     CHECK_EQ_INT(column_total(b, "cpu_samples"), 0);
+    /* the display name is kept as a profile attribute, for series naming */
+    {
+        const pl_profiles *ps = &b->data.profiles;
+        const pl_profile *count = &ps->resources[0].scopes[0].profiles[0];
+        REQUIRE(count->n_attribute_indices == 1);
+        const pl_kvu *a = &ps->dict.attributes[count->attribute_indices[0]];
+        CHECK_BYTES_STR(pl_dict_string(&ps->dict, a->key_strindex),
+                        "pyroscope.sample_type.display_name");
+        CHECK_BYTES_STR(a->value.u.str, "cpu_samples");
+        CHECK_EQ_UINT(ps->resources[0].scopes[0].profiles[1].n_attribute_indices, 0);
+    }
     CHECK_EQ_INT(column_total(b, "cpu"), 50000000);
     pl_batch_free(b);
 
