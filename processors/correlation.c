@@ -70,7 +70,7 @@
 #define COMPONENT          "correlation"
 #define MAX_ANCESTRY       64         /* parent walks stop here (guards against cycles) */
 #define MAX_TOP_CANDIDATES 64         /* distinct leaf functions tracked per span */
-#define MAX_FN_NAMES       (1u << 20) /* distinct function names remembered */
+#define MAX_FN_NAMES       (1u << 17) /* distinct function names remembered */
 /* Profiles count as present for both windows plus this (SDKs upload every 10-60 s). */
 #define PROFILES_HORIZON_NS (60ull * 1000000000ull)
 
@@ -374,6 +374,7 @@ typedef struct correlation {
     uint32_t n_fn_names, cap_fn_names;
     uint32_t *fn_index; /* open addressing: pool id, 0 = empty */
     uint32_t fn_index_mask;
+    size_t fn_bytes; /* names in the pool, and spans' function lists beyond the inline two */
 
     dict_writer writer;
     enrich_slot *cache;
@@ -672,8 +673,10 @@ static void stats_release(correlation *self, uint32_t i)
     if (!i)
         return;
     span_stats *s = &self->stats_arr[i];
-    if (s->cap_fns > 2)
+    if (s->cap_fns > 2) {
         free(s->fns);
+        self->fn_bytes -= s->cap_fns * sizeof(top_fn);
+    }
     memset(s, 0, sizeof(*s));
     s->next_free = self->free_stats;
     self->free_stats = i;
@@ -720,6 +723,7 @@ static uint32_t fn_pool_add(correlation *self, pl_bytes name, uint64_t h)
     copy[name.len] = 0;
     uint32_t id = self->n_fn_names++;
     self->fn_names[id] = (fn_name){copy, name.len, h};
+    self->fn_bytes += name.len + 1;
     uint32_t j = (uint32_t)h & self->fn_index_mask;
     while (self->fn_index[j])
         j = (j + 1) & self->fn_index_mask;
@@ -760,7 +764,7 @@ static top_fn *stats_fns(span_stats *s)
     return s->cap_fns > 2 ? s->fns : s->fn_inline;
 }
 
-static void stats_add_function(span_stats *s, uint32_t fn, uint64_t weight)
+static void stats_add_function(correlation *self, span_stats *s, uint32_t fn, uint64_t weight)
 {
     if (!weight || !fn)
         return;
@@ -780,8 +784,11 @@ static void stats_add_function(span_stats *s, uint32_t fn, uint64_t weight)
         if (!f)
             return;
         memcpy(f, fns, s->n_fns * sizeof(top_fn));
-        if (s->cap_fns > 2)
+        if (s->cap_fns > 2) {
             free(s->fns);
+            self->fn_bytes -= s->cap_fns * sizeof(top_fn);
+        }
+        self->fn_bytes += cap * sizeof(top_fn);
         s->fns = f;
         s->cap_fns = cap;
         fns = f;
@@ -1585,7 +1592,7 @@ static void link_sample(correlation *self, span_entry *e, pl_sample *s, profile_
         st->wall_self += c.wall;
         st->wall_total += c.wall;
         if (fn)
-            stats_add_function(st, fn, c.top);
+            stats_add_function(self, st, fn, c.top);
     }
     if (slot) {
         slot->roll.samples += c.samples;
@@ -1840,7 +1847,9 @@ static size_t index_bytes(const correlation *self)
     return ((size_t)self->spans.mask + 1) * sizeof(span_entry) +
            ((size_t)self->pending.mask + 1) * sizeof(pending_entry) +
            (size_t)self->cap_stats * sizeof(span_stats) +
-           (size_t)self->cap_held * sizeof(held_batch);
+           (size_t)self->cap_held * sizeof(held_batch) +
+           (size_t)self->cap_fn_names * sizeof(fn_name) +
+           ((size_t)self->fn_index_mask + 1) * sizeof(uint32_t) + self->fn_bytes;
 }
 
 /* Pushes the oldest batches out while a bound is exceeded. */
