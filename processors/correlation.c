@@ -7,9 +7,10 @@
  * Join rule. A sample is linked to a span when its span id equals the span's
  * id, both trace ids agree when both are known, and (when both sides have
  * times) the sample's time overlaps the span's [start - skew, end + skew]. A
- * sample's time is [min, max] of its timestamps_unix_nano, or its profile's
- * [time_unix_nano, time_unix_nano + duration_nano] when it has none. Bounds
- * are inclusive, so a timestamp exactly at end + skew still links.
+ * sample's time is [min, max] of its timestamps_unix_nano, or, when it has
+ * none, [time_unix_nano - duration_nano, time_unix_nano + duration_nano]:
+ * pprof's time_nanos is the collection start, but the Node.js SDK stamps the
+ * end. Bounds are inclusive, so a timestamp exactly at end + skew links.
  *
  * Batches are the unit of holding. A traces batch is indexed (span id ->
  * entry in the span table) and held until its window closes, until profiles
@@ -22,6 +23,18 @@
  * enriched the moment they link, so a sample never needs its span's batch
  * after that. Nothing is ever dropped: whatever leaves early leaves with what
  * it has.
+ *
+ * While no profiles come (none within both windows plus a minute), traces
+ * batches are held without being indexed: a pipeline with no profiler pays a
+ * counter per span. The next profiles batch indexes them, oldest first.
+ *
+ * Linking works in sessions (one incoming batch): the labels of a (request,
+ * span) pair are built once and reused for every sample of that span, and
+ * the totals for the ancestors are handed up once per pair when the session
+ * ends. Until then nothing is inserted in the span table, so entry pointers
+ * stay valid. A sample keeps (or gets) the span's ids in its Link, completed
+ * with the trace id; it gets trace_id / span_id attributes only when it has
+ * no link, because the pprof encoder writes labels from both.
  *
  * The span table is an open-addressing multimap (linear probing, backward
  * shift deletion) of 32-byte entries keyed by the 8-byte span id; the key 0
