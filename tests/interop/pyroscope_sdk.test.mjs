@@ -17,6 +17,8 @@
 //   3. the pyroscope exporter sends push requests that pprof-format decodes,
 //      with series labels __name__/service_name, the tenant and basic-auth
 //      headers, and span_id sample labels.
+//   4. the push API receiver takes requests encoded by protobufjs, in
+//      protobuf and proto3 JSON, with the same totals as pprof-format's.
 //
 // Run: cd tests/interop && PROFLINK_BIN=../../build-<you>/proflink node --test pyroscope_sdk.test.mjs
 import { test, before, after } from 'node:test';
@@ -444,4 +446,55 @@ test('the pyroscope exporter pushes pprof that pprof-format decodes, with span l
   assert.ok(names.has('process_cpu'), `names: ${[...names]}`);
   assert.ok(names.has('memory'), `names: ${[...names]}`);
   assert.ok(cpuTotal > 0n);
+});
+
+test('push API: requests encoded by protobufjs (proto and proto3 JSON) decode to pprof-format totals', async () => {
+  const body = fs.readFileSync(FIXTURE);
+  const expected = pprofTotals(body);
+  const msg = PushRequest.fromObject({
+    series: [{
+      labels: [{ name: '__name__', value: 'wall' }, { name: 'service_name', value: 'push-app' },
+        { name: 'region', value: 'eu' }],
+      samples: [{ rawProfile: body, ID: '734FD599-6865-419E-9475-932762D8F469' }],
+    }],
+  });
+  const out = path.join(tmp, 'out.jsonl');
+  const pushed = () => readFileLines(out).filter((l) =>
+    l.resourceProfiles?.some((rp) => rp.resource?.attributes?.some((a) =>
+      a.key === 'service.name' && a.value.stringValue === 'push-app')));
+
+  const proto = Buffer.from(PushRequest.encode(msg).finish());
+  let r = await post(pyroPort, '/push.v1.PusherService/Push',
+    { 'content-type': 'application/proto', 'connect-protocol-version': '1' }, proto);
+  assert.equal(r.status, 200, r.body.toString());
+  assert.equal(r.body.length, 0);
+  assert.ok(await until(() => pushed().length === 1));
+
+  const json = JSON.stringify(PushRequest.toObject(msg, { bytes: String }));
+  assert.ok(json.includes('"rawProfile"') && json.includes('"ID"'));
+  r = await post(pyroPort, '/push.v1.PusherService/Push',
+    { 'content-type': 'application/json', 'connect-protocol-version': '1' }, json);
+  assert.equal(r.status, 200, r.body.toString());
+  assert.equal(r.body.toString(), '{}');
+  assert.ok(await until(() => pushed().length === 2));
+
+  for (const line of pushed()) {
+    const got = otlpTotals([line]);
+    assert.deepEqual(mapObj(got.byType), mapObj(expected.byType));
+    assert.deepEqual(mapObj(got.byFn), mapObj(expected.byFn));
+    assert.deepEqual(mapObj(got.bySpan), mapObj(expected.bySpan));
+    const attrs = line.resourceProfiles[0].resource.attributes;
+    assert.ok(attrs.some((a) => a.key === 'region' && a.value.stringValue === 'eu'));
+    assert.ok(!attrs.some((a) => a.key === '__name__'));
+  }
+
+  // A corrupt raw profile: 400 with the Connect error shape.
+  const bad = PushRequest.encode(PushRequest.fromObject({ series: [{ labels: [],
+    samples: [{ rawProfile: body.subarray(0, body.length - 20) }] }] })).finish();
+  r = await post(pyroPort, '/push.v1.PusherService/Push', { 'content-type': 'application/proto' },
+    Buffer.from(bad));
+  assert.equal(r.status, 400);
+  const err = JSON.parse(r.body.toString());
+  assert.equal(err.code, 'invalid_argument');
+  assert.match(err.message, /series 0 sample 0: gzip/);
 });
