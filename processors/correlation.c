@@ -1019,22 +1019,6 @@ static void roll_up(correlation *self, span_entry *e, contrib c)
     }
 }
 
-/* The topmost known ancestor of `e` in the same service and trace. */
-static span_entry *local_root(correlation *self, span_entry *e)
-{
-    span_entry *root = e;
-    for (int depth = 0; depth < MAX_ANCESTRY; depth++) {
-        const pl_span *sp = root->span;
-        if (!span_id_valid(sp->parent_span_id, sp->parent_span_id_len))
-            break;
-        span_entry *p = find_span(self, id_key(sp->parent_span_id), span_trace(sp), true, false);
-        if (!p || p->service != e->service)
-            break;
-        root = p;
-    }
-    return root;
-}
-
 /* ---- sample-side helpers ---------------------------------------------------------------- */
 
 static pl_bytes value_text(const pl_dictionary *dict, const pl_value *v)
@@ -1413,7 +1397,22 @@ static int build_span_labels(correlation *self, span_entry *e, pl_batch *batch, 
     size_t n_items = 0;
 
     items[n_items++] = (label){self->names[NAME_SPAN_NAME], pl_value_string(sp->name)};
-    span_entry *root = local_root(self, e);
+    /* The chain up to the local root, walked once for the root's name and
+     * for the span_attributes lookups. */
+    const pl_span *chain[MAX_ANCESTRY];
+    int n_chain = 0;
+    span_entry *root = e;
+    chain[n_chain++] = e->span;
+    while (n_chain < MAX_ANCESTRY) {
+        const pl_span *rsp = root->span;
+        if (!span_id_valid(rsp->parent_span_id, rsp->parent_span_id_len))
+            break;
+        span_entry *p = find_span(self, id_key(rsp->parent_span_id), span_trace(rsp), true, false);
+        if (!p || p->service != e->service)
+            break;
+        root = p;
+        chain[n_chain++] = p->span;
+    }
     items[n_items++] = (label){self->names[NAME_ROOT_SPAN_NAME], pl_value_string(root->span->name)};
     pl_bytes svc = service_name(self, e->service);
     if (svc.len)
@@ -1422,20 +1421,13 @@ static int build_span_labels(correlation *self, span_entry *e, pl_batch *batch, 
         pl_bytes key = self->span_attr_keys[k];
         /* The span first, then its ancestors up to the local root: http.route
          * usually sits on the server span, not on the span the sample hit. */
-        span_entry *cur = e;
-        for (int depth = 0; cur && depth < MAX_ANCESTRY; depth++) {
-            pl_kv *kv = pl_attrs_find(&cur->span->attrs, (const char *)key.ptr, key.len);
+        for (int depth = 0; depth < n_chain; depth++) {
+            pl_kv *kv = pl_attrs_find(&chain[depth]->attrs, (const char *)key.ptr, key.len);
             if (kv && (kv->value.type == PL_VALUE_STRING || kv->value.type == PL_VALUE_INT ||
                        kv->value.type == PL_VALUE_DOUBLE || kv->value.type == PL_VALUE_BOOL)) {
                 items[n_items++] = (label){key, kv->value};
                 break;
             }
-            if (cur == root)
-                break;
-            const pl_span *csp = cur->span;
-            if (!span_id_valid(csp->parent_span_id, csp->parent_span_id_len))
-                break;
-            cur = find_span(self, id_key(csp->parent_span_id), span_trace(csp), true, false);
         }
     }
     for (size_t k = 0; k < n_items; k++) {
