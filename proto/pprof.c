@@ -748,6 +748,7 @@ typedef struct decode_ctx {
     pl_vtype period_type;
     int64_t period, time_nanos, duration_nanos;
     int32_t span_id_key, profile_id_key, trace_id_key; /* pprof string indices, -1 none */
+    uint8_t *seen_keys; /* per pprof string: key already seen on this sample */
 } decode_ctx;
 
 #define BAD(c, ...) pl_errf((c)->err, PL_ERR_INVALID, __VA_ARGS__)
@@ -1215,6 +1216,10 @@ static pl_status on_sample(decode_ctx *c, reader *r, uint32_t wt, uint32_t i, pr
         return NOMEM(c);
     for (uint32_t k = 0; k < n_labels; k++) {
         raw_label *l = &b->scratch_labels[k];
+        /* A repeated key: the first label wins (O(1) per label, so a
+         * sample with thousands of labels costs linear time). */
+        bool dup = c->seen_keys[l->key];
+        c->seen_keys[l->key] = 1;
         bool is_string = l->num == 0 && l->num_unit == 0;
         if (is_string && (l->key == c->span_id_key || l->key == c->profile_id_key)) {
             /* span_id wins over profile_id when both are present. */
@@ -1240,9 +1245,6 @@ static pl_status on_sample(decode_ctx *c, reader *r, uint32_t wt, uint32_t i, pr
                 continue;
             }
         }
-        bool dup = false;
-        for (uint32_t j = 0; j < k && !dup; j++)
-            dup = b->scratch_labels[j].key == l->key;
         if (dup)
             continue;
         int32_t key, unit = 0;
@@ -1261,6 +1263,8 @@ static pl_status on_sample(decode_ctx *c, reader *r, uint32_t wt, uint32_t i, pr
             return NOMEM(c);
         b->scratch_attrs[n_attrs++] = attr;
     }
+    for (uint32_t k = 0; k < n_labels; k++)
+        c->seen_keys[b->scratch_labels[k].key] = 0;
     int32_t link_index = 0;
     if (has_span) {
         link_index = intern_link(b, &link);
@@ -1349,7 +1353,8 @@ static pl_status decode_into(decode_ctx *c, const pl_pprof_meta *meta)
     if (c->n_strs) {
         c->strs = malloc(c->n_strs * sizeof(pl_bytes));
         c->str_map = malloc(c->n_strs * sizeof(int32_t));
-        if (!c->strs || !c->str_map)
+        c->seen_keys = calloc(c->n_strs, 1);
+        if (!c->strs || !c->str_map || !c->seen_keys)
             return NOMEM(c);
         if ((st = walk(c, P_STRING_TABLE, on_string)) != PL_OK)
             return st;
@@ -1547,6 +1552,7 @@ pl_status pl_pprof_builder_add(pl_pprof_builder *b, const uint8_t *data, size_t 
     pl_status st = decode_into(&c, meta);
     free(c.strs);
     free(c.str_map);
+    free(c.seen_keys);
     free(c.ids);
     idmap_free(&c.mappings);
     idmap_free(&c.functions);
