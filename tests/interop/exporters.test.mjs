@@ -280,6 +280,8 @@ class Proflink {
     const t = setTimeout(() => this.child.kill('SIGKILL'), 15000);
     const r = await this.exited;
     clearTimeout(t);
+    // with a sanitizer build (PROFLINK_BIN=build-asan/proflink) any report fails the test
+    assert.doesNotMatch(this.log, /AddressSanitizer|LeakSanitizer|runtime error:/);
     return r;
   }
 
