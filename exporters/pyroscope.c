@@ -19,6 +19,8 @@
  *     and `span_name` written by the correlation processor; the sample's
  *     Link becomes `span_id` / `trace_id` labels, so Grafana's "profiles for
  *     this span" finds it;
+ *   - a profile of more than 16,000 samples (Pyroscope's default limit) is
+ *     sent as several pprofs of at most that many;
  *   - the CPU special case: samples:count with a cpu:nanoseconds period is
  *     sent as cpu:nanoseconds (values x period). A pprof with both columns
  *     (Go's CPU profile) arrives as two OTLP profiles; the count one is then
@@ -47,6 +49,7 @@
 
 #define PUSH_PATH         "/push.v1.PusherService/Push"
 #define MAX_SERIES_LABELS 30
+#define MAX_PPROF_SAMPLES 16000 /* Pyroscope's default max samples per profile */
 
 typedef struct basic_auth_cfg {
     char *username;
@@ -380,7 +383,12 @@ static pl_status encode_batch(encode_state *es, const pl_batch *batch, pl_err *e
                         taken[i] = 1;
                         indices[n++] = i;
                     }
-                    st = add_series(es, d, rp, p, service, indices, n, err);
+                    /* Pyroscope refuses profiles of more than 16,000
+                     * samples by default: send bigger ones in parts. */
+                    for (uint32_t off = 0; off < n && st == PL_OK; off += MAX_PPROF_SAMPLES)
+                        st = add_series(es, d, rp, p, service, indices + off,
+                                        n - off < MAX_PPROF_SAMPLES ? n - off : MAX_PPROF_SAMPLES,
+                                        err);
                 }
                 free(taken);
             }

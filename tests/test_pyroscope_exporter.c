@@ -225,10 +225,56 @@ static void test_display_name_names_series(void)
     pl_buf_free(&p);
 }
 
+/* 40,000 samples go out as three pprofs (Pyroscope's 16,000 limit). */
+static void test_large_profile_split(void)
+{
+    pl_pprof_writer_options o = {"cpu", "nanoseconds", "cpu", "nanoseconds", 10000000, 1, 1};
+    pl_pprof_writer *w = pl_pprof_writer_new(&o);
+    static char names[40000][12];
+    for (int i = 0; i < 40000; i++) {
+        snprintf(names[i], sizeof(names[i]), "f%d", i % 500);
+        pl_bytes frames[] = {pl_bytes_from_cstr(names[i]), PL_BYTES_LIT("main")};
+        pl_pprof_writer_add(w, frames, 2, 10);
+    }
+    pl_buf p;
+    pl_buf_init(&p);
+    REQUIRE(pl_pprof_writer_finish(w, &p) == 0);
+    pl_pprof_writer_free(w);
+    pl_err err = {{0}};
+    pl_batch *batch = pl_pprof_decode(p.data, p.len, NULL, &err);
+    REQUIRE(batch);
+    pl_buf out;
+    pl_buf_init(&out);
+    REQUIRE(pl_pyroscope_exporter_encode(batch, &out, &err) == PL_OK);
+    pl_push_request req = {0};
+    REQUIRE(pl_push_decode_proto(out.data, out.len, &req, &err) == PL_OK);
+    CHECK_EQ_UINT(req.n_series, 3);
+    size_t total = 0;
+    int64_t sum = 0;
+    for (uint32_t i = 0; i < req.n_series; i++) {
+        pl_batch *part = pl_pprof_decode(req.series[i].samples[0].raw_profile.ptr,
+                                         req.series[i].samples[0].raw_profile.len, NULL, &err);
+        REQUIRE(part);
+        const pl_profile *pp = &part->data.profiles.resources[0].scopes[0].profiles[0];
+        CHECK(pp->n_samples <= 16000);
+        total += pp->n_samples;
+        for (uint32_t k = 0; k < pp->n_samples; k++)
+            sum += pp->samples[k].values[0];
+        pl_batch_free(part);
+    }
+    CHECK_EQ_UINT(total, 40000);
+    CHECK_EQ_INT(sum, 400000);
+    pl_push_request_free(&req);
+    pl_buf_free(&out);
+    pl_batch_free(batch);
+    pl_buf_free(&p);
+}
+
 int main(void)
 {
     PL_RUN(test_push_request_from_pprof);
     PL_RUN(test_cpu_special_case_alone);
     PL_RUN(test_display_name_names_series);
+    PL_RUN(test_large_profile_split);
     return pl_test_done();
 }
