@@ -403,7 +403,82 @@ static void test_otlphttp_backend_down_then_up_everything_arrives(void)
     env_finish(&e);
 }
 
+static bool has_path(const backend *b, const char *path)
+{
+    for (size_t i = 0; i < b->requests && i < 16; i++)
+        if (strcmp(b->path[i], path) == 0)
+            return true;
+    return false;
+}
+
+/* A pass-through request (logs, metrics) arrives byte for byte. */
+static bool has_body(const backend *b, const void *bytes, size_t len)
+{
+    for (size_t i = 0; i < b->requests && i < 16; i++)
+        if (b->bodies[i].len == len && memcmp(b->bodies[i].data, bytes, len) == 0)
+            return true;
+    return false;
+}
+
+static void export_every_signal(env *e)
+{
+    pl_batch *prof = pl_batch_new(PL_SIGNAL_PROFILES);
+    pl_batch *logs = pl_batch_new(PL_SIGNAL_LOGS);
+    pl_batch *metrics = pl_batch_new(PL_SIGNAL_METRICS);
+    pl_batch *traces = make_traces(1);
+    logs->data.raw = PL_BYTES_LIT("\x0a\x03\x0a\x01\x00");
+    metrics->data.raw = PL_BYTES_LIT("\x0a\x02\x0a\x00");
+    CHECK_EQ_INT(e->type->export(e->exporter, prof), PL_OK);
+    CHECK_EQ_INT(e->type->export(e->exporter, logs), PL_OK);
+    CHECK_EQ_INT(e->type->export(e->exporter, metrics), PL_OK);
+    CHECK_EQ_INT(e->type->export(e->exporter, traces), PL_OK);
+    pl_batch_free(prof);
+    pl_batch_free(logs);
+    pl_batch_free(metrics);
+    pl_batch_free(traces);
+    run_until_idle(e, 3000);
+    CHECK_EQ_UINT(e->be.requests, 4);
+    CHECK(has_body(&e->be, "\x0a\x03\x0a\x01\x00", 5));
+    CHECK(has_body(&e->be, "\x0a\x02\x0a\x00", 4));
+}
+
+static void test_otlphttp_routes_each_signal_to_its_path(void)
+{
+    env e;
+    env_init(&e, &pl_exporter_otlphttp);
+    int port = backend_start(&e.be, &e.loop, false, 0);
+    REQUIRE(port > 0);
+    snprintf(e.endpoint, sizeof(e.endpoint), "http://127.0.0.1:%d", port);
+    char metrics_url[128];
+    snprintf(metrics_url, sizeof(metrics_url), "http://127.0.0.1:%d/custom/metrics", port);
+    e.cfg.metrics_endpoint = metrics_url;
+    REQUIRE(env_create(&e));
+    export_every_signal(&e);
+    CHECK(has_path(&e.be, "/v1/traces"));
+    CHECK(has_path(&e.be, "/v1development/profiles"));
+    CHECK(has_path(&e.be, "/v1/logs"));
+    CHECK(has_path(&e.be, "/custom/metrics"));
+    env_finish(&e);
+}
+
 /* ---- otlp (gRPC) -------------------------------------------------------- */
+
+static void test_grpc_routes_each_signal_to_its_service(void)
+{
+    env e;
+    env_init(&e, &pl_exporter_otlp);
+    int port = backend_start(&e.be, &e.loop, true, 0);
+    REQUIRE(port > 0);
+    snprintf(e.endpoint, sizeof(e.endpoint), "http://127.0.0.1:%d", port);
+    REQUIRE(env_create(&e));
+    export_every_signal(&e);
+    CHECK(has_path(&e.be, "/opentelemetry.proto.collector.trace.v1.TraceService/Export"));
+    CHECK(has_path(&e.be,
+                   "/opentelemetry.proto.collector.profiles.v1development.ProfilesService/Export"));
+    CHECK(has_path(&e.be, "/opentelemetry.proto.collector.logs.v1.LogsService/Export"));
+    CHECK(has_path(&e.be, "/opentelemetry.proto.collector.metrics.v1.MetricsService/Export"));
+    env_finish(&e);
+}
 
 static void test_grpc_unavailable_then_ok_arrives_once(void)
 {
@@ -519,6 +594,8 @@ int main(void)
     PL_RUN(test_otlphttp_400_is_not_retried);
     PL_RUN(test_otlphttp_partial_success_is_counted_not_retried);
     PL_RUN(test_otlphttp_backend_down_then_up_everything_arrives);
+    PL_RUN(test_otlphttp_routes_each_signal_to_its_path);
+    PL_RUN(test_grpc_routes_each_signal_to_its_service);
     PL_RUN(test_grpc_unavailable_then_ok_arrives_once);
     PL_RUN(test_grpc_resource_exhausted_without_retry_info_is_permanent);
     PL_RUN(test_grpc_resource_exhausted_with_retry_info_waits_and_retries);
