@@ -305,7 +305,9 @@ static pl_status add_series(encode_state *es, const pl_dictionary *d,
             continue;
         char num[32];
         pl_bytes v = attr_string(d, &kv->value, num, sizeof(num));
-        if (!v.len)
+        /* Pyroscope refuses the whole request for one over-long label
+         * (names over 1024 bytes, values over 2048): leave such ones out. */
+        if (!v.len || v.len > 2048 || kv->key.len > 1024)
             continue;
         pl_bytes key = pl_bytes_eq_cstr(kv->key, "pyroscope.spy_name")
                            ? PL_BYTES_LIT("pyroscope_spy")
