@@ -156,6 +156,10 @@ void pl_json_trace(const pl_trace_detail *d, pl_buf *out)
         pl_buf_append_str(out, ",\"attributes\":");
         pl_buf_append_str(out,
                           s->attributes_json && *s->attributes_json ? s->attributes_json : "{}");
+        pl_buf_append_str(out, ",\"resource\":");
+        pl_buf_append_str(out, s->resource_json && *s->resource_json ? s->resource_json : "{}");
+        pl_buf_append_str(out, ",\"events\":");
+        pl_buf_append_str(out, s->events_json && *s->events_json ? s->events_json : "[]");
         pl_buf_append_str(out, ",\"profile_id\":");
         json_str(out, s->profile_id);
         pl_buf_append_str(out, ",\"cpu_ns\":");

@@ -24,6 +24,8 @@
 #include <string.h>
 #include <time.h>
 
+#include <json-c/json.h>
+
 #include "config/config.h"
 #include "core/component.h"
 #include "core/log.h"
@@ -313,6 +315,35 @@ static int cmd_traces(pl_store *s, const opts *o)
     return rc;
 }
 
+/* "exception: Type: message" lines for a span's exception events. */
+static void print_exceptions(pl_buf *b, const char *events_json, int indent)
+{
+    if (!events_json || strcmp(events_json, "[]") == 0)
+        return;
+    json_object *events = json_tokener_parse(events_json);
+    if (!events || !json_object_is_type(events, json_type_array)) {
+        json_object_put(events);
+        return;
+    }
+    size_t n = json_object_array_length(events);
+    for (size_t i = 0; i < n; i++) {
+        json_object *ev = json_object_array_get_idx(events, i), *name, *attrs, *v;
+        if (!json_object_object_get_ex(ev, "name", &name) ||
+            strcmp(json_object_get_string(name), "exception") != 0)
+            continue;
+        const char *type = "", *message = "";
+        if (json_object_object_get_ex(ev, "attributes", &attrs)) {
+            if (json_object_object_get_ex(attrs, "exception.type", &v))
+                type = json_object_get_string(v);
+            if (json_object_object_get_ex(attrs, "exception.message", &v))
+                message = json_object_get_string(v);
+        }
+        pl_buf_printf(b, "%*s  exception: %s%s%s\n", indent, "", type,
+                      *type && *message ? ": " : "", message);
+    }
+    json_object_put(events);
+}
+
 static const char *kind_name(int kind)
 {
     static const char *const names[] = {"", "internal", "server", "client", "producer", "consumer"};
@@ -376,6 +407,7 @@ static int cmd_trace(pl_store *s, const opts *o)
             int indent = 33 + 2 * depth;
             if (r->status_code == 2 && *r->status_message)
                 pl_buf_printf(&b, "%*s  error: %s\n", indent, "", r->status_message);
+            print_exceptions(&b, r->events_json, indent);
             if (r->n_top) {
                 pl_buf_printf(&b, "%*s  hot:", indent, "");
                 for (size_t k = 0; k < r->n_top; k++) {
@@ -390,8 +422,12 @@ static int cmd_trace(pl_store *s, const opts *o)
             } else if (*r->top_functions_attr) {
                 pl_buf_printf(&b, "%*s  hot: %s\n", indent, "", r->top_functions_attr);
             }
-            if (o->attributes)
+            if (o->attributes) {
                 pl_buf_printf(&b, "%*s  attributes: %s\n", indent, "", r->attributes_json);
+                pl_buf_printf(&b, "%*s  resource: %s\n", indent, "", r->resource_json);
+                if (strcmp(r->events_json, "[]") != 0)
+                    pl_buf_printf(&b, "%*s  events: %s\n", indent, "", r->events_json);
+            }
         }
     }
     pl_trace_detail_free(&d);

@@ -32,7 +32,7 @@
 #include <time.h>
 
 #define PL_STORE_APP_ID         0x706c6b31 /* "plk1" */
-#define PL_STORE_SCHEMA_VERSION 2
+#define PL_STORE_SCHEMA_VERSION 3
 
 /* ---- small hash maps ---------------------------------------------------- */
 
@@ -220,10 +220,11 @@ enum {
 };
 
 static const char *const write_sql[ST_COUNT] = {
-    [ST_INS_SPAN] = "INSERT OR IGNORE INTO spans(trace_id, span_id, parent_span_id, name, service, "
-                    "kind, start_ns, end_ns, status_code, status_message, attributes, profile_id, "
-                    "profile_samples, cpu_time_ns, cpu_time_total_ns, top_functions) "
-                    "VALUES(?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11,?12,?13,?14,?15,?16)",
+    [ST_INS_SPAN] =
+        "INSERT OR IGNORE INTO spans(trace_id, span_id, parent_span_id, name, service, "
+        "kind, start_ns, end_ns, status_code, status_message, attributes, profile_id, "
+        "profile_samples, cpu_time_ns, cpu_time_total_ns, top_functions, resource_id, "
+        "events) VALUES(?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11,?12,?13,?14,?15,?16,?17,?18)",
     [ST_UPSERT_TRACE] =
         "INSERT INTO traces(trace_id, start_ns, end_ns, root_span_id, root_name, root_service, "
         "root_start_ns, root_end_ns, span_count, error_count, duration_ns) "
@@ -276,7 +277,10 @@ static const char schema_sql[] =
     "  parent_span_id INTEGER, name TEXT NOT NULL, service TEXT NOT NULL, kind INTEGER NOT NULL,"
     "  start_ns INTEGER NOT NULL, end_ns INTEGER NOT NULL, status_code INTEGER NOT NULL,"
     "  status_message TEXT, attributes TEXT NOT NULL, profile_id TEXT, profile_samples INTEGER,"
-    "  cpu_time_ns INTEGER, cpu_time_total_ns INTEGER, top_functions TEXT);"
+    "  cpu_time_ns INTEGER, cpu_time_total_ns INTEGER, top_functions TEXT,"
+    /* resource attributes as JSON, stored once in `strings`; span events as
+     * a JSON array [{name, time_unix_nano, attributes}] or NULL */
+    "  resource_id INTEGER, events TEXT);"
     "CREATE UNIQUE INDEX IF NOT EXISTS spans_by_span_id ON spans(span_id);"
     "CREATE INDEX IF NOT EXISTS spans_by_trace ON spans(trace_id);"
     "CREATE INDEX IF NOT EXISTS spans_by_service ON spans(service, start_ns);"
@@ -544,6 +548,11 @@ pl_status pl_store_open(const char *path, const pl_store_options *options, pl_st
                     "UPDATE traces SET duration_ns = CASE WHEN root_span_id IS NOT NULL THEN "
                     "root_end_ns - root_start_ns ELSE end_ns - start_ns END;",
                     NULL, NULL, NULL);
+            if (rc == SQLITE_OK && app_id != 0 && version <= 2) /* v2 -> v3 */
+                rc = sqlite3_exec(s->db,
+                                  "ALTER TABLE spans ADD COLUMN resource_id INTEGER;"
+                                  "ALTER TABLE spans ADD COLUMN events TEXT;",
+                                  NULL, NULL, NULL);
             if (rc == SQLITE_OK)
                 rc = sqlite3_exec(s->db, schema_sql, NULL, NULL, NULL);
             if (rc == SQLITE_OK) {
@@ -1038,8 +1047,8 @@ static trace_agg *trace_aggs_get(trace_aggs *m, const uint8_t id[16])
     return t;
 }
 
-static int write_span(pl_store *s, const pl_span *sp, pl_bytes service, trace_aggs *aggs,
-                      pl_store_write_stats *stats)
+static int write_span(pl_store *s, const pl_span *sp, pl_bytes service, int64_t resource_id,
+                      trace_aggs *aggs, pl_store_write_stats *stats)
 {
     sqlite3_stmt *st = s->st[ST_INS_SPAN];
     bool root = sp->parent_span_id_len != 8 || all_zero(sp->parent_span_id, 8);
@@ -1090,7 +1099,31 @@ static int write_span(pl_store *s, const pl_span *sp, pl_bytes service, trace_ag
         bind_value_text(st, 16, &top->value, &scratch);
     else
         sqlite3_bind_null(st, 16);
+    if (resource_id)
+        sqlite3_bind_int64(st, 17, resource_id);
+    else
+        sqlite3_bind_null(st, 17);
+    pl_buf events;
+    pl_buf_init(&events);
+    if (sp->n_events) {
+        pl_buf_append_byte(&events, '[');
+        for (uint32_t e = 0; e < sp->n_events; e++) {
+            const pl_span_event *ev = &sp->events[e];
+            pl_buf_append_str(&events, e ? ",{\"name\":" : "{\"name\":");
+            pl_json_string(&events, (const char *)ev->name.ptr, ev->name.len);
+            pl_buf_printf(
+                &events, ",\"time_unix_nano\":\"%" PRIu64 "\",\"attributes\":", ev->time_unix_nano);
+            json_kvs(&events, ev->attrs.items, ev->attrs.n, 0);
+            pl_buf_append_byte(&events, '}');
+        }
+        pl_buf_append_byte(&events, ']');
+    }
+    if (sp->n_events && pl_buf_ok(&events))
+        sqlite3_bind_text(st, 18, (const char *)events.data, (int)events.len, SQLITE_STATIC);
+    else
+        sqlite3_bind_null(st, 18);
     int rc = step_reset(st);
+    pl_buf_free(&events);
     pl_buf_free(&scratch);
     if (rc != SQLITE_OK)
         return rc;
@@ -1129,6 +1162,16 @@ static int write_traces(pl_store *s, const pl_traces *traces, pl_store_write_sta
         pl_bytes service = attr_string(&rs->resource.attrs, "service.name");
         if (!service.len)
             service = PL_BYTES_LIT("unknown_service");
+        /* the resource's attributes, once per resource (and stored once) */
+        int64_t resource_id = 0;
+        if (rs->resource.attrs.n) {
+            pl_buf_reset(&s->json);
+            json_kvs(&s->json, rs->resource.attrs.items, rs->resource.attrs.n, 0);
+            if (!pl_buf_ok(&s->json))
+                rc = SQLITE_NOMEM;
+            else
+                rc = string_id(s, (const char *)s->json.data, s->json.len, &resource_id);
+        }
         for (uint32_t sc = 0; sc < rs->n_scopes && rc == SQLITE_OK; sc++) {
             const pl_scope_spans *ss = &rs->scopes[sc];
             for (uint32_t i = 0; i < ss->n_spans && rc == SQLITE_OK; i++) {
@@ -1138,7 +1181,7 @@ static int write_traces(pl_store *s, const pl_traces *traces, pl_store_write_sta
                     stats->invalid_spans++;
                     continue;
                 }
-                rc = write_span(s, sp, service, &aggs, stats);
+                rc = write_span(s, sp, service, resource_id, &aggs, stats);
             }
         }
     }
@@ -2445,7 +2488,8 @@ pl_status pl_store_query_trace(pl_store *s, const uint8_t trace_id[16], size_t t
         rc = sqlite3_prepare_v2(
             s->db,
             "SELECT span_id, parent_span_id, name, service, kind, start_ns, end_ns, status_code, "
-            "status_message, attributes, profile_id, profile_samples, cpu_time_ns, top_functions "
+            "status_message, attributes, profile_id, profile_samples, cpu_time_ns, top_functions, "
+            "(SELECT value FROM strings WHERE id = resource_id), events "
             "FROM spans WHERE trace_id = ?1 ORDER BY start_ns, span_id",
             -1, &spans, NULL);
     if (rc == SQLITE_OK)
@@ -2512,6 +2556,12 @@ pl_status pl_store_query_trace(pl_store *s, const uint8_t trace_id[16], size_t t
         r->cpu_ns =
             sqlite3_column_type(spans, 12) == SQLITE_NULL ? -1 : sqlite3_column_int64(spans, 12);
         r->top_functions_attr = column_text(a, spans, 13);
+        r->resource_json = column_text(a, spans, 14);
+        if (!*r->resource_json)
+            r->resource_json = "{}";
+        r->events_json = column_text(a, spans, 15);
+        if (!*r->events_json)
+            r->events_json = "[]";
     }
     if (rc == SQLITE_DONE)
         rc = SQLITE_OK;

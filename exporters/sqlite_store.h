@@ -5,7 +5,8 @@
  * One SQLite database (WAL mode) holds spans and profile samples:
  *
  *   spans     one row per span: ids, parent, name, service, kind, times,
- *             status, attributes (JSON text) and the profile summary the
+ *             status, attributes and events (JSON text), the resource's
+ *             attributes (JSON, stored once in `strings`) and the profile summary the
  *             correlation processor attached (profile id, samples, CPU time,
  *             hottest functions). Span ids are stored as INTEGER (the 8 bytes
  *             read big-endian as a signed 64-bit number): a small, fast key.
@@ -178,6 +179,8 @@ typedef struct pl_span_row {
     pl_function_stat *top;       /* hottest functions by self CPU (or first type) */
     size_t n_top;
     const char *top_functions_attr; /* profile.top_functions as sent, or "" */
+    const char *resource_json;      /* resource attributes, "{}" when none */
+    const char *events_json;        /* [{name, time_unix_nano, attributes}], "[]" when none */
 } pl_span_row;
 
 typedef struct pl_trace_detail {

@@ -82,7 +82,10 @@ cat >"$TMP/traces.json" <<EOF
   {"traceId":"$TRACE","spanId":"$DBQ","parentSpanId":"$ROOT","name":"SELECT cart","kind":3,
    "startTimeUnixNano":"$(ms 10)","endTimeUnixNano":"$(ms 200)"},
   {"traceId":"$TRACE","spanId":"$RENDER","parentSpanId":"$ROOT","name":"render","kind":1,
-   "startTimeUnixNano":"$(ms 200)","endTimeUnixNano":"$(ms 240)","status":{"code":2,"message":"template missing"}}
+   "startTimeUnixNano":"$(ms 200)","endTimeUnixNano":"$(ms 240)","status":{"code":2,"message":"template missing"},
+   "events":[{"name":"exception","timeUnixNano":"$(ms 239)","attributes":[
+     {"key":"exception.type","value":{"stringValue":"TemplateError"}},
+     {"key":"exception.message","value":{"stringValue":"cart.html not found"}}]}]}
  ]}]}]}
 EOF
 
@@ -152,6 +155,7 @@ check "query traces --json" has "\"cpu_ns\":35000000"
 q trace "$TRACE"
 check "query trace: the span tree with CPU and hottest functions" \
     sh -c "grep -q 'GET /cart' '$TMP/out' && grep -q '^ .*  SELECT cart' '$TMP/out' && grep -q 'hot: sql_exec 20.0ms, sql_parse 10.0ms' '$TMP/out' && grep -q 'ERROR' '$TMP/out' && grep -q 'template missing' '$TMP/out'"
+check "query trace: exception events" has "exception: TemplateError: cart.html not found"
 check "query trace: children are indented under the root" \
     sh -c "grep -q '  GET /cart' '$TMP/out' && grep -q '    SELECT cart' '$TMP/out'"
 q trace "$TRACE" --json

@@ -107,6 +107,8 @@ static pl_batch *traces_batch(const char *service, const span_spec *specs, size_
     rs->has_resource = true;
     pl_attrs_put(&b->arena, &rs->resource.attrs, pl_batch_bytes(b, "service.name", 12),
                  pl_value_string(pl_batch_bytes(b, service, strlen(service))));
+    pl_attrs_put(&b->arena, &rs->resource.attrs, pl_batch_bytes(b, "host.name", 9),
+                 pl_value_string(pl_batch_bytes(b, "web-1", 5)));
     rs->scopes = pl_batch_alloc(b, sizeof(pl_scope_spans));
     rs->n_scopes = 1;
     pl_scope_spans *ss = &rs->scopes[0];
@@ -127,8 +129,15 @@ static pl_batch *traces_batch(const char *service, const span_spec *specs, size_
         sp->start_time_unix_nano = specs[i].start;
         sp->end_time_unix_nano = specs[i].end;
         sp->status.code = specs[i].status;
-        if (specs[i].status == 2)
+        if (specs[i].status == 2) {
             sp->status.message = pl_batch_bytes(b, "boom", 4);
+            sp->events = pl_batch_alloc(b, sizeof(pl_span_event));
+            sp->n_events = 1;
+            sp->events[0].name = pl_batch_bytes(b, "exception", 9);
+            sp->events[0].time_unix_nano = specs[i].end;
+            pl_attrs_put(&b->arena, &sp->events[0].attrs, pl_batch_bytes(b, "exception.type", 14),
+                         pl_value_string(pl_batch_bytes(b, "TemplateError", 13)));
+        }
         pl_attrs_put(&b->arena, &sp->attrs, pl_batch_bytes(b, "http.route", 10),
                      pl_value_string(pl_batch_bytes(b, "/users/{id}", 11)));
     }
@@ -389,9 +398,17 @@ static void check_shop_queries(pl_store *s)
     CHECK_EQ_INT(r->status_code, 2);
     CHECK_EQ_STR(r->status_message, "boom");
     CHECK(strstr(r->attributes_json, "\"http.route\":\"/users/{id}\"") != NULL);
+    CHECK_EQ_STR(r->resource_json, "{\"service.name\":\"shop\",\"host.name\":\"web-1\"}");
+    char want_events[160];
+    snprintf(want_events, sizeof(want_events),
+             "[{\"name\":\"exception\",\"time_unix_nano\":\"%" PRIu64
+             "\",\"attributes\":{\"exception.type\":\"TemplateError\"}}]",
+             (uint64_t)(BASE + MS(90)));
+    CHECK_EQ_STR(r->events_json, want_events);
     const pl_span_row *root = find_span(&d, "GET /users");
     REQUIRE(root);
     CHECK_EQ_INT(root->cpu_ns, -1); /* no samples of its own */
+    CHECK_EQ_STR(root->events_json, "[]");
     CHECK_EQ_STR(root->service, "shop");
     pl_trace_detail_free(&d);
 
@@ -1515,6 +1532,9 @@ static void test_json_api(void)
     CHECK(strstr(g.response, "HTTP/1.1 200") == g.response);
     CHECK(strstr(g.response, "\"name\":\"db.query\"") != NULL);
     CHECK(strstr(g.response, "\"attributes\":{\"http.route\":\"/users/{id}\"}") != NULL);
+    CHECK(strstr(g.response, "\"resource\":{\"service.name\":\"shop\",\"host.name\":\"web-1\"}") !=
+          NULL);
+    CHECK(strstr(g.response, "\"events\":[{\"name\":\"exception\"") != NULL);
     CHECK(strstr(g.response, "\"top_functions\":[{\"name\":\"sql_exec\"") != NULL);
 
     api_get(&loop, port, "/api/traces/ab000000000000000000000000000999", &g);
