@@ -14,10 +14,18 @@
  * therefore clears them (pl_store_rollback), as does the stack garbage
  * collection of retention.
  *
+ * Each sample also goes into the per-minute service roll-up
+ * (`service_profiles`), so service-wide flame graphs read far fewer rows.
+ *
  * Querying. Queries run a handful of indexed SQL statements and do the rest
- * (choosing the sample type, decoding stacks, building folded stacks and
- * per-function totals) in C, where it is cheap: stacks and functions are
- * decoded once per distinct id.
+ * (choosing the sample type, summing rows, decoding stacks, building folded
+ * stacks and per-function totals) in C, where it is cheap: stacks and
+ * functions are decoded once per distinct id.
+ *
+ * Versions. The file carries application_id "plk1" and the schema version in
+ * user_version. A writer upgrades an older store in place (2: the trace
+ * duration column and its index; 3: span events and resource attributes);
+ * a reader asks for the upgrade rather than guess.
  */
 #include "sqlite_store.h"
 
