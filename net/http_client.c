@@ -447,6 +447,15 @@ pl_status pl_http_client_send(pl_http_client *client, const pl_http_client_reque
         /* Prior knowledge on http:// (gRPC's h2c); on https:// curl still
          * negotiates h2 with ALPN. */
         SETOPT(CURLOPT_HTTP_VERSION, (long)CURL_HTTP_VERSION_2_PRIOR_KNOWLEDGE);
+        /* libcurl 7.88.x (Debian 12) fails every request that reuses a
+         * prior-knowledge h2c connection with "Error in the HTTP2 framing
+         * layer" (curl issue #10634, fixed in 8.0.0): on those versions use
+         * one connection per request there, instead of failing every other
+         * export and waiting for its retry. */
+        curl_version_info_data *cv = curl_version_info(CURLVERSION_NOW);
+        if (cv->version_num >= 0x075800 && cv->version_num < 0x080000 &&
+            strncasecmp(req->url, "http://", 7) == 0)
+            SETOPT(CURLOPT_FORBID_REUSE, 1L);
     } else {
         SETOPT(CURLOPT_HTTP_VERSION, (long)CURL_HTTP_VERSION_1_1);
     }
