@@ -514,11 +514,11 @@ static void span_table_put_raw(span_table *t, const span_entry *e)
     t->count++;
 }
 
-static int span_table_grow(span_table *t)
+/* Rebuilds the table with `cap` slots (a power of two that holds count). */
+static int span_table_resize(span_table *t, uint64_t cap)
 {
     span_table bigger;
-    uint64_t cap = ((uint64_t)t->mask + 1) * 2;
-    if (cap > (1u << 31) || span_table_init(&bigger, (uint32_t)cap))
+    if (cap > (1u << 31) || cap < 1024 || span_table_init(&bigger, (uint32_t)cap))
         return -1;
     for (uint32_t i = 0; i <= t->mask; i++) {
         uint32_t ahead = (i + 16) & t->mask;
@@ -531,6 +531,11 @@ static int span_table_grow(span_table *t)
     free(t->slots);
     *t = bigger;
     return 0;
+}
+
+static int span_table_grow(span_table *t)
+{
+    return span_table_resize(t, ((uint64_t)t->mask + 1) * 2);
 }
 
 /* Starts loading the home slot of a span id: indexing and releasing walk a
@@ -610,19 +615,23 @@ static void pending_table_put_raw(pending_table *t, const pending_entry *e)
     t->count++;
 }
 
+static int pending_table_resize(pending_table *t, uint64_t cap)
+{
+    pending_table bigger;
+    if (cap > (1u << 31) || cap < 1024 || pending_table_init(&bigger, (uint32_t)cap))
+        return -1;
+    for (uint32_t i = 0; i <= t->mask; i++)
+        if (t->slots[i].key)
+            pending_table_put_raw(&bigger, &t->slots[i]);
+    free(t->slots);
+    *t = bigger;
+    return 0;
+}
+
 static int pending_table_insert(pending_table *t, const pending_entry *e)
 {
-    if ((t->count + 1) * 2 > t->mask + 1) {
-        pending_table bigger;
-        uint64_t cap = ((uint64_t)t->mask + 1) * 2;
-        if (cap > (1u << 31) || pending_table_init(&bigger, (uint32_t)cap))
-            return -1;
-        for (uint32_t i = 0; i <= t->mask; i++)
-            if (t->slots[i].key)
-                pending_table_put_raw(&bigger, &t->slots[i]);
-        free(t->slots);
-        *t = bigger;
-    }
+    if ((t->count + 1) * 2 > t->mask + 1 && pending_table_resize(t, ((uint64_t)t->mask + 1) * 2))
+        return -1;
     pending_table_put_raw(t, e);
     return 0;
 }
@@ -1948,15 +1957,18 @@ static void sweep_markers(correlation *self, uint64_t now)
     uint32_t cap = t->mask + 1;
     uint32_t budget = self->markers ? sweep_budget(self, cap, now) : 0;
     uint32_t i = self->sweep_pos & t->mask;
-    for (uint32_t n = 0; n < budget; n++) {
+    /* Only slots moved past count against the budget: a deletion may pull
+     * the next entry into slot i, which is then looked at again. */
+    for (uint32_t n = 0; n < budget;) {
         span_entry *e = &t->slots[i];
         if (e->key && e->state != ENTRY_HELD && e->expiry_ms <= now_ms) {
             stats_release(self, e->stats);
             span_table_delete(t, i);
             self->markers--;
-            continue; /* an entry may have moved into slot i */
+            continue;
         }
         i = (i + 1) & t->mask;
+        n++;
     }
     self->sweep_pos = i;
 
@@ -1964,7 +1976,7 @@ static void sweep_markers(correlation *self, uint64_t now)
     cap = p->mask + 1;
     budget = self->pending_markers ? sweep_budget(self, cap, now) : 0;
     i = self->pending_sweep_pos & p->mask;
-    for (uint32_t n = 0; n < budget; n++) {
+    for (uint32_t n = 0; n < budget;) {
         pending_entry *e = &p->slots[i];
         if (e->key && e->state == 1 && e->expiry_ms <= now_ms) {
             pending_table_delete(p, i);
@@ -1972,9 +1984,33 @@ static void sweep_markers(correlation *self, uint64_t now)
             continue;
         }
         i = (i + 1) & p->mask;
+        n++;
     }
     self->pending_sweep_pos = i;
     self->last_sweep_ns = now;
+}
+
+/* After a burst the tables would keep their size: halve them (down to 1024
+ * slots) while they are less than an eighth full, so that memory follows
+ * what is held. Only between linking sessions: entries move. */
+static void shrink_tables(correlation *self)
+{
+    uint64_t cap = (uint64_t)self->spans.mask + 1;
+    if (cap > 1024 && (uint64_t)self->spans.count * 8 < cap) {
+        uint64_t want = cap;
+        while (want > 1024 && (uint64_t)self->spans.count * 8 < want)
+            want /= 2;
+        span_table_resize(&self->spans, want); /* on failure the old table stays */
+        self->sweep_pos = 0;
+    }
+    cap = (uint64_t)self->pending.mask + 1;
+    if (cap > 1024 && (uint64_t)self->pending.count * 8 < cap) {
+        uint64_t want = cap;
+        while (want > 1024 && (uint64_t)self->pending.count * 8 < want)
+            want /= 2;
+        pending_table_resize(&self->pending, want);
+        self->pending_sweep_pos = 0;
+    }
 }
 
 void pl_correlation_tick(void *p)
@@ -1985,6 +2021,7 @@ void pl_correlation_tick(void *p)
         while (self->head[side] && self->held[self->head[side]].deadline <= now)
             release(self, self->head[side], RELEASE_WINDOW);
     sweep_markers(self, now);
+    shrink_tables(self);
     enforce_bounds(self);
     update_gauges(self);
 }

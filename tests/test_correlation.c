@@ -1134,6 +1134,15 @@ static void test_many_spans_and_samples(void)
     /* Root total = all N samples (each value 1). */
     CHECK_EQ_INT(span_int(find_span_in(&f.traces, 0x10000, 0), "profile.cpu_time_total_ns"), N);
     CHECK_EQ_UINT(counters(&f).linked_spans, N);
+    /* Once the gone markers expire, the tables shrink back. */
+    pl_correlation_usage u;
+    pl_correlation_get_usage(f.self, &u);
+    CHECK(u.span_table_slots >= 8192);
+    advance(&f, S(31));
+    advance(&f, S(1));
+    pl_correlation_get_usage(f.self, &u);
+    CHECK_EQ_UINT(u.markers, 0);
+    CHECK_EQ_UINT(u.span_table_slots, 1024);
     free(sp);
     free(ss);
     fx_done(&f);
