@@ -49,9 +49,14 @@
 #define PAUSE_READING_AT        (4u * 1024 * 1024) /* unsent answer bytes */
 #define RESUME_READING_AT       (1u * 1024 * 1024)
 #define CLOSE_GRACE_MS          5000u
-#define READ_BUFFER_SIZE        (64u * 1024)
-#define H2_STREAM_WINDOW        (1u << 20)
-#define H2_CONNECTION_WINDOW    (4u << 20)
+/* After the server closes a connection with an answer (413, 408, ...) it
+ * half-closes and reads, discarding, for this long: closing a socket that
+ * still has unread request bytes makes the kernel send RST, and the peer may
+ * then lose the answer before reading it. */
+#define LINGER_MS            2000u
+#define READ_BUFFER_SIZE     (64u * 1024)
+#define H2_STREAM_WINDOW     (1u << 20)
+#define H2_CONNECTION_WINDOW (4u << 20)
 
 static const char h2_preface[] = "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
 #define H2_PREFACE_LEN 24
@@ -121,6 +126,8 @@ struct conn {
     bool read_paused; /* the peer does not read its answers: stop reading its requests */
     pl_buf stash;     /* HTTP/1.1 input read but not parsed while paused */
     bool closed_by_server;
+    bool lingering; /* answer sent, write side shut: draining input */
+    uv_shutdown_t shutdown_req;
     unsigned pending_writes;
     conn_proto proto;
     uint8_t sniff[H2_PREFACE_LEN];
@@ -396,6 +403,33 @@ static void on_close_grace_timeout(uv_timer_t *t)
     conn_close_now(t->data);
 }
 
+static void on_linger_shutdown(uv_shutdown_t *req, int status)
+{
+    conn *c = req->data;
+    if (status < 0 && status != UV_ECANCELED && !uv_is_closing((uv_handle_t *)&c->tcp))
+        conn_close_now(c);
+}
+
+/* Every queued answer is written. A connection the server decided to close
+ * while the peer may still be sending lingers (see LINGER_MS); others close. */
+static void conn_finish(conn *c)
+{
+    if (c->socketless || uv_is_closing((uv_handle_t *)&c->tcp))
+        return;
+    if (!c->closed_by_server || c->lingering || c->proto == PROTO_H2) {
+        conn_close_now(c);
+        return;
+    }
+    c->lingering = true;
+    c->shutdown_req.data = c;
+    if (uv_shutdown(&c->shutdown_req, (uv_stream_t *)&c->tcp, on_linger_shutdown) < 0 ||
+        uv_read_start((uv_stream_t *)&c->tcp, on_alloc, on_read) < 0) {
+        conn_close_now(c);
+        return;
+    }
+    uv_timer_start(&c->timer, on_close_grace_timeout, LINGER_MS, 0);
+}
+
 /* Stops reading and closes once queued answers are written (or after a grace
  * period if the peer does not read them). Safe to call more than once. */
 static void conn_close(conn *c)
@@ -413,7 +447,7 @@ static void conn_close(conn *c)
         return;
     uv_read_stop((uv_stream_t *)&c->tcp);
     if (c->pending_writes == 0) {
-        conn_close_now(c);
+        conn_finish(c);
         return;
     }
     uv_timer_start(&c->timer, on_close_grace_timeout, CLOSE_GRACE_MS, 0);
@@ -466,7 +500,7 @@ static void on_write_done(uv_write_t *req, int status)
         return;
     }
     if (c->closing && c->pending_writes == 0) {
-        conn_close_now(c);
+        conn_finish(c);
         return;
     }
     if (c->read_paused && !c->closing && c->tcp.write_queue_size < RESUME_READING_AT)
@@ -1474,12 +1508,16 @@ static void on_read(uv_stream_t *st, ssize_t nread, const uv_buf_t *buf)
 {
     conn *c = st->data;
     pl_http_server *server = c->server;
-    if (nread > 0)
+    if (nread > 0 && !c->lingering)
         conn_feed(c, (const uint8_t *)buf->base, (size_t)nread);
     if (buf->base == (char *)server->read_buffer)
         server->read_buffer_busy = false;
     else
         free(buf->base);
+    if (nread < 0 && c->lingering) {
+        conn_close_now(c);
+        return;
+    }
     if (nread < 0) {
         if (nread == UV_EOF)
             conn_eof(c);
