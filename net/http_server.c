@@ -54,6 +54,7 @@
  * still has unread request bytes makes the kernel send RST, and the peer may
  * then lose the answer before reading it. */
 #define LINGER_MS            2000u
+#define PREALLOC_BODY_MAX    (4u << 20)
 #define READ_BUFFER_SIZE     (64u * 1024)
 #define H2_STREAM_WINDOW     (1u << 20)
 #define H2_CONNECTION_WINDOW (4u << 20)
@@ -797,8 +798,17 @@ static int h1_on_body(http_parser *p, const char *at, size_t len)
         conn_close(c);
         return -1;
     }
-    if (r->body.cap == 0 && p->content_length != ULLONG_MAX)
-        pl_buf_reserve(&r->body, (size_t)p->content_length);
+    /* Size the buffer from Content-Length once, bounded: in a chunked body
+     * content_length is the announced chunk size (any number a client likes),
+     * and even a true length should not reserve memory before data arrives. */
+    if (r->body.cap == 0 && p->content_length != ULLONG_MAX && !(p->flags & F_CHUNKED)) {
+        uint64_t want = (uint64_t)len + p->content_length;
+        if (want > c->opt->max_body_size)
+            want = c->opt->max_body_size;
+        if (want > PREALLOC_BODY_MAX)
+            want = PREALLOC_BODY_MAX;
+        pl_buf_reserve(&r->body, (size_t)want);
+    }
     pl_buf_append(&r->body, at, len);
     if (!pl_buf_ok(&r->body)) {
         h1_respond_simple(c, 503, "out of memory\n", true);
