@@ -196,7 +196,8 @@ static bool str_map_put(str_map *m, const char *s, size_t len, uint64_t h, int64
     char *copy = malloc(len + 1);
     if (!copy)
         return false;
-    memcpy(copy, s, len);
+    if (len)
+        memcpy(copy, s, len);
     copy[len] = 0;
     size_t mask = m->cap - 1;
     size_t i = h & mask;
