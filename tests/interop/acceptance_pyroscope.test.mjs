@@ -1,0 +1,224 @@
+// acceptance_pyroscope.test.mjs: the real @pyroscope/nodejs SDK and
+// OpenTelemetry JS spans (work wrapped in wrapWithLabels({span_id})) go into
+// proflink; the correlation processor sits in both pipelines; the pyroscope
+// exporter pushes to a fake Pyroscope that accepts
+// /push.v1.PusherService/Push (Connect unary, application/proto), decodes the
+// PushRequest with protobufjs from proto/push/v1/push.proto, gunzips each
+// raw_profile and decodes it with pprof-format. The spans leave through
+// otlphttp to a fake OTLP backend.
+//
+// The SDK's uploads are also captured on their way in by a recording proxy
+// (independent of proflink), so the totals pushed out can be compared with
+// the totals the SDK sent, per sample type.
+//
+// Run: cd tests/interop && PROFLINK_BIN=../../build-xxx/proflink node --test acceptance_pyroscope.test.mjs
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import http from 'node:http';
+import zlib from 'node:zlib';
+import { Profile } from 'pprof-format';
+import Pyroscope from '@pyroscope/nodejs';
+import { resourceFromAttributes } from '@opentelemetry/resources';
+import { BasicTracerProvider, SimpleSpanProcessor } from '@opentelemetry/sdk-trace-base';
+import { OTLPTraceExporter } from '@opentelemetry/exporter-trace-otlp-proto';
+import { freePorts, startProflink, waitFor, httpBackend, PushRequest, TraceRequest } from './lib/proflink.mjs';
+
+function readBody(req) {
+  return new Promise((resolve, reject) => {
+    const chunks = [];
+    req.on('data', (c) => chunks.push(c));
+    req.on('end', () => resolve(Buffer.concat(chunks)));
+    req.on('error', reject);
+  });
+}
+
+// A fake Pyroscope push API.
+async function fakePyroscope() {
+  const pushes = [];
+  const errors = [];
+  const server = http.createServer(async (req, res) => {
+    const body = await readBody(req);
+    try {
+      assert.equal(req.method, 'POST');
+      assert.equal(req.url, '/push.v1.PusherService/Push');
+      assert.match(req.headers['content-type'], /^application\/proto/);
+      const msg = PushRequest.toObject(PushRequest.decode(body), { bytes: Buffer, longs: String });
+      pushes.push({ headers: req.headers, msg });
+      res.writeHead(200, { 'content-type': 'application/proto' });
+      res.end();
+    } catch (e) {
+      errors.push(String(e));
+      res.writeHead(400, { 'content-type': 'application/json' });
+      res.end(JSON.stringify({ code: 'invalid_argument', message: String(e) }));
+    }
+  });
+  await new Promise((r) => server.listen(0, '127.0.0.1', r));
+  return { port: server.address().port, pushes, errors, stop: () => new Promise((r) => server.close(r)) };
+}
+
+// A recording proxy between the SDK and proflink's pyroscope receiver.
+async function recordingProxy(target) {
+  const uploads = [];
+  const server = http.createServer(async (req, res) => {
+    const body = await readBody(req);
+    uploads.push({ url: req.url, body });
+    const up = http.request({ host: '127.0.0.1', port: target, path: req.url, method: req.method, headers: req.headers }, (r) => {
+      res.writeHead(r.statusCode, r.headers);
+      r.pipe(res);
+    });
+    up.on('error', () => { res.writeHead(502); res.end(); });
+    up.end(body);
+  });
+  await new Promise((r) => server.listen(0, '127.0.0.1', r));
+  return { port: server.address().port, uploads, stop: () => new Promise((r) => server.close(r)) };
+}
+
+function decodePprof(buf) {
+  if (buf[0] === 0x1f && buf[1] === 0x8b) buf = zlib.gunzipSync(buf);
+  return Profile.decode(buf);
+}
+
+// Sum of values per sample type "type/unit" of a pprof.
+function totals(prof, into) {
+  const str = (i) => prof.stringTable.strings[Number(i)];
+  prof.sampleType.forEach((st, k) => {
+    const key = `${str(st.type)}/${str(st.unit)}`;
+    let sum = 0n;
+    for (const s of prof.sample) sum += BigInt(s.value[k] ?? 0);
+    into.set(key, (into.get(key) || 0n) + sum);
+  });
+  return into;
+}
+
+function burnCpuInWork(ms) {
+  const end = Date.now() + ms;
+  let x = 0;
+  while (Date.now() < end) for (let i = 0; i < 10000; i++) x = (x * 31 + i) % 1000003;
+  return x;
+}
+
+test('Pyroscope SDK + OTel JS -> correlation -> fake Pyroscope (push API) and OTLP backend', { timeout: 90000 }, async () => {
+  const pyro = await fakePyroscope();
+  const otlp = await httpBackend();
+  const [otlpPort, pyroPort, metricsPort] = await freePorts(3);
+  const pl = await startProflink(`
+receivers:
+  otlp:
+    protocols:
+      http: { endpoint: "127.0.0.1:${otlpPort}" }
+  pyroscope:
+    endpoint: 127.0.0.1:${pyroPort}
+processors:
+  correlation:
+    window: 3s
+exporters:
+  otlphttp:
+    endpoint: http://127.0.0.1:${otlp.port}
+  pyroscope:
+    endpoint: http://127.0.0.1:${pyro.port}
+service:
+  telemetry:
+    logs: { level: warn }
+    metrics: { address: "127.0.0.1:${metricsPort}" }
+  pipelines:
+    traces: { receivers: [otlp], processors: [correlation], exporters: [otlphttp] }
+    profiles: { receivers: [pyroscope], processors: [correlation], exporters: [pyroscope] }
+`, { ports: [otlpPort, pyroPort] });
+  const proxy = await recordingProxy(pyroPort);
+  try {
+    const provider = new BasicTracerProvider({
+      resource: resourceFromAttributes({ 'service.name': 'acc-pyro' }),
+      spanProcessors: [new SimpleSpanProcessor(new OTLPTraceExporter({ url: `http://127.0.0.1:${otlpPort}/v1/traces` }))],
+    });
+    const tracer = provider.getTracer('acc');
+    Pyroscope.init({
+      serverAddress: `http://127.0.0.1:${proxy.port}`, appName: 'acc-pyro',
+      flushIntervalMs: 1500, wall: { collectCpuTime: true }, tags: { region: 'eu' },
+    });
+    Pyroscope.start();
+    const spans = [];
+    for (let i = 0; i < 3; i++) {
+      const span = tracer.startSpan(`GET /work/${i}`);
+      spans.push(span.spanContext().spanId);
+      Pyroscope.wrapWithLabels({ span_id: span.spanContext().spanId }, () => burnCpuInWork(500));
+      span.end();
+      await new Promise((r) => setTimeout(r, 20));
+    }
+    await Pyroscope.stop();
+    await provider.forceFlush();
+    await provider.shutdown();
+
+    // What the SDK sent (through the proxy), per sample type.
+    const sent = new Map();
+    let sentWall = 0;
+    for (const u of proxy.uploads) {
+      assert.match(u.url, /^\/ingest\?/);
+      const prof = decodePprof(u.body);
+      totals(prof, sent);
+      if (prof.sampleType.length > 2) sentWall++;
+    }
+    assert.ok(sentWall > 0, `the SDK sent a wall profile (${proxy.uploads.length} uploads)`);
+
+    // What reached Pyroscope.
+    const received = () => {
+      const t = new Map();
+      const labelled = new Map(); // span_id -> span_name
+      const functions = new Set();
+      const series = [];
+      for (const p of pyro.pushes) {
+        for (const s of p.msg.series) {
+          const labels = Object.fromEntries(s.labels.map((l) => [l.name, l.value]));
+          series.push(labels);
+          for (const smp of s.samples) {
+            const prof = decodePprof(smp.rawProfile);
+            totals(prof, t);
+            const str = (i) => prof.stringTable.strings[Number(i)];
+            for (const f of prof.function) functions.add(str(f.name));
+            for (const x of prof.sample) {
+              const byKey = {};
+              for (const l of x.label) byKey[str(l.key)] = str(l.str);
+              if (byKey.span_id) labelled.set(byKey.span_id, byKey.span_name);
+            }
+          }
+        }
+      }
+      return { t, labelled, functions, series };
+    };
+    const same = (a, b) => a.size === b.size && [...a].every(([k, v]) => b.get(k) === v);
+    await waitFor(() => same(received().t, sent), 30000,
+      `pushed totals equal the SDK's (sent ${JSON.stringify([...sent].map(([k, v]) => [k, String(v)]))}, ` +
+      `got ${JSON.stringify([...received().t].map(([k, v]) => [k, String(v)]))}; errors ${pyro.errors}; ${pl.log})`);
+    const r = received();
+    assert.deepEqual(pyro.errors, []);
+    for (const labels of r.series) {
+      assert.ok(labels.__name__, `series has __name__: ${JSON.stringify(labels)}`);
+      assert.equal(labels.service_name, 'acc-pyro');
+    }
+    assert.ok(r.series.some((l) => l.region === 'eu'), 'SDK tags become series labels');
+    for (const id of spans) {
+      assert.ok(r.labelled.has(id), `samples of span ${id} carry span_id (have ${[...r.labelled.keys()]})`);
+      assert.match(id, /^[0-9a-f]{16}$/);
+    }
+    spans.forEach((id, i) => assert.equal(r.labelled.get(id), `GET /work/${i}`, `span_name of ${id}`));
+    assert.ok([...r.functions].some((f) => /burnCpuInWork/.test(f)), `work function among ${[...r.functions].slice(0, 20)}`);
+
+    // Spans at the OTLP backend carry the profile link and summary.
+    await waitFor(() => spans.every((id) => otlp.counts.has(id)), 20000, 'spans at the OTLP backend');
+    const got = otlp.canonical();
+    for (const id of spans) {
+      const attrs = Object.fromEntries(got.get(id).span.attributes.map(([k, v]) => [k, JSON.parse(v)]));
+      assert.deepEqual(attrs['pyroscope.profile.id'], { stringValue: id }, `pyroscope.profile.id on ${id}`);
+      assert.ok(Number(attrs['profile.samples']?.intValue) > 0, `profile.samples on ${id}: ${JSON.stringify(attrs)}`);
+      assert.ok(Number(attrs['profile.cpu_time_ns']?.intValue) > 0, `profile.cpu_time_ns on ${id}`);
+      assert.ok(attrs['profile.top_functions']?.arrayValue?.values?.length > 0, `profile.top_functions on ${id}`);
+    }
+    void TraceRequest;
+  } finally {
+    await proxy.stop();
+    const r = await pl.stop();
+    await pl.cleanup();
+    await pyro.stop();
+    await otlp.stop();
+    assert.deepEqual(r, { code: 0, signal: null }, pl.log);
+  }
+});
