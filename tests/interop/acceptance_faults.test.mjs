@@ -256,8 +256,9 @@ test('garbage and slowloris clients do not stop an SDK client from being served'
   }
 });
 
-test('overload: a backend that never answers, a small queue: 503 / UNAVAILABLE to senders, bounded RSS', { timeout: 60000 }, async () => {
-  const backend = await httpBackend({ behaviour: () => ({ hang: true }) });
+test('overload: a backend that never answers, a small queue: 503 / UNAVAILABLE to senders, bounded RSS; acknowledged data arrives after recovery', { timeout: 60000 }, async () => {
+  let hang = true;
+  const backend = await httpBackend({ behaviour: () => (hang ? { hang: true } : null) });
   const [httpPort, grpcPort, metricsPort] = await freePorts(3);
   const pl = await startProflink(config({
     httpPort, grpcPort, metricsPort,
@@ -270,23 +271,26 @@ test('overload: a backend that never answers, a small queue: 503 / UNAVAILABLE t
   const sampler = setInterval(() => { maxRss = Math.max(maxRss, pl.rss()); }, 100);
   const statuses = new Map();
   const grpcCodes = new Map();
+  const acked = [];
   try {
-    const big = request(2000, 'big'); // ~250 KB per request
     const end = Date.now() + 5000;
     const httpWorker = async () => {
       while (Date.now() < end) {
-        const r = await postTraces(httpPort, big.bytes);
+        const req = request(500, 'ovh'); // ~250 KB per request
+        const r = await postTraces(httpPort, req.bytes);
         statuses.set(r.status, (statuses.get(r.status) || 0) + 1);
-        if (r.status !== 200) assert.ok(r.status === 503 || r.status === 429, `status ${r.status}`);
+        if (r.status === 200) acked.push(...req.ids);
+        else assert.ok(r.status === 503 || r.status === 429, `status ${r.status}`);
       }
     };
     const client = http2.connect(`http://127.0.0.1:${grpcPort}`);
     client.on('error', () => {});
     const grpcWorker = async () => {
-      const frame = Buffer.alloc(5 + big.bytes.length);
-      frame.writeUInt32BE(big.bytes.length, 1);
-      big.bytes.copy(frame, 5);
       while (Date.now() < end) {
+        const req = request(500, 'ovg');
+        const frame = Buffer.alloc(5 + req.bytes.length);
+        frame.writeUInt32BE(req.bytes.length, 1);
+        req.bytes.copy(frame, 5);
         const code = await new Promise((resolve) => {
           const st = client.request({ ':method': 'POST', ':path': '/opentelemetry.proto.collector.trace.v1.TraceService/Export', 'content-type': 'application/grpc', te: 'trailers' });
           let status = null;
@@ -298,6 +302,7 @@ test('overload: a backend that never answers, a small queue: 503 / UNAVAILABLE t
           st.end(frame);
         });
         grpcCodes.set(code, (grpcCodes.get(code) || 0) + 1);
+        if (code === '0') acked.push(...req.ids);
       }
     };
     await Promise.all([httpWorker(), httpWorker(), httpWorker(), grpcWorker(), grpcWorker()]);
@@ -308,6 +313,14 @@ test('overload: a backend that never answers, a small queue: 503 / UNAVAILABLE t
     assert.ok(!grpcCodes.has('error') && !grpcCodes.has(null), `gRPC calls ended without a status: ${JSON.stringify([...grpcCodes])}`);
     // 20 batches of ~250 KB held at most, plus buffers: far below this.
     assert.ok(maxRss < Number(process.env.ACC_RSS_LIMIT_KIB || 400 * 1024), `RSS ${maxRss} KiB`);
+
+    // Recovery: the backend answers again (the hung requests are cut, so
+    // proflink retries them): every acknowledged span arrives, once.
+    hang = false;
+    backend.releaseHung();
+    await waitFor(() => acked.every((id) => backend.counts.has(id)), 30000,
+      `acknowledged spans after recovery (${acked.filter((id) => backend.counts.has(id)).length}/${acked.length})`);
+    assert.equal(backend.duplicates(), 0, 'no duplicates');
   } finally {
     clearInterval(sampler);
     await backend.stop();
