@@ -222,3 +222,96 @@ service:
     assert.deepEqual(r, { code: 0, signal: null }, pl.log);
   }
 });
+
+// Every index of an OTLP profiles request points inside its dictionary, and
+// index 0 of each table is the zero value.
+function checkDictionary(req) {
+  const d = req.dictionary || {};
+  const n = (t) => (d[t] || []).length;
+  assert.equal((d.stringTable || [])[0], '', 'string_table[0] is ""');
+  for (const t of ['mappingTable', 'locationTable', 'functionTable', 'linkTable', 'attributeTable', 'stackTable']) {
+    assert.ok(n(t) >= 1, `${t} holds index 0`);
+  }
+  const str = (i, what) => assert.ok((i || 0) < n('stringTable'), `${what} ${i} < ${n('stringTable')}`);
+  for (const f of d.functionTable) { str(f.nameStrindex, 'function name'); str(f.systemNameStrindex, 'system name'); str(f.filenameStrindex, 'file'); }
+  for (const m of d.mappingTable) str(m.filenameStrindex, 'mapping file');
+  for (const l of d.locationTable) {
+    assert.ok((l.mappingIndex || 0) < n('mappingTable'));
+    for (const ln of l.lines || []) assert.ok((ln.functionIndex || 0) < n('functionTable'), `function index ${ln.functionIndex}`);
+  }
+  for (const s of d.stackTable) for (const li of s.locationIndices || []) assert.ok(li < n('locationTable'), `location index ${li}`);
+  for (const a of d.attributeTable) str(a.keyStrindex, 'attribute key');
+  const out = new Map();
+  for (const rp of req.resourceProfiles || []) {
+    const svc = rp.resource?.attributes?.find((a) => a.key === 'service.name')?.value?.stringValue;
+    for (const sp of rp.scopeProfiles || []) {
+      for (const p of sp.profiles || []) {
+        const st = p.sampleType || {};
+        str(st.typeStrindex, 'sample type'); str(st.unitStrindex, 'sample unit');
+        const key = `${svc}:${d.stringTable[st.typeStrindex || 0]}/${d.stringTable[st.unitStrindex || 0]}`;
+        for (const s of p.samples || []) {
+          assert.ok((s.stackIndex || 0) < n('stackTable'), `stack index ${s.stackIndex}`);
+          assert.ok((s.linkIndex || 0) < n('linkTable'), `link index ${s.linkIndex}`);
+          for (const ai of s.attributeIndices || []) assert.ok(ai < n('attributeTable'), `attribute index ${ai}`);
+          for (const v of s.values || []) out.set(key, (out.get(key) || 0n) + BigInt(v));
+        }
+        for (const ai of p.attributeIndices || []) assert.ok(ai < n('attributeTable'));
+      }
+    }
+  }
+  return out;
+}
+
+test('a Node.js SDK pprof via /ingest and via the push API -> otlp (grpc-js ProfilesService): valid dictionary, same totals', { timeout: 30000 }, async () => {
+  const { grpcBackend, ProfilesRequest } = await import('./lib/proflink.mjs');
+  const fs = await import('node:fs');
+  const gz = fs.readFileSync(new URL('./fixtures/nodejs_wall.pprof.gz', import.meta.url));
+  const want = totals(decodePprof(gz), new Map());
+  assert.ok(want.size >= 2, 'the fixture has sample types');
+  const backend = await grpcBackend();
+  const [pyroPort, metricsPort] = await freePorts(2);
+  const pl = await startProflink(`
+receivers:
+  pyroscope: { endpoint: "127.0.0.1:${pyroPort}" }
+exporters:
+  otlp: { endpoint: "127.0.0.1:${backend.port}", tls: { insecure: true } }
+service:
+  telemetry: { metrics: { address: "127.0.0.1:${metricsPort}" } }
+  pipelines:
+    profiles: { receivers: [pyroscope], exporters: [otlp] }
+`, { ports: [pyroPort] });
+  try {
+    const now = Math.floor(Date.now() / 1000);
+    let r = await fetch(`http://127.0.0.1:${pyroPort}/ingest?format=pprof&from=${now - 10}&until=${now}&name=acc-ingest%7Bregion%3Deu%7D&spyName=nodespy`, {
+      method: 'POST', headers: { 'content-type': 'application/octet-stream' }, body: gz,
+    });
+    assert.equal(r.status, 200, await r.text());
+    const push = PushRequest.encode(PushRequest.fromObject({
+      series: [{
+        labels: [{ name: '__name__', value: 'wall' }, { name: 'service_name', value: 'acc-push' }],
+        samples: [{ rawProfile: gz, ID: '5a6b0a4c-6e8f-4f0a-9f00-000000000001' }],
+      }],
+    })).finish();
+    r = await fetch(`http://127.0.0.1:${pyroPort}/push.v1.PusherService/Push`, {
+      method: 'POST', headers: { 'content-type': 'application/proto', 'connect-protocol-version': '1' }, body: push,
+    });
+    assert.equal(r.status, 200, await r.text());
+    const got = () => {
+      const t = new Map();
+      for (const p of backend.profileRequests) {
+        const req = ProfilesRequest.toObject(ProfilesRequest.decode(p.bytes), { longs: String, bytes: Buffer, arrays: true });
+        for (const [k, v] of checkDictionary(req)) t.set(k, (t.get(k) || 0n) + v);
+      }
+      return t;
+    };
+    const expected = new Map();
+    for (const svc of ['acc-ingest', 'acc-push']) for (const [k, v] of want) expected.set(`${svc}:${k}`, v);
+    await waitFor(() => got().size >= expected.size, 15000, `profiles at the backend (${pl.log})`);
+    assert.deepEqual(got(), expected);
+  } finally {
+    const r = await pl.stop();
+    await pl.cleanup();
+    await backend.stop();
+    assert.equal(r.code, 0, pl.log);
+  }
+});
