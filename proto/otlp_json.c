@@ -1408,7 +1408,7 @@ static void w_hex_id(jw *w, const char *key, const uint8_t *id, uint8_t len)
 void pl_otlp_base64_encode(pl_buf *b, const uint8_t *s, size_t n)
 {
     static const char tbl[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-    if (!pl_buf_reserve(b, (n + 2) / 3 * 4))
+    if (n == 0 || !pl_buf_reserve(b, (n + 2) / 3 * 4))
         return;
     uint8_t *p = b->data + b->len;
     size_t i = 0;
