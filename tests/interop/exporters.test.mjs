@@ -158,7 +158,9 @@ class Backend {
       this.server.on('stream', (stream, headers) => this.onStream(stream, headers));
     } else {
       const handler = (req, res) => this.onHttp(req, res);
-      this.server = this.tls ? https.createServer({ key: this.tls.key, cert: this.tls.cert }, handler) : http.createServer(handler);
+      const opts = { key: this.tls?.key, cert: this.tls?.cert };
+      if (this.tls?.requireClientCert) Object.assign(opts, { requestCert: true, rejectUnauthorized: true, ca: this.tls.ca });
+      this.server = this.tls ? https.createServer(opts, handler) : http.createServer(handler);
     }
     this.sockets = new Set();
     this.server.on('connection', (s) => { this.sockets.add(s); s.on('close', () => this.sockets.delete(s)); });
@@ -576,10 +578,15 @@ function makeTestCA() {
   ossl('req', '-newkey', 'rsa:2048', '-nodes', '-keyout', f('server.key'), '-out', f('server.csr'), '-subj', '/CN=127.0.0.1');
   fs.writeFileSync(f('ext.cnf'), 'subjectAltName=IP:127.0.0.1,DNS:localhost\n');
   ossl('x509', '-req', '-in', f('server.csr'), '-CA', f('ca.pem'), '-CAkey', f('ca.key'), '-CAcreateserial', '-out', f('server.pem'), '-days', '1', '-extfile', f('ext.cnf'));
-  return { caFile: f('ca.pem'), key: fs.readFileSync(f('server.key')), cert: fs.readFileSync(f('server.pem')) };
+  ossl('req', '-newkey', 'rsa:2048', '-nodes', '-keyout', f('client.key'), '-out', f('client.csr'), '-subj', '/CN=proflink');
+  ossl('x509', '-req', '-in', f('client.csr'), '-CA', f('ca.pem'), '-CAkey', f('ca.key'), '-CAcreateserial', '-out', f('client.pem'), '-days', '1');
+  return {
+    caFile: f('ca.pem'), key: fs.readFileSync(f('server.key')), cert: fs.readFileSync(f('server.pem')),
+    ca: fs.readFileSync(f('ca.pem')), clientCert: f('client.pem'), clientKey: f('client.key'),
+  };
 }
 
-test('TLS: otlphttp and otlp (gRPC) trust a custom CA; without it nothing is sent', { timeout: 60000 }, async () => {
+test('TLS: custom CA, insecure_skip_verify, client certificates, gRPC over TLS; without trust nothing is sent', { timeout: 60000 }, async () => {
   const ca = makeTestCA();
   // otlphttp over https with ca_file
   const b1 = new Backend({ tls: ca });
@@ -600,7 +607,37 @@ test('TLS: otlphttp and otlp (gRPC) trust a custom CA; without it nothing is sen
   assert.ok(!r2.names.some((n) => b1.accepted.has(n)));
   assert.match(p2.log, /certificate|SSL/i);
   await p2.stop();
+
+  // insecure_skip_verify: no CA, no verification, delivered
+  const p2b = new Proflink('tls-skip', 'otlphttp', { endpoint: `https://127.0.0.1:${port1}`, tls: { insecure_skip_verify: true }, retry_on_failure: fastRetry });
+  await p2b.start();
+  const r2b = makeRequest('tls-skip', 2);
+  assert.equal(await p2b.post(r2b.bytes), 200);
+  await waitFor(() => r2b.names.every((n) => b1.accepted.has(n)), 10000, 'spans with insecure_skip_verify');
+  await p2b.stop();
   await b1.stop();
+
+  // mutual TLS: the server requires a client certificate signed by the CA
+  const bm = new Backend({ tls: { ...ca, requireClientCert: true } });
+  const portm = await bm.start();
+  const pm = new Proflink('tls-mutual', 'otlphttp', {
+    endpoint: `https://127.0.0.1:${portm}`,
+    tls: { ca_file: ca.caFile, cert_file: ca.clientCert, key_file: ca.clientKey },
+    retry_on_failure: fastRetry,
+  });
+  await pm.start();
+  const rm = makeRequest('tls-mutual', 3);
+  assert.equal(await pm.post(rm.bytes), 200);
+  await waitFor(() => rm.names.every((n) => bm.accepted.has(n)), 10000, 'spans over mutual TLS');
+  await pm.stop();
+  const pn = new Proflink('tls-nocert', 'otlphttp', { endpoint: `https://127.0.0.1:${portm}`, tls: { ca_file: ca.caFile }, retry_on_failure: fastRetry });
+  await pn.start();
+  const rn = makeRequest('tls-nocert', 1);
+  assert.equal(await pn.post(rn.bytes), 200);
+  await sleep(1000);
+  assert.ok(!rn.names.some((n) => bm.accepted.has(n)), 'no client certificate: nothing accepted');
+  await pn.stop();
+  await bm.stop();
 
   // otlp (gRPC) over TLS (h2 by ALPN); an endpoint without a scheme means TLS
   const b3 = new Backend({ grpc: true, tls: ca });
