@@ -65,6 +65,7 @@ typedef struct sock_ctx {
     uv_poll_t poll;
     curl_socket_t fd;
     pl_http_client *client;
+    struct sock_ctx *prev, *next; /* the client's open polls */
 } sock_ctx;
 
 struct pl_http_client {
@@ -72,6 +73,7 @@ struct pl_http_client {
     CURLM *multi;
     uv_timer_t timer;
     pl_http_call *calls; /* active requests, doubly linked */
+    sock_ctx *socks;     /* polls not yet closed, doubly linked */
     size_t n_calls;
     int open_handles; /* timer + polls not yet closed */
     int dispatching;  /* inside completion callbacks */
@@ -84,6 +86,19 @@ static void client_maybe_free(pl_http_client *client)
     if (client->closing && client->open_handles == 0 && !client->multi)
         free(client);
 }
+
+static void sock_unlink(pl_http_client *client, sock_ctx *ctx)
+{
+    if (ctx->prev)
+        ctx->prev->next = ctx->next;
+    else if (client->socks == ctx)
+        client->socks = ctx->next;
+    if (ctx->next)
+        ctx->next->prev = ctx->prev;
+    ctx->prev = ctx->next = NULL;
+}
+
+static void sock_close(pl_http_client *client, sock_ctx *ctx);
 
 static void on_handle_closed(uv_handle_t *handle)
 {
@@ -248,8 +263,7 @@ static int curl_socket_cb(CURL *easy, curl_socket_t fd, int what, void *userp, v
     sock_ctx *ctx = socketp;
     if (what == CURL_POLL_REMOVE) {
         if (ctx) {
-            uv_poll_stop(&ctx->poll);
-            uv_close((uv_handle_t *)&ctx->poll, on_handle_closed);
+            sock_close(client, ctx);
             curl_multi_assign(client->multi, fd, NULL);
         }
         return 0;
@@ -266,6 +280,10 @@ static int curl_socket_cb(CURL *easy, curl_socket_t fd, int what, void *userp, v
         }
         ctx->poll.data = ctx;
         client->open_handles++;
+        ctx->next = client->socks;
+        if (client->socks)
+            client->socks->prev = ctx;
+        client->socks = ctx;
         curl_multi_assign(client->multi, fd, ctx);
     }
     int events = 0;
@@ -275,6 +293,13 @@ static int curl_socket_cb(CURL *easy, curl_socket_t fd, int what, void *userp, v
         events |= UV_WRITABLE;
     uv_poll_start(&ctx->poll, events, on_poll);
     return 0;
+}
+
+static void sock_close(pl_http_client *client, sock_ctx *ctx)
+{
+    sock_unlink(client, ctx);
+    uv_poll_stop(&ctx->poll);
+    uv_close((uv_handle_t *)&ctx->poll, on_handle_closed);
 }
 
 /* ---- response collection (curl callbacks, per request) ----------------- */
@@ -531,6 +556,10 @@ static void client_close_now(pl_http_client *client)
     /* Cleanup closes cached connections, which may report sockets to remove. */
     curl_multi_cleanup(client->multi);
     client->multi = NULL;
+    /* Whatever curl did not report as removed is closed here, so that no
+     * poll handle outlives the client. */
+    while (client->socks)
+        sock_close(client, client->socks);
     uv_timer_stop(&client->timer);
     uv_close((uv_handle_t *)&client->timer, on_handle_closed);
 }
