@@ -10,7 +10,7 @@ PACKAGES=(
   libuv1-dev libyaml-dev libzstd-dev libsqlite3-dev sqlite3
   libnghttp2-dev libcurl4-openssl-dev zlib1g-dev libjson-c-dev libhttp-parser-dev
   libpcre2-dev libfuzzer-14-dev libclang-rt-14-dev
-  nodejs npm curl openssl ca-certificates procps
+  nodejs npm curl openssl zstd python3 ca-certificates procps
 )
 
 missing=()
