@@ -619,7 +619,8 @@ int64_t pl_http_parse_retry_after(const char *value, size_t len, uint64_t now_un
     memcpy(text, value, len);
     text[len] = 0;
     time_t when = curl_getdate(text, NULL);
-    if (when < 0)
+    /* A date past 2262 does not fit in int64 nanoseconds: not a real delay. */
+    if (when < 0 || when > INT64_MAX / 1000000000LL)
         return -1;
     int64_t when_ns = (int64_t)when * 1000000000LL;
     return when_ns > (int64_t)now_unix_ns ? when_ns - (int64_t)now_unix_ns : 0;
