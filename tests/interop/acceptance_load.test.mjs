@@ -13,10 +13,10 @@ import { BasicTracerProvider, InMemorySpanExporter, SimpleSpanProcessor } from '
 import { OTLPTraceExporter as GrpcExporter } from '@opentelemetry/exporter-trace-otlp-grpc';
 import { OTLPTraceExporter as ProtoExporter } from '@opentelemetry/exporter-trace-otlp-proto';
 import { OTLPTraceExporter as JsonExporter } from '@opentelemetry/exporter-trace-otlp-http';
-import { freePorts, startProflink, waitFor, httpBackend } from './lib/proflink.mjs';
+import { freePorts, startProflink, waitFor, httpBackend, grpcBackend } from './lib/proflink.mjs';
 
-const SENDERS = 12;
-const BATCHES = 8;
+const SENDERS = Number(process.env.ACC_LOAD_SENDERS || 12);
+const BATCHES = Number(process.env.ACC_LOAD_BATCHES || 8);
 const BATCH = 250; // 12 * 8 * 250 = 24000 spans
 // ASan roughly doubles memory; the bound is about "does not grow with the
 // amount sent", not a tight budget.
@@ -42,8 +42,12 @@ function makeBatches(sender) {
   return batches;
 }
 
-test('load: 12 mixed SDK exporters, 24k spans, each arrives once; bounded RSS; exit 0 on SIGTERM', { timeout: 120000 }, async () => {
-  const backend = await httpBackend();
+for (const out of ['otlphttp', 'otlp']) {
+test(`load: 12 mixed SDK exporters, 24k spans -> ${out}, each arrives once; bounded RSS; exit 0 on SIGTERM`, { timeout: 120000 }, async () => {
+  const backend = out === 'otlp' ? await grpcBackend() : await httpBackend();
+  const exporterCfg = out === 'otlp'
+    ? `otlp:\n    endpoint: 127.0.0.1:${backend.port}\n    tls: { insecure: true }`
+    : `otlphttp:\n    endpoint: http://127.0.0.1:${backend.port}`;
   const [grpcPort, httpPort, metricsPort] = await freePorts(3);
   const pl = await startProflink(`
 receivers:
@@ -54,15 +58,14 @@ receivers:
 processors:
   batch: { send_batch_size: 2000, timeout: 100ms }
 exporters:
-  otlphttp:
-    endpoint: http://127.0.0.1:${backend.port}
+  ${exporterCfg}
     retry_on_failure: { initial_interval: 100ms, max_interval: 1s }
 service:
   telemetry:
     logs: { level: warn }
     metrics: { address: "127.0.0.1:${metricsPort}" }
   pipelines:
-    traces: { receivers: [otlp], processors: [batch], exporters: [otlphttp] }
+    traces: { receivers: [otlp], processors: [${out === 'otlp' ? '' : 'batch'}], exporters: [${out}] }
 `, { ports: [grpcPort, httpPort] });
   let maxRss = 0;
   const sampler = setInterval(() => { maxRss = Math.max(maxRss, pl.rss()); }, 100);
@@ -79,6 +82,7 @@ service:
           : new JsonExporter({ url: `http://127.0.0.1:${httpPort}/v1/traces` });
       work.push((async () => {
         for (const b of batches) {
+          // (the otlp variant has no batch processor: one gRPC call per SDK export)
           // A refused batch (503 / UNAVAILABLE) is sent again, as an
           // application with a retrying pipeline would.
           for (let attempt = 0; ; attempt++) {
@@ -113,5 +117,6 @@ service:
     assert.deepEqual(r, { code: 0, signal: null }, `exit ${JSON.stringify(r)}: ${pl.log.slice(-3000)}`);
   }
 });
+}
 
 function fs_rm(pl) { pl.cleanup().catch(() => {}); }
