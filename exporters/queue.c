@@ -67,8 +67,8 @@ static const pl_cfg_field sending_queue_fields[] = {
     {"max_bytes", PL_CFG_SIZE, "256MiB", offsetof(pl_sending_queue_config, max_bytes),
      "maximum encoded bytes held; 0 = no limit", NULL},
     {"storage", PL_CFG_STRING, NULL, offsetof(pl_sending_queue_config, storage),
-     "persist the queue in SQLite: a database file (for this exporter only), or a directory "
-     "(one file per exporter); "
+     "persist the queue in SQLite: a directory (one <exporter id>.queue.db per exporter; a path "
+     "without an extension counts as one), or a database file (for this exporter only); "
      "data is committed before it is acknowledged and deleted once the backend accepted it",
      NULL},
     {"fsync", PL_CFG_BOOL, "false", offsetof(pl_sending_queue_config, fsync),
@@ -282,13 +282,30 @@ static int mkdir_parents(const char *path, bool include_last)
     return 0;
 }
 
+/* `storage` names a directory (one database per exporter inside) when it ends
+ * in '/', is an existing directory, or does not exist yet and its last
+ * component has no extension (`./data/queue`, as in the Collector's
+ * file_storage directory); otherwise it is the database file itself
+ * (`./data/tempo.db`). */
+static bool storage_is_dir(const char *storage)
+{
+    size_t len = strlen(storage);
+    struct stat st;
+    if (storage[len - 1] == '/')
+        return true;
+    if (stat(storage, &st) == 0)
+        return S_ISDIR(st.st_mode);
+    const char *base = strrchr(storage, '/');
+    base = base ? base + 1 : storage;
+    return strchr(base, '.') == NULL;
+}
+
 char *pl_queue_storage_file(const char *storage, const char *id)
 {
     if (!storage || !storage[0])
         return NULL;
     size_t len = strlen(storage);
-    struct stat st;
-    bool is_dir = storage[len - 1] == '/' || (stat(storage, &st) == 0 && S_ISDIR(st.st_mode));
+    bool is_dir = storage_is_dir(storage);
     if (!is_dir)
         return strdup(storage);
     size_t id_len = strlen(id ? id : "queue");
@@ -323,11 +340,7 @@ static pl_status storage_open(pl_queue *q, const char *storage, pl_err *err)
     q->next_storage_user = storage_users;
     storage_users = q;
     q->storage_registered = true;
-    size_t len = strlen(storage);
-    if (storage[len - 1] == '/')
-        mkdir_parents(storage, true);
-    else
-        mkdir_parents(q->db_path, false);
+    mkdir_parents(q->db_path, false);
     int rc = sqlite3_open_v2(
         q->db_path, &q->db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX, NULL);
     if (rc != SQLITE_OK) {
