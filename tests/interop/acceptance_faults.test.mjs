@@ -227,6 +227,24 @@ test('garbage and slowloris clients do not stop an SDK client from being served'
       st.end(Buffer.from([0, 0xff, 0xff, 0xff, 0xff, 1, 2, 3]));
     });
 
+    // gRPC slowloris: streams that announce a 1000-byte message, send 10
+    // bytes of it and stall (on one connection, and one connection each)
+    const stalled = [];
+    const shared = http2.connect(`http://127.0.0.1:${grpcPort}`);
+    shared.on('error', () => {});
+    stalled.push(shared);
+    for (let i = 0; i < 20; i++) {
+      const c = i % 2 ? shared : http2.connect(`http://127.0.0.1:${grpcPort}`);
+      if (c !== shared) { c.on('error', () => {}); stalled.push(c); }
+      const st = c.request({ ':method': 'POST', ':path': '/opentelemetry.proto.collector.trace.v1.TraceService/Export', 'content-type': 'application/grpc', te: 'trailers' });
+      st.on('error', () => {});
+      st.resume();
+      const part = Buffer.alloc(15);
+      part.writeUInt32BE(1000, 1);
+      st.write(part);
+    }
+    sockets.push({ destroy: () => { for (const c of stalled) c.destroy(); } });
+
     const mem = new InMemorySpanExporter();
     const provider = new BasicTracerProvider({ resource: resourceFromAttributes({ 'service.name': 'good' }), spanProcessors: [new SimpleSpanProcessor(mem)] });
     const tracer = provider.getTracer('good');
@@ -250,8 +268,9 @@ test('garbage and slowloris clients do not stop an SDK client from being served'
     for (const ex of good) await ex.shutdown();
     await waitFor(() => ids.every((id) => backend.counts.has(id)), 10000, 'good spans at the backend');
   } finally {
-    for (const s of sockets) s.destroy();
+    // SIGTERM while the stalled clients are still connected: exit 0 anyway
     await stopOk(pl);
+    for (const s of sockets) s.destroy();
     await backend.stop();
   }
 });
