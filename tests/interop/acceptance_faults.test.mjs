@@ -346,3 +346,70 @@ test('overload: a backend that never answers, a small queue: 503 / UNAVAILABLE t
     await stopOk(pl);
   }
 });
+
+test('otlp (gRPC) exporter against grpc-js: UNAVAILABLE retried, INVALID_ARGUMENT dropped, RESOURCE_EXHAUSTED retried only with RetryInfo (after its delay)', { timeout: 40000 }, async () => {
+  const { grpcBackend, protoRoot } = await import('./lib/proflink.mjs');
+  const grpc = (await import('@grpc/grpc-js')).default;
+  const protobuf = (await import('protobufjs')).default;
+  protoRoot.loadSync(['google/rpc/status.proto', 'google/rpc/error_details.proto']);
+  const Status = protoRoot.lookupType('google.rpc.Status');
+  const RetryInfo = protoRoot.lookupType('google.rpc.RetryInfo');
+  void protobuf;
+  const retryInfoStatus = (ms) => {
+    const md = new grpc.Metadata();
+    md.set('grpc-status-details-bin', Buffer.from(Status.encode(Status.fromObject({
+      code: 8, message: 'slow down',
+      details: [{ type_url: 'type.googleapis.com/google.rpc.RetryInfo', value: RetryInfo.encode(RetryInfo.fromObject({ retryDelay: { seconds: 0, nanos: ms * 1e6 } })).finish() }],
+    })).finish()));
+    return md;
+  };
+  // script per span name prefix: how many failures, which status
+  const attemptsByName = new Map();
+  const times = new Map();
+  const backend = await grpcBackend({
+    behaviour: (i, call) => {
+      const req = TraceRequest.decode(call.request);
+      const name = req.resourceSpans[0].scopeSpans[0].spans[0].name.split('-')[0];
+      const n = (attemptsByName.get(name) || 0) + 1;
+      attemptsByName.set(name, n);
+      times.set(name, [...(times.get(name) || []), Date.now()]);
+      if (name === 'unavail' && n <= 2) return { code: grpc.status.UNAVAILABLE };
+      if (name === 'invalid') return { code: grpc.status.INVALID_ARGUMENT };
+      if (name === 'exhausted') return { code: grpc.status.RESOURCE_EXHAUSTED };
+      if (name === 'retryinfo' && n === 1) return { code: grpc.status.RESOURCE_EXHAUSTED, metadata: retryInfoStatus(1200) };
+      return null;
+    },
+  });
+  const [httpPort, metricsPort] = await freePorts(2);
+  const pl = await startProflink(`
+receivers: { otlp: { protocols: { http: { endpoint: "127.0.0.1:${httpPort}" } } } }
+exporters:
+  otlp:
+    endpoint: 127.0.0.1:${backend.port}
+    tls: { insecure: true }
+    retry_on_failure: { initial_interval: 50ms, max_interval: 200ms }
+service:
+  telemetry: { metrics: { address: "127.0.0.1:${metricsPort}" } }
+  pipelines: { traces: { receivers: [otlp], exporters: [otlp] } }
+`, { ports: [httpPort] });
+  try {
+    const reqs = {};
+    for (const name of ['unavail', 'invalid', 'exhausted', 'retryinfo']) {
+      reqs[name] = request(3, name);
+      assert.equal((await postTraces(httpPort, reqs[name].bytes)).status, 200);
+    }
+    await waitFor(() => reqs.unavail.ids.every((id) => backend.counts.has(id)) && reqs.retryinfo.ids.every((id) => backend.counts.has(id)),
+      15000, `retried data arrives (${JSON.stringify([...attemptsByName])}; ${pl.log})`);
+    await sleep(600); // several backoff intervals: a wrong retry would show
+    assert.equal(attemptsByName.get('unavail'), 3);
+    assert.equal(attemptsByName.get('invalid'), 1, 'INVALID_ARGUMENT is not retried');
+    assert.equal(attemptsByName.get('exhausted'), 1, 'RESOURCE_EXHAUSTED without RetryInfo is not retried');
+    assert.equal(attemptsByName.get('retryinfo'), 2);
+    const [t1, t2] = times.get('retryinfo');
+    assert.ok(t2 - t1 >= 1100, `RetryInfo delay honoured: retried after ${t2 - t1} ms`);
+    assertOnce(backend, [...reqs.unavail.ids, ...reqs.retryinfo.ids], 'grpc retries');
+  } finally {
+    await stopOk(pl);
+    await backend.stop();
+  }
+});

@@ -235,7 +235,7 @@ export async function grpcBackend({ behaviour = () => null, port = 0 } = {}) {
     const i = rec.attempts++;
     const b = behaviour(i, call) || {};
     if (b.hang) { hung.push(() => cb({ code: grpc.status.UNAVAILABLE, details: 'shutdown' })); return; }
-    if (b.code) { cb({ code: b.code, details: b.details || 'scripted' }); return; }
+    if (b.code) { cb({ code: b.code, details: b.details || 'scripted', metadata: b.metadata }); return; }
     record(call.request, call.metadata.getMap());
     cb(null, {});
   };
