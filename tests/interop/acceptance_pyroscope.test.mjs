@@ -315,3 +315,63 @@ service:
     assert.equal(r.code, 0, pl.log);
   }
 });
+
+test('pyroscope exporter: Connect errors 503 (unavailable) retried until the push succeeds, once; 400 (invalid_argument) not retried', { timeout: 30000 }, async () => {
+  const fs = await import('node:fs');
+  const gz = fs.readFileSync(new URL('./fixtures/nodejs_wall.pprof.gz', import.meta.url));
+  const attempts = new Map(); // service -> attempts
+  const ok = new Map(); // service -> accepted pushes
+  const server = http.createServer(async (req, res) => {
+    const body = await readBody(req);
+    const msg = PushRequest.decode(body);
+    const svc = msg.series[0].labels.find((l) => l.name === 'service_name')?.value;
+    const n = (attempts.get(svc) || 0) + 1;
+    attempts.set(svc, n);
+    if (svc === 'acc-503' && n <= 2) {
+      res.writeHead(503, { 'content-type': 'application/json' });
+      res.end(JSON.stringify({ code: 'unavailable', message: 'ingester not ready' }));
+      return;
+    }
+    if (svc === 'acc-400') {
+      res.writeHead(400, { 'content-type': 'application/json' });
+      res.end(JSON.stringify({ code: 'invalid_argument', message: 'bad profile' }));
+      return;
+    }
+    ok.set(svc, (ok.get(svc) || 0) + 1);
+    res.writeHead(200, { 'content-type': 'application/proto' });
+    res.end();
+  });
+  await new Promise((r) => server.listen(0, '127.0.0.1', r));
+  const [pyroPort, metricsPort] = await freePorts(2);
+  const pl = await startProflink(`
+receivers:
+  pyroscope: { endpoint: "127.0.0.1:${pyroPort}" }
+exporters:
+  pyroscope:
+    endpoint: http://127.0.0.1:${server.address().port}
+    retry_on_failure: { initial_interval: 50ms, max_interval: 200ms }
+service:
+  telemetry: { metrics: { address: "127.0.0.1:${metricsPort}" } }
+  pipelines:
+    profiles: { receivers: [pyroscope], exporters: [pyroscope] }
+`, { ports: [pyroPort] });
+  try {
+    const now = Math.floor(Date.now() / 1000);
+    for (const svc of ['acc-503', 'acc-400']) {
+      const r = await fetch(`http://127.0.0.1:${pyroPort}/ingest?format=pprof&from=${now - 10}&until=${now}&name=${svc}&spyName=nodespy`, {
+        method: 'POST', headers: { 'content-type': 'application/octet-stream' }, body: gz,
+      });
+      assert.equal(r.status, 200);
+    }
+    await waitFor(() => ok.get('acc-503') >= 1 && attempts.get('acc-400') >= 1, 15000, `pushes (${JSON.stringify([...attempts])}; ${pl.log})`);
+    await new Promise((r) => setTimeout(r, 600));
+    assert.equal(attempts.get('acc-503'), 3, '503 retried until accepted');
+    assert.equal(ok.get('acc-503'), 1, 'accepted once');
+    assert.equal(attempts.get('acc-400'), 1, '400 not retried');
+  } finally {
+    const r = await pl.stop();
+    await pl.cleanup();
+    await new Promise((r2) => server.close(r2));
+    assert.equal(r.code, 0, pl.log);
+  }
+});
