@@ -21,75 +21,23 @@
 // Run: cd tests/interop && PROFLINK_BIN=../../build-<you>/proflink node --test correlation_e2e.test.mjs
 import { test, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { spawn } from 'node:child_process';
 import fs from 'node:fs';
-import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
-import { fileURLToPath } from 'node:url';
 
 import { SpanKind, context, trace } from '@opentelemetry/api';
 import { resourceFromAttributes } from '@opentelemetry/resources';
 import { BasicTracerProvider, SimpleSpanProcessor } from '@opentelemetry/sdk-trace-base';
 import { OTLPTraceExporter } from '@opentelemetry/exporter-trace-otlp-proto';
 import Pyroscope from '@pyroscope/nodejs';
+import {
+  burnCpuInCheckout, burnCpuInPricing, freePort, readJsonLines as readLines, startProflink, until,
+} from './lib/common.mjs';
 
-const here = path.dirname(fileURLToPath(import.meta.url));
-const repo = path.resolve(here, '..', '..');
-const BIN = process.env.PROFLINK_BIN
-  ? path.resolve(process.env.PROFLINK_BIN)
-  : path.join(repo, 'build', 'proflink');
 const SERVICE = 'checkout-e2e';
 
-async function freePort() {
-  return new Promise((resolve, reject) => {
-    const s = net.createServer();
-    s.listen(0, '127.0.0.1', () => {
-      const { port } = s.address();
-      s.close(() => resolve(port));
-    });
-    s.on('error', reject);
-  });
-}
-
-async function until(cond, ms) {
-  const end = Date.now() + ms;
-  while (Date.now() < end) {
-    if (await cond()) return true;
-    await new Promise((r) => setTimeout(r, 100));
-  }
-  return false;
-}
-
-function listening(port) {
-  return new Promise((resolve) => {
-    const c = net.connect(port, '127.0.0.1', () => { c.destroy(); resolve(true); });
-    c.on('error', () => resolve(false));
-  });
-}
-
-function readLines(file) {
-  if (!fs.existsSync(file)) return [];
-  return fs.readFileSync(file, 'utf8').split('\n').filter((l) => l.trim()).map((l) => JSON.parse(l));
-}
-
-// CPU work that shows up as its own leaf function in the profile.
-function burnCpuInCheckout(ms) {
-  const end = Date.now() + ms;
-  let x = 0;
-  while (Date.now() < end) for (let i = 0; i < 10000; i++) x += Math.sqrt(i * x + 1);
-  return x;
-}
-
-function burnCpuInPricing(ms) {
-  const end = Date.now() + ms;
-  let x = 0;
-  while (Date.now() < end) for (let i = 0; i < 10000; i++) x += Math.sin(i + x);
-  return x;
-}
-
-const children = new Set();
-after(() => { for (const c of children) c.kill('SIGKILL'); });
+const running = new Set();
+after(() => { for (const pl of running) pl.child.kill('SIGKILL'); });
 
 test('spans and Pyroscope samples are joined and enriched on both sides', { timeout: 90000 }, async () => {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'proflink-corr-'));
@@ -120,18 +68,8 @@ test('spans and Pyroscope samples are joined and enriched on both sides', { time
     '    profiles: { receivers: [pyroscope], processors: [correlation], exporters: [file/profiles] }',
     '',
   ].join('\n');
-  const cfg = path.join(dir, 'collector.yaml');
-  fs.writeFileSync(cfg, yaml);
-  let log = '';
-  const child = spawn(BIN, ['--config', cfg], { stdio: ['ignore', 'ignore', 'pipe'] });
-  children.add(child);
-  child.stderr.on('data', (d) => { log += d.toString(); });
-  const exited = new Promise((resolve) => child.on('exit', (code, signal) => {
-    children.delete(child);
-    resolve({ code, signal });
-  }));
-  assert.ok(await until(async () => (await listening(otlpPort)) && (await listening(pyroPort)), 10000),
-    `proflink listening (log: ${log})`);
+  const pl = await startProflink(yaml, { dir, ports: [otlpPort, pyroPort] });
+  running.add(pl);
 
   // ---- the application: OpenTelemetry for spans, Pyroscope for profiles ----
   const provider = new BasicTracerProvider({
@@ -181,7 +119,7 @@ test('spans and Pyroscope samples are joined and enriched on both sides', { time
     console.log(m.split("\n").filter((l) => /correlation|pyroscope|otlp/.test(l) && !l.startsWith("#")).join("\n"));
   }
   assert.ok(await until(() => readLines(profilesFile).length > 0, 10000),
-    `profiles exported (log: ${log})`);
+    `profiles exported (log: ${pl.log})`);
   assert.ok(await until(() => {
     const ids = new Set();
     for (const req of readLines(tracesFile))
@@ -189,7 +127,7 @@ test('spans and Pyroscope samples are joined and enriched on both sides', { time
         for (const ss of rs.scopeSpans ?? [])
           for (const s of ss.spans ?? []) ids.add(s.spanId);
     return requests.every((r) => ids.has(r.rootId) && ids.has(r.childId));
-  }, 30000), `spans exported (log: ${log})`);
+  }, 30000), `spans exported (log: ${pl.log})`);
   // Released on coverage, well before the 20 s window.
   assert.ok(Date.now() - uploaded < 10000, `spans left ${Date.now() - uploaded} ms after the upload`);
   const metrics = await fetch(`http://127.0.0.1:${metricsPort}/metrics`).then((x) => x.text());
@@ -198,9 +136,9 @@ test('spans and Pyroscope samples are joined and enriched on both sides', { time
   assert.ok(counter('linked_samples') > 10, metrics);
   assert.equal(counter('unlinked_samples'), 0, metrics);
   assert.equal(counter('spans_released_on_coverage'), 6, metrics);
-  child.kill('SIGTERM');
-  const { code } = await exited;
-  assert.equal(code, 0, log);
+  const { code } = await pl.stop();
+  running.delete(pl);
+  assert.equal(code, 0, pl.log);
   await provider.shutdown();
 
   // Spans.
@@ -298,17 +236,8 @@ test('a reload flushes held spans downstream', { timeout: 60000 }, async () => {
     '    profiles: { receivers: [otlp], processors: [correlation], exporters: [file] }',
     '',
   ].join('\n');
-  const cfg = path.join(dir, 'collector.yaml');
-  fs.writeFileSync(cfg, yaml);
-  let log = '';
-  const child = spawn(BIN, ['--config', cfg], { stdio: ['ignore', 'ignore', 'pipe'] });
-  children.add(child);
-  child.stderr.on('data', (d) => { log += d.toString(); });
-  const exited = new Promise((resolve) => child.on('exit', (code) => {
-    children.delete(child);
-    resolve(code);
-  }));
-  assert.ok(await until(() => listening(otlpPort), 10000), `proflink listening (log: ${log})`);
+  const pl = await startProflink(yaml, { dir, ports: [otlpPort] });
+  running.add(pl);
 
   const provider = new BasicTracerProvider({
     resource: resourceFromAttributes({ 'service.name': 'reload-e2e' }),
@@ -322,15 +251,15 @@ test('a reload flushes held spans downstream', { timeout: 60000 }, async () => {
   // A profiles pipeline exists, so the span waits for its window (10 min).
   await new Promise((r) => setTimeout(r, 1000));
   assert.equal(readLines(tracesFile).length, 0, 'held while the window is open');
-  child.kill('SIGHUP');
+  pl.child.kill('SIGHUP');
   assert.ok(await until(() => readLines(tracesFile).length > 0, 10000),
-    `flushed by the reload (log: ${log})`);
+    `flushed by the reload (log: ${pl.log})`);
   const out = readLines(tracesFile)[0].resourceSpans[0].scopeSpans[0].spans[0];
   assert.equal(out.spanId, span.spanContext().spanId);
   // The flush happens while the old graph stops; the new one then logs.
-  assert.ok(await until(() => /reloaded/.test(log), 10000), log);
-  child.kill('SIGTERM');
-  assert.equal(await exited, 0, log);
+  assert.ok(await until(() => /reloaded/.test(pl.log), 10000), pl.log);
+  assert.equal((await pl.stop()).code, 0, pl.log);
+  running.delete(pl);
   await provider.shutdown();
   fs.rmSync(dir, { recursive: true, force: true });
 });

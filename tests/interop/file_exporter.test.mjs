@@ -7,14 +7,10 @@
 // Run: cd tests/interop && PROFLINK_BIN=../../build-<you>/proflink node --test file_exporter.test.mjs
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { spawn } from 'node:child_process';
 import fs from 'node:fs';
-import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
-import { fileURLToPath } from 'node:url';
 
-import protobuf from 'protobufjs';
 import { SpanKind, SpanStatusCode, context, trace } from '@opentelemetry/api';
 import { resourceFromAttributes } from '@opentelemetry/resources';
 import {
@@ -25,57 +21,16 @@ import {
 import { ProtobufTraceSerializer } from '@opentelemetry/otlp-transformer';
 import { OTLPTraceExporter as ProtoExporter } from '@opentelemetry/exporter-trace-otlp-proto';
 import { OTLPTraceExporter as JsonExporter } from '@opentelemetry/exporter-trace-otlp-http';
+import { exportSpans, freePort, loadProtos, startProflink, until } from './lib/common.mjs';
 
-const here = path.dirname(fileURLToPath(import.meta.url));
-const repo = path.resolve(here, '..', '..');
-const BIN = process.env.PROFLINK_BIN
-  ? path.resolve(process.env.PROFLINK_BIN)
-  : path.join(repo, 'build', 'proflink');
-
-const protoRoot = new protobuf.Root();
-protoRoot.resolvePath = (origin, target) =>
-  path.isAbsolute(target) ? target : path.join(repo, 'proto', target);
-protoRoot.loadSync(['opentelemetry/proto/collector/trace/v1/trace_service.proto']);
+const protoRoot = loadProtos(['opentelemetry/proto/collector/trace/v1/trace_service.proto']);
 const TraceReq = protoRoot.lookupType(
   'opentelemetry.proto.collector.trace.v1.ExportTraceServiceRequest');
 const toObj = (msg) =>
   TraceReq.toObject(msg, { longs: String, bytes: String, defaults: true, arrays: true });
 
-let tmp, proc, httpPort, stderr = '';
+let tmp, pl, httpPort;
 let jsonPath, protoPath;
-
-async function freePort() {
-  return new Promise((resolve, reject) => {
-    const s = net.createServer();
-    s.listen(0, '127.0.0.1', () => {
-      const { port } = s.address();
-      s.close(() => resolve(port));
-    });
-    s.on('error', reject);
-  });
-}
-
-async function waitListening(port, ms = 10000) {
-  const end = Date.now() + ms;
-  while (Date.now() < end) {
-    const ok = await new Promise((resolve) => {
-      const c = net.connect(port, '127.0.0.1', () => { c.destroy(); resolve(true); });
-      c.on('error', () => resolve(false));
-    });
-    if (ok) return;
-    await new Promise((r) => setTimeout(r, 50));
-  }
-  throw new Error(`port ${port} never listened`);
-}
-
-async function until(cond, ms = 10000) {
-  const end = Date.now() + ms;
-  while (Date.now() < end) {
-    if (cond()) return true;
-    await new Promise((r) => setTimeout(r, 50));
-  }
-  return false;
-}
 
 function makeSpans(service) {
   const mem = new InMemorySpanExporter();
@@ -108,10 +63,6 @@ function makeSpans(service) {
   }
   root.end(t0 + 10);
   return mem.getFinishedSpans();
-}
-
-function exportSpans(exporter, spans) {
-  return new Promise((resolve) => exporter.export(spans, resolve));
 }
 
 // Records of a `format: proto` file: 4-byte big-endian length + message.
@@ -179,20 +130,11 @@ service:
   pipelines:
     traces: { receivers: [otlp], exporters: [file/json, file/proto] }
 `;
-  fs.writeFileSync(path.join(tmp, 'collector.yaml'), config);
-  proc = spawn(BIN, ['--config', path.join(tmp, 'collector.yaml')], { stdio: ['ignore', 'ignore', 'pipe'] });
-  proc.stderr.on('data', (d) => { stderr += d; });
-  await waitListening(httpPort);
+  pl = await startProflink(config, { dir: tmp, ports: [httpPort] });
 });
 
 after(async () => {
-  if (proc && proc.exitCode === null) {
-    proc.kill('SIGTERM');
-    await new Promise((r) => {
-      const timer = setTimeout(r, 5000);
-      proc.once('exit', () => { clearTimeout(timer); r(); });
-    });
-  }
+  await pl?.stop(5000);
   if (tmp) fs.rmSync(tmp, { recursive: true, force: true });
 });
 
@@ -203,7 +145,7 @@ for (const [name, Exporter] of [['proto', ProtoExporter], ['json', JsonExporter]
     const exporter = new Exporter({ url: `http://127.0.0.1:${httpPort}/v1/traces` });
     const result = await exportSpans(exporter, spans);
     await exporter.shutdown();
-    assert.equal(result.code, 0, `export failed: ${result.error}\n${stderr}`);
+    assert.equal(result.code, 0, `export failed: ${result.error}\n${pl.log}`);
     const expected = toObj(TraceReq.decode(ProtobufTraceSerializer.serializeRequest(spans)));
     // The exporter writes before the request is answered: no waiting needed,
     // but allow for slow machines anyway.

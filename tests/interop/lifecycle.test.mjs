@@ -11,11 +11,9 @@
 import { test, after } from 'node:test';
 import assert from 'node:assert/strict';
 import fs from 'node:fs';
-import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import { spawn } from 'node:child_process';
-import { fileURLToPath } from 'node:url';
 
 import { resourceFromAttributes } from '@opentelemetry/resources';
 import {
@@ -24,12 +22,7 @@ import {
   SimpleSpanProcessor,
 } from '@opentelemetry/sdk-trace-base';
 import { OTLPTraceExporter as ProtoExporter } from '@opentelemetry/exporter-trace-otlp-proto';
-
-const here = path.dirname(fileURLToPath(import.meta.url));
-const repo = path.resolve(here, '..', '..');
-const BIN = process.env.PROFLINK_BIN
-  ? path.resolve(process.env.PROFLINK_BIN)
-  : path.join(repo, 'build', 'proflink');
+import { BIN, exportSpans, freePort, until as poll } from './lib/common.mjs';
 
 const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'proflink-lifecycle-'));
 const children = new Set();
@@ -39,25 +32,7 @@ after(() => {
   fs.rmSync(tmp, { recursive: true, force: true });
 });
 
-async function freePort() {
-  return new Promise((resolve, reject) => {
-    const s = net.createServer();
-    s.listen(0, '127.0.0.1', () => {
-      const { port } = s.address();
-      s.close(() => resolve(port));
-    });
-    s.on('error', reject);
-  });
-}
-
-async function until(cond, ms = 10000) {
-  const end = Date.now() + ms;
-  while (Date.now() < end) {
-    if (await cond()) return true;
-    await new Promise((r) => setTimeout(r, 25));
-  }
-  return false;
-}
+const until = (cond, ms = 10000) => poll(cond, ms, 25);
 
 async function healthStatus(port) {
   try {
@@ -122,10 +97,6 @@ function makeSpans(tag, n) {
   const tracer = provider.getTracer('lifecycle-test');
   for (let i = 0; i < n; i++) tracer.startSpan(`${tag}-${i}`).end();
   return mem.getFinishedSpans();
-}
-
-function exportSpans(exporter, spans) {
-  return new Promise((resolve) => exporter.export(spans, resolve));
 }
 
 // Span names found in the file exporter's OTLP/JSON lines.

@@ -12,7 +12,6 @@
 // Run: cd tests/interop && PROFLINK_BIN=../../build-<you>/proflink node --test otlp_receiver.test.mjs
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { spawn } from 'node:child_process';
 import fs from 'node:fs';
 import http from 'node:http';
 import http2 from 'node:http2';
@@ -20,9 +19,7 @@ import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import zlib from 'node:zlib';
-import { fileURLToPath } from 'node:url';
 
-import protobuf from 'protobufjs';
 import { SpanKind, SpanStatusCode, TraceFlags } from '@opentelemetry/api';
 import { resourceFromAttributes } from '@opentelemetry/resources';
 import {
@@ -34,18 +31,12 @@ import { ProtobufTraceSerializer } from '@opentelemetry/otlp-transformer';
 import { OTLPTraceExporter as GrpcExporter } from '@opentelemetry/exporter-trace-otlp-grpc';
 import { OTLPTraceExporter as ProtoExporter } from '@opentelemetry/exporter-trace-otlp-proto';
 import { OTLPTraceExporter as JsonExporter } from '@opentelemetry/exporter-trace-otlp-http';
-
-const here = path.dirname(fileURLToPath(import.meta.url));
-const repo = path.resolve(here, '..', '..');
-const BIN = process.env.PROFLINK_BIN
-  ? path.resolve(process.env.PROFLINK_BIN)
-  : path.join(repo, 'build', 'proflink');
+import {
+  exportSpans, freePort, loadProtos, request as post, startProflink, until,
+} from './lib/common.mjs';
 
 // ---- protobuf types, from proflink's own .proto files ----------------------
-const protoRoot = new protobuf.Root();
-protoRoot.resolvePath = (origin, target) =>
-  path.isAbsolute(target) ? target : path.join(repo, 'proto', target);
-protoRoot.loadSync([
+const protoRoot = loadProtos([
   'opentelemetry/proto/collector/trace/v1/trace_service.proto',
   'opentelemetry/proto/collector/profiles/v1development/profiles_service.proto',
   'google/rpc/status.proto',
@@ -59,56 +50,6 @@ const toObj = (type, msg) =>
   type.toObject(msg, { longs: String, bytes: String, defaults: true, arrays: true });
 
 // ---- helpers ----------------------------------------------------------------
-async function freePort() {
-  return new Promise((resolve, reject) => {
-    const s = net.createServer();
-    s.listen(0, '127.0.0.1', () => {
-      const { port } = s.address();
-      s.close(() => resolve(port));
-    });
-    s.on('error', reject);
-  });
-}
-
-async function waitListening(port, ms = 10000) {
-  const end = Date.now() + ms;
-  while (Date.now() < end) {
-    const ok = await new Promise((resolve) => {
-      const c = net.connect(port, '127.0.0.1', () => { c.destroy(); resolve(true); });
-      c.on('error', () => resolve(false));
-    });
-    if (ok) return;
-    await new Promise((r) => setTimeout(r, 50));
-  }
-  throw new Error(`port ${port} never listened`);
-}
-
-async function until(cond, ms = 10000) {
-  const end = Date.now() + ms;
-  while (Date.now() < end) {
-    if (cond()) return true;
-    await new Promise((r) => setTimeout(r, 50));
-  }
-  return false;
-}
-
-function exportSpans(exporter, spans) {
-  return new Promise((resolve) => exporter.export(spans, resolve));
-}
-
-function post(port, p, headers, body, method = 'POST') {
-  return new Promise((resolve, reject) => {
-    const req = http.request({ host: '127.0.0.1', port, path: p, method, headers, agent: false },
-      (res) => {
-        const chunks = [];
-        res.on('data', (c) => chunks.push(c));
-        res.on('end', () => resolve({ status: res.statusCode, headers: res.headers,
-                                      body: Buffer.concat(chunks) }));
-      });
-    req.on('error', reject);
-    req.end(body);
-  });
-}
 
 function grpcFrame(msg, compressed = 0) {
   const b = Buffer.alloc(5 + msg.length);
@@ -175,7 +116,7 @@ function resourcesOf(service) {
 }
 
 // ---- proflink ---------------------------------------------------------------
-let proc, grpcPort, httpPort, sinkPort, tmp, stderr = '';
+let pl, grpcPort, httpPort, sinkPort, tmp;
 
 before(async () => {
   grpcPort = await freePort();
@@ -206,18 +147,11 @@ service:
     traces: { receivers: [otlp], exporters: [otlphttp] }
     profiles: { receivers: [otlp], exporters: [otlphttp] }
 `;
-  fs.writeFileSync(path.join(tmp, 'collector.yaml'), config);
-  proc = spawn(BIN, ['--config', path.join(tmp, 'collector.yaml')], { stdio: ['ignore', 'ignore', 'pipe'] });
-  proc.stderr.on('data', (d) => { stderr += d; });
-  await waitListening(grpcPort);
-  await waitListening(httpPort);
+  pl = await startProflink(config, { dir: tmp, ports: [grpcPort, httpPort] });
 });
 
 after(async () => {
-  if (proc && proc.exitCode === null) {
-    proc.kill('SIGTERM');
-    await new Promise((r) => { proc.once('exit', r); setTimeout(r, 5000); });
-  }
+  await pl?.stop(5000);
   sink?.close();
   if (tmp) fs.rmSync(tmp, { recursive: true, force: true });
 });
@@ -302,7 +236,7 @@ for (const v of variants) {
       const exporter = v.make(gzip ? { compression: 'gzip' } : {});
       const result = await exportSpans(exporter, spans);
       await exporter.shutdown();
-      assert.equal(result.code, 0, `export failed: ${result.error}\n${stderr}`);
+      assert.equal(result.code, 0, `export failed: ${result.error}\n${pl.log}`);
       const expected = toObj(TraceReq, TraceReq.decode(ProtobufTraceSerializer.serializeRequest(spans)));
       assert.ok(await until(() => resourcesOf(service).length > 0), 'nothing reached the sink');
       const got = resourcesOf(service);
@@ -476,18 +410,13 @@ test('bad input gets its status code; good clients keep being served', async () 
   await exporter.shutdown();
   assert.equal(res.code, 0);
   assert.ok(await until(() => resourcesOf('interop-after-bad').length > 0));
-  assert.equal(proc.exitCode, null, 'proflink still running');
+  assert.equal(pl.child.exitCode, null, 'proflink still running');
   slow.destroy();
   junk.destroy();
 });
 
 test('proflink stops cleanly on SIGTERM, with no sanitizer report', async () => {
-  proc.kill('SIGTERM');
-  const code = await new Promise((resolve) => {
-    if (proc.exitCode !== null) resolve(proc.exitCode);
-    proc.once('exit', (c, sig) => resolve(c ?? sig));
-    setTimeout(() => resolve('timeout'), 15000);
-  });
-  assert.equal(code, 0, stderr);
-  assert.doesNotMatch(stderr, /AddressSanitizer|LeakSanitizer|runtime error/);
+  const { code, signal } = await pl.stop(15000);
+  assert.equal(code ?? signal, 0, pl.log);
+  assert.doesNotMatch(pl.log, /AddressSanitizer|LeakSanitizer|runtime error/);
 });

@@ -13,45 +13,20 @@
 // Run: cd tests/interop && PROFLINK_BIN=../../build-<you>/proflink node --test pprof_scrape.test.mjs
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { spawn } from 'node:child_process';
 import fs from 'node:fs';
 import http from 'node:http';
-import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import zlib from 'node:zlib';
-import { fileURLToPath } from 'node:url';
 
 import {
   Profile, StringTable, ValueType, Sample, Location, Line, Function as PFunction, Label,
 } from 'pprof-format';
+import {
+  FIXTURES, freePort, readJsonLines as readFileLines, startProflink, until,
+} from './lib/common.mjs';
 
-const here = path.dirname(fileURLToPath(import.meta.url));
-const repo = path.resolve(here, '..', '..');
-const BIN = process.env.PROFLINK_BIN
-  ? path.resolve(process.env.PROFLINK_BIN)
-  : path.join(repo, 'build', 'proflink');
-const CPU_FIXTURE = fs.readFileSync(path.join(here, 'fixtures', 'nodejs_wall.pprof.gz'));
-
-async function freePort() {
-  return new Promise((resolve, reject) => {
-    const s = net.createServer();
-    s.listen(0, '127.0.0.1', () => {
-      const { port } = s.address();
-      s.close(() => resolve(port));
-    });
-    s.on('error', reject);
-  });
-}
-
-async function until(cond, ms = 15000) {
-  const end = Date.now() + ms;
-  while (Date.now() < end) {
-    if (await cond()) return true;
-    await new Promise((r) => setTimeout(r, 100));
-  }
-  return false;
-}
+const CPU_FIXTURE = fs.readFileSync(path.join(FIXTURES, 'nodejs_wall.pprof.gz'));
 
 // A Go-shaped profile: heap (4 columns, numeric `bytes` label) or goroutine.
 function goProfile(kind) {
@@ -96,11 +71,6 @@ function totalsByType(buf) {
   return out;
 }
 
-function readFileLines(file) {
-  if (!fs.existsSync(file)) return [];
-  return fs.readFileSync(file, 'utf8').split('\n').filter((l) => l.trim()).map((l) => JSON.parse(l));
-}
-
 // Totals per sample type of one exported request.
 function otlpTotals(req) {
   const strs = req.dictionary?.stringTable ?? [];
@@ -115,7 +85,7 @@ function otlpTotals(req) {
   return out;
 }
 
-let proc, tmp, service, stderr = '';
+let pl, tmp, service;
 const requests = [];
 
 before(async () => {
@@ -133,7 +103,7 @@ before(async () => {
   });
   await new Promise((r) => service.listen(svcPort, '127.0.0.1', r));
   tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'proflink-scrape-'));
-  fs.writeFileSync(path.join(tmp, 'collector.yaml'), `
+  pl = await startProflink(`
 receivers:
   pprof_scrape:
     interval: 1s
@@ -152,16 +122,11 @@ service:
     metrics: { address: 127.0.0.1:${metricsPort} }
   pipelines:
     profiles: { receivers: [pprof_scrape], exporters: [file] }
-`);
-  proc = spawn(BIN, ['--config', path.join(tmp, 'collector.yaml')], { stdio: ['ignore', 'ignore', 'pipe'] });
-  proc.stderr.on('data', (d) => { stderr += d; });
+`, { dir: tmp });
 });
 
 after(async () => {
-  if (proc && proc.exitCode === null) {
-    proc.kill('SIGTERM');
-    await new Promise((r) => { proc.once('exit', r); setTimeout(r, 5000); });
-  }
+  await pl?.stop(5000);
   service?.close();
   service?.closeAllConnections?.();
   if (tmp) fs.rmSync(tmp, { recursive: true, force: true });
@@ -170,8 +135,8 @@ after(async () => {
 test('scrapes cpu (seconds=N), heap and goroutine with the target labels', async () => {
   const out = path.join(tmp, 'out.jsonl');
   const has = (type) => readFileLines(out).some((r) => otlpTotals(r)[type]);
-  assert.ok(await until(() => has('wall/nanoseconds') && has('inuse_space/bytes') && has('goroutine/count')),
-    `profiles arrived; requests: ${requests.join(' ')}\n${stderr}`);
+  assert.ok(await until(() => has('wall/nanoseconds') && has('inuse_space/bytes') && has('goroutine/count'), 15000),
+    `profiles arrived; requests: ${requests.join(' ')}\n${pl.log}`);
   assert.ok(requests.includes('/debug/pprof/profile?seconds=1'), requests.join(' '));
   assert.ok(requests.includes('/debug/pprof/heap'));
   assert.ok(requests.includes('/debug/pprof/goroutine'));
@@ -197,5 +162,5 @@ test('scrapes cpu (seconds=N), heap and goroutine with the target labels', async
   const cpuRequests = requests.filter((u) => u.startsWith('/debug/pprof/profile')).length;
   const heapRequests = requests.filter((u) => u === '/debug/pprof/heap').length;
   assert.ok(cpuRequests <= heapRequests, `cpu ${cpuRequests} <= heap ${heapRequests}`);
-  assert.equal(proc.exitCode, null, 'proflink still running with a dead target');
+  assert.equal(pl.child.exitCode, null, 'proflink still running with a dead target');
 });

@@ -14,15 +14,10 @@
 // Run: cd tests/interop && PROFLINK_BIN=../../build-<you>/proflink node --test processors.test.mjs
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { spawn } from 'node:child_process';
 import crypto from 'node:crypto';
 import fs from 'node:fs';
-import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
-import { fileURLToPath } from 'node:url';
-
-import http from 'node:http';
 import zlib from 'node:zlib';
 
 import { Profile } from 'pprof-format';
@@ -35,48 +30,12 @@ import {
 } from '@opentelemetry/sdk-trace-base';
 import { ProtobufTraceSerializer } from '@opentelemetry/otlp-transformer';
 import { OTLPTraceExporter } from '@opentelemetry/exporter-trace-otlp-proto';
-
-const here = path.dirname(fileURLToPath(import.meta.url));
-const repo = path.resolve(here, '..', '..');
-const BIN = process.env.PROFLINK_BIN
-  ? path.resolve(process.env.PROFLINK_BIN)
-  : path.join(repo, 'build', 'proflink');
+import {
+  FIXTURES, freePort, startProflink as launch, request, until,
+} from './lib/common.mjs';
 
 const procs = [];
 let tmp;
-
-async function freePort() {
-  return new Promise((resolve, reject) => {
-    const s = net.createServer();
-    s.listen(0, '127.0.0.1', () => {
-      const { port } = s.address();
-      s.close(() => resolve(port));
-    });
-    s.on('error', reject);
-  });
-}
-
-async function waitListening(port, ms = 10000) {
-  const end = Date.now() + ms;
-  while (Date.now() < end) {
-    const ok = await new Promise((resolve) => {
-      const c = net.connect(port, '127.0.0.1', () => { c.destroy(); resolve(true); });
-      c.on('error', () => resolve(false));
-    });
-    if (ok) return;
-    await new Promise((r) => setTimeout(r, 50));
-  }
-  throw new Error(`port ${port} never listened`);
-}
-
-async function until(cond, ms = 10000) {
-  const end = Date.now() + ms;
-  while (Date.now() < end) {
-    if (cond()) return true;
-    await new Promise((r) => setTimeout(r, 50));
-  }
-  return false;
-}
 
 async function startProflink(name, processorsYaml, pipelineProcessors, outFile,
   signal = 'traces') {
@@ -103,13 +62,11 @@ service:
   pipelines:
     ${signal}: { receivers: [${signal === 'profiles' ? 'pyroscope' : 'otlp'}], processors: [${pipelineProcessors}], exporters: [file] }
 `;
-  const cfg = path.join(tmp, `${name}.yaml`);
-  fs.writeFileSync(cfg, config);
-  const proc = spawn(BIN, ['--config', cfg], { stdio: ['ignore', 'ignore', 'pipe'] });
-  proc.stderrText = '';
-  proc.stderr.on('data', (d) => { proc.stderrText += d; });
+  const proc = await launch(config, {
+    dir: fs.mkdtempSync(path.join(tmp, `${name}-`)),
+    ports: [signal === 'profiles' ? pyroPort : httpPort],
+  });
   procs.push(proc);
-  await waitListening(signal === 'profiles' ? pyroPort : httpPort);
   return { proc, httpPort, pyroPort };
 }
 
@@ -144,15 +101,7 @@ before(() => {
 });
 
 after(async () => {
-  for (const proc of procs) {
-    if (proc.exitCode === null) {
-      proc.kill('SIGTERM');
-      await new Promise((r) => {
-        const timer = setTimeout(r, 5000);
-        proc.once('exit', () => { clearTimeout(timer); r(); });
-      });
-    }
-  }
+  for (const proc of procs) await proc.stop(5000);
   if (tmp) fs.rmSync(tmp, { recursive: true, force: true });
 });
 
@@ -226,7 +175,7 @@ test('memory_limiter above its limit answers 503 and the data is not written', a
 
 // ---- profiles ------------------------------------------------------------------
 
-const FIXTURE = path.join(here, 'fixtures', 'nodejs_wall.pprof.gz');
+const FIXTURE = path.join(FIXTURES, 'nodejs_wall.pprof.gz');
 const big = (v) => (typeof v === 'bigint' ? v : BigInt(v ?? 0));
 const mapObj = (m) => Object.fromEntries([...m].sort().map(([k, v]) => [k, String(v)]));
 const add = (m, k, v) => m.set(k, (m.get(k) ?? 0n) + v);
@@ -287,18 +236,7 @@ function otlpTotals(req) {
   return out;
 }
 
-function post(port, p, body) {
-  return new Promise((resolve, reject) => {
-    const req = http.request({ host: '127.0.0.1', port, path: p, method: 'POST',
-      headers: { 'content-type': 'application/octet-stream' }, agent: false }, (res) => {
-      const chunks = [];
-      res.on('data', (c) => chunks.push(c));
-      res.on('end', () => resolve({ status: res.statusCode, body: Buffer.concat(chunks) }));
-    });
-    req.on('error', reject);
-    req.end(body);
-  });
-}
+const post = (port, p, body) => request(port, p, { 'content-type': 'application/octet-stream' }, body);
 
 test('Pyroscope SDK profiles: function and file names redacted, labels added, uploads merged', async () => {
   assert.ok(fs.existsSync(FIXTURE), `fixture ${FIXTURE}`);

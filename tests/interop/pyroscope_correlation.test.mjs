@@ -9,83 +9,22 @@
 // Run: cd tests/interop && PROFLINK_BIN=../../build-<you>/proflink node --test pyroscope_correlation.test.mjs
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { spawn } from 'node:child_process';
 import fs from 'node:fs';
 import http from 'node:http';
-import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import zlib from 'node:zlib';
-import { fileURLToPath } from 'node:url';
 
-import protobuf from 'protobufjs';
 import { Profile } from 'pprof-format';
 import Pyroscope from '@pyroscope/nodejs';
 import { resourceFromAttributes } from '@opentelemetry/resources';
 import { BasicTracerProvider, SimpleSpanProcessor } from '@opentelemetry/sdk-trace-base';
 import { OTLPTraceExporter } from '@opentelemetry/exporter-trace-otlp-http';
+import {
+  PushRequest, freePort, readBody, readJsonLines as readFileLines, startProflink, until,
+} from './lib/common.mjs';
 
-const here = path.dirname(fileURLToPath(import.meta.url));
-const repo = path.resolve(here, '..', '..');
-const BIN = process.env.PROFLINK_BIN
-  ? path.resolve(process.env.PROFLINK_BIN)
-  : path.join(repo, 'build', 'proflink');
-
-const protoRoot = new protobuf.Root();
-protoRoot.resolvePath = (origin, target) =>
-  path.isAbsolute(target) ? target : path.join(repo, 'proto', target);
-protoRoot.loadSync(['push/v1/push.proto']);
-const PushRequest = protoRoot.lookupType('push.v1.PushRequest');
-
-// ---- helpers ------------------------------------------------------------------
-async function freePort() {
-  return new Promise((resolve, reject) => {
-    const s = net.createServer();
-    s.listen(0, '127.0.0.1', () => {
-      const { port } = s.address();
-      s.close(() => resolve(port));
-    });
-    s.on('error', reject);
-  });
-}
-
-async function waitListening(port, ms = 10000) {
-  const end = Date.now() + ms;
-  while (Date.now() < end) {
-    const ok = await new Promise((resolve) => {
-      const c = net.connect(port, '127.0.0.1', () => { c.destroy(); resolve(true); });
-      c.on('error', () => resolve(false));
-    });
-    if (ok) return;
-    await new Promise((r) => setTimeout(r, 50));
-  }
-  throw new Error(`port ${port} never listened`);
-}
-
-async function until(cond, ms = 15000) {
-  const end = Date.now() + ms;
-  while (Date.now() < end) {
-    if (await cond()) return true;
-    await new Promise((r) => setTimeout(r, 100));
-  }
-  return false;
-}
-
-function readBody(req) {
-  return new Promise((resolve) => {
-    const chunks = [];
-    req.on('data', (c) => chunks.push(c));
-    req.on('end', () => resolve(Buffer.concat(chunks)));
-  });
-}
-
-function readFileLines(file) {
-  if (!fs.existsSync(file)) return [];
-  return fs.readFileSync(file, 'utf8').split('\n').filter((l) => l.trim()).map((l) => JSON.parse(l));
-}
-
-
-let proc, tmp, sink, stderr = '';
+let pl, tmp, sink;
 let otlpPort, pyroPort, sinkPort, metricsPort;
 const pushes = [];
 
@@ -99,7 +38,7 @@ before(async () => {
     res.end();
   });
   await new Promise((r) => sink.listen(sinkPort, '127.0.0.1', r));
-  fs.writeFileSync(path.join(tmp, 'collector.yaml'), `
+  pl = await startProflink(`
 receivers:
   otlp:
     protocols:
@@ -122,21 +61,14 @@ service:
   pipelines:
     traces: { receivers: [otlp], processors: [correlation], exporters: [file] }
     profiles: { receivers: [pyroscope], processors: [correlation], exporters: [pyroscope] }
-`);
-  proc = spawn(BIN, ['--config', path.join(tmp, 'collector.yaml')], { stdio: ['ignore', 'ignore', 'pipe'] });
-  proc.stderr.on('data', (d) => { stderr += d; });
-  await waitListening(otlpPort);
-  await waitListening(pyroPort);
+`, { dir: tmp, ports: [otlpPort, pyroPort] });
 });
 
 after(async () => {
-  if (proc && proc.exitCode === null) {
-    proc.kill('SIGTERM');
-    await new Promise((r) => { proc.once('exit', r); setTimeout(r, 5000); });
-  }
+  await pl?.stop(5000);
   sink?.close();
   if (tmp) fs.rmSync(tmp, { recursive: true, force: true });
-  if (stderr.trim()) console.log('proflink stderr:\n' + stderr);
+  if (pl?.log.trim()) console.log('proflink stderr:\n' + pl.log);
 });
 
 function burnCpuInRequest(ms) {

@@ -23,89 +23,24 @@
 // Run: cd tests/interop && PROFLINK_BIN=../../build-<you>/proflink node --test pyroscope_sdk.test.mjs
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { spawn } from 'node:child_process';
 import fs from 'node:fs';
 import http from 'node:http';
-import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import zlib from 'node:zlib';
-import { fileURLToPath } from 'node:url';
 
-import protobuf from 'protobufjs';
 import { Profile } from 'pprof-format';
 import Pyroscope from '@pyroscope/nodejs';
 import { resourceFromAttributes } from '@opentelemetry/resources';
 import { BasicTracerProvider, SimpleSpanProcessor } from '@opentelemetry/sdk-trace-base';
 import { OTLPTraceExporter } from '@opentelemetry/exporter-trace-otlp-http';
+import {
+  FIXTURES, PushRequest, freePort, readBody, readJsonLines as readFileLines, request as post,
+  startProflink, until as poll,
+} from './lib/common.mjs';
 
-const here = path.dirname(fileURLToPath(import.meta.url));
-const repo = path.resolve(here, '..', '..');
-const BIN = process.env.PROFLINK_BIN
-  ? path.resolve(process.env.PROFLINK_BIN)
-  : path.join(repo, 'build', 'proflink');
-const FIXTURE = path.join(here, 'fixtures', 'nodejs_wall.pprof.gz');
-
-const protoRoot = new protobuf.Root();
-protoRoot.resolvePath = (origin, target) =>
-  path.isAbsolute(target) ? target : path.join(repo, 'proto', target);
-protoRoot.loadSync(['push/v1/push.proto']);
-const PushRequest = protoRoot.lookupType('push.v1.PushRequest');
-
-// ---- helpers ------------------------------------------------------------------
-async function freePort() {
-  return new Promise((resolve, reject) => {
-    const s = net.createServer();
-    s.listen(0, '127.0.0.1', () => {
-      const { port } = s.address();
-      s.close(() => resolve(port));
-    });
-    s.on('error', reject);
-  });
-}
-
-async function waitListening(port, ms = 10000) {
-  const end = Date.now() + ms;
-  while (Date.now() < end) {
-    const ok = await new Promise((resolve) => {
-      const c = net.connect(port, '127.0.0.1', () => { c.destroy(); resolve(true); });
-      c.on('error', () => resolve(false));
-    });
-    if (ok) return;
-    await new Promise((r) => setTimeout(r, 50));
-  }
-  throw new Error(`port ${port} never listened`);
-}
-
-async function until(cond, ms = 15000) {
-  const end = Date.now() + ms;
-  while (Date.now() < end) {
-    if (await cond()) return true;
-    await new Promise((r) => setTimeout(r, 100));
-  }
-  return false;
-}
-
-function readBody(req) {
-  return new Promise((resolve) => {
-    const chunks = [];
-    req.on('data', (c) => chunks.push(c));
-    req.on('end', () => resolve(Buffer.concat(chunks)));
-  });
-}
-
-function post(port, p, headers, body) {
-  return new Promise((resolve, reject) => {
-    const req = http.request({ host: '127.0.0.1', port, path: p, method: 'POST', headers, agent: false },
-      (res) => {
-        const chunks = [];
-        res.on('data', (c) => chunks.push(c));
-        res.on('end', () => resolve({ status: res.statusCode, body: Buffer.concat(chunks) }));
-      });
-    req.on('error', reject);
-    req.end(body);
-  });
-}
+const FIXTURE = path.join(FIXTURES, 'nodejs_wall.pprof.gz');
+const until = (cond, ms = 15000) => poll(cond, ms, 100);
 
 const big = (v) => (typeof v === 'bigint' ? v : BigInt(v ?? 0));
 
@@ -178,17 +113,11 @@ function otlpTotals(requests) {
   return out;
 }
 
-function readFileLines(file) {
-  if (!fs.existsSync(file)) return [];
-  return fs.readFileSync(file, 'utf8').split('\n').filter((l) => l.trim()).map((l) => JSON.parse(l));
-}
-
 const mapObj = (m) => Object.fromEntries([...m].sort().map(([k, v]) => [k, String(v)]));
 
 // ---- proflink, a recording proxy in front of it, a fake Pyroscope --------------
-let proc;
+let pl;
 let tmp;
-let stderr = '';
 let otlpPort, pyroPort, proxyPort, sinkPort, metricsPort;
 let proxy, sink;
 const uploads = []; // { url, headers, body } as the SDK sent them
@@ -257,22 +186,15 @@ service:
     traces: { receivers: [otlp], exporters: [file] }
     profiles: { receivers: [pyroscope], exporters: [file, pyroscope] }
 `;
-  fs.writeFileSync(path.join(tmp, 'collector.yaml'), config);
-  proc = spawn(BIN, ['--config', path.join(tmp, 'collector.yaml')], { stdio: ['ignore', 'ignore', 'pipe'] });
-  proc.stderr.on('data', (d) => { stderr += d; });
-  await waitListening(otlpPort);
-  await waitListening(pyroPort);
+  pl = await startProflink(config, { dir: tmp, ports: [otlpPort, pyroPort] });
 });
 
 after(async () => {
-  if (proc && proc.exitCode === null) {
-    proc.kill('SIGTERM');
-    await new Promise((r) => { proc.once('exit', r); setTimeout(r, 5000); });
-  }
+  await pl?.stop(5000);
   proxy?.close();
   sink?.close();
   if (tmp) fs.rmSync(tmp, { recursive: true, force: true });
-  if (stderr.trim()) console.log('proflink stderr:\n' + stderr);
+  if (pl?.log.trim()) console.log('proflink stderr:\n' + pl.log);
 });
 
 // ---- the application ----------------------------------------------------------

@@ -16,69 +16,24 @@
 // Run: cd tests/interop && PROFLINK_BIN=../../build-<you>/proflink node --test store_e2e.test.mjs
 import { test, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { spawn, execFileSync } from 'node:child_process';
+import { execFileSync } from 'node:child_process';
 import fs from 'node:fs';
-import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
-import { fileURLToPath } from 'node:url';
 
 import { SpanKind, context, trace } from '@opentelemetry/api';
 import { resourceFromAttributes } from '@opentelemetry/resources';
 import { BasicTracerProvider, SimpleSpanProcessor } from '@opentelemetry/sdk-trace-base';
 import { OTLPTraceExporter } from '@opentelemetry/exporter-trace-otlp-proto';
 import Pyroscope from '@pyroscope/nodejs';
+import {
+  BIN, burnCpuInCheckout, burnCpuInPricing, freePort, startProflink, until,
+} from './lib/common.mjs';
 
-const here = path.dirname(fileURLToPath(import.meta.url));
-const repo = path.resolve(here, '..', '..');
-const BIN = process.env.PROFLINK_BIN
-  ? path.resolve(process.env.PROFLINK_BIN)
-  : path.join(repo, 'build', 'proflink');
 const SERVICE = 'store-e2e';
 
-async function freePort() {
-  return new Promise((resolve, reject) => {
-    const s = net.createServer();
-    s.listen(0, '127.0.0.1', () => {
-      const { port } = s.address();
-      s.close(() => resolve(port));
-    });
-    s.on('error', reject);
-  });
-}
-
-async function until(cond, ms) {
-  const end = Date.now() + ms;
-  while (Date.now() < end) {
-    if (await cond()) return true;
-    await new Promise((r) => setTimeout(r, 200));
-  }
-  return false;
-}
-
-function listening(port) {
-  return new Promise((resolve) => {
-    const c = net.connect(port, '127.0.0.1', () => { c.destroy(); resolve(true); });
-    c.on('error', () => resolve(false));
-  });
-}
-
-function burnCpuInCheckout(ms) {
-  const end = Date.now() + ms;
-  let x = 0;
-  while (Date.now() < end) for (let i = 0; i < 10000; i++) x += Math.sqrt(i * x + 1);
-  return x;
-}
-
-function burnCpuInPricing(ms) {
-  const end = Date.now() + ms;
-  let x = 0;
-  while (Date.now() < end) for (let i = 0; i < 10000; i++) x += Math.sin(i + x);
-  return x;
-}
-
-const children = new Set();
-after(() => { for (const c of children) c.kill('SIGKILL'); });
+let pl;
+after(() => pl?.child.kill('SIGKILL'));
 
 test('spans and Pyroscope profiles stored, then queried', { timeout: 90000 }, async () => {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'proflink-store-'));
@@ -110,18 +65,7 @@ test('spans and Pyroscope profiles stored, then queried', { timeout: 90000 }, as
     '    profiles: { receivers: [pyroscope], processors: [correlation], exporters: [sqlite] }',
     '',
   ].join('\n');
-  const cfg = path.join(dir, 'collector.yaml');
-  fs.writeFileSync(cfg, yaml);
-  let log = '';
-  const child = spawn(BIN, ['--config', cfg], { stdio: ['ignore', 'ignore', 'pipe'] });
-  children.add(child);
-  child.stderr.on('data', (d) => { log += d.toString(); });
-  const exited = new Promise((resolve) => child.on('exit', (code, signal) => {
-    children.delete(child);
-    resolve({ code, signal });
-  }));
-  assert.ok(await until(async () => (await listening(otlpPort)) && (await listening(pyroPort))
-    && (await listening(apiPort)), 10000), `proflink listening (log: ${log})`);
+  pl = await startProflink(yaml, { dir, ports: [otlpPort, pyroPort, apiPort] });
 
   const provider = new BasicTracerProvider({
     resource: resourceFromAttributes({ 'service.name': SERVICE }),
@@ -171,7 +115,7 @@ test('spans and Pyroscope profiles stored, then queried', { timeout: 90000 }, as
     }
     const ids = new Set(listed.traces.filter((t) => t.span_count === 2).map((t) => t.trace_id));
     return requests.every((r) => ids.has(r.traceId));
-  }, 30000), `traces stored (log: ${log})`);
+  }, 30000, 200), `traces stored (log: ${pl.log})`);
   assert.equal(listed.traces.length, 3);
   for (const t of listed.traces) {
     assert.equal(t.root_name, 'GET /checkout/:id');
@@ -183,7 +127,7 @@ test('spans and Pyroscope profiles stored, then queried', { timeout: 90000 }, as
   assert.ok(await until(() => {
     listed = queryJson('traces', '--service', SERVICE);
     return listed.traces.filter((t) => t.cpu_ns !== null).length >= 2;
-  }, 15000), `samples stored: ${JSON.stringify(listed)}`);
+  }, 15000, 200), `samples stored: ${JSON.stringify(listed)}`);
 
   // The span tree of each request, with hot functions per span.
   const hotNames = [];
@@ -233,9 +177,8 @@ test('spans and Pyroscope profiles stored, then queried', { timeout: 90000 }, as
   assert.deepEqual(new Set(api.traces.map((t) => t.trace_id)),
     new Set(requests.map((r) => r.traceId)));
 
-  child.kill('SIGTERM');
-  const { code } = await exited;
-  assert.equal(code, 0, log);
+  const { code } = await pl.stop();
+  assert.equal(code, 0, pl.log);
   await provider.shutdown();
   fs.rmSync(dir, { recursive: true, force: true });
 });
