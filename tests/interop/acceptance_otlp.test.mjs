@@ -20,8 +20,9 @@ import { OTLPTraceExporter as JsonExporter } from '@opentelemetry/exporter-trace
 import { ProtobufTraceSerializer } from '@opentelemetry/otlp-transformer';
 import {
   freePorts, startProflink, waitFor, grpcBackend, httpBackend, canonical,
-  ProfilesRequest,
+  ProfilesRequest, ProfilesResponse,
 } from './lib/proflink.mjs';
+import grpc from '@grpc/grpc-js';
 
 let pl, backends, grpcPort, httpPort;
 
@@ -210,18 +211,28 @@ function profilesRequest(service) {
   });
 }
 
-test('OTLP profiles reach ProfilesService/Export (grpc-js) and /v1development/profiles unchanged', { timeout: 30000 }, async () => {
+test('OTLP profiles (HTTP, and gRPC from grpc-js) reach ProfilesService/Export (grpc-js) and /v1development/profiles unchanged', { timeout: 30000 }, async () => {
   const msg = profilesRequest('acc-profiles');
   const bytes = Buffer.from(ProfilesRequest.encode(msg).finish());
   const res = await fetch(`http://127.0.0.1:${httpPort}/v1development/profiles`, {
     method: 'POST', headers: { 'content-type': 'application/x-protobuf' }, body: bytes,
   });
   assert.equal(res.status, 200);
+  // and over gRPC, sent by a grpc-js client (gzip)
+  const client = new grpc.Client(`127.0.0.1:${grpcPort}`, grpc.credentials.createInsecure(),
+    { 'grpc.default_compression_algorithm': 2 });
+  const path = '/opentelemetry.proto.collector.profiles.v1development.ProfilesService/Export';
+  const resp = await new Promise((resolve, reject) => client.makeUnaryRequest(path, (x) => x, (b) => Buffer.from(b), bytes,
+    (e, r) => (e ? reject(e) : resolve(r))));
+  client.close();
+  assert.ok(ProfilesResponse.decode(resp));
   const opts = { longs: String, bytes: String, defaults: true, arrays: true };
   const want = ProfilesRequest.toObject(msg, opts);
   for (const b of [backends.grpcGzip, backends.httpNone]) {
-    await waitFor(() => b.profileRequests.length > 0, 15000, `profiles at backend (log: ${pl.log})`);
-    const got = ProfilesRequest.toObject(ProfilesRequest.decode(b.profileRequests[0].bytes), opts);
-    assert.deepStrictEqual(got, want);
+    await waitFor(() => b.profileRequests.length >= 2, 15000, `profiles at backend (log: ${pl.log})`);
+    for (const r of b.profileRequests) {
+      const got = ProfilesRequest.toObject(ProfilesRequest.decode(r.bytes), opts);
+      assert.deepStrictEqual(got, want);
+    }
   }
 });
