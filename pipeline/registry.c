@@ -25,6 +25,8 @@ extern const pl_component_type pl_exporter_pyroscope;
 extern const pl_component_type pl_exporter_sqlite;
 extern const pl_component_type pl_exporter_otlp;
 extern const pl_component_type pl_exporter_otlphttp;
+/* extensions */
+extern const pl_component_type pl_extension_health_check;
 
 const pl_component_type *const pl_component_types[] = {
     &pl_receiver_otlp,
@@ -43,6 +45,7 @@ const pl_component_type *const pl_component_types[] = {
     &pl_exporter_sqlite,
     &pl_exporter_otlp,
     &pl_exporter_otlphttp,
+    &pl_extension_health_check,
     NULL,
 };
 

@@ -1,5 +1,6 @@
 // acceptance_config.test.mjs: Collector-style configuration files as users
-// copy them: `protocols: {grpc:, http:}` with null values, `${env:VAR}`
+// copy them: `protocols: {grpc:, http:}` with null values, the
+// `health_check` extension, `${env:VAR}`
 // substitution (with and without defaults), `tls: {insecure: true}`,
 // `headers: {authorization: ...}` reaching the backend, `compression:
 // none|gzip|zstd`, and `batch` + `memory_limiter` in the processor chain.
@@ -41,7 +42,8 @@ test('null protocols (defaults) validate; env substitution; headers; gzip/zstd/n
     fs.writeFileSync(nullFile, [
       'receivers:', '  otlp:', '    protocols:', '      grpc:', '      http:',
       'exporters:', '  debug:',
-      'service:', '  pipelines:', '    traces:', '      receivers: [otlp]', '      exporters: [debug]', '',
+      'extensions:', '  health_check:',
+      'service:', '  extensions: [health_check]', '  pipelines:', '    traces:', '      receivers: [otlp]', '      exporters: [debug]', '',
     ].join('\n'));
     execFileSync(BIN, ['validate', '--config', nullFile], { stdio: 'pipe' });
   } finally {
@@ -54,7 +56,7 @@ test('null protocols (defaults) validate; env substitution; headers; gzip/zstd/n
   const httpZstd = await httpBackend();
   const httpGz = await httpBackend();
   const httpNone = await httpBackend();
-  const [grpcPort, httpPort, metricsPort] = await freePorts(3);
+  const [grpcPort, httpPort, metricsPort, healthPort] = await freePorts(4);
   const env = {
     ACC_GRPC_ENDPOINT: `127.0.0.1:${grpcPort}`,
     ACC_HTTP_PORT: String(httpPort),
@@ -99,7 +101,12 @@ exporters:
   otlphttp/none:
     endpoint: http://127.0.0.1:${httpNone.port}
     compression: none
+extensions:
+  health_check:
+    endpoint: 127.0.0.1:${healthPort}
+    path: /health/status
 service:
+  extensions: [health_check]
   telemetry:
     logs: { level: warn }
     metrics: { address: "127.0.0.1:${metricsPort}" }
@@ -108,9 +115,21 @@ service:
       receivers: [otlp]
       processors: [memory_limiter, batch]
       exporters: [otlp/tempo, otlp/plain, otlphttp/zstd, otlphttp/gzip, otlphttp/none]
-`, { ports: [grpcPort, httpPort], env });
+`, { ports: [grpcPort, httpPort, healthPort], env });
   const backends = { grpcGz, grpcNone, httpZstd, httpGz, httpNone };
   try {
+    // the Collector's health_check extension, as copied configs list it
+    let hc = await fetch(`http://127.0.0.1:${healthPort}/health/status`);
+    assert.equal(hc.status, 200);
+    assert.equal((await hc.json()).status, 'Server available');
+    hc = await fetch(`http://127.0.0.1:${healthPort}/other`);
+    assert.equal(hc.status, 404);
+    // a reload (same file) keeps it answering
+    pl.child.kill('SIGHUP');
+    await waitFor(async () => /proflink_config_reloads_total\{result="success"\} 1/.test(
+      await (await fetch(`http://127.0.0.1:${metricsPort}/metrics`)).text()), 10000, `reload (${pl.log})`);
+    await waitFor(async () => (await fetch(`http://127.0.0.1:${healthPort}/health/status`).catch(() => ({ status: 0 }))).status === 200,
+      5000, `health after reload (${pl.log})`);
     const a = sdkSpans('cfg-grpc', 30);
     const b = sdkSpans('cfg-http', 30);
     const g = new GrpcExporter({ url: `http://127.0.0.1:${grpcPort}` });
