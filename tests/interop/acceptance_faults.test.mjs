@@ -413,3 +413,32 @@ service:
     await backend.stop();
   }
 });
+
+test('SIGTERM with the backend down and sending_queue.storage: exit 0 at once, the data is sent after a restart', { timeout: 40000 }, async () => {
+  const [httpPort, metricsPort, backendPort] = await freePorts(3);
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'proflink-acc-term-'));
+  const cfg = config({
+    httpPort, metricsPort,
+    exporter: { endpoint: `http://127.0.0.1:${backendPort}`, retry_on_failure: fastRetry, sending_queue: { storage: path.join(dir, 'queue') } },
+  });
+  let pl = await startProflink(cfg, { ports: [httpPort], dir });
+  const ids = [];
+  for (let i = 0; i < 10; i++) {
+    const r = request(5, `term-${i}`);
+    assert.equal((await postTraces(httpPort, r.bytes)).status, 200);
+    ids.push(...r.ids);
+  }
+  const t = Date.now();
+  const r = await pl.stop();
+  assert.deepEqual(r, { code: 0, signal: null }, pl.log);
+  assert.ok(Date.now() - t < 5000, `stopped in ${Date.now() - t} ms with the data on disk`);
+  const backend = await httpBackend({ port: backendPort });
+  pl = await startProflink(cfg, { ports: [httpPort], dir });
+  try {
+    await waitFor(() => ids.every((id) => backend.counts.has(id)), 15000, `stored spans after restart (${pl.log})`);
+    assertOnce(backend, ids, 'stored');
+  } finally {
+    await stopOk(pl);
+    await backend.stop();
+  }
+});
