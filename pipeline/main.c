@@ -106,9 +106,13 @@ static int cmd_components(const char *only)
             if (t->kind != kinds[k] || (only && strcmp(only, t->type) != 0))
                 continue;
             found++;
-            printf("%s %s\n  signals: ", pl_kind_name(t->kind), t->type);
-            print_signals(t->signals);
-            printf("\n  %s\n", t->description ? t->description : "");
+            printf("%s %s\n", pl_kind_name(t->kind), t->type);
+            if (t->signals) { /* extensions take no signals */
+                printf("  signals: ");
+                print_signals(t->signals);
+                printf("\n");
+            }
+            printf("  %s\n", t->description ? t->description : "");
             if (t->config && t->config->fields && t->config->fields[0].key) {
                 printf("  %-26s %-16s %-18s %s\n", "key", "type", "default", "description");
                 pl_cfg_describe(stdout, t->config, 2);
