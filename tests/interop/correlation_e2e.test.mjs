@@ -25,13 +25,9 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 
-import { SpanKind, context, trace } from '@opentelemetry/api';
-import { resourceFromAttributes } from '@opentelemetry/resources';
-import { BasicTracerProvider, SimpleSpanProcessor } from '@opentelemetry/sdk-trace-base';
 import { OTLPTraceExporter } from '@opentelemetry/exporter-trace-otlp-proto';
-import Pyroscope from '@pyroscope/nodejs';
 import {
-  burnCpuInCheckout, burnCpuInPricing, freePort, readJsonLines as readLines, startProflink, until,
+  freePort, readJsonLines as readLines, runCheckoutApp, startProflink, tracerProvider, until,
 } from './lib/common.mjs';
 
 const SERVICE = 'checkout-e2e';
@@ -72,42 +68,11 @@ test('spans and Pyroscope samples are joined and enriched on both sides', { time
   running.add(pl);
 
   // ---- the application: OpenTelemetry for spans, Pyroscope for profiles ----
-  const provider = new BasicTracerProvider({
-    resource: resourceFromAttributes({ 'service.name': SERVICE }),
-    spanProcessors: [new SimpleSpanProcessor(new OTLPTraceExporter({
-      url: `http://127.0.0.1:${otlpPort}/v1/traces`,
-    }))],
+  const { provider, requests } = await runCheckoutApp({
+    service: SERVICE, otlpPort, pyroPort, tracerName: 'e2e',
+    rootAttributes: { 'http.route': '/checkout/:id', 'http.request.method': 'GET' },
+    checkoutMs: () => 250,
   });
-  const tracer = provider.getTracer('e2e');
-  Pyroscope.init({
-    serverAddress: `http://127.0.0.1:${pyroPort}`,
-    appName: SERVICE,
-    flushIntervalMs: 60000, // one upload, at stop()
-    wall: { collectCpuTime: true },
-  });
-  Pyroscope.startWallProfiling();
-
-  const requests = [];
-  for (let r = 0; r < 3; r++) {
-    const root = tracer.startSpan('GET /checkout/:id', {
-      kind: SpanKind.SERVER,
-      attributes: { 'http.route': '/checkout/:id', 'http.request.method': 'GET' },
-    });
-    const rootId = root.spanContext().spanId;
-    Pyroscope.wrapWithLabels({ span_id: rootId }, () => burnCpuInCheckout(250));
-    const ctx = trace.setSpan(context.active(), root);
-    const childSpan = tracer.startSpan('price items', {}, ctx);
-    const childId = childSpan.spanContext().spanId;
-    Pyroscope.wrapWithLabels({ span_id: childId }, () => burnCpuInPricing(250));
-    childSpan.end();
-    root.end();
-    requests.push({ traceId: root.spanContext().traceId, rootId, childId });
-  }
-  await provider.forceFlush();
-  // Keep profiling past the last span's end + max_clock_skew, so the profile
-  // proves it covers every span and they leave early (not at the window).
-  await new Promise((r) => setTimeout(r, 1500));
-  await Pyroscope.stopWallProfiling(); // uploads the wall profile (span_id labels)
   const uploaded = Date.now();
 
   // ---- what proflink exported ----
@@ -239,12 +204,9 @@ test('a reload flushes held spans downstream', { timeout: 60000 }, async () => {
   const pl = await startProflink(yaml, { dir, ports: [otlpPort] });
   running.add(pl);
 
-  const provider = new BasicTracerProvider({
-    resource: resourceFromAttributes({ 'service.name': 'reload-e2e' }),
-    spanProcessors: [new SimpleSpanProcessor(new OTLPTraceExporter({
-      url: `http://127.0.0.1:${otlpPort}/v1/traces`,
-    }))],
-  });
+  const provider = tracerProvider('reload-e2e', new OTLPTraceExporter({
+    url: `http://127.0.0.1:${otlpPort}/v1/traces`,
+  }));
   const span = provider.getTracer('e2e').startSpan('held');
   span.end();
   await provider.forceFlush();

@@ -18,38 +18,32 @@ import assert from 'node:assert/strict';
 import http from 'node:http';
 import https from 'node:https';
 import http2 from 'node:http2';
-import net from 'node:net';
 import zlib from 'node:zlib';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import crypto from 'node:crypto';
-import { spawn, execFileSync } from 'node:child_process';
-import { fileURLToPath } from 'node:url';
-import protobuf from 'protobufjs';
+import { execFileSync } from 'node:child_process';
+import {
+  PROTO_DIR, freePort, httpGet, loadProtos, postTraces, sleep, startProflink, waitFor,
+} from './lib/common.mjs';
 
-const here = path.dirname(fileURLToPath(import.meta.url));
-const repo = path.resolve(here, '../..');
-const BIN = path.resolve(process.env.PROFLINK_BIN || path.join(repo, 'build/proflink'));
-const PROTO_DIR = path.join(repo, 'proto');
 const TRACE_SERVICE = 'opentelemetry/proto/collector/trace/v1/trace_service.proto';
 const REQUEST_TYPE = 'opentelemetry.proto.collector.trace.v1.ExportTraceServiceRequest';
 
 const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'proflink-exporters-'));
-const children = new Set();
 const servers = new Set();
+const proflinks = new Set();
 
 after(async () => {
-  for (const c of children) c.kill('SIGKILL');
+  for (const p of proflinks) p.h?.child.kill('SIGKILL');
   for (const s of servers) await s.stop();
   fs.rmSync(tmp, { recursive: true, force: true });
 });
 
 // ---- protobuf (sending side) ----------------------------------------------
 
-const root = new protobuf.Root();
-root.resolvePath = (origin, target) => (path.isAbsolute(target) ? target : path.join(PROTO_DIR, target));
-root.loadSync(path.join(PROTO_DIR, TRACE_SERVICE), { keepCase: false });
+const root = loadProtos([TRACE_SERVICE]);
 const ExportTraceServiceRequest = root.lookupType(REQUEST_TYPE);
 
 let spanCounter = 0;
@@ -102,30 +96,6 @@ function protocDecode(bytes) {
 
 function spanNames(text) {
   return [...text.matchAll(/^\s*name: "(span-[^"]+)"/gm)].map((m) => m[1]);
-}
-
-// ---- utilities --------------------------------------------------------------
-
-async function freePort() {
-  return new Promise((resolve, reject) => {
-    const s = net.createServer();
-    s.listen(0, '127.0.0.1', () => {
-      const { port } = s.address();
-      s.close(() => resolve(port));
-    });
-    s.on('error', reject);
-  });
-}
-
-const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
-
-async function waitFor(cond, timeoutMs, what) {
-  const end = Date.now() + timeoutMs;
-  while (Date.now() < end) {
-    if (await cond()) return;
-    await sleep(50);
-  }
-  assert.fail(`timed out waiting for ${what}`);
 }
 
 // ---- the fake backend ---------------------------------------------------------
@@ -240,7 +210,12 @@ class Proflink {
     this.dir = fs.mkdtempSync(path.join(tmp, `${name}-`));
     this.exporterType = exporterType;
     this.exporterConfig = exporterConfig;
-    this.log = '';
+    this.logs = []; // stderr of every run (restarts included)
+    proflinks.add(this);
+  }
+
+  get log() {
+    return this.logs.map((h) => h.log).join('');
   }
 
   async start() {
@@ -264,54 +239,28 @@ class Proflink {
       `    traces: { receivers: [otlp], exporters: [${this.exporterType}] }`,
       '',
     ].join('\n');
-    const file = path.join(this.dir, 'collector.yaml');
-    fs.writeFileSync(file, yaml);
-    this.child = spawn(BIN, ['--config', file], { stdio: ['ignore', 'ignore', 'pipe'] });
-    children.add(this.child);
-    this.child.stderr.on('data', (d) => { this.log += d.toString(); });
-    this.exited = new Promise((resolve) => this.child.on('exit', (code, signal) => { children.delete(this.child); resolve({ code, signal }); }));
-    await waitFor(() => new Promise((resolve) => {
-      const s = net.connect(this.port, '127.0.0.1');
-      s.on('connect', () => { s.destroy(); resolve(true); });
-      s.on('error', () => resolve(false));
-    }), 10000, `proflink listening (log: ${this.log})`);
+    this.h = await startProflink(yaml, { dir: this.dir, ports: [this.port] });
+    this.logs.push(this.h);
   }
 
   async stop() {
-    this.child.kill('SIGTERM');
-    const t = setTimeout(() => this.child.kill('SIGKILL'), 15000);
-    const r = await this.exited;
-    clearTimeout(t);
+    const r = await this.h.stop(15000);
     // with a sanitizer build (PROFLINK_BIN=build-asan/proflink) any report fails the test
     assert.doesNotMatch(this.log, /AddressSanitizer|LeakSanitizer|runtime error:/);
     return r;
   }
 
   async kill9() {
-    this.child.kill('SIGKILL');
-    return this.exited;
+    return this.h.kill9();
   }
 
   // POSTs an OTLP/HTTP protobuf request; resolves with the HTTP status.
-  post(bytes) {
-    return new Promise((resolve, reject) => {
-      const req = http.request({
-        host: '127.0.0.1', port: this.port, path: '/v1/traces', method: 'POST',
-        headers: { 'content-type': 'application/x-protobuf', 'content-length': bytes.length },
-      }, (res) => { res.resume(); res.on('end', () => resolve(res.statusCode)); });
-      req.on('error', reject);
-      req.end(bytes);
-    });
+  async post(bytes) {
+    return (await postTraces(this.port, bytes)).status;
   }
 
   async metric(name, component, signal = 'traces') {
-    const text = await new Promise((resolve, reject) => {
-      http.get({ host: '127.0.0.1', port: this.metricsPort, path: '/metrics' }, (res) => {
-        let s = '';
-        res.on('data', (d) => { s += d; });
-        res.on('end', () => resolve(s));
-      }).on('error', reject);
-    });
+    const { body: text } = await httpGet(this.metricsPort, '/metrics');
     const re = new RegExp(`^${name}\\{component="${component}",signal="${signal}"\\} (\\d+)`, 'm');
     const m = text.match(re);
     return m ? Number(m[1]) : undefined;

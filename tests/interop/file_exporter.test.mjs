@@ -12,20 +12,15 @@ import os from 'node:os';
 import path from 'node:path';
 
 import { SpanKind, SpanStatusCode, context, trace } from '@opentelemetry/api';
-import { resourceFromAttributes } from '@opentelemetry/resources';
-import {
-  BasicTracerProvider,
-  InMemorySpanExporter,
-  SimpleSpanProcessor,
-} from '@opentelemetry/sdk-trace-base';
+import { InMemorySpanExporter } from '@opentelemetry/sdk-trace-base';
 import { ProtobufTraceSerializer } from '@opentelemetry/otlp-transformer';
 import { OTLPTraceExporter as ProtoExporter } from '@opentelemetry/exporter-trace-otlp-proto';
 import { OTLPTraceExporter as JsonExporter } from '@opentelemetry/exporter-trace-otlp-http';
-import { exportSpans, freePort, loadProtos, startProflink, until } from './lib/common.mjs';
+import {
+  exportSpans, freePort, startProflink, TraceRequest, tracerProvider, until,
+} from './lib/common.mjs';
 
-const protoRoot = loadProtos(['opentelemetry/proto/collector/trace/v1/trace_service.proto']);
-const TraceReq = protoRoot.lookupType(
-  'opentelemetry.proto.collector.trace.v1.ExportTraceServiceRequest');
+const TraceReq = TraceRequest;
 const toObj = (msg) =>
   TraceReq.toObject(msg, { longs: String, bytes: String, defaults: true, arrays: true });
 
@@ -34,13 +29,10 @@ let jsonPath, protoPath;
 
 function makeSpans(service) {
   const mem = new InMemorySpanExporter();
-  const provider = new BasicTracerProvider({
-    resource: resourceFromAttributes({
-      'service.name': service, 'host.cores': 8, 'sample.ratio': 0.25,
-      'host.ips': ['10.0.0.1', '10.0.0.2'], 'deployment.canary': false,
-    }),
-    spanProcessors: [new SimpleSpanProcessor(mem)],
-  });
+  const provider = tracerProvider({
+    'service.name': service, 'host.cores': 8, 'sample.ratio': 0.25,
+    'host.ips': ['10.0.0.1', '10.0.0.2'], 'deployment.canary': false,
+  }, mem);
   const tracer = provider.getTracer('file-scope', '1.0.0');
   const t0 = 1_700_000_000_123;
   const root = tracer.startSpan('GET /cart', {

@@ -15,14 +15,9 @@ import os from 'node:os';
 import path from 'node:path';
 import { spawn } from 'node:child_process';
 
-import { resourceFromAttributes } from '@opentelemetry/resources';
-import {
-  BasicTracerProvider,
-  InMemorySpanExporter,
-  SimpleSpanProcessor,
-} from '@opentelemetry/sdk-trace-base';
+import { InMemorySpanExporter } from '@opentelemetry/sdk-trace-base';
 import { OTLPTraceExporter as ProtoExporter } from '@opentelemetry/exporter-trace-otlp-proto';
-import { BIN, exportSpans, freePort, until as poll } from './lib/common.mjs';
+import { BIN, exportSpans, freePort, tracerProvider, until as poll } from './lib/common.mjs';
 
 const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'proflink-lifecycle-'));
 const children = new Set();
@@ -90,10 +85,7 @@ async function startProflink(name, settings) {
 // Spans named `${tag}-0` .. `${tag}-(n-1)` from the SDK.
 function makeSpans(tag, n) {
   const mem = new InMemorySpanExporter();
-  const provider = new BasicTracerProvider({
-    resource: resourceFromAttributes({ 'service.name': 'lifecycle' }),
-    spanProcessors: [new SimpleSpanProcessor(mem)],
-  });
+  const provider = tracerProvider('lifecycle', mem);
   const tracer = provider.getTracer('lifecycle-test');
   for (let i = 0; i < n; i++) tracer.startSpan(`${tag}-${i}`).end();
   return mem.getFinishedSpans();

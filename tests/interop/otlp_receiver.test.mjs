@@ -21,18 +21,13 @@ import path from 'node:path';
 import zlib from 'node:zlib';
 
 import { SpanKind, SpanStatusCode, TraceFlags } from '@opentelemetry/api';
-import { resourceFromAttributes } from '@opentelemetry/resources';
-import {
-  BasicTracerProvider,
-  InMemorySpanExporter,
-  SimpleSpanProcessor,
-} from '@opentelemetry/sdk-trace-base';
+import { InMemorySpanExporter } from '@opentelemetry/sdk-trace-base';
 import { ProtobufTraceSerializer } from '@opentelemetry/otlp-transformer';
 import { OTLPTraceExporter as GrpcExporter } from '@opentelemetry/exporter-trace-otlp-grpc';
 import { OTLPTraceExporter as ProtoExporter } from '@opentelemetry/exporter-trace-otlp-proto';
 import { OTLPTraceExporter as JsonExporter } from '@opentelemetry/exporter-trace-otlp-http';
 import {
-  exportSpans, freePort, loadProtos, request as post, startProflink, until,
+  exportSpans, freePort, loadProtos, request as post, startProflink, tracerProvider, until,
 } from './lib/common.mjs';
 
 // ---- protobuf types, from proflink's own .proto files ----------------------
@@ -159,17 +154,14 @@ after(async () => {
 // ---- spans with every field the JS SDK can set --------------------------------
 function makeSpans(service) {
   const mem = new InMemorySpanExporter();
-  const provider = new BasicTracerProvider({
-    resource: resourceFromAttributes({
-      'service.name': service,
-      'service.version': '1.2.3',
-      'host.cores': 8,
-      'deployment.canary': false,
-      'sample.ratio': 0.25,
-      'host.ips': ['10.0.0.1', '10.0.0.2'],
-    }),
-    spanProcessors: [new SimpleSpanProcessor(mem)],
-  });
+  const provider = tracerProvider({
+    'service.name': service,
+    'service.version': '1.2.3',
+    'host.cores': 8,
+    'deployment.canary': false,
+    'sample.ratio': 0.25,
+    'host.ips': ['10.0.0.1', '10.0.0.2'],
+  }, mem);
   const tracer = provider.getTracer('interop-scope', '4.5.6', { schemaUrl: 'https://opentelemetry.io/schemas/1.24.0' });
   const t0 = 1_700_000_000_123; // ms since the epoch
   const kinds = [SpanKind.INTERNAL, SpanKind.SERVER, SpanKind.CLIENT, SpanKind.PRODUCER, SpanKind.CONSUMER];

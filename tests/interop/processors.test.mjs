@@ -22,16 +22,11 @@ import zlib from 'node:zlib';
 
 import { Profile } from 'pprof-format';
 import { SpanKind } from '@opentelemetry/api';
-import { resourceFromAttributes } from '@opentelemetry/resources';
-import {
-  BasicTracerProvider,
-  InMemorySpanExporter,
-  SimpleSpanProcessor,
-} from '@opentelemetry/sdk-trace-base';
+import { InMemorySpanExporter } from '@opentelemetry/sdk-trace-base';
 import { ProtobufTraceSerializer } from '@opentelemetry/otlp-transformer';
 import { OTLPTraceExporter } from '@opentelemetry/exporter-trace-otlp-proto';
 import {
-  FIXTURES, freePort, startProflink as launch, request, until,
+  FIXTURES, freePort, request, startProflink as launch, tracerProvider, until,
 } from './lib/common.mjs';
 
 const procs = [];
@@ -72,10 +67,7 @@ service:
 
 function makeSpans(service, n, offset) {
   const mem = new InMemorySpanExporter();
-  const provider = new BasicTracerProvider({
-    resource: resourceFromAttributes({ 'service.name': service }),
-    spanProcessors: [new SimpleSpanProcessor(mem)],
-  });
+  const provider = tracerProvider(service, mem);
   const tracer = provider.getTracer('processors-test', '1.0.0');
   for (let i = 0; i < n; i++) {
     const s = tracer.startSpan(`GET /cart/${offset + i}`, {

@@ -17,11 +17,10 @@ import zlib from 'node:zlib';
 
 import { Profile } from 'pprof-format';
 import Pyroscope from '@pyroscope/nodejs';
-import { resourceFromAttributes } from '@opentelemetry/resources';
-import { BasicTracerProvider, SimpleSpanProcessor } from '@opentelemetry/sdk-trace-base';
 import { OTLPTraceExporter } from '@opentelemetry/exporter-trace-otlp-http';
 import {
-  PushRequest, freePort, readBody, readJsonLines as readFileLines, startProflink, until,
+  freePort, PushRequest, readBody, readJsonLines as readFileLines, startProflink, tracerProvider,
+  until,
 } from './lib/common.mjs';
 
 let pl, tmp, sink;
@@ -79,11 +78,8 @@ function burnCpuInRequest(ms) {
 }
 
 test('spans get pyroscope.profile.id and pushed samples carry span_id and span_name', async () => {
-  const provider = new BasicTracerProvider({
-    resource: resourceFromAttributes({ 'service.name': 'corr-app' }),
-    spanProcessors: [new SimpleSpanProcessor(new OTLPTraceExporter({
-      url: `http://127.0.0.1:${otlpPort}/v1/traces` }))],
-  });
+  const provider = tracerProvider('corr-app', new OTLPTraceExporter({
+    url: `http://127.0.0.1:${otlpPort}/v1/traces` }));
   const tracer = provider.getTracer('interop');
   Pyroscope.init({ serverAddress: `http://127.0.0.1:${pyroPort}`, appName: 'corr-app',
     flushIntervalMs: 1000, wall: { collectCpuTime: true } });

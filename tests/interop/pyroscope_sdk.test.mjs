@@ -31,12 +31,10 @@ import zlib from 'node:zlib';
 
 import { Profile } from 'pprof-format';
 import Pyroscope from '@pyroscope/nodejs';
-import { resourceFromAttributes } from '@opentelemetry/resources';
-import { BasicTracerProvider, SimpleSpanProcessor } from '@opentelemetry/sdk-trace-base';
 import { OTLPTraceExporter } from '@opentelemetry/exporter-trace-otlp-http';
 import {
-  FIXTURES, PushRequest, freePort, readBody, readJsonLines as readFileLines, request as post,
-  startProflink, until as poll,
+  FIXTURES, freePort, PushRequest, readBody, readJsonLines as readFileLines, request as post,
+  startProflink, tracerProvider, until as poll,
 } from './lib/common.mjs';
 
 const FIXTURE = path.join(FIXTURES, 'nodejs_wall.pprof.gz');
@@ -212,11 +210,8 @@ const spanIds = [];
 const traceIds = [];
 
 test('Pyroscope Node.js SDK + OpenTelemetry JS: samples keep their span ids', async () => {
-  const provider = new BasicTracerProvider({
-    resource: resourceFromAttributes({ 'service.name': 'interop-app' }),
-    spanProcessors: [new SimpleSpanProcessor(new OTLPTraceExporter({
-      url: `http://127.0.0.1:${otlpPort}/v1/traces` }))],
-  });
+  const provider = tracerProvider('interop-app', new OTLPTraceExporter({
+    url: `http://127.0.0.1:${otlpPort}/v1/traces` }));
   const tracer = provider.getTracer('interop');
 
   Pyroscope.init({

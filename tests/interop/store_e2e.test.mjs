@@ -21,14 +21,7 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 
-import { SpanKind, context, trace } from '@opentelemetry/api';
-import { resourceFromAttributes } from '@opentelemetry/resources';
-import { BasicTracerProvider, SimpleSpanProcessor } from '@opentelemetry/sdk-trace-base';
-import { OTLPTraceExporter } from '@opentelemetry/exporter-trace-otlp-proto';
-import Pyroscope from '@pyroscope/nodejs';
-import {
-  BIN, burnCpuInCheckout, burnCpuInPricing, freePort, startProflink, until,
-} from './lib/common.mjs';
+import { BIN, freePort, runCheckoutApp, startProflink, until } from './lib/common.mjs';
 
 const SERVICE = 'store-e2e';
 
@@ -67,39 +60,11 @@ test('spans and Pyroscope profiles stored, then queried', { timeout: 90000 }, as
   ].join('\n');
   pl = await startProflink(yaml, { dir, ports: [otlpPort, pyroPort, apiPort] });
 
-  const provider = new BasicTracerProvider({
-    resource: resourceFromAttributes({ 'service.name': SERVICE }),
-    spanProcessors: [new SimpleSpanProcessor(new OTLPTraceExporter({
-      url: `http://127.0.0.1:${otlpPort}/v1/traces`,
-    }))],
+  const { provider, requests } = await runCheckoutApp({
+    service: SERVICE, otlpPort, pyroPort, tracerName: 'store-e2e',
+    rootAttributes: { 'http.route': '/checkout/:id' },
+    checkoutMs: (r) => 200 + 100 * r,
   });
-  const tracer = provider.getTracer('store-e2e');
-  Pyroscope.init({
-    serverAddress: `http://127.0.0.1:${pyroPort}`,
-    appName: SERVICE,
-    flushIntervalMs: 60000, // one upload, at stop()
-    wall: { collectCpuTime: true },
-  });
-  Pyroscope.startWallProfiling();
-  const requests = [];
-  for (let r = 0; r < 3; r++) {
-    const root = tracer.startSpan('GET /checkout/:id', {
-      kind: SpanKind.SERVER,
-      attributes: { 'http.route': '/checkout/:id' },
-    });
-    const rootId = root.spanContext().spanId;
-    Pyroscope.wrapWithLabels({ span_id: rootId }, () => burnCpuInCheckout(200 + 100 * r));
-    const ctx = trace.setSpan(context.active(), root);
-    const kid = tracer.startSpan('price items', {}, ctx);
-    const childId = kid.spanContext().spanId;
-    Pyroscope.wrapWithLabels({ span_id: childId }, () => burnCpuInPricing(250));
-    kid.end();
-    root.end();
-    requests.push({ traceId: root.spanContext().traceId, rootId, childId });
-  }
-  await provider.forceFlush();
-  await new Promise((r) => setTimeout(r, 1500));
-  await Pyroscope.stopWallProfiling();
 
   const query = (...args) => execFileSync(BIN, ['query', ...args, '--db', db],
     { encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'] });

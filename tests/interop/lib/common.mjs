@@ -6,22 +6,29 @@
 // test imports its helpers from one place. What is added here:
 //   - until(cond, ms, pollMs): polls; resolves true or false (the caller
 //     asserts, with its own message);
-//   - waitListening(port, ms): throws when the port never accepts TCP;
 //   - readJsonLines(file): the file exporter's OTLP/JSON lines, parsed;
 //   - readBody(req) and request(): raw bodies of node http requests/answers;
 //   - loadProtos(files): a protobufjs Root over the project's proto/ folder;
-//   - exportSpans(): one SDK exporter call as a promise;
+//   - tracerProvider(resource, exporter): an OpenTelemetry JS SDK provider
+//     whose spans go, one by one, to `exporter` (an OTLP exporter pointed at
+//     proflink, or an InMemorySpanExporter); exportSpans(): one SDK exporter
+//     call as a promise;
 //   - burnCpuInCheckout/burnCpuInPricing: CPU work that shows up as its own
-//     leaf function in a profile (the tests look for these names).
+//     leaf function in a profile (the tests look for these names), and
+//     runCheckoutApp(), the instrumented application of the end-to-end tests.
 import fs from 'node:fs';
 import http from 'node:http';
 import path from 'node:path';
 import protobuf from 'protobufjs';
-import { PROTO_DIR, canConnect, repo, sleep } from './proflink.mjs';
+import { SpanKind, context, trace } from '@opentelemetry/api';
+import { OTLPTraceExporter } from '@opentelemetry/exporter-trace-otlp-proto';
+import { resourceFromAttributes } from '@opentelemetry/resources';
+import { BasicTracerProvider, SimpleSpanProcessor } from '@opentelemetry/sdk-trace-base';
+import { PROTO_DIR, repo, sleep } from './proflink.mjs';
 
 export {
-  BIN, PROTO_DIR, repo, sleep, freePort, freePorts, canConnect, waitFor, startProflink, httpGet,
-  TraceRequest, ProfilesRequest, PushRequest,
+  BIN, PROTO_DIR, sleep, freePort, waitFor, startProflink, httpGet, postTraces, TraceRequest,
+  PushRequest,
 } from './proflink.mjs';
 
 export const FIXTURES = path.join(repo, 'tests', 'interop', 'fixtures');
@@ -33,10 +40,6 @@ export async function until(cond, ms = 10000, pollMs = 50) {
     await sleep(pollMs);
   }
   return false;
-}
-
-export async function waitListening(port, ms = 10000) {
-  if (!(await until(() => canConnect(port), ms))) throw new Error(`port ${port} never listened`);
 }
 
 // One JSON document a line (the file exporter's `format: json`); a missing
@@ -73,6 +76,15 @@ export function loadProtos(files) {
   return root;
 }
 
+// `resource` is a service name or a map of resource attributes.
+export function tracerProvider(resource, exporter) {
+  const attrs = typeof resource === 'string' ? { 'service.name': resource } : resource;
+  return new BasicTracerProvider({
+    resource: resourceFromAttributes(attrs),
+    spanProcessors: [new SimpleSpanProcessor(exporter)],
+  });
+}
+
 export function exportSpans(exporter, spans) {
   return new Promise((resolve) => exporter.export(spans, resolve));
 }
@@ -89,4 +101,49 @@ export function burnCpuInPricing(ms) {
   let x = 0;
   while (Date.now() < end) for (let i = 0; i < 10000; i++) x += Math.sin(i + x);
   return x;
+}
+
+// An application instrumented with OpenTelemetry (spans over OTLP/HTTP
+// protobuf to otlpPort) and the Pyroscope SDK (wall profile with CPU time to
+// pyroPort). Three `GET /checkout/:id` server spans (rootAttributes), each
+// with a `price items` child; each span's CPU work (checkoutMs(r) and 250 ms)
+// runs inside Pyroscope.wrapWithLabels({span_id}), as span-profile
+// integrations do. Profiling goes on 1.5 s past the last span's end (beyond
+// the correlation's max_clock_skew, so the profile covers every span); the
+// one upload is at Pyroscope.stopWallProfiling(). Resolves with the
+// provider (the caller shuts it down) and {traceId, rootId, childId} of each
+// request.
+export async function runCheckoutApp({
+  service, otlpPort, pyroPort, tracerName, rootAttributes, checkoutMs,
+}) {
+  // Loaded here only: a native profiler that the other tests do not need.
+  const { default: Pyroscope } = await import('@pyroscope/nodejs');
+  const provider = tracerProvider(service, new OTLPTraceExporter({
+    url: `http://127.0.0.1:${otlpPort}/v1/traces`,
+  }));
+  const tracer = provider.getTracer(tracerName);
+  Pyroscope.init({
+    serverAddress: `http://127.0.0.1:${pyroPort}`,
+    appName: service,
+    flushIntervalMs: 60000, // one upload, at stop()
+    wall: { collectCpuTime: true },
+  });
+  Pyroscope.startWallProfiling();
+  const requests = [];
+  for (let r = 0; r < 3; r++) {
+    const root = tracer.startSpan('GET /checkout/:id', { kind: SpanKind.SERVER, attributes: rootAttributes });
+    const rootId = root.spanContext().spanId;
+    Pyroscope.wrapWithLabels({ span_id: rootId }, () => burnCpuInCheckout(checkoutMs(r)));
+    const ctx = trace.setSpan(context.active(), root);
+    const child = tracer.startSpan('price items', {}, ctx);
+    const childId = child.spanContext().spanId;
+    Pyroscope.wrapWithLabels({ span_id: childId }, () => burnCpuInPricing(250));
+    child.end();
+    root.end();
+    requests.push({ traceId: root.spanContext().traceId, rootId, childId });
+  }
+  await provider.forceFlush();
+  await sleep(1500);
+  await Pyroscope.stopWallProfiling(); // uploads the wall profile (span_id labels)
+  return { provider, requests };
 }
