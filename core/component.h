@@ -138,8 +138,8 @@ typedef struct pl_clock {
     void *arg;
 } pl_clock;
 uint64_t pl_clock_now(const pl_clock *clock); /* real time if clock or now_ns is NULL */
-uint64_t pl_time_now_ns(void);                 /* CLOCK_REALTIME */
-uint64_t pl_time_mono_ns(void);                /* CLOCK_MONOTONIC */
+uint64_t pl_time_now_ns(void);                /* CLOCK_REALTIME */
+uint64_t pl_time_mono_ns(void);               /* CLOCK_MONOTONIC */
 
 /* Memory pressure, set by the memory_limiter processor, read by anything
  * that holds data (correlation, batch) or accepts it. */
@@ -162,10 +162,10 @@ typedef enum pl_kind {
 const char *pl_kind_name(pl_kind kind); /* "receiver", ... */
 
 typedef struct pl_create_settings {
-    const char *id;     /* "otlp", "otlphttp/tempo": for logs and metrics */
-    uv_loop_t *loop;    /* the one event loop; hooks run on it */
-    pl_stats *stats;    /* this component's counters */
-    pl_clock clock;     /* real time unless a test injects one */
+    const char *id;  /* "otlp", "otlphttp/tempo": for logs and metrics */
+    uv_loop_t *loop; /* the one event loop; hooks run on it */
+    pl_stats *stats; /* this component's counters */
+    pl_clock clock;  /* real time unless a test injects one */
     /* Receivers only: where each signal goes (NULL: no pipeline takes it). */
     pl_consumer *next[PL_SIGNAL_COUNT];
     /* Signals this instance is used with (union over its pipelines). */

@@ -41,10 +41,14 @@ void pl_memory_state_set(pl_memory_state state)
 const char *pl_kind_name(pl_kind kind)
 {
     switch (kind) {
-    case PL_KIND_RECEIVER: return "receiver";
-    case PL_KIND_PROCESSOR: return "processor";
-    case PL_KIND_EXPORTER: return "exporter";
-    case PL_KIND_EXTENSION: return "extension";
+    case PL_KIND_RECEIVER:
+        return "receiver";
+    case PL_KIND_PROCESSOR:
+        return "processor";
+    case PL_KIND_EXPORTER:
+        return "exporter";
+    case PL_KIND_EXTENSION:
+        return "extension";
     }
     return "unknown";
 }

@@ -24,9 +24,13 @@ int pl_log_enabled(pl_log_level level);
 void pl_log(pl_log_level level, const char *component, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 
-#define pl_debug(c, ...) do { if (pl_log_enabled(PL_LOG_DEBUG)) pl_log(PL_LOG_DEBUG, c, __VA_ARGS__); } while (0)
-#define pl_info(c, ...) pl_log(PL_LOG_INFO, c, __VA_ARGS__)
-#define pl_warn(c, ...) pl_log(PL_LOG_WARN, c, __VA_ARGS__)
+#define pl_debug(c, ...)                                                                           \
+    do {                                                                                           \
+        if (pl_log_enabled(PL_LOG_DEBUG))                                                          \
+            pl_log(PL_LOG_DEBUG, c, __VA_ARGS__);                                                  \
+    } while (0)
+#define pl_info(c, ...)  pl_log(PL_LOG_INFO, c, __VA_ARGS__)
+#define pl_warn(c, ...)  pl_log(PL_LOG_WARN, c, __VA_ARGS__)
 #define pl_error(c, ...) pl_log(PL_LOG_ERROR, c, __VA_ARGS__)
 
 #endif

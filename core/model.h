@@ -36,9 +36,9 @@ typedef enum pl_signal {
     PL_SIGNAL_LOGS = 2,
     PL_SIGNAL_METRICS = 3,
 } pl_signal;
-#define PL_SIGNAL_COUNT 4
+#define PL_SIGNAL_COUNT   4
 #define PL_SIGNAL_MASK(s) (1u << (s))
-#define PL_SIGNALS_ALL 0xfu
+#define PL_SIGNALS_ALL    0xfu
 const char *pl_signal_name(pl_signal s); /* "traces", "profiles", "logs", "metrics" */
 int pl_signal_from_name(const char *name, size_t len, pl_signal *out); /* 0 or -1 */
 

@@ -13,21 +13,21 @@
 
 typedef enum pl_status {
     PL_OK = 0,
-    PL_ERR_INVALID,     /* bad data or request: 400 / INVALID_ARGUMENT, not retryable */
-    PL_ERR_TOO_LARGE,   /* over a size limit: 413 (400 for OTLP/HTTP) / RESOURCE_EXHAUSTED */
-    PL_ERR_UNSUPPORTED, /* content type / encoding not supported: 415 / UNIMPLEMENTED */
-    PL_ERR_REFUSED,     /* back-pressure (memory limit, full queue): 503 / UNAVAILABLE, retry */
-    PL_ERR_THROTTLED,   /* rate limit: 429 / RESOURCE_EXHAUSTED with RetryInfo, retry */
+    PL_ERR_INVALID,         /* bad data or request: 400 / INVALID_ARGUMENT, not retryable */
+    PL_ERR_TOO_LARGE,       /* over a size limit: 413 (400 for OTLP/HTTP) / RESOURCE_EXHAUSTED */
+    PL_ERR_UNSUPPORTED,     /* content type / encoding not supported: 415 / UNIMPLEMENTED */
+    PL_ERR_REFUSED,         /* back-pressure (memory limit, full queue): 503 / UNAVAILABLE, retry */
+    PL_ERR_THROTTLED,       /* rate limit: 429 / RESOURCE_EXHAUSTED with RetryInfo, retry */
     PL_ERR_UNAUTHENTICATED, /* 401 / UNAUTHENTICATED */
-    PL_ERR_NOT_FOUND,   /* unknown path or method: 404 / UNIMPLEMENTED */
-    PL_ERR_INTERNAL,    /* a bug or an I/O failure: 500 / INTERNAL */
-    PL_ERR_NOMEM,       /* malloc failed: treated as REFUSED by receivers */
+    PL_ERR_NOT_FOUND,       /* unknown path or method: 404 / UNIMPLEMENTED */
+    PL_ERR_INTERNAL,        /* a bug or an I/O failure: 500 / INTERNAL */
+    PL_ERR_NOMEM,           /* malloc failed: treated as REFUSED by receivers */
 } pl_status;
 
 const char *pl_status_name(pl_status s);
-int pl_status_http(pl_status s);          /* HTTP status code for an OTLP receiver */
-int pl_status_grpc(pl_status s);          /* gRPC status code */
-int pl_status_retryable(pl_status s);     /* 1 if a client should retry */
+int pl_status_http(pl_status s);      /* HTTP status code for an OTLP receiver */
+int pl_status_grpc(pl_status s);      /* gRPC status code */
+int pl_status_retryable(pl_status s); /* 1 if a client should retry */
 
 /* Seconds a client is told to wait (Retry-After / RetryInfo) after a refusal. */
 #define PL_RETRY_AFTER_SECONDS 1

@@ -20,8 +20,8 @@ static const pl_cfg_field nop_fields[] = {
 
 static const pl_cfg_section nop_section = {1, nop_fields, NULL};
 
-static pl_status nop_create(const pl_create_settings *settings, const void *config,
-                            void **out_self, pl_err *err)
+static pl_status nop_create(const pl_create_settings *settings, const void *config, void **out_self,
+                            pl_err *err)
 {
     nop_exporter *e = calloc(1, sizeof(*e));
     if (!e)
