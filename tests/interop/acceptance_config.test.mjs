@@ -86,7 +86,7 @@ exporters:
       insecure: true
     headers:
       authorization: \${env:ACC_TOKEN}
-      x-scope-orgid: \${env:ACC_UNSET_TENANT:-tenant-a}
+      X-Scope-OrgID: \${env:ACC_UNSET_TENANT:-tenant-a}
   otlp/plain:
     endpoint: 127.0.0.1:${grpcNone.port}
     compression: none
