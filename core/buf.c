@@ -105,3 +105,47 @@ uint8_t *pl_buf_steal(pl_buf *b, size_t *len)
     memset(b, 0, sizeof(*b));
     return p;
 }
+
+void pl_buf_json_string(pl_buf *b, const void *s, size_t n)
+{
+    static const char hex[] = "0123456789abcdef";
+    if (n == 0) { /* s may be NULL */
+        pl_buf_append(b, "\"\"", 2);
+        return;
+    }
+    if (!pl_buf_reserve(b, n + 2))
+        return;
+    const uint8_t *p = s;
+    pl_buf_append_byte(b, '"');
+    size_t run = 0; /* start of the bytes not yet copied */
+    for (size_t i = 0; i < n; i++) {
+        uint8_t c = p[i];
+        if (c >= 0x20 && c != '"' && c != '\\')
+            continue;
+        pl_buf_append(b, p + run, i - run);
+        run = i + 1;
+        switch (c) {
+        case '"':
+            pl_buf_append(b, "\\\"", 2);
+            break;
+        case '\\':
+            pl_buf_append(b, "\\\\", 2);
+            break;
+        case '\n':
+            pl_buf_append(b, "\\n", 2);
+            break;
+        case '\r':
+            pl_buf_append(b, "\\r", 2);
+            break;
+        case '\t':
+            pl_buf_append(b, "\\t", 2);
+            break;
+        default: {
+            char e[6] = {'\\', 'u', '0', '0', hex[c >> 4], hex[c & 15]};
+            pl_buf_append(b, e, 6);
+        }
+        }
+    }
+    pl_buf_append(b, p + run, n - run);
+    pl_buf_append_byte(b, '"');
+}

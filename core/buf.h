@@ -31,5 +31,9 @@ static inline bool pl_buf_ok(const pl_buf *b)
 }
 /* Hands the data to the caller (malloc'd; free() it) and empties b. */
 uint8_t *pl_buf_steal(pl_buf *b, size_t *len);
+/* Appends s[0..n) as a JSON string literal, quotes included: '"' and '\\'
+ * escaped, \n \r \t by name, other control characters as \u00XX; every other
+ * byte (UTF-8 included) as it is. s may be NULL when n is 0. */
+void pl_buf_json_string(pl_buf *b, const void *s, size_t n);
 
 #endif

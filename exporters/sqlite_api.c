@@ -71,7 +71,7 @@ int pl_query_parse_trace_id(const char *text, uint8_t out[16])
 
 static void json_str(pl_buf *b, const char *s)
 {
-    pl_json_string(b, s ? s : "", s ? strlen(s) : 0);
+    pl_buf_json_string(b, s ? s : "", s ? strlen(s) : 0);
 }
 
 static void json_hex(pl_buf *b, const uint8_t *bytes, size_t n)

@@ -724,43 +724,6 @@ static pl_bytes attr_string(const pl_attrs *attrs, const char *key)
     return (pl_bytes){NULL, 0};
 }
 
-void pl_json_string(pl_buf *b, const char *s, size_t len)
-{
-    static const char hex[] = "0123456789abcdef";
-    pl_buf_append_byte(b, '"');
-    size_t start = 0;
-    for (size_t i = 0; i < len; i++) {
-        unsigned char c = (unsigned char)s[i];
-        if (c >= 0x20 && c != '"' && c != '\\')
-            continue;
-        pl_buf_append(b, s + start, i - start);
-        start = i + 1;
-        switch (c) {
-        case '"':
-            pl_buf_append_str(b, "\\\"");
-            break;
-        case '\\':
-            pl_buf_append_str(b, "\\\\");
-            break;
-        case '\n':
-            pl_buf_append_str(b, "\\n");
-            break;
-        case '\r':
-            pl_buf_append_str(b, "\\r");
-            break;
-        case '\t':
-            pl_buf_append_str(b, "\\t");
-            break;
-        default: {
-            char esc[7] = {'\\', 'u', '0', '0', hex[c >> 4], hex[c & 15], 0};
-            pl_buf_append_str(b, esc);
-        }
-        }
-    }
-    pl_buf_append(b, s + start, len - start);
-    pl_buf_append_byte(b, '"');
-}
-
 static void json_value(pl_buf *b, const pl_value *v, int depth);
 
 static void json_kvs(pl_buf *b, const pl_kv *items, uint32_t n, int depth)
@@ -769,7 +732,7 @@ static void json_kvs(pl_buf *b, const pl_kv *items, uint32_t n, int depth)
     for (uint32_t i = 0; i < n; i++) {
         if (i)
             pl_buf_append_byte(b, ',');
-        pl_json_string(b, (const char *)items[i].key.ptr, items[i].key.len);
+        pl_buf_json_string(b, items[i].key.ptr, items[i].key.len);
         pl_buf_append_byte(b, ':');
         json_value(b, &items[i].value, depth + 1);
     }
@@ -784,7 +747,7 @@ static void json_value(pl_buf *b, const pl_value *v, int depth)
     }
     switch (v->type) {
     case PL_VALUE_STRING:
-        pl_json_string(b, (const char *)v->u.str.ptr, v->u.str.len);
+        pl_buf_json_string(b, v->u.str.ptr, v->u.str.len);
         break;
     case PL_VALUE_BOOL:
         pl_buf_append_str(b, v->u.b ? "true" : "false");
@@ -1119,7 +1082,7 @@ static int write_span(pl_store *s, const pl_span *sp, pl_bytes service, int64_t 
         for (uint32_t e = 0; e < sp->n_events; e++) {
             const pl_span_event *ev = &sp->events[e];
             pl_buf_append_str(&events, e ? ",{\"name\":" : "{\"name\":");
-            pl_json_string(&events, (const char *)ev->name.ptr, ev->name.len);
+            pl_buf_json_string(&events, ev->name.ptr, ev->name.len);
             pl_buf_printf(
                 &events, ",\"time_unix_nano\":\"%" PRIu64 "\",\"attributes\":", ev->time_unix_nano);
             json_kvs(&events, ev->attrs.items, ev->attrs.n, 0);

@@ -244,8 +244,6 @@ void pl_store_free_names(char **names, size_t n);
 
 /* "1.234s", "12.3ms", "850us", "42ns". */
 void pl_format_duration(uint64_t ns, char *out, size_t cap);
-/* Appends a JSON string literal (quoted, escaped) to b. */
-void pl_json_string(pl_buf *b, const char *s, size_t len);
 /* Renders folded stacks as a self-contained SVG flame graph (sqlite_svg.c). */
 void pl_flamegraph_svg(const pl_profile_result *profile, const char *title, pl_buf *out);
 /* Renders folded stacks as nested JSON {name, value, children} (sqlite_svg.c). */

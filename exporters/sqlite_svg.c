@@ -278,7 +278,7 @@ static void json_node(const ftree *t, int32_t idx, pl_buf *out)
 {
     const fnode *n = &t->nodes[idx];
     pl_buf_append_str(out, "{\"name\":");
-    pl_json_string(out, n->name, n->name_len);
+    pl_buf_json_string(out, n->name, n->name_len);
     pl_buf_printf(out, ",\"value\":%" PRId64 ",\"children\":[", n->value);
     for (int32_t c = n->first_child; c >= 0; c = t->nodes[c].next_sibling) {
         if (c != n->first_child)

@@ -1271,49 +1271,6 @@ typedef struct jw {
     bool first; /* no member written yet in the current object/array */
 } jw;
 
-static void w_str(pl_buf *b, const uint8_t *s, size_t n)
-{
-    static const char hex[] = "0123456789abcdef";
-    if (n == 0) { /* s may be NULL */
-        pl_buf_append(b, "\"\"", 2);
-        return;
-    }
-    if (!pl_buf_reserve(b, n + 2))
-        return;
-    pl_buf_append_byte(b, '"');
-    size_t run = 0;
-    for (size_t i = 0; i < n; i++) {
-        uint8_t c = s[i];
-        if (c >= 0x20 && c != '"' && c != '\\')
-            continue;
-        pl_buf_append(b, s + run, i - run);
-        run = i + 1;
-        switch (c) {
-        case '"':
-            pl_buf_append(b, "\\\"", 2);
-            break;
-        case '\\':
-            pl_buf_append(b, "\\\\", 2);
-            break;
-        case '\n':
-            pl_buf_append(b, "\\n", 2);
-            break;
-        case '\r':
-            pl_buf_append(b, "\\r", 2);
-            break;
-        case '\t':
-            pl_buf_append(b, "\\t", 2);
-            break;
-        default: {
-            char e[6] = {'\\', 'u', '0', '0', hex[c >> 4], hex[c & 15]};
-            pl_buf_append(b, e, 6);
-        }
-        }
-    }
-    pl_buf_append(b, s + run, n - run);
-    pl_buf_append_byte(b, '"');
-}
-
 static void w_key(jw *w, const char *key)
 {
     size_t n = strlen(key);
@@ -1355,7 +1312,7 @@ static void w_bytes_str(jw *w, const char *key, pl_bytes s)
     if (!s.len)
         return;
     w_key(w, key);
-    w_str(w->b, s.ptr, s.len);
+    pl_buf_json_string(w->b, s.ptr, s.len);
 }
 
 static void w_u32(jw *w, const char *key, uint32_t v)
@@ -1465,7 +1422,7 @@ static void enc_anyvalue(jw *w, const pl_value *v)
         break;
     case PL_VALUE_STRING:
         w_key(w, "stringValue");
-        w_str(w->b, v->u.str.ptr, v->u.str.len);
+        pl_buf_json_string(w->b, v->u.str.ptr, v->u.str.len);
         break;
     case PL_VALUE_BOOL:
         w_key(w, "boolValue");
@@ -1525,7 +1482,7 @@ static void enc_kv(jw *w, const pl_kv *kv)
 {
     w_open(w, '{');
     w_key(w, "key");
-    w_str(w->b, kv->key.ptr, kv->key.len);
+    pl_buf_json_string(w->b, kv->key.ptr, kv->key.len);
     w_key(w, "value");
     enc_anyvalue(w, &kv->value);
     w_i32(w, "keyStrindex", kv->key_strindex);
@@ -1553,7 +1510,7 @@ static void enc_str_list(jw *w, const char *key, const pl_bytes *s, uint32_t n)
     w_open(w, '[');
     for (uint32_t i = 0; i < n; i++) {
         w_elem(w);
-        w_str(w->b, s[i].ptr, s[i].len);
+        pl_buf_json_string(w->b, s[i].ptr, s[i].len);
     }
     w_close(w, ']');
 }
@@ -1847,7 +1804,7 @@ static void enc_dictionary(jw *w, const pl_dictionary *d)
         w_open(w, '[');
         for (uint32_t i = 0; i < d->n_strings; i++) {
             w_elem(w);
-            w_str(w->b, d->strings[i].ptr, d->strings[i].len);
+            pl_buf_json_string(w->b, d->strings[i].ptr, d->strings[i].len);
         }
         w_close(w, ']');
     }

@@ -2435,45 +2435,6 @@ bool pl_otlp_encode_export_response(pl_buf *b, int64_t rejected, const char *mes
     return pl_buf_ok(b);
 }
 
-/* A JSON string literal (quotes included); the input is treated as UTF-8
- * and control characters are escaped. */
-static void json_string(pl_buf *b, const char *s, size_t n)
-{
-    static const char hex[] = "0123456789abcdef";
-    pl_buf_append_byte(b, '"');
-    size_t run = 0;
-    for (size_t i = 0; i < n; i++) {
-        unsigned char c = (unsigned char)s[i];
-        if (c >= 0x20 && c != '"' && c != '\\')
-            continue;
-        pl_buf_append(b, s + run, i - run);
-        run = i + 1;
-        switch (c) {
-        case '"':
-            pl_buf_append_str(b, "\\\"");
-            break;
-        case '\\':
-            pl_buf_append_str(b, "\\\\");
-            break;
-        case '\n':
-            pl_buf_append_str(b, "\\n");
-            break;
-        case '\r':
-            pl_buf_append_str(b, "\\r");
-            break;
-        case '\t':
-            pl_buf_append_str(b, "\\t");
-            break;
-        default: {
-            char e[6] = {'\\', 'u', '0', '0', hex[c >> 4], hex[c & 15]};
-            pl_buf_append(b, e, 6);
-        }
-        }
-    }
-    pl_buf_append(b, s + run, n - run);
-    pl_buf_append_byte(b, '"');
-}
-
 bool pl_otlp_encode_export_response_json(pl_buf *b, pl_signal signal, int64_t rejected,
                                          const char *message)
 {
@@ -2488,7 +2449,7 @@ bool pl_otlp_encode_export_response_json(pl_buf *b, pl_signal signal, int64_t re
     }
     if (message && *message) {
         pl_buf_append_str(b, comma ? ",\"errorMessage\":" : "\"errorMessage\":");
-        json_string(b, message, strlen(message));
+        pl_buf_json_string(b, message, strlen(message));
     }
     pl_buf_append_str(b, "}}");
     return pl_buf_ok(b);
@@ -2567,7 +2528,7 @@ bool pl_rpc_status_encode(pl_buf *b, int32_t code, const char *message, int64_t 
 bool pl_rpc_status_encode_json(pl_buf *b, int32_t code, const char *message, int64_t retry_delay_ns)
 {
     pl_buf_printf(b, "{\"code\":%d,\"message\":", (int)code);
-    json_string(b, message ? message : "", message ? strlen(message) : 0);
+    pl_buf_json_string(b, message ? message : "", message ? strlen(message) : 0);
     if (retry_delay_ns >= 0) {
         int64_t sec = retry_delay_ns / 1000000000, ns = retry_delay_ns % 1000000000;
         pl_buf_append_str(b, ",\"details\":[{\"@type\":\"" RETRY_INFO_URL "\",\"retryDelay\":\"");

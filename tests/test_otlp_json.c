@@ -316,6 +316,27 @@ static void test_base64(void)
     }
 }
 
+/* The JSON string writer shared by the OTLP/JSON encoder, the export
+ * responses and the store: named escapes, \u00XX for other control bytes,
+ * UTF-8 as it is, and a NULL empty string. */
+static void test_json_string(void)
+{
+    static const char in[] = "a\"b\\c\n\r\t\x01\x1f \xc3\xa9\x7f";
+    static const char want[] = "\"a\\\"b\\\\c\\n\\r\\t\\u0001\\u001f \xc3\xa9\x7f\"";
+    pl_buf b;
+    pl_buf_init(&b);
+    pl_buf_json_string(&b, in, sizeof(in) - 1);
+    CHECK_EQ_BYTES(b.data, b.len, want, sizeof(want) - 1);
+    pl_buf_reset(&b);
+    pl_buf_json_string(&b, NULL, 0);
+    CHECK_EQ_BYTES(b.data, b.len, "\"\"", 2);
+    pl_buf_reset(&b);
+    pl_buf_json_string(&b, "plain", 5);
+    CHECK_EQ_BYTES(b.data, b.len, "\"plain\"", 7);
+    CHECK(pl_buf_ok(&b));
+    pl_buf_free(&b);
+}
+
 int main(void)
 {
     PL_RUN(test_sheet_example);
@@ -323,5 +344,6 @@ int main(void)
     PL_RUN(test_errors);
     PL_RUN(test_profiles);
     PL_RUN(test_base64);
+    PL_RUN(test_json_string);
     return pl_test_done();
 }
