@@ -27,6 +27,7 @@
 #include <curl/curl.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <strings.h>
 #include <time.h>
 
@@ -80,6 +81,18 @@ struct pl_http_client {
     bool closing;
     bool close_requested; /* close was called from a completion callback */
 };
+
+/* CURLOPT_SOCKOPTFUNCTION for one-request connections: SO_LINGER {1, 0}
+ * makes close() reset the connection instead of entering TIME_WAIT. */
+static int sockopt_no_time_wait(void *arg, curl_socket_t fd, curlsocktype purpose)
+{
+    (void)arg;
+    if (purpose == CURLSOCKTYPE_IPCXN) {
+        struct linger lg = {.l_onoff = 1, .l_linger = 0};
+        (void)setsockopt(fd, SOL_SOCKET, SO_LINGER, &lg, sizeof(lg));
+    }
+    return CURL_SOCKOPT_OK;
+}
 
 static void client_maybe_free(pl_http_client *client)
 {
@@ -479,8 +492,14 @@ pl_status pl_http_client_send(pl_http_client *client, const pl_http_client_reque
          * export and waiting for its retry. */
         curl_version_info_data *cv = curl_version_info(CURLVERSION_NOW);
         if (cv->version_num >= 0x075800 && cv->version_num < 0x080000 &&
-            strncasecmp(req->url, "http://", 7) == 0)
+            strncasecmp(req->url, "http://", 7) == 0) {
             SETOPT(CURLOPT_FORBID_REUSE, 1L);
+            /* A connection per request would leave one TIME_WAIT socket per
+             * export and exhaust local ports at a few hundred exports per
+             * second; the connection is closed only after the whole answer
+             * (trailers included) was read, so it may end with a reset. */
+            SETOPT(CURLOPT_SOCKOPTFUNCTION, sockopt_no_time_wait);
+        }
     } else {
         SETOPT(CURLOPT_HTTP_VERSION, (long)CURL_HTTP_VERSION_1_1);
     }
