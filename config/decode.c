@@ -8,6 +8,7 @@
  * not parse is a bug in a table, reported as such.
  */
 #include "decode.h"
+#include "core/log.h"
 
 #include <errno.h>
 #include <math.h>
@@ -180,6 +181,8 @@ const char *pl_cfg_type_name(pl_cfg_type type)
         return "section";
     case PL_CFG_LIST:
         return "list of sections";
+    case PL_CFG_IGNORED:
+        return "any (ignored)";
     }
     return "?";
 }
@@ -416,6 +419,11 @@ static void set_field(decoder *d, const pl_cfg_field *f, const pl_cfg_node *key,
         *(pl_strmap *)slot = map;
         return;
     }
+    case PL_CFG_IGNORED:
+        pl_warn("config", "%s:%d:%d: '%s' is accepted for compatibility and has no effect",
+                key ? key->file : node->file, key ? key->line : node->line,
+                key ? key->col : node->col, f->key);
+        return;
     case PL_CFG_SECTION:
         if (node->kind != PL_NODE_MAP) {
             dec_error(d, node, "'%s': expected a map, got %s", f->key,

@@ -23,6 +23,7 @@
  *   PL_CFG_STRMAP    pl_strmap              { k: v } (e.g. headers)
  *   PL_CFG_SECTION   a nested struct        mapping, described by .section
  *   PL_CFG_LIST      pl_cfg_list            sequence of mappings, each a .section
+ *   PL_CFG_IGNORED   (none)                 anything; a Collector key with no effect here
  *
  * After filling a section the loader calls section->validate (if any), which
  * reports semantic errors with pl_cfg_errorf so they carry file:line:col.
@@ -51,6 +52,8 @@ typedef enum pl_cfg_type {
     PL_CFG_STRMAP,
     PL_CFG_SECTION,
     PL_CFG_LIST,
+    PL_CFG_IGNORED, /* any value, accepted for compatibility with Collector
+                     * configs and ignored with a warning; no C field */
 } pl_cfg_type;
 
 typedef struct pl_strlist {

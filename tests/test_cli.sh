@@ -169,6 +169,26 @@ rc=$?
 check "validate: a missing file is one line and exit 1" \
     sh -c "test $rc -eq 1 && test \$(wc -l <'$TMP/out') -eq 1 && grep -q 'No such file' '$TMP/out'"
 
+# Collector keys proflink has no use for (gRPC keepalive, HTTP cors) are
+# accepted with a warning, so copied Collector configs load.
+cat >"$TMP/compat.yaml" <<'EOF2'
+receivers:
+  otlp:
+    protocols:
+      grpc:
+        keepalive:
+          server_parameters: {max_connection_idle: 11s}
+      http:
+        cors: {allowed_origins: ["http://*.example.com"]}
+exporters: {debug: {}}
+service:
+  pipelines: {traces: {receivers: [otlp], exporters: [debug]}}
+EOF2
+"$BIN" validate --config "$TMP/compat.yaml" >"$TMP/out" 2>&1
+rc=$?
+check "validate: Collector-only keys are accepted with a warning at their position" \
+    sh -c "test $rc -eq 0 && grep -q 'compat.yaml:5:9: .keepalive. is accepted' '$TMP/out' && grep -q 'compat.yaml:8:9: .cors. is accepted' '$TMP/out'"
+
 # ---- run: failures to start -----------------------------------------------
 "$BIN" --config "$TMP/missing.yaml" >"$TMP/out" 2>&1
 rc=$?
