@@ -27,14 +27,20 @@ extern const pl_component_type pl_exporter_otlp;
 extern const pl_component_type pl_exporter_otlphttp;
 /* extensions */
 extern const pl_component_type pl_extension_health_check;
+extern const pl_component_type pl_extension_pprof;
+extern const pl_component_type pl_extension_zpages;
 
 const pl_component_type *const pl_component_types[] = {
-    &pl_receiver_otlp,         &pl_receiver_pyroscope,     &pl_receiver_pprof_scrape,
-    &pl_processor_correlation, &pl_processor_batch,        &pl_processor_memory_limiter,
-    &pl_processor_attributes,  &pl_processor_resource,     &pl_processor_redaction,
-    &pl_exporter_debug,        &pl_exporter_pyroscope,     &pl_exporter_file,
-    &pl_exporter_nop,          &pl_exporter_sqlite,        &pl_exporter_otlp,
-    &pl_exporter_otlphttp,     &pl_extension_health_check, NULL,
+    &pl_receiver_otlp,          &pl_receiver_pyroscope,
+    &pl_receiver_pprof_scrape,  &pl_processor_correlation,
+    &pl_processor_batch,        &pl_processor_memory_limiter,
+    &pl_processor_attributes,   &pl_processor_resource,
+    &pl_processor_redaction,    &pl_exporter_debug,
+    &pl_exporter_pyroscope,     &pl_exporter_file,
+    &pl_exporter_nop,           &pl_exporter_sqlite,
+    &pl_exporter_otlp,          &pl_exporter_otlphttp,
+    &pl_extension_health_check, &pl_extension_pprof,
+    &pl_extension_zpages,       NULL,
 };
 
 const pl_component_type *pl_component_type_find(pl_kind kind, const char *type, size_t len)

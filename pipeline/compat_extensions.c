@@ -1,0 +1,78 @@
+/*
+ * compat_extensions.c: the `pprof` and `zpages` extensions.
+ *
+ * Collector configurations copied from elsewhere often list these two. In the
+ * Collector they expose Go's runtime profiler and in-process debug pages;
+ * proflink has neither, so both load, log once that they do nothing, and let
+ * the rest of the configuration run. Their Collector keys are accepted and
+ * ignored (PL_CFG_IGNORED) so `proflink validate` passes such a file.
+ */
+#include <stdlib.h>
+
+#include "core/component.h"
+#include "core/log.h"
+
+typedef struct compat_config {
+    char unused; /* no field is kept */
+} compat_config;
+
+static const pl_cfg_field pprof_fields[] = {
+    {"endpoint", PL_CFG_IGNORED, NULL, 0, "accepted for Collector configs; no effect", NULL},
+    {"block_profile_fraction", PL_CFG_IGNORED, NULL, 0, "accepted; no effect", NULL},
+    {"mutex_profile_fraction", PL_CFG_IGNORED, NULL, 0, "accepted; no effect", NULL},
+    {"save_to_file", PL_CFG_IGNORED, NULL, 0, "accepted; no effect", NULL},
+    {NULL, 0, NULL, 0, NULL, NULL},
+};
+
+static const pl_cfg_field zpages_fields[] = {
+    {"endpoint", PL_CFG_IGNORED, NULL, 0, "accepted for Collector configs; no effect", NULL},
+    {NULL, 0, NULL, 0, NULL, NULL},
+};
+
+static const pl_cfg_section pprof_section = {sizeof(compat_config), pprof_fields, NULL};
+static const pl_cfg_section zpages_section = {sizeof(compat_config), zpages_fields, NULL};
+
+static pl_status compat_create(const pl_create_settings *settings, const void *config, void **out,
+                               pl_err *err)
+{
+    (void)config;
+    (void)err;
+    pl_info(settings->id, "loaded for compatibility with Collector configs; it has no effect in "
+                          "proflink (see GET /metrics on the telemetry address instead)");
+    *out = malloc(1);
+    return *out ? PL_OK : PL_ERR_NOMEM;
+}
+
+static pl_status compat_start(void *self, pl_err *err)
+{
+    (void)self;
+    (void)err;
+    return PL_OK;
+}
+
+static void compat_destroy(void *self)
+{
+    free(self);
+}
+
+const pl_component_type pl_extension_pprof = {
+    .type = "pprof",
+    .kind = PL_KIND_EXTENSION,
+    .signals = 0,
+    .description = "accepted for Collector configs (Go runtime profiler there); no effect",
+    .config = &pprof_section,
+    .create = compat_create,
+    .start = compat_start,
+    .destroy = compat_destroy,
+};
+
+const pl_component_type pl_extension_zpages = {
+    .type = "zpages",
+    .kind = PL_KIND_EXTENSION,
+    .signals = 0,
+    .description = "accepted for Collector configs (debug pages there); no effect",
+    .config = &zpages_section,
+    .create = compat_create,
+    .start = compat_start,
+    .destroy = compat_destroy,
+};
