@@ -181,12 +181,16 @@ receivers:
       http:
         cors: {allowed_origins: ["http://*.example.com"]}
 exporters: {debug: {}}
+extensions:
+  pprof: {endpoint: localhost:1777}
+  zpages:
 service:
+  extensions: [pprof, zpages]
   pipelines: {traces: {receivers: [otlp], exporters: [debug]}}
 EOF2
 "$BIN" validate --config "$TMP/compat.yaml" >"$TMP/out" 2>&1
 rc=$?
-check "validate: Collector-only keys are accepted with a warning at their position" \
+check "validate: Collector-only keys and the pprof/zpages extensions are accepted, with a warning at each key" \
     sh -c "test $rc -eq 0 && grep -q 'compat.yaml:5:9: .keepalive. is accepted' '$TMP/out' && grep -q 'compat.yaml:8:9: .cors. is accepted' '$TMP/out'"
 
 # ---- run: failures to start -----------------------------------------------
