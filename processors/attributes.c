@@ -49,6 +49,7 @@
 
 #include "core/component.h"
 #include "core/log.h"
+#include "core/strlist.h"
 #include "pattern.h"
 
 /* ---- config ------------------------------------------------------------- */
@@ -1124,58 +1125,23 @@ typedef struct matcher {
     bool active;
     bool regexp;
     bool has_services, has_span_names;
-    pl_strlist services, span_names; /* owned copies (strict) */
-    pl_pattern *service_re, *name_re;
-    size_t n_service_re, n_name_re;
+    pl_strlist services, span_names;     /* owned copies (strict) */
+    pl_pattern_list service_re, name_re; /* regexp */
 } matcher;
 
 static void matcher_free(matcher *m)
 {
-    for (size_t i = 0; i < m->services.n; i++)
-        free(m->services.items[i]);
-    for (size_t i = 0; i < m->span_names.n; i++)
-        free(m->span_names.items[i]);
-    free(m->services.items);
-    free(m->span_names.items);
-    for (size_t i = 0; i < m->n_service_re; i++)
-        pl_pattern_free(&m->service_re[i]);
-    for (size_t i = 0; i < m->n_name_re; i++)
-        pl_pattern_free(&m->name_re[i]);
-    free(m->service_re);
-    free(m->name_re);
+    pl_strlist_free(&m->services);
+    pl_strlist_free(&m->span_names);
+    pl_pattern_list_free(&m->service_re);
+    pl_pattern_list_free(&m->name_re);
     memset(m, 0, sizeof(*m));
 }
 
-static int copy_list(pl_strlist *dst, const pl_strlist *src, pl_pattern **re, size_t *n_re,
-                     bool regexp, pl_err *err)
+static int copy_list(pl_strlist *dst, const pl_strlist *src, pl_pattern_list *re, bool regexp,
+                     pl_err *err)
 {
-    if (!src->n)
-        return 0;
-    if (regexp) {
-        *re = calloc(src->n, sizeof(pl_pattern));
-        if (!*re)
-            return -1;
-        for (size_t i = 0; i < src->n; i++) {
-            char msg[300];
-            if (pl_pattern_compile(&(*re)[i], src->items[i], msg, sizeof(msg)) != 0) {
-                pl_errf(err, PL_ERR_INVALID, "invalid regular expression \"%s\": %s", src->items[i],
-                        msg);
-                return -1;
-            }
-            *n_re = i + 1;
-        }
-        return 0;
-    }
-    dst->items = calloc(src->n, sizeof(char *));
-    if (!dst->items)
-        return -1;
-    for (size_t i = 0; i < src->n; i++) {
-        dst->items[i] = strdup(src->items[i]);
-        if (!dst->items[i])
-            return -1;
-        dst->n = i + 1;
-    }
-    return 0;
+    return regexp ? pl_pattern_list_build(re, src, NULL, err) : pl_strlist_copy(dst, src);
 }
 
 static int matcher_build(matcher *m, const match_cfg *c, pl_err *err)
@@ -1185,8 +1151,8 @@ static int matcher_build(matcher *m, const match_cfg *c, pl_err *err)
         return 0;
     m->active = true;
     m->regexp = c->match_type && strcmp(c->match_type, "regexp") == 0;
-    if (copy_list(&m->services, &c->services, &m->service_re, &m->n_service_re, m->regexp, err) ||
-        copy_list(&m->span_names, &c->span_names, &m->name_re, &m->n_name_re, m->regexp, err)) {
+    if (copy_list(&m->services, &c->services, &m->service_re, m->regexp, err) ||
+        copy_list(&m->span_names, &c->span_names, &m->name_re, m->regexp, err)) {
         if (!err->msg[0])
             pl_errf(err, PL_ERR_NOMEM, "out of memory");
         matcher_free(m);
@@ -1197,29 +1163,20 @@ static int matcher_build(matcher *m, const match_cfg *c, pl_err *err)
     return 0;
 }
 
-static bool list_matches(const matcher *m, const pl_strlist *strict, const pl_pattern *re,
-                         size_t n_re, pl_bytes value)
+static bool list_matches(const matcher *m, const pl_strlist *strict, const pl_pattern_list *re,
+                         pl_bytes value)
 {
-    if (m->regexp) {
-        for (size_t i = 0; i < n_re; i++)
-            if (pl_pattern_exec(&re[i], value, NULL, 0))
-                return true;
-        return false;
-    }
-    for (size_t i = 0; i < strict->n; i++)
-        if (pl_bytes_eq_cstr(value, strict->items[i]))
-            return true;
-    return false;
+    return m->regexp ? pl_pattern_list_any(re, value) : pl_strlist_contains(strict, value);
 }
 
 /* Every property given must match. Profiles have no span name, so a
  * matcher that names span_names never matches a profile resource. */
 static bool matcher_matches(const matcher *m, pl_bytes service, const pl_bytes *span_name)
 {
-    if (m->has_services && !list_matches(m, &m->services, m->service_re, m->n_service_re, service))
+    if (m->has_services && !list_matches(m, &m->services, &m->service_re, service))
         return false;
     if (m->has_span_names &&
-        (!span_name || !list_matches(m, &m->span_names, m->name_re, m->n_name_re, *span_name)))
+        (!span_name || !list_matches(m, &m->span_names, &m->name_re, *span_name)))
         return false;
     return true;
 }

@@ -41,6 +41,7 @@
 
 #include "core/component.h"
 #include "core/log.h"
+#include "core/strlist.h"
 
 typedef struct batch_cfg {
     int64_t send_batch_size;
@@ -1276,23 +1277,9 @@ static pl_status batch_create(const pl_create_settings *s, const void *config, v
     b->max_size = (size_t)c->send_batch_max_size;
     b->timeout_ns = (uint64_t)c->timeout;
     b->cardinality_limit = (size_t)c->metadata_cardinality_limit;
-    if (c->metadata_keys.n) {
-        b->metadata_keys.items = calloc(c->metadata_keys.n, sizeof(char *));
-        if (!b->metadata_keys.items) {
-            free(b);
-            return pl_errf(err, PL_ERR_NOMEM, "out of memory");
-        }
-        for (size_t i = 0; i < c->metadata_keys.n; i++) {
-            b->metadata_keys.items[i] = strdup(c->metadata_keys.items[i]);
-            b->metadata_keys.n = i + 1;
-            if (!b->metadata_keys.items[i]) {
-                for (size_t j = 0; j < i; j++)
-                    free(b->metadata_keys.items[j]);
-                free(b->metadata_keys.items);
-                free(b);
-                return pl_errf(err, PL_ERR_NOMEM, "out of memory");
-            }
-        }
+    if (pl_strlist_copy(&b->metadata_keys, &c->metadata_keys) != 0) {
+        free(b);
+        return pl_errf(err, PL_ERR_NOMEM, "out of memory");
     }
     uint64_t **counters[] = {&b->size_trigger, &b->timeout_trigger, &b->batches_sent,
                              &b->send_failures, &b->card_refusals};
@@ -1583,9 +1570,7 @@ static void batch_destroy(void *self)
         free(g);
         g = n;
     }
-    for (size_t i = 0; i < b->metadata_keys.n; i++)
-        free(b->metadata_keys.items[i]);
-    free(b->metadata_keys.items);
+    pl_strlist_free(&b->metadata_keys);
     free(b);
 }
 

@@ -65,6 +65,47 @@ int pl_pattern_compile(pl_pattern *p, const char *src, char *err, size_t err_len
     return 0;
 }
 
+void pl_pattern_list_free(pl_pattern_list *l)
+{
+    for (size_t i = 0; i < l->n; i++)
+        pl_pattern_free(&l->items[i]);
+    free(l->items);
+    memset(l, 0, sizeof(*l));
+}
+
+int pl_pattern_list_build(pl_pattern_list *l, const pl_strlist *src, const char *what, pl_err *err)
+{
+    memset(l, 0, sizeof(*l));
+    if (!src->n)
+        return 0;
+    l->items = calloc(src->n, sizeof(pl_pattern));
+    if (!l->items)
+        return pl_errf(err, PL_ERR_NOMEM, "out of memory"), -1;
+    for (size_t i = 0; i < src->n; i++) {
+        char msg[300];
+        if (pl_pattern_compile(&l->items[i], src->items[i], msg, sizeof(msg)) != 0) {
+            if (what)
+                pl_errf(err, PL_ERR_INVALID, "%s entry %zu: invalid regular expression \"%s\": %s",
+                        what, i, src->items[i], msg);
+            else
+                pl_errf(err, PL_ERR_INVALID, "invalid regular expression \"%s\": %s", src->items[i],
+                        msg);
+            pl_pattern_list_free(l);
+            return -1;
+        }
+        l->n = i + 1;
+    }
+    return 0;
+}
+
+bool pl_pattern_list_any(const pl_pattern_list *l, pl_bytes s)
+{
+    for (size_t i = 0; i < l->n; i++)
+        if (pl_pattern_exec(&l->items[i], s, NULL, 0))
+            return true;
+    return false;
+}
+
 void pl_pattern_free(pl_pattern *p)
 {
     if (p->group_names) {

@@ -22,7 +22,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "core/component.h"
 #include "core/model.h"
+#include "core/status.h"
 
 /* Offsets of one group in the subject; -1/-1 when the group did not take
  * part in the match. */
@@ -52,6 +54,22 @@ bool pl_pattern_exec(const pl_pattern *p, pl_bytes s, pl_match *m, size_t n_m);
  * or -1 on OOM. */
 int pl_pattern_replace_all(const pl_pattern *p, pl_arena *arena, pl_bytes s, pl_bytes with,
                            pl_bytes *out);
+
+/* The compiled regexes of one configured list (e.g. redaction's
+ * blocked_values, or an attributes include block's services). */
+typedef struct pl_pattern_list {
+    pl_pattern *items;
+    size_t n;
+} pl_pattern_list;
+
+/* Compiles every regex of `src` into l. On failure l is left empty, -1 is
+ * returned and err says "out of memory" or, for a bad regex,
+ * "invalid regular expression \"...\": <why>", prefixed by
+ * "<what> entry <index>: " when `what` is given. */
+int pl_pattern_list_build(pl_pattern_list *l, const pl_strlist *src, const char *what, pl_err *err);
+void pl_pattern_list_free(pl_pattern_list *l);
+/* True when one of the patterns matches somewhere in `s`. */
+bool pl_pattern_list_any(const pl_pattern_list *l, pl_bytes s);
 
 /* SHA-256 of len bytes, as 64 lowercase hex chars plus a NUL. */
 void pl_sha256_hex(const void *data, size_t len, char out[65]);

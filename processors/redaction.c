@@ -43,6 +43,7 @@
 
 #include "core/component.h"
 #include "core/log.h"
+#include "core/strlist.h"
 #include "pattern.h"
 
 typedef struct redaction_cfg {
@@ -119,103 +120,28 @@ static const pl_cfg_section redaction_section = {sizeof(redaction_cfg), redactio
 
 /* ---- instance ----------------------------------------------------------- */
 
-typedef struct pattern_set {
-    pl_pattern *items;
-    size_t n;
-} pattern_set;
-
 typedef struct redaction {
     char id[128];
     pl_stats *stats;
     bool allow_all_keys;
     pl_strlist allowed_keys, ignored_keys; /* owned copies */
-    pattern_set blocked_values, blocked_keys, functions, files;
+    pl_pattern_list blocked_values, blocked_keys, functions, files;
     char *replacement, *function_replacement;
     uint64_t *masked_values, *removed_keys, *redacted_functions, *redacted_files, *dropped_payloads;
     uint64_t local_counts[5]; /* targets when there are no stats (tests) */
 } redaction;
-
-static void set_free(pattern_set *s)
-{
-    for (size_t i = 0; i < s->n; i++)
-        pl_pattern_free(&s->items[i]);
-    free(s->items);
-    memset(s, 0, sizeof(*s));
-}
-
-static int set_build(pattern_set *s, const pl_strlist *list, pl_err *err, const char *what)
-{
-    memset(s, 0, sizeof(*s));
-    if (!list->n)
-        return 0;
-    s->items = calloc(list->n, sizeof(pl_pattern));
-    if (!s->items)
-        return pl_errf(err, PL_ERR_NOMEM, "out of memory"), -1;
-    for (size_t i = 0; i < list->n; i++) {
-        char msg[300];
-        if (pl_pattern_compile(&s->items[i], list->items[i], msg, sizeof(msg)) != 0) {
-            pl_errf(err, PL_ERR_INVALID, "%s entry %zu: invalid regular expression \"%s\": %s",
-                    what, i, list->items[i], msg);
-            set_free(s);
-            return -1;
-        }
-        s->n = i + 1;
-    }
-    return 0;
-}
-
-static bool set_any(const pattern_set *s, pl_bytes text)
-{
-    for (size_t i = 0; i < s->n; i++)
-        if (pl_pattern_exec(&s->items[i], text, NULL, 0))
-            return true;
-    return false;
-}
-
-static void strlist_free(pl_strlist *l)
-{
-    for (size_t i = 0; i < l->n; i++)
-        free(l->items[i]);
-    free(l->items);
-    memset(l, 0, sizeof(*l));
-}
-
-static int strlist_copy(pl_strlist *dst, const pl_strlist *src)
-{
-    memset(dst, 0, sizeof(*dst));
-    if (!src->n)
-        return 0;
-    dst->items = calloc(src->n, sizeof(char *));
-    if (!dst->items)
-        return -1;
-    for (size_t i = 0; i < src->n; i++) {
-        dst->items[i] = strdup(src->items[i]);
-        if (!dst->items[i])
-            return -1;
-        dst->n = i + 1;
-    }
-    return 0;
-}
-
-static bool in_list(const pl_strlist *l, pl_bytes key)
-{
-    for (size_t i = 0; i < l->n; i++)
-        if (pl_bytes_eq_cstr(key, l->items[i]))
-            return true;
-    return false;
-}
 
 static void redaction_destroy(void *self)
 {
     redaction *r = self;
     if (!r)
         return;
-    strlist_free(&r->allowed_keys);
-    strlist_free(&r->ignored_keys);
-    set_free(&r->blocked_values);
-    set_free(&r->blocked_keys);
-    set_free(&r->functions);
-    set_free(&r->files);
+    pl_strlist_free(&r->allowed_keys);
+    pl_strlist_free(&r->ignored_keys);
+    pl_pattern_list_free(&r->blocked_values);
+    pl_pattern_list_free(&r->blocked_keys);
+    pl_pattern_list_free(&r->functions);
+    pl_pattern_list_free(&r->files);
     free(r->replacement);
     free(r->function_replacement);
     free(r);
@@ -235,15 +161,16 @@ static pl_status redaction_create(const pl_create_settings *s, const void *confi
     r->function_replacement =
         strdup(c->function_replacement ? c->function_replacement : "[REDACTED]");
     if (!r->replacement || !r->function_replacement ||
-        strlist_copy(&r->allowed_keys, &c->allowed_keys) ||
-        strlist_copy(&r->ignored_keys, &c->ignored_keys)) {
+        pl_strlist_copy(&r->allowed_keys, &c->allowed_keys) ||
+        pl_strlist_copy(&r->ignored_keys, &c->ignored_keys)) {
         redaction_destroy(r);
         return pl_errf(err, PL_ERR_NOMEM, "out of memory");
     }
-    if (set_build(&r->blocked_values, &c->blocked_values, err, "blocked_values") ||
-        set_build(&r->blocked_keys, &c->blocked_key_patterns, err, "blocked_key_patterns") ||
-        set_build(&r->functions, &c->functions, err, "functions") ||
-        set_build(&r->files, &c->files, err, "files")) {
+    if (pl_pattern_list_build(&r->blocked_values, &c->blocked_values, "blocked_values", err) ||
+        pl_pattern_list_build(&r->blocked_keys, &c->blocked_key_patterns, "blocked_key_patterns",
+                              err) ||
+        pl_pattern_list_build(&r->functions, &c->functions, "functions", err) ||
+        pl_pattern_list_build(&r->files, &c->files, "files", err)) {
         redaction_destroy(r);
         return PL_ERR_INVALID;
     }
@@ -387,11 +314,11 @@ typedef enum key_verdict { KEY_MASK, KEY_MASK_WHOLE, KEY_KEEP, KEY_REMOVE } key_
 
 static key_verdict judge_key(const redaction *r, pl_bytes key)
 {
-    if (in_list(&r->ignored_keys, key))
+    if (pl_strlist_contains(&r->ignored_keys, key))
         return KEY_KEEP;
-    if (!r->allow_all_keys && !in_list(&r->allowed_keys, key))
+    if (!r->allow_all_keys && !pl_strlist_contains(&r->allowed_keys, key))
         return KEY_REMOVE;
-    if (set_any(&r->blocked_keys, key))
+    if (pl_pattern_list_any(&r->blocked_keys, key))
         return KEY_MASK_WHOLE;
     return KEY_MASK;
 }
@@ -444,11 +371,11 @@ static void redact_traces(redact_ctx *c, pl_traces *t)
 
 /* ---- profiles ----------------------------------------------------------- */
 
-static bool string_matches(const pattern_set *set, const pl_dictionary *d, int32_t idx)
+static bool string_matches(const pl_pattern_list *set, const pl_dictionary *d, int32_t idx)
 {
     if (idx <= 0 || (uint32_t)idx >= d->n_strings)
         return false;
-    return set_any(set, d->strings[idx]);
+    return pl_pattern_list_any(set, d->strings[idx]);
 }
 
 static void mark(uint8_t *used, const pl_dictionary *d, int32_t idx)

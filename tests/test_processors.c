@@ -8,6 +8,7 @@
 #include <math.h>
 #include <uv.h>
 
+#include "core/strlist.h"
 #include "processors/pattern.h"
 #include "proto/otlp_pb.h"
 #include "processors_fixtures.h"
@@ -673,6 +674,39 @@ static void test_pattern_named_groups(void)
     CHECK_BYTES_STR(out, "_xx");
     pl_pattern_free(&pt);
     pl_arena_free(&arena);
+}
+
+/* The lists the processors keep: string copies and compiled regex lists. */
+static void test_strlist_and_pattern_list(void)
+{
+    char *items[] = {"alpha", "beta", "(unclosed"};
+    pl_strlist src = {items, 2}, copy;
+    REQUIRE(pl_strlist_copy(&copy, &src) == 0);
+    CHECK_EQ_UINT(copy.n, 2);
+    CHECK(copy.items[0] != items[0]);
+    CHECK(pl_strlist_contains(&copy, PL_BYTES_LIT("beta")));
+    CHECK(!pl_strlist_contains(&copy, PL_BYTES_LIT("bet")));
+    pl_strlist_free(&copy);
+    CHECK(copy.n == 0 && copy.items == NULL);
+    pl_strlist empty = {NULL, 0};
+    REQUIRE(pl_strlist_copy(&copy, &empty) == 0);
+    CHECK(copy.items == NULL && !pl_strlist_contains(&copy, PL_BYTES_LIT("")));
+
+    pl_pattern_list pl;
+    pl_err err = {0};
+    REQUIRE(pl_pattern_list_build(&pl, &src, "files", &err) == 0);
+    CHECK_EQ_UINT(pl.n, 2);
+    CHECK(pl_pattern_list_any(&pl, PL_BYTES_LIT("x-beta-y")));
+    CHECK(!pl_pattern_list_any(&pl, PL_BYTES_LIT("gamma")));
+    pl_pattern_list_free(&pl);
+    CHECK(pl.n == 0 && pl.items == NULL);
+    pl_strlist bad = {items, 3};
+    CHECK(pl_pattern_list_build(&pl, &bad, "files", &err) == -1);
+    CHECK(strstr(err.msg, "files entry 2: invalid regular expression \"(unclosed\": ") == err.msg);
+    CHECK(pl.n == 0 && pl.items == NULL);
+    memset(&err, 0, sizeof(err));
+    CHECK(pl_pattern_list_build(&pl, &bad, NULL, &err) == -1);
+    CHECK(strstr(err.msg, "invalid regular expression \"(unclosed\": ") == err.msg);
 }
 
 /* ---- memory_limiter ------------------------------------------------------ */
@@ -1424,6 +1458,7 @@ int main(void)
 {
     PL_RUN(test_sha256_vectors);
     PL_RUN(test_pattern_named_groups);
+    PL_RUN(test_strlist_and_pattern_list);
     PL_RUN(test_attributes_insert);
     PL_RUN(test_attributes_update);
     PL_RUN(test_attributes_upsert_and_types);
