@@ -12,6 +12,7 @@
 #include <strings.h>
 
 #include "core/log.h"
+#include "proto/otlp_json.h"
 #include "proto/otlp_pb.h"
 
 static const pl_cfg_field tls_fields[] = {
@@ -95,12 +96,14 @@ static void otlp_send(void *arg, pl_signal signal, const uint8_t *payload, size_
         pl_queue_send_done(send, &result);
         return;
     }
-    if (len < (x->grpc ? 6u : 1u) || payload[0] > PL_ENCODING_ZSTD) {
+    bool json = !x->grpc && (payload[0] & PL_OTLP_PAYLOAD_JSON);
+    pl_encoding coding = (pl_encoding)(payload[0] & ~PL_OTLP_PAYLOAD_JSON);
+    if (len < (x->grpc ? 6u : 1u) || coding > PL_ENCODING_ZSTD) {
         pl_send_result_set(&result, PL_SEND_PERMANENT, "malformed queued payload");
         pl_queue_send_done(send, &result);
         return;
     }
-    send_ctx *ctx = calloc(1, sizeof(*ctx) + (x->n_headers + 1) * sizeof(const char *));
+    send_ctx *ctx = calloc(1, sizeof(*ctx) + (x->n_headers + 2) * sizeof(const char *));
     if (!ctx) {
         pl_send_result_set(&result, PL_SEND_RETRYABLE, "out of memory");
         pl_queue_send_done(send, &result);
@@ -112,7 +115,9 @@ static void otlp_send(void *arg, pl_signal signal, const uint8_t *payload, size_
     size_t n = 0;
     for (size_t i = 0; i < x->n_headers; i++)
         ctx->headers[n++] = x->headers[i];
-    pl_encoding coding = (pl_encoding)payload[0];
+    if (!x->grpc) /* per payload: a stored one keeps the body type it was made with */
+        ctx->headers[n++] =
+            json ? "Content-Type: application/json" : "Content-Type: application/x-protobuf";
     if (coding != PL_ENCODING_IDENTITY) {
         snprintf(ctx->coding_header, sizeof(ctx->coding_header), "%s: %s",
                  x->grpc ? "grpc-encoding" : "Content-Encoding", pl_encoding_name(coding));
@@ -140,13 +145,15 @@ static void otlp_send(void *arg, pl_signal signal, const uint8_t *payload, size_
     pl_queue_send_done(send, &result);
 }
 
-static bool encode_message(const pl_batch *batch, pl_buf *out)
+static bool encode_message(const pl_batch *batch, bool json, pl_buf *out)
 {
     switch (batch->signal) {
     case PL_SIGNAL_TRACES:
-        return pl_otlp_encode_traces(&batch->data.traces, out);
+        return json ? pl_otlp_json_encode_traces(&batch->data.traces, out)
+                    : pl_otlp_encode_traces(&batch->data.traces, out);
     case PL_SIGNAL_PROFILES:
-        return pl_otlp_encode_profiles(&batch->data.profiles, out);
+        return json ? pl_otlp_json_encode_profiles(&batch->data.profiles, out)
+                    : pl_otlp_encode_profiles(&batch->data.profiles, out);
     default: /* logs and metrics pass through as the request they came in */
         pl_buf_append(out, batch->data.raw.ptr, batch->data.raw.len);
         return true;
@@ -157,7 +164,12 @@ static pl_status otlp_encode(void *arg, const pl_batch *batch, pl_buf *out, uint
                              pl_err *err)
 {
     pl_otlp_exporter *x = arg;
-    pl_buf_append_byte(out, (uint8_t)x->compression);
+    /* JSON only where proflink has the model to encode: logs and metrics
+     * pass through as the protobuf request they came in as. */
+    bool json = x->json && !x->grpc &&
+                (batch->signal == PL_SIGNAL_TRACES || batch->signal == PL_SIGNAL_PROFILES);
+    pl_buf_append_byte(out,
+                       (uint8_t)((unsigned)x->compression | (json ? PL_OTLP_PAYLOAD_JSON : 0)));
     size_t prefix_at = out->len;
     if (x->grpc) {
         uint8_t prefix[5] = {x->compression != PL_ENCODING_IDENTITY, 0, 0, 0, 0};
@@ -166,10 +178,10 @@ static pl_status otlp_encode(void *arg, const pl_batch *batch, pl_buf *out, uint
     size_t message_at = out->len;
     bool ok;
     if (x->compression == PL_ENCODING_IDENTITY) {
-        ok = encode_message(batch, out);
+        ok = encode_message(batch, json, out);
     } else {
         pl_buf_reset(&x->scratch);
-        ok = encode_message(batch, &x->scratch) && pl_buf_ok(&x->scratch);
+        ok = encode_message(batch, json, &x->scratch) && pl_buf_ok(&x->scratch);
         if (ok) {
             pl_status st =
                 pl_compress(x->compression, x->scratch.data, x->scratch.len, 0, out, err);

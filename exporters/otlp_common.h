@@ -10,7 +10,8 @@
  * for the wire: compressed once, at export (gzip by default), behind one
  * byte that names the coding (see otlp_common.c), so retries cost no
  * compression and a stored payload does not depend on the exporter's
- * current settings.
+ * current settings. The top bit of that byte (PL_OTLP_PAYLOAD_JSON) marks
+ * an OTLP/JSON body (otlphttp `encoding: json`), sent as application/json.
  */
 #ifndef PL_EXPORTERS_OTLP_COMMON_H
 #define PL_EXPORTERS_OTLP_COMMON_H
@@ -35,7 +36,7 @@ typedef struct pl_otlp_exporter_config {
     char *logs_endpoint;
     char *metrics_endpoint;
     char *compression; /* gzip, zstd, none */
-    char *encoding;    /* otlphttp: proto */
+    char *encoding;    /* otlphttp: proto or json */
     pl_strmap headers;
     int64_t timeout; /* ns */
     pl_otlp_tls_config tls;
@@ -44,6 +45,9 @@ typedef struct pl_otlp_exporter_config {
 } pl_otlp_exporter_config;
 
 extern const pl_cfg_section pl_otlp_tls_section;
+
+/* Flag in a queued payload's first byte: the body is OTLP/JSON. */
+#define PL_OTLP_PAYLOAD_JSON 0x80u
 
 /* One exporter instance (either kind). */
 typedef struct pl_otlp_exporter pl_otlp_exporter;
@@ -63,6 +67,7 @@ struct pl_otlp_exporter {
     char **headers; /* "Name: value" lines, fixed for every request */
     size_t n_headers;
     pl_encoding compression;
+    bool json; /* otlphttp: traces and profiles as OTLP/JSON (logs, metrics stay protobuf) */
     uint64_t timeout_ms;
     pl_http_tls tls;
     pl_otlp_classify_fn classify;

@@ -3,6 +3,12 @@
  * POST per batch to endpoint + /v1/traces, /v1development/profiles,
  * /v1/logs or /v1/metrics (or the per-signal *_endpoint URLs as given).
  *
+ * `encoding: json` sends traces and profiles as OTLP/JSON
+ * (application/json, proto/otlp_json.h), compressed as configured. Logs
+ * and metrics are passed through as the protobuf request they arrived as
+ * (proflink does not decode them), so they stay application/x-protobuf
+ * whatever the encoding: every OTLP/HTTP server accepts both.
+ *
  * Answers, as the OTLP specification and the Collector's exporter treat
  * them:
  *   2xx                 OK; a partial_success in the body is logged and its
@@ -14,7 +20,9 @@
  */
 #include <stdio.h>
 #include <stdlib.h>
+#include <json-c/json.h>
 #include <string.h>
+#include <strings.h>
 
 #include "core/log.h"
 #include "exporters/otlp_common.h"
@@ -64,8 +72,9 @@ static int otlphttp_validate(void *cfg_, pl_cfg_ctx *ctx)
         pl_cfg_errorf(ctx, "compression", "must be gzip, zstd or none");
         errors++;
     }
-    if (cfg->encoding && cfg->encoding[0] && strcmp(cfg->encoding, "proto") != 0) {
-        pl_cfg_errorf(ctx, "encoding", "only proto is supported");
+    if (cfg->encoding && cfg->encoding[0] && strcmp(cfg->encoding, "proto") != 0 &&
+        strcmp(cfg->encoding, "json") != 0) {
+        pl_cfg_errorf(ctx, "encoding", "must be proto or json, got \"%s\"", cfg->encoding);
         errors++;
     }
     return errors;
@@ -86,7 +95,9 @@ static const pl_cfg_field otlphttp_fields[] = {
     F("metrics_endpoint", PL_CFG_STRING, NULL, metrics_endpoint, "full URL for metrics"),
     F("compression", PL_CFG_STRING, "gzip", compression,
       "request body compression: gzip, zstd or none"),
-    F("encoding", PL_CFG_STRING, "proto", encoding, "body encoding: proto"),
+    F("encoding", PL_CFG_STRING, "proto", encoding,
+      "body encoding: proto or json (json applies to traces and profiles; logs and metrics "
+      "are passed through as protobuf)"),
     F("headers", PL_CFG_STRMAP, NULL, headers, "extra request headers (e.g. Authorization)"),
     F("timeout", PL_CFG_DURATION, "30s", timeout, "time limit of one request"),
     {"tls", PL_CFG_SECTION, NULL, offsetof(pl_otlp_exporter_config, tls),
@@ -101,6 +112,48 @@ static const pl_cfg_field otlphttp_fields[] = {
 
 static const pl_cfg_section otlphttp_section = {sizeof(pl_otlp_exporter_config), otlphttp_fields,
                                                 otlphttp_validate};
+
+static bool is_json_response(const pl_http_client_result *res)
+{
+    size_t len = 0;
+    const char *ct = pl_http_result_find(res, "content-type", &len);
+    return ct && len >= 16 && strncasecmp(ct, "application/json", 16) == 0;
+}
+
+/* partialSuccess of a JSON Export*ServiceResponse: {"partialSuccess":
+ * {"rejectedSpans": "2", "errorMessage": "..."}} (rejectedProfiles,
+ * rejectedLogRecords, rejectedDataPoints for the other signals; the count
+ * may be a string or a number). Anything that does not parse is ignored:
+ * the answer was a 2xx. */
+static void json_partial_success(const pl_http_client_result *res, pl_send_result *r)
+{
+    json_tokener *tok = json_tokener_new();
+    if (!tok)
+        return;
+    json_object *root = json_tokener_parse_ex(tok, (const char *)res->body, (int)res->body_len);
+    json_tokener_free(tok);
+    json_object *ps = NULL, *v = NULL;
+    if (root && (json_object_object_get_ex(root, "partialSuccess", &ps) ||
+                 json_object_object_get_ex(root, "partial_success", &ps))) {
+        static const char *const keys[] = {
+            "rejectedSpans",  "rejectedProfiles",  "rejectedLogRecords",   "rejectedDataPoints",
+            "rejected_spans", "rejected_profiles", "rejected_log_records", "rejected_data_points"};
+        for (size_t i = 0; i < sizeof(keys) / sizeof(keys[0]); i++) {
+            if (json_object_object_get_ex(ps, keys[i], &v)) {
+                int64_t n = json_object_get_int64(v); /* parses strings too */
+                r->rejected_items = n > 0 ? (uint64_t)n : 0;
+                break;
+            }
+        }
+        if (json_object_object_get_ex(ps, "errorMessage", &v) ||
+            json_object_object_get_ex(ps, "error_message", &v)) {
+            const char *m = json_object_get_string(v);
+            if (m && m[0])
+                snprintf(r->message, sizeof(r->message), "%s", m);
+        }
+    }
+    json_object_put(root);
+}
 
 /* The message of a google.rpc.Status error body, or the start of a text one. */
 static void error_body_text(const pl_http_client_result *res, char *out, size_t size)
@@ -137,7 +190,9 @@ void pl_otlphttp_classify(pl_otlp_exporter *x, pl_signal signal, const pl_http_c
     int status = res->status;
     if (status >= 200 && status < 300) {
         pl_send_result_set(r, PL_SEND_OK, NULL);
-        if (res->body_len && pl_otlp_is_protobuf_response(res)) {
+        if (res->body_len && is_json_response(res)) {
+            json_partial_success(res, r);
+        } else if (res->body_len && pl_otlp_is_protobuf_response(res)) {
             int64_t rejected = 0;
             pl_bytes msg = {0};
             if (pl_otlp_decode_export_response(res->body, res->body_len, &rejected, &msg, NULL) ==
@@ -185,12 +240,13 @@ static pl_status otlphttp_create(const pl_create_settings *settings, const void 
                                  pl_err *err)
 {
     const pl_otlp_exporter_config *cfg = config;
-    const char *headers[3] = {"Content-Type", "application/x-protobuf", NULL};
+    /* Content-Type is set per request from the payload (proto or JSON). */
     pl_otlp_exporter *x = NULL;
     pl_status st =
-        pl_otlp_exporter_create(settings, cfg, false, headers, pl_otlphttp_classify, &x, err);
+        pl_otlp_exporter_create(settings, cfg, false, NULL, pl_otlphttp_classify, &x, err);
     if (st != PL_OK)
         return st;
+    x->json = cfg->encoding && strcmp(cfg->encoding, "json") == 0;
     const char *overrides[PL_SIGNAL_COUNT] = {cfg->traces_endpoint, cfg->profiles_endpoint,
                                               cfg->logs_endpoint, cfg->metrics_endpoint};
     for (int s = 0; s < PL_SIGNAL_COUNT; s++) {
@@ -213,8 +269,9 @@ const pl_component_type pl_exporter_otlphttp = {
     .type = "otlphttp",
     .kind = PL_KIND_EXPORTER,
     .signals = PL_SIGNALS_ALL,
-    .description = "sends traces, profiles, logs and metrics over OTLP/HTTP (protobuf), with a "
-                   "sending queue, retries and optional persistence",
+    .description = "sends traces, profiles, logs and metrics over OTLP/HTTP (protobuf, or JSON "
+                   "for traces and profiles), with a sending queue, retries and optional "
+                   "persistence",
     .config = &otlphttp_section,
     .create = otlphttp_create,
     .start = pl_otlp_exporter_start,

@@ -21,6 +21,7 @@
 #include "net/compress.h"
 #include "net/grpc.h"
 #include "net/http_server.h"
+#include "proto/otlp_json.h"
 #include "proto/otlp_pb.h"
 #include "testlib.h"
 
@@ -49,6 +50,8 @@ typedef struct backend {
     char auth[128];
     char content_encoding[32];
     char content_type[64];
+    char content_types[16][64]; /* per request */
+    bool reply_json;            /* otlphttp: answer 200s with a JSON body */
 } backend;
 
 static void http_handler(void *arg, pl_http_request *req, pl_http_response *res)
@@ -64,8 +67,11 @@ static void http_handler(void *arg, pl_http_request *req, pl_http_response *res)
     }
     if ((v = pl_http_header_get(req, "authorization", &len)))
         snprintf(b->auth, sizeof(b->auth), "%.*s", (int)len, v);
-    if ((v = pl_http_header_get(req, "content-type", &len)))
+    if ((v = pl_http_header_get(req, "content-type", &len))) {
         snprintf(b->content_type, sizeof(b->content_type), "%.*s", (int)len, v);
+        if (i < 16)
+            snprintf(b->content_types[i], sizeof(b->content_types[i]), "%.*s", (int)len, v);
+    }
     answer a = {200, 0, NULL, -1, 0};
     if (b->n_script)
         a = b->script[i < b->n_script ? i : b->n_script - 1];
@@ -111,6 +117,17 @@ static void http_handler(void *arg, pl_http_request *req, pl_http_response *res)
     }
     pl_buf out;
     pl_buf_init(&out);
+    if (a.http_status == 200 && b->reply_json) {
+        char json[160];
+        int n = snprintf(json, sizeof(json),
+                         "{\"partialSuccess\":{\"rejectedSpans\":\"%lld\",\"errorMessage\":"
+                         "\"some were bad\"}}",
+                         (long long)a.rejected);
+        h[0] = (pl_http_header){"Content-Type", 12, "application/json", 16};
+        pl_http_respond(res, 200, h, nh, json, (size_t)n);
+        pl_buf_free(&out);
+        return;
+    }
     if (a.http_status == 200)
         pl_otlp_encode_export_response(&out, a.rejected, a.rejected ? "some were bad" : NULL);
     else
@@ -461,6 +478,74 @@ static void test_otlphttp_routes_each_signal_to_its_path(void)
     env_finish(&e);
 }
 
+/* encoding: json: traces and profiles as OTLP/JSON (application/json,
+ * gzipped as configured) that decodes back to the same spans; logs and
+ * metrics still pass through as protobuf; a JSON partial success counts. */
+static void test_otlphttp_json_encoding(void)
+{
+    env e;
+    env_init(&e, &pl_exporter_otlphttp);
+    e.be.script[0] = (answer){200, 0, NULL, -1, 1};
+    e.be.n_script = 1;
+    e.be.reply_json = true;
+    int port = backend_start(&e.be, &e.loop, false, 0);
+    REQUIRE(port > 0);
+    snprintf(e.endpoint, sizeof(e.endpoint), "http://127.0.0.1:%d", port);
+    e.cfg.encoding = "json";
+    e.cfg.sending_queue.num_consumers = 1; /* requests in export order */
+    REQUIRE(env_create(&e));
+    pl_batch *b = make_traces(4);
+    CHECK_EQ_INT(e.type->export(e.exporter, b), PL_OK);
+    run_until_idle(&e, 3000);
+    run_for(&e, 50);
+    REQUIRE(e.be.requests == 1);
+    CHECK_EQ_STR(e.be.path[0], "/v1/traces");
+    CHECK_EQ_STR(e.be.content_types[0], "application/json");
+    CHECK_EQ_STR(e.be.content_encoding, "gzip");
+    REQUIRE(e.be.bodies[0].len > 0);
+    CHECK(e.be.bodies[0].data[0] == '{');
+    pl_batch *back = pl_batch_new(PL_SIGNAL_TRACES);
+    pl_err err = {{0}};
+    CHECK_EQ_INT(pl_otlp_json_decode_traces(back, e.be.bodies[0].data, e.be.bodies[0].len, &err),
+                 PL_OK);
+    /* same spans: both batches encode to the same protobuf bytes */
+    pl_buf want, got;
+    pl_buf_init(&want);
+    pl_buf_init(&got);
+    pl_otlp_encode_traces(&b->data.traces, &want);
+    pl_otlp_encode_traces(&back->data.traces, &got);
+    CHECK_EQ_UINT(got.len, want.len);
+    CHECK(got.len == want.len && memcmp(got.data, want.data, want.len) == 0);
+    CHECK_EQ_UINT(pl_batch_items(back), 4);
+    pl_buf_free(&want);
+    pl_buf_free(&got);
+    pl_batch_free(back);
+    /* the JSON partial success rejected one span: counted, not retried */
+    CHECK_EQ_UINT(pl_stats_get(e.stats, PL_SIGNAL_TRACES, PL_STAT_SENT), 3);
+    CHECK_EQ_UINT(pl_stats_get(e.stats, PL_SIGNAL_TRACES, PL_STAT_FAILED), 1);
+
+    pl_batch *logs = pl_batch_new(PL_SIGNAL_LOGS);
+    logs->data.raw = PL_BYTES_LIT("\x0a\x03\x0a\x01\x00");
+    pl_batch *prof = pl_batch_new(PL_SIGNAL_PROFILES);
+    CHECK_EQ_INT(e.type->export(e.exporter, logs), PL_OK);
+    CHECK_EQ_INT(e.type->export(e.exporter, prof), PL_OK);
+    run_until_idle(&e, 3000);
+    REQUIRE(e.be.requests == 3);
+    CHECK_EQ_STR(e.be.path[1], "/v1/logs");
+    CHECK_EQ_STR(e.be.content_types[1], "application/x-protobuf");
+    CHECK(has_body(&e.be, "\x0a\x03\x0a\x01\x00", 5));
+    CHECK_EQ_STR(e.be.path[2], "/v1development/profiles");
+    CHECK_EQ_STR(e.be.content_types[2], "application/json");
+    pl_batch *pback = pl_batch_new(PL_SIGNAL_PROFILES);
+    CHECK_EQ_INT(pl_otlp_json_decode_profiles(pback, e.be.bodies[2].data, e.be.bodies[2].len, &err),
+                 PL_OK);
+    pl_batch_free(pback);
+    pl_batch_free(logs);
+    pl_batch_free(prof);
+    pl_batch_free(b);
+    env_finish(&e);
+}
+
 /* ---- otlp (gRPC) -------------------------------------------------------- */
 
 static void test_grpc_routes_each_signal_to_its_service(void)
@@ -595,6 +680,7 @@ int main(void)
     PL_RUN(test_otlphttp_partial_success_is_counted_not_retried);
     PL_RUN(test_otlphttp_backend_down_then_up_everything_arrives);
     PL_RUN(test_otlphttp_routes_each_signal_to_its_path);
+    PL_RUN(test_otlphttp_json_encoding);
     PL_RUN(test_grpc_routes_each_signal_to_its_service);
     PL_RUN(test_grpc_unavailable_then_ok_arrives_once);
     PL_RUN(test_grpc_resource_exhausted_without_retry_info_is_permanent);
