@@ -6,6 +6,17 @@
  * Routes (one listener, HTTP/1.1 and h2c, default 127.0.0.1:4040):
  *   POST /ingest, /pyroscope/ingest      the legacy upload API
  *   POST /push.v1.PusherService/Push     the push API (Connect unary, proto or JSON)
+ *   POST /v1development/profiles         OTLP/HTTP profiles (protobuf or JSON)
+ *   /opentelemetry.proto.collector.profiles.v1development.ProfilesService/Export
+ *                                        OTLP/gRPC profiles (h2c)
+ *
+ * A Pyroscope server takes OTLP profiles on its one port too, so an
+ * OpenTelemetry profiler pointed at "the Pyroscope address" works. Those
+ * requests are answered by receivers/otlp_handler.c, exactly as the `otlp`
+ * receiver answers them (decoding, status codes, gRPC trailers,
+ * compression); the limits are this receiver's: max_request_body_size on
+ * the wire, max_decompressed_size after decompression (the gRPC message).
+ * Any other gRPC call gets UNIMPLEMENTED.
  *
  * /ingest picks the body format as Pyroscope does (shared/spec/pyroscope.md
  * §1.2): pprof (raw or gzipped), multipart/form-data with a `profile` part
@@ -45,11 +56,13 @@
 #include "core/component.h"
 #include "core/log.h"
 #include "net/compress.h"
+#include "net/grpc.h"
 #include "net/http_server.h"
 #include "pipeline/consumer.h"
 #include "proto/pprof.h"
 #include "receivers/folded.h"
 #include "receivers/multipart.h"
+#include "receivers/otlp_handler.h"
 #include "receivers/pyroscope_push.h"
 
 typedef struct pyroscope_cfg {
@@ -105,7 +118,8 @@ typedef struct pyroscope {
     pl_clock clock;
     pl_consumer *next;
     pl_http_server *server;
-    uint64_t *invalid_requests, *ingest_requests, *push_requests;
+    uint64_t *invalid_requests, *ingest_requests, *push_requests, *otlp_requests;
+    pl_otlp_handler otlp; /* OTLP profiles on the same port */
 } pyroscope;
 
 /* ---- answers -------------------------------------------------------------- */
@@ -929,8 +943,26 @@ static void on_request(void *arg, pl_http_request *req, pl_http_response *res)
     pyroscope *r = arg;
     bool ingest = strcmp(req->path, "/ingest") == 0 || strcmp(req->path, "/pyroscope/ingest") == 0;
     bool push = strcmp(req->path, "/push.v1.PusherService/Push") == 0;
+    pl_signal grpc_signal;
+    if (strcmp(req->path, "/v1development/profiles") == 0) {
+        (*r->otlp_requests)++;
+        pl_otlp_handle_http(&r->otlp, PL_SIGNAL_PROFILES, req, res);
+        return;
+    }
+    if (pl_otlp_grpc_signal(req->path, &grpc_signal) ||
+        (!ingest && !push && pl_grpc_is_grpc(req))) {
+        (*r->otlp_requests)++;
+        pl_otlp_handle_grpc(&r->otlp, req, res);
+        return;
+    }
     if (!ingest && !push) {
         respond_error(r, res, 404, "not found");
+        return;
+    }
+    if (req->too_large) {
+        /* the listener delivers oversized requests for the OTLP answers;
+         * the body is gone and the connection or stream ends after this */
+        respond_error(r, res, 413, "request body too large");
         return;
     }
     if (strcmp(req->method, "POST") != 0) {
@@ -973,7 +1005,7 @@ static pl_status pyroscope_create(const pl_create_settings *settings, const void
         free(r);
         return pl_errf(err, PL_ERR_NOMEM, "out of memory");
     }
-    static uint64_t dummy[3];
+    static uint64_t dummy[4];
     r->invalid_requests = r->stats ? pl_stats_counter(r->stats, "invalid_requests",
                                                       "requests answered 400 (bad input)")
                                    : &dummy[0];
@@ -982,6 +1014,22 @@ static pl_status pyroscope_create(const pl_create_settings *settings, const void
     r->push_requests = r->stats
                            ? pl_stats_counter(r->stats, "push_requests", "requests to the push API")
                            : &dummy[2];
+    r->otlp_requests = r->stats ? pl_stats_counter(r->stats, "otlp_requests",
+                                                   "OTLP profiles requests (HTTP, gRPC)")
+                                : &dummy[3];
+    r->otlp = (pl_otlp_handler){
+        .id = r->id,
+        .stats = r->stats,
+        .max_recv_msg_size = r->max_decompressed,
+        .max_request_body_size = r->max_body,
+        .max_decompressed_size = r->max_decompressed,
+        .refused_requests =
+            r->stats ? pl_stats_counter(r->stats, "refused_requests",
+                                        "OTLP requests refused before decoding because memory is "
+                                        "short")
+                     : NULL,
+    };
+    r->otlp.next[PL_SIGNAL_PROFILES] = r->next;
     *out_self = r;
     return PL_OK;
 }
@@ -995,12 +1043,15 @@ static pl_status pyroscope_start(void *self, pl_err *err)
         .http1 = true,
         .h2c = true,
         .name = r->id,
+        /* OTLP answers a too large request in its own format (gRPC:
+         * RESOURCE_EXHAUSTED); on_request answers the others 413 */
+        .deliver_too_large = true,
     };
     r->server = pl_http_server_start(r->loop, r->endpoint, &o, on_request, r, err);
     if (!r->server)
         return PL_ERR_INTERNAL;
-    pl_info(r->id, "listening on %s, port %d (Pyroscope /ingest and push API)", r->endpoint,
-            pl_http_server_port(r->server));
+    pl_info(r->id, "listening on %s, port %d (Pyroscope /ingest, push API, OTLP profiles)",
+            r->endpoint, pl_http_server_port(r->server));
     return PL_OK;
 }
 
@@ -1036,8 +1087,9 @@ const pl_component_type pl_receiver_pyroscope = {
     .type = "pyroscope",
     .kind = PL_KIND_RECEIVER,
     .signals = PL_SIGNAL_MASK(PL_SIGNAL_PROFILES),
-    .description = "Pyroscope server API: /ingest (pprof, multipart, folded, lines) and the push "
-                   "API (push.v1.PusherService/Push), converted to OTLP profiles",
+    .description = "Pyroscope server API: /ingest (pprof, multipart, folded, lines), the push "
+                   "API (push.v1.PusherService/Push), converted to OTLP profiles, and OTLP "
+                   "profiles over HTTP and gRPC on the same port",
     .config = &pyroscope_section,
     .create = pyroscope_create,
     .start = pyroscope_start,
