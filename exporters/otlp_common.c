@@ -70,18 +70,192 @@ typedef struct send_ctx {
     pl_otlp_exporter *x;
     pl_queue_send *send;
     pl_signal signal;
+    pl_encoding coding;  /* of the body being sent */
+    bool recoded;        /* gRPC: already re-sent with a fallback coding */
+    const uint8_t *body; /* payload + 1: the queue's, or `own`'s */
+    size_t body_len;
+    pl_buf own; /* a payload recoded for a server that refused its coding */
     char coding_header[48];
-    const char *headers[]; /* the exporter's headers + the coding header */
+    const char *headers[]; /* the exporter's headers + content type + coding */
 } send_ctx;
+
+static void free_ctx(send_ctx *ctx)
+{
+    pl_buf_free(&ctx->own);
+    free(ctx);
+}
+
+/* ---- gRPC compression fallback ------------------------------------------
+ * A gRPC server that cannot decode a request's grpc-encoding answers
+ * UNIMPLEMENTED and lists what it accepts in grpc-accept-encoding (gRPC's
+ * compression document). Data is not at fault, so instead of dropping it as
+ * permanent the exporter re-sends that payload with gzip (which every OTLP
+ * server must support) or identity when gzip is not listed either, and keeps
+ * using that coding from then on (x->compression, x->refused_codings),
+ * counted in compression_downgrades and logged once per coding. */
+
+static bool list_has(const char *list, size_t len, const char *name)
+{
+    size_t nlen = strlen(name);
+    size_t i = 0;
+    while (i < len) {
+        while (i < len && (list[i] == ' ' || list[i] == ','))
+            i++;
+        size_t start = i;
+        while (i < len && list[i] != ',')
+            i++;
+        size_t end = i;
+        while (end > start && list[end - 1] == ' ')
+            end--;
+        if (end - start == nlen && strncasecmp(list + start, name, nlen) == 0)
+            return true;
+    }
+    return false;
+}
+
+/* True when `res` says the server cannot decode `coding`; *fallback is then
+ * the coding to use instead. */
+static bool grpc_coding_refused(const pl_http_client_result *res, pl_encoding coding,
+                                pl_encoding *fallback)
+{
+    if (res->transport_error || coding == PL_ENCODING_IDENTITY)
+        return false;
+    size_t len = 0;
+    const char *status = pl_http_result_find(res, "grpc-status", &len);
+    if (!status || len != 2 || strncmp(status, "12", 2) != 0) /* UNIMPLEMENTED */
+        return false;
+    const char *name = pl_encoding_name(coding);
+    const char *accept = pl_http_result_find(res, "grpc-accept-encoding", &len);
+    if (accept) {
+        if (list_has(accept, len, name))
+            return false; /* the coding is fine: the method itself is unimplemented */
+        *fallback = coding != PL_ENCODING_GZIP && list_has(accept, len, "gzip")
+                        ? PL_ENCODING_GZIP
+                        : PL_ENCODING_IDENTITY;
+        return true;
+    }
+    /* No list: only when the message names the coding (grpc-go: "grpc:
+     * Decompressor is not installed for grpc-encoding \"zstd\""). */
+    char message[200] = "";
+    const char *m = pl_http_result_find(res, "grpc-message", &len);
+    if (!m)
+        return false;
+    pl_grpc_message_decode(m, len, message, sizeof(message));
+    if (!strstr(message, name))
+        return false;
+    *fallback = coding != PL_ENCODING_GZIP ? PL_ENCODING_GZIP : PL_ENCODING_IDENTITY;
+    return true;
+}
+
+/* [coding][flag][length][message] with `from` -> the same with `to`. */
+static pl_status grpc_recode(const uint8_t *body, size_t len, pl_encoding from, pl_encoding to,
+                             pl_buf *out, pl_err *err)
+{
+    uint8_t *plain = NULL;
+    size_t plain_len = 0;
+    const uint8_t *msg = body + 5;
+    size_t msg_len = len - 5;
+    if (body[0]) {
+        pl_status st = pl_decompress(from, msg, msg_len, SIZE_MAX / 2, &plain, &plain_len, err);
+        if (st != PL_OK)
+            return st;
+        msg = plain;
+        msg_len = plain_len;
+    }
+    pl_buf_reset(out);
+    pl_buf_append_byte(out, (uint8_t)to);
+    uint8_t prefix[5] = {to != PL_ENCODING_IDENTITY, 0, 0, 0, 0};
+    pl_buf_append(out, prefix, 5);
+    size_t at = out->len;
+    pl_status st = PL_OK;
+    if (to == PL_ENCODING_IDENTITY)
+        pl_buf_append(out, msg, msg_len);
+    else
+        st = pl_compress(to, msg, msg_len, 0, out, err);
+    free(plain);
+    if (st != PL_OK)
+        return st;
+    if (!pl_buf_ok(out))
+        return pl_errf(err, PL_ERR_NOMEM, "out of memory");
+    size_t n = out->len - at;
+    if (n > UINT32_MAX)
+        return pl_errf(err, PL_ERR_TOO_LARGE, "message of %zu bytes is too large for gRPC", n);
+    out->data[2] = (uint8_t)(n >> 24);
+    out->data[3] = (uint8_t)(n >> 16);
+    out->data[4] = (uint8_t)(n >> 8);
+    out->data[5] = (uint8_t)n;
+    return PL_OK;
+}
+
+static void note_refused(pl_otlp_exporter *x, pl_encoding coding, pl_encoding fallback)
+{
+    unsigned bit = 1u << coding;
+    if (!(x->refused_codings & bit)) {
+        x->refused_codings |= bit;
+        pl_warn(x->id,
+                "the server does not accept %s-compressed messages (UNIMPLEMENTED); "
+                "sending %s from now on",
+                pl_encoding_name(coding), pl_encoding_name(fallback));
+    }
+    if (x->compression == coding || (x->refused_codings & (1u << x->compression)))
+        x->compression = fallback;
+    if (x->downgrades)
+        (*x->downgrades)++;
+}
+
+static pl_status start_request(send_ctx *ctx, pl_err *err);
 
 static void on_response(void *arg, const pl_http_client_result *res)
 {
     send_ctx *ctx = arg;
+    pl_otlp_exporter *x = ctx->x;
     pl_send_result result;
-    ctx->x->classify(ctx->x, ctx->signal, res, &result);
+    x->classify(x, ctx->signal, res, &result);
+    pl_encoding fallback;
+    if (x->grpc && result.outcome != PL_SEND_OK && !ctx->recoded &&
+        grpc_coding_refused(res, ctx->coding, &fallback)) {
+        note_refused(x, ctx->coding, fallback);
+        pl_err err = {{0}};
+        pl_status st =
+            grpc_recode(ctx->body, ctx->body_len, ctx->coding, fallback, &ctx->own, &err);
+        if (st == PL_OK) {
+            ctx->recoded = true;
+            ctx->coding = fallback;
+            ctx->body = ctx->own.data + 1;
+            ctx->body_len = ctx->own.len - 1;
+            st = start_request(ctx, &err);
+            if (st == PL_OK)
+                return;
+        }
+        pl_send_result_set(&result, PL_SEND_RETRYABLE, "re-sending with %s: %s",
+                           pl_encoding_name(fallback), err.msg[0] ? err.msg : pl_status_name(st));
+    }
     pl_queue_send *send = ctx->send;
-    free(ctx);
+    free_ctx(ctx);
     pl_queue_send_done(send, &result);
+}
+
+static pl_status start_request(send_ctx *ctx, pl_err *err)
+{
+    pl_otlp_exporter *x = ctx->x;
+    size_t n = x->n_headers + (x->grpc ? 0 : 1);
+    if (ctx->coding != PL_ENCODING_IDENTITY) {
+        snprintf(ctx->coding_header, sizeof(ctx->coding_header), "%s: %s",
+                 x->grpc ? "grpc-encoding" : "Content-Encoding", pl_encoding_name(ctx->coding));
+        ctx->headers[n++] = ctx->coding_header;
+    }
+    pl_http_client_request req = {
+        .method = "POST",
+        .url = x->urls[ctx->signal],
+        .headers = ctx->headers,
+        .n_headers = n,
+        .body = ctx->body,
+        .body_len = ctx->body_len,
+        .version = x->grpc ? PL_HTTP_VERSION_2 : PL_HTTP_VERSION_1_1,
+        .timeout_ms = x->timeout_ms,
+        .tls = &x->tls,
+    };
+    return pl_http_client_send(x->client, &req, on_response, ctx, err);
 }
 
 static void otlp_send(void *arg, pl_signal signal, const uint8_t *payload, size_t len,
@@ -96,8 +270,8 @@ static void otlp_send(void *arg, pl_signal signal, const uint8_t *payload, size_
         pl_queue_send_done(send, &result);
         return;
     }
-    bool json = !x->grpc && (payload[0] & PL_OTLP_PAYLOAD_JSON);
-    pl_encoding coding = (pl_encoding)(payload[0] & ~PL_OTLP_PAYLOAD_JSON);
+    bool json = len && !x->grpc && (payload[0] & PL_OTLP_PAYLOAD_JSON);
+    pl_encoding coding = len ? (pl_encoding)(payload[0] & ~PL_OTLP_PAYLOAD_JSON) : 0;
     if (len < (x->grpc ? 6u : 1u) || coding > PL_ENCODING_ZSTD) {
         pl_send_result_set(&result, PL_SEND_PERMANENT, "malformed queued payload");
         pl_queue_send_done(send, &result);
@@ -112,32 +286,39 @@ static void otlp_send(void *arg, pl_signal signal, const uint8_t *payload, size_
     ctx->x = x;
     ctx->send = send;
     ctx->signal = signal;
+    ctx->coding = coding;
+    ctx->body = payload + 1;
+    ctx->body_len = len - 1;
+    pl_buf_init(&ctx->own);
+    /* Queued (or stored) before the server refused its coding: recode now
+     * rather than be refused again. */
+    if (x->grpc && (x->refused_codings & (1u << coding))) {
+        pl_encoding to = x->compression;
+        if (x->refused_codings & (1u << to))
+            to = PL_ENCODING_IDENTITY;
+        pl_status st = grpc_recode(ctx->body, ctx->body_len, coding, to, &ctx->own, &err);
+        if (st != PL_OK) {
+            free_ctx(ctx);
+            pl_send_result_set(&result, PL_SEND_PERMANENT, "re-coding a queued payload: %s",
+                               err.msg);
+            pl_queue_send_done(send, &result);
+            return;
+        }
+        ctx->coding = to;
+        ctx->recoded = true;
+        ctx->body = ctx->own.data + 1;
+        ctx->body_len = ctx->own.len - 1;
+    }
     size_t n = 0;
     for (size_t i = 0; i < x->n_headers; i++)
         ctx->headers[n++] = x->headers[i];
     if (!x->grpc) /* per payload: a stored one keeps the body type it was made with */
         ctx->headers[n++] =
             json ? "Content-Type: application/json" : "Content-Type: application/x-protobuf";
-    if (coding != PL_ENCODING_IDENTITY) {
-        snprintf(ctx->coding_header, sizeof(ctx->coding_header), "%s: %s",
-                 x->grpc ? "grpc-encoding" : "Content-Encoding", pl_encoding_name(coding));
-        ctx->headers[n++] = ctx->coding_header;
-    }
-    pl_http_client_request req = {
-        .method = "POST",
-        .url = x->urls[signal],
-        .headers = ctx->headers,
-        .n_headers = n,
-        .body = payload + 1,
-        .body_len = len - 1,
-        .version = x->grpc ? PL_HTTP_VERSION_2 : PL_HTTP_VERSION_1_1,
-        .timeout_ms = x->timeout_ms,
-        .tls = &x->tls,
-    };
-    pl_status st = pl_http_client_send(x->client, &req, on_response, ctx, &err);
+    pl_status st = start_request(ctx, &err);
     if (st == PL_OK)
         return;
-    free(ctx);
+    free_ctx(ctx);
     pl_send_result_set(&result,
                        st == PL_ERR_INVALID || st == PL_ERR_UNSUPPORTED ? PL_SEND_PERMANENT
                                                                         : PL_SEND_RETRYABLE,
@@ -241,6 +422,10 @@ pl_status pl_otlp_exporter_create(const pl_create_settings *settings,
     x->id = strdup(settings->id ? settings->id : (grpc ? "otlp" : "otlphttp"));
     x->loop = settings->loop;
     x->stats = settings->stats;
+    if (grpc && x->stats)
+        x->downgrades = pl_stats_counter(x->stats, "compression_downgrades",
+                                         "payloads re-sent with another coding because the "
+                                         "server refused the configured compression");
     x->classify = classify;
     x->timeout_ms = cfg->timeout > 0 ? (uint64_t)(cfg->timeout / 1000000) : 0;
     if (cfg->timeout > 0 && x->timeout_ms == 0)

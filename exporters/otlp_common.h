@@ -68,6 +68,8 @@ struct pl_otlp_exporter {
     size_t n_headers;
     pl_encoding compression;
     bool json; /* otlphttp: traces and profiles as OTLP/JSON (logs, metrics stay protobuf) */
+    unsigned refused_codings; /* gRPC: bit per pl_encoding the server answered UNIMPLEMENTED to */
+    uint64_t *downgrades;     /* counter compression_downgrades (NULL without stats) */
     uint64_t timeout_ms;
     pl_http_tls tls;
     pl_otlp_classify_fn classify;

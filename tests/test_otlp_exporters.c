@@ -52,6 +52,8 @@ typedef struct backend {
     char content_type[64];
     char content_types[16][64]; /* per request */
     bool reply_json;            /* otlphttp: answer 200s with a JSON body */
+    const char *grpc_accept;    /* gRPC: codings decoded; others get UNIMPLEMENTED */
+    char grpc_encodings[16][16];
 } backend;
 
 static void http_handler(void *arg, pl_http_request *req, pl_http_response *res)
@@ -76,6 +78,21 @@ static void http_handler(void *arg, pl_http_request *req, pl_http_response *res)
     if (b->n_script)
         a = b->script[i < b->n_script ? i : b->n_script - 1];
     if (b->grpc) {
+        char coding[16] = "identity";
+        if ((v = pl_http_header_get(req, "grpc-encoding", &len)))
+            snprintf(coding, sizeof(coding), "%.*s", (int)len, v);
+        if (i < 16)
+            snprintf(b->grpc_encodings[i], sizeof(b->grpc_encodings[i]), "%s", coding);
+        if (b->grpc_accept && !strstr(b->grpc_accept, coding)) {
+            /* what grpc-go answers for a compressor it does not have */
+            pl_http_header hh[2] = {
+                {"content-type", 12, "application/grpc", 16},
+                {"grpc-accept-encoding", 20, b->grpc_accept, strlen(b->grpc_accept)}};
+            pl_http_header tt[2] = {{"grpc-status", 11, "12", 2},
+                                    {"grpc-message", 12, "unknown compressor", 18}};
+            pl_http_respond_with_trailers(res, 200, hh, 2, NULL, 0, tt, 2);
+            return;
+        }
         pl_grpc_message msg;
         pl_err err;
         if (pl_grpc_read_message(req, 64 << 20, &msg, &err) != PL_OK) {
@@ -638,6 +655,87 @@ static void test_grpc_resource_exhausted_with_retry_info_waits_and_retries(void)
     env_finish(&e);
 }
 
+/* compression: zstd against a server without zstd: UNIMPLEMENTED with
+ * grpc-accept-encoding: gzip,identity. The payload is re-sent with gzip at
+ * once (not dropped), later ones go out as gzip directly, and the
+ * downgrade is counted. A server that takes neither gets identity. */
+static void test_grpc_zstd_refused_falls_back_to_gzip(void)
+{
+    env e;
+    env_init(&e, &pl_exporter_otlp);
+    e.be.grpc_accept = "gzip,identity";
+    int port = backend_start(&e.be, &e.loop, true, 0);
+    REQUIRE(port > 0);
+    snprintf(e.endpoint, sizeof(e.endpoint), "http://127.0.0.1:%d", port);
+    e.cfg.compression = "zstd";
+    e.cfg.sending_queue.num_consumers = 1;
+    REQUIRE(env_create(&e));
+    pl_batch *b = make_traces(5);
+    CHECK_EQ_INT(e.type->export(e.exporter, b), PL_OK);
+    run_until_idle(&e, 3000);
+    CHECK_EQ_UINT(e.be.requests, 2);
+    CHECK_EQ_STR(e.be.grpc_encodings[0], "zstd");
+    CHECK_EQ_STR(e.be.grpc_encodings[1], "gzip");
+    CHECK(body_is(&e.be, 1, b));
+    CHECK_EQ_UINT(pl_stats_get(e.stats, PL_SIGNAL_TRACES, PL_STAT_SENT), 5);
+    CHECK_EQ_UINT(pl_stats_get(e.stats, PL_SIGNAL_TRACES, PL_STAT_FAILED), 0);
+    CHECK_EQ_UINT(*pl_stats_counter(e.stats, "compression_downgrades", ""), 1);
+    /* the next batch goes out as gzip without another refusal */
+    pl_batch *b2 = make_traces(2);
+    CHECK_EQ_INT(e.type->export(e.exporter, b2), PL_OK);
+    run_until_idle(&e, 3000);
+    CHECK_EQ_UINT(e.be.requests, 3);
+    CHECK_EQ_STR(e.be.grpc_encodings[2], "gzip");
+    CHECK(body_is(&e.be, 2, b2));
+    CHECK_EQ_UINT(pl_stats_get(e.stats, PL_SIGNAL_TRACES, PL_STAT_SENT), 7);
+    CHECK_EQ_UINT(*pl_stats_counter(e.stats, "compression_downgrades", ""), 1);
+    pl_batch_free(b);
+    pl_batch_free(b2);
+    env_finish(&e);
+
+    env_init(&e, &pl_exporter_otlp);
+    e.be.grpc_accept = "identity";
+    port = backend_start(&e.be, &e.loop, true, 0);
+    REQUIRE(port > 0);
+    snprintf(e.endpoint, sizeof(e.endpoint), "http://127.0.0.1:%d", port);
+    e.cfg.compression = "zstd";
+    REQUIRE(env_create(&e));
+    b = make_traces(3);
+    CHECK_EQ_INT(e.type->export(e.exporter, b), PL_OK);
+    run_until_idle(&e, 3000);
+    CHECK_EQ_UINT(e.be.requests, 2);
+    CHECK_EQ_STR(e.be.grpc_encodings[1], "identity");
+    CHECK(body_is(&e.be, 1, b));
+    CHECK_EQ_UINT(pl_stats_get(e.stats, PL_SIGNAL_TRACES, PL_STAT_SENT), 3);
+    pl_batch_free(b);
+    env_finish(&e);
+}
+
+/* UNIMPLEMENTED that does not say the coding is the problem (no
+ * grpc-accept-encoding, a message not naming it) is about the method:
+ * permanent, no re-send. */
+static void test_grpc_unimplemented_method_is_permanent(void)
+{
+    env e;
+    env_init(&e, &pl_exporter_otlp);
+    e.be.script[0] = (answer){0, 12, NULL, -1, 0};
+    e.be.n_script = 1;
+    int port = backend_start(&e.be, &e.loop, true, 0);
+    REQUIRE(port > 0);
+    snprintf(e.endpoint, sizeof(e.endpoint), "http://127.0.0.1:%d", port);
+    e.cfg.compression = "zstd";
+    REQUIRE(env_create(&e));
+    pl_batch *b = make_traces(3);
+    CHECK_EQ_INT(e.type->export(e.exporter, b), PL_OK);
+    run_until_idle(&e, 3000);
+    run_for(&e, 100);
+    CHECK_EQ_UINT(e.be.requests, 1);
+    CHECK_EQ_UINT(pl_stats_get(e.stats, PL_SIGNAL_TRACES, PL_STAT_FAILED), 3);
+    CHECK_EQ_UINT(*pl_stats_counter(e.stats, "compression_downgrades", ""), 0);
+    pl_batch_free(b);
+    env_finish(&e);
+}
+
 static void test_grpc_helpers(void)
 {
     CHECK(pl_grpc_code_retryable(14, false));
@@ -685,5 +783,7 @@ int main(void)
     PL_RUN(test_grpc_unavailable_then_ok_arrives_once);
     PL_RUN(test_grpc_resource_exhausted_without_retry_info_is_permanent);
     PL_RUN(test_grpc_resource_exhausted_with_retry_info_waits_and_retries);
+    PL_RUN(test_grpc_zstd_refused_falls_back_to_gzip);
+    PL_RUN(test_grpc_unimplemented_method_is_permanent);
     return pl_test_done();
 }
