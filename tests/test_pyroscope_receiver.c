@@ -4,13 +4,19 @@
  * The receiver listens on a loopback port 0 with its event loop running in a
  * second thread; the test thread sends requests with libcurl and checks the
  * answers and the batches that reach a capture consumer. Covers every
- * /ingest body format, the push API in protobuf and JSON, and bad input
- * (each answered 400 with Pyroscope's JSON error, the server unaffected).
+ * /ingest body format, the push API in protobuf and JSON, bad input
+ * (each answered 400 with Pyroscope's JSON error, the server unaffected),
+ * and OTLP profiles on the same port: OTLP/HTTP (protobuf, JSON, gzip) and
+ * OTLP/gRPC over h2c (libcurl with HTTP/2 prior knowledge), each batch
+ * checked to arrive intact by encoding it back.
  */
 #include <curl/curl.h>
 #include <pthread.h>
 #include <uv.h>
 
+#include "net/compress.h"
+#include "otlp_json.h"
+#include "otlp_pb.h"
 #include "pipeline/consumer.h"
 #include "pprof_fixture.h"
 #include "proto/pprof.h"
@@ -32,8 +38,14 @@ static pthread_mutex_t captured_lock = PTHREAD_MUTEX_INITIALIZER;
 static pl_batch *captured[64];
 static int n_captured;
 
+static bool refuse_next; /* answer the next batch PL_ERR_REFUSED */
+
 static pl_status capture(void *arg, pl_batch *batch)
 {
+    if (refuse_next) {
+        pl_batch_free(batch);
+        return PL_ERR_REFUSED;
+    }
     pthread_mutex_lock(&captured_lock);
     if (n_captured < 64)
         captured[n_captured++] = batch;
@@ -84,6 +96,8 @@ static int start_receiver(void)
     *endpoint = strdup("127.0.0.1:0");
     uint64_t *max_body = (uint64_t *)(cfg + sizeof(char *));
     *max_body = 1 << 20; /* 1 MiB, to test the limit */
+    uint64_t *max_decompressed = max_body + 1;
+    *max_decompressed = 256u << 10; /* 256 KiB: the OTLP/gRPC message limit */
     pl_create_settings s = {0};
     s.id = "pyroscope";
     s.loop = &loop;
@@ -607,6 +621,281 @@ static void test_multipart_parser(void)
           PL_ERR_INVALID);
 }
 
+/* ---- OTLP profiles on the Pyroscope port ------------------------------------ */
+
+typedef struct otlp_answer {
+    long status;
+    int grpc_status; /* -1: no grpc-status header or trailer */
+    char grpc_message[256];
+    char content_type[128];
+    pl_buf body;
+} otlp_answer;
+
+static size_t on_header(char *p, size_t size, size_t n, void *arg)
+{
+    otlp_answer *a = arg;
+    size_t len = size * n;
+    if (len > 12 && strncasecmp(p, "grpc-status:", 12) == 0)
+        a->grpc_status = atoi(p + 12);
+    else if (len > 13 && strncasecmp(p, "grpc-message:", 13) == 0) {
+        size_t m = len - 13;
+        while (m && (p[13 + m - 1] == '\r' || p[13 + m - 1] == '\n'))
+            m--;
+        snprintf(a->grpc_message, sizeof(a->grpc_message), "%.*s", (int)m, p + 13);
+    }
+    return len;
+}
+
+static size_t on_otlp_body(char *p, size_t size, size_t n, void *arg)
+{
+    pl_buf_append(&((otlp_answer *)arg)->body, p, size * n);
+    return size * n;
+}
+
+/* POSTs `body` to the receiver's port; h2: HTTP/2 with prior knowledge
+ * (what gRPC clients speak to a cleartext endpoint). */
+static void otlp_post(const char *path, const char *content_type, const char *extra_header,
+                      const void *body, size_t len, bool h2, otlp_answer *a)
+{
+    pl_buf_free(&a->body);
+    memset(a, 0, sizeof(*a));
+    pl_buf_init(&a->body);
+    a->grpc_status = -1;
+    CURL *c = curl_easy_init();
+    char url[512], ct[256];
+    snprintf(url, sizeof(url), "http://127.0.0.1:%d%s", port, path);
+    snprintf(ct, sizeof(ct), "Content-Type: %s", content_type);
+    struct curl_slist *h = curl_slist_append(NULL, ct);
+    h = curl_slist_append(h, "X-Scope-OrgID: tenant-otlp");
+    h = curl_slist_append(h, "Expect:");
+    if (h2)
+        h = curl_slist_append(h, "TE: trailers");
+    if (extra_header)
+        h = curl_slist_append(h, extra_header);
+    curl_easy_setopt(c, CURLOPT_URL, url);
+    curl_easy_setopt(c, CURLOPT_POST, 1L);
+    curl_easy_setopt(c, CURLOPT_POSTFIELDS, body);
+    curl_easy_setopt(c, CURLOPT_POSTFIELDSIZE, (long)len);
+    curl_easy_setopt(c, CURLOPT_HTTPHEADER, h);
+    curl_easy_setopt(c, CURLOPT_HEADERFUNCTION, on_header);
+    curl_easy_setopt(c, CURLOPT_HEADERDATA, a);
+    curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, on_otlp_body);
+    curl_easy_setopt(c, CURLOPT_WRITEDATA, a);
+    curl_easy_setopt(c, CURLOPT_TIMEOUT, 10L);
+    if (h2)
+        curl_easy_setopt(c, CURLOPT_HTTP_VERSION, (long)CURL_HTTP_VERSION_2_PRIOR_KNOWLEDGE);
+    CURLcode rc = curl_easy_perform(c);
+    if (rc == CURLE_OK) {
+        curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &a->status);
+        char *t = NULL;
+        curl_easy_getinfo(c, CURLINFO_CONTENT_TYPE, &t);
+        if (t)
+            snprintf(a->content_type, sizeof(a->content_type), "%s", t);
+    } else {
+        fprintf(stderr, "  curl %s: %s\n", path, curl_easy_strerror(rc));
+    }
+    curl_slist_free_all(h);
+    curl_easy_cleanup(c);
+}
+
+/* An OTLP ExportProfilesServiceRequest, protobuf: the pprof fixture sent
+ * through /ingest, as captured, encoded as OTLP. */
+static bool otlp_request(pl_buf *pb, pl_buf *json)
+{
+    pl_buf p;
+    pl_buf_init(&p);
+    build_profile(&p, NULL);
+    response r = {0};
+    post("/ingest?name=checkout%7Benv%3Dprod%7D&format=pprof", "application/octet-stream", p.data,
+         p.len, &r);
+    pl_buf_free(&p);
+    pl_buf_free(&r.body);
+    pl_batch *b = take_captured();
+    if (!b || r.status != 200)
+        return false;
+    bool ok = pl_otlp_encode_profiles(&b->data.profiles, pb) &&
+              (!json || pl_otlp_json_encode_profiles(&b->data.profiles, json));
+    pl_batch_free(b);
+    return ok && pb->len > 100;
+}
+
+/* The captured batch carries exactly the profiles of `want` (protobuf),
+ * and the tenant from X-Scope-OrgID as the otlp receiver names it. */
+static void check_intact(const pl_buf *want)
+{
+    pl_batch *b = take_captured();
+    REQUIRE(b);
+    CHECK_EQ_INT(b->signal, PL_SIGNAL_PROFILES);
+    pl_buf got;
+    pl_buf_init(&got);
+    CHECK(pl_otlp_encode_profiles(&b->data.profiles, &got));
+    CHECK_EQ_BYTES(got.data, got.len, want->data, want->len);
+    CHECK_BYTES_STR(resource_attr(b, 0, "service.name")->u.str, "checkout");
+    CHECK_EQ_INT(column_total(b, "cpu"), 50000000);
+    pl_bytes tenant = {0};
+    CHECK(pl_batch_metadata_get(b, "tenant", &tenant));
+    CHECK_BYTES_STR(tenant, "tenant-otlp");
+    pl_buf_free(&got);
+    pl_batch_free(b);
+}
+
+static void test_otlp_http(void)
+{
+    pl_buf pb, json, z;
+    pl_buf_init(&pb);
+    pl_buf_init(&json);
+    pl_buf_init(&z);
+    REQUIRE(otlp_request(&pb, &json));
+    otlp_answer a = {0};
+    pl_buf_init(&a.body);
+    const char *path = "/v1development/profiles";
+
+    otlp_post(path, "application/x-protobuf", NULL, pb.data, pb.len, false, &a);
+    CHECK_EQ_INT(a.status, 200);
+    CHECK(strcmp(a.content_type, "application/x-protobuf") == 0);
+    CHECK_EQ_BYTES(a.body.data, a.body.len, "\x0a\x00", 2); /* empty partial_success */
+    check_intact(&pb);
+
+    otlp_post(path, "application/json", NULL, json.data, json.len, false, &a);
+    CHECK_EQ_INT(a.status, 200);
+    CHECK(strcmp(a.content_type, "application/json") == 0);
+    CHECK_EQ_BYTES(a.body.data, a.body.len, "{\"partialSuccess\":{}}", 21);
+    check_intact(&pb);
+
+    pl_err err = {{0}};
+    REQUIRE(pl_compress(PL_ENCODING_GZIP, pb.data, pb.len, 0, &z, &err) == PL_OK);
+    otlp_post(path, "application/x-protobuf", "Content-Encoding: gzip", z.data, z.len, false, &a);
+    CHECK_EQ_INT(a.status, 200);
+    check_intact(&pb);
+
+    /* the same over HTTP/2 (the listener is h2c too) */
+    otlp_post(path, "application/x-protobuf", NULL, pb.data, pb.len, true, &a);
+    CHECK_EQ_INT(a.status, 200);
+    check_intact(&pb);
+
+    /* the otlp receiver's errors: a google.rpc.Status like the request */
+    otlp_post(path, "application/x-protobuf", NULL, pb.data, pb.len - 3, false, &a);
+    CHECK_EQ_INT(a.status, 400);
+    CHECK(strcmp(a.content_type, "application/x-protobuf") == 0);
+    CHECK(a.body.len > 2 && a.body.data[0] == 0x08 && a.body.data[1] == 3); /* INVALID_ARGUMENT */
+    otlp_post(path, "application/json", NULL, "{\"resourceProfiles\":", 20, false, &a);
+    CHECK_EQ_INT(a.status, 400);
+    CHECK(strcmp(a.content_type, "application/json") == 0);
+    otlp_post(path, "text/plain", NULL, pb.data, pb.len, false, &a);
+    CHECK_EQ_INT(a.status, 415);
+    otlp_post(path, "application/x-protobuf", "Content-Encoding: br", z.data, z.len, false, &a);
+    CHECK_EQ_INT(a.status, 415);
+    otlp_post("/v1/traces", "application/x-protobuf", NULL, pb.data, pb.len, false, &a);
+    CHECK_EQ_INT(a.status, 404);
+    CHECK(take_captured() == NULL);
+    /* over max_request_body_size (1 MiB here): 413 in OTLP's format */
+    size_t big = 2 << 20;
+    uint8_t *huge = calloc(1, big);
+    otlp_post(path, "application/x-protobuf", NULL, huge, big, false, &a);
+    CHECK(a.status == 413 || a.status == 0); /* 0: the refusal raced the upload */
+    /* over max_decompressed_size (256 KiB here) once inflated: 413 */
+    pl_buf bomb;
+    pl_buf_init(&bomb);
+    REQUIRE(pl_compress(PL_ENCODING_GZIP, huge, 300u << 10, 0, &bomb, &err) == PL_OK);
+    otlp_post(path, "application/x-protobuf", "Content-Encoding: gzip", bomb.data, bomb.len, false,
+              &a);
+    CHECK_EQ_INT(a.status, 413);
+    CHECK(a.body.len > 2 && a.body.data[0] == 0x08 && a.body.data[1] == 8); /* RESOURCE_EXHAUSTED */
+    pl_buf_free(&bomb);
+    free(huge);
+    /* /ingest still works after all that */
+    response r = {0};
+    pl_buf p;
+    pl_buf_init(&p);
+    build_profile(&p, NULL);
+    post("/ingest?name=checkout&format=pprof", "application/octet-stream", p.data, p.len, &r);
+    CHECK_EQ_INT(r.status, 200);
+    pl_batch_free(take_captured());
+    pl_buf_free(&p);
+    pl_buf_free(&r.body);
+    pl_buf_free(&a.body);
+    pl_buf_free(&pb);
+    pl_buf_free(&json);
+    pl_buf_free(&z);
+}
+
+static void grpc_post(const char *path, const char *encoding, const uint8_t *msg, size_t len,
+                      bool compressed, otlp_answer *a)
+{
+    pl_buf framed;
+    pl_buf_init(&framed);
+    uint8_t prefix[5] = {compressed, (uint8_t)(len >> 24), (uint8_t)(len >> 16),
+                         (uint8_t)(len >> 8), (uint8_t)len};
+    pl_buf_append(&framed, prefix, 5);
+    pl_buf_append(&framed, msg, len);
+    char enc[64];
+    snprintf(enc, sizeof(enc), "grpc-encoding: %s", encoding ? encoding : "");
+    otlp_post(path, "application/grpc", encoding ? enc : NULL, framed.data, framed.len, true, a);
+    pl_buf_free(&framed);
+}
+
+static void test_otlp_grpc(void)
+{
+    const char *profiles =
+        "/opentelemetry.proto.collector.profiles.v1development.ProfilesService/Export";
+    pl_buf pb, z;
+    pl_buf_init(&pb);
+    pl_buf_init(&z);
+    REQUIRE(otlp_request(&pb, NULL));
+    otlp_answer a = {0};
+    pl_buf_init(&a.body);
+
+    grpc_post(profiles, NULL, pb.data, pb.len, false, &a);
+    CHECK_EQ_INT(a.status, 200);
+    CHECK_EQ_INT(a.grpc_status, 0);
+    CHECK(strncmp(a.content_type, "application/grpc", 16) == 0);
+    CHECK_EQ_BYTES(a.body.data, a.body.len, "\0\0\0\0\0", 5); /* one empty response */
+    check_intact(&pb);
+
+    pl_err err = {{0}};
+    REQUIRE(pl_compress(PL_ENCODING_GZIP, pb.data, pb.len, 0, &z, &err) == PL_OK);
+    grpc_post(profiles, "gzip", z.data, z.len, true, &a);
+    CHECK_EQ_INT(a.grpc_status, 0);
+    check_intact(&pb);
+
+    /* the otlp receiver's gRPC errors */
+    grpc_post(profiles, NULL, pb.data, pb.len - 3, false, &a);
+    CHECK_EQ_INT(a.grpc_status, 3); /* INVALID_ARGUMENT */
+    CHECK(a.grpc_message[0] != 0);
+    grpc_post(profiles, "snappy", z.data, z.len, true, &a);
+    CHECK_EQ_INT(a.grpc_status, 12); /* UNIMPLEMENTED */
+    grpc_post("/opentelemetry.proto.collector.trace.v1.TraceService/Export", NULL, pb.data, pb.len,
+              false, &a);
+    CHECK_EQ_INT(a.grpc_status, 12); /* no traces here */
+    grpc_post("/no.Such/Method", NULL, pb.data, pb.len, false, &a);
+    CHECK_EQ_INT(a.grpc_status, 12);
+    CHECK(take_captured() == NULL);
+    /* a message over max_decompressed_size (256 KiB here), plain and
+     * gzipped: RESOURCE_EXHAUSTED, not retryable */
+    size_t big = 300u << 10;
+    uint8_t *huge = calloc(1, big);
+    grpc_post(profiles, NULL, huge, big, false, &a);
+    CHECK_EQ_INT(a.grpc_status, 8);
+    pl_buf_reset(&z);
+    REQUIRE(pl_compress(PL_ENCODING_GZIP, huge, big, 0, &z, &err) == PL_OK);
+    grpc_post(profiles, "gzip", z.data, z.len, true, &a);
+    CHECK_EQ_INT(a.grpc_status, 8);
+    free(huge);
+    /* back-pressure from the pipeline: UNAVAILABLE */
+    refuse_next = true;
+    grpc_post(profiles, NULL, pb.data, pb.len, false, &a);
+    refuse_next = false;
+    CHECK_EQ_INT(a.grpc_status, 14);
+    CHECK(take_captured() == NULL);
+    /* and the connection-per-call keeps working afterwards */
+    grpc_post(profiles, NULL, pb.data, pb.len, false, &a);
+    CHECK_EQ_INT(a.grpc_status, 0);
+    check_intact(&pb);
+    pl_buf_free(&a.body);
+    pl_buf_free(&pb);
+    pl_buf_free(&z);
+}
+
 int main(void)
 {
     curl_global_init(CURL_GLOBAL_DEFAULT);
@@ -620,6 +909,8 @@ int main(void)
     PL_RUN(test_ingest_folded_and_lines);
     PL_RUN(test_ingest_bad_input);
     PL_RUN(test_push_proto_and_json);
+    PL_RUN(test_otlp_http);
+    PL_RUN(test_otlp_grpc);
     stop_receiver();
     curl_global_cleanup();
     return pl_test_done();
