@@ -33,6 +33,22 @@
  * OK; 429 and 5xx retryable (Retry-After honoured); anything else permanent,
  * logged with the Connect error message. Authentication: basic auth or a
  * bearer token, and the tenant header X-Scope-OrgID.
+ *
+ * `api: ingest` uses the legacy HTTP API instead (pyroscope.md §1), for
+ * servers without the push API (older Pyroscope, some proxies):
+ *
+ *   POST <endpoint>/ingest?name=<service_name>{k=v,...}&from=<s>&until=<s>
+ *        &format=pprof&spyName=<spy>          body: the gzipped pprof
+ *
+ * one request per series (the same series the push request would hold),
+ * each its own queue entry so that a retry resends only that one. The
+ * labels go into the `name` parameter's {} part, which can hold only keys
+ * of [A-Za-z0-9_.] and values without , } { =, so other labels are left
+ * out; labels starting with __ are the server's, and profile_id is left
+ * out because the server drops uploads carrying it (legacy exemplars).
+ * spyName is the resource's pyroscope.spy_name when the profile came from
+ * a Pyroscope SDK (the server turns it into pyroscope_spy), else proflink.
+ * A queued ingest payload is [u32 query length][query][gzipped pprof].
  */
 #include <inttypes.h>
 #include <json-c/json.h>
@@ -58,6 +74,7 @@ typedef struct basic_auth_cfg {
 
 typedef struct pyroscope_exp_cfg {
     char *endpoint;
+    char *api; /* push (default) or ingest */
     char *tenant_id;
     char *bearer_token;
     basic_auth_cfg basic_auth;
@@ -90,6 +107,11 @@ static int pyroscope_exp_validate(void *cfgp, pl_cfg_ctx *ctx)
                       "is required: the Pyroscope URL, e.g. http://pyroscope:4040");
         errors++;
     }
+    if (cfg->api && cfg->api[0] && strcmp(cfg->api, "push") != 0 &&
+        strcmp(cfg->api, "ingest") != 0) {
+        pl_cfg_errorf(ctx, "api", "must be push or ingest, got \"%s\"", cfg->api);
+        errors++;
+    }
     if (cfg->bearer_token && cfg->bearer_token[0] && cfg->basic_auth.username &&
         cfg->basic_auth.username[0]) {
         pl_cfg_errorf(ctx, "bearer_token", "set either bearer_token or basic_auth, not both");
@@ -100,7 +122,11 @@ static int pyroscope_exp_validate(void *cfgp, pl_cfg_ctx *ctx)
 
 static const pl_cfg_field pyroscope_exp_fields[] = {
     {"endpoint", PL_CFG_STRING, NULL, offsetof(pyroscope_exp_cfg, endpoint),
-     "Pyroscope base URL, e.g. http://pyroscope:4040 (" PUSH_PATH " is appended)", NULL},
+     "Pyroscope base URL, e.g. http://pyroscope:4040 (" PUSH_PATH " or /ingest is appended)", NULL},
+    {"api", PL_CFG_STRING, "push", offsetof(pyroscope_exp_cfg, api),
+     "push: the push API (one request per batch); ingest: the legacy POST /ingest with "
+     "format=pprof (one request per series)",
+     NULL},
     {"tenant_id", PL_CFG_STRING, NULL, offsetof(pyroscope_exp_cfg, tenant_id),
      "sent as X-Scope-OrgID (multi-tenant Pyroscope)", NULL},
     {"bearer_token", PL_CFG_STRING, NULL, offsetof(pyroscope_exp_cfg, bearer_token),
@@ -125,7 +151,8 @@ static const pl_cfg_section pyroscope_exp_section = {sizeof(pyroscope_exp_cfg),
 
 typedef struct pyroscope_exp {
     char *id;
-    char *url;
+    char *url; /* push: endpoint + PUSH_PATH; ingest: endpoint + /ingest */
+    bool ingest;
     char **headers; /* "Name: value" lines */
     size_t n_headers;
     uint64_t timeout_ms;
@@ -193,9 +220,16 @@ static bool redundant_cpu_count(const pl_dictionary *d, const pl_scope_profiles 
     return false;
 }
 
+/* What /ingest needs of a series besides its labels and pprof. */
+typedef struct series_meta {
+    uint64_t time_unix_nano, duration_nano;
+    uint32_t samples;
+} series_meta;
+
 typedef struct encode_state {
     pl_arena arena; /* series, labels, payloads of this request */
     pl_push_series *series;
+    series_meta *meta; /* parallel to series */
     uint32_t n_series, cap_series;
     uint64_t samples;
 } encode_state;
@@ -206,11 +240,15 @@ static pl_push_series *new_series(encode_state *es)
         uint32_t cap = es->cap_series ? es->cap_series * 2 : 8;
         pl_push_series *s =
             pl_arena_grow(&es->arena, es->series, es->n_series, cap, sizeof(pl_push_series));
-        if (!s)
+        series_meta *m =
+            s ? pl_arena_grow(&es->arena, es->meta, es->n_series, cap, sizeof(series_meta)) : NULL;
+        if (!m)
             return NULL;
         es->series = s;
+        es->meta = m;
         es->cap_series = cap;
     }
+    es->meta[es->n_series] = (series_meta){0, 0, 0};
     pl_push_series *s = &es->series[es->n_series++];
     memset(s, 0, sizeof(*s));
     return s;
@@ -322,6 +360,7 @@ static pl_status add_series(encode_state *es, const pl_dictionary *d,
         k++;
     }
     s->n_labels = k;
+    es->meta[es->n_series - 1] = (series_meta){p->time_unix_nano, p->duration_nano, n_indices};
     es->samples += n_indices;
     return PL_OK;
 }
@@ -427,6 +466,175 @@ pl_status pl_pyroscope_exporter_encode(const pl_batch *batch, pl_buf *out, pl_er
     return pyroscope_encode(NULL, batch, out, &items, err);
 }
 
+/* ---- the legacy /ingest API ------------------------------------------------- */
+
+static bool ingest_key_ok(pl_bytes k)
+{
+    if (!k.len || k.len > 1024)
+        return false;
+    for (uint32_t i = 0; i < k.len; i++) {
+        uint8_t c = k.ptr[i];
+        if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+              c == '_' || c == '.'))
+            return false;
+    }
+    return true;
+}
+
+/* A value runs to the next , or } and is trimmed by the server. */
+static bool ingest_value_ok(pl_bytes v)
+{
+    if (!v.len || v.ptr[0] == ' ' || v.ptr[v.len - 1] == ' ')
+        return false;
+    for (uint32_t i = 0; i < v.len; i++)
+        if (v.ptr[i] == ',' || v.ptr[i] == '}' || v.ptr[i] == '{' || v.ptr[i] == '=' ||
+            v.ptr[i] < 0x20)
+            return false;
+    return true;
+}
+
+static void append_urlenc(pl_buf *b, const uint8_t *p, size_t n)
+{
+    static const char hex[] = "0123456789ABCDEF";
+    for (size_t i = 0; i < n; i++) {
+        uint8_t c = p[i];
+        if ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+            c == '-' || c == '_' || c == '.' || c == '~') {
+            pl_buf_append_byte(b, c);
+        } else {
+            pl_buf_append_byte(b, '%');
+            pl_buf_append_byte(b, (uint8_t)hex[c >> 4]);
+            pl_buf_append_byte(b, (uint8_t)hex[c & 15]);
+        }
+    }
+}
+
+static pl_bytes series_label(const pl_push_series *s, const char *name)
+{
+    for (uint32_t i = 0; i < s->n_labels; i++)
+        if (pl_bytes_eq_cstr(s->labels[i].name, name))
+            return s->labels[i].value;
+    return (pl_bytes){NULL, 0};
+}
+
+/* The query string of one series' /ingest request (without the '?'). */
+static void ingest_query(pl_buf *q, const pl_push_series *s, const series_meta *m, uint64_t now_ns)
+{
+    pl_buf name;
+    pl_buf_init(&name);
+    /* The application name allows [A-Za-z0-9_.-/] only; the exact service
+     * name then goes along as the service_name label. */
+    pl_bytes service = series_label(s, "service_name");
+    bool exact = service.len > 0;
+    for (uint32_t i = 0; i < service.len; i++) {
+        uint8_t c = service.ptr[i];
+        bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+                  c == '_' || c == '.' || c == '-' || c == '/';
+        exact &= ok;
+        pl_buf_append_byte(&name, ok ? c : '_');
+    }
+    if (!service.len)
+        pl_buf_append_str(&name, "unknown_service");
+    pl_buf_append_byte(&name, '{');
+    bool first = true;
+    if (!exact && ingest_value_ok(service)) {
+        pl_buf_append_str(&name, "service_name=");
+        pl_buf_append(&name, service.ptr, service.len);
+        first = false;
+    }
+    for (uint32_t i = 0; i < s->n_labels; i++) {
+        const pl_push_label *l = &s->labels[i];
+        if ((l->name.len >= 2 && l->name.ptr[0] == '_' && l->name.ptr[1] == '_') ||
+            pl_bytes_eq_cstr(l->name, "service_name") ||
+            pl_bytes_eq_cstr(l->name, "pyroscope_spy") || pl_bytes_eq_cstr(l->name, "profile_id") ||
+            !ingest_key_ok(l->name) || !ingest_value_ok(l->value))
+            continue;
+        if (!first)
+            pl_buf_append_byte(&name, ',');
+        first = false;
+        pl_buf_append(&name, l->name.ptr, l->name.len);
+        pl_buf_append_byte(&name, '=');
+        pl_buf_append(&name, l->value.ptr, l->value.len);
+    }
+    pl_buf_append_byte(&name, '}');
+    uint64_t t = m->time_unix_nano ? m->time_unix_nano : now_ns;
+    uint64_t from = t / 1000000000ULL;
+    uint64_t until = (t + m->duration_nano + 999999999ULL) / 1000000000ULL;
+    if (until < from)
+        until = from;
+    pl_buf_append_str(q, "name=");
+    append_urlenc(q, name.data, name.len);
+    pl_buf_printf(q, "&from=%" PRIu64 "&until=%" PRIu64 "&format=pprof&spyName=", from, until);
+    pl_bytes spy = series_label(s, "pyroscope_spy");
+    if (spy.len)
+        append_urlenc(q, spy.ptr, spy.len);
+    else
+        pl_buf_append_str(q, "proflink");
+    pl_buf_free(&name);
+}
+
+/* api: ingest: one queue entry per series, [u32 query length][query][pprof]. */
+static pl_status ingest_export(pyroscope_exp *x, const pl_batch *batch)
+{
+    if (batch->signal != PL_SIGNAL_PROFILES)
+        return PL_ERR_UNSUPPORTED;
+    encode_state es;
+    memset(&es, 0, sizeof(es));
+    pl_arena_init(&es.arena);
+    pl_err err = {{0}};
+    pl_status st = encode_batch(&es, batch, &err);
+    if (st != PL_OK) {
+        pl_error(x->id, "cannot encode profiles: %s", err.msg[0] ? err.msg : pl_status_name(st));
+        pl_arena_free(&es.arena);
+        return st;
+    }
+    uint64_t total = pl_batch_items(batch), given = 0, now = pl_time_now_ns();
+    pl_buf payload;
+    pl_buf_init(&payload);
+    for (uint32_t i = 0; i < es.n_series; i++) {
+        pl_buf_reset(&payload);
+        uint8_t len4[4] = {0};
+        pl_buf_append(&payload, len4, 4);
+        ingest_query(&payload, &es.series[i], &es.meta[i], now);
+        size_t qlen = payload.len - 4;
+        const pl_bytes raw = es.series[i].samples[0].raw_profile;
+        pl_buf_append(&payload, raw.ptr, raw.len);
+        if (!pl_buf_ok(&payload)) {
+            st = PL_ERR_NOMEM;
+        } else {
+            payload.data[0] = (uint8_t)(qlen >> 24);
+            payload.data[1] = (uint8_t)(qlen >> 16);
+            payload.data[2] = (uint8_t)(qlen >> 8);
+            payload.data[3] = (uint8_t)qlen;
+            /* the last entry also carries the items no series holds (empty
+             * or skipped profiles) so that sent + failed adds up */
+            uint64_t items = es.meta[i].samples;
+            if (i + 1 == es.n_series && total > given + items)
+                items = total - given;
+            st = pl_queue_push(x->queue, PL_SIGNAL_PROFILES, payload.data, payload.len, items);
+            if (st == PL_OK)
+                given += items;
+        }
+        if (st != PL_OK && i > 0) {
+            /* Earlier series are queued already: refusing the batch would
+             * make the sender resend them (counted twice by Pyroscope), so
+             * the rest is dropped and counted instead. */
+            pl_warn(x->id,
+                    "dropping %" PRIu64 " of %" PRIu64
+                    " profile samples: the sending queue filled up midway through a batch",
+                    total - given, total);
+            pl_stats_add(x->stats, PL_SIGNAL_PROFILES, PL_STAT_DROPPED, total - given);
+            st = PL_OK;
+            break;
+        }
+        if (st != PL_OK)
+            break;
+    }
+    pl_buf_free(&payload);
+    pl_arena_free(&es.arena);
+    return st;
+}
+
 /* ---- sending ---------------------------------------------------------------- */
 
 typedef struct send_ctx {
@@ -507,9 +715,34 @@ static void pyroscope_send(void *arg, pl_signal signal, const uint8_t *payload, 
     }
     ctx->x = x;
     ctx->send = send;
+    const char *url = x->url;
+    char *ingest_url = NULL;
+    if (x->ingest) {
+        size_t qlen = len >= 4 ? (size_t)payload[0] << 24 | (size_t)payload[1] << 16 |
+                                     (size_t)payload[2] << 8 | payload[3]
+                               : 0;
+        size_t ulen = strlen(x->url);
+        bool bad = len < 4 || qlen > len - 4 || memchr(payload + 4, 0, qlen);
+        if (!bad)
+            ingest_url = malloc(ulen + qlen + 2);
+        if (!ingest_url) {
+            free(ctx);
+            pl_send_result_set(&r, bad ? PL_SEND_PERMANENT : PL_SEND_RETRYABLE, "%s",
+                               bad ? "malformed queued payload" : "out of memory");
+            pl_queue_send_done(send, &r);
+            return;
+        }
+        memcpy(ingest_url, x->url, ulen);
+        ingest_url[ulen] = '?';
+        memcpy(ingest_url + ulen + 1, payload + 4, qlen);
+        ingest_url[ulen + 1 + qlen] = 0;
+        url = ingest_url;
+        payload += 4 + qlen;
+        len -= 4 + qlen;
+    }
     pl_http_client_request req = {
         .method = "POST",
-        .url = x->url,
+        .url = url,
         .headers = (const char *const *)x->headers,
         .n_headers = x->n_headers,
         .body = payload,
@@ -519,6 +752,7 @@ static void pyroscope_send(void *arg, pl_signal signal, const uint8_t *payload, 
         .tls = &x->tls,
     };
     pl_status st = pl_http_client_send(x->client, &req, on_response, ctx, &err);
+    free(ingest_url); /* curl copies the URL */
     if (st == PL_OK)
         return;
     free(ctx);
@@ -585,10 +819,12 @@ static pl_status pyroscope_exp_create(const pl_create_settings *settings, const 
     size_t n = strlen(cfg->endpoint);
     while (n && cfg->endpoint[n - 1] == '/')
         n--;
-    x->url = malloc(n + sizeof(PUSH_PATH));
+    x->ingest = cfg->api && strcmp(cfg->api, "ingest") == 0;
+    const char *path = x->ingest ? "/ingest" : PUSH_PATH;
+    x->url = malloc(n + strlen(path) + 1);
     if (x->url) {
         memcpy(x->url, cfg->endpoint, n);
-        memcpy(x->url + n, PUSH_PATH, sizeof(PUSH_PATH));
+        strcpy(x->url + n, path);
     }
     x->timeout_ms = cfg->timeout > 0 ? (uint64_t)(cfg->timeout / 1000000) : 0;
     x->tls.insecure_skip_verify = cfg->tls.insecure_skip_verify;
@@ -597,8 +833,12 @@ static pl_status pyroscope_exp_create(const pl_create_settings *settings, const 
         cfg->tls.cert_file && *cfg->tls.cert_file ? strdup(cfg->tls.cert_file) : NULL;
     x->tls.key_file = cfg->tls.key_file && *cfg->tls.key_file ? strdup(cfg->tls.key_file) : NULL;
     int fail = !x->id || !x->url;
-    fail |= add_header(x, "Content-Type", "application/proto");
-    fail |= add_header(x, "Connect-Protocol-Version", "1");
+    if (x->ingest) {
+        fail |= add_header(x, "Content-Type", "application/octet-stream");
+    } else {
+        fail |= add_header(x, "Content-Type", "application/proto");
+        fail |= add_header(x, "Connect-Protocol-Version", "1");
+    }
     if (cfg->tenant_id && *cfg->tenant_id)
         fail |= add_header(x, "X-Scope-OrgID", cfg->tenant_id);
     if (cfg->bearer_token && *cfg->bearer_token) {
@@ -641,7 +881,8 @@ static pl_status pyroscope_exp_create(const pl_create_settings *settings, const 
         pyroscope_exp_destroy(x);
         return PL_ERR_INTERNAL;
     }
-    pl_queue_sender sender = {pyroscope_encode, pyroscope_send, x};
+    /* ingest payloads (gzipped pprof) are compressed already */
+    pl_queue_sender sender = {pyroscope_encode, pyroscope_send, x, x->ingest};
     x->queue = pl_queue_new(settings, &cfg->sending_queue, &cfg->retry_on_failure, &sender, err);
     if (!x->queue) {
         pyroscope_exp_destroy(x);
@@ -661,6 +902,8 @@ static pl_status pyroscope_exp_start(void *self, pl_err *err)
 static pl_status pyroscope_exp_export(void *self, const pl_batch *batch)
 {
     pyroscope_exp *x = self;
+    if (x->ingest)
+        return ingest_export(x, batch);
     return pl_queue_export(x->queue, batch);
 }
 
@@ -700,8 +943,9 @@ const pl_component_type pl_exporter_pyroscope = {
     .type = "pyroscope",
     .kind = PL_KIND_EXPORTER,
     .signals = PL_SIGNAL_MASK(PL_SIGNAL_PROFILES),
-    .description = "sends profiles to Pyroscope through its push API (gzipped pprof, series "
-                   "labels, span_id/trace_id sample labels), with a sending queue and retries",
+    .description = "sends profiles to Pyroscope through its push API or the legacy /ingest "
+                   "(gzipped pprof, series labels, span_id/trace_id sample labels), with a "
+                   "sending queue and retries",
     .config = &pyroscope_exp_section,
     .create = pyroscope_exp_create,
     .start = pyroscope_exp_start,

@@ -3,8 +3,17 @@
  * request: one series per (profile, service), series labels, the CPU special
  * case (and skipping the redundant count column), span links as pprof
  * labels, correlation attributes (span_name) as labels, service.name never
- * as a label.
+ * as a label. `api: ingest`: the legacy POST /ingest requests against a
+ * scripted backend on loopback (query string, headers, the pprof body,
+ * retry of 503 and no retry of 400).
  */
+#include <unistd.h>
+
+#include "config/decode.h"
+#include "config/node.h"
+#include "core/stats.h"
+#include "net/compress.h"
+#include "net/http_server.h"
 #include "pprof_fixture.h"
 #include "proto/pprof.h"
 #include "receivers/pyroscope_push.h"
@@ -270,11 +279,233 @@ static void test_large_profile_split(void)
     pl_buf_free(&p);
 }
 
+/* ---- api: ingest against a scripted backend ------------------------------- */
+
+extern const pl_component_type pl_exporter_pyroscope;
+
+typedef struct ingest_backend {
+    pl_http_server *server;
+    int answers[4]; /* HTTP status per request (the last one repeats) */
+    size_t n_answers;
+    size_t requests;
+    char path[8][64];
+    char query[8][512];
+    char auth[8][64];
+    char tenant[8][32];
+    char content_type[8][64];
+    pl_buf bodies[8];
+} ingest_backend;
+
+static void ingest_handler(void *arg, pl_http_request *req, pl_http_response *res)
+{
+    ingest_backend *b = arg;
+    size_t i = b->requests++;
+    if (i < 8) {
+        size_t len;
+        const char *v;
+        snprintf(b->path[i], sizeof(b->path[i]), "%s", req->path);
+        snprintf(b->query[i], sizeof(b->query[i]), "%s", req->query);
+        if ((v = pl_http_header_get(req, "authorization", &len)))
+            snprintf(b->auth[i], sizeof(b->auth[i]), "%.*s", (int)len, v);
+        if ((v = pl_http_header_get(req, "x-scope-orgid", &len)))
+            snprintf(b->tenant[i], sizeof(b->tenant[i]), "%.*s", (int)len, v);
+        if ((v = pl_http_header_get(req, "content-type", &len)))
+            snprintf(b->content_type[i], sizeof(b->content_type[i]), "%.*s", (int)len, v);
+        pl_buf_init(&b->bodies[i]);
+        pl_buf_append(&b->bodies[i], req->body, req->body_len);
+    }
+    int status = b->n_answers ? b->answers[i < b->n_answers ? i : b->n_answers - 1] : 200;
+    static const pl_http_header json[] = {{"Content-Type", 12, "application/json", 16}};
+    const char *body = status == 200 ? "" : "{\"code\":\"unavailable\",\"message\":\"scripted\"}";
+    pl_http_respond(res, status, json, 1, body, strlen(body));
+}
+
+typedef struct ingest_env {
+    uv_loop_t loop;
+    pl_stats *stats;
+    ingest_backend be;
+    void *exporter;
+    void *cfg;
+} ingest_env;
+
+static bool ingest_env_start(ingest_env *e, const int *answers, size_t n_answers)
+{
+    memset(e, 0, sizeof(*e));
+    uv_loop_init(&e->loop);
+    memcpy(e->be.answers, answers, n_answers * sizeof(int));
+    e->be.n_answers = n_answers;
+    pl_http_server_options opt = {0};
+    opt.max_body_size = 16 << 20;
+    opt.http1 = true;
+    opt.name = "fake-pyroscope";
+    pl_err err = {{0}};
+    e->be.server =
+        pl_http_server_start(&e->loop, "127.0.0.1:0", &opt, ingest_handler, &e->be, &err);
+    if (!e->be.server)
+        return false;
+    char yaml[512];
+    snprintf(yaml, sizeof(yaml),
+             "endpoint: http://127.0.0.1:%d/\n"
+             "api: ingest\n"
+             "tenant_id: team-a\n"
+             "basic_auth: {username: u, password: p}\n"
+             "retry_on_failure: {initial_interval: 20ms, max_interval: 50ms}\n",
+             pl_http_server_port(e->be.server));
+    pl_cfg_errors errs;
+    pl_cfg_errors_init(&errs);
+    pl_cfg_doc *doc = pl_cfg_doc_parse("test", yaml, strlen(yaml), &errs);
+    e->cfg = calloc(1, pl_exporter_pyroscope.config->size);
+    int n_err =
+        doc ? pl_cfg_decode(pl_exporter_pyroscope.config, doc->root, NULL, e->cfg, &errs) : 1;
+    if (n_err)
+        pl_cfg_errors_print(&errs, stderr);
+    pl_cfg_doc_free(doc);
+    pl_cfg_errors_free(&errs);
+    if (n_err)
+        return false;
+    e->stats = pl_stats_new("pyroscope", PL_KIND_EXPORTER);
+    pl_create_settings st = {.id = "pyroscope", .loop = &e->loop, .stats = e->stats};
+    if (pl_exporter_pyroscope.create(&st, e->cfg, &e->exporter, &err) != PL_OK ||
+        pl_exporter_pyroscope.start(e->exporter, &err) != PL_OK) {
+        fprintf(stderr, "  %s\n", err.msg);
+        return false;
+    }
+    return true;
+}
+
+static void ingest_env_run(ingest_env *e, uint64_t timeout_ms)
+{
+    uint64_t end = pl_time_mono_ns() / 1000000 + timeout_ms;
+    while (pl_exporter_pyroscope.pending(e->exporter) && pl_time_mono_ns() / 1000000 < end)
+        uv_run(&e->loop, UV_RUN_ONCE);
+    uint64_t settle = pl_time_mono_ns() / 1000000 + 100;
+    while (pl_time_mono_ns() / 1000000 < settle) {
+        uv_run(&e->loop, UV_RUN_NOWAIT);
+        usleep(1000);
+    }
+}
+
+static void ingest_env_finish(ingest_env *e)
+{
+    if (e->exporter) {
+        pl_exporter_pyroscope.shutdown(e->exporter);
+        pl_exporter_pyroscope.destroy(e->exporter);
+    }
+    if (e->be.server)
+        pl_http_server_close(e->be.server);
+    uv_run(&e->loop, UV_RUN_DEFAULT);
+    CHECK_EQ_INT(uv_loop_close(&e->loop), 0);
+    for (size_t i = 0; i < e->be.requests && i < 8; i++)
+        pl_buf_free(&e->be.bodies[i]);
+    if (e->cfg) {
+        pl_cfg_free(pl_exporter_pyroscope.config, e->cfg);
+        free(e->cfg);
+    }
+    if (e->stats)
+        pl_stats_free(e->stats);
+}
+
+static pl_batch *checkout_profiles(void)
+{
+    pl_buf p;
+    pl_buf_init(&p);
+    build_profile(&p, NULL);
+    pl_kv attrs[] = {
+        {.key = PL_BYTES_LIT("service.name"), .value = pl_value_string(PL_BYTES_LIT("checkout"))},
+        {.key = PL_BYTES_LIT("env"), .value = pl_value_string(PL_BYTES_LIT("prod"))},
+        {.key = PL_BYTES_LIT("bad key"), .value = pl_value_string(PL_BYTES_LIT("x"))},
+        {.key = PL_BYTES_LIT("team"), .value = pl_value_string(PL_BYTES_LIT("a,b"))},
+    };
+    pl_pprof_meta meta = {.resource_attrs = attrs, .n_resource_attrs = 4};
+    pl_err err = {{0}};
+    pl_batch *batch = pl_pprof_decode(p.data, p.len, &meta, &err);
+    pl_buf_free(&p);
+    return batch;
+}
+
+static void test_ingest_api_query_body_and_retry(void)
+{
+    ingest_env e;
+    int answers[] = {503, 200};
+    REQUIRE(ingest_env_start(&e, answers, 2));
+    pl_batch *batch = checkout_profiles();
+    REQUIRE(batch);
+    const pl_profile *prof = &batch->data.profiles.resources[0].scopes[0].profiles[0];
+    uint64_t t = prof->time_unix_nano;
+    uint64_t from = t / 1000000000ULL,
+             until = (t + prof->duration_nano + 999999999ULL) / 1000000000ULL;
+    CHECK_EQ_INT(pl_exporter_pyroscope.export(e.exporter, batch), PL_OK);
+    ingest_env_run(&e, 3000);
+    /* The fixture's count column is skipped (its cpu sibling carries the
+     * same time): one series, refused once with 503, then accepted. */
+    REQUIRE(e.be.requests == 2);
+    char want[512];
+    snprintf(want, sizeof(want),
+             "name=checkout%%7Benv%%3Dprod%%7D&from=%llu&until=%llu&format=pprof&spyName=proflink",
+             (unsigned long long)from, (unsigned long long)until);
+    for (int i = 0; i < 2; i++) {
+        CHECK_EQ_STR(e.be.path[i], "/ingest");
+        CHECK_EQ_STR(e.be.query[i], want);
+        CHECK_EQ_STR(e.be.auth[i], "Basic dTpw"); /* base64("u:p") */
+        CHECK_EQ_STR(e.be.tenant[i], "team-a");
+        CHECK_EQ_STR(e.be.content_type[i], "application/octet-stream");
+    }
+    CHECK(from > 0 && until >= from);
+    /* the body is the gzipped pprof of the series */
+    CHECK(pl_is_gzip(e.be.bodies[1].data, e.be.bodies[1].len));
+    pl_err err = {{0}};
+    pl_batch *back = pl_pprof_decode(e.be.bodies[1].data, e.be.bodies[1].len, NULL, &err);
+    REQUIRE(back);
+    const pl_profile *bp = &back->data.profiles.resources[0].scopes[0].profiles[0];
+    CHECK_EQ_UINT(back->data.profiles.resources[0].scopes[0].n_profiles, 1);
+    CHECK_EQ_UINT(bp->n_samples, 2);
+    CHECK_EQ_INT(bp->samples[0].values[0] + bp->samples[1].values[0], 50000000);
+    pl_batch_free(back);
+    CHECK_EQ_UINT(pl_stats_get(e.stats, PL_SIGNAL_PROFILES, PL_STAT_SENT), pl_batch_items(batch));
+    CHECK_EQ_UINT(pl_stats_get(e.stats, PL_SIGNAL_PROFILES, PL_STAT_FAILED), 0);
+    pl_batch_free(batch);
+    ingest_env_finish(&e);
+}
+
+static void test_ingest_api_400_is_not_retried(void)
+{
+    ingest_env e;
+    int answers[] = {400};
+    REQUIRE(ingest_env_start(&e, answers, 1));
+    pl_batch *batch = checkout_profiles();
+    REQUIRE(batch);
+    CHECK_EQ_INT(pl_exporter_pyroscope.export(e.exporter, batch), PL_OK);
+    ingest_env_run(&e, 3000);
+    CHECK_EQ_UINT(e.be.requests, 1);
+    CHECK_EQ_UINT(pl_stats_get(e.stats, PL_SIGNAL_PROFILES, PL_STAT_SENT), 0);
+    CHECK_EQ_UINT(pl_stats_get(e.stats, PL_SIGNAL_PROFILES, PL_STAT_FAILED), pl_batch_items(batch));
+    pl_batch_free(batch);
+    ingest_env_finish(&e);
+}
+
+static void test_api_setting_is_checked(void)
+{
+    const char *yaml = "endpoint: http://x:4040\napi: grpc\n";
+    pl_cfg_errors errs;
+    pl_cfg_errors_init(&errs);
+    pl_cfg_doc *doc = pl_cfg_doc_parse("test", yaml, strlen(yaml), &errs);
+    REQUIRE(doc);
+    void *cfg = calloc(1, pl_exporter_pyroscope.config->size);
+    CHECK(pl_cfg_decode(pl_exporter_pyroscope.config, doc->root, NULL, cfg, &errs) > 0);
+    pl_cfg_free(pl_exporter_pyroscope.config, cfg);
+    free(cfg);
+    pl_cfg_doc_free(doc);
+    pl_cfg_errors_free(&errs);
+}
+
 int main(void)
 {
     PL_RUN(test_push_request_from_pprof);
     PL_RUN(test_cpu_special_case_alone);
     PL_RUN(test_display_name_names_series);
     PL_RUN(test_large_profile_split);
+    PL_RUN(test_ingest_api_query_body_and_retry);
+    PL_RUN(test_ingest_api_400_is_not_retried);
+    PL_RUN(test_api_setting_is_checked);
     return pl_test_done();
 }
