@@ -755,7 +755,7 @@ void pl_hex_encode(const uint8_t *bytes, size_t len, char *out)
     out[2 * len] = '\0';
 }
 
-static int hex_nibble(char c)
+int pl_hex_digit(int c)
 {
     if (c >= '0' && c <= '9')
         return c - '0';
@@ -771,7 +771,7 @@ int pl_hex_decode(const char *hex, size_t hex_len, uint8_t *out, size_t len)
     if (hex_len != 2 * len)
         return -1;
     for (size_t i = 0; i < len; i++) {
-        int hi = hex_nibble(hex[2 * i]), lo = hex_nibble(hex[2 * i + 1]);
+        int hi = pl_hex_digit(hex[2 * i]), lo = pl_hex_digit(hex[2 * i + 1]);
         if (hi < 0 || lo < 0)
             return -1;
         out[i] = (uint8_t)(hi << 4 | lo);

@@ -395,5 +395,7 @@ pl_bytes pl_dict_string(const pl_dictionary *dict, int32_t index);
 void pl_hex_encode(const uint8_t *bytes, size_t len, char *out);
 /* Decodes exactly 2*len hex chars (either case); -1 on a bad char or length. */
 int pl_hex_decode(const char *hex, size_t hex_len, uint8_t *out, size_t len);
+/* Value of one hex digit (either case), or -1. */
+int pl_hex_digit(int c);
 
 #endif

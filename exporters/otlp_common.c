@@ -556,21 +556,6 @@ int pl_grpc_code_from_http(int http_status)
     }
 }
 
-static int b64_value(unsigned char c)
-{
-    if (c >= 'A' && c <= 'Z')
-        return c - 'A';
-    if (c >= 'a' && c <= 'z')
-        return c - 'a' + 26;
-    if (c >= '0' && c <= '9')
-        return c - '0' + 52;
-    if (c == '+' || c == '-')
-        return 62;
-    if (c == '/' || c == '_')
-        return 63;
-    return -1;
-}
-
 uint8_t *pl_otlp_base64_decode(const char *in, size_t len, size_t *out_len)
 {
     while (len && (in[len - 1] == '=' || in[len - 1] == ' '))
@@ -580,43 +565,21 @@ uint8_t *pl_otlp_base64_decode(const char *in, size_t len, size_t *out_len)
     uint8_t *out = malloc(len * 3 / 4 + 3);
     if (!out)
         return NULL;
-    size_t n = 0;
-    uint32_t acc = 0;
-    int bits = 0;
-    for (size_t i = 0; i < len; i++) {
-        int v = b64_value((unsigned char)in[i]);
-        if (v < 0) {
-            free(out);
-            return NULL;
-        }
-        acc = (acc << 6) | (uint32_t)v;
-        bits += 6;
-        if (bits >= 8) {
-            bits -= 8;
-            out[n++] = (uint8_t)(acc >> bits);
-        }
+    size_t bad;
+    if (pl_otlp_base64_decode_into(in, len, out, out_len, &bad) != 0) {
+        free(out);
+        return NULL;
     }
-    *out_len = n;
     return out;
-}
-
-static int hex_value(char c)
-{
-    if (c >= '0' && c <= '9')
-        return c - '0';
-    if (c >= 'a' && c <= 'f')
-        return c - 'a' + 10;
-    if (c >= 'A' && c <= 'F')
-        return c - 'A' + 10;
-    return -1;
 }
 
 void pl_grpc_message_decode(const char *in, size_t len, char *out, size_t out_size)
 {
     size_t n = 0;
     for (size_t i = 0; i < len && n + 1 < out_size; i++) {
-        if (in[i] == '%' && i + 2 < len && hex_value(in[i + 1]) >= 0 && hex_value(in[i + 2]) >= 0) {
-            out[n++] = (char)(hex_value(in[i + 1]) * 16 + hex_value(in[i + 2]));
+        if (in[i] == '%' && i + 2 < len && pl_hex_digit(in[i + 1]) >= 0 &&
+            pl_hex_digit(in[i + 2]) >= 0) {
+            out[n++] = (char)(pl_hex_digit(in[i + 1]) * 16 + pl_hex_digit(in[i + 2]));
             i += 2;
         } else {
             out[n++] = in[i];

@@ -233,25 +233,14 @@ typedef struct params {
     int n;
 } params;
 
-static int hexval(char c)
-{
-    if (c >= '0' && c <= '9')
-        return c - '0';
-    if (c >= 'a' && c <= 'f')
-        return c - 'a' + 10;
-    if (c >= 'A' && c <= 'F')
-        return c - 'A' + 10;
-    return -1;
-}
-
 static void url_decode(char *s)
 {
     char *w = s;
     for (char *r = s; *r; r++) {
         if (*r == '+') {
             *w++ = ' ';
-        } else if (*r == '%' && hexval(r[1]) >= 0 && hexval(r[2]) >= 0) {
-            *w++ = (char)(hexval(r[1]) * 16 + hexval(r[2]));
+        } else if (*r == '%' && pl_hex_digit(r[1]) >= 0 && pl_hex_digit(r[2]) >= 0) {
+            *w++ = (char)(pl_hex_digit(r[1]) * 16 + pl_hex_digit(r[2]));
             r += 2;
         } else {
             *w++ = *r;

@@ -344,21 +344,6 @@ static int get_string(jdec *d, json_object *v, const char *name, pl_bytes *out)
     return 0;
 }
 
-static int b64_value(char c)
-{
-    if (c >= 'A' && c <= 'Z')
-        return c - 'A';
-    if (c >= 'a' && c <= 'z')
-        return c - 'a' + 26;
-    if (c >= '0' && c <= '9')
-        return c - '0' + 52;
-    if (c == '+' || c == '-')
-        return 62;
-    if (c == '/' || c == '_')
-        return 63;
-    return -1;
-}
-
 static int get_base64(jdec *d, json_object *v, const char *name, pl_bytes *out)
 {
     if (json_object_is_type(v, json_type_null)) {
@@ -376,20 +361,9 @@ static int get_base64(jdec *d, json_object *v, const char *name, pl_bytes *out)
     uint8_t *p = pl_arena_alloc(d->arena, n * 3 / 4 + 1);
     if (!p)
         return oom(d);
-    size_t o = 0;
-    uint32_t acc = 0;
-    int bits = 0;
-    for (size_t i = 0; i < n; i++) {
-        int x = b64_value(s[i]);
-        if (x < 0)
-            return fail(d, name, "invalid base64 character at %zu", i);
-        acc = acc << 6 | (uint32_t)x;
-        bits += 6;
-        if (bits >= 8) {
-            bits -= 8;
-            p[o++] = (uint8_t)(acc >> bits);
-        }
-    }
+    size_t o = 0, bad = 0;
+    if (pl_otlp_base64_decode_into(s, n, p, &o, &bad) != 0)
+        return fail(d, name, "invalid base64 character at %zu", bad);
     *out = (pl_bytes){o ? p : NULL, (uint32_t)o};
     return 0;
 }
@@ -1384,6 +1358,44 @@ void pl_otlp_base64_encode(pl_buf *b, const uint8_t *s, size_t n)
         *p++ = '=';
     }
     b->len = (size_t)(p - b->data);
+}
+
+static int b64_value(unsigned char c)
+{
+    if (c >= 'A' && c <= 'Z')
+        return c - 'A';
+    if (c >= 'a' && c <= 'z')
+        return c - 'a' + 26;
+    if (c >= '0' && c <= '9')
+        return c - '0' + 52;
+    if (c == '+' || c == '-')
+        return 62;
+    if (c == '/' || c == '_')
+        return 63;
+    return -1;
+}
+
+int pl_otlp_base64_decode_into(const char *in, size_t n, uint8_t *out, size_t *out_len,
+                               size_t *bad_at)
+{
+    size_t o = 0;
+    uint32_t acc = 0;
+    int bits = 0;
+    for (size_t i = 0; i < n; i++) {
+        int x = b64_value((unsigned char)in[i]);
+        if (x < 0) {
+            *bad_at = i;
+            return -1;
+        }
+        acc = acc << 6 | (uint32_t)x;
+        bits += 6;
+        if (bits >= 8) {
+            bits -= 8;
+            out[o++] = (uint8_t)(acc >> bits);
+        }
+    }
+    *out_len = o;
+    return 0;
 }
 
 static void w_base64(jw *w, const char *key, pl_bytes s)

@@ -200,14 +200,6 @@ static void respond_status(pyroscope *r, pl_http_response *res, pl_status st, co
 
 /* ---- query strings -------------------------------------------------------- */
 
-static int hexval(int c)
-{
-    if (c >= '0' && c <= '9')
-        return c - '0';
-    c = tolower(c);
-    return c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
-}
-
 /* URL-decodes [s, s+len) into out (at most len bytes + NUL). */
 static size_t url_decode(const char *s, size_t len, char *out)
 {
@@ -215,8 +207,9 @@ static size_t url_decode(const char *s, size_t len, char *out)
     for (size_t i = 0; i < len; i++) {
         if (s[i] == '+')
             out[n++] = ' ';
-        else if (s[i] == '%' && i + 2 < len && hexval(s[i + 1]) >= 0 && hexval(s[i + 2]) >= 0) {
-            out[n++] = (char)(hexval(s[i + 1]) << 4 | hexval(s[i + 2]));
+        else if (s[i] == '%' && i + 2 < len && pl_hex_digit(s[i + 1]) >= 0 &&
+                 pl_hex_digit(s[i + 2]) >= 0) {
+            out[n++] = (char)(pl_hex_digit(s[i + 1]) << 4 | pl_hex_digit(s[i + 2]));
             i += 2;
         } else
             out[n++] = s[i];
