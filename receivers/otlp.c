@@ -30,17 +30,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <strings.h>
 
 #include "config/decode.h"
 #include "core/component.h"
 #include "core/log.h"
-#include "core/model.h"
-#include "net/compress.h"
-#include "net/grpc.h"
 #include "net/http_server.h"
-#include "otlp_json.h"
-#include "otlp_pb.h"
 #include "receivers/otlp_handler.h"
 
 /* ---- configuration ------------------------------------------------------ */
