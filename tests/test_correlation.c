@@ -19,6 +19,7 @@
 #include "pipeline/consumer.h"
 #include "processors/correlation.h"
 #include "testlib.h"
+#include "traces_fixture.h"
 
 #define S(x) ((uint64_t)(x)*1000000000ull) /* seconds to ns */
 #define BASE S(1700000000)                 /* a plausible Unix time */
@@ -138,20 +139,10 @@ typedef struct span_spec {
 
 static pl_batch *mk_traces(const char *service, const span_spec *specs, int n)
 {
-    pl_batch *b = pl_batch_new(PL_SIGNAL_TRACES);
-    pl_traces *t = &b->data.traces;
-    t->n_resources = 1;
-    t->resources = pl_batch_alloc(b, sizeof(pl_resource_spans));
-    pl_resource_spans *rs = &t->resources[0];
-    rs->has_resource = true;
-    pl_attrs_put(&b->arena, &rs->resource.attrs, PL_BYTES_LIT("service.name"),
-                 pl_value_string(pl_bytes_from_cstr(service)));
-    rs->n_scopes = 1;
-    rs->scopes = pl_batch_alloc(b, sizeof(pl_scope_spans));
-    rs->scopes[0].n_spans = (uint32_t)n;
-    rs->scopes[0].spans = pl_batch_alloc(b, (size_t)n * sizeof(pl_span));
+    pl_span *spans;
+    pl_batch *b = tf_traces(service, NULL, (uint32_t)n, &spans);
     for (int i = 0; i < n; i++) {
-        pl_span *sp = &rs->scopes[0].spans[i];
+        pl_span *sp = &spans[i];
         const span_spec *s = &specs[i];
         if (s->trace) {
             id16(s->trace, sp->trace_id);

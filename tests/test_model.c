@@ -5,6 +5,7 @@
 
 #include "core/model.h"
 #include "testlib.h"
+#include "traces_fixture.h"
 
 static void test_signal_names(void)
 {
@@ -109,22 +110,10 @@ static void test_batch_adopt_memory(void)
 
 static pl_batch *build_traces(void)
 {
-    pl_batch *b = pl_batch_new(PL_SIGNAL_TRACES);
-    pl_traces *t = &b->data.traces;
-    t->n_resources = 1;
-    t->resources = pl_batch_alloc(b, sizeof(pl_resource_spans));
-    pl_resource_spans *rs = &t->resources[0];
-    rs->has_resource = true;
-    pl_attrs_put(&b->arena, &rs->resource.attrs, pl_batch_bytes(b, "service.name", 12),
-                 pl_value_string(pl_batch_bytes(b, "checkout", 8)));
-    rs->n_scopes = 1;
-    rs->scopes = pl_batch_alloc(b, sizeof(pl_scope_spans));
-    pl_scope_spans *ss = &rs->scopes[0];
-    ss->scope.name = pl_batch_bytes(b, "demo", 4);
-    ss->n_spans = 2;
-    ss->spans = pl_batch_alloc(b, 2 * sizeof(pl_span));
+    pl_span *spans;
+    pl_batch *b = tf_traces("checkout", "demo", 2, &spans);
     for (int i = 0; i < 2; i++) {
-        pl_span *sp = &ss->spans[i];
+        pl_span *sp = &spans[i];
         memset(sp->trace_id, 0xab, 16);
         sp->trace_id_len = 16;
         sp->span_id[0] = (uint8_t)(i + 1);

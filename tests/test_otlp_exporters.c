@@ -24,6 +24,7 @@
 #include "proto/otlp_json.h"
 #include "proto/otlp_pb.h"
 #include "testlib.h"
+#include "traces_fixture.h"
 
 extern const pl_component_type pl_exporter_otlphttp;
 extern const pl_component_type pl_exporter_otlp;
@@ -185,21 +186,10 @@ static void backend_stop(backend *b)
 
 static pl_batch *make_traces(int n_spans)
 {
-    pl_batch *b = pl_batch_new(PL_SIGNAL_TRACES);
-    pl_traces *t = &b->data.traces;
-    t->n_resources = 1;
-    t->resources = pl_batch_alloc(b, sizeof(pl_resource_spans));
-    pl_resource_spans *rs = &t->resources[0];
-    rs->has_resource = true;
-    rs->n_scopes = 1;
-    rs->scopes = pl_batch_alloc(b, sizeof(pl_scope_spans));
-    pl_scope_spans *ss = &rs->scopes[0];
-    ss->has_scope = true;
-    ss->scope.name = PL_BYTES_LIT("test");
-    ss->n_spans = (uint32_t)n_spans;
-    ss->spans = pl_batch_alloc(b, sizeof(pl_span) * (size_t)n_spans);
+    pl_span *spans;
+    pl_batch *b = tf_traces(NULL, "test", (uint32_t)n_spans, &spans);
     for (int i = 0; i < n_spans; i++) {
-        pl_span *s = &ss->spans[i];
+        pl_span *s = &spans[i];
         for (int k = 0; k < 16; k++)
             s->trace_id[k] = (uint8_t)(k + 1);
         for (int k = 0; k < 8; k++)

@@ -21,6 +21,7 @@
 #include "otlp_pb.h"
 #include "pipeline/consumer.h"
 #include "testlib.h"
+#include "traces_fixture.h"
 
 extern const pl_component_type pl_receiver_otlp;
 
@@ -185,23 +186,10 @@ static void stop_receiver(running *r)
 
 static void make_traces(pl_buf *out, int n_spans)
 {
-    pl_batch *b = pl_batch_new(PL_SIGNAL_TRACES);
-    pl_traces *t = &b->data.traces;
-    t->n_resources = 1;
-    t->resources = pl_batch_alloc(b, sizeof(pl_resource_spans));
-    pl_resource_spans *rs = &t->resources[0];
-    rs->has_resource = true;
-    pl_attrs_put(&b->arena, &rs->resource.attrs, PL_BYTES_LIT("service.name"),
-                 pl_value_string(PL_BYTES_LIT("checkout")));
-    rs->n_scopes = 1;
-    rs->scopes = pl_batch_alloc(b, sizeof(pl_scope_spans));
-    pl_scope_spans *ss = &rs->scopes[0];
-    ss->has_scope = true;
-    ss->scope.name = PL_BYTES_LIT("test");
-    ss->n_spans = (uint32_t)n_spans;
-    ss->spans = pl_batch_alloc(b, sizeof(pl_span) * (size_t)n_spans);
+    pl_span *spans;
+    pl_batch *b = tf_traces("checkout", "test", (uint32_t)n_spans, &spans);
     for (int i = 0; i < n_spans; i++) {
-        pl_span *sp = &ss->spans[i];
+        pl_span *sp = &spans[i];
         memset(sp->trace_id, 0xab, 16);
         sp->trace_id_len = 16;
         memset(sp->span_id, i + 1, 8);
@@ -211,7 +199,7 @@ static void make_traces(pl_buf *out, int n_spans)
         sp->start_time_unix_nano = 1700000000000000000ull;
         sp->end_time_unix_nano = 1700000000250000000ull;
     }
-    pl_otlp_encode_traces(t, out);
+    pl_otlp_encode_traces(&b->data.traces, out);
     pl_batch_free(b);
 }
 
