@@ -16,6 +16,7 @@
 
 #include "core/buf.h"
 #include "net/http_server.h"
+#include "socket_fixture.h"
 #include "testlib.h"
 
 /* ---- the server side ---------------------------------------------------- */
@@ -126,30 +127,6 @@ static void stop_server(running *r)
 }
 
 /* ---- the client side ---------------------------------------------------- */
-
-static int connect_to(int port)
-{
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
-    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
-    inet_pton(AF_INET, "127.0.0.1", &a.sin_addr);
-    if (connect(fd, (struct sockaddr *)&a, sizeof(a)) != 0) {
-        close(fd);
-        return -1;
-    }
-    return fd;
-}
-
-static void send_all(int fd, const void *data, size_t len)
-{
-    const char *p = data;
-    while (len) {
-        ssize_t n = send(fd, p, len, MSG_NOSIGNAL);
-        if (n <= 0)
-            return;
-        p += n;
-        len -= (size_t)n;
-    }
-}
 
 /* Reads until `want` occurrences of "HTTP/1.1 " status lines with complete
  * bodies arrive, the peer closes, or timeout_ms passes. Returns bytes read;

@@ -23,6 +23,7 @@
 #include "net/http_server.h"
 #include "proto/otlp_json.h"
 #include "proto/otlp_pb.h"
+#include "socket_fixture.h"
 #include "testlib.h"
 #include "traces_fixture.h"
 
@@ -290,19 +291,6 @@ static bool body_is(const backend *b, size_t i, const pl_batch *batch)
                 memcmp(b->bodies[i].data, want.data, want.len) == 0;
     pl_buf_free(&want);
     return same;
-}
-
-static int free_port(void)
-{
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
-    struct sockaddr_in a = {0};
-    a.sin_family = AF_INET;
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    socklen_t len = sizeof(a);
-    bind(fd, (struct sockaddr *)&a, sizeof(a));
-    getsockname(fd, (struct sockaddr *)&a, &len);
-    close(fd);
-    return ntohs(a.sin_port);
 }
 
 /* ---- otlphttp ----------------------------------------------------------- */

@@ -20,6 +20,7 @@
 #include "net/compress.h"
 #include "otlp_pb.h"
 #include "pipeline/consumer.h"
+#include "socket_fixture.h"
 #include "testlib.h"
 #include "traces_fixture.h"
 
@@ -83,18 +84,6 @@ typedef struct running {
     void *cfg;
     int grpc_port, http_port;
 } running;
-
-static int free_port(void)
-{
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
-    struct sockaddr_in a = {.sin_family = AF_INET};
-    inet_pton(AF_INET, "127.0.0.1", &a.sin_addr);
-    bind(fd, (struct sockaddr *)&a, sizeof(a));
-    socklen_t len = sizeof(a);
-    getsockname(fd, (struct sockaddr *)&a, &len);
-    close(fd);
-    return ntohs(a.sin_port);
-}
 
 /* Decodes the receiver's config from YAML; returns the number of errors. */
 static int decode_config(const char *yaml, void *out, char *first_error, size_t cap_err)
@@ -204,30 +193,6 @@ static void make_traces(pl_buf *out, int n_spans)
 }
 
 /* ---- HTTP/1.1 client ---------------------------------------------------- */
-
-static int connect_to(int port)
-{
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
-    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
-    inet_pton(AF_INET, "127.0.0.1", &a.sin_addr);
-    if (connect(fd, (struct sockaddr *)&a, sizeof(a)) != 0) {
-        close(fd);
-        return -1;
-    }
-    return fd;
-}
-
-static void send_all(int fd, const void *data, size_t len)
-{
-    const char *p = data;
-    while (len) {
-        ssize_t n = send(fd, p, len, MSG_NOSIGNAL);
-        if (n <= 0)
-            return;
-        p += n;
-        len -= (size_t)n;
-    }
-}
 
 typedef struct http_answer {
     int status;
