@@ -19,6 +19,10 @@
  * retryable code. When a response has no grpc-status (a proxy answering,
  * say), the HTTP status is mapped as gRPC's "HTTP to gRPC status" document
  * says. No answer at all (refused, reset, timeout) is UNAVAILABLE.
+ * One exception is handled before the table, in otlp_common.c: UNIMPLEMENTED
+ * because the server cannot decode the message's compression (its
+ * grpc-accept-encoding lacks it) re-sends the payload with gzip or identity
+ * and keeps that coding, instead of dropping the data.
  */
 #include <stdio.h>
 #include <stdlib.h>

@@ -115,8 +115,8 @@ static bool list_has(const char *list, size_t len, const char *name)
 
 /* True when `res` says the server cannot decode `coding`; *fallback is then
  * the coding to use instead. */
-static bool grpc_coding_refused(const pl_http_client_result *res, pl_encoding coding,
-                                pl_encoding *fallback)
+bool pl_otlp_grpc_coding_refused(const pl_http_client_result *res, pl_encoding coding,
+                                 pl_encoding *fallback)
 {
     if (res->transport_error || coding == PL_ENCODING_IDENTITY)
         return false;
@@ -213,7 +213,7 @@ static void on_response(void *arg, const pl_http_client_result *res)
     x->classify(x, ctx->signal, res, &result);
     pl_encoding fallback;
     if (x->grpc && result.outcome != PL_SEND_OK && !ctx->recoded &&
-        grpc_coding_refused(res, ctx->coding, &fallback)) {
+        pl_otlp_grpc_coding_refused(res, ctx->coding, &fallback)) {
         note_refused(x, ctx->coding, fallback);
         pl_err err = {{0}};
         pl_status st =

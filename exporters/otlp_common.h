@@ -98,6 +98,13 @@ void pl_otlp_exporter_shutdown(void *self);
 size_t pl_otlp_exporter_pending(void *self);
 void pl_otlp_exporter_destroy(void *self);
 
+/* gRPC: true when an answer says the server cannot decode `coding`
+ * (UNIMPLEMENTED with a grpc-accept-encoding that lacks it, or a message
+ * naming it); *fallback is then gzip or identity. Exposed for the fuzz
+ * target and tests. */
+bool pl_otlp_grpc_coding_refused(const pl_http_client_result *res, pl_encoding coding,
+                                 pl_encoding *fallback);
+
 /* Parses the `compression` setting (NULL / "" = gzip). 0 or -1. */
 int pl_otlp_compression_parse(const char *text, pl_encoding *out);
 

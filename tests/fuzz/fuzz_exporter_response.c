@@ -8,7 +8,8 @@
  *
  * Input layout: byte 0 picks the exporter, the header set and the status;
  * then five fields separated by 0xFF bytes: retry-after, grpc-status,
- * grpc-message, grpc-status-details-bin, body.
+ * grpc-message, grpc-status-details-bin, body. The grpc-message bytes are
+ * also sent as grpc-accept-encoding, for the compression fallback check.
  */
 #include <stdint.h>
 #include <stdlib.h>
@@ -33,7 +34,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     static const int statuses[] = {200, 400, 429, 503, 502, 504, 500, 404};
     static const char *const types[] = {"application/x-protobuf", "application/grpc",
                                         "application/json", "text/plain"};
-    pl_http_header headers[4], trailers[4];
+    pl_http_header headers[6], trailers[6];
     size_t nh = 0, nt = 0;
     headers[nh++] = (pl_http_header){"Content-Type", 12, types[(mode >> 3) & 3],
                                      strlen(types[(mode >> 3) & 3])};
@@ -47,6 +48,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         (pl_http_header){"grpc-status-details-bin", 23, (const char *)field[3], len[3]};
     if (mode & 0x40)
         trailers[nt++] = (pl_http_header){"grpc-encoding", 13, "gzip", 4};
+    headers[nh++] = (pl_http_header){"grpc-accept-encoding", 20, (const char *)field[2], len[2]};
 
     pl_http_client_result res;
     memset(&res, 0, sizeof(res));
@@ -74,6 +76,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         abort();
     if (out.retry_after_ns < 0)
         abort();
+
+    for (int c = PL_ENCODING_IDENTITY; c <= PL_ENCODING_ZSTD; c++) {
+        pl_encoding fallback = PL_ENCODING_ZSTD;
+        if (pl_otlp_grpc_coding_refused(&res, (pl_encoding)c, &fallback) &&
+            (fallback == (pl_encoding)c || c == PL_ENCODING_IDENTITY ||
+             (fallback != PL_ENCODING_GZIP && fallback != PL_ENCODING_IDENTITY)))
+            abort(); /* never "fall back" to the refused coding or away from identity */
+    }
 
     /* the helpers on their own */
     size_t n = 0;
