@@ -148,31 +148,6 @@ static const char *connect_code(int http)
     }
 }
 
-static int http_for_status(pl_status st)
-{
-    switch (st) {
-    case PL_OK:
-        return 200;
-    case PL_ERR_INVALID:
-        return 400;
-    case PL_ERR_TOO_LARGE:
-        return 413;
-    case PL_ERR_UNSUPPORTED:
-        return 415;
-    case PL_ERR_REFUSED:
-    case PL_ERR_NOMEM:
-        return 503;
-    case PL_ERR_THROTTLED:
-        return 429;
-    case PL_ERR_UNAUTHENTICATED:
-        return 401;
-    case PL_ERR_NOT_FOUND:
-        return 404;
-    default:
-        return 500;
-    }
-}
-
 static void respond_error(pyroscope *r, pl_http_response *res, int status, const char *message)
 {
     json_object *o = json_object_new_object();
@@ -195,7 +170,7 @@ static void respond_error(pyroscope *r, pl_http_response *res, int status, const
 
 static void respond_status(pyroscope *r, pl_http_response *res, pl_status st, const pl_err *err)
 {
-    respond_error(r, res, http_for_status(st), err->msg[0] ? err->msg : pl_status_name(st));
+    respond_error(r, res, pl_status_http(st), err->msg[0] ? err->msg : pl_status_name(st));
 }
 
 /* ---- query strings -------------------------------------------------------- */
@@ -494,7 +469,7 @@ static void deliver(pyroscope *r, pl_batch *batch, pl_http_response *res, const 
         pl_stats_add(r->stats, PL_SIGNAL_PROFILES, PL_STAT_DROPPED, items);
     char msg[128];
     snprintf(msg, sizeof(msg), "pipeline refused the data: %s", pl_status_name(st));
-    respond_error(r, res, http_for_status(st), msg);
+    respond_error(r, res, pl_status_http(st), msg);
 }
 
 static void add_tenant(pl_batch *batch, const pl_http_request *req)
