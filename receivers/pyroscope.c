@@ -481,7 +481,7 @@ static void add_tenant(pl_batch *batch, const pl_http_request *req)
     pl_kv *kv = pl_batch_alloc(batch, sizeof(pl_kv));
     if (!kv)
         return;
-    kv->key = PL_BYTES_LIT("x-scope-orgid");
+    kv->key = PL_BYTES_LIT("tenant"); /* as the otlp receiver names it */
     kv->value = pl_value_string(pl_batch_bytes(batch, tenant, len));
     batch->metadata.items = kv;
     batch->metadata.n = 1;

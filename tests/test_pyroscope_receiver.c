@@ -263,7 +263,7 @@ static void test_ingest_pprof_gzipped(void)
     CHECK_EQ_INT(column_total(b, "cpu"), 50000000);
     CHECK_EQ_INT(column_total(b, "samples"), 5);
     pl_bytes tenant;
-    CHECK(pl_batch_metadata_get(b, "x-scope-orgid", &tenant));
+    CHECK(pl_batch_metadata_get(b, "tenant", &tenant));
     pl_batch_free(b);
 
     /* the alias path and a raw (not gzipped) body */
