@@ -331,6 +331,28 @@ static void api_store_check(pl_sqlite_api *api)
     }
 }
 
+/* Answers a failed query (and drops a broken connection); false when st is
+ * PL_OK. */
+static bool query_failed(pl_sqlite_api *api, pl_http_response *res, pl_status st, const pl_err *err)
+{
+    if (st == PL_OK)
+        return false;
+    respond_error(res, http_status_for(st), err->msg);
+    api_store_check(api);
+    return true;
+}
+
+/* Answers 200 with the body built in b, or 503 when building it ran out of
+ * memory; frees b. */
+static void respond_buf(pl_http_response *res, const char *type, pl_buf *b)
+{
+    if (pl_buf_ok(b))
+        respond(res, 200, type, b);
+    else
+        respond_error(res, 503, "out of memory");
+    pl_buf_free(b);
+}
+
 static bool since_param(const params *p, pl_http_response *res, const char *key, uint64_t now,
                         uint64_t dflt, uint64_t *out)
 {
@@ -389,21 +411,14 @@ static void handle_traces(pl_sqlite_api *api, const params *p, pl_http_response 
     pl_store *s = api_store(api, &err);
     pl_trace_list list;
     pl_status st = s ? pl_store_query_traces(s, &q, &list, &err) : PL_ERR_INTERNAL;
-    if (st != PL_OK) {
-        respond_error(res, http_status_for(st), err.msg);
-        api_store_check(api);
+    if (query_failed(api, res, st, &err))
         return;
-    }
     pl_buf b;
     pl_buf_init(&b);
     pl_json_traces(&list, &b);
     pl_buf_append_byte(&b, '\n');
     pl_trace_list_free(&list);
-    if (pl_buf_ok(&b))
-        respond(res, 200, "application/json", &b);
-    else
-        respond_error(res, 503, "out of memory");
-    pl_buf_free(&b);
+    respond_buf(res, "application/json", &b);
 }
 
 static void handle_trace(pl_sqlite_api *api, const char *id, const params *p, pl_http_response *res)
@@ -420,21 +435,14 @@ static void handle_trace(pl_sqlite_api *api, const char *id, const params *p, pl
     pl_store *s = api_store(api, &err);
     pl_trace_detail d;
     pl_status st = s ? pl_store_query_trace(s, trace_id, (size_t)top, &d, &err) : PL_ERR_INTERNAL;
-    if (st != PL_OK) {
-        respond_error(res, http_status_for(st), err.msg);
-        api_store_check(api);
+    if (query_failed(api, res, st, &err))
         return;
-    }
     pl_buf b;
     pl_buf_init(&b);
     pl_json_trace(&d, &b);
     pl_buf_append_byte(&b, '\n');
     pl_trace_detail_free(&d);
-    if (pl_buf_ok(&b))
-        respond(res, 200, "application/json", &b);
-    else
-        respond_error(res, 503, "out of memory");
-    pl_buf_free(&b);
+    respond_buf(res, "application/json", &b);
 }
 
 /* Fills a profile query from span= | trace= | service= (+ since/until). */
@@ -492,11 +500,8 @@ static void handle_profile(pl_sqlite_api *api, const params *p, pl_http_response
     pl_store *s = api_store(api, &err);
     pl_profile_result r;
     pl_status st = s ? pl_store_query_profile(s, &q, &r, &err) : PL_ERR_INTERNAL;
-    if (st != PL_OK) {
-        respond_error(res, http_status_for(st), err.msg);
-        api_store_check(api);
+    if (query_failed(api, res, st, &err))
         return;
-    }
     pl_buf b;
     pl_buf_init(&b);
     const char *ctype = "application/json";
@@ -514,11 +519,7 @@ static void handle_profile(pl_sqlite_api *api, const params *p, pl_http_response
         pl_buf_append_byte(&b, '\n');
     }
     pl_profile_result_free(&r);
-    if (pl_buf_ok(&b))
-        respond(res, 200, ctype, &b);
-    else
-        respond_error(res, 503, "out of memory");
-    pl_buf_free(&b);
+    respond_buf(res, ctype, &b);
 }
 
 static void handle_services(pl_sqlite_api *api, pl_http_response *res)
@@ -528,11 +529,8 @@ static void handle_services(pl_sqlite_api *api, pl_http_response *res)
     char **names = NULL;
     size_t n = 0;
     pl_status st = s ? pl_store_query_services(s, &names, &n, &err) : PL_ERR_INTERNAL;
-    if (st != PL_OK) {
-        respond_error(res, http_status_for(st), err.msg);
-        api_store_check(api);
+    if (query_failed(api, res, st, &err))
         return;
-    }
     pl_buf b;
     pl_buf_init(&b);
     pl_json_services(names, n, &b);
