@@ -155,7 +155,8 @@ static void json_partial_success(const pl_http_client_result *res, pl_send_resul
     json_object_put(root);
 }
 
-/* The message of a google.rpc.Status error body, or the start of a text one. */
+/* The message of a google.rpc.Status error body (protobuf or JSON), or the
+ * start of a text one. */
 static void error_body_text(const pl_http_client_result *res, char *out, size_t size)
 {
     out[0] = 0;
@@ -169,6 +170,21 @@ static void error_body_text(const pl_http_client_result *res, char *out, size_t 
             snprintf(out, size, "%.*s", (int)msg.len, (const char *)msg.ptr);
             return;
         }
+    } else if (is_json_response(res)) {
+        /* a JSON google.rpc.Status, as a server answers a JSON request */
+        json_tokener *tok = json_tokener_new();
+        json_object *o =
+            tok ? json_tokener_parse_ex(tok, (const char *)res->body, (int)res->body_len) : NULL;
+        json_object *m = NULL;
+        bool found = o && json_object_object_get_ex(o, "message", &m) &&
+                     json_object_is_type(m, json_type_string);
+        if (found)
+            snprintf(out, size, "%s", json_object_get_string(m));
+        json_object_put(o);
+        if (tok)
+            json_tokener_free(tok);
+        if (found)
+            return;
     }
     size_t n = res->body_len < 200 ? res->body_len : 200;
     size_t j = 0;

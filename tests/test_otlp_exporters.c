@@ -541,6 +541,44 @@ static void test_otlphttp_json_encoding(void)
     env_finish(&e);
 }
 
+/* Answers to JSON requests are JSON: partialSuccess and the message of a
+ * JSON google.rpc.Status are read from them. */
+static void test_otlphttp_reads_json_answers(void)
+{
+    pl_otlp_exporter x;
+    memset(&x, 0, sizeof(x));
+    x.urls[PL_SIGNAL_TRACES] = (char *)"http://backend/v1/traces";
+    pl_http_header h[] = {{"Content-Type", 12, "application/json; charset=utf-8", 31}};
+    const char *err_body = "{\"code\":3,\"message\":\"span 2 has no name\",\"details\":[]}";
+    pl_http_client_result res;
+    memset(&res, 0, sizeof(res));
+    res.status = 400;
+    res.headers = h;
+    res.n_headers = 1;
+    res.body = (const uint8_t *)err_body;
+    res.body_len = strlen(err_body);
+    pl_send_result r;
+    pl_otlphttp_classify(&x, PL_SIGNAL_TRACES, &res, &r);
+    CHECK_EQ_INT(r.outcome, PL_SEND_PERMANENT);
+    CHECK(strstr(r.message, ": span 2 has no name") != NULL);
+    CHECK(strstr(r.message, "{") == NULL);
+
+    const char *ok_body = "{\"partialSuccess\":{\"rejectedSpans\":7,\"errorMessage\":\"too old\"}}";
+    res.status = 200;
+    res.body = (const uint8_t *)ok_body;
+    res.body_len = strlen(ok_body);
+    pl_otlphttp_classify(&x, PL_SIGNAL_TRACES, &res, &r);
+    CHECK_EQ_INT(r.outcome, PL_SEND_OK);
+    CHECK_EQ_UINT(r.rejected_items, 7);
+    CHECK_EQ_STR(r.message, "too old");
+
+    res.body = (const uint8_t *)"{not json";
+    res.body_len = 9;
+    pl_otlphttp_classify(&x, PL_SIGNAL_TRACES, &res, &r);
+    CHECK_EQ_INT(r.outcome, PL_SEND_OK);
+    CHECK_EQ_UINT(r.rejected_items, 0);
+}
+
 /* ---- otlp (gRPC) -------------------------------------------------------- */
 
 static void test_grpc_routes_each_signal_to_its_service(void)
@@ -757,6 +795,7 @@ int main(void)
     PL_RUN(test_otlphttp_backend_down_then_up_everything_arrives);
     PL_RUN(test_otlphttp_routes_each_signal_to_its_path);
     PL_RUN(test_otlphttp_json_encoding);
+    PL_RUN(test_otlphttp_reads_json_answers);
     PL_RUN(test_grpc_routes_each_signal_to_its_service);
     PL_RUN(test_grpc_unavailable_then_ok_arrives_once);
     PL_RUN(test_grpc_resource_exhausted_without_retry_info_is_permanent);
