@@ -11,35 +11,7 @@
 # usage: tests/test_cli.sh [path/to/proflink]   (or PROFLINK_BIN)
 set -u
 
-BIN=${1:-${PROFLINK_BIN:-$(dirname "$0")/../build/proflink}}
-case "$BIN" in /*) ;; *) BIN="$(pwd)/$BIN" ;; esac
-TMP=$(mktemp -d)
-PID=
-FAILS=0
-N=0
-
-cleanup() {
-    [ -n "$PID" ] && kill -9 "$PID" 2>/dev/null
-    rm -rf "$TMP"
-}
-trap cleanup EXIT
-
-ok() { N=$((N + 1)); echo "ok $N $1"; }
-not_ok() {
-    N=$((N + 1))
-    FAILS=$((FAILS + 1))
-    echo "not ok $N $1"
-    [ -f "$TMP/log" ] && sed 's/^/    # /' "$TMP/log" | tail -20
-}
-check() { # check "name" command...
-    name=$1
-    shift
-    if "$@"; then ok "$name"; else not_ok "$name"; fi
-}
-
-free_port() {
-    python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
-}
+. "$(dirname "$0")/cli_lib.sh"
 
 # An OTLP ExportTraceServiceRequest (protobuf) with 2 spans.
 python3 - "$TMP/req.bin" <<'EOF'

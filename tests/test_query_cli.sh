@@ -10,36 +10,9 @@
 # usage: tests/test_query_cli.sh [path/to/proflink]   (or PROFLINK_BIN)
 set -u
 
-BIN=${1:-${PROFLINK_BIN:-$(dirname "$0")/../build/proflink}}
-case "$BIN" in /*) ;; *) BIN="$(pwd)/$BIN" ;; esac
-TMP=$(mktemp -d)
-PID=
-FAILS=0
-N=0
-
-cleanup() {
-    [ -n "$PID" ] && kill -9 "$PID" 2>/dev/null
-    rm -rf "$TMP"
-}
-trap cleanup EXIT
-
-ok() { N=$((N + 1)); echo "ok $N $1"; }
-not_ok() {
-    N=$((N + 1))
-    FAILS=$((FAILS + 1))
-    echo "not ok $N $1"
-    [ -f "$TMP/out" ] && sed 's/^/    # /' "$TMP/out" | tail -20
-}
-check() { # check "name" command...
-    name=$1
-    shift
-    if "$@"; then ok "$name"; else not_ok "$name"; fi
-}
+. "$(dirname "$0")/cli_lib.sh"
+LOG_FILE="$TMP/out"
 has() { grep -q -- "$1" "$TMP/out"; } # has PATTERN: in the last output
-
-free_port() {
-    python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
-}
 
 HTTP=$(free_port)
 GRPC=$(free_port)
