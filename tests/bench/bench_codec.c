@@ -19,6 +19,7 @@
 #include "core/model.h"
 #include "proto/otlp_json.h"
 #include "proto/otlp_pb.h"
+#include "../traces_fixture.h"
 
 #define SPANS 100
 #define ATTRS 10
@@ -37,35 +38,23 @@ static pl_batch *build(void)
     static const char *keys[ATTRS] = {
         "http.method", "http.route",   "http.target", "net.peer.name", "net.peer.port",
         "db.system",   "db.statement", "user.id",     "thread.name",   "code.namespace"};
-    pl_batch *b = pl_batch_new(PL_SIGNAL_TRACES);
-    pl_traces *t = &b->data.traces;
-    t->n_resources = 1;
-    t->resources = pl_batch_alloc(b, sizeof(pl_resource_spans));
-    pl_resource_spans *rs = &t->resources[0];
-    rs->has_resource = true;
-    pl_attrs_put(&b->arena, &rs->resource.attrs, PL_BYTES_LIT("service.name"),
-                 pl_value_string(PL_BYTES_LIT("checkout")));
+    pl_span *spans;
+    pl_batch *b = tf_traces("checkout", "@opentelemetry/instrumentation-http", SPANS, &spans);
+    pl_resource_spans *rs = &b->data.traces.resources[0];
     pl_attrs_put(&b->arena, &rs->resource.attrs, PL_BYTES_LIT("host.name"),
                  pl_value_string(PL_BYTES_LIT("ip-10-0-0-12")));
     pl_attrs_put(&b->arena, &rs->resource.attrs, PL_BYTES_LIT("telemetry.sdk.language"),
                  pl_value_string(PL_BYTES_LIT("nodejs")));
-    rs->n_scopes = 1;
-    rs->scopes = pl_batch_alloc(b, sizeof(pl_scope_spans));
-    pl_scope_spans *ss = &rs->scopes[0];
-    ss->has_scope = true;
-    ss->scope.name = PL_BYTES_LIT("@opentelemetry/instrumentation-http");
-    ss->scope.version = PL_BYTES_LIT("0.57.0");
-    ss->n_spans = SPANS;
-    ss->spans = pl_batch_alloc(b, SPANS * sizeof(pl_span));
+    rs->scopes[0].scope.version = PL_BYTES_LIT("0.57.0");
     for (int i = 0; i < SPANS; i++) {
-        pl_span *sp = &ss->spans[i];
+        pl_span *sp = &spans[i];
         for (int k = 0; k < 16; k++)
             sp->trace_id[k] = (uint8_t)(k * 7 + 1);
         sp->trace_id_len = 16;
         for (int k = 0; k < 8; k++)
             sp->span_id[k] = (uint8_t)(i + k + 1);
         sp->span_id_len = 8;
-        memcpy(sp->parent_span_id, ss->spans[0].span_id, 8);
+        memcpy(sp->parent_span_id, spans[0].span_id, 8);
         sp->parent_span_id_len = i ? 8 : 0;
         sp->name = PL_BYTES_LIT("GET /api/cart/items");
         sp->kind = 2;

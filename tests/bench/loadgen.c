@@ -43,6 +43,7 @@
 #include "core/model.h"
 #include "net/compress.h"
 #include "otlp_pb.h"
+#include "../traces_fixture.h"
 
 typedef struct options {
     bool grpc;
@@ -122,28 +123,16 @@ static uint64_t rng(void)
 
 static void build_body(pl_buf *out)
 {
-    pl_batch *b = pl_batch_new(PL_SIGNAL_TRACES);
-    pl_traces *t = &b->data.traces;
-    t->n_resources = 1;
-    t->resources = pl_batch_alloc(b, sizeof(pl_resource_spans));
-    pl_resource_spans *rs = &t->resources[0];
-    rs->has_resource = true;
-    pl_attrs_put(&b->arena, &rs->resource.attrs, PL_BYTES_LIT("service.name"),
-                 pl_value_string(PL_BYTES_LIT("loadgen")));
+    pl_span *spans;
+    pl_batch *b = tf_traces("loadgen", "loadgen", (uint32_t)opt.spans, &spans);
+    pl_resource_spans *rs = &b->data.traces.resources[0];
     pl_attrs_put(&b->arena, &rs->resource.attrs, PL_BYTES_LIT("host.name"),
                  pl_value_string(PL_BYTES_LIT("bench-host-01")));
-    rs->n_scopes = 1;
-    rs->scopes = pl_batch_alloc(b, sizeof(pl_scope_spans));
-    pl_scope_spans *ss = &rs->scopes[0];
-    ss->has_scope = true;
-    ss->scope.name = PL_BYTES_LIT("loadgen");
-    ss->scope.version = PL_BYTES_LIT("1.0.0");
-    ss->n_spans = (uint32_t)opt.spans;
-    ss->spans = pl_batch_alloc(b, sizeof(pl_span) * (size_t)opt.spans);
+    rs->scopes[0].scope.version = PL_BYTES_LIT("1.0.0");
     uint64_t t0 = 1700000000000000000ull;
     uint64_t trace_hi = rng(), trace_lo = rng();
     for (int i = 0; i < opt.spans; i++) {
-        pl_span *sp = &ss->spans[i];
+        pl_span *sp = &spans[i];
         if (i % 10 == 0) {
             trace_hi = rng();
             trace_lo = rng();
@@ -169,7 +158,7 @@ static void build_body(pl_buf *out)
                          pl_value_string(pl_batch_bytes(b, value, strlen(value))));
         }
     }
-    pl_otlp_encode_traces(t, out);
+    pl_otlp_encode_traces(&b->data.traces, out);
     pl_batch_free(b);
 }
 
