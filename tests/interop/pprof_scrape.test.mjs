@@ -23,7 +23,7 @@ import {
   Profile, StringTable, ValueType, Sample, Location, Line, Function as PFunction, Label,
 } from 'pprof-format';
 import {
-  FIXTURES, freePort, readJsonLines as readFileLines, startProflink, until,
+  FIXTURES, freePort, mapObj, otlpProfileTotals, readJsonLines as readFileLines, startProflink, until,
 } from './lib/common.mjs';
 
 const CPU_FIXTURE = fs.readFileSync(path.join(FIXTURES, 'nodejs_wall.pprof.gz'));
@@ -72,18 +72,7 @@ function totalsByType(buf) {
 }
 
 // Totals per sample type of one exported request.
-function otlpTotals(req) {
-  const strs = req.dictionary?.stringTable ?? [];
-  const out = {};
-  for (const rp of req.resourceProfiles ?? [])
-    for (const sp of rp.scopeProfiles ?? [])
-      for (const prof of sp.profiles ?? []) {
-        const k = `${strs[prof.sampleType?.typeStrindex ?? 0]}/${strs[prof.sampleType?.unitStrindex ?? 0]}`;
-        for (const s of prof.samples ?? [])
-          out[k] = String(BigInt(out[k] ?? 0) + (s.values ?? []).reduce((a, x) => a + BigInt(x), 0n));
-      }
-  return out;
-}
+const otlpTotals = (req) => mapObj(otlpProfileTotals([req]).byType);
 
 let pl, tmp, service;
 const requests = [];

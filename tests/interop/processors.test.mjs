@@ -26,7 +26,8 @@ import { InMemorySpanExporter } from '@opentelemetry/sdk-trace-base';
 import { ProtobufTraceSerializer } from '@opentelemetry/otlp-transformer';
 import { OTLPTraceExporter } from '@opentelemetry/exporter-trace-otlp-proto';
 import {
-  FIXTURES, freePort, request, startProflink as launch, tracerProvider, until,
+  FIXTURES, freePort, mapObj, otlpProfileTotals, request, startProflink as launch, tracerProvider,
+  until,
 } from './lib/common.mjs';
 
 const procs = [];
@@ -169,7 +170,6 @@ test('memory_limiter above its limit answers 503 and the data is not written', a
 
 const FIXTURE = path.join(FIXTURES, 'nodejs_wall.pprof.gz');
 const big = (v) => (typeof v === 'bigint' ? v : BigInt(v ?? 0));
-const mapObj = (m) => Object.fromEntries([...m].sort().map(([k, v]) => [k, String(v)]));
 const add = (m, k, v) => m.set(k, (m.get(k) ?? 0n) + v);
 
 // Totals of the upload as pprof-format reads it, with function names passed
@@ -191,39 +191,6 @@ function pprofTotals(buf, rename) {
       add(out.byFn, `${types[i]}|${leaf}`, big(v));
       if (span) add(out.bySpan, `${types[i]}|${span}`, big(v));
     });
-  }
-  return out;
-}
-
-function otlpTotals(req) {
-  const out = { byType: new Map(), byFn: new Map(), bySpan: new Map(), labels: [] };
-  const d = req.dictionary ?? {};
-  const strs = d.stringTable ?? [];
-  const fnName = (fi) => strs[(d.functionTable?.[fi ?? 0] ?? {}).nameStrindex ?? 0] ?? '';
-  const locFn = (li) => {
-    const loc = d.locationTable?.[li ?? 0] ?? {};
-    return loc.lines?.length ? fnName(loc.lines[0].functionIndex) : '';
-  };
-  for (const rp of req.resourceProfiles ?? []) {
-    for (const sp of rp.scopeProfiles ?? []) {
-      for (const prof of sp.profiles ?? []) {
-        const st = prof.sampleType ?? {};
-        const type = `${strs[st.typeStrindex ?? 0]}/${strs[st.unitStrindex ?? 0]}`;
-        for (const s of prof.samples ?? []) {
-          const locs = d.stackTable?.[s.stackIndex ?? 0]?.locationIndices ?? [];
-          const leaf = locs.length ? locFn(locs[0]) : '';
-          const span = s.linkIndex ? d.linkTable[s.linkIndex].spanId : '';
-          const v = (s.values ?? []).reduce((a, x) => a + BigInt(x), 0n);
-          add(out.byType, type, v);
-          add(out.byFn, `${type}|${leaf}`, v);
-          if (span) add(out.bySpan, `${type}|${span}`, v);
-          out.labels.push(Object.fromEntries((s.attributeIndices ?? []).map((i) => {
-            const a = d.attributeTable[i];
-            return [strs[a.keyStrindex ?? 0], a.value?.stringValue ?? strs[a.value?.stringValueStrindex ?? 0]];
-          })));
-        }
-      }
-    }
   }
   return out;
 }
@@ -263,10 +230,11 @@ test('Pyroscope SDK profiles: function and file names redacted, labels added, up
   const rename = (n) => (n.includes('burnCpuForSpan') ? '[REDACTED]' : n);
   const one = pprofTotals(body, rename);
   const twice = (m) => new Map([...m].map(([k, v]) => [k, 2n * v]));
-  const got = otlpTotals(req);
+  const got = otlpProfileTotals([req]);
   assert.deepEqual(mapObj(got.byType), mapObj(twice(one.byType)));
   assert.deepEqual(mapObj(got.byFn), mapObj(twice(one.byFn)));
   assert.deepEqual(mapObj(got.bySpan), mapObj(twice(one.bySpan)));
   assert.ok([...got.byFn.keys()].some((k) => k.endsWith('|[REDACTED]')));
-  assert.ok(got.labels.length > 0 && got.labels.every((l) => l.env === 'prod'));
+  const labels = got.samples.map((x) => x.labels);
+  assert.ok(labels.length > 0 && labels.every((l) => l.env === 'prod'));
 });

@@ -33,8 +33,8 @@ import { Profile } from 'pprof-format';
 import Pyroscope from '@pyroscope/nodejs';
 import { OTLPTraceExporter } from '@opentelemetry/exporter-trace-otlp-http';
 import {
-  FIXTURES, freePort, PushRequest, readBody, readJsonLines as readFileLines, request as post,
-  startProflink, tracerProvider, until as poll,
+  FIXTURES, freePort, mapObj, otlpProfileTotals, PushRequest, readBody,
+  readJsonLines as readFileLines, request as post, startProflink, tracerProvider, until as poll,
 } from './lib/common.mjs';
 
 const FIXTURE = path.join(FIXTURES, 'nodejs_wall.pprof.gz');
@@ -70,48 +70,6 @@ function pprofTotals(buf) {
   }
   return out;
 }
-
-// The same totals over OTLP/JSON profile requests written by the file exporter.
-function otlpTotals(requests) {
-  const out = { byType: new Map(), byFn: new Map(), bySpan: new Map(), functions: new Set(),
-    samples: [] };
-  const add = (m, k, v) => m.set(k, (m.get(k) ?? 0n) + v);
-  for (const req of requests) {
-    const d = req.dictionary ?? {};
-    const strs = d.stringTable ?? [];
-    const fnName = (fi) => strs[(d.functionTable?.[fi ?? 0] ?? {}).nameStrindex ?? 0] ?? '';
-    const locFn = (li) => {
-      const loc = d.locationTable?.[li ?? 0] ?? {};
-      return loc.lines?.length ? fnName(loc.lines[0].functionIndex) : '';
-    };
-    for (const rp of req.resourceProfiles ?? []) {
-      for (const sp of rp.scopeProfiles ?? []) {
-        for (const prof of sp.profiles ?? []) {
-          const st = prof.sampleType ?? {};
-          const type = `${strs[st.typeStrindex ?? 0]}/${strs[st.unitStrindex ?? 0]}`;
-          for (const s of prof.samples ?? []) {
-            const locs = d.stackTable?.[s.stackIndex ?? 0]?.locationIndices ?? [];
-            const leaf = locs.length ? locFn(locs[0]) : '';
-            const fns = locs.map(locFn);
-            fns.forEach((f) => out.functions.add(f));
-            const link = s.linkIndex ? d.linkTable[s.linkIndex] : null;
-            const span = link?.spanId ?? '';
-            const v = (s.values ?? []).reduce((a, x) => a + BigInt(x), 0n);
-            add(out.byType, type, v);
-            add(out.byFn, `${type}|${leaf}`, v);
-            if (span) add(out.bySpan, `${type}|${span}`, v);
-            out.samples.push({ type, span, traceId: link?.traceId ?? '', fns, value: v,
-              service: (rp.resource?.attributes ?? []).find((a) => a.key === 'service.name')
-                ?.value?.stringValue });
-          }
-        }
-      }
-    }
-  }
-  return out;
-}
-
-const mapObj = (m) => Object.fromEntries([...m].sort().map(([k, v]) => [k, String(v)]));
 
 // ---- proflink, a recording proxy in front of it, a fake Pyroscope --------------
 let pl;
@@ -238,7 +196,7 @@ test('Pyroscope Node.js SDK + OpenTelemetry JS: samples keep their span ids', as
 
   const out = path.join(tmp, 'out.jsonl');
   const linked = () => {
-    const t = otlpTotals(readFileLines(out).filter((r) => r.resourceProfiles));
+    const t = otlpProfileTotals(readFileLines(out).filter((r) => r.resourceProfiles));
     return spanIds.every((id) => t.samples.some((s) => s.span === id));
   };
   assert.ok(await until(linked), `no linked samples arrived; uploads: ${JSON.stringify(
@@ -248,7 +206,7 @@ test('Pyroscope Node.js SDK + OpenTelemetry JS: samples keep their span ids', as
   for (const u of uploads) assert.equal(u.status, 200, `${u.url}: ${u.answer}`);
 
   const lines = readFileLines(out);
-  const t = otlpTotals(lines.filter((r) => r.resourceProfiles));
+  const t = otlpProfileTotals(lines.filter((r) => r.resourceProfiles));
   for (const id of spanIds) {
     const mine = t.samples.filter((s) => s.span === id);
     assert.ok(mine.length > 0, `span ${id} has samples`);
@@ -299,7 +257,7 @@ test('every SDK upload decodes to the same totals as pprof-format reports', asyn
     for (const k of ['byType', 'byFn', 'bySpan'])
       for (const [key, v] of t[k]) expected[k].set(key, (expected[k].get(key) ?? 0n) + v);
   }
-  const got = otlpTotals(readFileLines(path.join(tmp, 'out.jsonl')).filter((r) => r.resourceProfiles));
+  const got = otlpProfileTotals(readFileLines(path.join(tmp, 'out.jsonl')).filter((r) => r.resourceProfiles));
   assert.deepEqual(mapObj(got.byType), mapObj(expected.byType));
   assert.deepEqual(mapObj(got.byFn), mapObj(expected.byFn));
   assert.deepEqual(mapObj(got.bySpan), mapObj(expected.bySpan));
@@ -319,7 +277,7 @@ test('a saved SDK pprof decodes to the same totals as pprof-format reports', asy
   const lines = readFileLines(out).slice(before).filter((l) =>
     l.resourceProfiles?.some((rp) => rp.resource?.attributes?.some((a) =>
       a.key === 'service.name' && a.value.stringValue === 'fixture-app')));
-  const got = otlpTotals(lines);
+  const got = otlpProfileTotals(lines);
   assert.ok(expected.byType.size > 0 && expected.bySpan.size > 0);
   assert.deepEqual(mapObj(got.byType), mapObj(expected.byType));
   assert.deepEqual(mapObj(got.byFn), mapObj(expected.byFn));
@@ -396,7 +354,7 @@ test('push API: requests encoded by protobufjs (proto and proto3 JSON) decode to
   assert.ok(await until(() => pushed().length === 2));
 
   for (const line of pushed()) {
-    const got = otlpTotals([line]);
+    const got = otlpProfileTotals([line]);
     assert.deepEqual(mapObj(got.byType), mapObj(expected.byType));
     assert.deepEqual(mapObj(got.byFn), mapObj(expected.byFn));
     assert.deepEqual(mapObj(got.bySpan), mapObj(expected.bySpan));

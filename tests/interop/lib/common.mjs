@@ -13,6 +13,10 @@
 //     whose spans go, one by one, to `exporter` (an OTLP exporter pointed at
 //     proflink, or an InMemorySpanExporter); exportSpans(): one SDK exporter
 //     call as a promise;
+//   - otlpProfileTotals(requests): per sample type, (type, leaf function) and
+//     (type, linked span id) totals of OTLP/JSON profile requests (as the
+//     file exporter writes them), with every sample resolved; mapObj() turns
+//     such a Map into a plain object of strings for deepEqual;
 //   - burnCpuInCheckout/burnCpuInPricing: CPU work that shows up as its own
 //     leaf function in a profile (the tests look for these names), and
 //     runCheckoutApp(), the instrumented application of the end-to-end tests.
@@ -67,6 +71,51 @@ export function request(port, p, headers, body, method = 'POST') {
     req.on('error', reject);
     req.end(body);
   });
+}
+
+export const mapObj = (m) => Object.fromEntries([...m].sort().map(([k, v]) => [k, String(v)]));
+
+export function otlpProfileTotals(requests) {
+  const out = { byType: new Map(), byFn: new Map(), bySpan: new Map(), functions: new Set(),
+    samples: [] };
+  const add = (m, k, v) => m.set(k, (m.get(k) ?? 0n) + v);
+  for (const req of requests) {
+    const d = req.dictionary ?? {};
+    const strs = d.stringTable ?? [];
+    const fnName = (fi) => strs[(d.functionTable?.[fi ?? 0] ?? {}).nameStrindex ?? 0] ?? '';
+    const locFn = (li) => {
+      const loc = d.locationTable?.[li ?? 0] ?? {};
+      return loc.lines?.length ? fnName(loc.lines[0].functionIndex) : '';
+    };
+    for (const rp of req.resourceProfiles ?? []) {
+      for (const sp of rp.scopeProfiles ?? []) {
+        for (const prof of sp.profiles ?? []) {
+          const st = prof.sampleType ?? {};
+          const type = `${strs[st.typeStrindex ?? 0]}/${strs[st.unitStrindex ?? 0]}`;
+          for (const s of prof.samples ?? []) {
+            const locs = d.stackTable?.[s.stackIndex ?? 0]?.locationIndices ?? [];
+            const leaf = locs.length ? locFn(locs[0]) : '';
+            const fns = locs.map(locFn);
+            fns.forEach((f) => out.functions.add(f));
+            const link = s.linkIndex ? d.linkTable[s.linkIndex] : null;
+            const span = link?.spanId ?? '';
+            const v = (s.values ?? []).reduce((a, x) => a + BigInt(x), 0n);
+            add(out.byType, type, v);
+            add(out.byFn, `${type}|${leaf}`, v);
+            if (span) add(out.bySpan, `${type}|${span}`, v);
+            const labels = Object.fromEntries((s.attributeIndices ?? []).map((i) => {
+              const a = d.attributeTable[i];
+              return [strs[a.keyStrindex ?? 0], a.value?.stringValue ?? strs[a.value?.stringValueStrindex ?? 0]];
+            }));
+            out.samples.push({ type, span, traceId: link?.traceId ?? '', fns, value: v, labels,
+              service: (rp.resource?.attributes ?? []).find((a) => a.key === 'service.name')
+                ?.value?.stringValue });
+          }
+        }
+      }
+    }
+  }
+  return out;
 }
 
 export function loadProtos(files) {
