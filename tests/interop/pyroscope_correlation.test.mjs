@@ -10,7 +10,6 @@
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import fs from 'node:fs';
-import http from 'node:http';
 import os from 'node:os';
 import path from 'node:path';
 import zlib from 'node:zlib';
@@ -19,7 +18,7 @@ import { Profile } from 'pprof-format';
 import Pyroscope from '@pyroscope/nodejs';
 import { OTLPTraceExporter } from '@opentelemetry/exporter-trace-otlp-http';
 import {
-  freePort, PushRequest, readBody, readJsonLines as readFileLines, startProflink, tracerProvider,
+  freePort, pushSink, PushRequest, readJsonLines as readFileLines, startProflink, tracerProvider,
   until,
 } from './lib/common.mjs';
 
@@ -31,12 +30,7 @@ before(async () => {
   [otlpPort, pyroPort, sinkPort, metricsPort] =
     await Promise.all([freePort(), freePort(), freePort(), freePort()]);
   tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'proflink-pyro-corr-'));
-  sink = http.createServer(async (req, res) => {
-    pushes.push({ url: req.url, headers: req.headers, body: await readBody(req) });
-    res.writeHead(200, { 'content-type': 'application/proto' });
-    res.end();
-  });
-  await new Promise((r) => sink.listen(sinkPort, '127.0.0.1', r));
+  sink = await pushSink(sinkPort, pushes);
   pl = await startProflink(`
 receivers:
   otlp:

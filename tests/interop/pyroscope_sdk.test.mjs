@@ -33,7 +33,7 @@ import { Profile } from 'pprof-format';
 import Pyroscope from '@pyroscope/nodejs';
 import { OTLPTraceExporter } from '@opentelemetry/exporter-trace-otlp-http';
 import {
-  FIXTURES, freePort, mapObj, otlpProfileTotals, PushRequest, readBody,
+  FIXTURES, freePort, mapObj, otlpProfileTotals, pushSink, PushRequest, readBody,
   readJsonLines as readFileLines, request as post, startProflink, tracerProvider, until as poll,
 } from './lib/common.mjs';
 
@@ -84,13 +84,7 @@ before(async () => {
     await Promise.all([freePort(), freePort(), freePort(), freePort(), freePort()]);
   tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'proflink-pyroscope-'));
 
-  sink = http.createServer(async (req, res) => {
-    const body = await readBody(req);
-    pushes.push({ url: req.url, headers: req.headers, body });
-    res.writeHead(200, { 'content-type': 'application/proto' });
-    res.end();
-  });
-  await new Promise((r) => sink.listen(sinkPort, '127.0.0.1', r));
+  sink = await pushSink(sinkPort, pushes);
 
   // Forwards every request to proflink unchanged and records it.
   proxy = http.createServer(async (req, res) => {

@@ -8,6 +8,8 @@
 //     asserts, with its own message);
 //   - readJsonLines(file): the file exporter's OTLP/JSON lines, parsed;
 //   - readBody(req) and request(): raw bodies of node http requests/answers;
+//     pushSink(port, into): a fake Pyroscope push API that records every
+//     request ({url, headers, body}) and answers 200;
 //   - loadProtos(files): a protobufjs Root over the project's proto/ folder;
 //   - tracerProvider(resource, exporter): an OpenTelemetry JS SDK provider
 //     whose spans go, one by one, to `exporter` (an OTLP exporter pointed at
@@ -59,6 +61,16 @@ export function readBody(req) {
     req.on('data', (c) => chunks.push(c));
     req.on('end', () => resolve(Buffer.concat(chunks)));
   });
+}
+
+export async function pushSink(port, into) {
+  const server = http.createServer(async (req, res) => {
+    into.push({ url: req.url, headers: req.headers, body: await readBody(req) });
+    res.writeHead(200, { 'content-type': 'application/proto' });
+    res.end();
+  });
+  await new Promise((r) => server.listen(port, '127.0.0.1', r));
+  return server;
 }
 
 // An HTTP request on a fresh connection: resolves {status, headers, body}.
