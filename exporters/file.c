@@ -42,19 +42,12 @@
 #include "core/buf.h"
 #include "core/component.h"
 #include "core/log.h"
+#include "exporters/file.h"
 #include "proto/otlp_json.h"
 #include "proto/otlp_pb.h"
 
-typedef struct file_rotation_cfg {
-    int64_t max_megabytes;
-    int64_t max_backups;
-} file_rotation_cfg;
-
-typedef struct file_cfg {
-    char *path;
-    char *format;
-    file_rotation_cfg rotation;
-} file_cfg;
+typedef pl_file_rotation_config file_rotation_cfg;
+typedef pl_file_exporter_config file_cfg;
 
 static const pl_cfg_field rotation_fields[] = {
     {"max_megabytes", PL_CFG_INT, "0", offsetof(file_rotation_cfg, max_megabytes),

@@ -12,29 +12,19 @@
 #include "core/component.h"
 #include "core/model.h"
 #include "core/stats.h"
+#include "exporters/file.h"
 #include "proto/otlp_json.h"
 #include "proto/otlp_pb.h"
 #include "testlib.h"
 
 extern const pl_component_type pl_exporter_file;
 
-typedef struct file_rotation_cfg {
-    int64_t max_megabytes;
-    int64_t max_backups;
-} file_rotation_cfg;
-
-typedef struct file_cfg {
-    char *path;
-    char *format;
-    file_rotation_cfg rotation;
-} file_cfg;
-
 static char dir[] = "/tmp/pl_file_exporter_XXXXXX";
 
 static void *make_exporter(const char *name, const char *format, int64_t max_mb, int64_t backups,
                            pl_stats **stats_out)
 {
-    file_cfg *cfg = calloc(1, pl_exporter_file.config->size);
+    pl_file_exporter_config *cfg = calloc(1, pl_exporter_file.config->size);
     if (pl_cfg_defaults(pl_exporter_file.config, cfg) != 0)
         return NULL;
     char path[256];
@@ -231,7 +221,7 @@ static void test_rotation(void)
 
 static void test_bad_path(void)
 {
-    file_cfg *cfg = calloc(1, pl_exporter_file.config->size);
+    pl_file_exporter_config *cfg = calloc(1, pl_exporter_file.config->size);
     REQUIRE(pl_cfg_defaults(pl_exporter_file.config, cfg) == 0);
     cfg->path = strdup("/nonexistent-dir/x/y.json");
     pl_stats *stats = pl_stats_new("bad", PL_KIND_EXPORTER);
