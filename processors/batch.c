@@ -1195,8 +1195,10 @@ static pl_status repack_profiles(pl_batch **in, size_t n_in, size_t limit, const
                         *nr = *rp;
                         nr->scopes = NULL;
                         nr->n_scopes = 0;
+                        nr->schema_url = copy_bytes(&c, rp->schema_url);
                         copy_resource(&c, &nr->resource);
                         o.src_rp = rp;
+                        o.src_sp = NULL;
                         o.cap_scopes = 0;
                     }
                     pl_resource_profiles *cr = &ops->resources[ops->n_resources - 1];
@@ -1207,8 +1209,12 @@ static pl_status repack_profiles(pl_batch **in, size_t n_in, size_t limit, const
                     }
                     pl_scope_profiles *ns = &cr->scopes[cr->n_scopes++];
                     *ns = *sp;
+                    ns->profiles = NULL;
+                    ns->schema_url = copy_bytes(&c, sp->schema_url);
                     copy_scope(&c, &ns->scope);
                     o.src_sp = sp;
+                    o.src_prof = NULL;
+                    o.cap_profiles = 0;
                     if (c.oom || m.oom)
                         oom = true;
                 }

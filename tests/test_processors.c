@@ -1310,6 +1310,45 @@ static void test_batch_merges_profiles_into_one_dictionary(void)
     px_close(&p);
 }
 
+/* An empty scope (no profiles) is kept as it came, with its schema URLs
+ * copied into the output batch: the inputs are freed once merged. */
+static void test_batch_keeps_empty_profile_scopes(void)
+{
+    px_proc p;
+    REQUIRE(px_open(&p, &pl_processor_batch, "send_batch_size: 100\ntimeout: 10s\n", NULL) ==
+            PL_OK);
+    px_capture cap;
+    px_capture_init(&cap);
+    pl_batch *in[2] = {px_profiles("svcA", "", 4), px_profiles("svcB", "b_", 4)};
+    pl_profiles *ps = &in[1]->data.profiles;
+    ps->resources = pl_arena_grow(&in[1]->arena, ps->resources, ps->n_resources,
+                                  ps->n_resources + 1, sizeof(pl_resource_profiles));
+    REQUIRE(ps->resources);
+    pl_resource_profiles *rp = &ps->resources[ps->n_resources++];
+    rp->has_resource = true;
+    rp->schema_url = pl_batch_bytes(in[1], "https://example.com/resource", 28);
+    rp->scopes = pl_batch_alloc(in[1], sizeof(pl_scope_profiles));
+    REQUIRE(rp->scopes);
+    rp->n_scopes = 1;
+    rp->scopes[0].has_scope = true;
+    rp->scopes[0].scope.name = pl_batch_bytes(in[1], "empty-scope", 11);
+    rp->scopes[0].schema_url = pl_batch_bytes(in[1], "https://example.com/scope", 25);
+    for (int i = 0; i < 2; i++)
+        CHECK_EQ_INT(px_consume(&p, in[i], &cap.consumer), PL_OK);
+    px_close(&p); /* flushes, and frees what it held */
+    REQUIRE(cap.n == 1);
+    const pl_profiles *out = &cap.batches[0]->data.profiles;
+    REQUIRE(out->n_resources == 3);
+    const pl_resource_profiles *last = &out->resources[2];
+    CHECK_BYTES_STR(last->schema_url, "https://example.com/resource");
+    REQUIRE(last->n_scopes == 1);
+    CHECK_BYTES_STR(last->scopes[0].schema_url, "https://example.com/scope");
+    CHECK_BYTES_STR(last->scopes[0].scope.name, "empty-scope");
+    CHECK_EQ_UINT(last->scopes[0].n_profiles, 0);
+    CHECK(profiles_encode_ok(cap.batches[0]));
+    px_capture_clear(&cap);
+}
+
 static void test_batch_splits_profiles(void)
 {
     px_proc p;
@@ -1492,6 +1531,7 @@ int main(void)
     PL_RUN(test_batch_hard_memory_releases_held_data);
     PL_RUN(test_batch_downstream_refusal_is_returned);
     PL_RUN(test_batch_merges_profiles_into_one_dictionary);
+    PL_RUN(test_batch_keeps_empty_profile_scopes);
     PL_RUN(test_batch_splits_profiles);
     PL_RUN(test_batch_invalid_config);
     PL_RUN(test_pipeline_in_order);
