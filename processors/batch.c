@@ -964,6 +964,48 @@ typedef struct profiles_out {
     const pl_profile *src_prof;
 } profiles_out;
 
+/* The output scope for source scope `sp` of source resource `rp`: appends a
+ * copy of the resource and of the scope (without their profiles) the first
+ * time each is met, so consecutive samples of one scope share them. NULL on
+ * OOM. */
+static pl_scope_profiles *profiles_out_scope(profiles_out *o, copier *c,
+                                             const pl_resource_profiles *rp,
+                                             const pl_scope_profiles *sp)
+{
+    pl_batch *b = o->dict.b;
+    pl_profiles *ops = &b->data.profiles;
+    if (o->src_rp != rp) {
+        if (grow(&b->arena, (void **)&ops->resources, ops->n_resources, &o->cap_resources,
+                 sizeof(pl_resource_profiles)))
+            return NULL;
+        pl_resource_profiles *nr = &ops->resources[ops->n_resources++];
+        *nr = *rp;
+        nr->scopes = NULL;
+        nr->n_scopes = 0;
+        nr->schema_url = copy_bytes(c, rp->schema_url);
+        copy_resource(c, &nr->resource);
+        o->src_rp = rp;
+        o->src_sp = NULL;
+        o->cap_scopes = 0;
+    }
+    pl_resource_profiles *cr = &ops->resources[ops->n_resources - 1];
+    if (o->src_sp != sp) {
+        if (grow(&b->arena, (void **)&cr->scopes, cr->n_scopes, &o->cap_scopes,
+                 sizeof(pl_scope_profiles)))
+            return NULL;
+        pl_scope_profiles *ns = &cr->scopes[cr->n_scopes++];
+        *ns = *sp;
+        ns->profiles = NULL;
+        ns->n_profiles = 0;
+        ns->schema_url = copy_bytes(c, sp->schema_url);
+        copy_scope(c, &ns->scope);
+        o->src_sp = sp;
+        o->src_prof = NULL;
+        o->cap_profiles = 0;
+    }
+    return &cr->scopes[cr->n_scopes - 1];
+}
+
 static bool profiles_out_open(profiles_out *o, pl_batch *first, const pl_strlist *mkeys,
                               uint64_t received)
 {
@@ -1039,41 +1081,11 @@ static pl_status repack_profiles(pl_batch **in, size_t n_in, size_t limit, const
                         m.out = &o.dict;
                         pl_batch *b = o.dict.b;
                         copier c = {&b->arena, &m, false};
-                        pl_profiles *ops = &b->data.profiles;
-                        if (o.src_rp != rp) {
-                            if (grow(&b->arena, (void **)&ops->resources, ops->n_resources,
-                                     &o.cap_resources, sizeof(pl_resource_profiles))) {
-                                oom = true;
-                                break;
-                            }
-                            pl_resource_profiles *nr = &ops->resources[ops->n_resources++];
-                            *nr = *rp;
-                            nr->scopes = NULL;
-                            nr->n_scopes = 0;
-                            nr->schema_url = copy_bytes(&c, rp->schema_url);
-                            copy_resource(&c, &nr->resource);
-                            o.src_rp = rp;
-                            o.src_sp = NULL;
-                            o.cap_scopes = 0;
+                        pl_scope_profiles *cs = profiles_out_scope(&o, &c, rp, sp);
+                        if (!cs) {
+                            oom = true;
+                            break;
                         }
-                        pl_resource_profiles *cr = &ops->resources[ops->n_resources - 1];
-                        if (o.src_sp != sp) {
-                            if (grow(&b->arena, (void **)&cr->scopes, cr->n_scopes, &o.cap_scopes,
-                                     sizeof(pl_scope_profiles))) {
-                                oom = true;
-                                break;
-                            }
-                            pl_scope_profiles *ns = &cr->scopes[cr->n_scopes++];
-                            *ns = *sp;
-                            ns->profiles = NULL;
-                            ns->n_profiles = 0;
-                            ns->schema_url = copy_bytes(&c, sp->schema_url);
-                            copy_scope(&c, &ns->scope);
-                            o.src_sp = sp;
-                            o.src_prof = NULL;
-                            o.cap_profiles = 0;
-                        }
-                        pl_scope_profiles *cs = &cr->scopes[cr->n_scopes - 1];
                         if (o.src_prof != prof) {
                             if (grow(&b->arena, (void **)&cs->profiles, cs->n_profiles,
                                      &o.cap_profiles, sizeof(pl_profile))) {
@@ -1182,39 +1194,9 @@ static pl_status repack_profiles(pl_batch **in, size_t n_in, size_t limit, const
                         remap_gen = o.generation;
                     }
                     m.out = &o.dict;
-                    pl_batch *b = o.dict.b;
-                    copier c = {&b->arena, &m, false};
-                    pl_profiles *ops = &b->data.profiles;
-                    if (o.src_rp != rp) {
-                        if (grow(&b->arena, (void **)&ops->resources, ops->n_resources,
-                                 &o.cap_resources, sizeof(pl_resource_profiles))) {
-                            oom = true;
-                            break;
-                        }
-                        pl_resource_profiles *nr = &ops->resources[ops->n_resources++];
-                        *nr = *rp;
-                        nr->scopes = NULL;
-                        nr->n_scopes = 0;
-                        nr->schema_url = copy_bytes(&c, rp->schema_url);
-                        copy_resource(&c, &nr->resource);
-                        o.src_rp = rp;
-                        o.src_sp = NULL;
-                        o.cap_scopes = 0;
-                    }
-                    pl_resource_profiles *cr = &ops->resources[ops->n_resources - 1];
-                    if (grow(&b->arena, (void **)&cr->scopes, cr->n_scopes, &o.cap_scopes,
-                             sizeof(pl_scope_profiles))) {
+                    copier c = {&o.dict.b->arena, &m, false};
+                    if (!profiles_out_scope(&o, &c, rp, sp))
                         oom = true;
-                        break;
-                    }
-                    pl_scope_profiles *ns = &cr->scopes[cr->n_scopes++];
-                    *ns = *sp;
-                    ns->profiles = NULL;
-                    ns->schema_url = copy_bytes(&c, sp->schema_url);
-                    copy_scope(&c, &ns->scope);
-                    o.src_sp = sp;
-                    o.src_prof = NULL;
-                    o.cap_profiles = 0;
                     if (c.oom || m.oom)
                         oom = true;
                 }
