@@ -315,6 +315,18 @@ static int wrong_wt(dec *d, const char *name, const field *f, int want)
             return wrong_wt(d, (name), (f), (want));                                               \
     } while (0)
 
+/* Decodes the sub-message in field f with fn(d, start, end, ...), naming it
+ * `name` (and `index`, or -1) in error paths. Returns -1 from the caller on
+ * a wrong wire type or a failure inside. */
+#define DEC_SUB(fn, name, index, ...)                                                              \
+    do {                                                                                           \
+        EXPECT(&f, WT_LEN, name);                                                                  \
+        path_push(d, name, index);                                                                 \
+        if (fn(d, f.ptr, f.ptr + f.len, __VA_ARGS__))                                              \
+            return -1;                                                                             \
+        path_pop(d);                                                                               \
+    } while (0)
+
 static inline int get_string(dec *d, const field *f, const char *name, pl_bytes *out)
 {
     EXPECT(f, WT_LEN, name);
@@ -487,11 +499,7 @@ static int dec_keyvalue(dec *d, const uint8_t *p, const uint8_t *end, pl_kv *kv,
                 return -1;
             break;
         case CM(KeyValue, value):
-            EXPECT(&f, WT_LEN, "value");
-            path_push(d, "value", -1);
-            if (dec_anyvalue(d, f.ptr, f.ptr + f.len, &kv->value, depth + 1))
-                return -1;
-            path_pop(d);
+            DEC_SUB(dec_anyvalue, "value", -1, &kv->value, depth + 1);
             break;
         case CM(KeyValue, key_strindex):
             GET_I32(&f, "key_strindex", kv->key_strindex);
@@ -792,11 +800,8 @@ static int dec_resource_one(dec *d, const uint8_t *p, const uint8_t *end, pl_res
             GET_U32(&f, "dropped_attributes_count", r->dropped_attributes_count);
             break;
         case RES(Resource, entity_refs):
-            EXPECT(&f, WT_LEN, "entity_refs");
-            path_push(d, "entity_refs", r->n_entity_refs);
-            if (dec_entity_ref(d, f.ptr, f.ptr + f.len, &r->entity_refs[r->n_entity_refs]))
-                return -1;
-            path_pop(d);
+            DEC_SUB(dec_entity_ref, "entity_refs", r->n_entity_refs,
+                    &r->entity_refs[r->n_entity_refs]);
             r->n_entity_refs++;
             break;
         default:
@@ -954,22 +959,14 @@ static int dec_span(dec *d, const uint8_t *p, const uint8_t *end, pl_span *sp)
             GET_U32(&f, "dropped_attributes_count", sp->dropped_attributes_count);
             break;
         case TR(Span, events):
-            EXPECT(&f, WT_LEN, "events");
-            path_push(d, "events", sp->n_events);
-            if (dec_event(d, f.ptr, f.ptr + f.len, &sp->events[sp->n_events]))
-                return -1;
-            path_pop(d);
+            DEC_SUB(dec_event, "events", sp->n_events, &sp->events[sp->n_events]);
             sp->n_events++;
             break;
         case TR(Span, dropped_events_count):
             GET_U32(&f, "dropped_events_count", sp->dropped_events_count);
             break;
         case TR(Span, links):
-            EXPECT(&f, WT_LEN, "links");
-            path_push(d, "links", sp->n_links);
-            if (dec_span_link(d, f.ptr, f.ptr + f.len, &sp->links[sp->n_links]))
-                return -1;
-            path_pop(d);
+            DEC_SUB(dec_span_link, "links", sp->n_links, &sp->links[sp->n_links]);
             sp->n_links++;
             break;
         case TR(Span, dropped_links_count):
@@ -1003,19 +1000,11 @@ static int dec_scope_spans(dec *d, const uint8_t *p, const uint8_t *end, pl_scop
             return -1;
         switch (f.num) {
         case TR(ScopeSpans, scope):
-            EXPECT(&f, WT_LEN, "scope");
-            path_push(d, "scope", -1);
-            if (dec_scope(d, f.ptr, f.ptr + f.len, &ss->scope))
-                return -1;
-            path_pop(d);
+            DEC_SUB(dec_scope, "scope", -1, &ss->scope);
             ss->has_scope = true;
             break;
         case TR(ScopeSpans, spans):
-            EXPECT(&f, WT_LEN, "spans");
-            path_push(d, "spans", ss->n_spans);
-            if (dec_span(d, f.ptr, f.ptr + f.len, &ss->spans[ss->n_spans]))
-                return -1;
-            path_pop(d);
+            DEC_SUB(dec_span, "spans", ss->n_spans, &ss->spans[ss->n_spans]);
             ss->n_spans++;
             break;
         case TR(ScopeSpans, schema_url):
@@ -1041,19 +1030,11 @@ static int dec_resource_spans(dec *d, const uint8_t *p, const uint8_t *end, pl_r
             return -1;
         switch (f.num) {
         case TR(ResourceSpans, resource):
-            EXPECT(&f, WT_LEN, "resource");
-            path_push(d, "resource", -1);
-            if (dec_resource(d, f.ptr, f.ptr + f.len, &rs->resource))
-                return -1;
-            path_pop(d);
+            DEC_SUB(dec_resource, "resource", -1, &rs->resource);
             rs->has_resource = true;
             break;
         case TR(ResourceSpans, scope_spans):
-            EXPECT(&f, WT_LEN, "scope_spans");
-            path_push(d, "scope_spans", rs->n_scopes);
-            if (dec_scope_spans(d, f.ptr, f.ptr + f.len, &rs->scopes[rs->n_scopes]))
-                return -1;
-            path_pop(d);
+            DEC_SUB(dec_scope_spans, "scope_spans", rs->n_scopes, &rs->scopes[rs->n_scopes]);
             rs->n_scopes++;
             break;
         case TR(ResourceSpans, schema_url):
@@ -1204,19 +1185,11 @@ static int dec_profile(dec *d, const uint8_t *p, const uint8_t *end, pl_profile 
             return -1;
         switch (f.num) {
         case PR(Profile, sample_type):
-            EXPECT(&f, WT_LEN, "sample_type");
-            path_push(d, "sample_type", -1);
-            if (dec_value_type(d, f.ptr, f.ptr + f.len, &pr->sample_type))
-                return -1;
-            path_pop(d);
+            DEC_SUB(dec_value_type, "sample_type", -1, &pr->sample_type);
             pr->has_sample_type = true;
             break;
         case PR(Profile, samples):
-            EXPECT(&f, WT_LEN, "samples");
-            path_push(d, "samples", pr->n_samples);
-            if (dec_sample(d, f.ptr, f.ptr + f.len, &pr->samples[pr->n_samples]))
-                return -1;
-            path_pop(d);
+            DEC_SUB(dec_sample, "samples", pr->n_samples, &pr->samples[pr->n_samples]);
             pr->n_samples++;
             break;
         case PR(Profile, time_unix_nano):
@@ -1226,11 +1199,7 @@ static int dec_profile(dec *d, const uint8_t *p, const uint8_t *end, pl_profile 
             GET_U64(&f, "duration_nano", pr->duration_nano);
             break;
         case PR(Profile, period_type):
-            EXPECT(&f, WT_LEN, "period_type");
-            path_push(d, "period_type", -1);
-            if (dec_value_type(d, f.ptr, f.ptr + f.len, &pr->period_type))
-                return -1;
-            path_pop(d);
+            DEC_SUB(dec_value_type, "period_type", -1, &pr->period_type);
             pr->has_period_type = true;
             break;
         case PR(Profile, period):
@@ -1275,19 +1244,11 @@ static int dec_scope_profiles(dec *d, const uint8_t *p, const uint8_t *end, pl_s
             return -1;
         switch (f.num) {
         case PR(ScopeProfiles, scope):
-            EXPECT(&f, WT_LEN, "scope");
-            path_push(d, "scope", -1);
-            if (dec_scope(d, f.ptr, f.ptr + f.len, &sp->scope))
-                return -1;
-            path_pop(d);
+            DEC_SUB(dec_scope, "scope", -1, &sp->scope);
             sp->has_scope = true;
             break;
         case PR(ScopeProfiles, profiles):
-            EXPECT(&f, WT_LEN, "profiles");
-            path_push(d, "profiles", sp->n_profiles);
-            if (dec_profile(d, f.ptr, f.ptr + f.len, &sp->profiles[sp->n_profiles]))
-                return -1;
-            path_pop(d);
+            DEC_SUB(dec_profile, "profiles", sp->n_profiles, &sp->profiles[sp->n_profiles]);
             sp->n_profiles++;
             break;
         case PR(ScopeProfiles, schema_url):
@@ -1314,19 +1275,11 @@ static int dec_resource_profiles(dec *d, const uint8_t *p, const uint8_t *end,
             return -1;
         switch (f.num) {
         case PR(ResourceProfiles, resource):
-            EXPECT(&f, WT_LEN, "resource");
-            path_push(d, "resource", -1);
-            if (dec_resource(d, f.ptr, f.ptr + f.len, &rp->resource))
-                return -1;
-            path_pop(d);
+            DEC_SUB(dec_resource, "resource", -1, &rp->resource);
             rp->has_resource = true;
             break;
         case PR(ResourceProfiles, scope_profiles):
-            EXPECT(&f, WT_LEN, "scope_profiles");
-            path_push(d, "scope_profiles", rp->n_scopes);
-            if (dec_scope_profiles(d, f.ptr, f.ptr + f.len, &rp->scopes[rp->n_scopes]))
-                return -1;
-            path_pop(d);
+            DEC_SUB(dec_scope_profiles, "scope_profiles", rp->n_scopes, &rp->scopes[rp->n_scopes]);
             rp->n_scopes++;
             break;
         case PR(ResourceProfiles, schema_url):
@@ -1419,11 +1372,7 @@ static int dec_location(dec *d, const uint8_t *p, const uint8_t *end, pl_locatio
             GET_U64(&f, "address", l->address);
             break;
         case PR(Location, lines):
-            EXPECT(&f, WT_LEN, "lines");
-            path_push(d, "lines", l->n_lines);
-            if (dec_line(d, f.ptr, f.ptr + f.len, &l->lines[l->n_lines]))
-                return -1;
-            path_pop(d);
+            DEC_SUB(dec_line, "lines", l->n_lines, &l->lines[l->n_lines]);
             l->n_lines++;
             break;
         case PR(Location, attribute_indices):
@@ -1497,11 +1446,7 @@ static int dec_kvu(dec *d, const uint8_t *p, const uint8_t *end, pl_kvu *a)
             GET_I32(&f, "key_strindex", a->key_strindex);
             break;
         case PR(KeyValueAndUnit, value):
-            EXPECT(&f, WT_LEN, "value");
-            path_push(d, "value", -1);
-            if (dec_anyvalue(d, f.ptr, f.ptr + f.len, &a->value, 1))
-                return -1;
-            path_pop(d);
+            DEC_SUB(dec_anyvalue, "value", -1, &a->value, 1);
             break;
         case PR(KeyValueAndUnit, unit_strindex):
             GET_I32(&f, "unit_strindex", a->unit_strindex);
