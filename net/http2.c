@@ -433,6 +433,10 @@ void pl_hs_h2_feed(conn *c, const uint8_t *data, size_t len)
     pl_hs_h2_flush(c);
 }
 
+/* HTTP/2: each request has header_timeout_ms from its first HEADERS to its
+ * END_STREAM. Late streams are reset one by one (CANCEL), so one slow call
+ * does not take down the other calls multiplexed on the connection; the
+ * timer is re-armed for the next deadline. */
 void pl_hs_h2_check_stream_deadlines(conn *c)
 {
     uint64_t now = uv_now(c->server->loop);

@@ -37,6 +37,7 @@ static const char h2_preface[] = "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
 static void on_listener_closed(uv_handle_t *h);
 static void on_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf);
 static void on_read(uv_stream_t *st, ssize_t nread, const uv_buf_t *buf);
+static void conn_tls_flush(conn *c);
 
 /* ---- options and small helpers ----------------------------------------- */
 
@@ -214,6 +215,7 @@ const char *pl_hs_reason_phrase(int status)
 
 static void conn_free(conn *c)
 {
+    pl_tls_conn_free(c->tls);
     pl_hs_parts_free(&c->h1);
     pl_buf_free(&c->stash);
     if (c->h2) {
@@ -234,8 +236,13 @@ static void conn_free(conn *c)
 
 static void server_maybe_free(pl_http_server *server)
 {
-    if (server->closing && server->open_handles == 0)
+    if (server->closing && server->open_handles == 0) {
+        pl_tls_server_free(server->tls);
+        free(server->plain_buffer);
+        if (server->has_cors)
+            pl_http_cors_free(&server->cors);
         free(server);
+    }
 }
 
 static void on_conn_handle_closed(uv_handle_t *h)
@@ -313,6 +320,11 @@ void pl_hs_conn_close(conn *c)
         return;
     if (uv_is_closing((uv_handle_t *)&c->tcp))
         return;
+    if (c->tls) {
+        /* close_notify tells the client the answer is complete */
+        pl_tls_conn_close_notify(c->tls);
+        conn_tls_flush(c);
+    }
     uv_read_stop((uv_stream_t *)&c->tcp);
     if (c->pending_writes == 0) {
         conn_finish(c);
@@ -375,8 +387,9 @@ static void on_write_done(uv_write_t *req, int status)
         conn_resume_reading(c);
 }
 
-/* Takes `data` (malloc'd). */
-void pl_hs_conn_write(conn *c, uint8_t *data, size_t len)
+/* Writes bytes to the socket as they are (ciphertext on a TLS connection).
+ * Takes `data` (malloc'd). */
+static void conn_write_raw(conn *c, uint8_t *data, size_t len)
 {
     if (len == 0) {
         free(data);
@@ -429,6 +442,36 @@ void pl_hs_conn_write(conn *c, uint8_t *data, size_t len)
     }
 }
 
+/* Whatever TLS produced (handshake messages, records, alerts) goes out. */
+static void conn_tls_flush(conn *c)
+{
+    size_t len;
+    uint8_t *out = pl_tls_conn_take_output(c->tls, &len);
+    if (out)
+        conn_write_raw(c, out, len);
+}
+
+/* Application bytes: encrypted first on a TLS connection. Takes `data`. */
+void pl_hs_conn_write(conn *c, uint8_t *data, size_t len)
+{
+    if (!c->tls || c->socketless) {
+        conn_write_raw(c, data, len);
+        return;
+    }
+    if (len == 0 || uv_is_closing((uv_handle_t *)&c->tcp)) {
+        free(data);
+        return;
+    }
+    int rc = pl_tls_conn_encrypt(c->tls, data, len);
+    free(data);
+    if (rc < 0) {
+        c->closing = true;
+        conn_close_now(c);
+        return;
+    }
+    conn_tls_flush(c);
+}
+
 void pl_hs_conn_write_copy(conn *c, const void *data, size_t len)
 {
     uint8_t *copy = malloc(len ? len : 1);
@@ -471,13 +514,62 @@ void pl_hs_split_url(char *url, const char **path, const char **query)
     *path = url;
 }
 
+/* A refused request: 401 with the authenticator's challenge, or for gRPC
+ * (which reads only its status trailers) UNAUTHENTICATED. */
+static void answer_unauthenticated(conn *c, pl_http_request *req, pl_http_response *res)
+{
+    size_t ctlen = 0;
+    const char *ct = pl_http_header_get(req, "content-type", &ctlen);
+    if (req->http_version == 2 && ct && ctlen >= 16 && strncmp(ct, "application/grpc", 16) == 0) {
+        static const pl_http_header h = {"content-type", 12, "application/grpc", 16};
+        static const pl_http_header t[] = {{"grpc-status", 11, "16", 2},
+                                           {"grpc-message", 12, "unauthenticated", 15}};
+        pl_http_respond_with_trailers(res, 200, &h, 1, NULL, 0, t, 2);
+        return;
+    }
+    const char *challenge = c->opt->auth->challenge ? c->opt->auth->challenge : "Bearer";
+    pl_http_header h[2] = {{"Content-Type", 12, "text/plain; charset=utf-8", 25},
+                           {"WWW-Authenticate", 16, challenge, strlen(challenge)}};
+    pl_http_respond(res, 401, h, 2, "unauthorized\n", 13);
+}
+
+/* Everything a request passes before its handler: CORS (a preflight is
+ * answered here, before authentication, as browsers send it without
+ * credentials), then the authenticator. */
 void pl_hs_call_handler(conn *c, pl_http_request *req, pl_http_response *res)
 {
+    char user[128];
+    req->tls = c->tls != NULL;
+    req->tls_peer = c->tls ? pl_tls_conn_peer_name(c->tls) : NULL;
+    pl_http_server *server = c->server;
+    const pl_http_cors_config *cors = server && server->has_cors ? &server->cors : NULL;
+    if (cors && pl_http_cors_preflight(cors, req, res))
+        goto done;
+    if (cors) {
+        size_t olen = 0;
+        const char *origin = pl_http_header_get(req, "origin", &olen);
+        if (pl_http_cors_origin_allowed(cors, origin, olen)) {
+            res->cors_origin = origin;
+            res->cors_origin_len = olen;
+        }
+    }
+    if (c->opt->auth) {
+        user[0] = 0;
+        if (!c->opt->auth->check(c->opt->auth->arg, req, user, sizeof(user))) {
+            pl_debug(pl_hs_log_name(c), "%s: %s %s refused by %s", c->peer, req->method,
+                     req->path, c->opt->auth->name ? c->opt->auth->name : "authenticator");
+            answer_unauthenticated(c, req, res);
+            goto done;
+        }
+        user[sizeof(user) - 1] = 0;
+        req->auth_user = user[0] ? user : NULL;
+    }
     c->handler(c->arg, req, res);
     if (!res->answered) {
         pl_error(pl_hs_log_name(c), "%s %s: handler gave no answer", req->method, req->path);
         pl_http_respond(res, 500, NULL, 0, "no answer\n", 10);
     }
+done:
     free(req->body);
     req->body = NULL;
 }
@@ -539,10 +631,6 @@ static void conn_eof(conn *c)
     c->closing = true;
 }
 
-/* HTTP/2: each request has header_timeout_ms from its first HEADERS to its
- * END_STREAM. Late streams are reset one by one (CANCEL), so one slow call
- * does not take down the other calls multiplexed on the connection; the
- * timer is re-armed for the next deadline. */
 static void on_conn_timeout(uv_timer_t *t)
 {
     conn *c = t->data;
@@ -578,12 +666,55 @@ static void on_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf)
     buf->len = READ_BUFFER_SIZE;
 }
 
+static bool tls_deliver(void *arg, const uint8_t *data, size_t len)
+{
+    conn *c = arg;
+    conn_feed(c, data, len);
+    return !c->closing;
+}
+
+/* Bytes from a TLS client: handshake, then records decrypted into the
+ * protocol. A failed handshake (no client certificate, one from another CA,
+ * an expired one, a protocol the listener refuses) sends OpenSSL's alert
+ * and closes; failures are logged at most once a second per listener, with
+ * how many were not logged. */
+static void conn_tls_input(conn *c, const uint8_t *data, size_t len)
+{
+    pl_http_server *server = c->server;
+    int rc = pl_tls_conn_input(c->tls, data, len, tls_deliver, c, server->plain_buffer,
+                               READ_BUFFER_SIZE);
+    if (!uv_is_closing((uv_handle_t *)&c->tcp))
+        conn_tls_flush(c);
+    if (rc == 0)
+        return;
+    uint64_t now = uv_now(server->loop);
+    if (now - server->tls_log_ms >= 1000 || server->tls_log_ms == 0) {
+        pl_info(server->opt.name, "%s: TLS handshake refused: %s%s", c->peer,
+                pl_tls_conn_error(c->tls),
+                server->tls_failures_unlogged ? " (and earlier ones not logged)" : "");
+        server->tls_log_ms = now;
+        server->tls_failures_unlogged = 0;
+    } else {
+        server->tls_failures_unlogged++;
+    }
+    c->closing = true;
+    c->closed_by_server = true;
+    if (c->pending_writes == 0)
+        conn_close_now(c);
+    else
+        uv_timer_start(&c->timer, on_close_grace_timeout, CLOSE_GRACE_MS, 0);
+}
+
 static void on_read(uv_stream_t *st, ssize_t nread, const uv_buf_t *buf)
 {
     conn *c = st->data;
     pl_http_server *server = c->server;
-    if (nread > 0 && !c->lingering)
-        conn_feed(c, (const uint8_t *)buf->base, (size_t)nread);
+    if (nread > 0 && !c->lingering) {
+        if (c->tls)
+            conn_tls_input(c, (const uint8_t *)buf->base, (size_t)nread);
+        else
+            conn_feed(c, (const uint8_t *)buf->base, (size_t)nread);
+    }
     if (buf->base == (char *)server->read_buffer)
         server->read_buffer_busy = false;
     else
@@ -659,6 +790,14 @@ static void on_connection(uv_stream_t *listener, int status)
         }
     }
     uv_tcp_nodelay(&c->tcp, 1);
+    if (server->tls) {
+        c->tls = pl_tls_conn_new(server->tls);
+        if (!c->tls) {
+            c->closing = true;
+            conn_close_now(c);
+            return;
+        }
+    }
     /* A new connection gets the request deadline for its first request. */
     pl_hs_conn_arm_timer(c, server->opt.header_timeout_ms);
     if (uv_read_start((uv_stream_t *)&c->tcp, on_alloc, on_read) != 0) {
@@ -687,6 +826,26 @@ void pl_http_respond_with_trailers(pl_http_response *res, int status, const pl_h
     res->answered = true;
     if (res->c->closing && !res->c->socketless && uv_is_closing((uv_handle_t *)&res->c->tcp))
         return;
+    if (res->cors_origin) {
+        /* The allowed Origin is echoed; the handler's headers come first. */
+        pl_http_header stack[24];
+        pl_http_header *all = n_headers + 3 <= 24 ? stack : malloc((n_headers + 3) * sizeof(*all));
+        if (all) {
+            if (n_headers)
+                memcpy(all, headers, n_headers * sizeof(*all));
+            all[n_headers] = (pl_http_header){"Access-Control-Allow-Origin", 27, res->cors_origin,
+                                              res->cors_origin_len};
+            all[n_headers + 1] = (pl_http_header){"Access-Control-Allow-Credentials", 32, "true", 4};
+            all[n_headers + 2] = (pl_http_header){"Vary", 4, "Origin", 6};
+            res->cors_origin = NULL;
+            res->answered = false;
+            pl_http_respond_with_trailers(res, status, all, n_headers + 3, body, body_len,
+                                          trailers, n_trailers);
+            if (all != stack)
+                free(all);
+            return;
+        }
+    }
     if (res->s) {
         pl_hs_h2_respond(res, status, headers, n_headers, body, body_len, trailers, n_trailers);
         return;
@@ -748,6 +907,33 @@ static int parse_endpoint(const char *endpoint, struct sockaddr_storage *ss, pl_
            -1;
 }
 
+static bool is_loopback(const struct sockaddr_storage *ss)
+{
+    if (ss->ss_family == AF_INET) {
+        const uint8_t *a = (const uint8_t *)&((const struct sockaddr_in *)ss)->sin_addr;
+        return a[0] == 127;
+    }
+    if (ss->ss_family == AF_INET6) {
+        const struct in6_addr *a = &((const struct sockaddr_in6 *)ss)->sin6_addr;
+        return IN6_IS_ADDR_LOOPBACK(a);
+    }
+    return false;
+}
+
+/* reload_interval: certificates renewed on disk are picked up without a
+ * restart; a broken renewal keeps the current ones and is logged once. */
+static void on_tls_reload_timer(uv_timer_t *t)
+{
+    pl_http_server *s = t->data;
+    pl_err err = {{0}};
+    int rc = pl_tls_server_reload(s->tls, false, &err);
+    if (rc > 0)
+        pl_info(s->name, "TLS certificate reloaded");
+    else if (rc < 0)
+        pl_error(s->name, "TLS files changed but do not load, the previous ones stay: %s",
+                 err.msg);
+}
+
 pl_http_server *pl_http_server_start(uv_loop_t *loop, const char *endpoint,
                                      const pl_http_server_options *options, pl_http_handler handler,
                                      void *arg, pl_err *err)
@@ -766,9 +952,33 @@ pl_http_server *pl_http_server_start(uv_loop_t *loop, const char *endpoint,
     snprintf(s->name, sizeof(s->name), "%s", s->opt.name ? s->opt.name : "http");
     s->opt.name = s->name;
     options_fill(&s->opt);
+    s->opt.tls = NULL; /* borrowed only here */
+    s->opt.cors = NULL;
     s->loop = loop;
     s->handler = handler;
     s->arg = arg;
+    if (options && pl_tls_server_config_enabled(options->tls)) {
+        s->tls = pl_tls_server_new(options->tls, s->opt.h2c, s->opt.http1, s->name, err);
+        s->plain_buffer = s->tls ? malloc(READ_BUFFER_SIZE) : NULL;
+        if (!s->tls || !s->plain_buffer) {
+            if (s->tls && !s->plain_buffer)
+                pl_errf(err, PL_ERR_NOMEM, "out of memory");
+            pl_tls_server_free(s->tls);
+            free(s->plain_buffer);
+            free(s);
+            return NULL;
+        }
+    }
+    if (options && pl_http_cors_enabled(options->cors)) {
+        if (pl_http_cors_copy(&s->cors, options->cors) != 0) {
+            pl_tls_server_free(s->tls);
+            free(s->plain_buffer);
+            free(s);
+            pl_errf(err, PL_ERR_NOMEM, "out of memory");
+            return NULL;
+        }
+        s->has_cors = true;
+    }
     uv_tcp_init(loop, &s->listener);
     s->listener.data = s;
     s->open_handles = 1;
@@ -788,6 +998,21 @@ pl_http_server *pl_http_server_start(uv_loop_t *loop, const char *endpoint,
     uv_tcp_getsockname(&s->listener, (struct sockaddr *)&bound, &blen);
     s->port = bound.ss_family == AF_INET6 ? ntohs(((struct sockaddr_in6 *)&bound)->sin6_port)
                                           : ntohs(((struct sockaddr_in *)&bound)->sin_port);
+    if (s->tls && pl_tls_server_reload_interval_ms(s->tls)) {
+        uint64_t every = pl_tls_server_reload_interval_ms(s->tls);
+        uv_timer_init(loop, &s->tls_timer);
+        s->tls_timer.data = s;
+        s->open_handles++;
+        s->tls_timer_on = true;
+        uv_timer_start(&s->tls_timer, on_tls_reload_timer, every, every);
+        uv_unref((uv_handle_t *)&s->tls_timer);
+    }
+    if (!is_loopback(&bound) && (!s->tls || !s->opt.auth))
+        pl_warn(s->name,
+                "%s is reachable beyond this host %s%s%s: anyone who can connect can %s",
+                endpoint, s->tls ? "" : "without TLS", !s->tls && !s->opt.auth ? " and " : "",
+                s->opt.auth ? "" : "without authentication",
+                s->opt.auth ? "read what clients send" : "send data");
     return s;
 }
 
@@ -809,6 +1034,8 @@ void pl_http_server_close(pl_http_server *server)
         return;
     server->closing = true;
     uv_close((uv_handle_t *)&server->listener, on_listener_closed);
+    if (server->tls_timer_on)
+        uv_close((uv_handle_t *)&server->tls_timer, on_listener_closed);
     for (conn *c = server->conns; c; c = c->next) {
         if (c->proto == PROTO_H2 && c->h2 && !c->closing) {
             nghttp2_session_terminate_session(c->h2, NGHTTP2_NO_ERROR);

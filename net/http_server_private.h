@@ -13,6 +13,8 @@
 #define PL_HTTP_SERVER_PRIVATE_H
 
 #include "http_server.h"
+#include "http_cors.h"
+#include "tls.h"
 
 #include <http_parser.h>
 #include <nghttp2/nghttp2.h>
@@ -93,6 +95,9 @@ struct pl_http_response {
     bool answered;
     bool head;       /* HTTP/1.1 HEAD: no body */
     bool keep_alive; /* HTTP/1.1 */
+    /* CORS: the request's allowed Origin, echoed in the answer */
+    const char *cors_origin;
+    size_t cors_origin_len;
 };
 
 typedef enum conn_proto { PROTO_SNIFF, PROTO_H1, PROTO_H2 } conn_proto;
@@ -119,6 +124,7 @@ struct conn {
     uint8_t sniff[H2_PREFACE_LEN];
     size_t sniff_len;
     char peer[64];
+    pl_tls_conn *tls; /* NULL: cleartext */
     /* HTTP/1.1 */
     http_parser parser;
     bool in_request;
@@ -147,6 +153,16 @@ struct pl_http_server {
     unsigned n_conns;
     bool read_buffer_busy;
     uint8_t read_buffer[READ_BUFFER_SIZE];
+    /* TLS: the context, its reload timer, and where decrypted bytes land
+     * (consumed synchronously, like read_buffer) */
+    pl_tls_server *tls;
+    uv_timer_t tls_timer;
+    bool tls_timer_on;
+    uint64_t tls_log_ms; /* last handshake failure logged (rate limit) */
+    unsigned tls_failures_unlogged;
+    uint8_t *plain_buffer;
+    bool has_cors;
+    pl_http_cors_config cors;
 };
 
 /* ---- shared between the server's files ---------------------------------- */

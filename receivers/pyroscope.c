@@ -57,6 +57,7 @@
 #include "core/log.h"
 #include "net/compress.h"
 #include "net/grpc.h"
+#include "extensions/auth.h"
 #include "net/http_server.h"
 #include "pipeline/consumer.h"
 #include "proto/pprof.h"
@@ -70,6 +71,9 @@ typedef struct pyroscope_cfg {
     uint64_t max_request_body_size;
     uint64_t max_decompressed_size;
     int64_t max_connections;
+    pl_tls_server_config tls;
+    pl_auth_ref_config auth;
+    pl_http_cors_config cors;
 } pyroscope_cfg;
 
 static const pl_cfg_field pyroscope_fields[] = {
@@ -83,6 +87,15 @@ static const pl_cfg_field pyroscope_fields[] = {
      NULL},
     {"max_connections", PL_CFG_INT, "1024", offsetof(pyroscope_cfg, max_connections),
      "simultaneous client connections", NULL},
+    {"tls", PL_CFG_SECTION, NULL, offsetof(pyroscope_cfg, tls),
+     "server TLS (ALPN h2 and http/1.1); client_ca_file for mutual TLS", &pl_tls_server_section},
+    {"auth", PL_CFG_SECTION, NULL, offsetof(pyroscope_cfg, auth),
+     "authenticator extension every request must pass (401 / UNAUTHENTICATED otherwise); the "
+     "SDKs' authToken and basic auth",
+     &pl_auth_ref_section},
+    {"cors", PL_CFG_SECTION, NULL, offsetof(pyroscope_cfg, cors),
+     "CORS for browser clients: allowed_origins (with *), allowed_headers, max_age",
+     &pl_http_cors_section},
     {NULL, 0, NULL, 0, NULL, NULL},
 };
 
@@ -120,6 +133,7 @@ typedef struct pyroscope {
     pl_http_server *server;
     uint64_t *invalid_requests, *ingest_requests, *push_requests, *otlp_requests;
     pl_otlp_handler otlp; /* OTLP profiles on the same port */
+    pl_listener_security sec;
 } pyroscope;
 
 /* ---- answers -------------------------------------------------------------- */
@@ -998,6 +1012,12 @@ static pl_status pyroscope_create(const pl_create_settings *settings, const void
                      : NULL,
     };
     r->otlp.next[PL_SIGNAL_PROFILES] = r->next;
+    pl_status st = pl_listener_security_init(&r->sec, &cfg->tls, &cfg->auth, &cfg->cors, err);
+    if (st != PL_OK) {
+        free(r->endpoint);
+        free(r);
+        return st;
+    }
     *out_self = r;
     return PL_OK;
 }
@@ -1015,11 +1035,12 @@ static pl_status pyroscope_start(void *self, pl_err *err)
          * RESOURCE_EXHAUSTED); on_request answers the others 413 */
         .deliver_too_large = true,
     };
+    pl_listener_security_apply(&r->sec, &o);
     r->server = pl_http_server_start(r->loop, r->endpoint, &o, on_request, r, err);
     if (!r->server)
         return PL_ERR_INTERNAL;
-    pl_info(r->id, "listening on %s, port %d (Pyroscope /ingest, push API, OTLP profiles)",
-            r->endpoint, pl_http_server_port(r->server));
+    pl_info(r->id, "listening on %s://%s, port %d (Pyroscope /ingest, push API, OTLP profiles)",
+            pl_listener_security_scheme(&r->sec), r->endpoint, pl_http_server_port(r->server));
     return PL_OK;
 }
 
@@ -1039,6 +1060,7 @@ static void pyroscope_destroy(void *self)
         return;
     if (r->server)
         pl_http_server_close(r->server);
+    pl_listener_security_free(&r->sec);
     free(r->endpoint);
     free(r);
 }
