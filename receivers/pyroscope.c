@@ -486,19 +486,30 @@ static void deliver(pyroscope *r, pl_batch *batch, pl_http_response *res, const 
     respond_error(r, res, pl_status_http(st), msg);
 }
 
+/* The tenant (X-Scope-OrgID) and the caller's authenticated identity
+ * travel with the data, named as the otlp receiver names them. */
 static void add_tenant(pl_batch *batch, const pl_http_request *req)
 {
     size_t len;
     const char *tenant = pl_http_header_get(req, "X-Scope-OrgID", &len);
-    if (!tenant || !len)
+    const char *who = req->auth_user ? req->auth_user : req->tls_peer;
+    uint32_t n = (tenant && len) + (who != NULL);
+    if (n == 0)
         return;
-    pl_kv *kv = pl_batch_alloc(batch, sizeof(pl_kv));
+    pl_kv *kv = pl_batch_alloc(batch, n * sizeof(pl_kv));
     if (!kv)
         return;
-    kv->key = PL_BYTES_LIT("tenant"); /* as the otlp receiver names it */
-    kv->value = pl_value_string(pl_batch_bytes(batch, tenant, len));
+    uint32_t k = 0;
+    if (tenant && len) {
+        kv[k].key = PL_BYTES_LIT("tenant");
+        kv[k++].value = pl_value_string(pl_batch_bytes(batch, tenant, len));
+    }
+    if (who) {
+        kv[k].key = PL_BYTES_LIT("auth.user");
+        kv[k++].value = pl_value_string(pl_batch_bytes(batch, who, strlen(who)));
+    }
     batch->metadata.items = kv;
-    batch->metadata.n = 1;
+    batch->metadata.n = k;
 }
 
 /* Reads a sample_type_config part. Pyroscope uses it only to name the
