@@ -34,6 +34,13 @@
 /* AnyValue / KeyValueList / ArrayValue nesting limit. */
 #define PL_OTLP_MAX_DEPTH 64
 
+/* Decoded-memory budget of one request: every decoded object is charged its
+ * struct size plus a fixed overhead (so a million empty spans cost what they
+ * would take), and bytes copied into the arena count too. Over it, decoding
+ * stops with PL_ERR_TOO_LARGE before the memory is spent. The default keeps
+ * one request's model under 48 MiB whatever its body compresses to. */
+#define PL_OTLP_DECODE_BUDGET ((size_t)48 << 20)
+
 /* Decode an ExportTraceServiceRequest (or TracesData, same layout) into
  * b->data.traces. `b` must be a traces batch; on error its content is
  * unspecified (free the batch). */
