@@ -37,9 +37,9 @@
 /* ---- message tables ----------------------------------------------------- */
 
 typedef enum fkind {
-    FK_STR,  /* pl_bytes, UTF-8 */
-    FK_B64,  /* pl_bytes, base64 in JSON */
-    FK_ID,   /* uint8_t[len] + uint8_t length, hex in JSON */
+    FK_STR, /* pl_bytes, UTF-8 */
+    FK_B64, /* pl_bytes, base64 in JSON */
+    FK_ID,  /* uint8_t[len] + uint8_t length, hex in JSON */
     FK_U32,
     FK_I32,
     FK_U64,
@@ -73,16 +73,38 @@ struct jmsg {
     const jfield *fields;
 };
 
-#define F(T, name, kind, m)          {name, kind, 0, offsetof(T, m), NO_OFF, NO_OFF, NULL}
-#define F_ID(T, name, m, len)        {name, FK_ID, len, offsetof(T, m), offsetof(T, m##_len), NO_OFF, NULL}
-#define F_ENUM(T, name, m, names)    {name, FK_ENUM, sizeof(names) / sizeof(names[0]), offsetof(T, m), NO_OFF, NO_OFF, names}
-#define F_MSG(T, name, m, has, sub)  {name, FK_MSG, 0, offsetof(T, m), has, NO_OFF, &sub}
-#define F_LIST(T, name, kind, m, n, sub) {name, kind, 0, offsetof(T, m), offsetof(T, n), NO_OFF, sub}
+#define F(T, name, kind, m)                                                                        \
+    {                                                                                              \
+        name, kind, 0, offsetof(T, m), NO_OFF, NO_OFF, NULL                                        \
+    }
+#define F_ID(T, name, m, len)                                                                      \
+    {                                                                                              \
+        name, FK_ID, len, offsetof(T, m), offsetof(T, m##_len), NO_OFF, NULL                       \
+    }
+#define F_ENUM(T, name, m, names)                                                                  \
+    {                                                                                              \
+        name, FK_ENUM, sizeof(names) / sizeof(names[0]), offsetof(T, m), NO_OFF, NO_OFF, names     \
+    }
+#define F_MSG(T, name, m, has, sub)                                                                \
+    {                                                                                              \
+        name, FK_MSG, 0, offsetof(T, m), has, NO_OFF, &sub                                         \
+    }
+#define F_LIST(T, name, kind, m, n, sub)                                                           \
+    {                                                                                              \
+        name, kind, 0, offsetof(T, m), offsetof(T, n), NO_OFF, sub                                 \
+    }
 #define F_TABLE(T, name, m, sub)                                                                   \
-    {name, FK_LIST, 0, offsetof(T, m), offsetof(T, n_##m), offsetof(T, cap_##m), &sub}
+    {                                                                                              \
+        name, FK_LIST, 0, offsetof(T, m), offsetof(T, n_##m), offsetof(T, cap_##m), &sub           \
+    }
 #define F_ATTRS(T, name, m)                                                                        \
-    {name, FK_LIST, 0, offsetof(T, m.items), offsetof(T, m.n), offsetof(T, m.cap), &m_keyvalue}
-#define MSG(T, fields) {sizeof(T), sizeof(fields) / sizeof(fields[0]), fields}
+    {                                                                                              \
+        name, FK_LIST, 0, offsetof(T, m.items), offsetof(T, m.n), offsetof(T, m.cap), &m_keyvalue  \
+    }
+#define MSG(T, fields)                                                                             \
+    {                                                                                              \
+        sizeof(T), sizeof(fields) / sizeof(fields[0]), fields                                      \
+    }
 
 static const jmsg m_keyvalue;
 
@@ -237,8 +259,8 @@ static const jfield f_scope_profiles[] = {
 static const jmsg m_scope_profiles = MSG(pl_scope_profiles, f_scope_profiles);
 
 static const jfield f_resource_profiles[] = {
-    F_MSG(pl_resource_profiles, "resource", resource,
-          offsetof(pl_resource_profiles, has_resource), m_resource),
+    F_MSG(pl_resource_profiles, "resource", resource, offsetof(pl_resource_profiles, has_resource),
+          m_resource),
     F_LIST(pl_resource_profiles, "scopeProfiles", FK_LIST, scopes, n_scopes, &m_scope_profiles),
     F(pl_resource_profiles, "schemaUrl", FK_STR, schema_url),
 };
@@ -264,8 +286,7 @@ static const jfield f_location[] = {
     F(pl_location, "mappingIndex", FK_I32, mapping_index),
     F(pl_location, "address", FK_U64, address),
     F_LIST(pl_location, "lines", FK_LIST, lines, n_lines, &m_line),
-    F_LIST(pl_location, "attributeIndices", FK_I32S, attribute_indices, n_attribute_indices,
-           NULL),
+    F_LIST(pl_location, "attributeIndices", FK_I32S, attribute_indices, n_attribute_indices, NULL),
 };
 static const jmsg m_location = MSG(pl_location, f_location);
 
@@ -308,8 +329,7 @@ static const jfield f_dictionary[] = {
 static const jmsg m_dictionary = MSG(pl_dictionary, f_dictionary);
 
 static const jfield f_profiles[] = {
-    F_LIST(pl_profiles, "resourceProfiles", FK_LIST, resources, n_resources,
-           &m_resource_profiles),
+    F_LIST(pl_profiles, "resourceProfiles", FK_LIST, resources, n_resources, &m_resource_profiles),
     F_MSG(pl_profiles, "dictionary", dict, offsetof(pl_profiles, has_dictionary), m_dictionary),
 };
 static const jmsg m_profiles = MSG(pl_profiles, f_profiles);
@@ -396,8 +416,8 @@ static int syntax(jdec *d)
 {
     d->status = PL_ERR_INVALID;
     if (d->err)
-        snprintf(d->err->msg, sizeof d->err->msg, "invalid JSON at offset %zu: %s",
-                 d->r.error_at, d->r.error ? d->r.error : "unexpected input");
+        snprintf(d->err->msg, sizeof d->err->msg, "invalid JSON at offset %zu: %s", d->r.error_at,
+                 d->r.error ? d->r.error : "unexpected input");
     return -1;
 }
 
@@ -516,8 +536,9 @@ static int number_to_int(jdec *d, const char *name, const char *t, size_t n, boo
     /* Exact powers of two bound the convertible range (2^63, 2^64). */
     if (!isfinite(x) || x != floor(x) || x < (is_signed ? -9223372036854775808.0 : 0) ||
         x >= (is_signed ? 9223372036854775808.0 : 18446744073709551616.0))
-        return fail(d, name, x < 0 && !is_signed ? "negative value for an unsigned field"
-                                                 : "want an integer");
+        return fail(d, name,
+                    x < 0 && !is_signed ? "negative value for an unsigned field"
+                                        : "want an integer");
     *u = is_signed ? (uint64_t)(int64_t)x : (uint64_t)x;
     return 0;
 }
@@ -572,8 +593,7 @@ static int get_int(jdec *d, const char *name, bool is_signed, int64_t min, uint6
 }
 
 /* An enum: an integer, or one of `names` (index = value). */
-static int get_enum(jdec *d, const char *name, const char *const *names, int n_names,
-                    int32_t *out)
+static int get_enum(jdec *d, const char *name, const char *const *names, int n_names, int32_t *out)
 {
     if (pl_jr_peek(&d->r) == PL_JT_STRING) {
         pl_jstr s;
@@ -977,8 +997,8 @@ static int dec_msg(jdec *d, const jmsg *m, void *dst, int depth)
 
 /* ---- AnyValue (a oneof) ------------------------------------------------- */
 
-static const jfield f_any_kvlist = {"kvlistValue.values", FK_LIST, 0, 0, sizeof(void *), NO_OFF,
-                                    &m_keyvalue};
+static const jfield f_any_kvlist = {"kvlistValue.values", FK_LIST, 0,          0,
+                                    sizeof(void *),       NO_OFF,  &m_keyvalue};
 
 static int dec_array_values(jdec *d, pl_value *v, int depth)
 {

@@ -48,6 +48,10 @@ pl_status pl_otlp_decode_traces(pl_batch *b, const uint8_t *buf, size_t len, pl_
 /* Decode an ExportProfilesServiceRequest (or ProfilesData) into
  * b->data.profiles, then check every dictionary index. */
 pl_status pl_otlp_decode_profiles(pl_batch *b, const uint8_t *buf, size_t len, pl_err *err);
+/* Either signal (by b->signal) with an explicit decoded-memory budget; the
+ * two above use PL_OTLP_DECODE_BUDGET. */
+pl_status pl_otlp_decode_ex(pl_batch *b, const uint8_t *buf, size_t len, size_t budget,
+                            pl_err *err);
 
 /* Append the encoded request to `out`; false on OOM. */
 bool pl_otlp_encode_traces(const pl_traces *t, pl_buf *out);
