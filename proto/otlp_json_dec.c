@@ -59,6 +59,7 @@ typedef enum fkind {
 typedef struct jmsg jmsg;
 typedef struct jfield {
     const char *name; /* lowerCamelCase, as written */
+    uint8_t name_len;
     uint8_t kind;
     uint8_t arg;     /* FK_ID: id length; FK_ENUM: number of names */
     uint16_t off;    /* the member */
@@ -75,31 +76,34 @@ struct jmsg {
 
 #define F(T, name, kind, m)                                                                        \
     {                                                                                              \
-        name, kind, 0, offsetof(T, m), NO_OFF, NO_OFF, NULL                                        \
+        name, sizeof(name) - 1, kind, 0, offsetof(T, m), NO_OFF, NO_OFF, NULL                      \
     }
 #define F_ID(T, name, m, len)                                                                      \
     {                                                                                              \
-        name, FK_ID, len, offsetof(T, m), offsetof(T, m##_len), NO_OFF, NULL                       \
+        name, sizeof(name) - 1, FK_ID, len, offsetof(T, m), offsetof(T, m##_len), NO_OFF, NULL     \
     }
 #define F_ENUM(T, name, m, names)                                                                  \
     {                                                                                              \
-        name, FK_ENUM, sizeof(names) / sizeof(names[0]), offsetof(T, m), NO_OFF, NO_OFF, names     \
+        name, sizeof(name) - 1, FK_ENUM, sizeof(names) / sizeof(names[0]), offsetof(T, m), NO_OFF, \
+            NO_OFF, names                                                                          \
     }
 #define F_MSG(T, name, m, has, sub)                                                                \
     {                                                                                              \
-        name, FK_MSG, 0, offsetof(T, m), has, NO_OFF, &sub                                         \
+        name, sizeof(name) - 1, FK_MSG, 0, offsetof(T, m), has, NO_OFF, &sub                       \
     }
 #define F_LIST(T, name, kind, m, n, sub)                                                           \
     {                                                                                              \
-        name, kind, 0, offsetof(T, m), offsetof(T, n), NO_OFF, sub                                 \
+        name, sizeof(name) - 1, kind, 0, offsetof(T, m), offsetof(T, n), NO_OFF, sub               \
     }
 #define F_TABLE(T, name, m, sub)                                                                   \
     {                                                                                              \
-        name, FK_LIST, 0, offsetof(T, m), offsetof(T, n_##m), offsetof(T, cap_##m), &sub           \
+        name, sizeof(name) - 1, FK_LIST, 0, offsetof(T, m), offsetof(T, n_##m),                    \
+            offsetof(T, cap_##m), &sub                                                             \
     }
 #define F_ATTRS(T, name, m)                                                                        \
     {                                                                                              \
-        name, FK_LIST, 0, offsetof(T, m.items), offsetof(T, m.n), offsetof(T, m.cap), &m_keyvalue  \
+        name, sizeof(name) - 1, FK_LIST, 0, offsetof(T, m.items), offsetof(T, m.n),                \
+            offsetof(T, m.cap), &m_keyvalue                                                        \
     }
 #define MSG(T, fields)                                                                             \
     {                                                                                              \
@@ -321,7 +325,7 @@ static const jfield f_dictionary[] = {
     F_TABLE(pl_dictionary, "locationTable", locations, m_location),
     F_TABLE(pl_dictionary, "functionTable", functions, m_function),
     F_TABLE(pl_dictionary, "linkTable", links, m_link),
-    {"stringTable", FK_STRS, 0, offsetof(pl_dictionary, strings),
+    {"stringTable", 11, FK_STRS, 0, offsetof(pl_dictionary, strings),
      offsetof(pl_dictionary, n_strings), offsetof(pl_dictionary, cap_strings), NULL},
     F_TABLE(pl_dictionary, "attributeTable", attributes, m_kvu),
     F_TABLE(pl_dictionary, "stackTable", stacks, m_stack),
@@ -793,7 +797,7 @@ static const jfield *find_field(const jmsg *m, const pl_jstr *key)
 {
     for (unsigned i = 0; i < m->n_fields; i++) {
         const jfield *f = &m->fields[i];
-        if (strlen(f->name) == key->len && memcmp(f->name, key->ptr, key->len) == 0)
+        if (f->name_len == key->len && memcmp(f->name, key->ptr, key->len) == 0)
             return f;
     }
     if (key->escaped || key->len > 64)
@@ -997,8 +1001,8 @@ static int dec_msg(jdec *d, const jmsg *m, void *dst, int depth)
 
 /* ---- AnyValue (a oneof) ------------------------------------------------- */
 
-static const jfield f_any_kvlist = {"kvlistValue.values", FK_LIST, 0,          0,
-                                    sizeof(void *),       NO_OFF,  &m_keyvalue};
+static const jfield f_any_kvlist = {"kvlistValue.values", 18,     FK_LIST,    0, 0,
+                                    sizeof(void *),       NO_OFF, &m_keyvalue};
 
 static int dec_array_values(jdec *d, pl_value *v, int depth)
 {
