@@ -73,7 +73,7 @@ typedef struct pyroscope_cfg {
 } pyroscope_cfg;
 
 static const pl_cfg_field pyroscope_fields[] = {
-    {"endpoint", PL_CFG_STRING, "127.0.0.1:4040", offsetof(pyroscope_cfg, endpoint),
+    {"endpoint", PL_CFG_ADDRESS, "127.0.0.1:4040", offsetof(pyroscope_cfg, endpoint),
      "host:port to listen on (HTTP/1.1 and h2c)", NULL},
     {"max_request_body_size", PL_CFG_SIZE, "20MiB", offsetof(pyroscope_cfg, max_request_body_size),
      "largest request body accepted (413 above it)", NULL},
