@@ -991,7 +991,9 @@ static void on_request(void *arg, pl_http_request *req, pl_http_response *res)
         respond_error(r, res, 404, "not found");
         return;
     }
-    if (push && pl_grpc_is_grpc(req)) {
+    /* gRPC exists only over HTTP/2; an HTTP/1.1 request with a gRPC content
+     * type gets the Connect form's 415 */
+    if (push && req->http_version == 2 && pl_grpc_is_grpc(req)) {
         handle_push_grpc(r, req, res);
         return;
     }
