@@ -29,6 +29,8 @@
  */
 #include "sqlite_store.h"
 
+#include "core/hash.h"
+
 #include <errno.h>
 #include <inttypes.h>
 #include <math.h>
@@ -44,7 +46,11 @@
 
 /* ---- small hash maps ---------------------------------------------------- */
 
-static uint64_t hash_bytes(const void *data, size_t len, uint64_t seed)
+/* The stack hash is stored in the database (stacks.hash, UNIQUE), so it
+ * must be the same in every process: unkeyed FNV-1a plus an avalanche. Only
+ * stack_id uses it, and it compares the frames on the table path. The
+ * in-memory maps below hash under the per-process key instead. */
+static uint64_t stored_hash_bytes(const void *data, size_t len, uint64_t seed)
 {
     /* FNV-1a, then a final avalanche (splitmix64) so low bits are usable. */
     const uint8_t *p = data;
@@ -61,14 +67,11 @@ static uint64_t hash_bytes(const void *data, size_t len, uint64_t seed)
     return h;
 }
 
+/* Keys of the in-memory maps derive from client data (names, trace ids,
+ * frames): keyed per process (core/hash.h). */
 static uint64_t mix64(uint64_t x)
 {
-    x ^= x >> 30;
-    x *= 0xbf58476d1ce4e5b9ull;
-    x ^= x >> 27;
-    x *= 0x94d049bb133111ebull;
-    x ^= x >> 31;
-    return x;
+    return pl_hash_u64(x);
 }
 
 /* uint64 key (never 0) -> int64 value, open addressing. */
@@ -828,7 +831,7 @@ static bool value_as_int(const pl_value *v, int64_t *out)
 
 static int string_id(pl_store *s, const char *text, size_t len, int64_t *id)
 {
-    uint64_t h = hash_bytes(text, len, 0);
+    uint64_t h = pl_hash_bytes(text, len);
     if (str_map_get(&s->strings, text, len, h, id))
         return SQLITE_OK;
     sqlite3_stmt *sel = s->st[ST_SEL_STRING];
@@ -925,7 +928,7 @@ static int stack_id(pl_store *s, int64_t *id)
 {
     const uint8_t *frames = s->frames.data ? s->frames.data : (const uint8_t *)"";
     size_t len = s->frames.len;
-    uint64_t h = hash_bytes(frames, len, 0x5eed);
+    uint64_t h = stored_hash_bytes(frames, len, 0x5eed);
     /* The cache trusts the 64-bit hash; the table lookup below compares the
      * frames and probes the next hash on the (astronomically rare) collision. */
     if (u64_map_get(&s->stacks, h ? h : 1, id))
@@ -995,7 +998,7 @@ static trace_agg *trace_aggs_get(trace_aggs *m, const uint8_t id[16])
         for (size_t i = 0; i < m->cap; i++) {
             if (!m->slots[i].used)
                 continue;
-            size_t j = hash_bytes(m->slots[i].trace_id, 16, 0) & (cap - 1);
+            size_t j = pl_hash_bytes(m->slots[i].trace_id, 16) & (cap - 1);
             while (slots[j].used)
                 j = (j + 1) & (cap - 1);
             slots[j] = m->slots[i];
@@ -1005,7 +1008,7 @@ static trace_agg *trace_aggs_get(trace_aggs *m, const uint8_t id[16])
         m->cap = cap;
     }
     size_t mask = m->cap - 1;
-    size_t i = hash_bytes(id, 16, 0) & mask;
+    size_t i = pl_hash_bytes(id, 16) & mask;
     while (m->slots[i].used && memcmp(m->slots[i].trace_id, id, 16) != 0)
         i = (i + 1) & mask;
     trace_agg *t = &m->slots[i];
