@@ -23,8 +23,8 @@
 #include "core/component.h"
 #include "core/model.h"
 #include "core/stats.h"
-#include "exporters/sqlite_api.h"
-#include "exporters/sqlite_store.h"
+#include "store/sqlite_api.h"
+#include "store/sqlite_store.h"
 #include "testlib.h"
 
 extern const pl_component_type pl_exporter_sqlite;

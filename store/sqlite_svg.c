@@ -17,7 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "sqlite_store.h"
+#include "store/sqlite_store.h"
 
 #define MAX_DEPTH 1024
 

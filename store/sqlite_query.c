@@ -30,8 +30,8 @@
 #include "core/component.h"
 #include "core/log.h"
 #include "pipeline/query.h"
-#include "sqlite_api.h"
-#include "sqlite_store.h"
+#include "store/sqlite_api.h"
+#include "store/sqlite_store.h"
 
 static const char usage_text[] =
     "usage: proflink query <command> [options]\n"

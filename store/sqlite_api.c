@@ -6,7 +6,7 @@
  * missing or broken the request gets a 503 and the next one tries again,
  * so the API works as soon as the exporter has created the file.
  */
-#include "sqlite_api.h"
+#include "store/sqlite_api.h"
 
 #include <inttypes.h>
 #include <stdio.h>
