@@ -10,11 +10,17 @@
  */
 #include "store/store_internal.h"
 
+#include "core/hash.h"
+
 #include <errno.h>
 #include <sys/stat.h>
 
 /* ---- small hash maps ---------------------------------------------------- */
 
+/* The stack hash is stored in the database (stacks.hash, UNIQUE), so it is
+ * the same in every process: unkeyed. Only stack_id uses it. The in-memory
+ * maps hash client-chosen names, trace ids and keys under the per-process
+ * key (core/hash.h) instead. */
 uint64_t st_hash_bytes(const void *data, size_t len, uint64_t seed)
 {
     /* FNV-1a, then a final avalanche (splitmix64) so low bits are usable. */
@@ -34,12 +40,7 @@ uint64_t st_hash_bytes(const void *data, size_t len, uint64_t seed)
 
 uint64_t st_mix64(uint64_t x)
 {
-    x ^= x >> 30;
-    x *= 0xbf58476d1ce4e5b9ull;
-    x ^= x >> 27;
-    x *= 0x94d049bb133111ebull;
-    x ^= x >> 31;
-    return x;
+    return pl_hash_u64(x);
 }
 
 /* uint64 key (never 0) -> int64 value, open addressing. */

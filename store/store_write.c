@@ -18,6 +18,8 @@
  */
 #include "store/store_internal.h"
 
+#include "core/hash.h"
+
 #include <math.h>
 
 static void json_value(pl_buf *b, const pl_value *v, int depth);
@@ -124,7 +126,7 @@ static bool value_as_int(const pl_value *v, int64_t *out)
 
 static int string_id(pl_store *s, const char *text, size_t len, int64_t *id)
 {
-    uint64_t h = st_hash_bytes(text, len, 0);
+    uint64_t h = pl_hash_bytes(text, len);
     if (st_str_map_get(&s->strings, text, len, h, id))
         return SQLITE_OK;
     sqlite3_stmt *sel = s->st[ST_SEL_STRING];
@@ -291,7 +293,7 @@ static trace_agg *trace_aggs_get(trace_aggs *m, const uint8_t id[16])
         for (size_t i = 0; i < m->cap; i++) {
             if (!m->slots[i].used)
                 continue;
-            size_t j = st_hash_bytes(m->slots[i].trace_id, 16, 0) & (cap - 1);
+            size_t j = pl_hash_bytes(m->slots[i].trace_id, 16) & (cap - 1);
             while (slots[j].used)
                 j = (j + 1) & (cap - 1);
             slots[j] = m->slots[i];
@@ -301,7 +303,7 @@ static trace_agg *trace_aggs_get(trace_aggs *m, const uint8_t id[16])
         m->cap = cap;
     }
     size_t mask = m->cap - 1;
-    size_t i = st_hash_bytes(id, 16, 0) & mask;
+    size_t i = pl_hash_bytes(id, 16) & mask;
     while (m->slots[i].used && memcmp(m->slots[i].trace_id, id, 16) != 0)
         i = (i + 1) & mask;
     trace_agg *t = &m->slots[i];

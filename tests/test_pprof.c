@@ -6,6 +6,7 @@
  * any order, and can break exactly one reference at a time.
  */
 #include <stdarg.h>
+#include <time.h>
 
 #include "proto/pprof.h"
 #include "testlib.h"
@@ -390,6 +391,112 @@ static void test_empty(void)
     pl_batch_free(batch);
 }
 
+/* ---- hostile ids (issue 12, H1) --------------------------------------- */
+
+/* The unkeyed splitmix64 finalizer the id maps used before they were keyed,
+ * and its inverse: ids whose old hash is k << 32 all fall into one probe
+ * chain of any table smaller than 2^32 slots. */
+static uint64_t old_mix64(uint64_t h)
+{
+    h ^= h >> 33;
+    h *= 0xff51afd7ed558ccdULL;
+    h ^= h >> 33;
+    h *= 0xc4ceb9fe1a85ec53ULL;
+    h ^= h >> 33;
+    return h;
+}
+
+static uint64_t old_mix64_inverse(uint64_t h)
+{
+    h ^= h >> 33;
+    h *= 0x9cb4b2f8129337dbULL; /* inverse of 0xc4ceb9fe1a85ec53 mod 2^64 */
+    h ^= h >> 33;
+    h *= 0x4f74430c22a54005ULL; /* inverse of 0xff51afd7ed558ccd */
+    h ^= h >> 33;
+    return h;
+}
+
+/* A pprof with n functions, n locations and n samples; ids chosen by
+ * `id_of(k)` for k = 1..n (the same for functions and locations). */
+static void build_many_ids(pl_buf *out, uint32_t n, uint64_t (*id_of)(uint32_t))
+{
+    pl_buf m, sub;
+    pl_buf_init(&m);
+    pl_buf_init(&sub);
+    const char *st[] = {"", "samples", "count", "f"};
+    for (int i = 0; i < 4; i++)
+        w_bytes(out, 6, st[i], strlen(st[i]));
+    w_uint(&m, 1, 1);
+    w_uint(&m, 2, 2);
+    w_msg(out, 1, &m);
+    for (uint32_t k = 1; k <= n; k++) {
+        uint64_t id = id_of(k);
+        w_uint(&m, 1, id); /* Function.id */
+        w_uint(&m, 2, 3);  /* Function.name */
+        w_msg(out, 5, &m);
+        w_uint(&sub, 1, id); /* Line.function_id */
+        w_uint(&m, 1, id);   /* Location.id */
+        w_msg(&m, 4, &sub);  /* Location.line */
+        w_msg(out, 4, &m);
+        uint64_t one = 1;
+        w_packed(&m, 1, &id, 1);  /* Sample.location_id */
+        w_packed(&m, 2, &one, 1); /* Sample.value */
+        w_msg(out, 2, &m);
+    }
+    pl_buf_free(&m);
+    pl_buf_free(&sub);
+}
+
+static uint64_t colliding_id(uint32_t k)
+{
+    return old_mix64_inverse((uint64_t)k << 32);
+}
+
+static uint64_t spread_id(uint32_t k)
+{
+    return old_mix64_inverse((uint64_t)k * 0x9e3779b97f4a7c15ULL);
+}
+
+static double decode_seconds(const pl_buf *b, size_t samples)
+{
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    pl_err err = {{0}};
+    pl_batch *batch = decode_buf(b, &err);
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    CHECK(batch);
+    if (batch) {
+        CHECK_EQ_UINT(batch->data.profiles.resources[0].scopes[0].profiles[0].n_samples, samples);
+        pl_batch_free(batch);
+    } else {
+        fprintf(stderr, "  decode failed: %s\n", err.msg);
+    }
+    return (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) / 1e9;
+}
+
+static void test_colliding_ids_linear(void)
+{
+    enum { N = 40000 };
+    /* The fixture really is hostile for the old hash: every id's old hash
+     * has its low 32 bits zero, and every id is beyond the dense range. */
+    for (uint32_t k = 1; k <= N; k += 997) {
+        CHECK_EQ_UINT(old_mix64(colliding_id(k)) & 0xffffffffu, 0);
+        CHECK(colliding_id(k) > (uint64_t)N * 4 + 64);
+    }
+    pl_buf hostile, control;
+    pl_buf_init(&hostile);
+    pl_buf_init(&control);
+    build_many_ids(&hostile, N, colliding_id);
+    build_many_ids(&control, N, spread_id);
+    double tc = decode_seconds(&control, N), th = decode_seconds(&hostile, N);
+    printf("# %d colliding ids: %.3f s, spread ids: %.3f s\n", N, th, tc);
+    /* Quadratic probing of 40k ids takes seconds (8e8 probes per table);
+     * linear decoding is within a small factor of the control. */
+    CHECK(th < tc * 4 + 0.05);
+    pl_buf_free(&hostile);
+    pl_buf_free(&control);
+}
+
 int main(void)
 {
     PL_RUN(test_decode_hand_built);
@@ -400,5 +507,6 @@ int main(void)
     PL_RUN(test_builder_shares_dictionary);
     PL_RUN(test_profile_names);
     PL_RUN(test_empty);
+    PL_RUN(test_colliding_ids_linear);
     return pl_test_done();
 }
