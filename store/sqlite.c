@@ -30,8 +30,8 @@
 
 #include "core/component.h"
 #include "core/log.h"
-#include "sqlite_api.h"
-#include "sqlite_store.h"
+#include "store/sqlite_api.h"
+#include "store/sqlite_store.h"
 
 typedef struct sqlite_api_cfg {
     char *endpoint;
