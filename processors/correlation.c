@@ -105,6 +105,18 @@ static int correlation_validate(void *p, pl_cfg_ctx *ctx)
         pl_cfg_errorf(ctx, "max_bytes", "max_bytes must be positive");
         errors++;
     }
+    if (c->max_window < 0 || c->warmup < 0 || c->late_window < 0) {
+        pl_cfg_errorf(ctx,
+                      c->max_window < 0 ? "max_window"
+                      : c->warmup < 0   ? "warmup"
+                                        : "late_window",
+                      "a window cannot be negative");
+        errors++;
+    }
+    if (c->late_max_spans < 0 || c->late_max_spans > (int64_t)1 << 30) {
+        pl_cfg_errorf(ctx, "late_max_spans", "late_max_spans must be between 0 and 2^30");
+        errors++;
+    }
     if (c->top_functions < 0 || c->top_functions > MAX_TOP_CANDIDATES) {
         pl_cfg_errorf(ctx, "top_functions", "top_functions must be between 0 and %d",
                       MAX_TOP_CANDIDATES);
@@ -135,6 +147,21 @@ static const pl_cfg_field correlation_fields[] = {
     {"early_release", PL_CFG_BOOL, "true", CFG_OFF(early_release),
      "corr_release spans before the window closes once profiles of their service cover their end",
      NULL},
+    {"max_window", PL_CFG_DURATION, "3m", CFG_OFF(max_window),
+     "longest a span waits for a profile upload of its service covering it (the hold follows "
+     "each service's learned upload cadence; 0: spans wait span_window)",
+     NULL},
+    {"warmup", PL_CFG_DURATION, "3m", CFG_OFF(warmup),
+     "a service whose spans came this long without any span-linked profile is not held any more",
+     NULL},
+    {"late_window", PL_CFG_DURATION, "10m", CFG_OFF(late_window),
+     "how long a summary of a departed span is kept to enrich samples that come after it (0: "
+     "none)",
+     NULL},
+    {"late_max_spans", PL_CFG_INT, "1000000", CFG_OFF(late_max_spans),
+     "departed-span summaries kept at once; the oldest go first", NULL},
+    {"late_max_bytes", PL_CFG_SIZE, "128MiB", CFG_OFF(late_max_bytes),
+     "memory of the departed-span summaries; the oldest go first", NULL},
     {"trace_id_attribute", PL_CFG_STRING, "trace_id", CFG_OFF(trace_id_attribute),
      "sample attribute receiving the span's trace id (32 hex)", NULL},
     {"span_id_attribute", PL_CFG_STRING, "span_id", CFG_OFF(span_id_attribute),
@@ -178,6 +205,11 @@ void pl_correlation_config_defaults(pl_correlation_config *cfg)
     cfg->max_bytes = 256ull << 20;
     cfg->top_functions = 5;
     cfg->early_release = true;
+    cfg->max_window = 180 * 1000000000LL;
+    cfg->warmup = 180 * 1000000000LL;
+    cfg->late_window = 600 * 1000000000LL;
+    cfg->late_max_spans = 1000000;
+    cfg->late_max_bytes = 128ull << 20;
 }
 
 /* ---- consuming traces ------------------------------------------------------------------- */
@@ -372,7 +404,7 @@ static bool profiles_present(correlation *self, uint64_t now)
 {
     return self->last_profiles_ns &&
            now <= sat_add(self->last_profiles_ns,
-                          self->span_window + self->sample_window + PROFILES_HORIZON_NS);
+                          self->max_hold + self->sample_window + PROFILES_HORIZON_NS);
 }
 
 static pl_status consume_traces(correlation *self, pl_batch *batch, pl_consumer *next)
@@ -380,6 +412,21 @@ static pl_status consume_traces(correlation *self, pl_batch *batch, pl_consumer 
     uint32_t n_spans = count_spans(batch);
     if (n_spans == 0)
         return pl_consumer_consume(next, batch);
+    /* The batch is held as long as its slowest service needs. */
+    uint64_t now = now_ns(self), hold = 0;
+    const pl_traces *tr = &batch->data.traces;
+    for (uint32_t r = 0; r < tr->n_resources; r++) {
+        uint16_t svc = corr_service_id(self, corr_resource_service(&tr->resources[r].resource));
+        corr_service_saw_span(self, svc, now);
+        uint64_t h = corr_service_hold(self, svc, now);
+        if (h > hold)
+            hold = h;
+    }
+    if (hold == 0) {
+        /* No service in it sends span-linked profiles: nothing to wait for. */
+        *self->c_not_held += n_spans;
+        return pl_consumer_consume(next, batch);
+    }
     uint32_t hi = corr_held_alloc(self);
     if (!hi)
         return pl_consumer_consume(next, batch);
@@ -388,8 +435,7 @@ static pl_status consume_traces(correlation *self, pl_batch *batch, pl_consumer 
     h->next = next;
     h->side = SIDE_SPANS;
     h->seq = ++self->seq;
-    uint64_t now = now_ns(self);
-    h->deadline = sat_add(now, self->span_window);
+    h->deadline = sat_add(now, hold);
     h->items = n_spans;
     self->held_spans += n_spans;
     h->bytes = pl_batch_memory(batch);
@@ -516,6 +562,7 @@ static pl_status consume_profiles(correlation *self, pl_batch *batch, pl_consume
                                     : (p->time_unix_nano ? 1 : 0);
                 info->t_end = sat_add(p->time_unix_nano, p->duration_nano);
                 uint64_t covered = p->time_unix_nano;
+                bool any_link = false;
                 for (uint32_t si = 0; si < p->n_samples; si++) {
                     pl_sample *s = &p->samples[si];
                     if (si + PREFETCH_AHEAD < p->n_samples && self->spans.count) {
@@ -536,6 +583,7 @@ static pl_status consume_profiles(correlation *self, pl_batch *batch, pl_consume
                     bool has_trace;
                     if (!corr_sample_ids(dict, s, &key, trace, &has_trace))
                         continue;
+                    any_link = true;
                     bool has_time = corr_sample_time(info, s, &lo, &hi);
                     span_entry *e = self->spans.count
                                         ? corr_match_sample(self, key, has_trace ? trace : NULL,
@@ -543,6 +591,16 @@ static pl_status consume_profiles(correlation *self, pl_batch *batch, pl_consume
                                         : NULL;
                     if (e) {
                         corr_link_sample(self, e, s, info);
+                        continue;
+                    }
+                    const late_span *ls =
+                        self->late
+                            ? corr_late_find(self, key, has_trace ? trace : NULL, has_time, lo, hi)
+                            : NULL;
+                    if (ls) {
+                        /* Its span left: enriched from the span's summary. */
+                        corr_link_late(self, ls, s, info);
+                        (*self->c_late_samples)++;
                         continue;
                     }
                     bool gone = false;
@@ -573,10 +631,16 @@ static pl_status consume_profiles(correlation *self, pl_batch *batch, pl_consume
                     }
                     wait[n_wait++] = (waiting){key, s, info};
                 }
-                if (svc && covered > self->services[svc].covered_until) {
-                    self->services[svc].covered_until = covered;
-                    coverage_moved = true;
+                /* Coverage comes only from the streams that carry span ids
+                 * (see correlation_cadence.c). */
+                pl_bytes ty = {NULL, 0}, un = {NULL, 0};
+                if (p->has_sample_type) {
+                    ty = pl_dict_string(dict, p->sample_type.type_strindex);
+                    un = pl_dict_string(dict, p->sample_type.unit_strindex);
                 }
+                if (corr_stream_upload(self, svc, ty, un, any_link, covered,
+                                       self->last_profiles_ns))
+                    coverage_moved = true;
             }
         }
     }
@@ -674,10 +738,9 @@ static void correlation_free(correlation *self)
         free(self->held[i].covers);
         free(self->held[i].refs);
     }
-    for (uint32_t i = 1; i < self->n_services; i++)
-        free(self->services[i].name);
     corr_writer_reset(&self->writer);
-    free(self->services);
+    corr_services_free(self);
+    corr_late_free(self);
     free(self->stats_arr);
     free(self->held);
     free(self->spans.slots);
@@ -770,6 +833,13 @@ static pl_status correlation_create(const pl_create_settings *settings, const vo
     self->sample_window =
         (uint64_t)(self->cfg.sample_window > 0 ? self->cfg.sample_window : self->cfg.window);
     self->skew = (uint64_t)(self->cfg.max_clock_skew > 0 ? self->cfg.max_clock_skew : 0);
+    if (self->cfg.max_window < 0)
+        self->cfg.max_window = 0;
+    if (self->cfg.warmup < 0)
+        self->cfg.warmup = 0;
+    self->max_hold = (uint64_t)self->cfg.max_window > self->span_window
+                         ? (uint64_t)self->cfg.max_window
+                         : self->span_window;
 
     self->id = strdup(settings && settings->id ? settings->id : "correlation");
     self->loop = settings ? settings->loop : NULL;
@@ -806,14 +876,22 @@ static pl_status correlation_create(const pl_create_settings *settings, const vo
     self->c_covered_spans =
         pl_stats_counter(st, "spans_released_on_coverage",
                          "spans released once their service's profiles covered them");
+    self->c_late_linked = pl_stats_counter(
+        st, "late_linked_samples", "late samples enriched from the summary of their departed span");
+    self->c_not_held = pl_stats_counter(
+        st, "spans_not_held", "spans of services without span-linked profiles, passed on at once");
+    self->c_refused = pl_stats_counter(st, "refused_items",
+                                       "released spans or samples the next consumer refused");
     self->g_held_spans = pl_stats_gauge(st, "held_spans", "spans held waiting for samples");
     self->g_pending_samples =
         pl_stats_gauge(st, "pending_samples", "samples waiting for their span");
-    self->g_held_bytes = pl_stats_gauge(st, "held_bytes", "memory of held batches");
+    self->g_held_bytes = pl_stats_gauge(
+        st, "held_bytes", "memory held: batches, index, names and the summaries of departed spans");
     if (!self->c_linked_samples || !self->c_unlinked_samples || !self->c_late_samples ||
         !self->c_early_samples || !self->c_linked_spans || !self->c_unlinked_spans ||
         !self->c_late_spans || !self->c_early_spans || !self->c_covered_spans ||
-        !self->g_held_spans || !self->g_pending_samples || !self->g_held_bytes) {
+        !self->g_held_spans || !self->g_pending_samples || !self->g_held_bytes ||
+        !self->c_late_linked || !self->c_not_held || !self->c_refused || corr_late_init(self)) {
         correlation_free(self);
         return pl_errf(err, PL_ERR_NOMEM, "correlation: out of memory");
     }
@@ -889,6 +967,10 @@ void pl_correlation_get_usage(void *p, pl_correlation_usage *out)
     out->index_bytes = corr_index_bytes(self);
     out->span_table_slots = (size_t)self->spans.mask + 1;
     out->markers = self->markers + self->pending_markers;
+    out->late_spans = corr_late_count(self);
+    out->late_bytes = corr_late_bytes(self);
+    out->name_bytes = self->name_bytes + self->fn_bytes;
+    out->services = self->n_services ? self->n_services - 1 : 0;
 }
 
 void pl_correlation_get_counters(void *p, pl_correlation_counters *out)
@@ -903,6 +985,9 @@ void pl_correlation_get_counters(void *p, pl_correlation_counters *out)
     out->late_spans = *self->c_late_spans;
     out->released_early_spans = *self->c_early_spans;
     out->spans_released_on_coverage = *self->c_covered_spans;
+    out->late_linked_samples = *self->c_late_linked;
+    out->spans_not_held = *self->c_not_held;
+    out->refused_items = *self->c_refused;
 }
 
 const pl_component_type pl_processor_correlation = {

@@ -313,7 +313,7 @@ void corr_cache_clear(correlation *self)
     }
 }
 
-static enrich_slot *cache_slot(correlation *self, const pl_dictionary *dict, const pl_span *span)
+static enrich_slot *cache_slot(correlation *self, const pl_dictionary *dict, const void *span)
 {
     if (!self->cache || (self->cache_count + 1) * 2 > self->cache_mask + 1) {
         uint32_t cap = self->cache ? (self->cache_mask + 1) * 2 : 256;
@@ -346,11 +346,6 @@ static enrich_slot *cache_slot(correlation *self, const pl_dictionary *dict, con
     return &self->cache[j];
 }
 
-typedef struct label {
-    pl_bytes key;
-    pl_value value; /* strings still point at the span's batch */
-} label;
-
 /* Appends a link to the dictionary (no dedupe: one per span and batch). */
 static int32_t writer_link(dict_writer *w, const pl_link *l)
 {
@@ -365,19 +360,13 @@ static int32_t writer_link(dict_writer *w, const pl_link *l)
     return (int32_t)(d->n_links - 1);
 }
 
-/* Fills `slot` for span entry `e` in the dictionary of `batch`. */
-static int build_span_labels(correlation *self, span_entry *e, pl_batch *batch, enrich_slot *slot)
+/* The labels of held span `e`: its name, its local root's name, its
+ * service, and each span_attributes key found on it or its ancestors up to
+ * the local root. */
+static size_t span_labels(correlation *self, span_entry *e, label *items, size_t max)
 {
-    dict_writer *w = &self->writer;
-    if (writer_bind(w, batch))
-        return -1;
     const pl_span *sp = e->span;
-    int32_t tmp[3 + 64];
-    uint32_t n = 0;
-    size_t max_n = 3 + (self->n_span_attr_keys < 64 ? self->n_span_attr_keys : 64);
-    label items[3 + 64];
     size_t n_items = 0;
-
     items[n_items++] = (label){self->names[NAME_SPAN_NAME], pl_value_string(sp->name)};
     /* The chain up to the local root, walked once for the root's name and
      * for the span_attributes lookups. */
@@ -400,7 +389,7 @@ static int build_span_labels(correlation *self, span_entry *e, pl_batch *batch, 
     pl_bytes svc = corr_service_name(self, e->service);
     if (svc.len)
         items[n_items++] = (label){self->names[NAME_SERVICE_NAME], pl_value_string(svc)};
-    for (size_t k = 0; k < self->n_span_attr_keys && n_items < max_n; k++) {
+    for (size_t k = 0; k < self->n_span_attr_keys && n_items < max; k++) {
         pl_bytes key = self->span_attr_keys[k];
         /* The span first, then its ancestors up to the local root: http.route
          * usually sits on the server span, not on the span the sample hit. */
@@ -413,6 +402,22 @@ static int build_span_labels(correlation *self, span_entry *e, pl_batch *batch, 
             }
         }
     }
+    return n_items;
+}
+
+/* Fills `slot` for target `t` in the dictionary of `batch`. */
+static int build_span_labels(correlation *self, const link_target *t, pl_batch *batch,
+                             enrich_slot *slot)
+{
+    dict_writer *w = &self->writer;
+    if (writer_bind(w, batch))
+        return -1;
+    int32_t tmp[3 + 64];
+    uint32_t n = 0;
+    size_t max_n = 3 + (self->n_span_attr_keys < 64 ? self->n_span_attr_keys : 64);
+    label items[3 + 64];
+    size_t n_items = t->entry ? span_labels(self, t->entry, items, max_n)
+                              : corr_late_labels(self, t->late, items, max_n);
     for (size_t k = 0; k < n_items; k++) {
         int32_t ks = writer_string(w, items[k].key);
         if (ks < 0)
@@ -430,7 +435,6 @@ static int build_span_labels(correlation *self, span_entry *e, pl_batch *batch, 
             return -1;
         tmp[n++] = ai;
     }
-    (void)max_n;
     slot->idx = pl_batch_alloc(batch, n * sizeof(int32_t));
     if (!slot->idx)
         return -1;
@@ -440,13 +444,15 @@ static int build_span_labels(correlation *self, span_entry *e, pl_batch *batch, 
     slot->ids_built = false;
     slot->link = 0;
     slot->dict = w->dict;
-    slot->span = sp;
+    slot->span = t->id;
+    slot->late = t->entry == NULL;
     self->cache_count++;
     return 0;
 }
 
 /* The trace_id / span_id attributes of a slot's span (hex). */
-static int build_id_labels(correlation *self, const pl_span *sp, pl_batch *batch, enrich_slot *slot)
+static int build_id_labels(correlation *self, const link_target *tg, pl_batch *batch,
+                           enrich_slot *slot)
 {
     dict_writer *w = &self->writer;
     if (writer_bind(w, batch))
@@ -455,9 +461,9 @@ static int build_id_labels(correlation *self, const pl_span *sp, pl_batch *batch
     slot->n_ids = 0;
     for (int k = 0; k < 2; k++) {
         bool trace = k == 0;
-        if (trace && !trace_id_valid(sp->trace_id, sp->trace_id_len))
+        if (trace && !tg->trace_id)
             continue;
-        pl_hex_encode(trace ? sp->trace_id : sp->span_id, trace ? 16 : 8, hex);
+        pl_hex_encode(trace ? tg->trace_id : tg->span_id, trace ? 16 : 8, hex);
         int32_t ks = writer_string(w, self->names[trace ? NAME_TRACE_ID : NAME_SPAN_ID]);
         int32_t vs = ks < 0 ? -1 : writer_string(w, (pl_bytes){(uint8_t *)hex, trace ? 32u : 16u});
         if (vs < 0)
@@ -476,13 +482,14 @@ static int build_id_labels(correlation *self, const pl_span *sp, pl_batch *batch
  * are replaced, so keys stay unique within a sample). A sample with a link
  * gets no trace_id / span_id attributes: the link carries them, and the
  * pprof encoder writes labels from both (they would appear twice). */
-static enrich_slot *enrich_sample(correlation *self, span_entry *e, pl_sample *s, pl_batch *batch)
+static enrich_slot *enrich_sample(correlation *self, const link_target *tg, pl_sample *s,
+                                  pl_batch *batch)
 {
     pl_dictionary *dict = &batch->data.profiles.dict;
-    enrich_slot *slot = cache_slot(self, dict, e->span);
+    enrich_slot *slot = cache_slot(self, dict, tg->id);
     if (!slot)
         return NULL;
-    if (!slot->span && build_span_labels(self, e, batch, slot)) {
+    if (!slot->span && build_span_labels(self, tg, batch, slot)) {
         memset(slot, 0, sizeof(*slot));
         return NULL;
     }
@@ -491,15 +498,13 @@ static enrich_slot *enrich_sample(correlation *self, span_entry *e, pl_sample *s
         span_id_valid(dict->links[s->link_index].span_id, dict->links[s->link_index].span_id_len);
     if (has_link) {
         const pl_link *l = &dict->links[s->link_index];
-        const pl_span *sp = e->span;
-        if (!trace_id_valid(l->trace_id, l->trace_id_len) &&
-            trace_id_valid(sp->trace_id, sp->trace_id_len)) {
+        if (!trace_id_valid(l->trace_id, l->trace_id_len) && tg->trace_id) {
             if (!slot->link) {
                 pl_link full;
                 memset(&full, 0, sizeof(full));
-                memcpy(full.trace_id, sp->trace_id, 16);
+                memcpy(full.trace_id, tg->trace_id, 16);
                 full.trace_id_len = 16;
-                memcpy(full.span_id, sp->span_id, 8);
+                memcpy(full.span_id, tg->span_id, 8);
                 full.span_id_len = 8;
                 int32_t li = writer_link(&self->writer, &full);
                 slot->link = li > 0 ? li : 0;
@@ -508,7 +513,7 @@ static enrich_slot *enrich_sample(correlation *self, span_entry *e, pl_sample *s
                 s->link_index = slot->link;
         }
     }
-    if (!has_link && !slot->ids_built && build_id_labels(self, e->span, batch, slot))
+    if (!has_link && !slot->ids_built && build_id_labels(self, tg, batch, slot))
         slot->n_ids = 0;
     uint32_t n_ids = has_link ? 0 : slot->n_ids;
     uint32_t n_add = n_ids + slot->n;
@@ -567,7 +572,14 @@ static uint32_t sample_function(correlation *self, pl_batch *batch, const pl_sam
  * then no marker is added, so entries do not move. */
 void corr_link_sample(correlation *self, span_entry *e, pl_sample *s, profile_info *pi)
 {
-    enrich_slot *slot = enrich_sample(self, e, s, pi->batch);
+    link_target tg;
+    memset(&tg, 0, sizeof(tg));
+    tg.entry = e;
+    tg.id = e->span;
+    tg.trace_id =
+        trace_id_valid(e->span->trace_id, e->span->trace_id_len) ? e->span->trace_id : NULL;
+    memcpy(tg.span_id, e->span->span_id, 8);
+    enrich_slot *slot = enrich_sample(self, &tg, s, pi->batch);
     contrib c = sample_contrib(pi, s);
     uint32_t fn = c.top && self->cfg.top_functions > 0 ? sample_function(self, pi->batch, s) : 0;
     span_stats *st = corr_entry_stats(self, e);
@@ -590,6 +602,20 @@ void corr_link_sample(correlation *self, span_entry *e, pl_sample *s, profile_in
     (*self->c_linked_samples)++;
 }
 
+/* Enriches late sample s from the summary of its departed span: the same
+ * labels and link as on time, but nothing to add to (the span has left). */
+void corr_link_late(correlation *self, const late_span *ls, pl_sample *s, profile_info *pi)
+{
+    link_target tg;
+    memset(&tg, 0, sizeof(tg));
+    tg.late = ls;
+    tg.id = ls;
+    tg.trace_id = ls->has_trace ? ls->trace_id : NULL;
+    memcpy(tg.span_id, &ls->key, 8);
+    enrich_sample(self, &tg, s, pi->batch);
+    (*self->c_late_linked)++;
+}
+
 /* Hands the contributions gathered during a linking session up to the
  * ancestors, and forgets the session's caches. */
 void corr_link_session_end(correlation *self)
@@ -597,7 +623,8 @@ void corr_link_session_end(correlation *self)
     if (self->cache_count) {
         for (uint32_t i = 0; i <= self->cache_mask; i++) {
             enrich_slot *slot = &self->cache[i];
-            if (!slot->span || !(slot->roll.samples || slot->roll.cpu || slot->roll.wall))
+            if (!slot->span || slot->late ||
+                !(slot->roll.samples || slot->roll.cpu || slot->roll.wall))
                 continue;
             span_entry *e = corr_entry_of_span(self, slot->span);
             if (e)

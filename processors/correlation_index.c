@@ -46,12 +46,22 @@ static int span_table_grow(span_table *t)
     return corr_span_table_resize(t, ((uint64_t)t->mask + 1) * 2);
 }
 
-/* Keeps the load at or under one half. -1 on OOM. */
+/* Keeps the load at or under one half. -1 on OOM, or when MAX_SAME_ID
+ * entries already share the key: span ids are chosen by clients, and a flood
+ * of one id would otherwise make every probe walk all of them (the keyed
+ * hash only spreads different ids). */
 int corr_span_table_insert(span_table *t, const span_entry *e)
 {
     if ((t->count + 1) * 2 > t->mask + 1 && span_table_grow(t))
         return -1;
-    span_table_put_raw(t, e);
+    uint32_t i = (uint32_t)id_hash(e->key) & t->mask, same = 0;
+    while (t->slots[i].key) {
+        if (t->slots[i].key == e->key && ++same >= MAX_SAME_ID)
+            return -1;
+        i = (i + 1) & t->mask;
+    }
+    t->slots[i] = *e;
+    t->count++;
     return 0;
 }
 
@@ -114,7 +124,14 @@ int corr_pending_table_insert(pending_table *t, const pending_entry *e)
     if ((t->count + 1) * 2 > t->mask + 1 &&
         corr_pending_table_resize(t, ((uint64_t)t->mask + 1) * 2))
         return -1;
-    pending_table_put_raw(t, e);
+    uint32_t i = (uint32_t)id_hash(e->key) & t->mask, same = 0;
+    while (t->slots[i].key) {
+        if (t->slots[i].key == e->key && ++same >= MAX_SAME_ID)
+            return -1; /* as for spans: a flood of one id stays linear */
+        i = (i + 1) & t->mask;
+    }
+    t->slots[i] = *e;
+    t->count++;
     return 0;
 }
 
@@ -258,7 +275,8 @@ uint32_t corr_fn_pool_id(correlation *self, pl_bytes name)
             return self->fn_index[i];
         i = (i + 1) & self->fn_index_mask;
     }
-    if (self->n_fn_names >= MAX_FN_NAMES)
+    if (self->n_fn_names >= MAX_FN_NAMES || name.len > MAX_FN_NAME_LEN ||
+        self->fn_bytes + name.len + 1 > MAX_FN_BYTES)
         return 1;
     return fn_pool_add(self, name, h);
 }
@@ -357,57 +375,6 @@ void corr_held_unlink_and_free(correlation *self, uint32_t i)
     memset(h, 0, sizeof(*h));
     h->next_free = self->free_held;
     self->free_held = i;
-}
-
-/* ---- services --------------------------------------------------------------------------- */
-
-pl_bytes corr_resource_service(const pl_resource *r)
-{
-    pl_kv *kv = pl_attrs_find(&r->attrs, "service.name", 12);
-    if (kv && kv->value.type == PL_VALUE_STRING)
-        return kv->value.u.str;
-    return (pl_bytes){NULL, 0};
-}
-
-/* Service id for a name (0 = none / too many). */
-uint16_t corr_service_id(correlation *self, pl_bytes name)
-{
-    if (!name.len)
-        return 0;
-    uint64_t h = pl_hash_bytes(name.ptr, name.len);
-    for (uint32_t i = 1; i < self->n_services; i++) {
-        service *s = &self->services[i];
-        if (s->hash == h && s->len == name.len && memcmp(s->name, name.ptr, name.len) == 0)
-            return (uint16_t)i;
-    }
-    if (self->n_services >= 0xffff)
-        return 0;
-    if (self->n_services == self->cap_services) {
-        uint32_t cap = self->cap_services ? self->cap_services * 2 : 16;
-        service *a = realloc(self->services, cap * sizeof(service));
-        if (!a)
-            return 0;
-        self->services = a;
-        self->cap_services = cap;
-    }
-    if (self->n_services == 0) {
-        memset(&self->services[0], 0, sizeof(service));
-        self->n_services = 1;
-    }
-    char *copy = malloc(name.len + 1);
-    if (!copy)
-        return 0;
-    memcpy(copy, name.ptr, name.len);
-    copy[name.len] = 0;
-    self->services[self->n_services] = (service){copy, name.len, h, 0};
-    return (uint16_t)self->n_services++;
-}
-
-pl_bytes corr_service_name(correlation *self, uint16_t id)
-{
-    if (!id || id >= self->n_services)
-        return (pl_bytes){NULL, 0};
-    return (pl_bytes){(const uint8_t *)self->services[id].name, self->services[id].len};
 }
 
 /* ---- span-side helpers ------------------------------------------------------------------ */

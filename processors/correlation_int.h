@@ -18,9 +18,12 @@
 #include "pipeline/consumer.h"
 
 #define COMPONENT          "correlation"
-#define MAX_ANCESTRY       64         /* parent walks stop here (guards against cycles) */
-#define MAX_TOP_CANDIDATES 64         /* distinct leaf functions tracked per span */
-#define MAX_FN_NAMES       (1u << 17) /* distinct function names remembered */
+#define MAX_ANCESTRY       64          /* parent walks stop here (guards against cycles) */
+#define MAX_TOP_CANDIDATES 64          /* distinct leaf functions tracked per span */
+#define MAX_FN_NAMES       (1u << 17)  /* distinct function names remembered */
+#define MAX_FN_BYTES       (16u << 20) /* their bytes; beyond, new names count as "[other]" */
+#define MAX_FN_NAME_LEN    1024        /* longer function names count as "[other]" */
+#define MAX_SAME_ID        16 /* entries sharing one span id in a table (client-chosen ids) */
 /* Profiles count as present for both windows plus this (SDKs upload every 10-60 s). */
 #define PROFILES_HORIZON_NS (60ull * 1000000000ull)
 
@@ -124,12 +127,69 @@ typedef struct held_batch {
     uint32_t next_free;
 } held_batch;
 
+/* One profile stream of a service: its profiles of one sample type. A
+ * stream proves coverage only once it has carried span ids: heap, alloc or
+ * goroutine profiles carry none, and must not release spans whose CPU or
+ * wall samples are still on their way. */
+typedef struct stream {
+    uint64_t type;          /* keyed hash of the sample type's "type/unit" */
+    uint64_t covered_until; /* data time up to which its uploads have come */
+    uint64_t last_arrival;  /* host time of its last upload */
+    uint64_t interval;      /* learned time between uploads, ns (0 until two came) */
+    uint64_t delay;         /* learned arrival delay after the covered end, ns */
+    uint32_t uploads;
+    bool links; /* has carried span ids */
+} stream;
+
+#define MAX_STREAMS 8 /* sample types tracked per service */
+
 typedef struct service {
     char *name;
     uint32_t len;
     uint64_t hash;
-    uint64_t covered_until; /* latest profile end seen from this service */
+    uint64_t covered_until; /* min over its span-linked streams (0: none) */
+    uint64_t first_span_ns; /* host time its first span came (0: none yet) */
+    stream *streams;        /* allocated at its first profile */
+    uint8_t n_streams;
 } service;
+
+/* A label for a sample: key and value (strings point at the span's batch or
+ * at the late store until they are written into the sample's dictionary). */
+typedef struct label {
+    pl_bytes key;
+    pl_value value;
+} label;
+
+/* One span_attributes value of a departed span (see correlation_late.c). */
+typedef struct late_val {
+    uint8_t type; /* pl_value_type; 0 = not found */
+    union {
+        uint32_t str; /* string id in its generation */
+        int64_t i;
+        double d;
+        bool b;
+    } u;
+} late_val;
+
+/* The summary of a span that left, kept for late samples. */
+typedef struct late_span {
+    uint64_t key; /* span id */
+    uint64_t start, end;
+    uint8_t trace_id[16];
+    uint32_t name, root; /* string ids in its generation (0: none) */
+    uint32_t vals;       /* first of n_span_attr_keys values (UINT32_MAX: none) */
+    uint16_t service;
+    bool has_trace;
+} late_span;
+
+/* What a sample is linked to: a held span, or a departed span's summary. */
+typedef struct link_target {
+    span_entry *entry;
+    const late_span *late;
+    const void *id;          /* the enrichment cache's key: the pl_span or the summary */
+    const uint8_t *trace_id; /* 16 bytes, NULL when unknown */
+    uint8_t span_id[8];
+} link_target;
 
 /* Per profile, in the profiles batch's arena: what a sample of it is worth. */
 typedef struct profile_info {
@@ -168,7 +228,8 @@ typedef struct contrib {
  * contributions to hand up to the ancestors when the batch is done. */
 typedef struct enrich_slot {
     const pl_dictionary *dict;
-    const pl_span *span;
+    const void *span; /* the pl_span, or the late summary (late) */
+    bool late;
     int32_t *idx; /* span_name, root_span_name, service.name, span_attributes */
     uint32_t n;
     int32_t ids[2]; /* trace_id, span_id: built for the first sample without a link */
@@ -212,6 +273,11 @@ typedef struct correlation {
 
     service *services;
     uint32_t n_services, cap_services;
+    pl_htab service_index; /* name -> services index */
+    size_t name_bytes;     /* service names held (fn names: fn_bytes) */
+    uint64_t max_hold;     /* the longest a span can be held (max of windows) */
+
+    struct late_store *late;
 
     fn_name *fn_names; /* function-name pool, index 0 unused */
     uint32_t n_fn_names, cap_fn_names;
@@ -234,6 +300,7 @@ typedef struct correlation {
     uint64_t *c_linked_samples, *c_unlinked_samples, *c_late_samples, *c_early_samples;
     uint64_t *c_linked_spans, *c_unlinked_spans, *c_late_spans, *c_early_spans;
     uint64_t *c_covered_spans;
+    uint64_t *c_late_linked, *c_not_held, *c_refused;
     int64_t *g_held_spans, *g_pending_samples, *g_held_bytes;
 } correlation;
 
@@ -332,6 +399,27 @@ static inline uint32_t span_table_next(const span_table *t, uint64_t key, uint32
 
 /* correlation.c */
 span_entry *corr_entry_of_span(correlation *self, const pl_span *sp);
+/* correlation_cadence.c */
+pl_bytes corr_resource_service(const pl_resource *r);
+pl_bytes corr_service_name(correlation *self, uint16_t id);
+uint16_t corr_service_id(correlation *self, pl_bytes name);
+size_t corr_service_bytes(const correlation *self);
+void corr_services_free(correlation *self);
+void corr_service_saw_span(correlation *self, uint16_t svc, uint64_t now);
+bool corr_stream_upload(correlation *self, uint16_t svc, pl_bytes type, pl_bytes unit, bool links,
+                        uint64_t covered, uint64_t now);
+uint64_t corr_service_hold(correlation *self, uint16_t svc, uint64_t now);
+bool corr_service_covers(correlation *self, uint16_t svc, uint64_t end, uint64_t now);
+/* correlation_late.c */
+int corr_late_init(correlation *self);
+void corr_late_free(correlation *self);
+size_t corr_late_count(const correlation *self);
+size_t corr_late_bytes(const correlation *self);
+void corr_late_expire(correlation *self, uint64_t now);
+const late_span *corr_late_find(correlation *self, uint64_t key, const uint8_t *trace,
+                                bool has_time, uint64_t lo, uint64_t hi);
+void corr_late_add(correlation *self, span_entry *e, uint64_t now);
+size_t corr_late_labels(correlation *self, const late_span *s, label *items, size_t max);
 /* correlation_enrich.c */
 bool corr_sample_ids(const pl_dictionary *dict, const pl_sample *s, uint64_t *key,
                      uint8_t trace[16], bool *has_trace);
@@ -341,6 +429,7 @@ span_entry *corr_match_sample(correlation *self, uint64_t key, const uint8_t *tr
 void corr_cache_clear(correlation *self);
 void corr_link_sample(correlation *self, span_entry *e, pl_sample *s, profile_info *pi);
 void corr_link_session_end(correlation *self);
+void corr_link_late(correlation *self, const late_span *ls, pl_sample *s, profile_info *pi);
 void corr_writer_reset(dict_writer *w);
 /* correlation_index.c */
 bool corr_span_time_matches(correlation *self, const pl_span *sp, uint64_t lo, uint64_t hi);
@@ -351,13 +440,10 @@ int corr_pending_table_resize(pending_table *t, uint64_t cap);
 int corr_span_table_init(span_table *t, uint32_t cap);
 int corr_span_table_insert(span_table *t, const span_entry *e);
 int corr_span_table_resize(span_table *t, uint64_t cap);
-pl_bytes corr_resource_service(const pl_resource *r);
-pl_bytes corr_service_name(correlation *self, uint16_t id);
 span_entry *corr_find_span(correlation *self, uint64_t key, const uint8_t *trace, bool held,
                            bool want_placeholder);
 span_stats *corr_entry_stats(correlation *self, span_entry *e);
 top_fn *corr_stats_fns(span_stats *s);
-uint16_t corr_service_id(correlation *self, pl_bytes name);
 uint32_t corr_fn_pool_id(correlation *self, pl_bytes name);
 uint32_t corr_held_alloc(correlation *self);
 uint32_t corr_pending_table_next(const pending_table *t, uint64_t key, uint32_t from);

@@ -7,7 +7,8 @@ void corr_update_gauges(correlation *self)
 {
     *self->g_held_spans = (int64_t)self->held_spans;
     *self->g_pending_samples = (int64_t)self->pending_samples;
-    *self->g_held_bytes = (int64_t)self->held_bytes;
+    *self->g_held_bytes =
+        (int64_t)(self->held_bytes + corr_index_bytes(self) + corr_late_bytes(self));
 }
 
 /* Heaviest first; ties by pool id (first seen first), so output is stable. */
@@ -83,7 +84,8 @@ static void release_span_batch(correlation *self, uint32_t hi, int reason)
     pl_consumer *next = h->next;
     uint32_t linked = 0;
     if (h->indexed) {
-        uint32_t expiry = to_ms(self, now_ns(self) + self->sample_window);
+        uint64_t now = now_ns(self);
+        uint32_t expiry = to_ms(self, now + self->sample_window);
         pl_traces *t = &b->data.traces;
         for (uint32_t r = 0; r < t->n_resources; r++) {
             pl_resource_spans *rs = &t->resources[r];
@@ -115,6 +117,8 @@ static void release_span_batch(correlation *self, uint32_t hi, int reason)
                         e->stats = 0;
                     }
                     self->indexed_spans--;
+                    if (reason != RELEASE_FLUSH)
+                        corr_late_add(self, e, now);
                     if (reason != RELEASE_FLUSH && self->markers < (size_t)self->cfg.max_spans) {
                         /* Remember it for a sample window, to count late samples. */
                         e->span = NULL;
@@ -206,7 +210,8 @@ size_t corr_index_bytes(const correlation *self)
            (size_t)self->cap_stats * sizeof(span_stats) +
            (size_t)self->cap_held * sizeof(held_batch) +
            (size_t)self->cap_fn_names * sizeof(fn_name) +
-           ((size_t)self->fn_index_mask + 1) * sizeof(uint32_t) + self->fn_bytes;
+           ((size_t)self->fn_index_mask + 1) * sizeof(uint32_t) + self->fn_bytes +
+           corr_service_bytes(self);
 }
 
 /* Pushes the oldest batches out while a bound is exceeded. */
@@ -231,11 +236,10 @@ void corr_enforce_bounds(correlation *self)
 
 bool corr_batch_covered(correlation *self, const held_batch *h)
 {
+    uint64_t now = now_ns(self);
     for (uint32_t i = 0; i < h->n_covers; i++) {
         const cover *c = &h->covers[i];
-        if (!c->service || c->service >= self->n_services)
-            return false;
-        if (self->services[c->service].covered_until < sat_add(c->max_end, self->skew))
+        if (!corr_service_covers(self, c->service, c->max_end, now))
             return false;
     }
     return h->n_covers > 0;
@@ -360,10 +364,18 @@ void pl_correlation_tick(void *p)
 {
     correlation *self = p;
     uint64_t now = now_ns(self);
-    for (int side = 0; side < 2; side++)
-        while (self->head[side] && self->held[self->head[side]].deadline <= now)
-            corr_release(self, self->head[side], RELEASE_WINDOW);
+    /* Span batches hold for their services' cadences, so their deadlines
+     * are not in arrival order: look at each. Samples wait one window. */
+    for (uint32_t i = self->head[SIDE_SPANS]; i;) {
+        uint32_t next = self->held[i].next_held;
+        if (self->held[i].deadline <= now)
+            corr_release(self, i, RELEASE_WINDOW);
+        i = next;
+    }
+    while (self->head[SIDE_SAMPLES] && self->held[self->head[SIDE_SAMPLES]].deadline <= now)
+        corr_release(self, self->head[SIDE_SAMPLES], RELEASE_WINDOW);
     sweep_markers(self, now);
+    corr_late_expire(self, now);
     shrink_tables(self);
     corr_enforce_bounds(self);
     corr_update_gauges(self);
