@@ -13,9 +13,11 @@
  * end. Bounds are inclusive, so a timestamp exactly at end + skew links.
  *
  * Batches are the unit of holding. A traces batch is indexed (span id ->
- * entry in the span table) and held until its window closes, until profiles
- * of its services covering its spans' end (+ skew) have been seen, or until a
- * bound or memory pressure pushes it out. Then its spans get their profile
+ * entry in the span table) and held until span-linked profiles of its
+ * services covering its spans' end (+ skew) have been seen, until its hold
+ * ends (each service's learned upload cadence, within [span_window,
+ * max_window]: correlation_cadence.c), or until a bound or memory pressure
+ * pushes it out. Then its spans get their profile
  * summary and the batch goes to the `next` it came with. A profiles batch is
  * linked at once against the held spans; samples whose span is not yet known
  * wait in their batch (in the pending table); the batch goes on as soon as
@@ -24,9 +26,22 @@
  * after that. Nothing is ever dropped: whatever leaves early leaves with what
  * it has.
  *
- * While no profiles come (none within both windows plus a minute), traces
- * batches are held without being indexed: a pipeline with no profiler pays a
- * counter per span. The next profiles batch indexes them, oldest first.
+ * While no profiles come (none within the longest hold, the sample window and
+ * a minute), traces batches are held without being indexed: a pipeline with
+ * no profiler pays a counter per span. The next profiles batch indexes them,
+ * oldest first. A service without span-linked profiles after the warm-up is
+ * not held at all.
+ *
+ * A span that leaves leaves a compact summary for late_window, from which a
+ * sample arriving after it is enriched like an on-time one
+ * (correlation_late.c).
+ *
+ * Files: this one has the config, the consume paths and the component;
+ * correlation_index.c the span and pending tables, statistics and placeholders;
+ * correlation_enrich.c the sample-side reading and the enrichment of samples
+ * and spans; correlation_release.c holding, releasing, bounds and expiry;
+ * correlation_cadence.c services and their cadences; correlation_late.c the
+ * departed spans' summaries. correlation_int.h holds what they share.
  *
  * Linking works in sessions (one incoming batch): the labels of a (request,
  * span) pair are built once and reused for every sample of that span, and
@@ -436,6 +451,8 @@ static pl_status consume_traces(correlation *self, pl_batch *batch, pl_consumer 
     h->side = SIDE_SPANS;
     h->seq = ++self->seq;
     h->deadline = sat_add(now, hold);
+    h->arrived = now;
+    h->epoch = self->cadence_epoch;
     h->items = n_spans;
     self->held_spans += n_spans;
     h->bytes = pl_batch_memory(batch);
@@ -553,7 +570,7 @@ static pl_status consume_profiles(correlation *self, pl_batch *batch, pl_consume
                 /* pprof says time_nanos is the collection start, but the
                  * Node.js SDK (@datadog/pprof) stamps the end: a sample
                  * with only this window may lie up to one duration either
-                 * side of time_unix_nano. For early corr_release the profile
+                 * side of time_unix_nano. For early release the profile
                  * proves coverage only up to time_unix_nano (or its latest
                  * sample timestamp): spans then wait at most one profile
                  * longer, never lose samples. */
@@ -638,7 +655,7 @@ static pl_status consume_profiles(correlation *self, pl_batch *batch, pl_consume
                     ty = pl_dict_string(dict, p->sample_type.type_strindex);
                     un = pl_dict_string(dict, p->sample_type.unit_strindex);
                 }
-                if (corr_stream_upload(self, svc, ty, un, any_link, covered,
+                if (corr_stream_upload(self, svc, ty, un, any_link, covered, p->duration_nano,
                                        self->last_profiles_ns))
                     coverage_moved = true;
             }
@@ -712,6 +729,13 @@ static pl_status correlation_consume(void *p, pl_batch *batch, pl_consumer *next
     if (self->shut_down || (self->signals & both) != both ||
         (sig != PL_SIGNAL_TRACES && sig != PL_SIGNAL_PROFILES))
         return pl_consumer_consume(next, batch);
+    pl_status refusal;
+    if (self->n_retry && !corr_retry(self, now_ns(self), sig, &refusal)) {
+        /* The next consumer refuses what was released: pass that on. */
+        pl_stats_add(self->stats, sig, PL_STAT_REFUSED, pl_batch_items(batch));
+        pl_batch_free(batch);
+        return refusal;
+    }
     if (pl_memory_state_get() == PL_MEMORY_HARD)
         corr_release_all(self, RELEASE_EARLY);
     if (sig == PL_SIGNAL_TRACES)
@@ -741,6 +765,7 @@ static void correlation_free(correlation *self)
     corr_writer_reset(&self->writer);
     corr_services_free(self);
     corr_late_free(self);
+    corr_retry_free(self);
     free(self->stats_arr);
     free(self->held);
     free(self->spans.slots);
@@ -932,6 +957,8 @@ static void correlation_shutdown(void *p)
     }
     /* Everything held flows on with what it has (reload and stop alike). */
     corr_release_all(self, RELEASE_FLUSH);
+    pl_status refusal;
+    corr_retry(self, UINT64_MAX, (pl_signal)PL_SIGNAL_COUNT, &refusal); /* a last attempt */
     corr_update_gauges(self);
 }
 

@@ -166,7 +166,7 @@ static void service_recover(correlation *self, service *s, uint64_t now)
  * time `now`, covering data time up to `covered`; `links` when one of its
  * samples carried a span id. True when the service's coverage moved. */
 bool corr_stream_upload(correlation *self, uint16_t svc, pl_bytes type, pl_bytes unit, bool links,
-                        uint64_t covered, uint64_t now)
+                        uint64_t covered, uint64_t duration, uint64_t now)
 {
     if (!svc || svc >= self->n_services)
         return false;
@@ -185,9 +185,13 @@ bool corr_stream_upload(correlation *self, uint16_t svc, pl_bytes type, pl_bytes
         memset(st, 0, sizeof(*st));
         st->type = key;
     }
+    uint64_t was_interval = st->interval, was_delay = st->delay;
+    bool was_links = st->links;
     if (!st->uploads || now >= st->last_arrival + SAME_UPLOAD_NS) {
-        if (st->uploads)
+        if (st->uploads && now > st->last_arrival)
             st->interval = decay_max(st->interval, now - st->last_arrival);
+        else if (!st->interval && duration <= self->max_hold)
+            st->interval = duration; /* first upload: its window is the SDK's period */
         st->uploads++;
         st->last_arrival = now;
     }
@@ -197,6 +201,8 @@ bool corr_stream_upload(correlation *self, uint16_t svc, pl_bytes type, pl_bytes
         st->covered_until = covered;
     if (covered && now > covered)
         st->delay = decay_max(st->delay, now - covered);
+    if (st->links && (st->interval != was_interval || st->delay != was_delay || !was_links))
+        self->cadence_epoch++; /* held batches' deadlines follow (corr tick) */
     if (!st->links)
         return false;
     uint64_t before = s->covered_until;

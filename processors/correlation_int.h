@@ -114,7 +114,9 @@ typedef struct held_batch {
     pl_batch *batch; /* NULL when the record is free */
     pl_consumer *next;
     uint64_t deadline;
-    uint64_t seq; /* arrival order */
+    uint64_t arrived; /* host time it came */
+    uint64_t seq;     /* arrival order */
+    uint32_t epoch;   /* spans: cadence_epoch its deadline was computed in */
     size_t bytes;
     uint32_t prev, next_held; /* FIFO of the side, by arrival (0 = none) */
     uint32_t items;           /* spans held / samples still waiting */
@@ -273,9 +275,17 @@ typedef struct correlation {
 
     service *services;
     uint32_t n_services, cap_services;
-    pl_htab service_index; /* name -> services index */
-    size_t name_bytes;     /* service names held (fn names: fn_bytes) */
-    uint64_t max_hold;     /* the longest a span can be held (max of windows) */
+    pl_htab service_index;  /* name -> services index */
+    size_t name_bytes;      /* service names held (fn names: fn_bytes) */
+    uint64_t max_hold;      /* the longest a span can be held (max of windows) */
+    uint32_t cadence_epoch; /* bumped when a service's learned cadence changes */
+
+    /* Released batches the next consumer refused, in order, retried. */
+    struct retry_item *retry;
+    uint32_t n_retry, cap_retry;
+    size_t retry_bytes;
+    pl_status retry_status;
+    uint64_t retry_at;
 
     struct late_store *late;
 
@@ -407,7 +417,7 @@ size_t corr_service_bytes(const correlation *self);
 void corr_services_free(correlation *self);
 void corr_service_saw_span(correlation *self, uint16_t svc, uint64_t now);
 bool corr_stream_upload(correlation *self, uint16_t svc, pl_bytes type, pl_bytes unit, bool links,
-                        uint64_t covered, uint64_t now);
+                        uint64_t covered, uint64_t duration, uint64_t now);
 uint64_t corr_service_hold(correlation *self, uint16_t svc, uint64_t now);
 bool corr_service_covers(correlation *self, uint16_t svc, uint64_t end, uint64_t now);
 /* correlation_late.c */
@@ -455,6 +465,8 @@ void corr_span_table_delete(span_table *t, uint32_t hole);
 void corr_stats_add_function(correlation *self, span_stats *s, uint32_t fn, uint64_t weight);
 void corr_stats_release(correlation *self, uint32_t i);
 /* correlation_release.c */
+bool corr_retry(correlation *self, uint64_t now, pl_signal sig, pl_status *refusal);
+void corr_retry_free(correlation *self);
 bool corr_batch_covered(correlation *self, const held_batch *h);
 size_t corr_index_bytes(const correlation *self);
 void corr_enforce_bounds(correlation *self);

@@ -77,6 +77,153 @@ static void enrich_span(correlation *self, pl_batch *b, pl_span *sp, span_stats 
         put_int(b, sp, self->names[NAME_CPU_TOTAL], s->cpu_total);
 }
 
+/* ---- handing on, and the next consumer's refusals ------------------------------------------ */
+
+/* A released batch the next consumer refused with a retryable status (a
+ * full queue, memory pressure downstream): kept, in order, and offered again
+ * on the next tick. Meanwhile new batches of its signal are refused with the
+ * same status, so clients retry instead of being answered for data that
+ * could not go on. The consumer takes a batch whatever it answers, so each
+ * attempt sends a copy; the original is freed once a copy is taken. */
+typedef struct retry_item {
+    pl_batch *batch;
+    pl_consumer *next;
+    size_t items, bytes;
+} retry_item;
+
+#define RETRY_NS (1000000000ull) /* between attempts */
+
+static void dropped(correlation *self, pl_signal sig, size_t items, pl_status st, const char *why)
+{
+    pl_stats_add(self->stats, sig, PL_STAT_DROPPED, items);
+    pl_error(COMPONENT, "%s: %zu %s dropped: the next consumer refused them (%s)%s", self->id,
+             items, pl_signal_name(sig), pl_status_name(st), why);
+}
+
+static void keep(correlation *self, pl_consumer *next, pl_batch *b, size_t items, pl_status st)
+{
+    if (self->n_retry == self->cap_retry) {
+        uint32_t cap = self->cap_retry ? self->cap_retry * 2 : 16;
+        retry_item *r = realloc(self->retry, cap * sizeof(retry_item));
+        if (!r) {
+            dropped(self, b->signal, items, st, ", out of memory to keep them");
+            pl_batch_free(b);
+            return;
+        }
+        self->retry = r;
+        self->cap_retry = cap;
+    }
+    size_t bytes = pl_batch_memory(b);
+    self->retry[self->n_retry++] = (retry_item){b, next, items, bytes};
+    self->retry_bytes += bytes;
+    if (st != PL_OK)
+        self->retry_status = st;
+    /* Bounded: a quarter of max_bytes; beyond it the oldest go. */
+    while (self->n_retry > 1 && self->retry_bytes > self->cfg.max_bytes / 4) {
+        retry_item *o = &self->retry[0];
+        dropped(self, o->batch->signal, o->items, self->retry_status,
+                ", more than max_bytes / 4 waiting");
+        self->retry_bytes -= o->bytes;
+        pl_batch_free(o->batch);
+        memmove(self->retry, self->retry + 1, (self->n_retry - 1) * sizeof(retry_item));
+        self->n_retry--;
+    }
+}
+
+/* Hands a released batch on. Window and coverage releases keep what is
+ * refused; a bound, memory pressure or shutdown cannot keep anything. */
+static void hand_on(correlation *self, pl_consumer *next, pl_batch *b, int reason)
+{
+    size_t items = pl_batch_items(b);
+    pl_signal sig = b->signal;
+    if (reason == RELEASE_EARLY || reason == RELEASE_FLUSH) {
+        pl_status st = pl_consumer_consume(next, b);
+        if (st != PL_OK) {
+            *self->c_refused += items;
+            dropped(self, sig, items, st, "");
+        }
+        return;
+    }
+    if (self->n_retry) {
+        keep(self, next, b, items, PL_OK); /* behind those refused earlier */
+        return;
+    }
+    pl_batch *copy = pl_batch_clone(b);
+    if (!copy) {
+        pl_status st = pl_consumer_consume(next, b);
+        if (st != PL_OK) {
+            *self->c_refused += items;
+            dropped(self, sig, items, st, "");
+        }
+        return;
+    }
+    pl_status st = pl_consumer_consume(next, copy);
+    if (st == PL_OK) {
+        pl_batch_free(b);
+        return;
+    }
+    *self->c_refused += items;
+    if (!pl_status_retryable(st)) {
+        dropped(self, sig, items, st, "");
+        pl_batch_free(b);
+        return;
+    }
+    pl_warn(COMPONENT, "%s: the next consumer refused %zu %s (%s); kept, and %s refused meanwhile",
+            self->id, items, pl_signal_name(sig), pl_status_name(st), pl_signal_name(sig));
+    self->retry_at = sat_add(now_ns(self), RETRY_NS);
+    keep(self, next, b, items, st);
+}
+
+/* Offers the kept batches again (at most once per RETRY_NS unless forced by
+ * now = UINT64_MAX). True when none of signal `sig` is left waiting (any
+ * signal when sig is PL_SIGNAL_COUNT); *refusal is the status to answer with
+ * otherwise. */
+bool corr_retry(correlation *self, uint64_t now, pl_signal sig, pl_status *refusal)
+{
+    if (self->n_retry && now >= self->retry_at) {
+        self->retry_at = now == UINT64_MAX ? 0 : sat_add(now, RETRY_NS);
+        uint32_t done = 0;
+        while (done < self->n_retry) {
+            retry_item *r = &self->retry[done];
+            bool last = now == UINT64_MAX; /* shutdown: no copy, no keeping */
+            pl_batch *copy = last ? r->batch : pl_batch_clone(r->batch);
+            if (!copy)
+                break;
+            pl_status st = pl_consumer_consume(r->next, copy);
+            if (st != PL_OK && pl_status_retryable(st) && !last) {
+                self->retry_status = st;
+                break;
+            }
+            if (st != PL_OK)
+                dropped(self, r->batch->signal, r->items, st, last ? " at shutdown" : "");
+            if (!last)
+                pl_batch_free(r->batch);
+            self->retry_bytes -= r->bytes;
+            done++;
+        }
+        memmove(self->retry, self->retry + done, (self->n_retry - done) * sizeof(retry_item));
+        self->n_retry -= done;
+        corr_update_gauges(self);
+    }
+    for (uint32_t i = 0; i < self->n_retry; i++) {
+        if (sig == PL_SIGNAL_COUNT || self->retry[i].batch->signal == sig) {
+            *refusal = self->retry_status != PL_OK ? self->retry_status : PL_ERR_REFUSED;
+            return false;
+        }
+    }
+    return true;
+}
+
+void corr_retry_free(correlation *self)
+{
+    for (uint32_t i = 0; i < self->n_retry; i++)
+        pl_batch_free(self->retry[i].batch);
+    free(self->retry);
+    self->retry = NULL;
+    self->n_retry = self->cap_retry = 0;
+    self->retry_bytes = 0;
+}
+
 static void release_span_batch(correlation *self, uint32_t hi, int reason)
 {
     held_batch *h = &self->held[hi];
@@ -145,7 +292,7 @@ static void release_span_batch(correlation *self, uint32_t hi, int reason)
     self->held_bytes -= h->bytes;
     corr_held_unlink_and_free(self, hi);
     corr_update_gauges(self);
-    pl_consumer_consume(next, b);
+    hand_on(self, next, b, reason);
 }
 
 static void release_sample_batch(correlation *self, uint32_t hi, int reason)
@@ -185,7 +332,7 @@ static void release_sample_batch(correlation *self, uint32_t hi, int reason)
     self->held_bytes -= h->bytes;
     corr_held_unlink_and_free(self, hi);
     corr_update_gauges(self);
-    pl_consumer_consume(next, b);
+    hand_on(self, next, b, reason);
 }
 
 void corr_release(correlation *self, uint32_t hi, int reason)
@@ -364,11 +511,25 @@ void pl_correlation_tick(void *p)
 {
     correlation *self = p;
     uint64_t now = now_ns(self);
+    pl_status refusal;
+    corr_retry(self, now, (pl_signal)PL_SIGNAL_COUNT, &refusal);
     /* Span batches hold for their services' cadences, so their deadlines
      * are not in arrival order: look at each. Samples wait one window. */
     for (uint32_t i = self->head[SIDE_SPANS]; i;) {
         uint32_t next = self->held[i].next_held;
-        if (self->held[i].deadline <= now)
+        held_batch *h = &self->held[i];
+        if (h->epoch != self->cadence_epoch && h->n_covers && self->cfg.max_window) {
+            /* A cadence was learned since it came: its hold follows. */
+            uint64_t hold = 0;
+            for (uint32_t k = 0; k < h->n_covers; k++) {
+                uint64_t hs = corr_service_hold(self, h->covers[k].service, now);
+                if (hs > hold)
+                    hold = hs;
+            }
+            h->deadline = sat_add(h->arrived, hold);
+            h->epoch = self->cadence_epoch;
+        }
+        if (h->deadline <= now)
             corr_release(self, i, RELEASE_WINDOW);
         i = next;
     }

@@ -331,6 +331,65 @@ static void test_shutdown_flushes_long_holds(void)
     fx_done(&f);
 }
 
+/* A next consumer that refuses while `refusing` is set (it takes the batch
+ * whatever it answers, as every consumer does). */
+typedef struct gate {
+    bool refusing;
+    int refused;
+    capture *cap;
+} gate;
+
+static pl_status gate_fn(void *arg, pl_batch *batch)
+{
+    gate *g = arg;
+    if (g->refusing) {
+        g->refused++;
+        pl_batch_free(batch);
+        return PL_ERR_REFUSED;
+    }
+    return capture_fn(g->cap, batch);
+}
+
+/* A released batch the next consumer refuses is kept and offered again;
+ * meanwhile new batches of that signal are refused, so clients retry. */
+static void test_downstream_refusal_passed_on(void)
+{
+    fixture f;
+    pl_correlation_config cfg = cadence_config();
+    REQUIRE(fx_init(&f, &cfg) == 0);
+    gate g = {true, 0, &f.traces};
+    pl_consumer_init_func(&f.next_traces, gate_fn, &g);
+    sample_spec none[] = {{0, 0, NO_SPAN, 0, 1, 0}};
+    deliver(&f, mk_profiles("other", BASE, S(10), none, 1));
+    span_spec a[] = {{8, 0x81, 0, BASE - S(2), BASE - S(1), "kept", NULL}};
+    deliver(&f, mk_traces("svc", a, 1));
+    sample_spec ss[] = {{0x81, 0, BY_LINK, BASE - S(1), 5, 0}};
+    deliver(&f, mk_profiles("svc", BASE, S(10), ss, 1)); /* covers it: released, refused */
+    CHECK_EQ_INT(g.refused, 1);
+    CHECK_EQ_INT(f.traces.n, 0);
+    CHECK_EQ_UINT(counters(&f).refused_items, 1);
+    span_spec b[] = {{8, 0x82, 0, BASE - S(2), BASE - S(1), "refused", NULL}};
+    pl_status st = pl_processor_correlation.consume(f.self, mk_traces("svc", b, 1), &f.next_traces);
+    CHECK_EQ_INT(st, PL_ERR_REFUSED); /* passed on to the client */
+    /* Profiles still flow: their next consumer is fine. */
+    CHECK_EQ_INT(pl_processor_correlation.consume(f.self, mk_profiles("svc", BASE, S(1), none, 1),
+                                                  &f.next_profiles),
+                 PL_OK);
+    advance(&f, S(1)); /* offered again: still refused */
+    CHECK_EQ_INT(g.refused, 2);
+    g.refusing = false;
+    advance(&f, S(1));
+    REQUIRE(f.traces.n == 1);
+    pl_span *s = find_span_in(&f.traces, 0x81, 8);
+    REQUIRE(s != NULL);
+    CHECK_EQ_INT(span_int(s, "profile.cpu_time_ns"), 5);
+    st = pl_processor_correlation.consume(f.self, mk_traces("svc", b, 1), &f.next_traces);
+    CHECK_EQ_INT(st, PL_OK);
+    pl_processor_correlation.shutdown(f.self);
+    CHECK_EQ_INT(f.traces.n, 2); /* each exactly once */
+    fx_done(&f);
+}
+
 int main(void)
 {
     PL_RUN(test_heap_upload_does_not_release_spans);
@@ -340,5 +399,6 @@ int main(void)
     PL_RUN(test_one_span_id_flood_is_linear);
     PL_RUN(test_service_names_bounded);
     PL_RUN(test_shutdown_flushes_long_holds);
+    PL_RUN(test_downstream_refusal_passed_on);
     return pl_test_done();
 }
