@@ -5,6 +5,7 @@
  */
 #include "stats.h"
 
+#include <pthread.h>
 #include <stdlib.h>
 #include <stdio.h>
 #include <string.h>
@@ -12,6 +13,19 @@
 #define EXTRA_CHUNK 16
 
 static pl_stats *registered_head;
+/* Guards the list and each component's extras table (not the values): the
+ * telemetry thread walks them while components come and go on the loop. */
+static pthread_mutex_t stats_lock = PTHREAD_MUTEX_INITIALIZER;
+
+void pl_stats_lock(void)
+{
+    pthread_mutex_lock(&stats_lock);
+}
+
+void pl_stats_unlock(void)
+{
+    pthread_mutex_unlock(&stats_lock);
+}
 
 pl_stats *pl_stats_new(const char *id, pl_kind kind)
 {
@@ -20,8 +34,10 @@ pl_stats *pl_stats_new(const char *id, pl_kind kind)
         return NULL;
     snprintf(stats->id, sizeof(stats->id), "%s", id ? id : "");
     stats->kind = kind;
+    pl_stats_lock();
     stats->next_registered = registered_head;
     registered_head = stats;
+    pl_stats_unlock();
     return stats;
 }
 
@@ -29,12 +45,14 @@ void pl_stats_free(pl_stats *stats)
 {
     if (!stats)
         return;
+    pl_stats_lock();
     for (pl_stats **p = &registered_head; *p; p = &(*p)->next_registered) {
         if (*p == stats) {
             *p = stats->next_registered;
             break;
         }
     }
+    pl_stats_unlock();
     for (size_t i = 0; i < stats->n_chunks; i++)
         free(stats->extra_chunks[i]);
     free(stats->extra_chunks);
@@ -55,18 +73,18 @@ const char *pl_stat_name(pl_stat stat)
 void pl_stats_add(pl_stats *stats, pl_signal signal, pl_stat stat, uint64_t n)
 {
     if (stats && (unsigned)signal < PL_SIGNAL_COUNT && stat < PL_STAT_COUNT)
-        stats->counts[signal][stat] += n;
+        __atomic_fetch_add(&stats->counts[signal][stat], n, __ATOMIC_RELAXED);
 }
 
 uint64_t pl_stats_get(const pl_stats *stats, pl_signal signal, pl_stat stat)
 {
     if (!stats || (unsigned)signal >= PL_SIGNAL_COUNT || stat >= PL_STAT_COUNT)
         return 0;
-    return stats->counts[signal][stat];
+    return __atomic_load_n(&stats->counts[signal][stat], __ATOMIC_RELAXED);
 }
 
-static pl_stats_extra *stats_extra(pl_stats *stats, const char *name, const char *help,
-                                   bool is_gauge)
+static pl_stats_extra *stats_extra_locked(pl_stats *stats, const char *name, const char *help,
+                                          bool is_gauge)
 {
     static pl_stats_extra sink; /* absorbs updates when stats is NULL or OOM */
     if (!stats)
@@ -95,6 +113,15 @@ static pl_stats_extra *stats_extra(pl_stats *stats, const char *name, const char
     return e;
 }
 
+static pl_stats_extra *stats_extra(pl_stats *stats, const char *name, const char *help,
+                                   bool is_gauge)
+{
+    pl_stats_lock();
+    pl_stats_extra *e = stats_extra_locked(stats, name, help, is_gauge);
+    pl_stats_unlock();
+    return e;
+}
+
 uint64_t *pl_stats_counter(pl_stats *stats, const char *name, const char *help)
 {
     return &stats_extra(stats, name, help, false)->v.counter;
@@ -110,4 +137,14 @@ void pl_stats_each_extra(const pl_stats *stats, void (*fn)(void *arg, const pl_s
 {
     for (size_t i = 0; i < stats->n_extras; i++)
         fn(arg, &stats->extra_chunks[i / EXTRA_CHUNK][i % EXTRA_CHUNK]);
+}
+
+uint64_t pl_stats_extra_counter(const pl_stats_extra *e)
+{
+    return __atomic_load_n(&e->v.counter, __ATOMIC_RELAXED);
+}
+
+int64_t pl_stats_extra_gauge(const pl_stats_extra *e)
+{
+    return __atomic_load_n(&e->v.gauge, __ATOMIC_RELAXED);
 }

@@ -2,8 +2,17 @@
  * stats.h: the store behind pl_stats (declared in component.h), and what the
  * telemetry endpoint walks to print every component's counters.
  *
- * Counters are plain uint64_t updated on the loop thread; components that
- * update from another thread use __atomic builtins on the returned pointers.
+ * Counters are uint64_t. pl_stats_add updates with a relaxed atomic add, so
+ * any thread may count. Extra counters and gauges (pl_stats_counter,
+ * pl_stats_gauge) are updated through the returned pointer by the one
+ * thread that owns the component (plain aligned 64-bit stores, which are not
+ * torn on the platforms proflink runs on; a component counting from several
+ * threads uses __atomic builtins on the pointer).
+ *
+ * The telemetry endpoint runs on a thread of its own (telemetry_thread.h):
+ * it walks the list and each component's extras holding pl_stats_lock()
+ * (creation, registration and freeing take it too) and reads every value
+ * with an atomic load (pl_stats_get, pl_stats_extra_counter/_gauge).
  */
 #ifndef PL_STATS_H
 #define PL_STATS_H
@@ -40,6 +49,12 @@ void pl_stats_free(pl_stats *stats);
 /* Head of the global list (newest first). */
 pl_stats *pl_stats_list(void);
 const char *pl_stat_name(pl_stat stat); /* "accepted", "refused", ... */
+/* Held while walking pl_stats_list() from a thread other than the loop's. */
+void pl_stats_lock(void);
+void pl_stats_unlock(void);
+/* An extra's current value, read atomically. */
+uint64_t pl_stats_extra_counter(const pl_stats_extra *e);
+int64_t pl_stats_extra_gauge(const pl_stats_extra *e);
 /* Calls fn for every extra counter/gauge of `stats`. */
 void pl_stats_each_extra(const pl_stats *stats, void (*fn)(void *arg, const pl_stats_extra *e),
                          void *arg);

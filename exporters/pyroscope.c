@@ -22,9 +22,14 @@
  *   - a profile of more than 16,000 samples (Pyroscope's default limit) is
  *     sent as several pprofs of at most that many;
  *   - the CPU special case: samples:count with a cpu:nanoseconds period is
- *     sent as cpu:nanoseconds (values x period). A pprof with both columns
- *     (Go's CPU profile) arrives as two OTLP profiles; the count one is then
- *     skipped, since Pyroscope would store the same CPU time twice.
+ *     sent as cpu:nanoseconds (values x period), as Pyroscope's OTLP ingest
+ *     does. But a pprof with both columns (Go's CPU profile) arrives as two
+ *     OTLP profiles, and every column reaches Pyroscope as it was: the count
+ *     one is then sent unconverted, as samples:count, so Pyroscope keeps
+ *     both process_cpu:samples:count:cpu:nanoseconds and
+ *     process_cpu:cpu:nanoseconds:cpu:nanoseconds, like an upload of that
+ *     pprof to it directly. Every other column (heap's four, mutex's two) is
+ *     its own OTLP profile already and goes as its own series.
  *
  * Sending sits on the shared sending queue (exporters/queue.h: retries with
  * backoff, optional persistence) and the libcurl-on-libuv client
@@ -229,8 +234,10 @@ static bool sample_service(const pl_dictionary *d, const pl_sample *s, pl_bytes 
 }
 
 /* True when `p` is a samples:count CPU column whose pprof also had the
- * cpu:nanoseconds column (a sibling in the same scope with the same time). */
-static bool redundant_cpu_count(const pl_dictionary *d, const pl_scope_profiles *sc,
+ * cpu:nanoseconds column (a sibling in the same scope with the same time):
+ * converting it too would give Pyroscope the same CPU time twice under one
+ * type and lose the count type. */
+static bool cpu_count_has_sibling(const pl_dictionary *d, const pl_scope_profiles *sc,
                                 const pl_profile *p)
 {
     for (uint32_t i = 0; i < sc->n_profiles; i++) {
@@ -315,11 +322,14 @@ static bool display_name_series(const pl_dictionary *d, const pl_profile *p, pl_
 
 /* One series for (profile, service): labels + one gzipped pprof. */
 static pl_status add_series(encode_state *es, const pl_dictionary *d,
-                            const pl_resource_profiles *rp, const pl_profile *p, pl_bytes service,
-                            const uint32_t *indices, uint32_t n_indices, pl_err *err)
+                            const pl_resource_profiles *rp, const pl_profile *p, bool keep_count,
+                            pl_bytes service, const uint32_t *indices, uint32_t n_indices,
+                            pl_err *err)
 {
     bool cpu_special = false;
     pl_bytes name = pl_pprof_profile_name(d, p, &cpu_special);
+    if (keep_count)
+        cpu_special = false;
     display_name_series(d, p, &name);
     pl_pprof_encode_options o = {
         .sample_indices = indices,
@@ -414,8 +424,7 @@ static pl_status encode_batch(encode_state *es, const pl_batch *batch, pl_err *e
                     continue;
                 bool special = false;
                 pl_pprof_profile_name(d, p, &special);
-                if (special && redundant_cpu_count(d, sc, p))
-                    continue;
+                bool keep_count = special && cpu_count_has_sibling(d, sc, p);
                 if (cap < p->n_samples) {
                     free(indices);
                     cap = p->n_samples;
@@ -451,7 +460,7 @@ static pl_status encode_batch(encode_state *es, const pl_batch *batch, pl_err *e
                     /* Pyroscope refuses profiles of more than 16,000
                      * samples by default: send bigger ones in parts. */
                     for (uint32_t off = 0; off < n && st == PL_OK; off += MAX_PPROF_SAMPLES)
-                        st = add_series(es, d, rp, p, service, indices + off,
+                        st = add_series(es, d, rp, p, keep_count, service, indices + off,
                                         n - off < MAX_PPROF_SAMPLES ? n - off : MAX_PPROF_SAMPLES,
                                         err);
                 }

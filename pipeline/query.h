@@ -1,6 +1,6 @@
 /*
  * query.h: `proflink query ...`, implemented with the embedded store
- * (exporters/sqlite_query.c). main() hands it the arguments after "query".
+ * (store/sqlite_query.c). main() hands it the arguments after "query".
  */
 #ifndef PL_PIPELINE_QUERY_H
 #define PL_PIPELINE_QUERY_H

@@ -1,6 +1,6 @@
 /*
  * query_stub.c: stands in for `proflink query` while the build has no
- * embedded store (exporters/sqlite_query.c); pipeline/meson.build leaves it
+ * embedded store (store/sqlite_query.c); pipeline/meson.build leaves it
  * out once that file is built. It is also weak, so a real pl_query_main
  * wherever it lives wins over it instead of clashing with it.
  */

@@ -1,7 +1,9 @@
 /*
  * service.c: lifecycle of the running collector (see service.h).
  *
- * Everything happens on the one libuv loop: signals arrive as uv_signal
+ * Everything happens on the one libuv loop, except /metrics and /health,
+ * which run on a thread of their own (pipeline/telemetry_thread.h) and read
+ * the state below through atomic loads. Signals arrive as uv_signal
  * callbacks, and the drain is a timer that polls the exporters' pending
  * counts. Polling (every 20 ms) instead of a completion callback keeps the
  * component contract to one `pending` hook; the cost is at most 20 ms of
@@ -18,7 +20,7 @@
 
 #include "core/log.h"
 #include "net/tls.h"
-#include "pipeline/telemetry.h"
+#include "pipeline/telemetry_thread.h"
 
 #define DRAIN_POLL_MS 20
 
@@ -36,7 +38,7 @@ struct pl_service {
     int exit_code;
     unsigned reloads;         /* switched to a new configuration */
     unsigned reload_failures; /* refused or rolled back */
-    pl_telemetry *telemetry;
+    pl_telemetry_thread *telemetry; /* /metrics and /health on their own thread */
     char *telemetry_address;
     uv_timer_t zombie_timer; /* destroys a graph that failed to start */
     pl_graph *zombie;
@@ -61,12 +63,19 @@ static const char *state_name(pl_service_state s)
     return "unknown";
 }
 
+/* The state is read by the telemetry thread: written with atomic stores. */
+static void set_state(pl_service *s, pl_service_state state)
+{
+    __atomic_store_n(&s->state, state, __ATOMIC_RELEASE);
+}
+
+/* Runs on the telemetry thread: atomic loads only. */
 static void telemetry_info(void *arg, pl_telemetry_info *out)
 {
     pl_service *s = arg;
-    out->state = state_name(s->state);
-    out->reloads_ok = s->reloads;
-    out->reloads_failed = s->reload_failures;
+    out->state = state_name(__atomic_load_n(&s->state, __ATOMIC_ACQUIRE));
+    out->reloads_ok = __atomic_load_n(&s->reloads, __ATOMIC_RELAXED);
+    out->reloads_failed = __atomic_load_n(&s->reload_failures, __ATOMIC_RELAXED);
 }
 
 /* Starts or moves the telemetry endpoint to the config's address. A failure
@@ -78,7 +87,7 @@ static int telemetry_apply(pl_service *s, const pl_config *cfg, pl_err *err)
     if (s->telemetry && addr && s->telemetry_address && strcmp(addr, s->telemetry_address) == 0)
         return 0;
     if (s->telemetry) {
-        pl_telemetry_stop(s->telemetry);
+        pl_telemetry_thread_stop(s->telemetry);
         s->telemetry = NULL;
     }
     free(s->telemetry_address);
@@ -86,7 +95,7 @@ static int telemetry_apply(pl_service *s, const pl_config *cfg, pl_err *err)
     if (!addr)
         return 0;
     pl_err terr = {{0}};
-    s->telemetry = pl_telemetry_start(s->loop, addr, telemetry_info, s, &terr);
+    s->telemetry = pl_telemetry_thread_start(addr, telemetry_info, s, &terr);
     if (!s->telemetry) {
         if (cfg->metrics_address_set) {
             pl_errf(err, PL_ERR_INTERNAL, "service.telemetry.metrics.address: %s", terr.msg);
@@ -136,7 +145,7 @@ static void on_closed_quietly(uv_handle_t *h)
 static void finish_stop(pl_service *s)
 {
     if (s->telemetry) {
-        pl_telemetry_stop(s->telemetry);
+        pl_telemetry_thread_stop(s->telemetry);
         s->telemetry = NULL;
     }
     if (s->handle_signals) {
@@ -146,7 +155,7 @@ static void finish_stop(pl_service *s)
     }
     uv_close((uv_handle_t *)&s->drain_timer, on_closed_quietly);
     uv_close((uv_handle_t *)&s->zombie_timer, on_closed_quietly);
-    s->state = PL_SERVICE_STOPPED;
+    set_state(s, PL_SERVICE_STOPPED);
     pl_info("service", "stopped");
     /* a handle some component left open must not keep the loop running */
     uv_stop(s->loop);
@@ -199,7 +208,7 @@ static void complete_reload(pl_service *s)
     pl_graph *g = graph_up(s, next, &err);
     if (!g) {
         pl_error("service", "reload: %s; starting the previous configuration again", err.msg);
-        s->reload_failures++;
+        __atomic_fetch_add(&s->reload_failures, 1, __ATOMIC_RELAXED);
         if (s->zombie && !s->zombie_config)
             s->zombie_config = next; /* the failed graph still points into it */
         else
@@ -213,7 +222,7 @@ static void complete_reload(pl_service *s)
             return;
         }
         s->graph = g;
-        s->state = PL_SERVICE_RUNNING;
+        set_state(s, PL_SERVICE_RUNNING);
         return;
     }
     pl_config_free(s->config);
@@ -222,8 +231,8 @@ static void complete_reload(pl_service *s)
     pl_err terr = {{0}};
     if (telemetry_apply(s, next, &terr) < 0)
         pl_error("service", "reload: %s", terr.msg);
-    s->reloads++;
-    s->state = PL_SERVICE_RUNNING;
+    __atomic_fetch_add(&s->reloads, 1, __ATOMIC_RELAXED);
+    set_state(s, PL_SERVICE_RUNNING);
     log_pipelines(next);
     pl_info("service", "reloaded %s: %zu pipelines running", next->path, next->n_pipelines);
     if (s->reload_queued) {
@@ -269,11 +278,11 @@ void pl_service_stop(pl_service *s)
         /* the old graph is already draining; do not start the new one */
         pl_config_free(s->next_config);
         s->next_config = NULL;
-        s->state = PL_SERVICE_DRAINING;
+        set_state(s, PL_SERVICE_DRAINING);
         pl_info("service", "stopping: draining in-flight data");
         return;
     }
-    s->state = PL_SERVICE_DRAINING;
+    set_state(s, PL_SERVICE_DRAINING);
     pl_info("service", "stopping: draining in-flight data (up to %.1fs)",
             (double)s->config->service.shutdown_timeout / 1e9);
     begin_drain(s);
@@ -291,20 +300,22 @@ int pl_service_reload(pl_service *s)
     }
     pl_cfg_errors errs;
     pl_cfg_errors_init(&errs);
-    pl_config *next = pl_config_load_file(s->config->path, &errs);
+    pl_config *next = pl_config_reload(s->config, &errs);
+    for (size_t i = 0; i < errs.n_warnings; i++)
+        pl_warn("config", "%s", errs.warnings[i].text);
     if (!next) {
         for (size_t i = 0; i < errs.n; i++)
             pl_error("service", "reload: %s", errs.items[i].text);
         pl_error("service", "reload failed (%zu problem%s): keeping the running configuration",
                  errs.n, errs.n == 1 ? "" : "s");
-        s->reload_failures++;
+        __atomic_fetch_add(&s->reload_failures, 1, __ATOMIC_RELAXED);
         pl_cfg_errors_free(&errs);
         return -1;
     }
     pl_cfg_errors_free(&errs);
     pl_info("service", "reloading %s: draining the running pipelines", next->path);
     s->next_config = next;
-    s->state = PL_SERVICE_RELOADING;
+    set_state(s, PL_SERVICE_RELOADING);
     begin_drain(s);
     return 0;
 }
@@ -334,7 +345,7 @@ pl_service *pl_service_start(uv_loop_t *loop, pl_config *config, bool handle_sig
     }
     s->loop = loop;
     s->config = config;
-    s->state = PL_SERVICE_STARTING;
+    set_state(s, PL_SERVICE_STARTING);
     s->handle_signals = handle_signals;
     pl_log_set_level((pl_log_level)config->log_level);
     uv_timer_init(loop, &s->drain_timer);
@@ -346,7 +357,7 @@ pl_service *pl_service_start(uv_loop_t *loop, pl_config *config, bool handle_sig
         s->graph = graph_up(s, config, err);
     if (!s->graph) {
         if (s->telemetry)
-            pl_telemetry_stop(s->telemetry);
+            pl_telemetry_thread_stop(s->telemetry);
         uv_close((uv_handle_t *)&s->drain_timer, NULL);
         uv_close((uv_handle_t *)&s->zombie_timer, NULL);
         uv_run(loop, UV_RUN_NOWAIT); /* the timers live in s */
@@ -365,7 +376,7 @@ pl_service *pl_service_start(uv_loop_t *loop, pl_config *config, bool handle_sig
             uv_signal_start(sigs[i], on_signal, nums[i]);
         }
     }
-    s->state = PL_SERVICE_RUNNING;
+    set_state(s, PL_SERVICE_RUNNING);
     if (s->telemetry_address)
         pl_info("telemetry", "metrics and health on http://%s/metrics, /health",
                 s->telemetry_address);
@@ -406,7 +417,7 @@ int pl_service_free(pl_service *s)
     }
     pl_graph_destroy(s->zombie);
     if (s->telemetry)
-        pl_telemetry_stop(s->telemetry);
+        pl_telemetry_thread_stop(s->telemetry);
     free(s->telemetry_address);
     pl_config_free(s->next_config);
     pl_config_free(s->config);
@@ -421,11 +432,13 @@ static void close_leftover(uv_handle_t *h, void *arg)
         uv_close(h, NULL);
 }
 
-int pl_service_main(const char *config_path)
+int pl_service_main(const pl_cfg_sources *sources)
 {
     pl_cfg_errors errs;
     pl_cfg_errors_init(&errs);
-    pl_config *cfg = pl_config_load_file(config_path, &errs);
+    pl_config *cfg = pl_config_load(sources, pl_component_types, &errs);
+    for (size_t i = 0; i < errs.n_warnings; i++)
+        pl_warn("config", "%s", errs.warnings[i].text);
     if (!cfg) {
         pl_cfg_errors_print(&errs, stderr);
         pl_cfg_errors_free(&errs);

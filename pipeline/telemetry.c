@@ -145,9 +145,9 @@ static void print_family_value(void *arg, const pl_stats_extra *e)
     pl_buf_append_str(w->out, "{component=\"");
     append_label(w->out, w->stats->id);
     if (e->is_gauge)
-        pl_buf_printf(w->out, "\"} %lld\n", (long long)e->v.gauge);
+        pl_buf_printf(w->out, "\"} %lld\n", (long long)pl_stats_extra_gauge(e));
     else
-        pl_buf_printf(w->out, "\"} %llu\n", (unsigned long long)e->v.counter);
+        pl_buf_printf(w->out, "\"} %llu\n", (unsigned long long)pl_stats_extra_counter(e));
 }
 
 static void render_process(pl_buf *b)
@@ -184,6 +184,7 @@ char *pl_telemetry_render_metrics(size_t *len)
 {
     pl_buf b;
     pl_buf_init(&b);
+    pl_stats_lock(); /* components come and go on the pipeline's loop */
     static const pl_kind kinds[] = {PL_KIND_RECEIVER, PL_KIND_PROCESSOR, PL_KIND_EXPORTER};
     for (size_t k = 0; k < 3; k++) {
         bool any = false;
@@ -207,7 +208,8 @@ char *pl_telemetry_render_metrics(size_t *len)
                     pl_buf_printf(&b, "proflink_%s_%s_items_total{component=\"", kind, stat);
                     append_label(&b, s->id);
                     pl_buf_printf(&b, "\",signal=\"%s\"} %llu\n", signal_names[sig],
-                                  (unsigned long long)s->counts[sig][st]);
+                                  (unsigned long long)pl_stats_get(s, (pl_signal)sig,
+                                                                   (pl_stat)st));
                 }
             }
         }
@@ -237,6 +239,7 @@ char *pl_telemetry_render_metrics(size_t *len)
         }
     }
     free(w.families);
+    pl_stats_unlock();
     render_process(&b);
     pl_buf_append_byte(&b, 0);
     if (!pl_buf_ok(&b)) {

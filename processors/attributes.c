@@ -48,6 +48,7 @@
 #include <string.h>
 
 #include "core/component.h"
+#include "core/hash.h"
 #include "core/log.h"
 #include "core/strlist.h"
 #include "pattern.h"
@@ -947,14 +948,10 @@ typedef struct memo {
     size_t cap, n;
 } memo;
 
+/* Attribute index lists come from the client: keyed hash (core/hash.h). */
 static uint64_t hash_indices(const int32_t *idx, uint32_t n)
 {
-    uint64_t h = 1469598103934665603ull ^ n;
-    for (uint32_t i = 0; i < n; i++) {
-        h ^= (uint32_t)idx[i];
-        h *= 1099511628211ull;
-    }
-    return h ^ (h >> 29);
+    return pl_hash_bytes(idx, (size_t)n * sizeof(*idx));
 }
 
 static memo_entry *memo_find(memo *m, const int32_t *in, uint32_t n, uint64_t h, bool *found)

@@ -17,6 +17,8 @@
  */
 #include "pprof.h"
 
+#include "core/hash.h"
+
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -129,95 +131,13 @@ static int read_repeated(reader *r, uint32_t wire_type, varint_fn fn, void *ctx)
 
 /* ---- hashing ----------------------------------------------------------- */
 
-static inline uint64_t mix64(uint64_t h)
+/* Every index below is keyed by ids and bytes the client chose, so all of
+ * them hash under the per-process key (core/hash.h): a pprof cannot be
+ * crafted offline whose ids or strings all land in one probe chain. The
+ * seed separates the tables' hash families. */
+static inline uint64_t hash_bytes(const void *data, size_t len, uint64_t seed)
 {
-    h ^= h >> 33;
-    h *= 0xff51afd7ed558ccdULL;
-    h ^= h >> 33;
-    h *= 0xc4ceb9fe1a85ec53ULL;
-    h ^= h >> 33;
-    return h;
-}
-
-static uint64_t hash_bytes(const void *data, size_t len, uint64_t seed)
-{
-    const uint8_t *p = data;
-    uint64_t h = seed ^ (len * 0x9e3779b97f4a7c15ULL);
-    while (len >= 8) {
-        uint64_t w;
-        memcpy(&w, p, 8);
-        h = (h ^ mix64(w)) * 0x9e3779b97f4a7c15ULL;
-        p += 8;
-        len -= 8;
-    }
-    uint64_t w = 0;
-    if (len)
-        memcpy(&w, p, len);
-    h = (h ^ mix64(w ^ len)) * 0x9e3779b97f4a7c15ULL;
-    return mix64(h);
-}
-
-/* Open addressing over uint32 values (dictionary indices, never 0: index 0
- * is the zero entry and is handled by callers). The hash of each entry is
- * kept beside it so growing does not need the keys. */
-typedef struct htab {
-    uint32_t *vals;
-    uint32_t *hashes;
-    uint32_t cap; /* power of two, or 0 */
-    uint32_t n;
-} htab;
-
-static void htab_free(htab *h)
-{
-    free(h->vals);
-    free(h->hashes);
-    memset(h, 0, sizeof(*h));
-}
-
-static int htab_grow(htab *h)
-{
-    uint32_t cap = h->cap ? h->cap * 2 : 256;
-    if (cap < h->cap)
-        return -1;
-    uint32_t *vals = calloc(cap, sizeof(uint32_t)), *hashes = malloc(cap * sizeof(uint32_t));
-    if (!vals || !hashes) {
-        free(vals);
-        free(hashes);
-        return -1;
-    }
-    for (uint32_t i = 0; i < h->cap; i++) {
-        if (!h->vals[i])
-            continue;
-        uint32_t j = h->hashes[i] & (cap - 1);
-        while (vals[j])
-            j = (j + 1) & (cap - 1);
-        vals[j] = h->vals[i];
-        hashes[j] = h->hashes[i];
-    }
-    free(h->vals);
-    free(h->hashes);
-    h->vals = vals;
-    h->hashes = hashes;
-    h->cap = cap;
-    return 0;
-}
-
-/* Returns the slot for `hash` whose value satisfies eq, or the empty slot
- * where it would go; NULL on OOM. The caller stores the value in an empty
- * slot and then calls htab_added(). */
-typedef bool (*htab_eq)(const void *ctx, uint32_t val);
-static uint32_t *htab_find(htab *h, uint32_t hash, htab_eq eq, const void *ctx, uint32_t **hslot)
-{
-    if ((h->n + 1) * 2 > h->cap && htab_grow(h))
-        return NULL;
-    uint32_t j = hash & (h->cap - 1);
-    while (h->vals[j]) {
-        if (h->hashes[j] == hash && eq(ctx, h->vals[j]))
-            break;
-        j = (j + 1) & (h->cap - 1);
-    }
-    *hslot = &h->hashes[j];
-    return &h->vals[j];
+    return pl_hash_bytes_with(seed, data, len);
 }
 
 /* ---- id maps (pprof id -> position in its table) ----------------------- */
@@ -271,7 +191,7 @@ static long idmap_build(idmap *m, const uint64_t *ids, uint32_t n)
     if (!m->keys || !m->pos)
         return -1;
     for (uint32_t i = 0; i < n; i++) {
-        uint32_t j = (uint32_t)mix64(ids[i]) & (cap - 1);
+        uint32_t j = (uint32_t)pl_hash_u64(ids[i]) & (cap - 1);
         while (m->keys[j]) {
             if (m->keys[j] == ids[i])
                 return (long)i + 1;
@@ -290,7 +210,7 @@ static inline long idmap_get(const idmap *m, uint64_t id)
         return id < m->dense_n ? (long)m->dense[id] - 1 : -1;
     if (!m->cap || id == 0)
         return -1;
-    uint32_t j = (uint32_t)mix64(id) & (m->cap - 1);
+    uint32_t j = (uint32_t)pl_hash_u64(id) & (m->cap - 1);
     while (m->keys[j]) {
         if (m->keys[j] == id)
             return m->pos[j];
@@ -414,8 +334,11 @@ typedef struct raw_label {
 
 struct pl_pprof_builder {
     pl_batch *batch;
-    htab strings, stacks, attrs, links;
+    pl_htab strings, stacks, attrs, links;
     size_t samples;
+    /* The request's budget (pl_pprof_builder_set_budget); 0 = none. */
+    size_t budget_bytes, budget_objects;
+    size_t objects; /* objects decoded so far, against budget_objects */
     /* scratch, grown as needed, reused for every sample */
     int32_t *scratch_locs;
     size_t cap_locs;
@@ -477,8 +400,7 @@ static int32_t intern_string(pl_pprof_builder *b, pl_bytes s)
     pl_dictionary *d = bdict(b);
     str_key key = {d, s};
     uint32_t hash = (uint32_t)hash_bytes(s.ptr, s.len, 1);
-    uint32_t *hslot;
-    uint32_t *slot = htab_find(&b->strings, hash, str_eq, &key, &hslot);
+    uint32_t *slot = pl_htab_slot(&b->strings, hash, str_eq, &key);
     if (!slot)
         return -1;
     if (*slot)
@@ -488,8 +410,7 @@ static int32_t intern_string(pl_pprof_builder *b, pl_bytes s)
     uint32_t idx = d->n_strings++;
     d->strings[idx] = s;
     *slot = idx;
-    *hslot = hash;
-    b->strings.n++;
+    pl_htab_added(&b->strings, slot, hash);
     return (int32_t)idx;
 }
 
@@ -517,8 +438,7 @@ static int32_t intern_stack(pl_pprof_builder *b, const int32_t *locs, uint32_t n
     pl_dictionary *d = bdict(b);
     stack_key key = {d, locs, n};
     uint32_t hash = (uint32_t)hash_bytes(locs, n * sizeof(int32_t), 2);
-    uint32_t *hslot;
-    uint32_t *slot = htab_find(&b->stacks, hash, stack_eq, &key, &hslot);
+    uint32_t *slot = pl_htab_slot(&b->stacks, hash, stack_eq, &key);
     if (!slot)
         return -1;
     if (*slot)
@@ -535,8 +455,7 @@ static int32_t intern_stack(pl_pprof_builder *b, const int32_t *locs, uint32_t n
     uint32_t idx = d->n_stacks++;
     d->stacks[idx] = (pl_stack){copy, n};
     *slot = idx;
-    *hslot = hash;
-    b->stacks.n++;
+    pl_htab_added(&b->stacks, slot, hash);
     return (int32_t)idx;
 }
 
@@ -559,14 +478,13 @@ static int32_t intern_attr(pl_pprof_builder *b, int32_t key, pl_value value, int
 {
     pl_dictionary *d = bdict(b);
     attr_key k = {d, key, unit, &value};
-    uint64_t h = mix64((uint64_t)(uint32_t)key << 32 | (uint32_t)unit) ^ value.type;
+    uint64_t h = pl_hash_u64((uint64_t)(uint32_t)key << 32 | (uint32_t)unit) ^ value.type;
     if (value.type == PL_VALUE_STRING)
         h = hash_bytes(value.u.str.ptr, value.u.str.len, h);
     else if (value.type == PL_VALUE_INT || value.type == PL_VALUE_BOOL)
-        h = mix64(h ^ (uint64_t)value.u.i);
+        h = pl_hash_u64(h ^ (uint64_t)value.u.i);
     uint32_t hash = (uint32_t)h;
-    uint32_t *hslot;
-    uint32_t *slot = htab_find(&b->attrs, hash, attr_eq, &k, &hslot);
+    uint32_t *slot = pl_htab_slot(&b->attrs, hash, attr_eq, &k);
     if (!slot)
         return -1;
     if (*slot)
@@ -576,8 +494,7 @@ static int32_t intern_attr(pl_pprof_builder *b, int32_t key, pl_value value, int
     uint32_t idx = d->n_attributes++;
     d->attributes[idx] = (pl_kvu){key, value, unit};
     *slot = idx;
-    *hslot = hash;
-    b->attrs.n++;
+    pl_htab_added(&b->attrs, slot, hash);
     return (int32_t)idx;
 }
 
@@ -599,8 +516,7 @@ static int32_t intern_link(pl_pprof_builder *b, const pl_link *link)
     pl_dictionary *d = bdict(b);
     link_key k = {d, link};
     uint32_t hash = (uint32_t)hash_bytes(link, sizeof(*link), 3);
-    uint32_t *hslot;
-    uint32_t *slot = htab_find(&b->links, hash, link_eq, &k, &hslot);
+    uint32_t *slot = pl_htab_slot(&b->links, hash, link_eq, &k);
     if (!slot)
         return -1;
     if (*slot)
@@ -610,8 +526,7 @@ static int32_t intern_link(pl_pprof_builder *b, const pl_link *link)
     uint32_t idx = d->n_links++;
     d->links[idx] = *link;
     *slot = idx;
-    *hslot = hash;
-    b->links.n++;
+    pl_htab_added(&b->links, slot, hash);
     return (int32_t)idx;
 }
 
@@ -634,35 +549,35 @@ pl_pprof_builder *pl_pprof_builder_new(pl_batch *batch)
     int fail = 0;
     for (uint32_t i = 1; i < d->n_strings && !fail; i++) {
         str_key key = {d, d->strings[i]};
-        uint32_t hash = (uint32_t)hash_bytes(d->strings[i].ptr, d->strings[i].len, 1), *hs;
-        uint32_t *slot = htab_find(&b->strings, hash, str_eq, &key, &hs);
+        uint32_t hash = (uint32_t)hash_bytes(d->strings[i].ptr, d->strings[i].len, 1);
+        uint32_t *slot = pl_htab_slot(&b->strings, hash, str_eq, &key);
         if (!slot)
             fail = 1;
         else if (!*slot) {
-            *slot = i, *hs = hash;
-            b->strings.n++;
+            *slot = i;
+            pl_htab_added(&b->strings, slot, hash);
         }
     }
     for (uint32_t i = 1; i < d->n_stacks && !fail; i++) {
         stack_key key = {d, d->stacks[i].location_indices, d->stacks[i].n_location_indices};
-        uint32_t hash = (uint32_t)hash_bytes(key.locs, key.n * sizeof(int32_t), 2), *hs;
-        uint32_t *slot = htab_find(&b->stacks, hash, stack_eq, &key, &hs);
+        uint32_t hash = (uint32_t)hash_bytes(key.locs, key.n * sizeof(int32_t), 2);
+        uint32_t *slot = pl_htab_slot(&b->stacks, hash, stack_eq, &key);
         if (!slot)
             fail = 1;
         else if (!*slot) {
-            *slot = i, *hs = hash;
-            b->stacks.n++;
+            *slot = i;
+            pl_htab_added(&b->stacks, slot, hash);
         }
     }
     for (uint32_t i = 1; i < d->n_links && !fail; i++) {
         link_key key = {d, &d->links[i]};
-        uint32_t hash = (uint32_t)hash_bytes(&d->links[i], sizeof(pl_link), 3), *hs;
-        uint32_t *slot = htab_find(&b->links, hash, link_eq, &key, &hs);
+        uint32_t hash = (uint32_t)hash_bytes(&d->links[i], sizeof(pl_link), 3);
+        uint32_t *slot = pl_htab_slot(&b->links, hash, link_eq, &key);
         if (!slot)
             fail = 1;
         else if (!*slot) {
-            *slot = i, *hs = hash;
-            b->links.n++;
+            *slot = i;
+            pl_htab_added(&b->links, slot, hash);
         }
     }
     /* Existing attributes are not indexed: a few duplicates across sources
@@ -678,10 +593,10 @@ void pl_pprof_builder_free(pl_pprof_builder *b)
 {
     if (!b)
         return;
-    htab_free(&b->strings);
-    htab_free(&b->stacks);
-    htab_free(&b->attrs);
-    htab_free(&b->links);
+    pl_htab_free(&b->strings);
+    pl_htab_free(&b->stacks);
+    pl_htab_free(&b->attrs);
+    pl_htab_free(&b->links);
     free(b->scratch_locs);
     free(b->scratch_vals);
     free(b->scratch_labels);
@@ -1340,6 +1255,64 @@ static pl_status check_u32(decode_ctx *c, uint32_t n, uint32_t base, const char 
     return PL_OK;
 }
 
+/* ---- the per-request budget on decoded data ----------------------------- */
+
+/* Memory the batch holds for this request: the adopted (decompressed) pprofs
+ * and everything decoded into its arena. */
+static size_t builder_used(const pl_pprof_builder *b)
+{
+    return b->batch->buffer_bytes + pl_arena_bytes(&b->batch->arena);
+}
+
+static pl_status over_budget(const pl_pprof_builder *b, pl_err *err, const char *what)
+{
+    return pl_errf(err, PL_ERR_TOO_LARGE,
+                   "pprof: %s: the request's decoded data would exceed its %zu byte budget "
+                   "(max_decoded_memory)",
+                   what, b->budget_bytes);
+}
+
+/* Checks, before anything is allocated, what decoding the counted pprof will
+ * cost: its objects, the dictionary and sample arrays it appends, and the
+ * scratch tables the decoder holds meanwhile. The counts come from one cheap
+ * walk, so a small pprof that would expand (a million empty samples times a
+ * hundred sample types) is refused here rather than after the memory is
+ * spent. What the estimate leaves out (lines, label attributes, stack
+ * copies) is bounded by the arena limit set in pl_pprof_builder_add. */
+static pl_status check_budget(decode_ctx *c)
+{
+    pl_pprof_builder *b = c->b;
+    uint64_t types = c->n_sample_types ? c->n_sample_types : 1;
+    uint64_t cells = (uint64_t)c->n_samples * types;
+    uint64_t objects =
+        (uint64_t)c->n_strs + c->n_mappings + c->n_functions + c->n_locations + cells;
+    if (b->budget_objects && b->objects + objects > b->budget_objects)
+        return pl_errf(c->err, PL_ERR_TOO_LARGE,
+                       "pprof: %" PRIu64 " objects (strings, mappings, functions, locations, "
+                       "samples times %" PRIu64 " sample types) would exceed the request's budget "
+                       "of %zu (max_decoded_objects)",
+                       objects, types, b->budget_objects);
+    b->objects += (size_t)objects;
+    if (!b->budget_bytes)
+        return PL_OK;
+    uint64_t max_table = c->n_mappings;
+    if (c->n_functions > max_table)
+        max_table = c->n_functions;
+    if (c->n_locations > max_table)
+        max_table = c->n_locations;
+    uint64_t scratch = (uint64_t)c->n_strs * (sizeof(pl_bytes) + sizeof(int32_t) + 1) +
+                       (max_table + 1) * sizeof(uint64_t) + max_table * 4 * sizeof(uint32_t);
+    uint64_t kept = (uint64_t)c->n_strs * sizeof(pl_bytes) +
+                    (uint64_t)c->n_mappings * sizeof(pl_mapping) +
+                    (uint64_t)c->n_functions * sizeof(pl_function) +
+                    (uint64_t)c->n_locations * sizeof(pl_location) +
+                    cells * (sizeof(pl_sample) + sizeof(int64_t));
+    size_t used = builder_used(b);
+    if (used > b->budget_bytes || scratch + kept > b->budget_bytes - used)
+        return over_budget(b, c->err, "its tables");
+    return PL_OK;
+}
+
 static pl_status decode_into(decode_ctx *c, const pl_pprof_meta *meta)
 {
     pl_pprof_builder *b = c->b;
@@ -1347,6 +1320,8 @@ static pl_status decode_into(decode_ctx *c, const pl_pprof_meta *meta)
     pl_dictionary *d = bdict(b);
     pl_status st = count_fields(c);
     if (st != PL_OK)
+        return st;
+    if ((st = check_budget(c)) != PL_OK)
         return st;
 
     /* Strings. */
@@ -1515,6 +1490,12 @@ static pl_status decode_into(decode_ctx *c, const pl_pprof_meta *meta)
     return PL_OK;
 }
 
+void pl_pprof_builder_set_budget(pl_pprof_builder *b, size_t max_bytes, size_t max_objects)
+{
+    b->budget_bytes = max_bytes;
+    b->budget_objects = max_objects;
+}
+
 pl_status pl_pprof_builder_add(pl_pprof_builder *b, const uint8_t *data, size_t len,
                                const pl_pprof_meta *meta, pl_err *err)
 {
@@ -1522,16 +1503,30 @@ pl_status pl_pprof_builder_add(pl_pprof_builder *b, const uint8_t *data, size_t 
     if (!meta)
         meta = &no_meta;
     size_t limit = meta->max_decoded_size ? meta->max_decoded_size : PL_PPROF_MAX_DECODED;
+    /* With a budget, this pprof may inflate to what the request has left. */
+    size_t left = SIZE_MAX;
+    if (b->budget_bytes) {
+        size_t used = builder_used(b);
+        if (used >= b->budget_bytes)
+            return over_budget(b, err, "before this profile");
+        left = b->budget_bytes - used;
+    }
+    bool budget_bound = left < limit;
+    if (budget_bound)
+        limit = left;
     uint8_t *bytes;
     size_t n;
     if (pl_is_gzip(data, len)) {
         pl_status st = pl_gunzip(data, len, limit, &bytes, &n, err);
+        if (st == PL_ERR_TOO_LARGE && budget_bound)
+            return over_budget(b, err, "decompressing");
         if (st != PL_OK)
             return st;
     } else {
         if (len > limit)
-            return pl_errf(err, PL_ERR_TOO_LARGE, "pprof: %zu bytes, over the %zu byte limit", len,
-                           limit);
+            return budget_bound ? over_budget(b, err, "copying")
+                                : pl_errf(err, PL_ERR_TOO_LARGE,
+                                          "pprof: %zu bytes, over the %zu byte limit", len, limit);
         bytes = malloc(len ? len : 1);
         if (!bytes)
             return pl_errf(err, PL_ERR_NOMEM, "pprof: out of memory");
@@ -1544,12 +1539,26 @@ pl_status pl_pprof_builder_add(pl_pprof_builder *b, const uint8_t *data, size_t 
         free(bytes);
         return pl_errf(err, PL_ERR_NOMEM, "pprof: out of memory");
     }
+    pl_arena *arena = &b->batch->arena;
+    if (b->budget_bytes) {
+        /* What the estimate in check_budget leaves out is caught here: the
+         * arena refuses blocks past the request's remaining budget. */
+        size_t room = left > n ? left - n : 0;
+        arena->limit = pl_arena_bytes(arena) + (room ? room : 1);
+        arena->over_limit = 0;
+    }
     decode_ctx c;
     memset(&c, 0, sizeof(c));
     c.b = b;
     c.err = err;
     c.all = (reader){bytes, bytes + n};
     pl_status st = decode_into(&c, meta);
+    if (b->budget_bytes) {
+        if (st == PL_ERR_NOMEM && arena->over_limit)
+            st = over_budget(b, err, "decoding");
+        arena->limit = 0;
+        arena->over_limit = 0;
+    }
     free(c.strs);
     free(c.str_map);
     free(c.seen_keys);
@@ -1614,7 +1623,7 @@ static void put_bytes(pl_buf *b, uint32_t field, const void *data, size_t len)
 typedef struct encoder {
     const pl_dictionary *d;
     pl_err *err;
-    htab strs;
+    pl_htab strs;
     pl_bytes *strings;
     size_t n_strings, cap_strings;
     uint32_t *fn_id, *loc_id, *map_id;          /* dict index -> pprof id (0 = unused) */
@@ -1641,8 +1650,8 @@ static int64_t enc_string(encoder *e, pl_bytes s)
     if (s.len == 0)
         return 0;
     enc_str_key key = {e, s};
-    uint32_t hash = (uint32_t)hash_bytes(s.ptr, s.len, 1), *hs;
-    uint32_t *slot = htab_find(&e->strs, hash, enc_str_eq, &key, &hs);
+    uint32_t hash = (uint32_t)hash_bytes(s.ptr, s.len, 1);
+    uint32_t *slot = pl_htab_slot(&e->strs, hash, enc_str_eq, &key);
     if (!slot)
         return -1;
     if (*slot)
@@ -1651,8 +1660,7 @@ static int64_t enc_string(encoder *e, pl_bytes s)
         return -1;
     e->strings[e->n_strings] = s;
     *slot = (uint32_t)e->n_strings;
-    *hs = hash;
-    e->strs.n++;
+    pl_htab_added(&e->strs, slot, hash);
     return (int64_t)e->n_strings++;
 }
 
@@ -2015,7 +2023,7 @@ pl_status pl_pprof_encode(const pl_dictionary *dict, const pl_profile *profile,
     else
         st = encode_profile(&e, profile, options, out, &tmp);
     pl_arena_free(&tmp);
-    htab_free(&e.strs);
+    pl_htab_free(&e.strs);
     free(e.strings);
     free(e.fn_id);
     free(e.loc_id);
@@ -2179,7 +2187,7 @@ void pl_pprof_writer_free(pl_pprof_writer *w)
 {
     if (!w)
         return;
-    htab_free(&w->e.strs);
+    pl_htab_free(&w->e.strs);
     free(w->e.strings);
     pl_buf_free(&w->e.msg);
     pl_buf_free(&w->e.sub);

@@ -131,7 +131,7 @@ static int validate_protocols(void *cfg, pl_cfg_ctx *ctx)
 }
 
 static const pl_cfg_field grpc_fields[] = {
-    {"endpoint", PL_CFG_STRING, "127.0.0.1:4317", offsetof(otlp_grpc_config, endpoint),
+    {"endpoint", PL_CFG_ADDRESS, "127.0.0.1:4317", offsetof(otlp_grpc_config, endpoint),
      "host:port to listen on for OTLP/gRPC (HTTP/2; TLS with tls.cert_file)", NULL},
     {"tls", PL_CFG_SECTION, NULL, offsetof(otlp_grpc_config, tls),
      "server TLS (ALPN h2); client_ca_file for mutual TLS", &pl_tls_server_section},
@@ -161,7 +161,7 @@ static const pl_cfg_field grpc_fields[] = {
 static const pl_cfg_section grpc_section = {sizeof(otlp_grpc_config), grpc_fields, validate_grpc};
 
 static const pl_cfg_field http_fields[] = {
-    {"endpoint", PL_CFG_STRING, "127.0.0.1:4318", offsetof(otlp_http_config, endpoint),
+    {"endpoint", PL_CFG_ADDRESS, "127.0.0.1:4318", offsetof(otlp_http_config, endpoint),
      "host:port to listen on for OTLP/HTTP (HTTP/1.1; TLS with tls.cert_file)", NULL},
     {"tls", PL_CFG_SECTION, NULL, offsetof(otlp_http_config, tls),
      "server TLS (ALPN http/1.1); client_ca_file for mutual TLS", &pl_tls_server_section},

@@ -5,7 +5,8 @@
  *
  * Routes (one listener, HTTP/1.1 and h2c, default 127.0.0.1:4040):
  *   POST /ingest, /pyroscope/ingest      the legacy upload API
- *   POST /push.v1.PusherService/Push     the push API (Connect unary, proto or JSON)
+ *   POST /push.v1.PusherService/Push     the push API: Connect unary (proto or JSON),
+ *                                        and gRPC (h2c) with the same answers
  *   POST /v1development/profiles         OTLP/HTTP profiles (protobuf or JSON)
  *   /opentelemetry.proto.collector.profiles.v1development.ProfilesService/Export
  *                                        OTLP/gRPC profiles (h2c)
@@ -71,13 +72,15 @@ typedef struct pyroscope_cfg {
     uint64_t max_request_body_size;
     uint64_t max_decompressed_size;
     int64_t max_connections;
+    uint64_t max_decoded_memory;
+    int64_t max_decoded_objects;
     pl_tls_server_config tls;
     pl_auth_ref_config auth;
     pl_http_cors_config cors;
 } pyroscope_cfg;
 
 static const pl_cfg_field pyroscope_fields[] = {
-    {"endpoint", PL_CFG_STRING, "127.0.0.1:4040", offsetof(pyroscope_cfg, endpoint),
+    {"endpoint", PL_CFG_ADDRESS, "127.0.0.1:4040", offsetof(pyroscope_cfg, endpoint),
      "host:port to listen on (HTTP/1.1 and h2c)", NULL},
     {"max_request_body_size", PL_CFG_SIZE, "20MiB", offsetof(pyroscope_cfg, max_request_body_size),
      "largest request body accepted (413 above it)", NULL},
@@ -87,6 +90,14 @@ static const pl_cfg_field pyroscope_fields[] = {
      NULL},
     {"max_connections", PL_CFG_INT, "1024", offsetof(pyroscope_cfg, max_connections),
      "simultaneous client connections", NULL},
+    {"max_decoded_memory", PL_CFG_SIZE, "40MiB", offsetof(pyroscope_cfg, max_decoded_memory),
+     "memory one request may decode into, across every sample of a push request and every part "
+     "of an upload (decompressed pprofs plus the decoded model; 413 above it, before it is spent)",
+     NULL},
+    {"max_decoded_objects", PL_CFG_INT, "4000000", offsetof(pyroscope_cfg, max_decoded_objects),
+     "strings, mappings, functions, locations and samples (times sample types) one request may "
+     "decode (413 above it)",
+     NULL},
     {"tls", PL_CFG_SECTION, NULL, offsetof(pyroscope_cfg, tls),
      "server TLS (ALPN h2 and http/1.1); client_ca_file for mutual TLS", &pl_tls_server_section},
     {"auth", PL_CFG_SECTION, NULL, offsetof(pyroscope_cfg, auth),
@@ -115,6 +126,14 @@ static int pyroscope_validate(void *cfgp, pl_cfg_ctx *ctx)
         pl_cfg_errorf(ctx, "max_decompressed_size", "must be greater than 0");
         errors++;
     }
+    if (cfg->max_decoded_memory == 0) {
+        pl_cfg_errorf(ctx, "max_decoded_memory", "must be greater than 0");
+        errors++;
+    }
+    if (cfg->max_decoded_objects <= 0) {
+        pl_cfg_errorf(ctx, "max_decoded_objects", "must be greater than 0");
+        errors++;
+    }
     return errors;
 }
 
@@ -125,6 +144,7 @@ typedef struct pyroscope {
     char id[128];
     char *endpoint;
     uint64_t max_body, max_decompressed;
+    size_t max_decoded_memory, max_decoded_objects; /* per request */
     unsigned max_connections;
     uv_loop_t *loop;
     pl_stats *stats;
@@ -463,27 +483,37 @@ static const legacy_type legacy_types[] = {
 
 /* ---- the pipeline ---------------------------------------------------------- */
 
-/* Hands a decoded batch on and answers. Takes the batch. */
-static void deliver(pyroscope *r, pl_batch *batch, pl_http_response *res, const char *ok_type,
-                    const char *ok_body)
+/* Hands a decoded batch on and counts it. Takes the batch. On refusal the
+ * message for the client is in `err`. */
+static pl_status hand_on(pyroscope *r, pl_batch *batch, pl_err *err)
 {
     size_t items = pl_batch_items(batch);
     batch->received_unix_nano = pl_clock_now(&r->clock);
     pl_status st = r->next ? pl_consumer_consume(r->next, batch) : (pl_batch_free(batch), PL_OK);
     if (st == PL_OK) {
         pl_stats_add(r->stats, PL_SIGNAL_PROFILES, PL_STAT_ACCEPTED, items);
-        pl_http_header h = {"Content-Type", 12, ok_type, ok_type ? strlen(ok_type) : 0};
-        pl_http_respond(res, 200, ok_type ? &h : NULL, ok_type ? 1 : 0, ok_body,
-                        ok_body ? strlen(ok_body) : 0);
-        return;
+        return PL_OK;
     }
     if (pl_status_retryable(st) || st == PL_ERR_NOMEM)
         pl_stats_add(r->stats, PL_SIGNAL_PROFILES, PL_STAT_REFUSED, items);
     else
         pl_stats_add(r->stats, PL_SIGNAL_PROFILES, PL_STAT_DROPPED, items);
-    char msg[128];
-    snprintf(msg, sizeof(msg), "pipeline refused the data: %s", pl_status_name(st));
-    respond_error(r, res, pl_status_http(st), msg);
+    return pl_errf(err, st, "pipeline refused the data: %s", pl_status_name(st));
+}
+
+/* Hands a decoded batch on and answers. Takes the batch. */
+static void deliver(pyroscope *r, pl_batch *batch, pl_http_response *res, const char *ok_type,
+                    const char *ok_body)
+{
+    pl_err err = {{0}};
+    pl_status st = hand_on(r, batch, &err);
+    if (st == PL_OK) {
+        pl_http_header h = {"Content-Type", 12, ok_type, ok_type ? strlen(ok_type) : 0};
+        pl_http_respond(res, 200, ok_type ? &h : NULL, ok_type ? 1 : 0, ok_body,
+                        ok_body ? strlen(ok_body) : 0);
+        return;
+    }
+    respond_error(r, res, pl_status_http(st), err.msg);
 }
 
 /* The tenant (X-Scope-OrgID) and the caller's authenticated identity
@@ -721,6 +751,7 @@ static void handle_ingest(pyroscope *r, pl_http_request *req, pl_http_response *
         st = pl_errf(&err, PL_ERR_NOMEM, "out of memory");
         goto fail;
     }
+    pl_pprof_builder_set_budget(b, r->max_decoded_memory, r->max_decoded_objects);
 
     if (fmt == FMT_PPROF) {
         if (req->body_len == 0) {
@@ -803,71 +834,34 @@ static bool ctype_is(const char *ctype, size_t len, const char *want)
     return len == n || ctype[n] == ';' || ctype[n] == ' ';
 }
 
-static void handle_push(pyroscope *r, pl_http_request *req, pl_http_response *res)
+/* Decodes a PushRequest (protobuf or proto3 JSON) and hands it on: the
+ * part the Connect and the gRPC forms share, so both give the same answer
+ * for the same message. */
+static pl_status push_message(pyroscope *r, const pl_http_request *req, const uint8_t *body,
+                              size_t body_len, bool json, pl_err *err)
 {
-    pl_err err = {{0}};
-    (*r->push_requests)++;
-    size_t ctype_len = 0;
-    const char *ctype = pl_http_header_get(req, "Content-Type", &ctype_len);
-    bool json;
-    if (ctype && (ctype_is(ctype, ctype_len, "application/proto") ||
-                  ctype_is(ctype, ctype_len, "application/protobuf") ||
-                  ctype_is(ctype, ctype_len, "application/x-protobuf")))
-        json = false;
-    else if (ctype && ctype_is(ctype, ctype_len, "application/json"))
-        json = true;
-    else {
-        char msg[160];
-        snprintf(msg, sizeof(msg),
-                 "unsupported Content-Type \"%.*s\": use the Connect protocol with "
-                 "application/proto or application/json",
-                 (int)(ctype_len > 60 ? 60 : ctype_len), ctype ? ctype : "");
-        respond_error(r, res, 415, msg);
-        return;
-    }
-    const uint8_t *body = req->body;
-    size_t body_len = req->body_len;
-    uint8_t *plain = NULL;
-    size_t enc_len = 0;
-    const char *enc = pl_http_header_get(req, "Content-Encoding", &enc_len);
-    if (enc && enc_len) {
-        pl_encoding e;
-        if (pl_encoding_parse(enc, enc_len, &e)) {
-            respond_error(r, res, 415, "unsupported Content-Encoding");
-            return;
-        }
-        size_t plain_len = 0;
-        pl_status st =
-            pl_decompress(e, body, body_len, r->max_decompressed, &plain, &plain_len, &err);
-        if (st != PL_OK) {
-            respond_status(r, res, st, &err);
-            return;
-        }
-        body = plain;
-        body_len = plain_len;
-    }
-
     pl_push_request pr;
     memset(&pr, 0, sizeof(pr));
     pl_batch *batch = NULL;
     pl_pprof_builder *b = NULL;
-    pl_status st = json ? pl_push_decode_json(body, body_len, &pr, &err)
-                        : pl_push_decode_proto(body, body_len, &pr, &err);
+    pl_status st = json ? pl_push_decode_json(body, body_len, &pr, err)
+                        : pl_push_decode_proto(body, body_len, &pr, err);
     if (st != PL_OK)
-        goto fail;
+        goto done;
     size_t profiles = 0;
     for (uint32_t i = 0; i < pr.n_series; i++)
         profiles += pr.series[i].n_samples;
     if (!profiles) {
-        st = pl_errf(&err, PL_ERR_INVALID, "no profiles received");
-        goto fail;
+        st = pl_errf(err, PL_ERR_INVALID, "no profiles received");
+        goto done;
     }
     batch = pl_batch_new(PL_SIGNAL_PROFILES);
     b = batch ? pl_pprof_builder_new(batch) : NULL;
     if (!b) {
-        st = pl_errf(&err, PL_ERR_NOMEM, "out of memory");
-        goto fail;
+        st = pl_errf(err, PL_ERR_NOMEM, "out of memory");
+        goto done;
     }
+    pl_pprof_builder_set_budget(b, r->max_decoded_memory, r->max_decoded_objects);
     uint64_t now = pl_clock_now(&r->clock);
     for (uint32_t i = 0; i < pr.n_series && st == PL_OK; i++) {
         const pl_push_series *s = &pr.series[i];
@@ -893,7 +887,7 @@ static void handle_push(pyroscope *r, pl_http_request *req, pl_http_response *re
                 continue;
             }
             if (k == sizeof(attrs) / sizeof(attrs[0])) {
-                st = pl_errf(&err, PL_ERR_INVALID, "series %u: too many labels", i);
+                st = pl_errf(err, PL_ERR_INVALID, "series %u: too many labels", i);
                 break;
             }
             attrs[k].key = key;
@@ -908,25 +902,116 @@ static void handle_push(pyroscope *r, pl_http_request *req, pl_http_response *re
             st = pl_pprof_builder_add(b, s->samples[j].raw_profile.ptr,
                                       s->samples[j].raw_profile.len, &meta, &inner);
             if (st != PL_OK)
-                pl_errf(&err, st, "series %u sample %u: %s", i, j, inner.msg);
+                pl_errf(err, st, "series %u sample %u: %s", i, j, inner.msg);
         }
     }
     if (st != PL_OK)
-        goto fail;
+        goto done;
     pl_pprof_builder_free(b);
     b = NULL;
     add_tenant(batch, req);
-    deliver(r, batch, res, json ? "application/json" : "application/proto", json ? "{}" : NULL);
+    st = hand_on(r, batch, err);
     batch = NULL;
-    goto done;
-fail:
-    respond_status(r, res, st, &err);
 done:
     pl_pprof_builder_free(b);
     if (batch)
         pl_batch_free(batch);
     pl_push_request_free(&pr);
+    return st;
+}
+
+/* The Connect form: the bare message, proto or JSON, maybe compressed with
+ * Content-Encoding; errors as Connect's JSON. */
+static void handle_push(pyroscope *r, pl_http_request *req, pl_http_response *res)
+{
+    pl_err err = {{0}};
+    (*r->push_requests)++;
+    size_t ctype_len = 0;
+    const char *ctype = pl_http_header_get(req, "Content-Type", &ctype_len);
+    bool json;
+    if (ctype && (ctype_is(ctype, ctype_len, "application/proto") ||
+                  ctype_is(ctype, ctype_len, "application/protobuf") ||
+                  ctype_is(ctype, ctype_len, "application/x-protobuf")))
+        json = false;
+    else if (ctype && ctype_is(ctype, ctype_len, "application/json"))
+        json = true;
+    else {
+        char msg[160];
+        snprintf(msg, sizeof(msg),
+                 "unsupported Content-Type \"%.*s\": use the Connect protocol with "
+                 "application/proto or application/json, or gRPC",
+                 (int)(ctype_len > 60 ? 60 : ctype_len), ctype ? ctype : "");
+        respond_error(r, res, 415, msg);
+        return;
+    }
+    const uint8_t *body = req->body;
+    size_t body_len = req->body_len;
+    uint8_t *plain = NULL;
+    size_t enc_len = 0;
+    const char *enc = pl_http_header_get(req, "Content-Encoding", &enc_len);
+    if (enc && enc_len) {
+        pl_encoding e;
+        if (pl_encoding_parse(enc, enc_len, &e)) {
+            respond_error(r, res, 415, "unsupported Content-Encoding");
+            return;
+        }
+        size_t plain_len = 0;
+        pl_status st =
+            pl_decompress(e, body, body_len, r->max_decompressed, &plain, &plain_len, &err);
+        if (st != PL_OK) {
+            respond_status(r, res, st, &err);
+            return;
+        }
+        body = plain;
+        body_len = plain_len;
+    }
+    pl_status st = push_message(r, req, body, body_len, json, &err);
+    if (st == PL_OK) {
+        static const char *const types[2] = {"application/proto", "application/json"};
+        pl_http_header h = {"Content-Type", 12, types[json], strlen(types[json])};
+        pl_http_respond(res, 200, &h, 1, json ? "{}" : NULL, json ? 2 : 0);
+    } else {
+        respond_status(r, res, st, &err);
+    }
     free(plain);
+}
+
+/* The gRPC form (HTTP/2, application/grpc[+proto|+json]): one framed
+ * message, compressed as grpc-encoding says, the outcome in trailers; an
+ * empty PushResponse on success. Grafana Alloy and SDKs set up for gRPC
+ * send this. The status codes are the Connect ones in gRPC form. */
+static void handle_push_grpc(pyroscope *r, pl_http_request *req, pl_http_response *res)
+{
+    (*r->push_requests)++;
+    if (strcmp(req->method, "POST") != 0) {
+        pl_grpc_respond_error(res, PL_GRPC_UNIMPLEMENTED, "method not allowed", -1);
+        return;
+    }
+    if (pl_memory_state_get() != PL_MEMORY_OK) {
+        pl_grpc_respond_error(res, PL_GRPC_UNAVAILABLE, "memory limit reached, retry later",
+                              (int64_t)PL_RETRY_AFTER_SECONDS * 1000000000);
+        return;
+    }
+    size_t ctype_len = 0;
+    const char *ctype = pl_http_header_get(req, "Content-Type", &ctype_len);
+    bool json = ctype && ctype_is(ctype, ctype_len, "application/grpc+json");
+    pl_err err = {{0}};
+    pl_grpc_message m = {0};
+    pl_status st = pl_grpc_read_message(req, r->max_decompressed, &m, &err);
+    if (st == PL_OK)
+        st = push_message(r, req, m.data, m.len, json, &err);
+    free(m.owner);
+    if (st == PL_OK) {
+        pl_grpc_respond(res, NULL, 0);
+        return;
+    }
+    if (st == PL_ERR_INVALID || st == PL_ERR_TOO_LARGE) {
+        if (r->invalid_requests && st == PL_ERR_INVALID)
+            (*r->invalid_requests)++;
+        pl_debug(r->id, "push over gRPC refused: %s", err.msg);
+    }
+    int64_t retry = pl_status_retryable(st) ? (int64_t)PL_RETRY_AFTER_SECONDS * 1000000000 : -1;
+    pl_grpc_respond_error(res, pl_status_grpc(st), err.msg, retry);
 }
 
 /* ---- routing ----------------------------------------------------------------- */
@@ -950,6 +1035,12 @@ static void on_request(void *arg, pl_http_request *req, pl_http_response *res)
     }
     if (!ingest && !push) {
         respond_error(r, res, 404, "not found");
+        return;
+    }
+    /* gRPC exists only over HTTP/2; an HTTP/1.1 request with a gRPC content
+     * type gets the Connect form's 415 */
+    if (push && req->http_version == 2 && pl_grpc_is_grpc(req)) {
+        handle_push_grpc(r, req, res);
         return;
     }
     if (req->too_large) {
@@ -990,6 +1081,9 @@ static pl_status pyroscope_create(const pl_create_settings *settings, const void
     r->max_decompressed =
         cfg->max_decompressed_size ? cfg->max_decompressed_size : PL_PPROF_MAX_DECODED;
     r->max_connections = cfg->max_connections > 0 ? (unsigned)cfg->max_connections : 1024;
+    r->max_decoded_memory = cfg->max_decoded_memory ? (size_t)cfg->max_decoded_memory : 40u << 20;
+    r->max_decoded_objects =
+        cfg->max_decoded_objects > 0 ? (size_t)cfg->max_decoded_objects : 4000000;
     r->loop = settings->loop;
     r->stats = settings->stats;
     r->clock = settings->clock;

@@ -6,6 +6,7 @@
  * any order, and can break exactly one reference at a time.
  */
 #include <stdarg.h>
+#include <time.h>
 
 #include "proto/pprof.h"
 #include "testlib.h"
@@ -390,6 +391,258 @@ static void test_empty(void)
     pl_batch_free(batch);
 }
 
+/* ---- hostile ids (issue 12, H1) --------------------------------------- */
+
+/* The unkeyed splitmix64 finalizer the id maps used before they were keyed,
+ * and its inverse: ids whose old hash is k << 32 all fall into one probe
+ * chain of any table smaller than 2^32 slots. */
+static uint64_t old_mix64(uint64_t h)
+{
+    h ^= h >> 33;
+    h *= 0xff51afd7ed558ccdULL;
+    h ^= h >> 33;
+    h *= 0xc4ceb9fe1a85ec53ULL;
+    h ^= h >> 33;
+    return h;
+}
+
+static uint64_t old_mix64_inverse(uint64_t h)
+{
+    h ^= h >> 33;
+    h *= 0x9cb4b2f8129337dbULL; /* inverse of 0xc4ceb9fe1a85ec53 mod 2^64 */
+    h ^= h >> 33;
+    h *= 0x4f74430c22a54005ULL; /* inverse of 0xff51afd7ed558ccd */
+    h ^= h >> 33;
+    return h;
+}
+
+/* A pprof with n functions, n locations and n samples; ids chosen by
+ * `id_of(k)` for k = 1..n (the same for functions and locations). */
+static void build_many_ids(pl_buf *out, uint32_t n, uint64_t (*id_of)(uint32_t))
+{
+    pl_buf m, sub;
+    pl_buf_init(&m);
+    pl_buf_init(&sub);
+    const char *st[] = {"", "samples", "count", "f"};
+    for (int i = 0; i < 4; i++)
+        w_bytes(out, 6, st[i], strlen(st[i]));
+    w_uint(&m, 1, 1);
+    w_uint(&m, 2, 2);
+    w_msg(out, 1, &m);
+    for (uint32_t k = 1; k <= n; k++) {
+        uint64_t id = id_of(k);
+        w_uint(&m, 1, id); /* Function.id */
+        w_uint(&m, 2, 3);  /* Function.name */
+        w_msg(out, 5, &m);
+        w_uint(&sub, 1, id); /* Line.function_id */
+        w_uint(&m, 1, id);   /* Location.id */
+        w_msg(&m, 4, &sub);  /* Location.line */
+        w_msg(out, 4, &m);
+        uint64_t one = 1;
+        w_packed(&m, 1, &id, 1);  /* Sample.location_id */
+        w_packed(&m, 2, &one, 1); /* Sample.value */
+        w_msg(out, 2, &m);
+    }
+    pl_buf_free(&m);
+    pl_buf_free(&sub);
+}
+
+static uint64_t colliding_id(uint32_t k)
+{
+    return old_mix64_inverse((uint64_t)k << 32);
+}
+
+static uint64_t spread_id(uint32_t k)
+{
+    return old_mix64_inverse((uint64_t)k * 0x9e3779b97f4a7c15ULL);
+}
+
+static double decode_seconds(const pl_buf *b, size_t samples)
+{
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    pl_err err = {{0}};
+    pl_batch *batch = decode_buf(b, &err);
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    CHECK(batch);
+    if (batch) {
+        CHECK_EQ_UINT(batch->data.profiles.resources[0].scopes[0].profiles[0].n_samples, samples);
+        pl_batch_free(batch);
+    } else {
+        fprintf(stderr, "  decode failed: %s\n", err.msg);
+    }
+    return (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) / 1e9;
+}
+
+static void test_colliding_ids_linear(void)
+{
+    enum { N = 40000 };
+    /* The fixture really is hostile for the old hash: every id's old hash
+     * has its low 32 bits zero, and every id is beyond the dense range. */
+    for (uint32_t k = 1; k <= N; k += 997) {
+        CHECK_EQ_UINT(old_mix64(colliding_id(k)) & 0xffffffffu, 0);
+        CHECK(colliding_id(k) > (uint64_t)N * 4 + 64);
+    }
+    pl_buf hostile, control;
+    pl_buf_init(&hostile);
+    pl_buf_init(&control);
+    build_many_ids(&hostile, N, colliding_id);
+    build_many_ids(&control, N, spread_id);
+    double tc = decode_seconds(&control, N), th = decode_seconds(&hostile, N);
+    printf("# %d colliding ids: %.3f s, spread ids: %.3f s\n", N, th, tc);
+    /* Quadratic probing of 40k ids takes seconds (8e8 probes per table);
+     * linear decoding is within a small factor of the control. */
+    CHECK(th < tc * 4 + 0.05);
+    pl_buf_free(&hostile);
+    pl_buf_free(&control);
+}
+
+/* ---- the per-request budget (issue 12, H3) ----------------------------- */
+
+/* A valid pprof of about `pad` bytes: one sample, and a long unused string. */
+static void build_padded(pl_buf *out, size_t pad)
+{
+    pl_buf m;
+    pl_buf_init(&m);
+    const char *st[] = {"", "samples", "count"};
+    for (int i = 0; i < 3; i++)
+        w_bytes(out, 6, st[i], strlen(st[i]));
+    char *big = malloc(pad);
+    memset(big, 'x', pad);
+    w_bytes(out, 6, big, pad);
+    free(big);
+    w_uint(&m, 1, 1);
+    w_uint(&m, 2, 2);
+    w_msg(out, 1, &m);
+    uint64_t one = 1;
+    w_packed(&m, 2, &one, 1);
+    w_msg(out, 2, &m);
+    pl_buf_free(&m);
+}
+
+static size_t batch_bytes(pl_batch *batch)
+{
+    return batch->buffer_bytes + pl_arena_bytes(&batch->arena);
+}
+
+static void test_budget_across_samples(void)
+{
+    /* Like a push request: many small gzip samples, each inflating to 3 MiB;
+     * the request's 8 MiB budget admits two and refuses the third while it
+     * is being inflated. */
+    pl_buf raw, z;
+    pl_buf_init(&raw);
+    pl_buf_init(&z);
+    build_padded(&raw, 3u << 20);
+    REQUIRE(pl_gzip(raw.data, raw.len, &z) == 0);
+    CHECK(z.len < 64 * 1024);
+    pl_batch *batch = pl_batch_new(PL_SIGNAL_PROFILES);
+    pl_pprof_builder *b = pl_pprof_builder_new(batch);
+    REQUIRE(b);
+    pl_pprof_builder_set_budget(b, 8u << 20, 0);
+    pl_err err = {{0}};
+    pl_status st = PL_OK;
+    int accepted = 0;
+    for (int i = 0; i < 40 && st == PL_OK; i++) {
+        st = pl_pprof_builder_add(b, z.data, z.len, NULL, &err);
+        if (st == PL_OK)
+            accepted++;
+    }
+    CHECK_EQ_INT(st, PL_ERR_TOO_LARGE);
+    CHECK_EQ_INT(accepted, 2);
+    CHECK(strstr(err.msg, "max_decoded_memory") != NULL);
+    CHECK(batch_bytes(batch) <= 8u << 20);
+    pl_pprof_builder_free(b);
+    pl_batch_free(batch);
+
+    /* Without a budget the same samples all decode (the limit is per pprof). */
+    batch = pl_batch_new(PL_SIGNAL_PROFILES);
+    b = pl_pprof_builder_new(batch);
+    for (int i = 0; i < 4; i++)
+        CHECK_EQ_INT(pl_pprof_builder_add(b, z.data, z.len, NULL, &err), PL_OK);
+    pl_pprof_builder_free(b);
+    pl_batch_free(batch);
+    pl_buf_free(&raw);
+    pl_buf_free(&z);
+}
+
+static void test_budget_expansion(void)
+{
+    /* 64 sample types and 200k empty samples: 0.4 MB of pprof that would
+     * decode into 12.8M sample cells (over 600 MB). Refused from the counts,
+     * before the sample arrays exist. */
+    pl_buf out, m;
+    pl_buf_init(&out);
+    pl_buf_init(&m);
+    const char *st[] = {"", "samples", "count"};
+    for (int i = 0; i < 3; i++)
+        w_bytes(&out, 6, st[i], strlen(st[i]));
+    for (int t = 0; t < 64; t++) {
+        w_uint(&m, 1, 1);
+        w_uint(&m, 2, 2);
+        w_msg(&out, 1, &m);
+    }
+    for (int i = 0; i < 200000; i++)
+        w_bytes(&out, 2, "", 0);
+    pl_batch *batch = pl_batch_new(PL_SIGNAL_PROFILES);
+    pl_pprof_builder *b = pl_pprof_builder_new(batch);
+    REQUIRE(b);
+    pl_pprof_builder_set_budget(b, 40u << 20, 0);
+    pl_err err = {{0}};
+    CHECK_EQ_INT(pl_pprof_builder_add(b, out.data, out.len, NULL, &err), PL_ERR_TOO_LARGE);
+    CHECK(strstr(err.msg, "budget") != NULL);
+    CHECK(batch_bytes(batch) < 2u << 20);
+    pl_pprof_builder_free(b);
+    pl_batch_free(batch);
+
+    /* The object count alone refuses it too. */
+    batch = pl_batch_new(PL_SIGNAL_PROFILES);
+    b = pl_pprof_builder_new(batch);
+    pl_pprof_builder_set_budget(b, 0, 1000000);
+    CHECK_EQ_INT(pl_pprof_builder_add(b, out.data, out.len, NULL, &err), PL_ERR_TOO_LARGE);
+    CHECK(strstr(err.msg, "max_decoded_objects") != NULL);
+    pl_pprof_builder_free(b);
+    pl_batch_free(batch);
+    pl_buf_free(&out);
+    pl_buf_free(&m);
+}
+
+static void test_budget_arena_limit(void)
+{
+    /* Locations with many short lines: not in the count estimate, but each
+     * line costs the arena far more than its four bytes of input; the arena
+     * limit stops it. */
+    pl_buf out, m;
+    pl_buf_init(&out);
+    pl_buf_init(&m);
+    const char *st[] = {"", "samples", "count"};
+    for (int i = 0; i < 3; i++)
+        w_bytes(&out, 6, st[i], strlen(st[i]));
+    w_uint(&m, 1, 1);
+    w_uint(&m, 2, 2);
+    w_msg(&out, 1, &m);
+    w_uint(&m, 1, 1); /* Function.id */
+    w_msg(&out, 5, &m);
+    for (int l = 0; l < 8; l++) {
+        w_uint(&m, 1, (uint64_t)l + 1);
+        for (int i = 0; i < 100000; i++)
+            w_bytes(&m, 4, "\x08\x01", 2); /* Line{function_id=1} */
+        w_msg(&out, 4, &m);
+    }
+    pl_batch *batch = pl_batch_new(PL_SIGNAL_PROFILES);
+    pl_pprof_builder *b = pl_pprof_builder_new(batch);
+    REQUIRE(b);
+    pl_pprof_builder_set_budget(b, 4u << 20, 0);
+    pl_err err = {{0}};
+    CHECK_EQ_INT(pl_pprof_builder_add(b, out.data, out.len, NULL, &err), PL_ERR_TOO_LARGE);
+    CHECK(strstr(err.msg, "max_decoded_memory") != NULL);
+    CHECK(batch_bytes(batch) <= 4u << 20);
+    pl_pprof_builder_free(b);
+    pl_batch_free(batch);
+    pl_buf_free(&out);
+    pl_buf_free(&m);
+}
+
 int main(void)
 {
     PL_RUN(test_decode_hand_built);
@@ -400,5 +653,9 @@ int main(void)
     PL_RUN(test_builder_shares_dictionary);
     PL_RUN(test_profile_names);
     PL_RUN(test_empty);
+    PL_RUN(test_colliding_ids_linear);
+    PL_RUN(test_budget_across_samples);
+    PL_RUN(test_budget_expansion);
+    PL_RUN(test_budget_arena_limit);
     return pl_test_done();
 }

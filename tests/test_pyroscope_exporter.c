@@ -1,7 +1,7 @@
 /*
  * test_pyroscope_exporter.c: what the `pyroscope` exporter puts in a push
  * request: one series per (profile, service), series labels, the CPU special
- * case (and skipping the redundant count column), span links as pprof
+ * case (and every column of a multi-column pprof kept), span links as pprof
  * labels, correlation attributes (span_name) as labels, service.name never
  * as a label. `api: ingest`: the legacy POST /ingest requests against a
  * scripted backend on loopback (query string, headers, the pprof body,
@@ -107,10 +107,31 @@ static void test_push_request_from_pprof(void)
     REQUIRE(pl_pyroscope_exporter_encode(batch, &out, &err) == PL_OK);
     pl_push_request req = {0};
     REQUIRE(pl_push_decode_proto(out.data, out.len, &req, &err) == PL_OK);
-    /* The count column is skipped (its cpu sibling carries the same time);
-     * the cpu column is split into two services. */
-    REQUIRE(req.n_series == 2);
-    const pl_push_series *s0 = &req.series[0], *s1 = &req.series[1];
+    /* Both columns reach Pyroscope, each split into two services: the count
+     * column unconverted (its cpu sibling carries the CPU time), then the
+     * cpu column. */
+    REQUIRE(req.n_series == 4);
+    for (int c = 0; c < 2; c++) {
+        const pl_push_series *sc = &req.series[c];
+        CHECK_BYTES_STR(series_label(sc, "__name__"), "process_cpu");
+        REQUIRE(sc->n_samples == 1);
+        pl_batch *bc = pl_pprof_decode(sc->samples[0].raw_profile.ptr,
+                                       sc->samples[0].raw_profile.len, NULL, &err);
+        REQUIRE(bc);
+        const pl_dictionary *dc = &bc->data.profiles.dict;
+        const pl_profile *pc = &bc->data.profiles.resources[0].scopes[0].profiles[0];
+        CHECK_EQ_UINT(bc->data.profiles.resources[0].scopes[0].n_profiles, 1);
+        CHECK_BYTES_STR(pl_dict_string(dc, pc->sample_type.type_strindex), "samples");
+        CHECK_BYTES_STR(pl_dict_string(dc, pc->sample_type.unit_strindex), "count");
+        CHECK_BYTES_STR(pl_dict_string(dc, pc->period_type.type_strindex), "cpu");
+        CHECK_BYTES_STR(pl_dict_string(dc, pc->period_type.unit_strindex), "nanoseconds");
+        CHECK_EQ_INT(pc->n_samples, 1);
+        CHECK_EQ_INT(pc->samples[0].values[0], c == 0 ? 3 : 2);
+        pl_batch_free(bc);
+    }
+    CHECK_BYTES_STR(series_label(&req.series[0], "service_name"), "checkout");
+    CHECK_BYTES_STR(series_label(&req.series[1], "service_name"), "billing");
+    const pl_push_series *s0 = &req.series[2], *s1 = &req.series[3];
     CHECK_BYTES_STR(series_label(s0, "__name__"), "process_cpu");
     CHECK_BYTES_STR(series_label(s0, "service_name"), "checkout");
     CHECK_BYTES_STR(series_label(s1, "service_name"), "billing");
@@ -436,14 +457,15 @@ static void test_ingest_api_query_body_and_retry(void)
              until = (t + prof->duration_nano + 999999999ULL) / 1000000000ULL;
     CHECK_EQ_INT(pl_exporter_pyroscope.export(e.exporter, batch), PL_OK);
     ingest_env_run(&e, 3000);
-    /* The fixture's count column is skipped (its cpu sibling carries the
-     * same time): one series, refused once with 503, then accepted. */
-    REQUIRE(e.be.requests == 2);
+    /* The fixture's two columns are two series with the same name; the
+     * first request is refused once with 503 and resent, so three requests,
+     * and the two answered 200 hold one column each. */
+    REQUIRE(e.be.requests == 3);
     char want[512];
     snprintf(want, sizeof(want),
              "name=checkout%%7Benv%%3Dprod%%7D&from=%llu&until=%llu&format=pprof&spyName=proflink",
              (unsigned long long)from, (unsigned long long)until);
-    for (int i = 0; i < 2; i++) {
+    for (int i = 0; i < 3; i++) {
         CHECK_EQ_STR(e.be.path[i], "/ingest");
         CHECK_EQ_STR(e.be.query[i], want);
         CHECK_EQ_STR(e.be.auth[i], "Basic dTpw"); /* base64("u:p") */
@@ -451,16 +473,26 @@ static void test_ingest_api_query_body_and_retry(void)
         CHECK_EQ_STR(e.be.content_type[i], "application/octet-stream");
     }
     CHECK(from > 0 && until >= from);
-    /* the body is the gzipped pprof of the series */
-    CHECK(pl_is_gzip(e.be.bodies[1].data, e.be.bodies[1].len));
-    pl_err err = {{0}};
-    pl_batch *back = pl_pprof_decode(e.be.bodies[1].data, e.be.bodies[1].len, NULL, &err);
-    REQUIRE(back);
-    const pl_profile *bp = &back->data.profiles.resources[0].scopes[0].profiles[0];
-    CHECK_EQ_UINT(back->data.profiles.resources[0].scopes[0].n_profiles, 1);
-    CHECK_EQ_UINT(bp->n_samples, 2);
-    CHECK_EQ_INT(bp->samples[0].values[0] + bp->samples[1].values[0], 50000000);
-    pl_batch_free(back);
+    /* each body is the gzipped pprof of its series */
+    int64_t cpu_total = -1, count_total = -1;
+    for (int i = 1; i < 3; i++) {
+        CHECK(pl_is_gzip(e.be.bodies[i].data, e.be.bodies[i].len));
+        pl_err err = {{0}};
+        pl_batch *back = pl_pprof_decode(e.be.bodies[i].data, e.be.bodies[i].len, NULL, &err);
+        REQUIRE(back);
+        const pl_profile *bp = &back->data.profiles.resources[0].scopes[0].profiles[0];
+        CHECK_EQ_UINT(back->data.profiles.resources[0].scopes[0].n_profiles, 1);
+        CHECK_EQ_UINT(bp->n_samples, 2);
+        int64_t sum = bp->samples[0].values[0] + bp->samples[1].values[0];
+        if (pl_bytes_eq_cstr(pl_dict_string(&back->data.profiles.dict, bp->sample_type.type_strindex),
+                             "cpu"))
+            cpu_total = sum;
+        else
+            count_total = sum;
+        pl_batch_free(back);
+    }
+    CHECK_EQ_INT(cpu_total, 50000000);
+    CHECK_EQ_INT(count_total, 5);
     CHECK_EQ_UINT(pl_stats_get(e.stats, PL_SIGNAL_PROFILES, PL_STAT_SENT), pl_batch_items(batch));
     CHECK_EQ_UINT(pl_stats_get(e.stats, PL_SIGNAL_PROFILES, PL_STAT_FAILED), 0);
     pl_batch_free(batch);
@@ -476,7 +508,8 @@ static void test_ingest_api_400_is_not_retried(void)
     REQUIRE(batch);
     CHECK_EQ_INT(pl_exporter_pyroscope.export(e.exporter, batch), PL_OK);
     ingest_env_run(&e, 3000);
-    CHECK_EQ_UINT(e.be.requests, 1);
+    /* one request per column (series), each refused once and never resent */
+    CHECK_EQ_UINT(e.be.requests, 2);
     CHECK_EQ_UINT(pl_stats_get(e.stats, PL_SIGNAL_PROFILES, PL_STAT_SENT), 0);
     CHECK_EQ_UINT(pl_stats_get(e.stats, PL_SIGNAL_PROFILES, PL_STAT_FAILED), pl_batch_items(batch));
     pl_batch_free(batch);

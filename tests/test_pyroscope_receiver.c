@@ -570,6 +570,7 @@ static void test_push_proto_and_json(void)
     expect_error(&r, 400, "no profiles received");
     post("/push.v1.PusherService/Push", "application/json", "{\"series\":", 10, &r);
     expect_error(&r, 400, "invalid JSON");
+    /* gRPC needs HTTP/2 (tests/interop/pyroscope_grpc_push.test.mjs) */
     post("/push.v1.PusherService/Push", "application/grpc", "", 0, &r);
     CHECK_EQ_INT(r.status, 415);
     /* a corrupt raw profile names its series and sample */

@@ -31,7 +31,7 @@
 #include "core/component.h"
 #include "core/model.h"
 #include "core/stats.h"
-#include "exporters/sqlite_store.h"
+#include "store/sqlite_store.h"
 
 #define SPANS_PER_TRACE   10
 #define SAMPLES_PER_TRACE 20

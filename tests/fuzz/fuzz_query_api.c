@@ -1,6 +1,6 @@
 /*
  * fuzz_query_api.c: request targets from a client through the store's JSON
- * query API (exporters/sqlite_api.c), over the shared HTTP server without
+ * query API (store/sqlite_api.c), over the shared HTTP server without
  * sockets (pl_http_server_feed): query-string splitting and percent
  * decoding, durations, ids, limits and formats, then the store queries
  * themselves on a small store written once at start-up.
@@ -17,8 +17,8 @@
 #include "core/buf.h"
 #include "core/component.h"
 #include "core/model.h"
-#include "exporters/sqlite_api.h"
-#include "exporters/sqlite_store.h"
+#include "store/sqlite_api.h"
+#include "store/sqlite_store.h"
 #include "net/http_server.h"
 
 static pl_sqlite_api *api;

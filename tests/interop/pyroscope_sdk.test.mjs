@@ -29,7 +29,9 @@ import os from 'node:os';
 import path from 'node:path';
 import zlib from 'node:zlib';
 
-import { Profile } from 'pprof-format';
+import {
+  Function as PFunction, Line, Location, Profile, Sample, StringTable, ValueType,
+} from 'pprof-format';
 import Pyroscope from '@pyroscope/nodejs';
 import { OTLPTraceExporter } from '@opentelemetry/exporter-trace-otlp-http';
 import {
@@ -366,4 +368,58 @@ test('push API: requests encoded by protobufjs (proto and proto3 JSON) decode to
   const err = JSON.parse(r.body.toString());
   assert.equal(err.code, 'invalid_argument');
   assert.match(err.message, /series 0 sample 0: gzip/);
+});
+
+// A Go CPU profile (samples/count and cpu/nanoseconds, period cpu/nanoseconds)
+// uploaded to /ingest reaches the Pyroscope push API with BOTH sample types,
+// each with the totals the upload had (the count column unconverted).
+test('a Go CPU pprof keeps both sample types (samples/count, cpu/nanoseconds) on the way to Pyroscope', async () => {
+  const st = new StringTable();
+  const fnMain = new PFunction({ id: 1, name: st.dedup('main.main'), filename: st.dedup('main.go') });
+  const fnWork = new PFunction({ id: 2, name: st.dedup('main.work'), filename: st.dedup('main.go') });
+  const prof = new Profile({
+    stringTable: st,
+    sampleType: [new ValueType({ type: st.dedup('samples'), unit: st.dedup('count') }),
+      new ValueType({ type: st.dedup('cpu'), unit: st.dedup('nanoseconds') })],
+    periodType: new ValueType({ type: st.dedup('cpu'), unit: st.dedup('nanoseconds') }),
+    period: 10000000,
+    timeNanos: BigInt(Date.now()) * 1000000n,
+    durationNanos: 10000000000n,
+    function: [fnMain, fnWork],
+    location: [new Location({ id: 1, line: [new Line({ functionId: 1, line: 10 })] }),
+      new Location({ id: 2, line: [new Line({ functionId: 2, line: 20 })] })],
+    sample: [new Sample({ locationId: [2, 1], value: [7, 70000000] }),
+      new Sample({ locationId: [1], value: [3, 30000000] })],
+  });
+  const before = pushes.length;
+  const r = await post(pyroPort, '/ingest?name=go-cpu-app&format=pprof&spyName=gospy',
+    { 'content-type': 'application/octet-stream' }, zlib.gzipSync(Buffer.from(prof.encode())));
+  assert.equal(r.status, 200, r.body.toString());
+  const byType = new Map();
+  const seen = () => {
+    byType.clear();
+    for (const p of pushes.slice(before)) {
+      const req = PushRequest.toObject(PushRequest.decode(p.body), { bytes: Buffer });
+      for (const series of req.series) {
+        const labels = Object.fromEntries(series.labels.map((l) => [l.name, l.value]));
+        if (labels.service_name !== 'go-cpu-app') continue;
+        assert.equal(labels.__name__, 'process_cpu');
+        for (const s of series.samples) {
+          const got = Profile.decode(zlib.gunzipSync(s.rawProfile));
+          const str = (i) => got.stringTable.strings[Number(i)];
+          const key = `${str(got.sampleType[0].type)}:${str(got.sampleType[0].unit)}:` +
+            `${str(got.periodType.type)}:${str(got.periodType.unit)}`;
+          let sum = 0n;
+          for (const smp of got.sample) sum += big(smp.value[0]);
+          byType.set(key, (byType.get(key) ?? 0n) + sum);
+        }
+      }
+    }
+    return byType.size >= 2;
+  };
+  assert.ok(await until(seen), `pushed types: ${[...byType.keys()]}`);
+  assert.deepEqual(mapObj(byType), {
+    'cpu:nanoseconds:cpu:nanoseconds': '100000000',
+    'samples:count:cpu:nanoseconds': '10',
+  });
 });

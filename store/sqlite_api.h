@@ -27,7 +27,7 @@
 
 #include "core/buf.h"
 #include "core/status.h"
-#include "sqlite_store.h"
+#include "store/sqlite_store.h"
 
 /* Default address of the query API; loopback only. */
 #define PL_SQLITE_API_DEFAULT_ENDPOINT "127.0.0.1:4041"

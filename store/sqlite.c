@@ -30,8 +30,8 @@
 
 #include "core/component.h"
 #include "core/log.h"
-#include "sqlite_api.h"
-#include "sqlite_store.h"
+#include "store/sqlite_api.h"
+#include "store/sqlite_store.h"
 
 typedef struct sqlite_api_cfg {
     char *endpoint;
@@ -75,7 +75,7 @@ static int sqlite_validate(void *cfg, pl_cfg_ctx *ctx)
 }
 
 static const pl_cfg_field sqlite_api_fields[] = {
-    {"endpoint", PL_CFG_STRING, PL_SQLITE_API_DEFAULT_ENDPOINT, offsetof(sqlite_api_cfg, endpoint),
+    {"endpoint", PL_CFG_ADDRESS, PL_SQLITE_API_DEFAULT_ENDPOINT, offsetof(sqlite_api_cfg, endpoint),
      "host:port of the read-only JSON query API (/api/traces, /api/flamegraph, ...); "
      "empty or none disables it.",
      NULL},

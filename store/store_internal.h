@@ -1,0 +1,157 @@
+/*
+ * store_internal.h: what the files of the embedded store share (the
+ * connection struct, its prepared statements and id caches, small helpers).
+ * Private to store/; the public interface is sqlite_store.h.
+ *
+ *   store_schema.c     open, schema and upgrades, caches, transactions, errors
+ *   store_write.c      spans and samples in
+ *   store_retention.c  age and size limits
+ *   store_query.c      traces, trace trees, profiles, services out
+ */
+#ifndef PL_STORE_INTERNAL_H
+#define PL_STORE_INTERNAL_H
+
+#include "store/sqlite_store.h"
+
+#include <inttypes.h>
+#include <sqlite3.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#define PL_STORE_APP_ID         0x706c6b31 /* "plk1" */
+#define PL_STORE_SCHEMA_VERSION 4
+
+/* ---- small hash maps (store_schema.c) ---------------------------------- */
+
+/* FNV-1a with a final avalanche. Unkeyed and stable across processes: the
+ * stack hash is persisted in `stacks.hash`. */
+uint64_t st_hash_bytes(const void *data, size_t len, uint64_t seed);
+uint64_t st_mix64(uint64_t x);
+
+/* uint64 key (never 0) -> int64 value, open addressing. */
+typedef struct u64_map {
+    uint64_t *keys;
+    int64_t *vals;
+    size_t cap, n;
+} u64_map;
+
+void st_u64_map_clear(u64_map *m);
+bool st_u64_map_get(const u64_map *m, uint64_t key, int64_t *val);
+bool st_u64_map_put(u64_map *m, uint64_t key, int64_t val);
+
+/* string -> id; keys copied (malloc). */
+typedef struct str_entry {
+    uint64_t hash;
+    int64_t id;
+    char *key;
+    uint32_t len;
+} str_entry;
+
+typedef struct str_map {
+    str_entry *slots;
+    size_t cap, n;
+} str_map;
+
+void st_str_map_clear(str_map *m);
+bool st_str_map_get(const str_map *m, const char *s, size_t len, uint64_t h, int64_t *id);
+bool st_str_map_put(str_map *m, const char *s, size_t len, uint64_t h, int64_t id);
+
+/* Width of the per-minute service roll-up buckets (service_profiles). */
+#define ROLLUP_NS 60000000000ull
+
+/* Caches are bounded: past this many entries they are simply emptied. */
+#define CACHE_MAX_ENTRIES (1u << 20)
+
+/* ---- the connection ----------------------------------------------------- */
+
+enum {
+    ST_INS_SPAN,
+    ST_UPSERT_TRACE,
+    ST_SEL_STRING,
+    ST_INS_STRING,
+    ST_SEL_FUNCTION,
+    ST_INS_FUNCTION,
+    ST_SEL_STACK,
+    ST_INS_STACK,
+    ST_UPSERT_SAMPLE,
+    ST_UPSERT_SERVICE,
+    ST_UPSERT_ROLLUP,
+    ST_COUNT
+};
+
+struct pl_store {
+    sqlite3 *db;
+    char *path;
+    bool read_only;
+    bool in_tx;
+    pl_store_error last_error;
+    sqlite3_stmt *st[ST_COUNT];
+    str_map strings;
+    u64_map functions; /* (name_id << 32 | file_id) -> id */
+    u64_map stacks;    /* hash -> id */
+    pl_buf json;       /* scratch for span attributes */
+    pl_buf frames;     /* scratch for stack frames */
+    uint64_t last_stack_gc_ns;
+};
+
+/* Empties the id caches (after a rollback or a stack collection). */
+void st_clear_caches(pl_store *s);
+/* Records the failure of `what` and formats the error. */
+pl_status st_fail(pl_store *s, int rc, pl_err *err, const char *what);
+pl_status st_query_fail(pl_store *s, int rc, pl_err *err);
+/* First column of the first row of `sql` into *out (0 when no row). */
+int st_exec_int(sqlite3 *db, const char *sql, int64_t *out);
+/* Decodes varint frames; returns the count written (at most cap), -1 if bad. */
+int64_t st_get_varints(const uint8_t *p, size_t len, int64_t *out, size_t cap);
+
+/* ---- helpers ------------------------------------------------------------ */
+
+static inline int64_t span_id_int(const uint8_t id[8])
+{
+    uint64_t v = 0;
+    for (int i = 0; i < 8; i++)
+        v = (v << 8) | id[i];
+    return (int64_t)v;
+}
+
+static inline void span_id_bytes(int64_t v, uint8_t out[8])
+{
+    uint64_t u = (uint64_t)v;
+    for (int i = 7; i >= 0; i--) {
+        out[i] = (uint8_t)(u & 0xff);
+        u >>= 8;
+    }
+}
+
+static inline bool all_zero(const uint8_t *p, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        if (p[i])
+            return false;
+    return true;
+}
+
+/* Runs a statement that returns no rows (or ignores them) and resets it. */
+static inline int step_reset(sqlite3_stmt *st)
+{
+    int rc = sqlite3_step(st);
+    sqlite3_reset(st);
+    return (rc == SQLITE_DONE || rc == SQLITE_ROW) ? SQLITE_OK : rc;
+}
+
+static inline int bind_text(sqlite3_stmt *st, int i, pl_bytes b)
+{
+    return sqlite3_bind_text(st, i, b.len ? (const char *)b.ptr : "", (int)b.len, SQLITE_STATIC);
+}
+
+static inline pl_bytes attr_string(const pl_attrs *attrs, const char *key)
+{
+    pl_kv *kv = pl_attrs_find(attrs, key, strlen(key));
+    if (kv && kv->value.type == PL_VALUE_STRING)
+        return kv->value.u.str;
+    return (pl_bytes){NULL, 0};
+}
+
+#endif

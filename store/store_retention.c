@@ -1,0 +1,202 @@
+/*
+ * store_retention.c: deleting old data by age and by size, and collecting
+ * stacks no sample uses any more. Runs on the exporter's writer thread.
+ */
+#include "store/store_internal.h"
+
+uint64_t pl_store_size(pl_store *s)
+{
+    int64_t pages = 0, free_pages = 0, page_size = 0;
+    if (st_exec_int(s->db, "PRAGMA page_count", &pages) != SQLITE_OK ||
+        st_exec_int(s->db, "PRAGMA freelist_count", &free_pages) != SQLITE_OK ||
+        st_exec_int(s->db, "PRAGMA page_size", &page_size) != SQLITE_OK)
+        return 0;
+    return (uint64_t)(pages - free_pages) * (uint64_t)page_size;
+}
+
+static int exec_bind1(sqlite3 *db, const char *sql, int64_t a, int64_t b, bool two,
+                      uint64_t *changes)
+{
+    sqlite3_stmt *st = NULL;
+    int rc = sqlite3_prepare_v2(db, sql, -1, &st, NULL);
+    if (rc != SQLITE_OK)
+        return rc;
+    sqlite3_bind_int64(st, 1, a);
+    if (two)
+        sqlite3_bind_int64(st, 2, b);
+    rc = sqlite3_step(st);
+    sqlite3_finalize(st);
+    if (rc == SQLITE_DONE || rc == SQLITE_ROW) {
+        if (changes)
+            *changes += (uint64_t)sqlite3_changes(db);
+        return SQLITE_OK;
+    }
+    return rc;
+}
+
+/* Deletes traces/spans that started before `cutoff` and sample buckets
+ * before it, in the current transaction. */
+static int delete_before(pl_store *s, uint64_t cutoff, pl_store_retention_stats *stats)
+{
+    int rc = exec_bind1(s->db,
+                        "DELETE FROM spans WHERE trace_id IN "
+                        "(SELECT trace_id FROM traces WHERE start_ns < ?1)",
+                        (int64_t)cutoff, 0, false, &stats->spans_deleted);
+    if (rc == SQLITE_OK)
+        rc = exec_bind1(s->db, "DELETE FROM traces WHERE start_ns < ?1", (int64_t)cutoff, 0, false,
+                        &stats->traces_deleted);
+    sqlite3_stmt *svc = NULL;
+    if (rc == SQLITE_OK)
+        rc = sqlite3_prepare_v2(s->db, "SELECT id FROM services", -1, &svc, NULL);
+    int64_t *ids = NULL;
+    size_t n = 0, cap = 0;
+    while (rc == SQLITE_OK) {
+        int step = sqlite3_step(svc);
+        if (step == SQLITE_DONE)
+            break;
+        if (step != SQLITE_ROW) {
+            rc = step;
+            break;
+        }
+        if (n == cap) {
+            cap = cap ? cap * 2 : 16;
+            int64_t *grown = realloc(ids, cap * sizeof(int64_t));
+            if (!grown) {
+                rc = SQLITE_NOMEM;
+                break;
+            }
+            ids = grown;
+        }
+        ids[n++] = sqlite3_column_int64(svc, 0);
+    }
+    sqlite3_finalize(svc);
+    /* Per service, so each delete is a range of the samples primary key. */
+    for (size_t i = 0; i < n && rc == SQLITE_OK; i++)
+        rc = exec_bind1(s->db, "DELETE FROM service_profiles WHERE service_id = ?1 AND minute < ?2",
+                        ids[i], (int64_t)(cutoff / ROLLUP_NS), true, NULL);
+    for (size_t i = 0; i < n && rc == SQLITE_OK; i++)
+        rc = exec_bind1(s->db, "DELETE FROM samples WHERE service_id = ?1 AND bucket < ?2", ids[i],
+                        (int64_t)(cutoff / PL_STORE_BUCKET_NS), true, &stats->sample_rows_deleted);
+    free(ids);
+    return rc;
+}
+
+/* Oldest and newest data times (spans and samples); false when empty. */
+static bool data_time_range(pl_store *s, uint64_t *oldest, uint64_t *newest)
+{
+    int64_t t_min = 0, t_max = 0, b_min = 0, b_max = 0, n_traces = 0, n_samples = 0;
+    st_exec_int(s->db, "SELECT count(*) FROM (SELECT 1 FROM traces LIMIT 1)", &n_traces);
+    st_exec_int(s->db, "SELECT count(*) FROM (SELECT 1 FROM samples LIMIT 1)", &n_samples);
+    if (!n_traces && !n_samples)
+        return false;
+    uint64_t lo = UINT64_MAX, hi = 0;
+    if (n_traces) {
+        st_exec_int(s->db, "SELECT min(start_ns) FROM traces", &t_min);
+        st_exec_int(s->db, "SELECT max(start_ns) FROM traces", &t_max);
+        lo = (uint64_t)t_min;
+        hi = (uint64_t)t_max;
+    }
+    if (n_samples) {
+        st_exec_int(s->db,
+                 "SELECT min(b) FROM (SELECT (SELECT min(bucket) FROM samples "
+                 "WHERE service_id = v.id) AS b FROM services v)",
+                 &b_min);
+        st_exec_int(s->db,
+                 "SELECT max(b) FROM (SELECT (SELECT max(bucket) FROM samples "
+                 "WHERE service_id = v.id) AS b FROM services v)",
+                 &b_max);
+        if ((uint64_t)b_min * PL_STORE_BUCKET_NS < lo)
+            lo = (uint64_t)b_min * PL_STORE_BUCKET_NS;
+        if ((uint64_t)(b_max + 1) * PL_STORE_BUCKET_NS > hi)
+            hi = (uint64_t)(b_max + 1) * PL_STORE_BUCKET_NS;
+    }
+    *oldest = lo;
+    *newest = hi;
+    return true;
+}
+
+/* Stacks no sample row uses any more; ids may be cached, so clear caches. */
+static int collect_stacks(pl_store *s)
+{
+    int rc = sqlite3_exec(s->db,
+                          "DELETE FROM stacks WHERE id NOT IN (SELECT stack_id FROM samples UNION "
+                          "SELECT stack_id FROM service_profiles)",
+                          NULL, NULL, NULL);
+    st_u64_map_clear(&s->stacks);
+    return rc;
+}
+
+pl_status pl_store_enforce_retention(pl_store *s, uint64_t now_ns, uint64_t max_age_ns,
+                                     uint64_t max_size, pl_store_retention_stats *stats,
+                                     pl_err *err)
+{
+    pl_store_retention_stats local = {0};
+    if (!stats)
+        stats = &local;
+    memset(stats, 0, sizeof(*stats));
+    stats->size_before = pl_store_size(s);
+    int rc = SQLITE_OK;
+    pl_status failed = PL_OK;
+    bool deleted_samples = false;
+    if (max_age_ns && now_ns > max_age_ns) {
+        rc = sqlite3_exec(s->db, "BEGIN IMMEDIATE", NULL, NULL, NULL);
+        if (rc == SQLITE_OK) {
+            rc = delete_before(s, now_ns - max_age_ns, stats);
+            if (rc == SQLITE_OK && stats->sample_rows_deleted &&
+                now_ns - s->last_stack_gc_ns > 3600ull * 1000000000ull) {
+                rc = collect_stacks(s);
+                s->last_stack_gc_ns = now_ns;
+            }
+            if (rc == SQLITE_OK)
+                rc = sqlite3_exec(s->db, "COMMIT", NULL, NULL, NULL);
+            if (rc != SQLITE_OK) {
+                failed = st_fail(s, rc, err, "retention failed");
+                pl_store_rollback(s);
+            }
+        } else {
+            failed = st_fail(s, rc, err, "retention failed");
+        }
+        deleted_samples = stats->sample_rows_deleted > 0 || stats->spans_deleted > 0;
+    }
+    /* Size: drop the oldest slice of the time range until under the limit.
+     * The slice grows with the overshoot; a few passes converge. */
+    for (int pass = 0; rc == SQLITE_OK && max_size && pass < 16; pass++) {
+        uint64_t used = pl_store_size(s);
+        if (used <= max_size)
+            break;
+        uint64_t oldest, newest;
+        if (!data_time_range(s, &oldest, &newest))
+            break;
+        double over = (double)(used - max_size * 9 / 10) / (double)used;
+        if (over < 0.05)
+            over = 0.05;
+        uint64_t span = newest > oldest ? newest - oldest : 1;
+        uint64_t cutoff = oldest + (uint64_t)((double)span * over) + 1;
+        if (pass >= 12) /* keep converging even when the range is degenerate */
+            cutoff = newest + 1;
+        rc = sqlite3_exec(s->db, "BEGIN IMMEDIATE", NULL, NULL, NULL);
+        if (rc != SQLITE_OK) {
+            failed = st_fail(s, rc, err, "retention failed");
+            break;
+        }
+        rc = delete_before(s, cutoff, stats);
+        if (rc == SQLITE_OK)
+            rc = collect_stacks(s);
+        if (rc == SQLITE_OK)
+            rc = sqlite3_exec(s->db, "COMMIT", NULL, NULL, NULL);
+        if (rc != SQLITE_OK) {
+            failed = st_fail(s, rc, err, "retention failed");
+            pl_store_rollback(s);
+        }
+        deleted_samples = true;
+    }
+    if (rc == SQLITE_OK && deleted_samples) {
+        /* Give free pages back and keep the WAL small. Best effort: a reader
+         * holding an old snapshot only delays the truncation. */
+        sqlite3_exec(s->db, "PRAGMA incremental_vacuum", NULL, NULL, NULL);
+        sqlite3_exec(s->db, "PRAGMA wal_checkpoint(TRUNCATE)", NULL, NULL, NULL);
+    }
+    stats->size_after = pl_store_size(s);
+    return failed;
+}
+

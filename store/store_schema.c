@@ -1,0 +1,616 @@
+/*
+ * store_schema.c: opening the embedded store (schema, versions, prepared
+ * statements), its id caches, transactions and error reporting.
+ *
+ * Versions. The file carries application_id "plk1" and the schema version in
+ * user_version. A writer upgrades an older store in place (2: the trace
+ * duration column and its index; 3: span events and resource attributes;
+ * 4: wall time per sample row, `wall_ns`); a reader asks for the upgrade
+ * rather than guess.
+ */
+#include "store/store_internal.h"
+
+#include "core/hash.h"
+
+#include <errno.h>
+#include <sys/stat.h>
+
+/* ---- small hash maps ---------------------------------------------------- */
+
+/* The stack hash is stored in the database (stacks.hash, UNIQUE), so it is
+ * the same in every process: unkeyed. Only stack_id uses it. The in-memory
+ * maps hash client-chosen names, trace ids and keys under the per-process
+ * key (core/hash.h) instead. */
+uint64_t st_hash_bytes(const void *data, size_t len, uint64_t seed)
+{
+    /* FNV-1a, then a final avalanche (splitmix64) so low bits are usable. */
+    const uint8_t *p = data;
+    uint64_t h = 1469598103934665603ull ^ seed;
+    for (size_t i = 0; i < len; i++) {
+        h ^= p[i];
+        h *= 1099511628211ull;
+    }
+    h ^= h >> 30;
+    h *= 0xbf58476d1ce4e5b9ull;
+    h ^= h >> 27;
+    h *= 0x94d049bb133111ebull;
+    h ^= h >> 31;
+    return h;
+}
+
+uint64_t st_mix64(uint64_t x)
+{
+    return pl_hash_u64(x);
+}
+
+/* uint64 key (never 0) -> int64 value, open addressing. */
+void st_u64_map_clear(u64_map *m)
+{
+    free(m->keys);
+    free(m->vals);
+    memset(m, 0, sizeof(*m));
+}
+
+bool st_u64_map_get(const u64_map *m, uint64_t key, int64_t *val)
+{
+    if (!m->cap)
+        return false;
+    size_t mask = m->cap - 1;
+    for (size_t i = st_mix64(key) & mask;; i = (i + 1) & mask) {
+        if (m->keys[i] == 0)
+            return false;
+        if (m->keys[i] == key) {
+            *val = m->vals[i];
+            return true;
+        }
+    }
+}
+
+bool st_u64_map_put(u64_map *m, uint64_t key, int64_t val)
+{
+    if ((m->n + 1) * 2 > m->cap) {
+        size_t cap = m->cap ? m->cap * 2 : 1024;
+        uint64_t *keys = calloc(cap, sizeof(uint64_t));
+        int64_t *vals = calloc(cap, sizeof(int64_t));
+        if (!keys || !vals) {
+            free(keys);
+            free(vals);
+            return false;
+        }
+        for (size_t i = 0; i < m->cap; i++) {
+            if (!m->keys[i])
+                continue;
+            size_t j = st_mix64(m->keys[i]) & (cap - 1);
+            while (keys[j])
+                j = (j + 1) & (cap - 1);
+            keys[j] = m->keys[i];
+            vals[j] = m->vals[i];
+        }
+        free(m->keys);
+        free(m->vals);
+        m->keys = keys;
+        m->vals = vals;
+        m->cap = cap;
+    }
+    size_t mask = m->cap - 1;
+    size_t i = st_mix64(key) & mask;
+    while (m->keys[i] && m->keys[i] != key)
+        i = (i + 1) & mask;
+    if (!m->keys[i])
+        m->n++;
+    m->keys[i] = key;
+    m->vals[i] = val;
+    return true;
+}
+
+/* string -> id; keys copied (malloc). */
+void st_str_map_clear(str_map *m)
+{
+    for (size_t i = 0; i < m->cap; i++)
+        free(m->slots[i].key);
+    free(m->slots);
+    memset(m, 0, sizeof(*m));
+}
+
+bool st_str_map_get(const str_map *m, const char *s, size_t len, uint64_t h, int64_t *id)
+{
+    if (!m->cap)
+        return false;
+    size_t mask = m->cap - 1;
+    for (size_t i = h & mask;; i = (i + 1) & mask) {
+        const str_entry *e = &m->slots[i];
+        if (!e->key)
+            return false;
+        if (e->hash == h && e->len == len && memcmp(e->key, s, len) == 0) {
+            *id = e->id;
+            return true;
+        }
+    }
+}
+
+bool st_str_map_put(str_map *m, const char *s, size_t len, uint64_t h, int64_t id)
+{
+    if ((m->n + 1) * 2 > m->cap) {
+        size_t cap = m->cap ? m->cap * 2 : 1024;
+        str_entry *slots = calloc(cap, sizeof(str_entry));
+        if (!slots)
+            return false;
+        for (size_t i = 0; i < m->cap; i++) {
+            if (!m->slots[i].key)
+                continue;
+            size_t j = m->slots[i].hash & (cap - 1);
+            while (slots[j].key)
+                j = (j + 1) & (cap - 1);
+            slots[j] = m->slots[i];
+        }
+        free(m->slots);
+        m->slots = slots;
+        m->cap = cap;
+    }
+    char *copy = malloc(len + 1);
+    if (!copy)
+        return false;
+    if (len)
+        memcpy(copy, s, len);
+    copy[len] = 0;
+    size_t mask = m->cap - 1;
+    size_t i = h & mask;
+    while (m->slots[i].key)
+        i = (i + 1) & mask;
+    m->slots[i] = (str_entry){h, id, copy, (uint32_t)len};
+    m->n++;
+    return true;
+}
+
+/* Caches are bounded: past this many entries they are simply emptied. */
+#define CACHE_MAX_ENTRIES (1u << 20)
+
+
+/* ---- the store ---------------------------------------------------------- */
+
+static const char *const write_sql[ST_COUNT] = {
+    [ST_INS_SPAN] =
+        "INSERT OR IGNORE INTO spans(trace_id, span_id, parent_span_id, name, service, "
+        "kind, start_ns, end_ns, status_code, status_message, attributes, profile_id, "
+        "profile_samples, cpu_time_ns, cpu_time_total_ns, top_functions, resource_id, "
+        "events) VALUES(?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11,?12,?13,?14,?15,?16,?17,?18)",
+    [ST_UPSERT_TRACE] =
+        "INSERT INTO traces(trace_id, start_ns, end_ns, root_span_id, root_name, root_service, "
+        "root_start_ns, root_end_ns, span_count, error_count, duration_ns) "
+        "VALUES(?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11) "
+        "ON CONFLICT(trace_id) DO UPDATE SET start_ns = min(start_ns, excluded.start_ns), "
+        "end_ns = max(end_ns, excluded.end_ns), "
+        "root_span_id = coalesce(excluded.root_span_id, root_span_id), "
+        "root_name = coalesce(excluded.root_name, root_name), "
+        "root_service = coalesce(excluded.root_service, root_service), "
+        "root_start_ns = coalesce(excluded.root_start_ns, root_start_ns), "
+        "root_end_ns = coalesce(excluded.root_end_ns, root_end_ns), "
+        "span_count = span_count + excluded.span_count, "
+        "error_count = error_count + excluded.error_count, "
+        /* the root span's duration once it is known, else the envelope
+         * (unqualified names are the row's values before this update) */
+        "duration_ns = CASE WHEN excluded.root_span_id IS NOT NULL THEN excluded.duration_ns "
+        "WHEN root_span_id IS NOT NULL THEN duration_ns "
+        "ELSE max(end_ns, excluded.end_ns) - min(start_ns, excluded.start_ns) END",
+    [ST_SEL_STRING] = "SELECT id FROM strings WHERE value = ?1",
+    [ST_INS_STRING] = "INSERT INTO strings(value) VALUES(?1)",
+    [ST_SEL_FUNCTION] = "SELECT id FROM functions WHERE name_id = ?1 AND file_id = ?2",
+    [ST_INS_FUNCTION] = "INSERT INTO functions(name_id, file_id) VALUES(?1, ?2)",
+    [ST_SEL_STACK] = "SELECT id, frames FROM stacks WHERE hash = ?1",
+    [ST_INS_STACK] = "INSERT INTO stacks(hash, frames) VALUES(?1, ?2)",
+    [ST_UPSERT_SAMPLE] =
+        "INSERT INTO samples(service_id, bucket, type_id, span_id, stack_id, trace_id, value, "
+        "cpu_ns, count, wall_ns) VALUES(?1,?2,?3,?4,?5,?6,?7,?8,?9,?10) "
+        "ON CONFLICT(service_id, bucket, type_id, span_id, stack_id) DO UPDATE SET "
+        "value = value + excluded.value, cpu_ns = cpu_ns + excluded.cpu_ns, "
+        "wall_ns = wall_ns + excluded.wall_ns, "
+        "count = count + excluded.count, trace_id = coalesce(trace_id, excluded.trace_id)",
+    [ST_UPSERT_ROLLUP] =
+        "INSERT INTO service_profiles(service_id, minute, type_id, stack_id, value, cpu_ns, count, "
+        "wall_ns) VALUES(?1,?2,?3,?4,?5,?6,?7,?8) ON CONFLICT(service_id, minute, type_id, stack_id) "
+        "DO UPDATE SET value = value + excluded.value, cpu_ns = cpu_ns + excluded.cpu_ns, "
+        "wall_ns = wall_ns + excluded.wall_ns, "
+        "count = count + excluded.count",
+    [ST_UPSERT_SERVICE] = "INSERT INTO services(id, last_seen_ns) VALUES(?1, ?2) "
+                          "ON CONFLICT(id) DO UPDATE SET last_seen_ns = "
+                          "max(last_seen_ns, excluded.last_seen_ns)",
+};
+
+static const char schema_sql[] =
+    "CREATE TABLE IF NOT EXISTS strings(id INTEGER PRIMARY KEY, value TEXT NOT NULL UNIQUE);"
+    "CREATE TABLE IF NOT EXISTS functions(id INTEGER PRIMARY KEY, name_id INTEGER NOT NULL,"
+    "  file_id INTEGER NOT NULL, UNIQUE(name_id, file_id));"
+    /* frames: function ids, root first, unsigned LEB128 varints */
+    "CREATE TABLE IF NOT EXISTS stacks(id INTEGER PRIMARY KEY, hash INTEGER NOT NULL UNIQUE,"
+    "  frames BLOB NOT NULL);"
+    "CREATE TABLE IF NOT EXISTS services(id INTEGER PRIMARY KEY, last_seen_ns INTEGER NOT NULL);"
+    "CREATE TABLE IF NOT EXISTS spans(trace_id BLOB NOT NULL, span_id INTEGER NOT NULL,"
+    "  parent_span_id INTEGER, name TEXT NOT NULL, service TEXT NOT NULL, kind INTEGER NOT NULL,"
+    "  start_ns INTEGER NOT NULL, end_ns INTEGER NOT NULL, status_code INTEGER NOT NULL,"
+    "  status_message TEXT, attributes TEXT NOT NULL, profile_id TEXT, profile_samples INTEGER,"
+    "  cpu_time_ns INTEGER, cpu_time_total_ns INTEGER, top_functions TEXT,"
+    /* resource attributes as JSON, stored once in `strings`; span events as
+     * a JSON array [{name, time_unix_nano, attributes}] or NULL */
+    "  resource_id INTEGER, events TEXT);"
+    "CREATE UNIQUE INDEX IF NOT EXISTS spans_by_span_id ON spans(span_id);"
+    "CREATE INDEX IF NOT EXISTS spans_by_trace ON spans(trace_id);"
+    "CREATE INDEX IF NOT EXISTS spans_by_service ON spans(service, start_ns);"
+    "CREATE TABLE IF NOT EXISTS traces(trace_id BLOB PRIMARY KEY, start_ns INTEGER NOT NULL,"
+    "  end_ns INTEGER NOT NULL, root_span_id INTEGER, root_name TEXT, root_service TEXT,"
+    "  root_start_ns INTEGER, root_end_ns INTEGER, span_count INTEGER NOT NULL,"
+    "  error_count INTEGER NOT NULL, duration_ns INTEGER NOT NULL DEFAULT 0) WITHOUT ROWID;"
+    "CREATE INDEX IF NOT EXISTS traces_by_start ON traces(start_ns);"
+    "CREATE INDEX IF NOT EXISTS traces_by_duration ON traces(duration_ns);"
+    "CREATE TABLE IF NOT EXISTS samples(service_id INTEGER NOT NULL, bucket INTEGER NOT NULL,"
+    "  type_id INTEGER NOT NULL, span_id INTEGER NOT NULL, stack_id INTEGER NOT NULL,"
+    "  trace_id BLOB, value INTEGER NOT NULL, cpu_ns INTEGER NOT NULL, count INTEGER NOT NULL,"
+    /* wall_ns: wall-clock time of the samples (a `wall` type in time units,
+     * or samples x period when the period is wall time); cpu_ns the same
+     * for CPU time. Queries show CPU, else wall, else counts. */
+    "  wall_ns INTEGER NOT NULL DEFAULT 0,"
+    "  PRIMARY KEY(service_id, bucket, type_id, span_id, stack_id)) WITHOUT ROWID;"
+    "CREATE INDEX IF NOT EXISTS samples_by_span ON samples(span_id) WHERE span_id != 0;"
+    "CREATE INDEX IF NOT EXISTS samples_by_trace ON samples(trace_id) WHERE trace_id IS NOT NULL;"
+    /* per-minute roll-up of samples by service and stack (no span): what
+     * service-wide flame graphs read, a fraction of the rows of `samples` */
+    "CREATE TABLE IF NOT EXISTS service_profiles(service_id INTEGER NOT NULL,"
+    "  minute INTEGER NOT NULL, type_id INTEGER NOT NULL, stack_id INTEGER NOT NULL,"
+    "  value INTEGER NOT NULL, cpu_ns INTEGER NOT NULL, count INTEGER NOT NULL,"
+    "  wall_ns INTEGER NOT NULL DEFAULT 0,"
+    "  PRIMARY KEY(service_id, minute, type_id, stack_id)) WITHOUT ROWID;";
+
+static pl_store_error classify(int rc)
+{
+    switch (rc & 0xff) {
+    case SQLITE_OK:
+        return PL_STORE_ERR_NONE;
+    case SQLITE_BUSY:
+    case SQLITE_LOCKED:
+        return PL_STORE_ERR_BUSY;
+    case SQLITE_NOTADB:
+    case SQLITE_CORRUPT:
+    case SQLITE_FORMAT:
+        return PL_STORE_ERR_CORRUPT;
+    case SQLITE_CANTOPEN:
+        return PL_STORE_ERR_MISSING;
+    case SQLITE_IOERR:
+    case SQLITE_FULL:
+    case SQLITE_READONLY:
+    case SQLITE_PERM:
+        return PL_STORE_ERR_IO;
+    default:
+        return PL_STORE_ERR_OTHER;
+    }
+}
+
+static const char *hint_for(pl_store_error kind)
+{
+    switch (kind) {
+    case PL_STORE_ERR_BUSY:
+        return " (the database is locked by another process; proflink keeps retrying)";
+    case PL_STORE_ERR_CORRUPT:
+        return " (the file is corrupt or not a proflink store: move it away or set another "
+               "`path`)";
+    case PL_STORE_ERR_IO:
+        return " (check free disk space and permissions)";
+    default:
+        return "";
+    }
+}
+
+/* Records the failure of `what` and formats the error. */
+pl_status st_fail(pl_store *s, int rc, pl_err *err, const char *what)
+{
+    pl_store_error kind = classify(rc);
+    if (kind == PL_STORE_ERR_NONE)
+        kind = PL_STORE_ERR_OTHER;
+    s->last_error = kind;
+    const char *msg = s->db ? sqlite3_errmsg(s->db) : sqlite3_errstr(rc);
+    if ((rc & 0xff) == SQLITE_NOTADB || (rc & 0xff) == SQLITE_CORRUPT)
+        msg = sqlite3_errstr(rc);
+    return pl_errf(err, kind == PL_STORE_ERR_BUSY ? PL_ERR_REFUSED : PL_ERR_INTERNAL,
+                   "sqlite store %s: %s: %s%s", s->path, what, msg, hint_for(kind));
+}
+
+pl_store_error pl_store_last_error(const pl_store *store)
+{
+    return store->last_error;
+}
+
+const char *pl_store_path(const pl_store *store)
+{
+    return store->path;
+}
+
+static int mkdir_parents(const char *path)
+{
+    char *copy = strdup(path);
+    if (!copy)
+        return -1;
+    char *slash = strrchr(copy, '/');
+    if (!slash || slash == copy) {
+        free(copy);
+        return 0;
+    }
+    *slash = 0;
+    for (char *p = copy + 1; *p; p++) {
+        if (*p != '/')
+            continue;
+        *p = 0;
+        if (mkdir(copy, 0755) != 0 && errno != EEXIST) {
+            free(copy);
+            return -1;
+        }
+        *p = '/';
+    }
+    int rc = mkdir(copy, 0755);
+    int ok = rc == 0 || errno == EEXIST;
+    free(copy);
+    return ok ? 0 : -1;
+}
+
+int st_exec_int(sqlite3 *db, const char *sql, int64_t *out)
+{
+    sqlite3_stmt *st = NULL;
+    int rc = sqlite3_prepare_v2(db, sql, -1, &st, NULL);
+    if (rc != SQLITE_OK)
+        return rc;
+    rc = sqlite3_step(st);
+    if (rc == SQLITE_ROW) {
+        if (out)
+            *out = sqlite3_column_int64(st, 0);
+        rc = SQLITE_OK;
+    } else if (rc == SQLITE_DONE) {
+        if (out)
+            *out = 0;
+        rc = SQLITE_OK;
+    }
+    sqlite3_finalize(st);
+    return rc;
+}
+
+pl_status pl_store_open(const char *path, const pl_store_options *options, pl_store **out,
+                        pl_store_error *kind_out, pl_err *err)
+{
+    pl_store_options defaults = {0};
+    if (!options)
+        options = &defaults;
+    *out = NULL;
+    if (kind_out)
+        *kind_out = PL_STORE_ERR_NONE;
+    pl_store *s = calloc(1, sizeof(*s));
+    if (!s || !(s->path = strdup(path))) {
+        free(s);
+        return pl_errf(err, PL_ERR_NOMEM, "sqlite store: out of memory");
+    }
+    s->read_only = options->read_only;
+    pl_buf_init(&s->json);
+    pl_buf_init(&s->frames);
+
+    pl_status st = PL_OK;
+    int rc;
+    if (!s->read_only && mkdir_parents(path) != 0) {
+        s->last_error = PL_STORE_ERR_IO;
+        st = pl_errf(err, PL_ERR_INTERNAL, "sqlite store %s: cannot create its directory: %s", path,
+                     strerror(errno));
+        goto fail;
+    }
+    int flags = s->read_only ? SQLITE_OPEN_READONLY : (SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE);
+    rc = sqlite3_open_v2(path, &s->db, flags | SQLITE_OPEN_NOMUTEX, NULL);
+    if (rc != SQLITE_OK) {
+        if (s->read_only && (rc & 0xff) == SQLITE_CANTOPEN) {
+            s->last_error = PL_STORE_ERR_MISSING;
+            st = pl_errf(err, PL_ERR_NOT_FOUND,
+                         "no proflink store at %s (run proflink with the sqlite exporter, or "
+                         "pass --db PATH)",
+                         path);
+            goto fail;
+        }
+        st = st_fail(s, rc, err, "cannot open");
+        goto fail;
+    }
+    sqlite3_extended_result_codes(s->db, 1);
+    sqlite3_busy_timeout(s->db, options->busy_timeout_ms > 0 ? options->busy_timeout_ms : 5000);
+
+    int64_t app_id = 0, version = 0, n_tables = 0;
+    rc = st_exec_int(s->db, "PRAGMA application_id", &app_id);
+    if (rc == SQLITE_OK)
+        rc = st_exec_int(s->db, "PRAGMA user_version", &version);
+    if (rc == SQLITE_OK)
+        rc = st_exec_int(s->db, "SELECT count(*) FROM sqlite_master", &n_tables);
+    if (rc != SQLITE_OK) {
+        st = st_fail(s, rc, err, "cannot read the database header");
+        goto fail;
+    }
+    if ((app_id != 0 && app_id != PL_STORE_APP_ID) || (app_id == 0 && n_tables > 0)) {
+        s->last_error = PL_STORE_ERR_CORRUPT;
+        st = pl_errf(err, PL_ERR_INTERNAL,
+                     "sqlite store %s: this SQLite database is not a proflink store "
+                     "(application_id %" PRId64 "): set another `path`",
+                     path, app_id);
+        goto fail;
+    }
+    if (version > PL_STORE_SCHEMA_VERSION) {
+        s->last_error = PL_STORE_ERR_CORRUPT;
+        st = pl_errf(err, PL_ERR_INTERNAL,
+                     "sqlite store %s: schema version %" PRId64
+                     " is newer than this proflink understands (%d)",
+                     path, version, PL_STORE_SCHEMA_VERSION);
+        goto fail;
+    }
+    if (s->read_only) {
+        if (app_id == 0) {
+            s->last_error = PL_STORE_ERR_MISSING;
+            st = pl_errf(err, PL_ERR_NOT_FOUND, "the store at %s is empty (no data written yet)",
+                         path);
+            goto fail;
+        }
+        if (version < PL_STORE_SCHEMA_VERSION) {
+            s->last_error = PL_STORE_ERR_CORRUPT;
+            st = pl_errf(err, PL_ERR_INTERNAL,
+                         "the store at %s was written by an older proflink (schema %" PRId64
+                         "); start proflink on it once to upgrade it",
+                         path, version);
+            goto fail;
+        }
+        /* readers map the file: no read() per page for large scans */
+        rc = sqlite3_exec(s->db, "PRAGMA query_only = 1; PRAGMA mmap_size = 268435456", NULL, NULL,
+                          NULL);
+    } else {
+        if (app_id == 0) {
+            /* A new file: page reuse plus incremental vacuum lets size-based
+             * retention give space back without a full VACUUM. Must be set
+             * before the first table exists. */
+            rc = sqlite3_exec(s->db, "PRAGMA auto_vacuum = INCREMENTAL", NULL, NULL, NULL);
+            if (rc != SQLITE_OK) {
+                st = st_fail(s, rc, err, "cannot configure");
+                goto fail;
+            }
+        }
+        sqlite3_stmt *wal = NULL;
+        rc = sqlite3_prepare_v2(s->db, "PRAGMA journal_mode = WAL", -1, &wal, NULL);
+        if (rc == SQLITE_OK) {
+            rc = sqlite3_step(wal);
+            rc = (rc == SQLITE_ROW || rc == SQLITE_DONE) ? SQLITE_OK : rc;
+        }
+        sqlite3_finalize(wal);
+        if (rc == SQLITE_OK)
+            rc = sqlite3_exec(s->db,
+                              "PRAGMA synchronous = NORMAL; PRAGMA journal_size_limit = 67108864;"
+                              "PRAGMA temp_store = MEMORY",
+                              NULL, NULL, NULL);
+        if (rc == SQLITE_OK && (app_id == 0 || version < PL_STORE_SCHEMA_VERSION)) {
+            char *ddl = NULL;
+            rc = sqlite3_exec(s->db, "BEGIN IMMEDIATE", NULL, NULL, NULL);
+            if (rc == SQLITE_OK && app_id != 0 && version == 1) /* v1 -> v2 */
+                rc = sqlite3_exec(
+                    s->db,
+                    "ALTER TABLE traces ADD COLUMN duration_ns INTEGER NOT NULL DEFAULT 0;"
+                    "UPDATE traces SET duration_ns = CASE WHEN root_span_id IS NOT NULL THEN "
+                    "root_end_ns - root_start_ns ELSE end_ns - start_ns END;",
+                    NULL, NULL, NULL);
+            if (rc == SQLITE_OK && app_id != 0 && version <= 2) /* v2 -> v3 */
+                rc = sqlite3_exec(s->db,
+                                  "ALTER TABLE spans ADD COLUMN resource_id INTEGER;"
+                                  "ALTER TABLE spans ADD COLUMN events TEXT;",
+                                  NULL, NULL, NULL);
+            if (rc == SQLITE_OK && app_id != 0 && version <= 3) /* v3 -> v4 */
+                rc = sqlite3_exec(
+                    s->db,
+                    "ALTER TABLE samples ADD COLUMN wall_ns INTEGER NOT NULL DEFAULT 0;"
+                    "ALTER TABLE service_profiles ADD COLUMN wall_ns INTEGER NOT NULL DEFAULT 0;",
+                    NULL, NULL, NULL);
+            if (rc == SQLITE_OK)
+                rc = sqlite3_exec(s->db, schema_sql, NULL, NULL, NULL);
+            if (rc == SQLITE_OK) {
+                ddl = sqlite3_mprintf("PRAGMA application_id = %d; PRAGMA user_version = %d",
+                                      PL_STORE_APP_ID, PL_STORE_SCHEMA_VERSION);
+                rc = ddl ? sqlite3_exec(s->db, ddl, NULL, NULL, NULL) : SQLITE_NOMEM;
+                sqlite3_free(ddl);
+            }
+            if (rc == SQLITE_OK)
+                rc = sqlite3_exec(s->db, "COMMIT", NULL, NULL, NULL);
+            if (rc != SQLITE_OK) {
+                int keep = rc;
+                sqlite3_exec(s->db, "ROLLBACK", NULL, NULL, NULL);
+                rc = keep;
+            }
+        }
+    }
+    if (rc != SQLITE_OK) {
+        st = st_fail(s, rc, err, "cannot set up the schema");
+        goto fail;
+    }
+    char cache[64];
+    snprintf(cache, sizeof(cache), "PRAGMA cache_size = -%" PRId64,
+             options->cache_kib > 0 ? options->cache_kib : 16384);
+    sqlite3_exec(s->db, cache, NULL, NULL, NULL);
+    if (!s->read_only) {
+        for (int i = 0; i < ST_COUNT; i++) {
+            rc = sqlite3_prepare_v3(s->db, write_sql[i], -1, SQLITE_PREPARE_PERSISTENT, &s->st[i],
+                                    NULL);
+            if (rc != SQLITE_OK) {
+                st = st_fail(s, rc, err, "cannot prepare statements");
+                goto fail;
+            }
+        }
+    }
+    *out = s;
+    return PL_OK;
+fail:
+    if (kind_out)
+        *kind_out = s->last_error ? s->last_error : PL_STORE_ERR_OTHER;
+    pl_store_close(s);
+    return st ? st : PL_ERR_INTERNAL;
+}
+
+void st_clear_caches(pl_store *s)
+{
+    st_str_map_clear(&s->strings);
+    st_u64_map_clear(&s->functions);
+    st_u64_map_clear(&s->stacks);
+}
+
+void pl_store_close(pl_store *s)
+{
+    if (!s)
+        return;
+    for (int i = 0; i < ST_COUNT; i++)
+        sqlite3_finalize(s->st[i]);
+    if (s->db) {
+        if (s->in_tx)
+            sqlite3_exec(s->db, "ROLLBACK", NULL, NULL, NULL);
+        sqlite3_close_v2(s->db);
+    }
+    st_clear_caches(s);
+    pl_buf_free(&s->json);
+    pl_buf_free(&s->frames);
+    free(s->path);
+    free(s);
+}
+
+/* ---- transactions ------------------------------------------------------- */
+
+pl_status pl_store_begin(pl_store *s, pl_err *err)
+{
+    if (s->read_only)
+        return pl_errf(err, PL_ERR_INTERNAL, "sqlite store %s: opened read-only", s->path);
+    int rc = sqlite3_exec(s->db, "BEGIN IMMEDIATE", NULL, NULL, NULL);
+    if (rc != SQLITE_OK)
+        return st_fail(s, rc, err, "cannot begin a write");
+    s->in_tx = true;
+    return PL_OK;
+}
+
+pl_status pl_store_commit(pl_store *s, pl_err *err)
+{
+    int rc = sqlite3_exec(s->db, "COMMIT", NULL, NULL, NULL);
+    if (rc != SQLITE_OK)
+        return st_fail(s, rc, err, "cannot commit");
+    s->in_tx = false;
+    s->last_error = PL_STORE_ERR_NONE;
+    return PL_OK;
+}
+
+void pl_store_rollback(pl_store *s)
+{
+    if (s->in_tx || !sqlite3_get_autocommit(s->db))
+        sqlite3_exec(s->db, "ROLLBACK", NULL, NULL, NULL);
+    s->in_tx = false;
+    st_clear_caches(s);
+}
+
+pl_status pl_store_write_batch(pl_store *s, const pl_batch *batch, pl_store_write_stats *stats,
+                               pl_err *err)
+{
+    pl_status st = pl_store_begin(s, err);
+    if (st != PL_OK)
+        return st;
+    st = pl_store_write(s, batch, stats, err);
+    if (st == PL_OK)
+        st = pl_store_commit(s, err);
+    if (st != PL_OK)
+        pl_store_rollback(s);
+    return st;
+}
+

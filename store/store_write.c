@@ -1,0 +1,966 @@
+/*
+ * store_write.c: writing spans and profile samples into the embedded store.
+ *
+ * The writer resolves every string, function and stack of a batch to a
+ * database id through in-memory caches (a cache miss costs one SELECT and
+ * maybe one INSERT), pre-aggregates the batch's samples per
+ * (service, bucket, type, span, stack) in a hash table, and then upserts one
+ * row per key. Spans are INSERT OR IGNORE: a retried batch does not create
+ * duplicates. The `traces` table is updated once per trace per batch.
+ * Every statement is prepared once per connection (store_schema.c).
+ *
+ * The caches may hold ids created by the current transaction; a rollback
+ * therefore clears them (pl_store_rollback), as does the stack garbage
+ * collection of retention.
+ *
+ * Each sample also goes into the per-minute service roll-up
+ * (`service_profiles`), so service-wide flame graphs read far fewer rows.
+ */
+#include "store/store_internal.h"
+
+#include "core/hash.h"
+
+#include <math.h>
+
+static void json_value(pl_buf *b, const pl_value *v, int depth);
+
+static void json_kvs(pl_buf *b, const pl_kv *items, uint32_t n, int depth)
+{
+    pl_buf_append_byte(b, '{');
+    for (uint32_t i = 0; i < n; i++) {
+        if (i)
+            pl_buf_append_byte(b, ',');
+        pl_buf_json_string(b, items[i].key.ptr, items[i].key.len);
+        pl_buf_append_byte(b, ':');
+        json_value(b, &items[i].value, depth + 1);
+    }
+    pl_buf_append_byte(b, '}');
+}
+
+static void json_value(pl_buf *b, const pl_value *v, int depth)
+{
+    if (depth > 16) { /* hostile nesting: stop rather than recurse forever */
+        pl_buf_append_str(b, "null");
+        return;
+    }
+    switch (v->type) {
+    case PL_VALUE_STRING:
+        pl_buf_json_string(b, v->u.str.ptr, v->u.str.len);
+        break;
+    case PL_VALUE_BOOL:
+        pl_buf_append_str(b, v->u.b ? "true" : "false");
+        break;
+    case PL_VALUE_INT:
+        pl_buf_printf(b, "%" PRId64, v->u.i);
+        break;
+    case PL_VALUE_DOUBLE:
+        if (isfinite(v->u.d))
+            pl_buf_printf(b, "%.17g", v->u.d);
+        else
+            pl_buf_append_str(b, "null");
+        break;
+    case PL_VALUE_ARRAY:
+        pl_buf_append_byte(b, '[');
+        for (uint32_t i = 0; i < v->u.array.n; i++) {
+            if (i)
+                pl_buf_append_byte(b, ',');
+            json_value(b, &v->u.array.items[i], depth + 1);
+        }
+        pl_buf_append_byte(b, ']');
+        break;
+    case PL_VALUE_KVLIST:
+        json_kvs(b, v->u.kvlist.items, v->u.kvlist.n, depth);
+        break;
+    case PL_VALUE_BYTES: {
+        pl_buf_append_byte(b, '"');
+        for (uint32_t i = 0; i < v->u.str.len; i++)
+            pl_buf_printf(b, "%02x", v->u.str.ptr[i]);
+        pl_buf_append_byte(b, '"');
+        break;
+    }
+    default:
+        pl_buf_append_str(b, "null");
+        break;
+    }
+}
+
+/* Text form of an attribute value for a TEXT column: strings as they are,
+ * anything else as JSON. Uses `scratch`. */
+static int bind_value_text(sqlite3_stmt *st, int i, const pl_value *v, pl_buf *scratch)
+{
+    if (v->type == PL_VALUE_STRING)
+        return bind_text(st, i, v->u.str);
+    pl_buf_reset(scratch);
+    json_value(scratch, v, 0);
+    if (!pl_buf_ok(scratch))
+        return sqlite3_bind_null(st, i);
+    return sqlite3_bind_text(st, i, (const char *)scratch->data, (int)scratch->len,
+                             SQLITE_TRANSIENT);
+}
+
+static bool value_as_int(const pl_value *v, int64_t *out)
+{
+    if (v->type == PL_VALUE_INT) {
+        *out = v->u.i;
+        return true;
+    }
+    if (v->type == PL_VALUE_DOUBLE && isfinite(v->u.d)) {
+        *out = (int64_t)v->u.d;
+        return true;
+    }
+    if (v->type == PL_VALUE_STRING && v->u.str.len > 0 && v->u.str.len < 24) {
+        char tmp[24];
+        memcpy(tmp, v->u.str.ptr, v->u.str.len);
+        tmp[v->u.str.len] = 0;
+        char *end;
+        long long x = strtoll(tmp, &end, 10);
+        if (*end == 0) {
+            *out = x;
+            return true;
+        }
+    }
+    return false;
+}
+
+/* ---- string, function and stack ids ------------------------------------ */
+
+static int string_id(pl_store *s, const char *text, size_t len, int64_t *id)
+{
+    uint64_t h = pl_hash_bytes(text, len);
+    if (st_str_map_get(&s->strings, text, len, h, id))
+        return SQLITE_OK;
+    sqlite3_stmt *sel = s->st[ST_SEL_STRING];
+    sqlite3_bind_text(sel, 1, len ? text : "", (int)len, SQLITE_STATIC);
+    int rc = sqlite3_step(sel);
+    if (rc == SQLITE_ROW) {
+        *id = sqlite3_column_int64(sel, 0);
+        rc = SQLITE_OK;
+    } else if (rc == SQLITE_DONE) {
+        sqlite3_reset(sel);
+        sqlite3_stmt *ins = s->st[ST_INS_STRING];
+        sqlite3_bind_text(ins, 1, len ? text : "", (int)len, SQLITE_STATIC);
+        rc = step_reset(ins);
+        if (rc == SQLITE_OK)
+            *id = sqlite3_last_insert_rowid(s->db);
+    }
+    sqlite3_reset(sel);
+    if (rc == SQLITE_OK) {
+        if (s->strings.n >= CACHE_MAX_ENTRIES)
+            st_str_map_clear(&s->strings);
+        st_str_map_put(&s->strings, text, len, h, *id);
+    }
+    return rc;
+}
+
+static int function_id(pl_store *s, int64_t name_id, int64_t file_id, int64_t *id)
+{
+    uint64_t key = ((uint64_t)name_id << 32) ^ (uint64_t)file_id;
+    if (key == 0)
+        key = 1ull << 63;
+    if (st_u64_map_get(&s->functions, key, id))
+        return SQLITE_OK;
+    sqlite3_stmt *sel = s->st[ST_SEL_FUNCTION];
+    sqlite3_bind_int64(sel, 1, name_id);
+    sqlite3_bind_int64(sel, 2, file_id);
+    int rc = sqlite3_step(sel);
+    if (rc == SQLITE_ROW) {
+        *id = sqlite3_column_int64(sel, 0);
+        rc = SQLITE_OK;
+    } else if (rc == SQLITE_DONE) {
+        sqlite3_stmt *ins = s->st[ST_INS_FUNCTION];
+        sqlite3_bind_int64(ins, 1, name_id);
+        sqlite3_bind_int64(ins, 2, file_id);
+        rc = step_reset(ins);
+        if (rc == SQLITE_OK)
+            *id = sqlite3_last_insert_rowid(s->db);
+    }
+    sqlite3_reset(sel);
+    if (rc == SQLITE_OK) {
+        if (s->functions.n >= CACHE_MAX_ENTRIES)
+            st_u64_map_clear(&s->functions);
+        st_u64_map_put(&s->functions, key, *id);
+    }
+    return rc;
+}
+
+static void put_varint(pl_buf *b, uint64_t v)
+{
+    uint8_t tmp[10];
+    size_t n = 0;
+    do {
+        uint8_t byte = v & 0x7f;
+        v >>= 7;
+        tmp[n++] = byte | (v ? 0x80 : 0);
+    } while (v);
+    pl_buf_append(b, tmp, n);
+}
+
+/* Decodes varint frames; returns the count written (at most cap), -1 if bad. */
+int64_t st_get_varints(const uint8_t *p, size_t len, int64_t *out, size_t cap)
+{
+    size_t n = 0, i = 0;
+    while (i < len) {
+        uint64_t v = 0;
+        int shift = 0;
+        for (;;) {
+            if (i >= len || shift > 63)
+                return -1;
+            uint8_t byte = p[i++];
+            v |= (uint64_t)(byte & 0x7f) << shift;
+            shift += 7;
+            if (!(byte & 0x80))
+                break;
+        }
+        if (n < cap)
+            out[n] = (int64_t)v;
+        n++;
+    }
+    return (int64_t)n;
+}
+
+/* Finds or creates the stack whose frames (varints) are in s->frames. */
+static int stack_id(pl_store *s, int64_t *id)
+{
+    const uint8_t *frames = s->frames.data ? s->frames.data : (const uint8_t *)"";
+    size_t len = s->frames.len;
+    uint64_t h = st_hash_bytes(frames, len, 0x5eed);
+    /* The cache trusts the 64-bit hash; the table lookup below compares the
+     * frames and probes the next hash on the (astronomically rare) collision. */
+    if (st_u64_map_get(&s->stacks, h ? h : 1, id))
+        return SQLITE_OK;
+    uint64_t probe = h;
+    for (int attempt = 0; attempt < 8; attempt++, probe++) {
+        sqlite3_stmt *sel = s->st[ST_SEL_STACK];
+        sqlite3_bind_int64(sel, 1, (int64_t)probe);
+        int rc = sqlite3_step(sel);
+        if (rc == SQLITE_ROW) {
+            const void *blob = sqlite3_column_blob(sel, 1);
+            int blen = sqlite3_column_bytes(sel, 1);
+            bool same = (size_t)blen == len && (len == 0 || memcmp(blob, frames, len) == 0);
+            int64_t found = sqlite3_column_int64(sel, 0);
+            sqlite3_reset(sel);
+            if (!same)
+                continue;
+            *id = found;
+        } else if (rc == SQLITE_DONE) {
+            sqlite3_reset(sel);
+            sqlite3_stmt *ins = s->st[ST_INS_STACK];
+            sqlite3_bind_int64(ins, 1, (int64_t)probe);
+            sqlite3_bind_blob(ins, 2, frames, (int)len, SQLITE_STATIC);
+            rc = step_reset(ins);
+            if (rc != SQLITE_OK)
+                return rc;
+            *id = sqlite3_last_insert_rowid(s->db);
+        } else {
+            sqlite3_reset(sel);
+            return rc;
+        }
+        if (probe == h) {
+            if (s->stacks.n >= CACHE_MAX_ENTRIES)
+                st_u64_map_clear(&s->stacks);
+            st_u64_map_put(&s->stacks, h ? h : 1, *id);
+        }
+        return SQLITE_OK;
+    }
+    return SQLITE_CONSTRAINT;
+}
+
+/* ---- writing spans ------------------------------------------------------ */
+
+typedef struct trace_agg {
+    uint8_t trace_id[16];
+    bool used;
+    uint64_t start, end;
+    bool has_root;
+    int64_t root_span_id;
+    pl_bytes root_name, root_service;
+    uint64_t root_start, root_end;
+    int64_t spans, errors;
+} trace_agg;
+
+typedef struct trace_aggs {
+    trace_agg *slots;
+    size_t cap, n;
+} trace_aggs;
+
+static trace_agg *trace_aggs_get(trace_aggs *m, const uint8_t id[16])
+{
+    if ((m->n + 1) * 2 > m->cap) {
+        size_t cap = m->cap ? m->cap * 2 : 64;
+        trace_agg *slots = calloc(cap, sizeof(trace_agg));
+        if (!slots)
+            return NULL;
+        for (size_t i = 0; i < m->cap; i++) {
+            if (!m->slots[i].used)
+                continue;
+            size_t j = pl_hash_bytes(m->slots[i].trace_id, 16) & (cap - 1);
+            while (slots[j].used)
+                j = (j + 1) & (cap - 1);
+            slots[j] = m->slots[i];
+        }
+        free(m->slots);
+        m->slots = slots;
+        m->cap = cap;
+    }
+    size_t mask = m->cap - 1;
+    size_t i = pl_hash_bytes(id, 16) & mask;
+    while (m->slots[i].used && memcmp(m->slots[i].trace_id, id, 16) != 0)
+        i = (i + 1) & mask;
+    trace_agg *t = &m->slots[i];
+    if (!t->used) {
+        memset(t, 0, sizeof(*t));
+        t->used = true;
+        memcpy(t->trace_id, id, 16);
+        t->start = UINT64_MAX;
+        m->n++;
+    }
+    return t;
+}
+
+static int write_span(pl_store *s, const pl_span *sp, pl_bytes service, int64_t resource_id,
+                      trace_aggs *aggs, pl_store_write_stats *stats)
+{
+    sqlite3_stmt *st = s->st[ST_INS_SPAN];
+    bool root = sp->parent_span_id_len != 8 || all_zero(sp->parent_span_id, 8);
+    int64_t sid = span_id_int(sp->span_id);
+    sqlite3_bind_blob(st, 1, sp->trace_id, 16, SQLITE_STATIC);
+    sqlite3_bind_int64(st, 2, sid);
+    if (root)
+        sqlite3_bind_null(st, 3);
+    else
+        sqlite3_bind_int64(st, 3, span_id_int(sp->parent_span_id));
+    bind_text(st, 4, sp->name);
+    bind_text(st, 5, service);
+    sqlite3_bind_int(st, 6, sp->kind);
+    sqlite3_bind_int64(st, 7, (int64_t)sp->start_time_unix_nano);
+    uint64_t end = sp->end_time_unix_nano >= sp->start_time_unix_nano ? sp->end_time_unix_nano
+                                                                      : sp->start_time_unix_nano;
+    sqlite3_bind_int64(st, 8, (int64_t)end);
+    sqlite3_bind_int(st, 9, sp->status.code);
+    if (sp->status.message.len)
+        bind_text(st, 10, sp->status.message);
+    else
+        sqlite3_bind_null(st, 10);
+    pl_buf_reset(&s->json);
+    json_kvs(&s->json, sp->attrs.items, sp->attrs.n, 0);
+    if (!pl_buf_ok(&s->json))
+        return SQLITE_NOMEM;
+    sqlite3_bind_text(st, 11, (const char *)s->json.data, (int)s->json.len, SQLITE_STATIC);
+
+    pl_bytes profile_id = attr_string(&sp->attrs, "pyroscope.profile.id");
+    if (profile_id.len)
+        bind_text(st, 12, profile_id);
+    else
+        sqlite3_bind_null(st, 12);
+    static const char *const int_keys[3] = {"profile.samples", "profile.cpu_time_ns",
+                                            "profile.cpu_time_total_ns"};
+    for (int k = 0; k < 3; k++) {
+        pl_kv *kv = pl_attrs_find(&sp->attrs, int_keys[k], strlen(int_keys[k]));
+        int64_t v;
+        if (kv && value_as_int(&kv->value, &v))
+            sqlite3_bind_int64(st, 13 + k, v);
+        else
+            sqlite3_bind_null(st, 13 + k);
+    }
+    pl_kv *top = pl_attrs_find(&sp->attrs, "profile.top_functions", 21);
+    pl_buf scratch;
+    pl_buf_init(&scratch);
+    if (top)
+        bind_value_text(st, 16, &top->value, &scratch);
+    else
+        sqlite3_bind_null(st, 16);
+    if (resource_id)
+        sqlite3_bind_int64(st, 17, resource_id);
+    else
+        sqlite3_bind_null(st, 17);
+    pl_buf events;
+    pl_buf_init(&events);
+    if (sp->n_events) {
+        pl_buf_append_byte(&events, '[');
+        for (uint32_t e = 0; e < sp->n_events; e++) {
+            const pl_span_event *ev = &sp->events[e];
+            pl_buf_append_str(&events, e ? ",{\"name\":" : "{\"name\":");
+            pl_buf_json_string(&events, ev->name.ptr, ev->name.len);
+            pl_buf_printf(
+                &events, ",\"time_unix_nano\":\"%" PRIu64 "\",\"attributes\":", ev->time_unix_nano);
+            json_kvs(&events, ev->attrs.items, ev->attrs.n, 0);
+            pl_buf_append_byte(&events, '}');
+        }
+        pl_buf_append_byte(&events, ']');
+    }
+    if (sp->n_events && pl_buf_ok(&events))
+        sqlite3_bind_text(st, 18, (const char *)events.data, (int)events.len, SQLITE_STATIC);
+    else
+        sqlite3_bind_null(st, 18);
+    int rc = step_reset(st);
+    pl_buf_free(&events);
+    pl_buf_free(&scratch);
+    if (rc != SQLITE_OK)
+        return rc;
+    if (sqlite3_changes(s->db) == 0) {
+        stats->duplicate_spans++;
+        return SQLITE_OK;
+    }
+    stats->spans++;
+    trace_agg *t = trace_aggs_get(aggs, sp->trace_id);
+    if (!t)
+        return SQLITE_NOMEM;
+    if (sp->start_time_unix_nano < t->start)
+        t->start = sp->start_time_unix_nano;
+    if (end > t->end)
+        t->end = end;
+    t->spans++;
+    if (sp->status.code == 2)
+        t->errors++;
+    if (root) {
+        t->has_root = true;
+        t->root_span_id = sid;
+        t->root_name = sp->name;
+        t->root_service = service;
+        t->root_start = sp->start_time_unix_nano;
+        t->root_end = end;
+    }
+    return SQLITE_OK;
+}
+
+static int write_traces(pl_store *s, const pl_traces *traces, pl_store_write_stats *stats)
+{
+    trace_aggs aggs = {0};
+    int rc = SQLITE_OK;
+    for (uint32_t r = 0; r < traces->n_resources && rc == SQLITE_OK; r++) {
+        const pl_resource_spans *rs = &traces->resources[r];
+        pl_bytes service = attr_string(&rs->resource.attrs, "service.name");
+        if (!service.len)
+            service = PL_BYTES_LIT("unknown_service");
+        /* the resource's attributes, once per resource (and stored once) */
+        int64_t resource_id = 0;
+        if (rs->resource.attrs.n) {
+            pl_buf_reset(&s->json);
+            json_kvs(&s->json, rs->resource.attrs.items, rs->resource.attrs.n, 0);
+            if (!pl_buf_ok(&s->json))
+                rc = SQLITE_NOMEM;
+            else
+                rc = string_id(s, (const char *)s->json.data, s->json.len, &resource_id);
+        }
+        for (uint32_t sc = 0; sc < rs->n_scopes && rc == SQLITE_OK; sc++) {
+            const pl_scope_spans *ss = &rs->scopes[sc];
+            for (uint32_t i = 0; i < ss->n_spans && rc == SQLITE_OK; i++) {
+                const pl_span *sp = &ss->spans[i];
+                if (sp->trace_id_len != 16 || sp->span_id_len != 8 || all_zero(sp->trace_id, 16) ||
+                    all_zero(sp->span_id, 8)) {
+                    stats->invalid_spans++;
+                    continue;
+                }
+                rc = write_span(s, sp, service, resource_id, &aggs, stats);
+            }
+        }
+    }
+    sqlite3_stmt *st = s->st[ST_UPSERT_TRACE];
+    for (size_t i = 0; i < aggs.cap && rc == SQLITE_OK; i++) {
+        trace_agg *t = &aggs.slots[i];
+        if (!t->used)
+            continue;
+        sqlite3_bind_blob(st, 1, t->trace_id, 16, SQLITE_STATIC);
+        sqlite3_bind_int64(st, 2, (int64_t)t->start);
+        sqlite3_bind_int64(st, 3, (int64_t)t->end);
+        if (t->has_root) {
+            sqlite3_bind_int64(st, 4, t->root_span_id);
+            bind_text(st, 5, t->root_name);
+            bind_text(st, 6, t->root_service);
+            sqlite3_bind_int64(st, 7, (int64_t)t->root_start);
+            sqlite3_bind_int64(st, 8, (int64_t)t->root_end);
+        } else {
+            for (int k = 4; k <= 8; k++)
+                sqlite3_bind_null(st, k);
+        }
+        sqlite3_bind_int64(st, 9, t->spans);
+        sqlite3_bind_int64(st, 10, t->errors);
+        sqlite3_bind_int64(st, 11,
+                           t->has_root ? (int64_t)(t->root_end - t->root_start)
+                                       : (int64_t)(t->end - t->start));
+        rc = step_reset(st);
+    }
+    free(aggs.slots);
+    return rc;
+}
+
+/* ---- writing profiles --------------------------------------------------- */
+
+typedef struct sample_key {
+    int64_t service_id, bucket, type_id, span_id, stack_id;
+} sample_key;
+
+typedef struct sample_agg {
+    sample_key key;
+    bool used;
+    bool has_trace;
+    uint8_t trace_id[16];
+    int64_t value, cpu_ns, wall_ns, count;
+} sample_agg;
+
+typedef struct sample_aggs {
+    sample_agg *slots;
+    size_t cap, n;
+} sample_aggs;
+
+static uint64_t sample_key_hash(const sample_key *k)
+{
+    uint64_t h = st_mix64((uint64_t)k->service_id * 31 + (uint64_t)k->bucket);
+    h = st_mix64(h ^ (uint64_t)k->type_id);
+    h = st_mix64(h ^ (uint64_t)k->span_id);
+    return st_mix64(h ^ (uint64_t)k->stack_id);
+}
+
+static sample_agg *sample_aggs_get(sample_aggs *m, const sample_key *k)
+{
+    if ((m->n + 1) * 2 > m->cap) {
+        size_t cap = m->cap ? m->cap * 2 : 256;
+        sample_agg *slots = calloc(cap, sizeof(sample_agg));
+        if (!slots)
+            return NULL;
+        for (size_t i = 0; i < m->cap; i++) {
+            if (!m->slots[i].used)
+                continue;
+            size_t j = sample_key_hash(&m->slots[i].key) & (cap - 1);
+            while (slots[j].used)
+                j = (j + 1) & (cap - 1);
+            slots[j] = m->slots[i];
+        }
+        free(m->slots);
+        m->slots = slots;
+        m->cap = cap;
+    }
+    size_t mask = m->cap - 1;
+    size_t i = sample_key_hash(k) & mask;
+    while (m->slots[i].used && memcmp(&m->slots[i].key, k, sizeof(*k)) != 0)
+        i = (i + 1) & mask;
+    sample_agg *a = &m->slots[i];
+    if (!a->used) {
+        memset(a, 0, sizeof(*a));
+        a->used = true;
+        a->key = *k;
+        m->n++;
+    }
+    return a;
+}
+
+/* Per-batch translation of dictionary indices to database ids (0 = not yet). */
+typedef struct dict_ids {
+    const pl_dictionary *dict;
+    int64_t *strings;
+    int64_t *functions;
+    int64_t *stacks;
+} dict_ids;
+
+static int dict_string_id(pl_store *s, dict_ids *d, int32_t idx, int64_t *id)
+{
+    if (idx < 0 || (uint32_t)idx >= d->dict->n_strings)
+        idx = 0;
+    if (d->dict->n_strings == 0)
+        return string_id(s, "", 0, id);
+    if (d->strings[idx]) {
+        *id = d->strings[idx];
+        return SQLITE_OK;
+    }
+    pl_bytes b = d->dict->strings[idx];
+    int rc = string_id(s, (const char *)b.ptr, b.len, id);
+    if (rc == SQLITE_OK)
+        d->strings[idx] = *id;
+    return rc;
+}
+
+static int dict_function_id(pl_store *s, dict_ids *d, int32_t idx, int64_t *id)
+{
+    if (idx < 0 || (uint32_t)idx >= d->dict->n_functions) {
+        int64_t name, file;
+        int rc = string_id(s, "<unknown>", 9, &name);
+        if (rc == SQLITE_OK)
+            rc = string_id(s, "", 0, &file);
+        return rc == SQLITE_OK ? function_id(s, name, file, id) : rc;
+    }
+    if (d->functions[idx]) {
+        *id = d->functions[idx];
+        return SQLITE_OK;
+    }
+    const pl_function *f = &d->dict->functions[idx];
+    pl_bytes name = pl_dict_string(d->dict, f->name_strindex);
+    int64_t name_id, file_id;
+    int rc;
+    if (name.len)
+        rc = dict_string_id(s, d, f->name_strindex, &name_id);
+    else if (pl_dict_string(d->dict, f->system_name_strindex).len)
+        rc = dict_string_id(s, d, f->system_name_strindex, &name_id);
+    else
+        rc = string_id(s, "<unknown>", 9, &name_id);
+    if (rc == SQLITE_OK)
+        rc = dict_string_id(s, d, f->filename_strindex, &file_id);
+    if (rc == SQLITE_OK)
+        rc = function_id(s, name_id, file_id, id);
+    if (rc == SQLITE_OK)
+        d->functions[idx] = *id;
+    return rc;
+}
+
+static int dict_stack_id(pl_store *s, dict_ids *d, int32_t idx, int64_t *id)
+{
+    const pl_dictionary *dict = d->dict;
+    if (idx < 0 || (uint32_t)idx >= dict->n_stacks) {
+        *id = 0;
+        return SQLITE_OK;
+    }
+    if (d->stacks[idx]) {
+        *id = d->stacks[idx];
+        return SQLITE_OK;
+    }
+    const pl_stack *stack = &dict->stacks[idx];
+    /* Frames leaf first (locations leaf first, inlined lines callee first),
+     * collected then written reversed: the store keeps root first. */
+    size_t cap = 64, n = 0;
+    int64_t local[64];
+    int64_t *fns = local;
+    int rc = SQLITE_OK;
+    for (uint32_t i = 0; i < stack->n_location_indices && rc == SQLITE_OK; i++) {
+        int32_t li = stack->location_indices[i];
+        if (li < 0 || (uint32_t)li >= dict->n_locations)
+            continue;
+        const pl_location *loc = &dict->locations[li];
+        uint32_t nl = loc->n_lines ? loc->n_lines : 1;
+        for (uint32_t l = 0; l < nl && rc == SQLITE_OK; l++) {
+            int64_t fid;
+            if (loc->n_lines) {
+                rc = dict_function_id(s, d, loc->lines[l].function_index, &fid);
+            } else {
+                /* Unsymbolized: the address, in the mapping's file. */
+                char addr[32];
+                int alen = snprintf(addr, sizeof(addr), "0x%" PRIx64, loc->address);
+                int64_t name_id, file_id = 0;
+                rc = string_id(s, addr, (size_t)alen, &name_id);
+                int32_t mi = loc->mapping_index;
+                int32_t fsi = (mi > 0 && (uint32_t)mi < dict->n_mappings)
+                                  ? dict->mappings[mi].filename_strindex
+                                  : 0;
+                if (rc == SQLITE_OK)
+                    rc = dict_string_id(s, d, fsi, &file_id);
+                if (rc == SQLITE_OK)
+                    rc = function_id(s, name_id, file_id, &fid);
+            }
+            if (rc != SQLITE_OK)
+                break;
+            if (n == cap) {
+                size_t ncap = cap * 2;
+                int64_t *grown = malloc(ncap * sizeof(int64_t));
+                if (!grown) {
+                    rc = SQLITE_NOMEM;
+                    break;
+                }
+                memcpy(grown, fns, n * sizeof(int64_t));
+                if (fns != local)
+                    free(fns);
+                fns = grown;
+                cap = ncap;
+            }
+            fns[n++] = fid;
+        }
+    }
+    if (rc == SQLITE_OK && n == 0) {
+        *id = 0; /* no frames: nothing to draw, the caller skips the sample */
+        if (fns != local)
+            free(fns);
+        return SQLITE_OK;
+    }
+    if (rc == SQLITE_OK) {
+        pl_buf_reset(&s->frames);
+        for (size_t i = n; i-- > 0;)
+            put_varint(&s->frames, (uint64_t)fns[i]);
+        rc = pl_buf_ok(&s->frames) ? stack_id(s, id) : SQLITE_NOMEM;
+    }
+    if (fns != local)
+        free(fns);
+    if (rc == SQLITE_OK)
+        d->stacks[idx] = *id;
+    return rc;
+}
+
+/* How many CPU nanoseconds one unit of a sample value is (0: not CPU time). */
+static int64_t unit_ns(pl_bytes unit)
+{
+    if (pl_bytes_eq_cstr(unit, "nanoseconds") || pl_bytes_eq_cstr(unit, "ns"))
+        return 1;
+    if (pl_bytes_eq_cstr(unit, "microseconds") || pl_bytes_eq_cstr(unit, "us"))
+        return 1000;
+    if (pl_bytes_eq_cstr(unit, "milliseconds") || pl_bytes_eq_cstr(unit, "ms"))
+        return 1000000;
+    if (pl_bytes_eq_cstr(unit, "seconds") || pl_bytes_eq_cstr(unit, "s"))
+        return 1000000000;
+    return 0;
+}
+
+/* How many nanoseconds of `clock` ("cpu" or "wall") one unit of the
+ * profile's values is: the value itself for a `cpu` / `wall` type in a time
+ * unit, the period for a `samples` count whose period is that clock (Go's
+ * samples:count with period cpu:nanoseconds, Node's with period
+ * wall:microseconds). 0: the values are not that clock's time. */
+static int64_t clock_multiplier(const pl_dictionary *dict, const pl_profile *p, const char *clock)
+{
+    pl_bytes type = pl_dict_string(dict, p->sample_type.type_strindex);
+    pl_bytes unit = pl_dict_string(dict, p->sample_type.unit_strindex);
+    if (pl_bytes_eq_cstr(type, clock))
+        return unit_ns(unit);
+    if (pl_bytes_eq_cstr(type, "samples") && p->has_period_type && p->period > 0) {
+        pl_bytes ptype = pl_dict_string(dict, p->period_type.type_strindex);
+        pl_bytes punit = pl_dict_string(dict, p->period_type.unit_strindex);
+        int64_t f = unit_ns(punit), m;
+        if (pl_bytes_eq_cstr(ptype, clock) && f && !__builtin_mul_overflow(p->period, f, &m))
+            return m;
+    }
+    return 0;
+}
+
+typedef struct clock_mult {
+    int64_t cpu, wall;
+} clock_mult;
+
+static int add_sample_value(sample_aggs *aggs, const sample_key *k, const uint8_t *trace_id,
+                            int64_t value, clock_mult mult, int64_t count)
+{
+    sample_agg *a = sample_aggs_get(aggs, k);
+    if (!a)
+        return SQLITE_NOMEM;
+    int64_t cpu = 0, wall = 0;
+    if (mult.cpu && __builtin_mul_overflow(value, mult.cpu, &cpu))
+        cpu = INT64_MAX;
+    if (mult.wall && __builtin_mul_overflow(value, mult.wall, &wall))
+        wall = INT64_MAX;
+    if (__builtin_add_overflow(a->wall_ns, wall, &a->wall_ns))
+        a->wall_ns = INT64_MAX;
+    if (__builtin_add_overflow(a->value, value, &a->value))
+        a->value = INT64_MAX;
+    if (__builtin_add_overflow(a->cpu_ns, cpu, &a->cpu_ns))
+        a->cpu_ns = INT64_MAX;
+    a->count += count;
+    if (trace_id && !a->has_trace) {
+        a->has_trace = true;
+        memcpy(a->trace_id, trace_id, 16);
+    }
+    return SQLITE_OK;
+}
+
+
+static int add_rollup(sample_aggs *rollup, const sample_key *k, uint64_t ts, int64_t value,
+                      clock_mult mult)
+{
+    sample_key rk = *k;
+    rk.span_id = 0;
+    rk.bucket = (int64_t)(ts / ROLLUP_NS);
+    return add_sample_value(rollup, &rk, NULL, value, mult, 1);
+}
+
+static int write_profiles(pl_store *s, const pl_batch *batch, pl_store_write_stats *stats,
+                          uint64_t *latest_ns)
+{
+    const pl_profiles *pr = &batch->data.profiles;
+    const pl_dictionary *dict = &pr->dict;
+    dict_ids d = {dict, NULL, NULL, NULL};
+    d.strings = calloc(dict->n_strings + 1, sizeof(int64_t));
+    d.functions = calloc(dict->n_functions + 1, sizeof(int64_t));
+    d.stacks = calloc(dict->n_stacks + 1, sizeof(int64_t));
+    sample_aggs aggs = {0};
+    sample_aggs rollup = {0}; /* span 0, bucket = minute */
+    u64_map services = {0};   /* service id -> latest time */
+    int rc = (d.strings && d.functions && d.stacks) ? SQLITE_OK : SQLITE_NOMEM;
+    uint64_t fallback_time = batch->received_unix_nano ? batch->received_unix_nano
+                                                       : (uint64_t)time(NULL) * 1000000000ull;
+
+    for (uint32_t r = 0; r < pr->n_resources && rc == SQLITE_OK; r++) {
+        const pl_resource_profiles *rp = &pr->resources[r];
+        pl_bytes res_service = attr_string(&rp->resource.attrs, "service.name");
+        for (uint32_t sc = 0; sc < rp->n_scopes && rc == SQLITE_OK; sc++) {
+            const pl_scope_profiles *sp = &rp->scopes[sc];
+            for (uint32_t pi = 0; pi < sp->n_profiles && rc == SQLITE_OK; pi++) {
+                const pl_profile *p = &sp->profiles[pi];
+                pl_bytes type = pl_dict_string(dict, p->sample_type.type_strindex);
+                pl_bytes unit = pl_dict_string(dict, p->sample_type.unit_strindex);
+                char type_text[256];
+                int tlen = snprintf(type_text, sizeof(type_text), "%.*s:%.*s",
+                                    (int)(type.len > 120 ? 120 : type.len), (const char *)type.ptr,
+                                    (int)(unit.len > 120 ? 120 : unit.len), (const char *)unit.ptr);
+                int64_t type_id;
+                rc = string_id(s, type_text, (size_t)tlen, &type_id);
+                clock_mult mult = {clock_multiplier(dict, p, "cpu"),
+                                   clock_multiplier(dict, p, "wall")};
+                uint64_t ptime = p->time_unix_nano ? p->time_unix_nano : fallback_time;
+                for (uint32_t si = 0; si < p->n_samples && rc == SQLITE_OK; si++) {
+                    const pl_sample *smp = &p->samples[si];
+                    sample_key k = {0};
+                    k.type_id = type_id;
+                    rc = dict_stack_id(s, &d, smp->stack_index, &k.stack_id);
+                    if (rc != SQLITE_OK)
+                        break;
+                    if (k.stack_id == 0)
+                        continue; /* no stack: nothing to draw */
+                    /* Span link: the Link first, then the span_id attribute. */
+                    uint8_t trace_id[16];
+                    bool has_trace = false, has_span = false;
+                    uint8_t span_bytes[8];
+                    if (smp->link_index > 0 && (uint32_t)smp->link_index < dict->n_links) {
+                        const pl_link *l = &dict->links[smp->link_index];
+                        if (l->span_id_len == 8 && !all_zero(l->span_id, 8)) {
+                            memcpy(span_bytes, l->span_id, 8);
+                            has_span = true;
+                        }
+                        if (l->trace_id_len == 16 && !all_zero(l->trace_id, 16)) {
+                            memcpy(trace_id, l->trace_id, 16);
+                            has_trace = true;
+                        }
+                    }
+                    pl_bytes service = res_service;
+                    for (uint32_t ai = 0; ai < smp->n_attribute_indices; ai++) {
+                        int32_t idx = smp->attribute_indices[ai];
+                        if (idx <= 0 || (uint32_t)idx >= dict->n_attributes)
+                            continue;
+                        const pl_kvu *kv = &dict->attributes[idx];
+                        pl_bytes key = pl_dict_string(dict, kv->key_strindex);
+                        pl_bytes val = {NULL, 0};
+                        if (kv->value.type == PL_VALUE_STRING)
+                            val = kv->value.u.str;
+                        else if (kv->value.type == PL_VALUE_STRINDEX)
+                            val = pl_dict_string(dict, kv->value.u.strindex);
+                        else
+                            continue;
+                        if (pl_bytes_eq_cstr(key, "service.name") && val.len) {
+                            service = val;
+                        } else if (!has_span && (pl_bytes_eq_cstr(key, "span_id") ||
+                                                 pl_bytes_eq_cstr(key, "profile_id"))) {
+                            if (val.len == 16 &&
+                                pl_hex_decode((const char *)val.ptr, 16, span_bytes, 8) == 0 &&
+                                !all_zero(span_bytes, 8))
+                                has_span = true;
+                        } else if (!has_trace && pl_bytes_eq_cstr(key, "trace_id")) {
+                            if (val.len == 32 &&
+                                pl_hex_decode((const char *)val.ptr, 32, trace_id, 16) == 0 &&
+                                !all_zero(trace_id, 16))
+                                has_trace = true;
+                        }
+                    }
+                    if (!service.len)
+                        service = PL_BYTES_LIT("unknown_service");
+                    rc = string_id(s, (const char *)service.ptr, service.len, &k.service_id);
+                    if (rc != SQLITE_OK)
+                        break;
+                    k.span_id = has_span ? span_id_int(span_bytes) : 0;
+                    const uint8_t *tid = has_trace ? trace_id : NULL;
+                    uint64_t latest = 0;
+                    if (smp->n_timestamps) {
+                        bool per_ts = smp->n_values == smp->n_timestamps;
+                        int64_t total = 0;
+                        for (uint32_t v = 0; v < smp->n_values; v++)
+                            total += smp->values[v];
+                        for (uint32_t t = 0; t < smp->n_timestamps && rc == SQLITE_OK; t++) {
+                            uint64_t ts = smp->timestamps_unix_nano[t];
+                            if (!ts)
+                                ts = ptime;
+                            int64_t value = per_ts ? smp->values[t]
+                                                   : (smp->n_values ? (t == 0 ? total : 0) : 1);
+                            k.bucket = (int64_t)(ts / PL_STORE_BUCKET_NS);
+                            rc = add_sample_value(&aggs, &k, tid, value, mult, 1);
+                            if (rc == SQLITE_OK)
+                                rc = add_rollup(&rollup, &k, ts, value, mult);
+                            if (ts > latest)
+                                latest = ts;
+                        }
+                        stats->samples += smp->n_timestamps;
+                    } else {
+                        int64_t total = 0;
+                        for (uint32_t v = 0; v < smp->n_values; v++)
+                            total += smp->values[v];
+                        k.bucket = (int64_t)(ptime / PL_STORE_BUCKET_NS);
+                        rc = add_sample_value(&aggs, &k, tid, total, mult, 1);
+                        if (rc == SQLITE_OK)
+                            rc = add_rollup(&rollup, &k, ptime, total, mult);
+                        latest = ptime;
+                        stats->samples++;
+                    }
+                    int64_t prev;
+                    if (!st_u64_map_get(&services, (uint64_t)k.service_id, &prev) ||
+                        (uint64_t)prev < latest)
+                        st_u64_map_put(&services, (uint64_t)k.service_id, (int64_t)latest);
+                    if (latest > *latest_ns)
+                        *latest_ns = latest;
+                }
+            }
+        }
+    }
+    sqlite3_stmt *st = s->st[ST_UPSERT_SAMPLE];
+    for (size_t i = 0; i < aggs.cap && rc == SQLITE_OK; i++) {
+        sample_agg *a = &aggs.slots[i];
+        if (!a->used)
+            continue;
+        sqlite3_bind_int64(st, 1, a->key.service_id);
+        sqlite3_bind_int64(st, 2, a->key.bucket);
+        sqlite3_bind_int64(st, 3, a->key.type_id);
+        sqlite3_bind_int64(st, 4, a->key.span_id);
+        sqlite3_bind_int64(st, 5, a->key.stack_id);
+        if (a->has_trace)
+            sqlite3_bind_blob(st, 6, a->trace_id, 16, SQLITE_STATIC);
+        else
+            sqlite3_bind_null(st, 6);
+        sqlite3_bind_int64(st, 7, a->value);
+        sqlite3_bind_int64(st, 8, a->cpu_ns);
+        sqlite3_bind_int64(st, 9, a->count);
+        sqlite3_bind_int64(st, 10, a->wall_ns);
+        rc = step_reset(st);
+        stats->sample_rows++;
+    }
+    st = s->st[ST_UPSERT_ROLLUP];
+    for (size_t i = 0; i < rollup.cap && rc == SQLITE_OK; i++) {
+        sample_agg *a = &rollup.slots[i];
+        if (!a->used)
+            continue;
+        sqlite3_bind_int64(st, 1, a->key.service_id);
+        sqlite3_bind_int64(st, 2, a->key.bucket);
+        sqlite3_bind_int64(st, 3, a->key.type_id);
+        sqlite3_bind_int64(st, 4, a->key.stack_id);
+        sqlite3_bind_int64(st, 5, a->value);
+        sqlite3_bind_int64(st, 6, a->cpu_ns);
+        sqlite3_bind_int64(st, 7, a->count);
+        sqlite3_bind_int64(st, 8, a->wall_ns);
+        rc = step_reset(st);
+    }
+    st = s->st[ST_UPSERT_SERVICE];
+    for (size_t i = 0; i < services.cap && rc == SQLITE_OK; i++) {
+        if (!services.keys[i])
+            continue;
+        sqlite3_bind_int64(st, 1, (int64_t)services.keys[i]);
+        sqlite3_bind_int64(st, 2, services.vals[i]);
+        rc = step_reset(st);
+    }
+    st_u64_map_clear(&services);
+    free(aggs.slots);
+    free(rollup.slots);
+    free(d.strings);
+    free(d.functions);
+    free(d.stacks);
+    return rc;
+}
+
+pl_status pl_store_write(pl_store *s, const pl_batch *batch, pl_store_write_stats *stats,
+                         pl_err *err)
+{
+    pl_store_write_stats local = {0};
+    if (!stats)
+        stats = &local;
+    int rc = SQLITE_OK;
+    if (batch->signal == PL_SIGNAL_TRACES) {
+        rc = write_traces(s, &batch->data.traces, stats);
+    } else if (batch->signal == PL_SIGNAL_PROFILES) {
+        uint64_t latest = 0;
+        rc = write_profiles(s, batch, stats, &latest);
+    }
+    if (rc != SQLITE_OK) {
+        if (rc == SQLITE_NOMEM)
+            return pl_errf(err, PL_ERR_NOMEM, "sqlite store %s: out of memory", s->path);
+        return st_fail(s, rc, err, "cannot write");
+    }
+    return PL_OK;
+}
+
