@@ -295,8 +295,14 @@ static pl_status otlp_create(const pl_create_settings *settings, const void *con
         .http_metadata = r->http_metadata,
         .refused_requests = r->refused_requests,
     };
-    for (int s = 0; s < PL_SIGNAL_COUNT; s++)
+    for (int s = 0; s < PL_SIGNAL_COUNT; s++) {
         r->grpc_handler.next[s] = r->http_handler.next[s] = r->next[s];
+        /* adding 0 shows each transport's series, at zero, from the start */
+        if (r->next[s] && r->grpc_enabled)
+            pl_stats_add_via(r->stats, PL_TRANSPORT_GRPC, (pl_signal)s, PL_STAT_ACCEPTED, 0);
+        if (r->next[s] && r->http_enabled)
+            pl_stats_add_via(r->stats, PL_TRANSPORT_HTTP, (pl_signal)s, PL_STAT_ACCEPTED, 0);
+    }
     r->grpc_opt = (pl_http_server_options){
         .max_body_size = pl_otlp_grpc_body_limit(r->max_recv_msg_size),
         .max_connections = g->max_connections > 0 ? (unsigned)g->max_connections : 0,

@@ -124,7 +124,8 @@ static pl_status decode_request(const pl_otlp_handler *h, pl_signal signal, body
 }
 
 /* Hands the batch to the pipeline and counts the outcome. */
-static pl_status deliver(const pl_otlp_handler *r, pl_signal signal, pl_batch *b, pl_err *err)
+static pl_status deliver(const pl_otlp_handler *r, pl_transport via, pl_signal signal, pl_batch *b,
+                         pl_err *err)
 {
     /* logs and metrics count their records / data points, not requests */
     size_t items = (signal == PL_SIGNAL_LOGS || signal == PL_SIGNAL_METRICS) ? pass_through_items
@@ -141,10 +142,10 @@ static pl_status deliver(const pl_otlp_handler *r, pl_signal signal, pl_batch *b
     b->received_unix_nano = pl_time_now_ns();
     pl_status st = pl_consumer_consume(r->next[signal], b);
     if (st == PL_OK) {
-        pl_stats_add(r->stats, signal, PL_STAT_ACCEPTED, items);
+        pl_stats_add_via(r->stats, via, signal, PL_STAT_ACCEPTED, items);
         return PL_OK;
     }
-    pl_stats_add(r->stats, signal, PL_STAT_REFUSED, items);
+    pl_stats_add_via(r->stats, via, signal, PL_STAT_REFUSED, items);
     switch (st) {
     case PL_ERR_REFUSED:
     case PL_ERR_NOMEM:
@@ -238,7 +239,7 @@ void pl_otlp_handle_grpc(const pl_otlp_handler *r, pl_http_request *req, pl_http
                             &err);
     if (st == PL_OK) {
         add_metadata(b, req, r->grpc_metadata);
-        st = deliver(r, signal, b, &err);
+        st = deliver(r, PL_TRANSPORT_GRPC, signal, b, &err);
     }
     if (st == PL_OK) {
         /* an empty Export*ServiceResponse (full success) */
@@ -415,7 +416,7 @@ void pl_otlp_handle_http(const pl_otlp_handler *r, int signal, pl_http_request *
                             &err);
     if (st == PL_OK) {
         add_metadata(b, req, r->http_metadata);
-        st = deliver(r, (pl_signal)signal, b, &err);
+        st = deliver(r, PL_TRANSPORT_HTTP, (pl_signal)signal, b, &err);
     }
     if (st == PL_OK) {
         pl_buf body;

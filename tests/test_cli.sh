@@ -346,9 +346,9 @@ if start "$TMP/run.yaml"; then ok "run: /health answers 200 once running"; else 
 check "run: an export is accepted" test "$(post)" = 200
 curl -s "http://127.0.0.1:$TEL/metrics" >"$TMP/metrics"
 check "run: /metrics has per-component counters and process figures" sh -c "
-    grep -q '^proflink_receiver_accepted_items_total{component=\"otlp\",signal=\"traces\"} 2$' '$TMP/metrics' &&
-    grep -q '^proflink_processor_accepted_items_total{component=\"batch\",signal=\"traces\"} 2$' '$TMP/metrics' &&
-    grep -q '^proflink_process_resident_memory_bytes [1-9]' '$TMP/metrics'"
+    grep -q '^otelcol_receiver_accepted_spans{receiver=\"otlp\",transport=\"http\"} 2$' '$TMP/metrics' &&
+    grep -q '^otelcol_processor_accepted_spans{processor=\"batch\"} 2$' '$TMP/metrics' &&
+    grep -q '^otelcol_process_memory_rss [1-9]' '$TMP/metrics'"
 
 printf 'receivers: {otlp: }\nexporters: {debug: {verbosity: [\n' >"$TMP/run.yaml"
 kill -HUP "$PID"
