@@ -541,8 +541,7 @@ void pl_hs_call_handler(conn *c, pl_http_request *req, pl_http_response *res)
     char user[128];
     req->tls = c->tls != NULL;
     req->tls_peer = c->tls ? pl_tls_conn_peer_name(c->tls) : NULL;
-    pl_http_server *server = c->server;
-    const pl_http_cors_config *cors = server && server->has_cors ? &server->cors : NULL;
+    const pl_http_cors_config *cors = c->cors;
     if (cors && pl_http_cors_preflight(cors, req, res))
         goto done;
     if (cors) {
@@ -790,6 +789,7 @@ static void on_connection(uv_stream_t *listener, int status)
         }
     }
     uv_tcp_nodelay(&c->tcp, 1);
+    c->cors = server->has_cors ? &server->cors : NULL;
     if (server->tls) {
         c->tls = pl_tls_conn_new(server->tls);
         if (!c->tls) {
@@ -1064,6 +1064,7 @@ int pl_http_server_feed(const pl_http_server_options *options, pl_http_handler h
     c->arg = arg;
     c->socketless = true;
     c->capture = out;
+    c->cors = options && pl_http_cors_enabled(options->cors) ? options->cors : NULL;
     snprintf(c->peer, sizeof(c->peer), "memory:0");
     pl_hs_parts_init(&c->h1);
     if (chunk == 0)

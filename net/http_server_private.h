@@ -125,6 +125,7 @@ struct conn {
     size_t sniff_len;
     char peer[64];
     pl_tls_conn *tls; /* NULL: cleartext */
+    const pl_http_cors_config *cors; /* the server's, or the feed's options'; NULL: none */
     /* HTTP/1.1 */
     http_parser parser;
     bool in_request;
