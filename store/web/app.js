@@ -221,7 +221,7 @@ async function showTrace(id, p) {
   const head = el('div', { id: 'trace-head' },
     el('h2', null, t.has_root ? t.root_name : 'trace', ' ', el('span', { class: 'muted mono' }, t.trace_id)),
     el('div', null, `${d.spans.length} spans · duration ${fmtDuration(t.duration_ns)} · `,
-      el('span', { id: 'trace-time' }, fmtTime(t.time)), t.error_count ? el('span', { class: 'err' }, ' · has errors') : null,
+      el('span', { id: 'trace-time' }, t.time ? `${t.time.kind === 'cpu' ? 'CPU' : t.time.kind === 'wall' ? 'wall' : ''} ${fmtTime(t.time).replace(/ wall$/, '')}`.trim() : 'no samples'), t.error_count ? el('span', { class: 'err' }, ' · has errors') : null,
       ' · ', el('a', { href: `#/flame?trace=${t.trace_id}` }, 'flame graph of the trace')));
   const side = el('div', { id: 'side' }, el('div', { class: 'empty' }, 'Click a span for its details and flame graph.'));
   const started = performance.now();
@@ -264,8 +264,14 @@ function waterfall(spans, onSelect) {
       bar.append(inner);
     }
     const label = el('div', { class: 'wf-label' }, fmtDuration(s.duration_ns), s.time ? ` · ${fmtTime(s.time)}` : '');
-    label.style.left = `${Math.min(left + width, 80)}%`;
-    label.style.marginLeft = '4px';
+    if (left + width < 80) {
+      label.style.left = `${left + width}%`;
+      label.style.marginLeft = '4px';
+    } else { // no room after the bar: before it, or inside at the right
+      label.style.right = left > 20 ? `${100 - left}%` : '4px';
+      label.style.marginRight = '4px';
+      if (left <= 20) label.classList.add('inside');
+    }
     track.append(bar, label);
     row.append(name, track);
     row.addEventListener('click', () => {
@@ -376,7 +382,7 @@ function flameGraph(box, data, opts = {}) {
   const matchInfo = el('span', { class: 'muted', id: 'fg-match' });
   const pathOf = (n) => { const p = []; for (let x = n; x && x !== root; x = parents.get(x)) p.unshift(x.name); return p.join(';'); };
   const draw = () => {
-    const width = Math.max(300, box.clientWidth || 900);
+    const width = Math.max(300, canvas.clientWidth || box.clientWidth || 900);
     const nodes = layout(focus, width, 0.6);
     let maxDepth = 0;
     for (const x of nodes) maxDepth = Math.max(maxDepth, x.depth);
@@ -421,14 +427,14 @@ function flameGraph(box, data, opts = {}) {
     const d = ev.target.closest('.fg-node');
     if (!d) return;
     const i = [...canvas.children].indexOf(d);
-    const nodes = layout(focus, Math.max(300, box.clientWidth || 900), 0.6);
+    const nodes = layout(focus, Math.max(300, canvas.clientWidth || box.clientWidth || 900), 0.6);
     if (nodes[i]) { focus = nodes[i].n; draw(); }
   });
   reset.addEventListener('click', () => { focus = root; draw(); });
   searchBox.addEventListener('input', () => { search = searchBox.value; draw(); });
   const toolbar = el('div', { class: 'fg-toolbar' }, searchBox, matchInfo, reset, ...(opts.toolbar || []));
   const table = opts.diff ? null : fnTable(root, data);
-  box.replaceChildren(toolbar, info, canvas, table);
+  box.replaceChildren(...[toolbar, info, canvas, table].filter(Boolean));
   draw();
   window.__proflink = Object.assign(window.__proflink || {}, { flameMs: performance.now() - started });
 }
