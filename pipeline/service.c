@@ -19,6 +19,7 @@
 #include <string.h>
 
 #include "core/log.h"
+#include "net/tls.h"
 #include "pipeline/telemetry_thread.h"
 
 #define DRAIN_POLL_MS 20
@@ -299,7 +300,9 @@ int pl_service_reload(pl_service *s)
     }
     pl_cfg_errors errs;
     pl_cfg_errors_init(&errs);
-    pl_config *next = pl_config_load_file(s->config->path, &errs);
+    pl_config *next = pl_config_reload(s->config, &errs);
+    for (size_t i = 0; i < errs.n_warnings; i++)
+        pl_warn("config", "%s", errs.warnings[i].text);
     if (!next) {
         for (size_t i = 0; i < errs.n; i++)
             pl_error("service", "reload: %s", errs.items[i].text);
@@ -322,6 +325,9 @@ static void on_signal(uv_signal_t *h, int signum)
     pl_service *s = h->data;
     if (signum == SIGHUP) {
         pl_info("service", "SIGHUP: reloading the configuration");
+        /* Certificates first: they are re-read even when the configuration
+         * itself does not load. */
+        pl_tls_reload_all();
         pl_service_reload(s);
         return;
     }
@@ -426,11 +432,13 @@ static void close_leftover(uv_handle_t *h, void *arg)
         uv_close(h, NULL);
 }
 
-int pl_service_main(const char *config_path)
+int pl_service_main(const pl_cfg_sources *sources)
 {
     pl_cfg_errors errs;
     pl_cfg_errors_init(&errs);
-    pl_config *cfg = pl_config_load_file(config_path, &errs);
+    pl_config *cfg = pl_config_load(sources, pl_component_types, &errs);
+    for (size_t i = 0; i < errs.n_warnings; i++)
+        pl_warn("config", "%s", errs.warnings[i].text);
     if (!cfg) {
         pl_cfg_errors_print(&errs, stderr);
         pl_cfg_errors_free(&errs);

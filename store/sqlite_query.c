@@ -187,7 +187,7 @@ static char *path_from_config(const char *file)
 {
     pl_cfg_errors errs;
     pl_cfg_errors_init(&errs);
-    pl_config *cfg = pl_config_load_file(file, &errs);
+    pl_config *cfg = pl_config_load_file(file, pl_component_types, &errs);
     if (!cfg) {
         pl_cfg_errors_print(&errs, stderr);
         fprintf(stderr, "proflink query: %s has errors; pass --db PATH instead\n", file);
