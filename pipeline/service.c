@@ -19,6 +19,7 @@
 #include <string.h>
 
 #include "core/log.h"
+#include "net/tls.h"
 #include "pipeline/telemetry_thread.h"
 
 #define DRAIN_POLL_MS 20
@@ -333,6 +334,9 @@ static void on_signal(uv_signal_t *h, int signum)
     pl_service *s = h->data;
     if (signum == SIGHUP) {
         pl_info("service", "SIGHUP: reloading the configuration");
+        /* Certificates first: they are re-read even when the configuration
+         * itself does not load. */
+        pl_tls_reload_all();
         pl_service_reload(s);
         return;
     }

@@ -27,9 +27,14 @@
 
 typedef enum body_format { FORMAT_PROTOBUF, FORMAT_JSON } body_format;
 
+/* What travels with the data: the tenant (X-Scope-OrgID), the caller's
+ * authenticated identity ("auth.user": the authenticator's user name, else
+ * the mutual-TLS client certificate's CN), and with include_metadata every
+ * header. */
 static void add_metadata(pl_batch *b, const pl_http_request *req, bool all)
 {
-    size_t n = 0;
+    const char *who = req->auth_user ? req->auth_user : req->tls_peer;
+    size_t n = who ? 1 : 0;
     for (size_t i = 0; i < req->n_headers; i++) {
         const pl_http_header *h = &req->headers[i];
         bool org = h->name_len == 13 && strncasecmp(h->name, "x-scope-orgid", 13) == 0;
@@ -61,6 +66,11 @@ static void add_metadata(pl_batch *b, const pl_http_request *req, bool all)
             items[k].value = pl_value_string(pl_batch_bytes(b, h->value, h->value_len));
             k++;
         }
+    }
+    if (who) {
+        items[k].key = PL_BYTES_LIT("auth.user");
+        items[k].value = pl_value_string(pl_batch_bytes(b, who, strlen(who)));
+        k++;
     }
     b->metadata.items = items;
     b->metadata.n = k;
