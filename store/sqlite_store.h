@@ -122,6 +122,25 @@ uint64_t pl_store_size(pl_store *store);
 
 /* ---- querying ----------------------------------------------------------- */
 
+/* What the time shown for a span or trace is: CPU time when a CPU profile
+ * exists, else wall time (a `wall` profile, or samples x a wall period),
+ * else a sample count (a count, not nanoseconds). Heap and allocation
+ * profiles never count as time. */
+typedef enum pl_time_kind {
+    PL_TIME_NONE = 0, /* no samples */
+    PL_TIME_CPU,      /* nanoseconds of CPU */
+    PL_TIME_WALL,     /* nanoseconds of wall-clock time */
+    PL_TIME_COUNT,    /* samples */
+} pl_time_kind;
+
+/* "cpu", "wall", "samples" or "" (none). */
+const char *pl_time_kind_name(pl_time_kind kind);
+/* "nanoseconds", "nanoseconds", "count" or "". */
+const char *pl_time_kind_unit(pl_time_kind kind);
+/* "35.0ms", "1.20s wall" style text for people: CPU as a duration, wall as
+ * a duration followed by " wall", counts as "80 samples", none as "-". */
+void pl_format_time(pl_time_kind kind, int64_t value, char *out, size_t cap);
+
 typedef struct pl_trace_summary {
     uint8_t trace_id[16];
     const char *root_name;    /* "" when the root span is not stored */
@@ -130,6 +149,8 @@ typedef struct pl_trace_summary {
     uint64_t start_ns;
     uint64_t duration_ns; /* root span's duration, else the trace's time envelope */
     int64_t cpu_ns;       /* CPU time seen in profiles; -1 when no samples */
+    pl_time_kind time_kind; /* what `time` is */
+    int64_t time;           /* CPU ns, else wall ns, else samples (see pl_time_kind) */
     uint32_t span_count;
     uint32_t error_count;
 } pl_trace_summary;
@@ -145,9 +166,19 @@ typedef struct pl_trace_query {
     uint64_t since_ns;        /* absolute: traces starting at or after; 0 = all */
     uint64_t min_duration_ns; /* 0 = all */
     uint32_t limit;           /* 0 = 20 */
+    const char *root_name;    /* NULL: any; else the root span's name */
+    uint64_t until_ns;        /* absolute: traces starting at or before; 0 = open */
+    bool errors_only;         /* traces with an error span */
+    int64_t min_time;         /* > 0: traces whose `time` (CPU, else wall ns) is at least this */
+    bool by_time;             /* order by `time` (CPU, else wall), not duration */
 } pl_trace_query;
 
-/* Recent traces, slowest first. */
+/* With min_time or by_time, the time of each candidate is computed: the
+ * PL_STORE_TIME_CANDIDATES slowest traces matching the other filters are
+ * ranked, not the whole window. */
+#define PL_STORE_TIME_CANDIDATES 2000
+
+/* Recent traces, slowest first (or by time). */
 pl_status pl_store_query_traces(pl_store *store, const pl_trace_query *query, pl_trace_list *out,
                                 pl_err *err);
 void pl_trace_list_free(pl_trace_list *list);
@@ -176,7 +207,9 @@ typedef struct pl_span_row {
     const char *profile_id;      /* pyroscope.profile.id or "" */
     int64_t cpu_ns;              /* from stored samples; else profile.cpu_time_ns; -1 none */
     int64_t samples;             /* stored samples (count); else profile.samples; 0 none */
-    pl_function_stat *top;       /* hottest functions by self CPU (or first type) */
+    pl_time_kind time_kind;      /* what `time` and the `top` values are */
+    int64_t time;                /* CPU ns, else wall ns, else samples */
+    pl_function_stat *top;       /* hottest functions by self time (CPU, else wall, else count) */
     size_t n_top;
     const char *top_functions_attr; /* profile.top_functions as sent, or "" */
     const char *resource_json;      /* resource attributes, "{}" when none */
@@ -209,8 +242,12 @@ typedef struct pl_profile_query {
     const char *service; /* PL_PROFILE_SERVICE; NULL = every service */
     uint64_t since_ns;   /* PL_PROFILE_SERVICE: absolute time range; 0 = all */
     uint64_t until_ns;   /* 0 = now / open */
-    const char *type;    /* "cpu" or NULL: CPU time if any, else the first type;
+    const char *type;    /* NULL: CPU time if any, else wall time, else a sample count,
+                            else (unless time_only) the first stored type;
+                            "cpu" / "wall": that clock's time only;
                             otherwise a sample type "alloc_space" or "alloc_space:bytes" */
+    bool time_only;      /* type NULL: never fall back to a heap/alloc type */
+    bool descendants;    /* PL_PROFILE_SPAN: also the samples of every span below it */
 } pl_profile_query;
 
 typedef struct pl_folded_stack {
@@ -227,6 +264,9 @@ typedef struct pl_profile_result {
     size_t n_stacks;
     pl_function_stat *functions; /* by self value, descending */
     size_t n_functions;
+    const char **types; /* what else `type` could ask for in this scope: "cpu", "wall",
+                           then every stored "type:unit" */
+    size_t n_types;
     pl_arena arena;
 } pl_profile_result;
 
@@ -235,6 +275,27 @@ typedef struct pl_profile_result {
 pl_status pl_store_query_profile(pl_store *store, const pl_profile_query *query,
                                  pl_profile_result *out, pl_err *err);
 void pl_profile_result_free(pl_profile_result *result);
+
+/* Spans with profiles, per service, over the most recent traces. */
+typedef struct pl_link_stat {
+    const char *service;
+    uint64_t spans;  /* spans stored */
+    uint64_t linked; /* of which have samples stored or a pyroscope.profile.id */
+} pl_link_stat;
+
+typedef struct pl_link_stats {
+    pl_link_stat *items; /* by service name */
+    size_t n;
+    uint64_t traces; /* traces looked at */
+    pl_arena arena;
+} pl_link_stats;
+
+/* Looks at the spans of the PL_STORE_LINK_TRACES most recent traces
+ * starting at or after since_ns (a bounded, indexed read). */
+#define PL_STORE_LINK_TRACES 2000
+pl_status pl_store_query_links(pl_store *store, uint64_t since_ns, pl_link_stats *out,
+                               pl_err *err);
+void pl_link_stats_free(pl_link_stats *stats);
 
 /* Service names seen, sorted. */
 pl_status pl_store_query_services(pl_store *store, char ***names, size_t *n, pl_err *err);
@@ -246,6 +307,11 @@ void pl_store_free_names(char **names, size_t n);
 void pl_format_duration(uint64_t ns, char *out, size_t cap);
 /* Renders folded stacks as a self-contained SVG flame graph (sqlite_svg.c). */
 void pl_flamegraph_svg(const pl_profile_result *profile, const char *title, pl_buf *out);
+/* The profile as a gzipped pprof Profile (one function per frame name;
+ * time_ns stamps it); -1 on OOM (export_formats.c). */
+int pl_flamegraph_pprof(const pl_profile_result *profile, uint64_t time_ns, pl_buf *out);
+/* The profile in speedscope's file format (one "sampled" profile). */
+int pl_flamegraph_speedscope(const pl_profile_result *profile, const char *name, pl_buf *out);
 /* Renders folded stacks as nested JSON {name, value, children} (sqlite_svg.c). */
 void pl_flamegraph_json_tree(const pl_profile_result *profile, pl_buf *out);
 
