@@ -340,6 +340,47 @@ if [ "$(id -u)" != 0 ]; then
         sh -c "test $rc -ne 0 && grep -q 'Permission denied' '$TMP/out'"
 fi
 
+# ---- logs: service.telemetry.logs encoding json, level, initial fields -------
+cat >"$TMP/json.yaml" <<EOF
+receivers:
+  otlp:
+    protocols:
+      http: {endpoint: 127.0.0.1:$HTTP}
+exporters: {debug: {verbosity: basic}}
+service:
+  telemetry:
+    logs: {encoding: json, level: debug, initial_fields: {service: gateway, "odd\"key": "tab\there"}}
+    metrics: {address: 127.0.0.1:$TEL}
+  pipelines: {traces: {receivers: [otlp], exporters: [debug]}}
+EOF
+if start "$TMP/json.yaml"; then
+    printf '\377\001not-protobuf\n' >"$TMP/junk.bin"
+    curl -s -o /dev/null -X POST -H 'Content-Type: application/x-protobuf' \
+        --data-binary @"$TMP/junk.bin" "http://127.0.0.1:$HTTP/v1/traces%ff%0a"
+    post >/dev/null
+    kill -TERM "$PID"
+    wait_exit 10
+fi
+cat >"$TMP/logcheck.py" <<'EOF'
+import json, sys
+lines = open(sys.argv[1], "rb").read().split(b"\n")
+assert lines[-1] == b"", "ends with a newline"
+events = [json.loads(l) for l in lines[:-1]]
+assert len(events) >= 5, events
+for e in events:
+    assert e["level"] in ("debug", "info", "warn", "error"), e
+    assert e["ts"].endswith("Z") and e["msg"], e
+    assert e["service"] == "gateway" and e['odd"key'] == "tab\there", e
+assert any(e.get("otelcol.component.id") == "otlp" for e in events), "component id field"
+assert any(e["msg"] == "stopped" for e in events)
+EOF
+check "logs: encoding json is one valid JSON object per line with level, ts, msg, component and initial fields" \
+    python3 "$TMP/logcheck.py" "$TMP/log"
+sed -i 's/encoding: json, level: debug/encoding: yaml, level: loud/' "$TMP/json.yaml"
+"$BIN" validate --config "$TMP/json.yaml" >"$TMP/out" 2>&1
+check "logs: an unknown encoding or level is a validate error" sh -c "
+    grep -q 'unknown encoding .yaml. (console or json)' '$TMP/out' && grep -q 'unknown log level .loud.' '$TMP/out'"
+
 # ---- run: health, metrics, SIGHUP -----------------------------------------
 write_config "$TMP/run.yaml" basic
 if start "$TMP/run.yaml"; then ok "run: /health answers 200 once running"; else not_ok "run: /health answers 200 once running"; fi
