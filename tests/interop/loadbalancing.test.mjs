@@ -173,6 +173,17 @@ async function sendTraces(otlpPort, service, n) {
   return out;
 }
 
+// A clean exit (0) also means no sanitizer report in the ASan build.
+async function stopAll(edge, gws) {
+  const r = await edge.stop(10000);
+  assert.equal(r.code, 0, `edge exit: ${edge.log}`);
+  for (const g of gws) {
+    if (g.child.signalCode === 'SIGKILL') continue;
+    const gr = await g.stop(10000);
+    assert.equal(gr.code, 0, `gateway ${g.ip} exit: ${g.log}`);
+  }
+}
+
 function whereIs(contents, traceId) {
   return contents.map((c, i) => (c.spans.has(traceId) || c.samples.has(traceId) ? i : -1)).filter((i) => i >= 0);
 }
@@ -224,8 +235,7 @@ test('every span and linked sample of a trace lands in exactly one of three gate
     assert.ok(metric(m, 'proflink_exporter_sent_items_total', `loadbalancing/${ip}:${port}`) > 0,
       `per-member counters for ${ip}`);
   }
-  for (const g of gws) await g.stop(5000);
-  await edge.stop(5000);
+  await stopAll(edge, gws);
 });
 
 test('a gateway killed mid-run loses nothing; its share moves to the other two', async () => {
@@ -263,8 +273,7 @@ test('a gateway killed mid-run loses nothing; its share moves to the other two',
   assert.ok(metric(m, 'proflink_exporter_rerouted_items_total', killedMember) > 0,
     `the killed member handed data on\n${m.split('\n').filter((l) => l.includes('loadbalancing')).join('\n')}`);
   assert.equal(metric(m, 'proflink_exporter_member_down', killedMember), 1);
-  for (const g of gws) await g.stop(5000);
-  await edge.stop(5000);
+  await stopAll(edge, gws);
 });
 
 function haveDnsmasq() {
@@ -335,7 +344,6 @@ test('resolver.dns follows a DNS answer that changes during the run', { skip: !h
   }
   assert.ok(c[2].spans.size > 0, '127.0.0.4 gets traces once DNS names it');
   assert.equal(c[0].spans.size, g0before, '127.0.0.2 gets nothing after it left');
-  for (const g of gws) await g.stop(5000);
-  await edge.stop(5000);
+  await stopAll(edge, gws);
   dns.kill('SIGTERM');
 });
