@@ -8,11 +8,17 @@
  */
 #include "config.h"
 
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netinet/in.h>
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include "config/decode.h"
+#include "config/sources.h"
 #include "core/log.h"
 
 /* ---- service section table ---------------------------------------------- */
@@ -37,7 +43,7 @@ static const pl_cfg_section logs_section = {sizeof(pl_service_logs_cfg), logs_fi
                                             logs_validate};
 
 static const pl_cfg_field metrics_fields[] = {
-    {"address", PL_CFG_STRING, "127.0.0.1:8888", offsetof(pl_service_metrics_cfg, address),
+    {"address", PL_CFG_ADDRESS, "127.0.0.1:8888", offsetof(pl_service_metrics_cfg, address),
      "host:port serving /metrics (Prometheus text) and /health; \"\" or none disables.", NULL},
     {0},
 };
@@ -82,14 +88,20 @@ int pl_config_register_type(const pl_component_type *type)
     return 0;
 }
 
-const pl_component_type *pl_config_find_type(pl_kind kind, const char *type, size_t len)
+const pl_component_type *pl_config_find_type(const pl_component_type *const *registry,
+                                             pl_kind kind, const char *type, size_t len)
 {
     for (size_t i = 0; i < n_extra_types; i++) {
         const pl_component_type *t = extra_types[i];
         if (t->kind == kind && strlen(t->type) == len && memcmp(t->type, type, len) == 0)
             return t;
     }
-    return pl_component_type_find(kind, type, len);
+    for (size_t i = 0; registry && registry[i]; i++) {
+        const pl_component_type *t = registry[i];
+        if (t->kind == kind && strlen(t->type) == len && memcmp(t->type, type, len) == 0)
+            return t;
+    }
+    return NULL;
 }
 
 /* ---- loading ------------------------------------------------------------ */
@@ -151,14 +163,15 @@ static int split_id(const char *id)
     return (int)(slash - id);
 }
 
-static void known_types(pl_kind kind, char *buf, size_t size)
+static void known_types(const pl_component_type *const *registry, pl_kind kind, char *buf,
+                        size_t size)
 {
     size_t len = 0;
     buf[0] = '\0';
-    for (size_t i = 0; pl_component_types[i]; i++)
-        if (pl_component_types[i]->kind == kind && len < size - 1)
+    for (size_t i = 0; registry && registry[i]; i++)
+        if (registry[i]->kind == kind && len < size - 1)
             len += (size_t)snprintf(buf + len, size - len, "%s%s", len ? ", " : "",
-                                    pl_component_types[i]->type);
+                                    registry[i]->type);
     for (size_t i = 0; i < n_extra_types; i++)
         if (extra_types[i]->kind == kind && len < size - 1)
             len += (size_t)snprintf(buf + len, size - len, "%s%s", len ? ", " : "",
@@ -193,10 +206,11 @@ static void load_components(loader *l, pl_kind kind, const pl_cfg_node *map)
                              idkey->value);
             continue;
         }
-        const pl_component_type *type = pl_config_find_type(kind, idkey->value, (size_t)type_len);
+        const pl_component_type *type =
+            pl_config_find_type(cfg->registry, kind, idkey->value, (size_t)type_len);
         if (!type) {
             char known[400];
-            known_types(kind, known, sizeof(known));
+            known_types(cfg->registry, kind, known, sizeof(known));
             pl_cfg_errors_at(l->errs, idkey, "unknown %s type '%.*s' (known: %s)",
                              pl_kind_name(kind), type_len, idkey->value, known);
             continue;
@@ -430,7 +444,11 @@ static void load_service(loader *l, const pl_cfg_node *service_key, const pl_cfg
     }
 }
 
-static pl_config *load_doc(pl_cfg_doc *doc, const char *path, pl_cfg_errors *errs)
+/* `n_before`: errs->n before the document was read, so that value errors
+ * found while reading (a bad ${...}) refuse the config too. */
+static pl_config *load_doc(pl_cfg_doc *doc, const char *path,
+                           const pl_component_type *const *registry, size_t n_before,
+                           pl_cfg_errors *errs)
 {
     pl_config *cfg = calloc(1, sizeof(*cfg));
     if (!cfg) {
@@ -439,7 +457,8 @@ static pl_config *load_doc(pl_cfg_doc *doc, const char *path, pl_cfg_errors *err
     }
     cfg->doc = doc;
     cfg->path = strdup(path);
-    loader l = {.cfg = cfg, .errs = errs, .n_errors_before = errs->n};
+    cfg->registry = registry;
+    loader l = {.cfg = cfg, .errs = errs, .n_errors_before = n_before};
     const pl_cfg_node *root = doc->root;
     if (!root) {
         pl_cfg_errors_add(errs, doc->file, 1, 1,
@@ -489,25 +508,86 @@ static pl_config *load_doc(pl_cfg_doc *doc, const char *path, pl_cfg_errors *err
     return cfg;
 }
 
-pl_config *pl_config_load_string(const char *name, const char *text, size_t len,
-                                 pl_cfg_errors *errs)
+static char **copy_strings(char *const *v, size_t n)
 {
-    pl_cfg_doc *doc = pl_cfg_doc_parse(name, text, len, errs);
-    if (!doc) {
-        pl_cfg_errors_sort(errs);
-        return NULL;
+    char **out = calloc(n + 1, sizeof(*out));
+    for (size_t i = 0; out && i < n; i++) {
+        out[i] = strdup(v[i]);
+        if (!out[i]) {
+            for (size_t j = 0; j < i; j++)
+                free(out[j]);
+            free(out);
+            return NULL;
+        }
     }
-    return load_doc(doc, name, errs);
+    return out;
 }
 
-pl_config *pl_config_load_file(const char *path, pl_cfg_errors *errs)
+static void free_strings(char **v, size_t n)
 {
-    pl_cfg_doc *doc = pl_cfg_doc_load(path, errs);
+    for (size_t i = 0; v && i < n; i++)
+        free(v[i]);
+    free(v);
+}
+
+pl_config *pl_config_load(const pl_cfg_sources *src, const pl_component_type *const *registry,
+                          pl_cfg_errors *errs)
+{
+    size_t n_before = errs->n;
+    pl_cfg_doc *doc = pl_cfg_sources_load(src, errs);
     if (!doc) {
         pl_cfg_errors_sort(errs);
         return NULL;
     }
-    return load_doc(doc, path, errs);
+    /* the name shown in logs: the first source, and how many more */
+    char name[600];
+    size_t more = src->n_configs + src->n_sets - 1;
+    if (more)
+        snprintf(name, sizeof(name), "%.500s (+%zu more source%s)", src->configs[0], more,
+                 more == 1 ? "" : "s");
+    else
+        snprintf(name, sizeof(name), "%s", src->n_configs ? src->configs[0] : src->sets[0]);
+    pl_config *cfg = load_doc(doc, name, registry, n_before, errs);
+    if (!cfg)
+        return NULL;
+    cfg->sources.configs = copy_strings(src->configs, src->n_configs);
+    cfg->sources.sets = copy_strings(src->sets, src->n_sets);
+    if (!cfg->sources.configs || !cfg->sources.sets) {
+        pl_config_free(cfg);
+        pl_cfg_errors_add(errs, name, 0, 0, "out of memory");
+        return NULL;
+    }
+    cfg->sources.n_configs = src->n_configs;
+    cfg->sources.n_sets = src->n_sets;
+    return cfg;
+}
+
+pl_config *pl_config_reload(const pl_config *running, pl_cfg_errors *errs)
+{
+    if (running->sources.n_configs + running->sources.n_sets > 0)
+        return pl_config_load(&running->sources, running->registry, errs);
+    return pl_config_load_file(running->path, running->registry, errs);
+}
+
+pl_config *pl_config_load_string(const char *name, const char *text, size_t len,
+                                 const pl_component_type *const *registry, pl_cfg_errors *errs)
+{
+    size_t n_before = errs->n;
+    pl_cfg_doc *doc = pl_cfg_doc_parse(name, text, len, errs);
+    if (!doc || pl_cfg_doc_split_paths(doc) < 0) {
+        pl_cfg_doc_free(doc);
+        pl_cfg_errors_sort(errs);
+        return NULL;
+    }
+    return load_doc(doc, name, registry, n_before, errs);
+}
+
+pl_config *pl_config_load_file(const char *path, const pl_component_type *const *registry,
+                               pl_cfg_errors *errs)
+{
+    char *configs[] = {(char *)path};
+    pl_cfg_sources src = {.configs = configs, .n_configs = 1};
+    return pl_config_load(&src, registry, errs);
 }
 
 void pl_config_free(pl_config *cfg)
@@ -532,6 +612,8 @@ void pl_config_free(pl_config *cfg)
     free(cfg->pipelines);
     pl_cfg_free(&pl_service_section, &cfg->service);
     pl_cfg_doc_free(cfg->doc);
+    free_strings(cfg->sources.configs, cfg->sources.n_configs);
+    free_strings(cfg->sources.sets, cfg->sources.n_sets);
     free(cfg->path);
     free(cfg);
 }
@@ -542,4 +624,121 @@ const char *pl_config_metrics_address(const pl_config *cfg)
     if (!a || !*a || strcmp(a, "none") == 0)
         return NULL;
     return a;
+}
+
+/* ---- addresses ---------------------------------------------------------- */
+
+typedef struct addr_seen {
+    char host[64];
+    int port;
+    const pl_cfg_node *at;
+} addr_seen;
+
+typedef struct addr_check {
+    pl_cfg_errors *errs;
+    int n_errors;
+    addr_seen seen[64];
+    size_t n_seen;
+} addr_check;
+
+/* Binding port 0 of the host tells whether it is an address of this
+ * machine without taking any port. */
+static void check_one(addr_check *ac, const char *key, const char *value, const pl_cfg_node *at)
+{
+    char host[64], why[200];
+    int port;
+    if (!value || pl_cfg_address_parse(value, host, sizeof(host), &port, why, sizeof(why)) < 0 ||
+        port < 0)
+        return; /* syntax errors were reported when the file was read */
+    struct sockaddr_storage ss;
+    memset(&ss, 0, sizeof(ss));
+    socklen_t len;
+    int family;
+    if (inet_pton(AF_INET, host, &((struct sockaddr_in *)&ss)->sin_addr) == 1) {
+        family = AF_INET;
+        ((struct sockaddr_in *)&ss)->sin_family = AF_INET;
+        len = sizeof(struct sockaddr_in);
+    } else if (inet_pton(AF_INET6, host, &((struct sockaddr_in6 *)&ss)->sin6_addr) == 1) {
+        family = AF_INET6;
+        ((struct sockaddr_in6 *)&ss)->sin6_family = AF_INET6;
+        len = sizeof(struct sockaddr_in6);
+    } else {
+        return;
+    }
+    int fd = socket(family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd >= 0) {
+        if (bind(fd, (struct sockaddr *)&ss, len) != 0 && errno == EADDRNOTAVAIL) {
+            pl_cfg_errors_at(ac->errs, at, "'%s': %s is not an address of this machine", key,
+                             host);
+            ac->n_errors++;
+        }
+        close(fd);
+    }
+    if (port == 0)
+        return;
+    for (size_t i = 0; i < ac->n_seen; i++) {
+        addr_seen *s = &ac->seen[i];
+        bool any = strcmp(s->host, "0.0.0.0") == 0 || strcmp(host, "0.0.0.0") == 0;
+        if (s->port == port && (any || strcmp(s->host, host) == 0)) {
+            pl_cfg_errors_at(ac->errs, at, "'%s': %s is also used at %s:%d:%d", key, value,
+                             s->at ? s->at->file : "?", s->at ? s->at->line : 0,
+                             s->at ? s->at->col : 0);
+            ac->n_errors++;
+            return;
+        }
+    }
+    if (ac->n_seen < sizeof(ac->seen) / sizeof(ac->seen[0])) {
+        addr_seen *s = &ac->seen[ac->n_seen++];
+        snprintf(s->host, sizeof(s->host), "%s", host);
+        s->port = port;
+        s->at = at;
+    }
+}
+
+/* Walks a decoded struct with its table, next to the YAML that filled it
+ * (`map` may be NULL where defaults apply; `at` is then the position). */
+static void check_section(addr_check *ac, const pl_cfg_section *section, const void *cfg,
+                          const pl_cfg_node *map, const pl_cfg_node *at, int depth)
+{
+    if (!section || !cfg || depth > 16)
+        return;
+    for (size_t i = 0; section->fields && section->fields[i].key; i++) {
+        const pl_cfg_field *f = &section->fields[i];
+        const void *slot = (const char *)cfg + f->offset;
+        const pl_cfg_node *value = pl_cfg_node_get(map, f->key);
+        const pl_cfg_node *pos = value && value->kind != PL_NODE_NULL ? value : at;
+        if (f->type == PL_CFG_ADDRESS) {
+            check_one(ac, f->key, *(char *const *)slot, pos);
+        } else if (f->type == PL_CFG_SECTION) {
+            check_section(ac, f->section, slot, value, pos, depth + 1);
+        } else if (f->type == PL_CFG_LIST && f->section) {
+            const pl_cfg_list *l = slot;
+            for (size_t k = 0; k < l->n; k++) {
+                const pl_cfg_node *item =
+                    value && value->kind == PL_NODE_SEQ && k < value->n ? value->items[k] : NULL;
+                check_section(ac, f->section, (const char *)l->items + k * f->section->size,
+                              item, item ? item : pos, depth + 1);
+            }
+        }
+    }
+}
+
+int pl_config_check_addresses(const pl_config *cfg, pl_cfg_errors *errs)
+{
+    addr_check ac = {.errs = errs};
+    const pl_cfg_node *root = cfg->doc ? cfg->doc->root : NULL;
+    for (size_t i = 0; i < cfg->n_components; i++) {
+        const pl_config_component *c = &cfg->components[i];
+        if (!c->type->config || c->n_pipelines == 0)
+            continue; /* an unused component never listens */
+        const pl_cfg_node *body =
+            pl_cfg_node_get(pl_cfg_node_get(root, kind_section_name(c->kind)), c->id);
+        check_section(&ac, c->type->config, c->cfg, body, body ? body : c->key, 0);
+    }
+    const pl_cfg_node *service = pl_cfg_node_get(root, "service");
+    check_section(&ac, &pl_service_section, &cfg->service, service,
+                  service ? pl_cfg_node_key(root, "service") : NULL, 0);
+    if (ac.n_errors)
+        pl_cfg_errors_sort(errs);
+    return ac.n_errors;
 }

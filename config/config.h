@@ -22,6 +22,7 @@
 #include <stdint.h>
 
 #include "config/node.h"
+#include "config/sources.h"
 #include "core/component.h"
 
 typedef struct pl_config_component {
@@ -77,23 +78,40 @@ typedef struct pl_config {
     pl_service_cfg service;
     int log_level;            /* parsed service.telemetry.logs.level */
     bool metrics_address_set; /* the file chose the address explicitly */
-    pl_cfg_doc *doc;          /* kept for positions */
+    pl_cfg_doc *doc;          /* kept for positions (and print-config) */
+    pl_cfg_sources sources;   /* what it was read from, read again on reload */
+    const pl_component_type *const *registry; /* the types it was checked against */
 } pl_config;
 
-/* Loads and checks a file / a text. NULL when there is any error (each one
- * added to errs, sorted by position). */
-pl_config *pl_config_load_file(const char *path, pl_cfg_errors *errs);
+/* Loads and checks a configuration. `registry` is the NULL-terminated list
+ * of component types to accept (the caller's: config/ knows no components
+ * itself), plus any added with pl_config_register_type. NULL when there is
+ * any error (each one added to errs, sorted by source and position);
+ * warnings (unset variables, ignored keys) are in errs->warnings either way. */
+pl_config *pl_config_load(const pl_cfg_sources *sources, const pl_component_type *const *registry,
+                          pl_cfg_errors *errs);
+pl_config *pl_config_load_file(const char *path, const pl_component_type *const *registry,
+                               pl_cfg_errors *errs);
 pl_config *pl_config_load_string(const char *name, const char *text, size_t len,
-                                 pl_cfg_errors *errs);
+                                 const pl_component_type *const *registry, pl_cfg_errors *errs);
+/* Reads the sources of `running` again (SIGHUP). */
+pl_config *pl_config_reload(const pl_config *running, pl_cfg_errors *errs);
 void pl_config_free(pl_config *config);
 
 /* The metrics address to serve, or NULL when disabled. */
 const char *pl_config_metrics_address(const pl_config *config);
 
-/* Component types known to the loader: the built-in registry plus types
- * added at run time (tests add their own capture components this way). */
-const pl_component_type *pl_config_find_type(pl_kind kind, const char *type, size_t len);
+/* Component types known to the loader: `registry` plus types added at run
+ * time (tests add their own capture components this way). */
+const pl_component_type *pl_config_find_type(const pl_component_type *const *registry,
+                                             pl_kind kind, const char *type, size_t len);
 /* Adds a type (the descriptor must outlive every use). 0 or -1 if full. */
 int pl_config_register_type(const pl_component_type *type);
+
+/* Checks what needs the machine: every listening address (PL_CFG_ADDRESS
+ * fields and service.telemetry.metrics.address) must name a host that
+ * resolves to an address of this machine. Returns the number of errors
+ * added to errs (at the value's position). */
+int pl_config_check_addresses(const pl_config *config, pl_cfg_errors *errs);
 
 #endif

@@ -12,6 +12,7 @@
 
 #include <errno.h>
 #include <math.h>
+#include <arpa/inet.h>
 #include <stdarg.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -156,6 +157,76 @@ void pl_cfg_errorf(pl_cfg_ctx *ctx, const char *key, const char *fmt, ...)
     ctx->n_errors++;
 }
 
+/* ---- listening addresses ------------------------------------------------ */
+
+int pl_cfg_address_parse(const char *addr, char *host, size_t host_size, int *port, char *why,
+                         size_t why_size)
+{
+    if (host && host_size)
+        host[0] = '\0';
+    if (port)
+        *port = -1;
+    if (!*addr || strcmp(addr, "none") == 0)
+        return 0;
+    const char *h = addr, *colon;
+    size_t hlen;
+    if (addr[0] == '[') {
+        const char *end = strchr(addr, ']');
+        if (!end || end[1] != ':') {
+            snprintf(why, why_size, "'%s': expected [ipv6]:port", addr);
+            return -1;
+        }
+        h = addr + 1;
+        hlen = (size_t)(end - h);
+        colon = end + 1;
+    } else {
+        colon = strrchr(addr, ':');
+        if (!colon) {
+            snprintf(why, why_size, "'%s': expected host:port", addr);
+            return -1;
+        }
+        hlen = (size_t)(colon - addr);
+    }
+    const char *p = colon + 1;
+    long value = 0;
+    bool digits = *p != '\0';
+    for (; *p; p++) {
+        if (*p < '0' || *p > '9' || value > 65535) {
+            digits = false;
+            break;
+        }
+        value = value * 10 + (*p - '0');
+    }
+    if (!digits || value > 65535) {
+        snprintf(why, why_size, "'%s': port must be a number from 0 to 65535", addr);
+        return -1;
+    }
+    char name[256];
+    if (hlen >= sizeof(name)) {
+        snprintf(why, why_size, "'%s': host too long", addr);
+        return -1;
+    }
+    memcpy(name, h, hlen);
+    name[hlen] = '\0';
+    /* the listener binds IP addresses (and localhost) without a resolver */
+    unsigned char buf[sizeof(struct in6_addr)];
+    if (hlen && strcmp(name, "localhost") != 0 && inet_pton(AF_INET, name, buf) != 1 &&
+        inet_pton(AF_INET6, name, buf) != 1) {
+        snprintf(why, why_size,
+                 "'%s': cannot listen on host '%s': write an IP address of this machine, "
+                 "localhost, or nothing before the colon for every interface",
+                 addr, name);
+        return -1;
+    }
+    if (host && host_size)
+        snprintf(host, host_size, "%s", hlen == 0 ? "0.0.0.0"
+                                        : strcmp(name, "localhost") == 0 ? "127.0.0.1"
+                                                                          : name);
+    if (port)
+        *port = (int)value;
+    return 0;
+}
+
 /* ---- the decoder -------------------------------------------------------- */
 
 const char *pl_cfg_type_name(pl_cfg_type type)
@@ -183,6 +254,8 @@ const char *pl_cfg_type_name(pl_cfg_type type)
         return "list of sections";
     case PL_CFG_IGNORED:
         return "any (ignored)";
+    case PL_CFG_ADDRESS:
+        return "host:port";
     }
     return "?";
 }
@@ -271,6 +344,7 @@ static void clear_field(const pl_cfg_field *f, void *base)
     void *slot = (char *)base + f->offset;
     switch (f->type) {
     case PL_CFG_STRING:
+    case PL_CFG_ADDRESS:
         free(*(char **)slot);
         *(char **)slot = NULL;
         break;
@@ -298,7 +372,7 @@ static void set_field(decoder *d, const pl_cfg_field *f, const pl_cfg_node *key,
 {
     void *slot = (char *)base + f->offset;
     char shown[80];
-    bool scalar_type = f->type <= PL_CFG_SIZE;
+    bool scalar_type = f->type <= PL_CFG_SIZE || f->type == PL_CFG_ADDRESS;
     if (scalar_type && node->kind != PL_NODE_SCALAR) {
         dec_error(d, node, "'%s': expected %s %s, got %s", f->key,
                   f->type == PL_CFG_INT ? "an" : "a", pl_cfg_type_name(f->type),
@@ -306,7 +380,15 @@ static void set_field(decoder *d, const pl_cfg_field *f, const pl_cfg_node *key,
         return;
     }
     const char *v = node->value;
+    if (f->type == PL_CFG_ADDRESS) {
+        char why[200];
+        if (pl_cfg_address_parse(v, NULL, 0, NULL, why, sizeof(why)) < 0) {
+            dec_error(d, node, "'%s': %s", f->key, why);
+            return;
+        }
+    }
     switch (f->type) {
+    case PL_CFG_ADDRESS: /* stored as a string */
     case PL_CFG_STRING: {
         char *copy = strdup(v);
         if (!copy) {
@@ -420,9 +502,8 @@ static void set_field(decoder *d, const pl_cfg_field *f, const pl_cfg_node *key,
         return;
     }
     case PL_CFG_IGNORED:
-        pl_warn("config", "%s:%d:%d: '%s' is accepted for compatibility and has no effect",
-                key ? key->file : node->file, key ? key->line : node->line,
-                key ? key->col : node->col, f->key);
+        pl_cfg_warn_at(d->errs, key ? key : node,
+                       "'%s' is accepted for compatibility and has no effect", f->key);
         return;
     case PL_CFG_SECTION:
         if (node->kind != PL_NODE_MAP) {

@@ -40,6 +40,13 @@ int pl_cfg_decode_skipping(const pl_cfg_section *section, const pl_cfg_node *nod
                            const pl_cfg_node *where, void *out, pl_cfg_errors *errs,
                            const char *const *skip);
 
+/* Checks a listening address "host:port" ("[v6]:port"): the port 0-65535,
+ * the host an IP literal, localhost, or empty (every interface). "" and
+ * "none" (off) pass with port -1. Fills host (an IP) and port when given.
+ * 0, or -1 with the reason in why. */
+int pl_cfg_address_parse(const char *addr, char *host, size_t host_size, int *port, char *why,
+                         size_t why_size);
+
 /* "string", "int", "duration", ... */
 const char *pl_cfg_type_name(pl_cfg_type type);
 

@@ -24,44 +24,80 @@ void pl_cfg_errors_init(pl_cfg_errors *errs)
     memset(errs, 0, sizeof(*errs));
 }
 
+static void free_list(pl_cfg_error *items, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        free(items[i].text);
+    free(items);
+}
+
 void pl_cfg_errors_free(pl_cfg_errors *errs)
 {
     if (!errs)
         return;
-    for (size_t i = 0; i < errs->n; i++)
-        free(errs->items[i].text);
-    free(errs->items);
+    free_list(errs->items, errs->n);
+    free_list(errs->warnings, errs->n_warnings);
+    for (size_t i = 0; i < errs->n_files; i++)
+        free(errs->files[i]);
+    free(errs->files);
     memset(errs, 0, sizeof(*errs));
 }
 
-void pl_cfg_errors_addv(pl_cfg_errors *errs, const char *file, int line, int col, const char *fmt,
-                        va_list ap)
+/* The order in which a file was first named: messages of several merged
+ * sources sort by source first, then by position. */
+static int file_rank(pl_cfg_errors *errs, const char *file)
 {
-    if (!errs)
-        return;
+    for (size_t i = 0; i < errs->n_files; i++)
+        if (strcmp(errs->files[i], file) == 0)
+            return (int)i;
+    char **files = realloc(errs->files, (errs->n_files + 1) * sizeof(*files));
+    if (!files)
+        return (int)errs->n_files;
+    errs->files = files;
+    files[errs->n_files] = strdup(file);
+    if (!files[errs->n_files])
+        return (int)errs->n_files;
+    return (int)errs->n_files++;
+}
+
+static void add_to(pl_cfg_errors *errs, bool warning, const char *file, int line, int col,
+                   const char *fmt, va_list ap)
+{
     char msg[1024];
     vsnprintf(msg, sizeof(msg), fmt, ap);
     char text[1400];
+    const char *tag = warning ? "warning: " : "";
     if (line > 0)
-        snprintf(text, sizeof(text), "%s:%d:%d: %s", file ? file : "", line, col, msg);
+        snprintf(text, sizeof(text), "%s:%d:%d: %s%s", file ? file : "", line, col, tag, msg);
     else
-        snprintf(text, sizeof(text), "%s: %s", file ? file : "", msg);
-    if (errs->n == errs->cap) {
-        size_t cap = errs->cap ? errs->cap * 2 : 8;
-        pl_cfg_error *items = realloc(errs->items, cap * sizeof(*items));
-        if (!items)
+        snprintf(text, sizeof(text), "%s: %s%s", file ? file : "", tag, msg);
+    pl_cfg_error **items = warning ? &errs->warnings : &errs->items;
+    size_t *n = warning ? &errs->n_warnings : &errs->n;
+    size_t *cap = warning ? &errs->cap_warnings : &errs->cap;
+    if (*n == *cap) {
+        size_t c = *cap ? *cap * 2 : 8;
+        pl_cfg_error *grown = realloc(*items, c * sizeof(*grown));
+        if (!grown)
             return;
-        errs->items = items;
-        errs->cap = cap;
+        *items = grown;
+        *cap = c;
     }
-    pl_cfg_error *e = &errs->items[errs->n];
+    pl_cfg_error *e = &(*items)[*n];
     e->text = strdup(text);
     if (!e->text)
         return;
     e->line = line;
     e->col = col;
-    e->seq = errs->n;
-    errs->n++;
+    e->seq = *n;
+    e->file_rank = file_rank(errs, file ? file : "");
+    (*n)++;
+}
+
+void pl_cfg_errors_addv(pl_cfg_errors *errs, const char *file, int line, int col, const char *fmt,
+                        va_list ap)
+{
+    if (errs)
+        add_to(errs, false, file, line, col, fmt, ap);
 }
 
 void pl_cfg_errors_add(pl_cfg_errors *errs, const char *file, int line, int col, const char *fmt,
@@ -84,9 +120,24 @@ void pl_cfg_errors_at(pl_cfg_errors *errs, const pl_cfg_node *node, const char *
     va_end(ap);
 }
 
+void pl_cfg_warn_at(pl_cfg_errors *errs, const pl_cfg_node *node, const char *fmt, ...)
+{
+    if (!errs)
+        return;
+    va_list ap;
+    va_start(ap, fmt);
+    if (node)
+        add_to(errs, true, node->file, node->line, node->col, fmt, ap);
+    else
+        add_to(errs, true, "", 0, 0, fmt, ap);
+    va_end(ap);
+}
+
 static int error_cmp(const void *a, const void *b)
 {
     const pl_cfg_error *x = a, *y = b;
+    if (x->file_rank != y->file_rank)
+        return x->file_rank < y->file_rank ? -1 : 1;
     if (x->line != y->line)
         return x->line < y->line ? -1 : 1;
     if (x->col != y->col)
@@ -98,12 +149,20 @@ void pl_cfg_errors_sort(pl_cfg_errors *errs)
 {
     if (errs->n > 1)
         qsort(errs->items, errs->n, sizeof(errs->items[0]), error_cmp);
+    if (errs->n_warnings > 1)
+        qsort(errs->warnings, errs->n_warnings, sizeof(errs->warnings[0]), error_cmp);
 }
 
 void pl_cfg_errors_print(const pl_cfg_errors *errs, FILE *out)
 {
     for (size_t i = 0; i < errs->n; i++)
         fprintf(out, "%s\n", errs->items[i].text);
+}
+
+void pl_cfg_warnings_print(const pl_cfg_errors *errs, FILE *out)
+{
+    for (size_t i = 0; i < errs->n_warnings; i++)
+        fprintf(out, "%s\n", errs->warnings[i].text);
 }
 
 /* ---- environment expansion --------------------------------------------- */
@@ -149,10 +208,64 @@ static bool env_name_ok(const char *s, size_t len)
     return true;
 }
 
-char *pl_cfg_expand(const char *text, char *why, size_t why_size)
+/* A provider's file is a secret or a small fragment, never a data set. */
+#define MAX_PROVIDER_FILE (1u << 20)
+
+/* Reads `path` for ${file:path}: the content without its trailing line
+ * breaks (a file written by `echo` has one; a password never ends in one).
+ * NULL with why set when it cannot be read. */
+static char *read_provider_file(const char *path, char *why, size_t why_size)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f) {
+        snprintf(why, why_size, "${file:%s}: cannot read: %s", path, strerror(errno));
+        return NULL;
+    }
+    char *text = malloc(MAX_PROVIDER_FILE + 1);
+    if (!text) {
+        fclose(f);
+        snprintf(why, why_size, "out of memory");
+        return NULL;
+    }
+    size_t len = fread(text, 1, MAX_PROVIDER_FILE + 1, f);
+    bool failed = ferror(f);
+    fclose(f);
+    if (failed || len > MAX_PROVIDER_FILE) {
+        snprintf(why, why_size, "${file:%s}: %s", path,
+                 failed ? "read error" : "larger than 1 MiB");
+        free(text);
+        return NULL;
+    }
+    while (len > 0 && (text[len - 1] == '\n' || text[len - 1] == '\r'))
+        len--;
+    text[len] = '\0';
+    if (strlen(text) != len) {
+        snprintf(why, why_size, "${file:%s}: contains a NUL byte", path);
+        free(text);
+        return NULL;
+    }
+    return text;
+}
+
+static void add_warning(char *warn, size_t warn_size, const char *fmt, const char *name)
+{
+    if (!warn || !warn_size)
+        return;
+    size_t used = strlen(warn);
+    if (used && used + 2 < warn_size) {
+        snprintf(warn + used, warn_size - used, "; ");
+        used += 2;
+    }
+    if (used < warn_size)
+        snprintf(warn + used, warn_size - used, fmt, name, name);
+}
+
+char *pl_cfg_expand(const char *text, char *why, size_t why_size, char *warn, size_t warn_size)
 {
     strbuf sb = {0};
     sb_add(&sb, "", 0);
+    if (warn && warn_size)
+        warn[0] = '\0';
     const char *p = text;
     while (*p) {
         const char *dollar = strchr(p, '$');
@@ -179,6 +292,26 @@ char *pl_cfg_expand(const char *text, char *why, size_t why_size)
         }
         const char *ref = dollar + 2;
         size_t ref_len = (size_t)(close - ref);
+        if (ref_len >= 5 && memcmp(ref, "file:", 5) == 0) {
+            char path[4096];
+            if (ref_len - 5 == 0 || ref_len - 5 >= sizeof(path)) {
+                snprintf(why, why_size, "bad file reference '%.*s'", (int)(close - dollar + 1),
+                         dollar);
+                free(sb.p);
+                return NULL;
+            }
+            memcpy(path, ref + 5, ref_len - 5);
+            path[ref_len - 5] = '\0';
+            char *content = read_provider_file(path, why, why_size);
+            if (!content) {
+                free(sb.p);
+                return NULL;
+            }
+            sb_add(&sb, content, strlen(content));
+            free(content);
+            p = close + 1;
+            continue;
+        }
         if (ref_len >= 4 && memcmp(ref, "env:", 4) == 0) {
             ref += 4;
             ref_len -= 4;
@@ -194,8 +327,13 @@ char *pl_cfg_expand(const char *text, char *why, size_t why_size)
             }
         }
         if (!env_name_ok(ref, name_len)) {
-            snprintf(why, why_size, "bad variable reference '%.*s'", (int)(close - dollar + 1),
-                     dollar);
+            const char *colon = memchr(ref, ':', name_len);
+            if (colon && env_name_ok(ref, (size_t)(colon - ref)))
+                snprintf(why, why_size, "unknown provider '%.*s' in '%.*s' (known: env, file)",
+                         (int)(colon - ref), ref, (int)(close - dollar + 1), dollar);
+            else
+                snprintf(why, why_size, "bad variable reference '%.*s'",
+                         (int)(close - dollar + 1), dollar);
             free(sb.p);
             return NULL;
         }
@@ -212,14 +350,11 @@ char *pl_cfg_expand(const char *text, char *why, size_t why_size)
             sb_add(&sb, value, strlen(value));
         else if (def)
             sb_add(&sb, def, def_len);
-        else {
-            snprintf(why, why_size,
-                     "environment variable %s is not set (write ${env:%s:-default} to allow "
-                     "that)",
-                     name, name);
-            free(sb.p);
-            return NULL;
-        }
+        else /* as the Collector does: empty, and said so */
+            add_warning(warn, warn_size,
+                        "environment variable %s is not set; using an empty value (write "
+                        "${env:%s:-default} to choose one)",
+                        name);
         p = close + 1;
     }
     if (sb.oom) {
@@ -246,9 +381,9 @@ typedef struct builder {
     size_t n_anchors, cap_anchors;
 } builder;
 
-static pl_cfg_node *new_node(builder *b, pl_node_kind kind, const yaml_mark_t *mark)
+pl_cfg_node *pl_cfg_doc_node(pl_cfg_doc *doc, pl_node_kind kind, const char *file, int line,
+                             int col)
 {
-    pl_cfg_doc *doc = b->doc;
     if (doc->n_all == doc->cap_all) {
         size_t cap = doc->cap_all ? doc->cap_all * 2 : 64;
         pl_cfg_node **all = realloc(doc->all, cap * sizeof(*all));
@@ -262,13 +397,19 @@ static pl_cfg_node *new_node(builder *b, pl_node_kind kind, const yaml_mark_t *m
         return NULL;
     doc->all[doc->n_all++] = node;
     node->kind = kind;
-    node->file = doc->file;
-    node->line = (int)mark->line + 1;
-    node->col = (int)mark->column + 1;
+    node->file = file ? file : doc->file;
+    node->line = line;
+    node->col = col;
     return node;
 }
 
-static int node_append(pl_cfg_node *parent, pl_cfg_node *key, pl_cfg_node *item)
+static pl_cfg_node *new_node(builder *b, pl_node_kind kind, const yaml_mark_t *mark)
+{
+    return pl_cfg_doc_node(b->doc, kind, b->doc->file, (int)mark->line + 1,
+                           (int)mark->column + 1);
+}
+
+int pl_cfg_node_append(pl_cfg_node *parent, pl_cfg_node *key, pl_cfg_node *item)
 {
     /* grow both arrays together in powers of two */
     size_t n = parent->n;
@@ -400,7 +541,7 @@ static int apply_merge_keys(builder *b, pl_cfg_node *map)
             for (size_t e = 0; e < from->n; e++) {
                 if (pl_cfg_node_key(map, from->keys[e]->value))
                     continue; /* the map's own value (or an earlier merge) wins */
-                if (node_append(map, from->keys[e], from->items[e]) < 0) {
+                if (pl_cfg_node_append(map, from->keys[e], from->items[e]) < 0) {
                     rc = -1;
                     break;
                 }
@@ -451,12 +592,16 @@ static pl_cfg_node *build_node(builder *b, yaml_event_t *ev, int depth, bool is_
         if (is_key || null) {
             node->value = strdup(raw);
         } else {
-            char why[300];
-            node->value = pl_cfg_expand(raw, why, sizeof(why));
+            /* A bad reference is reported but does not stop the walk, so
+             * one `validate` shows it with every other problem. */
+            char why[300], warn[600];
+            node->value = pl_cfg_expand(raw, why, sizeof(why), warn, sizeof(warn));
             if (!node->value) {
-                builder_error(b, &ev->start_mark, "%s", why);
-                return NULL;
+                pl_cfg_errors_at(b->errs, node, "%s", why);
+                node->value = strdup("");
             }
+            if (warn[0])
+                pl_cfg_warn_at(b->errs, node, "%s", warn);
         }
         if (!node->value)
             return NULL;
@@ -515,7 +660,7 @@ static pl_cfg_node *build_node(builder *b, yaml_event_t *ev, int depth, bool is_
                     }
                 }
             }
-            if (node_append(node, key, item) < 0)
+            if (pl_cfg_node_append(node, key, item) < 0)
                 return NULL;
         }
     }
@@ -655,8 +800,36 @@ void pl_cfg_doc_free(pl_cfg_doc *doc)
         free(node);
     }
     free(doc->all);
+    for (size_t i = 0; i < doc->n_files; i++)
+        free(doc->files[i]);
+    free(doc->files);
     free(doc->file);
     free(doc);
+}
+
+int pl_cfg_doc_adopt(pl_cfg_doc *into, pl_cfg_doc *from)
+{
+    size_t need = into->n_all + from->n_all;
+    if (need > into->cap_all) {
+        pl_cfg_node **all = realloc(into->all, need * sizeof(*all));
+        if (!all)
+            return -1;
+        into->all = all;
+        into->cap_all = need;
+    }
+    char **files = realloc(into->files, (into->n_files + from->n_files + 1) * sizeof(*files));
+    if (!files)
+        return -1;
+    into->files = files;
+    memcpy(into->all + into->n_all, from->all, from->n_all * sizeof(*from->all));
+    into->n_all = need;
+    files[into->n_files++] = from->file;
+    for (size_t i = 0; i < from->n_files; i++)
+        files[into->n_files++] = from->files[i];
+    free(from->files);
+    free(from->all);
+    free(from);
+    return 0;
 }
 
 pl_cfg_node *pl_cfg_node_key(const pl_cfg_node *map, const char *key)

@@ -6,10 +6,12 @@
  * every later check (unknown key, wrong type, undefined component) can point
  * the user at the exact spot. Scalar values are expanded here, once:
  * ${env:VAR}, ${VAR}, ${env:VAR:-default} and ${VAR:-default} are replaced by
- * the environment's value and `$$` by a single dollar. Expansion happens on
- * values only (never keys), after parsing, so a variable's content can never
- * change the structure of the document. A variable that is unset and has no
- * default is an error: an empty endpoint or key is rarely what was meant.
+ * the environment's value, ${file:path} by the file's content (trailing line
+ * breaks removed), and `$$` by a single dollar. Expansion happens on values
+ * only (never keys), after parsing, so a variable's content can never change
+ * the structure of the document. A variable that is unset and has no default
+ * becomes empty with a warning, as in the OpenTelemetry Collector; a bad
+ * reference or an unreadable file is an error that does not stop the walk.
  *
  * All nodes of a document live in one list owned by the document, so aliases
  * (*anchor) simply point at the anchored node and freeing is one walk.
@@ -48,12 +50,18 @@ struct pl_cfg_node {
 typedef struct pl_cfg_error {
     char *text; /* "file:line:col: message" (or "file: message") */
     int line, col;
-    size_t seq; /* insertion order, for a stable sort */
+    int file_rank; /* order in which its source was first named */
+    size_t seq;    /* insertion order, for a stable sort */
 } pl_cfg_error;
 
+/* Errors (a config with any is refused) and warnings (reported, accepted). */
 typedef struct pl_cfg_errors {
     pl_cfg_error *items;
     size_t n, cap;
+    pl_cfg_error *warnings; /* text "file:line:col: warning: message" */
+    size_t n_warnings, cap_warnings;
+    char **files; /* for file_rank */
+    size_t n_files;
 } pl_cfg_errors;
 
 void pl_cfg_errors_init(pl_cfg_errors *errs);
@@ -66,16 +74,22 @@ void pl_cfg_errors_addv(pl_cfg_errors *errs, const char *file, int line, int col
 /* Adds an error located at `node`. */
 void pl_cfg_errors_at(pl_cfg_errors *errs, const pl_cfg_node *node, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
-/* Orders by line, then column, then insertion. */
+/* Adds a warning located at `node`. */
+void pl_cfg_warn_at(pl_cfg_errors *errs, const pl_cfg_node *node, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+/* Orders by source, then line, then column, then insertion. */
 void pl_cfg_errors_sort(pl_cfg_errors *errs);
 /* Prints one error per line. */
 void pl_cfg_errors_print(const pl_cfg_errors *errs, FILE *out);
+void pl_cfg_warnings_print(const pl_cfg_errors *errs, FILE *out);
 
 typedef struct pl_cfg_doc {
     char *file;        /* name used in messages */
     pl_cfg_node *root; /* NULL for an empty document */
     pl_cfg_node **all; /* every node, for freeing */
     size_t n_all, cap_all;
+    char **files; /* names of merged-in documents, which their nodes point at */
+    size_t n_files;
 } pl_cfg_doc;
 
 /* Parses YAML text. Returns the document (possibly with root NULL when the
@@ -86,10 +100,19 @@ pl_cfg_doc *pl_cfg_doc_parse(const char *file, const char *text, size_t len, pl_
  * "path: cannot read: <reason>". */
 pl_cfg_doc *pl_cfg_doc_load(const char *path, pl_cfg_errors *errs);
 void pl_cfg_doc_free(pl_cfg_doc *doc);
+/* A new node owned by `doc` (file NULL: the document's name). */
+pl_cfg_node *pl_cfg_doc_node(pl_cfg_doc *doc, pl_node_kind kind, const char *file, int line,
+                             int col);
+/* Appends to a map (key, item) or a list (key NULL). 0 or -1 on OOM. */
+int pl_cfg_node_append(pl_cfg_node *parent, pl_cfg_node *key, pl_cfg_node *item);
+/* Moves every node of `from` (and its file names) into `into` and frees
+ * `from`'s shell; `from`'s root is not attached anywhere. 0 or -1. */
+int pl_cfg_doc_adopt(pl_cfg_doc *into, pl_cfg_doc *from);
 
 /* Expands ${...} references in `text` (see the header comment). Returns a
- * malloc'd string, or NULL with a message in `why` (NULL also on OOM). */
-char *pl_cfg_expand(const char *text, char *why, size_t why_size);
+ * malloc'd string, or NULL with a message in `why` (NULL also on OOM).
+ * Unset variables are listed in `warn` (may be NULL; "" when none). */
+char *pl_cfg_expand(const char *text, char *why, size_t why_size, char *warn, size_t warn_size);
 
 /* Map lookup by key; NULL if absent or not a map. */
 pl_cfg_node *pl_cfg_node_get(const pl_cfg_node *map, const char *key);

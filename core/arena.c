@@ -23,6 +23,8 @@ void pl_arena_init(pl_arena *arena)
 {
     arena->head = NULL;
     arena->allocated = 0;
+    arena->limit = 0;
+    arena->over_limit = 0;
 }
 
 static pl_arena_block *arena_new_block(pl_arena *arena, size_t need)
@@ -32,6 +34,15 @@ static pl_arena_block *arena_new_block(pl_arena *arena, size_t need)
         size = ARENA_MAX_BLOCK;
     if (size < need)
         size = need;
+    if (arena->limit && (size > arena->limit || arena->allocated + sizeof(pl_arena_block) + size >
+                                                   arena->limit)) {
+        /* Near the limit a smaller block may still fit the request. */
+        size = need;
+        if (arena->allocated + sizeof(pl_arena_block) + size > arena->limit || size > arena->limit) {
+            arena->over_limit = 1;
+            return NULL;
+        }
+    }
     pl_arena_block *block = malloc(sizeof(*block) + size);
     if (!block)
         return NULL;

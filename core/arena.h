@@ -19,6 +19,11 @@ typedef struct pl_arena_block pl_arena_block;
 typedef struct pl_arena {
     pl_arena_block *head; /* newest block; older ones are linked behind it */
     size_t allocated;     /* bytes obtained from malloc, for memory accounting */
+    /* 0, or the most `allocated` may reach: a block past it is refused (the
+     * allocation returns NULL) and over_limit is set, so a decoder can tell a
+     * spent per-request budget (413) from a failed malloc. */
+    size_t limit;
+    int over_limit;
 } pl_arena;
 
 void pl_arena_init(pl_arena *arena);

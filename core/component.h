@@ -24,6 +24,8 @@
  *   PL_CFG_SECTION   a nested struct        mapping, described by .section
  *   PL_CFG_LIST      pl_cfg_list            sequence of mappings, each a .section
  *   PL_CFG_IGNORED   (none)                 anything; a Collector key with no effect here
+ *   PL_CFG_ADDRESS   char * (malloc'd)      host:port to listen on: an IP, localhost or
+ *                                           empty host, port 0-65535; "" or none: off
  *
  * After filling a section the loader calls section->validate (if any), which
  * reports semantic errors with pl_cfg_errorf so they carry file:line:col.
@@ -54,6 +56,7 @@ typedef enum pl_cfg_type {
     PL_CFG_LIST,
     PL_CFG_IGNORED, /* any value, accepted for compatibility with Collector
                      * configs and ignored with a warning; no C field */
+    PL_CFG_ADDRESS, /* a listening host:port, checked when loaded */
 } pl_cfg_type;
 
 typedef struct pl_strlist {

@@ -39,7 +39,7 @@ static int hc_validate(void *cfg, pl_cfg_ctx *ctx)
 }
 
 static const pl_cfg_field hc_fields[] = {
-    {"endpoint", PL_CFG_STRING, "127.0.0.1:13133", offsetof(hc_cfg, endpoint),
+    {"endpoint", PL_CFG_ADDRESS, "127.0.0.1:13133", offsetof(hc_cfg, endpoint),
      "host:port answering health checks (the Collector's default port)", NULL},
     {"path", PL_CFG_STRING, "/", offsetof(hc_cfg, path), "path of the health check", NULL},
     {0},

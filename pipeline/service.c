@@ -299,7 +299,9 @@ int pl_service_reload(pl_service *s)
     }
     pl_cfg_errors errs;
     pl_cfg_errors_init(&errs);
-    pl_config *next = pl_config_load_file(s->config->path, &errs);
+    pl_config *next = pl_config_reload(s->config, &errs);
+    for (size_t i = 0; i < errs.n_warnings; i++)
+        pl_warn("config", "%s", errs.warnings[i].text);
     if (!next) {
         for (size_t i = 0; i < errs.n; i++)
             pl_error("service", "reload: %s", errs.items[i].text);
@@ -426,11 +428,13 @@ static void close_leftover(uv_handle_t *h, void *arg)
         uv_close(h, NULL);
 }
 
-int pl_service_main(const char *config_path)
+int pl_service_main(const pl_cfg_sources *sources)
 {
     pl_cfg_errors errs;
     pl_cfg_errors_init(&errs);
-    pl_config *cfg = pl_config_load_file(config_path, &errs);
+    pl_config *cfg = pl_config_load(sources, pl_component_types, &errs);
+    for (size_t i = 0; i < errs.n_warnings; i++)
+        pl_warn("config", "%s", errs.warnings[i].text);
     if (!cfg) {
         pl_cfg_errors_print(&errs, stderr);
         pl_cfg_errors_free(&errs);

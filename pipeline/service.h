@@ -53,6 +53,6 @@ unsigned pl_service_reloads(const pl_service *service);
 int pl_service_free(pl_service *service);
 
 /* The whole `proflink --config F` run: load, start, loop, exit code. */
-int pl_service_main(const char *config_path);
+int pl_service_main(const pl_cfg_sources *sources);
 
 #endif

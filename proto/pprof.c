@@ -336,6 +336,9 @@ struct pl_pprof_builder {
     pl_batch *batch;
     pl_htab strings, stacks, attrs, links;
     size_t samples;
+    /* The request's budget (pl_pprof_builder_set_budget); 0 = none. */
+    size_t budget_bytes, budget_objects;
+    size_t objects; /* objects decoded so far, against budget_objects */
     /* scratch, grown as needed, reused for every sample */
     int32_t *scratch_locs;
     size_t cap_locs;
@@ -1252,6 +1255,64 @@ static pl_status check_u32(decode_ctx *c, uint32_t n, uint32_t base, const char 
     return PL_OK;
 }
 
+/* ---- the per-request budget on decoded data ----------------------------- */
+
+/* Memory the batch holds for this request: the adopted (decompressed) pprofs
+ * and everything decoded into its arena. */
+static size_t builder_used(const pl_pprof_builder *b)
+{
+    return b->batch->buffer_bytes + pl_arena_bytes(&b->batch->arena);
+}
+
+static pl_status over_budget(const pl_pprof_builder *b, pl_err *err, const char *what)
+{
+    return pl_errf(err, PL_ERR_TOO_LARGE,
+                   "pprof: %s: the request's decoded data would exceed its %zu byte budget "
+                   "(max_decoded_memory)",
+                   what, b->budget_bytes);
+}
+
+/* Checks, before anything is allocated, what decoding the counted pprof will
+ * cost: its objects, the dictionary and sample arrays it appends, and the
+ * scratch tables the decoder holds meanwhile. The counts come from one cheap
+ * walk, so a small pprof that would expand (a million empty samples times a
+ * hundred sample types) is refused here rather than after the memory is
+ * spent. What the estimate leaves out (lines, label attributes, stack
+ * copies) is bounded by the arena limit set in pl_pprof_builder_add. */
+static pl_status check_budget(decode_ctx *c)
+{
+    pl_pprof_builder *b = c->b;
+    uint64_t types = c->n_sample_types ? c->n_sample_types : 1;
+    uint64_t cells = (uint64_t)c->n_samples * types;
+    uint64_t objects =
+        (uint64_t)c->n_strs + c->n_mappings + c->n_functions + c->n_locations + cells;
+    if (b->budget_objects && b->objects + objects > b->budget_objects)
+        return pl_errf(c->err, PL_ERR_TOO_LARGE,
+                       "pprof: %" PRIu64 " objects (strings, mappings, functions, locations, "
+                       "samples times %" PRIu64 " sample types) would exceed the request's budget "
+                       "of %zu (max_decoded_objects)",
+                       objects, types, b->budget_objects);
+    b->objects += (size_t)objects;
+    if (!b->budget_bytes)
+        return PL_OK;
+    uint64_t max_table = c->n_mappings;
+    if (c->n_functions > max_table)
+        max_table = c->n_functions;
+    if (c->n_locations > max_table)
+        max_table = c->n_locations;
+    uint64_t scratch = (uint64_t)c->n_strs * (sizeof(pl_bytes) + sizeof(int32_t) + 1) +
+                       (max_table + 1) * sizeof(uint64_t) + max_table * 4 * sizeof(uint32_t);
+    uint64_t kept = (uint64_t)c->n_strs * sizeof(pl_bytes) +
+                    (uint64_t)c->n_mappings * sizeof(pl_mapping) +
+                    (uint64_t)c->n_functions * sizeof(pl_function) +
+                    (uint64_t)c->n_locations * sizeof(pl_location) +
+                    cells * (sizeof(pl_sample) + sizeof(int64_t));
+    size_t used = builder_used(b);
+    if (used > b->budget_bytes || scratch + kept > b->budget_bytes - used)
+        return over_budget(b, c->err, "its tables");
+    return PL_OK;
+}
+
 static pl_status decode_into(decode_ctx *c, const pl_pprof_meta *meta)
 {
     pl_pprof_builder *b = c->b;
@@ -1259,6 +1320,8 @@ static pl_status decode_into(decode_ctx *c, const pl_pprof_meta *meta)
     pl_dictionary *d = bdict(b);
     pl_status st = count_fields(c);
     if (st != PL_OK)
+        return st;
+    if ((st = check_budget(c)) != PL_OK)
         return st;
 
     /* Strings. */
@@ -1427,6 +1490,12 @@ static pl_status decode_into(decode_ctx *c, const pl_pprof_meta *meta)
     return PL_OK;
 }
 
+void pl_pprof_builder_set_budget(pl_pprof_builder *b, size_t max_bytes, size_t max_objects)
+{
+    b->budget_bytes = max_bytes;
+    b->budget_objects = max_objects;
+}
+
 pl_status pl_pprof_builder_add(pl_pprof_builder *b, const uint8_t *data, size_t len,
                                const pl_pprof_meta *meta, pl_err *err)
 {
@@ -1434,16 +1503,30 @@ pl_status pl_pprof_builder_add(pl_pprof_builder *b, const uint8_t *data, size_t 
     if (!meta)
         meta = &no_meta;
     size_t limit = meta->max_decoded_size ? meta->max_decoded_size : PL_PPROF_MAX_DECODED;
+    /* With a budget, this pprof may inflate to what the request has left. */
+    size_t left = SIZE_MAX;
+    if (b->budget_bytes) {
+        size_t used = builder_used(b);
+        if (used >= b->budget_bytes)
+            return over_budget(b, err, "before this profile");
+        left = b->budget_bytes - used;
+    }
+    bool budget_bound = left < limit;
+    if (budget_bound)
+        limit = left;
     uint8_t *bytes;
     size_t n;
     if (pl_is_gzip(data, len)) {
         pl_status st = pl_gunzip(data, len, limit, &bytes, &n, err);
+        if (st == PL_ERR_TOO_LARGE && budget_bound)
+            return over_budget(b, err, "decompressing");
         if (st != PL_OK)
             return st;
     } else {
         if (len > limit)
-            return pl_errf(err, PL_ERR_TOO_LARGE, "pprof: %zu bytes, over the %zu byte limit", len,
-                           limit);
+            return budget_bound ? over_budget(b, err, "copying")
+                                : pl_errf(err, PL_ERR_TOO_LARGE,
+                                          "pprof: %zu bytes, over the %zu byte limit", len, limit);
         bytes = malloc(len ? len : 1);
         if (!bytes)
             return pl_errf(err, PL_ERR_NOMEM, "pprof: out of memory");
@@ -1456,12 +1539,26 @@ pl_status pl_pprof_builder_add(pl_pprof_builder *b, const uint8_t *data, size_t 
         free(bytes);
         return pl_errf(err, PL_ERR_NOMEM, "pprof: out of memory");
     }
+    pl_arena *arena = &b->batch->arena;
+    if (b->budget_bytes) {
+        /* What the estimate in check_budget leaves out is caught here: the
+         * arena refuses blocks past the request's remaining budget. */
+        size_t room = left > n ? left - n : 0;
+        arena->limit = pl_arena_bytes(arena) + (room ? room : 1);
+        arena->over_limit = 0;
+    }
     decode_ctx c;
     memset(&c, 0, sizeof(c));
     c.b = b;
     c.err = err;
     c.all = (reader){bytes, bytes + n};
     pl_status st = decode_into(&c, meta);
+    if (b->budget_bytes) {
+        if (st == PL_ERR_NOMEM && arena->over_limit)
+            st = over_budget(b, err, "decoding");
+        arena->limit = 0;
+        arena->over_limit = 0;
+    }
     free(c.strs);
     free(c.str_map);
     free(c.seen_keys);

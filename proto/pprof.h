@@ -86,6 +86,15 @@ pl_pprof_builder *pl_pprof_builder_new(pl_batch *batch);
 pl_status pl_pprof_builder_add(pl_pprof_builder *b, const uint8_t *data, size_t len,
                                const pl_pprof_meta *meta, pl_err *err);
 
+/* A budget for everything this builder decodes (one request: every sample of
+ * a push request, every part of an upload). max_bytes covers the
+ * decompressed pprofs the batch adopts plus what is decoded into its arena;
+ * max_objects counts strings, mappings, functions, locations and samples
+ * times sample types. A pprof that would go over is refused with
+ * PL_ERR_TOO_LARGE before the memory is spent (the counts are checked before
+ * the tables are allocated; gunzip stops at the bytes left). 0 = no limit. */
+void pl_pprof_builder_set_budget(pl_pprof_builder *b, size_t max_bytes, size_t max_objects);
+
 /* Samples (pprof samples, not multiplied by columns) decoded so far. */
 size_t pl_pprof_builder_samples(const pl_pprof_builder *b);
 

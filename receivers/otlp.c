@@ -125,7 +125,7 @@ static int validate_protocols(void *cfg, pl_cfg_ctx *ctx)
 }
 
 static const pl_cfg_field grpc_fields[] = {
-    {"endpoint", PL_CFG_STRING, "127.0.0.1:4317", offsetof(otlp_grpc_config, endpoint),
+    {"endpoint", PL_CFG_ADDRESS, "127.0.0.1:4317", offsetof(otlp_grpc_config, endpoint),
      "host:port to listen on for OTLP/gRPC (HTTP/2 cleartext)", NULL},
     {"max_recv_msg_size_mib", PL_CFG_DOUBLE, "4", offsetof(otlp_grpc_config, max_recv_msg_size_mib),
      "largest request message in MiB, after decompression (RESOURCE_EXHAUSTED above it)", NULL},
@@ -150,7 +150,7 @@ static const pl_cfg_field grpc_fields[] = {
 static const pl_cfg_section grpc_section = {sizeof(otlp_grpc_config), grpc_fields, validate_grpc};
 
 static const pl_cfg_field http_fields[] = {
-    {"endpoint", PL_CFG_STRING, "127.0.0.1:4318", offsetof(otlp_http_config, endpoint),
+    {"endpoint", PL_CFG_ADDRESS, "127.0.0.1:4318", offsetof(otlp_http_config, endpoint),
      "host:port to listen on for OTLP/HTTP (HTTP/1.1)", NULL},
     {"max_request_body_size", PL_CFG_SIZE, "20MiB",
      offsetof(otlp_http_config, max_request_body_size),

@@ -71,10 +71,12 @@ typedef struct pyroscope_cfg {
     uint64_t max_request_body_size;
     uint64_t max_decompressed_size;
     int64_t max_connections;
+    uint64_t max_decoded_memory;
+    int64_t max_decoded_objects;
 } pyroscope_cfg;
 
 static const pl_cfg_field pyroscope_fields[] = {
-    {"endpoint", PL_CFG_STRING, "127.0.0.1:4040", offsetof(pyroscope_cfg, endpoint),
+    {"endpoint", PL_CFG_ADDRESS, "127.0.0.1:4040", offsetof(pyroscope_cfg, endpoint),
      "host:port to listen on (HTTP/1.1 and h2c)", NULL},
     {"max_request_body_size", PL_CFG_SIZE, "20MiB", offsetof(pyroscope_cfg, max_request_body_size),
      "largest request body accepted (413 above it)", NULL},
@@ -84,6 +86,14 @@ static const pl_cfg_field pyroscope_fields[] = {
      NULL},
     {"max_connections", PL_CFG_INT, "1024", offsetof(pyroscope_cfg, max_connections),
      "simultaneous client connections", NULL},
+    {"max_decoded_memory", PL_CFG_SIZE, "40MiB", offsetof(pyroscope_cfg, max_decoded_memory),
+     "memory one request may decode into, across every sample of a push request and every part "
+     "of an upload (decompressed pprofs plus the decoded model; 413 above it, before it is spent)",
+     NULL},
+    {"max_decoded_objects", PL_CFG_INT, "4000000", offsetof(pyroscope_cfg, max_decoded_objects),
+     "strings, mappings, functions, locations and samples (times sample types) one request may "
+     "decode (413 above it)",
+     NULL},
     {NULL, 0, NULL, 0, NULL, NULL},
 };
 
@@ -103,6 +113,14 @@ static int pyroscope_validate(void *cfgp, pl_cfg_ctx *ctx)
         pl_cfg_errorf(ctx, "max_decompressed_size", "must be greater than 0");
         errors++;
     }
+    if (cfg->max_decoded_memory == 0) {
+        pl_cfg_errorf(ctx, "max_decoded_memory", "must be greater than 0");
+        errors++;
+    }
+    if (cfg->max_decoded_objects <= 0) {
+        pl_cfg_errorf(ctx, "max_decoded_objects", "must be greater than 0");
+        errors++;
+    }
     return errors;
 }
 
@@ -113,6 +131,7 @@ typedef struct pyroscope {
     char id[128];
     char *endpoint;
     uint64_t max_body, max_decompressed;
+    size_t max_decoded_memory, max_decoded_objects; /* per request */
     unsigned max_connections;
     uv_loop_t *loop;
     pl_stats *stats;
@@ -707,6 +726,7 @@ static void handle_ingest(pyroscope *r, pl_http_request *req, pl_http_response *
         st = pl_errf(&err, PL_ERR_NOMEM, "out of memory");
         goto fail;
     }
+    pl_pprof_builder_set_budget(b, r->max_decoded_memory, r->max_decoded_objects);
 
     if (fmt == FMT_PPROF) {
         if (req->body_len == 0) {
@@ -816,6 +836,7 @@ static pl_status push_message(pyroscope *r, const pl_http_request *req, const ui
         st = pl_errf(err, PL_ERR_NOMEM, "out of memory");
         goto done;
     }
+    pl_pprof_builder_set_budget(b, r->max_decoded_memory, r->max_decoded_objects);
     uint64_t now = pl_clock_now(&r->clock);
     for (uint32_t i = 0; i < pr.n_series && st == PL_OK; i++) {
         const pl_push_series *s = &pr.series[i];
@@ -1035,6 +1056,9 @@ static pl_status pyroscope_create(const pl_create_settings *settings, const void
     r->max_decompressed =
         cfg->max_decompressed_size ? cfg->max_decompressed_size : PL_PPROF_MAX_DECODED;
     r->max_connections = cfg->max_connections > 0 ? (unsigned)cfg->max_connections : 1024;
+    r->max_decoded_memory = cfg->max_decoded_memory ? (size_t)cfg->max_decoded_memory : 40u << 20;
+    r->max_decoded_objects =
+        cfg->max_decoded_objects > 0 ? (size_t)cfg->max_decoded_objects : 4000000;
     r->loop = settings->loop;
     r->stats = settings->stats;
     r->clock = settings->clock;

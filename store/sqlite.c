@@ -75,7 +75,7 @@ static int sqlite_validate(void *cfg, pl_cfg_ctx *ctx)
 }
 
 static const pl_cfg_field sqlite_api_fields[] = {
-    {"endpoint", PL_CFG_STRING, PL_SQLITE_API_DEFAULT_ENDPOINT, offsetof(sqlite_api_cfg, endpoint),
+    {"endpoint", PL_CFG_ADDRESS, PL_SQLITE_API_DEFAULT_ENDPOINT, offsetof(sqlite_api_cfg, endpoint),
      "host:port of the read-only JSON query API (/api/traces, /api/flamegraph, ...); "
      "empty or none disables it.",
      NULL},

@@ -81,6 +81,17 @@ static void json_hex(pl_buf *b, const uint8_t *bytes, size_t n)
     pl_buf_printf(b, "\"%s\"", hex);
 }
 
+/* ,"time":{"kind":"cpu","value":N,"unit":"nanoseconds"} (null: no samples) */
+static void json_time(pl_buf *b, pl_time_kind kind, int64_t value)
+{
+    if (kind == PL_TIME_NONE) {
+        pl_buf_append_str(b, ",\"time\":null");
+        return;
+    }
+    pl_buf_printf(b, ",\"time\":{\"kind\":\"%s\",\"value\":%" PRId64 ",\"unit\":\"%s\"}",
+                  pl_time_kind_name(kind), value, pl_time_kind_unit(kind));
+}
+
 static void json_summary(pl_buf *b, const pl_trace_summary *t)
 {
     pl_buf_append_str(b, "{\"trace_id\":");
@@ -97,6 +108,7 @@ static void json_summary(pl_buf *b, const pl_trace_summary *t)
         pl_buf_append_str(b, "null");
     else
         pl_buf_printf(b, "%" PRId64, t->cpu_ns);
+    json_time(b, t->time_kind, t->time);
     pl_buf_printf(b, ",\"span_count\":%u,\"error_count\":%u}", t->span_count, t->error_count);
 }
 
@@ -167,6 +179,7 @@ void pl_json_trace(const pl_trace_detail *d, pl_buf *out)
             pl_buf_append_str(out, "null");
         else
             pl_buf_printf(out, "%" PRId64, s->cpu_ns);
+        json_time(out, s->time_kind, s->time);
         pl_buf_printf(out, ",\"samples\":%" PRId64 ",\"top_functions\":", s->samples);
         json_functions(out, s->top, s->n_top);
         pl_buf_append_byte(out, '}');
@@ -181,6 +194,13 @@ void pl_json_profile(const pl_profile_result *p, size_t top_limit, bool with_tre
     pl_buf_append_str(out, ",\"unit\":");
     json_str(out, p->unit);
     pl_buf_printf(out, ",\"total\":%" PRId64 ",\"stacks\":%zu", p->total, p->n_stacks);
+    pl_buf_append_str(out, ",\"types\":[");
+    for (size_t i = 0; i < p->n_types; i++) {
+        if (i)
+            pl_buf_append_byte(out, ',');
+        json_str(out, p->types[i]);
+    }
+    pl_buf_append_byte(out, ']');
     if (with_tree) {
         pl_buf_append_str(out, ",\"flamegraph\":");
         pl_buf tree;
@@ -486,6 +506,7 @@ static void handle_profile(pl_sqlite_api *api, const params *p, pl_http_response
     pl_profile_query q;
     if (!profile_params(p, res, top_only, &q))
         return;
+    q.time_only = top_only; /* top: CPU, else wall, else counts; heap only when asked */
     uint64_t limit = 20;
     if (!uint_param(p, res, "limit", 10000, &limit))
         return;

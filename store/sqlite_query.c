@@ -179,7 +179,7 @@ static char *path_from_config(const char *file)
 {
     pl_cfg_errors errs;
     pl_cfg_errors_init(&errs);
-    pl_config *cfg = pl_config_load_file(file, &errs);
+    pl_config *cfg = pl_config_load_file(file, pl_component_types, &errs);
     if (!cfg) {
         pl_cfg_errors_print(&errs, stderr);
         fprintf(stderr, "proflink query: %s has errors; pass --db PATH instead\n", file);
@@ -212,12 +212,24 @@ static void print_time(uint64_t ns, char *out, size_t cap)
     strftime(out, cap, "%H:%M:%S", &tm);
 }
 
-static void cpu_text(int64_t cpu, char *out, size_t cap)
+/* "CPU 35.0ms", "wall 1.20s", "80 samples" or "CPU -": what a trace's
+ * time is, with its kind, for the trace header line. */
+static void time_label(pl_time_kind kind, int64_t value, char *out, size_t cap)
 {
-    if (cpu < 0)
-        snprintf(out, cap, "-");
-    else
-        pl_format_duration((uint64_t)cpu, out, cap);
+    char d[24];
+    switch (kind) {
+    case PL_TIME_CPU:
+    case PL_TIME_WALL:
+        pl_format_duration(value > 0 ? (uint64_t)value : 0, d, sizeof(d));
+        snprintf(out, cap, "%s %s", kind == PL_TIME_CPU ? "CPU" : "wall", d);
+        break;
+    case PL_TIME_COUNT:
+        snprintf(out, cap, "%" PRId64 " samples", value);
+        break;
+    default:
+        snprintf(out, cap, "CPU -");
+        break;
+    }
 }
 
 static int write_output(const opts *o, const pl_buf *b)
@@ -294,16 +306,17 @@ static int cmd_traces(pl_store *s, const opts *o)
                       o->service ? o->service : "",
                       o->since ? "" : " in the last hour (try --since 0)");
     } else {
-        pl_buf_printf(&b, "%-32s  %-8s  %9s  %9s  %5s  %-16s  %s\n", "TRACE ID", "START",
-                      "DURATION", "CPU", "SPANS", "SERVICE", "ROOT SPAN");
+        /* TIME: CPU, else wall ("... wall"), else a sample count */
+        pl_buf_printf(&b, "%-32s  %-8s  %9s  %14s  %5s  %-16s  %s\n", "TRACE ID", "START",
+                      "DURATION", "TIME", "SPANS", "SERVICE", "ROOT SPAN");
         for (size_t i = 0; i < list.n; i++) {
             const pl_trace_summary *t = &list.items[i];
-            char id[33], start[16], dur[24], cpu[24];
+            char id[33], start[16], dur[24], cpu[32];
             pl_hex_encode(t->trace_id, 16, id);
             print_time(t->start_ns, start, sizeof(start));
             pl_format_duration(t->duration_ns, dur, sizeof(dur));
-            cpu_text(t->cpu_ns, cpu, sizeof(cpu));
-            pl_buf_printf(&b, "%s  %-8s  %9s  %9s  %5u  %-16s  %s%s%s\n", id, start, dur, cpu,
+            pl_format_time(t->time_kind, t->time, cpu, sizeof(cpu));
+            pl_buf_printf(&b, "%s  %-8s  %9s  %14s  %5u  %-16s  %s%s%s\n", id, start, dur, cpu,
                           t->span_count, *t->root_service ? t->root_service : "-",
                           t->has_root ? t->root_name : "(root span not stored)",
                           t->error_count ? "  [error]" : "", "");
@@ -372,19 +385,19 @@ static int cmd_trace(pl_store *s, const opts *o)
         pl_json_trace(&d, &b);
         pl_buf_append_byte(&b, '\n');
     } else {
-        char dur[24], cpu[24], start[16];
+        char dur[24], cpu[32], start[16];
         pl_format_duration(d.summary.duration_ns, dur, sizeof(dur));
-        cpu_text(d.summary.cpu_ns, cpu, sizeof(cpu));
+        time_label(d.summary.time_kind, d.summary.time, cpu, sizeof(cpu));
         print_time(d.summary.start_ns, start, sizeof(start));
-        pl_buf_printf(&b, "trace %s  %s  %zu spans  duration %s  CPU %s%s\n\n", text, start, d.n,
+        pl_buf_printf(&b, "trace %s  %s  %zu spans  duration %s  %s%s\n\n", text, start, d.n,
                       dur, cpu, d.summary.error_count ? "  (has errors)" : "");
-        pl_buf_printf(&b, "%9s  %9s  %9s  %s\n", "START", "DURATION", "CPU", "SPAN");
+        pl_buf_printf(&b, "%9s  %9s  %14s  %s\n", "START", "DURATION", "TIME", "SPAN");
         for (size_t i = 0; i < d.n; i++) {
             const pl_span_row *r = &d.spans[i];
             char sid[17];
             pl_hex_encode(r->span_id, 8, sid);
             pl_format_duration(r->end_ns - r->start_ns, dur, sizeof(dur));
-            cpu_text(r->cpu_ns, cpu, sizeof(cpu));
+            pl_format_time(r->time_kind, r->time, cpu, sizeof(cpu));
             /* start as an offset into the trace: where the time went */
             char offset[24];
             uint64_t t0 = d.summary.start_ns;
@@ -397,14 +410,14 @@ static int cmd_trace(pl_store *s, const opts *o)
                 offset[0] = '-';
                 pl_format_duration(t0 - r->start_ns, offset + 1, sizeof(offset) - 1);
             }
-            pl_buf_printf(&b, "%9s  %9s  %9s  ", offset, dur, cpu);
+            pl_buf_printf(&b, "%9s  %9s  %14s  ", offset, dur, cpu);
             int depth = r->depth > 40 ? 40 : r->depth;
             for (int k = 0; k < depth; k++)
                 pl_buf_append_str(&b, "  ");
             pl_buf_printf(&b, "%s  [%s%s%s] %s%s\n", r->name, r->service,
                           *kind_name(r->kind) ? ", " : "", kind_name(r->kind), sid,
                           r->status_code == 2 ? "  ERROR" : "");
-            int indent = 33 + 2 * depth;
+            int indent = 38 + 2 * depth;
             if (r->status_code == 2 && *r->status_message)
                 pl_buf_printf(&b, "%*s  error: %s\n", indent, "", r->status_message);
             print_exceptions(&b, r->events_json, indent);
@@ -412,8 +425,10 @@ static int cmd_trace(pl_store *s, const opts *o)
                 pl_buf_printf(&b, "%*s  hot:", indent, "");
                 for (size_t k = 0; k < r->n_top; k++) {
                     char v[24];
-                    if (r->cpu_ns >= 0)
+                    if (r->time_kind == PL_TIME_CPU || r->time_kind == PL_TIME_WALL)
                         pl_format_duration((uint64_t)r->top[k].self, v, sizeof(v));
+                    else if (r->time_kind == PL_TIME_COUNT)
+                        snprintf(v, sizeof(v), "%" PRId64 " samples", r->top[k].self);
                     else
                         snprintf(v, sizeof(v), "%" PRId64, r->top[k].self);
                     pl_buf_printf(&b, "%s %s %s", k ? "," : "", r->top[k].name, v);
@@ -471,6 +486,8 @@ static void profile_title(const opts *o, char *out, size_t cap)
                  o->since ? o->since : "1h");
 }
 
+static void print_types(const pl_profile_result *r);
+
 static int cmd_flamegraph(pl_store *s, const opts *o)
 {
     pl_profile_query q;
@@ -488,9 +505,11 @@ static int cmd_flamegraph(pl_store *s, const opts *o)
         fprintf(stderr, "proflink query: %s\n", err.msg);
         return 1;
     }
-    if (r.n_stacks == 0)
+    if (r.n_stacks == 0) {
         fprintf(stderr, "proflink query: no samples for this selection%s\n",
                 o->type ? " and type" : "");
+        print_types(&r);
+    }
     pl_buf b;
     pl_buf_init(&b);
     if (strcmp(format, "svg") == 0) {
@@ -509,6 +528,17 @@ static int cmd_flamegraph(pl_store *s, const opts *o)
     return rc;
 }
 
+/* When a selection has samples of other types than the one shown. */
+static void print_types(const pl_profile_result *r)
+{
+    if (!r->n_types)
+        return;
+    fprintf(stderr, "proflink query: types stored here (--type):");
+    for (size_t i = 0; i < r->n_types; i++)
+        fprintf(stderr, " %s", r->types[i]);
+    fprintf(stderr, "\n");
+}
+
 static void value_text(const pl_profile_result *r, int64_t v, char *out, size_t cap)
 {
     if (strcmp(r->unit, "nanoseconds") == 0 && v >= 0)
@@ -523,6 +553,7 @@ static int cmd_top(pl_store *s, const opts *o)
     int rc = profile_query_from(o, true, &q);
     if (rc)
         return rc;
+    q.time_only = true; /* CPU, else wall, else counts: never a heap profile unless asked */
     pl_err err = {{0}};
     pl_profile_result r;
     if (pl_store_query_profile(s, &q, &r, &err) != PL_OK) {
@@ -537,11 +568,14 @@ static int cmd_top(pl_store *s, const opts *o)
         pl_buf_append_byte(&b, '\n');
     } else if (r.n_functions == 0) {
         pl_buf_printf(&b, "no samples for this selection\n");
+        print_types(&r);
     } else {
         char total[32];
         value_text(&r, r.total, total, sizeof(total));
         if (strcmp(r.type, "cpu") == 0)
             pl_buf_printf(&b, "CPU time, total %s\n\n", total);
+        else if (strcmp(r.type, "wall") == 0)
+            pl_buf_printf(&b, "wall time, total %s\n\n", total);
         else
             pl_buf_printf(&b, "%s%s%s%s, total %s\n\n", r.type, *r.unit ? " (" : "", r.unit,
                           *r.unit ? ")" : "", total);

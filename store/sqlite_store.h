@@ -122,6 +122,25 @@ uint64_t pl_store_size(pl_store *store);
 
 /* ---- querying ----------------------------------------------------------- */
 
+/* What the time shown for a span or trace is: CPU time when a CPU profile
+ * exists, else wall time (a `wall` profile, or samples x a wall period),
+ * else a sample count (a count, not nanoseconds). Heap and allocation
+ * profiles never count as time. */
+typedef enum pl_time_kind {
+    PL_TIME_NONE = 0, /* no samples */
+    PL_TIME_CPU,      /* nanoseconds of CPU */
+    PL_TIME_WALL,     /* nanoseconds of wall-clock time */
+    PL_TIME_COUNT,    /* samples */
+} pl_time_kind;
+
+/* "cpu", "wall", "samples" or "" (none). */
+const char *pl_time_kind_name(pl_time_kind kind);
+/* "nanoseconds", "nanoseconds", "count" or "". */
+const char *pl_time_kind_unit(pl_time_kind kind);
+/* "35.0ms", "1.20s wall" style text for people: CPU as a duration, wall as
+ * a duration followed by " wall", counts as "80 samples", none as "-". */
+void pl_format_time(pl_time_kind kind, int64_t value, char *out, size_t cap);
+
 typedef struct pl_trace_summary {
     uint8_t trace_id[16];
     const char *root_name;    /* "" when the root span is not stored */
@@ -130,6 +149,8 @@ typedef struct pl_trace_summary {
     uint64_t start_ns;
     uint64_t duration_ns; /* root span's duration, else the trace's time envelope */
     int64_t cpu_ns;       /* CPU time seen in profiles; -1 when no samples */
+    pl_time_kind time_kind; /* what `time` is */
+    int64_t time;           /* CPU ns, else wall ns, else samples (see pl_time_kind) */
     uint32_t span_count;
     uint32_t error_count;
 } pl_trace_summary;
@@ -176,7 +197,9 @@ typedef struct pl_span_row {
     const char *profile_id;      /* pyroscope.profile.id or "" */
     int64_t cpu_ns;              /* from stored samples; else profile.cpu_time_ns; -1 none */
     int64_t samples;             /* stored samples (count); else profile.samples; 0 none */
-    pl_function_stat *top;       /* hottest functions by self CPU (or first type) */
+    pl_time_kind time_kind;      /* what `time` and the `top` values are */
+    int64_t time;                /* CPU ns, else wall ns, else samples */
+    pl_function_stat *top;       /* hottest functions by self time (CPU, else wall, else count) */
     size_t n_top;
     const char *top_functions_attr; /* profile.top_functions as sent, or "" */
     const char *resource_json;      /* resource attributes, "{}" when none */
@@ -209,8 +232,11 @@ typedef struct pl_profile_query {
     const char *service; /* PL_PROFILE_SERVICE; NULL = every service */
     uint64_t since_ns;   /* PL_PROFILE_SERVICE: absolute time range; 0 = all */
     uint64_t until_ns;   /* 0 = now / open */
-    const char *type;    /* "cpu" or NULL: CPU time if any, else the first type;
+    const char *type;    /* NULL: CPU time if any, else wall time, else a sample count,
+                            else (unless time_only) the first stored type;
+                            "cpu" / "wall": that clock's time only;
                             otherwise a sample type "alloc_space" or "alloc_space:bytes" */
+    bool time_only;      /* type NULL: never fall back to a heap/alloc type */
 } pl_profile_query;
 
 typedef struct pl_folded_stack {
@@ -227,6 +253,9 @@ typedef struct pl_profile_result {
     size_t n_stacks;
     pl_function_stat *functions; /* by self value, descending */
     size_t n_functions;
+    const char **types; /* what else `type` could ask for in this scope: "cpu", "wall",
+                           then every stored "type:unit" */
+    size_t n_types;
     pl_arena arena;
 } pl_profile_result;
 

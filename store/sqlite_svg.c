@@ -142,6 +142,8 @@ static void format_value(const pl_profile_result *prof, int64_t v, char *out, si
 {
     if (strcmp(prof->unit, "nanoseconds") == 0 && v >= 0)
         pl_format_duration((uint64_t)v, out, cap);
+    else if (strcmp(prof->unit, "count") == 0)
+        snprintf(out, cap, "%" PRId64 " samples", v);
     else
         snprintf(out, cap, "%" PRId64 "%s%s", v, *prof->unit ? " " : "", prof->unit);
 }

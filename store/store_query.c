@@ -30,28 +30,47 @@ static const char *column_text(pl_arena *a, sqlite3_stmt *st, int col)
     return arena_text(a, t, sqlite3_column_bytes(st, col));
 }
 
-/* CPU time of a trace: per sample type, the sum over samples of its spans
- * plus samples that name the trace but no stored span; the largest type
- * wins (a pprof CPU profile carries the same samples as samples:count and
- * cpu:nanoseconds; adding both would double them). -1: no samples. */
+/* CPU time, wall time and sample count of a trace: per sample type, the sum
+ * over samples of its spans plus samples that name the trace but no stored
+ * span; the largest type wins (a pprof CPU profile carries the same samples
+ * as samples:count and cpu:nanoseconds; adding both would double them).
+ * Counts only come from types counted in "count" (never bytes of a heap
+ * profile). */
 static const char trace_cpu_sql[] =
-    "SELECT max(c) FROM (SELECT sum(cpu_ns) AS c FROM ("
-    " SELECT type_id, cpu_ns FROM samples WHERE span_id IN "
+    "SELECT max(c), max(w), max(CASE WHEN (SELECT value FROM strings WHERE id = type_id) "
+    "LIKE '%:count' THEN v END) FROM (SELECT type_id, sum(cpu_ns) AS c, sum(wall_ns) AS w, "
+    "sum(value) AS v FROM ("
+    " SELECT type_id, cpu_ns, wall_ns, value FROM samples WHERE span_id IN "
     "  (SELECT span_id FROM spans WHERE trace_id = ?1) AND span_id != 0"
     " UNION ALL"
-    " SELECT type_id, cpu_ns FROM samples WHERE trace_id = ?1 AND (span_id = 0 OR span_id NOT IN"
-    "  (SELECT span_id FROM spans WHERE trace_id = ?1))"
+    " SELECT type_id, cpu_ns, wall_ns, value FROM samples WHERE trace_id = ?1 AND (span_id = 0 "
+    "  OR span_id NOT IN (SELECT span_id FROM spans WHERE trace_id = ?1))"
     ") GROUP BY type_id)";
 
-static int trace_cpu(sqlite3_stmt *st, const uint8_t trace_id[16], int64_t *cpu)
+/* Fills cpu_ns (-1: no samples) and the time shown (CPU, else wall, else count). */
+static int trace_cpu(sqlite3_stmt *st, const uint8_t trace_id[16], pl_trace_summary *t)
 {
     sqlite3_bind_blob(st, 1, trace_id, 16, SQLITE_STATIC);
     int rc = sqlite3_step(st);
+    t->cpu_ns = -1;
+    t->time_kind = PL_TIME_NONE;
+    t->time = 0;
     if (rc == SQLITE_ROW) {
-        *cpu = sqlite3_column_type(st, 0) == SQLITE_NULL ? -1 : sqlite3_column_int64(st, 0);
+        if (sqlite3_column_type(st, 0) != SQLITE_NULL)
+            t->cpu_ns = sqlite3_column_int64(st, 0);
+        int64_t wall = sqlite3_column_int64(st, 1), count = sqlite3_column_int64(st, 2);
+        if (t->cpu_ns > 0) {
+            t->time_kind = PL_TIME_CPU;
+            t->time = t->cpu_ns;
+        } else if (wall > 0) {
+            t->time_kind = PL_TIME_WALL;
+            t->time = wall;
+        } else if (count > 0) {
+            t->time_kind = PL_TIME_COUNT;
+            t->time = count;
+        }
         rc = SQLITE_OK;
     } else if (rc == SQLITE_DONE) {
-        *cpu = -1;
         rc = SQLITE_OK;
     }
     sqlite3_reset(st);
@@ -143,7 +162,7 @@ pl_status pl_store_query_traces(pl_store *s, const pl_trace_query *q, pl_trace_l
     if (rc == SQLITE_DONE || rc == SQLITE_ROW)
         rc = SQLITE_OK;
     for (size_t i = 0; i < out->n && rc == SQLITE_OK; i++)
-        rc = trace_cpu(cpu, out->items[i].trace_id, &out->items[i].cpu_ns);
+        rc = trace_cpu(cpu, out->items[i].trace_id, &out->items[i]);
 done:
     sqlite3_finalize(st);
     sqlite3_finalize(cpu);
@@ -330,7 +349,7 @@ static const char *folded_frames(decoder *d, stack_info *si)
 
 /* Rows of (span, type, stack) aggregates. */
 typedef struct prow {
-    int64_t span_id, type_id, stack_id, value, cpu, count;
+    int64_t span_id, type_id, stack_id, value, cpu, count, wall;
 } prow;
 
 typedef struct prows {
@@ -338,7 +357,7 @@ typedef struct prows {
     size_t n, cap;
 } prows;
 
-/* Columns: [span_id,] type_id, stack_id, value, cpu, count. Without a span
+/* Columns: [span_id,] type_id, stack_id, value, cpu, count, wall. Without a span
  * column, rows of the same (type, stack) are summed here: a hash table in C
  * is much cheaper than SQLite's GROUP BY sorter on large time ranges. */
 static int fetch_rows(sqlite3_stmt *st, bool with_span, prows *out)
@@ -354,6 +373,7 @@ static int fetch_rows(sqlite3_stmt *st, bool with_span, prows *out)
         row.value = sqlite3_column_int64(st, c++);
         row.cpu = sqlite3_column_int64(st, c++);
         row.count = sqlite3_column_int64(st, c++);
+        row.wall = sqlite3_column_int64(st, c++);
         if (!with_span) {
             uint64_t key = ((uint64_t)row.type_id << 40) ^ (uint64_t)row.stack_id;
             int64_t at;
@@ -362,6 +382,7 @@ static int fetch_rows(sqlite3_stmt *st, bool with_span, prows *out)
                 r->value += row.value;
                 r->cpu += row.cpu;
                 r->count += row.count;
+                r->wall += row.wall;
                 continue;
             }
             if (key && !st_u64_map_put(&index, key, (int64_t)out->n)) {
@@ -398,64 +419,121 @@ static int string_by_id(pl_store *s, int64_t id, pl_arena *a, const char **out)
     return (rc == SQLITE_ROW || rc == SQLITE_DONE) ? SQLITE_OK : rc;
 }
 
+/* Which column of the rows a choice sums. */
+enum { COL_VALUE = 0, COL_CPU, COL_WALL };
+
 typedef struct type_choice {
     bool found;
-    bool cpu; /* use the cpu column */
+    int col; /* COL_CPU / COL_WALL: that clock's nanoseconds; COL_VALUE: the type's values */
+    pl_time_kind kind; /* what the values are as time: CPU, wall, count, or none (heap...) */
     int64_t type_id;
-    const char *name; /* "cpu" or the stored "type:unit" */
+    const char *name; /* "cpu:nanoseconds", "wall:nanoseconds" or the stored "type:unit" */
 } type_choice;
 
-/* Picks the sample type to show among rows[0..n): `want` NULL or "cpu":
- * the type with the most CPU time, else (want NULL) the first stored type;
- * otherwise the type named `want` ("alloc_space" or "alloc_space:bytes"). */
+static bool ends_with(const char *s, const char *suffix)
+{
+    size_t n = strlen(s), m = strlen(suffix);
+    return n >= m && strcmp(s + n - m, suffix) == 0;
+}
+
+#define MAX_TYPES 32
+
+/* Picks the sample type to show among rows[0..n).
+ *   want NULL/"": the type with the most CPU time, else the most wall time,
+ *     else the counted type ("...:count") with the most samples, else
+ *     (unless time_only) the first stored type;
+ *   "cpu" / "wall": the type with the most of that clock's time;
+ *   otherwise the type named `want` ("alloc_space" or "alloc_space:bytes").
+ * `types` (when not NULL) receives what else could be asked for. */
 static int choose_type(pl_store *s, pl_arena *a, const prow *rows, size_t n, const char *want,
-                       type_choice *out)
+                       bool time_only, type_choice *out, const char ***types, size_t *n_types)
 {
     memset(out, 0, sizeof(*out));
-    int64_t types[32], cpu[32];
+    int64_t ids[MAX_TYPES], cpu[MAX_TYPES], wall[MAX_TYPES], val[MAX_TYPES];
+    const char *names[MAX_TYPES];
     size_t nt = 0;
     for (size_t i = 0; i < n; i++) {
         size_t t = 0;
-        while (t < nt && types[t] != rows[i].type_id)
+        while (t < nt && ids[t] != rows[i].type_id)
             t++;
         if (t == nt) {
-            if (nt == 32)
+            if (nt == MAX_TYPES)
                 continue;
-            types[nt] = rows[i].type_id;
-            cpu[nt++] = 0;
+            ids[nt] = rows[i].type_id;
+            cpu[nt] = wall[nt] = val[nt] = 0;
+            nt++;
         }
         cpu[t] += rows[i].cpu;
+        wall[t] += rows[i].wall;
+        val[t] += rows[i].value;
+    }
+    if (types) {
+        *types = NULL;
+        *n_types = 0;
     }
     if (!nt)
         return SQLITE_OK;
-    bool want_cpu = !want || !*want || strcmp(want, "cpu") == 0;
-    if (want_cpu) {
-        size_t best = nt;
-        for (size_t t = 0; t < nt; t++)
-            if (cpu[t] > 0 && (best == nt || cpu[t] > cpu[best]))
-                best = t;
-        if (best < nt) {
-            *out = (type_choice){true, true, types[best], "cpu:nanoseconds"};
-            return SQLITE_OK;
+    /* stored order (string ids grow as types first arrive) */
+    for (size_t x = 1; x < nt; x++)
+        for (size_t y = x; y > 0 && ids[y] < ids[y - 1]; y--) {
+            int64_t *cols[] = {ids, cpu, wall, val};
+            for (int c = 0; c < 4; c++) {
+                int64_t tmp = cols[c][y];
+                cols[c][y] = cols[c][y - 1];
+                cols[c][y - 1] = tmp;
+            }
         }
-        if (want && *want)
-            return SQLITE_OK;
-        size_t first = 0;
-        for (size_t t = 1; t < nt; t++)
-            if (types[t] < types[first])
-                first = t;
-        out->found = true;
-        out->type_id = types[first];
-        return string_by_id(s, types[first], a, &out->name);
+    for (size_t t = 0; t < nt; t++) {
+        int rc = string_by_id(s, ids[t], a, &names[t]);
+        if (rc != SQLITE_OK)
+            return rc;
+    }
+    size_t best_cpu = nt, best_wall = nt, best_count = nt;
+    for (size_t t = 0; t < nt; t++) {
+        if (cpu[t] > 0 && (best_cpu == nt || cpu[t] > cpu[best_cpu]))
+            best_cpu = t;
+        if (wall[t] > 0 && (best_wall == nt || wall[t] > wall[best_wall]))
+            best_wall = t;
+        if (val[t] > 0 && ends_with(names[t], ":count") &&
+            (best_count == nt || val[t] > val[best_count]))
+            best_count = t;
+    }
+    if (types) {
+        *types = pl_arena_calloc(a, nt + 2, sizeof(char *));
+        if (!*types)
+            return SQLITE_NOMEM;
+        if (best_cpu < nt)
+            (*types)[(*n_types)++] = "cpu";
+        if (best_wall < nt)
+            (*types)[(*n_types)++] = "wall";
+        for (size_t t = 0; t < nt; t++)
+            (*types)[(*n_types)++] = names[t];
+    }
+    bool any = !want || !*want;
+    if ((any || strcmp(want, "cpu") == 0) && best_cpu < nt) {
+        *out = (type_choice){true, COL_CPU, PL_TIME_CPU, ids[best_cpu], "cpu:nanoseconds"};
+        return SQLITE_OK;
+    }
+    if ((any || strcmp(want, "wall") == 0) && best_wall < nt) {
+        *out = (type_choice){true, COL_WALL, PL_TIME_WALL, ids[best_wall], "wall:nanoseconds"};
+        return SQLITE_OK;
+    }
+    if (any && best_count < nt) {
+        *out = (type_choice){true, COL_VALUE, PL_TIME_COUNT, ids[best_count], names[best_count]};
+        return SQLITE_OK;
+    }
+    if (any) {
+        if (!time_only)
+            *out = (type_choice){true, COL_VALUE, PL_TIME_NONE, ids[0], names[0]};
+        return SQLITE_OK;
     }
     size_t wlen = strlen(want);
     for (size_t t = 0; t < nt; t++) {
-        const char *name;
-        int rc = string_by_id(s, types[t], a, &name);
-        if (rc != SQLITE_OK)
-            return rc;
+        const char *name = names[t];
         if (strcmp(name, want) == 0 || (strncmp(name, want, wlen) == 0 && name[wlen] == ':')) {
-            *out = (type_choice){true, false, types[t], name};
+            bool counted = ends_with(name, ":count");
+            *out = (type_choice){true, COL_VALUE, counted ? PL_TIME_COUNT : PL_TIME_NONE, ids[t],
+                                 name};
             return SQLITE_OK;
         }
     }
@@ -502,7 +580,9 @@ static int summarize(decoder *d, const prow *rows, size_t n, const type_choice *
     for (size_t i = 0; i < n && rc == SQLITE_OK; i++) {
         if (rows[i].type_id != tc->type_id)
             continue;
-        int64_t v = tc->cpu ? rows[i].cpu : rows[i].value;
+        int64_t v = tc->col == COL_CPU    ? rows[i].cpu
+                    : tc->col == COL_WALL ? rows[i].wall
+                                          : rows[i].value;
         if (v == 0)
             continue;
         int64_t idx;
@@ -625,7 +705,7 @@ pl_status pl_store_query_trace(pl_store *s, const uint8_t trace_id[16], size_t t
     if (rc == SQLITE_OK)
         rc = sqlite3_prepare_v2(s->db,
                                 "SELECT span_id, type_id, stack_id, sum(value), sum(cpu_ns), "
-                                "sum(count) FROM samples WHERE span_id IN (SELECT span_id FROM "
+                                "sum(count), sum(wall_ns) FROM samples WHERE span_id IN (SELECT span_id FROM "
                                 "spans WHERE trace_id = ?1) AND span_id != 0 "
                                 "GROUP BY span_id, type_id, stack_id",
                                 -1, &samples, NULL);
@@ -646,7 +726,7 @@ pl_status pl_store_query_trace(pl_store *s, const uint8_t trace_id[16], size_t t
         memcpy(out->summary.trace_id, trace_id, 16);
     rc = (rc == SQLITE_ROW || rc == SQLITE_DONE) ? SQLITE_OK : rc;
     if (rc == SQLITE_OK)
-        rc = trace_cpu(cpu, trace_id, &out->summary.cpu_ns);
+        rc = trace_cpu(cpu, trace_id, &out->summary);
 
     sqlite3_bind_blob(spans, 1, trace_id, 16, SQLITE_STATIC);
     while (rc == SQLITE_OK) {
@@ -685,6 +765,10 @@ pl_status pl_store_query_trace(pl_store *s, const uint8_t trace_id[16], size_t t
             sqlite3_column_type(spans, 11) == SQLITE_NULL ? 0 : sqlite3_column_int64(spans, 11);
         r->cpu_ns =
             sqlite3_column_type(spans, 12) == SQLITE_NULL ? -1 : sqlite3_column_int64(spans, 12);
+        if (r->cpu_ns > 0) { /* the correlation processor's summary, until samples say more */
+            r->time_kind = PL_TIME_CPU;
+            r->time = r->cpu_ns;
+        }
         r->top_functions_attr = column_text(a, spans, 13);
         r->resource_json = column_text(a, spans, 14);
         if (!*r->resource_json)
@@ -730,7 +814,7 @@ pl_status pl_store_query_trace(pl_store *s, const uint8_t trace_id[16], size_t t
         if (st_u64_map_get(&index, (uint64_t)rows.v[i].span_id, &idx)) {
             pl_span_row *r = &tmp[idx - 1];
             type_choice tc;
-            rc = choose_type(s, a, rows.v + i, j - i, NULL, &tc);
+            rc = choose_type(s, a, rows.v + i, j - i, NULL, true, &tc, NULL, NULL);
             pl_function_stat *fns = NULL;
             size_t nf = 0;
             int64_t total = 0, count = 0;
@@ -739,10 +823,16 @@ pl_status pl_store_query_trace(pl_store *s, const uint8_t trace_id[16], size_t t
             for (size_t k = i; k < j; k++)
                 if (rows.v[k].type_id == tc.type_id)
                     count += rows.v[k].count;
-            if (tc.cpu) {
+            if (tc.col == COL_CPU) {
                 r->cpu_ns = total;
             } else if (r->cpu_ns < 0) {
                 r->cpu_ns = 0; /* samples, but none of them CPU time */
+            }
+            /* samples stored (maybe after the span): their time wins over
+             * the correlation processor's summary */
+            if (tc.found && tc.kind != PL_TIME_NONE) {
+                r->time_kind = tc.kind;
+                r->time = total;
             }
             r->samples = count;
             /* self values of the chosen type, hottest first */
@@ -904,21 +994,21 @@ pl_status pl_store_query_profile(pl_store *s, const pl_profile_query *q, pl_prof
     const char *sql;
     switch (q->scope) {
     case PL_PROFILE_SPAN:
-        sql = "SELECT type_id, stack_id, value, cpu_ns, count FROM samples "
+        sql = "SELECT type_id, stack_id, value, cpu_ns, count, wall_ns FROM samples "
               "WHERE span_id = ?1 AND span_id != 0";
         break;
     case PL_PROFILE_TRACE:
         sql =
-            "SELECT type_id, stack_id, value, cpu_ns, count FROM samples WHERE span_id IN"
+            "SELECT type_id, stack_id, value, cpu_ns, count, wall_ns FROM samples WHERE span_id IN"
             " (SELECT span_id FROM spans WHERE trace_id = ?1) AND span_id != 0"
             " UNION ALL"
-            " SELECT type_id, stack_id, value, cpu_ns, count FROM samples WHERE trace_id = ?1"
+            " SELECT type_id, stack_id, value, cpu_ns, count, wall_ns FROM samples WHERE trace_id = ?1"
             " AND (span_id = 0 OR span_id NOT IN (SELECT span_id FROM spans WHERE trace_id = ?1))";
         break;
     default:
-        sql = q->service ? "SELECT type_id, stack_id, value, cpu_ns, count FROM service_profiles "
+        sql = q->service ? "SELECT type_id, stack_id, value, cpu_ns, count, wall_ns FROM service_profiles "
                            "WHERE service_id = ?1 AND minute >= ?2 AND minute <= ?3"
-                         : "SELECT type_id, stack_id, value, cpu_ns, count FROM service_profiles "
+                         : "SELECT type_id, stack_id, value, cpu_ns, count, wall_ns FROM service_profiles "
                            "WHERE minute >= ?2 AND minute <= ?3";
         break;
     }
@@ -939,11 +1029,12 @@ pl_status pl_store_query_profile(pl_store *s, const pl_profile_query *q, pl_prof
     if (rc != SQLITE_OK)
         goto done;
     type_choice tc;
-    rc = choose_type(s, &out->arena, rows.v, rows.n, q->type, &tc);
+    rc = choose_type(s, &out->arena, rows.v, rows.n, q->type, q->time_only, &tc, &out->types,
+                     &out->n_types);
     if (rc != SQLITE_OK)
         goto done;
     if (tc.found) {
-        if (!tc.cpu) {
+        {
             const char *colon = strchr(tc.name, ':');
             if (colon) {
                 out->type = pl_arena_memdup(&out->arena, tc.name, (size_t)(colon - tc.name));
@@ -1057,4 +1148,51 @@ void pl_format_duration(uint64_t ns, char *out, size_t cap)
         format_scaled((double)ns / 1e3, "us", out, cap);
     else
         snprintf(out, cap, "%" PRIu64 "ns", ns);
+}
+
+const char *pl_time_kind_name(pl_time_kind kind)
+{
+    switch (kind) {
+    case PL_TIME_CPU:
+        return "cpu";
+    case PL_TIME_WALL:
+        return "wall";
+    case PL_TIME_COUNT:
+        return "samples";
+    default:
+        return "";
+    }
+}
+
+const char *pl_time_kind_unit(pl_time_kind kind)
+{
+    switch (kind) {
+    case PL_TIME_CPU:
+    case PL_TIME_WALL:
+        return "nanoseconds";
+    case PL_TIME_COUNT:
+        return "count";
+    default:
+        return "";
+    }
+}
+
+void pl_format_time(pl_time_kind kind, int64_t value, char *out, size_t cap)
+{
+    char d[24];
+    switch (kind) {
+    case PL_TIME_CPU:
+        pl_format_duration(value > 0 ? (uint64_t)value : 0, out, cap);
+        break;
+    case PL_TIME_WALL:
+        pl_format_duration(value > 0 ? (uint64_t)value : 0, d, sizeof(d));
+        snprintf(out, cap, "%s wall", d);
+        break;
+    case PL_TIME_COUNT:
+        snprintf(out, cap, "%" PRId64 " samples", value);
+        break;
+    default:
+        snprintf(out, cap, "-");
+        break;
+    }
 }

@@ -4,8 +4,9 @@
  *
  * Versions. The file carries application_id "plk1" and the schema version in
  * user_version. A writer upgrades an older store in place (2: the trace
- * duration column and its index; 3: span events and resource attributes);
- * a reader asks for the upgrade rather than guess.
+ * duration column and its index; 3: span events and resource attributes;
+ * 4: wall time per sample row, `wall_ns`); a reader asks for the upgrade
+ * rather than guess.
  */
 #include "store/store_internal.h"
 
@@ -199,14 +200,16 @@ static const char *const write_sql[ST_COUNT] = {
     [ST_INS_STACK] = "INSERT INTO stacks(hash, frames) VALUES(?1, ?2)",
     [ST_UPSERT_SAMPLE] =
         "INSERT INTO samples(service_id, bucket, type_id, span_id, stack_id, trace_id, value, "
-        "cpu_ns, count) VALUES(?1,?2,?3,?4,?5,?6,?7,?8,?9) "
+        "cpu_ns, count, wall_ns) VALUES(?1,?2,?3,?4,?5,?6,?7,?8,?9,?10) "
         "ON CONFLICT(service_id, bucket, type_id, span_id, stack_id) DO UPDATE SET "
         "value = value + excluded.value, cpu_ns = cpu_ns + excluded.cpu_ns, "
+        "wall_ns = wall_ns + excluded.wall_ns, "
         "count = count + excluded.count, trace_id = coalesce(trace_id, excluded.trace_id)",
     [ST_UPSERT_ROLLUP] =
-        "INSERT INTO service_profiles(service_id, minute, type_id, stack_id, value, cpu_ns, count) "
-        "VALUES(?1,?2,?3,?4,?5,?6,?7) ON CONFLICT(service_id, minute, type_id, stack_id) DO UPDATE "
-        "SET value = value + excluded.value, cpu_ns = cpu_ns + excluded.cpu_ns, "
+        "INSERT INTO service_profiles(service_id, minute, type_id, stack_id, value, cpu_ns, count, "
+        "wall_ns) VALUES(?1,?2,?3,?4,?5,?6,?7,?8) ON CONFLICT(service_id, minute, type_id, stack_id) "
+        "DO UPDATE SET value = value + excluded.value, cpu_ns = cpu_ns + excluded.cpu_ns, "
+        "wall_ns = wall_ns + excluded.wall_ns, "
         "count = count + excluded.count",
     [ST_UPSERT_SERVICE] = "INSERT INTO services(id, last_seen_ns) VALUES(?1, ?2) "
                           "ON CONFLICT(id) DO UPDATE SET last_seen_ns = "
@@ -241,6 +244,10 @@ static const char schema_sql[] =
     "CREATE TABLE IF NOT EXISTS samples(service_id INTEGER NOT NULL, bucket INTEGER NOT NULL,"
     "  type_id INTEGER NOT NULL, span_id INTEGER NOT NULL, stack_id INTEGER NOT NULL,"
     "  trace_id BLOB, value INTEGER NOT NULL, cpu_ns INTEGER NOT NULL, count INTEGER NOT NULL,"
+    /* wall_ns: wall-clock time of the samples (a `wall` type in time units,
+     * or samples x period when the period is wall time); cpu_ns the same
+     * for CPU time. Queries show CPU, else wall, else counts. */
+    "  wall_ns INTEGER NOT NULL DEFAULT 0,"
     "  PRIMARY KEY(service_id, bucket, type_id, span_id, stack_id)) WITHOUT ROWID;"
     "CREATE INDEX IF NOT EXISTS samples_by_span ON samples(span_id) WHERE span_id != 0;"
     "CREATE INDEX IF NOT EXISTS samples_by_trace ON samples(trace_id) WHERE trace_id IS NOT NULL;"
@@ -249,6 +256,7 @@ static const char schema_sql[] =
     "CREATE TABLE IF NOT EXISTS service_profiles(service_id INTEGER NOT NULL,"
     "  minute INTEGER NOT NULL, type_id INTEGER NOT NULL, stack_id INTEGER NOT NULL,"
     "  value INTEGER NOT NULL, cpu_ns INTEGER NOT NULL, count INTEGER NOT NULL,"
+    "  wall_ns INTEGER NOT NULL DEFAULT 0,"
     "  PRIMARY KEY(service_id, minute, type_id, stack_id)) WITHOUT ROWID;";
 
 static pl_store_error classify(int rc)
@@ -486,6 +494,12 @@ pl_status pl_store_open(const char *path, const pl_store_options *options, pl_st
                                   "ALTER TABLE spans ADD COLUMN resource_id INTEGER;"
                                   "ALTER TABLE spans ADD COLUMN events TEXT;",
                                   NULL, NULL, NULL);
+            if (rc == SQLITE_OK && app_id != 0 && version <= 3) /* v3 -> v4 */
+                rc = sqlite3_exec(
+                    s->db,
+                    "ALTER TABLE samples ADD COLUMN wall_ns INTEGER NOT NULL DEFAULT 0;"
+                    "ALTER TABLE service_profiles ADD COLUMN wall_ns INTEGER NOT NULL DEFAULT 0;",
+                    NULL, NULL, NULL);
             if (rc == SQLITE_OK)
                 rc = sqlite3_exec(s->db, schema_sql, NULL, NULL, NULL);
             if (rc == SQLITE_OK) {

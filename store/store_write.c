@@ -495,7 +495,7 @@ typedef struct sample_agg {
     bool used;
     bool has_trace;
     uint8_t trace_id[16];
-    int64_t value, cpu_ns, count;
+    int64_t value, cpu_ns, wall_ns, count;
 } sample_agg;
 
 typedef struct sample_aggs {
@@ -695,31 +695,44 @@ static int64_t unit_ns(pl_bytes unit)
     return 0;
 }
 
-static int64_t cpu_multiplier(const pl_dictionary *dict, const pl_profile *p)
+/* How many nanoseconds of `clock` ("cpu" or "wall") one unit of the
+ * profile's values is: the value itself for a `cpu` / `wall` type in a time
+ * unit, the period for a `samples` count whose period is that clock (Go's
+ * samples:count with period cpu:nanoseconds, Node's with period
+ * wall:microseconds). 0: the values are not that clock's time. */
+static int64_t clock_multiplier(const pl_dictionary *dict, const pl_profile *p, const char *clock)
 {
     pl_bytes type = pl_dict_string(dict, p->sample_type.type_strindex);
     pl_bytes unit = pl_dict_string(dict, p->sample_type.unit_strindex);
-    if (pl_bytes_eq_cstr(type, "cpu"))
+    if (pl_bytes_eq_cstr(type, clock))
         return unit_ns(unit);
     if (pl_bytes_eq_cstr(type, "samples") && p->has_period_type && p->period > 0) {
         pl_bytes ptype = pl_dict_string(dict, p->period_type.type_strindex);
         pl_bytes punit = pl_dict_string(dict, p->period_type.unit_strindex);
         int64_t f = unit_ns(punit), m;
-        if (pl_bytes_eq_cstr(ptype, "cpu") && f && !__builtin_mul_overflow(p->period, f, &m))
+        if (pl_bytes_eq_cstr(ptype, clock) && f && !__builtin_mul_overflow(p->period, f, &m))
             return m;
     }
     return 0;
 }
 
+typedef struct clock_mult {
+    int64_t cpu, wall;
+} clock_mult;
+
 static int add_sample_value(sample_aggs *aggs, const sample_key *k, const uint8_t *trace_id,
-                            int64_t value, int64_t mult, int64_t count)
+                            int64_t value, clock_mult mult, int64_t count)
 {
     sample_agg *a = sample_aggs_get(aggs, k);
     if (!a)
         return SQLITE_NOMEM;
-    int64_t cpu = 0;
-    if (mult && __builtin_mul_overflow(value, mult, &cpu))
+    int64_t cpu = 0, wall = 0;
+    if (mult.cpu && __builtin_mul_overflow(value, mult.cpu, &cpu))
         cpu = INT64_MAX;
+    if (mult.wall && __builtin_mul_overflow(value, mult.wall, &wall))
+        wall = INT64_MAX;
+    if (__builtin_add_overflow(a->wall_ns, wall, &a->wall_ns))
+        a->wall_ns = INT64_MAX;
     if (__builtin_add_overflow(a->value, value, &a->value))
         a->value = INT64_MAX;
     if (__builtin_add_overflow(a->cpu_ns, cpu, &a->cpu_ns))
@@ -734,7 +747,7 @@ static int add_sample_value(sample_aggs *aggs, const sample_key *k, const uint8_
 
 
 static int add_rollup(sample_aggs *rollup, const sample_key *k, uint64_t ts, int64_t value,
-                      int64_t mult)
+                      clock_mult mult)
 {
     sample_key rk = *k;
     rk.span_id = 0;
@@ -773,7 +786,8 @@ static int write_profiles(pl_store *s, const pl_batch *batch, pl_store_write_sta
                                     (int)(unit.len > 120 ? 120 : unit.len), (const char *)unit.ptr);
                 int64_t type_id;
                 rc = string_id(s, type_text, (size_t)tlen, &type_id);
-                int64_t mult = cpu_multiplier(dict, p);
+                clock_mult mult = {clock_multiplier(dict, p, "cpu"),
+                                   clock_multiplier(dict, p, "wall")};
                 uint64_t ptime = p->time_unix_nano ? p->time_unix_nano : fallback_time;
                 for (uint32_t si = 0; si < p->n_samples && rc == SQLITE_OK; si++) {
                     const pl_sample *smp = &p->samples[si];
@@ -893,6 +907,7 @@ static int write_profiles(pl_store *s, const pl_batch *batch, pl_store_write_sta
         sqlite3_bind_int64(st, 7, a->value);
         sqlite3_bind_int64(st, 8, a->cpu_ns);
         sqlite3_bind_int64(st, 9, a->count);
+        sqlite3_bind_int64(st, 10, a->wall_ns);
         rc = step_reset(st);
         stats->sample_rows++;
     }
@@ -908,6 +923,7 @@ static int write_profiles(pl_store *s, const pl_batch *batch, pl_store_write_sta
         sqlite3_bind_int64(st, 5, a->value);
         sqlite3_bind_int64(st, 6, a->cpu_ns);
         sqlite3_bind_int64(st, 7, a->count);
+        sqlite3_bind_int64(st, 8, a->wall_ns);
         rc = step_reset(st);
     }
     st = s->st[ST_UPSERT_SERVICE];

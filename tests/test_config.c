@@ -6,6 +6,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "config/config.h"
 #include "config/decode.h"
@@ -20,7 +21,7 @@ static pl_config *load(const char *text)
 {
     pl_cfg_errors_free(&errs);
     pl_cfg_errors_init(&errs);
-    return pl_config_load_string("t.yaml", text, strlen(text), &errs);
+    return pl_config_load_string("t.yaml", text, strlen(text), pl_component_types, &errs);
 }
 
 /* True when some error starts with `prefix` (e.g. "t.yaml:3:5: unknown key"). */
@@ -363,31 +364,38 @@ static void test_env_expansion(void)
     setenv("PL_TEST_ENDPOINT", "10.0.0.1:9999", 1);
     setenv("PL_TEST_EMPTY", "", 1);
     unsetenv("PL_TEST_UNSET");
-    char why[256];
-    char *s = pl_cfg_expand("a ${env:PL_TEST_ENDPOINT} b", why, sizeof(why));
+    char why[256], warn[256];
+    char *s = pl_cfg_expand("a ${env:PL_TEST_ENDPOINT} b", why, sizeof(why), warn, sizeof(warn));
     CHECK_EQ_STR(s, "a 10.0.0.1:9999 b");
     free(s);
-    s = pl_cfg_expand("${PL_TEST_ENDPOINT}", why, sizeof(why));
+    s = pl_cfg_expand("${PL_TEST_ENDPOINT}", why, sizeof(why), warn, sizeof(warn));
     CHECK_EQ_STR(s, "10.0.0.1:9999");
     free(s);
-    s = pl_cfg_expand("${env:PL_TEST_UNSET:-0.0.0.0:4317}", why, sizeof(why));
+    s = pl_cfg_expand("${env:PL_TEST_UNSET:-0.0.0.0:4317}", why, sizeof(why), warn, sizeof(warn));
     CHECK_EQ_STR(s, "0.0.0.0:4317");
     free(s);
-    s = pl_cfg_expand("${PL_TEST_EMPTY:-dflt}|${PL_TEST_EMPTY}|", why, sizeof(why));
+    s = pl_cfg_expand("${PL_TEST_EMPTY:-dflt}|${PL_TEST_EMPTY}|", why, sizeof(why), warn,
+                      sizeof(warn));
     CHECK_EQ_STR(s, "dflt||");
     free(s);
-    s = pl_cfg_expand("cost $5 and $${HOME} and $$", why, sizeof(why));
+    s = pl_cfg_expand("cost $5 and $${HOME} and $$", why, sizeof(why), warn, sizeof(warn));
     CHECK_EQ_STR(s, "cost $5 and ${HOME} and $");
     free(s);
-    s = pl_cfg_expand("${env:PL_TEST_UNSET}", why, sizeof(why));
+    /* unset: empty, with a warning (as the Collector does) */
+    s = pl_cfg_expand("[${env:PL_TEST_UNSET}]", why, sizeof(why), warn, sizeof(warn));
+    CHECK_EQ_STR(s, "[]");
+    free(s);
+    CHECK(strstr(warn, "PL_TEST_UNSET is not set") != NULL);
+    s = pl_cfg_expand("${unknown:x}", why, sizeof(why), warn, sizeof(warn));
     CHECK(s == NULL);
-    CHECK(strstr(why, "PL_TEST_UNSET is not set") != NULL);
-    s = pl_cfg_expand("${oops", why, sizeof(why));
+    CHECK(strstr(why, "unknown provider 'unknown'") != NULL);
+    s = pl_cfg_expand("${oops", why, sizeof(why), warn, sizeof(warn));
     CHECK(s == NULL);
-    s = pl_cfg_expand("${bad name}", why, sizeof(why));
+    s = pl_cfg_expand("${bad name}", why, sizeof(why), warn, sizeof(warn));
     CHECK(s == NULL);
 
-    /* in a file: the missing variable is reported at its value */
+    /* in a file: the missing variable is a warning at its value, and a bad
+     * reference an error that does not hide the others */
     pl_config *cfg = load("receivers: {feeder: }\n"
                           "processors:\n"
                           "  kitchen:\n"
@@ -398,9 +406,27 @@ static void test_env_expansion(void)
                           "  pipelines:\n"
                           "    traces: {receivers: [feeder], processors: [kitchen], exporters: "
                           "[capture]}\n");
+    CHECK(cfg != NULL);
+    CHECK_EQ_UINT(errs.n, 0);
+    CHECK_EQ_UINT(errs.n_warnings, 1);
+    CHECK(errs.n_warnings == 1 &&
+          strncmp(errs.warnings[0].text,
+                  "t.yaml:4:15: warning: environment variable PL_TEST_UNSET is not set", 66) == 0);
+    pl_config_free(cfg);
+    cfg = load("receivers: {feeder: }\n"
+               "processors:\n"
+               "  kitchen:\n"
+               "    endpoint: ${file:/nonexistent/secret}\n"
+               "    max_items: many\n"
+               "exporters: {capture: }\n"
+               "service:\n"
+               "  pipelines:\n"
+               "    traces: {receivers: [feeder], processors: [kitchen], exporters: "
+               "[capture]}\n");
     CHECK(cfg == NULL);
-    CHECK_ERROR("t.yaml:4:15: environment variable PL_TEST_UNSET is not set");
-    CHECK_EQ_UINT(errs.n, 1);
+    CHECK_ERROR("t.yaml:4:15: ${file:/nonexistent/secret}: cannot read");
+    CHECK_ERROR("t.yaml:5:16: 'max_items': expected an integer");
+    CHECK_EQ_UINT(errs.n, 2);
 
     /* an expanded value is typed like any other; keys are never expanded */
     cfg = load("receivers: {feeder: }\n"
@@ -549,7 +575,7 @@ static void test_hostile_input_never_crashes(void)
     /* a missing file is one error with the reason */
     pl_cfg_errors_free(&errs);
     pl_cfg_errors_init(&errs);
-    CHECK(pl_config_load_file("/nonexistent/collector.yaml", &errs) == NULL);
+    CHECK(pl_config_load_file("/nonexistent/collector.yaml", pl_component_types, &errs) == NULL);
     CHECK_EQ_UINT(errs.n, 1);
     CHECK_ERROR("/nonexistent/collector.yaml: cannot read: No such file or directory");
 }
@@ -639,6 +665,125 @@ static void test_integers_are_decimal_or_hex(void)
     }
 }
 
+/* Several sources merge as the Collector merges them: maps deeply, lists
+ * and scalars replaced, in order; `a::b` keys nest; --set comes last. */
+static void test_sources_merge_in_order(void)
+{
+    char dir[] = "/tmp/pl_cfg_XXXXXX";
+    CHECK(mkdtemp(dir) != NULL);
+    char base[128], over[128], secret[128];
+    snprintf(base, sizeof(base), "%s/base.yaml", dir);
+    snprintf(over, sizeof(over), "%s/over.yaml", dir);
+    snprintf(secret, sizeof(secret), "%s/secret", dir);
+    FILE *f = fopen(base, "w");
+    fputs("receivers: {feeder: }\n"
+          "processors:\n"
+          "  kitchen: {max_items: 1, ratio: 0.5, attributes: [a, b]}\n"
+          "exporters: {capture: }\n"
+          "service:\n"
+          "  pipelines:\n"
+          "    traces: {receivers: [feeder], processors: [kitchen], exporters: [capture]}\n",
+          f);
+    fclose(f);
+    f = fopen(secret, "w");
+    fputs("from-a-file\n\n", f);
+    fclose(f);
+    char over_text[256];
+    snprintf(over_text, sizeof(over_text),
+             "processors::kitchen::max_items: 2\n"
+             "processors: {kitchen: {attributes: [c], endpoint: \"${file:%s}\"}}\n",
+             secret);
+    f = fopen(over, "w");
+    fputs(over_text, f);
+    fclose(f);
+
+    char *configs[] = {base, over, "yaml:processors::kitchen::ratio: 0.75"};
+    char *sets[] = {"processors.kitchen.max_items=3"};
+    pl_cfg_sources src = {configs, 3, sets, 1};
+    pl_cfg_errors_free(&errs);
+    pl_cfg_errors_init(&errs);
+    pl_config *cfg = pl_config_load(&src, pl_component_types, &errs);
+    CHECK(cfg != NULL);
+    if (cfg) {
+        const kitchen_cfg *k = component(cfg, "kitchen")->cfg;
+        CHECK_EQ_INT(k->max_items, 3);   /* --set wins */
+        CHECK(k->ratio == 0.75);         /* yaml: after the files */
+        CHECK_EQ_UINT(k->attributes.n, 1);    /* lists are replaced */
+        CHECK_EQ_STR(k->attributes.items[0], "c");
+        CHECK_EQ_STR(k->endpoint, "from-a-file"); /* trailing line breaks removed */
+        CHECK_EQ_UINT(cfg->sources.n_configs, 3);
+        /* a reload reads the same sources again */
+        pl_cfg_errors e2;
+        pl_cfg_errors_init(&e2);
+        pl_config *again = pl_config_reload(cfg, &e2);
+        CHECK(again != NULL);
+        if (again)
+            CHECK_EQ_INT(((const kitchen_cfg *)component(again, "kitchen")->cfg)->max_items, 3);
+        pl_config_free(again);
+        pl_cfg_errors_free(&e2);
+    }
+    pl_config_free(cfg);
+
+    /* a --set with a bad value is reported at the --set */
+    char *bad_sets[] = {"processors::kitchen::max_items=many", "nokey"};
+    pl_cfg_sources bad = {configs, 1, bad_sets, 2};
+    pl_cfg_errors_free(&errs);
+    pl_cfg_errors_init(&errs);
+    CHECK(pl_config_load(&bad, pl_component_types, &errs) == NULL);
+    CHECK_ERROR("--set nokey: expected --set path=value");
+    pl_cfg_errors_free(&errs);
+    pl_cfg_errors_init(&errs);
+    bad.n_sets = 1;
+    CHECK(pl_config_load(&bad, pl_component_types, &errs) == NULL);
+    CHECK_ERROR("--set processors::kitchen::max_items=many:1:");
+
+    unlink(base);
+    unlink(over);
+    unlink(secret);
+    rmdir(dir);
+}
+
+static void test_listen_addresses(void)
+{
+    char host[64], why[200];
+    int port;
+    CHECK_EQ_INT(pl_cfg_address_parse("127.0.0.1:4317", host, sizeof(host), &port, why,
+                                      sizeof(why)),
+                 0);
+    CHECK_EQ_STR(host, "127.0.0.1");
+    CHECK_EQ_INT(port, 4317);
+    CHECK_EQ_INT(pl_cfg_address_parse(":4318", host, sizeof(host), &port, why, sizeof(why)), 0);
+    CHECK_EQ_STR(host, "0.0.0.0");
+    CHECK_EQ_INT(pl_cfg_address_parse("localhost:1", host, sizeof(host), &port, why, sizeof(why)),
+                 0);
+    CHECK_EQ_STR(host, "127.0.0.1");
+    CHECK_EQ_INT(pl_cfg_address_parse("[::1]:65535", host, sizeof(host), &port, why, sizeof(why)),
+                 0);
+    CHECK_EQ_STR(host, "::1");
+    CHECK_EQ_INT(pl_cfg_address_parse("none", host, sizeof(host), &port, why, sizeof(why)), 0);
+    CHECK_EQ_INT(port, -1);
+    CHECK_EQ_INT(pl_cfg_address_parse("0.0.0.0:65536", NULL, 0, NULL, why, sizeof(why)), -1);
+    CHECK(strstr(why, "0 to 65535") != NULL);
+    CHECK_EQ_INT(pl_cfg_address_parse("0.0.0.0:99999999999999999999", NULL, 0, NULL, why,
+                                      sizeof(why)),
+                 -1);
+    CHECK_EQ_INT(pl_cfg_address_parse("h.example:80", NULL, 0, NULL, why, sizeof(why)), -1);
+    CHECK_EQ_INT(pl_cfg_address_parse("1.2.3.4", NULL, 0, NULL, why, sizeof(why)), -1);
+    CHECK_EQ_INT(pl_cfg_address_parse("1.2.3.4:", NULL, 0, NULL, why, sizeof(why)), -1);
+    CHECK_EQ_INT(pl_cfg_address_parse("[::1:80", NULL, 0, NULL, why, sizeof(why)), -1);
+}
+
+static void test_secret_keys(void)
+{
+    CHECK(pl_cfg_key_is_secret("password"));
+    CHECK(pl_cfg_key_is_secret("Authorization"));
+    CHECK(pl_cfg_key_is_secret("X-API-Token"));
+    CHECK(pl_cfg_key_is_secret("client_secret"));
+    CHECK(pl_cfg_key_is_secret("api_key"));
+    CHECK(!pl_cfg_key_is_secret("endpoint"));
+    CHECK(!pl_cfg_key_is_secret("key_file"));
+}
+
 int main(void)
 {
     fx_register();
@@ -661,6 +806,9 @@ int main(void)
     PL_RUN(test_parse_duration_and_size);
     PL_RUN(test_defaults_and_free);
     PL_RUN(test_integers_are_decimal_or_hex);
+    PL_RUN(test_sources_merge_in_order);
+    PL_RUN(test_listen_addresses);
+    PL_RUN(test_secret_keys);
     pl_cfg_errors_free(&errs);
     return pl_test_done();
 }

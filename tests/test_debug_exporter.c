@@ -134,7 +134,7 @@ static pl_graph *build(const char *verbosity, pl_config **out_cfg)
              verbosity);
     pl_cfg_errors errs;
     pl_cfg_errors_init(&errs);
-    pl_config *cfg = pl_config_load_string("d.yaml", yaml, strlen(yaml), &errs);
+    pl_config *cfg = pl_config_load_string("d.yaml", yaml, strlen(yaml), pl_component_types, &errs);
     pl_cfg_errors_free(&errs);
     *out_cfg = cfg;
     if (!cfg)

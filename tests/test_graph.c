@@ -25,7 +25,7 @@ static pl_config *load(const char *text)
 {
     pl_cfg_errors errs;
     pl_cfg_errors_init(&errs);
-    pl_config *cfg = pl_config_load_string("g.yaml", text, strlen(text), &errs);
+    pl_config *cfg = pl_config_load_string("g.yaml", text, strlen(text), pl_component_types, &errs);
     for (size_t i = 0; i < errs.n; i++)
         fprintf(stderr, "    %s\n", errs.items[i].text);
     pl_cfg_errors_free(&errs);
@@ -297,7 +297,7 @@ static pl_service *start_service(const char *text)
     write_config(text);
     pl_cfg_errors errs;
     pl_cfg_errors_init(&errs);
-    pl_config *cfg = pl_config_load_file(config_path, &errs);
+    pl_config *cfg = pl_config_load_file(config_path, pl_component_types, &errs);
     for (size_t i = 0; i < errs.n; i++)
         fprintf(stderr, "    %s\n", errs.items[i].text);
     pl_cfg_errors_free(&errs);

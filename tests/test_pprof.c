@@ -497,6 +497,152 @@ static void test_colliding_ids_linear(void)
     pl_buf_free(&control);
 }
 
+/* ---- the per-request budget (issue 12, H3) ----------------------------- */
+
+/* A valid pprof of about `pad` bytes: one sample, and a long unused string. */
+static void build_padded(pl_buf *out, size_t pad)
+{
+    pl_buf m;
+    pl_buf_init(&m);
+    const char *st[] = {"", "samples", "count"};
+    for (int i = 0; i < 3; i++)
+        w_bytes(out, 6, st[i], strlen(st[i]));
+    char *big = malloc(pad);
+    memset(big, 'x', pad);
+    w_bytes(out, 6, big, pad);
+    free(big);
+    w_uint(&m, 1, 1);
+    w_uint(&m, 2, 2);
+    w_msg(out, 1, &m);
+    uint64_t one = 1;
+    w_packed(&m, 2, &one, 1);
+    w_msg(out, 2, &m);
+    pl_buf_free(&m);
+}
+
+static size_t batch_bytes(pl_batch *batch)
+{
+    return batch->buffer_bytes + pl_arena_bytes(&batch->arena);
+}
+
+static void test_budget_across_samples(void)
+{
+    /* Like a push request: many small gzip samples, each inflating to 3 MiB;
+     * the request's 8 MiB budget admits two and refuses the third while it
+     * is being inflated. */
+    pl_buf raw, z;
+    pl_buf_init(&raw);
+    pl_buf_init(&z);
+    build_padded(&raw, 3u << 20);
+    REQUIRE(pl_gzip(raw.data, raw.len, &z) == 0);
+    CHECK(z.len < 64 * 1024);
+    pl_batch *batch = pl_batch_new(PL_SIGNAL_PROFILES);
+    pl_pprof_builder *b = pl_pprof_builder_new(batch);
+    REQUIRE(b);
+    pl_pprof_builder_set_budget(b, 8u << 20, 0);
+    pl_err err = {{0}};
+    pl_status st = PL_OK;
+    int accepted = 0;
+    for (int i = 0; i < 40 && st == PL_OK; i++) {
+        st = pl_pprof_builder_add(b, z.data, z.len, NULL, &err);
+        if (st == PL_OK)
+            accepted++;
+    }
+    CHECK_EQ_INT(st, PL_ERR_TOO_LARGE);
+    CHECK_EQ_INT(accepted, 2);
+    CHECK(strstr(err.msg, "max_decoded_memory") != NULL);
+    CHECK(batch_bytes(batch) <= 8u << 20);
+    pl_pprof_builder_free(b);
+    pl_batch_free(batch);
+
+    /* Without a budget the same samples all decode (the limit is per pprof). */
+    batch = pl_batch_new(PL_SIGNAL_PROFILES);
+    b = pl_pprof_builder_new(batch);
+    for (int i = 0; i < 4; i++)
+        CHECK_EQ_INT(pl_pprof_builder_add(b, z.data, z.len, NULL, &err), PL_OK);
+    pl_pprof_builder_free(b);
+    pl_batch_free(batch);
+    pl_buf_free(&raw);
+    pl_buf_free(&z);
+}
+
+static void test_budget_expansion(void)
+{
+    /* 64 sample types and 200k empty samples: 0.4 MB of pprof that would
+     * decode into 12.8M sample cells (over 600 MB). Refused from the counts,
+     * before the sample arrays exist. */
+    pl_buf out, m;
+    pl_buf_init(&out);
+    pl_buf_init(&m);
+    const char *st[] = {"", "samples", "count"};
+    for (int i = 0; i < 3; i++)
+        w_bytes(&out, 6, st[i], strlen(st[i]));
+    for (int t = 0; t < 64; t++) {
+        w_uint(&m, 1, 1);
+        w_uint(&m, 2, 2);
+        w_msg(&out, 1, &m);
+    }
+    for (int i = 0; i < 200000; i++)
+        w_bytes(&out, 2, "", 0);
+    pl_batch *batch = pl_batch_new(PL_SIGNAL_PROFILES);
+    pl_pprof_builder *b = pl_pprof_builder_new(batch);
+    REQUIRE(b);
+    pl_pprof_builder_set_budget(b, 40u << 20, 0);
+    pl_err err = {{0}};
+    CHECK_EQ_INT(pl_pprof_builder_add(b, out.data, out.len, NULL, &err), PL_ERR_TOO_LARGE);
+    CHECK(strstr(err.msg, "budget") != NULL);
+    CHECK(batch_bytes(batch) < 2u << 20);
+    pl_pprof_builder_free(b);
+    pl_batch_free(batch);
+
+    /* The object count alone refuses it too. */
+    batch = pl_batch_new(PL_SIGNAL_PROFILES);
+    b = pl_pprof_builder_new(batch);
+    pl_pprof_builder_set_budget(b, 0, 1000000);
+    CHECK_EQ_INT(pl_pprof_builder_add(b, out.data, out.len, NULL, &err), PL_ERR_TOO_LARGE);
+    CHECK(strstr(err.msg, "max_decoded_objects") != NULL);
+    pl_pprof_builder_free(b);
+    pl_batch_free(batch);
+    pl_buf_free(&out);
+    pl_buf_free(&m);
+}
+
+static void test_budget_arena_limit(void)
+{
+    /* Locations with many short lines: not in the count estimate, but each
+     * line costs the arena far more than its four bytes of input; the arena
+     * limit stops it. */
+    pl_buf out, m;
+    pl_buf_init(&out);
+    pl_buf_init(&m);
+    const char *st[] = {"", "samples", "count"};
+    for (int i = 0; i < 3; i++)
+        w_bytes(&out, 6, st[i], strlen(st[i]));
+    w_uint(&m, 1, 1);
+    w_uint(&m, 2, 2);
+    w_msg(&out, 1, &m);
+    w_uint(&m, 1, 1); /* Function.id */
+    w_msg(&out, 5, &m);
+    for (int l = 0; l < 8; l++) {
+        w_uint(&m, 1, (uint64_t)l + 1);
+        for (int i = 0; i < 100000; i++)
+            w_bytes(&m, 4, "\x08\x01", 2); /* Line{function_id=1} */
+        w_msg(&out, 4, &m);
+    }
+    pl_batch *batch = pl_batch_new(PL_SIGNAL_PROFILES);
+    pl_pprof_builder *b = pl_pprof_builder_new(batch);
+    REQUIRE(b);
+    pl_pprof_builder_set_budget(b, 4u << 20, 0);
+    pl_err err = {{0}};
+    CHECK_EQ_INT(pl_pprof_builder_add(b, out.data, out.len, NULL, &err), PL_ERR_TOO_LARGE);
+    CHECK(strstr(err.msg, "max_decoded_memory") != NULL);
+    CHECK(batch_bytes(batch) <= 4u << 20);
+    pl_pprof_builder_free(b);
+    pl_batch_free(batch);
+    pl_buf_free(&out);
+    pl_buf_free(&m);
+}
+
 int main(void)
 {
     PL_RUN(test_decode_hand_built);
@@ -508,5 +654,8 @@ int main(void)
     PL_RUN(test_profile_names);
     PL_RUN(test_empty);
     PL_RUN(test_colliding_ids_linear);
+    PL_RUN(test_budget_across_samples);
+    PL_RUN(test_budget_expansion);
+    PL_RUN(test_budget_arena_limit);
     return pl_test_done();
 }

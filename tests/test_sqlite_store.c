@@ -639,6 +639,208 @@ static void test_sample_types_and_labels(void)
     pl_store_close(s);
 }
 
+/* Time, not counts: a Node-style service sends a wall profile (samples:count
+ * with a wall period, and wall:microseconds) after its spans were stored.
+ * The spans and the trace then show wall time in nanoseconds, not a sample
+ * count; a profile without any clock shows a count labelled as one; heap
+ * profiles never pass for time. */
+static void test_time_not_counts(void)
+{
+    char path[512];
+    fresh_path(path, sizeof(path), "wall.db");
+    pl_store *s = open_rw(path);
+    REQUIRE(s);
+    pl_err err = {{0}};
+    CHECK(write_one(s, traces_batch("node", shop_trace, 4)) == PL_OK);
+    uint8_t tid[16];
+    make_trace_id(1, tid);
+    pl_trace_detail d;
+    REQUIRE(pl_store_query_trace(s, tid, 3, &d, &err) == PL_OK);
+    const pl_span_row *q = find_span(&d, "db.query");
+    REQUIRE(q);
+    CHECK_EQ_INT(q->time_kind, PL_TIME_NONE); /* no samples yet */
+    CHECK_EQ_INT(d.summary.time_kind, PL_TIME_NONE);
+    pl_trace_detail_free(&d);
+
+    /* the wall profile arrives later: 10ms period in microseconds */
+    prof_builder pb;
+    prof_begin(&pb, "node", "samples", "count", "wall", "microseconds", 10000, BASE);
+    sample_spec c1 = {"main;handler;query;spin", 3, 0, 1, 1, true, NULL};
+    sample_spec c2 = {"main;handler;query;decode", 2, 0, 1, 2, true, NULL};
+    prof_sample(&pb, &c1);
+    prof_sample(&pb, &c2);
+    CHECK(write_one(s, pb.b) == PL_OK);
+    prof_begin(&pb, "node", "wall", "microseconds", "wall", "microseconds", 10000, BASE);
+    sample_spec w1 = {"main;handler;query;spin", 30000, 0, 1, 1, true, NULL};
+    sample_spec w2 = {"main;handler;query;decode", 20000, 0, 1, 2, true, NULL};
+    prof_sample(&pb, &w1);
+    prof_sample(&pb, &w2);
+    CHECK(write_one(s, pb.b) == PL_OK);
+
+    REQUIRE(pl_store_query_trace(s, tid, 3, &d, &err) == PL_OK);
+    q = find_span(&d, "db.query");
+    REQUIRE(q);
+    CHECK_EQ_INT(q->time_kind, PL_TIME_WALL);
+    CHECK_EQ_INT(q->time, MS(30)); /* 30000us, and 3 x 10ms: one type counts, not both */
+    CHECK_EQ_INT(q->cpu_ns, 0);
+    REQUIRE(q->n_top >= 1);
+    CHECK_EQ_STR(q->top[0].name, "spin");
+    CHECK_EQ_INT(q->top[0].self, MS(30)); /* nanoseconds, not 3 samples */
+    const pl_span_row *dec = find_span(&d, "decode");
+    REQUIRE(dec);
+    CHECK_EQ_INT(dec->time_kind, PL_TIME_WALL);
+    CHECK_EQ_INT(dec->time, MS(20));
+    CHECK_EQ_INT(d.summary.time_kind, PL_TIME_WALL);
+    CHECK_EQ_INT(d.summary.time, MS(50));
+    pl_buf js;
+    pl_buf_init(&js);
+    pl_json_trace(&d, &js);
+    pl_buf_append_byte(&js, 0);
+    CHECK(strstr((const char *)js.data,
+                 "\"time\":{\"kind\":\"wall\",\"value\":30000000,\"unit\":\"nanoseconds\"}") != NULL);
+    pl_buf_free(&js);
+    pl_trace_detail_free(&d);
+
+    pl_trace_list list;
+    pl_trace_query tq = {0};
+    REQUIRE(pl_store_query_traces(s, &tq, &list, &err) == PL_OK);
+    REQUIRE(list.n == 1);
+    CHECK_EQ_INT(list.items[0].time_kind, PL_TIME_WALL);
+    CHECK_EQ_INT(list.items[0].time, MS(50));
+    char text[32];
+    pl_format_time(list.items[0].time_kind, list.items[0].time, text, sizeof(text));
+    CHECK_EQ_STR(text, "50.0ms wall");
+    pl_trace_list_free(&list);
+
+    /* flame graph and top of the service: wall nanoseconds, with the types */
+    pl_profile_query pq = {0};
+    pq.scope = PL_PROFILE_SERVICE;
+    pq.service = "node";
+    pq.time_only = true;
+    pl_profile_result pr;
+    REQUIRE(pl_store_query_profile(s, &pq, &pr, &err) == PL_OK);
+    CHECK_EQ_STR(pr.type, "wall");
+    CHECK_EQ_STR(pr.unit, "nanoseconds");
+    CHECK_EQ_INT(pr.total, MS(50));
+    CHECK_EQ_INT(folded_value(&pr, "main;handler;query;spin"), MS(30));
+    REQUIRE(pr.n_types == 3);
+    CHECK_EQ_STR(pr.types[0], "wall");
+    CHECK_EQ_STR(pr.types[1], "samples:count");
+    CHECK_EQ_STR(pr.types[2], "wall:microseconds");
+    pl_profile_result_free(&pr);
+    pq.type = "cpu"; /* there is no CPU time here */
+    REQUIRE(pl_store_query_profile(s, &pq, &pr, &err) == PL_OK);
+    CHECK_EQ_INT(pr.total, 0);
+    pl_profile_result_free(&pr);
+    pq.type = "samples";
+    REQUIRE(pl_store_query_profile(s, &pq, &pr, &err) == PL_OK);
+    CHECK_EQ_STR(pr.unit, "count");
+    CHECK_EQ_INT(pr.total, 5);
+    pl_profile_result_free(&pr);
+
+    /* CPU wins over wall when both exist */
+    prof_begin(&pb, "node", "cpu", "nanoseconds", "cpu", "nanoseconds", 10000000, BASE);
+    sample_spec cp = {"main;handler;query;spin", (int64_t)MS(4), 0, 1, 1, true, NULL};
+    prof_sample(&pb, &cp);
+    CHECK(write_one(s, pb.b) == PL_OK);
+    REQUIRE(pl_store_query_trace(s, tid, 3, &d, &err) == PL_OK);
+    q = find_span(&d, "db.query");
+    REQUIRE(q);
+    CHECK_EQ_INT(q->time_kind, PL_TIME_CPU);
+    CHECK_EQ_INT(q->time, MS(4));
+    CHECK_EQ_INT(d.summary.time_kind, PL_TIME_CPU);
+    CHECK_EQ_INT(d.summary.time, MS(4));
+    pl_trace_detail_free(&d);
+    pl_store_close(s);
+
+    /* no clock at all: a count, labelled as one */
+    fresh_path(path, sizeof(path), "count.db");
+    s = open_rw(path);
+    REQUIRE(s);
+    CHECK(write_one(s, traces_batch("ruby", shop_trace, 4)) == PL_OK);
+    prof_begin(&pb, "ruby", "samples", "count", NULL, NULL, 0, BASE);
+    sample_spec n1 = {"main;work", 7, 0, 1, 1, true, NULL};
+    prof_sample(&pb, &n1);
+    CHECK(write_one(s, pb.b) == PL_OK);
+    prof_begin(&pb, "ruby", "inuse_space", "bytes", NULL, NULL, 0, BASE);
+    sample_spec h1 = {"main;alloc", 1 << 20, 0, 1, 2, true, NULL};
+    prof_sample(&pb, &h1);
+    CHECK(write_one(s, pb.b) == PL_OK);
+    REQUIRE(pl_store_query_trace(s, tid, 3, &d, &err) == PL_OK);
+    q = find_span(&d, "db.query");
+    REQUIRE(q);
+    CHECK_EQ_INT(q->time_kind, PL_TIME_COUNT);
+    CHECK_EQ_INT(q->time, 7);
+    dec = find_span(&d, "decode"); /* heap samples only: no time */
+    REQUIRE(dec);
+    CHECK_EQ_INT(dec->time_kind, PL_TIME_NONE);
+    CHECK_EQ_INT(d.summary.time_kind, PL_TIME_COUNT);
+    CHECK_EQ_INT(d.summary.time, 7);
+    pl_format_time(q->time_kind, q->time, text, sizeof(text));
+    CHECK_EQ_STR(text, "7 samples");
+    pl_trace_detail_free(&d);
+    /* top of the heap-only span: nothing unless asked; a flame graph falls back */
+    memset(&pq, 0, sizeof(pq));
+    pq.scope = PL_PROFILE_SPAN;
+    make_span_id(1, 2, pq.span_id);
+    pq.time_only = true;
+    REQUIRE(pl_store_query_profile(s, &pq, &pr, &err) == PL_OK);
+    CHECK_EQ_INT(pr.total, 0);
+    REQUIRE(pr.n_types == 1);
+    CHECK_EQ_STR(pr.types[0], "inuse_space:bytes");
+    pl_profile_result_free(&pr);
+    pq.time_only = false;
+    REQUIRE(pl_store_query_profile(s, &pq, &pr, &err) == PL_OK);
+    CHECK_EQ_STR(pr.type, "inuse_space");
+    CHECK_EQ_INT(pr.total, 1 << 20);
+    pl_profile_result_free(&pr);
+    pl_store_close(s);
+}
+
+/* A store written before wall time was kept (schema 3) is upgraded in place
+ * by a writer; readers ask for that first. */
+static void test_upgrade_from_schema_3(void)
+{
+    char path[512];
+    fresh_path(path, sizeof(path), "v3.db");
+    pl_store *s = open_rw(path);
+    REQUIRE(s);
+    CHECK(write_one(s, traces_batch("node", shop_trace, 4)) == PL_OK);
+    pl_store_close(s);
+    sqlite3 *db = NULL;
+    REQUIRE(sqlite3_open(path, &db) == SQLITE_OK);
+    CHECK(sqlite3_exec(db,
+                       "ALTER TABLE samples DROP COLUMN wall_ns;"
+                       "ALTER TABLE service_profiles DROP COLUMN wall_ns; PRAGMA user_version = 3",
+                       NULL, NULL, NULL) == SQLITE_OK);
+    sqlite3_close(db);
+    pl_err err = {{0}};
+    pl_store_options ro = {.read_only = true};
+    pl_store *r = NULL;
+    CHECK(pl_store_open(path, &ro, &r, NULL, &err) != PL_OK);
+    CHECK(strstr(err.msg, "older proflink") != NULL);
+    s = open_rw(path);
+    REQUIRE(s);
+    prof_builder pb;
+    prof_begin(&pb, "node", "wall", "microseconds", NULL, NULL, 0, BASE);
+    sample_spec w = {"main;spin", 1500, 0, 1, 1, true, NULL};
+    prof_sample(&pb, &w);
+    CHECK(write_one(s, pb.b) == PL_OK);
+    pl_store_close(s);
+    r = open_ro(path);
+    REQUIRE(r);
+    uint8_t tid[16];
+    make_trace_id(1, tid);
+    pl_trace_detail d;
+    REQUIRE(pl_store_query_trace(r, tid, 3, &d, &err) == PL_OK);
+    const pl_span_row *q = find_span(&d, "db.query");
+    REQUIRE(q);
+    CHECK_EQ_INT(q->time_kind, PL_TIME_WALL);
+    CHECK_EQ_INT(q->time, 1500000);
+    pl_trace_detail_free(&d);
+    pl_store_close(r);
+}
+
 /* Samples at the edges of the model: no stack, indices out of range,
  * timestamps without values, one value per timestamp. None may crash or
  * draw an empty frame. */
@@ -1634,6 +1836,8 @@ int main(void)
     PL_RUN(test_round_trip_samples_then_spans);
     PL_RUN(test_duplicate_spans_and_repeated_samples);
     PL_RUN(test_sample_types_and_labels);
+    PL_RUN(test_time_not_counts);
+    PL_RUN(test_upgrade_from_schema_3);
     PL_RUN(test_odd_samples);
     PL_RUN(test_traces_filters_and_order);
     PL_RUN(test_traces_many_in_window);

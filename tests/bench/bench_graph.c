@@ -30,7 +30,8 @@ static double run_shape(uv_loop_t *loop, const char *yaml, long batches)
 {
     pl_cfg_errors errs;
     pl_cfg_errors_init(&errs);
-    pl_config *cfg = pl_config_load_string("bench.yaml", yaml, strlen(yaml), &errs);
+    pl_config *cfg =
+        pl_config_load_string("bench.yaml", yaml, strlen(yaml), pl_component_types, &errs);
     if (!cfg) {
         pl_cfg_errors_print(&errs, stderr);
         exit(1);
@@ -103,7 +104,8 @@ int main(int argc, char **argv)
         for (int i = 0; i < 2000; i++) {
             pl_cfg_errors errs;
             pl_cfg_errors_init(&errs);
-            pl_config_free(pl_config_load_string("b.yaml", yaml, strlen(yaml), &errs));
+            pl_config_free(
+                pl_config_load_string("b.yaml", yaml, strlen(yaml), pl_component_types, &errs));
             pl_cfg_errors_free(&errs);
         }
         samples[r] = (double)(pl_time_mono_ns() - t0) / 2000.0;
