@@ -81,6 +81,7 @@ receivers:
 processors:
   correlation:
     window: 4s
+    max_window: 0s   # spans wait the window only, not an upload cadence
 exporters:
   loadbalancing:
     routing_key: traceID
@@ -218,7 +219,11 @@ test('every span and linked sample of a trace lands in exactly one of three gate
     // the checkout requests ran code: their samples must have arrived too
     return requests.every((r) => contents.some((c) => (c.samples.get(r.traceId) || 0) > 0));
   };
-  assert.ok(await until(complete, 30000), `all spans and linked samples arrive: ${edge.log}`);
+  if (!await until(complete, 30000)) {
+    const missing = [...expected].filter(([tid, ids]) => !ids.every((id) => contents.some((c) => c.spans.get(tid)?.has(id)))).length;
+    const unlinked = requests.filter((r) => !contents.some((c) => c.samples.get(r.traceId))).length;
+    assert.fail(`traces with missing spans: ${missing}, checkout traces without samples: ${unlinked}, unlinked samples: ${contents.map((c) => c.unlinked)}\n${edge.log}`);
+  }
 
   for (const tid of expected.keys()) {
     const at = whereIs(contents, tid);
