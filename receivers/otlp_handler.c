@@ -27,9 +27,14 @@
 
 typedef enum body_format { FORMAT_PROTOBUF, FORMAT_JSON } body_format;
 
+/* What travels with the data: the tenant (X-Scope-OrgID), the caller's
+ * authenticated identity ("auth.user": the authenticator's user name, else
+ * the mutual-TLS client certificate's CN), and with include_metadata every
+ * header. */
 static void add_metadata(pl_batch *b, const pl_http_request *req, bool all)
 {
-    size_t n = 0;
+    const char *who = req->auth_user ? req->auth_user : req->tls_peer;
+    size_t n = who ? 1 : 0;
     for (size_t i = 0; i < req->n_headers; i++) {
         const pl_http_header *h = &req->headers[i];
         bool org = h->name_len == 13 && strncasecmp(h->name, "x-scope-orgid", 13) == 0;
@@ -61,6 +66,11 @@ static void add_metadata(pl_batch *b, const pl_http_request *req, bool all)
             items[k].value = pl_value_string(pl_batch_bytes(b, h->value, h->value_len));
             k++;
         }
+    }
+    if (who) {
+        items[k].key = PL_BYTES_LIT("auth.user");
+        items[k].value = pl_value_string(pl_batch_bytes(b, who, strlen(who)));
+        k++;
     }
     b->metadata.items = items;
     b->metadata.n = k;
@@ -114,7 +124,8 @@ static pl_status decode_request(const pl_otlp_handler *h, pl_signal signal, body
 }
 
 /* Hands the batch to the pipeline and counts the outcome. */
-static pl_status deliver(const pl_otlp_handler *r, pl_signal signal, pl_batch *b, pl_err *err)
+static pl_status deliver(const pl_otlp_handler *r, pl_transport via, pl_signal signal, pl_batch *b,
+                         pl_err *err)
 {
     /* logs and metrics count their records / data points, not requests */
     size_t items = (signal == PL_SIGNAL_LOGS || signal == PL_SIGNAL_METRICS) ? pass_through_items
@@ -131,10 +142,10 @@ static pl_status deliver(const pl_otlp_handler *r, pl_signal signal, pl_batch *b
     b->received_unix_nano = pl_time_now_ns();
     pl_status st = pl_consumer_consume(r->next[signal], b);
     if (st == PL_OK) {
-        pl_stats_add(r->stats, signal, PL_STAT_ACCEPTED, items);
+        pl_stats_add_via(r->stats, via, signal, PL_STAT_ACCEPTED, items);
         return PL_OK;
     }
-    pl_stats_add(r->stats, signal, PL_STAT_REFUSED, items);
+    pl_stats_add_via(r->stats, via, signal, PL_STAT_REFUSED, items);
     switch (st) {
     case PL_ERR_REFUSED:
     case PL_ERR_NOMEM:
@@ -228,7 +239,7 @@ void pl_otlp_handle_grpc(const pl_otlp_handler *r, pl_http_request *req, pl_http
                             &err);
     if (st == PL_OK) {
         add_metadata(b, req, r->grpc_metadata);
-        st = deliver(r, signal, b, &err);
+        st = deliver(r, PL_TRANSPORT_GRPC, signal, b, &err);
     }
     if (st == PL_OK) {
         /* an empty Export*ServiceResponse (full success) */
@@ -405,7 +416,7 @@ void pl_otlp_handle_http(const pl_otlp_handler *r, int signal, pl_http_request *
                             &err);
     if (st == PL_OK) {
         add_metadata(b, req, r->http_metadata);
-        st = deliver(r, (pl_signal)signal, b, &err);
+        st = deliver(r, PL_TRANSPORT_HTTP, (pl_signal)signal, b, &err);
     }
     if (st == PL_OK) {
         pl_buf body;

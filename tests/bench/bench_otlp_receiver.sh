@@ -76,7 +76,7 @@ YAML
     local elapsed; elapsed=$(sed -n 's/.* seconds=\([0-9.]*\).*/\1/p' "$TMP/loadgen.out" | head -1)
     # what the receiver took in must match what loadgen had answered
     local sent_now; sent_now=$(curl -s "http://127.0.0.1:$mport/metrics" |
-        awk '/^proflink_receiver_accepted_items_total\{component="otlp",signal="traces"\}/ {print $2}')
+        awk '/^otelcol_receiver_accepted_spans\{receiver="otlp",/ {s += $2} END {print s + 0}')
     kill -TERM $pid; wait $pid || true
     if [ -n "$sent_now" ] && [ "${sent_now%.*}" != "$spans" ]; then
         echo "warning: loadgen sent $spans spans, the receiver counted $sent_now" >&2
