@@ -26,17 +26,31 @@
 static int logs_validate(void *cfg, pl_cfg_ctx *ctx)
 {
     pl_service_logs_cfg *logs = cfg;
+    int errors = 0;
     if (logs->level && pl_log_level_parse(logs->level) < 0) {
         pl_cfg_errorf(ctx, "level", "unknown log level '%s' (debug, info, warn, error, off)",
                       logs->level);
-        return 1;
+        errors++;
     }
-    return 0;
+    if (logs->encoding && pl_log_encoding_parse(logs->encoding) < 0) {
+        pl_cfg_errorf(ctx, "encoding", "unknown encoding '%s' (console or json)", logs->encoding);
+        errors++;
+    }
+    return errors;
 }
 
 static const pl_cfg_field logs_fields[] = {
     {"level", PL_CFG_STRING, "info", offsetof(pl_service_logs_cfg, level),
      "Log level on stderr: debug, info, warn, error or off.", NULL},
+    {"encoding", PL_CFG_STRING, "console", offsetof(pl_service_logs_cfg, encoding),
+     "console (one readable line per event) or json (one JSON object per line).", NULL},
+    {"initial_fields", PL_CFG_STRMAP, NULL, offsetof(pl_service_logs_cfg, initial_fields),
+     "Fields added to every log line (e.g. service: gateway).", NULL},
+    {"development", PL_CFG_IGNORED, NULL, 0, "accepted for Collector configs; no effect", NULL},
+    {"disable_caller", PL_CFG_IGNORED, NULL, 0, "accepted for Collector configs; no effect", NULL},
+    {"disable_stacktrace", PL_CFG_IGNORED, NULL, 0, "accepted for Collector configs; no effect",
+     NULL},
+    {"sampling", PL_CFG_IGNORED, NULL, 0, "accepted for Collector configs; no effect", NULL},
     {0},
 };
 static const pl_cfg_section logs_section = {sizeof(pl_service_logs_cfg), logs_fields,
@@ -424,6 +438,10 @@ static void load_service(loader *l, const pl_cfg_node *service_key, const pl_cfg
                     ? pl_log_level_parse(cfg->service.telemetry.logs.level)
                     : PL_LOG_INFO;
     cfg->log_level = level < 0 ? PL_LOG_INFO : level;
+    int encoding = cfg->service.telemetry.logs.encoding
+                       ? pl_log_encoding_parse(cfg->service.telemetry.logs.encoding)
+                       : PL_LOG_CONSOLE;
+    cfg->log_encoding = encoding < 0 ? PL_LOG_CONSOLE : encoding;
 
     load_pipelines(l, service_key, service);
 

@@ -49,7 +49,9 @@ typedef struct pl_config_pipeline {
 
 /* service.telemetry and friends, decoded with pl_service_section. */
 typedef struct pl_service_logs_cfg {
-    char *level; /* debug, info, warn, error */
+    char *level;    /* debug, info, warn, error */
+    char *encoding; /* console, json */
+    pl_strmap initial_fields;
 } pl_service_logs_cfg;
 
 typedef struct pl_service_metrics_cfg {
@@ -77,6 +79,7 @@ typedef struct pl_config {
     size_t n_pipelines;
     pl_service_cfg service;
     int log_level;            /* parsed service.telemetry.logs.level */
+    int log_encoding;         /* parsed service.telemetry.logs.encoding */
     bool metrics_address_set; /* the file chose the address explicitly */
     pl_cfg_doc *doc;          /* kept for positions (and print-config) */
     pl_cfg_sources sources;   /* what it was read from, read again on reload */

@@ -118,8 +118,9 @@ int pl_parse_size(const char *text, uint64_t *out_bytes);
 typedef struct pl_consumer pl_consumer;
 pl_status pl_consumer_consume(pl_consumer *next, pl_batch *batch);
 
-/* Per-component counters, exposed on the Prometheus endpoint as
- * proflink_<kind>_<name>_total{component="<id>",signal="<signal>"}. */
+/* Per-component counters, exposed on the Prometheus endpoint under the
+ * OpenTelemetry Collector's names, e.g. otelcol_receiver_accepted_spans
+ * {receiver="<id>",transport="grpc"} (pipeline/telemetry_metrics.c). */
 typedef enum pl_stat {
     PL_STAT_ACCEPTED = 0, /* items taken in (receivers, processors) */
     PL_STAT_REFUSED,      /* items refused with a retryable answer */
@@ -129,8 +130,24 @@ typedef enum pl_stat {
     PL_STAT_COUNT
 } pl_stat;
 
+/* How a receiver got the data (the Collector's `transport` label). */
+typedef enum pl_transport {
+    PL_TRANSPORT_NONE = 0,
+    PL_TRANSPORT_GRPC,
+    PL_TRANSPORT_HTTP,
+    PL_TRANSPORT_COUNT
+} pl_transport;
+
 typedef struct pl_stats pl_stats;
 void pl_stats_add(pl_stats *stats, pl_signal signal, pl_stat stat, uint64_t n);
+/* pl_stats_add for a receiver, also counted under its transport. */
+void pl_stats_add_via(pl_stats *stats, pl_transport transport, pl_signal signal, pl_stat stat,
+                      uint64_t n);
+/* A latency histogram (seconds, fixed buckets), e.g. "send_duration_seconds";
+ * NULL-safe to observe. Stays valid for the stats' life. */
+typedef struct pl_histogram pl_histogram;
+pl_histogram *pl_stats_histogram(pl_stats *stats, const char *name, const char *help);
+void pl_histogram_observe_ns(pl_histogram *h, uint64_t ns);
 uint64_t pl_stats_get(const pl_stats *stats, pl_signal signal, pl_stat stat);
 /* A component-specific counter or gauge, e.g. "linked_samples"; the returned
  * pointer stays valid for the component's life. `help` is one line. */

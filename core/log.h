@@ -1,10 +1,17 @@
 /*
- * log.h: leveled logging to stderr. One line per event:
- *   2026-11-21T05:40:00.123Z info  [otlp] listening on 127.0.0.1:4318
- * The level is set from service.telemetry.logs.level.
+ * log.h: leveled logging to stderr. One line per event, in one of two
+ * encodings (service.telemetry.logs.encoding, as in the Collector):
+ *   console  2026-11-21T05:40:00.123Z info  [otlp] listening on 127.0.0.1:4318
+ *   json     {"level":"info","ts":"2026-11-21T05:40:00.123Z","msg":"listening on
+ *            127.0.0.1:4318","otelcol.component.id":"otlp",<initial fields>}
+ * The level is set from service.telemetry.logs.level; initial fields (from
+ * logs.initial_fields) are added to every JSON line, and to console lines
+ * as key=value at the end.
  */
 #ifndef PL_LOG_H
 #define PL_LOG_H
+
+#include <stddef.h>
 
 typedef enum pl_log_level {
     PL_LOG_DEBUG = 0,
@@ -14,7 +21,17 @@ typedef enum pl_log_level {
     PL_LOG_OFF = 4,
 } pl_log_level;
 
+typedef enum pl_log_encoding {
+    PL_LOG_CONSOLE = 0,
+    PL_LOG_JSON = 1,
+} pl_log_encoding;
+
 void pl_log_set_level(pl_log_level level);
+void pl_log_set_encoding(pl_log_encoding encoding);
+/* "console" or "json"; -1 if unknown. */
+int pl_log_encoding_parse(const char *name);
+/* Fields added to every line (copied; at most about 1 KiB of them). */
+void pl_log_set_fields(char *const *keys, char *const *values, size_t n);
 pl_log_level pl_log_get_level(void);
 /* Parses "debug", "info", "warn", "error", "off"; -1 if unknown. */
 int pl_log_level_parse(const char *name);

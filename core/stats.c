@@ -76,6 +76,57 @@ void pl_stats_add(pl_stats *stats, pl_signal signal, pl_stat stat, uint64_t n)
         __atomic_fetch_add(&stats->counts[signal][stat], n, __ATOMIC_RELAXED);
 }
 
+void pl_stats_add_via(pl_stats *stats, pl_transport transport, pl_signal signal, pl_stat stat,
+                      uint64_t n)
+{
+    pl_stats_add(stats, signal, stat, n);
+    if (!stats || (unsigned)transport >= PL_TRANSPORT_COUNT || (unsigned)signal >= PL_SIGNAL_COUNT)
+        return;
+    if (stat == PL_STAT_ACCEPTED || stat == PL_STAT_REFUSED)
+        __atomic_fetch_add(&stats->via[transport][signal][stat == PL_STAT_REFUSED], n,
+                           __ATOMIC_RELAXED);
+    if (transport != PL_TRANSPORT_NONE &&
+        !(__atomic_load_n(&stats->transports, __ATOMIC_RELAXED) & (1u << transport)))
+        __atomic_fetch_or(&stats->transports, 1u << transport, __ATOMIC_RELAXED);
+}
+
+/* Network sends take from a millisecond to the retry timeouts. */
+const double pl_histogram_bounds[PL_HIST_BOUNDS] = {0.001, 0.0025, 0.005, 0.01, 0.025,
+                                                    0.05,  0.1,    0.25,  0.5,  1,
+                                                    2.5,   5,      10,    30};
+
+pl_histogram *pl_stats_histogram(pl_stats *stats, const char *name, const char *help)
+{
+    if (!stats)
+        return NULL;
+    pl_stats_lock();
+    pl_histogram *h = NULL;
+    for (size_t i = 0; i < stats->n_histograms; i++)
+        if (strcmp(stats->histograms[i].name, name) == 0)
+            h = &stats->histograms[i];
+    if (!h && stats->n_histograms < PL_STATS_MAX_HISTOGRAMS) {
+        h = &stats->histograms[stats->n_histograms];
+        snprintf(h->name, sizeof(h->name), "%s", name);
+        snprintf(h->help, sizeof(h->help), "%s", help ? help : "");
+        __atomic_store_n(&stats->n_histograms, stats->n_histograms + 1, __ATOMIC_RELEASE);
+    }
+    pl_stats_unlock();
+    return h;
+}
+
+void pl_histogram_observe_ns(pl_histogram *h, uint64_t ns)
+{
+    if (!h)
+        return;
+    double s = (double)ns / 1e9;
+    size_t b = 0;
+    while (b < PL_HIST_BOUNDS && s > pl_histogram_bounds[b])
+        b++;
+    __atomic_fetch_add(&h->buckets[b], 1, __ATOMIC_RELAXED);
+    __atomic_fetch_add(&h->sum_ns, ns, __ATOMIC_RELAXED);
+    __atomic_fetch_add(&h->count, 1, __ATOMIC_RELAXED);
+}
+
 uint64_t pl_stats_get(const pl_stats *stats, pl_signal signal, pl_stat stat)
 {
     if (!stats || (unsigned)signal >= PL_SIGNAL_COUNT || stat >= PL_STAT_COUNT)

@@ -29,10 +29,30 @@ typedef struct pl_stats_extra {
     } v;
 } pl_stats_extra;
 
+/* Upper bounds (seconds) of a histogram's buckets; the last is +Inf. */
+#define PL_HIST_BOUNDS 14
+extern const double pl_histogram_bounds[PL_HIST_BOUNDS];
+
+struct pl_histogram {
+    char name[64];
+    char help[160];
+    uint64_t buckets[PL_HIST_BOUNDS + 1]; /* not cumulative; the last is +Inf */
+    uint64_t count;
+    uint64_t sum_ns;
+};
+
+#define PL_STATS_MAX_HISTOGRAMS 4
+
 struct pl_stats {
     char id[128];
     pl_kind kind;
+    unsigned signals;    /* signals the component is used with (0: unknown) */
+    unsigned transports; /* receivers: PL_TRANSPORT_* bits that count via */
     uint64_t counts[PL_SIGNAL_COUNT][PL_STAT_COUNT];
+    /* receivers: accepted and refused by transport */
+    uint64_t via[PL_TRANSPORT_COUNT][PL_SIGNAL_COUNT][2];
+    pl_histogram histograms[PL_STATS_MAX_HISTOGRAMS];
+    size_t n_histograms;
     pl_stats_extra *extras; /* stable addresses: allocated in chunks */
     size_t n_extras;
     size_t cap_extras;

@@ -62,6 +62,9 @@ bool pl_otlp_is_protobuf_response(const pl_http_client_result *res)
  * one byte naming its coding (a pl_encoding):
  *     otlphttp: [coding][body, compressed with the coding]
  *     otlp:     [coding][5-byte gRPC prefix][message, compressed]
+ * With tenant_header set, a batch's tenant rides along: the first byte has
+ * PL_OTLP_PAYLOAD_TENANT and [length][tenant] sits before the body, so a
+ * retried or stored payload still goes out under its own tenant.
  * so it is compressed once, at export, whatever the number of attempts, and
  * a payload stored by an earlier run is still sent with the coding it was
  * made with even if the configuration changed since. */
@@ -76,11 +79,15 @@ typedef struct send_ctx {
     size_t body_len;
     pl_buf own; /* a payload recoded for a server that refused its coding */
     char coding_header[48];
-    const char *headers[]; /* the exporter's headers + content type + coding */
+    char *tenant_line; /* "<tenant_header>: <tenant>" */
+    char *auth_line;   /* from the authenticator, per request */
+    const char *headers[]; /* exporter's headers + content type + tenant + auth + coding */
 } send_ctx;
 
 static void free_ctx(send_ctx *ctx)
 {
+    free(ctx->tenant_line);
+    free(ctx->auth_line);
     pl_buf_free(&ctx->own);
     free(ctx);
 }
@@ -238,7 +245,8 @@ static void on_response(void *arg, const pl_http_client_result *res)
 static pl_status start_request(send_ctx *ctx, pl_err *err)
 {
     pl_otlp_exporter *x = ctx->x;
-    size_t n = x->n_headers + (x->grpc ? 0 : 1);
+    size_t n = x->n_headers + (x->grpc ? 0 : 1) + (ctx->tenant_line != NULL) +
+               (ctx->auth_line != NULL);
     if (ctx->coding != PL_ENCODING_IDENTITY) {
         snprintf(ctx->coding_header, sizeof(ctx->coding_header), "%s: %s",
                  x->grpc ? "grpc-encoding" : "Content-Encoding", pl_encoding_name(ctx->coding));
@@ -271,13 +279,22 @@ static void otlp_send(void *arg, pl_signal signal, const uint8_t *payload, size_
         return;
     }
     bool json = len && !x->grpc && (payload[0] & PL_OTLP_PAYLOAD_JSON);
-    pl_encoding coding = len ? (pl_encoding)(payload[0] & ~PL_OTLP_PAYLOAD_JSON) : 0;
-    if (len < (x->grpc ? 6u : 1u) || coding > PL_ENCODING_ZSTD) {
+    pl_encoding coding =
+        len ? (pl_encoding)(payload[0] & ~(PL_OTLP_PAYLOAD_JSON | PL_OTLP_PAYLOAD_TENANT)) : 0;
+    const char *tenant = NULL;
+    size_t tenant_len = 0, skip = 1;
+    if (len >= 2 && (payload[0] & PL_OTLP_PAYLOAD_TENANT)) {
+        tenant_len = payload[1];
+        tenant = (const char *)payload + 2;
+        skip = 2 + tenant_len;
+    }
+    if (len < skip + (x->grpc ? 5u : 0u) || coding > PL_ENCODING_ZSTD ||
+        (tenant && tenant_len == 0)) {
         pl_send_result_set(&result, PL_SEND_PERMANENT, "malformed queued payload");
         pl_queue_send_done(send, &result);
         return;
     }
-    send_ctx *ctx = calloc(1, sizeof(*ctx) + (x->n_headers + 2) * sizeof(const char *));
+    send_ctx *ctx = calloc(1, sizeof(*ctx) + (x->n_headers + 4) * sizeof(const char *));
     if (!ctx) {
         pl_send_result_set(&result, PL_SEND_RETRYABLE, "out of memory");
         pl_queue_send_done(send, &result);
@@ -287,8 +304,8 @@ static void otlp_send(void *arg, pl_signal signal, const uint8_t *payload, size_
     ctx->send = send;
     ctx->signal = signal;
     ctx->coding = coding;
-    ctx->body = payload + 1;
-    ctx->body_len = len - 1;
+    ctx->body = payload + skip;
+    ctx->body_len = len - skip;
     pl_buf_init(&ctx->own);
     /* Queued (or stored) before the server refused its coding: recode now
      * rather than be refused again. */
@@ -315,6 +332,19 @@ static void otlp_send(void *arg, pl_signal signal, const uint8_t *payload, size_
     if (!x->grpc) /* per payload: a stored one keeps the body type it was made with */
         ctx->headers[n++] =
             json ? "Content-Type: application/json" : "Content-Type: application/x-protobuf";
+    if (tenant && x->tenant_header) {
+        size_t tl = strlen(x->tenant_header) + tenant_len + 3;
+        ctx->tenant_line = malloc(tl);
+        if (ctx->tenant_line) {
+            snprintf(ctx->tenant_line, tl, "%s: %.*s", x->tenant_header, (int)tenant_len, tenant);
+            ctx->headers[n++] = ctx->tenant_line;
+        }
+    }
+    if (x->auth) {
+        ctx->auth_line = pl_auth_client_header_line(x->auth);
+        if (ctx->auth_line)
+            ctx->headers[n++] = ctx->auth_line;
+    }
     pl_status st = start_request(ctx, &err);
     if (st == PL_OK)
         return;
@@ -349,8 +379,18 @@ static pl_status otlp_encode(void *arg, const pl_batch *batch, pl_buf *out, uint
      * pass through as the protobuf request they came in as. */
     bool json = x->json && !x->grpc &&
                 (batch->signal == PL_SIGNAL_TRACES || batch->signal == PL_SIGNAL_PROFILES);
-    pl_buf_append_byte(out,
-                       (uint8_t)((unsigned)x->compression | (json ? PL_OTLP_PAYLOAD_JSON : 0)));
+    pl_bytes tenant = {0};
+    bool with_tenant = x->tenant_header && pl_batch_metadata_get(batch, "tenant", &tenant) &&
+                       tenant.len > 0 && tenant.len <= 255 &&
+                       !memchr(tenant.ptr, '\r', tenant.len) &&
+                       !memchr(tenant.ptr, '\n', tenant.len) && !memchr(tenant.ptr, 0, tenant.len);
+    pl_buf_append_byte(out, (uint8_t)((unsigned)x->compression |
+                                      (json ? PL_OTLP_PAYLOAD_JSON : 0) |
+                                      (with_tenant ? PL_OTLP_PAYLOAD_TENANT : 0)));
+    if (with_tenant) {
+        pl_buf_append_byte(out, (uint8_t)tenant.len);
+        pl_buf_append(out, tenant.ptr, tenant.len);
+    }
     size_t prefix_at = out->len;
     if (x->grpc) {
         uint8_t prefix[5] = {x->compression != PL_ENCODING_IDENTITY, 0, 0, 0, 0};
@@ -438,6 +478,17 @@ pl_status pl_otlp_exporter_create(const pl_create_settings *settings,
     x->tls.ca_file = dup_or_null(cfg->tls.ca_file);
     x->tls.cert_file = dup_or_null(cfg->tls.cert_file);
     x->tls.key_file = dup_or_null(cfg->tls.key_file);
+    x->tenant_header = dup_or_null(cfg->tenant_header);
+    if (cfg->auth.authenticator && *cfg->auth.authenticator) {
+        x->auth = pl_auth_find(cfg->auth.authenticator, err);
+        if (!x->auth || !x->auth->client_header) {
+            if (x->auth)
+                pl_errf(err, PL_ERR_INVALID, "auth.authenticator '%s' has no client side",
+                        cfg->auth.authenticator);
+            pl_otlp_exporter_destroy(x);
+            return PL_ERR_INVALID;
+        }
+    }
     pl_status st = PL_OK;
     for (size_t i = 0; extra_headers && extra_headers[i] && st == PL_OK; i += 2)
         st = add_header(x, extra_headers[i], extra_headers[i + 1]);
@@ -510,6 +561,7 @@ void pl_otlp_exporter_destroy(void *self)
     free((char *)x->tls.ca_file);
     free((char *)x->tls.cert_file);
     free((char *)x->tls.key_file);
+    free(x->tenant_header);
     free(x->id);
     free(x);
 }

@@ -18,6 +18,7 @@
 
 #include "core/component.h"
 #include "exporters/queue.h"
+#include "extensions/auth.h"
 #include "net/compress.h"
 #include "net/http_client.h"
 
@@ -42,12 +43,17 @@ typedef struct pl_otlp_exporter_config {
     pl_otlp_tls_config tls;
     pl_sending_queue_config sending_queue;
     pl_retry_config retry_on_failure;
+    pl_auth_ref_config auth;
+    char *tenant_header; /* header carrying the data's tenant; empty: not sent */
 } pl_otlp_exporter_config;
 
 extern const pl_cfg_section pl_otlp_tls_section;
 
 /* Flag in a queued payload's first byte: the body is OTLP/JSON. */
 #define PL_OTLP_PAYLOAD_JSON 0x80u
+/* Flag: a tenant follows the first byte, as [length][bytes] (1..255 bytes),
+ * before the body. Payloads stored without it have no tenant. */
+#define PL_OTLP_PAYLOAD_TENANT 0x40u
 
 /* One exporter instance (either kind). */
 typedef struct pl_otlp_exporter pl_otlp_exporter;
@@ -72,6 +78,8 @@ struct pl_otlp_exporter {
     uint64_t *downgrades;     /* counter compression_downgrades (NULL without stats) */
     uint64_t timeout_ms;
     pl_http_tls tls;
+    const pl_authenticator *auth; /* client side of an auth extension, or NULL */
+    char *tenant_header;          /* forwarded tenant's header name, or NULL */
     pl_otlp_classify_fn classify;
     pl_buf scratch; /* encoding buffer reused across exports */
 };

@@ -62,6 +62,7 @@
 #include <string.h>
 
 #include "core/log.h"
+#include "extensions/auth.h"
 #include "exporters/otlp_common.h"
 #include "exporters/queue.h"
 #include "net/http_client.h"
@@ -88,6 +89,7 @@ typedef struct pyroscope_exp_cfg {
     pl_otlp_tls_config tls;
     pl_sending_queue_config sending_queue;
     pl_retry_config retry_on_failure;
+    pl_auth_ref_config auth;
 } pyroscope_exp_cfg;
 
 static const pl_cfg_field basic_auth_fields[] = {
@@ -133,7 +135,11 @@ static const pl_cfg_field pyroscope_exp_fields[] = {
      "format=pprof (one request per series)",
      NULL},
     {"tenant_id", PL_CFG_STRING, NULL, offsetof(pyroscope_exp_cfg, tenant_id),
-     "sent as X-Scope-OrgID (multi-tenant Pyroscope)", NULL},
+     "sent as X-Scope-OrgID for every request; empty: each batch's own tenant (the "
+     "X-Scope-OrgID it arrived with) is sent",
+     NULL},
+    {"auth", PL_CFG_SECTION, NULL, offsetof(pyroscope_exp_cfg, auth),
+     "authenticator extension whose credentials every request carries", &pl_auth_ref_section},
     {"bearer_token", PL_CFG_STRING, NULL, offsetof(pyroscope_exp_cfg, bearer_token),
      "Authorization: Bearer <token>", NULL},
     {"basic_auth", PL_CFG_SECTION, NULL, offsetof(pyroscope_exp_cfg, basic_auth),
@@ -166,7 +172,25 @@ typedef struct pyroscope_exp {
     pl_queue *queue;
     pl_stats *stats;
     pl_clock clock;
+    bool fixed_tenant;            /* tenant_id set: batches' tenants are not sent */
+    const pl_authenticator *auth; /* client side of an auth extension, or NULL */
 } pyroscope_exp;
+
+/* A payload may start with the batch's tenant: TENANT_MARK, 'T', length,
+ * bytes. 0xFF can start neither a PushRequest (wire type 7 does not exist)
+ * nor an /ingest payload (a 4-byte query length below 2^24), so payloads
+ * queued before tenants were carried still read the same. */
+#define TENANT_MARK 0xFFu
+
+static bool tenant_ok(pl_bytes t)
+{
+    if (t.len == 0 || t.len > 255)
+        return false;
+    for (uint32_t i = 0; i < t.len; i++)
+        if (t.ptr[i] < 0x20 || t.ptr[i] == 0x7f)
+            return false;
+    return true;
+}
 
 /* ---- conversion: a batch -> PushRequest ------------------------------------ */
 
@@ -453,6 +477,14 @@ static pl_status pyroscope_encode(void *arg, const pl_batch *batch, pl_buf *out,
 {
     if (batch->signal != PL_SIGNAL_PROFILES)
         return pl_errf(err, PL_ERR_UNSUPPORTED, "pyroscope exporter takes profiles only");
+    pyroscope_exp *x = arg;
+    pl_bytes tenant = {0};
+    if (x && !x->fixed_tenant && pl_batch_metadata_get(batch, "tenant", &tenant) &&
+        tenant_ok(tenant)) {
+        uint8_t head[3] = {TENANT_MARK, 'T', (uint8_t)tenant.len};
+        pl_buf_append(out, head, 3);
+        pl_buf_append(out, tenant.ptr, tenant.len);
+    }
     encode_state es;
     memset(&es, 0, sizeof(es));
     pl_arena_init(&es.arena);
@@ -726,6 +758,32 @@ static void pyroscope_send(void *arg, pl_signal signal, const uint8_t *payload, 
     ctx->send = send;
     const char *url = x->url;
     char *ingest_url = NULL;
+    /* per-request headers: the fixed ones, the tenant, the authenticator's */
+    const char *headers[64];
+    size_t nh = 0;
+    char tenant_line[300];
+    char *auth_line = NULL;
+    for (size_t i = 0; i < x->n_headers && nh < 62; i++)
+        headers[nh++] = x->headers[i];
+    if (len >= 3 && payload[0] == TENANT_MARK && payload[1] == 'T') {
+        size_t tl = payload[2];
+        if (tl == 0 || len < 3 + tl) {
+            free(ctx);
+            pl_send_result_set(&r, PL_SEND_PERMANENT, "malformed queued payload");
+            pl_queue_send_done(send, &r);
+            return;
+        }
+        snprintf(tenant_line, sizeof(tenant_line), "X-Scope-OrgID: %.*s", (int)tl,
+                 (const char *)payload + 3);
+        headers[nh++] = tenant_line;
+        payload += 3 + tl;
+        len -= 3 + tl;
+    }
+    if (x->auth) {
+        auth_line = pl_auth_client_header_line(x->auth);
+        if (auth_line)
+            headers[nh++] = auth_line;
+    }
     if (x->ingest) {
         size_t qlen = len >= 4 ? (size_t)payload[0] << 24 | (size_t)payload[1] << 16 |
                                      (size_t)payload[2] << 8 | payload[3]
@@ -736,6 +794,7 @@ static void pyroscope_send(void *arg, pl_signal signal, const uint8_t *payload, 
             ingest_url = malloc(ulen + qlen + 2);
         if (!ingest_url) {
             free(ctx);
+            free(auth_line);
             pl_send_result_set(&r, bad ? PL_SEND_PERMANENT : PL_SEND_RETRYABLE, "%s",
                                bad ? "malformed queued payload" : "out of memory");
             pl_queue_send_done(send, &r);
@@ -752,8 +811,8 @@ static void pyroscope_send(void *arg, pl_signal signal, const uint8_t *payload, 
     pl_http_client_request req = {
         .method = "POST",
         .url = url,
-        .headers = (const char *const *)x->headers,
-        .n_headers = x->n_headers,
+        .headers = headers,
+        .n_headers = nh,
         .body = payload,
         .body_len = len,
         .version = PL_HTTP_VERSION_1_1,
@@ -761,7 +820,8 @@ static void pyroscope_send(void *arg, pl_signal signal, const uint8_t *payload, 
         .tls = &x->tls,
     };
     pl_status st = pl_http_client_send(x->client, &req, on_response, ctx, &err);
-    free(ingest_url); /* curl copies the URL */
+    free(ingest_url); /* curl copies the URL and the headers */
+    free(auth_line);
     if (st == PL_OK)
         return;
     free(ctx);
@@ -848,8 +908,20 @@ static pl_status pyroscope_exp_create(const pl_create_settings *settings, const 
         fail |= add_header(x, "Content-Type", "application/proto");
         fail |= add_header(x, "Connect-Protocol-Version", "1");
     }
-    if (cfg->tenant_id && *cfg->tenant_id)
+    if (cfg->tenant_id && *cfg->tenant_id) {
         fail |= add_header(x, "X-Scope-OrgID", cfg->tenant_id);
+        x->fixed_tenant = true;
+    }
+    if (cfg->auth.authenticator && *cfg->auth.authenticator) {
+        x->auth = pl_auth_find(cfg->auth.authenticator, err);
+        if (!x->auth || !x->auth->client_header) {
+            if (x->auth)
+                pl_errf(err, PL_ERR_INVALID, "auth.authenticator '%s' has no client side",
+                        cfg->auth.authenticator);
+            pyroscope_exp_destroy(x);
+            return PL_ERR_INVALID;
+        }
+    }
     if (cfg->bearer_token && *cfg->bearer_token) {
         size_t len = strlen(cfg->bearer_token) + 8;
         char *v = malloc(len);

@@ -162,6 +162,7 @@ struct pl_queue_send {
     pl_queue *queue; /* NULL once the queue is gone (orphaned) */
     slot *slot;
     qentry *entry;
+    uint64_t started_ns; /* for the send duration histogram */
 };
 
 struct pl_queue {
@@ -201,6 +202,7 @@ struct pl_queue {
     ZSTD_DCtx *dctx;
 
     int64_t *g_batches, *g_items, *g_bytes;
+    pl_histogram *h_send;
     uint64_t *c_retries, *c_send_errors, *c_stored;
 };
 
@@ -637,6 +639,7 @@ static void slot_send(slot *s)
     send->queue = q;
     send->slot = s;
     send->entry = e;
+    send->started_ns = pl_time_mono_ns();
     s->send = send;
     s->state = SLOT_SENDING;
     q->in_flight++;
@@ -694,6 +697,7 @@ void pl_queue_send_done(pl_queue_send *send, const pl_send_result *result)
     }
     slot *s = send->slot;
     qentry *e = send->entry;
+    pl_histogram_observe_ns(q->h_send, pl_time_mono_ns() - send->started_ns);
     free(send);
     s->send = NULL;
     q->in_flight--;
@@ -815,7 +819,12 @@ pl_queue *pl_queue_new(const pl_create_settings *settings, const pl_sending_queu
     q->delete_check.data = q;
     q->open_handles++;
     q->g_batches = pl_stats_gauge(q->stats, "queue_batches", "batches held by the sending queue");
-    q->g_items = pl_stats_gauge(q->stats, "queue_size", "items held by the sending queue");
+    q->g_items = pl_stats_gauge(q->stats, "queue_items", "items held by the sending queue");
+    /* the Collector's otelcol_exporter_queue_capacity: queue_size, in batches */
+    *pl_stats_gauge(q->stats, "queue_capacity", "capacity of the sending queue, in batches") =
+        q->qcfg.queue_size;
+    q->h_send = pl_stats_histogram(q->stats, "send_duration_seconds",
+                                   "Time from a send's start to its outcome (any outcome).");
     q->g_bytes = pl_stats_gauge(q->stats, "queue_bytes", "encoded bytes held by the sending queue");
     q->c_retries = pl_stats_counter(q->stats, "send_retries", "sends retried after a failure");
     q->c_send_errors =

@@ -25,151 +25,19 @@
  *   - A connection's memory is freed only from libuv's close callbacks, so
  *     nothing is freed under a callback that still uses it.
  */
-#include "http_server.h"
+#include "http_server_private.h"
 
-#include <errno.h>
-#include <http_parser.h>
-#include <nghttp2/nghttp2.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 
-#include "core/buf.h"
-#include "core/log.h"
-
-#define DEFAULT_MAX_BODY        (20u * 1024 * 1024)
-#define DEFAULT_MAX_HEADER      (64u * 1024)
-#define DEFAULT_MAX_CONNECTIONS 1024u
-#define DEFAULT_HEADER_TIMEOUT  30000u
-#define DEFAULT_IDLE_TIMEOUT    120000u
-#define DEFAULT_MAX_BUFFERED    (256u * 1024 * 1024)
-#define DEFAULT_MAX_STREAMS     128u
-#define MAX_UNSENT_BYTES        (64u * 1024 * 1024)
-#define PAUSE_READING_AT        (4u * 1024 * 1024) /* unsent answer bytes */
-#define RESUME_READING_AT       (1u * 1024 * 1024)
-#define CLOSE_GRACE_MS          5000u
-/* After the server closes a connection with an answer (413, 408, ...) it
- * half-closes and reads, discarding, for this long: closing a socket that
- * still has unread request bytes makes the kernel send RST, and the peer may
- * then lose the answer before reading it. */
-#define LINGER_MS            2000u
-#define PREALLOC_BODY_MAX    (4u << 20)
-#define READ_BUFFER_SIZE     (64u * 1024)
-#define H2_STREAM_WINDOW     (1u << 20)
-#define H2_CONNECTION_WINDOW (4u << 20)
-
 static const char h2_preface[] = "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
-#define H2_PREFACE_LEN 24
 
-typedef struct conn conn;
-typedef struct stream stream;
-
-/* A header stored as offsets into a growing byte buffer (the buffer may move
- * while headers arrive, so pointers are made only at dispatch time). */
-typedef struct header_offsets {
-    size_t name, name_len, value, value_len;
-} header_offsets;
-
-/* A request under construction (HTTP/1.1: one per connection; HTTP/2: one
- * per stream). */
-typedef struct request_parts {
-    pl_buf strings; /* method, url, header names and values */
-    pl_buf offsets; /* header_offsets[] */
-    size_t n_headers;
-    size_t method_off, method_len;
-    size_t url_off, url_len;
-    pl_buf body;
-    bool too_large;
-    size_t *pool;     /* the server's count of buffered body bytes (NULL: none) */
-    size_t accounted; /* this body's share of *pool */
-} request_parts;
-
-struct stream {
-    int32_t id;
-    conn *c;
-    stream *prev, *next;
-    request_parts parts;
-    bool dispatched;
-    bool remote_done;        /* the client ended its side (END_STREAM seen) */
-    bool reset_after_answer; /* answered early: RST_STREAM(NO_ERROR) once sent */
-    uint64_t started_ms;     /* loop time of the request's first HEADERS */
-    /* the answer, read by the data provider */
-    uint8_t *resp;
-    size_t resp_len, resp_off;
-    pl_buf trailer_store; /* name\0value\0... */
-    nghttp2_nv *trailers;
-    size_t n_trailers;
-};
-
-struct pl_http_response {
-    conn *c;
-    stream *s; /* HTTP/2 only */
-    bool answered;
-    bool head;       /* HTTP/1.1 HEAD: no body */
-    bool keep_alive; /* HTTP/1.1 */
-};
-
-typedef enum conn_proto { PROTO_SNIFF, PROTO_H1, PROTO_H2 } conn_proto;
-
-struct conn {
-    pl_http_server *server; /* NULL for a socketless connection's dummy */
-    const pl_http_server_options *opt;
-    pl_http_handler handler;
-    void *arg;
-    conn *prev, *next;
-    uv_tcp_t tcp;
-    uv_timer_t timer;
-    int open_handles;
-    bool socketless;
-    pl_buf *capture;
-    bool closing;     /* no more input is processed */
-    bool read_paused; /* the peer does not read its answers: stop reading its requests */
-    pl_buf stash;     /* HTTP/1.1 input read but not parsed while paused */
-    bool closed_by_server;
-    bool lingering; /* answer sent, write side shut: draining input */
-    uv_shutdown_t shutdown_req;
-    unsigned pending_writes;
-    conn_proto proto;
-    uint8_t sniff[H2_PREFACE_LEN];
-    size_t sniff_len;
-    char peer[64];
-    /* HTTP/1.1 */
-    http_parser parser;
-    bool in_request;
-    bool last_was_value;
-    bool expect_continue;
-    size_t header_bytes;
-    request_parts h1;
-    /* HTTP/2 */
-    nghttp2_session *h2;
-    stream *streams;
-    unsigned n_streams;
-};
-
-struct pl_http_server {
-    uv_loop_t *loop;
-    uv_tcp_t listener;
-    pl_http_server_options opt;
-    char name[64];
-    pl_http_handler handler;
-    void *arg;
-    int port;
-    bool closing;
-    int open_handles; /* listener + live connections */
-    size_t buffered;  /* request body bytes held, all connections */
-    conn *conns;
-    unsigned n_conns;
-    bool read_buffer_busy;
-    uint8_t read_buffer[READ_BUFFER_SIZE];
-};
-
-static void conn_close(conn *c);
-static void conn_write(conn *c, uint8_t *data, size_t len);
+static void on_listener_closed(uv_handle_t *h);
 static void on_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf);
 static void on_read(uv_stream_t *st, ssize_t nread, const uv_buf_t *buf);
-static void h2_flush(conn *c);
-static void on_listener_closed(uv_handle_t *h);
+static void conn_tls_flush(conn *c);
 
 /* ---- options and small helpers ----------------------------------------- */
 
@@ -195,12 +63,12 @@ static void options_fill(pl_http_server_options *o)
         o->name = "http";
 }
 
-static const char *log_name(const conn *c)
+const char *pl_hs_log_name(const conn *c)
 {
     return c->opt->name ? c->opt->name : "http";
 }
 
-static void parts_init(request_parts *p)
+void pl_hs_parts_init(request_parts *p)
 {
     memset(p, 0, sizeof(*p));
     pl_buf_init(&p->strings);
@@ -210,7 +78,7 @@ static void parts_init(request_parts *p)
 
 /* Gives this body's bytes back to the server-wide budget (after the body
  * went to the handler, or was dropped). */
-static void parts_release(request_parts *p)
+void pl_hs_parts_release(request_parts *p)
 {
     if (p->pool)
         *p->pool -= p->accounted;
@@ -218,7 +86,7 @@ static void parts_release(request_parts *p)
 }
 
 /* Takes len bytes from the server-wide budget; false when it is spent. */
-static bool parts_account(request_parts *p, size_t len, size_t limit)
+bool pl_hs_parts_account(request_parts *p, size_t len, size_t limit)
 {
     if (!p->pool)
         return true;
@@ -229,9 +97,9 @@ static bool parts_account(request_parts *p, size_t len, size_t limit)
     return true;
 }
 
-static void parts_reset(request_parts *p)
+void pl_hs_parts_reset(request_parts *p)
 {
-    parts_release(p);
+    pl_hs_parts_release(p);
     pl_buf_reset(&p->strings);
     pl_buf_reset(&p->offsets);
     /* A body taken by the handler leaves the buffer empty; a big one left
@@ -245,15 +113,15 @@ static void parts_reset(request_parts *p)
     p->too_large = false;
 }
 
-static void parts_free(request_parts *p)
+void pl_hs_parts_free(request_parts *p)
 {
-    parts_release(p);
+    pl_hs_parts_release(p);
     pl_buf_free(&p->strings);
     pl_buf_free(&p->offsets);
     pl_buf_free(&p->body);
 }
 
-static void parts_add_header(request_parts *p, const char *name, size_t name_len, const char *value,
+void pl_hs_parts_add_header(request_parts *p, const char *name, size_t name_len, const char *value,
                              size_t value_len)
 {
     header_offsets h;
@@ -292,7 +160,7 @@ uint8_t *pl_http_request_take_body(pl_http_request *req)
     return b;
 }
 
-static const char *reason_phrase(int status)
+const char *pl_hs_reason_phrase(int status)
 {
     switch (status) {
     case 100:
@@ -347,7 +215,8 @@ static const char *reason_phrase(int status)
 
 static void conn_free(conn *c)
 {
-    parts_free(&c->h1);
+    pl_tls_conn_free(c->tls);
+    pl_hs_parts_free(&c->h1);
     pl_buf_free(&c->stash);
     if (c->h2) {
         nghttp2_session_del(c->h2);
@@ -356,7 +225,7 @@ static void conn_free(conn *c)
     while (c->streams) {
         stream *s = c->streams;
         c->streams = s->next;
-        parts_free(&s->parts);
+        pl_hs_parts_free(&s->parts);
         pl_buf_free(&s->trailer_store);
         free(s->trailers);
         free(s->resp);
@@ -367,8 +236,13 @@ static void conn_free(conn *c)
 
 static void server_maybe_free(pl_http_server *server)
 {
-    if (server->closing && server->open_handles == 0)
+    if (server->closing && server->open_handles == 0) {
+        pl_tls_server_free(server->tls);
+        free(server->plain_buffer);
+        if (server->has_cors)
+            pl_http_cors_free(&server->cors);
         free(server);
+    }
 }
 
 static void on_conn_handle_closed(uv_handle_t *h)
@@ -433,7 +307,7 @@ static void conn_finish(conn *c)
 
 /* Stops reading and closes once queued answers are written (or after a grace
  * period if the peer does not read them). Safe to call more than once. */
-static void conn_close(conn *c)
+void pl_hs_conn_close(conn *c)
 {
     if (c->closing) {
         if (c->pending_writes == 0)
@@ -446,6 +320,11 @@ static void conn_close(conn *c)
         return;
     if (uv_is_closing((uv_handle_t *)&c->tcp))
         return;
+    if (c->tls) {
+        /* close_notify tells the client the answer is complete */
+        pl_tls_conn_close_notify(c->tls);
+        conn_tls_flush(c);
+    }
     uv_read_stop((uv_stream_t *)&c->tcp);
     if (c->pending_writes == 0) {
         conn_finish(c);
@@ -462,13 +341,13 @@ typedef struct write_req {
     uint8_t *data;
 } write_req;
 
-static bool conn_should_pause(const conn *c)
+bool pl_hs_conn_should_pause(const conn *c)
 {
     return !c->socketless && !c->read_paused && !c->closing &&
            c->tcp.write_queue_size > PAUSE_READING_AT;
 }
 
-static void h1_feed(conn *c, const uint8_t *data, size_t len);
+void pl_hs_h1_feed(conn *c, const uint8_t *data, size_t len);
 
 /* The peer has read enough of its answers: parse what was held back, then
  * read again (unless that pauses once more). */
@@ -480,7 +359,7 @@ static void conn_resume_reading(conn *c)
         if (c->stash.len) {
             size_t len;
             uint8_t *held = pl_buf_steal(&c->stash, &len);
-            h1_feed(c, held, len);
+            pl_hs_h1_feed(c, held, len);
             free(held);
         }
     }
@@ -508,8 +387,9 @@ static void on_write_done(uv_write_t *req, int status)
         conn_resume_reading(c);
 }
 
-/* Takes `data` (malloc'd). */
-static void conn_write(conn *c, uint8_t *data, size_t len)
+/* Writes bytes to the socket as they are (ciphertext on a TLS connection).
+ * Takes `data` (malloc'd). */
+static void conn_write_raw(conn *c, uint8_t *data, size_t len)
 {
     if (len == 0) {
         free(data);
@@ -528,7 +408,7 @@ static void conn_write(conn *c, uint8_t *data, size_t len)
     if (c->tcp.write_queue_size > MAX_UNSENT_BYTES) {
         /* The peer does not read what it asked for. */
         free(data);
-        pl_warn(log_name(c), "%s: peer is not reading; closing", c->peer);
+        pl_warn(pl_hs_log_name(c), "%s: peer is not reading; closing", c->peer);
         c->closing = true;
         conn_close_now(c);
         return;
@@ -556,299 +436,65 @@ static void conn_write(conn *c, uint8_t *data, size_t len)
     /* HTTP/2 streams from a peer that does not read its answers would pile
      * answers up here; stop reading until it catches up. (HTTP/1.1 pauses
      * between requests, in h1_on_message_complete.) */
-    if (c->proto == PROTO_H2 && conn_should_pause(c)) {
+    if (c->proto == PROTO_H2 && pl_hs_conn_should_pause(c)) {
         c->read_paused = true;
         uv_read_stop((uv_stream_t *)&c->tcp);
     }
 }
 
-static void conn_write_copy(conn *c, const void *data, size_t len)
+/* Whatever TLS produced (handshake messages, records, alerts) goes out. */
+static void conn_tls_flush(conn *c)
+{
+    size_t len;
+    uint8_t *out = pl_tls_conn_take_output(c->tls, &len);
+    if (out)
+        conn_write_raw(c, out, len);
+}
+
+/* Application bytes: encrypted first on a TLS connection. Takes `data`. */
+void pl_hs_conn_write(conn *c, uint8_t *data, size_t len)
+{
+    if (!c->tls || c->socketless) {
+        conn_write_raw(c, data, len);
+        return;
+    }
+    if (len == 0 || uv_is_closing((uv_handle_t *)&c->tcp)) {
+        free(data);
+        return;
+    }
+    int rc = pl_tls_conn_encrypt(c->tls, data, len);
+    free(data);
+    if (rc < 0) {
+        c->closing = true;
+        conn_close_now(c);
+        return;
+    }
+    conn_tls_flush(c);
+}
+
+void pl_hs_conn_write_copy(conn *c, const void *data, size_t len)
 {
     uint8_t *copy = malloc(len ? len : 1);
     if (!copy) {
-        conn_close(c);
+        pl_hs_conn_close(c);
         return;
     }
     memcpy(copy, data, len);
-    conn_write(c, copy, len);
+    pl_hs_conn_write(c, copy, len);
 }
 
 /* ---- timers ------------------------------------------------------------- */
 
 static void on_conn_timeout(uv_timer_t *t);
 
-static void conn_arm_timer(conn *c, uint64_t ms)
+void pl_hs_conn_arm_timer(conn *c, uint64_t ms)
 {
     if (c->socketless || c->closing)
         return;
     uv_timer_start(&c->timer, on_conn_timeout, ms, 0);
 }
 
-/* ---- HTTP/1.1 ----------------------------------------------------------- */
-
-static void h1_respond_simple(conn *c, int status, const char *body, bool close_after)
-{
-    pl_buf out;
-    pl_buf_init(&out);
-    size_t len = body ? strlen(body) : 0;
-    pl_buf_printf(&out,
-                  "HTTP/1.1 %d %s\r\nContent-Type: text/plain; charset=utf-8\r\n"
-                  "Content-Length: %zu\r\n%s\r\n",
-                  status, reason_phrase(status), len, close_after ? "Connection: close\r\n" : "");
-    pl_buf_append(&out, body, len);
-    if (!pl_buf_ok(&out)) {
-        pl_buf_free(&out);
-        conn_close(c);
-        return;
-    }
-    size_t n;
-    uint8_t *data = pl_buf_steal(&out, &n);
-    conn_write(c, data, n);
-}
-
-static void h1_respond_busy(conn *c)
-{
-    static const char busy[] = "HTTP/1.1 503 Service Unavailable\r\nContent-Type: text/plain; "
-                               "charset=utf-8\r\nRetry-After: 1\r\nContent-Length: 12\r\n"
-                               "Connection: close\r\n\r\nserver busy\n";
-    conn_write_copy(c, busy, sizeof(busy) - 1);
-}
-
-static void h1_respond(pl_http_response *res, int status, const pl_http_header *headers,
-                       size_t n_headers, const void *body, size_t body_len)
-{
-    conn *c = res->c;
-    pl_buf out;
-    pl_buf_init(&out);
-    pl_buf_printf(&out, "HTTP/1.1 %d %s\r\n", status, reason_phrase(status));
-    for (size_t i = 0; i < n_headers; i++) {
-        const pl_http_header *h = &headers[i];
-        /* Framing is ours; a CR or LF inside a value would split the answer. */
-        if ((h->name_len == 14 && strncasecmp(h->name, "content-length", 14) == 0) ||
-            (h->name_len == 10 && strncasecmp(h->name, "connection", 10) == 0) ||
-            (h->name_len == 17 && strncasecmp(h->name, "transfer-encoding", 17) == 0))
-            continue;
-        if (memchr(h->value, '\r', h->value_len) || memchr(h->value, '\n', h->value_len))
-            continue;
-        pl_buf_append(&out, h->name, h->name_len);
-        pl_buf_append(&out, ": ", 2);
-        pl_buf_append(&out, h->value, h->value_len);
-        pl_buf_append(&out, "\r\n", 2);
-    }
-    pl_buf_printf(&out, "Content-Length: %zu\r\n", body_len);
-    if (!res->keep_alive)
-        pl_buf_append_str(&out, "Connection: close\r\n");
-    pl_buf_append(&out, "\r\n", 2);
-    if (!res->head && body_len)
-        pl_buf_append(&out, body, body_len);
-    if (!pl_buf_ok(&out)) {
-        pl_buf_free(&out);
-        conn_close(c);
-        return;
-    }
-    size_t n;
-    uint8_t *data = pl_buf_steal(&out, &n);
-    conn_write(c, data, n);
-}
-
-static bool h1_header_budget(conn *c, size_t more)
-{
-    c->header_bytes += more;
-    return c->header_bytes <= c->opt->max_header_size;
-}
-
-static int h1_on_message_begin(http_parser *p)
-{
-    conn *c = p->data;
-    parts_reset(&c->h1);
-    c->in_request = true;
-    c->last_was_value = false;
-    c->expect_continue = false;
-    c->header_bytes = 0;
-    conn_arm_timer(c, c->opt->header_timeout_ms);
-    return 0;
-}
-
-static int h1_on_url(http_parser *p, const char *at, size_t len)
-{
-    conn *c = p->data;
-    if (!h1_header_budget(c, len)) {
-        h1_respond_simple(c, 431, "request line too long\n", true);
-        conn_close(c);
-        return -1;
-    }
-    if (c->h1.url_len == 0)
-        c->h1.url_off = c->h1.strings.len;
-    pl_buf_append(&c->h1.strings, at, len);
-    c->h1.url_len += len;
-    return 0;
-}
-
-/* Header names and values may arrive in several pieces; they are stored as
- * "name\0value\0" with offsets completed as the pieces come. */
-static int h1_on_header_field(http_parser *p, const char *at, size_t len)
-{
-    conn *c = p->data;
-    request_parts *r = &c->h1;
-    if (!h1_header_budget(c, len + 4)) {
-        h1_respond_simple(c, 431, "request headers too large\n", true);
-        conn_close(c);
-        return -1;
-    }
-    if (r->n_headers == 0 && r->url_len) {
-        /* terminate the url */
-        pl_buf_append_byte(&r->strings, 0);
-    }
-    if (c->last_was_value || r->n_headers == 0) {
-        header_offsets h = {r->strings.len, 0, 0, 0};
-        pl_buf_append(&r->offsets, &h, sizeof(h));
-        r->n_headers++;
-        c->last_was_value = false;
-    } else {
-        /* continuing a name: it was NUL-terminated below, drop the NUL */
-        r->strings.len--;
-    }
-    if (!pl_buf_ok(&r->offsets))
-        return -1;
-    header_offsets *h = (header_offsets *)r->offsets.data + (r->n_headers - 1);
-    pl_buf_append(&r->strings, at, len);
-    pl_buf_append_byte(&r->strings, 0);
-    h->name_len += len;
-    h->value = r->strings.len;
-    return 0;
-}
-
-static int h1_on_header_value(http_parser *p, const char *at, size_t len)
-{
-    conn *c = p->data;
-    request_parts *r = &c->h1;
-    if (!h1_header_budget(c, len)) {
-        h1_respond_simple(c, 431, "request headers too large\n", true);
-        conn_close(c);
-        return -1;
-    }
-    if (r->n_headers == 0 || !pl_buf_ok(&r->offsets))
-        return -1;
-    header_offsets *h = (header_offsets *)r->offsets.data + (r->n_headers - 1);
-    if (c->last_was_value)
-        r->strings.len--; /* continuing a value: drop its NUL */
-    else
-        h->value = r->strings.len;
-    pl_buf_append(&r->strings, at, len);
-    pl_buf_append_byte(&r->strings, 0);
-    h->value_len += len;
-    c->last_was_value = true;
-    return 0;
-}
-
-static void h1_dispatch(conn *c, bool too_large);
-
-static int h1_on_headers_complete(http_parser *p)
-{
-    conn *c = p->data;
-    request_parts *r = &c->h1;
-    if (r->n_headers == 0 && r->url_len)
-        pl_buf_append_byte(&r->strings, 0);
-    r->method_off = r->strings.len;
-    const char *m = http_method_str((enum http_method)p->method);
-    r->method_len = strlen(m);
-    pl_buf_append(&r->strings, m, r->method_len + 1);
-    if (!pl_buf_ok(&r->strings) || !pl_buf_ok(&r->offsets)) {
-        h1_respond_simple(c, 503, "out of memory\n", true);
-        conn_close(c);
-        return -1;
-    }
-    /* Content-Length over the limit: answer now, do not read the body. */
-    if (p->content_length != ULLONG_MAX && p->content_length > c->opt->max_body_size) {
-        h1_dispatch(c, true);
-        conn_close(c);
-        return -1;
-    }
-    for (size_t i = 0; i < r->n_headers; i++) {
-        header_offsets *h = (header_offsets *)r->offsets.data + i;
-        const char *name = (const char *)r->strings.data + h->name;
-        const char *value = (const char *)r->strings.data + h->value;
-        if (h->name_len == 6 && strncasecmp(name, "expect", 6) == 0) {
-            if (h->value_len == 12 && strncasecmp(value, "100-continue", 12) == 0)
-                c->expect_continue = true;
-        }
-    }
-    if (c->expect_continue && p->http_minor >= 1) {
-        static const char cont[] = "HTTP/1.1 100 Continue\r\n\r\n";
-        conn_write_copy(c, cont, sizeof(cont) - 1);
-    }
-    return 0;
-}
-
-static int h1_on_body(http_parser *p, const char *at, size_t len)
-{
-    conn *c = p->data;
-    request_parts *r = &c->h1;
-    if (r->body.len + len > c->opt->max_body_size) {
-        h1_dispatch(c, true);
-        conn_close(c);
-        return -1;
-    }
-    if (!parts_account(r, len, c->opt->max_buffered_bytes)) {
-        /* All connections together hold too much unfinished request data:
-         * a retryable refusal for this one. */
-        pl_warn(log_name(c), "%s: request data buffered over %zu bytes; refusing", c->peer,
-                c->opt->max_buffered_bytes);
-        h1_respond_busy(c);
-        conn_close(c);
-        return -1;
-    }
-    /* Size the buffer from Content-Length once, bounded: in a chunked body
-     * content_length is the announced chunk size (any number a client likes),
-     * and even a true length should not reserve memory before data arrives. */
-    if (r->body.cap == 0 && p->content_length != ULLONG_MAX && !(p->flags & F_CHUNKED)) {
-        uint64_t want = (uint64_t)len + p->content_length;
-        if (want > c->opt->max_body_size)
-            want = c->opt->max_body_size;
-        if (want > PREALLOC_BODY_MAX)
-            want = PREALLOC_BODY_MAX;
-        pl_buf_reserve(&r->body, (size_t)want);
-    }
-    pl_buf_append(&r->body, at, len);
-    if (!pl_buf_ok(&r->body)) {
-        h1_respond_simple(c, 503, "out of memory\n", true);
-        conn_close(c);
-        return -1;
-    }
-    return 0;
-}
-
-static int h1_on_message_complete(http_parser *p)
-{
-    conn *c = p->data;
-    c->in_request = false;
-    h1_dispatch(c, false);
-    if (c->closing)
-        return -1;
-    conn_arm_timer(c, c->opt->idle_timeout_ms);
-    if (conn_should_pause(c)) {
-        /* Pipelined requests from a peer that does not read its answers:
-         * stop here; the rest of the input waits in c->stash. */
-        c->read_paused = true;
-        uv_read_stop((uv_stream_t *)&c->tcp);
-        http_parser_pause(p, 1);
-    }
-    return 0;
-}
-
-static const http_parser_settings h1_settings = {
-    .on_message_begin = h1_on_message_begin,
-    .on_url = h1_on_url,
-    .on_header_field = h1_on_header_field,
-    .on_header_value = h1_on_header_value,
-    .on_headers_complete = h1_on_headers_complete,
-    .on_body = h1_on_body,
-    .on_message_complete = h1_on_message_complete,
-};
-
-/* Splits the stored url into path and query (both NUL-terminated inside
- * `strings`, which has room since the url is followed by its NUL). */
-static void split_url(char *url, const char **path, const char **query)
+void pl_hs_split_url(char *url, const char **path, const char **query)
 {
     /* absolute-form "http://host/path": keep the path */
     if (strncasecmp(url, "http://", 7) == 0 || strncasecmp(url, "https://", 8) == 0) {
@@ -868,527 +514,64 @@ static void split_url(char *url, const char **path, const char **query)
     *path = url;
 }
 
-static void call_handler(conn *c, pl_http_request *req, pl_http_response *res)
+/* A refused request: 401 with the authenticator's challenge, or for gRPC
+ * (which reads only its status trailers) UNAUTHENTICATED. */
+static void answer_unauthenticated(conn *c, pl_http_request *req, pl_http_response *res)
 {
+    size_t ctlen = 0;
+    const char *ct = pl_http_header_get(req, "content-type", &ctlen);
+    if (req->http_version == 2 && ct && ctlen >= 16 && strncmp(ct, "application/grpc", 16) == 0) {
+        static const pl_http_header h = {"content-type", 12, "application/grpc", 16};
+        static const pl_http_header t[] = {{"grpc-status", 11, "16", 2},
+                                           {"grpc-message", 12, "unauthenticated", 15}};
+        pl_http_respond_with_trailers(res, 200, &h, 1, NULL, 0, t, 2);
+        return;
+    }
+    const char *challenge = c->opt->auth->challenge ? c->opt->auth->challenge : "Bearer";
+    pl_http_header h[2] = {{"Content-Type", 12, "text/plain; charset=utf-8", 25},
+                           {"WWW-Authenticate", 16, challenge, strlen(challenge)}};
+    pl_http_respond(res, 401, h, 2, "unauthorized\n", 13);
+}
+
+/* Everything a request passes before its handler: CORS (a preflight is
+ * answered here, before authentication, as browsers send it without
+ * credentials), then the authenticator. */
+void pl_hs_call_handler(conn *c, pl_http_request *req, pl_http_response *res)
+{
+    char user[128];
+    req->tls = c->tls != NULL;
+    req->tls_peer = c->tls ? pl_tls_conn_peer_name(c->tls) : NULL;
+    pl_http_server *server = c->server;
+    const pl_http_cors_config *cors = server && server->has_cors ? &server->cors : NULL;
+    if (cors && pl_http_cors_preflight(cors, req, res))
+        goto done;
+    if (cors) {
+        size_t olen = 0;
+        const char *origin = pl_http_header_get(req, "origin", &olen);
+        if (pl_http_cors_origin_allowed(cors, origin, olen)) {
+            res->cors_origin = origin;
+            res->cors_origin_len = olen;
+        }
+    }
+    if (c->opt->auth) {
+        user[0] = 0;
+        if (!c->opt->auth->check(c->opt->auth->arg, req, user, sizeof(user))) {
+            pl_debug(pl_hs_log_name(c), "%s: %s %s refused by %s", c->peer, req->method,
+                     req->path, c->opt->auth->name ? c->opt->auth->name : "authenticator");
+            answer_unauthenticated(c, req, res);
+            goto done;
+        }
+        user[sizeof(user) - 1] = 0;
+        req->auth_user = user[0] ? user : NULL;
+    }
     c->handler(c->arg, req, res);
     if (!res->answered) {
-        pl_error(log_name(c), "%s %s: handler gave no answer", req->method, req->path);
+        pl_error(pl_hs_log_name(c), "%s %s: handler gave no answer", req->method, req->path);
         pl_http_respond(res, 500, NULL, 0, "no answer\n", 10);
     }
+done:
     free(req->body);
     req->body = NULL;
-}
-
-static void h1_dispatch(conn *c, bool too_large)
-{
-    request_parts *r = &c->h1;
-    http_parser *p = &c->parser;
-    if (too_large && !c->opt->deliver_too_large) {
-        h1_respond_simple(c, 413, "request body too large\n", true);
-        return;
-    }
-    pl_http_header stack_headers[32];
-    pl_http_header *headers = stack_headers;
-    if (r->n_headers > 32) {
-        headers = malloc(r->n_headers * sizeof(*headers));
-        if (!headers) {
-            h1_respond_simple(c, 503, "out of memory\n", true);
-            conn_close(c);
-            return;
-        }
-    }
-    char *base = (char *)r->strings.data;
-    for (size_t i = 0; i < r->n_headers; i++) {
-        header_offsets *h = (header_offsets *)r->offsets.data + i;
-        headers[i] = (pl_http_header){base + h->name, h->name_len, base + h->value, h->value_len};
-    }
-    pl_http_request req;
-    memset(&req, 0, sizeof(req));
-    req.http_version = 1;
-    req.method = base + r->method_off;
-    split_url(r->url_len ? base + r->url_off : (char *)"/", &req.path, &req.query);
-    req.headers = headers;
-    req.n_headers = r->n_headers;
-    req.peer = c->peer;
-    req.too_large = too_large;
-    if (!too_large) {
-        size_t len;
-        req.body = pl_buf_steal(&r->body, &len);
-        req.body_len = len;
-    }
-    parts_release(r); /* the body is the handler's now */
-    pl_http_response res = {.c = c,
-                            .head = p->method == HTTP_HEAD,
-                            .keep_alive = !too_large && http_should_keep_alive(p) && !p->upgrade};
-    call_handler(c, &req, &res);
-    if (headers != stack_headers)
-        free(headers);
-    if (!res.keep_alive)
-        conn_close(c);
-}
-
-static void h1_feed(conn *c, const uint8_t *data, size_t len)
-{
-    if (c->closing)
-        return;
-    if (c->read_paused) {
-        pl_buf_append(&c->stash, data, len);
-        return;
-    }
-    size_t n = http_parser_execute(&c->parser, &h1_settings, (const char *)data, len);
-    if (c->closing)
-        return;
-    enum http_errno e = HTTP_PARSER_ERRNO(&c->parser);
-    if (e == HPE_PAUSED) {
-        pl_buf_append(&c->stash, data + n, len - n);
-        if (!pl_buf_ok(&c->stash))
-            conn_close(c);
-        return;
-    }
-    if (e != HPE_OK) {
-        char msg[160];
-        snprintf(msg, sizeof(msg), "bad request: %s\n", http_errno_description(e));
-        pl_debug(log_name(c), "%s: %s", c->peer, msg);
-        h1_respond_simple(c, e == HPE_HEADER_OVERFLOW ? 431 : 400, msg, true);
-        conn_close(c);
-        return;
-    }
-    if (c->parser.upgrade || n < len) {
-        /* Upgrade / CONNECT: not supported; the request (if complete) was
-         * answered with Connection: close. */
-        conn_close(c);
-    }
-}
-
-static void h1_eof(conn *c)
-{
-    if (c->closing)
-        return;
-    /* Lets the parser finish a body delimited by the end of the stream. */
-    http_parser_execute(&c->parser, &h1_settings, NULL, 0);
-}
-
-/* ---- HTTP/2 ------------------------------------------------------------- */
-
-static stream *h2_stream(conn *c, int32_t id)
-{
-    return nghttp2_session_get_stream_user_data(c->h2, id);
-}
-
-static int h2_on_begin_headers(nghttp2_session *session, const nghttp2_frame *frame,
-                               void *user_data)
-{
-    conn *c = user_data;
-    if (frame->hd.type != NGHTTP2_HEADERS || frame->headers.cat != NGHTTP2_HCAT_REQUEST)
-        return 0;
-    stream *s = calloc(1, sizeof(*s));
-    if (!s)
-        return NGHTTP2_ERR_CALLBACK_FAILURE;
-    s->id = frame->hd.stream_id;
-    s->c = c;
-    s->started_ms = c->socketless ? 0 : uv_now(c->server->loop);
-    parts_init(&s->parts);
-    s->parts.pool = c->server ? &c->server->buffered : NULL;
-    pl_buf_init(&s->trailer_store);
-    s->next = c->streams;
-    if (c->streams)
-        c->streams->prev = s;
-    c->streams = s;
-    if (c->n_streams++ == 0)
-        conn_arm_timer(c, c->opt->header_timeout_ms);
-    nghttp2_session_set_stream_user_data(session, s->id, s);
-    return 0;
-}
-
-static int h2_on_header(nghttp2_session *session, const nghttp2_frame *frame, const uint8_t *name,
-                        size_t namelen, const uint8_t *value, size_t valuelen, uint8_t flags,
-                        void *user_data)
-{
-    conn *c = user_data;
-    if (frame->hd.type != NGHTTP2_HEADERS || frame->headers.cat != NGHTTP2_HCAT_REQUEST)
-        return 0;
-    stream *s = h2_stream(c, frame->hd.stream_id);
-    if (!s || s->dispatched)
-        return 0; /* trailers of a request: ignored */
-    request_parts *r = &s->parts;
-    if (r->strings.len + namelen + valuelen > c->opt->max_header_size)
-        return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE; /* resets this stream only */
-    if (namelen == 7 && memcmp(name, ":method", 7) == 0) {
-        r->method_off = r->strings.len;
-        r->method_len = valuelen;
-        pl_buf_append(&r->strings, value, valuelen);
-        pl_buf_append_byte(&r->strings, 0);
-    } else if (namelen == 5 && memcmp(name, ":path", 5) == 0) {
-        r->url_off = r->strings.len;
-        r->url_len = valuelen;
-        pl_buf_append(&r->strings, value, valuelen);
-        pl_buf_append_byte(&r->strings, 0);
-    } else if (namelen > 0 && name[0] == ':') {
-        /* :scheme, :authority: not needed by handlers */
-    } else {
-        parts_add_header(r, (const char *)name, namelen, (const char *)value, valuelen);
-    }
-    return pl_buf_ok(&r->strings) && pl_buf_ok(&r->offsets) ? 0 : NGHTTP2_ERR_CALLBACK_FAILURE;
-}
-
-static int h2_on_data_chunk(nghttp2_session *session, uint8_t flags, int32_t stream_id,
-                            const uint8_t *data, size_t len, void *user_data)
-{
-    conn *c = user_data;
-    stream *s = h2_stream(c, stream_id);
-    if (!s || s->dispatched || s->parts.too_large)
-        return 0;
-    request_parts *r = &s->parts;
-    if (r->body.len + len > c->opt->max_body_size) {
-        r->too_large = true;
-        pl_buf_free(&r->body);
-        parts_release(r);
-        return 0;
-    }
-    if (!parts_account(r, len, c->opt->max_buffered_bytes)) {
-        /* too much unfinished request data on the server: refuse this
-         * stream; REFUSED_STREAM tells the client it is safe to retry */
-        pl_warn(log_name(c), "%s: request data buffered over %zu bytes; refusing stream %d",
-                c->peer, c->opt->max_buffered_bytes, stream_id);
-        s->dispatched = true;
-        pl_buf_free(&r->body);
-        parts_release(r);
-        nghttp2_submit_rst_stream(session, NGHTTP2_FLAG_NONE, stream_id, NGHTTP2_REFUSED_STREAM);
-        return 0;
-    }
-    pl_buf_append(&r->body, data, len);
-    if (!pl_buf_ok(&r->body))
-        return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE;
-    return 0;
-}
-
-static ssize_t h2_read_body(nghttp2_session *session, int32_t stream_id, uint8_t *buf,
-                            size_t length, uint32_t *data_flags, nghttp2_data_source *source,
-                            void *user_data)
-{
-    stream *s = source->ptr;
-    size_t left = s->resp_len - s->resp_off;
-    size_t n = left < length ? left : length;
-    if (n)
-        memcpy(buf, s->resp + s->resp_off, n);
-    s->resp_off += n;
-    if (s->resp_off == s->resp_len) {
-        *data_flags |= NGHTTP2_DATA_FLAG_EOF;
-        if (s->n_trailers) {
-            *data_flags |= NGHTTP2_DATA_FLAG_NO_END_STREAM;
-            if (nghttp2_submit_trailer(session, stream_id, s->trailers, s->n_trailers) != 0)
-                return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE;
-        }
-    }
-    return (ssize_t)n;
-}
-
-static bool h2_header_ok(const pl_http_header *h)
-{
-    /* connection-specific headers are forbidden in HTTP/2 */
-    static const char *const banned[] = {"connection",     "keep-alive", "transfer-encoding",
-                                         "content-length", "upgrade",    NULL};
-    for (int i = 0; banned[i]; i++)
-        if (h->name_len == strlen(banned[i]) && strncasecmp(h->name, banned[i], h->name_len) == 0)
-            return false;
-    return h->name_len > 0;
-}
-
-/* Builds nghttp2_nv entries for headers, lower-casing names into `store`
- * (the caller keeps `store` alive and unmoved while nv is in use). */
-static nghttp2_nv *h2_make_nv(const pl_http_header *headers, size_t n, pl_buf *store,
-                              const char *status, size_t *n_out)
-{
-    size_t total = 0;
-    for (size_t i = 0; i < n; i++)
-        total += headers[i].name_len + headers[i].value_len + 2;
-    pl_buf_reserve(store, total + 8);
-    if (!pl_buf_ok(store))
-        return NULL;
-    nghttp2_nv *nv = calloc(n + 1, sizeof(*nv));
-    if (!nv)
-        return NULL;
-    size_t k = 0;
-    if (status) {
-        nv[k++] = (nghttp2_nv){(uint8_t *)":status", (uint8_t *)status, 7, strlen(status),
-                               NGHTTP2_NV_FLAG_NONE};
-    }
-    for (size_t i = 0; i < n; i++) {
-        if (!h2_header_ok(&headers[i]))
-            continue;
-        uint8_t *name = store->data + store->len;
-        for (size_t j = 0; j < headers[i].name_len; j++) {
-            char ch = headers[i].name[j];
-            pl_buf_append_byte(store, (uint8_t)(ch >= 'A' && ch <= 'Z' ? ch + 32 : ch));
-        }
-        uint8_t *value = store->data + store->len;
-        pl_buf_append(store, headers[i].value, headers[i].value_len);
-        nv[k++] = (nghttp2_nv){name, value, headers[i].name_len, headers[i].value_len,
-                               NGHTTP2_NV_FLAG_NONE};
-    }
-    *n_out = k;
-    return nv;
-}
-
-static void h2_respond(pl_http_response *res, int status, const pl_http_header *headers,
-                       size_t n_headers, const void *body, size_t body_len,
-                       const pl_http_header *trailers, size_t n_trailers)
-{
-    conn *c = res->c;
-    stream *s = res->s;
-    char status_text[8];
-    snprintf(status_text, sizeof(status_text), "%d", status);
-    pl_buf hstore;
-    pl_buf_init(&hstore);
-    size_t nh = 0;
-    nghttp2_nv *nv = h2_make_nv(headers, n_headers, &hstore, status_text, &nh);
-    if (!nv) {
-        pl_buf_free(&hstore);
-        nghttp2_submit_rst_stream(c->h2, NGHTTP2_FLAG_NONE, s->id, NGHTTP2_INTERNAL_ERROR);
-        return;
-    }
-    int rc;
-    if (!body && body_len == 0 && n_trailers) {
-        /* Trailers-Only: one HEADERS frame with END_STREAM holding both. */
-        pl_buf all;
-        pl_buf_init(&all);
-        size_t total = n_headers + n_trailers;
-        pl_http_header *merged = malloc((total ? total : 1) * sizeof(*merged));
-        if (!merged) {
-            free(nv);
-            pl_buf_free(&hstore);
-            nghttp2_submit_rst_stream(c->h2, NGHTTP2_FLAG_NONE, s->id, NGHTTP2_INTERNAL_ERROR);
-            return;
-        }
-        memcpy(merged, headers, n_headers * sizeof(*merged));
-        memcpy(merged + n_headers, trailers, n_trailers * sizeof(*merged));
-        size_t nall = 0;
-        nghttp2_nv *nvall = h2_make_nv(merged, total, &all, status_text, &nall);
-        rc = nvall ? nghttp2_submit_response(c->h2, s->id, nvall, nall, NULL) : -1;
-        free(nvall);
-        free(merged);
-        pl_buf_free(&all);
-    } else {
-        s->resp = malloc(body_len ? body_len : 1);
-        if (!s->resp) {
-            free(nv);
-            pl_buf_free(&hstore);
-            nghttp2_submit_rst_stream(c->h2, NGHTTP2_FLAG_NONE, s->id, NGHTTP2_INTERNAL_ERROR);
-            return;
-        }
-        if (body_len)
-            memcpy(s->resp, body, body_len);
-        s->resp_len = body_len;
-        s->resp_off = 0;
-        if (n_trailers)
-            s->trailers = h2_make_nv(trailers, n_trailers, &s->trailer_store, NULL, &s->n_trailers);
-        nghttp2_data_provider dp = {.source.ptr = s, .read_callback = h2_read_body};
-        rc = nghttp2_submit_response(c->h2, s->id, nv, nh, &dp);
-    }
-    free(nv);
-    pl_buf_free(&hstore);
-    if (rc != 0) {
-        nghttp2_submit_rst_stream(c->h2, NGHTTP2_FLAG_NONE, s->id, NGHTTP2_INTERNAL_ERROR);
-        return;
-    }
-    /* Answered before the client finished sending (body too large): once
-     * the answer is out, tell it to stop, without an error (RFC 9113 8.1).
-     * Resetting now would discard the queued answer. */
-    if (!s->remote_done)
-        s->reset_after_answer = true;
-}
-
-static void h2_dispatch(conn *c, stream *s)
-{
-    request_parts *r = &s->parts;
-    s->dispatched = true;
-    if (r->method_len == 0 || r->url_len == 0) {
-        nghttp2_submit_rst_stream(c->h2, NGHTTP2_FLAG_NONE, s->id, NGHTTP2_PROTOCOL_ERROR);
-        return;
-    }
-    pl_http_response res = {.c = c, .s = s, .keep_alive = true};
-    if (r->too_large && !c->opt->deliver_too_large) {
-        static const pl_http_header ct = {"content-type", 12, "text/plain", 10};
-        h2_respond(&res, 413, &ct, 1, "request body too large\n", 23, NULL, 0);
-        return;
-    }
-    pl_http_header stack_headers[32];
-    pl_http_header *headers = stack_headers;
-    if (r->n_headers > 32) {
-        headers = malloc(r->n_headers * sizeof(*headers));
-        if (!headers) {
-            nghttp2_submit_rst_stream(c->h2, NGHTTP2_FLAG_NONE, s->id, NGHTTP2_REFUSED_STREAM);
-            return;
-        }
-    }
-    char *base = (char *)r->strings.data;
-    for (size_t i = 0; i < r->n_headers; i++) {
-        header_offsets *h = (header_offsets *)r->offsets.data + i;
-        headers[i] = (pl_http_header){base + h->name, h->name_len, base + h->value, h->value_len};
-    }
-    pl_http_request req;
-    memset(&req, 0, sizeof(req));
-    req.http_version = 2;
-    req.method = base + r->method_off;
-    split_url(base + r->url_off, &req.path, &req.query);
-    req.headers = headers;
-    req.n_headers = r->n_headers;
-    req.peer = c->peer;
-    req.too_large = r->too_large;
-    if (!r->too_large) {
-        size_t len;
-        req.body = pl_buf_steal(&r->body, &len);
-        req.body_len = len;
-    }
-    parts_release(r);
-    res.head = strcmp(req.method, "HEAD") == 0;
-    call_handler(c, &req, &res);
-    if (headers != stack_headers)
-        free(headers);
-}
-
-static int h2_on_frame_recv(nghttp2_session *session, const nghttp2_frame *frame, void *user_data)
-{
-    conn *c = user_data;
-    if ((frame->hd.type == NGHTTP2_DATA || frame->hd.type == NGHTTP2_HEADERS) &&
-        (frame->hd.flags & NGHTTP2_FLAG_END_STREAM)) {
-        stream *s = h2_stream(c, frame->hd.stream_id);
-        if (s)
-            s->remote_done = true;
-        if (s && !s->dispatched)
-            h2_dispatch(c, s);
-    } else if (frame->hd.type == NGHTTP2_DATA) {
-        /* Body over the limit: answer at once, do not wait for the rest. */
-        stream *s = h2_stream(c, frame->hd.stream_id);
-        if (s && !s->dispatched && s->parts.too_large)
-            h2_dispatch(c, s);
-    }
-    return 0;
-}
-
-static int h2_on_frame_send(nghttp2_session *session, const nghttp2_frame *frame, void *user_data)
-{
-    conn *c = user_data;
-    if ((frame->hd.type == NGHTTP2_HEADERS || frame->hd.type == NGHTTP2_DATA) &&
-        (frame->hd.flags & NGHTTP2_FLAG_END_STREAM)) {
-        stream *s = h2_stream(c, frame->hd.stream_id);
-        if (s && s->reset_after_answer) {
-            s->reset_after_answer = false;
-            nghttp2_submit_rst_stream(session, NGHTTP2_FLAG_NONE, s->id, NGHTTP2_NO_ERROR);
-        }
-    }
-    return 0;
-}
-
-static int h2_on_stream_close(nghttp2_session *session, int32_t stream_id, uint32_t error_code,
-                              void *user_data)
-{
-    conn *c = user_data;
-    stream *s = h2_stream(c, stream_id);
-    if (!s)
-        return 0;
-    nghttp2_session_set_stream_user_data(session, stream_id, NULL);
-    if (s->prev)
-        s->prev->next = s->next;
-    else
-        c->streams = s->next;
-    if (s->next)
-        s->next->prev = s->prev;
-    parts_free(&s->parts);
-    pl_buf_free(&s->trailer_store);
-    free(s->trailers);
-    free(s->resp);
-    free(s);
-    if (--c->n_streams == 0)
-        conn_arm_timer(c, c->opt->idle_timeout_ms);
-    return 0;
-}
-
-static bool h2_start(conn *c)
-{
-    nghttp2_session_callbacks *cb;
-    if (nghttp2_session_callbacks_new(&cb) != 0)
-        return false;
-    nghttp2_session_callbacks_set_on_begin_headers_callback(cb, h2_on_begin_headers);
-    nghttp2_session_callbacks_set_on_header_callback(cb, h2_on_header);
-    nghttp2_session_callbacks_set_on_data_chunk_recv_callback(cb, h2_on_data_chunk);
-    nghttp2_session_callbacks_set_on_frame_recv_callback(cb, h2_on_frame_recv);
-    nghttp2_session_callbacks_set_on_stream_close_callback(cb, h2_on_stream_close);
-    nghttp2_session_callbacks_set_on_frame_send_callback(cb, h2_on_frame_send);
-    nghttp2_option *opt = NULL;
-    nghttp2_option_new(&opt);
-    if (opt) {
-        nghttp2_option_set_max_send_header_block_length(opt, 64 * 1024);
-        nghttp2_option_set_max_deflate_dynamic_table_size(opt, 4096);
-    }
-    int rc = nghttp2_session_server_new2(&c->h2, cb, c, opt);
-    nghttp2_session_callbacks_del(cb);
-    if (opt)
-        nghttp2_option_del(opt);
-    if (rc != 0)
-        return false;
-    nghttp2_settings_entry settings[] = {
-        {NGHTTP2_SETTINGS_MAX_CONCURRENT_STREAMS, c->opt->max_concurrent_streams},
-        {NGHTTP2_SETTINGS_INITIAL_WINDOW_SIZE, H2_STREAM_WINDOW},
-        {NGHTTP2_SETTINGS_MAX_HEADER_LIST_SIZE, (uint32_t)c->opt->max_header_size},
-    };
-    nghttp2_submit_settings(c->h2, NGHTTP2_FLAG_NONE, settings,
-                            sizeof(settings) / sizeof(settings[0]));
-    nghttp2_session_set_local_window_size(c->h2, NGHTTP2_FLAG_NONE, 0, H2_CONNECTION_WINDOW);
-    return true;
-}
-
-static void h2_flush(conn *c)
-{
-    if (!c->h2)
-        return;
-    pl_buf out;
-    pl_buf_init(&out);
-    for (;;) {
-        const uint8_t *data;
-        ssize_t n = nghttp2_session_mem_send(c->h2, &data);
-        if (n < 0) {
-            pl_buf_free(&out);
-            conn_close(c);
-            return;
-        }
-        if (n == 0)
-            break;
-        pl_buf_append(&out, data, (size_t)n);
-        if (out.len >= 256 * 1024) {
-            size_t len;
-            uint8_t *d = pl_buf_steal(&out, &len);
-            conn_write(c, d, len);
-        }
-    }
-    if (!pl_buf_ok(&out)) {
-        pl_buf_free(&out);
-        conn_close(c);
-        return;
-    }
-    if (out.len) {
-        size_t len;
-        uint8_t *d = pl_buf_steal(&out, &len);
-        conn_write(c, d, len);
-    }
-    pl_buf_free(&out);
-    if (!nghttp2_session_want_read(c->h2) && !nghttp2_session_want_write(c->h2))
-        conn_close(c);
-}
-
-static void h2_feed(conn *c, const uint8_t *data, size_t len)
-{
-    if (c->closing)
-        return;
-    ssize_t n = nghttp2_session_mem_recv(c->h2, data, len);
-    if (n < 0) {
-        pl_debug(log_name(c), "%s: HTTP/2 error: %s", c->peer, nghttp2_strerror((int)n));
-        /* nghttp2 has queued a GOAWAY where the protocol calls for one. */
-        h2_flush(c);
-        conn_close(c);
-        return;
-    }
-    h2_flush(c);
 }
 
 /* ---- input -------------------------------------------------------------- */
@@ -1412,8 +595,8 @@ static void conn_feed(conn *c, const uint8_t *data, size_t len)
         size_t replay = c->sniff_len; /* bytes held from earlier reads */
         c->sniff_len = have;
         if (h2_so_far) {
-            if (!h2_start(c)) {
-                conn_close(c);
+            if (!pl_hs_h2_start(c)) {
+                pl_hs_conn_close(c);
                 return;
             }
             c->proto = PROTO_H2;
@@ -1422,61 +605,30 @@ static void conn_feed(conn *c, const uint8_t *data, size_t len)
             http_parser_init(&c->parser, HTTP_REQUEST);
             c->parser.data = c;
         } else {
-            conn_close(c);
+            pl_hs_conn_close(c);
             return;
         }
         if (replay) {
             uint8_t held[H2_PREFACE_LEN];
             memcpy(held, c->sniff, replay);
             if (c->proto == PROTO_H2)
-                h2_feed(c, held, replay);
+                pl_hs_h2_feed(c, held, replay);
             else
-                h1_feed(c, held, replay);
+                pl_hs_h1_feed(c, held, replay);
         }
     }
     if (c->proto == PROTO_H2)
-        h2_feed(c, data, len);
+        pl_hs_h2_feed(c, data, len);
     else
-        h1_feed(c, data, len);
+        pl_hs_h1_feed(c, data, len);
 }
 
 static void conn_eof(conn *c)
 {
     if (c->proto == PROTO_H1)
-        h1_eof(c);
+        pl_hs_h1_eof(c);
     /* The peer is gone: nothing more can be answered. */
     c->closing = true;
-}
-
-/* HTTP/2: each request has header_timeout_ms from its first HEADERS to its
- * END_STREAM. Late streams are reset one by one (CANCEL), so one slow call
- * does not take down the other calls multiplexed on the connection; the
- * timer is re-armed for the next deadline. */
-static void h2_check_stream_deadlines(conn *c)
-{
-    uint64_t now = uv_now(c->server->loop);
-    uint64_t next = 0;
-    for (stream *s = c->streams; s; s = s->next) {
-        if (s->dispatched)
-            continue;
-        uint64_t deadline = s->started_ms + c->opt->header_timeout_ms;
-        if (deadline <= now) {
-            pl_debug(log_name(c), "%s: stream %d not received in time", c->peer, s->id);
-            s->dispatched = true; /* ignore whatever still comes */
-            nghttp2_submit_rst_stream(c->h2, NGHTTP2_FLAG_NONE, s->id, NGHTTP2_CANCEL);
-        } else if (!next || deadline < next) {
-            next = deadline;
-        }
-    }
-    h2_flush(c);
-    if (c->closing)
-        return;
-    if (next)
-        conn_arm_timer(c, next - now);
-    else if (c->n_streams == 0)
-        conn_arm_timer(c, c->opt->idle_timeout_ms);
-    else /* only answered streams left, still being written */
-        conn_arm_timer(c, c->opt->header_timeout_ms);
 }
 
 static void on_conn_timeout(uv_timer_t *t)
@@ -1487,16 +639,16 @@ static void on_conn_timeout(uv_timer_t *t)
         return;
     }
     if (c->proto == PROTO_H1 && c->in_request) {
-        pl_debug(log_name(c), "%s: request not received in time", c->peer);
-        h1_respond_simple(c, 408, "request timeout\n", true);
+        pl_debug(pl_hs_log_name(c), "%s: request not received in time", c->peer);
+        pl_hs_h1_respond_simple(c, 408, "request timeout\n", true);
     } else if (c->proto == PROTO_H2 && c->n_streams) {
-        h2_check_stream_deadlines(c);
+        pl_hs_h2_check_stream_deadlines(c);
         return;
     } else if (c->proto == PROTO_H2) {
         nghttp2_session_terminate_session(c->h2, NGHTTP2_NO_ERROR);
-        h2_flush(c);
+        pl_hs_h2_flush(c);
     }
-    conn_close(c);
+    pl_hs_conn_close(c);
 }
 
 static void on_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf)
@@ -1514,12 +666,55 @@ static void on_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf)
     buf->len = READ_BUFFER_SIZE;
 }
 
+static bool tls_deliver(void *arg, const uint8_t *data, size_t len)
+{
+    conn *c = arg;
+    conn_feed(c, data, len);
+    return !c->closing;
+}
+
+/* Bytes from a TLS client: handshake, then records decrypted into the
+ * protocol. A failed handshake (no client certificate, one from another CA,
+ * an expired one, a protocol the listener refuses) sends OpenSSL's alert
+ * and closes; failures are logged at most once a second per listener, with
+ * how many were not logged. */
+static void conn_tls_input(conn *c, const uint8_t *data, size_t len)
+{
+    pl_http_server *server = c->server;
+    int rc = pl_tls_conn_input(c->tls, data, len, tls_deliver, c, server->plain_buffer,
+                               READ_BUFFER_SIZE);
+    if (!uv_is_closing((uv_handle_t *)&c->tcp))
+        conn_tls_flush(c);
+    if (rc == 0)
+        return;
+    uint64_t now = uv_now(server->loop);
+    if (now - server->tls_log_ms >= 1000 || server->tls_log_ms == 0) {
+        pl_info(server->opt.name, "%s: TLS handshake refused: %s%s", c->peer,
+                pl_tls_conn_error(c->tls),
+                server->tls_failures_unlogged ? " (and earlier ones not logged)" : "");
+        server->tls_log_ms = now;
+        server->tls_failures_unlogged = 0;
+    } else {
+        server->tls_failures_unlogged++;
+    }
+    c->closing = true;
+    c->closed_by_server = true;
+    if (c->pending_writes == 0)
+        conn_close_now(c);
+    else
+        uv_timer_start(&c->timer, on_close_grace_timeout, CLOSE_GRACE_MS, 0);
+}
+
 static void on_read(uv_stream_t *st, ssize_t nread, const uv_buf_t *buf)
 {
     conn *c = st->data;
     pl_http_server *server = c->server;
-    if (nread > 0 && !c->lingering)
-        conn_feed(c, (const uint8_t *)buf->base, (size_t)nread);
+    if (nread > 0 && !c->lingering) {
+        if (c->tls)
+            conn_tls_input(c, (const uint8_t *)buf->base, (size_t)nread);
+        else
+            conn_feed(c, (const uint8_t *)buf->base, (size_t)nread);
+    }
     if (buf->base == (char *)server->read_buffer)
         server->read_buffer_busy = false;
     else
@@ -1554,7 +749,7 @@ static void on_connection(uv_stream_t *listener, int status)
     c->opt = &server->opt;
     c->handler = server->handler;
     c->arg = server->arg;
-    parts_init(&c->h1);
+    pl_hs_parts_init(&c->h1);
     c->h1.pool = &server->buffered;
     uv_tcp_init(server->loop, &c->tcp);
     uv_timer_init(server->loop, &c->timer);
@@ -1595,8 +790,16 @@ static void on_connection(uv_stream_t *listener, int status)
         }
     }
     uv_tcp_nodelay(&c->tcp, 1);
+    if (server->tls) {
+        c->tls = pl_tls_conn_new(server->tls);
+        if (!c->tls) {
+            c->closing = true;
+            conn_close_now(c);
+            return;
+        }
+    }
     /* A new connection gets the request deadline for its first request. */
-    conn_arm_timer(c, server->opt.header_timeout_ms);
+    pl_hs_conn_arm_timer(c, server->opt.header_timeout_ms);
     if (uv_read_start((uv_stream_t *)&c->tcp, on_alloc, on_read) != 0) {
         c->closing = true;
         conn_close_now(c);
@@ -1617,14 +820,34 @@ void pl_http_respond_with_trailers(pl_http_response *res, int status, const pl_h
                                    const pl_http_header *trailers, size_t n_trailers)
 {
     if (res->answered) {
-        pl_error(log_name(res->c), "answered twice; second answer dropped");
+        pl_error(pl_hs_log_name(res->c), "answered twice; second answer dropped");
         return;
     }
     res->answered = true;
     if (res->c->closing && !res->c->socketless && uv_is_closing((uv_handle_t *)&res->c->tcp))
         return;
+    if (res->cors_origin) {
+        /* The allowed Origin is echoed; the handler's headers come first. */
+        pl_http_header stack[24];
+        pl_http_header *all = n_headers + 3 <= 24 ? stack : malloc((n_headers + 3) * sizeof(*all));
+        if (all) {
+            if (n_headers)
+                memcpy(all, headers, n_headers * sizeof(*all));
+            all[n_headers] = (pl_http_header){"Access-Control-Allow-Origin", 27, res->cors_origin,
+                                              res->cors_origin_len};
+            all[n_headers + 1] = (pl_http_header){"Access-Control-Allow-Credentials", 32, "true", 4};
+            all[n_headers + 2] = (pl_http_header){"Vary", 4, "Origin", 6};
+            res->cors_origin = NULL;
+            res->answered = false;
+            pl_http_respond_with_trailers(res, status, all, n_headers + 3, body, body_len,
+                                          trailers, n_trailers);
+            if (all != stack)
+                free(all);
+            return;
+        }
+    }
     if (res->s) {
-        h2_respond(res, status, headers, n_headers, body, body_len, trailers, n_trailers);
+        pl_hs_h2_respond(res, status, headers, n_headers, body, body_len, trailers, n_trailers);
         return;
     }
     /* HTTP/1.1 has no trailers in a Content-Length answer: send them as
@@ -1632,16 +855,16 @@ void pl_http_respond_with_trailers(pl_http_response *res, int status, const pl_h
     if (n_trailers) {
         pl_http_header *all = malloc((n_headers + n_trailers) * sizeof(*all));
         if (!all) {
-            h1_respond_simple(res->c, 503, "out of memory\n", true);
+            pl_hs_h1_respond_simple(res->c, 503, "out of memory\n", true);
             return;
         }
         memcpy(all, headers, n_headers * sizeof(*all));
         memcpy(all + n_headers, trailers, n_trailers * sizeof(*all));
-        h1_respond(res, status, all, n_headers + n_trailers, body, body_len);
+        pl_hs_h1_respond(res, status, all, n_headers + n_trailers, body, body_len);
         free(all);
         return;
     }
-    h1_respond(res, status, headers, n_headers, body, body_len);
+    pl_hs_h1_respond(res, status, headers, n_headers, body, body_len);
 }
 
 /* ---- the server --------------------------------------------------------- */
@@ -1684,6 +907,33 @@ static int parse_endpoint(const char *endpoint, struct sockaddr_storage *ss, pl_
            -1;
 }
 
+static bool is_loopback(const struct sockaddr_storage *ss)
+{
+    if (ss->ss_family == AF_INET) {
+        const uint8_t *a = (const uint8_t *)&((const struct sockaddr_in *)ss)->sin_addr;
+        return a[0] == 127;
+    }
+    if (ss->ss_family == AF_INET6) {
+        const struct in6_addr *a = &((const struct sockaddr_in6 *)ss)->sin6_addr;
+        return IN6_IS_ADDR_LOOPBACK(a);
+    }
+    return false;
+}
+
+/* reload_interval: certificates renewed on disk are picked up without a
+ * restart; a broken renewal keeps the current ones and is logged once. */
+static void on_tls_reload_timer(uv_timer_t *t)
+{
+    pl_http_server *s = t->data;
+    pl_err err = {{0}};
+    int rc = pl_tls_server_reload(s->tls, false, &err);
+    if (rc > 0)
+        pl_info(s->name, "TLS certificate reloaded");
+    else if (rc < 0)
+        pl_error(s->name, "TLS files changed but do not load, the previous ones stay: %s",
+                 err.msg);
+}
+
 pl_http_server *pl_http_server_start(uv_loop_t *loop, const char *endpoint,
                                      const pl_http_server_options *options, pl_http_handler handler,
                                      void *arg, pl_err *err)
@@ -1702,9 +952,33 @@ pl_http_server *pl_http_server_start(uv_loop_t *loop, const char *endpoint,
     snprintf(s->name, sizeof(s->name), "%s", s->opt.name ? s->opt.name : "http");
     s->opt.name = s->name;
     options_fill(&s->opt);
+    s->opt.tls = NULL; /* borrowed only here */
+    s->opt.cors = NULL;
     s->loop = loop;
     s->handler = handler;
     s->arg = arg;
+    if (options && pl_tls_server_config_enabled(options->tls)) {
+        s->tls = pl_tls_server_new(options->tls, s->opt.h2c, s->opt.http1, s->name, err);
+        s->plain_buffer = s->tls ? malloc(READ_BUFFER_SIZE) : NULL;
+        if (!s->tls || !s->plain_buffer) {
+            if (s->tls && !s->plain_buffer)
+                pl_errf(err, PL_ERR_NOMEM, "out of memory");
+            pl_tls_server_free(s->tls);
+            free(s->plain_buffer);
+            free(s);
+            return NULL;
+        }
+    }
+    if (options && pl_http_cors_enabled(options->cors)) {
+        if (pl_http_cors_copy(&s->cors, options->cors) != 0) {
+            pl_tls_server_free(s->tls);
+            free(s->plain_buffer);
+            free(s);
+            pl_errf(err, PL_ERR_NOMEM, "out of memory");
+            return NULL;
+        }
+        s->has_cors = true;
+    }
     uv_tcp_init(loop, &s->listener);
     s->listener.data = s;
     s->open_handles = 1;
@@ -1724,6 +998,21 @@ pl_http_server *pl_http_server_start(uv_loop_t *loop, const char *endpoint,
     uv_tcp_getsockname(&s->listener, (struct sockaddr *)&bound, &blen);
     s->port = bound.ss_family == AF_INET6 ? ntohs(((struct sockaddr_in6 *)&bound)->sin6_port)
                                           : ntohs(((struct sockaddr_in *)&bound)->sin_port);
+    if (s->tls && pl_tls_server_reload_interval_ms(s->tls)) {
+        uint64_t every = pl_tls_server_reload_interval_ms(s->tls);
+        uv_timer_init(loop, &s->tls_timer);
+        s->tls_timer.data = s;
+        s->open_handles++;
+        s->tls_timer_on = true;
+        uv_timer_start(&s->tls_timer, on_tls_reload_timer, every, every);
+        uv_unref((uv_handle_t *)&s->tls_timer);
+    }
+    if (!is_loopback(&bound) && (!s->tls || !s->opt.auth))
+        pl_warn(s->name,
+                "%s is reachable beyond this host %s%s%s: anyone who can connect can %s",
+                endpoint, s->tls ? "" : "without TLS", !s->tls && !s->opt.auth ? " and " : "",
+                s->opt.auth ? "" : "without authentication",
+                s->opt.auth ? "read what clients send" : "send data");
     return s;
 }
 
@@ -1745,10 +1034,12 @@ void pl_http_server_close(pl_http_server *server)
         return;
     server->closing = true;
     uv_close((uv_handle_t *)&server->listener, on_listener_closed);
+    if (server->tls_timer_on)
+        uv_close((uv_handle_t *)&server->tls_timer, on_listener_closed);
     for (conn *c = server->conns; c; c = c->next) {
         if (c->proto == PROTO_H2 && c->h2 && !c->closing) {
             nghttp2_session_terminate_session(c->h2, NGHTTP2_NO_ERROR);
-            h2_flush(c);
+            pl_hs_h2_flush(c);
         }
         c->closing = true;
         conn_close_now(c);
@@ -1774,7 +1065,7 @@ int pl_http_server_feed(const pl_http_server_options *options, pl_http_handler h
     c->socketless = true;
     c->capture = out;
     snprintf(c->peer, sizeof(c->peer), "memory:0");
-    parts_init(&c->h1);
+    pl_hs_parts_init(&c->h1);
     if (chunk == 0)
         chunk = len ? len : 1;
     for (size_t off = 0; off < len && !c->closing; off += chunk) {
@@ -1787,3 +1078,4 @@ int pl_http_server_feed(const pl_http_server_options *options, pl_http_handler h
     conn_free(c);
     return closed;
 }
+

@@ -9,6 +9,13 @@
  * (de-chunked but NOT decompressed), and answers it before returning.
  * Limits (connections, header and body size, header/idle timeouts) are
  * enforced here so a slow or hostile client only ever affects itself.
+ *
+ * Security shared by every listener, also here so each receiver gets it the
+ * same way: TLS (options.tls, net/tls.h; ALPN h2 / http/1.1), an
+ * authenticator (options.auth: a refused request is answered 401, or
+ * UNAUTHENTICATED for gRPC, and never reaches the handler) and CORS
+ * (options.cors: preflight OPTIONS answered here, Access-Control-Allow-Origin
+ * added to answers for allowed origins).
  */
 #ifndef PL_HTTP_SERVER_H
 #define PL_HTTP_SERVER_H
@@ -42,6 +49,9 @@ typedef struct pl_http_request {
      * or stream (HTTP/2) ends after this answer. Lets gRPC and OTLP answer
      * in their own format instead of the server's plain 413. */
     bool too_large;
+    bool tls;              /* arrived over TLS */
+    const char *tls_peer;  /* mutual TLS: the client certificate's CN; else NULL */
+    const char *auth_user; /* the authenticator's identity for the caller, or NULL */
 } pl_http_request;
 
 /* Case-insensitive header lookup; NULL if absent. *len gets the value length. */
@@ -64,6 +74,20 @@ void pl_http_respond_with_trailers(pl_http_response *res, int status, const pl_h
 
 typedef void (*pl_http_handler)(void *arg, pl_http_request *req, pl_http_response *res);
 
+/* An authenticator (extensions/auth.h provides bearertokenauth and
+ * basicauth). check() sees the request before the handler does; it returns
+ * true for valid credentials and may copy the caller's identity (a user
+ * name) into `user` (cap bytes, NUL-terminated). */
+typedef struct pl_http_auth {
+    const char *name;      /* the extension id, for logs */
+    const char *challenge; /* WWW-Authenticate value on a 401 */
+    bool (*check)(void *arg, const pl_http_request *req, char *user, size_t cap);
+    void *arg;
+} pl_http_auth;
+
+struct pl_tls_server_config;
+struct pl_http_cors_config;
+
 typedef struct pl_http_server_options {
     size_t max_body_size;       /* raw body bytes; over it: 413 and the request is dropped */
     size_t max_header_size;     /* default 64 KiB */
@@ -80,6 +104,14 @@ typedef struct pl_http_server_options {
      * handed to the handler); over it new data is refused with 503 (HTTP/1.1)
      * or RST_STREAM REFUSED_STREAM (HTTP/2), both retryable. Default 256 MiB. */
     size_t max_buffered_bytes;
+    /* TLS when set with a cert_file (read at start: an unreadable file fails
+     * the start). Borrowed only during pl_http_server_start. */
+    const struct pl_tls_server_config *tls;
+    /* Every request is checked before the handler; borrowed for the server's
+     * life (extensions outlive receivers). */
+    const pl_http_auth *auth;
+    /* CORS for browser clients; copied at start. */
+    const struct pl_http_cors_config *cors;
 } pl_http_server_options;
 
 typedef struct pl_http_server pl_http_server;

@@ -283,6 +283,8 @@ pl_graph *pl_graph_build(const pl_config *config, uv_loop_t *loop, pl_err *err)
         inst->used = inst->cc->n_pipelines > 0;
         if (inst->used) {
             inst->stats = pl_stats_new(inst->cc->id, inst->cc->kind);
+            if (inst->stats)
+                inst->stats->signals = inst->cc->signals;
             if (!inst->stats) {
                 free_graph(g);
                 pl_errf(err, PL_ERR_NOMEM, "out of memory");

@@ -29,6 +29,8 @@ extern const pl_component_type pl_exporter_otlphttp;
 extern const pl_component_type pl_extension_health_check;
 extern const pl_component_type pl_extension_pprof;
 extern const pl_component_type pl_extension_zpages;
+extern const pl_component_type pl_extension_bearertokenauth;
+extern const pl_component_type pl_extension_basicauth;
 
 const pl_component_type *const pl_component_types[] = {
     &pl_receiver_otlp,          &pl_receiver_pyroscope,
@@ -40,7 +42,8 @@ const pl_component_type *const pl_component_types[] = {
     &pl_exporter_nop,           &pl_exporter_sqlite,
     &pl_exporter_otlp,          &pl_exporter_otlphttp,
     &pl_extension_health_check, &pl_extension_pprof,
-    &pl_extension_zpages,       NULL,
+    &pl_extension_zpages,       &pl_extension_bearertokenauth,
+    &pl_extension_basicauth,    NULL,
 };
 
 const pl_component_type *pl_component_type_find(pl_kind kind, const char *type, size_t len)

@@ -19,6 +19,7 @@
 #include <string.h>
 
 #include "core/log.h"
+#include "net/tls.h"
 #include "pipeline/telemetry_thread.h"
 
 #define DRAIN_POLL_MS 20
@@ -44,6 +45,15 @@ struct pl_service {
     pl_config *zombie_config; /* its config, freed with it (may be NULL) */
     bool in_loop;             /* false only while pl_service_start runs */
 };
+
+/* Level, encoding and fields of proflink's own log, from the config. */
+static void apply_logging(const pl_config *cfg)
+{
+    const pl_strmap *f = &cfg->service.telemetry.logs.initial_fields;
+    pl_log_set_level((pl_log_level)cfg->log_level);
+    pl_log_set_encoding((pl_log_encoding)cfg->log_encoding);
+    pl_log_set_fields(f->keys, f->values, f->n);
+}
 
 static const char *state_name(pl_service_state s)
 {
@@ -202,7 +212,7 @@ static void complete_reload(pl_service *s)
 {
     pl_config *next = s->next_config;
     s->next_config = NULL;
-    pl_log_set_level((pl_log_level)next->log_level);
+    apply_logging(next);
     pl_err err = {{0}};
     pl_graph *g = graph_up(s, next, &err);
     if (!g) {
@@ -212,7 +222,7 @@ static void complete_reload(pl_service *s)
             s->zombie_config = next; /* the failed graph still points into it */
         else
             pl_config_free(next);
-        pl_log_set_level((pl_log_level)s->config->log_level);
+        apply_logging(s->config);
         g = graph_up(s, s->config, &err);
         if (!g) {
             pl_error("service", "cannot restart the previous configuration: %s", err.msg);
@@ -324,6 +334,9 @@ static void on_signal(uv_signal_t *h, int signum)
     pl_service *s = h->data;
     if (signum == SIGHUP) {
         pl_info("service", "SIGHUP: reloading the configuration");
+        /* Certificates first: they are re-read even when the configuration
+         * itself does not load. */
+        pl_tls_reload_all();
         pl_service_reload(s);
         return;
     }
@@ -343,7 +356,7 @@ pl_service *pl_service_start(uv_loop_t *loop, pl_config *config, bool handle_sig
     s->config = config;
     set_state(s, PL_SERVICE_STARTING);
     s->handle_signals = handle_signals;
-    pl_log_set_level((pl_log_level)config->log_level);
+    apply_logging(config);
     uv_timer_init(loop, &s->drain_timer);
     s->drain_timer.data = s;
     uv_timer_init(loop, &s->zombie_timer);
@@ -433,6 +446,8 @@ int pl_service_main(const pl_cfg_sources *sources)
     pl_cfg_errors errs;
     pl_cfg_errors_init(&errs);
     pl_config *cfg = pl_config_load(sources, pl_component_types, &errs);
+    if (cfg) /* so the warnings below are already in the configured encoding */
+        apply_logging(cfg);
     for (size_t i = 0; i < errs.n_warnings; i++)
         pl_warn("config", "%s", errs.warnings[i].text);
     if (!cfg) {

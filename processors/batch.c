@@ -5,7 +5,8 @@
  *     send_batch_size: 8192      # items (spans / samples) that trigger a send
  *     send_batch_max_size: 0     # upper bound per sent batch; 0 = no split
  *     timeout: 200ms             # send whatever is held after this long
- *     metadata_keys: [tenant]    # one batcher per distinct value set
+ *     metadata_keys: [tenant]    # one batcher per distinct value set (tenant
+ *                                # is always a key: tenants never mix)
  *     metadata_cardinality_limit: 1000
  *
  * Batches are held per (signal, downstream consumer, metadata values): the
@@ -89,7 +90,9 @@ static const pl_cfg_field batch_fields[] = {
     {"timeout", PL_CFG_DURATION, "200ms", offsetof(batch_cfg, timeout),
      "send what is held after this long; 0 = send at once", NULL},
     {"metadata_keys", PL_CFG_STRLIST, NULL, offsetof(batch_cfg, metadata_keys),
-     "request metadata keys; one batcher per distinct combination of values", NULL},
+     "request metadata keys; one batcher per distinct combination of values (tenant is "
+     "always one: tenants are never merged)",
+     NULL},
     {"metadata_cardinality_limit", PL_CFG_INT, "1000",
      offsetof(batch_cfg, metadata_cardinality_limit),
      "most distinct metadata combinations held at once; 0 = no limit", NULL},
@@ -1265,6 +1268,21 @@ static pl_status batch_create(const pl_create_settings *s, const void *config, v
     if (pl_strlist_copy(&b->metadata_keys, &c->metadata_keys) != 0) {
         free(b);
         return pl_errf(err, PL_ERR_NOMEM, "out of memory");
+    }
+    /* Tenants are never merged, whatever metadata_keys says: "tenant" (the
+     * X-Scope-OrgID a request arrived with) is always one of the keys, so
+     * each tenant's data stays in batches of its own and keeps its tenant. */
+    if (!pl_strlist_contains(&b->metadata_keys, PL_BYTES_LIT("tenant"))) {
+        char **items = realloc(b->metadata_keys.items, (b->metadata_keys.n + 1) * sizeof(char *));
+        char *t = items ? strdup("tenant") : NULL;
+        if (items)
+            b->metadata_keys.items = items;
+        if (!t) {
+            pl_strlist_free(&b->metadata_keys);
+            free(b);
+            return pl_errf(err, PL_ERR_NOMEM, "out of memory");
+        }
+        items[b->metadata_keys.n++] = t;
     }
     uint64_t **counters[] = {&b->size_trigger, &b->timeout_trigger, &b->batches_sent,
                              &b->send_failures, &b->card_refusals};

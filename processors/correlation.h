@@ -28,6 +28,13 @@ typedef struct pl_correlation_config {
     pl_strlist span_attributes;  /* span attributes copied onto linked samples */
     int64_t top_functions;       /* N hottest self functions in the span summary */
     bool early_release;          /* release spans once their service's profiles cover them */
+    int64_t max_window;          /* ns; longest a span waits for its service's profiles
+                                    (0: spans wait span_window, no cadence learning) */
+    int64_t warmup;              /* ns; a service with no span-linked profiles after this
+                                    long is not held any more */
+    int64_t late_window;         /* ns a departed span's summary is kept (0: none kept) */
+    int64_t late_max_spans;      /* summaries kept at once */
+    uint64_t late_max_bytes;     /* their memory */
     /* Attribute names (NULL = the default shown in the config table). */
     char *trace_id_attribute;        /* on samples: trace_id */
     char *span_id_attribute;         /* on samples: span_id */
@@ -52,6 +59,17 @@ void pl_correlation_config_defaults(pl_correlation_config *cfg);
  * expires old markers. The sweep timer calls this; tests call it directly. */
 void pl_correlation_tick(void *self);
 
+/* A service's learned upload cadence (see docs/correlation.md). */
+typedef struct pl_correlation_cadence {
+    bool known;             /* the service exists */
+    bool linked;            /* one of its profile streams carries span ids */
+    uint64_t interval;      /* learned time between uploads, ns (0: not yet) */
+    uint64_t delay;         /* learned arrival delay after the covered end, ns */
+    uint64_t covered_until; /* data time its span-linked profiles cover */
+    uint64_t hold;          /* how long its spans are held now, ns (0: not held) */
+} pl_correlation_cadence;
+void pl_correlation_get_cadence(void *self, const char *service, pl_correlation_cadence *out);
+
 /* What the processor holds right now. */
 typedef struct pl_correlation_usage {
     size_t held_spans;      /* spans in held trace batches */
@@ -63,6 +81,10 @@ typedef struct pl_correlation_usage {
     size_t index_bytes;      /* the span and sample tables and side structures */
     size_t span_table_slots; /* capacity of the span table */
     size_t markers;          /* placeholders and "gone" markers kept for late partners */
+    size_t late_spans;       /* summaries of departed spans kept for late samples */
+    size_t late_bytes;       /* their memory */
+    size_t name_bytes;       /* service and function names held */
+    size_t services;         /* distinct service names known */
 } pl_correlation_usage;
 void pl_correlation_get_usage(void *self, pl_correlation_usage *out);
 
@@ -71,6 +93,9 @@ typedef struct pl_correlation_counters {
     uint64_t linked_samples, unlinked_samples, late_samples, released_early_samples;
     uint64_t linked_spans, unlinked_spans, late_spans, released_early_spans;
     uint64_t spans_released_on_coverage;
+    uint64_t late_linked_samples; /* late samples enriched from a departed span's summary */
+    uint64_t spans_not_held;      /* spans of services without span-linked profiles */
+    uint64_t refused_items;       /* released items the next consumer refused */
 } pl_correlation_counters;
 void pl_correlation_get_counters(void *self, pl_correlation_counters *out);
 

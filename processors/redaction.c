@@ -3,11 +3,13 @@
  * leaves the host.
  *
  *   redaction:
- *     allow_all_keys: true          # false: keep only allowed_keys (+ ignored_keys)
+ *     allow_all_keys: false         # the default: keep only allowed_keys (+ ignored_keys)
  *     allowed_keys: [http.method, http.route]
  *     ignored_keys: [trace.note]    # never masked
  *     blocked_values: ['[0-9]{4}[ -]?[0-9]{4}[ -]?[0-9]{4}[ -]?[0-9]{4}', 'Bearer [A-Za-z0-9._-]+']
+ *     allowed_values: ['.+@example\.com']  # values matching one are never masked
  *     blocked_key_patterns: ['.*token.*']   # the whole value is masked
+ *     summary: debug                # silent (default), info (counts), debug (counts, keys)
  *     replacement: "****"
  *     functions: ['^secret_', 'internal::billing::']
  *     files: ['/home/[^/]+/']
@@ -17,9 +19,11 @@
  * pattern have every match replaced (the Collector's redaction processor
  * behaviour); values of keys matching blocked_key_patterns are replaced
  * whole; with allow_all_keys: false, attributes whose key is neither allowed
- * nor ignored are removed. allow_all_keys defaults to true here (the
- * Collector defaults to false), so a configuration that only names patterns
- * masks values instead of deleting every attribute.
+ * nor ignored are removed. The keys the Collector's redaction processor has
+ * mean what they mean there: allow_all_keys defaults to false (with no
+ * allowed_keys every attribute is removed), allowed_values exempts values
+ * from masking, and summary adds redaction.{redacted,masked}.{keys,count}
+ * and redaction.ignored.count to each span (and resource) it changed.
  *
  * Profiles: function names (and system names) matching `functions`, and
  * file names of functions and mappings matching `files`, are replaced whole
@@ -51,6 +55,8 @@ typedef struct redaction_cfg {
     pl_strlist allowed_keys;
     pl_strlist ignored_keys;
     pl_strlist blocked_values;
+    pl_strlist allowed_values;
+    char *summary;
     pl_strlist blocked_key_patterns;
     char *replacement;
     pl_strlist functions;
@@ -80,27 +86,34 @@ static int redaction_validate(void *cfg_, pl_cfg_ctx *ctx)
     redaction_cfg *c = cfg_;
     int errors = 0;
     errors += validate_patterns(ctx, "blocked_values", &c->blocked_values);
+    errors += validate_patterns(ctx, "allowed_values", &c->allowed_values);
+    if (c->summary && strcmp(c->summary, "debug") != 0 && strcmp(c->summary, "info") != 0 &&
+        strcmp(c->summary, "silent") != 0) {
+        pl_cfg_errorf(ctx, "summary", "must be debug, info or silent");
+        errors++;
+    }
     errors += validate_patterns(ctx, "blocked_key_patterns", &c->blocked_key_patterns);
     errors += validate_patterns(ctx, "functions", &c->functions);
     errors += validate_patterns(ctx, "files", &c->files);
-    if (!c->allow_all_keys && c->allowed_keys.n == 0 && c->ignored_keys.n == 0) {
-        pl_cfg_errorf(ctx, "allow_all_keys",
-                      "allow_all_keys is false but allowed_keys is empty: every attribute would "
-                      "be removed");
-        errors++;
-    }
     return errors;
 }
 
 static const pl_cfg_field redaction_fields[] = {
-    {"allow_all_keys", PL_CFG_BOOL, "true", offsetof(redaction_cfg, allow_all_keys),
-     "keep every attribute key; false keeps only allowed_keys and ignored_keys", NULL},
+    {"allow_all_keys", PL_CFG_BOOL, "false", offsetof(redaction_cfg, allow_all_keys),
+     "keep every attribute key; false (the Collector's default) keeps only allowed_keys and "
+     "ignored_keys",
+     NULL},
     {"allowed_keys", PL_CFG_STRLIST, NULL, offsetof(redaction_cfg, allowed_keys),
      "keys kept when allow_all_keys is false", NULL},
     {"ignored_keys", PL_CFG_STRLIST, NULL, offsetof(redaction_cfg, ignored_keys),
      "keys whose values are never masked (and always kept)", NULL},
     {"blocked_values", PL_CFG_STRLIST, NULL, offsetof(redaction_cfg, blocked_values),
      "regexes; every match inside a string value is replaced", NULL},
+    {"allowed_values", PL_CFG_STRLIST, NULL, offsetof(redaction_cfg, allowed_values),
+     "regexes; a string value matching one is never masked by blocked_values", NULL},
+    {"summary", PL_CFG_STRING, "silent", offsetof(redaction_cfg, summary),
+     "attributes recording what was done: silent, info (counts) or debug (counts and keys)",
+     NULL},
     {"blocked_key_patterns", PL_CFG_STRLIST, NULL, offsetof(redaction_cfg, blocked_key_patterns),
      "regexes on keys; the whole value of a matching key is replaced", NULL},
     {"replacement", PL_CFG_STRING, "****", offsetof(redaction_cfg, replacement),
@@ -125,7 +138,8 @@ typedef struct redaction {
     pl_stats *stats;
     bool allow_all_keys;
     pl_strlist allowed_keys, ignored_keys; /* owned copies */
-    pl_pattern_list blocked_values, blocked_keys, functions, files;
+    pl_pattern_list blocked_values, allowed_values, blocked_keys, functions, files;
+    int summary; /* 0 silent, 1 info, 2 debug */
     char *replacement, *function_replacement;
     uint64_t *masked_values, *removed_keys, *redacted_functions, *redacted_files, *dropped_payloads;
     uint64_t local_counts[5]; /* targets when there are no stats (tests) */
@@ -139,6 +153,7 @@ static void redaction_destroy(void *self)
     pl_strlist_free(&r->allowed_keys);
     pl_strlist_free(&r->ignored_keys);
     pl_pattern_list_free(&r->blocked_values);
+    pl_pattern_list_free(&r->allowed_values);
     pl_pattern_list_free(&r->blocked_keys);
     pl_pattern_list_free(&r->functions);
     pl_pattern_list_free(&r->files);
@@ -157,6 +172,9 @@ static pl_status redaction_create(const pl_create_settings *s, const void *confi
     snprintf(r->id, sizeof(r->id), "%s", s && s->id ? s->id : "redaction");
     r->stats = s ? s->stats : NULL;
     r->allow_all_keys = c->allow_all_keys;
+    r->summary = !c->summary ? 0 : strcmp(c->summary, "debug") == 0 ? 2
+                               : strcmp(c->summary, "info") == 0    ? 1
+                                                                    : 0;
     r->replacement = strdup(c->replacement ? c->replacement : "****");
     r->function_replacement =
         strdup(c->function_replacement ? c->function_replacement : "[REDACTED]");
@@ -167,6 +185,7 @@ static pl_status redaction_create(const pl_create_settings *s, const void *confi
         return pl_errf(err, PL_ERR_NOMEM, "out of memory");
     }
     if (pl_pattern_list_build(&r->blocked_values, &c->blocked_values, "blocked_values", err) ||
+        pl_pattern_list_build(&r->allowed_values, &c->allowed_values, "allowed_values", err) ||
         pl_pattern_list_build(&r->blocked_keys, &c->blocked_key_patterns, "blocked_key_patterns",
                               err) ||
         pl_pattern_list_build(&r->functions, &c->functions, "functions", err) ||
@@ -221,6 +240,8 @@ static bool mask_string(redact_ctx *c, pl_bytes in, pl_bytes *out)
 {
     bool changed = false;
     pl_bytes cur = in;
+    if (c->r->blocked_values.n && pl_pattern_list_any(&c->r->allowed_values, in))
+        return false; /* an allowed value is exempt, as in the Collector */
     for (size_t i = 0; i < c->r->blocked_values.n; i++) {
         pl_bytes next;
         int n = pl_pattern_replace_all(&c->r->blocked_values.items[i], &c->batch->arena, cur,
@@ -323,7 +344,25 @@ static key_verdict judge_key(const redaction *r, pl_bytes key)
     return KEY_MASK;
 }
 
-static void redact_attrs(redact_ctx *c, pl_attrs *attrs, const pl_dictionary *dict)
+/* What one attribute set went through, for the summary attributes. */
+typedef struct attr_summary {
+    char redacted[512], masked[512]; /* comma-separated keys (debug) */
+    size_t n_redacted, n_masked, n_ignored;
+} attr_summary;
+
+static void summary_key(char *list, size_t size, pl_bytes key)
+{
+    size_t len = strlen(list);
+    if (len + key.len + 2 >= size)
+        return; /* a long list is cut, the count stays exact */
+    if (len)
+        list[len++] = ',';
+    memcpy(list + len, key.ptr, key.len);
+    list[len + key.len] = '\0';
+}
+
+static void redact_attrs_summary(redact_ctx *c, pl_attrs *attrs, const pl_dictionary *dict,
+                                 attr_summary *sum)
 {
     uint32_t o = 0;
     for (uint32_t i = 0; i < attrs->n; i++) {
@@ -335,11 +374,21 @@ static void redact_attrs(redact_ctx *c, pl_attrs *attrs, const pl_dictionary *di
         if (v == KEY_REMOVE) {
             (*c->r->removed_keys)++;
             c->changes++;
+            if (sum) {
+                sum->n_redacted++;
+                summary_key(sum->redacted, sizeof(sum->redacted), key);
+            }
             continue;
         }
+        if (v == KEY_KEEP && sum)
+            sum->n_ignored++;
         if (v != KEY_KEEP && mask_value(c, &kv->value, v == KEY_MASK_WHOLE, dict)) {
             (*c->r->masked_values)++;
             c->changes++;
+            if (sum) {
+                sum->n_masked++;
+                summary_key(sum->masked, sizeof(sum->masked), key);
+            }
         }
         if (o != i)
             attrs->items[o] = *kv;
@@ -348,18 +397,58 @@ static void redact_attrs(redact_ctx *c, pl_attrs *attrs, const pl_dictionary *di
     attrs->n = o;
 }
 
+static void redact_attrs(redact_ctx *c, pl_attrs *attrs, const pl_dictionary *dict)
+{
+    redact_attrs_summary(c, attrs, dict, NULL);
+}
+
+static void put_summary(redact_ctx *c, pl_attrs *attrs, const char *key, pl_value v)
+{
+    if (!pl_attrs_put(&c->batch->arena, attrs, pl_bytes_from_cstr(key), v))
+        c->oom = true;
+}
+
+/* Redacts a span's or a resource's attributes and, with summary info or
+ * debug, records what was done on them (the Collector's attribute names;
+ * zero counts are left out). */
+static void redact_with_summary(redact_ctx *c, pl_attrs *attrs)
+{
+    if (c->r->summary == 0) {
+        redact_attrs(c, attrs, NULL);
+        return;
+    }
+    attr_summary sum = {0};
+    redact_attrs_summary(c, attrs, NULL, &sum);
+    bool debug = c->r->summary == 2;
+    if (sum.n_redacted) {
+        if (debug)
+            put_summary(c, attrs, "redaction.redacted.keys",
+                        pl_value_string(pl_batch_bytes(c->batch, sum.redacted,
+                                                       strlen(sum.redacted))));
+        put_summary(c, attrs, "redaction.redacted.count", pl_value_int((int64_t)sum.n_redacted));
+    }
+    if (sum.n_masked) {
+        if (debug)
+            put_summary(c, attrs, "redaction.masked.keys",
+                        pl_value_string(pl_batch_bytes(c->batch, sum.masked, strlen(sum.masked))));
+        put_summary(c, attrs, "redaction.masked.count", pl_value_int((int64_t)sum.n_masked));
+    }
+    if (sum.n_ignored)
+        put_summary(c, attrs, "redaction.ignored.count", pl_value_int((int64_t)sum.n_ignored));
+}
+
 /* ---- traces ------------------------------------------------------------- */
 
 static void redact_traces(redact_ctx *c, pl_traces *t)
 {
     for (uint32_t r = 0; r < t->n_resources; r++) {
         pl_resource_spans *rs = &t->resources[r];
-        redact_attrs(c, &rs->resource.attrs, NULL);
+        redact_with_summary(c, &rs->resource.attrs);
         for (uint32_t s = 0; s < rs->n_scopes; s++) {
             pl_scope_spans *ss = &rs->scopes[s];
             for (uint32_t i = 0; i < ss->n_spans; i++) {
                 pl_span *sp = &ss->spans[i];
-                redact_attrs(c, &sp->attrs, NULL);
+                redact_with_summary(c, &sp->attrs);
                 for (uint32_t e = 0; e < sp->n_events; e++)
                     redact_attrs(c, &sp->events[e].attrs, NULL);
                 for (uint32_t l = 0; l < sp->n_links; l++)

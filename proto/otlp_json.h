@@ -1,5 +1,5 @@
 /*
- * otlp_json.h: OTLP/JSON codec (json-c) for traces and profiles, following
+ * otlp_json.h: OTLP/JSON codec for traces and profiles, following
  * the OTLP JSON mapping and the Collector's leniencies
  * (docs: shared spec otlp-transport.md §6):
  *
@@ -15,9 +15,13 @@
  *     when the model says they were present; ids written whenever they have
  *     a length (all-zero ones too: the model keeps the wire length)
  *
- * Decoded strings are copied into the batch arena (the JSON text is not kept).
- * Errors are PL_ERR_INVALID with a message that says where
- * ("resourceSpans[0].scopeSpans[0].spans[2].traceId: 30 hex chars, want 32").
+ * Decoding streams over the text (no document tree) and is zero-copy like
+ * the protobuf decoder: strings without escapes point into `buf`, so the
+ * caller keeps `buf` alive as long as the batch (pl_batch_adopt). Errors are
+ * PL_ERR_INVALID with a message that says where
+ * ("resourceSpans[0].scopeSpans[0].spans[2].traceId: 30 hex chars, want 32"),
+ * PL_ERR_TOO_LARGE when the decoded request would pass its budget (see
+ * PL_OTLP_DECODE_BUDGET in otlp_pb.h).
  */
 #ifndef PL_OTLP_JSON_H
 #define PL_OTLP_JSON_H
@@ -32,6 +36,9 @@
 
 pl_status pl_otlp_json_decode_traces(pl_batch *b, const uint8_t *buf, size_t len, pl_err *err);
 pl_status pl_otlp_json_decode_profiles(pl_batch *b, const uint8_t *buf, size_t len, pl_err *err);
+/* Either signal (by b->signal), with an explicit decoded-memory budget. */
+pl_status pl_otlp_json_decode_ex(pl_batch *b, const uint8_t *buf, size_t len, size_t budget,
+                                 pl_err *err);
 
 /* Append one JSON object (no trailing newline); false on OOM. */
 bool pl_otlp_json_encode_traces(const pl_traces *t, pl_buf *out);

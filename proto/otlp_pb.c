@@ -125,7 +125,9 @@ typedef struct dec {
     pl_arena *arena;
     pl_err *err;
     const uint8_t *base;
-    pl_status status; /* PL_ERR_INVALID unless OOM */
+    pl_status status; /* PL_ERR_INVALID unless OOM or over budget */
+    size_t budget;    /* decoded-memory budget (PL_OTLP_DECODE_BUDGET) */
+    size_t used;      /* charged so far */
     unsigned depth;   /* path entries; beyond PATH_SLOTS they are counted only */
     struct {
         const char *name;
@@ -424,11 +426,35 @@ static int count_fields(dec *d, const uint8_t *p, const uint8_t *end, uint32_t c
     return 0;
 }
 
+/* Every array of the model comes from here: its elements are charged to
+ * the request's budget (messages with a fixed overhead each, so a body of
+ * empty sub-messages costs what it would take) before the memory is taken.
+ * NULL with d->status set when over budget or out of memory. */
+static void *dec_calloc(dec *d, size_t n, size_t size)
+{
+    size_t cost = n * (size + (size > 8 ? 16 : 0));
+    if (size && n > SIZE_MAX / 2 / size)
+        cost = SIZE_MAX;
+    d->used += cost < SIZE_MAX - d->used ? cost : SIZE_MAX - d->used;
+    if (d->used > d->budget) {
+        d->status = PL_ERR_TOO_LARGE;
+        if (d->err)
+            snprintf(d->err->msg, sizeof d->err->msg,
+                     "decoded request larger than the limit of %zu bytes (every object counts)",
+                     d->budget);
+        return NULL;
+    }
+    void *p = pl_arena_calloc(d->arena, n, size);
+    if (!p)
+        oom(d);
+    return p;
+}
+
 #define ALLOC_N(ptr, n)                                                                            \
     do {                                                                                           \
         (ptr) = NULL;                                                                              \
-        if ((n) && !((ptr) = pl_arena_calloc(d->arena, (n), sizeof(*(ptr)))))                      \
-            return oom(d);                                                                         \
+        if ((n) && !((ptr) = dec_calloc(d, (n), sizeof(*(ptr)))))                                  \
+            return -1;                                                                             \
     } while (0)
 
 /* Repeated int32 / int64 (varint, packed or not) and fixed64. `cap` comes
@@ -660,9 +686,9 @@ static int concat(dec *d, void **dst, uint32_t *dst_n, const void *src, uint32_t
     }
     if (*dst_n > UINT32_MAX / 2 - src_n)
         return fail(d, NULL, "too many elements");
-    uint8_t *p = pl_arena_calloc(d->arena, (size_t)*dst_n + src_n, elem);
+    uint8_t *p = dec_calloc(d, (size_t)*dst_n + src_n, elem);
     if (!p)
-        return oom(d);
+        return -1;
     memcpy(p, *dst, (size_t)*dst_n * elem);
     memcpy(p + (size_t)*dst_n * elem, src, (size_t)src_n * elem);
     *dst = p;
@@ -1051,8 +1077,10 @@ static int dec_resource_spans(dec *d, const uint8_t *p, const uint8_t *end, pl_r
 /* Decoders accept (NULL, 0); pointer arithmetic on NULL is undefined. */
 static const uint8_t empty_input[1];
 
-static void dec_init(dec *d, pl_batch *b, const uint8_t *buf, pl_err *err)
+static void dec_init(dec *d, pl_batch *b, const uint8_t *buf, size_t budget, pl_err *err)
 {
+    d->budget = budget;
+    d->used = 0;
     d->arena = &b->arena;
     d->err = err;
     d->base = buf;
@@ -1062,12 +1090,13 @@ static void dec_init(dec *d, pl_batch *b, const uint8_t *buf, pl_err *err)
         err->msg[0] = '\0';
 }
 
-pl_status pl_otlp_decode_traces(pl_batch *b, const uint8_t *buf, size_t len, pl_err *err)
+static pl_status decode_traces(pl_batch *b, const uint8_t *buf, size_t len, size_t budget,
+                               pl_err *err)
 {
     if (!buf)
         buf = empty_input, len = 0;
     dec dd, *d = &dd;
-    dec_init(d, b, buf, err);
+    dec_init(d, b, buf, budget, err);
     if (len > UINT32_MAX)
         return pl_errf(err, PL_ERR_TOO_LARGE, "request of %zu bytes is too large", len);
     pl_traces *t = &b->data.traces;
@@ -1078,12 +1107,9 @@ pl_status pl_otlp_decode_traces(pl_batch *b, const uint8_t *buf, size_t len, pl_
         return d->status;
     t->resources = NULL;
     if (counts[CTR(ExportTraceServiceRequest, resource_spans)] &&
-        !(t->resources =
-              pl_arena_calloc(d->arena, counts[CTR(ExportTraceServiceRequest, resource_spans)],
-                              sizeof(pl_resource_spans)))) {
-        oom(d);
+        !(t->resources = dec_calloc(d, counts[CTR(ExportTraceServiceRequest, resource_spans)],
+                                    sizeof(pl_resource_spans))))
         return d->status;
-    }
     while (p < end) {
         field f;
         if (next_field(d, &p, end, &f))
@@ -1535,12 +1561,13 @@ static int dec_dictionary(dec *d, const uint8_t *p, const uint8_t *end, pl_dicti
     return 0;
 }
 
-pl_status pl_otlp_decode_profiles(pl_batch *b, const uint8_t *buf, size_t len, pl_err *err)
+static pl_status decode_profiles(pl_batch *b, const uint8_t *buf, size_t len, size_t budget,
+                                 pl_err *err)
 {
     if (!buf)
         buf = empty_input, len = 0;
     dec dd, *d = &dd;
-    dec_init(d, b, buf, err);
+    dec_init(d, b, buf, budget, err);
     if (len > UINT32_MAX)
         return pl_errf(err, PL_ERR_TOO_LARGE, "request of %zu bytes is too large", len);
     pl_profiles *ps = &b->data.profiles;
@@ -1550,11 +1577,8 @@ pl_status pl_otlp_decode_profiles(pl_batch *b, const uint8_t *buf, size_t len, p
     if (count_fields(d, p, end, counts, 0, 0))
         return d->status;
     uint32_t n_res = counts[CPR(ExportProfilesServiceRequest, resource_profiles)];
-    if (n_res &&
-        !(ps->resources = pl_arena_calloc(d->arena, n_res, sizeof(pl_resource_profiles)))) {
-        oom(d);
+    if (n_res && !(ps->resources = dec_calloc(d, n_res, sizeof(pl_resource_profiles))))
         return d->status;
-    }
     while (p < end) {
         field f;
         if (next_field(d, &p, end, &f))
@@ -1588,6 +1612,28 @@ pl_status pl_otlp_decode_profiles(pl_batch *b, const uint8_t *buf, size_t len, p
         }
     }
     return pl_otlp_validate_profiles(ps, err);
+}
+
+pl_status pl_otlp_decode_traces(pl_batch *b, const uint8_t *buf, size_t len, pl_err *err)
+{
+    return decode_traces(b, buf, len, PL_OTLP_DECODE_BUDGET, err);
+}
+
+pl_status pl_otlp_decode_profiles(pl_batch *b, const uint8_t *buf, size_t len, pl_err *err)
+{
+    return decode_profiles(b, buf, len, PL_OTLP_DECODE_BUDGET, err);
+}
+
+pl_status pl_otlp_decode_ex(pl_batch *b, const uint8_t *buf, size_t len, size_t budget, pl_err *err)
+{
+    switch (b->signal) {
+    case PL_SIGNAL_TRACES:
+        return decode_traces(b, buf, len, budget, err);
+    case PL_SIGNAL_PROFILES:
+        return decode_profiles(b, buf, len, budget, err);
+    default:
+        return pl_errf(err, PL_ERR_UNSUPPORTED, "only traces and profiles are decoded");
+    }
 }
 
 /* ---- profiles index validation ----------------------------------------- */

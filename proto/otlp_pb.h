@@ -34,6 +34,13 @@
 /* AnyValue / KeyValueList / ArrayValue nesting limit. */
 #define PL_OTLP_MAX_DEPTH 64
 
+/* Decoded-memory budget of one request: every decoded object is charged its
+ * struct size plus a fixed overhead (so a million empty spans cost what they
+ * would take), and bytes copied into the arena count too. Over it, decoding
+ * stops with PL_ERR_TOO_LARGE before the memory is spent. The default keeps
+ * one request's model under 48 MiB whatever its body compresses to. */
+#define PL_OTLP_DECODE_BUDGET ((size_t)48 << 20)
+
 /* Decode an ExportTraceServiceRequest (or TracesData, same layout) into
  * b->data.traces. `b` must be a traces batch; on error its content is
  * unspecified (free the batch). */
@@ -41,6 +48,10 @@ pl_status pl_otlp_decode_traces(pl_batch *b, const uint8_t *buf, size_t len, pl_
 /* Decode an ExportProfilesServiceRequest (or ProfilesData) into
  * b->data.profiles, then check every dictionary index. */
 pl_status pl_otlp_decode_profiles(pl_batch *b, const uint8_t *buf, size_t len, pl_err *err);
+/* Either signal (by b->signal) with an explicit decoded-memory budget; the
+ * two above use PL_OTLP_DECODE_BUDGET. */
+pl_status pl_otlp_decode_ex(pl_batch *b, const uint8_t *buf, size_t len, size_t budget,
+                            pl_err *err);
 
 /* Append the encoded request to `out`; false on OOM. */
 bool pl_otlp_encode_traces(const pl_traces *t, pl_buf *out);

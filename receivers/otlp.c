@@ -34,6 +34,7 @@
 #include "config/decode.h"
 #include "core/component.h"
 #include "core/log.h"
+#include "extensions/auth.h"
 #include "net/http_server.h"
 #include "receivers/otlp_handler.h"
 
@@ -46,6 +47,8 @@ typedef struct otlp_grpc_config {
     bool include_metadata;
     int64_t max_connections;
     int64_t idle_timeout_ns;
+    pl_tls_server_config tls;
+    pl_auth_ref_config auth;
 } otlp_grpc_config;
 
 typedef struct otlp_http_config {
@@ -58,6 +61,9 @@ typedef struct otlp_http_config {
     int64_t max_connections;
     int64_t read_header_timeout_ns;
     int64_t idle_timeout_ns;
+    pl_tls_server_config tls;
+    pl_auth_ref_config auth;
+    pl_http_cors_config cors;
 } otlp_http_config;
 
 typedef struct otlp_protocols_config {
@@ -126,7 +132,12 @@ static int validate_protocols(void *cfg, pl_cfg_ctx *ctx)
 
 static const pl_cfg_field grpc_fields[] = {
     {"endpoint", PL_CFG_ADDRESS, "127.0.0.1:4317", offsetof(otlp_grpc_config, endpoint),
-     "host:port to listen on for OTLP/gRPC (HTTP/2 cleartext)", NULL},
+     "host:port to listen on for OTLP/gRPC (HTTP/2; TLS with tls.cert_file)", NULL},
+    {"tls", PL_CFG_SECTION, NULL, offsetof(otlp_grpc_config, tls),
+     "server TLS (ALPN h2); client_ca_file for mutual TLS", &pl_tls_server_section},
+    {"auth", PL_CFG_SECTION, NULL, offsetof(otlp_grpc_config, auth),
+     "authenticator extension every call must pass (UNAUTHENTICATED otherwise)",
+     &pl_auth_ref_section},
     {"max_recv_msg_size_mib", PL_CFG_DOUBLE, "4", offsetof(otlp_grpc_config, max_recv_msg_size_mib),
      "largest request message in MiB, after decompression (RESOURCE_EXHAUSTED above it)", NULL},
     {"max_concurrent_streams", PL_CFG_INT, "128",
@@ -151,14 +162,19 @@ static const pl_cfg_section grpc_section = {sizeof(otlp_grpc_config), grpc_field
 
 static const pl_cfg_field http_fields[] = {
     {"endpoint", PL_CFG_ADDRESS, "127.0.0.1:4318", offsetof(otlp_http_config, endpoint),
-     "host:port to listen on for OTLP/HTTP (HTTP/1.1)", NULL},
+     "host:port to listen on for OTLP/HTTP (HTTP/1.1; TLS with tls.cert_file)", NULL},
+    {"tls", PL_CFG_SECTION, NULL, offsetof(otlp_http_config, tls),
+     "server TLS (ALPN http/1.1); client_ca_file for mutual TLS", &pl_tls_server_section},
+    {"auth", PL_CFG_SECTION, NULL, offsetof(otlp_http_config, auth),
+     "authenticator extension every request must pass (401 otherwise)", &pl_auth_ref_section},
     {"max_request_body_size", PL_CFG_SIZE, "20MiB",
      offsetof(otlp_http_config, max_request_body_size),
      "largest request body, checked before and after decompression (413 above it)", NULL},
     {"include_metadata", PL_CFG_BOOL, "false", offsetof(otlp_http_config, include_metadata),
      "attach the request's headers to the data", NULL},
-    {"cors", PL_CFG_IGNORED, NULL, 0,
-     "accepted for Collector configs; no CORS headers are sent (OPTIONS gets 405)", NULL},
+    {"cors", PL_CFG_SECTION, NULL, offsetof(otlp_http_config, cors),
+     "CORS for browser SDKs: allowed_origins (with *), allowed_headers, max_age",
+     &pl_http_cors_section},
     {"traces_url_path", PL_CFG_STRING, "/v1/traces", offsetof(otlp_http_config, traces_url_path),
      "path for traces (the profiles path is fixed: /v1development/profiles)", NULL},
     {"logs_url_path", PL_CFG_STRING, "/v1/logs", offsetof(otlp_http_config, logs_url_path),
@@ -215,6 +231,7 @@ typedef struct otlp_receiver {
     pl_http_server *grpc_server, *http_server;
     uint64_t *refused_requests; /* refused before decoding: memory short */
     pl_otlp_handler grpc_handler, http_handler;
+    pl_listener_security grpc_sec, http_sec;
 } otlp_receiver;
 
 static void normalize_path(char *dst, size_t cap, const char *src)
@@ -278,8 +295,14 @@ static pl_status otlp_create(const pl_create_settings *settings, const void *con
         .http_metadata = r->http_metadata,
         .refused_requests = r->refused_requests,
     };
-    for (int s = 0; s < PL_SIGNAL_COUNT; s++)
+    for (int s = 0; s < PL_SIGNAL_COUNT; s++) {
         r->grpc_handler.next[s] = r->http_handler.next[s] = r->next[s];
+        /* adding 0 shows each transport's series, at zero, from the start */
+        if (r->next[s] && r->grpc_enabled)
+            pl_stats_add_via(r->stats, PL_TRANSPORT_GRPC, (pl_signal)s, PL_STAT_ACCEPTED, 0);
+        if (r->next[s] && r->http_enabled)
+            pl_stats_add_via(r->stats, PL_TRANSPORT_HTTP, (pl_signal)s, PL_STAT_ACCEPTED, 0);
+    }
     r->grpc_opt = (pl_http_server_options){
         .max_body_size = pl_otlp_grpc_body_limit(r->max_recv_msg_size),
         .max_connections = g->max_connections > 0 ? (unsigned)g->max_connections : 0,
@@ -301,6 +324,18 @@ static pl_status otlp_create(const pl_create_settings *settings, const void *con
         .name = r->http_name,
         .deliver_too_large = true,
     };
+    pl_status st = PL_OK;
+    if (r->grpc_enabled)
+        st = pl_listener_security_init(&r->grpc_sec, &g->tls, &g->auth, NULL, err);
+    if (st == PL_OK && r->http_enabled)
+        st = pl_listener_security_init(&r->http_sec, &h->tls, &h->auth, &h->cors, err);
+    if (st != PL_OK) {
+        pl_listener_security_free(&r->grpc_sec);
+        free(r);
+        return st;
+    }
+    pl_listener_security_apply(&r->grpc_sec, &r->grpc_opt);
+    pl_listener_security_apply(&r->http_sec, &r->http_opt);
     *out_self = r;
     return PL_OK;
 }
@@ -336,7 +371,8 @@ static pl_status otlp_start(void *self, pl_err *err)
             pl_http_server_start(r->loop, r->grpc_endpoint, &r->grpc_opt, grpc_handler, r, err);
         if (!r->grpc_server)
             return PL_ERR_INTERNAL;
-        pl_info(r->id, "OTLP/gRPC listening on %s", r->grpc_endpoint);
+        pl_info(r->id, "OTLP/gRPC listening on %s%s", r->grpc_endpoint,
+                r->grpc_opt.tls ? " (TLS)" : "");
     }
     if (r->http_enabled) {
         r->http_server =
@@ -346,7 +382,8 @@ static pl_status otlp_start(void *self, pl_err *err)
             r->grpc_server = NULL;
             return PL_ERR_INTERNAL;
         }
-        pl_info(r->id, "OTLP/HTTP listening on %s", r->http_endpoint);
+        pl_info(r->id, "OTLP/HTTP listening on %s://%s",
+                pl_listener_security_scheme(&r->http_sec), r->http_endpoint);
     }
     return PL_OK;
 }
@@ -365,6 +402,8 @@ static void otlp_destroy(void *self)
     if (!r)
         return;
     otlp_shutdown(r);
+    pl_listener_security_free(&r->grpc_sec);
+    pl_listener_security_free(&r->http_sec);
     free(r);
 }
 

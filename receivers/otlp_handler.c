@@ -11,6 +11,7 @@
  * decompressed copy) is adopted by the batch, and decoded strings point
  * into it.
  */
+#include <malloc.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -26,9 +27,14 @@
 
 typedef enum body_format { FORMAT_PROTOBUF, FORMAT_JSON } body_format;
 
+/* What travels with the data: the tenant (X-Scope-OrgID), the caller's
+ * authenticated identity ("auth.user": the authenticator's user name, else
+ * the mutual-TLS client certificate's CN), and with include_metadata every
+ * header. */
 static void add_metadata(pl_batch *b, const pl_http_request *req, bool all)
 {
-    size_t n = 0;
+    const char *who = req->auth_user ? req->auth_user : req->tls_peer;
+    size_t n = who ? 1 : 0;
     for (size_t i = 0; i < req->n_headers; i++) {
         const pl_http_header *h = &req->headers[i];
         bool org = h->name_len == 13 && strncasecmp(h->name, "x-scope-orgid", 13) == 0;
@@ -61,6 +67,11 @@ static void add_metadata(pl_batch *b, const pl_http_request *req, bool all)
             k++;
         }
     }
+    if (who) {
+        items[k].key = PL_BYTES_LIT("auth.user");
+        items[k].value = pl_value_string(pl_batch_bytes(b, who, strlen(who)));
+        k++;
+    }
     b->metadata.items = items;
     b->metadata.n = k;
 }
@@ -71,9 +82,9 @@ static size_t pass_through_items;
 
 /* Decodes `data` (inside `owner`, which is taken in every case) into a new
  * batch of `signal`. */
-static pl_status decode_request(pl_signal signal, body_format format, uint8_t *owner,
-                                size_t owner_size, const uint8_t *data, size_t len, pl_batch **out,
-                                pl_err *err)
+static pl_status decode_request(const pl_otlp_handler *h, pl_signal signal, body_format format,
+                                uint8_t *owner, size_t owner_size, const uint8_t *data, size_t len,
+                                pl_batch **out, pl_err *err)
 {
     *out = NULL;
     pl_batch *b = pl_batch_new(signal);
@@ -87,38 +98,25 @@ static pl_status decode_request(pl_signal signal, body_format format, uint8_t *o
         return pl_errf(err, PL_ERR_NOMEM, "out of memory");
     }
     pl_status st = PL_OK;
-    if (format == FORMAT_JSON) {
-        switch (signal) {
-        case PL_SIGNAL_TRACES:
-            st = pl_otlp_json_decode_traces(b, data, len, err);
-            break;
-        case PL_SIGNAL_PROFILES:
-            st = pl_otlp_json_decode_profiles(b, data, len, err);
-            break;
-        default:
-            st = pl_errf(err, PL_ERR_UNSUPPORTED, "JSON is not supported for %s",
-                         pl_signal_name(signal));
-        }
+    size_t budget = h->max_decoded_memory ? h->max_decoded_memory : PL_OTLP_DECODE_BUDGET;
+    if (signal == PL_SIGNAL_TRACES || signal == PL_SIGNAL_PROFILES) {
+        st = format == FORMAT_JSON ? pl_otlp_json_decode_ex(b, data, len, budget, err)
+                                   : pl_otlp_decode_ex(b, data, len, budget, err);
+    } else if (format == FORMAT_JSON) {
+        st = pl_errf(err, PL_ERR_UNSUPPORTED, "JSON is not supported for %s",
+                     pl_signal_name(signal));
     } else {
-        switch (signal) {
-        case PL_SIGNAL_TRACES:
-            st = pl_otlp_decode_traces(b, data, len, err);
-            break;
-        case PL_SIGNAL_PROFILES:
-            st = pl_otlp_decode_profiles(b, data, len, err);
-            break;
-        case PL_SIGNAL_LOGS:
-            st = pl_otlp_count_logs(data, len, &pass_through_items, err);
-            b->data.raw = (pl_bytes){data, (uint32_t)len};
-            break;
-        case PL_SIGNAL_METRICS:
-            st = pl_otlp_count_metrics(data, len, &pass_through_items, err);
-            b->data.raw = (pl_bytes){data, (uint32_t)len};
-            break;
-        }
+        st = signal == PL_SIGNAL_LOGS ? pl_otlp_count_logs(data, len, &pass_through_items, err)
+                                      : pl_otlp_count_metrics(data, len, &pass_through_items, err);
+        b->data.raw = (pl_bytes){data, (uint32_t)len};
     }
     if (st != PL_OK) {
+        /* A refused request may have grown the heap by up to the budget:
+         * give that back rather than holding it until the next big one. */
+        bool big = pl_batch_memory(b) > ((size_t)4 << 20);
         pl_batch_free(b);
+        if (big)
+            malloc_trim(0);
         return st;
     }
     *out = b;
@@ -126,7 +124,8 @@ static pl_status decode_request(pl_signal signal, body_format format, uint8_t *o
 }
 
 /* Hands the batch to the pipeline and counts the outcome. */
-static pl_status deliver(const pl_otlp_handler *r, pl_signal signal, pl_batch *b, pl_err *err)
+static pl_status deliver(const pl_otlp_handler *r, pl_transport via, pl_signal signal, pl_batch *b,
+                         pl_err *err)
 {
     /* logs and metrics count their records / data points, not requests */
     size_t items = (signal == PL_SIGNAL_LOGS || signal == PL_SIGNAL_METRICS) ? pass_through_items
@@ -143,10 +142,10 @@ static pl_status deliver(const pl_otlp_handler *r, pl_signal signal, pl_batch *b
     b->received_unix_nano = pl_time_now_ns();
     pl_status st = pl_consumer_consume(r->next[signal], b);
     if (st == PL_OK) {
-        pl_stats_add(r->stats, signal, PL_STAT_ACCEPTED, items);
+        pl_stats_add_via(r->stats, via, signal, PL_STAT_ACCEPTED, items);
         return PL_OK;
     }
-    pl_stats_add(r->stats, signal, PL_STAT_REFUSED, items);
+    pl_stats_add_via(r->stats, via, signal, PL_STAT_REFUSED, items);
     switch (st) {
     case PL_ERR_REFUSED:
     case PL_ERR_NOMEM:
@@ -236,11 +235,11 @@ void pl_otlp_handle_grpc(const pl_otlp_handler *r, pl_http_request *req, pl_http
     pl_status st = pl_grpc_read_message(req, r->max_recv_msg_size, &m, &err);
     pl_batch *b = NULL;
     if (st == PL_OK)
-        st =
-            decode_request(signal, FORMAT_PROTOBUF, m.owner, m.owner_size, m.data, m.len, &b, &err);
+        st = decode_request(r, signal, FORMAT_PROTOBUF, m.owner, m.owner_size, m.data, m.len, &b,
+                            &err);
     if (st == PL_OK) {
         add_metadata(b, req, r->grpc_metadata);
-        st = deliver(r, signal, b, &err);
+        st = deliver(r, PL_TRANSPORT_GRPC, signal, b, &err);
     }
     if (st == PL_OK) {
         /* an empty Export*ServiceResponse (full success) */
@@ -413,11 +412,11 @@ void pl_otlp_handle_http(const pl_otlp_handler *r, int signal, pl_http_request *
     }
     pl_batch *b = NULL;
     if (st == PL_OK)
-        st = decode_request((pl_signal)signal, format, owner, owner_size, owner, owner_size, &b,
+        st = decode_request(r, (pl_signal)signal, format, owner, owner_size, owner, owner_size, &b,
                             &err);
     if (st == PL_OK) {
         add_metadata(b, req, r->http_metadata);
-        st = deliver(r, (pl_signal)signal, b, &err);
+        st = deliver(r, PL_TRANSPORT_HTTP, (pl_signal)signal, b, &err);
     }
     if (st == PL_OK) {
         pl_buf body;

@@ -28,6 +28,7 @@ typedef struct pl_otlp_handler {
     size_t max_recv_msg_size;           /* gRPC: message size limit after decompression */
     size_t max_request_body_size;       /* HTTP: body limit (the listener's max_body_size) */
     size_t max_decompressed_size;       /* HTTP: after decompression; 0: max_request_body_size */
+    size_t max_decoded_memory;          /* decoded model of one request; 0: PL_OTLP_DECODE_BUDGET */
     bool grpc_metadata, http_metadata;  /* include_metadata: attach every header */
     uint64_t *refused_requests;         /* refused before decoding (memory short); may be NULL */
 } pl_otlp_handler;

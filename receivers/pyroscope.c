@@ -60,6 +60,7 @@
 #include "core/log.h"
 #include "net/compress.h"
 #include "net/grpc.h"
+#include "extensions/auth.h"
 #include "net/http_server.h"
 #include "pipeline/consumer.h"
 #include "proto/pprof.h"
@@ -76,6 +77,9 @@ typedef struct pyroscope_cfg {
     int64_t max_connections;
     uint64_t max_decoded_memory;
     int64_t max_decoded_objects;
+    pl_tls_server_config tls;
+    pl_auth_ref_config auth;
+    pl_http_cors_config cors;
 } pyroscope_cfg;
 
 static const pl_cfg_field pyroscope_fields[] = {
@@ -97,6 +101,15 @@ static const pl_cfg_field pyroscope_fields[] = {
      "strings, mappings, functions, locations and samples (times sample types) one request may "
      "decode (413 above it)",
      NULL},
+    {"tls", PL_CFG_SECTION, NULL, offsetof(pyroscope_cfg, tls),
+     "server TLS (ALPN h2 and http/1.1); client_ca_file for mutual TLS", &pl_tls_server_section},
+    {"auth", PL_CFG_SECTION, NULL, offsetof(pyroscope_cfg, auth),
+     "authenticator extension every request must pass (401 / UNAUTHENTICATED otherwise); the "
+     "SDKs' authToken and basic auth",
+     &pl_auth_ref_section},
+    {"cors", PL_CFG_SECTION, NULL, offsetof(pyroscope_cfg, cors),
+     "CORS for browser clients: allowed_origins (with *), allowed_headers, max_age",
+     &pl_http_cors_section},
     {NULL, 0, NULL, 0, NULL, NULL},
 };
 
@@ -143,6 +156,7 @@ typedef struct pyroscope {
     pl_http_server *server;
     uint64_t *invalid_requests, *ingest_requests, *push_requests, *otlp_requests;
     pl_otlp_handler otlp; /* OTLP profiles on the same port */
+    pl_listener_security sec;
 } pyroscope;
 
 /* ---- answers -------------------------------------------------------------- */
@@ -505,19 +519,30 @@ static void deliver(pyroscope *r, pl_batch *batch, pl_http_response *res, const 
     respond_error(r, res, pl_status_http(st), err.msg);
 }
 
+/* The tenant (X-Scope-OrgID) and the caller's authenticated identity
+ * travel with the data, named as the otlp receiver names them. */
 static void add_tenant(pl_batch *batch, const pl_http_request *req)
 {
     size_t len;
     const char *tenant = pl_http_header_get(req, "X-Scope-OrgID", &len);
-    if (!tenant || !len)
+    const char *who = req->auth_user ? req->auth_user : req->tls_peer;
+    uint32_t n = (tenant && len) + (who != NULL);
+    if (n == 0)
         return;
-    pl_kv *kv = pl_batch_alloc(batch, sizeof(pl_kv));
+    pl_kv *kv = pl_batch_alloc(batch, n * sizeof(pl_kv));
     if (!kv)
         return;
-    kv->key = PL_BYTES_LIT("tenant"); /* as the otlp receiver names it */
-    kv->value = pl_value_string(pl_batch_bytes(batch, tenant, len));
+    uint32_t k = 0;
+    if (tenant && len) {
+        kv[k].key = PL_BYTES_LIT("tenant");
+        kv[k++].value = pl_value_string(pl_batch_bytes(batch, tenant, len));
+    }
+    if (who) {
+        kv[k].key = PL_BYTES_LIT("auth.user");
+        kv[k++].value = pl_value_string(pl_batch_bytes(batch, who, strlen(who)));
+    }
     batch->metadata.items = kv;
-    batch->metadata.n = 1;
+    batch->metadata.n = k;
 }
 
 /* Reads a sample_type_config part. Pyroscope uses it only to name the
@@ -1104,6 +1129,12 @@ static pl_status pyroscope_create(const pl_create_settings *settings, const void
                      : NULL,
     };
     r->otlp.next[PL_SIGNAL_PROFILES] = r->next;
+    pl_status st = pl_listener_security_init(&r->sec, &cfg->tls, &cfg->auth, &cfg->cors, err);
+    if (st != PL_OK) {
+        free(r->endpoint);
+        free(r);
+        return st;
+    }
     *out_self = r;
     return PL_OK;
 }
@@ -1121,11 +1152,12 @@ static pl_status pyroscope_start(void *self, pl_err *err)
          * RESOURCE_EXHAUSTED); on_request answers the others 413 */
         .deliver_too_large = true,
     };
+    pl_listener_security_apply(&r->sec, &o);
     r->server = pl_http_server_start(r->loop, r->endpoint, &o, on_request, r, err);
     if (!r->server)
         return PL_ERR_INTERNAL;
-    pl_info(r->id, "listening on %s, port %d (Pyroscope /ingest, push API, OTLP profiles)",
-            r->endpoint, pl_http_server_port(r->server));
+    pl_info(r->id, "listening on %s://%s, port %d (Pyroscope /ingest, push API, OTLP profiles)",
+            pl_listener_security_scheme(&r->sec), r->endpoint, pl_http_server_port(r->server));
     return PL_OK;
 }
 
@@ -1145,6 +1177,7 @@ static void pyroscope_destroy(void *self)
         return;
     if (r->server)
         pl_http_server_close(r->server);
+    pl_listener_security_free(&r->sec);
     free(r->endpoint);
     free(r);
 }

@@ -8,9 +8,10 @@ PACKAGES=(
   build-essential meson ninja-build pkg-config clang
   nanopb libnanopb-dev protobuf-compiler
   libuv1-dev libyaml-dev libzstd-dev libsqlite3-dev sqlite3
-  libnghttp2-dev libcurl4-openssl-dev zlib1g-dev libjson-c-dev libhttp-parser-dev
+  libnghttp2-dev libcurl4-openssl-dev libssl-dev libcrypt-dev zlib1g-dev libjson-c-dev libhttp-parser-dev
   libpcre2-dev libfuzzer-14-dev libclang-rt-14-dev
   nodejs npm curl openssl zstd python3 ca-certificates procps
+  chromium
 )
 
 missing=()

@@ -153,6 +153,7 @@ typedef struct sqlite_exporter {
     uv_async_t async;
     bool async_open;
     pl_sqlite_api *api;
+    pl_store_live live; /* written by the writer thread, read by the API thread */
 
     uint64_t *c_write_errors;
     uint64_t *c_deleted_spans;
@@ -288,8 +289,9 @@ static void write_jobs(sqlite_exporter *x, pl_store **store, uint64_t *last_try,
     }
     pl_err err = {{0}};
     pl_status st = pl_store_begin(*store, &err);
+    pl_store_write_stats ws = {0};
     for (job *j = jobs; j && st == PL_OK; j = j->next)
-        st = pl_store_write(*store, j->batch, NULL, &err);
+        st = pl_store_write(*store, j->batch, &ws, &err);
     if (st == PL_OK)
         st = pl_store_commit(*store, &err);
     if (st != PL_OK) {
@@ -304,6 +306,8 @@ static void write_jobs(sqlite_exporter *x, pl_store **store, uint64_t *last_try,
         return;
     }
     count_jobs(x, jobs, true);
+    __atomic_add_fetch(&x->live.spans, ws.spans, __ATOMIC_RELAXED);
+    __atomic_add_fetch(&x->live.samples, ws.samples, __ATOMIC_RELAXED);
     uv_mutex_lock(&x->mu);
     x->done_transactions++;
     uv_mutex_unlock(&x->mu);
@@ -516,11 +520,12 @@ static pl_status sqlite_start(void *self, pl_err *err)
     x->thread_started = true;
     if (x->api_endpoint) {
         pl_err aerr = {{0}};
-        x->api = pl_sqlite_api_start(x->loop, x->api_endpoint, x->path, &aerr);
+        x->api = pl_sqlite_api_start(x->api_endpoint, x->path, &x->live, &aerr);
         if (!x->api) /* the store works without it: say so, keep going */
             pl_error(x->id, "query API disabled: %s", aerr.msg);
         else
-            pl_info(x->id, "store %s; query API on http://%s/api/traces", x->path, x->api_endpoint);
+            pl_info(x->id, "store %s; web view and query API on http://%s/", x->path,
+                    x->api_endpoint);
     } else {
         pl_info(x->id, "store %s (query API disabled)", x->path);
     }

@@ -16,6 +16,7 @@
 #include "core/component.h"
 #include "core/log.h"
 #include "net/http_server.h"
+#include "store/web_assets.h"
 
 /* ---- parameters --------------------------------------------------------- */
 
@@ -230,6 +231,18 @@ void pl_json_services(char **names, size_t n, pl_buf *out)
     pl_buf_append_str(out, "]}");
 }
 
+void pl_json_links(const pl_link_stats *ls, pl_buf *out)
+{
+    pl_buf_printf(out, "{\"traces\":%" PRIu64 ",\"services\":[", ls->traces);
+    for (size_t i = 0; i < ls->n; i++) {
+        pl_buf_append_str(out, i ? ",{\"service\":" : "{\"service\":");
+        json_str(out, ls->items[i].service);
+        pl_buf_printf(out, ",\"spans\":%" PRIu64 ",\"linked\":%" PRIu64 "}", ls->items[i].spans,
+                      ls->items[i].linked);
+    }
+    pl_buf_append_str(out, "]}");
+}
+
 void pl_folded_text(const pl_profile_result *p, pl_buf *out)
 {
     for (size_t i = 0; i < p->n_stacks; i++)
@@ -238,10 +251,28 @@ void pl_folded_text(const pl_profile_result *p, pl_buf *out)
 
 /* ---- HTTP --------------------------------------------------------------- */
 
+/* Rates for the status strip: the live counters sampled once a second,
+ * kept for RATE_SLOTS seconds. */
+#define RATE_SLOTS 11
+
 struct pl_sqlite_api {
     pl_http_server *server;
     char *db_path;
     pl_store *store;
+    const pl_store_live *live; /* the writer's counters, or NULL */
+    /* the API's own thread and loop: queries never run on the pipeline's */
+    uv_thread_t thread;
+    bool thread_started;
+    uv_loop_t loop;
+    bool loop_open;
+    uv_async_t stop;
+    uv_timer_t tick;
+    uv_sem_t started;
+    char *endpoint;
+    pl_err start_err;
+    bool start_ok;
+    uint64_t rate_t[RATE_SLOTS], rate_spans[RATE_SLOTS], rate_samples[RATE_SLOTS];
+    unsigned rate_n, rate_at;
 };
 
 #define MAX_PARAMS 12
@@ -427,6 +458,27 @@ static void handle_traces(pl_sqlite_api *api, const params *p, pl_http_response 
         q.min_duration_ns = (uint64_t)d;
     }
     q.limit = (uint32_t)limit;
+    q.root_name = param(p, "root");
+    const char *errs = param(p, "errors");
+    q.errors_only = errs && strcmp(errs, "0") != 0 && strcmp(errs, "false") != 0;
+    if (param(p, "until") && !since_param(p, res, "until", now, 0, &q.until_ns))
+        return;
+    const char *mc = param(p, "min_cpu");
+    if (mc) {
+        int64_t d;
+        if (pl_parse_duration(mc, &d) < 0 || d < 0) {
+            respond_error(res, 400, "min_cpu: not a duration (e.g. 10ms)");
+            return;
+        }
+        q.min_time = d;
+    }
+    const char *sort = param(p, "sort");
+    if (sort && strcmp(sort, "duration") != 0 && strcmp(sort, "cpu") != 0 &&
+        strcmp(sort, "time") != 0) {
+        respond_error(res, 400, "sort: duration or cpu");
+        return;
+    }
+    q.by_time = sort && strcmp(sort, "duration") != 0;
     pl_err err = {{0}};
     pl_store *s = api_store(api, &err);
     pl_trace_list list;
@@ -477,6 +529,8 @@ static bool profile_params(const params *p, pl_http_response *res, bool service_
         return false;
     }
     q->type = param(p, "type");
+    const char *desc = param(p, "descendants");
+    q->descendants = desc && strcmp(desc, "0") != 0 && strcmp(desc, "false") != 0;
     if (span) {
         q->scope = PL_PROFILE_SPAN;
         if (pl_query_parse_span_id(span, q->span_id) < 0) {
@@ -513,8 +567,9 @@ static void handle_profile(pl_sqlite_api *api, const params *p, pl_http_response
     const char *format = param(p, "format");
     if (!format)
         format = "json";
-    if (!top_only && strcmp(format, "folded") && strcmp(format, "json") && strcmp(format, "svg")) {
-        respond_error(res, 400, "format: folded, json or svg");
+    if (!top_only && strcmp(format, "folded") && strcmp(format, "json") && strcmp(format, "svg") &&
+        strcmp(format, "pprof") && strcmp(format, "speedscope")) {
+        respond_error(res, 400, "format: folded, json, svg, pprof or speedscope");
         return;
     }
     pl_err err = {{0}};
@@ -535,6 +590,13 @@ static void handle_profile(pl_sqlite_api *api, const params *p, pl_http_response
     } else if (strcmp(format, "svg") == 0) {
         pl_flamegraph_svg(&r, "proflink flame graph", &b);
         ctype = "image/svg+xml";
+    } else if (strcmp(format, "pprof") == 0) {
+        if (pl_flamegraph_pprof(&r, pl_time_now_ns(), &b) < 0)
+            b.failed = true;
+        ctype = "application/octet-stream";
+    } else if (strcmp(format, "speedscope") == 0) {
+        if (pl_flamegraph_speedscope(&r, "proflink", &b) < 0)
+            b.failed = true;
     } else {
         pl_json_profile(&r, 0, true, &b);
         pl_buf_append_byte(&b, '\n');
@@ -559,6 +621,92 @@ static void handle_services(pl_sqlite_api *api, pl_http_response *res)
     pl_store_free_names(names, n);
     respond(res, pl_buf_ok(&b) ? 200 : 503, "application/json", &b);
     pl_buf_free(&b);
+}
+
+static void handle_links(pl_sqlite_api *api, const params *p, pl_http_response *res)
+{
+    uint64_t now = pl_time_now_ns(), since;
+    if (!since_param(p, res, "since", now, now - PL_QUERY_DEFAULT_SINCE_NS, &since))
+        return;
+    pl_err err = {{0}};
+    pl_store *s = api_store(api, &err);
+    pl_link_stats ls;
+    pl_status st = s ? pl_store_query_links(s, since, &ls, &err) : PL_ERR_INTERNAL;
+    if (query_failed(api, res, st, &err))
+        return;
+    pl_buf b;
+    pl_buf_init(&b);
+    pl_json_links(&ls, &b);
+    pl_buf_append_byte(&b, '\n');
+    pl_link_stats_free(&ls);
+    respond_buf(res, "application/json", &b);
+}
+
+/* Spans and samples stored per second over the last RATE_SLOTS - 1 seconds. */
+static void rates(const pl_sqlite_api *api, double *spans, double *samples)
+{
+    *spans = *samples = 0;
+    if (api->rate_n < 2)
+        return;
+    unsigned newest = (api->rate_at + RATE_SLOTS - 1) % RATE_SLOTS;
+    unsigned oldest = api->rate_n < RATE_SLOTS ? 0 : api->rate_at;
+    uint64_t dt = api->rate_t[newest] - api->rate_t[oldest];
+    if (!dt)
+        return;
+    *spans = (double)(api->rate_spans[newest] - api->rate_spans[oldest]) * 1e9 / (double)dt;
+    *samples = (double)(api->rate_samples[newest] - api->rate_samples[oldest]) * 1e9 / (double)dt;
+}
+
+static void handle_status(pl_sqlite_api *api, pl_http_response *res)
+{
+    pl_err err = {{0}};
+    pl_store *s = api_store(api, &err);
+    if (!s) {
+        respond_error(res, 503, err.msg);
+        return;
+    }
+    uint64_t now = pl_time_now_ns();
+    pl_link_stats ls;
+    pl_status st = pl_store_query_links(s, now - 900ull * 1000000000ull, &ls, &err);
+    if (query_failed(api, res, st, &err))
+        return;
+    uint64_t spans = 0, linked = 0;
+    for (size_t i = 0; i < ls.n; i++) {
+        spans += ls.items[i].spans;
+        linked += ls.items[i].linked;
+    }
+    pl_link_stats_free(&ls);
+    double sps, smps;
+    rates(api, &sps, &smps);
+    pl_buf b;
+    pl_buf_init(&b);
+    pl_buf_printf(&b,
+                  "{\"spans_per_second\":%.1f,\"samples_per_second\":%.1f,\"spans_stored\":%" PRIu64
+                  ",\"samples_stored\":%" PRIu64 ",\"store_bytes\":%" PRIu64
+                  ",\"link\":{\"window\":\"15m\",\"spans\":%" PRIu64 ",\"linked\":%" PRIu64 "}}\n",
+                  sps, smps,
+                  api->live ? __atomic_load_n(&api->live->spans, __ATOMIC_RELAXED) : 0,
+                  api->live ? __atomic_load_n(&api->live->samples, __ATOMIC_RELAXED) : 0,
+                  pl_store_size(s), spans, linked);
+    respond_buf(res, "application/json", &b);
+}
+
+/* The web view's files, compiled into the binary (web_assets.c). */
+static bool serve_asset(const char *path, pl_http_response *res)
+{
+    const pl_web_asset *a = pl_web_asset_find(strcmp(path, "/") == 0 ? "/index.html" : path);
+    if (!a)
+        return false;
+    pl_http_header h[3] = {
+        {"Content-Type", 12, a->content_type, strlen(a->content_type)},
+        {"Cache-Control", 13, "no-cache", 8},
+        /* everything is served from here: no other origin, no inline code */
+        {"Content-Security-Policy", 23,
+         "default-src 'self'; img-src 'self' data:; style-src 'self'; script-src 'self'",
+         strlen("default-src 'self'; img-src 'self' data:; style-src 'self'; script-src 'self'")},
+    };
+    pl_http_respond(res, 200, h, 3, a->data, a->len);
+    return true;
 }
 
 static void api_handler(void *arg, pl_http_request *req, pl_http_response *res)
@@ -586,10 +734,16 @@ static void api_handler(void *arg, pl_http_request *req, pl_http_response *res)
         handle_profile(api, &p, res, true);
     else if (strcmp(path, "/api/services") == 0)
         handle_services(api, res);
+    else if (strcmp(path, "/api/links") == 0)
+        handle_links(api, &p, res);
+    else if (strcmp(path, "/api/status") == 0)
+        handle_status(api, res);
+    else if (strncmp(path, "/api/", 5) != 0 && serve_asset(path, res))
+        ;
     else
         respond_error(res, 404,
-                      "unknown path; see /api/traces, /api/traces/{id}, /api/flamegraph, "
-                      "/api/top, /api/services");
+                      "unknown path; see /, /api/traces, /api/traces/{id}, /api/flamegraph, "
+                      "/api/top, /api/services, /api/links, /api/status");
     free(p.buf);
 }
 
@@ -617,18 +771,83 @@ void pl_sqlite_api_server_options(pl_http_server_options *opt)
     opt->name = "sqlite/api";
 }
 
-pl_sqlite_api *pl_sqlite_api_start(uv_loop_t *loop, const char *endpoint, const char *db_path,
-                                   pl_err *err)
+static void on_tick(uv_timer_t *t)
+{
+    pl_sqlite_api *api = t->data;
+    unsigned i = api->rate_at;
+    api->rate_t[i] = pl_time_now_ns();
+    api->rate_spans[i] = api->live ? __atomic_load_n(&api->live->spans, __ATOMIC_RELAXED) : 0;
+    api->rate_samples[i] = api->live ? __atomic_load_n(&api->live->samples, __ATOMIC_RELAXED) : 0;
+    api->rate_at = (i + 1) % RATE_SLOTS;
+    if (api->rate_n < RATE_SLOTS)
+        api->rate_n++;
+}
+
+static void on_stop(uv_async_t *a)
+{
+    pl_sqlite_api *api = a->data;
+    if (api->server)
+        pl_http_server_close(api->server);
+    api->server = NULL;
+    uv_close((uv_handle_t *)&api->stop, NULL);
+    uv_close((uv_handle_t *)&api->tick, NULL);
+}
+
+/* The API thread: its own loop, so a slow query (a large flame graph)
+ * delays only other API requests, never ingestion on the pipeline's loop. */
+static void api_thread(void *arg)
+{
+    pl_sqlite_api *api = arg;
+    pl_http_server_options opt;
+    pl_sqlite_api_server_options(&opt);
+    api->server = pl_http_server_start(&api->loop, api->endpoint, &opt, api_handler, api,
+                                       &api->start_err);
+    api->start_ok = api->server != NULL;
+    if (api->start_ok) {
+        uv_async_init(&api->loop, &api->stop, on_stop);
+        api->stop.data = api;
+        uv_timer_init(&api->loop, &api->tick);
+        api->tick.data = api;
+        uv_timer_start(&api->tick, on_tick, 0, 1000);
+    }
+    uv_sem_post(&api->started);
+    if (!api->start_ok) {
+        uv_run(&api->loop, UV_RUN_DEFAULT); /* let a failed listener close */
+        return;
+    }
+    uv_run(&api->loop, UV_RUN_DEFAULT);
+    pl_store_close(api->store); /* opened on this thread: closed here */
+    api->store = NULL;
+}
+
+pl_sqlite_api *pl_sqlite_api_start(const char *endpoint, const char *db_path,
+                                   const pl_store_live *live, pl_err *err)
 {
     pl_sqlite_api *api = pl_sqlite_api_new(db_path);
-    if (!api) {
+    if (!api || !(api->endpoint = strdup(endpoint))) {
+        if (api)
+            pl_sqlite_api_close(api);
         pl_errf(err, PL_ERR_NOMEM, "out of memory");
         return NULL;
     }
-    pl_http_server_options opt;
-    pl_sqlite_api_server_options(&opt);
-    api->server = pl_http_server_start(loop, endpoint, &opt, api_handler, api, err);
-    if (!api->server) {
+    api->live = live;
+    if (uv_loop_init(&api->loop) != 0 || uv_sem_init(&api->started, 0) != 0) {
+        pl_errf(err, PL_ERR_INTERNAL, "query API: cannot create its event loop");
+        pl_sqlite_api_close(api);
+        return NULL;
+    }
+    api->loop_open = true;
+    if (uv_thread_create(&api->thread, api_thread, api) != 0) {
+        uv_sem_destroy(&api->started);
+        pl_errf(err, PL_ERR_INTERNAL, "query API: cannot start its thread");
+        pl_sqlite_api_close(api);
+        return NULL;
+    }
+    api->thread_started = true;
+    uv_sem_wait(&api->started);
+    uv_sem_destroy(&api->started);
+    if (!api->start_ok) {
+        *err = api->start_err;
         pl_sqlite_api_close(api);
         return NULL;
     }
@@ -644,9 +863,19 @@ void pl_sqlite_api_close(pl_sqlite_api *api)
 {
     if (!api)
         return;
-    if (api->server)
+    if (api->thread_started) {
+        if (api->start_ok)
+            uv_async_send(&api->stop);
+        uv_thread_join(&api->thread);
+    } else if (api->server) {
         pl_http_server_close(api->server);
+    }
+    if (api->loop_open) {
+        uv_run(&api->loop, UV_RUN_DEFAULT);
+        uv_loop_close(&api->loop);
+    }
     pl_store_close(api->store);
+    free(api->endpoint);
     free(api->db_path);
     free(api);
 }

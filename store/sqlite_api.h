@@ -13,10 +13,15 @@
  * {"error":"..."} with 400 (bad parameter), 404 (unknown trace or path),
  * 405 (not GET) or 503 (store not readable yet).
  *
- * The server runs on the event loop and answers synchronously (that is what
- * net/http_server.h offers), so every query is bounded: LIMITs, indexed
- * lookups, and time ranges for service-wide profiles. It opens its own
- * read-only connection; WAL lets it read while the exporter writes.
+ *   GET /api/links?since=       spans with profiles per service
+ *   GET /api/status             spans/s, samples/s, link ratio, store size
+ *   GET /, /app.js, /app.css    the web view (compiled in, see store/web/)
+ *
+ * The server runs on its own thread and event loop and answers each request
+ * synchronously there, so queries never block ingestion; every query is
+ * still bounded (LIMITs, indexed lookups, time ranges for service-wide
+ * profiles) so one request cannot hold the others up for long. It opens its
+ * own read-only connection; WAL lets it read while the exporter writes.
  */
 #ifndef PL_SQLITE_API_H
 #define PL_SQLITE_API_H
@@ -36,12 +41,22 @@
 
 typedef struct pl_sqlite_api pl_sqlite_api;
 
-/* Listens on `endpoint` and serves the store at `db_path`. NULL + err on
+/* What the exporter's writer has stored so far (updated atomically by the
+ * writer thread, read by the API's status strip). */
+typedef struct pl_store_live {
+    uint64_t spans;
+    uint64_t samples;
+} pl_store_live;
+
+/* Listens on `endpoint` and serves the store at `db_path` and the web view,
+ * on a thread of its own with its own event loop: queries never run on the
+ * pipeline's loop. `live` (may be NULL) feeds /api/status. NULL + err on
  * failure (e.g. the address is in use). */
-pl_sqlite_api *pl_sqlite_api_start(uv_loop_t *loop, const char *endpoint, const char *db_path,
-                                   pl_err *err);
+pl_sqlite_api *pl_sqlite_api_start(const char *endpoint, const char *db_path,
+                                   const pl_store_live *live, pl_err *err);
 int pl_sqlite_api_port(const pl_sqlite_api *api);
-/* Closes the listener; memory is released once the loop has run. */
+/* Stops the API's thread (finishing the request it is answering) and frees
+ * everything. */
 void pl_sqlite_api_close(pl_sqlite_api *api);
 
 /* Without a listener (fuzz targets, tests): an API object, its request
@@ -60,6 +75,7 @@ void pl_json_trace(const pl_trace_detail *detail, pl_buf *out);
 void pl_json_profile(const pl_profile_result *profile, size_t top_limit, bool with_tree,
                      pl_buf *out);
 void pl_json_services(char **names, size_t n, pl_buf *out);
+void pl_json_links(const pl_link_stats *links, pl_buf *out);
 /* Folded stacks, one "frames value" line per stack. */
 void pl_folded_text(const pl_profile_result *profile, pl_buf *out);
 

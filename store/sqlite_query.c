@@ -4,8 +4,9 @@
  *
  *   proflink query traces [--service S] [--since 1h] [--min-duration 100ms] [--limit N]
  *   proflink query trace ID [--top N] [--attributes]
- *   proflink query flamegraph (--span ID | --trace ID | --service S [--since 1h])
- *                             [--format folded|svg|json] [--type T] [--output FILE]
+ *   proflink query flamegraph (--span ID [--descendants] | --trace ID | --service S [--since 1h])
+ *                             [--format folded|svg|json|pprof|speedscope] [--type T]
+ *                             [--output FILE]
  *   proflink query top [--service S | --span ID | --trace ID] [--since 1h] [--limit N] [--type T]
  *   proflink query services
  *
@@ -23,6 +24,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include <json-c/json.h>
 
@@ -42,8 +44,9 @@ static const char usage_text[] =
     "  trace ID    the span tree of one trace: durations, CPU time and hottest functions\n"
     "              [--top 3] [--attributes]\n"
     "  flamegraph  the profile of a span, a trace or a service\n"
-    "              (--span ID | --trace ID | --service S [--since 1h])\n"
-    "              [--format folded|svg|json] [--type cpu|alloc_space|...] [--output FILE]\n"
+    "              (--span ID [--descendants] | --trace ID | --service S [--since 1h])\n"
+    "              [--format folded|svg|json|pprof|speedscope] [--type cpu|wall|alloc_space|...]\n"
+    "              [--output FILE]   (pprof: gzipped, for `go tool pprof`)\n"
     "  top         hottest functions, self and total\n"
     "              [--service S | --span ID | --trace ID] [--since 1h] [--limit 20] [--type T]\n"
     "  services    service names in the store\n"
@@ -73,6 +76,7 @@ typedef struct opts {
     long top;
     bool json;
     bool attributes;
+    bool descendants;
     bool help;
 } opts;
 
@@ -118,6 +122,10 @@ static int parse_args(int argc, char **argv, opts *o)
         }
         if (strcmp(a, "--attributes") == 0) {
             o->attributes = true;
+            continue;
+        }
+        if (strcmp(a, "--descendants") == 0) {
+            o->descendants = true;
             continue;
         }
         if (strncmp(a, "--", 2) == 0) {
@@ -458,6 +466,7 @@ static int profile_query_from(const opts *o, bool service_optional, pl_profile_q
     if (n > 1 || (n == 0 && !service_optional))
         return usage_error("%s", "give exactly one of --span ID, --trace ID or --service S");
     q->type = o->type;
+    q->descendants = o->descendants;
     if (o->span) {
         q->scope = PL_PROFILE_SPAN;
         if (pl_query_parse_span_id(o->span, q->span_id) < 0)
@@ -497,8 +506,11 @@ static int cmd_flamegraph(pl_store *s, const opts *o)
     const char *format = o->format ? o->format : "folded";
     if (o->json)
         format = "json";
-    if (strcmp(format, "folded") && strcmp(format, "svg") && strcmp(format, "json"))
-        return usage_error("--format: folded, svg or json, not '%s'", format);
+    if (strcmp(format, "folded") && strcmp(format, "svg") && strcmp(format, "json") &&
+        strcmp(format, "pprof") && strcmp(format, "speedscope"))
+        return usage_error("--format: folded, svg, json, pprof or speedscope, not '%s'", format);
+    if (strcmp(format, "pprof") == 0 && !o->output && isatty(STDOUT_FILENO))
+        return usage_error("%s", "--format pprof is binary: give --output FILE (or redirect)");
     pl_err err = {{0}};
     pl_profile_result r;
     if (pl_store_query_profile(s, &q, &r, &err) != PL_OK) {
@@ -518,6 +530,15 @@ static int cmd_flamegraph(pl_store *s, const opts *o)
         pl_flamegraph_svg(&r, title, &b);
     } else if (strcmp(format, "json") == 0) {
         pl_json_profile(&r, 0, true, &b);
+        pl_buf_append_byte(&b, '\n');
+    } else if (strcmp(format, "pprof") == 0) {
+        if (pl_flamegraph_pprof(&r, (uint64_t)time(NULL) * 1000000000ull, &b) < 0)
+            b.failed = true;
+    } else if (strcmp(format, "speedscope") == 0) {
+        char title[160];
+        profile_title(o, title, sizeof(title));
+        if (pl_flamegraph_speedscope(&r, title, &b) < 0)
+            b.failed = true;
         pl_buf_append_byte(&b, '\n');
     } else {
         pl_folded_text(&r, &b);

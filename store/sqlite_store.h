@@ -166,9 +166,19 @@ typedef struct pl_trace_query {
     uint64_t since_ns;        /* absolute: traces starting at or after; 0 = all */
     uint64_t min_duration_ns; /* 0 = all */
     uint32_t limit;           /* 0 = 20 */
+    const char *root_name;    /* NULL: any; else the root span's name */
+    uint64_t until_ns;        /* absolute: traces starting at or before; 0 = open */
+    bool errors_only;         /* traces with an error span */
+    int64_t min_time;         /* > 0: traces whose `time` (CPU, else wall ns) is at least this */
+    bool by_time;             /* order by `time` (CPU, else wall), not duration */
 } pl_trace_query;
 
-/* Recent traces, slowest first. */
+/* With min_time or by_time, the time of each candidate is computed: the
+ * PL_STORE_TIME_CANDIDATES slowest traces matching the other filters are
+ * ranked, not the whole window. */
+#define PL_STORE_TIME_CANDIDATES 2000
+
+/* Recent traces, slowest first (or by time). */
 pl_status pl_store_query_traces(pl_store *store, const pl_trace_query *query, pl_trace_list *out,
                                 pl_err *err);
 void pl_trace_list_free(pl_trace_list *list);
@@ -237,6 +247,7 @@ typedef struct pl_profile_query {
                             "cpu" / "wall": that clock's time only;
                             otherwise a sample type "alloc_space" or "alloc_space:bytes" */
     bool time_only;      /* type NULL: never fall back to a heap/alloc type */
+    bool descendants;    /* PL_PROFILE_SPAN: also the samples of every span below it */
 } pl_profile_query;
 
 typedef struct pl_folded_stack {
@@ -265,6 +276,27 @@ pl_status pl_store_query_profile(pl_store *store, const pl_profile_query *query,
                                  pl_profile_result *out, pl_err *err);
 void pl_profile_result_free(pl_profile_result *result);
 
+/* Spans with profiles, per service, over the most recent traces. */
+typedef struct pl_link_stat {
+    const char *service;
+    uint64_t spans;  /* spans stored */
+    uint64_t linked; /* of which have samples stored or a pyroscope.profile.id */
+} pl_link_stat;
+
+typedef struct pl_link_stats {
+    pl_link_stat *items; /* by service name */
+    size_t n;
+    uint64_t traces; /* traces looked at */
+    pl_arena arena;
+} pl_link_stats;
+
+/* Looks at the spans of the PL_STORE_LINK_TRACES most recent traces
+ * starting at or after since_ns (a bounded, indexed read). */
+#define PL_STORE_LINK_TRACES 2000
+pl_status pl_store_query_links(pl_store *store, uint64_t since_ns, pl_link_stats *out,
+                               pl_err *err);
+void pl_link_stats_free(pl_link_stats *stats);
+
 /* Service names seen, sorted. */
 pl_status pl_store_query_services(pl_store *store, char ***names, size_t *n, pl_err *err);
 void pl_store_free_names(char **names, size_t n);
@@ -275,6 +307,11 @@ void pl_store_free_names(char **names, size_t n);
 void pl_format_duration(uint64_t ns, char *out, size_t cap);
 /* Renders folded stacks as a self-contained SVG flame graph (sqlite_svg.c). */
 void pl_flamegraph_svg(const pl_profile_result *profile, const char *title, pl_buf *out);
+/* The profile as a gzipped pprof Profile (one function per frame name;
+ * time_ns stamps it); -1 on OOM (export_formats.c). */
+int pl_flamegraph_pprof(const pl_profile_result *profile, uint64_t time_ns, pl_buf *out);
+/* The profile in speedscope's file format (one "sampled" profile). */
+int pl_flamegraph_speedscope(const pl_profile_result *profile, const char *name, pl_buf *out);
 /* Renders folded stacks as nested JSON {name, value, children} (sqlite_svg.c). */
 void pl_flamegraph_json_tree(const pl_profile_result *profile, pl_buf *out);
 

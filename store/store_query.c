@@ -99,12 +99,30 @@ static void read_summary(pl_arena *a, sqlite3_stmt *st, pl_trace_summary *t)
     "trace_id, start_ns, end_ns, root_span_id, root_name, root_service, root_start_ns, "           \
     "root_end_ns, span_count, error_count, duration_ns"
 
+/* Sort key of a trace by time: CPU or wall nanoseconds; counts and none last. */
+static int64_t time_key(const pl_trace_summary *t)
+{
+    return (t->time_kind == PL_TIME_CPU || t->time_kind == PL_TIME_WALL) ? t->time : -1;
+}
+
+static int cmp_by_time(const void *a, const void *b)
+{
+    int64_t x = time_key(a), y = time_key(b);
+    if (x != y)
+        return x > y ? -1 : 1;
+    const pl_trace_summary *p = a, *q = b;
+    return p->duration_ns > q->duration_ns ? -1 : p->duration_ns < q->duration_ns;
+}
+
 pl_status pl_store_query_traces(pl_store *s, const pl_trace_query *q, pl_trace_list *out,
                                 pl_err *err)
 {
     memset(out, 0, sizeof(*out));
     pl_arena_init(&out->arena);
     uint32_t limit = q->limit ? q->limit : 20;
+    bool ranked = q->by_time || q->min_time > 0;
+    uint32_t fetch = ranked ? (limit > PL_STORE_TIME_CANDIDATES ? limit : PL_STORE_TIME_CANDIDATES)
+                            : limit;
     /* Two plans. Few traces in the window: read them by start time and sort.
      * Many: walk the duration index from the slowest down and stop after
      * `limit` matches, which touches about limit / (share of traces in the
@@ -114,33 +132,39 @@ pl_status pl_store_query_traces(pl_store *s, const pl_trace_query *q, pl_trace_l
         sqlite3_stmt *cnt = NULL;
         int crc = sqlite3_prepare_v2(s->db,
                                      "SELECT count(*) FROM (SELECT 1 FROM traces WHERE start_ns >= "
-                                     "?1 LIMIT 20000)",
+                                     "?1 AND start_ns <= ?2 LIMIT 20000)",
                                      -1, &cnt, NULL);
         if (crc == SQLITE_OK) {
             sqlite3_bind_int64(cnt, 1, (int64_t)q->since_ns);
+            sqlite3_bind_int64(cnt, 2, q->until_ns ? (int64_t)q->until_ns : INT64_MAX);
             if (sqlite3_step(cnt) == SQLITE_ROW)
                 in_window = sqlite3_column_int64(cnt, 0);
         }
         sqlite3_finalize(cnt);
     }
-    bool by_duration = in_window >= 20000 || in_window > (int64_t)limit * 200;
-    char sql[1024];
+    bool by_duration = in_window >= 20000 || in_window > (int64_t)fetch * 200;
+    char extra[256];
+    snprintf(extra, sizeof(extra), "%s%s%s", q->root_name ? " AND root_name = ?5" : "",
+             q->until_ns ? " AND start_ns <= ?6" : "", q->errors_only ? " AND error_count > 0" : "");
+    char sql[1536];
     if (by_duration)
         snprintf(sql, sizeof(sql),
                  "SELECT " SUMMARY_COLUMNS " FROM traces INDEXED BY traces_by_duration "
-                 "WHERE duration_ns >= ?2 AND start_ns >= ?1 %s "
+                 "WHERE duration_ns >= ?2 AND start_ns >= ?1 %s %s "
                  "ORDER BY duration_ns DESC LIMIT ?4",
                  q->service ? "AND EXISTS (SELECT 1 FROM spans INDEXED BY spans_by_trace WHERE "
                               "spans.trace_id = "
                               "traces.trace_id AND spans.service = ?3)"
-                            : "");
+                            : "",
+                 extra);
     else
         snprintf(sql, sizeof(sql),
                  "SELECT " SUMMARY_COLUMNS " FROM traces WHERE start_ns >= ?1 AND duration_ns >= "
-                 "?2 %s ORDER BY duration_ns DESC, start_ns DESC LIMIT ?4",
+                 "?2 %s %s ORDER BY duration_ns DESC, start_ns DESC LIMIT ?4",
                  q->service ? "AND trace_id IN (SELECT trace_id FROM spans WHERE service = ?3 AND "
                               "start_ns >= ?1)"
-                            : "");
+                            : "",
+                 extra);
     sqlite3_stmt *st = NULL, *cpu = NULL;
     int rc = sqlite3_prepare_v2(s->db, sql, -1, &st, NULL);
     if (rc == SQLITE_OK)
@@ -151,18 +175,33 @@ pl_status pl_store_query_traces(pl_store *s, const pl_trace_query *q, pl_trace_l
     sqlite3_bind_int64(st, 2, (int64_t)q->min_duration_ns);
     if (q->service)
         sqlite3_bind_text(st, 3, q->service, -1, SQLITE_STATIC);
-    sqlite3_bind_int64(st, 4, limit);
-    out->items = pl_arena_calloc(&out->arena, limit, sizeof(pl_trace_summary));
+    sqlite3_bind_int64(st, 4, fetch);
+    if (q->root_name)
+        sqlite3_bind_text(st, 5, q->root_name, -1, SQLITE_STATIC);
+    if (q->until_ns)
+        sqlite3_bind_int64(st, 6, (int64_t)q->until_ns);
+    out->items = pl_arena_calloc(&out->arena, fetch, sizeof(pl_trace_summary));
     if (!out->items) {
         rc = SQLITE_NOMEM;
         goto done;
     }
-    while ((rc = sqlite3_step(st)) == SQLITE_ROW && out->n < limit)
+    while ((rc = sqlite3_step(st)) == SQLITE_ROW && out->n < fetch)
         read_summary(&out->arena, st, &out->items[out->n++]);
     if (rc == SQLITE_DONE || rc == SQLITE_ROW)
         rc = SQLITE_OK;
     for (size_t i = 0; i < out->n && rc == SQLITE_OK; i++)
         rc = trace_cpu(cpu, out->items[i].trace_id, &out->items[i]);
+    if (rc == SQLITE_OK && ranked) {
+        size_t kept = 0;
+        for (size_t i = 0; i < out->n; i++)
+            if (q->min_time <= 0 || time_key(&out->items[i]) >= q->min_time)
+                out->items[kept++] = out->items[i];
+        out->n = kept;
+        if (q->by_time && out->n > 1)
+            qsort(out->items, out->n, sizeof(pl_trace_summary), cmp_by_time);
+        if (out->n > limit)
+            out->n = limit;
+    }
 done:
     sqlite3_finalize(st);
     sqlite3_finalize(cpu);
@@ -962,6 +1001,96 @@ void pl_trace_detail_free(pl_trace_detail *detail)
 
 /* ---- profiles ----------------------------------------------------------- */
 
+/* The ids of a span and every span below it in its trace, as a JSON array
+ * for json_each(): the tree is walked in C over the trace's (span, parent)
+ * pairs, which one indexed query reads. */
+static int span_subtree_json(pl_store *s, int64_t root, pl_buf *out)
+{
+    sqlite3_stmt *st = NULL;
+    int rc = sqlite3_prepare_v2(s->db,
+                                "SELECT span_id, parent_span_id FROM spans WHERE trace_id = "
+                                "(SELECT trace_id FROM spans WHERE span_id = ?1)",
+                                -1, &st, NULL);
+    int64_t *ids = NULL, *parents = NULL;
+    size_t n = 0, cap = 0;
+    sqlite3_bind_int64(st, 1, root);
+    while (rc == SQLITE_OK && (rc = sqlite3_step(st)) == SQLITE_ROW) {
+        rc = SQLITE_OK;
+        if (n == cap) {
+            cap = cap ? cap * 2 : 256;
+            int64_t *a = realloc(ids, cap * sizeof(int64_t));
+            if (a)
+                ids = a;
+            int64_t *b = realloc(parents, cap * sizeof(int64_t));
+            if (b)
+                parents = b;
+            if (!a || !b) {
+                rc = SQLITE_NOMEM;
+                break;
+            }
+        }
+        ids[n] = sqlite3_column_int64(st, 0);
+        parents[n++] = sqlite3_column_type(st, 1) == SQLITE_NULL ? 0 : sqlite3_column_int64(st, 1);
+    }
+    if (rc == SQLITE_DONE)
+        rc = SQLITE_OK;
+    sqlite3_finalize(st);
+    /* children lists through a map id -> index, then a breadth-first walk;
+     * `done` marks spans already taken, so a cycle cannot loop */
+    u64_map index = {0};
+    int32_t *first = NULL, *next = NULL, *queue = NULL;
+    uint8_t *done = NULL;
+    if (rc == SQLITE_OK) {
+        first = malloc((n + 1) * sizeof(int32_t));
+        next = malloc((n + 1) * sizeof(int32_t));
+        queue = malloc((n + 1) * sizeof(int32_t));
+        done = calloc(n + 1, 1);
+        if (!first || !next || !queue || !done)
+            rc = SQLITE_NOMEM;
+    }
+    for (size_t i = 0; i < n && rc == SQLITE_OK; i++) {
+        first[i] = next[i] = -1;
+        if (ids[i] && !st_u64_map_put(&index, (uint64_t)ids[i], (int64_t)i + 1))
+            rc = SQLITE_NOMEM;
+    }
+    for (size_t i = 0; i < n && rc == SQLITE_OK; i++) {
+        int64_t p;
+        if (parents[i] && st_u64_map_get(&index, (uint64_t)parents[i], &p) && (size_t)(p - 1) != i) {
+            next[i] = first[p - 1];
+            first[p - 1] = (int32_t)i;
+        }
+    }
+    pl_buf_append_byte(out, '[');
+    pl_buf_printf(out, "%" PRId64, root);
+    int64_t at;
+    if (rc == SQLITE_OK && st_u64_map_get(&index, (uint64_t)root, &at)) {
+        size_t head = 0, tail = 0;
+        queue[tail++] = (int32_t)(at - 1);
+        done[at - 1] = 1;
+        while (head < tail) {
+            int32_t cur = queue[head++];
+            for (int32_t c = first[cur]; c >= 0; c = next[c]) {
+                if (done[c])
+                    continue;
+                done[c] = 1;
+                queue[tail++] = c;
+                pl_buf_printf(out, ",%" PRId64, ids[c]);
+            }
+        }
+    }
+    pl_buf_append_byte(out, ']');
+    if (rc == SQLITE_OK && !pl_buf_ok(out))
+        rc = SQLITE_NOMEM;
+    st_u64_map_clear(&index);
+    free(first);
+    free(next);
+    free(done);
+    free(queue);
+    free(ids);
+    free(parents);
+    return rc;
+}
+
 pl_status pl_store_query_profile(pl_store *s, const pl_profile_query *q, pl_profile_result *out,
                                  pl_err *err)
 {
@@ -970,6 +1099,8 @@ pl_status pl_store_query_profile(pl_store *s, const pl_profile_query *q, pl_prof
     out->type = "cpu";
     out->unit = "nanoseconds";
     sqlite3_stmt *st = NULL;
+    pl_buf subtree;
+    pl_buf_init(&subtree);
     prows rows = {0};
     decoder dec;
     bool dec_ok = false;
@@ -992,8 +1123,18 @@ pl_status pl_store_query_profile(pl_store *s, const pl_profile_query *q, pl_prof
             goto done; /* unknown service: empty profile */
     }
     const char *sql;
+    if (q->scope == PL_PROFILE_SPAN && q->descendants) {
+        rc = span_subtree_json(s, span_id_int(q->span_id), &subtree);
+        if (rc != SQLITE_OK)
+            goto done;
+    }
     switch (q->scope) {
     case PL_PROFILE_SPAN:
+        if (q->descendants) {
+            sql = "SELECT type_id, stack_id, value, cpu_ns, count, wall_ns FROM samples "
+                  "WHERE span_id IN (SELECT value FROM json_each(?1)) AND span_id != 0";
+            break;
+        }
         sql = "SELECT type_id, stack_id, value, cpu_ns, count, wall_ns FROM samples "
               "WHERE span_id = ?1 AND span_id != 0";
         break;
@@ -1015,7 +1156,9 @@ pl_status pl_store_query_profile(pl_store *s, const pl_profile_query *q, pl_prof
     rc = sqlite3_prepare_v2(s->db, sql, -1, &st, NULL);
     if (rc != SQLITE_OK)
         goto done;
-    if (q->scope == PL_PROFILE_SPAN) {
+    if (q->scope == PL_PROFILE_SPAN && q->descendants) {
+        sqlite3_bind_text(st, 1, (const char *)subtree.data, (int)subtree.len, SQLITE_STATIC);
+    } else if (q->scope == PL_PROFILE_SPAN) {
         sqlite3_bind_int64(st, 1, span_id_int(q->span_id));
     } else if (q->scope == PL_PROFILE_TRACE) {
         sqlite3_bind_blob(st, 1, q->trace_id, 16, SQLITE_STATIC);
@@ -1060,6 +1203,7 @@ done:
     if (dec_ok)
         decoder_free(&dec);
     free(rows.v);
+    pl_buf_free(&subtree);
     if (rc != SQLITE_OK) {
         pl_profile_result_free(out);
         return st_query_fail(s, rc, err);

@@ -475,17 +475,18 @@ static void test_metrics_text_lists_component_counters(void)
     char *text = pl_telemetry_render_metrics(&len);
     REQUIRE(text != NULL);
     CHECK(len == strlen(text));
-    CHECK(strstr(text, "proflink_receiver_accepted_items_total{component=\"feeder/m\","
-                       "signal=\"traces\"} 7\n") != NULL);
-    CHECK(strstr(text, "proflink_exporter_accepted_items_total{component=\"capture/m\","
-                       "signal=\"traces\"} 7\n") != NULL);
+    CHECK(strstr(text, "otelcol_receiver_accepted_spans{receiver=\"feeder/m\"} 7\n") != NULL);
+    CHECK(strstr(text, "proflink_exporter_accepted_spans{exporter=\"capture/m\"} 7\n") != NULL);
     CHECK(strstr(text, "# TYPE proflink_exporter_queue_size gauge\n") != NULL);
-    CHECK(strstr(text, "proflink_exporter_queue_size{component=\"capture/m\"} 3\n") != NULL);
-    CHECK(strstr(text, "proflink_process_resident_memory_bytes ") != NULL);
-    CHECK(strstr(text, "proflink_process_cpu_seconds_total ") != NULL);
+    CHECK(strstr(text, "proflink_exporter_queue_size{exporter=\"capture/m\"} 3\n") != NULL);
+    CHECK(strstr(text, "otelcol_process_memory_rss ") != NULL);
+    CHECK(strstr(text, "otelcol_process_cpu_seconds ") != NULL);
+    /* only the signals the component is used with */
+    CHECK(strstr(text, "otelcol_receiver_accepted_profile_samples{receiver=\"feeder/m\"") == NULL);
+    CHECK(strstr(text, "otelcol_exporter_sent_log_records{exporter=\"capture/m\"") == NULL);
     /* each family is declared once */
-    const char *first = strstr(text, "# TYPE proflink_receiver_accepted_items_total");
-    CHECK(first && !strstr(first + 1, "# TYPE proflink_receiver_accepted_items_total"));
+    const char *first = strstr(text, "# TYPE otelcol_receiver_accepted_spans");
+    CHECK(first && !strstr(first + 1, "# TYPE otelcol_receiver_accepted_spans"));
     free(text);
     teardown(g);
     pl_config_free(cfg);

@@ -824,6 +824,7 @@ static void test_memory_limiter_invalid_config(void)
 /* ---- redaction ----------------------------------------------------------- */
 
 static const char *redaction_yaml =
+    "allow_all_keys: true\n"
     "blocked_values:\n"
     "  - '\\b\\d{4}[ -]?\\d{4}[ -]?\\d{4}[ -]?\\d{4}\\b'\n" /* RE2/Go syntax */
     "  - 'Bearer [A-Za-z0-9._-]+'\n"
@@ -992,6 +993,77 @@ static void test_redaction_profiles(void)
     px_close(&p);
 }
 
+/* The Collector's semantics for its keys: allow_all_keys defaults to false,
+ * allowed_values exempts values, summary records what was done. */
+static void test_redaction_collector_semantics(void)
+{
+    px_proc p;
+    /* a copied Collector config: only allowed_keys and blocked_values */
+    REQUIRE(px_open(&p, &pl_processor_redaction,
+                    "allowed_keys: [card, mail, note]\n"
+                    "ignored_keys: [note]\n"
+                    "blocked_values: ['[0-9]{16}', '.+@.+']\n"
+                    "allowed_values: ['.+@example\\.com']\n"
+                    "summary: debug\n",
+                    NULL) == PL_OK);
+    px_capture cap;
+    px_capture_init(&cap);
+    pl_batch *b = px_traces(1, 1);
+    pl_span *sp = px_span(b, 0, 0);
+    px_put_str(b, &sp->attrs, "card", "1234567812345678");
+    px_put_str(b, &sp->attrs, "mail", "ops@example.com");
+    px_put_str(b, &sp->attrs, "note", "1234567812345678");
+    px_put_str(b, &sp->attrs, "user.id", "42");
+    px_put_str(b, &sp->attrs, "session", "abc");
+    CHECK_EQ_INT(px_consume(&p, b, &cap.consumer), PL_OK);
+    REQUIRE(cap.n == 1);
+    pl_attrs *a = &px_span(cap.batches[0], 0, 0)->attrs;
+    CHECK(attr(a, "user.id") == NULL); /* not allowed: removed by default */
+    CHECK(attr(a, "session") == NULL);
+    CHECK(attr_is_str(a, "card", "****"));
+    CHECK(attr_is_str(a, "mail", "ops@example.com")); /* an allowed value */
+    CHECK(attr_is_str(a, "note", "1234567812345678")); /* ignored */
+    /* px_traces gives every span an http.route, not allowed here either */
+    CHECK(attr_is_str(a, "redaction.redacted.keys", "http.route,user.id,session"));
+    CHECK(attr_is_str(a, "redaction.masked.keys", "card"));
+    pl_kv *cnt = attr(a, "redaction.redacted.count");
+    CHECK(cnt && cnt->value.type == PL_VALUE_INT && cnt->value.u.i == 3);
+    cnt = attr(a, "redaction.masked.count");
+    CHECK(cnt && cnt->value.type == PL_VALUE_INT && cnt->value.u.i == 1);
+    cnt = attr(a, "redaction.ignored.count");
+    CHECK(cnt && cnt->value.type == PL_VALUE_INT && cnt->value.u.i == 1);
+    px_capture_clear(&cap);
+    px_close(&p);
+
+    /* summary info: counts, no key names; default silent: nothing */
+    REQUIRE(px_open(&p, &pl_processor_redaction, "allowed_keys: [a]\nsummary: info\n", NULL) ==
+            PL_OK);
+    px_capture_init(&cap);
+    b = px_traces(1, 1);
+    sp = px_span(b, 0, 0);
+    px_put_str(b, &sp->attrs, "a", "1");
+    px_put_str(b, &sp->attrs, "b", "2");
+    CHECK_EQ_INT(px_consume(&p, b, &cap.consumer), PL_OK);
+    REQUIRE(cap.n == 1);
+    a = &px_span(cap.batches[0], 0, 0)->attrs;
+    CHECK(attr(a, "redaction.redacted.keys") == NULL);
+    cnt = attr(a, "redaction.redacted.count");
+    CHECK(cnt && cnt->value.u.i == 2); /* b and http.route */
+    px_capture_clear(&cap);
+    px_close(&p);
+
+    REQUIRE(px_open(&p, &pl_processor_redaction, "", NULL) == PL_OK);
+    px_capture_init(&cap);
+    b = px_traces(1, 1);
+    sp = px_span(b, 0, 0);
+    px_put_str(b, &sp->attrs, "b", "2");
+    CHECK_EQ_INT(px_consume(&p, b, &cap.consumer), PL_OK);
+    REQUIRE(cap.n == 1);
+    CHECK_EQ_UINT(px_span(cap.batches[0], 0, 0)->attrs.n, 0); /* removed, no summary */
+    px_capture_clear(&cap);
+    px_close(&p);
+}
+
 static void test_redaction_invalid_config(void)
 {
     px_proc p;
@@ -999,12 +1071,12 @@ static void test_redaction_invalid_config(void)
                       "blocked_values: ['ok', '(unclosed']\n"
                       "functions:\n"
                       "  - 'a(?<bad'\n"
-                      "allow_all_keys: false\n");
+                      "summary: loud\n");
     CHECK_EQ_INT(n, 3);
     CHECK(has_error(&p, "test.yaml:1:1", "entry 1: invalid regular expression \"(unclosed\""));
     CHECK(has_error(&p, "test.yaml:2:1", "entry 0: invalid regular expression \"a(?<bad\": "));
     CHECK(has_error(&p, "test.yaml:2:1", "at offset 7"));
-    CHECK(has_error(&p, "test.yaml:4:1", "allowed_keys is empty"));
+    CHECK(has_error(&p, "test.yaml:4:1", "must be debug, info or silent"));
     px_close(&p);
 }
 
@@ -1425,7 +1497,9 @@ static void test_pipeline_in_order(void)
                     "  - {key: card.copy, action: insert, from_attribute: card}\n",
                     NULL) == PL_OK);
     REQUIRE(px_open(&red, &pl_processor_redaction,
-                    "blocked_values: ['[0-9]{16}']\nfunctions: ['^secret_']\n", NULL) == PL_OK);
+                    "allow_all_keys: true\nblocked_values: ['[0-9]{16}']\n"
+                    "functions: ['^secret_']\n",
+                    NULL) == PL_OK);
     REQUIRE(px_open(&bat, &pl_processor_batch, "send_batch_size: 6\ntimeout: 10s\n", NULL) ==
             PL_OK);
     px_capture cap;
@@ -1523,6 +1597,7 @@ int main(void)
     PL_RUN(test_redaction_allow_list);
     PL_RUN(test_redaction_profiles);
     PL_RUN(test_redaction_invalid_config);
+    PL_RUN(test_redaction_collector_semantics);
     PL_RUN(test_batch_merges_at_size);
     PL_RUN(test_batch_splits_oversized);
     PL_RUN(test_batch_timeout_sends);

@@ -19,6 +19,7 @@ GRPC=$(free_port)
 TEL=$(free_port)
 API=$(free_port)
 DB="$TMP/data/proflink.db"
+SRC=$(cd "$(dirname "$0")/.." && pwd)
 
 cat >"$TMP/collector.yaml" <<EOF
 receivers:
@@ -146,6 +147,25 @@ check "query flamegraph --format svg writes a self-contained SVG" \
 q flamegraph --service shop --format json
 check "query flamegraph --format json" has '"flamegraph":{"name":"all","value":35000000'
 
+"$BIN" query flamegraph --db "$DB" --span "$ROOT" >"$TMP/out" 2>/dev/null
+check "query flamegraph --span of the root alone: its own samples only (none)" test ! -s "$TMP/out"
+"$BIN" query flamegraph --db "$DB" --span "$ROOT" --descendants >"$TMP/out" 2>&1
+check "query flamegraph --span --descendants: the spans below it too" cmp -s "$TMP/out" "$TMP/expected"
+
+"$BIN" query flamegraph --db "$DB" --trace "$TRACE" --format pprof --output "$TMP/p.pb.gz" >/dev/null 2>&1
+check "query flamegraph --format pprof writes a gzipped pprof" gzip -t "$TMP/p.pb.gz"
+gzip -dc "$TMP/p.pb.gz" | protoc --decode=perftools.profiles.Profile \
+    -I"$SRC/proto/perftools/profiles" "$SRC/proto/perftools/profiles/profile.proto" >"$TMP/out" 2>&1
+check "the pprof decodes: cpu nanoseconds, sql_exec, values" \
+    sh -c "grep -q '\"sql_exec\"' '$TMP/out' && grep -q '\"nanoseconds\"' '$TMP/out' && grep -q 'value: 20000000' '$TMP/out'"
+q flamegraph --trace "$TRACE" --format speedscope
+check "query flamegraph --format speedscope: frames and weights" \
+    node -e 'const j = JSON.parse(require("fs").readFileSync(process.argv[1], "utf8"));
+      const p = j.profiles[0]; const names = j.shared.frames.map((f) => f.name);
+      const sum = p.weights.reduce((a, b) => a + b, 0);
+      if (p.unit !== "nanoseconds" || sum !== 35000000 || p.endValue !== sum) process.exit(1);
+      if (!p.samples.some((s) => s.map((i) => names[i]).join(";") === "main;handler;sql_exec")) process.exit(1);' "$TMP/out"
+
 q top --service shop --since 15m
 check "query top: self and total per function" \
     sh -c "grep -q 'sql_exec' '$TMP/out' && grep -q '20.0ms.*57.1%.*20.0ms' '$TMP/out' && grep -q '0ns.*35.0ms.*100.0%.*handler' '$TMP/out'"
@@ -159,6 +179,22 @@ code=$(curl -s -o "$TMP/out" -w '%{http_code}' "http://127.0.0.1:$API/api/traces
 check "JSON API: /api/traces" sh -c "[ $code = 200 ] && grep -q '$TRACE' '$TMP/out'"
 code=$(curl -s -o "$TMP/out" -w '%{http_code}' "http://127.0.0.1:$API/api/flamegraph?span=$DBQ&format=folded")
 check "JSON API: /api/flamegraph folded" sh -c "[ $code = 200 ] && grep -q 'main;handler;sql_exec 20000000' '$TMP/out'"
+
+code=$(curl -s -o "$TMP/out" -w '%{http_code}' "http://127.0.0.1:$API/")
+check "web view: / serves the page" sh -c "[ $code = 200 ] && grep -q '<script src=\"app.js\"' '$TMP/out'"
+code=$(curl -s -o "$TMP/out" -w '%{http_code}' "http://127.0.0.1:$API/app.js")
+check "web view: app.js is compiled in" sh -c "[ $code = 200 ] && grep -q 'flame' '$TMP/out'"
+code=$(curl -s -o "$TMP/out" -w '%{http_code}' "http://127.0.0.1:$API/api/status")
+check "JSON API: /api/status" sh -c "[ $code = 200 ] && grep -q '\"spans_stored\":3' '$TMP/out' && grep -q '\"store_bytes\":[1-9]' '$TMP/out'"
+code=$(curl -s -o "$TMP/out" -w '%{http_code}' "http://127.0.0.1:$API/api/links?since=15m")
+check "JSON API: /api/links: spans with profiles per service" \
+    sh -c "[ $code = 200 ] && grep -q '\"service\":\"shop\",\"spans\":3,\"linked\":2' '$TMP/out'"
+code=$(curl -s -o "$TMP/out" -w '%{http_code}' "http://127.0.0.1:$API/api/traces?since=15m&errors=1&root=GET%20/cart&sort=cpu&min_cpu=30ms")
+check "JSON API: /api/traces with root, errors, min_cpu and sort" sh -c "[ $code = 200 ] && grep -q '$TRACE' '$TMP/out'"
+code=$(curl -s -o "$TMP/out" -w '%{http_code}' "http://127.0.0.1:$API/api/traces?since=15m&min_cpu=36ms")
+check "JSON API: min_cpu above the trace's CPU: none" sh -c "[ $code = 200 ] && grep -q '{\"traces\":\[\]}' '$TMP/out'"
+code=$(curl -s -o "$TMP/out" -w '%{http_code}' "http://127.0.0.1:$API/api/flamegraph?trace=$TRACE&format=pprof")
+check "JSON API: /api/flamegraph format=pprof" sh -c "[ $code = 200 ] && gzip -t '$TMP/out'"
 
 # ---- errors -----------------------------------------------------------------
 q trace nothex

@@ -1715,7 +1715,7 @@ static void test_json_api(void)
     uv_loop_t loop;
     uv_loop_init(&loop);
     pl_err err = {{0}};
-    pl_sqlite_api *api = pl_sqlite_api_start(&loop, "127.0.0.1:0", path, &err);
+    pl_sqlite_api *api = pl_sqlite_api_start("127.0.0.1:0", path, NULL, &err);
     REQUIRE(api);
     int port = pl_sqlite_api_port(api);
     http_get g;
@@ -1779,7 +1779,7 @@ static void test_json_api(void)
     uv_loop_init(&loop);
     char missing[512];
     fresh_path(missing, sizeof(missing), "none.db");
-    api = pl_sqlite_api_start(&loop, "127.0.0.1:0", missing, &err);
+    api = pl_sqlite_api_start("127.0.0.1:0", missing, NULL, &err);
     REQUIRE(api);
     api_get(&loop, pl_sqlite_api_port(api), "/api/traces", &g);
     CHECK(strstr(g.response, "HTTP/1.1 404") == g.response ||

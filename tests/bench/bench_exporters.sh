@@ -12,8 +12,8 @@
 # sends to a second proflink acting as the sink (otlp receiver -> nop). Only
 # the CPU time (utime + stime from /proc/<pid>/stat) of the proflink under
 # test counts, measured from the start of the load until the exporter has
-# delivered everything the receiver acknowledged (sent_items_total equals
-# the receiver's accepted_items_total), so queued work is not left out.
+# delivered everything the receiver acknowledged (otelcol_exporter_sent_spans equals
+# the receiver's otelcol_receiver_accepted_spans), so queued work is not left out.
 # Per mode it prints the medians over RUNS runs of spans/s (wall clock),
 # the CPU share and spans per CPU-second, and the cost of the persistent
 # queue relative to the in-memory one.
@@ -40,7 +40,7 @@ median() { sort -n | awk '{a[NR]=$1} END {if (NR==0) print 0; else if (NR%2) pri
 wait_port() { for _ in $(seq 100); do (exec 3<>/dev/tcp/127.0.0.1/$1) 2>/dev/null && return 0; sleep 0.05; done; return 1; }
 metric() { # port name component
     curl -s "http://127.0.0.1:$1/metrics" |
-        awk -v n="$2" -v c="$3" '$1 == n "{component=\"" c "\",signal=\"traces\"}" {print $2}'
+        awk -v n="$2" -v c="$3" 'index($1, n "{") == 1 && index($1, "=\"" c "\"") > 0 {s += $2} END {print s + 0}'
 }
 
 # The sink: a proflink that takes OTLP/HTTP and discards it.
@@ -91,8 +91,8 @@ YAML
         { echo "loadgen failed:" >&2; cat "$TMP/loadgen.out" >&2; }
     local accepted sent
     for _ in $(seq 600); do
-        accepted=$(metric $mport proflink_receiver_accepted_items_total otlp)
-        sent=$(metric $mport proflink_exporter_sent_items_total otlphttp)
+        accepted=$(metric $mport otelcol_receiver_accepted_spans otlp)
+        sent=$(metric $mport otelcol_exporter_sent_spans otlphttp)
         [ -n "$accepted" ] && [ "$accepted" = "$sent" ] && break
         sleep 0.05
     done

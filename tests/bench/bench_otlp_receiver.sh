@@ -5,7 +5,8 @@
 #   tests/bench/bench_otlp_receiver.sh [BUILD_DIR] [SECONDS] [RUNS]
 #
 # For each scenario a fresh proflink runs `otlp -> nop`; tests/loadgen sends
-# 100-span requests with 10 string attributes per span (OTLP/HTTP protobuf
+# 100-span requests with 10 string attributes per span (OTLP/HTTP protobuf,
+# OTLP/HTTP JSON ("json"; PROTOCOLS="http grpc json" chooses)
 # or OTLP/gRPC) at a steady 10k spans/s, then as fast as answers come. It
 # reads proflink's CPU time (utime + stime from /proc/<pid>/stat) before and
 # after, and its resident memory (VmRSS) once a second, and prints per
@@ -54,6 +55,7 @@ YAML
     done
     local endpoint=127.0.0.1:$hport
     [ "$proto" = grpc ] && endpoint=127.0.0.1:$gport
+    # "json" is OTLP/HTTP with JSON bodies (loadgen --protocol json)
     local c0; c0=$(cpu_ticks $pid)
     local conns=1
     [ "$rate" = 0 ] && conns=4 # enough concurrent requests to keep proflink busy
@@ -74,7 +76,7 @@ YAML
     local elapsed; elapsed=$(sed -n 's/.* seconds=\([0-9.]*\).*/\1/p' "$TMP/loadgen.out" | head -1)
     # what the receiver took in must match what loadgen had answered
     local sent_now; sent_now=$(curl -s "http://127.0.0.1:$mport/metrics" |
-        awk '/^proflink_receiver_accepted_items_total\{component="otlp",signal="traces"\}/ {print $2}')
+        awk '/^otelcol_receiver_accepted_spans\{receiver="otlp",/ {s += $2} END {print s + 0}')
     kill -TERM $pid; wait $pid || true
     if [ -n "$sent_now" ] && [ "${sent_now%.*}" != "$spans" ]; then
         echo "warning: loadgen sent $spans spans, the receiver counted $sent_now" >&2
@@ -87,7 +89,7 @@ YAML
 printf "# proflink otlp receiver -> nop; 100 spans x 10 attrs per request; %s s per run, median of %s runs\n" "$SECONDS_PER_RUN" "$RUNS"
 printf "# machine: %s, %s cores (shared with other work)\n" "$(uname -m)" "$(nproc)"
 printf "%-8s %-8s %10s %8s %14s %10s\n" protocol rate spans/s cpu% spans/cpu-s "rss_mib (max)"
-for proto in http grpc; do
+for proto in ${PROTOCOLS:-http grpc json}; do
     for rate in 10000 0; do
         : > "$TMP/results"
         for _ in $(seq "$RUNS"); do run_once "$proto" "$rate" >> "$TMP/results"; done

@@ -42,6 +42,7 @@
 #include "core/buf.h"
 #include "core/model.h"
 #include "net/compress.h"
+#include "otlp_json.h"
 #include "otlp_pb.h"
 #include "../traces_fixture.h"
 
@@ -54,7 +55,7 @@ typedef struct options {
     double rate; /* spans per second; 0 = max */
     double duration;
     int connections, streams;
-    bool gzip, quiet;
+    bool gzip, quiet, json;
     int variants;
 } options;
 
@@ -158,7 +159,10 @@ static void build_body(pl_buf *out)
                          pl_value_string(pl_batch_bytes(b, value, strlen(value))));
         }
     }
-    pl_otlp_encode_traces(&b->data.traces, out);
+    if (opt.json)
+        pl_otlp_json_encode_traces(&b->data.traces, out);
+    else
+        pl_otlp_encode_traces(&b->data.traces, out);
     pl_batch_free(b);
 }
 
@@ -187,8 +191,8 @@ static void build_requests(void)
         } else {
             pl_buf_printf(&r,
                           "POST %s HTTP/1.1\r\nHost: %s:%d\r\nContent-Type: "
-                          "application/x-protobuf\r\n%sContent-Length: %zu\r\n\r\n",
-                          opt.path, opt.host, opt.port,
+                          "application/%s\r\n%sContent-Length: %zu\r\n\r\n",
+                          opt.path, opt.host, opt.port, opt.json ? "json" : "x-protobuf",
                           opt.gzip ? "Content-Encoding: gzip\r\n" : "", payload->len);
         }
         pl_buf_append(&r, payload->data, payload->len);
@@ -360,10 +364,10 @@ static bool http_step_read(conn *c)
 
 static void usage(void)
 {
-    fprintf(stderr, "usage: loadgen [--protocol http|grpc] [--endpoint HOST:PORT] [--path P]\n"
+    fprintf(stderr, "usage: loadgen [--protocol http|grpc|json] [--endpoint HOST:PORT] [--path P]\n"
                     "               [--spans N] [--attrs M] [--rate SPANS_PER_S (0=max)]\n"
                     "               [--duration S] [--connections C] [--streams S] [--gzip]\n"
-                    "               [--variants K] [--quiet]\n");
+                    "               [--variants K] [--json] [--quiet]\n");
     exit(2);
 }
 
@@ -398,6 +402,7 @@ int main(int argc, char **argv)
         {"gzip", no_argument, 0, 'z'},
         {"variants", required_argument, 0, 'v'},
         {"quiet", no_argument, 0, 'q'},
+        {"json", no_argument, 0, 'j'},
         {0, 0, 0, 0},
     };
     int ch;
@@ -439,12 +444,17 @@ int main(int argc, char **argv)
         case 'q':
             opt.quiet = true;
             break;
+        case 'j':
+            opt.json = true;
+            break;
         default:
             usage();
         }
     }
     if (strcmp(protocol, "grpc") == 0)
         opt.grpc = true;
+    else if (strcmp(protocol, "json") == 0)
+        opt.json = true; /* OTLP/HTTP with JSON bodies */
     else if (strcmp(protocol, "http") != 0)
         usage();
     if (!endpoint)

@@ -97,7 +97,7 @@ test('spans and Pyroscope samples are joined and enriched on both sides', { time
   assert.ok(Date.now() - uploaded < 10000, `spans left ${Date.now() - uploaded} ms after the upload`);
   const metrics = await fetch(`http://127.0.0.1:${metricsPort}/metrics`).then((x) => x.text());
   const counter = (name) => Number((metrics.match(new RegExp(
-    `^proflink_processor_${name}_total\\{component="correlation"\\} (\\d+)`, 'm')) ?? [])[1]);
+    `^proflink_processor_${name}_total\\{processor="correlation"\\} (\\d+)`, 'm')) ?? [])[1]);
   assert.ok(counter('linked_samples') > 10, metrics);
   assert.equal(counter('unlinked_samples'), 0, metrics);
   assert.equal(counter('spans_released_on_coverage'), 6, metrics);

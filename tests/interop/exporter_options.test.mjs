@@ -73,7 +73,7 @@ service:
     await waitFor(() => sent.every((id) => backend.counts.has(id)), 15000, `spans at grpc-js (${pl.log})`);
     for (const id of sent) assert.equal(backend.counts.get(id), 1, `span ${id} once`);
     const m = await httpGet(metricsPort, '/metrics');
-    assert.match(m.body, /proflink_exporter_compression_downgrades_total\{component="otlp"\} 1\b/);
+    assert.match(m.body, /proflink_exporter_compression_downgrades_total\{exporter="otlp"\} 1\b/);
     assert.match(pl.log, /does not accept zstd/);
     assert.equal((pl.log.match(/does not accept zstd/g) || []).length, 1, 'logged once');
     assert.doesNotMatch(pl.log, /dropping/);

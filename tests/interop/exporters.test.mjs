@@ -259,9 +259,9 @@ class Proflink {
     return (await postTraces(this.port, bytes)).status;
   }
 
-  async metric(name, component, signal = 'traces') {
+  async metric(name, exporter) {
     const { body: text } = await httpGet(this.metricsPort, '/metrics');
-    const re = new RegExp(`^${name}\\{component="${component}",signal="${signal}"\\} (\\d+)`, 'm');
+    const re = new RegExp(`^${name}\\{exporter="${exporter}"\\} (\\d+)`, 'm');
     const m = text.match(re);
     return m ? Number(m[1]) : undefined;
   }
@@ -292,7 +292,7 @@ test('otlphttp: what arrives equals what was sent (protoc decode), gzip, headers
   assert.equal(backend.headers[0].authorization, 'Bearer t0ken');
   assert.equal(backend.headers[0]['content-encoding'], 'gzip');
   assert.equal(backend.headers[0]['content-type'], 'application/x-protobuf');
-  await waitFor(async () => (await p.metric('proflink_exporter_sent_items_total', 'otlphttp')) === 24, 5000, 'sent counter');
+  await waitFor(async () => (await p.metric('otelcol_exporter_sent_spans', 'otlphttp')) === 24, 5000, 'sent counter');
   const r = await p.stop();
   assert.equal(r.code, 0);
   await backend.stop();
@@ -358,7 +358,7 @@ test('otlphttp: 503 for a while, then everything arrives once', { timeout: 40000
   await waitFor(() => sent.every((n) => backend.accepted.has(n)), 20000, 'all spans after the outage');
   assertAllOnce(backend, sent);
   assert.ok(backend.requests > 20, 'some requests were refused and retried');
-  assert.equal(await p.metric('proflink_exporter_failed_items_total', 'otlphttp'), 0);
+  assert.equal(await p.metric('otelcol_exporter_send_failed_spans', 'otlphttp'), 0);
   await p.stop();
   await backend.stop();
 });
@@ -405,7 +405,7 @@ test('otlphttp: 400 is not retried and is counted as failed', { timeout: 30000 }
   const p = new Proflink('400', 'otlphttp', { endpoint: `http://127.0.0.1:${port}`, retry_on_failure: fastRetry });
   await p.start();
   assert.equal(await p.post(makeRequest('bad', 4).bytes), 200);
-  await waitFor(async () => (await p.metric('proflink_exporter_failed_items_total', 'otlphttp')) === 4, 5000, 'failed counter');
+  await waitFor(async () => (await p.metric('otelcol_exporter_send_failed_spans', 'otlphttp')) === 4, 5000, 'failed counter');
   await sleep(800); // several retry intervals: a retry would show up here
   assert.equal(backend.requests, 1);
   assert.match(p.log, /400/);
@@ -444,7 +444,7 @@ test('back-pressure: a full sending queue makes the receiver answer 503, nothing
   await waitFor(() => [...a.names, ...b.names].every((n) => backend.accepted.has(n)), 10000, 'queued spans');
   assert.equal(await p.post(c.bytes), 200); // the client's retry now succeeds
   await waitFor(() => c.names.every((n) => backend.accepted.has(n)), 10000, 'retried spans');
-  assert.equal(await p.metric('proflink_exporter_refused_items_total', 'otlphttp'), 1);
+  assert.equal(await p.metric('otelcol_exporter_enqueue_failed_spans', 'otlphttp'), 1);
   await p.stop();
   await backend.stop();
 });

@@ -114,6 +114,7 @@ test('a chain of standard processors transforms and merges SDK spans', async () 
       - { key: retry.count, action: convert, converted_type: int }
       - { pattern: '^tmp\\.', action: delete }
   redaction:
+    allow_all_keys: true
     blocked_values: ['\\b\\d{4}[ -]?\\d{4}[ -]?\\d{4}[ -]?\\d{4}\\b']
   batch:
     send_batch_size: 6
@@ -202,6 +203,7 @@ test('Pyroscope SDK profiles: function and file names redacted, labels added, up
   const out = path.join(tmp, 'profiles.jsonl');
   const { pyroPort } = await startProflink('profiles', `
   redaction:
+    allow_all_keys: true
     functions: ['burnCpuForSpan']
     files: ['^/work/']
   attributes:

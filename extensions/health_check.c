@@ -21,11 +21,13 @@
 
 #include "core/component.h"
 #include "core/log.h"
+#include "extensions/auth.h"
 #include "net/http_server.h"
 
 typedef struct hc_cfg {
     char *endpoint;
     char *path;
+    pl_tls_server_config tls;
 } hc_cfg;
 
 static int hc_validate(void *cfg, pl_cfg_ctx *ctx)
@@ -42,6 +44,8 @@ static const pl_cfg_field hc_fields[] = {
     {"endpoint", PL_CFG_ADDRESS, "127.0.0.1:13133", offsetof(hc_cfg, endpoint),
      "host:port answering health checks (the Collector's default port)", NULL},
     {"path", PL_CFG_STRING, "/", offsetof(hc_cfg, path), "path of the health check", NULL},
+    {"tls", PL_CFG_SECTION, NULL, offsetof(hc_cfg, tls), "server TLS for the health check",
+     &pl_tls_server_section},
     {0},
 };
 static const pl_cfg_section hc_section = {sizeof(hc_cfg), hc_fields, hc_validate};
@@ -54,6 +58,7 @@ typedef struct health_check {
     pl_http_server *server;
     bool available;
     uint64_t up_since_ns;
+    pl_listener_security sec;
 } health_check;
 
 static void hc_handle(void *arg, pl_http_request *req, pl_http_response *res)
@@ -98,7 +103,8 @@ static pl_status hc_create(const pl_create_settings *settings, const void *confi
     h->endpoint = strdup(c->endpoint ? c->endpoint : "127.0.0.1:13133");
     h->path = strdup(c->path ? c->path : "/");
     h->loop = settings->loop;
-    if (!h->id || !h->endpoint || !h->path) {
+    if (!h->id || !h->endpoint || !h->path ||
+        pl_listener_security_init(&h->sec, &c->tls, NULL, NULL, err) != PL_OK) {
         free(h->id);
         free(h->endpoint);
         free(h->path);
@@ -117,12 +123,14 @@ static pl_status hc_start(void *self, pl_err *err)
     opts.max_connections = 64;
     opts.http1 = true;
     opts.name = h->id;
+    pl_listener_security_apply(&h->sec, &opts);
     h->server = pl_http_server_start(h->loop, h->endpoint, &opts, hc_handle, h, err);
     if (!h->server)
         return PL_ERR_INTERNAL; /* err says why (address in use, ...) */
     h->available = true;
     h->up_since_ns = pl_time_now_ns();
-    pl_info(h->id, "health check on http://%s%s", h->endpoint, h->path);
+    pl_info(h->id, "health check on %s://%s%s", pl_listener_security_scheme(&h->sec),
+            h->endpoint, h->path);
     return PL_OK;
 }
 
@@ -146,6 +154,7 @@ static void hc_destroy(void *self)
     free(h->id);
     free(h->endpoint);
     free(h->path);
+    pl_listener_security_free(&h->sec);
     free(h);
 }
 

@@ -1,0 +1,137 @@
+/*
+ * auth.c: the registry of running authentication extensions and the
+ * listener security settings. See auth.h.
+ */
+#include "auth.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/strlist.h"
+
+/* Few authenticators exist (one per configured extension): a short list. */
+typedef struct reg_entry {
+    pl_authenticator *a;
+    struct reg_entry *next;
+} reg_entry;
+
+static reg_entry *registry;
+
+void pl_auth_register(pl_authenticator *a)
+{
+    reg_entry *e = calloc(1, sizeof(*e));
+    if (!e)
+        return; /* pl_auth_find then reports it missing */
+    e->a = a;
+    e->next = registry;
+    registry = e; /* newest first: a reload's new instance wins */
+}
+
+void pl_auth_unregister(pl_authenticator *a)
+{
+    for (reg_entry **p = &registry; *p; p = &(*p)->next) {
+        if ((*p)->a == a) {
+            reg_entry *e = *p;
+            *p = e->next;
+            free(e);
+            return;
+        }
+    }
+}
+
+const pl_authenticator *pl_auth_find(const char *id, pl_err *err)
+{
+    for (reg_entry *e = registry; e; e = e->next)
+        if (strcmp(e->a->id, id) == 0)
+            return e->a;
+    pl_errf(err, PL_ERR_INVALID,
+            "auth.authenticator '%s' is not a running authentication extension (define it under "
+            "extensions and list it in service.extensions)",
+            id);
+    return NULL;
+}
+
+static const pl_cfg_field auth_ref_fields[] = {
+    {"authenticator", PL_CFG_STRING, NULL, offsetof(pl_auth_ref_config, authenticator),
+     "id of a bearertokenauth or basicauth extension (listed in service.extensions)", NULL},
+    {NULL, 0, NULL, 0, NULL, NULL},
+};
+
+const pl_cfg_section pl_auth_ref_section = {sizeof(pl_auth_ref_config), auth_ref_fields, NULL};
+
+static char *dup_or_null(const char *s)
+{
+    return s && *s ? strdup(s) : NULL;
+}
+
+pl_status pl_listener_security_init(pl_listener_security *out, const pl_tls_server_config *tls,
+                                    const pl_auth_ref_config *auth,
+                                    const pl_http_cors_config *cors, pl_err *err)
+{
+    memset(out, 0, sizeof(*out));
+    if (tls && pl_tls_server_config_enabled(tls)) {
+        out->tls.cert_file = dup_or_null(tls->cert_file);
+        out->tls.key_file = dup_or_null(tls->key_file);
+        out->tls.client_ca_file = dup_or_null(tls->client_ca_file);
+        out->tls.min_version = dup_or_null(tls->min_version);
+        out->tls.max_version = dup_or_null(tls->max_version);
+        out->tls.reload_interval_ns = tls->reload_interval_ns;
+        if (!out->tls.cert_file) {
+            pl_listener_security_free(out);
+            return pl_errf(err, PL_ERR_NOMEM, "out of memory");
+        }
+    }
+    if (cors && pl_http_cors_enabled(cors) && pl_http_cors_copy(&out->cors, cors) != 0) {
+        pl_listener_security_free(out);
+        return pl_errf(err, PL_ERR_NOMEM, "out of memory");
+    }
+    if (auth && auth->authenticator && *auth->authenticator) {
+        out->auth = pl_auth_find(auth->authenticator, err);
+        if (!out->auth || !out->auth->server.check) {
+            if (out->auth)
+                pl_errf(err, PL_ERR_INVALID, "auth.authenticator '%s' has no server side",
+                        auth->authenticator);
+            pl_listener_security_free(out);
+            return PL_ERR_INVALID;
+        }
+    }
+    return PL_OK;
+}
+
+void pl_listener_security_apply(const pl_listener_security *sec, pl_http_server_options *opt)
+{
+    opt->tls = pl_tls_server_config_enabled(&sec->tls) ? &sec->tls : NULL;
+    opt->cors = pl_http_cors_enabled(&sec->cors) ? &sec->cors : NULL;
+    opt->auth = sec->auth ? &sec->auth->server : NULL;
+}
+
+void pl_listener_security_free(pl_listener_security *sec)
+{
+    free(sec->tls.cert_file);
+    free(sec->tls.key_file);
+    free(sec->tls.client_ca_file);
+    free(sec->tls.min_version);
+    free(sec->tls.max_version);
+    pl_http_cors_free(&sec->cors);
+    memset(sec, 0, sizeof(*sec));
+}
+
+const char *pl_listener_security_scheme(const pl_listener_security *sec)
+{
+    return pl_tls_server_config_enabled(&sec->tls) ? "https" : "http";
+}
+
+char *pl_auth_client_header_line(const pl_authenticator *a)
+{
+    if (!a || !a->client_header)
+        return NULL;
+    char name[64], value[4096];
+    if (!a->client_header(a->arg, name, sizeof(name), value, sizeof(value)))
+        return NULL;
+    size_t len = strlen(name) + strlen(value) + 3;
+    char *line = malloc(len);
+    if (line)
+        snprintf(line, len, "%s: %s", name, value);
+    return line;
+}

@@ -1,0 +1,78 @@
+/*
+ * auth.h: authentication extensions and how listeners and exporters use
+ * them, in the Collector's shape:
+ *
+ *   extensions:
+ *     bearertokenauth/in: { token: "s3cret" }          # or filename: token.txt
+ *     basicauth/in: { htpasswd: { file: .htpasswd } }  # or inline: "user:pass"
+ *     basicauth/out: { client_auth: { username: u, password: p } }
+ *   receivers:
+ *     otlp: { protocols: { http: { auth: { authenticator: bearertokenauth/in } } } }
+ *   exporters:
+ *     otlphttp: { endpoint: ..., auth: { authenticator: basicauth/out } }
+ *   service:
+ *     extensions: [bearertokenauth/in, basicauth/in, basicauth/out]
+ *
+ * An authentication extension registers itself by id when created
+ * (extensions are created before exporters and receivers, and destroyed
+ * after them), so a receiver or exporter resolves its `authenticator` at
+ * create time; a name that is not a running authentication extension fails
+ * the start with a message saying so.
+ *
+ * Also here: the security settings every listener shares (tls, auth, cors),
+ * copied from a receiver's config and applied to its server options.
+ */
+#ifndef PL_EXTENSIONS_AUTH_H
+#define PL_EXTENSIONS_AUTH_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "core/component.h"
+#include "net/http_cors.h"
+#include "net/http_server.h"
+#include "net/tls.h"
+
+/* An authentication extension instance. */
+typedef struct pl_authenticator {
+    const char *id;
+    pl_http_auth server; /* check() for receivers (NULL check: client only) */
+    /* The header an exporter sends ("Authorization", "Bearer ..."); false
+     * when this extension has no client side. */
+    bool (*client_header)(void *arg, char *name, size_t name_cap, char *value, size_t value_cap);
+    void *arg;
+} pl_authenticator;
+
+void pl_auth_register(pl_authenticator *a);
+void pl_auth_unregister(pl_authenticator *a);
+/* NULL with err set when `id` is not a running authentication extension. */
+const pl_authenticator *pl_auth_find(const char *id, pl_err *err);
+
+/* `auth: { authenticator: <id> }` */
+typedef struct pl_auth_ref_config {
+    char *authenticator;
+} pl_auth_ref_config;
+extern const pl_cfg_section pl_auth_ref_section;
+
+/* What a listener keeps from its config: copies of tls and cors, and the
+ * resolved authenticator. */
+typedef struct pl_listener_security {
+    pl_tls_server_config tls;
+    pl_http_cors_config cors;
+    const pl_authenticator *auth;
+} pl_listener_security;
+
+pl_status pl_listener_security_init(pl_listener_security *out, const pl_tls_server_config *tls,
+                                    const pl_auth_ref_config *auth,
+                                    const pl_http_cors_config *cors, pl_err *err);
+/* Points the options at the copies (valid while `sec` lives). */
+void pl_listener_security_apply(const pl_listener_security *sec, pl_http_server_options *opt);
+void pl_listener_security_free(pl_listener_security *sec);
+/* "https" or "http" for log lines. */
+const char *pl_listener_security_scheme(const pl_listener_security *sec);
+
+/* Exporters: the header line "Name: value" to send, built for each request
+ * (a token file may have changed). NULL when `a` is NULL; malloc'd. */
+char *pl_auth_client_header_line(const pl_authenticator *a);
+
+#endif

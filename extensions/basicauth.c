@@ -1,0 +1,434 @@
+/*
+ * basicauth.c: the `basicauth` extension, as in the Collector.
+ *
+ *   basicauth/server:
+ *     htpasswd:
+ *       file: /etc/proflink/.htpasswd   # re-read when it changes
+ *       inline: |
+ *         alice:{SHA}...
+ *   basicauth/client:
+ *     client_auth: { username: u, password: p }
+ *
+ * Password forms (what `htpasswd -B` / `-s` and crypt(3) write): bcrypt
+ * ($2y$, $2b$, $2a$), SHA-512/256-crypt ($6$, $5$), {SHA}, and plain text.
+ * Apache's default $apr1$ (MD5) is refused at load with a hint to use -B:
+ * libcrypt does not implement it and it is weak anyway.
+ *
+ * bcrypt is slow on purpose (tens of ms); a client sending the same valid
+ * credentials on every request would pay it each time, so a verified
+ * password is remembered per user as a salted SHA-256 digest and later
+ * requests compare digests. The authenticated user name travels with the
+ * request (pl_http_request.auth_user).
+ */
+#include <crypt.h>
+#include <openssl/crypto.h>
+#include <openssl/evp.h>
+#include <openssl/rand.h>
+#include <openssl/sha.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/stat.h>
+
+#include "core/buf.h"
+#include "core/log.h"
+#include "extensions/auth.h"
+
+typedef struct htpasswd_cfg {
+    char *file;
+    char *inline_text;
+} htpasswd_cfg;
+
+typedef struct client_cfg {
+    char *username;
+    char *password;
+} client_cfg;
+
+typedef struct basic_cfg {
+    htpasswd_cfg htpasswd;
+    client_cfg client_auth;
+} basic_cfg;
+
+static const pl_cfg_field htpasswd_fields[] = {
+    {"file", PL_CFG_STRING, NULL, offsetof(htpasswd_cfg, file),
+     "htpasswd file (bcrypt, sha-crypt, {SHA} or plain lines); re-read when it changes", NULL},
+    {"inline", PL_CFG_STRING, NULL, offsetof(htpasswd_cfg, inline_text),
+     "htpasswd lines inline (user:password)", NULL},
+    {NULL, 0, NULL, 0, NULL, NULL},
+};
+static const pl_cfg_section htpasswd_section = {sizeof(htpasswd_cfg), htpasswd_fields, NULL};
+
+static const pl_cfg_field client_fields[] = {
+    {"username", PL_CFG_STRING, NULL, offsetof(client_cfg, username), "user name exporters send",
+     NULL},
+    {"password", PL_CFG_STRING, NULL, offsetof(client_cfg, password), "password exporters send",
+     NULL},
+    {NULL, 0, NULL, 0, NULL, NULL},
+};
+static const pl_cfg_section client_section = {sizeof(client_cfg), client_fields, NULL};
+
+static int basic_validate(void *cfg, pl_cfg_ctx *ctx)
+{
+    basic_cfg *c = cfg;
+    bool server = (c->htpasswd.file && *c->htpasswd.file) ||
+                  (c->htpasswd.inline_text && *c->htpasswd.inline_text);
+    bool client = c->client_auth.username && *c->client_auth.username;
+    if (!server && !client) {
+        pl_cfg_errorf(ctx, NULL, "needs htpasswd (receivers) or client_auth (exporters)");
+        return 1;
+    }
+    if (c->client_auth.username && strchr(c->client_auth.username, ':')) {
+        pl_cfg_errorf(ctx, "client_auth", "username must not contain ':'");
+        return 1;
+    }
+    return 0;
+}
+
+static const pl_cfg_field basic_fields[] = {
+    {"htpasswd", PL_CFG_SECTION, NULL, offsetof(basic_cfg, htpasswd),
+     "users receivers accept", &htpasswd_section},
+    {"client_auth", PL_CFG_SECTION, NULL, offsetof(basic_cfg, client_auth),
+     "credentials exporters send", &client_section},
+    {NULL, 0, NULL, 0, NULL, NULL},
+};
+static const pl_cfg_section basic_section = {sizeof(basic_cfg), basic_fields, basic_validate};
+
+typedef struct user {
+    char *name;
+    char *hash;
+    bool verified; /* digest holds a verified password's salted SHA-256 */
+    uint8_t digest[32];
+} user;
+
+typedef struct basic {
+    pl_authenticator a;
+    char *id;
+    char *file;
+    char *inline_text;
+    user *users;
+    size_t n_users;
+    long long mtime_ns, size;
+    uint64_t checked_ns;
+    uint8_t salt[16];
+    char *client_value; /* "Basic base64(user:pass)" */
+} basic;
+
+static void users_free(user *u, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        free(u[i].name);
+        free(u[i].hash);
+    }
+    free(u);
+}
+
+/* Parses htpasswd lines into users; -1 with err on a bad line. */
+static int parse_lines(const char *text, const char *where, user **users, size_t *n, pl_err *err)
+{
+    const char *p = text;
+    int line = 0;
+    while (p && *p) {
+        line++;
+        const char *end = strchr(p, '\n');
+        size_t len = end ? (size_t)(end - p) : strlen(p);
+        while (len && (p[len - 1] == '\r' || p[len - 1] == ' '))
+            len--;
+        const char *colon = memchr(p, ':', len);
+        if (len && p[0] != '#') {
+            if (!colon || colon == p) {
+                pl_errf(err, PL_ERR_INVALID, "%s line %d: expected user:password", where, line);
+                return -1;
+            }
+            size_t hl = len - (size_t)(colon + 1 - p);
+            if (hl >= 6 && strncmp(colon + 1, "$apr1$", 6) == 0) {
+                pl_errf(err, PL_ERR_INVALID,
+                        "%s line %d: $apr1$ (Apache MD5) is not supported; create the entry "
+                        "with htpasswd -B (bcrypt)",
+                        where, line);
+                return -1;
+            }
+            user *grown = realloc(*users, (*n + 1) * sizeof(user));
+            if (!grown)
+                return pl_errf(err, PL_ERR_NOMEM, "out of memory"), -1;
+            *users = grown;
+            user *u = &grown[*n];
+            memset(u, 0, sizeof(*u));
+            u->name = strndup(p, (size_t)(colon - p));
+            u->hash = strndup(colon + 1, hl);
+            (*n)++;
+            if (!u->name || !u->hash)
+                return pl_errf(err, PL_ERR_NOMEM, "out of memory"), -1;
+        }
+        p = end ? end + 1 : NULL;
+    }
+    return 0;
+}
+
+static char *read_file(const char *path, long long *mtime, long long *size)
+{
+    struct stat st;
+    if (stat(path, &st) != 0 || st.st_size > 16 * 1024 * 1024)
+        return NULL;
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return NULL;
+    char *buf = malloc((size_t)st.st_size + 1);
+    size_t n = buf ? fread(buf, 1, (size_t)st.st_size, f) : 0;
+    fclose(f);
+    if (!buf)
+        return NULL;
+    buf[n] = 0;
+    *mtime = (long long)st.st_mtim.tv_sec * 1000000000ll + st.st_mtim.tv_nsec;
+    *size = (long long)st.st_size;
+    return buf;
+}
+
+static int load_users(basic *b, pl_err *err)
+{
+    user *users = NULL;
+    size_t n = 0;
+    long long mtime = 0, size = 0;
+    if (b->file) {
+        char *text = read_file(b->file, &mtime, &size);
+        if (!text) {
+            pl_errf(err, PL_ERR_INVALID, "htpasswd.file %s: cannot read", b->file);
+            return -1;
+        }
+        int rc = parse_lines(text, b->file, &users, &n, err);
+        free(text);
+        if (rc != 0) {
+            users_free(users, n);
+            return -1;
+        }
+    }
+    if (b->inline_text && parse_lines(b->inline_text, "htpasswd.inline", &users, &n, err) != 0) {
+        users_free(users, n);
+        return -1;
+    }
+    users_free(b->users, b->n_users);
+    b->users = users;
+    b->n_users = n;
+    b->mtime_ns = mtime;
+    b->size = size;
+    return 0;
+}
+
+static void maybe_reload(basic *b)
+{
+    if (!b->file)
+        return;
+    uint64_t now = pl_time_mono_ns();
+    if (now - b->checked_ns < 1000000000ull)
+        return;
+    b->checked_ns = now;
+    struct stat st;
+    if (stat(b->file, &st) != 0)
+        return;
+    long long m = (long long)st.st_mtim.tv_sec * 1000000000ll + st.st_mtim.tv_nsec;
+    if (m == b->mtime_ns && (long long)st.st_size == b->size)
+        return;
+    pl_err err = {{0}};
+    if (load_users(b, &err) == 0)
+        pl_info(b->id, "users re-read from %s", b->file);
+    else
+        pl_warn(b->id, "%s; keeping the previous users", err.msg);
+}
+
+static void salted_digest(const basic *b, const char *pw, size_t len, uint8_t out[32])
+{
+    EVP_MD_CTX *ctx = EVP_MD_CTX_new();
+    unsigned int n = 0;
+    if (!ctx || EVP_DigestInit_ex(ctx, EVP_sha256(), NULL) != 1 ||
+        EVP_DigestUpdate(ctx, b->salt, sizeof(b->salt)) != 1 ||
+        EVP_DigestUpdate(ctx, pw, len) != 1 || EVP_DigestFinal_ex(ctx, out, &n) != 1)
+        memset(out, 0, 32);
+    EVP_MD_CTX_free(ctx);
+}
+
+static bool verify(basic *b, user *u, const char *pw, size_t len)
+{
+    const char *h = u->hash;
+    if (u->verified) {
+        uint8_t d[32];
+        salted_digest(b, pw, len, d);
+        if (CRYPTO_memcmp(d, u->digest, 32) == 0)
+            return true;
+    }
+    bool ok = false;
+    if (strncmp(h, "{SHA}", 5) == 0) {
+        uint8_t sha[SHA_DIGEST_LENGTH];
+        SHA1((const unsigned char *)pw, len, sha);
+        char enc[64];
+        EVP_EncodeBlock((unsigned char *)enc, sha, SHA_DIGEST_LENGTH);
+        ok = strlen(h + 5) == strlen(enc) && CRYPTO_memcmp(h + 5, enc, strlen(enc)) == 0;
+    } else if (h[0] == '$') {
+        char *plain = strndup(pw, len);
+        if (!plain)
+            return false;
+        static struct crypt_data cd; /* large; the loop is single-threaded */
+        memset(&cd, 0, sizeof(cd));
+        /* crypt_rn: libxcrypt's variant that returns NULL on failure (and
+         * that sanitizers do not intercept) */
+        const char *out = crypt_rn(plain, h, &cd, (int)sizeof(cd));
+        ok = out && out[0] != '*' && strlen(out) == strlen(h) &&
+             CRYPTO_memcmp(out, h, strlen(h)) == 0;
+        OPENSSL_cleanse(plain, len);
+        free(plain);
+    } else {
+        ok = strlen(h) == len && CRYPTO_memcmp(h, pw, len) == 0;
+    }
+    if (ok && h[0] == '$') {
+        salted_digest(b, pw, len, u->digest);
+        u->verified = true;
+    }
+    return ok;
+}
+
+static bool basic_check(void *arg, const pl_http_request *req, char *user_out, size_t cap)
+{
+    basic *b = arg;
+    maybe_reload(b);
+    size_t len = 0;
+    const char *v = pl_http_header_get(req, "authorization", &len);
+    if (!v || len < 7 || strncasecmp(v, "Basic ", 6) != 0 || len > 4096)
+        return false;
+    v += 6;
+    len -= 6;
+    while (len && *v == ' ')
+        v++, len--;
+    while (len && v[len - 1] == ' ')
+        len--;
+    if (len == 0 || len % 4)
+        return false;
+    unsigned char dec[3072 + 4];
+    int n = EVP_DecodeBlock(dec, (const unsigned char *)v, (int)len);
+    if (n < 0)
+        return false;
+    /* EVP_DecodeBlock counts padding as zero bytes */
+    if (v[len - 1] == '=')
+        n--;
+    if (v[len - 2] == '=')
+        n--;
+    const unsigned char *colon = memchr(dec, ':', (size_t)n);
+    if (!colon)
+        return false;
+    size_t ulen = (size_t)(colon - dec);
+    const char *pw = (const char *)colon + 1;
+    size_t pwlen = (size_t)n - ulen - 1;
+    bool ok = false;
+    for (size_t i = 0; i < b->n_users; i++) {
+        user *u = &b->users[i];
+        if (strlen(u->name) == ulen && memcmp(u->name, dec, ulen) == 0) {
+            ok = verify(b, u, pw, pwlen);
+            break;
+        }
+    }
+    if (ok && cap) {
+        size_t k = ulen < cap - 1 ? ulen : cap - 1;
+        memcpy(user_out, dec, k);
+        user_out[k] = 0;
+    }
+    OPENSSL_cleanse(dec, sizeof(dec));
+    return ok;
+}
+
+static bool basic_client(void *arg, char *name, size_t name_cap, char *value, size_t value_cap)
+{
+    basic *b = arg;
+    if (!b->client_value)
+        return false;
+    snprintf(name, name_cap, "Authorization");
+    snprintf(value, value_cap, "%s", b->client_value);
+    return true;
+}
+
+static void basic_free(basic *b)
+{
+    free(b->id);
+    free(b->file);
+    free(b->inline_text);
+    free(b->client_value);
+    users_free(b->users, b->n_users);
+    free(b);
+}
+
+static pl_status basic_create(const pl_create_settings *settings, const void *config, void **out,
+                              pl_err *err)
+{
+    const basic_cfg *c = config;
+    basic *b = calloc(1, sizeof(*b));
+    if (!b)
+        return pl_errf(err, PL_ERR_NOMEM, "out of memory");
+    b->id = strdup(settings->id ? settings->id : "basicauth");
+    if (c->htpasswd.file && *c->htpasswd.file)
+        b->file = strdup(c->htpasswd.file);
+    if (c->htpasswd.inline_text && *c->htpasswd.inline_text)
+        b->inline_text = strdup(c->htpasswd.inline_text);
+    if (!b->id || RAND_bytes(b->salt, sizeof(b->salt)) != 1) {
+        basic_free(b);
+        return pl_errf(err, PL_ERR_NOMEM, "out of memory");
+    }
+    if ((b->file || b->inline_text) && load_users(b, err) != 0) {
+        basic_free(b);
+        return PL_ERR_INVALID;
+    }
+    if (c->client_auth.username && *c->client_auth.username) {
+        const char *pw = c->client_auth.password ? c->client_auth.password : "";
+        size_t plen = strlen(c->client_auth.username) + strlen(pw) + 1;
+        char *pair = malloc(plen + 1);
+        size_t enc_len = 4 * ((plen + 2) / 3) + 1;
+        b->client_value = malloc(enc_len + 6);
+        if (!pair || !b->client_value) {
+            free(pair);
+            basic_free(b);
+            return pl_errf(err, PL_ERR_NOMEM, "out of memory");
+        }
+        snprintf(pair, plen + 1, "%s:%s", c->client_auth.username, pw);
+        memcpy(b->client_value, "Basic ", 6);
+        EVP_EncodeBlock((unsigned char *)b->client_value + 6, (unsigned char *)pair, (int)plen);
+        OPENSSL_cleanse(pair, plen);
+        free(pair);
+    }
+    b->checked_ns = pl_time_mono_ns();
+    b->a = (pl_authenticator){
+        .id = b->id,
+        .server = {.name = b->id,
+                   .challenge = "Basic realm=\"proflink\"",
+                   .check = (b->file || b->inline_text) ? basic_check : NULL,
+                   .arg = b},
+        .client_header = b->client_value ? basic_client : NULL,
+        .arg = b,
+    };
+    pl_auth_register(&b->a);
+    *out = b;
+    return PL_OK;
+}
+
+static pl_status basic_start(void *self, pl_err *err)
+{
+    (void)self;
+    (void)err;
+    return PL_OK;
+}
+
+static void basic_destroy(void *self)
+{
+    basic *b = self;
+    if (!b)
+        return;
+    pl_auth_unregister(&b->a);
+    basic_free(b);
+}
+
+const pl_component_type pl_extension_basicauth = {
+    .type = "basicauth",
+    .kind = PL_KIND_EXTENSION,
+    .signals = 0,
+    .description = "HTTP basic authentication: receivers check users from an htpasswd file or "
+                   "inline lines (401 / UNAUTHENTICATED otherwise), exporters send client_auth",
+    .config = &basic_section,
+    .create = basic_create,
+    .start = basic_start,
+    .destroy = basic_destroy,
+};

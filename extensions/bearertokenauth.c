@@ -1,0 +1,247 @@
+/*
+ * bearertokenauth.c: the `bearertokenauth` extension, as in the Collector.
+ *
+ *   bearertokenauth:
+ *     token: "s3cret"          # or: filename: /run/secrets/token
+ *     scheme: Bearer           # the header value is "<scheme> <token>"
+ *     header: Authorization
+ *     tokens: [a, b]           # more accepted tokens (rotation)
+ *
+ * Receivers accept a request whose header carries one of the tokens;
+ * exporters send the (first) token. A token file is re-read when its mtime
+ * or size changes, checked at most once a second, so a rotated token takes
+ * effect without a restart; a file that becomes unreadable keeps the last
+ * token and is logged. Comparisons are constant-time.
+ */
+#include <openssl/crypto.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/stat.h>
+
+#include "core/log.h"
+#include "core/strlist.h"
+#include "extensions/auth.h"
+
+typedef struct bearer_cfg {
+    char *token;
+    char *filename;
+    char *scheme;
+    char *header;
+    pl_strlist tokens;
+} bearer_cfg;
+
+static int bearer_validate(void *cfg, pl_cfg_ctx *ctx)
+{
+    bearer_cfg *c = cfg;
+    bool token = c->token && *c->token;
+    bool file = c->filename && *c->filename;
+    if (token && file) {
+        pl_cfg_errorf(ctx, "filename", "set token or filename, not both");
+        return 1;
+    }
+    if (!token && !file && c->tokens.n == 0) {
+        pl_cfg_errorf(ctx, NULL, "needs token, tokens or filename");
+        return 1;
+    }
+    if (!c->header || !*c->header) {
+        pl_cfg_errorf(ctx, "header", "must not be empty");
+        return 1;
+    }
+    return 0;
+}
+
+static const pl_cfg_field bearer_fields[] = {
+    {"token", PL_CFG_STRING, NULL, offsetof(bearer_cfg, token), "the token, inline", NULL},
+    {"filename", PL_CFG_STRING, NULL, offsetof(bearer_cfg, filename),
+     "file holding the token (re-read when it changes)", NULL},
+    {"scheme", PL_CFG_STRING, "Bearer", offsetof(bearer_cfg, scheme),
+     "word before the token in the header value (empty: the token alone)", NULL},
+    {"header", PL_CFG_STRING, "Authorization", offsetof(bearer_cfg, header),
+     "header carrying the token", NULL},
+    {"tokens", PL_CFG_STRLIST, NULL, offsetof(bearer_cfg, tokens),
+     "further accepted tokens (receivers), e.g. during a rotation", NULL},
+    {NULL, 0, NULL, 0, NULL, NULL},
+};
+
+static const pl_cfg_section bearer_section = {sizeof(bearer_cfg), bearer_fields, bearer_validate};
+
+typedef struct bearer {
+    pl_authenticator a;
+    char *id;
+    char *scheme;
+    char *header;
+    char *file_token; /* from filename, or the inline token */
+    pl_strlist tokens;
+    char *filename;
+    long long mtime_ns, size;
+    uint64_t checked_ns;
+} bearer;
+
+/* Reads the token file (trailing whitespace dropped); 0 or -1. */
+static int read_token(bearer *b)
+{
+    struct stat st;
+    if (stat(b->filename, &st) != 0)
+        return -1;
+    FILE *f = fopen(b->filename, "rb");
+    if (!f)
+        return -1;
+    char buf[4096];
+    size_t n = fread(buf, 1, sizeof(buf) - 1, f);
+    fclose(f);
+    while (n && (buf[n - 1] == '\n' || buf[n - 1] == '\r' || buf[n - 1] == ' ' ||
+                 buf[n - 1] == '\t'))
+        n--;
+    buf[n] = 0;
+    char *t = strdup(buf);
+    if (!t)
+        return -1;
+    free(b->file_token);
+    b->file_token = t;
+    b->mtime_ns = (long long)st.st_mtim.tv_sec * 1000000000ll + st.st_mtim.tv_nsec;
+    b->size = (long long)st.st_size;
+    return 0;
+}
+
+static void maybe_reread(bearer *b)
+{
+    if (!b->filename)
+        return;
+    uint64_t now = pl_time_mono_ns();
+    if (now - b->checked_ns < 1000000000ull)
+        return;
+    b->checked_ns = now;
+    struct stat st;
+    if (stat(b->filename, &st) != 0) {
+        pl_warn(b->id, "%s: cannot read; keeping the last token", b->filename);
+        return;
+    }
+    long long m = (long long)st.st_mtim.tv_sec * 1000000000ll + st.st_mtim.tv_nsec;
+    if (m == b->mtime_ns && (long long)st.st_size == b->size)
+        return;
+    if (read_token(b) == 0)
+        pl_info(b->id, "token re-read from %s", b->filename);
+    else
+        pl_warn(b->id, "%s: cannot read; keeping the last token", b->filename);
+}
+
+static bool token_eq(const char *want, const char *got, size_t got_len)
+{
+    size_t n = strlen(want);
+    return n > 0 && n == got_len && CRYPTO_memcmp(want, got, n) == 0;
+}
+
+static bool bearer_check(void *arg, const pl_http_request *req, char *user, size_t cap)
+{
+    bearer *b = arg;
+    (void)user;
+    (void)cap;
+    maybe_reread(b);
+    size_t len = 0;
+    const char *v = pl_http_header_get(req, b->header, &len);
+    if (!v)
+        return false;
+    size_t slen = strlen(b->scheme);
+    if (slen) {
+        if (len <= slen || strncasecmp(v, b->scheme, slen) != 0 || v[slen] != ' ')
+            return false;
+        v += slen + 1;
+        len -= slen + 1;
+        while (len && *v == ' ')
+            v++, len--;
+    }
+    bool ok = b->file_token && token_eq(b->file_token, v, len);
+    for (size_t i = 0; i < b->tokens.n; i++)
+        ok |= token_eq(b->tokens.items[i], v, len);
+    return ok;
+}
+
+static bool bearer_client(void *arg, char *name, size_t name_cap, char *value, size_t value_cap)
+{
+    bearer *b = arg;
+    maybe_reread(b);
+    const char *t = b->file_token ? b->file_token : (b->tokens.n ? b->tokens.items[0] : NULL);
+    if (!t)
+        return false;
+    snprintf(name, name_cap, "%s", b->header);
+    snprintf(value, value_cap, "%s%s%s", b->scheme, *b->scheme ? " " : "", t);
+    return true;
+}
+
+static void bearer_free(bearer *b)
+{
+    free(b->id);
+    free(b->scheme);
+    free(b->header);
+    free(b->file_token);
+    free(b->filename);
+    pl_strlist_free(&b->tokens);
+    free(b);
+}
+
+static pl_status bearer_create(const pl_create_settings *settings, const void *config, void **out,
+                               pl_err *err)
+{
+    const bearer_cfg *c = config;
+    bearer *b = calloc(1, sizeof(*b));
+    if (!b)
+        return pl_errf(err, PL_ERR_NOMEM, "out of memory");
+    b->id = strdup(settings->id ? settings->id : "bearertokenauth");
+    b->scheme = strdup(c->scheme ? c->scheme : "");
+    b->header = strdup(c->header && *c->header ? c->header : "Authorization");
+    if (c->token && *c->token)
+        b->file_token = strdup(c->token);
+    if (c->filename && *c->filename)
+        b->filename = strdup(c->filename);
+    if (!b->id || !b->scheme || !b->header || (c->token && *c->token && !b->file_token) ||
+        (c->filename && *c->filename && !b->filename) ||
+        pl_strlist_copy(&b->tokens, &c->tokens) != 0) {
+        bearer_free(b);
+        return pl_errf(err, PL_ERR_NOMEM, "out of memory");
+    }
+    if (b->filename && read_token(b) != 0) {
+        pl_errf(err, PL_ERR_INVALID, "filename %s: cannot read the token", b->filename);
+        bearer_free(b);
+        return PL_ERR_INVALID;
+    }
+    b->checked_ns = pl_time_mono_ns();
+    b->a = (pl_authenticator){
+        .id = b->id,
+        .server = {.name = b->id, .challenge = "Bearer", .check = bearer_check, .arg = b},
+        .client_header = bearer_client,
+        .arg = b,
+    };
+    pl_auth_register(&b->a);
+    *out = b;
+    return PL_OK;
+}
+
+static pl_status bearer_start(void *self, pl_err *err)
+{
+    (void)self;
+    (void)err;
+    return PL_OK;
+}
+
+static void bearer_destroy(void *self)
+{
+    bearer *b = self;
+    if (!b)
+        return;
+    pl_auth_unregister(&b->a);
+    bearer_free(b);
+}
+
+const pl_component_type pl_extension_bearertokenauth = {
+    .type = "bearertokenauth",
+    .kind = PL_KIND_EXTENSION,
+    .signals = 0,
+    .description = "bearer token authentication: receivers check it (401 / UNAUTHENTICATED "
+                   "otherwise), exporters send it; token inline or from a file re-read on change",
+    .config = &bearer_section,
+    .create = bearer_create,
+    .start = bearer_start,
+    .destroy = bearer_destroy,
+};

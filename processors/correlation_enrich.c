@@ -1,0 +1,656 @@
+/* correlation_enrich.c: see correlation.c for the design. */
+#include "correlation_int.h"
+
+/* ---- sample-side helpers ---------------------------------------------------------------- */
+
+static pl_bytes value_text(const pl_dictionary *dict, const pl_value *v)
+{
+    if (v->type == PL_VALUE_STRING)
+        return v->u.str;
+    if (v->type == PL_VALUE_STRINDEX)
+        return pl_dict_string(dict, v->u.strindex);
+    return (pl_bytes){NULL, 0};
+}
+
+/* The span id (and trace id, when known) a sample points to. */
+bool corr_sample_ids(const pl_dictionary *dict, const pl_sample *s, uint64_t *key,
+                     uint8_t trace[16], bool *has_trace)
+{
+    *has_trace = false;
+    *key = 0;
+    if (s->link_index > 0 && (uint32_t)s->link_index < dict->n_links) {
+        const pl_link *l = &dict->links[s->link_index];
+        if (span_id_valid(l->span_id, l->span_id_len)) {
+            *key = id_key(l->span_id);
+            if (trace_id_valid(l->trace_id, l->trace_id_len)) {
+                memcpy(trace, l->trace_id, 16);
+                *has_trace = true;
+            }
+        }
+    }
+    if (*key && *has_trace)
+        return true;
+    for (uint32_t i = 0; i < s->n_attribute_indices; i++) {
+        int32_t ai = s->attribute_indices[i];
+        if (ai <= 0 || (uint32_t)ai >= dict->n_attributes)
+            continue;
+        const pl_kvu *a = &dict->attributes[ai];
+        pl_bytes k = pl_dict_string(dict, a->key_strindex);
+        if (k.len != 7 && k.len != 8 && k.len != 10)
+            continue;
+        pl_bytes v = value_text(dict, &a->value);
+        if (!*key && v.len == 16 &&
+            (pl_bytes_eq_cstr(k, "span_id") || pl_bytes_eq_cstr(k, "profile_id"))) {
+            uint8_t id[8];
+            if (pl_hex_decode((const char *)v.ptr, 16, id, 8) == 0 && id_key(id))
+                *key = id_key(id);
+        } else if (!*has_trace && v.len == 32 && pl_bytes_eq_cstr(k, "trace_id")) {
+            if (pl_hex_decode((const char *)v.ptr, 32, trace, 16) == 0 && trace_id_valid(trace, 16))
+                *has_trace = true;
+        }
+    }
+    return *key != 0;
+}
+
+/* A sample's time range; false when it has none. */
+bool corr_sample_time(const profile_info *pi, const pl_sample *s, uint64_t *lo, uint64_t *hi)
+{
+    if (s->n_timestamps) {
+        uint64_t a = UINT64_MAX, b = 0;
+        for (uint32_t i = 0; i < s->n_timestamps; i++) {
+            uint64_t t = s->timestamps_unix_nano[i];
+            if (t < a)
+                a = t;
+            if (t > b)
+                b = t;
+        }
+        *lo = a;
+        *hi = b;
+        return true;
+    }
+    if (pi->t_start) {
+        *lo = pi->t_start;
+        *hi = pi->t_end;
+        return true;
+    }
+    return false;
+}
+
+static contrib sample_contrib(const profile_info *pi, const pl_sample *s)
+{
+    contrib c = {0, 0, 0, 0};
+    uint64_t v = 0;
+    if (s->n_values) {
+        for (uint32_t i = 0; i < s->n_values; i++)
+            if (s->values[i] > 0)
+                v += (uint64_t)s->values[i];
+    } else {
+        v = s->n_timestamps; /* timestamps only: each counts as 1 */
+    }
+    if (pi->counts_samples)
+        c.samples = v;
+    else if (pi->counts_entries)
+        c.samples = s->n_timestamps ? s->n_timestamps : 1;
+    if (pi->cpu_mult)
+        c.cpu = v * (uint64_t)pi->cpu_mult;
+    if (pi->wall_mult)
+        c.wall = v * (uint64_t)pi->wall_mult;
+    switch (pi->top_kind) {
+    case 1:
+        c.top = c.cpu;
+        break;
+    case 2:
+        c.top = c.wall;
+        break;
+    case 3:
+        c.top = c.samples ? c.samples : v;
+        break;
+    }
+    return c;
+}
+
+/* The leaf (self) function of a sample's stack: its function_table index,
+ * 0 when unknown. */
+static int32_t leaf_function(const pl_dictionary *dict, const pl_sample *s)
+{
+    int32_t none = 0;
+    if (s->stack_index <= 0 || (uint32_t)s->stack_index >= dict->n_stacks)
+        return none;
+    const pl_stack *st = &dict->stacks[s->stack_index];
+    if (!st->n_location_indices)
+        return none;
+    int32_t li = st->location_indices[0];
+    if (li < 0 || (uint32_t)li >= dict->n_locations)
+        return none;
+    const pl_location *loc = &dict->locations[li];
+    if (!loc->n_lines)
+        return none;
+    int32_t fi = loc->lines[0].function_index; /* callee first: the innermost frame */
+    if (fi <= 0 || (uint32_t)fi >= dict->n_functions)
+        return none;
+    return fi;
+}
+
+/* ---- dictionary writer ------------------------------------------------------------------ */
+
+void corr_writer_reset(dict_writer *w)
+{
+    free(w->strs);
+    free(w->attrs);
+    free(w->fn_ids);
+    memset(w, 0, sizeof(*w));
+}
+
+static uint64_t attr_hash(int32_t key, const pl_value *v)
+{
+    uint64_t h = pl_hash_u64((uint64_t)(uint32_t)key * 31 + (uint64_t)v->type);
+    switch (v->type) {
+    case PL_VALUE_STRING:
+    case PL_VALUE_BYTES:
+        h ^= pl_hash_bytes(v->u.str.ptr, v->u.str.len);
+        break;
+    case PL_VALUE_INT:
+        h ^= pl_hash_u64((uint64_t)v->u.i);
+        break;
+    case PL_VALUE_BOOL:
+        h ^= v->u.b;
+        break;
+    case PL_VALUE_STRINDEX:
+        h ^= pl_mix64((uint64_t)(uint32_t)v->u.strindex);
+        break;
+    default:
+        break;
+    }
+    return h;
+}
+
+static void writer_str_put(dict_writer *w, int32_t idx)
+{
+    pl_bytes s = w->dict->strings[idx];
+    uint32_t i = (uint32_t)pl_hash_bytes(s.ptr, s.len) & w->str_mask;
+    while (w->strs[i]) {
+        if (pl_bytes_eq(w->dict->strings[w->strs[i] - 1], s))
+            return; /* keep the first of duplicates */
+        i = (i + 1) & w->str_mask;
+    }
+    w->strs[i] = idx + 1;
+    w->str_count++;
+}
+
+static void writer_attr_put(dict_writer *w, int32_t idx)
+{
+    const pl_kvu *a = &w->dict->attributes[idx];
+    uint32_t i = (uint32_t)attr_hash(a->key_strindex, &a->value) & w->attr_mask;
+    while (w->attrs[i])
+        i = (i + 1) & w->attr_mask;
+    w->attrs[i] = idx + 1;
+    w->attr_count++;
+}
+
+static int writer_rehash(dict_writer *w, bool strings)
+{
+    uint32_t n = strings ? w->dict->n_strings : w->dict->n_attributes;
+    uint32_t cap = 64;
+    while (cap < n * 2 + 64)
+        cap *= 2;
+    int32_t *slots = calloc(cap, sizeof(int32_t));
+    if (!slots)
+        return -1;
+    if (strings) {
+        free(w->strs);
+        w->strs = slots;
+        w->str_mask = cap - 1;
+        w->str_count = 0;
+        for (uint32_t i = 0; i < n; i++)
+            writer_str_put(w, (int32_t)i);
+    } else {
+        free(w->attrs);
+        w->attrs = slots;
+        w->attr_mask = cap - 1;
+        w->attr_count = 0;
+        for (uint32_t i = 1; i < n; i++)
+            writer_attr_put(w, (int32_t)i);
+    }
+    return 0;
+}
+
+static int writer_bind(dict_writer *w, pl_batch *batch)
+{
+    pl_dictionary *dict = &batch->data.profiles.dict;
+    if (w->dict == dict && w->batch == batch)
+        return 0;
+    corr_writer_reset(w);
+    if (pl_dict_ensure_zero_entries(&batch->arena, dict))
+        return -1;
+    batch->data.profiles.has_dictionary = true;
+    w->dict = dict;
+    w->batch = batch;
+    if (writer_rehash(w, true) || writer_rehash(w, false)) {
+        corr_writer_reset(w);
+        return -1;
+    }
+    return 0;
+}
+
+/* Appends one element to a dictionary table living in the batch arena. */
+static void *table_push(pl_arena *arena, void **items, uint32_t *n, uint32_t *cap, size_t elem)
+{
+    if (*n >= *cap || !*items) {
+        uint32_t c = *cap < *n ? *n : *cap;
+        if (c >= (1u << 30))
+            return NULL;
+        c = c < 8 ? 16 : c * 2;
+        void *p = pl_arena_grow(arena, *items, *n, c, elem);
+        if (!p)
+            return NULL;
+        *items = p;
+        *cap = c;
+    }
+    return (char *)*items + (size_t)(*n)++ * elem;
+}
+
+/* Index of string s (copied into the batch when new); -1 on OOM. */
+static int32_t writer_string(dict_writer *w, pl_bytes s)
+{
+    pl_dictionary *d = w->dict;
+    uint32_t i = (uint32_t)pl_hash_bytes(s.ptr, s.len) & w->str_mask;
+    while (w->strs[i]) {
+        if (pl_bytes_eq(d->strings[w->strs[i] - 1], s))
+            return w->strs[i] - 1;
+        i = (i + 1) & w->str_mask;
+    }
+    if (d->n_strings >= INT32_MAX - 1)
+        return -1;
+    pl_bytes copy = pl_batch_bytes(w->batch, s.ptr, s.len);
+    if (s.len && !copy.ptr)
+        return -1;
+    pl_bytes *slot = table_push(&w->batch->arena, (void **)&d->strings, &d->n_strings,
+                                &d->cap_strings, sizeof(pl_bytes));
+    if (!slot)
+        return -1;
+    *slot = copy;
+    int32_t idx = (int32_t)(d->n_strings - 1);
+    w->strs[i] = idx + 1;
+    if (++w->str_count * 2 > w->str_mask + 1 && writer_rehash(w, true))
+        return -1;
+    return idx;
+}
+
+/* Index of attribute key=value (value bytes must already live in the batch). */
+static int32_t writer_attribute(dict_writer *w, int32_t key, pl_value value)
+{
+    pl_dictionary *d = w->dict;
+    uint32_t i = (uint32_t)attr_hash(key, &value) & w->attr_mask;
+    while (w->attrs[i]) {
+        const pl_kvu *a = &d->attributes[w->attrs[i] - 1];
+        if (a->key_strindex == key && a->unit_strindex == 0 && pl_value_eq(&a->value, &value))
+            return w->attrs[i] - 1;
+        i = (i + 1) & w->attr_mask;
+    }
+    if (d->n_attributes >= INT32_MAX - 1)
+        return -1;
+    pl_kvu *slot = table_push(&w->batch->arena, (void **)&d->attributes, &d->n_attributes,
+                              &d->cap_attributes, sizeof(pl_kvu));
+    if (!slot)
+        return -1;
+    slot->key_strindex = key;
+    slot->value = value;
+    slot->unit_strindex = 0;
+    int32_t idx = (int32_t)(d->n_attributes - 1);
+    w->attrs[i] = idx + 1;
+    if (++w->attr_count * 2 > w->attr_mask + 1 && writer_rehash(w, false))
+        return -1;
+    return idx;
+}
+
+/* ---- enrichment of samples -------------------------------------------------------------- */
+
+void corr_cache_clear(correlation *self)
+{
+    if (self->cache_count) {
+        memset(self->cache, 0, ((size_t)self->cache_mask + 1) * sizeof(enrich_slot));
+        self->cache_count = 0;
+    }
+}
+
+static enrich_slot *cache_slot(correlation *self, const pl_dictionary *dict, const void *span)
+{
+    if (!self->cache || (self->cache_count + 1) * 2 > self->cache_mask + 1) {
+        uint32_t cap = self->cache ? (self->cache_mask + 1) * 2 : 256;
+        enrich_slot *old = self->cache;
+        uint32_t old_cap = self->cache ? self->cache_mask + 1 : 0;
+        enrich_slot *n = calloc(cap, sizeof(enrich_slot));
+        if (!n)
+            return NULL;
+        self->cache = n;
+        self->cache_mask = cap - 1;
+        self->cache_count = 0;
+        for (uint32_t i = 0; i < old_cap; i++) {
+            if (!old[i].span)
+                continue;
+            uint32_t j = (uint32_t)pl_mix64((uintptr_t)old[i].span ^ (uintptr_t)old[i].dict) &
+                         self->cache_mask;
+            while (self->cache[j].span)
+                j = (j + 1) & self->cache_mask;
+            self->cache[j] = old[i];
+            self->cache_count++;
+        }
+        free(old);
+    }
+    uint32_t j = (uint32_t)pl_mix64((uintptr_t)span ^ (uintptr_t)dict) & self->cache_mask;
+    while (self->cache[j].span) {
+        if (self->cache[j].span == span && self->cache[j].dict == dict)
+            return &self->cache[j];
+        j = (j + 1) & self->cache_mask;
+    }
+    return &self->cache[j];
+}
+
+/* Appends a link to the dictionary (no dedupe: one per span and batch). */
+static int32_t writer_link(dict_writer *w, const pl_link *l)
+{
+    pl_dictionary *d = w->dict;
+    if (d->n_links >= INT32_MAX - 1)
+        return -1;
+    pl_link *slot = table_push(&w->batch->arena, (void **)&d->links, &d->n_links, &d->cap_links,
+                               sizeof(pl_link));
+    if (!slot)
+        return -1;
+    *slot = *l;
+    return (int32_t)(d->n_links - 1);
+}
+
+/* The labels of held span `e`: its name, its local root's name, its
+ * service, and each span_attributes key found on it or its ancestors up to
+ * the local root. */
+static size_t span_labels(correlation *self, span_entry *e, label *items, size_t max)
+{
+    const pl_span *sp = e->span;
+    size_t n_items = 0;
+    items[n_items++] = (label){self->names[NAME_SPAN_NAME], pl_value_string(sp->name)};
+    /* The chain up to the local root, walked once for the root's name and
+     * for the span_attributes lookups. */
+    const pl_span *chain[MAX_ANCESTRY];
+    int n_chain = 0;
+    span_entry *root = e;
+    chain[n_chain++] = e->span;
+    while (n_chain < MAX_ANCESTRY) {
+        const pl_span *rsp = root->span;
+        if (!span_id_valid(rsp->parent_span_id, rsp->parent_span_id_len))
+            break;
+        span_entry *p =
+            corr_find_span(self, id_key(rsp->parent_span_id), corr_span_trace(rsp), true, false);
+        if (!p || p->service != e->service)
+            break;
+        root = p;
+        chain[n_chain++] = p->span;
+    }
+    items[n_items++] = (label){self->names[NAME_ROOT_SPAN_NAME], pl_value_string(root->span->name)};
+    pl_bytes svc = corr_service_name(self, e->service);
+    if (svc.len)
+        items[n_items++] = (label){self->names[NAME_SERVICE_NAME], pl_value_string(svc)};
+    for (size_t k = 0; k < self->n_span_attr_keys && n_items < max; k++) {
+        pl_bytes key = self->span_attr_keys[k];
+        /* The span first, then its ancestors up to the local root: http.route
+         * usually sits on the server span, not on the span the sample hit. */
+        for (int depth = 0; depth < n_chain; depth++) {
+            pl_kv *kv = pl_attrs_find(&chain[depth]->attrs, (const char *)key.ptr, key.len);
+            if (kv && (kv->value.type == PL_VALUE_STRING || kv->value.type == PL_VALUE_INT ||
+                       kv->value.type == PL_VALUE_DOUBLE || kv->value.type == PL_VALUE_BOOL)) {
+                items[n_items++] = (label){key, kv->value};
+                break;
+            }
+        }
+    }
+    return n_items;
+}
+
+/* Fills `slot` for target `t` in the dictionary of `batch`. */
+static int build_span_labels(correlation *self, const link_target *t, pl_batch *batch,
+                             enrich_slot *slot)
+{
+    dict_writer *w = &self->writer;
+    if (writer_bind(w, batch))
+        return -1;
+    int32_t tmp[3 + 64];
+    uint32_t n = 0;
+    size_t max_n = 3 + (self->n_span_attr_keys < 64 ? self->n_span_attr_keys : 64);
+    label items[3 + 64];
+    size_t n_items = t->entry ? span_labels(self, t->entry, items, max_n)
+                              : corr_late_labels(self, t->late, items, max_n);
+    for (size_t k = 0; k < n_items; k++) {
+        int32_t ks = writer_string(w, items[k].key);
+        if (ks < 0)
+            return -1;
+        pl_value v = items[k].value;
+        if (v.type == PL_VALUE_STRING) {
+            /* The string table holds the batch's own copy; the value shares it. */
+            int32_t vs = writer_string(w, v.u.str);
+            if (vs < 0)
+                return -1;
+            v.u.str = w->dict->strings[vs];
+        }
+        int32_t ai = writer_attribute(w, ks, v);
+        if (ai < 0)
+            return -1;
+        tmp[n++] = ai;
+    }
+    slot->idx = pl_batch_alloc(batch, n * sizeof(int32_t));
+    if (!slot->idx)
+        return -1;
+    memcpy(slot->idx, tmp, n * sizeof(int32_t));
+    slot->n = n;
+    slot->n_ids = 0;
+    slot->ids_built = false;
+    slot->link = 0;
+    slot->dict = w->dict;
+    slot->span = t->id;
+    slot->late = t->entry == NULL;
+    self->cache_count++;
+    return 0;
+}
+
+/* The trace_id / span_id attributes of a slot's span (hex). */
+static int build_id_labels(correlation *self, const link_target *tg, pl_batch *batch,
+                           enrich_slot *slot)
+{
+    dict_writer *w = &self->writer;
+    if (writer_bind(w, batch))
+        return -1;
+    char hex[33];
+    slot->n_ids = 0;
+    for (int k = 0; k < 2; k++) {
+        bool trace = k == 0;
+        if (trace && !tg->trace_id)
+            continue;
+        pl_hex_encode(trace ? tg->trace_id : tg->span_id, trace ? 16 : 8, hex);
+        int32_t ks = writer_string(w, self->names[trace ? NAME_TRACE_ID : NAME_SPAN_ID]);
+        int32_t vs = ks < 0 ? -1 : writer_string(w, (pl_bytes){(uint8_t *)hex, trace ? 32u : 16u});
+        if (vs < 0)
+            return -1;
+        int32_t ai = writer_attribute(w, ks, pl_value_string(w->dict->strings[vs]));
+        if (ai < 0)
+            return -1;
+        slot->ids[slot->n_ids++] = ai;
+    }
+    slot->ids_built = true;
+    return 0;
+}
+
+/* Points the sample at its span: completes its link with the span's trace
+ * id, and gives it the span's labels (its own attributes with the same keys
+ * are replaced, so keys stay unique within a sample). A sample with a link
+ * gets no trace_id / span_id attributes: the link carries them, and the
+ * pprof encoder writes labels from both (they would appear twice). */
+static enrich_slot *enrich_sample(correlation *self, const link_target *tg, pl_sample *s,
+                                  pl_batch *batch)
+{
+    pl_dictionary *dict = &batch->data.profiles.dict;
+    enrich_slot *slot = cache_slot(self, dict, tg->id);
+    if (!slot)
+        return NULL;
+    if (!slot->span && build_span_labels(self, tg, batch, slot)) {
+        memset(slot, 0, sizeof(*slot));
+        return NULL;
+    }
+    bool has_link =
+        s->link_index > 0 && (uint32_t)s->link_index < dict->n_links &&
+        span_id_valid(dict->links[s->link_index].span_id, dict->links[s->link_index].span_id_len);
+    if (has_link) {
+        const pl_link *l = &dict->links[s->link_index];
+        if (!trace_id_valid(l->trace_id, l->trace_id_len) && tg->trace_id) {
+            if (!slot->link) {
+                pl_link full;
+                memset(&full, 0, sizeof(full));
+                memcpy(full.trace_id, tg->trace_id, 16);
+                full.trace_id_len = 16;
+                memcpy(full.span_id, tg->span_id, 8);
+                full.span_id_len = 8;
+                int32_t li = writer_link(&self->writer, &full);
+                slot->link = li > 0 ? li : 0;
+            }
+            if (slot->link)
+                s->link_index = slot->link;
+        }
+    }
+    if (!has_link && !slot->ids_built && build_id_labels(self, tg, batch, slot))
+        slot->n_ids = 0;
+    uint32_t n_ids = has_link ? 0 : slot->n_ids;
+    uint32_t n_add = n_ids + slot->n;
+    int32_t *idx = pl_batch_alloc(batch, (s->n_attribute_indices + n_add) * sizeof(int32_t));
+    if (!idx)
+        return slot;
+    uint32_t n = 0;
+    for (uint32_t i = 0; i < s->n_attribute_indices; i++) {
+        int32_t ai = s->attribute_indices[i];
+        bool replaced = false;
+        if (ai > 0 && (uint32_t)ai < dict->n_attributes) {
+            int32_t key = dict->attributes[ai].key_strindex;
+            for (uint32_t j = 0; j < n_add && !replaced; j++) {
+                int32_t mine = j < n_ids ? slot->ids[j] : slot->idx[j - n_ids];
+                mine = dict->attributes[mine].key_strindex;
+                replaced = key == mine ||
+                           pl_bytes_eq(pl_dict_string(dict, key), pl_dict_string(dict, mine));
+            }
+        }
+        if (!replaced)
+            idx[n++] = ai;
+    }
+    memcpy(idx + n, slot->ids, n_ids * sizeof(int32_t));
+    memcpy(idx + n + n_ids, slot->idx, slot->n * sizeof(int32_t));
+    s->attribute_indices = idx;
+    s->n_attribute_indices = n + n_add;
+    return slot;
+}
+
+/* Pool id of the leaf function of a sample (through the writer's
+ * per-dictionary cache). */
+static uint32_t sample_function(correlation *self, pl_batch *batch, const pl_sample *s)
+{
+    dict_writer *w = &self->writer;
+    const pl_dictionary *dict = &batch->data.profiles.dict;
+    int32_t fi = leaf_function(dict, s);
+    if (writer_bind(w, batch))
+        return 0;
+    if (!w->fn_ids) {
+        w->n_fn_ids = dict->n_functions;
+        w->fn_ids = calloc(w->n_fn_ids ? w->n_fn_ids : 1, sizeof(uint32_t));
+        if (!w->fn_ids)
+            return 0;
+    }
+    if (fi <= 0 || (uint32_t)fi >= w->n_fn_ids)
+        return corr_fn_pool_id(self, PL_BYTES_LIT("[unknown]"));
+    if (!w->fn_ids[fi]) {
+        pl_bytes name = pl_dict_string(dict, dict->functions[fi].name_strindex);
+        w->fn_ids[fi] = corr_fn_pool_id(self, name.len ? name : PL_BYTES_LIT("[unknown]"));
+    }
+    return w->fn_ids[fi];
+}
+
+/* Links sample s (of profile pi) to the held span entry e. The ancestors'
+ * totals are updated when the linking session ends (corr_link_session_end): until
+ * then no marker is added, so entries do not move. */
+void corr_link_sample(correlation *self, span_entry *e, pl_sample *s, profile_info *pi)
+{
+    link_target tg;
+    memset(&tg, 0, sizeof(tg));
+    tg.entry = e;
+    tg.id = e->span;
+    tg.trace_id =
+        trace_id_valid(e->span->trace_id, e->span->trace_id_len) ? e->span->trace_id : NULL;
+    memcpy(tg.span_id, e->span->span_id, 8);
+    enrich_slot *slot = enrich_sample(self, &tg, s, pi->batch);
+    contrib c = sample_contrib(pi, s);
+    uint32_t fn = c.top && self->cfg.top_functions > 0 ? sample_function(self, pi->batch, s) : 0;
+    span_stats *st = corr_entry_stats(self, e);
+    if (st) {
+        st->linked++;
+        st->samples += c.samples;
+        st->samples_total += c.samples;
+        st->cpu_self += c.cpu;
+        st->cpu_total += c.cpu;
+        st->wall_self += c.wall;
+        st->wall_total += c.wall;
+        if (fn)
+            corr_stats_add_function(self, st, fn, c.top);
+    }
+    if (slot) {
+        slot->roll.samples += c.samples;
+        slot->roll.cpu += c.cpu;
+        slot->roll.wall += c.wall;
+    }
+    (*self->c_linked_samples)++;
+}
+
+/* Enriches late sample s from the summary of its departed span: the same
+ * labels and link as on time, but nothing to add to (the span has left). */
+void corr_link_late(correlation *self, const late_span *ls, pl_sample *s, profile_info *pi)
+{
+    link_target tg;
+    memset(&tg, 0, sizeof(tg));
+    tg.late = ls;
+    tg.id = ls;
+    tg.trace_id = ls->has_trace ? ls->trace_id : NULL;
+    memcpy(tg.span_id, &ls->key, 8);
+    enrich_sample(self, &tg, s, pi->batch);
+    (*self->c_late_linked)++;
+}
+
+/* Hands the contributions gathered during a linking session up to the
+ * ancestors, and forgets the session's caches. */
+void corr_link_session_end(correlation *self)
+{
+    if (self->cache_count) {
+        for (uint32_t i = 0; i <= self->cache_mask; i++) {
+            enrich_slot *slot = &self->cache[i];
+            if (!slot->span || slot->late ||
+                !(slot->roll.samples || slot->roll.cpu || slot->roll.wall))
+                continue;
+            span_entry *e = corr_entry_of_span(self, slot->span);
+            if (e)
+                corr_roll_up(self, e, slot->roll);
+        }
+    }
+    corr_cache_clear(self);
+    corr_writer_reset(&self->writer);
+}
+
+/* Tries to link a sample to a held span. */
+span_entry *corr_match_sample(correlation *self, uint64_t key, const uint8_t *trace, bool has_time,
+                              uint64_t lo, uint64_t hi)
+{
+    SPAN_EACH(&self->spans, key, i)
+    {
+        span_entry *e = &self->spans.slots[i];
+        if (e->state != ENTRY_HELD)
+            continue;
+        const pl_span *sp = e->span;
+        if (trace && trace_id_valid(sp->trace_id, sp->trace_id_len) &&
+            memcmp(sp->trace_id, trace, 16) != 0)
+            continue;
+        if (has_time && !corr_span_time_matches(self, sp, lo, hi))
+            continue;
+        return e;
+    }
+    return NULL;
+}

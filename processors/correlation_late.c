@@ -1,0 +1,441 @@
+/*
+ * correlation_late.c: summaries of departed spans, for samples that come
+ * after their span left.
+ *
+ * An SDK that uploads late (a busy Node.js event loop, a retry) or a span
+ * pushed out by a bound leaves samples behind their span. When a held span
+ * leaves, a compact summary of it stays for `late_window`: span id, trace id,
+ * times, name, local root name, service and the `span_attributes` values
+ * (found on the span or its ancestors up to the local root, as for on-time
+ * samples). A sample that finds no held span but a summary is enriched from
+ * it like an on-time one, and counted in `late_linked_samples`.
+ *
+ * The store is a ring of LATE_GENS generations, each with its own entries,
+ * span-id index, and interned strings. New summaries go into the newest; a
+ * generation is opened every late_window / LATE_GENS, or when the newest
+ * reaches its share of late_max_spans or late_max_bytes, and the oldest is
+ * dropped whole once its last summary is older than late_window or a bound is
+ * exceeded. Nothing is ever deleted from a table, so no tombstones, and
+ * expiry costs one free() per table. A lookup looks in every generation,
+ * newest first.
+ *
+ * Span ids are chosen by clients: the index hashes with the process key, and
+ * at most LATE_SAME_ID summaries of one generation share a span id (more are
+ * not kept), so that a flood of one id stays linear.
+ */
+#include "correlation_int.h"
+
+#define LATE_GENS       8
+#define LATE_SAME_ID    4
+#define LATE_MAX_STRING 4096 /* longer names and values are not kept */
+
+typedef struct late_str {
+    uint32_t off, len;
+} late_str;
+
+typedef struct late_gen {
+    late_span *spans;
+    uint32_t n, cap;
+    pl_htab ids; /* span id -> spans index + 1 */
+    late_str *strs;
+    uint32_t n_strs, cap_strs;
+    pl_htab str_index; /* string -> strs index + 1 */
+    char *text;
+    size_t text_len, text_cap;
+    late_val *vals;
+    uint32_t n_vals, cap_vals;
+    uint64_t opened_ns, newest_ns;
+} late_gen;
+
+struct late_store {
+    late_gen gens[LATE_GENS];
+    uint32_t cur;
+    size_t count, bytes;
+    uint64_t window;
+    size_t max_count, max_bytes;
+};
+
+static size_t gen_bytes(const late_gen *g)
+{
+    return (size_t)g->cap * sizeof(late_span) + (size_t)g->ids.cap * 8 +
+           (size_t)g->cap_strs * sizeof(late_str) + (size_t)g->str_index.cap * 8 + g->text_cap +
+           (size_t)g->cap_vals * sizeof(late_val);
+}
+
+static void gen_clear(struct late_store *ls, late_gen *g)
+{
+    ls->count -= g->n;
+    ls->bytes -= gen_bytes(g);
+    free(g->spans);
+    pl_htab_free(&g->ids);
+    free(g->strs);
+    pl_htab_free(&g->str_index);
+    free(g->text);
+    free(g->vals);
+    memset(g, 0, sizeof(*g));
+}
+
+int corr_late_init(correlation *self)
+{
+    if (self->cfg.late_window <= 0 || self->cfg.late_max_spans <= 0 || !self->cfg.late_max_bytes)
+        return 0;
+    struct late_store *ls = calloc(1, sizeof(*ls));
+    if (!ls)
+        return -1;
+    ls->window = (uint64_t)self->cfg.late_window;
+    ls->max_count = (size_t)self->cfg.late_max_spans;
+    ls->max_bytes = (size_t)self->cfg.late_max_bytes;
+    self->late = ls;
+    return 0;
+}
+
+void corr_late_free(correlation *self)
+{
+    struct late_store *ls = self->late;
+    if (!ls)
+        return;
+    for (int i = 0; i < LATE_GENS; i++)
+        gen_clear(ls, &ls->gens[i]);
+    free(ls);
+    self->late = NULL;
+}
+
+size_t corr_late_count(const correlation *self)
+{
+    return self->late ? self->late->count : 0;
+}
+
+size_t corr_late_bytes(const correlation *self)
+{
+    return self->late ? self->late->bytes + sizeof(struct late_store) : 0;
+}
+
+/* Drops generations whose newest summary is older than the window, and the
+ * oldest ones while a bound is exceeded (never the newest). */
+void corr_late_expire(correlation *self, uint64_t now)
+{
+    struct late_store *ls = self->late;
+    if (!ls)
+        return;
+    for (uint32_t k = 1; k <= LATE_GENS; k++) {
+        uint32_t i = (ls->cur + k) % LATE_GENS; /* oldest first */
+        late_gen *g = &ls->gens[i];
+        if (!g->n && !g->cap)
+            continue;
+        bool old = sat_add(g->newest_ns, ls->window) <= now;
+        bool over = i != ls->cur && (ls->count > ls->max_count || ls->bytes > ls->max_bytes);
+        if (old || over)
+            gen_clear(ls, g);
+    }
+}
+
+/* Opens a new generation when the newest has its share of time or room. */
+static late_gen *gen_for_add(correlation *self, uint64_t now)
+{
+    struct late_store *ls = self->late;
+    late_gen *g = &ls->gens[ls->cur];
+    uint64_t span = ls->window / LATE_GENS;
+    bool full =
+        g->n >= ls->max_count / LATE_GENS + 1 || gen_bytes(g) >= ls->max_bytes / LATE_GENS + 4096;
+    if (g->n && (now >= sat_add(g->opened_ns, span) || full)) {
+        ls->cur = (ls->cur + 1) % LATE_GENS;
+        g = &ls->gens[ls->cur];
+        gen_clear(ls, g); /* the oldest goes when the ring comes round */
+    }
+    if (!g->n)
+        g->opened_ns = now;
+    return g;
+}
+
+static bool grow(void **items, uint32_t *cap, uint32_t need, size_t elem, size_t *bytes)
+{
+    if (need <= *cap)
+        return true;
+    uint32_t c = *cap ? *cap : 64;
+    while (c < need)
+        c *= 2;
+    void *p = realloc(*items, (size_t)c * elem);
+    if (!p)
+        return false;
+    *bytes += (size_t)(c - *cap) * elem;
+    *items = p;
+    *cap = c;
+    return true;
+}
+
+typedef struct str_key {
+    const late_gen *g;
+    pl_bytes s;
+} str_key;
+
+static bool str_eq(const void *ctx, uint32_t val)
+{
+    const str_key *k = ctx;
+    const late_str *s = &k->g->strs[val - 1];
+    return s->len == k->s.len && memcmp(k->g->text + s->off, k->s.ptr, s->len) == 0;
+}
+
+/* Interns s in generation g: its id (index + 1), 0 when empty, too long or
+ * out of memory. */
+static uint32_t gen_string(struct late_store *ls, late_gen *g, pl_bytes s)
+{
+    if (!s.len || s.len > LATE_MAX_STRING)
+        return 0;
+    uint32_t h = (uint32_t)pl_hash_bytes(s.ptr, s.len);
+    str_key k = {g, s};
+    size_t before = gen_bytes(g);
+    uint32_t *slot = pl_htab_slot(&g->str_index, h, str_eq, &k);
+    if (!slot)
+        return 0;
+    if (*slot) {
+        ls->bytes += gen_bytes(g) - before;
+        return *slot;
+    }
+    size_t dummy = 0;
+    if (!grow((void **)&g->strs, &g->cap_strs, g->n_strs + 1, sizeof(late_str), &dummy))
+        return 0;
+    if (g->text_len + s.len > g->text_cap) {
+        size_t c = g->text_cap ? g->text_cap : 4096;
+        while (c < g->text_len + s.len)
+            c *= 2;
+        char *t = realloc(g->text, c);
+        if (!t)
+            return 0;
+        g->text = t;
+        g->text_cap = c;
+    }
+    memcpy(g->text + g->text_len, s.ptr, s.len);
+    g->strs[g->n_strs++] = (late_str){(uint32_t)g->text_len, s.len};
+    g->text_len += s.len;
+    *slot = g->n_strs;
+    pl_htab_added(&g->str_index, slot, h);
+    ls->bytes += gen_bytes(g) - before;
+    return g->n_strs;
+}
+
+static pl_bytes gen_text(const late_gen *g, uint32_t id)
+{
+    if (!id || id > g->n_strs)
+        return (pl_bytes){NULL, 0};
+    const late_str *s = &g->strs[id - 1];
+    return (pl_bytes){(const uint8_t *)g->text + s->off, s->len};
+}
+
+/* Which generation holds summary ls (for its strings). */
+static const late_gen *gen_of(const correlation *self, const late_span *s)
+{
+    for (int i = 0; i < LATE_GENS; i++) {
+        const late_gen *g = &self->late->gens[i];
+        if (g->n && s >= g->spans && s < g->spans + g->n)
+            return g;
+    }
+    return NULL;
+}
+
+typedef struct id_key_ctx {
+    const late_gen *g;
+    uint64_t key;
+    const uint8_t *trace; /* NULL: any */
+    bool has_time;
+    uint64_t lo, hi, skew;
+    uint32_t same; /* insert: summaries seen with this key */
+    bool insert;
+} id_key_ctx;
+
+static bool id_eq(const void *ctx, uint32_t val)
+{
+    id_key_ctx *k = (id_key_ctx *)ctx;
+    const late_span *s = &k->g->spans[val - 1];
+    if (s->key != k->key)
+        return false;
+    if (k->insert)
+        return ++k->same >= LATE_SAME_ID; /* stops the probe: no room for this id */
+    if (k->trace && s->has_trace && memcmp(s->trace_id, k->trace, 16) != 0)
+        return false;
+    if (k->has_time && (s->start || s->end)) {
+        uint64_t a = s->start > k->skew ? s->start - k->skew : 0;
+        if (!(k->lo <= sat_add(s->end, k->skew) && k->hi >= a))
+            return false;
+    }
+    return true;
+}
+
+/* A departed span's summary for a sample (span id, trace id when known,
+ * time when known); NULL when none. */
+const late_span *corr_late_find(correlation *self, uint64_t key, const uint8_t *trace,
+                                bool has_time, uint64_t lo, uint64_t hi)
+{
+    struct late_store *ls = self->late;
+    if (!ls || !ls->count)
+        return NULL;
+    uint32_t h = (uint32_t)id_hash(key);
+    for (uint32_t k = 0; k < LATE_GENS; k++) {
+        const late_gen *g = &ls->gens[(ls->cur + LATE_GENS - k) % LATE_GENS];
+        if (!g->n)
+            continue;
+        id_key_ctx c = {g, key, trace, has_time, lo, hi, self->skew, 0, false};
+        uint32_t v = pl_htab_get(&g->ids, h, id_eq, &c);
+        if (v)
+            return &g->spans[v - 1];
+    }
+    return NULL;
+}
+
+static bool scalar(const pl_value *v)
+{
+    return v->type == PL_VALUE_STRING || v->type == PL_VALUE_INT || v->type == PL_VALUE_DOUBLE ||
+           v->type == PL_VALUE_BOOL;
+}
+
+/* Keeps a summary of held span `e` (about to leave) for late samples. */
+void corr_late_add(correlation *self, span_entry *e, uint64_t now)
+{
+    struct late_store *ls = self->late;
+    if (!ls)
+        return;
+    const pl_span *sp = e->span;
+    late_gen *g = gen_for_add(self, now);
+    uint32_t h = (uint32_t)id_hash(e->key);
+    size_t before = gen_bytes(g);
+    id_key_ctx c = {g, e->key, NULL, false, 0, 0, 0, 0, true};
+    uint32_t *slot = pl_htab_slot(&g->ids, h, id_eq, &c);
+    size_t dummy = 0;
+    if (!slot || *slot || !grow((void **)&g->spans, &g->cap, g->n + 1, sizeof(late_span), &dummy)) {
+        ls->bytes += gen_bytes(g) - before;
+        return; /* out of memory, or too many summaries with this span id */
+    }
+    ls->bytes += gen_bytes(g) - before;
+    late_span s;
+    memset(&s, 0, sizeof(s));
+    s.key = e->key;
+    s.service = e->service;
+    s.start = sp->start_time_unix_nano;
+    s.end = sp->end_time_unix_nano;
+    s.vals = UINT32_MAX;
+    if (trace_id_valid(sp->trace_id, sp->trace_id_len)) {
+        memcpy(s.trace_id, sp->trace_id, 16);
+        s.has_trace = true;
+    }
+    s.name = gen_string(ls, g, sp->name);
+
+    /* The local root and the span_attributes values, as for on-time samples:
+     * up the held ancestors of the same service; a parent that already left
+     * hands over what its own summary found. */
+    const pl_span *chain[MAX_ANCESTRY];
+    int n_chain = 0;
+    chain[n_chain++] = sp;
+    const pl_span *root = sp;
+    const late_span *gone_parent = NULL;
+    while (n_chain < MAX_ANCESTRY) {
+        if (!span_id_valid(root->parent_span_id, root->parent_span_id_len))
+            break;
+        uint64_t pkey = id_key(root->parent_span_id);
+        span_entry *p = corr_find_span(self, pkey, corr_span_trace(root), true, false);
+        if (!p) {
+            const late_span *lp = corr_late_find(self, pkey, corr_span_trace(root), false, 0, 0);
+            if (lp && lp->service == e->service)
+                gone_parent = lp;
+            break;
+        }
+        if (p->service != e->service)
+            break;
+        root = p->span;
+        chain[n_chain++] = root;
+    }
+    const late_gen *pg = gone_parent ? gen_of(self, gone_parent) : NULL;
+    if (pg)
+        s.root = gen_string(ls, g, gen_text(pg, gone_parent->root));
+    else
+        s.root = root == sp ? s.name : gen_string(ls, g, root->name);
+    size_t nk = self->n_span_attr_keys < 64 ? self->n_span_attr_keys : 64;
+    before = gen_bytes(g);
+    bool vals_ok = nk && grow((void **)&g->vals, &g->cap_vals, g->n_vals + (uint32_t)nk,
+                              sizeof(late_val), &dummy);
+    ls->bytes += gen_bytes(g) - before;
+    if (vals_ok) {
+        s.vals = g->n_vals;
+        for (size_t k = 0; k < nk; k++) {
+            pl_bytes key = self->span_attr_keys[k];
+            late_val v;
+            memset(&v, 0, sizeof(v));
+            for (int depth = 0; depth < n_chain; depth++) {
+                pl_kv *kv = pl_attrs_find(&chain[depth]->attrs, (const char *)key.ptr, key.len);
+                if (kv && scalar(&kv->value)) {
+                    v.type = (uint8_t)kv->value.type;
+                    if (kv->value.type == PL_VALUE_STRING) {
+                        v.u.str = gen_string(ls, g, kv->value.u.str);
+                        if (!v.u.str)
+                            v.type = 0;
+                    } else if (kv->value.type == PL_VALUE_INT) {
+                        v.u.i = kv->value.u.i;
+                    } else if (kv->value.type == PL_VALUE_DOUBLE) {
+                        v.u.d = kv->value.u.d;
+                    } else {
+                        v.u.b = kv->value.u.b;
+                    }
+                    break;
+                }
+            }
+            if (!v.type && pg && gone_parent->vals != UINT32_MAX) {
+                v = pg->vals[gone_parent->vals + k];
+                if (v.type == PL_VALUE_STRING) {
+                    v.u.str = gen_string(ls, g, gen_text(pg, v.u.str));
+                    if (!v.u.str)
+                        v.type = 0;
+                }
+            }
+            g->vals[g->n_vals++] = v;
+        }
+    }
+    /* Only the string tables changed since: the id slot is still the one. */
+    g->spans[g->n++] = s;
+    *slot = g->n;
+    pl_htab_added(&g->ids, slot, h);
+    if (now > g->newest_ns)
+        g->newest_ns = now;
+    ls->count++;
+}
+
+/* The labels of a summary, as build_span_labels makes them for a held span:
+ * span name, local root name, service.name, then the span_attributes found.
+ * Strings point into the store (valid until the next release). */
+size_t corr_late_labels(correlation *self, const late_span *s, label *items, size_t max)
+{
+    const late_gen *g = gen_of(self, s);
+    size_t n = 0;
+    if (!g || max < 3)
+        return 0;
+    items[n++] = (label){self->names[NAME_SPAN_NAME], pl_value_string(gen_text(g, s->name))};
+    items[n++] = (label){self->names[NAME_ROOT_SPAN_NAME], pl_value_string(gen_text(g, s->root))};
+    pl_bytes svc = corr_service_name(self, s->service);
+    if (svc.len)
+        items[n++] = (label){self->names[NAME_SERVICE_NAME], pl_value_string(svc)};
+    if (s->vals == UINT32_MAX)
+        return n;
+    size_t nk = self->n_span_attr_keys < 64 ? self->n_span_attr_keys : 64;
+    for (size_t k = 0; k < nk && n < max; k++) {
+        const late_val *v = &g->vals[s->vals + k];
+        pl_value val;
+        memset(&val, 0, sizeof(val));
+        switch (v->type) {
+        case PL_VALUE_STRING:
+            val = pl_value_string(gen_text(g, v->u.str));
+            break;
+        case PL_VALUE_INT:
+            val = pl_value_int(v->u.i);
+            break;
+        case PL_VALUE_DOUBLE:
+            val.type = PL_VALUE_DOUBLE;
+            val.u.d = v->u.d;
+            break;
+        case PL_VALUE_BOOL:
+            val.type = PL_VALUE_BOOL;
+            val.u.b = v->u.b;
+            break;
+        default:
+            continue;
+        }
+        items[n++] = (label){self->span_attr_keys[k], val};
+    }
+    return n;
+}

@@ -1,0 +1,548 @@
+/* correlation_release.c: see correlation.c for the design. */
+#include "correlation_int.h"
+
+/* ---- releasing -------------------------------------------------------------------------- */
+
+void corr_update_gauges(correlation *self)
+{
+    *self->g_held_spans = (int64_t)self->held_spans;
+    *self->g_pending_samples = (int64_t)self->pending_samples;
+    *self->g_held_bytes =
+        (int64_t)(self->held_bytes + corr_index_bytes(self) + corr_late_bytes(self));
+}
+
+/* Heaviest first; ties by pool id (first seen first), so output is stable. */
+static int cmp_fn_weight(const void *a, const void *b)
+{
+    const top_fn *x = a, *y = b;
+    if (x->weight != y->weight)
+        return x->weight < y->weight ? 1 : -1;
+    return x->fn < y->fn ? -1 : x->fn > y->fn;
+}
+
+static void put_int(pl_batch *b, pl_span *sp, pl_bytes key, uint64_t v)
+{
+    pl_bytes k = pl_batch_bytes(b, key.ptr, key.len);
+    if (k.ptr)
+        pl_attrs_put(&b->arena, &sp->attrs, k, pl_value_int((int64_t)v));
+}
+
+/* Writes the profile summary on a span. */
+static void enrich_span(correlation *self, pl_batch *b, pl_span *sp, span_stats *s)
+{
+    if (s->linked) {
+        char hex[17];
+        pl_hex_encode(sp->span_id, 8, hex);
+        pl_bytes k =
+            pl_batch_bytes(b, self->names[NAME_PROFILE_ID].ptr, self->names[NAME_PROFILE_ID].len);
+        pl_bytes v = pl_batch_bytes(b, hex, 16);
+        if (k.ptr && v.ptr)
+            pl_attrs_put(&b->arena, &sp->attrs, k, pl_value_string(v));
+        put_int(b, sp, self->names[NAME_SAMPLES], s->samples);
+        put_int(b, sp, self->names[NAME_CPU], s->cpu_self);
+        if (s->wall_self)
+            put_int(b, sp, self->names[NAME_WALL], s->wall_self);
+        uint32_t n_top = s->n_fns < (uint32_t)self->cfg.top_functions
+                             ? s->n_fns
+                             : (uint32_t)self->cfg.top_functions;
+        if (n_top && s->top_weight) {
+            top_fn *fns = corr_stats_fns(s);
+            qsort(fns, s->n_fns, sizeof(top_fn), cmp_fn_weight);
+            pl_value *items = pl_batch_alloc(b, n_top * sizeof(pl_value));
+            pl_bytes k2 = pl_batch_bytes(b, self->names[NAME_TOP].ptr, self->names[NAME_TOP].len);
+            if (items && k2.ptr) {
+                for (uint32_t i = 0; i < n_top; i++) {
+                    char buf[64];
+                    double share = 100.0 * (double)fns[i].weight / (double)s->top_weight;
+                    int m = snprintf(buf, sizeof(buf), " (%.1f%%)", share);
+                    const fn_name *fname = &self->fn_names[fns[i].fn];
+                    size_t len = fname->len + (size_t)m;
+                    char *text = pl_batch_alloc(b, len + 1);
+                    if (!text)
+                        return;
+                    memcpy(text, fname->name, fname->len);
+                    memcpy(text + fname->len, buf, (size_t)m);
+                    items[i] = pl_value_string((pl_bytes){(const uint8_t *)text, (uint32_t)len});
+                }
+                pl_value arr;
+                memset(&arr, 0, sizeof(arr));
+                arr.type = PL_VALUE_ARRAY;
+                arr.u.array.items = items;
+                arr.u.array.n = n_top;
+                pl_attrs_put(&b->arena, &sp->attrs, k2, arr);
+            }
+        }
+    }
+    if (s->linked || s->cpu_total)
+        put_int(b, sp, self->names[NAME_CPU_TOTAL], s->cpu_total);
+}
+
+/* ---- handing on, and the next consumer's refusals ------------------------------------------ */
+
+/* A released batch the next consumer refused with a retryable status (a
+ * full queue, memory pressure downstream): kept, in order, and offered again
+ * on the next tick. Meanwhile new batches of its signal are refused with the
+ * same status, so clients retry instead of being answered for data that
+ * could not go on. The consumer takes a batch whatever it answers, so each
+ * attempt sends a copy; the original is freed once a copy is taken. */
+typedef struct retry_item {
+    pl_batch *batch;
+    pl_consumer *next;
+    size_t items, bytes;
+} retry_item;
+
+#define RETRY_NS (1000000000ull) /* between attempts */
+
+static void dropped(correlation *self, pl_signal sig, size_t items, pl_status st, const char *why)
+{
+    pl_stats_add(self->stats, sig, PL_STAT_DROPPED, items);
+    pl_error(COMPONENT, "%s: %zu %s dropped: the next consumer refused them (%s)%s", self->id,
+             items, pl_signal_name(sig), pl_status_name(st), why);
+}
+
+static void keep(correlation *self, pl_consumer *next, pl_batch *b, size_t items, pl_status st)
+{
+    if (self->n_retry == self->cap_retry) {
+        uint32_t cap = self->cap_retry ? self->cap_retry * 2 : 16;
+        retry_item *r = realloc(self->retry, cap * sizeof(retry_item));
+        if (!r) {
+            dropped(self, b->signal, items, st, ", out of memory to keep them");
+            pl_batch_free(b);
+            return;
+        }
+        self->retry = r;
+        self->cap_retry = cap;
+    }
+    size_t bytes = pl_batch_memory(b);
+    self->retry[self->n_retry++] = (retry_item){b, next, items, bytes};
+    self->retry_bytes += bytes;
+    if (st != PL_OK)
+        self->retry_status = st;
+    /* Bounded: a quarter of max_bytes; beyond it the oldest go. */
+    while (self->n_retry > 1 && self->retry_bytes > self->cfg.max_bytes / 4) {
+        retry_item *o = &self->retry[0];
+        dropped(self, o->batch->signal, o->items, self->retry_status,
+                ", more than max_bytes / 4 waiting");
+        self->retry_bytes -= o->bytes;
+        pl_batch_free(o->batch);
+        memmove(self->retry, self->retry + 1, (self->n_retry - 1) * sizeof(retry_item));
+        self->n_retry--;
+    }
+}
+
+/* Hands a released batch on. Window and coverage releases keep what is
+ * refused; a bound, memory pressure or shutdown cannot keep anything. */
+static void hand_on(correlation *self, pl_consumer *next, pl_batch *b, int reason)
+{
+    size_t items = pl_batch_items(b);
+    pl_signal sig = b->signal;
+    if (reason == RELEASE_EARLY || reason == RELEASE_FLUSH) {
+        pl_status st = pl_consumer_consume(next, b);
+        if (st != PL_OK) {
+            *self->c_refused += items;
+            dropped(self, sig, items, st, "");
+        }
+        return;
+    }
+    if (self->n_retry) {
+        keep(self, next, b, items, PL_OK); /* behind those refused earlier */
+        return;
+    }
+    pl_batch *copy = pl_batch_clone(b);
+    if (!copy) {
+        pl_status st = pl_consumer_consume(next, b);
+        if (st != PL_OK) {
+            *self->c_refused += items;
+            dropped(self, sig, items, st, "");
+        }
+        return;
+    }
+    pl_status st = pl_consumer_consume(next, copy);
+    if (st == PL_OK) {
+        pl_batch_free(b);
+        return;
+    }
+    *self->c_refused += items;
+    if (!pl_status_retryable(st)) {
+        dropped(self, sig, items, st, "");
+        pl_batch_free(b);
+        return;
+    }
+    pl_warn(COMPONENT, "%s: the next consumer refused %zu %s (%s); kept, and %s refused meanwhile",
+            self->id, items, pl_signal_name(sig), pl_status_name(st), pl_signal_name(sig));
+    self->retry_at = sat_add(now_ns(self), RETRY_NS);
+    keep(self, next, b, items, st);
+}
+
+/* Offers the kept batches again (at most once per RETRY_NS unless forced by
+ * now = UINT64_MAX). True when none of signal `sig` is left waiting (any
+ * signal when sig is PL_SIGNAL_COUNT); *refusal is the status to answer with
+ * otherwise. */
+bool corr_retry(correlation *self, uint64_t now, pl_signal sig, pl_status *refusal)
+{
+    if (self->n_retry && now >= self->retry_at) {
+        self->retry_at = now == UINT64_MAX ? 0 : sat_add(now, RETRY_NS);
+        uint32_t done = 0;
+        while (done < self->n_retry) {
+            retry_item *r = &self->retry[done];
+            bool last = now == UINT64_MAX; /* shutdown: no copy, no keeping */
+            pl_batch *copy = last ? r->batch : pl_batch_clone(r->batch);
+            if (!copy)
+                break;
+            pl_status st = pl_consumer_consume(r->next, copy);
+            if (st != PL_OK && pl_status_retryable(st) && !last) {
+                self->retry_status = st;
+                break;
+            }
+            if (st != PL_OK)
+                dropped(self, r->batch->signal, r->items, st, last ? " at shutdown" : "");
+            if (!last)
+                pl_batch_free(r->batch);
+            self->retry_bytes -= r->bytes;
+            done++;
+        }
+        memmove(self->retry, self->retry + done, (self->n_retry - done) * sizeof(retry_item));
+        self->n_retry -= done;
+        corr_update_gauges(self);
+    }
+    for (uint32_t i = 0; i < self->n_retry; i++) {
+        if (sig == PL_SIGNAL_COUNT || self->retry[i].batch->signal == sig) {
+            *refusal = self->retry_status != PL_OK ? self->retry_status : PL_ERR_REFUSED;
+            return false;
+        }
+    }
+    return true;
+}
+
+void corr_retry_free(correlation *self)
+{
+    for (uint32_t i = 0; i < self->n_retry; i++)
+        pl_batch_free(self->retry[i].batch);
+    free(self->retry);
+    self->retry = NULL;
+    self->n_retry = self->cap_retry = 0;
+    self->retry_bytes = 0;
+}
+
+static void release_span_batch(correlation *self, uint32_t hi, int reason)
+{
+    held_batch *h = &self->held[hi];
+    pl_batch *b = h->batch;
+    pl_consumer *next = h->next;
+    uint32_t linked = 0;
+    if (h->indexed) {
+        uint64_t now = now_ns(self);
+        uint32_t expiry = to_ms(self, now + self->sample_window);
+        pl_traces *t = &b->data.traces;
+        for (uint32_t r = 0; r < t->n_resources; r++) {
+            pl_resource_spans *rs = &t->resources[r];
+            for (uint32_t sc = 0; sc < rs->n_scopes; sc++) {
+                pl_scope_spans *ss = &rs->scopes[sc];
+                for (uint32_t k = 0; k < ss->n_spans; k++) {
+                    pl_span *sp = &ss->spans[k];
+                    if (k + PREFETCH_AHEAD < ss->n_spans)
+                        corr_span_table_prefetch(&self->spans, &ss->spans[k + PREFETCH_AHEAD]);
+                    if (!span_id_valid(sp->span_id, sp->span_id_len))
+                        continue;
+                    uint64_t key = id_key(sp->span_id);
+                    uint32_t slot = UINT32_MAX;
+                    SPAN_EACH(&self->spans, key, i)
+                    {
+                        if (self->spans.slots[i].span == sp) {
+                            slot = i;
+                            break;
+                        }
+                    }
+                    if (slot == UINT32_MAX)
+                        continue; /* not indexed (out of memory at insert) */
+                    span_entry *e = &self->spans.slots[slot];
+                    if (e->stats) {
+                        span_stats *st = &self->stats_arr[e->stats];
+                        linked += st->linked > 0;
+                        enrich_span(self, b, sp, st);
+                        corr_stats_release(self, e->stats);
+                        e->stats = 0;
+                    }
+                    self->indexed_spans--;
+                    if (reason != RELEASE_FLUSH)
+                        corr_late_add(self, e, now);
+                    if (reason != RELEASE_FLUSH && self->markers < (size_t)self->cfg.max_spans) {
+                        /* Remember it for a sample window, to count late samples. */
+                        e->span = NULL;
+                        e->held = 0;
+                        e->state = ENTRY_GONE;
+                        e->expiry_ms = expiry;
+                        self->markers++;
+                    } else {
+                        corr_span_table_delete(&self->spans, slot);
+                    }
+                }
+            }
+        }
+    } else {
+        self->unindexed_batches--;
+    }
+    *self->c_linked_spans += linked;
+    *self->c_unlinked_spans += h->items - linked;
+    if (reason == RELEASE_EARLY)
+        *self->c_early_spans += h->items;
+    else if (reason == RELEASE_COVERED)
+        *self->c_covered_spans += h->items;
+    self->held_spans -= h->items;
+    self->held_bytes -= h->bytes;
+    corr_held_unlink_and_free(self, hi);
+    corr_update_gauges(self);
+    hand_on(self, next, b, reason);
+}
+
+static void release_sample_batch(correlation *self, uint32_t hi, int reason)
+{
+    held_batch *h = &self->held[hi];
+    pl_batch *b = h->batch;
+    pl_consumer *next = h->next;
+    uint32_t expiry = to_ms(self, now_ns(self) + self->span_window);
+    for (uint32_t r = 0; r < h->n_refs; r++) {
+        pending_ref *ref = &h->refs[r];
+        uint32_t i = corr_pending_table_next(&self->pending, ref->key, UINT32_MAX);
+        while (i != UINT32_MAX) {
+            pending_entry *pe = &self->pending.slots[i];
+            if (pe->state == 0 && pe->sample == ref->sample)
+                break;
+            i = corr_pending_table_next(&self->pending, ref->key, (i + 1) & self->pending.mask);
+        }
+        if (i == UINT32_MAX)
+            continue; /* linked meanwhile */
+        pending_entry *pe = &self->pending.slots[i];
+        (*self->c_unlinked_samples)++;
+        if (reason == RELEASE_EARLY)
+            (*self->c_early_samples)++;
+        self->pending_samples--;
+        if (reason != RELEASE_FLUSH &&
+            self->pending_markers < (size_t)self->cfg.max_pending_samples) {
+            pe->sample = NULL;
+            pe->pinfo = NULL;
+            pe->held = 0;
+            pe->state = 1;
+            pe->expiry_ms = expiry & 0x7fffffff;
+            self->pending_markers++;
+        } else {
+            corr_pending_table_delete(&self->pending, i);
+        }
+    }
+    self->held_bytes -= h->bytes;
+    corr_held_unlink_and_free(self, hi);
+    corr_update_gauges(self);
+    hand_on(self, next, b, reason);
+}
+
+void corr_release(correlation *self, uint32_t hi, int reason)
+{
+    if (self->held[hi].side == SIDE_SPANS)
+        release_span_batch(self, hi, reason);
+    else
+        release_sample_batch(self, hi, reason);
+}
+
+void corr_release_all(correlation *self, int reason)
+{
+    for (int side = 0; side < 2; side++)
+        while (self->head[side])
+            corr_release(self, self->head[side], reason);
+}
+
+size_t corr_index_bytes(const correlation *self)
+{
+    return ((size_t)self->spans.mask + 1) * sizeof(span_entry) +
+           ((size_t)self->pending.mask + 1) * sizeof(pending_entry) +
+           (size_t)self->cap_stats * sizeof(span_stats) +
+           (size_t)self->cap_held * sizeof(held_batch) +
+           (size_t)self->cap_fn_names * sizeof(fn_name) +
+           ((size_t)self->fn_index_mask + 1) * sizeof(uint32_t) + self->fn_bytes +
+           corr_service_bytes(self);
+}
+
+/* Pushes the oldest batches out while a bound is exceeded. */
+void corr_enforce_bounds(correlation *self)
+{
+    if (pl_memory_state_get() == PL_MEMORY_HARD) {
+        corr_release_all(self, RELEASE_EARLY);
+        return;
+    }
+    while (self->head[SIDE_SPANS] && self->held_spans > (size_t)self->cfg.max_spans)
+        corr_release(self, self->head[SIDE_SPANS], RELEASE_EARLY);
+    while (self->head[SIDE_SAMPLES] &&
+           self->pending_samples > (size_t)self->cfg.max_pending_samples)
+        corr_release(self, self->head[SIDE_SAMPLES], RELEASE_EARLY);
+    while ((self->head[0] || self->head[1]) &&
+           self->held_bytes + corr_index_bytes(self) > self->cfg.max_bytes) {
+        uint32_t a = self->head[SIDE_SPANS], b = self->head[SIDE_SAMPLES];
+        uint32_t oldest = !a ? b : !b ? a : self->held[a].seq < self->held[b].seq ? a : b;
+        corr_release(self, oldest, RELEASE_EARLY);
+    }
+}
+
+bool corr_batch_covered(correlation *self, const held_batch *h)
+{
+    uint64_t now = now_ns(self);
+    for (uint32_t i = 0; i < h->n_covers; i++) {
+        const cover *c = &h->covers[i];
+        if (!corr_service_covers(self, c->service, c->max_end, now))
+            return false;
+    }
+    return h->n_covers > 0;
+}
+
+void corr_release_covered(correlation *self)
+{
+    if (!self->cfg.early_release)
+        return;
+    uint32_t i = self->head[SIDE_SPANS];
+    while (i) {
+        uint32_t next = self->held[i].next_held;
+        if (corr_batch_covered(self, &self->held[i]))
+            corr_release(self, i, RELEASE_COVERED);
+        i = next;
+    }
+}
+
+void corr_flush_release_queue(correlation *self)
+{
+    for (uint32_t k = 0; k < self->n_release; k++) {
+        uint32_t hi = self->release_queue[k];
+        if (self->held[hi].batch && self->held[hi].side == SIDE_SAMPLES &&
+            self->held[hi].items == 0)
+            corr_release(self, hi, RELEASE_WINDOW);
+    }
+    self->n_release = 0;
+}
+
+void corr_queue_release(correlation *self, uint32_t hi)
+{
+    if (self->n_release == self->cap_release) {
+        uint32_t cap = self->cap_release ? self->cap_release * 2 : 16;
+        uint32_t *q = realloc(self->release_queue, cap * sizeof(uint32_t));
+        if (!q)
+            return; /* it will leave when its window closes */
+        self->release_queue = q;
+        self->cap_release = cap;
+    }
+    self->release_queue[self->n_release++] = hi;
+}
+
+/* ---- expiry of markers ------------------------------------------------------------------ */
+
+/* How many slots of a table of `cap` to visit now: the whole table once per
+ * (shortest) window, spread over the ticks by elapsed time, so a marker
+ * outlives its expiry by at most about one window. */
+static uint32_t sweep_budget(correlation *self, uint32_t cap, uint64_t now)
+{
+    uint64_t w = self->span_window < self->sample_window ? self->span_window : self->sample_window;
+    uint64_t elapsed = now > self->last_sweep_ns ? now - self->last_sweep_ns : 0;
+    if (!w || elapsed >= w)
+        return cap;
+    uint64_t b = (uint64_t)cap * elapsed / w + 64;
+    return b > cap ? cap : (uint32_t)b;
+}
+
+static void sweep_markers(correlation *self, uint64_t now)
+{
+    uint32_t now_ms = to_ms(self, now);
+    span_table *t = &self->spans;
+    uint32_t cap = t->mask + 1;
+    uint32_t budget = self->markers ? sweep_budget(self, cap, now) : 0;
+    uint32_t i = self->sweep_pos & t->mask;
+    /* Only slots moved past count against the budget: a deletion may pull
+     * the next entry into slot i, which is then looked at again. */
+    for (uint32_t n = 0; n < budget;) {
+        span_entry *e = &t->slots[i];
+        if (e->key && e->state != ENTRY_HELD && e->expiry_ms <= now_ms) {
+            corr_stats_release(self, e->stats);
+            corr_span_table_delete(t, i);
+            self->markers--;
+            continue;
+        }
+        i = (i + 1) & t->mask;
+        n++;
+    }
+    self->sweep_pos = i;
+
+    pending_table *p = &self->pending;
+    cap = p->mask + 1;
+    budget = self->pending_markers ? sweep_budget(self, cap, now) : 0;
+    i = self->pending_sweep_pos & p->mask;
+    for (uint32_t n = 0; n < budget;) {
+        pending_entry *e = &p->slots[i];
+        if (e->key && e->state == 1 && e->expiry_ms <= now_ms) {
+            corr_pending_table_delete(p, i);
+            self->pending_markers--;
+            continue;
+        }
+        i = (i + 1) & p->mask;
+        n++;
+    }
+    self->pending_sweep_pos = i;
+    self->last_sweep_ns = now;
+}
+
+/* After a burst the tables would keep their size: halve them (down to 1024
+ * slots) while they are less than an eighth full, so that memory follows
+ * what is held. Only between linking sessions: entries move. */
+static void shrink_tables(correlation *self)
+{
+    uint64_t cap = (uint64_t)self->spans.mask + 1;
+    if (cap > 1024 && (uint64_t)self->spans.count * 8 < cap) {
+        uint64_t want = cap;
+        while (want > 1024 && (uint64_t)self->spans.count * 8 < want)
+            want /= 2;
+        corr_span_table_resize(&self->spans, want); /* on failure the old table stays */
+        self->sweep_pos = 0;
+    }
+    cap = (uint64_t)self->pending.mask + 1;
+    if (cap > 1024 && (uint64_t)self->pending.count * 8 < cap) {
+        uint64_t want = cap;
+        while (want > 1024 && (uint64_t)self->pending.count * 8 < want)
+            want /= 2;
+        corr_pending_table_resize(&self->pending, want);
+        self->pending_sweep_pos = 0;
+    }
+}
+
+void pl_correlation_tick(void *p)
+{
+    correlation *self = p;
+    uint64_t now = now_ns(self);
+    pl_status refusal;
+    corr_retry(self, now, (pl_signal)PL_SIGNAL_COUNT, &refusal);
+    /* Span batches hold for their services' cadences, so their deadlines
+     * are not in arrival order: look at each. Samples wait one window. */
+    for (uint32_t i = self->head[SIDE_SPANS]; i;) {
+        uint32_t next = self->held[i].next_held;
+        held_batch *h = &self->held[i];
+        if (h->epoch != self->cadence_epoch && h->n_covers && self->cfg.max_window) {
+            /* A cadence was learned since it came: its hold follows. */
+            uint64_t hold = 0;
+            for (uint32_t k = 0; k < h->n_covers; k++) {
+                uint64_t hs = corr_service_hold(self, h->covers[k].service, now);
+                if (hs > hold)
+                    hold = hs;
+            }
+            h->deadline = sat_add(h->arrived, hold);
+            h->epoch = self->cadence_epoch;
+        }
+        if (h->deadline <= now)
+            corr_release(self, i, RELEASE_WINDOW);
+        i = next;
+    }
+    while (self->head[SIDE_SAMPLES] && self->held[self->head[SIDE_SAMPLES]].deadline <= now)
+        corr_release(self, self->head[SIDE_SAMPLES], RELEASE_WINDOW);
+    sweep_markers(self, now);
+    corr_late_expire(self, now);
+    shrink_tables(self);
+    corr_enforce_bounds(self);
+    corr_update_gauges(self);
+}
+
+void corr_on_timer(uv_timer_t *t)
+{
+    pl_correlation_tick(t->data);
+}
