@@ -75,10 +75,76 @@ pl_batch *pl_batch_new(pl_signal signal)
     return b;
 }
 
+const pl_wal_hooks *pl_wal_hooks_current;
+
+static void wal_release_all(pl_batch *b)
+{
+    pl_wal_tags *t = b->wal;
+    if (!t)
+        return;
+    for (uint32_t i = 0; i < t->n; i++)
+        if (pl_wal_hooks_current)
+            pl_wal_hooks_current->release(t->seq[i], t->settled, t->refused);
+    free(t->seq);
+    free(t);
+    b->wal = NULL;
+}
+
+int pl_batch_wal_add(pl_batch *b, uint64_t tag)
+{
+    pl_wal_tags *t = b->wal;
+    if (!t) {
+        t = calloc(1, sizeof(*t));
+        if (!t)
+            return -1;
+        b->wal = t;
+    }
+    for (uint32_t i = 0; i < t->n; i++)
+        if (t->seq[i] == tag)
+            return 0;
+    if (t->n == t->cap) {
+        uint32_t cap = t->cap ? t->cap * 2 : 4;
+        uint64_t *seq = realloc(t->seq, cap * sizeof(uint64_t));
+        if (!seq)
+            return -1;
+        t->seq = seq;
+        t->cap = cap;
+    }
+    t->seq[t->n++] = tag;
+    if (pl_wal_hooks_current)
+        pl_wal_hooks_current->retain(tag);
+    return 0;
+}
+
+int pl_batch_wal_inherit(pl_batch *dst, const pl_batch *src)
+{
+    if (!src->wal)
+        return 0;
+    for (uint32_t i = 0; i < src->wal->n; i++)
+        if (pl_batch_wal_add(dst, src->wal->seq[i]))
+            return -1;
+    return 0;
+}
+
+void pl_batch_wal_handoff(pl_batch *b)
+{
+    if (b->wal) {
+        b->wal->settled = true;
+        wal_release_all(b);
+    }
+}
+
+void pl_batch_wal_refused(pl_batch *b)
+{
+    if (b->wal && !b->wal->settled)
+        b->wal->refused = true;
+}
+
 void pl_batch_free(pl_batch *batch)
 {
     if (!batch)
         return;
+    wal_release_all(batch);
     struct pl_batch_buffer *buf = batch->buffers;
     while (buf) {
         struct pl_batch_buffer *next = buf->next;
@@ -471,7 +537,11 @@ pl_batch *pl_batch_clone(const pl_batch *batch)
     b->data = batch->data;
     b->metadata = batch->metadata;
     b->received_unix_nano = batch->received_unix_nano;
-    int rc = 0;
+    int rc = pl_batch_wal_inherit(b, batch);
+    if (rc) {
+        pl_batch_free(b);
+        return NULL;
+    }
     switch (batch->signal) {
     case PL_SIGNAL_TRACES:
         rc = copy_traces(&c, &b->data.traces);

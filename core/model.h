@@ -345,6 +345,7 @@ typedef struct pl_batch {
     uint64_t received_unix_nano;
     struct pl_batch_buffer *buffers; /* adopted malloc'd buffers */
     size_t buffer_bytes;
+    struct pl_wal_tags *wal; /* write-ahead entries this batch carries; NULL = none */
 } pl_batch;
 
 /* Allocates an empty batch (its own arena). NULL on OOM. */
@@ -362,6 +363,39 @@ pl_batch *pl_batch_clone(const pl_batch *batch);
 size_t pl_batch_items(const pl_batch *batch);
 /* Approximate memory the batch holds (arena + owned buffers). */
 size_t pl_batch_memory(const pl_batch *batch);
+/* ---- write-ahead tags (exporters/queue_wal.c) ----------------------------
+ *
+ * A batch accepted into a pipeline whose data must survive a crash carries
+ * the write-ahead log entries its items came from. Every batch object that
+ * carries an entry holds a reference on it; a processor that builds new
+ * batches from old ones makes the new ones inherit the tags. The entry is
+ * deleted when the last holder is settled: committed by the persistent
+ * queue (in the queue's own transaction) or dropped on purpose. A holder
+ * refused downstream marks the entry to be kept for replay at the next
+ * start. */
+typedef struct pl_wal_tags {
+    uint32_t n, cap;
+    bool settled; /* this holder's data is committed or handed on */
+    bool refused; /* refused downstream: keep the entries for replay */
+    uint64_t *seq;
+} pl_wal_tags;
+
+typedef struct pl_wal_hooks {
+    void (*retain)(uint64_t tag);
+    void (*release)(uint64_t tag, bool settled, bool refused);
+} pl_wal_hooks;
+/* Set by the write-ahead log while one is open; NULL otherwise. */
+extern const pl_wal_hooks *pl_wal_hooks_current;
+
+/* Adds a reference on `tag` held by `b`. -1 on OOM. */
+int pl_batch_wal_add(pl_batch *b, uint64_t tag);
+/* `dst` takes references on every tag of `src` (no-op when src has none). */
+int pl_batch_wal_inherit(pl_batch *dst, const pl_batch *src);
+/* Releases b's references now, as handed on (the data lives in batches that
+ * inherited the tags) or as refused (kept for replay). */
+void pl_batch_wal_handoff(pl_batch *b);
+void pl_batch_wal_refused(pl_batch *b);
+
 /* Metadata lookup; returns false when absent. */
 bool pl_batch_metadata_get(const pl_batch *batch, const char *key, pl_bytes *out);
 

@@ -72,6 +72,8 @@ bool pl_otlp_is_protobuf_response(const pl_http_client_result *res)
 typedef struct send_ctx {
     pl_otlp_exporter *x;
     pl_queue_send *send;
+    const uint8_t *payload; /* as queued (for x->observe) */
+    size_t payload_len;
     pl_signal signal;
     pl_encoding coding;  /* of the body being sent */
     bool recoded;        /* gRPC: already re-sent with a fallback coding */
@@ -212,6 +214,15 @@ static void note_refused(pl_otlp_exporter *x, pl_encoding coding, pl_encoding fa
 
 static pl_status start_request(send_ctx *ctx, pl_err *err);
 
+/* Hands a result to the queue, letting x->observe see it first. */
+static void finish_send(pl_otlp_exporter *x, pl_queue_send *send, pl_signal signal,
+                        const uint8_t *payload, size_t len, pl_send_result *result)
+{
+    if (x->observe)
+        x->observe(x->observe_arg, signal, payload, len, result);
+    pl_queue_send_done(send, result);
+}
+
 static void on_response(void *arg, const pl_http_client_result *res)
 {
     send_ctx *ctx = arg;
@@ -238,8 +249,11 @@ static void on_response(void *arg, const pl_http_client_result *res)
                            pl_encoding_name(fallback), err.msg[0] ? err.msg : pl_status_name(st));
     }
     pl_queue_send *send = ctx->send;
+    const uint8_t *payload = ctx->payload;
+    size_t payload_len = ctx->payload_len;
+    pl_signal signal = ctx->signal;
     free_ctx(ctx);
-    pl_queue_send_done(send, &result);
+    finish_send(x, send, signal, payload, payload_len, &result);
 }
 
 static pl_status start_request(send_ctx *ctx, pl_err *err)
@@ -302,6 +316,8 @@ static void otlp_send(void *arg, pl_signal signal, const uint8_t *payload, size_
     }
     ctx->x = x;
     ctx->send = send;
+    ctx->payload = payload;
+    ctx->payload_len = len;
     ctx->signal = signal;
     ctx->coding = coding;
     ctx->body = payload + skip;
@@ -353,7 +369,7 @@ static void otlp_send(void *arg, pl_signal signal, const uint8_t *payload, size_
                        st == PL_ERR_INVALID || st == PL_ERR_UNSUPPORTED ? PL_SEND_PERMANENT
                                                                         : PL_SEND_RETRYABLE,
                        "%s", err.msg[0] ? err.msg : pl_status_name(st));
-    pl_queue_send_done(send, &result);
+    finish_send(x, send, signal, payload, len, &result);
 }
 
 static bool encode_message(const pl_batch *batch, bool json, pl_buf *out)

@@ -632,6 +632,7 @@ static pl_status ingest_export(pyroscope_exp *x, const pl_batch *batch)
     uint64_t total = pl_batch_items(batch), given = 0, now = pl_time_now_ns();
     pl_buf payload;
     pl_buf_init(&payload);
+    pl_queue_tx_begin(x->queue, batch); /* one commit for every series */
     for (uint32_t i = 0; i < es.n_series; i++) {
         pl_buf_reset(&payload);
         uint8_t len4[4] = {0};
@@ -671,6 +672,7 @@ static pl_status ingest_export(pyroscope_exp *x, const pl_batch *batch)
         if (st != PL_OK)
             break;
     }
+    st = pl_queue_tx_end(x->queue, batch, st);
     pl_buf_free(&payload);
     pl_arena_free(&es.arena);
     return st;

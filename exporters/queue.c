@@ -18,6 +18,7 @@
 #include "exporters/queue.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <math.h>
 #include <sqlite3.h>
@@ -26,9 +27,11 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 #include <zstd.h>
 
 #include "core/log.h"
+#include "exporters/queue_wal.h"
 
 /* ---- config tables ------------------------------------------------------ */
 
@@ -192,6 +195,7 @@ struct pl_queue {
 
     sqlite3 *db;
     char *db_path;
+    bool in_tx; /* inside pl_queue_tx_begin / end */
     sqlite3_stmt *st_insert, *st_delete, *st_payload, *st_count;
     int64_t *deletes; /* rows sent, to delete at the end of this loop iteration */
     size_t n_deletes, cap_deletes;
@@ -343,6 +347,11 @@ static pl_status storage_open(pl_queue *q, const char *storage, pl_err *err)
     storage_users = q;
     q->storage_registered = true;
     mkdir_parents(q->db_path, false);
+    /* The queue holds client data: created 0600 (SQLite gives its -wal and
+     * -shm files the database file's mode). */
+    int fd = open(q->db_path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+    if (fd >= 0)
+        close(fd);
     int rc = sqlite3_open_v2(
         q->db_path, &q->db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX, NULL);
     if (rc != SQLITE_OK) {
@@ -953,6 +962,52 @@ static pl_status enqueue(pl_queue *q, pl_signal signal, uint8_t *payload, size_t
     return PL_OK;
 }
 
+/* A batch that carries write-ahead log entries (queue_wal.h) is stored in
+ * one transaction with the deletion of the log rows it completes. */
+void pl_queue_tx_begin(pl_queue *q, const pl_batch *batch)
+{
+    if (!q->db || !batch->wal || q->in_tx)
+        return;
+    q->in_tx = sqlite3_exec(q->db, "BEGIN", NULL, NULL, NULL) == SQLITE_OK;
+}
+
+pl_status pl_queue_tx_end(pl_queue *q, const pl_batch *batch, pl_status st)
+{
+    if (!q->in_tx)
+        return st;
+    q->in_tx = false;
+    if (st != PL_OK) {
+        sqlite3_exec(q->db, "ROLLBACK", NULL, NULL, NULL);
+        return st;
+    }
+    pl_queue_wal_tx_delete(q->db, batch);
+    bool committed = sqlite3_exec(q->db, "COMMIT", NULL, NULL, NULL) == SQLITE_OK;
+    if (!committed) {
+        /* The batch is queued in memory and will be sent; its log entries
+         * stay and are replayed at the next start (at least once). */
+        pl_error(q->id, "sending_queue: cannot commit to %s: %s", q->db_path,
+                 sqlite3_errmsg(q->db));
+        sqlite3_exec(q->db, "ROLLBACK", NULL, NULL, NULL);
+    }
+    pl_queue_wal_tx_done(q->db, batch, committed);
+    return st;
+}
+
+pl_queue *pl_queue_find_stored(const char *exporter_id)
+{
+    for (pl_queue *o = storage_users; o; o = o->next_storage_user)
+        if (o->db && strcmp(o->id, exporter_id) == 0)
+            return o;
+    return NULL;
+}
+
+sqlite3 *pl_queue_sqlite(pl_queue *q, const char **path)
+{
+    if (path)
+        *path = q->db_path;
+    return q->db;
+}
+
 pl_status pl_queue_export(pl_queue *q, const pl_batch *batch)
 {
     uint64_t items = 0;
@@ -978,7 +1033,9 @@ pl_status pl_queue_export(pl_queue *q, const pl_batch *batch)
         if (!payload)
             return PL_ERR_NOMEM;
     }
-    return enqueue(q, batch->signal, payload, len, items);
+    pl_queue_tx_begin(q, batch);
+    st = enqueue(q, batch->signal, payload, len, items);
+    return pl_queue_tx_end(q, batch, st);
 }
 
 pl_status pl_queue_push(pl_queue *q, pl_signal signal, const uint8_t *payload, size_t len,

@@ -152,6 +152,13 @@ pl_status pl_queue_start(pl_queue *queue, pl_err *err);
 pl_status pl_queue_export(pl_queue *queue, const pl_batch *batch);
 
 /* Queues an already encoded payload (copied). Same answers as export. */
+/* Around the pl_queue_push calls of one batch (pl_queue_export does it
+ * itself): with storage, the rows and the deletion of the write-ahead log
+ * entries the batch completes commit together (exporters/queue_wal.h).
+ * tx_end returns `st`; a refusal rolls the rows back. */
+void pl_queue_tx_begin(pl_queue *queue, const pl_batch *batch);
+pl_status pl_queue_tx_end(pl_queue *queue, const pl_batch *batch, pl_status st);
+
 pl_status pl_queue_push(pl_queue *queue, pl_signal signal, const uint8_t *payload, size_t len,
                         uint64_t items);
 

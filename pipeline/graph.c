@@ -15,6 +15,7 @@
 
 #include "core/log.h"
 #include "core/stats.h"
+#include "exporters/queue_wal.h"
 #include "pipeline/consumer.h"
 
 typedef struct instance instance;
@@ -56,7 +57,10 @@ typedef struct pipeline {
     const pl_config_pipeline *cp;
     step *steps;
     exporters_stage exporters;
-    pl_consumer *entry;
+    pl_consumer *entry; /* &gate */
+    pl_consumer gate;   /* the write-ahead log when there is one, else first */
+    pl_consumer *first;
+    pl_queue_wal *wal;
 } pipeline;
 
 struct pl_graph {
@@ -66,6 +70,7 @@ struct pl_graph {
     size_t n_instances;
     pipeline *pipelines; /* parallel to config->pipelines */
     bool shut_down;
+    bool replayed; /* write-ahead logs replayed (once, before the receivers start) */
 };
 
 /* Of two outcomes, the one a sender must hear: any failure beats success,
@@ -145,8 +150,17 @@ static pl_status exporters_consume(void *arg, pl_batch *batch)
         count(inst, e->signal, st, items, before);
         result = worst(result, st);
     }
+    /* Write-ahead entries not committed by the persistent queue (it refused:
+     * full, shutting down) are kept for replay rather than dropped. */
+    pl_batch_wal_refused(batch);
     pl_batch_free(batch);
     return result;
+}
+
+static pl_status gate_consume(void *arg, pl_batch *batch)
+{
+    pipeline *pl = arg;
+    return pl_consumer_consume(pl->wal ? pl_queue_wal_consumer(pl->wal) : pl->first, batch);
 }
 
 static instance *find_instance(const pl_graph *g, pl_kind kind, const char *id)
@@ -185,7 +199,9 @@ static int wire(pl_graph *g)
             pl_consumer_init_func(&s->consumer, step_consume, s);
             next = &s->consumer;
         }
-        pl->entry = next;
+        pl->first = next;
+        pl_consumer_init_func(&pl->gate, gate_consume, pl);
+        pl->entry = &pl->gate;
     }
     for (size_t r = 0; r < g->n_instances; r++) {
         instance *inst = &g->instances[r];
@@ -245,9 +261,41 @@ static void free_graph(pl_graph *g)
 static const pl_kind create_order[] = {PL_KIND_EXTENSION, PL_KIND_EXPORTER, PL_KIND_PROCESSOR,
                                        PL_KIND_RECEIVER};
 
+static void close_wals(pl_graph *g)
+{
+    for (size_t p = 0; g->pipelines && p < g->config->n_pipelines; p++) {
+        pl_queue_wal_close(g->pipelines[p].wal);
+        g->pipelines[p].wal = NULL;
+    }
+}
+
+/* A pipeline with processors in front of an exporter that keeps a
+ * persistent queue gets a write-ahead log at its entry: the processors hold
+ * answered data in memory (exporters/queue_wal.h). */
+static pl_status open_wals(pl_graph *g, pl_err *err)
+{
+    for (size_t p = 0; p < g->config->n_pipelines; p++) {
+        pipeline *pl = &g->pipelines[p];
+        if (!pl->cp->n_processors)
+            continue;
+        for (size_t i = 0; i < pl->exporters.n && !pl->wal; i++) {
+            pl_queue *q = pl_queue_find_stored(pl->exporters.exporters[i]->cc->id);
+            if (!q)
+                continue;
+            pl_err werr = {{0}};
+            pl->wal = pl_queue_wal_open(q, pl->cp->name, pl->cp->signal, pl->first, &werr);
+            if (!pl->wal)
+                return pl_errf(err, PL_ERR_INTERNAL, "pipeline %s: %s", pl->cp->name, werr.msg);
+        }
+    }
+    return PL_OK;
+}
+
 static void destroy_instances(pl_graph *g)
 {
     for (int k = 3; k >= 0; k--) {
+        if (create_order[k] == PL_KIND_EXPORTER)
+            close_wals(g); /* after the processors let go of their batches */
         for (size_t i = 0; i < g->n_instances; i++) {
             instance *inst = &g->instances[i];
             if (inst->created && inst->cc->kind == create_order[k]) {
@@ -327,6 +375,12 @@ pl_graph *pl_graph_build(const pl_config *config, uv_loop_t *loop, pl_err *err)
             inst->created = true;
         }
     }
+    pl_status wst = open_wals(g, err);
+    if (wst != PL_OK) {
+        destroy_instances(g);
+        free_graph(g);
+        return NULL;
+    }
     return g;
 }
 
@@ -351,6 +405,16 @@ void pl_graph_shutdown(pl_graph *g)
         shutdown_kind(g, create_order[k]);
 }
 
+static void replay_wals(pl_graph *g)
+{
+    if (g->replayed)
+        return;
+    g->replayed = true;
+    for (size_t p = 0; p < g->config->n_pipelines; p++)
+        if (g->pipelines[p].wal)
+            pl_queue_wal_replay(g->pipelines[p].wal);
+}
+
 pl_status pl_graph_start(pl_graph *g, pl_err *err)
 {
     for (int k = 0; k < 4; k++) {
@@ -358,6 +422,8 @@ pl_status pl_graph_start(pl_graph *g, pl_err *err)
             instance *inst = &g->instances[i];
             if (!inst->created || inst->started || inst->cc->kind != create_order[k])
                 continue;
+            if (create_order[k] == PL_KIND_RECEIVER)
+                replay_wals(g); /* what was answered before a crash goes first */
             pl_err serr = {{0}};
             pl_status st = inst->cc->type->start ? inst->cc->type->start(inst->self, &serr) : PL_OK;
             if (st != PL_OK) {
@@ -370,6 +436,7 @@ pl_status pl_graph_start(pl_graph *g, pl_err *err)
             pl_debug("pipeline", "started %s %s", pl_kind_name(inst->cc->kind), inst->cc->id);
         }
     }
+    replay_wals(g);
     return PL_OK;
 }
 

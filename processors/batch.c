@@ -317,9 +317,15 @@ typedef struct emitter {
     pl_status first_error;
     size_t batches;
     size_t failed_items;
+    /* Write-ahead tags of the inputs (core/model.h), when they have any:
+     * every output inherits them, and the last output goes on only after
+     * the carrier let go, so that its commit is the one that completes the
+     * log entries (exporters/queue_wal.h). */
+    pl_batch *carrier;
+    pl_batch *deferred;
 } emitter;
 
-static void emit(emitter *e, pl_batch *b)
+static void emit_now(emitter *e, pl_batch *b)
 {
     size_t items = pl_batch_items(b);
     pl_status st = pl_consumer_consume(e->next, b);
@@ -328,6 +334,61 @@ static void emit(emitter *e, pl_batch *b)
         e->failed_items += items;
         if (e->first_error == PL_OK)
             e->first_error = st;
+    }
+}
+
+static void emit(emitter *e, pl_batch *b)
+{
+    if (!e->carrier) {
+        emit_now(e, b);
+        return;
+    }
+    if (pl_batch_wal_inherit(b, e->carrier))
+        pl_batch_wal_refused(e->carrier); /* untracked output: keep the entries */
+    if (e->deferred)
+        emit_now(e, e->deferred);
+    e->deferred = b;
+}
+
+/* Moves the inputs' write-ahead tags onto a carrier that outlives them. */
+static void carry_tags(emitter *e, pl_batch **in, size_t n)
+{
+    bool tagged = false;
+    for (size_t i = 0; i < n && !tagged; i++)
+        tagged = in[i]->wal != NULL;
+    if (!tagged)
+        return;
+    e->carrier = pl_batch_new(in[0]->signal);
+    if (!e->carrier) {
+        /* Out of memory: the outputs go untagged, so the entries are kept
+         * and replayed at the next start (at least once). */
+        for (size_t i = 0; i < n; i++)
+            pl_batch_wal_refused(in[i]);
+        return;
+    }
+    for (size_t i = 0; i < n; i++) {
+        if (pl_batch_wal_inherit(e->carrier, in[i]))
+            pl_batch_wal_refused(e->carrier);
+        pl_batch_wal_handoff(in[i]);
+    }
+}
+
+/* After the repack: `ok` false when it stopped half-way (the entries are
+ * then kept for replay). */
+static void release_tags(emitter *e, bool ok)
+{
+    if (!e->carrier)
+        return;
+    if (ok)
+        pl_batch_wal_handoff(e->carrier);
+    else
+        pl_batch_wal_refused(e->carrier);
+    pl_batch_free(e->carrier);
+    e->carrier = NULL;
+    if (e->deferred) {
+        pl_batch *b = e->deferred;
+        e->deferred = NULL;
+        emit_now(e, b);
     }
 }
 
@@ -1418,9 +1479,11 @@ static pl_status flush_group(batcher *b, group *g)
     if (n == 1 && items <= limit) {
         emit(&em, in[0]); /* nothing to merge or split: no copy */
     } else {
+        carry_tags(&em, in, n);
         st = in[0]->signal == PL_SIGNAL_TRACES
                  ? repack_traces(in, n, limit, &b->metadata_keys, &em)
                  : repack_profiles(in, n, limit, &b->metadata_keys, &em);
+        release_tags(&em, st == PL_OK);
         for (size_t i = 0; i < n; i++)
             pl_batch_free(in[i]);
         if (st != PL_OK) {

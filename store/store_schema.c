@@ -13,6 +13,8 @@
 #include "core/hash.h"
 
 #include <errno.h>
+#include <fcntl.h>
+#include <unistd.h>
 #include <sys/stat.h>
 
 /* ---- small hash maps ---------------------------------------------------- */
@@ -396,6 +398,13 @@ pl_status pl_store_open(const char *path, const pl_store_options *options, pl_st
         goto fail;
     }
     int flags = s->read_only ? SQLITE_OPEN_READONLY : (SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE);
+    if (!s->read_only && path[0] && path[0] != ':') {
+        /* Client data: the database is created 0600 (SQLite gives its -wal
+         * and -shm files the same mode). */
+        int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+        if (fd >= 0)
+            close(fd);
+    }
     rc = sqlite3_open_v2(path, &s->db, flags | SQLITE_OPEN_NOMUTEX, NULL);
     if (rc != SQLITE_OK) {
         if (s->read_only && (rc & 0xff) == SQLITE_CANTOPEN) {

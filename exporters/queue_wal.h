@@ -1,0 +1,65 @@
+/*
+ * queue_wal.h: a write-ahead log at the entry of a pipeline whose exporter
+ * keeps a persistent sending queue.
+ *
+ * Processors in front of the queue hold data in memory (batch waits for its
+ * timeout, correlation for its window) after the receiver has answered 200.
+ * Without this log a crash then loses data the client was told is safe. The
+ * log lives in the persistent queue's own SQLite file (table pl_wal): every
+ * batch entering the pipeline is written there, with synchronous=FULL (the
+ * commit waits for the disk), before the pipeline sees it and so before the
+ * answer. Its row is deleted in the same transaction that INSERTs the queue
+ * row holding its data, so after a crash an item is either still in the log
+ * (replayed at start) or in the queue (sent from there), never both and never
+ * neither: exactly once.
+ *
+ * Batches carry the entries they came from (pl_batch.wal, core/model.h);
+ * processors that build new batches (batch) make them inherit the tags. An
+ * entry whose data spread over several queued batches (a split by
+ * send_batch_max_size) is deleted with the last of them; a crash between
+ * those commits replays the whole entry, so its earlier parts arrive twice
+ * (at least once). With several persistent exporters in one pipeline the log
+ * lives in the first one's file; the others are at least once. A batch the
+ * queue refuses (full, shutting down) keeps its entry for the next start.
+ */
+#ifndef PL_QUEUE_WAL_H
+#define PL_QUEUE_WAL_H
+
+#include <sqlite3.h>
+
+#include "core/component.h"
+#include "exporters/queue.h"
+
+typedef struct pl_queue_wal pl_queue_wal;
+
+/* The persistent queue of exporter `exporter_id`, or NULL when it has none
+ * (queue.c), and its database handle and file. */
+pl_queue *pl_queue_find_stored(const char *exporter_id);
+sqlite3 *pl_queue_sqlite(pl_queue *queue, const char **path);
+
+/* Opens the log of pipeline `pipeline` in the queue's file; batches go on
+ * to `next`. NULL + err on error. */
+pl_queue_wal *pl_queue_wal_open(pl_queue *queue, const char *pipeline, pl_signal signal,
+                                pl_consumer *next, pl_err *err);
+
+/* The consumer to put at the pipeline's entry. */
+pl_consumer *pl_queue_wal_consumer(pl_queue_wal *wal);
+
+/* Sends what the log still holds from before a restart (call once, after the
+ * pipeline started). Returns the number of entries replayed. */
+size_t pl_queue_wal_replay(pl_queue_wal *wal);
+
+/* Closes the log (before its queue is destroyed); later releases of tags it
+ * issued are ignored. */
+void pl_queue_wal_close(pl_queue_wal *wal);
+
+/* Entries the log holds (tests, telemetry). */
+size_t pl_queue_wal_rows(pl_queue_wal *wal);
+
+/* Used by queue.c inside its insert transaction: deletes the log rows of
+ * `batch`'s entries for which this batch is the last holder. Then, after
+ * COMMIT, pl_queue_wal_tx_done(db, batch, committed). */
+void pl_queue_wal_tx_delete(sqlite3 *db, const pl_batch *batch);
+void pl_queue_wal_tx_done(sqlite3 *db, const pl_batch *batch, bool committed);
+
+#endif

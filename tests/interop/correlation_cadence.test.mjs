@@ -1,0 +1,180 @@
+// correlation_cadence.test.mjs: correlation at the real upload cadence of
+// the Pyroscope Node.js SDK. @pyroscope/nodejs is left at its defaults: it
+// uploads every 60 s (flushIntervalMs), its heap profile (no span labels)
+// just before its wall profile. OpenTelemetry JS exports spans through a
+// BatchSpanProcessor, as applications do. The correlation processor is
+// configured exactly as the project's collector.yaml configures it (window
+// 30s, span_attributes [http.route]). For a little over 60 s, requests run a
+// server span and a child span, each wrapped in wrapWithLabels({span_id}).
+//
+// Checks: every labelled span is exported with pyroscope.profile.id (its own
+// id) and its profile summary, every pushed sample that carries a span_id
+// label also carries span_name (and the root's http.route), and no sample
+// counted late. Takes about 80 s.
+//
+// Run: cd tests/interop && PROFLINK_BIN=../../build/proflink node --test correlation_cadence.test.mjs
+import { test, before, after } from 'node:test';
+import assert from 'node:assert/strict';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import zlib from 'node:zlib';
+
+import { Profile } from 'pprof-format';
+import Pyroscope from '@pyroscope/nodejs';
+import { OTLPTraceExporter } from '@opentelemetry/exporter-trace-otlp-http';
+import { context, trace } from '@opentelemetry/api';
+import { resourceFromAttributes } from '@opentelemetry/resources';
+import { BasicTracerProvider, BatchSpanProcessor } from '@opentelemetry/sdk-trace-base';
+import {
+  freePort, httpGet, pushSink, PushRequest, readJsonLines, sleep, startProflink, until,
+} from './lib/common.mjs';
+
+const RUN_MS = 62000; // a little over the SDK's 60 s flush interval
+let pl, tmp, sink;
+let otlpPort, pyroPort, sinkPort, metricsPort;
+const pushes = [];
+
+// The correlation settings of the project's collector.yaml, read from it.
+function collectorCorrelation() {
+  const yaml = fs.readFileSync(new URL('../../collector.yaml', import.meta.url), 'utf8');
+  const m = yaml.match(/\nprocessors:\n((?: {2}.*\n)+)/);
+  assert.ok(m, 'collector.yaml has a processors section');
+  assert.match(m[1], /^ {2}correlation:/m);
+  return m[1];
+}
+
+before(async () => {
+  [otlpPort, pyroPort, sinkPort, metricsPort] =
+    await Promise.all([freePort(), freePort(), freePort(), freePort()]);
+  tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'proflink-cadence-'));
+  sink = await pushSink(sinkPort, pushes);
+  pl = await startProflink(`
+receivers:
+  otlp:
+    protocols:
+      http:
+        endpoint: 127.0.0.1:${otlpPort}
+  pyroscope:
+    endpoint: 127.0.0.1:${pyroPort}
+processors:
+${collectorCorrelation()}
+exporters:
+  file:
+    path: ${path.join(tmp, 'out.jsonl')}
+  pyroscope:
+    endpoint: http://127.0.0.1:${sinkPort}
+service:
+  telemetry:
+    logs: { level: warn }
+    metrics: { address: 127.0.0.1:${metricsPort} }
+  pipelines:
+    traces: { receivers: [otlp], processors: [correlation], exporters: [file] }
+    profiles: { receivers: [pyroscope], processors: [correlation], exporters: [pyroscope] }
+`, { dir: tmp, ports: [otlpPort, pyroPort] });
+});
+
+after(async () => {
+  await pl?.stop(5000);
+  sink?.close();
+  if (tmp) fs.rmSync(tmp, { recursive: true, force: true });
+  if (pl?.log.trim()) console.log('proflink stderr:\n' + pl.log);
+});
+
+function burnCpu(ms) {
+  const end = Date.now() + ms;
+  let x = 0;
+  while (Date.now() < end) for (let i = 0; i < 10000; i++) x = (x * 31 + i) % 1000003;
+  return x;
+}
+
+async function counter(name) {
+  const res = await httpGet(metricsPort, '/metrics');
+  const line = res.body.toString().split('\n')
+    .find((l) => l.startsWith(`proflink_processor_${name}_total`) && l.includes('correlation'));
+  return line ? Number(line.trim().split(/\s+/).pop()) : NaN;
+}
+
+test('default 60 s SDK cadence: every labelled span and sample is linked', { timeout: 180000 }, async () => {
+  const provider = new BasicTracerProvider({
+    resource: resourceFromAttributes({ 'service.name': 'cadence-app' }),
+    spanProcessors: [new BatchSpanProcessor(new OTLPTraceExporter({
+      url: `http://127.0.0.1:${otlpPort}/v1/traces` }))],
+  });
+  const tracer = provider.getTracer('cadence');
+  // Defaults: flushIntervalMs 60 s, wall and heap profiles.
+  Pyroscope.init({ serverAddress: `http://127.0.0.1:${pyroPort}`, appName: 'cadence-app' });
+  Pyroscope.start();
+
+  const labelled = new Map(); // span id -> name
+  const started = Date.now();
+  let i = 0;
+  while (Date.now() - started < RUN_MS) {
+    const root = tracer.startSpan(`GET /orders/${i}`, { attributes: { 'http.route': '/orders/:id' } });
+    const rootId = root.spanContext().spanId;
+    labelled.set(rootId, `GET /orders/${i}`);
+    Pyroscope.wrapWithLabels({ span_id: rootId }, () => burnCpu(120));
+    const child = tracer.startSpan('SELECT orders', {}, trace.setSpan(context.active(), root));
+    const childId = child.spanContext().spanId;
+    labelled.set(childId, 'SELECT orders');
+    Pyroscope.wrapWithLabels({ span_id: childId }, () => burnCpu(80));
+    child.end();
+    root.end();
+    i++;
+    await sleep(1300);
+  }
+  // The last spans end before the SDK's final upload covers them (+ the
+  // processor's 1 s clock skew), as they would before its next periodic one.
+  await provider.forceFlush();
+  await sleep(2500);
+  await Pyroscope.stop();
+  await provider.shutdown();
+  assert.ok(i >= 40, `${i} requests`);
+
+  // Spans: every labelled one leaves with its profile summary.
+  const out = path.join(tmp, 'out.jsonl');
+  const exported = () => new Map(readJsonLines(out).filter((r) => r.resourceSpans)
+    .flatMap((r) => r.resourceSpans.flatMap((rs) => rs.scopeSpans.flatMap((ss) => ss.spans)))
+    .map((s) => [s.spanId, s]));
+  assert.ok(await until(() => [...labelled.keys()].every((id) => exported().has(id)), 30000),
+    `spans exported: ${exported().size} of ${labelled.size}`);
+  const spans = exported();
+  const missing = [];
+  for (const [id] of labelled) {
+    const attr = (k) => spans.get(id).attributes?.find((a) => a.key === k)?.value;
+    if (attr('pyroscope.profile.id')?.stringValue !== id) missing.push(id);
+    else assert.ok(Number(attr('profile.samples')?.intValue) > 0, `span ${id} has samples`);
+  }
+  assert.deepEqual(missing, [], `spans without pyroscope.profile.id: ${missing.length} of ${labelled.size}`);
+
+  // Samples: every one that names a span carries its span_name.
+  let withSpan = 0;
+  const bare = [];
+  const names = new Map();
+  for (const p of pushes) {
+    const req = PushRequest.toObject(PushRequest.decode(p.body), { bytes: Buffer });
+    for (const series of req.series) {
+      const labels = Object.fromEntries(series.labels.map((l) => [l.name, l.value]));
+      if (labels.service_name !== 'cadence-app') continue;
+      for (const smp of series.samples) {
+        const prof = Profile.decode(zlib.gunzipSync(smp.rawProfile));
+        const str = (k) => prof.stringTable.strings[Number(k)];
+        for (const s of prof.sample) {
+          const byKey = Object.fromEntries(s.label.map((l) => [str(l.key), str(l.str)]));
+          if (!byKey.span_id) continue;
+          withSpan++;
+          if (!byKey.span_name) bare.push(byKey.span_id);
+          else names.set(byKey.span_id, byKey.span_name);
+          if (labelled.get(byKey.span_id) === 'SELECT orders')
+            assert.equal(byKey['http.route'], '/orders/:id', 'the root\'s http.route on a child sample');
+        }
+      }
+    }
+  }
+  assert.ok(withSpan > 0, 'samples with span_id were pushed');
+  assert.deepEqual(bare, [], `samples without span_name: ${bare.length} of ${withSpan}`);
+  for (const [id, name] of names) if (labelled.has(id)) assert.equal(name, labelled.get(id));
+
+  assert.equal(await counter('late_samples'), 0, 'no sample came after its span left');
+  assert.ok(await counter('spans_released_on_coverage') > 0, 'spans left once the wall upload covered them');
+});
