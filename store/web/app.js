@@ -233,6 +233,10 @@ async function showTrace(id, p) {
   if (first) selectSpan(first, side, d);
 }
 
+const ROW = 22; // waterfall row height, px
+
+// The waterfall draws only the rows in view (plus a margin) and redraws on
+// scroll, so a trace of 10,000 spans costs what a screenful does.
 function waterfall(spans, onSelect) {
   let t0 = Infinity, t1 = 0;
   for (const s of spans) {
@@ -242,11 +246,15 @@ function waterfall(spans, onSelect) {
     if (b > t1) t1 = b;
   }
   const total = Math.max(1, t1 - t0);
-  const box = el('div', { class: 'wf', id: 'waterfall' });
-  const frag = document.createDocumentFragment();
-  let selectedRow = null;
-  for (const s of spans) {
-    const row = el('div', { class: 'wf-row', 'data-span': s.span_id });
+  const box = el('div', { class: 'wf', id: 'waterfall', 'data-rows': spans.length });
+  box.style.height = `${Math.min(spans.length * ROW + 2, Math.max(320, window.innerHeight - 160))}px`;
+  const spacer = el('div', { class: 'wf-spacer' });
+  spacer.style.height = `${spans.length * ROW}px`;
+  box.append(spacer);
+  let selected = null;
+  const row = (s, i) => {
+    const r = el('div', { class: s.span_id === selected ? 'wf-row selected' : 'wf-row', 'data-span': s.span_id });
+    r.style.top = `${i * ROW}px`;
     const name = el('div', { class: 'wf-name', title: s.name });
     name.style.paddingLeft = `${6 + Math.min(s.depth, 30) * 12}px`;
     name.append(s.name, el('span', { class: 'svc' }, s.service));
@@ -273,16 +281,33 @@ function waterfall(spans, onSelect) {
       if (left <= 20) label.classList.add('inside');
     }
     track.append(bar, label);
-    row.append(name, track);
-    row.addEventListener('click', () => {
-      if (selectedRow) selectedRow.classList.remove('selected');
-      row.classList.add('selected');
-      selectedRow = row;
-      onSelect(s);
-    });
-    frag.append(row);
-  }
-  box.append(frag);
+    r.append(name, track);
+    return r;
+  };
+  let drawnFrom = -1, drawnTo = -1;
+  const draw = (force) => {
+    const h = box.clientHeight || 640;
+    const from = Math.max(0, Math.floor(box.scrollTop / ROW) - 20);
+    const to = Math.min(spans.length, Math.ceil((box.scrollTop + h) / ROW) + 20);
+    if (!force && from === drawnFrom && to === drawnTo) return;
+    drawnFrom = from; drawnTo = to;
+    const frag = document.createDocumentFragment();
+    frag.append(spacer);
+    for (let i = from; i < to; i++) frag.append(row(spans[i], i));
+    box.replaceChildren(frag);
+  };
+  box.addEventListener('scroll', () => draw(false));
+  box.addEventListener('click', (ev) => {
+    const r = ev.target.closest('.wf-row');
+    if (!r) return;
+    selected = r.dataset.span;
+    for (const x of box.querySelectorAll('.wf-row.selected')) x.classList.remove('selected');
+    r.classList.add('selected');
+    onSelect(spans.find((s) => s.span_id === selected));
+  });
+  // drawn once attached (clientHeight is known then)
+  requestAnimationFrame(() => draw(true));
+  draw(true);
   return box;
 }
 

@@ -25,15 +25,11 @@ import assert from 'node:assert/strict';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { fileURLToPath } from 'node:url';
 
-import puppeteer from 'puppeteer-core';
+import { ARTIFACTS, launch, ready } from './lib/browser.mjs';
 import { freePort, runCheckoutApp, startProflink, until } from './lib/common.mjs';
 
 const SERVICE = 'web-shop';
-const here = path.dirname(fileURLToPath(import.meta.url));
-export const ARTIFACTS = process.env.PROFLINK_ARTIFACTS || path.join(here, 'artifacts');
-export const CHROMIUM = process.env.CHROMIUM || '/usr/bin/chromium';
 
 let pl;
 let browser;
@@ -41,19 +37,6 @@ after(async () => {
   await browser?.close().catch(() => {});
   pl?.child.kill('SIGKILL');
 });
-
-export async function launch() {
-  return puppeteer.launch({
-    executablePath: CHROMIUM,
-    args: ['--no-sandbox', '--headless=new', '--disable-gpu', '--disable-dev-shm-usage'],
-    defaultViewport: { width: 1400, height: 900 },
-  });
-}
-
-// Waits until the page's router has rendered the current view.
-export async function ready(page) {
-  await page.waitForFunction(() => document.body.dataset.ready === '1', { timeout: 20000 });
-}
 
 const texts = (page, sel) => page.$$eval(sel, (els) => els.map((e) => e.textContent.trim()));
 
