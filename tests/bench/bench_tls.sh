@@ -86,7 +86,7 @@ run_once() { # proto tls -> "cpu_s_per_1M_spans"
 }
 
 printf '%-6s %-10s %16s %8s\n' proto transport cpu_s/1M_spans ratio
-for proto in http grpc; do
+for proto in ${PROTOCOLS:-http grpc}; do
     plain=$(for _ in $(seq "$RUNS"); do run_once "$proto" 0; done | median)
     tls=$(for _ in $(seq "$RUNS"); do run_once "$proto" 1; done | median)
     printf '%-6s %-10s %16s %8s\n' "$proto" plaintext "$plain" ""
