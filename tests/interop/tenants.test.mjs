@@ -14,6 +14,8 @@
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
+import fs from 'node:fs';
+import os from 'node:os';
 import path from 'node:path';
 
 import { BIN, httpGet, pushSink, request, startProflink, until } from './lib/common.mjs';
@@ -30,6 +32,8 @@ before(async () => {
   [pyroPort, otlpPort, sinkPort, apiPort] = await freePorts(4);
   sink = await pushSink(sinkPort, uploads);
   backend = await httpBackend();
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'proflink-tenants-'));
+  dbPath = path.join(dir, 'store', 'proflink.db');
   pc = await startProflink(`
 receivers:
   pyroscope: { endpoint: "127.0.0.1:${pyroPort}" }
@@ -39,14 +43,13 @@ processors:
 exporters:
   pyroscope: { endpoint: "http://127.0.0.1:${sinkPort}" }
   otlphttp: { endpoint: "http://127.0.0.1:${backend.port}", compression: none, tenant_header: X-Scope-OrgID }
-  sqlite: { path: ./store/proflink.db, api: { endpoint: "127.0.0.1:${apiPort}" } }
+  sqlite: { path: ${dbPath}, api: { endpoint: "127.0.0.1:${apiPort}" } }
 service:
   telemetry: { metrics: { address: "127.0.0.1:0" } }
   pipelines:
     profiles: { receivers: [pyroscope], processors: [batch], exporters: [pyroscope] }
     traces: { receivers: [otlp], processors: [batch], exporters: [otlphttp, sqlite] }
-`, { ports: [pyroPort, otlpPort] });
-  dbPath = path.join(pc.dir, 'store', 'proflink.db');
+`, { ports: [pyroPort, otlpPort], dir });
 });
 
 after(async () => {
