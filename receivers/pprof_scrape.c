@@ -11,7 +11,7 @@
  * unless the previous request for that (target, type) is still running (a
  * CPU profile takes N seconds: requests never pile up). The answer, a
  * gzipped pprof, goes through the same decoder as the Pyroscope receiver's
- * (proto/pprof.c), so it becomes one OTLP Profile per sample type. A
+ * (proto/pprof_decode.c), so it becomes one OTLP Profile per sample type. A
  * target's `labels` become resource attributes; service.name defaults to the
  * target's host:port when the labels do not name it (service_name is read
  * as service.name).
@@ -265,7 +265,23 @@ static void on_scraped(void *arg, const pl_http_client_result *res)
         .max_decoded_size = s->max_profile_size * 8,
     };
     pl_err err = {{0}};
-    pl_batch *batch = pl_pprof_decode(res->body, res->body_len, &meta, &err);
+    /* A target's answer is as untrusted as an upload: the same decoded
+     * budget as the pyroscope receiver's defaults bounds what it expands to. */
+    pl_batch *batch = pl_batch_new(PL_SIGNAL_PROFILES);
+    pl_pprof_builder *b = batch ? pl_pprof_builder_new(batch) : NULL;
+    pl_status st = PL_ERR_NOMEM;
+    if (b) {
+        size_t budget = s->max_profile_size * 8 > (40u << 20) ? s->max_profile_size * 8 : 40u << 20;
+        pl_pprof_builder_set_budget(b, budget, 4000000);
+        st = pl_pprof_builder_add(b, res->body, res->body_len, &meta, &err);
+    } else {
+        pl_errf(&err, PL_ERR_NOMEM, "out of memory");
+    }
+    pl_pprof_builder_free(b);
+    if (st != PL_OK) {
+        pl_batch_free(batch);
+        batch = NULL;
+    }
     if (!batch) {
         (*s->scrapes_failed)++;
         pl_warn(s->id, "GET %s: not a valid pprof: %s", job->url, err.msg);
@@ -274,7 +290,7 @@ static void on_scraped(void *arg, const pl_http_client_result *res)
     (*s->scrapes_ok)++;
     if (job->delta) {
         bool empty = false;
-        pl_status st = pl_pprof_delta_apply(job->delta, batch, now, &empty, &err);
+        st = pl_pprof_delta_apply(job->delta, batch, now, &empty, &err);
         if (st != PL_OK) {
             pl_warn(s->id, "GET %s: %s", job->url, err.msg);
             pl_batch_free(batch);
@@ -289,7 +305,7 @@ static void on_scraped(void *arg, const pl_http_client_result *res)
     }
     size_t items = pl_batch_items(batch);
     batch->received_unix_nano = now;
-    pl_status st = pl_consumer_consume(s->next, batch);
+    st = pl_consumer_consume(s->next, batch);
     if (st == PL_OK)
         pl_stats_add(s->stats, PL_SIGNAL_PROFILES, PL_STAT_ACCEPTED, items);
     else {

@@ -11,6 +11,7 @@
 //     hottest functions (burnCpuInCheckout / burnCpuInPricing);
 //   - `proflink query flamegraph --span CHILD` has the child's function in
 //     its folded stacks; `query top --service` lists both functions;
+//   - every span (all are labelled) shows a non-zero time in nanoseconds;
 //   - GET /api/traces on the exporter's address answers the same traces.
 //
 // Run: cd tests/interop && PROFLINK_BIN=../../build-<you>/proflink node --test store_e2e.test.mjs
@@ -93,6 +94,17 @@ test('spans and Pyroscope profiles stored, then queried', { timeout: 90000 }, as
     listed = queryJson('traces', '--service', SERVICE);
     return listed.traces.filter((t) => t.cpu_ns !== null).length >= 2;
   }, 15000, 200), `samples stored: ${JSON.stringify(listed)}`);
+
+  // Every labelled span shows its samples' time (CPU, else wall), in
+  // nanoseconds, not a sample count.
+  let untimed = [];
+  assert.ok(await until(() => {
+    untimed = [];
+    for (const r of requests)
+      for (const s of queryJson('trace', r.traceId).spans)
+        if (!s.time || !(s.time.value > 0) || s.time.unit !== 'nanoseconds') untimed.push(`${s.name}: ${JSON.stringify(s.time)}`);
+    return untimed.length === 0;
+  }, 15000, 200), `spans without time: ${untimed.join('; ')}`);
 
   // The span tree of each request, with hot functions per span.
   const hotNames = [];
