@@ -19,7 +19,6 @@ import { test, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
 import fs from 'node:fs';
-import path from 'node:path';
 
 import { BIN, runCheckoutApp, until } from './lib/common.mjs';
 import { startStore } from './lib/store.mjs';
