@@ -41,11 +41,6 @@ uint64_t st_hash_bytes(const void *data, size_t len, uint64_t seed)
     return h;
 }
 
-uint64_t st_mix64(uint64_t x)
-{
-    return pl_hash_u64(x);
-}
-
 /* uint64 key (never 0) -> int64 value, open addressing. */
 void st_u64_map_clear(u64_map *m)
 {
@@ -59,7 +54,7 @@ bool st_u64_map_get(const u64_map *m, uint64_t key, int64_t *val)
     if (!m->cap)
         return false;
     size_t mask = m->cap - 1;
-    for (size_t i = st_mix64(key) & mask;; i = (i + 1) & mask) {
+    for (size_t i = pl_hash_u64(key) & mask;; i = (i + 1) & mask) {
         if (m->keys[i] == 0)
             return false;
         if (m->keys[i] == key) {
@@ -83,7 +78,7 @@ bool st_u64_map_put(u64_map *m, uint64_t key, int64_t val)
         for (size_t i = 0; i < m->cap; i++) {
             if (!m->keys[i])
                 continue;
-            size_t j = st_mix64(m->keys[i]) & (cap - 1);
+            size_t j = pl_hash_u64(m->keys[i]) & (cap - 1);
             while (keys[j])
                 j = (j + 1) & (cap - 1);
             keys[j] = m->keys[i];
@@ -96,7 +91,7 @@ bool st_u64_map_put(u64_map *m, uint64_t key, int64_t val)
         m->cap = cap;
     }
     size_t mask = m->cap - 1;
-    size_t i = st_mix64(key) & mask;
+    size_t i = pl_hash_u64(key) & mask;
     while (m->keys[i] && m->keys[i] != key)
         i = (i + 1) & mask;
     if (!m->keys[i])

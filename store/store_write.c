@@ -510,10 +510,11 @@ typedef struct sample_aggs {
 
 static uint64_t sample_key_hash(const sample_key *k)
 {
-    uint64_t h = st_mix64((uint64_t)k->service_id * 31 + (uint64_t)k->bucket);
-    h = st_mix64(h ^ (uint64_t)k->type_id);
-    h = st_mix64(h ^ (uint64_t)k->span_id);
-    return st_mix64(h ^ (uint64_t)k->stack_id);
+    /* keyed: span ids and buckets come from clients */
+    uint64_t h = pl_hash_u64((uint64_t)k->service_id * 31 + (uint64_t)k->bucket);
+    h = pl_hash_u64(h ^ (uint64_t)k->type_id);
+    h = pl_hash_u64(h ^ (uint64_t)k->span_id);
+    return pl_hash_u64(h ^ (uint64_t)k->stack_id);
 }
 
 static sample_agg *sample_aggs_get(sample_aggs *m, const sample_key *k)
