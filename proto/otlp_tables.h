@@ -57,9 +57,9 @@ typedef struct jfield {
 
 /* Filled once at start-up from the rows. */
 typedef struct jindex {
-    uint8_t by_num[32];     /* field number -> row + 1 (0: unknown) */
-    uint32_t varint_mask;   /* packed varint lists, for counting elements */
-    uint32_t fixed64_mask;  /* packed fixed64 lists */
+    uint8_t by_num[32];    /* field number -> row + 1 (0: unknown) */
+    uint32_t varint_mask;  /* packed varint lists, for counting elements */
+    uint32_t fixed64_mask; /* packed fixed64 lists */
     bool has_lists;
 } jindex;
 
@@ -70,8 +70,7 @@ struct jmsg {
     jindex *ix;
 };
 
-extern const jmsg pl_tm_traces, pl_tm_profiles, pl_tm_keyvalue, pl_tm_arrayvalue,
-    pl_tm_kvlist;
+extern const jmsg pl_tm_traces, pl_tm_profiles, pl_tm_keyvalue, pl_tm_arrayvalue, pl_tm_kvlist;
 
 static inline size_t pl_tm_elem_size(const jfield *f)
 {
