@@ -115,7 +115,8 @@ async function startEdge(resolver) {
 }
 
 function metric(text, name, component) {
-  const re = new RegExp(`^${name}\\{component="${component.replace(/[.*+?^${}()|[\]\\/]/g, '\\$&')}"[^}]*\\} (\\d+)`, 'm');
+  const id = component.replace(/[.*+?^${}()|[\]\\/]/g, '\\$&');
+  const re = new RegExp(`^${name}\\{(?:component|exporter)="${id}"[^}]*\\} (\\d+)`, 'm');
   const m = text.match(re);
   return m ? Number(m[1]) : 0;
 }
@@ -237,7 +238,7 @@ test('every span and linked sample of a trace lands in exactly one of three gate
   const m = await edge.metricsText();
   assert.equal(metric(m, 'proflink_exporter_members', 'loadbalancing'), 3);
   for (const ip of GW) {
-    assert.ok(metric(m, 'proflink_exporter_sent_items_total', `loadbalancing/${ip}:${port}`) > 0,
+    assert.ok(metric(m, 'otelcol_exporter_sent_spans', `loadbalancing/${ip}:${port}`) > 0,
       `per-member counters for ${ip}`);
   }
   await stopAll(edge, gws);
@@ -336,7 +337,7 @@ test('resolver.dns follows a DNS answer that changes during the run', { skip: !h
     const m = await edge.metricsText();
     return metric(m, 'proflink_exporter_resolutions_changed_total', 'loadbalancing') >= 2 &&
       metric(m, 'proflink_exporter_members', 'loadbalancing') === 2 &&
-      m.includes(`component="loadbalancing/${GW[2]}:${port}"`);
+      m.includes(`"loadbalancing/${GW[2]}:${port}"`);
   };
   assert.ok(await until(changed, 10000), `members follow the new answer\n${edge.log}\n${dnsLog}`);
   const g0before = c[0].spans.size;
