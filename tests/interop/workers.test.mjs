@@ -17,7 +17,8 @@ import { OTLPTraceExporter as HttpExporter } from '@opentelemetry/exporter-trace
 import { OTLPTraceExporter as GrpcExporter } from '@opentelemetry/exporter-trace-otlp-grpc';
 import { resourceFromAttributes } from '@opentelemetry/resources';
 import { BasicTracerProvider, BatchSpanProcessor } from '@opentelemetry/sdk-trace-base';
-import { freePorts, readJsonLines, startProflink, until } from './lib/common.mjs';
+import { readJsonLines, startProflink, until } from './lib/common.mjs';
+import { freePorts } from './lib/proflink.mjs';
 
 function config({ grpcPort, httpPort, metricsPort, out, workers }) {
   return `
