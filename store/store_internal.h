@@ -21,7 +21,7 @@
 #include <time.h>
 
 #define PL_STORE_APP_ID         0x706c6b31 /* "plk1" */
-#define PL_STORE_SCHEMA_VERSION 4
+#define PL_STORE_SCHEMA_VERSION 5
 
 /* ---- small hash maps (store_schema.c) ---------------------------------- */
 
