@@ -131,9 +131,13 @@ int pl_cfg_doc_split_paths(pl_cfg_doc *doc)
 pl_cfg_doc *pl_cfg_doc_from_uri(const char *uri, pl_cfg_errors *errs)
 {
     if (strncmp(uri, "yaml:", 5) == 0) {
-        /* the fragment's own text names it in messages */
+        /* the fragment's own text names it in messages and logs, unless it
+         * may hold a secret */
         char name[96];
-        snprintf(name, sizeof(name), "%.80s%s", uri, strlen(uri) > 80 ? "..." : "");
+        if (pl_cfg_key_is_secret(uri + 5))
+            snprintf(name, sizeof(name), "yaml:(a fragment naming a secret)");
+        else
+            snprintf(name, sizeof(name), "%.80s%s", uri, strlen(uri) > 80 ? "..." : "");
         return pl_cfg_doc_parse(name, uri + 5, strlen(uri + 5), errs);
     }
     if (strncmp(uri, "env:", 4) == 0) {
@@ -152,8 +156,14 @@ pl_cfg_doc *pl_cfg_doc_from_uri(const char *uri, pl_cfg_errors *errs)
 pl_cfg_doc *pl_cfg_doc_from_set(const char *arg, pl_cfg_errors *errs)
 {
     char name[160];
-    snprintf(name, sizeof(name), "--set %.140s", arg);
     const char *eq = strchr(arg, '=');
+    /* the value names the source in messages, unless the path is a secret's */
+    char path[128];
+    snprintf(path, sizeof(path), "%.*s", eq ? (int)(eq - arg) : (int)strlen(arg), arg);
+    if (eq && pl_cfg_key_is_secret(path))
+        snprintf(name, sizeof(name), "--set %.120s=[REDACTED]", path);
+    else
+        snprintf(name, sizeof(name), "--set %.140s", arg);
     if (!eq || eq == arg) {
         pl_cfg_errors_add(errs, name, 0, 0,
                           "expected --set path=value (e.g. "
@@ -283,13 +293,8 @@ bool pl_cfg_key_is_secret(const char *key)
     static const char *const words[] = {"password",   "passwd",      "token",   "secret",
                                         "api_key",    "apikey",      "api-key", "authorization",
                                         "credential", "private_key", NULL};
-    char lower[128];
-    size_t n = 0;
-    for (; key[n] && n < sizeof(lower) - 1; n++)
-        lower[n] = (char)(key[n] >= 'A' && key[n] <= 'Z' ? key[n] + 32 : key[n]);
-    lower[n] = '\0';
     for (size_t i = 0; words[i]; i++)
-        if (strstr(lower, words[i]))
+        if (strcasestr(key, words[i]))
             return true;
     return false;
 }
