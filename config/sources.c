@@ -16,19 +16,22 @@
 
 /* ---- merging ------------------------------------------------------------ */
 
-static pl_cfg_node *merge_nodes(pl_cfg_node *base, pl_cfg_node *over)
+/* Aliases can make the tree a graph (even a cycle): depth is bounded. */
+#define MAX_MERGE_DEPTH 64
+
+static pl_cfg_node *merge_at(pl_cfg_node *base, pl_cfg_node *over, int depth)
 {
     if (!base)
         return over;
     if (!over)
         return base;
-    if (base->kind != PL_NODE_MAP || over->kind != PL_NODE_MAP)
+    if (base->kind != PL_NODE_MAP || over->kind != PL_NODE_MAP || depth > MAX_MERGE_DEPTH)
         return over; /* scalars, lists and nulls: the later source wins */
     for (size_t i = 0; i < over->n; i++) {
         bool found = false;
         for (size_t j = 0; j < base->n; j++) {
             if (strcmp(base->keys[j]->value, over->keys[i]->value) == 0) {
-                base->items[j] = merge_nodes(base->items[j], over->items[i]);
+                base->items[j] = merge_at(base->items[j], over->items[i], depth + 1);
                 found = true;
                 break;
             }
@@ -37,6 +40,11 @@ static pl_cfg_node *merge_nodes(pl_cfg_node *base, pl_cfg_node *over)
             return base;
     }
     return base;
+}
+
+static pl_cfg_node *merge_nodes(pl_cfg_node *base, pl_cfg_node *over)
+{
+    return merge_at(base, over, 0);
 }
 
 int pl_cfg_doc_merge(pl_cfg_doc *base, pl_cfg_doc *over)
@@ -303,6 +311,7 @@ typedef struct printer {
     yaml_emitter_t em;
     bool mask;
     bool ok;
+    size_t budget; /* nodes left: aliases can multiply a small file */
 } printer;
 
 static void emit(printer *p, yaml_event_t *ev)
@@ -322,6 +331,11 @@ static void emit_scalar(printer *p, const char *v, bool quoted)
 static void emit_node(printer *p, const pl_cfg_node *node, bool secret, int depth)
 {
     yaml_event_t ev;
+    if (p->budget == 0) {
+        p->ok = false;
+        return;
+    }
+    p->budget--;
     if (!node || node->kind == PL_NODE_NULL || depth > 64) {
         yaml_scalar_event_initialize(&ev, NULL, NULL, (yaml_char_t *)"", 0, 1, 1,
                                      YAML_PLAIN_SCALAR_STYLE);
@@ -362,7 +376,7 @@ static int write_out(void *data, unsigned char *buffer, size_t size)
 
 int pl_cfg_doc_print(const pl_cfg_doc *doc, FILE *out, bool mask)
 {
-    printer p = {.mask = mask, .ok = true};
+    printer p = {.mask = mask, .ok = true, .budget = 1u << 20};
     if (!yaml_emitter_initialize(&p.em))
         return -1;
     yaml_emitter_set_output(&p.em, write_out, out);
