@@ -314,15 +314,22 @@ typedef struct printer {
     size_t budget; /* nodes left: aliases can multiply a small file */
 } printer;
 
+/* The emitter frees an event it took (also when it fails); one not handed
+ * to it, after a failure, is freed here. */
 static void emit(printer *p, yaml_event_t *ev)
 {
-    if (p->ok && !yaml_emitter_emit(&p->em, ev))
+    if (ev->type == YAML_NO_EVENT) /* its initialize failed (e.g. not UTF-8) */
         p->ok = false;
+    else if (!p->ok)
+        yaml_event_delete(ev);
+    else if (!yaml_emitter_emit(&p->em, ev))
+        p->ok = false;
+    memset(ev, 0, sizeof(*ev)); /* so a failing initialize is seen as such */
 }
 
 static void emit_scalar(printer *p, const char *v, bool quoted)
 {
-    yaml_event_t ev;
+    yaml_event_t ev = {0};
     yaml_scalar_event_initialize(&ev, NULL, NULL, (yaml_char_t *)v, (int)strlen(v), 1, 1,
                                  quoted ? YAML_DOUBLE_QUOTED_SCALAR_STYLE : YAML_ANY_SCALAR_STYLE);
     emit(p, &ev);
@@ -330,7 +337,7 @@ static void emit_scalar(printer *p, const char *v, bool quoted)
 
 static void emit_node(printer *p, const pl_cfg_node *node, bool secret, int depth)
 {
-    yaml_event_t ev;
+    yaml_event_t ev = {0};
     if (p->budget == 0) {
         p->ok = false;
         return;
@@ -382,7 +389,7 @@ int pl_cfg_doc_print(const pl_cfg_doc *doc, FILE *out, bool mask)
     yaml_emitter_set_output(&p.em, write_out, out);
     yaml_emitter_set_unicode(&p.em, 1);
     yaml_emitter_set_indent(&p.em, 2);
-    yaml_event_t ev;
+    yaml_event_t ev = {0};
     yaml_stream_start_event_initialize(&ev, YAML_UTF8_ENCODING);
     emit(&p, &ev);
     yaml_document_start_event_initialize(&ev, NULL, NULL, NULL, 1);
