@@ -356,8 +356,8 @@ static void otlp_send(void *arg, pl_signal signal, const uint8_t *payload, size_
             ctx->headers[n++] = ctx->tenant_line;
         }
     }
-    if (x->auth) {
-        ctx->auth_line = pl_auth_client_header_line(x->auth);
+    if (x->auth_id) {
+        ctx->auth_line = pl_auth_client_header_for(x->auth_id);
         if (ctx->auth_line)
             ctx->headers[n++] = ctx->auth_line;
     }
@@ -495,15 +495,9 @@ pl_status pl_otlp_exporter_create(const pl_create_settings *settings,
     x->tls.cert_file = dup_or_null(cfg->tls.cert_file);
     x->tls.key_file = dup_or_null(cfg->tls.key_file);
     x->tenant_header = dup_or_null(cfg->tenant_header);
-    if (cfg->auth.authenticator && *cfg->auth.authenticator) {
-        x->auth = pl_auth_find(cfg->auth.authenticator, err);
-        if (!x->auth || !x->auth->client_header) {
-            if (x->auth)
-                pl_errf(err, PL_ERR_INVALID, "auth.authenticator '%s' has no client side",
-                        cfg->auth.authenticator);
-            pl_otlp_exporter_destroy(x);
-            return PL_ERR_INVALID;
-        }
+    if (pl_auth_client_resolve(&cfg->auth, &x->auth_id, err) != PL_OK) {
+        pl_otlp_exporter_destroy(x);
+        return PL_ERR_INVALID;
     }
     pl_status st = PL_OK;
     for (size_t i = 0; extra_headers && extra_headers[i] && st == PL_OK; i += 2)
@@ -578,6 +572,7 @@ void pl_otlp_exporter_destroy(void *self)
     free((char *)x->tls.cert_file);
     free((char *)x->tls.key_file);
     free(x->tenant_header);
+    free(x->auth_id);
     free(x->id);
     free(x);
 }

@@ -80,7 +80,7 @@ struct pl_otlp_exporter {
     uint64_t *downgrades;     /* counter compression_downgrades (NULL without stats) */
     uint64_t timeout_ms;
     pl_http_tls tls;
-    const pl_authenticator *auth; /* client side of an auth extension, or NULL */
+    char *auth_id;                /* auth extension (client side), looked up per request */
     char *tenant_header;          /* forwarded tenant's header name, or NULL */
     pl_otlp_classify_fn classify;
     pl_buf scratch; /* encoding buffer reused across exports */

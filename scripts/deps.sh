@@ -13,6 +13,7 @@ PACKAGES=(
   libc-ares-dev dnsmasq-base
   nodejs npm curl openssl zstd python3 ca-certificates procps
   chromium
+  golang-go
 )
 
 missing=()

@@ -107,12 +107,13 @@ static void read_summary(pl_arena *a, sqlite3_stmt *st, pl_trace_summary *t)
     t->error_count = (uint32_t)sqlite3_column_int64(st, 9);
     int64_t dur = sqlite3_column_int64(st, 10);
     t->duration_ns = dur > 0 ? (uint64_t)dur : 0;
+    t->tenant = column_text(a, st, 11);
     t->cpu_ns = -1;
 }
 
 #define SUMMARY_COLUMNS                                                                            \
     "trace_id, start_ns, end_ns, root_span_id, root_name, root_service, root_start_ns, "           \
-    "root_end_ns, span_count, error_count, duration_ns"
+    "root_end_ns, span_count, error_count, duration_ns, tenant"
 
 /* Sort key of a trace by time: CPU or wall nanoseconds; counts and none last. */
 static int64_t time_key(const pl_trace_summary *t)
@@ -160,8 +161,9 @@ pl_status pl_store_query_traces(pl_store *s, const pl_trace_query *q, pl_trace_l
     }
     bool by_duration = in_window >= 20000 || in_window > (int64_t)fetch * 200;
     char extra[256];
-    snprintf(extra, sizeof(extra), "%s%s%s", q->root_name ? " AND root_name = ?5" : "",
-             q->until_ns ? " AND start_ns <= ?6" : "", q->errors_only ? " AND error_count > 0" : "");
+    snprintf(extra, sizeof(extra), "%s%s%s%s", q->root_name ? " AND root_name = ?5" : "",
+             q->until_ns ? " AND start_ns <= ?6" : "", q->errors_only ? " AND error_count > 0" : "",
+             q->tenant ? " AND tenant = ?7" : "");
     char sql[1536];
     if (by_duration)
         snprintf(sql, sizeof(sql),
@@ -196,6 +198,8 @@ pl_status pl_store_query_traces(pl_store *s, const pl_trace_query *q, pl_trace_l
         sqlite3_bind_text(st, 5, q->root_name, -1, SQLITE_STATIC);
     if (q->until_ns)
         sqlite3_bind_int64(st, 6, (int64_t)q->until_ns);
+    if (q->tenant)
+        sqlite3_bind_text(st, 7, q->tenant, -1, SQLITE_STATIC);
     out->items = pl_arena_calloc(&out->arena, fetch, sizeof(pl_trace_summary));
     if (!out->items) {
         rc = SQLITE_NOMEM;

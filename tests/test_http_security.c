@@ -262,6 +262,41 @@ static void test_unknown_authenticator(void)
     CHECK(strstr(err.msg, "'nope' is not a running authentication extension") != NULL);
 }
 
+/* A reload may replace an extension and keep the receiver: the listener
+ * uses whatever is registered under the id now, and refuses when nothing is. */
+static void test_authenticator_replaced(void)
+{
+    pl_err err = {{0}};
+    void *old = make_ext("bearertokenauth", "bearertokenauth/r", "token: one\n", &err);
+    REQUIRE(old != NULL);
+    pl_listener_security sec;
+    pl_auth_ref_config ref = {(char *)"bearertokenauth/r"};
+    REQUIRE(pl_listener_security_init(&sec, NULL, &ref, NULL, &err) == PL_OK);
+    pl_http_server_options opt = {0};
+    pl_listener_security_apply(&sec, &opt);
+    REQUIRE(opt.auth != NULL);
+    const char *with_one = "GET / HTTP/1.1\r\nAuthorization: Bearer one\r\n\r\n";
+    const char *with_two = "GET / HTTP/1.1\r\nAuthorization: Bearer two\r\n\r\n";
+    char *out = feed(&opt, with_one);
+    CHECK(strstr(out, "HTTP/1.1 200") == out);
+    free(out);
+    /* the new instance is created before the old one goes */
+    void *new = make_ext("bearertokenauth", "bearertokenauth/r", "token: two\n", &err);
+    REQUIRE(new != NULL);
+    destroy_ext("bearertokenauth", old);
+    out = feed(&opt, with_two);
+    CHECK(strstr(out, "HTTP/1.1 200") == out);
+    free(out);
+    out = feed(&opt, with_one);
+    CHECK(strstr(out, "HTTP/1.1 401") == out);
+    free(out);
+    destroy_ext("bearertokenauth", new);
+    out = feed(&opt, with_two); /* gone: refused, not let through */
+    CHECK(strstr(out, "HTTP/1.1 401") == out);
+    free(out);
+    pl_listener_security_free(&sec);
+}
+
 static void test_tls_config_errors(void)
 {
     pl_err err = {{0}};
@@ -279,6 +314,7 @@ int main(void)
     PL_RUN(test_bearer_token);
     PL_RUN(test_basic_auth);
     PL_RUN(test_unknown_authenticator);
+    PL_RUN(test_authenticator_replaced);
     PL_RUN(test_tls_config_errors);
     return pl_test_done();
 }

@@ -121,6 +121,14 @@ async function refreshStatus() {
 const SINCE = [['15m', 'last 15 min'], ['1h', 'last hour'], ['6h', 'last 6 h'], ['1d', 'last day'], ['0', 'all']];
 
 async function showSearch(p) {
+  // the three requests go out together
+  const q = new URLSearchParams({ since: p.get('since') || '1h', limit: '100' });
+  for (const k of ['service', 'root', 'until', 'min_duration', 'min_cpu', 'sort']) if (p.get(k)) q.set(k, p.get(k));
+  if (p.get('errors') === '1') q.set('errors', '1');
+  const tracesP = api(`/api/traces?${q}`);
+  const linksP = api(`/api/links?since=${encodeURIComponent(p.get('since') || '1h')}`);
+  tracesP.catch(() => {});
+  linksP.catch(() => {});
   const services = await api('/api/services').catch(() => ({ services: [] }));
   const svc = el('select', { name: 'service' }, el('option', { value: '' }, 'any'));
   for (const s of services.services) svc.append(el('option', { value: s, selected: p.get('service') === s }, s));
@@ -150,17 +158,14 @@ async function showSearch(p) {
   const links = el('div', { class: 'links', id: 'links' });
   view().replaceChildren(el('h2', null, 'Traces'), form, results, links);
 
-  const q = new URLSearchParams({ since: p.get('since') || '1h', limit: '100' });
-  for (const k of ['service', 'root', 'until', 'min_duration', 'min_cpu', 'sort']) if (p.get(k)) q.set(k, p.get(k));
-  if (p.get('errors') === '1') q.set('errors', '1');
   try {
-    const { traces } = await api(`/api/traces?${q}`);
+    const { traces } = await tracesP;
     results.replaceChildren(tracesTable(traces));
   } catch (e) {
     results.replaceChildren(el('div', { class: 'empty err' }, e.message));
   }
   try {
-    const l = await api(`/api/links?since=${encodeURIComponent(p.get('since') || '1h')}`);
+    const l = await linksP;
     links.replaceChildren(linksTable(l));
   } catch (e) {
     links.replaceChildren(el('div', { class: 'muted' }, `link ratio: ${e.message}`));
@@ -492,12 +497,12 @@ function fnTable(root, data) {
 
 // Loads /api/flamegraph?<selection> and renders it with a type selector and
 // download links.
-async function flameView(box, selection, type) {
+async function flameView(box, selection, type, pending) {
   box.replaceChildren(el('div', { class: 'empty' }, 'loading…'));
   const q = `${selection}${type ? `&type=${encodeURIComponent(type)}` : ''}`;
   let data;
   try {
-    data = await api(`/api/flamegraph?${q}&format=json`);
+    data = await (pending || api(`/api/flamegraph?${q}&format=json`));
   } catch (e) {
     box.replaceChildren(el('div', { class: 'empty err' }, e.message));
     return;
@@ -538,12 +543,17 @@ function selectionQuery(kind, value, since, until) {
 }
 
 async function showFlame(p) {
-  const services = await api('/api/services').catch(() => ({ services: [] }));
   const fixed = p.get('trace') ? `trace=${encodeURIComponent(p.get('trace'))}` : p.get('span') ? `span=${encodeURIComponent(p.get('span'))}` : null;
+  const selection = fixed || selectionQuery('service', p.get('service') || '', p.get('since'), p.get('until'));
+  const type = p.get('type');
+  // the profile is asked for at once, while the service list loads
+  const pending = api(`/api/flamegraph?${selection}${type ? `&type=${encodeURIComponent(type)}` : ''}&format=json`);
+  pending.catch(() => {});
+  const services = fixed ? { services: [] } : await api('/api/services').catch(() => ({ services: [] }));
   const box = el('div', { id: 'flame-box' });
   if (fixed) {
     view().replaceChildren(el('h2', null, 'Flame graph ', el('span', { class: 'muted mono' }, fixed)), box);
-    flameView(box, fixed, p.get('type'));
+    await flameView(box, fixed, type, pending);
     return;
   }
   const svc = el('select', { name: 'service' }, el('option', { value: '' }, 'all services'));
@@ -559,7 +569,7 @@ async function showFlame(p) {
     setHash('#/flame', q);
   });
   view().replaceChildren(el('h2', null, 'Flame graph'), form, box);
-  flameView(box, selectionQuery('service', p.get('service') || '', p.get('since'), p.get('until')), p.get('type'));
+  await flameView(box, selection, type, pending);
 }
 
 // Shares of the total per path ("a;b;c") of a tree.

@@ -53,6 +53,7 @@ receivers:
 processors:
   correlation:
     window: 2s
+    max_window: 0s   # spans wait the window (one upload teaches no cadence)
 exporters:
   file:
     path: ${path.join(tmp, 'out.jsonl')}
