@@ -131,6 +131,34 @@ static void test_sixty_second_cadence_links(void)
     fx_done(&f);
 }
 
+/* Spans that came before their service's cadence was known wait the assumed
+ * hold only until the cadence is learned; then their hold follows it. */
+static void test_hold_follows_learned_cadence(void)
+{
+    fixture f;
+    pl_correlation_config cfg = cadence_config();
+    REQUIRE(fx_init(&f, &cfg) == 0);
+    span_spec a[] = {{9, 0x91, 0, BASE - S(2), BASE - S(1), "early", NULL}};
+    deliver(&f, mk_traces("fast", a, 1)); /* assumed: 156 s */
+    /* Two 10 s uploads that carry span ids (of other spans) but do not
+     * cover this span's end... because they are stamped before it. */
+    sample_spec other[] = {{0x99, 0, BY_LINK, 0, 1, 0}};
+    deliver(&f, mk_profiles("fast", BASE - S(30), S(10), other, 1));
+    advance(&f, S(10));
+    deliver(&f, mk_profiles("fast", BASE - S(20), S(10), other, 1));
+    pl_correlation_cadence cad;
+    pl_correlation_get_cadence(f.self, "fast", &cad);
+    CHECK_EQ_UINT(cad.interval, S(10));
+    /* 2 x 10 s + delay (here 30 s, learned from the stamps) + 1 s + 5 s,
+     * at least span_window (30 s) */
+    CHECK_EQ_UINT(cad.hold, S(56));
+    advance(&f, S(45));
+    CHECK_EQ_INT(f.traces.n, 0);
+    advance(&f, S(2)); /* 57 s after it came: its learned hold is over */
+    CHECK_EQ_INT(f.traces.n, 1);
+    fx_done(&f);
+}
+
 /* An upload that never comes: spans wait up to their hold, not forever, and
  * samples that come after are enriched from the departed spans' summaries. */
 static void test_late_samples_enriched_from_summaries(void)
@@ -394,6 +422,7 @@ int main(void)
 {
     PL_RUN(test_heap_upload_does_not_release_spans);
     PL_RUN(test_sixty_second_cadence_links);
+    PL_RUN(test_hold_follows_learned_cadence);
     PL_RUN(test_late_samples_enriched_from_summaries);
     PL_RUN(test_unprofiled_service_not_held_after_warmup);
     PL_RUN(test_one_span_id_flood_is_linear);
