@@ -449,6 +449,8 @@ int main(int argc, char **argv)
     long rss0 = rss_kib(), rss_peak = rss0;
     double peak_per_span = 0;
     size_t peak_held = 0, peak_bytes = 0;
+    pl_correlation_usage peak_u;
+    memset(&peak_u, 0, sizeof(peak_u));
     uint64_t spans_sent = 0, samples_sent = 0;
 
     for (uint64_t t = 0; t < sim_end; t += STEP) {
@@ -568,6 +570,7 @@ int main(int argc, char **argv)
                 peak_held = u.held_spans;
                 peak_bytes = bytes;
                 peak_per_span = (double)bytes / (double)u.held_spans;
+                peak_u = u;
             }
             long r = rss_kib();
             if (r > rss_peak)
@@ -609,6 +612,11 @@ int main(int argc, char **argv)
     printf("peak held:                   %zu spans, %.0f MiB (held batches + index + summaries): "
            "%.0f B/held span\n",
            peak_held, (double)peak_bytes / (1 << 20), peak_per_span);
+    printf("  of which per held span:    held batches %.0f B, index %.0f B, summaries %.0f B (%zu "
+           "summaries)\n",
+           (double)peak_u.held_bytes / (double)peak_held,
+           (double)peak_u.index_bytes / (double)peak_held,
+           (double)peak_u.late_bytes / (double)peak_held, peak_u.late_spans);
     printf("RSS growth (peak):           %.0f MiB, %.0f B/held span (includes the generator's "
            "buffers)\n",
            (double)(rss_peak - rss0) / 1024, (double)(rss_peak - rss0) * 1024 / (double)peak_held);
