@@ -276,7 +276,7 @@ typedef struct correlation {
     service *services;
     uint32_t n_services, cap_services;
     pl_htab service_index;  /* name -> services index */
-    size_t name_bytes;      /* service names held (fn names: fn_bytes) */
+    size_t name_bytes;      /* service names and their streams (fn names: fn_bytes) */
     uint64_t max_hold;      /* the longest a span can be held (max of windows) */
     uint32_t cadence_epoch; /* bumped when a service's learned cadence changes */
 
