@@ -160,6 +160,7 @@ typedef struct service {
 typedef struct label {
     pl_bytes key;
     pl_value value;
+    uint32_t slot; /* which key: 0 span name, 1 root name, 2 service, 3 + k span_attributes[k] */
 } label;
 
 /* One span_attributes value of a departed span (see correlation_late.c). */
@@ -218,6 +219,7 @@ typedef struct dict_writer {
     uint32_t attr_mask, attr_count;
     uint32_t *fn_ids; /* function index -> fn pool id (0: not looked up yet) */
     uint32_t n_fn_ids;
+    int32_t key_idx[3 + 64]; /* label keys' string indices + 1 (see label.slot) */
 } dict_writer;
 
 typedef struct contrib {

@@ -405,11 +405,12 @@ size_t corr_late_labels(correlation *self, const late_span *s, label *items, siz
     size_t n = 0;
     if (!g || max < 3)
         return 0;
-    items[n++] = (label){self->names[NAME_SPAN_NAME], pl_value_string(gen_text(g, s->name))};
-    items[n++] = (label){self->names[NAME_ROOT_SPAN_NAME], pl_value_string(gen_text(g, s->root))};
+    items[n++] = (label){self->names[NAME_SPAN_NAME], pl_value_string(gen_text(g, s->name)), 0};
+    items[n++] =
+        (label){self->names[NAME_ROOT_SPAN_NAME], pl_value_string(gen_text(g, s->root)), 1};
     pl_bytes svc = corr_service_name(self, s->service);
     if (svc.len)
-        items[n++] = (label){self->names[NAME_SERVICE_NAME], pl_value_string(svc)};
+        items[n++] = (label){self->names[NAME_SERVICE_NAME], pl_value_string(svc), 2};
     if (s->vals == UINT32_MAX)
         return n;
     size_t nk = self->n_span_attr_keys < 64 ? self->n_span_attr_keys : 64;
@@ -435,7 +436,7 @@ size_t corr_late_labels(correlation *self, const late_span *s, label *items, siz
         default:
             continue;
         }
-        items[n++] = (label){self->span_attr_keys[k], val};
+        items[n++] = (label){self->span_attr_keys[k], val, 3 + (uint32_t)k};
     }
     return n;
 }
