@@ -374,19 +374,27 @@ static size_t span_labels(correlation *self, span_entry *e, label *items, size_t
     int n_chain = 0;
     span_entry *root = e;
     chain[n_chain++] = e->span;
+    const late_span *gone = NULL; /* an ancestor that already left */
     while (n_chain < MAX_ANCESTRY) {
         const pl_span *rsp = root->span;
         if (!span_id_valid(rsp->parent_span_id, rsp->parent_span_id_len))
             break;
-        span_entry *p =
-            corr_find_span(self, id_key(rsp->parent_span_id), corr_span_trace(rsp), true, false);
-        if (!p || p->service != e->service)
+        uint64_t pkey = id_key(rsp->parent_span_id);
+        span_entry *p = corr_find_span(self, pkey, corr_span_trace(rsp), true, false);
+        if (!p) {
+            const late_span *lp =
+                self->late ? corr_late_find(self, pkey, corr_span_trace(rsp), false, 0, 0) : NULL;
+            if (lp && lp->service == e->service)
+                gone = lp;
+            break;
+        }
+        if (p->service != e->service)
             break;
         root = p;
         chain[n_chain++] = p->span;
     }
-    items[n_items++] =
-        (label){self->names[NAME_ROOT_SPAN_NAME], pl_value_string(root->span->name), 1};
+    pl_bytes root_name = gone ? corr_late_root_name(self, gone) : root->span->name;
+    items[n_items++] = (label){self->names[NAME_ROOT_SPAN_NAME], pl_value_string(root_name), 1};
     pl_bytes svc = corr_service_name(self, e->service);
     if (svc.len)
         items[n_items++] = (label){self->names[NAME_SERVICE_NAME], pl_value_string(svc), 2};
@@ -394,14 +402,18 @@ static size_t span_labels(correlation *self, span_entry *e, label *items, size_t
         pl_bytes key = self->span_attr_keys[k];
         /* The span first, then its ancestors up to the local root: http.route
          * usually sits on the server span, not on the span the sample hit. */
-        for (int depth = 0; depth < n_chain; depth++) {
+        bool found = false;
+        for (int depth = 0; depth < n_chain && !found; depth++) {
             pl_kv *kv = pl_attrs_find(&chain[depth]->attrs, (const char *)key.ptr, key.len);
             if (kv && (kv->value.type == PL_VALUE_STRING || kv->value.type == PL_VALUE_INT ||
                        kv->value.type == PL_VALUE_DOUBLE || kv->value.type == PL_VALUE_BOOL)) {
                 items[n_items++] = (label){key, kv->value, 3 + (uint32_t)k};
-                break;
+                found = true;
             }
         }
+        pl_value v;
+        if (!found && gone && corr_late_attr(self, gone, k, &v))
+            items[n_items++] = (label){key, v, 3 + (uint32_t)k};
     }
     return n_items;
 }

@@ -432,6 +432,8 @@ const late_span *corr_late_find(correlation *self, uint64_t key, const uint8_t *
                                 bool has_time, uint64_t lo, uint64_t hi);
 void corr_late_add(correlation *self, span_entry *e, uint64_t now);
 size_t corr_late_labels(correlation *self, const late_span *s, label *items, size_t max);
+pl_bytes corr_late_root_name(correlation *self, const late_span *s);
+bool corr_late_attr(correlation *self, const late_span *s, size_t k, pl_value *out);
 /* correlation_enrich.c */
 bool corr_sample_ids(const pl_dictionary *dict, const pl_sample *s, uint64_t *key,
                      uint8_t trace[16], bool *has_trace);
