@@ -89,7 +89,8 @@ static int otlp_validate(void *cfg_, pl_cfg_ctx *ctx)
     {                                                                                              \
         key, type, def, offsetof(pl_otlp_exporter_config, field), desc, NULL                       \
     }
-static const pl_cfg_field otlp_fields[] = {
+/* Also the `protocol.otlp` table of the loadbalancing exporter. */
+const pl_cfg_field pl_otlp_grpc_fields[] = {
     F("endpoint", PL_CFG_STRING, NULL, endpoint,
       "host:port (TLS unless tls.insecure) or http(s)://host:port"),
     F("compression", PL_CFG_STRING, "gzip", compression, "message compression: gzip, zstd or none"),
@@ -110,7 +111,7 @@ static const pl_cfg_field otlp_fields[] = {
 };
 #undef F
 
-static const pl_cfg_section otlp_section = {sizeof(pl_otlp_exporter_config), otlp_fields,
+static const pl_cfg_section otlp_section = {sizeof(pl_otlp_exporter_config), pl_otlp_grpc_fields,
                                             otlp_validate};
 
 /* Reads the response message behind its 5-byte prefix into a partial

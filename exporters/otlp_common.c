@@ -72,6 +72,8 @@ bool pl_otlp_is_protobuf_response(const pl_http_client_result *res)
 typedef struct send_ctx {
     pl_otlp_exporter *x;
     pl_queue_send *send;
+    const uint8_t *payload; /* as queued (for x->observe) */
+    size_t payload_len;
     pl_signal signal;
     pl_encoding coding;  /* of the body being sent */
     bool recoded;        /* gRPC: already re-sent with a fallback coding */
@@ -212,6 +214,15 @@ static void note_refused(pl_otlp_exporter *x, pl_encoding coding, pl_encoding fa
 
 static pl_status start_request(send_ctx *ctx, pl_err *err);
 
+/* Hands a result to the queue, letting x->observe see it first. */
+static void finish_send(pl_otlp_exporter *x, pl_queue_send *send, pl_signal signal,
+                        const uint8_t *payload, size_t len, pl_send_result *result)
+{
+    if (x->observe)
+        x->observe(x->observe_arg, signal, payload, len, result);
+    pl_queue_send_done(send, result);
+}
+
 static void on_response(void *arg, const pl_http_client_result *res)
 {
     send_ctx *ctx = arg;
@@ -238,8 +249,11 @@ static void on_response(void *arg, const pl_http_client_result *res)
                            pl_encoding_name(fallback), err.msg[0] ? err.msg : pl_status_name(st));
     }
     pl_queue_send *send = ctx->send;
+    const uint8_t *payload = ctx->payload;
+    size_t payload_len = ctx->payload_len;
+    pl_signal signal = ctx->signal;
     free_ctx(ctx);
-    pl_queue_send_done(send, &result);
+    finish_send(x, send, signal, payload, payload_len, &result);
 }
 
 static pl_status start_request(send_ctx *ctx, pl_err *err)
@@ -302,6 +316,8 @@ static void otlp_send(void *arg, pl_signal signal, const uint8_t *payload, size_
     }
     ctx->x = x;
     ctx->send = send;
+    ctx->payload = payload;
+    ctx->payload_len = len;
     ctx->signal = signal;
     ctx->coding = coding;
     ctx->body = payload + skip;
@@ -340,8 +356,8 @@ static void otlp_send(void *arg, pl_signal signal, const uint8_t *payload, size_
             ctx->headers[n++] = ctx->tenant_line;
         }
     }
-    if (x->auth) {
-        ctx->auth_line = pl_auth_client_header_line(x->auth);
+    if (x->auth_id) {
+        ctx->auth_line = pl_auth_client_header_for(x->auth_id);
         if (ctx->auth_line)
             ctx->headers[n++] = ctx->auth_line;
     }
@@ -353,7 +369,7 @@ static void otlp_send(void *arg, pl_signal signal, const uint8_t *payload, size_
                        st == PL_ERR_INVALID || st == PL_ERR_UNSUPPORTED ? PL_SEND_PERMANENT
                                                                         : PL_SEND_RETRYABLE,
                        "%s", err.msg[0] ? err.msg : pl_status_name(st));
-    pl_queue_send_done(send, &result);
+    finish_send(x, send, signal, payload, len, &result);
 }
 
 static bool encode_message(const pl_batch *batch, bool json, pl_buf *out)
@@ -479,15 +495,9 @@ pl_status pl_otlp_exporter_create(const pl_create_settings *settings,
     x->tls.cert_file = dup_or_null(cfg->tls.cert_file);
     x->tls.key_file = dup_or_null(cfg->tls.key_file);
     x->tenant_header = dup_or_null(cfg->tenant_header);
-    if (cfg->auth.authenticator && *cfg->auth.authenticator) {
-        x->auth = pl_auth_find(cfg->auth.authenticator, err);
-        if (!x->auth || !x->auth->client_header) {
-            if (x->auth)
-                pl_errf(err, PL_ERR_INVALID, "auth.authenticator '%s' has no client side",
-                        cfg->auth.authenticator);
-            pl_otlp_exporter_destroy(x);
-            return PL_ERR_INVALID;
-        }
+    if (pl_auth_client_resolve(&cfg->auth, &x->auth_id, err) != PL_OK) {
+        pl_otlp_exporter_destroy(x);
+        return PL_ERR_INVALID;
     }
     pl_status st = PL_OK;
     for (size_t i = 0; extra_headers && extra_headers[i] && st == PL_OK; i += 2)
@@ -562,6 +572,7 @@ void pl_otlp_exporter_destroy(void *self)
     free((char *)x->tls.cert_file);
     free((char *)x->tls.key_file);
     free(x->tenant_header);
+    free(x->auth_id);
     free(x->id);
     free(x);
 }

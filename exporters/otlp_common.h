@@ -48,6 +48,8 @@ typedef struct pl_otlp_exporter_config {
 } pl_otlp_exporter_config;
 
 extern const pl_cfg_section pl_otlp_tls_section;
+/* The `otlp` exporter's config table (exporters/otlp.c). */
+extern const pl_cfg_field pl_otlp_grpc_fields[];
 
 /* Flag in a queued payload's first byte: the body is OTLP/JSON. */
 #define PL_OTLP_PAYLOAD_JSON 0x80u
@@ -78,10 +80,18 @@ struct pl_otlp_exporter {
     uint64_t *downgrades;     /* counter compression_downgrades (NULL without stats) */
     uint64_t timeout_ms;
     pl_http_tls tls;
-    const pl_authenticator *auth; /* client side of an auth extension, or NULL */
+    char *auth_id;                /* auth extension (client side), looked up per request */
     char *tenant_header;          /* forwarded tenant's header name, or NULL */
     pl_otlp_classify_fn classify;
     pl_buf scratch; /* encoding buffer reused across exports */
+    /* Set by the loadbalancing exporter on its members: sees every send's
+     * result before the queue does, with the queued payload (coding byte
+     * first). It may hand the payload to other members and then set the
+     * outcome to OK, so that a failed member's data moves on instead of
+     * waiting for it. NULL for a plain exporter. */
+    void (*observe)(void *arg, pl_signal signal, const uint8_t *payload, size_t len,
+                    pl_send_result *result);
+    void *observe_arg;
 };
 
 /* Creates the shared part: the queue, the HTTP client, TLS settings, the

@@ -173,7 +173,7 @@ typedef struct pyroscope_exp {
     pl_stats *stats;
     pl_clock clock;
     bool fixed_tenant;            /* tenant_id set: batches' tenants are not sent */
-    const pl_authenticator *auth; /* client side of an auth extension, or NULL */
+    char *auth_id;                /* auth extension (client side), looked up per request */
 } pyroscope_exp;
 
 /* A payload may start with the batch's tenant: TENANT_MARK, 'T', length,
@@ -781,8 +781,8 @@ static void pyroscope_send(void *arg, pl_signal signal, const uint8_t *payload, 
         payload += 3 + tl;
         len -= 3 + tl;
     }
-    if (x->auth) {
-        auth_line = pl_auth_client_header_line(x->auth);
+    if (x->auth_id) {
+        auth_line = pl_auth_client_header_for(x->auth_id);
         if (auth_line)
             headers[nh++] = auth_line;
     }
@@ -914,15 +914,9 @@ static pl_status pyroscope_exp_create(const pl_create_settings *settings, const 
         fail |= add_header(x, "X-Scope-OrgID", cfg->tenant_id);
         x->fixed_tenant = true;
     }
-    if (cfg->auth.authenticator && *cfg->auth.authenticator) {
-        x->auth = pl_auth_find(cfg->auth.authenticator, err);
-        if (!x->auth || !x->auth->client_header) {
-            if (x->auth)
-                pl_errf(err, PL_ERR_INVALID, "auth.authenticator '%s' has no client side",
-                        cfg->auth.authenticator);
-            pyroscope_exp_destroy(x);
-            return PL_ERR_INVALID;
-        }
+    if (pl_auth_client_resolve(&cfg->auth, &x->auth_id, err) != PL_OK) {
+        pyroscope_exp_destroy(x);
+        return PL_ERR_INVALID;
     }
     if (cfg->bearer_token && *cfg->bearer_token) {
         size_t len = strlen(cfg->bearer_token) + 8;
@@ -1017,6 +1011,7 @@ static void pyroscope_exp_destroy(void *self)
     free((char *)x->tls.ca_file);
     free((char *)x->tls.cert_file);
     free((char *)x->tls.key_file);
+    free(x->auth_id);
     free(x->url);
     free(x->id);
     free(x);

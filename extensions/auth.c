@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/log.h"
 #include "core/strlist.h"
 
 /* Few authenticators exist (one per configured extension): a short list. */
@@ -40,11 +41,19 @@ void pl_auth_unregister(pl_authenticator *a)
     }
 }
 
-const pl_authenticator *pl_auth_find(const char *id, pl_err *err)
+const pl_authenticator *pl_auth_lookup(const char *id)
 {
     for (reg_entry *e = registry; e; e = e->next)
         if (strcmp(e->a->id, id) == 0)
             return e->a;
+    return NULL;
+}
+
+const pl_authenticator *pl_auth_find(const char *id, pl_err *err)
+{
+    const pl_authenticator *a = pl_auth_lookup(id);
+    if (a)
+        return a;
     pl_errf(err, PL_ERR_INVALID,
             "auth.authenticator '%s' is not a running authentication extension (define it under "
             "extensions and list it in service.extensions)",
@@ -63,6 +72,19 @@ const pl_cfg_section pl_auth_ref_section = {sizeof(pl_auth_ref_config), auth_ref
 static char *dup_or_null(const char *s)
 {
     return s && *s ? strdup(s) : NULL;
+}
+
+/* The server's view of a listener's authenticator: whatever is registered
+ * under the id now. Gone (a reload removed it): refused, and said so. */
+static bool check_by_id(void *arg, const pl_http_request *req, char *user, size_t cap)
+{
+    const pl_listener_security *sec = arg;
+    const pl_authenticator *a = pl_auth_lookup(sec->auth_id);
+    if (!a || !a->server.check) {
+        pl_error("auth", "authenticator '%s' is not running; refusing the request", sec->auth_id);
+        return false;
+    }
+    return a->server.check(a->server.arg, req, user, cap);
 }
 
 pl_status pl_listener_security_init(pl_listener_security *out, const pl_tls_server_config *tls,
@@ -87,14 +109,24 @@ pl_status pl_listener_security_init(pl_listener_security *out, const pl_tls_serv
         return pl_errf(err, PL_ERR_NOMEM, "out of memory");
     }
     if (auth && auth->authenticator && *auth->authenticator) {
-        out->auth = pl_auth_find(auth->authenticator, err);
-        if (!out->auth || !out->auth->server.check) {
-            if (out->auth)
+        const pl_authenticator *a = pl_auth_find(auth->authenticator, err);
+        if (!a || !a->server.check) {
+            if (a)
                 pl_errf(err, PL_ERR_INVALID, "auth.authenticator '%s' has no server side",
                         auth->authenticator);
             pl_listener_security_free(out);
             return PL_ERR_INVALID;
         }
+        out->auth_id = strdup(auth->authenticator);
+        if (!out->auth_id) {
+            pl_listener_security_free(out);
+            return pl_errf(err, PL_ERR_NOMEM, "out of memory");
+        }
+        /* the challenge is a literal of the extension's type: stable */
+        out->auth = (pl_http_auth){.name = out->auth_id,
+                                   .challenge = a->server.challenge,
+                                   .check = check_by_id,
+                                   .arg = out};
     }
     return PL_OK;
 }
@@ -103,7 +135,7 @@ void pl_listener_security_apply(const pl_listener_security *sec, pl_http_server_
 {
     opt->tls = pl_tls_server_config_enabled(&sec->tls) ? &sec->tls : NULL;
     opt->cors = pl_http_cors_enabled(&sec->cors) ? &sec->cors : NULL;
-    opt->auth = sec->auth ? &sec->auth->server : NULL;
+    opt->auth = sec->auth_id ? &sec->auth : NULL;
 }
 
 void pl_listener_security_free(pl_listener_security *sec)
@@ -114,6 +146,7 @@ void pl_listener_security_free(pl_listener_security *sec)
     free(sec->tls.min_version);
     free(sec->tls.max_version);
     pl_http_cors_free(&sec->cors);
+    free(sec->auth_id);
     memset(sec, 0, sizeof(*sec));
 }
 
@@ -134,4 +167,31 @@ char *pl_auth_client_header_line(const pl_authenticator *a)
     if (line)
         snprintf(line, len, "%s: %s", name, value);
     return line;
+}
+
+pl_status pl_auth_client_resolve(const pl_auth_ref_config *ref, char **id_out, pl_err *err)
+{
+    *id_out = NULL;
+    if (!ref || !ref->authenticator || !*ref->authenticator)
+        return PL_OK;
+    const pl_authenticator *a = pl_auth_find(ref->authenticator, err);
+    if (!a)
+        return PL_ERR_INVALID;
+    if (!a->client_header)
+        return pl_errf(err, PL_ERR_INVALID, "auth.authenticator '%s' has no client side",
+                       ref->authenticator);
+    *id_out = strdup(ref->authenticator);
+    return *id_out ? PL_OK : pl_errf(err, PL_ERR_NOMEM, "out of memory");
+}
+
+char *pl_auth_client_header_for(const char *id)
+{
+    if (!id)
+        return NULL;
+    const pl_authenticator *a = pl_auth_lookup(id);
+    if (!a || !a->client_header) {
+        pl_error("auth", "authenticator '%s' is not running; sending without credentials", id);
+        return NULL;
+    }
+    return pl_auth_client_header_line(a);
 }

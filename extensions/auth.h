@@ -15,9 +15,12 @@
  *
  * An authentication extension registers itself by id when created
  * (extensions are created before exporters and receivers, and destroyed
- * after them), so a receiver or exporter resolves its `authenticator` at
- * create time; a name that is not a running authentication extension fails
- * the start with a message saying so.
+ * after them). A receiver or exporter checks its `authenticator` at create
+ * time (a name that is not a running authentication extension fails the
+ * start with a message saying so) and then looks it up by id for each
+ * request: a reload may replace the extension while keeping the receiver,
+ * and the newest instance registered under an id is the one used. Should
+ * the id have gone, requests are refused (401), never let through.
  *
  * Also here: the security settings every listener shares (tls, auth, cors),
  * copied from a receiver's config and applied to its server options.
@@ -47,6 +50,8 @@ void pl_auth_register(pl_authenticator *a);
 void pl_auth_unregister(pl_authenticator *a);
 /* NULL with err set when `id` is not a running authentication extension. */
 const pl_authenticator *pl_auth_find(const char *id, pl_err *err);
+/* The same without an error: NULL when absent. */
+const pl_authenticator *pl_auth_lookup(const char *id);
 
 /* `auth: { authenticator: <id> }` */
 typedef struct pl_auth_ref_config {
@@ -59,7 +64,8 @@ extern const pl_cfg_section pl_auth_ref_section;
 typedef struct pl_listener_security {
     pl_tls_server_config tls;
     pl_http_cors_config cors;
-    const pl_authenticator *auth;
+    char *auth_id;     /* the authenticator's id, looked up per request */
+    pl_http_auth auth; /* what the server calls: forwards to the lookup */
 } pl_listener_security;
 
 pl_status pl_listener_security_init(pl_listener_security *out, const pl_tls_server_config *tls,
@@ -74,5 +80,11 @@ const char *pl_listener_security_scheme(const pl_listener_security *sec);
 /* Exporters: the header line "Name: value" to send, built for each request
  * (a token file may have changed). NULL when `a` is NULL; malloc'd. */
 char *pl_auth_client_header_line(const pl_authenticator *a);
+/* Exporters' `auth:`: checks at create that `ref` names an extension with a
+ * client side; *id_out gets a copy of the id (NULL when none configured). */
+pl_status pl_auth_client_resolve(const pl_auth_ref_config *ref, char **id_out, pl_err *err);
+/* The header line for the authenticator registered under `id` now; NULL
+ * when id is NULL or it is gone (logged). */
+char *pl_auth_client_header_for(const char *id);
 
 #endif

@@ -31,7 +31,7 @@ void pl_hs_h1_respond_simple(conn *c, int status, const char *body, bool close_a
     pl_hs_conn_write(c, data, n);
 }
 
-void pl_hs_h1_respond_busy(conn *c)
+static void pl_hs_h1_respond_busy(conn *c)
 {
     static const char busy[] = "HTTP/1.1 503 Service Unavailable\r\nContent-Type: text/plain; "
                                "charset=utf-8\r\nRetry-After: 1\r\nContent-Length: 12\r\n"
@@ -76,10 +76,34 @@ void pl_hs_h1_respond(pl_http_response *res, int status, const pl_http_header *h
     pl_hs_conn_write(c, data, n);
 }
 
-static bool h1_header_budget(conn *c, size_t more)
+/* Header bytes as they arrive, against the request's limit and the
+ * server's and the client's buffering budgets. A new field costs 32 bytes
+ * more than its text (RFC 9113's accounting, also for HTTP/1.1: the per-
+ * field bookkeeping is what a flood of tiny fields costs). Answers and
+ * closes when over; false then. */
+static bool h1_header_budget(conn *c, size_t more, bool new_field)
 {
+    if (new_field) {
+        more += 32;
+        if (++c->h1.n_fields > c->opt->max_header_fields) {
+            pl_hs_h1_respond_simple(c, 431, "too many header fields\n", true);
+            pl_hs_conn_close(c);
+            return false;
+        }
+    }
     c->header_bytes += more;
-    return c->header_bytes <= c->opt->max_header_size;
+    if (c->header_bytes > c->opt->max_header_size) {
+        pl_hs_h1_respond_simple(c, 431, "request headers too large\n", true);
+        pl_hs_conn_close(c);
+        return false;
+    }
+    if (!pl_hs_parts_account(&c->h1, more, c->opt)) {
+        pl_warn(pl_hs_log_name(c), "%s: request data buffered over the limits; refusing", c->peer);
+        pl_hs_h1_respond_busy(c);
+        pl_hs_conn_close(c);
+        return false;
+    }
+    return true;
 }
 
 static int h1_on_message_begin(http_parser *p)
@@ -97,11 +121,8 @@ static int h1_on_message_begin(http_parser *p)
 static int h1_on_url(http_parser *p, const char *at, size_t len)
 {
     conn *c = p->data;
-    if (!h1_header_budget(c, len)) {
-        pl_hs_h1_respond_simple(c, 431, "request line too long\n", true);
-        pl_hs_conn_close(c);
+    if (!h1_header_budget(c, len, false))
         return -1;
-    }
     if (c->h1.url_len == 0)
         c->h1.url_off = c->h1.strings.len;
     pl_buf_append(&c->h1.strings, at, len);
@@ -115,11 +136,8 @@ static int h1_on_header_field(http_parser *p, const char *at, size_t len)
 {
     conn *c = p->data;
     request_parts *r = &c->h1;
-    if (!h1_header_budget(c, len + 4)) {
-        pl_hs_h1_respond_simple(c, 431, "request headers too large\n", true);
-        pl_hs_conn_close(c);
+    if (!h1_header_budget(c, len, c->last_was_value || r->n_headers == 0))
         return -1;
-    }
     if (r->n_headers == 0 && r->url_len) {
         /* terminate the url */
         pl_buf_append_byte(&r->strings, 0);
@@ -147,11 +165,8 @@ static int h1_on_header_value(http_parser *p, const char *at, size_t len)
 {
     conn *c = p->data;
     request_parts *r = &c->h1;
-    if (!h1_header_budget(c, len)) {
-        pl_hs_h1_respond_simple(c, 431, "request headers too large\n", true);
-        pl_hs_conn_close(c);
+    if (!h1_header_budget(c, len, false))
         return -1;
-    }
     if (r->n_headers == 0 || !pl_buf_ok(&r->offsets))
         return -1;
     header_offsets *h = (header_offsets *)r->offsets.data + (r->n_headers - 1);
@@ -214,11 +229,13 @@ static int h1_on_body(http_parser *p, const char *at, size_t len)
         pl_hs_conn_close(c);
         return -1;
     }
-    if (!pl_hs_parts_account(r, len, c->opt->max_buffered_bytes)) {
-        /* All connections together hold too much unfinished request data:
-         * a retryable refusal for this one. */
-        pl_warn(pl_hs_log_name(c), "%s: request data buffered over %zu bytes; refusing", c->peer,
-                c->opt->max_buffered_bytes);
+    if (!pl_hs_parts_account(r, len, c->opt)) {
+        /* All connections together, or this client's, hold too much
+         * unfinished request data: a retryable refusal for this one. */
+        pl_warn(pl_hs_log_name(c),
+                "%s: request data buffered over %zu bytes (server) or %zu (this client); "
+                "refusing",
+                c->peer, c->opt->max_buffered_bytes, c->opt->max_buffered_bytes_per_client);
         pl_hs_h1_respond_busy(c);
         pl_hs_conn_close(c);
         return -1;

@@ -31,6 +31,7 @@ static int h2_on_begin_headers(nghttp2_session *session, const nghttp2_frame *fr
     s->started_ms = c->socketless ? 0 : uv_now(c->server->loop);
     pl_hs_parts_init(&s->parts);
     s->parts.pool = c->server ? &c->server->buffered : NULL;
+    s->parts.client_pool = c->cl ? &c->cl->buffered : NULL;
     pl_buf_init(&s->trailer_store);
     s->next = c->streams;
     if (c->streams)
@@ -53,8 +54,23 @@ static int h2_on_header(nghttp2_session *session, const nghttp2_frame *frame, co
     if (!s || s->dispatched)
         return 0; /* trailers of a request: ignored */
     request_parts *r = &s->parts;
-    if (r->strings.len + namelen + valuelen > c->opt->max_header_size)
+    /* Each field costs its text plus 32 bytes (RFC 9113 6.5.2), pseudo-
+     * headers included: a field of one-byte HPACK references to the
+     * dynamic table costs what it decodes to, not what was sent. */
+    bool busy = false;
+    if (!pl_hs_parts_header(r, namelen, valuelen, c->opt, &busy)) {
+        if (busy) {
+            pl_warn(pl_hs_log_name(c), "%s: request data buffered over the limits; refusing "
+                    "stream %d", c->peer, s->id);
+            s->dispatched = true;
+            pl_hs_parts_release(r);
+            nghttp2_submit_rst_stream(session, NGHTTP2_FLAG_NONE, s->id, NGHTTP2_REFUSED_STREAM);
+            return 0;
+        }
+        pl_debug(pl_hs_log_name(c), "%s: stream %d: header list over %zu bytes or %u fields",
+                 c->peer, s->id, c->opt->max_header_size, c->opt->max_header_fields);
         return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE; /* resets this stream only */
+    }
     if (namelen == 7 && memcmp(name, ":method", 7) == 0) {
         r->method_off = r->strings.len;
         r->method_len = valuelen;
@@ -87,11 +103,14 @@ static int h2_on_data_chunk(nghttp2_session *session, uint8_t flags, int32_t str
         pl_hs_parts_release(r);
         return 0;
     }
-    if (!pl_hs_parts_account(r, len, c->opt->max_buffered_bytes)) {
+    if (!pl_hs_parts_account(r, len, c->opt)) {
         /* too much unfinished request data on the server: refuse this
          * stream; REFUSED_STREAM tells the client it is safe to retry */
-        pl_warn(pl_hs_log_name(c), "%s: request data buffered over %zu bytes; refusing stream %d",
-                c->peer, c->opt->max_buffered_bytes, stream_id);
+        pl_warn(pl_hs_log_name(c),
+                "%s: request data buffered over %zu bytes (server) or %zu (this client); "
+                "refusing stream %d",
+                c->peer, c->opt->max_buffered_bytes, c->opt->max_buffered_bytes_per_client,
+                stream_id);
         s->dispatched = true;
         pl_buf_free(&r->body);
         pl_hs_parts_release(r);

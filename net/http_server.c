@@ -27,10 +27,13 @@
  */
 #include "http_server_private.h"
 
+#include "core/hash.h"
+
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/socket.h>
 
 static const char h2_preface[] = "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
 
@@ -57,6 +60,14 @@ static void options_fill(pl_http_server_options *o)
         o->max_buffered_bytes = DEFAULT_MAX_BUFFERED;
     if (!o->max_concurrent_streams)
         o->max_concurrent_streams = DEFAULT_MAX_STREAMS;
+    if (!o->max_header_fields)
+        o->max_header_fields = DEFAULT_MAX_FIELDS;
+    if (!o->max_connections_per_client)
+        o->max_connections_per_client = o->max_connections / 4 > 8 ? o->max_connections / 4 : 8;
+    if (!o->max_buffered_bytes_per_client)
+        o->max_buffered_bytes_per_client = o->max_buffered_bytes / 4 > o->max_body_size
+                                               ? o->max_buffered_bytes / 4
+                                               : o->max_body_size;
     if (!o->http1 && !o->h2c)
         o->http1 = true;
     if (!o->name)
@@ -82,18 +93,39 @@ void pl_hs_parts_release(request_parts *p)
 {
     if (p->pool)
         *p->pool -= p->accounted;
+    if (p->client_pool)
+        *p->client_pool -= p->accounted;
     p->accounted = 0;
 }
 
 /* Takes len bytes from the server-wide budget; false when it is spent. */
-bool pl_hs_parts_account(request_parts *p, size_t len, size_t limit)
+bool pl_hs_parts_account(request_parts *p, size_t len, const pl_http_server_options *o)
 {
-    if (!p->pool)
-        return true;
-    if (*p->pool + len > limit)
+    if (p->pool && *p->pool + len > o->max_buffered_bytes)
         return false;
-    *p->pool += len;
+    if (p->client_pool && *p->client_pool + len > o->max_buffered_bytes_per_client)
+        return false;
+    if (p->pool)
+        *p->pool += len;
+    if (p->client_pool)
+        *p->client_pool += len;
     p->accounted += len;
+    return true;
+}
+
+bool pl_hs_parts_header(request_parts *p, size_t name_len, size_t value_len,
+                        const pl_http_server_options *o, bool *busy)
+{
+    size_t cost = name_len + value_len + 32;
+    *busy = false;
+    if (p->header_cost + cost > o->max_header_size || p->n_fields + 1 > o->max_header_fields)
+        return false;
+    if (!pl_hs_parts_account(p, cost, o)) {
+        *busy = true;
+        return false;
+    }
+    p->header_cost += cost;
+    p->n_fields++;
     return true;
 }
 
@@ -109,6 +141,8 @@ void pl_hs_parts_reset(request_parts *p)
     else
         pl_buf_reset(&p->body);
     p->n_headers = 0;
+    p->header_cost = 0;
+    p->n_fields = 0;
     p->method_off = p->method_len = p->url_off = p->url_len = 0;
     p->too_large = false;
 }
@@ -245,6 +279,106 @@ static void server_maybe_free(pl_http_server *server)
     }
 }
 
+/* ---- clients (fair shares) ----------------------------------------------- */
+
+static uint32_t client_bucket(const uint8_t addr[16])
+{
+    return (uint32_t)(pl_hash_bytes(addr, 16) & (CLIENT_BUCKETS - 1));
+}
+
+/* The client record of `addr`, created on its first connection; counts
+ * one more connection. NULL on OOM. */
+static client *client_get(pl_http_server *server, const uint8_t addr[16])
+{
+    uint32_t b = client_bucket(addr);
+    for (client *cl = server->clients[b]; cl; cl = cl->next) {
+        if (memcmp(cl->addr, addr, 16) == 0) {
+            cl->conns++;
+            return cl;
+        }
+    }
+    client *cl = calloc(1, sizeof(*cl));
+    if (!cl)
+        return NULL;
+    memcpy(cl->addr, addr, 16);
+    cl->conns = 1;
+    cl->next = server->clients[b];
+    server->clients[b] = cl;
+    return cl;
+}
+
+static void client_put(pl_http_server *server, client *cl)
+{
+    if (!cl || --cl->conns > 0)
+        return;
+    for (client **p = &server->clients[client_bucket(cl->addr)]; *p; p = &(*p)->next) {
+        if (*p == cl) {
+            *p = cl->next;
+            break;
+        }
+    }
+    free(cl);
+}
+
+/* Nothing in progress: no request being received or answered. */
+static bool conn_idle(const conn *c)
+{
+    if (c->closing)
+        return false;
+    if (c->proto == PROTO_H1)
+        return !c->in_request && c->pending_writes == 0;
+    if (c->proto == PROTO_H2)
+        return c->n_streams == 0;
+    return true; /* connected, handshaking or sniffing: no request yet */
+}
+
+/* The server is full and `newcomer` wants in: the client holding the most
+ * connections gives up its oldest idle one, if it holds more than the
+ * newcomer's client does. */
+static bool evict_for(pl_http_server *server, const client *newcomer)
+{
+    client *top = NULL;
+    for (size_t b = 0; b < CLIENT_BUCKETS; b++)
+        for (client *cl = server->clients[b]; cl; cl = cl->next)
+            if (!top || cl->conns > top->conns)
+                top = cl;
+    if (!top || top == newcomer || top->conns <= newcomer->conns)
+        return false;
+    conn *victim = NULL;
+    for (conn *c = server->conns; c; c = c->next) /* newest first: keep the last */
+        if (c->cl == top && conn_idle(c))
+            victim = c;
+    if (!victim)
+        return false;
+    pl_debug(server->name, "%s: idle connection closed to make room", victim->peer);
+    if (victim->proto == PROTO_H2 && victim->h2) {
+        nghttp2_session_terminate_session(victim->h2, NGHTTP2_NO_ERROR);
+        pl_hs_h2_flush(victim);
+    }
+    pl_hs_conn_close(victim);
+    /* The slot is the newcomer's now, though the close is pending; an idle
+     * connection holds no buffered bytes, and it forgets its client, which
+     * may go away before it does. */
+    top->conns--;
+    victim->cl = NULL;
+    victim->h1.client_pool = NULL;
+    return true;
+}
+
+/* At most one warning a second about refused connections. */
+static void warn_refused(pl_http_server *server, const char *what, const conn *c)
+{
+    uint64_t now = uv_now(server->loop);
+    if (server->refused_log_ms && now - server->refused_log_ms < 1000) {
+        server->refused_unlogged++;
+        return;
+    }
+    pl_warn(server->name, "%s: %s; closing a new connection%s", c->peer, what,
+            server->refused_unlogged ? " (and earlier ones not logged)" : "");
+    server->refused_log_ms = now;
+    server->refused_unlogged = 0;
+}
+
 static void on_conn_handle_closed(uv_handle_t *h)
 {
     conn *c = h->data;
@@ -259,7 +393,9 @@ static void on_conn_handle_closed(uv_handle_t *h)
         c->next->prev = c->prev;
     server->n_conns--;
     server->open_handles--;
-    conn_free(c);
+    client *cl = c->cl;
+    conn_free(c); /* gives its buffered bytes back to cl first */
+    client_put(server, cl);
     server_maybe_free(server);
 }
 
@@ -541,8 +677,7 @@ void pl_hs_call_handler(conn *c, pl_http_request *req, pl_http_response *res)
     char user[128];
     req->tls = c->tls != NULL;
     req->tls_peer = c->tls ? pl_tls_conn_peer_name(c->tls) : NULL;
-    pl_http_server *server = c->server;
-    const pl_http_cors_config *cors = server && server->has_cors ? &server->cors : NULL;
+    const pl_http_cors_config *cors = c->cors;
     if (cors && pl_http_cors_preflight(cors, req, res))
         goto done;
     if (cors) {
@@ -767,29 +902,47 @@ static void on_connection(uv_stream_t *listener, int status)
         conn_close_now(c);
         return;
     }
-    if (server->n_conns > server->opt.max_connections) {
-        pl_warn(server->opt.name, "too many connections (%u); closing a new one",
-                server->opt.max_connections);
-        c->closing = true;
-        conn_close_now(c);
-        return;
-    }
     struct sockaddr_storage ss;
     int len = sizeof(ss);
+    uint8_t addr[16] = {0};
     if (uv_tcp_getpeername(&c->tcp, (struct sockaddr *)&ss, &len) == 0) {
         char ip[48] = "?";
         int port = 0;
         if (ss.ss_family == AF_INET) {
+            /* as an IPv4-mapped IPv6 address, one key space for both */
+            addr[10] = addr[11] = 0xff;
+            memcpy(addr + 12, &((struct sockaddr_in *)&ss)->sin_addr, 4);
             uv_ip4_name((struct sockaddr_in *)&ss, ip, sizeof(ip));
             port = ntohs(((struct sockaddr_in *)&ss)->sin_port);
             snprintf(c->peer, sizeof(c->peer), "%s:%d", ip, port);
         } else if (ss.ss_family == AF_INET6) {
+            memcpy(addr, &((struct sockaddr_in6 *)&ss)->sin6_addr, 16);
             uv_ip6_name((struct sockaddr_in6 *)&ss, ip, sizeof(ip));
             port = ntohs(((struct sockaddr_in6 *)&ss)->sin6_port);
             snprintf(c->peer, sizeof(c->peer), "[%s]:%d", ip, port);
         }
     }
+    c->cl = client_get(server, addr);
+    if (!c->cl) {
+        c->closing = true;
+        conn_close_now(c);
+        return;
+    }
+    c->h1.client_pool = &c->cl->buffered;
+    if (c->cl->conns > server->opt.max_connections_per_client) {
+        warn_refused(server, "this client holds its share of connections", c);
+        c->closing = true;
+        conn_close_now(c);
+        return;
+    }
+    if (server->n_conns > server->opt.max_connections && !evict_for(server, c->cl)) {
+        warn_refused(server, "too many connections", c);
+        c->closing = true;
+        conn_close_now(c);
+        return;
+    }
     uv_tcp_nodelay(&c->tcp, 1);
+    c->cors = server->has_cors ? &server->cors : NULL;
     if (server->tls) {
         c->tls = pl_tls_conn_new(server->tls);
         if (!c->tls) {
@@ -979,10 +1132,20 @@ pl_http_server *pl_http_server_start(uv_loop_t *loop, const char *endpoint,
         }
         s->has_cors = true;
     }
-    uv_tcp_init(loop, &s->listener);
+    int rc = uv_tcp_init_ex(loop, &s->listener, ss.ss_family);
+    if (rc != 0)
+        uv_tcp_init(loop, &s->listener);
     s->listener.data = s;
     s->open_handles = 1;
-    int rc = uv_tcp_bind(&s->listener, (struct sockaddr *)&ss, 0);
+    if (rc == 0 && s->opt.reuse_port) {
+        uv_os_fd_t fd;
+        int one = 1;
+        if (uv_fileno((uv_handle_t *)&s->listener, &fd) != 0 ||
+            setsockopt(fd, SOL_SOCKET, SO_REUSEPORT, &one, sizeof(one)) != 0)
+            rc = UV_EINVAL;
+    }
+    if (rc == 0)
+        rc = uv_tcp_bind(&s->listener, (struct sockaddr *)&ss, 0);
     if (rc == 0)
         rc = uv_listen((uv_stream_t *)&s->listener, 511, on_connection);
     if (rc != 0) {
@@ -1064,6 +1227,7 @@ int pl_http_server_feed(const pl_http_server_options *options, pl_http_handler h
     c->arg = arg;
     c->socketless = true;
     c->capture = out;
+    c->cors = options && pl_http_cors_enabled(options->cors) ? options->cors : NULL;
     snprintf(c->peer, sizeof(c->peer), "memory:0");
     pl_hs_parts_init(&c->h1);
     if (chunk == 0)

@@ -104,6 +104,20 @@ typedef struct pl_http_server_options {
      * handed to the handler); over it new data is refused with 503 (HTTP/1.1)
      * or RST_STREAM REFUSED_STREAM (HTTP/2), both retryable. Default 256 MiB. */
     size_t max_buffered_bytes;
+    /* Header fields in one request; over it 431 (HTTP/1.1) or the stream is
+     * reset (HTTP/2). Default 256. max_header_size counts each field as its
+     * name and value plus 32 bytes, as RFC 9113 section 6.5.2 does, so a
+     * flood of tiny (or HPACK-indexed) fields is bounded by what it costs,
+     * and header bytes count against max_buffered_bytes too. */
+    unsigned max_header_fields;
+    /* Fair shares per client (IP address), so one client cannot take what
+     * others need: connections (default max_connections / 4, at least 8)
+     * and buffered request bytes (default the larger of max_buffered_bytes
+     * / 4 and max_body_size). When the server is full, a new connection
+     * evicts an idle one of the client holding the most, if that client
+     * holds more than the newcomer's would. */
+    unsigned max_connections_per_client;
+    size_t max_buffered_bytes_per_client;
     /* TLS when set with a cert_file (read at start: an unreadable file fails
      * the start). Borrowed only during pl_http_server_start. */
     const struct pl_tls_server_config *tls;
@@ -112,6 +126,8 @@ typedef struct pl_http_server_options {
     const pl_http_auth *auth;
     /* CORS for browser clients; copied at start. */
     const struct pl_http_cors_config *cors;
+    /* SO_REUSEPORT: several servers (one per worker loop) share the port. */
+    bool reuse_port;
 } pl_http_server_options;
 
 typedef struct pl_http_server pl_http_server;

@@ -33,6 +33,7 @@
 #define DEFAULT_IDLE_TIMEOUT    120000u
 #define DEFAULT_MAX_BUFFERED    (256u * 1024 * 1024)
 #define DEFAULT_MAX_STREAMS     128u
+#define DEFAULT_MAX_FIELDS      256u
 #define MAX_UNSENT_BYTES        (64u * 1024 * 1024)
 #define PAUSE_READING_AT        (4u * 1024 * 1024) /* unsent answer bytes */
 #define RESUME_READING_AT       (1u * 1024 * 1024)
@@ -68,9 +69,24 @@ typedef struct request_parts {
     size_t url_off, url_len;
     pl_buf body;
     bool too_large;
-    size_t *pool;     /* the server's count of buffered body bytes (NULL: none) */
-    size_t accounted; /* this body's share of *pool */
+    size_t *pool;        /* the server's count of buffered request bytes (NULL: none) */
+    size_t *client_pool; /* the client's count (NULL: none) */
+    size_t accounted;    /* this request's share of both */
+    size_t header_cost;  /* header bytes as RFC 9113 counts them (+32 per field) */
+    unsigned n_fields;
 } request_parts;
+
+/* One client (IP address): its connections and buffered request bytes,
+ * for the fair shares. In the server's keyed hash table while it has a
+ * connection. */
+typedef struct client {
+    struct client *next;
+    uint8_t addr[16];
+    unsigned conns;
+    size_t buffered;
+} client;
+
+#define CLIENT_BUCKETS 256
 
 struct stream {
     int32_t id;
@@ -125,6 +141,8 @@ struct conn {
     size_t sniff_len;
     char peer[64];
     pl_tls_conn *tls; /* NULL: cleartext */
+    client *cl;       /* NULL for socketless connections */
+    const pl_http_cors_config *cors; /* the server's, or the feed's options'; NULL: none */
     /* HTTP/1.1 */
     http_parser parser;
     bool in_request;
@@ -163,6 +181,9 @@ struct pl_http_server {
     uint8_t *plain_buffer;
     bool has_cors;
     pl_http_cors_config cors;
+    client *clients[CLIENT_BUCKETS];
+    uint64_t refused_log_ms; /* last refused connection logged (rate limit) */
+    unsigned refused_unlogged;
 };
 
 /* ---- shared between the server's files ---------------------------------- */
@@ -171,7 +192,13 @@ struct pl_http_server {
 const char *pl_hs_log_name(const conn *c);
 void pl_hs_parts_init(request_parts *p);
 void pl_hs_parts_release(request_parts *p);
-bool pl_hs_parts_account(request_parts *p, size_t len, size_t limit);
+/* Takes len bytes from the server-wide and the client's budgets; false
+ * (nothing taken) when either is spent. */
+bool pl_hs_parts_account(request_parts *p, size_t len, const pl_http_server_options *o);
+/* Counts one header field (name + value + 32 bytes); false over the size
+ * or count limit, or when the budgets are spent (*busy then set). */
+bool pl_hs_parts_header(request_parts *p, size_t name_len, size_t value_len,
+                        const pl_http_server_options *o, bool *busy);
 void pl_hs_parts_reset(request_parts *p);
 void pl_hs_parts_free(request_parts *p);
 void pl_hs_parts_add_header(request_parts *p, const char *name, size_t name_len, const char *value,

@@ -199,6 +199,15 @@ static SSL_CTX *build_ctx(pl_tls_server *t, pl_err *err)
     SSL_CTX_set_options(ctx, SSL_OP_NO_RENEGOTIATION | SSL_OP_NO_COMPRESSION |
                                  SSL_OP_CIPHER_SERVER_PREFERENCE);
     SSL_CTX_set_mode(ctx, SSL_MODE_RELEASE_BUFFERS);
+    /* AES-128-GCM first (with the server's preference): the cipher is most
+     * of what TLS costs per byte received, and AES-128 decrypts about 1.7x
+     * faster than AES-256 on AES-NI machines, at a security level nobody
+     * questions (Go's and BoringSSL's defaults make the same choice). */
+    SSL_CTX_set_ciphersuites(ctx, "TLS_AES_128_GCM_SHA256:TLS_CHACHA20_POLY1305_SHA256:"
+                                  "TLS_AES_256_GCM_SHA384");
+    SSL_CTX_set_cipher_list(ctx, "ECDHE-ECDSA-AES128-GCM-SHA256:ECDHE-RSA-AES128-GCM-SHA256:"
+                                 "ECDHE-ECDSA-CHACHA20-POLY1305:ECDHE-RSA-CHACHA20-POLY1305:"
+                                 "ECDHE-ECDSA-AES256-GCM-SHA384:ECDHE-RSA-AES256-GCM-SHA384");
     if (SSL_CTX_use_certificate_chain_file(ctx, t->cert_file) != 1) {
         ssl_error_text(why, sizeof(why));
         pl_errf(err, PL_ERR_INVALID, "tls.cert_file %s: %s", t->cert_file, why);

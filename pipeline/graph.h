@@ -41,7 +41,30 @@ typedef struct pl_graph pl_graph;
  * with err set ("exporter sqlite: cannot open ...") on failure; anything
  * created is destroyed again. The config must outlive the graph. */
 pl_graph *pl_graph_build(const pl_config *config, uv_loop_t *loop, pl_err *err);
-/* Starts in order extensions, exporters, processors, receivers. On failure
+/* What a swap did, for the log. */
+typedef struct pl_graph_swap_info {
+    size_t kept, replaced, added, removed;
+    bool old_touched; /* false: `old` runs on exactly as before */
+} pl_graph_swap_info;
+
+/* A reload that keeps what did not change. Builds the graph of `next` from
+ * the running `old`: instances whose settings, signals and pipelines are
+ * unchanged MOVE to the new graph as they are (started, with the data they
+ * hold and their counters); the others are created new (sharing the
+ * counters of the instance with the same id they replace). Then the
+ * instances left in `old` (replaced or removed) are shut down: `old` keeps
+ * them until they have drained; destroy it after that.
+ *
+ * Returns the new graph, whose new instances still need pl_graph_start.
+ * NULL with err set when a new instance could not be created: `old` is then
+ * untouched and still running (info->old_touched false). A non-NULL return
+ * with err->msg set means wiring failed after the commit: shut both down
+ * and start again from scratch. `next` must outlive the new graph, and
+ * old's config must outlive `old`. */
+pl_graph *pl_graph_swap(pl_graph *old, const pl_config *next, pl_err *err,
+                        pl_graph_swap_info *info);
+/* Starts in order extensions, exporters, processors, receivers (those not
+ * started yet). On failure
  * the started ones are shut down again and err says which one failed. */
 pl_status pl_graph_start(pl_graph *graph, pl_err *err);
 /* Calls shutdown hooks: receivers, processors, exporters, extensions. */

@@ -25,6 +25,7 @@ extern const pl_component_type pl_exporter_pyroscope;
 extern const pl_component_type pl_exporter_sqlite;
 extern const pl_component_type pl_exporter_otlp;
 extern const pl_component_type pl_exporter_otlphttp;
+extern const pl_component_type pl_exporter_loadbalancing;
 /* extensions */
 extern const pl_component_type pl_extension_health_check;
 extern const pl_component_type pl_extension_pprof;
@@ -41,6 +42,7 @@ const pl_component_type *const pl_component_types[] = {
     &pl_exporter_pyroscope,     &pl_exporter_file,
     &pl_exporter_nop,           &pl_exporter_sqlite,
     &pl_exporter_otlp,          &pl_exporter_otlphttp,
+    &pl_exporter_loadbalancing,
     &pl_extension_health_check, &pl_extension_pprof,
     &pl_extension_zpages,       &pl_extension_bearertokenauth,
     &pl_extension_basicauth,    NULL,

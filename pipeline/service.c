@@ -21,13 +21,21 @@
 #include "core/log.h"
 #include "net/tls.h"
 #include "pipeline/telemetry_thread.h"
+#include "pipeline/workers.h"
 
 #define DRAIN_POLL_MS 20
 
 struct pl_service {
     uv_loop_t *loop;
     pl_config *config;      /* the running configuration */
-    pl_config *next_config; /* RELOADING: the one to start once drained */
+    pl_config *next_config; /* RELOADING: the one to start once drained (NULL:
+                             * start `config` again, after a failed swap) */
+    pl_config *failed_config; /* a swap that failed to start: freed with graph */
+    /* A reload's replaced components, draining while the new graph runs. */
+    pl_graph *retiring;
+    pl_config *retiring_config;
+    uv_timer_t retire_timer;
+    uint64_t retire_deadline_ns;
     pl_graph *graph;
     pl_service_state state;
     bool handle_signals;
@@ -164,6 +172,7 @@ static void finish_stop(pl_service *s)
     }
     uv_close((uv_handle_t *)&s->drain_timer, on_closed_quietly);
     uv_close((uv_handle_t *)&s->zombie_timer, on_closed_quietly);
+    uv_close((uv_handle_t *)&s->retire_timer, on_closed_quietly);
     set_state(s, PL_SERVICE_STOPPED);
     pl_info("service", "stopped");
     /* a handle some component left open must not keep the loop running */
@@ -212,6 +221,21 @@ static void complete_reload(pl_service *s)
 {
     pl_config *next = s->next_config;
     s->next_config = NULL;
+    if (!next) { /* a swap failed to start: the previous configuration, anew */
+        pl_err err = {{0}};
+        apply_logging(s->config);
+        pl_graph *g = graph_up(s, s->config, &err);
+        if (!g) {
+            pl_error("service", "cannot restart the previous configuration: %s", err.msg);
+            s->exit_code = 1;
+            finish_stop(s);
+            return;
+        }
+        s->graph = g;
+        set_state(s, PL_SERVICE_RUNNING);
+        pl_info("service", "the previous configuration runs again");
+        return;
+    }
     apply_logging(next);
     pl_err err = {{0}};
     pl_graph *g = graph_up(s, next, &err);
@@ -250,18 +274,47 @@ static void complete_reload(pl_service *s)
     }
 }
 
+/* Destroys what a reload replaced, once drained (or at once). */
+static void retire_done(pl_service *s)
+{
+    uv_timer_stop(&s->retire_timer);
+    pl_graph_destroy(s->retiring);
+    s->retiring = NULL;
+    pl_config_free(s->retiring_config);
+    s->retiring_config = NULL;
+}
+
+static void on_retire_tick(uv_timer_t *timer)
+{
+    pl_service *s = timer->data;
+    size_t pending = pl_graph_pending(s->retiring);
+    if (pending > 0 && pl_time_mono_ns() < s->retire_deadline_ns)
+        return;
+    if (pending > 0)
+        pl_warn("service", "reload: drain deadline passed with %zu still pending in replaced "
+                           "exporters", pending);
+    retire_done(s);
+    if (s->reload_queued && s->state == PL_SERVICE_RUNNING) {
+        s->reload_queued = false;
+        pl_service_reload(s);
+    }
+}
+
 static void on_drain_tick(uv_timer_t *timer)
 {
     pl_service *s = timer->data;
-    size_t pending = pl_graph_pending(s->graph);
+    size_t pending = pl_graph_pending(s->graph) + pl_graph_pending(s->retiring);
     uint64_t now = pl_time_mono_ns();
     if (pending > 0 && now < s->drain_deadline_ns)
         return;
     if (pending > 0)
         pl_warn("service", "drain deadline passed with %zu still pending in exporters", pending);
     uv_timer_stop(&s->drain_timer);
+    retire_done(s);
     pl_graph_destroy(s->graph);
     s->graph = NULL;
+    pl_config_free(s->failed_config);
+    s->failed_config = NULL;
     if (s->state == PL_SERVICE_RELOADING)
         complete_reload(s);
     else
@@ -299,7 +352,7 @@ void pl_service_stop(pl_service *s)
 
 int pl_service_reload(pl_service *s)
 {
-    if (s->state == PL_SERVICE_RELOADING) {
+    if (s->state == PL_SERVICE_RELOADING || (s->retiring && s->state == PL_SERVICE_RUNNING)) {
         s->reload_queued = true;
         return 0;
     }
@@ -322,11 +375,51 @@ int pl_service_reload(pl_service *s)
         return -1;
     }
     pl_cfg_errors_free(&errs);
-    pl_info("service", "reloading %s: draining the running pipelines", next->path);
-    s->next_config = next;
+    /* Swap: unchanged components move over with their state; only the
+     * others are replaced, and drain in the background. */
+    pl_graph_swap_info info;
+    pl_err err = {{0}};
+    pl_graph *old = s->graph;
+    pl_graph *g = pl_graph_swap(old, next, &err, &info);
+    if (!g) {
+        pl_error("service", "reload: %s; keeping the running configuration", err.msg);
+        __atomic_fetch_add(&s->reload_failures, 1, __ATOMIC_RELAXED);
+        pl_config_free(next);
+        return -1;
+    }
+    apply_logging(next);
+    if (!err.msg[0] && pl_graph_start(g, &err) == PL_OK) {
+        s->graph = g;
+        s->retiring = old;
+        s->retiring_config = s->config;
+        s->config = next;
+        s->retire_deadline_ns =
+            pl_time_mono_ns() + (uint64_t)s->retiring_config->service.shutdown_timeout;
+        uv_timer_start(&s->retire_timer, on_retire_tick, 1, DRAIN_POLL_MS);
+        pl_err terr = {{0}};
+        if (telemetry_apply(s, next, &terr) < 0)
+            pl_error("service", "reload: %s", terr.msg);
+        __atomic_fetch_add(&s->reloads, 1, __ATOMIC_RELAXED);
+        log_pipelines(next);
+        pl_info("service",
+                "reloaded %s: %zu pipelines running; %zu components kept as they were, %zu "
+                "replaced, %zu added, %zu removed",
+                next->path, next->n_pipelines, info.kept, info.replaced, info.added, info.removed);
+        return 0;
+    }
+    /* A new component failed to start (a port taken, ...): stop everything
+     * of both graphs, then run the previous configuration from scratch. */
+    pl_error("service", "reload: %s; starting the previous configuration again", err.msg);
+    __atomic_fetch_add(&s->reload_failures, 1, __ATOMIC_RELAXED);
+    pl_graph_shutdown(g);
+    s->graph = g;
+    s->failed_config = next;
+    s->retiring = old; /* its config is s->config, which runs again */
+    s->next_config = NULL;
     set_state(s, PL_SERVICE_RELOADING);
-    begin_drain(s);
-    return 0;
+    s->drain_deadline_ns = pl_time_mono_ns() + (uint64_t)s->config->service.shutdown_timeout;
+    uv_timer_start(&s->drain_timer, on_drain_tick, 1, DRAIN_POLL_MS);
+    return -1;
 }
 
 static void on_signal(uv_signal_t *h, int signum)
@@ -361,6 +454,8 @@ pl_service *pl_service_start(uv_loop_t *loop, pl_config *config, bool handle_sig
     s->drain_timer.data = s;
     uv_timer_init(loop, &s->zombie_timer);
     s->zombie_timer.data = s;
+    uv_timer_init(loop, &s->retire_timer);
+    s->retire_timer.data = s;
 
     if (telemetry_apply(s, config, err) == 0)
         s->graph = graph_up(s, config, err);
@@ -369,6 +464,7 @@ pl_service *pl_service_start(uv_loop_t *loop, pl_config *config, bool handle_sig
             pl_telemetry_thread_stop(s->telemetry);
         uv_close((uv_handle_t *)&s->drain_timer, NULL);
         uv_close((uv_handle_t *)&s->zombie_timer, NULL);
+        uv_close((uv_handle_t *)&s->retire_timer, NULL);
         uv_run(loop, UV_RUN_NOWAIT); /* the timers live in s */
         free(s->telemetry_address);
         pl_config_free(config);
@@ -420,6 +516,10 @@ int pl_service_free(pl_service *s)
     if (!s)
         return 1;
     int rc = s->exit_code;
+    /* replaced instances first: they may share counters with new ones */
+    pl_graph_shutdown(s->retiring);
+    pl_graph_destroy(s->retiring);
+    pl_config_free(s->retiring_config);
     if (s->graph) { /* not stopped through pl_service_stop */
         pl_graph_shutdown(s->graph);
         pl_graph_destroy(s->graph);
@@ -429,6 +529,7 @@ int pl_service_free(pl_service *s)
         pl_telemetry_thread_stop(s->telemetry);
     free(s->telemetry_address);
     pl_config_free(s->next_config);
+    pl_config_free(s->failed_config);
     pl_config_free(s->config);
     free(s);
     return rc;
@@ -464,13 +565,36 @@ int pl_service_main(const pl_cfg_sources *sources)
         return 1;
     }
     pl_err err = {{0}};
+    /* Receiver loops (pipeline/workers.h); the number is fixed for the
+     * process's life. The pool outlives every graph: receivers close their
+     * listeners on it when they shut down. */
+    unsigned n_workers = cfg->service.workers > 0    ? (unsigned)cfg->service.workers
+                         : cfg->service.workers == 0 ? pl_workers_default()
+                                                     : 1;
+    if (n_workers > 256)
+        n_workers = 256;
+    pl_workers *workers = NULL;
+    if (n_workers > 1) {
+        workers = pl_workers_start(&loop, n_workers, &err);
+        if (!workers) {
+            fprintf(stderr, "proflink: service.workers: %s\n", err.msg);
+            pl_config_free(cfg);
+            uv_loop_close(&loop);
+            return 1;
+        }
+    }
     pl_service *s = pl_service_start(&loop, cfg, true, &err);
     int rc;
     if (!s) {
         fprintf(stderr, "proflink: %s\n", err.msg);
         rc = 1;
+        pl_workers_stop(workers);
+        uv_walk(&loop, close_leftover, NULL);
+        uv_run(&loop, UV_RUN_DEFAULT);
     } else {
         uv_run(&loop, UV_RUN_DEFAULT);
+        /* every graph is shut down: no listener is left on the workers */
+        pl_workers_stop(workers);
         /* handles a component forgot to close must not keep the process
          * alive; the service's own handles finish closing here too */
         uv_walk(&loop, close_leftover, NULL);

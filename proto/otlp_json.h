@@ -40,6 +40,13 @@ pl_status pl_otlp_json_decode_profiles(pl_batch *b, const uint8_t *buf, size_t l
 pl_status pl_otlp_json_decode_ex(pl_batch *b, const uint8_t *buf, size_t len, size_t budget,
                                  pl_err *err);
 
+/* OTLP/JSON logs or metrics (signals passed through without a model) to
+ * the protobuf Export request, appended to out; tables generated from the
+ * .proto files drive it (otlp_schema.h). PL_ERR_TOO_LARGE when the output
+ * would pass `budget` bytes. */
+pl_status pl_otlp_json_transcode(pl_signal signal, const uint8_t *buf, size_t len, size_t budget,
+                                 pl_buf *out, pl_err *err);
+
 /* Append one JSON object (no trailing newline); false on OOM. */
 bool pl_otlp_json_encode_traces(const pl_traces *t, pl_buf *out);
 bool pl_otlp_json_encode_profiles(const pl_profiles *p, pl_buf *out);

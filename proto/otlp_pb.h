@@ -38,8 +38,9 @@
  * struct size plus a fixed overhead (so a million empty spans cost what they
  * would take), and bytes copied into the arena count too. Over it, decoding
  * stops with PL_ERR_TOO_LARGE before the memory is spent. The default keeps
- * one request's model under 48 MiB whatever its body compresses to. */
-#define PL_OTLP_DECODE_BUDGET ((size_t)48 << 20)
+ * one request's model under 40 MiB whatever its body compresses to, so a
+ * request at the default 20 MiB body limit stays within 64 MiB. */
+#define PL_OTLP_DECODE_BUDGET ((size_t)40 << 20)
 
 /* Decode an ExportTraceServiceRequest (or TracesData, same layout) into
  * b->data.traces. `b` must be a traces batch; on error its content is

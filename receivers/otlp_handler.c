@@ -78,7 +78,7 @@ static void add_metadata(pl_batch *b, const pl_http_request *req, bool all)
 
 /* Records / data points counted while checking a pass-through request, for
  * the accepted/refused counters (one loop thread: a plain static is safe). */
-static size_t pass_through_items;
+static _Thread_local size_t pass_through_items; /* per worker thread */
 
 /* Decodes `data` (inside `owner`, which is taken in every case) into a new
  * batch of `signal`. */
@@ -87,6 +87,28 @@ static pl_status decode_request(const pl_otlp_handler *h, pl_signal signal, body
                                 pl_batch **out, pl_err *err)
 {
     *out = NULL;
+    size_t budget = h->max_decoded_memory ? h->max_decoded_memory : PL_OTLP_DECODE_BUDGET;
+    if (format == FORMAT_JSON && (signal == PL_SIGNAL_LOGS || signal == PL_SIGNAL_METRICS)) {
+        /* Pass-through signals travel as protobuf: transcode the JSON body
+         * and keep only the result. */
+        pl_buf pb;
+        pl_buf_init(&pb);
+        pl_status st = pl_otlp_json_transcode(signal, data, len, budget, &pb, err);
+        free(owner);
+        if (st != PL_OK) {
+            pl_buf_free(&pb);
+            return st;
+        }
+        owner_size = pb.len;
+        owner = pl_buf_steal(&pb, &owner_size);
+        if (!owner)
+            owner = calloc(1, 1);
+        if (!owner)
+            return pl_errf(err, PL_ERR_NOMEM, "out of memory");
+        data = owner;
+        len = owner_size;
+        format = FORMAT_PROTOBUF;
+    }
     pl_batch *b = pl_batch_new(signal);
     if (!b) {
         free(owner);
@@ -98,13 +120,9 @@ static pl_status decode_request(const pl_otlp_handler *h, pl_signal signal, body
         return pl_errf(err, PL_ERR_NOMEM, "out of memory");
     }
     pl_status st = PL_OK;
-    size_t budget = h->max_decoded_memory ? h->max_decoded_memory : PL_OTLP_DECODE_BUDGET;
     if (signal == PL_SIGNAL_TRACES || signal == PL_SIGNAL_PROFILES) {
         st = format == FORMAT_JSON ? pl_otlp_json_decode_ex(b, data, len, budget, err)
                                    : pl_otlp_decode_ex(b, data, len, budget, err);
-    } else if (format == FORMAT_JSON) {
-        st = pl_errf(err, PL_ERR_UNSUPPORTED, "JSON is not supported for %s",
-                     pl_signal_name(signal));
     } else {
         st = signal == PL_SIGNAL_LOGS ? pl_otlp_count_logs(data, len, &pass_through_items, err)
                                       : pl_otlp_count_metrics(data, len, &pass_through_items, err);
@@ -190,8 +208,8 @@ static bool memory_short(const pl_otlp_handler *r)
 {
     if (pl_memory_state_get() == PL_MEMORY_OK)
         return false;
-    if (r->refused_requests)
-        (*r->refused_requests)++;
+    if (r->refused_requests) /* from any worker thread */
+        __atomic_fetch_add(r->refused_requests, 1, __ATOMIC_RELAXED);
     return true;
 }
 
@@ -372,13 +390,6 @@ void pl_otlp_handle_http(const pl_otlp_handler *r, int signal, pl_http_request *
         http_text(res, 415,
                   "415 unsupported media type, supported: [application/json, "
                   "application/x-protobuf]");
-        return;
-    }
-    if (format == FORMAT_JSON && (signal == PL_SIGNAL_LOGS || signal == PL_SIGNAL_METRICS)) {
-        http_status_answer(res, format, 415,
-                           "OTLP/JSON is not supported for logs and metrics pass-through; "
-                           "send application/x-protobuf",
-                           false);
         return;
     }
     pl_err err = {{0}};

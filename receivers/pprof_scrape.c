@@ -11,17 +11,26 @@
  * unless the previous request for that (target, type) is still running (a
  * CPU profile takes N seconds: requests never pile up). The answer, a
  * gzipped pprof, goes through the same decoder as the Pyroscope receiver's
- * (proto/pprof.c), so it becomes one OTLP Profile per sample type. A
+ * (proto/pprof_decode.c), so it becomes one OTLP Profile per sample type. A
  * target's `labels` become resource attributes; service.name defaults to the
  * target's host:port when the labels do not name it (service_name is read
  * as service.name).
  *
- * The heap profile's alloc_* columns are cumulative since the process
- * started, as Go reports them; they are passed on as they are (no delta is
- * computed), and inuse_* are point-in-time values.
+ * Cumulative profiles become deltas, as Grafana Alloy's pyroscope.scrape
+ * sends them (receivers/pprof_delta.h): Go's allocs profile and the heap's
+ * alloc_* columns, block and mutex count since the process started, so each
+ * scrape passes on only what was added since the previous one of the same
+ * (target, profile type); the first scrape primes. inuse_* are
+ * point-in-time values and pass as they are (from heap; allocs leaves them
+ * to heap, and when both are scraped heap leaves alloc_* to allocs, so
+ * nothing is counted twice). `delta: false` forwards the cumulative counts
+ * instead.
  *
+ * Each target may have its own interval and timeout, extra headers, basic
+ * or bearer authentication, and TLS settings for https:// endpoints.
  * Requests run on the event loop through the shared libcurl client
- * (net/http_client.h), so a slow target never blocks anything.
+ * (net/http_client.h), so a slow target never blocks anything; one timer
+ * fires at the next request due.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -29,12 +38,32 @@
 
 #include "core/component.h"
 #include "core/log.h"
+#include "net/grpc.h"
 #include "net/http_client.h"
 #include "proto/pprof.h"
+#include "receivers/pprof_delta.h"
+
+typedef struct scrape_auth_cfg {
+    char *username;
+    char *password;
+} scrape_auth_cfg;
+
+typedef struct scrape_tls_cfg {
+    char *ca_file;
+    char *cert_file;
+    char *key_file;
+    bool insecure_skip_verify;
+} scrape_tls_cfg;
 
 typedef struct scrape_target_cfg {
     char *endpoint;
     pl_strmap labels;
+    int64_t interval; /* ns; 0: the receiver's */
+    int64_t timeout;  /* ns; 0: the receiver's */
+    pl_strmap headers;
+    scrape_auth_cfg basic_auth;
+    char *bearer_token;
+    scrape_tls_cfg tls;
 } scrape_target_cfg;
 
 typedef struct scrape_cfg {
@@ -44,25 +73,68 @@ typedef struct scrape_cfg {
     pl_strlist profiles; /* cpu, heap, goroutine */
     int64_t timeout;     /* ns, for heap/goroutine; cpu gets cpu_seconds more */
     uint64_t max_profile_size;
+    bool delta;
 } scrape_cfg;
+
+static const pl_cfg_field auth_fields[] = {
+    {"username", PL_CFG_STRING, NULL, offsetof(scrape_auth_cfg, username), "user name", NULL},
+    {"password", PL_CFG_STRING, NULL, offsetof(scrape_auth_cfg, password),
+     "password (use ${env:VAR})", NULL},
+    {NULL, 0, NULL, 0, NULL, NULL},
+};
+static const pl_cfg_section auth_section = {sizeof(scrape_auth_cfg), auth_fields, NULL};
+
+static const pl_cfg_field tls_fields[] = {
+    {"ca_file", PL_CFG_STRING, NULL, offsetof(scrape_tls_cfg, ca_file),
+     "PEM CA bundle to verify the target with (default: the system CAs)", NULL},
+    {"cert_file", PL_CFG_STRING, NULL, offsetof(scrape_tls_cfg, cert_file),
+     "client certificate (PEM), for mutual TLS", NULL},
+    {"key_file", PL_CFG_STRING, NULL, offsetof(scrape_tls_cfg, key_file),
+     "the client certificate's key (PEM)", NULL},
+    {"insecure_skip_verify", PL_CFG_BOOL, "false", offsetof(scrape_tls_cfg, insecure_skip_verify),
+     "do not verify the target's certificate", NULL},
+    {NULL, 0, NULL, 0, NULL, NULL},
+};
+static const pl_cfg_section tls_section = {sizeof(scrape_tls_cfg), tls_fields, NULL};
 
 static const pl_cfg_field target_fields[] = {
     {"endpoint", PL_CFG_STRING, NULL, offsetof(scrape_target_cfg, endpoint),
      "base URL of the service, e.g. http://127.0.0.1:6060 (/debug/pprof/... is appended)", NULL},
     {"labels", PL_CFG_STRMAP, NULL, offsetof(scrape_target_cfg, labels),
      "resource attributes for this target's profiles (e.g. service.name)", NULL},
+    {"interval", PL_CFG_DURATION, NULL, offsetof(scrape_target_cfg, interval),
+     "time between scrapes of this target (default: the receiver's interval)", NULL},
+    {"timeout", PL_CFG_DURATION, NULL, offsetof(scrape_target_cfg, timeout),
+     "time limit of this target's requests (default: the receiver's timeout)", NULL},
+    {"headers", PL_CFG_STRMAP, NULL, offsetof(scrape_target_cfg, headers),
+     "extra request headers", NULL},
+    {"basic_auth", PL_CFG_SECTION, NULL, offsetof(scrape_target_cfg, basic_auth),
+     "HTTP basic auth {username, password}", &auth_section},
+    {"bearer_token", PL_CFG_STRING, NULL, offsetof(scrape_target_cfg, bearer_token),
+     "Authorization: Bearer <token>", NULL},
+    {"tls", PL_CFG_SECTION, NULL, offsetof(scrape_target_cfg, tls),
+     "TLS settings for an https:// endpoint", &tls_section},
     {NULL, 0, NULL, 0, NULL, NULL},
 };
 
 static int target_validate(void *cfgp, pl_cfg_ctx *ctx)
 {
     scrape_target_cfg *t = cfgp;
+    int errors = 0;
     if (!t->endpoint ||
         (strncmp(t->endpoint, "http://", 7) != 0 && strncmp(t->endpoint, "https://", 8) != 0)) {
         pl_cfg_errorf(ctx, "endpoint", "must be an http:// or https:// URL");
-        return 1;
+        errors++;
     }
-    return 0;
+    if (t->interval && t->interval < 1000000000LL) {
+        pl_cfg_errorf(ctx, "interval", "must be at least 1s");
+        errors++;
+    }
+    if (t->bearer_token && *t->bearer_token && t->basic_auth.username && *t->basic_auth.username) {
+        pl_cfg_errorf(ctx, "bearer_token", "set either bearer_token or basic_auth, not both");
+        errors++;
+    }
+    return errors;
 }
 
 static const pl_cfg_section target_section = {sizeof(scrape_target_cfg), target_fields,
@@ -81,6 +153,10 @@ static const pl_cfg_field scrape_fields[] = {
      "time limit of a request (the CPU profile gets cpu_seconds more)", NULL},
     {"max_profile_size", PL_CFG_SIZE, "32MiB", offsetof(scrape_cfg, max_profile_size),
      "largest profile accepted from a target", NULL},
+    {"delta", PL_CFG_BOOL, "true", offsetof(scrape_cfg, delta),
+     "send cumulative profiles (allocs, heap alloc_*, block, mutex) as the difference between "
+     "two scrapes, as Grafana Alloy does; the first scrape of each only primes",
+     NULL},
     {NULL, 0, NULL, 0, NULL, NULL},
 };
 
@@ -127,14 +203,20 @@ typedef struct scrape_job {
     const char *profile; /* "cpu", "heap", ... */
     size_t target;
     bool in_flight;
-    uint64_t timeout_ms;
+    uint64_t timeout_ms, interval_ms;
+    uint64_t next_due_ms;  /* loop time of the next request */
+    pl_pprof_delta *delta; /* cumulative profiles: the previous scrape */
 } scrape_job;
 
 typedef struct scrape_target {
     pl_kv *attrs;
     uint32_t n_attrs;
-    char **strings; /* keys and values the attrs point to */
+    char **strings; /* keys and values the attrs point to, header lines, TLS paths */
     size_t n_strings;
+    const char **headers; /* "Name: value" */
+    size_t n_headers;
+    pl_http_tls tls;
+    bool has_tls;
 } scrape_target;
 
 struct scrape {
@@ -145,14 +227,15 @@ struct scrape {
     pl_http_client *client;
     uv_timer_t timer;
     bool timer_init, stopping;
-    uint64_t interval_ms;
     size_t max_profile_size;
     scrape_target *targets;
     size_t n_targets;
     scrape_job *jobs;
     size_t n_jobs;
-    uint64_t *scrapes_ok, *scrapes_failed;
+    uint64_t *scrapes_ok, *scrapes_failed, *primed;
 };
+
+static void reschedule(scrape *s);
 
 static void on_scraped(void *arg, const pl_http_client_result *res)
 {
@@ -161,6 +244,7 @@ static void on_scraped(void *arg, const pl_http_client_result *res)
     job->in_flight = false;
     if (s->stopping || res->transport_error == PL_HTTP_CANCELLED)
         return;
+    reschedule(s);
     if (res->transport_error || res->status != 200 || res->body_truncated) {
         (*s->scrapes_failed)++;
         pl_warn(s->id, "GET %s: %s", job->url,
@@ -172,24 +256,56 @@ static void on_scraped(void *arg, const pl_http_client_result *res)
         return;
     }
     const scrape_target *t = &s->targets[job->target];
+    uint64_t now = pl_time_now_ns();
     pl_pprof_meta meta = {
         .resource_attrs = t->attrs,
         .n_resource_attrs = t->n_attrs,
         .scope_name = PL_BYTES_LIT("proflink/pprof_scrape"),
-        .default_time_unix_nano = pl_time_now_ns(),
+        .default_time_unix_nano = now,
         .max_decoded_size = s->max_profile_size * 8,
     };
     pl_err err = {{0}};
-    pl_batch *batch = pl_pprof_decode(res->body, res->body_len, &meta, &err);
+    /* A target's answer is as untrusted as an upload: the same decoded
+     * budget as the pyroscope receiver's defaults bounds what it expands to. */
+    pl_batch *batch = pl_batch_new(PL_SIGNAL_PROFILES);
+    pl_pprof_builder *b = batch ? pl_pprof_builder_new(batch) : NULL;
+    pl_status st = PL_ERR_NOMEM;
+    if (b) {
+        size_t budget = s->max_profile_size * 8 > (40u << 20) ? s->max_profile_size * 8 : 40u << 20;
+        pl_pprof_builder_set_budget(b, budget, 4000000);
+        st = pl_pprof_builder_add(b, res->body, res->body_len, &meta, &err);
+    } else {
+        pl_errf(&err, PL_ERR_NOMEM, "out of memory");
+    }
+    pl_pprof_builder_free(b);
+    if (st != PL_OK) {
+        pl_batch_free(batch);
+        batch = NULL;
+    }
     if (!batch) {
         (*s->scrapes_failed)++;
         pl_warn(s->id, "GET %s: not a valid pprof: %s", job->url, err.msg);
         return;
     }
     (*s->scrapes_ok)++;
+    if (job->delta) {
+        bool empty = false;
+        st = pl_pprof_delta_apply(job->delta, batch, now, &empty, &err);
+        if (st != PL_OK) {
+            pl_warn(s->id, "GET %s: %s", job->url, err.msg);
+            pl_batch_free(batch);
+            return;
+        }
+        if (empty) {
+            /* the first scrape, a restarted target, or nothing new */
+            (*s->primed)++;
+            pl_batch_free(batch);
+            return;
+        }
+    }
     size_t items = pl_batch_items(batch);
-    batch->received_unix_nano = pl_time_now_ns();
-    pl_status st = pl_consumer_consume(s->next, batch);
+    batch->received_unix_nano = now;
+    st = pl_consumer_consume(s->next, batch);
     if (st == PL_OK)
         pl_stats_add(s->stats, PL_SIGNAL_PROFILES, PL_STAT_ACCEPTED, items);
     else {
@@ -199,16 +315,22 @@ static void on_scraped(void *arg, const pl_http_client_result *res)
     }
 }
 
-static void scrape_all(scrape *s)
+static void scrape_due(scrape *s)
 {
+    uint64_t now = uv_now(s->loop);
     for (size_t i = 0; i < s->n_jobs; i++) {
         scrape_job *job = &s->jobs[i];
-        if (job->in_flight)
+        if (job->in_flight || now < job->next_due_ms)
             continue;
+        job->next_due_ms = now + job->interval_ms;
+        const scrape_target *t = &s->targets[job->target];
         pl_http_client_request req = {
             .method = "GET",
             .url = job->url,
+            .headers = t->headers,
+            .n_headers = t->n_headers,
             .timeout_ms = job->timeout_ms,
+            .tls = t->has_tls ? &t->tls : NULL,
             .max_response_body = s->max_profile_size + 1,
         };
         pl_err err = {{0}};
@@ -219,13 +341,30 @@ static void scrape_all(scrape *s)
             pl_warn(s->id, "GET %s: %s", job->url, err.msg);
         }
     }
+    reschedule(s);
 }
 
 static void on_tick(uv_timer_t *t)
 {
     scrape *s = t->data;
     if (!s->stopping)
-        scrape_all(s);
+        scrape_due(s);
+}
+
+/* The timer fires when the next idle job is due (a job still running is
+ * looked at again when it finishes). */
+static void reschedule(scrape *s)
+{
+    if (!s->timer_init || s->stopping)
+        return;
+    uint64_t now = uv_now(s->loop), next = UINT64_MAX;
+    for (size_t i = 0; i < s->n_jobs; i++)
+        if (!s->jobs[i].in_flight && s->jobs[i].next_due_ms < next)
+            next = s->jobs[i].next_due_ms;
+    if (next == UINT64_MAX)
+        uv_timer_stop(&s->timer);
+    else
+        uv_timer_start(&s->timer, on_tick, next > now ? next - now : 0, 0);
 }
 
 static void scrape_destroy(void *self);
@@ -242,6 +381,65 @@ static char *keep_string(scrape_target *t, const char *s)
     return copy;
 }
 
+/* Header lines and TLS settings of a target; -1 on OOM. */
+static int target_http(scrape_target *t, const scrape_target_cfg *tc)
+{
+    size_t n = tc->headers.n + 1;
+    t->headers = calloc(n, sizeof(char *));
+    if (!t->headers)
+        return -1;
+    pl_buf line;
+    pl_buf_init(&line);
+    for (size_t i = 0; i < tc->headers.n; i++) {
+        pl_buf_reset(&line);
+        pl_buf_printf(&line, "%s: %s", tc->headers.keys[i],
+                      tc->headers.values[i] ? tc->headers.values[i] : "");
+        pl_buf_append_byte(&line, 0);
+        const char *h = pl_buf_ok(&line) ? keep_string(t, (const char *)line.data) : NULL;
+        if (!h) {
+            pl_buf_free(&line);
+            return -1;
+        }
+        t->headers[t->n_headers++] = h;
+    }
+    const char *auth = NULL;
+    pl_buf_reset(&line);
+    if (tc->bearer_token && *tc->bearer_token) {
+        pl_buf_printf(&line, "Authorization: Bearer %s", tc->bearer_token);
+        auth = "";
+    } else if (tc->basic_auth.username && *tc->basic_auth.username) {
+        pl_buf pair;
+        pl_buf_init(&pair);
+        pl_buf_printf(&pair, "%s:%s", tc->basic_auth.username,
+                      tc->basic_auth.password ? tc->basic_auth.password : "");
+        pl_buf_append_str(&line, "Authorization: Basic ");
+        pl_base64_encode(pair.data, pair.len, &line, true);
+        pl_buf_free(&pair);
+        auth = "";
+    }
+    if (auth) {
+        pl_buf_append_byte(&line, 0);
+        const char *h = pl_buf_ok(&line) ? keep_string(t, (const char *)line.data) : NULL;
+        if (!h) {
+            pl_buf_free(&line);
+            return -1;
+        }
+        t->headers[t->n_headers++] = h;
+    }
+    pl_buf_free(&line);
+    const scrape_tls_cfg *tls = &tc->tls;
+    if ((tls->ca_file && *tls->ca_file) || (tls->cert_file && *tls->cert_file) ||
+        (tls->key_file && *tls->key_file) || tls->insecure_skip_verify) {
+        t->has_tls = true;
+        t->tls.insecure_skip_verify = tls->insecure_skip_verify;
+        if ((tls->ca_file && !(t->tls.ca_file = keep_string(t, tls->ca_file))) ||
+            (tls->cert_file && !(t->tls.cert_file = keep_string(t, tls->cert_file))) ||
+            (tls->key_file && !(t->tls.key_file = keep_string(t, tls->key_file))))
+            return -1;
+    }
+    return 0;
+}
+
 static pl_status scrape_create(const pl_create_settings *settings, const void *config, void **out,
                                pl_err *err)
 {
@@ -253,13 +451,17 @@ static pl_status scrape_create(const pl_create_settings *settings, const void *c
     s->loop = settings->loop;
     s->stats = settings->stats;
     s->next = settings->next[PL_SIGNAL_PROFILES];
-    s->interval_ms = cfg->interval > 0 ? (uint64_t)(cfg->interval / 1000000) : 15000;
+    uint64_t interval_ms = cfg->interval > 0 ? (uint64_t)(cfg->interval / 1000000) : 15000;
     s->max_profile_size = cfg->max_profile_size ? cfg->max_profile_size : (32u << 20);
-    static uint64_t dummy[2];
+    static uint64_t dummy[3];
     s->scrapes_ok = s->stats ? pl_stats_counter(s->stats, "scrapes", "profiles pulled") : &dummy[0];
     s->scrapes_failed =
         s->stats ? pl_stats_counter(s->stats, "scrape_failures", "profile pulls that failed")
                  : &dummy[1];
+    s->primed = s->stats ? pl_stats_counter(s->stats, "scrapes_without_delta",
+                                            "cumulative profiles pulled that gave nothing to send "
+                                            "(the first of a target, a restart, or no change)")
+                         : &dummy[2];
     const scrape_target_cfg *targets = cfg->targets.items;
     s->n_targets = cfg->targets.n;
     s->targets = calloc(s->n_targets ? s->n_targets : 1, sizeof(scrape_target));
@@ -276,7 +478,7 @@ static pl_status scrape_create(const pl_create_settings *settings, const void *c
         const scrape_target_cfg *tc = &targets[i];
         scrape_target *t = &s->targets[i];
         t->attrs = calloc(tc->labels.n + 1, sizeof(pl_kv));
-        if (!t->attrs) {
+        if (!t->attrs || target_http(t, tc)) {
             scrape_destroy(s);
             return pl_errf(err, PL_ERR_NOMEM, "out of memory");
         }
@@ -310,11 +512,15 @@ static pl_status scrape_create(const pl_create_settings *settings, const void *c
             t->attrs[t->n_attrs].key = PL_BYTES_LIT("service.name");
             t->attrs[t->n_attrs++].value = pl_value_string(pl_bytes_from_cstr(vc));
         }
+        uint64_t timeout_base = tc->timeout > 0    ? (uint64_t)(tc->timeout / 1000000)
+                                : cfg->timeout > 0 ? (uint64_t)(cfg->timeout / 1000000)
+                                                   : 30000;
         for (size_t p = 0; p < n_profiles; p++) {
             const char *prof = cfg->profiles.n ? cfg->profiles.items[p] : default_profiles[p];
             scrape_job *job = &s->jobs[s->n_jobs++];
             job->owner = s;
             job->target = i;
+            job->interval_ms = tc->interval > 0 ? (uint64_t)(tc->interval / 1000000) : interval_ms;
             for (size_t k = 0; known_profiles[k]; k++)
                 if (strcmp(prof, known_profiles[k]) == 0)
                     job->profile = known_profiles[k];
@@ -322,12 +528,28 @@ static pl_status scrape_create(const pl_create_settings *settings, const void *c
                 scrape_destroy(s);
                 return pl_errf(err, PL_ERR_INVALID, "unknown profile type \"%s\"", prof);
             }
+            if (cfg->delta && strcmp(prof, "cpu") != 0 && strcmp(prof, "goroutine") != 0) {
+                bool with_allocs = false;
+                for (size_t q = 0; q < cfg->profiles.n; q++)
+                    with_allocs |= strcmp(cfg->profiles.items[q], "allocs") == 0;
+                /* heap and allocs carry the same alloc_* counts: with both,
+                 * heap sends only inuse_* so nothing is counted twice */
+                pl_delta_mode mode = strcmp(prof, "heap") == 0
+                                         ? (with_allocs ? PL_DELTA_INUSE : PL_DELTA_HEAP)
+                                     : strcmp(prof, "allocs") == 0 ? PL_DELTA_ALLOCS
+                                                                   : PL_DELTA_ALL;
+                job->delta = pl_pprof_delta_new(mode);
+                if (!job->delta) {
+                    scrape_destroy(s);
+                    return pl_errf(err, PL_ERR_NOMEM, "out of memory");
+                }
+            }
             const char *base = tc->endpoint ? tc->endpoint : "";
             size_t blen = strlen(base);
             while (blen && base[blen - 1] == '/')
                 blen--;
             char path[96];
-            uint64_t timeout_ms = cfg->timeout > 0 ? (uint64_t)(cfg->timeout / 1000000) : 30000;
+            uint64_t timeout_ms = timeout_base;
             if (strcmp(prof, "cpu") == 0) {
                 snprintf(path, sizeof(path), "/debug/pprof/profile?seconds=%lld",
                          (long long)(cfg->cpu_seconds > 0 ? cfg->cpu_seconds : 10));
@@ -360,10 +582,12 @@ static pl_status scrape_start(void *self, pl_err *err)
         return pl_errf(err, PL_ERR_INTERNAL, "timer init failed");
     s->timer_init = true;
     s->timer.data = s;
-    /* The first scrape right away, then every interval. */
-    uv_timer_start(&s->timer, on_tick, 0, s->interval_ms);
-    pl_info(s->id, "scraping %zu target(s) every %llu ms", s->n_targets,
-            (unsigned long long)s->interval_ms);
+    /* The first scrape of every job right away, then each on its interval. */
+    uint64_t now = uv_now(s->loop);
+    for (size_t i = 0; i < s->n_jobs; i++)
+        s->jobs[i].next_due_ms = now;
+    uv_timer_start(&s->timer, on_tick, 0, 0);
+    pl_info(s->id, "scraping %zu target(s), %zu profile(s)", s->n_targets, s->n_jobs);
     return PL_OK;
 }
 
@@ -389,13 +613,16 @@ static void scrape_destroy(void *self)
         return;
     if (s->client)
         pl_http_client_close(s->client);
-    for (size_t i = 0; i < s->n_jobs; i++)
+    for (size_t i = 0; i < s->n_jobs; i++) {
         free(s->jobs[i].url);
+        pl_pprof_delta_free(s->jobs[i].delta);
+    }
     free(s->jobs);
     for (size_t i = 0; s->targets && i < s->n_targets; i++) {
         for (size_t k = 0; k < s->targets[i].n_strings; k++)
             free(s->targets[i].strings[k]);
         free(s->targets[i].strings);
+        free(s->targets[i].headers);
         free(s->targets[i].attrs);
     }
     free(s->targets);

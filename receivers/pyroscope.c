@@ -23,9 +23,11 @@
  * §1.2): pprof (raw or gzipped), multipart/form-data with a `profile` part
  * (and an optional `sample_type_config`: see apply_sample_type_config),
  * folded stacks ("groups", the
- * default), `lines`. Multipart is recognised from the Content-Type even when
- * format=pprof is also given (upstream would fail that request). The binary
- * legacy formats (trie, tree) and JFR/speedscope are answered 400
+ * default), `lines`, JFR (format=jfr, raw or multipart with `jfr` and
+ * `labels` parts: receivers/pyroscope_jfr.c). Multipart is recognised from
+ * the Content-Type even when format=pprof is also given (upstream would
+ * fail that request). The binary legacy formats (trie, tree) and
+ * speedscope are answered 400
  * "unsupported format"; an unknown format name is 400 too (upstream would
  * read it as folded text and usually fail later).
  *
@@ -65,6 +67,7 @@
 #include "receivers/folded.h"
 #include "receivers/multipart.h"
 #include "receivers/otlp_handler.h"
+#include "receivers/pyroscope_jfr.h"
 #include "receivers/pyroscope_push.h"
 
 typedef struct pyroscope_cfg {
@@ -613,6 +616,7 @@ typedef enum ingest_format {
     FMT_LINES,
     FMT_PPROF,
     FMT_MULTIPART,
+    FMT_JFR,
     FMT_UNSUPPORTED,
     FMT_UNKNOWN,
 } ingest_format;
@@ -629,7 +633,9 @@ static ingest_format pick_format(const char *format, const char *ctype, size_t c
         return FMT_UNSUPPORTED;
     if (format && strcmp(format, "lines") == 0)
         return FMT_LINES;
-    if (format && (strcmp(format, "jfr") == 0 || strcmp(format, "speedscope") == 0))
+    if (format && strcmp(format, "jfr") == 0)
+        return FMT_JFR; /* raw or multipart (jfr + labels parts) */
+    if (format && strcmp(format, "speedscope") == 0)
         return FMT_UNSUPPORTED;
     if (multipart)
         return FMT_MULTIPART; /* also with format=pprof: be lenient */
@@ -761,6 +767,12 @@ static void handle_ingest(pyroscope *r, pl_http_request *req, pl_http_response *
         st = pl_pprof_builder_add(b, req->body, req->body_len, &um.meta, &err);
     } else if (fmt == FMT_MULTIPART) {
         st = ingest_multipart(b, batch, req, ctype, ctype_len, &um.meta, &err);
+    } else if (fmt == FMT_JFR) {
+        pl_jfr_upload up = {req->body,         req->body_len,           ctype,
+                            ctype_len,         rate,                    r->max_decompressed,
+                            r->max_decoded_memory, r->max_decoded_objects};
+        uint32_t n_profiles = 0;
+        st = pl_pyroscope_ingest_jfr(b, &up, &um.meta, &n_profiles, &err);
     } else {
         /* Folded text: counts are samples at sampleRate Hz. */
         long hz = rate ? strtol(rate, NULL, 10) : 100;

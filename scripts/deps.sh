@@ -10,8 +10,10 @@ PACKAGES=(
   libuv1-dev libyaml-dev libzstd-dev libsqlite3-dev sqlite3
   libnghttp2-dev libcurl4-openssl-dev libssl-dev libcrypt-dev zlib1g-dev libjson-c-dev libhttp-parser-dev
   libpcre2-dev libfuzzer-14-dev libclang-rt-14-dev
+  libc-ares-dev dnsmasq-base
   nodejs npm curl openssl zstd python3 ca-certificates procps
   chromium
+  golang-go
 )
 
 missing=()

@@ -84,6 +84,8 @@ if [ -z "${SKIP_INTEROP:-}" ]; then
         note_fail "interop: node --test exited $rc" 1
     fi
     rm -f "$out"
+    # screenshots of the store's web view (store_web*.test.mjs), kept by CI
+    [ -d tests/interop/artifacts ] && echo "   web view screenshots: tests/interop/artifacts/"
 fi
 
 if [ -z "${SKIP_FUZZ:-}" ]; then

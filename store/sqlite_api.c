@@ -101,6 +101,8 @@ static void json_summary(pl_buf *b, const pl_trace_summary *t)
     json_str(b, t->root_name);
     pl_buf_append_str(b, ",\"root_service\":");
     json_str(b, t->root_service);
+    pl_buf_append_str(b, ",\"tenant\":");
+    json_str(b, t->tenant ? t->tenant : "");
     pl_buf_printf(b,
                   ",\"has_root\":%s,\"start_unix_nano\":\"%" PRIu64 "\",\"duration_ns\":%" PRIu64
                   ",\"cpu_ns\":",
@@ -459,6 +461,7 @@ static void handle_traces(pl_sqlite_api *api, const params *p, pl_http_response 
     }
     q.limit = (uint32_t)limit;
     q.root_name = param(p, "root");
+    q.tenant = param(p, "tenant");
     const char *errs = param(p, "errors");
     q.errors_only = errs && strcmp(errs, "0") != 0 && strcmp(errs, "false") != 0;
     if (param(p, "until") && !since_param(p, res, "until", now, 0, &q.until_ns))

@@ -2,7 +2,8 @@
  * sqlite_query.c: `proflink query ...`, the command-line reader of the
  * embedded store.
  *
- *   proflink query traces [--service S] [--since 1h] [--min-duration 100ms] [--limit N]
+ *   proflink query traces [--service S] [--tenant T] [--since 1h] [--min-duration 100ms]
+ *                         [--limit N]
  *   proflink query trace ID [--top N] [--attributes]
  *   proflink query flamegraph (--span ID [--descendants] | --trace ID | --service S [--since 1h])
  *                             [--format folded|svg|json|pprof|speedscope] [--type T]
@@ -40,7 +41,8 @@ static const char usage_text[] =
     "\n"
     "commands:\n"
     "  traces      recent traces, slowest first, with root span, duration and CPU time\n"
-    "              [--service S] [--since 1h] [--min-duration 100ms] [--limit 20]\n"
+    "              [--service S] [--tenant T] [--since 1h] [--min-duration 100ms]\n"
+    "              [--limit 20]   (--tenant: the X-Scope-OrgID the trace came with)\n"
     "  trace ID    the span tree of one trace: durations, CPU time and hottest functions\n"
     "              [--top 3] [--attributes]\n"
     "  flamegraph  the profile of a span, a trace or a service\n"
@@ -65,6 +67,7 @@ typedef struct opts {
     const char *db;
     const char *config;
     const char *service;
+    const char *tenant;
     const char *since;
     const char *min_duration;
     const char *span;
@@ -148,6 +151,8 @@ static int parse_args(int argc, char **argv, opts *o)
                 o->config = val;
             else if (strcmp(name, "--service") == 0)
                 o->service = val;
+            else if (strcmp(name, "--tenant") == 0)
+                o->tenant = val;
             else if (strcmp(name, "--since") == 0)
                 o->since = val;
             else if (strcmp(name, "--min-duration") == 0)
@@ -286,6 +291,7 @@ static int cmd_traces(pl_store *s, const opts *o)
 {
     pl_trace_query q = {0};
     q.service = o->service;
+    q.tenant = o->tenant;
     q.limit = o->limit ? (uint32_t)o->limit : 20;
     if (!since_option(o, &q.since_ns))
         return 2;

@@ -153,6 +153,7 @@ typedef struct pl_trace_summary {
     int64_t time;           /* CPU ns, else wall ns, else samples (see pl_time_kind) */
     uint32_t span_count;
     uint32_t error_count;
+    const char *tenant; /* X-Scope-OrgID it arrived with; "" when none */
 } pl_trace_summary;
 
 typedef struct pl_trace_list {
@@ -171,6 +172,7 @@ typedef struct pl_trace_query {
     bool errors_only;         /* traces with an error span */
     int64_t min_time;         /* > 0: traces whose `time` (CPU, else wall ns) is at least this */
     bool by_time;             /* order by `time` (CPU, else wall), not duration */
+    const char *tenant;       /* NULL: any; else traces of that tenant */
 } pl_trace_query;
 
 /* With min_time or by_time, the time of each candidate is computed: the

@@ -21,16 +21,16 @@
 #include <time.h>
 
 #define PL_STORE_APP_ID         0x706c6b31 /* "plk1" */
-#define PL_STORE_SCHEMA_VERSION 4
+#define PL_STORE_SCHEMA_VERSION 5
 
 /* ---- small hash maps (store_schema.c) ---------------------------------- */
 
 /* FNV-1a with a final avalanche. Unkeyed and stable across processes: the
  * stack hash is persisted in `stacks.hash`. */
 uint64_t st_hash_bytes(const void *data, size_t len, uint64_t seed);
-uint64_t st_mix64(uint64_t x);
 
-/* uint64 key (never 0) -> int64 value, open addressing. */
+/* uint64 key (never 0) -> int64 value, open addressing, keyed hashing
+ * (pl_hash_u64: the keys are span ids and other client-chosen values). */
 typedef struct u64_map {
     uint64_t *keys;
     int64_t *vals;

@@ -5,7 +5,8 @@
  * Versions. The file carries application_id "plk1" and the schema version in
  * user_version. A writer upgrades an older store in place (2: the trace
  * duration column and its index; 3: span events and resource attributes;
- * 4: wall time per sample row, `wall_ns`); a reader asks for the upgrade
+ * 4: wall time per sample row, `wall_ns`; 5: the tenant of each trace); a
+ * reader asks for the upgrade
  * rather than guess.
  */
 #include "store/store_internal.h"
@@ -40,11 +41,6 @@ uint64_t st_hash_bytes(const void *data, size_t len, uint64_t seed)
     return h;
 }
 
-uint64_t st_mix64(uint64_t x)
-{
-    return pl_hash_u64(x);
-}
-
 /* uint64 key (never 0) -> int64 value, open addressing. */
 void st_u64_map_clear(u64_map *m)
 {
@@ -58,7 +54,7 @@ bool st_u64_map_get(const u64_map *m, uint64_t key, int64_t *val)
     if (!m->cap)
         return false;
     size_t mask = m->cap - 1;
-    for (size_t i = st_mix64(key) & mask;; i = (i + 1) & mask) {
+    for (size_t i = pl_hash_u64(key) & mask;; i = (i + 1) & mask) {
         if (m->keys[i] == 0)
             return false;
         if (m->keys[i] == key) {
@@ -82,7 +78,7 @@ bool st_u64_map_put(u64_map *m, uint64_t key, int64_t val)
         for (size_t i = 0; i < m->cap; i++) {
             if (!m->keys[i])
                 continue;
-            size_t j = st_mix64(m->keys[i]) & (cap - 1);
+            size_t j = pl_hash_u64(m->keys[i]) & (cap - 1);
             while (keys[j])
                 j = (j + 1) & (cap - 1);
             keys[j] = m->keys[i];
@@ -95,7 +91,7 @@ bool st_u64_map_put(u64_map *m, uint64_t key, int64_t val)
         m->cap = cap;
     }
     size_t mask = m->cap - 1;
-    size_t i = st_mix64(key) & mask;
+    size_t i = pl_hash_u64(key) & mask;
     while (m->keys[i] && m->keys[i] != key)
         i = (i + 1) & mask;
     if (!m->keys[i])
@@ -178,9 +174,10 @@ static const char *const write_sql[ST_COUNT] = {
         "events) VALUES(?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11,?12,?13,?14,?15,?16,?17,?18)",
     [ST_UPSERT_TRACE] =
         "INSERT INTO traces(trace_id, start_ns, end_ns, root_span_id, root_name, root_service, "
-        "root_start_ns, root_end_ns, span_count, error_count, duration_ns) "
-        "VALUES(?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11) "
+        "root_start_ns, root_end_ns, span_count, error_count, duration_ns, tenant) "
+        "VALUES(?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11,?12) "
         "ON CONFLICT(trace_id) DO UPDATE SET start_ns = min(start_ns, excluded.start_ns), "
+        "tenant = coalesce(tenant, excluded.tenant), "
         "end_ns = max(end_ns, excluded.end_ns), "
         "root_span_id = coalesce(excluded.root_span_id, root_span_id), "
         "root_name = coalesce(excluded.root_name, root_name), "
@@ -240,7 +237,9 @@ static const char schema_sql[] =
     "CREATE TABLE IF NOT EXISTS traces(trace_id BLOB PRIMARY KEY, start_ns INTEGER NOT NULL,"
     "  end_ns INTEGER NOT NULL, root_span_id INTEGER, root_name TEXT, root_service TEXT,"
     "  root_start_ns INTEGER, root_end_ns INTEGER, span_count INTEGER NOT NULL,"
-    "  error_count INTEGER NOT NULL, duration_ns INTEGER NOT NULL DEFAULT 0) WITHOUT ROWID;"
+    /* tenant: the X-Scope-OrgID the trace's first stored spans came with */
+    "  error_count INTEGER NOT NULL, duration_ns INTEGER NOT NULL DEFAULT 0, tenant TEXT)"
+    "  WITHOUT ROWID;"
     "CREATE INDEX IF NOT EXISTS traces_by_start ON traces(start_ns);"
     "CREATE INDEX IF NOT EXISTS traces_by_duration ON traces(duration_ns);"
     "CREATE TABLE IF NOT EXISTS samples(service_id INTEGER NOT NULL, bucket INTEGER NOT NULL,"
@@ -509,6 +508,15 @@ pl_status pl_store_open(const char *path, const pl_store_options *options, pl_st
                     "ALTER TABLE samples ADD COLUMN wall_ns INTEGER NOT NULL DEFAULT 0;"
                     "ALTER TABLE service_profiles ADD COLUMN wall_ns INTEGER NOT NULL DEFAULT 0;",
                     NULL, NULL, NULL);
+            int64_t has_tenant = 0;
+            if (rc == SQLITE_OK && app_id != 0 && version <= 4) /* v4 -> v5 */
+                rc = st_exec_int(s->db,
+                                 "SELECT count(*) FROM pragma_table_info('traces') WHERE name = "
+                                 "'tenant'",
+                                 &has_tenant);
+            if (rc == SQLITE_OK && app_id != 0 && version <= 4 && !has_tenant)
+                rc = sqlite3_exec(s->db, "ALTER TABLE traces ADD COLUMN tenant TEXT;", NULL, NULL,
+                                  NULL);
             if (rc == SQLITE_OK)
                 rc = sqlite3_exec(s->db, schema_sql, NULL, NULL, NULL);
             if (rc == SQLITE_OK) {

@@ -423,7 +423,8 @@ static int write_span(pl_store *s, const pl_span *sp, pl_bytes service, int64_t 
     return SQLITE_OK;
 }
 
-static int write_traces(pl_store *s, const pl_traces *traces, pl_store_write_stats *stats)
+static int write_traces(pl_store *s, const pl_traces *traces, pl_bytes tenant,
+                        pl_store_write_stats *stats)
 {
     trace_aggs aggs = {0};
     int rc = SQLITE_OK;
@@ -475,6 +476,10 @@ static int write_traces(pl_store *s, const pl_traces *traces, pl_store_write_sta
         }
         sqlite3_bind_int64(st, 9, t->spans);
         sqlite3_bind_int64(st, 10, t->errors);
+        if (tenant.len)
+            bind_text(st, 12, tenant);
+        else
+            sqlite3_bind_null(st, 12);
         sqlite3_bind_int64(st, 11,
                            t->has_root ? (int64_t)(t->root_end - t->root_start)
                                        : (int64_t)(t->end - t->start));
@@ -505,10 +510,11 @@ typedef struct sample_aggs {
 
 static uint64_t sample_key_hash(const sample_key *k)
 {
-    uint64_t h = st_mix64((uint64_t)k->service_id * 31 + (uint64_t)k->bucket);
-    h = st_mix64(h ^ (uint64_t)k->type_id);
-    h = st_mix64(h ^ (uint64_t)k->span_id);
-    return st_mix64(h ^ (uint64_t)k->stack_id);
+    /* keyed: span ids and buckets come from clients */
+    uint64_t h = pl_hash_u64((uint64_t)k->service_id * 31 + (uint64_t)k->bucket);
+    h = pl_hash_u64(h ^ (uint64_t)k->type_id);
+    h = pl_hash_u64(h ^ (uint64_t)k->span_id);
+    return pl_hash_u64(h ^ (uint64_t)k->stack_id);
 }
 
 static sample_agg *sample_aggs_get(sample_aggs *m, const sample_key *k)
@@ -951,7 +957,9 @@ pl_status pl_store_write(pl_store *s, const pl_batch *batch, pl_store_write_stat
         stats = &local;
     int rc = SQLITE_OK;
     if (batch->signal == PL_SIGNAL_TRACES) {
-        rc = write_traces(s, &batch->data.traces, stats);
+        pl_bytes tenant = {0};
+        pl_batch_metadata_get(batch, "tenant", &tenant);
+        rc = write_traces(s, &batch->data.traces, tenant, stats);
     } else if (batch->signal == PL_SIGNAL_PROFILES) {
         uint64_t latest = 0;
         rc = write_profiles(s, batch, stats, &latest);

@@ -36,7 +36,7 @@ HTTP=$(free_port)
 GRPC=$(free_port)
 TEL=$(free_port)
 
-write_config() { # write_config FILE VERBOSITY
+write_config() { # write_config FILE VERBOSITY [BATCH_TIMEOUT]
     cat >"$1" <<EOF
 receivers:
   otlp:
@@ -45,7 +45,7 @@ receivers:
       http: {endpoint: 127.0.0.1:$HTTP}
 processors:
   batch:
-    timeout: 10s
+    timeout: ${3:-10s}
 exporters:
   debug:
     verbosity: $2
@@ -244,6 +244,11 @@ check "an unset variable is a warning with its position, not an error" \
 PL_CLI_PATH=v9 "$BIN" print-config --config "$TMP/prov.yaml" --mode unredacted >"$TMP/out" 2>/dev/null
 check "print-config --mode unredacted shows the file's content" grep -q 'Bearer s3cr3t-from-file' "$TMP/out"
 
+"$BIN" validate --config "$TMP/base.yaml" --set 'exporters::otlphttp::headers::Authorization=Bearer hunter2' \
+    --config 'yaml:exporters::nosuch::password: hunter2' >"$TMP/out" 2>&1
+check "validate: a secret given with --set or yaml: is not repeated in the messages" sh -c "
+    test $? -eq 1 && ! grep -q hunter2 '$TMP/out' && grep -q 'Authorization=\[REDACTED\]' '$TMP/out'"
+
 # validate: every problem in one pass, addresses included
 cat >"$TMP/many.yaml" <<'EOF'
 receivers:
@@ -403,12 +408,28 @@ check "SIGHUP with a broken file: counted as a failed reload" sh -c "
     grep -q '^proflink_config_reloads_total{result=\"failure\"} 1$' '$TMP/metrics' &&
     grep -q '^proflink_up 1$' '$TMP/metrics' && grep -q '^proflink_build_info{version=' '$TMP/metrics'"
 
+# only the exporter changes: the receiver and the batch processor are kept
+# as they are, the batch still holding the 4 spans, counters going on
 write_config "$TMP/run.yaml" normal
 kill -HUP "$PID"
 i=0
 while ! grep -q 'reloaded' "$TMP/log" && [ $i -lt 100 ]; do sleep 0.05; i=$((i + 1)); done
-check "SIGHUP with a good file: reloaded" grep -q 'reloaded' "$TMP/log"
-check "SIGHUP with a good file: data held by the old batch processor was flushed" \
+check "SIGHUP with a good file: reloaded, swapping only what changed" \
+    grep -q 'reloaded .*2 components kept as they were, 1 replaced, 0 added, 0 removed' "$TMP/log"
+curl -s "http://127.0.0.1:$TEL/metrics" >"$TMP/metrics"
+check "SIGHUP: an unchanged batch processor keeps what it holds, counters are kept" sh -c "
+    test \$(grep -o '[0-9]* spans' '$TMP/log' | awk '{s += \$1} END {print s + 0}') -eq 0 &&
+    grep -q '^otelcol_receiver_accepted_spans{receiver=\"otlp\",transport=\"http\"} 4$' '$TMP/metrics' &&
+    grep -q '^otelcol_processor_accepted_spans{processor=\"batch\"} 4$' '$TMP/metrics' &&
+    grep -q '^proflink_config_reloads_total{result=\"success\"} 1$' '$TMP/metrics'"
+# now the batch processor's settings change: it is replaced, and flushes
+write_config "$TMP/run.yaml" normal 9s
+kill -HUP "$PID"
+i=0
+while [ "$(grep -c 'reloaded' "$TMP/log")" -lt 2 ] && [ $i -lt 100 ]; do sleep 0.05; i=$((i + 1)); done
+i=0
+while [ "$(spans_exported)" -lt 4 ] && [ $i -lt 100 ]; do sleep 0.05; i=$((i + 1)); done
+check "SIGHUP with a good file: data held by the replaced batch processor was flushed" \
     test "$(spans_exported)" -eq 4
 code=000
 i=0

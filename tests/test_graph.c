@@ -401,8 +401,9 @@ static void test_reload_with_errors_keeps_running_graph(void)
     /* the old pipelines still carry data */
     feeder_push(f, PL_SIGNAL_TRACES, 1);
 
-    /* a valid new file: the old graph drains (flushing the holder) and the
-     * new one runs */
+    /* a valid new file: the swap is immediate; what was replaced or removed
+     * (the holder, flushing what it held, and capture/slow) drains while the
+     * new graph runs, and the unchanged receiver is kept as it is */
     write_config("receivers: {feeder: }\n"
                  "exporters: {capture/new: }\n"
                  "service:\n"
@@ -410,7 +411,8 @@ static void test_reload_with_errors_keeps_running_graph(void)
                  "  pipelines:\n"
                  "    traces: {receivers: [feeder], exporters: [capture/new]}\n");
     CHECK_EQ_INT(pl_service_reload(s), 0);
-    CHECK_EQ_INT(pl_service_get_state(s), PL_SERVICE_RELOADING);
+    CHECK_EQ_INT(pl_service_get_state(s), PL_SERVICE_RUNNING);
+    CHECK(pl_graph_instance(pl_service_graph(s), PL_KIND_RECEIVER, "feeder") == f);
     uv_timer_t check;
     uv_timer_init(&loop, &check);
     check.data = s;
@@ -422,8 +424,11 @@ static void test_reload_with_errors_keeps_running_graph(void)
     REQUIRE(old != NULL);
     CHECK_EQ_UINT(old->items[PL_SIGNAL_TRACES], 3);
     CHECK(fx_record("capture/new") != NULL);
-    /* the old receiver was stopped before the new one started */
-    CHECK(fx_pos("shutdown:feeder") < fx_pos("start:capture/new"));
+    /* the removed processor stopped (and flushed) before anything new
+     * started; the kept receiver only stopped with the service */
+    CHECK(fx_pos("shutdown:holder") >= 0);
+    CHECK(fx_pos("shutdown:holder") < fx_pos("start:capture/new"));
+    CHECK(fx_pos("start:capture/new") < fx_pos("shutdown:feeder"));
     pl_service_free(s);
 }
 
@@ -444,7 +449,7 @@ static void test_reload_failing_start_restores_previous(void)
                  "  pipelines:\n"
                  "    traces: {receivers: [feeder/fail], exporters: [capture/new]}\n");
     fx_fail_start = 1;
-    CHECK_EQ_INT(pl_service_reload(s), 0);
+    CHECK_EQ_INT(pl_service_reload(s), -1); /* the new receiver cannot start */
     while (pl_service_get_state(s) == PL_SERVICE_RELOADING)
         uv_run(&loop, UV_RUN_ONCE);
     fx_fail_start = 0;
@@ -454,6 +459,68 @@ static void test_reload_failing_start_restores_previous(void)
     CHECK_EQ_STR(pl_service_config(s)->components[0].id, "feeder");
     pl_service_stop(s);
     finish(s);
+}
+
+/* A reload keeps what did not change: the same instance, the data it holds
+ * and its counters; a changed component gets a new instance whose counters
+ * continue from the old one's. */
+static void test_reload_keeps_unchanged_components(void)
+{
+    fx_reset();
+    static const char yaml1[] = "receivers: {feeder: }\n"
+                                "processors: {holder: }\n"
+                                "exporters: {capture/a: {backlog: 0}}\n"
+                                "service:\n"
+                                "  telemetry: {metrics: {address: \"\"}, logs: {level: warn}}\n"
+                                "  pipelines:\n"
+                                "    traces: {receivers: [feeder], processors: [holder], "
+                                "exporters: [capture/a]}\n";
+    pl_service *s = start_service(yaml1);
+    REQUIRE(s != NULL);
+    pl_graph *g1 = pl_service_graph(s);
+    feeder *f = pl_graph_instance(g1, PL_KIND_RECEIVER, "feeder");
+    void *holder1 = pl_graph_instance(g1, PL_KIND_PROCESSOR, "holder");
+    feeder_push(f, PL_SIGNAL_TRACES, 4); /* held by the holder */
+    pl_stats *cap_stats = pl_graph_stats(g1, PL_KIND_EXPORTER, "capture/a");
+    REQUIRE(cap_stats != NULL);
+    uint64_t recv_before =
+        pl_stats_get(pl_graph_stats(g1, PL_KIND_RECEIVER, "feeder"), PL_SIGNAL_TRACES,
+                     PL_STAT_ACCEPTED);
+    CHECK_EQ_UINT(recv_before, 4);
+
+    /* only the exporter's settings change */
+    write_config("receivers: {feeder: }\n"
+                 "processors: {holder: }\n"
+                 "exporters: {capture/a: {backlog: 1}}\n"
+                 "service:\n"
+                 "  telemetry: {metrics: {address: \"\"}, logs: {level: warn}}\n"
+                 "  pipelines:\n"
+                 "    traces: {receivers: [feeder], processors: [holder], "
+                 "exporters: [capture/a]}\n");
+    CHECK_EQ_INT(pl_service_reload(s), 0);
+    pl_graph *g2 = pl_service_graph(s);
+    CHECK(g2 != g1);
+    /* the same receiver and processor objects, still holding the data */
+    CHECK(pl_graph_instance(g2, PL_KIND_RECEIVER, "feeder") == f);
+    CHECK(pl_graph_instance(g2, PL_KIND_PROCESSOR, "holder") == holder1);
+    CHECK(fx_pos("shutdown:holder") < 0);
+    CHECK(fx_pos("shutdown:feeder") < 0);
+    CHECK(fx_pos("shutdown:capture/a") >= 0); /* the changed one was replaced */
+    /* counters go on across the reload */
+    CHECK(pl_graph_stats(g2, PL_KIND_EXPORTER, "capture/a") == cap_stats);
+    feeder_push(f, PL_SIGNAL_TRACES, 1);
+    CHECK_EQ_UINT(pl_stats_get(pl_graph_stats(g2, PL_KIND_RECEIVER, "feeder"), PL_SIGNAL_TRACES,
+                               PL_STAT_ACCEPTED),
+                  5);
+    /* on stop the kept holder flushes everything it held into the NEW
+     * exporter instance */
+    pl_service_stop(s);
+    while (pl_service_get_state(s) != PL_SERVICE_STOPPED)
+        uv_run(&loop, UV_RUN_ONCE);
+    capture_record *rec = fx_record("capture/a");
+    REQUIRE(rec != NULL);
+    CHECK_EQ_UINT(rec->items[PL_SIGNAL_TRACES], 5);
+    pl_service_free(s);
 }
 
 static void test_metrics_text_lists_component_counters(void)
@@ -509,6 +576,7 @@ int main(void)
     PL_RUN(test_drain_deadline_bounds_the_wait);
     PL_RUN(test_reload_with_errors_keeps_running_graph);
     PL_RUN(test_reload_failing_start_restores_previous);
+    PL_RUN(test_reload_keeps_unchanged_components);
     PL_RUN(test_metrics_text_lists_component_counters);
     unlink(config_path);
     uv_run(&loop, UV_RUN_DEFAULT);

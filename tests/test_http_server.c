@@ -649,6 +649,11 @@ static ssize_t h2c_read(nghttp2_session *s, int32_t id, uint8_t *buf, size_t len
     return (ssize_t)n;
 }
 
+/* Extra header fields h2_run adds to each request: h2_extra_n fields named
+ * "x-fNNN" with a value of h2_extra_len 'v's. */
+static int h2_extra_n;
+static size_t h2_extra_len;
+
 /* Sends n_req POSTs to `path` on one connection (concurrently) and waits
  * for all of them to close. */
 static int h2_run(int port, const char *path, const uint8_t *body, size_t body_len, int n_req,
@@ -679,7 +684,18 @@ static int h2_run(int port, const char *path, const uint8_t *body, size_t body_l
         };
         ups[i] = (upload_src){body, body_len, 0};
         nghttp2_data_provider dp = {.source.ptr = &ups[i], .read_callback = h2c_read};
-        int32_t id = nghttp2_submit_request(s, NULL, nv, 5, &dp, NULL);
+        nghttp2_nv *all = calloc(5 + (size_t)h2_extra_n, sizeof(*all));
+        static char names[1024][8];
+        static char value[4096];
+        memset(value, 'v', sizeof(value));
+        memcpy(all, nv, sizeof(nv));
+        for (int k = 0; k < h2_extra_n && k < 1024; k++) {
+            snprintf(names[k], sizeof(names[k]), "x-f%03d", k);
+            all[5 + k] = (nghttp2_nv){(uint8_t *)names[k], (uint8_t *)value, strlen(names[k]),
+                                      h2_extra_len, 0};
+        }
+        int32_t id = nghttp2_submit_request(s, NULL, all, 5 + (size_t)h2_extra_n, &dp, NULL);
+        free(all);
         cl->results[cl->n++].id = id;
     }
     nghttp2_session_send(s);
@@ -974,6 +990,158 @@ static void test_h2_idle_connection_closed(void)
 
 /* ---- socketless driving ------------------------------------------------- */
 
+/* M1: header fields cost name + value + 32 bytes (RFC 9113 6.5.2), and
+ * their number is limited, on HTTP/2 and HTTP/1.1 alike. */
+static void test_header_field_accounting(void)
+{
+    pl_http_server_options opt = {
+        .h2c = true, .http1 = true, .max_header_size = 4096, .max_header_fields = 150};
+    running r;
+    REQUIRE(start_server(&r, &opt) == 0);
+    h2_client cl;
+    /* 100 fields of 6 + 4 bytes: 1000 bytes of text, 4200 as counted */
+    h2_extra_n = 100, h2_extra_len = 4;
+    CHECK_EQ_INT(h2_run(r.port, "/h", (const uint8_t *)"x", 1, 1, &cl), 1);
+    CHECK_EQ_INT(cl.results[0].status, 0);
+    CHECK(cl.results[0].error_code != 0); /* the stream was reset */
+    /* 80 such fields fit (80 * 42 + pseudo-headers < 4096) */
+    h2_extra_n = 80;
+    CHECK_EQ_INT(h2_run(r.port, "/h", (const uint8_t *)"x", 1, 1, &cl), 1);
+    CHECK_EQ_INT(cl.results[0].status, 200);
+    h2_extra_n = 0;
+    stop_server(&r);
+
+    /* the field count on its own */
+    pl_http_server_options few = {.h2c = true, .http1 = true, .max_header_fields = 20};
+    REQUIRE(start_server(&r, &few) == 0);
+    h2_extra_n = 30, h2_extra_len = 1;
+    CHECK_EQ_INT(h2_run(r.port, "/h", (const uint8_t *)"x", 1, 1, &cl), 1);
+    CHECK_EQ_INT(cl.results[0].status, 0);
+    h2_extra_n = 10;
+    CHECK_EQ_INT(h2_run(r.port, "/h", (const uint8_t *)"x", 1, 1, &cl), 1);
+    CHECK_EQ_INT(cl.results[0].status, 200);
+    h2_extra_n = 0;
+    /* HTTP/1.1: 431 past the field count */
+    char req[4096];
+    size_t len = (size_t)snprintf(req, sizeof(req), "GET /many HTTP/1.1\r\n");
+    for (int i = 0; i < 30; i++)
+        len += (size_t)snprintf(req + len, sizeof(req) - len, "x-%d: 1\r\n", i);
+    len += (size_t)snprintf(req + len, sizeof(req) - len, "\r\n");
+    int fd = connect_to(r.port);
+    send_all(fd, req, len);
+    char buf[2048];
+    bool closed;
+    read_some(fd, buf, sizeof(buf), 2000, NULL, 0, &closed);
+    CHECK(strstr(buf, "HTTP/1.1 431") != NULL);
+    CHECK(strstr(buf, "too many header fields") != NULL);
+    close(fd);
+    stop_server(&r);
+}
+
+/* Connects from a given loopback source address (another "client"). */
+static int connect_from(const char *src, int port)
+{
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in a = {.sin_family = AF_INET};
+    inet_pton(AF_INET, src, &a.sin_addr);
+    if (bind(fd, (struct sockaddr *)&a, sizeof(a)) != 0) {
+        close(fd);
+        return -1;
+    }
+    struct sockaddr_in to = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
+    inet_pton(AF_INET, "127.0.0.1", &to.sin_addr);
+    if (connect(fd, (struct sockaddr *)&to, sizeof(to)) != 0) {
+        close(fd);
+        return -1;
+    }
+    return fd;
+}
+
+static bool answers(int fd)
+{
+    const char *req = "GET /ok HTTP/1.1\r\n\r\n";
+    send_all(fd, req, strlen(req));
+    char buf[1024];
+    bool closed;
+    read_some(fd, buf, sizeof(buf), 2000, "GET /ok 0", 1, &closed);
+    return strstr(buf, "200 OK") != NULL;
+}
+
+/* L1: one client's idle connections do not lock others out. */
+static void test_connection_fair_share(void)
+{
+    pl_http_server_options opt = {.max_connections = 6, .max_connections_per_client = 4};
+    running r;
+    REQUIRE(start_server(&r, &opt) == 0);
+    int a[5];
+    for (int i = 0; i < 5; i++)
+        a[i] = connect_from("127.0.0.1", r.port);
+    usleep(100000);
+    char buf[256];
+    bool closed;
+    /* the fifth from the same client is over its share */
+    read_some(a[4], buf, sizeof(buf), 1000, NULL, 0, &closed);
+    CHECK(closed);
+    /* another client fills the server, then a third one still gets in: the
+     * client with the most connections gives up an idle one */
+    int b[2] = {connect_from("127.0.0.2", r.port), connect_from("127.0.0.2", r.port)};
+    REQUIRE(b[0] >= 0 && b[1] >= 0);
+    usleep(100000);
+    int c = connect_from("127.0.0.3", r.port);
+    REQUIRE(c >= 0);
+    CHECK(answers(c));
+    CHECK(answers(b[0]));
+    int alive = 0;
+    for (int i = 0; i < 4; i++) {
+        read_some(a[i], buf, sizeof(buf), 100, NULL, 0, &closed);
+        alive += !closed;
+    }
+    CHECK_EQ_INT(alive, 3); /* one of client a's idle connections went */
+    for (int i = 0; i < 5; i++)
+        close(a[i]);
+    close(b[0]);
+    close(b[1]);
+    close(c);
+    stop_server(&r);
+}
+
+/* L1: one client's unfinished uploads take at most its share of the
+ * buffering budget; another client still gets through. */
+static void test_buffered_bytes_fair_share(void)
+{
+    pl_http_server_options opt = {.max_buffered_bytes = 1 << 20,
+                                  .max_buffered_bytes_per_client = 300000};
+    running r;
+    REQUIRE(start_server(&r, &opt) == 0);
+    static char part[250000];
+    memset(part, 'p', sizeof(part));
+    int a1 = connect_from("127.0.0.1", r.port), a2 = connect_from("127.0.0.1", r.port);
+    int b = connect_from("127.0.0.2", r.port);
+    REQUIRE(a1 >= 0 && a2 >= 0 && b >= 0);
+    const char *head = "POST /up HTTP/1.1\r\nContent-Length: 250001\r\n\r\n";
+    send_all(a1, head, strlen(head));
+    send_all(a1, part, sizeof(part)); /* one byte short: held */
+    usleep(100000);
+    send_all(a2, head, strlen(head));
+    send_all(a2, part, 100000);
+    char buf[4096];
+    bool closed;
+    read_some(a2, buf, sizeof(buf), 2000, NULL, 0, &closed);
+    CHECK(strstr(buf, "HTTP/1.1 503") != NULL); /* over client a's share */
+    send_all(b, head, strlen(head));
+    send_all(b, part, sizeof(part));
+    send_all(b, "p", 1);
+    read_some(b, buf, sizeof(buf), 2000, "/up 250001", 1, &closed);
+    CHECK(strstr(buf, "200 OK") != NULL); /* client b is served */
+    send_all(a1, "p", 1);
+    read_some(a1, buf, sizeof(buf), 2000, "/up 250001", 1, &closed);
+    CHECK(strstr(buf, "200 OK") != NULL);
+    close(a1);
+    close(a2);
+    close(b);
+    stop_server(&r);
+}
+
 static void test_feed_from_memory(void)
 {
     const char *req = "POST /m HTTP/1.1\r\nContent-Length: 2\r\n\r\nhi"
@@ -1021,6 +1189,9 @@ int main(void)
     PL_RUN(test_h2_slow_stream_reset_alone);
     PL_RUN(test_h2_busy_connection_outlives_header_timeout);
     PL_RUN(test_h2_idle_connection_closed);
+    PL_RUN(test_header_field_accounting);
+    PL_RUN(test_connection_fair_share);
+    PL_RUN(test_buffered_bytes_fair_share);
     PL_RUN(test_feed_from_memory);
     return pl_test_done();
 }

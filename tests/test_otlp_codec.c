@@ -251,8 +251,7 @@ static void test_json_budget(void)
     /* Refused before the memory was spent: the arena stays near empty. */
     CHECK(pl_batch_memory(b) < ((size_t)1 << 20) + j.len);
     pl_batch_free(b);
-    /* The default budget takes a million empty spans' worth of structs?
-     * No: 1M x (sizeof(pl_span) + overhead) is over 48 MiB. */
+    /* Nor under the default budget (40 MiB): a million spans are over it. */
     b = pl_batch_new(PL_SIGNAL_TRACES);
     CHECK_EQ_INT(pl_otlp_json_decode_traces(b, j.data, j.len, &err), PL_ERR_TOO_LARGE);
     pl_batch_free(b);
@@ -327,6 +326,123 @@ static void test_pb_budget(void)
     pl_buf_free(&p);
 }
 
+/* ---- JSON -> protobuf for pass-through signals ------------------------ */
+
+static void test_transcode_logs(void)
+{
+    const char *json =
+        "{\"resourceLogs\":[{\"scopeLogs\":[{\"logRecords\":[{\"timeUnixNano\":\"1\","
+        "\"severityNumber\":\"SEVERITY_NUMBER_INFO\",\"body\":{\"stringValue\":\"hi\"},"
+        "\"flags\":1,\"traceId\":\"0102030405060708090a0b0c0d0e0f10\",\"unknown\":[{}],"
+        "\"spanId\":null}]}]}]}";
+    static const uint8_t want[] = {
+        0x0a, 0x2c, 0x12, 0x2a, 0x12, 0x28,            /* envelopes */
+        0x09, 1,    0,    0,    0,    0,    0,  0,  0, /* time_unix_nano */
+        0x10, 9,                                       /* severity_number */
+        0x2a, 0x04, 0x0a, 0x02, 'h',  'i',             /* body */
+        0x45, 1,    0,    0,    0,                     /* flags */
+        0x4a, 0x10, 1,    2,    3,    4,    5,  6,  7,
+        8,    9,    10,   11,   12,   13,   14, 15, 16, /* trace_id */
+    };
+    pl_buf out;
+    pl_buf_init(&out);
+    pl_err err = {{0}};
+    pl_status st = pl_otlp_json_transcode(PL_SIGNAL_LOGS, (const uint8_t *)json, strlen(json),
+                                          PL_OTLP_DECODE_BUDGET, &out, &err);
+    if (st)
+        fprintf(stderr, "  %s\n", err.msg);
+    REQUIRE(st == PL_OK);
+    CHECK_EQ_BYTES(out.data, out.len, want, sizeof want);
+    size_t n = 0;
+    CHECK_EQ_INT(pl_otlp_count_logs(out.data, out.len, &n, &err), PL_OK);
+    CHECK_EQ_UINT(n, 1);
+    pl_buf_free(&out);
+}
+
+static void test_transcode_metrics(void)
+{
+    /* snake_case keys, numbers as strings, enums by name and number, a
+     * long attribute list (sub-messages over 127 bytes move their content). */
+    pl_buf j;
+    pl_buf_init(&j);
+    pl_buf_append_str(&j, "{\"resource_metrics\":[{\"resource\":{\"attributes\":[");
+    for (int i = 0; i < 20; i++)
+        pl_buf_printf(&j, "%s{\"key\":\"k%02d\",\"value\":{\"intValue\":\"%d\"}}", i ? "," : "", i,
+                      i);
+    pl_buf_append_str(
+        &j,
+        "]},\"scopeMetrics\":[{\"metrics\":["
+        "{\"name\":\"a\",\"sum\":{\"dataPoints\":[{\"asInt\":\"5\"},{\"as_double\":1.5}],"
+        "\"aggregationTemporality\":\"AGGREGATION_TEMPORALITY_CUMULATIVE\",\"isMonotonic\":true}},"
+        "{\"name\":\"b\",\"histogram\":{\"dataPoints\":[{\"count\":\"3\","
+        "\"bucketCounts\":[\"1\",2],\"explicitBounds\":[1.5],\"exemplars\":[{\"spanId\":"
+        "\"b7ad6b7169203331\",\"asDouble\":\"NaN\"}]}],\"aggregationTemporality\":1}},"
+        "{\"name\":\"c\",\"exponentialHistogram\":{\"dataPoints\":[{\"scale\":-3,"
+        "\"positive\":{\"offset\":-1,\"bucketCounts\":[\"4\"]}}]}},"
+        "{\"name\":\"d\",\"summary\":{\"dataPoints\":[{\"quantileValues\":[{\"quantile\":"
+        "0.5,\"value\":2}]},{}]}},"
+        "{\"name\":\"e\",\"gauge\":{\"dataPoints\":[]}}]}]}]}");
+    pl_buf out;
+    pl_buf_init(&out);
+    pl_err err = {{0}};
+    pl_status st =
+        pl_otlp_json_transcode(PL_SIGNAL_METRICS, j.data, j.len, PL_OTLP_DECODE_BUDGET, &out, &err);
+    if (st)
+        fprintf(stderr, "  %s\n", err.msg);
+    REQUIRE(st == PL_OK);
+    size_t n = 0;
+    CHECK_EQ_INT(pl_otlp_count_metrics(out.data, out.len, &n, &err), PL_OK);
+    CHECK_EQ_UINT(n, 6);
+    /* The resource (20 attributes, > 127 bytes) came through whole. */
+    CHECK(out.len > 20 * 12);
+    pl_buf_free(&out);
+    pl_buf_free(&j);
+}
+
+static void expect_transcode_error(pl_signal sig, const char *json, pl_status want,
+                                   const char *needle, size_t budget)
+{
+    pl_buf out;
+    pl_buf_init(&out);
+    pl_err err = {{0}};
+    pl_status st =
+        pl_otlp_json_transcode(sig, (const uint8_t *)json, strlen(json), budget, &out, &err);
+    if (st != want || !strstr(err.msg, needle))
+        PL_FAIL_("%s: want %s with \"%s\", got %s: \"%s\"", json, pl_status_name(want), needle,
+                 pl_status_name(st), err.msg);
+    pl_buf_free(&out);
+}
+
+static void test_transcode_errors(void)
+{
+    size_t b = PL_OTLP_DECODE_BUDGET;
+    expect_transcode_error(
+        PL_SIGNAL_LOGS,
+        "{\"resourceLogs\":[{\"scopeLogs\":[{\"logRecords\":[{\"traceId\":\"01\"}]}]}]}",
+        PL_ERR_INVALID, "resourceLogs[0].scopeLogs[0].logRecords[0].traceId: 2 hex chars, want 32",
+        b);
+    expect_transcode_error(PL_SIGNAL_LOGS,
+                           "{\"resourceLogs\":[{\"scopeLogs\":[{\"logRecords\":[{"
+                           "\"severityNumber\":\"LOUD\"}]}]}]}",
+                           PL_ERR_INVALID, "severityNumber: unknown enum value", b);
+    expect_transcode_error(PL_SIGNAL_METRICS, "{\"resourceMetrics\":{}}", PL_ERR_INVALID,
+                           "resourceMetrics: want an array", b);
+    expect_transcode_error(PL_SIGNAL_METRICS, "{\"resourceMetrics\":[", PL_ERR_INVALID,
+                           "invalid JSON", b);
+    expect_transcode_error(PL_SIGNAL_TRACES, "{}", PL_ERR_UNSUPPORTED, "no JSON transcoder", b);
+    /* A million empty log records against a 1 MiB budget. */
+    pl_buf j;
+    pl_buf_init(&j);
+    pl_buf_append_str(&j, "{\"resourceLogs\":[{\"scopeLogs\":[{\"logRecords\":[");
+    for (int i = 0; i < 1000000; i++)
+        pl_buf_append_str(&j, i ? ",{}" : "{}");
+    pl_buf_append_str(&j, "]}]}]}");
+    pl_buf_append_byte(&j, 0);
+    expect_transcode_error(PL_SIGNAL_LOGS, (const char *)j.data, PL_ERR_TOO_LARGE,
+                           "larger than the limit", (size_t)1 << 20);
+    pl_buf_free(&j);
+}
+
 int main(void)
 {
     PL_RUN(test_reader_accepts);
@@ -337,5 +453,8 @@ int main(void)
     PL_RUN(test_json_errors);
     PL_RUN(test_json_budget);
     PL_RUN(test_pb_budget);
+    PL_RUN(test_transcode_logs);
+    PL_RUN(test_transcode_metrics);
+    PL_RUN(test_transcode_errors);
     return pl_test_done();
 }

@@ -410,8 +410,11 @@ static void test_ingest_bad_input(void)
     /* unsupported and unknown formats */
     post("/ingest?name=app&format=trie", "binary/octet-stream+trie", "x", 1, &r);
     expect_error(&r, 400, "unsupported format");
-    post("/ingest?name=app&format=jfr", "application/octet-stream", "x", 1, &r);
+    post("/ingest?name=app&format=speedscope", "application/json", "{}", 2, &r);
     expect_error(&r, 400, "unsupported format");
+    /* a JFR body that is not one (tests/test_jfr.c has the real ones) */
+    post("/ingest?name=app&format=jfr", "application/octet-stream", "x", 1, &r);
+    expect_error(&r, 400, "JFR");
     post("/ingest?name=app&format=weird", "text/plain", "x 1", 3, &r);
     expect_error(&r, 400, "unknown format");
     /* bad names */

@@ -121,6 +121,14 @@ async function refreshStatus() {
 const SINCE = [['15m', 'last 15 min'], ['1h', 'last hour'], ['6h', 'last 6 h'], ['1d', 'last day'], ['0', 'all']];
 
 async function showSearch(p) {
+  // the three requests go out together
+  const q = new URLSearchParams({ since: p.get('since') || '1h', limit: '100' });
+  for (const k of ['service', 'root', 'tenant', 'until', 'min_duration', 'min_cpu', 'sort']) if (p.get(k)) q.set(k, p.get(k));
+  if (p.get('errors') === '1') q.set('errors', '1');
+  const tracesP = api(`/api/traces?${q}`);
+  const linksP = api(`/api/links?since=${encodeURIComponent(p.get('since') || '1h')}`);
+  tracesP.catch(() => {});
+  linksP.catch(() => {});
   const services = await api('/api/services').catch(() => ({ services: [] }));
   const svc = el('select', { name: 'service' }, el('option', { value: '' }, 'any'));
   for (const s of services.services) svc.append(el('option', { value: s, selected: p.get('service') === s }, s));
@@ -133,6 +141,7 @@ async function showSearch(p) {
   const form = el('form', { class: 'filters', id: 'search-form' },
     el('label', null, 'service', svc),
     el('label', null, 'root operation', el('input', { name: 'root', value: p.get('root') || '', size: 18 })),
+    el('label', null, 'tenant', input('tenant', 'any')),
     el('label', null, 'since', since),
     el('label', null, 'until (ago)', input('until', 'e.g. 5m')),
     el('label', null, 'min duration', input('min_duration', '100ms')),
@@ -150,17 +159,14 @@ async function showSearch(p) {
   const links = el('div', { class: 'links', id: 'links' });
   view().replaceChildren(el('h2', null, 'Traces'), form, results, links);
 
-  const q = new URLSearchParams({ since: p.get('since') || '1h', limit: '100' });
-  for (const k of ['service', 'root', 'until', 'min_duration', 'min_cpu', 'sort']) if (p.get(k)) q.set(k, p.get(k));
-  if (p.get('errors') === '1') q.set('errors', '1');
   try {
-    const { traces } = await api(`/api/traces?${q}`);
+    const { traces } = await tracesP;
     results.replaceChildren(tracesTable(traces));
   } catch (e) {
     results.replaceChildren(el('div', { class: 'empty err' }, e.message));
   }
   try {
-    const l = await api(`/api/links?since=${encodeURIComponent(p.get('since') || '1h')}`);
+    const l = await linksP;
     links.replaceChildren(linksTable(l));
   } catch (e) {
     links.replaceChildren(el('div', { class: 'muted' }, `link ratio: ${e.message}`));
@@ -177,7 +183,7 @@ function tracesTable(traces) {
       el('td', { class: 'num duration' }, fmtDuration(t.duration_ns)),
       el('td', { class: 'num time' }, fmtTime(t.time)),
       el('td', { class: 'num' }, t.span_count),
-      el('td', null, t.root_service || '-'),
+      el('td', null, t.root_service || '-', t.tenant ? el('span', { class: 'muted tenant' }, ` (${t.tenant})`) : null),
       el('td', { class: 'name root' }, t.has_root ? t.root_name : '(root span not stored)',
         t.error_count ? el('span', { class: 'err' }, '  error') : null));
     tr.addEventListener('click', () => { location.hash = `#/trace/${t.trace_id}`; });
@@ -233,6 +239,10 @@ async function showTrace(id, p) {
   if (first) selectSpan(first, side, d);
 }
 
+const ROW = 22; // waterfall row height, px
+
+// The waterfall draws only the rows in view (plus a margin) and redraws on
+// scroll, so a trace of 10,000 spans costs what a screenful does.
 function waterfall(spans, onSelect) {
   let t0 = Infinity, t1 = 0;
   for (const s of spans) {
@@ -242,11 +252,15 @@ function waterfall(spans, onSelect) {
     if (b > t1) t1 = b;
   }
   const total = Math.max(1, t1 - t0);
-  const box = el('div', { class: 'wf', id: 'waterfall' });
-  const frag = document.createDocumentFragment();
-  let selectedRow = null;
-  for (const s of spans) {
-    const row = el('div', { class: 'wf-row', 'data-span': s.span_id });
+  const box = el('div', { class: 'wf', id: 'waterfall', 'data-rows': spans.length });
+  box.style.height = `${Math.min(spans.length * ROW + 2, Math.max(320, window.innerHeight - 160))}px`;
+  const spacer = el('div', { class: 'wf-spacer' });
+  spacer.style.height = `${spans.length * ROW}px`;
+  box.append(spacer);
+  let selected = null;
+  const row = (s, i) => {
+    const r = el('div', { class: s.span_id === selected ? 'wf-row selected' : 'wf-row', 'data-span': s.span_id });
+    r.style.top = `${i * ROW}px`;
     const name = el('div', { class: 'wf-name', title: s.name });
     name.style.paddingLeft = `${6 + Math.min(s.depth, 30) * 12}px`;
     name.append(s.name, el('span', { class: 'svc' }, s.service));
@@ -273,16 +287,33 @@ function waterfall(spans, onSelect) {
       if (left <= 20) label.classList.add('inside');
     }
     track.append(bar, label);
-    row.append(name, track);
-    row.addEventListener('click', () => {
-      if (selectedRow) selectedRow.classList.remove('selected');
-      row.classList.add('selected');
-      selectedRow = row;
-      onSelect(s);
-    });
-    frag.append(row);
-  }
-  box.append(frag);
+    r.append(name, track);
+    return r;
+  };
+  let drawnFrom = -1, drawnTo = -1;
+  const draw = (force) => {
+    const h = box.clientHeight || 640;
+    const from = Math.max(0, Math.floor(box.scrollTop / ROW) - 20);
+    const to = Math.min(spans.length, Math.ceil((box.scrollTop + h) / ROW) + 20);
+    if (!force && from === drawnFrom && to === drawnTo) return;
+    drawnFrom = from; drawnTo = to;
+    const frag = document.createDocumentFragment();
+    frag.append(spacer);
+    for (let i = from; i < to; i++) frag.append(row(spans[i], i));
+    box.replaceChildren(frag);
+  };
+  box.addEventListener('scroll', () => draw(false));
+  box.addEventListener('click', (ev) => {
+    const r = ev.target.closest('.wf-row');
+    if (!r) return;
+    selected = r.dataset.span;
+    for (const x of box.querySelectorAll('.wf-row.selected')) x.classList.remove('selected');
+    r.classList.add('selected');
+    onSelect(spans.find((s) => s.span_id === selected));
+  });
+  // drawn once attached (clientHeight is known then)
+  requestAnimationFrame(() => draw(true));
+  draw(true);
   return box;
 }
 
@@ -467,12 +498,12 @@ function fnTable(root, data) {
 
 // Loads /api/flamegraph?<selection> and renders it with a type selector and
 // download links.
-async function flameView(box, selection, type) {
+async function flameView(box, selection, type, pending) {
   box.replaceChildren(el('div', { class: 'empty' }, 'loading…'));
   const q = `${selection}${type ? `&type=${encodeURIComponent(type)}` : ''}`;
   let data;
   try {
-    data = await api(`/api/flamegraph?${q}&format=json`);
+    data = await (pending || api(`/api/flamegraph?${q}&format=json`));
   } catch (e) {
     box.replaceChildren(el('div', { class: 'empty err' }, e.message));
     return;
@@ -513,12 +544,17 @@ function selectionQuery(kind, value, since, until) {
 }
 
 async function showFlame(p) {
-  const services = await api('/api/services').catch(() => ({ services: [] }));
   const fixed = p.get('trace') ? `trace=${encodeURIComponent(p.get('trace'))}` : p.get('span') ? `span=${encodeURIComponent(p.get('span'))}` : null;
+  const selection = fixed || selectionQuery('service', p.get('service') || '', p.get('since'), p.get('until'));
+  const type = p.get('type');
+  // the profile is asked for at once, while the service list loads
+  const pending = api(`/api/flamegraph?${selection}${type ? `&type=${encodeURIComponent(type)}` : ''}&format=json`);
+  pending.catch(() => {});
+  const services = fixed ? { services: [] } : await api('/api/services').catch(() => ({ services: [] }));
   const box = el('div', { id: 'flame-box' });
   if (fixed) {
     view().replaceChildren(el('h2', null, 'Flame graph ', el('span', { class: 'muted mono' }, fixed)), box);
-    flameView(box, fixed, p.get('type'));
+    await flameView(box, fixed, type, pending);
     return;
   }
   const svc = el('select', { name: 'service' }, el('option', { value: '' }, 'all services'));
@@ -534,7 +570,7 @@ async function showFlame(p) {
     setHash('#/flame', q);
   });
   view().replaceChildren(el('h2', null, 'Flame graph'), form, box);
-  flameView(box, selectionQuery('service', p.get('service') || '', p.get('since'), p.get('until')), p.get('type'));
+  await flameView(box, selection, type, pending);
 }
 
 // Shares of the total per path ("a;b;c") of a tree.

@@ -5,6 +5,13 @@
  *   loadgen [--protocol http|grpc] [--endpoint HOST:PORT] [--path /v1/traces]
  *           [--spans N] [--attrs M] [--rate SPANS_PER_S] [--duration SECONDS]
  *           [--connections C] [--streams S] [--gzip] [--variants K] [--quiet]
+ *           [--tls] [--ca FILE] [--handshakes]
+ *
+ * --tls speaks TLS (ALPN h2 for gRPC, http/1.1 otherwise; the server's
+ * certificate is checked only with --ca). --handshakes measures connection
+ * set-up instead: for the duration it connects, completes a full TLS
+ * handshake (no resumption), sends nothing and closes, and prints
+ * handshakes/s.
  *
  * It sends ExportTraceServiceRequests of N spans with M string attributes
  * each (about 30 bytes per attribute), over OTLP/HTTP protobuf (HTTP/1.1
@@ -31,6 +38,8 @@
 #include <netinet/tcp.h>
 #include <arpa/inet.h>
 #include <nghttp2/nghttp2.h>
+#include <openssl/err.h>
+#include <openssl/ssl.h>
 #include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -57,6 +66,8 @@ typedef struct options {
     int connections, streams;
     bool gzip, quiet, json;
     int variants;
+    bool tls, handshakes;
+    const char *ca;
 } options;
 
 typedef struct request {
@@ -66,6 +77,7 @@ typedef struct request {
 
 typedef struct conn {
     int fd;
+    SSL *ssl; /* --tls */
     /* HTTP/1.1 */
     bool busy;
     size_t sent;
@@ -207,6 +219,69 @@ static void build_requests(void)
 
 /* ---- connections ------------------------------------------------------- */
 
+static SSL_CTX *tls_ctx;
+
+static void tls_init(void)
+{
+    tls_ctx = SSL_CTX_new(TLS_client_method());
+    static const unsigned char h2[] = "\x02h2", h1[] = "\x08http/1.1";
+    if (opt.grpc)
+        SSL_CTX_set_alpn_protos(tls_ctx, h2, sizeof(h2) - 1);
+    else
+        SSL_CTX_set_alpn_protos(tls_ctx, h1, sizeof(h1) - 1);
+    if (opt.ca) {
+        if (SSL_CTX_load_verify_locations(tls_ctx, opt.ca, NULL) != 1) {
+            fprintf(stderr, "loadgen: --ca %s: cannot load\n", opt.ca);
+            exit(2);
+        }
+        SSL_CTX_set_verify(tls_ctx, SSL_VERIFY_PEER, NULL);
+    }
+}
+
+/* A full handshake on a blocking socket; exits on failure. */
+static SSL *tls_handshake(int fd)
+{
+    SSL *ssl = SSL_new(tls_ctx);
+    SSL_set_fd(ssl, fd);
+    SSL_set_tlsext_host_name(ssl, "localhost");
+    if (SSL_connect(ssl) != 1) {
+        char e[160];
+        ERR_error_string_n(ERR_get_error(), e, sizeof(e));
+        fprintf(stderr, "loadgen: TLS handshake: %s\n", e);
+        exit(2);
+    }
+    SSL_set_mode(ssl, SSL_MODE_ENABLE_PARTIAL_WRITE | SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER);
+    return ssl;
+}
+
+/* send()/recv() through TLS when it is on: -1 with errno EAGAIN when the
+ * socket (or TLS) needs to wait. */
+static ssize_t io_send(conn *c, const uint8_t *d, size_t len)
+{
+    if (!c->ssl)
+        return send(c->fd, d, len, MSG_NOSIGNAL);
+    int n = SSL_write(c->ssl, d, (int)(len > (1u << 30) ? (1u << 30) : len));
+    if (n > 0)
+        return n;
+    int e = SSL_get_error(c->ssl, n);
+    errno = (e == SSL_ERROR_WANT_WRITE || e == SSL_ERROR_WANT_READ) ? EAGAIN : EPIPE;
+    return -1;
+}
+
+static ssize_t io_recv(conn *c, uint8_t *buf, size_t len)
+{
+    if (!c->ssl)
+        return recv(c->fd, buf, len, 0);
+    int n = SSL_read(c->ssl, buf, (int)len);
+    if (n > 0)
+        return n;
+    int e = SSL_get_error(c->ssl, n);
+    if (e == SSL_ERROR_ZERO_RETURN)
+        return 0;
+    errno = (e == SSL_ERROR_WANT_READ || e == SSL_ERROR_WANT_WRITE) ? EAGAIN : ECONNRESET;
+    return -1;
+}
+
 static int connect_to(void)
 {
     int fd = socket(AF_INET, SOCK_STREAM, 0);
@@ -221,8 +296,33 @@ static int connect_to(void)
     }
     int one = 1;
     setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-    fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK);
     return fd;
+}
+
+static void open_conn(conn *c)
+{
+    c->fd = connect_to();
+    if (opt.tls)
+        c->ssl = tls_handshake(c->fd);
+    fcntl(c->fd, F_SETFL, fcntl(c->fd, F_GETFL) | O_NONBLOCK);
+}
+
+/* --handshakes: connect, handshake, close, for the duration. */
+static int run_handshakes(void)
+{
+    double start = now_s(), end = start + opt.duration;
+    uint64_t n = 0;
+    while (now_s() < end) {
+        int fd = connect_to();
+        SSL *ssl = tls_handshake(fd);
+        SSL_free(ssl);
+        close(fd);
+        n++;
+    }
+    double elapsed = now_s() - start;
+    printf("handshakes=%llu seconds=%.2f handshakes/s=%.1f\n", (unsigned long long)n, elapsed,
+           (double)n / elapsed);
+    return 0;
 }
 
 /* ---- gRPC over nghttp2 ------------------------------------------------- */
@@ -293,7 +393,7 @@ static void grpc_submit(conn *c, const request *r)
     snprintf(authority, sizeof(authority), "%s:%d", opt.host, opt.port);
     nghttp2_nv nv[] = {
         {(uint8_t *)":method", (uint8_t *)"POST", 7, 4, 0},
-        {(uint8_t *)":scheme", (uint8_t *)"http", 7, 4, 0},
+        {(uint8_t *)":scheme", (uint8_t *)(opt.tls ? "https" : "http"), 7, opt.tls ? 5u : 4u, 0},
         {(uint8_t *)":authority", (uint8_t *)authority, 10, strlen(authority), 0},
         {(uint8_t *)":path", (uint8_t *)opt.path, 5, strlen(opt.path), 0},
         {(uint8_t *)"content-type", (uint8_t *)"application/grpc", 12, 16, 0},
@@ -319,7 +419,7 @@ static void grpc_submit(conn *c, const request *r)
 static bool flush_out(conn *c)
 {
     while (c->out_off < c->out.len) {
-        ssize_t n = send(c->fd, c->out.data + c->out_off, c->out.len - c->out_off, MSG_NOSIGNAL);
+        ssize_t n = io_send(c, c->out.data + c->out_off, c->out.len - c->out_off);
         if (n < 0) {
             if (errno == EAGAIN)
                 return true;
@@ -336,7 +436,7 @@ static bool http_step_read(conn *c)
 {
     uint8_t buf[16384];
     for (;;) {
-        ssize_t n = recv(c->fd, buf, sizeof(buf), 0);
+        ssize_t n = io_recv(c, buf, sizeof(buf));
         if (n == 0)
             return false;
         if (n < 0)
@@ -367,7 +467,8 @@ static void usage(void)
     fprintf(stderr, "usage: loadgen [--protocol http|grpc|json] [--endpoint HOST:PORT] [--path P]\n"
                     "               [--spans N] [--attrs M] [--rate SPANS_PER_S (0=max)]\n"
                     "               [--duration S] [--connections C] [--streams S] [--gzip]\n"
-                    "               [--variants K] [--json] [--quiet]\n");
+                    "               [--variants K] [--json] [--quiet] [--tls] [--ca FILE]\n"
+                    "               [--handshakes]\n");
     exit(2);
 }
 
@@ -403,6 +504,9 @@ int main(int argc, char **argv)
         {"variants", required_argument, 0, 'v'},
         {"quiet", no_argument, 0, 'q'},
         {"json", no_argument, 0, 'j'},
+        {"tls", no_argument, 0, 'T'},
+        {"ca", required_argument, 0, 'C'},
+        {"handshakes", no_argument, 0, 'H'},
         {0, 0, 0, 0},
     };
     int ch;
@@ -447,6 +551,15 @@ int main(int argc, char **argv)
         case 'j':
             opt.json = true;
             break;
+        case 'T':
+            opt.tls = true;
+            break;
+        case 'C':
+            opt.ca = optarg;
+            break;
+        case 'H':
+            opt.handshakes = opt.tls = true;
+            break;
         default:
             usage();
         }
@@ -471,10 +584,14 @@ int main(int argc, char **argv)
         opt.variants < 1 || opt.duration <= 0)
         usage();
 
+    if (opt.tls)
+        tls_init();
+    if (opt.handshakes)
+        return run_handshakes();
     build_requests();
     conn *conns = calloc((size_t)opt.connections, sizeof(*conns));
     for (int i = 0; i < opt.connections; i++) {
-        conns[i].fd = connect_to();
+        open_conn(&conns[i]);
         pl_buf_init(&conns[i].in);
         pl_buf_init(&conns[i].out);
         if (opt.grpc)
@@ -541,7 +658,7 @@ int main(int argc, char **argv)
             if (opt.grpc) {
                 uint8_t buf[65536];
                 for (;;) {
-                    ssize_t n = recv(c->fd, buf, sizeof(buf), 0);
+                    ssize_t n = io_recv(c, buf, sizeof(buf));
                     if (n > 0) {
                         nghttp2_session_mem_recv(c->h2, buf, (size_t)n);
                         continue;

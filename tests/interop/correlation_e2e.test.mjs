@@ -179,7 +179,7 @@ test('spans and Pyroscope samples are joined and enriched on both sides', { time
   fs.rmSync(dir, { recursive: true, force: true });
 });
 
-test('a reload flushes held spans downstream', { timeout: 60000 }, async () => {
+test('a reload keeps an unchanged correlation processor with what it holds; changing it flushes', { timeout: 60000 }, async () => {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'proflink-corr-'));
   const otlpPort = await freePort();
   const metricsPort = await freePort();
@@ -213,13 +213,19 @@ test('a reload flushes held spans downstream', { timeout: 60000 }, async () => {
   // A profiles pipeline exists, so the span waits for its window (10 min).
   await new Promise((r) => setTimeout(r, 1000));
   assert.equal(readLines(tracesFile).length, 0, 'held while the window is open');
+  // The same file again: correlation is kept as it is, still holding the span.
+  pl.child.kill('SIGHUP');
+  assert.ok(await until(() => /reloaded .*3 components kept as they were/.test(pl.log), 10000), pl.log);
+  await new Promise((r) => setTimeout(r, 500));
+  assert.equal(readLines(tracesFile).length, 0, 'still held after a reload that changed nothing');
+  // Its settings change: the old instance is replaced and hands on what it held.
+  fs.writeFileSync(path.join(dir, 'collector.yaml'), yaml.replace('window: 10m', 'window: 9m'));
   pl.child.kill('SIGHUP');
   assert.ok(await until(() => readLines(tracesFile).length > 0, 10000),
-    `flushed by the reload (log: ${pl.log})`);
+    `flushed by the reload that replaced it (log: ${pl.log})`);
   const out = readLines(tracesFile)[0].resourceSpans[0].scopeSpans[0].spans[0];
   assert.equal(out.spanId, span.spanContext().spanId);
-  // The flush happens while the old graph stops; the new one then logs.
-  assert.ok(await until(() => /reloaded/.test(pl.log), 10000), pl.log);
+  assert.ok(await until(() => /1 replaced/.test(pl.log), 10000), pl.log);
   assert.equal((await pl.stop()).code, 0, pl.log);
   running.delete(pl);
   await provider.shutdown();

@@ -8,7 +8,11 @@
 // with pprof-format in Go's shape. proflink scrapes it every second into the
 // `file` exporter. Checks: the requested paths (seconds=N), the target's
 // labels as resource attributes, totals equal to pprof-format's for each
-// profile, and a dead target that only costs a logged failure.
+// profile (the heap's cumulative alloc_* columns, unchanged between scrapes,
+// give no delta: only inuse_* is sent; pprof_scrape_delta.test.mjs checks
+// deltas against a real Go program), and a dead target that only costs a
+// logged failure. A second target has its own interval, extra headers and
+// basic auth, a third a bearer token: the requests carry them.
 //
 // Run: cd tests/interop && PROFLINK_BIN=../../build-<you>/proflink node --test pprof_scrape.test.mjs
 import { test, before, after } from 'node:test';
@@ -76,10 +80,17 @@ const otlpTotals = (req) => mapObj(otlpProfileTotals([req]).byType);
 
 let pl, tmp, service;
 const requests = [];
+const headersSeen = []; // [url, headers] of every request
 
 before(async () => {
   const [svcPort, metricsPort, deadPort] = await Promise.all([freePort(), freePort(), freePort()]);
   service = http.createServer((req, res) => {
+    headersSeen.push([req.url, req.headers]);
+    if (req.headers['x-target'] && req.headers['x-target'] !== 'plain') {
+      res.writeHead(200, { 'content-type': 'application/octet-stream' });
+      res.end(goProfile('goroutine'));
+      return;
+    }
     requests.push(req.url);
     const url = new URL(req.url, 'http://x');
     const send = (b) => { res.writeHead(200, { 'content-type': 'application/octet-stream' }); res.end(b); };
@@ -102,6 +113,16 @@ receivers:
       - endpoint: http://127.0.0.1:${svcPort}
         labels: { service.name: scraped-svc, env: test }
       - endpoint: http://127.0.0.1:${deadPort}
+      - endpoint: http://127.0.0.1:${svcPort}/
+        labels: { service.name: authed-svc }
+        interval: 2s
+        timeout: 5s
+        headers: { X-Target: basic, X-Tenant: team-a }
+        basic_auth: { username: scraper, password: s3cret }
+      - endpoint: http://127.0.0.1:${svcPort}
+        labels: { service.name: bearer-svc }
+        headers: { X-Target: bearer }
+        bearer_token: tok-123
 exporters:
   file:
     path: ${path.join(tmp, 'out.jsonl')}
@@ -130,16 +151,20 @@ test('scrapes cpu (seconds=N), heap and goroutine with the target labels', async
   assert.ok(requests.includes('/debug/pprof/heap'));
   assert.ok(requests.includes('/debug/pprof/goroutine'));
 
-  const lines = readFileLines(out);
+  const lines = readFileLines(out).filter((r) => r.resourceProfiles[0].resource.attributes
+    .some((a) => a.key === 'service.name' && a.value.stringValue === 'scraped-svc'));
   for (const r of lines) {
     const attrs = Object.fromEntries(r.resourceProfiles[0].resource.attributes.map((a) => [a.key, a.value.stringValue]));
-    assert.equal(attrs['service.name'], 'scraped-svc');
     assert.equal(attrs.env, 'test');
   }
   const cpu = lines.find((r) => otlpTotals(r)['wall/nanoseconds']);
   assert.deepEqual(otlpTotals(cpu), totalsByType(CPU_FIXTURE));
   const heap = lines.find((r) => otlpTotals(r)['inuse_space/bytes']);
-  assert.deepEqual(otlpTotals(heap), totalsByType(goProfile('heap')));
+  const heapWant = totalsByType(goProfile('heap'));
+  assert.deepEqual(otlpTotals(heap), {
+    'inuse_objects/count': heapWant['inuse_objects/count'],
+    'inuse_space/bytes': heapWant['inuse_space/bytes'],
+  });
   const gr = lines.find((r) => otlpTotals(r)['goroutine/count']);
   assert.deepEqual(otlpTotals(gr), { 'goroutine/count': '9' });
   // the numeric heap label survives as an int attribute with its unit
@@ -152,4 +177,21 @@ test('scrapes cpu (seconds=N), heap and goroutine with the target labels', async
   const heapRequests = requests.filter((u) => u === '/debug/pprof/heap').length;
   assert.ok(cpuRequests <= heapRequests, `cpu ${cpuRequests} <= heap ${heapRequests}`);
   assert.equal(pl.child.exitCode, null, 'proflink still running with a dead target');
+});
+
+test('per-target headers, basic and bearer auth, and interval', async () => {
+  const of = (t) => headersSeen.filter(([, h]) => h['x-target'] === t);
+  assert.ok(await until(() => of('basic').length >= 6 && of('bearer').length >= 6, 15000),
+    `requests: ${headersSeen.map(([u, h]) => `${u}:${h['x-target']}`).join(' ')}`);
+  for (const [, h] of of('basic')) {
+    assert.equal(h.authorization, 'Basic ' + Buffer.from('scraper:s3cret').toString('base64'));
+    assert.equal(h['x-tenant'], 'team-a');
+  }
+  for (const [, h] of of('bearer')) assert.equal(h.authorization, 'Bearer tok-123');
+  for (const [, h] of headersSeen.filter(([, x]) => !x['x-target'])) assert.equal(h.authorization, undefined);
+  // interval 2s against the receiver's 1s: about half as many requests per profile type
+  const perType = (t) => of(t).filter(([u]) => u === '/debug/pprof/heap').length;
+  assert.ok(await until(() => perType('bearer') >= 6, 15000));
+  const [basic, bearer] = [perType('basic'), perType('bearer')];
+  assert.ok(basic >= 2 && basic * 2 <= bearer + 2, `basic ${basic} vs bearer ${bearer}`);
 });

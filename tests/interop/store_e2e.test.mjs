@@ -11,6 +11,7 @@
 //     hottest functions (burnCpuInCheckout / burnCpuInPricing);
 //   - `proflink query flamegraph --span CHILD` has the child's function in
 //     its folded stacks; `query top --service` lists both functions;
+//   - every span (all are labelled) shows a non-zero time in nanoseconds;
 //   - GET /api/traces on the exporter's address answers the same traces.
 //
 // Run: cd tests/interop && PROFLINK_BIN=../../build-<you>/proflink node --test store_e2e.test.mjs
@@ -18,10 +19,9 @@ import { test, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
 import fs from 'node:fs';
-import os from 'node:os';
-import path from 'node:path';
 
-import { BIN, freePort, runCheckoutApp, startProflink, until } from './lib/common.mjs';
+import { BIN, runCheckoutApp, until } from './lib/common.mjs';
+import { startStore } from './lib/store.mjs';
 
 const SERVICE = 'store-e2e';
 
@@ -29,36 +29,8 @@ let pl;
 after(() => pl?.child.kill('SIGKILL'));
 
 test('spans and Pyroscope profiles stored, then queried', { timeout: 90000 }, async () => {
-  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'proflink-store-'));
-  const db = path.join(dir, 'data', 'proflink.db');
-  const otlpPort = await freePort();
-  const pyroPort = await freePort();
-  const apiPort = await freePort();
-  const metricsPort = await freePort();
-  const yaml = [
-    'receivers:',
-    '  otlp:',
-    '    protocols:',
-    `      http: { endpoint: "127.0.0.1:${otlpPort}" }`,
-    '  pyroscope:',
-    `    endpoint: "127.0.0.1:${pyroPort}"`,
-    'processors:',
-    '  correlation:',
-    '    window: 20s',
-    '    span_attributes: [http.route]',
-    'exporters:',
-    '  sqlite:',
-    `    path: "${db}"`,
-    `    api: { endpoint: "127.0.0.1:${apiPort}" }`,
-    'service:',
-    '  telemetry:',
-    `    metrics: { address: "127.0.0.1:${metricsPort}" }`,
-    '  pipelines:',
-    '    traces: { receivers: [otlp], processors: [correlation], exporters: [sqlite] }',
-    '    profiles: { receivers: [pyroscope], processors: [correlation], exporters: [sqlite] }',
-    '',
-  ].join('\n');
-  pl = await startProflink(yaml, { dir, ports: [otlpPort, pyroPort, apiPort] });
+  let dir, db, otlpPort, pyroPort, apiPort;
+  ({ pl, dir, db, otlpPort, pyroPort, apiPort } = await startStore({ correlation: ['window: 20s'] }));
 
   const { provider, requests } = await runCheckoutApp({
     service: SERVICE, otlpPort, pyroPort, tracerName: 'store-e2e',
@@ -93,6 +65,17 @@ test('spans and Pyroscope profiles stored, then queried', { timeout: 90000 }, as
     listed = queryJson('traces', '--service', SERVICE);
     return listed.traces.filter((t) => t.cpu_ns !== null).length >= 2;
   }, 15000, 200), `samples stored: ${JSON.stringify(listed)}`);
+
+  // Every labelled span shows its samples' time (CPU, else wall), in
+  // nanoseconds, not a sample count.
+  let untimed = [];
+  assert.ok(await until(() => {
+    untimed = [];
+    for (const r of requests)
+      for (const s of queryJson('trace', r.traceId).spans)
+        if (!s.time || !(s.time.value > 0) || s.time.unit !== 'nanoseconds') untimed.push(`${s.name}: ${JSON.stringify(s.time)}`);
+    return untimed.length === 0;
+  }, 15000, 200), `spans without time: ${untimed.join('; ')}`);
 
   // The span tree of each request, with hot functions per span.
   const hotNames = [];

@@ -23,17 +23,13 @@
 import { test, after } from 'node:test';
 import assert from 'node:assert/strict';
 import fs from 'node:fs';
-import os from 'node:os';
 import path from 'node:path';
-import { fileURLToPath } from 'node:url';
 
-import puppeteer from 'puppeteer-core';
-import { freePort, runCheckoutApp, startProflink, until } from './lib/common.mjs';
+import { ARTIFACTS, launch, ready } from './lib/browser.mjs';
+import { runCheckoutApp, until } from './lib/common.mjs';
+import { startStore } from './lib/store.mjs';
 
 const SERVICE = 'web-shop';
-const here = path.dirname(fileURLToPath(import.meta.url));
-export const ARTIFACTS = process.env.PROFLINK_ARTIFACTS || path.join(here, 'artifacts');
-export const CHROMIUM = process.env.CHROMIUM || '/usr/bin/chromium';
 
 let pl;
 let browser;
@@ -42,49 +38,12 @@ after(async () => {
   pl?.child.kill('SIGKILL');
 });
 
-export async function launch() {
-  return puppeteer.launch({
-    executablePath: CHROMIUM,
-    args: ['--no-sandbox', '--headless=new', '--disable-gpu', '--disable-dev-shm-usage'],
-    defaultViewport: { width: 1400, height: 900 },
-  });
-}
-
-// Waits until the page's router has rendered the current view.
-export async function ready(page) {
-  await page.waitForFunction(() => document.body.dataset.ready === '1', { timeout: 20000 });
-}
-
 const texts = (page, sel) => page.$$eval(sel, (els) => els.map((e) => e.textContent.trim()));
 
 test('the web view in chromium: search, trace, span flame graph, search, diff', { timeout: 180000 }, async () => {
   fs.mkdirSync(ARTIFACTS, { recursive: true });
-  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'proflink-web-'));
-  const db = path.join(dir, 'data', 'proflink.db');
-  const [otlpPort, pyroPort, apiPort, metricsPort] = [await freePort(), await freePort(), await freePort(), await freePort()];
-  const yaml = [
-    'receivers:',
-    '  otlp:',
-    '    protocols:',
-    `      http: { endpoint: "127.0.0.1:${otlpPort}" }`,
-    '  pyroscope:',
-    `    endpoint: "127.0.0.1:${pyroPort}"`,
-    'processors:',
-    '  correlation:',
-    '    span_attributes: [http.route]',
-    'exporters:',
-    '  sqlite:',
-    `    path: "${db}"`,
-    `    api: { endpoint: "127.0.0.1:${apiPort}" }`,
-    'service:',
-    '  telemetry:',
-    `    metrics: { address: "127.0.0.1:${metricsPort}" }`,
-    '  pipelines:',
-    '    traces: { receivers: [otlp], processors: [correlation], exporters: [sqlite] }',
-    '    profiles: { receivers: [pyroscope], processors: [correlation], exporters: [sqlite] }',
-    '',
-  ].join('\n');
-  pl = await startProflink(yaml, { dir, ports: [otlpPort, pyroPort, apiPort] });
+  let dir, otlpPort, pyroPort, apiPort;
+  ({ pl, dir, otlpPort, pyroPort, apiPort } = await startStore({ prefix: 'proflink-web-' }));
   const base = `http://127.0.0.1:${apiPort}`;
 
   const { provider, requests } = await runCheckoutApp({

@@ -3,10 +3,10 @@
 // (issue 12, M4): the telemetry endpoint runs on a thread and loop of its
 // own.
 //
-// The heavy request is an OTLP/JSON body just under the 20 MiB default
-// limit; decoding and exporting it keeps the pipeline loop busy for far
-// longer than 100 ms (asserted, so the test cannot pass vacuously on a
-// machine where it is quick). Probes run every 20 ms during that time.
+// The heavy request is a 16 MiB OTLP/JSON body of small spans (about as
+// many spans as the default 40 MiB decode budget lets through); decoding
+// and processing it keeps the pipeline loop busy for longer than 100 ms
+// (asserted, so the test cannot pass vacuously on a quick machine). Probes run every 10 ms during that time.
 //
 // Run: cd tests/interop && PROFLINK_BIN=../../build/proflink node --test telemetry_thread.test.mjs
 
@@ -70,7 +70,7 @@ function post(port, path, body) {
   });
 }
 
-test('/health and /metrics stay under 100 ms while a 20 MiB request is processed', async () => {
+test('/health and /metrics stay under 100 ms while a 16 MiB request is processed', async () => {
   const [httpPort, metricsPort] = await freePorts(2);
   const p = await startProflink(`
 receivers:
@@ -88,7 +88,7 @@ service:
     traces: { receivers: [otlp], processors: [attributes], exporters: [debug] }
 `, { ports: [httpPort, metricsPort] });
   try {
-    const body = heavyBody(20 * 1024 * 1024 - 4096);
+    const body = heavyBody(16 * 1024 * 1024); // within the 40 MiB decode budget
     const probes = [];
     let done = false;
     const heavy = post(httpPort, '/v1/traces', body).finally(() => { done = true; });
@@ -98,14 +98,14 @@ service:
       const path = k++ % 2 ? '/metrics' : '/health';
       const r = await timedGet(metricsPort, path);
       probes.push({ path, at: Date.now() - t0, ...r });
-      await new Promise((r) => setTimeout(r, 20));
+      await new Promise((r) => setTimeout(r, 10));
     }
     const res = await heavy;
     assert.equal(res.status, 200);
     // The pipeline loop was busy long enough for the probes to mean something.
-    assert.ok(res.ms > 300, `heavy request took only ${res.ms.toFixed(0)} ms`);
+    assert.ok(res.ms > 150, `heavy request took only ${res.ms.toFixed(0)} ms`);
     const during = probes.filter((x) => x.at < res.ms - 50);
-    assert.ok(during.length >= 5, `only ${during.length} probes during the request`);
+    assert.ok(during.length >= 3, `only ${during.length} probes during the request`);
     for (const x of during) {
       assert.equal(x.status, 200, `${x.path} answered ${x.status}`);
       assert.ok(x.ms < 100, `${x.path} took ${x.ms.toFixed(1)} ms at ${x.at} ms into a ${res.ms.toFixed(0)} ms request`);

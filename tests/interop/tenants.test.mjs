@@ -8,24 +8,32 @@
 // not key by tenant) into the pyroscope exporter (no fixed tenant_id) and an
 // otlphttp exporter with tenant_header: X-Scope-OrgID. Checks: every request
 // a backend got carries one tenant header, and everything in its body
-// belongs to that tenant; both tenants' data arrived in full.
+// belongs to that tenant; both tenants' data arrived in full. The traces
+// also go to the embedded store, whose query API (?tenant=) and CLI
+// (--tenant) list each tenant's traces only.
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
+import { execFileSync } from 'node:child_process';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
 
-import { pushSink, request, startProflink, until } from './lib/common.mjs';
+import { BIN, httpGet, pushSink, request, startProflink, until } from './lib/common.mjs';
 import zlib from 'node:zlib';
 import { freePorts, httpBackend, protoRoot, PushRequest } from './lib/proflink.mjs';
 
 const TraceRequest = protoRoot.lookupType('opentelemetry.proto.collector.trace.v1.ExportTraceServiceRequest');
 
-let pc, backend, sink, pyroPort, otlpPort;
+let pc, backend, sink, pyroPort, otlpPort, apiPort, dbPath;
 const uploads = [];
 
 before(async () => {
   let sinkPort;
-  [pyroPort, otlpPort, sinkPort] = await freePorts(3);
+  [pyroPort, otlpPort, sinkPort, apiPort] = await freePorts(4);
   sink = await pushSink(sinkPort, uploads);
   backend = await httpBackend();
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'proflink-tenants-'));
+  dbPath = path.join(dir, 'store', 'proflink.db');
   pc = await startProflink(`
 receivers:
   pyroscope: { endpoint: "127.0.0.1:${pyroPort}" }
@@ -35,12 +43,13 @@ processors:
 exporters:
   pyroscope: { endpoint: "http://127.0.0.1:${sinkPort}" }
   otlphttp: { endpoint: "http://127.0.0.1:${backend.port}", compression: none, tenant_header: X-Scope-OrgID }
+  sqlite: { path: ${dbPath}, api: { endpoint: "127.0.0.1:${apiPort}" } }
 service:
   telemetry: { metrics: { address: "127.0.0.1:0" } }
   pipelines:
     profiles: { receivers: [pyroscope], processors: [batch], exporters: [pyroscope] }
-    traces: { receivers: [otlp], processors: [batch], exporters: [otlphttp] }
-`, { ports: [pyroPort, otlpPort] });
+    traces: { receivers: [otlp], processors: [batch], exporters: [otlphttp, sqlite] }
+`, { ports: [pyroPort, otlpPort], dir });
 });
 
 after(async () => {
@@ -85,14 +94,15 @@ test('profiles: the pyroscope exporter sends each tenant its own X-Scope-OrgID, 
 });
 
 test('traces: otlphttp forwards each batch tenant in tenant_header, never mixed', async () => {
+  const now = Date.now() - 60000;
   for (let i = 0; i < N; i++) {
     for (const t of tenants) {
       const body = {
         resourceSpans: [{
           resource: { attributes: [{ key: 'service.name', value: { stringValue: `svc-${t}` } }] },
-          scopeSpans: [{ spans: [{ traceId: '0102030405060708090a0b0c0d0e0f10',
+          scopeSpans: [{ spans: [{ traceId: `${t === 'team-a' ? 'a' : 'b'}${String(i).padStart(31, '0')}`,
             spanId: `${t === 'team-a' ? 'a' : 'b'}${String(i).padStart(15, '0')}`, name: `op-${i}`,
-            startTimeUnixNano: '1700000000000000000', endTimeUnixNano: '1700000001000000000' }] }],
+            startTimeUnixNano: `${now}000000`, endTimeUnixNano: `${now + 5}000000` }] }],
         }],
       };
       const r = await request(otlpPort, '/v1/traces', { 'content-type': 'application/json', 'X-Scope-OrgID': t },
@@ -111,4 +121,29 @@ test('traces: otlphttp forwards each batch tenant in tenant_header, never mixed'
     }
   }
   assert.ok(backend.requests.length < 2 * N, 'batch did not merge');
+});
+
+test('store: traces keep their tenant; the API and the CLI filter by it', async () => {
+  const list = async (q) => {
+    const r = await httpGet(apiPort, `/api/traces?since=1h&limit=100${q}`);
+    return JSON.parse(r.body).traces || JSON.parse(r.body);
+  };
+  const ok = await until(async () => {
+    try { return (await list('')).length === 2 * N; } catch { return false; }
+  }, 15000);
+  assert.ok(ok, `the store did not get the traces: ${pc.log}`);
+  for (const t of tenants) {
+    const mine = await list(`&tenant=${t}`);
+    assert.equal(mine.length, N, `${t}: ${JSON.stringify(mine)}`);
+    for (const tr of mine) {
+      assert.equal(tr.tenant, t);
+      assert.equal(tr.trace_id[0], t === 'team-a' ? 'a' : 'b');
+    }
+    const cli = JSON.parse(execFileSync(BIN, ['query', 'traces', '--db', dbPath, '--tenant', t,
+      '--since', '1h', '--limit', '100', '--json']).toString());
+    const rows = cli.traces || cli;
+    assert.equal(rows.length, N, `CLI --tenant ${t}`);
+    assert.ok(rows.every((r) => r.tenant === t));
+  }
+  assert.equal((await list('&tenant=nobody')).length, 0);
 });

@@ -1,6 +1,6 @@
 /*
- * pprof.c: pprof decoder into the profiles model, and pprof encoder from it.
- * See pprof.h for the mapping rules; this comment covers how.
+ * pprof_decode.c: pprof decoder into the profiles model (see pprof.h for the
+ * mapping rules; this comment covers how).
  *
  * The protobuf reading is a small hand-written wire reader rather than
  * nanopb-generated structs: pprof is a flat list of repeated top-level
@@ -9,29 +9,16 @@
  * a few times, once per table, in dependency order (strings, mappings,
  * functions, locations, sample types, samples), so a pprof whose tables come
  * in any order decodes the same. Each walk only skips the other fields, which
- * costs a varint read per field.
- *
- * The dictionary tables of the batch are appended to directly (not through
- * pl_dict_intern_string, which scans linearly): the builder keeps open-
- * addressing hash indexes of strings, stacks, attributes and links.
+ * costs a varint read per field. What it decodes goes into the batch through
+ * the builder (pprof_convert.c).
  */
-#include "pprof.h"
-
-#include "core/hash.h"
-
-#include <inttypes.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-#include <zlib.h>
+#include "pprof_internal.h"
 
 /* ---- wire reader ------------------------------------------------------- */
 
 typedef struct reader {
     const uint8_t *p, *end;
 } reader;
-
-enum { WT_VARINT = 0, WT_I64 = 1, WT_LEN = 2, WT_I32 = 5 };
 
 static inline int read_varint(reader *r, uint64_t *out)
 {
@@ -129,17 +116,6 @@ static int read_repeated(reader *r, uint32_t wire_type, varint_fn fn, void *ctx)
     return 0;
 }
 
-/* ---- hashing ----------------------------------------------------------- */
-
-/* Every index below is keyed by ids and bytes the client chose, so all of
- * them hash under the per-process key (core/hash.h): a pprof cannot be
- * crafted offline whose ids or strings all land in one probe chain. The
- * seed separates the tables' hash families. */
-static inline uint64_t hash_bytes(const void *data, size_t len, uint64_t seed)
-{
-    return pl_hash_bytes_with(seed, data, len);
-}
-
 /* ---- id maps (pprof id -> position in its table) ----------------------- */
 
 typedef struct idmap {
@@ -219,411 +195,6 @@ static inline long idmap_get(const idmap *m, uint64_t id)
     return -1;
 }
 
-/* ---- gzip -------------------------------------------------------------- */
-
-pl_status pl_gunzip(const uint8_t *data, size_t len, size_t limit, uint8_t **out, size_t *out_len,
-                    pl_err *err)
-{
-    z_stream zs;
-    memset(&zs, 0, sizeof(zs));
-    if (inflateInit2(&zs, 16 + MAX_WBITS) != Z_OK)
-        return pl_errf(err, PL_ERR_NOMEM, "gzip: cannot initialise zlib");
-    size_t cap = len * 4 + 1024;
-    if (cap > limit + 1)
-        cap = limit + 1;
-    uint8_t *buf = malloc(cap);
-    if (!buf) {
-        inflateEnd(&zs);
-        return pl_errf(err, PL_ERR_NOMEM, "gzip: out of memory");
-    }
-    size_t n = 0;
-    const uint8_t *in = data;
-    size_t in_left = len;
-    pl_status st = PL_OK;
-    for (;;) {
-        if (n == cap) {
-            if (cap > limit) {
-                st =
-                    pl_errf(err, PL_ERR_TOO_LARGE, "gzip: decompressed size over %zu bytes", limit);
-                break;
-            }
-            size_t ncap = cap * 2 > limit + 1 ? limit + 1 : cap * 2;
-            uint8_t *nb = realloc(buf, ncap);
-            if (!nb) {
-                st = pl_errf(err, PL_ERR_NOMEM, "gzip: out of memory");
-                break;
-            }
-            buf = nb;
-            cap = ncap;
-        }
-        size_t in_chunk = in_left > UINT32_MAX ? UINT32_MAX : in_left;
-        size_t out_chunk = cap - n > UINT32_MAX ? UINT32_MAX : cap - n;
-        zs.next_in = (Bytef *)in;
-        zs.avail_in = (uInt)in_chunk;
-        zs.next_out = buf + n;
-        zs.avail_out = (uInt)out_chunk;
-        int rc = inflate(&zs, Z_NO_FLUSH);
-        in += in_chunk - zs.avail_in;
-        in_left -= in_chunk - zs.avail_in;
-        n += out_chunk - zs.avail_out;
-        if (rc == Z_STREAM_END) {
-            /* Concatenated gzip members are legal; continue if more input. */
-            if (in_left > 0 && pl_is_gzip(in, in_left)) {
-                if (inflateReset(&zs) != Z_OK) {
-                    st = pl_errf(err, PL_ERR_INVALID, "gzip: corrupt stream");
-                    break;
-                }
-                continue;
-            }
-            break;
-        }
-        if (rc == Z_BUF_ERROR && zs.avail_out != 0) {
-            st = pl_errf(err, PL_ERR_INVALID, "gzip: truncated stream");
-            break;
-        }
-        if (rc != Z_OK && rc != Z_BUF_ERROR) {
-            st = pl_errf(err, PL_ERR_INVALID, "gzip: corrupt stream (%s)",
-                         zs.msg ? zs.msg : "inflate error");
-            break;
-        }
-    }
-    inflateEnd(&zs);
-    if (st == PL_OK && n > limit)
-        st = pl_errf(err, PL_ERR_TOO_LARGE, "gzip: decompressed size over %zu bytes", limit);
-    if (st != PL_OK) {
-        free(buf);
-        return st;
-    }
-    *out = buf;
-    *out_len = n;
-    return PL_OK;
-}
-
-int pl_gzip(const uint8_t *data, size_t len, pl_buf *out)
-{
-    z_stream zs;
-    memset(&zs, 0, sizeof(zs));
-    /* Level 1 (BestSpeed), as the Go runtime writes pprof: about 5x faster
-     * than the default level on profiles, for a slightly larger output. */
-    if (deflateInit2(&zs, 1, Z_DEFLATED, 16 + MAX_WBITS, 8, Z_DEFAULT_STRATEGY) != Z_OK)
-        return -1;
-    size_t bound = deflateBound(&zs, (uLong)len) + 32;
-    if (!pl_buf_reserve(out, bound)) {
-        deflateEnd(&zs);
-        return -1;
-    }
-    zs.next_in = (Bytef *)data;
-    zs.avail_in = (uInt)len;
-    zs.next_out = out->data + out->len;
-    zs.avail_out = (uInt)(out->cap - out->len);
-    int rc = deflate(&zs, Z_FINISH);
-    if (rc != Z_STREAM_END) {
-        deflateEnd(&zs);
-        return -1;
-    }
-    out->len += zs.total_out;
-    deflateEnd(&zs);
-    return 0;
-}
-
-/* ---- the builder --------------------------------------------------------- */
-
-typedef struct raw_label {
-    int64_t key, str, num, num_unit;
-} raw_label;
-
-struct pl_pprof_builder {
-    pl_batch *batch;
-    pl_htab strings, stacks, attrs, links;
-    size_t samples;
-    /* The request's budget (pl_pprof_builder_set_budget); 0 = none. */
-    size_t budget_bytes, budget_objects;
-    size_t objects; /* objects decoded so far, against budget_objects */
-    /* scratch, grown as needed, reused for every sample */
-    int32_t *scratch_locs;
-    size_t cap_locs;
-    int64_t *scratch_vals;
-    size_t cap_vals;
-    raw_label *scratch_labels;
-    size_t cap_labels;
-    int32_t *scratch_attrs;
-    size_t cap_attrs;
-};
-
-static pl_dictionary *bdict(pl_pprof_builder *b)
-{
-    return &b->batch->data.profiles.dict;
-}
-
-/* Makes room for `extra` more entries in a dictionary table. */
-static int table_reserve(pl_arena *arena, void **items, uint32_t n, uint32_t *cap, size_t elem,
-                         size_t extra)
-{
-    if ((size_t)n + extra <= *cap && *items)
-        return 0;
-    size_t want = (size_t)n + extra;
-    if (want > INT32_MAX)
-        return -1;
-    size_t c = *cap ? *cap : 16;
-    while (c < want)
-        c *= 2;
-    if (c > INT32_MAX)
-        c = INT32_MAX;
-    void *p = pl_arena_grow(arena, *items, n, c, elem);
-    if (!p)
-        return -1;
-    *items = p;
-    *cap = (uint32_t)c;
-    return 0;
-}
-
-#define RESERVE(b, field, extra)                                                                   \
-    table_reserve(&(b)->batch->arena, (void **)&bdict(b)->field, bdict(b)->n_##field,              \
-                  &bdict(b)->cap_##field, sizeof(*bdict(b)->field), (extra))
-
-typedef struct str_key {
-    const pl_dictionary *dict;
-    pl_bytes s;
-} str_key;
-
-static bool str_eq(const void *ctx, uint32_t val)
-{
-    const str_key *k = ctx;
-    return pl_bytes_eq(k->dict->strings[val], k->s);
-}
-
-/* Interns a string that lives at least as long as the batch. -1 on OOM. */
-static int32_t intern_string(pl_pprof_builder *b, pl_bytes s)
-{
-    if (s.len == 0)
-        return 0;
-    pl_dictionary *d = bdict(b);
-    str_key key = {d, s};
-    uint32_t hash = (uint32_t)hash_bytes(s.ptr, s.len, 1);
-    uint32_t *slot = pl_htab_slot(&b->strings, hash, str_eq, &key);
-    if (!slot)
-        return -1;
-    if (*slot)
-        return (int32_t)*slot;
-    if (RESERVE(b, strings, 1))
-        return -1;
-    uint32_t idx = d->n_strings++;
-    d->strings[idx] = s;
-    *slot = idx;
-    pl_htab_added(&b->strings, slot, hash);
-    return (int32_t)idx;
-}
-
-static int32_t intern_cstr(pl_pprof_builder *b, const char *s)
-{
-    return intern_string(b, (pl_bytes){(const uint8_t *)s, (uint32_t)strlen(s)});
-}
-
-typedef struct stack_key {
-    const pl_dictionary *dict;
-    const int32_t *locs;
-    uint32_t n;
-} stack_key;
-
-static bool stack_eq(const void *ctx, uint32_t val)
-{
-    const stack_key *k = ctx;
-    const pl_stack *s = &k->dict->stacks[val];
-    return s->n_location_indices == k->n &&
-           (k->n == 0 || memcmp(s->location_indices, k->locs, k->n * sizeof(int32_t)) == 0);
-}
-
-static int32_t intern_stack(pl_pprof_builder *b, const int32_t *locs, uint32_t n)
-{
-    pl_dictionary *d = bdict(b);
-    stack_key key = {d, locs, n};
-    uint32_t hash = (uint32_t)hash_bytes(locs, n * sizeof(int32_t), 2);
-    uint32_t *slot = pl_htab_slot(&b->stacks, hash, stack_eq, &key);
-    if (!slot)
-        return -1;
-    if (*slot)
-        return (int32_t)*slot;
-    if (RESERVE(b, stacks, 1))
-        return -1;
-    int32_t *copy = NULL;
-    if (n) {
-        copy = pl_arena_alloc(&b->batch->arena, n * sizeof(int32_t));
-        if (!copy)
-            return -1;
-        memcpy(copy, locs, n * sizeof(int32_t));
-    }
-    uint32_t idx = d->n_stacks++;
-    d->stacks[idx] = (pl_stack){copy, n};
-    *slot = idx;
-    pl_htab_added(&b->stacks, slot, hash);
-    return (int32_t)idx;
-}
-
-/* Attributes made here are strings or ints only; the key below covers both. */
-typedef struct attr_key {
-    const pl_dictionary *dict;
-    int32_t key, unit;
-    const pl_value *value;
-} attr_key;
-
-static bool attr_eq(const void *ctx, uint32_t val)
-{
-    const attr_key *k = ctx;
-    const pl_kvu *a = &k->dict->attributes[val];
-    return a->key_strindex == k->key && a->unit_strindex == k->unit &&
-           pl_value_eq(&a->value, k->value);
-}
-
-static int32_t intern_attr(pl_pprof_builder *b, int32_t key, pl_value value, int32_t unit)
-{
-    pl_dictionary *d = bdict(b);
-    attr_key k = {d, key, unit, &value};
-    uint64_t h = pl_hash_u64((uint64_t)(uint32_t)key << 32 | (uint32_t)unit) ^ value.type;
-    if (value.type == PL_VALUE_STRING)
-        h = hash_bytes(value.u.str.ptr, value.u.str.len, h);
-    else if (value.type == PL_VALUE_INT || value.type == PL_VALUE_BOOL)
-        h = pl_hash_u64(h ^ (uint64_t)value.u.i);
-    uint32_t hash = (uint32_t)h;
-    uint32_t *slot = pl_htab_slot(&b->attrs, hash, attr_eq, &k);
-    if (!slot)
-        return -1;
-    if (*slot)
-        return (int32_t)*slot;
-    if (RESERVE(b, attributes, 1))
-        return -1;
-    uint32_t idx = d->n_attributes++;
-    d->attributes[idx] = (pl_kvu){key, value, unit};
-    *slot = idx;
-    pl_htab_added(&b->attrs, slot, hash);
-    return (int32_t)idx;
-}
-
-typedef struct link_key {
-    const pl_dictionary *dict;
-    const pl_link *link;
-} link_key;
-
-static bool link_eq(const void *ctx, uint32_t val)
-{
-    const link_key *k = ctx;
-    const pl_link *a = &k->dict->links[val], *l = k->link;
-    return a->trace_id_len == l->trace_id_len && a->span_id_len == l->span_id_len &&
-           memcmp(a->trace_id, l->trace_id, 16) == 0 && memcmp(a->span_id, l->span_id, 8) == 0;
-}
-
-static int32_t intern_link(pl_pprof_builder *b, const pl_link *link)
-{
-    pl_dictionary *d = bdict(b);
-    link_key k = {d, link};
-    uint32_t hash = (uint32_t)hash_bytes(link, sizeof(*link), 3);
-    uint32_t *slot = pl_htab_slot(&b->links, hash, link_eq, &k);
-    if (!slot)
-        return -1;
-    if (*slot)
-        return (int32_t)*slot;
-    if (RESERVE(b, links, 1))
-        return -1;
-    uint32_t idx = d->n_links++;
-    d->links[idx] = *link;
-    *slot = idx;
-    pl_htab_added(&b->links, slot, hash);
-    return (int32_t)idx;
-}
-
-pl_pprof_builder *pl_pprof_builder_new(pl_batch *batch)
-{
-    pl_pprof_builder *b = calloc(1, sizeof(*b));
-    if (!b)
-        return NULL;
-    b->batch = batch;
-    pl_profiles *ps = &batch->data.profiles;
-    if (pl_dict_ensure_zero_entries(&batch->arena, &ps->dict)) {
-        free(b);
-        return NULL;
-    }
-    ps->has_dictionary = true;
-    /* Index what the batch already holds, so new entries are shared with it.
-     * Entries are never equal to each other in a well-formed dictionary; if
-     * they are, the first one wins (any is correct). */
-    pl_dictionary *d = &ps->dict;
-    int fail = 0;
-    for (uint32_t i = 1; i < d->n_strings && !fail; i++) {
-        str_key key = {d, d->strings[i]};
-        uint32_t hash = (uint32_t)hash_bytes(d->strings[i].ptr, d->strings[i].len, 1);
-        uint32_t *slot = pl_htab_slot(&b->strings, hash, str_eq, &key);
-        if (!slot)
-            fail = 1;
-        else if (!*slot) {
-            *slot = i;
-            pl_htab_added(&b->strings, slot, hash);
-        }
-    }
-    for (uint32_t i = 1; i < d->n_stacks && !fail; i++) {
-        stack_key key = {d, d->stacks[i].location_indices, d->stacks[i].n_location_indices};
-        uint32_t hash = (uint32_t)hash_bytes(key.locs, key.n * sizeof(int32_t), 2);
-        uint32_t *slot = pl_htab_slot(&b->stacks, hash, stack_eq, &key);
-        if (!slot)
-            fail = 1;
-        else if (!*slot) {
-            *slot = i;
-            pl_htab_added(&b->stacks, slot, hash);
-        }
-    }
-    for (uint32_t i = 1; i < d->n_links && !fail; i++) {
-        link_key key = {d, &d->links[i]};
-        uint32_t hash = (uint32_t)hash_bytes(&d->links[i], sizeof(pl_link), 3);
-        uint32_t *slot = pl_htab_slot(&b->links, hash, link_eq, &key);
-        if (!slot)
-            fail = 1;
-        else if (!*slot) {
-            *slot = i;
-            pl_htab_added(&b->links, slot, hash);
-        }
-    }
-    /* Existing attributes are not indexed: a few duplicates across sources
-     * are harmless, and attributes of other types would need their own hash. */
-    if (fail) {
-        pl_pprof_builder_free(b);
-        return NULL;
-    }
-    return b;
-}
-
-void pl_pprof_builder_free(pl_pprof_builder *b)
-{
-    if (!b)
-        return;
-    pl_htab_free(&b->strings);
-    pl_htab_free(&b->stacks);
-    pl_htab_free(&b->attrs);
-    pl_htab_free(&b->links);
-    free(b->scratch_locs);
-    free(b->scratch_vals);
-    free(b->scratch_labels);
-    free(b->scratch_attrs);
-    free(b);
-}
-
-size_t pl_pprof_builder_samples(const pl_pprof_builder *b)
-{
-    return b->samples;
-}
-
-static int grow_scratch(void **p, size_t *cap, size_t need, size_t elem)
-{
-    if (need <= *cap)
-        return 0;
-    size_t c = *cap ? *cap : 64;
-    while (c < need)
-        c *= 2;
-    void *n = realloc(*p, c * elem);
-    if (!n)
-        return -1;
-    *p = n;
-    *cap = c;
-    return 0;
-}
-
 /* ---- decoding one pprof -------------------------------------------------- */
 
 /* pprof top-level field numbers (profile.proto). */
@@ -676,7 +247,7 @@ static int32_t map_string(decode_ctx *c, int64_t i)
         return i == 0 ? 0 : -1; /* an empty table still has "" at 0 */
     if (c->str_map[i] >= 0)
         return c->str_map[i];
-    int32_t d = intern_string(c->b, c->strs[i]);
+    int32_t d = pprof_intern_string(c->b, c->strs[i]);
     if (d < 0)
         return -2;
     c->str_map[i] = d;
@@ -870,9 +441,9 @@ static pl_status on_mapping(decode_ctx *c, reader *r, uint32_t wt, uint32_t i)
     int32_t build_id;
     MAP_STRING(c, build_id, f_[6], "mapping %u build_id", i);
     if (build_id) {
-        int32_t key = intern_cstr(b, "process.executable.build_id.gnu");
+        int32_t key = pprof_intern_cstr(b, "process.executable.build_id.gnu");
         int32_t attr =
-            key < 0 ? -1 : intern_attr(b, key, pl_value_string(bdict(b)->strings[build_id]), 0);
+            key < 0 ? -1 : pprof_intern_attr(b, key, pl_value_string(bdict(b)->strings[build_id]), 0);
         int32_t *list = pl_arena_alloc(&b->batch->arena, sizeof(int32_t));
         if (attr < 0 || !list)
             return NOMEM(c);
@@ -1027,7 +598,7 @@ static int on_location_id(void *ctx, uint64_t id)
         s->st = BAD(c, "pprof: sample %u: location id %" PRIu64 " not found", s->sample, id);
         return 1;
     }
-    if (grow_scratch((void **)&b->scratch_locs, &b->cap_locs, s->n_locs + 1, sizeof(int32_t))) {
+    if (pprof_grow_scratch((void **)&b->scratch_locs, &b->cap_locs, s->n_locs + 1, sizeof(int32_t))) {
         s->st = NOMEM(c);
         return 1;
     }
@@ -1039,7 +610,7 @@ static int on_value(void *ctx, uint64_t v)
 {
     sample_state *s = ctx;
     pl_pprof_builder *b = s->c->b;
-    if (grow_scratch((void **)&b->scratch_vals, &b->cap_vals, s->n_vals + 1, sizeof(int64_t))) {
+    if (pprof_grow_scratch((void **)&b->scratch_vals, &b->cap_vals, s->n_vals + 1, sizeof(int64_t))) {
         s->st = NOMEM(s->c);
         return 1;
     }
@@ -1104,7 +675,7 @@ static pl_status on_sample(decode_ctx *c, reader *r, uint32_t wt, uint32_t i, pr
         } else if (f == 3) {
             if (w != WT_LEN)
                 return BAD(c, "pprof: sample %u: label corrupt", i);
-            if (grow_scratch((void **)&b->scratch_labels, &b->cap_labels, n_labels + 1,
+            if (pprof_grow_scratch((void **)&b->scratch_labels, &b->cap_labels, n_labels + 1,
                              sizeof(raw_label)))
                 return NOMEM(c);
             pl_status st = read_label(c, &m, &b->scratch_labels[n_labels], i);
@@ -1118,7 +689,7 @@ static pl_status on_sample(decode_ctx *c, reader *r, uint32_t wt, uint32_t i, pr
         return BAD(c, "pprof: sample %u has %u values for %u sample types", i, s.n_vals,
                    c->n_sample_types);
 
-    int32_t stack = intern_stack(b, b->scratch_locs, s.n_locs);
+    int32_t stack = pprof_intern_stack(b, b->scratch_locs, s.n_locs);
     if (stack < 0)
         return NOMEM(c);
 
@@ -1127,7 +698,7 @@ static pl_status on_sample(decode_ctx *c, reader *r, uint32_t wt, uint32_t i, pr
     memset(&link, 0, sizeof(link));
     bool has_span = false, has_trace = false;
     uint32_t n_attrs = 0;
-    if (grow_scratch((void **)&b->scratch_attrs, &b->cap_attrs, n_labels, sizeof(int32_t)))
+    if (pprof_grow_scratch((void **)&b->scratch_attrs, &b->cap_attrs, n_labels, sizeof(int32_t)))
         return NOMEM(c);
     for (uint32_t k = 0; k < n_labels; k++) {
         raw_label *l = &b->scratch_labels[k];
@@ -1173,7 +744,7 @@ static pl_status on_sample(decode_ctx *c, reader *r, uint32_t wt, uint32_t i, pr
             MAP_STRING(c, unit, l->num_unit, "sample %u label unit", i);
             value = pl_value_int(l->num);
         }
-        int32_t attr = intern_attr(b, key, value, unit);
+        int32_t attr = pprof_intern_attr(b, key, value, unit);
         if (attr < 0)
             return NOMEM(c);
         b->scratch_attrs[n_attrs++] = attr;
@@ -1182,7 +753,7 @@ static pl_status on_sample(decode_ctx *c, reader *r, uint32_t wt, uint32_t i, pr
         c->seen_keys[b->scratch_labels[k].key] = 0;
     int32_t link_index = 0;
     if (has_span) {
-        link_index = intern_link(b, &link);
+        link_index = pprof_intern_link(b, &link);
         if (link_index < 0)
             return NOMEM(c);
     } else if (has_trace) {
@@ -1191,8 +762,8 @@ static pl_status on_sample(decode_ctx *c, reader *r, uint32_t wt, uint32_t i, pr
         MAP_STRING(c, key, c->trace_id_key, "sample %u", i);
         char hex[33];
         pl_hex_encode(link.trace_id, 16, hex);
-        v = intern_string(b, pl_batch_bytes(b->batch, hex, 32));
-        int32_t attr = v < 0 ? -1 : intern_attr(b, key, pl_value_string(bdict(b)->strings[v]), 0);
+        v = pprof_intern_string(b, pl_batch_bytes(b->batch, hex, 32));
+        int32_t attr = v < 0 ? -1 : pprof_intern_attr(b, key, pl_value_string(bdict(b)->strings[v]), 0);
         if (attr < 0)
             return NOMEM(c);
         b->scratch_attrs[n_attrs++] = attr;
@@ -1591,608 +1162,3 @@ pl_batch *pl_pprof_decode(const uint8_t *data, size_t len, const pl_pprof_meta *
     return batch;
 }
 
-/* ---- encoding ------------------------------------------------------------ */
-
-static void put_varint(pl_buf *b, uint64_t v)
-{
-    uint8_t tmp[10];
-    size_t n = 0;
-    while (v >= 0x80) {
-        tmp[n++] = (uint8_t)(v | 0x80);
-        v >>= 7;
-    }
-    tmp[n++] = (uint8_t)v;
-    pl_buf_append(b, tmp, n);
-}
-
-static void put_uint(pl_buf *b, uint32_t field, uint64_t v)
-{
-    if (!v)
-        return; /* proto3: zero is the default and is not written */
-    put_varint(b, (uint64_t)field << 3 | WT_VARINT);
-    put_varint(b, v);
-}
-
-static void put_bytes(pl_buf *b, uint32_t field, const void *data, size_t len)
-{
-    put_varint(b, (uint64_t)field << 3 | WT_LEN);
-    put_varint(b, len);
-    pl_buf_append(b, data, len);
-}
-
-typedef struct encoder {
-    const pl_dictionary *d;
-    pl_err *err;
-    pl_htab strs;
-    pl_bytes *strings;
-    size_t n_strings, cap_strings;
-    uint32_t *fn_id, *loc_id, *map_id;          /* dict index -> pprof id (0 = unused) */
-    uint32_t *fn_order, *loc_order, *map_order; /* pprof id - 1 -> dict index */
-    uint32_t n_fn, n_loc, n_map;
-    pl_buf msg, sub; /* scratch for nested messages */
-    char numbuf[32];
-} encoder;
-
-typedef struct enc_str_key {
-    const encoder *e;
-    pl_bytes s;
-} enc_str_key;
-
-static bool enc_str_eq(const void *ctx, uint32_t val)
-{
-    const enc_str_key *k = ctx;
-    return pl_bytes_eq(k->e->strings[val], k->s);
-}
-
-/* pprof string index of `s` (which must outlive the encoder), -1 on OOM. */
-static int64_t enc_string(encoder *e, pl_bytes s)
-{
-    if (s.len == 0)
-        return 0;
-    enc_str_key key = {e, s};
-    uint32_t hash = (uint32_t)hash_bytes(s.ptr, s.len, 1);
-    uint32_t *slot = pl_htab_slot(&e->strs, hash, enc_str_eq, &key);
-    if (!slot)
-        return -1;
-    if (*slot)
-        return *slot;
-    if (grow_scratch((void **)&e->strings, &e->cap_strings, e->n_strings + 1, sizeof(pl_bytes)))
-        return -1;
-    e->strings[e->n_strings] = s;
-    *slot = (uint32_t)e->n_strings;
-    pl_htab_added(&e->strs, slot, hash);
-    return (int64_t)e->n_strings++;
-}
-
-static int64_t enc_dict_string(encoder *e, int32_t idx)
-{
-    return enc_string(e, pl_dict_string(e->d, idx));
-}
-
-#define ENC_BAD(e, ...) pl_errf((e)->err, PL_ERR_INVALID, __VA_ARGS__)
-
-static pl_status enc_function(encoder *e, int32_t fi, uint32_t *id_out)
-{
-    if (fi < 0 || (uint32_t)fi >= e->d->n_functions)
-        return ENC_BAD(e, "pprof encode: function index %d out of range", fi);
-    if (!e->fn_id[fi]) {
-        e->fn_order[e->n_fn] = (uint32_t)fi;
-        e->fn_id[fi] = ++e->n_fn;
-    }
-    *id_out = e->fn_id[fi];
-    return PL_OK;
-}
-
-static pl_status enc_location(encoder *e, int32_t li, uint32_t *id_out)
-{
-    const pl_dictionary *d = e->d;
-    if (li < 0 || (uint32_t)li >= d->n_locations)
-        return ENC_BAD(e, "pprof encode: location index %d out of range", li);
-    if (!e->loc_id[li]) {
-        const pl_location *loc = &d->locations[li];
-        if (loc->mapping_index < 0 || (uint32_t)loc->mapping_index >= d->n_mappings)
-            return ENC_BAD(e, "pprof encode: mapping index %d out of range", loc->mapping_index);
-        if (loc->mapping_index > 0 && !e->map_id[loc->mapping_index]) {
-            e->map_order[e->n_map] = (uint32_t)loc->mapping_index;
-            e->map_id[loc->mapping_index] = ++e->n_map;
-        }
-        for (uint32_t k = 0; k < loc->n_lines; k++) {
-            uint32_t fid = 0;
-            pl_status st = enc_function(e, loc->lines[k].function_index, &fid);
-            if (st != PL_OK)
-                return st;
-        }
-        e->loc_order[e->n_loc] = (uint32_t)li;
-        e->loc_id[li] = ++e->n_loc;
-    }
-    *id_out = e->loc_id[li];
-    return PL_OK;
-}
-
-/* Writes one label (field 3 of Sample) into e->sub, appended to e->msg. */
-static pl_status enc_label(encoder *e, int64_t key, int64_t str, int64_t num, int64_t unit)
-{
-    if (key < 0 || str < 0 || unit < 0)
-        return pl_errf(e->err, PL_ERR_NOMEM, "pprof encode: out of memory");
-    pl_buf_reset(&e->sub);
-    put_uint(&e->sub, 1, (uint64_t)key);
-    put_uint(&e->sub, 2, (uint64_t)str);
-    put_uint(&e->sub, 3, (uint64_t)num);
-    put_uint(&e->sub, 4, (uint64_t)unit);
-    put_bytes(&e->msg, 3, e->sub.data, e->sub.len);
-    return PL_OK;
-}
-
-static pl_status enc_sample(encoder *e, const pl_profile *p, const pl_sample *s, uint32_t si,
-                            const pl_pprof_encode_options *o, pl_buf *samples, pl_arena *tmp)
-{
-    const pl_dictionary *d = e->d;
-    pl_buf_reset(&e->msg);
-    /* location ids, packed */
-    if (s->stack_index < 0 || (uint32_t)s->stack_index >= d->n_stacks)
-        return ENC_BAD(e, "pprof encode: sample %u: stack index %d out of range", si,
-                       s->stack_index);
-    const pl_stack *stack = &d->stacks[s->stack_index];
-    pl_buf_reset(&e->sub);
-    for (uint32_t k = 0; k < stack->n_location_indices; k++) {
-        uint32_t id = 0;
-        pl_status st = enc_location(e, stack->location_indices[k], &id);
-        if (st != PL_OK)
-            return st;
-        put_varint(&e->sub, id);
-    }
-    if (e->sub.len)
-        put_bytes(&e->msg, 1, e->sub.data, e->sub.len);
-    /* one value: the sum of the sample's values, or its timestamp count */
-    int64_t value = 0;
-    if (s->n_values) {
-        for (uint32_t k = 0; k < s->n_values; k++)
-            value += s->values[k];
-    } else
-        value = (int64_t)s->n_timestamps;
-    if (o->cpu_to_nanoseconds && p->period > 0)
-        value *= p->period;
-    pl_buf_reset(&e->sub);
-    put_varint(&e->sub, (uint64_t)value);
-    put_bytes(&e->msg, 2, e->sub.data, e->sub.len);
-    /* labels: attributes, then the link. The link is the authority for the
-     * span_id / trace_id labels: an attribute of the same name (the
-     * correlation processor writes them too) is not repeated. */
-    static const uint8_t zero_id[16];
-    const pl_link *link =
-        s->link_index > 0 && (uint32_t)s->link_index < d->n_links ? &d->links[s->link_index] : NULL;
-    bool link_span = link && link->span_id_len == 8 && memcmp(link->span_id, zero_id, 8) != 0;
-    bool link_trace = link && link->trace_id_len == 16 && memcmp(link->trace_id, zero_id, 16) != 0;
-    for (uint32_t k = 0; k < s->n_attribute_indices; k++) {
-        int32_t ai = s->attribute_indices[k];
-        if (ai <= 0 || (uint32_t)ai >= d->n_attributes)
-            continue; /* 0 = none; out of range: nothing to say about it */
-        const pl_kvu *a = &d->attributes[ai];
-        pl_bytes key = pl_dict_string(d, a->key_strindex);
-        if (key.len == 0)
-            continue;
-        if (o->skip_attribute && pl_bytes_eq_cstr(key, o->skip_attribute))
-            continue;
-        if ((link_span && pl_bytes_eq_cstr(key, "span_id")) ||
-            (link_trace && pl_bytes_eq_cstr(key, "trace_id")))
-            continue;
-        int64_t k_idx = enc_string(e, key);
-        pl_status st = PL_OK;
-        switch (a->value.type) {
-        case PL_VALUE_STRING:
-            st = enc_label(e, k_idx, enc_string(e, a->value.u.str), 0, 0);
-            break;
-        case PL_VALUE_STRINDEX:
-            st = enc_label(e, k_idx, enc_dict_string(e, a->value.u.strindex), 0, 0);
-            break;
-        case PL_VALUE_INT:
-            if (a->unit_strindex > 0) {
-                st = enc_label(e, k_idx, 0, a->value.u.i, enc_dict_string(e, a->unit_strindex));
-            } else {
-                int n = snprintf(e->numbuf, sizeof(e->numbuf), "%" PRId64, a->value.u.i);
-                st = enc_label(
-                    e, k_idx,
-                    enc_string(e, pl_bytes_from_cstr(pl_arena_memdup(tmp, e->numbuf, (size_t)n))),
-                    0, 0);
-            }
-            break;
-        case PL_VALUE_BOOL:
-            st = enc_label(
-                e, k_idx,
-                enc_string(e, a->value.u.b ? PL_BYTES_LIT("true") : PL_BYTES_LIT("false")), 0, 0);
-            break;
-        case PL_VALUE_DOUBLE: {
-            int n = snprintf(e->numbuf, sizeof(e->numbuf), "%.17g", a->value.u.d);
-            st = enc_label(
-                e, k_idx,
-                enc_string(e, pl_bytes_from_cstr(pl_arena_memdup(tmp, e->numbuf, (size_t)n))), 0,
-                0);
-            break;
-        }
-        default:
-            break; /* arrays, maps, bytes: Pyroscope keeps only scalars */
-        }
-        if (st != PL_OK)
-            return st;
-    }
-    if (link) {
-        const pl_link *l = link;
-        char hex[33];
-        if (link_span) {
-            pl_hex_encode(l->span_id, 8, hex);
-            pl_status st =
-                enc_label(e, enc_string(e, PL_BYTES_LIT("span_id")),
-                          enc_string(e, pl_bytes_from_cstr(pl_arena_memdup(tmp, hex, 16))), 0, 0);
-            if (st != PL_OK)
-                return st;
-        }
-        if (link_trace) {
-            pl_hex_encode(l->trace_id, 16, hex);
-            pl_status st =
-                enc_label(e, enc_string(e, PL_BYTES_LIT("trace_id")),
-                          enc_string(e, pl_bytes_from_cstr(pl_arena_memdup(tmp, hex, 32))), 0, 0);
-            if (st != PL_OK)
-                return st;
-        }
-    }
-    put_bytes(samples, 2, e->msg.data, e->msg.len);
-    return PL_OK;
-}
-
-static void enc_value_type(encoder *e, pl_buf *out, uint32_t field, int64_t type, int64_t unit)
-{
-    pl_buf_reset(&e->sub);
-    put_uint(&e->sub, 1, (uint64_t)type);
-    put_uint(&e->sub, 2, (uint64_t)unit);
-    put_bytes(out, field, e->sub.data, e->sub.len);
-}
-
-static pl_status encode_profile(encoder *e, const pl_profile *p, const pl_pprof_encode_options *o,
-                                pl_buf *out, pl_arena *tmp)
-{
-    const pl_dictionary *d = e->d;
-    pl_status st = PL_OK;
-    if (!pl_buf_reserve(&e->msg, 64))
-        return pl_errf(e->err, PL_ERR_NOMEM, "pprof encode: out of memory");
-    pl_bytes empty = {(const uint8_t *)"", 0};
-    if (grow_scratch((void **)&e->strings, &e->cap_strings, 1, sizeof(pl_bytes)))
-        return pl_errf(e->err, PL_ERR_NOMEM, "pprof encode: out of memory");
-    e->strings[0] = empty;
-    e->n_strings = 1;
-
-    /* sample type (one column) and period type */
-    int64_t st_type, st_unit;
-    if (o->cpu_to_nanoseconds) {
-        st_type = enc_string(e, PL_BYTES_LIT("cpu"));
-        st_unit = enc_string(e, PL_BYTES_LIT("nanoseconds"));
-    } else {
-        st_type = enc_dict_string(e, p->sample_type.type_strindex);
-        st_unit = enc_dict_string(e, p->sample_type.unit_strindex);
-    }
-    int64_t pt_type = enc_dict_string(e, p->period_type.type_strindex);
-    int64_t pt_unit = enc_dict_string(e, p->period_type.unit_strindex);
-    if (st_type < 0 || st_unit < 0 || pt_type < 0 || pt_unit < 0)
-        return pl_errf(e->err, PL_ERR_NOMEM, "pprof encode: out of memory");
-
-    pl_buf samples;
-    pl_buf_init(&samples);
-    uint32_t n = o->sample_indices ? o->n_sample_indices : p->n_samples;
-    for (uint32_t k = 0; k < n && st == PL_OK; k++) {
-        uint32_t si = o->sample_indices ? o->sample_indices[k] : k;
-        if (si >= p->n_samples) {
-            st = ENC_BAD(e, "pprof encode: sample index %u out of range", si);
-            break;
-        }
-        st = enc_sample(e, p, &p->samples[si], si, o, &samples, tmp);
-    }
-    if (st != PL_OK) {
-        pl_buf_free(&samples);
-        return st;
-    }
-
-    enc_value_type(e, out, 1, st_type, st_unit);
-    pl_buf_append(out, samples.data, samples.len);
-    pl_buf_free(&samples);
-
-    /* mappings, with has_* flags computed from the lines of their locations */
-    bool *has_lines = calloc(e->n_map + 1, sizeof(bool));
-    bool *has_inline = calloc(e->n_map + 1, sizeof(bool));
-    if (!has_lines || !has_inline) {
-        free(has_lines);
-        free(has_inline);
-        return pl_errf(e->err, PL_ERR_NOMEM, "pprof encode: out of memory");
-    }
-    for (uint32_t k = 0; k < e->n_loc; k++) {
-        const pl_location *loc = &d->locations[e->loc_order[k]];
-        if (loc->mapping_index > 0) {
-            uint32_t mid = e->map_id[loc->mapping_index];
-            if (loc->n_lines)
-                has_lines[mid] = true;
-            if (loc->n_lines > 1)
-                has_inline[mid] = true;
-        }
-    }
-    for (uint32_t k = 0; k < e->n_map; k++) {
-        const pl_mapping *m = &d->mappings[e->map_order[k]];
-        int64_t build_id = 0;
-        for (uint32_t a = 0; a < m->n_attribute_indices; a++) {
-            int32_t ai = m->attribute_indices[a];
-            if (ai <= 0 || (uint32_t)ai >= d->n_attributes)
-                continue;
-            const pl_kvu *kv = &d->attributes[ai];
-            if (!pl_bytes_eq_cstr(pl_dict_string(d, kv->key_strindex),
-                                  "process.executable.build_id.gnu"))
-                continue;
-            if (kv->value.type == PL_VALUE_STRING)
-                build_id = enc_string(e, kv->value.u.str);
-            else if (kv->value.type == PL_VALUE_STRINDEX)
-                build_id = enc_dict_string(e, kv->value.u.strindex);
-        }
-        int64_t filename = enc_dict_string(e, m->filename_strindex);
-        if (build_id < 0 || filename < 0) {
-            st = pl_errf(e->err, PL_ERR_NOMEM, "pprof encode: out of memory");
-            break;
-        }
-        pl_buf_reset(&e->msg);
-        put_uint(&e->msg, 1, k + 1);
-        put_uint(&e->msg, 2, m->memory_start);
-        put_uint(&e->msg, 3, m->memory_limit);
-        put_uint(&e->msg, 4, m->file_offset);
-        put_uint(&e->msg, 5, (uint64_t)filename);
-        put_uint(&e->msg, 6, (uint64_t)build_id);
-        put_uint(&e->msg, 7, has_lines[k + 1]);
-        put_uint(&e->msg, 8, has_lines[k + 1]);
-        put_uint(&e->msg, 9, has_lines[k + 1]);
-        put_uint(&e->msg, 10, has_inline[k + 1]);
-        put_bytes(out, 3, e->msg.data, e->msg.len);
-    }
-    free(has_lines);
-    free(has_inline);
-    if (st != PL_OK)
-        return st;
-
-    for (uint32_t k = 0; k < e->n_loc; k++) {
-        const pl_location *loc = &d->locations[e->loc_order[k]];
-        pl_buf_reset(&e->msg);
-        put_uint(&e->msg, 1, k + 1);
-        if (loc->mapping_index > 0)
-            put_uint(&e->msg, 2, e->map_id[loc->mapping_index]);
-        put_uint(&e->msg, 3, loc->address);
-        for (uint32_t l = 0; l < loc->n_lines; l++) {
-            pl_buf_reset(&e->sub);
-            put_uint(&e->sub, 1, e->fn_id[loc->lines[l].function_index]);
-            put_uint(&e->sub, 2, (uint64_t)loc->lines[l].line);
-            put_uint(&e->sub, 3, (uint64_t)loc->lines[l].column);
-            put_bytes(&e->msg, 4, e->sub.data, e->sub.len);
-        }
-        put_bytes(out, 4, e->msg.data, e->msg.len);
-    }
-    for (uint32_t k = 0; k < e->n_fn; k++) {
-        const pl_function *f = &d->functions[e->fn_order[k]];
-        int64_t name = enc_dict_string(e, f->name_strindex);
-        int64_t sys = enc_dict_string(e, f->system_name_strindex);
-        int64_t file = enc_dict_string(e, f->filename_strindex);
-        if (name < 0 || sys < 0 || file < 0)
-            return pl_errf(e->err, PL_ERR_NOMEM, "pprof encode: out of memory");
-        pl_buf_reset(&e->msg);
-        put_uint(&e->msg, 1, k + 1);
-        put_uint(&e->msg, 2, (uint64_t)name);
-        put_uint(&e->msg, 3, (uint64_t)sys);
-        put_uint(&e->msg, 4, (uint64_t)file);
-        put_uint(&e->msg, 5, (uint64_t)f->start_line);
-        put_bytes(out, 5, e->msg.data, e->msg.len);
-    }
-    for (size_t k = 0; k < e->n_strings; k++)
-        put_bytes(out, 6, e->strings[k].ptr, e->strings[k].len);
-    uint64_t time_ns = p->time_unix_nano ? p->time_unix_nano : o->default_time_unix_nano;
-    put_uint(out, 9, time_ns);
-    put_uint(out, 10, p->duration_nano);
-    if (p->has_period_type || o->cpu_to_nanoseconds)
-        enc_value_type(e, out, 11, pt_type, pt_unit);
-    put_uint(out, 12, (uint64_t)p->period);
-    put_uint(out, 14, (uint64_t)st_type);
-    if (!pl_buf_ok(out) || !pl_buf_ok(&e->msg) || !pl_buf_ok(&e->sub))
-        return pl_errf(e->err, PL_ERR_NOMEM, "pprof encode: out of memory");
-    return PL_OK;
-}
-
-pl_status pl_pprof_encode(const pl_dictionary *dict, const pl_profile *profile,
-                          const pl_pprof_encode_options *options, pl_buf *out, pl_err *err)
-{
-    static const pl_pprof_encode_options defaults;
-    if (!options)
-        options = &defaults;
-    encoder e;
-    memset(&e, 0, sizeof(e));
-    e.d = dict;
-    e.err = err;
-    pl_buf_init(&e.msg);
-    pl_buf_init(&e.sub);
-    size_t nf = dict->n_functions + 1, nl = dict->n_locations + 1, nm = dict->n_mappings + 1;
-    e.fn_id = calloc(nf, sizeof(uint32_t));
-    e.loc_id = calloc(nl, sizeof(uint32_t));
-    e.map_id = calloc(nm, sizeof(uint32_t));
-    e.fn_order = malloc(nf * sizeof(uint32_t));
-    e.loc_order = malloc(nl * sizeof(uint32_t));
-    e.map_order = malloc(nm * sizeof(uint32_t));
-    pl_arena tmp; /* decimal and hex label values */
-    pl_arena_init(&tmp);
-    pl_status st;
-    if (!e.fn_id || !e.loc_id || !e.map_id || !e.fn_order || !e.loc_order || !e.map_order)
-        st = pl_errf(err, PL_ERR_NOMEM, "pprof encode: out of memory");
-    else
-        st = encode_profile(&e, profile, options, out, &tmp);
-    pl_arena_free(&tmp);
-    pl_htab_free(&e.strs);
-    free(e.strings);
-    free(e.fn_id);
-    free(e.loc_id);
-    free(e.map_id);
-    free(e.fn_order);
-    free(e.loc_order);
-    free(e.map_order);
-    pl_buf_free(&e.msg);
-    pl_buf_free(&e.sub);
-    return st;
-}
-
-/* ---- Pyroscope profile names --------------------------------------------- */
-
-static bool bytes_contains(pl_bytes s, const char *needle)
-{
-    size_t n = strlen(needle);
-    if (n > s.len)
-        return false;
-    for (size_t i = 0; i + n <= s.len; i++)
-        if (memcmp(s.ptr + i, needle, n) == 0)
-            return true;
-    return false;
-}
-
-pl_bytes pl_pprof_profile_name(const pl_dictionary *dict, const pl_profile *profile,
-                               bool *cpu_special)
-{
-    pl_bytes type = pl_dict_string(dict, profile->sample_type.type_strindex);
-    pl_bytes unit = pl_dict_string(dict, profile->sample_type.unit_strindex);
-    pl_bytes ptype = profile->has_period_type
-                         ? pl_dict_string(dict, profile->period_type.type_strindex)
-                         : (pl_bytes){NULL, 0};
-    pl_bytes punit = profile->has_period_type
-                         ? pl_dict_string(dict, profile->period_type.unit_strindex)
-                         : (pl_bytes){NULL, 0};
-    if (cpu_special)
-        *cpu_special = false;
-    if (pl_bytes_eq_cstr(type, "samples") && pl_bytes_eq_cstr(unit, "count") &&
-        pl_bytes_eq_cstr(ptype, "cpu") && pl_bytes_eq_cstr(punit, "nanoseconds")) {
-        if (cpu_special)
-            *cpu_special = true;
-        return PL_BYTES_LIT("process_cpu");
-    }
-    if (pl_bytes_eq_cstr(type, "off_cpu") && ptype.len == 0)
-        return PL_BYTES_LIT("off_cpu");
-    if (pl_bytes_eq_cstr(type, "wall"))
-        return PL_BYTES_LIT("wall");
-    if (bytes_contains(type, "cpu"))
-        return PL_BYTES_LIT("process_cpu");
-    if (bytes_contains(type, "alloc_") || bytes_contains(type, "inuse_") ||
-        pl_bytes_eq_cstr(type, "space") || pl_bytes_eq_cstr(type, "objects"))
-        return PL_BYTES_LIT("memory");
-    if (bytes_contains(type, "mutex_"))
-        return PL_BYTES_LIT("mutex");
-    if (bytes_contains(type, "block_"))
-        return PL_BYTES_LIT("block");
-    if (bytes_contains(type, "goroutine"))
-        return PL_BYTES_LIT("goroutines");
-    if (ptype.len)
-        return ptype;
-    return type;
-}
-
-/* ---- pprof writer for named stacks --------------------------------------- */
-
-struct pl_pprof_writer {
-    pl_pprof_writer_options o;
-    encoder e;      /* for its string table */
-    pl_buf samples; /* encoded Sample messages */
-    pl_buf msg;     /* scratch */
-    uint8_t *is_fn; /* string index -> 1 when it names a function */
-    size_t cap_is_fn;
-    size_t n_samples;
-};
-
-pl_pprof_writer *pl_pprof_writer_new(const pl_pprof_writer_options *options)
-{
-    pl_pprof_writer *w = calloc(1, sizeof(*w));
-    if (!w)
-        return NULL;
-    w->o = *options;
-    pl_buf_init(&w->samples);
-    pl_buf_init(&w->msg);
-    pl_buf_init(&w->e.msg);
-    pl_buf_init(&w->e.sub);
-    if (grow_scratch((void **)&w->e.strings, &w->e.cap_strings, 1, sizeof(pl_bytes))) {
-        free(w);
-        return NULL;
-    }
-    w->e.strings[0] = (pl_bytes){(const uint8_t *)"", 0};
-    w->e.n_strings = 1;
-    return w;
-}
-
-int pl_pprof_writer_add(pl_pprof_writer *w, const pl_bytes *frames, size_t n, int64_t value)
-{
-    pl_buf_reset(&w->msg);
-    for (size_t i = 0; i < n; i++) {
-        int64_t id = enc_string(&w->e, frames[i]);
-        if (id < 0 || grow_scratch((void **)&w->is_fn, &w->cap_is_fn, (size_t)id + 1, 1))
-            return -1;
-        if (id == 0)
-            continue; /* an empty frame name carries nothing */
-        w->is_fn[id] = 1;
-        put_varint(&w->msg, (uint64_t)id);
-    }
-    pl_buf_reset(&w->e.msg);
-    if (w->msg.len)
-        put_bytes(&w->e.msg, 1, w->msg.data, w->msg.len);
-    pl_buf_reset(&w->msg);
-    put_varint(&w->msg, (uint64_t)value);
-    put_bytes(&w->e.msg, 2, w->msg.data, w->msg.len);
-    put_bytes(&w->samples, 2, w->e.msg.data, w->e.msg.len);
-    w->n_samples++;
-    return pl_buf_ok(&w->samples) && pl_buf_ok(&w->msg) && pl_buf_ok(&w->e.msg) ? 0 : -1;
-}
-
-size_t pl_pprof_writer_samples(const pl_pprof_writer *w)
-{
-    return w->n_samples;
-}
-
-int pl_pprof_writer_finish(pl_pprof_writer *w, pl_buf *out)
-{
-    encoder *e = &w->e;
-    size_t n_names = e->n_strings; /* strings added below are not functions */
-    int64_t st = enc_string(e, pl_bytes_from_cstr(w->o.sample_type ? w->o.sample_type : ""));
-    int64_t su = enc_string(e, pl_bytes_from_cstr(w->o.sample_unit ? w->o.sample_unit : ""));
-    int64_t pt = enc_string(e, pl_bytes_from_cstr(w->o.period_type ? w->o.period_type : ""));
-    int64_t pu = enc_string(e, pl_bytes_from_cstr(w->o.period_unit ? w->o.period_unit : ""));
-    if (st < 0 || su < 0 || pt < 0 || pu < 0)
-        return -1;
-    enc_value_type(e, out, 1, st, su);
-    pl_buf_append(out, w->samples.data, w->samples.len);
-    for (size_t id = 1; id < n_names && id < w->cap_is_fn; id++) {
-        if (!w->is_fn[id])
-            continue;
-        pl_buf_reset(&e->msg);
-        put_uint(&e->msg, 1, id);
-        pl_buf_reset(&e->sub);
-        put_uint(&e->sub, 1, id);
-        put_bytes(&e->msg, 4, e->sub.data, e->sub.len);
-        put_bytes(out, 4, e->msg.data, e->msg.len); /* location id = function id */
-        pl_buf_reset(&e->msg);
-        put_uint(&e->msg, 1, id);
-        put_uint(&e->msg, 2, id);
-        put_bytes(out, 5, e->msg.data, e->msg.len);
-    }
-    for (size_t k = 0; k < e->n_strings; k++)
-        put_bytes(out, 6, e->strings[k].ptr, e->strings[k].len);
-    put_uint(out, 9, w->o.time_unix_nano);
-    put_uint(out, 10, w->o.duration_nano);
-    if (w->o.period_type)
-        enc_value_type(e, out, 11, pt, pu);
-    put_uint(out, 12, (uint64_t)w->o.period);
-    return pl_buf_ok(out) && pl_buf_ok(&e->msg) && pl_buf_ok(&e->sub) ? 0 : -1;
-}
-
-void pl_pprof_writer_free(pl_pprof_writer *w)
-{
-    if (!w)
-        return;
-    pl_htab_free(&w->e.strs);
-    free(w->e.strings);
-    pl_buf_free(&w->e.msg);
-    pl_buf_free(&w->e.sub);
-    pl_buf_free(&w->samples);
-    pl_buf_free(&w->msg);
-    free(w->is_fn);
-    free(w);
-}

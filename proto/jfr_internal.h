@@ -1,0 +1,87 @@
+/*
+ * jfr_internal.h: what the JFR reader (jfr.c: chunks, metadata, constant
+ * pools, events) and the profile side (jfr_pprof.c: interned strings,
+ * functions, locations, stacks, summed samples, the pprof encoder, the
+ * LabelsSnapshot decoder) share. Private to proto/jfr*.c.
+ */
+#ifndef PL_JFR_INTERNAL_H
+#define PL_JFR_INTERNAL_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "core/arena.h"
+#include "core/hash.h"
+#include "core/model.h"
+#include "proto/jfr.h"
+
+/* ---- the profiles being built (jfr_pprof.c) -------------------------------- */
+
+typedef struct jfr_loc {
+    uint32_t function; /* index into functions */
+    int32_t line;
+} jfr_loc;
+
+typedef struct jfr_stack {
+    uint32_t off, n; /* into stack_locs */
+} jfr_stack;
+
+typedef struct jfr_sample {
+    uint32_t stack;
+    uint64_t context;
+    int64_t v[2];
+} jfr_sample;
+
+typedef struct jfr_kind_state {
+    jfr_sample *samples;
+    uint32_t n, cap;
+    pl_htab index; /* (stack, context) -> samples position + 1 */
+    uint64_t events;
+} jfr_kind_state;
+
+typedef struct jfr_out {
+    pl_arena arena;      /* every table below; strings built here */
+    pl_bytes *strings;   /* [0] = "" */
+    uint32_t n_strings, cap_strings;
+    pl_htab string_index;
+    uint32_t *functions; /* name string index per function; [0] unused */
+    uint32_t n_functions, cap_functions;
+    pl_htab function_index;
+    jfr_loc *locs; /* [0] unused */
+    uint32_t n_locs, cap_locs;
+    pl_htab loc_index;
+    uint32_t *stack_locs;
+    uint32_t n_stack_locs, cap_stack_locs;
+    jfr_stack *stacks;
+    uint32_t n_stacks, cap_stacks;
+    pl_htab stack_index;
+    jfr_kind_state kinds[PL_JFR_KINDS];
+} jfr_out;
+
+/* Each returns the index, or -1 on OOM. */
+int32_t jfr_out_string(jfr_out *o, pl_bytes s);
+int32_t jfr_out_function(jfr_out *o, uint32_t name_string);
+int32_t jfr_out_location(jfr_out *o, uint32_t function, int32_t line);
+int32_t jfr_out_stack(jfr_out *o, const uint32_t *locs, uint32_t n);
+/* Adds values to the (stack, context) sample of `kind`; 1 if a new sample
+ * was made, 0 if summed into one, -1 on OOM. */
+int jfr_out_sample(jfr_out *o, pl_jfr_kind kind, uint32_t stack, uint64_t context,
+                   int64_t v0, int64_t v1);
+/* Memory the tables hold (for the budget). */
+size_t jfr_out_memory(const jfr_out *o);
+void jfr_out_init(jfr_out *o);
+void jfr_out_free(jfr_out *o);
+
+typedef struct jfr_encode_info {
+    int64_t period; /* CPU / wall sampling period, ns */
+    uint64_t time_unix_nano, duration_nano;
+    const pl_jfr_labels *labels;
+} jfr_encode_info;
+
+/* Appends the pprof of `kind` to `out`. -1 on OOM. */
+int jfr_out_encode(const jfr_out *o, pl_jfr_kind kind, const jfr_encode_info *info,
+                   pl_buf *out);
+/* Pyroscope's __name__ of a kind. */
+const char *jfr_kind_name(pl_jfr_kind kind);
+
+#endif

@@ -1,0 +1,710 @@
+/*
+ * jfr_pprof.c: the profile side of the JFR reader (see jfr.h): interned
+ * strings, functions, locations and stacks shared by every kind of profile
+ * of one body, samples summed per (stack, context id), the pprof encoder,
+ * and the LabelsSnapshot (labels part) decoder.
+ *
+ * Every table is keyed by data from the upload (names, line numbers, stack
+ * contents, context ids), so each is a pl_htab under the process's hash key.
+ * A pprof holds only what its samples use: locations, functions and strings
+ * are renumbered per profile at encoding time.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "labels.pb.h"
+#include "profile.pb.h"
+#include "proto/jfr_internal.h"
+
+/* ---- growable arrays in the arena ------------------------------------------ */
+
+/* Makes room for one more element; -1 on OOM. */
+static int grow(pl_arena *a, void **arr, uint32_t n, uint32_t *cap, size_t elem)
+{
+    if (n < *cap)
+        return 0;
+    if (*cap >= UINT32_MAX / 2)
+        return -1;
+    uint32_t nc = *cap ? *cap * 2 : 64;
+    void *p = pl_arena_grow(a, *arr, n, nc, elem);
+    if (!p)
+        return -1;
+    *arr = p;
+    *cap = nc;
+    return 0;
+}
+
+#define GROW(o, field, n, cap) grow(&(o)->arena, (void **)&(o)->field, (o)->n, &(o)->cap, sizeof(*(o)->field))
+
+void jfr_out_init(jfr_out *o)
+{
+    memset(o, 0, sizeof(*o));
+    pl_arena_init(&o->arena);
+}
+
+void jfr_out_free(jfr_out *o)
+{
+    pl_htab_free(&o->string_index);
+    pl_htab_free(&o->function_index);
+    pl_htab_free(&o->loc_index);
+    pl_htab_free(&o->stack_index);
+    for (int k = 0; k < PL_JFR_KINDS; k++)
+        pl_htab_free(&o->kinds[k].index);
+    pl_arena_free(&o->arena);
+}
+
+size_t jfr_out_memory(const jfr_out *o)
+{
+    size_t n = pl_arena_bytes(&o->arena);
+    n += ((size_t)o->string_index.cap + o->function_index.cap + o->loc_index.cap +
+          o->stack_index.cap) *
+         8;
+    for (int k = 0; k < PL_JFR_KINDS; k++)
+        n += (size_t)o->kinds[k].index.cap * 8;
+    return n;
+}
+
+/* ---- strings ---------------------------------------------------------------- */
+
+typedef struct str_key {
+    const jfr_out *o;
+    pl_bytes s;
+} str_key;
+
+static bool str_eq(const void *ctx, uint32_t val)
+{
+    const str_key *k = ctx;
+    return pl_bytes_eq(k->o->strings[val], k->s);
+}
+
+int32_t jfr_out_string(jfr_out *o, pl_bytes s)
+{
+    if (o->n_strings == 0) {
+        if (GROW(o, strings, n_strings, cap_strings))
+            return -1;
+        o->strings[o->n_strings++] = (pl_bytes){(const uint8_t *)"", 0};
+    }
+    if (s.len == 0)
+        return 0;
+    uint32_t h = (uint32_t)pl_hash_bytes(s.ptr, s.len);
+    str_key k = {o, s};
+    uint32_t *slot = pl_htab_slot(&o->string_index, h, str_eq, &k);
+    if (!slot)
+        return -1;
+    if (*slot)
+        return (int32_t)*slot;
+    if (GROW(o, strings, n_strings, cap_strings))
+        return -1;
+    o->strings[o->n_strings] = s;
+    *slot = o->n_strings;
+    pl_htab_added(&o->string_index, slot, h);
+    return (int32_t)o->n_strings++;
+}
+
+/* ---- functions, locations, stacks --------------------------------------------- */
+
+typedef struct u32_key {
+    const jfr_out *o;
+    uint32_t a;
+    int32_t b;
+} u32_key;
+
+static bool function_eq(const void *ctx, uint32_t val)
+{
+    const u32_key *k = ctx;
+    return k->o->functions[val] == k->a;
+}
+
+int32_t jfr_out_function(jfr_out *o, uint32_t name_string)
+{
+    if (o->n_functions == 0) {
+        if (GROW(o, functions, n_functions, cap_functions))
+            return -1;
+        o->functions[o->n_functions++] = 0;
+    }
+    uint32_t h = (uint32_t)pl_hash_u64(name_string);
+    u32_key k = {o, name_string, 0};
+    uint32_t *slot = pl_htab_slot(&o->function_index, h, function_eq, &k);
+    if (!slot)
+        return -1;
+    if (*slot)
+        return (int32_t)*slot;
+    if (GROW(o, functions, n_functions, cap_functions))
+        return -1;
+    o->functions[o->n_functions] = name_string;
+    *slot = o->n_functions;
+    pl_htab_added(&o->function_index, slot, h);
+    return (int32_t)o->n_functions++;
+}
+
+static bool loc_eq(const void *ctx, uint32_t val)
+{
+    const u32_key *k = ctx;
+    return k->o->locs[val].function == k->a && k->o->locs[val].line == k->b;
+}
+
+int32_t jfr_out_location(jfr_out *o, uint32_t function, int32_t line)
+{
+    if (o->n_locs == 0) {
+        if (GROW(o, locs, n_locs, cap_locs))
+            return -1;
+        o->locs[o->n_locs++] = (jfr_loc){0, 0};
+    }
+    uint32_t h = (uint32_t)pl_hash_u64((uint64_t)function << 32 | (uint32_t)line);
+    u32_key k = {o, function, line};
+    uint32_t *slot = pl_htab_slot(&o->loc_index, h, loc_eq, &k);
+    if (!slot)
+        return -1;
+    if (*slot)
+        return (int32_t)*slot;
+    if (GROW(o, locs, n_locs, cap_locs))
+        return -1;
+    o->locs[o->n_locs] = (jfr_loc){function, line};
+    *slot = o->n_locs;
+    pl_htab_added(&o->loc_index, slot, h);
+    return (int32_t)o->n_locs++;
+}
+
+typedef struct stack_key {
+    const jfr_out *o;
+    const uint32_t *locs;
+    uint32_t n;
+} stack_key;
+
+static bool stack_eq(const void *ctx, uint32_t val)
+{
+    const stack_key *k = ctx;
+    const jfr_stack *s = &k->o->stacks[val - 1];
+    return s->n == k->n &&
+           (k->n == 0 || memcmp(k->o->stack_locs + s->off, k->locs, k->n * sizeof(uint32_t)) == 0);
+}
+
+int32_t jfr_out_stack(jfr_out *o, const uint32_t *locs, uint32_t n)
+{
+    uint32_t h = (uint32_t)pl_hash_bytes(locs, (size_t)n * sizeof(uint32_t));
+    stack_key k = {o, locs, n};
+    uint32_t *slot = pl_htab_slot(&o->stack_index, h, stack_eq, &k);
+    if (!slot)
+        return -1;
+    if (*slot)
+        return (int32_t)*slot - 1;
+    if (GROW(o, stacks, n_stacks, cap_stacks))
+        return -1;
+    if (o->n_stack_locs > UINT32_MAX - n)
+        return -1;
+    while (o->cap_stack_locs < o->n_stack_locs + n)
+        if (grow(&o->arena, (void **)&o->stack_locs, o->cap_stack_locs, &o->cap_stack_locs,
+                 sizeof(uint32_t)))
+            return -1;
+    if (n)
+        memcpy(o->stack_locs + o->n_stack_locs, locs, n * sizeof(uint32_t));
+    o->stacks[o->n_stacks] = (jfr_stack){o->n_stack_locs, n};
+    o->n_stack_locs += n;
+    *slot = ++o->n_stacks;
+    pl_htab_added(&o->stack_index, slot, h);
+    return (int32_t)o->n_stacks - 1;
+}
+
+/* ---- samples ------------------------------------------------------------------ */
+
+typedef struct sample_key {
+    const jfr_kind_state *ks;
+    uint32_t stack;
+    uint64_t context;
+} sample_key;
+
+static bool sample_eq(const void *ctx, uint32_t val)
+{
+    const sample_key *k = ctx;
+    const jfr_sample *s = &k->ks->samples[val - 1];
+    return s->stack == k->stack && s->context == k->context;
+}
+
+int jfr_out_sample(jfr_out *o, pl_jfr_kind kind, uint32_t stack, uint64_t context, int64_t v0,
+                   int64_t v1)
+{
+    jfr_kind_state *ks = &o->kinds[kind];
+    ks->events++;
+    uint32_t h = (uint32_t)pl_hash_u64(((uint64_t)stack << 32) ^ pl_hash_u64(context));
+    sample_key k = {ks, stack, context};
+    uint32_t *slot = pl_htab_slot(&ks->index, h, sample_eq, &k);
+    if (!slot)
+        return -1;
+    if (*slot) {
+        jfr_sample *s = &ks->samples[*slot - 1];
+        /* saturating: hostile values must not wrap a total around */
+        if (__builtin_add_overflow(s->v[0], v0, &s->v[0]))
+            s->v[0] = INT64_MAX;
+        if (__builtin_add_overflow(s->v[1], v1, &s->v[1]))
+            s->v[1] = INT64_MAX;
+        return 0;
+    }
+    if (grow(&o->arena, (void **)&ks->samples, ks->n, &ks->cap, sizeof(jfr_sample)))
+        return -1;
+    ks->samples[ks->n] = (jfr_sample){stack, context, {v0, v1}};
+    *slot = ++ks->n;
+    pl_htab_added(&ks->index, slot, h);
+    return 1;
+}
+
+/* ---- the LabelsSnapshot ----------------------------------------------------------- */
+
+typedef struct label_string {
+    int64_t id;
+    pl_bytes text;
+} label_string;
+
+typedef struct label_context {
+    int64_t id;
+    uint32_t off, n; /* into pairs */
+} label_context;
+
+struct pl_jfr_labels {
+    pl_arena arena;
+    label_string *strings;
+    uint32_t n_strings, cap_strings;
+    pl_htab string_index;
+    label_context *contexts;
+    uint32_t n_contexts, cap_contexts;
+    pl_htab context_index;
+    int64_t (*pairs)[2];
+    uint32_t n_pairs, cap_pairs;
+};
+
+typedef struct lrd {
+    const uint8_t *p, *end;
+} lrd;
+
+static int lrd_varint(lrd *r, uint64_t *out)
+{
+    uint64_t v = 0;
+    for (int shift = 0; shift < 64; shift += 7) {
+        if (r->p >= r->end)
+            return -1;
+        uint8_t b = *r->p++;
+        v |= (uint64_t)(b & 0x7f) << shift;
+        if (!(b & 0x80)) {
+            *out = v;
+            return 0;
+        }
+    }
+    return -1;
+}
+
+/* The next field; varint value in *v, a length-delimited payload in *sub. */
+static int lrd_field(lrd *r, uint32_t *field, uint32_t *wt, uint64_t *v, lrd *sub)
+{
+    uint64_t key;
+    if (lrd_varint(r, &key) || (key >> 3) == 0 || (key >> 3) > UINT32_MAX)
+        return -1;
+    *field = (uint32_t)(key >> 3);
+    *wt = (uint32_t)(key & 7);
+    switch (*wt) {
+    case 0:
+        return lrd_varint(r, v);
+    case 1:
+        if (r->end - r->p < 8)
+            return -1;
+        r->p += 8;
+        return 0;
+    case 2:
+        if (lrd_varint(r, v) || *v > (uint64_t)(r->end - r->p))
+            return -1;
+        sub->p = r->p;
+        sub->end = r->p + *v;
+        r->p += *v;
+        return 0;
+    case 5:
+        if (r->end - r->p < 4)
+            return -1;
+        r->p += 4;
+        return 0;
+    default:
+        return -1;
+    }
+}
+
+typedef struct id_key {
+    const void *arr;
+    size_t stride;
+    int64_t id;
+} id_key;
+
+static bool id_eq(const void *ctx, uint32_t val)
+{
+    const id_key *k = ctx;
+    int64_t id;
+    memcpy(&id, (const uint8_t *)k->arr + (size_t)(val - 1) * k->stride, sizeof(id));
+    return id == k->id;
+}
+
+#define LBAD(...) (pl_errf(err, PL_ERR_INVALID, __VA_ARGS__), NULL)
+
+pl_jfr_labels *pl_jfr_labels_decode(const uint8_t *data, size_t len, pl_err *err)
+{
+    pl_jfr_labels *l = calloc(1, sizeof(*l));
+    if (!l) {
+        pl_errf(err, PL_ERR_NOMEM, "out of memory");
+        return NULL;
+    }
+    pl_arena_init(&l->arena);
+    lrd r = {data, data + len};
+    while (r.p < r.end) {
+        uint32_t f, wt;
+        uint64_t v;
+        lrd entry = {0};
+        if (lrd_field(&r, &f, &wt, &v, &entry)) {
+            pl_jfr_labels_free(l);
+            return LBAD("labels: corrupt protobuf at byte %zu", (size_t)(r.p - data));
+        }
+        if (wt != 2 || (f != jfr_LabelsSnapshot_contexts_tag && f != jfr_LabelsSnapshot_strings_tag))
+            continue;
+        int64_t id = 0;
+        pl_bytes text = {(const uint8_t *)"", 0};
+        lrd ctx = {NULL, NULL};
+        while (entry.p < entry.end) {
+            uint32_t g, w;
+            lrd sub = {0};
+            if (lrd_field(&entry, &g, &w, &v, &sub)) {
+                pl_jfr_labels_free(l);
+                return LBAD("labels: corrupt map entry");
+            }
+            if (g == 1 && w == 0)
+                id = (int64_t)v;
+            else if (g == 2 && w == 2) {
+                if (f == jfr_LabelsSnapshot_strings_tag)
+                    text = (pl_bytes){sub.p, (uint32_t)(sub.end - sub.p)};
+                else
+                    ctx = sub;
+            }
+        }
+        /* a repeated key replaces the earlier entry, as for any proto3 map */
+        if (f == jfr_LabelsSnapshot_strings_tag) {
+            id_key k = {l->strings, sizeof(label_string), id};
+            uint32_t h = (uint32_t)pl_hash_u64((uint64_t)id);
+            uint32_t *slot = pl_htab_slot(&l->string_index, h, id_eq, &k);
+            if (slot && *slot) {
+                l->strings[*slot - 1].text = text;
+                continue;
+            }
+            if (!slot || grow(&l->arena, (void **)&l->strings, l->n_strings, &l->cap_strings,
+                              sizeof(label_string))) {
+                pl_jfr_labels_free(l);
+                pl_errf(err, PL_ERR_NOMEM, "out of memory");
+                return NULL;
+            }
+            l->strings[l->n_strings] = (label_string){id, text};
+            *slot = ++l->n_strings;
+            pl_htab_added(&l->string_index, slot, h);
+            continue;
+        }
+        uint32_t off = l->n_pairs;
+        while (ctx.p && ctx.p < ctx.end) {
+            uint32_t g, w;
+            lrd pair = {0};
+            if (lrd_field(&ctx, &g, &w, &v, &pair)) {
+                pl_jfr_labels_free(l);
+                return LBAD("labels: context %lld: corrupt protobuf", (long long)id);
+            }
+            if (g != jfr_Context_labels_tag || w != 2)
+                continue;
+            int64_t kv[2] = {0, 0};
+            while (pair.p < pair.end) {
+                uint32_t h, w2;
+                lrd unused;
+                if (lrd_field(&pair, &h, &w2, &v, &unused)) {
+                    pl_jfr_labels_free(l);
+                    return LBAD("labels: context %lld: corrupt label", (long long)id);
+                }
+                if (w2 == 0 && (h == jfr_Context_LabelsEntry_key_tag ||
+                                h == jfr_Context_LabelsEntry_value_tag))
+                    kv[h - 1] = (int64_t)v;
+            }
+            if (grow(&l->arena, (void **)&l->pairs, l->n_pairs, &l->cap_pairs, sizeof(kv))) {
+                pl_jfr_labels_free(l);
+                pl_errf(err, PL_ERR_NOMEM, "out of memory");
+                return NULL;
+            }
+            memcpy(l->pairs[l->n_pairs++], kv, sizeof(kv));
+        }
+        id_key k = {l->contexts, sizeof(label_context), id};
+        uint32_t h = (uint32_t)pl_hash_u64((uint64_t)id);
+        uint32_t *slot = pl_htab_slot(&l->context_index, h, id_eq, &k);
+        if (slot && *slot) {
+            l->contexts[*slot - 1].off = off;
+            l->contexts[*slot - 1].n = l->n_pairs - off;
+            continue;
+        }
+        if (!slot || grow(&l->arena, (void **)&l->contexts, l->n_contexts, &l->cap_contexts,
+                          sizeof(label_context))) {
+            pl_jfr_labels_free(l);
+            pl_errf(err, PL_ERR_NOMEM, "out of memory");
+            return NULL;
+        }
+        l->contexts[l->n_contexts] = (label_context){id, off, l->n_pairs - off};
+        *slot = ++l->n_contexts;
+        pl_htab_added(&l->context_index, slot, h);
+    }
+    return l;
+}
+
+void pl_jfr_labels_free(pl_jfr_labels *l)
+{
+    if (!l)
+        return;
+    pl_htab_free(&l->string_index);
+    pl_htab_free(&l->context_index);
+    pl_arena_free(&l->arena);
+    free(l);
+}
+
+size_t pl_jfr_labels_contexts(const pl_jfr_labels *l)
+{
+    return l ? l->n_contexts : 0;
+}
+
+static const label_string *labels_string(const pl_jfr_labels *l, int64_t id)
+{
+    id_key k = {l->strings, sizeof(label_string), id};
+    uint32_t v = pl_htab_get(&l->string_index, (uint32_t)pl_hash_u64((uint64_t)id), id_eq, &k);
+    return v ? &l->strings[v - 1] : NULL;
+}
+
+static const label_context *labels_context(const pl_jfr_labels *l, int64_t id)
+{
+    id_key k = {l->contexts, sizeof(label_context), id};
+    uint32_t v = pl_htab_get(&l->context_index, (uint32_t)pl_hash_u64((uint64_t)id), id_eq, &k);
+    return v ? &l->contexts[v - 1] : NULL;
+}
+
+/* ---- the pprof encoder --------------------------------------------------------------- */
+
+static const struct kind_desc {
+    const char *name; /* __name__ */
+    const char *types[2][2];
+    const char *period[2];
+    int columns;
+    bool sampled; /* values are samples: x period */
+} kinds[PL_JFR_KINDS] = {
+    [PL_JFR_CPU] = {"process_cpu", {{"cpu", "nanoseconds"}}, {"cpu", "nanoseconds"}, 1, true},
+    [PL_JFR_WALL] = {"wall", {{"wall", "nanoseconds"}}, {"wall", "nanoseconds"}, 1, true},
+    [PL_JFR_ALLOC_IN_NEW_TLAB] = {"memory",
+                                  {{"alloc_in_new_tlab_objects", "count"},
+                                   {"alloc_in_new_tlab_bytes", "bytes"}},
+                                  {"space", "bytes"},
+                                  2,
+                                  false},
+    [PL_JFR_ALLOC_OUTSIDE_TLAB] = {"memory",
+                                   {{"alloc_outside_tlab_objects", "count"},
+                                    {"alloc_outside_tlab_bytes", "bytes"}},
+                                   {"space", "bytes"},
+                                   2,
+                                   false},
+    [PL_JFR_ALLOC_SAMPLE] = {"memory",
+                             {{"alloc_sample_objects", "count"}, {"alloc_sample_bytes", "bytes"}},
+                             {"space", "bytes"},
+                             2,
+                             false},
+    [PL_JFR_LOCK] = {"mutex",
+                     {{"contentions", "count"}, {"delay", "nanoseconds"}},
+                     {"mutex", "count"},
+                     2,
+                     false},
+    [PL_JFR_PARK] = {"block",
+                     {{"contentions", "count"}, {"delay", "nanoseconds"}},
+                     {"block", "count"},
+                     2,
+                     false},
+};
+
+const char *jfr_kind_name(pl_jfr_kind kind)
+{
+    return kinds[kind].name;
+}
+
+static void put_varint(pl_buf *b, uint64_t v)
+{
+    uint8_t tmp[10];
+    size_t n = 0;
+    while (v >= 0x80) {
+        tmp[n++] = (uint8_t)(v | 0x80);
+        v >>= 7;
+    }
+    tmp[n++] = (uint8_t)v;
+    pl_buf_append(b, tmp, n);
+}
+
+static void put_uint(pl_buf *b, uint32_t field, uint64_t v)
+{
+    put_varint(b, (uint64_t)field << 3);
+    put_varint(b, v);
+}
+
+static void put_bytes(pl_buf *b, uint32_t field, const void *p, size_t n)
+{
+    put_varint(b, (uint64_t)field << 3 | 2);
+    put_varint(b, n);
+    pl_buf_append(b, p, n);
+}
+
+/* Appends `m` as a sub-message and empties it. */
+static void put_msg(pl_buf *b, uint32_t field, pl_buf *m)
+{
+    put_bytes(b, field, m->data, m->len);
+    if (!pl_buf_ok(m))
+        b->failed = true;
+    pl_buf_reset(m);
+}
+
+#define F_PROFILE(f) perftools_profiles_Profile_##f##_tag
+
+int jfr_out_encode(const jfr_out *oc, pl_jfr_kind kind, const jfr_encode_info *info, pl_buf *out)
+{
+    jfr_out *o = (jfr_out *)oc; /* label strings are interned into the shared table */
+    const struct kind_desc *kd = &kinds[kind];
+    const jfr_kind_state *ks = &o->kinds[kind];
+    int32_t fixed[6];
+    for (int c = 0; c < kd->columns; c++) {
+        fixed[2 * c] = jfr_out_string(o, pl_bytes_from_cstr(kd->types[c][0]));
+        fixed[2 * c + 1] = jfr_out_string(o, pl_bytes_from_cstr(kd->types[c][1]));
+    }
+    fixed[4] = jfr_out_string(o, pl_bytes_from_cstr(kd->period[0]));
+    fixed[5] = jfr_out_string(o, pl_bytes_from_cstr(kd->period[1]));
+    for (int i = 0; i < 6; i++)
+        if ((i < 2 * kd->columns || i >= 4) && fixed[i] < 0)
+            return -1;
+
+    /* Context labels, resolved once per context (string ids into o). */
+    uint32_t *label_off = calloc(ks->n + 1, sizeof(uint32_t));
+    int32_t (*label_kv)[2] = NULL;
+    uint32_t n_kv = 0, cap_kv = 0;
+    uint32_t *loc_map = calloc(o->n_locs + 1, sizeof(uint32_t));
+    uint32_t *fn_map = calloc(o->n_functions + 1, sizeof(uint32_t));
+    int rc = -1;
+    if (!label_off || !loc_map || !fn_map)
+        goto done;
+    for (uint32_t i = 0; i < ks->n; i++) {
+        label_off[i] = n_kv;
+        const label_context *lc = info->labels && ks->samples[i].context
+                                      ? labels_context(info->labels, (int64_t)ks->samples[i].context)
+                                      : NULL;
+        for (uint32_t j = 0; lc && j < lc->n; j++) {
+            const label_string *k = labels_string(info->labels, info->labels->pairs[lc->off + j][0]);
+            const label_string *v = labels_string(info->labels, info->labels->pairs[lc->off + j][1]);
+            if (!k || !v || !k->text.len || !v->text.len)
+                continue;
+            if (n_kv == cap_kv) {
+                cap_kv = cap_kv ? cap_kv * 2 : 64;
+                void *p = realloc(label_kv, cap_kv * sizeof(*label_kv));
+                if (!p)
+                    goto done;
+                label_kv = p;
+            }
+            label_kv[n_kv][0] = jfr_out_string(o, k->text);
+            label_kv[n_kv][1] = jfr_out_string(o, v->text);
+            if (label_kv[n_kv][0] < 0 || label_kv[n_kv][1] < 0)
+                goto done;
+            n_kv++;
+        }
+    }
+    label_off[ks->n] = n_kv;
+
+    /* Renumber what this profile uses: locations, functions, strings. */
+    uint32_t *str_map = calloc(o->n_strings + 1, sizeof(uint32_t));
+    if (!str_map)
+        goto done;
+    uint32_t n_loc = 0, n_fn = 0;
+    for (uint32_t i = 0; i < ks->n; i++) {
+        const jfr_stack *st = &o->stacks[ks->samples[i].stack];
+        for (uint32_t j = 0; j < st->n; j++) {
+            uint32_t l = o->stack_locs[st->off + j];
+            if (loc_map[l])
+                continue;
+            loc_map[l] = ++n_loc;
+            uint32_t f = o->locs[l].function;
+            if (!fn_map[f]) {
+                fn_map[f] = ++n_fn;
+                str_map[o->functions[f]] = 1;
+            }
+        }
+    }
+    for (uint32_t i = 0; i < n_kv; i++)
+        str_map[label_kv[i][0]] = str_map[label_kv[i][1]] = 1;
+    for (int i = 0; i < 6; i++)
+        if (i < 2 * kd->columns || i >= 4)
+            str_map[fixed[i]] = 1;
+    uint32_t n_str = 1;
+    str_map[0] = 0;
+    for (uint32_t s = 1; s < o->n_strings; s++)
+        if (str_map[s])
+            str_map[s] = n_str++;
+
+    pl_buf m, sub;
+    pl_buf_init(&m);
+    pl_buf_init(&sub);
+    for (int c = 0; c < kd->columns; c++) {
+        put_uint(&m, perftools_profiles_ValueType_type_tag, str_map[fixed[2 * c]]);
+        put_uint(&m, perftools_profiles_ValueType_unit_tag, str_map[fixed[2 * c + 1]]);
+        put_msg(out, F_PROFILE(sample_type), &m);
+    }
+    for (uint32_t i = 0; i < ks->n; i++) {
+        const jfr_sample *s = &ks->samples[i];
+        const jfr_stack *st = &o->stacks[s->stack];
+        for (uint32_t j = 0; j < st->n; j++)
+            put_varint(&sub, loc_map[o->stack_locs[st->off + j]]);
+        put_msg(&m, perftools_profiles_Sample_location_id_tag, &sub);
+        for (int c = 0; c < kd->columns; c++) {
+            int64_t v = s->v[c];
+            if (c == 0 && kd->sampled)
+                v *= info->period;
+            put_varint(&sub, (uint64_t)v);
+        }
+        put_msg(&m, perftools_profiles_Sample_value_tag, &sub);
+        for (uint32_t j = label_off[i]; j < label_off[i + 1]; j++) {
+            put_uint(&sub, perftools_profiles_Label_key_tag, str_map[label_kv[j][0]]);
+            put_uint(&sub, perftools_profiles_Label_str_tag, str_map[label_kv[j][1]]);
+            put_msg(&m, perftools_profiles_Sample_label_tag, &sub);
+        }
+        put_msg(out, F_PROFILE(sample), &m);
+    }
+    for (uint32_t l = 1; l < o->n_locs; l++) {
+        if (!loc_map[l])
+            continue;
+        put_uint(&m, perftools_profiles_Location_id_tag, loc_map[l]);
+        put_uint(&sub, perftools_profiles_Line_function_id_tag, fn_map[o->locs[l].function]);
+        if (o->locs[l].line > 0)
+            put_uint(&sub, perftools_profiles_Line_line_tag, (uint64_t)o->locs[l].line);
+        put_msg(&m, perftools_profiles_Location_line_tag, &sub);
+        put_msg(out, F_PROFILE(location), &m);
+    }
+    for (uint32_t f = 1; f < o->n_functions; f++) {
+        if (!fn_map[f])
+            continue;
+        put_uint(&m, perftools_profiles_Function_id_tag, fn_map[f]);
+        put_uint(&m, perftools_profiles_Function_name_tag, str_map[o->functions[f]]);
+        put_uint(&m, perftools_profiles_Function_system_name_tag, str_map[o->functions[f]]);
+        put_msg(out, F_PROFILE(function), &m);
+    }
+    put_bytes(out, F_PROFILE(string_table), "", 0);
+    for (uint32_t s = 1; s < o->n_strings; s++)
+        if (str_map[s])
+            put_bytes(out, F_PROFILE(string_table), o->strings[s].ptr, o->strings[s].len);
+    if (info->time_unix_nano)
+        put_uint(out, F_PROFILE(time_nanos), info->time_unix_nano);
+    if (info->duration_nano)
+        put_uint(out, F_PROFILE(duration_nanos), info->duration_nano);
+    put_uint(&m, perftools_profiles_ValueType_type_tag, str_map[fixed[4]]);
+    put_uint(&m, perftools_profiles_ValueType_unit_tag, str_map[fixed[5]]);
+    put_msg(out, F_PROFILE(period_type), &m);
+    put_uint(out, F_PROFILE(period), kd->sampled ? (uint64_t)info->period : 1);
+    rc = pl_buf_ok(out) && pl_buf_ok(&m) && pl_buf_ok(&sub) ? 0 : -1;
+    pl_buf_free(&m);
+    pl_buf_free(&sub);
+    free(str_map);
+done:
+    free(label_off);
+    free(label_kv);
+    free(loc_map);
+    free(fn_map);
+    return rc;
+}

@@ -1,0 +1,320 @@
+/*
+ * test_http_security.c: what the HTTP server does before a handler runs
+ * (CORS, authentication), and the authentication extensions themselves,
+ * driven through pl_http_server_feed (no sockets). TLS is covered by the
+ * interop test tls_auth.test.mjs with real clients.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "config/decode.h"
+#include "config/node.h"
+#include "core/buf.h"
+#include "extensions/auth.h"
+#include "net/http_cors.h"
+#include "net/http_server.h"
+#include "testlib.h"
+
+#include <openssl/evp.h>
+
+static int handled;
+static char handled_user[64];
+
+static void handler(void *arg, pl_http_request *req, pl_http_response *res)
+{
+    (void)arg;
+    handled++;
+    snprintf(handled_user, sizeof(handled_user), "%s", req->auth_user ? req->auth_user : "");
+    pl_http_respond(res, 200, NULL, 0, "ok", 2);
+}
+
+/* Feeds one request; the server's output, NUL-terminated (free it). */
+static char *feed(const pl_http_server_options *opt, const char *req)
+{
+    pl_buf out;
+    pl_buf_init(&out);
+    pl_http_server_feed(opt, handler, NULL, (const uint8_t *)req, strlen(req), 0, &out);
+    pl_buf_append_byte(&out, 0);
+    size_t len;
+    return (char *)pl_buf_steal(&out, &len);
+}
+
+/* ---- CORS --------------------------------------------------------------- */
+
+static void test_cors_glob(void)
+{
+    CHECK(pl_http_cors_match("*", "https://a.example", 17));
+    CHECK(pl_http_cors_match("https://*.example.com", "https://app.example.com", 23));
+    CHECK(!pl_http_cors_match("https://*.example.com", "https://example.com", 19));
+    CHECK(!pl_http_cors_match("https://*.example.com", "https://app.example.com.evil.io", 31));
+    CHECK(pl_http_cors_match("http://localhost:*", "http://localhost:3000", 21));
+    CHECK(!pl_http_cors_match("http://localhost:3000", "http://localhost:30000", 22));
+    CHECK(pl_http_cors_match("a*b*c", "a-b-b-c", 7));
+    CHECK(!pl_http_cors_match("a*b*c", "a-b-b-", 6));
+}
+
+static pl_http_cors_config cors_config(void)
+{
+    static char *origins[] = {"https://*.example.com"};
+    static char *headers[] = {"x-custom"};
+    pl_http_cors_config c = {{origins, 1}, {headers, 1}, 600};
+    return c;
+}
+
+static void test_cors_preflight(void)
+{
+    pl_http_cors_config c = cors_config();
+    pl_http_server_options opt = {.cors = &c};
+    handled = 0;
+    char *out = feed(&opt, "OPTIONS /v1/traces HTTP/1.1\r\nHost: x\r\n"
+                           "Origin: https://app.example.com\r\n"
+                           "Access-Control-Request-Method: POST\r\n"
+                           "Access-Control-Request-Headers: content-type, x-custom\r\n\r\n");
+    CHECK(strstr(out, "HTTP/1.1 204") == out);
+    CHECK(strstr(out, "Access-Control-Allow-Origin: https://app.example.com\r\n") != NULL);
+    CHECK(strstr(out, "Access-Control-Allow-Methods: POST\r\n") != NULL);
+    CHECK(strstr(out, "Access-Control-Allow-Headers: content-type, x-custom\r\n") != NULL);
+    CHECK(strstr(out, "Access-Control-Max-Age: 600\r\n") != NULL);
+    CHECK_EQ_INT(handled, 0); /* answered by the server, not the handler */
+    free(out);
+
+    /* an origin, a method or a header not allowed: no CORS headers */
+    const char *bad[] = {
+        "OPTIONS / HTTP/1.1\r\nOrigin: https://evil.io\r\nAccess-Control-Request-Method: POST\r\n\r\n",
+        "OPTIONS / HTTP/1.1\r\nOrigin: https://a.example.com\r\nAccess-Control-Request-Method: "
+        "DELETE\r\n\r\n",
+        "OPTIONS / HTTP/1.1\r\nOrigin: https://a.example.com\r\nAccess-Control-Request-Method: "
+        "POST\r\nAccess-Control-Request-Headers: x-other\r\n\r\n",
+    };
+    for (size_t i = 0; i < 3; i++) {
+        out = feed(&opt, bad[i]);
+        CHECK(strstr(out, "HTTP/1.1 204") == out);
+        CHECK(strstr(out, "Access-Control-Allow-Origin") == NULL);
+        free(out);
+    }
+}
+
+static void test_cors_actual_request(void)
+{
+    pl_http_cors_config c = cors_config();
+    pl_http_server_options opt = {.cors = &c};
+    char *out = feed(&opt, "POST /v1/traces HTTP/1.1\r\nOrigin: https://app.example.com\r\n"
+                           "Content-Length: 0\r\n\r\n");
+    CHECK(strstr(out, "HTTP/1.1 200") == out);
+    CHECK(strstr(out, "Access-Control-Allow-Origin: https://app.example.com\r\n") != NULL);
+    CHECK(strstr(out, "Vary: Origin\r\n") != NULL);
+    free(out);
+    out = feed(&opt, "POST /v1/traces HTTP/1.1\r\nOrigin: https://evil.io\r\nContent-Length: 0\r\n\r\n");
+    CHECK(strstr(out, "HTTP/1.1 200") == out);
+    CHECK(strstr(out, "Access-Control-Allow-Origin") == NULL);
+    free(out);
+    /* without cors configured an OPTIONS goes to the handler as before */
+    handled = 0;
+    out = feed(NULL, "OPTIONS / HTTP/1.1\r\nOrigin: https://app.example.com\r\n"
+                     "Access-Control-Request-Method: POST\r\n\r\n");
+    CHECK_EQ_INT(handled, 1);
+    free(out);
+}
+
+/* ---- authentication extensions ------------------------------------------ */
+
+/* Creates extension `type` with id `id` from YAML; NULL (and the error in
+ * err) when create refuses it. */
+static void *make_ext(const char *type, const char *id, const char *yaml, pl_err *err)
+{
+    const pl_component_type *t = pl_component_type_find(PL_KIND_EXTENSION, type, strlen(type));
+    CHECK(t != NULL);
+    if (!t)
+        return NULL;
+    pl_cfg_errors errs;
+    pl_cfg_errors_init(&errs);
+    pl_cfg_doc *doc = pl_cfg_doc_parse("t.yaml", yaml, strlen(yaml), &errs);
+    CHECK(doc != NULL);
+    if (!doc)
+        return NULL;
+    void *cfg = calloc(1, t->config->size);
+    int n = pl_cfg_decode(t->config, doc->root, doc->root, cfg, &errs);
+    if (n)
+        pl_cfg_errors_print(&errs, stderr);
+    CHECK_EQ_INT(n, 0);
+    pl_create_settings s = {.id = id};
+    void *self = NULL;
+    pl_status st = t->create(&s, cfg, &self, err);
+    pl_cfg_free(t->config, cfg);
+    free(cfg);
+    pl_cfg_doc_free(doc);
+    pl_cfg_errors_free(&errs);
+    return st == PL_OK ? self : NULL;
+}
+
+static void destroy_ext(const char *type, void *self)
+{
+    pl_component_type_find(PL_KIND_EXTENSION, type, strlen(type))->destroy(self);
+}
+
+static void test_bearer_token(void)
+{
+    pl_err err = {{0}};
+    void *ext = make_ext("bearertokenauth", "bearertokenauth/t",
+                         "token: s3cret\ntokens: [rotated]\n", &err);
+    REQUIRE(ext != NULL);
+    const pl_authenticator *a = pl_auth_find("bearertokenauth/t", &err);
+    REQUIRE(a != NULL);
+    pl_http_server_options opt = {.auth = &a->server};
+    handled = 0;
+    char *out = feed(&opt, "POST /x HTTP/1.1\r\nContent-Length: 2\r\n\r\nhi");
+    CHECK(strstr(out, "HTTP/1.1 401") == out);
+    CHECK(strstr(out, "WWW-Authenticate: Bearer\r\n") != NULL);
+    free(out);
+    const char *wrong[] = {"Bearer s3cre", "Bearer s3cret2", "Basic s3cret", "s3cret", "Bearer "};
+    for (size_t i = 0; i < 5; i++) {
+        char req[256];
+        snprintf(req, sizeof(req), "POST /x HTTP/1.1\r\nAuthorization: %s\r\nContent-Length: 0\r\n\r\n",
+                 wrong[i]);
+        out = feed(&opt, req);
+        CHECK(strstr(out, "HTTP/1.1 401") == out);
+        free(out);
+    }
+    CHECK_EQ_INT(handled, 0);
+    out = feed(&opt, "POST /x HTTP/1.1\r\nAuthorization: Bearer s3cret\r\nContent-Length: 0\r\n\r\n");
+    CHECK(strstr(out, "HTTP/1.1 200") == out);
+    free(out);
+    out = feed(&opt, "POST /x HTTP/1.1\r\nauthorization: bearer rotated\r\nContent-Length: 0\r\n\r\n");
+    CHECK(strstr(out, "HTTP/1.1 200") == out);
+    free(out);
+    CHECK_EQ_INT(handled, 2);
+    /* the client side sends the first token */
+    char *line = pl_auth_client_header_line(a);
+    REQUIRE(line != NULL);
+    CHECK(strcmp(line, "Authorization: Bearer s3cret") == 0);
+    free(line);
+    destroy_ext("bearertokenauth", ext);
+    CHECK(pl_auth_find("bearertokenauth/t", &err) == NULL); /* unregistered */
+}
+
+static void test_basic_auth(void)
+{
+    pl_err err = {{0}};
+    /* hunter2 as SHA-512-crypt, {SHA} and plain text */
+    void *ext = make_ext(
+        "basicauth", "basicauth/t",
+        "htpasswd:\n  inline: |\n"
+        "    # comment\n"
+        "    ann:$6$abcdefgh$M/eYsB4rVXAm3ZNc88J.UD9rCKAT6FB1rahiwJCHtEndQNORCub5qhjxn50qbqVVthkM."
+        "9HpEwtf0t.iV9uH0/\n"
+        "    bo:{SHA}87u9ZqY9S/F0eUBXjsPQEDUw4h0=\n"
+        "    cy:hunter2\n"
+        "client_auth: {username: ann, password: hunter2}\n",
+        &err);
+    REQUIRE(ext != NULL);
+    const pl_authenticator *a = pl_auth_find("basicauth/t", &err);
+    REQUIRE(a != NULL);
+    pl_http_server_options opt = {.auth = &a->server};
+    struct {
+        const char *user_pass;
+        bool ok;
+    } cases[] = {{"ann:hunter2", true}, {"ann:hunter2", true}, /* second: the cached digest */
+                 {"ann:hunter3", false}, {"bo:hunter2", true},  {"bo:hunter", false},
+                 {"cy:hunter2", true},   {"cy:", false},        {"dan:hunter2", false},
+                 {"annhunter2", false}};
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        unsigned char b64[128];
+        EVP_EncodeBlock(b64, (const unsigned char *)cases[i].user_pass,
+                        (int)strlen(cases[i].user_pass));
+        char req[256];
+        snprintf(req, sizeof(req),
+                 "POST /x HTTP/1.1\r\nAuthorization: Basic %s\r\nContent-Length: 0\r\n\r\n", b64);
+        handled = 0;
+        char *out = feed(&opt, req);
+        if (cases[i].ok) {
+            CHECK(strstr(out, "HTTP/1.1 200") == out);
+            CHECK_EQ_INT(handled, 1);
+            /* the user name reaches the handler */
+            CHECK(strncmp(handled_user, cases[i].user_pass, strlen(handled_user)) == 0 &&
+                  handled_user[0]);
+        } else {
+            CHECK(strstr(out, "HTTP/1.1 401") == out);
+            CHECK(strstr(out, "WWW-Authenticate: Basic realm=\"proflink\"") != NULL);
+            CHECK_EQ_INT(handled, 0);
+        }
+        free(out);
+    }
+    char *line = pl_auth_client_header_line(a);
+    REQUIRE(line != NULL);
+    CHECK(strcmp(line, "Authorization: Basic YW5uOmh1bnRlcjI=") == 0);
+    free(line);
+    destroy_ext("basicauth", ext);
+
+    /* Apache's MD5 is refused with a hint */
+    pl_err e2 = {{0}};
+    CHECK(make_ext("basicauth", "basicauth/md5",
+                   "htpasswd: {inline: \"x:$apr1$abc$defghijklmnopqrstuvwx\"}\n", &e2) == NULL);
+    CHECK(strstr(e2.msg, "htpasswd -B") != NULL);
+}
+
+static void test_unknown_authenticator(void)
+{
+    pl_err err = {{0}};
+    pl_listener_security sec;
+    pl_auth_ref_config ref = {(char *)"nope"};
+    CHECK(pl_listener_security_init(&sec, NULL, &ref, NULL, &err) != PL_OK);
+    CHECK(strstr(err.msg, "'nope' is not a running authentication extension") != NULL);
+}
+
+/* A reload may replace an extension and keep the receiver: the listener
+ * uses whatever is registered under the id now, and refuses when nothing is. */
+static void test_authenticator_replaced(void)
+{
+    pl_err err = {{0}};
+    void *old = make_ext("bearertokenauth", "bearertokenauth/r", "token: one\n", &err);
+    REQUIRE(old != NULL);
+    pl_listener_security sec;
+    pl_auth_ref_config ref = {(char *)"bearertokenauth/r"};
+    REQUIRE(pl_listener_security_init(&sec, NULL, &ref, NULL, &err) == PL_OK);
+    pl_http_server_options opt = {0};
+    pl_listener_security_apply(&sec, &opt);
+    REQUIRE(opt.auth != NULL);
+    const char *with_one = "GET / HTTP/1.1\r\nAuthorization: Bearer one\r\n\r\n";
+    const char *with_two = "GET / HTTP/1.1\r\nAuthorization: Bearer two\r\n\r\n";
+    char *out = feed(&opt, with_one);
+    CHECK(strstr(out, "HTTP/1.1 200") == out);
+    free(out);
+    /* the new instance is created before the old one goes */
+    void *new = make_ext("bearertokenauth", "bearertokenauth/r", "token: two\n", &err);
+    REQUIRE(new != NULL);
+    destroy_ext("bearertokenauth", old);
+    out = feed(&opt, with_two);
+    CHECK(strstr(out, "HTTP/1.1 200") == out);
+    free(out);
+    out = feed(&opt, with_one);
+    CHECK(strstr(out, "HTTP/1.1 401") == out);
+    free(out);
+    destroy_ext("bearertokenauth", new);
+    out = feed(&opt, with_two); /* gone: refused, not let through */
+    CHECK(strstr(out, "HTTP/1.1 401") == out);
+    free(out);
+    pl_listener_security_free(&sec);
+}
+
+static void test_tls_config_errors(void)
+{
+    pl_err err = {{0}};
+    pl_tls_server_config cfg = {.cert_file = (char *)"/nonexistent/cert.pem",
+                                .key_file = (char *)"/nonexistent/key.pem"};
+    CHECK(pl_tls_server_new(&cfg, true, true, "t", &err) == NULL);
+    CHECK(strstr(err.msg, "tls.cert_file /nonexistent/cert.pem") != NULL);
+}
+
+int main(void)
+{
+    PL_RUN(test_cors_glob);
+    PL_RUN(test_cors_preflight);
+    PL_RUN(test_cors_actual_request);
+    PL_RUN(test_bearer_token);
+    PL_RUN(test_basic_auth);
+    PL_RUN(test_unknown_authenticator);
+    PL_RUN(test_authenticator_replaced);
+    PL_RUN(test_tls_config_errors);
+    return pl_test_done();
+}
