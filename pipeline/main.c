@@ -247,6 +247,10 @@ static const char *const commands[] = {"validate", "print-config", "components",
 
 int main(int argc, char **argv)
 {
+    if (argc >= 3 && strcmp(argv[1], "version") == 0 && is_help(argv[2])) {
+        printf("usage: proflink version (or --version): prints the version\n");
+        return 0;
+    }
     if (argc >= 2 && (strcmp(argv[1], "--version") == 0 || strcmp(argv[1], "version") == 0)) {
         printf("proflink %s\n", PL_VERSION);
         return 0;
