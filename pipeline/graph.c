@@ -513,13 +513,18 @@ static const pl_cfg_node *component_body(const pl_config *cfg, const pl_config_c
     return pl_cfg_node_get(pl_cfg_node_get(root, sections[c->kind]), c->id);
 }
 
-static bool nodes_equal(const pl_cfg_node *a, const pl_cfg_node *b, int depth)
+/* Aliases can make a small file a large tree: `budget` bounds the walk (a
+ * comparison that runs out says "different", which only costs a rebuild). */
+static bool nodes_equal(const pl_cfg_node *a, const pl_cfg_node *b, int depth, size_t *budget)
 {
     bool a_empty = !a || a->kind == PL_NODE_NULL || (a->kind == PL_NODE_MAP && a->n == 0);
     bool b_empty = !b || b->kind == PL_NODE_NULL || (b->kind == PL_NODE_MAP && b->n == 0);
     if (a_empty || b_empty)
         return a_empty && b_empty;
-    if (a->kind != b->kind || a->n != b->n || depth > 64)
+    if (*budget == 0 || depth > 64)
+        return false;
+    (*budget)--;
+    if (a->kind != b->kind || a->n != b->n)
         return false;
     if (a->kind == PL_NODE_SCALAR)
         return strcmp(a->value, b->value) == 0;
@@ -528,7 +533,7 @@ static bool nodes_equal(const pl_cfg_node *a, const pl_cfg_node *b, int depth)
             a->kind == PL_NODE_MAP ? pl_cfg_node_get(b, a->keys[i]->value) : b->items[i];
         if (a->kind == PL_NODE_MAP && !pl_cfg_node_key(b, a->keys[i]->value))
             return false;
-        if (!nodes_equal(a->items[i], bi, depth + 1))
+        if (!nodes_equal(a->items[i], bi, depth + 1, budget))
             return false;
     }
     return true;
@@ -574,7 +579,7 @@ static bool can_keep(const pl_config *a, size_t ia, const pl_config *b, size_t i
     const pl_config_component *ca = &a->components[ia], *cb = &b->components[ib];
     return ca->kind == cb->kind && ca->type == cb->type && strcmp(ca->id, cb->id) == 0 &&
            ca->signals == cb->signals && ca->n_pipelines > 0 && cb->n_pipelines > 0 &&
-           nodes_equal(component_body(a, ca), component_body(b, cb), 0) &&
+           nodes_equal(component_body(a, ca), component_body(b, cb), 0, &(size_t){100000}) &&
            (ca->kind != PL_KIND_PROCESSOR || same_pipelines(a, ia, b, ib));
 }
 

@@ -26,7 +26,8 @@
  *   label samples with span ids.
  *
  * Service names are chosen by clients: they are hashed with the process key,
- * bounded in length and in total bytes (counted in the processor's memory).
+ * bounded in length and in total bytes with their stream state (counted in
+ * the processor's memory).
  * Beyond the bound a new name gets id 0 ("unknown"): its spans are still
  * linked, only not released early.
  */
@@ -110,12 +111,10 @@ pl_bytes corr_service_name(correlation *self, uint16_t id)
 
 size_t corr_service_bytes(const correlation *self)
 {
-    size_t n = self->name_bytes + (size_t)self->cap_services * sizeof(service) +
-               (size_t)self->service_index.cap * 2 * sizeof(uint32_t);
-    for (uint32_t i = 1; i < self->n_services; i++)
-        if (self->services[i].streams)
-            n += MAX_STREAMS * sizeof(stream);
-    return n;
+    /* name_bytes also counts the stream arrays (allocated at a service's
+     * first profile): this is called on every consume, so no loop here. */
+    return self->name_bytes + (size_t)self->cap_services * sizeof(service) +
+           (size_t)self->service_index.cap * 2 * sizeof(uint32_t);
 }
 
 void corr_services_free(correlation *self)
@@ -177,8 +176,11 @@ bool corr_stream_upload(correlation *self, uint16_t svc, pl_bytes type, pl_bytes
         if (s->streams[i].type == key)
             st = &s->streams[i];
     if (!st) {
-        if (!s->streams && !(s->streams = calloc(MAX_STREAMS, sizeof(stream))))
-            return false;
+        if (!s->streams) {
+            if (!(s->streams = calloc(MAX_STREAMS, sizeof(stream))))
+                return false;
+            self->name_bytes += MAX_STREAMS * sizeof(stream);
+        }
         if (s->n_streams >= MAX_STREAMS)
             return false; /* a client inventing sample types: the first ones decide */
         st = &s->streams[s->n_streams++];

@@ -160,6 +160,7 @@ typedef struct service {
 typedef struct label {
     pl_bytes key;
     pl_value value;
+    uint32_t slot; /* which key: 0 span name, 1 root name, 2 service, 3 + k span_attributes[k] */
 } label;
 
 /* One span_attributes value of a departed span (see correlation_late.c). */
@@ -218,6 +219,7 @@ typedef struct dict_writer {
     uint32_t attr_mask, attr_count;
     uint32_t *fn_ids; /* function index -> fn pool id (0: not looked up yet) */
     uint32_t n_fn_ids;
+    int32_t key_idx[3 + 64]; /* label keys' string indices + 1 (see label.slot) */
 } dict_writer;
 
 typedef struct contrib {
@@ -276,7 +278,7 @@ typedef struct correlation {
     service *services;
     uint32_t n_services, cap_services;
     pl_htab service_index;  /* name -> services index */
-    size_t name_bytes;      /* service names held (fn names: fn_bytes) */
+    size_t name_bytes;      /* service names and their streams (fn names: fn_bytes) */
     uint64_t max_hold;      /* the longest a span can be held (max of windows) */
     uint32_t cadence_epoch; /* bumped when a service's learned cadence changes */
 
@@ -430,6 +432,8 @@ const late_span *corr_late_find(correlation *self, uint64_t key, const uint8_t *
                                 bool has_time, uint64_t lo, uint64_t hi);
 void corr_late_add(correlation *self, span_entry *e, uint64_t now);
 size_t corr_late_labels(correlation *self, const late_span *s, label *items, size_t max);
+pl_bytes corr_late_root_name(correlation *self, const late_span *s);
+bool corr_late_attr(correlation *self, const late_span *s, size_t k, pl_value *out);
 /* correlation_enrich.c */
 bool corr_sample_ids(const pl_dictionary *dict, const pl_sample *s, uint64_t *key,
                      uint8_t trace[16], bool *has_trace);
