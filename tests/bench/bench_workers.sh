@@ -13,6 +13,8 @@
 #   grpc      OTLP/gRPC -> nop
 #   forward   OTLP/HTTP protobuf -> otlphttp exporter (gzip) -> a second
 #             proflink (workers: 1, otlp -> nop) that is not measured
+# SPANS (default 100) sets the spans per request and GZIP=1 compresses the
+# requests: larger, compressed requests give the workers more to do.
 # Per scenario and worker count, the medians over RUNS runs of:
 #   spans/s        spans answered per second (wall clock)
 #   cpu-s/1M       CPU-seconds of the measured proflink per million spans
@@ -88,7 +90,8 @@ YAML
     [ "$scenario" = grpc ] && { proto=grpc; endpoint=127.0.0.1:$gport; }
     local conns=$(( 2 * workers < 4 ? 4 : 2 * workers ))
     local c0; c0=$(cpu_ticks $pid)
-    "$LOADGEN" --protocol "$proto" --endpoint "$endpoint" --rate 0 \
+    local gz=""; [ "${GZIP:-0}" = 1 ] && gz=--gzip
+    "$LOADGEN" --protocol "$proto" --endpoint "$endpoint" --rate 0 --spans "${SPANS:-100}" $gz \
         --connections $conns --duration "$SECONDS_PER_RUN" --quiet > "$TMP/loadgen.out" &
     local lg=$!
     : > "$TMP/rss"
@@ -104,7 +107,8 @@ YAML
     echo "$(awk -v a=$c0 -v b=$c1 -v t=$TICKS 'BEGIN{print (b-a)/t}') $elapsed $spans $(median < "$TMP/rss")"
 }
 
-printf "# proflink, service.workers = %s; max rate; %s s per run, median of %s runs\n" "$WORKERS" "$SECONDS_PER_RUN" "$RUNS"
+printf "# proflink, service.workers = %s; max rate; %s spans per request%s; %s s per run, median of %s runs\n" \
+    "$WORKERS" "${SPANS:-100}" "$([ "${GZIP:-0}" = 1 ] && echo ", gzip")" "$SECONDS_PER_RUN" "$RUNS"
 printf "# machine: %s, %s cores (shared with other work)\n" "$(uname -m)" "$(nproc)"
 printf "%-8s %-7s %10s %9s %8s %8s\n" scenario workers spans/s cpu-s/1M rss_mib scaling
 for scenario in ${SCENARIOS:-http grpc forward}; do
