@@ -655,38 +655,22 @@ bool pl_attrs_remove(pl_attrs *attrs, const char *key, size_t key_len)
 
 pl_value pl_value_string(pl_bytes s)
 {
-    pl_value v;
-    memset(&v, 0, sizeof(v));
-    v.type = PL_VALUE_STRING;
-    v.u.str = s;
-    return v;
+    return (pl_value){.type = PL_VALUE_STRING, .u.str = s};
 }
 
 pl_value pl_value_int(int64_t i)
 {
-    pl_value v;
-    memset(&v, 0, sizeof(v));
-    v.type = PL_VALUE_INT;
-    v.u.i = i;
-    return v;
+    return (pl_value){.type = PL_VALUE_INT, .u.i = i};
 }
 
 pl_value pl_value_double(double d)
 {
-    pl_value v;
-    memset(&v, 0, sizeof(v));
-    v.type = PL_VALUE_DOUBLE;
-    v.u.d = d;
-    return v;
+    return (pl_value){.type = PL_VALUE_DOUBLE, .u.d = d};
 }
 
 pl_value pl_value_bool(bool b)
 {
-    pl_value v;
-    memset(&v, 0, sizeof(v));
-    v.type = PL_VALUE_BOOL;
-    v.u.b = b;
-    return v;
+    return (pl_value){.type = PL_VALUE_BOOL, .u.b = b};
 }
 
 bool pl_value_eq(const pl_value *a, const pl_value *b)
