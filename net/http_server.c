@@ -142,6 +142,8 @@ void pl_hs_parts_reset(request_parts *p)
     p->n_headers = 0;
     p->header_cost = 0;
     p->n_fields = 0;
+    p->auth_done = p->auth_ok = false;
+    p->auth_user[0] = 0;
     p->method_off = p->method_len = p->url_off = p->url_len = 0;
     p->too_large = false;
 }
@@ -668,6 +670,47 @@ static void answer_unauthenticated(conn *c, pl_http_request *req, pl_http_respon
     pl_http_respond(res, 401, h, 2, "unauthorized\n", 13);
 }
 
+bool pl_hs_early_auth(conn *c, request_parts *r, int version)
+{
+    if (!c->opt->auth || r->auth_done || r->method_len == 0)
+        return true;
+    pl_http_header stack[32];
+    pl_http_header *headers = r->n_headers > 32 ? malloc(r->n_headers * sizeof(*headers)) : stack;
+    if (!headers)
+        return true; /* decided at dispatch instead */
+    char *base = (char *)r->strings.data;
+    for (size_t i = 0; i < r->n_headers; i++) {
+        header_offsets *h = (header_offsets *)r->offsets.data + i;
+        headers[i] = (pl_http_header){base + h->name, h->name_len, base + h->value, h->value_len};
+    }
+    /* The url is split into path and query in place at dispatch; here the
+     * authenticator sees headers only. */
+    pl_http_request req = {.http_version = version,
+                           .method = base + r->method_off,
+                           .path = "",
+                           .query = "",
+                           .headers = headers,
+                           .n_headers = r->n_headers,
+                           .peer = c->peer,
+                           .tls = c->tls != NULL,
+                           .tls_peer = c->tls ? pl_tls_conn_peer_name(c->tls) : NULL};
+    bool go_on = true;
+    bool preflight = c->cors && strcmp(req.method, "OPTIONS") == 0 &&
+                     pl_http_header_get(&req, "origin", NULL) &&
+                     pl_http_header_get(&req, "access-control-request-method", NULL);
+    if (!preflight) {
+        r->auth_user[0] = 0;
+        r->auth_ok = c->opt->auth->check(c->opt->auth->arg, &req, r->auth_user,
+                                         sizeof(r->auth_user));
+        r->auth_user[sizeof(r->auth_user) - 1] = 0;
+        r->auth_done = true;
+        go_on = r->auth_ok;
+    }
+    if (headers != stack)
+        free(headers);
+    return go_on;
+}
+
 /* Everything a request passes before its handler: CORS (a preflight is
  * answered here, before authentication, as browsers send it without
  * credentials), then the authenticator. */
@@ -689,7 +732,14 @@ void pl_hs_call_handler(conn *c, pl_http_request *req, pl_http_response *res)
     }
     if (c->opt->auth) {
         user[0] = 0;
-        if (!c->opt->auth->check(c->opt->auth->arg, req, user, sizeof(user))) {
+        bool ok;
+        if (res->parts && res->parts->auth_done) { /* decided at the headers */
+            ok = res->parts->auth_ok;
+            snprintf(user, sizeof(user), "%s", res->parts->auth_user);
+        } else {
+            ok = c->opt->auth->check(c->opt->auth->arg, req, user, sizeof(user));
+        }
+        if (!ok) {
             pl_debug(pl_hs_log_name(c), "%s: %s %s refused by %s", c->peer, req->method,
                      req->path, c->opt->auth->name ? c->opt->auth->name : "authenticator");
             answer_unauthenticated(c, req, res);

@@ -74,6 +74,9 @@ typedef struct request_parts {
     size_t accounted;    /* this request's share of both */
     size_t header_cost;  /* header bytes as RFC 9113 counts them (+32 per field) */
     unsigned n_fields;
+    /* authenticated as soon as the headers were complete (pl_hs_early_auth) */
+    bool auth_done, auth_ok;
+    char auth_user[128];
 } request_parts;
 
 /* One client (IP address): its connections and buffered request bytes,
@@ -111,6 +114,7 @@ struct pl_http_response {
     bool answered;
     bool head;       /* HTTP/1.1 HEAD: no body */
     bool keep_alive; /* HTTP/1.1 */
+    request_parts *parts; /* the request's, for an early authentication result */
     /* CORS: the request's allowed Origin, echoed in the answer */
     const char *cors_origin;
     size_t cors_origin_len;
@@ -212,6 +216,11 @@ bool pl_hs_conn_should_pause(const conn *c);
 void pl_hs_conn_arm_timer(conn *c, uint64_t ms);
 void pl_hs_split_url(char *url, const char **path, const char **query);
 void pl_hs_call_handler(conn *c, pl_http_request *req, pl_http_response *res);
+/* Authenticates a request as soon as its headers are complete, before its
+ * body is read or buffered. True: it may go on (no authenticator, a CORS
+ * preflight, or good credentials); false: refused, and the caller
+ * dispatches it at once (pl_hs_call_handler then answers 401). */
+bool pl_hs_early_auth(conn *c, request_parts *r, int version);
 
 /* http1.c */
 void pl_hs_h1_feed(conn *c, const uint8_t *data, size_t len);
