@@ -1,6 +1,8 @@
 /*
- * http_server.c: one libuv listener serving HTTP/1.1 (http-parser) and
- * cleartext HTTP/2 with prior knowledge (nghttp2). See http_server.h.
+ * http_server.c: one libuv listener serving HTTP/1.1 (http1.c) and HTTP/2
+ * (http2.c), in clear or over TLS (tls.c): the listener, connections,
+ * output, timers, and what every request passes before its handler
+ * (CORS, authentication). See http_server.h.
  *
  * Design:
  *   - A connection starts in SNIFF state. The first bytes are compared with
@@ -10,7 +12,11 @@
  *   - Everything a connection does goes through conn_feed() (bytes in) and
  *     conn_write() (bytes out). With a socket those are libuv reads and
  *     writes; without one (pl_http_server_feed) the output goes to a buffer.
- *     That is what lets fuzz targets drive the whole request path.
+ *     That is what lets fuzz targets drive the whole request path. TLS sits
+ *     below that seam: socket bytes are decrypted into conn_feed(), and
+ *     conn_write() encrypts before the raw write (OpenSSL memory BIOs), so
+ *     neither protocol knows whether TLS is on. ALPN picks h2 / http/1.1;
+ *     the preface sniffing then works as in clear.
  *   - Handlers are synchronous: the request is complete when the handler
  *     runs, and it answers before returning. HTTP/1.1 pipelining then needs
  *     no queue: answers are written in request order by construction.
@@ -21,7 +27,11 @@
  *     receiving, not after), time to send a request (a deadline measured from
  *     its first byte, so trickling bytes does not extend it: slow-loris),
  *     idle keep-alive time, unsent output (a client that never reads is
- *     dropped), and the number of connections.
+ *     dropped), and the number of connections. Header fields cost their
+ *     text plus 32 bytes (RFC 9113's accounting) and are counted; header and
+ *     body bytes not yet handed on count against a server-wide budget and a
+ *     per-client (IP) share, and so do connections (a full server evicts an
+ *     idle connection of its biggest client for a newcomer).
  *   - A connection's memory is freed only from libuv's close callbacks, so
  *     nothing is freed under a callback that still uses it.
  */
