@@ -9,10 +9,13 @@
 #include "node.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <stdarg.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 #include <yaml.h>
 
 #define MAX_DEPTH 64
@@ -216,9 +219,21 @@ static bool env_name_ok(const char *s, size_t len)
  * NULL with why set when it cannot be read. */
 static char *read_provider_file(const char *path, char *why, size_t why_size)
 {
-    FILE *f = fopen(path, "rb");
+    /* a regular file only: a FIFO or a device (/dev/stdin) could block or
+     * never end; O_NONBLOCK keeps even the open from waiting */
+    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+    struct stat st;
+    if (fd < 0 || fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+        snprintf(why, why_size, "${file:%s}: cannot read: %s", path,
+                 fd < 0 ? strerror(errno) : "not a regular file");
+        if (fd >= 0)
+            close(fd);
+        return NULL;
+    }
+    FILE *f = fdopen(fd, "rb");
     if (!f) {
-        snprintf(why, why_size, "${file:%s}: cannot read: %s", path, strerror(errno));
+        close(fd);
+        snprintf(why, why_size, "out of memory");
         return NULL;
     }
     char *text = malloc(MAX_PROVIDER_FILE + 1);

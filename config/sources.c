@@ -16,19 +16,22 @@
 
 /* ---- merging ------------------------------------------------------------ */
 
-static pl_cfg_node *merge_nodes(pl_cfg_node *base, pl_cfg_node *over)
+/* Aliases can make the tree a graph (even a cycle): depth is bounded. */
+#define MAX_MERGE_DEPTH 64
+
+static pl_cfg_node *merge_at(pl_cfg_node *base, pl_cfg_node *over, int depth)
 {
     if (!base)
         return over;
     if (!over)
         return base;
-    if (base->kind != PL_NODE_MAP || over->kind != PL_NODE_MAP)
+    if (base->kind != PL_NODE_MAP || over->kind != PL_NODE_MAP || depth > MAX_MERGE_DEPTH)
         return over; /* scalars, lists and nulls: the later source wins */
     for (size_t i = 0; i < over->n; i++) {
         bool found = false;
         for (size_t j = 0; j < base->n; j++) {
             if (strcmp(base->keys[j]->value, over->keys[i]->value) == 0) {
-                base->items[j] = merge_nodes(base->items[j], over->items[i]);
+                base->items[j] = merge_at(base->items[j], over->items[i], depth + 1);
                 found = true;
                 break;
             }
@@ -37,6 +40,11 @@ static pl_cfg_node *merge_nodes(pl_cfg_node *base, pl_cfg_node *over)
             return base;
     }
     return base;
+}
+
+static pl_cfg_node *merge_nodes(pl_cfg_node *base, pl_cfg_node *over)
+{
+    return merge_at(base, over, 0);
 }
 
 int pl_cfg_doc_merge(pl_cfg_doc *base, pl_cfg_doc *over)
@@ -131,9 +139,13 @@ int pl_cfg_doc_split_paths(pl_cfg_doc *doc)
 pl_cfg_doc *pl_cfg_doc_from_uri(const char *uri, pl_cfg_errors *errs)
 {
     if (strncmp(uri, "yaml:", 5) == 0) {
-        /* the fragment's own text names it in messages */
+        /* the fragment's own text names it in messages and logs, unless it
+         * may hold a secret */
         char name[96];
-        snprintf(name, sizeof(name), "%.80s%s", uri, strlen(uri) > 80 ? "..." : "");
+        if (pl_cfg_key_is_secret(uri + 5))
+            snprintf(name, sizeof(name), "yaml:(a fragment naming a secret)");
+        else
+            snprintf(name, sizeof(name), "%.80s%s", uri, strlen(uri) > 80 ? "..." : "");
         return pl_cfg_doc_parse(name, uri + 5, strlen(uri + 5), errs);
     }
     if (strncmp(uri, "env:", 4) == 0) {
@@ -152,8 +164,14 @@ pl_cfg_doc *pl_cfg_doc_from_uri(const char *uri, pl_cfg_errors *errs)
 pl_cfg_doc *pl_cfg_doc_from_set(const char *arg, pl_cfg_errors *errs)
 {
     char name[160];
-    snprintf(name, sizeof(name), "--set %.140s", arg);
     const char *eq = strchr(arg, '=');
+    /* the value names the source in messages, unless the path is a secret's */
+    char path[128];
+    snprintf(path, sizeof(path), "%.*s", eq ? (int)(eq - arg) : (int)strlen(arg), arg);
+    if (eq && pl_cfg_key_is_secret(path))
+        snprintf(name, sizeof(name), "--set %.120s=[REDACTED]", path);
+    else
+        snprintf(name, sizeof(name), "--set %.140s", arg);
     if (!eq || eq == arg) {
         pl_cfg_errors_add(errs, name, 0, 0,
                           "expected --set path=value (e.g. "
@@ -283,13 +301,8 @@ bool pl_cfg_key_is_secret(const char *key)
     static const char *const words[] = {"password",   "passwd",      "token",   "secret",
                                         "api_key",    "apikey",      "api-key", "authorization",
                                         "credential", "private_key", NULL};
-    char lower[128];
-    size_t n = 0;
-    for (; key[n] && n < sizeof(lower) - 1; n++)
-        lower[n] = (char)(key[n] >= 'A' && key[n] <= 'Z' ? key[n] + 32 : key[n]);
-    lower[n] = '\0';
     for (size_t i = 0; words[i]; i++)
-        if (strstr(lower, words[i]))
+        if (strcasestr(key, words[i]))
             return true;
     return false;
 }
@@ -298,17 +311,25 @@ typedef struct printer {
     yaml_emitter_t em;
     bool mask;
     bool ok;
+    size_t budget; /* nodes left: aliases can multiply a small file */
 } printer;
 
+/* The emitter frees an event it took (also when it fails); one not handed
+ * to it, after a failure, is freed here. */
 static void emit(printer *p, yaml_event_t *ev)
 {
-    if (p->ok && !yaml_emitter_emit(&p->em, ev))
+    if (ev->type == YAML_NO_EVENT) /* its initialize failed (e.g. not UTF-8) */
         p->ok = false;
+    else if (!p->ok)
+        yaml_event_delete(ev);
+    else if (!yaml_emitter_emit(&p->em, ev))
+        p->ok = false;
+    memset(ev, 0, sizeof(*ev)); /* so a failing initialize is seen as such */
 }
 
 static void emit_scalar(printer *p, const char *v, bool quoted)
 {
-    yaml_event_t ev;
+    yaml_event_t ev = {0};
     yaml_scalar_event_initialize(&ev, NULL, NULL, (yaml_char_t *)v, (int)strlen(v), 1, 1,
                                  quoted ? YAML_DOUBLE_QUOTED_SCALAR_STYLE : YAML_ANY_SCALAR_STYLE);
     emit(p, &ev);
@@ -316,7 +337,12 @@ static void emit_scalar(printer *p, const char *v, bool quoted)
 
 static void emit_node(printer *p, const pl_cfg_node *node, bool secret, int depth)
 {
-    yaml_event_t ev;
+    yaml_event_t ev = {0};
+    if (p->budget == 0) {
+        p->ok = false;
+        return;
+    }
+    p->budget--;
     if (!node || node->kind == PL_NODE_NULL || depth > 64) {
         yaml_scalar_event_initialize(&ev, NULL, NULL, (yaml_char_t *)"", 0, 1, 1,
                                      YAML_PLAIN_SCALAR_STYLE);
@@ -357,13 +383,13 @@ static int write_out(void *data, unsigned char *buffer, size_t size)
 
 int pl_cfg_doc_print(const pl_cfg_doc *doc, FILE *out, bool mask)
 {
-    printer p = {.mask = mask, .ok = true};
+    printer p = {.mask = mask, .ok = true, .budget = 1u << 20};
     if (!yaml_emitter_initialize(&p.em))
         return -1;
     yaml_emitter_set_output(&p.em, write_out, out);
     yaml_emitter_set_unicode(&p.em, 1);
     yaml_emitter_set_indent(&p.em, 2);
-    yaml_event_t ev;
+    yaml_event_t ev = {0};
     yaml_stream_start_event_initialize(&ev, YAML_UTF8_ENCODING);
     emit(&p, &ev);
     yaml_document_start_event_initialize(&ev, NULL, NULL, NULL, 1);

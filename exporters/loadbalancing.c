@@ -494,7 +494,11 @@ typedef struct usable_except {
 static bool member_usable_except(void *arg, int idx)
 {
     usable_except *u = arg;
-    return u->l->ring_members[idx] != u->except && member_usable(u->l, idx);
+    lb_member *m = u->l->ring_members[idx];
+    if (u->except) /* moving failed data: only to members not failing lately, so that a
+                    * backlog does not hop between dead members at every half-open try */
+        return m != u->except && m->down_for_ns == 0;
+    return member_usable(u->l, idx);
 }
 
 static void free_member(lb_member *m)
@@ -704,7 +708,8 @@ static pl_batch *decode_payload(pl_signal signal, const uint8_t *payload, size_t
     uint8_t *plain = NULL;
     if (payload[1]) {
         size_t plain_len = 0;
-        if (pl_decompress(coding, msg, msg_len, (size_t)1 << 31, &plain, &plain_len, NULL) !=
+        /* our own queue's payload; the cap guards against a damaged stored row */
+        if (pl_decompress(coding, msg, msg_len, (size_t)256 << 20, &plain, &plain_len, NULL) !=
             PL_OK)
             return NULL;
         msg = plain;

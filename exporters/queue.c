@@ -527,7 +527,14 @@ static int storage_load_payload(pl_queue *q, qentry *e)
         const void *blob = sqlite3_column_blob(st, 0);
         size_t blob_len = (size_t)sqlite3_column_bytes(st, 0);
         int stored_as = sqlite3_column_int(st, 1);
-        uint8_t *out = malloc(e->len ? e->len : 1);
+        /* The row's raw_size is only believed when the blob agrees with it:
+         * a damaged row must not make the queue allocate what it claims. */
+        bool plausible = false;
+        if (stored_as == STORED_RAW)
+            plausible = blob_len == e->len;
+        else if (stored_as == STORED_ZSTD && blob)
+            plausible = ZSTD_getFrameContentSize(blob, blob_len) == (unsigned long long)e->len;
+        uint8_t *out = plausible ? malloc(e->len ? e->len : 1) : NULL;
         if (out && (blob || !blob_len) && stored_as == STORED_RAW && blob_len == e->len) {
             if (blob_len)
                 memcpy(out, blob, blob_len);

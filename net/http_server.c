@@ -43,6 +43,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/socket.h>
 
 static const char h2_preface[] = "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
 
@@ -1191,10 +1192,20 @@ pl_http_server *pl_http_server_start(uv_loop_t *loop, const char *endpoint,
         }
         s->has_cors = true;
     }
-    uv_tcp_init(loop, &s->listener);
+    int rc = uv_tcp_init_ex(loop, &s->listener, ss.ss_family);
+    if (rc != 0)
+        uv_tcp_init(loop, &s->listener);
     s->listener.data = s;
     s->open_handles = 1;
-    int rc = uv_tcp_bind(&s->listener, (struct sockaddr *)&ss, 0);
+    if (rc == 0 && s->opt.reuse_port) {
+        uv_os_fd_t fd;
+        int one = 1;
+        if (uv_fileno((uv_handle_t *)&s->listener, &fd) != 0 ||
+            setsockopt(fd, SOL_SOCKET, SO_REUSEPORT, &one, sizeof(one)) != 0)
+            rc = UV_EINVAL;
+    }
+    if (rc == 0)
+        rc = uv_tcp_bind(&s->listener, (struct sockaddr *)&ss, 0);
     if (rc == 0)
         rc = uv_listen((uv_stream_t *)&s->listener, 511, on_connection);
     if (rc != 0) {

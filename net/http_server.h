@@ -127,6 +127,8 @@ typedef struct pl_http_server_options {
     const pl_http_auth *auth;
     /* CORS for browser clients; copied at start. */
     const struct pl_http_cors_config *cors;
+    /* SO_REUSEPORT: several servers (one per worker loop) share the port. */
+    bool reuse_port;
 } pl_http_server_options;
 
 typedef struct pl_http_server pl_http_server;

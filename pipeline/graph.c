@@ -76,6 +76,7 @@ typedef struct pipeline {
     pl_consumer gate;   /* the write-ahead log when there is one, else first */
     pl_consumer *first;
     pl_queue_wal *wal;
+    bool wal_moved; /* taken over from the graph a reload replaced: no replay */
 } pipeline;
 
 struct pl_graph {
@@ -348,16 +349,29 @@ static void close_wals(pl_graph *g)
 /* A pipeline with processors in front of an exporter that keeps a
  * persistent queue gets a write-ahead log at its entry: the processors hold
  * answered data in memory (exporters/queue_wal.h). */
-static pl_status open_wals(pl_graph *g, pl_err *err)
+static pl_status open_wals(pl_graph *g, pl_graph *old, pl_err *err)
 {
     for (size_t p = 0; p < g->config->n_pipelines; p++) {
         pipeline *pl = &g->pipelines[p];
-        if (!pl->cp->n_processors)
+        if (!pl->cp->n_processors || pl->wal)
             continue;
         for (size_t i = 0; i < pl->exporters.n && !pl->wal; i++) {
             pl_queue *q = pl_queue_find_stored(pl->exporters.exporters[i]->cc->id);
             if (!q)
                 continue;
+            /* A reload keeps the log of a pipeline whose queue stays: batches
+             * of the old chains still hold its entries. */
+            for (size_t o = 0; old && o < old->config->n_pipelines && !pl->wal; o++) {
+                pipeline *op = &old->pipelines[o];
+                if (op->wal && pl_queue_wal_on(op->wal, q, pl->cp->name)) {
+                    pl->wal = op->wal;
+                    op->wal = NULL;
+                    pl->wal_moved = true;
+                    pl_queue_wal_retarget(pl->wal, pl->first);
+                }
+            }
+            if (pl->wal)
+                break;
             pl_err werr = {{0}};
             pl->wal = pl_queue_wal_open(q, pl->cp->name, pl->cp->signal, pl->first, &werr);
             if (!pl->wal)
@@ -495,7 +509,7 @@ pl_graph *pl_graph_build(const pl_config *config, uv_loop_t *loop, pl_err *err)
         free_graph(g);
         return NULL;
     }
-    pl_status wst = open_wals(g, err);
+    pl_status wst = open_wals(g, NULL, err);
     if (wst != PL_OK) {
         destroy_instances(g);
         free_graph(g);
@@ -513,13 +527,18 @@ static const pl_cfg_node *component_body(const pl_config *cfg, const pl_config_c
     return pl_cfg_node_get(pl_cfg_node_get(root, sections[c->kind]), c->id);
 }
 
-static bool nodes_equal(const pl_cfg_node *a, const pl_cfg_node *b, int depth)
+/* Aliases can make a small file a large tree: `budget` bounds the walk (a
+ * comparison that runs out says "different", which only costs a rebuild). */
+static bool nodes_equal(const pl_cfg_node *a, const pl_cfg_node *b, int depth, size_t *budget)
 {
     bool a_empty = !a || a->kind == PL_NODE_NULL || (a->kind == PL_NODE_MAP && a->n == 0);
     bool b_empty = !b || b->kind == PL_NODE_NULL || (b->kind == PL_NODE_MAP && b->n == 0);
     if (a_empty || b_empty)
         return a_empty && b_empty;
-    if (a->kind != b->kind || a->n != b->n || depth > 64)
+    if (*budget == 0 || depth > 64)
+        return false;
+    (*budget)--;
+    if (a->kind != b->kind || a->n != b->n)
         return false;
     if (a->kind == PL_NODE_SCALAR)
         return strcmp(a->value, b->value) == 0;
@@ -528,7 +547,7 @@ static bool nodes_equal(const pl_cfg_node *a, const pl_cfg_node *b, int depth)
             a->kind == PL_NODE_MAP ? pl_cfg_node_get(b, a->keys[i]->value) : b->items[i];
         if (a->kind == PL_NODE_MAP && !pl_cfg_node_key(b, a->keys[i]->value))
             return false;
-        if (!nodes_equal(a->items[i], bi, depth + 1))
+        if (!nodes_equal(a->items[i], bi, depth + 1, budget))
             return false;
     }
     return true;
@@ -574,7 +593,7 @@ static bool can_keep(const pl_config *a, size_t ia, const pl_config *b, size_t i
     const pl_config_component *ca = &a->components[ia], *cb = &b->components[ib];
     return ca->kind == cb->kind && ca->type == cb->type && strcmp(ca->id, cb->id) == 0 &&
            ca->signals == cb->signals && ca->n_pipelines > 0 && cb->n_pipelines > 0 &&
-           nodes_equal(component_body(a, ca), component_body(b, cb), 0) &&
+           nodes_equal(component_body(a, ca), component_body(b, cb), 0, &(size_t){100000}) &&
            (ca->kind != PL_KIND_PROCESSOR || same_pipelines(a, ia, b, ib));
 }
 
@@ -660,6 +679,8 @@ pl_graph *pl_graph_swap(pl_graph *old, const pl_config *next, pl_err *err, pl_gr
     /* 4. everything, kept instances included, is wired to the new pipelines */
     if (wire(g) < 0)
         pl_errf(err, PL_ERR_NOMEM, "out of memory"); /* the caller starts over */
+    else
+        open_wals(g, old, err); /* on failure err is set: the caller starts over */
     return g;
 
 oom:
@@ -696,7 +717,7 @@ static void replay_wals(pl_graph *g)
         return;
     g->replayed = true;
     for (size_t p = 0; p < g->config->n_pipelines; p++)
-        if (g->pipelines[p].wal)
+        if (g->pipelines[p].wal && !g->pipelines[p].wal_moved)
             pl_queue_wal_replay(g->pipelines[p].wal);
 }
 

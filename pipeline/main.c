@@ -231,7 +231,12 @@ static int cmd_print_config(const pl_cfg_sources *src, bool redacted)
         pl_cfg_errors_free(&errs);
         return 1;
     }
-    int rc = pl_cfg_doc_print(cfg->doc, stdout, redacted) == 0 ? 0 : 1;
+    int rc = 0;
+    if (pl_cfg_doc_print(cfg->doc, stdout, redacted) != 0) {
+        fprintf(stderr, "proflink: cannot print the configuration (a value that is not UTF-8, "
+                        "aliases making it larger than a million values, or an output error)\n");
+        rc = 1;
+    }
     pl_config_free(cfg);
     pl_cfg_errors_free(&errs);
     return rc;
@@ -242,6 +247,10 @@ static const char *const commands[] = {"validate", "print-config", "components",
 
 int main(int argc, char **argv)
 {
+    if (argc >= 3 && strcmp(argv[1], "version") == 0 && is_help(argv[2])) {
+        printf("usage: proflink version (or --version): prints the version\n");
+        return 0;
+    }
     if (argc >= 2 && (strcmp(argv[1], "--version") == 0 || strcmp(argv[1], "version") == 0)) {
         printf("proflink %s\n", PL_VERSION);
         return 0;

@@ -21,6 +21,7 @@
 #include "core/log.h"
 #include "net/tls.h"
 #include "pipeline/telemetry_thread.h"
+#include "pipeline/workers.h"
 
 #define DRAIN_POLL_MS 20
 
@@ -564,13 +565,36 @@ int pl_service_main(const pl_cfg_sources *sources)
         return 1;
     }
     pl_err err = {{0}};
+    /* Receiver loops (pipeline/workers.h); the number is fixed for the
+     * process's life. The pool outlives every graph: receivers close their
+     * listeners on it when they shut down. */
+    unsigned n_workers = cfg->service.workers > 0    ? (unsigned)cfg->service.workers
+                         : cfg->service.workers == 0 ? pl_workers_default()
+                                                     : 1;
+    if (n_workers > 256)
+        n_workers = 256;
+    pl_workers *workers = NULL;
+    if (n_workers > 1) {
+        workers = pl_workers_start(&loop, n_workers, &err);
+        if (!workers) {
+            fprintf(stderr, "proflink: service.workers: %s\n", err.msg);
+            pl_config_free(cfg);
+            uv_loop_close(&loop);
+            return 1;
+        }
+    }
     pl_service *s = pl_service_start(&loop, cfg, true, &err);
     int rc;
     if (!s) {
         fprintf(stderr, "proflink: %s\n", err.msg);
         rc = 1;
+        pl_workers_stop(workers);
+        uv_walk(&loop, close_leftover, NULL);
+        uv_run(&loop, UV_RUN_DEFAULT);
     } else {
         uv_run(&loop, UV_RUN_DEFAULT);
+        /* every graph is shut down: no listener is left on the workers */
+        pl_workers_stop(workers);
         /* handles a component forgot to close must not keep the process
          * alive; the service's own handles finish closing here too */
         uv_walk(&loop, close_leftover, NULL);

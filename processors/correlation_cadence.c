@@ -26,7 +26,8 @@
  *   label samples with span ids.
  *
  * Service names are chosen by clients: they are hashed with the process key,
- * bounded in length and in total bytes (counted in the processor's memory).
+ * bounded in length and in total bytes with their stream state (counted in
+ * the processor's memory).
  * Beyond the bound a new name gets id 0 ("unknown"): its spans are still
  * linked, only not released early.
  */
@@ -110,12 +111,10 @@ pl_bytes corr_service_name(correlation *self, uint16_t id)
 
 size_t corr_service_bytes(const correlation *self)
 {
-    size_t n = self->name_bytes + (size_t)self->cap_services * sizeof(service) +
-               (size_t)self->service_index.cap * 2 * sizeof(uint32_t);
-    for (uint32_t i = 1; i < self->n_services; i++)
-        if (self->services[i].streams)
-            n += MAX_STREAMS * sizeof(stream);
-    return n;
+    /* name_bytes also counts the stream arrays (allocated at a service's
+     * first profile): this is called on every consume, so no loop here. */
+    return self->name_bytes + (size_t)self->cap_services * sizeof(service) +
+           (size_t)self->service_index.cap * 2 * sizeof(uint32_t);
 }
 
 void corr_services_free(correlation *self)
@@ -177,8 +176,11 @@ bool corr_stream_upload(correlation *self, uint16_t svc, pl_bytes type, pl_bytes
         if (s->streams[i].type == key)
             st = &s->streams[i];
     if (!st) {
-        if (!s->streams && !(s->streams = calloc(MAX_STREAMS, sizeof(stream))))
-            return false;
+        if (!s->streams) {
+            if (!(s->streams = calloc(MAX_STREAMS, sizeof(stream))))
+                return false;
+            self->name_bytes += MAX_STREAMS * sizeof(stream);
+        }
         if (s->n_streams >= MAX_STREAMS)
             return false; /* a client inventing sample types: the first ones decide */
         st = &s->streams[s->n_streams++];
@@ -229,6 +231,29 @@ static bool service_cadence(const service *s, uint64_t *interval, uint64_t *dela
     return linked;
 }
 
+/* A sample of a profile of service `profile_svc` linked to a span of
+ * `span_svc`. When the names differ (Pyroscope's application name is not
+ * the span's service.name), the span's service follows the cadence and the
+ * coverage of the profiles' service. */
+void corr_service_linked(correlation *self, uint16_t span_svc, uint16_t profile_svc)
+{
+    if (span_svc && profile_svc && span_svc != profile_svc && span_svc < self->n_services &&
+        self->services[span_svc].profiled_as != profile_svc) {
+        self->services[span_svc].profiled_as = profile_svc;
+        self->cadence_epoch++;
+    }
+}
+
+/* The service whose profile streams speak for `svc`'s spans. */
+static const service *profiled_by(const correlation *self, uint16_t svc)
+{
+    const service *s = &self->services[svc];
+    uint64_t iv, dl;
+    if (!service_cadence(s, &iv, &dl) && s->profiled_as && s->profiled_as < self->n_services)
+        return &self->services[s->profiled_as];
+    return s;
+}
+
 /* How long a span of service `svc` arriving now is held (0: not at all). */
 uint64_t corr_service_hold(correlation *self, uint16_t svc, uint64_t now)
 {
@@ -236,14 +261,15 @@ uint64_t corr_service_hold(correlation *self, uint16_t svc, uint64_t now)
         return self->span_window; /* fixed windows, no cadence learning */
     uint64_t interval = ASSUMED_INTERVAL_NS, delay = ASSUMED_DELAY_NS;
     if (svc && svc < self->n_services) {
-        const service *s = &self->services[svc];
+        const service *s = profiled_by(self, svc);
         uint64_t iv, dl;
         if (service_cadence(s, &iv, &dl)) {
             if (iv) {
                 interval = iv;
                 delay = dl;
             }
-        } else if (s->first_span_ns && now >= s->first_span_ns + (uint64_t)self->cfg.warmup) {
+        } else if (self->services[svc].first_span_ns &&
+                   now >= self->services[svc].first_span_ns + (uint64_t)self->cfg.warmup) {
             return 0; /* no span-linked profiles after the warm-up: not held */
         }
     }
@@ -260,7 +286,7 @@ bool corr_service_covers(correlation *self, uint16_t svc, uint64_t end, uint64_t
         return false;
     if (self->cfg.max_window && corr_service_hold(self, svc, now) == 0)
         return true; /* not held at all */
-    return self->services[svc].covered_until >= sat_add(end, self->skew);
+    return profiled_by(self, svc)->covered_until >= sat_add(end, self->skew);
 }
 
 void pl_correlation_get_cadence(void *p, const char *name, pl_correlation_cadence *out)
@@ -274,7 +300,7 @@ void pl_correlation_get_cadence(void *p, const char *name, pl_correlation_cadenc
                         : 0;
     if (!id)
         return;
-    const service *s = &self->services[id];
+    const service *s = profiled_by(self, (uint16_t)id);
     out->known = true;
     out->linked = service_cadence(s, &out->interval, &out->delay);
     out->covered_until = s->covered_until;

@@ -367,40 +367,53 @@ static size_t span_labels(correlation *self, span_entry *e, label *items, size_t
 {
     const pl_span *sp = e->span;
     size_t n_items = 0;
-    items[n_items++] = (label){self->names[NAME_SPAN_NAME], pl_value_string(sp->name)};
+    items[n_items++] = (label){self->names[NAME_SPAN_NAME], pl_value_string(sp->name), 0};
     /* The chain up to the local root, walked once for the root's name and
      * for the span_attributes lookups. */
     const pl_span *chain[MAX_ANCESTRY];
     int n_chain = 0;
     span_entry *root = e;
     chain[n_chain++] = e->span;
+    const late_span *gone = NULL; /* an ancestor that already left */
     while (n_chain < MAX_ANCESTRY) {
         const pl_span *rsp = root->span;
         if (!span_id_valid(rsp->parent_span_id, rsp->parent_span_id_len))
             break;
-        span_entry *p =
-            corr_find_span(self, id_key(rsp->parent_span_id), corr_span_trace(rsp), true, false);
-        if (!p || p->service != e->service)
+        uint64_t pkey = id_key(rsp->parent_span_id);
+        span_entry *p = corr_find_span(self, pkey, corr_span_trace(rsp), true, false);
+        if (!p) {
+            const late_span *lp =
+                self->late ? corr_late_find(self, pkey, corr_span_trace(rsp), false, 0, 0) : NULL;
+            if (lp && lp->service == e->service)
+                gone = lp;
+            break;
+        }
+        if (p->service != e->service)
             break;
         root = p;
         chain[n_chain++] = p->span;
     }
-    items[n_items++] = (label){self->names[NAME_ROOT_SPAN_NAME], pl_value_string(root->span->name)};
+    pl_bytes root_name = gone ? corr_late_root_name(self, gone) : root->span->name;
+    items[n_items++] = (label){self->names[NAME_ROOT_SPAN_NAME], pl_value_string(root_name), 1};
     pl_bytes svc = corr_service_name(self, e->service);
     if (svc.len)
-        items[n_items++] = (label){self->names[NAME_SERVICE_NAME], pl_value_string(svc)};
+        items[n_items++] = (label){self->names[NAME_SERVICE_NAME], pl_value_string(svc), 2};
     for (size_t k = 0; k < self->n_span_attr_keys && n_items < max; k++) {
         pl_bytes key = self->span_attr_keys[k];
         /* The span first, then its ancestors up to the local root: http.route
          * usually sits on the server span, not on the span the sample hit. */
-        for (int depth = 0; depth < n_chain; depth++) {
+        bool found = false;
+        for (int depth = 0; depth < n_chain && !found; depth++) {
             pl_kv *kv = pl_attrs_find(&chain[depth]->attrs, (const char *)key.ptr, key.len);
             if (kv && (kv->value.type == PL_VALUE_STRING || kv->value.type == PL_VALUE_INT ||
                        kv->value.type == PL_VALUE_DOUBLE || kv->value.type == PL_VALUE_BOOL)) {
-                items[n_items++] = (label){key, kv->value};
-                break;
+                items[n_items++] = (label){key, kv->value, 3 + (uint32_t)k};
+                found = true;
             }
         }
+        pl_value v;
+        if (!found && gone && corr_late_attr(self, gone, k, &v))
+            items[n_items++] = (label){key, v, 3 + (uint32_t)k};
     }
     return n_items;
 }
@@ -419,9 +432,15 @@ static int build_span_labels(correlation *self, const link_target *t, pl_batch *
     size_t n_items = t->entry ? span_labels(self, t->entry, items, max_n)
                               : corr_late_labels(self, t->late, items, max_n);
     for (size_t k = 0; k < n_items; k++) {
-        int32_t ks = writer_string(w, items[k].key);
+        /* The keys are the same for every span: looked up once per batch. */
+        int32_t none = 0;
+        int32_t *cached = items[k].slot < sizeof(w->key_idx) / sizeof(w->key_idx[0])
+                              ? &w->key_idx[items[k].slot]
+                              : &none;
+        int32_t ks = *cached ? *cached - 1 : writer_string(w, items[k].key);
         if (ks < 0)
             return -1;
+        *cached = ks + 1;
         pl_value v = items[k].value;
         if (v.type == PL_VALUE_STRING) {
             /* The string table holds the batch's own copy; the value shares it. */
@@ -580,6 +599,7 @@ void corr_link_sample(correlation *self, span_entry *e, pl_sample *s, profile_in
         trace_id_valid(e->span->trace_id, e->span->trace_id_len) ? e->span->trace_id : NULL;
     memcpy(tg.span_id, e->span->span_id, 8);
     enrich_slot *slot = enrich_sample(self, &tg, s, pi->batch);
+    corr_service_linked(self, e->service, pi->service);
     contrib c = sample_contrib(pi, s);
     uint32_t fn = c.top && self->cfg.top_functions > 0 ? sample_function(self, pi->batch, s) : 0;
     span_stats *st = corr_entry_stats(self, e);

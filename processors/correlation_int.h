@@ -153,6 +153,8 @@ typedef struct service {
     uint64_t first_span_ns; /* host time its first span came (0: none yet) */
     stream *streams;        /* allocated at its first profile */
     uint8_t n_streams;
+    uint16_t profiled_as; /* the profiles' service.name that carried samples of its spans,
+                             when it differs (an SDK app name other than service.name) */
 } service;
 
 /* A label for a sample: key and value (strings point at the span's batch or
@@ -160,6 +162,7 @@ typedef struct service {
 typedef struct label {
     pl_bytes key;
     pl_value value;
+    uint32_t slot; /* which key: 0 span name, 1 root name, 2 service, 3 + k span_attributes[k] */
 } label;
 
 /* One span_attributes value of a departed span (see correlation_late.c). */
@@ -218,6 +221,7 @@ typedef struct dict_writer {
     uint32_t attr_mask, attr_count;
     uint32_t *fn_ids; /* function index -> fn pool id (0: not looked up yet) */
     uint32_t n_fn_ids;
+    int32_t key_idx[3 + 64]; /* label keys' string indices + 1 (see label.slot) */
 } dict_writer;
 
 typedef struct contrib {
@@ -276,7 +280,7 @@ typedef struct correlation {
     service *services;
     uint32_t n_services, cap_services;
     pl_htab service_index;  /* name -> services index */
-    size_t name_bytes;      /* service names held (fn names: fn_bytes) */
+    size_t name_bytes;      /* service names and their streams (fn names: fn_bytes) */
     uint64_t max_hold;      /* the longest a span can be held (max of windows) */
     uint32_t cadence_epoch; /* bumped when a service's learned cadence changes */
 
@@ -419,6 +423,7 @@ void corr_service_saw_span(correlation *self, uint16_t svc, uint64_t now);
 bool corr_stream_upload(correlation *self, uint16_t svc, pl_bytes type, pl_bytes unit, bool links,
                         uint64_t covered, uint64_t duration, uint64_t now);
 uint64_t corr_service_hold(correlation *self, uint16_t svc, uint64_t now);
+void corr_service_linked(correlation *self, uint16_t span_svc, uint16_t profile_svc);
 bool corr_service_covers(correlation *self, uint16_t svc, uint64_t end, uint64_t now);
 /* correlation_late.c */
 int corr_late_init(correlation *self);
@@ -430,6 +435,8 @@ const late_span *corr_late_find(correlation *self, uint64_t key, const uint8_t *
                                 bool has_time, uint64_t lo, uint64_t hi);
 void corr_late_add(correlation *self, span_entry *e, uint64_t now);
 size_t corr_late_labels(correlation *self, const late_span *s, label *items, size_t max);
+pl_bytes corr_late_root_name(correlation *self, const late_span *s);
+bool corr_late_attr(correlation *self, const late_span *s, size_t k, pl_value *out);
 /* correlation_enrich.c */
 bool corr_sample_ids(const pl_dictionary *dict, const pl_sample *s, uint64_t *key,
                      uint8_t trace[16], bool *has_trace);

@@ -405,11 +405,12 @@ size_t corr_late_labels(correlation *self, const late_span *s, label *items, siz
     size_t n = 0;
     if (!g || max < 3)
         return 0;
-    items[n++] = (label){self->names[NAME_SPAN_NAME], pl_value_string(gen_text(g, s->name))};
-    items[n++] = (label){self->names[NAME_ROOT_SPAN_NAME], pl_value_string(gen_text(g, s->root))};
+    items[n++] = (label){self->names[NAME_SPAN_NAME], pl_value_string(gen_text(g, s->name)), 0};
+    items[n++] =
+        (label){self->names[NAME_ROOT_SPAN_NAME], pl_value_string(gen_text(g, s->root)), 1};
     pl_bytes svc = corr_service_name(self, s->service);
     if (svc.len)
-        items[n++] = (label){self->names[NAME_SERVICE_NAME], pl_value_string(svc)};
+        items[n++] = (label){self->names[NAME_SERVICE_NAME], pl_value_string(svc), 2};
     if (s->vals == UINT32_MAX)
         return n;
     size_t nk = self->n_span_attr_keys < 64 ? self->n_span_attr_keys : 64;
@@ -435,7 +436,43 @@ size_t corr_late_labels(correlation *self, const late_span *s, label *items, siz
         default:
             continue;
         }
-        items[n++] = (label){self->span_attr_keys[k], val};
+        items[n++] = (label){self->span_attr_keys[k], val, 3 + (uint32_t)k};
     }
     return n;
+}
+
+/* For a held span whose ancestor already left: the local root's name and
+ * the span_attributes value k its summary holds (strings point into the
+ * store, valid until the next release). */
+pl_bytes corr_late_root_name(correlation *self, const late_span *s)
+{
+    const late_gen *g = gen_of(self, s);
+    return g ? gen_text(g, s->root) : (pl_bytes){NULL, 0};
+}
+
+bool corr_late_attr(correlation *self, const late_span *s, size_t k, pl_value *out)
+{
+    const late_gen *g = gen_of(self, s);
+    if (!g || s->vals == UINT32_MAX || k >= self->n_span_attr_keys || k >= 64)
+        return false;
+    const late_val *v = &g->vals[s->vals + k];
+    memset(out, 0, sizeof(*out));
+    switch (v->type) {
+    case PL_VALUE_STRING:
+        *out = pl_value_string(gen_text(g, v->u.str));
+        return true;
+    case PL_VALUE_INT:
+        *out = pl_value_int(v->u.i);
+        return true;
+    case PL_VALUE_DOUBLE:
+        out->type = PL_VALUE_DOUBLE;
+        out->u.d = v->u.d;
+        return true;
+    case PL_VALUE_BOOL:
+        out->type = PL_VALUE_BOOL;
+        out->u.b = v->u.b;
+        return true;
+    default:
+        return false;
+    }
 }

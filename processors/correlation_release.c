@@ -281,6 +281,30 @@ static void release_span_batch(correlation *self, uint32_t hi, int reason)
         }
     } else {
         self->unindexed_batches--;
+        if (reason != RELEASE_FLUSH && self->late) {
+            /* Held before any profile came (a first upload can come late):
+             * their samples may still follow, so they leave summaries too. */
+            uint64_t now = now_ns(self);
+            pl_traces *t = &b->data.traces;
+            for (uint32_t r = 0; r < t->n_resources; r++) {
+                pl_resource_spans *rs = &t->resources[r];
+                uint16_t svc = corr_service_id(self, corr_resource_service(&rs->resource));
+                for (uint32_t sc = 0; sc < rs->n_scopes; sc++) {
+                    pl_scope_spans *ss = &rs->scopes[sc];
+                    for (uint32_t k = 0; k < ss->n_spans; k++) {
+                        pl_span *sp = &ss->spans[k];
+                        if (!span_id_valid(sp->span_id, sp->span_id_len))
+                            continue;
+                        span_entry e = {0};
+                        e.key = id_key(sp->span_id);
+                        e.span = sp;
+                        e.service = svc;
+                        e.state = ENTRY_HELD;
+                        corr_late_add(self, &e, now);
+                    }
+                }
+            }
+        }
     }
     *self->c_linked_spans += linked;
     *self->c_unlinked_spans += h->items - linked;

@@ -179,6 +179,7 @@ typedef struct rctx {
     pl_jfr_result *res;
     pl_err *err;
     size_t max_memory, max_objects, objects;
+    uint64_t work, max_work; /* fields read: a bound on CPU per byte of input */
     /* the chunk */
     pl_arena arena;
     bool compressed;
@@ -498,6 +499,14 @@ static pl_status rd_struct(rctx *x, jcur *c, uint32_t ci, int depth, jval *cap)
     if (depth > MAX_DEPTH)
         return BAD("JFR: values nested deeper than %d", MAX_DEPTH);
     const jclass *k = &x->classes[ci];
+    /* Types with many fields that take no bytes (empty structs) could make
+     * a small body cost much reading time: the fields read are counted. */
+    x->work += k->n_fields + 1;
+    if (x->work > x->max_work)
+        return pl_errf(x->err, PL_ERR_TOO_LARGE,
+                       "JFR: more than %llu fields to read for a body of this size (types with "
+                       "many empty fields)",
+                       (unsigned long long)x->max_work);
     for (uint32_t i = 0; i < k->n_fields; i++) {
         const jfield *f = &x->fields[k->first_field + i];
         int slot = cap ? f->slot : -1;
@@ -1216,6 +1225,7 @@ pl_status pl_jfr_to_pprof(const uint8_t *data, size_t len, const pl_jfr_options 
     x->err = err;
     x->max_memory = o.max_memory ? o.max_memory : PL_JFR_DEFAULT_MAX_MEMORY;
     x->max_objects = o.max_objects ? o.max_objects : PL_JFR_DEFAULT_MAX_OBJECTS;
+    x->max_work = (uint64_t)len * 64 + (16u << 20);
     pl_status st = PL_OK;
     if (len == 0)
         st = BAD("JFR: empty body");

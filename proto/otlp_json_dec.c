@@ -28,312 +28,11 @@
 
 #include "json_reader.h"
 #include "otlp_json_internal.h"
+#include "otlp_tables.h"
 #include "otlp_json.h"
 #include "otlp_pb.h"
 
 /* ---- message tables ----------------------------------------------------- */
-
-typedef enum fkind {
-    FK_STR, /* pl_bytes, UTF-8 */
-    FK_B64, /* pl_bytes, base64 in JSON */
-    FK_ID,  /* uint8_t[len] + uint8_t length, hex in JSON */
-    FK_U32,
-    FK_I32,
-    FK_U64,
-    FK_I64,
-    FK_ENUM, /* int32_t; names accepted */
-    FK_MSG,  /* singular sub-message; aux = its bool has_ flag */
-    FK_LIST, /* repeated sub-message: pointer at off, uint32_t count at aux, cap at aux2 */
-    FK_I32S, /* repeated scalars, same layout as FK_LIST */
-    FK_I64S,
-    FK_U64S,
-    FK_STRS,
-    FK_ANY, /* pl_value */
-} fkind;
-
-#define NO_OFF 0xffffu
-
-typedef struct jmsg jmsg;
-typedef struct jfield {
-    const char *name; /* lowerCamelCase, as written */
-    uint8_t name_len;
-    uint8_t kind;
-    uint8_t arg;     /* FK_ID: id length; FK_ENUM: number of names */
-    uint16_t off;    /* the member */
-    uint16_t aux;    /* FK_ID: length byte; FK_MSG: has_ flag; lists: count */
-    uint16_t aux2;   /* lists: capacity */
-    const void *sub; /* FK_MSG / FK_LIST: const jmsg *; FK_ENUM: names */
-} jfield;
-
-struct jmsg {
-    uint16_t size;
-    uint16_t n_fields;
-    const jfield *fields;
-};
-
-#define F(T, name, kind, m)                                                                        \
-    {                                                                                              \
-        name, sizeof(name) - 1, kind, 0, offsetof(T, m), NO_OFF, NO_OFF, NULL                      \
-    }
-#define F_ID(T, name, m, len)                                                                      \
-    {                                                                                              \
-        name, sizeof(name) - 1, FK_ID, len, offsetof(T, m), offsetof(T, m##_len), NO_OFF, NULL     \
-    }
-#define F_ENUM(T, name, m, names)                                                                  \
-    {                                                                                              \
-        name, sizeof(name) - 1, FK_ENUM, sizeof(names) / sizeof(names[0]), offsetof(T, m), NO_OFF, \
-            NO_OFF, names                                                                          \
-    }
-#define F_MSG(T, name, m, has, sub)                                                                \
-    {                                                                                              \
-        name, sizeof(name) - 1, FK_MSG, 0, offsetof(T, m), has, NO_OFF, &sub                       \
-    }
-#define F_LIST(T, name, kind, m, n, sub)                                                           \
-    {                                                                                              \
-        name, sizeof(name) - 1, kind, 0, offsetof(T, m), offsetof(T, n), NO_OFF, sub               \
-    }
-#define F_TABLE(T, name, m, sub)                                                                   \
-    {                                                                                              \
-        name, sizeof(name) - 1, FK_LIST, 0, offsetof(T, m), offsetof(T, n_##m),                    \
-            offsetof(T, cap_##m), &sub                                                             \
-    }
-#define F_ATTRS(T, name, m)                                                                        \
-    {                                                                                              \
-        name, sizeof(name) - 1, FK_LIST, 0, offsetof(T, m.items), offsetof(T, m.n),                \
-            offsetof(T, m.cap), &m_keyvalue                                                        \
-    }
-#define MSG(T, fields)                                                                             \
-    {                                                                                              \
-        sizeof(T), sizeof(fields) / sizeof(fields[0]), fields                                      \
-    }
-
-static const jmsg m_keyvalue;
-
-static const jfield f_keyvalue[] = {
-    F(pl_kv, "key", FK_STR, key),
-    F(pl_kv, "value", FK_ANY, value),
-    F(pl_kv, "keyStrindex", FK_I32, key_strindex),
-};
-static const jmsg m_keyvalue = MSG(pl_kv, f_keyvalue);
-
-static const jfield f_entity_ref[] = {
-    F(pl_entity_ref, "schemaUrl", FK_STR, schema_url),
-    F(pl_entity_ref, "type", FK_STR, type),
-    F_LIST(pl_entity_ref, "idKeys", FK_STRS, id_keys, n_id_keys, NULL),
-    F_LIST(pl_entity_ref, "descriptionKeys", FK_STRS, description_keys, n_description_keys, NULL),
-};
-static const jmsg m_entity_ref = MSG(pl_entity_ref, f_entity_ref);
-
-static const jfield f_resource[] = {
-    F_ATTRS(pl_resource, "attributes", attrs),
-    F(pl_resource, "droppedAttributesCount", FK_U32, dropped_attributes_count),
-    F_LIST(pl_resource, "entityRefs", FK_LIST, entity_refs, n_entity_refs, &m_entity_ref),
-};
-static const jmsg m_resource = MSG(pl_resource, f_resource);
-
-static const jfield f_scope[] = {
-    F(pl_scope, "name", FK_STR, name),
-    F(pl_scope, "version", FK_STR, version),
-    F_ATTRS(pl_scope, "attributes", attrs),
-    F(pl_scope, "droppedAttributesCount", FK_U32, dropped_attributes_count),
-};
-static const jmsg m_scope = MSG(pl_scope, f_scope);
-
-/* ---- trace.v1 */
-
-static const char *const span_kind_names[] = {"SPAN_KIND_UNSPECIFIED", "SPAN_KIND_INTERNAL",
-                                              "SPAN_KIND_SERVER",      "SPAN_KIND_CLIENT",
-                                              "SPAN_KIND_PRODUCER",    "SPAN_KIND_CONSUMER"};
-static const char *const status_code_names[] = {"STATUS_CODE_UNSET", "STATUS_CODE_OK",
-                                                "STATUS_CODE_ERROR"};
-
-typedef struct span_status {
-    pl_bytes message;
-    int32_t code;
-} span_status;
-_Static_assert(sizeof(span_status) == sizeof(((pl_span *)0)->status), "status layout");
-
-static const jfield f_status[] = {
-    F(span_status, "message", FK_STR, message),
-    F_ENUM(span_status, "code", code, status_code_names),
-};
-static const jmsg m_status = MSG(span_status, f_status);
-
-static const jfield f_event[] = {
-    F(pl_span_event, "timeUnixNano", FK_U64, time_unix_nano),
-    F(pl_span_event, "name", FK_STR, name),
-    F_ATTRS(pl_span_event, "attributes", attrs),
-    F(pl_span_event, "droppedAttributesCount", FK_U32, dropped_attributes_count),
-};
-static const jmsg m_event = MSG(pl_span_event, f_event);
-
-static const jfield f_span_link[] = {
-    F_ID(pl_span_link, "traceId", trace_id, 16),
-    F_ID(pl_span_link, "spanId", span_id, 8),
-    F(pl_span_link, "traceState", FK_STR, trace_state),
-    F_ATTRS(pl_span_link, "attributes", attrs),
-    F(pl_span_link, "droppedAttributesCount", FK_U32, dropped_attributes_count),
-    F(pl_span_link, "flags", FK_U32, flags),
-};
-static const jmsg m_span_link = MSG(pl_span_link, f_span_link);
-
-/* Ordered as senders write them, so the first probe usually hits. */
-static const jfield f_span[] = {
-    F_ID(pl_span, "traceId", trace_id, 16),
-    F_ID(pl_span, "spanId", span_id, 8),
-    F_ID(pl_span, "parentSpanId", parent_span_id, 8),
-    F(pl_span, "traceState", FK_STR, trace_state),
-    F(pl_span, "flags", FK_U32, flags),
-    F(pl_span, "name", FK_STR, name),
-    F_ENUM(pl_span, "kind", kind, span_kind_names),
-    F(pl_span, "startTimeUnixNano", FK_U64, start_time_unix_nano),
-    F(pl_span, "endTimeUnixNano", FK_U64, end_time_unix_nano),
-    F_ATTRS(pl_span, "attributes", attrs),
-    F(pl_span, "droppedAttributesCount", FK_U32, dropped_attributes_count),
-    F_LIST(pl_span, "events", FK_LIST, events, n_events, &m_event),
-    F(pl_span, "droppedEventsCount", FK_U32, dropped_events_count),
-    F_LIST(pl_span, "links", FK_LIST, links, n_links, &m_span_link),
-    F(pl_span, "droppedLinksCount", FK_U32, dropped_links_count),
-    F_MSG(pl_span, "status", status, offsetof(pl_span, has_status), m_status),
-};
-static const jmsg m_span = MSG(pl_span, f_span);
-
-static const jfield f_scope_spans[] = {
-    F_MSG(pl_scope_spans, "scope", scope, offsetof(pl_scope_spans, has_scope), m_scope),
-    F_LIST(pl_scope_spans, "spans", FK_LIST, spans, n_spans, &m_span),
-    F(pl_scope_spans, "schemaUrl", FK_STR, schema_url),
-};
-static const jmsg m_scope_spans = MSG(pl_scope_spans, f_scope_spans);
-
-static const jfield f_resource_spans[] = {
-    F_MSG(pl_resource_spans, "resource", resource, offsetof(pl_resource_spans, has_resource),
-          m_resource),
-    F_LIST(pl_resource_spans, "scopeSpans", FK_LIST, scopes, n_scopes, &m_scope_spans),
-    F(pl_resource_spans, "schemaUrl", FK_STR, schema_url),
-};
-static const jmsg m_resource_spans = MSG(pl_resource_spans, f_resource_spans);
-
-static const jfield f_traces[] = {
-    F_LIST(pl_traces, "resourceSpans", FK_LIST, resources, n_resources, &m_resource_spans),
-};
-static const jmsg m_traces = MSG(pl_traces, f_traces);
-
-/* ---- profiles.v1development */
-
-static const jfield f_value_type[] = {
-    F(pl_vtype, "typeStrindex", FK_I32, type_strindex),
-    F(pl_vtype, "unitStrindex", FK_I32, unit_strindex),
-};
-static const jmsg m_value_type = MSG(pl_vtype, f_value_type);
-
-static const jfield f_sample[] = {
-    F(pl_sample, "stackIndex", FK_I32, stack_index),
-    F_LIST(pl_sample, "attributeIndices", FK_I32S, attribute_indices, n_attribute_indices, NULL),
-    F(pl_sample, "linkIndex", FK_I32, link_index),
-    F_LIST(pl_sample, "values", FK_I64S, values, n_values, NULL),
-    F_LIST(pl_sample, "timestampsUnixNano", FK_U64S, timestamps_unix_nano, n_timestamps, NULL),
-};
-static const jmsg m_sample = MSG(pl_sample, f_sample);
-
-static const jfield f_profile[] = {
-    F_MSG(pl_profile, "sampleType", sample_type, offsetof(pl_profile, has_sample_type),
-          m_value_type),
-    F_LIST(pl_profile, "samples", FK_LIST, samples, n_samples, &m_sample),
-    F(pl_profile, "timeUnixNano", FK_U64, time_unix_nano),
-    F(pl_profile, "durationNano", FK_U64, duration_nano),
-    F_MSG(pl_profile, "periodType", period_type, offsetof(pl_profile, has_period_type),
-          m_value_type),
-    F(pl_profile, "period", FK_I64, period),
-    F_ID(pl_profile, "profileId", profile_id, 16),
-    F(pl_profile, "droppedAttributesCount", FK_U32, dropped_attributes_count),
-    F(pl_profile, "originalPayloadFormat", FK_STR, original_payload_format),
-    F(pl_profile, "originalPayload", FK_B64, original_payload),
-    F_LIST(pl_profile, "attributeIndices", FK_I32S, attribute_indices, n_attribute_indices, NULL),
-};
-static const jmsg m_profile = MSG(pl_profile, f_profile);
-
-static const jfield f_scope_profiles[] = {
-    F_MSG(pl_scope_profiles, "scope", scope, offsetof(pl_scope_profiles, has_scope), m_scope),
-    F_LIST(pl_scope_profiles, "profiles", FK_LIST, profiles, n_profiles, &m_profile),
-    F(pl_scope_profiles, "schemaUrl", FK_STR, schema_url),
-};
-static const jmsg m_scope_profiles = MSG(pl_scope_profiles, f_scope_profiles);
-
-static const jfield f_resource_profiles[] = {
-    F_MSG(pl_resource_profiles, "resource", resource, offsetof(pl_resource_profiles, has_resource),
-          m_resource),
-    F_LIST(pl_resource_profiles, "scopeProfiles", FK_LIST, scopes, n_scopes, &m_scope_profiles),
-    F(pl_resource_profiles, "schemaUrl", FK_STR, schema_url),
-};
-static const jmsg m_resource_profiles = MSG(pl_resource_profiles, f_resource_profiles);
-
-static const jfield f_mapping[] = {
-    F(pl_mapping, "memoryStart", FK_U64, memory_start),
-    F(pl_mapping, "memoryLimit", FK_U64, memory_limit),
-    F(pl_mapping, "fileOffset", FK_U64, file_offset),
-    F(pl_mapping, "filenameStrindex", FK_I32, filename_strindex),
-    F_LIST(pl_mapping, "attributeIndices", FK_I32S, attribute_indices, n_attribute_indices, NULL),
-};
-static const jmsg m_mapping = MSG(pl_mapping, f_mapping);
-
-static const jfield f_line[] = {
-    F(pl_line, "functionIndex", FK_I32, function_index),
-    F(pl_line, "line", FK_I64, line),
-    F(pl_line, "column", FK_I64, column),
-};
-static const jmsg m_line = MSG(pl_line, f_line);
-
-static const jfield f_location[] = {
-    F(pl_location, "mappingIndex", FK_I32, mapping_index),
-    F(pl_location, "address", FK_U64, address),
-    F_LIST(pl_location, "lines", FK_LIST, lines, n_lines, &m_line),
-    F_LIST(pl_location, "attributeIndices", FK_I32S, attribute_indices, n_attribute_indices, NULL),
-};
-static const jmsg m_location = MSG(pl_location, f_location);
-
-static const jfield f_function[] = {
-    F(pl_function, "nameStrindex", FK_I32, name_strindex),
-    F(pl_function, "systemNameStrindex", FK_I32, system_name_strindex),
-    F(pl_function, "filenameStrindex", FK_I32, filename_strindex),
-    F(pl_function, "startLine", FK_I64, start_line),
-};
-static const jmsg m_function = MSG(pl_function, f_function);
-
-static const jfield f_link[] = {
-    F_ID(pl_link, "traceId", trace_id, 16),
-    F_ID(pl_link, "spanId", span_id, 8),
-};
-static const jmsg m_link = MSG(pl_link, f_link);
-
-static const jfield f_kvu[] = {
-    F(pl_kvu, "keyStrindex", FK_I32, key_strindex),
-    F(pl_kvu, "value", FK_ANY, value),
-    F(pl_kvu, "unitStrindex", FK_I32, unit_strindex),
-};
-static const jmsg m_kvu = MSG(pl_kvu, f_kvu);
-
-static const jfield f_stack[] = {
-    F_LIST(pl_stack, "locationIndices", FK_I32S, location_indices, n_location_indices, NULL),
-};
-static const jmsg m_stack = MSG(pl_stack, f_stack);
-
-static const jfield f_dictionary[] = {
-    F_TABLE(pl_dictionary, "mappingTable", mappings, m_mapping),
-    F_TABLE(pl_dictionary, "locationTable", locations, m_location),
-    F_TABLE(pl_dictionary, "functionTable", functions, m_function),
-    F_TABLE(pl_dictionary, "linkTable", links, m_link),
-    {"stringTable", 11, FK_STRS, 0, offsetof(pl_dictionary, strings),
-     offsetof(pl_dictionary, n_strings), offsetof(pl_dictionary, cap_strings), NULL},
-    F_TABLE(pl_dictionary, "attributeTable", attributes, m_kvu),
-    F_TABLE(pl_dictionary, "stackTable", stacks, m_stack),
-};
-static const jmsg m_dictionary = MSG(pl_dictionary, f_dictionary);
-
-static const jfield f_profiles[] = {
-    F_LIST(pl_profiles, "resourceProfiles", FK_LIST, resources, n_resources, &m_resource_profiles),
-    F_MSG(pl_profiles, "dictionary", dict, offsetof(pl_profiles, has_dictionary), m_dictionary),
-};
-static const jmsg m_profiles = MSG(pl_profiles, f_profiles);
 
 /* List elements are decoded into a local buffer of this size first. */
 #define MAX_ELEM 256
@@ -399,6 +98,13 @@ static int dec_elem(jdec *d, const jfield *f, void *elem, int depth)
             return pl_jd_fail(d, NULL, "want an object");
         }
         return dec_msg(d, f->sub, elem, depth);
+    case FK_ANYS:
+        if (pl_jr_peek(&d->r) != PL_JT_OBJECT) {
+            if (!pl_jr_skip(&d->r))
+                return pl_jd_syntax(d);
+            return pl_jd_fail(d, NULL, "want an object");
+        }
+        return dec_anyvalue(d, elem, depth + 1);
     case FK_I32S:
         if (pl_jd_int(d, NULL, true, INT32_MIN, INT32_MAX, &u))
             return -1;
@@ -413,21 +119,6 @@ static int dec_elem(jdec *d, const jfield *f, void *elem, int depth)
         return pl_jd_int(d, NULL, false, 0, UINT64_MAX, (uint64_t *)elem);
     default: /* FK_STRS */
         return pl_jd_string(d, NULL, (pl_bytes *)elem);
-    }
-}
-
-static size_t elem_size(const jfield *f)
-{
-    switch (f->kind) {
-    case FK_LIST:
-        return ((const jmsg *)f->sub)->size;
-    case FK_I32S:
-        return 4;
-    case FK_I64S:
-    case FK_U64S:
-        return 8;
-    default:
-        return sizeof(pl_bytes);
     }
 }
 
@@ -453,7 +144,7 @@ static int dec_list(jdec *d, const jfield *f, uint8_t *base, int depth)
     }
     if (!pl_jr_array_begin(&d->r))
         return pl_jd_syntax(d);
-    size_t size = elem_size(f), start = d->scratch_len;
+    size_t size = pl_tm_elem_size(f), start = d->scratch_len;
     _Alignas(16) uint8_t elem[MAX_ELEM];
     unsigned k = 0;
     int rc;
@@ -495,6 +186,7 @@ static int dec_field(jdec *d, const jfield *f, uint8_t *base, int depth)
     case FK_ID:
         return pl_jd_hex_id(d, f->name, dst, base + f->aux, f->arg);
     case FK_U32:
+    case FK_FX32:
         if (pl_jd_int(d, f->name, false, 0, UINT32_MAX, &u))
             return -1;
         *(uint32_t *)dst = (uint32_t)u;
@@ -505,6 +197,7 @@ static int dec_field(jdec *d, const jfield *f, uint8_t *base, int depth)
         *(int32_t *)dst = (int32_t)(int64_t)u;
         return 0;
     case FK_U64:
+    case FK_FX64:
         return pl_jd_int(d, f->name, false, 0, UINT64_MAX, dst);
     case FK_I64:
         if (pl_jd_int(d, f->name, true, INT64_MIN, INT64_MAX, &u))
@@ -562,93 +255,6 @@ static int dec_msg(jdec *d, const jmsg *m, void *dst, int depth)
 }
 
 /* ---- AnyValue (a oneof) ------------------------------------------------- */
-
-static const jfield f_any_kvlist = {"kvlistValue.values", 18,     FK_LIST,    0, 0,
-                                    sizeof(void *),       NO_OFF, &m_keyvalue};
-
-static int dec_array_values(jdec *d, pl_value *v, int depth)
-{
-    /* {"values": [AnyValue...]}; elements via the scratch stack. */
-    if (!pl_jr_object_begin(&d->r))
-        return pl_jd_syntax(d);
-    unsigned k = 0;
-    pl_jstr key;
-    int rc;
-    v->u.array.items = NULL;
-    v->u.array.n = 0;
-    while ((rc = pl_jr_object_next(&d->r, &k, &key)) == 1) {
-        if (!(key.len == 6 && memcmp(key.ptr, "values", 6) == 0)) {
-            if (!pl_jr_skip(&d->r))
-                return pl_jd_syntax(d);
-            continue;
-        }
-        pl_jtype t = pl_jr_peek(&d->r);
-        if (t == PL_JT_NULL) {
-            if (!pl_jr_literal(&d->r))
-                return pl_jd_syntax(d);
-            continue;
-        }
-        if (t != PL_JT_ARRAY) {
-            if (t == PL_JT_NONE || !pl_jr_skip(&d->r))
-                return pl_jd_syntax(d);
-            return pl_jd_fail(d, "arrayValue.values", "want an array");
-        }
-        if (!pl_jr_array_begin(&d->r))
-            return pl_jd_syntax(d);
-        size_t start = d->scratch_len;
-        unsigned ak = 0;
-        uint32_t n = 0;
-        while ((rc = pl_jr_array_next(&d->r, &ak)) == 1) {
-            pl_value item;
-            memset(&item, 0, sizeof item);
-            if (pl_jd_charge(d, 2 * sizeof item + ELEM_OVERHEAD))
-                return -1;
-            path_push(d, "arrayValue.values", n);
-            if (pl_jr_peek(&d->r) != PL_JT_OBJECT) {
-                if (!pl_jr_skip(&d->r))
-                    return pl_jd_syntax(d);
-                return pl_jd_fail(d, NULL, "want an object");
-            }
-            if (dec_anyvalue(d, &item, depth + 1))
-                return -1;
-            path_pop(d);
-            if (scratch_push(d, &item, sizeof item))
-                return -1;
-            n++;
-        }
-        if (rc < 0)
-            return pl_jd_syntax(d);
-        v->u.array.items = NULL;
-        if (n && !(v->u.array.items = arena_copy(d, d->scratch + start, n * sizeof(pl_value))))
-            return pl_jd_oom(d);
-        v->u.array.n = n;
-        d->scratch_len = start;
-    }
-    return rc < 0 ? pl_jd_syntax(d) : 0;
-}
-
-static int dec_kvlist_values(jdec *d, pl_value *v, int depth)
-{
-    if (!pl_jr_object_begin(&d->r))
-        return pl_jd_syntax(d);
-    unsigned k = 0;
-    pl_jstr key;
-    int rc;
-    v->u.kvlist.items = NULL;
-    v->u.kvlist.n = 0;
-    _Static_assert(offsetof(pl_value, u.kvlist.n) - offsetof(pl_value, u.kvlist.items) ==
-                       sizeof(void *),
-                   "kvlist layout");
-    while ((rc = pl_jr_object_next(&d->r, &k, &key)) == 1) {
-        if (key.len == 6 && memcmp(key.ptr, "values", 6) == 0) {
-            if (dec_list(d, &f_any_kvlist, (uint8_t *)&v->u.kvlist.items, depth + 1))
-                return -1;
-        } else if (!pl_jr_skip(&d->r)) {
-            return pl_jd_syntax(d);
-        }
-    }
-    return rc < 0 ? pl_jd_syntax(d) : 0;
-}
 
 static int dec_anyvalue(jdec *d, pl_value *v, int depth)
 {
@@ -714,8 +320,12 @@ static int dec_anyvalue(jdec *d, pl_value *v, int depth)
                     return pl_jd_syntax(d);
                 return pl_jd_fail(d, array ? "arrayValue" : "kvlistValue", "want an object");
             }
-            if (array ? dec_array_values(d, v, depth) : dec_kvlist_values(d, v, depth))
+            /* Array items sit one level down, as do a kvlist's key-values. */
+            path_push(d, array ? "arrayValue" : "kvlistValue", -1);
+            if (array ? dec_msg(d, &pl_tm_arrayvalue, &v->u.array, depth)
+                      : dec_msg(d, &pl_tm_kvlist, &v->u.kvlist, depth + 1))
                 return -1;
+            path_pop(d);
             v->type = array ? PL_VALUE_ARRAY : PL_VALUE_KVLIST;
         } else if (!pl_jr_skip(&d->r)) {
             return pl_jd_syntax(d);
@@ -757,13 +367,13 @@ static pl_status decode(pl_batch *b, const jmsg *root, void *dst, const uint8_t 
 static pl_status decode_traces(pl_batch *b, const uint8_t *buf, size_t len, size_t budget,
                                pl_err *err)
 {
-    return decode(b, &m_traces, &b->data.traces, buf, len, budget, err);
+    return decode(b, &pl_tm_traces, &b->data.traces, buf, len, budget, err);
 }
 
 static pl_status decode_profiles(pl_batch *b, const uint8_t *buf, size_t len, size_t budget,
                                  pl_err *err)
 {
-    pl_status st = decode(b, &m_profiles, &b->data.profiles, buf, len, budget, err);
+    pl_status st = decode(b, &pl_tm_profiles, &b->data.profiles, buf, len, budget, err);
     return st ? st : pl_otlp_validate_profiles(&b->data.profiles, err);
 }
 

@@ -36,6 +36,7 @@
 #include "core/log.h"
 #include "extensions/auth.h"
 #include "net/http_server.h"
+#include "pipeline/workers.h"
 #include "receivers/otlp_handler.h"
 
 /* ---- configuration ------------------------------------------------------ */
@@ -239,6 +240,9 @@ typedef struct otlp_receiver {
     pl_http_server_options grpc_opt, http_opt;
     char grpc_name[160], http_name[160];
     pl_http_server *grpc_server, *http_server;
+    /* with service.workers > 1: one server per worker loop (SO_REUSEPORT) */
+    pl_http_server **worker_servers; /* [2 * workers]: grpc, http per worker */
+    unsigned n_workers;
     uint64_t *refused_requests; /* refused before decoding: memory short */
     pl_otlp_handler grpc_handler, http_handler;
     pl_listener_security grpc_sec, http_sec;
@@ -377,9 +381,104 @@ static void http_handler(void *arg, pl_http_request *req, pl_http_response *res)
 
 /* ---- lifecycle ---------------------------------------------------------- */
 
+/* ---- listening on the worker loops ------------------------------------- */
+
+typedef struct worker_listen {
+    otlp_receiver *r;
+    unsigned worker;
+    bool grpc;
+    char endpoint[256];
+    pl_http_server *server; /* out */
+    pl_err err;             /* out */
+} worker_listen;
+
+static void listen_on_worker(void *arg)
+{
+    worker_listen *wl = arg;
+    otlp_receiver *r = wl->r;
+    pl_http_server_options opt = wl->grpc ? r->grpc_opt : r->http_opt;
+    opt.reuse_port = true;
+    wl->server = pl_http_server_start(pl_workers_loop(wl->worker), wl->endpoint, &opt,
+                                      wl->grpc ? grpc_handler : http_handler, r, &wl->err);
+}
+
+static void close_on_worker(void *arg)
+{
+    pl_http_server_close(arg);
+}
+
+static void close_worker_servers(otlp_receiver *r)
+{
+    for (unsigned i = 0; i < 2 * r->n_workers; i++)
+        if (r->worker_servers[i]) {
+            pl_workers_run(i / 2, close_on_worker, r->worker_servers[i]);
+            r->worker_servers[i] = NULL;
+        }
+    free(r->worker_servers);
+    r->worker_servers = NULL;
+    r->n_workers = 0;
+}
+
+/* Binds `endpoint` on every worker loop; the first bind fixes the port (for
+ * ":0"), the others join it with SO_REUSEPORT. */
+static pl_status listen_on_workers(otlp_receiver *r, bool grpc, const char *endpoint, pl_err *err)
+{
+    char ep[256];
+    snprintf(ep, sizeof(ep), "%s", endpoint);
+    for (unsigned i = 0; i < r->n_workers; i++) {
+        worker_listen wl = {.r = r, .worker = i, .grpc = grpc};
+        snprintf(wl.endpoint, sizeof(wl.endpoint), "%s", ep);
+        pl_workers_run(i, listen_on_worker, &wl);
+        if (!wl.server) {
+            *err = wl.err;
+            return PL_ERR_INTERNAL;
+        }
+        r->worker_servers[2 * i + (grpc ? 0 : 1)] = wl.server;
+        if (i == 0) { /* "host:0" -> "host:<bound port>" for the others */
+            char *colon = strrchr(ep, ':');
+            if (colon && strcmp(colon, ":0") == 0)
+                snprintf(colon + 1, sizeof(ep) - (size_t)(colon + 1 - ep), "%d",
+                         pl_http_server_port(wl.server));
+        }
+    }
+    return PL_OK;
+}
+
 static pl_status otlp_start(void *self, pl_err *err)
 {
     otlp_receiver *r = self;
+    unsigned workers = pl_workers_count();
+    /* Authenticators keep per-request state (basicauth's verified-password
+     * cache, its file reload) that is not made for several threads: with
+     * one configured, this receiver stays on the pipeline loop. */
+    if (workers > 1 && (r->grpc_opt.auth || r->http_opt.auth)) {
+        pl_info(r->id, "an authenticator is configured: listening on the pipeline loop, not on "
+                       "the %u workers",
+                workers);
+        workers = 0;
+    }
+    if (workers > 1) {
+        r->worker_servers = calloc(2 * workers, sizeof(*r->worker_servers));
+        if (!r->worker_servers)
+            return pl_errf(err, PL_ERR_NOMEM, "out of memory");
+        r->n_workers = workers;
+        pl_status st = PL_OK;
+        if (r->grpc_enabled)
+            st = listen_on_workers(r, true, r->grpc_endpoint, err);
+        if (st == PL_OK && r->http_enabled)
+            st = listen_on_workers(r, false, r->http_endpoint, err);
+        if (st != PL_OK) {
+            close_worker_servers(r);
+            return st;
+        }
+        if (r->grpc_enabled)
+            pl_info(r->id, "OTLP/gRPC listening on %s%s (%u workers)", r->grpc_endpoint,
+                    r->grpc_opt.tls ? " (TLS)" : "", workers);
+        if (r->http_enabled)
+            pl_info(r->id, "OTLP/HTTP listening on %s://%s (%u workers)",
+                    pl_listener_security_scheme(&r->http_sec), r->http_endpoint, workers);
+        return PL_OK;
+    }
     if (r->grpc_enabled) {
         r->grpc_server =
             pl_http_server_start(r->loop, r->grpc_endpoint, &r->grpc_opt, grpc_handler, r, err);
@@ -405,6 +504,7 @@ static pl_status otlp_start(void *self, pl_err *err)
 static void otlp_shutdown(void *self)
 {
     otlp_receiver *r = self;
+    close_worker_servers(r);
     pl_http_server_close(r->grpc_server);
     pl_http_server_close(r->http_server);
     r->grpc_server = r->http_server = NULL;

@@ -78,7 +78,7 @@ static void add_metadata(pl_batch *b, const pl_http_request *req, bool all)
 
 /* Records / data points counted while checking a pass-through request, for
  * the accepted/refused counters (one loop thread: a plain static is safe). */
-static size_t pass_through_items;
+static _Thread_local size_t pass_through_items; /* per worker thread */
 
 /* Decodes `data` (inside `owner`, which is taken in every case) into a new
  * batch of `signal`. */
@@ -208,8 +208,8 @@ static bool memory_short(const pl_otlp_handler *r)
 {
     if (pl_memory_state_get() == PL_MEMORY_OK)
         return false;
-    if (r->refused_requests)
-        (*r->refused_requests)++;
+    if (r->refused_requests) /* from any worker thread */
+        __atomic_fetch_add(r->refused_requests, 1, __ATOMIC_RELAXED);
     return true;
 }
 

@@ -244,6 +244,11 @@ check "an unset variable is a warning with its position, not an error" \
 PL_CLI_PATH=v9 "$BIN" print-config --config "$TMP/prov.yaml" --mode unredacted >"$TMP/out" 2>/dev/null
 check "print-config --mode unredacted shows the file's content" grep -q 'Bearer s3cr3t-from-file' "$TMP/out"
 
+"$BIN" validate --config "$TMP/base.yaml" --set 'exporters::otlphttp::headers::Authorization=Bearer hunter2' \
+    --config 'yaml:exporters::nosuch::password: hunter2' >"$TMP/out" 2>&1
+check "validate: a secret given with --set or yaml: is not repeated in the messages" sh -c "
+    test $? -eq 1 && ! grep -q hunter2 '$TMP/out' && grep -q 'Authorization=\[REDACTED\]' '$TMP/out'"
+
 # validate: every problem in one pass, addresses included
 cat >"$TMP/many.yaml" <<'EOF'
 receivers:

@@ -131,6 +131,34 @@ static void test_sixty_second_cadence_links(void)
     fx_done(&f);
 }
 
+/* Spans that came before their service's cadence was known wait the assumed
+ * hold only until the cadence is learned; then their hold follows it. */
+static void test_hold_follows_learned_cadence(void)
+{
+    fixture f;
+    pl_correlation_config cfg = cadence_config();
+    REQUIRE(fx_init(&f, &cfg) == 0);
+    span_spec a[] = {{9, 0x91, 0, BASE - S(2), BASE - S(1), "early", NULL}};
+    deliver(&f, mk_traces("fast", a, 1)); /* assumed: 156 s */
+    /* Two 10 s uploads that carry span ids (of other spans) but do not
+     * cover this span's end... because they are stamped before it. */
+    sample_spec other[] = {{0x99, 0, BY_LINK, 0, 1, 0}};
+    deliver(&f, mk_profiles("fast", BASE - S(30), S(10), other, 1));
+    advance(&f, S(10));
+    deliver(&f, mk_profiles("fast", BASE - S(20), S(10), other, 1));
+    pl_correlation_cadence cad;
+    pl_correlation_get_cadence(f.self, "fast", &cad);
+    CHECK_EQ_UINT(cad.interval, S(10));
+    /* 2 x 10 s + delay (here 30 s, learned from the stamps) + 1 s + 5 s,
+     * at least span_window (30 s) */
+    CHECK_EQ_UINT(cad.hold, S(56));
+    advance(&f, S(45));
+    CHECK_EQ_INT(f.traces.n, 0);
+    advance(&f, S(2)); /* 57 s after it came: its learned hold is over */
+    CHECK_EQ_INT(f.traces.n, 1);
+    fx_done(&f);
+}
+
 /* An upload that never comes: spans wait up to their hold, not forever, and
  * samples that come after are enriched from the departed spans' summaries. */
 static void test_late_samples_enriched_from_summaries(void)
@@ -219,6 +247,41 @@ static void test_unprofiled_service_not_held_after_warmup(void)
     span_spec c[] = {{4, 0xD2, 0, fake_now - S(1), fake_now, "busy", NULL}};
     deliver(&f, mk_traces("busy", c, 1));
     CHECK_EQ_INT(f.traces.n, 2);
+    fx_done(&f);
+}
+
+/* The Pyroscope application name need not be the spans' service.name: once
+ * a sample of the profiles' service links to a span of another service,
+ * that service follows the profiles' cadence and coverage, and stays held
+ * after the warm-up. */
+static void test_profiles_under_another_service_name(void)
+{
+    fixture f;
+    pl_correlation_config cfg = cadence_config();
+    REQUIRE(fx_init(&f, &cfg) == 0);
+    span_spec a[] = {{2, 0x71, 0, BASE - S(3), BASE - S(2), "GET /cart", NULL}};
+    deliver(&f, mk_traces("checkout", a, 1));
+    advance(&f, S(10));
+    sample_spec ss[] = {{0x71, 0, BY_SPAN_LABEL, 0, 5, 0}};
+    deliver(&f, mk_profiles("checkout-app", BASE, S(10), ss, 1));
+    CHECK_EQ_UINT(counters(&f).linked_samples, 1);
+    pl_correlation_cadence cad;
+    pl_correlation_get_cadence(f.self, "checkout", &cad);
+    CHECK(cad.linked);
+    CHECK_EQ_UINT(cad.interval, S(10));
+    /* Covered by checkout-app's upload (up to BASE): it leaves now. */
+    CHECK_EQ_INT(f.traces.n, 1);
+    /* Long after the warm-up, checkout's spans are still held, and leave
+     * when checkout-app's next upload covers them. */
+    advance(&f, S(300));
+    span_spec b[] = {{2, 0x72, 0, fake_now - S(3), fake_now - S(2), "GET /cart", NULL}};
+    deliver(&f, mk_traces("checkout", b, 1));
+    CHECK_EQ_INT(f.traces.n, 1);
+    CHECK_EQ_UINT(counters(&f).spans_not_held, 0);
+    sample_spec s2[] = {{0x72, 0, BY_SPAN_LABEL, 0, 5, 0}};
+    deliver(&f, mk_profiles("checkout-app", fake_now, S(10), s2, 1));
+    CHECK_EQ_INT(f.traces.n, 2);
+    CHECK_EQ_INT(span_int(find_span_in(&f.traces, 0x72, 2), "profile.cpu_time_ns"), 5);
     fx_done(&f);
 }
 
@@ -331,6 +394,132 @@ static void test_shutdown_flushes_long_holds(void)
     fx_done(&f);
 }
 
+static uint64_t rnd_state = 0x9E3779B97F4A7C15ull;
+static uint32_t rnd(uint32_t n)
+{
+    rnd_state ^= rnd_state << 13;
+    rnd_state ^= rnd_state >> 7;
+    rnd_state ^= rnd_state << 17;
+    return (uint32_t)(rnd_state % n);
+}
+
+/* Random arrival orders at the default settings, with spans leaving long
+ * before many of their samples come (up to minutes): every sample is
+ * enriched, on time or from its departed span's summary, and always with its
+ * own span's trace id (the samples carry span ids only). */
+static void test_random_orders_with_late_samples(void)
+{
+    enum { SPANS = 240, ROUNDS = 12 };
+    for (int round = 0; round < ROUNDS; round++) {
+        fixture f;
+        pl_correlation_config cfg = cadence_config();
+        char *attrs[] = {"http.route"};
+        cfg.span_attributes = (pl_strlist){attrs, 1};
+        REQUIRE(fx_init(&f, &cfg) == 0);
+        uint64_t t0 = BASE - S(100);
+        span_spec sp[SPANS];
+        sample_spec ss[SPANS * 3];
+        int n_samples = 0;
+        for (int i = 0; i < SPANS; i++) {
+            int tree = i / 3, level = i % 3;
+            uint64_t base_id = 0x5000 + (uint64_t)round * 0x1000 + (uint64_t)tree * 3;
+            sp[i] = (span_spec){(uint8_t)(1 + tree % 250),
+                                base_id + (uint64_t)level,
+                                level ? base_id + (uint64_t)level - 1 : 0,
+                                t0 + S(level),
+                                t0 + S(10 - level),
+                                level ? "child" : "GET /r",
+                                level ? NULL : "/r"};
+            int k = (int)rnd(4);
+            for (int j = 0; j < k; j++)
+                ss[n_samples++] =
+                    (sample_spec){sp[i].id, 0, j % 2 ? BY_SPAN_LABEL : BY_LINK, t0 + S(5), 1, 0};
+        }
+        /* Spans first, in random batches and order, then the samples, with
+         * up to 40 s between deliveries: most spans leave before their
+         * samples come. In even rounds the service has uploaded a
+         * span-linked profile before (its spans are indexed at once); in odd
+         * rounds nothing has (held unindexed, within the warm-up). */
+        if (round % 2 == 0) {
+            sample_spec first[] = {{0xFFFF, 0, BY_LINK, 0, 1, 0}};
+            deliver(&f, mk_profiles("svc", t0 - S(30), S(20), first, 1));
+        }
+        for (int from = 0; from < SPANS;) {
+            int n = 1 + (int)rnd(40);
+            n = from + n > SPANS ? SPANS - from : n;
+            deliver(&f, mk_traces("svc", sp + from, n));
+            advance(&f, S(rnd(round % 2 ? 12 : 40)));
+            from += n;
+        }
+        for (int i = n_samples - 1; i > 0; i--) {
+            int j = (int)rnd((uint32_t)i + 1);
+            sample_spec tmp = ss[i];
+            ss[i] = ss[j];
+            ss[j] = tmp;
+        }
+        for (int from = 0; from < n_samples;) {
+            int n = 1 + (int)rnd(60);
+            n = from + n > n_samples ? n_samples - from : n;
+            deliver(&f, mk_profiles("svc", t0, S(20), ss + from, n));
+            advance(&f, S(rnd(40)));
+            from += n;
+        }
+        pl_processor_correlation.shutdown(f.self);
+        pl_correlation_counters c = counters(&f);
+        CHECK_EQ_UINT(c.linked_samples + c.late_linked_samples, (uint64_t)n_samples);
+        CHECK_EQ_UINT(c.unlinked_samples, round % 2 ? 0 : 1); /* the first one's span never came */
+        CHECK(round == 0 || c.late_linked_samples > 0);
+        int checked = 0;
+        for (int b = round % 2 ? 0 : 1; b < f.profiles.n; b++) {
+            pl_batch *pb = f.profiles.b[b];
+            pl_profile *p = &pb->data.profiles.resources[0].scopes[0].profiles[0];
+            pl_dictionary *d = &pb->data.profiles.dict;
+            for (uint32_t k = 0; k < p->n_samples; k++) {
+                char buf[256], want[40];
+                const pl_sample *s = &p->samples[k];
+                uint64_t id = 0;
+                const uint8_t *trace = NULL;
+                if (s->link_index > 0) {
+                    const pl_link *l = &d->links[s->link_index];
+                    for (int x = 0; x < 8; x++)
+                        id = id << 8 | l->span_id[x];
+                    trace = l->trace_id_len == 16 ? l->trace_id : NULL;
+                }
+                int idx = -1;
+                for (int i = 0; i < SPANS; i++)
+                    if (s->link_index > 0 && sp[i].id == id)
+                        idx = i;
+                if (idx < 0) { /* by label: the trace comes as an attribute */
+                    const char *hex = sample_attr(pb, k, "span_id", buf, NULL);
+                    REQUIRE(hex != NULL);
+                    id = strtoull(hex, NULL, 16);
+                    for (int i = 0; i < SPANS; i++)
+                        if (sp[i].id == id)
+                            idx = i;
+                    REQUIRE(idx >= 0);
+                    CHECK_EQ_STR(sample_attr(pb, k, "trace_id", buf, NULL),
+                                 hex_trace(sp[idx].trace, want));
+                } else {
+                    uint8_t t16[16];
+                    id16(sp[idx].trace, t16);
+                    CHECK(trace && memcmp(trace, t16, 16) == 0);
+                }
+                CHECK_EQ_STR(sample_attr(pb, k, "span_name", buf, NULL), sp[idx].name);
+                if (round % 2 == 0) {
+                    /* Spans that leave before any profile came, unindexed,
+                     * find only parents that left before them: their local
+                     * root may be missing (see docs/correlation.md). */
+                    CHECK_EQ_STR(sample_attr(pb, k, "root_span_name", buf, NULL), "GET /r");
+                    CHECK_EQ_STR(sample_attr(pb, k, "http.route", buf, NULL), "/r");
+                }
+                checked++;
+            }
+        }
+        CHECK_EQ_INT(checked, n_samples);
+        fx_done(&f);
+    }
+}
+
 /* A next consumer that refuses while `refusing` is set (it takes the batch
  * whatever it answers, as every consumer does). */
 typedef struct gate {
@@ -394,11 +583,14 @@ int main(void)
 {
     PL_RUN(test_heap_upload_does_not_release_spans);
     PL_RUN(test_sixty_second_cadence_links);
+    PL_RUN(test_hold_follows_learned_cadence);
     PL_RUN(test_late_samples_enriched_from_summaries);
     PL_RUN(test_unprofiled_service_not_held_after_warmup);
+    PL_RUN(test_profiles_under_another_service_name);
     PL_RUN(test_one_span_id_flood_is_linear);
     PL_RUN(test_service_names_bounded);
     PL_RUN(test_shutdown_flushes_long_holds);
     PL_RUN(test_downstream_refusal_passed_on);
+    PL_RUN(test_random_orders_with_late_samples);
     return pl_test_done();
 }

@@ -14,7 +14,8 @@
  *     `event` (wall mode); an unknown event type skipped;
  *   - malformed input: every truncation and every single-byte change of a
  *     small chunk, and header faults: an error, never a crash; the
- *     memory and object budgets: PL_ERR_TOO_LARGE.
+ *     memory and object budgets, and the bound on fields read (types of
+ *     empty fields): PL_ERR_TOO_LARGE.
  *
  * argv[1]: the tests/jfr directory. With --write-async-fixture DIR it
  * writes DIR/async_context.jfr instead (the checked-in copy must match).
@@ -476,6 +477,54 @@ static void test_budgets(void)
     free(data);
 }
 
+
+/* A type with thousands of fields that take no bytes: reading its events
+ * would cost far more than the body's size suggests; the reader stops. */
+static void test_empty_fields_bound_the_work(void)
+{
+    enum { W_ROOT, W_META, W_CLASS, W_FIELD, W_NAME, W_ID, W_CLS, W_LONG, W_EMPTY, W_EXEC, W_F,
+           W_ID_LONG, W_ID_EMPTY, W_ID_EXEC, W_N };
+    static const char *const ws[W_N] = {"root", "metadata", "class", "field", "name", "id",
+                                        "class", "long", "jdk.Empty", "jdk.ExecutionSample",
+                                        "f", "200", "201", "202"};
+    enum { FIELDS = 4000, EVENTS = 60000 };
+    pl_buf b;
+    pl_buf_init(&b);
+    uint8_t header[68] = {'F', 'L', 'R', 0, 0, 2, 0, 0};
+    pl_buf_append(&b, header, sizeof(header));
+    for (int i = 0; i < EVENTS; i++) {
+        size_t e = jw_begin(&b, 202);
+        jw_var(&b, 1);
+        jw_end(&b, e);
+    }
+    size_t meta_at = b.len;
+    size_t e = jw_begin(&b, 0);
+    jw_var(&b, 0), jw_var(&b, 0), jw_var(&b, 1);
+    jw_var(&b, W_N);
+    for (int i = 0; i < W_N; i++)
+        jw_str(&b, ws[i]);
+    jw_var(&b, W_ROOT), jw_var(&b, 0), jw_var(&b, 1);
+    jw_var(&b, W_META), jw_var(&b, 0), jw_var(&b, 3);
+    jw_class(&b, W_ID_LONG, W_LONG, NULL, 0);
+    jw_class(&b, W_ID_EMPTY, W_EMPTY, NULL, 0);
+    jw_var(&b, W_CLASS), jw_var(&b, 2), jw_var(&b, W_ID), jw_var(&b, W_ID_EXEC);
+    jw_var(&b, W_NAME), jw_var(&b, W_EXEC);
+    jw_var(&b, FIELDS + 1);
+    jw_field(&b, W_F, W_ID_LONG, 0, 0);
+    for (int i = 0; i < FIELDS; i++)
+        jw_field(&b, W_F, W_ID_EMPTY, 0, 0);
+    jw_end(&b, e);
+    REQUIRE(pl_buf_ok(&b));
+    jw_be(b.data + 8, b.len, 8);
+    jw_be(b.data + 24, meta_at, 8);
+    jw_be(b.data + 56, 1000000000ull, 8);
+    jw_be(b.data + 64, 1, 4);
+    pl_err err = {{0}};
+    CHECK_EQ_INT(decode_status(b.data, b.len, NULL, &err), PL_ERR_TOO_LARGE);
+    CHECK(strstr(err.msg, "fields to read") != NULL);
+    pl_buf_free(&b);
+}
+
 int main(int argc, char **argv)
 {
     if (argc == 3 && strcmp(argv[1], "--write-async-fixture") == 0) {
@@ -500,5 +549,6 @@ int main(int argc, char **argv)
     PL_RUN(test_checked_in_async_fixture);
     PL_RUN(test_truncated_and_corrupt);
     PL_RUN(test_budgets);
+    PL_RUN(test_empty_fields_bound_the_work);
     return pl_test_done();
 }

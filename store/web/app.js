@@ -123,7 +123,7 @@ const SINCE = [['15m', 'last 15 min'], ['1h', 'last hour'], ['6h', 'last 6 h'], 
 async function showSearch(p) {
   // the three requests go out together
   const q = new URLSearchParams({ since: p.get('since') || '1h', limit: '100' });
-  for (const k of ['service', 'root', 'until', 'min_duration', 'min_cpu', 'sort']) if (p.get(k)) q.set(k, p.get(k));
+  for (const k of ['service', 'root', 'tenant', 'until', 'min_duration', 'min_cpu', 'sort']) if (p.get(k)) q.set(k, p.get(k));
   if (p.get('errors') === '1') q.set('errors', '1');
   const tracesP = api(`/api/traces?${q}`);
   const linksP = api(`/api/links?since=${encodeURIComponent(p.get('since') || '1h')}`);
@@ -141,6 +141,7 @@ async function showSearch(p) {
   const form = el('form', { class: 'filters', id: 'search-form' },
     el('label', null, 'service', svc),
     el('label', null, 'root operation', el('input', { name: 'root', value: p.get('root') || '', size: 18 })),
+    el('label', null, 'tenant', input('tenant', 'any')),
     el('label', null, 'since', since),
     el('label', null, 'until (ago)', input('until', 'e.g. 5m')),
     el('label', null, 'min duration', input('min_duration', '100ms')),
@@ -182,7 +183,7 @@ function tracesTable(traces) {
       el('td', { class: 'num duration' }, fmtDuration(t.duration_ns)),
       el('td', { class: 'num time' }, fmtTime(t.time)),
       el('td', { class: 'num' }, t.span_count),
-      el('td', null, t.root_service || '-'),
+      el('td', null, t.root_service || '-', t.tenant ? el('span', { class: 'muted tenant' }, ` (${t.tenant})`) : null),
       el('td', { class: 'name root' }, t.has_root ? t.root_name : '(root span not stored)',
         t.error_count ? el('span', { class: 'err' }, '  error') : null));
     tr.addEventListener('click', () => { location.hash = `#/trace/${t.trace_id}`; });

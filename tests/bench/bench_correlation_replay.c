@@ -3,20 +3,24 @@
  * upload cadences as they are, through its real consume API with an injected
  * clock (no sleeping: ten simulated minutes take seconds).
  *
- * Twelve services, four per cadence:
+ * Fourteen services, four per cadence, and two beyond max_window:
  *   - "10s": uploads every 10 s (Java, Python, Ruby, .NET, Rust), every span
  *     labelled with its own id, profile stamped at the window's start;
  *   - "15s": Go-style, every 15 s, samples labelled with the local root's id
  *     only, stamped at the window's start;
  *   - "60s": Node.js-style, every 60 s plus 0-30 s of extra delay, stamped at
  *     the window's end, a heap profile (no labels) uploaded just before the
- *     wall profile.
+ *     wall profile;
+ *   - "60s late": the same, but each upload held back 150-250 s (a blocked
+ *     event loop; windows that end meanwhile join it): longer than the
+ *     3-minute max_window, so spans leave first and their samples are
+ *     enriched from the departed spans' summaries.
  * Each service runs its data clock up to 1 s ahead or behind the others,
  * exports its spans every 5 s (children before parents, shuffled, one batch
  * in ten delivered after the next one), and 1 % of samples name spans that
  * never arrive. Traces have four spans (a server span, three children).
  * Span generation runs `minutes` (default 10) at `rate` spans/s (default
- * 10,000); uploads go on 2 more minutes so every sample is sent.
+ * 10,000); uploads go on 5.5 more minutes so every sample is sent.
  *
  * Printed: share of span-labelled samples linked (on time or from a departed
  * span's summary), false links (a sample enriched with a span it does not
@@ -41,8 +45,8 @@
 #define NS       1000000000ull
 #define T0       (1700000000ull * NS)
 #define STEP     (100000000ull) /* 100 ms of simulated time per step */
-#define N_SVC    12
-#define BOGUS_K  7 /* span "kind" of ids that never arrive */
+#define N_SVC    14             /* 4 per cadence, and 2 Node.js services uploading too late */
+#define BOGUS_K  7              /* span "kind" of ids that never arrive */
 #define EXPORT_S 5
 
 static uint64_t fake_now;
@@ -161,7 +165,7 @@ typedef struct svc {
     double acc;
 } svc;
 
-static const char *cls_name[3] = {"10s", "15s Go", "60s Node"};
+static const char *cls_name[4] = {"10s", "15s Go", "60s Node", "60s late"};
 
 static void push_span(svc *s, span_rec r)
 {
@@ -307,11 +311,11 @@ typedef struct arrival {
 
 static arrival *arrivals;
 static size_t n_arrivals, cap_arrivals;
-static double *delays[3];
-static size_t n_delays[3], cap_delays[3];
+static double *delays[4];
+static size_t n_delays[4], cap_delays[4];
 static uint64_t labelled_samples, linked_samples, false_links, bogus_samples;
 static uint64_t labelled_spans, enriched_spans;
-static uint64_t cls_samples[3], cls_linked[3], cls_spans[3], cls_enriched[3];
+static uint64_t cls_samples[4], cls_linked[4], cls_spans[4], cls_enriched[4];
 static int svc_cls_of_trace(uint64_t trace);
 
 static pl_status sink_fn(void *arg, pl_batch *b)
@@ -403,7 +407,7 @@ int main(int argc, char **argv)
 {
     double minutes = argc > 1 ? atof(argv[1]) : 10;
     double rate = argc > 2 ? atof(argv[2]) : 10000;
-    uint64_t gen_end = (uint64_t)(minutes * 60 * NS), sim_end = gen_end + 120 * NS;
+    uint64_t gen_end = (uint64_t)(minutes * 60 * NS), sim_end = gen_end + 330 * NS;
     fake_now = T0;
     pl_stats *stats = pl_stats_new("correlation", PL_KIND_PROCESSOR);
     pl_correlation_config cfg;
@@ -430,12 +434,8 @@ int main(int argc, char **argv)
     uint64_t trace_seq[N_SVC];
     for (int i = 0; i < N_SVC; i++) {
         svc *s = &services[i];
-        s->cls = i / 4;
-        snprintf(s->name, sizeof(s->name), "svc-%s-%d",
-                 s->cls == 0   ? "10"
-                 : s->cls == 1 ? "15"
-                               : "60",
-                 i % 4);
+        s->cls = i / 4; /* 3: i = 12, 13 */
+        snprintf(s->name, sizeof(s->name), "svc-%d-%d", s->cls, i % 4);
         s->skew = (int64_t)(rnd() % (2 * NS)) - (int64_t)NS;
         s->period = s->cls == 0 ? 10 * NS : s->cls == 1 ? 15 * NS : 60 * NS;
         /* Phases differ; the SDK started before the replay, so the first
@@ -449,6 +449,8 @@ int main(int argc, char **argv)
     long rss0 = rss_kib(), rss_peak = rss0;
     double peak_per_span = 0;
     size_t peak_held = 0, peak_bytes = 0;
+    pl_correlation_usage peak_u;
+    memset(&peak_u, 0, sizeof(peak_u));
     uint64_t spans_sent = 0, samples_sent = 0;
 
     for (uint64_t t = 0; t < sim_end; t += STEP) {
@@ -508,7 +510,21 @@ int main(int argc, char **argv)
                 }
             }
             /* profile windows: close, then upload after a delay */
-            if (t >= s->win_end) {
+            if (t >= s->win_end && s->upload_at) {
+                /* The previous upload has not gone yet (a blocked event
+                 * loop): this window joins it. */
+                for (size_t k = 0; k < s->n_win; k++) {
+                    if (s->n_closed == s->cap_closed) {
+                        s->cap_closed = s->cap_closed ? s->cap_closed * 2 : 4096;
+                        s->closed = realloc(s->closed, s->cap_closed * sizeof(sample_rec));
+                    }
+                    s->closed[s->n_closed++] = s->win[k];
+                }
+                s->n_win = 0;
+                s->closed_start = s->win_end;
+                s->closed_dur += s->period;
+                s->win_end += s->period;
+            } else if (t >= s->win_end) {
                 sample_rec *tmp = s->closed;
                 size_t cap = s->cap_closed;
                 s->closed = s->win;
@@ -520,18 +536,20 @@ int main(int argc, char **argv)
                 s->closed_start = s->win_end; /* its end, in fact */
                 s->closed_dur = s->period;
                 s->win_end += s->period;
-                uint64_t delay = s->cls == 2 ? rnd() % (30 * NS) : rnd() % (2 * NS);
+                uint64_t delay = s->cls == 3   ? (150 + rnd() % 100) * NS
+                                 : s->cls == 2 ? rnd() % (30 * NS)
+                                               : rnd() % (2 * NS);
                 s->upload_at = t + STEP + delay;
             }
             if (s->upload_at && t >= s->upload_at) {
                 s->upload_at = 0;
                 uint64_t we = (uint64_t)((int64_t)(T0 + s->closed_start) + s->skew);
-                uint64_t stamp = s->cls == 2 ? we : we - s->closed_dur;
+                uint64_t stamp = s->cls >= 2 ? we : we - s->closed_dur;
                 double c0 = cpu_seconds();
-                if (s->cls == 2) /* Node.js: the heap profile first, no labels */
+                if (s->cls >= 2) /* Node.js: the heap profile first, no labels */
                     pl_processor_correlation.consume(
                         self, profile_batch(s, "inuse_space", "bytes", NULL, 16, stamp, 0), &next);
-                pl_batch *pb = profile_batch(s, s->cls == 2 ? "wall" : "cpu", "nanoseconds",
+                pl_batch *pb = profile_batch(s, s->cls >= 2 ? "wall" : "cpu", "nanoseconds",
                                              s->closed, s->n_closed, stamp, s->closed_dur);
                 samples_sent += s->n_closed;
                 spent += cpu_seconds() - c0;
@@ -552,6 +570,7 @@ int main(int argc, char **argv)
                 peak_held = u.held_spans;
                 peak_bytes = bytes;
                 peak_per_span = (double)bytes / (double)u.held_spans;
+                peak_u = u;
             }
             long r = rss_kib();
             if (r > rss_peak)
@@ -564,8 +583,8 @@ int main(int argc, char **argv)
     pl_processor_correlation.destroy(self);
     pl_stats_free(stats);
 
-    printf("replay: %.0f min of spans at %.0f spans/s, 12 services (4 per cadence), +2 min of "
-           "uploads\n",
+    printf("replay: %.0f min of spans at %.0f spans/s, 14 services (4 per cadence, 2 late), +5.5 "
+           "min of uploads\n",
            minutes, rate);
     printf("spans sent:                  %llu; samples sent: %llu\n",
            (unsigned long long)spans_sent, (unsigned long long)samples_sent);
@@ -579,7 +598,7 @@ int main(int argc, char **argv)
     printf("labelled spans enriched:     %.4f %% (%llu of %llu)\n",
            100.0 * (double)enriched_spans / (double)(labelled_spans ? labelled_spans : 1),
            (unsigned long long)enriched_spans, (unsigned long long)labelled_spans);
-    for (int k = 0; k < 3; k++) {
+    for (int k = 0; k < 4; k++) {
         if (!n_delays[k])
             continue;
         qsort(delays[k], n_delays[k], sizeof(double), cmp_double);
@@ -593,6 +612,11 @@ int main(int argc, char **argv)
     printf("peak held:                   %zu spans, %.0f MiB (held batches + index + summaries): "
            "%.0f B/held span\n",
            peak_held, (double)peak_bytes / (1 << 20), peak_per_span);
+    printf("  of which per held span:    held batches %.0f B, index %.0f B, summaries %.0f B (%zu "
+           "summaries)\n",
+           (double)peak_u.held_bytes / (double)peak_held,
+           (double)peak_u.index_bytes / (double)peak_held,
+           (double)peak_u.late_bytes / (double)peak_held, peak_u.late_spans);
     printf("RSS growth (peak):           %.0f MiB, %.0f B/held span (includes the generator's "
            "buffers)\n",
            (double)(rss_peak - rss0) / 1024, (double)(rss_peak - rss0) * 1024 / (double)peak_held);
@@ -609,7 +633,7 @@ int main(int argc, char **argv)
         free(services[i].win);
         free(services[i].closed);
     }
-    for (int k = 0; k < 3; k++)
+    for (int k = 0; k < 4; k++)
         free(delays[k]);
     free(arrivals);
     return 0;

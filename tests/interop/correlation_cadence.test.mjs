@@ -7,10 +7,10 @@
 // 30s, span_attributes [http.route]). For a little over 60 s, requests run a
 // server span and a child span, each wrapped in wrapWithLabels({span_id}).
 //
-// Checks: every labelled span is exported with pyroscope.profile.id (its own
-// id) and its profile summary, every pushed sample that carries a span_id
-// label also carries span_name (and the root's http.route), and no sample
-// counted late. Takes about 80 s.
+// Checks: every pushed sample that carries a span_id label also carries
+// span_name (and the root's http.route); every labelled span that was
+// sampled (at least 80 % of them) is exported with pyroscope.profile.id (its
+// own id) and its profile summary; no sample counted late. Takes about 80 s.
 //
 // Run: cd tests/interop && PROFLINK_BIN=../../build/proflink node --test correlation_cadence.test.mjs
 import { test, before, after } from 'node:test';
@@ -131,25 +131,23 @@ test('default 60 s SDK cadence: every labelled span and sample is linked', { tim
   await provider.shutdown();
   assert.ok(i >= 40, `${i} requests`);
 
-  // Spans: every labelled one leaves with its profile summary.
+  // Every span is exported, and the pushes have settled.
   const out = path.join(tmp, 'out.jsonl');
   const exported = () => new Map(readJsonLines(out).filter((r) => r.resourceSpans)
     .flatMap((r) => r.resourceSpans.flatMap((rs) => rs.scopeSpans.flatMap((ss) => ss.spans)))
     .map((s) => [s.spanId, s]));
   assert.ok(await until(() => [...labelled.keys()].every((id) => exported().has(id)), 30000),
     `spans exported: ${exported().size} of ${labelled.size}`);
-  const spans = exported();
-  const missing = [];
-  for (const [id] of labelled) {
-    const attr = (k) => spans.get(id).attributes?.find((a) => a.key === k)?.value;
-    if (attr('pyroscope.profile.id')?.stringValue !== id) missing.push(id);
-    else assert.ok(Number(attr('profile.samples')?.intValue) > 0, `span ${id} has samples`);
+  let seen = -1;
+  for (let k = 0; k < 20 && seen !== pushes.length; k++) {
+    seen = pushes.length;
+    await sleep(1000);
   }
-  assert.deepEqual(missing, [], `spans without pyroscope.profile.id: ${missing.length} of ${labelled.size}`);
 
   // Samples: every one that names a span carries its span_name.
   let withSpan = 0;
   const bare = [];
+  const bareIds = new Set();
   const names = new Map();
   for (const p of pushes) {
     const req = PushRequest.toObject(PushRequest.decode(p.body), { bytes: Buffer });
@@ -163,7 +161,7 @@ test('default 60 s SDK cadence: every labelled span and sample is linked', { tim
           const byKey = Object.fromEntries(s.label.map((l) => [str(l.key), str(l.str)]));
           if (!byKey.span_id) continue;
           withSpan++;
-          if (!byKey.span_name) bare.push(byKey.span_id);
+          if (!byKey.span_name) { bare.push(byKey.span_id); bareIds.add(byKey.span_id); }
           else names.set(byKey.span_id, byKey.span_name);
           if (labelled.get(byKey.span_id) === 'SELECT orders')
             assert.equal(byKey['http.route'], '/orders/:id', 'the root\'s http.route on a child sample');
@@ -174,6 +172,21 @@ test('default 60 s SDK cadence: every labelled span and sample is linked', { tim
   assert.ok(withSpan > 0, 'samples with span_id were pushed');
   assert.deepEqual(bare, [], `samples without span_name: ${bare.length} of ${withSpan}`);
   for (const [id, name] of names) if (labelled.has(id)) assert.equal(name, labelled.get(id));
+
+  // Spans: every one that had samples (its id is on a pushed sample) leaves
+  // with its profile summary. A span the wall profiler never sampled (a
+  // loaded machine can skip 80 ms) has nothing to link.
+  const spans = exported();
+  const sampled = [...labelled.keys()].filter((id) => names.has(id) || bareIds.has(id));
+  assert.ok(sampled.length >= labelled.size * 0.8,
+    `most spans were sampled: ${sampled.length} of ${labelled.size}`);
+  const missing = [];
+  for (const id of sampled) {
+    const attr = (k) => spans.get(id).attributes?.find((a) => a.key === k)?.value;
+    if (attr('pyroscope.profile.id')?.stringValue !== id) missing.push(id);
+    else assert.ok(Number(attr('profile.samples')?.intValue) > 0, `span ${id} has samples`);
+  }
+  assert.deepEqual(missing, [], `sampled spans without pyroscope.profile.id: ${missing.length} of ${sampled.length}`);
 
   assert.equal(await counter('late_samples'), 0, 'no sample came after its span left');
   assert.ok(await counter('spans_released_on_coverage') > 0, 'spans left once the wall upload covered them');

@@ -12,7 +12,8 @@
 // give no delta: only inuse_* is sent; pprof_scrape_delta.test.mjs checks
 // deltas against a real Go program), and a dead target that only costs a
 // logged failure. A second target has its own interval, extra headers and
-// basic auth, a third a bearer token: the requests carry them.
+// basic auth, a third a bearer token: the requests carry them; a fourth
+// answers slower than its own timeout: nothing of it is exported.
 //
 // Run: cd tests/interop && PROFLINK_BIN=../../build-<you>/proflink node --test pprof_scrape.test.mjs
 import { test, before, after } from 'node:test';
@@ -87,8 +88,12 @@ before(async () => {
   service = http.createServer((req, res) => {
     headersSeen.push([req.url, req.headers]);
     if (req.headers['x-target'] && req.headers['x-target'] !== 'plain') {
-      res.writeHead(200, { 'content-type': 'application/octet-stream' });
-      res.end(goProfile('goroutine'));
+      const answer = () => {
+        res.writeHead(200, { 'content-type': 'application/octet-stream' });
+        res.end(goProfile('goroutine'));
+      };
+      if (req.headers['x-target'] === 'slow') setTimeout(answer, 3000);
+      else answer();
       return;
     }
     requests.push(req.url);
@@ -123,6 +128,10 @@ receivers:
         labels: { service.name: bearer-svc }
         headers: { X-Target: bearer }
         bearer_token: tok-123
+      - endpoint: http://127.0.0.1:${svcPort}
+        labels: { service.name: slow-svc }
+        headers: { X-Target: slow }
+        timeout: 1s
 exporters:
   file:
     path: ${path.join(tmp, 'out.jsonl')}
@@ -194,4 +203,9 @@ test('per-target headers, basic and bearer auth, and interval', async () => {
   assert.ok(await until(() => perType('bearer') >= 6, 15000));
   const [basic, bearer] = [perType('basic'), perType('bearer')];
   assert.ok(basic >= 2 && basic * 2 <= bearer + 2, `basic ${basic} vs bearer ${bearer}`);
+  // a target slower than its own timeout (1s; its answers take 3s): asked, never exported
+  assert.ok(of('slow').length >= 1);
+  const out = path.join(tmp, 'out.jsonl');
+  assert.ok(!readFileLines(out).some((r) => r.resourceProfiles[0].resource.attributes
+    .some((a) => a.key === 'service.name' && a.value.stringValue === 'slow-svc')), 'slow target timed out');
 });

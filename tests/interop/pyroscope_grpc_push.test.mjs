@@ -6,7 +6,8 @@
 // an empty PushResponse and its profile reaches the file exporter with the
 // totals of the pprof sent; a push the Connect form refuses with 400
 // invalid_argument is refused over gRPC with INVALID_ARGUMENT and the same
-// message; an empty push likewise ("no profiles received").
+// message; an empty push likewise ("no profiles received"); over the size
+// limit: 413 for Connect, RESOURCE_EXHAUSTED for gRPC.
 //
 // Run: cd tests/interop && PROFLINK_BIN=../../build-<you>/proflink node --test pyroscope_grpc_push.test.mjs
 import { test, before, after } from 'node:test';
@@ -118,4 +119,37 @@ test('gRPC push errors carry the Connect answer as a gRPC status', { timeout: 30
   assert.equal(r.error?.code, grpc.status.INVALID_ARGUMENT);
   assert.equal(r.error.details, 'no profiles received');
   assert.equal(lines('bad').length, 0);
+});
+
+test('a gRPC push over the size limit is RESOURCE_EXHAUSTED, as the Connect form answers 413', { timeout: 30000 }, async () => {
+  const [small, metricsPort] = await freePorts(2);
+  const tiny = await startProflink(`
+receivers:
+  pyroscope:
+    endpoint: 127.0.0.1:${small}
+    max_request_body_size: 1KiB
+exporters:
+  debug: {}
+service:
+  telemetry:
+    logs: { level: error }
+    metrics: { address: "127.0.0.1:${metricsPort}" }
+  pipelines:
+    profiles: { receivers: [pyroscope], exporters: [debug] }
+`, { ports: [small] });
+  try {
+    const body = fs.readFileSync(FIXTURE);
+    assert.ok(body.length > 2048);
+    const connect = await post(small, '/push.v1.PusherService/Push', { 'content-type': 'application/proto' },
+      Buffer.from(PushRequest.encode(PushRequest.fromObject(series('big', body))).finish()));
+    assert.equal(connect.status, 413);
+    const client = new Pusher(`127.0.0.1:${small}`, grpc.credentials.createInsecure());
+    const r = await new Promise((resolve) => client.Push(series('big', body), (error, response) => {
+      client.close();
+      resolve({ error, response });
+    }));
+    assert.equal(r.error?.code, grpc.status.RESOURCE_EXHAUSTED, String(r.error));
+  } finally {
+    await tiny.cleanup();
+  }
 });

@@ -1,0 +1,266 @@
+/*
+ * workers.c: the worker loops and the hand-over of batches to the pipeline
+ * loop (see workers.h).
+ *
+ * Two kinds of jobs cross threads, both through one mutex and condition
+ * variable of the pool:
+ *   - a worker's batch for the pipeline loop: queued, the pipeline loop woken
+ *     by a uv_async, the worker waits until the job is marked done;
+ *   - a function for a worker (start or close a listener there): queued for
+ *     that worker, its uv_async woken, the pipeline loop waits, and consumes
+ *     the workers' batches while it waits.
+ * Jobs live on the waiting thread's stack: the waiter returns only after the
+ * job is marked done, and nobody touches it afterwards.
+ */
+#include "pipeline/workers.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "core/log.h"
+
+typedef struct job {
+    struct job *next;
+    /* a batch for the pipeline loop */
+    pl_consumer *consumer;
+    pl_batch *batch;
+    pl_status status;
+    /* or a function for a worker */
+    void (*fn)(void *arg);
+    void *arg;
+    bool done;
+} job;
+
+typedef struct worker {
+    pl_workers *pool;
+    unsigned index;
+    uv_thread_t thread;
+    uv_loop_t loop;
+    uv_async_t wake;
+    job *head, *tail; /* functions to run here */
+    bool started;
+} worker;
+
+struct pl_workers {
+    uv_loop_t *main_loop;
+    uv_async_t main_wake;
+    uv_mutex_t mu;
+    uv_cond_t cv;
+    job *head, *tail; /* batches for the pipeline loop */
+    worker *workers;
+    unsigned n;
+};
+
+static pl_workers *global_pool;
+static _Thread_local bool on_worker;
+
+unsigned pl_workers_default(void)
+{
+    long n = sysconf(_SC_NPROCESSORS_ONLN);
+    return n > 0 ? (unsigned)n : 1;
+}
+
+unsigned pl_workers_count(void)
+{
+    return global_pool ? global_pool->n : 0;
+}
+
+uv_loop_t *pl_workers_loop(unsigned i)
+{
+    return global_pool && i < global_pool->n ? &global_pool->workers[i].loop : NULL;
+}
+
+bool pl_workers_on_worker(void)
+{
+    return on_worker;
+}
+
+static void push(job **head, job **tail, job *j)
+{
+    j->next = NULL;
+    if (*tail)
+        (*tail)->next = j;
+    else
+        *head = j;
+    *tail = j;
+}
+
+static job *pop(job **head, job **tail)
+{
+    job *j = *head;
+    if (j) {
+        *head = j->next;
+        if (!*head)
+            *tail = NULL;
+    }
+    return j;
+}
+
+/* Pipeline loop: consumes one handed-over batch (mu held on entry and exit). */
+static void consume_one_locked(pl_workers *p, job *j)
+{
+    uv_mutex_unlock(&p->mu);
+    pl_status st = pl_consumer_consume(j->consumer, j->batch);
+    uv_mutex_lock(&p->mu);
+    j->status = st;
+    j->done = true;
+    uv_cond_broadcast(&p->cv);
+}
+
+static void on_main_wake(uv_async_t *a)
+{
+    pl_workers *p = a->data;
+    uv_mutex_lock(&p->mu);
+    job *j;
+    while ((j = pop(&p->head, &p->tail)))
+        consume_one_locked(p, j);
+    uv_mutex_unlock(&p->mu);
+}
+
+pl_status pl_workers_consume(pl_consumer *next, pl_batch *batch)
+{
+    pl_workers *p = global_pool;
+    job j = {.consumer = next, .batch = batch};
+    uv_mutex_lock(&p->mu);
+    push(&p->head, &p->tail, &j);
+    uv_mutex_unlock(&p->mu);
+    uv_async_send(&p->main_wake);
+    uv_mutex_lock(&p->mu);
+    while (!j.done)
+        uv_cond_wait(&p->cv, &p->mu);
+    uv_mutex_unlock(&p->mu);
+    return j.status;
+}
+
+static void on_worker_wake(uv_async_t *a)
+{
+    worker *w = a->data;
+    pl_workers *p = w->pool;
+    uv_mutex_lock(&p->mu);
+    job *j;
+    while ((j = pop(&w->head, &w->tail))) {
+        uv_mutex_unlock(&p->mu);
+        j->fn(j->arg);
+        uv_mutex_lock(&p->mu);
+        j->done = true;
+        uv_cond_broadcast(&p->cv);
+    }
+    uv_mutex_unlock(&p->mu);
+}
+
+static void run_on(pl_workers *p, unsigned i, void (*fn)(void *), void *arg)
+{
+    worker *w = &p->workers[i];
+    job j = {.fn = fn, .arg = arg};
+    uv_mutex_lock(&p->mu);
+    push(&w->head, &w->tail, &j);
+    uv_mutex_unlock(&p->mu);
+    uv_async_send(&w->wake);
+    uv_mutex_lock(&p->mu);
+    while (!j.done) {
+        job *b = pop(&p->head, &p->tail);
+        if (b)
+            consume_one_locked(p, b); /* the worker may be waiting for exactly this */
+        else
+            uv_cond_wait(&p->cv, &p->mu);
+    }
+    uv_mutex_unlock(&p->mu);
+}
+
+void pl_workers_run(unsigned i, void (*fn)(void *arg), void *arg)
+{
+    if (global_pool && i < global_pool->n)
+        run_on(global_pool, i, fn, arg);
+}
+
+static void worker_main(void *arg)
+{
+    worker *w = arg;
+    on_worker = true;
+    uv_run(&w->loop, UV_RUN_DEFAULT);
+}
+
+static void close_walk(uv_handle_t *h, void *arg)
+{
+    (void)arg;
+    if (!uv_is_closing(h))
+        uv_close(h, NULL);
+}
+
+/* On the worker: ends its loop (listeners were closed by their receivers). */
+static void stop_worker(void *arg)
+{
+    worker *w = arg;
+    uv_close((uv_handle_t *)&w->wake, NULL);
+}
+
+static void free_pool(uv_handle_t *h)
+{
+    free(h->data);
+}
+
+pl_workers *pl_workers_start(uv_loop_t *main_loop, unsigned n, pl_err *err)
+{
+    pl_workers *p = calloc(1, sizeof(*p));
+    if (!p || !(p->workers = calloc(n, sizeof(worker)))) {
+        free(p);
+        pl_errf(err, PL_ERR_NOMEM, "out of memory");
+        return NULL;
+    }
+    p->main_loop = main_loop;
+    uv_mutex_init(&p->mu);
+    uv_cond_init(&p->cv);
+    uv_async_init(main_loop, &p->main_wake, on_main_wake);
+    p->main_wake.data = p;
+    uv_unref((uv_handle_t *)&p->main_wake);
+    global_pool = p;
+    for (unsigned i = 0; i < n; i++) {
+        worker *w = &p->workers[i];
+        w->pool = p;
+        w->index = i;
+        if (uv_loop_init(&w->loop) != 0) {
+            pl_errf(err, PL_ERR_INTERNAL, "cannot create worker loop %u", i);
+            break;
+        }
+        uv_async_init(&w->loop, &w->wake, on_worker_wake);
+        w->wake.data = w;
+        if (uv_thread_create(&w->thread, worker_main, w) != 0) {
+            uv_close((uv_handle_t *)&w->wake, NULL);
+            uv_run(&w->loop, UV_RUN_DEFAULT);
+            uv_loop_close(&w->loop);
+            pl_errf(err, PL_ERR_INTERNAL, "cannot start worker thread %u", i);
+            break;
+        }
+        w->started = true;
+        p->n = i + 1;
+    }
+    if (p->n != n) {
+        pl_workers_stop(p);
+        return NULL;
+    }
+    return p;
+}
+
+void pl_workers_stop(pl_workers *p)
+{
+    if (!p)
+        return;
+    for (unsigned i = 0; i < p->n; i++) {
+        worker *w = &p->workers[i];
+        run_on(p, i, stop_worker, w);
+        uv_thread_join(&w->thread);
+        /* anything a component left open on this loop */
+        uv_walk(&w->loop, close_walk, NULL);
+        uv_run(&w->loop, UV_RUN_DEFAULT);
+        if (uv_loop_close(&w->loop) != 0)
+            pl_warn("workers", "worker %u loop still had handles at stop", i);
+    }
+    if (global_pool == p)
+        global_pool = NULL;
+    uv_cond_destroy(&p->cv);
+    uv_mutex_destroy(&p->mu);
+    free(p->workers);
+    /* p goes with its async handle, once the pipeline loop runs again */
+    uv_close((uv_handle_t *)&p->main_wake, free_pool);
+}

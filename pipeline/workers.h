@@ -1,0 +1,51 @@
+/*
+ * workers.h: `service.workers` receiver loops.
+ *
+ * With more than one worker, receivers that support it (otlp) listen on
+ * every worker's libuv loop (SO_REUSEPORT: the kernel spreads connections),
+ * and a request's reading, TLS, decompression and decoding, and its answer,
+ * run on that worker. The decoded batch then crosses to the pipeline loop:
+ * pl_consumer_consume, called on a worker, hands the batch to the pipeline
+ * loop and waits for its pl_status, so every processor and exporter still
+ * runs on the one pipeline thread (a sample and its span always meet, batch
+ * sizes and timeouts keep their meaning) and the client's answer still says
+ * what the pipeline did with the data. While one worker waits, the others
+ * keep reading and decoding.
+ *
+ * One pool per process (pl_workers_global); its size is fixed at start.
+ */
+#ifndef PL_PIPELINE_WORKERS_H
+#define PL_PIPELINE_WORKERS_H
+
+#include <stdbool.h>
+#include <uv.h>
+
+#include "core/component.h"
+
+typedef struct pl_workers pl_workers;
+
+/* Starts `n` worker threads, each running a loop, and makes the pool the
+ * process's (pl_workers_count answers n). `main_loop` is the pipeline's.
+ * NULL with err set on failure. */
+pl_workers *pl_workers_start(uv_loop_t *main_loop, unsigned n, pl_err *err);
+/* Stops the threads (receivers must have closed their listeners). */
+void pl_workers_stop(pl_workers *w);
+
+/* Workers of the running pool; 0 when there is none (everything on the
+ * pipeline loop). */
+unsigned pl_workers_count(void);
+uv_loop_t *pl_workers_loop(unsigned i);
+/* Runs fn(arg) on worker i's thread and returns when it has run. Called on
+ * the pipeline loop; batches that workers hand over meanwhile are consumed
+ * while waiting, so a worker blocked on the pipeline cannot deadlock it. */
+void pl_workers_run(unsigned i, void (*fn)(void *arg), void *arg);
+/* True on a worker thread. */
+bool pl_workers_on_worker(void);
+/* From a worker: consumes `batch` on the pipeline loop and returns its
+ * status (pl_consumer_consume does this by itself). */
+pl_status pl_workers_consume(pl_consumer *next, pl_batch *batch);
+
+/* The number of online CPUs (at least 1): the default of service.workers. */
+unsigned pl_workers_default(void);
+
+#endif
