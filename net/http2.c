@@ -322,8 +322,11 @@ static int h2_on_frame_recv(nghttp2_session *session, const nghttp2_frame *frame
                frame->headers.cat == NGHTTP2_HCAT_REQUEST) {
         /* Bad credentials: refused before the body (DATA) is buffered. */
         stream *s = h2_stream(c, frame->hd.stream_id);
-        if (s && !s->dispatched && !pl_hs_early_auth(c, &s->parts, 2))
+        if (s && !s->dispatched && !pl_hs_early_auth(c, &s->parts, 2)) {
             h2_dispatch(c, s);
+            s->reset_after_answer = false;
+            s->refused_open = true;
+        }
     } else if (frame->hd.type == NGHTTP2_DATA) {
         /* Body over the limit: answer at once, do not wait for the rest. */
         stream *s = h2_stream(c, frame->hd.stream_id);
@@ -467,7 +470,7 @@ void pl_hs_h2_check_stream_deadlines(conn *c)
     uint64_t now = uv_now(c->server->loop);
     uint64_t next = 0;
     for (stream *s = c->streams; s; s = s->next) {
-        if (s->dispatched)
+        if (s->dispatched && !(s->refused_open && !s->remote_done))
             continue;
         uint64_t deadline = s->started_ms + c->opt->header_timeout_ms;
         if (deadline <= now) {

@@ -99,6 +99,11 @@ struct stream {
     bool dispatched;
     bool remote_done;        /* the client ended its side (END_STREAM seen) */
     bool reset_after_answer; /* answered early: RST_STREAM(NO_ERROR) once sent */
+    /* refused at its headers (authentication) and answered, the client may
+     * still be sending its body: it is read and dropped until the request's
+     * deadline, not reset at once (clients such as curl report a reset
+     * stream as an error instead of the 401 they were given) */
+    bool refused_open;
     uint64_t started_ms;     /* loop time of the request's first HEADERS */
     /* the answer, read by the data provider */
     uint8_t *resp;
