@@ -134,8 +134,11 @@ if [ -z "${SKIP_COVERAGE:-}" ]; then
     if [ -f build-cov/build.ninja ] && ninja -C build-cov >build-cov.build.log 2>&1; then
         find build-cov -name '*.gcda' -delete
         meson test -C build-cov --num-processes 2 --timeout-multiplier 4 >build-cov.test.log 2>&1 || true
+        # The report goes to a file in build-cov: gcovr replaces its output
+        # file, so it must never be /dev/null.
         cov=$(gcovr -r . --object-directory build-cov --exclude 'tests/' --exclude 'build-cov/' \
-            --gcov-ignore-parse-errors --print-summary -o /dev/null 2>/dev/null | grep '^lines:')
+            --gcov-ignore-parse-errors --print-summary -o build-cov/coverage.txt 2>build-cov/gcovr.log |
+            grep '^lines:')
         if [ -n "$cov" ]; then
             echo "coverage: ${cov#lines: } (C unit tests, tests/ excluded)"
             passed=$((passed + 1))
