@@ -963,26 +963,17 @@ static void handle_push(pyroscope *r, pl_http_request *req, pl_http_response *re
         respond_error(r, res, 415, msg);
         return;
     }
-    const uint8_t *body = req->body;
-    size_t body_len = req->body_len;
-    uint8_t *plain = NULL;
-    size_t enc_len = 0;
-    const char *enc = pl_http_header_get(req, "Content-Encoding", &enc_len);
-    if (enc && enc_len) {
-        pl_encoding e;
-        if (pl_encoding_parse(enc, enc_len, &e)) {
-            respond_error(r, res, 415, "unsupported Content-Encoding");
-            return;
-        }
-        size_t plain_len = 0;
-        pl_status st =
-            pl_decompress(e, body, body_len, r->max_decompressed, &plain, &plain_len, &err);
-        if (st != PL_OK) {
-            respond_status(r, res, st, &err);
-            return;
-        }
-        body = plain;
-        body_len = plain_len;
+    pl_encoding e;
+    if (pl_request_encoding(req, &e)) {
+        respond_error(r, res, 415, "unsupported Content-Encoding");
+        return;
+    }
+    uint8_t *body = NULL;
+    size_t body_len = 0;
+    pl_status dst = pl_request_body(req, e, r->max_decompressed, &body, &body_len, &err);
+    if (dst != PL_OK) {
+        respond_status(r, res, dst, &err);
+        return;
     }
     pl_status st = push_message(r, req, body, body_len, json, &err);
     if (st == PL_OK) {
@@ -992,7 +983,7 @@ static void handle_push(pyroscope *r, pl_http_request *req, pl_http_response *re
     } else {
         respond_status(r, res, st, &err);
     }
-    free(plain);
+    free(body);
 }
 
 /* The gRPC form (HTTP/2, application/grpc[+proto|+json]): one framed
