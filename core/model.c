@@ -231,21 +231,29 @@ bool pl_batch_metadata_get(const pl_batch *batch, const char *key, pl_bytes *out
 
 /* ---- deep copy ---------------------------------------------------------- */
 
-/* The copy helpers return 0 or -1 (OOM). They write into `dst`, which the
- * caller has filled with a shallow copy of the source. */
-typedef struct clone_ctx {
-    pl_arena *arena;
-} clone_ctx;
+/* The copy helpers (core/model.h) return 0 or -1 (OOM, also recorded in
+ * c->oom). They write into `dst`, which the caller has filled with a shallow
+ * copy of the source. */
+typedef pl_copier clone_ctx;
 
-static int copy_bytes(clone_ctx *c, pl_bytes *b)
+static int copy_failed(clone_ctx *c)
+{
+    c->oom = true;
+    return -1;
+}
+
+int pl_copy_bytes(pl_copier *c, pl_bytes *b)
 {
     if (b->len == 0) {
         b->ptr = NULL;
         return 0;
     }
     char *p = pl_arena_memdup(c->arena, b->ptr, b->len);
-    if (!p)
-        return -1;
+    if (!p) {
+        b->len = 0;
+        b->ptr = NULL;
+        return copy_failed(c);
+    }
     b->ptr = (const uint8_t *)p;
     return 0;
 }
@@ -257,6 +265,7 @@ static void *copy_array(clone_ctx *c, const void *src, size_t n, size_t elem, in
         return NULL;
     void *p = pl_arena_calloc(c->arena, n, elem);
     if (!p) {
+        c->oom = true;
         *fail = 1;
         return NULL;
     }
@@ -266,29 +275,33 @@ static void *copy_array(clone_ctx *c, const void *src, size_t n, size_t elem, in
 
 static int copy_kvs(clone_ctx *c, pl_kv *items, uint32_t n);
 
-static int copy_value(clone_ctx *c, pl_value *v)
+int pl_copy_value(pl_copier *c, pl_value *v)
 {
     int fail = 0;
     switch (v->type) {
     case PL_VALUE_STRING:
     case PL_VALUE_BYTES:
-        return copy_bytes(c, &v->u.str);
+        return pl_copy_bytes(c, &v->u.str);
+    case PL_VALUE_STRINDEX:
+        if (c->remap)
+            v->u.strindex = c->remap(c->remap_ctx, v->u.strindex);
+        return 0;
     case PL_VALUE_ARRAY:
         v->u.array.items = copy_array(c, v->u.array.items, v->u.array.n, sizeof(pl_value), &fail);
-        if (fail)
-            return -1;
         if (!v->u.array.items)
             v->u.array.n = 0;
+        if (fail)
+            return -1;
         for (uint32_t i = 0; i < v->u.array.n; i++)
-            if (copy_value(c, &v->u.array.items[i]))
+            if (pl_copy_value(c, &v->u.array.items[i]))
                 return -1;
         return 0;
     case PL_VALUE_KVLIST:
         v->u.kvlist.items = copy_array(c, v->u.kvlist.items, v->u.kvlist.n, sizeof(pl_kv), &fail);
-        if (fail)
-            return -1;
         if (!v->u.kvlist.items)
             v->u.kvlist.n = 0;
+        if (fail)
+            return -1;
         return copy_kvs(c, v->u.kvlist.items, v->u.kvlist.n);
     default:
         return 0;
@@ -298,22 +311,24 @@ static int copy_value(clone_ctx *c, pl_value *v)
 static int copy_kvs(clone_ctx *c, pl_kv *items, uint32_t n)
 {
     for (uint32_t i = 0; i < n; i++) {
-        if (copy_bytes(c, &items[i].key) || copy_value(c, &items[i].value))
+        if (c->remap && items[i].key_strindex)
+            items[i].key_strindex = c->remap(c->remap_ctx, items[i].key_strindex);
+        if (pl_copy_bytes(c, &items[i].key) || pl_copy_value(c, &items[i].value))
             return -1;
     }
     return 0;
 }
 
-static int copy_attrs(clone_ctx *c, pl_attrs *a)
+int pl_copy_attrs(pl_copier *c, pl_attrs *a)
 {
     int fail = 0;
     /* The copy is exactly n long: spare capacity is not worth duplicating. */
     a->items = copy_array(c, a->items, a->n, sizeof(pl_kv), &fail);
-    if (fail)
-        return -1;
     if (!a->items)
         a->n = 0;
     a->cap = a->n;
+    if (fail)
+        return -1;
     return copy_kvs(c, a->items, a->n);
 }
 
@@ -321,29 +336,29 @@ static int copy_bytes_list(clone_ctx *c, pl_bytes **list, uint32_t *n)
 {
     int fail = 0;
     *list = copy_array(c, *list, *n, sizeof(pl_bytes), &fail);
-    if (fail)
-        return -1;
     if (!*list)
         *n = 0;
+    if (fail)
+        return -1;
     for (uint32_t i = 0; i < *n; i++)
-        if (copy_bytes(c, &(*list)[i]))
+        if (pl_copy_bytes(c, &(*list)[i]))
             return -1;
     return 0;
 }
 
-static int copy_resource(clone_ctx *c, pl_resource *r)
+int pl_copy_resource(pl_copier *c, pl_resource *r)
 {
     int fail = 0;
-    if (copy_attrs(c, &r->attrs))
+    if (pl_copy_attrs(c, &r->attrs))
         return -1;
     r->entity_refs = copy_array(c, r->entity_refs, r->n_entity_refs, sizeof(pl_entity_ref), &fail);
+    if (!r->entity_refs)
+        r->n_entity_refs = 0; /* never trust a count without its array */
     if (fail)
         return -1;
-    if (!r->entity_refs)
-        r->n_entity_refs = 0;
     for (uint32_t i = 0; i < r->n_entity_refs; i++) {
         pl_entity_ref *e = &r->entity_refs[i];
-        if (copy_bytes(c, &e->schema_url) || copy_bytes(c, &e->type) ||
+        if (pl_copy_bytes(c, &e->schema_url) || pl_copy_bytes(c, &e->type) ||
             copy_bytes_list(c, &e->id_keys, &e->n_id_keys) ||
             copy_bytes_list(c, &e->description_keys, &e->n_description_keys))
             return -1;
@@ -351,31 +366,33 @@ static int copy_resource(clone_ctx *c, pl_resource *r)
     return 0;
 }
 
-static int copy_scope(clone_ctx *c, pl_scope *s)
+int pl_copy_scope(pl_copier *c, pl_scope *s)
 {
-    return copy_bytes(c, &s->name) || copy_bytes(c, &s->version) || copy_attrs(c, &s->attrs) ? -1
-                                                                                             : 0;
+    return pl_copy_bytes(c, &s->name) || pl_copy_bytes(c, &s->version) ||
+                   pl_copy_attrs(c, &s->attrs)
+               ? -1
+               : 0;
 }
 
-static int copy_span(clone_ctx *c, pl_span *sp)
+int pl_copy_span(pl_copier *c, pl_span *sp)
 {
     int fail = 0;
-    if (copy_bytes(c, &sp->trace_state) || copy_bytes(c, &sp->name) || copy_attrs(c, &sp->attrs) ||
-        copy_bytes(c, &sp->status.message))
+    if (pl_copy_bytes(c, &sp->trace_state) || pl_copy_bytes(c, &sp->name) ||
+        pl_copy_attrs(c, &sp->attrs) || pl_copy_bytes(c, &sp->status.message))
         return -1;
     sp->events = copy_array(c, sp->events, sp->n_events, sizeof(pl_span_event), &fail);
     sp->links = copy_array(c, sp->links, sp->n_links, sizeof(pl_span_link), &fail);
-    if (fail)
-        return -1;
     if (!sp->events)
         sp->n_events = 0;
     if (!sp->links)
         sp->n_links = 0;
+    if (fail)
+        return -1;
     for (uint32_t i = 0; i < sp->n_events; i++)
-        if (copy_bytes(c, &sp->events[i].name) || copy_attrs(c, &sp->events[i].attrs))
+        if (pl_copy_bytes(c, &sp->events[i].name) || pl_copy_attrs(c, &sp->events[i].attrs))
             return -1;
     for (uint32_t i = 0; i < sp->n_links; i++)
-        if (copy_bytes(c, &sp->links[i].trace_state) || copy_attrs(c, &sp->links[i].attrs))
+        if (pl_copy_bytes(c, &sp->links[i].trace_state) || pl_copy_attrs(c, &sp->links[i].attrs))
             return -1;
     return 0;
 }
@@ -390,7 +407,7 @@ static int copy_traces(clone_ctx *c, pl_traces *t)
         t->n_resources = 0;
     for (uint32_t r = 0; r < t->n_resources; r++) {
         pl_resource_spans *rs = &t->resources[r];
-        if (copy_resource(c, &rs->resource) || copy_bytes(c, &rs->schema_url))
+        if (pl_copy_resource(c, &rs->resource) || pl_copy_bytes(c, &rs->schema_url))
             return -1;
         rs->scopes = copy_array(c, rs->scopes, rs->n_scopes, sizeof(pl_scope_spans), &fail);
         if (fail)
@@ -399,7 +416,7 @@ static int copy_traces(clone_ctx *c, pl_traces *t)
             rs->n_scopes = 0;
         for (uint32_t s = 0; s < rs->n_scopes; s++) {
             pl_scope_spans *ss = &rs->scopes[s];
-            if (copy_scope(c, &ss->scope) || copy_bytes(c, &ss->schema_url))
+            if (pl_copy_scope(c, &ss->scope) || pl_copy_bytes(c, &ss->schema_url))
                 return -1;
             ss->spans = copy_array(c, ss->spans, ss->n_spans, sizeof(pl_span), &fail);
             if (fail)
@@ -407,7 +424,7 @@ static int copy_traces(clone_ctx *c, pl_traces *t)
             if (!ss->spans)
                 ss->n_spans = 0;
             for (uint32_t i = 0; i < ss->n_spans; i++)
-                if (copy_span(c, &ss->spans[i]))
+                if (pl_copy_span(c, &ss->spans[i]))
                     return -1;
         }
     }
@@ -425,7 +442,7 @@ static int32_t *copy_i32(clone_ctx *c, int32_t *src, uint32_t *n, int *fail)
 static int copy_profile(clone_ctx *c, pl_profile *p)
 {
     int fail = 0;
-    if (copy_bytes(c, &p->original_payload_format) || copy_bytes(c, &p->original_payload))
+    if (pl_copy_bytes(c, &p->original_payload_format) || pl_copy_bytes(c, &p->original_payload))
         return -1;
     p->attribute_indices = copy_i32(c, p->attribute_indices, &p->n_attribute_indices, &fail);
     p->samples = copy_array(c, p->samples, p->n_samples, sizeof(pl_sample), &fail);
@@ -485,10 +502,10 @@ static int copy_dictionary(clone_ctx *c, pl_dictionary *d)
     if (fail)
         return -1;
     for (uint32_t i = 0; i < d->n_strings; i++)
-        if (copy_bytes(c, &d->strings[i]))
+        if (pl_copy_bytes(c, &d->strings[i]))
             return -1;
     for (uint32_t i = 0; i < d->n_attributes; i++)
-        if (copy_value(c, &d->attributes[i].value))
+        if (pl_copy_value(c, &d->attributes[i].value))
             return -1;
     return 0;
 }
@@ -504,7 +521,7 @@ static int copy_profiles(clone_ctx *c, pl_profiles *ps)
         ps->n_resources = 0;
     for (uint32_t r = 0; r < ps->n_resources; r++) {
         pl_resource_profiles *rp = &ps->resources[r];
-        if (copy_resource(c, &rp->resource) || copy_bytes(c, &rp->schema_url))
+        if (pl_copy_resource(c, &rp->resource) || pl_copy_bytes(c, &rp->schema_url))
             return -1;
         rp->scopes = copy_array(c, rp->scopes, rp->n_scopes, sizeof(pl_scope_profiles), &fail);
         if (fail)
@@ -513,7 +530,7 @@ static int copy_profiles(clone_ctx *c, pl_profiles *ps)
             rp->n_scopes = 0;
         for (uint32_t s = 0; s < rp->n_scopes; s++) {
             pl_scope_profiles *sp = &rp->scopes[s];
-            if (copy_scope(c, &sp->scope) || copy_bytes(c, &sp->schema_url))
+            if (pl_copy_scope(c, &sp->scope) || pl_copy_bytes(c, &sp->schema_url))
                 return -1;
             sp->profiles = copy_array(c, sp->profiles, sp->n_profiles, sizeof(pl_profile), &fail);
             if (fail)
@@ -550,7 +567,7 @@ pl_batch *pl_batch_clone(const pl_batch *batch)
         rc = copy_profiles(&c, &b->data.profiles);
         break;
     default:
-        rc = copy_bytes(&c, &b->data.raw);
+        rc = pl_copy_bytes(&c, &b->data.raw);
         break;
     }
     if (rc == 0) {

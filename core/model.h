@@ -359,6 +359,25 @@ int pl_batch_adopt(pl_batch *batch, void *buffer, size_t size);
 pl_bytes pl_batch_bytes(pl_batch *batch, const void *src, size_t len);
 /* Deep copy into a new arena; NULL on OOM. */
 pl_batch *pl_batch_clone(const pl_batch *batch);
+
+/* The deep copy's parts, for code that assembles a batch from pieces of
+ * others (the batch processor): each takes a struct holding a shallow copy
+ * and replaces every pointer in it with a copy in c->arena. `remap`, when
+ * set, maps string-table indices (key_strindex, string_value_strindex) to
+ * another dictionary. 0, or -1 on OOM (also recorded in c->oom; the arrays
+ * not copied are left empty). */
+typedef struct pl_copier {
+    pl_arena *arena;
+    int32_t (*remap)(void *ctx, int32_t strindex);
+    void *remap_ctx;
+    bool oom;
+} pl_copier;
+int pl_copy_bytes(pl_copier *c, pl_bytes *b);
+int pl_copy_value(pl_copier *c, pl_value *v);
+int pl_copy_attrs(pl_copier *c, pl_attrs *a);
+int pl_copy_resource(pl_copier *c, pl_resource *r);
+int pl_copy_scope(pl_copier *c, pl_scope *s);
+int pl_copy_span(pl_copier *c, pl_span *sp);
 /* Spans, profile samples, or 1 for an opaque logs/metrics request. */
 size_t pl_batch_items(const pl_batch *batch);
 /* Approximate memory the batch holds (arena + owned buffers). */

@@ -61,6 +61,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/base64.h"
 #include "core/log.h"
 #include "extensions/auth.h"
 #include "exporters/otlp_common.h"
@@ -849,28 +850,17 @@ static int add_header(pyroscope_exp *x, const char *name, const char *value)
     return 0;
 }
 
-static const char b64chars[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-
 static char *base64(const char *in)
 {
-    size_t n = strlen(in);
-    char *out = malloc(n / 3 * 4 + 5);
-    if (!out)
+    pl_buf b;
+    pl_buf_init(&b);
+    pl_base64_encode((const uint8_t *)in, strlen(in), &b, true);
+    pl_buf_append_byte(&b, 0);
+    if (!pl_buf_ok(&b)) {
+        pl_buf_free(&b);
         return NULL;
-    size_t j = 0;
-    for (size_t i = 0; i < n; i += 3) {
-        uint32_t v = (uint32_t)(uint8_t)in[i] << 16;
-        if (i + 1 < n)
-            v |= (uint32_t)(uint8_t)in[i + 1] << 8;
-        if (i + 2 < n)
-            v |= (uint8_t)in[i + 2];
-        out[j++] = b64chars[v >> 18 & 63];
-        out[j++] = b64chars[v >> 12 & 63];
-        out[j++] = i + 1 < n ? b64chars[v >> 6 & 63] : '=';
-        out[j++] = i + 2 < n ? b64chars[v & 63] : '=';
     }
-    out[j] = 0;
-    return out;
+    return (char *)pl_buf_steal(&b, NULL);
 }
 
 static void pyroscope_exp_destroy(void *self);

@@ -420,6 +420,16 @@ pl_queue_wal *pl_queue_wal_open(pl_queue *queue, const char *pipeline, pl_signal
     return w;
 }
 
+bool pl_queue_wal_on(const pl_queue_wal *w, pl_queue *queue, const char *pipeline)
+{
+    return w && w->db == pl_queue_sqlite(queue, NULL) && strcmp(w->pipeline, pipeline) == 0;
+}
+
+void pl_queue_wal_retarget(pl_queue_wal *w, pl_consumer *next)
+{
+    w->next = next;
+}
+
 pl_consumer *pl_queue_wal_consumer(pl_queue_wal *w)
 {
     return &w->consumer;

@@ -42,6 +42,13 @@ sqlite3 *pl_queue_sqlite(pl_queue *queue, const char **path);
 pl_queue_wal *pl_queue_wal_open(pl_queue *queue, const char *pipeline, pl_signal signal,
                                 pl_consumer *next, pl_err *err);
 
+/* A reload (pl_graph_swap) moves the log of a pipeline whose persistent
+ * queue stays: on() tells whether `wal` is the log of `pipeline` in
+ * `queue`'s file; retarget() makes it feed the new graph's chain. Its rows
+ * and open entries go on as they were (no replay). */
+bool pl_queue_wal_on(const pl_queue_wal *wal, pl_queue *queue, const char *pipeline);
+void pl_queue_wal_retarget(pl_queue_wal *wal, pl_consumer *next);
+
 /* The consumer to put at the pipeline's entry. */
 pl_consumer *pl_queue_wal_consumer(pl_queue_wal *wal);
 

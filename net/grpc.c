@@ -140,31 +140,6 @@ void pl_grpc_percent_encode(const char *in, pl_buf *out)
     }
 }
 
-void pl_base64_encode(const uint8_t *in, size_t len, pl_buf *out, bool pad)
-{
-    static const char tbl[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-    size_t i = 0;
-    for (; i + 3 <= len; i += 3) {
-        uint32_t v = ((uint32_t)in[i] << 16) | ((uint32_t)in[i + 1] << 8) | in[i + 2];
-        pl_buf_append_byte(out, (uint8_t)tbl[v >> 18]);
-        pl_buf_append_byte(out, (uint8_t)tbl[(v >> 12) & 63]);
-        pl_buf_append_byte(out, (uint8_t)tbl[(v >> 6) & 63]);
-        pl_buf_append_byte(out, (uint8_t)tbl[v & 63]);
-    }
-    if (i < len) {
-        uint32_t v = (uint32_t)in[i] << 16;
-        if (i + 1 < len)
-            v |= (uint32_t)in[i + 1] << 8;
-        pl_buf_append_byte(out, (uint8_t)tbl[v >> 18]);
-        pl_buf_append_byte(out, (uint8_t)tbl[(v >> 12) & 63]);
-        if (i + 1 < len)
-            pl_buf_append_byte(out, (uint8_t)tbl[(v >> 6) & 63]);
-        else if (pad)
-            pl_buf_append_byte(out, '=');
-        if (pad)
-            pl_buf_append_byte(out, '=');
-    }
-}
 
 void pl_grpc_respond_error(pl_http_response *res, int code, const char *message,
                            int64_t retry_delay_ns)

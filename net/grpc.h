@@ -19,6 +19,7 @@
 #include "core/status.h"
 #include "core/buf.h"
 #include "net/http_server.h"
+#include "core/base64.h"
 
 /* gRPC status codes used by proflink. */
 enum {
@@ -73,8 +74,6 @@ void pl_grpc_respond_error(pl_http_response *res, int code, const char *message,
 /* Helpers, exposed for tests and other gRPC users. */
 /* Percent-encodes per the gRPC spec (bytes outside 0x20-0x7E, and '%'). */
 void pl_grpc_percent_encode(const char *in, pl_buf *out);
-/* Standard base64 without padding (what -bin metadata values use). */
-void pl_base64_encode(const uint8_t *in, size_t len, pl_buf *out, bool pad);
 /* Parses the 5-byte prefix: 0 and fills *compressed / *len, -1 if short. */
 int pl_grpc_parse_prefix(const uint8_t *p, size_t avail, bool *compressed, uint32_t *len);
 

@@ -76,6 +76,7 @@ typedef struct pipeline {
     pl_consumer gate;   /* the write-ahead log when there is one, else first */
     pl_consumer *first;
     pl_queue_wal *wal;
+    bool wal_moved; /* taken over from the graph a reload replaced: no replay */
 } pipeline;
 
 struct pl_graph {
@@ -348,16 +349,29 @@ static void close_wals(pl_graph *g)
 /* A pipeline with processors in front of an exporter that keeps a
  * persistent queue gets a write-ahead log at its entry: the processors hold
  * answered data in memory (exporters/queue_wal.h). */
-static pl_status open_wals(pl_graph *g, pl_err *err)
+static pl_status open_wals(pl_graph *g, pl_graph *old, pl_err *err)
 {
     for (size_t p = 0; p < g->config->n_pipelines; p++) {
         pipeline *pl = &g->pipelines[p];
-        if (!pl->cp->n_processors)
+        if (!pl->cp->n_processors || pl->wal)
             continue;
         for (size_t i = 0; i < pl->exporters.n && !pl->wal; i++) {
             pl_queue *q = pl_queue_find_stored(pl->exporters.exporters[i]->cc->id);
             if (!q)
                 continue;
+            /* A reload keeps the log of a pipeline whose queue stays: batches
+             * of the old chains still hold its entries. */
+            for (size_t o = 0; old && o < old->config->n_pipelines && !pl->wal; o++) {
+                pipeline *op = &old->pipelines[o];
+                if (op->wal && pl_queue_wal_on(op->wal, q, pl->cp->name)) {
+                    pl->wal = op->wal;
+                    op->wal = NULL;
+                    pl->wal_moved = true;
+                    pl_queue_wal_retarget(pl->wal, pl->first);
+                }
+            }
+            if (pl->wal)
+                break;
             pl_err werr = {{0}};
             pl->wal = pl_queue_wal_open(q, pl->cp->name, pl->cp->signal, pl->first, &werr);
             if (!pl->wal)
@@ -495,7 +509,7 @@ pl_graph *pl_graph_build(const pl_config *config, uv_loop_t *loop, pl_err *err)
         free_graph(g);
         return NULL;
     }
-    pl_status wst = open_wals(g, err);
+    pl_status wst = open_wals(g, NULL, err);
     if (wst != PL_OK) {
         destroy_instances(g);
         free_graph(g);
@@ -665,6 +679,8 @@ pl_graph *pl_graph_swap(pl_graph *old, const pl_config *next, pl_err *err, pl_gr
     /* 4. everything, kept instances included, is wired to the new pipelines */
     if (wire(g) < 0)
         pl_errf(err, PL_ERR_NOMEM, "out of memory"); /* the caller starts over */
+    else
+        open_wals(g, old, err); /* on failure err is set: the caller starts over */
     return g;
 
 oom:
@@ -701,7 +717,7 @@ static void replay_wals(pl_graph *g)
         return;
     g->replayed = true;
     for (size_t p = 0; p < g->config->n_pipelines; p++)
-        if (g->pipelines[p].wal)
+        if (g->pipelines[p].wal && !g->pipelines[p].wal_moved)
             pl_queue_wal_replay(g->pipelines[p].wal);
 }
 

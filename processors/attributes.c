@@ -47,6 +47,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/base64.h"
 #include "core/component.h"
 #include "core/hash.h"
 #include "core/log.h"
@@ -643,17 +644,11 @@ static void sb_json_string(strbuf *b, pl_bytes s)
 
 static void sb_base64(strbuf *b, pl_bytes s)
 {
-    static const char tbl[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-    for (uint32_t i = 0; i < s.len; i += 3) {
-        uint32_t v = (uint32_t)s.ptr[i] << 16;
-        if (i + 1 < s.len)
-            v |= (uint32_t)s.ptr[i + 1] << 8;
-        if (i + 2 < s.len)
-            v |= s.ptr[i + 2];
-        char out[4] = {tbl[(v >> 18) & 63], tbl[(v >> 12) & 63],
-                       i + 1 < s.len ? tbl[(v >> 6) & 63] : '=', i + 2 < s.len ? tbl[v & 63] : '='};
-        sb_put(b, out, 4);
-    }
+    pl_buf tmp;
+    pl_buf_init(&tmp);
+    pl_base64_encode(s.ptr, s.len, &tmp, true);
+    sb_put(b, (const char *)tmp.data, tmp.len);
+    pl_buf_free(&tmp);
 }
 
 /* `json`: inside an array/map, where strings are quoted. */

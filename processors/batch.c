@@ -42,6 +42,7 @@
 
 #include "core/component.h"
 #include "core/hash.h"
+#include "core/intern.h"
 #include "core/log.h"
 #include "core/strlist.h"
 
@@ -101,172 +102,29 @@ static const pl_cfg_field batch_fields[] = {
 
 static const pl_cfg_section batch_section = {sizeof(batch_cfg), batch_fields, batch_validate};
 
-/* ---- deep copy into another arena --------------------------------------- */
+/* ---- deep copy into another arena (core/model.h's copier) -------------- */
 
 /* String-index remapping for profiles (NULL for traces). */
 typedef struct remap remap;
 static int32_t remap_string(remap *m, int32_t old);
 
-typedef struct copier {
-    pl_arena *arena;
-    remap *strings; /* non-NULL: *_strindex fields are remapped */
-    bool oom;
-} copier;
+static int32_t remap_hook(void *m, int32_t old)
+{
+    return remap_string(m, old);
+}
+
+typedef pl_copier copier;
+
+/* A copier into `arena`; `strings` non-NULL: *_strindex fields are remapped. */
+static copier copier_for(pl_arena *arena, remap *strings)
+{
+    return (copier){arena, strings ? remap_hook : NULL, strings, false};
+}
 
 static pl_bytes copy_bytes(copier *c, pl_bytes b)
 {
-    if (!b.len)
-        return (pl_bytes){NULL, 0};
-    char *p = pl_arena_memdup(c->arena, b.ptr, b.len);
-    if (!p) {
-        c->oom = true;
-        return (pl_bytes){NULL, 0};
-    }
-    return (pl_bytes){(const uint8_t *)p, b.len};
-}
-
-static void copy_kvs(copier *c, pl_kv **items, uint32_t n);
-
-static void copy_value(copier *c, pl_value *v)
-{
-    switch (v->type) {
-    case PL_VALUE_STRING:
-    case PL_VALUE_BYTES:
-        v->u.str = copy_bytes(c, v->u.str);
-        break;
-    case PL_VALUE_STRINDEX:
-        if (c->strings)
-            v->u.strindex = remap_string(c->strings, v->u.strindex);
-        break;
-    case PL_VALUE_ARRAY: {
-        if (!v->u.array.n)
-            break;
-        pl_value *items = pl_arena_alloc(c->arena, v->u.array.n * sizeof(pl_value));
-        if (!items) {
-            c->oom = true;
-            v->u.array.n = 0;
-            break;
-        }
-        memcpy(items, v->u.array.items, v->u.array.n * sizeof(pl_value));
-        for (uint32_t i = 0; i < v->u.array.n; i++)
-            copy_value(c, &items[i]);
-        v->u.array.items = items;
-        break;
-    }
-    case PL_VALUE_KVLIST:
-        copy_kvs(c, &v->u.kvlist.items, v->u.kvlist.n);
-        break;
-    default:
-        break;
-    }
-}
-
-static void copy_kvs(copier *c, pl_kv **items, uint32_t n)
-{
-    if (!n)
-        return;
-    pl_kv *dst = pl_arena_alloc(c->arena, n * sizeof(pl_kv));
-    if (!dst) {
-        c->oom = true;
-        *items = NULL;
-        return;
-    }
-    memcpy(dst, *items, n * sizeof(pl_kv));
-    for (uint32_t i = 0; i < n; i++) {
-        dst[i].key = copy_bytes(c, dst[i].key);
-        if (c->strings && dst[i].key_strindex)
-            dst[i].key_strindex = remap_string(c->strings, dst[i].key_strindex);
-        copy_value(c, &dst[i].value);
-    }
-    *items = dst;
-}
-
-static void copy_attrs(copier *c, pl_attrs *a)
-{
-    copy_kvs(c, &a->items, a->n);
-    a->cap = a->n;
-    if (!a->items)
-        a->n = a->cap = 0;
-}
-
-static void copy_resource(copier *c, pl_resource *r)
-{
-    copy_attrs(c, &r->attrs);
-    if (r->n_entity_refs && !r->entity_refs)
-        r->n_entity_refs = 0; /* never trust a count without its array */
-    if (r->n_entity_refs) {
-        pl_entity_ref *refs = pl_arena_alloc(c->arena, r->n_entity_refs * sizeof(*refs));
-        if (!refs) {
-            c->oom = true;
-            r->n_entity_refs = 0;
-            return;
-        }
-        for (uint32_t i = 0; i < r->n_entity_refs; i++) {
-            pl_entity_ref e = r->entity_refs[i];
-            e.schema_url = copy_bytes(c, e.schema_url);
-            e.type = copy_bytes(c, e.type);
-            pl_bytes *ids =
-                e.n_id_keys ? pl_arena_alloc(c->arena, e.n_id_keys * sizeof(pl_bytes)) : NULL;
-            pl_bytes *desc = e.n_description_keys
-                                 ? pl_arena_alloc(c->arena, e.n_description_keys * sizeof(pl_bytes))
-                                 : NULL;
-            if ((e.n_id_keys && !ids) || (e.n_description_keys && !desc)) {
-                c->oom = true;
-                return;
-            }
-            for (uint32_t k = 0; k < e.n_id_keys; k++)
-                ids[k] = copy_bytes(c, e.id_keys[k]);
-            for (uint32_t k = 0; k < e.n_description_keys; k++)
-                desc[k] = copy_bytes(c, e.description_keys[k]);
-            e.id_keys = ids;
-            e.description_keys = desc;
-            refs[i] = e;
-        }
-        r->entity_refs = refs;
-    }
-}
-
-static void copy_scope(copier *c, pl_scope *s)
-{
-    s->name = copy_bytes(c, s->name);
-    s->version = copy_bytes(c, s->version);
-    copy_attrs(c, &s->attrs);
-}
-
-static void copy_span(copier *c, pl_span *sp)
-{
-    sp->trace_state = copy_bytes(c, sp->trace_state);
-    sp->name = copy_bytes(c, sp->name);
-    sp->status.message = copy_bytes(c, sp->status.message);
-    copy_attrs(c, &sp->attrs);
-    if (sp->n_events) {
-        pl_span_event *ev = pl_arena_alloc(c->arena, sp->n_events * sizeof(*ev));
-        if (!ev) {
-            c->oom = true;
-            sp->n_events = 0;
-        } else {
-            memcpy(ev, sp->events, sp->n_events * sizeof(*ev));
-            for (uint32_t i = 0; i < sp->n_events; i++) {
-                ev[i].name = copy_bytes(c, ev[i].name);
-                copy_attrs(c, &ev[i].attrs);
-            }
-            sp->events = ev;
-        }
-    }
-    if (sp->n_links) {
-        pl_span_link *ln = pl_arena_alloc(c->arena, sp->n_links * sizeof(*ln));
-        if (!ln) {
-            c->oom = true;
-            sp->n_links = 0;
-        } else {
-            memcpy(ln, sp->links, sp->n_links * sizeof(*ln));
-            for (uint32_t i = 0; i < sp->n_links; i++) {
-                ln[i].trace_state = copy_bytes(c, ln[i].trace_state);
-                copy_attrs(c, &ln[i].attrs);
-            }
-            sp->links = ln;
-        }
-    }
+    pl_copy_bytes(c, &b);
+    return b;
 }
 
 /* Grows an arena array by doubling; 0 or -1. */
@@ -441,7 +299,7 @@ static pl_status repack_traces(pl_batch **in, size_t n_in, size_t limit, const p
                         nr->scopes = NULL;
                         nr->n_scopes = 0;
                         nr->schema_url = copy_bytes(&c, rs->schema_url);
-                        copy_resource(&c, &nr->resource);
+                        pl_copy_resource(&c, &nr->resource);
                         o.src_rs = rs;
                         o.src_ss = NULL;
                         o.cap_scopes = 0;
@@ -458,7 +316,7 @@ static pl_status repack_traces(pl_batch **in, size_t n_in, size_t limit, const p
                         ns->spans = NULL;
                         ns->n_spans = 0;
                         ns->schema_url = copy_bytes(&c, ss->schema_url);
-                        copy_scope(&c, &ns->scope);
+                        pl_copy_scope(&c, &ns->scope);
                         o.src_ss = ss;
                         o.cap_spans = 0;
                     }
@@ -475,7 +333,7 @@ static pl_status repack_traces(pl_batch **in, size_t n_in, size_t limit, const p
                         }
                         memcpy(spans + cs->n_spans, ss->spans + i, room * sizeof(pl_span));
                         for (uint32_t j = 0; j < room; j++)
-                            copy_span(&c, &spans[cs->n_spans + j]);
+                            pl_copy_span(&c, &spans[cs->n_spans + j]);
                         cs->spans = spans;
                         cs->n_spans += room;
                         o.items += room;
@@ -508,7 +366,7 @@ static pl_status repack_traces(pl_batch **in, size_t n_in, size_t limit, const p
                 pl_resource_spans *nr = &ot->resources[ot->n_resources++];
                 *nr = *rs;
                 nr->schema_url = copy_bytes(&c, rs->schema_url);
-                copy_resource(&c, &nr->resource);
+                pl_copy_resource(&c, &nr->resource);
                 o.src_rs = rs;
                 o.src_ss = NULL;
             }
@@ -525,83 +383,9 @@ static pl_status repack_traces(pl_batch **in, size_t n_in, size_t limit, const p
 
 /* ---- profiles: re-indexing into a new dictionary ------------------------ */
 
-/* Deduplicating index of one output table: content key -> output index. */
-typedef struct dedup {
-    struct dedup_slot {
-        uint64_t hash;
-        size_t off;
-        uint32_t len;
-        int32_t index; /* 0 = empty slot (index 0 is never stored) */
-    } * slots;
-    size_t cap, n;
-    uint8_t *keys; /* concatenated content keys */
-    size_t keys_len, keys_cap;
-} dedup;
-
-/* Content keys come from the client's data: keyed (core/hash.h), so no
- * crafted batch can put every key in one probe chain. */
-static uint64_t hash_bytes(const void *p, size_t n)
-{
-    return pl_hash_bytes(p, n);
-}
-
-/* Looks `key` up; returns its index, or 0 when absent (then *slot_out is
- * where to insert). -1 on OOM. */
-static int32_t dedup_find(dedup *d, const void *key, uint32_t len, uint64_t h, size_t *slot_out)
-{
-    if ((d->n + 1) * 2 > d->cap) {
-        size_t cap = d->cap ? d->cap * 2 : 256;
-        struct dedup_slot *s = calloc(cap, sizeof(*s));
-        if (!s)
-            return -1;
-        for (size_t i = 0; i < d->cap; i++) {
-            if (!d->slots[i].index)
-                continue;
-            size_t j = d->slots[i].hash & (cap - 1);
-            while (s[j].index)
-                j = (j + 1) & (cap - 1);
-            s[j] = d->slots[i];
-        }
-        free(d->slots);
-        d->slots = s;
-        d->cap = cap;
-    }
-    size_t j = h & (d->cap - 1);
-    while (d->slots[j].index) {
-        struct dedup_slot *s = &d->slots[j];
-        if (s->hash == h && s->len == len && (len == 0 || memcmp(d->keys + s->off, key, len) == 0))
-            return s->index;
-        j = (j + 1) & (d->cap - 1);
-    }
-    *slot_out = j;
-    return 0;
-}
-
-static int dedup_insert(dedup *d, size_t slot, const void *key, uint32_t len, uint64_t h,
-                        int32_t index)
-{
-    if (d->keys_len + len > d->keys_cap) {
-        size_t cap = (d->keys_len + len) * 2 + 1024;
-        uint8_t *k = realloc(d->keys, cap);
-        if (!k)
-            return -1;
-        d->keys = k;
-        d->keys_cap = cap;
-    }
-    if (len)
-        memcpy(d->keys + d->keys_len, key, len);
-    d->slots[slot] = (struct dedup_slot){h, d->keys_len, len, index};
-    d->keys_len += len;
-    d->n++;
-    return 0;
-}
-
-static void dedup_free(dedup *d)
-{
-    free(d->slots);
-    free(d->keys);
-    memset(d, 0, sizeof(*d));
-}
+/* Deduplicating index of one output table: content key -> output index
+ * (core/intern.h, keyed: the keys are the client's data). */
+typedef pl_intern dedup;
 
 /* A scratch buffer where entries are serialised into content keys. */
 typedef struct keybuf {
@@ -673,9 +457,9 @@ static int dict_push(pl_arena *a, void **items, uint32_t *n, uint32_t *cap, size
             (m)->oom = true;                                                                       \
             return 0;                                                                              \
         }                                                                                          \
-        uint64_t h_ = hash_bytes(o_->kb.p, o_->kb.n);                                              \
+        uint64_t h_ = pl_hash_bytes(o_->kb.p, o_->kb.n);                                           \
         size_t slot_;                                                                              \
-        int32_t found_ = dedup_find(&o_->table, o_->kb.p, (uint32_t)o_->kb.n, h_, &slot_);         \
+        int32_t found_ = pl_intern_find(&o_->table, o_->kb.p, (uint32_t)o_->kb.n, h_, &slot_);     \
         if (found_ < 0) {                                                                          \
             (m)->oom = true;                                                                       \
             return 0;                                                                              \
@@ -690,7 +474,7 @@ static int dict_push(pl_arena *a, void **items, uint32_t *n, uint32_t *cap, size
             result = (int32_t)o_->d->n_##field;                                                    \
             __VA_ARGS__;                                                                           \
             o_->d->n_##field++;                                                                    \
-            if (dedup_insert(&o_->table, slot_, o_->kb.p, (uint32_t)o_->kb.n, h_, result)) {       \
+            if (pl_intern_add(&o_->table, slot_, o_->kb.p, (uint32_t)o_->kb.n, h_, result)) {      \
                 (m)->oom = true;                                                                   \
                 return 0;                                                                          \
             }                                                                                      \
@@ -803,9 +587,9 @@ static int32_t remap_attribute(remap *m, int32_t old)
     int32_t unit = remap_string(m, a->unit_strindex);
     /* The value is copied into the output arena with its string indices
      * remapped, then serialised for deduplication. */
-    copier c = {&m->out->b->arena, m, false};
+    copier c = copier_for(&m->out->b->arena, m);
     pl_value v = a->value;
-    copy_value(&c, &v);
+    pl_copy_value(&c, &v);
     if (c.oom || m->oom) {
         m->oom = true;
         return 0;
@@ -1004,13 +788,13 @@ static void remap_reset(remap *m)
 
 static void dict_out_free(dict_out *o)
 {
-    dedup_free(&o->strings);
-    dedup_free(&o->functions);
-    dedup_free(&o->mappings);
-    dedup_free(&o->locations);
-    dedup_free(&o->stacks);
-    dedup_free(&o->links);
-    dedup_free(&o->attributes);
+    pl_intern_free(&o->strings);
+    pl_intern_free(&o->functions);
+    pl_intern_free(&o->mappings);
+    pl_intern_free(&o->locations);
+    pl_intern_free(&o->stacks);
+    pl_intern_free(&o->links);
+    pl_intern_free(&o->attributes);
     free(o->kb.p);
     memset(o, 0, sizeof(*o));
 }
@@ -1044,7 +828,7 @@ static pl_scope_profiles *profiles_out_scope(profiles_out *o, copier *c,
         nr->scopes = NULL;
         nr->n_scopes = 0;
         nr->schema_url = copy_bytes(c, rp->schema_url);
-        copy_resource(c, &nr->resource);
+        pl_copy_resource(c, &nr->resource);
         o->src_rp = rp;
         o->src_sp = NULL;
         o->cap_scopes = 0;
@@ -1059,7 +843,7 @@ static pl_scope_profiles *profiles_out_scope(profiles_out *o, copier *c,
         ns->profiles = NULL;
         ns->n_profiles = 0;
         ns->schema_url = copy_bytes(c, sp->schema_url);
-        copy_scope(c, &ns->scope);
+        pl_copy_scope(c, &ns->scope);
         o->src_sp = sp;
         o->src_prof = NULL;
         o->cap_profiles = 0;
@@ -1083,7 +867,7 @@ static bool profiles_out_open(profiles_out *o, pl_batch *first, const pl_strlist
     b->data.profiles.has_dictionary = true;
     o->dict.b = b;
     o->dict.d = &b->data.profiles.dict;
-    copier c = {&b->arena, NULL, false};
+    copier c = copier_for(&b->arena, NULL);
     copy_metadata(&c, b, first, mkeys);
     if (c.oom || pl_dict_ensure_zero_entries(&b->arena, o->dict.d) != 0) {
         pl_batch_free(b);
@@ -1141,7 +925,7 @@ static pl_status repack_profiles(pl_batch **in, size_t n_in, size_t limit, const
                         }
                         m.out = &o.dict;
                         pl_batch *b = o.dict.b;
-                        copier c = {&b->arena, &m, false};
+                        copier c = copier_for(&b->arena, &m);
                         pl_scope_profiles *cs = profiles_out_scope(&o, &c, rp, sp);
                         if (!cs) {
                             oom = true;
@@ -1255,7 +1039,7 @@ static pl_status repack_profiles(pl_batch **in, size_t n_in, size_t limit, const
                         remap_gen = o.generation;
                     }
                     m.out = &o.dict;
-                    copier c = {&o.dict.b->arena, &m, false};
+                    copier c = copier_for(&o.dict.b->arena, &m);
                     if (!profiles_out_scope(&o, &c, rp, sp))
                         oom = true;
                     if (c.oom || m.oom)

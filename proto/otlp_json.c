@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/base64.h"
 #include "otlp_pb.h"
 
 /* ---- encoder ------------------------------------------------------------ */
@@ -118,64 +119,14 @@ static void w_hex_id(jw *w, const char *key, const uint8_t *id, uint8_t len)
 
 void pl_otlp_base64_encode(pl_buf *b, const uint8_t *s, size_t n)
 {
-    static const char tbl[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-    if (n == 0 || !pl_buf_reserve(b, (n + 2) / 3 * 4))
-        return;
-    uint8_t *p = b->data + b->len;
-    size_t i = 0;
-    for (; i + 3 <= n; i += 3) {
-        uint32_t x = (uint32_t)s[i] << 16 | (uint32_t)s[i + 1] << 8 | s[i + 2];
-        *p++ = (uint8_t)tbl[x >> 18];
-        *p++ = (uint8_t)tbl[(x >> 12) & 63];
-        *p++ = (uint8_t)tbl[(x >> 6) & 63];
-        *p++ = (uint8_t)tbl[x & 63];
-    }
-    if (i < n) {
-        uint32_t x = (uint32_t)s[i] << 16 | (i + 1 < n ? (uint32_t)s[i + 1] << 8 : 0);
-        *p++ = (uint8_t)tbl[x >> 18];
-        *p++ = (uint8_t)tbl[(x >> 12) & 63];
-        *p++ = i + 1 < n ? (uint8_t)tbl[(x >> 6) & 63] : '=';
-        *p++ = '=';
-    }
-    b->len = (size_t)(p - b->data);
+    pl_base64_encode(s, n, b, true);
 }
 
-static int b64_value(unsigned char c)
-{
-    if (c >= 'A' && c <= 'Z')
-        return c - 'A';
-    if (c >= 'a' && c <= 'z')
-        return c - 'a' + 26;
-    if (c >= '0' && c <= '9')
-        return c - '0' + 52;
-    if (c == '+' || c == '-')
-        return 62;
-    if (c == '/' || c == '_')
-        return 63;
-    return -1;
-}
 
 int pl_otlp_base64_decode_into(const char *in, size_t n, uint8_t *out, size_t *out_len,
                                size_t *bad_at)
 {
-    size_t o = 0;
-    uint32_t acc = 0;
-    int bits = 0;
-    for (size_t i = 0; i < n; i++) {
-        int x = b64_value((unsigned char)in[i]);
-        if (x < 0) {
-            *bad_at = i;
-            return -1;
-        }
-        acc = acc << 6 | (uint32_t)x;
-        bits += 6;
-        if (bits >= 8) {
-            bits -= 8;
-            out[o++] = (uint8_t)(acc >> bits);
-        }
-    }
-    *out_len = o;
-    return 0;
+    return pl_base64_decode_into(in, n, out, out_len, bad_at);
 }
 
 static void w_base64(jw *w, const char *key, pl_bytes s)

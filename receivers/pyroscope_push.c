@@ -163,43 +163,6 @@ void pl_push_request_free(pl_push_request *req)
 
 /* ---- JSON ---------------------------------------------------------------- */
 
-long pl_base64_decode(const char *in, size_t len, uint8_t *out)
-{
-    uint32_t acc = 0;
-    int bits = 0;
-    long n = 0;
-    for (size_t i = 0; i < len; i++) {
-        char c = in[i];
-        int v;
-        if (c >= 'A' && c <= 'Z')
-            v = c - 'A';
-        else if (c >= 'a' && c <= 'z')
-            v = c - 'a' + 26;
-        else if (c >= '0' && c <= '9')
-            v = c - '0' + 52;
-        else if (c == '+' || c == '-')
-            v = 62;
-        else if (c == '/' || c == '_')
-            v = 63;
-        else if (c == '=') {
-            /* padding: only at the end */
-            for (size_t j = i; j < len; j++)
-                if (in[j] != '=')
-                    return -1;
-            break;
-        } else
-            return -1;
-        acc = acc << 6 | (uint32_t)v;
-        bits += 6;
-        if (bits >= 8) {
-            bits -= 8;
-            out[n++] = (uint8_t)(acc >> bits);
-        }
-    }
-    if (bits >= 6)
-        return -1; /* a lone trailing character */
-    return n;
-}
 
 static pl_bytes json_str(pl_arena *arena, json_object *o)
 {

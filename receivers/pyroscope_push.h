@@ -25,6 +25,7 @@
 #include "core/buf.h"
 #include "core/model.h"
 #include "core/status.h"
+#include "core/base64.h"
 
 typedef struct pl_push_label {
     pl_bytes name, value;
@@ -55,9 +56,5 @@ void pl_push_request_free(pl_push_request *req);
 
 /* Appends the protobuf encoding of `req` to `out`. -1 on OOM. */
 int pl_push_encode_proto(const pl_push_request *req, pl_buf *out);
-
-/* Base64 (standard or URL alphabet, padding optional) into `out` (which
- * must hold len*3/4+3 bytes); returns the decoded length or -1. */
-long pl_base64_decode(const char *in, size_t len, uint8_t *out);
 
 #endif
