@@ -56,13 +56,101 @@ static const pl_cfg_field logs_fields[] = {
 static const pl_cfg_section logs_section = {sizeof(pl_service_logs_cfg), logs_fields,
                                             logs_validate};
 
+/* The Collector's newer way to say where its metrics are served:
+ *   readers: [{pull: {exporter: {prometheus: {host: 0.0.0.0, port: 8888}}}}] */
+typedef struct prometheus_cfg {
+    char *host;
+    int64_t port;
+} prometheus_cfg;
+typedef struct pull_exporter_cfg {
+    prometheus_cfg prometheus;
+} pull_exporter_cfg;
+typedef struct pull_cfg {
+    pull_exporter_cfg exporter;
+} pull_cfg;
+typedef struct reader_cfg {
+    pull_cfg pull;
+} reader_cfg;
+
+static int prometheus_validate(void *cfg, pl_cfg_ctx *ctx)
+{
+    prometheus_cfg *p = cfg;
+    if (p->port < 0 || p->port > 65535) {
+        pl_cfg_errorf(ctx, "port", "must be from 0 to 65535");
+        return 1;
+    }
+    return 0;
+}
+
+static const pl_cfg_field prometheus_fields[] = {
+    {"host", PL_CFG_STRING, "localhost", offsetof(prometheus_cfg, host),
+     "Address to serve /metrics on.", NULL},
+    {"port", PL_CFG_INT, "8888", offsetof(prometheus_cfg, port), "Port to serve /metrics on.",
+     NULL},
+    {"without_scope_info", PL_CFG_IGNORED, NULL, 0, "accepted for Collector configs; no effect",
+     NULL},
+    {"without_type_suffix", PL_CFG_IGNORED, NULL, 0, "accepted for Collector configs; no effect",
+     NULL},
+    {"without_units", PL_CFG_IGNORED, NULL, 0, "accepted for Collector configs; no effect", NULL},
+    {0},
+};
+static const pl_cfg_section prometheus_section = {sizeof(prometheus_cfg), prometheus_fields,
+                                                  prometheus_validate};
+static const pl_cfg_field pull_exporter_fields[] = {
+    {"prometheus", PL_CFG_SECTION, NULL, offsetof(pull_exporter_cfg, prometheus),
+     "Serve the metrics in the Prometheus text format.", &prometheus_section},
+    {0},
+};
+static const pl_cfg_section pull_exporter_section = {sizeof(pull_exporter_cfg),
+                                                     pull_exporter_fields, NULL};
+static const pl_cfg_field pull_fields[] = {
+    {"exporter", PL_CFG_SECTION, NULL, offsetof(pull_cfg, exporter), "How metrics are pulled.",
+     &pull_exporter_section},
+    {0},
+};
+static const pl_cfg_section pull_section = {sizeof(pull_cfg), pull_fields, NULL};
+static const pl_cfg_field reader_fields[] = {
+    {"pull", PL_CFG_SECTION, NULL, offsetof(reader_cfg, pull), "A pull (scrape) reader.",
+     &pull_section},
+    {"periodic", PL_CFG_IGNORED, NULL, 0, "accepted for Collector configs; no effect", NULL},
+    {0},
+};
+static const pl_cfg_section reader_section = {sizeof(reader_cfg), reader_fields, NULL};
+
+static int metrics_validate(void *cfg, pl_cfg_ctx *ctx)
+{
+    pl_service_metrics_cfg *m = cfg;
+    int errors = 0;
+    static const char *const levels[] = {"none", "basic", "normal", "detailed", NULL};
+    bool known = !m->level;
+    for (size_t i = 0; levels[i] && !known; i++)
+        known = strcmp(m->level, levels[i]) == 0;
+    if (!known) {
+        pl_cfg_errorf(ctx, "level", "must be none, basic, normal or detailed");
+        errors++;
+    }
+    if (m->readers.n > 1) {
+        pl_cfg_errorf(ctx, "readers", "one pull reader is supported (proflink serves one "
+                                      "/metrics endpoint)");
+        errors++;
+    }
+    return errors;
+}
+
 static const pl_cfg_field metrics_fields[] = {
     {"address", PL_CFG_ADDRESS, "127.0.0.1:8888", offsetof(pl_service_metrics_cfg, address),
      "host:port serving /metrics (Prometheus text) and /health; \"\" or none disables.", NULL},
+    {"level", PL_CFG_STRING, "normal", offsetof(pl_service_metrics_cfg, level),
+     "The Collector's metrics level: none turns the endpoint off; basic, normal and detailed "
+     "all show every metric.",
+     NULL},
+    {"readers", PL_CFG_LIST, NULL, offsetof(pl_service_metrics_cfg, readers),
+     "The Collector's form of the address: [{pull: {exporter: {prometheus: {host, port}}}}].",
+     &reader_section},
     {0},
 };
 static const pl_cfg_section metrics_section = {sizeof(pl_service_metrics_cfg), metrics_fields,
-                                               NULL};
+                                               metrics_validate};
 
 static const pl_cfg_field telemetry_fields[] = {
     {"logs", PL_CFG_SECTION, NULL, offsetof(pl_service_telemetry_cfg, logs),
@@ -434,9 +522,29 @@ static void load_service(loader *l, const pl_cfg_node *service_key, const pl_cfg
         service = NULL;
     }
     pl_cfg_decode_skipping(&pl_service_section, service, service_key, &cfg->service, l->errs, skip);
-    cfg->metrics_address_set =
-        pl_cfg_node_get(pl_cfg_node_get(pl_cfg_node_get(service, "telemetry"), "metrics"),
-                        "address") != NULL;
+    const pl_cfg_node *metrics_node =
+        pl_cfg_node_get(pl_cfg_node_get(service, "telemetry"), "metrics");
+    cfg->metrics_address_set = pl_cfg_node_get(metrics_node, "address") != NULL;
+    const pl_service_metrics_cfg *mc = &cfg->service.telemetry.metrics;
+    if (mc->readers.n == 1) {
+        const reader_cfg *r = mc->readers.items;
+        const prometheus_cfg *p = &r->pull.exporter.prometheus;
+        if (cfg->metrics_address_set) {
+            pl_cfg_errors_at(l->errs, pl_cfg_node_key(metrics_node, "readers"),
+                             "'readers': give either address or readers, not both");
+        } else if (p->host) {
+            char addr[300];
+            bool v6 = strchr(p->host, ':') != NULL;
+            snprintf(addr, sizeof(addr), "%s%s%s:%lld", v6 ? "[" : "", p->host, v6 ? "]" : "",
+                     (long long)p->port);
+            char why[300];
+            if (pl_cfg_address_parse(addr, NULL, 0, NULL, why, sizeof(why)) < 0)
+                pl_cfg_errors_at(l->errs, pl_cfg_node_get(metrics_node, "readers"),
+                                 "'readers': %s", why);
+            cfg->metrics_address = strdup(addr);
+            cfg->metrics_address_set = true;
+        }
+    }
     int level = cfg->service.telemetry.logs.level
                     ? pl_log_level_parse(cfg->service.telemetry.logs.level)
                     : PL_LOG_INFO;
@@ -633,6 +741,7 @@ void pl_config_free(pl_config *cfg)
     free(cfg->pipelines);
     pl_cfg_free(&pl_service_section, &cfg->service);
     pl_cfg_doc_free(cfg->doc);
+    free(cfg->metrics_address);
     free_strings(cfg->sources.configs, cfg->sources.n_configs);
     free_strings(cfg->sources.sets, cfg->sources.n_sets);
     free(cfg->path);
@@ -641,7 +750,10 @@ void pl_config_free(pl_config *cfg)
 
 const char *pl_config_metrics_address(const pl_config *cfg)
 {
-    const char *a = cfg->service.telemetry.metrics.address;
+    const pl_service_metrics_cfg *m = &cfg->service.telemetry.metrics;
+    if (m->level && strcmp(m->level, "none") == 0)
+        return NULL;
+    const char *a = cfg->metrics_address ? cfg->metrics_address : m->address;
     if (!a || !*a || strcmp(a, "none") == 0)
         return NULL;
     return a;
@@ -759,6 +871,11 @@ int pl_config_check_addresses(const pl_config *cfg, pl_cfg_errors *errs)
     const pl_cfg_node *service = pl_cfg_node_get(root, "service");
     check_section(&ac, &pl_service_section, &cfg->service, service,
                   service ? pl_cfg_node_key(root, "service") : NULL, 0);
+    if (cfg->metrics_address) /* from metrics.readers */
+        check_one(&ac, "readers", cfg->metrics_address,
+                  pl_cfg_node_get(pl_cfg_node_get(pl_cfg_node_get(service, "telemetry"),
+                                                  "metrics"),
+                                  "readers"));
     if (ac.n_errors)
         pl_cfg_errors_sort(errs);
     return ac.n_errors;

@@ -56,6 +56,8 @@ typedef struct pl_service_logs_cfg {
 
 typedef struct pl_service_metrics_cfg {
     char *address; /* host:port of /metrics and /health; "" or "none" disables */
+    char *level;   /* the Collector's none|basic|normal|detailed; none disables */
+    pl_cfg_list readers; /* the Collector's readers: [{pull: {exporter: {prometheus: ...}}}] */
 } pl_service_metrics_cfg;
 
 typedef struct pl_service_telemetry_cfg {
@@ -82,6 +84,7 @@ typedef struct pl_config {
     int log_level;            /* parsed service.telemetry.logs.level */
     int log_encoding;         /* parsed service.telemetry.logs.encoding */
     bool metrics_address_set; /* the file chose the address explicitly */
+    char *metrics_address;    /* from metrics.readers (malloc'd), else NULL */
     pl_cfg_doc *doc;          /* kept for positions (and print-config) */
     pl_cfg_sources sources;   /* what it was read from, read again on reload */
     const pl_component_type *const *registry; /* the types it was checked against */

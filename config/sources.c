@@ -31,6 +31,11 @@ static pl_cfg_node *merge_at(pl_cfg_node *base, pl_cfg_node *over, int depth)
         bool found = false;
         for (size_t j = 0; j < base->n; j++) {
             if (strcmp(base->keys[j]->value, over->keys[i]->value) == 0) {
+                bool both_maps = base->items[j] && over->items[i] &&
+                                 base->items[j]->kind == PL_NODE_MAP &&
+                                 over->items[i]->kind == PL_NODE_MAP;
+                if (!both_maps) /* a replaced value is located where it came from */
+                    base->keys[j] = over->keys[i];
                 base->items[j] = merge_at(base->items[j], over->items[i], depth + 1);
                 found = true;
                 break;

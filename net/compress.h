@@ -36,6 +36,20 @@ const char *pl_encoding_name(pl_encoding enc); /* "identity", "gzip", ... */
 pl_status pl_decompress(pl_encoding enc, const uint8_t *in, size_t in_len, size_t max_out,
                         uint8_t **out, size_t *out_len, pl_err *err);
 
+/* ---- request bodies, for receivers ------------------------------------ */
+
+struct pl_http_request;
+
+/* The request's Content-Encoding (absent: IDENTITY); -1 for a coding
+ * proflink does not take (receivers answer 415). */
+int pl_request_encoding(const struct pl_http_request *req, pl_encoding *out);
+
+/* The request body decoded as `enc` says, into a malloc'd buffer the
+ * caller frees: IDENTITY takes the request's own body (no copy), others
+ * inflate with at most max_out bytes out (pl_decompress's errors). */
+pl_status pl_request_body(struct pl_http_request *req, pl_encoding enc, size_t max_out,
+                          uint8_t **out, size_t *out_len, pl_err *err);
+
 /* Appends the compressed form of `in` to `out` (gzip, deflate = zlib-wrapped,
  * zstd; IDENTITY copies). level 0 = the coding's default. */
 pl_status pl_compress(pl_encoding enc, const uint8_t *in, size_t in_len, int level, pl_buf *out,

@@ -18,6 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/hash.h"
 #include "core/log.h"
 #include "net/tls.h"
 #include "pipeline/telemetry_thread.h"
@@ -28,8 +29,6 @@
 struct pl_service {
     uv_loop_t *loop;
     pl_config *config;      /* the running configuration */
-    pl_config *next_config; /* RELOADING: the one to start once drained (NULL:
-                             * start `config` again, after a failed swap) */
     pl_config *failed_config; /* a swap that failed to start: freed with graph */
     /* A reload's replaced components, draining while the new graph runs. */
     pl_graph *retiring;
@@ -217,57 +216,22 @@ static pl_graph *graph_up(pl_service *s, const pl_config *cfg, pl_err *err)
 
 static void begin_drain(pl_service *s);
 
+/* After a swap whose new components failed to start, and both graphs have
+ * drained: the previous configuration runs again, from scratch. */
 static void complete_reload(pl_service *s)
 {
-    pl_config *next = s->next_config;
-    s->next_config = NULL;
-    if (!next) { /* a swap failed to start: the previous configuration, anew */
-        pl_err err = {{0}};
-        apply_logging(s->config);
-        pl_graph *g = graph_up(s, s->config, &err);
-        if (!g) {
-            pl_error("service", "cannot restart the previous configuration: %s", err.msg);
-            s->exit_code = 1;
-            finish_stop(s);
-            return;
-        }
-        s->graph = g;
-        set_state(s, PL_SERVICE_RUNNING);
-        pl_info("service", "the previous configuration runs again");
-        return;
-    }
-    apply_logging(next);
     pl_err err = {{0}};
-    pl_graph *g = graph_up(s, next, &err);
+    apply_logging(s->config);
+    pl_graph *g = graph_up(s, s->config, &err);
     if (!g) {
-        pl_error("service", "reload: %s; starting the previous configuration again", err.msg);
-        __atomic_fetch_add(&s->reload_failures, 1, __ATOMIC_RELAXED);
-        if (s->zombie && !s->zombie_config)
-            s->zombie_config = next; /* the failed graph still points into it */
-        else
-            pl_config_free(next);
-        apply_logging(s->config);
-        g = graph_up(s, s->config, &err);
-        if (!g) {
-            pl_error("service", "cannot restart the previous configuration: %s", err.msg);
-            s->exit_code = 1;
-            finish_stop(s);
-            return;
-        }
-        s->graph = g;
-        set_state(s, PL_SERVICE_RUNNING);
+        pl_error("service", "cannot restart the previous configuration: %s", err.msg);
+        s->exit_code = 1;
+        finish_stop(s);
         return;
     }
-    pl_config_free(s->config);
-    s->config = next;
     s->graph = g;
-    pl_err terr = {{0}};
-    if (telemetry_apply(s, next, &terr) < 0)
-        pl_error("service", "reload: %s", terr.msg);
-    __atomic_fetch_add(&s->reloads, 1, __ATOMIC_RELAXED);
     set_state(s, PL_SERVICE_RUNNING);
-    log_pipelines(next);
-    pl_info("service", "reloaded %s: %zu pipelines running", next->path, next->n_pipelines);
+    pl_info("service", "the previous configuration runs again");
     if (s->reload_queued) {
         s->reload_queued = false;
         pl_service_reload(s);
@@ -337,9 +301,7 @@ void pl_service_stop(pl_service *s)
     if (s->state == PL_SERVICE_STOPPED)
         return;
     if (s->state == PL_SERVICE_RELOADING) {
-        /* the old graph is already draining; do not start the new one */
-        pl_config_free(s->next_config);
-        s->next_config = NULL;
+        /* both graphs are already draining; do not restart the old one */
         set_state(s, PL_SERVICE_DRAINING);
         pl_info("service", "stopping: draining in-flight data");
         return;
@@ -415,7 +377,6 @@ int pl_service_reload(pl_service *s)
     s->graph = g;
     s->failed_config = next;
     s->retiring = old; /* its config is s->config, which runs again */
-    s->next_config = NULL;
     set_state(s, PL_SERVICE_RELOADING);
     s->drain_deadline_ns = pl_time_mono_ns() + (uint64_t)s->config->service.shutdown_timeout;
     uv_timer_start(&s->drain_timer, on_drain_tick, 1, DRAIN_POLL_MS);
@@ -528,7 +489,6 @@ int pl_service_free(pl_service *s)
     if (s->telemetry)
         pl_telemetry_thread_stop(s->telemetry);
     free(s->telemetry_address);
-    pl_config_free(s->next_config);
     pl_config_free(s->failed_config);
     pl_config_free(s->config);
     free(s);
@@ -558,6 +518,9 @@ int pl_service_main(const pl_cfg_sources *sources)
     }
     pl_cfg_errors_free(&errs);
     signal(SIGPIPE, SIG_IGN);
+    /* The keyed hash's seed is made lazily on first use; make it now, before
+     * the telemetry and worker threads exist, so they only ever read it. */
+    pl_hash_init_();
     uv_loop_t loop;
     if (uv_loop_init(&loop) != 0) {
         fprintf(stderr, "proflink: cannot create the event loop\n");

@@ -2,16 +2,19 @@
  * service.h: the running collector: config + graph + signals + telemetry.
  *
  * States: STARTING (building and starting the graph), RUNNING, RELOADING
- * (SIGHUP: the old graph drains, the new one starts), DRAINING (SIGTERM or
- * SIGINT: receivers stop, processors flush, exporters drain until nothing is
- * pending or service.shutdown_timeout passes), STOPPED. The health endpoint
- * answers 200 only in RUNNING.
+ * (only after a reload whose new components failed to start: everything
+ * drains, then the previous configuration starts again), DRAINING (SIGTERM
+ * or SIGINT: receivers stop, processors flush, exporters drain until nothing
+ * is pending or service.shutdown_timeout passes), STOPPED. The health
+ * endpoint answers 200 only in RUNNING.
  *
- * Reload validates the new file before touching anything; a file with
- * errors is logged and the running pipelines stay as they are. A valid file
- * replaces the graph completely: the old one is drained and destroyed first
- * (so receivers can bind the same ports again), then the new one starts. If
- * the new one fails to start, the previous config is started again.
+ * Reload reads the configuration's sources again and validates them before
+ * touching anything; errors are logged and the running pipelines stay as
+ * they are. A valid configuration is swapped in at once (pl_graph_swap):
+ * unchanged components are kept with their state and counters, the replaced
+ * and removed ones stop and drain in the background (a second reload waits
+ * for that), the new ones start. If a new one fails to start, everything
+ * stops and the previous configuration is started again from scratch.
  */
 #ifndef PL_PIPELINE_SERVICE_H
 #define PL_PIPELINE_SERVICE_H
@@ -35,11 +38,13 @@ typedef struct pl_service pl_service;
 /* Takes ownership of `config`. Builds and starts the graph and the
  * telemetry endpoint. NULL with err set on failure (config freed). When
  * `handle_signals` is true, SIGTERM/SIGINT drain and stop, SIGHUP reloads
- * from config->path. */
+ * from config->sources. */
 pl_service *pl_service_start(uv_loop_t *loop, pl_config *config, bool handle_signals, pl_err *err);
-/* Reloads from the config's path (what SIGHUP does). Returns 0 when the new
- * file is valid and the switch has begun, -1 when the file has errors (they
- * are logged) and the running graph is kept. */
+/* Reloads from the config's sources (what SIGHUP does). Returns 0 when the
+ * new configuration runs (or the reload was queued behind one still
+ * draining), -1 when it has errors or could not be created (logged; the
+ * running graph is kept) or failed to start (the previous configuration
+ * starts again). */
 int pl_service_reload(pl_service *service);
 /* Begins the drain; the loop ends once everything is stopped. */
 void pl_service_stop(pl_service *service);

@@ -231,6 +231,29 @@ static bool service_cadence(const service *s, uint64_t *interval, uint64_t *dela
     return linked;
 }
 
+/* A sample of a profile of service `profile_svc` linked to a span of
+ * `span_svc`. When the names differ (Pyroscope's application name is not
+ * the span's service.name), the span's service follows the cadence and the
+ * coverage of the profiles' service. */
+void corr_service_linked(correlation *self, uint16_t span_svc, uint16_t profile_svc)
+{
+    if (span_svc && profile_svc && span_svc != profile_svc && span_svc < self->n_services &&
+        self->services[span_svc].profiled_as != profile_svc) {
+        self->services[span_svc].profiled_as = profile_svc;
+        self->cadence_epoch++;
+    }
+}
+
+/* The service whose profile streams speak for `svc`'s spans. */
+static const service *profiled_by(const correlation *self, uint16_t svc)
+{
+    const service *s = &self->services[svc];
+    uint64_t iv, dl;
+    if (!service_cadence(s, &iv, &dl) && s->profiled_as && s->profiled_as < self->n_services)
+        return &self->services[s->profiled_as];
+    return s;
+}
+
 /* How long a span of service `svc` arriving now is held (0: not at all). */
 uint64_t corr_service_hold(correlation *self, uint16_t svc, uint64_t now)
 {
@@ -238,14 +261,15 @@ uint64_t corr_service_hold(correlation *self, uint16_t svc, uint64_t now)
         return self->span_window; /* fixed windows, no cadence learning */
     uint64_t interval = ASSUMED_INTERVAL_NS, delay = ASSUMED_DELAY_NS;
     if (svc && svc < self->n_services) {
-        const service *s = &self->services[svc];
+        const service *s = profiled_by(self, svc);
         uint64_t iv, dl;
         if (service_cadence(s, &iv, &dl)) {
             if (iv) {
                 interval = iv;
                 delay = dl;
             }
-        } else if (s->first_span_ns && now >= s->first_span_ns + (uint64_t)self->cfg.warmup) {
+        } else if (self->services[svc].first_span_ns &&
+                   now >= self->services[svc].first_span_ns + (uint64_t)self->cfg.warmup) {
             return 0; /* no span-linked profiles after the warm-up: not held */
         }
     }
@@ -262,7 +286,7 @@ bool corr_service_covers(correlation *self, uint16_t svc, uint64_t end, uint64_t
         return false;
     if (self->cfg.max_window && corr_service_hold(self, svc, now) == 0)
         return true; /* not held at all */
-    return self->services[svc].covered_until >= sat_add(end, self->skew);
+    return profiled_by(self, svc)->covered_until >= sat_add(end, self->skew);
 }
 
 void pl_correlation_get_cadence(void *p, const char *name, pl_correlation_cadence *out)
@@ -276,7 +300,7 @@ void pl_correlation_get_cadence(void *p, const char *name, pl_correlation_cadenc
                         : 0;
     if (!id)
         return;
-    const service *s = &self->services[id];
+    const service *s = profiled_by(self, (uint16_t)id);
     out->known = true;
     out->linked = service_cadence(s, &out->interval, &out->delay);
     out->covered_until = s->covered_until;

@@ -599,6 +599,7 @@ void corr_link_sample(correlation *self, span_entry *e, pl_sample *s, profile_in
         trace_id_valid(e->span->trace_id, e->span->trace_id_len) ? e->span->trace_id : NULL;
     memcpy(tg.span_id, e->span->span_id, 8);
     enrich_slot *slot = enrich_sample(self, &tg, s, pi->batch);
+    corr_service_linked(self, e->service, pi->service);
     contrib c = sample_contrib(pi, s);
     uint32_t fn = c.top && self->cfg.top_functions > 0 ? sample_function(self, pi->batch, s) : 0;
     span_stats *st = corr_entry_stats(self, e);

@@ -153,6 +153,8 @@ typedef struct service {
     uint64_t first_span_ns; /* host time its first span came (0: none yet) */
     stream *streams;        /* allocated at its first profile */
     uint8_t n_streams;
+    uint16_t profiled_as; /* the profiles' service.name that carried samples of its spans,
+                             when it differs (an SDK app name other than service.name) */
 } service;
 
 /* A label for a sample: key and value (strings point at the span's batch or
@@ -421,6 +423,7 @@ void corr_service_saw_span(correlation *self, uint16_t svc, uint64_t now);
 bool corr_stream_upload(correlation *self, uint16_t svc, pl_bytes type, pl_bytes unit, bool links,
                         uint64_t covered, uint64_t duration, uint64_t now);
 uint64_t corr_service_hold(correlation *self, uint16_t svc, uint64_t now);
+void corr_service_linked(correlation *self, uint16_t span_svc, uint16_t profile_svc);
 bool corr_service_covers(correlation *self, uint16_t svc, uint64_t end, uint64_t now);
 /* correlation_late.c */
 int corr_late_init(correlation *self);

@@ -183,34 +183,34 @@ static uint32_t gen_string(struct late_store *ls, late_gen *g, pl_bytes s)
         return 0;
     uint32_t h = (uint32_t)pl_hash_bytes(s.ptr, s.len);
     str_key k = {g, s};
-    size_t before = gen_bytes(g);
+    size_t before = gen_bytes(g), dummy = 0;
+    uint32_t id = 0;
     uint32_t *slot = pl_htab_slot(&g->str_index, h, str_eq, &k);
-    if (!slot)
-        return 0;
-    if (*slot) {
-        ls->bytes += gen_bytes(g) - before;
-        return *slot;
+    if (!slot || *slot) {
+        id = slot ? *slot : 0;
+    } else if (grow((void **)&g->strs, &g->cap_strs, g->n_strs + 1, sizeof(late_str), &dummy)) {
+        if (g->text_len + s.len > g->text_cap) {
+            size_t c = g->text_cap ? g->text_cap : 4096;
+            while (c < g->text_len + s.len)
+                c *= 2;
+            char *t = realloc(g->text, c);
+            if (t) {
+                g->text = t;
+                g->text_cap = c;
+            }
+        }
+        if (g->text_len + s.len <= g->text_cap) {
+            memcpy(g->text + g->text_len, s.ptr, s.len);
+            g->strs[g->n_strs++] = (late_str){(uint32_t)g->text_len, s.len};
+            g->text_len += s.len;
+            *slot = id = g->n_strs;
+            pl_htab_added(&g->str_index, slot, h);
+        }
     }
-    size_t dummy = 0;
-    if (!grow((void **)&g->strs, &g->cap_strs, g->n_strs + 1, sizeof(late_str), &dummy))
-        return 0;
-    if (g->text_len + s.len > g->text_cap) {
-        size_t c = g->text_cap ? g->text_cap : 4096;
-        while (c < g->text_len + s.len)
-            c *= 2;
-        char *t = realloc(g->text, c);
-        if (!t)
-            return 0;
-        g->text = t;
-        g->text_cap = c;
-    }
-    memcpy(g->text + g->text_len, s.ptr, s.len);
-    g->strs[g->n_strs++] = (late_str){(uint32_t)g->text_len, s.len};
-    g->text_len += s.len;
-    *slot = g->n_strs;
-    pl_htab_added(&g->str_index, slot, h);
+    /* Every table that grew is counted, whether or not the string went in
+     * (gen_clear takes gen_bytes off again). */
     ls->bytes += gen_bytes(g) - before;
-    return g->n_strs;
+    return id;
 }
 
 static pl_bytes gen_text(const late_gen *g, uint32_t id)

@@ -376,8 +376,8 @@ void pl_otlp_handle_http(const pl_otlp_handler *r, int signal, pl_http_request *
         format = FORMAT_JSON;
         ct_known = false;
     }
-    pl_encoding enc = PL_ENCODING_IDENTITY;
-    if (ce && pl_encoding_parse(ce, ce_len, &enc) != 0) {
+    pl_encoding enc;
+    if (pl_request_encoding(req, &enc) != 0) {
         char msg[160];
         snprintf(msg, sizeof(msg), "unsupported Content-Encoding: %.*s",
                  (int)(ce_len > 64 ? 64 : ce_len), ce);
@@ -405,22 +405,11 @@ void pl_otlp_handle_http(const pl_otlp_handler *r, int signal, pl_http_request *
     }
     uint8_t *owner;
     size_t owner_size;
-    pl_status st;
-    if (enc == PL_ENCODING_IDENTITY) {
-        owner_size = req->body_len;
-        owner = pl_http_request_take_body(req);
-        if (!owner)
-            owner = calloc(1, 1);
-        st = owner ? PL_OK : pl_errf(&err, PL_ERR_NOMEM, "out of memory");
-    } else {
-        size_t limit =
-            r->max_decompressed_size ? r->max_decompressed_size : r->max_request_body_size;
-        st = pl_decompress(enc, req->body ? req->body : (const uint8_t *)"", req->body_len, limit,
-                           &owner, &owner_size, &err);
-        if (st == PL_ERR_TOO_LARGE)
-            snprintf(err.msg, sizeof(err.msg), "decompressed request body larger than %zu bytes",
-                     limit);
-    }
+    size_t limit = r->max_decompressed_size ? r->max_decompressed_size : r->max_request_body_size;
+    pl_status st = pl_request_body(req, enc, limit, &owner, &owner_size, &err);
+    if (st == PL_ERR_TOO_LARGE)
+        snprintf(err.msg, sizeof(err.msg), "decompressed request body larger than %zu bytes",
+                 limit);
     pl_batch *b = NULL;
     if (st == PL_OK)
         st = decode_request(r, (pl_signal)signal, format, owner, owner_size, owner, owner_size, &b,

@@ -12,6 +12,7 @@ PACKAGES=(
   libpcre2-dev libfuzzer-14-dev libclang-rt-14-dev
   libc-ares-dev dnsmasq-base
   nodejs npm curl openssl zstd python3 ca-certificates procps
+  gcovr
   chromium
   golang-go
 )

@@ -3,7 +3,7 @@
 #
 #   ./scripts/test.sh            everything (what CI runs)
 #   FUZZ_SECONDS=5 ./scripts/test.sh    shorter fuzz runs
-#   SKIP_FUZZ=1 / SKIP_ASAN=1 / SKIP_INTEROP=1   leave a stage out locally
+#   SKIP_FUZZ=1 / SKIP_ASAN=1 / SKIP_INTEROP=1 / SKIP_COVERAGE=1   leave a stage out locally
 #
 # Stages:
 #   1. dependencies (Debian packages, npm ci for the interop tests)
@@ -12,6 +12,8 @@
 #   4. interoperability tests with real client libraries (node --test),
 #      against the sanitizer build, so real traffic is checked for memory errors
 #   5. libFuzzer targets, each for FUZZ_SECONDS (default 20)
+#   6. line coverage of the C unit tests (gcovr over a -Db_coverage=true
+#      build), printed as "coverage: N% of M lines"; counts as one test
 set -uo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
@@ -118,6 +120,34 @@ if [ -z "${SKIP_FUZZ:-}" ]; then
             tail -50 build-fuzz.build.log
             note_fail "fuzz: build" 1
         fi
+    fi
+fi
+
+if [ -z "${SKIP_COVERAGE:-}" ]; then
+    # Only the unit tests, in a build of their own (gcov counters slow the
+    # code; the release build stays as it is for benchmarks).
+    echo "== coverage (unit tests, gcovr)"
+    if [ ! -f build-cov/build.ninja ]; then
+        meson setup build-cov -Db_coverage=true --buildtype=debug >build-cov.setup.log 2>&1 ||
+            { cat build-cov.setup.log; note_fail "coverage: setup" 1; }
+    fi
+    if [ -f build-cov/build.ninja ] && ninja -C build-cov >build-cov.build.log 2>&1; then
+        find build-cov -name '*.gcda' -delete
+        meson test -C build-cov --num-processes 2 --timeout-multiplier 4 >build-cov.test.log 2>&1 || true
+        # The report goes to a file in build-cov: gcovr replaces its output
+        # file, so it must never be /dev/null.
+        cov=$(gcovr -r . --object-directory build-cov --exclude 'tests/' --exclude 'build-cov/' \
+            --gcov-ignore-parse-errors --print-summary -o build-cov/coverage.txt 2>build-cov/gcovr.log |
+            grep '^lines:')
+        if [ -n "$cov" ]; then
+            echo "coverage: ${cov#lines: } (C unit tests, tests/ excluded)"
+            passed=$((passed + 1))
+        else
+            note_fail "coverage: gcovr printed no figure" 1
+        fi
+    else
+        tail -30 build-cov.build.log 2>/dev/null
+        note_fail "coverage: build" 1
     fi
 fi
 

@@ -386,6 +386,37 @@ sed -i 's/encoding: json, level: debug/encoding: yaml, level: loud/' "$TMP/json.
 check "logs: an unknown encoding or level is a validate error" sh -c "
     grep -q 'unknown encoding .yaml. (console or json)' '$TMP/out' && grep -q 'unknown log level .loud.' '$TMP/out'"
 
+# ---- the Collector's metrics.readers form of the telemetry address ---------
+cat >"$TMP/readers.yaml" <<EOF
+receivers:
+  otlp:
+    protocols:
+      http: {endpoint: 127.0.0.1:$HTTP}
+exporters: {debug: {verbosity: basic}}
+service:
+  telemetry:
+    metrics:
+      level: detailed
+      readers:
+        - pull:
+            exporter:
+              prometheus:
+                host: '127.0.0.1'
+                port: $TEL
+  pipelines: {traces: {receivers: [otlp], exporters: [debug]}}
+EOF
+if start "$TMP/readers.yaml"; then
+    curl -s "http://127.0.0.1:$TEL/metrics" >"$TMP/metrics"
+    kill -TERM "$PID"
+    wait_exit 10
+    check "metrics.readers (pull, prometheus host/port) serves /metrics there" \
+        grep -q '^otelcol_receiver_accepted_spans{receiver="otlp",transport="http"} 0$' "$TMP/metrics"
+else
+    not_ok "metrics.readers (pull, prometheus host/port) serves /metrics there"
+fi
+"$BIN" validate --config "$TMP/readers.yaml" --set "service::telemetry::metrics::address=127.0.0.1:$TEL" >"$TMP/out" 2>&1
+check "metrics: address and readers together are an error" sh -c "test $? -eq 1 && grep -q 'give either address or readers' '$TMP/out'"
+
 # ---- run: health, metrics, SIGHUP -----------------------------------------
 write_config "$TMP/run.yaml" basic
 if start "$TMP/run.yaml"; then ok "run: /health answers 200 once running"; else not_ok "run: /health answers 200 once running"; fi

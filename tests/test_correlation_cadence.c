@@ -250,6 +250,41 @@ static void test_unprofiled_service_not_held_after_warmup(void)
     fx_done(&f);
 }
 
+/* The Pyroscope application name need not be the spans' service.name: once
+ * a sample of the profiles' service links to a span of another service,
+ * that service follows the profiles' cadence and coverage, and stays held
+ * after the warm-up. */
+static void test_profiles_under_another_service_name(void)
+{
+    fixture f;
+    pl_correlation_config cfg = cadence_config();
+    REQUIRE(fx_init(&f, &cfg) == 0);
+    span_spec a[] = {{2, 0x71, 0, BASE - S(3), BASE - S(2), "GET /cart", NULL}};
+    deliver(&f, mk_traces("checkout", a, 1));
+    advance(&f, S(10));
+    sample_spec ss[] = {{0x71, 0, BY_SPAN_LABEL, 0, 5, 0}};
+    deliver(&f, mk_profiles("checkout-app", BASE, S(10), ss, 1));
+    CHECK_EQ_UINT(counters(&f).linked_samples, 1);
+    pl_correlation_cadence cad;
+    pl_correlation_get_cadence(f.self, "checkout", &cad);
+    CHECK(cad.linked);
+    CHECK_EQ_UINT(cad.interval, S(10));
+    /* Covered by checkout-app's upload (up to BASE): it leaves now. */
+    CHECK_EQ_INT(f.traces.n, 1);
+    /* Long after the warm-up, checkout's spans are still held, and leave
+     * when checkout-app's next upload covers them. */
+    advance(&f, S(300));
+    span_spec b[] = {{2, 0x72, 0, fake_now - S(3), fake_now - S(2), "GET /cart", NULL}};
+    deliver(&f, mk_traces("checkout", b, 1));
+    CHECK_EQ_INT(f.traces.n, 1);
+    CHECK_EQ_UINT(counters(&f).spans_not_held, 0);
+    sample_spec s2[] = {{0x72, 0, BY_SPAN_LABEL, 0, 5, 0}};
+    deliver(&f, mk_profiles("checkout-app", fake_now, S(10), s2, 1));
+    CHECK_EQ_INT(f.traces.n, 2);
+    CHECK_EQ_INT(span_int(find_span_in(&f.traces, 0x72, 2), "profile.cpu_time_ns"), 5);
+    fx_done(&f);
+}
+
 static double now_s(void)
 {
     struct timespec ts;
@@ -258,7 +293,8 @@ static double now_s(void)
 }
 
 /* 40k spans sharing one span id (different traces), then 40k samples naming
- * it: linear, since at most MAX_SAME_ID entries share one id. */
+ * it, then 40k samples naming an id that never comes: linear, since at most
+ * MAX_SAME_ID entries share one id in either table. */
 static void test_one_span_id_flood_is_linear(void)
 {
     fixture f;
@@ -291,9 +327,18 @@ static void test_one_span_id_flood_is_linear(void)
     CHECK(u.late_spans <= 8);
     sample_spec late[] = {{0xF00D, 9, BY_LINK, BASE - S(1), 1, 0}};
     deliver(&f, mk_profiles("x", BASE, S(10), late, 1));
+    /* 40k samples waiting for one span id that never comes: at most 16 wait
+     * in the pending table, the others go on at once, unlinked. */
+    for (int i = 0; i < N; i++)
+        ss[i] = (sample_spec){0xBEEF, (uint8_t)(1 + i % 250), BY_LINK, BASE - S(1), 1, 0};
+    deliver(&f, mk_profiles("x", BASE, S(10), ss, N));
+    pl_correlation_get_usage(f.self, &u);
+    CHECK(u.pending_samples <= 16 + 1); /* + the first one, still waiting */
+    advance(&f, S(31));
+    CHECK_EQ_UINT(counters(&f).unlinked_samples, N + 1); /* and the first one's */
     double took = now_s() - t;
     CHECK(took < 2.0);
-    printf("# 40k spans and 40k samples with one span id: %.3f s\n", took);
+    printf("# 40k spans and 80k samples with one span id: %.3f s\n", took);
     CHECK_EQ_UINT(counters(&f).linked_samples, N);
     free(sp);
     free(ss);
@@ -551,6 +596,7 @@ int main(void)
     PL_RUN(test_hold_follows_learned_cadence);
     PL_RUN(test_late_samples_enriched_from_summaries);
     PL_RUN(test_unprofiled_service_not_held_after_warmup);
+    PL_RUN(test_profiles_under_another_service_name);
     PL_RUN(test_one_span_id_flood_is_linear);
     PL_RUN(test_service_names_bounded);
     PL_RUN(test_shutdown_flushes_long_holds);

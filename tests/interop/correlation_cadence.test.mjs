@@ -10,7 +10,8 @@
 // Checks: every pushed sample that carries a span_id label also carries
 // span_name (and the root's http.route); every labelled span that was
 // sampled (at least 80 % of them) is exported with pyroscope.profile.id (its
-// own id) and its profile summary; no sample counted late. Takes about 80 s.
+// own id) and its profile summary, and shown in the embedded store with a
+// non-zero time in nanoseconds; no sample counted late. Takes about 80 s.
 //
 // Run: cd tests/interop && PROFLINK_BIN=../../build/proflink node --test correlation_cadence.test.mjs
 import { test, before, after } from 'node:test';
@@ -19,6 +20,7 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import zlib from 'node:zlib';
+import { execFileSync } from 'node:child_process';
 
 import { Profile } from 'pprof-format';
 import Pyroscope from '@pyroscope/nodejs';
@@ -27,7 +29,7 @@ import { context, trace } from '@opentelemetry/api';
 import { resourceFromAttributes } from '@opentelemetry/resources';
 import { BasicTracerProvider, BatchSpanProcessor } from '@opentelemetry/sdk-trace-base';
 import {
-  freePort, httpGet, pushSink, PushRequest, readJsonLines, sleep, startProflink, until,
+  BIN, freePort, httpGet, pushSink, PushRequest, readJsonLines, sleep, startProflink, until,
 } from './lib/common.mjs';
 
 const RUN_MS = 62000; // a little over the SDK's 60 s flush interval
@@ -64,13 +66,15 @@ exporters:
     path: ${path.join(tmp, 'out.jsonl')}
   pyroscope:
     endpoint: http://127.0.0.1:${sinkPort}
+  sqlite:
+    path: ${path.join(tmp, 'store.db')}
 service:
   telemetry:
     logs: { level: warn }
     metrics: { address: 127.0.0.1:${metricsPort} }
   pipelines:
-    traces: { receivers: [otlp], processors: [correlation], exporters: [file] }
-    profiles: { receivers: [pyroscope], processors: [correlation], exporters: [pyroscope] }
+    traces: { receivers: [otlp], processors: [correlation], exporters: [file, sqlite] }
+    profiles: { receivers: [pyroscope], processors: [correlation], exporters: [pyroscope, sqlite] }
 `, { dir: tmp, ports: [otlpPort, pyroPort] });
 });
 
@@ -187,6 +191,30 @@ test('default 60 s SDK cadence: every labelled span and sample is linked', { tim
     else assert.ok(Number(attr('profile.samples')?.intValue) > 0, `span ${id} has samples`);
   }
   assert.deepEqual(missing, [], `sampled spans without pyroscope.profile.id: ${missing.length} of ${sampled.length}`);
+
+  // The store shows each sampled span with its time (wall here), in
+  // nanoseconds, not a sample count.
+  const db = path.join(tmp, 'store.db');
+  const traceOf = new Map(sampled.map((id) => [id, spans.get(id).traceId]));
+  let untimed = [];
+  assert.ok(await until(() => {
+    untimed = [];
+    const byTrace = new Map();
+    for (const [id, tr] of traceOf) {
+      if (!byTrace.has(tr)) {
+        try {
+          byTrace.set(tr, JSON.parse(execFileSync(BIN, ['query', 'trace', tr, '--db', db, '--json'],
+            { encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'] })).spans);
+        } catch {
+          byTrace.set(tr, []);
+        }
+      }
+      const s = byTrace.get(tr).find((x) => x.span_id === id);
+      if (!s || !s.time || !(s.time.value > 0) || s.time.unit !== 'nanoseconds')
+        untimed.push(`${id}: ${JSON.stringify(s?.time)}`);
+    }
+    return untimed.length === 0;
+  }, 20000, 500), `sampled spans without a time in the store: ${untimed.length}: ${untimed.slice(0, 3).join('; ')}`);
 
   assert.equal(await counter('late_samples'), 0, 'no sample came after its span left');
   assert.ok(await counter('spans_released_on_coverage') > 0, 'spans left once the wall upload covered them');
