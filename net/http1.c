@@ -204,6 +204,12 @@ static int h1_on_headers_complete(http_parser *p)
         pl_hs_conn_close(c);
         return -1;
     }
+    /* Bad credentials: 401 now, before a byte of the body is buffered. */
+    if (!pl_hs_early_auth(c, r, 1)) {
+        h1_dispatch(c, false);
+        pl_hs_conn_close(c);
+        return -1;
+    }
     for (size_t i = 0; i < r->n_headers; i++) {
         header_offsets *h = (header_offsets *)r->offsets.data + i;
         const char *name = (const char *)r->strings.data + h->name;
@@ -329,8 +335,11 @@ static void h1_dispatch(conn *c, bool too_large)
     }
     pl_hs_parts_release(r); /* the body is the handler's now */
     pl_http_response res = {.c = c,
+                            .parts = r,
                             .head = p->method == HTTP_HEAD,
-                            .keep_alive = !too_large && http_should_keep_alive(p) && !p->upgrade};
+                            /* refused at the headers: the body is not read */
+                            .keep_alive = !too_large && !(r->auth_done && !r->auth_ok) &&
+                                          http_should_keep_alive(p) && !p->upgrade};
     pl_hs_call_handler(c, &req, &res);
     if (headers != stack_headers)
         free(headers);

@@ -267,7 +267,7 @@ static void h2_dispatch(conn *c, stream *s)
         nghttp2_submit_rst_stream(c->h2, NGHTTP2_FLAG_NONE, s->id, NGHTTP2_PROTOCOL_ERROR);
         return;
     }
-    pl_http_response res = {.c = c, .s = s, .keep_alive = true};
+    pl_http_response res = {.c = c, .s = s, .parts = r, .keep_alive = true};
     if (r->too_large && !c->opt->deliver_too_large) {
         static const pl_http_header ct = {"content-type", 12, "text/plain", 10};
         pl_hs_h2_respond(&res, 413, &ct, 1, "request body too large\n", 23, NULL, 0);
@@ -318,6 +318,15 @@ static int h2_on_frame_recv(nghttp2_session *session, const nghttp2_frame *frame
             s->remote_done = true;
         if (s && !s->dispatched)
             h2_dispatch(c, s);
+    } else if (frame->hd.type == NGHTTP2_HEADERS &&
+               frame->headers.cat == NGHTTP2_HCAT_REQUEST) {
+        /* Bad credentials: refused before the body (DATA) is buffered. */
+        stream *s = h2_stream(c, frame->hd.stream_id);
+        if (s && !s->dispatched && !pl_hs_early_auth(c, &s->parts, 2)) {
+            h2_dispatch(c, s);
+            s->reset_after_answer = false;
+            s->refused_open = true;
+        }
     } else if (frame->hd.type == NGHTTP2_DATA) {
         /* Body over the limit: answer at once, do not wait for the rest. */
         stream *s = h2_stream(c, frame->hd.stream_id);
@@ -461,7 +470,7 @@ void pl_hs_h2_check_stream_deadlines(conn *c)
     uint64_t now = uv_now(c->server->loop);
     uint64_t next = 0;
     for (stream *s = c->streams; s; s = s->next) {
-        if (s->dispatched)
+        if (s->dispatched && !(s->refused_open && !s->remote_done))
             continue;
         uint64_t deadline = s->started_ms + c->opt->header_timeout_ms;
         if (deadline <= now) {

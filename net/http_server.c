@@ -1,6 +1,8 @@
 /*
- * http_server.c: one libuv listener serving HTTP/1.1 (http-parser) and
- * cleartext HTTP/2 with prior knowledge (nghttp2). See http_server.h.
+ * http_server.c: one libuv listener serving HTTP/1.1 (http1.c) and HTTP/2
+ * (http2.c), in clear or over TLS (tls.c): the listener, connections,
+ * output, timers, and what every request passes before its handler
+ * (CORS, authentication). See http_server.h.
  *
  * Design:
  *   - A connection starts in SNIFF state. The first bytes are compared with
@@ -10,7 +12,11 @@
  *   - Everything a connection does goes through conn_feed() (bytes in) and
  *     conn_write() (bytes out). With a socket those are libuv reads and
  *     writes; without one (pl_http_server_feed) the output goes to a buffer.
- *     That is what lets fuzz targets drive the whole request path.
+ *     That is what lets fuzz targets drive the whole request path. TLS sits
+ *     below that seam: socket bytes are decrypted into conn_feed(), and
+ *     conn_write() encrypts before the raw write (OpenSSL memory BIOs), so
+ *     neither protocol knows whether TLS is on. ALPN picks h2 / http/1.1;
+ *     the preface sniffing then works as in clear.
  *   - Handlers are synchronous: the request is complete when the handler
  *     runs, and it answers before returning. HTTP/1.1 pipelining then needs
  *     no queue: answers are written in request order by construction.
@@ -21,7 +27,11 @@
  *     receiving, not after), time to send a request (a deadline measured from
  *     its first byte, so trickling bytes does not extend it: slow-loris),
  *     idle keep-alive time, unsent output (a client that never reads is
- *     dropped), and the number of connections.
+ *     dropped), and the number of connections. Header fields cost their
+ *     text plus 32 bytes (RFC 9113's accounting) and are counted; header and
+ *     body bytes not yet handed on count against a server-wide budget and a
+ *     per-client (IP) share, and so do connections (a full server evicts an
+ *     idle connection of its biggest client for a newcomer).
  *   - A connection's memory is freed only from libuv's close callbacks, so
  *     nothing is freed under a callback that still uses it.
  */
@@ -143,6 +153,8 @@ void pl_hs_parts_reset(request_parts *p)
     p->n_headers = 0;
     p->header_cost = 0;
     p->n_fields = 0;
+    p->auth_done = p->auth_ok = false;
+    p->auth_user[0] = 0;
     p->method_off = p->method_len = p->url_off = p->url_len = 0;
     p->too_large = false;
 }
@@ -669,6 +681,47 @@ static void answer_unauthenticated(conn *c, pl_http_request *req, pl_http_respon
     pl_http_respond(res, 401, h, 2, "unauthorized\n", 13);
 }
 
+bool pl_hs_early_auth(conn *c, request_parts *r, int version)
+{
+    if (!c->opt->auth || r->auth_done || r->method_len == 0)
+        return true;
+    pl_http_header stack[32];
+    pl_http_header *headers = r->n_headers > 32 ? malloc(r->n_headers * sizeof(*headers)) : stack;
+    if (!headers)
+        return true; /* decided at dispatch instead */
+    char *base = (char *)r->strings.data;
+    for (size_t i = 0; i < r->n_headers; i++) {
+        header_offsets *h = (header_offsets *)r->offsets.data + i;
+        headers[i] = (pl_http_header){base + h->name, h->name_len, base + h->value, h->value_len};
+    }
+    /* The url is split into path and query in place at dispatch; here the
+     * authenticator sees headers only. */
+    pl_http_request req = {.http_version = version,
+                           .method = base + r->method_off,
+                           .path = "",
+                           .query = "",
+                           .headers = headers,
+                           .n_headers = r->n_headers,
+                           .peer = c->peer,
+                           .tls = c->tls != NULL,
+                           .tls_peer = c->tls ? pl_tls_conn_peer_name(c->tls) : NULL};
+    bool go_on = true;
+    bool preflight = c->cors && strcmp(req.method, "OPTIONS") == 0 &&
+                     pl_http_header_get(&req, "origin", NULL) &&
+                     pl_http_header_get(&req, "access-control-request-method", NULL);
+    if (!preflight) {
+        r->auth_user[0] = 0;
+        r->auth_ok = c->opt->auth->check(c->opt->auth->arg, &req, r->auth_user,
+                                         sizeof(r->auth_user));
+        r->auth_user[sizeof(r->auth_user) - 1] = 0;
+        r->auth_done = true;
+        go_on = r->auth_ok;
+    }
+    if (headers != stack)
+        free(headers);
+    return go_on;
+}
+
 /* Everything a request passes before its handler: CORS (a preflight is
  * answered here, before authentication, as browsers send it without
  * credentials), then the authenticator. */
@@ -690,7 +743,14 @@ void pl_hs_call_handler(conn *c, pl_http_request *req, pl_http_response *res)
     }
     if (c->opt->auth) {
         user[0] = 0;
-        if (!c->opt->auth->check(c->opt->auth->arg, req, user, sizeof(user))) {
+        bool ok;
+        if (res->parts && res->parts->auth_done) { /* decided at the headers */
+            ok = res->parts->auth_ok;
+            snprintf(user, sizeof(user), "%s", res->parts->auth_user);
+        } else {
+            ok = c->opt->auth->check(c->opt->auth->arg, req, user, sizeof(user));
+        }
+        if (!ok) {
             pl_debug(pl_hs_log_name(c), "%s: %s %s refused by %s", c->peer, req->method,
                      req->path, c->opt->auth->name ? c->opt->auth->name : "authenticator");
             answer_unauthenticated(c, req, res);

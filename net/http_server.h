@@ -3,10 +3,11 @@
  * (OTLP/HTTP, OTLP/gRPC, Pyroscope, the telemetry and query endpoints).
  *
  * One listener serves HTTP/1.1 (keep-alive, chunked bodies; parsed by
- * http-parser) and, when allowed, cleartext HTTP/2 with prior knowledge
- * (nghttp2), told apart by the client preface. Either way the handler sees a
- * complete request: method, path, query, headers and the whole body
- * (de-chunked but NOT decompressed), and answers it before returning.
+ * http-parser) and, when allowed, HTTP/2 (nghttp2; prior knowledge in
+ * clear, ALPN h2 over TLS), told apart by the client preface. Either way
+ * the handler sees a complete request: method, path, query, headers and the
+ * whole body (de-chunked but NOT decompressed), and answers it before
+ * returning.
  * Limits (connections, header and body size, header/idle timeouts) are
  * enforced here so a slow or hostile client only ever affects itself.
  *

@@ -74,6 +74,9 @@ typedef struct request_parts {
     size_t accounted;    /* this request's share of both */
     size_t header_cost;  /* header bytes as RFC 9113 counts them (+32 per field) */
     unsigned n_fields;
+    /* authenticated as soon as the headers were complete (pl_hs_early_auth) */
+    bool auth_done, auth_ok;
+    char auth_user[128];
 } request_parts;
 
 /* One client (IP address): its connections and buffered request bytes,
@@ -96,6 +99,11 @@ struct stream {
     bool dispatched;
     bool remote_done;        /* the client ended its side (END_STREAM seen) */
     bool reset_after_answer; /* answered early: RST_STREAM(NO_ERROR) once sent */
+    /* refused at its headers (authentication) and answered, the client may
+     * still be sending its body: it is read and dropped until the request's
+     * deadline, not reset at once (clients such as curl report a reset
+     * stream as an error instead of the 401 they were given) */
+    bool refused_open;
     uint64_t started_ms;     /* loop time of the request's first HEADERS */
     /* the answer, read by the data provider */
     uint8_t *resp;
@@ -111,6 +119,7 @@ struct pl_http_response {
     bool answered;
     bool head;       /* HTTP/1.1 HEAD: no body */
     bool keep_alive; /* HTTP/1.1 */
+    request_parts *parts; /* the request's, for an early authentication result */
     /* CORS: the request's allowed Origin, echoed in the answer */
     const char *cors_origin;
     size_t cors_origin_len;
@@ -212,6 +221,11 @@ bool pl_hs_conn_should_pause(const conn *c);
 void pl_hs_conn_arm_timer(conn *c, uint64_t ms);
 void pl_hs_split_url(char *url, const char **path, const char **query);
 void pl_hs_call_handler(conn *c, pl_http_request *req, pl_http_response *res);
+/* Authenticates a request as soon as its headers are complete, before its
+ * body is read or buffered. True: it may go on (no authenticator, a CORS
+ * preflight, or good credentials); false: refused, and the caller
+ * dispatches it at once (pl_hs_call_handler then answers 401). */
+bool pl_hs_early_auth(conn *c, request_parts *r, int version);
 
 /* http1.c */
 void pl_hs_h1_feed(conn *c, const uint8_t *data, size_t len);

@@ -12,12 +12,19 @@
  *     handshake with an alert; the HTTP layer never sees it.
  *   - Reloading compares the files' mtime and size with the last load, so a
  *     reload_interval of seconds costs three stat() calls per tick.
+ *   - Listeners may run on worker loops (service.workers) while SIGHUP is
+ *     handled on the pipeline loop: list_mu guards the list of live contexts
+ *     (held through a SIGHUP reload, so a context cannot be freed under
+ *     it), ctx_mu each context's current SSL_CTX. A connection takes its
+ *     own reference (SSL_new) under ctx_mu, so swapping in a reloaded
+ *     SSL_CTX never frees one a connection uses.
  */
 #include "tls.h"
 
 #include <openssl/err.h>
 #include <openssl/ssl.h>
 #include <openssl/x509v3.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -116,6 +123,8 @@ struct pl_tls_server {
 #define ALPN_HTTP1 2u
 
 static pl_tls_server *live;
+static pthread_mutex_t list_mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_mutex_t ctx_mu = PTHREAD_MUTEX_INITIALIZER;
 
 static char *dup_or_null(const char *s)
 {
@@ -283,10 +292,12 @@ pl_tls_server *pl_tls_server_new(const pl_tls_server_config *cfg, bool h2, bool 
         pl_tls_server_free(t);
         return NULL;
     }
+    pthread_mutex_lock(&list_mu);
     t->next = live;
     if (live)
         live->prev = t;
     live = t;
+    pthread_mutex_unlock(&list_mu);
     return t;
 }
 
@@ -296,20 +307,23 @@ int pl_tls_server_reload(pl_tls_server *t, bool force, pl_err *err)
     stamp(t->cert_file, &now[0]);
     stamp(t->key_file, &now[1]);
     stamp(t->client_ca_file, &now[2]);
-    if (!force && t->ctx && memcmp(now, t->stamps, sizeof(now)) == 0)
+    pthread_mutex_lock(&ctx_mu);
+    bool same = t->ctx && memcmp(now, t->stamps, sizeof(now)) == 0;
+    pthread_mutex_unlock(&ctx_mu);
+    if (!force && same)
         return 0;
-    SSL_CTX *ctx = build_ctx(t, err);
-    if (!ctx) {
-        /* Remember the failed state too: the same broken files are not
-         * retried (and logged) on every tick, only once they change. */
-        memcpy(t->stamps, now, sizeof(now));
-        return -1;
-    }
-    if (t->ctx)
-        SSL_CTX_free(t->ctx); /* connections using it hold their own reference */
-    t->ctx = ctx;
+    SSL_CTX *ctx = build_ctx(t, err); /* file reads: outside the lock */
+    pthread_mutex_lock(&ctx_mu);
+    /* Remember a failed state too: the same broken files are not retried
+     * (and logged) on every tick, only once they change. */
     memcpy(t->stamps, now, sizeof(now));
-    return 1;
+    SSL_CTX *old = ctx ? t->ctx : NULL;
+    if (ctx)
+        t->ctx = ctx;
+    pthread_mutex_unlock(&ctx_mu);
+    if (old)
+        SSL_CTX_free(old); /* connections using it hold their own reference */
+    return ctx ? 1 : -1;
 }
 
 uint64_t pl_tls_server_reload_interval_ms(const pl_tls_server *t)
@@ -326,12 +340,14 @@ void pl_tls_server_free(pl_tls_server *t)
 {
     if (!t)
         return;
+    pthread_mutex_lock(&list_mu);
     if (t->prev)
         t->prev->next = t->next;
     else if (live == t)
         live = t->next;
     if (t->next)
         t->next->prev = t->prev;
+    pthread_mutex_unlock(&list_mu);
     if (t->ctx)
         SSL_CTX_free(t->ctx);
     free(t->name);
@@ -343,6 +359,7 @@ void pl_tls_server_free(pl_tls_server *t)
 
 void pl_tls_reload_all(void)
 {
+    pthread_mutex_lock(&list_mu); /* no context is freed meanwhile */
     for (pl_tls_server *t = live; t; t = t->next) {
         pl_err err = {{0}};
         int rc = pl_tls_server_reload(t, true, &err);
@@ -351,6 +368,7 @@ void pl_tls_reload_all(void)
         else
             pl_info(t->name, "TLS certificate reloaded from %s", t->cert_file);
     }
+    pthread_mutex_unlock(&list_mu);
 }
 
 /* ---- connections -------------------------------------------------------- */
@@ -369,7 +387,9 @@ pl_tls_conn *pl_tls_conn_new(pl_tls_server *t)
     pl_tls_conn *tc = calloc(1, sizeof(*tc));
     if (!tc)
         return NULL;
-    tc->ssl = SSL_new(t->ctx);
+    pthread_mutex_lock(&ctx_mu);
+    tc->ssl = SSL_new(t->ctx); /* holds its own reference to the SSL_CTX */
+    pthread_mutex_unlock(&ctx_mu);
     tc->rbio = BIO_new(BIO_s_mem());
     tc->wbio = BIO_new(BIO_s_mem());
     if (!tc->ssl || !tc->rbio || !tc->wbio) {

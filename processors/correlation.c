@@ -972,6 +972,7 @@ static void correlation_destroy(void *p)
         while (self->head[side]) {
             uint32_t hi = self->head[side];
             dropped += self->held[hi].items;
+            pl_batch_wal_refused(self->held[hi].batch); /* kept for replay, if logged */
             pl_batch_free(self->held[hi].batch);
             corr_held_unlink_and_free(self, hi);
         }

@@ -100,6 +100,14 @@ static void dropped(correlation *self, pl_signal sig, size_t items, pl_status st
              items, pl_signal_name(sig), pl_status_name(st), why);
 }
 
+/* Frees a batch that could not go on. Its write-ahead entries, if any, are
+ * kept for replay at the next start rather than deleted. */
+static void drop_batch(pl_batch *b)
+{
+    pl_batch_wal_refused(b);
+    pl_batch_free(b);
+}
+
 static void keep(correlation *self, pl_consumer *next, pl_batch *b, size_t items, pl_status st)
 {
     if (self->n_retry == self->cap_retry) {
@@ -107,7 +115,7 @@ static void keep(correlation *self, pl_consumer *next, pl_batch *b, size_t items
         retry_item *r = realloc(self->retry, cap * sizeof(retry_item));
         if (!r) {
             dropped(self, b->signal, items, st, ", out of memory to keep them");
-            pl_batch_free(b);
+            drop_batch(b);
             return;
         }
         self->retry = r;
@@ -124,7 +132,7 @@ static void keep(correlation *self, pl_consumer *next, pl_batch *b, size_t items
         dropped(self, o->batch->signal, o->items, self->retry_status,
                 ", more than max_bytes / 4 waiting");
         self->retry_bytes -= o->bytes;
-        pl_batch_free(o->batch);
+        drop_batch(o->batch);
         memmove(self->retry, self->retry + 1, (self->n_retry - 1) * sizeof(retry_item));
         self->n_retry--;
     }
@@ -159,13 +167,14 @@ static void hand_on(correlation *self, pl_consumer *next, pl_batch *b, int reaso
     }
     pl_status st = pl_consumer_consume(next, copy);
     if (st == PL_OK) {
+        pl_batch_wal_handoff(b); /* the copy carries its write-ahead entries on */
         pl_batch_free(b);
         return;
     }
     *self->c_refused += items;
     if (!pl_status_retryable(st)) {
         dropped(self, sig, items, st, "");
-        pl_batch_free(b);
+        drop_batch(b);
         return;
     }
     pl_warn(COMPONENT, "%s: the next consumer refused %zu %s (%s); kept, and %s refused meanwhile",
@@ -196,8 +205,12 @@ bool corr_retry(correlation *self, uint64_t now, pl_signal sig, pl_status *refus
             }
             if (st != PL_OK)
                 dropped(self, r->batch->signal, r->items, st, last ? " at shutdown" : "");
-            if (!last)
+            if (!last && st == PL_OK) {
+                pl_batch_wal_handoff(r->batch);
                 pl_batch_free(r->batch);
+            } else if (!last) {
+                drop_batch(r->batch);
+            }
             self->retry_bytes -= r->bytes;
             done++;
         }
@@ -217,7 +230,7 @@ bool corr_retry(correlation *self, uint64_t now, pl_signal sig, pl_status *refus
 void corr_retry_free(correlation *self)
 {
     for (uint32_t i = 0; i < self->n_retry; i++)
-        pl_batch_free(self->retry[i].batch);
+        drop_batch(self->retry[i].batch);
     free(self->retry);
     self->retry = NULL;
     self->n_retry = self->cap_retry = 0;

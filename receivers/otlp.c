@@ -47,6 +47,7 @@ typedef struct otlp_grpc_config {
     int64_t max_concurrent_streams;
     bool include_metadata;
     int64_t max_connections;
+    int64_t max_connections_per_client;
     int64_t idle_timeout_ns;
     pl_tls_server_config tls;
     pl_auth_ref_config auth;
@@ -60,6 +61,7 @@ typedef struct otlp_http_config {
     char *logs_url_path;
     char *metrics_url_path;
     int64_t max_connections;
+    int64_t max_connections_per_client;
     int64_t read_header_timeout_ns;
     int64_t idle_timeout_ns;
     pl_tls_server_config tls;
@@ -148,6 +150,10 @@ static const pl_cfg_field grpc_fields[] = {
      "attach the request's metadata (headers) to the data", NULL},
     {"max_connections", PL_CFG_INT, "1024", offsetof(otlp_grpc_config, max_connections),
      "open connections at most; more are closed at once", NULL},
+    {"max_connections_per_client", PL_CFG_INT, "0", offsetof(otlp_grpc_config, max_connections_per_client),
+     "connections one client (IP address) may hold; 0: a quarter of max_connections (raise it "
+     "behind a load balancer that connects from one address)",
+     NULL},
     {"keepalive", PL_CFG_IGNORED, NULL, 0,
      "accepted for Collector configs; proflink's own idle_timeout applies", NULL},
     {"read_buffer_size", PL_CFG_IGNORED, NULL, 0, "accepted for Collector configs; no effect",
@@ -184,6 +190,10 @@ static const pl_cfg_field http_fields[] = {
      "path for metrics", NULL},
     {"max_connections", PL_CFG_INT, "1024", offsetof(otlp_http_config, max_connections),
      "open connections at most; more are closed at once", NULL},
+    {"max_connections_per_client", PL_CFG_INT, "0", offsetof(otlp_http_config, max_connections_per_client),
+     "connections one client (IP address) may hold; 0: a quarter of max_connections (raise it "
+     "behind a load balancer that connects from one address)",
+     NULL},
     {"read_header_timeout", PL_CFG_DURATION, "30s",
      offsetof(otlp_http_config, read_header_timeout_ns),
      "time a client has to send a whole request (408 after it)", NULL},
@@ -310,6 +320,8 @@ static pl_status otlp_create(const pl_create_settings *settings, const void *con
     r->grpc_opt = (pl_http_server_options){
         .max_body_size = pl_otlp_grpc_body_limit(r->max_recv_msg_size),
         .max_connections = g->max_connections > 0 ? (unsigned)g->max_connections : 0,
+        .max_connections_per_client =
+            g->max_connections_per_client > 0 ? (unsigned)g->max_connections_per_client : 0,
         .idle_timeout_ms = g->idle_timeout_ns > 0 ? (uint64_t)g->idle_timeout_ns / 1000000 : 0,
         .h2c = true,
         .http1 = false,
@@ -321,6 +333,8 @@ static pl_status otlp_create(const pl_create_settings *settings, const void *con
     r->http_opt = (pl_http_server_options){
         .max_body_size = r->max_request_body_size,
         .max_connections = h->max_connections > 0 ? (unsigned)h->max_connections : 0,
+        .max_connections_per_client =
+            h->max_connections_per_client > 0 ? (unsigned)h->max_connections_per_client : 0,
         .header_timeout_ms =
             h->read_header_timeout_ns > 0 ? (uint64_t)h->read_header_timeout_ns / 1000000 : 0,
         .idle_timeout_ms = h->idle_timeout_ns > 0 ? (uint64_t)h->idle_timeout_ns / 1000000 : 0,

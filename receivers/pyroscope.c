@@ -75,6 +75,7 @@ typedef struct pyroscope_cfg {
     uint64_t max_request_body_size;
     uint64_t max_decompressed_size;
     int64_t max_connections;
+    int64_t max_connections_per_client;
     uint64_t max_decoded_memory;
     int64_t max_decoded_objects;
     pl_tls_server_config tls;
@@ -93,6 +94,11 @@ static const pl_cfg_field pyroscope_fields[] = {
      NULL},
     {"max_connections", PL_CFG_INT, "1024", offsetof(pyroscope_cfg, max_connections),
      "simultaneous client connections", NULL},
+    {"max_connections_per_client", PL_CFG_INT, "0",
+     offsetof(pyroscope_cfg, max_connections_per_client),
+     "connections one client (IP address) may hold; 0: a quarter of max_connections (raise it "
+     "behind a load balancer that connects from one address)",
+     NULL},
     {"max_decoded_memory", PL_CFG_SIZE, "40MiB", offsetof(pyroscope_cfg, max_decoded_memory),
      "memory one request may decode into, across every sample of a push request and every part "
      "of an upload (decompressed pprofs plus the decoded model; 413 above it, before it is spent)",
@@ -149,6 +155,7 @@ typedef struct pyroscope {
     uint64_t max_body, max_decompressed;
     size_t max_decoded_memory, max_decoded_objects; /* per request */
     unsigned max_connections;
+    unsigned max_connections_per_client;
     uv_loop_t *loop;
     pl_stats *stats;
     pl_clock clock;
@@ -1084,6 +1091,8 @@ static pl_status pyroscope_create(const pl_create_settings *settings, const void
     r->max_decompressed =
         cfg->max_decompressed_size ? cfg->max_decompressed_size : PL_PPROF_MAX_DECODED;
     r->max_connections = cfg->max_connections > 0 ? (unsigned)cfg->max_connections : 1024;
+    r->max_connections_per_client =
+        cfg->max_connections_per_client > 0 ? (unsigned)cfg->max_connections_per_client : 0;
     r->max_decoded_memory = cfg->max_decoded_memory ? (size_t)cfg->max_decoded_memory : 40u << 20;
     r->max_decoded_objects =
         cfg->max_decoded_objects > 0 ? (size_t)cfg->max_decoded_objects : 4000000;
@@ -1138,6 +1147,7 @@ static pl_status pyroscope_start(void *self, pl_err *err)
     pl_http_server_options o = {
         .max_body_size = r->max_body,
         .max_connections = r->max_connections,
+        .max_connections_per_client = r->max_connections_per_client,
         .http1 = true,
         .h2c = true,
         .name = r->id,

@@ -184,6 +184,12 @@ static void test_bearer_token(void)
     CHECK(strstr(out, "HTTP/1.1 200") == out);
     free(out);
     CHECK_EQ_INT(handled, 2);
+    /* refused at the headers: the answer comes before the (unfinished) body */
+    out = feed(&opt, "POST /x HTTP/1.1\r\nContent-Length: 100000\r\n\r\npartial");
+    CHECK(strstr(out, "HTTP/1.1 401") == out);
+    CHECK(strstr(out, "Connection: close") != NULL);
+    free(out);
+    CHECK_EQ_INT(handled, 2);
     /* the client side sends the first token */
     char *line = pl_auth_client_header_line(a);
     REQUIRE(line != NULL);

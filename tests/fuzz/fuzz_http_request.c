@@ -7,15 +7,19 @@
  * limit, and the OTLP protobuf decoders.
  *
  * The first two bytes choose the limits, the protocols and how the input is
- * split into reads, so one corpus covers split points and limit edges.
+ * split into reads, so one corpus covers split points and limit edges; bit
+ * 0x10 of the first also turns on CORS (preflights, origin matching) and an
+ * authenticator (checked at the headers and at dispatch).
  */
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "core/buf.h"
 #include "core/model.h"
 #include "net/compress.h"
+#include "net/http_cors.h"
 #include "net/http_server.h"
 #include "otlp_pb.h"
 
@@ -62,8 +66,23 @@ static void handler(void *arg, pl_http_request *req, pl_http_response *res)
         pl_http_respond(res, status, h, 1, "ok", 2);
 }
 
+static bool check_token(void *arg, const pl_http_request *req, char *user, size_t cap)
+{
+    (void)arg;
+    size_t len = 0;
+    const char *v = pl_http_header_get(req, "authorization", &len);
+    if (!v || len != 8 || memcmp(v, "Bearer t", 8) != 0)
+        return false;
+    snprintf(user, cap, "fuzz");
+    return true;
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
+    static char *origins[] = {"https://*.example.com", "http://a*b*c"};
+    static char *allowed[] = {"x-*", "*"};
+    static const pl_http_cors_config cors = {{origins, 2}, {allowed, 1}, 60};
+    static const pl_http_auth auth = {"fuzz", "Bearer", check_token, NULL};
     if (size < 2)
         return 0;
     pl_http_server_options opt;
@@ -74,6 +93,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     opt.h2c = data[1] & 1;
     opt.deliver_too_large = (data[1] & 2) != 0;
     opt.max_concurrent_streams = 4;
+    if (data[0] & 0x10) {
+        opt.cors = &cors;
+        opt.auth = &auth;
+    }
     size_t chunk = data[1] >> 2; /* 0 = everything in one read */
     pl_buf out;
     pl_buf_init(&out);

@@ -236,7 +236,7 @@ test('@pyroscope/nodejs over HTTPS with authToken, and with basic auth', async (
   const auth = Buffer.from('bob:wrong').toString('base64');
   const bad = await curl(['--cacert', pki.f('ca.pem'), '-H', `Authorization: Basic ${auth}`,
     '--data-binary', 'foo;bar 1', `https://localhost:${pBasic}/ingest?name=x&format=folded`]);
-  assert.equal(bad.status, '401');
+  assert.equal(bad.status, '401', `curl exit ${bad.code}; ${pc.log.slice(-3000)}`);
   const good = Buffer.from('bob:hunter2').toString('base64');
   const ok = await curl(['--cacert', pki.f('ca.pem'), '-H', `Authorization: Basic ${good}`,
     '--data-binary', 'foo;bar 1', `https://localhost:${pBasic}/ingest?name=x&format=folded`]);
