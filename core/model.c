@@ -397,38 +397,83 @@ int pl_copy_span(pl_copier *c, pl_span *sp)
     return 0;
 }
 
-static int copy_traces(clone_ctx *c, pl_traces *t)
+/* Traces and profiles share their envelope (resources -> scopes -> items)
+ * with the same struct layout (checked in proto/otlp_pb.c); one loop copies
+ * both, through offsets of the traces structs. */
+_Static_assert(sizeof(pl_resource_spans) == sizeof(pl_resource_profiles) &&
+                   sizeof(pl_scope_spans) == sizeof(pl_scope_profiles) &&
+                   offsetof(pl_resource_spans, scopes) == offsetof(pl_resource_profiles, scopes) &&
+                   offsetof(pl_scope_spans, spans) == offsetof(pl_scope_profiles, profiles) &&
+                   offsetof(pl_scope_spans, n_spans) == offsetof(pl_scope_profiles, n_profiles),
+               "envelope layout");
+
+typedef int (*copy_item_fn)(clone_ctx *c, void *item);
+
+/* Copies the array at *(void **)field_ptr of n elements in place. */
+static int copy_member_array(clone_ctx *c, uint8_t *owner, size_t ptr_off, size_t n_off,
+                             size_t elem)
 {
+    void *items;
+    uint32_t n;
     int fail = 0;
-    t->resources = copy_array(c, t->resources, t->n_resources, sizeof(pl_resource_spans), &fail);
-    if (fail)
+    memcpy(&items, owner + ptr_off, sizeof items);
+    memcpy(&n, owner + n_off, sizeof n);
+    items = copy_array(c, items, n, elem, &fail);
+    if (!items)
+        n = 0;
+    memcpy(owner + ptr_off, &items, sizeof items);
+    memcpy(owner + n_off, &n, sizeof n);
+    return fail ? -1 : 0;
+}
+
+static int copy_envelope(clone_ctx *c, uint8_t *holder, size_t res_off, size_t n_res_off,
+                         size_t item_size, copy_item_fn item)
+{
+    if (copy_member_array(c, holder, res_off, n_res_off, sizeof(pl_resource_spans)))
         return -1;
-    if (!t->resources)
-        t->n_resources = 0;
-    for (uint32_t r = 0; r < t->n_resources; r++) {
-        pl_resource_spans *rs = &t->resources[r];
-        if (pl_copy_resource(c, &rs->resource) || pl_copy_bytes(c, &rs->schema_url))
+    uint8_t *res;
+    uint32_t n_res;
+    memcpy(&res, holder + res_off, sizeof res);
+    memcpy(&n_res, holder + n_res_off, sizeof n_res);
+    for (uint32_t r = 0; r < n_res; r++) {
+        uint8_t *rs = res + r * sizeof(pl_resource_spans);
+        if (pl_copy_resource(c, (pl_resource *)(rs + offsetof(pl_resource_spans, resource))) ||
+            pl_copy_bytes(c, (pl_bytes *)(rs + offsetof(pl_resource_spans, schema_url))) ||
+            copy_member_array(c, rs, offsetof(pl_resource_spans, scopes),
+                              offsetof(pl_resource_spans, n_scopes), sizeof(pl_scope_spans)))
             return -1;
-        rs->scopes = copy_array(c, rs->scopes, rs->n_scopes, sizeof(pl_scope_spans), &fail);
-        if (fail)
-            return -1;
-        if (!rs->scopes)
-            rs->n_scopes = 0;
-        for (uint32_t s = 0; s < rs->n_scopes; s++) {
-            pl_scope_spans *ss = &rs->scopes[s];
-            if (pl_copy_scope(c, &ss->scope) || pl_copy_bytes(c, &ss->schema_url))
+        uint8_t *scopes;
+        uint32_t n_scopes;
+        memcpy(&scopes, rs + offsetof(pl_resource_spans, scopes), sizeof scopes);
+        memcpy(&n_scopes, rs + offsetof(pl_resource_spans, n_scopes), sizeof n_scopes);
+        for (uint32_t s = 0; s < n_scopes; s++) {
+            uint8_t *ss = scopes + s * sizeof(pl_scope_spans);
+            if (pl_copy_scope(c, (pl_scope *)(ss + offsetof(pl_scope_spans, scope))) ||
+                pl_copy_bytes(c, (pl_bytes *)(ss + offsetof(pl_scope_spans, schema_url))) ||
+                copy_member_array(c, ss, offsetof(pl_scope_spans, spans),
+                                  offsetof(pl_scope_spans, n_spans), item_size))
                 return -1;
-            ss->spans = copy_array(c, ss->spans, ss->n_spans, sizeof(pl_span), &fail);
-            if (fail)
-                return -1;
-            if (!ss->spans)
-                ss->n_spans = 0;
-            for (uint32_t i = 0; i < ss->n_spans; i++)
-                if (pl_copy_span(c, &ss->spans[i]))
+            uint8_t *items;
+            uint32_t n_items;
+            memcpy(&items, ss + offsetof(pl_scope_spans, spans), sizeof items);
+            memcpy(&n_items, ss + offsetof(pl_scope_spans, n_spans), sizeof n_items);
+            for (uint32_t i = 0; i < n_items; i++)
+                if (item(c, items + i * item_size))
                     return -1;
         }
     }
     return 0;
+}
+
+static int copy_span_item(clone_ctx *c, void *item)
+{
+    return pl_copy_span(c, item);
+}
+
+static int copy_traces(clone_ctx *c, pl_traces *t)
+{
+    return copy_envelope(c, (uint8_t *)t, offsetof(pl_traces, resources),
+                         offsetof(pl_traces, n_resources), sizeof(pl_span), copy_span_item);
 }
 
 static int32_t *copy_i32(clone_ctx *c, int32_t *src, uint32_t *n, int *fail)
@@ -510,38 +555,16 @@ static int copy_dictionary(clone_ctx *c, pl_dictionary *d)
     return 0;
 }
 
+static int copy_profile_item(clone_ctx *c, void *item)
+{
+    return copy_profile(c, item);
+}
+
 static int copy_profiles(clone_ctx *c, pl_profiles *ps)
 {
-    int fail = 0;
-    ps->resources =
-        copy_array(c, ps->resources, ps->n_resources, sizeof(pl_resource_profiles), &fail);
-    if (fail)
+    if (copy_envelope(c, (uint8_t *)ps, offsetof(pl_profiles, resources),
+                      offsetof(pl_profiles, n_resources), sizeof(pl_profile), copy_profile_item))
         return -1;
-    if (!ps->resources)
-        ps->n_resources = 0;
-    for (uint32_t r = 0; r < ps->n_resources; r++) {
-        pl_resource_profiles *rp = &ps->resources[r];
-        if (pl_copy_resource(c, &rp->resource) || pl_copy_bytes(c, &rp->schema_url))
-            return -1;
-        rp->scopes = copy_array(c, rp->scopes, rp->n_scopes, sizeof(pl_scope_profiles), &fail);
-        if (fail)
-            return -1;
-        if (!rp->scopes)
-            rp->n_scopes = 0;
-        for (uint32_t s = 0; s < rp->n_scopes; s++) {
-            pl_scope_profiles *sp = &rp->scopes[s];
-            if (pl_copy_scope(c, &sp->scope) || pl_copy_bytes(c, &sp->schema_url))
-                return -1;
-            sp->profiles = copy_array(c, sp->profiles, sp->n_profiles, sizeof(pl_profile), &fail);
-            if (fail)
-                return -1;
-            if (!sp->profiles)
-                sp->n_profiles = 0;
-            for (uint32_t i = 0; i < sp->n_profiles; i++)
-                if (copy_profile(c, &sp->profiles[i]))
-                    return -1;
-        }
-    }
     return copy_dictionary(c, &ps->dict);
 }
 
@@ -632,38 +655,22 @@ bool pl_attrs_remove(pl_attrs *attrs, const char *key, size_t key_len)
 
 pl_value pl_value_string(pl_bytes s)
 {
-    pl_value v;
-    memset(&v, 0, sizeof(v));
-    v.type = PL_VALUE_STRING;
-    v.u.str = s;
-    return v;
+    return (pl_value){.type = PL_VALUE_STRING, .u.str = s};
 }
 
 pl_value pl_value_int(int64_t i)
 {
-    pl_value v;
-    memset(&v, 0, sizeof(v));
-    v.type = PL_VALUE_INT;
-    v.u.i = i;
-    return v;
+    return (pl_value){.type = PL_VALUE_INT, .u.i = i};
 }
 
 pl_value pl_value_double(double d)
 {
-    pl_value v;
-    memset(&v, 0, sizeof(v));
-    v.type = PL_VALUE_DOUBLE;
-    v.u.d = d;
-    return v;
+    return (pl_value){.type = PL_VALUE_DOUBLE, .u.d = d};
 }
 
 pl_value pl_value_bool(bool b)
 {
-    pl_value v;
-    memset(&v, 0, sizeof(v));
-    v.type = PL_VALUE_BOOL;
-    v.u.b = b;
-    return v;
+    return (pl_value){.type = PL_VALUE_BOOL, .u.b = b};
 }
 
 bool pl_value_eq(const pl_value *a, const pl_value *b)

@@ -18,6 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/hash.h"
 #include "core/log.h"
 #include "net/tls.h"
 #include "pipeline/telemetry_thread.h"
@@ -517,6 +518,9 @@ int pl_service_main(const pl_cfg_sources *sources)
     }
     pl_cfg_errors_free(&errs);
     signal(SIGPIPE, SIG_IGN);
+    /* The keyed hash's seed is made lazily on first use; make it now, before
+     * the telemetry and worker threads exist, so they only ever read it. */
+    pl_hash_init_();
     uv_loop_t loop;
     if (uv_loop_init(&loop) != 0) {
         fprintf(stderr, "proflink: cannot create the event loop\n");

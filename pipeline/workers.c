@@ -124,6 +124,8 @@ pl_status pl_workers_consume(pl_consumer *next, pl_batch *batch)
     job j = {.consumer = next, .batch = batch};
     uv_mutex_lock(&p->mu);
     push(&p->head, &p->tail, &j);
+    /* the pipeline loop may be waiting in run_on rather than in its loop */
+    uv_cond_broadcast(&p->cv);
     uv_mutex_unlock(&p->mu);
     uv_async_send(&p->main_wake);
     uv_mutex_lock(&p->mu);

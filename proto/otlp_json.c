@@ -122,7 +122,6 @@ void pl_otlp_base64_encode(pl_buf *b, const uint8_t *s, size_t n)
     pl_base64_encode(s, n, b, true);
 }
 
-
 int pl_otlp_base64_decode_into(const char *in, size_t n, uint8_t *out, size_t *out_len,
                                size_t *bad_at)
 {
@@ -351,47 +350,75 @@ static void enc_span(jw *w, const pl_span *sp)
     w_close(w, '}');
 }
 
+/* Traces and profiles share their envelope (request -> ResourceX ->
+ * ScopeX -> items); one loop writes both, reading the model through offsets
+ * of the traces structs (the profiles ones are the same: otlp_pb.c checks). */
+typedef void (*enc_item_fn)(jw *w, const void *item);
+
+static void enc_envelope(jw *w, const char *res_key, const char *scope_key, const char *items_key,
+                         const void *resources, uint32_t n_resources, size_t item_size,
+                         enc_item_fn item)
+{
+    if (!n_resources)
+        return;
+    w_key(w, res_key);
+    w_open(w, '[');
+    for (uint32_t r = 0; r < n_resources; r++) {
+        const uint8_t *rs = (const uint8_t *)resources + r * sizeof(pl_resource_spans);
+        const void *scopes;
+        uint32_t n_scopes;
+        memcpy(&scopes, rs + offsetof(pl_resource_spans, scopes), sizeof scopes);
+        memcpy(&n_scopes, rs + offsetof(pl_resource_spans, n_scopes), sizeof n_scopes);
+        w_elem(w);
+        w_open(w, '{');
+        if (*(const bool *)(rs + offsetof(pl_resource_spans, has_resource)))
+            enc_resource(w, (const pl_resource *)(rs + offsetof(pl_resource_spans, resource)));
+        if (n_scopes) {
+            w_key(w, scope_key);
+            w_open(w, '[');
+            for (uint32_t s = 0; s < n_scopes; s++) {
+                const uint8_t *ss = (const uint8_t *)scopes + s * sizeof(pl_scope_spans);
+                const uint8_t *items;
+                uint32_t n_items;
+                memcpy(&items, ss + offsetof(pl_scope_spans, spans), sizeof items);
+                memcpy(&n_items, ss + offsetof(pl_scope_spans, n_spans), sizeof n_items);
+                w_elem(w);
+                w_open(w, '{');
+                if (*(const bool *)(ss + offsetof(pl_scope_spans, has_scope)))
+                    enc_scope(w, (const pl_scope *)(ss + offsetof(pl_scope_spans, scope)));
+                if (n_items) {
+                    w_key(w, items_key);
+                    w_open(w, '[');
+                    for (uint32_t i = 0; i < n_items; i++) {
+                        w_elem(w);
+                        item(w, items + i * item_size);
+                    }
+                    w_close(w, ']');
+                }
+                w_bytes_str(w, "schemaUrl",
+                            *(const pl_bytes *)(ss + offsetof(pl_scope_spans, schema_url)));
+                w_close(w, '}');
+            }
+            w_close(w, ']');
+        }
+        w_bytes_str(w, "schemaUrl",
+                    *(const pl_bytes *)(rs + offsetof(pl_resource_spans, schema_url)));
+        w_close(w, '}');
+    }
+    w_close(w, ']');
+}
+
+static void enc_span_item(jw *w, const void *item)
+{
+    enc_span(w, item);
+}
+
 bool pl_otlp_json_encode_traces(const pl_traces *t, pl_buf *out)
 {
     jw ww = {out, true}, *w = &ww;
     w_open(w, '{');
-    if (t->n_resources) {
-        w_key(w, "resourceSpans");
-        w_open(w, '[');
-        for (uint32_t r = 0; r < t->n_resources; r++) {
-            const pl_resource_spans *rs = &t->resources[r];
-            w_elem(w);
-            w_open(w, '{');
-            if (rs->has_resource)
-                enc_resource(w, &rs->resource);
-            if (rs->n_scopes) {
-                w_key(w, "scopeSpans");
-                w_open(w, '[');
-                for (uint32_t s = 0; s < rs->n_scopes; s++) {
-                    const pl_scope_spans *ss = &rs->scopes[s];
-                    w_elem(w);
-                    w_open(w, '{');
-                    if (ss->has_scope)
-                        enc_scope(w, &ss->scope);
-                    if (ss->n_spans) {
-                        w_key(w, "spans");
-                        w_open(w, '[');
-                        for (uint32_t i = 0; i < ss->n_spans; i++) {
-                            w_elem(w);
-                            enc_span(w, &ss->spans[i]);
-                        }
-                        w_close(w, ']');
-                    }
-                    w_bytes_str(w, "schemaUrl", ss->schema_url);
-                    w_close(w, '}');
-                }
-                w_close(w, ']');
-            }
-            w_bytes_str(w, "schemaUrl", rs->schema_url);
-            w_close(w, '}');
-        }
-        w_close(w, ']');
-    }
+    enc_envelope(w, "resourceSpans", "scopeSpans", "spans", t->resources, t->n_resources,
+                 sizeof(pl_span), enc_span_item);
     w_close(w, '}');
     return pl_buf_ok(out);
 }
@@ -583,47 +610,17 @@ static void enc_dictionary(jw *w, const pl_dictionary *d)
     w_close(w, '}');
 }
 
+static void enc_profile_item(jw *w, const void *item)
+{
+    enc_profile(w, item);
+}
+
 bool pl_otlp_json_encode_profiles(const pl_profiles *p, pl_buf *out)
 {
     jw ww = {out, true}, *w = &ww;
     w_open(w, '{');
-    if (p->n_resources) {
-        w_key(w, "resourceProfiles");
-        w_open(w, '[');
-        for (uint32_t r = 0; r < p->n_resources; r++) {
-            const pl_resource_profiles *rp = &p->resources[r];
-            w_elem(w);
-            w_open(w, '{');
-            if (rp->has_resource)
-                enc_resource(w, &rp->resource);
-            if (rp->n_scopes) {
-                w_key(w, "scopeProfiles");
-                w_open(w, '[');
-                for (uint32_t s = 0; s < rp->n_scopes; s++) {
-                    const pl_scope_profiles *sp = &rp->scopes[s];
-                    w_elem(w);
-                    w_open(w, '{');
-                    if (sp->has_scope)
-                        enc_scope(w, &sp->scope);
-                    if (sp->n_profiles) {
-                        w_key(w, "profiles");
-                        w_open(w, '[');
-                        for (uint32_t i = 0; i < sp->n_profiles; i++) {
-                            w_elem(w);
-                            enc_profile(w, &sp->profiles[i]);
-                        }
-                        w_close(w, ']');
-                    }
-                    w_bytes_str(w, "schemaUrl", sp->schema_url);
-                    w_close(w, '}');
-                }
-                w_close(w, ']');
-            }
-            w_bytes_str(w, "schemaUrl", rp->schema_url);
-            w_close(w, '}');
-        }
-        w_close(w, ']');
-    }
+    enc_envelope(w, "resourceProfiles", "scopeProfiles", "profiles", p->resources, p->n_resources,
+                 sizeof(pl_profile), enc_profile_item);
     if (p->has_dictionary)
         enc_dictionary(w, &p->dict);
     w_close(w, '}');

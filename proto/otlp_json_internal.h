@@ -18,11 +18,11 @@
 #include "core/arena.h"
 #include "core/model.h"
 #include "core/status.h"
+#include "errpath.h"
 #include "json_reader.h"
 
 /* Reader nesting limit: each AnyValue level costs three JSON levels. */
 #define JSON_MAX_DEPTH (3 * PL_OTLP_MAX_DEPTH + 32)
-#define PATH_SLOTS     32
 
 typedef struct jdec {
     pl_jr r;
@@ -32,25 +32,17 @@ typedef struct jdec {
     size_t budget, used;
     uint8_t *scratch;
     size_t scratch_len, scratch_cap;
-    unsigned depth;
-    struct {
-        const char *name;
-        int64_t index;
-    } path[PATH_SLOTS];
+    pl_errpath path;
 } jdec;
 
 static inline void path_push(jdec *d, const char *name, int64_t index)
 {
-    if (d->depth < PATH_SLOTS) {
-        d->path[d->depth].name = name;
-        d->path[d->depth].index = index;
-    }
-    d->depth++;
+    pl_errpath_push(&d->path, name, index);
 }
 
 static inline void path_pop(jdec *d)
 {
-    d->depth--;
+    pl_errpath_pop(&d->path);
 }
 
 /* Charges decoded memory against the request's budget. */

@@ -28,39 +28,17 @@ void pl_jd_init(jdec *d, pl_arena *arena, const uint8_t *buf, size_t len, size_t
 
 int pl_jd_fail(jdec *d, const char *field, const char *fmt, ...)
 {
-    if (!d->err)
-        return -1;
-    char where[320], what[192];
-    size_t len = 0;
-    where[0] = '\0';
-    unsigned n = d->depth < PATH_SLOTS ? d->depth : PATH_SLOTS;
-    for (unsigned i = 0; i < n && len < sizeof where; i++) {
-        int w =
-            d->path[i].index >= 0
-                ? snprintf(where + len, sizeof where - len, "%s%s[%" PRId64 "]", i ? "." : "",
-                           d->path[i].name, d->path[i].index)
-                : snprintf(where + len, sizeof where - len, "%s%s", i ? "." : "", d->path[i].name);
-        if (w < 0)
-            break;
-        len += (size_t)w;
-    }
-    if (field && len < sizeof where)
-        snprintf(where + len, sizeof where - len, "%s%s", len ? "." : "", field);
-    if (!where[0])
-        snprintf(where, sizeof where, "(request)");
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(what, sizeof what, fmt, ap);
+    pl_errpath_vfail(&d->path, d->err, false, field, fmt, ap);
     va_end(ap);
-    snprintf(d->err->msg, sizeof d->err->msg, "%s: %s", where, what);
     return -1;
 }
 
 int pl_jd_oom(jdec *d)
 {
     d->status = PL_ERR_NOMEM;
-    if (d->err)
-        snprintf(d->err->msg, sizeof d->err->msg, "out of memory while decoding");
+    pl_errpath_oom(d->err);
     return -1;
 }
 

@@ -483,29 +483,82 @@ static void enc_span(pl_buf *b, const pl_span *sp)
     w_fixed32_opt(b, TR(Span, flags), sp->flags);
 }
 
-bool pl_otlp_encode_traces(const pl_traces *t, pl_buf *b)
+/* Traces and profiles share their envelope (request -> ResourceX ->
+ * ScopeX -> items) field for field, in the wire format and in the model;
+ * one loop writes both, reading the model through offsets of the traces
+ * structs (the same as the profiles ones, checked here). */
+_Static_assert(CTR(ExportTraceServiceRequest, resource_spans) ==
+                       CPR(ExportProfilesServiceRequest, resource_profiles) &&
+                   TR(ResourceSpans, resource) == PR(ResourceProfiles, resource) &&
+                   TR(ResourceSpans, scope_spans) == PR(ResourceProfiles, scope_profiles) &&
+                   TR(ResourceSpans, schema_url) == PR(ResourceProfiles, schema_url) &&
+                   TR(ScopeSpans, scope) == PR(ScopeProfiles, scope) &&
+                   TR(ScopeSpans, spans) == PR(ScopeProfiles, profiles) &&
+                   TR(ScopeSpans, schema_url) == PR(ScopeProfiles, schema_url),
+               "envelope field numbers");
+#define SAME_LAYOUT(a, b, m) (offsetof(a, m) == offsetof(b, m))
+_Static_assert(sizeof(pl_resource_spans) == sizeof(pl_resource_profiles) &&
+                   SAME_LAYOUT(pl_resource_spans, pl_resource_profiles, has_resource) &&
+                   SAME_LAYOUT(pl_resource_spans, pl_resource_profiles, resource) &&
+                   SAME_LAYOUT(pl_resource_spans, pl_resource_profiles, scopes) &&
+                   SAME_LAYOUT(pl_resource_spans, pl_resource_profiles, n_scopes) &&
+                   SAME_LAYOUT(pl_resource_spans, pl_resource_profiles, schema_url) &&
+                   sizeof(pl_scope_spans) == sizeof(pl_scope_profiles) &&
+                   offsetof(pl_scope_spans, spans) == offsetof(pl_scope_profiles, profiles) &&
+                   offsetof(pl_scope_spans, n_spans) == offsetof(pl_scope_profiles, n_profiles) &&
+                   SAME_LAYOUT(pl_scope_spans, pl_scope_profiles, has_scope) &&
+                   SAME_LAYOUT(pl_scope_spans, pl_scope_profiles, scope) &&
+                   SAME_LAYOUT(pl_scope_spans, pl_scope_profiles, schema_url),
+               "envelope layout");
+
+typedef void (*enc_item_fn)(pl_buf *b, const void *item);
+
+static void enc_envelope(pl_buf *b, const void *resources, uint32_t n_resources, size_t item_size,
+                         enc_item_fn item)
 {
-    for (uint32_t r = 0; r < t->n_resources; r++) {
-        const pl_resource_spans *rs = &t->resources[r];
+    for (uint32_t r = 0; r < n_resources; r++) {
+        const uint8_t *rs = (const uint8_t *)resources + r * sizeof(pl_resource_spans);
+        const void *scopes;
+        uint32_t n_scopes;
+        memcpy(&scopes, rs + offsetof(pl_resource_spans, scopes), sizeof scopes);
+        memcpy(&n_scopes, rs + offsetof(pl_resource_spans, n_scopes), sizeof n_scopes);
         size_t rstart = w_begin(b, CTR(ExportTraceServiceRequest, resource_spans));
-        if (rs->has_resource)
-            enc_resource(b, TR(ResourceSpans, resource), &rs->resource);
-        for (uint32_t s = 0; s < rs->n_scopes; s++) {
-            const pl_scope_spans *ss = &rs->scopes[s];
+        if (*(const bool *)(rs + offsetof(pl_resource_spans, has_resource)))
+            enc_resource(b, TR(ResourceSpans, resource),
+                         (const pl_resource *)(rs + offsetof(pl_resource_spans, resource)));
+        for (uint32_t s = 0; s < n_scopes; s++) {
+            const uint8_t *ss = (const uint8_t *)scopes + s * sizeof(pl_scope_spans);
+            const uint8_t *items;
+            uint32_t n_items;
+            memcpy(&items, ss + offsetof(pl_scope_spans, spans), sizeof items);
+            memcpy(&n_items, ss + offsetof(pl_scope_spans, n_spans), sizeof n_items);
             size_t sstart = w_begin(b, TR(ResourceSpans, scope_spans));
-            if (ss->has_scope)
-                enc_scope(b, TR(ScopeSpans, scope), &ss->scope);
-            for (uint32_t i = 0; i < ss->n_spans; i++) {
-                size_t spstart = w_begin(b, TR(ScopeSpans, spans));
-                enc_span(b, &ss->spans[i]);
-                w_end(b, spstart);
+            if (*(const bool *)(ss + offsetof(pl_scope_spans, has_scope)))
+                enc_scope(b, TR(ScopeSpans, scope),
+                          (const pl_scope *)(ss + offsetof(pl_scope_spans, scope)));
+            for (uint32_t i = 0; i < n_items; i++) {
+                size_t istart = w_begin(b, TR(ScopeSpans, spans));
+                item(b, items + i * item_size);
+                w_end(b, istart);
             }
-            w_bytes_opt(b, TR(ScopeSpans, schema_url), ss->schema_url);
+            w_bytes_opt(b, TR(ScopeSpans, schema_url),
+                        *(const pl_bytes *)(ss + offsetof(pl_scope_spans, schema_url)));
             w_end(b, sstart);
         }
-        w_bytes_opt(b, TR(ResourceSpans, schema_url), rs->schema_url);
+        w_bytes_opt(b, TR(ResourceSpans, schema_url),
+                    *(const pl_bytes *)(rs + offsetof(pl_resource_spans, schema_url)));
         w_end(b, rstart);
     }
+}
+
+static void enc_span_item(pl_buf *b, const void *item)
+{
+    enc_span(b, item);
+}
+
+bool pl_otlp_encode_traces(const pl_traces *t, pl_buf *b)
+{
+    enc_envelope(b, t->resources, t->n_resources, sizeof(pl_span), enc_span_item);
     return pl_buf_ok(b);
 }
 
@@ -650,29 +703,14 @@ static void enc_dictionary(pl_buf *b, uint32_t num, const pl_dictionary *d)
     w_end(b, ds);
 }
 
+static void enc_profile_item(pl_buf *b, const void *item)
+{
+    enc_profile(b, item);
+}
+
 bool pl_otlp_encode_profiles(const pl_profiles *ps, pl_buf *b)
 {
-    for (uint32_t r = 0; r < ps->n_resources; r++) {
-        const pl_resource_profiles *rp = &ps->resources[r];
-        size_t rstart = w_begin(b, CPR(ExportProfilesServiceRequest, resource_profiles));
-        if (rp->has_resource)
-            enc_resource(b, PR(ResourceProfiles, resource), &rp->resource);
-        for (uint32_t s = 0; s < rp->n_scopes; s++) {
-            const pl_scope_profiles *sp = &rp->scopes[s];
-            size_t sstart = w_begin(b, PR(ResourceProfiles, scope_profiles));
-            if (sp->has_scope)
-                enc_scope(b, PR(ScopeProfiles, scope), &sp->scope);
-            for (uint32_t i = 0; i < sp->n_profiles; i++) {
-                size_t pstart = w_begin(b, PR(ScopeProfiles, profiles));
-                enc_profile(b, &sp->profiles[i]);
-                w_end(b, pstart);
-            }
-            w_bytes_opt(b, PR(ScopeProfiles, schema_url), sp->schema_url);
-            w_end(b, sstart);
-        }
-        w_bytes_opt(b, PR(ResourceProfiles, schema_url), rp->schema_url);
-        w_end(b, rstart);
-    }
+    enc_envelope(b, ps->resources, ps->n_resources, sizeof(pl_profile), enc_profile_item);
     if (ps->has_dictionary)
         enc_dictionary(b, CPR(ExportProfilesServiceRequest, dictionary), &ps->dict);
     return pl_buf_ok(b);

@@ -16,6 +16,7 @@
 
 #include "core/model.h"
 #include "core/status.h"
+#include "errpath.h"
 #include "otlp_pb.h"
 
 #include "any.pb.h"
@@ -47,8 +48,6 @@
 
 enum { WT_VARINT = 0, WT_I64 = 1, WT_LEN = 2, WT_I32 = 5 };
 
-#define PATH_SLOTS 32
-
 typedef struct dec {
     pl_arena *arena;
     pl_err *err;
@@ -56,25 +55,17 @@ typedef struct dec {
     pl_status status; /* PL_ERR_INVALID unless OOM or over budget */
     size_t budget;    /* decoded-memory budget (PL_OTLP_DECODE_BUDGET) */
     size_t used;      /* charged so far */
-    unsigned depth;   /* path entries; beyond PATH_SLOTS they are counted only */
-    struct {
-        const char *name;
-        int64_t index; /* -1: not a repeated field */
-    } path[PATH_SLOTS];
+    pl_errpath path;
 } dec;
 
 static inline void path_push(dec *d, const char *name, int64_t index)
 {
-    if (d->depth < PATH_SLOTS) {
-        d->path[d->depth].name = name;
-        d->path[d->depth].index = index;
-    }
-    d->depth++;
+    pl_errpath_push(&d->path, name, index);
 }
 
 static inline void path_pop(dec *d)
 {
-    d->depth--;
+    pl_errpath_pop(&d->path);
 }
 
 /* ---- wire primitives ---------------------------------------------------- */

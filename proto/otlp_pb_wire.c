@@ -58,69 +58,19 @@ bool pl_utf8_valid(const uint8_t *s, size_t len)
     return true;
 }
 
-/* Table rows name fields in lowerCamelCase (the JSON names); protobuf
- * errors use the .proto names: "startTimeUnixNano" -> "start_time_unix_nano". */
-static const char *snake(const char *camel, char *out, size_t cap)
+int pl_pbw_fail(dec *d, const char *field, const char *fmt, ...)
 {
-    size_t n = 0;
-    for (const char *c = camel; *c && n + 2 < cap; c++) {
-        if (*c >= 'A' && *c <= 'Z') {
-            out[n++] = '_';
-            out[n++] = (char)(*c - 'A' + 'a');
-        } else {
-            out[n++] = *c;
-        }
-    }
-    out[n] = '\0';
-    return out;
-}
-
-static void path_format(const dec *d, const char *field, char *out, size_t cap)
-{
-    char name[64];
-    size_t len = 0;
-    out[0] = '\0';
-    unsigned n = d->depth < PATH_SLOTS ? d->depth : PATH_SLOTS;
-    for (unsigned i = 0; i < n && len < cap; i++) {
-        int w;
-        if (d->path[i].index >= 0)
-            w = snprintf(out + len, cap - len, "%s%s[%" PRId64 "]", i ? "." : "",
-                         snake(d->path[i].name, name, sizeof name), d->path[i].index);
-        else
-            w = snprintf(out + len, cap - len, "%s%s", i ? "." : "",
-                         snake(d->path[i].name, name, sizeof name));
-        if (w < 0)
-            return;
-        len += (size_t)w;
-    }
-    if (d->depth > PATH_SLOTS && len < cap)
-        len += (size_t)snprintf(out + len, cap - len, "...");
-    if (field && len < cap)
-        snprintf(out + len, cap - len, "%s%s", len ? "." : "", snake(field, name, sizeof name));
-    if (!out[0])
-        snprintf(out, cap, "(request)");
-}
-
-__attribute__((format(printf, 3, 4))) int pl_pbw_fail(dec *d, const char *field, const char *fmt,
-                                                      ...)
-{
-    if (d->err) {
-        char where[320], what[192];
-        path_format(d, field, where, sizeof where);
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(what, sizeof what, fmt, ap);
-        va_end(ap);
-        snprintf(d->err->msg, sizeof d->err->msg, "%s: %s", where, what);
-    }
+    va_list ap;
+    va_start(ap, fmt);
+    pl_errpath_vfail(&d->path, d->err, true, field, fmt, ap);
+    va_end(ap);
     return -1;
 }
 
 int pl_pbw_oom(dec *d)
 {
     d->status = PL_ERR_NOMEM;
-    if (d->err)
-        snprintf(d->err->msg, sizeof d->err->msg, "out of memory while decoding");
+    pl_errpath_oom(d->err);
     return -1;
 }
 

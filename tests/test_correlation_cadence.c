@@ -293,7 +293,8 @@ static double now_s(void)
 }
 
 /* 40k spans sharing one span id (different traces), then 40k samples naming
- * it: linear, since at most MAX_SAME_ID entries share one id. */
+ * it, then 40k samples naming an id that never comes: linear, since at most
+ * MAX_SAME_ID entries share one id in either table. */
 static void test_one_span_id_flood_is_linear(void)
 {
     fixture f;
@@ -326,9 +327,18 @@ static void test_one_span_id_flood_is_linear(void)
     CHECK(u.late_spans <= 8);
     sample_spec late[] = {{0xF00D, 9, BY_LINK, BASE - S(1), 1, 0}};
     deliver(&f, mk_profiles("x", BASE, S(10), late, 1));
+    /* 40k samples waiting for one span id that never comes: at most 16 wait
+     * in the pending table, the others go on at once, unlinked. */
+    for (int i = 0; i < N; i++)
+        ss[i] = (sample_spec){0xBEEF, (uint8_t)(1 + i % 250), BY_LINK, BASE - S(1), 1, 0};
+    deliver(&f, mk_profiles("x", BASE, S(10), ss, N));
+    pl_correlation_get_usage(f.self, &u);
+    CHECK(u.pending_samples <= 16 + 1); /* + the first one, still waiting */
+    advance(&f, S(31));
+    CHECK_EQ_UINT(counters(&f).unlinked_samples, N + 1); /* and the first one's */
     double took = now_s() - t;
     CHECK(took < 2.0);
-    printf("# 40k spans and 40k samples with one span id: %.3f s\n", took);
+    printf("# 40k spans and 80k samples with one span id: %.3f s\n", took);
     CHECK_EQ_UINT(counters(&f).linked_samples, N);
     free(sp);
     free(ss);
