@@ -159,14 +159,22 @@ static void render_family(pl_buf *b, const family *f, pl_signal sig)
             continue;
         }
         int col = f->stat == PL_STAT_REFUSED;
-        /* what came without a transport (none today) is folded into the
-         * first transport so the series still add up to the total */
-        uint64_t rest = __atomic_load_n(&s->via[PL_TRANSPORT_NONE][sig][col], __ATOMIC_RELAXED);
+        /* what a receiver counted without naming a transport (the pyroscope
+         * receiver's own HTTP endpoints) goes to http when it has http,
+         * else to its first transport, so the series add up to the total */
+        uint64_t total = pl_stats_get(s, sig, f->stat), named = 0;
+        for (int t = 1; t < PL_TRANSPORT_COUNT; t++)
+            named += __atomic_load_n(&s->via[t][sig][col], __ATOMIC_RELAXED);
+        uint64_t rest = total > named ? total - named : 0;
+        int fold = (via & (1u << PL_TRANSPORT_HTTP)) ? PL_TRANSPORT_HTTP : 0;
+        for (int t = 1; t < PL_TRANSPORT_COUNT && !fold; t++)
+            if (via & (1u << t))
+                fold = t;
         for (int t = 1; t < PL_TRANSPORT_COUNT; t++) {
             if (!(via & (1u << t)))
                 continue;
-            uint64_t v = __atomic_load_n(&s->via[t][sig][col], __ATOMIC_RELAXED) + rest;
-            rest = 0;
+            uint64_t v = __atomic_load_n(&s->via[t][sig][col], __ATOMIC_RELAXED) +
+                         (t == fold ? rest : 0);
             pl_buf_append_str(b, f->prefix);
             pl_buf_append_str(b, units[sig]);
             open_labels(b, s);

@@ -1098,6 +1098,8 @@ static pl_status pyroscope_create(const pl_create_settings *settings, const void
         cfg->max_decoded_objects > 0 ? (size_t)cfg->max_decoded_objects : 4000000;
     r->loop = settings->loop;
     r->stats = settings->stats;
+    /* pushes arrive over HTTP (also the gRPC-style push API): series at zero */
+    pl_stats_add_via(r->stats, PL_TRANSPORT_HTTP, PL_SIGNAL_PROFILES, PL_STAT_ACCEPTED, 0);
     r->clock = settings->clock;
     r->next = settings->next[PL_SIGNAL_PROFILES];
     if (!r->endpoint) {

@@ -548,6 +548,18 @@ static void test_metrics_text_lists_component_counters(void)
     CHECK(strstr(text, "proflink_exporter_queue_size{exporter=\"capture/m\"} 3\n") != NULL);
     CHECK(strstr(text, "otelcol_process_memory_rss ") != NULL);
     CHECK(strstr(text, "otelcol_process_cpu_seconds ") != NULL);
+    free(text);
+    /* a receiver with transports: what it counted without naming one goes
+     * to http, what it named to its own series */
+    pl_stats *fs = pl_graph_stats(g, PL_KIND_RECEIVER, "feeder/m");
+    pl_stats_add_via(fs, PL_TRANSPORT_HTTP, PL_SIGNAL_TRACES, PL_STAT_ACCEPTED, 0);
+    pl_stats_add_via(fs, PL_TRANSPORT_GRPC, PL_SIGNAL_TRACES, PL_STAT_ACCEPTED, 2);
+    text = pl_telemetry_render_metrics(&len);
+    REQUIRE(text != NULL);
+    CHECK(strstr(text, "otelcol_receiver_accepted_spans{receiver=\"feeder/m\",transport=\"grpc\"} "
+                       "2\n") != NULL);
+    CHECK(strstr(text, "otelcol_receiver_accepted_spans{receiver=\"feeder/m\",transport=\"http\"} "
+                       "7\n") != NULL);
     /* only the signals the component is used with */
     CHECK(strstr(text, "otelcol_receiver_accepted_profile_samples{receiver=\"feeder/m\"") == NULL);
     CHECK(strstr(text, "otelcol_exporter_sent_log_records{exporter=\"capture/m\"") == NULL);
