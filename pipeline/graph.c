@@ -434,7 +434,7 @@ static instance *instance_new(pl_graph *g, size_t i, pl_stats *stats)
             return NULL;
         }
         if (!stats)
-            inst->stats->signals = inst->cc->signals;
+            __atomic_store_n(&inst->stats->signals, inst->cc->signals, __ATOMIC_RELAXED);
     }
     return inst;
 }
@@ -667,7 +667,7 @@ pl_graph *pl_graph_swap(pl_graph *old, const pl_config *next, pl_err *err, pl_gr
             old->instances[o]->owns_stats = false; /* the counters go on */
             inst->owns_stats = true;
         }
-        inst->stats->signals = inst->cc->signals;
+        __atomic_store_n(&inst->stats->signals, inst->cc->signals, __ATOMIC_RELAXED);
         info->replaced += o >= 0;
         info->added += o < 0;
     }

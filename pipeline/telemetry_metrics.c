@@ -90,8 +90,9 @@ static void open_labels(pl_buf *b, const pl_stats *s)
  * for counters made outside a graph (tests), those it counted. */
 static unsigned shown_signals(const pl_stats *s)
 {
-    if (s->signals)
-        return s->signals;
+    unsigned used = __atomic_load_n(&s->signals, __ATOMIC_RELAXED); /* a reload may set it */
+    if (used)
+        return used;
     unsigned mask = 0;
     for (int sig = 0; sig < PL_SIGNAL_COUNT; sig++)
         for (int st = 0; st < PL_STAT_COUNT; st++)
