@@ -514,6 +514,11 @@ static void test_reload_keeps_unchanged_components(void)
                   5);
     /* on stop the kept holder flushes everything it held into the NEW
      * exporter instance */
+    /* the holder took 5 and handed on none yet (incoming / outgoing items) */
+    pl_stats *hs = pl_graph_stats(g2, PL_KIND_PROCESSOR, "holder");
+    REQUIRE(hs != NULL);
+    CHECK_EQ_UINT(hs->flow[PL_SIGNAL_TRACES][0], 5);
+    CHECK_EQ_UINT(hs->flow[PL_SIGNAL_TRACES][1], 0);
     /* a full run, not UV_RUN_ONCE steps: ONCE runs due timers again after
      * the close phase, so handles closed by the last drain tick would still
      * be pending when the service is freed */
