@@ -147,6 +147,9 @@ static const pl_cfg_field metrics_fields[] = {
     {"readers", PL_CFG_LIST, NULL, offsetof(pl_service_metrics_cfg, readers),
      "The Collector's form of the address: [{pull: {exporter: {prometheus: {host, port}}}}].",
      &reader_section},
+    {"tls", PL_CFG_SECTION, NULL, offsetof(pl_service_metrics_cfg, tls),
+     "serve /metrics and /health over TLS (cert_file, key_file, client_ca_file, ...)",
+     &pl_tls_server_section},
     {0},
 };
 static const pl_cfg_section metrics_section = {sizeof(pl_service_metrics_cfg), metrics_fields,
@@ -759,6 +762,12 @@ const char *pl_config_metrics_address(const pl_config *cfg)
     if (!a || !*a || strcmp(a, "none") == 0)
         return NULL;
     return a;
+}
+
+const pl_tls_server_config *pl_config_metrics_tls(const pl_config *cfg)
+{
+    const pl_tls_server_config *t = &cfg->service.telemetry.metrics.tls;
+    return pl_tls_server_config_enabled(t) ? t : NULL;
 }
 
 /* ---- addresses ---------------------------------------------------------- */

@@ -514,9 +514,17 @@ static void test_reload_keeps_unchanged_components(void)
                   5);
     /* on stop the kept holder flushes everything it held into the NEW
      * exporter instance */
+    /* the holder took 5 and handed on none yet (incoming / outgoing items) */
+    pl_stats *hs = pl_graph_stats(g2, PL_KIND_PROCESSOR, "holder");
+    REQUIRE(hs != NULL);
+    CHECK_EQ_UINT(hs->flow[PL_SIGNAL_TRACES][0], 5);
+    CHECK_EQ_UINT(hs->flow[PL_SIGNAL_TRACES][1], 0);
+    /* a full run, not UV_RUN_ONCE steps: ONCE runs due timers again after
+     * the close phase, so handles closed by the last drain tick would still
+     * be pending when the service is freed */
     pl_service_stop(s);
-    while (pl_service_get_state(s) != PL_SERVICE_STOPPED)
-        uv_run(&loop, UV_RUN_ONCE);
+    uv_run(&loop, UV_RUN_DEFAULT);
+    CHECK_EQ_INT(pl_service_get_state(s), PL_SERVICE_STOPPED);
     capture_record *rec = fx_record("capture/a");
     REQUIRE(rec != NULL);
     CHECK_EQ_UINT(rec->items[PL_SIGNAL_TRACES], 5);
