@@ -147,6 +147,9 @@ static const pl_cfg_field metrics_fields[] = {
     {"readers", PL_CFG_LIST, NULL, offsetof(pl_service_metrics_cfg, readers),
      "The Collector's form of the address: [{pull: {exporter: {prometheus: {host, port}}}}].",
      &reader_section},
+    {"tls", PL_CFG_SECTION, NULL, offsetof(pl_service_metrics_cfg, tls),
+     "serve /metrics and /health over TLS (cert_file, key_file, client_ca_file, ...)",
+     &pl_tls_server_section},
     {0},
 };
 static const pl_cfg_section metrics_section = {sizeof(pl_service_metrics_cfg), metrics_fields,
@@ -170,8 +173,10 @@ static const pl_cfg_field service_fields[] = {
     {"shutdown_timeout", PL_CFG_DURATION, "10s", offsetof(pl_service_cfg, shutdown_timeout),
      "How long stop and reload wait for exporters to drain in-flight data.", NULL},
     {"workers", PL_CFG_INT, "1", offsetof(pl_service_cfg, workers),
-     "Event loops that read, decompress and decode OTLP requests (1: everything on the pipeline "
-     "loop; 0: one per CPU). Fixed at start; a reload keeps the running number.", NULL},
+     "Event loops that read, decompress and decode requests of the otlp and pyroscope "
+     "receivers (1: everything on the pipeline loop; 0: one per CPU). Fixed at start; a "
+     "reload keeps the running number.",
+     NULL},
     {0},
 };
 const pl_cfg_section pl_service_section = {sizeof(pl_service_cfg), service_fields, NULL};
@@ -757,6 +762,12 @@ const char *pl_config_metrics_address(const pl_config *cfg)
     if (!a || !*a || strcmp(a, "none") == 0)
         return NULL;
     return a;
+}
+
+const pl_tls_server_config *pl_config_metrics_tls(const pl_config *cfg)
+{
+    const pl_tls_server_config *t = &cfg->service.telemetry.metrics.tls;
+    return pl_tls_server_config_enabled(t) ? t : NULL;
 }
 
 /* ---- addresses ---------------------------------------------------------- */

@@ -24,6 +24,7 @@
 #include "config/node.h"
 #include "config/sources.h"
 #include "core/component.h"
+#include "net/tls.h"
 
 typedef struct pl_config_component {
     char *id; /* "otlphttp/tempo" */
@@ -58,6 +59,7 @@ typedef struct pl_service_metrics_cfg {
     char *address; /* host:port of /metrics and /health; "" or "none" disables */
     char *level;   /* the Collector's none|basic|normal|detailed; none disables */
     pl_cfg_list readers; /* the Collector's readers: [{pull: {exporter: {prometheus: ...}}}] */
+    pl_tls_server_config tls; /* /metrics and /health over TLS */
 } pl_service_metrics_cfg;
 
 typedef struct pl_service_telemetry_cfg {
@@ -107,6 +109,8 @@ void pl_config_free(pl_config *config);
 
 /* The metrics address to serve, or NULL when disabled. */
 const char *pl_config_metrics_address(const pl_config *config);
+/* The telemetry endpoint's TLS settings; NULL when it is served in clear. */
+const pl_tls_server_config *pl_config_metrics_tls(const pl_config *cfg);
 
 /* Component types known to the loader: `registry` plus types added at run
  * time (tests add their own capture components this way). */

@@ -28,14 +28,15 @@ typedef struct fields_text {
 static fields_text fields_buf[2];
 static fields_text *current_fields = &fields_buf[0];
 
+/* Set by the loop thread (start, reload), read by every thread that logs. */
 void pl_log_set_level(pl_log_level level)
 {
-    current_level = level;
+    __atomic_store_n(&current_level, level, __ATOMIC_RELAXED);
 }
 
 pl_log_level pl_log_get_level(void)
 {
-    return current_level;
+    return __atomic_load_n(&current_level, __ATOMIC_RELAXED);
 }
 
 void pl_log_set_encoding(pl_log_encoding encoding)
@@ -65,7 +66,8 @@ int pl_log_level_parse(const char *name)
 
 int pl_log_enabled(pl_log_level level)
 {
-    return level >= current_level && current_level != PL_LOG_OFF;
+    pl_log_level current = __atomic_load_n(&current_level, __ATOMIC_RELAXED);
+    return level >= current && current != PL_LOG_OFF;
 }
 
 /* Length of the valid UTF-8 sequence at s (1-4), or 0 if invalid. */

@@ -51,6 +51,9 @@ struct pl_stats {
     uint64_t counts[PL_SIGNAL_COUNT][PL_STAT_COUNT];
     /* receivers: accepted and refused by transport */
     uint64_t via[PL_TRANSPORT_COUNT][PL_SIGNAL_COUNT][2];
+    /* processors: items handed in, and handed on by the processor (the
+     * Collector's incoming_items / outgoing_items) */
+    uint64_t flow[PL_SIGNAL_COUNT][2];
     pl_histogram histograms[PL_STATS_MAX_HISTOGRAMS];
     size_t n_histograms;
     pl_stats_extra *extras; /* stable addresses: allocated in chunks */

@@ -419,60 +419,107 @@ static char *dup_opt(const char *s)
 
 static void free_proto(pl_otlp_exporter_config *c)
 {
-    free(c->compression);
-    for (size_t i = 0; i < c->headers.n; i++) {
-        free(c->headers.keys[i]);
-        free(c->headers.values[i]);
-    }
-    free(c->headers.keys);
-    free(c->headers.values);
-    free(c->tls.ca_file);
-    free(c->tls.cert_file);
-    free(c->tls.key_file);
-    free(c->sending_queue.storage);
+    pl_cfg_free(&otlp_protocol_section, c);
     memset(c, 0, sizeof(*c));
 }
 
-/* Copies what a member's create reads; storage always names a directory
- * (one queue file per member). -1 on OOM. */
+static char *dup_or_fail(const char *s, bool *ok)
+{
+    if (!s)
+        return NULL;
+    char *d = strdup(s);
+    if (!d)
+        *ok = false;
+    return d;
+}
+
+/* Deep copy of a filled config struct, driven by its table, so that every
+ * setting the otlp exporter has (now or later) reaches the members. `dst`
+ * holds a byte copy of `src`; every owned pointer is replaced by a copy (or
+ * NULL when out of memory, which clears *ok), so pl_cfg_free can free dst. */
+static void copy_fields(const pl_cfg_field *fields, void *dst, const void *src, bool *ok)
+{
+    for (size_t i = 0; fields && fields[i].key; i++) {
+        const pl_cfg_field *f = &fields[i];
+        char *d = (char *)dst + f->offset;
+        const char *s = (const char *)src + f->offset;
+        switch (f->type) {
+        case PL_CFG_STRING:
+            *(char **)d = dup_or_fail(*(char *const *)s, ok);
+            break;
+        case PL_CFG_STRLIST: {
+            const pl_strlist *sl = (const pl_strlist *)s;
+            pl_strlist *dl = (pl_strlist *)d;
+            dl->items = sl->n ? calloc(sl->n, sizeof(char *)) : NULL;
+            dl->n = dl->items ? sl->n : 0;
+            if (sl->n && !dl->items)
+                *ok = false;
+            for (size_t k = 0; k < dl->n; k++)
+                dl->items[k] = dup_or_fail(sl->items[k], ok);
+            break;
+        }
+        case PL_CFG_STRMAP: {
+            const pl_strmap *sm = (const pl_strmap *)s;
+            pl_strmap *dm = (pl_strmap *)d;
+            dm->keys = sm->n ? calloc(sm->n, sizeof(char *)) : NULL;
+            dm->values = sm->n ? calloc(sm->n, sizeof(char *)) : NULL;
+            dm->n = dm->keys && dm->values ? sm->n : 0;
+            if (sm->n && !dm->n) {
+                free(dm->keys);
+                free(dm->values);
+                dm->keys = dm->values = NULL;
+                *ok = false;
+            }
+            for (size_t k = 0; k < dm->n; k++) {
+                dm->keys[k] = dup_or_fail(sm->keys[k], ok);
+                dm->values[k] = dup_or_fail(sm->values[k], ok);
+            }
+            break;
+        }
+        case PL_CFG_SECTION:
+            if (f->section)
+                copy_fields(f->section->fields, d, s, ok);
+            break;
+        case PL_CFG_LIST: {
+            const pl_cfg_list *sl = (const pl_cfg_list *)s;
+            pl_cfg_list *dl = (pl_cfg_list *)d;
+            size_t size = f->section ? f->section->size : 0;
+            dl->items = sl->n && size ? malloc(sl->n * size) : NULL;
+            dl->n = dl->items ? sl->n : 0;
+            if (sl->n && !dl->items)
+                *ok = false;
+            for (size_t k = 0; k < dl->n; k++) {
+                memcpy((char *)dl->items + k * size, (const char *)sl->items + k * size, size);
+                copy_fields(f->section->fields, (char *)dl->items + k * size,
+                            (const char *)sl->items + k * size, ok);
+            }
+            break;
+        }
+        default: /* plain values: the byte copy holds them */
+            break;
+        }
+    }
+}
+
+/* What every member is created from; storage always names a directory (one
+ * queue file per member). -1 on OOM. */
 static int copy_proto(pl_otlp_exporter_config *dst, const pl_otlp_exporter_config *src)
 {
-    memset(dst, 0, sizeof(*dst));
-    dst->timeout = src->timeout;
-    dst->tls.insecure = src->tls.insecure;
-    dst->tls.insecure_skip_verify = src->tls.insecure_skip_verify;
-    dst->sending_queue = src->sending_queue;
-    dst->sending_queue.storage = NULL;
-    dst->retry_on_failure = src->retry_on_failure;
-    dst->compression = dup_opt(src->compression);
-    dst->tls.ca_file = dup_opt(src->tls.ca_file);
-    dst->tls.cert_file = dup_opt(src->tls.cert_file);
-    dst->tls.key_file = dup_opt(src->tls.key_file);
-    bool ok = (!src->compression || dst->compression) && (!src->tls.ca_file || dst->tls.ca_file) &&
-              (!src->tls.cert_file || dst->tls.cert_file) &&
-              (!src->tls.key_file || dst->tls.key_file);
-    const char *st = src->sending_queue.storage;
-    if (st && st[0]) {
+    memcpy(dst, src, sizeof(*dst));
+    bool ok = true;
+    copy_fields(pl_otlp_grpc_fields, dst, src, &ok);
+    free(dst->endpoint); /* set per member */
+    dst->endpoint = NULL;
+    char *st = dst->sending_queue.storage;
+    if (ok && st && st[0] && st[strlen(st) - 1] != '/') {
         size_t n = strlen(st);
-        dst->sending_queue.storage = malloc(n + 2);
-        if (dst->sending_queue.storage)
-            snprintf(dst->sending_queue.storage, n + 2, "%s%s", st, st[n - 1] == '/' ? "" : "/");
+        char *dir = malloc(n + 2);
+        if (dir)
+            snprintf(dir, n + 2, "%s/", st);
         else
             ok = false;
-    }
-    if (src->headers.n) {
-        dst->headers.keys = calloc(src->headers.n, sizeof(char *));
-        dst->headers.values = calloc(src->headers.n, sizeof(char *));
-        if (dst->headers.keys && dst->headers.values) {
-            dst->headers.n = src->headers.n;
-            for (size_t i = 0; i < src->headers.n; i++) {
-                dst->headers.keys[i] = dup_opt(src->headers.keys[i]);
-                dst->headers.values[i] = dup_opt(src->headers.values[i]);
-                ok &= dst->headers.keys[i] != NULL;
-            }
-        } else {
-            ok = false;
-        }
+        free(st);
+        dst->sending_queue.storage = dir;
     }
     if (!ok)
         free_proto(dst);

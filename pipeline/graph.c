@@ -37,6 +37,8 @@ typedef struct fanout {
 typedef struct plink {
     pl_consumer consumer;
     char *pipeline;      /* P's name */
+    pl_signal signal;    /* P's signal */
+    pl_stats *stats;     /* X's: what passes here is X's outgoing items */
     pl_consumer *target; /* set by each wiring */
 } plink;
 
@@ -142,6 +144,9 @@ static pl_status fanout_consume(void *arg, pl_batch *batch)
 static pl_status link_consume(void *arg, pl_batch *batch)
 {
     plink *l = arg;
+    if (l->stats && (unsigned)l->signal < PL_SIGNAL_COUNT)
+        __atomic_fetch_add(&l->stats->flow[l->signal][1], pl_batch_items(batch),
+                           __ATOMIC_RELAXED);
     return pl_consumer_consume(l->target, batch);
 }
 
@@ -151,6 +156,8 @@ static pl_status step_consume(void *arg, pl_batch *batch)
     const pl_component_type *type = s->inst->cc->type;
     size_t items = pl_batch_items(batch);
     uint64_t before = accepted_or_refused(s->inst, s->signal);
+    if (s->inst->stats)
+        __atomic_fetch_add(&s->inst->stats->flow[s->signal][0], items, __ATOMIC_RELAXED);
     pl_status st;
     if (type->consume)
         st = type->consume(s->inst->self, batch, &s->next->consumer);
@@ -224,6 +231,8 @@ static int make_links(instance *inst, const pl_config *cfg, size_t index)
             l->pipeline = strdup(cfg->pipelines[p].name);
             if (!l->pipeline)
                 return -1;
+            l->signal = cfg->pipelines[p].signal;
+            l->stats = inst->stats;
             pl_consumer_init_func(&l->consumer, link_consume, l);
             inst->n_links++;
         }
@@ -434,7 +443,7 @@ static instance *instance_new(pl_graph *g, size_t i, pl_stats *stats)
             return NULL;
         }
         if (!stats)
-            inst->stats->signals = inst->cc->signals;
+            __atomic_store_n(&inst->stats->signals, inst->cc->signals, __ATOMIC_RELAXED);
     }
     return inst;
 }
@@ -667,7 +676,7 @@ pl_graph *pl_graph_swap(pl_graph *old, const pl_config *next, pl_err *err, pl_gr
             old->instances[o]->owns_stats = false; /* the counters go on */
             inst->owns_stats = true;
         }
-        inst->stats->signals = inst->cc->signals;
+        __atomic_store_n(&inst->stats->signals, inst->cc->signals, __ATOMIC_RELAXED);
         info->replaced += o >= 0;
         info->added += o < 0;
     }

@@ -18,6 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/hash.h"
 #include "core/log.h"
 #include "net/tls.h"
 #include "pipeline/telemetry_thread.h"
@@ -46,6 +47,7 @@ struct pl_service {
     unsigned reload_failures; /* refused or rolled back */
     pl_telemetry_thread *telemetry; /* /metrics and /health on their own thread */
     char *telemetry_address;
+    bool telemetry_tls; /* the running endpoint serves TLS */
     uv_timer_t zombie_timer; /* destroys a graph that failed to start */
     pl_graph *zombie;
     pl_config *zombie_config; /* its config, freed with it (may be NULL) */
@@ -99,7 +101,11 @@ static void telemetry_info(void *arg, pl_telemetry_info *out)
 static int telemetry_apply(pl_service *s, const pl_config *cfg, pl_err *err)
 {
     const char *addr = pl_config_metrics_address(cfg);
-    if (s->telemetry && addr && s->telemetry_address && strcmp(addr, s->telemetry_address) == 0)
+    const pl_tls_server_config *tls = pl_config_metrics_tls(cfg);
+    /* With TLS the endpoint restarts on every reload: its files may have
+     * changed, and its settings are not compared one by one. */
+    if (s->telemetry && addr && s->telemetry_address && strcmp(addr, s->telemetry_address) == 0 &&
+        !tls && !s->telemetry_tls)
         return 0;
     if (s->telemetry) {
         pl_telemetry_thread_stop(s->telemetry);
@@ -110,7 +116,8 @@ static int telemetry_apply(pl_service *s, const pl_config *cfg, pl_err *err)
     if (!addr)
         return 0;
     pl_err terr = {{0}};
-    s->telemetry = pl_telemetry_thread_start(addr, telemetry_info, s, &terr);
+    s->telemetry = pl_telemetry_thread_start_tls(addr, tls, telemetry_info, s, &terr);
+    s->telemetry_tls = s->telemetry && tls;
     if (!s->telemetry) {
         if (cfg->metrics_address_set) {
             pl_errf(err, PL_ERR_INTERNAL, "service.telemetry.metrics.address: %s", terr.msg);
@@ -121,7 +128,8 @@ static int telemetry_apply(pl_service *s, const pl_config *cfg, pl_err *err)
     }
     s->telemetry_address = strdup(addr);
     if (s->state != PL_SERVICE_STARTING) /* at start-up, announced once running */
-        pl_info("telemetry", "metrics and health on http://%s/metrics, /health", addr);
+        pl_info("telemetry", "metrics and health on %s://%s/metrics, /health", tls ? "https" : "http",
+                addr);
     return 0;
 }
 
@@ -443,8 +451,8 @@ pl_service *pl_service_start(uv_loop_t *loop, pl_config *config, bool handle_sig
     }
     set_state(s, PL_SERVICE_RUNNING);
     if (s->telemetry_address)
-        pl_info("telemetry", "metrics and health on http://%s/metrics, /health",
-                s->telemetry_address);
+        pl_info("telemetry", "metrics and health on %s://%s/metrics, /health",
+                s->telemetry_tls ? "https" : "http", s->telemetry_address);
     log_pipelines(config);
     pl_info("service", "%zu pipeline%s running from %s", config->n_pipelines,
             config->n_pipelines == 1 ? "" : "s", config->path);
@@ -517,6 +525,9 @@ int pl_service_main(const pl_cfg_sources *sources)
     }
     pl_cfg_errors_free(&errs);
     signal(SIGPIPE, SIG_IGN);
+    /* The keyed hash's seed is made lazily on first use; make it now, before
+     * the telemetry and worker threads exist, so they only ever read it. */
+    pl_hash_init_();
     uv_loop_t loop;
     if (uv_loop_init(&loop) != 0) {
         fprintf(stderr, "proflink: cannot create the event loop\n");

@@ -84,6 +84,13 @@ static void handle(void *arg, pl_http_request *req, pl_http_response *res)
 pl_telemetry *pl_telemetry_start(uv_loop_t *loop, const char *address, pl_telemetry_info_fn info,
                                  void *arg, pl_err *err)
 {
+    return pl_telemetry_start_tls(loop, address, NULL, info, arg, err);
+}
+
+pl_telemetry *pl_telemetry_start_tls(uv_loop_t *loop, const char *address,
+                                     const struct pl_tls_server_config *tls,
+                                     pl_telemetry_info_fn info, void *arg, pl_err *err)
+{
     pl_telemetry *t = calloc(1, sizeof(*t));
     if (!t) {
         pl_errf(err, PL_ERR_NOMEM, "out of memory");
@@ -96,6 +103,7 @@ pl_telemetry *pl_telemetry_start(uv_loop_t *loop, const char *address, pl_teleme
     opts.max_connections = 64;
     opts.http1 = true;
     opts.name = "telemetry";
+    opts.tls = tls;
     t->server = pl_http_server_start(loop, address, &opts, handle, t, err);
     if (!t->server) {
         free(t);

@@ -31,6 +31,11 @@ typedef void (*pl_telemetry_info_fn)(void *arg, pl_telemetry_info *out);
 
 pl_telemetry *pl_telemetry_start(uv_loop_t *loop, const char *address, pl_telemetry_info_fn info,
                                  void *arg, pl_err *err);
+/* The same over TLS when `tls` is set (borrowed during the call). */
+struct pl_tls_server_config;
+pl_telemetry *pl_telemetry_start_tls(uv_loop_t *loop, const char *address,
+                                     const struct pl_tls_server_config *tls,
+                                     pl_telemetry_info_fn info, void *arg, pl_err *err);
 /* The bound port (for address ":0" in tests); -1 if unknown. */
 int pl_telemetry_port(const pl_telemetry *t);
 void pl_telemetry_stop(pl_telemetry *t);

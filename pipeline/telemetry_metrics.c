@@ -90,8 +90,9 @@ static void open_labels(pl_buf *b, const pl_stats *s)
  * for counters made outside a graph (tests), those it counted. */
 static unsigned shown_signals(const pl_stats *s)
 {
-    if (s->signals)
-        return s->signals;
+    unsigned used = __atomic_load_n(&s->signals, __ATOMIC_RELAXED); /* a reload may set it */
+    if (used)
+        return used;
     unsigned mask = 0;
     for (int sig = 0; sig < PL_SIGNAL_COUNT; sig++)
         for (int st = 0; st < PL_STAT_COUNT; st++)
@@ -159,18 +160,60 @@ static void render_family(pl_buf *b, const family *f, pl_signal sig)
             continue;
         }
         int col = f->stat == PL_STAT_REFUSED;
-        /* what came without a transport (none today) is folded into the
-         * first transport so the series still add up to the total */
-        uint64_t rest = __atomic_load_n(&s->via[PL_TRANSPORT_NONE][sig][col], __ATOMIC_RELAXED);
+        /* what a receiver counted without naming a transport (the pyroscope
+         * receiver's own HTTP endpoints) goes to http when it has http,
+         * else to its first transport, so the series add up to the total */
+        uint64_t total = pl_stats_get(s, sig, f->stat), named = 0;
+        for (int t = 1; t < PL_TRANSPORT_COUNT; t++)
+            named += __atomic_load_n(&s->via[t][sig][col], __ATOMIC_RELAXED);
+        uint64_t rest = total > named ? total - named : 0;
+        int fold = (via & (1u << PL_TRANSPORT_HTTP)) ? PL_TRANSPORT_HTTP : 0;
+        for (int t = 1; t < PL_TRANSPORT_COUNT && !fold; t++)
+            if (via & (1u << t))
+                fold = t;
         for (int t = 1; t < PL_TRANSPORT_COUNT; t++) {
             if (!(via & (1u << t)))
                 continue;
-            uint64_t v = __atomic_load_n(&s->via[t][sig][col], __ATOMIC_RELAXED) + rest;
-            rest = 0;
+            uint64_t v = __atomic_load_n(&s->via[t][sig][col], __ATOMIC_RELAXED) +
+                         (t == fold ? rest : 0);
             pl_buf_append_str(b, f->prefix);
             pl_buf_append_str(b, units[sig]);
             open_labels(b, s);
             pl_buf_printf(b, ",transport=\"%s\"} %llu\n", transports[t], (unsigned long long)v);
+        }
+    }
+}
+
+/* The Collector's signal-independent processor counters:
+ * otelcol_processor_incoming_items / outgoing_items{processor,otel_signal}. */
+static void render_flow(pl_buf *b)
+{
+    static const char *const names[2] = {"otelcol_processor_incoming_items",
+                                         "otelcol_processor_outgoing_items"};
+    static const char *const helps[2] = {
+        "Number of items passed to the processor.",
+        "Number of items emitted from the processor (held items count when handed on)."};
+    static const char *const signals[PL_SIGNAL_COUNT] = {"traces", "profiles", "logs", "metrics"};
+    bool any = false;
+    for (pl_stats *s = pl_stats_list(); s && !any; s = s->next_registered)
+        any = s->kind == PL_KIND_PROCESSOR && shown_signals(s);
+    if (!any)
+        return;
+    for (int dir = 0; dir < 2; dir++) {
+        pl_buf_printf(b, "# HELP %s %s\n# TYPE %s counter\n", names[dir], helps[dir], names[dir]);
+        for (pl_stats *s = pl_stats_list(); s; s = s->next_registered) {
+            if (s->kind != PL_KIND_PROCESSOR)
+                continue;
+            unsigned mask = shown_signals(s);
+            for (int sig = 0; sig < PL_SIGNAL_COUNT; sig++) {
+                if (!(mask & PL_SIGNAL_MASK(sig)))
+                    continue;
+                pl_buf_append_str(b, names[dir]);
+                open_labels(b, s);
+                pl_buf_printf(b, ",otel_signal=\"%s\"} %llu\n", signals[sig],
+                              (unsigned long long)__atomic_load_n(&s->flow[sig][dir],
+                                                                  __ATOMIC_RELAXED));
+            }
         }
     }
 }
@@ -406,6 +449,7 @@ char *pl_telemetry_render_metrics(size_t *len)
     for (size_t f = 0; f < sizeof(families) / sizeof(families[0]); f++)
         for (int sig = 0; sig < PL_SIGNAL_COUNT; sig++)
             render_family(&b, &families[f], (pl_signal)sig);
+    render_flow(&b);
     render_extras(&b);
     render_histograms(&b);
     pl_stats_unlock();

@@ -18,6 +18,7 @@ struct pl_telemetry_thread {
     uv_async_t stop;
     uv_sem_t ready;
     char *address;
+    const struct pl_tls_server_config *tls; /* read while starting only */
     pl_telemetry_info_fn info;
     void *arg;
     pl_telemetry *telemetry; /* touched on the telemetry thread only */
@@ -43,7 +44,7 @@ static void thread_main(void *arg)
     }
     uv_async_init(&t->loop, &t->stop, on_stop);
     t->stop.data = t;
-    t->telemetry = pl_telemetry_start(&t->loop, t->address, t->info, t->arg, &t->err);
+    t->telemetry = pl_telemetry_start_tls(&t->loop, t->address, t->tls, t->info, t->arg, &t->err);
     if (!t->telemetry) {
         uv_close((uv_handle_t *)&t->stop, NULL);
         uv_run(&t->loop, UV_RUN_DEFAULT);
@@ -60,6 +61,14 @@ static void thread_main(void *arg)
 pl_telemetry_thread *pl_telemetry_thread_start(const char *address, pl_telemetry_info_fn info,
                                                void *arg, pl_err *err)
 {
+    return pl_telemetry_thread_start_tls(address, NULL, info, arg, err);
+}
+
+pl_telemetry_thread *pl_telemetry_thread_start_tls(const char *address,
+                                                   const struct pl_tls_server_config *tls,
+                                                   pl_telemetry_info_fn info, void *arg,
+                                                   pl_err *err)
+{
     pl_telemetry_thread *t = calloc(1, sizeof(*t));
     if (!t || !(t->address = strdup(address))) {
         free(t);
@@ -68,6 +77,7 @@ pl_telemetry_thread *pl_telemetry_thread_start(const char *address, pl_telemetry
     }
     t->info = info;
     t->arg = arg;
+    t->tls = tls;
     t->port = -1;
     if (uv_sem_init(&t->ready, 0) != 0) {
         free(t->address);

@@ -22,6 +22,11 @@ typedef struct pl_telemetry_thread pl_telemetry_thread;
  * bound (or failed: NULL with err set). `info` is called on that thread. */
 pl_telemetry_thread *pl_telemetry_thread_start(const char *address, pl_telemetry_info_fn info,
                                                void *arg, pl_err *err);
+/* The same over TLS when `tls` is set (borrowed until this returns). */
+pl_telemetry_thread *pl_telemetry_thread_start_tls(const char *address,
+                                                   const struct pl_tls_server_config *tls,
+                                                   pl_telemetry_info_fn info, void *arg,
+                                                   pl_err *err);
 /* The bound port; -1 if unknown. */
 int pl_telemetry_thread_port(const pl_telemetry_thread *t);
 /* Closes the endpoint, joins the thread and frees it. */

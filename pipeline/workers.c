@@ -14,11 +14,13 @@
  */
 #include "pipeline/workers.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
 #include "core/log.h"
+#include "net/http_server.h"
 
 typedef struct job {
     struct job *next;
@@ -124,6 +126,8 @@ pl_status pl_workers_consume(pl_consumer *next, pl_batch *batch)
     job j = {.consumer = next, .batch = batch};
     uv_mutex_lock(&p->mu);
     push(&p->head, &p->tail, &j);
+    /* the pipeline loop may be waiting in run_on rather than in its loop */
+    uv_cond_broadcast(&p->cv);
     uv_mutex_unlock(&p->mu);
     uv_async_send(&p->main_wake);
     uv_mutex_lock(&p->mu);
@@ -263,4 +267,72 @@ void pl_workers_stop(pl_workers *p)
     free(p->workers);
     /* p goes with its async handle, once the pipeline loop runs again */
     uv_close((uv_handle_t *)&p->main_wake, free_pool);
+}
+
+/* ---- listeners on every worker ------------------------------------------ */
+
+typedef struct listen_job {
+    unsigned worker;
+    char endpoint[256];
+    pl_http_server_options options;
+    pl_http_handler handler;
+    void *arg;
+    pl_http_server *server; /* out */
+    pl_err err;             /* out */
+} listen_job;
+
+static void listen_here(void *arg)
+{
+    listen_job *j = arg;
+    j->server = pl_http_server_start(pl_workers_loop(j->worker), j->endpoint, &j->options,
+                                     j->handler, j->arg, &j->err);
+}
+
+static void close_here(void *arg)
+{
+    pl_http_server_close(arg);
+}
+
+void pl_workers_close(pl_http_server **servers, unsigned count)
+{
+    for (unsigned i = 0; servers && i < count; i++)
+        if (servers[i]) {
+            pl_workers_run(i, close_here, servers[i]);
+            servers[i] = NULL;
+        }
+}
+
+pl_status pl_workers_listen(const char *endpoint, const pl_http_server_options *options,
+                            pl_http_handler handler, void *arg, pl_http_server **servers,
+                            pl_err *err)
+{
+    unsigned n = pl_workers_count();
+    listen_job *j = calloc(1, sizeof(*j));
+    if (!j)
+        return pl_errf(err, PL_ERR_NOMEM, "out of memory");
+    snprintf(j->endpoint, sizeof(j->endpoint), "%s", endpoint);
+    for (unsigned i = 0; i < n; i++) {
+        j->worker = i;
+        j->options = *options;
+        j->options.reuse_port = true;
+        j->handler = handler;
+        j->arg = arg;
+        j->server = NULL;
+        pl_workers_run(i, listen_here, j);
+        if (!j->server) {
+            *err = j->err;
+            pl_workers_close(servers, i);
+            free(j);
+            return PL_ERR_INTERNAL;
+        }
+        servers[i] = j->server;
+        if (i == 0) { /* "host:0" -> "host:<bound port>" for the others */
+            char *colon = strrchr(j->endpoint, ':');
+            if (colon && strcmp(colon, ":0") == 0)
+                snprintf(colon + 1, sizeof(j->endpoint) - (size_t)(colon + 1 - j->endpoint), "%d",
+                         pl_http_server_port(j->server));
+        }
+    }
+    free(j);
+    return PL_OK;
 }

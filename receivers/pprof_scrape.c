@@ -450,6 +450,8 @@ static pl_status scrape_create(const pl_create_settings *settings, const void *c
     snprintf(s->id, sizeof(s->id), "%s", settings->id ? settings->id : "pprof_scrape");
     s->loop = settings->loop;
     s->stats = settings->stats;
+    /* scrapes are HTTP requests: the series carry transport="http" */
+    pl_stats_add_via(s->stats, PL_TRANSPORT_HTTP, PL_SIGNAL_PROFILES, PL_STAT_ACCEPTED, 0);
     s->next = settings->next[PL_SIGNAL_PROFILES];
     uint64_t interval_ms = cfg->interval > 0 ? (uint64_t)(cfg->interval / 1000000) : 15000;
     s->max_profile_size = cfg->max_profile_size ? cfg->max_profile_size : (32u << 20);

@@ -30,11 +30,13 @@
 
 #include "core/component.h"
 #include "core/log.h"
+#include "extensions/auth.h"
 #include "store/sqlite_api.h"
 #include "store/sqlite_store.h"
 
 typedef struct sqlite_api_cfg {
     char *endpoint;
+    pl_tls_server_config tls;
 } sqlite_api_cfg;
 
 typedef struct sqlite_cfg {
@@ -79,6 +81,9 @@ static const pl_cfg_field sqlite_api_fields[] = {
      "host:port of the read-only JSON query API (/api/traces, /api/flamegraph, ...); "
      "empty or none disables it.",
      NULL},
+    {"tls", PL_CFG_SECTION, NULL, offsetof(sqlite_api_cfg, tls),
+     "server TLS for the query API and web view (cert_file, key_file, client_ca_file, ...)",
+     &pl_tls_server_section},
     {0},
 };
 
@@ -125,6 +130,7 @@ typedef struct sqlite_exporter {
     char *id;
     char *path;
     char *api_endpoint;
+    pl_listener_security api_sec; /* the API's TLS settings (a copy) */
     uint64_t retention_ns;
     uint64_t max_size;
     int busy_timeout_ms;
@@ -456,8 +462,16 @@ static pl_status sqlite_create(const pl_create_settings *settings, const void *c
     x->queue_size = c->queue_size ? c->queue_size : 64u << 20;
     x->retention_interval_ns =
         c->retention_interval > 0 ? (uint64_t)c->retention_interval : 60000000000ull;
+    pl_status sec_st = pl_listener_security_init(&x->api_sec, &c->api.tls, NULL, NULL, err);
     if (own_defaults)
         pl_cfg_free(&sqlite_section, &defaults);
+    if (sec_st != PL_OK) {
+        free(x->id);
+        free(x->path);
+        free(x->api_endpoint);
+        free(x);
+        return sec_st;
+    }
     x->loop = settings->loop;
     x->stats = settings->stats;
     x->clock = settings->clock;
@@ -466,6 +480,7 @@ static pl_status sqlite_create(const pl_create_settings *settings, const void *c
         free(x->id);
         free(x->path);
         free(x->api_endpoint);
+        pl_listener_security_free(&x->api_sec);
         free(x);
         return pl_errf(err, PL_ERR_NOMEM, "out of memory");
     }
@@ -474,6 +489,7 @@ static pl_status sqlite_create(const pl_create_settings *settings, const void *c
         free(x->id);
         free(x->path);
         free(x->api_endpoint);
+        pl_listener_security_free(&x->api_sec);
         free(x);
         return pl_errf(err, PL_ERR_NOMEM, "out of memory");
     }
@@ -520,12 +536,14 @@ static pl_status sqlite_start(void *self, pl_err *err)
     x->thread_started = true;
     if (x->api_endpoint) {
         pl_err aerr = {{0}};
-        x->api = pl_sqlite_api_start(x->api_endpoint, x->path, &x->live, &aerr);
+        const pl_tls_server_config *tls =
+            pl_tls_server_config_enabled(&x->api_sec.tls) ? &x->api_sec.tls : NULL;
+        x->api = pl_sqlite_api_start_tls(x->api_endpoint, x->path, &x->live, tls, &aerr);
         if (!x->api) /* the store works without it: say so, keep going */
             pl_error(x->id, "query API disabled: %s", aerr.msg);
         else
-            pl_info(x->id, "store %s; web view and query API on http://%s/", x->path,
-                    x->api_endpoint);
+            pl_info(x->id, "store %s; web view and query API on %s://%s/", x->path,
+                    pl_listener_security_scheme(&x->api_sec), x->api_endpoint);
     } else {
         pl_info(x->id, "store %s (query API disabled)", x->path);
     }
@@ -621,6 +639,7 @@ static void sqlite_destroy(void *self)
     free(x->id);
     free(x->path);
     free(x->api_endpoint);
+    pl_listener_security_free(&x->api_sec);
     free(x);
 }
 

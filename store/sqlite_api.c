@@ -271,6 +271,7 @@ struct pl_sqlite_api {
     uv_timer_t tick;
     uv_sem_t started;
     char *endpoint;
+    const struct pl_tls_server_config *tls; /* read by the thread while starting */
     pl_err start_err;
     bool start_ok;
     uint64_t rate_t[RATE_SLOTS], rate_spans[RATE_SLOTS], rate_samples[RATE_SLOTS];
@@ -803,6 +804,7 @@ static void api_thread(void *arg)
     pl_sqlite_api *api = arg;
     pl_http_server_options opt;
     pl_sqlite_api_server_options(&opt);
+    opt.tls = api->tls;
     api->server = pl_http_server_start(&api->loop, api->endpoint, &opt, api_handler, api,
                                        &api->start_err);
     api->start_ok = api->server != NULL;
@@ -826,6 +828,13 @@ static void api_thread(void *arg)
 pl_sqlite_api *pl_sqlite_api_start(const char *endpoint, const char *db_path,
                                    const pl_store_live *live, pl_err *err)
 {
+    return pl_sqlite_api_start_tls(endpoint, db_path, live, NULL, err);
+}
+
+pl_sqlite_api *pl_sqlite_api_start_tls(const char *endpoint, const char *db_path,
+                                       const pl_store_live *live,
+                                       const struct pl_tls_server_config *tls, pl_err *err)
+{
     pl_sqlite_api *api = pl_sqlite_api_new(db_path);
     if (!api || !(api->endpoint = strdup(endpoint))) {
         if (api)
@@ -834,6 +843,7 @@ pl_sqlite_api *pl_sqlite_api_start(const char *endpoint, const char *db_path,
         return NULL;
     }
     api->live = live;
+    api->tls = tls;
     if (uv_loop_init(&api->loop) != 0 || uv_sem_init(&api->started, 0) != 0) {
         pl_errf(err, PL_ERR_INTERNAL, "query API: cannot create its event loop");
         pl_sqlite_api_close(api);

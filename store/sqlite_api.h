@@ -54,6 +54,11 @@ typedef struct pl_store_live {
  * failure (e.g. the address is in use). */
 pl_sqlite_api *pl_sqlite_api_start(const char *endpoint, const char *db_path,
                                    const pl_store_live *live, pl_err *err);
+/* The same over TLS when `tls` enables it (borrowed until this returns). */
+struct pl_tls_server_config;
+pl_sqlite_api *pl_sqlite_api_start_tls(const char *endpoint, const char *db_path,
+                                       const pl_store_live *live,
+                                       const struct pl_tls_server_config *tls, pl_err *err);
 int pl_sqlite_api_port(const pl_sqlite_api *api);
 /* Stops the API's thread (finishing the request it is answering) and frees
  * everything. */

@@ -119,7 +119,7 @@ bool st_str_map_get(const str_map *m, const char *s, size_t len, uint64_t h, int
         const str_entry *e = &m->slots[i];
         if (!e->key)
             return false;
-        if (e->hash == h && e->len == len && memcmp(e->key, s, len) == 0) {
+        if (e->hash == h && e->len == len && (len == 0 || memcmp(e->key, s, len) == 0)) {
             *id = e->id;
             return true;
         }

@@ -514,9 +514,17 @@ static void test_reload_keeps_unchanged_components(void)
                   5);
     /* on stop the kept holder flushes everything it held into the NEW
      * exporter instance */
+    /* the holder took 5 and handed on none yet (incoming / outgoing items) */
+    pl_stats *hs = pl_graph_stats(g2, PL_KIND_PROCESSOR, "holder");
+    REQUIRE(hs != NULL);
+    CHECK_EQ_UINT(hs->flow[PL_SIGNAL_TRACES][0], 5);
+    CHECK_EQ_UINT(hs->flow[PL_SIGNAL_TRACES][1], 0);
+    /* a full run, not UV_RUN_ONCE steps: ONCE runs due timers again after
+     * the close phase, so handles closed by the last drain tick would still
+     * be pending when the service is freed */
     pl_service_stop(s);
-    while (pl_service_get_state(s) != PL_SERVICE_STOPPED)
-        uv_run(&loop, UV_RUN_ONCE);
+    uv_run(&loop, UV_RUN_DEFAULT);
+    CHECK_EQ_INT(pl_service_get_state(s), PL_SERVICE_STOPPED);
     capture_record *rec = fx_record("capture/a");
     REQUIRE(rec != NULL);
     CHECK_EQ_UINT(rec->items[PL_SIGNAL_TRACES], 5);
@@ -548,6 +556,18 @@ static void test_metrics_text_lists_component_counters(void)
     CHECK(strstr(text, "proflink_exporter_queue_size{exporter=\"capture/m\"} 3\n") != NULL);
     CHECK(strstr(text, "otelcol_process_memory_rss ") != NULL);
     CHECK(strstr(text, "otelcol_process_cpu_seconds ") != NULL);
+    free(text);
+    /* a receiver with transports: what it counted without naming one goes
+     * to http, what it named to its own series */
+    pl_stats *fs = pl_graph_stats(g, PL_KIND_RECEIVER, "feeder/m");
+    pl_stats_add_via(fs, PL_TRANSPORT_HTTP, PL_SIGNAL_TRACES, PL_STAT_ACCEPTED, 0);
+    pl_stats_add_via(fs, PL_TRANSPORT_GRPC, PL_SIGNAL_TRACES, PL_STAT_ACCEPTED, 2);
+    text = pl_telemetry_render_metrics(&len);
+    REQUIRE(text != NULL);
+    CHECK(strstr(text, "otelcol_receiver_accepted_spans{receiver=\"feeder/m\",transport=\"grpc\"} "
+                       "2\n") != NULL);
+    CHECK(strstr(text, "otelcol_receiver_accepted_spans{receiver=\"feeder/m\",transport=\"http\"} "
+                       "7\n") != NULL);
     /* only the signals the component is used with */
     CHECK(strstr(text, "otelcol_receiver_accepted_profile_samples{receiver=\"feeder/m\"") == NULL);
     CHECK(strstr(text, "otelcol_exporter_sent_log_records{exporter=\"capture/m\"") == NULL);

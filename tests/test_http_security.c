@@ -303,6 +303,49 @@ static void test_authenticator_replaced(void)
     pl_listener_security_free(&sec);
 }
 
+/* reload: unchanged files are not re-read; changed ones are; broken ones
+ * keep the previous certificate serving and are not retried until they
+ * change again. */
+static void test_tls_reload(void)
+{
+    char dir[] = "/tmp/proflink-tls-XXXXXX";
+    REQUIRE(mkdtemp(dir) != NULL);
+    char cmd[1024], cert[256], key[256];
+    snprintf(cert, sizeof(cert), "%s/c.pem", dir);
+    snprintf(key, sizeof(key), "%s/k.pem", dir);
+    snprintf(cmd, sizeof(cmd),
+             "openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes "
+             "-keyout %s -out %s -days 1 -subj /CN=localhost >/dev/null 2>&1",
+             key, cert);
+    REQUIRE(system(cmd) == 0);
+    pl_tls_server_config cfg = {.cert_file = cert, .key_file = key};
+    pl_err err = {{0}};
+    pl_tls_server *t = pl_tls_server_new(&cfg, true, true, "t", &err);
+    REQUIRE(t != NULL);
+    CHECK_EQ_INT(pl_tls_server_reload(t, false, &err), 0); /* unchanged */
+    /* a renewed certificate (new file, different size or time) */
+    snprintf(cmd, sizeof(cmd),
+             "sleep 0.01; openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 "
+             "-nodes -keyout %s -out %s -days 2 -subj /CN=renewed.localhost >/dev/null 2>&1",
+             key, cert);
+    REQUIRE(system(cmd) == 0);
+    CHECK_EQ_INT(pl_tls_server_reload(t, false, &err), 1);
+    /* a half-written one */
+    FILE *f = fopen(cert, "w");
+    REQUIRE(f != NULL);
+    fputs("-----BEGIN CERTIFICATE-----\nMIIB\n", f);
+    fclose(f);
+    CHECK_EQ_INT(pl_tls_server_reload(t, false, &err), -1);
+    CHECK(strstr(err.msg, "tls.cert_file") != NULL);
+    CHECK_EQ_INT(pl_tls_server_reload(t, false, &err), 0); /* not retried until it changes */
+    pl_tls_conn *c = pl_tls_conn_new(t); /* the previous context still serves */
+    CHECK(c != NULL);
+    pl_tls_conn_free(c);
+    pl_tls_server_free(t);
+    snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
+    CHECK(system(cmd) == 0);
+}
+
 static void test_tls_config_errors(void)
 {
     pl_err err = {{0}};
@@ -321,6 +364,7 @@ int main(void)
     PL_RUN(test_basic_auth);
     PL_RUN(test_unknown_authenticator);
     PL_RUN(test_authenticator_replaced);
+    PL_RUN(test_tls_reload);
     PL_RUN(test_tls_config_errors);
     return pl_test_done();
 }

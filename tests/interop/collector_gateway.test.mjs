@@ -105,6 +105,8 @@ test('a Collector gateway configuration from its docs validates and runs unchang
     assert.match(metrics, /^otelcol_process_memory_rss [1-9]\d*$/m);
     assert.match(metrics, /^otelcol_process_cpu_seconds [0-9.]+$/m);
     const after = await (await fetch(`http://127.0.0.1:${metricsPort}/metrics`)).text();
+    assert.match(after, /^otelcol_processor_incoming_items\{processor="batch",otel_signal="traces"\} 5$/m);
+    assert.match(after, /^otelcol_processor_outgoing_items\{processor="batch",otel_signal="traces"\} 5$/m);
     assert.match(after, /^proflink_exporter_send_duration_seconds_count\{exporter="otlp"\} [1-9]/m);
     assert.match(after, /^proflink_exporter_send_duration_seconds_bucket\{exporter="otlp",le="\+Inf"\} [1-9]/m);
     // only traces flow here: no other signal's series

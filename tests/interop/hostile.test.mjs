@@ -125,10 +125,12 @@ parentPort.on('message', () => { stop = true; });
 function get() {
   const t0 = process.hrtime.bigint();
   return new Promise((resolve) => {
-    http.get({ host: '127.0.0.1', port: workerData.port, path: '/health', agent: false }, (res) => {
+    const req = http.get({ host: '127.0.0.1', port: workerData.port, path: '/health', agent: false }, (res) => {
       res.resume();
       res.on('end', () => resolve({ status: res.statusCode, ms: Number(process.hrtime.bigint() - t0) / 1e6 }));
-    }).on('error', () => resolve({ status: 0, ms: Number(process.hrtime.bigint() - t0) / 1e6 }));
+    });
+    req.setTimeout(2000, () => req.destroy(new Error('timeout')));
+    req.on('error', () => resolve({ status: 0, ms: Number(process.hrtime.bigint() - t0) / 1e6 }));
   });
 }
 (async () => {
@@ -194,6 +196,8 @@ receivers:
       grpc: { endpoint: 127.0.0.1:${grpc} }
       http: { endpoint: 127.0.0.1:${http_} }
   pyroscope: { endpoint: 127.0.0.1:${pyro} }
+processors:
+  correlation: { window: 5s }
 exporters:
   debug: { verbosity: basic }
 service:
@@ -201,8 +205,8 @@ service:
     logs: { level: error }
     metrics: { address: 127.0.0.1:${metrics} }
   pipelines:
-    traces: { receivers: [otlp], exporters: [debug] }
-    profiles: { receivers: [otlp, pyroscope], exporters: [debug] }
+    traces: { receivers: [otlp], processors: [correlation], exporters: [debug] }
+    profiles: { receivers: [otlp, pyroscope], processors: [correlation], exporters: [debug] }
 `;
   pl = await startProflink(yaml, { ports: [http_, grpc, pyro, metrics], env: { PROFLINK_BIN: BIN } });
   // Warm up: first requests allocate the long-lived buffers.
@@ -339,4 +343,114 @@ test('HTTP/2 CONTINUATION flood: one header block never ended', async () => {
     sock.destroy();
     return { outcome };
   }, (r) => assert.equal(r.outcome, 'closed', 'the server ends a connection whose header block never ends'));
+});
+
+// ---- rows fixed by other changes (issue 12) ----------------------------------
+
+// pprof with one sample labelled span_id, for the correlation rows.
+function spanPprof(spanIdHex) {
+  return Buffer.concat([
+    fieldBytes(6, Buffer.alloc(0)), fieldBytes(6, Buffer.from('samples')), fieldBytes(6, Buffer.from('count')),
+    fieldBytes(6, Buffer.from('span_id')), fieldBytes(6, Buffer.from(spanIdHex)), fieldBytes(6, Buffer.from('f')),
+    fieldBytes(1, Buffer.concat([fieldVarint(1, 1), fieldVarint(2, 2)])),
+    fieldBytes(5, Buffer.concat([fieldVarint(1, 1), fieldVarint(2, 5)])),
+    fieldBytes(4, Buffer.concat([fieldVarint(1, 1), fieldBytes(4, fieldVarint(1, 1))])),
+    fieldBytes(2, Buffer.concat([packed(1, [1]), packed(2, [1]), fieldBytes(3, Buffer.concat([fieldVarint(1, 3), fieldVarint(2, 4)]))])),
+  ]);
+}
+
+test('H2: 40k spans sharing one span id after an upload (correlation probe chains)', async () => {
+  const spanHex = '00000000000000aa';
+  const up = await post(ports.pyro, '/ingest?name=h2app&format=pprof', spanPprof(spanHex),
+    { 'Content-Type': 'application/octet-stream' });
+  assert.equal(up.status, 200, up.text);
+  const now = BigInt(Date.now()) * 1000000n;
+  const spans = [];
+  for (let i = 0; i < 40000; i++) {
+    const tid = Buffer.alloc(16); tid.writeUInt32BE(i + 1, 12);
+    spans.push({ traceId: tid, spanId: Buffer.from(spanHex, 'hex'), name: 'x', kind: 2,
+      startTimeUnixNano: String(now), endTimeUnixNano: String(now + 1000n) });
+  }
+  const body = Buffer.from(TraceRequest.encode(TraceRequest.fromObject({
+    resourceSpans: [{ resource: { attributes: [{ key: 'service.name', value: { stringValue: 'h2app' } }] }, scopeSpans: [{ spans }] }],
+  })).finish());
+  await row('H2 40k spans, one span id', () => post(ports.http, '/v1/traces', body,
+    { 'Content-Type': 'application/x-protobuf' }), (r) => assert.equal(r.status, 200, r.text));
+});
+
+test('H4: 8 MiB of empty spans as a few KiB of gzip (OTLP protobuf)', async () => {
+  const empty = Buffer.alloc(4 * MiB * 2);
+  for (let i = 0; i < empty.length; i += 2) { empty[i] = 0x12; empty[i + 1] = 0; }
+  const body = zlib.gzipSync(fieldBytes(1, fieldBytes(2, empty)), { level: 9 });
+  assert.ok(body.length < 64 * 1024);
+  await row('H4 empty spans (protobuf, 8 MiB as gzip)', () => post(ports.http, '/v1/traces', body,
+    { 'Content-Type': 'application/x-protobuf', 'Content-Encoding': 'gzip' }),
+  (r) => assert.ok([200, 400, 413].includes(r.status), `status ${r.status} ${r.text}`));
+});
+
+test('H4: 1M empty JSON spans as gzip (OTLP/JSON)', async () => {
+  const json = '{"resourceSpans":[{"scopeSpans":[{"spans":[' + '{},'.repeat(1000000 - 1) + '{}]}]}]}';
+  const body = zlib.gzipSync(Buffer.from(json), { level: 9 });
+  await row('H4 1M {} spans (JSON as gzip)', () => post(ports.http, '/v1/traces', body,
+    { 'Content-Type': 'application/json', 'Content-Encoding': 'gzip' }),
+  (r) => assert.ok([200, 400, 413].includes(r.status), `status ${r.status} ${r.text}`));
+});
+
+test('M1: HTTP/2 header block of one-byte HPACK references', async () => {
+  await row('M1 HPACK one-byte references (64k fields)', async () => {
+    const client = http2.connect(`http://127.0.0.1:${ports.grpc}`);
+    client.on('error', () => {});
+    await new Promise((r) => client.once('connect', r));
+    // Node sends what it is given: 64k copies of one indexed field.
+    const headers = { ':method': 'POST', ':path': '/opentelemetry.proto.collector.trace.v1.TraceService/Export',
+      'content-type': 'application/grpc', 'x-a': Array(65536).fill('b') };
+    const out = await new Promise((resolve) => {
+      let s;
+      try { s = client.request(headers); } catch (e) { resolve({ outcome: `client refused: ${e.code}` }); return; }
+      s.resume();
+      s.on('response', (h) => resolve({ outcome: `answered ${h[':status']} grpc-status ${h['grpc-status'] ?? '-'}` }));
+      s.on('error', (e) => resolve({ outcome: `reset ${e.code || e.message}` }));
+      s.on('close', () => resolve({ outcome: `closed rst ${s.rstCode}` }));
+      s.end();
+    });
+    client.destroy();
+    return out;
+  }, (r) => assert.doesNotMatch(r.outcome, /grpc-status 0/, 'a header block over the field limit is not served'));
+});
+
+test('L1: 1024 idle h2c connections from one client; another client is served', async () => {
+  const socks = [];
+  await row('L1 1024 idle h2c connections (one client)', async () => {
+    for (let i = 0; i < 1024; i++) {
+      const sock = net.connect({ port: ports.grpc, host: '127.0.0.1', localAddress: '127.0.0.2' });
+      sock.on('error', () => {});
+      sock.write(Buffer.from('PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n'));
+      socks.push(sock);
+      if (i % 128 === 127) await sleep(5);
+    }
+    await sleep(200);
+    // The other client (127.0.0.1) over gRPC's port: served.
+    const client = http2.connect(`http://127.0.0.1:${ports.grpc}`);
+    client.on('error', () => {});
+    const t1 = Date.now();
+    const res = await new Promise((resolve) => {
+      const msg = smallTraces();
+      const frame = Buffer.alloc(5 + msg.length); frame.writeUInt32BE(msg.length, 1); msg.copy(frame, 5);
+      const s = client.request({ ':method': 'POST', ':path': '/opentelemetry.proto.collector.trace.v1.TraceService/Export',
+        'content-type': 'application/grpc', te: 'trailers' });
+      let status = null;
+      s.on('response', (h) => { status = h['grpc-status'] ?? null; });
+      s.on('trailers', (t) => { status = t['grpc-status']; });
+      s.resume();
+      s.on('close', () => resolve({ status: status === '0' ? 200 : `grpc-status ${status}` }));
+      s.on('error', () => resolve({ status: 'error' }));
+      setTimeout(() => resolve({ status: 'no answer within 3 s' }), 3000);
+      s.end(frame);
+    });
+    client.destroy();
+    const open = socks.filter((x) => !x.destroyed).length;
+    console.log(`# L1: other client ${res.status} after ${Date.now() - t1} ms; ${open} idle connections open`);
+    return { ...res, open };
+  }, (r) => assert.equal(r.status, 200, `the other client got ${r.status} (${r.open} idle connections still open)`));
+  for (const x of socks) x.destroy();
 });

@@ -10,7 +10,9 @@
 // a backend got carries one tenant header, and everything in its body
 // belongs to that tenant; both tenants' data arrived in full. The traces
 // also go to the embedded store, whose query API (?tenant=) and CLI
-// (--tenant) list each tenant's traces only.
+// (--tenant) list each tenant's traces only. The exporters also carry
+// credentials from authentication extensions (auth: on otlphttp and
+// pyroscope): every request a backend got has them.
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
@@ -35,16 +37,21 @@ before(async () => {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'proflink-tenants-'));
   dbPath = path.join(dir, 'store', 'proflink.db');
   pc = await startProflink(`
+extensions:
+  bearertokenauth/out: { token: "to-the-backend" }
+  basicauth/out: { client_auth: { username: pusher, password: "p@ss" } }
 receivers:
   pyroscope: { endpoint: "127.0.0.1:${pyroPort}" }
   otlp: { protocols: { http: { endpoint: "127.0.0.1:${otlpPort}" } } }
 processors:
   batch: { timeout: 500ms, send_batch_size: 100000 }
 exporters:
-  pyroscope: { endpoint: "http://127.0.0.1:${sinkPort}" }
-  otlphttp: { endpoint: "http://127.0.0.1:${backend.port}", compression: none, tenant_header: X-Scope-OrgID }
+  pyroscope: { endpoint: "http://127.0.0.1:${sinkPort}", auth: { authenticator: basicauth/out } }
+  otlphttp: { endpoint: "http://127.0.0.1:${backend.port}", compression: none, tenant_header: X-Scope-OrgID,
+              auth: { authenticator: bearertokenauth/out } }
   sqlite: { path: ${dbPath}, api: { endpoint: "127.0.0.1:${apiPort}" } }
 service:
+  extensions: [bearertokenauth/out, basicauth/out]
   telemetry: { metrics: { address: "127.0.0.1:0" } }
   pipelines:
     profiles: { receivers: [pyroscope], processors: [batch], exporters: [pyroscope] }
@@ -76,6 +83,7 @@ test('profiles: the pyroscope exporter sends each tenant its own X-Scope-OrgID, 
   for (const u of uploads) {
     const t = u.headers['x-scope-orgid'];
     assert.ok(tenants.includes(t), `an upload without a known tenant: ${t}`);
+    assert.equal(u.headers.authorization, `Basic ${Buffer.from('pusher:p@ss').toString('base64')}`);
     // series labels as sent, and the samples' pprof (gzipped) as text
     const push = PushRequest.decode(u.body);
     const body = push.series.map((s) => JSON.stringify(s.labels) + s.samples.map((x) => {
@@ -114,6 +122,7 @@ test('traces: otlphttp forwards each batch tenant in tenant_header, never mixed'
   for (const r of backend.requests) {
     const t = r.headers['x-scope-orgid'];
     assert.ok(tenants.includes(t), `a request without a tenant header: ${JSON.stringify(r.headers)}`);
+    assert.equal(r.headers.authorization, 'Bearer to-the-backend');
     const req = TraceRequest.decode(r.bytes);
     for (const rs of req.resourceSpans) {
       const svc = rs.resource.attributes.find((a) => a.key === 'service.name').value.stringValue;

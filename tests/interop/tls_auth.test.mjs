@@ -19,6 +19,7 @@
 //     the right one 200; gRPC with a wrong token: UNAUTHENTICATED; a plain
 //     HTTP client on the TLS port gets nothing; nothing refused reaches the
 //     backend;
+//   - the store's query API serves over TLS, telemetry over mutual TLS;
 //   - the token file is re-read when it changes; SIGHUP reloads certificates.
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
@@ -37,7 +38,7 @@ import { makePki } from './lib/pki.mjs';
 const here = path.dirname(fileURLToPath(import.meta.url));
 
 let pki, pc, backend, sink, uploads = [];
-let gTls, hTls, gM, hM, pTok, pBasic;
+let gTls, hTls, gM, hM, pTok, pBasic, apiPort, telPort;
 
 function curl(args) {
   return new Promise((resolve) => {
@@ -60,7 +61,7 @@ const arrived = (id) => until(() => backend.counts.has(id), 10000);
 
 before(async () => {
   pki = makePki();
-  [gTls, hTls, gM, hM, pTok, pBasic] = await freePorts(6);
+  [gTls, hTls, gM, hM, pTok, pBasic, apiPort, telPort] = await freePorts(8);
   backend = await httpBackend();
   const [sinkPort] = await freePorts(1);
   sink = await pushSink(sinkPort, uploads);
@@ -88,11 +89,12 @@ receivers:
 exporters:
   otlphttp: { endpoint: "http://127.0.0.1:${backend.port}", compression: none, retry_on_failure: { enabled: false } }
   pyroscope: { endpoint: "http://127.0.0.1:${sinkPort}" }
+  sqlite: { path: ${pki.f('store.db')}, api: { endpoint: "127.0.0.1:${apiPort}", tls: { ${tls} } } }
 service:
   extensions: [bearertokenauth/in, basicauth/in]
-  telemetry: { metrics: { address: "127.0.0.1:0" } }
+  telemetry: { metrics: { address: "127.0.0.1:${telPort}", tls: { ${mtls} } } }
   pipelines:
-    traces: { receivers: [otlp/tls, otlp/mtls], exporters: [otlphttp] }
+    traces: { receivers: [otlp/tls, otlp/mtls], exporters: [otlphttp, sqlite] }
     profiles: { receivers: [pyroscope/token, pyroscope/basic], exporters: [pyroscope] }
 `, { ports: [gTls, hTls, gM, hM, pTok, pBasic] });
 });
@@ -251,6 +253,21 @@ test('the token file is re-read when it changes', async () => {
   await new Promise((r) => setTimeout(r, 1100));
   assert.equal((await curl(['-H', 'Authorization: Bearer second-token', ...base])).status, '200');
   assert.equal((await curl(['-H', 'Authorization: Bearer first-token', ...base])).status, '401');
+});
+
+test('telemetry (/health, /metrics) over mutual TLS', async () => {
+  const url = `https://localhost:${telPort}/health`;
+  const ok = await curl(['--cacert', pki.f('ca.pem'), '--cert', pki.f('client.pem'), '--key', pki.f('client.key'), url]);
+  assert.equal(ok.status, '200');
+  const noCert = await curl(['--cacert', pki.f('ca.pem'), url]);
+  assert.equal(noCert.status, '000');
+});
+
+test("the store's query API over TLS", async () => {
+  const ok = await curl(['--cacert', pki.f('ca.pem'), `https://localhost:${apiPort}/api/traces?since=1h`]);
+  assert.equal(ok.status, '200');
+  const plain = await curl([`http://127.0.0.1:${apiPort}/api/traces`]);
+  assert.notEqual(plain.status, '200');
 });
 
 test('SIGHUP re-reads the certificates', async () => {

@@ -199,3 +199,39 @@ test('a reload (SIGHUP) keeps the log: answered spans from before and after it s
   await h.stop();
   await backend.stop();
 });
+
+test('a batch the full queue refuses after the answer is kept and sent after restart', { timeout: 60000 }, async () => {
+  // The backend hangs: the first batch holds the queue's only slot and
+  // place; the later ones are refused by the full queue after batch has
+  // answered 200 for them.
+  const port = await freePort();
+  let backend = await httpBackend({ behaviour: () => ({ hang: true }) });
+  const storage = path.join(tmp, 'q4/');
+  const yaml = config(port, backend.port, storage, { batchTimeout: '100ms', window: '1s' })
+    .replace(`sending_queue: { storage: "${storage}" }`, `sending_queue: { storage: "${storage}", queue_size: 1, num_consumers: 1 }`)
+    .replace('processors: [batch, correlation]', 'processors: [batch]');
+  let h = await start(yaml, port);
+  const ids = [];
+  for (let i = 0; i < 3; i++) {
+    const r = makeRequest(10);
+    assert.equal((await postTraces(port, r.bytes)).status, 200);
+    ids.push(...r.ids);
+    await sleep(400); // each request flushes on its own
+  }
+  // The write-ahead log says it keeps what the full queue refused.
+  await waitFor(() => /refused downstream after it was answered; kept/.test(h.log), 5000, 'a kept refusal');
+  await h.kill9();
+  const backendPort = backend.port;
+  await backend.stop();
+  backend = await httpBackend({ port: backendPort });
+  h = await start(yaml, port);
+  try {
+    await waitFor(() => ids.every((id) => backend.counts.has(id)), 20000, 'answered spans');
+  } catch (e) {
+    assert.fail(`${ids.filter((id) => !backend.counts.has(id)).length} of ${ids.length} missing; log:\n${h.log}`);
+  }
+  await sleep(500);
+  assertEachOnce(backend, ids, 'refused by the full queue');
+  await h.stop();
+  await backend.stop();
+});
