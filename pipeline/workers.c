@@ -2,8 +2,9 @@
  * workers.c: the worker loops and the hand-over of batches to the pipeline
  * loop (see workers.h).
  *
- * Two kinds of jobs cross threads, both through one mutex and condition
- * variable of the pool:
+ * Two kinds of jobs cross threads, both under one mutex of the pool; each
+ * waiting thread has a condition variable of its own (a worker's, the
+ * pipeline loop's), so a finished job wakes only the thread waiting for it:
  *   - a worker's batch for the pipeline loop: queued, the pipeline loop woken
  *     by a uv_async, the worker waits until the job is marked done;
  *   - a function for a worker (start or close a listener there): queued for
@@ -32,6 +33,7 @@ typedef struct job {
     void (*fn)(void *arg);
     void *arg;
     bool done;
+    uv_cond_t *waiter; /* signalled when done: only the thread waiting for it */
 } job;
 
 typedef struct worker {
@@ -41,6 +43,7 @@ typedef struct worker {
     uv_loop_t loop;
     uv_async_t wake;
     job *head, *tail; /* functions to run here */
+    uv_cond_t cv;     /* this worker waits here for its batches */
     bool started;
 } worker;
 
@@ -48,7 +51,7 @@ struct pl_workers {
     uv_loop_t *main_loop;
     uv_async_t main_wake;
     uv_mutex_t mu;
-    uv_cond_t cv;
+    uv_cond_t cv; /* the pipeline loop waits here in run_on */
     job *head, *tail; /* batches for the pipeline loop */
     worker *workers;
     unsigned n;
@@ -56,6 +59,7 @@ struct pl_workers {
 
 static pl_workers *global_pool;
 static _Thread_local bool on_worker;
+static _Thread_local worker *this_worker;
 
 unsigned pl_workers_default(void)
 {
@@ -107,7 +111,7 @@ static void consume_one_locked(pl_workers *p, job *j)
     uv_mutex_lock(&p->mu);
     j->status = st;
     j->done = true;
-    uv_cond_broadcast(&p->cv);
+    uv_cond_signal(j->waiter);
 }
 
 static void on_main_wake(uv_async_t *a)
@@ -123,16 +127,16 @@ static void on_main_wake(uv_async_t *a)
 pl_status pl_workers_consume(pl_consumer *next, pl_batch *batch)
 {
     pl_workers *p = global_pool;
-    job j = {.consumer = next, .batch = batch};
+    job j = {.consumer = next, .batch = batch, .waiter = &this_worker->cv};
     uv_mutex_lock(&p->mu);
     push(&p->head, &p->tail, &j);
     /* the pipeline loop may be waiting in run_on rather than in its loop */
-    uv_cond_broadcast(&p->cv);
+    uv_cond_signal(&p->cv);
     uv_mutex_unlock(&p->mu);
     uv_async_send(&p->main_wake);
     uv_mutex_lock(&p->mu);
     while (!j.done)
-        uv_cond_wait(&p->cv, &p->mu);
+        uv_cond_wait(j.waiter, &p->mu);
     uv_mutex_unlock(&p->mu);
     return j.status;
 }
@@ -148,7 +152,7 @@ static void on_worker_wake(uv_async_t *a)
         j->fn(j->arg);
         uv_mutex_lock(&p->mu);
         j->done = true;
-        uv_cond_broadcast(&p->cv);
+        uv_cond_signal(j->waiter);
     }
     uv_mutex_unlock(&p->mu);
 }
@@ -156,7 +160,7 @@ static void on_worker_wake(uv_async_t *a)
 static void run_on(pl_workers *p, unsigned i, void (*fn)(void *), void *arg)
 {
     worker *w = &p->workers[i];
-    job j = {.fn = fn, .arg = arg};
+    job j = {.fn = fn, .arg = arg, .waiter = &p->cv};
     uv_mutex_lock(&p->mu);
     push(&w->head, &w->tail, &j);
     uv_mutex_unlock(&p->mu);
@@ -182,6 +186,7 @@ static void worker_main(void *arg)
 {
     worker *w = arg;
     on_worker = true;
+    this_worker = w;
     uv_run(&w->loop, UV_RUN_DEFAULT);
 }
 
@@ -229,6 +234,7 @@ pl_workers *pl_workers_start(uv_loop_t *main_loop, unsigned n, pl_err *err)
         }
         uv_async_init(&w->loop, &w->wake, on_worker_wake);
         w->wake.data = w;
+        uv_cond_init(&w->cv);
         if (uv_thread_create(&w->thread, worker_main, w) != 0) {
             uv_close((uv_handle_t *)&w->wake, NULL);
             uv_run(&w->loop, UV_RUN_DEFAULT);
@@ -259,6 +265,7 @@ void pl_workers_stop(pl_workers *p)
         uv_run(&w->loop, UV_RUN_DEFAULT);
         if (uv_loop_close(&w->loop) != 0)
             pl_warn("workers", "worker %u loop still had handles at stop", i);
+        uv_cond_destroy(&w->cv);
     }
     if (global_pool == p)
         global_pool = NULL;
