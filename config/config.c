@@ -173,8 +173,10 @@ static const pl_cfg_field service_fields[] = {
     {"shutdown_timeout", PL_CFG_DURATION, "10s", offsetof(pl_service_cfg, shutdown_timeout),
      "How long stop and reload wait for exporters to drain in-flight data.", NULL},
     {"workers", PL_CFG_INT, "1", offsetof(pl_service_cfg, workers),
-     "Event loops that read, decompress and decode OTLP requests (1: everything on the pipeline "
-     "loop; 0: one per CPU). Fixed at start; a reload keeps the running number.", NULL},
+     "Event loops that read, decompress and decode requests of the otlp and pyroscope "
+     "receivers (1: everything on the pipeline loop; 0: one per CPU). Fixed at start; a "
+     "reload keeps the running number.",
+     NULL},
     {0},
 };
 const pl_cfg_section pl_service_section = {sizeof(pl_service_cfg), service_fields, NULL};

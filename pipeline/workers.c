@@ -2,8 +2,9 @@
  * workers.c: the worker loops and the hand-over of batches to the pipeline
  * loop (see workers.h).
  *
- * Two kinds of jobs cross threads, both through one mutex and condition
- * variable of the pool:
+ * Two kinds of jobs cross threads, both under one mutex of the pool; each
+ * waiting thread has a condition variable of its own (a worker's, the
+ * pipeline loop's), so a finished job wakes only the thread waiting for it:
  *   - a worker's batch for the pipeline loop: queued, the pipeline loop woken
  *     by a uv_async, the worker waits until the job is marked done;
  *   - a function for a worker (start or close a listener there): queued for
@@ -14,11 +15,13 @@
  */
 #include "pipeline/workers.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
 #include "core/log.h"
+#include "net/http_server.h"
 
 typedef struct job {
     struct job *next;
@@ -30,6 +33,7 @@ typedef struct job {
     void (*fn)(void *arg);
     void *arg;
     bool done;
+    uv_cond_t *waiter; /* signalled when done: only the thread waiting for it */
 } job;
 
 typedef struct worker {
@@ -39,6 +43,7 @@ typedef struct worker {
     uv_loop_t loop;
     uv_async_t wake;
     job *head, *tail; /* functions to run here */
+    uv_cond_t cv;     /* this worker waits here for its batches */
     bool started;
 } worker;
 
@@ -46,7 +51,7 @@ struct pl_workers {
     uv_loop_t *main_loop;
     uv_async_t main_wake;
     uv_mutex_t mu;
-    uv_cond_t cv;
+    uv_cond_t cv; /* the pipeline loop waits here in run_on */
     job *head, *tail; /* batches for the pipeline loop */
     worker *workers;
     unsigned n;
@@ -54,6 +59,7 @@ struct pl_workers {
 
 static pl_workers *global_pool;
 static _Thread_local bool on_worker;
+static _Thread_local worker *this_worker;
 
 unsigned pl_workers_default(void)
 {
@@ -105,7 +111,7 @@ static void consume_one_locked(pl_workers *p, job *j)
     uv_mutex_lock(&p->mu);
     j->status = st;
     j->done = true;
-    uv_cond_broadcast(&p->cv);
+    uv_cond_signal(j->waiter);
 }
 
 static void on_main_wake(uv_async_t *a)
@@ -121,16 +127,16 @@ static void on_main_wake(uv_async_t *a)
 pl_status pl_workers_consume(pl_consumer *next, pl_batch *batch)
 {
     pl_workers *p = global_pool;
-    job j = {.consumer = next, .batch = batch};
+    job j = {.consumer = next, .batch = batch, .waiter = &this_worker->cv};
     uv_mutex_lock(&p->mu);
     push(&p->head, &p->tail, &j);
     /* the pipeline loop may be waiting in run_on rather than in its loop */
-    uv_cond_broadcast(&p->cv);
+    uv_cond_signal(&p->cv);
     uv_mutex_unlock(&p->mu);
     uv_async_send(&p->main_wake);
     uv_mutex_lock(&p->mu);
     while (!j.done)
-        uv_cond_wait(&p->cv, &p->mu);
+        uv_cond_wait(j.waiter, &p->mu);
     uv_mutex_unlock(&p->mu);
     return j.status;
 }
@@ -146,7 +152,7 @@ static void on_worker_wake(uv_async_t *a)
         j->fn(j->arg);
         uv_mutex_lock(&p->mu);
         j->done = true;
-        uv_cond_broadcast(&p->cv);
+        uv_cond_signal(j->waiter);
     }
     uv_mutex_unlock(&p->mu);
 }
@@ -154,7 +160,7 @@ static void on_worker_wake(uv_async_t *a)
 static void run_on(pl_workers *p, unsigned i, void (*fn)(void *), void *arg)
 {
     worker *w = &p->workers[i];
-    job j = {.fn = fn, .arg = arg};
+    job j = {.fn = fn, .arg = arg, .waiter = &p->cv};
     uv_mutex_lock(&p->mu);
     push(&w->head, &w->tail, &j);
     uv_mutex_unlock(&p->mu);
@@ -180,6 +186,7 @@ static void worker_main(void *arg)
 {
     worker *w = arg;
     on_worker = true;
+    this_worker = w;
     uv_run(&w->loop, UV_RUN_DEFAULT);
 }
 
@@ -227,6 +234,7 @@ pl_workers *pl_workers_start(uv_loop_t *main_loop, unsigned n, pl_err *err)
         }
         uv_async_init(&w->loop, &w->wake, on_worker_wake);
         w->wake.data = w;
+        uv_cond_init(&w->cv);
         if (uv_thread_create(&w->thread, worker_main, w) != 0) {
             uv_close((uv_handle_t *)&w->wake, NULL);
             uv_run(&w->loop, UV_RUN_DEFAULT);
@@ -257,6 +265,7 @@ void pl_workers_stop(pl_workers *p)
         uv_run(&w->loop, UV_RUN_DEFAULT);
         if (uv_loop_close(&w->loop) != 0)
             pl_warn("workers", "worker %u loop still had handles at stop", i);
+        uv_cond_destroy(&w->cv);
     }
     if (global_pool == p)
         global_pool = NULL;
@@ -265,4 +274,72 @@ void pl_workers_stop(pl_workers *p)
     free(p->workers);
     /* p goes with its async handle, once the pipeline loop runs again */
     uv_close((uv_handle_t *)&p->main_wake, free_pool);
+}
+
+/* ---- listeners on every worker ------------------------------------------ */
+
+typedef struct listen_job {
+    unsigned worker;
+    char endpoint[256];
+    pl_http_server_options options;
+    pl_http_handler handler;
+    void *arg;
+    pl_http_server *server; /* out */
+    pl_err err;             /* out */
+} listen_job;
+
+static void listen_here(void *arg)
+{
+    listen_job *j = arg;
+    j->server = pl_http_server_start(pl_workers_loop(j->worker), j->endpoint, &j->options,
+                                     j->handler, j->arg, &j->err);
+}
+
+static void close_here(void *arg)
+{
+    pl_http_server_close(arg);
+}
+
+void pl_workers_close(pl_http_server **servers, unsigned count)
+{
+    for (unsigned i = 0; servers && i < count; i++)
+        if (servers[i]) {
+            pl_workers_run(i, close_here, servers[i]);
+            servers[i] = NULL;
+        }
+}
+
+pl_status pl_workers_listen(const char *endpoint, const pl_http_server_options *options,
+                            pl_http_handler handler, void *arg, pl_http_server **servers,
+                            pl_err *err)
+{
+    unsigned n = pl_workers_count();
+    listen_job *j = calloc(1, sizeof(*j));
+    if (!j)
+        return pl_errf(err, PL_ERR_NOMEM, "out of memory");
+    snprintf(j->endpoint, sizeof(j->endpoint), "%s", endpoint);
+    for (unsigned i = 0; i < n; i++) {
+        j->worker = i;
+        j->options = *options;
+        j->options.reuse_port = true;
+        j->handler = handler;
+        j->arg = arg;
+        j->server = NULL;
+        pl_workers_run(i, listen_here, j);
+        if (!j->server) {
+            *err = j->err;
+            pl_workers_close(servers, i);
+            free(j);
+            return PL_ERR_INTERNAL;
+        }
+        servers[i] = j->server;
+        if (i == 0) { /* "host:0" -> "host:<bound port>" for the others */
+            char *colon = strrchr(j->endpoint, ':');
+            if (colon && strcmp(colon, ":0") == 0)
+                snprintf(colon + 1, sizeof(j->endpoint) - (size_t)(colon + 1 - j->endpoint), "%d",
+                         pl_http_server_port(j->server));
+        }
+    }
+    free(j);
+    return PL_OK;
 }

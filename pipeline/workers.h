@@ -45,6 +45,21 @@ bool pl_workers_on_worker(void);
  * status (pl_consumer_consume does this by itself). */
 pl_status pl_workers_consume(pl_consumer *next, pl_batch *batch);
 
+/* Listens on `endpoint` on every worker loop (SO_REUSEPORT; "host:0" binds
+ * the first and the others join its port): servers[i] is worker i's server
+ * (the array holds pl_workers_count() entries). On failure the ones started
+ * are closed and err says why. */
+struct pl_http_server;
+struct pl_http_server_options;
+struct pl_http_request;
+struct pl_http_response;
+pl_status pl_workers_listen(const char *endpoint, const struct pl_http_server_options *options,
+                            void (*handler)(void *arg, struct pl_http_request *req,
+                                            struct pl_http_response *res),
+                            void *arg, struct pl_http_server **servers, pl_err *err);
+/* Closes servers[0..count) on their workers and sets them to NULL. */
+void pl_workers_close(struct pl_http_server **servers, unsigned count);
+
 /* The number of online CPUs (at least 1): the default of service.workers. */
 unsigned pl_workers_default(void);
 

@@ -89,14 +89,16 @@ static inline int hexval(uint8_t c)
     return -1;
 }
 
-/* True when any byte of w is '"', '\\', < 0x20 or >= 0x80. */
-static inline bool special8(uint64_t w)
+/* High bit set in each byte of w that is '"', '\\', < 0x20 or >= 0x80. The
+ * lowest flagged byte is exact (borrows only run upwards from a flagged
+ * byte), which is the one the scanner needs. */
+static inline uint64_t special_mask(uint64_t w)
 {
     const uint64_t ones = 0x0101010101010101ull, high = 0x8080808080808080ull;
     uint64_t q = w ^ (ones * '"'), b = w ^ (ones * '\\');
     uint64_t zero_q = (q - ones) & ~q, zero_b = (b - ones) & ~b;
     uint64_t ctl = (w - ones * 0x20) & ~w;
-    return ((zero_q | zero_b | ctl) & high) || (w & high);
+    return (zero_q | zero_b | ctl | w) & high;
 }
 
 bool pl_jr_string(pl_jr *r, pl_jstr *out)
@@ -112,8 +114,13 @@ bool pl_jr_string(pl_jr *r, pl_jstr *out)
         while (e - p >= 8) {
             uint64_t w;
             memcpy(&w, p, 8);
-            if (special8(w))
+            uint64_t m = special_mask(w);
+            if (m) {
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+                p += __builtin_ctzll(m) >> 3; /* straight to the first special byte */
+#endif
                 break;
+            }
             p += 8;
         }
         if (p >= e) {

@@ -60,7 +60,8 @@ int pl_jd_short_text(jdec *d, const pl_jstr *s, char *buf, size_t cap, size_t *l
 {
     if (!s->escaped) {
         size_t n = s->len < cap - 1 ? s->len : cap - 1;
-        memcpy(buf, s->ptr, n);
+        if (n) /* a null value has no text (ptr NULL) */
+            memcpy(buf, s->ptr, n);
         buf[n] = '\0';
         *len = s->len;
         return 0;

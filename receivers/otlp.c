@@ -241,7 +241,7 @@ typedef struct otlp_receiver {
     char grpc_name[160], http_name[160];
     pl_http_server *grpc_server, *http_server;
     /* with service.workers > 1: one server per worker loop (SO_REUSEPORT) */
-    pl_http_server **worker_servers; /* [2 * workers]: grpc, http per worker */
+    pl_http_server **worker_servers; /* [2 * workers]: gRPC ones, then HTTP ones */
     unsigned n_workers;
     uint64_t *refused_requests; /* refused before decoding: memory short */
     pl_otlp_handler grpc_handler, http_handler;
@@ -383,65 +383,15 @@ static void http_handler(void *arg, pl_http_request *req, pl_http_response *res)
 
 /* ---- listening on the worker loops ------------------------------------- */
 
-typedef struct worker_listen {
-    otlp_receiver *r;
-    unsigned worker;
-    bool grpc;
-    char endpoint[256];
-    pl_http_server *server; /* out */
-    pl_err err;             /* out */
-} worker_listen;
-
-static void listen_on_worker(void *arg)
-{
-    worker_listen *wl = arg;
-    otlp_receiver *r = wl->r;
-    pl_http_server_options opt = wl->grpc ? r->grpc_opt : r->http_opt;
-    opt.reuse_port = true;
-    wl->server = pl_http_server_start(pl_workers_loop(wl->worker), wl->endpoint, &opt,
-                                      wl->grpc ? grpc_handler : http_handler, r, &wl->err);
-}
-
-static void close_on_worker(void *arg)
-{
-    pl_http_server_close(arg);
-}
-
 static void close_worker_servers(otlp_receiver *r)
 {
-    for (unsigned i = 0; i < 2 * r->n_workers; i++)
-        if (r->worker_servers[i]) {
-            pl_workers_run(i / 2, close_on_worker, r->worker_servers[i]);
-            r->worker_servers[i] = NULL;
-        }
+    if (r->worker_servers) { /* each half holds one server per worker */
+        pl_workers_close(r->worker_servers, r->n_workers);
+        pl_workers_close(r->worker_servers + r->n_workers, r->n_workers);
+    }
     free(r->worker_servers);
     r->worker_servers = NULL;
     r->n_workers = 0;
-}
-
-/* Binds `endpoint` on every worker loop; the first bind fixes the port (for
- * ":0"), the others join it with SO_REUSEPORT. */
-static pl_status listen_on_workers(otlp_receiver *r, bool grpc, const char *endpoint, pl_err *err)
-{
-    char ep[256];
-    snprintf(ep, sizeof(ep), "%s", endpoint);
-    for (unsigned i = 0; i < r->n_workers; i++) {
-        worker_listen wl = {.r = r, .worker = i, .grpc = grpc};
-        snprintf(wl.endpoint, sizeof(wl.endpoint), "%s", ep);
-        pl_workers_run(i, listen_on_worker, &wl);
-        if (!wl.server) {
-            *err = wl.err;
-            return PL_ERR_INTERNAL;
-        }
-        r->worker_servers[2 * i + (grpc ? 0 : 1)] = wl.server;
-        if (i == 0) { /* "host:0" -> "host:<bound port>" for the others */
-            char *colon = strrchr(ep, ':');
-            if (colon && strcmp(colon, ":0") == 0)
-                snprintf(colon + 1, sizeof(ep) - (size_t)(colon + 1 - ep), "%d",
-                         pl_http_server_port(wl.server));
-        }
-    }
-    return PL_OK;
 }
 
 static pl_status otlp_start(void *self, pl_err *err)
@@ -464,9 +414,11 @@ static pl_status otlp_start(void *self, pl_err *err)
         r->n_workers = workers;
         pl_status st = PL_OK;
         if (r->grpc_enabled)
-            st = listen_on_workers(r, true, r->grpc_endpoint, err);
+            st = pl_workers_listen(r->grpc_endpoint, &r->grpc_opt, grpc_handler, r,
+                                   r->worker_servers, err);
         if (st == PL_OK && r->http_enabled)
-            st = listen_on_workers(r, false, r->http_endpoint, err);
+            st = pl_workers_listen(r->http_endpoint, &r->http_opt, http_handler, r,
+                                   r->worker_servers + workers, err);
         if (st != PL_OK) {
             close_worker_servers(r);
             return st;

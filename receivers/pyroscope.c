@@ -63,6 +63,7 @@
 #include "extensions/auth.h"
 #include "net/http_server.h"
 #include "pipeline/consumer.h"
+#include "pipeline/workers.h"
 #include "proto/pprof.h"
 #include "receivers/folded.h"
 #include "receivers/multipart.h"
@@ -149,6 +150,11 @@ static int pyroscope_validate(void *cfgp, pl_cfg_ctx *ctx)
 static const pl_cfg_section pyroscope_section = {sizeof(pyroscope_cfg), pyroscope_fields,
                                                  pyroscope_validate};
 
+static void count(uint64_t *counter)
+{
+    __atomic_fetch_add(counter, 1, __ATOMIC_RELAXED);
+}
+
 typedef struct pyroscope {
     char id[128];
     char *endpoint;
@@ -161,6 +167,10 @@ typedef struct pyroscope {
     pl_clock clock;
     pl_consumer *next;
     pl_http_server *server;
+    /* with service.workers > 1: one server per worker loop (SO_REUSEPORT) */
+    pl_http_server **worker_servers;
+    unsigned n_workers;
+    /* bumped from the worker threads too: atomic adds (count()) */
     uint64_t *invalid_requests, *ingest_requests, *push_requests, *otlp_requests;
     pl_otlp_handler otlp; /* OTLP profiles on the same port */
     pl_listener_security sec;
@@ -207,7 +217,7 @@ static void respond_error(pyroscope *r, pl_http_response *res, int status, const
     pl_http_respond(res, status, h, nh, text, strlen(text));
     json_object_put(o);
     if (status == 400 && r->invalid_requests)
-        (*r->invalid_requests)++;
+        count(r->invalid_requests);
     if (status >= 400 && status != 503 && status != 429)
         pl_debug(r->id, "request refused with %d: %s", status, message);
 }
@@ -688,7 +698,7 @@ static pl_status ingest_multipart(pl_pprof_builder *b, pl_batch *batch, const pl
 static void handle_ingest(pyroscope *r, pl_http_request *req, pl_http_response *res)
 {
     pl_err err = {{0}};
-    (*r->ingest_requests)++;
+    count(r->ingest_requests);
     char *name = query_get(req->query, "name");
     char *from = query_get(req->query, "from");
     char *until = query_get(req->query, "until");
@@ -944,7 +954,7 @@ done:
 static void handle_push(pyroscope *r, pl_http_request *req, pl_http_response *res)
 {
     pl_err err = {{0}};
-    (*r->push_requests)++;
+    count(r->push_requests);
     size_t ctype_len = 0;
     const char *ctype = pl_http_header_get(req, "Content-Type", &ctype_len);
     bool json;
@@ -992,7 +1002,7 @@ static void handle_push(pyroscope *r, pl_http_request *req, pl_http_response *re
  * send this. The status codes are the Connect ones in gRPC form. */
 static void handle_push_grpc(pyroscope *r, pl_http_request *req, pl_http_response *res)
 {
-    (*r->push_requests)++;
+    count(r->push_requests);
     if (strcmp(req->method, "POST") != 0) {
         pl_grpc_respond_error(res, PL_GRPC_UNIMPLEMENTED, "method not allowed", -1);
         return;
@@ -1017,7 +1027,7 @@ static void handle_push_grpc(pyroscope *r, pl_http_request *req, pl_http_respons
     }
     if (st == PL_ERR_INVALID || st == PL_ERR_TOO_LARGE) {
         if (r->invalid_requests && st == PL_ERR_INVALID)
-            (*r->invalid_requests)++;
+            count(r->invalid_requests);
         pl_debug(r->id, "push over gRPC refused: %s", err.msg);
     }
     int64_t retry = pl_status_retryable(st) ? (int64_t)PL_RETRY_AFTER_SECONDS * 1000000000 : -1;
@@ -1033,13 +1043,13 @@ static void on_request(void *arg, pl_http_request *req, pl_http_response *res)
     bool push = strcmp(req->path, "/push.v1.PusherService/Push") == 0;
     pl_signal grpc_signal;
     if (strcmp(req->path, "/v1development/profiles") == 0) {
-        (*r->otlp_requests)++;
+        count(r->otlp_requests);
         pl_otlp_handle_http(&r->otlp, PL_SIGNAL_PROFILES, req, res);
         return;
     }
     if (pl_otlp_grpc_signal(req->path, &grpc_signal) ||
         (!ingest && !push && pl_grpc_is_grpc(req))) {
-        (*r->otlp_requests)++;
+        count(r->otlp_requests);
         pl_otlp_handle_grpc(&r->otlp, req, res);
         return;
     }
@@ -1156,6 +1166,26 @@ static pl_status pyroscope_start(void *self, pl_err *err)
         .deliver_too_large = true,
     };
     pl_listener_security_apply(&r->sec, &o);
+    unsigned workers = pl_workers_count();
+    /* an authenticator keeps single-threaded state (see receivers/otlp.c) */
+    if (workers > 1 && !o.auth) {
+        r->worker_servers = calloc(workers, sizeof(*r->worker_servers));
+        if (!r->worker_servers)
+            return pl_errf(err, PL_ERR_NOMEM, "out of memory");
+        r->n_workers = workers;
+        pl_status st = pl_workers_listen(r->endpoint, &o, on_request, r, r->worker_servers, err);
+        if (st != PL_OK) {
+            free(r->worker_servers);
+            r->worker_servers = NULL;
+            r->n_workers = 0;
+            return st;
+        }
+        pl_info(r->id, "listening on %s://%s, port %d (Pyroscope /ingest, push API, OTLP profiles; "
+                       "%u workers)",
+                pl_listener_security_scheme(&r->sec), r->endpoint,
+                pl_http_server_port(r->worker_servers[0]), workers);
+        return PL_OK;
+    }
     r->server = pl_http_server_start(r->loop, r->endpoint, &o, on_request, r, err);
     if (!r->server)
         return PL_ERR_INTERNAL;
@@ -1164,9 +1194,18 @@ static pl_status pyroscope_start(void *self, pl_err *err)
     return PL_OK;
 }
 
+static void close_worker_servers(pyroscope *r)
+{
+    pl_workers_close(r->worker_servers, r->n_workers);
+    free(r->worker_servers);
+    r->worker_servers = NULL;
+    r->n_workers = 0;
+}
+
 static void pyroscope_shutdown(void *self)
 {
     pyroscope *r = self;
+    close_worker_servers(r);
     if (r->server) {
         pl_http_server_close(r->server);
         r->server = NULL;
@@ -1178,6 +1217,7 @@ static void pyroscope_destroy(void *self)
     pyroscope *r = self;
     if (!r)
         return;
+    close_worker_servers(r);
     if (r->server)
         pl_http_server_close(r->server);
     pl_listener_security_free(&r->sec);
@@ -1190,6 +1230,8 @@ int pl_pyroscope_receiver_port(void *self);
 int pl_pyroscope_receiver_port(void *self)
 {
     pyroscope *r = self;
+    if (r->worker_servers)
+        return pl_http_server_port(r->worker_servers[0]);
     return r->server ? pl_http_server_port(r->server) : -1;
 }
 
