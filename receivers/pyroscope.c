@@ -31,7 +31,7 @@
  * "unsupported format"; an unknown format name is 400 too (upstream would
  * read it as folded text and usually fail later).
  *
- * Everything becomes pprof and goes through proto/pprof.c, which converts it
+ * Everything becomes pprof and goes through proto/pprof_decode.c, which converts it
  * into the profiles model (one OTLP Profile per pprof sample type) and checks
  * every reference. The upload's name, `app{k=v,...}`, becomes resource
  * attributes: service.name = app (or the `service_name` label), the
