@@ -130,7 +130,7 @@ typedef struct held_batch {
     uint32_t n_refs;
     uint32_t next_free;
     bool spilled;             /* spans: batch is NULL, its spans are in spill file spill_seq */
-    uint64_t spill_seq;       /* file <storage>/<id>-<seq>.spill */
+    uint64_t spill_seq;       /* file <storage>/<id>-<token>-<seq>.spill */
     size_t spill_bytes;       /* its size on disk */
     struct pl_wal_tags *wal;  /* the spilled batch's write-ahead entries, until read back */
 } held_batch;
@@ -302,7 +302,6 @@ typedef struct correlation {
     /* Spilling held span batches to `storage` (correlation_spill.c). */
     char *spill_dir;    /* NULL: no storage, batches over max_bytes leave early */
     char *spill_prefix; /* the processor id, made file-name safe */
-    uint64_t spill_seq;
     size_t spill_disk;  /* bytes of the spill files of held batches */
     size_t spilled_spans;
     char **leftovers; /* spill files found at start, replayed at the first traces batch */

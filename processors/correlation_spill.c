@@ -3,7 +3,7 @@
  * when held memory reaches max_bytes.
  *
  * A spilled batch is encoded as an OTLP ExportTraceServiceRequest into its
- * own file (<storage>/<id>-<seq>.spill, mode 0600) and freed. Its record
+ * own file (<storage>/<id>-<token>-<seq>.spill, mode 0600) and freed. Its record
  * stays in the FIFO of held span batches with its deadline and covers, so
  * it leaves exactly when it would have in memory. Its spans' index entries
  * stay too, as ENTRY_SPILLED: the span's summary (trace id, times, name,
@@ -23,18 +23,63 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "proto/otlp_pb.h"
 
+/* Files are named <id>-<process token>-<seq>.spill. The token is random per
+ * process: at start, files of another token are an earlier run's (a crash)
+ * while files of this process belong to a live instance (during a reload
+ * the replaced processor still holds its own until it flushes them). The
+ * sequence is shared by every instance of the process. */
+static char process_token[17];
+static uint64_t process_seq;
+
+static void init_token(void)
+{
+    if (process_token[0])
+        return;
+    uint64_t r = 0;
+    int fd = open("/dev/urandom", O_RDONLY | O_CLOEXEC);
+    if (fd >= 0) {
+        if (read(fd, &r, sizeof(r)) != (ssize_t)sizeof(r))
+            r = 0;
+        close(fd);
+    }
+    if (!r)
+        r = pl_hash_u64((uint64_t)getpid() ^ (uint64_t)time(NULL));
+    snprintf(process_token, sizeof(process_token), "%016llx", (unsigned long long)r);
+}
+
 static char *spill_path(correlation *self, uint64_t seq)
 {
-    size_t n = strlen(self->spill_dir) + strlen(self->spill_prefix) + 48;
+    size_t n = strlen(self->spill_dir) + strlen(self->spill_prefix) + 64;
     char *p = malloc(n);
     if (p)
-        snprintf(p, n, "%s/%s-%llu.spill", self->spill_dir, self->spill_prefix,
+        snprintf(p, n, "%s/%s-%s-%llu.spill", self->spill_dir, self->spill_prefix, process_token,
                  (unsigned long long)seq);
     return p;
+}
+
+/* True when name is <prefix>-<16 hex>-<digits>.spill of another process. */
+static bool leftover_name(const char *name, const char *prefix)
+{
+    size_t plen = strlen(prefix), nlen = strlen(name);
+    if (nlen < plen + 1 + 16 + 2 + 6 || strncmp(name, prefix, plen) != 0 || name[plen] != '-')
+        return false;
+    const char *tok = name + plen + 1;
+    for (int i = 0; i < 16; i++)
+        if (!((tok[i] >= '0' && tok[i] <= '9') || (tok[i] >= 'a' && tok[i] <= 'f')))
+            return false;
+    if (tok[16] != '-' || strcmp(name + nlen - 6, ".spill") != 0)
+        return false;
+    for (const char *d = tok + 17; d < name + nlen - 6; d++)
+        if (*d < '0' || *d > '9')
+            return false;
+    if (tok + 17 == name + nlen - 6)
+        return false;
+    return strncmp(tok, process_token, 16) != 0;
 }
 
 static int mkdir_parents(const char *path)
@@ -92,20 +137,13 @@ int corr_spill_init(correlation *self, pl_err *err)
     if (!d)
         return pl_errf(err, PL_ERR_INVALID, "%s: storage %s: %s", self->id, self->spill_dir,
                        strerror(errno));
-    size_t plen = strlen(self->spill_prefix);
+    init_token();
     struct dirent *de;
     while ((de = readdir(d))) {
         const char *name = de->d_name;
         size_t nlen = strlen(name);
-        if (nlen <= plen + 7 || strncmp(name, self->spill_prefix, plen) != 0 ||
-            name[plen] != '-' || strcmp(name + nlen - 6, ".spill") != 0)
+        if (!leftover_name(name, self->spill_prefix))
             continue;
-        char *end;
-        unsigned long long seq = strtoull(name + plen + 1, &end, 10);
-        if (end != name + nlen - 6)
-            continue;
-        if (seq >= self->spill_seq)
-            self->spill_seq = seq;
         char **l = realloc(self->leftovers, (self->n_leftovers + 1) * sizeof(char *));
         if (!l)
             break;
@@ -242,7 +280,7 @@ bool corr_spill(correlation *self, uint32_t hi)
         pl_buf_free(&out);
         return false; /* over the disk bound: early release, as without storage */
     }
-    uint64_t seq = self->spill_seq + 1;
+    uint64_t seq = process_seq + 1;
     char *path = spill_path(self, seq);
     if (!path || !write_file(path, out.data, out.len)) {
         if (path) {
@@ -255,7 +293,7 @@ bool corr_spill(correlation *self, uint32_t hi)
         return false;
     }
     free(path);
-    self->spill_seq = seq;
+    process_seq = seq;
     /* Summaries first (they walk ancestors inside the batch), then the
      * entries let go of the spans. */
     uint64_t now = now_ns(self);

@@ -64,6 +64,29 @@ static void remove_dir(void)
     rmdir(dir);
 }
 
+/* correlation-<token>-<seq>.spill -> correlation-00000000000000ff-<seq>.spill */
+static void rename_to_other_process(void)
+{
+    DIR *d = opendir(dir);
+    if (!d)
+        return;
+    struct dirent *de;
+    char names[64][256];
+    int n = 0;
+    while ((de = readdir(d)) && n < 64)
+        if (de->d_name[0] != '.')
+            snprintf(names[n++], sizeof(names[0]), "%s", de->d_name);
+    closedir(d);
+    for (int i = 0; i < n; i++) {
+        const char *seq = names[i] + strlen("correlation-") + 17;
+        char from[512], to[512];
+        snprintf(from, sizeof(from), "%.60s/%.255s", dir, names[i]);
+        snprintf(to, sizeof(to), "%.60s/correlation-00000000000000ff-%.100s", dir, seq);
+        if (rename(from, to) != 0)
+            abort();
+    }
+}
+
 /* Batch k: a root span (http.route) and its child, trace 20 + k. */
 static pl_batch *mk_batch(int k)
 {
@@ -235,9 +258,25 @@ static void test_crash_leftovers_replayed(void)
     CHECK(spilled >= N_BATCHES - 2);
     /* Gone without shutdown: the in-memory batches are lost, the files stay. */
     pl_processor_correlation.destroy(f.self);
+    for (int i = 0; i < f.traces.n; i++)
+        pl_batch_free(f.traces.b[i]);
+    for (int i = 0; i < f.profiles.n; i++)
+        pl_batch_free(f.profiles.b[i]);
     pl_stats_free(f.stats);
     CHECK_EQ_INT(count_files(NULL), (int)spilled);
 
+    /* Another instance in this process (a reload's replacement) leaves the
+     * files of a live one alone. */
+    fixture g0;
+    REQUIRE(fx_init(&g0, &cfg) == 0);
+    deliver(&g0, mk_batch(N_BATCHES));
+    CHECK_EQ_INT(g0.traces.n, 0);
+    fx_done(&g0);
+    CHECK_EQ_INT(g0.traces.n, 1); /* its own batch, flushed */
+    CHECK_EQ_INT(count_files(NULL), (int)spilled);
+
+    /* As if written by an earlier process: another token in the name. */
+    rename_to_other_process();
     fixture g;
     REQUIRE(fx_init(&g, &cfg) == 0);
     deliver(&g, mk_batch(N_BATCHES)); /* the first traces batch brings the next consumer */
