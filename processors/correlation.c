@@ -87,6 +87,8 @@
  */
 #include "correlation_int.h"
 
+#include <sys/stat.h>
+
 /* ---- config ----------------------------------------------------------------------------- */
 
 #define CFG_OFF(f) offsetof(pl_correlation_config, f)
@@ -132,8 +134,12 @@ static int correlation_validate(void *p, pl_cfg_ctx *ctx)
         pl_cfg_errorf(ctx, "late_max_spans", "late_max_spans must be between 0 and 2^30");
         errors++;
     }
+    struct stat sst;
     if (c->storage && !c->storage[0]) {
         pl_cfg_errorf(ctx, "storage", "storage must name a directory");
+        errors++;
+    } else if (c->storage && stat(c->storage, &sst) == 0 && !S_ISDIR(sst.st_mode)) {
+        pl_cfg_errorf(ctx, "storage", "%s is not a directory", c->storage);
         errors++;
     }
     if (c->storage && c->max_spill_bytes == 0) {
