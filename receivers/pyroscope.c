@@ -31,7 +31,7 @@
  * "unsupported format"; an unknown format name is 400 too (upstream would
  * read it as folded text and usually fail later).
  *
- * Everything becomes pprof and goes through proto/pprof.c, which converts it
+ * Everything becomes pprof and goes through proto/pprof_decode.c, which converts it
  * into the profiles model (one OTLP Profile per pprof sample type) and checks
  * every reference. The upload's name, `app{k=v,...}`, becomes resource
  * attributes: service.name = app (or the `service_name` label), the
@@ -586,6 +586,10 @@ static pl_status apply_sample_type_config(pl_batch *batch, pl_bytes json, pl_err
     pl_profiles *ps = &batch->data.profiles;
     pl_status st = PL_OK;
     pl_resource_profiles *rp = ps->n_resources ? &ps->resources[ps->n_resources - 1] : NULL;
+    /* The key is interned once: interning scans the dictionary, and a
+     * client chooses both how many profiles and how many strings there are. */
+    int32_t k = -2;
+    uint32_t named = 0;
     for (uint32_t sc = 0; rp && sc < rp->n_scopes && st == PL_OK; sc++) {
         for (uint32_t i = 0; i < rp->scopes[sc].n_profiles && st == PL_OK; i++) {
             pl_profile *p = &rp->scopes[sc].profiles[i];
@@ -603,8 +607,17 @@ static pl_status apply_sample_type_config(pl_batch *batch, pl_bytes json, pl_err
                 continue;
             pl_bytes name = pl_batch_bytes(batch, json_object_get_string(v),
                                            (size_t)json_object_get_string_len(v));
-            int32_t k = pl_dict_intern_string(&batch->arena, &ps->dict,
-                                              PL_BYTES_LIT(PL_PYROSCOPE_DISPLAY_NAME));
+            /* Adding an attribute scans the dictionary's attributes: real
+             * profiles have a handful of sample types, so more named ones
+             * than this is refused rather than paid for quadratically. */
+            if (++named > 256) {
+                st = pl_errf(err, PL_ERR_INVALID,
+                             "multipart: sample_type_config names more than 256 sample types");
+                break;
+            }
+            if (k == -2)
+                k = pl_dict_intern_string(&batch->arena, &ps->dict,
+                                          PL_BYTES_LIT(PL_PYROSCOPE_DISPLAY_NAME));
             int32_t a = k < 0 || !name.ptr ? -1
                                            : pl_dict_add_attribute(&batch->arena, &ps->dict, k,
                                                                    pl_value_string(name), 0);

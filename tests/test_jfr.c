@@ -8,7 +8,7 @@
  *     (TLAB size, allocation size, weight, duration in ns) must equal what
  *     `jfr print --json` / `jfr summary` report (tests/jfr/fixture.expected.json,
  *     written by tests/jfr/make_expected.py); the pprofs made are decoded
- *     back with proto/pprof.c, so the comparison covers the whole path;
+ *     back with proto/pprof_decode.c, so the comparison covers the whole path;
  *   - the same recording twice in one body (two chunks): every total doubles;
  *   - contextId -> LabelsSnapshot labels -> span links; the ActiveSetting
  *     `event` (wall mode); an unknown event type skipped;

@@ -521,6 +521,58 @@ static void test_http_errors(void)
     stop_receiver(&r);
 }
 
+/* OTLP/JSON logs and metrics are accepted (transcoded to the protobuf that
+ * passes through); a JSON bomb of empty spans is refused by the decode
+ * budget with 413, and the receiver still serves afterwards. */
+static void test_http_json_pass_through_and_budget(void)
+{
+    running r;
+    REQUIRE(start_receiver(&r, NULL, "    max_request_body_size: 8MiB\n",
+                           PL_SIGNAL_MASK(PL_SIGNAL_TRACES) | PL_SIGNAL_MASK(PL_SIGNAL_LOGS) |
+                               PL_SIGNAL_MASK(PL_SIGNAL_METRICS)) == 0);
+    capture_reset(PL_OK);
+    http_answer a;
+    const char *js = "Content-Type: application/json\r\n";
+    const char *logs = "{\"resourceLogs\":[{\"scopeLogs\":[{\"logRecords\":[{\"body\":"
+                       "{\"stringValue\":\"hi\"}}]}]}]}";
+    http_post(r.http_port, "POST", "/v1/logs", js, logs, strlen(logs), &a);
+    CHECK_EQ_INT(a.status, 200);
+    CHECK(strstr(a.head, "application/json") != NULL);
+    /* its protobuf form: 0a 0a 12 08 12 06 2a 04 0a 02 "hi", 12 bytes */
+    CHECK_EQ_INT(cap.raw_len, 12);
+    const char *metrics = "{\"resourceMetrics\":[{\"scopeMetrics\":[{\"metrics\":[{\"gauge\":"
+                          "{\"dataPoints\":[{\"asInt\":\"1\"},{\"asDouble\":2}]}}]}]}]}";
+    http_post(r.http_port, "POST", "/v1/metrics", js, metrics, strlen(metrics), &a);
+    CHECK_EQ_INT(a.status, 200);
+    const char *bad =
+        "{\"resourceLogs\":[{\"scopeLogs\":[{\"logRecords\":[{\"traceId\":\"zz\"}]}]}]}";
+    http_post(r.http_port, "POST", "/v1/logs", js, bad, strlen(bad), &a);
+    CHECK_EQ_INT(a.status, 400);
+    CHECK(strstr((const char *)a.body, "traceId") != NULL);
+    /* 1M empty spans, about 3 KiB gzipped: 413 from the decode budget. */
+    pl_buf bomb, z;
+    pl_buf_init(&bomb);
+    pl_buf_init(&z);
+    pl_buf_append_str(&bomb, "{\"resourceSpans\":[{\"scopeSpans\":[{\"spans\":[");
+    for (int i = 0; i < 1000000; i++)
+        pl_buf_append_str(&bomb, i ? ",{}" : "{}");
+    pl_buf_append_str(&bomb, "]}]}]}");
+    pl_err err;
+    REQUIRE(pl_compress(PL_ENCODING_GZIP, bomb.data, bomb.len, 9, &z, &err) == PL_OK);
+    CHECK(z.len < 16384);
+    int batches = cap.batches;
+    http_post(r.http_port, "POST", "/v1/traces",
+              "Content-Type: application/json\r\nContent-Encoding: gzip\r\n", z.data, z.len, &a);
+    CHECK_EQ_INT(a.status, 413);
+    CHECK(strstr((const char *)a.body, "decoded request larger than the limit") != NULL);
+    CHECK_EQ_INT(cap.batches, batches);
+    http_post(r.http_port, "POST", "/v1/logs", js, logs, strlen(logs), &a);
+    CHECK_EQ_INT(a.status, 200);
+    pl_buf_free(&bomb);
+    pl_buf_free(&z);
+    stop_receiver(&r);
+}
+
 static void test_http_back_pressure(void)
 {
     running r;
@@ -637,6 +689,7 @@ int main(void)
     PL_RUN(test_config_presence_enables_protocols);
     PL_RUN(test_http_protobuf_accepted);
     PL_RUN(test_http_errors);
+    PL_RUN(test_http_json_pass_through_and_budget);
     PL_RUN(test_http_back_pressure);
     PL_RUN(test_grpc);
     return pl_test_done();

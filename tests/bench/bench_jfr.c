@@ -2,7 +2,7 @@
  * bench_jfr.c: JFR uploads decoded per CPU-second, what the pyroscope
  * receiver does for a Java agent's /ingest?format=jfr: the recording read
  * into one pprof per kind (proto/jfr.c), then those pprofs decoded into the
- * profiles model (proto/pprof.c), as the receiver hands them on.
+ * profiles model (proto/pprof_decode.c), as the receiver hands them on.
  *
  * Input: tests/jfr/bench_10s.jfr, a 10-second recording by OpenJDK 17 of
  * tests/jfr/Workload.java (CPU samples, three allocation event types,

@@ -2,7 +2,7 @@
  * fuzz_jfr.c: the JFR reader (proto/jfr.c) and the LabelsSnapshot decoder.
  * The first byte picks the layout: even, the rest is a JFR body; odd, the
  * next two bytes give the length of a labels part that comes before the
- * body. Every pprof the reader makes must decode with proto/pprof.c (the
+ * body. Every pprof the reader makes must decode with proto/pprof_decode.c (the
  * encoder never writes a profile the decoder refuses).
  */
 #include <stddef.h>
