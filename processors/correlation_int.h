@@ -129,10 +129,10 @@ typedef struct held_batch {
     pending_ref *refs; /* samples: every sample that waited */
     uint32_t n_refs;
     uint32_t next_free;
-    bool spilled;             /* spans: batch is NULL, its spans are in spill file spill_seq */
-    uint64_t spill_seq;       /* file <storage>/<id>-<token>-<seq>.spill */
-    size_t spill_bytes;       /* its size on disk */
-    struct pl_wal_tags *wal;  /* the spilled batch's write-ahead entries, until read back */
+    bool spilled;            /* spans: batch is NULL, its spans are in spill file spill_seq */
+    uint64_t spill_seq;      /* file <storage>/<id>-<token>-<seq>.spill */
+    size_t spill_bytes;      /* its size on disk */
+    struct pl_wal_tags *wal; /* the spilled batch's write-ahead entries, until read back */
 } held_batch;
 
 /* One profile stream of a service: its profiles of one sample type. A

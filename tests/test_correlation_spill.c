@@ -181,8 +181,8 @@ static void test_spilled_spans_link_and_leave_enriched(void)
     for (int k = 0; k < N_BATCHES; k++) {
         uint64_t t0 = BASE + S(k);
         ss[2 * k] = (sample_spec){0x100u + (uint64_t)k * 2, 0, BY_SPAN_LABEL, 0, 3000000, 1};
-        ss[2 * k + 1] = (sample_spec){0x101u + (uint64_t)k * 2, 0, BY_LINK, t0 + S(1) / 3,
-                                      7000000, 2};
+        ss[2 * k + 1] =
+            (sample_spec){0x101u + (uint64_t)k * 2, 0, BY_LINK, t0 + S(1) / 3, 7000000, 2};
     }
     deliver(&f, mk_profiles("api", BASE + S(10), S(10), ss, N_BATCHES * 2));
     c = counters(&f);
@@ -195,8 +195,7 @@ static void test_spilled_spans_link_and_leave_enriched(void)
     for (int k = 0; k < N_BATCHES; k++) {
         CHECK_EQ_STR(sample_attr(pb, (uint32_t)(2 * k), "span_name", buf, NULL), "GET /r");
         CHECK_EQ_STR(sample_attr(pb, (uint32_t)(2 * k + 1), "span_name", buf, NULL), "SELECT");
-        CHECK_EQ_STR(sample_attr(pb, (uint32_t)(2 * k + 1), "root_span_name", buf, NULL),
-                     "GET /r");
+        CHECK_EQ_STR(sample_attr(pb, (uint32_t)(2 * k + 1), "root_span_name", buf, NULL), "GET /r");
         CHECK_EQ_STR(sample_attr(pb, (uint32_t)(2 * k + 1), "http.route", buf, NULL), "/r");
         CHECK_EQ_STR(sample_attr(pb, (uint32_t)(2 * k + 1), "service.name", buf, NULL), "api");
         CHECK_EQ_STR(link_hex(pb, (uint32_t)(2 * k + 1), true, buf),
