@@ -87,6 +87,8 @@
  */
 #include "correlation_int.h"
 
+#include <sys/stat.h>
+
 /* ---- config ----------------------------------------------------------------------------- */
 
 #define CFG_OFF(f) offsetof(pl_correlation_config, f)
@@ -130,6 +132,18 @@ static int correlation_validate(void *p, pl_cfg_ctx *ctx)
     }
     if (c->late_max_spans < 0 || c->late_max_spans > (int64_t)1 << 30) {
         pl_cfg_errorf(ctx, "late_max_spans", "late_max_spans must be between 0 and 2^30");
+        errors++;
+    }
+    struct stat sst;
+    if (c->storage && !c->storage[0]) {
+        pl_cfg_errorf(ctx, "storage", "storage must name a directory");
+        errors++;
+    } else if (c->storage && stat(c->storage, &sst) == 0 && !S_ISDIR(sst.st_mode)) {
+        pl_cfg_errorf(ctx, "storage", "%s is not a directory", c->storage);
+        errors++;
+    }
+    if (c->storage && c->max_spill_bytes == 0) {
+        pl_cfg_errorf(ctx, "max_spill_bytes", "max_spill_bytes must be positive");
         errors++;
     }
     if (c->top_functions < 0 || c->top_functions > MAX_TOP_CANDIDATES) {
@@ -177,6 +191,12 @@ static const pl_cfg_field correlation_fields[] = {
      "departed-span summaries kept at once; the oldest go first", NULL},
     {"late_max_bytes", PL_CFG_SIZE, "128MiB", CFG_OFF(late_max_bytes),
      "memory of the departed-span summaries; the oldest go first", NULL},
+    {"storage", PL_CFG_STRING, NULL, CFG_OFF(storage),
+     "directory held span batches spill to when max_bytes is reached, instead of leaving "
+     "unenriched (created 0700; files 0600; none: they leave early)",
+     NULL},
+    {"max_spill_bytes", PL_CFG_SIZE, "1GiB", CFG_OFF(max_spill_bytes),
+     "disk the spill files may take; beyond it held batches leave early", NULL},
     {"trace_id_attribute", PL_CFG_STRING, "trace_id", CFG_OFF(trace_id_attribute),
      "sample attribute receiving the span's trace id (32 hex)", NULL},
     {"span_id_attribute", PL_CFG_STRING, "span_id", CFG_OFF(span_id_attribute),
@@ -225,6 +245,7 @@ void pl_correlation_config_defaults(pl_correlation_config *cfg)
     cfg->late_window = 600 * 1000000000LL;
     cfg->late_max_spans = 1000000;
     cfg->late_max_bytes = 128ull << 20;
+    cfg->max_spill_bytes = 1ull << 30;
 }
 
 /* ---- consuming traces ------------------------------------------------------------------- */
@@ -614,6 +635,12 @@ static pl_status consume_profiles(correlation *self, pl_batch *batch, pl_consume
                         self->late
                             ? corr_late_find(self, key, has_trace ? trace : NULL, has_time, lo, hi)
                             : NULL;
+                    span_entry *se = ls ? corr_spilled_entry(self, ls) : NULL;
+                    if (se) {
+                        /* Its span is held on disk: on time after all. */
+                        corr_link_spilled(self, se, ls, s, info);
+                        continue;
+                    }
                     if (ls) {
                         /* Its span left: enriched from the span's summary. */
                         corr_link_late(self, ls, s, info);
@@ -738,6 +765,8 @@ static pl_status correlation_consume(void *p, pl_batch *batch, pl_consumer *next
     }
     if (pl_memory_state_get() == PL_MEMORY_HARD)
         corr_release_all(self, RELEASE_EARLY);
+    if (self->n_leftovers && sig == PL_SIGNAL_TRACES)
+        corr_spill_replay(self, next); /* spill files of an earlier run */
     if (sig == PL_SIGNAL_TRACES)
         return consume_traces(self, batch, next);
     return consume_profiles(self, batch, next);
@@ -766,6 +795,7 @@ static void correlation_free(correlation *self)
     corr_services_free(self);
     corr_late_free(self);
     corr_retry_free(self);
+    corr_spill_free(self);
     free(self->stats_arr);
     free(self->held);
     free(self->spans.slots);
@@ -825,6 +855,13 @@ static pl_status correlation_create(const pl_create_settings *settings, const vo
     self->cfg.profile_samples_attribute = self->cfg.cpu_time_attribute = NULL;
     self->cfg.cpu_time_total_attribute = self->cfg.wall_time_attribute = NULL;
     self->cfg.top_functions_attribute = NULL;
+    self->cfg.storage = NULL;
+    if (cfg->storage && cfg->storage[0] && !(self->spill_dir = strdup(cfg->storage))) {
+        correlation_free(self);
+        return pl_errf(err, PL_ERR_NOMEM, "correlation: out of memory");
+    }
+    if (!self->cfg.max_spill_bytes)
+        self->cfg.max_spill_bytes = 1ull << 30;
     if (cfg->span_attributes.n) {
         self->span_attr_keys = calloc(cfg->span_attributes.n, sizeof(pl_bytes));
         if (!self->span_attr_keys) {
@@ -920,6 +957,11 @@ static pl_status correlation_create(const pl_create_settings *settings, const vo
         correlation_free(self);
         return pl_errf(err, PL_ERR_NOMEM, "correlation: out of memory");
     }
+    pl_status sst = corr_spill_init(self, err);
+    if (sst != PL_OK) {
+        correlation_free(self);
+        return sst;
+    }
     *out_self = self;
     return PL_OK;
 }
@@ -971,9 +1013,13 @@ static void correlation_destroy(void *p)
     for (int side = 0; side < 2; side++) {
         while (self->head[side]) {
             uint32_t hi = self->head[side];
-            dropped += self->held[hi].items;
-            pl_batch_wal_refused(self->held[hi].batch); /* kept for replay, if logged */
-            pl_batch_free(self->held[hi].batch);
+            if (self->held[hi].spilled) {
+                corr_spill_drop(self, hi); /* its file is replayed at the next start */
+            } else {
+                dropped += self->held[hi].items;
+                pl_batch_wal_refused(self->held[hi].batch); /* kept for replay, if logged */
+                pl_batch_free(self->held[hi].batch);
+            }
             corr_held_unlink_and_free(self, hi);
         }
     }
@@ -999,6 +1045,8 @@ void pl_correlation_get_usage(void *p, pl_correlation_usage *out)
     out->late_bytes = corr_late_bytes(self);
     out->name_bytes = self->name_bytes + self->fn_bytes;
     out->services = self->n_services ? self->n_services - 1 : 0;
+    out->spilled_spans = self->spilled_spans;
+    out->spill_bytes = self->spill_disk;
 }
 
 void pl_correlation_get_counters(void *p, pl_correlation_counters *out)
@@ -1016,6 +1064,9 @@ void pl_correlation_get_counters(void *p, pl_correlation_counters *out)
     out->late_linked_samples = *self->c_late_linked;
     out->spans_not_held = *self->c_not_held;
     out->refused_items = *self->c_refused;
+    out->spilled_batches = *self->c_spilled_batches;
+    out->spilled_bytes = *self->c_spilled_bytes;
+    out->spill_failures = *self->c_spill_failures;
 }
 
 const pl_component_type pl_processor_correlation = {

@@ -35,6 +35,9 @@ typedef struct pl_correlation_config {
     int64_t late_window;         /* ns a departed span's summary is kept (0: none kept) */
     int64_t late_max_spans;      /* summaries kept at once */
     uint64_t late_max_bytes;     /* their memory */
+    char *storage;               /* directory held span batches spill to beyond max_bytes
+                                    (NULL: they leave early) */
+    uint64_t max_spill_bytes;    /* disk the spill files may take; beyond, early release */
     /* Attribute names (NULL = the default shown in the config table). */
     char *trace_id_attribute;        /* on samples: trace_id */
     char *span_id_attribute;         /* on samples: span_id */
@@ -85,6 +88,8 @@ typedef struct pl_correlation_usage {
     size_t late_bytes;       /* their memory */
     size_t name_bytes;       /* service and function names held */
     size_t services;         /* distinct service names known */
+    size_t spilled_spans;    /* held spans whose batch is on disk */
+    size_t spill_bytes;      /* bytes of the spill files */
 } pl_correlation_usage;
 void pl_correlation_get_usage(void *self, pl_correlation_usage *out);
 
@@ -96,6 +101,9 @@ typedef struct pl_correlation_counters {
     uint64_t late_linked_samples; /* late samples enriched from a departed span's summary */
     uint64_t spans_not_held;      /* spans of services without span-linked profiles */
     uint64_t refused_items;       /* released items the next consumer refused */
+    uint64_t spilled_batches;     /* held span batches written to storage */
+    uint64_t spilled_bytes;       /* their encoded bytes */
+    uint64_t spill_failures;      /* spills or read-backs that failed */
 } pl_correlation_counters;
 void pl_correlation_get_counters(void *self, pl_correlation_counters *out);
 

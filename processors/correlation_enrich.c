@@ -622,6 +622,42 @@ void corr_link_sample(correlation *self, span_entry *e, pl_sample *s, profile_in
     (*self->c_linked_samples)++;
 }
 
+/* Links sample s to a span whose batch spilled to disk: enriched from the
+ * span's summary like a late sample, and counted into the span's statistics
+ * (written on it when its batch is read back). Its ancestors' totals are
+ * not updated (the parent id went with the batch). */
+void corr_link_spilled(correlation *self, span_entry *e, const late_span *ls, pl_sample *s,
+                       profile_info *pi)
+{
+    link_target tg;
+    memset(&tg, 0, sizeof(tg));
+    tg.late = ls;
+    tg.id = ls;
+    tg.trace_id = ls->has_trace ? ls->trace_id : NULL;
+    memcpy(tg.span_id, &ls->key, 8);
+    enrich_sample(self, &tg, s, pi->batch);
+    corr_service_linked(self, e->service, pi->service);
+    contrib c = sample_contrib(pi, s);
+    uint32_t fn = c.top && self->cfg.top_functions > 0 ? sample_function(self, pi->batch, s) : 0;
+    span_stats *st = corr_entry_stats(self, e);
+    if (st) {
+        if (ls->has_trace && !st->has_trace) {
+            memcpy(st->trace_id, ls->trace_id, 16);
+            st->has_trace = true;
+        }
+        st->linked++;
+        st->samples += c.samples;
+        st->samples_total += c.samples;
+        st->cpu_self += c.cpu;
+        st->cpu_total += c.cpu;
+        st->wall_self += c.wall;
+        st->wall_total += c.wall;
+        if (fn)
+            corr_stats_add_function(self, st, fn, c.top);
+    }
+    (*self->c_linked_samples)++;
+}
+
 /* Enriches late sample s from the summary of its departed span: the same
  * labels and link as on time, but nothing to add to (the span has left). */
 void corr_link_late(correlation *self, const late_span *ls, pl_sample *s, profile_info *pi)

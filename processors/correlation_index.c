@@ -438,8 +438,20 @@ void corr_roll_up(correlation *self, span_entry *e, contrib c)
             /* A gone parent already left: nothing to add to. */
             SPAN_EACH(&self->spans, pkey, i)
             {
-                if (self->spans.slots[i].state == ENTRY_GONE)
+                span_entry *g = &self->spans.slots[i];
+                if (g->state == ENTRY_GONE)
                     return;
+                if (g->state == ENTRY_SPILLED) {
+                    /* Its batch is on disk: its totals grow, the walk ends
+                     * (its parent id went with the batch). */
+                    span_stats *s = corr_entry_stats(self, g);
+                    if (s) {
+                        s->samples_total += c.samples;
+                        s->cpu_total += c.cpu;
+                        s->wall_total += c.wall;
+                    }
+                    return;
+                }
             }
             if (self->markers >= (size_t)self->cfg.max_spans)
                 return;

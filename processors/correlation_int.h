@@ -33,6 +33,8 @@ enum entry_state {
     ENTRY_HELD = 1,        /* span inside a held batch */
     ENTRY_PLACEHOLDER = 2, /* parent not seen yet: collects descendants' totals */
     ENTRY_GONE = 3,        /* span released: remembered to count late samples */
+    ENTRY_SPILLED = 4,     /* span of a held batch spilled to disk (held = its record): its
+                              summary is in the late store, its stats still accumulate */
 };
 
 typedef struct span_entry {
@@ -127,6 +129,10 @@ typedef struct held_batch {
     pending_ref *refs; /* samples: every sample that waited */
     uint32_t n_refs;
     uint32_t next_free;
+    bool spilled;            /* spans: batch is NULL, its spans are in spill file spill_seq */
+    uint64_t spill_seq;      /* file <storage>/<id>-<token>-<seq>.spill */
+    size_t spill_bytes;      /* its size on disk */
+    struct pl_wal_tags *wal; /* the spilled batch's write-ahead entries, until read back */
 } held_batch;
 
 /* One profile stream of a service: its profiles of one sample type. A
@@ -292,6 +298,15 @@ typedef struct correlation {
     uint64_t retry_at;
 
     struct late_store *late;
+
+    /* Spilling held span batches to `storage` (correlation_spill.c). */
+    char *spill_dir;    /* NULL: no storage, batches over max_bytes leave early */
+    char *spill_prefix; /* the processor id, made file-name safe */
+    size_t spill_disk;  /* bytes of the spill files of held batches */
+    size_t spilled_spans;
+    char **leftovers; /* spill files found at start, replayed at the first traces batch */
+    uint32_t n_leftovers;
+    uint64_t *c_spilled_batches, *c_spilled_bytes, *c_spill_failures;
 
     fn_name *fn_names; /* function-name pool, index 0 unused */
     uint32_t n_fn_names, cap_fn_names;
@@ -471,6 +486,17 @@ void corr_roll_up(correlation *self, span_entry *e, contrib c);
 void corr_span_table_delete(span_table *t, uint32_t hole);
 void corr_stats_add_function(correlation *self, span_stats *s, uint32_t fn, uint64_t weight);
 void corr_stats_release(correlation *self, uint32_t i);
+/* correlation_spill.c */
+int corr_spill_init(correlation *self, pl_err *err);
+void corr_spill_free(correlation *self);
+bool corr_spill(correlation *self, uint32_t hi);
+pl_batch *corr_spill_load(correlation *self, uint32_t hi);
+void corr_spill_remove(correlation *self, uint64_t seq, size_t bytes);
+void corr_spill_drop(correlation *self, uint32_t hi);
+void corr_spill_replay(correlation *self, pl_consumer *next);
+span_entry *corr_spilled_entry(correlation *self, const late_span *ls);
+void corr_link_spilled(correlation *self, span_entry *e, const late_span *ls, pl_sample *s,
+                       profile_info *pi);
 /* correlation_release.c */
 bool corr_retry(correlation *self, uint64_t now, pl_signal sig, pl_status *refusal);
 void corr_retry_free(correlation *self);

@@ -237,9 +237,41 @@ void corr_retry_free(correlation *self)
     self->retry_bytes = 0;
 }
 
+/* A spilled batch whose file cannot be read back: its spans are lost
+ * (logged and counted in spill_failures); its entries go. */
+static void spill_lost(correlation *self, uint32_t hi)
+{
+    held_batch *h = &self->held[hi];
+    for (uint32_t i = 0; i <= self->spans.mask;) {
+        span_entry *e = &self->spans.slots[i];
+        if (e->key && e->state == ENTRY_SPILLED && e->held == hi) {
+            corr_stats_release(self, e->stats);
+            corr_span_table_delete(&self->spans, i);
+            self->spilled_spans--;
+            self->indexed_spans--;
+            continue; /* the slot may hold a moved entry now */
+        }
+        i++;
+    }
+    pl_stats_add(self->stats, PL_SIGNAL_TRACES, PL_STAT_DROPPED, h->items);
+    *self->c_unlinked_spans += h->items;
+    self->held_spans -= h->items;
+    corr_spill_remove(self, h->spill_seq, h->spill_bytes);
+    corr_held_unlink_and_free(self, hi);
+    corr_update_gauges(self);
+}
+
 static void release_span_batch(correlation *self, uint32_t hi, int reason)
 {
     held_batch *h = &self->held[hi];
+    bool spilled = h->spilled;
+    if (spilled) {
+        h->batch = corr_spill_load(self, hi);
+        if (!h->batch) {
+            spill_lost(self, hi);
+            return;
+        }
+    }
     pl_batch *b = h->batch;
     pl_consumer *next = h->next;
     uint32_t linked = 0;
@@ -261,7 +293,8 @@ static void release_span_batch(correlation *self, uint32_t hi, int reason)
                     uint32_t slot = UINT32_MAX;
                     SPAN_EACH(&self->spans, key, i)
                     {
-                        if (self->spans.slots[i].span == sp) {
+                        const span_entry *c = &self->spans.slots[i];
+                        if (spilled ? c->state == ENTRY_SPILLED && c->held == hi : c->span == sp) {
                             slot = i;
                             break;
                         }
@@ -277,7 +310,9 @@ static void release_span_batch(correlation *self, uint32_t hi, int reason)
                         e->stats = 0;
                     }
                     self->indexed_spans--;
-                    if (reason != RELEASE_FLUSH)
+                    if (spilled)
+                        self->spilled_spans--; /* its summary was left when it spilled */
+                    else if (reason != RELEASE_FLUSH)
                         corr_late_add(self, e, now);
                     if (reason != RELEASE_FLUSH && self->markers < (size_t)self->cfg.max_spans) {
                         /* Remember it for a sample window, to count late samples. */
@@ -327,9 +362,13 @@ static void release_span_batch(correlation *self, uint32_t hi, int reason)
         *self->c_covered_spans += h->items;
     self->held_spans -= h->items;
     self->held_bytes -= h->bytes;
+    uint64_t spill_seq = h->spill_seq;
+    size_t spill_size = h->spill_bytes;
     corr_held_unlink_and_free(self, hi);
     corr_update_gauges(self);
     hand_on(self, next, b, reason);
+    if (spilled)
+        corr_spill_remove(self, spill_seq, spill_size);
 }
 
 static void release_sample_batch(correlation *self, uint32_t hi, int reason)
@@ -412,7 +451,15 @@ void corr_enforce_bounds(correlation *self)
         corr_release(self, self->head[SIDE_SAMPLES], RELEASE_EARLY);
     while ((self->head[0] || self->head[1]) &&
            self->held_bytes + corr_index_bytes(self) > self->cfg.max_bytes) {
+        /* With storage the oldest span batch in memory spills instead
+         * (spilled ones keep their place in the FIFO, and their hold). */
         uint32_t a = self->head[SIDE_SPANS], b = self->head[SIDE_SAMPLES];
+        while (a && self->held[a].spilled)
+            a = self->held[a].next_held;
+        if (a && corr_spill(self, a))
+            continue;
+        if (!a && !b)
+            a = self->head[SIDE_SPANS]; /* only spilled ones: the index itself is too big */
         uint32_t oldest = !a ? b : !b ? a : self->held[a].seq < self->held[b].seq ? a : b;
         corr_release(self, oldest, RELEASE_EARLY);
     }
@@ -492,7 +539,8 @@ static void sweep_markers(correlation *self, uint64_t now)
      * the next entry into slot i, which is then looked at again. */
     for (uint32_t n = 0; n < budget;) {
         span_entry *e = &t->slots[i];
-        if (e->key && e->state != ENTRY_HELD && e->expiry_ms <= now_ms) {
+        if (e->key && e->state != ENTRY_HELD && e->state != ENTRY_SPILLED &&
+            e->expiry_ms <= now_ms) {
             corr_stats_release(self, e->stats);
             corr_span_table_delete(t, i);
             self->markers--;

@@ -1,0 +1,434 @@
+/*
+ * correlation_spill.c: held span batches spilled to the `storage` directory
+ * when held memory reaches max_bytes.
+ *
+ * A spilled batch is encoded as an OTLP ExportTraceServiceRequest into its
+ * own file (<storage>/<id>-<token>-<seq>.spill, mode 0600) and freed. Its record
+ * stays in the FIFO of held span batches with its deadline and covers, so
+ * it leaves exactly when it would have in memory. Its spans' index entries
+ * stay too, as ENTRY_SPILLED: the span's summary (trace id, times, name,
+ * local root, service, span_attributes values) was put in the late store
+ * when the batch spilled, so a sample arriving meanwhile matches the summary
+ * with the usual join rule, is enriched from it, and adds to the entry's
+ * statistics. When the batch leaves (deadline, coverage, flush), the file is
+ * read back, decoded, its spans enriched from those statistics like any held
+ * span, and passed on; the file is deleted once handed on.
+ *
+ * Files found at start (a crash) are passed on unenriched with the first
+ * traces batch (the processor learns its next consumer from it).
+ */
+#include "correlation_int.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "proto/otlp_pb.h"
+
+/* Files are named <id>-<process token>-<seq>.spill. The token is random per
+ * process: at start, files of another token are an earlier run's (a crash)
+ * while files of this process belong to a live instance (during a reload
+ * the replaced processor still holds its own until it flushes them). The
+ * sequence is shared by every instance of the process. */
+static char process_token[17];
+static uint64_t process_seq;
+
+static void init_token(void)
+{
+    if (process_token[0])
+        return;
+    uint64_t r = 0;
+    int fd = open("/dev/urandom", O_RDONLY | O_CLOEXEC);
+    if (fd >= 0) {
+        if (read(fd, &r, sizeof(r)) != (ssize_t)sizeof(r))
+            r = 0;
+        close(fd);
+    }
+    if (!r)
+        r = pl_hash_u64((uint64_t)getpid() ^ (uint64_t)time(NULL));
+    snprintf(process_token, sizeof(process_token), "%016llx", (unsigned long long)r);
+}
+
+static char *spill_path(correlation *self, uint64_t seq)
+{
+    size_t n = strlen(self->spill_dir) + strlen(self->spill_prefix) + 64;
+    char *p = malloc(n);
+    if (p)
+        snprintf(p, n, "%s/%s-%s-%llu.spill", self->spill_dir, self->spill_prefix, process_token,
+                 (unsigned long long)seq);
+    return p;
+}
+
+/* True when name is <prefix>-<16 hex>-<digits>.spill of another process. */
+static bool leftover_name(const char *name, const char *prefix)
+{
+    size_t plen = strlen(prefix), nlen = strlen(name);
+    if (nlen < plen + 1 + 16 + 2 + 6 || strncmp(name, prefix, plen) != 0 || name[plen] != '-')
+        return false;
+    const char *tok = name + plen + 1;
+    for (int i = 0; i < 16; i++)
+        if (!((tok[i] >= '0' && tok[i] <= '9') || (tok[i] >= 'a' && tok[i] <= 'f')))
+            return false;
+    if (tok[16] != '-' || strcmp(name + nlen - 6, ".spill") != 0)
+        return false;
+    for (const char *d = tok + 17; d < name + nlen - 6; d++)
+        if (*d < '0' || *d > '9')
+            return false;
+    if (tok + 17 == name + nlen - 6)
+        return false;
+    return strncmp(tok, process_token, 16) != 0;
+}
+
+static int mkdir_parents(const char *path)
+{
+    char *copy = strdup(path);
+    if (!copy)
+        return -1;
+    for (char *q = copy + 1;; q++) {
+        if (*q == '/' || !*q) {
+            char c = *q;
+            *q = 0;
+            if (mkdir(copy, 0700) != 0 && errno != EEXIST) {
+                free(copy);
+                return -1;
+            }
+            *q = c;
+            if (!c)
+                break;
+        }
+    }
+    free(copy);
+    return 0;
+}
+
+int corr_spill_init(correlation *self, pl_err *err)
+{
+    self->c_spilled_batches =
+        pl_stats_counter(self->stats, "spilled_batches", "held span batches written to storage");
+    self->c_spilled_bytes =
+        pl_stats_counter(self->stats, "spilled_bytes", "encoded bytes of the spilled batches");
+    self->c_spill_failures = pl_stats_counter(
+        self->stats, "spill_failures", "spills or read-backs of held span batches that failed");
+    if (!self->c_spilled_batches || !self->c_spilled_bytes || !self->c_spill_failures)
+        return pl_errf(err, PL_ERR_NOMEM, "correlation: out of memory");
+    if (!self->spill_dir)
+        return PL_OK;
+    size_t len = strlen(self->spill_dir);
+    while (len > 1 && self->spill_dir[len - 1] == '/')
+        self->spill_dir[--len] = 0;
+    struct stat st;
+    if (mkdir_parents(self->spill_dir) != 0 || stat(self->spill_dir, &st) != 0 ||
+        !S_ISDIR(st.st_mode) || access(self->spill_dir, R_OK | W_OK | X_OK) != 0)
+        return pl_errf(err, PL_ERR_INVALID, "%s: storage %s: not a writable directory (%s)",
+                       self->id, self->spill_dir, strerror(errno ? errno : ENOTDIR));
+    /* The id names the files: keep letters, digits, '-', '_' and '.'. */
+    self->spill_prefix = strdup(self->id);
+    if (!self->spill_prefix)
+        return pl_errf(err, PL_ERR_NOMEM, "correlation: out of memory");
+    for (char *c = self->spill_prefix; *c; c++)
+        if (!((*c >= 'a' && *c <= 'z') || (*c >= 'A' && *c <= 'Z') || (*c >= '0' && *c <= '9') ||
+              *c == '-' || *c == '_' || *c == '.'))
+            *c = '_';
+    /* Files of an earlier run: replayed, and new ones numbered after them. */
+    DIR *d = opendir(self->spill_dir);
+    if (!d)
+        return pl_errf(err, PL_ERR_INVALID, "%s: storage %s: %s", self->id, self->spill_dir,
+                       strerror(errno));
+    init_token();
+    struct dirent *de;
+    while ((de = readdir(d))) {
+        const char *name = de->d_name;
+        size_t nlen = strlen(name);
+        if (!leftover_name(name, self->spill_prefix))
+            continue;
+        char **l = realloc(self->leftovers, (self->n_leftovers + 1) * sizeof(char *));
+        if (!l)
+            break;
+        self->leftovers = l;
+        size_t n = len + nlen + 2;
+        char *path = malloc(n);
+        if (!path)
+            break;
+        snprintf(path, n, "%s/%s", self->spill_dir, name);
+        self->leftovers[self->n_leftovers++] = path;
+    }
+    closedir(d);
+    if (self->n_leftovers)
+        pl_info(COMPONENT, "%s: %u spill files of an earlier run found in %s; passed on unenriched",
+                self->id, self->n_leftovers, self->spill_dir);
+    return PL_OK;
+}
+
+void corr_spill_free(correlation *self)
+{
+    for (uint32_t i = 0; i < self->n_leftovers; i++)
+        free(self->leftovers[i]);
+    free(self->leftovers);
+    self->leftovers = NULL;
+    self->n_leftovers = 0;
+    free(self->spill_dir);
+    free(self->spill_prefix);
+}
+
+/* Reads and decodes one spill file; NULL (logged) on failure. */
+static pl_batch *load_file(correlation *self, const char *path)
+{
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    struct stat st;
+    uint8_t *buf = NULL;
+    pl_batch *b = NULL;
+    const char *why = NULL;
+    if (fd < 0 || fstat(fd, &st) != 0) {
+        why = strerror(errno);
+        goto fail;
+    }
+    size_t len = (size_t)st.st_size;
+    buf = malloc(len ? len : 1);
+    if (!buf) {
+        why = "out of memory";
+        goto fail;
+    }
+    for (size_t got = 0; got < len;) {
+        ssize_t r = read(fd, buf + got, len - got);
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r <= 0) {
+            why = r < 0 ? strerror(errno) : "truncated";
+            goto fail;
+        }
+        got += (size_t)r;
+    }
+    close(fd);
+    fd = -1;
+    b = pl_batch_new(PL_SIGNAL_TRACES);
+    if (!b || pl_batch_adopt(b, buf, len) != 0) {
+        why = "out of memory";
+        goto fail;
+    }
+    uint8_t *data = buf;
+    buf = NULL; /* the batch owns it: decoded strings point into it */
+    pl_err err;
+    /* Our own encoding of a batch that was in memory: no request budget. */
+    if (pl_otlp_decode_ex(b, data, len, SIZE_MAX / 2, &err) != PL_OK) {
+        why = err.msg;
+        goto fail;
+    }
+    return b;
+fail:
+    pl_error(COMPONENT, "%s: cannot read spill file %s: %s", self->id, path, why);
+    if (fd >= 0)
+        close(fd);
+    free(buf);
+    if (b)
+        pl_batch_free(b);
+    return NULL;
+}
+
+static bool write_file(const char *path, const uint8_t *data, size_t len)
+{
+    int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+    if (fd < 0)
+        return false;
+    for (size_t put = 0; put < len;) {
+        ssize_t w = write(fd, data + put, len - put);
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w <= 0) {
+            close(fd);
+            unlink(path);
+            return false;
+        }
+        put += (size_t)w;
+    }
+    if (close(fd) != 0) {
+        unlink(path);
+        return false;
+    }
+    return true;
+}
+
+/* The index entry of span `sp` of held batch hi (NULL: not indexed). */
+static span_entry *entry_in(correlation *self, const pl_span *sp)
+{
+    SPAN_EACH(&self->spans, id_key(sp->span_id), i)
+    {
+        if (self->spans.slots[i].state == ENTRY_HELD && self->spans.slots[i].span == sp)
+            return &self->spans.slots[i];
+    }
+    return NULL;
+}
+
+/* Writes held span batch hi to storage and frees it. False (nothing
+ * changed) when there is no storage, the disk bound is reached or writing
+ * fails: the caller then releases it early. */
+bool corr_spill(correlation *self, uint32_t hi)
+{
+    held_batch *h = &self->held[hi];
+    if (!self->spill_dir || h->side != SIDE_SPANS || h->spilled || !h->indexed || !self->late)
+        return false;
+    pl_buf out;
+    pl_buf_init(&out);
+    if (!pl_otlp_encode_traces(&h->batch->data.traces, &out) || !pl_buf_ok(&out)) {
+        pl_buf_free(&out);
+        (*self->c_spill_failures)++;
+        return false;
+    }
+    if (self->spill_disk + out.len > self->cfg.max_spill_bytes) {
+        pl_buf_free(&out);
+        return false; /* over the disk bound: early release, as without storage */
+    }
+    uint64_t seq = process_seq + 1;
+    char *path = spill_path(self, seq);
+    if (!path || !write_file(path, out.data, out.len)) {
+        if (path) {
+            pl_error(COMPONENT, "%s: cannot write spill file %s: %s", self->id, path,
+                     strerror(errno));
+        }
+        free(path);
+        pl_buf_free(&out);
+        (*self->c_spill_failures)++;
+        return false;
+    }
+    free(path);
+    process_seq = seq;
+    /* Summaries first (they walk ancestors inside the batch), then the
+     * entries let go of the spans. */
+    uint64_t now = now_ns(self);
+    pl_traces *t = &h->batch->data.traces;
+    for (int pass = 0; pass < 2; pass++) {
+        for (uint32_t r = 0; r < t->n_resources; r++) {
+            pl_resource_spans *rs = &t->resources[r];
+            for (uint32_t sc = 0; sc < rs->n_scopes; sc++) {
+                pl_scope_spans *ss = &rs->scopes[sc];
+                for (uint32_t k = 0; k < ss->n_spans; k++) {
+                    pl_span *sp = &ss->spans[k];
+                    if (!span_id_valid(sp->span_id, sp->span_id_len))
+                        continue;
+                    span_entry *e = entry_in(self, sp);
+                    if (!e)
+                        continue;
+                    if (pass == 0) {
+                        corr_late_add(self, e, now);
+                        if (e->stats && trace_id_valid(sp->trace_id, sp->trace_id_len)) {
+                            /* Told apart from a same-id span of another trace. */
+                            span_stats *st = &self->stats_arr[e->stats];
+                            memcpy(st->trace_id, sp->trace_id, 16);
+                            st->has_trace = true;
+                        }
+                    } else {
+                        e->span = NULL;
+                        e->state = ENTRY_SPILLED;
+                        self->spilled_spans++;
+                    }
+                }
+            }
+        }
+    }
+    h->wal = h->batch->wal; /* travel with the record until read back */
+    h->batch->wal = NULL;
+    pl_batch_free(h->batch);
+    h->batch = NULL;
+    h->spilled = true;
+    h->spill_seq = seq;
+    h->spill_bytes = out.len;
+    self->spill_disk += out.len;
+    self->held_bytes -= h->bytes;
+    h->bytes = 0;
+    (*self->c_spilled_batches)++;
+    *self->c_spilled_bytes += out.len;
+    pl_buf_free(&out);
+    return true;
+}
+
+/* Reads spilled batch hi back (its write-ahead entries restored); NULL when
+ * the file cannot be read (counted; its spans are lost). */
+pl_batch *corr_spill_load(correlation *self, uint32_t hi)
+{
+    held_batch *h = &self->held[hi];
+    char *path = spill_path(self, h->spill_seq);
+    pl_batch *b = path ? load_file(self, path) : NULL;
+    free(path);
+    if (!b) {
+        (*self->c_spill_failures)++;
+        return NULL;
+    }
+    b->wal = h->wal;
+    h->wal = NULL;
+    return b;
+}
+
+/* Deletes the file of a spilled batch (read back and handed on, or lost). */
+void corr_spill_remove(correlation *self, uint64_t seq, size_t bytes)
+{
+    char *path = spill_path(self, seq);
+    if (path && unlink(path) != 0 && errno != ENOENT)
+        pl_warn(COMPONENT, "%s: cannot delete spill file %s: %s", self->id, path, strerror(errno));
+    free(path);
+    self->spill_disk -= bytes;
+}
+
+/* Destroyed without shutdown: the file stays for the next start; the
+ * write-ahead entries are kept for replay too. */
+void corr_spill_drop(correlation *self, uint32_t hi)
+{
+    held_batch *h = &self->held[hi];
+    if (h->wal) {
+        pl_batch *carrier = pl_batch_new(PL_SIGNAL_TRACES);
+        if (carrier) {
+            carrier->wal = h->wal;
+            pl_batch_wal_refused(carrier);
+            pl_batch_free(carrier);
+        }
+        h->wal = NULL;
+    }
+    self->spill_disk -= h->spill_bytes;
+    h->spill_bytes = 0;
+    h->spilled = false;
+}
+
+/* Passes on the files an earlier run left (unenriched: their index is gone). */
+void corr_spill_replay(correlation *self, pl_consumer *next)
+{
+    uint32_t n = self->n_leftovers;
+    char **paths = self->leftovers;
+    self->leftovers = NULL;
+    self->n_leftovers = 0;
+    for (uint32_t i = 0; i < n; i++) {
+        pl_batch *b = load_file(self, paths[i]);
+        if (!b) {
+            (*self->c_spill_failures)++;
+            free(paths[i]);
+            continue; /* left in place for a look */
+        }
+        size_t items = pl_batch_items(b);
+        pl_status st = pl_consumer_consume(next, b);
+        if (st == PL_OK)
+            unlink(paths[i]);
+        else
+            pl_warn(COMPONENT, "%s: %zu spans of spill file %s refused (%s); kept for next start",
+                    self->id, items, paths[i], pl_status_name(st));
+        free(paths[i]);
+    }
+    free(paths);
+}
+
+/* The spilled entry a summary stands for (NULL: its span is not spilled). */
+span_entry *corr_spilled_entry(correlation *self, const late_span *ls)
+{
+    if (!self->spilled_spans)
+        return NULL;
+    SPAN_EACH(&self->spans, ls->key, i)
+    {
+        span_entry *e = &self->spans.slots[i];
+        if (e->state != ENTRY_SPILLED)
+            continue;
+        span_stats *s = e->stats ? &self->stats_arr[e->stats] : NULL;
+        if (ls->has_trace && s && s->has_trace && memcmp(s->trace_id, ls->trace_id, 16) != 0)
+            continue;
+        return e;
+    }
+    return NULL;
+}
