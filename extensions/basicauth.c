@@ -405,13 +405,6 @@ static pl_status basic_create(const pl_create_settings *settings, const void *co
     return PL_OK;
 }
 
-static pl_status basic_start(void *self, pl_err *err)
-{
-    (void)self;
-    (void)err;
-    return PL_OK;
-}
-
 static void basic_destroy(void *self)
 {
     basic *b = self;
@@ -426,6 +419,5 @@ const pl_component_type pl_extension_basicauth = {
     .description = "HTTP basic authentication: receivers check users from an htpasswd file or "
                    "inline lines (401 / UNAUTHENTICATED otherwise), exporters send client_auth",
     .create = basic_create,
-    .start = basic_start,
     .destroy = basic_destroy,
 };

@@ -218,13 +218,6 @@ static pl_status bearer_create(const pl_create_settings *settings, const void *c
     return PL_OK;
 }
 
-static pl_status bearer_start(void *self, pl_err *err)
-{
-    (void)self;
-    (void)err;
-    return PL_OK;
-}
-
 static void bearer_destroy(void *self)
 {
     bearer *b = self;
@@ -239,6 +232,5 @@ const pl_component_type pl_extension_bearertokenauth = {
     .description = "bearer token authentication: receivers check it (401 / UNAUTHENTICATED "
                    "otherwise), exporters send it; token inline or from a file re-read on change",
     .create = bearer_create,
-    .start = bearer_start,
     .destroy = bearer_destroy,
 };
