@@ -227,6 +227,14 @@ typedef struct pl_component_type {
     void (*destroy)(void *self);
 } pl_component_type;
 
+/* The fields every descriptor below fills in the same way, so that each
+ * component's table says only what differs: its name, kind, signals and
+ * config section, then the four lifecycle hooks most components have. */
+#define PL_COMPONENT_HEAD(type_, kind_, signals_, config_)                                         \
+    .type = (type_), .kind = (kind_), .signals = (signals_), .config = (config_)
+#define PL_COMPONENT_LIFECYCLE(create_, start_, shutdown_, destroy_)                               \
+    .create = (create_), .start = (start_), .shutdown = (shutdown_), .destroy = (destroy_)
+
 /* The registry: every built-in component type (pipeline/registry.c). */
 extern const pl_component_type *const pl_component_types[];
 const pl_component_type *pl_component_type_find(pl_kind kind, const char *type, size_t len);

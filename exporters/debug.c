@@ -320,11 +320,8 @@ static void debug_destroy(void *self)
 }
 
 const pl_component_type pl_exporter_debug = {
-    .type = "debug",
-    .kind = PL_KIND_EXPORTER,
-    .signals = PL_SIGNALS_ALL,
+    PL_COMPONENT_HEAD("debug", PL_KIND_EXPORTER, PL_SIGNALS_ALL, &debug_section),
     .description = "Prints what flows through a pipeline to the log (stderr).",
-    .config = &debug_section,
     .create = debug_create,
     .export = debug_export,
     .destroy = debug_destroy,

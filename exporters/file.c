@@ -328,15 +328,9 @@ static void file_destroy(void *self)
 }
 
 const pl_component_type pl_exporter_file = {
-    .type = "file",
-    .kind = PL_KIND_EXPORTER,
-    .signals = PL_SIGNALS_ALL,
+    PL_COMPONENT_HEAD("file", PL_KIND_EXPORTER, PL_SIGNALS_ALL, &file_section),
     .description = "Appends export requests to a file: OTLP/JSON lines or length-prefixed "
                    "protobuf, with size-based rotation.",
-    .config = &file_section,
-    .create = file_create,
-    .start = file_start,
+    PL_COMPONENT_LIFECYCLE(file_create, file_start, file_shutdown, file_destroy),
     .export = file_export,
-    .shutdown = file_shutdown,
-    .destroy = file_destroy,
 };

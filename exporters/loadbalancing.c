@@ -1036,17 +1036,13 @@ static void lb_destroy(void *self)
 }
 
 const pl_component_type pl_exporter_loadbalancing = {
-    .type = "loadbalancing",
-    .kind = PL_KIND_EXPORTER,
-    .signals = PL_SIGNAL_MASK(PL_SIGNAL_TRACES) | PL_SIGNAL_MASK(PL_SIGNAL_PROFILES),
+    PL_COMPONENT_HEAD("loadbalancing", PL_KIND_EXPORTER,
+                      PL_SIGNAL_MASK(PL_SIGNAL_TRACES) | PL_SIGNAL_MASK(PL_SIGNAL_PROFILES),
+                      &lb_section),
     .description = "spreads traces and profiles over OTLP/gRPC members (static list or DNS) by "
                    "trace id or service on a consistent-hashing ring; each member has its own "
                    "queue, and a failing member's data moves to the next member",
-    .config = &lb_section,
-    .create = lb_create,
-    .start = lb_start,
+    PL_COMPONENT_LIFECYCLE(lb_create, lb_start, lb_shutdown, lb_destroy),
     .export = lb_export,
-    .shutdown = lb_shutdown,
     .pending = lb_pending,
-    .destroy = lb_destroy,
 };

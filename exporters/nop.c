@@ -44,11 +44,8 @@ static void nop_destroy(void *self)
 }
 
 const pl_component_type pl_exporter_nop = {
-    .type = "nop",
-    .kind = PL_KIND_EXPORTER,
-    .signals = PL_SIGNALS_ALL,
+    PL_COMPONENT_HEAD("nop", PL_KIND_EXPORTER, PL_SIGNALS_ALL, &nop_section),
     .description = "discards everything it receives (benchmarks, processor-only pipelines)",
-    .config = &nop_section,
     .create = nop_create,
     .export = nop_export,
     .destroy = nop_destroy,

@@ -256,16 +256,11 @@ static pl_status otlp_create(const pl_create_settings *settings, const void *con
 }
 
 const pl_component_type pl_exporter_otlp = {
-    .type = "otlp",
-    .kind = PL_KIND_EXPORTER,
-    .signals = PL_SIGNALS_ALL,
+    PL_COMPONENT_HEAD("otlp", PL_KIND_EXPORTER, PL_SIGNALS_ALL, &otlp_section),
     .description = "sends traces, profiles, logs and metrics over OTLP/gRPC, with a sending "
                    "queue, retries and optional persistence",
-    .config = &otlp_section,
-    .create = otlp_create,
-    .start = pl_otlp_exporter_start,
+    PL_COMPONENT_LIFECYCLE(otlp_create, pl_otlp_exporter_start, pl_otlp_exporter_shutdown,
+                           pl_otlp_exporter_destroy),
     .export = pl_otlp_exporter_export,
-    .shutdown = pl_otlp_exporter_shutdown,
     .pending = pl_otlp_exporter_pending,
-    .destroy = pl_otlp_exporter_destroy,
 };

@@ -286,17 +286,12 @@ static pl_status otlphttp_create(const pl_create_settings *settings, const void 
 }
 
 const pl_component_type pl_exporter_otlphttp = {
-    .type = "otlphttp",
-    .kind = PL_KIND_EXPORTER,
-    .signals = PL_SIGNALS_ALL,
+    PL_COMPONENT_HEAD("otlphttp", PL_KIND_EXPORTER, PL_SIGNALS_ALL, &otlphttp_section),
     .description = "sends traces, profiles, logs and metrics over OTLP/HTTP (protobuf, or JSON "
                    "for traces and profiles), with a sending queue, retries and optional "
                    "persistence",
-    .config = &otlphttp_section,
-    .create = otlphttp_create,
-    .start = pl_otlp_exporter_start,
+    PL_COMPONENT_LIFECYCLE(otlphttp_create, pl_otlp_exporter_start, pl_otlp_exporter_shutdown,
+                           pl_otlp_exporter_destroy),
     .export = pl_otlp_exporter_export,
-    .shutdown = pl_otlp_exporter_shutdown,
     .pending = pl_otlp_exporter_pending,
-    .destroy = pl_otlp_exporter_destroy,
 };

@@ -1008,17 +1008,13 @@ static void pyroscope_exp_destroy(void *self)
 }
 
 const pl_component_type pl_exporter_pyroscope = {
-    .type = "pyroscope",
-    .kind = PL_KIND_EXPORTER,
-    .signals = PL_SIGNAL_MASK(PL_SIGNAL_PROFILES),
+    PL_COMPONENT_HEAD("pyroscope", PL_KIND_EXPORTER, PL_SIGNAL_MASK(PL_SIGNAL_PROFILES),
+                      &pyroscope_exp_section),
     .description = "sends profiles to Pyroscope through its push API or the legacy /ingest "
                    "(gzipped pprof, series labels, span_id/trace_id sample labels), with a "
                    "sending queue and retries",
-    .config = &pyroscope_exp_section,
-    .create = pyroscope_exp_create,
-    .start = pyroscope_exp_start,
+    PL_COMPONENT_LIFECYCLE(pyroscope_exp_create, pyroscope_exp_start, pyroscope_exp_shutdown,
+                           pyroscope_exp_destroy),
     .export = pyroscope_exp_export,
-    .shutdown = pyroscope_exp_shutdown,
     .pending = pyroscope_exp_pending,
-    .destroy = pyroscope_exp_destroy,
 };

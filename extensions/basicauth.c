@@ -422,12 +422,9 @@ static void basic_destroy(void *self)
 }
 
 const pl_component_type pl_extension_basicauth = {
-    .type = "basicauth",
-    .kind = PL_KIND_EXTENSION,
-    .signals = 0,
+    PL_COMPONENT_HEAD("basicauth", PL_KIND_EXTENSION, 0, &basic_section),
     .description = "HTTP basic authentication: receivers check users from an htpasswd file or "
                    "inline lines (401 / UNAUTHENTICATED otherwise), exporters send client_auth",
-    .config = &basic_section,
     .create = basic_create,
     .start = basic_start,
     .destroy = basic_destroy,

@@ -235,12 +235,9 @@ static void bearer_destroy(void *self)
 }
 
 const pl_component_type pl_extension_bearertokenauth = {
-    .type = "bearertokenauth",
-    .kind = PL_KIND_EXTENSION,
-    .signals = 0,
+    PL_COMPONENT_HEAD("bearertokenauth", PL_KIND_EXTENSION, 0, &bearer_section),
     .description = "bearer token authentication: receivers check it (401 / UNAUTHENTICATED "
                    "otherwise), exporters send it; token inline or from a file re-read on change",
-    .config = &bearer_section,
     .create = bearer_create,
     .start = bearer_start,
     .destroy = bearer_destroy,

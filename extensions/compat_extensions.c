@@ -56,22 +56,16 @@ static void compat_destroy(void *self)
 }
 
 const pl_component_type pl_extension_pprof = {
-    .type = "pprof",
-    .kind = PL_KIND_EXTENSION,
-    .signals = 0,
+    PL_COMPONENT_HEAD("pprof", PL_KIND_EXTENSION, 0, &pprof_section),
     .description = "accepted for Collector configs (Go runtime profiler there); no effect",
-    .config = &pprof_section,
     .create = compat_create,
     .start = compat_start,
     .destroy = compat_destroy,
 };
 
 const pl_component_type pl_extension_zpages = {
-    .type = "zpages",
-    .kind = PL_KIND_EXTENSION,
-    .signals = 0,
+    PL_COMPONENT_HEAD("zpages", PL_KIND_EXTENSION, 0, &zpages_section),
     .description = "accepted for Collector configs (debug pages there); no effect",
-    .config = &zpages_section,
     .create = compat_create,
     .start = compat_start,
     .destroy = compat_destroy,

@@ -159,14 +159,8 @@ static void hc_destroy(void *self)
 }
 
 const pl_component_type pl_extension_health_check = {
-    .type = "health_check",
-    .kind = PL_KIND_EXTENSION,
-    .signals = 0,
+    PL_COMPONENT_HEAD("health_check", PL_KIND_EXTENSION, 0, &hc_section),
     .description = "answers health checks like the Collector's health_check extension "
                    "(200 while running, 503 while shutting down)",
-    .config = &hc_section,
-    .create = hc_create,
-    .start = hc_start,
-    .shutdown = hc_shutdown,
-    .destroy = hc_destroy,
+    PL_COMPONENT_LIFECYCLE(hc_create, hc_start, hc_shutdown, hc_destroy),
 };

@@ -1343,28 +1343,20 @@ static void attr_destroy(void *self)
 }
 
 const pl_component_type pl_processor_attributes = {
-    .type = "attributes",
-    .kind = PL_KIND_PROCESSOR,
-    .signals = PL_SIGNAL_MASK(PL_SIGNAL_TRACES) | PL_SIGNAL_MASK(PL_SIGNAL_PROFILES),
+    PL_COMPONENT_HEAD("attributes", PL_KIND_PROCESSOR,
+                      PL_SIGNAL_MASK(PL_SIGNAL_TRACES) | PL_SIGNAL_MASK(PL_SIGNAL_PROFILES),
+                      &attributes_section),
     .description = "insert, update, upsert, delete, hash, extract and convert span and profile "
                    "sample attributes",
-    .config = &attributes_section,
-    .create = attributes_create,
-    .start = attr_start,
+    PL_COMPONENT_LIFECYCLE(attributes_create, attr_start, attr_shutdown, attr_destroy),
     .consume = attr_consume,
-    .shutdown = attr_shutdown,
-    .destroy = attr_destroy,
 };
 
 const pl_component_type pl_processor_resource = {
-    .type = "resource",
-    .kind = PL_KIND_PROCESSOR,
-    .signals = PL_SIGNAL_MASK(PL_SIGNAL_TRACES) | PL_SIGNAL_MASK(PL_SIGNAL_PROFILES),
+    PL_COMPONENT_HEAD("resource", PL_KIND_PROCESSOR,
+                      PL_SIGNAL_MASK(PL_SIGNAL_TRACES) | PL_SIGNAL_MASK(PL_SIGNAL_PROFILES),
+                      &resource_section),
     .description = "insert, update, upsert, delete, hash, extract and convert resource attributes",
-    .config = &resource_section,
-    .create = resource_create,
-    .start = attr_start,
+    PL_COMPONENT_LIFECYCLE(resource_create, attr_start, attr_shutdown, attr_destroy),
     .consume = attr_consume,
-    .shutdown = attr_shutdown,
-    .destroy = attr_destroy,
 };

@@ -1425,16 +1425,10 @@ static void batch_destroy(void *self)
 }
 
 const pl_component_type pl_processor_batch = {
-    .type = "batch",
-    .kind = PL_KIND_PROCESSOR,
-    .signals = PL_SIGNALS_ALL,
+    PL_COMPONENT_HEAD("batch", PL_KIND_PROCESSOR, PL_SIGNALS_ALL, &batch_section),
     .description = "merges small requests into larger ones (per signal and metadata), splits "
                    "oversized ones",
-    .config = &batch_section,
-    .create = batch_create,
-    .start = batch_start,
+    PL_COMPONENT_LIFECYCLE(batch_create, batch_start, batch_shutdown, batch_destroy),
     .consume = batch_consume,
-    .shutdown = batch_shutdown,
     .pending = batch_pending,
-    .destroy = batch_destroy,
 };

@@ -290,15 +290,9 @@ static void memlim_destroy(void *self)
 }
 
 const pl_component_type pl_processor_memory_limiter = {
-    .type = "memory_limiter",
-    .kind = PL_KIND_PROCESSOR,
-    .signals = PL_SIGNALS_ALL,
+    PL_COMPONENT_HEAD("memory_limiter", PL_KIND_PROCESSOR, PL_SIGNALS_ALL, &memlim_section),
     .description = "refuses data above a soft memory limit; above the hard limit makes stateful "
                    "processors release what they hold",
-    .config = &memlim_section,
-    .create = memlim_create,
-    .start = memlim_start,
+    PL_COMPONENT_LIFECYCLE(memlim_create, memlim_start, memlim_shutdown, memlim_destroy),
     .consume = memlim_consume,
-    .shutdown = memlim_shutdown,
-    .destroy = memlim_destroy,
 };

@@ -474,14 +474,8 @@ static void otlp_destroy(void *self)
 }
 
 const pl_component_type pl_receiver_otlp = {
-    .type = "otlp",
-    .kind = PL_KIND_RECEIVER,
-    .signals = PL_SIGNALS_ALL,
+    PL_COMPONENT_HEAD("otlp", PL_KIND_RECEIVER, PL_SIGNALS_ALL, &otlp_section),
     .description = "OTLP over gRPC and HTTP (protobuf, JSON; gzip, zstd, deflate): traces and "
                    "profiles decoded, logs and metrics passed through",
-    .config = &otlp_section,
-    .create = otlp_create,
-    .start = otlp_start,
-    .shutdown = otlp_shutdown,
-    .destroy = otlp_destroy,
+    PL_COMPONENT_LIFECYCLE(otlp_create, otlp_start, otlp_shutdown, otlp_destroy),
 };

@@ -632,14 +632,9 @@ static void scrape_destroy(void *self)
 }
 
 const pl_component_type pl_receiver_pprof_scrape = {
-    .type = "pprof_scrape",
-    .kind = PL_KIND_RECEIVER,
-    .signals = PL_SIGNAL_MASK(PL_SIGNAL_PROFILES),
+    PL_COMPONENT_HEAD("pprof_scrape", PL_KIND_RECEIVER, PL_SIGNAL_MASK(PL_SIGNAL_PROFILES),
+                      &scrape_section),
     .description = "pulls pprof profiles (cpu, heap, goroutine, ...) from Go net/http/pprof "
                    "endpoints on an interval; target labels become resource attributes",
-    .config = &scrape_section,
-    .create = scrape_create,
-    .start = scrape_start,
-    .shutdown = scrape_shutdown,
-    .destroy = scrape_destroy,
+    PL_COMPONENT_LIFECYCLE(scrape_create, scrape_start, scrape_shutdown, scrape_destroy),
 };

@@ -1249,15 +1249,11 @@ int pl_pyroscope_receiver_port(void *self)
 }
 
 const pl_component_type pl_receiver_pyroscope = {
-    .type = "pyroscope",
-    .kind = PL_KIND_RECEIVER,
-    .signals = PL_SIGNAL_MASK(PL_SIGNAL_PROFILES),
+    PL_COMPONENT_HEAD("pyroscope", PL_KIND_RECEIVER, PL_SIGNAL_MASK(PL_SIGNAL_PROFILES),
+                      &pyroscope_section),
     .description = "Pyroscope server API: /ingest (pprof, multipart, folded, lines), the push "
                    "API (push.v1.PusherService/Push), converted to OTLP profiles, and OTLP "
                    "profiles over HTTP and gRPC on the same port",
-    .config = &pyroscope_section,
-    .create = pyroscope_create,
-    .start = pyroscope_start,
-    .shutdown = pyroscope_shutdown,
-    .destroy = pyroscope_destroy,
+    PL_COMPONENT_LIFECYCLE(pyroscope_create, pyroscope_start, pyroscope_shutdown,
+                           pyroscope_destroy),
 };

@@ -644,16 +644,12 @@ static void sqlite_destroy(void *self)
 }
 
 const pl_component_type pl_exporter_sqlite = {
-    .type = "sqlite",
-    .kind = PL_KIND_EXPORTER,
-    .signals = PL_SIGNAL_MASK(PL_SIGNAL_TRACES) | PL_SIGNAL_MASK(PL_SIGNAL_PROFILES),
+    PL_COMPONENT_HEAD("sqlite", PL_KIND_EXPORTER,
+                      PL_SIGNAL_MASK(PL_SIGNAL_TRACES) | PL_SIGNAL_MASK(PL_SIGNAL_PROFILES),
+                      &sqlite_section),
     .description = "Embedded SQLite store of spans and profile samples, read by `proflink "
                    "query` and a read-only JSON API.",
-    .config = &sqlite_section,
-    .create = sqlite_create,
-    .start = sqlite_start,
+    PL_COMPONENT_LIFECYCLE(sqlite_create, sqlite_start, sqlite_shutdown, sqlite_destroy),
     .export = sqlite_export,
-    .shutdown = sqlite_shutdown,
     .pending = sqlite_pending,
-    .destroy = sqlite_destroy,
 };
