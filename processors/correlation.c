@@ -400,7 +400,7 @@ static void index_span_batch(correlation *self, uint32_t hi)
         span_stats *st = &self->stats_arr[e->stats];
         contrib c = {st->samples_total, st->cpu_total, st->wall_total, 0};
         if (c.samples || c.cpu || c.wall)
-            corr_roll_up(self, e, c);
+            corr_roll_up(self, e, c, NULL);
     }
     self->n_adopted = 0;
     if (self->pending.count) {
@@ -790,6 +790,7 @@ static void correlation_free(correlation *self)
     for (uint32_t i = 1; i < self->n_held; i++) {
         free(self->held[i].covers);
         free(self->held[i].refs);
+        free(self->held[i].parents);
     }
     corr_writer_reset(&self->writer);
     corr_services_free(self);

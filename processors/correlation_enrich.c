@@ -624,8 +624,8 @@ void corr_link_sample(correlation *self, span_entry *e, pl_sample *s, profile_in
 
 /* Links sample s to a span whose batch spilled to disk: enriched from the
  * span's summary like a late sample, and counted into the span's statistics
- * (written on it when its batch is read back). Its ancestors' totals are
- * not updated (the parent id went with the batch). */
+ * (written on it when its batch is read back) and, when the session ends,
+ * its ancestors' totals. */
 void corr_link_spilled(correlation *self, span_entry *e, const late_span *ls, pl_sample *s,
                        profile_info *pi)
 {
@@ -635,7 +635,7 @@ void corr_link_spilled(correlation *self, span_entry *e, const late_span *ls, pl
     tg.id = ls;
     tg.trace_id = ls->has_trace ? ls->trace_id : NULL;
     memcpy(tg.span_id, &ls->key, 8);
-    enrich_sample(self, &tg, s, pi->batch);
+    enrich_slot *slot = enrich_sample(self, &tg, s, pi->batch);
     corr_service_linked(self, e->service, pi->service);
     contrib c = sample_contrib(pi, s);
     uint32_t fn = c.top && self->cfg.top_functions > 0 ? sample_function(self, pi->batch, s) : 0;
@@ -654,6 +654,11 @@ void corr_link_spilled(correlation *self, span_entry *e, const late_span *ls, pl
         st->wall_total += c.wall;
         if (fn)
             corr_stats_add_function(self, st, fn, c.top);
+    }
+    if (slot) {
+        slot->roll.samples += c.samples;
+        slot->roll.cpu += c.cpu;
+        slot->roll.wall += c.wall;
     }
     (*self->c_linked_samples)++;
 }
@@ -679,12 +684,19 @@ void corr_link_session_end(correlation *self)
     if (self->cache_count) {
         for (uint32_t i = 0; i <= self->cache_mask; i++) {
             enrich_slot *slot = &self->cache[i];
-            if (!slot->span || slot->late ||
-                !(slot->roll.samples || slot->roll.cpu || slot->roll.wall))
+            if (!slot->span || !(slot->roll.samples || slot->roll.cpu || slot->roll.wall))
                 continue;
+            if (slot->late) {
+                /* Samples of a spilled span (late ones add nothing). */
+                const late_span *ls = slot->span;
+                span_entry *se = corr_spilled_entry(self, ls);
+                if (se)
+                    corr_roll_up(self, se, slot->roll, ls->has_trace ? ls->trace_id : NULL);
+                continue;
+            }
             span_entry *e = corr_entry_of_span(self, slot->span);
             if (e)
-                corr_roll_up(self, e, slot->roll);
+                corr_roll_up(self, e, slot->roll, NULL);
         }
     }
     corr_cache_clear(self);

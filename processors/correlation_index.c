@@ -372,6 +372,7 @@ void corr_held_unlink_and_free(correlation *self, uint32_t i)
     self->held_batches[s]--;
     free(h->covers);
     free(h->refs);
+    free(h->parents);
     memset(h, 0, sizeof(*h));
     h->next_free = self->free_held;
     self->free_held = i;
@@ -423,16 +424,34 @@ const uint8_t *corr_span_trace(const pl_span *sp)
     return trace_id_valid(sp->trace_id, sp->trace_id_len) ? sp->trace_id : NULL;
 }
 
-/* Adds c to the totals of every known ancestor of `e`; parks it in a
- * placeholder for the first ancestor not seen yet. */
-void corr_roll_up(correlation *self, span_entry *e, contrib c)
+/* The parent span id of a held or spilled entry (0: none known). A spilled
+ * span's parent id is kept with its batch record, at the entry's position. */
+static uint64_t entry_parent(correlation *self, const span_entry *e)
 {
-    const pl_span *sp = e->span;
-    for (int depth = 0; sp && depth < MAX_ANCESTRY; depth++) {
-        if (!span_id_valid(sp->parent_span_id, sp->parent_span_id_len))
+    if (e->state == ENTRY_HELD) {
+        const pl_span *sp = e->span;
+        return span_id_valid(sp->parent_span_id, sp->parent_span_id_len)
+                   ? id_key(sp->parent_span_id)
+                   : 0;
+    }
+    if (e->state == ENTRY_SPILLED) {
+        const held_batch *h = &self->held[e->held];
+        return h->parents && e->expiry_ms < h->n_parents ? h->parents[e->expiry_ms] : 0;
+    }
+    return 0;
+}
+
+/* Adds c to the totals of every known ancestor of `e` (held or spilled);
+ * parks it in a placeholder for the first ancestor not seen yet. `trace`:
+ * the trace when e is spilled (NULL: unknown). */
+void corr_roll_up(correlation *self, span_entry *e, contrib c, const uint8_t *trace)
+{
+    if (e->state == ENTRY_HELD)
+        trace = corr_span_trace(e->span);
+    for (int depth = 0; e && depth < MAX_ANCESTRY; depth++) {
+        uint64_t pkey = entry_parent(self, e);
+        if (!pkey)
             return;
-        uint64_t pkey = id_key(sp->parent_span_id);
-        const uint8_t *trace = corr_span_trace(sp);
         span_entry *p = corr_find_span(self, pkey, trace, true, true);
         if (!p) {
             /* A gone parent already left: nothing to add to. */
@@ -442,17 +461,15 @@ void corr_roll_up(correlation *self, span_entry *e, contrib c)
                 if (g->state == ENTRY_GONE)
                     return;
                 if (g->state == ENTRY_SPILLED) {
-                    /* Its batch is on disk: its totals grow, the walk ends
-                     * (its parent id went with the batch). */
-                    span_stats *s = corr_entry_stats(self, g);
-                    if (s) {
-                        s->samples_total += c.samples;
-                        s->cpu_total += c.cpu;
-                        s->wall_total += c.wall;
-                    }
-                    return;
+                    span_stats *gs = g->stats ? &self->stats_arr[g->stats] : NULL;
+                    if (trace && gs && gs->has_trace && memcmp(gs->trace_id, trace, 16) != 0)
+                        continue;
+                    p = g; /* its batch is on disk: its totals still grow */
+                    break;
                 }
             }
+        }
+        if (!p) {
             if (self->markers >= (size_t)self->cfg.max_spans)
                 return;
             span_entry ph = {0};
@@ -483,8 +500,8 @@ void corr_roll_up(correlation *self, span_entry *e, contrib c)
         s->samples_total += c.samples;
         s->cpu_total += c.cpu;
         s->wall_total += c.wall;
-        if (p->state != ENTRY_HELD)
+        if (p->state != ENTRY_HELD && p->state != ENTRY_SPILLED)
             return;
-        sp = p->span;
+        e = p;
     }
 }

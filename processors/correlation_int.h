@@ -133,6 +133,9 @@ typedef struct held_batch {
     uint64_t spill_seq;      /* file <storage>/<id>-<token>-<seq>.spill */
     size_t spill_bytes;      /* its size on disk */
     struct pl_wal_tags *wal; /* the spilled batch's write-ahead entries, until read back */
+    uint64_t *parents;       /* spilled: parent span id of each indexed span, by the
+                                position its entry keeps in expiry_ms (0: none) */
+    uint32_t n_parents;
 } held_batch;
 
 /* One profile stream of a service: its profiles of one sample type. A
@@ -482,7 +485,7 @@ uint32_t corr_pending_table_next(const pending_table *t, uint64_t key, uint32_t 
 void corr_held_link(correlation *self, uint32_t i);
 void corr_held_unlink_and_free(correlation *self, uint32_t i);
 void corr_pending_table_delete(pending_table *t, uint32_t hole);
-void corr_roll_up(correlation *self, span_entry *e, contrib c);
+void corr_roll_up(correlation *self, span_entry *e, contrib c, const uint8_t *trace);
 void corr_span_table_delete(span_table *t, uint32_t hole);
 void corr_stats_add_function(correlation *self, span_stats *s, uint32_t fn, uint64_t weight);
 void corr_stats_release(correlation *self, uint32_t i);

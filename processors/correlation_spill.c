@@ -294,6 +294,10 @@ bool corr_spill(correlation *self, uint32_t hi)
     }
     free(path);
     process_seq = seq;
+    /* Parent ids stay (8 bytes a span) so totals still roll up through it. */
+    free(h->parents);
+    h->parents = calloc(h->items ? h->items : 1, sizeof(uint64_t));
+    h->n_parents = 0;
     /* Summaries first (they walk ancestors inside the batch), then the
      * entries let go of the spans. */
     uint64_t now = now_ns(self);
@@ -319,6 +323,15 @@ bool corr_spill(correlation *self, uint32_t hi)
                             st->has_trace = true;
                         }
                     } else {
+                        if (h->parents && h->n_parents < h->items) {
+                            h->parents[h->n_parents] =
+                                span_id_valid(sp->parent_span_id, sp->parent_span_id_len)
+                                    ? id_key(sp->parent_span_id)
+                                    : 0;
+                            e->expiry_ms = h->n_parents++;
+                        } else {
+                            e->expiry_ms = UINT32_MAX; /* no parent known */
+                        }
                         e->span = NULL;
                         e->state = ENTRY_SPILLED;
                         self->spilled_spans++;

@@ -217,6 +217,9 @@ static void test_spilled_spans_link_and_leave_enriched(void)
         CHECK_EQ_INT(span_int(child, "profile.cpu_time_ns"), 7000000);
         CHECK_EQ_INT(span_int(child, "profile.samples"), 1);
         CHECK_EQ_INT(span_int(root, "profile.cpu_time_ns"), 3000000);
+        /* The child's time reached its parent through the spilled index. */
+        CHECK_EQ_INT(span_int(root, "profile.cpu_time_total_ns"), 10000000);
+        CHECK_EQ_INT(span_int(child, "profile.cpu_time_total_ns"), 7000000);
         CHECK_EQ_STR(span_str(root, "http.route", buf), "/r"); /* the span's own attributes */
     }
     pl_correlation_get_usage(f.self, &u);
