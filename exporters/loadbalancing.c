@@ -1036,9 +1036,7 @@ static void lb_destroy(void *self)
 }
 
 const pl_component_type pl_exporter_loadbalancing = {
-    PL_COMPONENT_HEAD("loadbalancing", PL_KIND_EXPORTER,
-                      PL_SIGNAL_MASK(PL_SIGNAL_TRACES) | PL_SIGNAL_MASK(PL_SIGNAL_PROFILES),
-                      &lb_section),
+    PL_COMPONENT_HEAD("loadbalancing", PL_KIND_EXPORTER, PL_SIGNALS_TRACES_PROFILES, &lb_section),
     .description = "spreads traces and profiles over OTLP/gRPC members (static list or DNS) by "
                    "trace id or service on a consistent-hashing ring; each member has its own "
                    "queue, and a failing member's data moves to the next member",
