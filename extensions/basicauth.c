@@ -391,16 +391,9 @@ static pl_status basic_create(const pl_create_settings *settings, const void *co
         free(pair);
     }
     b->checked_ns = pl_time_mono_ns();
-    b->a = (pl_authenticator){
-        .id = b->id,
-        .server = {.name = b->id,
-                   .challenge = "Basic realm=\"proflink\"",
-                   .check = (b->file || b->inline_text) ? basic_check : NULL,
-                   .arg = b},
-        .client_header = b->client_value ? basic_client : NULL,
-        .arg = b,
-    };
-    pl_auth_register(&b->a);
+    pl_auth_register_as(&b->a, b->id, "Basic realm=\"proflink\"",
+                        (b->file || b->inline_text) ? basic_check : NULL,
+                        b->client_value ? basic_client : NULL, b);
     *out = b;
     return PL_OK;
 }

@@ -207,13 +207,7 @@ static pl_status bearer_create(const pl_create_settings *settings, const void *c
         return PL_ERR_INVALID;
     }
     b->checked_ns = pl_time_mono_ns();
-    b->a = (pl_authenticator){
-        .id = b->id,
-        .server = {.name = b->id, .challenge = "Bearer", .check = bearer_check, .arg = b},
-        .client_header = bearer_client,
-        .arg = b,
-    };
-    pl_auth_register(&b->a);
+    pl_auth_register_as(&b->a, b->id, "Bearer", bearer_check, bearer_client, b);
     *out = b;
     return PL_OK;
 }
