@@ -299,14 +299,18 @@ typedef struct attributes_cfg {
     match_cfg exclude;
 } attributes_cfg;
 
-static int attributes_validate(void *cfg_, pl_cfg_ctx *ctx)
+/* Both processors need at least one action, under `key`. */
+static int require_actions(pl_cfg_ctx *ctx, const pl_cfg_list *actions, const char *key)
 {
-    attributes_cfg *cfg = cfg_;
-    if (cfg->actions.n == 0) {
-        pl_cfg_errorf(ctx, "actions", "at least one action is required");
-        return 1;
-    }
-    return 0;
+    if (actions->n)
+        return 0;
+    pl_cfg_errorf(ctx, key, "at least one action is required");
+    return 1;
+}
+
+static int attributes_validate(void *cfg, pl_cfg_ctx *ctx)
+{
+    return require_actions(ctx, &((attributes_cfg *)cfg)->actions, "actions");
 }
 
 static const pl_cfg_field attributes_fields[] = {
@@ -326,14 +330,9 @@ typedef struct resource_cfg {
     pl_cfg_list attributes;
 } resource_cfg;
 
-static int resource_validate(void *cfg_, pl_cfg_ctx *ctx)
+static int resource_validate(void *cfg, pl_cfg_ctx *ctx)
 {
-    resource_cfg *cfg = cfg_;
-    if (cfg->attributes.n == 0) {
-        pl_cfg_errorf(ctx, "attributes", "at least one action is required");
-        return 1;
-    }
-    return 0;
+    return require_actions(ctx, &((resource_cfg *)cfg)->attributes, "attributes");
 }
 
 static const pl_cfg_field resource_fields[] = {
