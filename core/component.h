@@ -206,7 +206,7 @@ typedef struct pl_component_type {
      * keep). Nothing may listen or connect yet. */
     pl_status (*create)(const pl_create_settings *settings, const void *config, void **out_self,
                         pl_err *err);
-    /* Starts listening / connecting / timers. */
+    /* Starts listening / connecting / timers. NULL = nothing to start. */
     pl_status (*start)(void *self, pl_err *err);
     /* Processors: takes `batch`; passes it (or what it becomes) to `next`
      * now or later, or frees it. `next` depends on the pipeline the batch

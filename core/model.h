@@ -39,6 +39,9 @@ typedef enum pl_signal {
 #define PL_SIGNAL_COUNT   4
 #define PL_SIGNAL_MASK(s) (1u << (s))
 #define PL_SIGNALS_ALL    0xfu
+/* The two signals proflink decodes (logs and metrics pass through as bytes). */
+#define PL_SIGNALS_TRACES_PROFILES                                                                 \
+    (PL_SIGNAL_MASK(PL_SIGNAL_TRACES) | PL_SIGNAL_MASK(PL_SIGNAL_PROFILES))
 const char *pl_signal_name(pl_signal s); /* "traces", "profiles", "logs", "metrics" */
 int pl_signal_from_name(const char *name, size_t len, pl_signal *out); /* 0 or -1 */
 

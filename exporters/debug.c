@@ -157,15 +157,21 @@ static void flush_line(debug_exporter *d, pl_buf *b)
     pl_buf_reset(b);
 }
 
+/* The line naming resource #r and its attributes (detailed verbosity). */
+static void print_resource(debug_exporter *d, pl_buf *b, uint32_t r, const pl_resource *res)
+{
+    if (d->verbosity < VERB_DETAILED)
+        return;
+    pl_buf_printf(b, "resource #%u:", r);
+    append_attrs(b, &res->attrs);
+    flush_line(d, b);
+}
+
 static void print_traces(debug_exporter *d, const pl_traces *t, pl_buf *b)
 {
     for (uint32_t r = 0; r < t->n_resources; r++) {
         const pl_resource_spans *rs = &t->resources[r];
-        if (d->verbosity >= VERB_DETAILED) {
-            pl_buf_printf(b, "resource #%u:", r);
-            append_attrs(b, &rs->resource.attrs);
-            flush_line(d, b);
-        }
+        print_resource(d, b, r, &rs->resource);
         for (uint32_t s = 0; s < rs->n_scopes; s++) {
             const pl_scope_spans *ss = &rs->scopes[s];
             for (uint32_t i = 0; i < ss->n_spans; i++) {
@@ -221,11 +227,7 @@ static void print_profiles(debug_exporter *d, const pl_profiles *p, pl_buf *b)
     const pl_dictionary *dict = &p->dict;
     for (uint32_t r = 0; r < p->n_resources; r++) {
         const pl_resource_profiles *rp = &p->resources[r];
-        if (d->verbosity >= VERB_DETAILED) {
-            pl_buf_printf(b, "resource #%u:", r);
-            append_attrs(b, &rp->resource.attrs);
-            flush_line(d, b);
-        }
+        print_resource(d, b, r, &rp->resource);
         for (uint32_t s = 0; s < rp->n_scopes; s++) {
             const pl_scope_profiles *sp = &rp->scopes[s];
             for (uint32_t i = 0; i < sp->n_profiles; i++) {

@@ -302,6 +302,23 @@ size_t pl_lb_route_keys(const pl_batch *b, pl_lb_routing_key key, uint64_t *out)
 
 /* Keeps, in a clone, only the items whose dest[] is `member`. Empty
  * scopes, resources and profiles are dropped. */
+/* Compacts `items` (spans or samples, `size` bytes each) to those routed to
+ * `member`, keeping their order; *k walks `dest` along. Returns how many. */
+static uint32_t keep_routed(void *items, uint32_t n, size_t size, const int *dest, size_t *k,
+                            int member)
+{
+    uint8_t *p = items;
+    uint32_t kept = 0;
+    for (uint32_t i = 0; i < n; i++, (*k)++) {
+        if (dest[*k] != member)
+            continue;
+        if (kept != i)
+            memcpy(p + (size_t)kept * size, p + (size_t)i * size, size);
+        kept++;
+    }
+    return kept;
+}
+
 pl_batch *pl_lb_subset(const pl_batch *b, const int *dest, int member)
 {
     pl_batch *c = pl_batch_clone(b);
@@ -316,12 +333,9 @@ pl_batch *pl_lb_subset(const pl_batch *b, const int *dest, int member)
             uint32_t ns = 0;
             for (uint32_t s = 0; s < rs->n_scopes; s++) {
                 pl_scope_spans *ss = &rs->scopes[s];
-                uint32_t n = 0;
-                for (uint32_t i = 0; i < ss->n_spans; i++, k++)
-                    if (dest[k] == member)
-                        ss->spans[n++] = ss->spans[i];
-                ss->n_spans = n;
-                if (n)
+                ss->n_spans =
+                    keep_routed(ss->spans, ss->n_spans, sizeof(*ss->spans), dest, &k, member);
+                if (ss->n_spans)
                     rs->scopes[ns++] = *ss;
             }
             rs->n_scopes = ns;
@@ -340,12 +354,9 @@ pl_batch *pl_lb_subset(const pl_batch *b, const int *dest, int member)
                 uint32_t np = 0;
                 for (uint32_t j = 0; j < sp->n_profiles; j++) {
                     pl_profile *pr = &sp->profiles[j];
-                    uint32_t n = 0;
-                    for (uint32_t i = 0; i < pr->n_samples; i++, k++)
-                        if (dest[k] == member)
-                            pr->samples[n++] = pr->samples[i];
-                    pr->n_samples = n;
-                    if (n)
+                    pr->n_samples = keep_routed(pr->samples, pr->n_samples, sizeof(*pr->samples),
+                                                dest, &k, member);
+                    if (pr->n_samples)
                         sp->profiles[np++] = *pr;
                 }
                 sp->n_profiles = np;
@@ -1036,9 +1047,7 @@ static void lb_destroy(void *self)
 }
 
 const pl_component_type pl_exporter_loadbalancing = {
-    PL_COMPONENT_HEAD("loadbalancing", PL_KIND_EXPORTER,
-                      PL_SIGNAL_MASK(PL_SIGNAL_TRACES) | PL_SIGNAL_MASK(PL_SIGNAL_PROFILES),
-                      &lb_section),
+    PL_COMPONENT_HEAD("loadbalancing", PL_KIND_EXPORTER, PL_SIGNALS_TRACES_PROFILES, &lb_section),
     .description = "spreads traces and profiles over OTLP/gRPC members (static list or DNS) by "
                    "trace id or service on a consistent-hashing ring; each member has its own "
                    "queue, and a failing member's data moves to the next member",

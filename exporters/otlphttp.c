@@ -102,15 +102,7 @@ static const pl_cfg_field otlphttp_fields[] = {
     F("timeout", PL_CFG_DURATION, "30s", timeout, "time limit of one request"),
     {"tls", PL_CFG_SECTION, NULL, offsetof(pl_otlp_exporter_config, tls),
      "TLS settings for https:// endpoints", &pl_otlp_tls_section},
-    {"auth", PL_CFG_SECTION, NULL, offsetof(pl_otlp_exporter_config, auth),
-     "authenticator extension whose credentials every request carries", &pl_auth_ref_section},
-    F("tenant_header", PL_CFG_STRING, NULL, tenant_header,
-      "send each batch's tenant (X-Scope-OrgID it arrived with) in this header; empty: not sent"),
-    {"sending_queue", PL_CFG_SECTION, NULL, offsetof(pl_otlp_exporter_config, sending_queue),
-     "queue in front of the backend", &pl_sending_queue_section},
-    {"retry_on_failure", PL_CFG_SECTION, NULL, offsetof(pl_otlp_exporter_config, retry_on_failure),
-     "retries of retryable failures", &pl_retry_section},
-    {NULL, 0, NULL, 0, NULL, NULL},
+    PL_OTLP_EXPORTER_SHARED_FIELDS,
 };
 #undef F
 

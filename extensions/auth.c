@@ -29,6 +29,22 @@ void pl_auth_register(pl_authenticator *a)
     registry = e; /* newest first: a reload's new instance wins */
 }
 
+void pl_auth_register_as(pl_authenticator *a, const char *id, const char *challenge,
+                         bool (*check)(void *arg, const pl_http_request *req, char *user,
+                                       size_t cap),
+                         bool (*client_header)(void *arg, char *name, size_t name_cap, char *value,
+                                               size_t value_cap),
+                         void *arg)
+{
+    *a = (pl_authenticator){
+        .id = id,
+        .server = {.name = id, .challenge = challenge, .check = check, .arg = arg},
+        .client_header = client_header,
+        .arg = arg,
+    };
+    pl_auth_register(a);
+}
+
 void pl_auth_unregister(pl_authenticator *a)
 {
     for (reg_entry **p = &registry; *p; p = &(*p)->next) {

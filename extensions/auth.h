@@ -47,6 +47,15 @@ typedef struct pl_authenticator {
 } pl_authenticator;
 
 void pl_auth_register(pl_authenticator *a);
+/* Fills `a` for the extension `id` and registers it: receivers ask `check`
+ * (NULL: no server side) and answer a failure with `challenge`; exporters
+ * send what `client_header` writes (NULL: no client side); both get `arg`. */
+void pl_auth_register_as(pl_authenticator *a, const char *id, const char *challenge,
+                         bool (*check)(void *arg, const pl_http_request *req, char *user,
+                                       size_t cap),
+                         bool (*client_header)(void *arg, char *name, size_t name_cap, char *value,
+                                               size_t value_cap),
+                         void *arg);
 void pl_auth_unregister(pl_authenticator *a);
 /* NULL with err set when `id` is not a running authentication extension. */
 const pl_authenticator *pl_auth_find(const char *id, pl_err *err);

@@ -391,24 +391,10 @@ static pl_status basic_create(const pl_create_settings *settings, const void *co
         free(pair);
     }
     b->checked_ns = pl_time_mono_ns();
-    b->a = (pl_authenticator){
-        .id = b->id,
-        .server = {.name = b->id,
-                   .challenge = "Basic realm=\"proflink\"",
-                   .check = (b->file || b->inline_text) ? basic_check : NULL,
-                   .arg = b},
-        .client_header = b->client_value ? basic_client : NULL,
-        .arg = b,
-    };
-    pl_auth_register(&b->a);
+    pl_auth_register_as(&b->a, b->id, "Basic realm=\"proflink\"",
+                        (b->file || b->inline_text) ? basic_check : NULL,
+                        b->client_value ? basic_client : NULL, b);
     *out = b;
-    return PL_OK;
-}
-
-static pl_status basic_start(void *self, pl_err *err)
-{
-    (void)self;
-    (void)err;
     return PL_OK;
 }
 
@@ -426,6 +412,5 @@ const pl_component_type pl_extension_basicauth = {
     .description = "HTTP basic authentication: receivers check users from an htpasswd file or "
                    "inline lines (401 / UNAUTHENTICATED otherwise), exporters send client_auth",
     .create = basic_create,
-    .start = basic_start,
     .destroy = basic_destroy,
 };

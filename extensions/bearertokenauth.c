@@ -207,21 +207,8 @@ static pl_status bearer_create(const pl_create_settings *settings, const void *c
         return PL_ERR_INVALID;
     }
     b->checked_ns = pl_time_mono_ns();
-    b->a = (pl_authenticator){
-        .id = b->id,
-        .server = {.name = b->id, .challenge = "Bearer", .check = bearer_check, .arg = b},
-        .client_header = bearer_client,
-        .arg = b,
-    };
-    pl_auth_register(&b->a);
+    pl_auth_register_as(&b->a, b->id, "Bearer", bearer_check, bearer_client, b);
     *out = b;
-    return PL_OK;
-}
-
-static pl_status bearer_start(void *self, pl_err *err)
-{
-    (void)self;
-    (void)err;
     return PL_OK;
 }
 
@@ -239,6 +226,5 @@ const pl_component_type pl_extension_bearertokenauth = {
     .description = "bearer token authentication: receivers check it (401 / UNAUTHENTICATED "
                    "otherwise), exporters send it; token inline or from a file re-read on change",
     .create = bearer_create,
-    .start = bearer_start,
     .destroy = bearer_destroy,
 };

@@ -43,13 +43,6 @@ static pl_status compat_create(const pl_create_settings *settings, const void *c
     return *out ? PL_OK : PL_ERR_NOMEM;
 }
 
-static pl_status compat_start(void *self, pl_err *err)
-{
-    (void)self;
-    (void)err;
-    return PL_OK;
-}
-
 static void compat_destroy(void *self)
 {
     free(self);
@@ -59,7 +52,6 @@ const pl_component_type pl_extension_pprof = {
     PL_COMPONENT_HEAD("pprof", PL_KIND_EXTENSION, 0, &pprof_section),
     .description = "accepted for Collector configs (Go runtime profiler there); no effect",
     .create = compat_create,
-    .start = compat_start,
     .destroy = compat_destroy,
 };
 
@@ -67,6 +59,5 @@ const pl_component_type pl_extension_zpages = {
     PL_COMPONENT_HEAD("zpages", PL_KIND_EXTENSION, 0, &zpages_section),
     .description = "accepted for Collector configs (debug pages there); no effect",
     .create = compat_create,
-    .start = compat_start,
     .destroy = compat_destroy,
 };

@@ -299,14 +299,18 @@ typedef struct attributes_cfg {
     match_cfg exclude;
 } attributes_cfg;
 
-static int attributes_validate(void *cfg_, pl_cfg_ctx *ctx)
+/* Both processors need at least one action, under `key`. */
+static int require_actions(pl_cfg_ctx *ctx, const pl_cfg_list *actions, const char *key)
 {
-    attributes_cfg *cfg = cfg_;
-    if (cfg->actions.n == 0) {
-        pl_cfg_errorf(ctx, "actions", "at least one action is required");
-        return 1;
-    }
-    return 0;
+    if (actions->n)
+        return 0;
+    pl_cfg_errorf(ctx, key, "at least one action is required");
+    return 1;
+}
+
+static int attributes_validate(void *cfg, pl_cfg_ctx *ctx)
+{
+    return require_actions(ctx, &((attributes_cfg *)cfg)->actions, "actions");
 }
 
 static const pl_cfg_field attributes_fields[] = {
@@ -326,14 +330,9 @@ typedef struct resource_cfg {
     pl_cfg_list attributes;
 } resource_cfg;
 
-static int resource_validate(void *cfg_, pl_cfg_ctx *ctx)
+static int resource_validate(void *cfg, pl_cfg_ctx *ctx)
 {
-    resource_cfg *cfg = cfg_;
-    if (cfg->attributes.n == 0) {
-        pl_cfg_errorf(ctx, "attributes", "at least one action is required");
-        return 1;
-    }
-    return 0;
+    return require_actions(ctx, &((resource_cfg *)cfg)->attributes, "attributes");
 }
 
 static const pl_cfg_field resource_fields[] = {
@@ -1343,8 +1342,7 @@ static void attr_destroy(void *self)
 }
 
 const pl_component_type pl_processor_attributes = {
-    PL_COMPONENT_HEAD("attributes", PL_KIND_PROCESSOR,
-                      PL_SIGNAL_MASK(PL_SIGNAL_TRACES) | PL_SIGNAL_MASK(PL_SIGNAL_PROFILES),
+    PL_COMPONENT_HEAD("attributes", PL_KIND_PROCESSOR, PL_SIGNALS_TRACES_PROFILES,
                       &attributes_section),
     .description = "insert, update, upsert, delete, hash, extract and convert span and profile "
                    "sample attributes",
@@ -1353,9 +1351,7 @@ const pl_component_type pl_processor_attributes = {
 };
 
 const pl_component_type pl_processor_resource = {
-    PL_COMPONENT_HEAD("resource", PL_KIND_PROCESSOR,
-                      PL_SIGNAL_MASK(PL_SIGNAL_TRACES) | PL_SIGNAL_MASK(PL_SIGNAL_PROFILES),
-                      &resource_section),
+    PL_COMPONENT_HEAD("resource", PL_KIND_PROCESSOR, PL_SIGNALS_TRACES_PROFILES, &resource_section),
     .description = "insert, update, upsert, delete, hash, extract and convert resource attributes",
     PL_COMPONENT_LIFECYCLE(resource_create, attr_start, attr_shutdown, attr_destroy),
     .consume = attr_consume,

@@ -449,17 +449,19 @@ static int dict_push(pl_arena *a, void **items, uint32_t *n, uint32_t *cap, size
     dict_push(&(o)->b->arena, (void **)&(o)->d->field, &(o)->d->n_##field, &(o)->d->cap_##field,   \
               sizeof(*(o)->d->field))
 
-/* Finds or appends an entry whose serialised content is in o->kb. */
-#define DEDUP_OR_APPEND(m, table, field, ...)                                                      \
+/* Finds or appends an entry whose serialised content is in o->kb, remembers
+ * it as what `old` maps to and returns it. */
+#define DEDUP_OR_APPEND(m, field, old, ...)                                                        \
     do {                                                                                           \
         dict_out *o_ = (m)->out;                                                                   \
+        int32_t result;                                                                            \
         if (o_->kb.oom) {                                                                          \
             (m)->oom = true;                                                                       \
             return 0;                                                                              \
         }                                                                                          \
         uint64_t h_ = pl_hash_bytes(o_->kb.p, o_->kb.n);                                           \
         size_t slot_;                                                                              \
-        int32_t found_ = pl_intern_find(&o_->table, o_->kb.p, (uint32_t)o_->kb.n, h_, &slot_);     \
+        int32_t found_ = pl_intern_find(&o_->field, o_->kb.p, (uint32_t)o_->kb.n, h_, &slot_);     \
         if (found_ < 0) {                                                                          \
             (m)->oom = true;                                                                       \
             return 0;                                                                              \
@@ -474,11 +476,13 @@ static int dict_push(pl_arena *a, void **items, uint32_t *n, uint32_t *cap, size
             result = (int32_t)o_->d->n_##field;                                                    \
             __VA_ARGS__;                                                                           \
             o_->d->n_##field++;                                                                    \
-            if (pl_intern_add(&o_->table, slot_, o_->kb.p, (uint32_t)o_->kb.n, h_, result)) {      \
+            if (pl_intern_add(&o_->field, slot_, o_->kb.p, (uint32_t)o_->kb.n, h_, result)) {      \
                 (m)->oom = true;                                                                   \
                 return 0;                                                                          \
             }                                                                                      \
         }                                                                                          \
+        (m)->field[old] = result;                                                                  \
+        return result;                                                                             \
     } while (0)
 
 static bool in_range(int32_t i, uint32_t n)
@@ -486,20 +490,33 @@ static bool in_range(int32_t i, uint32_t n)
     return i > 0 && (uint32_t)i < n;
 }
 
+/* Every remap_* starts alike: index 0 and indices out of range map to 0 (as
+ * does anything after running out of memory), and an entry already remapped
+ * answers from the cache. */
+#define REMAP_CACHED(m, field, old)                                                                \
+    do {                                                                                           \
+        if (!in_range((old), (m)->src->n_##field) || (m)->oom)                                     \
+            return 0;                                                                              \
+        if ((m)->field[old])                                                                       \
+            return (m)->field[old];                                                                \
+    } while (0)
+
+/* Starts the dedup key of a new output entry. */
+static dict_out *key_begin(remap *m)
+{
+    m->out->kb.n = 0;
+    return m->out;
+}
+
 static int32_t remap_string(remap *m, int32_t old)
 {
-    if (!in_range(old, m->src->n_strings) || m->oom)
-        return 0;
-    if (m->strings[old])
-        return m->strings[old];
+    REMAP_CACHED(m, strings, old);
     pl_bytes s = m->src->strings[old];
     if (!s.len)
         return 0; /* an empty string is index 0 */
-    dict_out *o = m->out;
-    o->kb.n = 0;
+    dict_out *o = key_begin(m);
     kb_put(&o->kb, s.ptr, s.len);
-    int32_t result;
-    DEDUP_OR_APPEND(m, strings, strings, {
+    DEDUP_OR_APPEND(m, strings, old, {
         pl_bytes copy = {NULL, 0};
         char *p = pl_arena_memdup(&o_->b->arena, s.ptr, s.len);
         if (!p) {
@@ -510,8 +527,6 @@ static int32_t remap_string(remap *m, int32_t old)
         copy.len = s.len;
         o_->d->strings[result] = copy;
     });
-    m->strings[old] = result;
-    return result;
 }
 
 static int32_t remap_attribute(remap *m, int32_t old);
@@ -578,10 +593,7 @@ static void kb_value(keybuf *k, const pl_value *v)
 
 static int32_t remap_attribute(remap *m, int32_t old)
 {
-    if (!in_range(old, m->src->n_attributes) || m->oom)
-        return 0;
-    if (m->attributes[old])
-        return m->attributes[old];
+    REMAP_CACHED(m, attributes, old);
     const pl_kvu *a = &m->src->attributes[old];
     int32_t key = remap_string(m, a->key_strindex);
     int32_t unit = remap_string(m, a->unit_strindex);
@@ -594,74 +606,53 @@ static int32_t remap_attribute(remap *m, int32_t old)
         m->oom = true;
         return 0;
     }
-    dict_out *o = m->out;
-    o->kb.n = 0;
+    dict_out *o = key_begin(m);
     KB_PUT(&o->kb, key);
     KB_PUT(&o->kb, unit);
     kb_value(&o->kb, &v);
-    int32_t result;
-    DEDUP_OR_APPEND(m, attributes, attributes, {
+    DEDUP_OR_APPEND(m, attributes, old, {
         pl_kvu *e = &o_->d->attributes[result];
         e->key_strindex = key;
         e->unit_strindex = unit;
         e->value = v;
     });
-    m->attributes[old] = result;
-    return result;
 }
 
 static int32_t remap_function(remap *m, int32_t old)
 {
-    if (!in_range(old, m->src->n_functions) || m->oom)
-        return 0;
-    if (m->functions[old])
-        return m->functions[old];
+    REMAP_CACHED(m, functions, old);
     pl_function f = m->src->functions[old];
     f.name_strindex = remap_string(m, f.name_strindex);
     f.system_name_strindex = remap_string(m, f.system_name_strindex);
     f.filename_strindex = remap_string(m, f.filename_strindex);
-    dict_out *o = m->out;
-    o->kb.n = 0;
+    dict_out *o = key_begin(m);
     KB_PUT(&o->kb, f.name_strindex);
     KB_PUT(&o->kb, f.system_name_strindex);
     KB_PUT(&o->kb, f.filename_strindex);
     KB_PUT(&o->kb, f.start_line);
-    int32_t result;
-    DEDUP_OR_APPEND(m, functions, functions, { o_->d->functions[result] = f; });
-    m->functions[old] = result;
-    return result;
+    DEDUP_OR_APPEND(m, functions, old, { o_->d->functions[result] = f; });
 }
 
 static int32_t remap_mapping(remap *m, int32_t old)
 {
-    if (!in_range(old, m->src->n_mappings) || m->oom)
-        return 0;
-    if (m->mappings[old])
-        return m->mappings[old];
+    REMAP_CACHED(m, mappings, old);
     pl_mapping mp = m->src->mappings[old];
     mp.filename_strindex = remap_string(m, mp.filename_strindex);
     mp.attribute_indices = remap_attr_list(m, mp.attribute_indices, mp.n_attribute_indices);
     if (m->oom)
         return 0;
-    dict_out *o = m->out;
-    o->kb.n = 0;
+    dict_out *o = key_begin(m);
     KB_PUT(&o->kb, mp.memory_start);
     KB_PUT(&o->kb, mp.memory_limit);
     KB_PUT(&o->kb, mp.file_offset);
     KB_PUT(&o->kb, mp.filename_strindex);
     kb_put(&o->kb, mp.attribute_indices, mp.n_attribute_indices * sizeof(int32_t));
-    int32_t result;
-    DEDUP_OR_APPEND(m, mappings, mappings, { o_->d->mappings[result] = mp; });
-    m->mappings[old] = result;
-    return result;
+    DEDUP_OR_APPEND(m, mappings, old, { o_->d->mappings[result] = mp; });
 }
 
 static int32_t remap_location(remap *m, int32_t old)
 {
-    if (!in_range(old, m->src->n_locations) || m->oom)
-        return 0;
-    if (m->locations[old])
-        return m->locations[old];
+    REMAP_CACHED(m, locations, old);
     pl_location loc = m->src->locations[old];
     loc.mapping_index = remap_mapping(m, loc.mapping_index);
     if (loc.n_lines) {
@@ -679,8 +670,7 @@ static int32_t remap_location(remap *m, int32_t old)
     loc.attribute_indices = remap_attr_list(m, loc.attribute_indices, loc.n_attribute_indices);
     if (m->oom)
         return 0;
-    dict_out *o = m->out;
-    o->kb.n = 0;
+    dict_out *o = key_begin(m);
     KB_PUT(&o->kb, loc.mapping_index);
     KB_PUT(&o->kb, loc.address);
     KB_PUT(&o->kb, loc.n_lines);
@@ -690,18 +680,12 @@ static int32_t remap_location(remap *m, int32_t old)
         KB_PUT(&o->kb, loc.lines[i].column);
     }
     kb_put(&o->kb, loc.attribute_indices, loc.n_attribute_indices * sizeof(int32_t));
-    int32_t result;
-    DEDUP_OR_APPEND(m, locations, locations, { o_->d->locations[result] = loc; });
-    m->locations[old] = result;
-    return result;
+    DEDUP_OR_APPEND(m, locations, old, { o_->d->locations[result] = loc; });
 }
 
 static int32_t remap_stack(remap *m, int32_t old)
 {
-    if (!in_range(old, m->src->n_stacks) || m->oom)
-        return 0;
-    if (m->stacks[old])
-        return m->stacks[old];
+    REMAP_CACHED(m, stacks, old);
     pl_stack st = m->src->stacks[old];
     if (st.n_location_indices) {
         int32_t *li = pl_arena_alloc(&m->out->b->arena, st.n_location_indices * sizeof(int32_t));
@@ -715,32 +699,21 @@ static int32_t remap_stack(remap *m, int32_t old)
     }
     if (m->oom)
         return 0;
-    dict_out *o = m->out;
-    o->kb.n = 0;
+    dict_out *o = key_begin(m);
     kb_put(&o->kb, st.location_indices, st.n_location_indices * sizeof(int32_t));
-    int32_t result;
-    DEDUP_OR_APPEND(m, stacks, stacks, { o_->d->stacks[result] = st; });
-    m->stacks[old] = result;
-    return result;
+    DEDUP_OR_APPEND(m, stacks, old, { o_->d->stacks[result] = st; });
 }
 
 static int32_t remap_link(remap *m, int32_t old)
 {
-    if (!in_range(old, m->src->n_links) || m->oom)
-        return 0;
-    if (m->links[old])
-        return m->links[old];
+    REMAP_CACHED(m, links, old);
     pl_link l = m->src->links[old];
-    dict_out *o = m->out;
-    o->kb.n = 0;
+    dict_out *o = key_begin(m);
     KB_PUT(&o->kb, l.trace_id_len);
     KB_PUT(&o->kb, l.span_id_len);
     kb_put(&o->kb, l.trace_id, l.trace_id_len);
     kb_put(&o->kb, l.span_id, l.span_id_len);
-    int32_t result;
-    DEDUP_OR_APPEND(m, links, links, { o_->d->links[result] = l; });
-    m->links[old] = result;
-    return result;
+    DEDUP_OR_APPEND(m, links, old, { o_->d->links[result] = l; });
 }
 
 static void remap_free(remap *m)

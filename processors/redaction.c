@@ -261,6 +261,21 @@ static bool mask_string(redact_ctx *c, pl_bytes in, pl_bytes *out)
 
 /* Masks strings inside a value (recursing into arrays and maps, copying
  * them before any change). `dict` resolves string_value_strindex. */
+/* The first change inside an array or kvlist copies its items into the
+ * batch arena (the originals may be shared); false on OOM. */
+static bool copy_on_write(redact_ctx *c, void **copy, const void *items, uint32_t n, size_t size)
+{
+    if (*copy)
+        return true;
+    *copy = pl_arena_calloc(&c->batch->arena, n, size);
+    if (!*copy) {
+        c->oom = true;
+        return false;
+    }
+    memcpy(*copy, items, n * size);
+    return true;
+}
+
 static bool mask_value(redact_ctx *c, pl_value *v, bool whole, const pl_dictionary *dict)
 {
     switch (v->type) {
@@ -288,14 +303,8 @@ static bool mask_value(redact_ctx *c, pl_value *v, bool whole, const pl_dictiona
             pl_value item = (copy ? copy : v->u.array.items)[i];
             if (!mask_value(c, &item, whole, dict))
                 continue;
-            if (!copy) {
-                copy = pl_arena_calloc(&c->batch->arena, v->u.array.n, sizeof(pl_value));
-                if (!copy) {
-                    c->oom = true;
-                    return false;
-                }
-                memcpy(copy, v->u.array.items, v->u.array.n * sizeof(pl_value));
-            }
+            if (!copy_on_write(c, (void **)&copy, v->u.array.items, v->u.array.n, sizeof(pl_value)))
+                return false;
             copy[i] = item;
             changed = true;
         }
@@ -310,14 +319,8 @@ static bool mask_value(redact_ctx *c, pl_value *v, bool whole, const pl_dictiona
             pl_kv item = (copy ? copy : v->u.kvlist.items)[i];
             if (!mask_value(c, &item.value, whole, dict))
                 continue;
-            if (!copy) {
-                copy = pl_arena_calloc(&c->batch->arena, v->u.kvlist.n, sizeof(pl_kv));
-                if (!copy) {
-                    c->oom = true;
-                    return false;
-                }
-                memcpy(copy, v->u.kvlist.items, v->u.kvlist.n * sizeof(pl_kv));
-            }
+            if (!copy_on_write(c, (void **)&copy, v->u.kvlist.items, v->u.kvlist.n, sizeof(pl_kv)))
+                return false;
             copy[i] = item;
             changed = true;
         }
@@ -699,8 +702,7 @@ static pl_status redaction_consume(void *self, pl_batch *batch, pl_consumer *nex
 static void redaction_shutdown(void *self) {}
 
 const pl_component_type pl_processor_redaction = {
-    PL_COMPONENT_HEAD("redaction", PL_KIND_PROCESSOR,
-                      PL_SIGNAL_MASK(PL_SIGNAL_TRACES) | PL_SIGNAL_MASK(PL_SIGNAL_PROFILES),
+    PL_COMPONENT_HEAD("redaction", PL_KIND_PROCESSOR, PL_SIGNALS_TRACES_PROFILES,
                       &redaction_section),
     .description = "masks sensitive attribute values, profile function and file names",
     PL_COMPONENT_LIFECYCLE(redaction_create, redaction_start, redaction_shutdown,

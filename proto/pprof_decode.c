@@ -884,11 +884,41 @@ static pl_status check_budget(decode_ctx *c)
     return PL_OK;
 }
 
+/* Mappings, functions and locations load alike: checked against the index
+ * range, appended to their dictionary table in pprof order (position k is
+ * index *base + k), then their pprof ids (nonzero, unique) mapped to
+ * positions. */
+static pl_status load_id_table(decode_ctx *c, void **items, uint32_t *dict_n, uint32_t *cap,
+                               size_t elem, uint32_t *base, uint32_t n, uint32_t want,
+                               field_fn fn, idmap *map, const char *one, const char *many)
+{
+    *base = *dict_n;
+    pl_status st = check_u32(c, n, *base, many);
+    if (st != PL_OK)
+        return st;
+    if (pprof_table_reserve(&c->b->batch->arena, items, *dict_n, cap, elem, n))
+        return NOMEM(c);
+    if ((st = walk(c, want, fn)) != PL_OK)
+        return st;
+    long dup = idmap_build(map, c->ids, n);
+    if (dup < 0)
+        return NOMEM(c);
+    if (dup > 0)
+        return BAD(c, "pprof: %s %ld: id %" PRIu64 " is zero or repeated", one, dup - 1,
+                   c->ids[dup - 1]);
+    *dict_n += n;
+    return PL_OK;
+}
+
+#define LOAD_ID_TABLE(c, one, many, want, fn)                                                      \
+    load_id_table((c), (void **)&bdict((c)->b)->many, &bdict((c)->b)->n_##many,                    \
+                  &bdict((c)->b)->cap_##many, sizeof(*bdict((c)->b)->many), &(c)->one##_base,      \
+                  (c)->n_##many, (want), (fn), &(c)->many, #one, #many)
+
 static pl_status decode_into(decode_ctx *c, const pl_pprof_meta *meta)
 {
     pl_pprof_builder *b = c->b;
     pl_batch *batch = b->batch;
-    pl_dictionary *d = bdict(b);
     pl_status st = count_fields(c);
     if (st != PL_OK)
         return st;
@@ -923,50 +953,10 @@ static pl_status decode_into(decode_ctx *c, const pl_pprof_meta *meta)
 
     /* Mappings, functions, locations: appended to the dictionary in pprof
      * order, so position k of a table is dictionary index base + k. */
-    c->mapping_base = d->n_mappings;
-    if ((st = check_u32(c, c->n_mappings, c->mapping_base, "mappings")) != PL_OK)
+    if ((st = LOAD_ID_TABLE(c, mapping, mappings, P_MAPPING, on_mapping)) != PL_OK ||
+        (st = LOAD_ID_TABLE(c, function, functions, P_FUNCTION, on_function)) != PL_OK ||
+        (st = LOAD_ID_TABLE(c, location, locations, P_LOCATION, on_location)) != PL_OK)
         return st;
-    if (RESERVE(b, mappings, c->n_mappings))
-        return NOMEM(c);
-    if ((st = walk(c, P_MAPPING, on_mapping)) != PL_OK)
-        return st;
-    long dup = idmap_build(&c->mappings, c->ids, c->n_mappings);
-    if (dup < 0)
-        return NOMEM(c);
-    if (dup > 0)
-        return BAD(c, "pprof: mapping %ld: id %" PRIu64 " is zero or repeated", dup - 1,
-                   c->ids[dup - 1]);
-    d->n_mappings += c->n_mappings;
-
-    c->function_base = d->n_functions;
-    if ((st = check_u32(c, c->n_functions, c->function_base, "functions")) != PL_OK)
-        return st;
-    if (RESERVE(b, functions, c->n_functions))
-        return NOMEM(c);
-    if ((st = walk(c, P_FUNCTION, on_function)) != PL_OK)
-        return st;
-    dup = idmap_build(&c->functions, c->ids, c->n_functions);
-    if (dup < 0)
-        return NOMEM(c);
-    if (dup > 0)
-        return BAD(c, "pprof: function %ld: id %" PRIu64 " is zero or repeated", dup - 1,
-                   c->ids[dup - 1]);
-    d->n_functions += c->n_functions;
-
-    c->location_base = d->n_locations;
-    if ((st = check_u32(c, c->n_locations, c->location_base, "locations")) != PL_OK)
-        return st;
-    if (RESERVE(b, locations, c->n_locations))
-        return NOMEM(c);
-    if ((st = walk(c, P_LOCATION, on_location)) != PL_OK)
-        return st;
-    dup = idmap_build(&c->locations, c->ids, c->n_locations);
-    if (dup < 0)
-        return NOMEM(c);
-    if (dup > 0)
-        return BAD(c, "pprof: location %ld: id %" PRIu64 " is zero or repeated", dup - 1,
-                   c->ids[dup - 1]);
-    d->n_locations += c->n_locations;
 
     /* Sample types and period type. */
     if (c->n_sample_types) {

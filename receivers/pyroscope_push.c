@@ -70,6 +70,23 @@ static pl_bytes rd_bytes(const rd *payload)
     return (pl_bytes){payload->p, (uint32_t)(payload->end - payload->p)};
 }
 
+/* Reads a message of two length-delimited fields (a label's name and value,
+ * a sample's profile and id); other fields are skipped. -1 when corrupt. */
+static int rd_two_bytes(rd *m, uint32_t tag_a, pl_bytes *a, uint32_t tag_b, pl_bytes *b)
+{
+    rd inner;
+    while (m->p < m->end) {
+        uint32_t g, w;
+        if (rd_field(m, &g, &w, &inner))
+            return -1;
+        if (w == 2 && g == tag_a)
+            *a = rd_bytes(&inner);
+        else if (w == 2 && g == tag_b)
+            *b = rd_bytes(&inner);
+    }
+    return 0;
+}
+
 #define BAD(...) pl_errf(err, PL_ERR_INVALID, __VA_ARGS__)
 
 static pl_status decode_series(rd *m, pl_push_series *s, pl_arena *arena, uint32_t si, pl_err *err)
@@ -94,28 +111,14 @@ static pl_status decode_series(rd *m, pl_push_series *s, pl_arena *arena, uint32
             continue;
         if (f == push_v1_RawProfileSeries_labels_tag) {
             pl_push_label *l = &s->labels[s->n_labels++];
-            rd inner;
-            while (sub.p < sub.end) {
-                uint32_t g, w;
-                if (rd_field(&sub, &g, &w, &inner))
-                    return BAD("push: series %u label %u: corrupt protobuf", si, s->n_labels - 1);
-                if (w == 2 && g == types_v1_LabelPair_name_tag)
-                    l->name = rd_bytes(&inner);
-                else if (w == 2 && g == types_v1_LabelPair_value_tag)
-                    l->value = rd_bytes(&inner);
-            }
+            if (rd_two_bytes(&sub, types_v1_LabelPair_name_tag, &l->name,
+                             types_v1_LabelPair_value_tag, &l->value))
+                return BAD("push: series %u label %u: corrupt protobuf", si, s->n_labels - 1);
         } else if (f == push_v1_RawProfileSeries_samples_tag) {
             pl_push_sample *smp = &s->samples[s->n_samples++];
-            rd inner;
-            while (sub.p < sub.end) {
-                uint32_t g, w;
-                if (rd_field(&sub, &g, &w, &inner))
-                    return BAD("push: series %u sample %u: corrupt protobuf", si, s->n_samples - 1);
-                if (w == 2 && g == push_v1_RawSample_raw_profile_tag)
-                    smp->raw_profile = rd_bytes(&inner);
-                else if (w == 2 && g == push_v1_RawSample_ID_tag)
-                    smp->id = rd_bytes(&inner);
-            }
+            if (rd_two_bytes(&sub, push_v1_RawSample_raw_profile_tag, &smp->raw_profile,
+                             push_v1_RawSample_ID_tag, &smp->id))
+                return BAD("push: series %u sample %u: corrupt protobuf", si, s->n_samples - 1);
         }
     }
     return PL_OK;

@@ -644,9 +644,7 @@ static void sqlite_destroy(void *self)
 }
 
 const pl_component_type pl_exporter_sqlite = {
-    PL_COMPONENT_HEAD("sqlite", PL_KIND_EXPORTER,
-                      PL_SIGNAL_MASK(PL_SIGNAL_TRACES) | PL_SIGNAL_MASK(PL_SIGNAL_PROFILES),
-                      &sqlite_section),
+    PL_COMPONENT_HEAD("sqlite", PL_KIND_EXPORTER, PL_SIGNALS_TRACES_PROFILES, &sqlite_section),
     .description = "Embedded SQLite store of spans and profile samples, read by `proflink "
                    "query` and a read-only JSON API.",
     PL_COMPONENT_LIFECYCLE(sqlite_create, sqlite_start, sqlite_shutdown, sqlite_destroy),
