@@ -334,6 +334,28 @@ static void link_waiting_samples(correlation *self, pl_span *sp)
     }
 }
 
+/* A spilled batch read back, its entries held again: links the samples
+ * that waited for its spans (their summaries had gone from the late store). */
+void corr_link_waiting_batch(correlation *self, pl_batch *b)
+{
+    if (!self->pending.count)
+        return;
+    pl_traces *t = &b->data.traces;
+    corr_cache_clear(self);
+    for (uint32_t r = 0; r < t->n_resources; r++) {
+        pl_resource_spans *rs = &t->resources[r];
+        for (uint32_t sc = 0; sc < rs->n_scopes; sc++) {
+            pl_scope_spans *ss = &rs->scopes[sc];
+            for (uint32_t k = 0; k < ss->n_spans; k++) {
+                pl_span *sp = &ss->spans[k];
+                if (span_id_valid(sp->span_id, sp->span_id_len))
+                    link_waiting_samples(self, sp);
+            }
+        }
+    }
+    corr_link_session_end(self);
+}
+
 /* Indexes the spans of held batch `hi` (span id -> entry), hands the totals
  * of adopted placeholders up, and links the samples waiting for them. */
 static void index_span_batch(correlation *self, uint32_t hi)
@@ -561,6 +583,7 @@ static pl_status consume_profiles(correlation *self, pl_batch *batch, pl_consume
     waiting *wait = NULL;
     size_t n_wait = 0, cap_wait = 0;
     bool coverage_moved = false;
+    uint64_t spill_wait = 0; /* a waiting sample's span is on disk: wait for it to leave */
     self->last_profiles_ns = now_ns(self);
     if (self->unindexed_batches) {
         /* Profiles are back: index the spans held meanwhile, oldest first. */
@@ -674,6 +697,11 @@ static pl_status consume_profiles(correlation *self, pl_batch *batch, pl_consume
                         cap_wait = cap;
                     }
                     wait[n_wait++] = (waiting){key, s, info};
+                    if (self->spilled_spans) {
+                        uint64_t d = corr_spilled_deadline(self, key);
+                        if (d > spill_wait)
+                            spill_wait = d;
+                    }
                 }
                 /* Coverage comes only from the streams that carry span ids
                  * (see correlation_cadence.c). */
@@ -698,6 +726,8 @@ static pl_status consume_profiles(correlation *self, pl_batch *batch, pl_consume
         h->side = SIDE_SAMPLES;
         h->seq = ++self->seq;
         h->deadline = sat_add(now_ns(self), self->sample_window);
+        if (spill_wait > h->deadline)
+            h->deadline = sat_add(spill_wait, 1000000000ull); /* read back first */
         h->refs = malloc(n_wait * sizeof(pending_ref));
         for (size_t i = 0; h->refs && i < n_wait; i++) {
             pending_entry pe = {0};

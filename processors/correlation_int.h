@@ -431,6 +431,7 @@ static inline uint32_t span_table_next(const span_table *t, uint64_t key, uint32
 
 /* correlation.c */
 span_entry *corr_entry_of_span(correlation *self, const pl_span *sp);
+void corr_link_waiting_batch(correlation *self, pl_batch *b);
 /* correlation_cadence.c */
 pl_bytes corr_resource_service(const pl_resource *r);
 pl_bytes corr_service_name(correlation *self, uint16_t id);
@@ -446,6 +447,7 @@ bool corr_service_covers(correlation *self, uint16_t svc, uint64_t end, uint64_t
 /* correlation_late.c */
 int corr_late_init(correlation *self);
 void corr_late_free(correlation *self);
+void corr_late_room_for(correlation *self, size_t spilled);
 size_t corr_late_count(const correlation *self);
 size_t corr_late_bytes(const correlation *self);
 void corr_late_expire(correlation *self, uint64_t now);
@@ -498,6 +500,7 @@ void corr_spill_remove(correlation *self, uint64_t seq, size_t bytes);
 void corr_spill_drop(correlation *self, uint32_t hi);
 void corr_spill_replay(correlation *self, pl_consumer *next);
 span_entry *corr_spilled_entry(correlation *self, const late_span *ls);
+uint64_t corr_spilled_deadline(correlation *self, uint64_t key);
 void corr_link_spilled(correlation *self, span_entry *e, const late_span *ls, pl_sample *s,
                        profile_info *pi);
 /* correlation_release.c */

@@ -89,6 +89,21 @@ int corr_late_init(correlation *self)
     return 0;
 }
 
+/* The summaries of spilled spans are their batches' stand-ins while on
+ * disk, and a spilled span leaves a second, fresh summary when it is read
+ * back: room for both comes on top of late_max_spans / late_max_bytes, so
+ * spilling does not shorten what is kept for late samples (the generations
+ * go oldest first, whatever they hold). */
+void corr_late_room_for(correlation *self, size_t spilled)
+{
+    struct late_store *ls = self->late;
+    if (!ls)
+        return;
+    size_t each = ls->count ? ls->bytes / ls->count : 160;
+    ls->max_count = (size_t)self->cfg.late_max_spans + 2 * spilled;
+    ls->max_bytes = (size_t)self->cfg.late_max_bytes + 2 * spilled * each;
+}
+
 void corr_late_free(correlation *self)
 {
     struct late_store *ls = self->late;

@@ -5,6 +5,8 @@
 
 void corr_update_gauges(correlation *self)
 {
+    if (self->spill_dir)
+        corr_late_room_for(self, self->spilled_spans);
     *self->g_held_spans = (int64_t)self->held_spans;
     *self->g_pending_samples = (int64_t)self->pending_samples;
     *self->g_held_bytes =
@@ -261,6 +263,37 @@ static void spill_lost(correlation *self, uint32_t hi)
     corr_update_gauges(self);
 }
 
+/* The entries of spilled batch hi hold the spans of its read-back copy b. */
+static void rehold(correlation *self, uint32_t hi, pl_batch *b)
+{
+    pl_traces *t = &b->data.traces;
+    for (uint32_t r = 0; r < t->n_resources; r++) {
+        pl_resource_spans *rs = &t->resources[r];
+        for (uint32_t sc = 0; sc < rs->n_scopes; sc++) {
+            pl_scope_spans *ss = &rs->scopes[sc];
+            for (uint32_t k = 0; k < ss->n_spans; k++) {
+                pl_span *sp = &ss->spans[k];
+                if (!span_id_valid(sp->span_id, sp->span_id_len))
+                    continue;
+                SPAN_EACH(&self->spans, id_key(sp->span_id), i)
+                {
+                    span_entry *e = &self->spans.slots[i];
+                    if (e->state == ENTRY_SPILLED && e->held == hi) {
+                        e->span = sp;
+                        e->state = ENTRY_HELD;
+                        e->expiry_ms = 0;
+                        self->spilled_spans--;
+                        break;
+                    }
+                }
+            }
+        }
+    }
+    free(self->held[hi].parents); /* the spans carry their parents again */
+    self->held[hi].parents = NULL;
+    self->held[hi].n_parents = 0;
+}
+
 static void release_span_batch(correlation *self, uint32_t hi, int reason)
 {
     held_batch *h = &self->held[hi];
@@ -275,6 +308,14 @@ static void release_span_batch(correlation *self, uint32_t hi, int reason)
     pl_batch *b = h->batch;
     pl_consumer *next = h->next;
     uint32_t linked = 0;
+    if (spilled) {
+        /* Read back: its entries hold its spans again, the samples that
+         * waited for them link, and it leaves like any held batch (with
+         * fresh summaries: those left at the spill may have gone). */
+        rehold(self, hi, b);
+        corr_link_waiting_batch(self, b);
+        h = &self->held[hi];
+    }
     if (h->indexed) {
         uint64_t now = now_ns(self);
         uint32_t expiry = to_ms(self, now + self->sample_window);
@@ -294,7 +335,7 @@ static void release_span_batch(correlation *self, uint32_t hi, int reason)
                     SPAN_EACH(&self->spans, key, i)
                     {
                         const span_entry *c = &self->spans.slots[i];
-                        if (spilled ? c->state == ENTRY_SPILLED && c->held == hi : c->span == sp) {
+                        if (c->span == sp) {
                             slot = i;
                             break;
                         }
@@ -310,9 +351,7 @@ static void release_span_batch(correlation *self, uint32_t hi, int reason)
                         e->stats = 0;
                     }
                     self->indexed_spans--;
-                    if (spilled)
-                        self->spilled_spans--; /* its summary was left when it spilled */
-                    else if (reason != RELEASE_FLUSH)
+                    if (reason != RELEASE_FLUSH)
                         corr_late_add(self, e, now);
                     if (reason != RELEASE_FLUSH && self->markers < (size_t)self->cfg.max_spans) {
                         /* Remember it for a sample window, to count late samples. */
@@ -367,8 +406,10 @@ static void release_span_batch(correlation *self, uint32_t hi, int reason)
     corr_held_unlink_and_free(self, hi);
     corr_update_gauges(self);
     hand_on(self, next, b, reason);
-    if (spilled)
+    if (spilled) {
         corr_spill_remove(self, spill_seq, spill_size);
+        corr_flush_release_queue(self); /* sample batches completed by the read-back */
+    }
 }
 
 static void release_sample_batch(correlation *self, uint32_t hi, int reason)
@@ -618,8 +659,19 @@ void pl_correlation_tick(void *p)
             corr_release(self, i, RELEASE_WINDOW);
         i = next;
     }
-    while (self->head[SIDE_SAMPLES] && self->held[self->head[SIDE_SAMPLES]].deadline <= now)
-        corr_release(self, self->head[SIDE_SAMPLES], RELEASE_WINDOW);
+    /* Samples wait one window, in arrival order, except those waiting for
+     * a span on disk (correlation_spill.c): then look at each. */
+    if (!self->spill_dir) {
+        while (self->head[SIDE_SAMPLES] && self->held[self->head[SIDE_SAMPLES]].deadline <= now)
+            corr_release(self, self->head[SIDE_SAMPLES], RELEASE_WINDOW);
+    } else {
+        for (uint32_t i = self->head[SIDE_SAMPLES]; i;) {
+            uint32_t next = self->held[i].next_held;
+            if (self->held[i].deadline <= now)
+                corr_release(self, i, RELEASE_WINDOW);
+            i = next;
+        }
+    }
     sweep_markers(self, now);
     corr_late_expire(self, now);
     shrink_tables(self);

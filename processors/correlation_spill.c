@@ -445,3 +445,18 @@ span_entry *corr_spilled_entry(correlation *self, const late_span *ls)
     }
     return NULL;
 }
+
+/* The latest deadline of a spilled batch holding a span with this id (0:
+ * none): a sample that found no summary for it waits until then, and links
+ * when the batch is read back. */
+uint64_t corr_spilled_deadline(correlation *self, uint64_t key)
+{
+    uint64_t d = 0;
+    SPAN_EACH(&self->spans, key, i)
+    {
+        const span_entry *e = &self->spans.slots[i];
+        if (e->state == ENTRY_SPILLED && self->held[e->held].deadline > d)
+            d = self->held[e->held].deadline;
+    }
+    return d;
+}

@@ -231,6 +231,48 @@ static void test_spilled_spans_link_and_leave_enriched(void)
     remove_dir();
 }
 
+/* A sample whose spilled span's summary has gone (late_window shorter than
+ * the hold) waits, and links when the batch is read back. */
+static void test_sample_waits_for_read_back(void)
+{
+    make_dir();
+    fixture f;
+    /* Room for the waiting profiles batch (else it leaves early: a bound). */
+    pl_correlation_config cfg = spill_config(small_max_bytes() + 12288, true);
+    cfg.late_window = S(5);
+    REQUIRE(fx_init(&f, &cfg) == 0);
+    fill(&f);
+    REQUIRE(counters(&f).spilled_batches >= 1);
+    advance(&f, S(20)); /* the spilled spans' summaries expire, the spans stay held */
+    pl_correlation_usage u;
+    pl_correlation_get_usage(f.self, &u);
+    CHECK_EQ_UINT(u.late_spans, 0);
+    CHECK_EQ_INT(f.traces.n, 0);
+    /* Batch 0 is spilled: its child's sample, in a profile that covers
+     * nothing yet (another service's). */
+    sample_spec ss[] = {{0x101, 0, BY_LINK, BASE + S(1) / 3, 7000000, 2}};
+    deliver(&f, mk_profiles("api-other", BASE + S(1), S(1), ss, 1));
+    CHECK_EQ_INT(f.profiles.n, 1); /* only the first "other" profile went on */
+    /* Past the sample window: it still waits, its span is on disk. */
+    advance(&f, S(40));
+    CHECK_EQ_INT(f.profiles.n, 1);
+    /* The span batches' hold ends: read back, the sample links. */
+    advance(&f, S(200));
+    check_all_spans_once(&f);
+    REQUIRE(f.profiles.n == 2);
+    char buf[256], want[64];
+    CHECK_EQ_STR(sample_attr(f.profiles.b[1], 0, "span_name", buf, NULL), "SELECT");
+    CHECK_EQ_STR(sample_attr(f.profiles.b[1], 0, "root_span_name", buf, NULL), "GET /r");
+    pl_span *child = find_span_in(&f.traces, 0x101, 20);
+    CHECK_EQ_STR(span_str(child, "pyroscope.profile.id", buf), hex_id(0x101, want));
+    pl_correlation_counters c = counters(&f);
+    CHECK_EQ_UINT(c.linked_samples, 1);
+    CHECK_EQ_UINT(c.unlinked_samples, 0);
+    CHECK_EQ_INT(count_files(NULL), 0);
+    fx_done(&f);
+    remove_dir();
+}
+
 /* Shutdown (and reload) read every spilled batch back and flush it. */
 static void test_shutdown_flushes_spilled(void)
 {
@@ -351,6 +393,7 @@ static void test_storage_validated(void)
 int main(void)
 {
     PL_RUN(test_spilled_spans_link_and_leave_enriched);
+    PL_RUN(test_sample_waits_for_read_back);
     PL_RUN(test_shutdown_flushes_spilled);
     PL_RUN(test_crash_leftovers_replayed);
     PL_RUN(test_without_storage_early_release);

@@ -414,6 +414,17 @@ int main(int argc, char **argv)
     pl_correlation_config_defaults(&cfg); /* as shipped: window 30s, max_window 3m, ... */
     cfg.max_bytes = 4ull << 30;           /* the benchmark measures memory, not the bound */
     cfg.max_spans = 4000000;
+    /* Optional: bench_correlation_replay MIN RATE STORAGE_DIR MAX_MIB [LATE_MAX_SPANS]
+     * spills held span batches beyond MAX_MIB to STORAGE_DIR (and keeps
+     * LATE_MAX_SPANS summaries, 160 B each). */
+    if (argc > 4) {
+        cfg.storage = argv[3];
+        cfg.max_bytes = (uint64_t)atof(argv[4]) * (1ull << 20);
+    }
+    if (argc > 5) {
+        cfg.late_max_spans = (int64_t)atof(argv[5]);
+        cfg.late_max_bytes = (uint64_t)cfg.late_max_spans * 160;
+    }
     char *route[] = {"http.route"};
     cfg.span_attributes = (pl_strlist){route, 1};
     pl_create_settings st;
@@ -626,6 +637,11 @@ int main(int argc, char **argv)
            (unsigned long long)c.late_linked_samples, (unsigned long long)c.unlinked_samples,
            (unsigned long long)c.spans_released_on_coverage,
            (unsigned long long)c.released_early_spans);
+    if (cfg.storage)
+        printf("spilled:                     %llu batches, %.0f MiB written, %llu failures "
+               "(max_bytes %s MiB)\n",
+               (unsigned long long)c.spilled_batches, (double)c.spilled_bytes / (1 << 20),
+               (unsigned long long)c.spill_failures, argv[4]);
     printf("processor CPU:               %.2f s (%.2f us per span)\n", spent,
            spent * 1e6 / (double)spans_sent);
     for (int i = 0; i < N_SVC; i++) {
