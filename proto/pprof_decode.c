@@ -438,20 +438,25 @@ static pl_status on_period_type(decode_ctx *c, reader *r, uint32_t wt, uint32_t 
     return read_value_type(c, r, &c->period_type, "period_type", i);
 }
 
+/* The error for a mapping or function that read_scalars refused. */
+static pl_status scalars_fail(decode_ctx *c, int rs, const char *what, uint32_t i, uint32_t bad)
+{
+    if (rs == SCALARS_TRUNCATED)
+        return BAD(c, "pprof: %s %u truncated", what, i);
+    if (rs == SCALARS_BAD_FIELD)
+        return BAD(c, "pprof: %s %u field %u corrupt", what, i, bad);
+    return BAD(c, "pprof: %s %u corrupt", what, i);
+}
+
 /* Mapping {id=1, memory_start=2, memory_limit=3, file_offset=4, filename=5,
  * build_id=6, has_*=7..10} */
 static pl_status on_mapping(decode_ctx *c, reader *r, uint32_t wt, uint32_t i)
 {
     uint64_t f_[7] = {0};
     uint32_t bad;
-    switch (read_scalars(r, f_, 6, 10, &bad)) {
-    case SCALARS_TRUNCATED:
-        return BAD(c, "pprof: mapping %u truncated", i);
-    case SCALARS_CORRUPT:
-        return BAD(c, "pprof: mapping %u corrupt", i);
-    case SCALARS_BAD_FIELD:
-        return BAD(c, "pprof: mapping %u field %u corrupt", i, bad);
-    }
+    int rs = read_scalars(r, f_, 6, 10, &bad);
+    if (rs)
+        return scalars_fail(c, rs, "mapping", i, bad);
     pl_pprof_builder *b = c->b;
     pl_mapping *mp = &bdict(b)->mappings[c->mapping_base + i];
     memset(mp, 0, sizeof(*mp));
@@ -481,14 +486,9 @@ static pl_status on_function(decode_ctx *c, reader *r, uint32_t wt, uint32_t i)
 {
     uint64_t f_[6] = {0};
     uint32_t bad;
-    switch (read_scalars(r, f_, 5, 5, &bad)) {
-    case SCALARS_TRUNCATED:
-        return BAD(c, "pprof: function %u truncated", i);
-    case SCALARS_CORRUPT:
-        return BAD(c, "pprof: function %u corrupt", i);
-    case SCALARS_BAD_FIELD:
-        return BAD(c, "pprof: function %u field %u corrupt", i, bad);
-    }
+    int rs = read_scalars(r, f_, 5, 5, &bad);
+    if (rs)
+        return scalars_fail(c, rs, "function", i, bad);
     pl_function *fn = &bdict(c->b)->functions[c->function_base + i];
     c->ids[i] = f_[1];
     MAP_STRING(c, fn->name_strindex, f_[2], "function %u name", i);
