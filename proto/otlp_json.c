@@ -62,6 +62,20 @@ static void w_elem(jw *w)
     w->first = false;
 }
 
+/* A member whose value is an array or object: `"key":[` or `"key":{`. */
+static void w_key_open(jw *w, const char *key, char c)
+{
+    w_key(w, key);
+    w_open(w, c);
+}
+
+/* The next element of an array, itself an array or object. */
+static void w_elem_open(jw *w, char c)
+{
+    w_elem(w);
+    w_open(w, c);
+}
+
 static void w_bytes_str(jw *w, const char *key, pl_bytes s)
 {
     if (!s.len)
@@ -189,11 +203,9 @@ static void enc_anyvalue(jw *w, const pl_value *v)
         pl_buf_printf(w->b, "%" PRId32, v->u.strindex);
         break;
     case PL_VALUE_ARRAY:
-        w_key(w, "arrayValue");
-        w_open(w, '{');
+        w_key_open(w, "arrayValue", '{');
         if (v->u.array.n) {
-            w_key(w, "values");
-            w_open(w, '[');
+            w_key_open(w, "values", '[');
             for (uint32_t i = 0; i < v->u.array.n; i++) {
                 w_elem(w);
                 enc_anyvalue(w, &v->u.array.items[i]);
@@ -203,11 +215,9 @@ static void enc_anyvalue(jw *w, const pl_value *v)
         w_close(w, '}');
         break;
     case PL_VALUE_KVLIST:
-        w_key(w, "kvlistValue");
-        w_open(w, '{');
+        w_key_open(w, "kvlistValue", '{');
         if (v->u.kvlist.n) {
-            w_key(w, "values");
-            w_open(w, '[');
+            w_key_open(w, "values", '[');
             for (uint32_t i = 0; i < v->u.kvlist.n; i++) {
                 w_elem(w);
                 enc_kv(w, &v->u.kvlist.items[i]);
@@ -235,8 +245,7 @@ static void enc_attrs(jw *w, const char *key, const pl_attrs *a)
 {
     if (!a->n)
         return;
-    w_key(w, key);
-    w_open(w, '[');
+    w_key_open(w, key, '[');
     for (uint32_t i = 0; i < a->n; i++) {
         w_elem(w);
         enc_kv(w, &a->items[i]);
@@ -248,8 +257,7 @@ static void enc_str_list(jw *w, const char *key, const pl_bytes *s, uint32_t n)
 {
     if (!n)
         return;
-    w_key(w, key);
-    w_open(w, '[');
+    w_key_open(w, key, '[');
     for (uint32_t i = 0; i < n; i++) {
         w_elem(w);
         pl_buf_json_string(w->b, s[i].ptr, s[i].len);
@@ -259,17 +267,14 @@ static void enc_str_list(jw *w, const char *key, const pl_bytes *s, uint32_t n)
 
 static void enc_resource(jw *w, const pl_resource *r)
 {
-    w_key(w, "resource");
-    w_open(w, '{');
+    w_key_open(w, "resource", '{');
     enc_attrs(w, "attributes", &r->attrs);
     w_u32(w, "droppedAttributesCount", r->dropped_attributes_count);
     if (r->n_entity_refs) {
-        w_key(w, "entityRefs");
-        w_open(w, '[');
+        w_key_open(w, "entityRefs", '[');
         for (uint32_t i = 0; i < r->n_entity_refs; i++) {
             const pl_entity_ref *e = &r->entity_refs[i];
-            w_elem(w);
-            w_open(w, '{');
+            w_elem_open(w, '{');
             w_bytes_str(w, "schemaUrl", e->schema_url);
             w_bytes_str(w, "type", e->type);
             enc_str_list(w, "idKeys", e->id_keys, e->n_id_keys);
@@ -283,8 +288,7 @@ static void enc_resource(jw *w, const pl_resource *r)
 
 static void enc_scope(jw *w, const pl_scope *s)
 {
-    w_key(w, "scope");
-    w_open(w, '{');
+    w_key_open(w, "scope", '{');
     w_bytes_str(w, "name", s->name);
     w_bytes_str(w, "version", s->version);
     enc_attrs(w, "attributes", &s->attrs);
@@ -307,12 +311,10 @@ static void enc_span(jw *w, const pl_span *sp)
     enc_attrs(w, "attributes", &sp->attrs);
     w_u32(w, "droppedAttributesCount", sp->dropped_attributes_count);
     if (sp->n_events) {
-        w_key(w, "events");
-        w_open(w, '[');
+        w_key_open(w, "events", '[');
         for (uint32_t i = 0; i < sp->n_events; i++) {
             const pl_span_event *ev = &sp->events[i];
-            w_elem(w);
-            w_open(w, '{');
+            w_elem_open(w, '{');
             w_u64(w, "timeUnixNano", ev->time_unix_nano);
             w_bytes_str(w, "name", ev->name);
             enc_attrs(w, "attributes", &ev->attrs);
@@ -323,12 +325,10 @@ static void enc_span(jw *w, const pl_span *sp)
     }
     w_u32(w, "droppedEventsCount", sp->dropped_events_count);
     if (sp->n_links) {
-        w_key(w, "links");
-        w_open(w, '[');
+        w_key_open(w, "links", '[');
         for (uint32_t i = 0; i < sp->n_links; i++) {
             const pl_span_link *l = &sp->links[i];
-            w_elem(w);
-            w_open(w, '{');
+            w_elem_open(w, '{');
             w_hex_id(w, "traceId", l->trace_id, l->trace_id_len);
             w_hex_id(w, "spanId", l->span_id, l->span_id_len);
             w_bytes_str(w, "traceState", l->trace_state);
@@ -341,8 +341,7 @@ static void enc_span(jw *w, const pl_span *sp)
     }
     w_u32(w, "droppedLinksCount", sp->dropped_links_count);
     if (sp->has_status || sp->status.code || sp->status.message.len) {
-        w_key(w, "status");
-        w_open(w, '{');
+        w_key_open(w, "status", '{');
         w_bytes_str(w, "message", sp->status.message);
         w_i32(w, "code", sp->status.code);
         w_close(w, '}');
@@ -361,34 +360,29 @@ static void enc_envelope(jw *w, const char *res_key, const char *scope_key, cons
 {
     if (!n_resources)
         return;
-    w_key(w, res_key);
-    w_open(w, '[');
+    w_key_open(w, res_key, '[');
     for (uint32_t r = 0; r < n_resources; r++) {
         const uint8_t *rs = (const uint8_t *)resources + r * sizeof(pl_resource_spans);
         const void *scopes;
         uint32_t n_scopes;
         memcpy(&scopes, rs + offsetof(pl_resource_spans, scopes), sizeof scopes);
         memcpy(&n_scopes, rs + offsetof(pl_resource_spans, n_scopes), sizeof n_scopes);
-        w_elem(w);
-        w_open(w, '{');
+        w_elem_open(w, '{');
         if (*(const bool *)(rs + offsetof(pl_resource_spans, has_resource)))
             enc_resource(w, (const pl_resource *)(rs + offsetof(pl_resource_spans, resource)));
         if (n_scopes) {
-            w_key(w, scope_key);
-            w_open(w, '[');
+            w_key_open(w, scope_key, '[');
             for (uint32_t s = 0; s < n_scopes; s++) {
                 const uint8_t *ss = (const uint8_t *)scopes + s * sizeof(pl_scope_spans);
                 const uint8_t *items;
                 uint32_t n_items;
                 memcpy(&items, ss + offsetof(pl_scope_spans, spans), sizeof items);
                 memcpy(&n_items, ss + offsetof(pl_scope_spans, n_spans), sizeof n_items);
-                w_elem(w);
-                w_open(w, '{');
+                w_elem_open(w, '{');
                 if (*(const bool *)(ss + offsetof(pl_scope_spans, has_scope)))
                     enc_scope(w, (const pl_scope *)(ss + offsetof(pl_scope_spans, scope)));
                 if (n_items) {
-                    w_key(w, items_key);
-                    w_open(w, '[');
+                    w_key_open(w, items_key, '[');
                     for (uint32_t i = 0; i < n_items; i++) {
                         w_elem(w);
                         item(w, items + i * item_size);
@@ -427,8 +421,7 @@ static void enc_i32_list(jw *w, const char *key, const int32_t *v, uint32_t n)
 {
     if (!n)
         return;
-    w_key(w, key);
-    w_open(w, '[');
+    w_key_open(w, key, '[');
     for (uint32_t i = 0; i < n; i++) {
         w_elem(w);
         pl_buf_printf(w->b, "%" PRId32, v[i]);
@@ -438,8 +431,7 @@ static void enc_i32_list(jw *w, const char *key, const int32_t *v, uint32_t n)
 
 static void enc_value_type(jw *w, const char *key, const pl_vtype *vt)
 {
-    w_key(w, key);
-    w_open(w, '{');
+    w_key_open(w, key, '{');
     w_i32(w, "typeStrindex", vt->type_strindex);
     w_i32(w, "unitStrindex", vt->unit_strindex);
     w_close(w, '}');
@@ -451,18 +443,15 @@ static void enc_profile(jw *w, const pl_profile *p)
     if (p->has_sample_type)
         enc_value_type(w, "sampleType", &p->sample_type);
     if (p->n_samples) {
-        w_key(w, "samples");
-        w_open(w, '[');
+        w_key_open(w, "samples", '[');
         for (uint32_t i = 0; i < p->n_samples; i++) {
             const pl_sample *s = &p->samples[i];
-            w_elem(w);
-            w_open(w, '{');
+            w_elem_open(w, '{');
             w_i32(w, "stackIndex", s->stack_index);
             enc_i32_list(w, "attributeIndices", s->attribute_indices, s->n_attribute_indices);
             w_i32(w, "linkIndex", s->link_index);
             if (s->n_values) {
-                w_key(w, "values");
-                w_open(w, '[');
+                w_key_open(w, "values", '[');
                 for (uint32_t k = 0; k < s->n_values; k++) {
                     w_elem(w);
                     pl_buf_printf(w->b, "\"%" PRId64 "\"", s->values[k]);
@@ -470,8 +459,7 @@ static void enc_profile(jw *w, const pl_profile *p)
                 w_close(w, ']');
             }
             if (s->n_timestamps) {
-                w_key(w, "timestampsUnixNano");
-                w_open(w, '[');
+                w_key_open(w, "timestampsUnixNano", '[');
                 for (uint32_t k = 0; k < s->n_timestamps; k++) {
                     w_elem(w);
                     pl_buf_printf(w->b, "\"%" PRIu64 "\"", s->timestamps_unix_nano[k]);
@@ -497,15 +485,12 @@ static void enc_profile(jw *w, const pl_profile *p)
 
 static void enc_dictionary(jw *w, const pl_dictionary *d)
 {
-    w_key(w, "dictionary");
-    w_open(w, '{');
+    w_key_open(w, "dictionary", '{');
     if (d->n_mappings) {
-        w_key(w, "mappingTable");
-        w_open(w, '[');
+        w_key_open(w, "mappingTable", '[');
         for (uint32_t i = 0; i < d->n_mappings; i++) {
             const pl_mapping *m = &d->mappings[i];
-            w_elem(w);
-            w_open(w, '{');
+            w_elem_open(w, '{');
             w_u64(w, "memoryStart", m->memory_start);
             w_u64(w, "memoryLimit", m->memory_limit);
             w_u64(w, "fileOffset", m->file_offset);
@@ -516,20 +501,16 @@ static void enc_dictionary(jw *w, const pl_dictionary *d)
         w_close(w, ']');
     }
     if (d->n_locations) {
-        w_key(w, "locationTable");
-        w_open(w, '[');
+        w_key_open(w, "locationTable", '[');
         for (uint32_t i = 0; i < d->n_locations; i++) {
             const pl_location *l = &d->locations[i];
-            w_elem(w);
-            w_open(w, '{');
+            w_elem_open(w, '{');
             w_i32(w, "mappingIndex", l->mapping_index);
             w_u64(w, "address", l->address);
             if (l->n_lines) {
-                w_key(w, "lines");
-                w_open(w, '[');
+                w_key_open(w, "lines", '[');
                 for (uint32_t k = 0; k < l->n_lines; k++) {
-                    w_elem(w);
-                    w_open(w, '{');
+                    w_elem_open(w, '{');
                     w_i32(w, "functionIndex", l->lines[k].function_index);
                     w_i64(w, "line", l->lines[k].line);
                     w_i64(w, "column", l->lines[k].column);
@@ -543,12 +524,10 @@ static void enc_dictionary(jw *w, const pl_dictionary *d)
         w_close(w, ']');
     }
     if (d->n_functions) {
-        w_key(w, "functionTable");
-        w_open(w, '[');
+        w_key_open(w, "functionTable", '[');
         for (uint32_t i = 0; i < d->n_functions; i++) {
             const pl_function *f = &d->functions[i];
-            w_elem(w);
-            w_open(w, '{');
+            w_elem_open(w, '{');
             w_i32(w, "nameStrindex", f->name_strindex);
             w_i32(w, "systemNameStrindex", f->system_name_strindex);
             w_i32(w, "filenameStrindex", f->filename_strindex);
@@ -558,11 +537,9 @@ static void enc_dictionary(jw *w, const pl_dictionary *d)
         w_close(w, ']');
     }
     if (d->n_links) {
-        w_key(w, "linkTable");
-        w_open(w, '[');
+        w_key_open(w, "linkTable", '[');
         for (uint32_t i = 0; i < d->n_links; i++) {
-            w_elem(w);
-            w_open(w, '{');
+            w_elem_open(w, '{');
             w_hex_id(w, "traceId", d->links[i].trace_id, d->links[i].trace_id_len);
             w_hex_id(w, "spanId", d->links[i].span_id, d->links[i].span_id_len);
             w_close(w, '}');
@@ -570,8 +547,7 @@ static void enc_dictionary(jw *w, const pl_dictionary *d)
         w_close(w, ']');
     }
     if (d->n_strings) {
-        w_key(w, "stringTable");
-        w_open(w, '[');
+        w_key_open(w, "stringTable", '[');
         for (uint32_t i = 0; i < d->n_strings; i++) {
             w_elem(w);
             pl_buf_json_string(w->b, d->strings[i].ptr, d->strings[i].len);
@@ -579,12 +555,10 @@ static void enc_dictionary(jw *w, const pl_dictionary *d)
         w_close(w, ']');
     }
     if (d->n_attributes) {
-        w_key(w, "attributeTable");
-        w_open(w, '[');
+        w_key_open(w, "attributeTable", '[');
         for (uint32_t i = 0; i < d->n_attributes; i++) {
             const pl_kvu *a = &d->attributes[i];
-            w_elem(w);
-            w_open(w, '{');
+            w_elem_open(w, '{');
             w_i32(w, "keyStrindex", a->key_strindex);
             if (a->value.type != PL_VALUE_EMPTY) {
                 w_key(w, "value");
@@ -596,11 +570,9 @@ static void enc_dictionary(jw *w, const pl_dictionary *d)
         w_close(w, ']');
     }
     if (d->n_stacks) {
-        w_key(w, "stackTable");
-        w_open(w, '[');
+        w_key_open(w, "stackTable", '[');
         for (uint32_t i = 0; i < d->n_stacks; i++) {
-            w_elem(w);
-            w_open(w, '{');
+            w_elem_open(w, '{');
             enc_i32_list(w, "locationIndices", d->stacks[i].location_indices,
                          d->stacks[i].n_location_indices);
             w_close(w, '}');

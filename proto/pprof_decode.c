@@ -91,6 +91,35 @@ static int read_scalar(reader *r, uint32_t wire_type, uint64_t *v)
     return read_varint(r, v);
 }
 
+/* How read_scalars fails. */
+enum { SCALARS_OK, SCALARS_TRUNCATED, SCALARS_CORRUPT, SCALARS_BAD_FIELD };
+
+/* Reads a length-delimited message of scalar fields (mapping, function,
+ * line, label): fields 1..kept land in f_[field], kept+1..last are read and
+ * dropped, others skipped. A field whose value is corrupt is named in *bad. */
+static int read_scalars(reader *r, uint64_t *f_, uint32_t kept, uint32_t last, uint32_t *bad)
+{
+    reader m;
+    if (read_len(r, &m))
+        return SCALARS_TRUNCATED;
+    while (m.p < m.end) {
+        uint32_t f, w;
+        uint64_t v;
+        if (read_tag(&m, &f, &w))
+            return SCALARS_CORRUPT;
+        if (f >= 1 && f <= last) {
+            if (read_scalar(&m, w, &v)) {
+                *bad = f;
+                return SCALARS_BAD_FIELD;
+            }
+            if (f <= kept)
+                f_[f] = v;
+        } else if (skip_field(&m, w))
+            return SCALARS_CORRUPT;
+    }
+    return SCALARS_OK;
+}
+
 /* Calls back for each element of a repeated varint field, packed or not. */
 typedef int (*varint_fn)(void *ctx, uint64_t v);
 static int read_repeated(reader *r, uint32_t wire_type, varint_fn fn, void *ctx)
@@ -413,22 +442,15 @@ static pl_status on_period_type(decode_ctx *c, reader *r, uint32_t wt, uint32_t 
  * build_id=6, has_*=7..10} */
 static pl_status on_mapping(decode_ctx *c, reader *r, uint32_t wt, uint32_t i)
 {
-    reader m;
-    if (read_len(r, &m))
-        return BAD(c, "pprof: mapping %u truncated", i);
     uint64_t f_[7] = {0};
-    while (m.p < m.end) {
-        uint32_t f, w;
-        uint64_t v;
-        if (read_tag(&m, &f, &w))
-            return BAD(c, "pprof: mapping %u corrupt", i);
-        if (f >= 1 && f <= 10) {
-            if (read_scalar(&m, w, &v))
-                return BAD(c, "pprof: mapping %u field %u corrupt", i, f);
-            if (f <= 6)
-                f_[f] = v;
-        } else if (skip_field(&m, w))
-            return BAD(c, "pprof: mapping %u corrupt", i);
+    uint32_t bad;
+    switch (read_scalars(r, f_, 6, 10, &bad)) {
+    case SCALARS_TRUNCATED:
+        return BAD(c, "pprof: mapping %u truncated", i);
+    case SCALARS_CORRUPT:
+        return BAD(c, "pprof: mapping %u corrupt", i);
+    case SCALARS_BAD_FIELD:
+        return BAD(c, "pprof: mapping %u field %u corrupt", i, bad);
     }
     pl_pprof_builder *b = c->b;
     pl_mapping *mp = &bdict(b)->mappings[c->mapping_base + i];
@@ -457,21 +479,15 @@ static pl_status on_mapping(decode_ctx *c, reader *r, uint32_t wt, uint32_t i)
 /* Function {id=1, name=2, system_name=3, filename=4, start_line=5} */
 static pl_status on_function(decode_ctx *c, reader *r, uint32_t wt, uint32_t i)
 {
-    reader m;
-    if (read_len(r, &m))
-        return BAD(c, "pprof: function %u truncated", i);
     uint64_t f_[6] = {0};
-    while (m.p < m.end) {
-        uint32_t f, w;
-        uint64_t v;
-        if (read_tag(&m, &f, &w))
-            return BAD(c, "pprof: function %u corrupt", i);
-        if (f >= 1 && f <= 5) {
-            if (read_scalar(&m, w, &v))
-                return BAD(c, "pprof: function %u field %u corrupt", i, f);
-            f_[f] = v;
-        } else if (skip_field(&m, w))
-            return BAD(c, "pprof: function %u corrupt", i);
+    uint32_t bad;
+    switch (read_scalars(r, f_, 5, 5, &bad)) {
+    case SCALARS_TRUNCATED:
+        return BAD(c, "pprof: function %u truncated", i);
+    case SCALARS_CORRUPT:
+        return BAD(c, "pprof: function %u corrupt", i);
+    case SCALARS_BAD_FIELD:
+        return BAD(c, "pprof: function %u field %u corrupt", i, bad);
     }
     pl_function *fn = &bdict(c->b)->functions[c->function_base + i];
     c->ids[i] = f_[1];
@@ -485,22 +501,13 @@ static pl_status on_function(decode_ctx *c, reader *r, uint32_t wt, uint32_t i)
 /* Line {function_id=1, line=2, column=3} */
 static pl_status read_line(decode_ctx *c, reader *r, pl_line *out, uint32_t loc)
 {
-    reader m;
-    if (read_len(r, &m))
-        return BAD(c, "pprof: location %u: line truncated", loc);
     uint64_t f_[4] = {0};
-    while (m.p < m.end) {
-        uint32_t f, w;
-        uint64_t v;
-        if (read_tag(&m, &f, &w))
-            return BAD(c, "pprof: location %u: line corrupt", loc);
-        if (f >= 1 && f <= 3) {
-            if (read_scalar(&m, w, &v))
-                return BAD(c, "pprof: location %u: line corrupt", loc);
-            f_[f] = v;
-        } else if (skip_field(&m, w))
-            return BAD(c, "pprof: location %u: line corrupt", loc);
-    }
+    uint32_t bad;
+    int rs = read_scalars(r, f_, 3, 3, &bad);
+    if (rs == SCALARS_TRUNCATED)
+        return BAD(c, "pprof: location %u: line truncated", loc);
+    if (rs)
+        return BAD(c, "pprof: location %u: line corrupt", loc);
     long pos = idmap_get(&c->functions, f_[1]);
     if (pos < 0)
         return BAD(c, "pprof: location %u: function id %" PRIu64 " not found", loc, f_[1]);
@@ -621,22 +628,13 @@ static int on_value(void *ctx, uint64_t v)
 /* Label {key=1, str=2, num=3, num_unit=4} */
 static pl_status read_label(decode_ctx *c, reader *r, raw_label *out, uint32_t sample)
 {
-    reader m;
-    if (read_len(r, &m))
-        return BAD(c, "pprof: sample %u: label truncated", sample);
     uint64_t f_[5] = {0};
-    while (m.p < m.end) {
-        uint32_t f, w;
-        uint64_t v;
-        if (read_tag(&m, &f, &w))
-            return BAD(c, "pprof: sample %u: label corrupt", sample);
-        if (f >= 1 && f <= 4) {
-            if (read_scalar(&m, w, &v))
-                return BAD(c, "pprof: sample %u: label corrupt", sample);
-            f_[f] = v;
-        } else if (skip_field(&m, w))
-            return BAD(c, "pprof: sample %u: label corrupt", sample);
-    }
+    uint32_t bad;
+    int rs = read_scalars(r, f_, 4, 4, &bad);
+    if (rs == SCALARS_TRUNCATED)
+        return BAD(c, "pprof: sample %u: label truncated", sample);
+    if (rs)
+        return BAD(c, "pprof: sample %u: label corrupt", sample);
     *out = (raw_label){(int64_t)f_[1], (int64_t)f_[2], (int64_t)f_[3], (int64_t)f_[4]};
     if (out->key <= 0 || (uint64_t)out->key >= c->n_strs)
         return BAD(c, "pprof: sample %u: label key string index %" PRId64 " out of range", sample,
