@@ -639,9 +639,10 @@ int main(int argc, char **argv)
            (unsigned long long)c.released_early_spans);
     if (cfg.storage)
         printf("spilled:                     %llu batches, %.0f MiB written, %llu failures "
-               "(max_bytes %s MiB)\n",
+               "(max_bytes %s MiB); samples released early %llu\n",
                (unsigned long long)c.spilled_batches, (double)c.spilled_bytes / (1 << 20),
-               (unsigned long long)c.spill_failures, argv[4]);
+               (unsigned long long)c.spill_failures, argv[4],
+               (unsigned long long)c.released_early_samples);
     printf("processor CPU:               %.2f s (%.2f us per span)\n", spent,
            spent * 1e6 / (double)spans_sent);
     for (int i = 0; i < N_SVC; i++) {
