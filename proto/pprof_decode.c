@@ -448,6 +448,15 @@ static pl_status scalars_fail(decode_ctx *c, int rs, const char *what, uint32_t 
     return BAD(c, "pprof: %s %u corrupt", what, i);
 }
 
+/* The error for a location's line or a sample's label that read_scalars
+ * refused (which field is not said). */
+static pl_status part_fail(decode_ctx *c, int rs, const char *owner, uint32_t i, const char *part)
+{
+    if (rs == SCALARS_TRUNCATED)
+        return BAD(c, "pprof: %s %u: %s truncated", owner, i, part);
+    return BAD(c, "pprof: %s %u: %s corrupt", owner, i, part);
+}
+
 /* Mapping {id=1, memory_start=2, memory_limit=3, file_offset=4, filename=5,
  * build_id=6, has_*=7..10} */
 static pl_status on_mapping(decode_ctx *c, reader *r, uint32_t wt, uint32_t i)
@@ -504,10 +513,8 @@ static pl_status read_line(decode_ctx *c, reader *r, pl_line *out, uint32_t loc)
     uint64_t f_[4] = {0};
     uint32_t bad;
     int rs = read_scalars(r, f_, 3, 3, &bad);
-    if (rs == SCALARS_TRUNCATED)
-        return BAD(c, "pprof: location %u: line truncated", loc);
     if (rs)
-        return BAD(c, "pprof: location %u: line corrupt", loc);
+        return part_fail(c, rs, "location", loc, "line");
     long pos = idmap_get(&c->functions, f_[1]);
     if (pos < 0)
         return BAD(c, "pprof: location %u: function id %" PRIu64 " not found", loc, f_[1]);
@@ -631,10 +638,8 @@ static pl_status read_label(decode_ctx *c, reader *r, raw_label *out, uint32_t s
     uint64_t f_[5] = {0};
     uint32_t bad;
     int rs = read_scalars(r, f_, 4, 4, &bad);
-    if (rs == SCALARS_TRUNCATED)
-        return BAD(c, "pprof: sample %u: label truncated", sample);
     if (rs)
-        return BAD(c, "pprof: sample %u: label corrupt", sample);
+        return part_fail(c, rs, "sample", sample, "label");
     *out = (raw_label){(int64_t)f_[1], (int64_t)f_[2], (int64_t)f_[3], (int64_t)f_[4]};
     if (out->key <= 0 || (uint64_t)out->key >= c->n_strs)
         return BAD(c, "pprof: sample %u: label key string index %" PRId64 " out of range", sample,
