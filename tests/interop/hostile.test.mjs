@@ -190,7 +190,6 @@ before(async () => {
   assert.ok(fs.existsSync(BIN), `release binary ${BIN} not built (ninja -C build)`);
   const [http_, grpc, pyro, metrics] = await freePorts(4);
   ports = { http: http_, grpc, pyro, metrics };
-  process.env.PROFLINK_BIN = BIN;
   const yaml = `
 receivers:
   otlp:
@@ -210,7 +209,10 @@ service:
     traces: { receivers: [otlp], processors: [correlation], exporters: [debug] }
     profiles: { receivers: [otlp, pyroscope], processors: [correlation], exporters: [debug] }
 `;
-  pl = await startProflink(yaml, { ports: [http_, grpc, pyro, metrics], env: { PROFLINK_BIN: BIN } });
+  pl = await startProflink(yaml, { ports: [http_, grpc, pyro, metrics], bin: BIN });
+  // The figures mean something only for the release binary, whatever
+  // PROFLINK_BIN the other interop tests run.
+  assert.equal(fs.readlinkSync(`/proc/${pl.pid}/exe`), fs.realpathSync(BIN));
   // Warm up: first requests allocate the long-lived buffers.
   await post(ports.http, '/v1/traces', smallTraces(), { 'Content-Type': 'application/x-protobuf' });
 });

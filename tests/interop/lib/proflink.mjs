@@ -73,12 +73,13 @@ const running = new Set();
 process.on('exit', () => { for (const c of running) try { c.kill('SIGKILL'); } catch { /* gone */ } });
 
 // Starts proflink on `yaml`; `ports` are waited for. `dir` reuses a
-// directory (restarts with a persistent queue).
-export async function startProflink(yaml, { ports = [], dir = null, env = {} } = {}) {
+// directory (restarts with a persistent queue). `bin` runs another binary
+// than BIN (the hostile suite measures the release build).
+export async function startProflink(yaml, { ports = [], dir = null, env = {}, bin = BIN } = {}) {
   dir = dir || fs.mkdtempSync(path.join(os.tmpdir(), 'proflink-acc-'));
   const file = path.join(dir, 'collector.yaml');
   fs.writeFileSync(file, yaml);
-  const child = spawn(BIN, ['--config', file], {
+  const child = spawn(bin, ['--config', file], {
     stdio: ['ignore', 'ignore', 'pipe'], env: { ...process.env, ...env },
   });
   running.add(child);
