@@ -635,6 +635,24 @@ static pl_status consume_profiles(correlation *self, pl_batch *batch, pl_consume
                                 &self->spans
                                      .slots[(uint32_t)id_hash(id_key(dict->links[li].span_id)) &
                                             self->spans.mask]);
+                        /* Halfway there its slot has arrived: fetch the span
+                         * itself and its statistics, the next two misses. */
+                        li = p->samples[si + PREFETCH_AHEAD / 2].link_index;
+                        if (li > 0 && (uint32_t)li < dict->n_links &&
+                            dict->links[li].span_id_len == 8) {
+                            uint64_t k = id_key(dict->links[li].span_id);
+                            uint32_t at = k ? span_table_next(&self->spans, k, UINT32_MAX)
+                                            : UINT32_MAX;
+                            if (at != UINT32_MAX) {
+                                const span_entry *pe = &self->spans.slots[at];
+                                if (pe->state == ENTRY_HELD) {
+                                    __builtin_prefetch(pe->span);
+                                    __builtin_prefetch((const char *)pe->span + 64);
+                                }
+                                if (pe->stats)
+                                    __builtin_prefetch(&self->stats_arr[pe->stats]);
+                            }
+                        }
                     }
                     for (uint32_t ti = 0; ti < s->n_timestamps; ti++)
                         if (s->timestamps_unix_nano[ti] > covered)
