@@ -253,10 +253,17 @@ static void *table_push(pl_arena *arena, void **items, uint32_t *n, uint32_t *ca
 static int32_t writer_string(dict_writer *w, pl_bytes s)
 {
     pl_dictionary *d = w->dict;
+    uint32_t h = (uint32_t)(pl_mix64((uintptr_t)s.ptr ^ s.len) & 63);
+    int32_t hint = w->str_hint[h].ptr == s.ptr ? w->str_hint[h].idx - 1 : -1;
+    if (hint >= 0 && (uint32_t)hint < d->n_strings && pl_bytes_eq(d->strings[hint], s))
+        return hint;
     uint32_t i = (uint32_t)pl_hash_bytes(s.ptr, s.len) & w->str_mask;
     while (w->strs[i]) {
-        if (pl_bytes_eq(d->strings[w->strs[i] - 1], s))
+        if (pl_bytes_eq(d->strings[w->strs[i] - 1], s)) {
+            w->str_hint[h].ptr = s.ptr;
+            w->str_hint[h].idx = w->strs[i];
             return w->strs[i] - 1;
+        }
         i = (i + 1) & w->str_mask;
     }
     if (d->n_strings >= INT32_MAX - 1)
@@ -271,6 +278,8 @@ static int32_t writer_string(dict_writer *w, pl_bytes s)
     *slot = copy;
     int32_t idx = (int32_t)(d->n_strings - 1);
     w->strs[i] = idx + 1;
+    w->str_hint[h].ptr = s.ptr;
+    w->str_hint[h].idx = idx + 1;
     if (++w->str_count * 2 > w->str_mask + 1 && writer_rehash(w, true))
         return -1;
     return idx;
@@ -280,11 +289,26 @@ static int32_t writer_string(dict_writer *w, pl_bytes s)
 static int32_t writer_attribute(dict_writer *w, int32_t key, pl_value value)
 {
     pl_dictionary *d = w->dict;
+    /* String values come from the string table (one address per string):
+     * the hint is keyed by that address and the key. */
+    bool str = value.type == PL_VALUE_STRING;
+    uint32_t h = str ? (uint32_t)(pl_mix64((uintptr_t)value.u.str.ptr ^ (uint32_t)key) & 63) : 0;
+    if (str && w->attr_hint[h].ptr == value.u.str.ptr && w->attr_hint[h].idx) {
+        int32_t ai = w->attr_hint[h].idx - 1;
+        const pl_kvu *a = (uint32_t)ai < d->n_attributes ? &d->attributes[ai] : NULL;
+        if (a && a->key_strindex == key && a->unit_strindex == 0 && pl_value_eq(&a->value, &value))
+            return ai;
+    }
     uint32_t i = (uint32_t)attr_hash(key, &value) & w->attr_mask;
     while (w->attrs[i]) {
         const pl_kvu *a = &d->attributes[w->attrs[i] - 1];
-        if (a->key_strindex == key && a->unit_strindex == 0 && pl_value_eq(&a->value, &value))
+        if (a->key_strindex == key && a->unit_strindex == 0 && pl_value_eq(&a->value, &value)) {
+            if (str) {
+                w->attr_hint[h].ptr = value.u.str.ptr;
+                w->attr_hint[h].idx = w->attrs[i];
+            }
             return w->attrs[i] - 1;
+        }
         i = (i + 1) & w->attr_mask;
     }
     if (d->n_attributes >= INT32_MAX - 1)
@@ -298,6 +322,10 @@ static int32_t writer_attribute(dict_writer *w, int32_t key, pl_value value)
     slot->unit_strindex = 0;
     int32_t idx = (int32_t)(d->n_attributes - 1);
     w->attrs[i] = idx + 1;
+    if (str) {
+        w->attr_hint[h].ptr = value.u.str.ptr;
+        w->attr_hint[h].idx = idx + 1;
+    }
     if (++w->attr_count * 2 > w->attr_mask + 1 && writer_rehash(w, false))
         return -1;
     return idx;

@@ -231,6 +231,15 @@ typedef struct dict_writer {
     uint32_t *fn_ids; /* function index -> fn pool id (0: not looked up yet) */
     uint32_t n_fn_ids;
     int32_t key_idx[3 + 64]; /* label keys' string indices + 1 (see label.slot) */
+    /* Hints keyed by where the bytes live: a sample of a new span interns
+     * the same service, root and attribute strings again and again, and
+     * hashing them each time cost more than the span lookup. A hint is only
+     * a guess (checked against the entry's bytes before use), so a reused
+     * address can never yield a wrong index. */
+    struct {
+        const uint8_t *ptr;
+        int32_t idx; /* index + 1, 0 = empty */
+    } str_hint[64], attr_hint[64];
 } dict_writer;
 
 typedef struct contrib {
