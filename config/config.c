@@ -130,8 +130,9 @@ static int metrics_validate(void *cfg, pl_cfg_ctx *ctx)
         errors++;
     }
     if (m->readers.n > 1) {
-        pl_cfg_errorf(ctx, "readers", "one pull reader is supported (proflink serves one "
-                                      "/metrics endpoint)");
+        pl_cfg_errorf(ctx, "readers",
+                      "one pull reader is supported (proflink serves one "
+                      "/metrics endpoint)");
         errors++;
     }
     return errors;
@@ -198,8 +199,8 @@ int pl_config_register_type(const pl_component_type *type)
     return 0;
 }
 
-const pl_component_type *pl_config_find_type(const pl_component_type *const *registry,
-                                             pl_kind kind, const char *type, size_t len)
+const pl_component_type *pl_config_find_type(const pl_component_type *const *registry, pl_kind kind,
+                                             const char *type, size_t len)
 {
     for (size_t i = 0; i < n_extra_types; i++) {
         const pl_component_type *t = extra_types[i];
@@ -280,8 +281,8 @@ static void known_types(const pl_component_type *const *registry, pl_kind kind, 
     buf[0] = '\0';
     for (size_t i = 0; registry && registry[i]; i++)
         if (registry[i]->kind == kind && len < size - 1)
-            len += (size_t)snprintf(buf + len, size - len, "%s%s", len ? ", " : "",
-                                    registry[i]->type);
+            len +=
+                (size_t)snprintf(buf + len, size - len, "%s%s", len ? ", " : "", registry[i]->type);
     for (size_t i = 0; i < n_extra_types; i++)
         if (extra_types[i]->kind == kind && len < size - 1)
             len += (size_t)snprintf(buf + len, size - len, "%s%s", len ? ", " : "",
@@ -544,8 +545,8 @@ static void load_service(loader *l, const pl_cfg_node *service_key, const pl_cfg
                      (long long)p->port);
             char why[300];
             if (pl_cfg_address_parse(addr, NULL, 0, NULL, why, sizeof(why)) < 0)
-                pl_cfg_errors_at(l->errs, pl_cfg_node_get(metrics_node, "readers"),
-                                 "'readers': %s", why);
+                pl_cfg_errors_at(l->errs, pl_cfg_node_get(metrics_node, "readers"), "'readers': %s",
+                                 why);
             cfg->metrics_address = strdup(addr);
             cfg->metrics_address_set = true;
         }
@@ -812,8 +813,7 @@ static void check_one(addr_check *ac, const char *key, const char *value, const 
     int fd = socket(family, SOCK_STREAM | SOCK_CLOEXEC, 0);
     if (fd >= 0) {
         if (bind(fd, (struct sockaddr *)&ss, len) != 0 && errno == EADDRNOTAVAIL) {
-            pl_cfg_errors_at(ac->errs, at, "'%s': %s is not an address of this machine", key,
-                             host);
+            pl_cfg_errors_at(ac->errs, at, "'%s': %s is not an address of this machine", key, host);
             ac->n_errors++;
         }
         close(fd);
@@ -860,8 +860,8 @@ static void check_section(addr_check *ac, const pl_cfg_section *section, const v
             for (size_t k = 0; k < l->n; k++) {
                 const pl_cfg_node *item =
                     value && value->kind == PL_NODE_SEQ && k < value->n ? value->items[k] : NULL;
-                check_section(ac, f->section, (const char *)l->items + k * f->section->size,
-                              item, item ? item : pos, depth + 1);
+                check_section(ac, f->section, (const char *)l->items + k * f->section->size, item,
+                              item ? item : pos, depth + 1);
             }
         }
     }
@@ -884,8 +884,7 @@ int pl_config_check_addresses(const pl_config *cfg, pl_cfg_errors *errs)
                   service ? pl_cfg_node_key(root, "service") : NULL, 0);
     if (cfg->metrics_address) /* from metrics.readers */
         check_one(&ac, "readers", cfg->metrics_address,
-                  pl_cfg_node_get(pl_cfg_node_get(pl_cfg_node_get(service, "telemetry"),
-                                                  "metrics"),
+                  pl_cfg_node_get(pl_cfg_node_get(pl_cfg_node_get(service, "telemetry"), "metrics"),
                                   "readers"));
     if (ac.n_errors)
         pl_cfg_errors_sort(errs);

@@ -56,9 +56,9 @@ typedef struct pl_service_logs_cfg {
 } pl_service_logs_cfg;
 
 typedef struct pl_service_metrics_cfg {
-    char *address; /* host:port of /metrics and /health; "" or "none" disables */
-    char *level;   /* the Collector's none|basic|normal|detailed; none disables */
-    pl_cfg_list readers; /* the Collector's readers: [{pull: {exporter: {prometheus: ...}}}] */
+    char *address;            /* host:port of /metrics and /health; "" or "none" disables */
+    char *level;              /* the Collector's none|basic|normal|detailed; none disables */
+    pl_cfg_list readers;      /* the Collector's readers: [{pull: {exporter: {prometheus: ...}}}] */
     pl_tls_server_config tls; /* /metrics and /health over TLS */
 } pl_service_metrics_cfg;
 
@@ -83,12 +83,12 @@ typedef struct pl_config {
     pl_config_pipeline *pipelines;
     size_t n_pipelines;
     pl_service_cfg service;
-    int log_level;            /* parsed service.telemetry.logs.level */
-    int log_encoding;         /* parsed service.telemetry.logs.encoding */
-    bool metrics_address_set; /* the file chose the address explicitly */
-    char *metrics_address;    /* from metrics.readers (malloc'd), else NULL */
-    pl_cfg_doc *doc;          /* kept for positions (and print-config) */
-    pl_cfg_sources sources;   /* what it was read from, read again on reload */
+    int log_level;                            /* parsed service.telemetry.logs.level */
+    int log_encoding;                         /* parsed service.telemetry.logs.encoding */
+    bool metrics_address_set;                 /* the file chose the address explicitly */
+    char *metrics_address;                    /* from metrics.readers (malloc'd), else NULL */
+    pl_cfg_doc *doc;                          /* kept for positions (and print-config) */
+    pl_cfg_sources sources;                   /* what it was read from, read again on reload */
     const pl_component_type *const *registry; /* the types it was checked against */
 } pl_config;
 
@@ -114,8 +114,8 @@ const pl_tls_server_config *pl_config_metrics_tls(const pl_config *cfg);
 
 /* Component types known to the loader: `registry` plus types added at run
  * time (tests add their own capture components this way). */
-const pl_component_type *pl_config_find_type(const pl_component_type *const *registry,
-                                             pl_kind kind, const char *type, size_t len);
+const pl_component_type *pl_config_find_type(const pl_component_type *const *registry, pl_kind kind,
+                                             const char *type, size_t len);
 /* Adds a type (the descriptor must outlive every use). 0 or -1 if full. */
 int pl_config_register_type(const pl_component_type *type);
 

@@ -219,9 +219,10 @@ int pl_cfg_address_parse(const char *addr, char *host, size_t host_size, int *po
         return -1;
     }
     if (host && host_size)
-        snprintf(host, host_size, "%s", hlen == 0 ? "0.0.0.0"
-                                        : strcmp(name, "localhost") == 0 ? "127.0.0.1"
-                                                                          : name);
+        snprintf(host, host_size, "%s",
+                 hlen == 0                        ? "0.0.0.0"
+                 : strcmp(name, "localhost") == 0 ? "127.0.0.1"
+                                                  : name);
     if (port)
         *port = (int)value;
     return 0;

@@ -347,8 +347,8 @@ char *pl_cfg_expand(const char *text, char *why, size_t why_size, char *warn, si
                 snprintf(why, why_size, "unknown provider '%.*s' in '%.*s' (known: env, file)",
                          (int)(colon - ref), ref, (int)(close - dollar + 1), dollar);
             else
-                snprintf(why, why_size, "bad variable reference '%.*s'",
-                         (int)(close - dollar + 1), dollar);
+                snprintf(why, why_size, "bad variable reference '%.*s'", (int)(close - dollar + 1),
+                         dollar);
             free(sb.p);
             return NULL;
         }
@@ -420,8 +420,7 @@ pl_cfg_node *pl_cfg_doc_node(pl_cfg_doc *doc, pl_node_kind kind, const char *fil
 
 static pl_cfg_node *new_node(builder *b, pl_node_kind kind, const yaml_mark_t *mark)
 {
-    return pl_cfg_doc_node(b->doc, kind, b->doc->file, (int)mark->line + 1,
-                           (int)mark->column + 1);
+    return pl_cfg_doc_node(b->doc, kind, b->doc->file, (int)mark->line + 1, (int)mark->column + 1);
 }
 
 int pl_cfg_node_append(pl_cfg_node *parent, pl_cfg_node *key, pl_cfg_node *item)

@@ -34,11 +34,12 @@ static pl_arena_block *arena_new_block(pl_arena *arena, size_t need)
         size = ARENA_MAX_BLOCK;
     if (size < need)
         size = need;
-    if (arena->limit && (size > arena->limit || arena->allocated + sizeof(pl_arena_block) + size >
-                                                   arena->limit)) {
+    if (arena->limit &&
+        (size > arena->limit || arena->allocated + sizeof(pl_arena_block) + size > arena->limit)) {
         /* Near the limit a smaller block may still fit the request. */
         size = need;
-        if (arena->allocated + sizeof(pl_arena_block) + size > arena->limit || size > arena->limit) {
+        if (arena->allocated + sizeof(pl_arena_block) + size > arena->limit ||
+            size > arena->limit) {
             arena->over_limit = 1;
             return NULL;
         }

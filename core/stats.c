@@ -91,9 +91,8 @@ void pl_stats_add_via(pl_stats *stats, pl_transport transport, pl_signal signal,
 }
 
 /* Network sends take from a millisecond to the retry timeouts. */
-const double pl_histogram_bounds[PL_HIST_BOUNDS] = {0.001, 0.0025, 0.005, 0.01, 0.025,
-                                                    0.05,  0.1,    0.25,  0.5,  1,
-                                                    2.5,   5,      10,    30};
+const double pl_histogram_bounds[PL_HIST_BOUNDS] = {0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1,
+                                                    0.25,  0.5,    1,     2.5,  5,     10,   30};
 
 pl_histogram *pl_stats_histogram(pl_stats *stats, const char *name, const char *help)
 {

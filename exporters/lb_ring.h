@@ -24,8 +24,8 @@
 #define PL_LB_DEFAULT_VNODES 150
 
 typedef struct pl_lb_ring {
-    uint64_t *points;  /* sorted ascending */
-    uint32_t *owners;  /* member index of each point */
+    uint64_t *points; /* sorted ascending */
+    uint32_t *owners; /* member index of each point */
     size_t n_points;
     size_t n_members;
 } pl_lb_ring;

@@ -125,8 +125,8 @@ static const pl_cfg_field dns_fields[] = {
     {"hostname", PL_CFG_STRING, NULL, offsetof(lb_dns_cfg, hostname),
      "name whose A/AAAA records are the members", NULL},
     {"port", PL_CFG_STRING, "4317", offsetof(lb_dns_cfg, port), "port of every member", NULL},
-    {"interval", PL_CFG_DURATION, "5s", offsetof(lb_dns_cfg, interval),
-     "time between resolutions", NULL},
+    {"interval", PL_CFG_DURATION, "5s", offsetof(lb_dns_cfg, interval), "time between resolutions",
+     NULL},
     {"timeout", PL_CFG_DURATION, "1s", offsetof(lb_dns_cfg, timeout),
      "time limit of one DNS query (two tries)", NULL},
     {"server", PL_CFG_STRING, NULL, offsetof(lb_dns_cfg, server),
@@ -149,8 +149,7 @@ static int resolver_validate(void *cfg_, pl_cfg_ctx *ctx)
     bool has_static = r->static_.hostnames.n > 0;
     bool has_dns = r->dns.hostname && r->dns.hostname[0];
     if (has_static == has_dns) {
-        pl_cfg_errorf(ctx, NULL,
-                      "needs exactly one of static.hostnames (a list) or dns.hostname");
+        pl_cfg_errorf(ctx, NULL, "needs exactly one of static.hostnames (a list) or dns.hostname");
         return 1;
     }
     if (r->static_.hostnames.n > MAX_MEMBERS) {
@@ -601,7 +600,10 @@ static lb_member *new_member(lb *l, const char *endpoint, pl_err *err)
                                    "1 while the member is skipped after a failed send");
     pl_otlp_exporter_config cfg = l->proto;
     cfg.endpoint = (char *)endpoint;
-    pl_create_settings s = {.id = m->id, .loop = l->loop, .stats = m->stats, .clock = l->clock,
+    pl_create_settings s = {.id = m->id,
+                            .loop = l->loop,
+                            .stats = m->stats,
+                            .clock = l->clock,
                             .signals = PL_SIGNAL_MASK(PL_SIGNAL_TRACES) |
                                        PL_SIGNAL_MASK(PL_SIGNAL_PROFILES)};
     void *x = NULL;
@@ -910,8 +912,7 @@ static pl_status lb_create(const pl_create_settings *settings, const void *confi
     l->vnodes = cfg->virtual_nodes > 0 ? (unsigned)cfg->virtual_nodes : PL_LB_DEFAULT_VNODES;
     if (pl_lb_routing_key_parse(cfg->routing_key, &l->key) != 0) {
         lb_destroy(l);
-        return pl_errf(err, PL_ERR_INVALID, "routing_key: unknown value \"%s\"",
-                       cfg->routing_key);
+        return pl_errf(err, PL_ERR_INVALID, "routing_key: unknown value \"%s\"", cfg->routing_key);
     }
     l->members_gauge = pl_stats_gauge(l->stats, "members", "members in the hash ring");
     l->membership_changes =

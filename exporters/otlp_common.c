@@ -81,8 +81,8 @@ typedef struct send_ctx {
     size_t body_len;
     pl_buf own; /* a payload recoded for a server that refused its coding */
     char coding_header[48];
-    char *tenant_line; /* "<tenant_header>: <tenant>" */
-    char *auth_line;   /* from the authenticator, per request */
+    char *tenant_line;     /* "<tenant_header>: <tenant>" */
+    char *auth_line;       /* from the authenticator, per request */
     const char *headers[]; /* exporter's headers + content type + tenant + auth + coding */
 } send_ctx;
 
@@ -259,8 +259,8 @@ static void on_response(void *arg, const pl_http_client_result *res)
 static pl_status start_request(send_ctx *ctx, pl_err *err)
 {
     pl_otlp_exporter *x = ctx->x;
-    size_t n = x->n_headers + (x->grpc ? 0 : 1) + (ctx->tenant_line != NULL) +
-               (ctx->auth_line != NULL);
+    size_t n =
+        x->n_headers + (x->grpc ? 0 : 1) + (ctx->tenant_line != NULL) + (ctx->auth_line != NULL);
     if (ctx->coding != PL_ENCODING_IDENTITY) {
         snprintf(ctx->coding_header, sizeof(ctx->coding_header), "%s: %s",
                  x->grpc ? "grpc-encoding" : "Content-Encoding", pl_encoding_name(ctx->coding));
@@ -400,8 +400,7 @@ static pl_status otlp_encode(void *arg, const pl_batch *batch, pl_buf *out, uint
                        tenant.len > 0 && tenant.len <= 255 &&
                        !memchr(tenant.ptr, '\r', tenant.len) &&
                        !memchr(tenant.ptr, '\n', tenant.len) && !memchr(tenant.ptr, 0, tenant.len);
-    pl_buf_append_byte(out, (uint8_t)((unsigned)x->compression |
-                                      (json ? PL_OTLP_PAYLOAD_JSON : 0) |
+    pl_buf_append_byte(out, (uint8_t)((unsigned)x->compression | (json ? PL_OTLP_PAYLOAD_JSON : 0) |
                                       (with_tenant ? PL_OTLP_PAYLOAD_TENANT : 0)));
     if (with_tenant) {
         pl_buf_append_byte(out, (uint8_t)tenant.len);

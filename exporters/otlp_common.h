@@ -99,8 +99,8 @@ struct pl_otlp_exporter {
     uint64_t *downgrades;     /* counter compression_downgrades (NULL without stats) */
     uint64_t timeout_ms;
     pl_http_tls tls;
-    char *auth_id;                /* auth extension (client side), looked up per request */
-    char *tenant_header;          /* forwarded tenant's header name, or NULL */
+    char *auth_id;       /* auth extension (client side), looked up per request */
+    char *tenant_header; /* forwarded tenant's header name, or NULL */
     pl_otlp_classify_fn classify;
     pl_buf scratch; /* encoding buffer reused across exports */
     /* Set by the loadbalancing exporter on its members: sees every send's

@@ -173,8 +173,8 @@ typedef struct pyroscope_exp {
     pl_queue *queue;
     pl_stats *stats;
     pl_clock clock;
-    bool fixed_tenant;            /* tenant_id set: batches' tenants are not sent */
-    char *auth_id;                /* auth extension (client side), looked up per request */
+    bool fixed_tenant; /* tenant_id set: batches' tenants are not sent */
+    char *auth_id;     /* auth extension (client side), looked up per request */
 } pyroscope_exp;
 
 /* A payload may start with the batch's tenant: TENANT_MARK, 'T', length,
@@ -239,7 +239,7 @@ static bool sample_service(const pl_dictionary *d, const pl_sample *s, pl_bytes 
  * converting it too would give Pyroscope the same CPU time twice under one
  * type and lose the count type. */
 static bool cpu_count_has_sibling(const pl_dictionary *d, const pl_scope_profiles *sc,
-                                const pl_profile *p)
+                                  const pl_profile *p)
 {
     for (uint32_t i = 0; i < sc->n_profiles; i++) {
         const pl_profile *q = &sc->profiles[i];

@@ -404,7 +404,8 @@ pl_queue_wal *pl_queue_wal_open(pl_queue *queue, const char *pipeline, pl_signal
     sqlite3_finalize(max);
     sqlite3_stmt *sync = NULL;
     w->synchronous = 1;
-    if (rc == SQLITE_OK && sqlite3_prepare_v2(db, "PRAGMA synchronous", -1, &sync, NULL) == SQLITE_OK &&
+    if (rc == SQLITE_OK &&
+        sqlite3_prepare_v2(db, "PRAGMA synchronous", -1, &sync, NULL) == SQLITE_OK &&
         sqlite3_step(sync) == SQLITE_ROW)
         w->synchronous = sqlite3_column_int(sync, 0);
     sqlite3_finalize(sync);

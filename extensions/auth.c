@@ -104,8 +104,8 @@ static bool check_by_id(void *arg, const pl_http_request *req, char *user, size_
 }
 
 pl_status pl_listener_security_init(pl_listener_security *out, const pl_tls_server_config *tls,
-                                    const pl_auth_ref_config *auth,
-                                    const pl_http_cors_config *cors, pl_err *err)
+                                    const pl_auth_ref_config *auth, const pl_http_cors_config *cors,
+                                    pl_err *err)
 {
     memset(out, 0, sizeof(*out));
     if (tls && pl_tls_server_config_enabled(tls)) {

@@ -78,8 +78,8 @@ typedef struct pl_listener_security {
 } pl_listener_security;
 
 pl_status pl_listener_security_init(pl_listener_security *out, const pl_tls_server_config *tls,
-                                    const pl_auth_ref_config *auth,
-                                    const pl_http_cors_config *cors, pl_err *err);
+                                    const pl_auth_ref_config *auth, const pl_http_cors_config *cors,
+                                    pl_err *err);
 /* Points the options at the copies (valid while `sec` lives). */
 void pl_listener_security_apply(const pl_listener_security *sec, pl_http_server_options *opt);
 void pl_listener_security_free(pl_listener_security *sec);

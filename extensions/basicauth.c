@@ -86,8 +86,8 @@ static int basic_validate(void *cfg, pl_cfg_ctx *ctx)
 }
 
 static const pl_cfg_field basic_fields[] = {
-    {"htpasswd", PL_CFG_SECTION, NULL, offsetof(basic_cfg, htpasswd),
-     "users receivers accept", &htpasswd_section},
+    {"htpasswd", PL_CFG_SECTION, NULL, offsetof(basic_cfg, htpasswd), "users receivers accept",
+     &htpasswd_section},
     {"client_auth", PL_CFG_SECTION, NULL, offsetof(basic_cfg, client_auth),
      "credentials exporters send", &client_section},
     {NULL, 0, NULL, 0, NULL, NULL},

@@ -129,8 +129,8 @@ static pl_status hc_start(void *self, pl_err *err)
         return PL_ERR_INTERNAL; /* err says why (address in use, ...) */
     h->available = true;
     h->up_since_ns = pl_time_now_ns();
-    pl_info(h->id, "health check on %s://%s%s", pl_listener_security_scheme(&h->sec),
-            h->endpoint, h->path);
+    pl_info(h->id, "health check on %s://%s%s", pl_listener_security_scheme(&h->sec), h->endpoint,
+            h->path);
     return PL_OK;
 }
 

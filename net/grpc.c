@@ -140,7 +140,6 @@ void pl_grpc_percent_encode(const char *in, pl_buf *out)
     }
 }
 
-
 void pl_grpc_respond_error(pl_http_response *res, int code, const char *message,
                            int64_t retry_delay_ns)
 {

@@ -19,7 +19,8 @@ void pl_hs_h1_respond_simple(conn *c, int status, const char *body, bool close_a
     pl_buf_printf(&out,
                   "HTTP/1.1 %d %s\r\nContent-Type: text/plain; charset=utf-8\r\n"
                   "Content-Length: %zu\r\n%s\r\n",
-                  status, pl_hs_reason_phrase(status), len, close_after ? "Connection: close\r\n" : "");
+                  status, pl_hs_reason_phrase(status), len,
+                  close_after ? "Connection: close\r\n" : "");
     pl_buf_append(&out, body, len);
     if (!pl_buf_ok(&out)) {
         pl_buf_free(&out);
@@ -40,7 +41,7 @@ static void pl_hs_h1_respond_busy(conn *c)
 }
 
 void pl_hs_h1_respond(pl_http_response *res, int status, const pl_http_header *headers,
-                       size_t n_headers, const void *body, size_t body_len)
+                      size_t n_headers, const void *body, size_t body_len)
 {
     conn *c = res->c;
     pl_buf out;
@@ -387,4 +388,3 @@ void pl_hs_h1_eof(conn *c)
     /* Lets the parser finish a body delimited by the end of the stream. */
     http_parser_execute(&c->parser, &h1_settings, NULL, 0);
 }
-

@@ -60,8 +60,10 @@ static int h2_on_header(nghttp2_session *session, const nghttp2_frame *frame, co
     bool busy = false;
     if (!pl_hs_parts_header(r, namelen, valuelen, c->opt, &busy)) {
         if (busy) {
-            pl_warn(pl_hs_log_name(c), "%s: request data buffered over the limits; refusing "
-                    "stream %d", c->peer, s->id);
+            pl_warn(pl_hs_log_name(c),
+                    "%s: request data buffered over the limits; refusing "
+                    "stream %d",
+                    c->peer, s->id);
             s->dispatched = true;
             pl_hs_parts_release(r);
             nghttp2_submit_rst_stream(session, NGHTTP2_FLAG_NONE, s->id, NGHTTP2_REFUSED_STREAM);
@@ -192,8 +194,8 @@ static nghttp2_nv *h2_make_nv(const pl_http_header *headers, size_t n, pl_buf *s
 }
 
 void pl_hs_h2_respond(pl_http_response *res, int status, const pl_http_header *headers,
-                       size_t n_headers, const void *body, size_t body_len,
-                       const pl_http_header *trailers, size_t n_trailers)
+                      size_t n_headers, const void *body, size_t body_len,
+                      const pl_http_header *trailers, size_t n_trailers)
 {
     conn *c = res->c;
     stream *s = res->s;
@@ -318,8 +320,7 @@ static int h2_on_frame_recv(nghttp2_session *session, const nghttp2_frame *frame
             s->remote_done = true;
         if (s && !s->dispatched)
             h2_dispatch(c, s);
-    } else if (frame->hd.type == NGHTTP2_HEADERS &&
-               frame->headers.cat == NGHTTP2_HCAT_REQUEST) {
+    } else if (frame->hd.type == NGHTTP2_HEADERS && frame->headers.cat == NGHTTP2_HCAT_REQUEST) {
         /* Bad credentials: refused before the body (DATA) is buffered. */
         stream *s = h2_stream(c, frame->hd.stream_id);
         if (s && !s->dispatched && !pl_hs_early_auth(c, &s->parts, 2)) {
@@ -491,4 +492,3 @@ void pl_hs_h2_check_stream_deadlines(conn *c)
     else /* only answered streams left, still being written */
         pl_hs_conn_arm_timer(c, c->opt->header_timeout_ms);
 }
-

@@ -101,9 +101,9 @@ bool pl_http_cors_origin_allowed(const pl_http_cors_config *cors, const char *or
 
 static bool header_allowed(const pl_http_cors_config *cors, const char *name, size_t len)
 {
-    static const char *const safe[] = {"content-type",  "content-encoding", "accept",
-                                       "authorization", "x-scope-orgid",    "origin",
-                                       "x-requested-with", NULL};
+    static const char *const safe[] = {
+        "content-type",  "content-encoding", "accept",           "authorization",
+        "x-scope-orgid", "origin",           "x-requested-with", NULL};
     for (size_t i = 0; safe[i]; i++)
         if (strlen(safe[i]) == len && strncasecmp(safe[i], name, len) == 0)
             return true;

@@ -168,7 +168,7 @@ void pl_hs_parts_free(request_parts *p)
 }
 
 void pl_hs_parts_add_header(request_parts *p, const char *name, size_t name_len, const char *value,
-                             size_t value_len)
+                            size_t value_len)
 {
     header_offsets h;
     h.name = p->strings.len;
@@ -711,8 +711,8 @@ bool pl_hs_early_auth(conn *c, request_parts *r, int version)
                      pl_http_header_get(&req, "access-control-request-method", NULL);
     if (!preflight) {
         r->auth_user[0] = 0;
-        r->auth_ok = c->opt->auth->check(c->opt->auth->arg, &req, r->auth_user,
-                                         sizeof(r->auth_user));
+        r->auth_ok =
+            c->opt->auth->check(c->opt->auth->arg, &req, r->auth_user, sizeof(r->auth_user));
         r->auth_user[sizeof(r->auth_user) - 1] = 0;
         r->auth_done = true;
         go_on = r->auth_ok;
@@ -751,8 +751,8 @@ void pl_hs_call_handler(conn *c, pl_http_request *req, pl_http_response *res)
             ok = c->opt->auth->check(c->opt->auth->arg, req, user, sizeof(user));
         }
         if (!ok) {
-            pl_debug(pl_hs_log_name(c), "%s: %s %s refused by %s", c->peer, req->method,
-                     req->path, c->opt->auth->name ? c->opt->auth->name : "authenticator");
+            pl_debug(pl_hs_log_name(c), "%s: %s %s refused by %s", c->peer, req->method, req->path,
+                     c->opt->auth->name ? c->opt->auth->name : "authenticator");
             answer_unauthenticated(c, req, res);
             goto done;
         }
@@ -1048,12 +1048,13 @@ void pl_http_respond_with_trailers(pl_http_response *res, int status, const pl_h
                 memcpy(all, headers, n_headers * sizeof(*all));
             all[n_headers] = (pl_http_header){"Access-Control-Allow-Origin", 27, res->cors_origin,
                                               res->cors_origin_len};
-            all[n_headers + 1] = (pl_http_header){"Access-Control-Allow-Credentials", 32, "true", 4};
+            all[n_headers + 1] =
+                (pl_http_header){"Access-Control-Allow-Credentials", 32, "true", 4};
             all[n_headers + 2] = (pl_http_header){"Vary", 4, "Origin", 6};
             res->cors_origin = NULL;
             res->answered = false;
-            pl_http_respond_with_trailers(res, status, all, n_headers + 3, body, body_len,
-                                          trailers, n_trailers);
+            pl_http_respond_with_trailers(res, status, all, n_headers + 3, body, body_len, trailers,
+                                          n_trailers);
             if (all != stack)
                 free(all);
             return;
@@ -1143,8 +1144,7 @@ static void on_tls_reload_timer(uv_timer_t *t)
     if (rc > 0)
         pl_info(s->name, "TLS certificate reloaded");
     else if (rc < 0)
-        pl_error(s->name, "TLS files changed but do not load, the previous ones stay: %s",
-                 err.msg);
+        pl_error(s->name, "TLS files changed but do not load, the previous ones stay: %s", err.msg);
 }
 
 pl_http_server *pl_http_server_start(uv_loop_t *loop, const char *endpoint,
@@ -1231,8 +1231,7 @@ pl_http_server *pl_http_server_start(uv_loop_t *loop, const char *endpoint,
         uv_unref((uv_handle_t *)&s->tls_timer);
     }
     if (!is_loopback(&bound) && (!s->tls || !s->opt.auth))
-        pl_warn(s->name,
-                "%s is reachable beyond this host %s%s%s: anyone who can connect can %s",
+        pl_warn(s->name, "%s is reachable beyond this host %s%s%s: anyone who can connect can %s",
                 endpoint, s->tls ? "" : "without TLS", !s->tls && !s->opt.auth ? " and " : "",
                 s->opt.auth ? "" : "without authentication",
                 s->opt.auth ? "read what clients send" : "send data");
@@ -1302,4 +1301,3 @@ int pl_http_server_feed(const pl_http_server_options *options, pl_http_handler h
     conn_free(c);
     return closed;
 }
-

@@ -104,7 +104,7 @@ struct stream {
      * deadline, not reset at once (clients such as curl report a reset
      * stream as an error instead of the 401 they were given) */
     bool refused_open;
-    uint64_t started_ms;     /* loop time of the request's first HEADERS */
+    uint64_t started_ms; /* loop time of the request's first HEADERS */
     /* the answer, read by the data provider */
     uint8_t *resp;
     size_t resp_len, resp_off;
@@ -117,8 +117,8 @@ struct pl_http_response {
     conn *c;
     stream *s; /* HTTP/2 only */
     bool answered;
-    bool head;       /* HTTP/1.1 HEAD: no body */
-    bool keep_alive; /* HTTP/1.1 */
+    bool head;            /* HTTP/1.1 HEAD: no body */
+    bool keep_alive;      /* HTTP/1.1 */
     request_parts *parts; /* the request's, for an early authentication result */
     /* CORS: the request's allowed Origin, echoed in the answer */
     const char *cors_origin;
@@ -149,8 +149,8 @@ struct conn {
     uint8_t sniff[H2_PREFACE_LEN];
     size_t sniff_len;
     char peer[64];
-    pl_tls_conn *tls; /* NULL: cleartext */
-    client *cl;       /* NULL for socketless connections */
+    pl_tls_conn *tls;                /* NULL: cleartext */
+    client *cl;                      /* NULL for socketless connections */
     const pl_http_cors_config *cors; /* the server's, or the feed's options'; NULL: none */
     /* HTTP/1.1 */
     http_parser parser;

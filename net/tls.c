@@ -80,8 +80,7 @@ static const pl_cfg_field tls_fields[] = {
      "lowest TLS version accepted: \"1.2\" or \"1.3\"", NULL},
     {"max_version", PL_CFG_STRING, NULL, offsetof(pl_tls_server_config, max_version),
      "highest TLS version accepted (empty: the newest)", NULL},
-    {"reload_interval", PL_CFG_DURATION, "0s",
-     offsetof(pl_tls_server_config, reload_interval_ns),
+    {"reload_interval", PL_CFG_DURATION, "0s", offsetof(pl_tls_server_config, reload_interval_ns),
      "re-read the files this often when they changed (0: only on SIGHUP)", NULL},
     {"ca_file", PL_CFG_IGNORED, NULL, 0,
      "accepted for Collector configs; client certificates are checked against client_ca_file",
@@ -231,8 +230,8 @@ static SSL_CTX *build_ctx(pl_tls_server *t, pl_err *err)
     }
     if (SSL_CTX_check_private_key(ctx) != 1) {
         ERR_clear_error();
-        pl_errf(err, PL_ERR_INVALID, "tls.key_file %s does not match tls.cert_file %s",
-                t->key_file, t->cert_file);
+        pl_errf(err, PL_ERR_INVALID, "tls.key_file %s does not match tls.cert_file %s", t->key_file,
+                t->cert_file);
         SSL_CTX_free(ctx);
         return NULL;
     }
@@ -276,9 +275,8 @@ pl_tls_server *pl_tls_server_new(const pl_tls_server_config *cfg, bool h2, bool 
     t->client_ca_file = dup_or_null(cfg->client_ca_file);
     t->min_version = parse_version(cfg->min_version, TLS1_2_VERSION);
     t->max_version = parse_version(cfg->max_version, 0);
-    t->reload_interval_ms = cfg->reload_interval_ns > 0
-                                ? (uint64_t)(cfg->reload_interval_ns / 1000000)
-                                : 0;
+    t->reload_interval_ms =
+        cfg->reload_interval_ns > 0 ? (uint64_t)(cfg->reload_interval_ns / 1000000) : 0;
     if (cfg->reload_interval_ns > 0 && t->reload_interval_ms == 0)
         t->reload_interval_ms = 1;
     t->alpn = (h2 ? ALPN_H2 : 0) | (http1 ? ALPN_HTTP1 : 0);

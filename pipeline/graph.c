@@ -145,8 +145,7 @@ static pl_status link_consume(void *arg, pl_batch *batch)
 {
     plink *l = arg;
     if (l->stats && (unsigned)l->signal < PL_SIGNAL_COUNT)
-        __atomic_fetch_add(&l->stats->flow[l->signal][1], pl_batch_items(batch),
-                           __ATOMIC_RELAXED);
+        __atomic_fetch_add(&l->stats->flow[l->signal][1], pl_batch_items(batch), __ATOMIC_RELAXED);
     return pl_consumer_consume(l->target, batch);
 }
 
@@ -438,7 +437,8 @@ static instance *instance_new(pl_graph *g, size_t i, pl_stats *stats)
     if (inst->used) {
         inst->stats = stats ? stats : pl_stats_new(inst->cc->id, inst->cc->kind);
         inst->owns_stats = !stats;
-        if (!inst->stats || (inst->cc->kind == PL_KIND_PROCESSOR && make_links(inst, g->config, i))) {
+        if (!inst->stats ||
+            (inst->cc->kind == PL_KIND_PROCESSOR && make_links(inst, g->config, i))) {
             free_instance(inst);
             return NULL;
         }

@@ -28,7 +28,7 @@
 
 struct pl_service {
     uv_loop_t *loop;
-    pl_config *config;      /* the running configuration */
+    pl_config *config;        /* the running configuration */
     pl_config *failed_config; /* a swap that failed to start: freed with graph */
     /* A reload's replaced components, draining while the new graph runs. */
     pl_graph *retiring;
@@ -43,11 +43,11 @@ struct pl_service {
     uint64_t drain_deadline_ns;
     bool reload_queued; /* SIGHUP while a reload was running */
     int exit_code;
-    unsigned reloads;         /* switched to a new configuration */
-    unsigned reload_failures; /* refused or rolled back */
+    unsigned reloads;               /* switched to a new configuration */
+    unsigned reload_failures;       /* refused or rolled back */
     pl_telemetry_thread *telemetry; /* /metrics and /health on their own thread */
     char *telemetry_address;
-    bool telemetry_tls; /* the running endpoint serves TLS */
+    bool telemetry_tls;      /* the running endpoint serves TLS */
     uv_timer_t zombie_timer; /* destroys a graph that failed to start */
     pl_graph *zombie;
     pl_config *zombie_config; /* its config, freed with it (may be NULL) */
@@ -128,8 +128,8 @@ static int telemetry_apply(pl_service *s, const pl_config *cfg, pl_err *err)
     }
     s->telemetry_address = strdup(addr);
     if (s->state != PL_SERVICE_STARTING) /* at start-up, announced once running */
-        pl_info("telemetry", "metrics and health on %s://%s/metrics, /health", tls ? "https" : "http",
-                addr);
+        pl_info("telemetry", "metrics and health on %s://%s/metrics, /health",
+                tls ? "https" : "http", addr);
     return 0;
 }
 
@@ -262,8 +262,10 @@ static void on_retire_tick(uv_timer_t *timer)
     if (pending > 0 && pl_time_mono_ns() < s->retire_deadline_ns)
         return;
     if (pending > 0)
-        pl_warn("service", "reload: drain deadline passed with %zu still pending in replaced "
-                           "exporters", pending);
+        pl_warn("service",
+                "reload: drain deadline passed with %zu still pending in replaced "
+                "exporters",
+                pending);
     retire_done(s);
     if (s->reload_queued && s->state == PL_SERVICE_RUNNING) {
         s->reload_queued = false;

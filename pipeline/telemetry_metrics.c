@@ -155,8 +155,7 @@ static void render_family(pl_buf *b, const family *f, pl_signal sig)
             pl_buf_append_str(b, f->prefix);
             pl_buf_append_str(b, units[sig]);
             open_labels(b, s);
-            pl_buf_printf(b, "} %llu\n",
-                          (unsigned long long)pl_stats_get(s, sig, f->stat));
+            pl_buf_printf(b, "} %llu\n", (unsigned long long)pl_stats_get(s, sig, f->stat));
             continue;
         }
         int col = f->stat == PL_STAT_REFUSED;
@@ -174,8 +173,8 @@ static void render_family(pl_buf *b, const family *f, pl_signal sig)
         for (int t = 1; t < PL_TRANSPORT_COUNT; t++) {
             if (!(via & (1u << t)))
                 continue;
-            uint64_t v = __atomic_load_n(&s->via[t][sig][col], __ATOMIC_RELAXED) +
-                         (t == fold ? rest : 0);
+            uint64_t v =
+                __atomic_load_n(&s->via[t][sig][col], __ATOMIC_RELAXED) + (t == fold ? rest : 0);
             pl_buf_append_str(b, f->prefix);
             pl_buf_append_str(b, units[sig]);
             open_labels(b, s);
@@ -210,9 +209,9 @@ static void render_flow(pl_buf *b)
                     continue;
                 pl_buf_append_str(b, names[dir]);
                 open_labels(b, s);
-                pl_buf_printf(b, ",otel_signal=\"%s\"} %llu\n", signals[sig],
-                              (unsigned long long)__atomic_load_n(&s->flow[sig][dir],
-                                                                  __ATOMIC_RELAXED));
+                pl_buf_printf(
+                    b, ",otel_signal=\"%s\"} %llu\n", signals[sig],
+                    (unsigned long long)__atomic_load_n(&s->flow[sig][dir], __ATOMIC_RELAXED));
             }
         }
     }
@@ -231,7 +230,8 @@ static const struct {
      "Current size of the retry queue (in batches)."},
     {PL_KIND_EXPORTER, "queue_capacity", "otelcol_exporter_queue_capacity",
      "Fixed capacity of the retry queue (in batches)."},
-    {PL_KIND_PROCESSOR, "batch_size_trigger_send", "otelcol_processor_batch_batch_size_trigger_send",
+    {PL_KIND_PROCESSOR, "batch_size_trigger_send",
+     "otelcol_processor_batch_batch_size_trigger_send",
      "Number of times the batch was sent due to a size trigger."},
     {PL_KIND_PROCESSOR, "timeout_trigger_send", "otelcol_processor_batch_timeout_trigger_send",
      "Number of times the batch was sent due to a timeout trigger."},

@@ -51,7 +51,7 @@ struct pl_workers {
     uv_loop_t *main_loop;
     uv_async_t main_wake;
     uv_mutex_t mu;
-    uv_cond_t cv; /* the pipeline loop waits here in run_on */
+    uv_cond_t cv;     /* the pipeline loop waits here in run_on */
     job *head, *tail; /* batches for the pipeline loop */
     worker *workers;
     unsigned n;

@@ -626,9 +626,8 @@ static void prefetch_sample_span(const correlation *self, const pl_dictionary *d
         return;
     }
     const pl_span *sp = e->span;
-    uint64_t pkey = span_id_valid(sp->parent_span_id, sp->parent_span_id_len)
-                        ? id_key(sp->parent_span_id)
-                        : 0;
+    uint64_t pkey =
+        span_id_valid(sp->parent_span_id, sp->parent_span_id_len) ? id_key(sp->parent_span_id) : 0;
     if (stage == 2) {
         prefetch_span_data(sp);
         if (pkey)

@@ -112,8 +112,7 @@ static const pl_cfg_field redaction_fields[] = {
     {"allowed_values", PL_CFG_STRLIST, NULL, offsetof(redaction_cfg, allowed_values),
      "regexes; a string value matching one is never masked by blocked_values", NULL},
     {"summary", PL_CFG_STRING, "silent", offsetof(redaction_cfg, summary),
-     "attributes recording what was done: silent, info (counts) or debug (counts and keys)",
-     NULL},
+     "attributes recording what was done: silent, info (counts) or debug (counts and keys)", NULL},
     {"blocked_key_patterns", PL_CFG_STRLIST, NULL, offsetof(redaction_cfg, blocked_key_patterns),
      "regexes on keys; the whole value of a matching key is replaced", NULL},
     {"replacement", PL_CFG_STRING, "****", offsetof(redaction_cfg, replacement),
@@ -172,9 +171,10 @@ static pl_status redaction_create(const pl_create_settings *s, const void *confi
     snprintf(r->id, sizeof(r->id), "%s", s && s->id ? s->id : "redaction");
     r->stats = s ? s->stats : NULL;
     r->allow_all_keys = c->allow_all_keys;
-    r->summary = !c->summary ? 0 : strcmp(c->summary, "debug") == 0 ? 2
-                               : strcmp(c->summary, "info") == 0    ? 1
-                                                                    : 0;
+    r->summary = !c->summary                        ? 0
+                 : strcmp(c->summary, "debug") == 0 ? 2
+                 : strcmp(c->summary, "info") == 0  ? 1
+                                                    : 0;
     r->replacement = strdup(c->replacement ? c->replacement : "****");
     r->function_replacement =
         strdup(c->function_replacement ? c->function_replacement : "[REDACTED]");
@@ -425,9 +425,9 @@ static void redact_with_summary(redact_ctx *c, pl_attrs *attrs)
     bool debug = c->r->summary == 2;
     if (sum.n_redacted) {
         if (debug)
-            put_summary(c, attrs, "redaction.redacted.keys",
-                        pl_value_string(pl_batch_bytes(c->batch, sum.redacted,
-                                                       strlen(sum.redacted))));
+            put_summary(
+                c, attrs, "redaction.redacted.keys",
+                pl_value_string(pl_batch_bytes(c->batch, sum.redacted, strlen(sum.redacted))));
         put_summary(c, attrs, "redaction.redacted.count", pl_value_int((int64_t)sum.n_redacted));
     }
     if (sum.n_masked) {

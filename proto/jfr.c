@@ -33,9 +33,9 @@
 
 #include "proto/jfr_internal.h"
 
-#define HEADER_SIZE   68
-#define MAX_DEPTH     24
-#define NSLOTS        7
+#define HEADER_SIZE      68
+#define MAX_DEPTH        24
+#define NSLOTS           7
 #define MAX_WALL_SAMPLES (1u << 20) /* per event: more is not a real profiler's */
 #define MAX_DURATION_NS  (1000000000ull * 86400 * 365)
 
@@ -62,7 +62,8 @@ enum role {
 
 /* Capture slots (the fields a role reads). */
 enum {
-    S_STACK = 0, /* events: stackTrace; stack trace: frames; frame: method; method: type; class, symbol: name */
+    S_STACK = 0, /* events: stackTrace; stack trace: frames; frame: method; method: type; class,
+                    symbol: name */
     S_STATE = 1, /* events: state; frame: lineNumber; method: name */
     S_CONTEXT = 2,
     S_DURATION = 3,
@@ -232,11 +233,11 @@ static pl_status check_budget(rctx *x)
         return pl_errf(x->err, PL_ERR_TOO_LARGE,
                        "JFR: more than %zu objects (pool entries, events, samples) in one request",
                        x->max_objects);
-    size_t mem = jfr_out_memory(&x->out) + pl_arena_bytes(&x->arena) +
-                 htab_bytes(&x->class_index) + htab_bytes(&x->stack_index) +
-                 htab_bytes(&x->method_index) + htab_bytes(&x->pclass_index) +
-                 htab_bytes(&x->text_index) + htab_bytes(&x->fn_cache_index) +
-                 htab_bytes(&x->st_cache_index) + (size_t)x->cap_scratch * 4;
+    size_t mem = jfr_out_memory(&x->out) + pl_arena_bytes(&x->arena) + htab_bytes(&x->class_index) +
+                 htab_bytes(&x->stack_index) + htab_bytes(&x->method_index) +
+                 htab_bytes(&x->pclass_index) + htab_bytes(&x->text_index) +
+                 htab_bytes(&x->fn_cache_index) + htab_bytes(&x->st_cache_index) +
+                 (size_t)x->cap_scratch * 4;
     if (mem > x->max_memory)
         return pl_errf(x->err, PL_ERR_TOO_LARGE,
                        "JFR: decoding needs more than %zu bytes of memory (the request's budget)",
@@ -576,8 +577,8 @@ static pl_status walk_element(rctx *x, jcur *c, int depth, int64_t cls)
         pl_bytes val = x->mstrings[v];
         if (is_class && mstr_is(x, k, "id")) {
             if (parse_u64(val, &nc.id))
-                return BAD("JFR: metadata: bad class id \"%.*s\"", (int)(val.len > 40 ? 40 : val.len),
-                           (const char *)val.ptr);
+                return BAD("JFR: metadata: bad class id \"%.*s\"",
+                           (int)(val.len > 40 ? 40 : val.len), (const char *)val.ptr);
             has_id = true;
         } else if (is_class && mstr_is(x, k, "name")) {
             nc.name = val;
@@ -679,8 +680,7 @@ static int64_t min_size(rctx *x, uint32_t ci)
     return k->min_size;
 }
 
-static pl_status parse_metadata(rctx *x, const uint8_t *chunk, uint64_t chunk_size,
-                                uint64_t offset)
+static pl_status parse_metadata(rctx *x, const uint8_t *chunk, uint64_t chunk_size, uint64_t offset)
 {
     if (offset < HEADER_SIZE || offset >= chunk_size)
         return BAD("JFR: metadata offset %llu outside the chunk", (unsigned long long)offset);
@@ -725,8 +725,9 @@ static pl_status parse_metadata(rctx *x, const uint8_t *chunk, uint64_t chunk_si
             return BAD("JFR: metadata: class id %llu declared twice", (unsigned long long)k->id);
         *slot = i + 1;
         pl_htab_added(&x->class_index, slot, h);
-        static const char *const prims[] = {NULL,  "boolean", "byte",  "char",   "short",
-                                            "int", "long",    "float", "double", "java.lang.String"};
+        static const char *const prims[] = {
+            NULL,  "boolean", "byte",  "char",   "short",
+            "int", "long",    "float", "double", "java.lang.String"};
         k->prim = P_STRUCT;
         for (int p = 1; p <= P_STRING && k->n_fields == 0; p++)
             if (pl_bytes_eq_cstr(k->name, prims[p]))
@@ -848,8 +849,8 @@ static pl_status parse_checkpoint(rctx *x, jcur *c)
 {
     uint64_t skip, n_pools;
     uint8_t flush;
-    if (rd_long(x, c, &skip) || rd_long(x, c, &skip) || rd_long(x, c, &skip) ||
-        rd_u8(c, &flush) || rd_count(x, c, &n_pools))
+    if (rd_long(x, c, &skip) || rd_long(x, c, &skip) || rd_long(x, c, &skip) || rd_u8(c, &flush) ||
+        rd_count(x, c, &n_pools))
         return BAD("JFR: truncated checkpoint");
     for (uint64_t p = 0; p < n_pools; p++) {
         uint64_t type, count;
@@ -1005,8 +1006,8 @@ static int32_t stack_of(rctx *x, uint64_t key)
         x->scratch_locs[n++] = (uint32_t)loc;
     }
     int32_t stack = jfr_out_stack(&x->out, x->scratch_locs, n);
-    if (stack < 0 ||
-        cache_put(x, &x->st_cache, &x->n_st_cache, &x->cap_st_cache, &x->st_cache_index, key, stack))
+    if (stack < 0 || cache_put(x, &x->st_cache, &x->n_st_cache, &x->cap_st_cache,
+                               &x->st_cache_index, key, stack))
         return -2;
     return stack;
 }
@@ -1056,7 +1057,8 @@ static pl_status handle_event(rctx *x, uint8_t role, const jval *cap)
     bool has_state = text_of(x, cap[S_STATE], &state);
     bool wall_mode = strcmp(x->res->event_setting, "wall") == 0;
     int64_t value = cap[S_VALUE].kind == V_NUM ? (int64_t)cap[S_VALUE].u : 0;
-    int64_t delay = (int64_t)(cap[S_DURATION].kind == V_NUM ? ticks_to_ns(x, cap[S_DURATION].u) : 0);
+    int64_t delay =
+        (int64_t)(cap[S_DURATION].kind == V_NUM ? ticks_to_ns(x, cap[S_DURATION].u) : 0);
     pl_status st = PL_OK;
     switch (role) {
     case R_EV_EXEC:
@@ -1152,8 +1154,8 @@ static pl_status read_chunk(rctx *x, const uint8_t *data, size_t len, size_t *us
     times->start_ns = be64(data + 32);
     times->duration_ns = be64(data + 40);
     x->ticks_per_second = be64(data + 56);
-    uint32_t features = (uint32_t)data[64] << 24 | (uint32_t)data[65] << 16 |
-                        (uint32_t)data[66] << 8 | data[67];
+    uint32_t features =
+        (uint32_t)data[64] << 24 | (uint32_t)data[65] << 16 | (uint32_t)data[66] << 8 | data[67];
     x->compressed = features & 1;
     if (size == 0)
         return BAD("JFR: chunk %u: size 0 (a recording still being written)", idx);
@@ -1246,9 +1248,8 @@ pl_status pl_jfr_to_pprof(const uint8_t *data, size_t len, const pl_jfr_options 
     }
     if (st == PL_OK) {
         jfr_encode_info info = {
-            .period = 1000000000 / (o.sample_rate > 0 && o.sample_rate <= 1000000000
-                                        ? o.sample_rate
-                                        : 100),
+            .period = 1000000000 /
+                      (o.sample_rate > 0 && o.sample_rate <= 1000000000 ? o.sample_rate : 100),
             .time_unix_nano = o.time_unix_nano ? o.time_unix_nano : first_start,
             .duration_nano = o.time_unix_nano ? o.duration_nano : total_duration,
             .labels = o.labels,

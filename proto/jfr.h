@@ -63,12 +63,12 @@ size_t pl_jfr_labels_contexts(const pl_jfr_labels *labels);
 #define PL_JFR_DEFAULT_MAX_OBJECTS (8u << 20)
 
 typedef struct pl_jfr_options {
-    int64_t sample_rate;            /* Hz (sampleRate); <= 0: 100 */
-    uint64_t time_unix_nano;        /* the profiles' time; 0: the first chunk's start */
-    uint64_t duration_nano;         /* 0: the chunks' duration */
-    const pl_jfr_labels *labels;    /* NULL: no context labels */
-    size_t max_memory;              /* decoder memory budget; 0: PL_JFR_DEFAULT_MAX_MEMORY */
-    size_t max_objects;             /* pool entries + events + samples; 0: default */
+    int64_t sample_rate;         /* Hz (sampleRate); <= 0: 100 */
+    uint64_t time_unix_nano;     /* the profiles' time; 0: the first chunk's start */
+    uint64_t duration_nano;      /* 0: the chunks' duration */
+    const pl_jfr_labels *labels; /* NULL: no context labels */
+    size_t max_memory;           /* decoder memory budget; 0: PL_JFR_DEFAULT_MAX_MEMORY */
+    size_t max_objects;          /* pool entries + events + samples; 0: default */
 } pl_jfr_options;
 
 /* What the events became. */
@@ -95,10 +95,11 @@ typedef struct pl_jfr_result {
     pl_jfr_profile profiles[PL_JFR_KINDS]; /* the kinds that occurred, in kind order */
     uint32_t n_profiles;
     uint32_t chunks;
-    uint64_t events;            /* events in the body, of every type */
-    uint64_t events_by_kind[PL_JFR_KINDS]; /* events read per kind (a wall ExecutionSample counts under CPU) */
-    uint64_t skipped_no_stack;  /* events of a used type without a stack trace */
-    char event_setting[32];     /* jdk.ActiveSetting `event` (async-profiler's mode), "" if none */
+    uint64_t events;                       /* events in the body, of every type */
+    uint64_t events_by_kind[PL_JFR_KINDS]; /* events read per kind (a wall ExecutionSample counts
+                                              under CPU) */
+    uint64_t skipped_no_stack;             /* events of a used type without a stack trace */
+    char event_setting[32]; /* jdk.ActiveSetting `event` (async-profiler's mode), "" if none */
 } pl_jfr_result;
 
 /* Decodes `data` (a JFR body: raw chunks, already gunzipped) into one pprof

@@ -40,8 +40,8 @@ typedef struct jfr_kind_state {
 } jfr_kind_state;
 
 typedef struct jfr_out {
-    pl_arena arena;      /* every table below; strings built here */
-    pl_bytes *strings;   /* [0] = "" */
+    pl_arena arena;    /* every table below; strings built here */
+    pl_bytes *strings; /* [0] = "" */
     uint32_t n_strings, cap_strings;
     pl_htab string_index;
     uint32_t *functions; /* name string index per function; [0] unused */
@@ -65,8 +65,8 @@ int32_t jfr_out_location(jfr_out *o, uint32_t function, int32_t line);
 int32_t jfr_out_stack(jfr_out *o, const uint32_t *locs, uint32_t n);
 /* Adds values to the (stack, context) sample of `kind`; 1 if a new sample
  * was made, 0 if summed into one, -1 on OOM. */
-int jfr_out_sample(jfr_out *o, pl_jfr_kind kind, uint32_t stack, uint64_t context,
-                   int64_t v0, int64_t v1);
+int jfr_out_sample(jfr_out *o, pl_jfr_kind kind, uint32_t stack, uint64_t context, int64_t v0,
+                   int64_t v1);
 /* Memory the tables hold (for the budget). */
 size_t jfr_out_memory(const jfr_out *o);
 void jfr_out_init(jfr_out *o);
@@ -79,8 +79,7 @@ typedef struct jfr_encode_info {
 } jfr_encode_info;
 
 /* Appends the pprof of `kind` to `out`. -1 on OOM. */
-int jfr_out_encode(const jfr_out *o, pl_jfr_kind kind, const jfr_encode_info *info,
-                   pl_buf *out);
+int jfr_out_encode(const jfr_out *o, pl_jfr_kind kind, const jfr_encode_info *info, pl_buf *out);
 /* Pyroscope's __name__ of a kind. */
 const char *jfr_kind_name(pl_jfr_kind kind);
 

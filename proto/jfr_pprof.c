@@ -34,7 +34,8 @@ static int grow(pl_arena *a, void **arr, uint32_t n, uint32_t *cap, size_t elem)
     return 0;
 }
 
-#define GROW(o, field, n, cap) grow(&(o)->arena, (void **)&(o)->field, (o)->n, &(o)->cap, sizeof(*(o)->field))
+#define GROW(o, field, n, cap)                                                                     \
+    grow(&(o)->arena, (void **)&(o)->field, (o)->n, &(o)->cap, sizeof(*(o)->field))
 
 void jfr_out_init(jfr_out *o)
 {
@@ -357,7 +358,8 @@ pl_jfr_labels *pl_jfr_labels_decode(const uint8_t *data, size_t len, pl_err *err
             pl_jfr_labels_free(l);
             return LBAD("labels: corrupt protobuf at byte %zu", (size_t)(r.p - data));
         }
-        if (wt != 2 || (f != jfr_LabelsSnapshot_contexts_tag && f != jfr_LabelsSnapshot_strings_tag))
+        if (wt != 2 ||
+            (f != jfr_LabelsSnapshot_contexts_tag && f != jfr_LabelsSnapshot_strings_tag))
             continue;
         int64_t id = 0;
         pl_bytes text = {(const uint8_t *)"", 0};
@@ -576,7 +578,7 @@ int jfr_out_encode(const jfr_out *oc, pl_jfr_kind kind, const jfr_encode_info *i
 
     /* Context labels, resolved once per context (string ids into o). */
     uint32_t *label_off = calloc(ks->n + 1, sizeof(uint32_t));
-    int32_t (*label_kv)[2] = NULL;
+    int32_t(*label_kv)[2] = NULL;
     uint32_t n_kv = 0, cap_kv = 0;
     uint32_t *loc_map = calloc(o->n_locs + 1, sizeof(uint32_t));
     uint32_t *fn_map = calloc(o->n_functions + 1, sizeof(uint32_t));
@@ -585,12 +587,15 @@ int jfr_out_encode(const jfr_out *oc, pl_jfr_kind kind, const jfr_encode_info *i
         goto done;
     for (uint32_t i = 0; i < ks->n; i++) {
         label_off[i] = n_kv;
-        const label_context *lc = info->labels && ks->samples[i].context
-                                      ? labels_context(info->labels, (int64_t)ks->samples[i].context)
-                                      : NULL;
+        const label_context *lc =
+            info->labels && ks->samples[i].context
+                ? labels_context(info->labels, (int64_t)ks->samples[i].context)
+                : NULL;
         for (uint32_t j = 0; lc && j < lc->n; j++) {
-            const label_string *k = labels_string(info->labels, info->labels->pairs[lc->off + j][0]);
-            const label_string *v = labels_string(info->labels, info->labels->pairs[lc->off + j][1]);
+            const label_string *k =
+                labels_string(info->labels, info->labels->pairs[lc->off + j][0]);
+            const label_string *v =
+                labels_string(info->labels, info->labels->pairs[lc->off + j][1]);
             if (!k || !v || !k->text.len || !v->text.len)
                 continue;
             if (n_kv == cap_kv) {

@@ -320,12 +320,15 @@ PUB_MSG(pl_tm_profiles, pl_profiles, f_profiles);
 _Static_assert(sizeof(pl_span) <= 256 && sizeof(pl_profile) <= 256, "element size");
 
 static const jmsg *const all[] = {
-    &pl_tm_keyvalue, &pl_tm_arrayvalue,  &pl_tm_kvlist,    &m_entity_ref,       &m_resource,
-    &m_scope,        &m_status,          &m_event,         &m_span_link,        &m_span,
-    &m_scope_spans,  &m_resource_spans,  &pl_tm_traces,    &m_value_type,       &m_sample,
-    &m_profile,      &m_scope_profiles,  &m_resource_profiles, &m_mapping,      &m_line,
-    &m_location,     &m_function,        &m_link,          &m_kvu,              &m_stack,
-    &m_dictionary,   &pl_tm_profiles,
+    &pl_tm_keyvalue, &pl_tm_arrayvalue, &pl_tm_kvlist,
+    &m_entity_ref,   &m_resource,       &m_scope,
+    &m_status,       &m_event,          &m_span_link,
+    &m_span,         &m_scope_spans,    &m_resource_spans,
+    &pl_tm_traces,   &m_value_type,     &m_sample,
+    &m_profile,      &m_scope_profiles, &m_resource_profiles,
+    &m_mapping,      &m_line,           &m_location,
+    &m_function,     &m_link,           &m_kvu,
+    &m_stack,        &m_dictionary,     &pl_tm_profiles,
 };
 
 __attribute__((constructor)) static void index_tables(void)

@@ -33,10 +33,9 @@ int pl_gzip(const uint8_t *data, size_t len, pl_buf *out)
 
 /* ---- the builder --------------------------------------------------------- */
 
-
 /* Makes room for `extra` more entries in a dictionary table. */
 int pprof_table_reserve(pl_arena *arena, void **items, uint32_t n, uint32_t *cap, size_t elem,
-                         size_t extra)
+                        size_t extra)
 {
     if ((size_t)n + extra <= *cap && *items)
         return 0;
@@ -299,7 +298,6 @@ int pprof_grow_scratch(void **p, size_t *cap, size_t need, size_t elem)
     return 0;
 }
 
-
 /* ---- Pyroscope profile names --------------------------------------------- */
 
 static bool bytes_contains(pl_bytes s, const char *needle)
@@ -351,4 +349,3 @@ pl_bytes pl_pprof_profile_name(const pl_dictionary *dict, const pl_profile *prof
         return ptype;
     return type;
 }
-

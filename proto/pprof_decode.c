@@ -479,7 +479,8 @@ static pl_status on_mapping(decode_ctx *c, reader *r, uint32_t wt, uint32_t i)
     if (build_id) {
         int32_t key = pprof_intern_cstr(b, "process.executable.build_id.gnu");
         int32_t attr =
-            key < 0 ? -1 : pprof_intern_attr(b, key, pl_value_string(bdict(b)->strings[build_id]), 0);
+            key < 0 ? -1
+                    : pprof_intern_attr(b, key, pl_value_string(bdict(b)->strings[build_id]), 0);
         int32_t *list = pl_arena_alloc(&b->batch->arena, sizeof(int32_t));
         if (attr < 0 || !list)
             return NOMEM(c);
@@ -612,7 +613,8 @@ static int on_location_id(void *ctx, uint64_t id)
         s->st = BAD(c, "pprof: sample %u: location id %" PRIu64 " not found", s->sample, id);
         return 1;
     }
-    if (pprof_grow_scratch((void **)&b->scratch_locs, &b->cap_locs, s->n_locs + 1, sizeof(int32_t))) {
+    if (pprof_grow_scratch((void **)&b->scratch_locs, &b->cap_locs, s->n_locs + 1,
+                           sizeof(int32_t))) {
         s->st = NOMEM(c);
         return 1;
     }
@@ -624,7 +626,8 @@ static int on_value(void *ctx, uint64_t v)
 {
     sample_state *s = ctx;
     pl_pprof_builder *b = s->c->b;
-    if (pprof_grow_scratch((void **)&b->scratch_vals, &b->cap_vals, s->n_vals + 1, sizeof(int64_t))) {
+    if (pprof_grow_scratch((void **)&b->scratch_vals, &b->cap_vals, s->n_vals + 1,
+                           sizeof(int64_t))) {
         s->st = NOMEM(s->c);
         return 1;
     }
@@ -679,7 +682,7 @@ static pl_status on_sample(decode_ctx *c, reader *r, uint32_t wt, uint32_t i, pr
             if (w != WT_LEN)
                 return BAD(c, "pprof: sample %u: label corrupt", i);
             if (pprof_grow_scratch((void **)&b->scratch_labels, &b->cap_labels, n_labels + 1,
-                             sizeof(raw_label)))
+                                   sizeof(raw_label)))
                 return NOMEM(c);
             pl_status st = read_label(c, &m, &b->scratch_labels[n_labels], i);
             if (st != PL_OK)
@@ -766,7 +769,8 @@ static pl_status on_sample(decode_ctx *c, reader *r, uint32_t wt, uint32_t i, pr
         char hex[33];
         pl_hex_encode(link.trace_id, 16, hex);
         v = pprof_intern_string(b, pl_batch_bytes(b->batch, hex, 32));
-        int32_t attr = v < 0 ? -1 : pprof_intern_attr(b, key, pl_value_string(bdict(b)->strings[v]), 0);
+        int32_t attr =
+            v < 0 ? -1 : pprof_intern_attr(b, key, pl_value_string(bdict(b)->strings[v]), 0);
         if (attr < 0)
             return NOMEM(c);
         b->scratch_attrs[n_attrs++] = attr;
@@ -892,8 +896,8 @@ static pl_status check_budget(decode_ctx *c)
  * index *base + k), then their pprof ids (nonzero, unique) mapped to
  * positions. */
 static pl_status load_id_table(decode_ctx *c, void **items, uint32_t *dict_n, uint32_t *cap,
-                               size_t elem, uint32_t *base, uint32_t n, uint32_t want,
-                               field_fn fn, idmap *map, const char *one, const char *many)
+                               size_t elem, uint32_t *base, uint32_t n, uint32_t want, field_fn fn,
+                               idmap *map, const char *one, const char *many)
 {
     *base = *dict_n;
     pl_status st = check_u32(c, n, *base, many);
@@ -1154,4 +1158,3 @@ pl_batch *pl_pprof_decode(const uint8_t *data, size_t len, const pl_pprof_meta *
     }
     return batch;
 }
-

@@ -69,7 +69,8 @@ static int64_t enc_string(encoder *e, pl_bytes s)
         return -1;
     if (*slot)
         return *slot;
-    if (pprof_grow_scratch((void **)&e->strings, &e->cap_strings, e->n_strings + 1, sizeof(pl_bytes)))
+    if (pprof_grow_scratch((void **)&e->strings, &e->cap_strings, e->n_strings + 1,
+                           sizeof(pl_bytes)))
         return -1;
     e->strings[e->n_strings] = s;
     *slot = (uint32_t)e->n_strings;

@@ -31,7 +31,6 @@ static inline uint64_t hash_bytes(const void *data, size_t len, uint64_t seed)
     return pl_hash_bytes_with(seed, data, len);
 }
 
-
 typedef struct raw_label {
     int64_t key, str, num, num_unit;
 } raw_label;
@@ -54,7 +53,6 @@ struct pl_pprof_builder {
     size_t cap_attrs;
 };
 
-
 static inline pl_dictionary *bdict(pl_pprof_builder *b)
 {
     return &b->batch->data.profiles.dict;
@@ -67,8 +65,8 @@ int pprof_table_reserve(pl_arena *arena, void **items, uint32_t n, uint32_t *cap
                         size_t extra);
 
 #define RESERVE(b, field, extra)                                                                   \
-    pprof_table_reserve(&(b)->batch->arena, (void **)&bdict(b)->field, bdict(b)->n_##field,              \
-                  &bdict(b)->cap_##field, sizeof(*bdict(b)->field), (extra))
+    pprof_table_reserve(&(b)->batch->arena, (void **)&bdict(b)->field, bdict(b)->n_##field,        \
+                        &bdict(b)->cap_##field, sizeof(*bdict(b)->field), (extra))
 
 /* Interning into the batch's dictionary: index, -1 on OOM. Strings must
  * live as long as the batch. */

@@ -150,7 +150,8 @@ static const pl_cfg_field grpc_fields[] = {
      "attach the request's metadata (headers) to the data", NULL},
     {"max_connections", PL_CFG_INT, "1024", offsetof(otlp_grpc_config, max_connections),
      "open connections at most; more are closed at once", NULL},
-    {"max_connections_per_client", PL_CFG_INT, "0", offsetof(otlp_grpc_config, max_connections_per_client),
+    {"max_connections_per_client", PL_CFG_INT, "0",
+     offsetof(otlp_grpc_config, max_connections_per_client),
      "connections one client (IP address) may hold; 0: a quarter of max_connections (raise it "
      "behind a load balancer that connects from one address)",
      NULL},
@@ -190,7 +191,8 @@ static const pl_cfg_field http_fields[] = {
      "path for metrics", NULL},
     {"max_connections", PL_CFG_INT, "1024", offsetof(otlp_http_config, max_connections),
      "open connections at most; more are closed at once", NULL},
-    {"max_connections_per_client", PL_CFG_INT, "0", offsetof(otlp_http_config, max_connections_per_client),
+    {"max_connections_per_client", PL_CFG_INT, "0",
+     offsetof(otlp_http_config, max_connections_per_client),
      "connections one client (IP address) may hold; 0: a quarter of max_connections (raise it "
      "behind a load balancer that connects from one address)",
      NULL},
@@ -402,8 +404,9 @@ static pl_status otlp_start(void *self, pl_err *err)
      * cache, its file reload) that is not made for several threads: with
      * one configured, this receiver stays on the pipeline loop. */
     if (workers > 1 && (r->grpc_opt.auth || r->http_opt.auth)) {
-        pl_info(r->id, "an authenticator is configured: listening on the pipeline loop, not on "
-                       "the %u workers",
+        pl_info(r->id,
+                "an authenticator is configured: listening on the pipeline loop, not on "
+                "the %u workers",
                 workers);
         workers = 0;
     }
@@ -447,8 +450,8 @@ static pl_status otlp_start(void *self, pl_err *err)
             r->grpc_server = NULL;
             return PL_ERR_INTERNAL;
         }
-        pl_info(r->id, "OTLP/HTTP listening on %s://%s",
-                pl_listener_security_scheme(&r->http_sec), r->http_endpoint);
+        pl_info(r->id, "OTLP/HTTP listening on %s://%s", pl_listener_security_scheme(&r->http_sec),
+                r->http_endpoint);
     }
     return PL_OK;
 }

@@ -260,8 +260,8 @@ pl_status pl_pprof_delta_apply(pl_pprof_delta *d, pl_batch *batch, uint64_t now_
                 continue;
             uint32_t j = which[i];
             int64_t pj = totals_get(&d->prev, cur.fps[j]);
-            int64_t delta = cur.vals[(size_t)j * k + x] -
-                            (pj >= 0 ? d->prev.vals[(size_t)pj * k + x] : 0);
+            int64_t delta =
+                cur.vals[(size_t)j * k + x] - (pj >= 0 ? d->prev.vals[(size_t)pj * k + x] : 0);
             if (delta <= 0)
                 continue;
             out[m] = p->samples[i];

@@ -798,9 +798,14 @@ static void handle_ingest(pyroscope *r, pl_http_request *req, pl_http_response *
     } else if (fmt == FMT_MULTIPART) {
         st = ingest_multipart(b, batch, req, ctype, ctype_len, &um.meta, &err);
     } else if (fmt == FMT_JFR) {
-        pl_jfr_upload up = {req->body,         req->body_len,           ctype,
-                            ctype_len,         rate,                    r->max_decompressed,
-                            r->max_decoded_memory, r->max_decoded_objects};
+        pl_jfr_upload up = {req->body,
+                            req->body_len,
+                            ctype,
+                            ctype_len,
+                            rate,
+                            r->max_decompressed,
+                            r->max_decoded_memory,
+                            r->max_decoded_objects};
         uint32_t n_profiles = 0;
         st = pl_pyroscope_ingest_jfr(b, &up, &um.meta, &n_profiles, &err);
     } else {
@@ -1193,8 +1198,9 @@ static pl_status pyroscope_start(void *self, pl_err *err)
             r->n_workers = 0;
             return st;
         }
-        pl_info(r->id, "listening on %s://%s, port %d (Pyroscope /ingest, push API, OTLP profiles; "
-                       "%u workers)",
+        pl_info(r->id,
+                "listening on %s://%s, port %d (Pyroscope /ingest, push API, OTLP profiles; "
+                "%u workers)",
                 pl_listener_security_scheme(&r->sec), r->endpoint,
                 pl_http_server_port(r->worker_servers[0]), workers);
         return PL_OK;

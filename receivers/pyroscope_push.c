@@ -166,7 +166,6 @@ void pl_push_request_free(pl_push_request *req)
 
 /* ---- JSON ---------------------------------------------------------------- */
 
-
 static pl_bytes json_str(pl_arena *arena, json_object *o)
 {
     if (!o || !json_object_is_type(o, json_type_string))

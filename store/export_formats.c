@@ -157,8 +157,9 @@ int pl_flamegraph_speedscope(const pl_profile_result *r, const char *name, pl_bu
     }
     pl_buf_append_byte(&samples, ']');
     if (rc == 0) {
-        pl_buf_append_str(out, "{\"$schema\":\"https://www.speedscope.app/file-format-schema.json\","
-                               "\"exporter\":\"proflink\",\"name\":");
+        pl_buf_append_str(out,
+                          "{\"$schema\":\"https://www.speedscope.app/file-format-schema.json\","
+                          "\"exporter\":\"proflink\",\"name\":");
         pl_buf_json_string(out, name, strlen(name));
         pl_buf_append_str(out, ",\"activeProfileIndex\":0,\"shared\":{\"frames\":[");
         for (size_t i = 0; i < fi.n; i++) {
@@ -168,7 +169,8 @@ int pl_flamegraph_speedscope(const pl_profile_result *r, const char *name, pl_bu
         }
         pl_buf_append_str(out, "]},\"profiles\":[{\"type\":\"sampled\",\"name\":");
         pl_buf_json_string(out, name, strlen(name));
-        pl_buf_printf(out, ",\"unit\":\"%s\",\"startValue\":0,\"endValue\":%" PRId64 ",\"samples\":",
+        pl_buf_printf(out,
+                      ",\"unit\":\"%s\",\"startValue\":0,\"endValue\":%" PRId64 ",\"samples\":",
                       speedscope_unit(r->unit), r->total);
         if (samples.data)
             pl_buf_append(out, samples.data, samples.len);

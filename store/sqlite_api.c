@@ -688,8 +688,7 @@ static void handle_status(pl_sqlite_api *api, pl_http_response *res)
                   "{\"spans_per_second\":%.1f,\"samples_per_second\":%.1f,\"spans_stored\":%" PRIu64
                   ",\"samples_stored\":%" PRIu64 ",\"store_bytes\":%" PRIu64
                   ",\"link\":{\"window\":\"15m\",\"spans\":%" PRIu64 ",\"linked\":%" PRIu64 "}}\n",
-                  sps, smps,
-                  api->live ? __atomic_load_n(&api->live->spans, __ATOMIC_RELAXED) : 0,
+                  sps, smps, api->live ? __atomic_load_n(&api->live->spans, __ATOMIC_RELAXED) : 0,
                   api->live ? __atomic_load_n(&api->live->samples, __ATOMIC_RELAXED) : 0,
                   pl_store_size(s), spans, linked);
     respond_buf(res, "application/json", &b);
@@ -805,8 +804,8 @@ static void api_thread(void *arg)
     pl_http_server_options opt;
     pl_sqlite_api_server_options(&opt);
     opt.tls = api->tls;
-    api->server = pl_http_server_start(&api->loop, api->endpoint, &opt, api_handler, api,
-                                       &api->start_err);
+    api->server =
+        pl_http_server_start(&api->loop, api->endpoint, &opt, api_handler, api, &api->start_err);
     api->start_ok = api->server != NULL;
     if (api->start_ok) {
         uv_async_init(&api->loop, &api->stop, on_stop);

@@ -403,8 +403,8 @@ static int cmd_trace(pl_store *s, const opts *o)
         pl_format_duration(d.summary.duration_ns, dur, sizeof(dur));
         time_label(d.summary.time_kind, d.summary.time, cpu, sizeof(cpu));
         print_time(d.summary.start_ns, start, sizeof(start));
-        pl_buf_printf(&b, "trace %s  %s  %zu spans  duration %s  %s%s\n\n", text, start, d.n,
-                      dur, cpu, d.summary.error_count ? "  (has errors)" : "");
+        pl_buf_printf(&b, "trace %s  %s  %zu spans  duration %s  %s%s\n\n", text, start, d.n, dur,
+                      cpu, d.summary.error_count ? "  (has errors)" : "");
         pl_buf_printf(&b, "%9s  %9s  %14s  %s\n", "START", "DURATION", "TIME", "SPAN");
         for (size_t i = 0; i < d.n; i++) {
             const pl_span_row *r = &d.spans[i];

@@ -147,8 +147,8 @@ typedef struct pl_trace_summary {
     const char *root_service; /* "" when unknown */
     bool has_root;
     uint64_t start_ns;
-    uint64_t duration_ns; /* root span's duration, else the trace's time envelope */
-    int64_t cpu_ns;       /* CPU time seen in profiles; -1 when no samples */
+    uint64_t duration_ns;   /* root span's duration, else the trace's time envelope */
+    int64_t cpu_ns;         /* CPU time seen in profiles; -1 when no samples */
     pl_time_kind time_kind; /* what `time` is */
     int64_t time;           /* CPU ns, else wall ns, else samples (see pl_time_kind) */
     uint32_t span_count;
@@ -295,8 +295,7 @@ typedef struct pl_link_stats {
 /* Looks at the spans of the PL_STORE_LINK_TRACES most recent traces
  * starting at or after since_ns (a bounded, indexed read). */
 #define PL_STORE_LINK_TRACES 2000
-pl_status pl_store_query_links(pl_store *store, uint64_t since_ns, pl_link_stats *out,
-                               pl_err *err);
+pl_status pl_store_query_links(pl_store *store, uint64_t since_ns, pl_link_stats *out, pl_err *err);
 void pl_link_stats_free(pl_link_stats *stats);
 
 /* Service names seen, sorted. */

@@ -22,7 +22,8 @@ pl_status st_query_fail(pl_store *s, int rc, pl_err *err)
  * inside a transaction already). */
 static bool read_begin(pl_store *s)
 {
-    return sqlite3_get_autocommit(s->db) && sqlite3_exec(s->db, "BEGIN", NULL, NULL, NULL) == SQLITE_OK;
+    return sqlite3_get_autocommit(s->db) &&
+           sqlite3_exec(s->db, "BEGIN", NULL, NULL, NULL) == SQLITE_OK;
 }
 
 static void read_end(pl_store *s, bool began)
@@ -138,8 +139,8 @@ pl_status pl_store_query_traces(pl_store *s, const pl_trace_query *q, pl_trace_l
     pl_arena_init(&out->arena);
     uint32_t limit = q->limit ? q->limit : 20;
     bool ranked = q->by_time || q->min_time > 0;
-    uint32_t fetch = ranked ? (limit > PL_STORE_TIME_CANDIDATES ? limit : PL_STORE_TIME_CANDIDATES)
-                            : limit;
+    uint32_t fetch =
+        ranked ? (limit > PL_STORE_TIME_CANDIDATES ? limit : PL_STORE_TIME_CANDIDATES) : limit;
     /* Two plans. Few traces in the window: read them by start time and sort.
      * Many: walk the duration index from the slowest down and stop after
      * `limit` matches, which touches about limit / (share of traces in the
@@ -321,7 +322,8 @@ static int decode_function(decoder *d, int64_t fid, uint32_t *index)
     }
     d->fns[d->n_fns] = info;
     *index = (uint32_t)d->n_fns++;
-    return st_u64_map_put(&d->fn_index, (uint64_t)fid, (int64_t)*index + 1) ? SQLITE_OK : SQLITE_NOMEM;
+    return st_u64_map_put(&d->fn_index, (uint64_t)fid, (int64_t)*index + 1) ? SQLITE_OK
+                                                                            : SQLITE_NOMEM;
 }
 
 static int decode_stack(decoder *d, int64_t stack_id, stack_info **out)
@@ -764,12 +766,13 @@ pl_status pl_store_query_trace(pl_store *s, const uint8_t trace_id[16], size_t t
             "FROM spans WHERE trace_id = ?1 ORDER BY start_ns, span_id",
             -1, &spans, NULL);
     if (rc == SQLITE_OK)
-        rc = sqlite3_prepare_v2(s->db,
-                                "SELECT span_id, type_id, stack_id, sum(value), sum(cpu_ns), "
-                                "sum(count), sum(wall_ns) FROM samples WHERE span_id IN (SELECT span_id FROM "
-                                "spans WHERE trace_id = ?1) AND span_id != 0 "
-                                "GROUP BY span_id, type_id, stack_id",
-                                -1, &samples, NULL);
+        rc = sqlite3_prepare_v2(
+            s->db,
+            "SELECT span_id, type_id, stack_id, sum(value), sum(cpu_ns), "
+            "sum(count), sum(wall_ns) FROM samples WHERE span_id IN (SELECT span_id FROM "
+            "spans WHERE trace_id = ?1) AND span_id != 0 "
+            "GROUP BY span_id, type_id, stack_id",
+            -1, &samples, NULL);
     if (rc == SQLITE_OK)
         rc = sqlite3_prepare_v2(s->db, trace_cpu_sql, -1, &cpu, NULL);
     if (rc == SQLITE_OK) {
@@ -1079,7 +1082,8 @@ static int span_subtree_json(pl_store *s, int64_t root, pl_buf *out)
     }
     for (size_t i = 0; i < n && rc == SQLITE_OK; i++) {
         int64_t p;
-        if (parents[i] && st_u64_map_get(&index, (uint64_t)parents[i], &p) && (size_t)(p - 1) != i) {
+        if (parents[i] && st_u64_map_get(&index, (uint64_t)parents[i], &p) &&
+            (size_t)(p - 1) != i) {
             next[i] = first[p - 1];
             first[p - 1] = (int32_t)i;
         }
@@ -1168,14 +1172,16 @@ pl_status pl_store_query_profile(pl_store *s, const pl_profile_query *q, pl_prof
             "SELECT type_id, stack_id, value, cpu_ns, count, wall_ns FROM samples WHERE span_id IN"
             " (SELECT span_id FROM spans WHERE trace_id = ?1) AND span_id != 0"
             " UNION ALL"
-            " SELECT type_id, stack_id, value, cpu_ns, count, wall_ns FROM samples WHERE trace_id = ?1"
+            " SELECT type_id, stack_id, value, cpu_ns, count, wall_ns FROM samples WHERE trace_id "
+            "= ?1"
             " AND (span_id = 0 OR span_id NOT IN (SELECT span_id FROM spans WHERE trace_id = ?1))";
         break;
     default:
-        sql = q->service ? "SELECT type_id, stack_id, value, cpu_ns, count, wall_ns FROM service_profiles "
-                           "WHERE service_id = ?1 AND minute >= ?2 AND minute <= ?3"
-                         : "SELECT type_id, stack_id, value, cpu_ns, count, wall_ns FROM service_profiles "
-                           "WHERE minute >= ?2 AND minute <= ?3";
+        sql = q->service
+                  ? "SELECT type_id, stack_id, value, cpu_ns, count, wall_ns FROM service_profiles "
+                    "WHERE service_id = ?1 AND minute >= ?2 AND minute <= ?3"
+                  : "SELECT type_id, stack_id, value, cpu_ns, count, wall_ns FROM service_profiles "
+                    "WHERE minute >= ?2 AND minute <= ?3";
         break;
     }
     rc = sqlite3_prepare_v2(s->db, sql, -1, &st, NULL);

@@ -98,13 +98,13 @@ static bool data_time_range(pl_store *s, uint64_t *oldest, uint64_t *newest)
     }
     if (n_samples) {
         st_exec_int(s->db,
-                 "SELECT min(b) FROM (SELECT (SELECT min(bucket) FROM samples "
-                 "WHERE service_id = v.id) AS b FROM services v)",
-                 &b_min);
+                    "SELECT min(b) FROM (SELECT (SELECT min(bucket) FROM samples "
+                    "WHERE service_id = v.id) AS b FROM services v)",
+                    &b_min);
         st_exec_int(s->db,
-                 "SELECT max(b) FROM (SELECT (SELECT max(bucket) FROM samples "
-                 "WHERE service_id = v.id) AS b FROM services v)",
-                 &b_max);
+                    "SELECT max(b) FROM (SELECT (SELECT max(bucket) FROM samples "
+                    "WHERE service_id = v.id) AS b FROM services v)",
+                    &b_max);
         if ((uint64_t)b_min * PL_STORE_BUCKET_NS < lo)
             lo = (uint64_t)b_min * PL_STORE_BUCKET_NS;
         if ((uint64_t)(b_max + 1) * PL_STORE_BUCKET_NS > hi)
@@ -199,4 +199,3 @@ pl_status pl_store_enforce_retention(pl_store *s, uint64_t now_ns, uint64_t max_
     stats->size_after = pl_store_size(s);
     return failed;
 }
-

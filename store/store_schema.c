@@ -163,7 +163,6 @@ bool st_str_map_put(str_map *m, const char *s, size_t len, uint64_t h, int64_t i
 /* Caches are bounded: past this many entries they are simply emptied. */
 #define CACHE_MAX_ENTRIES (1u << 20)
 
-
 /* ---- the store ---------------------------------------------------------- */
 
 static const char *const write_sql[ST_COUNT] = {
@@ -206,7 +205,8 @@ static const char *const write_sql[ST_COUNT] = {
         "count = count + excluded.count, trace_id = coalesce(trace_id, excluded.trace_id)",
     [ST_UPSERT_ROLLUP] =
         "INSERT INTO service_profiles(service_id, minute, type_id, stack_id, value, cpu_ns, count, "
-        "wall_ns) VALUES(?1,?2,?3,?4,?5,?6,?7,?8) ON CONFLICT(service_id, minute, type_id, stack_id) "
+        "wall_ns) VALUES(?1,?2,?3,?4,?5,?6,?7,?8) ON CONFLICT(service_id, minute, type_id, "
+        "stack_id) "
         "DO UPDATE SET value = value + excluded.value, cpu_ns = cpu_ns + excluded.cpu_ns, "
         "wall_ns = wall_ns + excluded.wall_ns, "
         "count = count + excluded.count",
@@ -630,4 +630,3 @@ pl_status pl_store_write_batch(pl_store *s, const pl_batch *batch, pl_store_writ
         pl_store_rollback(s);
     return st;
 }
-

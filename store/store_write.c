@@ -751,7 +751,6 @@ static int add_sample_value(sample_aggs *aggs, const sample_key *k, const uint8_
     return SQLITE_OK;
 }
 
-
 static int add_rollup(sample_aggs *rollup, const sample_key *k, uint64_t ts, int64_t value,
                       clock_mult mult)
 {
@@ -971,4 +970,3 @@ pl_status pl_store_write(pl_store *s, const pl_batch *batch, pl_store_write_stat
     }
     return PL_OK;
 }
-

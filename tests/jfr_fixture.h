@@ -67,24 +67,112 @@ static inline void jw_be(uint8_t *p, uint64_t v, int n)
 
 /* Metadata strings (indices into its string table). */
 enum {
-    M_ROOT, M_METADATA, M_CLASS, M_FIELD, M_NAME, M_ID, M_CLS, M_CP, M_DIM, M_TRUE, M_ONE,
-    M_LONG, M_INT, M_BOOLEAN, M_STRING, M_SYMBOL, M_JCLASS, M_METHOD, M_FRAME, M_TRACE,
-    M_STATE, M_EXEC, M_SETTING, M_TLAB, M_UNUSED,
-    M_F_STRING, M_F_NAME, M_F_TYPE, M_F_METHOD, M_F_LINE, M_F_TRUNC, M_F_FRAMES, M_F_START,
-    M_F_STACK, M_F_STATE, M_F_CONTEXT, M_F_VALUE, M_F_TLAB,
-    M_ID_LONG, M_ID_INT, M_ID_BOOLEAN, M_ID_STRING, M_ID_SYMBOL, M_ID_JCLASS, M_ID_METHOD,
-    M_ID_FRAME, M_ID_TRACE, M_ID_STATE, M_ID_EXEC, M_ID_SETTING, M_ID_TLAB, M_ID_UNUSED,
+    M_ROOT,
+    M_METADATA,
+    M_CLASS,
+    M_FIELD,
+    M_NAME,
+    M_ID,
+    M_CLS,
+    M_CP,
+    M_DIM,
+    M_TRUE,
+    M_ONE,
+    M_LONG,
+    M_INT,
+    M_BOOLEAN,
+    M_STRING,
+    M_SYMBOL,
+    M_JCLASS,
+    M_METHOD,
+    M_FRAME,
+    M_TRACE,
+    M_STATE,
+    M_EXEC,
+    M_SETTING,
+    M_TLAB,
+    M_UNUSED,
+    M_F_STRING,
+    M_F_NAME,
+    M_F_TYPE,
+    M_F_METHOD,
+    M_F_LINE,
+    M_F_TRUNC,
+    M_F_FRAMES,
+    M_F_START,
+    M_F_STACK,
+    M_F_STATE,
+    M_F_CONTEXT,
+    M_F_VALUE,
+    M_F_TLAB,
+    M_ID_LONG,
+    M_ID_INT,
+    M_ID_BOOLEAN,
+    M_ID_STRING,
+    M_ID_SYMBOL,
+    M_ID_JCLASS,
+    M_ID_METHOD,
+    M_ID_FRAME,
+    M_ID_TRACE,
+    M_ID_STATE,
+    M_ID_EXEC,
+    M_ID_SETTING,
+    M_ID_TLAB,
+    M_ID_UNUSED,
     M_N
 };
 static const char *const jw_mstrings[M_N] = {
-    "root", "metadata", "class", "field", "name", "id", "class", "constantPool", "dimension",
-    "true", "1",
-    "long", "int", "boolean", "java.lang.String", "jdk.types.Symbol", "java.lang.Class",
-    "jdk.types.Method", "jdk.types.StackFrame", "jdk.types.StackTrace", "jdk.types.ThreadState",
-    "jdk.ExecutionSample", "jdk.ActiveSetting", "jdk.ObjectAllocationInNewTLAB", "jdk.Unused",
-    "string", "name", "type", "method", "lineNumber", "truncated", "frames", "startTime",
-    "stackTrace", "state", "contextId", "value", "tlabSize",
-    "100", "101", "102", "103", "104", "105", "106", "107", "108", "109", "110", "111", "112",
+    "root",
+    "metadata",
+    "class",
+    "field",
+    "name",
+    "id",
+    "class",
+    "constantPool",
+    "dimension",
+    "true",
+    "1",
+    "long",
+    "int",
+    "boolean",
+    "java.lang.String",
+    "jdk.types.Symbol",
+    "java.lang.Class",
+    "jdk.types.Method",
+    "jdk.types.StackFrame",
+    "jdk.types.StackTrace",
+    "jdk.types.ThreadState",
+    "jdk.ExecutionSample",
+    "jdk.ActiveSetting",
+    "jdk.ObjectAllocationInNewTLAB",
+    "jdk.Unused",
+    "string",
+    "name",
+    "type",
+    "method",
+    "lineNumber",
+    "truncated",
+    "frames",
+    "startTime",
+    "stackTrace",
+    "state",
+    "contextId",
+    "value",
+    "tlabSize",
+    "100",
+    "101",
+    "102",
+    "103",
+    "104",
+    "105",
+    "106",
+    "107",
+    "108",
+    "109",
+    "110",
+    "111",
+    "112",
     "113",
 };
 
@@ -116,8 +204,19 @@ static inline void jw_class(pl_buf *b, int id, int name, const int (*fields)[4],
 }
 
 /* Pool keys. */
-enum { K_SYM_WORKLOAD = 1, K_SYM_WORK, K_SYM_OTHER, K_SYM_MAIN, K_CLASS = 1, K_M_WORK = 1,
-       K_M_OTHER, K_M_MAIN, K_STACK_A = 1, K_STACK_B, K_RUNNABLE = 1 };
+enum {
+    K_SYM_WORKLOAD = 1,
+    K_SYM_WORK,
+    K_SYM_OTHER,
+    K_SYM_MAIN,
+    K_CLASS = 1,
+    K_M_WORK = 1,
+    K_M_OTHER,
+    K_M_MAIN,
+    K_STACK_A = 1,
+    K_STACK_B,
+    K_RUNNABLE = 1
+};
 
 static inline void jw_exec(pl_buf *b, uint64_t stack, uint64_t context)
 {
@@ -157,9 +256,9 @@ static inline void build_async_jfr(pl_buf *out, const char *mode)
     size_t cp_at = out->len - start;
     e = jw_begin(out, 1);
     jw_var(out, 1000), jw_var(out, 0), jw_var(out, 0); /* start, duration, delta */
-    pl_buf_append_byte(out, 1);                       /* flush */
-    jw_var(out, 5);                                   /* pools */
-    jw_var(out, 104), jw_var(out, 4);                 /* symbols */
+    pl_buf_append_byte(out, 1);                        /* flush */
+    jw_var(out, 5);                                    /* pools */
+    jw_var(out, 104), jw_var(out, 4);                  /* symbols */
     static const char *const syms[] = {"proflink/fixture/Workload", "work", "other", "main"};
     for (int i = 0; i < 4; i++)
         jw_var(out, (uint64_t)i + 1), jw_str(out, syms[i]);

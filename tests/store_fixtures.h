@@ -24,7 +24,6 @@
 #include "store/sqlite_store.h"
 #include "testlib.h"
 
-
 #define S(x)  ((uint64_t)(x)*1000000000ull)
 #define MS(x) ((uint64_t)(x)*1000000ull)
 #define BASE  S(1700000000)

@@ -706,9 +706,9 @@ static void test_sources_merge_in_order(void)
     CHECK(cfg != NULL);
     if (cfg) {
         const kitchen_cfg *k = component(cfg, "kitchen")->cfg;
-        CHECK_EQ_INT(k->max_items, 3);   /* --set wins */
-        CHECK(k->ratio == 0.75);         /* yaml: after the files */
-        CHECK_EQ_UINT(k->attributes.n, 1);    /* lists are replaced */
+        CHECK_EQ_INT(k->max_items, 3);     /* --set wins */
+        CHECK(k->ratio == 0.75);           /* yaml: after the files */
+        CHECK_EQ_UINT(k->attributes.n, 1); /* lists are replaced */
         CHECK_EQ_STR(k->attributes.items[0], "c");
         CHECK_EQ_STR(k->endpoint, "from-a-file"); /* trailing line breaks removed */
         CHECK_EQ_UINT(cfg->sources.n_configs, 3);
@@ -747,9 +747,8 @@ static void test_listen_addresses(void)
 {
     char host[64], why[200];
     int port;
-    CHECK_EQ_INT(pl_cfg_address_parse("127.0.0.1:4317", host, sizeof(host), &port, why,
-                                      sizeof(why)),
-                 0);
+    CHECK_EQ_INT(
+        pl_cfg_address_parse("127.0.0.1:4317", host, sizeof(host), &port, why, sizeof(why)), 0);
     CHECK_EQ_STR(host, "127.0.0.1");
     CHECK_EQ_INT(port, 4317);
     CHECK_EQ_INT(pl_cfg_address_parse(":4318", host, sizeof(host), &port, why, sizeof(why)), 0);
@@ -764,9 +763,8 @@ static void test_listen_addresses(void)
     CHECK_EQ_INT(port, -1);
     CHECK_EQ_INT(pl_cfg_address_parse("0.0.0.0:65536", NULL, 0, NULL, why, sizeof(why)), -1);
     CHECK(strstr(why, "0 to 65535") != NULL);
-    CHECK_EQ_INT(pl_cfg_address_parse("0.0.0.0:99999999999999999999", NULL, 0, NULL, why,
-                                      sizeof(why)),
-                 -1);
+    CHECK_EQ_INT(
+        pl_cfg_address_parse("0.0.0.0:99999999999999999999", NULL, 0, NULL, why, sizeof(why)), -1);
     CHECK_EQ_INT(pl_cfg_address_parse("h.example:80", NULL, 0, NULL, why, sizeof(why)), -1);
     CHECK_EQ_INT(pl_cfg_address_parse("1.2.3.4", NULL, 0, NULL, why, sizeof(why)), -1);
     CHECK_EQ_INT(pl_cfg_address_parse("1.2.3.4:", NULL, 0, NULL, why, sizeof(why)), -1);

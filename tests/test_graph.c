@@ -483,9 +483,8 @@ static void test_reload_keeps_unchanged_components(void)
     feeder_push(f, PL_SIGNAL_TRACES, 4); /* held by the holder */
     pl_stats *cap_stats = pl_graph_stats(g1, PL_KIND_EXPORTER, "capture/a");
     REQUIRE(cap_stats != NULL);
-    uint64_t recv_before =
-        pl_stats_get(pl_graph_stats(g1, PL_KIND_RECEIVER, "feeder"), PL_SIGNAL_TRACES,
-                     PL_STAT_ACCEPTED);
+    uint64_t recv_before = pl_stats_get(pl_graph_stats(g1, PL_KIND_RECEIVER, "feeder"),
+                                        PL_SIGNAL_TRACES, PL_STAT_ACCEPTED);
     CHECK_EQ_UINT(recv_before, 4);
 
     /* only the exporter's settings change */

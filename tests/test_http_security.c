@@ -81,7 +81,8 @@ static void test_cors_preflight(void)
 
     /* an origin, a method or a header not allowed: no CORS headers */
     const char *bad[] = {
-        "OPTIONS / HTTP/1.1\r\nOrigin: https://evil.io\r\nAccess-Control-Request-Method: POST\r\n\r\n",
+        "OPTIONS / HTTP/1.1\r\nOrigin: https://evil.io\r\nAccess-Control-Request-Method: "
+        "POST\r\n\r\n",
         "OPTIONS / HTTP/1.1\r\nOrigin: https://a.example.com\r\nAccess-Control-Request-Method: "
         "DELETE\r\n\r\n",
         "OPTIONS / HTTP/1.1\r\nOrigin: https://a.example.com\r\nAccess-Control-Request-Method: "
@@ -105,7 +106,8 @@ static void test_cors_actual_request(void)
     CHECK(strstr(out, "Access-Control-Allow-Origin: https://app.example.com\r\n") != NULL);
     CHECK(strstr(out, "Vary: Origin\r\n") != NULL);
     free(out);
-    out = feed(&opt, "POST /v1/traces HTTP/1.1\r\nOrigin: https://evil.io\r\nContent-Length: 0\r\n\r\n");
+    out = feed(&opt,
+               "POST /v1/traces HTTP/1.1\r\nOrigin: https://evil.io\r\nContent-Length: 0\r\n\r\n");
     CHECK(strstr(out, "HTTP/1.1 200") == out);
     CHECK(strstr(out, "Access-Control-Allow-Origin") == NULL);
     free(out);
@@ -170,17 +172,19 @@ static void test_bearer_token(void)
     const char *wrong[] = {"Bearer s3cre", "Bearer s3cret2", "Basic s3cret", "s3cret", "Bearer "};
     for (size_t i = 0; i < 5; i++) {
         char req[256];
-        snprintf(req, sizeof(req), "POST /x HTTP/1.1\r\nAuthorization: %s\r\nContent-Length: 0\r\n\r\n",
-                 wrong[i]);
+        snprintf(req, sizeof(req),
+                 "POST /x HTTP/1.1\r\nAuthorization: %s\r\nContent-Length: 0\r\n\r\n", wrong[i]);
         out = feed(&opt, req);
         CHECK(strstr(out, "HTTP/1.1 401") == out);
         free(out);
     }
     CHECK_EQ_INT(handled, 0);
-    out = feed(&opt, "POST /x HTTP/1.1\r\nAuthorization: Bearer s3cret\r\nContent-Length: 0\r\n\r\n");
+    out =
+        feed(&opt, "POST /x HTTP/1.1\r\nAuthorization: Bearer s3cret\r\nContent-Length: 0\r\n\r\n");
     CHECK(strstr(out, "HTTP/1.1 200") == out);
     free(out);
-    out = feed(&opt, "POST /x HTTP/1.1\r\nauthorization: bearer rotated\r\nContent-Length: 0\r\n\r\n");
+    out = feed(&opt,
+               "POST /x HTTP/1.1\r\nauthorization: bearer rotated\r\nContent-Length: 0\r\n\r\n");
     CHECK(strstr(out, "HTTP/1.1 200") == out);
     free(out);
     CHECK_EQ_INT(handled, 2);
@@ -220,7 +224,7 @@ static void test_basic_auth(void)
     struct {
         const char *user_pass;
         bool ok;
-    } cases[] = {{"ann:hunter2", true}, {"ann:hunter2", true}, /* second: the cached digest */
+    } cases[] = {{"ann:hunter2", true},  {"ann:hunter2", true}, /* second: the cached digest */
                  {"ann:hunter3", false}, {"bo:hunter2", true},  {"bo:hunter", false},
                  {"cy:hunter2", true},   {"cy:", false},        {"dan:hunter2", false},
                  {"annhunter2", false}};
@@ -338,7 +342,7 @@ static void test_tls_reload(void)
     CHECK_EQ_INT(pl_tls_server_reload(t, false, &err), -1);
     CHECK(strstr(err.msg, "tls.cert_file") != NULL);
     CHECK_EQ_INT(pl_tls_server_reload(t, false, &err), 0); /* not retried until it changes */
-    pl_tls_conn *c = pl_tls_conn_new(t); /* the previous context still serves */
+    pl_tls_conn *c = pl_tls_conn_new(t);                   /* the previous context still serves */
     CHECK(c != NULL);
     pl_tls_conn_free(c);
     pl_tls_server_free(t);

@@ -72,8 +72,8 @@ static json_object *leaf_totals(const pl_batch *b)
             if (!st->n_location_indices)
                 continue;
             const pl_location *loc = &ps->dict.locations[st->location_indices[0]];
-            pl_bytes fn =
-                pl_dict_string(&ps->dict, ps->dict.functions[loc->lines[0].function_index].name_strindex);
+            pl_bytes fn = pl_dict_string(
+                &ps->dict, ps->dict.functions[loc->lines[0].function_index].name_strindex);
             char key[512];
             snprintf(key, sizeof(key), "%.*s:%lld", (int)fn.len, (const char *)fn.ptr,
                      (long long)loc->lines[0].line);
@@ -99,9 +99,13 @@ static const struct {
 } kinds[] = {
     {"cpu", PL_JFR_CPU, "process_cpu", {"cpu", NULL}},
     {"wall", PL_JFR_WALL, "wall", {"wall", NULL}},
-    {"alloc_in_new_tlab", PL_JFR_ALLOC_IN_NEW_TLAB, "memory",
+    {"alloc_in_new_tlab",
+     PL_JFR_ALLOC_IN_NEW_TLAB,
+     "memory",
      {"alloc_in_new_tlab_objects", "alloc_in_new_tlab_bytes"}},
-    {"alloc_outside_tlab", PL_JFR_ALLOC_OUTSIDE_TLAB, "memory",
+    {"alloc_outside_tlab",
+     PL_JFR_ALLOC_OUTSIDE_TLAB,
+     "memory",
      {"alloc_outside_tlab_objects", "alloc_outside_tlab_bytes"}},
     {"alloc_sample", PL_JFR_ALLOC_SAMPLE, "memory", {"alloc_sample_objects", "alloc_sample_bytes"}},
     {"lock", PL_JFR_LOCK, "mutex", {"contentions", "delay"}},
@@ -222,8 +226,8 @@ static void pb_msg(pl_buf *b, uint32_t field, const pl_buf *m)
 /* LabelsSnapshot: context 1 {span_id: A}, context 2 {span_id: B, span_name: GET /x}. */
 static void build_labels(pl_buf *out)
 {
-    static const char *const strings[] = {NULL, "span_id", "00f067aa0ba902b7", "b7ad6b7169203331",
-                                          "span_name", "GET /x"};
+    static const char *const strings[] = {
+        NULL, "span_id", "00f067aa0ba902b7", "b7ad6b7169203331", "span_name", "GET /x"};
     static const int64_t ctx[][5] = {{1, 1, 2, 0, 0}, {2, 1, 3, 4, 5}};
     pl_buf entry, c, pair;
     pl_buf_init(&entry);
@@ -282,7 +286,8 @@ static void test_context_labels_link_spans(void)
     REQUIRE(labels);
     CHECK_EQ_UINT(pl_jfr_labels_contexts(labels), 2);
     pl_jfr_result r;
-    pl_jfr_options o = {.sample_rate = 100, .labels = labels, .time_unix_nano = 5, .duration_nano = 7};
+    pl_jfr_options o = {
+        .sample_rate = 100, .labels = labels, .time_unix_nano = 5, .duration_nano = 7};
     REQUIRE(pl_jfr_to_pprof(jfr.data, jfr.len, &o, &r, &err) == PL_OK);
     CHECK_EQ_STR(r.event_setting, "itimer");
     CHECK_EQ_UINT(r.events, 9); /* setting, 6 samples, 1 allocation, 1 unknown */
@@ -304,10 +309,12 @@ static void test_context_labels_link_spans(void)
     const pl_dictionary *d = &b->data.profiles.dict;
     bool span_name = false, work = false;
     for (uint32_t i = 1; i < d->n_attributes; i++)
-        span_name |= pl_bytes_eq_cstr(pl_dict_string(d, d->attributes[i].key_strindex), "span_name") &&
-                     pl_bytes_eq_cstr(d->attributes[i].value.u.str, "GET /x");
+        span_name |=
+            pl_bytes_eq_cstr(pl_dict_string(d, d->attributes[i].key_strindex), "span_name") &&
+            pl_bytes_eq_cstr(d->attributes[i].value.u.str, "GET /x");
     for (uint32_t i = 1; i < d->n_locations; i++) {
-        pl_bytes fn = pl_dict_string(d, d->functions[d->locations[i].lines[0].function_index].name_strindex);
+        pl_bytes fn =
+            pl_dict_string(d, d->functions[d->locations[i].lines[0].function_index].name_strindex);
         work |= pl_bytes_eq_cstr(fn, "proflink.fixture.Workload.work") &&
                 d->locations[i].lines[0].line == 10;
     }
@@ -377,7 +384,8 @@ static void test_checked_in_async_fixture(void)
 
 /* ---- malformed input and budgets --------------------------------------------- */
 
-static pl_status decode_status(const uint8_t *data, size_t len, const pl_jfr_options *o, pl_err *err)
+static pl_status decode_status(const uint8_t *data, size_t len, const pl_jfr_options *o,
+                               pl_err *err)
 {
     pl_jfr_result r;
     pl_status st = pl_jfr_to_pprof(data, len, o, &r, err);
@@ -426,11 +434,8 @@ static void test_truncated_and_corrupt(void)
         uint8_t value;
         const char *msg;
     } faults[] = {
-        {0, 'X', "magic"},
-        {5, 1, "version 1"},
-        {15, 0xff, "size"},
-        {63, 0, "ticks"},
-        {31, 0xff, "metadata offset"},
+        {0, 'X', "magic"}, {5, 1, "version 1"},           {15, 0xff, "size"},
+        {63, 0, "ticks"},  {31, 0xff, "metadata offset"},
     };
     copy = malloc(jfr.len);
     for (size_t f = 0; f < sizeof(faults) / sizeof(faults[0]); f++) {
@@ -477,16 +482,31 @@ static void test_budgets(void)
     free(data);
 }
 
-
 /* A type with thousands of fields that take no bytes: reading its events
  * would cost far more than the body's size suggests; the reader stops. */
 static void test_empty_fields_bound_the_work(void)
 {
-    enum { W_ROOT, W_META, W_CLASS, W_FIELD, W_NAME, W_ID, W_CLS, W_LONG, W_EMPTY, W_EXEC, W_F,
-           W_ID_LONG, W_ID_EMPTY, W_ID_EXEC, W_N };
-    static const char *const ws[W_N] = {"root", "metadata", "class", "field", "name", "id",
-                                        "class", "long", "jdk.Empty", "jdk.ExecutionSample",
-                                        "f", "200", "201", "202"};
+    enum {
+        W_ROOT,
+        W_META,
+        W_CLASS,
+        W_FIELD,
+        W_NAME,
+        W_ID,
+        W_CLS,
+        W_LONG,
+        W_EMPTY,
+        W_EXEC,
+        W_F,
+        W_ID_LONG,
+        W_ID_EMPTY,
+        W_ID_EXEC,
+        W_N
+    };
+    static const char *const ws[W_N] = {
+        "root", "metadata", "class", "field",     "name",
+        "id",   "class",    "long",  "jdk.Empty", "jdk.ExecutionSample",
+        "f",    "200",      "201",   "202"};
     enum { FIELDS = 4000, EVENTS = 60000 };
     pl_buf b;
     pl_buf_init(&b);

@@ -152,7 +152,8 @@ static void test_pick_skips_down_member(void)
     CHECK_EQ_UINT(stayed_wrong, 0);
     CHECK_EQ_UINT(mismatch, 0);
     /* nobody usable: the owner keeps the key (its queue holds the data) */
-    CHECK_EQ_INT(pl_lb_ring_pick(&r, key_hash(7), none_up, NULL), pl_lb_ring_owner(&r, key_hash(7)));
+    CHECK_EQ_INT(pl_lb_ring_pick(&r, key_hash(7), none_up, NULL),
+                 pl_lb_ring_owner(&r, key_hash(7)));
     pl_lb_ring_free(&r);
     pl_lb_ring_free(&r3);
 }

@@ -33,11 +33,29 @@ static void pmsg(pl_buf *b, uint32_t f, pl_buf *m)
     pl_buf_reset(m);
 }
 
-enum { X_EMPTY, X_AO, X_AS, X_IO, X_IS, X_COUNT, X_BYTES, X_A, X_B, X_MAIN, X_THREAD, X_T1,
-       X_T2, X_CONT, X_DELAY, X_NS, X_N };
-static const char *const xs[X_N] = {"", "alloc_objects", "alloc_space", "inuse_objects",
-                                    "inuse_space", "count", "bytes", "allocA", "allocB", "main",
-                                    "thread", "t1", "t2", "contentions", "delay", "nanoseconds"};
+enum {
+    X_EMPTY,
+    X_AO,
+    X_AS,
+    X_IO,
+    X_IS,
+    X_COUNT,
+    X_BYTES,
+    X_A,
+    X_B,
+    X_MAIN,
+    X_THREAD,
+    X_T1,
+    X_T2,
+    X_CONT,
+    X_DELAY,
+    X_NS,
+    X_N
+};
+static const char *const xs[X_N] = {
+    "",      "alloc_objects", "alloc_space", "inuse_objects", "inuse_space", "count",
+    "bytes", "allocA",        "allocB",      "main",          "thread",      "t1",
+    "t2",    "contentions",   "delay",       "nanoseconds"};
 
 typedef struct xsample {
     int leaf;  /* 1: allocA, 2: allocB */
@@ -52,7 +70,8 @@ static pl_batch *make(bool mutex, const xsample *ss, int n)
     pl_buf_init(&b);
     pl_buf_init(&m);
     pl_buf_init(&sub);
-    static const int heap_cols[][2] = {{X_AO, X_COUNT}, {X_AS, X_BYTES}, {X_IO, X_COUNT}, {X_IS, X_BYTES}};
+    static const int heap_cols[][2] = {
+        {X_AO, X_COUNT}, {X_AS, X_BYTES}, {X_IO, X_COUNT}, {X_IS, X_BYTES}};
     static const int mutex_cols[][2] = {{X_CONT, X_COUNT}, {X_DELAY, X_NS}};
     int cols = mutex ? 2 : 4;
     for (int c = 0; c < cols; c++) {
@@ -154,7 +173,9 @@ static void test_heap_deltas(void)
 
     /* a new identity (A with a label) counts from zero; the same stack
      * twice is summed into one */
-    xsample s3[] = {{1, 0, {17, 1700, 3, 300}}, {2, 0, {6, 600, 0, 0}}, {2, 0, {1, 100, 0, 0}},
+    xsample s3[] = {{1, 0, {17, 1700, 3, 300}},
+                    {2, 0, {6, 600, 0, 0}},
+                    {2, 0, {1, 100, 0, 0}},
                     {1, 1, {4, 400, 0, 0}}};
     b = make(false, s3, 4);
     REQUIRE(pl_pprof_delta_apply(d, b, 4000, &empty, &err) == PL_OK);

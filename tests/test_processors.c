@@ -1021,7 +1021,7 @@ static void test_redaction_collector_semantics(void)
     CHECK(attr(a, "user.id") == NULL); /* not allowed: removed by default */
     CHECK(attr(a, "session") == NULL);
     CHECK(attr_is_str(a, "card", "****"));
-    CHECK(attr_is_str(a, "mail", "ops@example.com")); /* an allowed value */
+    CHECK(attr_is_str(a, "mail", "ops@example.com"));  /* an allowed value */
     CHECK(attr_is_str(a, "note", "1234567812345678")); /* ignored */
     /* px_traces gives every span an http.route, not allowed here either */
     CHECK(attr_is_str(a, "redaction.redacted.keys", "http.route,user.id,session"));

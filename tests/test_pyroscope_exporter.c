@@ -484,8 +484,8 @@ static void test_ingest_api_query_body_and_retry(void)
         CHECK_EQ_UINT(back->data.profiles.resources[0].scopes[0].n_profiles, 1);
         CHECK_EQ_UINT(bp->n_samples, 2);
         int64_t sum = bp->samples[0].values[0] + bp->samples[1].values[0];
-        if (pl_bytes_eq_cstr(pl_dict_string(&back->data.profiles.dict, bp->sample_type.type_strindex),
-                             "cpu"))
+        if (pl_bytes_eq_cstr(
+                pl_dict_string(&back->data.profiles.dict, bp->sample_type.type_strindex), "cpu"))
             cpu_total = sum;
         else
             count_total = sum;

@@ -77,7 +77,8 @@ static void test_time_not_counts(void)
     pl_json_trace(&d, &js);
     pl_buf_append_byte(&js, 0);
     CHECK(strstr((const char *)js.data,
-                 "\"time\":{\"kind\":\"wall\",\"value\":30000000,\"unit\":\"nanoseconds\"}") != NULL);
+                 "\"time\":{\"kind\":\"wall\",\"value\":30000000,\"unit\":\"nanoseconds\"}") !=
+          NULL);
     pl_buf_free(&js);
     pl_trace_detail_free(&d);
 
@@ -220,7 +221,6 @@ static void test_upgrade_from_schema_3(void)
     pl_trace_detail_free(&d);
     pl_store_close(r);
 }
-
 
 /* Three traces: shop 1 (errors, GET /users, 100ms), shop 2 (GET /cart,
  * 300ms, no error, more CPU), api 3 (GET /users, 50ms). */
@@ -413,9 +413,11 @@ static void test_exports(void)
         for (uint32_t j = 0; j < ps->resources[i].n_scopes; j++)
             for (uint32_t k = 0; k < ps->resources[i].scopes[j].n_profiles; k++) {
                 const pl_profile *p = &ps->resources[i].scopes[j].profiles[k];
-                saw_type |= pl_bytes_eq_cstr(pl_dict_string(&ps->dict, p->sample_type.type_strindex), "cpu") &&
-                            pl_bytes_eq_cstr(pl_dict_string(&ps->dict, p->sample_type.unit_strindex),
-                                             "nanoseconds");
+                saw_type |=
+                    pl_bytes_eq_cstr(pl_dict_string(&ps->dict, p->sample_type.type_strindex),
+                                     "cpu") &&
+                    pl_bytes_eq_cstr(pl_dict_string(&ps->dict, p->sample_type.unit_strindex),
+                                     "nanoseconds");
                 for (uint32_t n = 0; n < p->n_samples; n++)
                     for (uint32_t v = 0; v < p->samples[n].n_values; v++)
                         sum += p->samples[n].values[v];
@@ -457,7 +459,8 @@ static int get_blocking(int port, const char *path, char *out, size_t cap)
     size_t len = 0;
     if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0) {
         char req[512];
-        int n = snprintf(req, sizeof(req), "GET %s HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n", path);
+        int n = snprintf(req, sizeof(req),
+                         "GET %s HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n", path);
         if (write(fd, req, (size_t)n) == n) {
             ssize_t got;
             while (len + 1 < cap && (got = read(fd, out + len, cap - 1 - len)) > 0)
@@ -504,8 +507,8 @@ static void test_api_on_its_own_thread(void)
     CHECK(strstr(resp, "text/javascript") != NULL);
     get_blocking(port, "/nothing.js", resp, sizeof(resp));
     CHECK(strstr(resp, "HTTP/1.1 404") == resp);
-    get_blocking(port, "/api/flamegraph?trace=ab000000000000000000000000000002&format=speedscope", resp,
-                 sizeof(resp));
+    get_blocking(port, "/api/flamegraph?trace=ab000000000000000000000000000002&format=speedscope",
+                 resp, sizeof(resp));
     CHECK(strstr(resp, "\"name\":\"load\"") != NULL);
     get_blocking(port, "/api/flamegraph?span=cd00000100000001&descendants=1&format=folded", resp,
                  sizeof(resp));

@@ -92,9 +92,10 @@ int main(int argc, char **argv)
         }
         qsort(rates, 7, sizeof(double), cmp);
         double med = rates[3];
-        printf("%s: %s (%ld bytes, %llu events): %.0f recordings/CPU-s, %.1f MB/s, %.2f M events/s\n",
-               model ? "JFR -> pprofs -> profiles model" : "JFR -> pprofs", path, n,
-               (unsigned long long)events, med, med * n / 1e6, med * events / 1e6);
+        printf(
+            "%s: %s (%ld bytes, %llu events): %.0f recordings/CPU-s, %.1f MB/s, %.2f M events/s\n",
+            model ? "JFR -> pprofs -> profiles model" : "JFR -> pprofs", path, n,
+            (unsigned long long)events, med, med * n / 1e6, med * events / 1e6);
     }
     free(data);
     return 0;

@@ -13,8 +13,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     pl_cfg_errors errs;
     pl_cfg_errors_init(&errs);
-    pl_config *cfg = pl_config_load_string("fuzz.yaml", (const char *)data, size,
-                                           pl_component_types, &errs);
+    pl_config *cfg =
+        pl_config_load_string("fuzz.yaml", (const char *)data, size, pl_component_types, &errs);
     if (cfg && errs.n != 0)
         __builtin_trap(); /* a config is returned only when there is no error */
     if (!cfg && errs.n == 0)

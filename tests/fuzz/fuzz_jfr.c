@@ -32,14 +32,15 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         body += n;
         len -= n;
     }
-    pl_jfr_options o = {.sample_rate = 100, .labels = labels, .max_memory = 16u << 20,
-                        .max_objects = 200000};
+    pl_jfr_options o = {
+        .sample_rate = 100, .labels = labels, .max_memory = 16u << 20, .max_objects = 200000};
     pl_jfr_result r;
     pl_status st = pl_jfr_to_pprof(body, len, &o, &r, &err);
     if (st != PL_OK && st != PL_ERR_INVALID && st != PL_ERR_TOO_LARGE)
         __builtin_trap();
     for (uint32_t i = 0; st == PL_OK && i < r.n_profiles; i++) {
-        pl_batch *b = pl_pprof_decode(r.profiles[i].pprof.data, r.profiles[i].pprof.len, NULL, &err);
+        pl_batch *b =
+            pl_pprof_decode(r.profiles[i].pprof.data, r.profiles[i].pprof.len, NULL, &err);
         if (!b)
             __builtin_trap();
         pl_batch_free(b);

@@ -35,10 +35,16 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     pl_consumer next;
     pl_consumer_init_func(&next, sink, NULL);
     uint64_t ok = 0, failed = 0;
-    pl_kv attr = {.key = PL_BYTES_LIT("service.name"), .value = pl_value_string(PL_BYTES_LIT("fuzz"))};
+    pl_kv attr = {.key = PL_BYTES_LIT("service.name"),
+                  .value = pl_value_string(PL_BYTES_LIT("fuzz"))};
     scrape_target target = {.attrs = &attr, .n_attrs = 1};
-    scrape s = {.stats = stats, .next = &next, .max_profile_size = 1u << 20,
-                .targets = &target, .n_targets = 1, .scrapes_ok = &ok, .scrapes_failed = &failed};
+    scrape s = {.stats = stats,
+                .next = &next,
+                .max_profile_size = 1u << 20,
+                .targets = &target,
+                .n_targets = 1,
+                .scrapes_ok = &ok,
+                .scrapes_failed = &failed};
     snprintf(s.id, sizeof(s.id), "pprof_scrape/fuzz");
     scrape_job job = {.owner = &s, .url = "http://target/debug/pprof/profile", .profile = "cpu"};
     pl_http_client_result res = {0};

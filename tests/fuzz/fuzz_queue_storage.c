@@ -22,8 +22,7 @@
 #include "exporters/queue_wal.h"
 #include "pipeline/consumer.h"
 
-static pl_status encode(void *arg, const pl_batch *batch, pl_buf *out, uint64_t *items,
-                        pl_err *err)
+static pl_status encode(void *arg, const pl_batch *batch, pl_buf *out, uint64_t *items, pl_err *err)
 {
     (void)arg, (void)batch, (void)out, (void)err;
     *items = 0;
@@ -56,14 +55,15 @@ static void write_rows(const char *path, const uint8_t *data, size_t size)
     sqlite3 *db;
     if (sqlite3_open(path, &db) != SQLITE_OK)
         abort();
-    sqlite3_exec(db,
-                 "CREATE TABLE pl_queue(id INTEGER PRIMARY KEY AUTOINCREMENT, exporter TEXT NOT "
-                 "NULL, signal INTEGER NOT NULL, items INTEGER NOT NULL, raw_size INTEGER NOT NULL,"
-                 " created_unix_nano INTEGER NOT NULL, payload BLOB NOT NULL, stored_as INTEGER NOT "
-                 "NULL DEFAULT 0);"
-                 "CREATE TABLE pl_wal(seq INTEGER PRIMARY KEY, pipeline TEXT NOT NULL, signal "
-                 "INTEGER NOT NULL, received_unix_nano INTEGER NOT NULL, data BLOB NOT NULL);",
-                 NULL, NULL, NULL);
+    sqlite3_exec(
+        db,
+        "CREATE TABLE pl_queue(id INTEGER PRIMARY KEY AUTOINCREMENT, exporter TEXT NOT "
+        "NULL, signal INTEGER NOT NULL, items INTEGER NOT NULL, raw_size INTEGER NOT NULL,"
+        " created_unix_nano INTEGER NOT NULL, payload BLOB NOT NULL, stored_as INTEGER NOT "
+        "NULL DEFAULT 0);"
+        "CREATE TABLE pl_wal(seq INTEGER PRIMARY KEY, pipeline TEXT NOT NULL, signal "
+        "INTEGER NOT NULL, received_unix_nano INTEGER NOT NULL, data BLOB NOT NULL);",
+        NULL, NULL, NULL);
     sqlite3_stmt *q, *w;
     sqlite3_prepare_v2(db,
                        "INSERT INTO pl_queue(exporter, signal, items, raw_size, created_unix_nano,"
@@ -76,8 +76,8 @@ static void write_rows(const char *path, const uint8_t *data, size_t size)
     size_t off = 0;
     for (int n = 0; n < 16 && size - off >= 9; n++) {
         const uint8_t *h = data + off;
-        uint32_t raw = (uint32_t)h[2] | (uint32_t)h[3] << 8 | (uint32_t)h[4] << 16 |
-                       (uint32_t)h[5] << 24;
+        uint32_t raw =
+            (uint32_t)h[2] | (uint32_t)h[3] << 8 | (uint32_t)h[4] << 16 | (uint32_t)h[5] << 24;
         size_t len = (size_t)h[7] | (size_t)h[8] << 8;
         off += 9;
         if (len > size - off)
@@ -85,7 +85,8 @@ static void write_rows(const char *path, const uint8_t *data, size_t size)
         sqlite3_stmt *st = (h[0] & 1) ? w : q;
         sqlite3_bind_int(st, 1, h[1] % 6 == 5 ? -1 : h[1] % 6);
         if (st == q) {
-            sqlite3_bind_int64(st, 2, (h[6] & 0x80) ? (sqlite3_int64)raw : (sqlite3_int64)(raw & 0xffff));
+            sqlite3_bind_int64(st, 2,
+                               (h[6] & 0x80) ? (sqlite3_int64)raw : (sqlite3_int64)(raw & 0xffff));
             sqlite3_bind_blob(st, 3, data + off, (int)len, SQLITE_STATIC);
             sqlite3_bind_int(st, 4, h[6] & 3);
         } else {
