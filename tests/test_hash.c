@@ -69,7 +69,8 @@ static void test_htab_basic(void)
     find_ctx miss = {keys, 3};
     CHECK_EQ_UINT(pl_htab_get(&h, (uint32_t)pl_hash_u64(3), eq_key, &miss), 0);
     pl_htab_clear(&h);
-    CHECK_EQ_UINT(pl_htab_get(&h, (uint32_t)pl_hash_u64(keys[5]), eq_key, &(find_ctx){keys, keys[5]}), 0);
+    CHECK_EQ_UINT(
+        pl_htab_get(&h, (uint32_t)pl_hash_u64(keys[5]), eq_key, &(find_ctx){keys, keys[5]}), 0);
     pl_htab_free(&h);
     free(keys);
 }
