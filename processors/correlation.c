@@ -334,8 +334,9 @@ static void link_waiting_samples(correlation *self, pl_span *sp)
     }
 }
 
-/* A spilled batch read back, its entries held again: links the samples
- * that waited for its spans (their summaries had gone from the late store). */
+/* Links the samples that waited for the spans of batch b, just indexed (or
+ * a spilled batch read back, its entries held again: their summaries had
+ * gone from the late store). */
 void corr_link_waiting_batch(correlation *self, pl_batch *b)
 {
     if (!self->pending.count)
@@ -425,21 +426,7 @@ static void index_span_batch(correlation *self, uint32_t hi)
             corr_roll_up(self, e, c, NULL);
     }
     self->n_adopted = 0;
-    if (self->pending.count) {
-        corr_cache_clear(self);
-        for (uint32_t r = 0; r < t->n_resources; r++) {
-            pl_resource_spans *rs = &t->resources[r];
-            for (uint32_t sc = 0; sc < rs->n_scopes; sc++) {
-                pl_scope_spans *ss = &rs->scopes[sc];
-                for (uint32_t k = 0; k < ss->n_spans; k++) {
-                    pl_span *sp = &ss->spans[k];
-                    if (span_id_valid(sp->span_id, sp->span_id_len))
-                        link_waiting_samples(self, sp);
-                }
-            }
-        }
-        corr_link_session_end(self);
-    }
+    corr_link_waiting_batch(self, h->batch);
 }
 
 static uint32_t count_spans(const pl_batch *batch)
@@ -580,11 +567,16 @@ typedef struct waiting {
  * each found only through the one before: the span's table slot, the span,
  * its parent's slot, the parent span and its attributes (root name and
  * span_attributes), and their statistics. Waiting for each in turn made a
- * sample cost several memory latencies; fetching stage `stage` of the chain
- * for the sample 2 x (SAMPLE_STAGES - stage) ahead keeps them in flight
- * together. Only hints: nothing here changes any state. */
-enum { SAMPLE_STAGES = 5 };
-static const span_entry *prefetch_held(const correlation *self, uint64_t key)
+ * sample cost several memory latencies. Software prefetches did not help on
+ * virtual machines (where they are dropped for pages whose translation is
+ * not cached, and every span is on such a page), so the chain is walked with
+ * plain loads for a group of samples at once, one link of the chain per
+ * pass: the loads of a pass do not depend on each other, and the processor
+ * overlaps them, one memory latency per pass for the whole group instead of
+ * one per sample and link. Only reads: nothing here changes any state. */
+enum { WARM_GROUP = 16 };
+
+static const span_entry *warm_held(const correlation *self, uint64_t key)
 {
     uint32_t at = key ? span_table_next(&self->spans, key, UINT32_MAX) : UINT32_MAX;
     if (at == UINT32_MAX || self->spans.slots[at].state != ENTRY_HELD)
@@ -592,55 +584,65 @@ static const span_entry *prefetch_held(const correlation *self, uint64_t key)
     return &self->spans.slots[at];
 }
 
-static void prefetch_span_lines(const correlation *self, const span_entry *e)
+static inline uint64_t touch(const void *p)
 {
-    __builtin_prefetch(e->span);
-    __builtin_prefetch((const char *)e->span + 64);
-    if (e->stats)
-        __builtin_prefetch(&self->stats_arr[e->stats]);
+    return *(const volatile uint8_t *)p;
 }
 
-static void prefetch_span_data(const pl_span *sp)
+/* Loads the lines of a span that linking reads (ids, name, times, attributes),
+ * and its statistics. */
+static uint64_t touch_span(const correlation *self, const span_entry *e)
 {
-    __builtin_prefetch(sp->name.ptr);
+    const char *sp = (const char *)e->span;
+    uint64_t v = touch(sp) + touch(sp + 64) + touch(sp + sizeof(pl_span) - 1);
+    if (e->stats) {
+        const char *st = (const char *)&self->stats_arr[e->stats];
+        v += touch(st) + touch(st + 64) + touch(st + sizeof(span_stats) - 1);
+    }
+    return v;
+}
+
+static uint64_t touch_span_data(const pl_span *sp)
+{
+    uint64_t v = sp->name.len ? touch(sp->name.ptr) : 0;
     if (sp->attrs.n)
-        __builtin_prefetch(sp->attrs.items);
+        v += touch(sp->attrs.items);
+    return v;
 }
 
-static void prefetch_sample_span(const correlation *self, const pl_dictionary *dict,
-                                 const pl_sample *s, uint32_t stage)
+static uint64_t parent_key(const pl_span *sp)
 {
-    int32_t li = s->link_index;
-    if (li <= 0 || (uint32_t)li >= dict->n_links || dict->links[li].span_id_len != 8)
-        return;
-    uint64_t key = id_key(dict->links[li].span_id);
-    if (stage == 0) {
-        __builtin_prefetch(&self->spans.slots[(uint32_t)id_hash(key) & self->spans.mask]);
-        return;
+    return span_id_valid(sp->parent_span_id, sp->parent_span_id_len) ? id_key(sp->parent_span_id)
+                                                                     : 0;
+}
+
+static void warm_samples(const correlation *self, const pl_dictionary *dict, const pl_sample *s,
+                         uint32_t n)
+{
+    const span_entry *es[WARM_GROUP], *ps[WARM_GROUP];
+    uint64_t v = 0;
+    for (uint32_t i = 0; i < n; i++) {
+        int32_t li = s[i].link_index;
+        uint64_t key = li > 0 && (uint32_t)li < dict->n_links && dict->links[li].span_id_len == 8
+                           ? id_key(dict->links[li].span_id)
+                           : 0;
+        es[i] = warm_held(self, key);
     }
-    const span_entry *e = prefetch_held(self, key);
-    if (!e)
-        return;
-    if (stage == 1) {
-        prefetch_span_lines(self, e);
-        return;
+    for (uint32_t i = 0; i < n; i++)
+        if (es[i])
+            v += touch_span(self, es[i]);
+    for (uint32_t i = 0; i < n; i++)
+        ps[i] = es[i] ? warm_held(self, parent_key(es[i]->span)) : NULL;
+    for (uint32_t i = 0; i < n; i++) {
+        if (ps[i])
+            v += touch_span(self, ps[i]);
+        if (es[i])
+            v += touch_span_data(es[i]->span);
     }
-    const pl_span *sp = e->span;
-    uint64_t pkey =
-        span_id_valid(sp->parent_span_id, sp->parent_span_id_len) ? id_key(sp->parent_span_id) : 0;
-    if (stage == 2) {
-        prefetch_span_data(sp);
-        if (pkey)
-            __builtin_prefetch(&self->spans.slots[(uint32_t)id_hash(pkey) & self->spans.mask]);
-        return;
-    }
-    const span_entry *pe = prefetch_held(self, pkey);
-    if (!pe)
-        return;
-    if (stage == 3)
-        prefetch_span_lines(self, pe);
-    else
-        prefetch_span_data(pe->span);
+    for (uint32_t i = 0; i < n; i++)
+        if (ps[i])
+            v += touch_span_data(ps[i]->span);
+    __asm__ volatile("" : : "r"(v));
 }
 
 static pl_status consume_profiles(correlation *self, pl_batch *batch, pl_consumer *next)
@@ -693,12 +695,10 @@ static pl_status consume_profiles(correlation *self, pl_batch *batch, pl_consume
                 bool any_link = false;
                 for (uint32_t si = 0; si < p->n_samples; si++) {
                     pl_sample *s = &p->samples[si];
-                    if (self->spans.count)
-                        for (uint32_t st = 0; st < SAMPLE_STAGES; st++) {
-                            uint32_t ahead = si + 2 * (SAMPLE_STAGES - st);
-                            if (ahead < p->n_samples)
-                                prefetch_sample_span(self, dict, &p->samples[ahead], st);
-                        }
+                    if (si % WARM_GROUP == 0 && self->spans.count)
+                        warm_samples(self, dict, s,
+                                     p->n_samples - si < WARM_GROUP ? p->n_samples - si
+                                                                    : WARM_GROUP);
                     for (uint32_t ti = 0; ti < s->n_timestamps; ti++)
                         if (s->timestamps_unix_nano[ti] > covered)
                             covered = s->timestamps_unix_nano[ti];
@@ -892,9 +892,10 @@ static void correlation_free(correlation *self)
     corr_spill_free(self);
     free(self->stats_arr);
     free(self->held);
-    free(self->spans.slots);
+    corr_span_table_free(&self->spans);
     free(self->pending.slots);
     free(self->cache);
+    free(self->cache_used);
     free(self->release_queue);
     free(self->adopted);
     for (size_t i = 0; i < self->n_span_attr_keys; i++)

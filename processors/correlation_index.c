@@ -1,16 +1,43 @@
 /* correlation_index.c: see correlation.c for the design. */
 #include "correlation_int.h"
 
+#include <sys/mman.h>
+
 /* ---- the span table --------------------------------------------------------------------- */
+
+/* Tables of 4 MiB and more come straight from mmap (zeroed, each page
+ * on its first touch) and ask for transparent huge pages: the span table is
+ * probed at random, and with 4 KiB pages nearly every probe of a table of
+ * millions of slots also missed the TLB (a page walk per probe, costly on
+ * virtual machines, and one that hardware prefetches do not always make). */
+#define HUGE_TABLE_BYTES (4u << 20)
 
 int corr_span_table_init(span_table *t, uint32_t cap)
 {
-    t->slots = calloc(cap, sizeof(span_entry));
+    size_t bytes = (size_t)cap * sizeof(span_entry);
+    if (bytes >= HUGE_TABLE_BYTES) {
+        void *p = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        t->slots = p == MAP_FAILED ? NULL : p;
+        if (t->slots)
+            madvise(t->slots, bytes, MADV_HUGEPAGE); /* a hint: fine if refused */
+    } else {
+        t->slots = calloc(cap, sizeof(span_entry));
+    }
     if (!t->slots)
         return -1;
     t->mask = cap - 1;
     t->count = 0;
     return 0;
+}
+
+void corr_span_table_free(span_table *t)
+{
+    size_t bytes = ((size_t)t->mask + 1) * sizeof(span_entry);
+    if (t->slots && bytes >= HUGE_TABLE_BYTES)
+        munmap(t->slots, bytes);
+    else
+        free(t->slots);
+    t->slots = NULL;
 }
 
 static void span_table_put_raw(span_table *t, const span_entry *e)
@@ -36,7 +63,7 @@ int corr_span_table_resize(span_table *t, uint64_t cap)
         if (t->slots[i].key)
             span_table_put_raw(&bigger, &t->slots[i]);
     }
-    free(t->slots);
+    corr_span_table_free(t);
     *t = bigger;
     return 0;
 }
@@ -448,7 +475,15 @@ void corr_roll_up(correlation *self, span_entry *e, contrib c, const uint8_t *tr
 {
     if (e->state == ENTRY_HELD)
         trace = corr_span_trace(e->span);
-    for (int depth = 0; e && depth < MAX_ANCESTRY; depth++) {
+    corr_roll_up_from(self, e, c, trace, 0);
+}
+
+/* The walk of corr_roll_up from `e`, `depth` generations above the span
+ * the contribution came from (its nearer ancestors already have it), in
+ * that span's `trace`. */
+void corr_roll_up_from(correlation *self, span_entry *e, contrib c, const uint8_t *trace, int depth)
+{
+    for (; e && depth < MAX_ANCESTRY; depth++) {
         uint64_t pkey = entry_parent(self, e);
         if (!pkey)
             return;

@@ -259,8 +259,9 @@ typedef struct enrich_slot {
     int32_t ids[2]; /* trace_id, span_id: built for the first sample without a link */
     uint32_t n_ids;
     bool ids_built;
-    int32_t link; /* link_table index carrying the span's trace and span ids (0: none) */
-    contrib roll; /* not yet rolled up to the ancestors */
+    int32_t link;      /* link_table index carrying the span's trace and span ids (0: none) */
+    int32_t *with_ids; /* ids then idx: the whole list of a sample without attributes or link */
+    contrib roll;      /* not yet rolled up to the ancestors */
 } enrich_slot;
 
 typedef struct correlation {
@@ -329,6 +330,7 @@ typedef struct correlation {
     dict_writer writer;
     enrich_slot *cache;
     uint32_t cache_mask, cache_count;
+    uint32_t *cache_used; /* the cache's filled slots, in filling order (cache_count of them) */
 
     uint32_t *release_queue; /* sample batches whose last waiting sample linked */
     uint32_t n_release, cap_release;
@@ -484,6 +486,7 @@ int corr_pending_table_init(pending_table *t, uint32_t cap);
 int corr_pending_table_insert(pending_table *t, const pending_entry *e);
 int corr_pending_table_resize(pending_table *t, uint64_t cap);
 int corr_span_table_init(span_table *t, uint32_t cap);
+void corr_span_table_free(span_table *t);
 int corr_span_table_insert(span_table *t, const span_entry *e);
 int corr_span_table_resize(span_table *t, uint64_t cap);
 span_entry *corr_find_span(correlation *self, uint64_t key, const uint8_t *trace, bool held,
@@ -497,6 +500,8 @@ void corr_held_link(correlation *self, uint32_t i);
 void corr_held_unlink_and_free(correlation *self, uint32_t i);
 void corr_pending_table_delete(pending_table *t, uint32_t hole);
 void corr_roll_up(correlation *self, span_entry *e, contrib c, const uint8_t *trace);
+void corr_roll_up_from(correlation *self, span_entry *e, contrib c, const uint8_t *trace,
+                       int depth);
 void corr_span_table_delete(span_table *t, uint32_t hole);
 void corr_stats_add_function(correlation *self, span_stats *s, uint32_t fn, uint64_t weight);
 void corr_stats_release(correlation *self, uint32_t i);
