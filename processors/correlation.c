@@ -87,6 +87,8 @@
  */
 #include "correlation_int.h"
 
+#include <stddef.h>
+
 #include <sys/stat.h>
 
 /* ---- config ----------------------------------------------------------------------------- */
@@ -576,17 +578,26 @@ typedef struct waiting {
  * one per sample and link. Only reads: nothing here changes any state. */
 enum { WARM_GROUP = 16 };
 
-static const span_entry *warm_held(const correlation *self, uint64_t key)
-{
-    uint32_t at = key ? span_table_next(&self->spans, key, UINT32_MAX) : UINT32_MAX;
-    if (at == UINT32_MAX || self->spans.slots[at].state != ENTRY_HELD)
-        return NULL;
-    return &self->spans.slots[at];
-}
-
 static inline uint64_t touch(const void *p)
 {
     return *(const volatile uint8_t *)p;
+}
+
+/* The home slot of key (UINT32_MAX for none). */
+static uint32_t warm_home(const correlation *self, uint64_t key)
+{
+    return key ? (uint32_t)id_hash(key) & self->spans.mask : UINT32_MAX;
+}
+
+/* The held entry of key, probing from its home `at` (its slot loaded). */
+static const span_entry *warm_probe(const correlation *self, uint64_t key, uint32_t at)
+{
+    if (at == UINT32_MAX)
+        return NULL;
+    at = span_table_next(&self->spans, key, at);
+    if (at == UINT32_MAX || self->spans.slots[at].state != ENTRY_HELD)
+        return NULL;
+    return &self->spans.slots[at];
 }
 
 /* Loads the lines of a span that linking reads (ids, name, times, attributes),
@@ -594,7 +605,9 @@ static inline uint64_t touch(const void *p)
 static uint64_t touch_span(const correlation *self, const span_entry *e)
 {
     const char *sp = (const char *)e->span;
-    uint64_t v = touch(sp) + touch(sp + 64) + touch(sp + sizeof(pl_span) - 1);
+    /* Linking reads up to the attributes (ids, name, times, attributes). */
+    uint64_t v =
+        touch(sp) + touch(sp + 64) + touch(sp + offsetof(pl_span, attrs) + sizeof(pl_attrs) - 1);
     if (e->stats) {
         const char *st = (const char *)&self->stats_arr[e->stats];
         v += touch(st) + touch(st + 64) + touch(st + sizeof(span_stats) - 1);
@@ -606,7 +619,7 @@ static uint64_t touch_span_data(const pl_span *sp)
 {
     uint64_t v = sp->name.len ? touch(sp->name.ptr) : 0;
     if (sp->attrs.n)
-        v += touch(sp->attrs.items);
+        v += touch(sp->attrs.items) + touch((const char *)sp->attrs.items + sizeof(pl_kv) - 1);
     return v;
 }
 
@@ -620,19 +633,36 @@ static void warm_samples(const correlation *self, const pl_dictionary *dict, con
                          uint32_t n)
 {
     const span_entry *es[WARM_GROUP], *ps[WARM_GROUP];
+    uint64_t keys[WARM_GROUP];
+    uint32_t home[WARM_GROUP];
     uint64_t v = 0;
     for (uint32_t i = 0; i < n; i++) {
         int32_t li = s[i].link_index;
-        uint64_t key = li > 0 && (uint32_t)li < dict->n_links && dict->links[li].span_id_len == 8
-                           ? id_key(dict->links[li].span_id)
-                           : 0;
-        es[i] = warm_held(self, key);
+        keys[i] = li > 0 && (uint32_t)li < dict->n_links && dict->links[li].span_id_len == 8
+                      ? id_key(dict->links[li].span_id)
+                      : 0;
+        home[i] = warm_home(self, keys[i]);
+        if (home[i] != UINT32_MAX)
+            v += touch(&self->spans.slots[home[i]]);
     }
     for (uint32_t i = 0; i < n; i++)
+        es[i] = warm_probe(self, keys[i], home[i]);
+    for (uint32_t i = 0; i < n; i++) {
+        keys[i] = 0;
+        home[i] = UINT32_MAX;
         if (es[i])
             v += touch_span(self, es[i]);
+    }
+    for (uint32_t i = 0; i < n; i++) {
+        if (!es[i])
+            continue;
+        keys[i] = parent_key(es[i]->span);
+        home[i] = warm_home(self, keys[i]);
+        if (home[i] != UINT32_MAX)
+            v += touch(&self->spans.slots[home[i]]);
+    }
     for (uint32_t i = 0; i < n; i++)
-        ps[i] = es[i] ? warm_held(self, parent_key(es[i]->span)) : NULL;
+        ps[i] = warm_probe(self, keys[i], home[i]);
     for (uint32_t i = 0; i < n; i++) {
         if (ps[i])
             v += touch_span(self, ps[i]);

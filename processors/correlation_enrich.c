@@ -530,7 +530,20 @@ static int build_span_labels(correlation *self, const link_target *t, pl_batch *
             return -1;
         *cached = ks + 1;
         pl_value v = items[k].value;
+        uint32_t h = 0;
         if (v.type == PL_VALUE_STRING) {
+            /* Most spans share their labels with others of the batch. */
+            h = (uint32_t)(pl_mix64((uintptr_t)v.u.str.ptr ^ ((uint64_t)(uint32_t)ks << 40)) & 63);
+            int32_t ai = w->label_hint[h].ptr == v.u.str.ptr && w->label_hint[h].key == ks
+                             ? w->label_hint[h].idx - 1
+                             : -1;
+            const pl_kvu *a =
+                ai > 0 && (uint32_t)ai < w->dict->n_attributes ? &w->dict->attributes[ai] : NULL;
+            if (a && a->key_strindex == ks && a->value.type == PL_VALUE_STRING &&
+                pl_bytes_eq(a->value.u.str, v.u.str)) {
+                tmp[n++] = ai;
+                continue;
+            }
             /* The string table holds the batch's own copy; the value shares it. */
             int32_t vs = writer_string(w, v.u.str);
             if (vs < 0)
@@ -540,6 +553,11 @@ static int build_span_labels(correlation *self, const link_target *t, pl_batch *
         int32_t ai = writer_attribute(w, ks, v);
         if (ai < 0)
             return -1;
+        if (items[k].value.type == PL_VALUE_STRING) {
+            w->label_hint[h].ptr = items[k].value.u.str.ptr;
+            w->label_hint[h].key = ks;
+            w->label_hint[h].idx = ai + 1;
+        }
         tmp[n++] = ai;
     }
     slot->idx = pl_batch_alloc(batch, n * sizeof(int32_t));

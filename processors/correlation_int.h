@@ -240,6 +240,13 @@ typedef struct dict_writer {
         const uint8_t *ptr;
         int32_t idx; /* index + 1, 0 = empty */
     } str_hint[64], attr_hint[64];
+    /* Likewise for a span label's whole attribute: keyed by the source
+     * bytes' address and the key, checked against the attribute's value. */
+    struct {
+        const uint8_t *ptr;
+        int32_t key;
+        int32_t idx; /* attribute index + 1, 0 = empty */
+    } label_hint[64];
 } dict_writer;
 
 typedef struct contrib {
