@@ -175,7 +175,10 @@ static uint32_t stats_alloc(correlation *self)
         return i;
     }
     if (self->n_stats == self->cap_stats) {
-        uint32_t cap = self->cap_stats ? self->cap_stats * 2 : 256;
+        /* A quarter more each time: a few hundred thousand spans with
+         * samples are normal, and doubling left up to half of it unused
+         * (realloc of an array this size remaps pages, not copies). */
+        uint32_t cap = self->cap_stats ? self->cap_stats + self->cap_stats / 4 : 256;
         span_stats *a = realloc(self->stats_arr, (size_t)cap * sizeof(span_stats));
         if (!a)
             return 0;
@@ -301,7 +304,7 @@ void corr_stats_add_function(correlation *self, span_stats *s, uint32_t fn, uint
     if (s->n_fns >= MAX_TOP_CANDIDATES)
         return; /* counted in top_weight (so shares stay honest), not listed */
     if (s->n_fns >= 2 && s->n_fns >= s->cap_fns) {
-        uint32_t cap = s->cap_fns > 2 ? s->cap_fns * 2 : 8;
+        uint32_t cap = s->cap_fns > 2 ? s->cap_fns * 2u : 8u;
         top_fn *f = malloc(cap * sizeof(top_fn));
         if (!f)
             return;
@@ -312,7 +315,7 @@ void corr_stats_add_function(correlation *self, span_stats *s, uint32_t fn, uint
         }
         self->fn_bytes += cap * sizeof(top_fn);
         s->fns = f;
-        s->cap_fns = cap;
+        s->cap_fns = (uint8_t)cap;
         fns = f;
     }
     fns[s->n_fns++] = (top_fn){fn, weight};

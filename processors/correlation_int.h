@@ -19,7 +19,7 @@
 
 #define COMPONENT          "correlation"
 #define MAX_ANCESTRY       64          /* parent walks stop here (guards against cycles) */
-#define MAX_TOP_CANDIDATES 64          /* distinct leaf functions tracked per span */
+#define MAX_TOP_CANDIDATES 64          /* distinct leaf functions tracked per span (< 256) */
 #define MAX_FN_NAMES       (1u << 17)  /* distinct function names remembered */
 #define MAX_FN_BYTES       (16u << 20) /* their bytes; beyond, new names count as "[other]" */
 #define MAX_FN_NAME_LEN    1024        /* longer function names count as "[other]" */
@@ -74,10 +74,10 @@ typedef struct pending_table {
 
 /* A leaf function's weight in one span; the name lives in the processor's
  * function-name pool (fn_name), shared by every span. */
-typedef struct top_fn {
+typedef struct __attribute__((packed, aligned(4))) top_fn {
     uint32_t fn;
     uint64_t weight;
-} top_fn;
+} top_fn; /* 12 bytes: every span with samples has two inline */
 
 typedef struct fn_name {
     char *name;
@@ -85,20 +85,24 @@ typedef struct fn_name {
     uint64_t hash;
 } fn_name;
 
+/* One per span with samples (and per placeholder): 112 bytes, packed. */
 typedef struct span_stats {
     uint8_t trace_id[16]; /* placeholders: the trace they belong to */
+    uint32_t linked;      /* sample entries linked to this span itself */
     bool has_trace;
-    uint32_t linked;  /* sample entries linked to this span itself */
-    uint64_t samples; /* self */
+    uint8_t n_fns, cap_fns; /* at most MAX_TOP_CANDIDATES */
+    uint64_t samples;       /* self */
     uint64_t samples_total;
     uint64_t cpu_self, cpu_total;
     uint64_t wall_self, wall_total;
     uint64_t top_weight; /* sum of the weights behind the functions */
     top_fn fn_inline[2]; /* the first functions (most spans have one or two) */
-    top_fn *fns;         /* all of them once there are more (cap_fns > 2) */
-    uint32_t n_fns, cap_fns;
-    uint32_t next_free;
+    union {
+        top_fn *fns;        /* all of them once there are more (cap_fns > 2) */
+        uint32_t next_free; /* on the free list */
+    };
 } span_stats;
+_Static_assert(sizeof(span_stats) == 112, "span_stats is counted per span with samples");
 
 typedef struct cover {
     uint16_t service;
