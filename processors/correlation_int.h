@@ -178,8 +178,9 @@ typedef struct label {
     uint32_t slot; /* which key: 0 span name, 1 root name, 2 service, 3 + k span_attributes[k] */
 } label;
 
-/* One span_attributes value of a departed span (see correlation_late.c). */
-typedef struct late_val {
+/* One span_attributes value of a departed span (see correlation_late.c);
+ * packed: 9 bytes. */
+typedef struct __attribute__((packed)) late_val {
     uint8_t type; /* pl_value_type; 0 = not found */
     union {
         uint32_t str; /* string id in its generation */
@@ -189,16 +190,21 @@ typedef struct late_val {
     } u;
 } late_val;
 
-/* The summary of a span that left, kept for late samples. */
+#define LATE_MAX_STRINGS ((1u << 23) - 1) /* string ids per generation (23 bits) */
+
+/* The summary of a span that left, kept for late samples: 48 bytes (a
+ * million of them are normal). Its n_span_attr_keys values are at
+ * (index in its generation) x n_span_attr_keys in the generation's vals. */
 typedef struct late_span {
     uint64_t key; /* span id */
     uint64_t start, end;
     uint8_t trace_id[16];
-    uint32_t name, root; /* string ids in its generation (0: none) */
-    uint32_t vals;       /* first of n_span_attr_keys values (UINT32_MAX: none) */
-    uint16_t service;
-    bool has_trace;
+    uint64_t service : 16;
+    uint64_t has_trace : 1;
+    uint64_t name : 23; /* string ids in its generation (0: none) */
+    uint64_t root : 24;
 } late_span;
+_Static_assert(sizeof(late_span) == 48, "late_span is kept per departed span");
 
 /* What a sample is linked to: a held span, or a departed span's summary. */
 typedef struct link_target {

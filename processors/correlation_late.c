@@ -198,6 +198,8 @@ static uint32_t gen_string(struct late_store *ls, late_gen *g, pl_bytes s)
         return 0;
     uint32_t h = (uint32_t)pl_hash_bytes(s.ptr, s.len);
     str_key k = {g, s};
+    if (g->n_strs >= LATE_MAX_STRINGS)
+        return pl_htab_get(&g->str_index, h, str_eq, &k); /* known ones still resolve */
     size_t before = gen_bytes(g), dummy = 0;
     uint32_t id = 0;
     uint32_t *slot = pl_htab_slot(&g->str_index, h, str_eq, &k);
@@ -234,6 +236,13 @@ static pl_bytes gen_text(const late_gen *g, uint32_t id)
         return (pl_bytes){NULL, 0};
     const late_str *s = &g->strs[id - 1];
     return (pl_bytes){(const uint8_t *)g->text + s->off, s->len};
+}
+
+/* The span_attributes values of summary s of generation g (NULL: none). */
+static const late_val *span_vals(const correlation *self, const late_gen *g, const late_span *s)
+{
+    size_t nk = self->n_span_attr_keys < 64 ? self->n_span_attr_keys : 64;
+    return nk ? &g->vals[(size_t)(s - g->spans) * nk] : NULL;
 }
 
 /* Which generation holds summary ls (for its strings). */
@@ -326,7 +335,6 @@ void corr_late_add(correlation *self, span_entry *e, uint64_t now)
     s.service = e->service;
     s.start = sp->start_time_unix_nano;
     s.end = sp->end_time_unix_nano;
-    s.vals = UINT32_MAX;
     if (trace_id_valid(sp->trace_id, sp->trace_id_len)) {
         memcpy(s.trace_id, sp->trace_id, 16);
         s.has_trace = true;
@@ -364,43 +372,43 @@ void corr_late_add(correlation *self, span_entry *e, uint64_t now)
         s.root = root == sp ? s.name : gen_string(ls, g, root->name);
     size_t nk = self->n_span_attr_keys < 64 ? self->n_span_attr_keys : 64;
     before = gen_bytes(g);
-    bool vals_ok = nk && grow((void **)&g->vals, &g->cap_vals, g->n_vals + (uint32_t)nk,
-                              sizeof(late_val), &dummy);
+    bool vals_ok = !nk || grow((void **)&g->vals, &g->cap_vals, g->n_vals + (uint32_t)nk,
+                               sizeof(late_val), &dummy);
     ls->bytes += gen_bytes(g) - before;
-    if (vals_ok) {
-        s.vals = g->n_vals;
-        for (size_t k = 0; k < nk; k++) {
-            pl_bytes key = self->span_attr_keys[k];
-            late_val v;
-            memset(&v, 0, sizeof(v));
-            for (int depth = 0; depth < n_chain; depth++) {
-                pl_kv *kv = pl_attrs_find(&chain[depth]->attrs, (const char *)key.ptr, key.len);
-                if (kv && scalar(&kv->value)) {
-                    v.type = (uint8_t)kv->value.type;
-                    if (kv->value.type == PL_VALUE_STRING) {
-                        v.u.str = gen_string(ls, g, kv->value.u.str);
-                        if (!v.u.str)
-                            v.type = 0;
-                    } else if (kv->value.type == PL_VALUE_INT) {
-                        v.u.i = kv->value.u.i;
-                    } else if (kv->value.type == PL_VALUE_DOUBLE) {
-                        v.u.d = kv->value.u.d;
-                    } else {
-                        v.u.b = kv->value.u.b;
-                    }
-                    break;
-                }
-            }
-            if (!v.type && pg && gone_parent->vals != UINT32_MAX) {
-                v = pg->vals[gone_parent->vals + k];
-                if (v.type == PL_VALUE_STRING) {
-                    v.u.str = gen_string(ls, g, gen_text(pg, v.u.str));
+    if (!vals_ok)
+        return; /* out of memory: the values follow the summaries in step */
+    const late_val *gone_vals = pg ? span_vals(self, pg, gone_parent) : NULL;
+    for (size_t k = 0; k < nk; k++) {
+        pl_bytes key = self->span_attr_keys[k];
+        late_val v;
+        memset(&v, 0, sizeof(v));
+        for (int depth = 0; depth < n_chain; depth++) {
+            pl_kv *kv = pl_attrs_find(&chain[depth]->attrs, (const char *)key.ptr, key.len);
+            if (kv && scalar(&kv->value)) {
+                v.type = (uint8_t)kv->value.type;
+                if (kv->value.type == PL_VALUE_STRING) {
+                    v.u.str = gen_string(ls, g, kv->value.u.str);
                     if (!v.u.str)
                         v.type = 0;
+                } else if (kv->value.type == PL_VALUE_INT) {
+                    v.u.i = kv->value.u.i;
+                } else if (kv->value.type == PL_VALUE_DOUBLE) {
+                    v.u.d = kv->value.u.d;
+                } else {
+                    v.u.b = kv->value.u.b;
                 }
+                break;
             }
-            g->vals[g->n_vals++] = v;
         }
+        if (!v.type && gone_vals) {
+            v = gone_vals[k];
+            if (v.type == PL_VALUE_STRING) {
+                v.u.str = gen_string(ls, g, gen_text(pg, v.u.str));
+                if (!v.u.str)
+                    v.type = 0;
+            }
+        }
+        g->vals[g->n_vals++] = v;
     }
     /* Only the string tables changed since: the id slot is still the one. */
     g->spans[g->n++] = s;
@@ -426,11 +434,10 @@ size_t corr_late_labels(correlation *self, const late_span *s, label *items, siz
     pl_bytes svc = corr_service_name(self, s->service);
     if (svc.len)
         items[n++] = (label){self->names[NAME_SERVICE_NAME], pl_value_string(svc), 2};
-    if (s->vals == UINT32_MAX)
-        return n;
+    const late_val *vals = span_vals(self, g, s);
     size_t nk = self->n_span_attr_keys < 64 ? self->n_span_attr_keys : 64;
-    for (size_t k = 0; k < nk && n < max; k++) {
-        const late_val *v = &g->vals[s->vals + k];
+    for (size_t k = 0; vals && k < nk && n < max; k++) {
+        const late_val *v = &vals[k];
         pl_value val;
         memset(&val, 0, sizeof(val));
         switch (v->type) {
@@ -468,9 +475,9 @@ pl_bytes corr_late_root_name(correlation *self, const late_span *s)
 bool corr_late_attr(correlation *self, const late_span *s, size_t k, pl_value *out)
 {
     const late_gen *g = gen_of(self, s);
-    if (!g || s->vals == UINT32_MAX || k >= self->n_span_attr_keys || k >= 64)
+    if (!g || k >= self->n_span_attr_keys || k >= 64)
         return false;
-    const late_val *v = &g->vals[s->vals + k];
+    const late_val *v = &span_vals(self, g, s)[k];
     memset(out, 0, sizeof(*out));
     switch (v->type) {
     case PL_VALUE_STRING:
