@@ -304,7 +304,7 @@ void corr_stats_add_function(correlation *self, span_stats *s, uint32_t fn, uint
     if (s->n_fns >= MAX_TOP_CANDIDATES)
         return; /* counted in top_weight (so shares stay honest), not listed */
     if (s->n_fns >= 2 && s->n_fns >= s->cap_fns) {
-        uint32_t cap = s->cap_fns > 2 ? s->cap_fns * 2u : 8u;
+        uint32_t cap = s->cap_fns > 2 ? s->cap_fns * 2u : 4u;
         top_fn *f = malloc(cap * sizeof(top_fn));
         if (!f)
             return;

@@ -27,7 +27,8 @@
 
 #define LATE_GENS       8
 #define LATE_SAME_ID    4
-#define LATE_MAX_STRING 4096 /* longer names and values are not kept */
+#define LATE_MAX_STRING 4096             /* longer names and values are not kept */
+#define IDS_MAX_SPANS   ((1u << 24) - 2) /* summaries per generation (24-bit index) */
 
 typedef struct late_str {
     uint32_t off, len;
@@ -36,7 +37,8 @@ typedef struct late_str {
 typedef struct late_gen {
     late_span *spans;
     uint32_t n, cap;
-    pl_htab ids; /* span id -> spans index + 1 */
+    uint32_t *ids;           /* span id -> (spans index + 1) << 8 | 8 bits of its hash; 0 empty */
+    uint32_t ids_cap, n_ids; /* power of two, at most half full */
     late_str *strs;
     uint32_t n_strs, cap_strs;
     pl_htab str_index; /* string -> strs index + 1 */
@@ -57,7 +59,7 @@ struct late_store {
 
 static size_t gen_bytes(const late_gen *g)
 {
-    return (size_t)g->cap * sizeof(late_span) + (size_t)g->ids.cap * 8 +
+    return (size_t)g->cap * sizeof(late_span) + (size_t)g->ids_cap * 4 +
            (size_t)g->cap_strs * sizeof(late_str) + (size_t)g->str_index.cap * 8 + g->text_cap +
            (size_t)g->cap_vals * sizeof(late_val);
 }
@@ -67,7 +69,7 @@ static void gen_clear(struct late_store *ls, late_gen *g)
     ls->count -= g->n;
     ls->bytes -= gen_bytes(g);
     free(g->spans);
-    pl_htab_free(&g->ids);
+    free(g->ids);
     free(g->strs);
     pl_htab_free(&g->str_index);
     free(g->text);
@@ -150,8 +152,8 @@ static late_gen *gen_for_add(correlation *self, uint64_t now)
     struct late_store *ls = self->late;
     late_gen *g = &ls->gens[ls->cur];
     uint64_t span = ls->window / LATE_GENS;
-    bool full =
-        g->n >= ls->max_count / LATE_GENS + 1 || gen_bytes(g) >= ls->max_bytes / LATE_GENS + 4096;
+    bool full = g->n >= ls->max_count / LATE_GENS + 1 || g->n >= IDS_MAX_SPANS ||
+                gen_bytes(g) >= ls->max_bytes / LATE_GENS + 4096;
     if (g->n && (now >= sat_add(g->opened_ns, span) || full)) {
         ls->cur = (ls->cur + 1) % LATE_GENS;
         g = &ls->gens[ls->cur];
@@ -284,6 +286,53 @@ static bool id_eq(const void *ctx, uint32_t val)
     return true;
 }
 
+/* The span-id index of a generation: 4 bytes a slot, the summary's index
+ * and 8 bits of the keyed hash (most probes of other ids stop there, without
+ * touching the summary). The home slot comes from the hash's low bits. */
+static uint32_t ids_get(const late_gen *g, uint32_t h, id_key_ctx *c)
+{
+    if (!g->ids_cap)
+        return 0;
+    uint32_t mask = g->ids_cap - 1, i = h & mask, tag = h >> 24;
+    for (; g->ids[i]; i = (i + 1) & mask)
+        if ((g->ids[i] & 0xff) == tag && id_eq(c, g->ids[i] >> 8))
+            return g->ids[i] >> 8;
+    return 0;
+}
+
+static bool ids_grow(late_gen *g, uint32_t cap)
+{
+    uint32_t *t = calloc(cap, sizeof(uint32_t));
+    if (!t)
+        return false;
+    for (uint32_t i = 0; i < g->ids_cap; i++) {
+        uint32_t v = g->ids[i];
+        if (!v)
+            continue;
+        uint32_t j = (uint32_t)id_hash(g->spans[(v >> 8) - 1].key) & (cap - 1);
+        while (t[j])
+            j = (j + 1) & (cap - 1);
+        t[j] = v;
+    }
+    free(g->ids);
+    g->ids = t;
+    g->ids_cap = cap;
+    return true;
+}
+
+/* The empty slot for a new summary of c->key; NULL when out of memory or
+ * LATE_SAME_ID summaries of this generation have the id already. */
+static uint32_t *ids_slot(late_gen *g, uint32_t h, id_key_ctx *c)
+{
+    if ((g->n_ids + 1) * 2 > g->ids_cap && !ids_grow(g, g->ids_cap ? g->ids_cap * 2 : 64))
+        return NULL;
+    uint32_t mask = g->ids_cap - 1, i = h & mask, tag = h >> 24;
+    for (; g->ids[i]; i = (i + 1) & mask)
+        if ((g->ids[i] & 0xff) == tag && id_eq(c, g->ids[i] >> 8))
+            return NULL;
+    return &g->ids[i];
+}
+
 /* A departed span's summary for a sample (span id, trace id when known,
  * time when known); NULL when none. */
 const late_span *corr_late_find(correlation *self, uint64_t key, const uint8_t *trace,
@@ -298,7 +347,7 @@ const late_span *corr_late_find(correlation *self, uint64_t key, const uint8_t *
         if (!g->n)
             continue;
         id_key_ctx c = {g, key, trace, has_time, lo, hi, self->skew, 0, false};
-        uint32_t v = pl_htab_get(&g->ids, h, id_eq, &c);
+        uint32_t v = ids_get(g, h, &c);
         if (v)
             return &g->spans[v - 1];
     }
@@ -322,7 +371,7 @@ void corr_late_add(correlation *self, span_entry *e, uint64_t now)
     uint32_t h = (uint32_t)id_hash(e->key);
     size_t before = gen_bytes(g);
     id_key_ctx c = {g, e->key, NULL, false, 0, 0, 0, 0, true};
-    uint32_t *slot = pl_htab_slot(&g->ids, h, id_eq, &c);
+    uint32_t *slot = ids_slot(g, h, &c);
     size_t dummy = 0;
     if (!slot || *slot || !grow((void **)&g->spans, &g->cap, g->n + 1, sizeof(late_span), &dummy)) {
         ls->bytes += gen_bytes(g) - before;
@@ -412,8 +461,8 @@ void corr_late_add(correlation *self, span_entry *e, uint64_t now)
     }
     /* Only the string tables changed since: the id slot is still the one. */
     g->spans[g->n++] = s;
-    *slot = g->n;
-    pl_htab_added(&g->ids, slot, h);
+    *slot = g->n << 8 | h >> 24;
+    g->n_ids++;
     if (now > g->newest_ns)
         g->newest_ns = now;
     ls->count++;
