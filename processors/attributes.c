@@ -163,10 +163,8 @@ static int action_validate(void *cfg_, pl_cfg_ctx *ctx)
     case ACT_INSERT:
     case ACT_UPDATE:
     case ACT_UPSERT:
-        if (!str_set(cfg->key)) {
-            pl_cfg_errorf(ctx, "key", "action \"%s\" needs a \"key\"", cfg->action);
-            errors++;
-        }
+        errors += pl_cfg_check(ctx, str_set(cfg->key), "key", "action \"%s\" needs a \"key\"",
+                               cfg->action);
         if ((cfg->value != NULL) == str_set(cfg->from_attribute)) {
             pl_cfg_errorf(ctx, NULL,
                           "action \"%s\" needs exactly one of \"value\" or "
@@ -175,26 +173,18 @@ static int action_validate(void *cfg_, pl_cfg_ctx *ctx)
             errors++;
         } else if (cfg->value) {
             pl_value v;
-            if (parse_typed_value(cfg->value_type, cfg->value, &v) != 0) {
-                pl_cfg_errorf(ctx, "value", "\"%s\" is not a valid %s value (value_type)",
-                              cfg->value, cfg->value_type ? cfg->value_type : "string");
-                errors++;
-            }
+            errors += pl_cfg_check(ctx, parse_typed_value(cfg->value_type, cfg->value, &v) == 0,
+                                   "value", "\"%s\" is not a valid %s value (value_type)",
+                                   cfg->value, cfg->value_type ? cfg->value_type : "string");
         }
         break;
     case ACT_DELETE:
     case ACT_HASH:
-        if (!str_set(cfg->key) && !str_set(cfg->pattern)) {
-            pl_cfg_errorf(ctx, "key", "action \"%s\" needs a \"key\" or a \"pattern\"",
-                          cfg->action);
-            errors++;
-        }
+        errors += pl_cfg_check(ctx, str_set(cfg->key) || str_set(cfg->pattern), "key",
+                               "action \"%s\" needs a \"key\" or a \"pattern\"", cfg->action);
         break;
     case ACT_EXTRACT:
-        if (!str_set(cfg->key)) {
-            pl_cfg_errorf(ctx, "key", "action \"extract\" needs a \"key\"");
-            errors++;
-        }
+        errors += pl_cfg_check(ctx, str_set(cfg->key), "key", "action \"extract\" needs a \"key\"");
         if (!str_set(cfg->pattern)) {
             pl_cfg_errorf(ctx, "pattern", "action \"extract\" needs a \"pattern\"");
             errors++;
@@ -206,15 +196,10 @@ static int action_validate(void *cfg_, pl_cfg_ctx *ctx)
         break;
     case ACT_CONVERT: {
         static const char *const conv_names[] = {"", "int", "double", "string", NULL};
-        if (!str_set(cfg->key)) {
-            pl_cfg_errorf(ctx, "key", "action \"convert\" needs a \"key\"");
-            errors++;
-        }
-        if (lookup_name(conv_names, cfg->converted_type) <= 0) {
-            pl_cfg_errorf(ctx, "converted_type",
-                          "action \"convert\" needs \"converted_type\": int, double or string");
-            errors++;
-        }
+        errors += pl_cfg_check(ctx, str_set(cfg->key), "key", "action \"convert\" needs a \"key\"");
+        errors +=
+            pl_cfg_check(ctx, lookup_name(conv_names, cfg->converted_type) > 0, "converted_type",
+                         "action \"convert\" needs \"converted_type\": int, double or string");
         break;
     }
     }
