@@ -354,6 +354,11 @@ static void basic_free(basic *b)
     free(b);
 }
 
+static void basic_release(void *arg)
+{
+    basic_free(arg);
+}
+
 static pl_status basic_create(const pl_create_settings *settings, const void *config, void **out,
                               pl_err *err)
 {
@@ -385,18 +390,9 @@ static pl_status basic_create(const pl_create_settings *settings, const void *co
     b->checked_ns = pl_time_mono_ns();
     pl_auth_register_as(&b->a, b->id, "Basic realm=\"proflink\"",
                         (b->file || b->inline_text) ? basic_check : NULL,
-                        b->client_value ? basic_client : NULL, b);
+                        b->client_value ? basic_client : NULL, basic_release, b);
     *out = b;
     return PL_OK;
-}
-
-static void basic_destroy(void *self)
-{
-    basic *b = self;
-    if (!b)
-        return;
-    pl_auth_unregister(&b->a);
-    basic_free(b);
 }
 
 const pl_component_type pl_extension_basicauth = {
@@ -404,5 +400,5 @@ const pl_component_type pl_extension_basicauth = {
     .description = "HTTP basic authentication: receivers check users from an htpasswd file or "
                    "inline lines (401 / UNAUTHENTICATED otherwise), exporters send client_auth",
     .create = basic_create,
-    .destroy = basic_destroy,
+    .destroy = pl_auth_extension_destroy,
 };
