@@ -412,6 +412,7 @@ typedef struct pl_wal_tags {
 typedef struct pl_wal_hooks {
     void (*retain)(uint64_t tag);
     void (*release)(uint64_t tag, bool settled, bool refused);
+    void (*recovered)(uint64_t tag, uint32_t refusals);
 } pl_wal_hooks;
 /* Set by the write-ahead log while one is open; NULL otherwise. */
 extern const pl_wal_hooks *pl_wal_hooks_current;
@@ -424,6 +425,11 @@ int pl_batch_wal_inherit(pl_batch *dst, const pl_batch *src);
  * inherited the tags) or as refused (kept for replay). */
 void pl_batch_wal_handoff(pl_batch *b);
 void pl_batch_wal_refused(pl_batch *b);
+/* Copies of b were refused downstream `refusals` times (each released as
+ * refused, so its entries were marked for replay) and b itself was kept and
+ * has now gone on: those refusals no longer keep the entries (else they
+ * would be replayed at the next start as well). Call before handing b on. */
+void pl_batch_wal_recovered(pl_batch *b, uint32_t refusals);
 
 /* Metadata lookup; returns false when absent. */
 bool pl_batch_metadata_get(const pl_batch *batch, const char *key, pl_bytes *out);
