@@ -15,6 +15,7 @@
 #include "labels.pb.h"
 #include "profile.pb.h"
 #include "proto/jfr_internal.h"
+#include "proto/pb_wire.h"
 
 /* ---- growable arrays in the arena ------------------------------------------ */
 
@@ -272,59 +273,6 @@ struct pl_jfr_labels {
     uint32_t n_pairs, cap_pairs;
 };
 
-typedef struct lrd {
-    const uint8_t *p, *end;
-} lrd;
-
-static int lrd_varint(lrd *r, uint64_t *out)
-{
-    uint64_t v = 0;
-    for (int shift = 0; shift < 64; shift += 7) {
-        if (r->p >= r->end)
-            return -1;
-        uint8_t b = *r->p++;
-        v |= (uint64_t)(b & 0x7f) << shift;
-        if (!(b & 0x80)) {
-            *out = v;
-            return 0;
-        }
-    }
-    return -1;
-}
-
-/* The next field; varint value in *v, a length-delimited payload in *sub. */
-static int lrd_field(lrd *r, uint32_t *field, uint32_t *wt, uint64_t *v, lrd *sub)
-{
-    uint64_t key;
-    if (lrd_varint(r, &key) || (key >> 3) == 0 || (key >> 3) > UINT32_MAX)
-        return -1;
-    *field = (uint32_t)(key >> 3);
-    *wt = (uint32_t)(key & 7);
-    switch (*wt) {
-    case 0:
-        return lrd_varint(r, v);
-    case 1:
-        if (r->end - r->p < 8)
-            return -1;
-        r->p += 8;
-        return 0;
-    case 2:
-        if (lrd_varint(r, v) || *v > (uint64_t)(r->end - r->p))
-            return -1;
-        sub->p = r->p;
-        sub->end = r->p + *v;
-        r->p += *v;
-        return 0;
-    case 5:
-        if (r->end - r->p < 4)
-            return -1;
-        r->p += 4;
-        return 0;
-    default:
-        return -1;
-    }
-}
-
 typedef struct id_key {
     const void *arr;
     size_t stride;
@@ -349,12 +297,12 @@ pl_jfr_labels *pl_jfr_labels_decode(const uint8_t *data, size_t len, pl_err *err
         return NULL;
     }
     pl_arena_init(&l->arena);
-    lrd r = {data, data + len};
+    pl_pb_reader r = {data, data + len};
     while (r.p < r.end) {
         uint32_t f, wt;
         uint64_t v;
-        lrd entry = {0};
-        if (lrd_field(&r, &f, &wt, &v, &entry)) {
+        pl_pb_reader entry = {0};
+        if (pl_pb_next_field(&r, &f, &wt, &v, &entry)) {
             pl_jfr_labels_free(l);
             return LBAD("labels: corrupt protobuf at byte %zu", (size_t)(r.p - data));
         }
@@ -363,11 +311,11 @@ pl_jfr_labels *pl_jfr_labels_decode(const uint8_t *data, size_t len, pl_err *err
             continue;
         int64_t id = 0;
         pl_bytes text = {(const uint8_t *)"", 0};
-        lrd ctx = {NULL, NULL};
+        pl_pb_reader ctx = {NULL, NULL};
         while (entry.p < entry.end) {
             uint32_t g, w;
-            lrd sub = {0};
-            if (lrd_field(&entry, &g, &w, &v, &sub)) {
+            pl_pb_reader sub = {0};
+            if (pl_pb_next_field(&entry, &g, &w, &v, &sub)) {
                 pl_jfr_labels_free(l);
                 return LBAD("labels: corrupt map entry");
             }
@@ -403,8 +351,8 @@ pl_jfr_labels *pl_jfr_labels_decode(const uint8_t *data, size_t len, pl_err *err
         uint32_t off = l->n_pairs;
         while (ctx.p && ctx.p < ctx.end) {
             uint32_t g, w;
-            lrd pair = {0};
-            if (lrd_field(&ctx, &g, &w, &v, &pair)) {
+            pl_pb_reader pair = {0};
+            if (pl_pb_next_field(&ctx, &g, &w, &v, &pair)) {
                 pl_jfr_labels_free(l);
                 return LBAD("labels: context %lld: corrupt protobuf", (long long)id);
             }
@@ -413,8 +361,8 @@ pl_jfr_labels *pl_jfr_labels_decode(const uint8_t *data, size_t len, pl_err *err
             int64_t kv[2] = {0, 0};
             while (pair.p < pair.end) {
                 uint32_t h, w2;
-                lrd unused;
-                if (lrd_field(&pair, &h, &w2, &v, &unused)) {
+                pl_pb_reader unused;
+                if (pl_pb_next_field(&pair, &h, &w2, &v, &unused)) {
                     pl_jfr_labels_free(l);
                     return LBAD("labels: context %lld: corrupt label", (long long)id);
                 }
@@ -524,35 +472,16 @@ const char *jfr_kind_name(pl_jfr_kind kind)
     return kinds[kind].name;
 }
 
-static void put_varint(pl_buf *b, uint64_t v)
-{
-    uint8_t tmp[10];
-    size_t n = 0;
-    while (v >= 0x80) {
-        tmp[n++] = (uint8_t)(v | 0x80);
-        v >>= 7;
-    }
-    tmp[n++] = (uint8_t)v;
-    pl_buf_append(b, tmp, n);
-}
-
 static void put_uint(pl_buf *b, uint32_t field, uint64_t v)
 {
-    put_varint(b, (uint64_t)field << 3);
-    put_varint(b, v);
-}
-
-static void put_bytes(pl_buf *b, uint32_t field, const void *p, size_t n)
-{
-    put_varint(b, (uint64_t)field << 3 | 2);
-    put_varint(b, n);
-    pl_buf_append(b, p, n);
+    pl_pb_put_varint(b, (uint64_t)field << 3);
+    pl_pb_put_varint(b, v);
 }
 
 /* Appends `m` as a sub-message and empties it. */
 static void put_msg(pl_buf *b, uint32_t field, pl_buf *m)
 {
-    put_bytes(b, field, m->data, m->len);
+    pl_pb_put_bytes(b, field, m->data, m->len);
     if (!pl_buf_ok(m))
         b->failed = true;
     pl_buf_reset(m);
@@ -656,13 +585,13 @@ int jfr_out_encode(const jfr_out *oc, pl_jfr_kind kind, const jfr_encode_info *i
         const jfr_sample *s = &ks->samples[i];
         const jfr_stack *st = &o->stacks[s->stack];
         for (uint32_t j = 0; j < st->n; j++)
-            put_varint(&sub, loc_map[o->stack_locs[st->off + j]]);
+            pl_pb_put_varint(&sub, loc_map[o->stack_locs[st->off + j]]);
         put_msg(&m, perftools_profiles_Sample_location_id_tag, &sub);
         for (int c = 0; c < kd->columns; c++) {
             int64_t v = s->v[c];
             if (c == 0 && kd->sampled)
                 v *= info->period;
-            put_varint(&sub, (uint64_t)v);
+            pl_pb_put_varint(&sub, (uint64_t)v);
         }
         put_msg(&m, perftools_profiles_Sample_value_tag, &sub);
         for (uint32_t j = label_off[i]; j < label_off[i + 1]; j++) {
@@ -690,10 +619,10 @@ int jfr_out_encode(const jfr_out *oc, pl_jfr_kind kind, const jfr_encode_info *i
         put_uint(&m, perftools_profiles_Function_system_name_tag, str_map[o->functions[f]]);
         put_msg(out, F_PROFILE(function), &m);
     }
-    put_bytes(out, F_PROFILE(string_table), "", 0);
+    pl_pb_put_bytes(out, F_PROFILE(string_table), "", 0);
     for (uint32_t s = 1; s < o->n_strings; s++)
         if (str_map[s])
-            put_bytes(out, F_PROFILE(string_table), o->strings[s].ptr, o->strings[s].len);
+            pl_pb_put_bytes(out, F_PROFILE(string_table), o->strings[s].ptr, o->strings[s].len);
     if (info->time_unix_nano)
         put_uint(out, F_PROFILE(time_nanos), info->time_unix_nano);
     if (info->duration_nano)
