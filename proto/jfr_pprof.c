@@ -17,26 +17,9 @@
 #include "proto/jfr_internal.h"
 #include "proto/pb_wire.h"
 
-/* ---- growable arrays in the arena ------------------------------------------ */
-
-/* Makes room for one more element; -1 on OOM. */
-static int grow(pl_arena *a, void **arr, uint32_t n, uint32_t *cap, size_t elem)
-{
-    if (n < *cap)
-        return 0;
-    if (*cap >= UINT32_MAX / 2)
-        return -1;
-    uint32_t nc = *cap ? *cap * 2 : 64;
-    void *p = pl_arena_grow(a, *arr, n, nc, elem);
-    if (!p)
-        return -1;
-    *arr = p;
-    *cap = nc;
-    return 0;
-}
-
+/* Room for one more element in a growable array of the arena; -1 on OOM. */
 #define GROW(o, field, n, cap)                                                                     \
-    grow(&(o)->arena, (void **)&(o)->field, (o)->n, &(o)->cap, sizeof(*(o)->field))
+    pl_arena_reserve(&(o)->arena, (void **)&(o)->field, (o)->n, &(o)->cap, sizeof(*(o)->field), 64)
 
 void jfr_out_init(jfr_out *o)
 {
@@ -195,8 +178,8 @@ int32_t jfr_out_stack(jfr_out *o, const uint32_t *locs, uint32_t n)
     if (o->n_stack_locs > UINT32_MAX - n)
         return -1;
     while (o->cap_stack_locs < o->n_stack_locs + n)
-        if (grow(&o->arena, (void **)&o->stack_locs, o->cap_stack_locs, &o->cap_stack_locs,
-                 sizeof(uint32_t)))
+        if (pl_arena_reserve(&o->arena, (void **)&o->stack_locs, o->cap_stack_locs,
+                             &o->cap_stack_locs, sizeof(uint32_t), 64))
             return -1;
     if (n)
         memcpy(o->stack_locs + o->n_stack_locs, locs, n * sizeof(uint32_t));
@@ -241,7 +224,7 @@ int jfr_out_sample(jfr_out *o, pl_jfr_kind kind, uint32_t stack, uint64_t contex
             s->v[1] = INT64_MAX;
         return 0;
     }
-    if (grow(&o->arena, (void **)&ks->samples, ks->n, &ks->cap, sizeof(jfr_sample)))
+    if (pl_arena_reserve(&o->arena, (void **)&ks->samples, ks->n, &ks->cap, sizeof(jfr_sample), 64))
         return -1;
     ks->samples[ks->n] = (jfr_sample){stack, context, {v0, v1}};
     *slot = ++ks->n;
@@ -337,8 +320,8 @@ pl_jfr_labels *pl_jfr_labels_decode(const uint8_t *data, size_t len, pl_err *err
                 l->strings[*slot - 1].text = text;
                 continue;
             }
-            if (!slot || grow(&l->arena, (void **)&l->strings, l->n_strings, &l->cap_strings,
-                              sizeof(label_string))) {
+            if (!slot || pl_arena_reserve(&l->arena, (void **)&l->strings, l->n_strings,
+                                          &l->cap_strings, sizeof(label_string), 64)) {
                 pl_jfr_labels_free(l);
                 pl_errf(err, PL_ERR_NOMEM, "out of memory");
                 return NULL;
@@ -370,7 +353,8 @@ pl_jfr_labels *pl_jfr_labels_decode(const uint8_t *data, size_t len, pl_err *err
                                 h == jfr_Context_LabelsEntry_value_tag))
                     kv[h - 1] = (int64_t)v;
             }
-            if (grow(&l->arena, (void **)&l->pairs, l->n_pairs, &l->cap_pairs, sizeof(kv))) {
+            if (pl_arena_reserve(&l->arena, (void **)&l->pairs, l->n_pairs, &l->cap_pairs,
+                                 sizeof(kv), 64)) {
                 pl_jfr_labels_free(l);
                 pl_errf(err, PL_ERR_NOMEM, "out of memory");
                 return NULL;
@@ -385,8 +369,8 @@ pl_jfr_labels *pl_jfr_labels_decode(const uint8_t *data, size_t len, pl_err *err
             l->contexts[*slot - 1].n = l->n_pairs - off;
             continue;
         }
-        if (!slot || grow(&l->arena, (void **)&l->contexts, l->n_contexts, &l->cap_contexts,
-                          sizeof(label_context))) {
+        if (!slot || pl_arena_reserve(&l->arena, (void **)&l->contexts, l->n_contexts,
+                                      &l->cap_contexts, sizeof(label_context), 64)) {
             pl_jfr_labels_free(l);
             pl_errf(err, PL_ERR_NOMEM, "out of memory");
             return NULL;
