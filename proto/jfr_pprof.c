@@ -62,28 +62,52 @@ static bool str_eq(const void *ctx, uint32_t val)
     return pl_bytes_eq(k->o->strings[val], k->s);
 }
 
-int32_t jfr_out_string(jfr_out *o, pl_bytes s)
+/* The string, function and location tables: dense, entry 0 the zero
+ * value, deduplicated through a keyed index whose values are positions. */
+static int zero_entry(jfr_out *o, void **items, uint32_t *n, uint32_t *cap, size_t elem,
+                      const void *zero)
 {
-    if (o->n_strings == 0) {
-        if (GROW(o, strings, n_strings, cap_strings))
-            return -1;
-        o->strings[o->n_strings++] = (pl_bytes){(const uint8_t *)"", 0};
-    }
-    if (s.len == 0)
+    if (*n)
         return 0;
-    uint32_t h = (uint32_t)pl_hash_bytes(s.ptr, s.len);
-    str_key k = {o, s};
-    uint32_t *slot = pl_htab_slot(&o->string_index, h, str_eq, &k);
+    if (pl_arena_reserve(&o->arena, items, 0, cap, elem, 64))
+        return -1;
+    memcpy(*items, zero, elem);
+    *n = 1;
+    return 0;
+}
+
+/* The position of the entry `key` describes (eq against the table), or of
+ * `entry` appended; -1 on OOM. */
+static int32_t find_or_append(jfr_out *o, pl_htab *index, uint32_t h, pl_htab_eq eq,
+                              const void *key, void **items, uint32_t *n, uint32_t *cap,
+                              size_t elem, const void *entry, const void *zero)
+{
+    if (zero_entry(o, items, n, cap, elem, zero))
+        return -1;
+    uint32_t *slot = pl_htab_slot(index, h, eq, key);
     if (!slot)
         return -1;
     if (*slot)
         return (int32_t)*slot;
-    if (GROW(o, strings, n_strings, cap_strings))
+    if (pl_arena_reserve(&o->arena, items, *n, cap, elem, 64))
         return -1;
-    o->strings[o->n_strings] = s;
-    *slot = o->n_strings;
-    pl_htab_added(&o->string_index, slot, h);
-    return (int32_t)o->n_strings++;
+    memcpy((uint8_t *)*items + (size_t)*n * elem, entry, elem);
+    *slot = *n;
+    pl_htab_added(index, slot, h);
+    return (int32_t)(*n)++;
+}
+
+#define TABLE(o, field)                                                                            \
+    (void **)&(o)->field, &(o)->n_##field, &(o)->cap_##field, sizeof(*(o)->field)
+
+int32_t jfr_out_string(jfr_out *o, pl_bytes s)
+{
+    static const pl_bytes empty = {(const uint8_t *)"", 0};
+    if (s.len == 0)
+        return zero_entry(o, TABLE(o, strings), &empty);
+    str_key k = {o, s};
+    return find_or_append(o, &o->string_index, (uint32_t)pl_hash_bytes(s.ptr, s.len), str_eq, &k,
+                          TABLE(o, strings), &s, &empty);
 }
 
 /* ---- functions, locations, stacks --------------------------------------------- */
@@ -102,24 +126,10 @@ static bool function_eq(const void *ctx, uint32_t val)
 
 int32_t jfr_out_function(jfr_out *o, uint32_t name_string)
 {
-    if (o->n_functions == 0) {
-        if (GROW(o, functions, n_functions, cap_functions))
-            return -1;
-        o->functions[o->n_functions++] = 0;
-    }
-    uint32_t h = (uint32_t)pl_hash_u64(name_string);
+    static const uint32_t none = 0;
     u32_key k = {o, name_string, 0};
-    uint32_t *slot = pl_htab_slot(&o->function_index, h, function_eq, &k);
-    if (!slot)
-        return -1;
-    if (*slot)
-        return (int32_t)*slot;
-    if (GROW(o, functions, n_functions, cap_functions))
-        return -1;
-    o->functions[o->n_functions] = name_string;
-    *slot = o->n_functions;
-    pl_htab_added(&o->function_index, slot, h);
-    return (int32_t)o->n_functions++;
+    return find_or_append(o, &o->function_index, (uint32_t)pl_hash_u64(name_string), function_eq,
+                          &k, TABLE(o, functions), &name_string, &none);
 }
 
 static bool loc_eq(const void *ctx, uint32_t val)
@@ -130,24 +140,12 @@ static bool loc_eq(const void *ctx, uint32_t val)
 
 int32_t jfr_out_location(jfr_out *o, uint32_t function, int32_t line)
 {
-    if (o->n_locs == 0) {
-        if (GROW(o, locs, n_locs, cap_locs))
-            return -1;
-        o->locs[o->n_locs++] = (jfr_loc){0, 0};
-    }
-    uint32_t h = (uint32_t)pl_hash_u64((uint64_t)function << 32 | (uint32_t)line);
+    static const jfr_loc none = {0, 0};
+    jfr_loc loc = {function, line};
     u32_key k = {o, function, line};
-    uint32_t *slot = pl_htab_slot(&o->loc_index, h, loc_eq, &k);
-    if (!slot)
-        return -1;
-    if (*slot)
-        return (int32_t)*slot;
-    if (GROW(o, locs, n_locs, cap_locs))
-        return -1;
-    o->locs[o->n_locs] = (jfr_loc){function, line};
-    *slot = o->n_locs;
-    pl_htab_added(&o->loc_index, slot, h);
-    return (int32_t)o->n_locs++;
+    return find_or_append(o, &o->loc_index,
+                          (uint32_t)pl_hash_u64((uint64_t)function << 32 | (uint32_t)line), loc_eq,
+                          &k, TABLE(o, locs), &loc, &none);
 }
 
 typedef struct stack_key {
