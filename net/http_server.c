@@ -68,6 +68,13 @@ static void options_fill(pl_http_server_options *o)
         o->idle_timeout_ms = DEFAULT_IDLE_TIMEOUT;
     if (!o->max_buffered_bytes)
         o->max_buffered_bytes = DEFAULT_MAX_BUFFERED;
+    if (o->shares > 1) { /* this server's part of the listener's totals */
+        o->max_connections = (o->max_connections + o->shares - 1) / o->shares;
+        o->max_buffered_bytes = (o->max_buffered_bytes + o->shares - 1) / o->shares;
+        if (o->max_buffered_bytes < o->max_body_size + o->max_header_size)
+            o->max_buffered_bytes = o->max_body_size + o->max_header_size;
+        o->shares = 1; /* split once */
+    }
     if (!o->max_concurrent_streams)
         o->max_concurrent_streams = DEFAULT_MAX_STREAMS;
     if (!o->max_header_fields)
