@@ -134,8 +134,9 @@ typedef struct pl_http_server_options {
      * split among them after the defaults are applied, so the listener as a
      * whole keeps the configured totals: each server gets its 1/shares,
      * rounded up, but at least one connection and room for one request of
-     * max_body_size. The per-client shares are derived from (or, when set,
-     * apply to) each server's part: a client's fair share holds per worker. */
+     * max_body_size. The per-client shares are derived from the listener's
+     * totals before the split (a client's connections may all land on one
+     * worker) and apply per server; a server's own part still caps them. */
     unsigned shares;
 } pl_http_server_options;
 
