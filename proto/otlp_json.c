@@ -3,20 +3,17 @@
  * otlp_json_dec.c). One walker over the message tables of otlp_tables.c
  * writes members in row order, each only when it differs from its default,
  * except where a row's ENC_* flags say otherwise; AnyValue, a oneof, is
- * written by hand. No tree is built: the JSON text goes directly into the
+ * written by core/value_json (pl_vj_otlp). No tree is built: the JSON text goes directly into the
  * output buffer.
  */
 #include "otlp_json.h"
 
-#include <errno.h>
 #include <inttypes.h>
-#include <math.h>
-#include <stdarg.h>
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 
 #include "core/base64.h"
+#include "core/value_json.h"
 #include "otlp_pb.h"
 #include "otlp_tables.h"
 
@@ -84,37 +81,6 @@ int pl_otlp_base64_decode_into(const char *in, size_t n, uint8_t *out, size_t *o
     return pl_base64_decode_into(in, n, out, out_len, bad_at);
 }
 
-/* Decimal digits of v, written backwards ending at end; returns the start.
- * (printf costs more than the rest of a member.) */
-static char *dec_digits(char *end, uint64_t v)
-{
-    do {
-        *--end = (char)('0' + v % 10);
-        v /= 10;
-    } while (v);
-    return end;
-}
-
-/* An integer as a JSON number, or (quoted) as a JSON string: the OTLP
- * mapping writes 64-bit integers as strings. */
-static void w_int(pl_buf *b, uint64_t mag, bool neg, bool quoted)
-{
-    char tmp[24], *end = tmp + sizeof tmp, *p = end;
-    if (quoted)
-        *--p = '"';
-    p = dec_digits(p, mag);
-    if (neg)
-        *--p = '-';
-    if (quoted)
-        *--p = '"';
-    pl_buf_append(b, p, (size_t)(end - p));
-}
-
-static void w_signed(pl_buf *b, int64_t v, bool quoted)
-{
-    w_int(b, v < 0 ? 0 - (uint64_t)v : (uint64_t)v, v < 0, quoted);
-}
-
 static void w_hex_id(jw *w, const char *key, const uint8_t *id, uint8_t len)
 {
     /* Unlike the Collector (whose model cannot tell an all-zero id from an
@@ -128,67 +94,7 @@ static void w_hex_id(jw *w, const char *key, const uint8_t *id, uint8_t len)
     pl_buf_append_byte(w->b, '"');
 }
 
-static void w_double(pl_buf *b, double x)
-{
-    if (isnan(x)) {
-        pl_buf_append_str(b, "\"NaN\"");
-    } else if (isinf(x)) {
-        pl_buf_append_str(b, x > 0 ? "\"Infinity\"" : "\"-Infinity\"");
-    } else {
-        /* Shortest of %.15g / %.17g that reads back to the same value. */
-        char tmp[40];
-        snprintf(tmp, sizeof tmp, "%.15g", x);
-        if (strtod(tmp, NULL) != x)
-            snprintf(tmp, sizeof tmp, "%.17g", x);
-        pl_buf_append_str(b, tmp);
-    }
-}
-
 static void enc_msg(jw *w, const jmsg *m, const uint8_t *src);
-
-static void enc_anyvalue(jw *w, const pl_value *v)
-{
-    w_open(w, '{');
-    switch (v->type) {
-    case PL_VALUE_EMPTY:
-        break;
-    case PL_VALUE_STRING:
-        w_key(w, "stringValue");
-        pl_buf_json_string(w->b, v->u.str.ptr, v->u.str.len);
-        break;
-    case PL_VALUE_BOOL:
-        w_key(w, "boolValue");
-        pl_buf_append_str(w->b, v->u.b ? "true" : "false");
-        break;
-    case PL_VALUE_INT:
-        w_key(w, "intValue");
-        w_signed(w->b, v->u.i, true);
-        break;
-    case PL_VALUE_DOUBLE:
-        w_key(w, "doubleValue");
-        w_double(w->b, v->u.d);
-        break;
-    case PL_VALUE_BYTES:
-        w_key(w, "bytesValue");
-        pl_buf_append_byte(w->b, '"');
-        pl_otlp_base64_encode(w->b, v->u.str.ptr, v->u.str.len);
-        pl_buf_append_byte(w->b, '"');
-        break;
-    case PL_VALUE_STRINDEX:
-        w_key(w, "stringValueStrindex");
-        w_signed(w->b, v->u.strindex, false);
-        break;
-    case PL_VALUE_ARRAY:
-        w_key(w, "arrayValue");
-        enc_msg(w, &pl_tm_arrayvalue, (const uint8_t *)&v->u.array.items);
-        break;
-    case PL_VALUE_KVLIST:
-        w_key(w, "kvlistValue");
-        enc_msg(w, &pl_tm_kvlist, (const uint8_t *)&v->u.kvlist.items);
-        break;
-    }
-    w_close(w, '}');
-}
 
 /* A repeated member, left out when empty. */
 static void enc_list(jw *w, const jfield *f, const uint8_t *src)
@@ -205,7 +111,7 @@ static void enc_list(jw *w, const jfield *f, const uint8_t *src)
             enc_msg(w, f->sub, (const uint8_t *)items + (size_t)i * ((const jmsg *)f->sub)->size);
             break;
         case FK_ANYS:
-            enc_anyvalue(w, (const pl_value *)items + i);
+            pl_value_json(w->b, (const pl_value *)items + i, &pl_vj_otlp);
             break;
         case FK_STRS: {
             const pl_bytes *s = (const pl_bytes *)items + i;
@@ -213,13 +119,13 @@ static void enc_list(jw *w, const jfield *f, const uint8_t *src)
             break;
         }
         case FK_I32S:
-            w_signed(w->b, ((const int32_t *)items)[i], false);
+            pl_json_int(w->b, ((const int32_t *)items)[i], false);
             break;
         case FK_I64S:
-            w_signed(w->b, ((const int64_t *)items)[i], true);
+            pl_json_int(w->b, ((const int64_t *)items)[i], true);
             break;
         case FK_U64S:
-            w_int(w->b, ((const uint64_t *)items)[i], false, true);
+            pl_json_uint(w->b, ((const uint64_t *)items)[i], true);
             break;
         default:
             break;
@@ -262,27 +168,27 @@ static void enc_msg(jw *w, const jmsg *m, const uint8_t *src)
         case FK_FX32:
             if (*(const uint32_t *)p) {
                 w_key(w, f->name);
-                w_int(w->b, *(const uint32_t *)p, false, false);
+                pl_json_uint(w->b, *(const uint32_t *)p, false);
             }
             break;
         case FK_I32:
         case FK_ENUM:
             if (*(const int32_t *)p) {
                 w_key(w, f->name);
-                w_signed(w->b, *(const int32_t *)p, false);
+                pl_json_int(w->b, *(const int32_t *)p, false);
             }
             break;
         case FK_U64:
         case FK_FX64:
             if (*(const uint64_t *)p) {
                 w_key(w, f->name);
-                w_int(w->b, *(const uint64_t *)p, false, true);
+                pl_json_uint(w->b, *(const uint64_t *)p, true);
             }
             break;
         case FK_I64:
             if (*(const int64_t *)p) {
                 w_key(w, f->name);
-                w_signed(w->b, *(const int64_t *)p, true);
+                pl_json_int(w->b, *(const int64_t *)p, true);
             }
             break;
         case FK_MSG: {
@@ -304,7 +210,7 @@ static void enc_msg(jw *w, const jmsg *m, const uint8_t *src)
             const pl_value *v = p;
             if (v->type != PL_VALUE_EMPTY || (f->enc & ENC_JSON_ALWAYS)) {
                 w_key(w, f->name);
-                enc_anyvalue(w, v);
+                pl_value_json(w->b, v, &pl_vj_otlp);
             }
             break;
         }
