@@ -110,11 +110,8 @@ static int pyroscope_exp_validate(void *cfgp, pl_cfg_ctx *ctx)
 {
     pyroscope_exp_cfg *cfg = cfgp;
     int errors = 0;
-    if (!is_http_url(cfg->endpoint)) {
-        pl_cfg_errorf(ctx, "endpoint",
-                      "is required: the Pyroscope URL, e.g. http://pyroscope:4040");
-        errors++;
-    }
+    errors += pl_cfg_check(ctx, is_http_url(cfg->endpoint), "endpoint",
+                           "is required: the Pyroscope URL, e.g. http://pyroscope:4040");
     if (cfg->api && cfg->api[0] && strcmp(cfg->api, "push") != 0 &&
         strcmp(cfg->api, "ingest") != 0) {
         pl_cfg_errorf(ctx, "api", "must be push or ingest, got \"%s\"", cfg->api);

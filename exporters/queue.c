@@ -39,18 +39,9 @@ static int sending_queue_validate(void *cfg, pl_cfg_ctx *ctx)
 {
     pl_sending_queue_config *c = cfg;
     int errors = 0;
-    if (c->num_consumers < 1) {
-        pl_cfg_errorf(ctx, "num_consumers", "must be at least 1");
-        errors++;
-    }
-    if (c->queue_size < 1) {
-        pl_cfg_errorf(ctx, "queue_size", "must be at least 1");
-        errors++;
-    }
-    if (c->max_items < 0) {
-        pl_cfg_errorf(ctx, "max_items", "must not be negative");
-        errors++;
-    }
+    errors += pl_cfg_check(ctx, c->num_consumers >= 1, "num_consumers", "must be at least 1");
+    errors += pl_cfg_check(ctx, c->queue_size >= 1, "queue_size", "must be at least 1");
+    errors += pl_cfg_check(ctx, c->max_items >= 0, "max_items", "must not be negative");
     return errors;
 }
 
@@ -91,26 +82,14 @@ static int retry_validate(void *cfg, pl_cfg_ctx *ctx)
 {
     pl_retry_config *c = cfg;
     int errors = 0;
-    if (c->initial_interval <= 0) {
-        pl_cfg_errorf(ctx, "initial_interval", "must be positive");
-        errors++;
-    }
-    if (c->max_interval < c->initial_interval) {
-        pl_cfg_errorf(ctx, "max_interval", "must not be shorter than initial_interval");
-        errors++;
-    }
-    if (c->max_elapsed_time < 0) {
-        pl_cfg_errorf(ctx, "max_elapsed_time", "must not be negative");
-        errors++;
-    }
-    if (!(c->multiplier >= 1.0)) {
-        pl_cfg_errorf(ctx, "multiplier", "must be at least 1");
-        errors++;
-    }
-    if (!(c->randomization_factor >= 0.0 && c->randomization_factor <= 1.0)) {
-        pl_cfg_errorf(ctx, "randomization_factor", "must be between 0 and 1");
-        errors++;
-    }
+    errors += pl_cfg_check(ctx, c->initial_interval > 0, "initial_interval", "must be positive");
+    errors += pl_cfg_check(ctx, c->max_interval >= c->initial_interval, "max_interval",
+                           "must not be shorter than initial_interval");
+    errors +=
+        pl_cfg_check(ctx, c->max_elapsed_time >= 0, "max_elapsed_time", "must not be negative");
+    errors += pl_cfg_check(ctx, c->multiplier >= 1.0, "multiplier", "must be at least 1");
+    errors += pl_cfg_check(ctx, c->randomization_factor >= 0.0 && c->randomization_factor <= 1.0,
+                           "randomization_factor", "must be between 0 and 1");
     return errors;
 }
 

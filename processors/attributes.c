@@ -164,10 +164,8 @@ static int action_validate(void *cfg_, pl_cfg_ctx *ctx)
     case ACT_INSERT:
     case ACT_UPDATE:
     case ACT_UPSERT:
-        if (!str_set(cfg->key)) {
-            pl_cfg_errorf(ctx, "key", "action \"%s\" needs a \"key\"", cfg->action);
-            errors++;
-        }
+        errors += pl_cfg_check(ctx, str_set(cfg->key), "key", "action \"%s\" needs a \"key\"",
+                               cfg->action);
         if ((cfg->value != NULL) == str_set(cfg->from_attribute)) {
             pl_cfg_errorf(ctx, NULL,
                           "action \"%s\" needs exactly one of \"value\" or "
@@ -176,26 +174,18 @@ static int action_validate(void *cfg_, pl_cfg_ctx *ctx)
             errors++;
         } else if (cfg->value) {
             pl_value v;
-            if (parse_typed_value(cfg->value_type, cfg->value, &v) != 0) {
-                pl_cfg_errorf(ctx, "value", "\"%s\" is not a valid %s value (value_type)",
-                              cfg->value, cfg->value_type ? cfg->value_type : "string");
-                errors++;
-            }
+            errors += pl_cfg_check(ctx, parse_typed_value(cfg->value_type, cfg->value, &v) == 0,
+                                   "value", "\"%s\" is not a valid %s value (value_type)",
+                                   cfg->value, cfg->value_type ? cfg->value_type : "string");
         }
         break;
     case ACT_DELETE:
     case ACT_HASH:
-        if (!str_set(cfg->key) && !str_set(cfg->pattern)) {
-            pl_cfg_errorf(ctx, "key", "action \"%s\" needs a \"key\" or a \"pattern\"",
-                          cfg->action);
-            errors++;
-        }
+        errors += pl_cfg_check(ctx, str_set(cfg->key) || str_set(cfg->pattern), "key",
+                               "action \"%s\" needs a \"key\" or a \"pattern\"", cfg->action);
         break;
     case ACT_EXTRACT:
-        if (!str_set(cfg->key)) {
-            pl_cfg_errorf(ctx, "key", "action \"extract\" needs a \"key\"");
-            errors++;
-        }
+        errors += pl_cfg_check(ctx, str_set(cfg->key), "key", "action \"extract\" needs a \"key\"");
         if (!str_set(cfg->pattern)) {
             pl_cfg_errorf(ctx, "pattern", "action \"extract\" needs a \"pattern\"");
             errors++;
@@ -207,15 +197,10 @@ static int action_validate(void *cfg_, pl_cfg_ctx *ctx)
         break;
     case ACT_CONVERT: {
         static const char *const conv_names[] = {"", "int", "double", "string", NULL};
-        if (!str_set(cfg->key)) {
-            pl_cfg_errorf(ctx, "key", "action \"convert\" needs a \"key\"");
-            errors++;
-        }
-        if (lookup_name(conv_names, cfg->converted_type) <= 0) {
-            pl_cfg_errorf(ctx, "converted_type",
-                          "action \"convert\" needs \"converted_type\": int, double or string");
-            errors++;
-        }
+        errors += pl_cfg_check(ctx, str_set(cfg->key), "key", "action \"convert\" needs a \"key\"");
+        errors +=
+            pl_cfg_check(ctx, lookup_name(conv_names, cfg->converted_type) > 0, "converted_type",
+                         "action \"convert\" needs \"converted_type\": int, double or string");
         break;
     }
     }
@@ -806,62 +791,61 @@ static void normalize_attrs(pl_attrs *attrs, const pl_dictionary *dict)
 /* ---- profiles: sample attribute sets ------------------------------------ */
 
 typedef struct memo_entry {
-    uint64_t hash;
     const int32_t *in;
     uint32_t n_in;
     int32_t *out;
     uint32_t n_out;
-    bool used;
 } memo_entry;
 
+/* Distinct input lists (core/hash.h pl_htab over `entries`). */
 typedef struct memo {
-    memo_entry *slots;
-    size_t cap, n;
+    pl_htab index; /* values: entry number + 1 */
+    memo_entry *entries;
+    uint32_t n, cap;
 } memo;
 
+typedef struct memo_key {
+    const memo *m;
+    const int32_t *in;
+    uint32_t n;
+} memo_key;
+
 /* Attribute index lists come from the client: keyed hash (core/hash.h). */
-static uint64_t hash_indices(const int32_t *idx, uint32_t n)
+static uint32_t hash_indices(const int32_t *idx, uint32_t n)
 {
-    return pl_hash_bytes(idx, (size_t)n * sizeof(*idx));
+    return (uint32_t)pl_hash_bytes(idx, (size_t)n * sizeof(*idx));
 }
 
-static memo_entry *memo_find(memo *m, const int32_t *in, uint32_t n, uint64_t h, bool *found)
+static bool memo_eq(const void *ctx, uint32_t val)
 {
-    if (m->n * 2 >= m->cap) {
-        size_t cap = m->cap ? m->cap * 2 : 64;
-        memo_entry *slots = calloc(cap, sizeof(memo_entry));
-        if (!slots)
+    const memo_key *k = ctx;
+    const memo_entry *e = &k->m->entries[val - 1];
+    return e->n_in == k->n && (k->n == 0 || memcmp(e->in, k->in, k->n * sizeof(int32_t)) == 0);
+}
+
+/* The entry of the list `in`, new (*found false: its result still to be
+ * computed) or memoised; valid until the next call. NULL on OOM. */
+static memo_entry *memo_find(memo *m, const int32_t *in, uint32_t n, uint32_t h, bool *found)
+{
+    memo_key k = {m, in, n};
+    uint32_t *slot = pl_htab_slot(&m->index, h, memo_eq, &k);
+    if (!slot)
+        return NULL;
+    *found = *slot != 0;
+    if (*found)
+        return &m->entries[*slot - 1];
+    if (m->n == m->cap) {
+        uint32_t cap = m->cap ? m->cap * 2 : 64;
+        memo_entry *e = realloc(m->entries, (size_t)cap * sizeof(*e));
+        if (!e)
             return NULL;
-        for (size_t i = 0; i < m->cap; i++) {
-            if (!m->slots[i].used)
-                continue;
-            size_t j = m->slots[i].hash & (cap - 1);
-            while (slots[j].used)
-                j = (j + 1) & (cap - 1);
-            slots[j] = m->slots[i];
-        }
-        free(m->slots);
-        m->slots = slots;
+        m->entries = e;
         m->cap = cap;
     }
-    size_t j = h & (m->cap - 1);
-    while (m->slots[j].used) {
-        memo_entry *e = &m->slots[j];
-        if (e->hash == h && e->n_in == n &&
-            (n == 0 || memcmp(e->in, in, n * sizeof(int32_t)) == 0)) {
-            *found = true;
-            return e;
-        }
-        j = (j + 1) & (m->cap - 1);
-    }
-    *found = false;
-    memo_entry *e = &m->slots[j];
-    e->used = true;
-    e->hash = h;
-    e->in = in;
-    e->n_in = n;
-    m->n++;
-    return e;
+    m->entries[m->n] = (memo_entry){in, n, NULL, 0};
+    *slot = ++m->n;
+    pl_htab_added(&m->index, slot, h);
+    return &m->entries[m->n - 1];
 }
 
 /* Computes the new attribute index list for one distinct input list. */
@@ -962,7 +946,7 @@ static bool apply_to_samples(const attr_proc *p, apply_ctx *c, pl_profiles *ps)
                 pl_profile *prof = &sp->profiles[k];
                 for (uint32_t i = 0; i < prof->n_samples; i++) {
                     pl_sample *smp = &prof->samples[i];
-                    uint64_t h = hash_indices(smp->attribute_indices, smp->n_attribute_indices);
+                    uint32_t h = hash_indices(smp->attribute_indices, smp->n_attribute_indices);
                     bool found;
                     memo_entry *e =
                         memo_find(&m, smp->attribute_indices, smp->n_attribute_indices, h, &found);
@@ -973,8 +957,7 @@ static bool apply_to_samples(const attr_proc *p, apply_ctx *c, pl_profiles *ps)
                     if (!found &&
                         !rewrite_sample_attrs(c, dict, smp->attribute_indices,
                                               smp->n_attribute_indices, &e->out, &e->n_out)) {
-                        e->used = false; /* never read again: we stop here */
-                        ok = false;
+                        ok = false; /* the entry is never read again: we stop here */
                         break;
                     }
                     smp->attribute_indices = e->out;
@@ -983,7 +966,8 @@ static bool apply_to_samples(const attr_proc *p, apply_ctx *c, pl_profiles *ps)
             }
         }
     }
-    free(m.slots);
+    pl_htab_free(&m.index);
+    free(m.entries);
     return ok;
 }
 

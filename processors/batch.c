@@ -58,10 +58,8 @@ static int batch_validate(void *cfg_, pl_cfg_ctx *ctx)
 {
     batch_cfg *c = cfg_;
     int errors = 0;
-    if (c->send_batch_size < 0) {
-        pl_cfg_errorf(ctx, "send_batch_size", "send_batch_size must not be negative");
-        errors++;
-    }
+    errors += pl_cfg_check(ctx, c->send_batch_size >= 0, "send_batch_size",
+                           "send_batch_size must not be negative");
     if (c->send_batch_max_size < 0) {
         pl_cfg_errorf(ctx, "send_batch_max_size", "send_batch_max_size must not be negative");
         errors++;
@@ -71,15 +69,9 @@ static int batch_validate(void *cfg_, pl_cfg_ctx *ctx)
                       (long long)c->send_batch_max_size, (long long)c->send_batch_size);
         errors++;
     }
-    if (c->timeout < 0) {
-        pl_cfg_errorf(ctx, "timeout", "timeout must not be negative");
-        errors++;
-    }
-    if (c->metadata_cardinality_limit < 0) {
-        pl_cfg_errorf(ctx, "metadata_cardinality_limit",
-                      "metadata_cardinality_limit must not be negative");
-        errors++;
-    }
+    errors += pl_cfg_check(ctx, c->timeout >= 0, "timeout", "timeout must not be negative");
+    errors += pl_cfg_check(ctx, c->metadata_cardinality_limit >= 0, "metadata_cardinality_limit",
+                           "metadata_cardinality_limit must not be negative");
     return errors;
 }
 

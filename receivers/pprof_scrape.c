@@ -126,14 +126,12 @@ static int target_validate(void *cfgp, pl_cfg_ctx *ctx)
         pl_cfg_errorf(ctx, "endpoint", "must be an http:// or https:// URL");
         errors++;
     }
-    if (t->interval && t->interval < 1000000000LL) {
-        pl_cfg_errorf(ctx, "interval", "must be at least 1s");
-        errors++;
-    }
-    if (t->bearer_token && *t->bearer_token && t->basic_auth.username && *t->basic_auth.username) {
-        pl_cfg_errorf(ctx, "bearer_token", "set either bearer_token or basic_auth, not both");
-        errors++;
-    }
+    errors += pl_cfg_check(ctx, !(t->interval && t->interval < 1000000000LL), "interval",
+                           "must be at least 1s");
+    errors += pl_cfg_check(
+        ctx,
+        !(t->bearer_token && *t->bearer_token && t->basic_auth.username && *t->basic_auth.username),
+        "bearer_token", "set either bearer_token or basic_auth, not both");
     return errors;
 }
 
@@ -167,26 +165,16 @@ static int scrape_validate(void *cfgp, pl_cfg_ctx *ctx)
 {
     scrape_cfg *cfg = cfgp;
     int errors = 0;
-    if (cfg->targets.n == 0) {
-        pl_cfg_errorf(ctx, "targets", "at least one target is required");
-        errors++;
-    }
-    if (cfg->interval < 1000000000LL) {
-        pl_cfg_errorf(ctx, "interval", "must be at least 1s");
-        errors++;
-    }
-    if (cfg->cpu_seconds < 1 || cfg->cpu_seconds > 3600) {
-        pl_cfg_errorf(ctx, "cpu_seconds", "must be between 1 and 3600");
-        errors++;
-    }
+    errors += pl_cfg_check(ctx, cfg->targets.n != 0, "targets", "at least one target is required");
+    errors += pl_cfg_check(ctx, cfg->interval >= 1000000000LL, "interval", "must be at least 1s");
+    errors += pl_cfg_check(ctx, cfg->cpu_seconds >= 1 && cfg->cpu_seconds <= 3600, "cpu_seconds",
+                           "must be between 1 and 3600");
     for (size_t i = 0; i < cfg->profiles.n; i++) {
         bool ok = false;
         for (size_t k = 0; known_profiles[k]; k++)
             ok |= strcmp(cfg->profiles.items[i], known_profiles[k]) == 0;
-        if (!ok) {
-            pl_cfg_errorf(ctx, "profiles", "unknown profile type \"%s\"", cfg->profiles.items[i]);
-            errors++;
-        }
+        errors += pl_cfg_check(ctx, ok, "profiles", "unknown profile type \"%s\"",
+                               cfg->profiles.items[i]);
     }
     return errors;
 }

@@ -124,26 +124,16 @@ static int pyroscope_validate(void *cfgp, pl_cfg_ctx *ctx)
 {
     pyroscope_cfg *cfg = cfgp;
     int errors = 0;
-    if (!cfg->endpoint || !strchr(cfg->endpoint, ':')) {
-        pl_cfg_errorf(ctx, "endpoint", "endpoint must be host:port");
-        errors++;
-    }
-    if (cfg->max_request_body_size == 0) {
-        pl_cfg_errorf(ctx, "max_request_body_size", "must be greater than 0");
-        errors++;
-    }
-    if (cfg->max_decompressed_size == 0) {
-        pl_cfg_errorf(ctx, "max_decompressed_size", "must be greater than 0");
-        errors++;
-    }
-    if (cfg->max_decoded_memory == 0) {
-        pl_cfg_errorf(ctx, "max_decoded_memory", "must be greater than 0");
-        errors++;
-    }
-    if (cfg->max_decoded_objects <= 0) {
-        pl_cfg_errorf(ctx, "max_decoded_objects", "must be greater than 0");
-        errors++;
-    }
+    errors += pl_cfg_check(ctx, cfg->endpoint && strchr(cfg->endpoint, ':'), "endpoint",
+                           "endpoint must be host:port");
+    errors += pl_cfg_check(ctx, cfg->max_request_body_size != 0, "max_request_body_size",
+                           "must be greater than 0");
+    errors += pl_cfg_check(ctx, cfg->max_decompressed_size != 0, "max_decompressed_size",
+                           "must be greater than 0");
+    errors += pl_cfg_check(ctx, cfg->max_decoded_memory != 0, "max_decoded_memory",
+                           "must be greater than 0");
+    errors += pl_cfg_check(ctx, cfg->max_decoded_objects > 0, "max_decoded_objects",
+                           "must be greater than 0");
     return errors;
 }
 

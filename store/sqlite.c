@@ -53,26 +53,15 @@ static int sqlite_validate(void *cfg, pl_cfg_ctx *ctx)
 {
     sqlite_cfg *c = cfg;
     int errors = 0;
-    if (!c->path || !*c->path) {
-        pl_cfg_errorf(ctx, "path", "path must name the database file");
-        errors++;
-    }
-    if (c->retention < 0) {
-        pl_cfg_errorf(ctx, "retention", "retention must not be negative (0 keeps everything)");
-        errors++;
-    }
-    if (c->busy_timeout <= 0) {
-        pl_cfg_errorf(ctx, "busy_timeout", "busy_timeout must be positive");
-        errors++;
-    }
-    if (c->retention_interval <= 0) {
-        pl_cfg_errorf(ctx, "retention_interval", "retention_interval must be positive");
-        errors++;
-    }
-    if (c->queue_size < 1024 * 1024) {
-        pl_cfg_errorf(ctx, "queue_size", "queue_size must be at least 1MiB");
-        errors++;
-    }
+    errors += pl_cfg_check(ctx, c->path && *c->path, "path", "path must name the database file");
+    errors += pl_cfg_check(ctx, c->retention >= 0, "retention",
+                           "retention must not be negative (0 keeps everything)");
+    errors +=
+        pl_cfg_check(ctx, c->busy_timeout > 0, "busy_timeout", "busy_timeout must be positive");
+    errors += pl_cfg_check(ctx, c->retention_interval > 0, "retention_interval",
+                           "retention_interval must be positive");
+    errors += pl_cfg_check(ctx, c->queue_size >= 1024 * 1024, "queue_size",
+                           "queue_size must be at least 1MiB");
     return errors;
 }
 
