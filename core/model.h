@@ -319,6 +319,10 @@ typedef struct pl_dictionary {
     uint32_t n_attributes, cap_attributes;
     pl_stack *stacks;
     uint32_t n_stacks, cap_stacks;
+    /* pl_dict_intern_string's index of `strings`, in the arena it was given
+     * (built once the table is large; private to core/model.c). A copy of
+     * the struct must not keep it: zero it, as pl_copy does. */
+    struct pl_dict_strindex *string_index;
 } pl_dictionary;
 
 typedef struct pl_profiles {

@@ -34,15 +34,25 @@ void pl_auth_register_as(pl_authenticator *a, const char *id, const char *challe
                                        size_t cap),
                          bool (*client_header)(void *arg, char *name, size_t name_cap, char *value,
                                                size_t value_cap),
-                         void *arg)
+                         void (*release)(void *arg), void *arg)
 {
     *a = (pl_authenticator){
         .id = id,
         .server = {.name = id, .challenge = challenge, .check = check, .arg = arg},
         .client_header = client_header,
         .arg = arg,
+        .release = release,
     };
     pl_auth_register(a);
+}
+
+void pl_auth_extension_destroy(void *self)
+{
+    pl_authenticator *a = self;
+    if (!a)
+        return;
+    pl_auth_unregister(a);
+    a->release(a->arg);
 }
 
 void pl_auth_unregister(pl_authenticator *a)

@@ -34,6 +34,7 @@
 #include "core/buf.h"
 #include "core/log.h"
 #include "extensions/auth.h"
+#include "net/http_auth.h"
 
 typedef struct htpasswd_cfg {
     char *file;
@@ -353,6 +354,11 @@ static void basic_free(basic *b)
     free(b);
 }
 
+static void basic_release(void *arg)
+{
+    basic_free(arg);
+}
+
 static pl_status basic_create(const pl_create_settings *settings, const void *config, void **out,
                               pl_err *err)
 {
@@ -374,37 +380,19 @@ static pl_status basic_create(const pl_create_settings *settings, const void *co
         return PL_ERR_INVALID;
     }
     if (c->client_auth.username && *c->client_auth.username) {
-        const char *pw = c->client_auth.password ? c->client_auth.password : "";
-        size_t plen = strlen(c->client_auth.username) + strlen(pw) + 1;
-        char *pair = malloc(plen + 1);
-        size_t enc_len = 4 * ((plen + 2) / 3) + 1;
-        b->client_value = malloc(enc_len + 6);
-        if (!pair || !b->client_value) {
-            free(pair);
+        b->client_value =
+            pl_http_basic_credentials(c->client_auth.username, c->client_auth.password);
+        if (!b->client_value) {
             basic_free(b);
             return pl_errf(err, PL_ERR_NOMEM, "out of memory");
         }
-        snprintf(pair, plen + 1, "%s:%s", c->client_auth.username, pw);
-        memcpy(b->client_value, "Basic ", 6);
-        EVP_EncodeBlock((unsigned char *)b->client_value + 6, (unsigned char *)pair, (int)plen);
-        OPENSSL_cleanse(pair, plen);
-        free(pair);
     }
     b->checked_ns = pl_time_mono_ns();
     pl_auth_register_as(&b->a, b->id, "Basic realm=\"proflink\"",
                         (b->file || b->inline_text) ? basic_check : NULL,
-                        b->client_value ? basic_client : NULL, b);
+                        b->client_value ? basic_client : NULL, basic_release, b);
     *out = b;
     return PL_OK;
-}
-
-static void basic_destroy(void *self)
-{
-    basic *b = self;
-    if (!b)
-        return;
-    pl_auth_unregister(&b->a);
-    basic_free(b);
 }
 
 const pl_component_type pl_extension_basicauth = {
@@ -412,5 +400,5 @@ const pl_component_type pl_extension_basicauth = {
     .description = "HTTP basic authentication: receivers check users from an htpasswd file or "
                    "inline lines (401 / UNAUTHENTICATED otherwise), exporters send client_auth",
     .create = basic_create,
-    .destroy = basic_destroy,
+    .destroy = pl_auth_extension_destroy,
 };

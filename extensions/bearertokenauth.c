@@ -181,6 +181,11 @@ static void bearer_free(bearer *b)
     free(b);
 }
 
+static void bearer_release(void *arg)
+{
+    bearer_free(arg);
+}
+
 static pl_status bearer_create(const pl_create_settings *settings, const void *config, void **out,
                                pl_err *err)
 {
@@ -207,18 +212,9 @@ static pl_status bearer_create(const pl_create_settings *settings, const void *c
         return PL_ERR_INVALID;
     }
     b->checked_ns = pl_time_mono_ns();
-    pl_auth_register_as(&b->a, b->id, "Bearer", bearer_check, bearer_client, b);
+    pl_auth_register_as(&b->a, b->id, "Bearer", bearer_check, bearer_client, bearer_release, b);
     *out = b;
     return PL_OK;
-}
-
-static void bearer_destroy(void *self)
-{
-    bearer *b = self;
-    if (!b)
-        return;
-    pl_auth_unregister(&b->a);
-    bearer_free(b);
 }
 
 const pl_component_type pl_extension_bearertokenauth = {
@@ -226,5 +222,5 @@ const pl_component_type pl_extension_bearertokenauth = {
     .description = "bearer token authentication: receivers check it (401 / UNAUTHENTICATED "
                    "otherwise), exporters send it; token inline or from a file re-read on change",
     .create = bearer_create,
-    .destroy = bearer_destroy,
+    .destroy = pl_auth_extension_destroy,
 };

@@ -39,14 +39,10 @@
 #include "core/component.h"
 #include "core/log.h"
 #include "net/grpc.h"
+#include "net/http_auth.h"
 #include "net/http_client.h"
 #include "proto/pprof.h"
 #include "receivers/pprof_delta.h"
-
-typedef struct scrape_auth_cfg {
-    char *username;
-    char *password;
-} scrape_auth_cfg;
 
 typedef struct scrape_tls_cfg {
     char *ca_file;
@@ -61,7 +57,7 @@ typedef struct scrape_target_cfg {
     int64_t interval; /* ns; 0: the receiver's */
     int64_t timeout;  /* ns; 0: the receiver's */
     pl_strmap headers;
-    scrape_auth_cfg basic_auth;
+    pl_basic_auth_config basic_auth;
     char *bearer_token;
     scrape_tls_cfg tls;
 } scrape_target_cfg;
@@ -75,14 +71,6 @@ typedef struct scrape_cfg {
     uint64_t max_profile_size;
     bool delta;
 } scrape_cfg;
-
-static const pl_cfg_field auth_fields[] = {
-    {"username", PL_CFG_STRING, NULL, offsetof(scrape_auth_cfg, username), "user name", NULL},
-    {"password", PL_CFG_STRING, NULL, offsetof(scrape_auth_cfg, password),
-     "password (use ${env:VAR})", NULL},
-    {NULL, 0, NULL, 0, NULL, NULL},
-};
-static const pl_cfg_section auth_section = {sizeof(scrape_auth_cfg), auth_fields, NULL};
 
 static const pl_cfg_field tls_fields[] = {
     {"ca_file", PL_CFG_STRING, NULL, offsetof(scrape_tls_cfg, ca_file),
@@ -109,7 +97,7 @@ static const pl_cfg_field target_fields[] = {
     {"headers", PL_CFG_STRMAP, NULL, offsetof(scrape_target_cfg, headers), "extra request headers",
      NULL},
     {"basic_auth", PL_CFG_SECTION, NULL, offsetof(scrape_target_cfg, basic_auth),
-     "HTTP basic auth {username, password}", &auth_section},
+     "HTTP basic auth {username, password}", &pl_basic_auth_section},
     {"bearer_token", PL_CFG_STRING, NULL, offsetof(scrape_target_cfg, bearer_token),
      "Authorization: Bearer <token>", NULL},
     {"tls", PL_CFG_SECTION, NULL, offsetof(scrape_target_cfg, tls),
@@ -128,10 +116,7 @@ static int target_validate(void *cfgp, pl_cfg_ctx *ctx)
     }
     errors += pl_cfg_check(ctx, !(t->interval && t->interval < 1000000000LL), "interval",
                            "must be at least 1s");
-    errors += pl_cfg_check(
-        ctx,
-        !(t->bearer_token && *t->bearer_token && t->basic_auth.username && *t->basic_auth.username),
-        "bearer_token", "set either bearer_token or basic_auth, not both");
+    errors += pl_http_credentials_check(ctx, "bearer_token", t->bearer_token, &t->basic_auth);
     return errors;
 }
 
@@ -376,45 +361,30 @@ static int target_http(scrape_target *t, const scrape_target_cfg *tc)
     t->headers = calloc(n, sizeof(char *));
     if (!t->headers)
         return -1;
+    /* The configured headers, then Authorization when credentials are set. */
+    char *authorization;
+    if (pl_http_authorization(tc->bearer_token, &tc->basic_auth, &authorization))
+        return -1;
+    size_t n_lines = tc->headers.n + (authorization != NULL);
     pl_buf line;
     pl_buf_init(&line);
-    for (size_t i = 0; i < tc->headers.n; i++) {
+    int rc = 0;
+    for (size_t i = 0; rc == 0 && i < n_lines; i++) {
+        bool own = i < tc->headers.n;
+        const char *v = own ? tc->headers.values[i] : authorization;
         pl_buf_reset(&line);
-        pl_buf_printf(&line, "%s: %s", tc->headers.keys[i],
-                      tc->headers.values[i] ? tc->headers.values[i] : "");
+        pl_buf_printf(&line, "%s: %s", own ? tc->headers.keys[i] : "Authorization", v ? v : "");
         pl_buf_append_byte(&line, 0);
         const char *h = pl_buf_ok(&line) ? keep_string(t, (const char *)line.data) : NULL;
-        if (!h) {
-            pl_buf_free(&line);
-            return -1;
-        }
-        t->headers[t->n_headers++] = h;
-    }
-    const char *auth = NULL;
-    pl_buf_reset(&line);
-    if (tc->bearer_token && *tc->bearer_token) {
-        pl_buf_printf(&line, "Authorization: Bearer %s", tc->bearer_token);
-        auth = "";
-    } else if (tc->basic_auth.username && *tc->basic_auth.username) {
-        pl_buf pair;
-        pl_buf_init(&pair);
-        pl_buf_printf(&pair, "%s:%s", tc->basic_auth.username,
-                      tc->basic_auth.password ? tc->basic_auth.password : "");
-        pl_buf_append_str(&line, "Authorization: Basic ");
-        pl_base64_encode(pair.data, pair.len, &line, true);
-        pl_buf_free(&pair);
-        auth = "";
-    }
-    if (auth) {
-        pl_buf_append_byte(&line, 0);
-        const char *h = pl_buf_ok(&line) ? keep_string(t, (const char *)line.data) : NULL;
-        if (!h) {
-            pl_buf_free(&line);
-            return -1;
-        }
-        t->headers[t->n_headers++] = h;
+        if (h)
+            t->headers[t->n_headers++] = h;
+        else
+            rc = -1;
     }
     pl_buf_free(&line);
+    free(authorization);
+    if (rc)
+        return -1;
     const scrape_tls_cfg *tls = &tc->tls;
     if ((tls->ca_file && *tls->ca_file) || (tls->cert_file && *tls->cert_file) ||
         (tls->key_file && *tls->key_file) || tls->insecure_skip_verify) {
