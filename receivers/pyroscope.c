@@ -1169,8 +1169,7 @@ static pl_status pyroscope_start(void *self, pl_err *err)
     };
     pl_listener_security_apply(&r->sec, &o);
     unsigned workers = pl_workers_count();
-    /* an authenticator keeps single-threaded state (see receivers/otlp.c) */
-    if (workers > 1 && !o.auth) {
+    if (workers > 1) {
         r->worker_servers = calloc(workers, sizeof(*r->worker_servers));
         if (!r->worker_servers)
             return pl_errf(err, PL_ERR_NOMEM, "out of memory");
