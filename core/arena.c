@@ -115,6 +115,22 @@ void *pl_arena_grow(pl_arena *arena, void *old, size_t old_n, size_t new_n, size
     return p;
 }
 
+int pl_arena_reserve(pl_arena *arena, void **items, uint32_t n, uint32_t *cap, size_t elem_size,
+                     uint32_t first)
+{
+    if (n < *cap)
+        return 0;
+    if (*cap >= UINT32_MAX / 2)
+        return -1;
+    uint32_t c = *cap ? *cap * 2 : first;
+    void *p = pl_arena_grow(arena, *items, n, c, elem_size);
+    if (!p)
+        return -1;
+    *items = p;
+    *cap = c;
+    return 0;
+}
+
 void pl_arena_free(pl_arena *arena)
 {
     pl_arena_block *block = arena->head;

@@ -16,7 +16,8 @@
  *     or remove attributes, samples, spans. New memory comes from the batch's
  *     own arena (pl_batch_alloc and the helpers below), never from malloc.
  *   - Exporters BORROW a batch (const): they encode or copy what they need
- *     before their export hook returns, and never keep pointers into it.
+ *     before their export hook returns, and never keep pointers into it,
+ *     except through pl_batch_ref (the batch is then read-only for all).
  *   - A receiver feeding several pipelines gives each its own copy
  *     (pl_batch_clone); the pipeline machinery does that for it.
  */
@@ -356,6 +357,7 @@ typedef struct pl_batch {
     struct pl_batch_buffer *buffers; /* adopted malloc'd buffers */
     size_t buffer_bytes;
     struct pl_wal_tags *wal; /* write-ahead entries this batch carries; NULL = none */
+    unsigned refs;           /* holders besides the owner (pl_batch_ref) */
 } pl_batch;
 
 /* Allocates an empty batch (its own arena). NULL on OOM. */
@@ -369,6 +371,12 @@ int pl_batch_adopt(pl_batch *batch, void *buffer, size_t size);
 pl_bytes pl_batch_bytes(pl_batch *batch, const void *src, size_t len);
 /* Deep copy into a new arena; NULL on OOM. */
 pl_batch *pl_batch_clone(const pl_batch *batch);
+/* Another holder of a batch nobody changes any more: an exporter that
+ * encodes it after its export hook returned (exporters/queue.c, on a
+ * worker thread). Every holder calls pl_batch_free; the last one frees it.
+ * An earlier call releases that holder's write-ahead references only. The
+ * count is atomic, the batch itself is then read-only for everyone. */
+pl_batch *pl_batch_ref(const pl_batch *batch);
 
 /* The deep copy's parts, for code that assembles a batch from pieces of
  * others (the batch processor): each takes a struct holding a shallow copy

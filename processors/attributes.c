@@ -52,6 +52,7 @@
 #include "core/hash.h"
 #include "core/log.h"
 #include "core/strlist.h"
+#include "core/value_json.h"
 #include "pattern.h"
 
 /* ---- config ------------------------------------------------------------- */
@@ -558,143 +559,17 @@ static bool hash_value(apply_ctx *c, pl_value *v)
 
 /* ---- value to string (Collector's AsString) ----------------------------- */
 
-typedef struct strbuf {
-    char *p;
-    size_t n, cap;
-    bool oom;
-} strbuf;
-
-static void sb_put(strbuf *b, const char *s, size_t n)
+/* The Collector's AsString: JSON (core/value_json, pl_vj_attributes) for
+ * arrays and maps and inside them; at the top, bytes as bare base64 and
+ * non-finite doubles as bare NaN / +Inf / -Inf. */
+static void value_to_text(pl_buf *b, const pl_value *v)
 {
-    if (b->oom)
-        return;
-    if (b->n + n + 1 > b->cap) {
-        size_t cap = (b->n + n + 1) * 2 + 32;
-        char *p = realloc(b->p, cap);
-        if (!p) {
-            b->oom = true;
-            return;
-        }
-        b->p = p;
-        b->cap = cap;
-    }
-    memcpy(b->p + b->n, s, n);
-    b->n += n;
-    b->p[b->n] = '\0';
-}
-
-static void sb_puts(strbuf *b, const char *s)
-{
-    sb_put(b, s, strlen(s));
-}
-
-static void format_double(double d, char *out, size_t n)
-{
-    if (isnan(d)) {
-        snprintf(out, n, "NaN");
-        return;
-    }
-    if (isinf(d)) {
-        snprintf(out, n, d > 0 ? "+Inf" : "-Inf");
-        return;
-    }
-    /* Shortest form that reads back as the same double. */
-    for (int prec = 1; prec <= 17; prec++) {
-        snprintf(out, n, "%.*g", prec, d);
-        if (strtod(out, NULL) == d)
-            return;
-    }
-}
-
-static void sb_json_string(strbuf *b, pl_bytes s)
-{
-    sb_put(b, "\"", 1);
-    for (uint32_t i = 0; i < s.len; i++) {
-        unsigned char ch = s.ptr[i];
-        char esc[8];
-        if (ch == '"' || ch == '\\') {
-            esc[0] = '\\';
-            esc[1] = (char)ch;
-            sb_put(b, esc, 2);
-        } else if (ch < 0x20) {
-            snprintf(esc, sizeof(esc), "\\u%04x", ch);
-            sb_put(b, esc, 6);
-        } else {
-            sb_put(b, (const char *)&ch, 1);
-        }
-    }
-    sb_put(b, "\"", 1);
-}
-
-static void sb_base64(strbuf *b, pl_bytes s)
-{
-    pl_buf tmp;
-    pl_buf_init(&tmp);
-    pl_base64_encode(s.ptr, s.len, &tmp, true);
-    sb_put(b, (const char *)tmp.data, tmp.len);
-    pl_buf_free(&tmp);
-}
-
-/* `json`: inside an array/map, where strings are quoted. */
-static void value_to_text(strbuf *b, const pl_value *v, bool json)
-{
-    char num[64];
-    switch (v->type) {
-    case PL_VALUE_EMPTY:
-        if (json)
-            sb_puts(b, "null");
-        break;
-    case PL_VALUE_STRING:
-        if (json)
-            sb_json_string(b, v->u.str);
-        else
-            sb_put(b, (const char *)v->u.str.ptr, v->u.str.len);
-        break;
-    case PL_VALUE_BOOL:
-        sb_puts(b, v->u.b ? "true" : "false");
-        break;
-    case PL_VALUE_INT:
-        snprintf(num, sizeof(num), "%lld", (long long)v->u.i);
-        sb_puts(b, num);
-        break;
-    case PL_VALUE_DOUBLE:
-        format_double(v->u.d, num, sizeof(num));
-        if (json && (isnan(v->u.d) || isinf(v->u.d)))
-            sb_json_string(b, pl_bytes_from_cstr(num));
-        else
-            sb_puts(b, num);
-        break;
-    case PL_VALUE_BYTES:
-        if (json)
-            sb_put(b, "\"", 1);
-        sb_base64(b, v->u.str);
-        if (json)
-            sb_put(b, "\"", 1);
-        break;
-    case PL_VALUE_ARRAY:
-        sb_put(b, "[", 1);
-        for (uint32_t i = 0; i < v->u.array.n; i++) {
-            if (i)
-                sb_put(b, ",", 1);
-            value_to_text(b, &v->u.array.items[i], true);
-        }
-        sb_put(b, "]", 1);
-        break;
-    case PL_VALUE_KVLIST:
-        sb_put(b, "{", 1);
-        for (uint32_t i = 0; i < v->u.kvlist.n; i++) {
-            if (i)
-                sb_put(b, ",", 1);
-            sb_json_string(b, v->u.kvlist.items[i].key);
-            sb_put(b, ":", 1);
-            value_to_text(b, &v->u.kvlist.items[i].value, true);
-        }
-        sb_put(b, "}", 1);
-        break;
-    case PL_VALUE_STRINDEX:
-        snprintf(num, sizeof(num), "%d", v->u.strindex);
-        sb_puts(b, num);
-        break;
+    if (v->type == PL_VALUE_BYTES) {
+        pl_base64_encode(v->u.str.ptr, v->u.str.len, b, true);
+    } else if (v->type == PL_VALUE_DOUBLE && !isfinite(v->u.d)) {
+        pl_buf_append_str(b, isnan(v->u.d) ? "NaN" : v->u.d > 0 ? "+Inf" : "-Inf");
+    } else {
+        pl_value_json(b, v, &pl_vj_attributes);
     }
 }
 
@@ -765,15 +640,17 @@ static bool convert_value(apply_ctx *c, pl_value *v, conv_type to)
     case CONV_STRING: {
         if (v->type == PL_VALUE_STRING)
             return true;
-        strbuf b = {0};
-        value_to_text(&b, v, false);
-        if (b.oom) {
-            free(b.p);
+        pl_buf b;
+        pl_buf_init(&b);
+        value_to_text(&b, v);
+        if (!pl_buf_ok(&b)) {
+            pl_buf_free(&b);
             return false;
         }
-        pl_bytes s = b.n ? pl_batch_bytes(c->batch, b.p, b.n) : (pl_bytes){NULL, 0};
-        free(b.p);
-        if (b.n && !s.ptr)
+        size_t n = b.len;
+        pl_bytes s = n ? pl_batch_bytes(c->batch, b.data, n) : (pl_bytes){NULL, 0};
+        pl_buf_free(&b);
+        if (n && !s.ptr)
             return false;
         *v = pl_value_string(s);
         return true;

@@ -395,16 +395,8 @@ static pl_status otlp_start(void *self, pl_err *err)
 {
     otlp_receiver *r = self;
     unsigned workers = pl_workers_count();
-    /* Authenticators keep per-request state (basicauth's verified-password
-     * cache, its file reload) that is not made for several threads: with
-     * one configured, this receiver stays on the pipeline loop. */
-    if (workers > 1 && (r->grpc_opt.auth || r->http_opt.auth)) {
-        pl_info(r->id,
-                "an authenticator is configured: listening on the pipeline loop, not on "
-                "the %u workers",
-                workers);
-        workers = 0;
-    }
+    /* Authenticators are thread-safe (extensions/auth.c): with or without
+     * one, every worker listens. */
     if (workers > 1) {
         r->worker_servers = calloc(2 * workers, sizeof(*r->worker_servers));
         if (!r->worker_servers)
