@@ -138,23 +138,39 @@ int pl_parse_size(const char *text, uint64_t *out_bytes)
 
 /* ---- errors from validate hooks ----------------------------------------- */
 
-void pl_cfg_errorf(pl_cfg_ctx *ctx, const char *key, const char *fmt, ...)
+static void cfg_verrorf(pl_cfg_ctx *ctx, const char *key, const char *fmt, va_list ap)
 {
     if (!ctx)
         return;
     const pl_cfg_node *at = key ? pl_cfg_node_key(ctx->map, key) : NULL;
     if (!at)
         at = ctx->map ? ctx->map : ctx->where;
-    va_list ap;
-    va_start(ap, fmt);
     char msg[900];
     vsnprintf(msg, sizeof(msg), fmt, ap);
-    va_end(ap);
     if (key)
         pl_cfg_errors_at(ctx->errs, at, "'%s': %s", key, msg);
     else
         pl_cfg_errors_at(ctx->errs, at, "%s", msg);
     ctx->n_errors++;
+}
+
+void pl_cfg_errorf(pl_cfg_ctx *ctx, const char *key, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    cfg_verrorf(ctx, key, fmt, ap);
+    va_end(ap);
+}
+
+int pl_cfg_check(pl_cfg_ctx *ctx, bool ok, const char *key, const char *fmt, ...)
+{
+    if (ok)
+        return 0;
+    va_list ap;
+    va_start(ap, fmt);
+    cfg_verrorf(ctx, key, fmt, ap);
+    va_end(ap);
+    return 1;
 }
 
 /* ---- listening addresses ------------------------------------------------ */

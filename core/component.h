@@ -99,6 +99,11 @@ struct pl_cfg_section {
  * validated (or at the section itself when key is NULL or absent). */
 void pl_cfg_errorf(pl_cfg_ctx *ctx, const char *key, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
+/* The usual shape of a validate hook, one line per rule:
+ *     errors += pl_cfg_check(ctx, c->n >= 0, "n", "must not be negative");
+ * Reports like pl_cfg_errorf when `ok` is false; returns 1 then, else 0. */
+int pl_cfg_check(pl_cfg_ctx *ctx, bool ok, const char *key, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
 
 /* Fills `out` (section->size bytes) with the defaults only, without YAML.
  * Returns 0, or -1 if a default does not parse (a bug in a table). */
@@ -150,7 +155,9 @@ pl_histogram *pl_stats_histogram(pl_stats *stats, const char *name, const char *
 void pl_histogram_observe_ns(pl_histogram *h, uint64_t ns);
 uint64_t pl_stats_get(const pl_stats *stats, pl_signal signal, pl_stat stat);
 /* A component-specific counter or gauge, e.g. "linked_samples"; the returned
- * pointer stays valid for the component's life. `help` is one line. */
+ * pointer stays valid for the component's life. `help` is one line. Never
+ * NULL: without stats (a component created by a unit test) or memory, the
+ * pointer is a sink shared by all, written and never read. */
 uint64_t *pl_stats_counter(pl_stats *stats, const char *name, const char *help);
 int64_t *pl_stats_gauge(pl_stats *stats, const char *name, const char *help);
 

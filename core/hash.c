@@ -1,6 +1,8 @@
 /* core/hash: see hash.h. */
 #include "core/hash.h"
 
+#include "core/arena.h"
+
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
@@ -116,9 +118,13 @@ uint64_t pl_hash_bytes_with(uint64_t prev, const void *data, size_t len)
 
 void pl_htab_free(pl_htab *h)
 {
-    free(h->vals);
-    free(h->hashes);
+    struct pl_arena *arena = h->arena;
+    if (!arena) {
+        free(h->vals);
+        free(h->hashes);
+    }
     memset(h, 0, sizeof(*h));
+    h->arena = arena;
 }
 
 void pl_htab_clear(pl_htab *h)
@@ -130,11 +136,20 @@ void pl_htab_clear(pl_htab *h)
 
 static int htab_resize(pl_htab *h, uint32_t cap)
 {
-    uint32_t *vals = calloc(cap, sizeof(uint32_t)), *hashes = malloc(cap * sizeof(uint32_t));
-    if (!vals || !hashes) {
-        free(vals);
-        free(hashes);
-        return -1;
+    uint32_t *vals, *hashes;
+    if (h->arena) {
+        vals = pl_arena_calloc(h->arena, cap, sizeof(uint32_t));
+        hashes = pl_arena_alloc(h->arena, cap * sizeof(uint32_t));
+        if (!vals || !hashes)
+            return -1;
+    } else {
+        vals = calloc(cap, sizeof(uint32_t));
+        hashes = malloc(cap * sizeof(uint32_t));
+        if (!vals || !hashes) {
+            free(vals);
+            free(hashes);
+            return -1;
+        }
     }
     for (uint32_t i = 0; i < h->cap; i++) {
         if (!h->vals[i])
@@ -145,8 +160,10 @@ static int htab_resize(pl_htab *h, uint32_t cap)
         vals[j] = h->vals[i];
         hashes[j] = h->hashes[i];
     }
-    free(h->vals);
-    free(h->hashes);
+    if (!h->arena) {
+        free(h->vals);
+        free(h->hashes);
+    }
     h->vals = vals;
     h->hashes = hashes;
     h->cap = cap;

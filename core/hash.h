@@ -10,7 +10,8 @@
  * pl_htab is an open-addressing set of uint32 values (positions in a
  * caller's own array, never 0) with the 32-bit hash kept beside each value,
  * so growing never needs the keys. Equality is the caller's: it owns the
- * entries, the table only finds them.
+ * entries, the table only finds them. The arrays come from malloc, or from
+ * an arena for a table that lives and dies with one batch.
  */
 #ifndef PL_CORE_HASH_H
 #define PL_CORE_HASH_H
@@ -60,11 +61,16 @@ uint64_t pl_hash_bytes_with(uint64_t prev, const void *data, size_t len);
 
 /* ---- pl_htab ----------------------------------------------------------- */
 
+struct pl_arena;
+
 typedef struct pl_htab {
     uint32_t *vals;   /* 0 = empty */
     uint32_t *hashes; /* low 32 bits of the hash of vals[i] */
     uint32_t cap;     /* power of two, or 0 */
     uint32_t n;
+    /* Set before the first insert to take the arrays from an arena (outgrown
+     * ones are left to it; freed with it); NULL: malloc. */
+    struct pl_arena *arena;
 } pl_htab;
 
 typedef bool (*pl_htab_eq)(const void *ctx, uint32_t val);

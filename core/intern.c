@@ -1,66 +1,78 @@
 /*
- * intern.c: see intern.h. Open addressing with linear probing, at most half
- * full; the full 64-bit hash is kept per slot so growing never rehashes keys.
+ * intern.c: see intern.h. The pl_htab keeps the low 32 bits of each hash
+ * beside the entry number, so growing never touches the keys; a key is only
+ * compared when those bits match.
  */
 #include "intern.h"
 
 #include <stdlib.h>
 #include <string.h>
 
-/* Looks `key` up; returns its index, or 0 when absent (then *slot_out is
- * where to insert). -1 on OOM. */
-int32_t pl_intern_find(pl_intern *d, const void *key, uint32_t len, uint64_t h, size_t *slot_out)
+typedef struct intern_key {
+    const pl_intern *t;
+    const void *key;
+    uint32_t len;
+} intern_key;
+
+static bool intern_eq(const void *ctx, uint32_t val)
 {
-    if ((d->n + 1) * 2 > d->cap) {
-        size_t cap = d->cap ? d->cap * 2 : 256;
-        struct pl_intern_slot *s = calloc(cap, sizeof(*s));
-        if (!s)
-            return -1;
-        for (size_t i = 0; i < d->cap; i++) {
-            if (!d->slots[i].index)
-                continue;
-            size_t j = d->slots[i].hash & (cap - 1);
-            while (s[j].index)
-                j = (j + 1) & (cap - 1);
-            s[j] = d->slots[i];
-        }
-        free(d->slots);
-        d->slots = s;
-        d->cap = cap;
-    }
-    size_t j = h & (d->cap - 1);
-    while (d->slots[j].index) {
-        struct pl_intern_slot *s = &d->slots[j];
-        if (s->hash == h && s->len == len && (len == 0 || memcmp(d->keys + s->off, key, len) == 0))
-            return s->index;
-        j = (j + 1) & (d->cap - 1);
-    }
-    *slot_out = j;
+    const intern_key *k = ctx;
+    const struct pl_intern_entry *e = &k->t->entries[val - 1];
+    return e->len == k->len && (k->len == 0 || memcmp(k->t->keys + e->off, k->key, k->len) == 0);
+}
+
+int32_t pl_intern_get(const pl_intern *t, const void *key, uint32_t len, uint64_t hash)
+{
+    intern_key k = {t, key, len};
+    uint32_t val = pl_htab_get(&t->index, (uint32_t)hash, intern_eq, &k);
+    return val ? t->entries[val - 1].id : 0;
+}
+
+int32_t pl_intern_find(pl_intern *t, const void *key, uint32_t len, uint64_t hash, size_t *slot)
+{
+    intern_key k = {t, key, len};
+    uint32_t *s = pl_htab_slot(&t->index, (uint32_t)hash, intern_eq, &k);
+    if (!s)
+        return -1;
+    if (*s)
+        return t->entries[*s - 1].id;
+    *slot = (size_t)(s - t->index.vals);
     return 0;
 }
 
-int pl_intern_add(pl_intern *d, size_t slot, const void *key, uint32_t len, uint64_t h,
-                  int32_t index)
+int pl_intern_add(pl_intern *t, size_t slot, const void *key, uint32_t len, uint64_t hash,
+                  int32_t id)
 {
-    if (d->keys_len + len > d->keys_cap) {
-        size_t cap = (d->keys_len + len) * 2 + 1024;
-        uint8_t *k = realloc(d->keys, cap);
+    if (t->n == t->cap) {
+        size_t cap = t->cap ? t->cap * 2 : 256;
+        struct pl_intern_entry *e = realloc(t->entries, cap * sizeof(*e));
+        if (!e)
+            return -1;
+        t->entries = e;
+        t->cap = cap;
+    }
+    if (t->keys_len + len > t->keys_cap) {
+        size_t cap = (t->keys_len + len) * 2 + 1024;
+        uint8_t *k = realloc(t->keys, cap);
         if (!k)
             return -1;
-        d->keys = k;
-        d->keys_cap = cap;
+        t->keys = k;
+        t->keys_cap = cap;
     }
     if (len)
-        memcpy(d->keys + d->keys_len, key, len);
-    d->slots[slot] = (struct pl_intern_slot){h, d->keys_len, len, index};
-    d->keys_len += len;
-    d->n++;
+        memcpy(t->keys + t->keys_len, key, len);
+    t->entries[t->n] = (struct pl_intern_entry){t->keys_len, len, id};
+    t->keys_len += len;
+    uint32_t *s = &t->index.vals[slot];
+    *s = (uint32_t)++t->n;
+    pl_htab_added(&t->index, s, (uint32_t)hash);
     return 0;
 }
 
-void pl_intern_free(pl_intern *d)
+void pl_intern_free(pl_intern *t)
 {
-    free(d->slots);
-    free(d->keys);
-    memset(d, 0, sizeof(*d));
+    pl_htab_free(&t->index);
+    free(t->entries);
+    free(t->keys);
+    memset(t, 0, sizeof(*t));
 }

@@ -8,15 +8,22 @@
  * the old array is abandoned (arenas never free single objects), which costs
  * at most as much again as the final size, and keeps appends O(1) amortised.
  *
- * pl_dict_intern_string finds duplicates by a linear scan. Dictionaries of
- * one request hold hundreds to a few thousand strings, and interning happens
- * on the slow path (processors adding a handful of attributes), so a hash
- * index was not worth a field in the public struct yet.
+ * pl_dict_intern_string returns the newest equal string. Small string tables
+ * are scanned; past STRINDEX_MIN strings a keyed hash index (core/hash.h
+ * pl_htab in the batch arena, so it goes with the batch) maps each string to
+ * its newest position. The table belongs to everyone who holds the batch:
+ * decoders and builders append to it directly and the redaction processor
+ * blanks entries in place, so the index trusts nothing it has not checked.
+ * It indexes what was appended since it last looked, verifies every hit,
+ * starts over when the array was replaced or shrank or a hit went stale,
+ * and leaves the empty string (what blanking produces) to the scan.
  */
 #include "model.h"
 
 #include <stdlib.h>
 #include <string.h>
+
+#include "hash.h"
 
 struct pl_batch_buffer {
     struct pl_batch_buffer *next;
@@ -134,10 +141,25 @@ void pl_batch_wal_handoff(pl_batch *b)
     }
 }
 
+void pl_batch_wal_recovered(pl_batch *b, uint32_t refusals)
+{
+    if (!b->wal || !refusals || !pl_wal_hooks_current || !pl_wal_hooks_current->recovered)
+        return;
+    for (uint32_t i = 0; i < b->wal->n; i++)
+        pl_wal_hooks_current->recovered(b->wal->seq[i], refusals);
+}
+
 void pl_batch_wal_refused(pl_batch *b)
 {
     if (b->wal && !b->wal->settled)
         b->wal->refused = true;
+}
+
+pl_batch *pl_batch_ref(const pl_batch *batch)
+{
+    pl_batch *b = (pl_batch *)batch;
+    __atomic_fetch_add(&b->refs, 1, __ATOMIC_RELAXED);
+    return b;
 }
 
 void pl_batch_free(pl_batch *batch)
@@ -145,6 +167,13 @@ void pl_batch_free(pl_batch *batch)
     if (!batch)
         return;
     wal_release_all(batch);
+    /* another holder: it frees (the acquire pairs with the release of the
+     * holder that frees first, so every read of the batch happened before) */
+    unsigned refs = __atomic_load_n(&batch->refs, __ATOMIC_ACQUIRE);
+    while (refs > 0)
+        if (__atomic_compare_exchange_n(&batch->refs, &refs, refs - 1, false, __ATOMIC_ACQ_REL,
+                                        __ATOMIC_ACQUIRE))
+            return;
     struct pl_batch_buffer *buf = batch->buffers;
     while (buf) {
         struct pl_batch_buffer *next = buf->next;
@@ -514,6 +543,7 @@ static int copy_profile(clone_ctx *c, pl_profile *p)
 static int copy_dictionary(clone_ctx *c, pl_dictionary *d)
 {
     int fail = 0;
+    d->string_index = NULL; /* the source batch's, in its arena */
 #define COPY_TABLE(field, nfield, capfield, type)                                                  \
     do {                                                                                           \
         d->field = copy_array(c, d->field, d->nfield, sizeof(type), &fail);                        \
@@ -765,6 +795,86 @@ int pl_dict_ensure_zero_entries(pl_arena *arena, pl_dictionary *dict)
     return 0;
 }
 
+/* Below this many strings a scan is as fast as the index and needs no memory. */
+#define STRINDEX_MIN 64
+
+struct pl_dict_strindex {
+    const pl_bytes *base; /* the array indexed; another one: start over */
+    uint32_t n;           /* strings[0..n) are indexed */
+    pl_htab h;            /* values: position + 1 (the newest of equal strings) */
+};
+
+typedef struct strindex_key {
+    const pl_bytes *strings;
+    pl_bytes s;
+    bool mismatch; /* an entry had s's hash but other content */
+} strindex_key;
+
+static bool strindex_eq(const void *ctx, uint32_t val)
+{
+    strindex_key *k = (strindex_key *)ctx;
+    bool eq = pl_bytes_eq(k->strings[val - 1], k->s);
+    k->mismatch |= !eq;
+    return eq;
+}
+
+static uint32_t strindex_hash(pl_bytes s)
+{
+    return (uint32_t)pl_hash_bytes(s.ptr, s.len);
+}
+
+/* Brings the index up to strings[0..n_strings); false on OOM. */
+static bool strindex_update(pl_arena *arena, pl_dictionary *dict)
+{
+    struct pl_dict_strindex *ix = dict->string_index;
+    if (!ix) {
+        ix = pl_arena_calloc(arena, 1, sizeof(*ix));
+        if (!ix)
+            return false;
+        ix->h.arena = arena;
+        dict->string_index = ix;
+    }
+    if (ix->base != dict->strings || ix->n > dict->n_strings) {
+        pl_htab_clear(&ix->h);
+        ix->base = dict->strings;
+        ix->n = 0;
+    }
+    if (pl_htab_reserve(&ix->h, dict->n_strings - ix->n))
+        return false;
+    for (; ix->n < dict->n_strings; ix->n++) {
+        strindex_key k = {dict->strings, dict->strings[ix->n], false};
+        uint32_t hash = strindex_hash(k.s);
+        uint32_t *slot = pl_htab_slot(&ix->h, hash, strindex_eq, &k);
+        if (!slot)
+            return false;
+        bool added = *slot == 0;
+        *slot = ix->n + 1; /* newer than any equal string before it */
+        if (added)
+            pl_htab_added(&ix->h, slot, hash);
+    }
+    return true;
+}
+
+/* The newest position of s, or -1 when absent; -2 on OOM. Entries are
+ * compared as they are now, so a hit is exact; an entry that had s's hash
+ * but not its content may have been rewritten since it was indexed (and
+ * hide an older equal string), so then the index is built again and asked
+ * once more. */
+static int64_t strindex_find(pl_arena *arena, pl_dictionary *dict, pl_bytes s)
+{
+    for (int attempt = 0;; attempt++) {
+        if (!strindex_update(arena, dict))
+            return -2;
+        strindex_key k = {dict->strings, s, false};
+        uint32_t val = pl_htab_get(&dict->string_index->h, strindex_hash(s), strindex_eq, &k);
+        if (val)
+            return val - 1;
+        if (!k.mismatch || attempt)
+            return -1;
+        dict->string_index->base = NULL;
+    }
+}
+
 int32_t pl_dict_intern_string(pl_arena *arena, pl_dictionary *dict, pl_bytes s)
 {
     if (dict->n_strings == 0) {
@@ -773,10 +883,18 @@ int32_t pl_dict_intern_string(pl_arena *arena, pl_dictionary *dict, pl_bytes s)
         dict->strings[0] = (pl_bytes){NULL, 0};
         dict->n_strings = 1;
     }
-    /* Newest first: a processor usually interns the same few keys again. */
-    for (uint32_t i = dict->n_strings; i-- > 0;)
-        if (pl_bytes_eq(dict->strings[i], s))
-            return (int32_t)i;
+    if (dict->n_strings >= STRINDEX_MIN && s.len > 0) {
+        int64_t at = strindex_find(arena, dict, s);
+        if (at == -2)
+            return -1;
+        if (at >= 0)
+            return (int32_t)at;
+    } else {
+        /* Newest first: a processor usually interns the same few keys again. */
+        for (uint32_t i = dict->n_strings; i-- > 0;)
+            if (pl_bytes_eq(dict->strings[i], s))
+                return (int32_t)i;
+    }
     if (dict->n_strings >= INT32_MAX || TABLE_RESERVE(arena, dict, strings))
         return -1;
     dict->strings[dict->n_strings] = s;

@@ -20,6 +20,7 @@
 #include "core/buf.h"
 #include "core/component.h"
 #include "core/log.h"
+#include "core/value_json.h"
 
 typedef struct debug_cfg {
     char *verbosity;
@@ -83,60 +84,13 @@ static void append_bytes(pl_buf *b, pl_bytes s)
     pl_buf_append(b, s.ptr, s.len);
 }
 
-static void append_value(pl_buf *b, const pl_value *v, const pl_dictionary *dict, int depth)
+/* A value for people (core/value_json, pl_vj_debug); string_value_strindex
+ * resolved through dict when there is one. */
+static void append_value(pl_buf *b, const pl_value *v, const pl_dictionary *dict)
 {
-    if (depth > 8) {
-        pl_buf_append_str(b, "...");
-        return;
-    }
-    switch (v->type) {
-    case PL_VALUE_EMPTY:
-        pl_buf_append_str(b, "(empty)");
-        break;
-    case PL_VALUE_STRING:
-        pl_buf_append_byte(b, '"');
-        append_bytes(b, v->u.str);
-        pl_buf_append_byte(b, '"');
-        break;
-    case PL_VALUE_BOOL:
-        pl_buf_append_str(b, v->u.b ? "true" : "false");
-        break;
-    case PL_VALUE_INT:
-        pl_buf_printf(b, "%" PRId64, v->u.i);
-        break;
-    case PL_VALUE_DOUBLE:
-        pl_buf_printf(b, "%g", v->u.d);
-        break;
-    case PL_VALUE_BYTES:
-        pl_buf_printf(b, "<%u bytes>", v->u.str.len);
-        break;
-    case PL_VALUE_STRINDEX:
-        pl_buf_append_byte(b, '"');
-        if (dict)
-            append_bytes(b, pl_dict_string(dict, v->u.strindex));
-        pl_buf_append_byte(b, '"');
-        break;
-    case PL_VALUE_ARRAY:
-        pl_buf_append_byte(b, '[');
-        for (uint32_t i = 0; i < v->u.array.n; i++) {
-            if (i)
-                pl_buf_append_str(b, ", ");
-            append_value(b, &v->u.array.items[i], dict, depth + 1);
-        }
-        pl_buf_append_byte(b, ']');
-        break;
-    case PL_VALUE_KVLIST:
-        pl_buf_append_byte(b, '{');
-        for (uint32_t i = 0; i < v->u.kvlist.n; i++) {
-            if (i)
-                pl_buf_append_str(b, ", ");
-            append_bytes(b, v->u.kvlist.items[i].key);
-            pl_buf_append_str(b, ": ");
-            append_value(b, &v->u.kvlist.items[i].value, dict, depth + 1);
-        }
-        pl_buf_append_byte(b, '}');
-        break;
-    }
+    pl_value_json_opts o = pl_vj_debug;
+    o.dict = dict;
+    pl_value_json(b, v, &o);
 }
 
 static void append_attrs(pl_buf *b, const pl_attrs *attrs)
@@ -145,7 +99,7 @@ static void append_attrs(pl_buf *b, const pl_attrs *attrs)
         pl_buf_append_str(b, i ? ", " : " ");
         append_bytes(b, attrs->items[i].key);
         pl_buf_append_byte(b, '=');
-        append_value(b, &attrs->items[i].value, NULL, 0);
+        append_value(b, &attrs->items[i].value, NULL);
     }
 }
 
@@ -261,7 +215,7 @@ static void print_profiles(debug_exporter *d, const pl_profiles *p, pl_buf *b)
                         pl_buf_append_byte(b, ' ');
                         append_bytes(b, pl_dict_string(dict, dict->attributes[ai].key_strindex));
                         pl_buf_append_byte(b, '=');
-                        append_value(b, &dict->attributes[ai].value, dict, 0);
+                        append_value(b, &dict->attributes[ai].value, dict);
                     }
                     print_stack(b, dict, smp);
                     flush_line(d, b);

@@ -61,14 +61,10 @@ static int rotation_validate(void *cfg, pl_cfg_ctx *ctx)
 {
     file_rotation_cfg *r = cfg;
     int errors = 0;
-    if (r->max_megabytes < 0 || r->max_megabytes > 1024 * 1024) {
-        pl_cfg_errorf(ctx, "max_megabytes", "must be between 0 and 1048576");
-        errors++;
-    }
-    if (r->max_backups < 0 || r->max_backups > 100000) {
-        pl_cfg_errorf(ctx, "max_backups", "must be between 0 and 100000");
-        errors++;
-    }
+    errors += pl_cfg_check(ctx, r->max_megabytes >= 0 && r->max_megabytes <= 1024 * 1024,
+                           "max_megabytes", "must be between 0 and 1048576");
+    errors += pl_cfg_check(ctx, r->max_backups >= 0 && r->max_backups <= 100000, "max_backups",
+                           "must be between 0 and 100000");
     return errors;
 }
 
@@ -79,14 +75,10 @@ static int file_validate(void *cfg, pl_cfg_ctx *ctx)
 {
     file_cfg *c = cfg;
     int errors = 0;
-    if (!c->path || !*c->path) {
-        pl_cfg_errorf(ctx, "path", "is required");
-        errors++;
-    }
-    if (c->format && strcmp(c->format, "json") != 0 && strcmp(c->format, "proto") != 0) {
-        pl_cfg_errorf(ctx, "format", "must be json or proto, not '%s'", c->format);
-        errors++;
-    }
+    errors += pl_cfg_check(ctx, c->path && *c->path, "path", "is required");
+    errors += pl_cfg_check(
+        ctx, !(c->format && strcmp(c->format, "json") != 0 && strcmp(c->format, "proto") != 0),
+        "format", "must be json or proto, not '%s'", c->format);
     return errors;
 }
 

@@ -95,10 +95,8 @@ static int otlp_protocol_validate(void *cfg_, pl_cfg_ctx *ctx)
         pl_cfg_errorf(ctx, "endpoint", "is set per member by the resolver; remove it");
         errors++;
     }
-    if (pl_otlp_compression_parse(cfg->compression, &enc) != 0) {
-        pl_cfg_errorf(ctx, "compression", "must be gzip, zstd or none");
-        errors++;
-    }
+    errors += pl_cfg_check(ctx, pl_otlp_compression_parse(cfg->compression, &enc) == 0,
+                           "compression", "must be gzip, zstd or none");
     return errors;
 }
 
@@ -176,14 +174,10 @@ static int lb_validate(void *cfg_, pl_cfg_ctx *ctx)
 {
     lb_cfg *cfg = cfg_;
     int errors = 0;
-    if (pl_lb_routing_key_parse(cfg->routing_key, NULL) != 0) {
-        pl_cfg_errorf(ctx, "routing_key", "must be traceID or service");
-        errors++;
-    }
-    if (cfg->virtual_nodes < 1 || cfg->virtual_nodes > 10000) {
-        pl_cfg_errorf(ctx, "virtual_nodes", "must be 1..10000");
-        errors++;
-    }
+    errors += pl_cfg_check(ctx, pl_lb_routing_key_parse(cfg->routing_key, NULL) == 0, "routing_key",
+                           "must be traceID or service");
+    errors += pl_cfg_check(ctx, cfg->virtual_nodes >= 1 && cfg->virtual_nodes <= 10000,
+                           "virtual_nodes", "must be 1..10000");
     return errors;
 }
 

@@ -78,10 +78,8 @@ static int otlp_validate(void *cfg_, pl_cfg_ctx *ctx)
         errors++;
     }
     pl_encoding enc;
-    if (pl_otlp_compression_parse(cfg->compression, &enc) != 0) {
-        pl_cfg_errorf(ctx, "compression", "must be gzip, zstd or none");
-        errors++;
-    }
+    errors += pl_cfg_check(ctx, pl_otlp_compression_parse(cfg->compression, &enc) == 0,
+                           "compression", "must be gzip, zstd or none");
     return errors;
 }
 

@@ -49,29 +49,19 @@ static int otlphttp_validate(void *cfg_, pl_cfg_ctx *ctx)
     const char *vals[] = {cfg->traces_endpoint, cfg->profiles_endpoint, cfg->logs_endpoint,
                           cfg->metrics_endpoint};
     bool any = cfg->endpoint && cfg->endpoint[0];
-    if (any && !is_http_url(cfg->endpoint)) {
-        pl_cfg_errorf(ctx, "endpoint", "must be an http:// or https:// URL, got \"%s\"",
-                      cfg->endpoint);
-        errors++;
-    }
+    errors += pl_cfg_check(ctx, !any || is_http_url(cfg->endpoint), "endpoint",
+                           "must be an http:// or https:// URL, got \"%s\"", cfg->endpoint);
     for (int i = 0; i < 4; i++) {
         if (vals[i] && vals[i][0]) {
             any = true;
-            if (!is_http_url(vals[i])) {
-                pl_cfg_errorf(ctx, keys[i], "must be an http:// or https:// URL");
-                errors++;
-            }
+            errors += pl_cfg_check(ctx, is_http_url(vals[i]), keys[i],
+                                   "must be an http:// or https:// URL");
         }
     }
-    if (!any) {
-        pl_cfg_errorf(ctx, "endpoint", "is required (e.g. http://localhost:4318)");
-        errors++;
-    }
+    errors += pl_cfg_check(ctx, any, "endpoint", "is required (e.g. http://localhost:4318)");
     pl_encoding enc;
-    if (pl_otlp_compression_parse(cfg->compression, &enc) != 0) {
-        pl_cfg_errorf(ctx, "compression", "must be gzip, zstd or none");
-        errors++;
-    }
+    errors += pl_cfg_check(ctx, pl_otlp_compression_parse(cfg->compression, &enc) == 0,
+                           "compression", "must be gzip, zstd or none");
     if (cfg->encoding && cfg->encoding[0] && strcmp(cfg->encoding, "proto") != 0 &&
         strcmp(cfg->encoding, "json") != 0) {
         pl_cfg_errorf(ctx, "encoding", "must be proto or json, got \"%s\"", cfg->encoding);

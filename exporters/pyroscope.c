@@ -61,11 +61,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/base64.h"
 #include "core/log.h"
 #include "extensions/auth.h"
 #include "exporters/otlp_common.h"
 #include "exporters/queue.h"
+#include "net/http_auth.h"
 #include "net/http_client.h"
 #include "proto/pprof.h"
 #include "receivers/pyroscope_push.h"
@@ -74,17 +74,12 @@
 #define MAX_SERIES_LABELS 30
 #define MAX_PPROF_SAMPLES 16000 /* Pyroscope's default max samples per profile */
 
-typedef struct basic_auth_cfg {
-    char *username;
-    char *password;
-} basic_auth_cfg;
-
 typedef struct pyroscope_exp_cfg {
     char *endpoint;
     char *api; /* push (default) or ingest */
     char *tenant_id;
     char *bearer_token;
-    basic_auth_cfg basic_auth;
+    pl_basic_auth_config basic_auth;
     pl_strmap headers;
     int64_t timeout;
     pl_otlp_tls_config tls;
@@ -92,14 +87,6 @@ typedef struct pyroscope_exp_cfg {
     pl_retry_config retry_on_failure;
     pl_auth_ref_config auth;
 } pyroscope_exp_cfg;
-
-static const pl_cfg_field basic_auth_fields[] = {
-    {"username", PL_CFG_STRING, NULL, offsetof(basic_auth_cfg, username), "user name", NULL},
-    {"password", PL_CFG_STRING, NULL, offsetof(basic_auth_cfg, password),
-     "password (use ${env:VAR})", NULL},
-    {NULL, 0, NULL, 0, NULL, NULL},
-};
-static const pl_cfg_section basic_auth_section = {sizeof(basic_auth_cfg), basic_auth_fields, NULL};
 
 static bool is_http_url(const char *s)
 {
@@ -110,21 +97,14 @@ static int pyroscope_exp_validate(void *cfgp, pl_cfg_ctx *ctx)
 {
     pyroscope_exp_cfg *cfg = cfgp;
     int errors = 0;
-    if (!is_http_url(cfg->endpoint)) {
-        pl_cfg_errorf(ctx, "endpoint",
-                      "is required: the Pyroscope URL, e.g. http://pyroscope:4040");
-        errors++;
-    }
+    errors += pl_cfg_check(ctx, is_http_url(cfg->endpoint), "endpoint",
+                           "is required: the Pyroscope URL, e.g. http://pyroscope:4040");
     if (cfg->api && cfg->api[0] && strcmp(cfg->api, "push") != 0 &&
         strcmp(cfg->api, "ingest") != 0) {
         pl_cfg_errorf(ctx, "api", "must be push or ingest, got \"%s\"", cfg->api);
         errors++;
     }
-    if (cfg->bearer_token && cfg->bearer_token[0] && cfg->basic_auth.username &&
-        cfg->basic_auth.username[0]) {
-        pl_cfg_errorf(ctx, "bearer_token", "set either bearer_token or basic_auth, not both");
-        errors++;
-    }
+    errors += pl_http_credentials_check(ctx, "bearer_token", cfg->bearer_token, &cfg->basic_auth);
     return errors;
 }
 
@@ -144,7 +124,7 @@ static const pl_cfg_field pyroscope_exp_fields[] = {
     {"bearer_token", PL_CFG_STRING, NULL, offsetof(pyroscope_exp_cfg, bearer_token),
      "Authorization: Bearer <token>", NULL},
     {"basic_auth", PL_CFG_SECTION, NULL, offsetof(pyroscope_exp_cfg, basic_auth),
-     "HTTP basic auth (e.g. Grafana Cloud user id and API key)", &basic_auth_section},
+     "HTTP basic auth (e.g. Grafana Cloud user id and API key)", &pl_basic_auth_section},
     {"headers", PL_CFG_STRMAP, NULL, offsetof(pyroscope_exp_cfg, headers), "extra request headers",
      NULL},
     {"timeout", PL_CFG_DURATION, "30s", offsetof(pyroscope_exp_cfg, timeout),
@@ -850,19 +830,6 @@ static int add_header(pyroscope_exp *x, const char *name, const char *value)
     return 0;
 }
 
-static char *base64(const char *in)
-{
-    pl_buf b;
-    pl_buf_init(&b);
-    pl_base64_encode((const uint8_t *)in, strlen(in), &b, true);
-    pl_buf_append_byte(&b, 0);
-    if (!pl_buf_ok(&b)) {
-        pl_buf_free(&b);
-        return NULL;
-    }
-    return (char *)pl_buf_steal(&b, NULL);
-}
-
 static void pyroscope_exp_destroy(void *self);
 
 static pl_status pyroscope_exp_create(const pl_create_settings *settings, const void *config,
@@ -908,34 +875,12 @@ static pl_status pyroscope_exp_create(const pl_create_settings *settings, const 
         pyroscope_exp_destroy(x);
         return PL_ERR_INVALID;
     }
-    if (cfg->bearer_token && *cfg->bearer_token) {
-        size_t len = strlen(cfg->bearer_token) + 8;
-        char *v = malloc(len);
-        if (v) {
-            snprintf(v, len, "Bearer %s", cfg->bearer_token);
-            fail |= add_header(x, "Authorization", v);
-            free(v);
-        } else
-            fail = 1;
-    } else if (cfg->basic_auth.username && *cfg->basic_auth.username) {
-        const char *pw = cfg->basic_auth.password ? cfg->basic_auth.password : "";
-        size_t len = strlen(cfg->basic_auth.username) + strlen(pw) + 2;
-        char *pair = malloc(len);
-        char *enc = NULL;
-        if (pair) {
-            snprintf(pair, len, "%s:%s", cfg->basic_auth.username, pw);
-            enc = base64(pair);
-        }
-        char *v = enc ? malloc(strlen(enc) + 7) : NULL;
-        if (v) {
-            sprintf(v, "Basic %s", enc);
-            fail |= add_header(x, "Authorization", v);
-        } else
-            fail = 1;
-        free(pair);
-        free(enc);
-        free(v);
-    }
+    char *authorization;
+    if (pl_http_authorization(cfg->bearer_token, &cfg->basic_auth, &authorization))
+        fail = 1;
+    else if (authorization)
+        fail |= add_header(x, "Authorization", authorization);
+    free(authorization);
     for (size_t i = 0; i < cfg->headers.n; i++)
         fail |= add_header(x, cfg->headers.keys[i],
                            cfg->headers.values[i] ? cfg->headers.values[i] : "");
@@ -949,7 +894,8 @@ static pl_status pyroscope_exp_create(const pl_create_settings *settings, const 
         return PL_ERR_INTERNAL;
     }
     /* ingest payloads (gzipped pprof) are compressed already */
-    pl_queue_sender sender = {pyroscope_encode, pyroscope_send, x, x->ingest};
+    /* pyroscope_encode reads only fixed_tenant: it may run on a worker */
+    pl_queue_sender sender = {pyroscope_encode, pyroscope_send, x, x->ingest, true};
     x->queue = pl_queue_new(settings, &cfg->sending_queue, &cfg->retry_on_failure, &sender, err);
     if (!x->queue) {
         pyroscope_exp_destroy(x);

@@ -44,19 +44,24 @@ typedef struct pl_authenticator {
      * when this extension has no client side. */
     bool (*client_header)(void *arg, char *name, size_t name_cap, char *value, size_t value_cap);
     void *arg;
+    void (*release)(void *arg); /* frees the extension (pl_auth_extension_destroy) */
 } pl_authenticator;
 
 void pl_auth_register(pl_authenticator *a);
 /* Fills `a` for the extension `id` and registers it: receivers ask `check`
  * (NULL: no server side) and answer a failure with `challenge`; exporters
- * send what `client_header` writes (NULL: no client side); both get `arg`. */
+ * send what `client_header` writes (NULL: no client side); both get `arg`,
+ * and so does `release` when the extension is destroyed. */
 void pl_auth_register_as(pl_authenticator *a, const char *id, const char *challenge,
                          bool (*check)(void *arg, const pl_http_request *req, char *user,
                                        size_t cap),
                          bool (*client_header)(void *arg, char *name, size_t name_cap, char *value,
                                                size_t value_cap),
-                         void *arg);
+                         void (*release)(void *arg), void *arg);
 void pl_auth_unregister(pl_authenticator *a);
+/* The destroy hook of an authentication extension whose instance starts
+ * with its registered pl_authenticator: unregisters it, then releases it. */
+void pl_auth_extension_destroy(void *self);
 /* NULL with err set when `id` is not a running authentication extension. */
 const pl_authenticator *pl_auth_find(const char *id, pl_err *err);
 /* The same without an error: NULL when absent. */

@@ -25,6 +25,7 @@
 #include <openssl/evp.h>
 #include <openssl/rand.h>
 #include <openssl/sha.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -34,6 +35,7 @@
 #include "core/buf.h"
 #include "core/log.h"
 #include "extensions/auth.h"
+#include "net/http_auth.h"
 
 typedef struct htpasswd_cfg {
     char *file;
@@ -112,6 +114,14 @@ typedef struct basic {
     uint64_t checked_ns;
     uint8_t salt[16];
     char *client_value; /* "Basic base64(user:pass)" */
+    /* Receivers on several worker threads check at once: `mu` guards the
+     * users (replaced when the file changes), their verified-digest cache
+     * and the re-read clock. The slow part, crypt() of a bcrypt or SHA-crypt
+     * hash, runs outside it, on a copy of the hash; `generation` tells the
+     * caller whether the users it verified against are still the current
+     * ones before it caches the result. */
+    pthread_mutex_t mu;
+    uint64_t generation;
 } basic;
 
 static void users_free(user *u, size_t n)
@@ -209,6 +219,7 @@ static int load_users(basic *b, pl_err *err)
     users_free(b->users, b->n_users);
     b->users = users;
     b->n_users = n;
+    b->generation++;
     b->mtime_ns = mtime;
     b->size = size;
     return 0;
@@ -246,15 +257,9 @@ static void salted_digest(const basic *b, const char *pw, size_t len, uint8_t ou
     EVP_MD_CTX_free(ctx);
 }
 
-static bool verify(basic *b, user *u, const char *pw, size_t len)
+/* Checks pw against an htpasswd hash (a copy: called without b->mu). */
+static bool verify_hash(const char *h, const char *pw, size_t len)
 {
-    const char *h = u->hash;
-    if (u->verified) {
-        uint8_t d[32];
-        salted_digest(b, pw, len, d);
-        if (CRYPTO_memcmp(d, u->digest, 32) == 0)
-            return true;
-    }
     bool ok = false;
     if (strncmp(h, "{SHA}", 5) == 0) {
         uint8_t sha[SHA_DIGEST_LENGTH];
@@ -266,7 +271,8 @@ static bool verify(basic *b, user *u, const char *pw, size_t len)
         char *plain = strndup(pw, len);
         if (!plain)
             return false;
-        static struct crypt_data cd; /* large; the loop is single-threaded */
+        /* large (about 32 KiB): one per thread rather than on the stack */
+        static _Thread_local struct crypt_data cd;
         memset(&cd, 0, sizeof(cd));
         /* crypt_rn: libxcrypt's variant that returns NULL on failure (and
          * that sanitizers do not intercept) */
@@ -274,21 +280,73 @@ static bool verify(basic *b, user *u, const char *pw, size_t len)
         ok = out && out[0] != '*' && strlen(out) == strlen(h) &&
              CRYPTO_memcmp(out, h, strlen(h)) == 0;
         OPENSSL_cleanse(plain, len);
+        OPENSSL_cleanse(&cd, sizeof(cd));
         free(plain);
     } else {
         ok = strlen(h) == len && CRYPTO_memcmp(h, pw, len) == 0;
     }
-    if (ok && h[0] == '$') {
-        salted_digest(b, pw, len, u->digest);
-        u->verified = true;
+    return ok;
+}
+
+/* The user named `name`, with b->mu held; NULL when unknown. */
+static user *find_user(basic *b, const unsigned char *name, size_t len)
+{
+    for (size_t i = 0; i < b->n_users; i++) {
+        user *u = &b->users[i];
+        if (strlen(u->name) == len && memcmp(u->name, name, len) == 0)
+            return u;
     }
+    return NULL;
+}
+
+/* Verifies user `name`'s password. A crypt() hash verified once is
+ * remembered as a salted SHA-256 of the password, so the next requests of
+ * that client cost a digest instead of a bcrypt. */
+static bool verify(basic *b, const unsigned char *name, size_t name_len, const char *pw, size_t len)
+{
+    uint8_t d[32];
+    pthread_mutex_lock(&b->mu);
+    maybe_reload(b);
+    user *u = find_user(b, name, name_len);
+    if (!u) {
+        pthread_mutex_unlock(&b->mu);
+        return false;
+    }
+    if (u->verified) {
+        bool hit;
+        salted_digest(b, pw, len, d);
+        hit = CRYPTO_memcmp(d, u->digest, 32) == 0;
+        if (hit) {
+            pthread_mutex_unlock(&b->mu);
+            return true;
+        }
+    }
+    char *h = strdup(u->hash);
+    uint64_t generation = b->generation;
+    pthread_mutex_unlock(&b->mu);
+    if (!h)
+        return false;
+    bool ok = verify_hash(h, pw, len);
+    if (ok && h[0] == '$') {
+        salted_digest(b, pw, len, d);
+        pthread_mutex_lock(&b->mu);
+        /* the users may have been re-read meanwhile: cache only into the
+         * same generation's entry */
+        if (b->generation == generation && (u = find_user(b, name, name_len)) &&
+            strcmp(u->hash, h) == 0) {
+            memcpy(u->digest, d, 32);
+            u->verified = true;
+        }
+        pthread_mutex_unlock(&b->mu);
+    }
+    OPENSSL_cleanse(d, sizeof(d));
+    free(h);
     return ok;
 }
 
 static bool basic_check(void *arg, const pl_http_request *req, char *user_out, size_t cap)
 {
     basic *b = arg;
-    maybe_reload(b);
     size_t len = 0;
     const char *v = pl_http_header_get(req, "authorization", &len);
     if (!v || len < 7 || strncasecmp(v, "Basic ", 6) != 0 || len > 4096)
@@ -316,14 +374,7 @@ static bool basic_check(void *arg, const pl_http_request *req, char *user_out, s
     size_t ulen = (size_t)(colon - dec);
     const char *pw = (const char *)colon + 1;
     size_t pwlen = (size_t)n - ulen - 1;
-    bool ok = false;
-    for (size_t i = 0; i < b->n_users; i++) {
-        user *u = &b->users[i];
-        if (strlen(u->name) == ulen && memcmp(u->name, dec, ulen) == 0) {
-            ok = verify(b, u, pw, pwlen);
-            break;
-        }
-    }
+    bool ok = verify(b, dec, ulen, pw, pwlen);
     if (ok && cap) {
         size_t k = ulen < cap - 1 ? ulen : cap - 1;
         memcpy(user_out, dec, k);
@@ -350,7 +401,13 @@ static void basic_free(basic *b)
     free(b->inline_text);
     free(b->client_value);
     users_free(b->users, b->n_users);
+    pthread_mutex_destroy(&b->mu);
     free(b);
+}
+
+static void basic_release(void *arg)
+{
+    basic_free(arg);
 }
 
 static pl_status basic_create(const pl_create_settings *settings, const void *config, void **out,
@@ -360,6 +417,7 @@ static pl_status basic_create(const pl_create_settings *settings, const void *co
     basic *b = calloc(1, sizeof(*b));
     if (!b)
         return pl_errf(err, PL_ERR_NOMEM, "out of memory");
+    pthread_mutex_init(&b->mu, NULL);
     b->id = strdup(settings->id ? settings->id : "basicauth");
     if (c->htpasswd.file && *c->htpasswd.file)
         b->file = strdup(c->htpasswd.file);
@@ -374,37 +432,19 @@ static pl_status basic_create(const pl_create_settings *settings, const void *co
         return PL_ERR_INVALID;
     }
     if (c->client_auth.username && *c->client_auth.username) {
-        const char *pw = c->client_auth.password ? c->client_auth.password : "";
-        size_t plen = strlen(c->client_auth.username) + strlen(pw) + 1;
-        char *pair = malloc(plen + 1);
-        size_t enc_len = 4 * ((plen + 2) / 3) + 1;
-        b->client_value = malloc(enc_len + 6);
-        if (!pair || !b->client_value) {
-            free(pair);
+        b->client_value =
+            pl_http_basic_credentials(c->client_auth.username, c->client_auth.password);
+        if (!b->client_value) {
             basic_free(b);
             return pl_errf(err, PL_ERR_NOMEM, "out of memory");
         }
-        snprintf(pair, plen + 1, "%s:%s", c->client_auth.username, pw);
-        memcpy(b->client_value, "Basic ", 6);
-        EVP_EncodeBlock((unsigned char *)b->client_value + 6, (unsigned char *)pair, (int)plen);
-        OPENSSL_cleanse(pair, plen);
-        free(pair);
     }
     b->checked_ns = pl_time_mono_ns();
     pl_auth_register_as(&b->a, b->id, "Basic realm=\"proflink\"",
                         (b->file || b->inline_text) ? basic_check : NULL,
-                        b->client_value ? basic_client : NULL, b);
+                        b->client_value ? basic_client : NULL, basic_release, b);
     *out = b;
     return PL_OK;
-}
-
-static void basic_destroy(void *self)
-{
-    basic *b = self;
-    if (!b)
-        return;
-    pl_auth_unregister(&b->a);
-    basic_free(b);
 }
 
 const pl_component_type pl_extension_basicauth = {
@@ -412,5 +452,5 @@ const pl_component_type pl_extension_basicauth = {
     .description = "HTTP basic authentication: receivers check users from an htpasswd file or "
                    "inline lines (401 / UNAUTHENTICATED otherwise), exporters send client_auth",
     .create = basic_create,
-    .destroy = basic_destroy,
+    .destroy = pl_auth_extension_destroy,
 };

@@ -14,6 +14,7 @@
  * token and is logged. Comparisons are constant-time.
  */
 #include <openssl/crypto.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -77,6 +78,9 @@ typedef struct bearer {
     char *filename;
     long long mtime_ns, size;
     uint64_t checked_ns;
+    /* guards file_token and the re-read clock: receivers on several worker
+     * threads check while an exporter on the pipeline loop reads the token */
+    pthread_mutex_t mu;
 } bearer;
 
 /* Reads the token file (trailing whitespace dropped); 0 or -1. */
@@ -138,7 +142,6 @@ static bool bearer_check(void *arg, const pl_http_request *req, char *user, size
     bearer *b = arg;
     (void)user;
     (void)cap;
-    maybe_reread(b);
     size_t len = 0;
     const char *v = pl_http_header_get(req, b->header, &len);
     if (!v)
@@ -152,7 +155,10 @@ static bool bearer_check(void *arg, const pl_http_request *req, char *user, size
         while (len && *v == ' ')
             v++, len--;
     }
+    pthread_mutex_lock(&b->mu);
+    maybe_reread(b);
     bool ok = b->file_token && token_eq(b->file_token, v, len);
+    pthread_mutex_unlock(&b->mu);
     for (size_t i = 0; i < b->tokens.n; i++)
         ok |= token_eq(b->tokens.items[i], v, len);
     return ok;
@@ -161,13 +167,15 @@ static bool bearer_check(void *arg, const pl_http_request *req, char *user, size
 static bool bearer_client(void *arg, char *name, size_t name_cap, char *value, size_t value_cap)
 {
     bearer *b = arg;
+    pthread_mutex_lock(&b->mu);
     maybe_reread(b);
     const char *t = b->file_token ? b->file_token : (b->tokens.n ? b->tokens.items[0] : NULL);
-    if (!t)
-        return false;
-    snprintf(name, name_cap, "%s", b->header);
-    snprintf(value, value_cap, "%s%s%s", b->scheme, *b->scheme ? " " : "", t);
-    return true;
+    if (t) {
+        snprintf(name, name_cap, "%s", b->header);
+        snprintf(value, value_cap, "%s%s%s", b->scheme, *b->scheme ? " " : "", t);
+    }
+    pthread_mutex_unlock(&b->mu);
+    return t != NULL;
 }
 
 static void bearer_free(bearer *b)
@@ -178,7 +186,13 @@ static void bearer_free(bearer *b)
     free(b->file_token);
     free(b->filename);
     pl_strlist_free(&b->tokens);
+    pthread_mutex_destroy(&b->mu);
     free(b);
+}
+
+static void bearer_release(void *arg)
+{
+    bearer_free(arg);
 }
 
 static pl_status bearer_create(const pl_create_settings *settings, const void *config, void **out,
@@ -188,6 +202,7 @@ static pl_status bearer_create(const pl_create_settings *settings, const void *c
     bearer *b = calloc(1, sizeof(*b));
     if (!b)
         return pl_errf(err, PL_ERR_NOMEM, "out of memory");
+    pthread_mutex_init(&b->mu, NULL);
     b->id = strdup(settings->id ? settings->id : "bearertokenauth");
     b->scheme = strdup(c->scheme ? c->scheme : "");
     b->header = strdup(c->header && *c->header ? c->header : "Authorization");
@@ -207,18 +222,9 @@ static pl_status bearer_create(const pl_create_settings *settings, const void *c
         return PL_ERR_INVALID;
     }
     b->checked_ns = pl_time_mono_ns();
-    pl_auth_register_as(&b->a, b->id, "Bearer", bearer_check, bearer_client, b);
+    pl_auth_register_as(&b->a, b->id, "Bearer", bearer_check, bearer_client, bearer_release, b);
     *out = b;
     return PL_OK;
-}
-
-static void bearer_destroy(void *self)
-{
-    bearer *b = self;
-    if (!b)
-        return;
-    pl_auth_unregister(&b->a);
-    bearer_free(b);
 }
 
 const pl_component_type pl_extension_bearertokenauth = {
@@ -226,5 +232,5 @@ const pl_component_type pl_extension_bearertokenauth = {
     .description = "bearer token authentication: receivers check it (401 / UNAUTHENTICATED "
                    "otherwise), exporters send it; token inline or from a file re-read on change",
     .create = bearer_create,
-    .destroy = bearer_destroy,
+    .destroy = pl_auth_extension_destroy,
 };

@@ -149,8 +149,7 @@ static void hc_destroy(void *self)
     health_check *h = self;
     if (!h)
         return;
-    if (h->server)
-        pl_http_server_close(h->server);
+    hc_shutdown(h); /* the server, if shutdown did not run */
     free(h->id);
     free(h->endpoint);
     free(h->path);

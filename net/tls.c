@@ -45,27 +45,16 @@ static int validate_tls(void *cfg, pl_cfg_ctx *ctx)
     int errors = 0;
     bool cert = c->cert_file && *c->cert_file;
     bool key = c->key_file && *c->key_file;
-    if (cert != key) {
-        pl_cfg_errorf(ctx, cert ? "key_file" : "cert_file",
-                      "cert_file and key_file go together (TLS needs both)");
-        errors++;
-    }
-    if (c->client_ca_file && *c->client_ca_file && !cert) {
-        pl_cfg_errorf(ctx, "client_ca_file", "mutual TLS needs cert_file and key_file too");
-        errors++;
-    }
-    if (!version_ok(c->min_version)) {
-        pl_cfg_errorf(ctx, "min_version", "'%s': use \"1.2\" or \"1.3\"", c->min_version);
-        errors++;
-    }
-    if (!version_ok(c->max_version)) {
-        pl_cfg_errorf(ctx, "max_version", "'%s': use \"1.2\" or \"1.3\"", c->max_version);
-        errors++;
-    }
-    if (c->reload_interval_ns < 0) {
-        pl_cfg_errorf(ctx, "reload_interval", "must not be negative");
-        errors++;
-    }
+    errors += pl_cfg_check(ctx, cert == key, cert ? "key_file" : "cert_file",
+                           "cert_file and key_file go together (TLS needs both)");
+    errors += pl_cfg_check(ctx, !(c->client_ca_file && *c->client_ca_file && !cert),
+                           "client_ca_file", "mutual TLS needs cert_file and key_file too");
+    errors += pl_cfg_check(ctx, version_ok(c->min_version), "min_version",
+                           "'%s': use \"1.2\" or \"1.3\"", c->min_version);
+    errors += pl_cfg_check(ctx, version_ok(c->max_version), "max_version",
+                           "'%s': use \"1.2\" or \"1.3\"", c->max_version);
+    errors +=
+        pl_cfg_check(ctx, c->reload_interval_ns >= 0, "reload_interval", "must not be negative");
     return errors;
 }
 

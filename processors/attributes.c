@@ -52,6 +52,7 @@
 #include "core/hash.h"
 #include "core/log.h"
 #include "core/strlist.h"
+#include "core/value_json.h"
 #include "pattern.h"
 
 /* ---- config ------------------------------------------------------------- */
@@ -163,10 +164,8 @@ static int action_validate(void *cfg_, pl_cfg_ctx *ctx)
     case ACT_INSERT:
     case ACT_UPDATE:
     case ACT_UPSERT:
-        if (!str_set(cfg->key)) {
-            pl_cfg_errorf(ctx, "key", "action \"%s\" needs a \"key\"", cfg->action);
-            errors++;
-        }
+        errors += pl_cfg_check(ctx, str_set(cfg->key), "key", "action \"%s\" needs a \"key\"",
+                               cfg->action);
         if ((cfg->value != NULL) == str_set(cfg->from_attribute)) {
             pl_cfg_errorf(ctx, NULL,
                           "action \"%s\" needs exactly one of \"value\" or "
@@ -175,26 +174,18 @@ static int action_validate(void *cfg_, pl_cfg_ctx *ctx)
             errors++;
         } else if (cfg->value) {
             pl_value v;
-            if (parse_typed_value(cfg->value_type, cfg->value, &v) != 0) {
-                pl_cfg_errorf(ctx, "value", "\"%s\" is not a valid %s value (value_type)",
-                              cfg->value, cfg->value_type ? cfg->value_type : "string");
-                errors++;
-            }
+            errors += pl_cfg_check(ctx, parse_typed_value(cfg->value_type, cfg->value, &v) == 0,
+                                   "value", "\"%s\" is not a valid %s value (value_type)",
+                                   cfg->value, cfg->value_type ? cfg->value_type : "string");
         }
         break;
     case ACT_DELETE:
     case ACT_HASH:
-        if (!str_set(cfg->key) && !str_set(cfg->pattern)) {
-            pl_cfg_errorf(ctx, "key", "action \"%s\" needs a \"key\" or a \"pattern\"",
-                          cfg->action);
-            errors++;
-        }
+        errors += pl_cfg_check(ctx, str_set(cfg->key) || str_set(cfg->pattern), "key",
+                               "action \"%s\" needs a \"key\" or a \"pattern\"", cfg->action);
         break;
     case ACT_EXTRACT:
-        if (!str_set(cfg->key)) {
-            pl_cfg_errorf(ctx, "key", "action \"extract\" needs a \"key\"");
-            errors++;
-        }
+        errors += pl_cfg_check(ctx, str_set(cfg->key), "key", "action \"extract\" needs a \"key\"");
         if (!str_set(cfg->pattern)) {
             pl_cfg_errorf(ctx, "pattern", "action \"extract\" needs a \"pattern\"");
             errors++;
@@ -206,15 +197,10 @@ static int action_validate(void *cfg_, pl_cfg_ctx *ctx)
         break;
     case ACT_CONVERT: {
         static const char *const conv_names[] = {"", "int", "double", "string", NULL};
-        if (!str_set(cfg->key)) {
-            pl_cfg_errorf(ctx, "key", "action \"convert\" needs a \"key\"");
-            errors++;
-        }
-        if (lookup_name(conv_names, cfg->converted_type) <= 0) {
-            pl_cfg_errorf(ctx, "converted_type",
-                          "action \"convert\" needs \"converted_type\": int, double or string");
-            errors++;
-        }
+        errors += pl_cfg_check(ctx, str_set(cfg->key), "key", "action \"convert\" needs a \"key\"");
+        errors +=
+            pl_cfg_check(ctx, lookup_name(conv_names, cfg->converted_type) > 0, "converted_type",
+                         "action \"convert\" needs \"converted_type\": int, double or string");
         break;
     }
     }
@@ -573,143 +559,17 @@ static bool hash_value(apply_ctx *c, pl_value *v)
 
 /* ---- value to string (Collector's AsString) ----------------------------- */
 
-typedef struct strbuf {
-    char *p;
-    size_t n, cap;
-    bool oom;
-} strbuf;
-
-static void sb_put(strbuf *b, const char *s, size_t n)
+/* The Collector's AsString: JSON (core/value_json, pl_vj_attributes) for
+ * arrays and maps and inside them; at the top, bytes as bare base64 and
+ * non-finite doubles as bare NaN / +Inf / -Inf. */
+static void value_to_text(pl_buf *b, const pl_value *v)
 {
-    if (b->oom)
-        return;
-    if (b->n + n + 1 > b->cap) {
-        size_t cap = (b->n + n + 1) * 2 + 32;
-        char *p = realloc(b->p, cap);
-        if (!p) {
-            b->oom = true;
-            return;
-        }
-        b->p = p;
-        b->cap = cap;
-    }
-    memcpy(b->p + b->n, s, n);
-    b->n += n;
-    b->p[b->n] = '\0';
-}
-
-static void sb_puts(strbuf *b, const char *s)
-{
-    sb_put(b, s, strlen(s));
-}
-
-static void format_double(double d, char *out, size_t n)
-{
-    if (isnan(d)) {
-        snprintf(out, n, "NaN");
-        return;
-    }
-    if (isinf(d)) {
-        snprintf(out, n, d > 0 ? "+Inf" : "-Inf");
-        return;
-    }
-    /* Shortest form that reads back as the same double. */
-    for (int prec = 1; prec <= 17; prec++) {
-        snprintf(out, n, "%.*g", prec, d);
-        if (strtod(out, NULL) == d)
-            return;
-    }
-}
-
-static void sb_json_string(strbuf *b, pl_bytes s)
-{
-    sb_put(b, "\"", 1);
-    for (uint32_t i = 0; i < s.len; i++) {
-        unsigned char ch = s.ptr[i];
-        char esc[8];
-        if (ch == '"' || ch == '\\') {
-            esc[0] = '\\';
-            esc[1] = (char)ch;
-            sb_put(b, esc, 2);
-        } else if (ch < 0x20) {
-            snprintf(esc, sizeof(esc), "\\u%04x", ch);
-            sb_put(b, esc, 6);
-        } else {
-            sb_put(b, (const char *)&ch, 1);
-        }
-    }
-    sb_put(b, "\"", 1);
-}
-
-static void sb_base64(strbuf *b, pl_bytes s)
-{
-    pl_buf tmp;
-    pl_buf_init(&tmp);
-    pl_base64_encode(s.ptr, s.len, &tmp, true);
-    sb_put(b, (const char *)tmp.data, tmp.len);
-    pl_buf_free(&tmp);
-}
-
-/* `json`: inside an array/map, where strings are quoted. */
-static void value_to_text(strbuf *b, const pl_value *v, bool json)
-{
-    char num[64];
-    switch (v->type) {
-    case PL_VALUE_EMPTY:
-        if (json)
-            sb_puts(b, "null");
-        break;
-    case PL_VALUE_STRING:
-        if (json)
-            sb_json_string(b, v->u.str);
-        else
-            sb_put(b, (const char *)v->u.str.ptr, v->u.str.len);
-        break;
-    case PL_VALUE_BOOL:
-        sb_puts(b, v->u.b ? "true" : "false");
-        break;
-    case PL_VALUE_INT:
-        snprintf(num, sizeof(num), "%lld", (long long)v->u.i);
-        sb_puts(b, num);
-        break;
-    case PL_VALUE_DOUBLE:
-        format_double(v->u.d, num, sizeof(num));
-        if (json && (isnan(v->u.d) || isinf(v->u.d)))
-            sb_json_string(b, pl_bytes_from_cstr(num));
-        else
-            sb_puts(b, num);
-        break;
-    case PL_VALUE_BYTES:
-        if (json)
-            sb_put(b, "\"", 1);
-        sb_base64(b, v->u.str);
-        if (json)
-            sb_put(b, "\"", 1);
-        break;
-    case PL_VALUE_ARRAY:
-        sb_put(b, "[", 1);
-        for (uint32_t i = 0; i < v->u.array.n; i++) {
-            if (i)
-                sb_put(b, ",", 1);
-            value_to_text(b, &v->u.array.items[i], true);
-        }
-        sb_put(b, "]", 1);
-        break;
-    case PL_VALUE_KVLIST:
-        sb_put(b, "{", 1);
-        for (uint32_t i = 0; i < v->u.kvlist.n; i++) {
-            if (i)
-                sb_put(b, ",", 1);
-            sb_json_string(b, v->u.kvlist.items[i].key);
-            sb_put(b, ":", 1);
-            value_to_text(b, &v->u.kvlist.items[i].value, true);
-        }
-        sb_put(b, "}", 1);
-        break;
-    case PL_VALUE_STRINDEX:
-        snprintf(num, sizeof(num), "%d", v->u.strindex);
-        sb_puts(b, num);
-        break;
+    if (v->type == PL_VALUE_BYTES) {
+        pl_base64_encode(v->u.str.ptr, v->u.str.len, b, true);
+    } else if (v->type == PL_VALUE_DOUBLE && !isfinite(v->u.d)) {
+        pl_buf_append_str(b, isnan(v->u.d) ? "NaN" : v->u.d > 0 ? "+Inf" : "-Inf");
+    } else {
+        pl_value_json(b, v, &pl_vj_attributes);
     }
 }
 
@@ -780,15 +640,17 @@ static bool convert_value(apply_ctx *c, pl_value *v, conv_type to)
     case CONV_STRING: {
         if (v->type == PL_VALUE_STRING)
             return true;
-        strbuf b = {0};
-        value_to_text(&b, v, false);
-        if (b.oom) {
-            free(b.p);
+        pl_buf b;
+        pl_buf_init(&b);
+        value_to_text(&b, v);
+        if (!pl_buf_ok(&b)) {
+            pl_buf_free(&b);
             return false;
         }
-        pl_bytes s = b.n ? pl_batch_bytes(c->batch, b.p, b.n) : (pl_bytes){NULL, 0};
-        free(b.p);
-        if (b.n && !s.ptr)
+        size_t n = b.len;
+        pl_bytes s = n ? pl_batch_bytes(c->batch, b.data, n) : (pl_bytes){NULL, 0};
+        pl_buf_free(&b);
+        if (n && !s.ptr)
             return false;
         *v = pl_value_string(s);
         return true;
@@ -929,62 +791,61 @@ static void normalize_attrs(pl_attrs *attrs, const pl_dictionary *dict)
 /* ---- profiles: sample attribute sets ------------------------------------ */
 
 typedef struct memo_entry {
-    uint64_t hash;
     const int32_t *in;
     uint32_t n_in;
     int32_t *out;
     uint32_t n_out;
-    bool used;
 } memo_entry;
 
+/* Distinct input lists (core/hash.h pl_htab over `entries`). */
 typedef struct memo {
-    memo_entry *slots;
-    size_t cap, n;
+    pl_htab index; /* values: entry number + 1 */
+    memo_entry *entries;
+    uint32_t n, cap;
 } memo;
 
+typedef struct memo_key {
+    const memo *m;
+    const int32_t *in;
+    uint32_t n;
+} memo_key;
+
 /* Attribute index lists come from the client: keyed hash (core/hash.h). */
-static uint64_t hash_indices(const int32_t *idx, uint32_t n)
+static uint32_t hash_indices(const int32_t *idx, uint32_t n)
 {
-    return pl_hash_bytes(idx, (size_t)n * sizeof(*idx));
+    return (uint32_t)pl_hash_bytes(idx, (size_t)n * sizeof(*idx));
 }
 
-static memo_entry *memo_find(memo *m, const int32_t *in, uint32_t n, uint64_t h, bool *found)
+static bool memo_eq(const void *ctx, uint32_t val)
 {
-    if (m->n * 2 >= m->cap) {
-        size_t cap = m->cap ? m->cap * 2 : 64;
-        memo_entry *slots = calloc(cap, sizeof(memo_entry));
-        if (!slots)
+    const memo_key *k = ctx;
+    const memo_entry *e = &k->m->entries[val - 1];
+    return e->n_in == k->n && (k->n == 0 || memcmp(e->in, k->in, k->n * sizeof(int32_t)) == 0);
+}
+
+/* The entry of the list `in`, new (*found false: its result still to be
+ * computed) or memoised; valid until the next call. NULL on OOM. */
+static memo_entry *memo_find(memo *m, const int32_t *in, uint32_t n, uint32_t h, bool *found)
+{
+    memo_key k = {m, in, n};
+    uint32_t *slot = pl_htab_slot(&m->index, h, memo_eq, &k);
+    if (!slot)
+        return NULL;
+    *found = *slot != 0;
+    if (*found)
+        return &m->entries[*slot - 1];
+    if (m->n == m->cap) {
+        uint32_t cap = m->cap ? m->cap * 2 : 64;
+        memo_entry *e = realloc(m->entries, (size_t)cap * sizeof(*e));
+        if (!e)
             return NULL;
-        for (size_t i = 0; i < m->cap; i++) {
-            if (!m->slots[i].used)
-                continue;
-            size_t j = m->slots[i].hash & (cap - 1);
-            while (slots[j].used)
-                j = (j + 1) & (cap - 1);
-            slots[j] = m->slots[i];
-        }
-        free(m->slots);
-        m->slots = slots;
+        m->entries = e;
         m->cap = cap;
     }
-    size_t j = h & (m->cap - 1);
-    while (m->slots[j].used) {
-        memo_entry *e = &m->slots[j];
-        if (e->hash == h && e->n_in == n &&
-            (n == 0 || memcmp(e->in, in, n * sizeof(int32_t)) == 0)) {
-            *found = true;
-            return e;
-        }
-        j = (j + 1) & (m->cap - 1);
-    }
-    *found = false;
-    memo_entry *e = &m->slots[j];
-    e->used = true;
-    e->hash = h;
-    e->in = in;
-    e->n_in = n;
-    m->n++;
-    return e;
+    m->entries[m->n] = (memo_entry){in, n, NULL, 0};
+    *slot = ++m->n;
+    pl_htab_added(&m->index, slot, h);
+    return &m->entries[m->n - 1];
 }
 
 /* Computes the new attribute index list for one distinct input list. */
@@ -1085,7 +946,7 @@ static bool apply_to_samples(const attr_proc *p, apply_ctx *c, pl_profiles *ps)
                 pl_profile *prof = &sp->profiles[k];
                 for (uint32_t i = 0; i < prof->n_samples; i++) {
                     pl_sample *smp = &prof->samples[i];
-                    uint64_t h = hash_indices(smp->attribute_indices, smp->n_attribute_indices);
+                    uint32_t h = hash_indices(smp->attribute_indices, smp->n_attribute_indices);
                     bool found;
                     memo_entry *e =
                         memo_find(&m, smp->attribute_indices, smp->n_attribute_indices, h, &found);
@@ -1096,8 +957,7 @@ static bool apply_to_samples(const attr_proc *p, apply_ctx *c, pl_profiles *ps)
                     if (!found &&
                         !rewrite_sample_attrs(c, dict, smp->attribute_indices,
                                               smp->n_attribute_indices, &e->out, &e->n_out)) {
-                        e->used = false; /* never read again: we stop here */
-                        ok = false;
+                        ok = false; /* the entry is never read again: we stop here */
                         break;
                     }
                     smp->attribute_indices = e->out;
@@ -1106,7 +966,8 @@ static bool apply_to_samples(const attr_proc *p, apply_ctx *c, pl_profiles *ps)
             }
         }
     }
-    free(m.slots);
+    pl_htab_free(&m.index);
+    free(m.entries);
     return ok;
 }
 

@@ -58,10 +58,8 @@ static int batch_validate(void *cfg_, pl_cfg_ctx *ctx)
 {
     batch_cfg *c = cfg_;
     int errors = 0;
-    if (c->send_batch_size < 0) {
-        pl_cfg_errorf(ctx, "send_batch_size", "send_batch_size must not be negative");
-        errors++;
-    }
+    errors += pl_cfg_check(ctx, c->send_batch_size >= 0, "send_batch_size",
+                           "send_batch_size must not be negative");
     if (c->send_batch_max_size < 0) {
         pl_cfg_errorf(ctx, "send_batch_max_size", "send_batch_max_size must not be negative");
         errors++;
@@ -71,15 +69,9 @@ static int batch_validate(void *cfg_, pl_cfg_ctx *ctx)
                       (long long)c->send_batch_max_size, (long long)c->send_batch_size);
         errors++;
     }
-    if (c->timeout < 0) {
-        pl_cfg_errorf(ctx, "timeout", "timeout must not be negative");
-        errors++;
-    }
-    if (c->metadata_cardinality_limit < 0) {
-        pl_cfg_errorf(ctx, "metadata_cardinality_limit",
-                      "metadata_cardinality_limit must not be negative");
-        errors++;
-    }
+    errors += pl_cfg_check(ctx, c->timeout >= 0, "timeout", "timeout must not be negative");
+    errors += pl_cfg_check(ctx, c->metadata_cardinality_limit >= 0, "metadata_cardinality_limit",
+                           "metadata_cardinality_limit must not be negative");
     return errors;
 }
 
@@ -128,17 +120,10 @@ static pl_bytes copy_bytes(copier *c, pl_bytes b)
 }
 
 /* Grows an arena array by doubling; 0 or -1. */
+/* Room for one more output element (lists start at 4). */
 static int grow(pl_arena *a, void **items, uint32_t n, uint32_t *cap, size_t elem)
 {
-    if (n < *cap)
-        return 0;
-    uint32_t c = *cap ? *cap * 2 : 4;
-    void *p = pl_arena_grow(a, *items, n, c, elem);
-    if (!p)
-        return -1;
-    *items = p;
-    *cap = c;
-    return 0;
+    return pl_arena_reserve(a, items, n, cap, elem, 4);
 }
 
 static void copy_metadata(copier *c, pl_batch *dst, const pl_batch *src, const pl_strlist *keys)
@@ -434,15 +419,7 @@ static int dict_push(pl_arena *a, void **items, uint32_t *n, uint32_t *cap, size
 {
     if (*n >= INT32_MAX)
         return -1;
-    if (*n < *cap)
-        return 0;
-    uint32_t c = *cap ? *cap * 2 : 64;
-    void *p = pl_arena_grow(a, *items, *n, c, elem);
-    if (!p)
-        return -1;
-    *items = p;
-    *cap = c;
-    return 0;
+    return pl_arena_reserve(a, items, *n, cap, elem, 64);
 }
 
 #define DICT_PUSH(o, field)                                                                        \

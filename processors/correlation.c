@@ -923,7 +923,7 @@ static void correlation_free(correlation *self)
     free(self->stats_arr);
     free(self->held);
     corr_span_table_free(&self->spans);
-    free(self->pending.slots);
+    corr_pending_table_free(&self->pending);
     free(self->cache);
     free(self->cache_used);
     free(self->release_queue);
@@ -1163,6 +1163,9 @@ void pl_correlation_get_usage(void *p, pl_correlation_usage *out)
     out->held_span_batches = self->held_batches[SIDE_SPANS];
     out->held_sample_batches = self->held_batches[SIDE_SAMPLES];
     out->held_bytes = self->held_bytes;
+    out->held_sample_bytes = 0;
+    for (uint32_t i = self->head[SIDE_SAMPLES]; i; i = self->held[i].next_held)
+        out->held_sample_bytes += self->held[i].bytes;
     out->index_bytes = corr_index_bytes(self);
     out->span_table_slots = (size_t)self->spans.mask + 1;
     out->markers = self->markers + self->pending_markers;

@@ -46,37 +46,22 @@ static int memlim_validate(void *cfg_, pl_cfg_ctx *ctx)
 {
     memlim_cfg *c = cfg_;
     int errors = 0;
-    if (c->check_interval <= 0) {
-        pl_cfg_errorf(ctx, "check_interval", "check_interval must be greater than zero");
-        errors++;
-    }
-    if (c->limit_mib < 0) {
-        pl_cfg_errorf(ctx, "limit_mib", "limit_mib must not be negative");
-        errors++;
-    }
-    if (c->spike_limit_mib < 0) {
-        pl_cfg_errorf(ctx, "spike_limit_mib", "spike_limit_mib must not be negative");
-        errors++;
-    }
-    if (c->limit_percentage < 0 || c->limit_percentage > 100) {
-        pl_cfg_errorf(ctx, "limit_percentage", "limit_percentage must be between 1 and 100");
-        errors++;
-    }
-    if (c->spike_limit_percentage < 0 || c->spike_limit_percentage > 100) {
-        pl_cfg_errorf(ctx, "spike_limit_percentage",
-                      "spike_limit_percentage must be between 0 and 100");
-        errors++;
-    }
-    if (c->limit_mib == 0 && c->limit_percentage == 0) {
-        pl_cfg_errorf(ctx, NULL, "one of limit_mib or limit_percentage must be set");
-        errors++;
-    }
-    if (c->limit_mib > 0 && c->spike_limit_mib >= c->limit_mib) {
-        pl_cfg_errorf(ctx, "spike_limit_mib",
-                      "spike_limit_mib (%lld) must be below limit_mib (%lld)",
-                      (long long)c->spike_limit_mib, (long long)c->limit_mib);
-        errors++;
-    }
+    errors += pl_cfg_check(ctx, c->check_interval > 0, "check_interval",
+                           "check_interval must be greater than zero");
+    errors += pl_cfg_check(ctx, c->limit_mib >= 0, "limit_mib", "limit_mib must not be negative");
+    errors += pl_cfg_check(ctx, c->spike_limit_mib >= 0, "spike_limit_mib",
+                           "spike_limit_mib must not be negative");
+    errors += pl_cfg_check(ctx, c->limit_percentage >= 0 && c->limit_percentage <= 100,
+                           "limit_percentage", "limit_percentage must be between 1 and 100");
+    errors +=
+        pl_cfg_check(ctx, c->spike_limit_percentage >= 0 && c->spike_limit_percentage <= 100,
+                     "spike_limit_percentage", "spike_limit_percentage must be between 0 and 100");
+    errors += pl_cfg_check(ctx, c->limit_mib != 0 || c->limit_percentage != 0, NULL,
+                           "one of limit_mib or limit_percentage must be set");
+    errors +=
+        pl_cfg_check(ctx, !(c->limit_mib > 0 && c->spike_limit_mib >= c->limit_mib),
+                     "spike_limit_mib", "spike_limit_mib (%lld) must be below limit_mib (%lld)",
+                     (long long)c->spike_limit_mib, (long long)c->limit_mib);
     if (c->limit_mib == 0 && c->limit_percentage > 0 &&
         c->spike_limit_percentage >= c->limit_percentage) {
         pl_cfg_errorf(ctx, "spike_limit_percentage",

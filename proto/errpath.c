@@ -52,8 +52,20 @@ void pl_errpath_vfail(const pl_errpath *p, pl_err *err, bool snake, const char *
     snprintf(err->msg, sizeof err->msg, "%s: %s", where, what);
 }
 
-void pl_errpath_oom(pl_err *err)
+int pl_errpath_fail(const pl_errpath *p, pl_err *err, bool snake, const char *field,
+                    const char *fmt, ...)
 {
+    va_list ap;
+    va_start(ap, fmt);
+    pl_errpath_vfail(p, err, snake, field, fmt, ap);
+    va_end(ap);
+    return -1;
+}
+
+int pl_errpath_oom(pl_status *status, pl_err *err)
+{
+    *status = PL_ERR_NOMEM;
     if (err)
         snprintf(err->msg, sizeof err->msg, "out of memory while decoding");
+    return -1;
 }

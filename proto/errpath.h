@@ -41,8 +41,14 @@ static inline void pl_errpath_pop(pl_errpath *p)
  * ("startTimeUnixNano" -> "start_time_unix_nano"), for protobuf errors. */
 void pl_errpath_vfail(const pl_errpath *p, pl_err *err, bool snake, const char *field,
                       const char *fmt, va_list ap);
+/* The same with arguments; returns -1, the decoders' failure (their
+ * pl_jd_fail / pl_pbw_fail are this with their path and naming). */
+__attribute__((format(printf, 5, 6))) int pl_errpath_fail(const pl_errpath *p, pl_err *err,
+                                                          bool snake, const char *field,
+                                                          const char *fmt, ...);
 
-/* "out of memory while decoding" into err. */
-void pl_errpath_oom(pl_err *err);
+/* Sets *status to PL_ERR_NOMEM and "out of memory while decoding" into err
+ * (if not NULL); returns -1. */
+int pl_errpath_oom(pl_status *status, pl_err *err);
 
 #endif

@@ -63,9 +63,9 @@ static inline int pl_jd_charge(jdec *d, size_t n)
 void pl_jd_init(jdec *d, pl_arena *arena, const uint8_t *buf, size_t len, size_t budget,
                 pl_err *err);
 
-__attribute__((format(printf, 3, 4))) int pl_jd_fail(jdec *d, const char *field, const char *fmt,
-                                                     ...);
-int pl_jd_oom(jdec *d);
+/* Error at the current path (+ field); returns -1. */
+#define pl_jd_fail(d, field, ...) pl_errpath_fail(&(d)->path, (d)->err, false, (field), __VA_ARGS__)
+#define pl_jd_oom(d)              pl_errpath_oom(&(d)->status, (d)->err)
 int pl_jd_syntax(jdec *d); /* the reader's error, as "invalid JSON at offset N: ..." */
 /* A short string's text unescaped into buf (NUL-terminated, cut at cap - 1);
  * *len is the full length. */

@@ -26,22 +26,6 @@ void pl_jd_init(jdec *d, pl_arena *arena, const uint8_t *buf, size_t len, size_t
         err->msg[0] = '\0';
 }
 
-int pl_jd_fail(jdec *d, const char *field, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    pl_errpath_vfail(&d->path, d->err, false, field, fmt, ap);
-    va_end(ap);
-    return -1;
-}
-
-int pl_jd_oom(jdec *d)
-{
-    d->status = PL_ERR_NOMEM;
-    pl_errpath_oom(d->err);
-    return -1;
-}
-
 /* A syntax error from the reader. */
 int pl_jd_syntax(jdec *d)
 {

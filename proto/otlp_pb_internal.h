@@ -119,10 +119,10 @@ typedef struct field {
 } field;
 
 int pl_pbw_wrong_wt(dec *d, const char *name, const field *f, int want);
-/* Error at the current path (+ field); names are written in snake_case. */
-__attribute__((format(printf, 3, 4))) int pl_pbw_fail(dec *d, const char *field, const char *fmt,
-                                                      ...);
-int pl_pbw_oom(dec *d);
+/* Error at the current path (+ field), names written in snake_case;
+ * returns -1. */
+#define pl_pbw_fail(d, field, ...) pl_errpath_fail(&(d)->path, (d)->err, true, (field), __VA_ARGS__)
+#define pl_pbw_oom(d)              pl_errpath_oom(&(d)->status, (d)->err)
 /* Counts, per field number below 32, the occurrences in a message (packed
  * elements for fields in varint_mask / fixed64_mask). */
 int pl_pbw_count_fields(dec *d, const uint8_t *p, const uint8_t *end, uint32_t counts[32],

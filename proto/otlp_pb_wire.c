@@ -58,22 +58,6 @@ bool pl_utf8_valid(const uint8_t *s, size_t len)
     return true;
 }
 
-int pl_pbw_fail(dec *d, const char *field, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    pl_errpath_vfail(&d->path, d->err, true, field, fmt, ap);
-    va_end(ap);
-    return -1;
-}
-
-int pl_pbw_oom(dec *d)
-{
-    d->status = PL_ERR_NOMEM;
-    pl_errpath_oom(d->err);
-    return -1;
-}
-
 static const char *const wt_names[8] = {
     "varint", "fixed64", "length-delimited", "group start", "group end", "fixed32", "6", "7"};
 

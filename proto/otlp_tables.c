@@ -1,8 +1,11 @@
 /*
  * otlp_tables.c: see otlp_tables.h. Rows are ordered as senders usually
- * write the members, so a JSON key usually matches on the first probe.
+ * write the members (and as proflink's JSON encoder writes them), so a JSON
+ * key usually matches on the first probe.
  */
 #include "otlp_tables.h"
+
+#include <stdlib.h>
 
 #include "common.pb.h"
 #include "profiles.pb.h"
@@ -19,8 +22,9 @@
 #define CPR(m, f) opentelemetry_proto_collector_profiles_v1development_##m##_##f##_tag
 
 /* clang-format off */
-#define ROW(name, kind, arg, num, off, aux, aux2, sub) \
-    {name, sizeof(name) - 1, kind, arg, num, off, aux, aux2, sub}
+#define ROWE(enc, name, kind, arg, num, off, aux, aux2, sub) \
+    {name, sizeof(name) - 1, kind, arg, num, enc, off, aux, aux2, sub}
+#define ROW(...) ROWE(0, __VA_ARGS__)
 #define F(T, name, kind, num, m)        ROW(name, kind, 0, num, offsetof(T, m), NO_OFF, NO_OFF, NULL)
 #define F_ID(T, name, num, m, len)      ROW(name, FK_ID, len, num, offsetof(T, m), offsetof(T, m##_len), NO_OFF, NULL)
 #define F_ENUM(T, name, num, m, names)  ROW(name, FK_ENUM, sizeof(names) / sizeof(names[0]), num, offsetof(T, m), NO_OFF, NO_OFF, names)
@@ -37,8 +41,10 @@
 /* ---- common.v1, resource.v1 */
 
 static const jfield f_keyvalue[] = {
-    F(pl_kv, "key", FK_STR, CM(KeyValue, key), key),
-    F(pl_kv, "value", FK_ANY, CM(KeyValue, value), value),
+    ROWE(ENC_JSON_ALWAYS, "key", FK_STR, 0, CM(KeyValue, key), offsetof(pl_kv, key), NO_OFF,
+         NO_OFF, NULL),
+    ROWE(ENC_JSON_ALWAYS | ENC_PB_ALWAYS, "value", FK_ANY, 0, CM(KeyValue, value),
+         offsetof(pl_kv, value), NO_OFF, NO_OFF, NULL),
     F(pl_kv, "keyStrindex", FK_I32, CM(KeyValue, key_strindex), key_strindex),
 };
 PUB_MSG(pl_tm_keyvalue, pl_kv, f_keyvalue);
@@ -136,8 +142,8 @@ MSG(m_span_link, pl_span_link, f_span_link);
 static const jfield f_span[] = {
     F_ID(pl_span, "traceId", TR(Span, trace_id), trace_id, 16),
     F_ID(pl_span, "spanId", TR(Span, span_id), span_id, 8),
-    F_ID(pl_span, "parentSpanId", TR(Span, parent_span_id), parent_span_id, 8),
     F(pl_span, "traceState", FK_STR, TR(Span, trace_state), trace_state),
+    F_ID(pl_span, "parentSpanId", TR(Span, parent_span_id), parent_span_id, 8),
     F(pl_span, "flags", FK_FX32, TR(Span, flags), flags),
     F(pl_span, "name", FK_STR, TR(Span, name), name),
     F_ENUM(pl_span, "kind", TR(Span, kind), kind, span_kind_names),
@@ -150,7 +156,9 @@ static const jfield f_span[] = {
     F(pl_span, "droppedEventsCount", FK_U32, TR(Span, dropped_events_count), dropped_events_count),
     F_LIST(pl_span, "links", FK_LIST, TR(Span, links), links, n_links, &m_span_link),
     F(pl_span, "droppedLinksCount", FK_U32, TR(Span, dropped_links_count), dropped_links_count),
-    F_MSG(pl_span, "status", TR(Span, status), status, has_status, m_status),
+    /* Written when set, or when the model has a code or message without the flag. */
+    ROWE(ENC_NONEMPTY, "status", FK_MSG, 0, TR(Span, status), offsetof(pl_span, status),
+         offsetof(pl_span, has_status), NO_OFF, &m_status),
 };
 MSG(m_span, pl_span, f_span);
 
@@ -337,6 +345,8 @@ __attribute__((constructor)) static void index_tables(void)
         const jmsg *m = all[i];
         for (unsigned k = 0; k < m->n_fields; k++) {
             const jfield *f = &m->fields[k];
+            if (f->num == 0 || f->num >= 32 || m->n_fields > 32)
+                abort(); /* the tables are wrong: caught by any test */
             m->ix->by_num[f->num] = (uint8_t)(k + 1);
             if (f->kind == FK_I32S || f->kind == FK_I64S)
                 m->ix->varint_mask |= 1u << f->num;
@@ -345,5 +355,9 @@ __attribute__((constructor)) static void index_tables(void)
             if (FK_IS_LIST(f->kind))
                 m->ix->has_lists = true;
         }
+        unsigned n = 0;
+        for (unsigned num = 1; num < 32; num++)
+            if (m->ix->by_num[num])
+                m->ix->pb_order[n++] = (uint8_t)(m->ix->by_num[num] - 1);
     }
 }

@@ -4,8 +4,10 @@
  * JSON name (lowerCamelCase; the protobuf name is its snake_case form),
  * field number (from the nanopb-generated *_tag macros, so from the .proto
  * files), kind, and where it lives in the model struct. Both decoders walk
- * these tables: the protobuf one (otlp_pb_dec.c) and the JSON one
- * (otlp_json_dec.c). Only AnyValue, a oneof, is read by hand in each.
+ * these tables, in both directions: the protobuf decoder (otlp_pb_dec.c) and
+ * encoder (otlp_pb_enc.c), the JSON decoder (otlp_json_dec.c) and encoder
+ * (otlp_json.c). Only AnyValue, a oneof, is handled by hand in each. The
+ * JSON encoder writes members in row order, the protobuf one by field number.
  */
 #ifndef PL_OTLP_TABLES_H
 #define PL_OTLP_TABLES_H
@@ -42,6 +44,12 @@ typedef enum fkind {
 #define NO_OFF        0xffffu
 #define ARG_NO_MERGE  1 /* FK_MSG: a second occurrence is an error, not a merge */
 
+/* Encoder flags (jfield.enc). Proto3 leaves out a member that has its
+ * default value; these rows are written anyway, as proflink always has. */
+#define ENC_JSON_ALWAYS 1 /* JSON: written even when empty (KeyValue.key, .value) */
+#define ENC_PB_ALWAYS   2 /* protobuf: written even when empty (KeyValue.value) */
+#define ENC_NONEMPTY    4 /* FK_MSG: written when its has_ flag is set or a member is */
+
 typedef struct jmsg jmsg;
 typedef struct jfield {
     const char *name; /* lowerCamelCase */
@@ -49,6 +57,7 @@ typedef struct jfield {
     uint8_t kind;
     uint8_t arg;  /* FK_ID: id length; FK_ENUM: number of names; FK_MSG: ARG_* */
     uint8_t num;  /* protobuf field number (all below 32) */
+    uint8_t enc;  /* ENC_* */
     uint16_t off; /* the member */
     uint16_t aux;
     uint16_t aux2;
@@ -58,6 +67,7 @@ typedef struct jfield {
 /* Filled once at start-up from the rows. */
 typedef struct jindex {
     uint8_t by_num[32];    /* field number -> row + 1 (0: unknown) */
+    uint8_t pb_order[32];  /* rows by ascending field number (protobuf encoding order) */
     uint32_t varint_mask;  /* packed varint lists, for counting elements */
     uint32_t fixed64_mask; /* packed fixed64 lists */
     bool has_lists;

@@ -94,14 +94,11 @@ static int validate_grpc(void *cfg, pl_cfg_ctx *ctx)
 {
     otlp_grpc_config *g = cfg;
     int errors = 0;
-    if (g->max_recv_msg_size_mib <= 0 || g->max_recv_msg_size_mib > 2047) {
-        pl_cfg_errorf(ctx, "max_recv_msg_size_mib", "must be between 0 and 2047 MiB");
-        errors++;
-    }
-    if (g->max_concurrent_streams < 1 || g->max_concurrent_streams > 1000000) {
-        pl_cfg_errorf(ctx, "max_concurrent_streams", "must be between 1 and 1000000");
-        errors++;
-    }
+    errors += pl_cfg_check(ctx, !(g->max_recv_msg_size_mib <= 0 || g->max_recv_msg_size_mib > 2047),
+                           "max_recv_msg_size_mib", "must be between 0 and 2047 MiB");
+    errors +=
+        pl_cfg_check(ctx, g->max_concurrent_streams >= 1 && g->max_concurrent_streams <= 1000000,
+                     "max_concurrent_streams", "must be between 1 and 1000000");
     return errors;
 }
 
@@ -109,10 +106,8 @@ static int validate_http(void *cfg, pl_cfg_ctx *ctx)
 {
     otlp_http_config *h = cfg;
     int errors = 0;
-    if (h->max_request_body_size == 0) {
-        pl_cfg_errorf(ctx, "max_request_body_size", "must be positive");
-        errors++;
-    }
+    errors += pl_cfg_check(ctx, h->max_request_body_size != 0, "max_request_body_size",
+                           "must be positive");
     errors += validate_path(h->traces_url_path, ctx, "traces_url_path");
     errors += validate_path(h->logs_url_path, ctx, "logs_url_path");
     errors += validate_path(h->metrics_url_path, ctx, "metrics_url_path");
@@ -400,16 +395,8 @@ static pl_status otlp_start(void *self, pl_err *err)
 {
     otlp_receiver *r = self;
     unsigned workers = pl_workers_count();
-    /* Authenticators keep per-request state (basicauth's verified-password
-     * cache, its file reload) that is not made for several threads: with
-     * one configured, this receiver stays on the pipeline loop. */
-    if (workers > 1 && (r->grpc_opt.auth || r->http_opt.auth)) {
-        pl_info(r->id,
-                "an authenticator is configured: listening on the pipeline loop, not on "
-                "the %u workers",
-                workers);
-        workers = 0;
-    }
+    /* Authenticators are thread-safe (extensions/auth.c): with or without
+     * one, every worker listens. */
     if (workers > 1) {
         r->worker_servers = calloc(2 * workers, sizeof(*r->worker_servers));
         if (!r->worker_servers)

@@ -39,14 +39,10 @@
 #include "core/component.h"
 #include "core/log.h"
 #include "net/grpc.h"
+#include "net/http_auth.h"
 #include "net/http_client.h"
 #include "proto/pprof.h"
 #include "receivers/pprof_delta.h"
-
-typedef struct scrape_auth_cfg {
-    char *username;
-    char *password;
-} scrape_auth_cfg;
 
 typedef struct scrape_tls_cfg {
     char *ca_file;
@@ -61,7 +57,7 @@ typedef struct scrape_target_cfg {
     int64_t interval; /* ns; 0: the receiver's */
     int64_t timeout;  /* ns; 0: the receiver's */
     pl_strmap headers;
-    scrape_auth_cfg basic_auth;
+    pl_basic_auth_config basic_auth;
     char *bearer_token;
     scrape_tls_cfg tls;
 } scrape_target_cfg;
@@ -75,14 +71,6 @@ typedef struct scrape_cfg {
     uint64_t max_profile_size;
     bool delta;
 } scrape_cfg;
-
-static const pl_cfg_field auth_fields[] = {
-    {"username", PL_CFG_STRING, NULL, offsetof(scrape_auth_cfg, username), "user name", NULL},
-    {"password", PL_CFG_STRING, NULL, offsetof(scrape_auth_cfg, password),
-     "password (use ${env:VAR})", NULL},
-    {NULL, 0, NULL, 0, NULL, NULL},
-};
-static const pl_cfg_section auth_section = {sizeof(scrape_auth_cfg), auth_fields, NULL};
 
 static const pl_cfg_field tls_fields[] = {
     {"ca_file", PL_CFG_STRING, NULL, offsetof(scrape_tls_cfg, ca_file),
@@ -109,7 +97,7 @@ static const pl_cfg_field target_fields[] = {
     {"headers", PL_CFG_STRMAP, NULL, offsetof(scrape_target_cfg, headers), "extra request headers",
      NULL},
     {"basic_auth", PL_CFG_SECTION, NULL, offsetof(scrape_target_cfg, basic_auth),
-     "HTTP basic auth {username, password}", &auth_section},
+     "HTTP basic auth {username, password}", &pl_basic_auth_section},
     {"bearer_token", PL_CFG_STRING, NULL, offsetof(scrape_target_cfg, bearer_token),
      "Authorization: Bearer <token>", NULL},
     {"tls", PL_CFG_SECTION, NULL, offsetof(scrape_target_cfg, tls),
@@ -126,14 +114,9 @@ static int target_validate(void *cfgp, pl_cfg_ctx *ctx)
         pl_cfg_errorf(ctx, "endpoint", "must be an http:// or https:// URL");
         errors++;
     }
-    if (t->interval && t->interval < 1000000000LL) {
-        pl_cfg_errorf(ctx, "interval", "must be at least 1s");
-        errors++;
-    }
-    if (t->bearer_token && *t->bearer_token && t->basic_auth.username && *t->basic_auth.username) {
-        pl_cfg_errorf(ctx, "bearer_token", "set either bearer_token or basic_auth, not both");
-        errors++;
-    }
+    errors += pl_cfg_check(ctx, !(t->interval && t->interval < 1000000000LL), "interval",
+                           "must be at least 1s");
+    errors += pl_http_credentials_check(ctx, "bearer_token", t->bearer_token, &t->basic_auth);
     return errors;
 }
 
@@ -167,26 +150,16 @@ static int scrape_validate(void *cfgp, pl_cfg_ctx *ctx)
 {
     scrape_cfg *cfg = cfgp;
     int errors = 0;
-    if (cfg->targets.n == 0) {
-        pl_cfg_errorf(ctx, "targets", "at least one target is required");
-        errors++;
-    }
-    if (cfg->interval < 1000000000LL) {
-        pl_cfg_errorf(ctx, "interval", "must be at least 1s");
-        errors++;
-    }
-    if (cfg->cpu_seconds < 1 || cfg->cpu_seconds > 3600) {
-        pl_cfg_errorf(ctx, "cpu_seconds", "must be between 1 and 3600");
-        errors++;
-    }
+    errors += pl_cfg_check(ctx, cfg->targets.n != 0, "targets", "at least one target is required");
+    errors += pl_cfg_check(ctx, cfg->interval >= 1000000000LL, "interval", "must be at least 1s");
+    errors += pl_cfg_check(ctx, cfg->cpu_seconds >= 1 && cfg->cpu_seconds <= 3600, "cpu_seconds",
+                           "must be between 1 and 3600");
     for (size_t i = 0; i < cfg->profiles.n; i++) {
         bool ok = false;
         for (size_t k = 0; known_profiles[k]; k++)
             ok |= strcmp(cfg->profiles.items[i], known_profiles[k]) == 0;
-        if (!ok) {
-            pl_cfg_errorf(ctx, "profiles", "unknown profile type \"%s\"", cfg->profiles.items[i]);
-            errors++;
-        }
+        errors += pl_cfg_check(ctx, ok, "profiles", "unknown profile type \"%s\"",
+                               cfg->profiles.items[i]);
     }
     return errors;
 }
@@ -388,45 +361,30 @@ static int target_http(scrape_target *t, const scrape_target_cfg *tc)
     t->headers = calloc(n, sizeof(char *));
     if (!t->headers)
         return -1;
+    /* The configured headers, then Authorization when credentials are set. */
+    char *authorization;
+    if (pl_http_authorization(tc->bearer_token, &tc->basic_auth, &authorization))
+        return -1;
+    size_t n_lines = tc->headers.n + (authorization != NULL);
     pl_buf line;
     pl_buf_init(&line);
-    for (size_t i = 0; i < tc->headers.n; i++) {
+    int rc = 0;
+    for (size_t i = 0; rc == 0 && i < n_lines; i++) {
+        bool own = i < tc->headers.n;
+        const char *v = own ? tc->headers.values[i] : authorization;
         pl_buf_reset(&line);
-        pl_buf_printf(&line, "%s: %s", tc->headers.keys[i],
-                      tc->headers.values[i] ? tc->headers.values[i] : "");
+        pl_buf_printf(&line, "%s: %s", own ? tc->headers.keys[i] : "Authorization", v ? v : "");
         pl_buf_append_byte(&line, 0);
         const char *h = pl_buf_ok(&line) ? keep_string(t, (const char *)line.data) : NULL;
-        if (!h) {
-            pl_buf_free(&line);
-            return -1;
-        }
-        t->headers[t->n_headers++] = h;
-    }
-    const char *auth = NULL;
-    pl_buf_reset(&line);
-    if (tc->bearer_token && *tc->bearer_token) {
-        pl_buf_printf(&line, "Authorization: Bearer %s", tc->bearer_token);
-        auth = "";
-    } else if (tc->basic_auth.username && *tc->basic_auth.username) {
-        pl_buf pair;
-        pl_buf_init(&pair);
-        pl_buf_printf(&pair, "%s:%s", tc->basic_auth.username,
-                      tc->basic_auth.password ? tc->basic_auth.password : "");
-        pl_buf_append_str(&line, "Authorization: Basic ");
-        pl_base64_encode(pair.data, pair.len, &line, true);
-        pl_buf_free(&pair);
-        auth = "";
-    }
-    if (auth) {
-        pl_buf_append_byte(&line, 0);
-        const char *h = pl_buf_ok(&line) ? keep_string(t, (const char *)line.data) : NULL;
-        if (!h) {
-            pl_buf_free(&line);
-            return -1;
-        }
-        t->headers[t->n_headers++] = h;
+        if (h)
+            t->headers[t->n_headers++] = h;
+        else
+            rc = -1;
     }
     pl_buf_free(&line);
+    free(authorization);
+    if (rc)
+        return -1;
     const scrape_tls_cfg *tls = &tc->tls;
     if ((tls->ca_file && *tls->ca_file) || (tls->cert_file && *tls->cert_file) ||
         (tls->key_file && *tls->key_file) || tls->insecure_skip_verify) {
@@ -455,15 +413,11 @@ static pl_status scrape_create(const pl_create_settings *settings, const void *c
     s->next = settings->next[PL_SIGNAL_PROFILES];
     uint64_t interval_ms = cfg->interval > 0 ? (uint64_t)(cfg->interval / 1000000) : 15000;
     s->max_profile_size = cfg->max_profile_size ? cfg->max_profile_size : (32u << 20);
-    static uint64_t dummy[3];
-    s->scrapes_ok = s->stats ? pl_stats_counter(s->stats, "scrapes", "profiles pulled") : &dummy[0];
-    s->scrapes_failed =
-        s->stats ? pl_stats_counter(s->stats, "scrape_failures", "profile pulls that failed")
-                 : &dummy[1];
-    s->primed = s->stats ? pl_stats_counter(s->stats, "scrapes_without_delta",
-                                            "cumulative profiles pulled that gave nothing to send "
-                                            "(the first of a target, a restart, or no change)")
-                         : &dummy[2];
+    s->scrapes_ok = pl_stats_counter(s->stats, "scrapes", "profiles pulled");
+    s->scrapes_failed = pl_stats_counter(s->stats, "scrape_failures", "profile pulls that failed");
+    s->primed = pl_stats_counter(s->stats, "scrapes_without_delta",
+                                 "cumulative profiles pulled that gave nothing to send "
+                                 "(the first of a target, a restart, or no change)");
     const scrape_target_cfg *targets = cfg->targets.items;
     s->n_targets = cfg->targets.n;
     s->targets = calloc(s->n_targets ? s->n_targets : 1, sizeof(scrape_target));

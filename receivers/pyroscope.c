@@ -124,26 +124,16 @@ static int pyroscope_validate(void *cfgp, pl_cfg_ctx *ctx)
 {
     pyroscope_cfg *cfg = cfgp;
     int errors = 0;
-    if (!cfg->endpoint || !strchr(cfg->endpoint, ':')) {
-        pl_cfg_errorf(ctx, "endpoint", "endpoint must be host:port");
-        errors++;
-    }
-    if (cfg->max_request_body_size == 0) {
-        pl_cfg_errorf(ctx, "max_request_body_size", "must be greater than 0");
-        errors++;
-    }
-    if (cfg->max_decompressed_size == 0) {
-        pl_cfg_errorf(ctx, "max_decompressed_size", "must be greater than 0");
-        errors++;
-    }
-    if (cfg->max_decoded_memory == 0) {
-        pl_cfg_errorf(ctx, "max_decoded_memory", "must be greater than 0");
-        errors++;
-    }
-    if (cfg->max_decoded_objects <= 0) {
-        pl_cfg_errorf(ctx, "max_decoded_objects", "must be greater than 0");
-        errors++;
-    }
+    errors += pl_cfg_check(ctx, cfg->endpoint && strchr(cfg->endpoint, ':'), "endpoint",
+                           "endpoint must be host:port");
+    errors += pl_cfg_check(ctx, cfg->max_request_body_size != 0, "max_request_body_size",
+                           "must be greater than 0");
+    errors += pl_cfg_check(ctx, cfg->max_decompressed_size != 0, "max_decompressed_size",
+                           "must be greater than 0");
+    errors += pl_cfg_check(ctx, cfg->max_decoded_memory != 0, "max_decoded_memory",
+                           "must be greater than 0");
+    errors += pl_cfg_check(ctx, cfg->max_decoded_objects > 0, "max_decoded_objects",
+                           "must be greater than 0");
     return errors;
 }
 
@@ -1134,18 +1124,12 @@ static pl_status pyroscope_create(const pl_create_settings *settings, const void
         free(r);
         return pl_errf(err, PL_ERR_NOMEM, "out of memory");
     }
-    static uint64_t dummy[4];
-    r->invalid_requests = r->stats ? pl_stats_counter(r->stats, "invalid_requests",
-                                                      "requests answered 400 (bad input)")
-                                   : &dummy[0];
-    r->ingest_requests =
-        r->stats ? pl_stats_counter(r->stats, "ingest_requests", "requests to /ingest") : &dummy[1];
-    r->push_requests = r->stats
-                           ? pl_stats_counter(r->stats, "push_requests", "requests to the push API")
-                           : &dummy[2];
-    r->otlp_requests = r->stats ? pl_stats_counter(r->stats, "otlp_requests",
-                                                   "OTLP profiles requests (HTTP, gRPC)")
-                                : &dummy[3];
+    r->invalid_requests =
+        pl_stats_counter(r->stats, "invalid_requests", "requests answered 400 (bad input)");
+    r->ingest_requests = pl_stats_counter(r->stats, "ingest_requests", "requests to /ingest");
+    r->push_requests = pl_stats_counter(r->stats, "push_requests", "requests to the push API");
+    r->otlp_requests =
+        pl_stats_counter(r->stats, "otlp_requests", "OTLP profiles requests (HTTP, gRPC)");
     r->otlp = (pl_otlp_handler){
         .id = r->id,
         .stats = r->stats,
@@ -1185,8 +1169,7 @@ static pl_status pyroscope_start(void *self, pl_err *err)
     };
     pl_listener_security_apply(&r->sec, &o);
     unsigned workers = pl_workers_count();
-    /* an authenticator keeps single-threaded state (see receivers/otlp.c) */
-    if (workers > 1 && !o.auth) {
+    if (workers > 1) {
         r->worker_servers = calloc(workers, sizeof(*r->worker_servers));
         if (!r->worker_servers)
             return pl_errf(err, PL_ERR_NOMEM, "out of memory");

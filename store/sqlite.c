@@ -53,26 +53,15 @@ static int sqlite_validate(void *cfg, pl_cfg_ctx *ctx)
 {
     sqlite_cfg *c = cfg;
     int errors = 0;
-    if (!c->path || !*c->path) {
-        pl_cfg_errorf(ctx, "path", "path must name the database file");
-        errors++;
-    }
-    if (c->retention < 0) {
-        pl_cfg_errorf(ctx, "retention", "retention must not be negative (0 keeps everything)");
-        errors++;
-    }
-    if (c->busy_timeout <= 0) {
-        pl_cfg_errorf(ctx, "busy_timeout", "busy_timeout must be positive");
-        errors++;
-    }
-    if (c->retention_interval <= 0) {
-        pl_cfg_errorf(ctx, "retention_interval", "retention_interval must be positive");
-        errors++;
-    }
-    if (c->queue_size < 1024 * 1024) {
-        pl_cfg_errorf(ctx, "queue_size", "queue_size must be at least 1MiB");
-        errors++;
-    }
+    errors += pl_cfg_check(ctx, c->path && *c->path, "path", "path must name the database file");
+    errors += pl_cfg_check(ctx, c->retention >= 0, "retention",
+                           "retention must not be negative (0 keeps everything)");
+    errors +=
+        pl_cfg_check(ctx, c->busy_timeout > 0, "busy_timeout", "busy_timeout must be positive");
+    errors += pl_cfg_check(ctx, c->retention_interval > 0, "retention_interval",
+                           "retention_interval must be positive");
+    errors += pl_cfg_check(ctx, c->queue_size >= 1024 * 1024, "queue_size",
+                           "queue_size must be at least 1MiB");
     return errors;
 }
 
@@ -503,20 +492,6 @@ static pl_status sqlite_create(const pl_create_settings *settings, const void *c
     x->g_db_size = pl_stats_gauge(x->stats, "db_size_bytes", "Bytes the database uses.");
     x->g_queue_bytes =
         pl_stats_gauge(x->stats, "queue_bytes", "Memory of batches waiting for the writer.");
-    static uint64_t dummy_counters[4];
-    static int64_t dummy_gauges[2];
-    if (!x->c_write_errors)
-        x->c_write_errors = &dummy_counters[0];
-    if (!x->c_deleted_spans)
-        x->c_deleted_spans = &dummy_counters[1];
-    if (!x->c_deleted_samples)
-        x->c_deleted_samples = &dummy_counters[2];
-    if (!x->c_transactions)
-        x->c_transactions = &dummy_counters[3];
-    if (!x->g_db_size)
-        x->g_db_size = &dummy_gauges[0];
-    if (!x->g_queue_bytes)
-        x->g_queue_bytes = &dummy_gauges[1];
     *out_self = x;
     return PL_OK;
 }

@@ -12,6 +12,7 @@
 #define PL_STORE_INTERNAL_H
 
 #include "store/sqlite_store.h"
+#include "core/intern.h"
 
 #include <inttypes.h>
 #include <sqlite3.h>
@@ -41,16 +42,11 @@ void st_u64_map_clear(u64_map *m);
 bool st_u64_map_get(const u64_map *m, uint64_t key, int64_t *val);
 bool st_u64_map_put(u64_map *m, uint64_t key, int64_t val);
 
-/* string -> id; keys copied (malloc). */
-typedef struct str_entry {
-    uint64_t hash;
-    int64_t id;
-    char *key;
-    uint32_t len;
-} str_entry;
-
+/* string -> id; keys copied (core/intern.h: the interner's ids are
+ * positions in `ids` + 1, since a store id is an int64 rowid). */
 typedef struct str_map {
-    str_entry *slots;
+    pl_intern index;
+    int64_t *ids;
     size_t cap, n;
 } str_map;
 

@@ -32,6 +32,24 @@ static void read_end(pl_store *s, bool began)
         sqlite3_exec(s->db, "COMMIT", NULL, NULL, NULL);
 }
 
+/* A query's result lives in its arena: freeing it forgets every pointer. */
+static void result_free(pl_arena *arena, void *result, size_t size)
+{
+    pl_arena_free(arena);
+    memset(result, 0, size);
+}
+
+/* Ends a read; on failure frees the partial result and reports. */
+static pl_status read_done(pl_store *s, bool began, int rc, pl_arena *arena, void *result,
+                           size_t size, pl_err *err)
+{
+    read_end(s, began);
+    if (rc == SQLITE_OK)
+        return PL_OK;
+    result_free(arena, result, size);
+    return st_query_fail(s, rc, err);
+}
+
 static const char *arena_text(pl_arena *a, const unsigned char *text, int len)
 {
     if (!text)
@@ -226,19 +244,12 @@ pl_status pl_store_query_traces(pl_store *s, const pl_trace_query *q, pl_trace_l
 done:
     sqlite3_finalize(st);
     sqlite3_finalize(cpu);
-    read_end(s, began);
-    if (rc != SQLITE_OK) {
-        pl_trace_list_free(out);
-        return st_query_fail(s, rc, err);
-    }
-    return PL_OK;
+    return read_done(s, began, rc, &out->arena, out, sizeof(*out), err);
 }
 
 void pl_trace_list_free(pl_trace_list *list)
 {
-    pl_arena_free(&list->arena);
-    list->items = NULL;
-    list->n = 0;
+    result_free(&list->arena, list, sizeof(*list));
 }
 
 /* ---- decoding stacks for queries ---------------------------------------- */
@@ -1011,19 +1022,12 @@ done:
     st_u64_map_clear(&index);
     free(rows.v);
     free(tmp);
-    read_end(s, began);
-    if (rc != SQLITE_OK) {
-        pl_trace_detail_free(out);
-        return st_query_fail(s, rc, err);
-    }
-    return PL_OK;
+    return read_done(s, began, rc, &out->arena, out, sizeof(*out), err);
 }
 
 void pl_trace_detail_free(pl_trace_detail *detail)
 {
-    pl_arena_free(&detail->arena);
-    detail->spans = NULL;
-    detail->n = 0;
+    result_free(&detail->arena, detail, sizeof(*detail));
 }
 
 /* ---- profiles ----------------------------------------------------------- */
@@ -1235,20 +1239,12 @@ done:
         decoder_free(&dec);
     free(rows.v);
     pl_buf_free(&subtree);
-    read_end(s, began);
-    if (rc != SQLITE_OK) {
-        pl_profile_result_free(out);
-        return st_query_fail(s, rc, err);
-    }
-    return PL_OK;
+    return read_done(s, began, rc, &out->arena, out, sizeof(*out), err);
 }
 
 void pl_profile_result_free(pl_profile_result *r)
 {
-    pl_arena_free(&r->arena);
-    r->stacks = NULL;
-    r->functions = NULL;
-    r->n_stacks = r->n_functions = 0;
+    result_free(&r->arena, r, sizeof(*r));
 }
 
 pl_status pl_store_query_services(pl_store *s, char ***names, size_t *n, pl_err *err)

@@ -101,62 +101,45 @@ bool st_u64_map_put(u64_map *m, uint64_t key, int64_t val)
     return true;
 }
 
-/* string -> id; keys copied (malloc). */
+/* string -> id (core/intern.h). */
 void st_str_map_clear(str_map *m)
 {
-    for (size_t i = 0; i < m->cap; i++)
-        free(m->slots[i].key);
-    free(m->slots);
+    pl_intern_free(&m->index);
+    free(m->ids);
     memset(m, 0, sizeof(*m));
 }
 
 bool st_str_map_get(const str_map *m, const char *s, size_t len, uint64_t h, int64_t *id)
 {
-    if (!m->cap)
-        return false;
-    size_t mask = m->cap - 1;
-    for (size_t i = h & mask;; i = (i + 1) & mask) {
-        const str_entry *e = &m->slots[i];
-        if (!e->key)
-            return false;
-        if (e->hash == h && e->len == len && (len == 0 || memcmp(e->key, s, len) == 0)) {
-            *id = e->id;
-            return true;
-        }
-    }
+    int32_t at = len <= UINT32_MAX ? pl_intern_get(&m->index, s, (uint32_t)len, h) : 0;
+    if (at > 0)
+        *id = m->ids[at - 1];
+    return at > 0;
 }
 
 bool st_str_map_put(str_map *m, const char *s, size_t len, uint64_t h, int64_t id)
 {
-    if ((m->n + 1) * 2 > m->cap) {
+    size_t slot;
+    if (len > UINT32_MAX || m->n >= INT32_MAX)
+        return false;
+    int32_t at = pl_intern_find(&m->index, s, (uint32_t)len, h, &slot);
+    if (at < 0)
+        return false;
+    if (at > 0) {
+        m->ids[at - 1] = id;
+        return true;
+    }
+    if (m->n == m->cap) {
         size_t cap = m->cap ? m->cap * 2 : 1024;
-        str_entry *slots = calloc(cap, sizeof(str_entry));
-        if (!slots)
+        int64_t *ids = realloc(m->ids, cap * sizeof(*ids));
+        if (!ids)
             return false;
-        for (size_t i = 0; i < m->cap; i++) {
-            if (!m->slots[i].key)
-                continue;
-            size_t j = m->slots[i].hash & (cap - 1);
-            while (slots[j].key)
-                j = (j + 1) & (cap - 1);
-            slots[j] = m->slots[i];
-        }
-        free(m->slots);
-        m->slots = slots;
+        m->ids = ids;
         m->cap = cap;
     }
-    char *copy = malloc(len + 1);
-    if (!copy)
+    if (pl_intern_add(&m->index, slot, s, (uint32_t)len, h, (int32_t)m->n + 1))
         return false;
-    if (len)
-        memcpy(copy, s, len);
-    copy[len] = 0;
-    size_t mask = m->cap - 1;
-    size_t i = h & mask;
-    while (m->slots[i].key)
-        i = (i + 1) & mask;
-    m->slots[i] = (str_entry){h, id, copy, (uint32_t)len};
-    m->n++;
+    m->ids[m->n++] = id;
     return true;
 }
 

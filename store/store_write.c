@@ -19,70 +19,9 @@
 #include "store/store_internal.h"
 
 #include "core/hash.h"
+#include "core/value_json.h"
 
 #include <math.h>
-
-static void json_value(pl_buf *b, const pl_value *v, int depth);
-
-static void json_kvs(pl_buf *b, const pl_kv *items, uint32_t n, int depth)
-{
-    pl_buf_append_byte(b, '{');
-    for (uint32_t i = 0; i < n; i++) {
-        if (i)
-            pl_buf_append_byte(b, ',');
-        pl_buf_json_string(b, items[i].key.ptr, items[i].key.len);
-        pl_buf_append_byte(b, ':');
-        json_value(b, &items[i].value, depth + 1);
-    }
-    pl_buf_append_byte(b, '}');
-}
-
-static void json_value(pl_buf *b, const pl_value *v, int depth)
-{
-    if (depth > 16) { /* hostile nesting: stop rather than recurse forever */
-        pl_buf_append_str(b, "null");
-        return;
-    }
-    switch (v->type) {
-    case PL_VALUE_STRING:
-        pl_buf_json_string(b, v->u.str.ptr, v->u.str.len);
-        break;
-    case PL_VALUE_BOOL:
-        pl_buf_append_str(b, v->u.b ? "true" : "false");
-        break;
-    case PL_VALUE_INT:
-        pl_buf_printf(b, "%" PRId64, v->u.i);
-        break;
-    case PL_VALUE_DOUBLE:
-        if (isfinite(v->u.d))
-            pl_buf_printf(b, "%.17g", v->u.d);
-        else
-            pl_buf_append_str(b, "null");
-        break;
-    case PL_VALUE_ARRAY:
-        pl_buf_append_byte(b, '[');
-        for (uint32_t i = 0; i < v->u.array.n; i++) {
-            if (i)
-                pl_buf_append_byte(b, ',');
-            json_value(b, &v->u.array.items[i], depth + 1);
-        }
-        pl_buf_append_byte(b, ']');
-        break;
-    case PL_VALUE_KVLIST:
-        json_kvs(b, v->u.kvlist.items, v->u.kvlist.n, depth);
-        break;
-    case PL_VALUE_BYTES: {
-        pl_buf_append_byte(b, '"');
-        for (uint32_t i = 0; i < v->u.str.len; i++)
-            pl_buf_printf(b, "%02x", v->u.str.ptr[i]);
-        pl_buf_append_byte(b, '"');
-        break;
-    }
-    default:
-        pl_buf_append_str(b, "null");
-        break;
-    }
-}
 
 /* Text form of an attribute value for a TEXT column: strings as they are,
  * anything else as JSON. Uses `scratch`. */
@@ -91,7 +30,7 @@ static int bind_value_text(sqlite3_stmt *st, int i, const pl_value *v, pl_buf *s
     if (v->type == PL_VALUE_STRING)
         return bind_text(st, i, v->u.str);
     pl_buf_reset(scratch);
-    json_value(scratch, v, 0);
+    pl_value_json(scratch, v, &pl_vj_store);
     if (!pl_buf_ok(scratch))
         return sqlite3_bind_null(st, i);
     return sqlite3_bind_text(st, i, (const char *)scratch->data, (int)scratch->len,
@@ -342,7 +281,7 @@ static int write_span(pl_store *s, const pl_span *sp, pl_bytes service, int64_t 
     else
         sqlite3_bind_null(st, 10);
     pl_buf_reset(&s->json);
-    json_kvs(&s->json, sp->attrs.items, sp->attrs.n, 0);
+    pl_kvs_json(&s->json, sp->attrs.items, sp->attrs.n, &pl_vj_store);
     if (!pl_buf_ok(&s->json))
         return SQLITE_NOMEM;
     sqlite3_bind_text(st, 11, (const char *)s->json.data, (int)s->json.len, SQLITE_STATIC);
@@ -383,7 +322,7 @@ static int write_span(pl_store *s, const pl_span *sp, pl_bytes service, int64_t 
             pl_buf_json_string(&events, ev->name.ptr, ev->name.len);
             pl_buf_printf(
                 &events, ",\"time_unix_nano\":\"%" PRIu64 "\",\"attributes\":", ev->time_unix_nano);
-            json_kvs(&events, ev->attrs.items, ev->attrs.n, 0);
+            pl_kvs_json(&events, ev->attrs.items, ev->attrs.n, &pl_vj_store);
             pl_buf_append_byte(&events, '}');
         }
         pl_buf_append_byte(&events, ']');
@@ -437,7 +376,7 @@ static int write_traces(pl_store *s, const pl_traces *traces, pl_bytes tenant,
         int64_t resource_id = 0;
         if (rs->resource.attrs.n) {
             pl_buf_reset(&s->json);
-            json_kvs(&s->json, rs->resource.attrs.items, rs->resource.attrs.n, 0);
+            pl_kvs_json(&s->json, rs->resource.attrs.items, rs->resource.attrs.n, &pl_vj_store);
             if (!pl_buf_ok(&s->json))
                 rc = SQLITE_NOMEM;
             else

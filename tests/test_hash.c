@@ -1,11 +1,14 @@
 /*
  * test_hash.c: the keyed hash (SipHash-1-3 test vector, seed handling) and
  * pl_htab (insert, find, growth, and linear cost when keys collide in the
- * unkeyed hash that tables used before).
+ * unkeyed hash that tables used before), and the interner built on it.
  */
 #include "core/hash.h"
+#include "core/intern.h"
 #include "testlib.h"
 
+#include <stdio.h>
+#include <string.h>
 #include <time.h>
 
 static void test_siphash_vector(void)
@@ -102,10 +105,49 @@ static void test_htab_spread(void)
     free(keys);
 }
 
+/* pl_intern: keys are copied, found again by content (also when their
+ * hashes collide: every key below gets one of only 16 hash values), and
+ * the ids are the caller's. */
+static void test_intern(void)
+{
+    enum { N = 5000 };
+    pl_intern t = {0};
+    char key[32];
+    for (int i = 0; i < N; i++) {
+        int len = snprintf(key, sizeof key, "key-%d", i);
+        size_t slot = 0;
+        uint64_t h = (uint64_t)(i % 16) << 40 | (uint64_t)(i % 16);
+        REQUIRE(pl_intern_find(&t, key, (uint32_t)len, h, &slot) == 0);
+        REQUIRE(pl_intern_add(&t, slot, key, (uint32_t)len, h, 1000 + i) == 0);
+        memset(key, 'x', sizeof key); /* the interner keeps its own copy */
+    }
+    CHECK_EQ_UINT(t.n, N);
+    int bad = 0;
+    for (int i = 0; i < N; i++) {
+        int len = snprintf(key, sizeof key, "key-%d", i);
+        uint64_t h = (uint64_t)(i % 16) << 40 | (uint64_t)(i % 16);
+        size_t slot;
+        if (pl_intern_find(&t, key, (uint32_t)len, h, &slot) != 1000 + i ||
+            pl_intern_get(&t, key, (uint32_t)len, h) != 1000 + i)
+            bad++;
+    }
+    CHECK_EQ_INT(bad, 0);
+    /* Same hash, other content: absent. The empty key is a key like any. */
+    CHECK_EQ_INT(pl_intern_get(&t, "key-17", 6, 0), 0);
+    CHECK_EQ_INT(pl_intern_get(&t, "key-1", 5, 2), 0);
+    size_t slot;
+    CHECK_EQ_INT(pl_intern_find(&t, "", 0, 7, &slot), 0);
+    REQUIRE(pl_intern_add(&t, slot, "", 0, 7, 42) == 0);
+    CHECK_EQ_INT(pl_intern_get(&t, "", 0, 7), 42);
+    pl_intern_free(&t);
+    CHECK_EQ_INT(pl_intern_get(&t, "key-1", 5, 1), 0);
+}
+
 int main(void)
 {
     PL_RUN(test_siphash_vector);
     PL_RUN(test_htab_basic);
     PL_RUN(test_htab_spread);
+    PL_RUN(test_intern);
     return pl_test_done();
 }

@@ -241,6 +241,106 @@ static void test_dictionary_and_clone_profiles(void)
     pl_batch_free(c);
 }
 
+/* A large array gets a block of its own without making the small objects
+ * after it start a block grown from the array's size. */
+static void test_arena_large_block(void)
+{
+    pl_arena a;
+    pl_arena_init(&a);
+    char *first = pl_arena_alloc(&a, 100);
+    REQUIRE(first);
+    size_t before = pl_arena_bytes(&a);
+    uint8_t *big = pl_arena_alloc(&a, 600 * 1024);
+    REQUIRE(big);
+    memset(big, 0xab, 600 * 1024);
+    size_t with_big = pl_arena_bytes(&a);
+    CHECK(with_big - before < 600 * 1024 + 256);
+    /* 3 KiB of small objects fit in the first 4 KiB block */
+    char *small[96];
+    for (int i = 0; i < 96; i++) {
+        small[i] = pl_arena_alloc(&a, 32);
+        REQUIRE(small[i]);
+        memset(small[i], i, 32);
+    }
+    CHECK_EQ_INT((long long)pl_arena_bytes(&a), (long long)with_big);
+    /* beyond it, the next block is 8 KiB, not 1 MiB */
+    for (int i = 0; i < 64; i++)
+        REQUIRE(pl_arena_alloc(&a, 32));
+    CHECK(pl_arena_bytes(&a) - with_big < 16 * 1024);
+    for (int i = 0; i < 96; i++)
+        CHECK_EQ_INT(small[i][31], i);
+    CHECK_EQ_INT(big[600 * 1024 - 1], 0xab);
+    pl_arena_free(&a);
+    CHECK_EQ_INT((long long)pl_arena_bytes(&a), 0);
+}
+
+/* What pl_dict_intern_string answered before it had an index: the newest
+ * equal string, else a new one at the end. */
+static int32_t scan_intern(const pl_dictionary *d, pl_bytes s)
+{
+    for (uint32_t i = d->n_strings; i-- > 0;)
+        if (pl_bytes_eq(d->strings[i], s))
+            return (int32_t)i;
+    return (int32_t)d->n_strings;
+}
+
+/* The string index answers exactly as the scan, whatever else touches the
+ * table: appends behind its back (decoders, builders, with duplicates),
+ * entries blanked in place (redaction), the array replaced (a copy), and
+ * the table shrinking. 20k random operations, every answer compared. */
+static void test_dict_string_index(void)
+{
+    pl_batch *b = pl_batch_new(PL_SIGNAL_PROFILES);
+    REQUIRE(b);
+    pl_dictionary *d = &b->data.profiles.dict;
+    REQUIRE(pl_dict_ensure_zero_entries(&b->arena, d) == 0);
+    uint64_t x = 0x9e3779b97f4a7c15ULL;
+    int bad = 0, interned = 0;
+    for (int op = 0; op < 20000; op++) {
+        x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+        char text[16];
+        int len = snprintf(text, sizeof text, "k%u", (unsigned)(x % 3000));
+        pl_bytes s = pl_batch_bytes(b, text, (size_t)len);
+        switch ((x >> 32) % 16) {
+        case 0: /* appended by someone else, maybe a duplicate */
+            if (d->n_strings < d->cap_strings)
+                d->strings[d->n_strings++] = s;
+            break;
+        case 1: /* blanked in place */
+            d->strings[1 + (x >> 40) % (d->n_strings - 1 ? d->n_strings - 1 : 1)] =
+                (pl_bytes){NULL, 0};
+            break;
+        case 2: /* the array replaced by a copy */
+            if ((x >> 40) % 8 == 0) {
+                pl_bytes *copy = pl_batch_alloc(b, d->cap_strings * sizeof(pl_bytes));
+                REQUIRE(copy);
+                memcpy(copy, d->strings, d->n_strings * sizeof(pl_bytes));
+                d->strings = copy;
+            }
+            break;
+        case 3: /* shrunk */
+            if ((x >> 40) % 16 == 0 && d->n_strings > 100)
+                d->n_strings -= 50;
+            break;
+        default: {
+            int32_t want = scan_intern(d, s);
+            int32_t got = pl_dict_intern_string(&b->arena, d, s);
+            interned++;
+            if (got != want)
+                bad++;
+        }
+        }
+    }
+    CHECK_EQ_INT(bad, 0);
+    CHECK(interned > 10000);
+    CHECK(d->n_strings > 1000); /* large enough that the index was used */
+    CHECK(d->string_index != NULL);
+    /* The empty string is the newest empty entry, as before. */
+    CHECK_EQ_INT(pl_dict_intern_string(&b->arena, d, PL_BYTES_LIT("")),
+                 scan_intern(d, PL_BYTES_LIT("")));
+    pl_batch_free(b);
+}
+
 static void test_clone_raw(void)
 {
     pl_batch *b = pl_batch_new(PL_SIGNAL_METRICS);
@@ -267,6 +367,8 @@ int main(void)
     PL_RUN(test_batch_adopt_memory);
     PL_RUN(test_clone_traces);
     PL_RUN(test_dictionary_and_clone_profiles);
+    PL_RUN(test_dict_string_index);
     PL_RUN(test_clone_raw);
+    PL_RUN(test_arena_large_block);
     return pl_test_done();
 }

@@ -7,7 +7,9 @@
  *
  * Prints, for protobuf and JSON, decode and encode throughput in spans/s and
  * MB/s of encoded request, per second of CPU time (single thread). Decoding includes creating and
- * freeing the batch (what a receiver does per request).
+ * freeing the batch (what a receiver does per request). "hand-written" rows
+ * measure the encoders the table walkers replaced (tests/tools/ref_*_enc.c)
+ * on the same batch.
  */
 #include <inttypes.h>
 #include <stdio.h>
@@ -19,6 +21,7 @@
 #include "core/model.h"
 #include "proto/otlp_json.h"
 #include "proto/otlp_pb.h"
+#include "../tools/ref_enc.h"
 #include "../traces_fixture.h"
 
 #define SPANS 100
@@ -96,7 +99,9 @@ static void bench_decode(const char *name, decode_fn fn, const pl_buf *req, doub
            t / (double)iters * 1e6);
 }
 
-static void bench_encode(const char *name, bool json, const pl_batch *b, double secs)
+typedef bool (*encode_fn)(const pl_traces *, pl_buf *);
+
+static void bench_encode(const char *name, encode_fn fn, const pl_batch *b, double secs)
 {
     size_t iters = 0, bytes = 0;
     pl_buf out;
@@ -105,10 +110,7 @@ static void bench_encode(const char *name, bool json, const pl_batch *b, double 
     do {
         for (int k = 0; k < 50; k++) {
             pl_buf_reset(&out);
-            if (json)
-                pl_otlp_json_encode_traces(&b->data.traces, &out);
-            else
-                pl_otlp_encode_traces(&b->data.traces, &out);
+            fn(&b->data.traces, &out);
             bytes += out.len;
         }
         iters += 50;
@@ -133,9 +135,11 @@ int main(int argc, char **argv)
     printf("request: %d spans x %d string attributes; protobuf %zu bytes, JSON %zu bytes\n", SPANS,
            ATTRS, pb.len, js.len);
     bench_decode("otlp protobuf", pl_otlp_decode_traces, &pb, secs);
-    bench_encode("otlp protobuf", false, b, secs);
+    bench_encode("otlp protobuf", pl_otlp_encode_traces, b, secs);
+    bench_encode("  hand-written", ref_pb_encode_traces, b, secs);
     bench_decode("otlp json", pl_otlp_json_decode_traces, &js, secs);
-    bench_encode("otlp json", true, b, secs);
+    bench_encode("otlp json", pl_otlp_json_encode_traces, b, secs);
+    bench_encode("  hand-written", ref_json_encode_traces, b, secs);
     pl_buf_free(&pb);
     pl_buf_free(&js);
     pl_batch_free(b);

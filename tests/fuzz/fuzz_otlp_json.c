@@ -13,6 +13,7 @@
 #include "core/model.h"
 #include "proto/otlp_json.h"
 #include "proto/otlp_pb.h"
+#include "../tools/ref_enc.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
@@ -46,6 +47,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     pl_status st = profiles ? pl_otlp_json_decode_profiles(b, buf, size, &err)
                             : pl_otlp_json_decode_traces(b, buf, size, &err);
     if (st == PL_OK) {
+        ref_check_encoders(b); /* table walkers == the hand-written encoders */
         pl_buf j, p;
         pl_buf_init(&j);
         pl_buf_init(&p);

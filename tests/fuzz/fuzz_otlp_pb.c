@@ -4,7 +4,8 @@
  * logs/metrics counters or the response/status decoders instead); the rest
  * is the request. Whatever decodes must encode again, and re-decoding that
  * encoding must succeed and give the same bytes once more (canonical form is
- * a fixed point).
+ * a fixed point), and both encoders must write what the hand-written ones
+ * they replaced write (tests/tools/ref_*_enc.c).
  */
 #include <stdint.h>
 #include <stdlib.h>
@@ -13,12 +14,14 @@
 #include "core/buf.h"
 #include "core/model.h"
 #include "proto/otlp_pb.h"
+#include "../tools/ref_enc.h"
 
 static void check_round_trip(bool profiles, const pl_batch *b)
 {
     pl_buf e1, e2;
     pl_buf_init(&e1);
     pl_buf_init(&e2);
+    ref_check_encoders(b); /* table walkers == the hand-written encoders */
     bool ok = profiles ? pl_otlp_encode_profiles(&b->data.profiles, &e1)
                        : pl_otlp_encode_traces(&b->data.traces, &e1);
     if (ok) {
