@@ -600,26 +600,34 @@ static const span_entry *warm_probe(const correlation *self, uint64_t key, uint3
     return &self->spans.slots[at];
 }
 
-/* Loads the lines of a span that linking reads (ids, name, times, attributes),
- * and its statistics. */
-static uint64_t touch_span(const correlation *self, const span_entry *e)
+/* Loads the lines of a span that linking reads (ids, name, times,
+ * attributes), and its statistics: all of them for the span a sample hit,
+ * the totals an ancestor's roll-up adds to (`whole` false). */
+static uint64_t touch_span(const correlation *self, const span_entry *e, bool whole)
 {
     const char *sp = (const char *)e->span;
-    /* Linking reads up to the attributes (ids, name, times, attributes). */
     uint64_t v =
         touch(sp) + touch(sp + 64) + touch(sp + offsetof(pl_span, attrs) + sizeof(pl_attrs) - 1);
     if (e->stats) {
-        const char *st = (const char *)&self->stats_arr[e->stats];
-        v += touch(st) + touch(st + 64) + touch(st + sizeof(span_stats) - 1);
+        const span_stats *st = &self->stats_arr[e->stats];
+        if (whole)
+            v += touch(st) + touch((const char *)st + 64) + touch((const char *)(st + 1) - 1);
+        else
+            v += touch(&st->samples_total) + touch(&st->wall_total);
     }
     return v;
 }
 
-static uint64_t touch_span_data(const pl_span *sp)
+/* The lines found through those: name bytes, attributes, and the function
+ * list of the span a sample hit when it outgrew its inline two. */
+static uint64_t touch_span_data(const correlation *self, const span_entry *e, bool whole)
 {
+    const pl_span *sp = e->span;
     uint64_t v = sp->name.len ? touch(sp->name.ptr) : 0;
     if (sp->attrs.n)
         v += touch(sp->attrs.items) + touch((const char *)sp->attrs.items + sizeof(pl_kv) - 1);
+    if (whole && e->stats && self->stats_arr[e->stats].cap_fns > 2)
+        v += touch(self->stats_arr[e->stats].fns);
     return v;
 }
 
@@ -651,7 +659,7 @@ static void warm_samples(const correlation *self, const pl_dictionary *dict, con
         keys[i] = 0;
         home[i] = UINT32_MAX;
         if (es[i])
-            v += touch_span(self, es[i]);
+            v += touch_span(self, es[i], true);
     }
     for (uint32_t i = 0; i < n; i++) {
         if (!es[i])
@@ -665,13 +673,13 @@ static void warm_samples(const correlation *self, const pl_dictionary *dict, con
         ps[i] = warm_probe(self, keys[i], home[i]);
     for (uint32_t i = 0; i < n; i++) {
         if (ps[i])
-            v += touch_span(self, ps[i]);
+            v += touch_span(self, ps[i], false);
         if (es[i])
-            v += touch_span_data(es[i]->span);
+            v += touch_span_data(self, es[i], true);
     }
     for (uint32_t i = 0; i < n; i++)
         if (ps[i])
-            v += touch_span_data(ps[i]->span);
+            v += touch_span_data(self, ps[i], false);
     __asm__ volatile("" : : "r"(v));
 }
 
