@@ -569,13 +569,14 @@ typedef struct waiting {
  * each found only through the one before: the span's table slot, the span,
  * its parent's slot, the parent span and its attributes (root name and
  * span_attributes), and their statistics. Waiting for each in turn made a
- * sample cost several memory latencies. Software prefetches did not help on
- * virtual machines (where they are dropped for pages whose translation is
- * not cached, and every span is on such a page), so the chain is walked with
- * plain loads for a group of samples at once, one link of the chain per
- * pass: the loads of a pass do not depend on each other, and the processor
- * overlaps them, one memory latency per pass for the whole group instead of
- * one per sample and link. Only reads: nothing here changes any state. */
+ * sample cost several memory latencies. Software prefetches issued samples
+ * ahead did not help where this was measured (a virtual machine: the span
+ * lines were still missing when read, each costing a full latency), so the
+ * chain is walked with plain loads for a group of samples at once, one link
+ * of the chain per pass: the loads of a pass do not depend on each other and
+ * the processor overlaps them, about one latency per pass for the group
+ * instead of one per sample and link. Only reads: nothing here changes any
+ * state, and linking finds everything again itself. */
 enum { WARM_GROUP = 16 };
 
 static inline uint64_t touch(const void *p)
@@ -930,8 +931,8 @@ static void correlation_free(correlation *self)
     corr_spill_free(self);
     free(self->stats_arr);
     free(self->held);
-    corr_span_table_free(&self->spans);
-    corr_pending_table_free(&self->pending);
+    free(self->spans.slots);
+    free(self->pending.slots);
     free(self->cache);
     free(self->cache_used);
     free(self->release_queue);

@@ -1,37 +1,7 @@
 /* correlation_index.c: see correlation.c for the design. */
 #include "correlation_int.h"
 
-#include <sys/mman.h>
-
 /* ---- the span and pending tables ------------------------------------------------------ */
-
-/* Tables of 4 MiB and more come straight from mmap (zeroed, each page on
- * its first touch) and ask for transparent huge pages: the span table is
- * probed at random, and with 4 KiB pages nearly every probe of a table of
- * millions of slots also missed the TLB (a page walk per probe, costly on
- * virtual machines). */
-#define HUGE_TABLE_BYTES (4u << 20)
-
-static void *table_alloc(uint64_t cap, size_t elem)
-{
-    size_t bytes = (size_t)cap * elem;
-    if (bytes < HUGE_TABLE_BYTES)
-        return calloc(cap, elem);
-    void *p = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    if (p == MAP_FAILED)
-        return NULL;
-    madvise(p, bytes, MADV_HUGEPAGE); /* a hint: fine if refused */
-    return p;
-}
-
-static void table_release(void *slots, uint32_t mask, size_t elem)
-{
-    size_t bytes = ((size_t)mask + 1) * elem;
-    if (slots && bytes >= HUGE_TABLE_BYTES)
-        munmap(slots, bytes);
-    else
-        free(slots);
-}
 
 /* Both are open-addressing tables (linear probing, power-of-two capacity,
  * load at most one half) of fixed-size entries whose first 8 bytes are the
@@ -56,7 +26,7 @@ static void *table_rehash(const void *slots, uint32_t mask, size_t elem, uint64_
 {
     if (cap > (1u << 31) || cap < 1024)
         return NULL;
-    char *bigger = table_alloc(cap, elem);
+    char *bigger = calloc(cap, elem);
     if (!bigger)
         return NULL;
     uint32_t bmask = (uint32_t)cap - 1;
@@ -115,7 +85,7 @@ static void *table_resize(void *slots, uint32_t *mask, size_t elem, uint64_t cap
 {
     void *s = table_rehash(slots, *mask, elem, cap);
     if (s) {
-        table_release(slots, *mask, elem);
+        free(slots);
         *mask = (uint32_t)cap - 1;
     }
     return s;
@@ -145,18 +115,13 @@ static void *table_insert(void *slots, uint32_t *mask, uint32_t *count, size_t e
     return slots;
 }
 
-/* The typed operations of one table type T of entries E: init, free, resize (to
+/* The typed operations of one table type T of entries E: init, resize (to
  * `cap` slots, a power of two that holds count), insert, delete. */
 #define TABLE_OPS(T, E, prefix)                                                                    \
     int prefix##_init(T *t, uint32_t cap)                                                          \
     {                                                                                              \
-        *t = (T){table_alloc(cap, sizeof(E)), cap - 1, 0};                                         \
+        *t = (T){calloc(cap, sizeof(E)), cap - 1, 0};                                              \
         return t->slots ? 0 : -1;                                                                  \
-    }                                                                                              \
-    void prefix##_free(T *t)                                                                       \
-    {                                                                                              \
-        table_release(t->slots, t->mask, sizeof(E));                                               \
-        t->slots = NULL;                                                                           \
     }                                                                                              \
     int prefix##_resize(T *t, uint64_t cap)                                                        \
     {                                                                                              \
