@@ -270,8 +270,8 @@ static void hand_sample(pl_buf *b, const void *elem)
 {
     const pl_sample *sm = elem;
     w_i32_opt(b, PR(Sample, stack_index), sm->stack_index);
-    enc_packed_opt(b, PR(Sample, attribute_indices), sm->attribute_indices,
-                   sm->n_attribute_indices, false);
+    enc_packed_opt(b, PR(Sample, attribute_indices), sm->attribute_indices, sm->n_attribute_indices,
+                   false);
     w_i32_opt(b, PR(Sample, link_index), sm->link_index);
     enc_packed_opt(b, PR(Sample, values), sm->values, sm->n_values, true);
     if (sm->n_timestamps)
@@ -291,8 +291,8 @@ static void hand_location(pl_buf *b, const void *elem)
         w_uvarint_opt(b, PR(Line, column), (uint64_t)l->lines[k].column);
         w_end(b, s);
     }
-    enc_packed_opt(b, PR(Location, attribute_indices), l->attribute_indices,
-                   l->n_attribute_indices, false);
+    enc_packed_opt(b, PR(Location, attribute_indices), l->attribute_indices, l->n_attribute_indices,
+                   false);
 }
 
 static void hand_stack(pl_buf *b, const void *elem)

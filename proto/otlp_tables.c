@@ -335,8 +335,8 @@ static const jmsg *const all[] = {
     &pl_tm_traces,   &m_value_type,     &pl_tm_sample,
     &m_profile,      &m_scope_profiles, &m_resource_profiles,
     &m_mapping,      &m_line,           &pl_tm_location,
-    &pl_tm_function,     &m_link,           &m_kvu,
-    &pl_tm_stack,        &m_dictionary,     &pl_tm_profiles,
+    &pl_tm_function, &m_link,           &m_kvu,
+    &pl_tm_stack,    &m_dictionary,     &pl_tm_profiles,
 };
 
 __attribute__((constructor)) static void index_tables(void)
