@@ -141,6 +141,14 @@ void pl_batch_wal_handoff(pl_batch *b)
     }
 }
 
+void pl_batch_wal_recovered(pl_batch *b, uint32_t refusals)
+{
+    if (!b->wal || !refusals || !pl_wal_hooks_current || !pl_wal_hooks_current->recovered)
+        return;
+    for (uint32_t i = 0; i < b->wal->n; i++)
+        pl_wal_hooks_current->recovered(b->wal->seq[i], refusals);
+}
+
 void pl_batch_wal_refused(pl_batch *b)
 {
     if (b->wal && !b->wal->settled)

@@ -151,6 +151,9 @@ typedef struct pl_span_link {
     uint32_t flags;
 } pl_span_link;
 
+/* Fields ordered so the 4-byte ones pair up without padding: a span held
+ * by the correlation processor costs its size for minutes (168 bytes on
+ * 64-bit systems). */
 typedef struct pl_span {
     uint8_t trace_id[16];
     uint8_t span_id[8];
@@ -159,14 +162,14 @@ typedef struct pl_span {
     uint8_t span_id_len;
     uint8_t parent_span_id_len;
     bool has_status; /* the status sub-message was present on the wire */
-    pl_bytes trace_state;
     uint32_t flags;
+    pl_bytes trace_state;
     pl_bytes name;
     int32_t kind;
+    uint32_t dropped_attributes_count;
     uint64_t start_time_unix_nano;
     uint64_t end_time_unix_nano;
     pl_attrs attrs;
-    uint32_t dropped_attributes_count;
     pl_span_event *events;
     uint32_t n_events;
     uint32_t dropped_events_count;
@@ -417,6 +420,7 @@ typedef struct pl_wal_tags {
 typedef struct pl_wal_hooks {
     void (*retain)(uint64_t tag);
     void (*release)(uint64_t tag, bool settled, bool refused);
+    void (*recovered)(uint64_t tag, uint32_t refusals);
 } pl_wal_hooks;
 /* Set by the write-ahead log while one is open; NULL otherwise. */
 extern const pl_wal_hooks *pl_wal_hooks_current;
@@ -429,6 +433,11 @@ int pl_batch_wal_inherit(pl_batch *dst, const pl_batch *src);
  * inherited the tags) or as refused (kept for replay). */
 void pl_batch_wal_handoff(pl_batch *b);
 void pl_batch_wal_refused(pl_batch *b);
+/* Copies of b were refused downstream `refusals` times (each released as
+ * refused, so its entries were marked for replay) and b itself was kept and
+ * has now gone on: those refusals no longer keep the entries (else they
+ * would be replayed at the next start as well). Call before handing b on. */
+void pl_batch_wal_recovered(pl_batch *b, uint32_t refusals);
 
 /* Metadata lookup; returns false when absent. */
 bool pl_batch_metadata_get(const pl_batch *batch, const char *key, pl_bytes *out);
