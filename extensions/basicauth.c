@@ -394,8 +394,10 @@ static bool basic_client(void *arg, char *name, size_t name_cap, char *value, si
     return true;
 }
 
-static void basic_free(basic *b)
+/* Frees an instance (also the pl_authenticator's release hook). */
+static void basic_free(void *arg)
 {
+    basic *b = arg;
     free(b->id);
     free(b->file);
     free(b->inline_text);
@@ -403,11 +405,6 @@ static void basic_free(basic *b)
     users_free(b->users, b->n_users);
     pthread_mutex_destroy(&b->mu);
     free(b);
-}
-
-static void basic_release(void *arg)
-{
-    basic_free(arg);
 }
 
 static pl_status basic_create(const pl_create_settings *settings, const void *config, void **out,
@@ -442,7 +439,7 @@ static pl_status basic_create(const pl_create_settings *settings, const void *co
     b->checked_ns = pl_time_mono_ns();
     pl_auth_register_as(&b->a, b->id, "Basic realm=\"proflink\"",
                         (b->file || b->inline_text) ? basic_check : NULL,
-                        b->client_value ? basic_client : NULL, basic_release, b);
+                        b->client_value ? basic_client : NULL, basic_free, b);
     *out = b;
     return PL_OK;
 }

@@ -178,8 +178,10 @@ static bool bearer_client(void *arg, char *name, size_t name_cap, char *value, s
     return t != NULL;
 }
 
-static void bearer_free(bearer *b)
+/* Frees an instance (also the pl_authenticator's release hook). */
+static void bearer_free(void *arg)
 {
+    bearer *b = arg;
     free(b->id);
     free(b->scheme);
     free(b->header);
@@ -188,11 +190,6 @@ static void bearer_free(bearer *b)
     pl_strlist_free(&b->tokens);
     pthread_mutex_destroy(&b->mu);
     free(b);
-}
-
-static void bearer_release(void *arg)
-{
-    bearer_free(arg);
 }
 
 static pl_status bearer_create(const pl_create_settings *settings, const void *config, void **out,
@@ -222,7 +219,7 @@ static pl_status bearer_create(const pl_create_settings *settings, const void *c
         return PL_ERR_INVALID;
     }
     b->checked_ns = pl_time_mono_ns();
-    pl_auth_register_as(&b->a, b->id, "Bearer", bearer_check, bearer_client, bearer_release, b);
+    pl_auth_register_as(&b->a, b->id, "Bearer", bearer_check, bearer_client, bearer_free, b);
     *out = b;
     return PL_OK;
 }
