@@ -173,9 +173,10 @@ static const pl_cfg_field service_fields[] = {
      "Self-observability: logs and metrics.", &telemetry_section},
     {"shutdown_timeout", PL_CFG_DURATION, "10s", offsetof(pl_service_cfg, shutdown_timeout),
      "How long stop and reload wait for exporters to drain in-flight data.", NULL},
-    {"workers", PL_CFG_INT, "1", offsetof(pl_service_cfg, workers),
+    {"workers", PL_CFG_INT, "0", offsetof(pl_service_cfg, workers),
      "Event loops that read, decompress and decode requests of the otlp and pyroscope "
-     "receivers (1: everything on the pipeline loop; 0: one per CPU). Fixed at start; a "
+     "receivers and encode and compress the otlp, otlphttp and pyroscope exporters' payloads "
+     "(0, the default: one per CPU; 1: everything on the pipeline loop). Fixed at start; a "
      "reload keeps the running number.",
      NULL},
     {0},

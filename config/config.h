@@ -71,7 +71,7 @@ typedef struct pl_service_cfg {
     pl_strlist extensions;
     pl_service_telemetry_cfg telemetry;
     int64_t shutdown_timeout; /* ns: drain deadline on stop and reload */
-    int64_t workers;          /* receiver loops; 1 = none, 0 = one per CPU (pipeline/workers.h) */
+    int64_t workers; /* worker loops; 0 = one per CPU (default), 1 = none (pipeline/workers.h) */
 } pl_service_cfg;
 
 extern const pl_cfg_section pl_service_section;

@@ -1,10 +1,12 @@
 /*
  * arena.c: see arena.h. Blocks start at 4 KiB and double up to 1 MiB, so a
  * small request costs one malloc and a large one a handful. A request larger
- * than the next block size gets a block of its own.
+ * than the next block size gets a block of its own, kept behind the current
+ * block while that one still has room.
  */
 #include "arena.h"
 
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -32,6 +34,7 @@ static pl_arena_block *arena_new_block(pl_arena *arena, size_t need)
     size_t size = arena->head ? arena->head->size * 2 : ARENA_MIN_BLOCK;
     if (size > ARENA_MAX_BLOCK)
         size = ARENA_MAX_BLOCK;
+    bool own = size < need; /* a large request: a block of its own */
     if (size < need)
         size = need;
     if (arena->limit &&
@@ -49,9 +52,19 @@ static pl_arena_block *arena_new_block(pl_arena *arena, size_t need)
         return NULL;
     block->size = size;
     block->used = 0;
-    block->next = arena->head;
-    arena->head = block;
     arena->allocated += sizeof(*block) + size;
+    pl_arena_block *head = arena->head;
+    if (head && own) {
+        /* A large array gets a block of its own behind the current one:
+         * small objects keep filling the current block, and the next block
+         * grows from its size, not the array's (a 600 KiB span array was
+         * followed by a fresh 1 MiB block for a few strings). */
+        block->next = head->next;
+        head->next = block;
+        return block;
+    }
+    block->next = head;
+    arena->head = block;
     return block;
 }
 
@@ -100,6 +113,22 @@ void *pl_arena_grow(pl_arena *arena, void *old, size_t old_n, size_t new_n, size
     if (p && old_n)
         memcpy(p, old, old_n * elem_size);
     return p;
+}
+
+int pl_arena_reserve(pl_arena *arena, void **items, uint32_t n, uint32_t *cap, size_t elem_size,
+                     uint32_t first)
+{
+    if (n < *cap)
+        return 0;
+    if (*cap >= UINT32_MAX / 2)
+        return -1;
+    uint32_t c = *cap ? *cap * 2 : first;
+    void *p = pl_arena_grow(arena, *items, n, c, elem_size);
+    if (!p)
+        return -1;
+    *items = p;
+    *cap = c;
+    return 0;
 }
 
 void pl_arena_free(pl_arena *arena)

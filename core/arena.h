@@ -41,6 +41,12 @@ char *pl_arena_memdup(pl_arena *arena, const void *src, size_t len);
  * elements holding the old_n old ones (the old memory is simply abandoned). */
 void *pl_arena_grow(pl_arena *arena, void *old, size_t old_n, size_t new_n, size_t elem_size);
 
+/* Makes room for one more element in an arena array of n elements and
+ * capacity *cap: when full, doubles the capacity (the first time to
+ * `first`). 0, or -1 on OOM or past 2^31 elements. */
+int pl_arena_reserve(pl_arena *arena, void **items, uint32_t n, uint32_t *cap, size_t elem_size,
+                     uint32_t first);
+
 /* Frees every block; the arena may be reused after pl_arena_init(). */
 void pl_arena_free(pl_arena *arena);
 

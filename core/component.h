@@ -155,7 +155,9 @@ pl_histogram *pl_stats_histogram(pl_stats *stats, const char *name, const char *
 void pl_histogram_observe_ns(pl_histogram *h, uint64_t ns);
 uint64_t pl_stats_get(const pl_stats *stats, pl_signal signal, pl_stat stat);
 /* A component-specific counter or gauge, e.g. "linked_samples"; the returned
- * pointer stays valid for the component's life. `help` is one line. */
+ * pointer stays valid for the component's life. `help` is one line. Never
+ * NULL: without stats (a component created by a unit test) or memory, the
+ * pointer is a sink shared by all, written and never read. */
 uint64_t *pl_stats_counter(pl_stats *stats, const char *name, const char *help);
 int64_t *pl_stats_gauge(pl_stats *stats, const char *name, const char *help);
 

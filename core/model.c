@@ -141,10 +141,25 @@ void pl_batch_wal_handoff(pl_batch *b)
     }
 }
 
+void pl_batch_wal_recovered(pl_batch *b, uint32_t refusals)
+{
+    if (!b->wal || !refusals || !pl_wal_hooks_current || !pl_wal_hooks_current->recovered)
+        return;
+    for (uint32_t i = 0; i < b->wal->n; i++)
+        pl_wal_hooks_current->recovered(b->wal->seq[i], refusals);
+}
+
 void pl_batch_wal_refused(pl_batch *b)
 {
     if (b->wal && !b->wal->settled)
         b->wal->refused = true;
+}
+
+pl_batch *pl_batch_ref(const pl_batch *batch)
+{
+    pl_batch *b = (pl_batch *)batch;
+    __atomic_fetch_add(&b->refs, 1, __ATOMIC_RELAXED);
+    return b;
 }
 
 void pl_batch_free(pl_batch *batch)
@@ -152,6 +167,13 @@ void pl_batch_free(pl_batch *batch)
     if (!batch)
         return;
     wal_release_all(batch);
+    /* another holder: it frees (the acquire pairs with the release of the
+     * holder that frees first, so every read of the batch happened before) */
+    unsigned refs = __atomic_load_n(&batch->refs, __ATOMIC_ACQUIRE);
+    while (refs > 0)
+        if (__atomic_compare_exchange_n(&batch->refs, &refs, refs - 1, false, __ATOMIC_ACQ_REL,
+                                        __ATOMIC_ACQUIRE))
+            return;
     struct pl_batch_buffer *buf = batch->buffers;
     while (buf) {
         struct pl_batch_buffer *next = buf->next;

@@ -16,7 +16,8 @@
  *     or remove attributes, samples, spans. New memory comes from the batch's
  *     own arena (pl_batch_alloc and the helpers below), never from malloc.
  *   - Exporters BORROW a batch (const): they encode or copy what they need
- *     before their export hook returns, and never keep pointers into it.
+ *     before their export hook returns, and never keep pointers into it,
+ *     except through pl_batch_ref (the batch is then read-only for all).
  *   - A receiver feeding several pipelines gives each its own copy
  *     (pl_batch_clone); the pipeline machinery does that for it.
  */
@@ -150,6 +151,9 @@ typedef struct pl_span_link {
     uint32_t flags;
 } pl_span_link;
 
+/* Fields ordered so the 4-byte ones pair up without padding: a span held
+ * by the correlation processor costs its size for minutes (168 bytes on
+ * 64-bit systems). */
 typedef struct pl_span {
     uint8_t trace_id[16];
     uint8_t span_id[8];
@@ -158,14 +162,14 @@ typedef struct pl_span {
     uint8_t span_id_len;
     uint8_t parent_span_id_len;
     bool has_status; /* the status sub-message was present on the wire */
-    pl_bytes trace_state;
     uint32_t flags;
+    pl_bytes trace_state;
     pl_bytes name;
     int32_t kind;
+    uint32_t dropped_attributes_count;
     uint64_t start_time_unix_nano;
     uint64_t end_time_unix_nano;
     pl_attrs attrs;
-    uint32_t dropped_attributes_count;
     pl_span_event *events;
     uint32_t n_events;
     uint32_t dropped_events_count;
@@ -353,6 +357,7 @@ typedef struct pl_batch {
     struct pl_batch_buffer *buffers; /* adopted malloc'd buffers */
     size_t buffer_bytes;
     struct pl_wal_tags *wal; /* write-ahead entries this batch carries; NULL = none */
+    unsigned refs;           /* holders besides the owner (pl_batch_ref) */
 } pl_batch;
 
 /* Allocates an empty batch (its own arena). NULL on OOM. */
@@ -366,6 +371,12 @@ int pl_batch_adopt(pl_batch *batch, void *buffer, size_t size);
 pl_bytes pl_batch_bytes(pl_batch *batch, const void *src, size_t len);
 /* Deep copy into a new arena; NULL on OOM. */
 pl_batch *pl_batch_clone(const pl_batch *batch);
+/* Another holder of a batch nobody changes any more: an exporter that
+ * encodes it after its export hook returned (exporters/queue.c, on a
+ * worker thread). Every holder calls pl_batch_free; the last one frees it.
+ * An earlier call releases that holder's write-ahead references only. The
+ * count is atomic, the batch itself is then read-only for everyone. */
+pl_batch *pl_batch_ref(const pl_batch *batch);
 
 /* The deep copy's parts, for code that assembles a batch from pieces of
  * others (the batch processor): each takes a struct holding a shallow copy
@@ -409,6 +420,7 @@ typedef struct pl_wal_tags {
 typedef struct pl_wal_hooks {
     void (*retain)(uint64_t tag);
     void (*release)(uint64_t tag, bool settled, bool refused);
+    void (*recovered)(uint64_t tag, uint32_t refusals);
 } pl_wal_hooks;
 /* Set by the write-ahead log while one is open; NULL otherwise. */
 extern const pl_wal_hooks *pl_wal_hooks_current;
@@ -421,6 +433,11 @@ int pl_batch_wal_inherit(pl_batch *dst, const pl_batch *src);
  * inherited the tags) or as refused (kept for replay). */
 void pl_batch_wal_handoff(pl_batch *b);
 void pl_batch_wal_refused(pl_batch *b);
+/* Copies of b were refused downstream `refusals` times (each released as
+ * refused, so its entries were marked for replay) and b itself was kept and
+ * has now gone on: those refusals no longer keep the entries (else they
+ * would be replayed at the next start as well). Call before handing b on. */
+void pl_batch_wal_recovered(pl_batch *b, uint32_t refusals);
 
 /* Metadata lookup; returns false when absent. */
 bool pl_batch_metadata_get(const pl_batch *batch, const char *key, pl_bytes *out);

@@ -12,6 +12,7 @@
 #include <strings.h>
 
 #include "core/log.h"
+#include "pipeline/workers.h"
 #include "proto/otlp_json.h"
 #include "proto/otlp_pb.h"
 
@@ -206,8 +207,10 @@ static void note_refused(pl_otlp_exporter *x, pl_encoding coding, pl_encoding fa
                 "sending %s from now on",
                 pl_encoding_name(coding), pl_encoding_name(fallback));
     }
+    /* atomic: encodings on worker threads read it (a payload encoded with
+     * the old coding meanwhile is recoded when sent, see otlp_send) */
     if (x->compression == coding || (x->refused_codings & (1u << x->compression)))
-        x->compression = fallback;
+        __atomic_store_n(&x->compression, fallback, __ATOMIC_RELAXED);
     if (x->downgrades)
         (*x->downgrades)++;
 }
@@ -391,6 +394,13 @@ static pl_status otlp_encode(void *arg, const pl_batch *batch, pl_buf *out, uint
                              pl_err *err)
 {
     pl_otlp_exporter *x = arg;
+    /* May run on a worker thread (exporters/queue.h): reads settings fixed
+     * at create and the coding once, atomically. The loop reuses the
+     * exporter's scratch buffer; a worker has one for the call. */
+    pl_encoding coding = __atomic_load_n(&x->compression, __ATOMIC_RELAXED);
+    pl_buf local;
+    pl_buf_init(&local);
+    pl_buf *scratch = pl_workers_on_worker() ? &local : &x->scratch;
     /* JSON only where proflink has the model to encode: logs and metrics
      * pass through as the protobuf request they came in as. */
     bool json = x->json && !x->grpc &&
@@ -400,7 +410,7 @@ static pl_status otlp_encode(void *arg, const pl_batch *batch, pl_buf *out, uint
                        tenant.len > 0 && tenant.len <= 255 &&
                        !memchr(tenant.ptr, '\r', tenant.len) &&
                        !memchr(tenant.ptr, '\n', tenant.len) && !memchr(tenant.ptr, 0, tenant.len);
-    pl_buf_append_byte(out, (uint8_t)((unsigned)x->compression | (json ? PL_OTLP_PAYLOAD_JSON : 0) |
+    pl_buf_append_byte(out, (uint8_t)((unsigned)coding | (json ? PL_OTLP_PAYLOAD_JSON : 0) |
                                       (with_tenant ? PL_OTLP_PAYLOAD_TENANT : 0)));
     if (with_tenant) {
         pl_buf_append_byte(out, (uint8_t)tenant.len);
@@ -408,24 +418,23 @@ static pl_status otlp_encode(void *arg, const pl_batch *batch, pl_buf *out, uint
     }
     size_t prefix_at = out->len;
     if (x->grpc) {
-        uint8_t prefix[5] = {x->compression != PL_ENCODING_IDENTITY, 0, 0, 0, 0};
+        uint8_t prefix[5] = {coding != PL_ENCODING_IDENTITY, 0, 0, 0, 0};
         pl_buf_append(out, prefix, 5);
     }
     size_t message_at = out->len;
     bool ok;
-    if (x->compression == PL_ENCODING_IDENTITY) {
+    if (coding == PL_ENCODING_IDENTITY) {
         ok = encode_message(batch, json, out);
     } else {
-        pl_buf_reset(&x->scratch);
-        ok = encode_message(batch, json, &x->scratch) && pl_buf_ok(&x->scratch);
-        if (ok) {
-            pl_status st =
-                pl_compress(x->compression, x->scratch.data, x->scratch.len, 0, out, err);
-            if (st != PL_OK)
-                return st;
-        }
-        if (x->scratch.cap > (4u << 20)) /* do not keep a huge scratch buffer around */
-            pl_buf_free(&x->scratch);
+        pl_buf_reset(scratch);
+        ok = encode_message(batch, json, scratch) && pl_buf_ok(scratch);
+        pl_status st = PL_OK;
+        if (ok)
+            st = pl_compress(coding, scratch->data, scratch->len, 0, out, err);
+        if (scratch == &local || scratch->cap > (4u << 20)) /* no huge buffer kept around */
+            pl_buf_free(scratch);
+        if (st != PL_OK)
+            return st;
     }
     if (!ok || !pl_buf_ok(out))
         return pl_errf(err, PL_ERR_NOMEM, "out of memory encoding %s",
@@ -513,7 +522,8 @@ pl_status pl_otlp_exporter_create(const pl_create_settings *settings,
         pl_otlp_exporter_destroy(x);
         return PL_ERR_INTERNAL;
     }
-    pl_queue_sender sender = {otlp_encode, otlp_send, x, x->compression != PL_ENCODING_IDENTITY};
+    pl_queue_sender sender = {otlp_encode, otlp_send, x, x->compression != PL_ENCODING_IDENTITY,
+                              true};
     x->queue = pl_queue_new(settings, &cfg->sending_queue, &cfg->retry_on_failure, &sender, err);
     if (!x->queue) {
         pl_otlp_exporter_destroy(x);

@@ -102,7 +102,7 @@ struct pl_otlp_exporter {
     char *auth_id;       /* auth extension (client side), looked up per request */
     char *tenant_header; /* forwarded tenant's header name, or NULL */
     pl_otlp_classify_fn classify;
-    pl_buf scratch; /* encoding buffer reused across exports */
+    pl_buf scratch; /* encoding buffer reused across exports on the loop */
     /* Set by the loadbalancing exporter on its members: sees every send's
      * result before the queue does, with the queued payload (coding byte
      * first). It may hand the payload to other members and then set the

@@ -894,7 +894,8 @@ static pl_status pyroscope_exp_create(const pl_create_settings *settings, const 
         return PL_ERR_INTERNAL;
     }
     /* ingest payloads (gzipped pprof) are compressed already */
-    pl_queue_sender sender = {pyroscope_encode, pyroscope_send, x, x->ingest};
+    /* pyroscope_encode reads only fixed_tenant: it may run on a worker */
+    pl_queue_sender sender = {pyroscope_encode, pyroscope_send, x, x->ingest, true};
     x->queue = pl_queue_new(settings, &cfg->sending_queue, &cfg->retry_on_failure, &sender, err);
     if (!x->queue) {
         pyroscope_exp_destroy(x);

@@ -21,6 +21,7 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <math.h>
+#include <pthread.h>
 #include <sqlite3.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -32,6 +33,7 @@
 
 #include "core/log.h"
 #include "exporters/queue_wal.h"
+#include "pipeline/workers.h"
 
 /* ---- config tables ------------------------------------------------------ */
 
@@ -183,6 +185,10 @@ struct pl_queue {
     bool storage_registered;
     ZSTD_CCtx *cctx;
     ZSTD_DCtx *dctx;
+
+    /* batches being encoded on the workers, in the order they were
+     * admitted (see queue.h); counted in batches and items */
+    struct enc_job *enc_head, *enc_tail;
 
     int64_t *g_batches, *g_items, *g_bytes;
     pl_histogram *h_send;
@@ -911,6 +917,189 @@ static pl_status refuse(pl_queue *q, pl_signal signal, uint64_t items, const cha
     return PL_ERR_REFUSED;
 }
 
+/* Puts an admitted, encoded payload (taken) at the end of the memory FIFO. */
+static pl_status add_entry(pl_queue *q, pl_signal signal, uint8_t *payload, size_t len,
+                           uint64_t items)
+{
+    qentry *e = calloc(1, sizeof(*e));
+    if (!e) {
+        free(payload);
+        return PL_ERR_NOMEM;
+    }
+    e->signal = signal;
+    e->items = items;
+    e->len = len;
+    e->payload = payload;
+    fifo_push_back(q, e);
+    q->batches++;
+    q->items += items;
+    q->bytes += len;
+    return PL_OK;
+}
+
+/* ---- encoding on the workers (see queue.h) -------------------------------
+ *
+ * A job is shared by the loop and one worker. The worker reads only the job
+ * (the sender was copied into it) and the batch it holds a reference on, and
+ * writes only the job's results. `state` and `orphan`, under enc_mu, are
+ * what both sides look at: a queue destroyed while its batches are encoded
+ * marks them orphaned (a queued one is then skipped: the exporter that
+ * `sender.arg` points to is about to go) and waits for one that is running,
+ * so the worker never touches a freed exporter. Everything else in a job is
+ * the loop's. */
+
+enum { ENC_QUEUED, ENC_RUNNING, ENC_FINISHED };
+
+typedef struct enc_job {
+    struct enc_job *next;
+    pl_queue *q; /* NULL once the queue is gone: the done callback frees the job */
+    pl_queue_sender sender;
+    pl_batch *batch; /* a reference (pl_batch_ref) */
+    pl_signal signal;
+    uint64_t admitted; /* items counted at admission */
+    uint64_t items;    /* encode()'s count */
+    pl_buf out;
+    pl_status st;
+    pl_err err;
+    int state;   /* under enc_mu */
+    bool orphan; /* under enc_mu */
+    bool done;   /* loop: encoded, waiting for the ones admitted before it */
+} enc_job;
+
+static pthread_mutex_t enc_mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t enc_cv = PTHREAD_COND_INITIALIZER;
+
+static void enc_job_free(enc_job *j)
+{
+    pl_batch_free(j->batch);
+    pl_buf_free(&j->out);
+    free(j);
+}
+
+/* On a worker (or on the loop when no worker took it). */
+static void encode_work(void *arg)
+{
+    enc_job *j = arg;
+    pthread_mutex_lock(&enc_mu);
+    bool skip = j->orphan;
+    if (!skip)
+        j->state = ENC_RUNNING;
+    pthread_mutex_unlock(&enc_mu);
+    if (!skip) {
+        j->st = j->sender.encode(j->sender.arg, j->batch, &j->out, &j->items, &j->err);
+        if (j->st == PL_OK && !pl_buf_ok(&j->out))
+            j->st = PL_ERR_NOMEM;
+    }
+    pthread_mutex_lock(&enc_mu);
+    j->state = ENC_FINISHED;
+    pthread_cond_broadcast(&enc_cv);
+    pthread_mutex_unlock(&enc_mu);
+}
+
+/* Loop: moves the encoded jobs at the head of the line into the FIFO. */
+static void flush_encoded(pl_queue *q)
+{
+    enc_job *j;
+    while ((j = q->enc_head) && j->done) {
+        q->enc_head = j->next;
+        if (!q->enc_head)
+            q->enc_tail = NULL;
+        q->batches--;
+        q->items -= j->admitted;
+        size_t len = 0;
+        uint8_t *payload = j->st == PL_OK ? pl_buf_steal(&j->out, &len) : NULL;
+        if (j->st == PL_OK && !payload)
+            payload = malloc(1); /* an empty payload */
+        pl_status st = j->st;
+        if (st == PL_OK)
+            st = payload ? add_entry(q, j->signal, payload, len, j->items) : PL_ERR_NOMEM;
+        if (st != PL_OK) {
+            pl_stats_add(q->stats, j->signal, PL_STAT_FAILED, j->admitted);
+            pl_error(q->id, "dropping %llu %s: cannot encode: %s", (unsigned long long)j->admitted,
+                     pl_signal_name(j->signal), j->err.msg[0] ? j->err.msg : pl_status_name(st));
+        }
+        enc_job_free(j);
+    }
+    update_gauges(q);
+    pump(q);
+}
+
+/* Loop: a worker finished a job. */
+static void encode_done(void *arg)
+{
+    enc_job *j = arg;
+    if (!j->q) {
+        enc_job_free(j);
+        return;
+    }
+    j->done = true;
+    flush_encoded(j->q);
+}
+
+/* Admits `batch` and has it encoded on a worker; false when this queue
+ * encodes on the loop instead (storage, no workers, or a sender that must). */
+static bool export_on_worker(pl_queue *q, const pl_batch *batch, pl_status *st)
+{
+    if (q->db || !q->sender.encode_anywhere || pl_workers_count() < 2)
+        return false;
+    uint64_t items = pl_batch_items(batch);
+    if (!queue_has_room(q, 0, items)) {
+        *st = refuse(q, batch->signal, items, "sending queue is full");
+        return true;
+    }
+    enc_job *j = calloc(1, sizeof(*j));
+    if (!j)
+        return false;
+    j->q = q;
+    j->sender = q->sender;
+    j->batch = pl_batch_ref(batch);
+    j->signal = batch->signal;
+    j->admitted = items;
+    pl_buf_init(&j->out);
+    if (q->enc_tail)
+        q->enc_tail->next = j;
+    else
+        q->enc_head = j;
+    q->enc_tail = j;
+    q->batches++;
+    q->items += items;
+    update_gauges(q);
+    if (!pl_workers_submit(encode_work, encode_done, j)) {
+        encode_work(j); /* no memory for the hand-off: here, in its turn */
+        encode_done(j);
+    }
+    *st = PL_OK;
+    return true;
+}
+
+/* Destroy: no job may be running for this queue once it returns. */
+static void orphan_encodings(pl_queue *q)
+{
+    size_t n = 0;
+    uint64_t items = 0;
+    pthread_mutex_lock(&enc_mu);
+    for (enc_job *j = q->enc_head, *next; j; j = next) {
+        next = j->next;
+        j->orphan = true;
+        while (j->state == ENC_RUNNING)
+            pthread_cond_wait(&enc_cv, &enc_mu);
+        n++;
+        items += j->admitted;
+        pl_stats_add(q->stats, j->signal, PL_STAT_DROPPED, j->admitted);
+        if (j->done) {
+            enc_job_free(j); /* encoded, waiting behind an earlier one */
+        } else {
+            j->q = NULL; /* its done callback frees it */
+            j->next = NULL;
+        }
+    }
+    pthread_mutex_unlock(&enc_mu);
+    q->enc_head = q->enc_tail = NULL;
+    if (n)
+        pl_error(q->id, "dropped %zu batches (%llu items) still being encoded at shutdown", n,
+                 (unsigned long long)items);
+}
+
 /* Takes `payload` (malloc'd) in every case. */
 static pl_status enqueue(pl_queue *q, pl_signal signal, uint8_t *payload, size_t len,
                          uint64_t items)
@@ -1002,8 +1191,11 @@ pl_status pl_queue_export(pl_queue *q, const pl_batch *batch)
         return refuse(q, batch->signal, pl_batch_items(batch), "shutting down");
     if (q->batches >= q->max_batches) /* cheap early answer, before encoding */
         return refuse(q, batch->signal, pl_batch_items(batch), "sending queue is full");
+    pl_status st;
+    if (export_on_worker(q, batch, &st))
+        return st;
     pl_buf_reset(&q->encoded);
-    pl_status st = q->sender.encode(q->sender.arg, batch, &q->encoded, &items, &err);
+    st = q->sender.encode(q->sender.arg, batch, &q->encoded, &items, &err);
     if (st == PL_OK && !pl_buf_ok(&q->encoded))
         st = PL_ERR_NOMEM;
     if (st != PL_OK) {
@@ -1085,6 +1277,7 @@ void pl_queue_destroy(pl_queue *q)
 {
     if (!q)
         return;
+    orphan_encodings(q);
     size_t lost_batches = 0;
     uint64_t lost_items = 0;
     for (size_t i = 0; i < q->n_slots; i++) {

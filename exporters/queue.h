@@ -47,6 +47,24 @@
  * batch, and the DELETEs of the batches sent during one loop iteration in
  * one commit; each commit is a write to the WAL file (tens of microseconds
  * without fsync).
+ *
+ * Encoding on the workers. With service.workers > 1, an in-memory queue
+ * whose sender says encode_anywhere does not encode inside export(): it
+ * admits the batch against queue_size and max_items (the batch counts as
+ * one of `batches` from then on), keeps a reference on it (pl_batch_ref)
+ * and hands encode() to a worker thread (pl_workers_submit). export()
+ * returns PL_OK at once, which is what an in-memory queue's PL_OK always
+ * meant: the data is the queue's. When the encoding is done the loop puts
+ * the payload into the FIFO, in the order export() was called (a payload
+ * finished early waits for those admitted before it), so the order of
+ * sends is the same as without workers. max_bytes is checked at admission
+ * against the bytes already encoded; what is being encoded is counted
+ * when done (at most queue_size batches can be in encoding). An encoding
+ * that fails after admission (out of memory, a gRPC message over 4 GiB) is
+ * counted as failed and logged, like a send that can never succeed.
+ * pending() counts batches in encoding, so a shutdown waits for them. With
+ * storage, export() still encodes on the loop: its PL_OK promises a
+ * commit, which needs the payload.
  */
 #ifndef PL_EXPORTERS_QUEUE_H
 #define PL_EXPORTERS_QUEUE_H
@@ -123,6 +141,11 @@ typedef struct pl_queue_sender {
      * that goes on the wire): the storage keeps them as they are instead of
      * compressing them a second time with zstd. */
     bool payload_compressed;
+    /* encode() may run on a worker thread (pipeline/workers.h), at the same
+     * time as the loop runs this exporter: it reads only settings that do
+     * not change, or reads them atomically, and keeps no scratch state in
+     * `arg`. See "Encoding on the workers" below. */
+    bool encode_anywhere;
 } pl_queue_sender;
 
 /* Reports the outcome of a send. `result` is copied. */

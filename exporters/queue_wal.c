@@ -27,9 +27,10 @@
 typedef struct wentry {
     uint64_t seq;
     uint32_t refs;
-    bool lost;    /* refused downstream: keep the row for the next start */
-    bool deleted; /* the row is gone (committed with the queue, or dropped) */
-    bool done;    /* no holder left */
+    uint32_t lost; /* holders refused downstream (not recovered): keep the row for the
+                      next start */
+    bool deleted;  /* the row is gone (committed with the queue, or dropped) */
+    bool done;     /* no holder left */
 } wentry;
 
 struct pl_queue_wal {
@@ -133,12 +134,22 @@ static void hook_release(uint64_t tag, bool settled, bool refused)
     if (!x || x->done)
         return;
     if (refused)
-        x->lost = true;
+        x->lost++;
     if (x->refs && --x->refs == 0)
         finish(w, x);
 }
 
-static const pl_wal_hooks hooks = {hook_retain, hook_release};
+/* A holder that kept its data when copies of it were refused has passed it
+ * on after all: those refusals are made good. */
+static void hook_recovered(uint64_t tag, uint32_t refusals)
+{
+    pl_queue_wal *w = TAG_WAL(tag);
+    wentry *x = w ? find(w, TAG_SEQ(tag)) : NULL;
+    if (x && !x->done)
+        x->lost = x->lost > refusals ? x->lost - refusals : 0;
+}
+
+static const pl_wal_hooks hooks = {hook_retain, hook_release, hook_recovered};
 
 /* ---- rows ---------------------------------------------------------------- */
 
@@ -292,7 +303,7 @@ static pl_status wal_consume(void *arg, pl_batch *batch)
         x = find(w, seq);
         if (x && !x->deleted) {
             delete_row(w, x);
-            x->lost = false;
+            x->lost = 0;
         }
     }
     return result;
@@ -499,7 +510,7 @@ size_t pl_queue_wal_replay(pl_queue_wal *w)
             continue;
         }
         if (pl_batch_wal_add(b, TAG(w, seqs[i]))) {
-            x->lost = true;
+            x->lost++;
             pl_batch_free(b);
             continue;
         }
@@ -507,7 +518,7 @@ size_t pl_queue_wal_replay(pl_queue_wal *w)
         if (st != PL_OK) {
             x = find(w, seqs[i]);
             if (x && !x->done)
-                x->lost = true; /* keep it for the next start */
+                x->lost++; /* keep it for the next start */
         }
         replayed++;
     }

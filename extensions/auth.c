@@ -4,6 +4,7 @@
  */
 #include "auth.h"
 
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -11,13 +12,23 @@
 #include "core/log.h"
 #include "core/strlist.h"
 
-/* Few authenticators exist (one per configured extension): a short list. */
+/* Few authenticators exist (one per configured extension): a short list.
+ *
+ * Receivers on worker threads (service.workers) check requests while the
+ * pipeline loop may register or unregister extensions (a reload). The list
+ * sits behind a read-write lock, and a check holds the read side for its
+ * whole duration, so an extension cannot be destroyed under a check running
+ * on another thread: its destroy hook unregisters first, which waits for
+ * the checks in progress. Checks themselves run in parallel (each extension
+ * guards its own mutable state). */
 typedef struct reg_entry {
     pl_authenticator *a;
     struct reg_entry *next;
 } reg_entry;
 
 static reg_entry *registry;
+/* writers first: a reload is not held off by a steady stream of checks */
+static pthread_rwlock_t registry_lock = PTHREAD_RWLOCK_WRITER_NONRECURSIVE_INITIALIZER_NP;
 
 void pl_auth_register(pl_authenticator *a)
 {
@@ -25,8 +36,10 @@ void pl_auth_register(pl_authenticator *a)
     if (!e)
         return; /* pl_auth_find then reports it missing */
     e->a = a;
+    pthread_rwlock_wrlock(&registry_lock);
     e->next = registry;
     registry = e; /* newest first: a reload's new instance wins */
+    pthread_rwlock_unlock(&registry_lock);
 }
 
 void pl_auth_register_as(pl_authenticator *a, const char *id, const char *challenge,
@@ -57,22 +70,36 @@ void pl_auth_extension_destroy(void *self)
 
 void pl_auth_unregister(pl_authenticator *a)
 {
+    pthread_rwlock_wrlock(&registry_lock);
     for (reg_entry **p = &registry; *p; p = &(*p)->next) {
         if ((*p)->a == a) {
             reg_entry *e = *p;
             *p = e->next;
             free(e);
-            return;
+            break;
         }
     }
+    pthread_rwlock_unlock(&registry_lock);
 }
 
-const pl_authenticator *pl_auth_lookup(const char *id)
+/* With registry_lock held (either side). */
+static const pl_authenticator *lookup_locked(const char *id)
 {
     for (reg_entry *e = registry; e; e = e->next)
         if (strcmp(e->a->id, id) == 0)
             return e->a;
     return NULL;
+}
+
+/* The pointer stays valid on the pipeline loop (where extensions are
+ * created and destroyed) until the next reload; other threads go through
+ * check_by_id, which holds the lock across the call. */
+const pl_authenticator *pl_auth_lookup(const char *id)
+{
+    pthread_rwlock_rdlock(&registry_lock);
+    const pl_authenticator *a = lookup_locked(id);
+    pthread_rwlock_unlock(&registry_lock);
+    return a;
 }
 
 const pl_authenticator *pl_auth_find(const char *id, pl_err *err)
@@ -105,12 +132,14 @@ static char *dup_or_null(const char *s)
 static bool check_by_id(void *arg, const pl_http_request *req, char *user, size_t cap)
 {
     const pl_listener_security *sec = arg;
-    const pl_authenticator *a = pl_auth_lookup(sec->auth_id);
-    if (!a || !a->server.check) {
+    pthread_rwlock_rdlock(&registry_lock);
+    const pl_authenticator *a = lookup_locked(sec->auth_id);
+    bool missing = !a || !a->server.check;
+    bool ok = !missing && a->server.check(a->server.arg, req, user, cap);
+    pthread_rwlock_unlock(&registry_lock);
+    if (missing)
         pl_error("auth", "authenticator '%s' is not running; refusing the request", sec->auth_id);
-        return false;
-    }
-    return a->server.check(a->server.arg, req, user, cap);
+    return ok;
 }
 
 pl_status pl_listener_security_init(pl_listener_security *out, const pl_tls_server_config *tls,

@@ -25,6 +25,7 @@
 #include <openssl/evp.h>
 #include <openssl/rand.h>
 #include <openssl/sha.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -32,6 +33,7 @@
 #include <sys/stat.h>
 
 #include "core/buf.h"
+#include "core/file_stamp.h"
 #include "core/log.h"
 #include "extensions/auth.h"
 #include "net/http_auth.h"
@@ -109,10 +111,17 @@ typedef struct basic {
     char *inline_text;
     user *users;
     size_t n_users;
-    long long mtime_ns, size;
-    uint64_t checked_ns;
+    pl_file_watch watch; /* of `file` */
     uint8_t salt[16];
     char *client_value; /* "Basic base64(user:pass)" */
+    /* Receivers on several worker threads check at once: `mu` guards the
+     * users (replaced when the file changes), their verified-digest cache
+     * and the re-read clock. The slow part, crypt() of a bcrypt or SHA-crypt
+     * hash, runs outside it, on a copy of the hash; `generation` tells the
+     * caller whether the users it verified against are still the current
+     * ones before it caches the result. */
+    pthread_mutex_t mu;
+    uint64_t generation;
 } basic;
 
 static void users_free(user *u, size_t n)
@@ -166,22 +175,19 @@ static int parse_lines(const char *text, const char *where, user **users, size_t
     return 0;
 }
 
-static char *read_file(const char *path, long long *mtime, long long *size)
+static char *read_file(const char *path, pl_file_stamp *stamp)
 {
-    struct stat st;
-    if (stat(path, &st) != 0 || st.st_size > 16 * 1024 * 1024)
+    if (!pl_file_stamp_of(path, stamp) || stamp->size > 16 * 1024 * 1024)
         return NULL;
     FILE *f = fopen(path, "rb");
     if (!f)
         return NULL;
-    char *buf = malloc((size_t)st.st_size + 1);
-    size_t n = buf ? fread(buf, 1, (size_t)st.st_size, f) : 0;
+    char *buf = malloc((size_t)stamp->size + 1);
+    size_t n = buf ? fread(buf, 1, (size_t)stamp->size, f) : 0;
     fclose(f);
     if (!buf)
         return NULL;
     buf[n] = 0;
-    *mtime = (long long)st.st_mtim.tv_sec * 1000000000ll + st.st_mtim.tv_nsec;
-    *size = (long long)st.st_size;
     return buf;
 }
 
@@ -189,9 +195,9 @@ static int load_users(basic *b, pl_err *err)
 {
     user *users = NULL;
     size_t n = 0;
-    long long mtime = 0, size = 0;
+    pl_file_stamp stamp = {0, 0};
     if (b->file) {
-        char *text = read_file(b->file, &mtime, &size);
+        char *text = read_file(b->file, &stamp);
         if (!text) {
             pl_errf(err, PL_ERR_INVALID, "htpasswd.file %s: cannot read", b->file);
             return -1;
@@ -210,24 +216,14 @@ static int load_users(basic *b, pl_err *err)
     users_free(b->users, b->n_users);
     b->users = users;
     b->n_users = n;
-    b->mtime_ns = mtime;
-    b->size = size;
+    b->generation++;
+    b->watch.seen = stamp;
     return 0;
 }
 
 static void maybe_reload(basic *b)
 {
-    if (!b->file)
-        return;
-    uint64_t now = pl_time_mono_ns();
-    if (now - b->checked_ns < 1000000000ull)
-        return;
-    b->checked_ns = now;
-    struct stat st;
-    if (stat(b->file, &st) != 0)
-        return;
-    long long m = (long long)st.st_mtim.tv_sec * 1000000000ll + st.st_mtim.tv_nsec;
-    if (m == b->mtime_ns && (long long)st.st_size == b->size)
+    if (!b->file || pl_file_watch_poll(&b->watch, b->file, pl_time_mono_ns()) <= 0)
         return;
     pl_err err = {{0}};
     if (load_users(b, &err) == 0)
@@ -247,15 +243,9 @@ static void salted_digest(const basic *b, const char *pw, size_t len, uint8_t ou
     EVP_MD_CTX_free(ctx);
 }
 
-static bool verify(basic *b, user *u, const char *pw, size_t len)
+/* Checks pw against an htpasswd hash (a copy: called without b->mu). */
+static bool verify_hash(const char *h, const char *pw, size_t len)
 {
-    const char *h = u->hash;
-    if (u->verified) {
-        uint8_t d[32];
-        salted_digest(b, pw, len, d);
-        if (CRYPTO_memcmp(d, u->digest, 32) == 0)
-            return true;
-    }
     bool ok = false;
     if (strncmp(h, "{SHA}", 5) == 0) {
         uint8_t sha[SHA_DIGEST_LENGTH];
@@ -267,7 +257,8 @@ static bool verify(basic *b, user *u, const char *pw, size_t len)
         char *plain = strndup(pw, len);
         if (!plain)
             return false;
-        static struct crypt_data cd; /* large; the loop is single-threaded */
+        /* large (about 32 KiB): one per thread rather than on the stack */
+        static _Thread_local struct crypt_data cd;
         memset(&cd, 0, sizeof(cd));
         /* crypt_rn: libxcrypt's variant that returns NULL on failure (and
          * that sanitizers do not intercept) */
@@ -275,21 +266,73 @@ static bool verify(basic *b, user *u, const char *pw, size_t len)
         ok = out && out[0] != '*' && strlen(out) == strlen(h) &&
              CRYPTO_memcmp(out, h, strlen(h)) == 0;
         OPENSSL_cleanse(plain, len);
+        OPENSSL_cleanse(&cd, sizeof(cd));
         free(plain);
     } else {
         ok = strlen(h) == len && CRYPTO_memcmp(h, pw, len) == 0;
     }
-    if (ok && h[0] == '$') {
-        salted_digest(b, pw, len, u->digest);
-        u->verified = true;
+    return ok;
+}
+
+/* The user named `name`, with b->mu held; NULL when unknown. */
+static user *find_user(basic *b, const unsigned char *name, size_t len)
+{
+    for (size_t i = 0; i < b->n_users; i++) {
+        user *u = &b->users[i];
+        if (strlen(u->name) == len && memcmp(u->name, name, len) == 0)
+            return u;
     }
+    return NULL;
+}
+
+/* Verifies user `name`'s password. A crypt() hash verified once is
+ * remembered as a salted SHA-256 of the password, so the next requests of
+ * that client cost a digest instead of a bcrypt. */
+static bool verify(basic *b, const unsigned char *name, size_t name_len, const char *pw, size_t len)
+{
+    uint8_t d[32];
+    pthread_mutex_lock(&b->mu);
+    maybe_reload(b);
+    user *u = find_user(b, name, name_len);
+    if (!u) {
+        pthread_mutex_unlock(&b->mu);
+        return false;
+    }
+    if (u->verified) {
+        bool hit;
+        salted_digest(b, pw, len, d);
+        hit = CRYPTO_memcmp(d, u->digest, 32) == 0;
+        if (hit) {
+            pthread_mutex_unlock(&b->mu);
+            return true;
+        }
+    }
+    char *h = strdup(u->hash);
+    uint64_t generation = b->generation;
+    pthread_mutex_unlock(&b->mu);
+    if (!h)
+        return false;
+    bool ok = verify_hash(h, pw, len);
+    if (ok && h[0] == '$') {
+        salted_digest(b, pw, len, d);
+        pthread_mutex_lock(&b->mu);
+        /* the users may have been re-read meanwhile: cache only into the
+         * same generation's entry */
+        if (b->generation == generation && (u = find_user(b, name, name_len)) &&
+            strcmp(u->hash, h) == 0) {
+            memcpy(u->digest, d, 32);
+            u->verified = true;
+        }
+        pthread_mutex_unlock(&b->mu);
+    }
+    OPENSSL_cleanse(d, sizeof(d));
+    free(h);
     return ok;
 }
 
 static bool basic_check(void *arg, const pl_http_request *req, char *user_out, size_t cap)
 {
     basic *b = arg;
-    maybe_reload(b);
     size_t len = 0;
     const char *v = pl_http_header_get(req, "authorization", &len);
     if (!v || len < 7 || strncasecmp(v, "Basic ", 6) != 0 || len > 4096)
@@ -317,14 +360,7 @@ static bool basic_check(void *arg, const pl_http_request *req, char *user_out, s
     size_t ulen = (size_t)(colon - dec);
     const char *pw = (const char *)colon + 1;
     size_t pwlen = (size_t)n - ulen - 1;
-    bool ok = false;
-    for (size_t i = 0; i < b->n_users; i++) {
-        user *u = &b->users[i];
-        if (strlen(u->name) == ulen && memcmp(u->name, dec, ulen) == 0) {
-            ok = verify(b, u, pw, pwlen);
-            break;
-        }
-    }
+    bool ok = verify(b, dec, ulen, pw, pwlen);
     if (ok && cap) {
         size_t k = ulen < cap - 1 ? ulen : cap - 1;
         memcpy(user_out, dec, k);
@@ -344,19 +380,17 @@ static bool basic_client(void *arg, char *name, size_t name_cap, char *value, si
     return true;
 }
 
-static void basic_free(basic *b)
+/* Frees an instance (also the pl_authenticator's release hook). */
+static void basic_free(void *arg)
 {
+    basic *b = arg;
     free(b->id);
     free(b->file);
     free(b->inline_text);
     free(b->client_value);
     users_free(b->users, b->n_users);
+    pthread_mutex_destroy(&b->mu);
     free(b);
-}
-
-static void basic_release(void *arg)
-{
-    basic_free(arg);
 }
 
 static pl_status basic_create(const pl_create_settings *settings, const void *config, void **out,
@@ -366,6 +400,7 @@ static pl_status basic_create(const pl_create_settings *settings, const void *co
     basic *b = calloc(1, sizeof(*b));
     if (!b)
         return pl_errf(err, PL_ERR_NOMEM, "out of memory");
+    pthread_mutex_init(&b->mu, NULL);
     b->id = strdup(settings->id ? settings->id : "basicauth");
     if (c->htpasswd.file && *c->htpasswd.file)
         b->file = strdup(c->htpasswd.file);
@@ -387,10 +422,10 @@ static pl_status basic_create(const pl_create_settings *settings, const void *co
             return pl_errf(err, PL_ERR_NOMEM, "out of memory");
         }
     }
-    b->checked_ns = pl_time_mono_ns();
+    b->watch.checked_ns = pl_time_mono_ns();
     pl_auth_register_as(&b->a, b->id, "Basic realm=\"proflink\"",
                         (b->file || b->inline_text) ? basic_check : NULL,
-                        b->client_value ? basic_client : NULL, basic_release, b);
+                        b->client_value ? basic_client : NULL, basic_free, b);
     *out = b;
     return PL_OK;
 }

@@ -14,12 +14,14 @@
  * token and is logged. Comparisons are constant-time.
  */
 #include <openssl/crypto.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 #include <sys/stat.h>
 
+#include "core/file_stamp.h"
 #include "core/log.h"
 #include "core/strlist.h"
 #include "extensions/auth.h"
@@ -75,15 +77,17 @@ typedef struct bearer {
     char *file_token; /* from filename, or the inline token */
     pl_strlist tokens;
     char *filename;
-    long long mtime_ns, size;
-    uint64_t checked_ns;
+    pl_file_watch watch; /* of `filename` */
+    /* guards file_token and the re-read clock: receivers on several worker
+     * threads check while an exporter on the pipeline loop reads the token */
+    pthread_mutex_t mu;
 } bearer;
 
 /* Reads the token file (trailing whitespace dropped); 0 or -1. */
 static int read_token(bearer *b)
 {
-    struct stat st;
-    if (stat(b->filename, &st) != 0)
+    pl_file_stamp stamp;
+    if (!pl_file_stamp_of(b->filename, &stamp))
         return -1;
     FILE *f = fopen(b->filename, "rb");
     if (!f)
@@ -100,8 +104,7 @@ static int read_token(bearer *b)
         return -1;
     free(b->file_token);
     b->file_token = t;
-    b->mtime_ns = (long long)st.st_mtim.tv_sec * 1000000000ll + st.st_mtim.tv_nsec;
-    b->size = (long long)st.st_size;
+    b->watch.seen = stamp;
     return 0;
 }
 
@@ -109,17 +112,12 @@ static void maybe_reread(bearer *b)
 {
     if (!b->filename)
         return;
-    uint64_t now = pl_time_mono_ns();
-    if (now - b->checked_ns < 1000000000ull)
-        return;
-    b->checked_ns = now;
-    struct stat st;
-    if (stat(b->filename, &st) != 0) {
+    int changed = pl_file_watch_poll(&b->watch, b->filename, pl_time_mono_ns());
+    if (changed < 0) {
         pl_warn(b->id, "%s: cannot read; keeping the last token", b->filename);
         return;
     }
-    long long m = (long long)st.st_mtim.tv_sec * 1000000000ll + st.st_mtim.tv_nsec;
-    if (m == b->mtime_ns && (long long)st.st_size == b->size)
+    if (!changed)
         return;
     if (read_token(b) == 0)
         pl_info(b->id, "token re-read from %s", b->filename);
@@ -138,7 +136,6 @@ static bool bearer_check(void *arg, const pl_http_request *req, char *user, size
     bearer *b = arg;
     (void)user;
     (void)cap;
-    maybe_reread(b);
     size_t len = 0;
     const char *v = pl_http_header_get(req, b->header, &len);
     if (!v)
@@ -152,7 +149,10 @@ static bool bearer_check(void *arg, const pl_http_request *req, char *user, size
         while (len && *v == ' ')
             v++, len--;
     }
+    pthread_mutex_lock(&b->mu);
+    maybe_reread(b);
     bool ok = b->file_token && token_eq(b->file_token, v, len);
+    pthread_mutex_unlock(&b->mu);
     for (size_t i = 0; i < b->tokens.n; i++)
         ok |= token_eq(b->tokens.items[i], v, len);
     return ok;
@@ -161,29 +161,29 @@ static bool bearer_check(void *arg, const pl_http_request *req, char *user, size
 static bool bearer_client(void *arg, char *name, size_t name_cap, char *value, size_t value_cap)
 {
     bearer *b = arg;
+    pthread_mutex_lock(&b->mu);
     maybe_reread(b);
     const char *t = b->file_token ? b->file_token : (b->tokens.n ? b->tokens.items[0] : NULL);
-    if (!t)
-        return false;
-    snprintf(name, name_cap, "%s", b->header);
-    snprintf(value, value_cap, "%s%s%s", b->scheme, *b->scheme ? " " : "", t);
-    return true;
+    if (t) {
+        snprintf(name, name_cap, "%s", b->header);
+        snprintf(value, value_cap, "%s%s%s", b->scheme, *b->scheme ? " " : "", t);
+    }
+    pthread_mutex_unlock(&b->mu);
+    return t != NULL;
 }
 
-static void bearer_free(bearer *b)
+/* Frees an instance (also the pl_authenticator's release hook). */
+static void bearer_free(void *arg)
 {
+    bearer *b = arg;
     free(b->id);
     free(b->scheme);
     free(b->header);
     free(b->file_token);
     free(b->filename);
     pl_strlist_free(&b->tokens);
+    pthread_mutex_destroy(&b->mu);
     free(b);
-}
-
-static void bearer_release(void *arg)
-{
-    bearer_free(arg);
 }
 
 static pl_status bearer_create(const pl_create_settings *settings, const void *config, void **out,
@@ -193,6 +193,7 @@ static pl_status bearer_create(const pl_create_settings *settings, const void *c
     bearer *b = calloc(1, sizeof(*b));
     if (!b)
         return pl_errf(err, PL_ERR_NOMEM, "out of memory");
+    pthread_mutex_init(&b->mu, NULL);
     b->id = strdup(settings->id ? settings->id : "bearertokenauth");
     b->scheme = strdup(c->scheme ? c->scheme : "");
     b->header = strdup(c->header && *c->header ? c->header : "Authorization");
@@ -211,8 +212,8 @@ static pl_status bearer_create(const pl_create_settings *settings, const void *c
         bearer_free(b);
         return PL_ERR_INVALID;
     }
-    b->checked_ns = pl_time_mono_ns();
-    pl_auth_register_as(&b->a, b->id, "Bearer", bearer_check, bearer_client, bearer_release, b);
+    b->watch.checked_ns = pl_time_mono_ns();
+    pl_auth_register_as(&b->a, b->id, "Bearer", bearer_check, bearer_client, bearer_free, b);
     *out = b;
     return PL_OK;
 }

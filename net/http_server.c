@@ -78,6 +78,15 @@ static void options_fill(pl_http_server_options *o)
         o->max_buffered_bytes_per_client = o->max_buffered_bytes / 4 > o->max_body_size
                                                ? o->max_buffered_bytes / 4
                                                : o->max_body_size;
+    /* After the per-client shares, which stay those of the whole listener
+     * (a client's connections may all land on one worker): */
+    if (o->shares > 1) { /* this server's part of the listener's totals */
+        o->max_connections = (o->max_connections + o->shares - 1) / o->shares;
+        o->max_buffered_bytes = (o->max_buffered_bytes + o->shares - 1) / o->shares;
+        if (o->max_buffered_bytes < o->max_body_size + o->max_header_size)
+            o->max_buffered_bytes = o->max_body_size + o->max_header_size;
+        o->shares = 1; /* split once */
+    }
     if (!o->http1 && !o->h2c)
         o->http1 = true;
     if (!o->name)

@@ -129,6 +129,15 @@ typedef struct pl_http_server_options {
     const struct pl_http_cors_config *cors;
     /* SO_REUSEPORT: several servers (one per worker loop) share the port. */
     bool reuse_port;
+    /* Number of servers sharing the port (service.workers; 0 or 1: alone).
+     * The server-wide totals, max_connections and max_buffered_bytes, are
+     * split among them after the defaults are applied, so the listener as a
+     * whole keeps the configured totals: each server gets its 1/shares,
+     * rounded up, but at least one connection and room for one request of
+     * max_body_size. The per-client shares are derived from the listener's
+     * totals before the split (a client's connections may all land on one
+     * worker) and apply per server; a server's own part still caps them. */
+    unsigned shares;
 } pl_http_server_options;
 
 typedef struct pl_http_server pl_http_server;

@@ -15,6 +15,7 @@
  */
 #include "pipeline/workers.h"
 
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -32,8 +33,11 @@ typedef struct job {
     /* or a function for a worker */
     void (*fn)(void *arg);
     void *arg;
+    /* submitted work (heap job): then after(arg) on the pipeline loop */
+    void (*after)(void *arg);
     bool done;
-    uv_cond_t *waiter; /* signalled when done: only the thread waiting for it */
+    uv_cond_t *waiter;  /* signalled when done: only the thread waiting for it */
+    unsigned fn_worker; /* a batch's: the worker that handed it over */
 } job;
 
 typedef struct worker {
@@ -51,18 +55,27 @@ struct pl_workers {
     uv_loop_t *main_loop;
     uv_async_t main_wake;
     uv_mutex_t mu;
-    uv_cond_t cv;     /* the pipeline loop waits here in run_on */
-    job *head, *tail; /* batches for the pipeline loop */
+    uv_cond_t cv;             /* the pipeline loop waits here in run_on */
+    job *head, *tail;         /* batches for the pipeline loop */
+    job *fin_head, *fin_tail; /* submitted works done, their `after` to call */
     worker *workers;
     unsigned n;
+    unsigned next_worker; /* round robin of pl_workers_submit (pipeline loop) */
 };
 
 static pl_workers *global_pool;
 static _Thread_local bool on_worker;
 static _Thread_local worker *this_worker;
+/* Pipeline loop: the worker whose batch is being consumed now, or -1. */
+static int consuming_for = -1;
 
 unsigned pl_workers_default(void)
 {
+    /* the CPUs this process may run on (taskset, a container's cpuset),
+     * else the online ones */
+    cpu_set_t set;
+    if (sched_getaffinity(0, sizeof(set), &set) == 0 && CPU_COUNT(&set) > 0)
+        return (unsigned)CPU_COUNT(&set);
     long n = sysconf(_SC_NPROCESSORS_ONLN);
     return n > 0 ? (unsigned)n : 1;
 }
@@ -107,11 +120,27 @@ static job *pop(job **head, job **tail)
 static void consume_one_locked(pl_workers *p, job *j)
 {
     uv_mutex_unlock(&p->mu);
+    int outer = consuming_for;
+    consuming_for = (int)j->fn_worker;
     pl_status st = pl_consumer_consume(j->consumer, j->batch);
+    consuming_for = outer;
     uv_mutex_lock(&p->mu);
     j->status = st;
     j->done = true;
     uv_cond_signal(j->waiter);
+}
+
+/* Pipeline loop: calls the `after` of finished works (mu held on entry
+ * and exit). */
+static void finish_works_locked(pl_workers *p)
+{
+    job *j;
+    while ((j = pop(&p->fin_head, &p->fin_tail))) {
+        uv_mutex_unlock(&p->mu);
+        j->after(j->arg);
+        free(j);
+        uv_mutex_lock(&p->mu);
+    }
 }
 
 static void on_main_wake(uv_async_t *a)
@@ -121,13 +150,17 @@ static void on_main_wake(uv_async_t *a)
     job *j;
     while ((j = pop(&p->head, &p->tail)))
         consume_one_locked(p, j);
+    finish_works_locked(p);
     uv_mutex_unlock(&p->mu);
 }
 
 pl_status pl_workers_consume(pl_consumer *next, pl_batch *batch)
 {
     pl_workers *p = global_pool;
-    job j = {.consumer = next, .batch = batch, .waiter = &this_worker->cv};
+    job j = {.consumer = next,
+             .batch = batch,
+             .waiter = &this_worker->cv,
+             .fn_worker = this_worker->index};
     uv_mutex_lock(&p->mu);
     push(&p->head, &p->tail, &j);
     /* the pipeline loop may be waiting in run_on rather than in its loop */
@@ -147,14 +180,43 @@ static void on_worker_wake(uv_async_t *a)
     pl_workers *p = w->pool;
     uv_mutex_lock(&p->mu);
     job *j;
+    bool finished = false;
     while ((j = pop(&w->head, &w->tail))) {
         uv_mutex_unlock(&p->mu);
         j->fn(j->arg);
         uv_mutex_lock(&p->mu);
+        if (j->after) { /* submitted: the pipeline loop calls `after` */
+            push(&p->fin_head, &p->fin_tail, j);
+            finished = true;
+            continue;
+        }
         j->done = true;
         uv_cond_signal(j->waiter);
     }
     uv_mutex_unlock(&p->mu);
+    if (finished)
+        uv_async_send(&p->main_wake);
+}
+
+bool pl_workers_submit(void (*work)(void *arg), void (*done)(void *arg), void *arg)
+{
+    pl_workers *p = global_pool;
+    if (!p || p->n == 0 || on_worker)
+        return false;
+    job *j = calloc(1, sizeof(*j));
+    if (!j)
+        return false;
+    j->fn = work;
+    j->after = done;
+    j->arg = arg;
+    unsigned i = consuming_for >= 0 && (unsigned)consuming_for < p->n ? (unsigned)consuming_for
+                                                                      : p->next_worker++ % p->n;
+    worker *w = &p->workers[i];
+    uv_mutex_lock(&p->mu);
+    push(&w->head, &w->tail, j);
+    uv_mutex_unlock(&p->mu);
+    uv_async_send(&w->wake);
+    return true;
 }
 
 static void run_on(pl_workers *p, unsigned i, void (*fn)(void *), void *arg)
@@ -267,6 +329,11 @@ void pl_workers_stop(pl_workers *p)
             pl_warn("workers", "worker %u loop still had handles at stop", i);
         uv_cond_destroy(&w->cv);
     }
+    /* works that finished after the pipeline loop last looked: their
+     * owners wait for `after` to free what the work used */
+    uv_mutex_lock(&p->mu);
+    finish_works_locked(p);
+    uv_mutex_unlock(&p->mu);
     if (global_pool == p)
         global_pool = NULL;
     uv_cond_destroy(&p->cv);
@@ -322,6 +389,7 @@ pl_status pl_workers_listen(const char *endpoint, const pl_http_server_options *
         j->worker = i;
         j->options = *options;
         j->options.reuse_port = true;
+        j->options.shares = n; /* the listener's totals hold across the workers */
         j->handler = handler;
         j->arg = arg;
         j->server = NULL;

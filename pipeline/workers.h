@@ -12,6 +12,9 @@
  * what the pipeline did with the data. While one worker waits, the others
  * keep reading and decoding.
  *
+ * Exporters use the same threads for their encoding and compression
+ * (pl_workers_submit), so forwarding scales with the workers too.
+ *
  * One pool per process (pl_workers_global); its size is fixed at start.
  */
 #ifndef PL_PIPELINE_WORKERS_H
@@ -44,6 +47,17 @@ bool pl_workers_on_worker(void);
 /* From a worker: consumes `batch` on the pipeline loop and returns its
  * status (pl_consumer_consume does this by itself). */
 pl_status pl_workers_consume(pl_consumer *next, pl_batch *batch);
+
+/* Runs work(arg) on a worker thread and then done(arg) on the pipeline
+ * loop, without waiting: for CPU work the pipeline loop should not do
+ * itself (exporters encode and compress there, exporters/queue.c). The
+ * worker is the one whose batch the pipeline loop is consuming at the call
+ * (its caches hold that batch), else the next in turn. Jobs given to one
+ * worker run in the order given; `done` calls come in the order the works
+ * finish. false when there is no pool or no memory (the caller then does
+ * the work itself). At pl_workers_stop every work given still runs and its
+ * done is called on the stopping thread. */
+bool pl_workers_submit(void (*work)(void *arg), void (*done)(void *arg), void *arg);
 
 /* Listens on `endpoint` on every worker loop (SO_REUSEPORT; "host:0" binds
  * the first and the others join its port): servers[i] is worker i's server

@@ -334,8 +334,9 @@ static void link_waiting_samples(correlation *self, pl_span *sp)
     }
 }
 
-/* A spilled batch read back, its entries held again: links the samples
- * that waited for its spans (their summaries had gone from the late store). */
+/* Links the samples that waited for the spans of batch b, just indexed (or
+ * a spilled batch read back, its entries held again: their summaries had
+ * gone from the late store). */
 void corr_link_waiting_batch(correlation *self, pl_batch *b)
 {
     if (!self->pending.count)
@@ -425,21 +426,7 @@ static void index_span_batch(correlation *self, uint32_t hi)
             corr_roll_up(self, e, c, NULL);
     }
     self->n_adopted = 0;
-    if (self->pending.count) {
-        corr_cache_clear(self);
-        for (uint32_t r = 0; r < t->n_resources; r++) {
-            pl_resource_spans *rs = &t->resources[r];
-            for (uint32_t sc = 0; sc < rs->n_scopes; sc++) {
-                pl_scope_spans *ss = &rs->scopes[sc];
-                for (uint32_t k = 0; k < ss->n_spans; k++) {
-                    pl_span *sp = &ss->spans[k];
-                    if (span_id_valid(sp->span_id, sp->span_id_len))
-                        link_waiting_samples(self, sp);
-                }
-            }
-        }
-        corr_link_session_end(self);
-    }
+    corr_link_waiting_batch(self, h->batch);
 }
 
 static uint32_t count_spans(const pl_batch *batch)
@@ -1132,6 +1119,9 @@ void pl_correlation_get_usage(void *p, pl_correlation_usage *out)
     out->held_span_batches = self->held_batches[SIDE_SPANS];
     out->held_sample_batches = self->held_batches[SIDE_SAMPLES];
     out->held_bytes = self->held_bytes;
+    out->held_sample_bytes = 0;
+    for (uint32_t i = self->head[SIDE_SAMPLES]; i; i = self->held[i].next_held)
+        out->held_sample_bytes += self->held[i].bytes;
     out->index_bytes = corr_index_bytes(self);
     out->span_table_slots = (size_t)self->spans.mask + 1;
     out->markers = self->markers + self->pending_markers;

@@ -81,6 +81,7 @@ typedef struct pl_correlation_usage {
     size_t held_span_batches;
     size_t held_sample_batches;
     size_t held_bytes;       /* pl_batch_memory of held batches */
+    size_t held_sample_bytes; /* of which held sample batches */
     size_t index_bytes;      /* the span and sample tables and side structures */
     size_t span_table_slots; /* capacity of the span table */
     size_t markers;          /* placeholders and "gone" markers kept for late partners */

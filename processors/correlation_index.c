@@ -1,139 +1,148 @@
 /* correlation_index.c: see correlation.c for the design. */
 #include "correlation_int.h"
 
-/* ---- the span table --------------------------------------------------------------------- */
+/* ---- the span and pending tables ------------------------------------------------------ */
 
-int corr_span_table_init(span_table *t, uint32_t cap)
+/* Both are open-addressing tables (linear probing, power-of-two capacity,
+ * load at most one half) of fixed-size entries whose first 8 bytes are the
+ * span id key (0 = empty slot). The generic parts below take the entry size;
+ * keys are read with memcpy, so either entry type goes through them. */
+
+static inline uint64_t slot_key(const void *slots, size_t elem, uint32_t i)
 {
-    t->slots = calloc(cap, sizeof(span_entry));
-    if (!t->slots)
-        return -1;
-    t->mask = cap - 1;
-    t->count = 0;
-    return 0;
+    uint64_t k;
+    memcpy(&k, (const char *)slots + (size_t)i * elem, sizeof(k));
+    return k;
 }
 
-static void span_table_put_raw(span_table *t, const span_entry *e)
+static inline uint32_t slot_home(uint64_t key, uint32_t mask)
 {
-    uint32_t i = (uint32_t)id_hash(e->key) & t->mask;
-    while (t->slots[i].key)
-        i = (i + 1) & t->mask;
-    t->slots[i] = *e;
-    t->count++;
+    return (uint32_t)id_hash(key) & mask;
 }
 
-/* Rebuilds the table with `cap` slots (a power of two that holds count). */
-int corr_span_table_resize(span_table *t, uint64_t cap)
+/* A copy of the table in `cap` slots (a power of two that holds all
+ * entries); NULL when out of memory or cap is out of range. */
+static void *table_rehash(const void *slots, uint32_t mask, size_t elem, uint64_t cap)
 {
-    span_table bigger;
-    if (cap > (1u << 31) || cap < 1024 || corr_span_table_init(&bigger, (uint32_t)cap))
-        return -1;
-    for (uint32_t i = 0; i <= t->mask; i++) {
-        uint32_t ahead = (i + 16) & t->mask;
-        if (t->slots[ahead].key)
-            __builtin_prefetch(&bigger.slots[(uint32_t)id_hash(t->slots[ahead].key) & bigger.mask],
-                               1);
-        if (t->slots[i].key)
-            span_table_put_raw(&bigger, &t->slots[i]);
+    if (cap > (1u << 31) || cap < 1024)
+        return NULL;
+    char *bigger = calloc(cap, elem);
+    if (!bigger)
+        return NULL;
+    uint32_t bmask = (uint32_t)cap - 1;
+    for (uint32_t i = 0; i <= mask; i++) {
+        uint64_t ahead = slot_key(slots, elem, (i + 16) & mask);
+        if (ahead)
+            __builtin_prefetch(bigger + (size_t)slot_home(ahead, bmask) * elem, 1);
+        uint64_t key = slot_key(slots, elem, i);
+        if (!key)
+            continue;
+        uint32_t j = slot_home(key, bmask);
+        while (slot_key(bigger, elem, j))
+            j = (j + 1) & bmask;
+        memcpy(bigger + (size_t)j * elem, (const char *)slots + (size_t)i * elem, elem);
     }
-    free(t->slots);
-    *t = bigger;
-    return 0;
+    return bigger;
 }
 
-static int span_table_grow(span_table *t)
-{
-    return corr_span_table_resize(t, ((uint64_t)t->mask + 1) * 2);
-}
-
-/* Keeps the load at or under one half. -1 on OOM, or when MAX_SAME_ID
+/* The free slot a new entry with `key` goes to; UINT32_MAX when MAX_SAME_ID
  * entries already share the key: span ids are chosen by clients, and a flood
  * of one id would otherwise make every probe walk all of them (the keyed
  * hash only spreads different ids). */
-int corr_span_table_insert(span_table *t, const span_entry *e)
+static uint32_t table_free_slot(const void *slots, uint32_t mask, size_t elem, uint64_t key)
 {
-    if ((t->count + 1) * 2 > t->mask + 1 && span_table_grow(t))
-        return -1;
-    uint32_t i = (uint32_t)id_hash(e->key) & t->mask, same = 0;
-    while (t->slots[i].key) {
-        if (t->slots[i].key == e->key && ++same >= MAX_SAME_ID)
-            return -1;
-        i = (i + 1) & t->mask;
-    }
-    t->slots[i] = *e;
-    t->count++;
-    return 0;
+    uint32_t i = slot_home(key, mask), same = 0;
+    for (uint64_t k; (k = slot_key(slots, elem, i)); i = (i + 1) & mask)
+        if (k == key && ++same >= MAX_SAME_ID)
+            return UINT32_MAX;
+    return i;
 }
 
 /* Backward-shift deletion: entries after the hole move back, never past it. */
-void corr_span_table_delete(span_table *t, uint32_t hole)
+static void table_delete(void *slots, uint32_t mask, size_t elem, uint32_t hole)
 {
+    char *s = slots;
     uint32_t i = hole;
     for (;;) {
-        i = (i + 1) & t->mask;
-        if (!t->slots[i].key)
+        i = (i + 1) & mask;
+        uint64_t key = slot_key(s, elem, i);
+        if (!key)
             break;
-        uint32_t home = (uint32_t)id_hash(t->slots[i].key) & t->mask;
+        uint32_t home = slot_home(key, mask);
         /* Can the entry at i move to the hole? Only if its home is not in (hole, i]. */
         bool stays = hole <= i ? (home > hole && home <= i) : (home > hole || home <= i);
         if (stays)
             continue;
-        t->slots[hole] = t->slots[i];
+        memcpy(s + (size_t)hole * elem, s + (size_t)i * elem, elem);
         hole = i;
     }
-    memset(&t->slots[hole], 0, sizeof(span_entry));
-    t->count--;
+    memset(s + (size_t)hole * elem, 0, elem);
 }
 
-/* ---- the pending table (same scheme) ---------------------------------------------------- */
-
-int corr_pending_table_init(pending_table *t, uint32_t cap)
+/* Resizes the table to `cap` slots: the new array (*mask updated, the old
+ * one freed), or NULL with nothing changed. */
+static void *table_resize(void *slots, uint32_t *mask, size_t elem, uint64_t cap)
 {
-    t->slots = calloc(cap, sizeof(pending_entry));
-    if (!t->slots)
-        return -1;
-    t->mask = cap - 1;
-    t->count = 0;
-    return 0;
-}
-
-static void pending_table_put_raw(pending_table *t, const pending_entry *e)
-{
-    uint32_t i = (uint32_t)id_hash(e->key) & t->mask;
-    while (t->slots[i].key)
-        i = (i + 1) & t->mask;
-    t->slots[i] = *e;
-    t->count++;
-}
-
-int corr_pending_table_resize(pending_table *t, uint64_t cap)
-{
-    pending_table bigger;
-    if (cap > (1u << 31) || cap < 1024 || corr_pending_table_init(&bigger, (uint32_t)cap))
-        return -1;
-    for (uint32_t i = 0; i <= t->mask; i++)
-        if (t->slots[i].key)
-            pending_table_put_raw(&bigger, &t->slots[i]);
-    free(t->slots);
-    *t = bigger;
-    return 0;
-}
-
-int corr_pending_table_insert(pending_table *t, const pending_entry *e)
-{
-    if ((t->count + 1) * 2 > t->mask + 1 &&
-        corr_pending_table_resize(t, ((uint64_t)t->mask + 1) * 2))
-        return -1;
-    uint32_t i = (uint32_t)id_hash(e->key) & t->mask, same = 0;
-    while (t->slots[i].key) {
-        if (t->slots[i].key == e->key && ++same >= MAX_SAME_ID)
-            return -1; /* as for spans: a flood of one id stays linear */
-        i = (i + 1) & t->mask;
+    void *s = table_rehash(slots, *mask, elem, cap);
+    if (s) {
+        free(slots);
+        *mask = (uint32_t)cap - 1;
     }
-    t->slots[i] = *e;
-    t->count++;
-    return 0;
+    return s;
 }
+
+/* Inserts entry e (growing to keep the load at or under one half): the
+ * array, new if it grew; *ok false when out of memory or MAX_SAME_ID entries
+ * share its key. */
+static void *table_insert(void *slots, uint32_t *mask, uint32_t *count, size_t elem, const void *e,
+                          bool *ok)
+{
+    *ok = false;
+    if ((*count + 1) * 2 > *mask + 1) {
+        void *s = table_resize(slots, mask, elem, ((uint64_t)*mask + 1) * 2);
+        if (!s)
+            return slots;
+        slots = s;
+    }
+    uint64_t key;
+    memcpy(&key, e, sizeof(key));
+    uint32_t i = table_free_slot(slots, *mask, elem, key);
+    if (i != UINT32_MAX) {
+        memcpy((char *)slots + (size_t)i * elem, e, elem);
+        (*count)++;
+        *ok = true;
+    }
+    return slots;
+}
+
+/* The typed operations of one table type T of entries E: init, resize (to
+ * `cap` slots, a power of two that holds count), insert, delete. */
+#define TABLE_OPS(T, E, prefix)                                                                    \
+    int prefix##_init(T *t, uint32_t cap)                                                          \
+    {                                                                                              \
+        *t = (T){calloc(cap, sizeof(E)), cap - 1, 0};                                              \
+        return t->slots ? 0 : -1;                                                                  \
+    }                                                                                              \
+    int prefix##_resize(T *t, uint64_t cap)                                                        \
+    {                                                                                              \
+        E *s = table_resize(t->slots, &t->mask, sizeof(E), cap);                                   \
+        t->slots = s ? s : t->slots;                                                               \
+        return s ? 0 : -1;                                                                         \
+    }                                                                                              \
+    int prefix##_insert(T *t, const E *e)                                                          \
+    {                                                                                              \
+        bool ok;                                                                                   \
+        t->slots = table_insert(t->slots, &t->mask, &t->count, sizeof(E), e, &ok);                 \
+        return ok ? 0 : -1;                                                                        \
+    }                                                                                              \
+    void prefix##_delete(T *t, uint32_t hole)                                                      \
+    {                                                                                              \
+        table_delete(t->slots, t->mask, sizeof(E), hole);                                          \
+        t->count--;                                                                                \
+    }
+
+TABLE_OPS(span_table, span_entry, corr_span_table)
+TABLE_OPS(pending_table, pending_entry, corr_pending_table)
 
 uint32_t corr_pending_table_next(const pending_table *t, uint64_t key, uint32_t from)
 {
@@ -144,24 +153,6 @@ uint32_t corr_pending_table_next(const pending_table *t, uint64_t key, uint32_t 
         i = (i + 1) & t->mask;
     }
     return UINT32_MAX;
-}
-
-void corr_pending_table_delete(pending_table *t, uint32_t hole)
-{
-    uint32_t i = hole;
-    for (;;) {
-        i = (i + 1) & t->mask;
-        if (!t->slots[i].key)
-            break;
-        uint32_t home = (uint32_t)id_hash(t->slots[i].key) & t->mask;
-        bool stays = hole <= i ? (home > hole && home <= i) : (home > hole || home <= i);
-        if (stays)
-            continue;
-        t->slots[hole] = t->slots[i];
-        hole = i;
-    }
-    memset(&t->slots[hole], 0, sizeof(pending_entry));
-    t->count--;
 }
 
 /* ---- span statistics -------------------------------------------------------------------- */
@@ -175,7 +166,10 @@ static uint32_t stats_alloc(correlation *self)
         return i;
     }
     if (self->n_stats == self->cap_stats) {
-        uint32_t cap = self->cap_stats ? self->cap_stats * 2 : 256;
+        /* A quarter more each time: a few hundred thousand spans with
+         * samples are normal, and doubling left up to half of it unused
+         * (realloc of an array this size remaps pages, not copies). */
+        uint32_t cap = self->cap_stats ? self->cap_stats + self->cap_stats / 4 : 256;
         span_stats *a = realloc(self->stats_arr, (size_t)cap * sizeof(span_stats));
         if (!a)
             return 0;
@@ -301,7 +295,7 @@ void corr_stats_add_function(correlation *self, span_stats *s, uint32_t fn, uint
     if (s->n_fns >= MAX_TOP_CANDIDATES)
         return; /* counted in top_weight (so shares stay honest), not listed */
     if (s->n_fns >= 2 && s->n_fns >= s->cap_fns) {
-        uint32_t cap = s->cap_fns > 2 ? s->cap_fns * 2 : 8;
+        uint32_t cap = s->cap_fns > 2 ? s->cap_fns * 2u : 4u;
         top_fn *f = malloc(cap * sizeof(top_fn));
         if (!f)
             return;
@@ -312,7 +306,7 @@ void corr_stats_add_function(correlation *self, span_stats *s, uint32_t fn, uint
         }
         self->fn_bytes += cap * sizeof(top_fn);
         s->fns = f;
-        s->cap_fns = cap;
+        s->cap_fns = (uint8_t)cap;
         fns = f;
     }
     fns[s->n_fns++] = (top_fn){fn, weight};

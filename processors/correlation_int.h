@@ -19,7 +19,7 @@
 
 #define COMPONENT          "correlation"
 #define MAX_ANCESTRY       64          /* parent walks stop here (guards against cycles) */
-#define MAX_TOP_CANDIDATES 64          /* distinct leaf functions tracked per span */
+#define MAX_TOP_CANDIDATES 64          /* distinct leaf functions tracked per span (< 256) */
 #define MAX_FN_NAMES       (1u << 17)  /* distinct function names remembered */
 #define MAX_FN_BYTES       (16u << 20) /* their bytes; beyond, new names count as "[other]" */
 #define MAX_FN_NAME_LEN    1024        /* longer function names count as "[other]" */
@@ -74,10 +74,10 @@ typedef struct pending_table {
 
 /* A leaf function's weight in one span; the name lives in the processor's
  * function-name pool (fn_name), shared by every span. */
-typedef struct top_fn {
+typedef struct __attribute__((packed, aligned(4))) top_fn {
     uint32_t fn;
     uint64_t weight;
-} top_fn;
+} top_fn; /* 12 bytes: every span with samples has two inline */
 
 typedef struct fn_name {
     char *name;
@@ -85,20 +85,24 @@ typedef struct fn_name {
     uint64_t hash;
 } fn_name;
 
+/* One per span with samples (and per placeholder): 112 bytes, packed. */
 typedef struct span_stats {
     uint8_t trace_id[16]; /* placeholders: the trace they belong to */
+    uint32_t linked;      /* sample entries linked to this span itself */
     bool has_trace;
-    uint32_t linked;  /* sample entries linked to this span itself */
-    uint64_t samples; /* self */
+    uint8_t n_fns, cap_fns; /* at most MAX_TOP_CANDIDATES */
+    uint64_t samples;       /* self */
     uint64_t samples_total;
     uint64_t cpu_self, cpu_total;
     uint64_t wall_self, wall_total;
     uint64_t top_weight; /* sum of the weights behind the functions */
     top_fn fn_inline[2]; /* the first functions (most spans have one or two) */
-    top_fn *fns;         /* all of them once there are more (cap_fns > 2) */
-    uint32_t n_fns, cap_fns;
-    uint32_t next_free;
+    union {
+        top_fn *fns;        /* all of them once there are more (cap_fns > 2) */
+        uint32_t next_free; /* on the free list */
+    };
 } span_stats;
+_Static_assert(sizeof(span_stats) == 112, "span_stats is counted per span with samples");
 
 typedef struct cover {
     uint16_t service;
@@ -174,8 +178,9 @@ typedef struct label {
     uint32_t slot; /* which key: 0 span name, 1 root name, 2 service, 3 + k span_attributes[k] */
 } label;
 
-/* One span_attributes value of a departed span (see correlation_late.c). */
-typedef struct late_val {
+/* One span_attributes value of a departed span (see correlation_late.c);
+ * packed: 9 bytes. */
+typedef struct __attribute__((packed)) late_val {
     uint8_t type; /* pl_value_type; 0 = not found */
     union {
         uint32_t str; /* string id in its generation */
@@ -185,16 +190,21 @@ typedef struct late_val {
     } u;
 } late_val;
 
-/* The summary of a span that left, kept for late samples. */
+#define LATE_MAX_STRINGS ((1u << 23) - 1) /* string ids per generation (23 bits) */
+
+/* The summary of a span that left, kept for late samples: 48 bytes (a
+ * million of them are normal). Its n_span_attr_keys values are at
+ * (index in its generation) x n_span_attr_keys in the generation's vals. */
 typedef struct late_span {
     uint64_t key; /* span id */
     uint64_t start, end;
     uint8_t trace_id[16];
-    uint32_t name, root; /* string ids in its generation (0: none) */
-    uint32_t vals;       /* first of n_span_attr_keys values (UINT32_MAX: none) */
-    uint16_t service;
-    bool has_trace;
+    uint64_t service : 16;
+    uint64_t has_trace : 1;
+    uint64_t name : 23; /* string ids in its generation (0: none) */
+    uint64_t root : 24;
 } late_span;
+_Static_assert(sizeof(late_span) == 48, "late_span is kept per departed span");
 
 /* What a sample is linked to: a held span, or a departed span's summary. */
 typedef struct link_target {

@@ -27,7 +27,8 @@
 
 #define LATE_GENS       8
 #define LATE_SAME_ID    4
-#define LATE_MAX_STRING 4096 /* longer names and values are not kept */
+#define LATE_MAX_STRING 4096             /* longer names and values are not kept */
+#define IDS_MAX_SPANS   ((1u << 24) - 2) /* summaries per generation (24-bit index) */
 
 typedef struct late_str {
     uint32_t off, len;
@@ -36,7 +37,8 @@ typedef struct late_str {
 typedef struct late_gen {
     late_span *spans;
     uint32_t n, cap;
-    pl_htab ids; /* span id -> spans index + 1 */
+    uint32_t *ids;           /* span id -> (spans index + 1) << 8 | 8 bits of its hash; 0 empty */
+    uint32_t ids_cap, n_ids; /* power of two, at most 3/4 full */
     late_str *strs;
     uint32_t n_strs, cap_strs;
     pl_htab str_index; /* string -> strs index + 1 */
@@ -57,7 +59,7 @@ struct late_store {
 
 static size_t gen_bytes(const late_gen *g)
 {
-    return (size_t)g->cap * sizeof(late_span) + (size_t)g->ids.cap * 8 +
+    return (size_t)g->cap * sizeof(late_span) + (size_t)g->ids_cap * 4 +
            (size_t)g->cap_strs * sizeof(late_str) + (size_t)g->str_index.cap * 8 + g->text_cap +
            (size_t)g->cap_vals * sizeof(late_val);
 }
@@ -67,7 +69,7 @@ static void gen_clear(struct late_store *ls, late_gen *g)
     ls->count -= g->n;
     ls->bytes -= gen_bytes(g);
     free(g->spans);
-    pl_htab_free(&g->ids);
+    free(g->ids);
     free(g->strs);
     pl_htab_free(&g->str_index);
     free(g->text);
@@ -150,8 +152,8 @@ static late_gen *gen_for_add(correlation *self, uint64_t now)
     struct late_store *ls = self->late;
     late_gen *g = &ls->gens[ls->cur];
     uint64_t span = ls->window / LATE_GENS;
-    bool full =
-        g->n >= ls->max_count / LATE_GENS + 1 || gen_bytes(g) >= ls->max_bytes / LATE_GENS + 4096;
+    bool full = g->n >= ls->max_count / LATE_GENS + 1 || g->n >= IDS_MAX_SPANS ||
+                gen_bytes(g) >= ls->max_bytes / LATE_GENS + 4096;
     if (g->n && (now >= sat_add(g->opened_ns, span) || full)) {
         ls->cur = (ls->cur + 1) % LATE_GENS;
         g = &ls->gens[ls->cur];
@@ -162,13 +164,19 @@ static late_gen *gen_for_add(correlation *self, uint64_t now)
     return g;
 }
 
-static bool grow(void **items, uint32_t *cap, uint32_t need, size_t elem, size_t *bytes)
+/* Grows an array to hold `need` elements, doubling, but to no more than
+ * `most` when that is enough (a generation's summaries stop at its share of
+ * late_max_spans: doubling past it left up to half of the array unused). */
+static bool grow_upto(void **items, uint32_t *cap, uint32_t need, uint32_t most, size_t elem,
+                      size_t *bytes)
 {
     if (need <= *cap)
         return true;
     uint32_t c = *cap ? *cap : 64;
     while (c < need)
         c *= 2;
+    if (c > most && most >= need)
+        c = most;
     void *p = realloc(*items, (size_t)c * elem);
     if (!p)
         return false;
@@ -176,6 +184,18 @@ static bool grow(void **items, uint32_t *cap, uint32_t need, size_t elem, size_t
     *items = p;
     *cap = c;
     return true;
+}
+
+static bool grow(void **items, uint32_t *cap, uint32_t need, size_t elem, size_t *bytes)
+{
+    return grow_upto(items, cap, need, UINT32_MAX, elem, bytes);
+}
+
+/* The most summaries the current generation takes (see gen_for_add). */
+static uint32_t gen_share(const struct late_store *ls)
+{
+    size_t n = ls->max_count / LATE_GENS + 1;
+    return n < IDS_MAX_SPANS ? (uint32_t)n : IDS_MAX_SPANS;
 }
 
 typedef struct str_key {
@@ -198,6 +218,8 @@ static uint32_t gen_string(struct late_store *ls, late_gen *g, pl_bytes s)
         return 0;
     uint32_t h = (uint32_t)pl_hash_bytes(s.ptr, s.len);
     str_key k = {g, s};
+    if (g->n_strs >= LATE_MAX_STRINGS)
+        return pl_htab_get(&g->str_index, h, str_eq, &k); /* known ones still resolve */
     size_t before = gen_bytes(g), dummy = 0;
     uint32_t id = 0;
     uint32_t *slot = pl_htab_slot(&g->str_index, h, str_eq, &k);
@@ -234,6 +256,13 @@ static pl_bytes gen_text(const late_gen *g, uint32_t id)
         return (pl_bytes){NULL, 0};
     const late_str *s = &g->strs[id - 1];
     return (pl_bytes){(const uint8_t *)g->text + s->off, s->len};
+}
+
+/* The span_attributes values of summary s of generation g (NULL: none). */
+static const late_val *span_vals(const correlation *self, const late_gen *g, const late_span *s)
+{
+    size_t nk = self->n_span_attr_keys < 64 ? self->n_span_attr_keys : 64;
+    return nk ? &g->vals[(size_t)(s - g->spans) * nk] : NULL;
 }
 
 /* Which generation holds summary ls (for its strings). */
@@ -275,6 +304,55 @@ static bool id_eq(const void *ctx, uint32_t val)
     return true;
 }
 
+/* The span-id index of a generation: 4 bytes a slot, the summary's index
+ * and 8 bits of the keyed hash (most probes of other ids stop there, without
+ * touching the summary), at most three quarters full. The home slot comes
+ * from the hash's low bits. */
+static uint32_t ids_get(const late_gen *g, uint32_t h, id_key_ctx *c)
+{
+    if (!g->ids_cap)
+        return 0;
+    uint32_t mask = g->ids_cap - 1, i = h & mask, tag = h >> 24;
+    for (; g->ids[i]; i = (i + 1) & mask)
+        if ((g->ids[i] & 0xff) == tag && id_eq(c, g->ids[i] >> 8))
+            return g->ids[i] >> 8;
+    return 0;
+}
+
+static bool ids_grow(late_gen *g, uint32_t cap)
+{
+    uint32_t *t = calloc(cap, sizeof(uint32_t));
+    if (!t)
+        return false;
+    for (uint32_t i = 0; i < g->ids_cap; i++) {
+        uint32_t v = g->ids[i];
+        if (!v)
+            continue;
+        uint32_t j = (uint32_t)id_hash(g->spans[(v >> 8) - 1].key) & (cap - 1);
+        while (t[j])
+            j = (j + 1) & (cap - 1);
+        t[j] = v;
+    }
+    free(g->ids);
+    g->ids = t;
+    g->ids_cap = cap;
+    return true;
+}
+
+/* The empty slot for a new summary of c->key; NULL when out of memory or
+ * LATE_SAME_ID summaries of this generation have the id already. */
+static uint32_t *ids_slot(late_gen *g, uint32_t h, id_key_ctx *c)
+{
+    if ((uint64_t)(g->n_ids + 1) * 4 > (uint64_t)g->ids_cap * 3 &&
+        !ids_grow(g, g->ids_cap ? g->ids_cap * 2 : 64))
+        return NULL;
+    uint32_t mask = g->ids_cap - 1, i = h & mask, tag = h >> 24;
+    for (; g->ids[i]; i = (i + 1) & mask)
+        if ((g->ids[i] & 0xff) == tag && id_eq(c, g->ids[i] >> 8))
+            return NULL;
+    return &g->ids[i];
+}
+
 /* A departed span's summary for a sample (span id, trace id when known,
  * time when known); NULL when none. */
 const late_span *corr_late_find(correlation *self, uint64_t key, const uint8_t *trace,
@@ -289,7 +367,7 @@ const late_span *corr_late_find(correlation *self, uint64_t key, const uint8_t *
         if (!g->n)
             continue;
         id_key_ctx c = {g, key, trace, has_time, lo, hi, self->skew, 0, false};
-        uint32_t v = pl_htab_get(&g->ids, h, id_eq, &c);
+        uint32_t v = ids_get(g, h, &c);
         if (v)
             return &g->spans[v - 1];
     }
@@ -313,9 +391,11 @@ void corr_late_add(correlation *self, span_entry *e, uint64_t now)
     uint32_t h = (uint32_t)id_hash(e->key);
     size_t before = gen_bytes(g);
     id_key_ctx c = {g, e->key, NULL, false, 0, 0, 0, 0, true};
-    uint32_t *slot = pl_htab_slot(&g->ids, h, id_eq, &c);
+    uint32_t *slot = ids_slot(g, h, &c);
     size_t dummy = 0;
-    if (!slot || *slot || !grow((void **)&g->spans, &g->cap, g->n + 1, sizeof(late_span), &dummy)) {
+    if (!slot || *slot ||
+        !grow_upto((void **)&g->spans, &g->cap, g->n + 1, gen_share(ls), sizeof(late_span),
+                   &dummy)) {
         ls->bytes += gen_bytes(g) - before;
         return; /* out of memory, or too many summaries with this span id */
     }
@@ -326,7 +406,6 @@ void corr_late_add(correlation *self, span_entry *e, uint64_t now)
     s.service = e->service;
     s.start = sp->start_time_unix_nano;
     s.end = sp->end_time_unix_nano;
-    s.vals = UINT32_MAX;
     if (trace_id_valid(sp->trace_id, sp->trace_id_len)) {
         memcpy(s.trace_id, sp->trace_id, 16);
         s.has_trace = true;
@@ -364,48 +443,48 @@ void corr_late_add(correlation *self, span_entry *e, uint64_t now)
         s.root = root == sp ? s.name : gen_string(ls, g, root->name);
     size_t nk = self->n_span_attr_keys < 64 ? self->n_span_attr_keys : 64;
     before = gen_bytes(g);
-    bool vals_ok = nk && grow((void **)&g->vals, &g->cap_vals, g->n_vals + (uint32_t)nk,
-                              sizeof(late_val), &dummy);
+    bool vals_ok = !nk || grow_upto((void **)&g->vals, &g->cap_vals, g->n_vals + (uint32_t)nk,
+                                    gen_share(ls) * (uint32_t)nk, sizeof(late_val), &dummy);
     ls->bytes += gen_bytes(g) - before;
-    if (vals_ok) {
-        s.vals = g->n_vals;
-        for (size_t k = 0; k < nk; k++) {
-            pl_bytes key = self->span_attr_keys[k];
-            late_val v;
-            memset(&v, 0, sizeof(v));
-            for (int depth = 0; depth < n_chain; depth++) {
-                pl_kv *kv = pl_attrs_find(&chain[depth]->attrs, (const char *)key.ptr, key.len);
-                if (kv && scalar(&kv->value)) {
-                    v.type = (uint8_t)kv->value.type;
-                    if (kv->value.type == PL_VALUE_STRING) {
-                        v.u.str = gen_string(ls, g, kv->value.u.str);
-                        if (!v.u.str)
-                            v.type = 0;
-                    } else if (kv->value.type == PL_VALUE_INT) {
-                        v.u.i = kv->value.u.i;
-                    } else if (kv->value.type == PL_VALUE_DOUBLE) {
-                        v.u.d = kv->value.u.d;
-                    } else {
-                        v.u.b = kv->value.u.b;
-                    }
-                    break;
-                }
-            }
-            if (!v.type && pg && gone_parent->vals != UINT32_MAX) {
-                v = pg->vals[gone_parent->vals + k];
-                if (v.type == PL_VALUE_STRING) {
-                    v.u.str = gen_string(ls, g, gen_text(pg, v.u.str));
+    if (!vals_ok)
+        return; /* out of memory: the values follow the summaries in step */
+    const late_val *gone_vals = pg ? span_vals(self, pg, gone_parent) : NULL;
+    for (size_t k = 0; k < nk; k++) {
+        pl_bytes key = self->span_attr_keys[k];
+        late_val v;
+        memset(&v, 0, sizeof(v));
+        for (int depth = 0; depth < n_chain; depth++) {
+            pl_kv *kv = pl_attrs_find(&chain[depth]->attrs, (const char *)key.ptr, key.len);
+            if (kv && scalar(&kv->value)) {
+                v.type = (uint8_t)kv->value.type;
+                if (kv->value.type == PL_VALUE_STRING) {
+                    v.u.str = gen_string(ls, g, kv->value.u.str);
                     if (!v.u.str)
                         v.type = 0;
+                } else if (kv->value.type == PL_VALUE_INT) {
+                    v.u.i = kv->value.u.i;
+                } else if (kv->value.type == PL_VALUE_DOUBLE) {
+                    v.u.d = kv->value.u.d;
+                } else {
+                    v.u.b = kv->value.u.b;
                 }
+                break;
             }
-            g->vals[g->n_vals++] = v;
         }
+        if (!v.type && gone_vals) {
+            v = gone_vals[k];
+            if (v.type == PL_VALUE_STRING) {
+                v.u.str = gen_string(ls, g, gen_text(pg, v.u.str));
+                if (!v.u.str)
+                    v.type = 0;
+            }
+        }
+        g->vals[g->n_vals++] = v;
     }
     /* Only the string tables changed since: the id slot is still the one. */
     g->spans[g->n++] = s;
-    *slot = g->n;
-    pl_htab_added(&g->ids, slot, h);
+    *slot = g->n << 8 | h >> 24;
+    g->n_ids++;
     if (now > g->newest_ns)
         g->newest_ns = now;
     ls->count++;
@@ -426,11 +505,10 @@ size_t corr_late_labels(correlation *self, const late_span *s, label *items, siz
     pl_bytes svc = corr_service_name(self, s->service);
     if (svc.len)
         items[n++] = (label){self->names[NAME_SERVICE_NAME], pl_value_string(svc), 2};
-    if (s->vals == UINT32_MAX)
-        return n;
+    const late_val *vals = span_vals(self, g, s);
     size_t nk = self->n_span_attr_keys < 64 ? self->n_span_attr_keys : 64;
-    for (size_t k = 0; k < nk && n < max; k++) {
-        const late_val *v = &g->vals[s->vals + k];
+    for (size_t k = 0; vals && k < nk && n < max; k++) {
+        const late_val *v = &vals[k];
         pl_value val;
         memset(&val, 0, sizeof(val));
         switch (v->type) {
@@ -468,9 +546,9 @@ pl_bytes corr_late_root_name(correlation *self, const late_span *s)
 bool corr_late_attr(correlation *self, const late_span *s, size_t k, pl_value *out)
 {
     const late_gen *g = gen_of(self, s);
-    if (!g || s->vals == UINT32_MAX || k >= self->n_span_attr_keys || k >= 64)
+    if (!g || k >= self->n_span_attr_keys || k >= 64)
         return false;
-    const late_val *v = &g->vals[s->vals + k];
+    const late_val *v = &span_vals(self, g, s)[k];
     memset(out, 0, sizeof(*out));
     switch (v->type) {
     case PL_VALUE_STRING:

@@ -91,6 +91,7 @@ typedef struct retry_item {
     pl_batch *batch;
     pl_consumer *next;
     size_t items, bytes;
+    uint32_t refusals; /* copies of it refused so far (each marked its entries lost) */
 } retry_item;
 
 #define RETRY_NS (1000000000ull) /* between attempts */
@@ -110,7 +111,8 @@ static void drop_batch(pl_batch *b)
     pl_batch_free(b);
 }
 
-static void keep(correlation *self, pl_consumer *next, pl_batch *b, size_t items, pl_status st)
+static void keep(correlation *self, pl_consumer *next, pl_batch *b, size_t items, pl_status st,
+                 uint32_t refusals)
 {
     if (self->n_retry == self->cap_retry) {
         uint32_t cap = self->cap_retry ? self->cap_retry * 2 : 16;
@@ -124,7 +126,7 @@ static void keep(correlation *self, pl_consumer *next, pl_batch *b, size_t items
         self->cap_retry = cap;
     }
     size_t bytes = pl_batch_memory(b);
-    self->retry[self->n_retry++] = (retry_item){b, next, items, bytes};
+    self->retry[self->n_retry++] = (retry_item){b, next, items, bytes, refusals};
     self->retry_bytes += bytes;
     if (st != PL_OK)
         self->retry_status = st;
@@ -155,7 +157,7 @@ static void hand_on(correlation *self, pl_consumer *next, pl_batch *b, int reaso
         return;
     }
     if (self->n_retry) {
-        keep(self, next, b, items, PL_OK); /* behind those refused earlier */
+        keep(self, next, b, items, PL_OK, 0); /* behind those refused earlier */
         return;
     }
     pl_batch *copy = pl_batch_clone(b);
@@ -182,7 +184,7 @@ static void hand_on(correlation *self, pl_consumer *next, pl_batch *b, int reaso
     pl_warn(COMPONENT, "%s: the next consumer refused %zu %s (%s); kept, and %s refused meanwhile",
             self->id, items, pl_signal_name(sig), pl_status_name(st), pl_signal_name(sig));
     self->retry_at = sat_add(now_ns(self), RETRY_NS);
-    keep(self, next, b, items, st);
+    keep(self, next, b, items, st, 1);
 }
 
 /* Offers the kept batches again (at most once per RETRY_NS unless forced by
@@ -200,14 +202,20 @@ bool corr_retry(correlation *self, uint64_t now, pl_signal sig, pl_status *refus
             pl_batch *copy = last ? r->batch : pl_batch_clone(r->batch);
             if (!copy)
                 break;
+            if (last) /* goes on itself: a refusal now marks its entries again */
+                pl_batch_wal_recovered(r->batch, r->refusals);
             pl_status st = pl_consumer_consume(r->next, copy);
             if (st != PL_OK && pl_status_retryable(st) && !last) {
                 self->retry_status = st;
+                r->refusals++;
                 break;
             }
             if (st != PL_OK)
                 dropped(self, r->batch->signal, r->items, st, last ? " at shutdown" : "");
             if (!last && st == PL_OK) {
+                /* The copy that went on carries the entries: the earlier
+                 * refusals must not replay them at the next start. */
+                pl_batch_wal_recovered(r->batch, r->refusals);
                 pl_batch_wal_handoff(r->batch);
                 pl_batch_free(r->batch);
             } else if (!last) {

@@ -141,7 +141,6 @@ typedef struct redaction {
     int summary; /* 0 silent, 1 info, 2 debug */
     char *replacement, *function_replacement;
     uint64_t *masked_values, *removed_keys, *redacted_functions, *redacted_files, *dropped_payloads;
-    uint64_t local_counts[5]; /* targets when there are no stats (tests) */
 } redaction;
 
 static void redaction_destroy(void *self)
@@ -193,28 +192,14 @@ static pl_status redaction_create(const pl_create_settings *s, const void *confi
         redaction_destroy(r);
         return PL_ERR_INVALID;
     }
-    uint64_t *unused = r->local_counts;
-    if (r->stats) {
-        r->masked_values = pl_stats_counter(r->stats, "masked_values", "attribute values masked");
-        r->removed_keys =
-            pl_stats_counter(r->stats, "removed_keys", "attributes removed (not in allowed_keys)");
-        r->redacted_functions =
-            pl_stats_counter(r->stats, "redacted_functions", "profile function names replaced");
-        r->redacted_files =
-            pl_stats_counter(r->stats, "redacted_files", "profile file names replaced");
-        r->dropped_payloads = pl_stats_counter(r->stats, "dropped_original_payloads",
-                                               "original profile payloads dropped after redaction");
-    }
-    if (!r->masked_values)
-        r->masked_values = &unused[0];
-    if (!r->removed_keys)
-        r->removed_keys = &unused[1];
-    if (!r->redacted_functions)
-        r->redacted_functions = &unused[2];
-    if (!r->redacted_files)
-        r->redacted_files = &unused[3];
-    if (!r->dropped_payloads)
-        r->dropped_payloads = &unused[4];
+    r->masked_values = pl_stats_counter(r->stats, "masked_values", "attribute values masked");
+    r->removed_keys =
+        pl_stats_counter(r->stats, "removed_keys", "attributes removed (not in allowed_keys)");
+    r->redacted_functions =
+        pl_stats_counter(r->stats, "redacted_functions", "profile function names replaced");
+    r->redacted_files = pl_stats_counter(r->stats, "redacted_files", "profile file names replaced");
+    r->dropped_payloads = pl_stats_counter(r->stats, "dropped_original_payloads",
+                                           "original profile payloads dropped after redaction");
     *out = r;
     return PL_OK;
 }

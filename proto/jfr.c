@@ -245,22 +245,8 @@ static pl_status check_budget(rctx *x)
     return PL_OK;
 }
 
-static int grow(pl_arena *a, void **arr, uint32_t n, uint32_t *cap, size_t elem)
-{
-    if (n < *cap)
-        return 0;
-    if (*cap >= UINT32_MAX / 4)
-        return -1;
-    uint32_t nc = *cap ? *cap * 2 : 32;
-    void *p = pl_arena_grow(a, *arr, n, nc, elem);
-    if (!p)
-        return -1;
-    *arr = p;
-    *cap = nc;
-    return 0;
-}
-
-#define GROW(field, n, cap) grow(&x->arena, (void **)&x->field, x->n, &x->cap, sizeof(*x->field))
+#define GROW(field, n, cap)                                                                        \
+    pl_arena_reserve(&x->arena, (void **)&x->field, x->n, &x->cap, sizeof(*x->field), 32)
 
 /* ---- primitives ----------------------------------------------------------------- */
 
@@ -809,7 +795,7 @@ static int64_t pool_put(rctx *x, void **arr, uint32_t *n, uint32_t *cap, size_t 
         return -1;
     if (*slot)
         return *slot - 1; /* a key written again (e.g. after a flush): the later one wins */
-    if (grow(&x->arena, arr, *n, cap, stride))
+    if (pl_arena_reserve(&x->arena, arr, *n, cap, stride, 32))
         return -1;
     memset((uint8_t *)*arr + (size_t)*n * stride, 0, stride);
     *slot = ++*n;

@@ -15,27 +15,11 @@
 #include "labels.pb.h"
 #include "profile.pb.h"
 #include "proto/jfr_internal.h"
+#include "proto/pb_wire.h"
 
-/* ---- growable arrays in the arena ------------------------------------------ */
-
-/* Makes room for one more element; -1 on OOM. */
-static int grow(pl_arena *a, void **arr, uint32_t n, uint32_t *cap, size_t elem)
-{
-    if (n < *cap)
-        return 0;
-    if (*cap >= UINT32_MAX / 2)
-        return -1;
-    uint32_t nc = *cap ? *cap * 2 : 64;
-    void *p = pl_arena_grow(a, *arr, n, nc, elem);
-    if (!p)
-        return -1;
-    *arr = p;
-    *cap = nc;
-    return 0;
-}
-
+/* Room for one more element in a growable array of the arena; -1 on OOM. */
 #define GROW(o, field, n, cap)                                                                     \
-    grow(&(o)->arena, (void **)&(o)->field, (o)->n, &(o)->cap, sizeof(*(o)->field))
+    pl_arena_reserve(&(o)->arena, (void **)&(o)->field, (o)->n, &(o)->cap, sizeof(*(o)->field), 64)
 
 void jfr_out_init(jfr_out *o)
 {
@@ -78,28 +62,52 @@ static bool str_eq(const void *ctx, uint32_t val)
     return pl_bytes_eq(k->o->strings[val], k->s);
 }
 
-int32_t jfr_out_string(jfr_out *o, pl_bytes s)
+/* The string, function and location tables: dense, entry 0 the zero
+ * value, deduplicated through a keyed index whose values are positions. */
+static int zero_entry(jfr_out *o, void **items, uint32_t *n, uint32_t *cap, size_t elem,
+                      const void *zero)
 {
-    if (o->n_strings == 0) {
-        if (GROW(o, strings, n_strings, cap_strings))
-            return -1;
-        o->strings[o->n_strings++] = (pl_bytes){(const uint8_t *)"", 0};
-    }
-    if (s.len == 0)
+    if (*n)
         return 0;
-    uint32_t h = (uint32_t)pl_hash_bytes(s.ptr, s.len);
-    str_key k = {o, s};
-    uint32_t *slot = pl_htab_slot(&o->string_index, h, str_eq, &k);
+    if (pl_arena_reserve(&o->arena, items, 0, cap, elem, 64))
+        return -1;
+    memcpy(*items, zero, elem);
+    *n = 1;
+    return 0;
+}
+
+/* The position of the entry `key` describes (eq against the table), or of
+ * `entry` appended; -1 on OOM. */
+static int32_t find_or_append(jfr_out *o, pl_htab *index, uint32_t h, pl_htab_eq eq,
+                              const void *key, void **items, uint32_t *n, uint32_t *cap,
+                              size_t elem, const void *entry, const void *zero)
+{
+    if (zero_entry(o, items, n, cap, elem, zero))
+        return -1;
+    uint32_t *slot = pl_htab_slot(index, h, eq, key);
     if (!slot)
         return -1;
     if (*slot)
         return (int32_t)*slot;
-    if (GROW(o, strings, n_strings, cap_strings))
+    if (pl_arena_reserve(&o->arena, items, *n, cap, elem, 64))
         return -1;
-    o->strings[o->n_strings] = s;
-    *slot = o->n_strings;
-    pl_htab_added(&o->string_index, slot, h);
-    return (int32_t)o->n_strings++;
+    memcpy((uint8_t *)*items + (size_t)*n * elem, entry, elem);
+    *slot = *n;
+    pl_htab_added(index, slot, h);
+    return (int32_t)(*n)++;
+}
+
+#define TABLE(o, field)                                                                            \
+    (void **)&(o)->field, &(o)->n_##field, &(o)->cap_##field, sizeof(*(o)->field)
+
+int32_t jfr_out_string(jfr_out *o, pl_bytes s)
+{
+    static const pl_bytes empty = {(const uint8_t *)"", 0};
+    if (s.len == 0)
+        return zero_entry(o, TABLE(o, strings), &empty);
+    str_key k = {o, s};
+    return find_or_append(o, &o->string_index, (uint32_t)pl_hash_bytes(s.ptr, s.len), str_eq, &k,
+                          TABLE(o, strings), &s, &empty);
 }
 
 /* ---- functions, locations, stacks --------------------------------------------- */
@@ -118,24 +126,10 @@ static bool function_eq(const void *ctx, uint32_t val)
 
 int32_t jfr_out_function(jfr_out *o, uint32_t name_string)
 {
-    if (o->n_functions == 0) {
-        if (GROW(o, functions, n_functions, cap_functions))
-            return -1;
-        o->functions[o->n_functions++] = 0;
-    }
-    uint32_t h = (uint32_t)pl_hash_u64(name_string);
+    static const uint32_t none = 0;
     u32_key k = {o, name_string, 0};
-    uint32_t *slot = pl_htab_slot(&o->function_index, h, function_eq, &k);
-    if (!slot)
-        return -1;
-    if (*slot)
-        return (int32_t)*slot;
-    if (GROW(o, functions, n_functions, cap_functions))
-        return -1;
-    o->functions[o->n_functions] = name_string;
-    *slot = o->n_functions;
-    pl_htab_added(&o->function_index, slot, h);
-    return (int32_t)o->n_functions++;
+    return find_or_append(o, &o->function_index, (uint32_t)pl_hash_u64(name_string), function_eq,
+                          &k, TABLE(o, functions), &name_string, &none);
 }
 
 static bool loc_eq(const void *ctx, uint32_t val)
@@ -146,24 +140,12 @@ static bool loc_eq(const void *ctx, uint32_t val)
 
 int32_t jfr_out_location(jfr_out *o, uint32_t function, int32_t line)
 {
-    if (o->n_locs == 0) {
-        if (GROW(o, locs, n_locs, cap_locs))
-            return -1;
-        o->locs[o->n_locs++] = (jfr_loc){0, 0};
-    }
-    uint32_t h = (uint32_t)pl_hash_u64((uint64_t)function << 32 | (uint32_t)line);
+    static const jfr_loc none = {0, 0};
+    jfr_loc loc = {function, line};
     u32_key k = {o, function, line};
-    uint32_t *slot = pl_htab_slot(&o->loc_index, h, loc_eq, &k);
-    if (!slot)
-        return -1;
-    if (*slot)
-        return (int32_t)*slot;
-    if (GROW(o, locs, n_locs, cap_locs))
-        return -1;
-    o->locs[o->n_locs] = (jfr_loc){function, line};
-    *slot = o->n_locs;
-    pl_htab_added(&o->loc_index, slot, h);
-    return (int32_t)o->n_locs++;
+    return find_or_append(o, &o->loc_index,
+                          (uint32_t)pl_hash_u64((uint64_t)function << 32 | (uint32_t)line), loc_eq,
+                          &k, TABLE(o, locs), &loc, &none);
 }
 
 typedef struct stack_key {
@@ -194,8 +176,8 @@ int32_t jfr_out_stack(jfr_out *o, const uint32_t *locs, uint32_t n)
     if (o->n_stack_locs > UINT32_MAX - n)
         return -1;
     while (o->cap_stack_locs < o->n_stack_locs + n)
-        if (grow(&o->arena, (void **)&o->stack_locs, o->cap_stack_locs, &o->cap_stack_locs,
-                 sizeof(uint32_t)))
+        if (pl_arena_reserve(&o->arena, (void **)&o->stack_locs, o->cap_stack_locs,
+                             &o->cap_stack_locs, sizeof(uint32_t), 64))
             return -1;
     if (n)
         memcpy(o->stack_locs + o->n_stack_locs, locs, n * sizeof(uint32_t));
@@ -240,7 +222,7 @@ int jfr_out_sample(jfr_out *o, pl_jfr_kind kind, uint32_t stack, uint64_t contex
             s->v[1] = INT64_MAX;
         return 0;
     }
-    if (grow(&o->arena, (void **)&ks->samples, ks->n, &ks->cap, sizeof(jfr_sample)))
+    if (pl_arena_reserve(&o->arena, (void **)&ks->samples, ks->n, &ks->cap, sizeof(jfr_sample), 64))
         return -1;
     ks->samples[ks->n] = (jfr_sample){stack, context, {v0, v1}};
     *slot = ++ks->n;
@@ -272,59 +254,6 @@ struct pl_jfr_labels {
     uint32_t n_pairs, cap_pairs;
 };
 
-typedef struct lrd {
-    const uint8_t *p, *end;
-} lrd;
-
-static int lrd_varint(lrd *r, uint64_t *out)
-{
-    uint64_t v = 0;
-    for (int shift = 0; shift < 64; shift += 7) {
-        if (r->p >= r->end)
-            return -1;
-        uint8_t b = *r->p++;
-        v |= (uint64_t)(b & 0x7f) << shift;
-        if (!(b & 0x80)) {
-            *out = v;
-            return 0;
-        }
-    }
-    return -1;
-}
-
-/* The next field; varint value in *v, a length-delimited payload in *sub. */
-static int lrd_field(lrd *r, uint32_t *field, uint32_t *wt, uint64_t *v, lrd *sub)
-{
-    uint64_t key;
-    if (lrd_varint(r, &key) || (key >> 3) == 0 || (key >> 3) > UINT32_MAX)
-        return -1;
-    *field = (uint32_t)(key >> 3);
-    *wt = (uint32_t)(key & 7);
-    switch (*wt) {
-    case 0:
-        return lrd_varint(r, v);
-    case 1:
-        if (r->end - r->p < 8)
-            return -1;
-        r->p += 8;
-        return 0;
-    case 2:
-        if (lrd_varint(r, v) || *v > (uint64_t)(r->end - r->p))
-            return -1;
-        sub->p = r->p;
-        sub->end = r->p + *v;
-        r->p += *v;
-        return 0;
-    case 5:
-        if (r->end - r->p < 4)
-            return -1;
-        r->p += 4;
-        return 0;
-    default:
-        return -1;
-    }
-}
-
 typedef struct id_key {
     const void *arr;
     size_t stride;
@@ -349,12 +278,12 @@ pl_jfr_labels *pl_jfr_labels_decode(const uint8_t *data, size_t len, pl_err *err
         return NULL;
     }
     pl_arena_init(&l->arena);
-    lrd r = {data, data + len};
+    pl_pb_reader r = {data, data + len};
     while (r.p < r.end) {
         uint32_t f, wt;
         uint64_t v;
-        lrd entry = {0};
-        if (lrd_field(&r, &f, &wt, &v, &entry)) {
+        pl_pb_reader entry = {0};
+        if (pl_pb_next_field(&r, &f, &wt, &v, &entry)) {
             pl_jfr_labels_free(l);
             return LBAD("labels: corrupt protobuf at byte %zu", (size_t)(r.p - data));
         }
@@ -363,11 +292,11 @@ pl_jfr_labels *pl_jfr_labels_decode(const uint8_t *data, size_t len, pl_err *err
             continue;
         int64_t id = 0;
         pl_bytes text = {(const uint8_t *)"", 0};
-        lrd ctx = {NULL, NULL};
+        pl_pb_reader ctx = {NULL, NULL};
         while (entry.p < entry.end) {
             uint32_t g, w;
-            lrd sub = {0};
-            if (lrd_field(&entry, &g, &w, &v, &sub)) {
+            pl_pb_reader sub = {0};
+            if (pl_pb_next_field(&entry, &g, &w, &v, &sub)) {
                 pl_jfr_labels_free(l);
                 return LBAD("labels: corrupt map entry");
             }
@@ -389,8 +318,8 @@ pl_jfr_labels *pl_jfr_labels_decode(const uint8_t *data, size_t len, pl_err *err
                 l->strings[*slot - 1].text = text;
                 continue;
             }
-            if (!slot || grow(&l->arena, (void **)&l->strings, l->n_strings, &l->cap_strings,
-                              sizeof(label_string))) {
+            if (!slot || pl_arena_reserve(&l->arena, (void **)&l->strings, l->n_strings,
+                                          &l->cap_strings, sizeof(label_string), 64)) {
                 pl_jfr_labels_free(l);
                 pl_errf(err, PL_ERR_NOMEM, "out of memory");
                 return NULL;
@@ -403,8 +332,8 @@ pl_jfr_labels *pl_jfr_labels_decode(const uint8_t *data, size_t len, pl_err *err
         uint32_t off = l->n_pairs;
         while (ctx.p && ctx.p < ctx.end) {
             uint32_t g, w;
-            lrd pair = {0};
-            if (lrd_field(&ctx, &g, &w, &v, &pair)) {
+            pl_pb_reader pair = {0};
+            if (pl_pb_next_field(&ctx, &g, &w, &v, &pair)) {
                 pl_jfr_labels_free(l);
                 return LBAD("labels: context %lld: corrupt protobuf", (long long)id);
             }
@@ -413,8 +342,8 @@ pl_jfr_labels *pl_jfr_labels_decode(const uint8_t *data, size_t len, pl_err *err
             int64_t kv[2] = {0, 0};
             while (pair.p < pair.end) {
                 uint32_t h, w2;
-                lrd unused;
-                if (lrd_field(&pair, &h, &w2, &v, &unused)) {
+                pl_pb_reader unused;
+                if (pl_pb_next_field(&pair, &h, &w2, &v, &unused)) {
                     pl_jfr_labels_free(l);
                     return LBAD("labels: context %lld: corrupt label", (long long)id);
                 }
@@ -422,7 +351,8 @@ pl_jfr_labels *pl_jfr_labels_decode(const uint8_t *data, size_t len, pl_err *err
                                 h == jfr_Context_LabelsEntry_value_tag))
                     kv[h - 1] = (int64_t)v;
             }
-            if (grow(&l->arena, (void **)&l->pairs, l->n_pairs, &l->cap_pairs, sizeof(kv))) {
+            if (pl_arena_reserve(&l->arena, (void **)&l->pairs, l->n_pairs, &l->cap_pairs,
+                                 sizeof(kv), 64)) {
                 pl_jfr_labels_free(l);
                 pl_errf(err, PL_ERR_NOMEM, "out of memory");
                 return NULL;
@@ -437,8 +367,8 @@ pl_jfr_labels *pl_jfr_labels_decode(const uint8_t *data, size_t len, pl_err *err
             l->contexts[*slot - 1].n = l->n_pairs - off;
             continue;
         }
-        if (!slot || grow(&l->arena, (void **)&l->contexts, l->n_contexts, &l->cap_contexts,
-                          sizeof(label_context))) {
+        if (!slot || pl_arena_reserve(&l->arena, (void **)&l->contexts, l->n_contexts,
+                                      &l->cap_contexts, sizeof(label_context), 64)) {
             pl_jfr_labels_free(l);
             pl_errf(err, PL_ERR_NOMEM, "out of memory");
             return NULL;
@@ -524,35 +454,16 @@ const char *jfr_kind_name(pl_jfr_kind kind)
     return kinds[kind].name;
 }
 
-static void put_varint(pl_buf *b, uint64_t v)
-{
-    uint8_t tmp[10];
-    size_t n = 0;
-    while (v >= 0x80) {
-        tmp[n++] = (uint8_t)(v | 0x80);
-        v >>= 7;
-    }
-    tmp[n++] = (uint8_t)v;
-    pl_buf_append(b, tmp, n);
-}
-
 static void put_uint(pl_buf *b, uint32_t field, uint64_t v)
 {
-    put_varint(b, (uint64_t)field << 3);
-    put_varint(b, v);
-}
-
-static void put_bytes(pl_buf *b, uint32_t field, const void *p, size_t n)
-{
-    put_varint(b, (uint64_t)field << 3 | 2);
-    put_varint(b, n);
-    pl_buf_append(b, p, n);
+    pl_pb_put_varint(b, (uint64_t)field << 3);
+    pl_pb_put_varint(b, v);
 }
 
 /* Appends `m` as a sub-message and empties it. */
 static void put_msg(pl_buf *b, uint32_t field, pl_buf *m)
 {
-    put_bytes(b, field, m->data, m->len);
+    pl_pb_put_bytes(b, field, m->data, m->len);
     if (!pl_buf_ok(m))
         b->failed = true;
     pl_buf_reset(m);
@@ -656,13 +567,13 @@ int jfr_out_encode(const jfr_out *oc, pl_jfr_kind kind, const jfr_encode_info *i
         const jfr_sample *s = &ks->samples[i];
         const jfr_stack *st = &o->stacks[s->stack];
         for (uint32_t j = 0; j < st->n; j++)
-            put_varint(&sub, loc_map[o->stack_locs[st->off + j]]);
+            pl_pb_put_varint(&sub, loc_map[o->stack_locs[st->off + j]]);
         put_msg(&m, perftools_profiles_Sample_location_id_tag, &sub);
         for (int c = 0; c < kd->columns; c++) {
             int64_t v = s->v[c];
             if (c == 0 && kd->sampled)
                 v *= info->period;
-            put_varint(&sub, (uint64_t)v);
+            pl_pb_put_varint(&sub, (uint64_t)v);
         }
         put_msg(&m, perftools_profiles_Sample_value_tag, &sub);
         for (uint32_t j = label_off[i]; j < label_off[i + 1]; j++) {
@@ -690,10 +601,10 @@ int jfr_out_encode(const jfr_out *oc, pl_jfr_kind kind, const jfr_encode_info *i
         put_uint(&m, perftools_profiles_Function_system_name_tag, str_map[o->functions[f]]);
         put_msg(out, F_PROFILE(function), &m);
     }
-    put_bytes(out, F_PROFILE(string_table), "", 0);
+    pl_pb_put_bytes(out, F_PROFILE(string_table), "", 0);
     for (uint32_t s = 1; s < o->n_strings; s++)
         if (str_map[s])
-            put_bytes(out, F_PROFILE(string_table), o->strings[s].ptr, o->strings[s].len);
+            pl_pb_put_bytes(out, F_PROFILE(string_table), o->strings[s].ptr, o->strings[s].len);
     if (info->time_unix_nano)
         put_uint(out, F_PROFILE(time_nanos), info->time_unix_nano);
     if (info->duration_nano)

@@ -3,34 +3,16 @@
  * pprof; see pprof.h), and the pprof writer for named stacks (folded text).
  */
 #include "pprof_internal.h"
+#include "proto/pb_wire.h"
 
 /* ---- encoding ------------------------------------------------------------ */
-
-static void put_varint(pl_buf *b, uint64_t v)
-{
-    uint8_t tmp[10];
-    size_t n = 0;
-    while (v >= 0x80) {
-        tmp[n++] = (uint8_t)(v | 0x80);
-        v >>= 7;
-    }
-    tmp[n++] = (uint8_t)v;
-    pl_buf_append(b, tmp, n);
-}
 
 static void put_uint(pl_buf *b, uint32_t field, uint64_t v)
 {
     if (!v)
         return; /* proto3: zero is the default and is not written */
-    put_varint(b, (uint64_t)field << 3 | WT_VARINT);
-    put_varint(b, v);
-}
-
-static void put_bytes(pl_buf *b, uint32_t field, const void *data, size_t len)
-{
-    put_varint(b, (uint64_t)field << 3 | WT_LEN);
-    put_varint(b, len);
-    pl_buf_append(b, data, len);
+    pl_pb_put_varint(b, (uint64_t)field << 3 | WT_VARINT);
+    pl_pb_put_varint(b, v);
 }
 
 typedef struct encoder {
@@ -133,7 +115,7 @@ static pl_status enc_label(encoder *e, int64_t key, int64_t str, int64_t num, in
     put_uint(&e->sub, 2, (uint64_t)str);
     put_uint(&e->sub, 3, (uint64_t)num);
     put_uint(&e->sub, 4, (uint64_t)unit);
-    put_bytes(&e->msg, 3, e->sub.data, e->sub.len);
+    pl_pb_put_bytes(&e->msg, 3, e->sub.data, e->sub.len);
     return PL_OK;
 }
 
@@ -153,10 +135,10 @@ static pl_status enc_sample(encoder *e, const pl_profile *p, const pl_sample *s,
         pl_status st = enc_location(e, stack->location_indices[k], &id);
         if (st != PL_OK)
             return st;
-        put_varint(&e->sub, id);
+        pl_pb_put_varint(&e->sub, id);
     }
     if (e->sub.len)
-        put_bytes(&e->msg, 1, e->sub.data, e->sub.len);
+        pl_pb_put_bytes(&e->msg, 1, e->sub.data, e->sub.len);
     /* one value: the sum of the sample's values, or its timestamp count */
     int64_t value = 0;
     if (s->n_values) {
@@ -167,8 +149,8 @@ static pl_status enc_sample(encoder *e, const pl_profile *p, const pl_sample *s,
     if (o->cpu_to_nanoseconds && p->period > 0)
         value *= p->period;
     pl_buf_reset(&e->sub);
-    put_varint(&e->sub, (uint64_t)value);
-    put_bytes(&e->msg, 2, e->sub.data, e->sub.len);
+    pl_pb_put_varint(&e->sub, (uint64_t)value);
+    pl_pb_put_bytes(&e->msg, 2, e->sub.data, e->sub.len);
     /* labels: attributes, then the link. The link is the authority for the
      * span_id / trace_id labels: an attribute of the same name (the
      * correlation processor writes them too) is not repeated. */
@@ -249,7 +231,7 @@ static pl_status enc_sample(encoder *e, const pl_profile *p, const pl_sample *s,
                 return st;
         }
     }
-    put_bytes(samples, 2, e->msg.data, e->msg.len);
+    pl_pb_put_bytes(samples, 2, e->msg.data, e->msg.len);
     return PL_OK;
 }
 
@@ -258,7 +240,7 @@ static void enc_value_type(encoder *e, pl_buf *out, uint32_t field, int64_t type
     pl_buf_reset(&e->sub);
     put_uint(&e->sub, 1, (uint64_t)type);
     put_uint(&e->sub, 2, (uint64_t)unit);
-    put_bytes(out, field, e->sub.data, e->sub.len);
+    pl_pb_put_bytes(out, field, e->sub.data, e->sub.len);
 }
 
 static pl_status encode_profile(encoder *e, const pl_profile *p, const pl_pprof_encode_options *o,
@@ -358,7 +340,7 @@ static pl_status encode_profile(encoder *e, const pl_profile *p, const pl_pprof_
         put_uint(&e->msg, 8, has_lines[k + 1]);
         put_uint(&e->msg, 9, has_lines[k + 1]);
         put_uint(&e->msg, 10, has_inline[k + 1]);
-        put_bytes(out, 3, e->msg.data, e->msg.len);
+        pl_pb_put_bytes(out, 3, e->msg.data, e->msg.len);
     }
     free(has_lines);
     free(has_inline);
@@ -377,9 +359,9 @@ static pl_status encode_profile(encoder *e, const pl_profile *p, const pl_pprof_
             put_uint(&e->sub, 1, e->fn_id[loc->lines[l].function_index]);
             put_uint(&e->sub, 2, (uint64_t)loc->lines[l].line);
             put_uint(&e->sub, 3, (uint64_t)loc->lines[l].column);
-            put_bytes(&e->msg, 4, e->sub.data, e->sub.len);
+            pl_pb_put_bytes(&e->msg, 4, e->sub.data, e->sub.len);
         }
-        put_bytes(out, 4, e->msg.data, e->msg.len);
+        pl_pb_put_bytes(out, 4, e->msg.data, e->msg.len);
     }
     for (uint32_t k = 0; k < e->n_fn; k++) {
         const pl_function *f = &d->functions[e->fn_order[k]];
@@ -394,10 +376,10 @@ static pl_status encode_profile(encoder *e, const pl_profile *p, const pl_pprof_
         put_uint(&e->msg, 3, (uint64_t)sys);
         put_uint(&e->msg, 4, (uint64_t)file);
         put_uint(&e->msg, 5, (uint64_t)f->start_line);
-        put_bytes(out, 5, e->msg.data, e->msg.len);
+        pl_pb_put_bytes(out, 5, e->msg.data, e->msg.len);
     }
     for (size_t k = 0; k < e->n_strings; k++)
-        put_bytes(out, 6, e->strings[k].ptr, e->strings[k].len);
+        pl_pb_put_bytes(out, 6, e->strings[k].ptr, e->strings[k].len);
     uint64_t time_ns = p->time_unix_nano ? p->time_unix_nano : o->default_time_unix_nano;
     put_uint(out, 9, time_ns);
     put_uint(out, 10, p->duration_nano);
@@ -491,15 +473,15 @@ int pl_pprof_writer_add(pl_pprof_writer *w, const pl_bytes *frames, size_t n, in
         if (id == 0)
             continue; /* an empty frame name carries nothing */
         w->is_fn[id] = 1;
-        put_varint(&w->msg, (uint64_t)id);
+        pl_pb_put_varint(&w->msg, (uint64_t)id);
     }
     pl_buf_reset(&w->e.msg);
     if (w->msg.len)
-        put_bytes(&w->e.msg, 1, w->msg.data, w->msg.len);
+        pl_pb_put_bytes(&w->e.msg, 1, w->msg.data, w->msg.len);
     pl_buf_reset(&w->msg);
-    put_varint(&w->msg, (uint64_t)value);
-    put_bytes(&w->e.msg, 2, w->msg.data, w->msg.len);
-    put_bytes(&w->samples, 2, w->e.msg.data, w->e.msg.len);
+    pl_pb_put_varint(&w->msg, (uint64_t)value);
+    pl_pb_put_bytes(&w->e.msg, 2, w->msg.data, w->msg.len);
+    pl_pb_put_bytes(&w->samples, 2, w->e.msg.data, w->e.msg.len);
     w->n_samples++;
     return pl_buf_ok(&w->samples) && pl_buf_ok(&w->msg) && pl_buf_ok(&w->e.msg) ? 0 : -1;
 }
@@ -528,15 +510,15 @@ int pl_pprof_writer_finish(pl_pprof_writer *w, pl_buf *out)
         put_uint(&e->msg, 1, id);
         pl_buf_reset(&e->sub);
         put_uint(&e->sub, 1, id);
-        put_bytes(&e->msg, 4, e->sub.data, e->sub.len);
-        put_bytes(out, 4, e->msg.data, e->msg.len); /* location id = function id */
+        pl_pb_put_bytes(&e->msg, 4, e->sub.data, e->sub.len);
+        pl_pb_put_bytes(out, 4, e->msg.data, e->msg.len); /* location id = function id */
         pl_buf_reset(&e->msg);
         put_uint(&e->msg, 1, id);
         put_uint(&e->msg, 2, id);
-        put_bytes(out, 5, e->msg.data, e->msg.len);
+        pl_pb_put_bytes(out, 5, e->msg.data, e->msg.len);
     }
     for (size_t k = 0; k < e->n_strings; k++)
-        put_bytes(out, 6, e->strings[k].ptr, e->strings[k].len);
+        pl_pb_put_bytes(out, 6, e->strings[k].ptr, e->strings[k].len);
     put_uint(out, 9, w->o.time_unix_nano);
     put_uint(out, 10, w->o.duration_nano);
     if (w->o.period_type)

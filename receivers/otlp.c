@@ -145,11 +145,7 @@ static const pl_cfg_field grpc_fields[] = {
      "attach the request's metadata (headers) to the data", NULL},
     {"max_connections", PL_CFG_INT, "1024", offsetof(otlp_grpc_config, max_connections),
      "open connections at most; more are closed at once", NULL},
-    {"max_connections_per_client", PL_CFG_INT, "0",
-     offsetof(otlp_grpc_config, max_connections_per_client),
-     "connections one client (IP address) may hold; 0: a quarter of max_connections (raise it "
-     "behind a load balancer that connects from one address)",
-     NULL},
+    PL_LISTENER_PER_CLIENT_FIELD(otlp_grpc_config),
     {"keepalive", PL_CFG_IGNORED, NULL, 0,
      "accepted for Collector configs; proflink's own idle_timeout applies", NULL},
     {"read_buffer_size", PL_CFG_IGNORED, NULL, 0, "accepted for Collector configs; no effect",
@@ -186,11 +182,7 @@ static const pl_cfg_field http_fields[] = {
      "path for metrics", NULL},
     {"max_connections", PL_CFG_INT, "1024", offsetof(otlp_http_config, max_connections),
      "open connections at most; more are closed at once", NULL},
-    {"max_connections_per_client", PL_CFG_INT, "0",
-     offsetof(otlp_http_config, max_connections_per_client),
-     "connections one client (IP address) may hold; 0: a quarter of max_connections (raise it "
-     "behind a load balancer that connects from one address)",
-     NULL},
+    PL_LISTENER_PER_CLIENT_FIELD(otlp_http_config),
     {"read_header_timeout", PL_CFG_DURATION, "30s",
      offsetof(otlp_http_config, read_header_timeout_ns),
      "time a client has to send a whole request (408 after it)", NULL},
@@ -395,16 +387,8 @@ static pl_status otlp_start(void *self, pl_err *err)
 {
     otlp_receiver *r = self;
     unsigned workers = pl_workers_count();
-    /* Authenticators keep per-request state (basicauth's verified-password
-     * cache, its file reload) that is not made for several threads: with
-     * one configured, this receiver stays on the pipeline loop. */
-    if (workers > 1 && (r->grpc_opt.auth || r->http_opt.auth)) {
-        pl_info(r->id,
-                "an authenticator is configured: listening on the pipeline loop, not on "
-                "the %u workers",
-                workers);
-        workers = 0;
-    }
+    /* Authenticators are thread-safe (extensions/auth.c): with or without
+     * one, every worker listens. */
     if (workers > 1) {
         r->worker_servers = calloc(2 * workers, sizeof(*r->worker_servers));
         if (!r->worker_servers)

@@ -413,15 +413,11 @@ static pl_status scrape_create(const pl_create_settings *settings, const void *c
     s->next = settings->next[PL_SIGNAL_PROFILES];
     uint64_t interval_ms = cfg->interval > 0 ? (uint64_t)(cfg->interval / 1000000) : 15000;
     s->max_profile_size = cfg->max_profile_size ? cfg->max_profile_size : (32u << 20);
-    static uint64_t dummy[3];
-    s->scrapes_ok = s->stats ? pl_stats_counter(s->stats, "scrapes", "profiles pulled") : &dummy[0];
-    s->scrapes_failed =
-        s->stats ? pl_stats_counter(s->stats, "scrape_failures", "profile pulls that failed")
-                 : &dummy[1];
-    s->primed = s->stats ? pl_stats_counter(s->stats, "scrapes_without_delta",
-                                            "cumulative profiles pulled that gave nothing to send "
-                                            "(the first of a target, a restart, or no change)")
-                         : &dummy[2];
+    s->scrapes_ok = pl_stats_counter(s->stats, "scrapes", "profiles pulled");
+    s->scrapes_failed = pl_stats_counter(s->stats, "scrape_failures", "profile pulls that failed");
+    s->primed = pl_stats_counter(s->stats, "scrapes_without_delta",
+                                 "cumulative profiles pulled that gave nothing to send "
+                                 "(the first of a target, a restart, or no change)");
     const scrape_target_cfg *targets = cfg->targets.items;
     s->n_targets = cfg->targets.n;
     s->targets = calloc(s->n_targets ? s->n_targets : 1, sizeof(scrape_target));

@@ -95,11 +95,7 @@ static const pl_cfg_field pyroscope_fields[] = {
      NULL},
     {"max_connections", PL_CFG_INT, "1024", offsetof(pyroscope_cfg, max_connections),
      "simultaneous client connections", NULL},
-    {"max_connections_per_client", PL_CFG_INT, "0",
-     offsetof(pyroscope_cfg, max_connections_per_client),
-     "connections one client (IP address) may hold; 0: a quarter of max_connections (raise it "
-     "behind a load balancer that connects from one address)",
-     NULL},
+    PL_LISTENER_PER_CLIENT_FIELD(pyroscope_cfg),
     {"max_decoded_memory", PL_CFG_SIZE, "40MiB", offsetof(pyroscope_cfg, max_decoded_memory),
      "memory one request may decode into, across every sample of a push request and every part "
      "of an upload (decompressed pprofs plus the decoded model; 413 above it, before it is spent)",
@@ -1124,18 +1120,12 @@ static pl_status pyroscope_create(const pl_create_settings *settings, const void
         free(r);
         return pl_errf(err, PL_ERR_NOMEM, "out of memory");
     }
-    static uint64_t dummy[4];
-    r->invalid_requests = r->stats ? pl_stats_counter(r->stats, "invalid_requests",
-                                                      "requests answered 400 (bad input)")
-                                   : &dummy[0];
-    r->ingest_requests =
-        r->stats ? pl_stats_counter(r->stats, "ingest_requests", "requests to /ingest") : &dummy[1];
-    r->push_requests = r->stats
-                           ? pl_stats_counter(r->stats, "push_requests", "requests to the push API")
-                           : &dummy[2];
-    r->otlp_requests = r->stats ? pl_stats_counter(r->stats, "otlp_requests",
-                                                   "OTLP profiles requests (HTTP, gRPC)")
-                                : &dummy[3];
+    r->invalid_requests =
+        pl_stats_counter(r->stats, "invalid_requests", "requests answered 400 (bad input)");
+    r->ingest_requests = pl_stats_counter(r->stats, "ingest_requests", "requests to /ingest");
+    r->push_requests = pl_stats_counter(r->stats, "push_requests", "requests to the push API");
+    r->otlp_requests =
+        pl_stats_counter(r->stats, "otlp_requests", "OTLP profiles requests (HTTP, gRPC)");
     r->otlp = (pl_otlp_handler){
         .id = r->id,
         .stats = r->stats,
@@ -1175,8 +1165,7 @@ static pl_status pyroscope_start(void *self, pl_err *err)
     };
     pl_listener_security_apply(&r->sec, &o);
     unsigned workers = pl_workers_count();
-    /* an authenticator keeps single-threaded state (see receivers/otlp.c) */
-    if (workers > 1 && !o.auth) {
+    if (workers > 1) {
         r->worker_servers = calloc(workers, sizeof(*r->worker_servers));
         if (!r->worker_servers)
             return pl_errf(err, PL_ERR_NOMEM, "out of memory");

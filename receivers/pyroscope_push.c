@@ -9,79 +9,28 @@
 
 #include "push.pb.h"
 #include "types.pb.h"
+#include "proto/pb_wire.h"
 
 /* ---- protobuf ------------------------------------------------------------ */
 
-typedef struct rd {
-    const uint8_t *p, *end;
-} rd;
-
-static int rd_varint(rd *r, uint64_t *out)
-{
-    uint64_t v = 0;
-    for (int shift = 0; shift < 64; shift += 7) {
-        if (r->p >= r->end)
-            return -1;
-        uint8_t b = *r->p++;
-        v |= (uint64_t)(b & 0x7f) << shift;
-        if (!(b & 0x80)) {
-            *out = v;
-            return 0;
-        }
-    }
-    return -1;
-}
-
-/* Next field: number, wire type; for wire type 2 also the payload. */
-static int rd_field(rd *r, uint32_t *field, uint32_t *wt, rd *payload)
-{
-    uint64_t key, v;
-    if (rd_varint(r, &key) || (key >> 3) == 0 || (key >> 3) > UINT32_MAX)
-        return -1;
-    *field = (uint32_t)(key >> 3);
-    *wt = (uint32_t)(key & 7);
-    switch (*wt) {
-    case 0:
-        return rd_varint(r, &v);
-    case 1:
-        if (r->end - r->p < 8)
-            return -1;
-        r->p += 8;
-        return 0;
-    case 2:
-        if (rd_varint(r, &v) || v > (uint64_t)(r->end - r->p))
-            return -1;
-        payload->p = r->p;
-        payload->end = r->p + v;
-        r->p += v;
-        return 0;
-    case 5:
-        if (r->end - r->p < 4)
-            return -1;
-        r->p += 4;
-        return 0;
-    default:
-        return -1;
-    }
-}
-
-static pl_bytes rd_bytes(const rd *payload)
+static pl_bytes rd_bytes(const pl_pb_reader *payload)
 {
     return (pl_bytes){payload->p, (uint32_t)(payload->end - payload->p)};
 }
 
 /* Reads a message of two length-delimited fields (a label's name and value,
  * a sample's profile and id); other fields are skipped. -1 when corrupt. */
-static int rd_two_bytes(rd *m, uint32_t tag_a, pl_bytes *a, uint32_t tag_b, pl_bytes *b)
+static int rd_two_bytes(pl_pb_reader *m, uint32_t tag_a, pl_bytes *a, uint32_t tag_b, pl_bytes *b)
 {
-    rd inner;
+    pl_pb_reader inner;
     while (m->p < m->end) {
         uint32_t g, w;
-        if (rd_field(m, &g, &w, &inner))
+        uint64_t v;
+        if (pl_pb_next_field(m, &g, &w, &v, &inner))
             return -1;
-        if (w == 2 && g == tag_a)
+        if (w == PL_PB_LEN && g == tag_a)
             *a = rd_bytes(&inner);
-        else if (w == 2 && g == tag_b)
+        else if (w == PL_PB_LEN && g == tag_b)
             *b = rd_bytes(&inner);
     }
     return 0;
@@ -89,16 +38,18 @@ static int rd_two_bytes(rd *m, uint32_t tag_a, pl_bytes *a, uint32_t tag_b, pl_b
 
 #define BAD(...) pl_errf(err, PL_ERR_INVALID, __VA_ARGS__)
 
-static pl_status decode_series(rd *m, pl_push_series *s, pl_arena *arena, uint32_t si, pl_err *err)
+static pl_status decode_series(pl_pb_reader *m, pl_push_series *s, pl_arena *arena, uint32_t si,
+                               pl_err *err)
 {
-    rd scan = *m, sub;
+    pl_pb_reader scan = *m, sub;
     uint32_t f, wt, nl = 0, ns = 0;
+    uint64_t v;
     while (scan.p < scan.end) {
-        if (rd_field(&scan, &f, &wt, &sub))
+        if (pl_pb_next_field(&scan, &f, &wt, &v, &sub))
             return BAD("push: series %u: corrupt protobuf", si);
-        if (wt == 2 && f == push_v1_RawProfileSeries_labels_tag)
+        if (wt == PL_PB_LEN && f == push_v1_RawProfileSeries_labels_tag)
             nl++;
-        else if (wt == 2 && f == push_v1_RawProfileSeries_samples_tag)
+        else if (wt == PL_PB_LEN && f == push_v1_RawProfileSeries_samples_tag)
             ns++;
     }
     s->labels = nl ? pl_arena_calloc(arena, nl, sizeof(pl_push_label)) : NULL;
@@ -106,8 +57,8 @@ static pl_status decode_series(rd *m, pl_push_series *s, pl_arena *arena, uint32
     if ((nl && !s->labels) || (ns && !s->samples))
         return pl_errf(err, PL_ERR_NOMEM, "push: out of memory");
     while (m->p < m->end) {
-        rd_field(m, &f, &wt, &sub); /* checked above */
-        if (wt != 2)
+        pl_pb_next_field(m, &f, &wt, &v, &sub); /* checked above */
+        if (wt != PL_PB_LEN)
             continue;
         if (f == push_v1_RawProfileSeries_labels_tag) {
             pl_push_label *l = &s->labels[s->n_labels++];
@@ -129,13 +80,14 @@ pl_status pl_push_decode_proto(const uint8_t *data, size_t len, pl_push_request 
     pl_arena_init(&out->arena);
     if (len == 0)
         return PL_OK; /* an empty request: no series */
-    rd r = {data, data + len}, scan = r, sub;
+    pl_pb_reader r = {data, data + len}, scan = r, sub;
     uint32_t f, wt, n = 0;
+    uint64_t v;
     while (scan.p < scan.end) {
-        if (rd_field(&scan, &f, &wt, &sub))
+        if (pl_pb_next_field(&scan, &f, &wt, &v, &sub))
             return BAD("push: corrupt protobuf at byte %zu", (size_t)(scan.p - data));
         if (f == push_v1_PushRequest_series_tag) {
-            if (wt != 2)
+            if (wt != PL_PB_LEN)
                 return BAD("push: series: wrong wire type %u", wt);
             n++;
         }
@@ -146,7 +98,7 @@ pl_status pl_push_decode_proto(const uint8_t *data, size_t len, pl_push_request 
             return pl_errf(err, PL_ERR_NOMEM, "push: out of memory");
     }
     while (r.p < r.end) {
-        rd_field(&r, &f, &wt, &sub);
+        pl_pb_next_field(&r, &f, &wt, &v, &sub);
         if (f != push_v1_PushRequest_series_tag)
             continue;
         pl_status st =
@@ -303,34 +255,9 @@ done:
 
 /* ---- encoding ------------------------------------------------------------ */
 
-static void put_varint(pl_buf *b, uint64_t v)
-{
-    while (v >= 0x80) {
-        pl_buf_append_byte(b, (uint8_t)(v | 0x80));
-        v >>= 7;
-    }
-    pl_buf_append_byte(b, (uint8_t)v);
-}
-
-static size_t varint_len(uint64_t v)
-{
-    size_t n = 1;
-    while (v >= 0x80) {
-        v >>= 7;
-        n++;
-    }
-    return n;
-}
-
-static void put_key_len(pl_buf *b, uint32_t field, size_t len)
-{
-    put_varint(b, (uint64_t)field << 3 | 2);
-    put_varint(b, len);
-}
-
 static size_t field_size(size_t len)
 {
-    return 1 + varint_len(len) + len; /* field numbers here are < 16 */
+    return 1 + pl_pb_varint_len(len) + len; /* field numbers here are < 16 */
 }
 
 int pl_push_encode_proto(const pl_push_request *req, pl_buf *out)
@@ -348,14 +275,14 @@ int pl_push_encode_proto(const pl_push_request *req, pl_buf *out)
                 l += field_size(s->samples[k].id.len);
             series_len += field_size(l);
         }
-        put_key_len(out, push_v1_PushRequest_series_tag, series_len);
+        pl_pb_put_len(out, push_v1_PushRequest_series_tag, series_len);
         for (uint32_t k = 0; k < s->n_labels; k++) {
             const pl_push_label *lb = &s->labels[k];
-            put_key_len(out, push_v1_RawProfileSeries_labels_tag,
-                        field_size(lb->name.len) + field_size(lb->value.len));
-            put_key_len(out, types_v1_LabelPair_name_tag, lb->name.len);
+            pl_pb_put_len(out, push_v1_RawProfileSeries_labels_tag,
+                          field_size(lb->name.len) + field_size(lb->value.len));
+            pl_pb_put_len(out, types_v1_LabelPair_name_tag, lb->name.len);
             pl_buf_append(out, lb->name.ptr, lb->name.len);
-            put_key_len(out, types_v1_LabelPair_value_tag, lb->value.len);
+            pl_pb_put_len(out, types_v1_LabelPair_value_tag, lb->value.len);
             pl_buf_append(out, lb->value.ptr, lb->value.len);
         }
         for (uint32_t k = 0; k < s->n_samples; k++) {
@@ -363,11 +290,11 @@ int pl_push_encode_proto(const pl_push_request *req, pl_buf *out)
             size_t l = field_size(smp->raw_profile.len);
             if (smp->id.len)
                 l += field_size(smp->id.len);
-            put_key_len(out, push_v1_RawProfileSeries_samples_tag, l);
-            put_key_len(out, push_v1_RawSample_raw_profile_tag, smp->raw_profile.len);
+            pl_pb_put_len(out, push_v1_RawProfileSeries_samples_tag, l);
+            pl_pb_put_len(out, push_v1_RawSample_raw_profile_tag, smp->raw_profile.len);
             pl_buf_append(out, smp->raw_profile.ptr, smp->raw_profile.len);
             if (smp->id.len) {
-                put_key_len(out, push_v1_RawSample_ID_tag, smp->id.len);
+                pl_pb_put_len(out, push_v1_RawSample_ID_tag, smp->id.len);
                 pl_buf_append(out, smp->id.ptr, smp->id.len);
             }
         }

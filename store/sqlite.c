@@ -492,20 +492,6 @@ static pl_status sqlite_create(const pl_create_settings *settings, const void *c
     x->g_db_size = pl_stats_gauge(x->stats, "db_size_bytes", "Bytes the database uses.");
     x->g_queue_bytes =
         pl_stats_gauge(x->stats, "queue_bytes", "Memory of batches waiting for the writer.");
-    static uint64_t dummy_counters[4];
-    static int64_t dummy_gauges[2];
-    if (!x->c_write_errors)
-        x->c_write_errors = &dummy_counters[0];
-    if (!x->c_deleted_spans)
-        x->c_deleted_spans = &dummy_counters[1];
-    if (!x->c_deleted_samples)
-        x->c_deleted_samples = &dummy_counters[2];
-    if (!x->c_transactions)
-        x->c_transactions = &dummy_counters[3];
-    if (!x->g_db_size)
-        x->g_db_size = &dummy_gauges[0];
-    if (!x->g_queue_bytes)
-        x->g_queue_bytes = &dummy_gauges[1];
     *out_self = x;
     return PL_OK;
 }

@@ -4,9 +4,11 @@
  * driven through pl_http_server_feed (no sockets). TLS is covered by the
  * interop test tls_auth.test.mjs with real clients.
  */
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "config/decode.h"
 #include "config/node.h"
@@ -359,6 +361,108 @@ static void test_tls_config_errors(void)
     CHECK(strstr(err.msg, "tls.cert_file /nonexistent/cert.pem") != NULL);
 }
 
+/* ---- authenticators on several threads ----------------------------------
+ * Receivers on worker threads check requests at once while the htpasswd
+ * file is re-read and a reload replaces the extension under the same id:
+ * every answer stays right (and a -Db_sanitize=thread build sees no race). */
+
+typedef struct auth_thread_ctx {
+    const pl_http_server_options *opt;
+    int stop;
+    int wrong; /* answers that were not what the credentials deserve */
+    int checked;
+} auth_thread_ctx;
+
+static void count_handler(void *arg, pl_http_request *req, pl_http_response *res)
+{
+    (void)arg;
+    (void)req;
+    pl_http_respond(res, 200, NULL, 0, "ok", 2);
+}
+
+static bool answered(const pl_http_server_options *opt, const char *user_pass, int status)
+{
+    unsigned char b64[128];
+    EVP_EncodeBlock(b64, (const unsigned char *)user_pass, (int)strlen(user_pass));
+    char req[256];
+    snprintf(req, sizeof(req),
+             "POST /x HTTP/1.1\r\nAuthorization: Basic %s\r\nContent-Length: 0\r\n\r\n", b64);
+    pl_buf out;
+    pl_buf_init(&out);
+    pl_http_server_feed(opt, count_handler, NULL, (const uint8_t *)req, strlen(req), 0, &out);
+    char want[32];
+    snprintf(want, sizeof(want), "HTTP/1.1 %d", status);
+    bool ok = out.len >= strlen(want) && memcmp(out.data, want, strlen(want)) == 0;
+    pl_buf_free(&out);
+    return ok;
+}
+
+static void *auth_thread(void *arg)
+{
+    auth_thread_ctx *c = arg;
+    while (!__atomic_load_n(&c->stop, __ATOMIC_ACQUIRE)) {
+        int wrong = !answered(c->opt, "ann:hunter2", 200) + !answered(c->opt, "cy:hunter2", 200) +
+                    !answered(c->opt, "ann:hunter3", 401) + !answered(c->opt, "dan:x", 401);
+        __atomic_fetch_add(&c->wrong, wrong, __ATOMIC_RELAXED);
+        __atomic_fetch_add(&c->checked, 4, __ATOMIC_RELAXED);
+    }
+    return NULL;
+}
+
+static void write_htpasswd(const char *path)
+{
+    FILE *f = fopen(path, "w");
+    REQUIRE(f != NULL);
+    fputs("ann:$6$abcdefgh$M/eYsB4rVXAm3ZNc88J.UD9rCKAT6FB1rahiwJCHtEndQNORCub5qhjxn50qbqVVthkM."
+          "9HpEwtf0t.iV9uH0/\ncy:hunter2\n",
+          f);
+    fclose(f);
+}
+
+static void test_auth_threads(void)
+{
+    char path[] = "/tmp/proflink-htpasswd-XXXXXX";
+    int fd = mkstemp(path);
+    REQUIRE(fd >= 0);
+    close(fd);
+    write_htpasswd(path);
+    char yaml[256];
+    snprintf(yaml, sizeof(yaml), "htpasswd: {file: %s}\n", path);
+    pl_err err = {{0}};
+    void *ext = make_ext("basicauth", "basicauth/mt", yaml, &err);
+    REQUIRE(ext != NULL);
+    pl_listener_security sec;
+    pl_auth_ref_config ref = {(char *)"basicauth/mt"};
+    REQUIRE(pl_listener_security_init(&sec, NULL, &ref, NULL, &err) == PL_OK);
+    pl_http_server_options opt = {0};
+    pl_listener_security_apply(&sec, &opt);
+    auth_thread_ctx c = {.opt = &opt};
+    pthread_t t[4];
+    for (int i = 0; i < 4; i++)
+        REQUIRE(pthread_create(&t[i], NULL, auth_thread, &c) == 0);
+    /* 1.6 s: the file changes (re-read at most once a second) and, half
+     * way, a reload replaces the extension (newest first, then the old one
+     * goes while checks may be running in it) */
+    for (int step = 0; step < 16; step++) {
+        usleep(100000);
+        write_htpasswd(path);
+        if (step == 8) {
+            void *fresh = make_ext("basicauth", "basicauth/mt", yaml, &err);
+            REQUIRE(fresh != NULL);
+            destroy_ext("basicauth", ext);
+            ext = fresh;
+        }
+    }
+    __atomic_store_n(&c.stop, 1, __ATOMIC_RELEASE);
+    for (int i = 0; i < 4; i++)
+        pthread_join(t[i], NULL);
+    CHECK(c.checked > 40);
+    CHECK_EQ_INT(c.wrong, 0);
+    pl_listener_security_free(&sec);
+    destroy_ext("basicauth", ext);
+    unlink(path);
+}
+
 int main(void)
 {
     PL_RUN(test_cors_glob);
@@ -368,6 +472,7 @@ int main(void)
     PL_RUN(test_basic_auth);
     PL_RUN(test_unknown_authenticator);
     PL_RUN(test_authenticator_replaced);
+    PL_RUN(test_auth_threads);
     PL_RUN(test_tls_reload);
     PL_RUN(test_tls_config_errors);
     return pl_test_done();

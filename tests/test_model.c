@@ -241,6 +241,39 @@ static void test_dictionary_and_clone_profiles(void)
     pl_batch_free(c);
 }
 
+/* A large array gets a block of its own without making the small objects
+ * after it start a block grown from the array's size. */
+static void test_arena_large_block(void)
+{
+    pl_arena a;
+    pl_arena_init(&a);
+    char *first = pl_arena_alloc(&a, 100);
+    REQUIRE(first);
+    size_t before = pl_arena_bytes(&a);
+    uint8_t *big = pl_arena_alloc(&a, 600 * 1024);
+    REQUIRE(big);
+    memset(big, 0xab, 600 * 1024);
+    size_t with_big = pl_arena_bytes(&a);
+    CHECK(with_big - before < 600 * 1024 + 256);
+    /* 3 KiB of small objects fit in the first 4 KiB block */
+    char *small[96];
+    for (int i = 0; i < 96; i++) {
+        small[i] = pl_arena_alloc(&a, 32);
+        REQUIRE(small[i]);
+        memset(small[i], i, 32);
+    }
+    CHECK_EQ_INT((long long)pl_arena_bytes(&a), (long long)with_big);
+    /* beyond it, the next block is 8 KiB, not 1 MiB */
+    for (int i = 0; i < 64; i++)
+        REQUIRE(pl_arena_alloc(&a, 32));
+    CHECK(pl_arena_bytes(&a) - with_big < 16 * 1024);
+    for (int i = 0; i < 96; i++)
+        CHECK_EQ_INT(small[i][31], i);
+    CHECK_EQ_INT(big[600 * 1024 - 1], 0xab);
+    pl_arena_free(&a);
+    CHECK_EQ_INT((long long)pl_arena_bytes(&a), 0);
+}
+
 /* What pl_dict_intern_string answered before it had an index: the newest
  * equal string, else a new one at the end. */
 static int32_t scan_intern(const pl_dictionary *d, pl_bytes s)
@@ -336,5 +369,6 @@ int main(void)
     PL_RUN(test_dictionary_and_clone_profiles);
     PL_RUN(test_dict_string_index);
     PL_RUN(test_clone_raw);
+    PL_RUN(test_arena_large_block);
     return pl_test_done();
 }

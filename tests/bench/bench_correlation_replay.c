@@ -628,6 +628,11 @@ int main(int argc, char **argv)
            (double)peak_u.held_bytes / (double)peak_held,
            (double)peak_u.index_bytes / (double)peak_held,
            (double)peak_u.late_bytes / (double)peak_held, peak_u.late_spans);
+    printf("  at that peak:              %zu span batches, %zu sample batches (%.0f B/held span; "
+           "%zu samples waiting), %zu span table slots (%zu markers), %zu spilled spans\n",
+           peak_u.held_span_batches, peak_u.held_sample_batches,
+           (double)peak_u.held_sample_bytes / (double)peak_held, peak_u.pending_samples,
+           peak_u.span_table_slots, peak_u.markers, peak_u.spilled_spans);
     printf("RSS growth (peak):           %.0f MiB, %.0f B/held span (includes the generator's "
            "buffers)\n",
            (double)(rss_peak - rss0) / 1024, (double)(rss_peak - rss0) * 1024 / (double)peak_held);

@@ -11,7 +11,9 @@
 //
 // Usage: node tests/bench/bench_exporters.mjs [--bin build/proflink]
 //        [--requests 2000] [--spans 200] [--concurrency 8] [--runs 3]
-//        [--compression gzip]
+//        [--compression gzip] [--workers N]
+// --workers sets service.workers (default: proflink's own, one per CPU);
+// --workers 1 is the single-loop figure the headline table records.
 import http from 'node:http';
 import net from 'node:net';
 import fs from 'node:fs';
@@ -37,6 +39,7 @@ const SPANS = Number(args.spans || 200);
 const CONCURRENCY = Number(args.concurrency || 8);
 const RUNS = Number(args.runs || 3);
 const COMPRESSION = args.compression || 'gzip';
+const WORKERS = args.workers; // undefined: proflink's default
 const CLK_TCK = 100; // sysconf(_SC_CLK_TCK) on Linux
 
 const PROTO_DIR = path.join(repo, 'proto');
@@ -100,7 +103,7 @@ async function runOnce(persistent, body) {
     'exporters:', '  otlphttp:', `    endpoint: http://127.0.0.1:${sinkPort}`,
     `    compression: ${COMPRESSION}`,
     `    sending_queue: { queue_size: 5000${queue} }`,
-    'service:', '  telemetry:', '    logs: { level: warn }', `    metrics: { address: "127.0.0.1:${metricsPort}" }`,
+    'service:', ...(WORKERS ? [`  workers: ${WORKERS}`] : []), '  telemetry:', '    logs: { level: warn }', `    metrics: { address: "127.0.0.1:${metricsPort}" }`,
     '  pipelines:', '    traces: { receivers: [otlp], exporters: [otlphttp] }', ''].join('\n'));
   const child = spawn(BIN, ['--config', path.join(dir, 'c.yaml')], { stdio: ['ignore', 'ignore', 'inherit'] });
   for (let i = 0; i < 200; i++) {
@@ -148,7 +151,7 @@ const median = (xs) => { const s = [...xs].sort((a, b) => a - b); return s[Math.
 const body = makeRequest(SPANS);
 console.log(`proflink ${BIN}`);
 console.log(`${REQUESTS} requests x ${SPANS} spans (${body.length} bytes each), concurrency ${CONCURRENCY}, ` +
-  `compression ${COMPRESSION}, ${RUNS} runs, ${os.cpus().length} CPUs`);
+  `compression ${COMPRESSION}, ${RUNS} runs, ${os.cpus().length} CPUs, workers ${WORKERS || 'default'}`);
 const results = {};
 for (const mode of ['memory', 'persistent']) {
   const runs = [];

@@ -18,6 +18,9 @@
 # Per scenario and worker count, the medians over RUNS runs of:
 #   spans/s        spans answered per second (wall clock)
 #   cpu-s/1M       CPU-seconds of the measured proflink per million spans
+#   loop-s/1M      of which the pipeline loop's thread (the main thread): the
+#                  part that does not spread over workers, so 1e6 / loop-s/1M
+#                  is the spans/s ceiling with unlimited idle cores
 #   rss_mib        median resident memory during the run
 #   scaling        spans/s relative to 1 worker, divided by the worker count
 set -euo pipefail
@@ -37,6 +40,8 @@ trap '[ -n "$SINK_PID" ] && kill $SINK_PID 2>/dev/null; rm -rf "$TMP"' EXIT
 
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1]); s.close()'; }
 cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
+# the main thread's own ticks (fields after the ")" of the name, which has no spaces here)
+loop_ticks() { awk '{print $14 + $15}' "/proc/$1/task/$1/stat"; }
 rss_kib() { awk '/^VmRSS:/ {print $2}' "/proc/$1/status"; }
 median() { sort -n | awk '{a[NR]=$1} END {if (NR==0) print 0; else if (NR%2) print a[(NR+1)/2]; else print (a[NR/2]+a[NR/2+1])/2}'; }
 wait_port() { for _ in $(seq 100); do (exec 3<>/dev/tcp/127.0.0.1/$1) 2>/dev/null && return 0; sleep 0.05; done; return 1; }
@@ -60,7 +65,7 @@ YAML
 SINK_PID=$!
 wait_port $SINK_PORT
 
-run_once() { # scenario workers -> "cpu_s elapsed_s spans rss_median_kib"
+run_once() { # scenario workers -> "cpu_s elapsed_s spans rss_median_kib loop_cpu_s"
     local scenario=$1 workers=$2
     local gport hport mport
     gport=$(free_port); hport=$(free_port); mport=$(free_port)
@@ -90,6 +95,7 @@ YAML
     [ "$scenario" = grpc ] && { proto=grpc; endpoint=127.0.0.1:$gport; }
     local conns=$(( 2 * workers < 4 ? 4 : 2 * workers ))
     local c0; c0=$(cpu_ticks $pid)
+    local l0; l0=$(loop_ticks $pid)
     local gz=""; [ "${GZIP:-0}" = 1 ] && gz=--gzip
     "$LOADGEN" --protocol "$proto" --endpoint "$endpoint" --rate 0 --spans "${SPANS:-100}" $gz \
         --connections $conns --duration "$SECONDS_PER_RUN" --quiet > "$TMP/loadgen.out" &
@@ -99,29 +105,31 @@ YAML
     while kill -0 $lg 2>/dev/null; do rss_kib $pid >> "$TMP/rss"; sleep 0.5; done
     wait $lg || { echo "loadgen failed:" >&2; cat "$TMP/loadgen.out" >&2; }
     local c1; c1=$(cpu_ticks $pid)
+    local l1; l1=$(loop_ticks $pid)
     local spans; spans=$(sed -n 's/.* spans=\([0-9]*\).*/\1/p' "$TMP/loadgen.out" | head -1)
     local elapsed; elapsed=$(sed -n 's/.* seconds=\([0-9.]*\).*/\1/p' "$TMP/loadgen.out" | head -1)
     local errors; errors=$(sed -n 's/.* errors=\([0-9]*\).*/\1/p' "$TMP/loadgen.out" | head -1)
     [ "${errors:-0}" = 0 ] || echo "warning: $errors errors ($scenario, $workers workers)" >&2
     kill -TERM $pid; wait $pid || true
-    echo "$(awk -v a=$c0 -v b=$c1 -v t=$TICKS 'BEGIN{print (b-a)/t}') $elapsed $spans $(median < "$TMP/rss")"
+    echo "$(awk -v a=$c0 -v b=$c1 -v t=$TICKS 'BEGIN{print (b-a)/t}') $elapsed $spans $(median < "$TMP/rss") $(awk -v a=$l0 -v b=$l1 -v t=$TICKS 'BEGIN{print (b-a)/t}')"
 }
 
 printf "# proflink, service.workers = %s; max rate; %s spans per request%s; %s s per run, median of %s runs\n" \
     "$WORKERS" "${SPANS:-100}" "$([ "${GZIP:-0}" = 1 ] && echo ", gzip")" "$SECONDS_PER_RUN" "$RUNS"
 printf "# machine: %s, %s cores (shared with other work)\n" "$(uname -m)" "$(nproc)"
-printf "%-8s %-7s %10s %9s %8s %8s\n" scenario workers spans/s cpu-s/1M rss_mib scaling
+printf "%-8s %-7s %10s %9s %9s %8s %8s\n" scenario workers spans/s cpu-s/1M loop-s/1M rss_mib scaling
 for scenario in ${SCENARIOS:-http grpc forward}; do
     base=
     for w in $WORKERS; do
         : > "$TMP/results"
         for _ in $(seq "$RUNS"); do run_once "$scenario" "$w" >> "$TMP/results"; done
-        awk '{cpu=$1; el=$2; sp=$3; print (el>0? sp/el : 0), (sp>0? 1e6*cpu/sp : 0), $4/1024}' "$TMP/results" > "$TMP/derived"
+        awk '{cpu=$1; el=$2; sp=$3; print (el>0? sp/el : 0), (sp>0? 1e6*cpu/sp : 0), $4/1024, (sp>0? 1e6*$5/sp : 0)}' "$TMP/results" > "$TMP/derived"
         sps=$(cut -d' ' -f1 "$TMP/derived" | median)
         per=$(cut -d' ' -f2 "$TMP/derived" | median)
         rss=$(cut -d' ' -f3 "$TMP/derived" | median)
+        loop=$(cut -d' ' -f4 "$TMP/derived" | median)
         [ -z "$base" ] && base=$sps
-        printf "%-8s %-7s %10.0f %9.2f %8.1f %8.2f\n" "$scenario" "$w" "$sps" "$per" "$rss" \
+        printf "%-8s %-7s %10.0f %9.2f %9.2f %8.1f %8.2f\n" "$scenario" "$w" "$sps" "$per" "$loop" "$rss" \
             "$(awk -v s=$sps -v b=$base -v w=$w 'BEGIN{print (b>0? s/b/w : 0)}')"
     done
 done
