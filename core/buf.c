@@ -149,3 +149,18 @@ void pl_buf_json_string(pl_buf *b, const void *s, size_t n)
     pl_buf_append(b, p + run, n - run);
     pl_buf_append_byte(b, '"');
 }
+
+int pl_array_reserve(void **items, size_t n, size_t *cap, size_t elem_size, size_t first)
+{
+    if (n < *cap)
+        return 0;
+    size_t c = *cap ? *cap * 2 : first;
+    if (c <= n || c > SIZE_MAX / elem_size)
+        return -1;
+    void *p = realloc(*items, c * elem_size);
+    if (!p)
+        return -1;
+    *items = p;
+    *cap = c;
+    return 0;
+}

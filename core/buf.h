@@ -1,5 +1,6 @@
 /*
- * buf.h: a growable byte buffer (malloc'd), used by encoders and network code.
+ * buf.h: a growable byte buffer (malloc'd), used by encoders and network code,
+ * and the growth step of malloc'd arrays.
  * On allocation failure a buffer becomes "failed": further appends are no-ops
  * and pl_buf_ok() returns false, so encoders check once at the end.
  */
@@ -35,5 +36,10 @@ uint8_t *pl_buf_steal(pl_buf *b, size_t *len);
  * escaped, \n \r \t by name, other control characters as \u00XX; every other
  * byte (UTF-8 included) as it is. s may be NULL when n is 0. */
 void pl_buf_json_string(pl_buf *b, const void *s, size_t n);
+
+/* Growable malloc'd arrays: makes room for one more element in *items (n
+ * used, *cap allocated), doubling the capacity (the first time to `first`).
+ * 0, or -1 on OOM (the array is left as it was). */
+int pl_array_reserve(void **items, size_t n, size_t *cap, size_t elem_size, size_t first);
 
 #endif

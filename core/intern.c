@@ -5,6 +5,8 @@
  */
 #include "intern.h"
 
+#include "buf.h"
+
 #include <stdlib.h>
 #include <string.h>
 
@@ -43,14 +45,8 @@ int32_t pl_intern_find(pl_intern *t, const void *key, uint32_t len, uint64_t has
 int pl_intern_add(pl_intern *t, size_t slot, const void *key, uint32_t len, uint64_t hash,
                   int32_t id)
 {
-    if (t->n == t->cap) {
-        size_t cap = t->cap ? t->cap * 2 : 256;
-        struct pl_intern_entry *e = realloc(t->entries, cap * sizeof(*e));
-        if (!e)
-            return -1;
-        t->entries = e;
-        t->cap = cap;
-    }
+    if (pl_array_reserve((void **)&t->entries, t->n, &t->cap, sizeof(*t->entries), 256))
+        return -1;
     if (t->keys_len + len > t->keys_cap) {
         size_t cap = (t->keys_len + len) * 2 + 1024;
         uint8_t *k = realloc(t->keys, cap);

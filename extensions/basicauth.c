@@ -33,6 +33,7 @@
 #include <sys/stat.h>
 
 #include "core/buf.h"
+#include "core/file_stamp.h"
 #include "core/log.h"
 #include "extensions/auth.h"
 #include "net/http_auth.h"
@@ -110,8 +111,7 @@ typedef struct basic {
     char *inline_text;
     user *users;
     size_t n_users;
-    long long mtime_ns, size;
-    uint64_t checked_ns;
+    pl_file_watch watch; /* of `file` */
     uint8_t salt[16];
     char *client_value; /* "Basic base64(user:pass)" */
     /* Receivers on several worker threads check at once: `mu` guards the
@@ -175,22 +175,19 @@ static int parse_lines(const char *text, const char *where, user **users, size_t
     return 0;
 }
 
-static char *read_file(const char *path, long long *mtime, long long *size)
+static char *read_file(const char *path, pl_file_stamp *stamp)
 {
-    struct stat st;
-    if (stat(path, &st) != 0 || st.st_size > 16 * 1024 * 1024)
+    if (!pl_file_stamp_of(path, stamp) || stamp->size > 16 * 1024 * 1024)
         return NULL;
     FILE *f = fopen(path, "rb");
     if (!f)
         return NULL;
-    char *buf = malloc((size_t)st.st_size + 1);
-    size_t n = buf ? fread(buf, 1, (size_t)st.st_size, f) : 0;
+    char *buf = malloc((size_t)stamp->size + 1);
+    size_t n = buf ? fread(buf, 1, (size_t)stamp->size, f) : 0;
     fclose(f);
     if (!buf)
         return NULL;
     buf[n] = 0;
-    *mtime = (long long)st.st_mtim.tv_sec * 1000000000ll + st.st_mtim.tv_nsec;
-    *size = (long long)st.st_size;
     return buf;
 }
 
@@ -198,9 +195,9 @@ static int load_users(basic *b, pl_err *err)
 {
     user *users = NULL;
     size_t n = 0;
-    long long mtime = 0, size = 0;
+    pl_file_stamp stamp = {0, 0};
     if (b->file) {
-        char *text = read_file(b->file, &mtime, &size);
+        char *text = read_file(b->file, &stamp);
         if (!text) {
             pl_errf(err, PL_ERR_INVALID, "htpasswd.file %s: cannot read", b->file);
             return -1;
@@ -220,24 +217,13 @@ static int load_users(basic *b, pl_err *err)
     b->users = users;
     b->n_users = n;
     b->generation++;
-    b->mtime_ns = mtime;
-    b->size = size;
+    b->watch.seen = stamp;
     return 0;
 }
 
 static void maybe_reload(basic *b)
 {
-    if (!b->file)
-        return;
-    uint64_t now = pl_time_mono_ns();
-    if (now - b->checked_ns < 1000000000ull)
-        return;
-    b->checked_ns = now;
-    struct stat st;
-    if (stat(b->file, &st) != 0)
-        return;
-    long long m = (long long)st.st_mtim.tv_sec * 1000000000ll + st.st_mtim.tv_nsec;
-    if (m == b->mtime_ns && (long long)st.st_size == b->size)
+    if (!b->file || pl_file_watch_poll(&b->watch, b->file, pl_time_mono_ns()) <= 0)
         return;
     pl_err err = {{0}};
     if (load_users(b, &err) == 0)
@@ -394,8 +380,10 @@ static bool basic_client(void *arg, char *name, size_t name_cap, char *value, si
     return true;
 }
 
-static void basic_free(basic *b)
+/* Frees an instance (also the pl_authenticator's release hook). */
+static void basic_free(void *arg)
 {
+    basic *b = arg;
     free(b->id);
     free(b->file);
     free(b->inline_text);
@@ -403,11 +391,6 @@ static void basic_free(basic *b)
     users_free(b->users, b->n_users);
     pthread_mutex_destroy(&b->mu);
     free(b);
-}
-
-static void basic_release(void *arg)
-{
-    basic_free(arg);
 }
 
 static pl_status basic_create(const pl_create_settings *settings, const void *config, void **out,
@@ -439,10 +422,10 @@ static pl_status basic_create(const pl_create_settings *settings, const void *co
             return pl_errf(err, PL_ERR_NOMEM, "out of memory");
         }
     }
-    b->checked_ns = pl_time_mono_ns();
+    b->watch.checked_ns = pl_time_mono_ns();
     pl_auth_register_as(&b->a, b->id, "Basic realm=\"proflink\"",
                         (b->file || b->inline_text) ? basic_check : NULL,
-                        b->client_value ? basic_client : NULL, basic_release, b);
+                        b->client_value ? basic_client : NULL, basic_free, b);
     *out = b;
     return PL_OK;
 }

@@ -21,6 +21,7 @@
 #include <strings.h>
 #include <sys/stat.h>
 
+#include "core/file_stamp.h"
 #include "core/log.h"
 #include "core/strlist.h"
 #include "extensions/auth.h"
@@ -76,8 +77,7 @@ typedef struct bearer {
     char *file_token; /* from filename, or the inline token */
     pl_strlist tokens;
     char *filename;
-    long long mtime_ns, size;
-    uint64_t checked_ns;
+    pl_file_watch watch; /* of `filename` */
     /* guards file_token and the re-read clock: receivers on several worker
      * threads check while an exporter on the pipeline loop reads the token */
     pthread_mutex_t mu;
@@ -86,8 +86,8 @@ typedef struct bearer {
 /* Reads the token file (trailing whitespace dropped); 0 or -1. */
 static int read_token(bearer *b)
 {
-    struct stat st;
-    if (stat(b->filename, &st) != 0)
+    pl_file_stamp stamp;
+    if (!pl_file_stamp_of(b->filename, &stamp))
         return -1;
     FILE *f = fopen(b->filename, "rb");
     if (!f)
@@ -104,8 +104,7 @@ static int read_token(bearer *b)
         return -1;
     free(b->file_token);
     b->file_token = t;
-    b->mtime_ns = (long long)st.st_mtim.tv_sec * 1000000000ll + st.st_mtim.tv_nsec;
-    b->size = (long long)st.st_size;
+    b->watch.seen = stamp;
     return 0;
 }
 
@@ -113,17 +112,12 @@ static void maybe_reread(bearer *b)
 {
     if (!b->filename)
         return;
-    uint64_t now = pl_time_mono_ns();
-    if (now - b->checked_ns < 1000000000ull)
-        return;
-    b->checked_ns = now;
-    struct stat st;
-    if (stat(b->filename, &st) != 0) {
+    int changed = pl_file_watch_poll(&b->watch, b->filename, pl_time_mono_ns());
+    if (changed < 0) {
         pl_warn(b->id, "%s: cannot read; keeping the last token", b->filename);
         return;
     }
-    long long m = (long long)st.st_mtim.tv_sec * 1000000000ll + st.st_mtim.tv_nsec;
-    if (m == b->mtime_ns && (long long)st.st_size == b->size)
+    if (!changed)
         return;
     if (read_token(b) == 0)
         pl_info(b->id, "token re-read from %s", b->filename);
@@ -178,8 +172,10 @@ static bool bearer_client(void *arg, char *name, size_t name_cap, char *value, s
     return t != NULL;
 }
 
-static void bearer_free(bearer *b)
+/* Frees an instance (also the pl_authenticator's release hook). */
+static void bearer_free(void *arg)
 {
+    bearer *b = arg;
     free(b->id);
     free(b->scheme);
     free(b->header);
@@ -188,11 +184,6 @@ static void bearer_free(bearer *b)
     pl_strlist_free(&b->tokens);
     pthread_mutex_destroy(&b->mu);
     free(b);
-}
-
-static void bearer_release(void *arg)
-{
-    bearer_free(arg);
 }
 
 static pl_status bearer_create(const pl_create_settings *settings, const void *config, void **out,
@@ -221,8 +212,8 @@ static pl_status bearer_create(const pl_create_settings *settings, const void *c
         bearer_free(b);
         return PL_ERR_INVALID;
     }
-    b->checked_ns = pl_time_mono_ns();
-    pl_auth_register_as(&b->a, b->id, "Bearer", bearer_check, bearer_client, bearer_release, b);
+    b->watch.checked_ns = pl_time_mono_ns();
+    pl_auth_register_as(&b->a, b->id, "Bearer", bearer_check, bearer_client, bearer_free, b);
     *out = b;
     return PL_OK;
 }

@@ -30,6 +30,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "core/file_stamp.h"
 #include "core/log.h"
 
 /* ---- configuration ------------------------------------------------------ */
@@ -91,11 +92,6 @@ bool pl_tls_server_config_enabled(const pl_tls_server_config *cfg)
 
 /* ---- contexts ----------------------------------------------------------- */
 
-typedef struct file_stamp {
-    long long mtime_ns;
-    long long size;
-} file_stamp;
-
 struct pl_tls_server {
     pl_tls_server *prev, *next; /* live contexts, for SIGHUP */
     char *name;
@@ -104,7 +100,7 @@ struct pl_tls_server {
     uint64_t reload_interval_ms;
     unsigned alpn; /* ALPN_H2 | ALPN_HTTP1 */
     SSL_CTX *ctx;
-    file_stamp stamps[3];
+    pl_file_stamp stamps[3];
 };
 
 #define ALPN_H2    1u
@@ -138,16 +134,6 @@ static void ssl_error_text(char *out, size_t cap)
     }
     const char *reason = ERR_reason_error_string(last);
     snprintf(out, cap, "%s", reason ? reason : "TLS error");
-}
-
-static void stamp(const char *path, file_stamp *out)
-{
-    struct stat st;
-    memset(out, 0, sizeof(*out));
-    if (path && stat(path, &st) == 0) {
-        out->mtime_ns = (long long)st.st_mtim.tv_sec * 1000000000ll + st.st_mtim.tv_nsec;
-        out->size = (long long)st.st_size;
-    }
 }
 
 /* ALPN: the server's preference (h2 first) among what the client offers.
@@ -290,10 +276,10 @@ pl_tls_server *pl_tls_server_new(const pl_tls_server_config *cfg, bool h2, bool 
 
 int pl_tls_server_reload(pl_tls_server *t, bool force, pl_err *err)
 {
-    file_stamp now[3];
-    stamp(t->cert_file, &now[0]);
-    stamp(t->key_file, &now[1]);
-    stamp(t->client_ca_file, &now[2]);
+    pl_file_stamp now[3];
+    pl_file_stamp_of(t->cert_file, &now[0]);
+    pl_file_stamp_of(t->key_file, &now[1]);
+    pl_file_stamp_of(t->client_ca_file, &now[2]);
     pthread_mutex_lock(&ctx_mu);
     bool same = t->ctx && memcmp(now, t->stamps, sizeof(now)) == 0;
     pthread_mutex_unlock(&ctx_mu);

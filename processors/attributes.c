@@ -801,7 +801,7 @@ typedef struct memo_entry {
 typedef struct memo {
     pl_htab index; /* values: entry number + 1 */
     memo_entry *entries;
-    uint32_t n, cap;
+    size_t n, cap;
 } memo;
 
 typedef struct memo_key {
@@ -834,16 +834,11 @@ static memo_entry *memo_find(memo *m, const int32_t *in, uint32_t n, uint32_t h,
     *found = *slot != 0;
     if (*found)
         return &m->entries[*slot - 1];
-    if (m->n == m->cap) {
-        uint32_t cap = m->cap ? m->cap * 2 : 64;
-        memo_entry *e = realloc(m->entries, (size_t)cap * sizeof(*e));
-        if (!e)
-            return NULL;
-        m->entries = e;
-        m->cap = cap;
-    }
+    if (m->n >= UINT32_MAX - 1 ||
+        pl_array_reserve((void **)&m->entries, m->n, &m->cap, sizeof(*m->entries), 64))
+        return NULL;
     m->entries[m->n] = (memo_entry){in, n, NULL, 0};
-    *slot = ++m->n;
+    *slot = (uint32_t)++m->n;
     pl_htab_added(&m->index, slot, h);
     return &m->entries[m->n - 1];
 }

@@ -126,6 +126,26 @@ static int grow(pl_arena *a, void **items, uint32_t n, uint32_t *cap, size_t ele
     return pl_arena_reserve(a, items, n, cap, elem, 4);
 }
 
+/* Appends to an output list a shallow copy of `src`, a resource or scope of
+ * either signal, with its list of children (at children_off, count at
+ * n_off) empty: the caller deep-copies its own parts and fills the
+ * children. NULL on OOM. */
+static void *push_shell(pl_arena *a, void **list, uint32_t *n, uint32_t *cap, const void *src,
+                        size_t size, size_t children_off, size_t n_off)
+{
+    if (grow(a, list, *n, cap, size))
+        return NULL;
+    uint8_t *e = (uint8_t *)*list + (size_t)(*n)++ * size;
+    memcpy(e, src, size);
+    memset(e + children_off, 0, sizeof(void *));
+    memset(e + n_off, 0, sizeof(uint32_t));
+    return e;
+}
+
+#define PUSH_SHELL(a, list, n, cap, src, type, children)                                           \
+    ((type *)push_shell((a), (void **)&(list), &(n), &(cap), (src), sizeof(type),                  \
+                        offsetof(type, children), offsetof(type, n_##children)))
+
 static void copy_metadata(copier *c, pl_batch *dst, const pl_batch *src, const pl_strlist *keys)
 {
     if (!keys->n || !src->metadata.n)
@@ -274,15 +294,13 @@ static pl_status repack_traces(pl_batch **in, size_t n_in, size_t limit, const p
                     }
                     pl_traces *ot = &o.b->data.traces;
                     if (o.src_rs != rs) {
-                        if (grow(&o.b->arena, (void **)&ot->resources, ot->n_resources,
-                                 &o.cap_resources, sizeof(pl_resource_spans))) {
+                        pl_resource_spans *nr =
+                            PUSH_SHELL(&o.b->arena, ot->resources, ot->n_resources, o.cap_resources,
+                                       rs, pl_resource_spans, scopes);
+                        if (!nr) {
                             c.oom = true;
                             break;
                         }
-                        pl_resource_spans *nr = &ot->resources[ot->n_resources++];
-                        *nr = *rs;
-                        nr->scopes = NULL;
-                        nr->n_scopes = 0;
                         nr->schema_url = copy_bytes(&c, rs->schema_url);
                         pl_copy_resource(&c, &nr->resource);
                         o.src_rs = rs;
@@ -291,15 +309,12 @@ static pl_status repack_traces(pl_batch **in, size_t n_in, size_t limit, const p
                     }
                     pl_resource_spans *cr = &ot->resources[ot->n_resources - 1];
                     if (o.src_ss != ss) {
-                        if (grow(&o.b->arena, (void **)&cr->scopes, cr->n_scopes, &o.cap_scopes,
-                                 sizeof(pl_scope_spans))) {
+                        pl_scope_spans *ns = PUSH_SHELL(&o.b->arena, cr->scopes, cr->n_scopes,
+                                                        o.cap_scopes, ss, pl_scope_spans, spans);
+                        if (!ns) {
                             c.oom = true;
                             break;
                         }
-                        pl_scope_spans *ns = &cr->scopes[cr->n_scopes++];
-                        *ns = *ss;
-                        ns->spans = NULL;
-                        ns->n_spans = 0;
                         ns->schema_url = copy_bytes(&c, ss->schema_url);
                         pl_copy_scope(&c, &ns->scope);
                         o.src_ss = ss;
@@ -343,13 +358,12 @@ static pl_status repack_traces(pl_batch **in, size_t n_in, size_t limit, const p
                     copy_metadata(&c, o.b, in[0], mkeys);
                 }
                 pl_traces *ot = &o.b->data.traces;
-                if (grow(&o.b->arena, (void **)&ot->resources, ot->n_resources, &o.cap_resources,
-                         sizeof(pl_resource_spans))) {
+                pl_resource_spans *nr = PUSH_SHELL(&o.b->arena, ot->resources, ot->n_resources,
+                                                   o.cap_resources, rs, pl_resource_spans, scopes);
+                if (!nr) {
                     c.oom = true;
                     break;
                 }
-                pl_resource_spans *nr = &ot->resources[ot->n_resources++];
-                *nr = *rs;
                 nr->schema_url = copy_bytes(&c, rs->schema_url);
                 pl_copy_resource(&c, &nr->resource);
                 o.src_rs = rs;
@@ -770,13 +784,10 @@ static pl_scope_profiles *profiles_out_scope(profiles_out *o, copier *c,
     pl_batch *b = o->dict.b;
     pl_profiles *ops = &b->data.profiles;
     if (o->src_rp != rp) {
-        if (grow(&b->arena, (void **)&ops->resources, ops->n_resources, &o->cap_resources,
-                 sizeof(pl_resource_profiles)))
+        pl_resource_profiles *nr = PUSH_SHELL(&b->arena, ops->resources, ops->n_resources,
+                                              o->cap_resources, rp, pl_resource_profiles, scopes);
+        if (!nr)
             return NULL;
-        pl_resource_profiles *nr = &ops->resources[ops->n_resources++];
-        *nr = *rp;
-        nr->scopes = NULL;
-        nr->n_scopes = 0;
         nr->schema_url = copy_bytes(c, rp->schema_url);
         pl_copy_resource(c, &nr->resource);
         o->src_rp = rp;
@@ -785,13 +796,10 @@ static pl_scope_profiles *profiles_out_scope(profiles_out *o, copier *c,
     }
     pl_resource_profiles *cr = &ops->resources[ops->n_resources - 1];
     if (o->src_sp != sp) {
-        if (grow(&b->arena, (void **)&cr->scopes, cr->n_scopes, &o->cap_scopes,
-                 sizeof(pl_scope_profiles)))
+        pl_scope_profiles *ns = PUSH_SHELL(&b->arena, cr->scopes, cr->n_scopes, o->cap_scopes, sp,
+                                           pl_scope_profiles, profiles);
+        if (!ns)
             return NULL;
-        pl_scope_profiles *ns = &cr->scopes[cr->n_scopes++];
-        *ns = *sp;
-        ns->profiles = NULL;
-        ns->n_profiles = 0;
         ns->schema_url = copy_bytes(c, sp->schema_url);
         pl_copy_scope(c, &ns->scope);
         o->src_sp = sp;
@@ -882,15 +890,12 @@ static pl_status repack_profiles(pl_batch **in, size_t n_in, size_t limit, const
                             break;
                         }
                         if (o.src_prof != prof) {
-                            if (grow(&b->arena, (void **)&cs->profiles, cs->n_profiles,
-                                     &o.cap_profiles, sizeof(pl_profile))) {
+                            pl_profile *np = PUSH_SHELL(&b->arena, cs->profiles, cs->n_profiles,
+                                                        o.cap_profiles, prof, pl_profile, samples);
+                            if (!np) {
                                 oom = true;
                                 break;
                             }
-                            pl_profile *np = &cs->profiles[cs->n_profiles++];
-                            *np = *prof;
-                            np->samples = NULL;
-                            np->n_samples = 0;
                             np->sample_type.type_strindex =
                                 remap_string(&m, prof->sample_type.type_strindex);
                             np->sample_type.unit_strindex =

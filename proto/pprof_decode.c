@@ -13,6 +13,7 @@
  * the builder (pprof_convert.c).
  */
 #include "pprof_internal.h"
+#include "profile.pb.h"
 
 /* ---- wire reader ------------------------------------------------------- */
 
@@ -226,23 +227,8 @@ static inline long idmap_get(const idmap *m, uint64_t id)
 
 /* ---- decoding one pprof -------------------------------------------------- */
 
-/* pprof top-level field numbers (profile.proto). */
-enum {
-    P_SAMPLE_TYPE = 1,
-    P_SAMPLE = 2,
-    P_MAPPING = 3,
-    P_LOCATION = 4,
-    P_FUNCTION = 5,
-    P_STRING_TABLE = 6,
-    P_DROP_FRAMES = 7,
-    P_KEEP_FRAMES = 8,
-    P_TIME_NANOS = 9,
-    P_DURATION_NANOS = 10,
-    P_PERIOD_TYPE = 11,
-    P_PERIOD = 12,
-    P_COMMENT = 13,
-    P_DEFAULT_SAMPLE_TYPE = 14,
-};
+/* pprof top-level field numbers, from profile.proto. */
+#define P(field) perftools_profiles_Profile_##field##_tag
 
 typedef struct decode_ctx {
     pl_pprof_builder *b;
@@ -331,28 +317,28 @@ static pl_status count_fields(decode_ctx *c)
                        (size_t)(r.p - c->all.p));
         uint64_t v;
         switch (field) {
-        case P_TIME_NANOS:
-        case P_DURATION_NANOS:
-        case P_PERIOD:
-        case P_DROP_FRAMES:
-        case P_KEEP_FRAMES:
-        case P_DEFAULT_SAMPLE_TYPE:
+        case P(time_nanos):
+        case P(duration_nanos):
+        case P(period):
+        case P(drop_frames):
+        case P(keep_frames):
+        case P(default_sample_type):
             if (read_scalar(&r, wt, &v))
                 return BAD(c, "pprof: field %u: wrong wire type or truncated", field);
-            if (field == P_TIME_NANOS)
+            if (field == P(time_nanos))
                 c->time_nanos = (int64_t)v;
-            else if (field == P_DURATION_NANOS)
+            else if (field == P(duration_nanos))
                 c->duration_nanos = (int64_t)v;
-            else if (field == P_PERIOD)
+            else if (field == P(period))
                 c->period = (int64_t)v;
             continue;
-        case P_SAMPLE_TYPE:
-        case P_SAMPLE:
-        case P_MAPPING:
-        case P_LOCATION:
-        case P_FUNCTION:
-        case P_STRING_TABLE:
-        case P_PERIOD_TYPE:
+        case P(sample_type):
+        case P(sample):
+        case P(mapping):
+        case P(location):
+        case P(function):
+        case P(string_table):
+        case P(period_type):
             if (wt != WT_LEN)
                 return BAD(c, "pprof: field %u: wrong wire type %u", field, wt);
             break;
@@ -362,22 +348,22 @@ static pl_status count_fields(decode_ctx *c)
         if (skip_field(&r, wt))
             return BAD(c, "pprof: truncated or corrupt field %u", field);
         switch (field) {
-        case P_SAMPLE_TYPE:
+        case P(sample_type):
             c->n_sample_types++;
             break;
-        case P_SAMPLE:
+        case P(sample):
             c->n_samples++;
             break;
-        case P_MAPPING:
+        case P(mapping):
             c->n_mappings++;
             break;
-        case P_LOCATION:
+        case P(location):
             c->n_locations++;
             break;
-        case P_FUNCTION:
+        case P(function):
             c->n_functions++;
             break;
-        case P_STRING_TABLE:
+        case P(string_table):
             c->n_strs++;
             break;
         default:
@@ -804,7 +790,7 @@ static pl_status walk_samples(decode_ctx *c, profile_out *outs)
         uint32_t field, wt;
         if (read_tag(&r, &field, &wt))
             return BAD(c, "pprof: corrupt protobuf");
-        if (field != P_SAMPLE) {
+        if (field != P(sample)) {
             if (skip_field(&r, wt))
                 return BAD(c, "pprof: corrupt protobuf");
             continue;
@@ -939,7 +925,7 @@ static pl_status decode_into(decode_ctx *c, const pl_pprof_meta *meta)
         c->seen_keys = calloc(c->n_strs, 1);
         if (!c->strs || !c->str_map || !c->seen_keys)
             return NOMEM(c);
-        if ((st = walk(c, P_STRING_TABLE, on_string)) != PL_OK)
+        if ((st = walk(c, P(string_table), on_string)) != PL_OK)
             return st;
         if (c->strs[0].len != 0)
             return BAD(c, "pprof: string_table[0] must be empty");
@@ -960,9 +946,9 @@ static pl_status decode_into(decode_ctx *c, const pl_pprof_meta *meta)
 
     /* Mappings, functions, locations: appended to the dictionary in pprof
      * order, so position k of a table is dictionary index base + k. */
-    if ((st = LOAD_ID_TABLE(c, mapping, mappings, P_MAPPING, on_mapping)) != PL_OK ||
-        (st = LOAD_ID_TABLE(c, function, functions, P_FUNCTION, on_function)) != PL_OK ||
-        (st = LOAD_ID_TABLE(c, location, locations, P_LOCATION, on_location)) != PL_OK)
+    if ((st = LOAD_ID_TABLE(c, mapping, mappings, P(mapping), on_mapping)) != PL_OK ||
+        (st = LOAD_ID_TABLE(c, function, functions, P(function), on_function)) != PL_OK ||
+        (st = LOAD_ID_TABLE(c, location, locations, P(location), on_location)) != PL_OK)
         return st;
 
     /* Sample types and period type. */
@@ -970,10 +956,10 @@ static pl_status decode_into(decode_ctx *c, const pl_pprof_meta *meta)
         c->sample_types = pl_arena_calloc(&batch->arena, c->n_sample_types, sizeof(pl_vtype));
         if (!c->sample_types)
             return NOMEM(c);
-        if ((st = walk(c, P_SAMPLE_TYPE, on_sample_type)) != PL_OK)
+        if ((st = walk(c, P(sample_type), on_sample_type)) != PL_OK)
             return st;
     }
-    if ((st = walk(c, P_PERIOD_TYPE, on_period_type)) != PL_OK)
+    if ((st = walk(c, P(period_type), on_period_type)) != PL_OK)
         return st;
 
     if (c->n_sample_types == 0) {

@@ -95,11 +95,7 @@ static const pl_cfg_field pyroscope_fields[] = {
      NULL},
     {"max_connections", PL_CFG_INT, "1024", offsetof(pyroscope_cfg, max_connections),
      "simultaneous client connections", NULL},
-    {"max_connections_per_client", PL_CFG_INT, "0",
-     offsetof(pyroscope_cfg, max_connections_per_client),
-     "connections one client (IP address) may hold; 0: a quarter of max_connections (raise it "
-     "behind a load balancer that connects from one address)",
-     NULL},
+    PL_LISTENER_PER_CLIENT_FIELD(pyroscope_cfg),
     {"max_decoded_memory", PL_CFG_SIZE, "40MiB", offsetof(pyroscope_cfg, max_decoded_memory),
      "memory one request may decode into, across every sample of a push request and every part "
      "of an upload (decompressed pprofs plus the decoded model; 413 above it, before it is spent)",

@@ -323,14 +323,8 @@ static int decode_function(decoder *d, int64_t fid, uint32_t *index)
     sqlite3_reset(d->sel_fn);
     if (rc != SQLITE_OK)
         return rc;
-    if (d->n_fns == d->cap_fns) {
-        size_t cap = d->cap_fns ? d->cap_fns * 2 : 256;
-        fn_info *grown = realloc(d->fns, cap * sizeof(fn_info));
-        if (!grown)
-            return SQLITE_NOMEM;
-        d->fns = grown;
-        d->cap_fns = cap;
-    }
+    if (pl_array_reserve((void **)&d->fns, d->n_fns, &d->cap_fns, sizeof(fn_info), 256))
+        return SQLITE_NOMEM;
     d->fns[d->n_fns] = info;
     *index = (uint32_t)d->n_fns++;
     return st_u64_map_put(&d->fn_index, (uint64_t)fid, (int64_t)*index + 1) ? SQLITE_OK
@@ -381,14 +375,8 @@ static int decode_stack(decoder *d, int64_t stack_id, stack_info **out)
         free(ids);
     if (rc != SQLITE_OK)
         return rc;
-    if (d->n_stacks == d->cap_stacks) {
-        size_t cap = d->cap_stacks ? d->cap_stacks * 2 : 256;
-        stack_info *grown = realloc(d->stacks, cap * sizeof(stack_info));
-        if (!grown)
-            return SQLITE_NOMEM;
-        d->stacks = grown;
-        d->cap_stacks = cap;
-    }
+    if (pl_array_reserve((void **)&d->stacks, d->n_stacks, &d->cap_stacks, sizeof(stack_info), 256))
+        return SQLITE_NOMEM;
     d->stacks[d->n_stacks] = info;
     if (!st_u64_map_put(&d->stack_index, (uint64_t)stack_id, (int64_t)d->n_stacks + 1))
         return SQLITE_NOMEM;

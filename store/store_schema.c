@@ -129,14 +129,8 @@ bool st_str_map_put(str_map *m, const char *s, size_t len, uint64_t h, int64_t i
         m->ids[at - 1] = id;
         return true;
     }
-    if (m->n == m->cap) {
-        size_t cap = m->cap ? m->cap * 2 : 1024;
-        int64_t *ids = realloc(m->ids, cap * sizeof(*ids));
-        if (!ids)
-            return false;
-        m->ids = ids;
-        m->cap = cap;
-    }
+    if (pl_array_reserve((void **)&m->ids, m->n, &m->cap, sizeof(*m->ids), 1024))
+        return false;
     if (pl_intern_add(&m->index, slot, s, (uint32_t)len, h, (int32_t)m->n + 1))
         return false;
     m->ids[m->n++] = id;
