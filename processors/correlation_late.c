@@ -38,7 +38,7 @@ typedef struct late_gen {
     late_span *spans;
     uint32_t n, cap;
     uint32_t *ids;           /* span id -> (spans index + 1) << 8 | 8 bits of its hash; 0 empty */
-    uint32_t ids_cap, n_ids; /* power of two, at most half full */
+    uint32_t ids_cap, n_ids; /* power of two, at most 3/4 full */
     late_str *strs;
     uint32_t n_strs, cap_strs;
     pl_htab str_index; /* string -> strs index + 1 */
@@ -164,13 +164,19 @@ static late_gen *gen_for_add(correlation *self, uint64_t now)
     return g;
 }
 
-static bool grow(void **items, uint32_t *cap, uint32_t need, size_t elem, size_t *bytes)
+/* Grows an array to hold `need` elements, doubling, but to no more than
+ * `most` when that is enough (a generation's summaries stop at its share of
+ * late_max_spans: doubling past it left up to half of the array unused). */
+static bool grow_upto(void **items, uint32_t *cap, uint32_t need, uint32_t most, size_t elem,
+                      size_t *bytes)
 {
     if (need <= *cap)
         return true;
     uint32_t c = *cap ? *cap : 64;
     while (c < need)
         c *= 2;
+    if (c > most && most >= need)
+        c = most;
     void *p = realloc(*items, (size_t)c * elem);
     if (!p)
         return false;
@@ -178,6 +184,18 @@ static bool grow(void **items, uint32_t *cap, uint32_t need, size_t elem, size_t
     *items = p;
     *cap = c;
     return true;
+}
+
+static bool grow(void **items, uint32_t *cap, uint32_t need, size_t elem, size_t *bytes)
+{
+    return grow_upto(items, cap, need, UINT32_MAX, elem, bytes);
+}
+
+/* The most summaries the current generation takes (see gen_for_add). */
+static uint32_t gen_share(const struct late_store *ls)
+{
+    size_t n = ls->max_count / LATE_GENS + 1;
+    return n < IDS_MAX_SPANS ? (uint32_t)n : IDS_MAX_SPANS;
 }
 
 typedef struct str_key {
@@ -288,7 +306,8 @@ static bool id_eq(const void *ctx, uint32_t val)
 
 /* The span-id index of a generation: 4 bytes a slot, the summary's index
  * and 8 bits of the keyed hash (most probes of other ids stop there, without
- * touching the summary). The home slot comes from the hash's low bits. */
+ * touching the summary), at most three quarters full. The home slot comes
+ * from the hash's low bits. */
 static uint32_t ids_get(const late_gen *g, uint32_t h, id_key_ctx *c)
 {
     if (!g->ids_cap)
@@ -324,7 +343,8 @@ static bool ids_grow(late_gen *g, uint32_t cap)
  * LATE_SAME_ID summaries of this generation have the id already. */
 static uint32_t *ids_slot(late_gen *g, uint32_t h, id_key_ctx *c)
 {
-    if ((g->n_ids + 1) * 2 > g->ids_cap && !ids_grow(g, g->ids_cap ? g->ids_cap * 2 : 64))
+    if ((uint64_t)(g->n_ids + 1) * 4 > (uint64_t)g->ids_cap * 3 &&
+        !ids_grow(g, g->ids_cap ? g->ids_cap * 2 : 64))
         return NULL;
     uint32_t mask = g->ids_cap - 1, i = h & mask, tag = h >> 24;
     for (; g->ids[i]; i = (i + 1) & mask)
@@ -373,7 +393,9 @@ void corr_late_add(correlation *self, span_entry *e, uint64_t now)
     id_key_ctx c = {g, e->key, NULL, false, 0, 0, 0, 0, true};
     uint32_t *slot = ids_slot(g, h, &c);
     size_t dummy = 0;
-    if (!slot || *slot || !grow((void **)&g->spans, &g->cap, g->n + 1, sizeof(late_span), &dummy)) {
+    if (!slot || *slot ||
+        !grow_upto((void **)&g->spans, &g->cap, g->n + 1, gen_share(ls), sizeof(late_span),
+                   &dummy)) {
         ls->bytes += gen_bytes(g) - before;
         return; /* out of memory, or too many summaries with this span id */
     }
@@ -421,8 +443,8 @@ void corr_late_add(correlation *self, span_entry *e, uint64_t now)
         s.root = root == sp ? s.name : gen_string(ls, g, root->name);
     size_t nk = self->n_span_attr_keys < 64 ? self->n_span_attr_keys : 64;
     before = gen_bytes(g);
-    bool vals_ok = !nk || grow((void **)&g->vals, &g->cap_vals, g->n_vals + (uint32_t)nk,
-                               sizeof(late_val), &dummy);
+    bool vals_ok = !nk || grow_upto((void **)&g->vals, &g->cap_vals, g->n_vals + (uint32_t)nk,
+                                    gen_share(ls) * (uint32_t)nk, sizeof(late_val), &dummy);
     ls->bytes += gen_bytes(g) - before;
     if (!vals_ok)
         return; /* out of memory: the values follow the summaries in step */
