@@ -871,11 +871,9 @@ static int write_profiles(pl_store *s, const pl_batch *batch, pl_store_write_sta
         rc = step_reset(st);
     }
     st = s->st[ST_UPSERT_SERVICE];
-    for (size_t i = 0; i < services.cap && rc == SQLITE_OK; i++) {
-        if (!services.keys[i])
-            continue;
-        sqlite3_bind_int64(st, 1, (int64_t)services.keys[i]);
-        sqlite3_bind_int64(st, 2, services.vals[i]);
+    for (size_t i = 0; i < services.n && rc == SQLITE_OK; i++) {
+        sqlite3_bind_int64(st, 1, (int64_t)services.entries[i].key);
+        sqlite3_bind_int64(st, 2, services.entries[i].val);
         rc = step_reset(st);
     }
     st_u64_map_clear(&services);
