@@ -10,43 +10,21 @@
 
 #include "base64.h"
 
-const pl_value_json_opts pl_vj_otlp = {
-    .shape = PL_VJ_OTLP,
-    .bytes = PL_VJ_BYTES_BASE64,
-    .doubles = PL_VJ_DOUBLE_ROUNDTRIP,
-    .nonfinite = PL_VJ_NONFINITE_OTLP,
-    .strindex = PL_VJ_STRINDEX_NUMBER,
-    .int_string = true,
-};
-
-const pl_value_json_opts pl_vj_store = {
-    .shape = PL_VJ_PLAIN,
-    .bytes = PL_VJ_BYTES_HEX,
-    .doubles = PL_VJ_DOUBLE_G17,
-    .nonfinite = PL_VJ_NONFINITE_NULL,
-    .strindex = PL_VJ_STRINDEX_NULL,
-    .max_depth = 16, /* hostile nesting: stop rather than recurse far */
-    .too_deep = "null",
-};
-
-const pl_value_json_opts pl_vj_attributes = {
-    .shape = PL_VJ_PLAIN,
-    .bytes = PL_VJ_BYTES_BASE64,
-    .doubles = PL_VJ_DOUBLE_SHORTEST,
-    .nonfinite = PL_VJ_NONFINITE_PROM,
-    .strindex = PL_VJ_STRINDEX_NUMBER,
-    .escape_all_u = true,
-};
-
-const pl_value_json_opts pl_vj_debug = {
-    .shape = PL_VJ_TEXT,
-    .bytes = PL_VJ_BYTES_SIZE,
-    .doubles = PL_VJ_DOUBLE_G,
-    .nonfinite = PL_VJ_NONFINITE_FORMAT,
-    .strindex = PL_VJ_STRINDEX_DICT,
-    .max_depth = 8,
-    .too_deep = "...",
-};
+/* shape, bytes, doubles, non-finite, strindex, escape_all_u, int_string,
+ * max_depth, too_deep: the table in value_json.h. The store stops at 16
+ * levels rather than recurse as far as hostile nesting goes. */
+#define PRESET(sh, by, db, nf, si, esc, is, depth, deep)                                           \
+    {                                                                                              \
+        PL_VJ_##sh, PL_VJ_BYTES_##by, PL_VJ_DOUBLE_##db, PL_VJ_NONFINITE_##nf,                     \
+            PL_VJ_STRINDEX_##si, esc, is, depth, deep, NULL                                        \
+    }
+const pl_value_json_opts pl_vj_otlp =
+    PRESET(OTLP, BASE64, ROUNDTRIP, OTLP, NUMBER, false, true, 0, NULL);
+const pl_value_json_opts pl_vj_store =
+    PRESET(PLAIN, HEX, G17, NULL, NULL, false, false, 16, "null");
+const pl_value_json_opts pl_vj_attributes =
+    PRESET(PLAIN, BASE64, SHORTEST, PROM, NUMBER, true, false, 0, NULL);
+const pl_value_json_opts pl_vj_debug = PRESET(TEXT, SIZE, G, FORMAT, DICT, false, false, 8, "...");
 
 void pl_json_uint(pl_buf *b, uint64_t v, bool quoted)
 {
@@ -231,9 +209,9 @@ static void write_otlp_list(pl_buf *b, const pl_value *v, const pl_value_json_op
 }
 
 static const char *const otlp_member[] = {
-    [PL_VALUE_STRING] = "\"stringValue\":",  [PL_VALUE_BOOL] = "\"boolValue\":",
-    [PL_VALUE_INT] = "\"intValue\":",        [PL_VALUE_DOUBLE] = "\"doubleValue\":",
-    [PL_VALUE_BYTES] = "\"bytesValue\":",    [PL_VALUE_STRINDEX] = "\"stringValueStrindex\":",
+    [PL_VALUE_STRING] = "\"stringValue\":", [PL_VALUE_BOOL] = "\"boolValue\":",
+    [PL_VALUE_INT] = "\"intValue\":",       [PL_VALUE_DOUBLE] = "\"doubleValue\":",
+    [PL_VALUE_BYTES] = "\"bytesValue\":",   [PL_VALUE_STRINDEX] = "\"stringValueStrindex\":",
 };
 
 static void write_value(pl_buf *b, const pl_value *v, const pl_value_json_opts *o, int depth)
@@ -245,8 +223,8 @@ static void write_value(pl_buf *b, const pl_value *v, const pl_value_json_opts *
     }
     if (otlp) {
         pl_buf_append_byte(b, '{');
-        if (v->type != PL_VALUE_EMPTY && v->type != PL_VALUE_ARRAY &&
-            v->type != PL_VALUE_KVLIST && (unsigned)v->type <= PL_VALUE_STRINDEX)
+        if (v->type != PL_VALUE_EMPTY && v->type != PL_VALUE_ARRAY && v->type != PL_VALUE_KVLIST &&
+            (unsigned)v->type <= PL_VALUE_STRINDEX)
             pl_buf_append_str(b, otlp_member[v->type]);
     }
     switch (v->type) {

@@ -8,6 +8,12 @@
  * shutting down. The same information is on the telemetry address's
  * /health; this is only the Collector-compatible front door.
  *
+ * It answers from a thread of its own, with its own libuv loop, like the
+ * telemetry endpoint (pipeline/telemetry_thread.c): a probe must not wait
+ * behind a heavy request on the pipeline loop or on a worker. What the two
+ * threads share: `available` and `up_since_ns` (atomic), the path and id
+ * (fixed before the thread starts); the server lives on the thread's loop.
+ *
  * Trade-off: the Collector's optional per-pipeline checks
  * (check_collector_pipeline, deprecated there) are not offered: an unknown
  * key is still an error, so nothing is silently ignored.
@@ -54,11 +60,17 @@ typedef struct health_check {
     char *id;
     char *endpoint;
     char *path;
-    uv_loop_t *loop;
-    pl_http_server *server;
-    bool available;
-    uint64_t up_since_ns;
     pl_listener_security sec;
+    bool available;       /* atomic: set on the pipeline loop, read by the handler */
+    uint64_t up_since_ns; /* atomic */
+    /* the health thread: its loop, the server on it, the async that stops it */
+    bool running;
+    uv_thread_t thread;
+    uv_loop_t loop;
+    uv_async_t stop;
+    uv_sem_t ready;
+    pl_http_server *server; /* health thread only (and before `ready`) */
+    pl_err err;
 } health_check;
 
 static void hc_handle(void *arg, pl_http_request *req, pl_http_response *res)
@@ -71,18 +83,19 @@ static void hc_handle(void *arg, pl_http_request *req, pl_http_response *res)
         pl_http_respond(res, 404, &ct, 1, nf, sizeof(nf) - 1);
         return;
     }
-    if (!h->available) {
+    if (!__atomic_load_n(&h->available, __ATOMIC_ACQUIRE)) {
         static const char na[] = "{\"status\":\"Server not available\"}\n";
         pl_http_respond(res, 503, &ct, 1, na, sizeof(na) - 1);
         return;
     }
     char since[40] = "";
-    time_t secs = (time_t)(h->up_since_ns / 1000000000ull);
+    uint64_t up_since = __atomic_load_n(&h->up_since_ns, __ATOMIC_RELAXED);
+    time_t secs = (time_t)(up_since / 1000000000ull);
     struct tm tm;
     if (gmtime_r(&secs, &tm))
         strftime(since, sizeof(since), "%Y-%m-%dT%H:%M:%SZ", &tm);
     uint64_t now = pl_time_now_ns();
-    double uptime = now > h->up_since_ns ? (double)(now - h->up_since_ns) / 1e9 : 0;
+    double uptime = now > up_since ? (double)(now - up_since) / 1e9 : 0;
     char body[160];
     int n = snprintf(body, sizeof(body),
                      "{\"status\":\"Server available\",\"upSince\":\"%s\",\"uptime\":\"%.3fs\"}\n",
@@ -102,7 +115,6 @@ static pl_status hc_create(const pl_create_settings *settings, const void *confi
     h->id = strdup(settings->id ? settings->id : "health_check");
     h->endpoint = strdup(c->endpoint ? c->endpoint : "127.0.0.1:13133");
     h->path = strdup(c->path ? c->path : "/");
-    h->loop = settings->loop;
     if (!h->id || !h->endpoint || !h->path ||
         pl_listener_security_init(&h->sec, &c->tls, NULL, NULL, err) != PL_OK) {
         free(h->id);
@@ -115,20 +127,71 @@ static pl_status hc_create(const pl_create_settings *settings, const void *confi
     return PL_OK;
 }
 
-static pl_status hc_start(void *self, pl_err *err)
+/* ---- the health thread --------------------------------------------------- */
+
+static void on_stop(uv_async_t *a)
 {
-    health_check *h = self;
+    health_check *h = a->data;
+    if (h->server) {
+        pl_http_server_close(h->server);
+        h->server = NULL;
+    }
+    uv_close((uv_handle_t *)&h->stop, NULL);
+}
+
+static void hc_thread(void *arg)
+{
+    health_check *h = arg;
     pl_http_server_options opts = {0};
     opts.max_body_size = 4096;
     opts.max_connections = 64;
     opts.http1 = true;
     opts.name = h->id;
     pl_listener_security_apply(&h->sec, &opts);
-    h->server = pl_http_server_start(h->loop, h->endpoint, &opts, hc_handle, h, err);
-    if (!h->server)
-        return PL_ERR_INTERNAL; /* err says why (address in use, ...) */
-    h->available = true;
-    h->up_since_ns = pl_time_now_ns();
+    h->server = pl_http_server_start(&h->loop, h->endpoint, &opts, hc_handle, h, &h->err);
+    bool ok = h->server != NULL;
+    uv_sem_post(&h->ready); /* h->server and h->err are read by hc_start after this */
+    if (!ok) {
+        uv_close((uv_handle_t *)&h->stop, NULL);
+        uv_run(&h->loop, UV_RUN_DEFAULT);
+        return;
+    }
+    uv_run(&h->loop, UV_RUN_DEFAULT); /* until on_stop closed the server and itself */
+}
+
+static pl_status hc_start(void *self, pl_err *err)
+{
+    health_check *h = self;
+    if (uv_loop_init(&h->loop) != 0)
+        return pl_errf(err, PL_ERR_INTERNAL, "cannot create the health check loop");
+    uv_async_init(&h->loop, &h->stop, on_stop);
+    h->stop.data = h;
+    if (uv_sem_init(&h->ready, 0) != 0) {
+        uv_close((uv_handle_t *)&h->stop, NULL);
+        uv_run(&h->loop, UV_RUN_DEFAULT);
+        uv_loop_close(&h->loop);
+        return pl_errf(err, PL_ERR_INTERNAL, "cannot create a semaphore");
+    }
+    __atomic_store_n(&h->up_since_ns, pl_time_now_ns(), __ATOMIC_RELAXED);
+    __atomic_store_n(&h->available, true, __ATOMIC_RELEASE);
+    if (uv_thread_create(&h->thread, hc_thread, h) != 0) {
+        uv_sem_destroy(&h->ready);
+        uv_close((uv_handle_t *)&h->stop, NULL);
+        uv_run(&h->loop, UV_RUN_DEFAULT);
+        uv_loop_close(&h->loop);
+        __atomic_store_n(&h->available, false, __ATOMIC_RELEASE);
+        return pl_errf(err, PL_ERR_INTERNAL, "cannot start the health check thread");
+    }
+    uv_sem_wait(&h->ready);
+    uv_sem_destroy(&h->ready);
+    if (!h->server) { /* the thread has finished: err says why (address in use, ...) */
+        uv_thread_join(&h->thread);
+        uv_loop_close(&h->loop);
+        __atomic_store_n(&h->available, false, __ATOMIC_RELEASE);
+        *err = h->err;
+        return PL_ERR_INTERNAL;
+    }
+    h->running = true;
     pl_info(h->id, "health check on %s://%s%s", pl_listener_security_scheme(&h->sec), h->endpoint,
             h->path);
     return PL_OK;
@@ -137,10 +200,13 @@ static pl_status hc_start(void *self, pl_err *err)
 static void hc_shutdown(void *self)
 {
     health_check *h = self;
-    h->available = false;
-    if (h->server) {
-        pl_http_server_close(h->server);
-        h->server = NULL;
+    __atomic_store_n(&h->available, false, __ATOMIC_RELEASE);
+    if (h->running) {
+        h->running = false;
+        uv_async_send(&h->stop);
+        uv_thread_join(&h->thread);
+        if (uv_loop_close(&h->loop) != 0)
+            pl_warn(h->id, "health check loop still had handles at shutdown");
     }
 }
 

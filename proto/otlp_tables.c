@@ -201,12 +201,12 @@ static const jfield f_sample[] = {
     F_LIST(pl_sample, "timestampsUnixNano", FK_U64S, PR(Sample, timestamps_unix_nano),
            timestamps_unix_nano, n_timestamps, NULL),
 };
-MSG(m_sample, pl_sample, f_sample);
+PUB_MSG(pl_tm_sample, pl_sample, f_sample);
 
 static const jfield f_profile[] = {
     F_MSG(pl_profile, "sampleType", PR(Profile, sample_type), sample_type, has_sample_type,
           m_value_type),
-    F_LIST(pl_profile, "samples", FK_LIST, PR(Profile, samples), samples, n_samples, &m_sample),
+    F_LIST(pl_profile, "samples", FK_LIST, PR(Profile, samples), samples, n_samples, &pl_tm_sample),
     F(pl_profile, "timeUnixNano", FK_FX64, PR(Profile, time_unix_nano), time_unix_nano),
     F(pl_profile, "durationNano", FK_U64, PR(Profile, duration_nano), duration_nano),
     F_MSG(pl_profile, "periodType", PR(Profile, period_type), period_type, has_period_type,
@@ -264,7 +264,7 @@ static const jfield f_location[] = {
     F_LIST(pl_location, "attributeIndices", FK_I32S, PR(Location, attribute_indices),
            attribute_indices, n_attribute_indices, NULL),
 };
-MSG(m_location, pl_location, f_location);
+PUB_MSG(pl_tm_location, pl_location, f_location);
 
 static const jfield f_function[] = {
     F(pl_function, "nameStrindex", FK_I32, PR(Function, name_strindex), name_strindex),
@@ -273,7 +273,7 @@ static const jfield f_function[] = {
     F(pl_function, "filenameStrindex", FK_I32, PR(Function, filename_strindex), filename_strindex),
     F(pl_function, "startLine", FK_I64, PR(Function, start_line), start_line),
 };
-MSG(m_function, pl_function, f_function);
+PUB_MSG(pl_tm_function, pl_function, f_function);
 
 static const jfield f_link[] = {
     F_ID(pl_link, "traceId", PR(Link, trace_id), trace_id, 16),
@@ -292,15 +292,15 @@ static const jfield f_stack[] = {
     F_LIST(pl_stack, "locationIndices", FK_I32S, PR(Stack, location_indices), location_indices,
            n_location_indices, NULL),
 };
-MSG(m_stack, pl_stack, f_stack);
+PUB_MSG(pl_tm_stack, pl_stack, f_stack);
 
 static const jfield f_dictionary[] = {
     F_TABLE(pl_dictionary, "mappingTable", FK_LIST, PR(ProfilesDictionary, mapping_table),
             mappings, &m_mapping),
     F_TABLE(pl_dictionary, "locationTable", FK_LIST, PR(ProfilesDictionary, location_table),
-            locations, &m_location),
+            locations, &pl_tm_location),
     F_TABLE(pl_dictionary, "functionTable", FK_LIST, PR(ProfilesDictionary, function_table),
-            functions, &m_function),
+            functions, &pl_tm_function),
     F_TABLE(pl_dictionary, "linkTable", FK_LIST, PR(ProfilesDictionary, link_table), links,
             &m_link),
     F_TABLE(pl_dictionary, "stringTable", FK_STRS, PR(ProfilesDictionary, string_table), strings,
@@ -308,7 +308,7 @@ static const jfield f_dictionary[] = {
     F_TABLE(pl_dictionary, "attributeTable", FK_LIST, PR(ProfilesDictionary, attribute_table),
             attributes, &m_kvu),
     F_TABLE(pl_dictionary, "stackTable", FK_LIST, PR(ProfilesDictionary, stack_table), stacks,
-            &m_stack),
+            &pl_tm_stack),
 };
 MSG(m_dictionary, pl_dictionary, f_dictionary);
 
@@ -332,11 +332,11 @@ static const jmsg *const all[] = {
     &m_entity_ref,   &m_resource,       &m_scope,
     &m_status,       &m_event,          &m_span_link,
     &m_span,         &m_scope_spans,    &m_resource_spans,
-    &pl_tm_traces,   &m_value_type,     &m_sample,
+    &pl_tm_traces,   &m_value_type,     &pl_tm_sample,
     &m_profile,      &m_scope_profiles, &m_resource_profiles,
-    &m_mapping,      &m_line,           &m_location,
-    &m_function,     &m_link,           &m_kvu,
-    &m_stack,        &m_dictionary,     &pl_tm_profiles,
+    &m_mapping,      &m_line,           &pl_tm_location,
+    &pl_tm_function, &m_link,           &m_kvu,
+    &pl_tm_stack,    &m_dictionary,     &pl_tm_profiles,
 };
 
 __attribute__((constructor)) static void index_tables(void)

@@ -81,6 +81,8 @@ struct jmsg {
 };
 
 extern const jmsg pl_tm_traces, pl_tm_profiles, pl_tm_keyvalue, pl_tm_arrayvalue, pl_tm_kvlist;
+/* Messages the protobuf encoder writes by hand (otlp_pb_enc.c). */
+extern const jmsg pl_tm_sample, pl_tm_location, pl_tm_stack, pl_tm_function;
 
 static inline size_t pl_tm_elem_size(const jfield *f)
 {

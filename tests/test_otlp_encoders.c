@@ -66,8 +66,8 @@ static uint32_t r32(void)
 
 static pl_bytes rstr(pl_batch *b)
 {
-    static const char *const pool[] = {"", "a", "GET /api/cart", "quote\" back\\slash",
-                                       "ctl\x01\n\t", "\xc3\xa9t\xc3\xa9", "k"};
+    static const char *const pool[] = {
+        "", "a", "GET /api/cart", "quote\" back\\slash", "ctl\x01\n\t", "\xc3\xa9t\xc3\xa9", "k"};
     const char *s = pool[below(sizeof pool / sizeof pool[0])];
     if (below(4) == 0) { /* a longer one: lengths past 127 move the content */
         size_t n = 100 + below(300);
@@ -183,7 +183,8 @@ static void rscope(pl_batch *b, bool *has, pl_scope *s)
     s->dropped_attributes_count = r32();
 }
 
-#define RLIST(b, items, n, max) ((n) = below(max), (items) = (n) ? pl_batch_alloc((b), (n) * sizeof *(items)) : NULL)
+#define RLIST(b, items, n, max)                                                                    \
+    ((n) = below(max), (items) = (n) ? pl_batch_alloc((b), (n) * sizeof *(items)) : NULL)
 
 static void rspan(pl_batch *b, pl_span *sp)
 {
@@ -306,8 +307,8 @@ static void rdictionary(pl_batch *b, pl_dictionary *d)
     }
     RLIST(b, d->functions, d->n_functions, 4);
     for (uint32_t i = 0; i < d->n_functions; i++)
-        d->functions[i] = (pl_function){(int32_t)r32(), (int32_t)r32(), (int32_t)r32(),
-                                        (int64_t)r64()};
+        d->functions[i] =
+            (pl_function){(int32_t)r32(), (int32_t)r32(), (int32_t)r32(), (int64_t)r64()};
     RLIST(b, d->links, d->n_links, 3);
     for (uint32_t i = 0; i < d->n_links; i++) {
         rid(d->links[i].trace_id, &d->links[i].trace_id_len, 16);
@@ -390,10 +391,13 @@ static void check_batch(const pl_batch *b, const char *what)
     if (!same(&pb, &pb_ref))
         PL_FAIL_("%s: protobuf differs at byte %zu (%zu vs %zu bytes)", what,
                  first_diff(&pb, &pb_ref), pb.len, pb_ref.len);
-    if (!same(&js, &js_ref))
-        PL_FAIL_("%s: JSON differs at byte %zu:\n  new %.*s\n  ref %.*s", what,
-                 first_diff(&js, &js_ref), (int)js.len, (const char *)js.data, (int)js_ref.len,
-                 (const char *)js_ref.data);
+    if (!same(&js, &js_ref)) {
+        size_t at = first_diff(&js, &js_ref), from = at > 60 ? at - 60 : 0;
+        PL_FAIL_("%s: JSON differs at byte %zu:\n  new ...%.*s\n  ref ...%.*s", what, at,
+                 (int)(js.len - from < 120 ? js.len - from : 120), (const char *)js.data + from,
+                 (int)(js_ref.len - from < 120 ? js_ref.len - from : 120),
+                 (const char *)js_ref.data + from);
+    }
     /* Round trip through the protobuf decoder (random profiles usually
      * have indices out of range, which the decoder refuses). */
     pl_batch *back = pl_batch_new(b->signal);
@@ -455,7 +459,7 @@ static void test_edges(void)
     pl_scope_spans *ss = &t->resources[0].scopes[0];
     ss->n_spans = 4;
     ss->spans = pl_batch_alloc(b, 4 * sizeof(pl_span));
-    ss->spans[1].status.code = 2; /* no has_status: still written */
+    ss->spans[1].status.code = 2;   /* no has_status: still written */
     ss->spans[2].has_status = true; /* empty but present: written */
     ss->spans[3].attrs.n = 1;       /* empty key, empty value: both written */
     ss->spans[3].attrs.items = pl_batch_alloc(b, sizeof(pl_kv));
@@ -463,9 +467,8 @@ static void test_edges(void)
     pl_buf_init(&js);
     REQUIRE(pl_otlp_json_encode_traces(t, &js));
     pl_buf_append_byte(&js, 0);
-    CHECK(strstr((const char *)js.data,
-                 "\"spans\":[{},{\"status\":{\"code\":2}},{\"status\":{}},"
-                 "{\"attributes\":[{\"key\":\"\",\"value\":{}}]}]") != NULL);
+    CHECK(strstr((const char *)js.data, "\"spans\":[{},{\"status\":{\"code\":2}},{\"status\":{}},"
+                                        "{\"attributes\":[{\"key\":\"\",\"value\":{}}]}]") != NULL);
     check_batch(b, "edges");
     pl_buf_free(&js);
     pl_batch_free(b);
@@ -510,8 +513,9 @@ static void test_corpus(int ndirs, char **dirs)
                     }
                     pl_batch *b = pl_batch_new(sig ? PL_SIGNAL_PROFILES : PL_SIGNAL_TRACES);
                     pl_err err = {{0}};
-                    pl_status st = json ? pl_otlp_json_decode_ex(b, p, len, PL_OTLP_DECODE_BUDGET, &err)
-                                        : pl_otlp_decode_ex(b, p, len, PL_OTLP_DECODE_BUDGET, &err);
+                    pl_status st =
+                        json ? pl_otlp_json_decode_ex(b, p, len, PL_OTLP_DECODE_BUDGET, &err)
+                             : pl_otlp_decode_ex(b, p, len, PL_OTLP_DECODE_BUDGET, &err);
                     if (st == PL_OK)
                         check_batch(b, path);
                     pl_batch_free(b);

@@ -59,10 +59,12 @@ static void test_presets(void)
     pl_kv kvs[2];
     pl_value items[6];
     pl_value v = sample(kvs, items);
-    CHECK_SHOWS(&v, &pl_vj_store, "{\"s\":\"a\\n\\\"b\",\"n\":[-7,null,\"01ff\",null,null,"
-                                  "0.10000000000000001]}");
-    CHECK_SHOWS(&v, &pl_vj_attributes, "{\"s\":\"a\\u000a\\\"b\",\"n\":[-7,\"NaN\",\"Af8=\","
-                                       "null,2,0.1]}");
+    CHECK_SHOWS(&v, &pl_vj_store,
+                "{\"s\":\"a\\n\\\"b\",\"n\":[-7,null,\"01ff\",null,null,"
+                "0.10000000000000001]}");
+    CHECK_SHOWS(&v, &pl_vj_attributes,
+                "{\"s\":\"a\\u000a\\\"b\",\"n\":[-7,\"NaN\",\"Af8=\","
+                "null,2,0.1]}");
     CHECK_SHOWS(&v, &pl_vj_debug, "{s: \"a\n\"b\", n: [-7, nan, <2 bytes>, (empty), \"\", 0.1]}");
     CHECK_SHOWS(&v, &pl_vj_otlp,
                 "{\"kvlistValue\":{\"values\":[{\"key\":\"s\",\"value\":{\"stringValue\":"

@@ -1,7 +1,9 @@
 // telemetry_thread.test.mjs: /health and /metrics answer within 100 ms while
 // the pipeline's loop decodes the heaviest request the default limits allow
 // (issue 12, M4): the telemetry endpoint runs on a thread and loop of its
-// own.
+// own, and so does the Collector-style health_check extension (issue 14).
+// The test runs with `service.workers: 1`, so decoding is on the pipeline
+// loop as well.
 //
 // The heavy request is a 16 MiB OTLP/JSON body of small spans (about as
 // many spans as the default 40 MiB decode budget lets through), sent four
@@ -71,8 +73,8 @@ function post(port, path, body) {
   });
 }
 
-test('/health and /metrics stay under 100 ms while a 16 MiB request is processed', async () => {
-  const [httpPort, metricsPort] = await freePorts(2);
+test('/health, /metrics and the health_check extension stay under 100 ms while a 16 MiB request is processed', async () => {
+  const [httpPort, metricsPort, hcPort] = await freePorts(3);
   const p = await startProflink(`
 receivers:
   otlp:
@@ -83,11 +85,15 @@ processors:
     actions: [{ key: touched, value: yes, action: upsert }]
 exporters:
   debug: { verbosity: basic }
+extensions:
+  health_check: { endpoint: 127.0.0.1:${hcPort} }
 service:
+  workers: 1  # decoding on the pipeline loop too: the busiest it can be
+  extensions: [health_check]
   telemetry: { metrics: { address: 127.0.0.1:${metricsPort} } }
   pipelines:
     traces: { receivers: [otlp], processors: [attributes], exporters: [debug] }
-`, { ports: [httpPort, metricsPort] });
+`, { ports: [httpPort, metricsPort, hcPort] });
   try {
     const body = heavyBody(16 * 1024 * 1024); // within the 40 MiB decode budget
     const probes = [];
@@ -99,8 +105,11 @@ service:
     const t0 = Date.now();
     let k = 0;
     while (!done) {
-      const path = k++ % 2 ? '/metrics' : '/health';
-      const r = await timedGet(metricsPort, path);
+      // the telemetry thread's /health and /metrics, and the Collector-style
+      // health_check extension on its own thread
+      const which = k++ % 3;
+      const path = which === 0 ? '/health' : which === 1 ? '/metrics' : 'health_check /';
+      const r = await timedGet(which === 2 ? hcPort : metricsPort, which === 2 ? '/' : path);
       probes.push({ path, at: Date.now() - t0, ...r });
       await new Promise((r) => setTimeout(r, 10));
     }
@@ -110,6 +119,12 @@ service:
     assert.ok(res.ms > 150, `heavy requests took only ${res.ms.toFixed(0)} ms`);
     const during = probes.filter((x) => x.at < res.ms - 50);
     assert.ok(during.length >= 3, `only ${during.length} probes during the request`);
+    assert.ok(during.some((x) => x.path === 'health_check /'), 'no health_check probe during the request');
+    for (const name of ['/health', '/metrics', 'health_check /']) {
+      const ms = during.filter((x) => x.path === name).map((x) => x.ms);
+      console.log(`# ${name}: ${ms.length} probes, slowest ${Math.max(...ms).toFixed(1)} ms`);
+    }
+    console.log(`# heavy requests: ${res.ms.toFixed(0)} ms`);
     for (const x of during) {
       assert.equal(x.status, 200, `${x.path} answered ${x.status}`);
       assert.ok(x.ms < 100, `${x.path} took ${x.ms.toFixed(1)} ms at ${x.at} ms into a ${res.ms.toFixed(0)} ms request`);

@@ -17,7 +17,7 @@ import { OTLPTraceExporter as HttpExporter } from '@opentelemetry/exporter-trace
 import { OTLPTraceExporter as GrpcExporter } from '@opentelemetry/exporter-trace-otlp-grpc';
 import { resourceFromAttributes } from '@opentelemetry/resources';
 import { BasicTracerProvider, BatchSpanProcessor } from '@opentelemetry/sdk-trace-base';
-import { readJsonLines, startProflink, until } from './lib/common.mjs';
+import { BIN, readJsonLines, startProflink, until } from './lib/common.mjs';
 import { freePorts } from './lib/proflink.mjs';
 
 function config({ grpcPort, httpPort, metricsPort, out, workers }) {
@@ -119,5 +119,38 @@ test('three receiver loops feed one pipeline: every span exactly once', async ()
     const r = await pl.stop(15000);
     assert.equal(r.code, 0, pl.log);
     fs.rmSync(dir, { recursive: true, force: true });
+  }
+});
+
+// SO_REUSEPORT must not let a second process join the port: it fails to
+// start as it would without workers, and the first keeps every connection.
+test('a second proflink on the same ports fails with "address already in use"', async () => {
+  const [httpPort, grpcPort] = await freePorts(2);
+  const yaml = `
+receivers:
+  otlp:
+    protocols:
+      http: { endpoint: 127.0.0.1:${httpPort} }
+      grpc: { endpoint: 127.0.0.1:${grpcPort} }
+exporters:
+  nop:
+service:
+  workers: 2
+  telemetry: { metrics: { address: "" } }
+  pipelines:
+    traces: { receivers: [otlp], exporters: [nop] }
+`;
+  const first = await startProflink(yaml, { ports: [httpPort, grpcPort] });
+  try {
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'proflink-workers-'));
+    const file = path.join(dir, 'second.yaml');
+    fs.writeFileSync(file, yaml);
+    const { spawnSync } = await import('node:child_process');
+    const second = spawnSync(BIN, ['--config', file], { encoding: 'utf8', timeout: 10000 });
+    assert.equal(second.status, 1, `second instance: status ${second.status}, ${second.stderr}`);
+    assert.match(second.stderr, /address already in use/);
+  } finally {
+    const r = await first.stop();
+    assert.equal(r.code, 0, first.log);
   }
 });

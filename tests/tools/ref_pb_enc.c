@@ -400,4 +400,3 @@ bool ref_pb_encode_profiles(const pl_profiles *ps, pl_buf *b)
         enc_dictionary(b, CPR(ExportProfilesServiceRequest, dictionary), &ps->dict);
     return pl_buf_ok(b);
 }
-

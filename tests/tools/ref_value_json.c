@@ -79,7 +79,6 @@ static void store_json_value(pl_buf *b, const pl_value *v, int depth)
     }
 }
 
-
 typedef struct strbuf {
     char *p;
     size_t n, cap;
@@ -280,7 +279,6 @@ static void append_value(pl_buf *b, const pl_value *v, const pl_dictionary *dict
         break;
     }
 }
-
 
 void ref_store_json(pl_buf *b, const pl_value *v)
 {
