@@ -381,6 +381,20 @@ pl_status pl_workers_listen(const char *endpoint, const pl_http_server_options *
                             pl_err *err)
 {
     unsigned n = pl_workers_count();
+    /* SO_REUSEPORT would also let these sockets join a port another process
+     * (of the same user) listens on, silently splitting its connections with
+     * it. A plain bind first fails with "address already in use" in that
+     * case, as a single loop's listener would; it is closed at once (libuv
+     * closes the socket in uv_close), before the workers bind. */
+    const char *colon = strrchr(endpoint, ':');
+    if (!colon || strcmp(colon, ":0") != 0) {
+        pl_http_server_options plain = {.name = options->name, .http1 = true};
+        pl_http_server *probe =
+            pl_http_server_start(global_pool->main_loop, endpoint, &plain, handler, arg, err);
+        if (!probe)
+            return PL_ERR_INTERNAL;
+        pl_http_server_close(probe);
+    }
     listen_job *j = calloc(1, sizeof(*j));
     if (!j)
         return pl_errf(err, PL_ERR_NOMEM, "out of memory");
@@ -402,9 +416,9 @@ pl_status pl_workers_listen(const char *endpoint, const pl_http_server_options *
         }
         servers[i] = j->server;
         if (i == 0) { /* "host:0" -> "host:<bound port>" for the others */
-            char *colon = strrchr(j->endpoint, ':');
-            if (colon && strcmp(colon, ":0") == 0)
-                snprintf(colon + 1, sizeof(j->endpoint) - (size_t)(colon + 1 - j->endpoint), "%d",
+            char *c = strrchr(j->endpoint, ':');
+            if (c && strcmp(c, ":0") == 0)
+                snprintf(c + 1, sizeof(j->endpoint) - (size_t)(c + 1 - j->endpoint), "%d",
                          pl_http_server_port(j->server));
         }
     }

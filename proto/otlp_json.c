@@ -3,8 +3,8 @@
  * otlp_json_dec.c). One walker over the message tables of otlp_tables.c
  * writes members in row order, each only when it differs from its default,
  * except where a row's ENC_* flags say otherwise; AnyValue, a oneof, is
- * written by core/value_json (pl_vj_otlp). No tree is built: the JSON text goes directly into the
- * output buffer.
+ * written by core/value_json (pl_vj_otlp). No tree is built: the JSON text
+ * goes directly into the output buffer (otlp_json_write.h).
  */
 #include "otlp_json.h"
 
@@ -15,60 +15,8 @@
 #include "core/base64.h"
 #include "core/value_json.h"
 #include "otlp_pb.h"
+#include "otlp_json_write.h"
 #include "otlp_tables.h"
-
-/* ---- encoder ------------------------------------------------------------ */
-
-/* The writer tracks whether the current object already has a member, so
- * that optional members can be left out without comma bookkeeping at each
- * call site. */
-typedef struct jw {
-    pl_buf *b;
-    bool first; /* no member written yet in the current object/array */
-} jw;
-
-static void w_key(jw *w, const char *key)
-{
-    size_t n = strlen(key);
-    if (!pl_buf_reserve(w->b, n + 4))
-        return;
-    uint8_t *p = w->b->data + w->b->len;
-    if (!w->first)
-        *p++ = ',';
-    *p++ = '"';
-    memcpy(p, key, n);
-    p += n;
-    *p++ = '"';
-    *p++ = ':';
-    w->b->len = (size_t)(p - w->b->data);
-    w->first = false;
-}
-
-static void w_open(jw *w, char c)
-{
-    pl_buf_append_byte(w->b, (uint8_t)c);
-    w->first = true;
-}
-
-static void w_close(jw *w, char c)
-{
-    pl_buf_append_byte(w->b, (uint8_t)c);
-    w->first = false;
-}
-
-static void w_elem(jw *w)
-{
-    if (!w->first)
-        pl_buf_append_byte(w->b, ',');
-    w->first = false;
-}
-
-/* A member whose value is an array or object: `"key":[` or `"key":{`. */
-static void w_key_open(jw *w, const char *key, char c)
-{
-    w_key(w, key);
-    w_open(w, c);
-}
 
 void pl_otlp_base64_encode(pl_buf *b, const uint8_t *s, size_t n)
 {
@@ -81,14 +29,14 @@ int pl_otlp_base64_decode_into(const char *in, size_t n, uint8_t *out, size_t *o
     return pl_base64_decode_into(in, n, out, out_len, bad_at);
 }
 
-static void w_hex_id(jw *w, const char *key, const uint8_t *id, uint8_t len)
+static void w_hex_id(jw *w, const jfield *f, const uint8_t *id, uint8_t len)
 {
     /* Unlike the Collector (whose model cannot tell an all-zero id from an
      * absent one), an all-zero id of full length is written, so that
      * link_table[0] = {16 zero bytes, 8 zero bytes} survives a round trip. */
     char hex[2 * 255 + 1];
     pl_hex_encode(id, len, hex);
-    w_key(w, key);
+    w_keyn(w, f->name, f->name_len);
     pl_buf_append_byte(w->b, '"');
     pl_buf_append(w->b, hex, 2u * len);
     pl_buf_append_byte(w->b, '"');
@@ -103,7 +51,8 @@ static void enc_list(jw *w, const jfield *f, const uint8_t *src)
     uint32_t n = *(const uint32_t *)(src + f->aux);
     if (!n)
         return;
-    w_key_open(w, f->name, '[');
+    w_keyn(w, f->name, f->name_len);
+    w_open(w, '[');
     for (uint32_t i = 0; i < n; i++) {
         w_elem(w);
         switch ((fkind)f->kind) {
@@ -145,7 +94,7 @@ static void enc_msg(jw *w, const jmsg *m, const uint8_t *src)
         case FK_STR: {
             pl_bytes s = *(const pl_bytes *)p;
             if (s.len || (f->enc & ENC_JSON_ALWAYS)) {
-                w_key(w, f->name);
+                w_keyn(w, f->name, f->name_len);
                 pl_buf_json_string(w->b, s.ptr, s.len);
             }
             break;
@@ -153,7 +102,7 @@ static void enc_msg(jw *w, const jmsg *m, const uint8_t *src)
         case FK_B64: {
             pl_bytes s = *(const pl_bytes *)p;
             if (s.len) {
-                w_key(w, f->name);
+                w_keyn(w, f->name, f->name_len);
                 pl_buf_append_byte(w->b, '"');
                 pl_otlp_base64_encode(w->b, s.ptr, s.len);
                 pl_buf_append_byte(w->b, '"');
@@ -162,32 +111,32 @@ static void enc_msg(jw *w, const jmsg *m, const uint8_t *src)
         }
         case FK_ID:
             if (src[f->aux])
-                w_hex_id(w, f->name, p, src[f->aux]);
+                w_hex_id(w, f, p, src[f->aux]);
             break;
         case FK_U32:
         case FK_FX32:
             if (*(const uint32_t *)p) {
-                w_key(w, f->name);
+                w_keyn(w, f->name, f->name_len);
                 pl_json_uint(w->b, *(const uint32_t *)p, false);
             }
             break;
         case FK_I32:
         case FK_ENUM:
             if (*(const int32_t *)p) {
-                w_key(w, f->name);
+                w_keyn(w, f->name, f->name_len);
                 pl_json_int(w->b, *(const int32_t *)p, false);
             }
             break;
         case FK_U64:
         case FK_FX64:
             if (*(const uint64_t *)p) {
-                w_key(w, f->name);
+                w_keyn(w, f->name, f->name_len);
                 pl_json_uint(w->b, *(const uint64_t *)p, true);
             }
             break;
         case FK_I64:
             if (*(const int64_t *)p) {
-                w_key(w, f->name);
+                w_keyn(w, f->name, f->name_len);
                 pl_json_int(w->b, *(const int64_t *)p, true);
             }
             break;
@@ -197,7 +146,7 @@ static void enc_msg(jw *w, const jmsg *m, const uint8_t *src)
                 break;
             size_t mark = w->b->len;
             bool first = w->first;
-            w_key(w, f->name);
+            w_keyn(w, f->name, f->name_len);
             size_t body = w->b->len;
             enc_msg(w, f->sub, p);
             if (!has && !w->b->failed && w->b->len == body + 2) {
@@ -209,7 +158,7 @@ static void enc_msg(jw *w, const jmsg *m, const uint8_t *src)
         case FK_ANY: {
             const pl_value *v = p;
             if (v->type != PL_VALUE_EMPTY || (f->enc & ENC_JSON_ALWAYS)) {
-                w_key(w, f->name);
+                w_keyn(w, f->name, f->name_len);
                 pl_value_json(w->b, v, &pl_vj_otlp);
             }
             break;

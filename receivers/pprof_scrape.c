@@ -32,6 +32,7 @@
  * (net/http_client.h), so a slow target never blocks anything; one timer
  * fires at the next request due.
  */
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -42,6 +43,7 @@
 #include "net/http_auth.h"
 #include "net/http_client.h"
 #include "proto/pprof.h"
+#include "pipeline/workers.h"
 #include "receivers/pprof_delta.h"
 
 typedef struct scrape_tls_cfg {
@@ -206,38 +208,64 @@ struct scrape {
     scrape_job *jobs;
     size_t n_jobs;
     uint64_t *scrapes_ok, *scrapes_failed, *primed;
+    struct decode_job *decoding; /* profiles being decoded on the workers */
 };
 
 static void reschedule(scrape *s);
 
-static void on_scraped(void *arg, const pl_http_client_result *res)
+/* ---- decoding on the workers ----------------------------------------------
+ * With service.workers > 1 the pprof of a scrape is decompressed, decoded and
+ * converted on a worker (pipeline/workers.h); the delta of a cumulative
+ * profile and the hand-off to the pipeline stay on the loop, in order per
+ * job (a job's next scrape waits until its previous one is done). A worker
+ * reads the copy of the body, the target's attributes and the size limits,
+ * which do not change while the receiver lives; destroy marks the jobs still
+ * out as orphaned and waits for one that is running (decode_mu), so a
+ * worker never reads a freed target. */
+
+typedef struct decode_job {
+    struct decode_job *next;
+    scrape *s;
+    scrape_job *job;
+    uint8_t *body;           /* a copy, freed with the job */
+    const uint8_t *borrowed; /* or the client's buffer, when decoded in on_scraped */
+    size_t len;
+    uint64_t now;
+    pl_batch *batch; /* the result, or NULL with err set */
+    pl_err err;
+    int state;   /* 0 queued, 1 running, 2 finished; under decode_mu */
+    bool orphan; /* under decode_mu: the receiver is gone */
+} decode_job;
+
+static pthread_mutex_t decode_mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t decode_cv = PTHREAD_COND_INITIALIZER;
+
+static void decode_job_free(decode_job *d)
 {
-    scrape_job *job = arg;
-    scrape *s = job->owner;
-    job->in_flight = false;
-    if (s->stopping || res->transport_error == PL_HTTP_CANCELLED)
+    pl_batch_free(d->batch);
+    free(d->body);
+    free(d);
+}
+
+/* On a worker, or on the loop without workers. */
+static void decode_work(void *arg)
+{
+    decode_job *d = arg;
+    pthread_mutex_lock(&decode_mu);
+    bool skip = d->orphan;
+    d->state = skip ? 2 : 1;
+    pthread_mutex_unlock(&decode_mu);
+    if (skip)
         return;
-    reschedule(s);
-    if (res->transport_error || res->status != 200 || res->body_truncated) {
-        (*s->scrapes_failed)++;
-        pl_warn(s->id, "GET %s: %s", job->url,
-                res->transport_error  ? (res->error ? res->error : "transport error")
-                : res->body_truncated ? "profile larger than max_profile_size"
-                                      : "unexpected HTTP status");
-        if (!res->transport_error && res->status != 200)
-            pl_warn(s->id, "GET %s: HTTP %d", job->url, res->status);
-        return;
-    }
-    const scrape_target *t = &s->targets[job->target];
-    uint64_t now = pl_time_now_ns();
+    scrape *s = d->s;
+    const scrape_target *t = &s->targets[d->job->target];
     pl_pprof_meta meta = {
         .resource_attrs = t->attrs,
         .n_resource_attrs = t->n_attrs,
         .scope_name = PL_BYTES_LIT("proflink/pprof_scrape"),
-        .default_time_unix_nano = now,
+        .default_time_unix_nano = d->now,
         .max_decoded_size = s->max_profile_size * 8,
     };
-    pl_err err = {{0}};
     /* A target's answer is as untrusted as an upload: the same decoded
      * budget as the pyroscope receiver's defaults bounds what it expands to. */
     pl_batch *batch = pl_batch_new(PL_SIGNAL_PROFILES);
@@ -246,21 +274,55 @@ static void on_scraped(void *arg, const pl_http_client_result *res)
     if (b) {
         size_t budget = s->max_profile_size * 8 > (40u << 20) ? s->max_profile_size * 8 : 40u << 20;
         pl_pprof_builder_set_budget(b, budget, 4000000);
-        st = pl_pprof_builder_add(b, res->body, res->body_len, &meta, &err);
+        st = pl_pprof_builder_add(b, d->body, d->len, &meta, &d->err);
     } else {
-        pl_errf(&err, PL_ERR_NOMEM, "out of memory");
+        pl_errf(&d->err, PL_ERR_NOMEM, "out of memory");
     }
     pl_pprof_builder_free(b);
     if (st != PL_OK) {
         pl_batch_free(batch);
         batch = NULL;
     }
+    d->batch = batch;
+    pthread_mutex_lock(&decode_mu);
+    d->state = 2;
+    pthread_cond_broadcast(&decode_cv);
+    pthread_mutex_unlock(&decode_mu);
+}
+
+/* On the loop: the delta, then the pipeline. */
+static void decode_done(void *arg)
+{
+    decode_job *d = arg;
+    if (d->orphan) { /* set on this thread, by destroy */
+        decode_job_free(d);
+        return;
+    }
+    scrape *s = d->s;
+    scrape_job *job = d->job;
+    for (decode_job **p = &s->decoding; *p; p = &(*p)->next)
+        if (*p == d) {
+            *p = d->next;
+            break;
+        }
+    job->in_flight = false;
+    pl_batch *batch = d->batch;
+    d->batch = NULL;
+    uint64_t now = d->now;
+    pl_err err = d->err;
+    decode_job_free(d);
+    if (s->stopping) {
+        pl_batch_free(batch);
+        return;
+    }
+    reschedule(s);
     if (!batch) {
         (*s->scrapes_failed)++;
         pl_warn(s->id, "GET %s: not a valid pprof: %s", job->url, err.msg);
         return;
     }
     (*s->scrapes_ok)++;
+    pl_status st;
     if (job->delta) {
         bool empty = false;
         st = pl_pprof_delta_apply(job->delta, batch, now, &empty, &err);
@@ -285,6 +347,57 @@ static void on_scraped(void *arg, const pl_http_client_result *res)
         pl_stats_add(s->stats, PL_SIGNAL_PROFILES, PL_STAT_DROPPED, items);
         pl_warn(s->id, "profile from %s dropped: pipeline answered %s", job->url,
                 pl_status_name(st));
+    }
+}
+
+static void on_scraped(void *arg, const pl_http_client_result *res)
+{
+    scrape_job *job = arg;
+    scrape *s = job->owner;
+    job->in_flight = false;
+    if (s->stopping || res->transport_error == PL_HTTP_CANCELLED)
+        return;
+    reschedule(s);
+    if (res->transport_error || res->status != 200 || res->body_truncated) {
+        (*s->scrapes_failed)++;
+        pl_warn(s->id, "GET %s: %s", job->url,
+                res->transport_error  ? (res->error ? res->error : "transport error")
+                : res->body_truncated ? "profile larger than max_profile_size"
+                                      : "unexpected HTTP status");
+        if (!res->transport_error && res->status != 200)
+            pl_warn(s->id, "GET %s: HTTP %d", job->url, res->status);
+        return;
+    }
+    /* With workers the body is copied (the client's buffer goes when this
+     * returns); without, it is decoded here, from the client's buffer. */
+    bool on_workers = pl_workers_count() > 1;
+    decode_job *d = calloc(1, sizeof(*d));
+    uint8_t *copy = d && on_workers ? malloc(res->body_len ? res->body_len : 1) : NULL;
+    if (!d || (on_workers && !copy)) {
+        free(d);
+        (*s->scrapes_failed)++;
+        pl_warn(s->id, "GET %s: out of memory", job->url);
+        return;
+    }
+    if (copy)
+        memcpy(copy, res->body, res->body_len);
+    d->s = s;
+    d->job = job;
+    d->body = copy;
+    d->borrowed = copy ? NULL : res->body;
+    d->len = res->body_len;
+    d->now = pl_time_now_ns();
+    /* the next scrape of this job waits for this one's delta */
+    job->in_flight = true;
+    d->next = s->decoding;
+    s->decoding = d;
+    if (!copy || !pl_workers_submit(decode_work, decode_done, d)) {
+        if (!d->body)
+            d->body = (uint8_t *)d->borrowed; /* read only, and only during this call */
+        decode_work(d);
+        if (d->borrowed)
+            d->body = NULL;
+        decode_done(d);
     }
 }
 
@@ -567,6 +680,16 @@ static void scrape_destroy(void *self)
     scrape *s = self;
     if (!s)
         return;
+    /* decodings still out: the done callbacks free them; wait for a
+     * running one, which reads the targets freed below */
+    pthread_mutex_lock(&decode_mu);
+    for (decode_job *d = s->decoding; d; d = d->next) {
+        d->orphan = true;
+        while (d->state == 1)
+            pthread_cond_wait(&decode_cv, &decode_mu);
+    }
+    pthread_mutex_unlock(&decode_mu);
+    s->decoding = NULL;
     if (s->client)
         pl_http_client_close(s->client);
     for (size_t i = 0; i < s->n_jobs; i++) {

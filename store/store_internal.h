@@ -30,11 +30,15 @@
  * stack hash is persisted in `stacks.hash`. */
 uint64_t st_hash_bytes(const void *data, size_t len, uint64_t seed);
 
-/* uint64 key (never 0) -> int64 value, open addressing, keyed hashing
- * (pl_hash_u64: the keys are span ids and other client-chosen values). */
+/* uint64 key -> int64 value: a pl_htab (keyed hashing with pl_hash_u64:
+ * the keys are span ids and other client-chosen values) over dense
+ * entries, in insertion order. */
 typedef struct u64_map {
-    uint64_t *keys;
-    int64_t *vals;
+    pl_htab index; /* values: entry number + 1 */
+    struct u64_entry {
+        uint64_t key;
+        int64_t val;
+    } * entries;
     size_t cap, n;
 } u64_map;
 

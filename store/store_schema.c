@@ -41,63 +41,51 @@ uint64_t st_hash_bytes(const void *data, size_t len, uint64_t seed)
     return h;
 }
 
-/* uint64 key (never 0) -> int64 value, open addressing. */
+/* uint64 key -> int64 value (pl_htab). */
 void st_u64_map_clear(u64_map *m)
 {
-    free(m->keys);
-    free(m->vals);
+    pl_htab_free(&m->index);
+    free(m->entries);
     memset(m, 0, sizeof(*m));
+}
+
+typedef struct u64_key {
+    const u64_map *m;
+    uint64_t key;
+} u64_key;
+
+static bool u64_eq(const void *ctx, uint32_t val)
+{
+    const u64_key *k = ctx;
+    return k->m->entries[val - 1].key == k->key;
 }
 
 bool st_u64_map_get(const u64_map *m, uint64_t key, int64_t *val)
 {
-    if (!m->cap)
-        return false;
-    size_t mask = m->cap - 1;
-    for (size_t i = pl_hash_u64(key) & mask;; i = (i + 1) & mask) {
-        if (m->keys[i] == 0)
-            return false;
-        if (m->keys[i] == key) {
-            *val = m->vals[i];
-            return true;
-        }
-    }
+    u64_key k = {m, key};
+    uint32_t at = pl_htab_get(&m->index, (uint32_t)pl_hash_u64(key), u64_eq, &k);
+    if (at)
+        *val = m->entries[at - 1].val;
+    return at != 0;
 }
 
 bool st_u64_map_put(u64_map *m, uint64_t key, int64_t val)
 {
-    if ((m->n + 1) * 2 > m->cap) {
-        size_t cap = m->cap ? m->cap * 2 : 1024;
-        uint64_t *keys = calloc(cap, sizeof(uint64_t));
-        int64_t *vals = calloc(cap, sizeof(int64_t));
-        if (!keys || !vals) {
-            free(keys);
-            free(vals);
-            return false;
-        }
-        for (size_t i = 0; i < m->cap; i++) {
-            if (!m->keys[i])
-                continue;
-            size_t j = pl_hash_u64(m->keys[i]) & (cap - 1);
-            while (keys[j])
-                j = (j + 1) & (cap - 1);
-            keys[j] = m->keys[i];
-            vals[j] = m->vals[i];
-        }
-        free(m->keys);
-        free(m->vals);
-        m->keys = keys;
-        m->vals = vals;
-        m->cap = cap;
+    uint32_t h = (uint32_t)pl_hash_u64(key);
+    u64_key k = {m, key};
+    uint32_t *slot = pl_htab_slot(&m->index, h, u64_eq, &k);
+    if (!slot)
+        return false;
+    if (*slot) {
+        m->entries[*slot - 1].val = val;
+        return true;
     }
-    size_t mask = m->cap - 1;
-    size_t i = pl_hash_u64(key) & mask;
-    while (m->keys[i] && m->keys[i] != key)
-        i = (i + 1) & mask;
-    if (!m->keys[i])
-        m->n++;
-    m->keys[i] = key;
-    m->vals[i] = val;
+    if (m->n >= UINT32_MAX - 1 ||
+        pl_array_reserve((void **)&m->entries, m->n, &m->cap, sizeof(*m->entries), 1024))
+        return false;
+    m->entries[m->n++] = (struct u64_entry){key, val};
+    *slot = (uint32_t)m->n;
+    pl_htab_added(&m->index, slot, h);
     return true;
 }
 

@@ -206,9 +206,57 @@ static int stack_id(pl_store *s, int64_t *id)
 
 /* ---- writing spans ------------------------------------------------------ */
 
+/* Aggregates of one batch keyed by client data (trace ids, span ids): dense
+ * entries of `size` bytes in arrival order, the key at key_off, found
+ * through a pl_htab (core/hash.h). */
+typedef struct agg_map {
+    pl_htab index; /* values: entry number + 1 */
+    uint8_t *items;
+    size_t n, cap;
+    size_t size, key_off, key_len;
+} agg_map;
+
+typedef struct agg_key {
+    const agg_map *m;
+    const void *key;
+} agg_key;
+
+static bool agg_eq(const void *ctx, uint32_t val)
+{
+    const agg_key *k = ctx;
+    const agg_map *m = k->m;
+    return memcmp(m->items + (size_t)(val - 1) * m->size + m->key_off, k->key, m->key_len) == 0;
+}
+
+/* The entry for `key` (hashed to `hash`); a new one is zeroed with the key
+ * copied in, and *created set. Valid until the next call; NULL on OOM. */
+static void *agg_get(agg_map *m, const void *key, uint32_t hash, bool *created)
+{
+    agg_key k = {m, key};
+    uint32_t *slot = pl_htab_slot(&m->index, hash, agg_eq, &k);
+    if (!slot)
+        return NULL;
+    *created = *slot == 0;
+    if (!*created)
+        return m->items + (size_t)(*slot - 1) * m->size;
+    if (m->n >= UINT32_MAX - 1 || pl_array_reserve((void **)&m->items, m->n, &m->cap, m->size, 64))
+        return NULL;
+    uint8_t *e = m->items + m->n * m->size;
+    memset(e, 0, m->size);
+    memcpy(e + m->key_off, key, m->key_len);
+    *slot = (uint32_t)++m->n;
+    pl_htab_added(&m->index, slot, hash);
+    return e;
+}
+
+static void agg_free(agg_map *m)
+{
+    pl_htab_free(&m->index);
+    free(m->items);
+}
+
 typedef struct trace_agg {
     uint8_t trace_id[16];
-    bool used;
     uint64_t start, end;
     bool has_root;
     int64_t root_span_id;
@@ -217,42 +265,18 @@ typedef struct trace_agg {
     int64_t spans, errors;
 } trace_agg;
 
-typedef struct trace_aggs {
-    trace_agg *slots;
-    size_t cap, n;
-} trace_aggs;
+typedef agg_map trace_aggs;
+#define TRACE_AGGS                                                                                 \
+    {                                                                                              \
+        .size = sizeof(trace_agg), .key_off = offsetof(trace_agg, trace_id), .key_len = 16         \
+    }
 
 static trace_agg *trace_aggs_get(trace_aggs *m, const uint8_t id[16])
 {
-    if ((m->n + 1) * 2 > m->cap) {
-        size_t cap = m->cap ? m->cap * 2 : 64;
-        trace_agg *slots = calloc(cap, sizeof(trace_agg));
-        if (!slots)
-            return NULL;
-        for (size_t i = 0; i < m->cap; i++) {
-            if (!m->slots[i].used)
-                continue;
-            size_t j = pl_hash_bytes(m->slots[i].trace_id, 16) & (cap - 1);
-            while (slots[j].used)
-                j = (j + 1) & (cap - 1);
-            slots[j] = m->slots[i];
-        }
-        free(m->slots);
-        m->slots = slots;
-        m->cap = cap;
-    }
-    size_t mask = m->cap - 1;
-    size_t i = pl_hash_bytes(id, 16) & mask;
-    while (m->slots[i].used && memcmp(m->slots[i].trace_id, id, 16) != 0)
-        i = (i + 1) & mask;
-    trace_agg *t = &m->slots[i];
-    if (!t->used) {
-        memset(t, 0, sizeof(*t));
-        t->used = true;
-        memcpy(t->trace_id, id, 16);
+    bool created;
+    trace_agg *t = agg_get(m, id, (uint32_t)pl_hash_bytes(id, 16), &created);
+    if (t && created)
         t->start = UINT64_MAX;
-        m->n++;
-    }
     return t;
 }
 
@@ -365,7 +389,7 @@ static int write_span(pl_store *s, const pl_span *sp, pl_bytes service, int64_t 
 static int write_traces(pl_store *s, const pl_traces *traces, pl_bytes tenant,
                         pl_store_write_stats *stats)
 {
-    trace_aggs aggs = {0};
+    trace_aggs aggs = TRACE_AGGS;
     int rc = SQLITE_OK;
     for (uint32_t r = 0; r < traces->n_resources && rc == SQLITE_OK; r++) {
         const pl_resource_spans *rs = &traces->resources[r];
@@ -396,10 +420,8 @@ static int write_traces(pl_store *s, const pl_traces *traces, pl_bytes tenant,
         }
     }
     sqlite3_stmt *st = s->st[ST_UPSERT_TRACE];
-    for (size_t i = 0; i < aggs.cap && rc == SQLITE_OK; i++) {
-        trace_agg *t = &aggs.slots[i];
-        if (!t->used)
-            continue;
+    for (size_t i = 0; i < aggs.n && rc == SQLITE_OK; i++) {
+        trace_agg *t = (trace_agg *)(void *)aggs.items + i;
         sqlite3_bind_blob(st, 1, t->trace_id, 16, SQLITE_STATIC);
         sqlite3_bind_int64(st, 2, (int64_t)t->start);
         sqlite3_bind_int64(st, 3, (int64_t)t->end);
@@ -424,7 +446,7 @@ static int write_traces(pl_store *s, const pl_traces *traces, pl_bytes tenant,
                                        : (int64_t)(t->end - t->start));
         rc = step_reset(st);
     }
-    free(aggs.slots);
+    agg_free(&aggs);
     return rc;
 }
 
@@ -436,16 +458,17 @@ typedef struct sample_key {
 
 typedef struct sample_agg {
     sample_key key;
-    bool used;
     bool has_trace;
     uint8_t trace_id[16];
     int64_t value, cpu_ns, wall_ns, count;
 } sample_agg;
 
-typedef struct sample_aggs {
-    sample_agg *slots;
-    size_t cap, n;
-} sample_aggs;
+typedef agg_map sample_aggs;
+#define SAMPLE_AGGS                                                                                \
+    {                                                                                              \
+        .size = sizeof(sample_agg), .key_off = offsetof(sample_agg, key),                          \
+        .key_len = sizeof(sample_key)                                                              \
+    }
 
 static uint64_t sample_key_hash(const sample_key *k)
 {
@@ -458,35 +481,8 @@ static uint64_t sample_key_hash(const sample_key *k)
 
 static sample_agg *sample_aggs_get(sample_aggs *m, const sample_key *k)
 {
-    if ((m->n + 1) * 2 > m->cap) {
-        size_t cap = m->cap ? m->cap * 2 : 256;
-        sample_agg *slots = calloc(cap, sizeof(sample_agg));
-        if (!slots)
-            return NULL;
-        for (size_t i = 0; i < m->cap; i++) {
-            if (!m->slots[i].used)
-                continue;
-            size_t j = sample_key_hash(&m->slots[i].key) & (cap - 1);
-            while (slots[j].used)
-                j = (j + 1) & (cap - 1);
-            slots[j] = m->slots[i];
-        }
-        free(m->slots);
-        m->slots = slots;
-        m->cap = cap;
-    }
-    size_t mask = m->cap - 1;
-    size_t i = sample_key_hash(k) & mask;
-    while (m->slots[i].used && memcmp(&m->slots[i].key, k, sizeof(*k)) != 0)
-        i = (i + 1) & mask;
-    sample_agg *a = &m->slots[i];
-    if (!a->used) {
-        memset(a, 0, sizeof(*a));
-        a->used = true;
-        a->key = *k;
-        m->n++;
-    }
-    return a;
+    bool created;
+    return agg_get(m, k, (uint32_t)sample_key_hash(k), &created);
 }
 
 /* Per-batch translation of dictionary indices to database ids (0 = not yet). */
@@ -708,8 +704,8 @@ static int write_profiles(pl_store *s, const pl_batch *batch, pl_store_write_sta
     d.strings = calloc(dict->n_strings + 1, sizeof(int64_t));
     d.functions = calloc(dict->n_functions + 1, sizeof(int64_t));
     d.stacks = calloc(dict->n_stacks + 1, sizeof(int64_t));
-    sample_aggs aggs = {0};
-    sample_aggs rollup = {0}; /* span 0, bucket = minute */
+    sample_aggs aggs = SAMPLE_AGGS;
+    sample_aggs rollup = SAMPLE_AGGS; /* span 0, bucket = minute */
     u64_map services = {0};   /* service id -> latest time */
     int rc = (d.strings && d.functions && d.stacks) ? SQLITE_OK : SQLITE_NOMEM;
     uint64_t fallback_time = batch->received_unix_nano ? batch->received_unix_nano
@@ -835,10 +831,8 @@ static int write_profiles(pl_store *s, const pl_batch *batch, pl_store_write_sta
         }
     }
     sqlite3_stmt *st = s->st[ST_UPSERT_SAMPLE];
-    for (size_t i = 0; i < aggs.cap && rc == SQLITE_OK; i++) {
-        sample_agg *a = &aggs.slots[i];
-        if (!a->used)
-            continue;
+    for (size_t i = 0; i < aggs.n && rc == SQLITE_OK; i++) {
+        sample_agg *a = (sample_agg *)(void *)aggs.items + i;
         sqlite3_bind_int64(st, 1, a->key.service_id);
         sqlite3_bind_int64(st, 2, a->key.bucket);
         sqlite3_bind_int64(st, 3, a->key.type_id);
@@ -856,10 +850,8 @@ static int write_profiles(pl_store *s, const pl_batch *batch, pl_store_write_sta
         stats->sample_rows++;
     }
     st = s->st[ST_UPSERT_ROLLUP];
-    for (size_t i = 0; i < rollup.cap && rc == SQLITE_OK; i++) {
-        sample_agg *a = &rollup.slots[i];
-        if (!a->used)
-            continue;
+    for (size_t i = 0; i < rollup.n && rc == SQLITE_OK; i++) {
+        sample_agg *a = (sample_agg *)(void *)rollup.items + i;
         sqlite3_bind_int64(st, 1, a->key.service_id);
         sqlite3_bind_int64(st, 2, a->key.bucket);
         sqlite3_bind_int64(st, 3, a->key.type_id);
@@ -871,16 +863,14 @@ static int write_profiles(pl_store *s, const pl_batch *batch, pl_store_write_sta
         rc = step_reset(st);
     }
     st = s->st[ST_UPSERT_SERVICE];
-    for (size_t i = 0; i < services.cap && rc == SQLITE_OK; i++) {
-        if (!services.keys[i])
-            continue;
-        sqlite3_bind_int64(st, 1, (int64_t)services.keys[i]);
-        sqlite3_bind_int64(st, 2, services.vals[i]);
+    for (size_t i = 0; i < services.n && rc == SQLITE_OK; i++) {
+        sqlite3_bind_int64(st, 1, (int64_t)services.entries[i].key);
+        sqlite3_bind_int64(st, 2, services.entries[i].val);
         rc = step_reset(st);
     }
     st_u64_map_clear(&services);
-    free(aggs.slots);
-    free(rollup.slots);
+    agg_free(&aggs);
+    agg_free(&rollup);
     free(d.strings);
     free(d.functions);
     free(d.stacks);

@@ -13,7 +13,9 @@
 #include "config/decode.h"
 #include "config/node.h"
 #include "core/buf.h"
+#include "core/file_stamp.h"
 #include "extensions/auth.h"
+#include "net/http_auth.h"
 #include "net/http_cors.h"
 #include "net/http_server.h"
 #include "testlib.h"
@@ -463,6 +465,124 @@ static void test_auth_threads(void)
     unlink(path);
 }
 
+/* ---- client credentials and watched files -------------------------------- */
+
+/* What an HTTP client sends for bearer_token / basic_auth settings (the
+ * pprof scrape receiver, the Pyroscope exporter, basicauth's client side). */
+static void test_client_credentials(void)
+{
+    char *v = pl_http_basic_credentials("Aladdin", "open sesame"); /* RFC 7617's example */
+    REQUIRE(v);
+    CHECK_EQ_STR(v, "Basic QWxhZGRpbjpvcGVuIHNlc2FtZQ==");
+    free(v);
+    v = pl_http_basic_credentials("u", NULL); /* no password: "u:" */
+    REQUIRE(v);
+    CHECK_EQ_STR(v, "Basic dTo=");
+    free(v);
+
+    pl_basic_auth_config basic = {(char *)"scraper", (char *)"s3cret"};
+    CHECK_EQ_INT(pl_http_authorization("tok-123", &basic, &v), 0); /* the token wins */
+    REQUIRE(v);
+    CHECK_EQ_STR(v, "Bearer tok-123");
+    free(v);
+    CHECK_EQ_INT(pl_http_authorization("", &basic, &v), 0);
+    REQUIRE(v);
+    CHECK_EQ_STR(v, "Basic c2NyYXBlcjpzM2NyZXQ=");
+    free(v);
+    pl_basic_auth_config nobody = {(char *)"", (char *)"x"};
+    CHECK_EQ_INT(pl_http_authorization(NULL, &nobody, &v), 0);
+    CHECK(v == NULL);
+    CHECK_EQ_INT(pl_http_authorization(NULL, NULL, &v), 0);
+    CHECK(v == NULL);
+}
+
+/* Decodes `yaml` with a component's config table: the number of errors,
+ * their text in msg. */
+static int decode_errors(pl_kind kind, const char *type, const char *yaml, char *msg, size_t cap)
+{
+    const pl_component_type *t = pl_component_type_find(kind, type, strlen(type));
+    CHECK(t != NULL);
+    if (!t)
+        return -1;
+    pl_cfg_errors errs;
+    pl_cfg_errors_init(&errs);
+    pl_cfg_doc *doc = pl_cfg_doc_parse("t.yaml", yaml, strlen(yaml), &errs);
+    CHECK(doc != NULL);
+    if (!doc)
+        return -1;
+    void *cfg = calloc(1, t->config->size);
+    CHECK(cfg != NULL);
+    if (!cfg)
+        return -1;
+    int n = pl_cfg_decode(t->config, doc->root, doc->root, cfg, &errs);
+    FILE *f = fmemopen(msg, cap, "w");
+    CHECK(f != NULL);
+    if (!f)
+        return -1;
+    pl_cfg_errors_print(&errs, f);
+    fclose(f);
+    pl_cfg_free(t->config, cfg);
+    free(cfg);
+    pl_cfg_doc_free(doc);
+    pl_cfg_errors_free(&errs);
+    return n;
+}
+
+/* bearer_token or basic_auth, not both: the same rule for a scrape target
+ * and for the Pyroscope exporter. */
+static void test_credentials_rule(void)
+{
+    char msg[2048];
+    const char *both = "set either bearer_token or basic_auth, not both";
+    CHECK_EQ_INT(decode_errors(PL_KIND_EXPORTER, "pyroscope",
+                               "endpoint: http://p:4040\nbearer_token: t\n"
+                               "basic_auth: {username: u, password: p}\n",
+                               msg, sizeof msg),
+                 1);
+    CHECK(strstr(msg, both) != NULL);
+    CHECK_EQ_INT(decode_errors(PL_KIND_EXPORTER, "pyroscope",
+                               "endpoint: http://p:4040\nbasic_auth: {username: u}\n", msg,
+                               sizeof msg),
+                 0);
+    CHECK_EQ_INT(decode_errors(PL_KIND_RECEIVER, "pprof_scrape",
+                               "targets:\n  - endpoint: http://t:6060\n    bearer_token: t\n"
+                               "    basic_auth: {username: u}\n",
+                               msg, sizeof msg),
+                 1);
+    CHECK(strstr(msg, both) != NULL);
+    CHECK_EQ_INT(decode_errors(PL_KIND_RECEIVER, "pprof_scrape",
+                               "targets:\n  - endpoint: http://t:6060\n    bearer_token: t\n", msg,
+                               sizeof msg),
+                 0);
+}
+
+/* A watched file is looked at once a second at most, and reports a change
+ * of content (size or mtime), not a look at the same content. */
+static void test_file_watch(void)
+{
+    char path[] = "/tmp/proflink_watch_XXXXXX";
+    int fd = mkstemp(path);
+    REQUIRE(fd >= 0);
+    REQUIRE(write(fd, "one", 3) == 3);
+    pl_file_watch w = {{0, 0}, 0};
+    CHECK(pl_file_stamp_of(path, &w.seen));
+    CHECK_EQ_INT((int)w.seen.size, 3);
+    uint64_t t = 10ull * 1000000000ull;
+    CHECK_EQ_INT(pl_file_watch_poll(&w, path, t), 0); /* unchanged */
+    REQUIRE(write(fd, "two", 3) == 3);
+    CHECK_EQ_INT(pl_file_watch_poll(&w, path, t + 500000000ull), 0); /* too soon to look */
+    CHECK_EQ_INT(pl_file_watch_poll(&w, path, t + 1000000000ull), 1);
+    CHECK(pl_file_stamp_of(path, &w.seen)); /* the owner re-read it */
+    CHECK_EQ_INT(pl_file_watch_poll(&w, path, t + 3000000000ull), 0);
+    close(fd);
+    unlink(path);
+    CHECK_EQ_INT(pl_file_watch_poll(&w, path, t + 5000000000ull), -1);
+    pl_file_stamp gone;
+    CHECK(!pl_file_stamp_of(path, &gone));
+    CHECK_EQ_INT((int)gone.size, 0);
+    CHECK(!pl_file_stamp_of(NULL, &gone));
+}
+
 int main(void)
 {
     PL_RUN(test_cors_glob);
@@ -475,5 +595,8 @@ int main(void)
     PL_RUN(test_auth_threads);
     PL_RUN(test_tls_reload);
     PL_RUN(test_tls_config_errors);
+    PL_RUN(test_client_credentials);
+    PL_RUN(test_credentials_rule);
+    PL_RUN(test_file_watch);
     return pl_test_done();
 }

@@ -391,10 +391,13 @@ static void check_batch(const pl_batch *b, const char *what)
     if (!same(&pb, &pb_ref))
         PL_FAIL_("%s: protobuf differs at byte %zu (%zu vs %zu bytes)", what,
                  first_diff(&pb, &pb_ref), pb.len, pb_ref.len);
-    if (!same(&js, &js_ref))
-        PL_FAIL_("%s: JSON differs at byte %zu:\n  new %.*s\n  ref %.*s", what,
-                 first_diff(&js, &js_ref), (int)js.len, (const char *)js.data, (int)js_ref.len,
-                 (const char *)js_ref.data);
+    if (!same(&js, &js_ref)) {
+        size_t at = first_diff(&js, &js_ref), from = at > 60 ? at - 60 : 0;
+        PL_FAIL_("%s: JSON differs at byte %zu:\n  new ...%.*s\n  ref ...%.*s", what, at,
+                 (int)(js.len - from < 120 ? js.len - from : 120), (const char *)js.data + from,
+                 (int)(js_ref.len - from < 120 ? js_ref.len - from : 120),
+                 (const char *)js_ref.data + from);
+    }
     /* Round trip through the protobuf decoder (random profiles usually
      * have indices out of range, which the decoder refuses). */
     pl_batch *back = pl_batch_new(b->signal);

@@ -17,7 +17,7 @@ import { OTLPTraceExporter as HttpExporter } from '@opentelemetry/exporter-trace
 import { OTLPTraceExporter as GrpcExporter } from '@opentelemetry/exporter-trace-otlp-grpc';
 import { resourceFromAttributes } from '@opentelemetry/resources';
 import { BasicTracerProvider, BatchSpanProcessor } from '@opentelemetry/sdk-trace-base';
-import { readJsonLines, startProflink, until } from './lib/common.mjs';
+import { BIN, readJsonLines, startProflink, until } from './lib/common.mjs';
 import { freePorts } from './lib/proflink.mjs';
 
 function config({ grpcPort, httpPort, metricsPort, out, workers }) {
@@ -120,4 +120,88 @@ test('three receiver loops feed one pipeline: every span exactly once', async ()
     assert.equal(r.code, 0, pl.log);
     fs.rmSync(dir, { recursive: true, force: true });
   }
+});
+
+// SO_REUSEPORT must not let a second process join the port: it fails to
+// start as it would without workers, and the first keeps every connection.
+test('a second proflink on the same ports fails with "address already in use"', async () => {
+  const [httpPort, grpcPort] = await freePorts(2);
+  const yaml = `
+receivers:
+  otlp:
+    protocols:
+      http: { endpoint: 127.0.0.1:${httpPort} }
+      grpc: { endpoint: 127.0.0.1:${grpcPort} }
+exporters:
+  nop:
+service:
+  workers: 2
+  telemetry: { metrics: { address: "" } }
+  pipelines:
+    traces: { receivers: [otlp], exporters: [nop] }
+`;
+  const first = await startProflink(yaml, { ports: [httpPort, grpcPort] });
+  try {
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'proflink-workers-'));
+    const file = path.join(dir, 'second.yaml');
+    fs.writeFileSync(file, yaml);
+    const { spawnSync } = await import('node:child_process');
+    const second = spawnSync(BIN, ['--config', file], { encoding: 'utf8', timeout: 10000 });
+    assert.equal(second.status, 1, `second instance: status ${second.status}, ${second.stderr}`);
+    assert.match(second.stderr, /address already in use/);
+  } finally {
+    const r = await first.stop();
+    assert.equal(r.code, 0, first.log);
+  }
+});
+
+// Exporters encode on the workers: a stop right after the last answer still
+// delivers every acknowledged span, each once, through otlphttp with gzip.
+// End to end only: encodings are quick, so most are done before the SIGTERM
+// arrives; that the pending count includes those still running (what makes
+// the drain wait for them) is asserted in tests/test_workers.c.
+test('SIGTERM right after the last answer: otlphttp delivers every span encoded on the workers', async () => {
+  const { httpBackend, postTraces, TraceRequest } = await import('./lib/proflink.mjs');
+  const crypto = await import('node:crypto');
+  const backend = await httpBackend();
+  const [httpPort] = await freePorts(1);
+  const p = await startProflink(`
+receivers:
+  otlp:
+    protocols:
+      http: { endpoint: 127.0.0.1:${httpPort} }
+exporters:
+  otlphttp: { endpoint: http://127.0.0.1:${backend.port}, compression: gzip }
+service:
+  workers: 2
+  pipelines:
+    traces: { receivers: [otlp], exporters: [otlphttp] }
+`, { ports: [httpPort] });
+  const REQUESTS = 40;
+  const SPANS = 500;
+  const bodies = [];
+  for (let r = 0; r < REQUESTS; r++) {
+    const traceId = crypto.randomBytes(16);
+    const spans = [];
+    for (let i = 0; i < SPANS; i++) {
+      spans.push({ traceId, spanId: crypto.randomBytes(8), name: `op${i % 7}`, kind: 2,
+        startTimeUnixNano: 1700000000000000000, endTimeUnixNano: 1700000000100000000,
+        attributes: [{ key: 'i', value: { intValue: i } }] });
+    }
+    bodies.push(Buffer.from(TraceRequest.encode(TraceRequest.fromObject({
+      resourceSpans: [{ resource: { attributes: [{ key: 'service.name', value: { stringValue: 'w' } }] },
+        scopeSpans: [{ scope: { name: 's' }, spans }] }],
+    })).finish()));
+  }
+  try {
+    const answers = await Promise.all(bodies.map((b) => postTraces(httpPort, b)));
+    assert.deepEqual([...new Set(answers.map((a) => a.status))], [200]);
+  } finally {
+    const r = await p.stop();
+    assert.equal(r.code, 0, p.log);
+  }
+  await backend.stop();
+  assert.equal(backend.counts.size, REQUESTS * SPANS, p.log);
+  assert.equal(backend.duplicates(), 0);
+  assert.ok(!/dropp/.test(p.log), p.log);
 });

@@ -13,59 +13,9 @@
 #include <string.h>
 
 #include "proto/otlp_json.h"
+#include "proto/otlp_json_write.h"
 
 /* ---- encoder ------------------------------------------------------------ */
-
-/* The writer tracks whether the current object already has a member, so
- * that optional members can be left out without comma bookkeeping at each
- * call site. */
-typedef struct jw {
-    pl_buf *b;
-    bool first; /* no member written yet in the current object/array */
-} jw;
-
-static void w_key(jw *w, const char *key)
-{
-    size_t n = strlen(key);
-    if (!pl_buf_reserve(w->b, n + 4))
-        return;
-    uint8_t *p = w->b->data + w->b->len;
-    if (!w->first)
-        *p++ = ',';
-    *p++ = '"';
-    memcpy(p, key, n);
-    p += n;
-    *p++ = '"';
-    *p++ = ':';
-    w->b->len = (size_t)(p - w->b->data);
-    w->first = false;
-}
-
-static void w_open(jw *w, char c)
-{
-    pl_buf_append_byte(w->b, (uint8_t)c);
-    w->first = true;
-}
-
-static void w_close(jw *w, char c)
-{
-    pl_buf_append_byte(w->b, (uint8_t)c);
-    w->first = false;
-}
-
-static void w_elem(jw *w)
-{
-    if (!w->first)
-        pl_buf_append_byte(w->b, ',');
-    w->first = false;
-}
-
-/* A member whose value is an array or object: `"key":[` or `"key":{`. */
-static void w_key_open(jw *w, const char *key, char c)
-{
-    w_key(w, key);
-    w_open(w, c);
-}
 
 /* The next element of an array, itself an array or object. */
 static void w_elem_open(jw *w, char c)
