@@ -807,6 +807,7 @@ static pl_status consume_profiles(correlation *self, pl_batch *batch, pl_consume
             corr_update_gauges(self);
             return PL_OK;
         }
+        corr_compact_samples(self, hi);
     } else if (n_wait) {
         *self->c_unlinked_samples += n_wait; /* no room to hold it */
     }

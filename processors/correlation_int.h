@@ -531,6 +531,7 @@ void corr_enforce_bounds(correlation *self);
 void corr_flush_release_queue(correlation *self);
 void corr_on_timer(uv_timer_t *t);
 void corr_queue_release(correlation *self, uint32_t hi);
+void corr_compact_samples(correlation *self, uint32_t hi);
 void corr_release(correlation *self, uint32_t hi, int reason);
 void corr_release_all(correlation *self, int reason);
 void corr_release_covered(correlation *self);

@@ -154,3 +154,54 @@ service:
     assert.equal(r.code, 0, first.log);
   }
 });
+
+// Exporters encode on the workers: a stop right after the last answer still
+// delivers every acknowledged span, each once, through otlphttp with gzip.
+// End to end only: encodings are quick, so most are done before the SIGTERM
+// arrives; that the pending count includes those still running (what makes
+// the drain wait for them) is asserted in tests/test_workers.c.
+test('SIGTERM right after the last answer: otlphttp delivers every span encoded on the workers', async () => {
+  const { httpBackend, postTraces, TraceRequest } = await import('./lib/proflink.mjs');
+  const crypto = await import('node:crypto');
+  const backend = await httpBackend();
+  const [httpPort] = await freePorts(1);
+  const p = await startProflink(`
+receivers:
+  otlp:
+    protocols:
+      http: { endpoint: 127.0.0.1:${httpPort} }
+exporters:
+  otlphttp: { endpoint: http://127.0.0.1:${backend.port}, compression: gzip }
+service:
+  workers: 2
+  pipelines:
+    traces: { receivers: [otlp], exporters: [otlphttp] }
+`, { ports: [httpPort] });
+  const REQUESTS = 40;
+  const SPANS = 500;
+  const bodies = [];
+  for (let r = 0; r < REQUESTS; r++) {
+    const traceId = crypto.randomBytes(16);
+    const spans = [];
+    for (let i = 0; i < SPANS; i++) {
+      spans.push({ traceId, spanId: crypto.randomBytes(8), name: `op${i % 7}`, kind: 2,
+        startTimeUnixNano: 1700000000000000000, endTimeUnixNano: 1700000000100000000,
+        attributes: [{ key: 'i', value: { intValue: i } }] });
+    }
+    bodies.push(Buffer.from(TraceRequest.encode(TraceRequest.fromObject({
+      resourceSpans: [{ resource: { attributes: [{ key: 'service.name', value: { stringValue: 'w' } }] },
+        scopeSpans: [{ scope: { name: 's' }, spans }] }],
+    })).finish()));
+  }
+  try {
+    const answers = await Promise.all(bodies.map((b) => postTraces(httpPort, b)));
+    assert.deepEqual([...new Set(answers.map((a) => a.status))], [200]);
+  } finally {
+    const r = await p.stop();
+    assert.equal(r.code, 0, p.log);
+  }
+  await backend.stop();
+  assert.equal(backend.counts.size, REQUESTS * SPANS, p.log);
+  assert.equal(backend.duplicates(), 0);
+  assert.ok(!/dropp/.test(p.log), p.log);
+});
