@@ -87,6 +87,8 @@
  */
 #include "correlation_int.h"
 
+#include <stddef.h>
+
 #include <sys/stat.h>
 
 /* ---- config ----------------------------------------------------------------------------- */
@@ -567,67 +569,119 @@ typedef struct waiting {
  * each found only through the one before: the span's table slot, the span,
  * its parent's slot, the parent span and its attributes (root name and
  * span_attributes), and their statistics. Waiting for each in turn made a
- * sample cost several memory latencies; fetching stage `stage` of the chain
- * for the sample 2 x (SAMPLE_STAGES - stage) ahead keeps them in flight
- * together. Only hints: nothing here changes any state. */
-enum { SAMPLE_STAGES = 5 };
-static const span_entry *prefetch_held(const correlation *self, uint64_t key)
+ * sample cost several memory latencies. Software prefetches issued samples
+ * ahead did not help where this was measured (a virtual machine: the span
+ * lines were still missing when read, each costing a full latency), so the
+ * chain is walked with plain loads for a group of samples at once, one link
+ * of the chain per pass: the loads of a pass do not depend on each other and
+ * the processor overlaps them, about one latency per pass for the group
+ * instead of one per sample and link. Only reads: nothing here changes any
+ * state, and linking finds everything again itself. */
+enum { WARM_GROUP = 16 };
+
+static inline uint64_t touch(const void *p)
 {
-    uint32_t at = key ? span_table_next(&self->spans, key, UINT32_MAX) : UINT32_MAX;
+    return *(const volatile uint8_t *)p;
+}
+
+/* The home slot of key (UINT32_MAX for none). */
+static uint32_t warm_home(const correlation *self, uint64_t key)
+{
+    return key ? (uint32_t)id_hash(key) & self->spans.mask : UINT32_MAX;
+}
+
+/* The held entry of key, probing from its home `at` (its slot loaded). */
+static const span_entry *warm_probe(const correlation *self, uint64_t key, uint32_t at)
+{
+    if (at == UINT32_MAX)
+        return NULL;
+    at = span_table_next(&self->spans, key, at);
     if (at == UINT32_MAX || self->spans.slots[at].state != ENTRY_HELD)
         return NULL;
     return &self->spans.slots[at];
 }
 
-static void prefetch_span_lines(const correlation *self, const span_entry *e)
+/* Loads the lines of a span that linking reads (ids, name, times,
+ * attributes), and its statistics: all of them for the span a sample hit,
+ * the totals an ancestor's roll-up adds to (`whole` false). */
+static uint64_t touch_span(const correlation *self, const span_entry *e, bool whole)
 {
-    __builtin_prefetch(e->span);
-    __builtin_prefetch((const char *)e->span + 64);
-    if (e->stats)
-        __builtin_prefetch(&self->stats_arr[e->stats]);
+    const char *sp = (const char *)e->span;
+    uint64_t v =
+        touch(sp) + touch(sp + 64) + touch(sp + offsetof(pl_span, attrs) + sizeof(pl_attrs) - 1);
+    if (e->stats) {
+        const span_stats *st = &self->stats_arr[e->stats];
+        if (whole)
+            v += touch(st) + touch((const char *)st + 64) + touch((const char *)(st + 1) - 1);
+        else
+            v += touch(&st->samples_total) + touch(&st->wall_total);
+    }
+    return v;
 }
 
-static void prefetch_span_data(const pl_span *sp)
+/* The lines found through those: name bytes, attributes, and the function
+ * list of the span a sample hit when it outgrew its inline two. */
+static uint64_t touch_span_data(const correlation *self, const span_entry *e, bool whole)
 {
-    __builtin_prefetch(sp->name.ptr);
-    if (sp->attrs.n)
-        __builtin_prefetch(sp->attrs.items);
-}
-
-static void prefetch_sample_span(const correlation *self, const pl_dictionary *dict,
-                                 const pl_sample *s, uint32_t stage)
-{
-    int32_t li = s->link_index;
-    if (li <= 0 || (uint32_t)li >= dict->n_links || dict->links[li].span_id_len != 8)
-        return;
-    uint64_t key = id_key(dict->links[li].span_id);
-    if (stage == 0) {
-        __builtin_prefetch(&self->spans.slots[(uint32_t)id_hash(key) & self->spans.mask]);
-        return;
-    }
-    const span_entry *e = prefetch_held(self, key);
-    if (!e)
-        return;
-    if (stage == 1) {
-        prefetch_span_lines(self, e);
-        return;
-    }
     const pl_span *sp = e->span;
-    uint64_t pkey =
-        span_id_valid(sp->parent_span_id, sp->parent_span_id_len) ? id_key(sp->parent_span_id) : 0;
-    if (stage == 2) {
-        prefetch_span_data(sp);
-        if (pkey)
-            __builtin_prefetch(&self->spans.slots[(uint32_t)id_hash(pkey) & self->spans.mask]);
-        return;
+    uint64_t v = sp->name.len ? touch(sp->name.ptr) : 0;
+    if (sp->attrs.n)
+        v += touch(sp->attrs.items) + touch((const char *)sp->attrs.items + sizeof(pl_kv) - 1);
+    if (whole && e->stats && self->stats_arr[e->stats].cap_fns > 2)
+        v += touch(self->stats_arr[e->stats].fns);
+    return v;
+}
+
+static uint64_t parent_key(const pl_span *sp)
+{
+    return span_id_valid(sp->parent_span_id, sp->parent_span_id_len) ? id_key(sp->parent_span_id)
+                                                                     : 0;
+}
+
+static void warm_samples(const correlation *self, const pl_dictionary *dict, const pl_sample *s,
+                         uint32_t n)
+{
+    const span_entry *es[WARM_GROUP], *ps[WARM_GROUP];
+    uint64_t keys[WARM_GROUP];
+    uint32_t home[WARM_GROUP];
+    uint64_t v = 0;
+    for (uint32_t i = 0; i < n; i++) {
+        int32_t li = s[i].link_index;
+        keys[i] = li > 0 && (uint32_t)li < dict->n_links && dict->links[li].span_id_len == 8
+                      ? id_key(dict->links[li].span_id)
+                      : 0;
+        home[i] = warm_home(self, keys[i]);
+        if (home[i] != UINT32_MAX)
+            v += touch(&self->spans.slots[home[i]]);
     }
-    const span_entry *pe = prefetch_held(self, pkey);
-    if (!pe)
-        return;
-    if (stage == 3)
-        prefetch_span_lines(self, pe);
-    else
-        prefetch_span_data(pe->span);
+    for (uint32_t i = 0; i < n; i++)
+        es[i] = warm_probe(self, keys[i], home[i]);
+    for (uint32_t i = 0; i < n; i++) {
+        keys[i] = 0;
+        home[i] = UINT32_MAX;
+        if (es[i])
+            v += touch_span(self, es[i], true);
+    }
+    for (uint32_t i = 0; i < n; i++) {
+        if (!es[i])
+            continue;
+        keys[i] = parent_key(es[i]->span);
+        home[i] = warm_home(self, keys[i]);
+        if (home[i] != UINT32_MAX)
+            v += touch(&self->spans.slots[home[i]]);
+    }
+    for (uint32_t i = 0; i < n; i++)
+        ps[i] = warm_probe(self, keys[i], home[i]);
+    for (uint32_t i = 0; i < n; i++) {
+        if (ps[i])
+            v += touch_span(self, ps[i], false);
+        if (es[i])
+            v += touch_span_data(self, es[i], true);
+    }
+    for (uint32_t i = 0; i < n; i++)
+        if (ps[i])
+            v += touch_span_data(self, ps[i], false);
+    __asm__ volatile("" : : "r"(v));
 }
 
 static pl_status consume_profiles(correlation *self, pl_batch *batch, pl_consumer *next)
@@ -680,12 +734,10 @@ static pl_status consume_profiles(correlation *self, pl_batch *batch, pl_consume
                 bool any_link = false;
                 for (uint32_t si = 0; si < p->n_samples; si++) {
                     pl_sample *s = &p->samples[si];
-                    if (self->spans.count)
-                        for (uint32_t st = 0; st < SAMPLE_STAGES; st++) {
-                            uint32_t ahead = si + 2 * (SAMPLE_STAGES - st);
-                            if (ahead < p->n_samples)
-                                prefetch_sample_span(self, dict, &p->samples[ahead], st);
-                        }
+                    if (si % WARM_GROUP == 0 && self->spans.count)
+                        warm_samples(self, dict, s,
+                                     p->n_samples - si < WARM_GROUP ? p->n_samples - si
+                                                                    : WARM_GROUP);
                     for (uint32_t ti = 0; ti < s->n_timestamps; ti++)
                         if (s->timestamps_unix_nano[ti] > covered)
                             covered = s->timestamps_unix_nano[ti];
@@ -807,6 +859,7 @@ static pl_status consume_profiles(correlation *self, pl_batch *batch, pl_consume
             corr_update_gauges(self);
             return PL_OK;
         }
+        corr_compact_samples(self, hi);
     } else if (n_wait) {
         *self->c_unlinked_samples += n_wait; /* no room to hold it */
     }
@@ -882,6 +935,7 @@ static void correlation_free(correlation *self)
     free(self->spans.slots);
     free(self->pending.slots);
     free(self->cache);
+    free(self->cache_used);
     free(self->release_queue);
     free(self->adopted);
     for (size_t i = 0; i < self->n_span_attr_keys; i++)

@@ -335,37 +335,51 @@ static int32_t writer_attribute(dict_writer *w, int32_t key, pl_value value)
 
 void corr_cache_clear(correlation *self)
 {
-    if (self->cache_count) {
-        memset(self->cache, 0, ((size_t)self->cache_mask + 1) * sizeof(enrich_slot));
-        self->cache_count = 0;
+    /* Only the filled slots: a batch of a few spans after one of thousands
+     * must not clear (and later scan) the whole table. */
+    for (uint32_t k = 0; k < self->cache_count; k++)
+        memset(&self->cache[self->cache_used[k]], 0, sizeof(enrich_slot));
+    self->cache_count = 0;
+}
+
+static uint32_t cache_home(const correlation *self, const pl_dictionary *dict, const void *span)
+{
+    return (uint32_t)pl_mix64((uintptr_t)span ^ (uintptr_t)dict) & self->cache_mask;
+}
+
+/* Doubles the cache, keeping its slots and their filling order. */
+static int cache_grow(correlation *self)
+{
+    uint32_t cap = self->cache ? (self->cache_mask + 1) * 2 : 256;
+    enrich_slot *n = calloc(cap, sizeof(enrich_slot));
+    uint32_t *used = malloc(cap / 2 * sizeof(uint32_t));
+    if (!n || !used) {
+        free(n);
+        free(used);
+        return -1;
     }
+    enrich_slot *old = self->cache;
+    self->cache = n;
+    self->cache_mask = cap - 1;
+    for (uint32_t k = 0; k < self->cache_count; k++) {
+        const enrich_slot *o = &old[self->cache_used[k]];
+        uint32_t j = cache_home(self, o->dict, o->span);
+        while (n[j].span)
+            j = (j + 1) & self->cache_mask;
+        n[j] = *o;
+        used[k] = j;
+    }
+    free(old);
+    free(self->cache_used);
+    self->cache_used = used;
+    return 0;
 }
 
 static enrich_slot *cache_slot(correlation *self, const pl_dictionary *dict, const void *span)
 {
-    if (!self->cache || (self->cache_count + 1) * 2 > self->cache_mask + 1) {
-        uint32_t cap = self->cache ? (self->cache_mask + 1) * 2 : 256;
-        enrich_slot *old = self->cache;
-        uint32_t old_cap = self->cache ? self->cache_mask + 1 : 0;
-        enrich_slot *n = calloc(cap, sizeof(enrich_slot));
-        if (!n)
-            return NULL;
-        self->cache = n;
-        self->cache_mask = cap - 1;
-        self->cache_count = 0;
-        for (uint32_t i = 0; i < old_cap; i++) {
-            if (!old[i].span)
-                continue;
-            uint32_t j = (uint32_t)pl_mix64((uintptr_t)old[i].span ^ (uintptr_t)old[i].dict) &
-                         self->cache_mask;
-            while (self->cache[j].span)
-                j = (j + 1) & self->cache_mask;
-            self->cache[j] = old[i];
-            self->cache_count++;
-        }
-        free(old);
-    }
-    uint32_t j = (uint32_t)pl_mix64((uintptr_t)span ^ (uintptr_t)dict) & self->cache_mask;
+    if ((!self->cache || (self->cache_count + 1) * 2 > self->cache_mask + 1) && cache_grow(self))
+        return NULL;
+    uint32_t j = cache_home(self, dict, span);
     while (self->cache[j].span) {
         if (self->cache[j].span == span && self->cache[j].dict == dict)
             return &self->cache[j];
@@ -388,27 +402,70 @@ static int32_t writer_link(dict_writer *w, const pl_link *l)
     return (int32_t)(d->n_links - 1);
 }
 
+/* The held spans a labels walk went through, from the span up to its local
+ * root: the first `fused` of them are exactly the entries the roll-up of a
+ * contribution would visit (corr_roll_up), so a new span's first sample
+ * hands its contribution up along them while they are still in the cache,
+ * instead of walking the chain again, cold, at the end of the batch. */
+typedef struct anc_walk {
+    span_entry *chain[MAX_ANCESTRY];
+    int n, fused;
+} anc_walk;
+
+static bool same_trace(const uint8_t *a, const uint8_t *b)
+{
+    return a == b || (a && b && memcmp(a, b, 16) == 0);
+}
+
+/* The held parent `pkey` in `trace`, as corr_find_span(held only) finds it.
+ * *agrees stays true when corr_find_span(held or placeholder) in the same
+ * trace would find it too, i.e. when no matching placeholder comes first. */
+static span_entry *find_held_parent(correlation *self, uint64_t pkey, const uint8_t *trace,
+                                    bool *agrees)
+{
+    SPAN_EACH(&self->spans, pkey, i)
+    {
+        span_entry *p = &self->spans.slots[i];
+        if (p->state == ENTRY_HELD) {
+            const pl_span *sp = p->span;
+            if (!trace || !trace_id_valid(sp->trace_id, sp->trace_id_len) ||
+                memcmp(sp->trace_id, trace, 16) == 0)
+                return p;
+        } else if (p->state == ENTRY_PLACEHOLDER && *agrees) {
+            const span_stats *st = p->stats ? &self->stats_arr[p->stats] : NULL;
+            if (!trace || !st || !st->has_trace || memcmp(st->trace_id, trace, 16) == 0)
+                *agrees = false;
+        }
+    }
+    return NULL;
+}
+
 /* The labels of held span `e`: its name, its local root's name, its
  * service, and each span_attributes key found on it or its ancestors up to
- * the local root. */
-static size_t span_labels(correlation *self, span_entry *e, label *items, size_t max)
+ * the local root. The chain walked is left in `walk`. */
+static size_t span_labels(correlation *self, span_entry *e, label *items, size_t max,
+                          anc_walk *walk)
 {
     const pl_span *sp = e->span;
     size_t n_items = 0;
     items[n_items++] = (label){self->names[NAME_SPAN_NAME], pl_value_string(sp->name), 0};
     /* The chain up to the local root, walked once for the root's name and
      * for the span_attributes lookups. */
-    const pl_span *chain[MAX_ANCESTRY];
+    span_entry **chain = walk->chain;
     int n_chain = 0;
     span_entry *root = e;
-    chain[n_chain++] = e->span;
-    const late_span *gone = NULL; /* an ancestor that already left */
+    chain[n_chain++] = e;
+    walk->fused = 1;
+    const uint8_t *etrace = corr_span_trace(sp); /* the trace a roll-up from e walks in */
+    const late_span *gone = NULL;                /* an ancestor that already left */
     while (n_chain < MAX_ANCESTRY) {
         const pl_span *rsp = root->span;
         if (!span_id_valid(rsp->parent_span_id, rsp->parent_span_id_len))
             break;
         uint64_t pkey = id_key(rsp->parent_span_id);
-        span_entry *p = corr_find_span(self, pkey, corr_span_trace(rsp), true, false);
+        const uint8_t *rtrace = corr_span_trace(rsp);
+        bool agrees = walk->fused == n_chain && same_trace(rtrace, etrace);
+        span_entry *p = find_held_parent(self, pkey, rtrace, &agrees);
         if (!p) {
             const late_span *lp =
                 self->late ? corr_late_find(self, pkey, corr_span_trace(rsp), false, 0, 0) : NULL;
@@ -419,8 +476,11 @@ static size_t span_labels(correlation *self, span_entry *e, label *items, size_t
         if (p->service != e->service)
             break;
         root = p;
-        chain[n_chain++] = p->span;
+        chain[n_chain++] = p;
+        if (agrees)
+            walk->fused = n_chain;
     }
+    walk->n = n_chain;
     pl_bytes root_name = gone ? corr_late_root_name(self, gone) : root->span->name;
     items[n_items++] = (label){self->names[NAME_ROOT_SPAN_NAME], pl_value_string(root_name), 1};
     pl_bytes svc = corr_service_name(self, e->service);
@@ -432,7 +492,7 @@ static size_t span_labels(correlation *self, span_entry *e, label *items, size_t
          * usually sits on the server span, not on the span the sample hit. */
         bool found = false;
         for (int depth = 0; depth < n_chain && !found; depth++) {
-            pl_kv *kv = pl_attrs_find(&chain[depth]->attrs, (const char *)key.ptr, key.len);
+            pl_kv *kv = pl_attrs_find(&chain[depth]->span->attrs, (const char *)key.ptr, key.len);
             if (kv && (kv->value.type == PL_VALUE_STRING || kv->value.type == PL_VALUE_INT ||
                        kv->value.type == PL_VALUE_DOUBLE || kv->value.type == PL_VALUE_BOOL)) {
                 items[n_items++] = (label){key, kv->value, 3 + (uint32_t)k};
@@ -448,7 +508,7 @@ static size_t span_labels(correlation *self, span_entry *e, label *items, size_t
 
 /* Fills `slot` for target `t` in the dictionary of `batch`. */
 static int build_span_labels(correlation *self, const link_target *t, pl_batch *batch,
-                             enrich_slot *slot)
+                             enrich_slot *slot, anc_walk *walk)
 {
     dict_writer *w = &self->writer;
     if (writer_bind(w, batch))
@@ -457,7 +517,7 @@ static int build_span_labels(correlation *self, const link_target *t, pl_batch *
     uint32_t n = 0;
     size_t max_n = 3 + (self->n_span_attr_keys < 64 ? self->n_span_attr_keys : 64);
     label items[3 + 64];
-    size_t n_items = t->entry ? span_labels(self, t->entry, items, max_n)
+    size_t n_items = t->entry ? span_labels(self, t->entry, items, max_n, walk)
                               : corr_late_labels(self, t->late, items, max_n);
     for (size_t k = 0; k < n_items; k++) {
         /* The keys are the same for every span: looked up once per batch. */
@@ -470,7 +530,20 @@ static int build_span_labels(correlation *self, const link_target *t, pl_batch *
             return -1;
         *cached = ks + 1;
         pl_value v = items[k].value;
+        uint32_t h = 0;
         if (v.type == PL_VALUE_STRING) {
+            /* Most spans share their labels with others of the batch. */
+            h = (uint32_t)(pl_mix64((uintptr_t)v.u.str.ptr ^ ((uint64_t)(uint32_t)ks << 40)) & 63);
+            int32_t ai = w->label_hint[h].ptr == v.u.str.ptr && w->label_hint[h].key == ks
+                             ? w->label_hint[h].idx - 1
+                             : -1;
+            const pl_kvu *a =
+                ai > 0 && (uint32_t)ai < w->dict->n_attributes ? &w->dict->attributes[ai] : NULL;
+            if (a && a->key_strindex == ks && a->value.type == PL_VALUE_STRING &&
+                pl_bytes_eq(a->value.u.str, v.u.str)) {
+                tmp[n++] = ai;
+                continue;
+            }
             /* The string table holds the batch's own copy; the value shares it. */
             int32_t vs = writer_string(w, v.u.str);
             if (vs < 0)
@@ -480,6 +553,11 @@ static int build_span_labels(correlation *self, const link_target *t, pl_batch *
         int32_t ai = writer_attribute(w, ks, v);
         if (ai < 0)
             return -1;
+        if (items[k].value.type == PL_VALUE_STRING) {
+            w->label_hint[h].ptr = items[k].value.u.str.ptr;
+            w->label_hint[h].key = ks;
+            w->label_hint[h].idx = ai + 1;
+        }
         tmp[n++] = ai;
     }
     slot->idx = pl_batch_alloc(batch, n * sizeof(int32_t));
@@ -493,7 +571,7 @@ static int build_span_labels(correlation *self, const link_target *t, pl_batch *
     slot->dict = w->dict;
     slot->span = t->id;
     slot->late = t->entry == NULL;
-    self->cache_count++;
+    self->cache_used[self->cache_count++] = (uint32_t)(slot - self->cache);
     return 0;
 }
 
@@ -530,14 +608,16 @@ static int build_id_labels(correlation *self, const link_target *tg, pl_batch *b
  * gets no trace_id / span_id attributes: the link carries them, and the
  * pprof encoder writes labels from both (they would appear twice). */
 static enrich_slot *enrich_sample(correlation *self, const link_target *tg, pl_sample *s,
-                                  pl_batch *batch)
+                                  pl_batch *batch, anc_walk *walk)
 {
     pl_dictionary *dict = &batch->data.profiles.dict;
     enrich_slot *slot = cache_slot(self, dict, tg->id);
     if (!slot)
         return NULL;
-    if (!slot->span && build_span_labels(self, tg, batch, slot)) {
+    if (!slot->span && build_span_labels(self, tg, batch, slot, walk)) {
         memset(slot, 0, sizeof(*slot));
+        if (walk)
+            walk->n = 0;
         return NULL;
     }
     bool has_link =
@@ -564,6 +644,23 @@ static enrich_slot *enrich_sample(correlation *self, const link_target *tg, pl_s
         slot->n_ids = 0;
     uint32_t n_ids = has_link ? 0 : slot->n_ids;
     uint32_t n_add = n_ids + slot->n;
+    if (!s->n_attribute_indices) {
+        /* Nothing of its own to keep: the sample shares the slot's list
+         * (attribute lists are replaced downstream, never written in place). */
+        if (n_ids && !slot->with_ids) {
+            slot->with_ids = pl_batch_alloc(batch, n_add * sizeof(int32_t));
+            if (slot->with_ids) {
+                memcpy(slot->with_ids, slot->ids, n_ids * sizeof(int32_t));
+                memcpy(slot->with_ids + n_ids, slot->idx, slot->n * sizeof(int32_t));
+            }
+        }
+        int32_t *list = n_ids ? slot->with_ids : slot->idx;
+        if (list) {
+            s->attribute_indices = list;
+            s->n_attribute_indices = n_add;
+        }
+        return slot;
+    }
     int32_t *idx = pl_batch_alloc(batch, (s->n_attribute_indices + n_add) * sizeof(int32_t));
     if (!idx)
         return slot;
@@ -614,63 +711,15 @@ static uint32_t sample_function(correlation *self, pl_batch *batch, const pl_sam
     return w->fn_ids[fi];
 }
 
-/* Links sample s (of profile pi) to the held span entry e. The ancestors'
- * totals are updated when the linking session ends (corr_link_session_end): until
- * then no marker is added, so entries do not move. */
-void corr_link_sample(correlation *self, span_entry *e, pl_sample *s, profile_info *pi)
+/* Counts one linked sample (contribution c, leaf function fn) into span
+ * entry e's own statistics, and what is left to hand up into its slot. */
+static void count_linked(correlation *self, span_entry *e, const uint8_t *trace, contrib c,
+                         uint32_t fn, enrich_slot *slot)
 {
-    link_target tg;
-    memset(&tg, 0, sizeof(tg));
-    tg.entry = e;
-    tg.id = e->span;
-    tg.trace_id =
-        trace_id_valid(e->span->trace_id, e->span->trace_id_len) ? e->span->trace_id : NULL;
-    memcpy(tg.span_id, e->span->span_id, 8);
-    enrich_slot *slot = enrich_sample(self, &tg, s, pi->batch);
-    corr_service_linked(self, e->service, pi->service);
-    contrib c = sample_contrib(pi, s);
-    uint32_t fn = c.top && self->cfg.top_functions > 0 ? sample_function(self, pi->batch, s) : 0;
     span_stats *st = corr_entry_stats(self, e);
     if (st) {
-        st->linked++;
-        st->samples += c.samples;
-        st->samples_total += c.samples;
-        st->cpu_self += c.cpu;
-        st->cpu_total += c.cpu;
-        st->wall_self += c.wall;
-        st->wall_total += c.wall;
-        if (fn)
-            corr_stats_add_function(self, st, fn, c.top);
-    }
-    if (slot) {
-        slot->roll.samples += c.samples;
-        slot->roll.cpu += c.cpu;
-        slot->roll.wall += c.wall;
-    }
-    (*self->c_linked_samples)++;
-}
-
-/* Links sample s to a span whose batch spilled to disk: enriched from the
- * span's summary like a late sample, and counted into the span's statistics
- * (written on it when its batch is read back) and, when the session ends,
- * its ancestors' totals. */
-void corr_link_spilled(correlation *self, span_entry *e, const late_span *ls, pl_sample *s,
-                       profile_info *pi)
-{
-    link_target tg;
-    memset(&tg, 0, sizeof(tg));
-    tg.late = ls;
-    tg.id = ls;
-    tg.trace_id = ls->has_trace ? ls->trace_id : NULL;
-    memcpy(tg.span_id, &ls->key, 8);
-    enrich_slot *slot = enrich_sample(self, &tg, s, pi->batch);
-    corr_service_linked(self, e->service, pi->service);
-    contrib c = sample_contrib(pi, s);
-    uint32_t fn = c.top && self->cfg.top_functions > 0 ? sample_function(self, pi->batch, s) : 0;
-    span_stats *st = corr_entry_stats(self, e);
-    if (st) {
-        if (ls->has_trace && !st->has_trace) {
-            memcpy(st->trace_id, ls->trace_id, 16);
+        if (trace && !st->has_trace) {
+            memcpy(st->trace_id, trace, 16);
             st->has_trace = true;
         }
         st->linked++;
@@ -691,6 +740,69 @@ void corr_link_spilled(correlation *self, span_entry *e, const late_span *ls, pl
     (*self->c_linked_samples)++;
 }
 
+/* Hands c up to the ancestors of walk->chain[0] now: along the entries the
+ * labels walk just went through, then on from the last of them as
+ * corr_roll_up would. */
+static void roll_up_walked(correlation *self, const anc_walk *walk, contrib c)
+{
+    const pl_span *sp = walk->chain[0]->span;
+    const uint8_t *trace = corr_span_trace(sp);
+    for (int k = 1; k < walk->fused; k++) {
+        span_stats *st = corr_entry_stats(self, walk->chain[k]);
+        if (!st)
+            return;
+        st->samples_total += c.samples;
+        st->cpu_total += c.cpu;
+        st->wall_total += c.wall;
+    }
+    corr_roll_up_from(self, walk->chain[walk->fused - 1], c, trace, walk->fused - 1);
+}
+
+/* Links sample s (of profile pi) to the held span entry e. The first
+ * sample of a span in a linking session hands its contribution up at once,
+ * along the chain its labels were found on; the others gather in its slot
+ * until the session ends (corr_link_session_end). */
+void corr_link_sample(correlation *self, span_entry *e, pl_sample *s, profile_info *pi)
+{
+    link_target tg;
+    memset(&tg, 0, sizeof(tg));
+    tg.entry = e;
+    tg.id = e->span;
+    tg.trace_id =
+        trace_id_valid(e->span->trace_id, e->span->trace_id_len) ? e->span->trace_id : NULL;
+    memcpy(tg.span_id, e->span->span_id, 8);
+    anc_walk walk;
+    walk.n = 0;
+    enrich_slot *slot = enrich_sample(self, &tg, s, pi->batch, &walk);
+    corr_service_linked(self, e->service, pi->service);
+    contrib c = sample_contrib(pi, s);
+    uint32_t fn = c.top && self->cfg.top_functions > 0 ? sample_function(self, pi->batch, s) : 0;
+    bool now = slot && walk.n && (c.samples || c.cpu || c.wall);
+    count_linked(self, e, NULL, c, fn, now ? NULL : slot);
+    if (now)
+        roll_up_walked(self, &walk, c); /* may add placeholders: entries move after this */
+}
+
+/* Links sample s to a span whose batch spilled to disk: enriched from the
+ * span's summary like a late sample, and counted into the span's statistics
+ * (written on it when its batch is read back) and, when the session ends,
+ * its ancestors' totals. */
+void corr_link_spilled(correlation *self, span_entry *e, const late_span *ls, pl_sample *s,
+                       profile_info *pi)
+{
+    link_target tg;
+    memset(&tg, 0, sizeof(tg));
+    tg.late = ls;
+    tg.id = ls;
+    tg.trace_id = ls->has_trace ? ls->trace_id : NULL;
+    memcpy(tg.span_id, &ls->key, 8);
+    enrich_slot *slot = enrich_sample(self, &tg, s, pi->batch, NULL);
+    corr_service_linked(self, e->service, pi->service);
+    contrib c = sample_contrib(pi, s);
+    uint32_t fn = c.top && self->cfg.top_functions > 0 ? sample_function(self, pi->batch, s) : 0;
+    count_linked(self, e, ls->has_trace ? ls->trace_id : NULL, c, fn, slot);
+}
+
 /* Enriches late sample s from the summary of its departed span: the same
  * labels and link as on time, but nothing to add to (the span has left). */
 void corr_link_late(correlation *self, const late_span *ls, pl_sample *s, profile_info *pi)
@@ -701,7 +813,7 @@ void corr_link_late(correlation *self, const late_span *ls, pl_sample *s, profil
     tg.id = ls;
     tg.trace_id = ls->has_trace ? ls->trace_id : NULL;
     memcpy(tg.span_id, &ls->key, 8);
-    enrich_sample(self, &tg, s, pi->batch);
+    enrich_sample(self, &tg, s, pi->batch, NULL);
     (*self->c_late_linked)++;
 }
 
@@ -709,23 +821,21 @@ void corr_link_late(correlation *self, const late_span *ls, pl_sample *s, profil
  * ancestors, and forgets the session's caches. */
 void corr_link_session_end(correlation *self)
 {
-    if (self->cache_count) {
-        for (uint32_t i = 0; i <= self->cache_mask; i++) {
-            enrich_slot *slot = &self->cache[i];
-            if (!slot->span || !(slot->roll.samples || slot->roll.cpu || slot->roll.wall))
-                continue;
-            if (slot->late) {
-                /* Samples of a spilled span (late ones add nothing). */
-                const late_span *ls = slot->span;
-                span_entry *se = corr_spilled_entry(self, ls);
-                if (se)
-                    corr_roll_up(self, se, slot->roll, ls->has_trace ? ls->trace_id : NULL);
-                continue;
-            }
-            span_entry *e = corr_entry_of_span(self, slot->span);
-            if (e)
-                corr_roll_up(self, e, slot->roll, NULL);
+    for (uint32_t k = 0; k < self->cache_count; k++) {
+        enrich_slot *slot = &self->cache[self->cache_used[k]];
+        if (!(slot->roll.samples || slot->roll.cpu || slot->roll.wall))
+            continue;
+        if (slot->late) {
+            /* Samples of a spilled span (late ones add nothing). */
+            const late_span *ls = slot->span;
+            span_entry *se = corr_spilled_entry(self, ls);
+            if (se)
+                corr_roll_up(self, se, slot->roll, ls->has_trace ? ls->trace_id : NULL);
+            continue;
         }
+        span_entry *e = corr_entry_of_span(self, slot->span);
+        if (e)
+            corr_roll_up(self, e, slot->roll, NULL);
     }
     corr_cache_clear(self);
     corr_writer_reset(&self->writer);

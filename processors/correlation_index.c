@@ -442,7 +442,15 @@ void corr_roll_up(correlation *self, span_entry *e, contrib c, const uint8_t *tr
 {
     if (e->state == ENTRY_HELD)
         trace = corr_span_trace(e->span);
-    for (int depth = 0; e && depth < MAX_ANCESTRY; depth++) {
+    corr_roll_up_from(self, e, c, trace, 0);
+}
+
+/* The walk of corr_roll_up from `e`, `depth` generations above the span
+ * the contribution came from (its nearer ancestors already have it), in
+ * that span's `trace`. */
+void corr_roll_up_from(correlation *self, span_entry *e, contrib c, const uint8_t *trace, int depth)
+{
+    for (; e && depth < MAX_ANCESTRY; depth++) {
         uint64_t pkey = entry_parent(self, e);
         if (!pkey)
             return;

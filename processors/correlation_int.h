@@ -250,6 +250,13 @@ typedef struct dict_writer {
         const uint8_t *ptr;
         int32_t idx; /* index + 1, 0 = empty */
     } str_hint[64], attr_hint[64];
+    /* Likewise for a span label's whole attribute: keyed by the source
+     * bytes' address and the key, checked against the attribute's value. */
+    struct {
+        const uint8_t *ptr;
+        int32_t key;
+        int32_t idx; /* attribute index + 1, 0 = empty */
+    } label_hint[64];
 } dict_writer;
 
 typedef struct contrib {
@@ -269,8 +276,9 @@ typedef struct enrich_slot {
     int32_t ids[2]; /* trace_id, span_id: built for the first sample without a link */
     uint32_t n_ids;
     bool ids_built;
-    int32_t link; /* link_table index carrying the span's trace and span ids (0: none) */
-    contrib roll; /* not yet rolled up to the ancestors */
+    int32_t link;      /* link_table index carrying the span's trace and span ids (0: none) */
+    int32_t *with_ids; /* ids then idx: the whole list of a sample without attributes or link */
+    contrib roll;      /* not yet rolled up to the ancestors */
 } enrich_slot;
 
 typedef struct correlation {
@@ -339,6 +347,7 @@ typedef struct correlation {
     dict_writer writer;
     enrich_slot *cache;
     uint32_t cache_mask, cache_count;
+    uint32_t *cache_used; /* the cache's filled slots, in filling order (cache_count of them) */
 
     uint32_t *release_queue; /* sample batches whose last waiting sample linked */
     uint32_t n_release, cap_release;
@@ -507,6 +516,8 @@ void corr_held_link(correlation *self, uint32_t i);
 void corr_held_unlink_and_free(correlation *self, uint32_t i);
 void corr_pending_table_delete(pending_table *t, uint32_t hole);
 void corr_roll_up(correlation *self, span_entry *e, contrib c, const uint8_t *trace);
+void corr_roll_up_from(correlation *self, span_entry *e, contrib c, const uint8_t *trace,
+                       int depth);
 void corr_span_table_delete(span_table *t, uint32_t hole);
 void corr_stats_add_function(correlation *self, span_stats *s, uint32_t fn, uint64_t weight);
 void corr_stats_release(correlation *self, uint32_t i);
@@ -531,6 +542,7 @@ void corr_enforce_bounds(correlation *self);
 void corr_flush_release_queue(correlation *self);
 void corr_on_timer(uv_timer_t *t);
 void corr_queue_release(correlation *self, uint32_t hi);
+void corr_compact_samples(correlation *self, uint32_t hi);
 void corr_release(correlation *self, uint32_t hi, int reason);
 void corr_release_all(correlation *self, int reason);
 void corr_release_covered(correlation *self);

@@ -549,6 +549,98 @@ void corr_flush_release_queue(correlation *self)
     self->n_release = 0;
 }
 
+/* One profile of a held sample batch and its deep copy. */
+typedef struct prof_map {
+    const pl_profile *old;
+    pl_profile *copy;
+    profile_info *info; /* in the copy's arena, filled at first use */
+} prof_map;
+
+static int cmp_prof_map(const void *a, const void *b)
+{
+    const pl_profile *x = ((const prof_map *)a)->old, *y = ((const prof_map *)b)->old;
+    return x < y ? -1 : x > y;
+}
+
+static prof_map *prof_find(prof_map *m, size_t n, const pl_profile *p)
+{
+    size_t lo = 0, hi = n;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (m[mid].old < p)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo < n && m[lo].old == p ? &m[lo] : NULL;
+}
+
+/* A sample batch that waits (for the spans of a few of its samples) is held
+ * whole, for up to sample_window. Linking the others grew its dictionary
+ * tables in its arena, leaving the outgrown arrays behind (a quarter to a
+ * third of the batch): it is held as a deep copy instead, and the waiting
+ * samples' entries point into the copy. Nothing else refers to the batch
+ * once the consume call that held it has ended its link session. */
+void corr_compact_samples(correlation *self, uint32_t hi)
+{
+    held_batch *h = &self->held[hi];
+    pl_batch *old = h->batch;
+    pl_profiles *ps = &old->data.profiles;
+    size_t n = 0;
+    for (uint32_t r = 0; r < ps->n_resources; r++)
+        for (uint32_t sc = 0; sc < ps->resources[r].n_scopes; sc++)
+            n += ps->resources[r].scopes[sc].n_profiles;
+    if (!n || !h->n_refs)
+        return;
+    pl_batch *c = pl_batch_clone(old);
+    prof_map *m = c ? calloc(n, sizeof(prof_map)) : NULL;
+    if (!m || pl_batch_memory(c) > h->bytes - h->bytes / 8) {
+        free(m);
+        pl_batch_free(c); /* not worth it (or out of memory): keep the original */
+        return;
+    }
+    size_t k = 0;
+    for (uint32_t r = 0; r < ps->n_resources; r++)
+        for (uint32_t sc = 0; sc < ps->resources[r].n_scopes; sc++) {
+            pl_scope_profiles *o = &ps->resources[r].scopes[sc];
+            pl_scope_profiles *cs = &c->data.profiles.resources[r].scopes[sc];
+            for (uint32_t pi = 0; pi < o->n_profiles; pi++, k++)
+                m[k] = (prof_map){&o->profiles[pi], &cs->profiles[pi], NULL};
+        }
+    qsort(m, n, sizeof(prof_map), cmp_prof_map);
+    pending_table *t = &self->pending;
+    for (uint32_t i = 0; i < h->n_refs; i++) {
+        pending_ref *ref = &h->refs[i];
+        for (uint32_t j = corr_pending_table_next(t, ref->key, UINT32_MAX); j != UINT32_MAX;
+             j = corr_pending_table_next(t, ref->key, (j + 1) & t->mask)) {
+            pending_entry *pe = &t->slots[j];
+            if (pe->state != 0 || pe->held != hi || pe->sample != ref->sample)
+                continue;
+            prof_map *pm = prof_find(m, n, pe->pinfo->profile);
+            if (!pm)
+                break; /* cannot happen: every waiting sample is in a profile of the batch */
+            if (!pm->info && (pm->info = pl_batch_alloc(c, sizeof(profile_info)))) {
+                *pm->info = *pe->pinfo;
+                pm->info->batch = c;
+                pm->info->profile = pm->copy;
+            }
+            if (!pm->info)
+                break;
+            pl_sample *ns = pm->copy->samples + (pe->sample - pm->old->samples);
+            pe->sample = ns;
+            pe->pinfo = pm->info;
+            ref->sample = ns;
+            break;
+        }
+    }
+    free(m);
+    self->held_bytes -= h->bytes;
+    h->bytes = pl_batch_memory(c);
+    self->held_bytes += h->bytes;
+    h->batch = c;
+    pl_batch_free(old); /* the copy took over its write-ahead entries */
+}
+
 void corr_queue_release(correlation *self, uint32_t hi)
 {
     if (self->n_release == self->cap_release) {
