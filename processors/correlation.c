@@ -144,6 +144,11 @@ static int correlation_validate(void *p, pl_cfg_ctx *ctx)
         pl_cfg_errorf(ctx, "storage", "%s is not a directory", c->storage);
         errors++;
     }
+    if (c->hold_compression && strcmp(c->hold_compression, "zstd") != 0 &&
+        strcmp(c->hold_compression, "none") != 0) {
+        pl_cfg_errorf(ctx, "hold_compression", "hold_compression must be zstd or none");
+        errors++;
+    }
     if (c->storage && c->max_spill_bytes == 0) {
         pl_cfg_errorf(ctx, "max_spill_bytes", "max_spill_bytes must be positive");
         errors++;
@@ -199,6 +204,10 @@ static const pl_cfg_field correlation_fields[] = {
      NULL},
     {"max_spill_bytes", PL_CFG_SIZE, "1GiB", CFG_OFF(max_spill_bytes),
      "disk the spill files may take; beyond it held batches leave early", NULL},
+    {"hold_compression", PL_CFG_STRING, "zstd", CFG_OFF(hold_compression),
+     "zstd: held span batches are kept encoded and compressed in memory, and decoded when they "
+     "leave (needs late_window); none: kept decoded",
+     NULL},
     {"trace_id_attribute", PL_CFG_STRING, "trace_id", CFG_OFF(trace_id_attribute),
      "sample attribute receiving the span's trace id (32 hex)", NULL},
     {"span_id_attribute", PL_CFG_STRING, "span_id", CFG_OFF(span_id_attribute),
@@ -497,6 +506,8 @@ static pl_status consume_traces(correlation *self, pl_batch *batch, pl_consumer 
         if (self->cfg.early_release && self->held[hi].batch == batch &&
             corr_batch_covered(self, &self->held[hi]))
             corr_release(self, hi, RELEASE_COVERED);
+        else if (self->held[hi].batch == batch)
+            corr_pack(self, hi);
     }
     corr_enforce_bounds(self);
     corr_update_gauges(self);
@@ -699,6 +710,7 @@ static pl_status consume_profiles(correlation *self, pl_batch *batch, pl_consume
             if (!self->held[i].indexed)
                 index_span_batch(self, i);
         corr_flush_release_queue(self);
+        corr_pack_indexed(self);
     }
     corr_cache_clear(self);
 
@@ -991,6 +1003,8 @@ static pl_status correlation_create(const pl_create_settings *settings, const vo
     self->cfg.cpu_time_total_attribute = self->cfg.wall_time_attribute = NULL;
     self->cfg.top_functions_attribute = NULL;
     self->cfg.storage = NULL;
+    self->pack = !cfg->hold_compression || strcmp(cfg->hold_compression, "none") != 0;
+    self->cfg.hold_compression = NULL;
     if (cfg->storage && cfg->storage[0] && !(self->spill_dir = strdup(cfg->storage))) {
         correlation_free(self);
         return pl_errf(err, PL_ERR_NOMEM, "correlation: out of memory");
@@ -1149,6 +1163,8 @@ static void correlation_destroy(void *p)
         while (self->head[side]) {
             uint32_t hi = self->head[side];
             if (self->held[hi].spilled) {
+                if (self->held[hi].packed)
+                    dropped += self->held[hi].items;
                 corr_spill_drop(self, hi); /* its file is replayed at the next start */
             } else {
                 dropped += self->held[hi].items;
@@ -1183,7 +1199,9 @@ void pl_correlation_get_usage(void *p, pl_correlation_usage *out)
     out->late_bytes = corr_late_bytes(self);
     out->name_bytes = self->name_bytes + self->fn_bytes;
     out->services = self->n_services ? self->n_services - 1 : 0;
-    out->spilled_spans = self->spilled_spans;
+    out->spilled_spans = self->spilled_spans - self->packed_spans;
+    out->packed_spans = self->packed_spans;
+    out->packed_bytes = self->packed_bytes;
     out->spill_bytes = self->spill_disk;
 }
 

@@ -5,7 +5,7 @@
 
 void corr_update_gauges(correlation *self)
 {
-    if (self->spill_dir)
+    if (self->spill_dir || self->pack)
         corr_late_room_for(self, self->spilled_spans);
     *self->g_held_spans = (int64_t)self->held_spans;
     *self->g_pending_samples = (int64_t)self->pending_samples;
@@ -306,6 +306,7 @@ static void release_span_batch(correlation *self, uint32_t hi, int reason)
 {
     held_batch *h = &self->held[hi];
     bool spilled = h->spilled;
+    bool packed = h->packed != NULL;
     if (spilled) {
         h->batch = corr_spill_load(self, hi);
         if (!h->batch) {
@@ -359,7 +360,10 @@ static void release_span_batch(correlation *self, uint32_t hi, int reason)
                         e->stats = 0;
                     }
                     self->indexed_spans--;
-                    if (reason != RELEASE_FLUSH)
+                    /* A packed span's summary (left when it was packed) stays
+                     * its summary: one per span in the late store. */
+                    if (reason != RELEASE_FLUSH &&
+                        !(packed && corr_late_find(self, key, corr_span_trace(sp), false, 0, 0)))
                         corr_late_add(self, e, now);
                     if (reason != RELEASE_FLUSH && self->markers < (size_t)self->cfg.max_spans) {
                         /* Remember it for a sample window, to count late samples. */
@@ -503,7 +507,7 @@ void corr_enforce_bounds(correlation *self)
         /* With storage the oldest span batch in memory spills instead
          * (spilled ones keep their place in the FIFO, and their hold). */
         uint32_t a = self->head[SIDE_SPANS], b = self->head[SIDE_SAMPLES];
-        while (a && self->held[a].spilled)
+        while (a && self->held[a].spilled && !self->held[a].packed)
             a = self->held[a].next_held;
         if (a && corr_spill(self, a))
             continue;
