@@ -372,6 +372,8 @@ void corr_link_waiting_batch(correlation *self, pl_batch *b)
  * of adopted placeholders up, and links the samples waiting for them. */
 static void index_span_batch(correlation *self, uint32_t hi)
 {
+    if (self->held[hi].packed && !corr_unpack(self, hi))
+        return; /* lost (logged), its record gone */
     held_batch *h = &self->held[hi];
     pl_traces *t = &h->batch->data.traces;
     self->n_adopted = 0;
@@ -508,6 +510,8 @@ static pl_status consume_traces(correlation *self, pl_batch *batch, pl_consumer 
             corr_release(self, hi, RELEASE_COVERED);
         else if (self->held[hi].batch == batch)
             corr_pack(self, hi);
+    } else {
+        corr_pack_unindexed(self, hi);
     }
     corr_enforce_bounds(self);
     corr_update_gauges(self);
@@ -706,9 +710,11 @@ static pl_status consume_profiles(correlation *self, pl_batch *batch, pl_consume
     self->last_profiles_ns = now_ns(self);
     if (self->unindexed_batches) {
         /* Profiles are back: index the spans held meanwhile, oldest first. */
-        for (uint32_t i = self->head[SIDE_SPANS]; i; i = self->held[i].next_held)
+        for (uint32_t i = self->head[SIDE_SPANS], nx; i; i = nx) {
+            nx = self->held[i].next_held; /* i may go (a packed batch lost) */
             if (!self->held[i].indexed)
                 index_span_batch(self, i);
+        }
         corr_flush_release_queue(self);
         corr_pack_indexed(self);
     }
@@ -1162,7 +1168,7 @@ static void correlation_destroy(void *p)
     for (int side = 0; side < 2; side++) {
         while (self->head[side]) {
             uint32_t hi = self->head[side];
-            if (self->held[hi].spilled) {
+            if (self->held[hi].spilled || self->held[hi].packed) {
                 if (self->held[hi].packed)
                     dropped += self->held[hi].items;
                 corr_spill_drop(self, hi); /* its file is replayed at the next start */
@@ -1199,7 +1205,7 @@ void pl_correlation_get_usage(void *p, pl_correlation_usage *out)
     out->late_bytes = corr_late_bytes(self);
     out->name_bytes = self->name_bytes + self->fn_bytes;
     out->services = self->n_services ? self->n_services - 1 : 0;
-    out->spilled_spans = self->spilled_spans - self->packed_spans;
+    out->spilled_spans = self->spilled_spans - self->packed_entries;
     out->packed_spans = self->packed_spans;
     out->packed_bytes = self->packed_bytes;
     out->spill_bytes = self->spill_disk;

@@ -342,7 +342,8 @@ typedef struct correlation {
     /* hold_compression: indexed held span batches are spilled in memory,
      * compressed, instead of kept decoded (correlation_spill.c). */
     bool pack;
-    size_t packed_spans, packed_bytes;
+    size_t packed_spans, packed_bytes; /* spans and bytes of packed batches */
+    size_t packed_entries;             /* of spilled_spans, those packed */
     void *zcctx, *zdctx; /* ZSTD_CCtx / ZSTD_DCtx, reused */
     char **leftovers; /* spill files found at start, replayed at the first traces batch */
     uint32_t n_leftovers;
@@ -486,6 +487,7 @@ bool corr_service_covers(correlation *self, uint16_t svc, uint64_t end, uint64_t
 int corr_late_init(correlation *self);
 void corr_late_free(correlation *self);
 void corr_late_room_for(correlation *self, size_t spilled);
+void corr_late_retire(correlation *self, uint64_t key, const uint8_t *trace);
 size_t corr_late_count(const correlation *self);
 size_t corr_late_bytes(const correlation *self);
 void corr_late_expire(correlation *self, uint64_t now);
@@ -536,6 +538,8 @@ int corr_spill_init(correlation *self, pl_err *err);
 void corr_spill_free(correlation *self);
 bool corr_spill(correlation *self, uint32_t hi);
 bool corr_pack(correlation *self, uint32_t hi);
+bool corr_pack_unindexed(correlation *self, uint32_t hi);
+bool corr_unpack(correlation *self, uint32_t hi);
 void corr_pack_indexed(correlation *self);
 pl_batch *corr_spill_load(correlation *self, uint32_t hi);
 void corr_spill_remove(correlation *self, uint64_t seq, size_t bytes);

@@ -305,6 +305,9 @@ static void rehold(correlation *self, uint32_t hi, pl_batch *b)
 static void release_span_batch(correlation *self, uint32_t hi, int reason)
 {
     held_batch *h = &self->held[hi];
+    if (!h->spilled && h->packed && !corr_unpack(self, hi))
+        return; /* lost (logged), its record gone */
+    h = &self->held[hi];
     bool spilled = h->spilled;
     bool packed = h->packed != NULL;
     if (spilled) {
@@ -360,10 +363,11 @@ static void release_span_batch(correlation *self, uint32_t hi, int reason)
                         e->stats = 0;
                     }
                     self->indexed_spans--;
-                    /* A packed span's summary (left when it was packed) stays
-                     * its summary: one per span in the late store. */
-                    if (reason != RELEASE_FLUSH &&
-                        !(packed && corr_late_find(self, key, corr_span_trace(sp), false, 0, 0)))
+                    /* A packed span leaves a fresh summary for the one it
+                     * left when packed: one per span, aged from now. */
+                    if (packed)
+                        corr_late_retire(self, key, corr_span_trace(sp));
+                    if (reason != RELEASE_FLUSH)
                         corr_late_add(self, e, now);
                     if (reason != RELEASE_FLUSH && self->markers < (size_t)self->cfg.max_spans) {
                         /* Remember it for a sample window, to count late samples. */

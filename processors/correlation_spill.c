@@ -432,8 +432,70 @@ bool corr_pack(correlation *self, uint32_t hi)
     h->packed_len = len;
     h->bytes = len + (size_t)h->items * sizeof(uint64_t);
     self->held_bytes += h->bytes;
-    self->packed_spans += h->n_spilled;
+    self->packed_spans += h->items;
+    self->packed_entries += h->n_spilled;
     self->packed_bytes += len;
+    return true;
+}
+
+/* hold_compression: packs held span batch hi that is not indexed (no
+ * profiles lately): its bytes only, nothing refers into it. It is unpacked
+ * when it is indexed or leaves (corr_unpack). */
+bool corr_pack_unindexed(correlation *self, uint32_t hi)
+{
+    held_batch *h = &self->held[hi];
+    if (!self->pack || h->side != SIDE_SPANS || h->indexed || h->packed || !h->batch)
+        return false;
+    size_t len = 0;
+    uint8_t *p = pack_batch(self, h->batch, &len);
+    if (!p)
+        return false;
+    h->wal = h->batch->wal;
+    h->batch->wal = NULL;
+    pl_batch_free(h->batch);
+    h->batch = NULL;
+    h->packed = p;
+    h->packed_len = len;
+    self->held_bytes -= h->bytes;
+    h->bytes = len;
+    self->held_bytes += len;
+    self->packed_spans += h->items;
+    self->packed_bytes += len;
+    return true;
+}
+
+/* Unpacks held span batch hi packed by corr_pack_unindexed. False when it
+ * cannot be decoded (logged and counted; the caller drops its spans). */
+bool corr_unpack(correlation *self, uint32_t hi)
+{
+    held_batch *h = &self->held[hi];
+    const char *why = NULL;
+    self->packed_spans -= h->items;
+    self->packed_bytes -= h->packed_len;
+    pl_batch *b = unpack_batch(self, h->packed, h->packed_len, &why);
+    h->packed = NULL;
+    h->packed_len = 0;
+    if (!b) {
+        /* Its spans are lost: the record goes (the write-ahead entries stay
+         * for a replay). */
+        pl_error(COMPONENT, "%s: cannot unpack a held span batch: %s", self->id, why);
+        (*self->c_spill_failures)++;
+        corr_spill_drop(self, hi);
+        pl_stats_add(self->stats, PL_SIGNAL_TRACES, PL_STAT_DROPPED, h->items);
+        *self->c_unlinked_spans += h->items;
+        self->held_spans -= h->items;
+        self->held_bytes -= h->bytes;
+        self->unindexed_batches--;
+        corr_held_unlink_and_free(self, hi);
+        corr_update_gauges(self);
+        return false;
+    }
+    b->wal = h->wal;
+    h->wal = NULL;
+    h->batch = b;
+    self->held_bytes -= h->bytes;
+    h->bytes = pl_batch_memory(b);
+    self->held_bytes += h->bytes;
     return true;
 }
 
@@ -487,7 +549,8 @@ bool corr_spill(correlation *self, uint32_t hi)
     free(path);
     process_seq = seq;
     if (h->packed) {
-        self->packed_spans -= h->n_spilled;
+        self->packed_spans -= h->items;
+        self->packed_entries -= h->n_spilled;
         self->packed_bytes -= h->packed_len;
         self->held_bytes -= h->bytes;
         h->bytes = 0;
@@ -513,7 +576,8 @@ pl_batch *corr_spill_load(correlation *self, uint32_t hi)
     pl_batch *b;
     if (h->packed) {
         const char *why = NULL;
-        self->packed_spans -= h->n_spilled;
+        self->packed_spans -= h->items;
+        self->packed_entries -= h->n_spilled;
         self->packed_bytes -= h->packed_len;
         b = unpack_batch(self, h->packed, h->packed_len, &why);
         h->packed = NULL;
@@ -563,7 +627,8 @@ void corr_spill_drop(correlation *self, uint32_t hi)
         h->wal = NULL;
     }
     if (h->packed) {
-        self->packed_spans -= h->n_spilled;
+        self->packed_spans -= h->items;
+        self->packed_entries -= h->n_spilled;
         self->packed_bytes -= h->packed_len;
         free(h->packed);
         h->packed = NULL;
