@@ -102,9 +102,14 @@ void corr_late_room_for(correlation *self, size_t spilled)
     struct late_store *ls = self->late;
     if (!ls)
         return;
-    size_t each = ls->count ? ls->bytes / ls->count : 160;
+    /* Retired summaries (corr_late_retire) keep their bytes until their
+     * generation goes: room for them too, or they would push live ones out. */
+    size_t dead = 0;
+    for (int i = 0; i < LATE_GENS; i++)
+        dead += ls->gens[i].n_dead;
+    size_t each = ls->count + dead ? ls->bytes / (ls->count + dead) : 160;
     ls->max_count = (size_t)self->cfg.late_max_spans + 2 * spilled;
-    ls->max_bytes = (size_t)self->cfg.late_max_bytes + 2 * spilled * each;
+    ls->max_bytes = (size_t)self->cfg.late_max_bytes + (2 * spilled + dead) * each;
 }
 
 void corr_late_free(correlation *self)
@@ -153,7 +158,8 @@ static late_gen *gen_for_add(correlation *self, uint64_t now)
     struct late_store *ls = self->late;
     late_gen *g = &ls->gens[ls->cur];
     uint64_t span = ls->window / LATE_GENS;
-    bool full = g->n >= ls->max_count / LATE_GENS + 1 || g->n >= IDS_MAX_SPANS ||
+    /* Retired summaries take no share of the count (their bytes still do). */
+    bool full = g->n - g->n_dead >= ls->max_count / LATE_GENS + 1 || g->n >= IDS_MAX_SPANS ||
                 gen_bytes(g) >= ls->max_bytes / LATE_GENS + 4096;
     if (g->n && (now >= sat_add(g->opened_ns, span) || full)) {
         ls->cur = (ls->cur + 1) % LATE_GENS;

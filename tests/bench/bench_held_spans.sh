@@ -16,9 +16,10 @@
 # PROFILES=0 (default) sends none: the spans are held without an index.
 # HOLD_COMPRESSION (zstd | none; default: the processor's) is the setting.
 #
-# Prints held spans, the held_bytes gauge (from /metrics) per held span, and
-# the process's RSS (VmRSS) per held span: total, and growth over the idle
-# process before the load.
+# Prints held spans, the held_bytes gauge (from /metrics) per held span, the
+# process's RSS (VmRSS) per held span (total, and growth over the idle
+# process before the load), and its CPU time per span from start to the end
+# of the shutdown, which flushes the held spans.
 set -euo pipefail
 BUILD=${1:-build}
 SPANS=${2:-750000}
@@ -62,9 +63,10 @@ service:
     traces: { receivers: [otlp], processors: [correlation], exporters: [nop] }
     profiles: { receivers: [pyroscope], processors: [correlation], exporters: [nop] }
 YAML
-"$BIN" --config "$TMP/c.yaml" > "$TMP/log" 2>&1 &
-PID=$!
+/usr/bin/time -o "$TMP/cpu" -f "%U %S" "$BIN" --config "$TMP/c.yaml" > "$TMP/log" 2>&1 &
+TPID=$!
 wait_port "$PORT" && wait_port "$MPORT" || { cat "$TMP/log"; exit 1; }
+PID=$(pgrep -P $TPID)
 if [ "$PROFILES" = 1 ]; then
     now=$(date +%s)
     curl -sf -X POST --data-binary $'main;work 10\nmain;idle 5\n' \
@@ -79,6 +81,13 @@ sleep 2
 HELD=$(metric held_spans)
 HB=$(metric held_bytes)
 RSS=$(rss_kib $PID)
+# Shutdown flushes every held span (unpacked, enriched, handed on): the
+# process's whole CPU time covers receiving, holding and releasing them.
+kill -TERM $PID
+wait $TPID || true
+PID=
+CPU=$(awk '{print $1 + $2}' "$TMP/cpu")
+awk -v c="$CPU" -v n="$SPANS" 'BEGIN {printf "process CPU (start, load, shutdown flush) %.2f s: %.2f us per span\n", c, c * 1e6 / n}'
 awk -v h="$HELD" -v hb="$HB" -v r="$RSS" -v r0="$RSS0" -v hc="${HC:-default}" -v p="$PROFILES" 'BEGIN {
     if (h <= 0) { print "no spans held"; exit 1 }
     printf "hold_compression %s, profiles %s: held spans %d\n", hc, p, h
