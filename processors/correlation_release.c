@@ -768,8 +768,8 @@ void pl_correlation_tick(void *p)
         i = next;
     }
     /* Samples wait one window, in arrival order, except those waiting for
-     * a span on disk (correlation_spill.c): then look at each. */
-    if (!self->spill_dir) {
+     * a span on disk or packed (correlation_spill.c): then look at each. */
+    if (!self->spill_dir && !self->pack) {
         while (self->head[SIDE_SAMPLES] && self->held[self->head[SIDE_SAMPLES]].deadline <= now)
             corr_release(self, self->head[SIDE_SAMPLES], RELEASE_WINDOW);
     } else {
