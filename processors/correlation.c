@@ -142,6 +142,11 @@ static int correlation_validate(void *p, pl_cfg_ctx *ctx)
         pl_cfg_errorf(ctx, "storage", "%s is not a directory", c->storage);
         errors++;
     }
+    if (c->hold_compression && strcmp(c->hold_compression, "zstd") != 0 &&
+        strcmp(c->hold_compression, "none") != 0) {
+        pl_cfg_errorf(ctx, "hold_compression", "hold_compression must be zstd or none");
+        errors++;
+    }
     if (c->storage && c->max_spill_bytes == 0) {
         pl_cfg_errorf(ctx, "max_spill_bytes", "max_spill_bytes must be positive");
         errors++;
@@ -287,6 +292,8 @@ void corr_link_waiting_batch(correlation *self, pl_batch *b)
  * of adopted placeholders up, and links the samples waiting for them. */
 static void index_span_batch(correlation *self, uint32_t hi)
 {
+    if (self->held[hi].packed && !corr_unpack(self, hi))
+        return; /* lost (logged), its record gone */
     held_batch *h = &self->held[hi];
     pl_traces *t = &h->batch->data.traces;
     self->n_adopted = 0;
@@ -421,6 +428,10 @@ static pl_status consume_traces(correlation *self, pl_batch *batch, pl_consumer 
         if (self->cfg.early_release && self->held[hi].batch == batch &&
             corr_batch_covered(self, &self->held[hi]))
             corr_release(self, hi, RELEASE_COVERED);
+        else if (self->held[hi].batch == batch)
+            corr_pack(self, hi);
+    } else {
+        corr_pack_unindexed(self, hi);
     }
     corr_enforce_bounds(self);
     corr_update_gauges(self);
@@ -619,10 +630,13 @@ static pl_status consume_profiles(correlation *self, pl_batch *batch, pl_consume
     self->last_profiles_ns = now_ns(self);
     if (self->unindexed_batches) {
         /* Profiles are back: index the spans held meanwhile, oldest first. */
-        for (uint32_t i = self->head[SIDE_SPANS]; i; i = self->held[i].next_held)
+        for (uint32_t i = self->head[SIDE_SPANS], nx; i; i = nx) {
+            nx = self->held[i].next_held; /* i may go (a packed batch lost) */
             if (!self->held[i].indexed)
                 index_span_batch(self, i);
+        }
         corr_flush_release_queue(self);
+        corr_pack_indexed(self);
     }
     corr_cache_clear(self);
 
@@ -915,6 +929,8 @@ static pl_status correlation_create(const pl_create_settings *settings, const vo
     self->cfg.cpu_time_total_attribute = self->cfg.wall_time_attribute = NULL;
     self->cfg.top_functions_attribute = NULL;
     self->cfg.storage = NULL;
+    self->pack = !cfg->hold_compression || strcmp(cfg->hold_compression, "none") != 0;
+    self->cfg.hold_compression = NULL;
     if (cfg->storage && cfg->storage[0] && !(self->spill_dir = strdup(cfg->storage))) {
         correlation_free(self);
         return pl_errf(err, PL_ERR_NOMEM, "correlation: out of memory");
@@ -1072,7 +1088,9 @@ static void correlation_destroy(void *p)
     for (int side = 0; side < 2; side++) {
         while (self->head[side]) {
             uint32_t hi = self->head[side];
-            if (self->held[hi].spilled) {
+            if (self->held[hi].spilled || self->held[hi].packed) {
+                if (self->held[hi].packed)
+                    dropped += self->held[hi].items;
                 corr_spill_drop(self, hi); /* its file is replayed at the next start */
             } else {
                 dropped += self->held[hi].items;
@@ -1107,7 +1125,9 @@ void pl_correlation_get_usage(void *p, pl_correlation_usage *out)
     out->late_bytes = corr_late_bytes(self);
     out->name_bytes = self->name_bytes + self->fn_bytes;
     out->services = self->n_services ? self->n_services - 1 : 0;
-    out->spilled_spans = self->spilled_spans;
+    out->spilled_spans = self->spilled_spans - self->packed_entries;
+    out->packed_spans = self->packed_spans;
+    out->packed_bytes = self->packed_bytes;
     out->spill_bytes = self->spill_disk;
 }
 
