@@ -70,7 +70,6 @@ static int otlphttp_validate(void *cfg_, pl_cfg_ctx *ctx)
     return errors;
 }
 
-
 #include "exporters/otlphttp.config.inc"
 
 static bool is_json_response(const pl_http_client_result *res)
