@@ -93,8 +93,6 @@
 
 /* ---- config ----------------------------------------------------------------------------- */
 
-#define CFG_OFF(f) offsetof(pl_correlation_config, f)
-
 static int correlation_validate(void *p, pl_cfg_ctx *ctx)
 {
     pl_correlation_config *c = p;
@@ -144,6 +142,11 @@ static int correlation_validate(void *p, pl_cfg_ctx *ctx)
         pl_cfg_errorf(ctx, "storage", "%s is not a directory", c->storage);
         errors++;
     }
+    if (c->hold_compression && strcmp(c->hold_compression, "zstd") != 0 &&
+        strcmp(c->hold_compression, "none") != 0) {
+        pl_cfg_errorf(ctx, "hold_compression", "hold_compression must be zstd or none");
+        errors++;
+    }
     if (c->storage && c->max_spill_bytes == 0) {
         pl_cfg_errorf(ctx, "max_spill_bytes", "max_spill_bytes must be positive");
         errors++;
@@ -156,81 +159,7 @@ static int correlation_validate(void *p, pl_cfg_ctx *ctx)
     return errors;
 }
 
-static const pl_cfg_field correlation_fields[] = {
-    {"window", PL_CFG_DURATION, "30s", CFG_OFF(window),
-     "how long each side waits for its partner before flowing on", NULL},
-    {"span_window", PL_CFG_DURATION, "0s", CFG_OFF(span_window),
-     "how long spans wait for samples (0: window)", NULL},
-    {"sample_window", PL_CFG_DURATION, "0s", CFG_OFF(sample_window),
-     "how long samples wait for their span (0: window)", NULL},
-    {"max_clock_skew", PL_CFG_DURATION, "1s", CFG_OFF(max_clock_skew),
-     "slack added to both ends of a span when matching sample times", NULL},
-    {"max_spans", PL_CFG_INT, "1000000", CFG_OFF(max_spans),
-     "spans held at once; the oldest batches leave early beyond it", NULL},
-    {"max_pending_samples", PL_CFG_INT, "1000000", CFG_OFF(max_pending_samples),
-     "samples waiting for their span at once; the oldest batches leave early beyond it", NULL},
-    {"max_bytes", PL_CFG_SIZE, "256MiB", CFG_OFF(max_bytes),
-     "memory of held batches plus the index; the oldest batches leave early beyond it", NULL},
-    {"span_attributes", PL_CFG_STRLIST, NULL, CFG_OFF(span_attributes),
-     "span attributes copied onto linked samples (searched on the span, then its ancestors)", NULL},
-    {"top_functions", PL_CFG_INT, "5", CFG_OFF(top_functions),
-     "how many hottest self functions the span summary lists (0: none)", NULL},
-    {"early_release", PL_CFG_BOOL, "true", CFG_OFF(early_release),
-     "corr_release spans before the window closes once profiles of their service cover their end",
-     NULL},
-    {"max_window", PL_CFG_DURATION, "3m", CFG_OFF(max_window),
-     "longest a span waits for a profile upload of its service covering it (the hold follows "
-     "each service's learned upload cadence; 0: spans wait span_window)",
-     NULL},
-    {"warmup", PL_CFG_DURATION, "3m", CFG_OFF(warmup),
-     "a service whose spans came this long without any span-linked profile is not held any more",
-     NULL},
-    {"late_window", PL_CFG_DURATION, "10m", CFG_OFF(late_window),
-     "how long a summary of a departed span is kept to enrich samples that come after it (0: "
-     "none)",
-     NULL},
-    {"late_max_spans", PL_CFG_INT, "1000000", CFG_OFF(late_max_spans),
-     "departed-span summaries kept at once; the oldest go first", NULL},
-    {"late_max_bytes", PL_CFG_SIZE, "128MiB", CFG_OFF(late_max_bytes),
-     "memory of the departed-span summaries; the oldest go first", NULL},
-    {"storage", PL_CFG_STRING, NULL, CFG_OFF(storage),
-     "directory held span batches spill to when max_bytes is reached, instead of leaving "
-     "unenriched (created 0700; files 0600; none: they leave early)",
-     NULL},
-    {"max_spill_bytes", PL_CFG_SIZE, "1GiB", CFG_OFF(max_spill_bytes),
-     "disk the spill files may take; beyond it held batches leave early", NULL},
-    {"trace_id_attribute", PL_CFG_STRING, "trace_id", CFG_OFF(trace_id_attribute),
-     "sample attribute receiving the span's trace id (32 hex)", NULL},
-    {"span_id_attribute", PL_CFG_STRING, "span_id", CFG_OFF(span_id_attribute),
-     "sample attribute receiving the span id (16 hex)", NULL},
-    {"span_name_attribute", PL_CFG_STRING, "span_name", CFG_OFF(span_name_attribute),
-     "sample attribute receiving the span's own name", NULL},
-    {"root_span_name_attribute", PL_CFG_STRING, "root_span_name", CFG_OFF(root_span_name_attribute),
-     "sample attribute receiving the local root span's name", NULL},
-    {"service_name_attribute", PL_CFG_STRING, "service.name", CFG_OFF(service_name_attribute),
-     "sample attribute receiving the span's service.name", NULL},
-    {"profile_id_attribute", PL_CFG_STRING, "pyroscope.profile.id", CFG_OFF(profile_id_attribute),
-     "span attribute set to the span id (hex) on spans that had samples (Grafana's link)", NULL},
-    {"profile_samples_attribute", PL_CFG_STRING, "profile.samples",
-     CFG_OFF(profile_samples_attribute), "span attribute: samples linked to the span itself", NULL},
-    {"cpu_time_attribute", PL_CFG_STRING, "profile.cpu_time_ns", CFG_OFF(cpu_time_attribute),
-     "span attribute: CPU time of the span's own samples, ns", NULL},
-    {"cpu_time_total_attribute", PL_CFG_STRING, "profile.cpu_time_total_ns",
-     CFG_OFF(cpu_time_total_attribute),
-     "span attribute: CPU time of the span and its known descendants, ns", NULL},
-    {"wall_time_attribute", PL_CFG_STRING, "profile.wall_time_ns", CFG_OFF(wall_time_attribute),
-     "span attribute: wall time of the span's own samples, ns (only with wall profiles)", NULL},
-    {"top_functions_attribute", PL_CFG_STRING, "profile.top_functions",
-     CFG_OFF(top_functions_attribute),
-     "span attribute: array of \"function (share%)\" for the hottest self functions", NULL},
-    {NULL, 0, NULL, 0, NULL, NULL},
-};
-
-const pl_cfg_section pl_correlation_config_section = {
-    sizeof(pl_correlation_config),
-    correlation_fields,
-    correlation_validate,
-};
+#include "processors/correlation.config.inc"
 
 void pl_correlation_config_defaults(pl_correlation_config *cfg)
 {
@@ -363,6 +292,8 @@ void corr_link_waiting_batch(correlation *self, pl_batch *b)
  * of adopted placeholders up, and links the samples waiting for them. */
 static void index_span_batch(correlation *self, uint32_t hi)
 {
+    if (self->held[hi].packed && !corr_unpack(self, hi))
+        return; /* lost (logged), its record gone */
     held_batch *h = &self->held[hi];
     pl_traces *t = &h->batch->data.traces;
     self->n_adopted = 0;
@@ -497,6 +428,10 @@ static pl_status consume_traces(correlation *self, pl_batch *batch, pl_consumer 
         if (self->cfg.early_release && self->held[hi].batch == batch &&
             corr_batch_covered(self, &self->held[hi]))
             corr_release(self, hi, RELEASE_COVERED);
+        else if (self->held[hi].batch == batch)
+            corr_pack(self, hi);
+    } else {
+        corr_pack_unindexed(self, hi);
     }
     corr_enforce_bounds(self);
     corr_update_gauges(self);
@@ -695,10 +630,13 @@ static pl_status consume_profiles(correlation *self, pl_batch *batch, pl_consume
     self->last_profiles_ns = now_ns(self);
     if (self->unindexed_batches) {
         /* Profiles are back: index the spans held meanwhile, oldest first. */
-        for (uint32_t i = self->head[SIDE_SPANS]; i; i = self->held[i].next_held)
+        for (uint32_t i = self->head[SIDE_SPANS], nx; i; i = nx) {
+            nx = self->held[i].next_held; /* i may go (a packed batch lost) */
             if (!self->held[i].indexed)
                 index_span_batch(self, i);
+        }
         corr_flush_release_queue(self);
+        corr_pack_indexed(self);
     }
     corr_cache_clear(self);
 
@@ -991,6 +929,8 @@ static pl_status correlation_create(const pl_create_settings *settings, const vo
     self->cfg.cpu_time_total_attribute = self->cfg.wall_time_attribute = NULL;
     self->cfg.top_functions_attribute = NULL;
     self->cfg.storage = NULL;
+    self->pack = !cfg->hold_compression || strcmp(cfg->hold_compression, "none") != 0;
+    self->cfg.hold_compression = NULL;
     if (cfg->storage && cfg->storage[0] && !(self->spill_dir = strdup(cfg->storage))) {
         correlation_free(self);
         return pl_errf(err, PL_ERR_NOMEM, "correlation: out of memory");
@@ -1148,7 +1088,9 @@ static void correlation_destroy(void *p)
     for (int side = 0; side < 2; side++) {
         while (self->head[side]) {
             uint32_t hi = self->head[side];
-            if (self->held[hi].spilled) {
+            if (self->held[hi].spilled || self->held[hi].packed) {
+                if (self->held[hi].packed)
+                    dropped += self->held[hi].items;
                 corr_spill_drop(self, hi); /* its file is replayed at the next start */
             } else {
                 dropped += self->held[hi].items;
@@ -1183,7 +1125,9 @@ void pl_correlation_get_usage(void *p, pl_correlation_usage *out)
     out->late_bytes = corr_late_bytes(self);
     out->name_bytes = self->name_bytes + self->fn_bytes;
     out->services = self->n_services ? self->n_services - 1 : 0;
-    out->spilled_spans = self->spilled_spans;
+    out->spilled_spans = self->spilled_spans - self->packed_entries;
+    out->packed_spans = self->packed_spans;
+    out->packed_bytes = self->packed_bytes;
     out->spill_bytes = self->spill_disk;
 }
 

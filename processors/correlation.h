@@ -38,6 +38,8 @@ typedef struct pl_correlation_config {
     char *storage;               /* directory held span batches spill to beyond max_bytes
                                     (NULL: they leave early) */
     uint64_t max_spill_bytes;    /* disk the spill files may take; beyond, early release */
+    char *hold_compression;      /* "zstd": held span batches kept encoded and compressed in
+                                    memory (needs late_window); "none": decoded. NULL: zstd */
     /* Attribute names (NULL = the default shown in the config table). */
     char *trace_id_attribute;        /* on samples: trace_id */
     char *span_id_attribute;         /* on samples: span_id */
@@ -91,6 +93,8 @@ typedef struct pl_correlation_usage {
     size_t services;         /* distinct service names known */
     size_t spilled_spans;    /* held spans whose batch is on disk */
     size_t spill_bytes;      /* bytes of the spill files */
+    size_t packed_spans;     /* held spans whose batch is kept compressed in memory */
+    size_t packed_bytes;     /* the compressed bytes of those batches */
 } pl_correlation_usage;
 void pl_correlation_get_usage(void *self, pl_correlation_usage *out);
 

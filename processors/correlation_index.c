@@ -395,6 +395,7 @@ void corr_held_unlink_and_free(correlation *self, uint32_t i)
     free(h->covers);
     free(h->refs);
     free(h->parents);
+    free(h->packed); /* normally read back (corr_spill_load) before */
     memset(h, 0, sizeof(*h));
     h->next_free = self->free_held;
     self->free_held = i;

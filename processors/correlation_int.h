@@ -133,7 +133,12 @@ typedef struct held_batch {
     pending_ref *refs; /* samples: every sample that waited */
     uint32_t n_refs;
     uint32_t next_free;
-    bool spilled;            /* spans: batch is NULL, its spans are in spill file spill_seq */
+    bool spilled;            /* spans: batch is NULL, its spans are in spill file spill_seq,
+                                or packed (below) */
+    uint8_t *packed;         /* spilled in memory (hold_compression): the batch encoded and
+                                compressed; NULL: on disk */
+    size_t packed_len;
+    uint32_t n_spilled;      /* spilled: its entries in state ENTRY_SPILLED */
     uint64_t spill_seq;      /* file <storage>/<id>-<token>-<seq>.spill */
     size_t spill_bytes;      /* its size on disk */
     struct pl_wal_tags *wal; /* the spilled batch's write-ahead entries, until read back */
@@ -334,6 +339,12 @@ typedef struct correlation {
     char *spill_prefix; /* the processor id, made file-name safe */
     size_t spill_disk;  /* bytes of the spill files of held batches */
     size_t spilled_spans;
+    /* hold_compression: indexed held span batches are spilled in memory,
+     * compressed, instead of kept decoded (correlation_spill.c). */
+    bool pack;
+    size_t packed_spans, packed_bytes; /* spans and bytes of packed batches */
+    size_t packed_entries;             /* of spilled_spans, those packed */
+    void *zcctx, *zdctx; /* ZSTD_CCtx / ZSTD_DCtx, reused */
     char **leftovers; /* spill files found at start, replayed at the first traces batch */
     uint32_t n_leftovers;
     uint64_t *c_spilled_batches, *c_spilled_bytes, *c_spill_failures;
@@ -476,6 +487,7 @@ bool corr_service_covers(correlation *self, uint16_t svc, uint64_t end, uint64_t
 int corr_late_init(correlation *self);
 void corr_late_free(correlation *self);
 void corr_late_room_for(correlation *self, size_t spilled);
+void corr_late_retire(correlation *self, uint64_t key, const uint8_t *trace);
 size_t corr_late_count(const correlation *self);
 size_t corr_late_bytes(const correlation *self);
 void corr_late_expire(correlation *self, uint64_t now);
@@ -526,6 +538,10 @@ void corr_stats_release(correlation *self, uint32_t i);
 int corr_spill_init(correlation *self, pl_err *err);
 void corr_spill_free(correlation *self);
 bool corr_spill(correlation *self, uint32_t hi);
+bool corr_pack(correlation *self, uint32_t hi);
+bool corr_pack_unindexed(correlation *self, uint32_t hi);
+bool corr_unpack(correlation *self, uint32_t hi);
+void corr_pack_indexed(correlation *self);
 pl_batch *corr_spill_load(correlation *self, uint32_t hi);
 void corr_spill_remove(correlation *self, uint64_t seq, size_t bytes);
 void corr_spill_drop(correlation *self, uint32_t hi);

@@ -37,6 +37,7 @@ typedef struct late_str {
 typedef struct late_gen {
     late_span *spans;
     uint32_t n, cap;
+    uint32_t n_dead; /* retired summaries (key 0): found no more, freed with the generation */
     uint32_t *ids;           /* span id -> (spans index + 1) << 8 | 8 bits of its hash; 0 empty */
     uint32_t ids_cap, n_ids; /* power of two, at most 3/4 full */
     late_str *strs;
@@ -66,7 +67,7 @@ static size_t gen_bytes(const late_gen *g)
 
 static void gen_clear(struct late_store *ls, late_gen *g)
 {
-    ls->count -= g->n;
+    ls->count -= g->n - g->n_dead;
     ls->bytes -= gen_bytes(g);
     free(g->spans);
     free(g->ids);
@@ -101,9 +102,14 @@ void corr_late_room_for(correlation *self, size_t spilled)
     struct late_store *ls = self->late;
     if (!ls)
         return;
-    size_t each = ls->count ? ls->bytes / ls->count : 160;
+    /* Retired summaries (corr_late_retire) keep their bytes until their
+     * generation goes: room for them too, or they would push live ones out. */
+    size_t dead = 0;
+    for (int i = 0; i < LATE_GENS; i++)
+        dead += ls->gens[i].n_dead;
+    size_t each = ls->count + dead ? ls->bytes / (ls->count + dead) : 160;
     ls->max_count = (size_t)self->cfg.late_max_spans + 2 * spilled;
-    ls->max_bytes = (size_t)self->cfg.late_max_bytes + 2 * spilled * each;
+    ls->max_bytes = (size_t)self->cfg.late_max_bytes + (2 * spilled + dead) * each;
 }
 
 void corr_late_free(correlation *self)
@@ -152,7 +158,8 @@ static late_gen *gen_for_add(correlation *self, uint64_t now)
     struct late_store *ls = self->late;
     late_gen *g = &ls->gens[ls->cur];
     uint64_t span = ls->window / LATE_GENS;
-    bool full = g->n >= ls->max_count / LATE_GENS + 1 || g->n >= IDS_MAX_SPANS ||
+    /* Retired summaries take no share of the count (their bytes still do). */
+    bool full = g->n - g->n_dead >= ls->max_count / LATE_GENS + 1 || g->n >= IDS_MAX_SPANS ||
                 gen_bytes(g) >= ls->max_bytes / LATE_GENS + 4096;
     if (g->n && (now >= sat_add(g->opened_ns, span) || full)) {
         ls->cur = (ls->cur + 1) % LATE_GENS;
@@ -372,6 +379,31 @@ const late_span *corr_late_find(correlation *self, uint64_t key, const uint8_t *
             return &g->spans[v - 1];
     }
     return NULL;
+}
+
+/* Retires the summary left when a span's batch was packed
+ * (hold_compression), as the span leaves with a fresh one: one summary per
+ * span, aged from its departure. Its key becomes 0 (no span id is 0), so it
+ * matches nothing; its memory goes with its generation. */
+void corr_late_retire(correlation *self, uint64_t key, const uint8_t *trace)
+{
+    struct late_store *ls = self->late;
+    if (!ls || !ls->count)
+        return;
+    uint32_t h = (uint32_t)id_hash(key);
+    for (uint32_t k = 0; k < LATE_GENS; k++) {
+        late_gen *g = &ls->gens[(ls->cur + LATE_GENS - k) % LATE_GENS];
+        if (!g->n)
+            continue;
+        id_key_ctx c = {g, key, trace, false, 0, 0, self->skew, 0, false};
+        uint32_t v = ids_get(g, h, &c);
+        if (v) {
+            g->spans[v - 1].key = 0;
+            g->n_dead++;
+            ls->count--;
+            return;
+        }
+    }
 }
 
 static bool scalar(const pl_value *v)

@@ -5,7 +5,7 @@
 
 void corr_update_gauges(correlation *self)
 {
-    if (self->spill_dir)
+    if (self->spill_dir || self->pack)
         corr_late_room_for(self, self->spilled_spans);
     *self->g_held_spans = (int64_t)self->held_spans;
     *self->g_pending_samples = (int64_t)self->pending_samples;
@@ -305,7 +305,11 @@ static void rehold(correlation *self, uint32_t hi, pl_batch *b)
 static void release_span_batch(correlation *self, uint32_t hi, int reason)
 {
     held_batch *h = &self->held[hi];
+    if (!h->spilled && h->packed && !corr_unpack(self, hi))
+        return; /* lost (logged), its record gone */
+    h = &self->held[hi];
     bool spilled = h->spilled;
+    bool packed = h->packed != NULL;
     if (spilled) {
         h->batch = corr_spill_load(self, hi);
         if (!h->batch) {
@@ -359,6 +363,10 @@ static void release_span_batch(correlation *self, uint32_t hi, int reason)
                         e->stats = 0;
                     }
                     self->indexed_spans--;
+                    /* A packed span leaves a fresh summary for the one it
+                     * left when packed: one per span, aged from now. */
+                    if (packed)
+                        corr_late_retire(self, key, corr_span_trace(sp));
                     if (reason != RELEASE_FLUSH)
                         corr_late_add(self, e, now);
                     if (reason != RELEASE_FLUSH && self->markers < (size_t)self->cfg.max_spans) {
@@ -503,7 +511,7 @@ void corr_enforce_bounds(correlation *self)
         /* With storage the oldest span batch in memory spills instead
          * (spilled ones keep their place in the FIFO, and their hold). */
         uint32_t a = self->head[SIDE_SPANS], b = self->head[SIDE_SAMPLES];
-        while (a && self->held[a].spilled)
+        while (a && self->held[a].spilled && !self->held[a].packed)
             a = self->held[a].next_held;
         if (a && corr_spill(self, a))
             continue;
@@ -760,8 +768,8 @@ void pl_correlation_tick(void *p)
         i = next;
     }
     /* Samples wait one window, in arrival order, except those waiting for
-     * a span on disk (correlation_spill.c): then look at each. */
-    if (!self->spill_dir) {
+     * a span on disk or packed (correlation_spill.c): then look at each. */
+    if (!self->spill_dir && !self->pack) {
         while (self->head[SIDE_SAMPLES] && self->held[self->head[SIDE_SAMPLES]].deadline <= now)
             corr_release(self, self->head[SIDE_SAMPLES], RELEASE_WINDOW);
     } else {

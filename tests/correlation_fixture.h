@@ -58,10 +58,18 @@ typedef struct fixture {
     pl_consumer next_traces, next_profiles;
 } fixture;
 
+/* The defaults, with hold_compression from PL_TEST_HOLD_COMPRESSION when set:
+ * meson runs the correlation tests under both settings. */
+static void fx_defaults(pl_correlation_config *cfg)
+{
+    pl_correlation_config_defaults(cfg);
+    cfg->hold_compression = getenv("PL_TEST_HOLD_COMPRESSION");
+}
+
 static pl_correlation_config test_config(void)
 {
     pl_correlation_config cfg;
-    pl_correlation_config_defaults(&cfg);
+    fx_defaults(&cfg);
     cfg.early_release = false; /* most tests look at the window alone */
     cfg.max_window = 0;        /* fixed windows: no cadence learning */
     cfg.late_window = 0;       /* no summaries of departed spans */

@@ -13,7 +13,7 @@
 static pl_correlation_config cadence_config(void)
 {
     pl_correlation_config cfg;
-    pl_correlation_config_defaults(&cfg); /* max_window 3m, warmup 3m, late_window 10m */
+    fx_defaults(&cfg); /* max_window 3m, warmup 3m, late_window 10m */
     return cfg;
 }
 

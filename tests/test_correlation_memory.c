@@ -31,7 +31,7 @@ static pl_batch *spans_batch(int batch, span_spec *sp)
 static void test_bytes_per_held_span(void)
 {
     pl_correlation_config cfg;
-    pl_correlation_config_defaults(&cfg);
+    fx_defaults(&cfg);
     char *route[] = {"http.route"};
     cfg.span_attributes = (pl_strlist){route, 1};
     fixture f;

@@ -98,12 +98,14 @@ static pl_batch *mk_batch(int k)
     return mk_traces("api", sp, 2);
 }
 
-/* max_bytes leaving room for the index and about one and a half batches. */
-static uint64_t small_max_bytes(void)
+/* max_bytes leaving room for the index and about one and a half batches
+ * (held as hold_compression says). */
+static uint64_t small_max_bytes_with(const char *hold_compression)
 {
     fixture f;
     pl_correlation_config cfg;
-    pl_correlation_config_defaults(&cfg);
+    fx_defaults(&cfg);
+    cfg.hold_compression = (char *)hold_compression;
     if (fx_init(&f, &cfg) != 0)
         abort();
     sample_spec none[] = {{0, 0, NO_SPAN, 0, 1, 0}};
@@ -116,10 +118,15 @@ static uint64_t small_max_bytes(void)
     return m;
 }
 
+static uint64_t small_max_bytes(void)
+{
+    return small_max_bytes_with(getenv("PL_TEST_HOLD_COMPRESSION"));
+}
+
 static pl_correlation_config spill_config(uint64_t max_bytes, bool storage)
 {
     pl_correlation_config cfg;
-    pl_correlation_config_defaults(&cfg);
+    fx_defaults(&cfg);
     static char *attrs[] = {"http.route"};
     cfg.span_attributes = (pl_strlist){attrs, 1};
     cfg.max_bytes = max_bytes;
@@ -238,7 +245,10 @@ static void test_sample_waits_for_read_back(void)
     make_dir();
     fixture f;
     /* Room for the waiting profiles batch (else it leaves early: a bound). */
-    pl_correlation_config cfg = spill_config(small_max_bytes() + 12288, true);
+    /* Sized for decoded batches (the room of the waiting profiles batch):
+     * test_packed_sample_waits_for_read_back is the packed case. */
+    pl_correlation_config cfg = spill_config(small_max_bytes_with("none") + 12288, true);
+    cfg.hold_compression = "none";
     cfg.late_window = S(5);
     REQUIRE(fx_init(&f, &cfg) == 0);
     fill(&f);
@@ -295,7 +305,9 @@ static void test_crash_leftovers_replayed(void)
 {
     make_dir();
     fixture f;
-    pl_correlation_config cfg = spill_config(small_max_bytes(), true);
+    /* Decoded: g0's batch, unindexed (no profiles), must fit max_bytes. */
+    pl_correlation_config cfg = spill_config(small_max_bytes_with("none"), true);
+    cfg.hold_compression = "none";
     REQUIRE(fx_init(&f, &cfg) == 0);
     fill(&f);
     uint64_t spilled = counters(&f).spilled_batches;
@@ -356,6 +368,108 @@ static void test_without_storage_early_release(void)
     remove_dir();
 }
 
+/* hold_compression zstd without storage: the held batches are packed in
+ * memory; a sample whose packed span's summary has gone waits and links when
+ * the batch is unpacked at the end of its hold, enriched as if held decoded. */
+static void test_packed_sample_waits_for_read_back(void)
+{
+    fixture f;
+    pl_correlation_config cfg = spill_config(256ull << 20, false);
+    cfg.hold_compression = "zstd";
+    cfg.late_window = S(5);
+    REQUIRE(fx_init(&f, &cfg) == 0);
+    fill(&f);
+    pl_correlation_usage u;
+    pl_correlation_get_usage(f.self, &u);
+    CHECK_EQ_UINT(u.packed_spans, N_BATCHES * 2);
+    CHECK(u.packed_bytes > 0);
+    CHECK_EQ_UINT(u.spilled_spans, 0);
+    /* Packed: a compressed encoding plus 8 bytes a span, well under decoded. */
+    CHECK(u.held_bytes - u.held_sample_bytes < (size_t)N_BATCHES * 2 * 200);
+    advance(&f, S(20)); /* the packed spans' summaries expire, the spans stay held */
+    pl_correlation_get_usage(f.self, &u);
+    CHECK_EQ_UINT(u.late_spans, 0);
+    CHECK_EQ_INT(f.traces.n, 0);
+    sample_spec ss[] = {{0x101, 0, BY_LINK, BASE + S(1) / 3, 7000000, 2}};
+    deliver(&f, mk_profiles("api-other", BASE + S(1), S(1), ss, 1));
+    CHECK_EQ_INT(f.profiles.n, 1);
+    advance(&f, S(40));
+    CHECK_EQ_INT(f.profiles.n, 1); /* still waits: its span is packed */
+    advance(&f, S(200));
+    check_all_spans_once(&f);
+    REQUIRE(f.profiles.n == 2);
+    char buf[256], want[64];
+    CHECK_EQ_STR(sample_attr(f.profiles.b[1], 0, "span_name", buf, NULL), "SELECT");
+    CHECK_EQ_STR(sample_attr(f.profiles.b[1], 0, "root_span_name", buf, NULL), "GET /r");
+    pl_span *child = find_span_in(&f.traces, 0x101, 20);
+    CHECK_EQ_STR(span_str(child, "pyroscope.profile.id", buf), hex_id(0x101, want));
+    pl_correlation_counters c = counters(&f);
+    CHECK_EQ_UINT(c.linked_samples, 1);
+    CHECK_EQ_UINT(c.unlinked_samples, 0);
+    CHECK_EQ_UINT(c.spilled_batches, 0);
+    pl_correlation_get_usage(f.self, &u);
+    CHECK_EQ_UINT(u.packed_spans, 0);
+    CHECK_EQ_UINT(u.packed_bytes, 0);
+    fx_done(&f);
+}
+
+/* Packed batches spill as they are: the files are zstd frames, read back at
+ * shutdown and after a crash. */
+static void test_packed_spill_files_compressed(void)
+{
+    make_dir();
+    fixture f;
+    pl_correlation_config cfg = spill_config(small_max_bytes_with("zstd"), true);
+    cfg.hold_compression = "zstd";
+    REQUIRE(fx_init(&f, &cfg) == 0);
+    fill(&f);
+    uint64_t spilled = counters(&f).spilled_batches;
+    CHECK(spilled >= 1);
+    DIR *d = opendir(dir);
+    REQUIRE(d != NULL);
+    struct dirent *de;
+    int zstd_files = 0;
+    while ((de = readdir(d))) {
+        if (de->d_name[0] == '.')
+            continue;
+        char p[512];
+        snprintf(p, sizeof(p), "%.60s/%.255s", dir, de->d_name);
+        FILE *fp = fopen(p, "rb");
+        unsigned char m[4] = {0};
+        if (fp) {
+            zstd_files += fread(m, 1, 4, fp) == 4 && m[0] == 0x28 && m[1] == 0xb5 &&
+                          m[2] == 0x2f && m[3] == 0xfd;
+            fclose(fp);
+        }
+    }
+    closedir(d);
+    CHECK_EQ_INT(zstd_files, (int)spilled);
+    /* A crash: the files are passed on by the next start. */
+    pl_processor_correlation.destroy(f.self);
+    for (int i = 0; i < f.traces.n; i++)
+        pl_batch_free(f.traces.b[i]);
+    for (int i = 0; i < f.profiles.n; i++)
+        pl_batch_free(f.profiles.b[i]);
+    pl_stats_free(f.stats);
+    rename_to_other_process();
+    fixture g;
+    REQUIRE(fx_init(&g, &cfg) == 0);
+    deliver(&g, mk_batch(N_BATCHES));
+    int n = 0;
+    for (int i = 0; i < g.traces.n; i++)
+        n += (int)pl_batch_items(g.traces.b[i]);
+    /* g's own batch (unindexed: no profiles yet, so decoded) may go on too:
+     * max_bytes was sized for packed batches. */
+    if (find_span_in(&g.traces, 0x100u + N_BATCHES * 2, (uint8_t)(20 + N_BATCHES)))
+        n -= 2;
+    CHECK_EQ_INT(n, (int)spilled * 2);
+    CHECK(find_span_in(&g.traces, 0x100u, 20) != NULL);
+    CHECK_EQ_INT(count_files(NULL), 0);
+    CHECK_EQ_UINT(counters(&g).spill_failures, 0);
+    fx_done(&g);
+    remove_dir();
+}
+
 /* storage must be a directory it can write. */
 static void test_storage_validated(void)
 {
@@ -364,7 +478,7 @@ static void test_storage_validated(void)
     REQUIRE(fd >= 0);
     close(fd);
     pl_correlation_config cfg;
-    pl_correlation_config_defaults(&cfg);
+    fx_defaults(&cfg);
     cfg.storage = path;
     void *self = NULL;
     pl_err err;
@@ -398,5 +512,7 @@ int main(void)
     PL_RUN(test_crash_leftovers_replayed);
     PL_RUN(test_without_storage_early_release);
     PL_RUN(test_storage_validated);
+    PL_RUN(test_packed_sample_waits_for_read_back);
+    PL_RUN(test_packed_spill_files_compressed);
     return pl_test_done();
 }

@@ -425,6 +425,10 @@ int main(int argc, char **argv)
         cfg.late_max_spans = (int64_t)atof(argv[5]);
         cfg.late_max_bytes = (uint64_t)cfg.late_max_spans * 160;
     }
+    /* HOLD_COMPRESSION=none|zstd in the environment: the hold_compression
+     * setting (default: the processor's). */
+    cfg.hold_compression = getenv("HOLD_COMPRESSION");
+    printf("hold_compression: %s\n", cfg.hold_compression ? cfg.hold_compression : "default");
     char *route[] = {"http.route"};
     cfg.span_attributes = (pl_strlist){route, 1};
     pl_create_settings st;

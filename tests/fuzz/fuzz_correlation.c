@@ -11,7 +11,9 @@
  * label building are reached without the fuzzer having to guess 8-byte ids.
  * Mode bit 1 picks the arrival order (samples first or spans first), bit 2
  * leaves the profiles flowing before the spans come (so they are indexed at
- * once), bits 3-4 move the clock past windows between steps. Every profiles
+ * once), bits 3-4 move the clock past windows between steps, bit 5 keeps
+ * held span batches decoded (hold_compression: none; else they are packed
+ * with zstd, the default). Every profiles
  * batch that comes out must still pass the codec's index check and encode;
  * every traces batch must encode.
  */
@@ -142,6 +144,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     cfg.top_functions = 3;
     cfg.max_spans = 50; /* small bounds: early releases happen */
     cfg.max_pending_samples = 100;
+    cfg.hold_compression = (mode & 32) ? "none" : "zstd";
     fuzz_now = 1700000000000000000ull;
     pl_create_settings st;
     memset(&st, 0, sizeof(st));

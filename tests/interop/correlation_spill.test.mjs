@@ -89,6 +89,9 @@ function config(port, metricsPort, dir) {
     'processors:',
     '  correlation:',
     '    max_bytes: 400KiB',
+    // Sized for decoded batches: compressed ones would all fit (the packed
+    // spill path is tested in tests/test_correlation_spill.c).
+    '    hold_compression: none',
     `    storage: "${path.join(dir, 'spill')}"`,
     '    span_attributes: [http.route]',
     'exporters:',
