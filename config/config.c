@@ -39,23 +39,6 @@ static int logs_validate(void *cfg, pl_cfg_ctx *ctx)
     return errors;
 }
 
-static const pl_cfg_field logs_fields[] = {
-    {"level", PL_CFG_STRING, "info", offsetof(pl_service_logs_cfg, level),
-     "Log level on stderr: debug, info, warn, error or off.", NULL},
-    {"encoding", PL_CFG_STRING, "console", offsetof(pl_service_logs_cfg, encoding),
-     "console (one readable line per event) or json (one JSON object per line).", NULL},
-    {"initial_fields", PL_CFG_STRMAP, NULL, offsetof(pl_service_logs_cfg, initial_fields),
-     "Fields added to every log line (e.g. service: gateway).", NULL},
-    {"development", PL_CFG_IGNORED, NULL, 0, "accepted for Collector configs; no effect", NULL},
-    {"disable_caller", PL_CFG_IGNORED, NULL, 0, "accepted for Collector configs; no effect", NULL},
-    {"disable_stacktrace", PL_CFG_IGNORED, NULL, 0, "accepted for Collector configs; no effect",
-     NULL},
-    {"sampling", PL_CFG_IGNORED, NULL, 0, "accepted for Collector configs; no effect", NULL},
-    {0},
-};
-static const pl_cfg_section logs_section = {sizeof(pl_service_logs_cfg), logs_fields,
-                                            logs_validate};
-
 /* The Collector's newer way to say where its metrics are served:
  *   readers: [{pull: {exporter: {prometheus: {host: 0.0.0.0, port: 8888}}}}] */
 typedef struct prometheus_cfg {
@@ -82,41 +65,6 @@ static int prometheus_validate(void *cfg, pl_cfg_ctx *ctx)
     return 0;
 }
 
-static const pl_cfg_field prometheus_fields[] = {
-    {"host", PL_CFG_STRING, "localhost", offsetof(prometheus_cfg, host),
-     "Address to serve /metrics on.", NULL},
-    {"port", PL_CFG_INT, "8888", offsetof(prometheus_cfg, port), "Port to serve /metrics on.",
-     NULL},
-    {"without_scope_info", PL_CFG_IGNORED, NULL, 0, "accepted for Collector configs; no effect",
-     NULL},
-    {"without_type_suffix", PL_CFG_IGNORED, NULL, 0, "accepted for Collector configs; no effect",
-     NULL},
-    {"without_units", PL_CFG_IGNORED, NULL, 0, "accepted for Collector configs; no effect", NULL},
-    {0},
-};
-static const pl_cfg_section prometheus_section = {sizeof(prometheus_cfg), prometheus_fields,
-                                                  prometheus_validate};
-static const pl_cfg_field pull_exporter_fields[] = {
-    {"prometheus", PL_CFG_SECTION, NULL, offsetof(pull_exporter_cfg, prometheus),
-     "Serve the metrics in the Prometheus text format.", &prometheus_section},
-    {0},
-};
-static const pl_cfg_section pull_exporter_section = {sizeof(pull_exporter_cfg),
-                                                     pull_exporter_fields, NULL};
-static const pl_cfg_field pull_fields[] = {
-    {"exporter", PL_CFG_SECTION, NULL, offsetof(pull_cfg, exporter), "How metrics are pulled.",
-     &pull_exporter_section},
-    {0},
-};
-static const pl_cfg_section pull_section = {sizeof(pull_cfg), pull_fields, NULL};
-static const pl_cfg_field reader_fields[] = {
-    {"pull", PL_CFG_SECTION, NULL, offsetof(reader_cfg, pull), "A pull (scrape) reader.",
-     &pull_section},
-    {"periodic", PL_CFG_IGNORED, NULL, 0, "accepted for Collector configs; no effect", NULL},
-    {0},
-};
-static const pl_cfg_section reader_section = {sizeof(reader_cfg), reader_fields, NULL};
-
 static int metrics_validate(void *cfg, pl_cfg_ctx *ctx)
 {
     pl_service_metrics_cfg *m = cfg;
@@ -138,50 +86,7 @@ static int metrics_validate(void *cfg, pl_cfg_ctx *ctx)
     return errors;
 }
 
-static const pl_cfg_field metrics_fields[] = {
-    {"address", PL_CFG_ADDRESS, "127.0.0.1:8888", offsetof(pl_service_metrics_cfg, address),
-     "host:port serving /metrics (Prometheus text) and /health; \"\" or none disables.", NULL},
-    {"level", PL_CFG_STRING, "normal", offsetof(pl_service_metrics_cfg, level),
-     "The Collector's metrics level: none turns the endpoint off; basic, normal and detailed "
-     "all show every metric.",
-     NULL},
-    {"readers", PL_CFG_LIST, NULL, offsetof(pl_service_metrics_cfg, readers),
-     "The Collector's form of the address: [{pull: {exporter: {prometheus: {host, port}}}}].",
-     &reader_section},
-    {"tls", PL_CFG_SECTION, NULL, offsetof(pl_service_metrics_cfg, tls),
-     "serve /metrics and /health over TLS (cert_file, key_file, client_ca_file, ...)",
-     &pl_tls_server_section},
-    {0},
-};
-static const pl_cfg_section metrics_section = {sizeof(pl_service_metrics_cfg), metrics_fields,
-                                               metrics_validate};
-
-static const pl_cfg_field telemetry_fields[] = {
-    {"logs", PL_CFG_SECTION, NULL, offsetof(pl_service_telemetry_cfg, logs),
-     "proflink's own log output.", &logs_section},
-    {"metrics", PL_CFG_SECTION, NULL, offsetof(pl_service_telemetry_cfg, metrics),
-     "proflink's own metrics and health endpoint.", &metrics_section},
-    {0},
-};
-static const pl_cfg_section telemetry_section = {sizeof(pl_service_telemetry_cfg), telemetry_fields,
-                                                 NULL};
-
-static const pl_cfg_field service_fields[] = {
-    {"extensions", PL_CFG_STRLIST, NULL, offsetof(pl_service_cfg, extensions),
-     "Extensions to run (ids defined under `extensions`).", NULL},
-    {"telemetry", PL_CFG_SECTION, NULL, offsetof(pl_service_cfg, telemetry),
-     "Self-observability: logs and metrics.", &telemetry_section},
-    {"shutdown_timeout", PL_CFG_DURATION, "10s", offsetof(pl_service_cfg, shutdown_timeout),
-     "How long stop and reload wait for exporters to drain in-flight data.", NULL},
-    {"workers", PL_CFG_INT, "0", offsetof(pl_service_cfg, workers),
-     "Event loops that read, decompress and decode requests of the otlp and pyroscope "
-     "receivers and encode and compress the otlp, otlphttp and pyroscope exporters' payloads "
-     "(0, the default: one per CPU; 1: everything on the pipeline loop). Fixed at start; a "
-     "reload keeps the running number.",
-     NULL},
-    {0},
-};
-const pl_cfg_section pl_service_section = {sizeof(pl_service_cfg), service_fields, NULL};
+#include "config/config.config.inc"
 
 /* ---- types added at run time -------------------------------------------- */
 

@@ -10,7 +10,10 @@
  * Config tables (in the spirit of nginx directives / Fluent Bit config maps):
  * each pl_cfg_field names a YAML key, its type, its default (as YAML text),
  * the offset of the C field that receives the value, and a one-line
- * description. The loader fills a zeroed struct of pl_cfg_section.size bytes:
+ * description. Components do not write them by hand: they are generated from
+ * the component's <stem>.config.yaml by config/gen_cfg_tables.py (see
+ * docs/DESIGN.md). The loader fills a zeroed struct of pl_cfg_section.size
+ * bytes:
  *
  *   type             C field type           YAML
  *   PL_CFG_STRING    char * (malloc'd)      scalar

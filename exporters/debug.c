@@ -50,12 +50,7 @@ static int debug_validate(void *cfg, pl_cfg_ctx *ctx)
     return 0;
 }
 
-static const pl_cfg_field debug_fields[] = {
-    {"verbosity", PL_CFG_STRING, "basic", offsetof(debug_cfg, verbosity),
-     "basic: one line per batch; normal: one per span/profile; detailed: everything.", NULL},
-    {0},
-};
-static const pl_cfg_section debug_section = {sizeof(debug_cfg), debug_fields, debug_validate};
+#include "exporters/debug.config.inc"
 
 typedef struct debug_exporter {
     char *id;

@@ -49,14 +49,6 @@
 typedef pl_file_rotation_config file_rotation_cfg;
 typedef pl_file_exporter_config file_cfg;
 
-static const pl_cfg_field rotation_fields[] = {
-    {"max_megabytes", PL_CFG_INT, "0", offsetof(file_rotation_cfg, max_megabytes),
-     "Rotate before the file would grow past this many MiB; 0 disables rotation.", NULL},
-    {"max_backups", PL_CFG_INT, "100", offsetof(file_rotation_cfg, max_backups),
-     "Rotated files kept (PATH.1 is the newest); older ones are deleted.", NULL},
-    {0},
-};
-
 static int rotation_validate(void *cfg, pl_cfg_ctx *ctx)
 {
     file_rotation_cfg *r = cfg;
@@ -67,9 +59,6 @@ static int rotation_validate(void *cfg, pl_cfg_ctx *ctx)
                            "must be between 0 and 100000");
     return errors;
 }
-
-static const pl_cfg_section rotation_section = {sizeof(file_rotation_cfg), rotation_fields,
-                                                rotation_validate};
 
 static int file_validate(void *cfg, pl_cfg_ctx *ctx)
 {
@@ -82,17 +71,7 @@ static int file_validate(void *cfg, pl_cfg_ctx *ctx)
     return errors;
 }
 
-static const pl_cfg_field file_fields[] = {
-    {"path", PL_CFG_STRING, NULL, offsetof(file_cfg, path),
-     "File to append export requests to (created if missing).", NULL},
-    {"format", PL_CFG_STRING, "json", offsetof(file_cfg, format),
-     "json: one OTLP/JSON request per line; proto: 4-byte big-endian length + protobuf.", NULL},
-    {"rotation", PL_CFG_SECTION, NULL, offsetof(file_cfg, rotation),
-     "Size-based rotation of the output file.", &rotation_section},
-    {0},
-};
-
-static const pl_cfg_section file_section = {sizeof(file_cfg), file_fields, file_validate};
+#include "exporters/file.config.inc"
 
 typedef struct file_exporter {
     char *id;

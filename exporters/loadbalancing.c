@@ -103,44 +103,6 @@ static int otlp_protocol_validate(void *cfg_, pl_cfg_ctx *ctx)
 static const pl_cfg_section otlp_protocol_section = {sizeof(pl_otlp_exporter_config),
                                                      pl_otlp_grpc_fields, otlp_protocol_validate};
 
-static const pl_cfg_field protocol_fields[] = {
-    {"otlp", PL_CFG_SECTION, NULL, offsetof(lb_protocol_cfg, otlp),
-     "settings of each member's otlp (gRPC) exporter, as the otlp exporter takes them (without "
-     "endpoint)",
-     &otlp_protocol_section},
-    {NULL, 0, NULL, 0, NULL, NULL},
-};
-static const pl_cfg_section protocol_section = {sizeof(lb_protocol_cfg), protocol_fields, NULL};
-
-static const pl_cfg_field static_fields[] = {
-    {"hostnames", PL_CFG_STRLIST, NULL, offsetof(lb_static_cfg, hostnames),
-     "members as host or host:port (port 4317 when absent)", NULL},
-    {NULL, 0, NULL, 0, NULL, NULL},
-};
-static const pl_cfg_section static_section = {sizeof(lb_static_cfg), static_fields, NULL};
-
-static const pl_cfg_field dns_fields[] = {
-    {"hostname", PL_CFG_STRING, NULL, offsetof(lb_dns_cfg, hostname),
-     "name whose A/AAAA records are the members", NULL},
-    {"port", PL_CFG_STRING, "4317", offsetof(lb_dns_cfg, port), "port of every member", NULL},
-    {"interval", PL_CFG_DURATION, "5s", offsetof(lb_dns_cfg, interval), "time between resolutions",
-     NULL},
-    {"timeout", PL_CFG_DURATION, "1s", offsetof(lb_dns_cfg, timeout),
-     "time limit of one DNS query (two tries)", NULL},
-    {"server", PL_CFG_STRING, NULL, offsetof(lb_dns_cfg, server),
-     "DNS server as ip:port instead of the system's resolvers (proflink extension)", NULL},
-    {NULL, 0, NULL, 0, NULL, NULL},
-};
-static const pl_cfg_section dns_section = {sizeof(lb_dns_cfg), dns_fields, NULL};
-
-static const pl_cfg_field resolver_fields[] = {
-    {"static", PL_CFG_SECTION, NULL, offsetof(lb_resolver_cfg, static_), "a fixed member list",
-     &static_section},
-    {"dns", PL_CFG_SECTION, NULL, offsetof(lb_resolver_cfg, dns),
-     "members from a DNS name, re-resolved periodically", &dns_section},
-    {NULL, 0, NULL, 0, NULL, NULL},
-};
-
 static int resolver_validate(void *cfg_, pl_cfg_ctx *ctx)
 {
     lb_resolver_cfg *r = cfg_;
@@ -167,8 +129,6 @@ static int resolver_validate(void *cfg_, pl_cfg_ctx *ctx)
     }
     return 0;
 }
-static const pl_cfg_section resolver_section = {sizeof(lb_resolver_cfg), resolver_fields,
-                                                resolver_validate};
 
 static int lb_validate(void *cfg_, pl_cfg_ctx *ctx)
 {
@@ -181,21 +141,7 @@ static int lb_validate(void *cfg_, pl_cfg_ctx *ctx)
     return errors;
 }
 
-static const pl_cfg_field lb_fields[] = {
-    {"routing_key", PL_CFG_STRING, "traceID", offsetof(lb_cfg, routing_key),
-     "traceID (spans by trace id, samples by their link's trace id, else service) or service",
-     NULL},
-    {"protocol", PL_CFG_SECTION, NULL, offsetof(lb_cfg, protocol),
-     "how members are reached: otlp { ... }", &protocol_section},
-    {"resolver", PL_CFG_SECTION, NULL, offsetof(lb_cfg, resolver),
-     "where members come from: static { hostnames } or dns { hostname, port, interval, timeout "
-     "}",
-     &resolver_section},
-    {"virtual_nodes", PL_CFG_INT, "150", offsetof(lb_cfg, virtual_nodes),
-     "points of each member on the hash ring (more: evener spread)", NULL},
-    {NULL, 0, NULL, 0, NULL, NULL},
-};
-static const pl_cfg_section lb_section = {sizeof(lb_cfg), lb_fields, lb_validate};
+#include "exporters/loadbalancing.config.inc"
 
 int pl_lb_routing_key_parse(const char *text, pl_lb_routing_key *out)
 {

@@ -14,11 +14,7 @@ typedef struct nop_exporter {
     pl_stats *stats;
 } nop_exporter;
 
-static const pl_cfg_field nop_fields[] = {
-    {NULL, 0, NULL, 0, NULL, NULL},
-};
-
-static const pl_cfg_section nop_section = {1, nop_fields, NULL};
+#include "exporters/nop.config.inc"
 
 static pl_status nop_create(const pl_create_settings *settings, const void *config, void **out_self,
                             pl_err *err)

@@ -83,26 +83,9 @@ static int otlp_validate(void *cfg_, pl_cfg_ctx *ctx)
     return errors;
 }
 
-#define F(key, type, def, field, desc)                                                             \
-    {                                                                                              \
-        key, type, def, offsetof(pl_otlp_exporter_config, field), desc, NULL                       \
-    }
-/* Also the `protocol.otlp` table of the loadbalancing exporter. */
-const pl_cfg_field pl_otlp_grpc_fields[] = {
-    F("endpoint", PL_CFG_STRING, NULL, endpoint,
-      "host:port (TLS unless tls.insecure) or http(s)://host:port"),
-    F("compression", PL_CFG_STRING, "gzip", compression, "message compression: gzip, zstd or none"),
-    F("headers", PL_CFG_STRMAP, NULL, headers,
-      "extra metadata sent with every call (e.g. authorization)"),
-    F("timeout", PL_CFG_DURATION, "5s", timeout, "time limit of one call (sent as grpc-timeout)"),
-    {"tls", PL_CFG_SECTION, NULL, offsetof(pl_otlp_exporter_config, tls),
-     "TLS settings; insecure: true for cleartext h2c", &pl_otlp_tls_section},
-    PL_OTLP_EXPORTER_SHARED_FIELDS,
-};
-#undef F
-
-static const pl_cfg_section otlp_section = {sizeof(pl_otlp_exporter_config), pl_otlp_grpc_fields,
-                                            otlp_validate};
+/* pl_otlp_grpc_fields is also the `protocol.otlp` table of the
+ * loadbalancing exporter. */
+#include "exporters/otlp.config.inc"
 
 /* Reads the response message behind its 5-byte prefix into a partial
  * success (decompressing if the server compressed it). */

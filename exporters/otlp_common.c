@@ -16,22 +16,7 @@
 #include "proto/otlp_json.h"
 #include "proto/otlp_pb.h"
 
-static const pl_cfg_field tls_fields[] = {
-    {"insecure", PL_CFG_BOOL, "false", offsetof(pl_otlp_tls_config, insecure),
-     "otlp (gRPC): use cleartext HTTP/2 (h2c) for an endpoint without a scheme", NULL},
-    {"insecure_skip_verify", PL_CFG_BOOL, "false",
-     offsetof(pl_otlp_tls_config, insecure_skip_verify),
-     "do not verify the server certificate (testing only)", NULL},
-    {"ca_file", PL_CFG_STRING, NULL, offsetof(pl_otlp_tls_config, ca_file),
-     "PEM file of CAs to trust instead of the system's", NULL},
-    {"cert_file", PL_CFG_STRING, NULL, offsetof(pl_otlp_tls_config, cert_file),
-     "client certificate (PEM) for mutual TLS", NULL},
-    {"key_file", PL_CFG_STRING, NULL, offsetof(pl_otlp_tls_config, key_file),
-     "private key (PEM) of the client certificate", NULL},
-    {NULL, 0, NULL, 0, NULL, NULL},
-};
-
-const pl_cfg_section pl_otlp_tls_section = {sizeof(pl_otlp_tls_config), tls_fields, NULL};
+#include "exporters/otlp_common.config.inc"
 
 int pl_otlp_compression_parse(const char *text, pl_encoding *out)
 {

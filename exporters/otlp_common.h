@@ -48,25 +48,6 @@ typedef struct pl_otlp_exporter_config {
 } pl_otlp_exporter_config;
 
 extern const pl_cfg_section pl_otlp_tls_section;
-/* The tail both OTLP exporters' config tables end with (authentication,
- * tenant header, queue, retries and the terminator): the two exporters differ
- * only in transport, so these settings mean the same in both. */
-/* clang-format off */
-#define PL_OTLP_EXPORTER_FIELD(key, type, member, desc, sub) \
-    {key, type, NULL, offsetof(pl_otlp_exporter_config, member), desc, sub}
-#define PL_OTLP_EXPORTER_SHARED_FIELDS \
-    PL_OTLP_EXPORTER_FIELD("auth", PL_CFG_SECTION, auth, \
-        "authenticator extension whose credentials every request carries", \
-        &pl_auth_ref_section), \
-    PL_OTLP_EXPORTER_FIELD("tenant_header", PL_CFG_STRING, tenant_header, \
-        "send each batch's tenant (X-Scope-OrgID it arrived with) in this header; empty: not " \
-        "sent", NULL), \
-    PL_OTLP_EXPORTER_FIELD("sending_queue", PL_CFG_SECTION, sending_queue, \
-        "queue in front of the backend", &pl_sending_queue_section), \
-    PL_OTLP_EXPORTER_FIELD("retry_on_failure", PL_CFG_SECTION, retry_on_failure, \
-        "retries of retryable failures", &pl_retry_section), \
-    {NULL, 0, NULL, 0, NULL, NULL}
-/* clang-format on */
 /* The `otlp` exporter's config table (exporters/otlp.c). */
 extern const pl_cfg_field pl_otlp_grpc_fields[];
 

@@ -70,34 +70,7 @@ static int otlphttp_validate(void *cfg_, pl_cfg_ctx *ctx)
     return errors;
 }
 
-#define F(key, type, def, field, desc)                                                             \
-    {                                                                                              \
-        key, type, def, offsetof(pl_otlp_exporter_config, field), desc, NULL                       \
-    }
-static const pl_cfg_field otlphttp_fields[] = {
-    F("endpoint", PL_CFG_STRING, NULL, endpoint,
-      "base URL, e.g. http://tempo:4318; the signal path (/v1/traces, ...) is appended"),
-    F("traces_endpoint", PL_CFG_STRING, NULL, traces_endpoint,
-      "full URL for traces (overrides endpoint)"),
-    F("profiles_endpoint", PL_CFG_STRING, NULL, profiles_endpoint,
-      "full URL for profiles (default endpoint + /v1development/profiles)"),
-    F("logs_endpoint", PL_CFG_STRING, NULL, logs_endpoint, "full URL for logs"),
-    F("metrics_endpoint", PL_CFG_STRING, NULL, metrics_endpoint, "full URL for metrics"),
-    F("compression", PL_CFG_STRING, "gzip", compression,
-      "request body compression: gzip, zstd or none"),
-    F("encoding", PL_CFG_STRING, "proto", encoding,
-      "body encoding: proto or json (json applies to traces and profiles; logs and metrics "
-      "are passed through as protobuf)"),
-    F("headers", PL_CFG_STRMAP, NULL, headers, "extra request headers (e.g. Authorization)"),
-    F("timeout", PL_CFG_DURATION, "30s", timeout, "time limit of one request"),
-    {"tls", PL_CFG_SECTION, NULL, offsetof(pl_otlp_exporter_config, tls),
-     "TLS settings for https:// endpoints", &pl_otlp_tls_section},
-    PL_OTLP_EXPORTER_SHARED_FIELDS,
-};
-#undef F
-
-static const pl_cfg_section otlphttp_section = {sizeof(pl_otlp_exporter_config), otlphttp_fields,
-                                                otlphttp_validate};
+#include "exporters/otlphttp.config.inc"
 
 static bool is_json_response(const pl_http_client_result *res)
 {

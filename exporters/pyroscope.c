@@ -108,38 +108,7 @@ static int pyroscope_exp_validate(void *cfgp, pl_cfg_ctx *ctx)
     return errors;
 }
 
-static const pl_cfg_field pyroscope_exp_fields[] = {
-    {"endpoint", PL_CFG_STRING, NULL, offsetof(pyroscope_exp_cfg, endpoint),
-     "Pyroscope base URL, e.g. http://pyroscope:4040 (" PUSH_PATH " or /ingest is appended)", NULL},
-    {"api", PL_CFG_STRING, "push", offsetof(pyroscope_exp_cfg, api),
-     "push: the push API (one request per batch); ingest: the legacy POST /ingest with "
-     "format=pprof (one request per series)",
-     NULL},
-    {"tenant_id", PL_CFG_STRING, NULL, offsetof(pyroscope_exp_cfg, tenant_id),
-     "sent as X-Scope-OrgID for every request; empty: each batch's own tenant (the "
-     "X-Scope-OrgID it arrived with) is sent",
-     NULL},
-    {"auth", PL_CFG_SECTION, NULL, offsetof(pyroscope_exp_cfg, auth),
-     "authenticator extension whose credentials every request carries", &pl_auth_ref_section},
-    {"bearer_token", PL_CFG_STRING, NULL, offsetof(pyroscope_exp_cfg, bearer_token),
-     "Authorization: Bearer <token>", NULL},
-    {"basic_auth", PL_CFG_SECTION, NULL, offsetof(pyroscope_exp_cfg, basic_auth),
-     "HTTP basic auth (e.g. Grafana Cloud user id and API key)", &pl_basic_auth_section},
-    {"headers", PL_CFG_STRMAP, NULL, offsetof(pyroscope_exp_cfg, headers), "extra request headers",
-     NULL},
-    {"timeout", PL_CFG_DURATION, "30s", offsetof(pyroscope_exp_cfg, timeout),
-     "time limit of one request", NULL},
-    {"tls", PL_CFG_SECTION, NULL, offsetof(pyroscope_exp_cfg, tls),
-     "TLS settings for https:// endpoints", &pl_otlp_tls_section},
-    {"sending_queue", PL_CFG_SECTION, NULL, offsetof(pyroscope_exp_cfg, sending_queue),
-     "queue in front of the backend", &pl_sending_queue_section},
-    {"retry_on_failure", PL_CFG_SECTION, NULL, offsetof(pyroscope_exp_cfg, retry_on_failure),
-     "retries of retryable failures", &pl_retry_section},
-    {NULL, 0, NULL, 0, NULL, NULL},
-};
-
-static const pl_cfg_section pyroscope_exp_section = {sizeof(pyroscope_exp_cfg),
-                                                     pyroscope_exp_fields, pyroscope_exp_validate};
+#include "exporters/pyroscope.config.inc"
 
 typedef struct pyroscope_exp {
     char *id;

@@ -47,39 +47,6 @@ static int sending_queue_validate(void *cfg, pl_cfg_ctx *ctx)
     return errors;
 }
 
-static const pl_cfg_field sending_queue_fields[] = {
-    {"enabled", PL_CFG_BOOL, "true", offsetof(pl_sending_queue_config, enabled),
-     "buffer batches and send them in the background (off: only num_consumers batches at a "
-     "time, the rest is refused)",
-     NULL},
-    {"num_consumers", PL_CFG_INT, "10", offsetof(pl_sending_queue_config, num_consumers),
-     "batches sent concurrently", NULL},
-    {"queue_size", PL_CFG_INT, "1000", offsetof(pl_sending_queue_config, queue_size),
-     "maximum batches held (queued, in flight or waiting to be retried); when full, new data "
-     "is refused and receivers answer 503 / UNAVAILABLE",
-     NULL},
-    {"max_items", PL_CFG_INT, "0", offsetof(pl_sending_queue_config, max_items),
-     "maximum spans / profile samples / requests held; 0 = no limit", NULL},
-    {"max_bytes", PL_CFG_SIZE, "256MiB", offsetof(pl_sending_queue_config, max_bytes),
-     "maximum encoded bytes held; 0 = no limit", NULL},
-    {"storage", PL_CFG_STRING, NULL, offsetof(pl_sending_queue_config, storage),
-     "persist the queue in SQLite: a directory (one <exporter id>.queue.db per exporter; a path "
-     "without an extension counts as one), or a database file (for this exporter only); "
-     "data is committed before it is acknowledged and deleted once the backend accepted it",
-     NULL},
-    {"fsync", PL_CFG_BOOL, "false", offsetof(pl_sending_queue_config, fsync),
-     "with storage: wait for the disk on every commit (survives power loss, slower); without "
-     "it a commit survives a crash of proflink but not of the machine",
-     NULL},
-    {NULL, 0, NULL, 0, NULL, NULL},
-};
-
-const pl_cfg_section pl_sending_queue_section = {
-    sizeof(pl_sending_queue_config),
-    sending_queue_fields,
-    sending_queue_validate,
-};
-
 static int retry_validate(void *cfg, pl_cfg_ctx *ctx)
 {
     pl_retry_config *c = cfg;
@@ -95,29 +62,7 @@ static int retry_validate(void *cfg, pl_cfg_ctx *ctx)
     return errors;
 }
 
-static const pl_cfg_field retry_fields[] = {
-    {"enabled", PL_CFG_BOOL, "true", offsetof(pl_retry_config, enabled),
-     "retry retryable failures (off: they count as failed at once)", NULL},
-    {"initial_interval", PL_CFG_DURATION, "5s", offsetof(pl_retry_config, initial_interval),
-     "wait before the first retry", NULL},
-    {"max_interval", PL_CFG_DURATION, "30s", offsetof(pl_retry_config, max_interval),
-     "longest wait between retries", NULL},
-    {"max_elapsed_time", PL_CFG_DURATION, "5m", offsetof(pl_retry_config, max_elapsed_time),
-     "give up (count as failed, log) once retrying would take longer than this since the first "
-     "attempt; 0 = never give up",
-     NULL},
-    {"multiplier", PL_CFG_DOUBLE, "1.5", offsetof(pl_retry_config, multiplier),
-     "growth of the wait after each failure", NULL},
-    {"randomization_factor", PL_CFG_DOUBLE, "0.5", offsetof(pl_retry_config, randomization_factor),
-     "jitter: each wait is drawn from [w*(1-f), w*(1+f)]", NULL},
-    {NULL, 0, NULL, 0, NULL, NULL},
-};
-
-const pl_cfg_section pl_retry_section = {
-    sizeof(pl_retry_config),
-    retry_fields,
-    retry_validate,
-};
+#include "exporters/queue.config.inc"
 
 /* ---- types -------------------------------------------------------------- */
 

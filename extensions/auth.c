@@ -114,13 +114,7 @@ const pl_authenticator *pl_auth_find(const char *id, pl_err *err)
     return NULL;
 }
 
-static const pl_cfg_field auth_ref_fields[] = {
-    {"authenticator", PL_CFG_STRING, NULL, offsetof(pl_auth_ref_config, authenticator),
-     "id of a bearertokenauth or basicauth extension (listed in service.extensions)", NULL},
-    {NULL, 0, NULL, 0, NULL, NULL},
-};
-
-const pl_cfg_section pl_auth_ref_section = {sizeof(pl_auth_ref_config), auth_ref_fields, NULL};
+#include "extensions/auth.config.inc"
 
 static char *dup_or_null(const char *s)
 {

@@ -82,16 +82,9 @@ typedef struct pl_listener_security {
     pl_http_auth auth; /* what the server calls: forwards to the lookup */
 } pl_listener_security;
 
-/* The config row every listener has for its per-client connection cap
- * (an int64_t `max_connections_per_client` in `type`; 0 = default). */
-#define PL_LISTENER_PER_CLIENT_FIELD(type)                                                         \
-    {                                                                                              \
-        "max_connections_per_client", PL_CFG_INT, "0", offsetof(type, max_connections_per_client), \
-            "connections one client (IP address) may hold; 0: a quarter of max_connections "       \
-            "(raise it "                                                                           \
-            "behind a load balancer that connects from one address)",                              \
-            NULL                                                                                   \
-    }
+/* Every listener's config also has the per-client connection cap: the
+ * `listener_per_client` option group of config/shared.config.yaml (an
+ * int64_t `max_connections_per_client` in its struct; 0 = default). */
 
 pl_status pl_listener_security_init(pl_listener_security *out, const pl_tls_server_config *tls,
                                     const pl_auth_ref_config *auth, const pl_http_cors_config *cors,

@@ -53,24 +53,6 @@ typedef struct basic_cfg {
     client_cfg client_auth;
 } basic_cfg;
 
-static const pl_cfg_field htpasswd_fields[] = {
-    {"file", PL_CFG_STRING, NULL, offsetof(htpasswd_cfg, file),
-     "htpasswd file (bcrypt, sha-crypt, {SHA} or plain lines); re-read when it changes", NULL},
-    {"inline", PL_CFG_STRING, NULL, offsetof(htpasswd_cfg, inline_text),
-     "htpasswd lines inline (user:password)", NULL},
-    {NULL, 0, NULL, 0, NULL, NULL},
-};
-static const pl_cfg_section htpasswd_section = {sizeof(htpasswd_cfg), htpasswd_fields, NULL};
-
-static const pl_cfg_field client_fields[] = {
-    {"username", PL_CFG_STRING, NULL, offsetof(client_cfg, username), "user name exporters send",
-     NULL},
-    {"password", PL_CFG_STRING, NULL, offsetof(client_cfg, password), "password exporters send",
-     NULL},
-    {NULL, 0, NULL, 0, NULL, NULL},
-};
-static const pl_cfg_section client_section = {sizeof(client_cfg), client_fields, NULL};
-
 static int basic_validate(void *cfg, pl_cfg_ctx *ctx)
 {
     basic_cfg *c = cfg;
@@ -88,14 +70,7 @@ static int basic_validate(void *cfg, pl_cfg_ctx *ctx)
     return 0;
 }
 
-static const pl_cfg_field basic_fields[] = {
-    {"htpasswd", PL_CFG_SECTION, NULL, offsetof(basic_cfg, htpasswd), "users receivers accept",
-     &htpasswd_section},
-    {"client_auth", PL_CFG_SECTION, NULL, offsetof(basic_cfg, client_auth),
-     "credentials exporters send", &client_section},
-    {NULL, 0, NULL, 0, NULL, NULL},
-};
-static const pl_cfg_section basic_section = {sizeof(basic_cfg), basic_fields, basic_validate};
+#include "extensions/basicauth.config.inc"
 
 typedef struct user {
     char *name;

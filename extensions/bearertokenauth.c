@@ -54,20 +54,7 @@ static int bearer_validate(void *cfg, pl_cfg_ctx *ctx)
     return 0;
 }
 
-static const pl_cfg_field bearer_fields[] = {
-    {"token", PL_CFG_STRING, NULL, offsetof(bearer_cfg, token), "the token, inline", NULL},
-    {"filename", PL_CFG_STRING, NULL, offsetof(bearer_cfg, filename),
-     "file holding the token (re-read when it changes)", NULL},
-    {"scheme", PL_CFG_STRING, "Bearer", offsetof(bearer_cfg, scheme),
-     "word before the token in the header value (empty: the token alone)", NULL},
-    {"header", PL_CFG_STRING, "Authorization", offsetof(bearer_cfg, header),
-     "header carrying the token", NULL},
-    {"tokens", PL_CFG_STRLIST, NULL, offsetof(bearer_cfg, tokens),
-     "further accepted tokens (receivers), e.g. during a rotation", NULL},
-    {NULL, 0, NULL, 0, NULL, NULL},
-};
-
-static const pl_cfg_section bearer_section = {sizeof(bearer_cfg), bearer_fields, bearer_validate};
+#include "extensions/bearertokenauth.config.inc"
 
 typedef struct bearer {
     pl_authenticator a;

@@ -16,21 +16,7 @@ typedef struct compat_config {
     char unused; /* no field is kept */
 } compat_config;
 
-static const pl_cfg_field pprof_fields[] = {
-    {"endpoint", PL_CFG_IGNORED, NULL, 0, "accepted for Collector configs; no effect", NULL},
-    {"block_profile_fraction", PL_CFG_IGNORED, NULL, 0, "accepted; no effect", NULL},
-    {"mutex_profile_fraction", PL_CFG_IGNORED, NULL, 0, "accepted; no effect", NULL},
-    {"save_to_file", PL_CFG_IGNORED, NULL, 0, "accepted; no effect", NULL},
-    {NULL, 0, NULL, 0, NULL, NULL},
-};
-
-static const pl_cfg_field zpages_fields[] = {
-    {"endpoint", PL_CFG_IGNORED, NULL, 0, "accepted for Collector configs; no effect", NULL},
-    {NULL, 0, NULL, 0, NULL, NULL},
-};
-
-static const pl_cfg_section pprof_section = {sizeof(compat_config), pprof_fields, NULL};
-static const pl_cfg_section zpages_section = {sizeof(compat_config), zpages_fields, NULL};
+#include "extensions/compat_extensions.config.inc"
 
 static pl_status compat_create(const pl_create_settings *settings, const void *config, void **out,
                                pl_err *err)

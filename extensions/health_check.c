@@ -46,15 +46,7 @@ static int hc_validate(void *cfg, pl_cfg_ctx *ctx)
     return 0;
 }
 
-static const pl_cfg_field hc_fields[] = {
-    {"endpoint", PL_CFG_ADDRESS, "127.0.0.1:13133", offsetof(hc_cfg, endpoint),
-     "host:port answering health checks (the Collector's default port)", NULL},
-    {"path", PL_CFG_STRING, "/", offsetof(hc_cfg, path), "path of the health check", NULL},
-    {"tls", PL_CFG_SECTION, NULL, offsetof(hc_cfg, tls), "server TLS for the health check",
-     &pl_tls_server_section},
-    {0},
-};
-static const pl_cfg_section hc_section = {sizeof(hc_cfg), hc_fields, hc_validate};
+#include "extensions/health_check.config.inc"
 
 typedef struct health_check {
     char *id;

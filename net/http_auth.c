@@ -10,14 +10,7 @@
 
 #include "core/base64.h"
 
-static const pl_cfg_field basic_auth_fields[] = {
-    {"username", PL_CFG_STRING, NULL, offsetof(pl_basic_auth_config, username), "user name", NULL},
-    {"password", PL_CFG_STRING, NULL, offsetof(pl_basic_auth_config, password),
-     "password (use ${env:VAR})", NULL},
-    {NULL, 0, NULL, 0, NULL, NULL},
-};
-const pl_cfg_section pl_basic_auth_section = {sizeof(pl_basic_auth_config), basic_auth_fields,
-                                              NULL};
+#include "net/http_auth.config.inc"
 
 static bool set(const char *s)
 {

@@ -24,20 +24,7 @@ static int validate_cors(void *cfg, pl_cfg_ctx *ctx)
     return 0;
 }
 
-static const pl_cfg_field cors_fields[] = {
-    {"allowed_origins", PL_CFG_STRLIST, NULL, offsetof(pl_http_cors_config, allowed_origins),
-     "origins browsers may send from; '*' matches any run of characters", NULL},
-    {"allowed_headers", PL_CFG_STRLIST, NULL, offsetof(pl_http_cors_config, allowed_headers),
-     "request headers allowed beyond Content-Type, Content-Encoding, Accept, Authorization, "
-     "X-Scope-OrgID ('*': any)",
-     NULL},
-    {"max_age", PL_CFG_INT, "0", offsetof(pl_http_cors_config, max_age),
-     "seconds a browser may cache a preflight answer (0: not sent)", NULL},
-    {NULL, 0, NULL, 0, NULL, NULL},
-};
-
-const pl_cfg_section pl_http_cors_section = {sizeof(pl_http_cors_config), cors_fields,
-                                             validate_cors};
+#include "net/http_cors.config.inc"
 
 bool pl_http_cors_enabled(const pl_http_cors_config *cors)
 {

@@ -59,31 +59,7 @@ static int validate_tls(void *cfg, pl_cfg_ctx *ctx)
     return errors;
 }
 
-static const pl_cfg_field tls_fields[] = {
-    {"cert_file", PL_CFG_STRING, NULL, offsetof(pl_tls_server_config, cert_file),
-     "server certificate chain (PEM); setting it turns TLS on", NULL},
-    {"key_file", PL_CFG_STRING, NULL, offsetof(pl_tls_server_config, key_file),
-     "private key of cert_file (PEM)", NULL},
-    {"client_ca_file", PL_CFG_STRING, NULL, offsetof(pl_tls_server_config, client_ca_file),
-     "CA certificates (PEM) clients must present a certificate from: mutual TLS", NULL},
-    {"min_version", PL_CFG_STRING, "1.2", offsetof(pl_tls_server_config, min_version),
-     "lowest TLS version accepted: \"1.2\" or \"1.3\"", NULL},
-    {"max_version", PL_CFG_STRING, NULL, offsetof(pl_tls_server_config, max_version),
-     "highest TLS version accepted (empty: the newest)", NULL},
-    {"reload_interval", PL_CFG_DURATION, "0s", offsetof(pl_tls_server_config, reload_interval_ns),
-     "re-read the files this often when they changed (0: only on SIGHUP)", NULL},
-    {"ca_file", PL_CFG_IGNORED, NULL, 0,
-     "accepted for Collector configs; client certificates are checked against client_ca_file",
-     NULL},
-    {"include_system_ca_certs_pool", PL_CFG_IGNORED, NULL, 0,
-     "accepted for Collector configs; no effect", NULL},
-    {"cipher_suites", PL_CFG_IGNORED, NULL, 0,
-     "accepted for Collector configs; OpenSSL's defaults apply", NULL},
-    {NULL, 0, NULL, 0, NULL, NULL},
-};
-
-const pl_cfg_section pl_tls_server_section = {sizeof(pl_tls_server_config), tls_fields,
-                                              validate_tls};
+#include "net/tls.config.inc"
 
 bool pl_tls_server_config_enabled(const pl_tls_server_config *cfg)
 {

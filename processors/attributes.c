@@ -209,27 +209,6 @@ static int action_validate(void *cfg_, pl_cfg_ctx *ctx)
     return errors;
 }
 
-static const pl_cfg_field action_fields[] = {
-    {"key", PL_CFG_STRING, NULL, offsetof(attr_action_cfg, key), "attribute key the action acts on",
-     NULL},
-    {"action", PL_CFG_STRING, NULL, offsetof(attr_action_cfg, action),
-     "insert, update, upsert, delete, hash, extract or convert", NULL},
-    {"value", PL_CFG_STRING, NULL, offsetof(attr_action_cfg, value),
-     "value for insert/update/upsert", NULL},
-    {"value_type", PL_CFG_STRING, "string", offsetof(attr_action_cfg, value_type),
-     "type of value: string, int, double or bool", NULL},
-    {"from_attribute", PL_CFG_STRING, NULL, offsetof(attr_action_cfg, from_attribute),
-     "take the value from this attribute instead of value", NULL},
-    {"pattern", PL_CFG_STRING, NULL, offsetof(attr_action_cfg, pattern),
-     "regex: keys for delete/hash, named groups for extract", NULL},
-    {"converted_type", PL_CFG_STRING, NULL, offsetof(attr_action_cfg, converted_type),
-     "convert: int, double or string", NULL},
-    {NULL, 0, NULL, 0, NULL, NULL},
-};
-
-static const pl_cfg_section action_section = {sizeof(attr_action_cfg), action_fields,
-                                              action_validate};
-
 /* include / exclude: which spans (or profile resources) the actions apply
  * to, as in the Collector's attributes processor. */
 typedef struct match_cfg {
@@ -267,18 +246,6 @@ static int match_validate(void *cfg_, pl_cfg_ctx *ctx)
     return errors;
 }
 
-static const pl_cfg_field match_fields[] = {
-    {"match_type", PL_CFG_STRING, NULL, offsetof(match_cfg, match_type),
-     "strict (exact names) or regexp", NULL},
-    {"services", PL_CFG_STRLIST, NULL, offsetof(match_cfg, services),
-     "resource service.name values", NULL},
-    {"span_names", PL_CFG_STRLIST, NULL, offsetof(match_cfg, span_names),
-     "span names (traces only)", NULL},
-    {NULL, 0, NULL, 0, NULL, NULL},
-};
-
-static const pl_cfg_section match_section = {sizeof(match_cfg), match_fields, match_validate};
-
 typedef struct attributes_cfg {
     pl_cfg_list actions;
     match_cfg include;
@@ -299,19 +266,6 @@ static int attributes_validate(void *cfg, pl_cfg_ctx *ctx)
     return require_actions(ctx, &((attributes_cfg *)cfg)->actions, "actions");
 }
 
-static const pl_cfg_field attributes_fields[] = {
-    {"actions", PL_CFG_LIST, NULL, offsetof(attributes_cfg, actions),
-     "actions applied in order to span / sample attributes", &action_section},
-    {"include", PL_CFG_SECTION, NULL, offsetof(attributes_cfg, include),
-     "apply only to spans / profile resources matching this", &match_section},
-    {"exclude", PL_CFG_SECTION, NULL, offsetof(attributes_cfg, exclude),
-     "do not apply to spans / profile resources matching this", &match_section},
-    {NULL, 0, NULL, 0, NULL, NULL},
-};
-
-static const pl_cfg_section attributes_section = {sizeof(attributes_cfg), attributes_fields,
-                                                  attributes_validate};
-
 typedef struct resource_cfg {
     pl_cfg_list attributes;
 } resource_cfg;
@@ -321,14 +275,7 @@ static int resource_validate(void *cfg, pl_cfg_ctx *ctx)
     return require_actions(ctx, &((resource_cfg *)cfg)->attributes, "attributes");
 }
 
-static const pl_cfg_field resource_fields[] = {
-    {"attributes", PL_CFG_LIST, NULL, offsetof(resource_cfg, attributes),
-     "actions applied in order to resource attributes", &action_section},
-    {NULL, 0, NULL, 0, NULL, NULL},
-};
-
-static const pl_cfg_section resource_section = {sizeof(resource_cfg), resource_fields,
-                                                resource_validate};
+#include "processors/attributes.config.inc"
 
 /* ---- the compiled engine ------------------------------------------------ */
 

@@ -75,24 +75,7 @@ static int batch_validate(void *cfg_, pl_cfg_ctx *ctx)
     return errors;
 }
 
-static const pl_cfg_field batch_fields[] = {
-    {"send_batch_size", PL_CFG_INT, "8192", offsetof(batch_cfg, send_batch_size),
-     "items (spans, samples) that trigger a send; 0 = only the timeout", NULL},
-    {"send_batch_max_size", PL_CFG_INT, "0", offsetof(batch_cfg, send_batch_max_size),
-     "largest batch sent; bigger ones are split; 0 = no limit", NULL},
-    {"timeout", PL_CFG_DURATION, "200ms", offsetof(batch_cfg, timeout),
-     "send what is held after this long; 0 = send at once", NULL},
-    {"metadata_keys", PL_CFG_STRLIST, NULL, offsetof(batch_cfg, metadata_keys),
-     "request metadata keys; one batcher per distinct combination of values (tenant is "
-     "always one: tenants are never merged)",
-     NULL},
-    {"metadata_cardinality_limit", PL_CFG_INT, "1000",
-     offsetof(batch_cfg, metadata_cardinality_limit),
-     "most distinct metadata combinations held at once; 0 = no limit", NULL},
-    {NULL, 0, NULL, 0, NULL, NULL},
-};
-
-static const pl_cfg_section batch_section = {sizeof(batch_cfg), batch_fields, batch_validate};
+#include "processors/batch.config.inc"
 
 /* ---- deep copy into another arena (core/model.h's copier) -------------- */
 

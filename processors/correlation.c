@@ -93,8 +93,6 @@
 
 /* ---- config ----------------------------------------------------------------------------- */
 
-#define CFG_OFF(f) offsetof(pl_correlation_config, f)
-
 static int correlation_validate(void *p, pl_cfg_ctx *ctx)
 {
     pl_correlation_config *c = p;
@@ -161,85 +159,7 @@ static int correlation_validate(void *p, pl_cfg_ctx *ctx)
     return errors;
 }
 
-static const pl_cfg_field correlation_fields[] = {
-    {"window", PL_CFG_DURATION, "30s", CFG_OFF(window),
-     "how long each side waits for its partner before flowing on", NULL},
-    {"span_window", PL_CFG_DURATION, "0s", CFG_OFF(span_window),
-     "how long spans wait for samples (0: window)", NULL},
-    {"sample_window", PL_CFG_DURATION, "0s", CFG_OFF(sample_window),
-     "how long samples wait for their span (0: window)", NULL},
-    {"max_clock_skew", PL_CFG_DURATION, "1s", CFG_OFF(max_clock_skew),
-     "slack added to both ends of a span when matching sample times", NULL},
-    {"max_spans", PL_CFG_INT, "1000000", CFG_OFF(max_spans),
-     "spans held at once; the oldest batches leave early beyond it", NULL},
-    {"max_pending_samples", PL_CFG_INT, "1000000", CFG_OFF(max_pending_samples),
-     "samples waiting for their span at once; the oldest batches leave early beyond it", NULL},
-    {"max_bytes", PL_CFG_SIZE, "256MiB", CFG_OFF(max_bytes),
-     "memory of held batches plus the index; the oldest batches leave early beyond it", NULL},
-    {"span_attributes", PL_CFG_STRLIST, NULL, CFG_OFF(span_attributes),
-     "span attributes copied onto linked samples (searched on the span, then its ancestors)", NULL},
-    {"top_functions", PL_CFG_INT, "5", CFG_OFF(top_functions),
-     "how many hottest self functions the span summary lists (0: none)", NULL},
-    {"early_release", PL_CFG_BOOL, "true", CFG_OFF(early_release),
-     "corr_release spans before the window closes once profiles of their service cover their end",
-     NULL},
-    {"max_window", PL_CFG_DURATION, "3m", CFG_OFF(max_window),
-     "longest a span waits for a profile upload of its service covering it (the hold follows "
-     "each service's learned upload cadence; 0: spans wait span_window)",
-     NULL},
-    {"warmup", PL_CFG_DURATION, "3m", CFG_OFF(warmup),
-     "a service whose spans came this long without any span-linked profile is not held any more",
-     NULL},
-    {"late_window", PL_CFG_DURATION, "10m", CFG_OFF(late_window),
-     "how long a summary of a departed span is kept to enrich samples that come after it (0: "
-     "none)",
-     NULL},
-    {"late_max_spans", PL_CFG_INT, "1000000", CFG_OFF(late_max_spans),
-     "departed-span summaries kept at once; the oldest go first", NULL},
-    {"late_max_bytes", PL_CFG_SIZE, "128MiB", CFG_OFF(late_max_bytes),
-     "memory of the departed-span summaries; the oldest go first", NULL},
-    {"storage", PL_CFG_STRING, NULL, CFG_OFF(storage),
-     "directory held span batches spill to when max_bytes is reached, instead of leaving "
-     "unenriched (created 0700; files 0600; none: they leave early)",
-     NULL},
-    {"max_spill_bytes", PL_CFG_SIZE, "1GiB", CFG_OFF(max_spill_bytes),
-     "disk the spill files may take; beyond it held batches leave early", NULL},
-    {"hold_compression", PL_CFG_STRING, "zstd", CFG_OFF(hold_compression),
-     "zstd: held span batches are kept encoded and compressed in memory, and decoded when they "
-     "leave (needs late_window); none: kept decoded",
-     NULL},
-    {"trace_id_attribute", PL_CFG_STRING, "trace_id", CFG_OFF(trace_id_attribute),
-     "sample attribute receiving the span's trace id (32 hex)", NULL},
-    {"span_id_attribute", PL_CFG_STRING, "span_id", CFG_OFF(span_id_attribute),
-     "sample attribute receiving the span id (16 hex)", NULL},
-    {"span_name_attribute", PL_CFG_STRING, "span_name", CFG_OFF(span_name_attribute),
-     "sample attribute receiving the span's own name", NULL},
-    {"root_span_name_attribute", PL_CFG_STRING, "root_span_name", CFG_OFF(root_span_name_attribute),
-     "sample attribute receiving the local root span's name", NULL},
-    {"service_name_attribute", PL_CFG_STRING, "service.name", CFG_OFF(service_name_attribute),
-     "sample attribute receiving the span's service.name", NULL},
-    {"profile_id_attribute", PL_CFG_STRING, "pyroscope.profile.id", CFG_OFF(profile_id_attribute),
-     "span attribute set to the span id (hex) on spans that had samples (Grafana's link)", NULL},
-    {"profile_samples_attribute", PL_CFG_STRING, "profile.samples",
-     CFG_OFF(profile_samples_attribute), "span attribute: samples linked to the span itself", NULL},
-    {"cpu_time_attribute", PL_CFG_STRING, "profile.cpu_time_ns", CFG_OFF(cpu_time_attribute),
-     "span attribute: CPU time of the span's own samples, ns", NULL},
-    {"cpu_time_total_attribute", PL_CFG_STRING, "profile.cpu_time_total_ns",
-     CFG_OFF(cpu_time_total_attribute),
-     "span attribute: CPU time of the span and its known descendants, ns", NULL},
-    {"wall_time_attribute", PL_CFG_STRING, "profile.wall_time_ns", CFG_OFF(wall_time_attribute),
-     "span attribute: wall time of the span's own samples, ns (only with wall profiles)", NULL},
-    {"top_functions_attribute", PL_CFG_STRING, "profile.top_functions",
-     CFG_OFF(top_functions_attribute),
-     "span attribute: array of \"function (share%)\" for the hottest self functions", NULL},
-    {NULL, 0, NULL, 0, NULL, NULL},
-};
-
-const pl_cfg_section pl_correlation_config_section = {
-    sizeof(pl_correlation_config),
-    correlation_fields,
-    correlation_validate,
-};
+#include "processors/correlation.config.inc"
 
 void pl_correlation_config_defaults(pl_correlation_config *cfg)
 {

@@ -71,21 +71,7 @@ static int memlim_validate(void *cfg_, pl_cfg_ctx *ctx)
     return errors;
 }
 
-static const pl_cfg_field memlim_fields[] = {
-    {"check_interval", PL_CFG_DURATION, "1s", offsetof(memlim_cfg, check_interval),
-     "how often resident memory is measured", NULL},
-    {"limit_mib", PL_CFG_INT, "0", offsetof(memlim_cfg, limit_mib),
-     "hard limit in MiB of resident memory", NULL},
-    {"spike_limit_mib", PL_CFG_INT, "0", offsetof(memlim_cfg, spike_limit_mib),
-     "soft limit = limit - spike (default spike: 20% of the limit)", NULL},
-    {"limit_percentage", PL_CFG_INT, "0", offsetof(memlim_cfg, limit_percentage),
-     "hard limit as % of total memory (cgroup limit or RAM), if limit_mib is 0", NULL},
-    {"spike_limit_percentage", PL_CFG_INT, "0", offsetof(memlim_cfg, spike_limit_percentage),
-     "spike as % of total memory, with limit_percentage", NULL},
-    {NULL, 0, NULL, 0, NULL, NULL},
-};
-
-static const pl_cfg_section memlim_section = {sizeof(memlim_cfg), memlim_fields, memlim_validate};
+#include "processors/memory_limiter.config.inc"
 
 typedef struct memlim {
     char id[128];

@@ -98,37 +98,7 @@ static int redaction_validate(void *cfg_, pl_cfg_ctx *ctx)
     return errors;
 }
 
-static const pl_cfg_field redaction_fields[] = {
-    {"allow_all_keys", PL_CFG_BOOL, "false", offsetof(redaction_cfg, allow_all_keys),
-     "keep every attribute key; false (the Collector's default) keeps only allowed_keys and "
-     "ignored_keys",
-     NULL},
-    {"allowed_keys", PL_CFG_STRLIST, NULL, offsetof(redaction_cfg, allowed_keys),
-     "keys kept when allow_all_keys is false", NULL},
-    {"ignored_keys", PL_CFG_STRLIST, NULL, offsetof(redaction_cfg, ignored_keys),
-     "keys whose values are never masked (and always kept)", NULL},
-    {"blocked_values", PL_CFG_STRLIST, NULL, offsetof(redaction_cfg, blocked_values),
-     "regexes; every match inside a string value is replaced", NULL},
-    {"allowed_values", PL_CFG_STRLIST, NULL, offsetof(redaction_cfg, allowed_values),
-     "regexes; a string value matching one is never masked by blocked_values", NULL},
-    {"summary", PL_CFG_STRING, "silent", offsetof(redaction_cfg, summary),
-     "attributes recording what was done: silent, info (counts) or debug (counts and keys)", NULL},
-    {"blocked_key_patterns", PL_CFG_STRLIST, NULL, offsetof(redaction_cfg, blocked_key_patterns),
-     "regexes on keys; the whole value of a matching key is replaced", NULL},
-    {"replacement", PL_CFG_STRING, "****", offsetof(redaction_cfg, replacement),
-     "text that replaces masked values", NULL},
-    {"functions", PL_CFG_STRLIST, NULL, offsetof(redaction_cfg, functions),
-     "regexes on profile function names (and system names)", NULL},
-    {"files", PL_CFG_STRLIST, NULL, offsetof(redaction_cfg, files),
-     "regexes on profile file names (functions and mappings)", NULL},
-    {"function_replacement", PL_CFG_STRING, "[REDACTED]",
-     offsetof(redaction_cfg, function_replacement),
-     "text that replaces redacted function and file names", NULL},
-    {NULL, 0, NULL, 0, NULL, NULL},
-};
-
-static const pl_cfg_section redaction_section = {sizeof(redaction_cfg), redaction_fields,
-                                                 redaction_validate};
+#include "processors/redaction.config.inc"
 
 /* ---- instance ----------------------------------------------------------- */
 

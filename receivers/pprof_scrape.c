@@ -74,39 +74,6 @@ typedef struct scrape_cfg {
     bool delta;
 } scrape_cfg;
 
-static const pl_cfg_field tls_fields[] = {
-    {"ca_file", PL_CFG_STRING, NULL, offsetof(scrape_tls_cfg, ca_file),
-     "PEM CA bundle to verify the target with (default: the system CAs)", NULL},
-    {"cert_file", PL_CFG_STRING, NULL, offsetof(scrape_tls_cfg, cert_file),
-     "client certificate (PEM), for mutual TLS", NULL},
-    {"key_file", PL_CFG_STRING, NULL, offsetof(scrape_tls_cfg, key_file),
-     "the client certificate's key (PEM)", NULL},
-    {"insecure_skip_verify", PL_CFG_BOOL, "false", offsetof(scrape_tls_cfg, insecure_skip_verify),
-     "do not verify the target's certificate", NULL},
-    {NULL, 0, NULL, 0, NULL, NULL},
-};
-static const pl_cfg_section tls_section = {sizeof(scrape_tls_cfg), tls_fields, NULL};
-
-static const pl_cfg_field target_fields[] = {
-    {"endpoint", PL_CFG_STRING, NULL, offsetof(scrape_target_cfg, endpoint),
-     "base URL of the service, e.g. http://127.0.0.1:6060 (/debug/pprof/... is appended)", NULL},
-    {"labels", PL_CFG_STRMAP, NULL, offsetof(scrape_target_cfg, labels),
-     "resource attributes for this target's profiles (e.g. service.name)", NULL},
-    {"interval", PL_CFG_DURATION, NULL, offsetof(scrape_target_cfg, interval),
-     "time between scrapes of this target (default: the receiver's interval)", NULL},
-    {"timeout", PL_CFG_DURATION, NULL, offsetof(scrape_target_cfg, timeout),
-     "time limit of this target's requests (default: the receiver's timeout)", NULL},
-    {"headers", PL_CFG_STRMAP, NULL, offsetof(scrape_target_cfg, headers), "extra request headers",
-     NULL},
-    {"basic_auth", PL_CFG_SECTION, NULL, offsetof(scrape_target_cfg, basic_auth),
-     "HTTP basic auth {username, password}", &pl_basic_auth_section},
-    {"bearer_token", PL_CFG_STRING, NULL, offsetof(scrape_target_cfg, bearer_token),
-     "Authorization: Bearer <token>", NULL},
-    {"tls", PL_CFG_SECTION, NULL, offsetof(scrape_target_cfg, tls),
-     "TLS settings for an https:// endpoint", &tls_section},
-    {NULL, 0, NULL, 0, NULL, NULL},
-};
-
 static int target_validate(void *cfgp, pl_cfg_ctx *ctx)
 {
     scrape_target_cfg *t = cfgp;
@@ -121,29 +88,6 @@ static int target_validate(void *cfgp, pl_cfg_ctx *ctx)
     errors += pl_http_credentials_check(ctx, "bearer_token", t->bearer_token, &t->basic_auth);
     return errors;
 }
-
-static const pl_cfg_section target_section = {sizeof(scrape_target_cfg), target_fields,
-                                              target_validate};
-
-static const pl_cfg_field scrape_fields[] = {
-    {"targets", PL_CFG_LIST, NULL, offsetof(scrape_cfg, targets),
-     "services to scrape: list of {endpoint, labels}", &target_section},
-    {"interval", PL_CFG_DURATION, "15s", offsetof(scrape_cfg, interval),
-     "time between scrapes of a target", NULL},
-    {"cpu_seconds", PL_CFG_INT, "10", offsetof(scrape_cfg, cpu_seconds),
-     "length of each CPU profile (seconds=N)", NULL},
-    {"profiles", PL_CFG_STRLIST, "[cpu, heap, goroutine]", offsetof(scrape_cfg, profiles),
-     "profile types to pull: cpu, heap, goroutine, allocs, block, mutex", NULL},
-    {"timeout", PL_CFG_DURATION, "30s", offsetof(scrape_cfg, timeout),
-     "time limit of a request (the CPU profile gets cpu_seconds more)", NULL},
-    {"max_profile_size", PL_CFG_SIZE, "32MiB", offsetof(scrape_cfg, max_profile_size),
-     "largest profile accepted from a target", NULL},
-    {"delta", PL_CFG_BOOL, "true", offsetof(scrape_cfg, delta),
-     "send cumulative profiles (allocs, heap alloc_*, block, mutex) as the difference between "
-     "two scrapes, as Grafana Alloy does; the first scrape of each only primes",
-     NULL},
-    {NULL, 0, NULL, 0, NULL, NULL},
-};
 
 static const char *const known_profiles[] = {"cpu",   "heap",  "goroutine", "allocs",
                                              "block", "mutex", NULL};
@@ -166,7 +110,7 @@ static int scrape_validate(void *cfgp, pl_cfg_ctx *ctx)
     return errors;
 }
 
-static const pl_cfg_section scrape_section = {sizeof(scrape_cfg), scrape_fields, scrape_validate};
+#include "receivers/pprof_scrape.config.inc"
 
 /* ---- instance --------------------------------------------------------------- */
 

@@ -84,38 +84,6 @@ typedef struct pyroscope_cfg {
     pl_http_cors_config cors;
 } pyroscope_cfg;
 
-static const pl_cfg_field pyroscope_fields[] = {
-    {"endpoint", PL_CFG_ADDRESS, "127.0.0.1:4040", offsetof(pyroscope_cfg, endpoint),
-     "host:port to listen on (HTTP/1.1 and h2c)", NULL},
-    {"max_request_body_size", PL_CFG_SIZE, "20MiB", offsetof(pyroscope_cfg, max_request_body_size),
-     "largest request body accepted (413 above it)", NULL},
-    {"max_decompressed_size", PL_CFG_SIZE, "20MiB", offsetof(pyroscope_cfg, max_decompressed_size),
-     "largest body or pprof after gunzip (413 above it; the otlp receiver checks its body limit "
-     "after decompression too)",
-     NULL},
-    {"max_connections", PL_CFG_INT, "1024", offsetof(pyroscope_cfg, max_connections),
-     "simultaneous client connections", NULL},
-    PL_LISTENER_PER_CLIENT_FIELD(pyroscope_cfg),
-    {"max_decoded_memory", PL_CFG_SIZE, "40MiB", offsetof(pyroscope_cfg, max_decoded_memory),
-     "memory one request may decode into, across every sample of a push request and every part "
-     "of an upload (decompressed pprofs plus the decoded model; 413 above it, before it is spent)",
-     NULL},
-    {"max_decoded_objects", PL_CFG_INT, "4000000", offsetof(pyroscope_cfg, max_decoded_objects),
-     "strings, mappings, functions, locations and samples (times sample types) one request may "
-     "decode (413 above it)",
-     NULL},
-    {"tls", PL_CFG_SECTION, NULL, offsetof(pyroscope_cfg, tls),
-     "server TLS (ALPN h2 and http/1.1); client_ca_file for mutual TLS", &pl_tls_server_section},
-    {"auth", PL_CFG_SECTION, NULL, offsetof(pyroscope_cfg, auth),
-     "authenticator extension every request must pass (401 / UNAUTHENTICATED otherwise); the "
-     "SDKs' authToken and basic auth",
-     &pl_auth_ref_section},
-    {"cors", PL_CFG_SECTION, NULL, offsetof(pyroscope_cfg, cors),
-     "CORS for browser clients: allowed_origins (with *), allowed_headers, max_age",
-     &pl_http_cors_section},
-    {NULL, 0, NULL, 0, NULL, NULL},
-};
-
 static int pyroscope_validate(void *cfgp, pl_cfg_ctx *ctx)
 {
     pyroscope_cfg *cfg = cfgp;
@@ -133,8 +101,7 @@ static int pyroscope_validate(void *cfgp, pl_cfg_ctx *ctx)
     return errors;
 }
 
-static const pl_cfg_section pyroscope_section = {sizeof(pyroscope_cfg), pyroscope_fields,
-                                                 pyroscope_validate};
+#include "receivers/pyroscope.config.inc"
 
 static void count(uint64_t *counter)
 {

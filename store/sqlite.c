@@ -65,37 +65,7 @@ static int sqlite_validate(void *cfg, pl_cfg_ctx *ctx)
     return errors;
 }
 
-static const pl_cfg_field sqlite_api_fields[] = {
-    {"endpoint", PL_CFG_ADDRESS, PL_SQLITE_API_DEFAULT_ENDPOINT, offsetof(sqlite_api_cfg, endpoint),
-     "host:port of the read-only JSON query API (/api/traces, /api/flamegraph, ...); "
-     "empty or none disables it.",
-     NULL},
-    {"tls", PL_CFG_SECTION, NULL, offsetof(sqlite_api_cfg, tls),
-     "server TLS for the query API and web view (cert_file, key_file, client_ca_file, ...)",
-     &pl_tls_server_section},
-    {0},
-};
-
-static const pl_cfg_section sqlite_api_section = {sizeof(sqlite_api_cfg), sqlite_api_fields, NULL};
-
-static const pl_cfg_field sqlite_fields[] = {
-    {"path", PL_CFG_STRING, "./data/proflink.db", offsetof(sqlite_cfg, path),
-     "Database file (its directory is created). `proflink query --db` reads it.", NULL},
-    {"retention", PL_CFG_DURATION, "24h", offsetof(sqlite_cfg, retention),
-     "Delete traces and samples older than this; 0 keeps everything.", NULL},
-    {"max_size", PL_CFG_SIZE, "1GiB", offsetof(sqlite_cfg, max_size),
-     "Delete the oldest data while the database uses more than this; 0 = no limit.", NULL},
-    {"api", PL_CFG_SECTION, NULL, offsetof(sqlite_cfg, api), "The query API.", &sqlite_api_section},
-    {"busy_timeout", PL_CFG_DURATION, "5s", offsetof(sqlite_cfg, busy_timeout),
-     "How long a write waits for a lock held by another process before it fails.", NULL},
-    {"queue_size", PL_CFG_SIZE, "64MiB", offsetof(sqlite_cfg, queue_size),
-     "Memory of batches waiting for the writer; beyond it exports are refused (retryable).", NULL},
-    {"retention_interval", PL_CFG_DURATION, "1m", offsetof(sqlite_cfg, retention_interval),
-     "How often retention runs (size is also checked after every write).", NULL},
-    {0},
-};
-
-static const pl_cfg_section sqlite_section = {sizeof(sqlite_cfg), sqlite_fields, sqlite_validate};
+#include "store/sqlite.config.inc"
 
 /* ---- the exporter ------------------------------------------------------- */
 

@@ -34,8 +34,6 @@
 #include "core/status.h"
 #include "store/sqlite_store.h"
 
-/* Default address of the query API; loopback only. */
-#define PL_SQLITE_API_DEFAULT_ENDPOINT "127.0.0.1:4041"
 /* Default look-back of queries without `since`. */
 #define PL_QUERY_DEFAULT_SINCE_NS (3600ull * 1000000000ull)
 
