@@ -99,7 +99,8 @@ static void sb_put(strbuf *b, const char *s, size_t n)
         b->p = p;
         b->cap = cap;
     }
-    memcpy(b->p + b->n, s, n);
+    if (n)
+        memcpy(b->p + b->n, s, n);
     b->n += n;
     b->p[b->n] = '\0';
 }
