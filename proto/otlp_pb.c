@@ -331,8 +331,8 @@ pl_status pl_otlp_count_logs(const uint8_t *buf, size_t len, size_t *count, pl_e
 
 pl_status pl_otlp_count_metrics(const uint8_t *buf, size_t len, size_t *count, pl_err *err)
 {
-    return count_request(buf, len, CMT(MetricsData, resource_metrics),
-                         "resource_metrics", walk_resource_metrics, count, err);
+    return count_request(buf, len, CMT(MetricsData, resource_metrics), "resource_metrics",
+                         walk_resource_metrics, count, err);
 }
 
 /* ---- responses and google.rpc.Status ------------------------------------ */
