@@ -868,7 +868,7 @@ static void correlation_free(correlation *self)
     corr_late_free(self);
     corr_retry_free(self);
     corr_spill_free(self);
-    free(self->stats_arr);
+    corr_stats_free(self);
     free(self->held);
     free(self->spans.slots);
     free(self->pending.slots);

@@ -1,5 +1,6 @@
 /* correlation_index.c: see correlation.c for the design. */
 #include "correlation_int.h"
+#include <sys/mman.h>
 
 /* ---- the span and pending tables ------------------------------------------------------ */
 
@@ -157,6 +158,32 @@ uint32_t corr_pending_table_next(const pending_table *t, uint64_t key, uint32_t 
 
 /* ---- span statistics -------------------------------------------------------------------- */
 
+/* The statistics array is its own anonymous mapping, grown with mremap: at a
+ * million spans with samples it is over 100 MB, and realloc (below glibc's
+ * mmap threshold, which rises to 32 MiB after frees) copied it at every
+ * growth, faulting in a fresh copy's pages in the middle of linking. mremap
+ * moves the page tables instead, and only new entries' pages are touched. */
+static size_t stats_map_len(uint32_t cap)
+{
+    return ((size_t)cap * sizeof(span_stats) + 4095) & ~(size_t)4095;
+}
+
+static span_stats *stats_remap(span_stats *old, uint32_t old_cap, uint32_t cap)
+{
+    void *p = old ? mremap(old, stats_map_len(old_cap), stats_map_len(cap), MREMAP_MAYMOVE)
+                  : mmap(NULL, stats_map_len(cap), PROT_READ | PROT_WRITE,
+                         MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    return p == MAP_FAILED ? NULL : p;
+}
+
+void corr_stats_free(correlation *self)
+{
+    if (self->stats_arr)
+        munmap(self->stats_arr, stats_map_len(self->cap_stats));
+    self->stats_arr = NULL;
+    self->cap_stats = self->n_stats = self->free_stats = 0;
+}
+
 static uint32_t stats_alloc(correlation *self)
 {
     if (self->free_stats) {
@@ -168,9 +195,10 @@ static uint32_t stats_alloc(correlation *self)
     if (self->n_stats == self->cap_stats) {
         /* A quarter more each time: a few hundred thousand spans with
          * samples are normal, and doubling left up to half of it unused
-         * (realloc of an array this size remaps pages, not copies). */
+         * (mremap moves pages, it does not copy them). */
         uint32_t cap = self->cap_stats ? self->cap_stats + self->cap_stats / 4 : 256;
-        span_stats *a = realloc(self->stats_arr, (size_t)cap * sizeof(span_stats));
+        span_stats *a = cap > self->cap_stats ? stats_remap(self->stats_arr, self->cap_stats, cap)
+                                              : NULL;
         if (!a)
             return 0;
         self->stats_arr = a;

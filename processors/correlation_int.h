@@ -520,6 +520,7 @@ int corr_span_table_resize(span_table *t, uint64_t cap);
 span_entry *corr_find_span(correlation *self, uint64_t key, const uint8_t *trace, bool held,
                            bool want_placeholder);
 span_stats *corr_entry_stats(correlation *self, span_entry *e);
+void corr_stats_free(correlation *self);
 top_fn *corr_stats_fns(span_stats *s);
 uint32_t corr_fn_pool_id(correlation *self, pl_bytes name);
 uint32_t corr_held_alloc(correlation *self);

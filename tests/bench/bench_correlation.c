@@ -6,7 +6,8 @@
  *      resident-memory growth while the spans are indexed (the batches are
  *      built before the measurement starts, so their memory is not counted);
  *   2. samples linked per CPU-second (process CPU time of the consume calls
- *      only; building and freeing batches is outside the measurement);
+ *      only; building and freeing batches is outside the measurement), and
+ *      the slowest single consume call;
  *   3. the cost of passing a span through when no profiles are present:
  *      index, hold, release at the window's end, per span, in steady state.
  *
@@ -294,9 +295,13 @@ int main(int argc, char **argv)
             pb[i] = mk_samples(SAMPLES_PER_BATCH, ids, n_ids, (uint32_t)per_span, t0);
         pl_correlation_counters before, after;
         pl_correlation_get_counters(self, &before);
-        double s0 = cpu_seconds();
-        for (size_t i = 0; i < sample_batches; i++)
+        double s0 = cpu_seconds(), slowest = 0;
+        for (size_t i = 0; i < sample_batches; i++) {
+            double b0 = cpu_seconds();
             pl_processor_correlation.consume(self, pb[i], &next);
+            double b = cpu_seconds() - b0;
+            slowest = b > slowest ? b : slowest;
+        }
         double s1 = cpu_seconds();
         pl_correlation_get_counters(self, &after);
         uint64_t linked = after.linked_samples - before.linked_samples;
@@ -304,6 +309,9 @@ int main(int argc, char **argv)
             "samples linked (%2d per span):  %.2f M per CPU-second (%llu linked, %.0f ns each)\n",
             per_span, (double)linked / (s1 - s0) / 1e6, (unsigned long long)linked,
             (s1 - s0) * 1e9 / (double)linked);
+        /* A stall in one call (e.g. a table or array growing) holds up
+         * the whole pipeline: worth seeing apart from the average. */
+        printf("  slowest batch of %d samples:  %.1f ms CPU\n", SAMPLES_PER_BATCH, slowest * 1e3);
         sink_free(&out);
         free(pb);
     }
