@@ -68,6 +68,28 @@ void pl_auth_extension_destroy(void *self)
     a->release(a->arg);
 }
 
+void *pl_auth_instance_new(size_t size, const pl_create_settings *settings, const char *type,
+                           pl_err *err)
+{
+    pl_auth_instance *inst = calloc(1, size);
+    if (inst)
+        inst->id = strdup(settings->id ? settings->id : type);
+    if (!inst || !inst->id) {
+        free(inst);
+        pl_errf(err, PL_ERR_NOMEM, "out of memory");
+        return NULL;
+    }
+    pthread_mutex_init(&inst->mu, NULL);
+    return inst;
+}
+
+void pl_auth_instance_free(pl_auth_instance *inst)
+{
+    free(inst->id);
+    pthread_mutex_destroy(&inst->mu);
+    free(inst);
+}
+
 void pl_auth_unregister(pl_authenticator *a)
 {
     pthread_rwlock_wrlock(&registry_lock);

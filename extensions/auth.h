@@ -28,6 +28,7 @@
 #ifndef PL_EXTENSIONS_AUTH_H
 #define PL_EXTENSIONS_AUTH_H
 
+#include <pthread.h>
 #include <stdbool.h>
 #include <stddef.h>
 
@@ -62,6 +63,23 @@ void pl_auth_unregister(pl_authenticator *a);
 /* The destroy hook of an authentication extension whose instance starts
  * with its registered pl_authenticator: unregisters it, then releases it. */
 void pl_auth_extension_destroy(void *self);
+/* What every authentication extension instance starts with: its registered
+ * authenticator (first, for pl_auth_extension_destroy), its id, and the lock
+ * that guards what a file re-read replaces while receivers on several worker
+ * threads check at once. */
+typedef struct pl_auth_instance {
+    pl_authenticator a;
+    char *id;
+    pthread_mutex_t mu;
+} pl_auth_instance;
+
+/* A zeroed instance of `size` bytes that starts with a pl_auth_instance, its
+ * lock ready and its id settings->id (else `type`); NULL with err set when
+ * out of memory. */
+void *pl_auth_instance_new(size_t size, const pl_create_settings *settings, const char *type,
+                           pl_err *err);
+/* Frees what pl_auth_instance_new set up, and the instance. */
+void pl_auth_instance_free(pl_auth_instance *inst);
 /* NULL with err set when `id` is not a running authentication extension. */
 const pl_authenticator *pl_auth_find(const char *id, pl_err *err);
 /* The same without an error: NULL when absent. */

@@ -80,8 +80,7 @@ typedef struct user {
 } user;
 
 typedef struct basic {
-    pl_authenticator a;
-    char *id;
+    pl_auth_instance base; /* authenticator, id and the lock `base.mu` */
     char *file;
     char *inline_text;
     user *users;
@@ -89,13 +88,12 @@ typedef struct basic {
     pl_file_watch watch; /* of `file` */
     uint8_t salt[16];
     char *client_value; /* "Basic base64(user:pass)" */
-    /* Receivers on several worker threads check at once: `mu` guards the
+    /* Receivers on several worker threads check at once: `base.mu` guards the
      * users (replaced when the file changes), their verified-digest cache
      * and the re-read clock. The slow part, crypt() of a bcrypt or SHA-crypt
      * hash, runs outside it, on a copy of the hash; `generation` tells the
      * caller whether the users it verified against are still the current
      * ones before it caches the result. */
-    pthread_mutex_t mu;
     uint64_t generation;
 } basic;
 
@@ -202,9 +200,9 @@ static void maybe_reload(basic *b)
         return;
     pl_err err = {{0}};
     if (load_users(b, &err) == 0)
-        pl_info(b->id, "users re-read from %s", b->file);
+        pl_info(b->base.id, "users re-read from %s", b->file);
     else
-        pl_warn(b->id, "%s; keeping the previous users", err.msg);
+        pl_warn(b->base.id, "%s; keeping the previous users", err.msg);
 }
 
 static void salted_digest(const basic *b, const char *pw, size_t len, uint8_t out[32])
@@ -218,7 +216,7 @@ static void salted_digest(const basic *b, const char *pw, size_t len, uint8_t ou
     EVP_MD_CTX_free(ctx);
 }
 
-/* Checks pw against an htpasswd hash (a copy: called without b->mu). */
+/* Checks pw against an htpasswd hash (a copy: called without b->base.mu). */
 static bool verify_hash(const char *h, const char *pw, size_t len)
 {
     bool ok = false;
@@ -249,7 +247,7 @@ static bool verify_hash(const char *h, const char *pw, size_t len)
     return ok;
 }
 
-/* The user named `name`, with b->mu held; NULL when unknown. */
+/* The user named `name`, with b->base.mu held; NULL when unknown. */
 static user *find_user(basic *b, const unsigned char *name, size_t len)
 {
     for (size_t i = 0; i < b->n_users; i++) {
@@ -266,11 +264,11 @@ static user *find_user(basic *b, const unsigned char *name, size_t len)
 static bool verify(basic *b, const unsigned char *name, size_t name_len, const char *pw, size_t len)
 {
     uint8_t d[32];
-    pthread_mutex_lock(&b->mu);
+    pthread_mutex_lock(&b->base.mu);
     maybe_reload(b);
     user *u = find_user(b, name, name_len);
     if (!u) {
-        pthread_mutex_unlock(&b->mu);
+        pthread_mutex_unlock(&b->base.mu);
         return false;
     }
     if (u->verified) {
@@ -278,19 +276,19 @@ static bool verify(basic *b, const unsigned char *name, size_t name_len, const c
         salted_digest(b, pw, len, d);
         hit = CRYPTO_memcmp(d, u->digest, 32) == 0;
         if (hit) {
-            pthread_mutex_unlock(&b->mu);
+            pthread_mutex_unlock(&b->base.mu);
             return true;
         }
     }
     char *h = strdup(u->hash);
     uint64_t generation = b->generation;
-    pthread_mutex_unlock(&b->mu);
+    pthread_mutex_unlock(&b->base.mu);
     if (!h)
         return false;
     bool ok = verify_hash(h, pw, len);
     if (ok && h[0] == '$') {
         salted_digest(b, pw, len, d);
-        pthread_mutex_lock(&b->mu);
+        pthread_mutex_lock(&b->base.mu);
         /* the users may have been re-read meanwhile: cache only into the
          * same generation's entry */
         if (b->generation == generation && (u = find_user(b, name, name_len)) &&
@@ -298,7 +296,7 @@ static bool verify(basic *b, const unsigned char *name, size_t name_len, const c
             memcpy(u->digest, d, 32);
             u->verified = true;
         }
-        pthread_mutex_unlock(&b->mu);
+        pthread_mutex_unlock(&b->base.mu);
     }
     OPENSSL_cleanse(d, sizeof(d));
     free(h);
@@ -359,29 +357,25 @@ static bool basic_client(void *arg, char *name, size_t name_cap, char *value, si
 static void basic_free(void *arg)
 {
     basic *b = arg;
-    free(b->id);
     free(b->file);
     free(b->inline_text);
     free(b->client_value);
     users_free(b->users, b->n_users);
-    pthread_mutex_destroy(&b->mu);
-    free(b);
+    pl_auth_instance_free(&b->base);
 }
 
 static pl_status basic_create(const pl_create_settings *settings, const void *config, void **out,
                               pl_err *err)
 {
     const basic_cfg *c = config;
-    basic *b = calloc(1, sizeof(*b));
+    basic *b = pl_auth_instance_new(sizeof(*b), settings, "basicauth", err);
     if (!b)
-        return pl_errf(err, PL_ERR_NOMEM, "out of memory");
-    pthread_mutex_init(&b->mu, NULL);
-    b->id = strdup(settings->id ? settings->id : "basicauth");
+        return PL_ERR_NOMEM;
     if (c->htpasswd.file && *c->htpasswd.file)
         b->file = strdup(c->htpasswd.file);
     if (c->htpasswd.inline_text && *c->htpasswd.inline_text)
         b->inline_text = strdup(c->htpasswd.inline_text);
-    if (!b->id || RAND_bytes(b->salt, sizeof(b->salt)) != 1) {
+    if (RAND_bytes(b->salt, sizeof(b->salt)) != 1) {
         basic_free(b);
         return pl_errf(err, PL_ERR_NOMEM, "out of memory");
     }
@@ -398,7 +392,7 @@ static pl_status basic_create(const pl_create_settings *settings, const void *co
         }
     }
     b->watch.checked_ns = pl_time_mono_ns();
-    pl_auth_register_as(&b->a, b->id, "Basic realm=\"proflink\"",
+    pl_auth_register_as(&b->base.a, b->base.id, "Basic realm=\"proflink\"",
                         (b->file || b->inline_text) ? basic_check : NULL,
                         b->client_value ? basic_client : NULL, basic_free, b);
     *out = b;

@@ -57,17 +57,16 @@ static int bearer_validate(void *cfg, pl_cfg_ctx *ctx)
 #include "extensions/bearertokenauth.config.inc"
 
 typedef struct bearer {
-    pl_authenticator a;
-    char *id;
+    /* base.mu guards file_token and the re-read clock: receivers on several
+     * worker threads check while an exporter on the pipeline loop reads the
+     * token */
+    pl_auth_instance base;
     char *scheme;
     char *header;
     char *file_token; /* from filename, or the inline token */
     pl_strlist tokens;
     char *filename;
     pl_file_watch watch; /* of `filename` */
-    /* guards file_token and the re-read clock: receivers on several worker
-     * threads check while an exporter on the pipeline loop reads the token */
-    pthread_mutex_t mu;
 } bearer;
 
 /* Reads the token file (trailing whitespace dropped); 0 or -1. */
@@ -101,15 +100,15 @@ static void maybe_reread(bearer *b)
         return;
     int changed = pl_file_watch_poll(&b->watch, b->filename, pl_time_mono_ns());
     if (changed < 0) {
-        pl_warn(b->id, "%s: cannot read; keeping the last token", b->filename);
+        pl_warn(b->base.id, "%s: cannot read; keeping the last token", b->filename);
         return;
     }
     if (!changed)
         return;
     if (read_token(b) == 0)
-        pl_info(b->id, "token re-read from %s", b->filename);
+        pl_info(b->base.id, "token re-read from %s", b->filename);
     else
-        pl_warn(b->id, "%s: cannot read; keeping the last token", b->filename);
+        pl_warn(b->base.id, "%s: cannot read; keeping the last token", b->filename);
 }
 
 static bool token_eq(const char *want, const char *got, size_t got_len)
@@ -136,10 +135,10 @@ static bool bearer_check(void *arg, const pl_http_request *req, char *user, size
         while (len && *v == ' ')
             v++, len--;
     }
-    pthread_mutex_lock(&b->mu);
+    pthread_mutex_lock(&b->base.mu);
     maybe_reread(b);
     bool ok = b->file_token && token_eq(b->file_token, v, len);
-    pthread_mutex_unlock(&b->mu);
+    pthread_mutex_unlock(&b->base.mu);
     for (size_t i = 0; i < b->tokens.n; i++)
         ok |= token_eq(b->tokens.items[i], v, len);
     return ok;
@@ -148,14 +147,14 @@ static bool bearer_check(void *arg, const pl_http_request *req, char *user, size
 static bool bearer_client(void *arg, char *name, size_t name_cap, char *value, size_t value_cap)
 {
     bearer *b = arg;
-    pthread_mutex_lock(&b->mu);
+    pthread_mutex_lock(&b->base.mu);
     maybe_reread(b);
     const char *t = b->file_token ? b->file_token : (b->tokens.n ? b->tokens.items[0] : NULL);
     if (t) {
         snprintf(name, name_cap, "%s", b->header);
         snprintf(value, value_cap, "%s%s%s", b->scheme, *b->scheme ? " " : "", t);
     }
-    pthread_mutex_unlock(&b->mu);
+    pthread_mutex_unlock(&b->base.mu);
     return t != NULL;
 }
 
@@ -163,32 +162,28 @@ static bool bearer_client(void *arg, char *name, size_t name_cap, char *value, s
 static void bearer_free(void *arg)
 {
     bearer *b = arg;
-    free(b->id);
     free(b->scheme);
     free(b->header);
     free(b->file_token);
     free(b->filename);
     pl_strlist_free(&b->tokens);
-    pthread_mutex_destroy(&b->mu);
-    free(b);
+    pl_auth_instance_free(&b->base);
 }
 
 static pl_status bearer_create(const pl_create_settings *settings, const void *config, void **out,
                                pl_err *err)
 {
     const bearer_cfg *c = config;
-    bearer *b = calloc(1, sizeof(*b));
+    bearer *b = pl_auth_instance_new(sizeof(*b), settings, "bearertokenauth", err);
     if (!b)
-        return pl_errf(err, PL_ERR_NOMEM, "out of memory");
-    pthread_mutex_init(&b->mu, NULL);
-    b->id = strdup(settings->id ? settings->id : "bearertokenauth");
+        return PL_ERR_NOMEM;
     b->scheme = strdup(c->scheme ? c->scheme : "");
     b->header = strdup(c->header && *c->header ? c->header : "Authorization");
     if (c->token && *c->token)
         b->file_token = strdup(c->token);
     if (c->filename && *c->filename)
         b->filename = strdup(c->filename);
-    if (!b->id || !b->scheme || !b->header || (c->token && *c->token && !b->file_token) ||
+    if (!b->scheme || !b->header || (c->token && *c->token && !b->file_token) ||
         (c->filename && *c->filename && !b->filename) ||
         pl_strlist_copy(&b->tokens, &c->tokens) != 0) {
         bearer_free(b);
@@ -200,7 +195,8 @@ static pl_status bearer_create(const pl_create_settings *settings, const void *c
         return PL_ERR_INVALID;
     }
     b->watch.checked_ns = pl_time_mono_ns();
-    pl_auth_register_as(&b->a, b->id, "Bearer", bearer_check, bearer_client, bearer_free, b);
+    pl_auth_register_as(&b->base.a, b->base.id, "Bearer", bearer_check, bearer_client, bearer_free,
+                        b);
     *out = b;
     return PL_OK;
 }

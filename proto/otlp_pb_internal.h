@@ -24,9 +24,7 @@
 #include "duration.pb.h"
 #include "error_details.pb.h"
 #include "logs.pb.h"
-#include "logs_service.pb.h"
 #include "metrics.pb.h"
-#include "metrics_service.pb.h"
 #include "profiles.pb.h"
 #include "profiles_service.pb.h"
 #include "resource.pb.h"
@@ -43,8 +41,8 @@
 #define MT(m, f)  opentelemetry_proto_metrics_v1_##m##_##f##_tag
 #define CTR(m, f) opentelemetry_proto_collector_trace_v1_##m##_##f##_tag
 #define CPR(m, f) opentelemetry_proto_collector_profiles_v1development_##m##_##f##_tag
-#define CLG(m, f) opentelemetry_proto_collector_logs_v1_##m##_##f##_tag
-#define CMT(m, f) opentelemetry_proto_collector_metrics_v1_##m##_##f##_tag
+#define CLG(m, f) opentelemetry_proto_logs_v1_##m##_##f##_tag
+#define CMT(m, f) opentelemetry_proto_metrics_v1_##m##_##f##_tag
 
 enum { WT_VARINT = 0, WT_I64 = 1, WT_LEN = 2, WT_I32 = 5 };
 

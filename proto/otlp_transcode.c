@@ -360,8 +360,8 @@ static int tc_msg(jdec *d, const pl_pbmsg *m, pl_buf *out)
 pl_status pl_otlp_json_transcode(pl_signal signal, const uint8_t *buf, size_t len, size_t budget,
                                  pl_buf *out, pl_err *err)
 {
-    const pl_pbmsg *root = signal == PL_SIGNAL_LOGS      ? pl_pb_ExportLogsServiceRequest
-                           : signal == PL_SIGNAL_METRICS ? pl_pb_ExportMetricsServiceRequest
+    const pl_pbmsg *root = signal == PL_SIGNAL_LOGS      ? pl_pb_LogsData
+                           : signal == PL_SIGNAL_METRICS ? pl_pb_MetricsData
                                                          : NULL;
     if (!root)
         return pl_errf(err, PL_ERR_UNSUPPORTED, "no JSON transcoder for %s",
