@@ -11,7 +11,8 @@
  *   3. the cost of passing a span through when no profiles are present:
  *      index, hold, release at the window's end, per span, in steady state.
  *
- * Usage: bench_correlation [spans_held (default 1000000)]
+ * Usage: [PL_HOLD_COMPRESSION=none|zstd] bench_correlation [spans_held (default 1000000)]
+ * (PL_HOLD_COMPRESSION sets the processor's hold_compression; unset: its default)
  * Time is an injected clock, so windows close exactly when the benchmark
  * says, without sleeping.
  */
@@ -217,6 +218,7 @@ static void *create(pl_stats **stats, int64_t window_ns, int64_t max_spans)
     cfg.max_spans = max_spans;
     cfg.max_bytes = 64ull << 30;
     cfg.early_release = false;
+    cfg.hold_compression = getenv("PL_HOLD_COMPRESSION") ? strdup(getenv("PL_HOLD_COMPRESSION")) : NULL;
     cfg.max_window = 0; /* fixed windows: these figures are about the index, not cadences */
     char *route[] = {"http.route"};
     cfg.span_attributes = (pl_strlist){route, 1};
