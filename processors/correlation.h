@@ -82,19 +82,19 @@ typedef struct pl_correlation_usage {
     size_t pending_samples; /* samples waiting for their span */
     size_t held_span_batches;
     size_t held_sample_batches;
-    size_t held_bytes;       /* pl_batch_memory of held batches */
+    size_t held_bytes;        /* pl_batch_memory of held batches */
     size_t held_sample_bytes; /* of which held sample batches */
-    size_t index_bytes;      /* the span and sample tables and side structures */
-    size_t span_table_slots; /* capacity of the span table */
-    size_t markers;          /* placeholders and "gone" markers kept for late partners */
-    size_t late_spans;       /* summaries of departed spans kept for late samples */
-    size_t late_bytes;       /* their memory */
-    size_t name_bytes;       /* service and function names held */
-    size_t services;         /* distinct service names known */
-    size_t spilled_spans;    /* held spans whose batch is on disk */
-    size_t spill_bytes;      /* bytes of the spill files */
-    size_t packed_spans;     /* held spans whose batch is kept compressed in memory */
-    size_t packed_bytes;     /* the compressed bytes of those batches */
+    size_t index_bytes;       /* the span and sample tables and side structures */
+    size_t span_table_slots;  /* capacity of the span table */
+    size_t markers;           /* placeholders and "gone" markers kept for late partners */
+    size_t late_spans;        /* summaries of departed spans kept for late samples */
+    size_t late_bytes;        /* their memory */
+    size_t name_bytes;        /* service and function names held */
+    size_t services;          /* distinct service names known */
+    size_t spilled_spans;     /* held spans whose batch is on disk */
+    size_t spill_bytes;       /* bytes of the spill files */
+    size_t packed_spans;      /* held spans whose batch is kept compressed in memory */
+    size_t packed_bytes;      /* the compressed bytes of those batches */
 } pl_correlation_usage;
 void pl_correlation_get_usage(void *self, pl_correlation_usage *out);
 

@@ -197,8 +197,8 @@ static uint32_t stats_alloc(correlation *self)
          * samples are normal, and doubling left up to half of it unused
          * (mremap moves pages, it does not copy them). */
         uint32_t cap = self->cap_stats ? self->cap_stats + self->cap_stats / 4 : 256;
-        span_stats *a = cap > self->cap_stats ? stats_remap(self->stats_arr, self->cap_stats, cap)
-                                              : NULL;
+        span_stats *a =
+            cap > self->cap_stats ? stats_remap(self->stats_arr, self->cap_stats, cap) : NULL;
         if (!a)
             return 0;
         self->stats_arr = a;

@@ -133,10 +133,10 @@ typedef struct held_batch {
     pending_ref *refs; /* samples: every sample that waited */
     uint32_t n_refs;
     uint32_t next_free;
-    bool spilled;            /* spans: batch is NULL, its spans are in spill file spill_seq,
-                                or packed (below) */
-    uint8_t *packed;         /* spilled in memory (hold_compression): the batch encoded and
-                                compressed; NULL: on disk */
+    bool spilled;    /* spans: batch is NULL, its spans are in spill file spill_seq,
+                        or packed (below) */
+    uint8_t *packed; /* spilled in memory (hold_compression): the batch encoded and
+                        compressed; NULL: on disk */
     size_t packed_len;
     uint32_t n_spilled;      /* spilled: its entries in state ENTRY_SPILLED */
     uint64_t spill_seq;      /* file <storage>/<id>-<token>-<seq>.spill */
@@ -344,7 +344,7 @@ typedef struct correlation {
     bool pack;
     size_t packed_spans, packed_bytes; /* spans and bytes of packed batches */
     size_t packed_entries;             /* of spilled_spans, those packed */
-    void *zcctx, *zdctx; /* ZSTD_CCtx / ZSTD_DCtx, reused */
+    void *zcctx, *zdctx;               /* ZSTD_CCtx / ZSTD_DCtx, reused */
     char **leftovers; /* spill files found at start, replayed at the first traces batch */
     uint32_t n_leftovers;
     uint64_t *c_spilled_batches, *c_spilled_bytes, *c_spill_failures;

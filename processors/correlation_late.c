@@ -38,7 +38,7 @@ typedef struct late_gen {
     late_span *spans;
     uint32_t n, cap;
     uint32_t n_dead; /* retired summaries (key 0): found no more, freed with the generation */
-    uint32_t *ids;           /* span id -> (spans index + 1) << 8 | 8 bits of its hash; 0 empty */
+    uint32_t *ids;   /* span id -> (spans index + 1) << 8 | 8 bits of its hash; 0 empty */
     uint32_t ids_cap, n_ids; /* power of two, at most 3/4 full */
     late_str *strs;
     uint32_t n_strs, cap_strs;

@@ -231,8 +231,7 @@ static pl_batch *unpack_batch(correlation *self, uint8_t *buf, size_t len, const
 {
     if (is_zstd(buf, len)) {
         unsigned long long n = ZSTD_getFrameContentSize(buf, len);
-        if (n == ZSTD_CONTENTSIZE_UNKNOWN || n == ZSTD_CONTENTSIZE_ERROR ||
-            n > PACK_MAX_DECODED) {
+        if (n == ZSTD_CONTENTSIZE_UNKNOWN || n == ZSTD_CONTENTSIZE_ERROR || n > PACK_MAX_DECODED) {
             free(buf);
             *why = "bad zstd frame";
             return NULL;
@@ -516,8 +515,8 @@ void corr_pack_indexed(correlation *self)
 bool corr_spill(correlation *self, uint32_t hi)
 {
     held_batch *h = &self->held[hi];
-    if (!self->spill_dir || h->side != SIDE_SPANS || (h->spilled && !h->packed) ||
-        !h->indexed || !self->late)
+    if (!self->spill_dir || h->side != SIDE_SPANS || (h->spilled && !h->packed) || !h->indexed ||
+        !self->late)
         return false;
     size_t len = h->packed_len;
     uint8_t *data = h->packed;

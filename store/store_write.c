@@ -706,7 +706,7 @@ static int write_profiles(pl_store *s, const pl_batch *batch, pl_store_write_sta
     d.stacks = calloc(dict->n_stacks + 1, sizeof(int64_t));
     sample_aggs aggs = SAMPLE_AGGS;
     sample_aggs rollup = SAMPLE_AGGS; /* span 0, bucket = minute */
-    u64_map services = {0};   /* service id -> latest time */
+    u64_map services = {0};           /* service id -> latest time */
     int rc = (d.strings && d.functions && d.stacks) ? SQLITE_OK : SQLITE_NOMEM;
     uint64_t fallback_time = batch->received_unix_nano ? batch->received_unix_nano
                                                        : (uint64_t)time(NULL) * 1000000000ull;

@@ -437,8 +437,8 @@ static void test_packed_spill_files_compressed(void)
         FILE *fp = fopen(p, "rb");
         unsigned char m[4] = {0};
         if (fp) {
-            zstd_files += fread(m, 1, 4, fp) == 4 && m[0] == 0x28 && m[1] == 0xb5 &&
-                          m[2] == 0x2f && m[3] == 0xfd;
+            zstd_files += fread(m, 1, 4, fp) == 4 && m[0] == 0x28 && m[1] == 0xb5 && m[2] == 0x2f &&
+                          m[3] == 0xfd;
             fclose(fp);
         }
     }

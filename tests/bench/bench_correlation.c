@@ -218,7 +218,8 @@ static void *create(pl_stats **stats, int64_t window_ns, int64_t max_spans)
     cfg.max_spans = max_spans;
     cfg.max_bytes = 64ull << 30;
     cfg.early_release = false;
-    cfg.hold_compression = getenv("PL_HOLD_COMPRESSION") ? strdup(getenv("PL_HOLD_COMPRESSION")) : NULL;
+    cfg.hold_compression =
+        getenv("PL_HOLD_COMPRESSION") ? strdup(getenv("PL_HOLD_COMPRESSION")) : NULL;
     cfg.max_window = 0; /* fixed windows: these figures are about the index, not cadences */
     char *route[] = {"http.route"};
     cfg.span_attributes = (pl_strlist){route, 1};
