@@ -114,26 +114,34 @@ function typesSeen() {
   return seen;
 }
 
+// The 4096-byte objects of allocateKnown in totals `t`. With
+// MemProfileRate = 1 the Go runtime now and then records a small object of
+// its own under allocateKnown's stack (seen once: 3,001 objects and
+// 3000 * 4096 + 96 bytes), so whole 4096-byte units of alloc_space count
+// the known objects and alloc_objects may exceed them by such an extra; an
+// allocation sent twice or not at all still fails.
+const known = (t) => Math.floor((t.alloc_space ?? 0) / 4096);
+function assertKnown(t, want) {
+  assert.equal(known(t), want, JSON.stringify(t));
+  assert.ok(t.alloc_objects >= want && t.alloc_objects <= want + 2, JSON.stringify(t));
+}
+
 async function allocAndWait(n, want) {
   assert.equal(await get(`/alloc?n=${n}`), 'ok');
   const after = Number(await get('/scrapes'));
   // two more scrapes start after the allocation finished: the second one
   // certainly saw it
   assert.ok(await until(async () => Number(await get('/scrapes')) >= after + 2, 15000), 'scrapes go on');
-  assert.ok(await until(() => totalsFor('main.allocateKnown').alloc_objects === want, 15000),
+  assert.ok(await until(() => known(totalsFor('main.allocateKnown')) === want, 15000),
     `allocateKnown totals ${JSON.stringify(totalsFor('main.allocateKnown'))}, want ${want} (log: ${pl.log})`);
 }
 
 test('cumulative Go profiles become deltas: the first scrape primes, each allocation is sent once', { timeout: 90000 }, async () => {
   assert.ok(await until(async () => Number(await get('/scrapes')) >= 2, 15000), 'first scrapes');
   await allocAndWait(3000, 3000);
-  let t = totalsFor('main.allocateKnown');
-  assert.equal(t.alloc_objects, 3000);
-  assert.equal(t.alloc_space, 3000 * 4096);
+  assertKnown(totalsFor('main.allocateKnown'), 3000);
   await allocAndWait(500, 3500);
-  t = totalsFor('main.allocateKnown');
-  assert.equal(t.alloc_objects, 3500);
-  assert.equal(t.alloc_space, 3500 * 4096);
+  assertKnown(totalsFor('main.allocateKnown'), 3500);
   // nothing of what happened before the first scrape
   const startup = totalsFor('main.allocateAtStartup');
   assert.equal(startup.alloc_objects ?? 0, 0, JSON.stringify(startup));
