@@ -108,6 +108,11 @@ uint8_t *pl_buf_steal(pl_buf *b, size_t *len)
 
 void pl_buf_json_string(pl_buf *b, const void *s, size_t n)
 {
+    pl_buf_json_string_ex(b, s, n, false);
+}
+
+void pl_buf_json_string_ex(pl_buf *b, const void *s, size_t n, bool all_u)
+{
     static const char hex[] = "0123456789abcdef";
     if (n == 0) { /* s may be NULL */
         pl_buf_append(b, "\"\"", 2);
@@ -124,7 +129,7 @@ void pl_buf_json_string(pl_buf *b, const void *s, size_t n)
             continue;
         pl_buf_append(b, p + run, i - run);
         run = i + 1;
-        switch (c) {
+        switch (all_u && c < 0x20 ? -1 : c) {
         case '"':
             pl_buf_append(b, "\\\"", 2);
             break;

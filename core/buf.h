@@ -36,6 +36,8 @@ uint8_t *pl_buf_steal(pl_buf *b, size_t *len);
  * escaped, \n \r \t by name, other control characters as \u00XX; every other
  * byte (UTF-8 included) as it is. s may be NULL when n is 0. */
 void pl_buf_json_string(pl_buf *b, const void *s, size_t n);
+/* The same; all_u writes every control character as \u00XX (no \n, \r, \t). */
+void pl_buf_json_string_ex(pl_buf *b, const void *s, size_t n, bool all_u);
 
 /* Growable malloc'd arrays: makes room for one more element in *items (n
  * used, *cap allocated), doubling the capacity (the first time to `first`).

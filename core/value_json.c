@@ -68,29 +68,7 @@ void pl_vj_string(pl_buf *b, const uint8_t *s, size_t n, const pl_value_json_opt
         pl_buf_append_byte(b, '"');
         return;
     }
-    if (!o->escape_all_u) {
-        pl_buf_json_string(b, s, n);
-        return;
-    }
-    static const char hex[] = "0123456789abcdef";
-    pl_buf_append_byte(b, '"');
-    size_t run = 0; /* start of the bytes not yet copied */
-    for (size_t i = 0; i < n; i++) {
-        uint8_t c = s[i];
-        if (c >= 0x20 && c != '"' && c != '\\')
-            continue;
-        pl_buf_append(b, s + run, i - run);
-        run = i + 1;
-        if (c == '"' || c == '\\') {
-            char e[2] = {'\\', (char)c};
-            pl_buf_append(b, e, 2);
-        } else {
-            char e[6] = {'\\', 'u', '0', '0', hex[c >> 4], hex[c & 15]};
-            pl_buf_append(b, e, 6);
-        }
-    }
-    pl_buf_append(b, s + run, n - run);
-    pl_buf_append_byte(b, '"');
+    pl_buf_json_string_ex(b, s, n, o->escape_all_u);
 }
 
 static void write_double(pl_buf *b, double x, const pl_value_json_opts *o)
