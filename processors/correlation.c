@@ -202,7 +202,7 @@ span_entry *corr_entry_of_span(correlation *self, const pl_span *sp)
 {
     SPAN_EACH(&self->spans, id_key(sp->span_id), i)
     {
-        if (self->spans.slots[i].span == sp)
+        if (self->spans.slots[i].state == ENTRY_HELD && self->spans.slots[i].span == sp)
             return &self->spans.slots[i];
     }
     return NULL;
@@ -331,6 +331,7 @@ static void index_span_batch(correlation *self, uint32_t hi)
                     e.held = hi;
                     e.service = svc;
                     e.state = ENTRY_HELD;
+                    corr_forget_late_refs(self, key);
                     if (corr_span_table_insert(&self->spans, &e))
                         continue; /* out of memory: this span stays unlinked */
                 }
@@ -511,7 +512,10 @@ typedef struct waiting {
  * of the chain per pass: the loads of a pass do not depend on each other and
  * the processor overlaps them, about one latency per pass for the group
  * instead of one per sample and link. Only reads: nothing here changes any
- * state, and linking finds everything again itself. */
+ * state, and linking finds everything again itself. A span of a packed (or
+ * spilled) batch is linked from its summary, found through its entry's
+ * reference: the summary, its attribute values, the parent id kept with its
+ * batch record, and the parent's entry. */
 enum { WARM_GROUP = 16 };
 
 static inline uint64_t touch(const void *p)
@@ -525,25 +529,42 @@ static uint32_t warm_home(const correlation *self, uint64_t key)
     return key ? (uint32_t)id_hash(key) & self->spans.mask : UINT32_MAX;
 }
 
-/* The held entry of key, probing from its home `at` (its slot loaded). */
+/* The held entry of key, or its spilled one with a summary reference,
+ * probing from its home `at` (its slot loaded). */
 static const span_entry *warm_probe(const correlation *self, uint64_t key, uint32_t at)
 {
     if (at == UINT32_MAX)
         return NULL;
     at = span_table_next(&self->spans, key, at);
-    if (at == UINT32_MAX || self->spans.slots[at].state != ENTRY_HELD)
+    if (at == UINT32_MAX)
         return NULL;
-    return &self->spans.slots[at];
+    const span_entry *e = &self->spans.slots[at];
+    return e->state == ENTRY_HELD || (e->state == ENTRY_SPILLED && e->late_ref) ? e : NULL;
+}
+
+/* Where a spilled entry's parent id is kept (NULL: it has none). */
+static const uint64_t *spilled_parent(const correlation *self, const span_entry *e)
+{
+    const held_batch *h = &self->held[e->held];
+    return h->parents && e->expiry_ms < h->n_parents ? &h->parents[e->expiry_ms] : NULL;
 }
 
 /* Loads the lines of a span that linking reads (ids, name, times,
- * attributes), and its statistics: all of them for the span a sample hit,
- * the totals an ancestor's roll-up adds to (`whole` false). */
+ * attributes; for a spilled one its summary and parent id), and its
+ * statistics: all of them for the span a sample hit, the totals an
+ * ancestor's roll-up adds to (`whole` false). */
 static uint64_t touch_span(const correlation *self, const span_entry *e, bool whole)
 {
-    const char *sp = (const char *)e->span;
-    uint64_t v =
-        touch(sp) + touch(sp + 64) + touch(sp + offsetof(pl_span, attrs) + sizeof(pl_attrs) - 1);
+    uint64_t v = 0;
+    if (e->state == ENTRY_HELD) {
+        const char *sp = (const char *)e->span;
+        v = touch(sp) + touch(sp + 64) + touch(sp + offsetof(pl_span, attrs) + sizeof(pl_attrs) - 1);
+    } else {
+        const uint64_t *pk = spilled_parent(self, e);
+        v = pk ? touch(pk) : 0;
+        if (whole)
+            v += corr_late_ref_touch(self, e->late_ref);
+    }
     if (e->stats) {
         const span_stats *st = &self->stats_arr[e->stats];
         if (whole)
@@ -558,17 +579,25 @@ static uint64_t touch_span(const correlation *self, const span_entry *e, bool wh
  * list of the span a sample hit when it outgrew its inline two. */
 static uint64_t touch_span_data(const correlation *self, const span_entry *e, bool whole)
 {
-    const pl_span *sp = e->span;
-    uint64_t v = sp->name.len ? touch(sp->name.ptr) : 0;
-    if (sp->attrs.n)
-        v += touch(sp->attrs.items) + touch((const char *)sp->attrs.items + sizeof(pl_kv) - 1);
+    uint64_t v = 0;
+    if (e->state == ENTRY_HELD) { /* (a summary's strings are shared by many: mostly cached) */
+        const pl_span *sp = e->span;
+        v = sp->name.len ? touch(sp->name.ptr) : 0;
+        if (sp->attrs.n)
+            v += touch(sp->attrs.items) + touch((const char *)sp->attrs.items + sizeof(pl_kv) - 1);
+    }
     if (whole && e->stats && self->stats_arr[e->stats].cap_fns > 2)
         v += touch(self->stats_arr[e->stats].fns);
     return v;
 }
 
-static uint64_t parent_key(const pl_span *sp)
+static uint64_t parent_key(const correlation *self, const span_entry *e)
 {
+    if (e->state != ENTRY_HELD) {
+        const uint64_t *pk = spilled_parent(self, e);
+        return pk ? *pk : 0;
+    }
+    const pl_span *sp = e->span;
     return span_id_valid(sp->parent_span_id, sp->parent_span_id_len) ? id_key(sp->parent_span_id)
                                                                      : 0;
 }
@@ -600,7 +629,7 @@ static void warm_samples(const correlation *self, const pl_dictionary *dict, con
     for (uint32_t i = 0; i < n; i++) {
         if (!es[i])
             continue;
-        keys[i] = parent_key(es[i]->span);
+        keys[i] = parent_key(self, es[i]);
         home[i] = warm_home(self, keys[i]);
         if (home[i] != UINT32_MAX)
             v += touch(&self->spans.slots[home[i]]);
@@ -686,19 +715,29 @@ static pl_status consume_profiles(correlation *self, pl_batch *batch, pl_consume
                         continue;
                     any_link = true;
                     bool has_time = corr_sample_time(info, s, &lo, &hi);
+                    span_entry *se = NULL;
                     span_entry *e = self->spans.count
                                         ? corr_match_sample(self, key, has_trace ? trace : NULL,
-                                                            has_time, lo, hi)
+                                                            has_time, lo, hi, &se)
                                         : NULL;
                     if (e) {
                         corr_link_sample(self, e, s, info);
                         continue;
                     }
                     const late_span *ls =
+                        se ? corr_late_ref_find(self, se, has_trace ? trace : NULL, has_time, lo,
+                                                hi)
+                           : NULL;
+                    if (ls) {
+                        /* Its span is packed or on disk, its summary at hand. */
+                        corr_link_spilled(self, se, ls, s, info);
+                        continue;
+                    }
+                    ls =
                         self->late
                             ? corr_late_find(self, key, has_trace ? trace : NULL, has_time, lo, hi)
                             : NULL;
-                    span_entry *se = ls ? corr_spilled_entry(self, ls) : NULL;
+                    se = ls ? corr_spilled_entry(self, ls) : NULL;
                     if (se) {
                         /* Its span is held on disk: on time after all. */
                         corr_link_spilled(self, se, ls, s, info);

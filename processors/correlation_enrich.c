@@ -410,6 +410,7 @@ static int32_t writer_link(dict_writer *w, const pl_link *l)
 typedef struct anc_walk {
     span_entry *chain[MAX_ANCESTRY];
     int n, fused;
+    bool built; /* the labels were built for this sample (its span's first in the session) */
 } anc_walk;
 
 static bool same_trace(const uint8_t *a, const uint8_t *b)
@@ -614,11 +615,15 @@ static enrich_slot *enrich_sample(correlation *self, const link_target *tg, pl_s
     enrich_slot *slot = cache_slot(self, dict, tg->id);
     if (!slot)
         return NULL;
-    if (!slot->span && build_span_labels(self, tg, batch, slot, walk)) {
-        memset(slot, 0, sizeof(*slot));
+    if (!slot->span) {
+        if (build_span_labels(self, tg, batch, slot, walk)) {
+            memset(slot, 0, sizeof(*slot));
+            if (walk)
+                walk->n = 0;
+            return NULL;
+        }
         if (walk)
-            walk->n = 0;
-        return NULL;
+            walk->built = true;
     }
     bool has_link =
         s->link_index > 0 && (uint32_t)s->link_index < dict->n_links &&
@@ -773,6 +778,7 @@ void corr_link_sample(correlation *self, span_entry *e, pl_sample *s, profile_in
     memcpy(tg.span_id, e->span->span_id, 8);
     anc_walk walk;
     walk.n = 0;
+    walk.built = false;
     enrich_slot *slot = enrich_sample(self, &tg, s, pi->batch, &walk);
     corr_service_linked(self, e->service, pi->service);
     contrib c = sample_contrib(pi, s);
@@ -783,10 +789,12 @@ void corr_link_sample(correlation *self, span_entry *e, pl_sample *s, profile_in
         roll_up_walked(self, &walk, c); /* may add placeholders: entries move after this */
 }
 
-/* Links sample s to a span whose batch spilled to disk: enriched from the
- * span's summary like a late sample, and counted into the span's statistics
- * (written on it when its batch is read back) and, when the session ends,
- * its ancestors' totals. */
+/* Links sample s to a span whose batch spilled (to disk, or packed in
+ * memory): enriched from the span's summary like a late sample, and counted
+ * into the span's statistics (written on it when its batch is read back)
+ * and its ancestors' totals: at once for the span's first sample in the
+ * session (warm_samples loaded its parent), as for held spans, the others
+ * when the session ends. */
 void corr_link_spilled(correlation *self, span_entry *e, const late_span *ls, pl_sample *s,
                        profile_info *pi)
 {
@@ -796,11 +804,17 @@ void corr_link_spilled(correlation *self, span_entry *e, const late_span *ls, pl
     tg.id = ls;
     tg.trace_id = ls->has_trace ? ls->trace_id : NULL;
     memcpy(tg.span_id, &ls->key, 8);
-    enrich_slot *slot = enrich_sample(self, &tg, s, pi->batch, NULL);
+    anc_walk walk;
+    walk.n = 0;
+    walk.built = false;
+    enrich_slot *slot = enrich_sample(self, &tg, s, pi->batch, &walk);
     corr_service_linked(self, e->service, pi->service);
     contrib c = sample_contrib(pi, s);
     uint32_t fn = c.top && self->cfg.top_functions > 0 ? sample_function(self, pi->batch, s) : 0;
-    count_linked(self, e, ls->has_trace ? ls->trace_id : NULL, c, fn, slot);
+    bool now = slot && walk.built && (c.samples || c.cpu || c.wall);
+    count_linked(self, e, tg.trace_id, c, fn, now ? NULL : slot);
+    if (now)
+        corr_roll_up(self, e, c, tg.trace_id); /* may add placeholders: entries move after this */
 }
 
 /* Enriches late sample s from the summary of its departed span: the same
@@ -841,13 +855,20 @@ void corr_link_session_end(correlation *self)
     corr_writer_reset(&self->writer);
 }
 
-/* Tries to link a sample to a held span. */
+/* Tries to link a sample to a held span. Finding instead a spilled entry
+ * with its summary's reference (then the only entry with this id), it stops
+ * there and leaves it in *spilled (see corr_late_ref_find). */
 span_entry *corr_match_sample(correlation *self, uint64_t key, const uint8_t *trace, bool has_time,
-                              uint64_t lo, uint64_t hi)
+                              uint64_t lo, uint64_t hi, span_entry **spilled)
 {
+    *spilled = NULL;
     SPAN_EACH(&self->spans, key, i)
     {
         span_entry *e = &self->spans.slots[i];
+        if (e->state == ENTRY_SPILLED && e->late_ref) {
+            *spilled = e;
+            return NULL;
+        }
         if (e->state != ENTRY_HELD)
             continue;
         const pl_span *sp = e->span;

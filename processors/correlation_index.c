@@ -483,8 +483,17 @@ void corr_roll_up_from(correlation *self, span_entry *e, contrib c, const uint8_
         uint64_t pkey = entry_parent(self, e);
         if (!pkey)
             return;
-        span_entry *p = corr_find_span(self, pkey, trace, true, true);
-        if (!p) {
+        span_entry *p = NULL;
+        uint32_t first = span_table_next(&self->spans, pkey, UINT32_MAX);
+        span_entry *only = first != UINT32_MAX ? &self->spans.slots[first] : NULL;
+        if (only && only->state == ENTRY_SPILLED && only->late_ref) {
+            /* A spilled parent with a summary reference is the only entry
+             * with its id (see corr_late_ref_find): no held one, placeholder
+             * or gone one to look for, no further slots to load. */
+            span_stats *gs = only->stats ? &self->stats_arr[only->stats] : NULL;
+            if (!(trace && gs && gs->has_trace && memcmp(gs->trace_id, trace, 16) != 0))
+                p = only;
+        } else if (!(p = corr_find_span(self, pkey, trace, true, true))) {
             /* A gone parent already left: nothing to add to. */
             SPAN_EACH(&self->spans, pkey, i)
             {
@@ -518,6 +527,7 @@ void corr_roll_up_from(correlation *self, span_entry *e, contrib c, const uint8_
             s->samples_total = c.samples;
             s->cpu_total = c.cpu;
             s->wall_total = c.wall;
+            corr_forget_late_refs(self, pkey);
             if (corr_span_table_insert(&self->spans, &ph)) {
                 corr_stats_release(self, ph.stats);
                 return;

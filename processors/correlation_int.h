@@ -38,8 +38,13 @@ enum entry_state {
 };
 
 typedef struct span_entry {
-    uint64_t key;       /* span id bytes; 0 = empty slot */
-    pl_span *span;      /* HELD: the span inside its held batch */
+    uint64_t key; /* span id bytes; 0 = empty slot */
+    union {
+        pl_span *span;     /* HELD: the span inside its held batch */
+        uint64_t late_ref; /* SPILLED: its own summary in the late store (see
+                              corr_late_ref_find), 0 = none; only set while no other
+                              entry has this key (corr_forget_late_refs) */
+    };
     uint32_t held;      /* HELD: held batch record */
     uint32_t stats;     /* side statistics, 0 = none yet */
     uint32_t expiry_ms; /* PLACEHOLDER / GONE: expiry, ms since the processor's base time */
@@ -493,7 +498,10 @@ size_t corr_late_bytes(const correlation *self);
 void corr_late_expire(correlation *self, uint64_t now);
 const late_span *corr_late_find(correlation *self, uint64_t key, const uint8_t *trace,
                                 bool has_time, uint64_t lo, uint64_t hi);
-void corr_late_add(correlation *self, span_entry *e, uint64_t now);
+uint64_t corr_late_add(correlation *self, span_entry *e, uint64_t now);
+const late_span *corr_late_ref_find(correlation *self, const span_entry *e, const uint8_t *trace,
+                                    bool has_time, uint64_t lo, uint64_t hi);
+uint64_t corr_late_ref_touch(const correlation *self, uint64_t ref);
 size_t corr_late_labels(correlation *self, const late_span *s, label *items, size_t max);
 pl_bytes corr_late_root_name(correlation *self, const late_span *s);
 bool corr_late_attr(correlation *self, const late_span *s, size_t k, pl_value *out);
@@ -502,7 +510,7 @@ bool corr_sample_ids(const pl_dictionary *dict, const pl_sample *s, uint64_t *ke
                      uint8_t trace[16], bool *has_trace);
 bool corr_sample_time(const profile_info *pi, const pl_sample *s, uint64_t *lo, uint64_t *hi);
 span_entry *corr_match_sample(correlation *self, uint64_t key, const uint8_t *trace, bool has_time,
-                              uint64_t lo, uint64_t hi);
+                              uint64_t lo, uint64_t hi, span_entry **spilled);
 void corr_cache_clear(correlation *self);
 void corr_link_sample(correlation *self, span_entry *e, pl_sample *s, profile_info *pi);
 void corr_link_session_end(correlation *self);
@@ -547,6 +555,7 @@ void corr_spill_remove(correlation *self, uint64_t seq, size_t bytes);
 void corr_spill_drop(correlation *self, uint32_t hi);
 void corr_spill_replay(correlation *self, pl_consumer *next);
 span_entry *corr_spilled_entry(correlation *self, const late_span *ls);
+void corr_forget_late_refs(correlation *self, uint64_t key);
 uint64_t corr_spilled_deadline(correlation *self, uint64_t key);
 void corr_link_spilled(correlation *self, span_entry *e, const late_span *ls, pl_sample *s,
                        profile_info *pi);

@@ -48,6 +48,7 @@ typedef struct late_gen {
     late_val *vals;
     uint32_t n_vals, cap_vals;
     uint64_t opened_ns, newest_ns;
+    uint64_t serial; /* which opening of this ring slot (0: none), for summary refs */
 } late_gen;
 
 struct late_store {
@@ -56,7 +57,19 @@ struct late_store {
     size_t count, bytes;
     uint64_t window;
     size_t max_count, max_bytes;
+    uint64_t serials; /* generations opened */
 };
+
+/* A reference to one summary, kept by the spilled entry it stands for, so
+ * that a sample of a spilled (or packed) span finds the summary without
+ * searching every generation: its index, its generation's ring slot, and
+ * that generation's serial (a slot reopened or cleared has another, so a
+ * reference to a summary that went is recognised, never followed). */
+#define REF_IDX_BITS    24
+#define REF_GEN_BITS    3
+#define REF_SERIAL_MASK ((1ull << (64 - REF_IDX_BITS - REF_GEN_BITS)) - 1)
+_Static_assert(IDS_MAX_SPANS < (1u << REF_IDX_BITS), "a summary index fits a reference");
+_Static_assert(LATE_GENS <= (1u << REF_GEN_BITS), "a ring slot fits a reference");
 
 static size_t gen_bytes(const late_gen *g)
 {
@@ -166,8 +179,13 @@ static late_gen *gen_for_add(correlation *self, uint64_t now)
         g = &ls->gens[ls->cur];
         gen_clear(ls, g); /* the oldest goes when the ring comes round */
     }
-    if (!g->n)
+    if (!g->n) {
         g->opened_ns = now;
+        ls->serials = (ls->serials + 1) & REF_SERIAL_MASK;
+        if (!ls->serials)
+            ls->serials = 1;
+        g->serial = ls->serials;
+    }
     return g;
 }
 
@@ -412,12 +430,15 @@ static bool scalar(const pl_value *v)
            v->type == PL_VALUE_BOOL;
 }
 
-/* Keeps a summary of held span `e` (about to leave) for late samples. */
-void corr_late_add(correlation *self, span_entry *e, uint64_t now)
+/* Keeps a summary of held span `e` (about to leave) for late samples. Its
+ * reference (see REF_IDX_BITS) when it is the only summary with this span id
+ * in its generation; 0 when not added, or when it is not (a lookup could
+ * find another first). */
+uint64_t corr_late_add(correlation *self, span_entry *e, uint64_t now)
 {
     struct late_store *ls = self->late;
     if (!ls)
-        return;
+        return 0;
     const pl_span *sp = e->span;
     late_gen *g = gen_for_add(self, now);
     uint32_t h = (uint32_t)id_hash(e->key);
@@ -429,7 +450,7 @@ void corr_late_add(correlation *self, span_entry *e, uint64_t now)
         !grow_upto((void **)&g->spans, &g->cap, g->n + 1, gen_share(ls), sizeof(late_span),
                    &dummy)) {
         ls->bytes += gen_bytes(g) - before;
-        return; /* out of memory, or too many summaries with this span id */
+        return 0; /* out of memory, or too many summaries with this span id */
     }
     ls->bytes += gen_bytes(g) - before;
     late_span s;
@@ -479,7 +500,7 @@ void corr_late_add(correlation *self, span_entry *e, uint64_t now)
                                     gen_share(ls) * (uint32_t)nk, sizeof(late_val), &dummy);
     ls->bytes += gen_bytes(g) - before;
     if (!vals_ok)
-        return; /* out of memory: the values follow the summaries in step */
+        return 0; /* out of memory: the values follow the summaries in step */
     const late_val *gone_vals = pg ? span_vals(self, pg, gone_parent) : NULL;
     for (size_t k = 0; k < nk; k++) {
         pl_bytes key = self->span_attr_keys[k];
@@ -520,6 +541,68 @@ void corr_late_add(correlation *self, span_entry *e, uint64_t now)
     if (now > g->newest_ns)
         g->newest_ns = now;
     ls->count++;
+    /* A spilled span with this id can no longer be sure its own summary is
+     * the one a lookup finds first: it searches again. */
+    if (self->spilled_spans)
+        corr_forget_late_refs(self, s.key);
+    if (c.same)
+        return 0;
+    return g->serial << (REF_IDX_BITS + REF_GEN_BITS) | (uint64_t)ls->cur << REF_IDX_BITS |
+           (g->n - 1);
+}
+
+/* The summary reference `ref` names, if it is still there (NULL: gone). */
+static const late_span *ref_summary(const struct late_store *ls, uint64_t ref, uint64_t key)
+{
+    const late_gen *g = &ls->gens[(ref >> REF_IDX_BITS) & (LATE_GENS - 1)];
+    uint32_t idx = (uint32_t)(ref & ((1u << REF_IDX_BITS) - 1));
+    if (!ref || g->serial != ref >> (REF_IDX_BITS + REF_GEN_BITS) || idx >= g->n ||
+        g->spans[idx].key != key)
+        return NULL;
+    return &g->spans[idx];
+}
+
+/* For a sample of spilled entry e (span id, trace id when known, time when
+ * known): its span's summary, through the entry's reference, when
+ * corr_late_find would find that same summary and corr_spilled_entry would
+ * take e for it. NULL when that is not sure (no reference, the summary gone,
+ * it does not match): the caller then searches as for any sample. A
+ * reference is only kept while e is the only entry with its span id and its
+ * summary the only one with that id in its generation, the newest with it
+ * in the store (corr_late_add, corr_forget_late_refs). */
+const late_span *corr_late_ref_find(correlation *self, const span_entry *e, const uint8_t *trace,
+                                    bool has_time, uint64_t lo, uint64_t hi)
+{
+    const late_span *s = self->late ? ref_summary(self->late, e->late_ref, e->key) : NULL;
+    if (!s)
+        return NULL;
+    const late_gen *g = &self->late->gens[(e->late_ref >> REF_IDX_BITS) & (LATE_GENS - 1)];
+    id_key_ctx c = {g, e->key, trace, has_time, lo, hi, self->skew, 0, false};
+    if (!id_eq(&c, (uint32_t)(s - g->spans) + 1))
+        return NULL;
+    const span_stats *st = e->stats ? &self->stats_arr[e->stats] : NULL;
+    if (s->has_trace && st && st->has_trace && memcmp(st->trace_id, s->trace_id, 16) != 0)
+        return NULL; /* as corr_spilled_entry checks */
+    return s;
+}
+
+/* Loads the lines of the summary `ref` names that linking reads (the
+ * summary and its span_attributes values): a read only, for warming. */
+uint64_t corr_late_ref_touch(const correlation *self, uint64_t ref)
+{
+    const struct late_store *ls = self->late;
+    const late_gen *g = ls ? &ls->gens[(ref >> REF_IDX_BITS) & (LATE_GENS - 1)] : NULL;
+    uint32_t idx = (uint32_t)(ref & ((1u << REF_IDX_BITS) - 1));
+    if (!g || idx >= g->n)
+        return 0;
+    const volatile uint8_t *p = (const volatile uint8_t *)&g->spans[idx];
+    uint64_t v = p[0] + p[sizeof(late_span) - 1];
+    size_t nk = self->n_span_attr_keys < 64 ? self->n_span_attr_keys : 64;
+    if (nk) {
+        const volatile uint8_t *q = (const volatile uint8_t *)&g->vals[(size_t)idx * nk];
+        v += q[0] + q[nk * sizeof(late_val) - 1];
+    }
+    return v;
 }
 
 /* The labels of a summary, as build_span_labels makes them for a held span:

@@ -347,7 +347,7 @@ static void release_span_batch(correlation *self, uint32_t hi, int reason)
                     SPAN_EACH(&self->spans, key, i)
                     {
                         const span_entry *c = &self->spans.slots[i];
-                        if (c->span == sp) {
+                        if (c->state == ENTRY_HELD && c->span == sp) {
                             slot = i;
                             break;
                         }

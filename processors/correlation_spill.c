@@ -348,6 +348,32 @@ static span_entry *entry_in(correlation *self, const pl_span *sp)
     return NULL;
 }
 
+/* Is e the only entry with its span id? */
+static bool only_entry(correlation *self, const span_entry *e)
+{
+    SPAN_EACH(&self->spans, e->key, i)
+    {
+        if (&self->spans.slots[i] != e)
+            return false;
+    }
+    return true;
+}
+
+/* An entry with span id `key` comes, or a summary with it was added: the
+ * spilled entries with that id drop their summary references (see
+ * corr_late_ref_find). */
+void corr_forget_late_refs(correlation *self, uint64_t key)
+{
+    if (!self->spilled_spans)
+        return;
+    SPAN_EACH(&self->spans, key, i)
+    {
+        span_entry *e = &self->spans.slots[i];
+        if (e->state == ENTRY_SPILLED)
+            e->late_ref = 0;
+    }
+}
+
 /* Held span batch hi leaves memory (to disk or packed): its spans'
  * summaries go to the late store, its entries become ENTRY_SPILLED (with
  * their parents kept), and the decoded batch is freed. */
@@ -362,8 +388,10 @@ static void spill_entries(correlation *self, uint32_t hi)
     h->n_parents = 0;
     h->n_spilled = 0;
     /* Summaries first (they walk ancestors inside the batch), then the
-     * entries let go of the spans. */
+     * entries let go of the spans and keep their summaries' references
+     * (parked in parents[] meanwhile, in the same order). */
     uint64_t now = now_ns(self);
+    uint32_t n_refs = 0;
     pl_traces *t = &h->batch->data.traces;
     for (int pass = 0; pass < 2; pass++) {
         for (uint32_t r = 0; r < t->n_resources; r++) {
@@ -378,7 +406,9 @@ static void spill_entries(correlation *self, uint32_t hi)
                     if (!e)
                         continue;
                     if (pass == 0) {
-                        corr_late_add(self, e, now);
+                        uint64_t ref = corr_late_add(self, e, now);
+                        if (h->parents && n_refs < h->items)
+                            h->parents[n_refs++] = ref;
                         if (e->stats && trace_id_valid(sp->trace_id, sp->trace_id_len)) {
                             /* Told apart from a same-id span of another trace. */
                             span_stats *st = &self->stats_arr[e->stats];
@@ -386,16 +416,20 @@ static void spill_entries(correlation *self, uint32_t hi)
                             st->has_trace = true;
                         }
                     } else {
-                        if (h->parents && h->n_parents < h->items) {
+                        uint64_t ref = 0;
+                        if (h->parents && h->n_parents < n_refs) {
+                            ref = h->parents[h->n_parents];
                             h->parents[h->n_parents] =
                                 span_id_valid(sp->parent_span_id, sp->parent_span_id_len)
                                     ? id_key(sp->parent_span_id)
                                     : 0;
-                            e->expiry_ms = h->n_parents++;
+                            /* No parent: nothing to read at roll-ups. */
+                            e->expiry_ms = h->parents[h->n_parents] ? h->n_parents : UINT32_MAX;
+                            h->n_parents++;
                         } else {
                             e->expiry_ms = UINT32_MAX; /* no parent known */
                         }
-                        e->span = NULL;
+                        e->late_ref = ref && only_entry(self, e) ? ref : 0;
                         e->state = ENTRY_SPILLED;
                         self->spilled_spans++;
                         h->n_spilled++;
