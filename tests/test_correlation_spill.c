@@ -283,6 +283,46 @@ static void test_sample_waits_for_read_back(void)
     remove_dir();
 }
 
+/* A span on disk and a span held in memory share a span id (another
+ * trace): a sample without a trace id links to the held one, as it would
+ * with neither spilled, and a sample of the spilled one's trace to it (its
+ * summary found though the id is no longer its own alone). */
+static void test_span_id_shared_with_spilled_span(void)
+{
+    make_dir();
+    fixture f;
+    pl_correlation_config cfg = spill_config(small_max_bytes_with("none"), true);
+    cfg.hold_compression = "none"; /* decoded: the newest batch stays in memory */
+    REQUIRE(fx_init(&f, &cfg) == 0);
+    fill(&f);
+    REQUIRE(counters(&f).spilled_batches >= 1);
+    /* Batch 0 is on disk; its child 0x101 (trace 20) gets a namesake. */
+    fake_now = BASE + S(N_BATCHES) + S(2);
+    uint64_t t0 = BASE;
+    span_spec twin[] = {{99, 0x101, 0, t0, t0 + S(1), "twin", NULL}};
+    deliver(&f, mk_traces("api", twin, 1));
+    pl_correlation_usage u;
+    pl_correlation_get_usage(f.self, &u);
+    CHECK(u.spilled_spans >= 2);
+    sample_spec ss[] = {{0x101, 0, BY_LINK, t0 + S(1) / 3, 5, 0},
+                        {0x101, 20, BY_LINK, t0 + S(1) / 3, 7, 0}};
+    deliver(&f, mk_profiles("api", t0, S(10), ss, 2));
+    CHECK_EQ_UINT(counters(&f).linked_samples, 2);
+    pl_processor_correlation.shutdown(f.self);
+    REQUIRE(f.profiles.n >= 2);
+    pl_batch *pb = f.profiles.b[f.profiles.n - 1];
+    char buf[256], want[64];
+    CHECK_EQ_STR(sample_attr(pb, 0, "span_name", buf, NULL), "twin");
+    CHECK_EQ_STR(link_hex(pb, 0, true, buf), hex_trace(99, want));
+    CHECK_EQ_STR(sample_attr(pb, 1, "span_name", buf, NULL), "SELECT");
+    CHECK_EQ_STR(sample_attr(pb, 1, "root_span_name", buf, NULL), "GET /r");
+    CHECK_EQ_INT(span_int(find_span_in(&f.traces, 0x101, 99), "profile.cpu_time_ns"), 5);
+    CHECK_EQ_INT(span_int(find_span_in(&f.traces, 0x101, 20), "profile.cpu_time_ns"), 7);
+    CHECK_EQ_INT(span_int(find_span_in(&f.traces, 0x100, 20), "profile.cpu_time_total_ns"), 7);
+    fx_done(&f);
+    remove_dir();
+}
+
 /* Shutdown (and reload) read every spilled batch back and flush it. */
 static void test_shutdown_flushes_spilled(void)
 {
@@ -508,6 +548,7 @@ int main(void)
 {
     PL_RUN(test_spilled_spans_link_and_leave_enriched);
     PL_RUN(test_sample_waits_for_read_back);
+    PL_RUN(test_span_id_shared_with_spilled_span);
     PL_RUN(test_shutdown_flushes_spilled);
     PL_RUN(test_crash_leftovers_replayed);
     PL_RUN(test_without_storage_early_release);
