@@ -331,9 +331,11 @@ static void index_span_batch(correlation *self, uint32_t hi)
                     e.held = hi;
                     e.service = svc;
                     e.state = ENTRY_HELD;
-                    corr_forget_late_refs(self, key);
-                    if (corr_span_table_insert(&self->spans, &e))
+                    uint32_t same;
+                    if (corr_span_table_insert(&self->spans, &e, &same))
                         continue; /* out of memory: this span stays unlinked */
+                    if (same)
+                        corr_forget_late_refs(self, key);
                 }
                 self->indexed_spans++;
                 uint64_t end =
@@ -569,8 +571,8 @@ static uint64_t touch_span(const correlation *self, const span_entry *e, bool wh
         const span_stats *st = &self->stats_arr[e->stats];
         if (whole)
             v += touch(st) + touch((const char *)st + 64) + touch((const char *)(st + 1) - 1);
-        else
-            v += touch(&st->samples_total) + touch(&st->wall_total);
+        else /* the trace a spilled one is told apart by, and the totals */
+            v += touch(st) + touch(&st->samples_total) + touch(&st->wall_total);
     }
     return v;
 }
@@ -814,7 +816,7 @@ static pl_status consume_profiles(correlation *self, pl_batch *batch, pl_consume
             pe.sample = wait[i].sample;
             pe.pinfo = wait[i].pinfo;
             pe.held = hi;
-            if (corr_pending_table_insert(&self->pending, &pe)) {
+            if (corr_pending_table_insert(&self->pending, &pe, NULL)) {
                 (*self->c_unlinked_samples)++;
                 continue;
             }

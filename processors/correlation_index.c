@@ -50,12 +50,14 @@ static void *table_rehash(const void *slots, uint32_t mask, size_t elem, uint64_
  * entries already share the key: span ids are chosen by clients, and a flood
  * of one id would otherwise make every probe walk all of them (the keyed
  * hash only spreads different ids). */
-static uint32_t table_free_slot(const void *slots, uint32_t mask, size_t elem, uint64_t key)
+static uint32_t table_free_slot(const void *slots, uint32_t mask, size_t elem, uint64_t key,
+                                uint32_t *n_same)
 {
     uint32_t i = slot_home(key, mask), same = 0;
     for (uint64_t k; (k = slot_key(slots, elem, i)); i = (i + 1) & mask)
         if (k == key && ++same >= MAX_SAME_ID)
             return UINT32_MAX;
+    *n_same = same;
     return i;
 }
 
@@ -94,10 +96,11 @@ static void *table_resize(void *slots, uint32_t *mask, size_t elem, uint64_t cap
 
 /* Inserts entry e (growing to keep the load at or under one half): the
  * array, new if it grew; *ok false when out of memory or MAX_SAME_ID entries
- * share its key. */
+ * share its key; *same: how many entries had its key before. */
 static void *table_insert(void *slots, uint32_t *mask, uint32_t *count, size_t elem, const void *e,
-                          bool *ok)
+                          bool *ok, uint32_t *same)
 {
+    *same = 0;
     *ok = false;
     if ((*count + 1) * 2 > *mask + 1) {
         void *s = table_resize(slots, mask, elem, ((uint64_t)*mask + 1) * 2);
@@ -107,7 +110,7 @@ static void *table_insert(void *slots, uint32_t *mask, uint32_t *count, size_t e
     }
     uint64_t key;
     memcpy(&key, e, sizeof(key));
-    uint32_t i = table_free_slot(slots, *mask, elem, key);
+    uint32_t i = table_free_slot(slots, *mask, elem, key, same);
     if (i != UINT32_MAX) {
         memcpy((char *)slots + (size_t)i * elem, e, elem);
         (*count)++;
@@ -130,10 +133,11 @@ static void *table_insert(void *slots, uint32_t *mask, uint32_t *count, size_t e
         t->slots = s ? s : t->slots;                                                               \
         return s ? 0 : -1;                                                                         \
     }                                                                                              \
-    int prefix##_insert(T *t, const E *e)                                                          \
+    int prefix##_insert(T *t, const E *e, uint32_t *same)                                          \
     {                                                                                              \
         bool ok;                                                                                   \
-        t->slots = table_insert(t->slots, &t->mask, &t->count, sizeof(E), e, &ok);                 \
+        uint32_t n;                                                                                \
+        t->slots = table_insert(t->slots, &t->mask, &t->count, sizeof(E), e, &ok, same ? same : &n); \
         return ok ? 0 : -1;                                                                        \
     }                                                                                              \
     void prefix##_delete(T *t, uint32_t hole)                                                      \
@@ -527,8 +531,8 @@ void corr_roll_up_from(correlation *self, span_entry *e, contrib c, const uint8_
             s->samples_total = c.samples;
             s->cpu_total = c.cpu;
             s->wall_total = c.wall;
-            corr_forget_late_refs(self, pkey);
-            if (corr_span_table_insert(&self->spans, &ph)) {
+            corr_forget_late_refs(self, pkey); /* (rare: no need to know first) */
+            if (corr_span_table_insert(&self->spans, &ph, NULL)) {
                 corr_stats_release(self, ph.stats);
                 return;
             }

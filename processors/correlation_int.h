@@ -520,10 +520,10 @@ void corr_writer_reset(dict_writer *w);
 bool corr_span_time_matches(correlation *self, const pl_span *sp, uint64_t lo, uint64_t hi);
 const uint8_t *corr_span_trace(const pl_span *sp);
 int corr_pending_table_init(pending_table *t, uint32_t cap);
-int corr_pending_table_insert(pending_table *t, const pending_entry *e);
+int corr_pending_table_insert(pending_table *t, const pending_entry *e, uint32_t *same);
 int corr_pending_table_resize(pending_table *t, uint64_t cap);
 int corr_span_table_init(span_table *t, uint32_t cap);
-int corr_span_table_insert(span_table *t, const span_entry *e);
+int corr_span_table_insert(span_table *t, const span_entry *e, uint32_t *same);
 int corr_span_table_resize(span_table *t, uint64_t cap);
 span_entry *corr_find_span(correlation *self, uint64_t key, const uint8_t *trace, bool held,
                            bool want_placeholder);

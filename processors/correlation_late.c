@@ -433,7 +433,9 @@ static bool scalar(const pl_value *v)
 /* Keeps a summary of held span `e` (about to leave) for late samples. Its
  * reference (see REF_IDX_BITS) when it is the only summary with this span id
  * in its generation; 0 when not added, or when it is not (a lookup could
- * find another first). */
+ * find another first). A spilled entry with e's id may hold a reference to
+ * an older summary, which a lookup would no longer find first: when e is not
+ * in the span table, the caller calls corr_forget_late_refs. */
 uint64_t corr_late_add(correlation *self, span_entry *e, uint64_t now)
 {
     struct late_store *ls = self->late;
@@ -541,10 +543,9 @@ uint64_t corr_late_add(correlation *self, span_entry *e, uint64_t now)
     if (now > g->newest_ns)
         g->newest_ns = now;
     ls->count++;
-    /* A spilled span with this id can no longer be sure its own summary is
-     * the one a lookup finds first: it searches again. */
-    if (self->spilled_spans)
-        corr_forget_late_refs(self, s.key);
+    /* (A spilled entry with a reference is the only one with its id: when
+     * e is in the span table, none with e's id has one. The caller of a
+     * summary for a span not in it calls corr_forget_late_refs.) */
     if (c.same)
         return 0;
     return g->serial << (REF_IDX_BITS + REF_GEN_BITS) | (uint64_t)ls->cur << REF_IDX_BITS |

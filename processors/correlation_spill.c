@@ -337,26 +337,20 @@ static bool write_file(const char *path, const uint8_t *data, size_t len)
     return true;
 }
 
-/* The index entry of span `sp` of held batch hi (NULL: not indexed). */
-static span_entry *entry_in(correlation *self, const pl_span *sp)
+/* The index entry of span `sp` of held batch hi (NULL: not indexed);
+ * *alone: no other entry has its span id. */
+static span_entry *entry_in(correlation *self, const pl_span *sp, bool *alone)
 {
+    span_entry *e = NULL;
+    uint32_t n = 0;
     SPAN_EACH(&self->spans, id_key(sp->span_id), i)
     {
-        if (self->spans.slots[i].state == ENTRY_HELD && self->spans.slots[i].span == sp)
-            return &self->spans.slots[i];
+        n++;
+        if (!e && self->spans.slots[i].state == ENTRY_HELD && self->spans.slots[i].span == sp)
+            e = &self->spans.slots[i];
     }
-    return NULL;
-}
-
-/* Is e the only entry with its span id? */
-static bool only_entry(correlation *self, const span_entry *e)
-{
-    SPAN_EACH(&self->spans, e->key, i)
-    {
-        if (&self->spans.slots[i] != e)
-            return false;
-    }
-    return true;
+    *alone = n == 1;
+    return e;
 }
 
 /* An entry with span id `key` comes, or a summary with it was added: the
@@ -402,7 +396,8 @@ static void spill_entries(correlation *self, uint32_t hi)
                     pl_span *sp = &ss->spans[k];
                     if (!span_id_valid(sp->span_id, sp->span_id_len))
                         continue;
-                    span_entry *e = entry_in(self, sp);
+                    bool alone;
+                    span_entry *e = entry_in(self, sp, &alone);
                     if (!e)
                         continue;
                     if (pass == 0) {
@@ -429,7 +424,7 @@ static void spill_entries(correlation *self, uint32_t hi)
                         } else {
                             e->expiry_ms = UINT32_MAX; /* no parent known */
                         }
-                        e->late_ref = ref && only_entry(self, e) ? ref : 0;
+                        e->late_ref = alone ? ref : 0;
                         e->state = ENTRY_SPILLED;
                         self->spilled_spans++;
                         h->n_spilled++;
