@@ -560,7 +560,8 @@ static uint64_t touch_span(const correlation *self, const span_entry *e, bool wh
     uint64_t v = 0;
     if (e->state == ENTRY_HELD) {
         const char *sp = (const char *)e->span;
-        v = touch(sp) + touch(sp + 64) + touch(sp + offsetof(pl_span, attrs) + sizeof(pl_attrs) - 1);
+        v = touch(sp) + touch(sp + 64) +
+            touch(sp + offsetof(pl_span, attrs) + sizeof(pl_attrs) - 1);
     } else {
         const uint64_t *pk = spilled_parent(self, e);
         v = pk ? touch(pk) : 0;
@@ -735,10 +736,9 @@ static pl_status consume_profiles(correlation *self, pl_batch *batch, pl_consume
                         corr_link_spilled(self, se, ls, s, info);
                         continue;
                     }
-                    ls =
-                        self->late
-                            ? corr_late_find(self, key, has_trace ? trace : NULL, has_time, lo, hi)
-                            : NULL;
+                    ls = self->late
+                             ? corr_late_find(self, key, has_trace ? trace : NULL, has_time, lo, hi)
+                             : NULL;
                     se = ls ? corr_spilled_entry(self, ls) : NULL;
                     if (se) {
                         /* Its span is held on disk: on time after all. */

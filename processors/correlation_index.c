@@ -137,7 +137,8 @@ static void *table_insert(void *slots, uint32_t *mask, uint32_t *count, size_t e
     {                                                                                              \
         bool ok;                                                                                   \
         uint32_t n;                                                                                \
-        t->slots = table_insert(t->slots, &t->mask, &t->count, sizeof(E), e, &ok, same ? same : &n); \
+        t->slots =                                                                                 \
+            table_insert(t->slots, &t->mask, &t->count, sizeof(E), e, &ok, same ? same : &n);      \
         return ok ? 0 : -1;                                                                        \
     }                                                                                              \
     void prefix##_delete(T *t, uint32_t hole)                                                      \
