@@ -22,13 +22,7 @@
 #include "net/compress.h"
 #include "net/http_client.h"
 
-typedef struct pl_otlp_tls_config {
-    bool insecure; /* gRPC: cleartext HTTP/2 (h2c) instead of TLS */
-    bool insecure_skip_verify;
-    char *ca_file;
-    char *cert_file;
-    char *key_file;
-} pl_otlp_tls_config;
+#include "exporters/otlp_common.config.h"
 
 typedef struct pl_otlp_exporter_config {
     char *endpoint;
