@@ -33,8 +33,9 @@ one per table (YAML order of the fields, types from the option types: string
 -> char *, int and duration -> int64_t, size -> uint64_t, section -> the
 struct of the nested table, or the option's `c_type` when that table lives
 in another schema). A table whose struct is written by hand says where with
-`declared_in`; members that are no option (state a validate hook sets) are
-`extra_fields` ({field, c_type, help}). The C file includes the header where
+`declared_in` (the .inc then asserts at compile time that each member has
+the type its option needs); members that are no option (state a validate
+hook sets) are `extra_fields` ({field, c_type, help}). The C file includes the header where
 the struct used to be, or a public header includes it.
 
 Usage: gen_cfg_tables.py INPUT.yaml OUTPUT.inc [SHARED.yaml] [--header OUTPUT.h]
@@ -233,9 +234,11 @@ def emit_table(src, t, groups):
     return lines
 
 
-def emit_struct(src, t, groups, struct_of, done):
+def emit_struct(src, t, groups, struct_of, done, checks):
     """The typedef of the table's struct (a list of lines; empty when the
-    struct is written by hand or was already emitted for an earlier table)."""
+    struct is written by hand or was already emitted for an earlier table).
+    For a hand-written struct, appends to `checks` the static assertions
+    that its members have the types the options need."""
     struct = t.get('struct')
     where = '%s: %s' % (src, t.get('name'))
     declared = t.get('declared_in')
@@ -277,6 +280,10 @@ def emit_struct(src, t, groups, struct_of, done):
     if declared is not None:
         if t.get('extra_fields'):
             fail(where, 'extra_fields go with a generated struct, not one in %s' % declared)
+        # the hand-written struct must have the types the decoder writes
+        checks.extend('_Static_assert(_Generic(((%s *)0)->%s, %s: 1, default: 0), '
+                      '"%s.%s must be %s (%s)");' % (struct, f, c, struct, f, c, declared)
+                      for f, c in by_field.items())
         return []
     if struct in done:
         for f, c in by_field.items():
@@ -344,10 +351,13 @@ def main():
             struct_of[t['section']['name']] = t['struct']
     hdr = []
     done = {}
+    checks = []
     for t in tables:
-        lines = emit_struct(src, t, groups, struct_of, done)
+        lines = emit_struct(src, t, groups, struct_of, done, checks)
         if lines:
             hdr += [''] + lines
+    if checks:
+        out += [''] + checks
     with open(dst, 'w', encoding='utf-8') as f:
         f.write('\n'.join(out) + '\n')
     if header:

@@ -224,6 +224,10 @@ typedef struct outer_cfg {
 '''
     expect('emits the structs in schema order, once each', want_h in hdr, '\n' + hdr)
     expect('a declared_in struct is not emitted', 'hand_cfg {' not in hdr, '\n' + hdr)
+    expect('a declared_in struct gets its member types asserted',
+           '_Static_assert(_Generic(((hand_cfg *)0)->x, int64_t: 1, default: 0), '
+           '"hand_cfg.x must be int64_t (somewhere/hand.h)");' in inc.splitlines(), '\n' + inc)
+    expect('a generated struct needs no assertion', '((outer_cfg *)0)' not in inc, '\n' + inc)
     expect('the header has a guard and the types',
            '#ifndef PL_CFG_GENERATED_' in hdr and '#include "core/component.h"' in hdr, hdr)
 
