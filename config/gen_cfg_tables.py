@@ -267,7 +267,8 @@ def emit_struct(src, t, groups, struct_of, done, checks):
             ctype = C_TYPES[typ]
         if not re.fullmatch(r'[A-Za-z_][A-Za-z0-9_]*', field):
             fail('%s.%s' % (where, o['name']), 'field %r is not a C member name' % field)
-        members.append((field, ctype, None))
+        unit = {'duration': ', ns', 'size': ', bytes'}.get(typ, '')
+        members.append((field, ctype, '%s: %s%s' % (o['name'], typ, unit)))
     for e in t.get('extra_fields') or []:
         check_keys(where + ' extra_fields', e, EXTRA_KEYS)
         if not e.get('field') or not e.get('c_type'):

@@ -200,25 +200,25 @@ if rc == 0:
     for w in want_inc:
         expect('emits rule ' + w.strip()[:40], w in lines, '\n' + inc)
     want_h = '''typedef struct inner_cfg {
-    char *path;
-    pl_strlist names;
+    char *path; /* path: string */
+    pl_strlist names; /* names: strlist */
 } inner_cfg;
 
 typedef struct outer_cfg {
-    int64_t n;
-    int64_t pct;
-    int64_t every;
-    uint64_t cap;
-    double factor;
-    double ratio;
-    int64_t top;
-    bool on_;
-    pl_strmap labels;
-    pl_cfg_list items;
-    inner_cfg in;
-    pl_tls_cfg tls;
-    hand_cfg raw;
-    char *addr;
+    int64_t n; /* n: int */
+    int64_t pct; /* pct: int */
+    int64_t every; /* every: duration, ns */
+    uint64_t cap; /* cap: size, bytes */
+    double factor; /* factor: double */
+    double ratio; /* ratio: double */
+    int64_t top; /* top: int */
+    bool on_; /* enabled: bool */
+    pl_strmap labels; /* labels: strmap */
+    pl_cfg_list items; /* items: list */
+    inner_cfg in; /* inner: section */
+    pl_tls_cfg tls; /* tls: section */
+    hand_cfg raw; /* raw: section */
+    char *addr; /* addr: address */
     bool seen; /* set by outer_validate */
 } outer_cfg;
 '''
