@@ -39,32 +39,9 @@ static int logs_validate(void *cfg, pl_cfg_ctx *ctx)
     return errors;
 }
 
-/* The Collector's newer way to say where its metrics are served:
- *   readers: [{pull: {exporter: {prometheus: {host: 0.0.0.0, port: 8888}}}}] */
-typedef struct prometheus_cfg {
-    char *host;
-    int64_t port;
-} prometheus_cfg;
-typedef struct pull_exporter_cfg {
-    prometheus_cfg prometheus;
-} pull_exporter_cfg;
-typedef struct pull_cfg {
-    pull_exporter_cfg exporter;
-} pull_cfg;
-typedef struct reader_cfg {
-    pull_cfg pull;
-} reader_cfg;
-
-static int prometheus_validate(void *cfg, pl_cfg_ctx *ctx)
-{
-    prometheus_cfg *p = cfg;
-    if (p->port < 0 || p->port > 65535) {
-        pl_cfg_errorf(ctx, "port", "must be from 0 to 65535");
-        return 1;
-    }
-    return 0;
-}
-
+/* metrics.readers is the Collector's newer way to say where its metrics are
+ * served: readers: [{pull: {exporter: {prometheus: {host: 0.0.0.0, port:
+ * 8888}}}}] (the reader_cfg ... prometheus_cfg structs of the schema). */
 static int metrics_validate(void *cfg, pl_cfg_ctx *ctx)
 {
     pl_service_metrics_cfg *m = cfg;

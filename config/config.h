@@ -48,31 +48,11 @@ typedef struct pl_config_pipeline {
     const pl_cfg_node *key;
 } pl_config_pipeline;
 
-/* service.telemetry and friends, decoded with pl_service_section. */
-typedef struct pl_service_logs_cfg {
-    char *level;    /* debug, info, warn, error */
-    char *encoding; /* console, json */
-    pl_strmap initial_fields;
-} pl_service_logs_cfg;
-
-typedef struct pl_service_metrics_cfg {
-    char *address;            /* host:port of /metrics and /health; "" or "none" disables */
-    char *level;              /* the Collector's none|basic|normal|detailed; none disables */
-    pl_cfg_list readers;      /* the Collector's readers: [{pull: {exporter: {prometheus: ...}}}] */
-    pl_tls_server_config tls; /* /metrics and /health over TLS */
-} pl_service_metrics_cfg;
-
-typedef struct pl_service_telemetry_cfg {
-    pl_service_logs_cfg logs;
-    pl_service_metrics_cfg metrics;
-} pl_service_telemetry_cfg;
-
-typedef struct pl_service_cfg {
-    pl_strlist extensions;
-    pl_service_telemetry_cfg telemetry;
-    int64_t shutdown_timeout; /* ns: drain deadline on stop and reload */
-    int64_t workers; /* worker loops; 0 = one per CPU (default), 1 = none (pipeline/workers.h) */
-} pl_service_cfg;
+/* service.telemetry and friends, decoded with pl_service_section: the
+ * structs (pl_service_cfg ...) are generated from config.config.yaml, with
+ * the telemetry reader's own structs (reader_cfg ...), which only config.c
+ * uses. */
+#include "config/config.config.h"
 
 extern const pl_cfg_section pl_service_section;
 

@@ -609,6 +609,95 @@ static int fill_defaults(const pl_cfg_section *section, void *out)
     return rc;
 }
 
+/* Compares the number in `slot` (of the field's type) with `limit`, YAML text
+ * of the same type: <0, 0, >0; *bad when the limit does not parse. */
+static int compare_limit(const pl_cfg_field *f, const void *slot, const char *limit, bool *bad)
+{
+    char *end = NULL;
+    switch (f->type) {
+    case PL_CFG_INT: {
+        errno = 0;
+        long long l = strtoll(limit, &end, 10);
+        int64_t v = *(const int64_t *)slot;
+        *bad = errno || end == limit || *end;
+        return (v > l) - (v < l);
+    }
+    case PL_CFG_DURATION: {
+        int64_t l = 0, v = *(const int64_t *)slot;
+        *bad = pl_parse_duration(limit, &l) < 0;
+        return (v > l) - (v < l);
+    }
+    case PL_CFG_SIZE: {
+        uint64_t l = 0, v = *(const uint64_t *)slot;
+        *bad = pl_parse_size(limit, &l) < 0;
+        return (v > l) - (v < l);
+    }
+    case PL_CFG_DOUBLE: {
+        double l = strtod(limit, &end), v = *(const double *)slot;
+        *bad = end == limit || *end;
+        return (v > l) - (v < l);
+    }
+    default:
+        *bad = true;
+        return 0;
+    }
+}
+
+static bool rule_holds(const pl_cfg_field *f, const void *base, bool *bad)
+{
+    const pl_cfg_rule *r = f->rule;
+    const void *slot = (const char *)base + f->offset;
+    *bad = false;
+    if (r->required) {
+        switch (f->type) {
+        case PL_CFG_STRING:
+        case PL_CFG_ADDRESS: {
+            const char *s = *(char *const *)slot;
+            return s && *s;
+        }
+        case PL_CFG_STRLIST:
+            return ((const pl_strlist *)slot)->n != 0;
+        case PL_CFG_STRMAP:
+            return ((const pl_strmap *)slot)->n != 0;
+        case PL_CFG_LIST:
+            return ((const pl_cfg_list *)slot)->n != 0;
+        default:
+            *bad = true;
+            return true;
+        }
+    }
+    bool ok = true;
+    if (r->minimum && compare_limit(f, slot, r->minimum, bad) < 0)
+        ok = false;
+    if (r->exclusive_minimum && compare_limit(f, slot, r->exclusive_minimum, bad) <= 0)
+        ok = false;
+    if (r->maximum && compare_limit(f, slot, r->maximum, bad) > 0)
+        ok = false;
+    return ok || *bad;
+}
+
+/* The rules of a filled section's fields, in table order, then its validate
+ * hook: the hook sees values that passed the simple checks reported. */
+static void check_section(decoder *d, const pl_cfg_section *section, void *out,
+                          const pl_cfg_node *map, const pl_cfg_node *where)
+{
+    pl_cfg_ctx ctx = {.errs = d->errs, .map = map, .where = where};
+    for (size_t i = 0; section->fields && section->fields[i].key; i++) {
+        const pl_cfg_field *f = &section->fields[i];
+        if (!f->rule)
+            continue;
+        bool bad;
+        if (!rule_holds(f, out, &bad))
+            pl_cfg_errorf(&ctx, f->key, "%s", f->rule->message ? f->rule->message : "is invalid");
+        else if (bad)
+            pl_cfg_errorf(&ctx, f->key, "a limit in the component table does not parse");
+    }
+    int by_rules = ctx.n_errors;
+    int n = section->validate ? section->validate(out, &ctx) : 0;
+    int by_hook = ctx.n_errors - by_rules;
+    d->n_errors += by_rules + (n > by_hook ? n : by_hook);
+}
+
 /* Runs the validate hooks of a section left at its defaults (and of its
  * nested sections), locating their errors at `where`. */
 static void validate_defaults(decoder *d, const pl_cfg_section *section, void *out,
@@ -619,11 +708,7 @@ static void validate_defaults(decoder *d, const pl_cfg_section *section, void *o
         if (f->type == PL_CFG_SECTION && f->section)
             validate_defaults(d, f->section, (char *)out + f->offset, where);
     }
-    if (section->validate) {
-        pl_cfg_ctx ctx = {.errs = d->errs, .map = NULL, .where = where};
-        int n = section->validate(out, &ctx);
-        d->n_errors += n > ctx.n_errors ? n : ctx.n_errors;
-    }
+    check_section(d, section, out, NULL, where);
 }
 
 static bool in_list(const char *const *list, const char *s)
@@ -699,11 +784,7 @@ static int decode_section(decoder *d, const pl_cfg_section *section, const pl_cf
         if (f->type == PL_CFG_SECTION && f->section && !pl_cfg_node_key(map, f->key))
             validate_defaults(d, f->section, (char *)out + f->offset, where ? where : node);
     }
-    if (section->validate) {
-        pl_cfg_ctx ctx = {.errs = d->errs, .map = map, .where = where ? where : node};
-        int n = section->validate(out, &ctx);
-        d->n_errors += n > ctx.n_errors ? n : ctx.n_errors;
-    }
+    check_section(d, section, out, map, where ? where : node);
     return d->n_errors - before;
 }
 

@@ -30,8 +30,11 @@
  *   PL_CFG_ADDRESS   char * (malloc'd)      host:port to listen on: an IP, localhost or
  *                                           empty host, port 0-65535; "" or none: off
  *
- * After filling a section the loader calls section->validate (if any), which
- * reports semantic errors with pl_cfg_errorf so they carry file:line:col.
+ * After filling a section the loader checks each field's rule (minimum,
+ * maximum, required), then calls section->validate (if any) for the rules
+ * that relate options; both report with pl_cfg_errorf so errors carry
+ * file:line:col. The structs the tables fill are generated from the same
+ * YAML (<stem>.config.h).
  */
 #ifndef PL_COMPONENT_H
 #define PL_COMPONENT_H
@@ -81,6 +84,18 @@ typedef struct pl_cfg_list {
 typedef struct pl_cfg_ctx pl_cfg_ctx; /* opaque: the loader's position info */
 typedef struct pl_cfg_section pl_cfg_section;
 
+/* A check of one option on its own (the schema's minimum, maximum,
+ * required), run by the loader before the section's validate hook: the
+ * limits are YAML text in the option's type ("0", "1s", "1MiB"), parsed like
+ * a value. */
+typedef struct pl_cfg_rule {
+    const char *minimum;           /* value >= minimum */
+    const char *exclusive_minimum; /* value > exclusive_minimum */
+    const char *maximum;           /* value <= maximum */
+    bool required;                 /* a string non-empty, a list or map with an item */
+    const char *message;           /* the error when any of them fails */
+} pl_cfg_rule;
+
 typedef struct pl_cfg_field {
     const char *key;
     pl_cfg_type type;
@@ -88,6 +103,7 @@ typedef struct pl_cfg_field {
     size_t offset;
     const char *description;
     const pl_cfg_section *section; /* for PL_CFG_SECTION and PL_CFG_LIST */
+    const pl_cfg_rule *rule;       /* NULL: no check of its own */
 } pl_cfg_field;
 
 struct pl_cfg_section {

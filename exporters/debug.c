@@ -22,9 +22,7 @@
 #include "core/log.h"
 #include "core/value_json.h"
 
-typedef struct debug_cfg {
-    char *verbosity;
-} debug_cfg;
+#include "exporters/debug.config.h"
 
 enum { VERB_BASIC, VERB_NORMAL, VERB_DETAILED };
 

@@ -46,25 +46,12 @@
 #include "proto/otlp_json.h"
 #include "proto/otlp_pb.h"
 
-typedef pl_file_rotation_config file_rotation_cfg;
 typedef pl_file_exporter_config file_cfg;
-
-static int rotation_validate(void *cfg, pl_cfg_ctx *ctx)
-{
-    file_rotation_cfg *r = cfg;
-    int errors = 0;
-    errors += pl_cfg_check(ctx, r->max_megabytes >= 0 && r->max_megabytes <= 1024 * 1024,
-                           "max_megabytes", "must be between 0 and 1048576");
-    errors += pl_cfg_check(ctx, r->max_backups >= 0 && r->max_backups <= 100000, "max_backups",
-                           "must be between 0 and 100000");
-    return errors;
-}
 
 static int file_validate(void *cfg, pl_cfg_ctx *ctx)
 {
     file_cfg *c = cfg;
     int errors = 0;
-    errors += pl_cfg_check(ctx, c->path && *c->path, "path", "is required");
     errors += pl_cfg_check(
         ctx, !(c->format && strcmp(c->format, "json") != 0 && strcmp(c->format, "proto") != 0),
         "format", "must be json or proto, not '%s'", c->format);

@@ -58,33 +58,7 @@ extern const pl_component_type pl_exporter_otlp;
 
 /* ---- configuration ------------------------------------------------------ */
 
-typedef struct lb_static_cfg {
-    pl_strlist hostnames;
-} lb_static_cfg;
-
-typedef struct lb_dns_cfg {
-    char *hostname;
-    char *port;
-    int64_t interval;
-    int64_t timeout;
-    char *server;
-} lb_dns_cfg;
-
-typedef struct lb_resolver_cfg {
-    lb_static_cfg static_;
-    lb_dns_cfg dns;
-} lb_resolver_cfg;
-
-typedef struct lb_protocol_cfg {
-    pl_otlp_exporter_config otlp;
-} lb_protocol_cfg;
-
-typedef struct lb_cfg {
-    char *routing_key;
-    lb_protocol_cfg protocol;
-    lb_resolver_cfg resolver;
-    int64_t virtual_nodes;
-} lb_cfg;
+#include "exporters/loadbalancing.config.h"
 
 static int otlp_protocol_validate(void *cfg_, pl_cfg_ctx *ctx)
 {
@@ -136,8 +110,6 @@ static int lb_validate(void *cfg_, pl_cfg_ctx *ctx)
     int errors = 0;
     errors += pl_cfg_check(ctx, pl_lb_routing_key_parse(cfg->routing_key, NULL) == 0, "routing_key",
                            "must be traceID or service");
-    errors += pl_cfg_check(ctx, cfg->virtual_nodes >= 1 && cfg->virtual_nodes <= 10000,
-                           "virtual_nodes", "must be 1..10000");
     return errors;
 }
 

@@ -22,30 +22,11 @@
 #include "net/compress.h"
 #include "net/http_client.h"
 
-typedef struct pl_otlp_tls_config {
-    bool insecure; /* gRPC: cleartext HTTP/2 (h2c) instead of TLS */
-    bool insecure_skip_verify;
-    char *ca_file;
-    char *cert_file;
-    char *key_file;
-} pl_otlp_tls_config;
+#include "exporters/otlp_common.config.h"
 
-typedef struct pl_otlp_exporter_config {
-    char *endpoint;
-    char *traces_endpoint; /* otlphttp only: full URLs overriding endpoint + path */
-    char *profiles_endpoint;
-    char *logs_endpoint;
-    char *metrics_endpoint;
-    char *compression; /* gzip, zstd, none */
-    char *encoding;    /* otlphttp: proto or json */
-    pl_strmap headers;
-    int64_t timeout; /* ns */
-    pl_otlp_tls_config tls;
-    pl_sending_queue_config sending_queue;
-    pl_retry_config retry_on_failure;
-    pl_auth_ref_config auth;
-    char *tenant_header; /* header carrying the data's tenant; empty: not sent */
-} pl_otlp_exporter_config;
+/* Both OTLP exporters' config: the otlphttp schema has every option, the
+ * otlp (gRPC) one a part. */
+#include "exporters/otlphttp.config.h"
 
 extern const pl_cfg_section pl_otlp_tls_section;
 /* The `otlp` exporter's config table (exporters/otlp.c). */

@@ -74,19 +74,7 @@
 #define MAX_SERIES_LABELS 30
 #define MAX_PPROF_SAMPLES 16000 /* Pyroscope's default max samples per profile */
 
-typedef struct pyroscope_exp_cfg {
-    char *endpoint;
-    char *api; /* push (default) or ingest */
-    char *tenant_id;
-    char *bearer_token;
-    pl_basic_auth_config basic_auth;
-    pl_strmap headers;
-    int64_t timeout;
-    pl_otlp_tls_config tls;
-    pl_sending_queue_config sending_queue;
-    pl_retry_config retry_on_failure;
-    pl_auth_ref_config auth;
-} pyroscope_exp_cfg;
+#include "exporters/pyroscope.config.h"
 
 static bool is_http_url(const char *s)
 {

@@ -37,29 +37,11 @@
 
 /* ---- config tables ------------------------------------------------------ */
 
-static int sending_queue_validate(void *cfg, pl_cfg_ctx *ctx)
-{
-    pl_sending_queue_config *c = cfg;
-    int errors = 0;
-    errors += pl_cfg_check(ctx, c->num_consumers >= 1, "num_consumers", "must be at least 1");
-    errors += pl_cfg_check(ctx, c->queue_size >= 1, "queue_size", "must be at least 1");
-    errors += pl_cfg_check(ctx, c->max_items >= 0, "max_items", "must not be negative");
-    return errors;
-}
-
 static int retry_validate(void *cfg, pl_cfg_ctx *ctx)
 {
     pl_retry_config *c = cfg;
-    int errors = 0;
-    errors += pl_cfg_check(ctx, c->initial_interval > 0, "initial_interval", "must be positive");
-    errors += pl_cfg_check(ctx, c->max_interval >= c->initial_interval, "max_interval",
-                           "must not be shorter than initial_interval");
-    errors +=
-        pl_cfg_check(ctx, c->max_elapsed_time >= 0, "max_elapsed_time", "must not be negative");
-    errors += pl_cfg_check(ctx, c->multiplier >= 1.0, "multiplier", "must be at least 1");
-    errors += pl_cfg_check(ctx, c->randomization_factor >= 0.0 && c->randomization_factor <= 1.0,
-                           "randomization_factor", "must be between 0 and 1");
-    return errors;
+    return pl_cfg_check(ctx, c->max_interval >= c->initial_interval, "max_interval",
+                        "must not be shorter than initial_interval");
 }
 
 #include "exporters/queue.config.inc"

@@ -78,24 +78,7 @@
 
 /* ---- configuration ------------------------------------------------------ */
 
-typedef struct pl_sending_queue_config {
-    bool enabled;
-    int64_t num_consumers;
-    int64_t queue_size; /* batches (requests) */
-    int64_t max_items;  /* spans / samples / records; 0 = no limit */
-    uint64_t max_bytes; /* encoded payload bytes; 0 = no limit */
-    char *storage;      /* SQLite file, or a directory for one file per exporter */
-    bool fsync;         /* synchronous=FULL instead of NORMAL */
-} pl_sending_queue_config;
-
-typedef struct pl_retry_config {
-    bool enabled;
-    int64_t initial_interval; /* ns */
-    int64_t max_interval;     /* ns */
-    int64_t max_elapsed_time; /* ns; 0 = retry forever */
-    double multiplier;
-    double randomization_factor;
-} pl_retry_config;
+#include "exporters/queue.config.h"
 
 /* Tables to embed in an exporter's config as PL_CFG_SECTION fields named
  * "sending_queue" and "retry_on_failure". */

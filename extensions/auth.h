@@ -86,9 +86,7 @@ const pl_authenticator *pl_auth_find(const char *id, pl_err *err);
 const pl_authenticator *pl_auth_lookup(const char *id);
 
 /* `auth: { authenticator: <id> }` */
-typedef struct pl_auth_ref_config {
-    char *authenticator;
-} pl_auth_ref_config;
+#include "extensions/auth.config.h"
 extern const pl_cfg_section pl_auth_ref_section;
 
 /* What a listener keeps from its config: copies of tls and cors, and the

@@ -38,20 +38,7 @@
 #include "extensions/auth.h"
 #include "net/http_auth.h"
 
-typedef struct htpasswd_cfg {
-    char *file;
-    char *inline_text;
-} htpasswd_cfg;
-
-typedef struct client_cfg {
-    char *username;
-    char *password;
-} client_cfg;
-
-typedef struct basic_cfg {
-    htpasswd_cfg htpasswd;
-    client_cfg client_auth;
-} basic_cfg;
+#include "extensions/basicauth.config.h"
 
 static int basic_validate(void *cfg, pl_cfg_ctx *ctx)
 {

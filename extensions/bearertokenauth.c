@@ -26,13 +26,7 @@
 #include "core/strlist.h"
 #include "extensions/auth.h"
 
-typedef struct bearer_cfg {
-    char *token;
-    char *filename;
-    char *scheme;
-    char *header;
-    pl_strlist tokens;
-} bearer_cfg;
+#include "extensions/bearertokenauth.config.h"
 
 static int bearer_validate(void *cfg, pl_cfg_ctx *ctx)
 {

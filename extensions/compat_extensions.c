@@ -12,9 +12,7 @@
 #include "core/component.h"
 #include "core/log.h"
 
-typedef struct compat_config {
-    char unused; /* no field is kept */
-} compat_config;
+#include "extensions/compat_extensions.config.h"
 
 #include "extensions/compat_extensions.config.inc"
 

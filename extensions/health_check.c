@@ -30,11 +30,7 @@
 #include "extensions/auth.h"
 #include "net/http_server.h"
 
-typedef struct hc_cfg {
-    char *endpoint;
-    char *path;
-    pl_tls_server_config tls;
-} hc_cfg;
+#include "extensions/health_check.config.h"
 
 static int hc_validate(void *cfg, pl_cfg_ctx *ctx)
 {

@@ -10,10 +10,7 @@
 
 #include "core/component.h"
 
-typedef struct pl_basic_auth_config {
-    char *username;
-    char *password;
-} pl_basic_auth_config;
+#include "net/http_auth.config.h"
 
 /* The `basic_auth` section: username, password. */
 extern const pl_cfg_section pl_basic_auth_section;

@@ -14,16 +14,6 @@
 
 #include "core/strlist.h"
 
-static int validate_cors(void *cfg, pl_cfg_ctx *ctx)
-{
-    pl_http_cors_config *c = cfg;
-    if (c->max_age < 0) {
-        pl_cfg_errorf(ctx, "max_age", "must not be negative");
-        return 1;
-    }
-    return 0;
-}
-
 #include "net/http_cors.config.inc"
 
 bool pl_http_cors_enabled(const pl_http_cors_config *cors)

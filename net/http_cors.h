@@ -22,11 +22,7 @@
 #include "core/component.h"
 #include "net/http_server.h"
 
-typedef struct pl_http_cors_config {
-    pl_strlist allowed_origins;
-    pl_strlist allowed_headers;
-    int64_t max_age; /* seconds; 0: not sent */
-} pl_http_cors_config;
+#include "net/http_cors.config.h"
 
 extern const pl_cfg_section pl_http_cors_section;
 

@@ -54,8 +54,6 @@ static int validate_tls(void *cfg, pl_cfg_ctx *ctx)
                            "'%s': use \"1.2\" or \"1.3\"", c->min_version);
     errors += pl_cfg_check(ctx, version_ok(c->max_version), "max_version",
                            "'%s': use \"1.2\" or \"1.3\"", c->max_version);
-    errors +=
-        pl_cfg_check(ctx, c->reload_interval_ns >= 0, "reload_interval", "must not be negative");
     return errors;
 }
 

@@ -33,14 +33,7 @@
 #include "core/component.h"
 #include "core/status.h"
 
-typedef struct pl_tls_server_config {
-    char *cert_file;
-    char *key_file;
-    char *client_ca_file;
-    char *min_version;
-    char *max_version;
-    int64_t reload_interval_ns;
-} pl_tls_server_config;
+#include "net/tls.config.h"
 
 /* The `tls:` table shared by every listener's config. */
 extern const pl_cfg_section pl_tls_server_section;

@@ -57,15 +57,7 @@
 
 /* ---- config ------------------------------------------------------------- */
 
-typedef struct attr_action_cfg {
-    char *key;
-    char *action;
-    char *value;
-    char *value_type;
-    char *from_attribute;
-    char *pattern;
-    char *converted_type;
-} attr_action_cfg;
+#include "processors/attributes.config.h"
 
 typedef enum action_kind {
     ACT_INSERT,
@@ -211,11 +203,6 @@ static int action_validate(void *cfg_, pl_cfg_ctx *ctx)
 
 /* include / exclude: which spans (or profile resources) the actions apply
  * to, as in the Collector's attributes processor. */
-typedef struct match_cfg {
-    char *match_type;
-    pl_strlist services;
-    pl_strlist span_names;
-} match_cfg;
 
 static int match_validate(void *cfg_, pl_cfg_ctx *ctx)
 {
@@ -246,12 +233,6 @@ static int match_validate(void *cfg_, pl_cfg_ctx *ctx)
     return errors;
 }
 
-typedef struct attributes_cfg {
-    pl_cfg_list actions;
-    match_cfg include;
-    match_cfg exclude;
-} attributes_cfg;
-
 /* Both processors need at least one action, under `key`. */
 static int require_actions(pl_cfg_ctx *ctx, const pl_cfg_list *actions, const char *key)
 {
@@ -265,10 +246,6 @@ static int attributes_validate(void *cfg, pl_cfg_ctx *ctx)
 {
     return require_actions(ctx, &((attributes_cfg *)cfg)->actions, "actions");
 }
-
-typedef struct resource_cfg {
-    pl_cfg_list attributes;
-} resource_cfg;
 
 static int resource_validate(void *cfg, pl_cfg_ctx *ctx)
 {

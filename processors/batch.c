@@ -46,33 +46,17 @@
 #include "core/log.h"
 #include "core/strlist.h"
 
-typedef struct batch_cfg {
-    int64_t send_batch_size;
-    int64_t send_batch_max_size;
-    int64_t timeout;
-    pl_strlist metadata_keys;
-    int64_t metadata_cardinality_limit;
-} batch_cfg;
+#include "processors/batch.config.h"
 
 static int batch_validate(void *cfg_, pl_cfg_ctx *ctx)
 {
     batch_cfg *c = cfg_;
-    int errors = 0;
-    errors += pl_cfg_check(ctx, c->send_batch_size >= 0, "send_batch_size",
-                           "send_batch_size must not be negative");
-    if (c->send_batch_max_size < 0) {
-        pl_cfg_errorf(ctx, "send_batch_max_size", "send_batch_max_size must not be negative");
-        errors++;
-    } else if (c->send_batch_max_size > 0 && c->send_batch_max_size < c->send_batch_size) {
-        pl_cfg_errorf(ctx, "send_batch_max_size",
-                      "send_batch_max_size (%lld) must be 0 or at least send_batch_size (%lld)",
-                      (long long)c->send_batch_max_size, (long long)c->send_batch_size);
-        errors++;
-    }
-    errors += pl_cfg_check(ctx, c->timeout >= 0, "timeout", "timeout must not be negative");
-    errors += pl_cfg_check(ctx, c->metadata_cardinality_limit >= 0, "metadata_cardinality_limit",
-                           "metadata_cardinality_limit must not be negative");
-    return errors;
+    /* the schema's minimum reports a negative one */
+    return pl_cfg_check(ctx,
+                        c->send_batch_max_size <= 0 || c->send_batch_max_size >= c->send_batch_size,
+                        "send_batch_max_size",
+                        "send_batch_max_size (%lld) must be 0 or at least send_batch_size (%lld)",
+                        (long long)c->send_batch_max_size, (long long)c->send_batch_size);
 }
 
 #include "processors/batch.config.inc"

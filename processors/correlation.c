@@ -96,30 +96,10 @@
 static int correlation_validate(void *p, pl_cfg_ctx *ctx)
 {
     pl_correlation_config *c = p;
-    int errors = 0;
-    if (c->window <= 0) {
-        pl_cfg_errorf(ctx, "window", "window must be positive");
-        errors++;
-    }
+    int errors = 0; /* single options' limits: the schema (correlation.config.yaml) */
     if (c->span_window < 0 || c->sample_window < 0) {
         pl_cfg_errorf(ctx, c->span_window < 0 ? "span_window" : "sample_window",
                       "a window cannot be negative");
-        errors++;
-    }
-    if (c->max_clock_skew < 0) {
-        pl_cfg_errorf(ctx, "max_clock_skew", "max_clock_skew cannot be negative");
-        errors++;
-    }
-    if (c->max_spans <= 0 || c->max_spans > (int64_t)1 << 30) {
-        pl_cfg_errorf(ctx, "max_spans", "max_spans must be between 1 and 2^30");
-        errors++;
-    }
-    if (c->max_pending_samples <= 0 || c->max_pending_samples > (int64_t)1 << 30) {
-        pl_cfg_errorf(ctx, "max_pending_samples", "max_pending_samples must be between 1 and 2^30");
-        errors++;
-    }
-    if (c->max_bytes == 0) {
-        pl_cfg_errorf(ctx, "max_bytes", "max_bytes must be positive");
         errors++;
     }
     if (c->max_window < 0 || c->warmup < 0 || c->late_window < 0) {
@@ -128,10 +108,6 @@ static int correlation_validate(void *p, pl_cfg_ctx *ctx)
                       : c->warmup < 0   ? "warmup"
                                         : "late_window",
                       "a window cannot be negative");
-        errors++;
-    }
-    if (c->late_max_spans < 0 || c->late_max_spans > (int64_t)1 << 30) {
-        pl_cfg_errorf(ctx, "late_max_spans", "late_max_spans must be between 0 and 2^30");
         errors++;
     }
     struct stat sst;

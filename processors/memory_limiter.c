@@ -34,28 +34,12 @@
 #include "core/component.h"
 #include "core/log.h"
 
-typedef struct memlim_cfg {
-    int64_t check_interval;
-    int64_t limit_mib;
-    int64_t spike_limit_mib;
-    int64_t limit_percentage;
-    int64_t spike_limit_percentage;
-} memlim_cfg;
+#include "processors/memory_limiter.config.h"
 
 static int memlim_validate(void *cfg_, pl_cfg_ctx *ctx)
 {
     memlim_cfg *c = cfg_;
     int errors = 0;
-    errors += pl_cfg_check(ctx, c->check_interval > 0, "check_interval",
-                           "check_interval must be greater than zero");
-    errors += pl_cfg_check(ctx, c->limit_mib >= 0, "limit_mib", "limit_mib must not be negative");
-    errors += pl_cfg_check(ctx, c->spike_limit_mib >= 0, "spike_limit_mib",
-                           "spike_limit_mib must not be negative");
-    errors += pl_cfg_check(ctx, c->limit_percentage >= 0 && c->limit_percentage <= 100,
-                           "limit_percentage", "limit_percentage must be between 1 and 100");
-    errors +=
-        pl_cfg_check(ctx, c->spike_limit_percentage >= 0 && c->spike_limit_percentage <= 100,
-                     "spike_limit_percentage", "spike_limit_percentage must be between 0 and 100");
     errors += pl_cfg_check(ctx, c->limit_mib != 0 || c->limit_percentage != 0, NULL,
                            "one of limit_mib or limit_percentage must be set");
     errors +=

@@ -50,19 +50,7 @@
 #include "core/strlist.h"
 #include "pattern.h"
 
-typedef struct redaction_cfg {
-    bool allow_all_keys;
-    pl_strlist allowed_keys;
-    pl_strlist ignored_keys;
-    pl_strlist blocked_values;
-    pl_strlist allowed_values;
-    char *summary;
-    pl_strlist blocked_key_patterns;
-    char *replacement;
-    pl_strlist functions;
-    pl_strlist files;
-    char *function_replacement;
-} redaction_cfg;
+#include "processors/redaction.config.h"
 
 static int validate_patterns(pl_cfg_ctx *ctx, const char *key, const pl_strlist *list)
 {

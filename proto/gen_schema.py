@@ -8,7 +8,11 @@ like protoc does (innermost scope first), and writes, for every message
 reachable from the given roots, one row per field: JSON name (lowerCamelCase),
 field number, scalar type or sub-message, repeated flag, and enum names.
 
-usage: gen_schema.py OUT_C OUT_H PROTO_ROOT ROOT_MESSAGE... -- FILE.proto...
+Each FILE.proto is read from the first proto root (-I DIR, as protoc takes
+them) that has it: the build's proto/ directory holds the signal files with
+their OTLP envelope stamped in (otlp_envelope.py), the source's the rest.
+
+usage: gen_schema.py OUT_C OUT_H -I DIR [-I DIR...] ROOT_MESSAGE... -- FILE.proto...
 """
 import os
 import re
@@ -160,13 +164,21 @@ def cname(full):
 
 
 def main():
-    out_c, out_h, root = sys.argv[1:4]
-    sep = sys.argv.index('--')
-    roots = sys.argv[4:sep]
-    files = sys.argv[sep + 1:]
+    out_c, out_h = sys.argv[1:3]
+    args = sys.argv[3:]
+    dirs = []
+    while args[0] == '-I':
+        dirs.append(args[1])
+        args = args[2:]
+    sep = args.index('--')
+    roots = args[:sep]
+    files = args[sep + 1:]
     messages, enums = {}, {}
     for f in files:
-        parse_file(os.path.join(root, f), messages, enums)
+        found = [os.path.join(d, f) for d in dirs if os.path.exists(os.path.join(d, f))]
+        if not found:
+            raise SystemExit('gen_schema: %s is in none of %s' % (f, dirs))
+        parse_file(found[0], messages, enums)
     # Messages reachable from the roots, in a stable order.
     order, seen = [], set()
     stack = list(roots)

@@ -8,7 +8,11 @@ So generation happens in a scratch directory, and the #include lines that
 point at other generated headers are rewritten to their base names (every
 .proto in proto/ has a distinct base name, which meson.build relies on).
 
-usage: nanopb_flat.py PROTOC PLUGIN PROTO_ROOT OUTDIR REL_PROTO_PATH
+The proto roots are given as protoc takes them (-I DIR, first match wins):
+the build's proto/ directory, where the signal files with their OTLP
+envelope stamped in are (see otlp_envelope.py), before the source's proto/.
+
+usage: nanopb_flat.py PROTOC PLUGIN OUTDIR REL_PROTO_PATH -I ROOT [-I ROOT...]
 """
 import os
 import re
@@ -19,10 +23,11 @@ import tempfile
 
 
 def main():
-    protoc, plugin, root, outdir, rel = sys.argv[1:6]
+    protoc, plugin, outdir, rel = sys.argv[1:5]
+    roots = sys.argv[5:]
     with tempfile.TemporaryDirectory() as tmp:
-        subprocess.run([protoc, '--plugin=protoc-gen-nanopb=' + plugin, '-I', root,
-                        '--nanopb_out=--strip-path:' + tmp, rel], check=True)
+        subprocess.run([protoc, '--plugin=protoc-gen-nanopb=' + plugin] + roots +
+                       ['--nanopb_out=--strip-path:' + tmp, rel], check=True)
         base = os.path.splitext(rel)[0]
         include = re.compile(r'^#include "([^"]+\.pb\.h)"', re.M)
         for ext in ('.pb.c', '.pb.h'):

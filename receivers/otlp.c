@@ -41,45 +41,7 @@
 
 /* ---- configuration ------------------------------------------------------ */
 
-typedef struct otlp_grpc_config {
-    char *endpoint;
-    double max_recv_msg_size_mib;
-    int64_t max_concurrent_streams;
-    bool include_metadata;
-    int64_t max_connections;
-    int64_t max_connections_per_client;
-    int64_t idle_timeout_ns;
-    pl_tls_server_config tls;
-    pl_auth_ref_config auth;
-} otlp_grpc_config;
-
-typedef struct otlp_http_config {
-    char *endpoint;
-    uint64_t max_request_body_size;
-    bool include_metadata;
-    char *traces_url_path;
-    char *logs_url_path;
-    char *metrics_url_path;
-    int64_t max_connections;
-    int64_t max_connections_per_client;
-    int64_t read_header_timeout_ns;
-    int64_t idle_timeout_ns;
-    pl_tls_server_config tls;
-    pl_auth_ref_config auth;
-    pl_http_cors_config cors;
-} otlp_http_config;
-
-typedef struct otlp_protocols_config {
-    otlp_grpc_config grpc;
-    otlp_http_config http;
-    /* Set by the validate hook: the key was present in the YAML. */
-    bool grpc_enabled;
-    bool http_enabled;
-} otlp_protocols_config;
-
-typedef struct otlp_config {
-    otlp_protocols_config protocols;
-} otlp_config;
+#include "receivers/otlp.config.h"
 
 static int validate_path(const char *path, pl_cfg_ctx *ctx, const char *key)
 {
@@ -90,25 +52,10 @@ static int validate_path(const char *path, pl_cfg_ctx *ctx, const char *key)
     return 0;
 }
 
-static int validate_grpc(void *cfg, pl_cfg_ctx *ctx)
-{
-    otlp_grpc_config *g = cfg;
-    int errors = 0;
-    errors += pl_cfg_check(ctx, !(g->max_recv_msg_size_mib <= 0 || g->max_recv_msg_size_mib > 2047),
-                           "max_recv_msg_size_mib", "must be between 0 and 2047 MiB");
-    errors +=
-        pl_cfg_check(ctx, g->max_concurrent_streams >= 1 && g->max_concurrent_streams <= 1000000,
-                     "max_concurrent_streams", "must be between 1 and 1000000");
-    return errors;
-}
-
 static int validate_http(void *cfg, pl_cfg_ctx *ctx)
 {
     otlp_http_config *h = cfg;
-    int errors = 0;
-    errors += pl_cfg_check(ctx, h->max_request_body_size != 0, "max_request_body_size",
-                           "must be positive");
-    errors += validate_path(h->traces_url_path, ctx, "traces_url_path");
+    int errors = validate_path(h->traces_url_path, ctx, "traces_url_path");
     errors += validate_path(h->logs_url_path, ctx, "logs_url_path");
     errors += validate_path(h->metrics_url_path, ctx, "metrics_url_path");
     return errors;

@@ -46,33 +46,7 @@
 #include "pipeline/workers.h"
 #include "receivers/pprof_delta.h"
 
-typedef struct scrape_tls_cfg {
-    char *ca_file;
-    char *cert_file;
-    char *key_file;
-    bool insecure_skip_verify;
-} scrape_tls_cfg;
-
-typedef struct scrape_target_cfg {
-    char *endpoint;
-    pl_strmap labels;
-    int64_t interval; /* ns; 0: the receiver's */
-    int64_t timeout;  /* ns; 0: the receiver's */
-    pl_strmap headers;
-    pl_basic_auth_config basic_auth;
-    char *bearer_token;
-    scrape_tls_cfg tls;
-} scrape_target_cfg;
-
-typedef struct scrape_cfg {
-    pl_cfg_list targets;
-    int64_t interval;    /* ns */
-    int64_t cpu_seconds; /* seconds=N of the CPU profile */
-    pl_strlist profiles; /* cpu, heap, goroutine */
-    int64_t timeout;     /* ns, for heap/goroutine; cpu gets cpu_seconds more */
-    uint64_t max_profile_size;
-    bool delta;
-} scrape_cfg;
+#include "receivers/pprof_scrape.config.h"
 
 static int target_validate(void *cfgp, pl_cfg_ctx *ctx)
 {
@@ -96,10 +70,6 @@ static int scrape_validate(void *cfgp, pl_cfg_ctx *ctx)
 {
     scrape_cfg *cfg = cfgp;
     int errors = 0;
-    errors += pl_cfg_check(ctx, cfg->targets.n != 0, "targets", "at least one target is required");
-    errors += pl_cfg_check(ctx, cfg->interval >= 1000000000LL, "interval", "must be at least 1s");
-    errors += pl_cfg_check(ctx, cfg->cpu_seconds >= 1 && cfg->cpu_seconds <= 3600, "cpu_seconds",
-                           "must be between 1 and 3600");
     for (size_t i = 0; i < cfg->profiles.n; i++) {
         bool ok = false;
         for (size_t k = 0; known_profiles[k]; k++)

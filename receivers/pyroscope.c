@@ -71,34 +71,13 @@
 #include "receivers/pyroscope_jfr.h"
 #include "receivers/pyroscope_push.h"
 
-typedef struct pyroscope_cfg {
-    char *endpoint;
-    uint64_t max_request_body_size;
-    uint64_t max_decompressed_size;
-    int64_t max_connections;
-    int64_t max_connections_per_client;
-    uint64_t max_decoded_memory;
-    int64_t max_decoded_objects;
-    pl_tls_server_config tls;
-    pl_auth_ref_config auth;
-    pl_http_cors_config cors;
-} pyroscope_cfg;
+#include "receivers/pyroscope.config.h"
 
 static int pyroscope_validate(void *cfgp, pl_cfg_ctx *ctx)
 {
     pyroscope_cfg *cfg = cfgp;
-    int errors = 0;
-    errors += pl_cfg_check(ctx, cfg->endpoint && strchr(cfg->endpoint, ':'), "endpoint",
-                           "endpoint must be host:port");
-    errors += pl_cfg_check(ctx, cfg->max_request_body_size != 0, "max_request_body_size",
-                           "must be greater than 0");
-    errors += pl_cfg_check(ctx, cfg->max_decompressed_size != 0, "max_decompressed_size",
-                           "must be greater than 0");
-    errors += pl_cfg_check(ctx, cfg->max_decoded_memory != 0, "max_decoded_memory",
-                           "must be greater than 0");
-    errors += pl_cfg_check(ctx, cfg->max_decoded_objects > 0, "max_decoded_objects",
-                           "must be greater than 0");
-    return errors;
+    return pl_cfg_check(ctx, cfg->endpoint && strchr(cfg->endpoint, ':'), "endpoint",
+                        "endpoint must be host:port");
 }
 
 #include "receivers/pyroscope.config.inc"

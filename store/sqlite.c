@@ -34,36 +34,7 @@
 #include "store/sqlite_api.h"
 #include "store/sqlite_store.h"
 
-typedef struct sqlite_api_cfg {
-    char *endpoint;
-    pl_tls_server_config tls;
-} sqlite_api_cfg;
-
-typedef struct sqlite_cfg {
-    char *path;
-    int64_t retention;
-    uint64_t max_size;
-    sqlite_api_cfg api;
-    int64_t busy_timeout;
-    uint64_t queue_size;
-    int64_t retention_interval;
-} sqlite_cfg;
-
-static int sqlite_validate(void *cfg, pl_cfg_ctx *ctx)
-{
-    sqlite_cfg *c = cfg;
-    int errors = 0;
-    errors += pl_cfg_check(ctx, c->path && *c->path, "path", "path must name the database file");
-    errors += pl_cfg_check(ctx, c->retention >= 0, "retention",
-                           "retention must not be negative (0 keeps everything)");
-    errors +=
-        pl_cfg_check(ctx, c->busy_timeout > 0, "busy_timeout", "busy_timeout must be positive");
-    errors += pl_cfg_check(ctx, c->retention_interval > 0, "retention_interval",
-                           "retention_interval must be positive");
-    errors += pl_cfg_check(ctx, c->queue_size >= 1024 * 1024, "queue_size",
-                           "queue_size must be at least 1MiB");
-    return errors;
-}
+#include "store/sqlite.config.h"
 
 #include "store/sqlite.config.inc"
 

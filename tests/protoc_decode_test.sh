@@ -8,10 +8,13 @@
 #   4. the same through OTLP/JSON (protobuf -> JSON -> protobuf) must again
 #      give identical bytes.
 #
-# usage: protoc_decode_test.sh PATH/TO/otlp_roundtrip PATH/TO/proto
+# usage: protoc_decode_test.sh PATH/TO/otlp_roundtrip BUILD/proto SOURCE/proto
+# (the build's proto/ holds the OTLP signal files with their envelope stamped
+# in, see proto/otlp_envelope.py; it is searched first, like protoc's -I)
 set -eu
 tool=$1
-protodir=$2
+build_protos=$2
+src_protos=$3
 command -v protoc >/dev/null || { echo "protoc not found (it is a build dependency)"; exit 1; }
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
@@ -121,7 +124,7 @@ TXT
 
 roundtrip() { # signal, msg, proto, name
     sig=$1 msg=$2 proto=$3 name=$4
-    protoc -I "$protodir" --encode="$msg" "$proto" <"$tmp/$name.txt" >"$tmp/$name.pb"
+    protoc -I "$build_protos" -I "$src_protos" --encode="$msg" "$proto" <"$tmp/$name.txt" >"$tmp/$name.pb"
     rc=0
     "$tool" "$sig" <"$tmp/$name.pb" >"$tmp/$name.out" || rc=$?
     check "$name: decode+encode succeeds" $rc
@@ -129,7 +132,7 @@ roundtrip() { # signal, msg, proto, name
     cmp -s "$tmp/$name.pb" "$tmp/$name.out" || rc=1
     check "$name: re-encoded bytes equal protoc's" $rc
     rc=0
-    protoc -I "$protodir" --decode="$msg" "$proto" <"$tmp/$name.out" >"$tmp/$name.dec" || rc=$?
+    protoc -I "$build_protos" -I "$src_protos" --decode="$msg" "$proto" <"$tmp/$name.out" >"$tmp/$name.dec" || rc=$?
     check "$name: protoc decodes proflink's output" $rc
     rc=0
     "$tool" "$sig" --to-json <"$tmp/$name.pb" >"$tmp/$name.json" &&
@@ -166,7 +169,7 @@ expect profiles-json "$tmp/profiles.json" '"spanId":"b7ad6b7169203331"'
 
 # A request protoc encodes with a bad id length must be rejected with its place.
 printf 'resource_spans { scope_spans { spans { trace_id: "abc" } } }' |
-    protoc -I "$protodir" --encode="$TRACE_MSG" "$TRACE_PROTO" >"$tmp/bad.pb"
+    protoc -I "$build_protos" -I "$src_protos" --encode="$TRACE_MSG" "$TRACE_PROTO" >"$tmp/bad.pb"
 rc=0
 "$tool" traces <"$tmp/bad.pb" >/dev/null 2>"$tmp/bad.err" && rc=1
 grep -q 'resource_spans\[0\].scope_spans\[0\].spans\[0\].trace_id: length 3, want 16' "$tmp/bad.err" || rc=1

@@ -782,6 +782,113 @@ static void test_secret_keys(void)
     CHECK(!pl_cfg_key_is_secret("key_file"));
 }
 
+/* ---- the schema's per-option rules (pl_cfg_rule) ------------------------ */
+
+typedef struct rules_cfg {
+    int64_t n;
+    int64_t every;
+    uint64_t cap;
+    double f;
+    char *path;
+    pl_strlist names;
+    int hook_saw_errors; /* what the validate hook found already reported */
+} rules_cfg;
+
+static int rules_hook(void *cfg, pl_cfg_ctx *ctx)
+{
+    rules_cfg *c = cfg;
+    c->hook_saw_errors = errs.n > 0 ? (int)errs.n : -1;
+    return pl_cfg_check(ctx, c->n != 7, "n", "seven is cross-checked by the hook");
+}
+
+static const pl_cfg_field rules_fields[] = {
+    {"n", PL_CFG_INT, "5", offsetof(rules_cfg, n), NULL, NULL,
+     &(const pl_cfg_rule){.minimum = "0", .maximum = "10", .message = "n is 0..10"}},
+    {"every", PL_CFG_DURATION, "1s", offsetof(rules_cfg, every), NULL, NULL,
+     &(const pl_cfg_rule){.exclusive_minimum = "0", .message = "must be positive"}},
+    {"cap", PL_CFG_SIZE, "1MiB", offsetof(rules_cfg, cap), NULL, NULL,
+     &(const pl_cfg_rule){.minimum = "1MiB", .message = "must be at least 1MiB"}},
+    {"f", PL_CFG_DOUBLE, "0.5", offsetof(rules_cfg, f), NULL, NULL,
+     &(const pl_cfg_rule){.exclusive_minimum = "0", .maximum = "1", .message = "f is (0, 1]"}},
+    {"path", PL_CFG_STRING, NULL, offsetof(rules_cfg, path), NULL, NULL,
+     &(const pl_cfg_rule){.required = true, .message = "is required"}},
+    {"names", PL_CFG_STRLIST, NULL, offsetof(rules_cfg, names), NULL, NULL,
+     &(const pl_cfg_rule){.required = true, .message = "needs a name"}},
+    {0},
+};
+static const pl_cfg_section rules_section = {sizeof(rules_cfg), rules_fields, rules_hook};
+
+/* limits that do not parse: a bug in a table */
+static const pl_cfg_field bad_limit_fields[] = {
+    {"n", PL_CFG_INT, "1", offsetof(rules_cfg, n), NULL, NULL,
+     &(const pl_cfg_rule){.minimum = "zero", .message = "never shown"}},
+    {"every", PL_CFG_DURATION, "1s", offsetof(rules_cfg, every), NULL, NULL,
+     &(const pl_cfg_rule){.maximum = "soon", .message = "never shown"}},
+    {0},
+};
+static const pl_cfg_section bad_limit_section = {sizeof(rules_cfg), bad_limit_fields, NULL};
+
+/* Decodes `yaml` (NULL: the section absent) with rules_section; returns the
+ * error count, errors in `errs`, sorted. */
+static int decode_rules(const char *yaml, const pl_cfg_section *section, rules_cfg *out)
+{
+    pl_cfg_errors_free(&errs);
+    pl_cfg_errors_init(&errs);
+    pl_cfg_doc *doc = yaml ? pl_cfg_doc_parse("r.yaml", yaml, strlen(yaml), &errs) : NULL;
+    int n = pl_cfg_decode(section, doc ? doc->root : NULL, NULL, out, &errs);
+    pl_cfg_errors_sort(&errs);
+    pl_cfg_doc_free(doc);
+    return n;
+}
+
+static void test_schema_rules(void)
+{
+    rules_cfg c;
+    /* every limit met, at its edge */
+    CHECK_EQ_INT(decode_rules("n: 10\nevery: 1ns\ncap: 1MiB\nf: 1\npath: p\nnames: [a]\n",
+                              &rules_section, &c),
+                 0);
+    CHECK_EQ_INT(c.hook_saw_errors, -1);
+    pl_cfg_free(&rules_section, &c);
+    CHECK_EQ_INT(decode_rules("n: 0\npath: p\nnames: [a]\nf: 0.001\n", &rules_section, &c), 0);
+    pl_cfg_free(&rules_section, &c);
+
+    /* every limit missed by one step: one error each, at the value's key,
+     * with the schema's message; the hook runs after them */
+    CHECK_EQ_INT(decode_rules("n: 11\nevery: 0s\ncap: 1048575\nf: 0\npath: \"\"\nnames: []\n",
+                              &rules_section, &c),
+                 6);
+    CHECK_ERROR("r.yaml:1:1: 'n': n is 0..10");
+    CHECK_ERROR("r.yaml:2:1: 'every': must be positive");
+    CHECK_ERROR("r.yaml:3:1: 'cap': must be at least 1MiB");
+    CHECK_ERROR("r.yaml:4:1: 'f': f is (0, 1]");
+    CHECK_ERROR("r.yaml:5:1: 'path': is required");
+    CHECK_ERROR("r.yaml:6:1: 'names': needs a name");
+    CHECK_EQ_INT(c.hook_saw_errors, 6);
+    pl_cfg_free(&rules_section, &c);
+    CHECK_EQ_INT(decode_rules("n: -1\nf: 1.5\npath: p\nnames: [a]\n", &rules_section, &c), 2);
+    CHECK_ERROR("r.yaml:1:1: 'n': n is 0..10");
+    CHECK_ERROR("r.yaml:2:1: 'f': f is (0, 1]");
+    pl_cfg_free(&rules_section, &c);
+
+    /* rules and the hook's own errors add up */
+    CHECK_EQ_INT(decode_rules("n: 7\npath: \"\"\nnames: [a]\n", &rules_section, &c), 2);
+    CHECK_ERROR("r.yaml:1:1: 'n': seven is cross-checked by the hook");
+    pl_cfg_free(&rules_section, &c);
+
+    /* an absent section is checked at its defaults: the required ones fail */
+    CHECK_EQ_INT(decode_rules(NULL, &rules_section, &c), 2);
+    CHECK(errs.n == 2 && strstr(errs.items[0].text, "'path': is required") &&
+          strstr(errs.items[1].text, "'names': needs a name"));
+    pl_cfg_free(&rules_section, &c);
+
+    /* a limit that does not parse is a table bug, reported, never a pass
+     * or a crash */
+    CHECK_EQ_INT(decode_rules("n: 1\n", &bad_limit_section, &c), 2);
+    CHECK_ERROR("r.yaml:1:1: 'n': a limit in the component table does not parse");
+    pl_cfg_free(&bad_limit_section, &c);
+}
+
 int main(void)
 {
     fx_register();
@@ -807,6 +914,7 @@ int main(void)
     PL_RUN(test_sources_merge_in_order);
     PL_RUN(test_listen_addresses);
     PL_RUN(test_secret_keys);
+    PL_RUN(test_schema_rules);
     pl_cfg_errors_free(&errs);
     return pl_test_done();
 }

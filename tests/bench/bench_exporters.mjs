@@ -42,10 +42,13 @@ const COMPRESSION = args.compression || 'gzip';
 const WORKERS = args.workers; // undefined: proflink's default
 const CLK_TCK = 100; // sysconf(_SC_CLK_TCK) on Linux
 
-const PROTO_DIR = path.join(repo, 'proto');
+// The build's proto/ (OTLP signal files with their envelope stamped in),
+// then the source's: see tests/interop/lib/proflink.mjs.
+const PROTO_DIRS = [path.join(path.dirname(BIN), 'proto'), path.join(repo, 'proto')];
 const root = new protobuf.Root();
-root.resolvePath = (o, t) => (path.isAbsolute(t) ? t : path.join(PROTO_DIR, t));
-root.loadSync(path.join(PROTO_DIR, 'opentelemetry/proto/collector/trace/v1/trace_service.proto'));
+root.resolvePath = (o, t) => (path.isAbsolute(t) ? t
+  : PROTO_DIRS.map((d) => path.join(d, t)).find((f) => fs.existsSync(f)) || path.join(PROTO_DIRS[1], t));
+root.loadSync('opentelemetry/proto/collector/trace/v1/trace_service.proto');
 const Req = root.lookupType('opentelemetry.proto.collector.trace.v1.ExportTraceServiceRequest');
 
 function makeRequest(n) {

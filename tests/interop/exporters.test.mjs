@@ -25,7 +25,7 @@ import path from 'node:path';
 import crypto from 'node:crypto';
 import { execFileSync } from 'node:child_process';
 import {
-  PROTO_DIR, freePort, httpGet, loadProtos, postTraces, sleep, startProflink, waitFor,
+  PROTO_DIRS, freePort, httpGet, loadProtos, postTraces, sleep, startProflink, waitFor,
 } from './lib/common.mjs';
 
 const TRACE_SERVICE = 'opentelemetry/proto/collector/trace/v1/trace_service.proto';
@@ -88,7 +88,7 @@ function makeRequest(tag, n) {
 // ---- protoc (receiving side) ----------------------------------------------
 
 function protocDecode(bytes) {
-  return execFileSync('protoc', [`--proto_path=${PROTO_DIR}`, `--decode=${REQUEST_TYPE}`, TRACE_SERVICE], {
+  return execFileSync('protoc', [...PROTO_DIRS.map((d) => `--proto_path=${d}`), `--decode=${REQUEST_TYPE}`, TRACE_SERVICE], {
     input: bytes,
     maxBuffer: 64 << 20,
   }).toString();

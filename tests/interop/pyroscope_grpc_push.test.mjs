@@ -20,7 +20,7 @@ import protoLoader from '@grpc/proto-loader';
 import {
   FIXTURES, mapObj, otlpProfileTotals, PushRequest, readJsonLines, request as post,
 } from './lib/common.mjs';
-import { freePorts, PROTO_DIR, startProflink, waitFor } from './lib/proflink.mjs';
+import { freePorts, PROTO_DIRS, startProflink, waitFor } from './lib/proflink.mjs';
 
 const FIXTURE = path.join(FIXTURES, 'nodejs_wall.pprof.gz');
 let pl, port, tmp, out, Pusher;
@@ -44,7 +44,7 @@ service:
   pipelines:
     profiles: { receivers: [pyroscope], exporters: [file] }
 `, { ports: [port], dir: tmp });
-  const def = protoLoader.loadSync('push/v1/push.proto', { includeDirs: [PROTO_DIR] });
+  const def = protoLoader.loadSync('push/v1/push.proto', { includeDirs: PROTO_DIRS });
   Pusher = grpc.loadPackageDefinition(def).push.v1.PusherService;
 });
 

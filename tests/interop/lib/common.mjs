@@ -30,10 +30,10 @@ import { SpanKind, context, trace } from '@opentelemetry/api';
 import { OTLPTraceExporter } from '@opentelemetry/exporter-trace-otlp-proto';
 import { resourceFromAttributes } from '@opentelemetry/resources';
 import { BasicTracerProvider, SimpleSpanProcessor } from '@opentelemetry/sdk-trace-base';
-import { PROTO_DIR, repo, sleep } from './proflink.mjs';
+import { protoFile, repo, sleep } from './proflink.mjs';
 
 export {
-  BIN, PROTO_DIR, sleep, freePort, waitFor, startProflink, httpGet, postTraces, TraceRequest,
+  BIN, PROTO_DIRS, protoFile, sleep, freePort, waitFor, startProflink, httpGet, postTraces, TraceRequest,
   PushRequest,
 } from './proflink.mjs';
 
@@ -132,7 +132,7 @@ export function otlpProfileTotals(requests) {
 
 export function loadProtos(files) {
   const root = new protobuf.Root();
-  root.resolvePath = (origin, target) => (path.isAbsolute(target) ? target : path.join(PROTO_DIR, target));
+  root.resolvePath = protoFile;
   root.loadSync(files);
   return root;
 }

@@ -10,7 +10,7 @@
 //   proflink: grpcBackend() is a real @grpc/grpc-js server with the service
 //   loaded by @grpc/proto-loader; httpBackend() is node's http with
 //   protobufjs. Both keep every decoded request and the metadata/headers.
-// - protobufjs types from the project's .proto files and canonical()
+// - protobufjs types from the project's .proto files (PROTO_DIRS) and canonical()
 //   which flattens an ExportTraceServiceRequest into one record per span
 //   (resource, scope, span) keyed by span id, for equality checks.
 import assert from 'node:assert/strict';
@@ -29,7 +29,24 @@ import protoLoader from '@grpc/proto-loader';
 const here = path.dirname(fileURLToPath(import.meta.url));
 export const repo = path.resolve(here, '../../..');
 export const BIN = path.resolve(process.env.PROFLINK_BIN || path.join(repo, 'build/proflink'));
-export const PROTO_DIR = path.join(repo, 'proto');
+// The .proto files come from two roots, searched in order like protoc's -I:
+// the build's proto/ directory (next to the binary, or PROFLINK_PROTO_DIR),
+// which holds the OTLP signal files with their envelope stamped in at build
+// time (proto/otlp_envelope.py), then the source's proto/ for the rest.
+export const PROTO_DIRS = [
+  path.resolve(process.env.PROFLINK_PROTO_DIR || path.join(path.dirname(BIN), 'proto')),
+  path.join(repo, 'proto'),
+];
+if (!fs.existsSync(path.join(PROTO_DIRS[0], 'opentelemetry/proto/trace/v1/trace.proto'))) {
+  throw new Error(`${PROTO_DIRS[0]} holds no generated .proto files: build proflink first, `
+    + 'or set PROFLINK_PROTO_DIR to a build\'s proto/ directory');
+}
+// protobufjs resolvePath: a file's path in the first root that has it.
+export function protoFile(origin, target) {
+  if (path.isAbsolute(target)) return target;
+  const found = PROTO_DIRS.map((d) => path.join(d, target)).find((f) => fs.existsSync(f));
+  return found || path.join(PROTO_DIRS[PROTO_DIRS.length - 1], target);
+}
 
 export const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 
@@ -129,7 +146,7 @@ export function httpGet(port, p) {
 // ---- protobuf types ---------------------------------------------------------
 
 export const protoRoot = new protobuf.Root();
-protoRoot.resolvePath = (origin, target) => (path.isAbsolute(target) ? target : path.join(PROTO_DIR, target));
+protoRoot.resolvePath = protoFile;
 protoRoot.loadSync([
   'opentelemetry/proto/collector/trace/v1/trace_service.proto',
   'opentelemetry/proto/collector/profiles/v1development/profiles_service.proto',
@@ -223,7 +240,7 @@ export async function grpcBackend({ behaviour = () => null, port = 0 } = {}) {
   const def = protoLoader.loadSync([
     'opentelemetry/proto/collector/trace/v1/trace_service.proto',
     'opentelemetry/proto/collector/profiles/v1development/profiles_service.proto',
-  ], { includeDirs: [PROTO_DIR], keepCase: false, longs: String, bytes: Buffer, defaults: false });
+  ], { includeDirs: PROTO_DIRS, keepCase: false, longs: String, bytes: Buffer, defaults: false });
   const rec = new Recorder();
   const hung = [];
   const server = new grpc.Server();
