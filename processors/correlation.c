@@ -308,6 +308,7 @@ static void index_span_batch(correlation *self, uint32_t hi)
                     e.service = svc;
                     e.state = ENTRY_HELD;
                     uint32_t same;
+                    e.alone = true;
                     if (corr_span_table_insert(&self->spans, &e, &same))
                         continue; /* out of memory: this span stays unlinked */
                     if (same)

@@ -532,11 +532,14 @@ void corr_roll_up_from(correlation *self, span_entry *e, contrib c, const uint8_
             s->samples_total = c.samples;
             s->cpu_total = c.cpu;
             s->wall_total = c.wall;
-            corr_forget_late_refs(self, pkey); /* (rare: no need to know first) */
-            if (corr_span_table_insert(&self->spans, &ph, NULL)) {
+            uint32_t same;
+            ph.alone = true;
+            if (corr_span_table_insert(&self->spans, &ph, &same)) {
                 corr_stats_release(self, ph.stats);
                 return;
             }
+            if (same)
+                corr_forget_late_refs(self, pkey);
             self->markers++;
             return;
         }

@@ -42,15 +42,15 @@ typedef struct span_entry {
     union {
         pl_span *span;     /* HELD: the span inside its held batch */
         uint64_t late_ref; /* SPILLED: its own summary in the late store (see
-                              corr_late_ref_find), 0 = none; only set while no other
-                              entry has this key (corr_forget_late_refs) */
+                              corr_late_ref_find), 0 = none; only set while `alone` */
     };
     uint32_t held;      /* HELD: held batch record */
     uint32_t stats;     /* side statistics, 0 = none yet */
     uint32_t expiry_ms; /* PLACEHOLDER / GONE: expiry, ms since the processor's base time */
     uint16_t service;   /* HELD: service id (0 = unknown) */
     uint8_t state;
-    uint8_t unused;
+    bool alone; /* no other entry had its key when it came, nor came since (see
+                   corr_forget_late_refs); false when unsure */
 } span_entry;
 
 struct profile_info;

@@ -404,7 +404,8 @@ static void release_span_batch(correlation *self, uint32_t hi, int reason)
                         e.service = svc;
                         e.state = ENTRY_HELD;
                         corr_late_add(self, &e, now);
-                        corr_forget_late_refs(self, e.key); /* e is not in the table */
+                        if (self->spilled_spans) /* e is not in the table */
+                            corr_forget_late_refs(self, e.key);
                     }
                 }
             }

@@ -337,32 +337,27 @@ static bool write_file(const char *path, const uint8_t *data, size_t len)
     return true;
 }
 
-/* The index entry of span `sp` of held batch hi (NULL: not indexed);
- * *alone: no other entry has its span id. */
-static span_entry *entry_in(correlation *self, const pl_span *sp, bool *alone)
+/* The index entry of span `sp` of held batch hi (NULL: not indexed). */
+static span_entry *entry_in(correlation *self, const pl_span *sp)
 {
-    span_entry *e = NULL;
-    uint32_t n = 0;
     SPAN_EACH(&self->spans, id_key(sp->span_id), i)
     {
-        n++;
-        if (!e && self->spans.slots[i].state == ENTRY_HELD && self->spans.slots[i].span == sp)
-            e = &self->spans.slots[i];
+        if (self->spans.slots[i].state == ENTRY_HELD && self->spans.slots[i].span == sp)
+            return &self->spans.slots[i];
     }
-    *alone = n == 1;
-    return e;
+    return NULL;
 }
 
-/* An entry with span id `key` comes, or a summary with it was added: the
- * spilled entries with that id drop their summary references (see
+/* An entry with span id `key` came besides others, or a summary with it
+ * was added for a span not in the table: the entries with that id are no
+ * longer alone, the spilled ones drop their summary references (see
  * corr_late_ref_find). */
 void corr_forget_late_refs(correlation *self, uint64_t key)
 {
-    if (!self->spilled_spans)
-        return;
     SPAN_EACH(&self->spans, key, i)
     {
         span_entry *e = &self->spans.slots[i];
+        e->alone = false;
         if (e->state == ENTRY_SPILLED)
             e->late_ref = 0;
     }
@@ -396,8 +391,7 @@ static void spill_entries(correlation *self, uint32_t hi)
                     pl_span *sp = &ss->spans[k];
                     if (!span_id_valid(sp->span_id, sp->span_id_len))
                         continue;
-                    bool alone;
-                    span_entry *e = entry_in(self, sp, &alone);
+                    span_entry *e = entry_in(self, sp);
                     if (!e)
                         continue;
                     if (pass == 0) {
@@ -424,7 +418,7 @@ static void spill_entries(correlation *self, uint32_t hi)
                         } else {
                             e->expiry_ms = UINT32_MAX; /* no parent known */
                         }
-                        e->late_ref = alone ? ref : 0;
+                        e->late_ref = e->alone ? ref : 0;
                         e->state = ENTRY_SPILLED;
                         self->spilled_spans++;
                         h->n_spilled++;
