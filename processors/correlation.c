@@ -549,8 +549,9 @@ static uint64_t touch_span(const correlation *self, const span_entry *e, bool wh
         const span_stats *st = &self->stats_arr[e->stats];
         if (whole)
             v += touch(st) + touch((const char *)st + 64) + touch((const char *)(st + 1) - 1);
-        else /* the trace a spilled one is told apart by, and the totals */
-            v += touch(st) + touch(&st->samples_total) + touch(&st->wall_total);
+        else /* the totals, and the trace a spilled one is told apart by */
+            v += touch(&st->samples_total) + touch(&st->wall_total) +
+                 (e->state == ENTRY_SPILLED ? touch(st) : 0);
     }
     return v;
 }
