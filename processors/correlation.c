@@ -312,7 +312,7 @@ static void index_span_batch(correlation *self, uint32_t hi)
                     if (corr_span_table_insert(&self->spans, &e, &same))
                         continue; /* out of memory: this span stays unlinked */
                     if (same)
-                        corr_forget_late_refs(self, key);
+                        corr_not_alone(self, key);
                 }
                 self->indexed_spans++;
                 uint64_t end =
@@ -508,7 +508,7 @@ static uint32_t warm_home(const correlation *self, uint64_t key)
     return key ? (uint32_t)id_hash(key) & self->spans.mask : UINT32_MAX;
 }
 
-/* The held entry of key, or its spilled one with a summary reference,
+/* The held entry of key, or its exact spilled one (corr_ref_exact),
  * probing from its home `at` (its slot loaded). */
 static const span_entry *warm_probe(const correlation *self, uint64_t key, uint32_t at)
 {
@@ -518,7 +518,7 @@ static const span_entry *warm_probe(const correlation *self, uint64_t key, uint3
     if (at == UINT32_MAX)
         return NULL;
     const span_entry *e = &self->spans.slots[at];
-    return e->state == ENTRY_HELD || (e->state == ENTRY_SPILLED && e->late_ref) ? e : NULL;
+    return e->state == ENTRY_HELD || corr_ref_exact(e) ? e : NULL;
 }
 
 /* Where a spilled entry's parent id is kept (NULL: it has none). */
@@ -697,20 +697,17 @@ static pl_status consume_profiles(correlation *self, pl_batch *batch, pl_consume
                     any_link = true;
                     bool has_time = corr_sample_time(info, s, &lo, &hi);
                     span_entry *se = NULL;
+                    const late_span *ls = NULL;
                     span_entry *e = self->spans.count
                                         ? corr_match_sample(self, key, has_trace ? trace : NULL,
-                                                            has_time, lo, hi, &se)
+                                                            has_time, lo, hi, &se, &ls)
                                         : NULL;
                     if (e) {
                         corr_link_sample(self, e, s, info);
                         continue;
                     }
-                    const late_span *ls =
-                        se ? corr_late_ref_find(self, se, has_trace ? trace : NULL, has_time, lo,
-                                                hi)
-                           : NULL;
                     if (ls) {
-                        /* Its span is packed or on disk, its summary at hand. */
+                        /* Its span is packed (or on disk), its summary at hand. */
                         corr_link_spilled(self, se, ls, s, info);
                         continue;
                     }

@@ -855,29 +855,46 @@ void corr_link_session_end(correlation *self)
     corr_writer_reset(&self->writer);
 }
 
-/* Tries to link a sample to a held span. Finding instead a spilled entry
- * with its summary's reference (then the only entry with this id), it stops
- * there and leaves it in *spilled (see corr_late_ref_find). */
+/* What a sample (span id, trace id when known, time when known) links to:
+ * the first entry with its span id, in probe order, that it matches, of
+ * the spans held in memory, decoded (their trace id and times) or packed by
+ * hold_compression (those of their own summaries), so that both settings
+ * link alike. A held one is returned; for a packed one, NULL with the entry
+ * in *spilled and its summary in *summary. A spilled entry that is exact
+ * (corr_ref_exact, also on disk) ends the walk, as the only one with the
+ * id. NULL and nothing set: no such span; the caller looks among the
+ * summaries (spans on disk, spans that left). */
 span_entry *corr_match_sample(correlation *self, uint64_t key, const uint8_t *trace, bool has_time,
-                              uint64_t lo, uint64_t hi, span_entry **spilled)
+                              uint64_t lo, uint64_t hi, span_entry **spilled,
+                              const late_span **summary)
 {
     *spilled = NULL;
+    *summary = NULL;
     SPAN_EACH(&self->spans, key, i)
     {
         span_entry *e = &self->spans.slots[i];
-        if (e->state == ENTRY_SPILLED && e->late_ref) {
+        if (e->state == ENTRY_HELD) {
+            const pl_span *sp = e->span;
+            if (trace && trace_id_valid(sp->trace_id, sp->trace_id_len) &&
+                memcmp(sp->trace_id, trace, 16) != 0)
+                continue;
+            if (has_time && !corr_span_time_matches(self, sp, lo, hi))
+                continue;
+            return e;
+        }
+        if (e->state != ENTRY_SPILLED || !e->late_ref)
+            continue;
+        bool exact = e->alone;
+        if (!exact && !self->held[e->held].packed)
+            continue; /* on disk: found through its summary, as without packing */
+        const late_span *ls = corr_late_ref_match(self, e, trace, has_time, lo, hi);
+        if (ls) {
             *spilled = e;
+            *summary = ls;
             return NULL;
         }
-        if (e->state != ENTRY_HELD)
-            continue;
-        const pl_span *sp = e->span;
-        if (trace && trace_id_valid(sp->trace_id, sp->trace_id_len) &&
-            memcmp(sp->trace_id, trace, 16) != 0)
-            continue;
-        if (has_time && !corr_span_time_matches(self, sp, lo, hi))
-            continue;
-        return e;
+        if (exact)
+            return NULL;
     }
     return NULL;
 }

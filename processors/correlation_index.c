@@ -491,12 +491,10 @@ void corr_roll_up_from(correlation *self, span_entry *e, contrib c, const uint8_
         span_entry *p = NULL;
         uint32_t first = span_table_next(&self->spans, pkey, UINT32_MAX);
         span_entry *only = first != UINT32_MAX ? &self->spans.slots[first] : NULL;
-        if (only && only->state == ENTRY_SPILLED && only->late_ref) {
-            /* A spilled parent with a summary reference is the only entry
-             * with its id (see corr_late_ref_find): no held one, placeholder
-             * or gone one to look for, no further slots to load. */
-            span_stats *gs = only->stats ? &self->stats_arr[only->stats] : NULL;
-            if (!(trace && gs && gs->has_trace && memcmp(gs->trace_id, trace, 16) != 0))
+        if (only && corr_ref_exact(only)) {
+            /* An exact spilled parent is the only entry with its id: no held
+             * one, placeholder or gone one to look for, no further slots. */
+            if (corr_spilled_in_trace(self, only, trace))
                 p = only;
         } else if (!(p = corr_find_span(self, pkey, trace, true, true))) {
             /* A gone parent already left: nothing to add to. */
@@ -506,8 +504,7 @@ void corr_roll_up_from(correlation *self, span_entry *e, contrib c, const uint8_
                 if (g->state == ENTRY_GONE)
                     return;
                 if (g->state == ENTRY_SPILLED) {
-                    span_stats *gs = g->stats ? &self->stats_arr[g->stats] : NULL;
-                    if (trace && gs && gs->has_trace && memcmp(gs->trace_id, trace, 16) != 0)
+                    if (!corr_spilled_in_trace(self, g, trace))
                         continue;
                     p = g; /* its batch is on disk: its totals still grow */
                     break;
@@ -539,7 +536,7 @@ void corr_roll_up_from(correlation *self, span_entry *e, contrib c, const uint8_
                 return;
             }
             if (same)
-                corr_forget_late_refs(self, pkey);
+                corr_not_alone(self, pkey);
             self->markers++;
             return;
         }

@@ -41,16 +41,17 @@ typedef struct span_entry {
     uint64_t key; /* span id bytes; 0 = empty slot */
     union {
         pl_span *span;     /* HELD: the span inside its held batch */
-        uint64_t late_ref; /* SPILLED: its own summary in the late store (see
-                              corr_late_ref_find), 0 = none; only set while `alone` */
+        uint64_t late_ref; /* SPILLED: its own summary in the late store, 0 = none
+                              (see corr_late_ref_summary, corr_ref_exact) */
     };
     uint32_t held;      /* HELD: held batch record */
     uint32_t stats;     /* side statistics, 0 = none yet */
     uint32_t expiry_ms; /* PLACEHOLDER / GONE: expiry, ms since the processor's base time */
     uint16_t service;   /* HELD: service id (0 = unknown) */
     uint8_t state;
-    bool alone; /* no other entry had its key when it came, nor came since (see
-                   corr_forget_late_refs); false when unsure */
+    bool alone; /* no other entry had its key when it came, nor came since, and
+                   (SPILLED) its summary is the newest with its key (see
+                   corr_not_alone); false when unsure */
 } span_entry;
 
 struct profile_info;
@@ -473,6 +474,17 @@ static inline uint32_t span_table_next(const span_table *t, uint64_t key, uint32
     for (uint32_t i = span_table_next((t), (key), UINT32_MAX); i != UINT32_MAX;                    \
          i = span_table_next((t), (key), (i + 1) & (t)->mask))
 
+/* A spilled entry whose own summary is exactly what a sample of its span id
+ * would find: it is the only entry with its id and its summary the newest
+ * with it (`alone`), so a sample that matches the summary links to it with
+ * no further probing, and one that does not goes on to the other summaries.
+ * Other spilled entries are matched by walking every entry with the id
+ * (corr_match_sample). */
+static inline bool corr_ref_exact(const span_entry *e)
+{
+    return e->state == ENTRY_SPILLED && e->alone && e->late_ref;
+}
+
 /* correlation.c */
 span_entry *corr_entry_of_span(correlation *self, const pl_span *sp);
 void corr_link_waiting_batch(correlation *self, pl_batch *b);
@@ -498,9 +510,10 @@ size_t corr_late_bytes(const correlation *self);
 void corr_late_expire(correlation *self, uint64_t now);
 const late_span *corr_late_find(correlation *self, uint64_t key, const uint8_t *trace,
                                 bool has_time, uint64_t lo, uint64_t hi);
-uint64_t corr_late_add(correlation *self, span_entry *e, uint64_t now);
-const late_span *corr_late_ref_find(correlation *self, const span_entry *e, const uint8_t *trace,
-                                    bool has_time, uint64_t lo, uint64_t hi);
+uint64_t corr_late_add(correlation *self, span_entry *e, uint64_t now, bool *only);
+const late_span *corr_late_ref_summary(const correlation *self, const span_entry *e);
+const late_span *corr_late_ref_match(correlation *self, const span_entry *e, const uint8_t *trace,
+                                     bool has_time, uint64_t lo, uint64_t hi);
 uint64_t corr_late_ref_touch(const correlation *self, uint64_t ref);
 size_t corr_late_labels(correlation *self, const late_span *s, label *items, size_t max);
 pl_bytes corr_late_root_name(correlation *self, const late_span *s);
@@ -510,7 +523,8 @@ bool corr_sample_ids(const pl_dictionary *dict, const pl_sample *s, uint64_t *ke
                      uint8_t trace[16], bool *has_trace);
 bool corr_sample_time(const profile_info *pi, const pl_sample *s, uint64_t *lo, uint64_t *hi);
 span_entry *corr_match_sample(correlation *self, uint64_t key, const uint8_t *trace, bool has_time,
-                              uint64_t lo, uint64_t hi, span_entry **spilled);
+                              uint64_t lo, uint64_t hi, span_entry **spilled,
+                              const late_span **summary);
 void corr_cache_clear(correlation *self);
 void corr_link_sample(correlation *self, span_entry *e, pl_sample *s, profile_info *pi);
 void corr_link_session_end(correlation *self);
@@ -555,7 +569,8 @@ void corr_spill_remove(correlation *self, uint64_t seq, size_t bytes);
 void corr_spill_drop(correlation *self, uint32_t hi);
 void corr_spill_replay(correlation *self, pl_consumer *next);
 span_entry *corr_spilled_entry(correlation *self, const late_span *ls);
-void corr_forget_late_refs(correlation *self, uint64_t key);
+void corr_not_alone(correlation *self, uint64_t key);
+bool corr_spilled_in_trace(const correlation *self, const span_entry *e, const uint8_t *trace);
 uint64_t corr_spilled_deadline(correlation *self, uint64_t key);
 void corr_link_spilled(correlation *self, span_entry *e, const late_span *ls, pl_sample *s,
                        profile_info *pi);

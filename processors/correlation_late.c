@@ -431,14 +431,16 @@ static bool scalar(const pl_value *v)
 }
 
 /* Keeps a summary of held span `e` (about to leave) for late samples. Its
- * reference (see REF_IDX_BITS) when it is the only summary with this span id
- * in its generation; 0 when not added, or when it is not (a lookup could
- * find another first). A spilled entry with e's id may hold a reference to
- * an older summary, which a lookup would no longer find first: when e is not
- * in the span table, the caller calls corr_forget_late_refs. */
-uint64_t corr_late_add(correlation *self, span_entry *e, uint64_t now)
+ * reference (see REF_IDX_BITS; 0 when not added). *only: it is the only
+ * summary with this span id in its generation (else a lookup could find
+ * another first). A spilled entry with e's id may rely on its own summary
+ * being the newest with the id, which no longer holds: when e is not in the
+ * span table, the caller calls corr_not_alone. */
+uint64_t corr_late_add(correlation *self, span_entry *e, uint64_t now, bool *only)
 {
     struct late_store *ls = self->late;
+    if (only)
+        *only = false;
     if (!ls)
         return 0;
     const pl_span *sp = e->span;
@@ -543,11 +545,8 @@ uint64_t corr_late_add(correlation *self, span_entry *e, uint64_t now)
     if (now > g->newest_ns)
         g->newest_ns = now;
     ls->count++;
-    /* (A spilled entry with a reference is the only one with its id: when
-     * e is in the span table, none with e's id has one. The caller of a
-     * summary for a span not in it calls corr_forget_late_refs.) */
-    if (c.same)
-        return 0;
+    if (only)
+        *only = c.same == 0;
     return g->serial << (REF_IDX_BITS + REF_GEN_BITS) | (uint64_t)ls->cur << REF_IDX_BITS |
            (g->n - 1);
 }
@@ -563,28 +562,26 @@ static const late_span *ref_summary(const struct late_store *ls, uint64_t ref, u
     return &g->spans[idx];
 }
 
-/* For a sample of spilled entry e (span id, trace id when known, time when
- * known): its span's summary, through the entry's reference, when
- * corr_late_find would find that same summary and corr_spilled_entry would
- * take e for it. NULL when that is not sure (no reference, the summary gone,
- * it does not match): the caller then searches as for any sample. A
- * reference is only kept while e is the only entry with its span id and its
- * summary the only one with that id in its generation, the newest with it
- * in the store (corr_late_add, corr_forget_late_refs). */
-const late_span *corr_late_ref_find(correlation *self, const span_entry *e, const uint8_t *trace,
-                                    bool has_time, uint64_t lo, uint64_t hi)
+/* The summary spilled entry e keeps its span's details in (NULL: none, or
+ * gone with its generation). */
+const late_span *corr_late_ref_summary(const correlation *self, const span_entry *e)
 {
-    const late_span *s = self->late ? ref_summary(self->late, e->late_ref, e->key) : NULL;
+    return self->late && e->late_ref ? ref_summary(self->late, e->late_ref, e->key) : NULL;
+}
+
+/* For a sample (trace id when known, time when known) of spilled entry e:
+ * its span's own summary when the sample matches it with the usual join
+ * rule (as corr_late_find tests a summary); NULL when not, or when the
+ * summary is gone. */
+const late_span *corr_late_ref_match(correlation *self, const span_entry *e, const uint8_t *trace,
+                                     bool has_time, uint64_t lo, uint64_t hi)
+{
+    const late_span *s = corr_late_ref_summary(self, e);
     if (!s)
         return NULL;
     const late_gen *g = &self->late->gens[(e->late_ref >> REF_IDX_BITS) & (LATE_GENS - 1)];
     id_key_ctx c = {g, e->key, trace, has_time, lo, hi, self->skew, 0, false};
-    if (!id_eq(&c, (uint32_t)(s - g->spans) + 1))
-        return NULL;
-    const span_stats *st = e->stats ? &self->stats_arr[e->stats] : NULL;
-    if (s->has_trace && st && st->has_trace && memcmp(st->trace_id, s->trace_id, 16) != 0)
-        return NULL; /* as corr_spilled_entry checks */
-    return s;
+    return id_eq(&c, (uint32_t)(s - g->spans) + 1) ? s : NULL;
 }
 
 /* Loads the lines of the summary `ref` names that linking reads (the

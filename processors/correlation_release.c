@@ -368,7 +368,7 @@ static void release_span_batch(correlation *self, uint32_t hi, int reason)
                     if (packed)
                         corr_late_retire(self, key, corr_span_trace(sp));
                     if (reason != RELEASE_FLUSH)
-                        corr_late_add(self, e, now);
+                        corr_late_add(self, e, now, NULL);
                     if (reason != RELEASE_FLUSH && self->markers < (size_t)self->cfg.max_spans) {
                         /* Remember it for a sample window, to count late samples. */
                         e->span = NULL;
@@ -403,9 +403,9 @@ static void release_span_batch(correlation *self, uint32_t hi, int reason)
                         e.span = sp;
                         e.service = svc;
                         e.state = ENTRY_HELD;
-                        corr_late_add(self, &e, now);
+                        corr_late_add(self, &e, now, NULL);
                         if (self->spilled_spans) /* e is not in the table */
-                            corr_forget_late_refs(self, e.key);
+                            corr_not_alone(self, e.key);
                     }
                 }
             }

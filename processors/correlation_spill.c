@@ -350,16 +350,13 @@ static span_entry *entry_in(correlation *self, const pl_span *sp)
 
 /* An entry with span id `key` came besides others, or a summary with it
  * was added for a span not in the table: the entries with that id are no
- * longer alone, the spilled ones drop their summary references (see
- * corr_late_ref_find). */
-void corr_forget_late_refs(correlation *self, uint64_t key)
+ * longer alone, and a spilled one's own summary may no longer be the one a
+ * lookup finds first (see corr_ref_exact). */
+void corr_not_alone(correlation *self, uint64_t key)
 {
     SPAN_EACH(&self->spans, key, i)
     {
-        span_entry *e = &self->spans.slots[i];
-        e->alone = false;
-        if (e->state == ENTRY_SPILLED)
-            e->late_ref = 0;
+        self->spans.slots[i].alone = false;
     }
 }
 
@@ -395,7 +392,10 @@ static void spill_entries(correlation *self, uint32_t hi)
                     if (!e)
                         continue;
                     if (pass == 0) {
-                        uint64_t ref = corr_late_add(self, e, now);
+                        bool only;
+                        uint64_t ref = corr_late_add(self, e, now, &only);
+                        if (!only)
+                            e->alone = false; /* an older namesake's summary is found first */
                         if (h->parents && n_refs < h->items)
                             h->parents[n_refs++] = ref;
                         if (e->stats && trace_id_valid(sp->trace_id, sp->trace_id_len)) {
@@ -418,7 +418,7 @@ static void spill_entries(correlation *self, uint32_t hi)
                         } else {
                             e->expiry_ms = UINT32_MAX; /* no parent known */
                         }
-                        e->late_ref = e->alone ? ref : 0;
+                        e->late_ref = ref;
                         e->state = ENTRY_SPILLED;
                         self->spilled_spans++;
                         h->n_spilled++;
@@ -687,7 +687,9 @@ void corr_spill_replay(correlation *self, pl_consumer *next)
     free(paths);
 }
 
-/* The spilled entry a summary stands for (NULL: its span is not spilled). */
+/* The spilled entry a summary stands for: the one whose own summary it is
+ * (NULL: its span is not spilled, it left). Not merely one with its span id:
+ * two spans may share one, in different traces. */
 span_entry *corr_spilled_entry(correlation *self, const late_span *ls)
 {
     if (!self->spilled_spans)
@@ -695,14 +697,23 @@ span_entry *corr_spilled_entry(correlation *self, const late_span *ls)
     SPAN_EACH(&self->spans, ls->key, i)
     {
         span_entry *e = &self->spans.slots[i];
-        if (e->state != ENTRY_SPILLED)
-            continue;
-        span_stats *s = e->stats ? &self->stats_arr[e->stats] : NULL;
-        if (ls->has_trace && s && s->has_trace && memcmp(s->trace_id, ls->trace_id, 16) != 0)
-            continue;
-        return e;
+        if (e->state == ENTRY_SPILLED && corr_late_ref_summary(self, e) == ls)
+            return e;
     }
     return NULL;
+}
+
+/* Whether spilled entry e may be the span of `trace` (NULL: unknown): the
+ * trace its statistics or its summary know, when known. */
+bool corr_spilled_in_trace(const correlation *self, const span_entry *e, const uint8_t *trace)
+{
+    if (!trace)
+        return true;
+    const span_stats *st = e->stats ? &self->stats_arr[e->stats] : NULL;
+    if (st && st->has_trace)
+        return memcmp(st->trace_id, trace, 16) == 0;
+    const late_span *s = corr_late_ref_summary(self, e);
+    return !s || !s->has_trace || memcmp(s->trace_id, trace, 16) == 0;
 }
 
 /* The latest deadline of a spilled batch holding a span with this id (0:

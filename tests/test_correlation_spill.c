@@ -283,44 +283,107 @@ static void test_sample_waits_for_read_back(void)
     remove_dir();
 }
 
-/* A span on disk and a span held in memory share a span id (another
- * trace): a sample without a trace id links to the held one, as it would
- * with neither spilled, and a sample of the spilled one's trace to it (its
- * summary found though the id is no longer its own alone). */
+/* A span on disk and a span held in memory (decoded, or packed with zstd)
+ * share a span id (another trace): a sample without a trace id links to the
+ * held one under both settings, as it would with neither spilled, and a
+ * sample of the spilled one's trace to it (its summary found though the id
+ * is no longer its own alone). */
 static void test_span_id_shared_with_spilled_span(void)
 {
-    make_dir();
+    static const char *modes[] = {"none", "zstd"};
+    for (int m = 0; m < 2; m++) {
+        make_dir();
+        fixture f;
+        pl_correlation_config cfg = spill_config(small_max_bytes_with(modes[m]), true);
+        cfg.hold_compression = (char *)modes[m]; /* none: the newest batch stays decoded */
+        REQUIRE(fx_init(&f, &cfg) == 0);
+        fill(&f);
+        REQUIRE(counters(&f).spilled_batches >= 1);
+        /* Batch 0 is on disk; its child 0x101 (trace 20) gets a namesake. */
+        fake_now = BASE + S(N_BATCHES) + S(2);
+        uint64_t t0 = BASE;
+        span_spec twin[] = {{99, 0x101, 0, t0, t0 + S(1), "twin", NULL}};
+        deliver(&f, mk_traces("api", twin, 1));
+        pl_correlation_usage u;
+        pl_correlation_get_usage(f.self, &u);
+        CHECK(u.spilled_spans >= 2);
+        sample_spec ss[] = {{0x101, 0, BY_LINK, t0 + S(1) / 3, 5, 0},
+                            {0x101, 20, BY_LINK, t0 + S(1) / 3, 7, 0}};
+        deliver(&f, mk_profiles("api", t0, S(10), ss, 2));
+        CHECK_EQ_UINT(counters(&f).linked_samples, 2);
+        pl_processor_correlation.shutdown(f.self);
+        REQUIRE(f.profiles.n >= 2);
+        pl_batch *pb = f.profiles.b[f.profiles.n - 1];
+        char buf[256], want[64];
+        CHECK_EQ_STR(sample_attr(pb, 0, "span_name", buf, NULL), "twin");
+        CHECK_EQ_STR(link_hex(pb, 0, true, buf), hex_trace(99, want));
+        CHECK_EQ_STR(sample_attr(pb, 1, "span_name", buf, NULL), "SELECT");
+        CHECK_EQ_STR(sample_attr(pb, 1, "root_span_name", buf, NULL), "GET /r");
+        CHECK_EQ_INT(span_int(find_span_in(&f.traces, 0x101, 99), "profile.cpu_time_ns"), 5);
+        CHECK_EQ_INT(span_int(find_span_in(&f.traces, 0x101, 20), "profile.cpu_time_ns"), 7);
+        CHECK_EQ_INT(span_int(find_span_in(&f.traces, 0x100, 20), "profile.cpu_time_total_ns"), 7);
+        fx_done(&f);
+        remove_dir();
+    }
+}
+
+/* Two spans held as hold_compression says (packed with zstd, decoded with
+ * none) share a span id in different traces, and so do their parents: a
+ * sample with the second span's trace id counts into that span alone, and
+ * its totals into the parent in its trace, however they are held; a sample
+ * without a trace id into the first of them in the index (as with both
+ * decoded). */
+static void test_span_id_shared_by_held_spans(void)
+{
     fixture f;
-    pl_correlation_config cfg = spill_config(small_max_bytes_with("none"), true);
-    cfg.hold_compression = "none"; /* decoded: the newest batch stays in memory */
+    pl_correlation_config cfg = spill_config(256ull << 20, false);
     REQUIRE(fx_init(&f, &cfg) == 0);
-    fill(&f);
-    REQUIRE(counters(&f).spilled_batches >= 1);
-    /* Batch 0 is on disk; its child 0x101 (trace 20) gets a namesake. */
-    fake_now = BASE + S(N_BATCHES) + S(2);
+    sample_spec none[] = {{0, 0, NO_SPAN, 0, 1, 0}};
+    deliver(&f, mk_profiles("other", BASE, S(10), none, 1)); /* profiles flow: indexed, packed */
     uint64_t t0 = BASE;
-    span_spec twin[] = {{99, 0x101, 0, t0, t0 + S(1), "twin", NULL}};
-    deliver(&f, mk_traces("api", twin, 1));
+    /* Their parents share an id too: totals go to the parent in the trace. */
+    span_spec a[] = {{31, 0x4ff, 0, t0, t0 + S(2), "GET /a", "/a"},
+                     {31, 0x500, 0x4ff, t0, t0 + S(1), "first", NULL}};
+    span_spec b[] = {{32, 0x4ff, 0, t0, t0 + S(2), "GET /b", "/b"},
+                     {32, 0x500, 0x4ff, t0, t0 + S(1), "second", NULL}};
+    fake_now = BASE + S(1);
+    deliver(&f, mk_traces("api", a, 2));
+    deliver(&f, mk_traces("api", b, 2));
     pl_correlation_usage u;
     pl_correlation_get_usage(f.self, &u);
-    CHECK(u.spilled_spans >= 2);
-    sample_spec ss[] = {{0x101, 0, BY_LINK, t0 + S(1) / 3, 5, 0},
-                        {0x101, 20, BY_LINK, t0 + S(1) / 3, 7, 0}};
+    CHECK_EQ_UINT(u.held_spans, 4);
+    const char *hc = getenv("PL_TEST_HOLD_COMPRESSION");
+    if (!hc || strcmp(hc, "none") != 0)
+        CHECK_EQ_UINT(u.packed_spans, 4);
+    sample_spec ss[] = {{0x500, 32, BY_LINK, t0 + S(1) / 3, 7000000, 2},
+                        {0x500, 32, BY_LINK, t0 + S(1) / 2, 5000000, 1}};
     deliver(&f, mk_profiles("api", t0, S(10), ss, 2));
-    CHECK_EQ_UINT(counters(&f).linked_samples, 2);
+    sample_spec tl[] = {{0x500, 0, BY_LINK, t0 + S(1) / 3, 3000000, 1}};
+    deliver(&f, mk_profiles("api", t0, S(10), tl, 1));
+    CHECK_EQ_UINT(counters(&f).linked_samples, 3);
     pl_processor_correlation.shutdown(f.self);
-    REQUIRE(f.profiles.n >= 2);
-    pl_batch *pb = f.profiles.b[f.profiles.n - 1];
+    REQUIRE(f.profiles.n >= 3);
     char buf[256], want[64];
-    CHECK_EQ_STR(sample_attr(pb, 0, "span_name", buf, NULL), "twin");
-    CHECK_EQ_STR(link_hex(pb, 0, true, buf), hex_trace(99, want));
-    CHECK_EQ_STR(sample_attr(pb, 1, "span_name", buf, NULL), "SELECT");
-    CHECK_EQ_STR(sample_attr(pb, 1, "root_span_name", buf, NULL), "GET /r");
-    CHECK_EQ_INT(span_int(find_span_in(&f.traces, 0x101, 99), "profile.cpu_time_ns"), 5);
-    CHECK_EQ_INT(span_int(find_span_in(&f.traces, 0x101, 20), "profile.cpu_time_ns"), 7);
-    CHECK_EQ_INT(span_int(find_span_in(&f.traces, 0x100, 20), "profile.cpu_time_total_ns"), 7);
+    pl_batch *pb = f.profiles.b[f.profiles.n - 2];
+    CHECK_EQ_STR(sample_attr(pb, 0, "span_name", buf, NULL), "second");
+    CHECK_EQ_STR(sample_attr(pb, 1, "root_span_name", buf, NULL), "GET /b");
+    CHECK_EQ_STR(sample_attr(pb, 1, "http.route", buf, NULL), "/b");
+    CHECK_EQ_STR(link_hex(pb, 0, true, buf), hex_trace(32, want));
+    pl_span *first = find_span_in(&f.traces, 0x500, 31);
+    pl_span *second = find_span_in(&f.traces, 0x500, 32);
+    REQUIRE(first && second);
+    CHECK_EQ_STR(span_str(second, "pyroscope.profile.id", buf), hex_id(0x500, want));
+    CHECK_EQ_INT(span_int(second, "profile.samples"), 2);
+    CHECK_EQ_INT(span_int(second, "profile.cpu_time_ns"), 12000000);
+    /* The trace-less sample: the first span in the index, whichever way held. */
+    CHECK_EQ_STR(sample_attr(f.profiles.b[f.profiles.n - 1], 0, "span_name", buf, NULL), "first");
+    CHECK_EQ_INT(span_int(first, "profile.samples"), 1);
+    CHECK_EQ_INT(span_int(first, "profile.cpu_time_ns"), 3000000);
+    CHECK_EQ_INT(span_int(find_span_in(&f.traces, 0x4ff, 32), "profile.cpu_time_total_ns"),
+                 12000000);
+    CHECK_EQ_INT(span_int(find_span_in(&f.traces, 0x4ff, 31), "profile.cpu_time_total_ns"),
+                 3000000);
     fx_done(&f);
-    remove_dir();
 }
 
 /* Shutdown (and reload) read every spilled batch back and flush it. */
@@ -549,6 +612,7 @@ int main(void)
     PL_RUN(test_spilled_spans_link_and_leave_enriched);
     PL_RUN(test_sample_waits_for_read_back);
     PL_RUN(test_span_id_shared_with_spilled_span);
+    PL_RUN(test_span_id_shared_by_held_spans);
     PL_RUN(test_shutdown_flushes_spilled);
     PL_RUN(test_crash_leftovers_replayed);
     PL_RUN(test_without_storage_early_release);
