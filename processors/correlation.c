@@ -542,8 +542,9 @@ static uint64_t touch_span(const correlation *self, const span_entry *e, bool wh
     } else {
         const uint64_t *pk = spilled_parent(self, e);
         v = pk ? touch(pk) : 0;
-        if (whole)
-            v += corr_late_ref_touch(self, e->late_ref);
+        /* An ancestor's summary too: its trace, when its statistics know
+         * none (corr_spilled_in_trace). */
+        v += corr_late_ref_touch(self, e->late_ref, whole);
     }
     if (e->stats) {
         const span_stats *st = &self->stats_arr[e->stats];

@@ -514,7 +514,7 @@ uint64_t corr_late_add(correlation *self, span_entry *e, uint64_t now, bool *onl
 const late_span *corr_late_ref_summary(const correlation *self, const span_entry *e);
 const late_span *corr_late_ref_match(correlation *self, const span_entry *e, const uint8_t *trace,
                                      bool has_time, uint64_t lo, uint64_t hi);
-uint64_t corr_late_ref_touch(const correlation *self, uint64_t ref);
+uint64_t corr_late_ref_touch(const correlation *self, uint64_t ref, bool vals);
 size_t corr_late_labels(correlation *self, const late_span *s, label *items, size_t max);
 pl_bytes corr_late_root_name(correlation *self, const late_span *s);
 bool corr_late_attr(correlation *self, const late_span *s, size_t k, pl_value *out);

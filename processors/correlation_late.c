@@ -585,8 +585,9 @@ const late_span *corr_late_ref_match(correlation *self, const span_entry *e, con
 }
 
 /* Loads the lines of the summary `ref` names that linking reads (the
- * summary and its span_attributes values): a read only, for warming. */
-uint64_t corr_late_ref_touch(const correlation *self, uint64_t ref)
+ * summary, and with `vals` its span_attributes values): a read only, for
+ * warming. */
+uint64_t corr_late_ref_touch(const correlation *self, uint64_t ref, bool vals)
 {
     const struct late_store *ls = self->late;
     const late_gen *g = ls ? &ls->gens[(ref >> REF_IDX_BITS) & (LATE_GENS - 1)] : NULL;
@@ -596,7 +597,7 @@ uint64_t corr_late_ref_touch(const correlation *self, uint64_t ref)
     const volatile uint8_t *p = (const volatile uint8_t *)&g->spans[idx];
     uint64_t v = p[0] + p[sizeof(late_span) - 1];
     size_t nk = self->n_span_attr_keys < 64 ? self->n_span_attr_keys : 64;
-    if (nk) {
+    if (vals && nk) {
         const volatile uint8_t *q = (const volatile uint8_t *)&g->vals[(size_t)idx * nk];
         v += q[0] + q[nk * sizeof(late_val) - 1];
     }
