@@ -763,6 +763,31 @@ static void roll_up_walked(correlation *self, const anc_walk *walk, contrib c)
     corr_roll_up_from(self, walk->chain[walk->fused - 1], c, trace, walk->fused - 1);
 }
 
+/* The link target of a span's summary (a spilled or departed span). */
+static void late_target(link_target *tg, const late_span *ls)
+{
+    memset(tg, 0, sizeof(*tg));
+    tg->late = ls;
+    tg->id = ls;
+    tg->trace_id = ls->has_trace ? ls->trace_id : NULL;
+    memcpy(tg->span_id, &ls->key, 8);
+}
+
+/* Counts linked sample s (enriched into slot) into entry e's statistics.
+ * True when its contribution *c is to be handed up to the ancestors at once
+ * (walked: the labels walk went up from e for this sample); otherwise it
+ * gathers in slot until the session ends. */
+static bool count_sample(correlation *self, span_entry *e, const uint8_t *trace, pl_sample *s,
+                         profile_info *pi, enrich_slot *slot, bool walked, contrib *c)
+{
+    corr_service_linked(self, e->service, pi->service);
+    *c = sample_contrib(pi, s);
+    uint32_t fn = c->top && self->cfg.top_functions > 0 ? sample_function(self, pi->batch, s) : 0;
+    bool now = slot && walked && (c->samples || c->cpu || c->wall);
+    count_linked(self, e, trace, *c, fn, now ? NULL : slot);
+    return now;
+}
+
 /* Links sample s (of profile pi) to the held span entry e. The first
  * sample of a span in a linking session hands its contribution up at once,
  * along the chain its labels were found on; the others gather in its slot
@@ -780,12 +805,8 @@ void corr_link_sample(correlation *self, span_entry *e, pl_sample *s, profile_in
     walk.n = 0;
     walk.built = false;
     enrich_slot *slot = enrich_sample(self, &tg, s, pi->batch, &walk);
-    corr_service_linked(self, e->service, pi->service);
-    contrib c = sample_contrib(pi, s);
-    uint32_t fn = c.top && self->cfg.top_functions > 0 ? sample_function(self, pi->batch, s) : 0;
-    bool now = slot && walk.n && (c.samples || c.cpu || c.wall);
-    count_linked(self, e, NULL, c, fn, now ? NULL : slot);
-    if (now)
+    contrib c;
+    if (count_sample(self, e, NULL, s, pi, slot, walk.n != 0, &c))
         roll_up_walked(self, &walk, c); /* may add placeholders: entries move after this */
 }
 
@@ -799,21 +820,13 @@ void corr_link_spilled(correlation *self, span_entry *e, const late_span *ls, pl
                        profile_info *pi)
 {
     link_target tg;
-    memset(&tg, 0, sizeof(tg));
-    tg.late = ls;
-    tg.id = ls;
-    tg.trace_id = ls->has_trace ? ls->trace_id : NULL;
-    memcpy(tg.span_id, &ls->key, 8);
+    late_target(&tg, ls);
     anc_walk walk;
     walk.n = 0;
     walk.built = false;
     enrich_slot *slot = enrich_sample(self, &tg, s, pi->batch, &walk);
-    corr_service_linked(self, e->service, pi->service);
-    contrib c = sample_contrib(pi, s);
-    uint32_t fn = c.top && self->cfg.top_functions > 0 ? sample_function(self, pi->batch, s) : 0;
-    bool now = slot && walk.built && (c.samples || c.cpu || c.wall);
-    count_linked(self, e, tg.trace_id, c, fn, now ? NULL : slot);
-    if (now)
+    contrib c;
+    if (count_sample(self, e, tg.trace_id, s, pi, slot, walk.built, &c))
         corr_roll_up(self, e, c, tg.trace_id); /* may add placeholders: entries move after this */
 }
 
@@ -822,11 +835,7 @@ void corr_link_spilled(correlation *self, span_entry *e, const late_span *ls, pl
 void corr_link_late(correlation *self, const late_span *ls, pl_sample *s, profile_info *pi)
 {
     link_target tg;
-    memset(&tg, 0, sizeof(tg));
-    tg.late = ls;
-    tg.id = ls;
-    tg.trace_id = ls->has_trace ? ls->trace_id : NULL;
-    memcpy(tg.span_id, &ls->key, 8);
+    late_target(&tg, ls);
     enrich_sample(self, &tg, s, pi->batch, NULL);
     (*self->c_late_linked)++;
 }
