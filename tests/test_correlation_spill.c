@@ -156,6 +156,23 @@ static void check_all_spans_once(fixture *f)
     }
 }
 
+/* After the read-back of the held batches: every span went on once, and
+ * the one waiting sample (the second profile batch) linked to child span
+ * 0x101 "SELECT" of root "GET /r", on both sides. */
+static void check_child_linked_on_read_back(fixture *f)
+{
+    check_all_spans_once(f);
+    REQUIRE(f->profiles.n == 2);
+    char buf[256], want[64];
+    CHECK_EQ_STR(sample_attr(f->profiles.b[1], 0, "span_name", buf, NULL), "SELECT");
+    CHECK_EQ_STR(sample_attr(f->profiles.b[1], 0, "root_span_name", buf, NULL), "GET /r");
+    pl_span *child = find_span_in(&f->traces, 0x101, 20);
+    CHECK_EQ_STR(span_str(child, "pyroscope.profile.id", buf), hex_id(0x101, want));
+    pl_correlation_counters c = counters(f);
+    CHECK_EQ_UINT(c.linked_samples, 1);
+    CHECK_EQ_UINT(c.unlinked_samples, 0);
+}
+
 /* Spans spill; the upload that comes later links to them, its samples carry
  * the spans' context, and the spans leave (read back) with their summary. */
 static void test_spilled_spans_link_and_leave_enriched(void)
@@ -268,16 +285,7 @@ static void test_sample_waits_for_read_back(void)
     CHECK_EQ_INT(f.profiles.n, 1);
     /* The span batches' hold ends: read back, the sample links. */
     advance(&f, S(200));
-    check_all_spans_once(&f);
-    REQUIRE(f.profiles.n == 2);
-    char buf[256], want[64];
-    CHECK_EQ_STR(sample_attr(f.profiles.b[1], 0, "span_name", buf, NULL), "SELECT");
-    CHECK_EQ_STR(sample_attr(f.profiles.b[1], 0, "root_span_name", buf, NULL), "GET /r");
-    pl_span *child = find_span_in(&f.traces, 0x101, 20);
-    CHECK_EQ_STR(span_str(child, "pyroscope.profile.id", buf), hex_id(0x101, want));
-    pl_correlation_counters c = counters(&f);
-    CHECK_EQ_UINT(c.linked_samples, 1);
-    CHECK_EQ_UINT(c.unlinked_samples, 0);
+    check_child_linked_on_read_back(&f);
     CHECK_EQ_INT(count_files(NULL), 0);
     fx_done(&f);
     remove_dir();
@@ -499,17 +507,8 @@ static void test_packed_sample_waits_for_read_back(void)
     advance(&f, S(40));
     CHECK_EQ_INT(f.profiles.n, 1); /* still waits: its span is packed */
     advance(&f, S(200));
-    check_all_spans_once(&f);
-    REQUIRE(f.profiles.n == 2);
-    char buf[256], want[64];
-    CHECK_EQ_STR(sample_attr(f.profiles.b[1], 0, "span_name", buf, NULL), "SELECT");
-    CHECK_EQ_STR(sample_attr(f.profiles.b[1], 0, "root_span_name", buf, NULL), "GET /r");
-    pl_span *child = find_span_in(&f.traces, 0x101, 20);
-    CHECK_EQ_STR(span_str(child, "pyroscope.profile.id", buf), hex_id(0x101, want));
-    pl_correlation_counters c = counters(&f);
-    CHECK_EQ_UINT(c.linked_samples, 1);
-    CHECK_EQ_UINT(c.unlinked_samples, 0);
-    CHECK_EQ_UINT(c.spilled_batches, 0);
+    check_child_linked_on_read_back(&f);
+    CHECK_EQ_UINT(counters(&f).spilled_batches, 0);
     pl_correlation_get_usage(f.self, &u);
     CHECK_EQ_UINT(u.packed_spans, 0);
     CHECK_EQ_UINT(u.packed_bytes, 0);
