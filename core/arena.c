@@ -105,13 +105,25 @@ char *pl_arena_memdup(pl_arena *arena, const void *src, size_t len)
     return p;
 }
 
+void *pl_arena_grow_raw(pl_arena *arena, void *old, size_t old_n, size_t new_n, size_t elem_size)
+{
+    if (new_n <= old_n)
+        return old;
+    if (elem_size && new_n > SIZE_MAX / elem_size)
+        return NULL;
+    void *p = pl_arena_alloc(arena, new_n * elem_size);
+    if (p && old_n)
+        memcpy(p, old, old_n * elem_size);
+    return p;
+}
+
 void *pl_arena_grow(pl_arena *arena, void *old, size_t old_n, size_t new_n, size_t elem_size)
 {
     if (new_n <= old_n)
         return old;
-    void *p = pl_arena_calloc(arena, new_n, elem_size);
-    if (p && old_n)
-        memcpy(p, old, old_n * elem_size);
+    void *p = pl_arena_grow_raw(arena, old, old_n, new_n, elem_size);
+    if (p)
+        memset((char *)p + old_n * elem_size, 0, (new_n - old_n) * elem_size);
     return p;
 }
 

@@ -38,8 +38,14 @@ void *pl_arena_calloc(pl_arena *arena, size_t n, size_t size);
 char *pl_arena_memdup(pl_arena *arena, const void *src, size_t len);
 
 /* Grows an array that lives in the arena: returns a new array of new_n
- * elements holding the old_n old ones (the old memory is simply abandoned). */
+ * elements holding the old_n old ones, the others zeroed (the old memory is
+ * simply abandoned). */
 void *pl_arena_grow(pl_arena *arena, void *old, size_t old_n, size_t new_n, size_t elem_size);
+
+/* pl_arena_grow leaving the new elements unwritten: for arrays filled one
+ * element at a time, whose spare capacity is then never touched (a large
+ * block of its own is faulted in only as far as it is used). */
+void *pl_arena_grow_raw(pl_arena *arena, void *old, size_t old_n, size_t new_n, size_t elem_size);
 
 /* Makes room for one more element in an arena array of n elements and
  * capacity *cap: when full, doubles the capacity (the first time to

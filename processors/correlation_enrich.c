@@ -232,7 +232,8 @@ static int writer_bind(dict_writer *w, pl_batch *batch)
     return 0;
 }
 
-/* Appends one element to a dictionary table living in the batch arena. */
+/* Appends one element to a dictionary table living in the batch arena (the
+ * caller writes it whole; the spare capacity stays untouched). */
 static void *table_push(pl_arena *arena, void **items, uint32_t *n, uint32_t *cap, size_t elem)
 {
     if (*n >= *cap || !*items) {
@@ -240,7 +241,7 @@ static void *table_push(pl_arena *arena, void **items, uint32_t *n, uint32_t *ca
         if (c >= (1u << 30))
             return NULL;
         c = c < 8 ? 16 : c * 2;
-        void *p = pl_arena_grow(arena, *items, *n, c, elem);
+        void *p = pl_arena_grow_raw(arena, *items, *n, c, elem);
         if (!p)
             return NULL;
         *items = p;
@@ -507,6 +508,23 @@ static size_t span_labels(correlation *self, span_entry *e, label *items, size_t
     return n_items;
 }
 
+/* Takes `slot` for target t, with its attribute list idx (n entries, shared
+ * read-only: lists are replaced downstream, never written in place). */
+static int fill_slot(correlation *self, const link_target *t, const dict_writer *w,
+                     enrich_slot *slot, int32_t *idx, uint32_t n)
+{
+    slot->idx = idx;
+    slot->n = n;
+    slot->n_ids = 0;
+    slot->ids_built = false;
+    slot->link = 0;
+    slot->dict = w->dict;
+    slot->span = t->id;
+    slot->late = t->entry == NULL;
+    self->cache_used[self->cache_count++] = (uint32_t)(slot - self->cache);
+    return 0;
+}
+
 /* Fills `slot` for target `t` in the dictionary of `batch`. */
 static int build_span_labels(correlation *self, const link_target *t, pl_batch *batch,
                              enrich_slot *slot, anc_walk *walk)
@@ -514,6 +532,18 @@ static int build_span_labels(correlation *self, const link_target *t, pl_batch *
     dict_writer *w = &self->writer;
     if (writer_bind(w, batch))
         return -1;
+    __typeof__(w->label_sets[0]) *set = NULL;
+    late_labels_key lk;
+    if (!t->entry) {
+        /* A summary made of what an earlier one of the batch was: its list. */
+        uint64_t h = corr_late_labels_key(self, t->late, &lk);
+        set = &w->label_sets[h & 63];
+        if (set->idx && set->hash == h && corr_late_labels_key_eq(&set->key, &lk))
+            return fill_slot(self, t, w, slot, set->idx, set->n);
+        set->idx = NULL;
+        set->hash = h;
+        set->key = lk;
+    }
     int32_t tmp[3 + 64];
     uint32_t n = 0;
     size_t max_n = 3 + (self->n_span_attr_keys < 64 ? self->n_span_attr_keys : 64);
@@ -561,19 +591,15 @@ static int build_span_labels(correlation *self, const link_target *t, pl_batch *
         }
         tmp[n++] = ai;
     }
-    slot->idx = pl_batch_alloc(batch, n * sizeof(int32_t));
-    if (!slot->idx)
+    int32_t *idx = pl_batch_alloc(batch, n * sizeof(int32_t));
+    if (!idx)
         return -1;
-    memcpy(slot->idx, tmp, n * sizeof(int32_t));
-    slot->n = n;
-    slot->n_ids = 0;
-    slot->ids_built = false;
-    slot->link = 0;
-    slot->dict = w->dict;
-    slot->span = t->id;
-    slot->late = t->entry == NULL;
-    self->cache_used[self->cache_count++] = (uint32_t)(slot - self->cache);
-    return 0;
+    memcpy(idx, tmp, n * sizeof(int32_t));
+    if (set) {
+        set->idx = idx;
+        set->n = n;
+    }
+    return fill_slot(self, t, w, slot, idx, n);
 }
 
 /* The trace_id / span_id attributes of a slot's span (hex). */

@@ -242,6 +242,15 @@ typedef struct profile_info {
 /* Adds strings and attributes to one profiles dictionary, deduplicating with
  * hash sets (the dictionary helpers in model.c scan linearly, too slow for
  * thousands of additions per request). */
+/* What the labels of a summary are made of (corr_late_labels_key): summaries
+ * with equal keys get equal labels while the late store is unchanged. */
+typedef struct late_labels_key {
+    const void *gen;      /* its generation (string ids are per generation) */
+    uint64_t ids;         /* name, root name and service ids */
+    const late_val *vals; /* its span_attributes values, n_vals of them */
+    uint32_t n_vals;
+} late_labels_key;
+
 typedef struct dict_writer {
     pl_dictionary *dict;
     pl_batch *batch;
@@ -268,6 +277,15 @@ typedef struct dict_writer {
         int32_t key;
         int32_t idx; /* attribute index + 1, 0 = empty */
     } label_hint[64];
+    /* The attribute lists written for summaries, by what their labels are
+     * made of: spans of one endpoint share name, root and attribute
+     * values, so the spans of a batch have few distinct lists. */
+    struct {
+        uint64_t hash;
+        late_labels_key key;
+        int32_t *idx; /* in the batch arena; NULL = empty */
+        uint32_t n;
+    } label_sets[64];
 } dict_writer;
 
 typedef struct contrib {
@@ -516,6 +534,8 @@ const late_span *corr_late_ref_match(correlation *self, const span_entry *e, con
                                      bool has_time, uint64_t lo, uint64_t hi);
 uint64_t corr_late_ref_touch(const correlation *self, uint64_t ref, bool vals);
 size_t corr_late_labels(correlation *self, const late_span *s, label *items, size_t max);
+uint64_t corr_late_labels_key(const correlation *self, const late_span *s, late_labels_key *k);
+bool corr_late_labels_key_eq(const late_labels_key *a, const late_labels_key *b);
 pl_bytes corr_late_root_name(correlation *self, const late_span *s);
 bool corr_late_attr(correlation *self, const late_span *s, size_t k, pl_value *out);
 /* correlation_enrich.c */

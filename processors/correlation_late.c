@@ -648,6 +648,36 @@ size_t corr_late_labels(correlation *self, const late_span *s, label *items, siz
     return n;
 }
 
+/* What the labels corr_late_labels makes of summary s depend on, and its
+ * hash: its generation, name, root name, service and span_attributes
+ * values. Within one linking session (the store unchanged) equal keys give
+ * equal labels. */
+uint64_t corr_late_labels_key(const correlation *self, const late_span *s, late_labels_key *k)
+{
+    const late_gen *g = gen_of(self, s);
+    k->gen = g;
+    k->ids = (uint64_t)s->name | (uint64_t)s->root << 23 | (uint64_t)s->service << 47;
+    k->vals = g ? span_vals(self, g, s) : NULL;
+    k->n_vals = k->vals ? (uint32_t)(self->n_span_attr_keys < 64 ? self->n_span_attr_keys : 64) : 0;
+    uint64_t h = pl_mix64((uintptr_t)g ^ pl_mix64(k->ids));
+    const uint8_t *p = (const uint8_t *)k->vals;
+    for (size_t left = k->n_vals * sizeof(late_val); left;) {
+        uint64_t w = 0;
+        size_t n = left < 8 ? left : 8;
+        memcpy(&w, p, n);
+        h = pl_mix64(h ^ w);
+        p += n;
+        left -= n;
+    }
+    return h;
+}
+
+bool corr_late_labels_key_eq(const late_labels_key *a, const late_labels_key *b)
+{
+    return a->gen == b->gen && a->ids == b->ids && a->n_vals == b->n_vals &&
+           (!a->n_vals || memcmp(a->vals, b->vals, a->n_vals * sizeof(late_val)) == 0);
+}
+
 /* For a held span whose ancestor already left: the local root's name and
  * the span_attributes value k its summary holds (strings point into the
  * store, valid until the next release). */

@@ -68,6 +68,57 @@ static void test_span_first_then_samples(void)
     fx_done(&f);
 }
 
+/* Spans of one batch that share some labels and differ in others: each
+ * sample gets exactly its own span's (spans of one endpoint share their
+ * attribute list in the output dictionary; a different name, route, root
+ * or service must not). */
+static void test_labels_of_spans_sharing_some(void)
+{
+    fixture f;
+    pl_correlation_config cfg = test_config();
+    char *attrs[] = {"http.route"};
+    cfg.span_attributes = (pl_strlist){attrs, 1};
+    cfg.late_window = S(600); /* with hold_compression the spans are packed: summaries */
+    REQUIRE(fx_init(&f, &cfg) == 0);
+    uint64_t t0 = BASE - S(10);
+    span_spec sp[] = {
+        {1, 0xB1, 0, t0, t0 + S(2), "GET", "/a"},   {2, 0xB2, 0, t0, t0 + S(2), "GET", "/b"},
+        {3, 0xB3, 0, t0, t0 + S(2), "POST", "/a"},  {4, 0xB4, 0, t0, t0 + S(2), "GET", "/a"},
+        {5, 0xB5, 0, t0, t0 + S(2), "GET", NULL},   {1, 0xB6, 0xB1, t0, t0 + S(2), "GET", NULL},
+        {3, 0xB7, 0xB3, t0, t0 + S(2), "GET", NULL}};
+    span_spec other[] = {{6, 0xB8, 0, t0, t0 + S(2), "GET", "/a"}};
+    deliver(&f, mk_traces("api", sp, 7));
+    deliver(&f, mk_traces("web", other, 1));
+    const char *name[] = {"GET", "GET", "POST", "GET", "GET", "GET", "GET", "GET"};
+    const char *root[] = {"GET", "GET", "POST", "GET", "GET", "GET", "POST", "GET"};
+    const char *route[] = {"/a", "/b", "/a", "/a", NULL, "/a", "/a", "/a"};
+    const char *svc[] = {"api", "api", "api", "api", "api", "api", "api", "web"};
+    for (int round = 0; round < 2; round++) { /* a second batch: its own dictionary */
+        advance(&f, S(1));
+        sample_spec ss[16];
+        for (int i = 0; i < 16; i++) /* each span twice, in two orders */
+            ss[i] = (sample_spec){
+                0xB1 + (uint64_t)(round ? 15 - i : i) % 8, 0, BY_LINK, t0 + S(1), 1000, 0};
+        int before = f.profiles.n;
+        deliver(&f, mk_profiles("api", t0, S(10), ss, 16));
+        REQUIRE(f.profiles.n == before + 1);
+        pl_batch *pb = f.profiles.b[before];
+        char buf[256];
+        for (int i = 0; i < 16; i++) {
+            int k = (int)(ss[i].span - 0xB1);
+            CHECK_EQ_STR(sample_attr(pb, i, "span_name", buf, NULL), name[k]);
+            CHECK_EQ_STR(sample_attr(pb, i, "root_span_name", buf, NULL), root[k]);
+            CHECK_EQ_STR(sample_attr(pb, i, "service.name", buf, NULL), svc[k]);
+            if (route[k])
+                CHECK_EQ_STR(sample_attr(pb, i, "http.route", buf, NULL), route[k]);
+            else
+                CHECK(sample_attr(pb, i, "http.route", buf, NULL) == NULL);
+        }
+    }
+    CHECK_EQ_UINT(counters(&f).linked_samples, 32);
+    fx_done(&f);
+}
+
 static void test_samples_first_then_span(void)
 {
     fixture f;
@@ -873,6 +924,7 @@ static void test_random_arrival_orders(void)
 int main(void)
 {
     PL_RUN(test_span_first_then_samples);
+    PL_RUN(test_labels_of_spans_sharing_some);
     PL_RUN(test_samples_first_then_span);
     PL_RUN(test_interleaved_many_batches);
     PL_RUN(test_partner_never_comes);
