@@ -674,8 +674,12 @@ uint64_t corr_late_labels_key(const correlation *self, const late_span *s, late_
 
 bool corr_late_labels_key_eq(const late_labels_key *a, const late_labels_key *b)
 {
-    return a->gen == b->gen && a->ids == b->ids && a->n_vals == b->n_vals &&
-           (!a->n_vals || memcmp(a->vals, b->vals, a->n_vals * sizeof(late_val)) == 0);
+    if (a->gen != b->gen || a->ids != b->ids || a->n_vals != b->n_vals)
+        return false;
+    for (uint32_t k = 0; k < a->n_vals; k++) /* (whole values: they are written zeroed) */
+        if (a->vals[k].type != b->vals[k].type || a->vals[k].u.i != b->vals[k].u.i)
+            return false;
+    return true;
 }
 
 /* For a held span whose ancestor already left: the local root's name and
