@@ -480,156 +480,6 @@ typedef struct waiting {
     profile_info *pinfo;
 } waiting;
 
-/* Linking a sample to a span among millions touches a chain of cache lines
- * each found only through the one before: the span's table slot, the span,
- * its parent's slot, the parent span and its attributes (root name and
- * span_attributes), and their statistics. Waiting for each in turn made a
- * sample cost several memory latencies. Software prefetches issued samples
- * ahead did not help where this was measured (a virtual machine: the span
- * lines were still missing when read, each costing a full latency), so the
- * chain is walked with plain loads for a group of samples at once, one link
- * of the chain per pass: the loads of a pass do not depend on each other and
- * the processor overlaps them, about one latency per pass for the group
- * instead of one per sample and link. Only reads: nothing here changes any
- * state, and linking finds everything again itself. A span of a packed (or
- * spilled) batch is linked from its summary, found through its entry's
- * reference: the summary, its attribute values, the parent id kept with its
- * batch record, and the parent's entry. */
-enum { WARM_GROUP = 16 };
-
-static inline uint64_t touch(const void *p)
-{
-    return *(const volatile uint8_t *)p;
-}
-
-/* The home slot of key (UINT32_MAX for none). */
-static uint32_t warm_home(const correlation *self, uint64_t key)
-{
-    return key ? (uint32_t)id_hash(key) & self->spans.mask : UINT32_MAX;
-}
-
-/* The held entry of key, or its exact spilled one (corr_ref_exact),
- * probing from its home `at` (its slot loaded). */
-static const span_entry *warm_probe(const correlation *self, uint64_t key, uint32_t at)
-{
-    if (at == UINT32_MAX)
-        return NULL;
-    at = span_table_next(&self->spans, key, at);
-    if (at == UINT32_MAX)
-        return NULL;
-    const span_entry *e = &self->spans.slots[at];
-    return e->state == ENTRY_HELD || corr_ref_exact(e) ? e : NULL;
-}
-
-/* Where a spilled entry's parent id is kept (NULL: it has none). */
-static const uint64_t *spilled_parent(const correlation *self, const span_entry *e)
-{
-    const held_batch *h = &self->held[e->held];
-    return h->parents && e->expiry_ms < h->n_parents ? &h->parents[e->expiry_ms] : NULL;
-}
-
-/* Loads the lines of a span that linking reads (ids, name, times,
- * attributes; for a spilled one its summary and parent id), and its
- * statistics: all of them for the span a sample hit, the totals an
- * ancestor's roll-up adds to (`whole` false). */
-static uint64_t touch_span(const correlation *self, const span_entry *e, bool whole)
-{
-    uint64_t v = 0;
-    if (e->state == ENTRY_HELD) {
-        const char *sp = (const char *)e->span;
-        v = touch(sp) + touch(sp + 64) +
-            touch(sp + offsetof(pl_span, attrs) + sizeof(pl_attrs) - 1);
-    } else {
-        const uint64_t *pk = spilled_parent(self, e);
-        v = pk ? touch(pk) : 0;
-        /* An ancestor's summary too: its trace, when its statistics know
-         * none (corr_spilled_in_trace). */
-        v += corr_late_ref_touch(self, e->late_ref, whole);
-    }
-    if (e->stats) {
-        const span_stats *st = &self->stats_arr[e->stats];
-        if (whole)
-            v += touch(st) + touch((const char *)st + 64) + touch((const char *)(st + 1) - 1);
-        else /* the totals, and the trace a spilled one is told apart by */
-            v += touch(&st->samples_total) + touch(&st->wall_total) +
-                 (e->state == ENTRY_SPILLED ? touch(st) : 0);
-    }
-    return v;
-}
-
-/* The lines found through those: name bytes, attributes, and the function
- * list of the span a sample hit when it outgrew its inline two. */
-static uint64_t touch_span_data(const correlation *self, const span_entry *e, bool whole)
-{
-    uint64_t v = 0;
-    if (e->state == ENTRY_HELD) { /* (a summary's strings are shared by many: mostly cached) */
-        const pl_span *sp = e->span;
-        v = sp->name.len ? touch(sp->name.ptr) : 0;
-        if (sp->attrs.n)
-            v += touch(sp->attrs.items) + touch((const char *)sp->attrs.items + sizeof(pl_kv) - 1);
-    }
-    if (whole && e->stats && self->stats_arr[e->stats].cap_fns > 2)
-        v += touch(self->stats_arr[e->stats].fns);
-    return v;
-}
-
-static uint64_t parent_key(const correlation *self, const span_entry *e)
-{
-    if (e->state != ENTRY_HELD) {
-        const uint64_t *pk = spilled_parent(self, e);
-        return pk ? *pk : 0;
-    }
-    const pl_span *sp = e->span;
-    return span_id_valid(sp->parent_span_id, sp->parent_span_id_len) ? id_key(sp->parent_span_id)
-                                                                     : 0;
-}
-
-static void warm_samples(const correlation *self, const pl_dictionary *dict, const pl_sample *s,
-                         uint32_t n)
-{
-    const span_entry *es[WARM_GROUP], *ps[WARM_GROUP];
-    uint64_t keys[WARM_GROUP];
-    uint32_t home[WARM_GROUP];
-    uint64_t v = 0;
-    for (uint32_t i = 0; i < n; i++) {
-        int32_t li = s[i].link_index;
-        keys[i] = li > 0 && (uint32_t)li < dict->n_links && dict->links[li].span_id_len == 8
-                      ? id_key(dict->links[li].span_id)
-                      : 0;
-        home[i] = warm_home(self, keys[i]);
-        if (home[i] != UINT32_MAX)
-            v += touch(&self->spans.slots[home[i]]);
-    }
-    for (uint32_t i = 0; i < n; i++)
-        es[i] = warm_probe(self, keys[i], home[i]);
-    for (uint32_t i = 0; i < n; i++) {
-        keys[i] = 0;
-        home[i] = UINT32_MAX;
-        if (es[i])
-            v += touch_span(self, es[i], true);
-    }
-    for (uint32_t i = 0; i < n; i++) {
-        if (!es[i])
-            continue;
-        keys[i] = parent_key(self, es[i]);
-        home[i] = warm_home(self, keys[i]);
-        if (home[i] != UINT32_MAX)
-            v += touch(&self->spans.slots[home[i]]);
-    }
-    for (uint32_t i = 0; i < n; i++)
-        ps[i] = warm_probe(self, keys[i], home[i]);
-    for (uint32_t i = 0; i < n; i++) {
-        if (ps[i])
-            v += touch_span(self, ps[i], false);
-        if (es[i])
-            v += touch_span_data(self, es[i], true);
-    }
-    for (uint32_t i = 0; i < n; i++)
-        if (ps[i])
-            v += touch_span_data(self, ps[i], false);
-    __asm__ volatile("" : : "r"(v));
-}
-
 static pl_status consume_profiles(correlation *self, pl_batch *batch, pl_consumer *next)
 {
     pl_profiles *ps = &batch->data.profiles;
@@ -638,6 +488,7 @@ static pl_status consume_profiles(correlation *self, pl_batch *batch, pl_consume
     size_t n_wait = 0, cap_wait = 0;
     bool coverage_moved = false;
     uint64_t spill_wait = 0; /* a waiting sample's span is on disk: wait for it to leave */
+    corr_warm warm;          /* loading ahead (correlation_warm.c) */
     self->last_profiles_ns = now_ns(self);
     if (self->unindexed_batches) {
         /* Profiles are back: index the spans held meanwhile, oldest first. */
@@ -681,12 +532,10 @@ static pl_status consume_profiles(correlation *self, pl_batch *batch, pl_consume
                 info->t_end = sat_add(p->time_unix_nano, p->duration_nano);
                 uint64_t covered = p->time_unix_nano;
                 bool any_link = false;
+                corr_warm_start(self, &warm, dict, p->samples, p->n_samples);
                 for (uint32_t si = 0; si < p->n_samples; si++) {
                     pl_sample *s = &p->samples[si];
-                    if (si % WARM_GROUP == 0 && self->spans.count)
-                        warm_samples(self, dict, s,
-                                     p->n_samples - si < WARM_GROUP ? p->n_samples - si
-                                                                    : WARM_GROUP);
+                    corr_warm_next(self, &warm, si);
                     for (uint32_t ti = 0; ti < s->n_timestamps; ti++)
                         if (s->timestamps_unix_nano[ti] > covered)
                             covered = s->timestamps_unix_nano[ti];

@@ -543,6 +543,8 @@ void corr_roll_up_from(correlation *self, span_entry *e, contrib c, const uint8_
         span_stats *s = corr_entry_stats(self, p);
         if (!s)
             return;
+        if (p->state == ENTRY_SPILLED && !s->has_trace)
+            corr_spilled_keep_trace(self, p, s);
         s->samples_total += c.samples;
         s->cpu_total += c.cpu;
         s->wall_total += c.wall;

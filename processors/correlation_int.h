@@ -503,6 +503,24 @@ static inline bool corr_ref_exact(const span_entry *e)
     return e->state == ENTRY_SPILLED && e->alone && e->late_ref;
 }
 
+/* Loading ahead for the samples of one profile (correlation_warm.c): a
+ * pipeline of WARM_STAGES stages, a group of WARM_GROUP samples apart. */
+enum { WARM_GROUP = 16, WARM_STAGES = 5, WARM_RING = 128 };
+_Static_assert(WARM_RING >= WARM_GROUP * (WARM_STAGES + 1), "the ring holds the groups in flight");
+typedef struct warm_state {
+    uint64_t key, pkey;   /* span id and its parent's (0: none) */
+    uint32_t home, phome; /* their home slots (UINT32_MAX: none) */
+} warm_state;
+typedef struct corr_warm {
+    const pl_dictionary *dict;
+    const pl_sample *samples;
+    uint32_t n; /* 0: nothing to warm */
+    warm_state ring[WARM_RING];
+} corr_warm;
+void corr_warm_start(const correlation *self, corr_warm *w, const pl_dictionary *dict,
+                     const pl_sample *samples, uint32_t n);
+void corr_warm_next(const correlation *self, corr_warm *w, uint32_t si);
+
 /* correlation.c */
 span_entry *corr_entry_of_span(correlation *self, const pl_span *sp);
 void corr_link_waiting_batch(correlation *self, pl_batch *b);
@@ -532,7 +550,7 @@ uint64_t corr_late_add(correlation *self, span_entry *e, uint64_t now, bool *onl
 const late_span *corr_late_ref_summary(const correlation *self, const span_entry *e);
 const late_span *corr_late_ref_match(correlation *self, const span_entry *e, const uint8_t *trace,
                                      bool has_time, uint64_t lo, uint64_t hi);
-uint64_t corr_late_ref_touch(const correlation *self, uint64_t ref, bool vals);
+void corr_late_ref_prefetch(const correlation *self, uint64_t ref, bool vals);
 size_t corr_late_labels(correlation *self, const late_span *s, label *items, size_t max);
 uint64_t corr_late_labels_key(const correlation *self, const late_span *s, late_labels_key *k);
 bool corr_late_labels_key_eq(const late_labels_key *a, const late_labels_key *b);
@@ -591,6 +609,7 @@ void corr_spill_replay(correlation *self, pl_consumer *next);
 span_entry *corr_spilled_entry(correlation *self, const late_span *ls);
 void corr_not_alone(correlation *self, uint64_t key);
 bool corr_spilled_in_trace(const correlation *self, const span_entry *e, const uint8_t *trace);
+void corr_spilled_keep_trace(const correlation *self, const span_entry *e, span_stats *st);
 uint64_t corr_spilled_deadline(correlation *self, uint64_t key);
 void corr_link_spilled(correlation *self, span_entry *e, const late_span *ls, pl_sample *s,
                        profile_info *pi);

@@ -584,24 +584,25 @@ const late_span *corr_late_ref_match(correlation *self, const span_entry *e, con
     return id_eq(&c, (uint32_t)(s - g->spans) + 1) ? s : NULL;
 }
 
-/* Loads the lines of the summary `ref` names that linking reads (the
- * summary, and with `vals` its span_attributes values): a read only, for
- * warming. */
-uint64_t corr_late_ref_touch(const correlation *self, uint64_t ref, bool vals)
+/* Asks for the lines of the summary `ref` names that linking reads (the
+ * summary, and with `vals` its span_attributes values): a prefetch only
+ * (correlation_warm.c). */
+void corr_late_ref_prefetch(const correlation *self, uint64_t ref, bool vals)
 {
     const struct late_store *ls = self->late;
     const late_gen *g = ls ? &ls->gens[(ref >> REF_IDX_BITS) & (LATE_GENS - 1)] : NULL;
     uint32_t idx = (uint32_t)(ref & ((1u << REF_IDX_BITS) - 1));
     if (!g || idx >= g->n)
-        return 0;
-    const volatile uint8_t *p = (const volatile uint8_t *)&g->spans[idx];
-    uint64_t v = p[0] + p[sizeof(late_span) - 1];
+        return;
+    const char *p = (const char *)&g->spans[idx];
+    __builtin_prefetch(p);
+    __builtin_prefetch(p + sizeof(late_span) - 1);
     size_t nk = self->n_span_attr_keys < 64 ? self->n_span_attr_keys : 64;
     if (vals && nk) {
-        const volatile uint8_t *q = (const volatile uint8_t *)&g->vals[(size_t)idx * nk];
-        v += q[0] + q[nk * sizeof(late_val) - 1];
+        const char *q = (const char *)&g->vals[(size_t)idx * nk];
+        __builtin_prefetch(q);
+        __builtin_prefetch(q + nk * sizeof(late_val) - 1);
     }
-    return v;
 }
 
 /* The labels of a summary, as build_span_labels makes them for a held span:

@@ -716,6 +716,18 @@ bool corr_spilled_in_trace(const correlation *self, const span_entry *e, const u
     return !s || !s->has_trace || memcmp(s->trace_id, trace, 16) == 0;
 }
 
+/* Keeps spilled entry e's trace id (from its summary) in its statistics st,
+ * where corr_spilled_in_trace looks first: the ancestor of many samples is
+ * then told apart without its summary's line. */
+void corr_spilled_keep_trace(const correlation *self, const span_entry *e, span_stats *st)
+{
+    const late_span *s = corr_late_ref_summary(self, e);
+    if (s && s->has_trace) {
+        memcpy(st->trace_id, s->trace_id, 16);
+        st->has_trace = true;
+    }
+}
+
 /* The latest deadline of a spilled batch holding a span with this id (0:
  * none): a sample that found no summary for it waits until then, and links
  * when the batch is read back. */
