@@ -138,6 +138,7 @@ void corr_writer_reset(dict_writer *w)
     free(w->strs);
     free(w->attrs);
     free(w->fn_ids);
+    free(w->link_uses);
     memset(w, 0, sizeof(*w));
 }
 
@@ -403,6 +404,32 @@ static int32_t writer_link(dict_writer *w, const pl_link *l)
     return (int32_t)(d->n_links - 1);
 }
 
+/* Whether link li of the (bound) batch's dictionary is named by exactly
+ * one sample of the batch: counted over all of them at the first question. */
+static bool link_named_once(dict_writer *w, pl_batch *batch, int32_t li)
+{
+    if (writer_bind(w, batch))
+        return false;
+    if (!w->link_uses) {
+        const pl_profiles *ps = &batch->data.profiles;
+        w->n_link_uses = ps->dict.n_links;
+        w->link_uses = calloc(w->n_link_uses ? w->n_link_uses : 1, 1);
+        if (!w->link_uses)
+            return false;
+        for (uint32_t r = 0; r < ps->n_resources; r++)
+            for (uint32_t sc = 0; sc < ps->resources[r].n_scopes; sc++) {
+                const pl_scope_profiles *sp = &ps->resources[r].scopes[sc];
+                for (uint32_t pi = 0; pi < sp->n_profiles; pi++)
+                    for (uint32_t si = 0; si < sp->profiles[pi].n_samples; si++) {
+                        int32_t k = sp->profiles[pi].samples[si].link_index;
+                        if (k > 0 && (uint32_t)k < w->n_link_uses && w->link_uses[k] < 2)
+                            w->link_uses[k]++;
+                    }
+            }
+    }
+    return li > 0 && (uint32_t)li < w->n_link_uses && w->link_uses[li] == 1;
+}
+
 /* The held spans a labels walk went through, from the span up to its local
  * root: the first `fused` of them are exactly the entries the roll-up of a
  * contribution would visit (corr_roll_up), so a new span's first sample
@@ -656,7 +683,13 @@ static enrich_slot *enrich_sample(correlation *self, const link_target *tg, pl_s
         span_id_valid(dict->links[s->link_index].span_id, dict->links[s->link_index].span_id_len);
     if (has_link) {
         const pl_link *l = &dict->links[s->link_index];
-        if (!trace_id_valid(l->trace_id, l->trace_id_len) && tg->trace_id) {
+        if (!trace_id_valid(l->trace_id, l->trace_id_len) && tg->trace_id &&
+            link_named_once(&self->writer, batch, s->link_index)) {
+            /* No other sample names it: completed where it is. */
+            pl_link *own = &dict->links[s->link_index];
+            memcpy(own->trace_id, tg->trace_id, 16);
+            own->trace_id_len = 16;
+        } else if (!trace_id_valid(l->trace_id, l->trace_id_len) && tg->trace_id) {
             if (!slot->link) {
                 pl_link full;
                 memset(&full, 0, sizeof(full));

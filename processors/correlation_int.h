@@ -260,6 +260,8 @@ typedef struct dict_writer {
     uint32_t attr_mask, attr_count;
     uint32_t *fn_ids; /* function index -> fn pool id (0: not looked up yet) */
     uint32_t n_fn_ids;
+    uint8_t *link_uses; /* link index -> samples of the batch naming it (0, 1, 2: more) */
+    uint32_t n_link_uses;
     int32_t key_idx[3 + 64]; /* label keys' string indices + 1 (see label.slot) */
     /* Hints keyed by where the bytes live: a sample of a new span interns
      * the same service, root and attribute strings again and again, and

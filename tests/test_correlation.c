@@ -119,6 +119,41 @@ static void test_labels_of_spans_sharing_some(void)
     fx_done(&f);
 }
 
+/* A link without a trace id is completed with its span's trace id for the
+ * samples that link to that span, and only for them: a link named by one
+ * sample is completed where it is, a link named by a sample that links and
+ * by one that does not (outside the span's time) is not changed for the
+ * latter. */
+static void test_link_completed_only_for_its_samples(void)
+{
+    fixture f;
+    pl_correlation_config cfg = test_config();
+    REQUIRE(fx_init(&f, &cfg) == 0);
+    uint64_t t0 = BASE - S(10);
+    span_spec sp[] = {{1, 0xC1, 0, t0, t0 + S(2), "a", NULL},
+                      {2, 0xC2, 0, t0, t0 + S(2), "b", NULL}};
+    deliver(&f, mk_traces("api", sp, 2));
+    advance(&f, S(1));
+    sample_spec ss[] = {{0xC1, 0, BY_LINK, t0 + S(1), 1000, 0},
+                        {0xC1, 0, BY_LINK, t0 - S(100), 1000, 0}, /* long before the span */
+                        {0xC2, 0, BY_LINK, t0 + S(1), 1000, 0}};
+    deliver(&f, mk_profiles("api", t0, S(10), ss, 3));
+    for (int i = 0; i < 200 && f.profiles.n == 0; i++)
+        advance(&f, S(1)); /* the second sample waits for a span that never comes */
+    REQUIRE(f.profiles.n == 1);
+    pl_batch *pb = f.profiles.b[0];
+    char buf[64], want[40];
+    CHECK_EQ_STR(link_hex(pb, 0, true, buf), hex_trace(1, want));
+    CHECK_EQ_STR(link_hex(pb, 0, false, buf), hex_id(0xC1, want));
+    CHECK_EQ_STR(link_hex(pb, 1, true, buf), ""); /* its link as it came */
+    CHECK_EQ_STR(link_hex(pb, 1, false, buf), hex_id(0xC1, want));
+    CHECK_EQ_STR(link_hex(pb, 2, true, buf), hex_trace(2, want));
+    CHECK_EQ_STR(link_hex(pb, 2, false, buf), hex_id(0xC2, want));
+    CHECK(sample_at(pb, 0)->link_index != sample_at(pb, 1)->link_index);
+    CHECK_EQ_UINT(counters(&f).linked_samples, 2);
+    fx_done(&f);
+}
+
 static void test_samples_first_then_span(void)
 {
     fixture f;
@@ -925,6 +960,7 @@ int main(void)
 {
     PL_RUN(test_span_first_then_samples);
     PL_RUN(test_labels_of_spans_sharing_some);
+    PL_RUN(test_link_completed_only_for_its_samples);
     PL_RUN(test_samples_first_then_span);
     PL_RUN(test_interleaved_many_batches);
     PL_RUN(test_partner_never_comes);
