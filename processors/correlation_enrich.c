@@ -873,8 +873,8 @@ void corr_link_sample(correlation *self, span_entry *e, pl_sample *s, profile_in
  * memory): enriched from the span's summary like a late sample, and counted
  * into the span's statistics (written on it when its batch is read back)
  * and its ancestors' totals: at once for the span's first sample in the
- * session (warm_samples loaded its parent), as for held spans, the others
- * when the session ends. */
+ * session (correlation_warm.c loaded its parent), as for held spans, the
+ * others when the session ends. */
 void corr_link_spilled(correlation *self, span_entry *e, const late_span *ls, pl_sample *s,
                        profile_info *pi)
 {
