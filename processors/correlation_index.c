@@ -452,9 +452,16 @@ const uint8_t *corr_span_trace(const pl_span *sp)
     return trace_id_valid(sp->trace_id, sp->trace_id_len) ? sp->trace_id : NULL;
 }
 
-/* The parent span id of a held or spilled entry (0: none known). A spilled
- * span's parent id is kept with its batch record, at the entry's position. */
-static uint64_t entry_parent(correlation *self, const span_entry *e)
+/* Where spilled entry e's parent id is kept: with its batch record, at the
+ * entry's position (NULL: it has none). */
+const uint64_t *corr_spilled_parent(const correlation *self, const span_entry *e)
+{
+    const held_batch *h = &self->held[e->held];
+    return h->parents && e->expiry_ms < h->n_parents ? &h->parents[e->expiry_ms] : NULL;
+}
+
+/* The parent span id of a held or spilled entry (0: none known). */
+uint64_t corr_entry_parent(const correlation *self, const span_entry *e)
 {
     if (e->state == ENTRY_HELD) {
         const pl_span *sp = e->span;
@@ -462,11 +469,8 @@ static uint64_t entry_parent(correlation *self, const span_entry *e)
                    ? id_key(sp->parent_span_id)
                    : 0;
     }
-    if (e->state == ENTRY_SPILLED) {
-        const held_batch *h = &self->held[e->held];
-        return h->parents && e->expiry_ms < h->n_parents ? h->parents[e->expiry_ms] : 0;
-    }
-    return 0;
+    const uint64_t *pk = e->state == ENTRY_SPILLED ? corr_spilled_parent(self, e) : NULL;
+    return pk ? *pk : 0;
 }
 
 /* Adds c to the totals of every known ancestor of `e` (held or spilled);
@@ -485,7 +489,7 @@ void corr_roll_up(correlation *self, span_entry *e, contrib c, const uint8_t *tr
 void corr_roll_up_from(correlation *self, span_entry *e, contrib c, const uint8_t *trace, int depth)
 {
     for (; e && depth < MAX_ANCESTRY; depth++) {
-        uint64_t pkey = entry_parent(self, e);
+        uint64_t pkey = corr_entry_parent(self, e);
         if (!pkey)
             return;
         span_entry *p = NULL;

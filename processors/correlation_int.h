@@ -612,6 +612,8 @@ span_entry *corr_spilled_entry(correlation *self, const late_span *ls);
 void corr_not_alone(correlation *self, uint64_t key);
 bool corr_spilled_in_trace(const correlation *self, const span_entry *e, const uint8_t *trace);
 void corr_spilled_keep_trace(const correlation *self, const span_entry *e, span_stats *st);
+const uint64_t *corr_spilled_parent(const correlation *self, const span_entry *e);
+uint64_t corr_entry_parent(const correlation *self, const span_entry *e);
 uint64_t corr_spilled_deadline(correlation *self, uint64_t key);
 void corr_link_spilled(correlation *self, span_entry *e, const late_span *ls, pl_sample *s,
                        profile_info *pi);

@@ -49,26 +49,6 @@ static const span_entry *probe(const correlation *self, uint64_t key, uint32_t a
     return e->state == ENTRY_HELD || corr_ref_exact(e) ? e : NULL;
 }
 
-/* Where a spilled entry's parent id is kept (NULL: it has none). */
-static const uint64_t *spilled_parent(const correlation *self, const span_entry *e)
-{
-    if (e->held >= self->cap_held)
-        return NULL;
-    const held_batch *h = &self->held[e->held];
-    return h->parents && e->expiry_ms < h->n_parents ? &h->parents[e->expiry_ms] : NULL;
-}
-
-static uint64_t parent_key(const correlation *self, const span_entry *e)
-{
-    if (e->state != ENTRY_HELD) {
-        const uint64_t *pk = spilled_parent(self, e);
-        return pk ? *pk : 0;
-    }
-    const pl_span *sp = e->span;
-    return span_id_valid(sp->parent_span_id, sp->parent_span_id_len) ? id_key(sp->parent_span_id)
-                                                                     : 0;
-}
-
 /* Asks for the lines of entry e that linking reads: for the span a sample
  * hit (`whole`), its ids, name, times and attributes (a spilled one's
  * summary, attribute values and parent id) and all its statistics; for an
@@ -83,7 +63,7 @@ static void ask_entry(const correlation *self, const span_entry *e, bool whole)
         pf(sp + 64);
         pf(sp + offsetof(pl_span, attrs) + sizeof(pl_attrs) - 1);
     } else if (whole) {
-        const uint64_t *pk = spilled_parent(self, e);
+        const uint64_t *pk = corr_spilled_parent(self, e);
         if (pk)
             pf(pk);
         corr_late_ref_prefetch(self, e->late_ref, true);
@@ -120,7 +100,7 @@ static void ask_entry_data(const correlation *self, const span_entry *e, bool wh
     if (!whole && e->state != ENTRY_HELD) {
         /* A spilled ancestor: its parent id, and its summary when its
          * statistics do not know its trace (corr_spilled_in_trace). */
-        const uint64_t *pk = spilled_parent(self, e);
+        const uint64_t *pk = corr_spilled_parent(self, e);
         if (pk)
             pf(pk);
         if (!st || !st->has_trace)
@@ -155,7 +135,7 @@ static void stage(const correlation *self, corr_warm *w, int k, uint32_t from, u
             break;
         case 2: /* its parent's id: ask for the parent's slot, and the span's data */
             if ((e = probe(self, ws->key, ws->home))) {
-                ws->pkey = parent_key(self, e);
+                ws->pkey = corr_entry_parent(self, e);
                 ws->phome = home_of(self, ws->pkey);
                 if (ws->phome != UINT32_MAX)
                     pf(&self->spans.slots[ws->phome]);
