@@ -683,25 +683,26 @@ static enrich_slot *enrich_sample(correlation *self, const link_target *tg, pl_s
         span_id_valid(dict->links[s->link_index].span_id, dict->links[s->link_index].span_id_len);
     if (has_link) {
         const pl_link *l = &dict->links[s->link_index];
-        if (!trace_id_valid(l->trace_id, l->trace_id_len) && tg->trace_id &&
-            link_named_once(&self->writer, batch, s->link_index)) {
-            /* No other sample names it: completed where it is. */
-            pl_link *own = &dict->links[s->link_index];
-            memcpy(own->trace_id, tg->trace_id, 16);
-            own->trace_id_len = 16;
-        } else if (!trace_id_valid(l->trace_id, l->trace_id_len) && tg->trace_id) {
-            if (!slot->link) {
-                pl_link full;
-                memset(&full, 0, sizeof(full));
-                memcpy(full.trace_id, tg->trace_id, 16);
-                full.trace_id_len = 16;
-                memcpy(full.span_id, tg->span_id, 8);
-                full.span_id_len = 8;
-                int32_t li = writer_link(&self->writer, &full);
-                slot->link = li > 0 ? li : 0;
+        if (!trace_id_valid(l->trace_id, l->trace_id_len) && tg->trace_id) {
+            if (link_named_once(&self->writer, batch, s->link_index)) {
+                /* No other sample names it: completed where it is. */
+                pl_link *own = &dict->links[s->link_index];
+                memcpy(own->trace_id, tg->trace_id, 16);
+                own->trace_id_len = 16;
+            } else {
+                if (!slot->link) {
+                    pl_link full;
+                    memset(&full, 0, sizeof(full));
+                    memcpy(full.trace_id, tg->trace_id, 16);
+                    full.trace_id_len = 16;
+                    memcpy(full.span_id, tg->span_id, 8);
+                    full.span_id_len = 8;
+                    int32_t li = writer_link(&self->writer, &full);
+                    slot->link = li > 0 ? li : 0;
+                }
+                if (slot->link)
+                    s->link_index = slot->link;
             }
-            if (slot->link)
-                s->link_index = slot->link;
         }
     }
     if (!has_link && !slot->ids_built && build_id_labels(self, tg, batch, slot))
