@@ -461,6 +461,13 @@ pl_service *pl_service_start(uv_loop_t *loop, pl_config *config, bool handle_sig
     return s;
 }
 
+/* pl_workers_drive's question after each turn of the loop: uv_stop() at
+ * the end of a shutdown does not reach a loop driven a turn at a time. */
+static bool service_running(void *arg)
+{
+    return pl_service_get_state(arg) != PL_SERVICE_STOPPED;
+}
+
 pl_service_state pl_service_get_state(const pl_service *s)
 {
     return s->state;
@@ -564,7 +571,7 @@ int pl_service_main(const pl_cfg_sources *sources)
         uv_walk(&loop, close_leftover, NULL);
         uv_run(&loop, UV_RUN_DEFAULT);
     } else {
-        uv_run(&loop, UV_RUN_DEFAULT);
+        pl_workers_drive(workers, &loop, service_running, s);
         /* every graph is shut down: no listener is left on the workers */
         pl_workers_stop(workers);
         /* handles a component forgot to close must not keep the process

@@ -12,9 +12,26 @@
  *     the workers' batches while it waits.
  * Jobs live on the waiting thread's stack: the waiter returns only after the
  * job is marked done, and nobody touches it afterwards.
+ *
+ * The pipeline lock (pl_workers_drive). Handing a batch over costs two
+ * thread wake-ups per request (the pipeline loop's, then the waiting
+ * worker's), which on a small machine made the default slower than one
+ * loop. So while the pipeline loop is driven by pl_workers_drive, the
+ * pipeline is a monitor instead: the pipeline loop holds `pipeline_mu`
+ * whenever it runs (timers, I/O callbacks, its uv_asyncs) and lets go only
+ * while it sleeps in poll(2) on the loop's backend descriptor (libuv's
+ * documented way of embedding a loop) or waits in run_on. A worker takes
+ * the lock and runs pl_consumer_consume itself, on its own thread: the
+ * pipeline still runs one call at a time, in one place at a time, so every
+ * guarantee of "one pipeline loop" holds (a sample and its span meet in one
+ * index, counters have one writer at a time), without the hop. What the
+ * call changed on the pipeline loop (a timer started, a descriptor to
+ * watch, a handle closed) shows in uv_backend_timeout or the loop's watcher
+ * queue; only then is the sleeping loop woken to look again.
  */
 #include "pipeline/workers.h"
 
+#include <poll.h>
 #include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -61,11 +78,20 @@ struct pl_workers {
     worker *workers;
     unsigned n;
     unsigned next_worker; /* round robin of pl_workers_submit (pipeline loop) */
+    /* pl_workers_drive: the pipeline lock, and whether it is in use (set
+     * and cleared by the pipeline loop with the lock held; read by workers
+     * with atomic loads) */
+    uv_mutex_t pipeline_mu;
+    bool direct;
+    /* the timeout the pipeline loop sleeps with (pipeline_mu held) */
+    int sleep_timeout;
 };
 
 static pl_workers *global_pool;
 static _Thread_local bool on_worker;
 static _Thread_local worker *this_worker;
+/* A worker running the pipeline under the pipeline lock (direct mode). */
+static _Thread_local bool in_pipeline;
 /* Pipeline loop: the worker whose batch is being consumed now, or -1. */
 static int consuming_for = -1;
 
@@ -92,7 +118,7 @@ uv_loop_t *pl_workers_loop(unsigned i)
 
 bool pl_workers_on_worker(void)
 {
-    return on_worker;
+    return on_worker && !in_pipeline;
 }
 
 static void push(job **head, job **tail, job *j)
@@ -154,9 +180,46 @@ static void on_main_wake(uv_async_t *a)
     uv_mutex_unlock(&p->mu);
 }
 
+/* True when the pipeline loop must look at its loop again: a call on a
+ * worker changed what it waits for. libuv 1.x keeps descriptors to add to
+ * epoll in `watcher_queue` until the loop polls. */
+static bool loop_changed(pl_workers *p)
+{
+    uv_loop_t *l = p->main_loop;
+    bool watchers = l->watcher_queue[0] != (void *)&l->watcher_queue;
+    return watchers || uv_backend_timeout(l) != p->sleep_timeout;
+}
+
+/* Direct mode: consumes on this worker under the pipeline lock. */
+static pl_status consume_direct(pl_workers *p, pl_consumer *next, pl_batch *batch)
+{
+    uv_mutex_lock(&p->pipeline_mu);
+    if (!__atomic_load_n(&p->direct, __ATOMIC_ACQUIRE)) { /* the drive ended meanwhile */
+        uv_mutex_unlock(&p->pipeline_mu);
+        return PL_ERR_REFUSED;
+    }
+    /* the loop's clock stood still while it slept: timers started now and
+     * uv_now() must read the present */
+    uv_update_time(p->main_loop);
+    p->sleep_timeout = uv_backend_timeout(p->main_loop);
+    int outer = consuming_for;
+    consuming_for = (int)this_worker->index;
+    in_pipeline = true;
+    pl_status st = pl_consumer_consume(next, batch);
+    in_pipeline = false;
+    consuming_for = outer;
+    bool wake = loop_changed(p);
+    uv_mutex_unlock(&p->pipeline_mu);
+    if (wake)
+        uv_async_send(&p->main_wake);
+    return st;
+}
+
 pl_status pl_workers_consume(pl_consumer *next, pl_batch *batch)
 {
     pl_workers *p = global_pool;
+    if (__atomic_load_n(&p->direct, __ATOMIC_ACQUIRE))
+        return consume_direct(p, next, batch);
     job j = {.consumer = next,
              .batch = batch,
              .waiter = &this_worker->cv,
@@ -201,7 +264,7 @@ static void on_worker_wake(uv_async_t *a)
 bool pl_workers_submit(void (*work)(void *arg), void (*done)(void *arg), void *arg)
 {
     pl_workers *p = global_pool;
-    if (!p || p->n == 0 || on_worker)
+    if (!p || p->n == 0 || (on_worker && !in_pipeline))
         return false;
     job *j = calloc(1, sizeof(*j));
     if (!j)
@@ -223,6 +286,11 @@ static void run_on(pl_workers *p, unsigned i, void (*fn)(void *), void *arg)
 {
     worker *w = &p->workers[i];
     job j = {.fn = fn, .arg = arg, .waiter = &p->cv};
+    /* the worker may be waiting for the pipeline lock to finish a request
+     * before it runs fn */
+    bool held = p->direct && !in_pipeline;
+    if (held)
+        uv_mutex_unlock(&p->pipeline_mu);
     uv_mutex_lock(&p->mu);
     push(&w->head, &w->tail, &j);
     uv_mutex_unlock(&p->mu);
@@ -236,6 +304,8 @@ static void run_on(pl_workers *p, unsigned i, void (*fn)(void *), void *arg)
             uv_cond_wait(&p->cv, &p->mu);
     }
     uv_mutex_unlock(&p->mu);
+    if (held)
+        uv_mutex_lock(&p->pipeline_mu);
 }
 
 void pl_workers_run(unsigned i, void (*fn)(void *arg), void *arg)
@@ -281,6 +351,7 @@ pl_workers *pl_workers_start(uv_loop_t *main_loop, unsigned n, pl_err *err)
     }
     p->main_loop = main_loop;
     uv_mutex_init(&p->mu);
+    uv_mutex_init(&p->pipeline_mu);
     uv_cond_init(&p->cv);
     uv_async_init(main_loop, &p->main_wake, on_main_wake);
     p->main_wake.data = p;
@@ -338,9 +409,41 @@ void pl_workers_stop(pl_workers *p)
         global_pool = NULL;
     uv_cond_destroy(&p->cv);
     uv_mutex_destroy(&p->mu);
+    uv_mutex_destroy(&p->pipeline_mu);
     free(p->workers);
     /* p goes with its async handle, once the pipeline loop runs again */
     uv_close((uv_handle_t *)&p->main_wake, free_pool);
+}
+
+void pl_workers_drive(pl_workers *p, uv_loop_t *loop, bool (*running)(void *arg), void *arg)
+{
+    if (!p || p->n == 0 || loop != p->main_loop) {
+        uv_run(loop, UV_RUN_DEFAULT);
+        return;
+    }
+    uv_mutex_lock(&p->pipeline_mu);
+    __atomic_store_n(&p->direct, true, __ATOMIC_RELEASE);
+    /* batches handed over before the drive began */
+    uv_mutex_lock(&p->mu);
+    job *j;
+    while ((j = pop(&p->head, &p->tail)))
+        consume_one_locked(p, j);
+    uv_mutex_unlock(&p->mu);
+    struct pollfd pfd = {.fd = uv_backend_fd(loop), .events = POLLIN};
+    for (;;) {
+        uv_run(loop, UV_RUN_NOWAIT);
+        if (!uv_loop_alive(loop) || (running && !running(arg)))
+            break;
+        p->sleep_timeout = uv_backend_timeout(loop);
+        if (p->sleep_timeout == 0)
+            continue;
+        uv_mutex_unlock(&p->pipeline_mu);
+        int r = poll(&pfd, 1, p->sleep_timeout);
+        (void)r; /* EINTR or a wake-up: the loop looks either way */
+        uv_mutex_lock(&p->pipeline_mu);
+    }
+    __atomic_store_n(&p->direct, false, __ATOMIC_RELEASE);
+    uv_mutex_unlock(&p->pipeline_mu);
 }
 
 /* ---- listeners on every worker ------------------------------------------ */

@@ -31,6 +31,12 @@ typedef struct pl_workers pl_workers;
  * process's (pl_workers_count answers n). `main_loop` is the pipeline's.
  * NULL with err set on failure. */
 pl_workers *pl_workers_start(uv_loop_t *main_loop, unsigned n, pl_err *err);
+/* Runs the pipeline loop `loop` (the pool's main loop) until it has nothing
+ * left to do or running(arg) answers false after a turn, with the
+ * pipeline lock (workers.c): while it runs, workers consume on their own
+ * thread under the lock instead of handing batches over. With no pool it
+ * is uv_run(loop, UV_RUN_DEFAULT). */
+void pl_workers_drive(pl_workers *p, uv_loop_t *loop, bool (*running)(void *arg), void *arg);
 /* Stops the threads (receivers must have closed their listeners). */
 void pl_workers_stop(pl_workers *w);
 

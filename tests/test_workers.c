@@ -295,11 +295,122 @@ static void test_queue_on_workers(void)
     pl_stats_free(stats);
 }
 
+/* ---- the pipeline lock (pl_workers_drive) ------------------------------- */
+
+typedef struct drive_ctx {
+    uv_loop_t *loop;
+    pl_consumer consumer;
+    uv_timer_t idle;    /* a far timer: the loop sleeps long unless woken */
+    uv_timer_t started; /* started from inside a consume on a worker */
+    int inside;         /* consumes running now (must never exceed 1) */
+    int max_inside;
+    int consumed_on_worker, consumed_on_main;
+    bool nested_hops; /* pl_workers_on_worker() inside a consume */
+    uint64_t started_at, fired_at;
+    int n_done;
+    bool stop;
+} drive_ctx;
+
+static drive_ctx *drive;
+
+static void on_started_timer(uv_timer_t *t)
+{
+    drive_ctx *d = t->data;
+    __atomic_store_n(&d->fired_at, pl_time_mono_ns(), __ATOMIC_RELEASE);
+}
+
+static pl_status drive_consume(void *arg, pl_batch *batch)
+{
+    drive_ctx *d = arg;
+    int now = __atomic_add_fetch(&d->inside, 1, __ATOMIC_SEQ_CST);
+    if (now > d->max_inside)
+        d->max_inside = now;
+    if (pthread_equal(pthread_self(), main_thread))
+        d->consumed_on_main++;
+    else
+        d->consumed_on_worker++;
+    d->nested_hops |= pl_workers_on_worker();
+    usleep(200);          /* long enough for two workers to overlap if unguarded */
+    if (!d->started_at) { /* a timer started by pipeline code on a worker */
+        d->started_at = pl_time_mono_ns();
+        uv_timer_start(&d->started, on_started_timer, 1, 0);
+    }
+    __atomic_sub_fetch(&d->inside, 1, __ATOMIC_SEQ_CST);
+    pl_batch_free(batch);
+    return PL_ERR_THROTTLED;
+}
+
+static void drive_work(void *arg)
+{
+    (void)arg;
+    for (int i = 0; i < 20; i++) {
+        if (pl_consumer_consume(&drive->consumer, pl_batch_new(PL_SIGNAL_TRACES)) !=
+            PL_ERR_THROTTLED)
+            drive->stop = true; /* the status did not come back */
+        /* the timer the first consume started fires while the workers
+         * still run: nothing but the wake-up can end the loop's sleep */
+        uint64_t until = pl_time_mono_ns() + 2000000000ull;
+        while (!__atomic_load_n(&drive->fired_at, __ATOMIC_ACQUIRE) && pl_time_mono_ns() < until)
+            usleep(1000);
+    }
+}
+
+static void drive_done(void *arg)
+{
+    (void)arg;
+    if (++drive->n_done == 2) {
+        drive->stop = true;
+        uv_close((uv_handle_t *)&drive->idle, NULL);
+        uv_close((uv_handle_t *)&drive->started, NULL);
+    }
+}
+
+static bool drive_running(void *arg)
+{
+    return !((drive_ctx *)arg)->stop;
+}
+
+static void test_drive_runs_pipeline_on_workers(void)
+{
+    uv_loop_t loop;
+    REQUIRE(uv_loop_init(&loop) == 0);
+    main_thread = pthread_self();
+    pl_err err = {{0}};
+    pl_workers *w = pl_workers_start(&loop, 2, &err);
+    REQUIRE(w);
+    drive_ctx d = {.loop = &loop};
+    drive = &d;
+    pl_consumer_init_func(&d.consumer, drive_consume, &d);
+    uv_timer_init(&loop, &d.idle);
+    uv_timer_start(&d.idle, keep_alive, 60000, 0);
+    uv_timer_init(&loop, &d.started);
+    d.started.data = &d;
+    /* both workers consume at once while the loop is driven */
+    CHECK(pl_workers_submit(drive_work, drive_done, NULL));
+    CHECK(pl_workers_submit(drive_work, drive_done, NULL));
+    uint64_t t0 = pl_time_mono_ns();
+    pl_workers_drive(w, &loop, drive_running, &d);
+    uint64_t took = pl_time_mono_ns() - t0;
+    CHECK_EQ_INT(d.n_done, 2);
+    CHECK_EQ_INT(d.consumed_on_worker + d.consumed_on_main, 40);
+    CHECK(d.consumed_on_worker >= 39); /* at most one handed over before the drive */
+    CHECK_EQ_INT(d.max_inside, 1);     /* the pipeline ran one call at a time */
+    CHECK(!d.nested_hops);
+    /* the sleeping loop was woken for the timer a worker started */
+    CHECK(d.fired_at != 0);
+    CHECK(d.fired_at - d.started_at < 1000000000ull);
+    CHECK(took < 10000000000ull);
+    pl_workers_stop(w);
+    uv_run(&loop, UV_RUN_DEFAULT);
+    CHECK_EQ_INT(uv_loop_close(&loop), 0);
+}
+
 int main(void)
 {
     PL_RUN(test_main_thread_direct);
     PL_RUN(test_pool);
     PL_RUN(test_submit);
+    PL_RUN(test_drive_runs_pipeline_on_workers);
     PL_RUN(test_queue_on_workers);
     return pl_test_done();
 }
