@@ -97,7 +97,8 @@ typedef struct otlp_receiver {
     /* with service.workers > 1: one server per worker loop (SO_REUSEPORT) */
     pl_http_server **worker_servers; /* [2 * workers]: gRPC ones, then HTTP ones */
     unsigned n_workers;
-    uint64_t *refused_requests; /* refused before decoding: memory short */
+    uint64_t *refused_requests; /* refused before decoding: memory short, pushing back */
+    uint64_t pushback_until[PL_SIGNAL_COUNT]; /* see pl_otlp_handler */
     pl_otlp_handler grpc_handler, http_handler;
     pl_listener_security grpc_sec, http_sec;
 } otlp_receiver;
@@ -121,7 +122,8 @@ static pl_status otlp_create(const pl_create_settings *settings, const void *con
     r->stats = settings->stats;
     r->refused_requests =
         r->stats ? pl_stats_counter(r->stats, "refused_requests",
-                                    "requests refused before decoding because memory is short")
+                                    "requests refused before decoding: memory is short, or the "
+                                    "pipeline refused the one before")
                  : NULL;
     for (int s = 0; s < PL_SIGNAL_COUNT; s++)
         r->next[s] = settings->next[s];
@@ -155,6 +157,7 @@ static pl_status otlp_create(const pl_create_settings *settings, const void *con
         .max_recv_msg_size = r->max_recv_msg_size,
         .grpc_metadata = r->grpc_metadata,
         .refused_requests = r->refused_requests,
+        .pushback_until = r->pushback_until,
     };
     r->http_handler = (pl_otlp_handler){
         .id = r->id,
@@ -162,6 +165,7 @@ static pl_status otlp_create(const pl_create_settings *settings, const void *con
         .max_request_body_size = r->max_request_body_size,
         .http_metadata = r->http_metadata,
         .refused_requests = r->refused_requests,
+        .pushback_until = r->pushback_until,
     };
     for (int s = 0; s < PL_SIGNAL_COUNT; s++) {
         r->grpc_handler.next[s] = r->http_handler.next[s] = r->next[s];

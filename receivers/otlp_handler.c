@@ -167,6 +167,9 @@ static pl_status deliver(const pl_otlp_handler *r, pl_transport via, pl_signal s
     switch (st) {
     case PL_ERR_REFUSED:
     case PL_ERR_NOMEM:
+        if (r->pushback_until)
+            __atomic_store_n(&r->pushback_until[signal], pl_time_mono_ns() + PL_OTLP_PUSHBACK_NS,
+                             __ATOMIC_RELAXED);
         return pl_errf(err, st, "data refused, the pipeline is under pressure");
     case PL_ERR_THROTTLED:
         return pl_errf(err, st, "data refused, rate limited");
@@ -215,6 +218,21 @@ static bool memory_short(const pl_otlp_handler *r)
 
 static const char memory_short_message[] = "memory limit reached, retry later";
 
+/* Within PL_OTLP_PUSHBACK_NS of the pipeline's last refusal of `signal`. */
+static bool pushing_back(const pl_otlp_handler *r, pl_signal signal)
+{
+    if (!r->pushback_until)
+        return false;
+    uint64_t until = __atomic_load_n(&r->pushback_until[signal], __ATOMIC_RELAXED);
+    if (until == 0 || pl_time_mono_ns() >= until)
+        return false;
+    if (r->refused_requests)
+        __atomic_fetch_add(r->refused_requests, 1, __ATOMIC_RELAXED);
+    return true;
+}
+
+static const char pushback_message[] = "data refused, the pipeline is under pressure";
+
 /* ---- gRPC --------------------------------------------------------------- */
 
 size_t pl_otlp_grpc_body_limit(size_t max_msg)
@@ -245,6 +263,11 @@ void pl_otlp_handle_grpc(const pl_otlp_handler *r, pl_http_request *req, pl_http
     }
     if (memory_short(r)) {
         pl_grpc_respond_error(res, PL_GRPC_UNAVAILABLE, memory_short_message,
+                              (int64_t)PL_RETRY_AFTER_SECONDS * 1000000000);
+        return;
+    }
+    if (pushing_back(r, signal)) {
+        pl_grpc_respond_error(res, PL_GRPC_UNAVAILABLE, pushback_message,
                               (int64_t)PL_RETRY_AFTER_SECONDS * 1000000000);
         return;
     }
@@ -401,6 +424,10 @@ void pl_otlp_handle_http(const pl_otlp_handler *r, int signal, pl_http_request *
     }
     if (memory_short(r)) {
         http_status_answer(res, format, 503, memory_short_message, true);
+        return;
+    }
+    if (pushing_back(r, (pl_signal)signal)) {
+        http_status_answer(res, format, 503, pushback_message, true);
         return;
     }
     uint8_t *owner;

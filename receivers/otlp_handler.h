@@ -31,7 +31,21 @@ typedef struct pl_otlp_handler {
     size_t max_decoded_memory;          /* decoded model of one request; 0: PL_OTLP_DECODE_BUDGET */
     bool grpc_metadata, http_metadata;  /* include_metadata: attach every header */
     uint64_t *refused_requests;         /* refused before decoding (memory short); may be NULL */
+    /* [PL_SIGNAL_COUNT]: until when (pl_time_mono_ns) requests of a signal
+     * are refused before decoding, because the pipeline refused the last
+     * one (PL_OTLP_PUSHBACK_NS); shared by the receiver's listeners and
+     * written from any worker. NULL: always decode. */
+    uint64_t *pushback_until;
 } pl_otlp_handler;
+
+/* After the pipeline refused a request (503 / UNAVAILABLE), the requests of
+ * that signal arriving within this time are refused before they are
+ * decompressed or decoded: the pipeline would most likely refuse them too,
+ * and overload should cost the receiver little CPU. The first request after
+ * it probes the pipeline again. Far below the one second clients are told
+ * to wait, so a pipeline that recovers loses at most this much intake; at
+ * thousands of requests a second it still spares nearly every decoding. */
+#define PL_OTLP_PUSHBACK_NS (25ull * 1000 * 1000)
 
 /* The OTLP gRPC method paths: "/opentelemetry.proto.collector.<signal>...
  * Service/Export" (and spellings seen in the wild). False if `path` is not one. */

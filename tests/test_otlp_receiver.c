@@ -21,6 +21,7 @@
 #include "otlp_pb.h"
 #include "pipeline/consumer.h"
 #include "socket_fixture.h"
+#include "receivers/otlp_handler.h"
 #include "testlib.h"
 #include "traces_fixture.h"
 
@@ -582,6 +583,7 @@ static void test_http_back_pressure(void)
     make_traces(&req, 4);
     http_answer a;
     capture_reset(PL_ERR_REFUSED);
+    uint64_t t0 = pl_time_mono_ns();
     http_post(r.http_port, "POST", "/v1/traces", "Content-Type: application/x-protobuf\r\n",
               req.data, req.len, &a);
     CHECK_EQ_INT(a.status, 503);
@@ -591,13 +593,33 @@ static void test_http_back_pressure(void)
     CHECK_EQ_INT(pl_rpc_status_decode(a.body, a.body_len, &code, NULL, &delay, NULL), PL_OK);
     CHECK_EQ_INT(code, 14);
     CHECK_EQ_INT(delay, 1000000000);
+    /* right after a refusal, requests of the signal are refused before
+     * they are decoded: the consumer sees nothing, the client the same 503
+     * (when this machine answered the second request within the window;
+     * after it, the request probes the pipeline, which now takes it) */
+    capture_reset(PL_OK);
+    http_post(r.http_port, "POST", "/v1/traces", "Content-Type: application/x-protobuf\r\n",
+              req.data, req.len, &a);
+    if (pl_time_mono_ns() - t0 < PL_OTLP_PUSHBACK_NS) {
+        CHECK_EQ_INT(a.status, 503);
+        CHECK(strstr(a.head, "Retry-After: 1") != NULL);
+        CHECK_EQ_INT(cap.batches, 0);
+        CHECK_EQ_UINT(pl_stats_get(r.stats, PL_SIGNAL_TRACES, PL_STAT_REFUSED), 4);
+    } else {
+        CHECK_EQ_INT(a.status, 200);
+        CHECK_EQ_INT(cap.batches, 1);
+    }
+    /* ... other signals are not held back */
+    http_post(r.http_port, "POST", "/v1/logs", "Content-Type: application/json\r\n", "{}", 2, &a);
+    CHECK_EQ_INT(a.status, 200);
+    /* and once the window has passed, the next request probes the pipeline */
+    usleep(PL_OTLP_PUSHBACK_NS / 1000 + 20000);
     capture_reset(PL_ERR_THROTTLED);
     http_post(r.http_port, "POST", "/v1/traces", "Content-Type: application/x-protobuf\r\n",
               req.data, req.len, &a);
     CHECK_EQ_INT(a.status, 429);
     CHECK(strstr(a.head, "Retry-After: 1") != NULL);
     CHECK_EQ_UINT(pl_stats_get(r.stats, PL_SIGNAL_TRACES, PL_STAT_REFUSED), 8);
-    CHECK_EQ_UINT(pl_stats_get(r.stats, PL_SIGNAL_TRACES, PL_STAT_ACCEPTED), 0);
     /* memory short (memory_limiter's state): refused before decoding */
     capture_reset(PL_OK);
     pl_memory_state_set(PL_MEMORY_SOFT);
@@ -675,6 +697,7 @@ static void test_grpc(void)
     grpc_call(r.grpc_port, traces, "application/grpc", NULL, req.data, req.len, false, &a);
     CHECK_EQ_INT(a.grpc_status, 14);
     CHECK(a.has_details);
+    usleep(PL_OTLP_PUSHBACK_NS / 1000 + 20000); /* past the refusal's push-back */
     capture_reset(PL_ERR_THROTTLED);
     grpc_call(r.grpc_port, traces, "application/grpc", NULL, req.data, req.len, false, &a);
     CHECK_EQ_INT(a.grpc_status, 8);
