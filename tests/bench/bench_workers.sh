@@ -15,7 +15,8 @@
 #             proflink (workers: 1, otlp -> nop) that is not measured
 # SPANS (default 100) sets the spans per request and GZIP=1 compresses the
 # requests: larger, compressed requests give the workers more to do.
-# Per scenario and worker count, the medians over RUNS runs of:
+# Per scenario and worker count, the medians over RUNS runs (the worker
+# counts alternate run by run) of:
 #   spans/s        spans answered per second (wall clock)
 #   cpu-s/1M       CPU-seconds of the measured proflink per million spans
 #   loop-s/1M      of which the pipeline loop's thread (the main thread): the
@@ -119,11 +120,15 @@ printf "# proflink, service.workers = %s; max rate; %s spans per request%s; %s s
 printf "# machine: %s, %s cores (shared with other work)\n" "$(uname -m)" "$(nproc)"
 printf "%-8s %-7s %10s %9s %9s %8s %8s\n" scenario workers spans/s cpu-s/1M loop-s/1M rss_mib scaling
 for scenario in ${SCENARIOS:-http grpc forward}; do
+    # the worker counts alternate run by run, so a change in the machine's
+    # load falls on every count alike
+    for w in $WORKERS; do : > "$TMP/results.$w"; done
+    for _ in $(seq "$RUNS"); do
+        for w in $WORKERS; do run_once "$scenario" "$w" >> "$TMP/results.$w"; done
+    done
     base=
     for w in $WORKERS; do
-        : > "$TMP/results"
-        for _ in $(seq "$RUNS"); do run_once "$scenario" "$w" >> "$TMP/results"; done
-        awk '{cpu=$1; el=$2; sp=$3; print (el>0? sp/el : 0), (sp>0? 1e6*cpu/sp : 0), $4/1024, (sp>0? 1e6*$5/sp : 0)}' "$TMP/results" > "$TMP/derived"
+        awk '{cpu=$1; el=$2; sp=$3; print (el>0? sp/el : 0), (sp>0? 1e6*cpu/sp : 0), $4/1024, (sp>0? 1e6*$5/sp : 0)}' "$TMP/results.$w" > "$TMP/derived"
         sps=$(cut -d' ' -f1 "$TMP/derived" | median)
         per=$(cut -d' ' -f2 "$TMP/derived" | median)
         rss=$(cut -d' ' -f3 "$TMP/derived" | median)
