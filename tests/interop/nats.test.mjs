@@ -1,0 +1,321 @@
+// nats.test.mjs: the bus between tiers on NATS JetStream, with real
+// processes: a 3-node nats-server JetStream cluster on loopback (store
+// directories in a temp dir), one agent proflink (OTLP/HTTP receiver ->
+// `nats` exporter with partitions: 2) and two gateway proflinks (`nats`
+// receiver, partitions [0] and [1] -> otlphttp exporter -> a fake OTLP
+// backend each). The streams (replicas 3) are created with the `nats` npm
+// client, an independent implementation of the protocol.
+//
+// Spans come from the OpenTelemetry JS SDK (OTLP/proto exporter), profiles
+// are OTLP profile requests whose samples link to those spans. During the
+// run the stream leader's nats-server is killed (SIGKILL), then one gateway
+// is killed (SIGKILL) and restarted. At the end every span (by span id) and
+// every linked sample arrived at least once, each trace's spans and samples
+// at the same gateway; duplicates are counted and reported.
+//
+// Skips (with a message) only when nats-server is not installed.
+//
+// Run: cd tests/interop && PROFLINK_BIN=../../build/proflink node --test nats.test.mjs
+
+import { test, after } from 'node:test';
+import assert from 'node:assert/strict';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { spawn, spawnSync } from 'node:child_process';
+
+import { connect } from 'nats';
+import { OTLPTraceExporter } from '@opentelemetry/exporter-trace-otlp-proto';
+import { context, trace } from '@opentelemetry/api';
+import { freePort, sleep, startProflink, tracerProvider, until } from './lib/common.mjs';
+import { ProfilesRequest, TraceRequest, httpBackend } from './lib/proflink.mjs';
+
+const haveServer = spawnSync('nats-server', ['--version']).status === 0;
+const tmpRoot = fs.mkdtempSync(path.join(os.tmpdir(), 'proflink-nats-'));
+const cleanups = [];
+after(async () => {
+  for (const c of cleanups.reverse()) { try { await c(); } catch { /* already gone */ } }
+  fs.rmSync(tmpRoot, { recursive: true, force: true });
+});
+
+// ---- the NATS cluster -------------------------------------------------------
+
+async function startCluster(n = 3) {
+  const nodes = [];
+  for (let i = 0; i < n; i++) nodes.push({ name: `n${i}`, port: await freePort(), route: await freePort() });
+  for (const node of nodes) {
+    const dir = path.join(tmpRoot, node.name);
+    fs.mkdirSync(dir, { recursive: true });
+    const routes = nodes.filter((o) => o !== node).map((o) => `nats://127.0.0.1:${o.route}`).join(',');
+    node.args = ['-a', '127.0.0.1', '-p', String(node.port), '-n', node.name, '-js', '-sd', dir,
+      '--cluster_name', 'proflink', '--cluster', `nats://127.0.0.1:${node.route}`, '--routes', routes];
+    node.start = () => {
+      node.log = '';
+      node.proc = spawn('nats-server', node.args, { stdio: ['ignore', 'ignore', 'pipe'] });
+      node.proc.stderr.on('data', (d) => { node.log = (node.log + d).slice(-20000); });
+      node.exited = new Promise((r) => node.proc.on('exit', r));
+    };
+    node.start();
+    cleanups.push(async () => { node.proc.kill('SIGKILL'); await node.exited; });
+  }
+  return { nodes, urls: nodes.map((o) => `nats://127.0.0.1:${o.port}`) };
+}
+
+// Creates the streams once the cluster has a JetStream meta leader.
+async function createStreams(urls) {
+  const nc = await connect({ servers: urls, reconnectTimeWait: 100, maxReconnectAttempts: -1 });
+  let jsm = null;
+  assert.ok(await until(async () => {
+    try { jsm = await nc.jetstreamManager({ timeout: 1000 }); return true; } catch { return false; }
+  }, 30000, 250), 'JetStream is up');
+  for (const [name, subject] of [['OTEL_SPANS', 'otel_spans.>'], ['OTEL_PROFILES', 'otel_profiles.>']]) {
+    const ok = await until(async () => {
+      try {
+        await jsm.streams.add({ name, subjects: [subject], num_replicas: 3, storage: 'file' });
+        return true;
+      } catch { return false; }
+    }, 30000, 250);
+    assert.ok(ok, `stream ${name} created`);
+  }
+  return { nc, jsm };
+}
+
+// ---- proflink ------------------------------------------------------------------
+
+function agentConfig(urls, httpPort, metricsPort) {
+  return `
+receivers:
+  otlp:
+    protocols:
+      http: { endpoint: 127.0.0.1:${httpPort} }
+exporters:
+  nats:
+    endpoint: ${urls.join(',')}
+    jetstream: { publish_timeout: 2s }
+    traces: { subject: otel_spans }
+    profiles: { subject: otel_profiles }
+    partitions: 2
+    sending_queue: { queue_size: 5000 }
+    retry_on_failure: { initial_interval: 100ms, max_interval: 500ms, max_elapsed_time: 0s }
+service:
+  telemetry:
+    logs: { level: info }
+    metrics: { address: 127.0.0.1:${metricsPort} }
+  pipelines:
+    traces: { receivers: [otlp], exporters: [nats] }
+    profiles: { receivers: [otlp], exporters: [nats] }
+`;
+}
+
+function gatewayConfig(urls, partition, backendPort, metricsPort) {
+  return `
+receivers:
+  nats:
+    endpoint: ${urls.join(',')}
+    jetstream: { ack_wait: 3s }
+    partitions: [${partition}]
+    nak_delay: 200ms
+    traces: { subject: otel_spans, stream: OTEL_SPANS, durable: gateway_spans }
+    profiles: { subject: otel_profiles, stream: OTEL_PROFILES, durable: gateway_profiles }
+exporters:
+  otlphttp:
+    endpoint: http://127.0.0.1:${backendPort}
+    compression: none
+    retry_on_failure: { initial_interval: 100ms, max_interval: 500ms }
+service:
+  telemetry:
+    logs: { level: info }
+    metrics: { address: 127.0.0.1:${metricsPort} }
+  pipelines:
+    traces: { receivers: [nats], exporters: [otlphttp] }
+    profiles: { receivers: [nats], exporters: [otlphttp] }
+`;
+}
+
+async function metricsText(port) {
+  try { return await (await fetch(`http://127.0.0.1:${port}/metrics`)).text(); } catch { return ''; }
+}
+
+function counter(text, name) {
+  let sum = 0;
+  for (const m of text.matchAll(new RegExp(`^\\S*${name}(?:_total)?\\{[^}]*\\} (\\d+)`, 'gm'))) sum += Number(m[1]);
+  return sum;
+}
+
+// ---- what the backends got ---------------------------------------------------------
+
+const hex = (b) => Buffer.from(b).toString('hex');
+
+// Linked samples of every profile request a backend got: "traceId/spanId" keys, with repetitions.
+function sampleKeys(rec) {
+  const out = [];
+  for (const r of rec.profileRequests) {
+    const req = ProfilesRequest.decode(r.bytes);
+    const links = req.dictionary?.linkTable || [];
+    for (const rp of req.resourceProfiles || []) for (const sp of rp.scopeProfiles || []) {
+      for (const p of sp.profiles || []) for (const s of p.samples || []) {
+        const l = links[s.linkIndex || 0];
+        if (l && l.traceId?.length) out.push(`${hex(l.traceId)}/${hex(l.spanId)}`);
+      }
+    }
+  }
+  return out;
+}
+
+// One profiles request with a linked sample per span of `traces`.
+function profilesFor(traces) {
+  const links = [{}];
+  const samples = [];
+  for (const t of traces) {
+    for (const s of t.spans) {
+      links.push({ traceId: Buffer.from(t.traceId, 'hex'), spanId: Buffer.from(s, 'hex') });
+      samples.push({ stackIndex: 1, values: [10000000], linkIndex: links.length - 1 });
+    }
+  }
+  return Buffer.from(ProfilesRequest.encode(ProfilesRequest.fromObject({
+    resourceProfiles: [{
+      resource: { attributes: [{ key: 'service.name', value: { stringValue: 'checkout' } }] },
+      scopeProfiles: [{
+        scope: { name: 'nats-test' },
+        profiles: [{
+          sampleType: { typeStrindex: 1, unitStrindex: 2 },
+          samples,
+          timeUnixNano: String(BigInt(Date.now()) * 1000000n),
+          durationNano: '1000000000',
+          periodType: { typeStrindex: 1, unitStrindex: 2 },
+          period: '10000000',
+        }],
+      }],
+    }],
+    dictionary: {
+      mappingTable: [{}],
+      locationTable: [{}, { lines: [{ functionIndex: 1, line: '1' }] }],
+      functionTable: [{}, { nameStrindex: 3 }],
+      linkTable: links,
+      stringTable: ['', 'cpu', 'nanoseconds', 'handleRequest'],
+      attributeTable: [{}],
+      stackTable: [{}, { locationIndices: [1] }],
+    },
+  })).finish());
+}
+
+test('agent -> NATS JetStream (3 nodes) -> 2 gateways: a node and a gateway killed, nothing lost, traces stay whole',
+  { skip: haveServer ? false : 'nats-server is not installed (apt-get install nats-server)', timeout: 150000 }, async () => {
+    const cluster = await startCluster(3);
+    const { nc, jsm } = await createStreams(cluster.urls);
+    cleanups.push(() => nc.close());
+
+    const backends = [await httpBackend(), await httpBackend()];
+    for (const b of backends) cleanups.push(() => b.stop());
+    const gwMetrics = [await freePort(), await freePort()];
+    const gwDirs = [0, 1].map((i) => fs.mkdtempSync(path.join(tmpRoot, `gw${i}-`)));
+    const startGateway = (i) => startProflink(gatewayConfig(cluster.urls, i, backends[i].port, gwMetrics[i]),
+      { dir: gwDirs[i], ports: [gwMetrics[i]] });
+    const gateways = [await startGateway(0), await startGateway(1)];
+    cleanups.push(() => Promise.all(gateways.map((g) => g.stop(5000))));
+
+    const [httpPort, agentMetrics] = [await freePort(), await freePort()];
+    const agent = await startProflink(agentConfig(cluster.urls, httpPort, agentMetrics), { ports: [httpPort, agentMetrics] });
+    cleanups.push(() => agent.stop(5000));
+
+    const exporter = new OTLPTraceExporter({ url: `http://127.0.0.1:${httpPort}/v1/traces` });
+    const provider = tracerProvider('checkout', exporter);
+    const tracer = provider.getTracer('nats-test');
+    const sent = []; // { traceId, spans: [spanId] }
+
+    // A round: 10 traces of 3 spans from the SDK, then one profiles request
+    // linking a sample to each of their spans.
+    async function round() {
+      const traces = [];
+      for (let i = 0; i < 10; i++) {
+        const root = tracer.startSpan('GET /cart');
+        const ctx = trace.setSpan(context.active(), root);
+        const kids = [tracer.startSpan('load cart', {}, ctx), tracer.startSpan('price cart', {}, ctx)];
+        for (const k of kids) k.end();
+        root.end();
+        traces.push({ traceId: root.spanContext().traceId, spans: [root, ...kids].map((s) => s.spanContext().spanId) });
+      }
+      await provider.forceFlush();
+      const res = await fetch(`http://127.0.0.1:${httpPort}/v1development/profiles`, {
+        method: 'POST', headers: { 'content-type': 'application/x-protobuf' }, body: profilesFor(traces),
+      });
+      assert.equal(res.status, 200, 'the agent accepts the profiles');
+      sent.push(...traces);
+    }
+
+    for (let i = 0; i < 5; i++) { await round(); await sleep(100); }
+
+    // Kill the nats-server that leads the spans stream, mid-run.
+    const info = await jsm.streams.info('OTEL_SPANS');
+    const victim = cluster.nodes.find((o) => o.name === info.cluster?.leader) || cluster.nodes[0];
+    victim.proc.kill('SIGKILL');
+    await victim.exited;
+    for (let i = 0; i < 5; i++) { await round(); await sleep(100); }
+
+    // Kill -9 gateway 0 mid-run, keep sending, restart it.
+    await gateways[0].kill9();
+    for (let i = 0; i < 5; i++) { await round(); await sleep(100); }
+    gateways[0] = await startGateway(0);
+    for (let i = 0; i < 3; i++) { await round(); await sleep(100); }
+
+    const wantSpans = new Set(sent.flatMap((t) => t.spans));
+    const wantSamples = new Set(sent.flatMap((t) => t.spans.map((s) => `${t.traceId}/${s}`)));
+    const complete = () => {
+      const spans = new Set(backends.flatMap((b) => [...b.counts.keys()]));
+      const samples = new Set(backends.flatMap((b) => sampleKeys(b)));
+      return [...wantSpans].every((s) => spans.has(s)) && [...wantSamples].every((s) => samples.has(s));
+    };
+    const done = await until(complete, 60000, 250);
+    const gotSpans = new Set(backends.flatMap((b) => [...b.counts.keys()]));
+    const missing = [...wantSpans].filter((s) => !gotSpans.has(s));
+    assert.ok(done, `every span and sample arrived; ${missing.length} of ${wantSpans.size} spans missing\n` +
+      `agent: ${agent.log.slice(-3000)}\ngateway 0: ${gateways[0].log.slice(-3000)}`);
+
+    // The partition scheme: a trace's spans and its samples at one gateway.
+    const spanAt = new Map(); // traceId -> gateway
+    const sampleAt = new Map();
+    for (const [i, b] of backends.entries()) {
+      for (const r of b.requests) {
+        for (const rs of traceIdsOf(r.bytes)) {
+          const prev = spanAt.get(rs);
+          assert.ok(prev === undefined || prev === i, `trace ${rs} has spans at both gateways`);
+          spanAt.set(rs, i);
+        }
+      }
+      for (const k of sampleKeys(b)) {
+        const t = k.split('/')[0];
+        const prev = sampleAt.get(t);
+        assert.ok(prev === undefined || prev === i, `trace ${t} has samples at both gateways`);
+        sampleAt.set(t, i);
+      }
+    }
+    for (const [t, i] of sampleAt) assert.equal(spanAt.get(t), i, `trace ${t}: samples at the gateway of its spans`);
+    const perGateway = [0, 1].map((i) => [...spanAt.values()].filter((v) => v === i).length);
+    assert.ok(perGateway[0] > 0 && perGateway[1] > 0, `both partitions used: ${perGateway}`);
+
+    // Duplicates (at least once): counted, reported.
+    const spanDup = backends.reduce((n, b) => n + [...b.counts.values()].reduce((m, c) => m + c - 1, 0), 0);
+    const allSamples = backends.flatMap((b) => sampleKeys(b));
+    const sampleDup = allSamples.length - new Set(allSamples).size;
+    const gwText = (await metricsText(gwMetrics[0])) + (await metricsText(gwMetrics[1]));
+    const agText = await metricsText(agentMetrics);
+    const report = {
+      traces: sent.length, spans: wantSpans.size, samples: wantSamples.size,
+      traces_per_gateway: perGateway, duplicate_spans: spanDup, duplicate_samples: sampleDup,
+      agent_published: counter(agText, 'nats_messages_published'),
+      agent_publish_failures: counter(agText, 'nats_publish_failures'),
+      agent_publish_duplicates: counter(agText, 'nats_publish_duplicates'),
+      gateway_acks_since_restart: counter(gwText, 'nats_acks'),
+      gateway_redeliveries_since_restart: counter(gwText, 'nats_redeliveries'),
+    };
+    console.log('nats bus:', JSON.stringify(report));
+    assert.ok(report.agent_published > 0 && report.gateway_acks_since_restart > 0, 'self-metrics count messages');
+  });
+
+// Trace ids (hex) of an ExportTraceServiceRequest.
+function traceIdsOf(bytes) {
+  const req = TraceRequest.decode(bytes);
+  const ids = new Set();
+  for (const rs of req.resourceSpans || []) for (const ss of rs.scopeSpans || []) for (const s of ss.spans || []) ids.add(hex(s.traceId));
+  return ids;
+}
