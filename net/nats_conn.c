@@ -133,6 +133,13 @@ static void on_disconnected(natsConnection *nc, void *closure)
     pl_warn((const char *)closure, "disconnected from NATS; reconnecting");
 }
 
+static void on_connected(natsConnection *nc, void *closure)
+{
+    char url[256] = "";
+    natsConnection_GetConnectedUrl(nc, url, sizeof(url));
+    pl_info((const char *)closure, "connected to NATS at %s", url);
+}
+
 static void on_reconnected(natsConnection *nc, void *closure)
 {
     char url[256] = "";
@@ -176,7 +183,11 @@ pl_status pl_nats_connect(const pl_nats_conn_params *p, natsConnection **out, pl
     TRY(natsOptions_SetMaxReconnect(opts, -1), "max_reconnect");
     TRY(natsOptions_SetReconnectWait(opts, 250), "reconnect_wait");
     TRY(natsOptions_SetTimeout(opts, 2000), "connect timeout");
-    TRY(natsOptions_SetRetryOnFailedConnect(opts, true, NULL, NULL), "retry on failed connect");
+    /* With a connected callback libnats retries a failed first connect in
+     * the background; without one it would retry inside Connect, here,
+     * blocking the start. */
+    TRY(natsOptions_SetRetryOnFailedConnect(opts, true, on_connected, (void *)name),
+        "retry on failed connect");
     TRY(natsOptions_SetDisconnectedCB(opts, on_disconnected, (void *)name), "callbacks");
     TRY(natsOptions_SetReconnectedCB(opts, on_reconnected, (void *)name), "callbacks");
     if (p->token && set(p->token->token))
