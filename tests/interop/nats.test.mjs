@@ -63,7 +63,7 @@ async function startCluster(n = 3) {
 
 // Creates the streams once the cluster has a JetStream meta leader.
 async function createStreams(urls) {
-  const nc = await connect({ servers: urls, reconnectTimeWait: 100, maxReconnectAttempts: -1 });
+  const nc = await connect({ servers: urls, reconnectTimeWait: 100, maxReconnectAttempts: -1, waitOnFirstConnect: true });
   let jsm = null;
   assert.ok(await until(async () => {
     try { jsm = await nc.jetstreamManager({ timeout: 1000 }); return true; } catch { return false; }
@@ -107,7 +107,7 @@ service:
 `;
 }
 
-function gatewayConfig(urls, partition, backendPort, metricsPort) {
+function gatewayConfig(urls, partition, backendPort, metricsPort, dir) {
   return `
 receivers:
   nats:
@@ -121,6 +121,8 @@ exporters:
   otlphttp:
     endpoint: http://127.0.0.1:${backendPort}
     compression: none
+    timeout: 2s
+    sending_queue: { storage: ${path.join(dir, 'queues')} }
     retry_on_failure: { initial_interval: 100ms, max_interval: 500ms }
 service:
   telemetry:
@@ -205,11 +207,15 @@ test('agent -> NATS JetStream (3 nodes) -> 2 gateways: a node and a gateway kill
     const { nc, jsm } = await createStreams(cluster.urls);
     cleanups.push(() => nc.close());
 
-    const backends = [await httpBackend(), await httpBackend()];
+    // Backend 0 can be made to hang: the gateway has then acknowledged
+    // messages (its persistent queue took them) that the backend has not
+    // got when the gateway is killed.
+    let hang0 = false;
+    const backends = [await httpBackend({ behaviour: () => (hang0 ? { hang: true } : null) }), await httpBackend()];
     for (const b of backends) cleanups.push(() => b.stop());
     const gwMetrics = [await freePort(), await freePort()];
     const gwDirs = [0, 1].map((i) => fs.mkdtempSync(path.join(tmpRoot, `gw${i}-`)));
-    const startGateway = (i) => startProflink(gatewayConfig(cluster.urls, i, backends[i].port, gwMetrics[i]),
+    const startGateway = (i) => startProflink(gatewayConfig(cluster.urls, i, backends[i].port, gwMetrics[i], gwDirs[i]),
       { dir: gwDirs[i], ports: [gwMetrics[i]] });
     const gateways = [await startGateway(0), await startGateway(1)];
     cleanups.push(() => Promise.all(gateways.map((g) => g.stop(5000))));
@@ -252,11 +258,19 @@ test('agent -> NATS JetStream (3 nodes) -> 2 gateways: a node and a gateway kill
     await victim.exited;
     for (let i = 0; i < 5; i++) { await round(); await sleep(100); }
 
-    // Kill -9 gateway 0 mid-run, keep sending, restart it.
+    // Kill -9 gateway 0 mid-run while its backend hangs (so it holds
+    // acknowledged data), keep sending, restart it.
+    hang0 = true;
+    const acked0 = counter(await metricsText(gwMetrics[0]), 'nats_acks');
+    for (let i = 0; i < 2; i++) { await round(); await sleep(100); }
+    assert.ok(await until(async () => counter(await metricsText(gwMetrics[0]), 'nats_acks') > acked0, 10000),
+      'gateway 0 acknowledged messages its backend has not got');
     await gateways[0].kill9();
+    hang0 = false;
+    backends[0].releaseHung();
     for (let i = 0; i < 5; i++) { await round(); await sleep(100); }
     gateways[0] = await startGateway(0);
-    for (let i = 0; i < 3; i++) { await round(); await sleep(100); }
+    for (let i = 0; i < 1; i++) { await round(); await sleep(100); }
 
     const wantSpans = new Set(sent.flatMap((t) => t.spans));
     const wantSamples = new Set(sent.flatMap((t) => t.spans.map((s) => `${t.traceId}/${s}`)));
