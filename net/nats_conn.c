@@ -129,7 +129,8 @@ static pl_status nats_fail(pl_err *err, natsStatus s, const char *what)
 
 static void on_disconnected(natsConnection *nc, void *closure)
 {
-    (void)nc;
+    if (natsConnection_IsClosed(nc)) /* closed by proflink itself */
+        return;
     pl_warn((const char *)closure, "disconnected from NATS; reconnecting");
 }
 

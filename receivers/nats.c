@@ -250,6 +250,20 @@ static void fetch_main(void *arg)
         natsMsgList list = {0};
         jsErrCode jerr = 0;
         natsStatus s = natsSubscription_Fetch(&list, c->sub, r->fetch_batch, FETCH_WAIT_MS, &jerr);
+        if (list.Count == 0 && s != NATS_OK && s != NATS_TIMEOUT &&
+            natsConnection_Status(r->nc) == NATS_CONN_STATUS_CONNECTED) {
+            /* Connected, yet the pull failed: the server answered with an
+             * error (409 Consumer Deleted when the consumer or its stream
+             * was deleted). Bind again, which creates the consumer if it
+             * is gone and is harmless if it is not. */
+            natsStatus ignored;
+            const char *text = nats_GetLastError(&ignored);
+            pl_warn(r->id, "pulling %s failed (%s%s%s); binding its consumer %s again", c->subject,
+                    natsStatus_GetText(s), text && text[0] ? ": " : "", text ? text : "",
+                    c->durable);
+            natsSubscription_Destroy(c->sub);
+            c->sub = NULL;
+        }
         uv_mutex_lock(&r->lock);
         if (list.Count > 0) {
             for (int i = 0; i < list.Count; i++) {
