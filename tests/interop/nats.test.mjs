@@ -61,17 +61,18 @@ async function startCluster(n = 3) {
   return { nodes, urls: nodes.map((o) => `nats://127.0.0.1:${o.port}`) };
 }
 
-// Creates the streams once the cluster has a JetStream meta leader.
-async function createStreams(urls) {
+// Creates streams ([name, subjects]) once JetStream is up (the cluster has
+// a meta leader).
+async function createStreamsOn(urls, streams, replicas = 1) {
   const nc = await connect({ servers: urls, reconnectTimeWait: 100, maxReconnectAttempts: -1, waitOnFirstConnect: true });
   let jsm = null;
   assert.ok(await until(async () => {
     try { jsm = await nc.jetstreamManager({ timeout: 1000 }); return true; } catch { return false; }
   }, 30000, 250), 'JetStream is up');
-  for (const [name, subject] of [['OTEL_SPANS', 'otel_spans.>'], ['OTEL_PROFILES', 'otel_profiles.>']]) {
+  for (const [name, subjects] of streams) {
     const ok = await until(async () => {
       try {
-        await jsm.streams.add({ name, subjects: [subject], num_replicas: 3, storage: 'file' });
+        await jsm.streams.add({ name, subjects, num_replicas: replicas, storage: 'file' });
         return true;
       } catch { return false; }
     }, 30000, 250);
@@ -79,6 +80,9 @@ async function createStreams(urls) {
   }
   return { nc, jsm };
 }
+
+const createStreams = (urls) => createStreamsOn(urls,
+  [['OTEL_SPANS', ['otel_spans.>']], ['OTEL_PROFILES', ['otel_profiles.>']]], 3);
 
 // ---- proflink ------------------------------------------------------------------
 
@@ -333,3 +337,100 @@ function traceIdsOf(bytes) {
   for (const rs of req.resourceSpans || []) for (const ss of rs.scopeSpans || []) for (const s of ss.spans || []) ids.add(hex(s.traceId));
   return ids;
 }
+
+// The wire format, checked with an independent client (the `nats` npm
+// package): messages in the Collector's shape (one ExportTraceServiceRequest
+// per message, serialized by the OpenTelemetry JS SDK as protobuf and as
+// OTLP/JSON) reach the backend whole through the receiver, a message that
+// does not decode is terminated and counted; what the exporter publishes
+// (otlp_json, a quoted OTTL subject) reads back as the SDK's spans.
+test('wire format: SDK-serialized messages in (proto and JSON), exporter messages out, a bad message terminated',
+  { skip: haveServer ? false : 'nats-server is not installed (apt-get install nats-server)', timeout: 60000 }, async () => {
+    const port = await freePort();
+    const dir = fs.mkdtempSync(path.join(tmpRoot, 'single-'));
+    const proc = spawn('nats-server', ['-a', '127.0.0.1', '-p', String(port), '-js', '-sd', dir], { stdio: 'ignore' });
+    const exited = new Promise((r) => proc.on('exit', r));
+    cleanups.push(async () => { proc.kill('SIGKILL'); await exited; });
+    const url = `nats://127.0.0.1:${port}`;
+    const { nc, jsm } = await createStreamsOn([url], [['OTEL', ['otel_spans', 'otel_spans_json', 'agent_spans']]]);
+    cleanups.push(() => nc.close());
+
+    const backend = await httpBackend();
+    cleanups.push(() => backend.stop());
+    const [metricsPort, httpPort] = [await freePort(), await freePort()];
+    const pl = await startProflink(`
+receivers:
+  nats:
+    endpoint: ${url}
+    traces: { subject: otel_spans, stream: OTEL, durable: in_proto }
+  nats/json:
+    endpoint: ${url}
+    traces: { subject: otel_spans_json, stream: OTEL, durable: in_json, encoding: otlp_json }
+  otlp:
+    protocols:
+      http: { endpoint: 127.0.0.1:${httpPort} }
+exporters:
+  otlphttp:
+    endpoint: http://127.0.0.1:${backend.port}
+    compression: none
+  nats:
+    endpoint: ${url}
+    traces: { subject: '"agent_spans"', marshaler: otlp_json }
+service:
+  telemetry:
+    logs: { level: info }
+    metrics: { address: 127.0.0.1:${metricsPort} }
+  pipelines:
+    traces/in: { receivers: [nats, nats/json], exporters: [otlphttp] }
+    traces/out: { receivers: [otlp], exporters: [nats] }
+`, { ports: [metricsPort, httpPort] });
+    cleanups.push(() => pl.stop(5000));
+
+    const { InMemorySpanExporter } = await import('@opentelemetry/sdk-trace-base');
+    const { ProtobufTraceSerializer, JsonTraceSerializer } = await import('@opentelemetry/otlp-transformer');
+    const mem = new InMemorySpanExporter();
+    const provider = tracerProvider('wire', mem);
+    const tracer = provider.getTracer('nats-wire');
+    const batch = (n, name) => {
+      mem.reset();
+      for (let i = 0; i < n; i++) tracer.startSpan(`${name} ${i}`).end();
+      return mem.getFinishedSpans().slice();
+    };
+    const protoSpans = batch(5, 'proto');
+    const jsonSpans = batch(4, 'json');
+    const js = nc.jetstream();
+    await js.publish('otel_spans', Buffer.from('\x0a\x05not a request'));
+    await js.publish('otel_spans', ProtobufTraceSerializer.serializeRequest(protoSpans));
+    await js.publish('otel_spans_json', JsonTraceSerializer.serializeRequest(jsonSpans));
+
+    const want = [...protoSpans, ...jsonSpans].map((s) => s.spanContext().spanId);
+    assert.ok(await until(() => want.every((id) => backend.counts.has(id)), 20000),
+      `every SDK span reached the backend: ${pl.log.slice(-2000)}`);
+    const canon = backend.canonical();
+    for (const s of [...protoSpans, ...jsonSpans]) {
+      const got = canon.get(s.spanContext().spanId);
+      assert.equal(got.span.name, s.name);
+      assert.equal(got.span.traceId, s.spanContext().traceId);
+      assert.deepEqual(got.resource.attributes.find(([k]) => k === 'service.name'), ['service.name', '{"stringValue":"wire"}']);
+    }
+    assert.ok(await until(async () => counter(await metricsText(metricsPort), 'nats_terms') === 1, 5000),
+      'the message that does not decode is terminated and counted');
+    assert.match(pl.log, /does not decode/);
+
+    // Out: the exporter's message read back by the npm client.
+    const outSpans = batch(3, 'out');
+    const res = await fetch(`http://127.0.0.1:${httpPort}/v1/traces`, {
+      method: 'POST', headers: { 'content-type': 'application/x-protobuf' },
+      body: ProtobufTraceSerializer.serializeRequest(outSpans),
+    });
+    assert.equal(res.status, 200);
+    let msg = null;
+    assert.ok(await until(async () => {
+      try { msg = await jsm.streams.getMessage('OTEL', { last_by_subj: 'agent_spans' }); return true; } catch { return false; }
+    }, 10000), 'the exporter published to agent_spans');
+    assert.equal(msg.header.get('Content-Type'), 'application/json');
+    assert.match(msg.header.get('Nats-Msg-Id'), /^[0-9a-f]{32}-\d+$/);
+    const body = JSON.parse(Buffer.from(msg.data).toString());
+    const ids = body.resourceSpans.flatMap((rs) => rs.scopeSpans.flatMap((ss) => ss.spans.map((s) => s.spanId)));
+    assert.deepEqual(ids.sort(), outSpans.map((s) => s.spanContext().spanId).sort());
+  });
