@@ -434,3 +434,69 @@ service:
     const ids = body.resourceSpans.flatMap((rs) => rs.scopeSpans.flatMap((ss) => ss.spans.map((s) => s.spanId)));
     assert.deepEqual(ids.sort(), outSpans.map((s) => s.spanContext().spanId).sort());
   });
+
+// Back-pressure: while the gateway's exporter queue is full (its backend
+// hangs), the receiver naks what the pipeline refuses and pauses; nothing is
+// dropped, and once the backend answers again every message arrives.
+test('a refusing pipeline gets naks and redeliveries, not losses',
+  { skip: haveServer ? false : 'nats-server is not installed (apt-get install nats-server)', timeout: 60000 }, async () => {
+    const port = await freePort();
+    const dir = fs.mkdtempSync(path.join(tmpRoot, 'nak-'));
+    const proc = spawn('nats-server', ['-a', '127.0.0.1', '-p', String(port), '-js', '-sd', dir], { stdio: 'ignore' });
+    const exited = new Promise((r) => proc.on('exit', r));
+    cleanups.push(async () => { proc.kill('SIGKILL'); await exited; });
+    const url = `nats://127.0.0.1:${port}`;
+    const { nc } = await createStreamsOn([url], [['OTEL', ['otel_spans']]]);
+    cleanups.push(() => nc.close());
+
+    let hang = true;
+    const backend = await httpBackend({ behaviour: () => (hang ? { hang: true } : null) });
+    cleanups.push(() => backend.stop());
+    const metricsPort = await freePort();
+    const pl = await startProflink(`
+receivers:
+  nats:
+    endpoint: ${url}
+    nak_delay: 200ms
+    fetch_batch: 4
+    traces: { subject: otel_spans, stream: OTEL, durable: gw }
+exporters:
+  otlphttp:
+    endpoint: http://127.0.0.1:${backend.port}
+    compression: none
+    timeout: 30s
+    sending_queue: { queue_size: 1, num_consumers: 1 }
+    retry_on_failure: { initial_interval: 100ms, max_interval: 200ms }
+service:
+  telemetry:
+    logs: { level: info }
+    metrics: { address: 127.0.0.1:${metricsPort} }
+  pipelines:
+    traces: { receivers: [nats], exporters: [otlphttp] }
+`, { ports: [metricsPort] });
+    cleanups.push(() => pl.stop(5000));
+
+    const { InMemorySpanExporter } = await import('@opentelemetry/sdk-trace-base');
+    const { ProtobufTraceSerializer } = await import('@opentelemetry/otlp-transformer');
+    const mem = new InMemorySpanExporter();
+    const tracer = tracerProvider('nak', mem).getTracer('nats-nak');
+    const js = nc.jetstream();
+    const want = [];
+    for (let m = 0; m < 10; m++) {
+      mem.reset();
+      for (let i = 0; i < 3; i++) tracer.startSpan(`m${m} s${i}`).end();
+      const spans = mem.getFinishedSpans().slice();
+      want.push(...spans.map((s) => s.spanContext().spanId));
+      await js.publish('otel_spans', ProtobufTraceSerializer.serializeRequest(spans));
+    }
+    assert.ok(await until(async () => counter(await metricsText(metricsPort), 'nats_naks') >= 3, 10000),
+      `the full queue makes the receiver nak: ${pl.log.slice(-2000)}`);
+    assert.ok(await until(async () => counter(await metricsText(metricsPort), 'nats_redeliveries') >= 1, 10000),
+      'messages that got a nak are delivered again');
+    hang = false;
+    backend.releaseHung();
+    assert.ok(await until(() => want.every((id) => backend.counts.has(id)), 20000),
+      `every message arrives once the backend answers: ${pl.log.slice(-2000)}`);
+    console.log('nak test:', JSON.stringify({ naks: counter(await metricsText(metricsPort), 'nats_naks'),
+      redeliveries: counter(await metricsText(metricsPort), 'nats_redeliveries'), duplicates: backend.duplicates() }));
+  });
