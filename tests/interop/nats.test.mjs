@@ -433,6 +433,38 @@ service:
     const body = JSON.parse(Buffer.from(msg.data).toString());
     const ids = body.resourceSpans.flatMap((rs) => rs.scopeSpans.flatMap((ss) => ss.spans.map((s) => s.spanId)));
     assert.deepEqual(ids.sort(), outSpans.map((s) => s.spanContext().spanId).sort());
+
+    // A request whose message would exceed the server's max_payload (1 MiB)
+    // is split into several messages, each a whole request, none lost.
+    const bigSpans = [];
+    mem.reset();
+    for (let i = 0; i < 2000; i++) tracer.startSpan(`big ${i}`, { attributes: { pad: 'x'.repeat(600) } }).end();
+    bigSpans.push(...mem.getFinishedSpans());
+    const before = (await jsm.streams.info('OTEL')).state.last_seq;
+    const big = await fetch(`http://127.0.0.1:${httpPort}/v1/traces`, {
+      method: 'POST', headers: { 'content-type': 'application/x-protobuf' },
+      body: ProtobufTraceSerializer.serializeRequest(bigSpans),
+    });
+    assert.equal(big.status, 200);
+    const bigIds = [];
+    let messages = 0;
+    assert.ok(await until(async () => {
+      const last = (await jsm.streams.info('OTEL')).state.last_seq;
+      bigIds.length = 0;
+      messages = 0;
+      for (let seq = before + 1; seq <= last; seq++) {
+        const m = await jsm.streams.getMessage('OTEL', { seq });
+        if (m.subject !== 'agent_spans') continue;
+        assert.ok(m.data.length <= 1024 * 1024, `message of ${m.data.length} bytes`);
+        messages++;
+        const b = JSON.parse(Buffer.from(m.data).toString());
+        for (const rs of b.resourceSpans) for (const ss of rs.scopeSpans) for (const sp of ss.spans) bigIds.push(sp.spanId);
+      }
+      return bigIds.length >= bigSpans.length;
+    }, 15000, 200), `the big request's spans were published: ${bigIds.length} of ${bigSpans.length}`);
+    assert.ok(messages >= 2, `split into ${messages} messages`);
+    assert.deepEqual(bigIds.sort(), bigSpans.map((sp) => sp.spanContext().spanId).sort());
+    assert.ok(counter(await metricsText(metricsPort), 'nats_oversize_splits') >= 1);
   });
 
 // Back-pressure: while the gateway's exporter queue is full (its backend
