@@ -209,6 +209,14 @@ static bool subscribe(nats_consumer *c)
     so.Config.FilterSubject = c->subject;
     so.Config.DeliverPolicy = js_DeliverAll;
     jsErrCode jerr = 0;
+    /* An existing durable takes the configured ack_wait and max_deliver
+     * (libnats refuses to bind one whose settings differ); a missing one is
+     * created by the subscribe below. */
+    jsConsumerInfo *ci = NULL;
+    if (js_UpdateConsumer(&ci, r->js, c->stream, &so.Config, NULL, &jerr) == NATS_OK)
+        pl_debug(r->id, "consumer %s updated to the configured settings", c->durable);
+    jsConsumerInfo_Destroy(ci);
+    jerr = 0;
     natsStatus s = js_PullSubscribe(&c->sub, r->js, c->subject, c->durable, NULL, &so, &jerr);
     if (s == NATS_OK) {
         pl_info(r->id, "consuming %s from stream %s (durable %s)", c->subject, c->stream,

@@ -531,4 +531,18 @@ service:
       `every message arrives once the backend answers: ${pl.log.slice(-2000)}`);
     console.log('nak test:', JSON.stringify({ naks: counter(await metricsText(metricsPort), 'nats_naks'),
       redeliveries: counter(await metricsText(metricsPort), 'nats_redeliveries'), duplicates: backend.duplicates() }));
+
+    // A reload with another ack_wait updates the existing durable (libnats
+    // would refuse to bind it otherwise) and consuming goes on.
+    const file = path.join(pl.dir, 'collector.yaml');
+    fs.writeFileSync(file, fs.readFileSync(file, 'utf8').replace('nak_delay: 200ms', 'nak_delay: 200ms\n    jetstream: { ack_wait: 7s }'));
+    pl.child.kill('SIGHUP');
+    const jsm = await nc.jetstreamManager();
+    assert.ok(await until(async () => (await jsm.consumers.info('OTEL', 'gw')).config.ack_wait === 7e9, 10000),
+      `the durable took ack_wait 7s: ${pl.log.slice(-2000)}`);
+    mem.reset();
+    tracer.startSpan('after reload').end();
+    const last = mem.getFinishedSpans().slice();
+    await js.publish('otel_spans', ProtobufTraceSerializer.serializeRequest(last));
+    assert.ok(await until(() => backend.counts.has(last[0].spanContext().spanId), 10000), 'consuming goes on after the reload');
   });
