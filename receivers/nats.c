@@ -138,7 +138,8 @@ typedef struct nats_consumer {
     natsSubscription *sub; /* its fetch thread's */
     uv_thread_t thread;
     bool thread_started;
-    bool warned; /* its thread's: subscribing failed once */
+    bool warned;      /* its thread's: subscribing failed once */
+    uint64_t pending; /* the loop's: messages after the last one settled */
     /* under r->lock */
     int in_flight;           /* fetched, not yet settled by the loop */
     uint64_t pause_until_ms; /* after a nak: no fetch before (uv_hrtime ms) */
@@ -172,6 +173,7 @@ struct nats_receiver {
     bool async_ready;
 
     uint64_t *received, *acks, *naks, *terms, *redeliveries;
+    int64_t *lag;
 };
 
 static char *dup_opt(const char *s, bool *ok)
@@ -370,8 +372,16 @@ static void settle(nats_receiver *r, nats_consumer *c, natsMsg *msg)
 {
     (*r->received)++;
     jsMsgMetaData *meta = NULL;
-    if (natsMsg_GetMetaData(&meta, msg) == NATS_OK && meta->NumDelivered > 1)
-        (*r->redeliveries)++;
+    if (natsMsg_GetMetaData(&meta, msg) == NATS_OK) {
+        if (meta->NumDelivered > 1)
+            (*r->redeliveries)++;
+        /* lag: what the stream holds for these consumers beyond this */
+        c->pending = meta->NumPending;
+        uint64_t sum = 0;
+        for (size_t i = 0; i < r->n_consumers; i++)
+            sum += r->consumers[i].pending;
+        *r->lag = (int64_t)sum;
+    }
     jsMsgMetaData_Destroy(meta);
     pl_err err = {0};
     pl_batch *b = NULL;
@@ -550,6 +560,9 @@ static pl_status nats_receiver_create(const pl_create_settings *settings, const 
     r->redeliveries = pl_stats_counter(r->stats, "nats_redeliveries",
                                        "messages delivered more than once (after a nak, an "
                                        "ack_wait expiry or a restart)");
+    r->lag = pl_stats_gauge(r->stats, "nats_lag",
+                            "messages the streams hold for this receiver's consumers that they "
+                            "have not delivered yet (as of the last message settled)");
     if (uv_async_init(r->loop, &r->async, on_inbox) != 0) {
         nats_receiver_destroy(r);
         return pl_errf(err, PL_ERR_INTERNAL, "uv_async_init failed");

@@ -525,10 +525,12 @@ service:
       `the full queue makes the receiver nak: ${pl.log.slice(-2000)}`);
     assert.ok(await until(async () => counter(await metricsText(metricsPort), 'nats_redeliveries') >= 1, 10000),
       'messages that got a nak are delivered again');
+    assert.ok(counter(await metricsText(metricsPort), 'nats_lag') > 0, 'the receiver lags while refused');
     hang = false;
     backend.releaseHung();
     assert.ok(await until(() => want.every((id) => backend.counts.has(id)), 20000),
       `every message arrives once the backend answers: ${pl.log.slice(-2000)}`);
+    assert.ok(await until(async () => counter(await metricsText(metricsPort), 'nats_lag') === 0, 10000), 'caught up: no lag');
     console.log('nak test:', JSON.stringify({ naks: counter(await metricsText(metricsPort), 'nats_naks'),
       redeliveries: counter(await metricsText(metricsPort), 'nats_redeliveries'), duplicates: backend.duplicates() }));
 
