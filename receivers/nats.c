@@ -242,11 +242,14 @@ static void fetch_main(void *arg)
     nats_receiver *r = c->r;
     uv_mutex_lock(&r->lock);
     for (;;) {
-        while (!r->stop && (c->in_flight > 0 || now_ms() < c->pause_until_ms)) {
+        for (;;) {
+            uint64_t now = now_ms();
+            if (r->stop || (c->in_flight == 0 && now >= c->pause_until_ms))
+                break;
             if (c->in_flight > 0)
                 uv_cond_wait(&r->wake, &r->lock);
             else
-                timed_wait(r, c->pause_until_ms - now_ms());
+                timed_wait(r, c->pause_until_ms - now);
         }
         if (r->stop)
             break;
