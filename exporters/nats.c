@@ -34,9 +34,12 @@
  * settings fixed at create. pl_queue_send_done and the counters run on the
  * loop only.
  *
- * Queued payload: [flags][partition + 1, 2 bytes big-endian][body], flags
- * bit 0 = OTLP/JSON. The subject is rebuilt from it at send time, so a
- * stored payload goes to the partition it was made for.
+ * Queued payload: [flags][partition + 1, 2 bytes big-endian]
+ * ([tenant length][tenant])[body], flags bit 0 = OTLP/JSON, bit 1 = a
+ * tenant follows. The tenant (X-Scope-OrgID the batch arrived with) travels
+ * as the message's X-Scope-OrgID header, and the receiver gives it back to
+ * the batch, so tenants stay apart across the bus. The subject is rebuilt from it at send time, so
+ * a stored payload goes to the partition it was made for.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -56,6 +59,7 @@
 #define MAX_PUBLISHERS 8
 #define PAYLOAD_HEADER 3
 #define FLAG_JSON      0x01u
+#define FLAG_TENANT    0x02u /* [length][tenant] follows the header */
 /* Over this many encoded bytes a batch is split in halves (NATS refuses
  * messages over the server's max_payload, 1 MiB by default). */
 #define MAX_MESSAGE_BYTES ((size_t)1000 * 1000)
@@ -153,7 +157,8 @@ typedef struct nats_job {
     const uint8_t *body; /* inside the queued payload */
     size_t len;
     bool json;
-    bool duplicate; /* the stream had stored it already */
+    bool duplicate;   /* the stream had stored it already */
+    char tenant[256]; /* "" = none */
     pl_send_result result;
 } nats_job;
 
@@ -206,10 +211,17 @@ static void publish_one(nats_exporter *x, nats_job *job)
     if (s == NATS_OK)
         s = natsMsgHeader_Set(msg, "Content-Type",
                               job->json ? "application/json" : "application/x-protobuf");
+    if (s == NATS_OK && job->tenant[0])
+        s = natsMsgHeader_Set(msg, "X-Scope-OrgID", job->tenant);
     char msg_id[48];
+    /* subject and tenant: the same body for two tenants is two messages */
+    char where[512];
+    int wn = snprintf(where, sizeof(where), "%s|%s", job->subject, job->tenant);
     snprintf(msg_id, sizeof(msg_id), "%016llx%016llx-%zu",
              (unsigned long long)pl_lb_hash(job->body, job->len),
-             (unsigned long long)pl_lb_hash(job->subject, strlen(job->subject)), job->len);
+             (unsigned long long)pl_lb_hash(
+                 where, wn > 0 && (size_t)wn < sizeof(where) ? (size_t)wn : strlen(where)),
+             job->len);
     jsPubOptions po;
     jsPubOptions_Init(&po);
     po.MaxWait = x->publish_timeout_ms;
@@ -312,8 +324,21 @@ static void nats_send(void *arg, pl_signal signal, const uint8_t *payload, size_
         snprintf(job->subject, sizeof(job->subject), "%s", x->subjects[signal]);
     job->send = send;
     job->json = payload[0] & FLAG_JSON;
-    job->body = payload + PAYLOAD_HEADER;
-    job->len = len - PAYLOAD_HEADER;
+    size_t at = PAYLOAD_HEADER;
+    if (payload[0] & FLAG_TENANT) {
+        size_t tl = len > at ? payload[at] : 0;
+        if (tl == 0 || at + 1 + tl > len) {
+            free(job);
+            pl_send_result_set(&r, PL_SEND_PERMANENT, "malformed queued payload");
+            pl_queue_send_done(send, &r);
+            return;
+        }
+        memcpy(job->tenant, payload + at + 1, tl);
+        job->tenant[tl] = 0;
+        at += 1 + tl;
+    }
+    job->body = payload + at;
+    job->len = len - at;
     uv_mutex_lock(&x->lock);
     if (x->todo_tail)
         x->todo_tail->next = job;
@@ -342,21 +367,46 @@ static bool encode_body(const nats_exporter *x, const pl_batch *b, pl_buf *out)
     }
 }
 
+/* The batch's tenant when it can travel as a header: 1 to 255 bytes, no
+ * CR, LF or NUL. */
+static pl_bytes batch_tenant(const pl_batch *b)
+{
+    pl_bytes t = {0};
+    if (!pl_batch_metadata_get(b, "tenant", &t) || t.len == 0 || t.len > 255 ||
+        memchr(t.ptr, '\r', t.len) || memchr(t.ptr, '\n', t.len) || memchr(t.ptr, 0, t.len))
+        return (pl_bytes){0};
+    return t;
+}
+
+/* Appends the queued payload's header (see the top of the file); returns
+ * its length. */
+static size_t write_head(pl_buf *out, bool json, int part, pl_bytes tenant)
+{
+    unsigned p1 = part < 0 ? 0 : (unsigned)part + 1;
+    uint8_t head[PAYLOAD_HEADER] = {
+        (uint8_t)((json ? FLAG_JSON : 0) | (tenant.len ? FLAG_TENANT : 0)), (uint8_t)(p1 >> 8),
+        (uint8_t)p1};
+    pl_buf_append(out, head, sizeof(head));
+    if (!tenant.len)
+        return PAYLOAD_HEADER;
+    pl_buf_append_byte(out, (uint8_t)tenant.len);
+    pl_buf_append(out, tenant.ptr, tenant.len);
+    return PAYLOAD_HEADER + 1 + tenant.len;
+}
+
 /* Encodes `b` for partition `part` (-1: none) and pushes it; a body over
- * MAX_MESSAGE_BYTES with more than one item is split in halves. */
-static pl_status push_part(nats_exporter *x, const pl_batch *b, int part)
+ * MAX_MESSAGE_BYTES with more than one item is split in halves. `tenant` is
+ * the exported batch's (a part made by pl_lb_subset has no metadata). */
+static pl_status push_part(nats_exporter *x, const pl_batch *b, int part, pl_bytes tenant)
 {
     pl_buf *out = &x->scratch;
     pl_buf_reset(out);
-    unsigned p1 = part < 0 ? 0 : (unsigned)part + 1;
-    uint8_t head[PAYLOAD_HEADER] = {x->json[b->signal] ? FLAG_JSON : 0, (uint8_t)(p1 >> 8),
-                                    (uint8_t)p1};
-    pl_buf_append(out, head, sizeof(head));
+    size_t head = write_head(out, x->json[b->signal], part, tenant);
     if (!encode_body(x, b, out) || !pl_buf_ok(out))
         return PL_ERR_NOMEM;
     size_t items = pl_batch_items(b);
     bool splittable = b->signal == PL_SIGNAL_TRACES || b->signal == PL_SIGNAL_PROFILES;
-    if (out->len - PAYLOAD_HEADER > MAX_MESSAGE_BYTES && splittable && items > 1) {
+    if (out->len - head > MAX_MESSAGE_BYTES && splittable && items > 1) {
         int *dest = malloc(items * sizeof(*dest));
         if (!dest)
             return PL_ERR_NOMEM;
@@ -365,7 +415,7 @@ static pl_status push_part(nats_exporter *x, const pl_batch *b, int part)
         pl_status st = PL_OK;
         for (int half = 0; half < 2 && st == PL_OK; half++) {
             pl_batch *h = pl_lb_subset(b, dest, half);
-            st = h ? push_part(x, h, part) : PL_ERR_NOMEM;
+            st = h ? push_part(x, h, part, tenant) : PL_ERR_NOMEM;
             pl_batch_free(h);
         }
         free(dest);
@@ -382,8 +432,9 @@ static pl_status split_and_push(nats_exporter *x, const pl_batch *batch)
 {
     bool partitioned = x->partitions > 0 &&
                        (batch->signal == PL_SIGNAL_TRACES || batch->signal == PL_SIGNAL_PROFILES);
+    pl_bytes tenant = batch_tenant(batch);
     if (!partitioned)
-        return push_part(x, batch, -1);
+        return push_part(x, batch, -1, tenant);
     size_t n = pl_nats_partitions(batch, x->partitions, NULL);
     if (n == 0)
         return PL_OK; /* nothing to send */
@@ -398,7 +449,7 @@ static pl_status split_and_push(nats_exporter *x, const pl_batch *batch)
         one = dest[i] == dest[0];
     pl_status st = PL_OK;
     if (one) {
-        st = push_part(x, batch, dest[0]);
+        st = push_part(x, batch, dest[0], tenant);
     } else {
         for (unsigned p = 0; p < x->partitions && st == PL_OK; p++) {
             bool present = false;
@@ -407,7 +458,7 @@ static pl_status split_and_push(nats_exporter *x, const pl_batch *batch)
             if (!present)
                 continue;
             pl_batch *part = pl_lb_subset(batch, dest, (int)p);
-            st = part ? push_part(x, part, (int)p) : PL_ERR_NOMEM;
+            st = part ? push_part(x, part, (int)p, tenant) : PL_ERR_NOMEM;
             pl_batch_free(part);
         }
     }
@@ -429,8 +480,7 @@ static pl_status nats_encode(void *arg, const pl_batch *batch, pl_buf *out, uint
                              pl_err *err)
 {
     nats_exporter *x = arg;
-    uint8_t head[PAYLOAD_HEADER] = {x->json[batch->signal] ? FLAG_JSON : 0, 0, 0};
-    pl_buf_append(out, head, sizeof(head));
+    write_head(out, x->json[batch->signal], -1, batch_tenant(batch));
     if (!encode_body(x, batch, out) || !pl_buf_ok(out))
         return pl_errf(err, PL_ERR_NOMEM, "out of memory encoding %s",
                        pl_signal_name(batch->signal));

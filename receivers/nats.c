@@ -370,6 +370,22 @@ static bool batch_empty(const pl_batch *b)
     }
 }
 
+/* The tenant a `nats` exporter sent (its X-Scope-OrgID header) becomes the
+ * batch's, as the otlp receiver does with the HTTP header. */
+static void add_tenant(pl_batch *b, natsMsg *msg)
+{
+    const char *tenant = NULL;
+    if (natsMsgHeader_Get(msg, "X-Scope-OrgID", &tenant) != NATS_OK || !tenant || !tenant[0])
+        return;
+    pl_kv *kv = pl_batch_alloc(b, sizeof(*kv));
+    if (!kv)
+        return;
+    kv->key = PL_BYTES_LIT("tenant");
+    kv->value = pl_value_string(pl_batch_bytes(b, tenant, strlen(tenant)));
+    b->metadata.items = kv;
+    b->metadata.n = 1;
+}
+
 /* On the loop: one message into the pipeline, then ack, nak or term. */
 static void settle(nats_receiver *r, nats_consumer *c, natsMsg *msg)
 {
@@ -412,6 +428,7 @@ static void settle(nats_receiver *r, nats_consumer *c, natsMsg *msg)
         return;
     }
     b->received_unix_nano = pl_time_now_ns();
+    add_tenant(b, msg);
     st = pl_consumer_consume(r->next[c->signal], b);
     if (st == PL_OK) {
         pl_stats_add(r->stats, c->signal, PL_STAT_ACCEPTED, items);

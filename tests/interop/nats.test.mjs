@@ -24,11 +24,11 @@ import os from 'node:os';
 import path from 'node:path';
 import { spawn, spawnSync } from 'node:child_process';
 
-import { connect } from 'nats';
+import { connect, headers } from 'nats';
 import { OTLPTraceExporter } from '@opentelemetry/exporter-trace-otlp-proto';
 import { context, trace } from '@opentelemetry/api';
 import { freePort, sleep, startProflink, tracerProvider, until } from './lib/common.mjs';
-import { ProfilesRequest, TraceRequest, httpBackend } from './lib/proflink.mjs';
+import { ProfilesRequest, TraceRequest, canonical, httpBackend } from './lib/proflink.mjs';
 
 const haveServer = spawnSync('nats-server', ['--version']).status === 0;
 const tmpRoot = fs.mkdtempSync(path.join(os.tmpdir(), 'proflink-nats-'));
@@ -373,6 +373,7 @@ exporters:
   otlphttp:
     endpoint: http://127.0.0.1:${backend.port}
     compression: none
+    tenant_header: X-Scope-OrgID
   nats:
     endpoint: ${url}
     traces: { subject: '"agent_spans"', marshaler: otlp_json }
@@ -401,7 +402,9 @@ service:
     const js = nc.jetstream();
     await js.publish('otel_spans', Buffer.from('\x0a\x05not a request'));
     await js.publish('otel_spans', ProtobufTraceSerializer.serializeRequest(protoSpans));
-    await js.publish('otel_spans_json', JsonTraceSerializer.serializeRequest(jsonSpans));
+    const h = headers();
+    h.set('X-Scope-OrgID', 'acme');
+    await js.publish('otel_spans_json', JsonTraceSerializer.serializeRequest(jsonSpans), { headers: h });
 
     const want = [...protoSpans, ...jsonSpans].map((s) => s.spanContext().spanId);
     assert.ok(await until(() => want.every((id) => backend.counts.has(id)), 20000),
@@ -413,6 +416,12 @@ service:
       assert.equal(got.span.traceId, s.spanContext().traceId);
       assert.deepEqual(got.resource.attributes.find(([k]) => k === 'service.name'), ['service.name', '{"stringValue":"wire"}']);
     }
+    // the tenant header of a message is the batch's tenant
+    const jsonId = jsonSpans[0].spanContext().spanId;
+    const protoId = protoSpans[0].spanContext().spanId;
+    const reqOf = (id) => backend.requests.find((r) => canonical(r.bytes).has(id));
+    assert.equal(reqOf(jsonId).headers['x-scope-orgid'], 'acme');
+    assert.equal(reqOf(protoId).headers['x-scope-orgid'], undefined);
     assert.ok(await until(async () => counter(await metricsText(metricsPort), 'nats_terms') === 1, 5000),
       'the message that does not decode is terminated and counted');
     assert.match(pl.log, /does not decode/);
@@ -420,7 +429,7 @@ service:
     // Out: the exporter's message read back by the npm client.
     const outSpans = batch(3, 'out');
     const res = await fetch(`http://127.0.0.1:${httpPort}/v1/traces`, {
-      method: 'POST', headers: { 'content-type': 'application/x-protobuf' },
+      method: 'POST', headers: { 'content-type': 'application/x-protobuf', 'x-scope-orgid': 'tenant-7' },
       body: ProtobufTraceSerializer.serializeRequest(outSpans),
     });
     assert.equal(res.status, 200);
@@ -429,6 +438,7 @@ service:
       try { msg = await jsm.streams.getMessage('OTEL', { last_by_subj: 'agent_spans' }); return true; } catch { return false; }
     }, 10000), 'the exporter published to agent_spans');
     assert.equal(msg.header.get('Content-Type'), 'application/json');
+    assert.equal(msg.header.get('X-Scope-OrgID'), 'tenant-7', 'the tenant travels with the message');
     assert.match(msg.header.get('Nats-Msg-Id'), /^[0-9a-f]{32}-\d+$/);
     const body = JSON.parse(Buffer.from(msg.data).toString());
     const ids = body.resourceSpans.flatMap((rs) => rs.scopeSpans.flatMap((ss) => ss.spans.map((s) => s.spanId)));
