@@ -18,12 +18,13 @@
  * stored it on its replicas; no acknowledgement (a node died, the stream
  * has no leader yet, no connection) is retryable, and the queue sends the
  * same payload again after its backoff. Each message carries a
- * Nats-Msg-Id made from a hash of its subject and body, so a retry of a
- * message the stream did store (only its acknowledgement was lost) is
- * dropped by JetStream's duplicate window (2 minutes by default) instead of
- * stored twice; the exporter counts those answers (publish_duplicates).
- * The same body published twice on purpose within the window would be
- * stored once, which for telemetry is the same data.
+ * Nats-Msg-Id given when the batch is queued (a random per-instance nonce
+ * and a counter, kept in the queued payload, so retries, and with storage a
+ * restart, send the same id), so a retry of a message the stream did store
+ * (only its acknowledgement was lost) is dropped by JetStream's duplicate
+ * window (2 minutes by default) instead of stored twice; the exporter
+ * counts those answers (publish_duplicates). Two exports of identical
+ * bytes get two ids: both are stored.
  *
  * Threads (net/nats_conn.h): the publishes block, so they run on
  * min(num_consumers, 8) threads this exporter owns. What crosses: a job
@@ -34,8 +35,8 @@
  * settings fixed at create. pl_queue_send_done and the counters run on the
  * loop only.
  *
- * Queued payload: [flags][partition + 1, 2 bytes big-endian]
- * ([tenant length][tenant])[body], flags bit 0 = OTLP/JSON, bit 1 = a
+ * Queued payload: [flags][partition + 1, 2 bytes big-endian][message id,
+ * 16 bytes]([tenant length][tenant])[body], flags bit 0 = OTLP/JSON, bit 1 = a
  * tenant follows. The tenant (X-Scope-OrgID the batch arrived with) travels
  * as the message's X-Scope-OrgID header, and the receiver gives it back to
  * the batch, so tenants stay apart across the bus. The subject is rebuilt from it at send time, so
@@ -44,6 +45,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
 
 #include "core/log.h"
 #include "exporters/lb_ring.h"
@@ -57,7 +59,7 @@
 #include "exporters/nats.config.h"
 
 #define MAX_PUBLISHERS 8
-#define PAYLOAD_HEADER 3
+#define PAYLOAD_HEADER 19 /* flags, partition, message id */
 #define FLAG_JSON      0x01u
 #define FLAG_TENANT    0x02u /* [length][tenant] follows the header */
 /* Over this many encoded bytes a batch is split in halves (NATS refuses
@@ -159,6 +161,7 @@ typedef struct nats_job {
     bool json;
     bool duplicate;   /* the stream had stored it already */
     char tenant[256]; /* "" = none */
+    char msg_id[33];  /* hex of the queued id */
     pl_send_result result;
 } nats_job;
 
@@ -172,6 +175,8 @@ struct nats_exporter {
     unsigned partitions;
     int64_t publish_timeout_ms;
     pl_buf scratch;
+    uint8_t nonce[8];  /* random per instance: message ids differ across runs */
+    uint64_t next_seq; /* the loop's: next message id */
 
     /* connection settings, copied at create */
     char *endpoint, *domain, *token, *username, *password, *creds_file;
@@ -213,19 +218,10 @@ static void publish_one(nats_exporter *x, nats_job *job)
                               job->json ? "application/json" : "application/x-protobuf");
     if (s == NATS_OK && job->tenant[0])
         s = natsMsgHeader_Set(msg, "X-Scope-OrgID", job->tenant);
-    char msg_id[48];
-    /* subject and tenant: the same body for two tenants is two messages */
-    char where[512];
-    int wn = snprintf(where, sizeof(where), "%s|%s", job->subject, job->tenant);
-    snprintf(msg_id, sizeof(msg_id), "%016llx%016llx-%zu",
-             (unsigned long long)pl_lb_hash(job->body, job->len),
-             (unsigned long long)pl_lb_hash(
-                 where, wn > 0 && (size_t)wn < sizeof(where) ? (size_t)wn : strlen(where)),
-             job->len);
     jsPubOptions po;
     jsPubOptions_Init(&po);
     po.MaxWait = x->publish_timeout_ms;
-    po.MsgId = msg_id;
+    po.MsgId = job->msg_id;
     jsPubAck *ack = NULL;
     jsErrCode jerr = 0;
     if (s == NATS_OK)
@@ -324,6 +320,8 @@ static void nats_send(void *arg, pl_signal signal, const uint8_t *payload, size_
         snprintf(job->subject, sizeof(job->subject), "%s", x->subjects[signal]);
     job->send = send;
     job->json = payload[0] & FLAG_JSON;
+    pl_hex_encode(payload + 3, 16, job->msg_id);
+    job->msg_id[32] = 0;
     size_t at = PAYLOAD_HEADER;
     if (payload[0] & FLAG_TENANT) {
         size_t tl = len > at ? payload[at] : 0;
@@ -378,14 +376,18 @@ static pl_bytes batch_tenant(const pl_batch *b)
     return t;
 }
 
-/* Appends the queued payload's header (see the top of the file); returns
- * its length. */
-static size_t write_head(pl_buf *out, bool json, int part, pl_bytes tenant)
+/* Appends the queued payload's header (see the top of the file) with the
+ * next message id; returns its length. On the loop only. */
+static size_t write_head(nats_exporter *x, pl_buf *out, bool json, int part, pl_bytes tenant)
 {
     unsigned p1 = part < 0 ? 0 : (unsigned)part + 1;
     uint8_t head[PAYLOAD_HEADER] = {
         (uint8_t)((json ? FLAG_JSON : 0) | (tenant.len ? FLAG_TENANT : 0)), (uint8_t)(p1 >> 8),
         (uint8_t)p1};
+    memcpy(head + 3, x->nonce, 8);
+    uint64_t seq = x->next_seq++;
+    for (int i = 0; i < 8; i++)
+        head[11 + i] = (uint8_t)(seq >> (56 - 8 * i));
     pl_buf_append(out, head, sizeof(head));
     if (!tenant.len)
         return PAYLOAD_HEADER;
@@ -401,7 +403,7 @@ static pl_status push_part(nats_exporter *x, const pl_batch *b, int part, pl_byt
 {
     pl_buf *out = &x->scratch;
     pl_buf_reset(out);
-    size_t head = write_head(out, x->json[b->signal], part, tenant);
+    size_t head = write_head(x, out, x->json[b->signal], part, tenant);
     if (!encode_body(x, b, out) || !pl_buf_ok(out))
         return PL_ERR_NOMEM;
     size_t items = pl_batch_items(b);
@@ -480,7 +482,7 @@ static pl_status nats_encode(void *arg, const pl_batch *batch, pl_buf *out, uint
                              pl_err *err)
 {
     nats_exporter *x = arg;
-    write_head(out, x->json[batch->signal], -1, batch_tenant(batch));
+    write_head(x, out, x->json[batch->signal], -1, batch_tenant(batch));
     if (!encode_body(x, batch, out) || !pl_buf_ok(out))
         return pl_errf(err, PL_ERR_NOMEM, "out of memory encoding %s",
                        pl_signal_name(batch->signal));
@@ -511,6 +513,10 @@ static pl_status nats_create(const pl_create_settings *settings, const void *con
     x->loop = settings->loop;
     x->stats = settings->stats;
     x->partitions = (unsigned)c->partitions;
+    if (getrandom(x->nonce, sizeof(x->nonce), 0) != (ssize_t)sizeof(x->nonce)) {
+        uint64_t t = pl_time_now_ns() ^ ((uint64_t)(uintptr_t)x << 16);
+        memcpy(x->nonce, &t, sizeof(t));
+    }
     x->publish_timeout_ms = c->jetstream.publish_timeout / 1000000;
     if (x->publish_timeout_ms <= 0)
         x->publish_timeout_ms = 1;
