@@ -347,8 +347,7 @@ static void nats_send(void *arg, pl_signal signal, const uint8_t *payload, size_
     uv_mutex_unlock(&x->lock);
 }
 
-/* pl_queue_sender.encode: the unsplit batch (the exporter pushes its parts
- * itself; this serves pl_queue_export, unused with partitions). */
+/* The message body of a batch (or of a part of one). */
 static bool encode_body(const nats_exporter *x, const pl_batch *b, pl_buf *out)
 {
     bool json = x->json[b->signal];
@@ -478,6 +477,9 @@ static pl_status nats_export(void *self, const pl_batch *batch)
     return pl_queue_tx_end(x->queue, batch, st);
 }
 
+/* pl_queue_sender.encode, which the queue calls from pl_queue_export only:
+ * this exporter pushes its (partitioned, size-limited) payloads itself, so
+ * this is the whole batch in one message, for the queue's contract. */
 static pl_status nats_encode(void *arg, const pl_batch *batch, pl_buf *out, uint64_t *items,
                              pl_err *err)
 {
