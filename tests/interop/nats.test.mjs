@@ -496,7 +496,7 @@ service:
 // hangs), the receiver naks what the pipeline refuses and pauses; nothing is
 // dropped, and once the backend answers again every message arrives.
 test('a refusing pipeline gets naks and redeliveries, not losses',
-  { skip: haveServer ? false : 'nats-server is not installed (apt-get install nats-server)', timeout: 60000 }, async () => {
+  { skip: haveServer ? false : 'nats-server is not installed (apt-get install nats-server)', timeout: 90000 }, async () => {
     const port = await freePort();
     const dir = fs.mkdtempSync(path.join(tmpRoot, 'nak-'));
     const proc = spawn('nats-server', ['-a', '127.0.0.1', '-p', String(port), '-js', '-sd', dir], { stdio: 'ignore' });
@@ -539,7 +539,9 @@ service:
     const tracer = tracerProvider('nak', mem).getTracer('nats-nak');
     const js = nc.jetstream();
     const want = [];
-    for (let m = 0; m < 10; m++) {
+    // enough messages that delivering each once takes several paused
+    // fetches: the lag is still visible when the first naks are counted
+    for (let m = 0; m < 40; m++) {
       mem.reset();
       for (let i = 0; i < 3; i++) tracer.startSpan(`m${m} s${i}`).end();
       const spans = mem.getFinishedSpans().slice();
@@ -553,7 +555,7 @@ service:
     assert.ok(counter(await metricsText(metricsPort), 'nats_lag') > 0, 'the receiver lags while refused');
     hang = false;
     backend.releaseHung();
-    assert.ok(await until(() => want.every((id) => backend.counts.has(id)), 20000),
+    assert.ok(await until(() => want.every((id) => backend.counts.has(id)), 40000),
       `every message arrives once the backend answers: ${pl.log.slice(-2000)}`);
     assert.ok(await until(async () => counter(await metricsText(metricsPort), 'nats_lag') === 0, 10000), 'caught up: no lag');
     console.log('nak test:', JSON.stringify({ naks: counter(await metricsText(metricsPort), 'nats_naks'),
