@@ -10,6 +10,7 @@
 extern const pl_component_type pl_receiver_otlp;
 extern const pl_component_type pl_receiver_pyroscope;
 extern const pl_component_type pl_receiver_pprof_scrape;
+extern const pl_component_type pl_receiver_nats;
 /* processors */
 extern const pl_component_type pl_processor_batch;
 extern const pl_component_type pl_processor_memory_limiter;
@@ -26,6 +27,7 @@ extern const pl_component_type pl_exporter_sqlite;
 extern const pl_component_type pl_exporter_otlp;
 extern const pl_component_type pl_exporter_otlphttp;
 extern const pl_component_type pl_exporter_loadbalancing;
+extern const pl_component_type pl_exporter_nats;
 /* extensions */
 extern const pl_component_type pl_extension_health_check;
 extern const pl_component_type pl_extension_pprof;
@@ -37,6 +39,7 @@ const pl_component_type *const pl_component_types[] = {
     &pl_receiver_otlp,
     &pl_receiver_pyroscope,
     &pl_receiver_pprof_scrape,
+    &pl_receiver_nats,
     &pl_processor_correlation,
     &pl_processor_batch,
     &pl_processor_memory_limiter,
@@ -51,6 +54,7 @@ const pl_component_type *const pl_component_types[] = {
     &pl_exporter_otlp,
     &pl_exporter_otlphttp,
     &pl_exporter_loadbalancing,
+    &pl_exporter_nats,
     &pl_extension_health_check,
     &pl_extension_pprof,
     &pl_extension_zpages,

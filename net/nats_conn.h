@@ -1,0 +1,84 @@
+/*
+ * nats_conn.h: the NATS connection both `nats` components open (libnats,
+ * the NATS C client from Debian), and the checks of their shared keys.
+ *
+ * Threads. libnats reads and writes its socket on threads of its own and
+ * runs its callbacks there. proflink does not hand it the pipeline loop
+ * through libnats' libuv adapter: with the adapter the socket is read on the
+ * loop, so the JetStream calls that wait for an answer (a publish waiting
+ * for the stream's acknowledgement, a pull fetch, creating a consumer) would
+ * wait on the very thread that has to read the answer, and the adapter keeps
+ * its loop in a process-wide thread-local key. Instead each component runs
+ * its blocking calls on threads it owns and hands results to the pipeline
+ * loop through a mutex-guarded list and a uv_async (exporters/nats.c,
+ * receivers/nats.c say exactly what crosses). Pipeline code runs on the
+ * loop only.
+ *
+ * The connection retries its first connect and reconnects forever (every
+ * 250 ms, to any server of the cluster the server told it about), so a
+ * start while NATS is down, or a node that dies, is a wait, not an error:
+ * what was not acknowledged meanwhile is retried by the caller.
+ */
+#ifndef PL_NET_NATS_CONN_H
+#define PL_NET_NATS_CONN_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include <nats/nats.h>
+
+#include "core/component.h"
+#include "exporters/otlp_common.config.h"
+#include "net/nats.config.h"
+
+/* The auth sections the components' tables nest (net/nats.config.yaml),
+ * and the TLS section of the OTLP exporters. */
+extern const pl_cfg_section pl_nats_token_section;
+extern const pl_cfg_section pl_nats_user_section;
+extern const pl_cfg_section pl_nats_nkey_section;
+extern const pl_cfg_section pl_nats_nkey_jwt_section;
+extern const pl_cfg_section pl_nats_nkey_user_file_section;
+extern const pl_cfg_section pl_otlp_tls_section;
+
+/* What a connection needs, borrowed from either component's config. */
+typedef struct pl_nats_conn_params {
+    const char *name; /* connection name the server shows (the component id) */
+    const char *endpoint;
+    const pl_otlp_tls_config *tls;
+    const pl_nats_token_config *token;
+    const pl_nats_user_config *user;
+    const pl_nats_nkey_user_file_config *creds;
+} pl_nats_conn_params;
+
+/* Connects (or starts connecting in the background: a server that is not
+ * up yet is not an error). PL_ERR_INVALID for settings libnats refuses (a
+ * bad URL, an unreadable certificate or credentials file). */
+pl_status pl_nats_connect(const pl_nats_conn_params *params, natsConnection **out, pl_err *err);
+
+/* Closes and frees a connection (NULL is fine). Blocking calls of other
+ * threads on it return NATS_CONNECTION_CLOSED. */
+void pl_nats_close(natsConnection *nc);
+
+/* The checks of the `nats_connection` keys, for the validate hooks: the
+ * endpoint's scheme, complete auth sections, the methods proflink does not
+ * support, one method at most. Returns the number of errors reported. */
+int pl_nats_validate_connection(pl_cfg_ctx *ctx, const char *endpoint,
+                                const pl_nats_token_config *token, const pl_nats_user_config *user,
+                                const pl_nats_nkey_config *nkey,
+                                const pl_nats_nkey_jwt_config *nkey_jwt,
+                                const pl_nats_nkey_user_file_config *creds);
+
+/* True for a subject NATS accepts: tokens of printable characters without
+ * spaces, separated by single dots; with `wildcards`, a token may be `*`
+ * and the last one `>`. */
+bool pl_nats_subject_valid(const char *subject, bool wildcards);
+
+/* True for a consumer (durable) or stream name: no dots, spaces, wildcards
+ * or path separators. */
+bool pl_nats_name_valid(const char *name);
+
+/* "otlp_proto" -> false, "otlp_json" -> true; -1 for anything else, 0 on
+ * success. NULL or "" is otlp_proto. */
+int pl_nats_marshaler_parse(const char *text, bool *json);
+
+#endif

@@ -1,0 +1,695 @@
+/*
+ * nats.c: the `nats` receiver: consumes OTLP requests (one
+ * Export*ServiceRequest per message, protobuf or OTLP/JSON) from NATS
+ * JetStream through durable pull consumers, with the keys of the NATS
+ * receiver proposed to the OpenTelemetry Collector (endpoint, jetstream
+ * {domain, ack_wait, max_deliver}, per-signal subject, stream, durable,
+ * encoding; token / user / nkey_user_file; tls).
+ *
+ * Delivery: at least once. A message is acknowledged only after the
+ * pipeline accepted it (pl_consumer_consume returned PL_OK: the exporters'
+ * queues took it, a persistent queue committed it); a refusal
+ * (back-pressure, memory limiter) is a nak with `nak_delay`, and that
+ * consumer pauses as long before it fetches again, so a refusing pipeline
+ * is not spun on; a message that does not decode is terminated (the server
+ * never redelivers it) and counted. A crash or kill -9 leaves the messages
+ * it had not acknowledged to the server, which delivers them again after
+ * ack_wait: at most fetch_batch messages per consumer (those fetched and
+ * not yet acknowledged, plus acks lost with the connection) arrive twice.
+ * The stream must exist; the durable consumer is created (explicit acks,
+ * ack_wait, max_deliver, filtered on its subject) or bound if it exists.
+ *
+ * Partitions: with `partitions: [0, 2]`, traces and profiles are consumed
+ * from <subject>.0 and <subject>.2 with the durables <durable>_0 and
+ * <durable>_2, one consumer per partition (nats-server 2.9 filters a
+ * consumer on one subject). Gateways that split the partitions among them
+ * each get whole traces with the samples that link to them
+ * (exporters/nats.h); docs/deployment.md has the deployment.
+ *
+ * Threads (net/nats_conn.h): each consumer has a fetch thread that creates
+ * or binds its consumer, then pulls up to fetch_batch messages at a time
+ * (natsSubscription_Fetch, waiting up to a second) and appends them to the
+ * receiver's inbox under `lock`, then wakes the loop with a uv_async. The
+ * loop decodes, hands the batch to the pipeline and acks, naks or
+ * terminates each message, then tells the consumer's thread (under the
+ * same lock, with `wake`) that its messages are done; the thread fetches
+ * again only then (and after a nak's pause), which bounds what is held to
+ * fetch_batch messages per consumer. The loop owns the messages once they
+ * are in the inbox; the threads touch nothing of the pipeline.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/log.h"
+#include "net/nats_conn.h"
+#include "proto/otlp_json.h"
+#include "proto/otlp_pb.h"
+
+#include "receivers/nats.config.h"
+
+#define FETCH_WAIT_MS 1000
+
+static const char *const default_subjects[PL_SIGNAL_COUNT] = {
+    [PL_SIGNAL_TRACES] = "otel_spans",
+    [PL_SIGNAL_PROFILES] = "otel_profiles",
+    [PL_SIGNAL_LOGS] = "otel_logs",
+    [PL_SIGNAL_METRICS] = "otel_metrics",
+};
+static const char *const signal_keys[PL_SIGNAL_COUNT] = {
+    [PL_SIGNAL_TRACES] = "traces",
+    [PL_SIGNAL_PROFILES] = "profiles",
+    [PL_SIGNAL_LOGS] = "logs",
+    [PL_SIGNAL_METRICS] = "metrics",
+};
+
+static const nats_receiver_signal_config *signal_config(const nats_receiver_config *c, pl_signal s)
+{
+    switch (s) {
+    case PL_SIGNAL_TRACES:
+        return &c->traces;
+    case PL_SIGNAL_PROFILES:
+        return &c->profiles;
+    case PL_SIGNAL_LOGS:
+        return &c->logs;
+    default:
+        return &c->metrics;
+    }
+}
+
+static bool parse_partition(const char *text, unsigned *out)
+{
+    if (!text || !text[0] || strlen(text) > 4)
+        return false;
+    unsigned v = 0;
+    for (const char *p = text; *p; p++) {
+        if (*p < '0' || *p > '9')
+            return false;
+        v = v * 10 + (unsigned)(*p - '0');
+    }
+    if (v >= 1024)
+        return false;
+    *out = v;
+    return true;
+}
+
+static int nats_receiver_validate(void *cfg_, pl_cfg_ctx *ctx)
+{
+    nats_receiver_config *c = cfg_;
+    int errors = pl_nats_validate_connection(ctx, c->endpoint, &c->token, &c->user, &c->nkey,
+                                             &c->nkey_jwt, &c->nkey_user_file);
+    bool partitioned = c->partitions.n > 0;
+    for (size_t i = 0; i < c->partitions.n; i++) {
+        unsigned p;
+        errors +=
+            pl_cfg_check(ctx, parse_partition(c->partitions.items[i], &p), "partitions",
+                         "\"%s\" is not a partition number (0 to 1023)", c->partitions.items[i]);
+    }
+    for (int s = 0; s < PL_SIGNAL_COUNT; s++) {
+        const nats_receiver_signal_config *sc = signal_config(c, (pl_signal)s);
+        const char *subject = sc->subject && sc->subject[0] ? sc->subject : default_subjects[s];
+        bool split = partitioned && (s == PL_SIGNAL_TRACES || s == PL_SIGNAL_PROFILES);
+        errors += pl_cfg_check(ctx, pl_nats_subject_valid(subject, !split), signal_keys[s],
+                               "subject \"%s\" is not a NATS subject%s", subject,
+                               split ? " without wildcards (partitions are appended to it)" : "");
+        errors += pl_cfg_check(ctx, !sc->stream || !sc->stream[0] || pl_nats_name_valid(sc->stream),
+                               signal_keys[s], "stream \"%s\" is not a stream name", sc->stream);
+        errors +=
+            pl_cfg_check(ctx, !sc->durable || !sc->durable[0] || pl_nats_name_valid(sc->durable),
+                         signal_keys[s], "durable \"%s\" is not a consumer name", sc->durable);
+        bool json;
+        errors += pl_cfg_check(ctx, pl_nats_marshaler_parse(sc->encoding, &json) == 0,
+                               signal_keys[s], "encoding must be otlp_proto or otlp_json");
+    }
+    return errors;
+}
+
+#include "receivers/nats.config.inc"
+
+/* ---- the receiver ------------------------------------------------------- */
+
+typedef struct nats_receiver nats_receiver;
+
+typedef struct nats_consumer {
+    nats_receiver *r;
+    pl_signal signal;
+    bool json;
+    char *subject, *stream, *durable;
+    natsSubscription *sub; /* its fetch thread's */
+    uv_thread_t thread;
+    bool thread_started;
+    bool warned;      /* its thread's: subscribing failed once */
+    uint64_t pending; /* the loop's: messages after the last one settled */
+    /* under r->lock */
+    int in_flight;           /* fetched, not yet settled by the loop */
+    uint64_t pause_until_ms; /* after a nak: no fetch before (uv_hrtime ms) */
+} nats_consumer;
+
+typedef struct inbox_msg {
+    struct inbox_msg *next;
+    natsMsg *msg;
+    nats_consumer *consumer;
+} inbox_msg;
+
+struct nats_receiver {
+    char *id;
+    uv_loop_t *loop;
+    pl_stats *stats;
+    pl_consumer *next[PL_SIGNAL_COUNT];
+    char *endpoint, *domain, *token, *username, *password, *creds_file;
+    pl_otlp_tls_config tls;
+    int64_t ack_wait_ns, max_deliver, nak_delay_ns;
+    int fetch_batch;
+    natsConnection *nc;
+    jsCtx *js;
+    nats_consumer *consumers;
+    size_t n_consumers;
+
+    uv_mutex_t lock;
+    uv_cond_t wake;
+    inbox_msg *inbox, *inbox_tail;
+    bool stop;
+    uv_async_t async;
+    bool async_ready;
+
+    uint64_t *received, *acks, *naks, *terms, *redeliveries;
+    int64_t *lag;
+};
+
+static char *dup_opt(const char *s, bool *ok)
+{
+    if (!s || !s[0])
+        return NULL;
+    char *d = strdup(s);
+    if (!d)
+        *ok = false;
+    return d;
+}
+
+static uint64_t now_ms(void)
+{
+    return uv_hrtime() / 1000000;
+}
+
+/* Waits on `wake` up to `ms` (or until woken). Called with r->lock held. */
+static void timed_wait(nats_receiver *r, uint64_t ms)
+{
+    uv_cond_timedwait(&r->wake, &r->lock, ms * 1000000);
+}
+
+/* On the fetch thread: creates or binds the durable pull consumer. */
+static bool subscribe(nats_consumer *c)
+{
+    nats_receiver *r = c->r;
+    jsSubOptions so;
+    jsSubOptions_Init(&so);
+    so.Stream = c->stream;
+    so.Config.Durable = c->durable;
+    so.Config.AckPolicy = js_AckExplicit;
+    so.Config.AckWait = r->ack_wait_ns;
+    so.Config.MaxDeliver = r->max_deliver;
+    so.Config.FilterSubject = c->subject;
+    so.Config.DeliverPolicy = js_DeliverAll;
+    jsErrCode jerr = 0;
+    /* An existing durable takes the configured ack_wait and max_deliver
+     * (libnats refuses to bind one whose settings differ); a missing one is
+     * created by the subscribe below. */
+    jsConsumerInfo *ci = NULL;
+    if (js_UpdateConsumer(&ci, r->js, c->stream, &so.Config, NULL, &jerr) == NATS_OK)
+        pl_debug(r->id, "consumer %s updated to the configured settings", c->durable);
+    jsConsumerInfo_Destroy(ci);
+    jerr = 0;
+    natsStatus s = js_PullSubscribe(&c->sub, r->js, c->subject, c->durable, NULL, &so, &jerr);
+    if (s == NATS_OK) {
+        pl_info(r->id, "consuming %s from stream %s (durable %s)", c->subject, c->stream,
+                c->durable);
+        return true;
+    }
+    natsStatus ignored;
+    const char *text = nats_GetLastError(&ignored);
+    /* once as a warning, then quietly: the stream may be created later */
+    pl_log(c->warned ? PL_LOG_DEBUG : PL_LOG_WARN, r->id,
+           "cannot consume %s from stream %s yet: %s%s%s (retrying every second)", c->subject,
+           c->stream, natsStatus_GetText(s), text && text[0] ? ": " : "", text ? text : "");
+    c->warned = true;
+    c->sub = NULL;
+    return false;
+}
+
+static void fetch_main(void *arg)
+{
+    nats_consumer *c = arg;
+    nats_receiver *r = c->r;
+    uv_mutex_lock(&r->lock);
+    for (;;) {
+        for (;;) {
+            uint64_t now = now_ms();
+            if (r->stop || (c->in_flight == 0 && now >= c->pause_until_ms))
+                break;
+            if (c->in_flight > 0)
+                uv_cond_wait(&r->wake, &r->lock);
+            else
+                timed_wait(r, c->pause_until_ms - now);
+        }
+        if (r->stop)
+            break;
+        uv_mutex_unlock(&r->lock);
+        if (!c->sub && !subscribe(c)) {
+            uv_mutex_lock(&r->lock);
+            if (!r->stop)
+                timed_wait(r, 1000);
+            continue;
+        }
+        natsMsgList list = {0};
+        jsErrCode jerr = 0;
+        natsStatus s = natsSubscription_Fetch(&list, c->sub, r->fetch_batch, FETCH_WAIT_MS, &jerr);
+        if (list.Count == 0 && s != NATS_OK && s != NATS_TIMEOUT &&
+            natsConnection_Status(r->nc) == NATS_CONN_STATUS_CONNECTED) {
+            /* Connected, yet the pull failed: the server answered with an
+             * error (409 Consumer Deleted when the consumer or its stream
+             * was deleted). Bind again, which creates the consumer if it
+             * is gone and is harmless if it is not. */
+            natsStatus ignored;
+            const char *text = nats_GetLastError(&ignored);
+            pl_warn(r->id, "pulling %s failed (%s%s%s); binding its consumer %s again", c->subject,
+                    natsStatus_GetText(s), text && text[0] ? ": " : "", text ? text : "",
+                    c->durable);
+            natsSubscription_Destroy(c->sub);
+            c->sub = NULL;
+        }
+        uv_mutex_lock(&r->lock);
+        if (list.Count > 0) {
+            for (int i = 0; i < list.Count; i++) {
+                inbox_msg *m = calloc(1, sizeof(*m));
+                if (!m) /* not acked: the server delivers it again after ack_wait */
+                    continue;
+                m->msg = list.Msgs[i];
+                m->consumer = c;
+                list.Msgs[i] = NULL;
+                if (r->inbox_tail)
+                    r->inbox_tail->next = m;
+                else
+                    r->inbox = m;
+                r->inbox_tail = m;
+                c->in_flight++;
+            }
+            uv_async_send(&r->async);
+        } else if (s != NATS_OK && s != NATS_TIMEOUT && !r->stop) {
+            /* no connection or no leader yet: wait a little, quietly */
+            timed_wait(r, 200);
+        }
+        uv_mutex_unlock(&r->lock);
+        natsMsgList_Destroy(&list); /* only what was not taken */
+        uv_mutex_lock(&r->lock);
+    }
+    uv_mutex_unlock(&r->lock);
+}
+
+/* Decodes one message body into a batch (the body is copied: the batch
+ * adopts it and decoded strings point into it). */
+static pl_status decode(const nats_consumer *c, const uint8_t *data, size_t len, pl_batch **out,
+                        size_t *items, pl_err *err)
+{
+    pl_signal signal = c->signal;
+    uint8_t *owner = malloc(len ? len : 1);
+    if (!owner)
+        return pl_errf(err, PL_ERR_NOMEM, "out of memory");
+    if (len)
+        memcpy(owner, data, len);
+    size_t owner_size = len;
+    bool json = c->json;
+    if (json && (signal == PL_SIGNAL_LOGS || signal == PL_SIGNAL_METRICS)) {
+        pl_buf pb;
+        pl_buf_init(&pb);
+        pl_status st = pl_otlp_json_transcode(signal, owner, len, PL_OTLP_DECODE_BUDGET, &pb, err);
+        free(owner);
+        if (st != PL_OK) {
+            pl_buf_free(&pb);
+            return st;
+        }
+        owner_size = pb.len;
+        owner = pl_buf_steal(&pb, &owner_size);
+        if (!owner && !(owner = calloc(1, 1)))
+            return pl_errf(err, PL_ERR_NOMEM, "out of memory");
+        len = owner_size;
+        json = false;
+    }
+    pl_batch *b = pl_batch_new(signal);
+    if (!b || pl_batch_adopt(b, owner, owner_size) != 0) {
+        free(owner);
+        pl_batch_free(b);
+        return pl_errf(err, PL_ERR_NOMEM, "out of memory");
+    }
+    pl_status st;
+    if (signal == PL_SIGNAL_TRACES || signal == PL_SIGNAL_PROFILES) {
+        st = json ? pl_otlp_json_decode_ex(b, owner, len, PL_OTLP_DECODE_BUDGET, err)
+                  : pl_otlp_decode_ex(b, owner, len, PL_OTLP_DECODE_BUDGET, err);
+        *items = pl_batch_items(b);
+    } else {
+        st = signal == PL_SIGNAL_LOGS ? pl_otlp_count_logs(owner, len, items, err)
+                                      : pl_otlp_count_metrics(owner, len, items, err);
+        b->data.raw = (pl_bytes){owner, (uint32_t)len};
+    }
+    if (st != PL_OK) {
+        pl_batch_free(b);
+        return st;
+    }
+    *out = b;
+    return PL_OK;
+}
+
+static bool batch_empty(const pl_batch *b)
+{
+    switch (b->signal) {
+    case PL_SIGNAL_TRACES:
+        return b->data.traces.n_resources == 0;
+    case PL_SIGNAL_PROFILES:
+        return b->data.profiles.n_resources == 0;
+    default:
+        return b->data.raw.len == 0;
+    }
+}
+
+/* The tenant a `nats` exporter sent (its X-Scope-OrgID header) becomes the
+ * batch's, as the otlp receiver does with the HTTP header. */
+static void add_tenant(pl_batch *b, natsMsg *msg)
+{
+    const char *tenant = NULL;
+    if (natsMsgHeader_Get(msg, "X-Scope-OrgID", &tenant) != NATS_OK || !tenant || !tenant[0])
+        return;
+    pl_kv *kv = pl_batch_alloc(b, sizeof(*kv));
+    if (!kv)
+        return;
+    kv->key = PL_BYTES_LIT("tenant");
+    kv->value = pl_value_string(pl_batch_bytes(b, tenant, strlen(tenant)));
+    b->metadata.items = kv;
+    b->metadata.n = 1;
+}
+
+/* On the loop: one message into the pipeline, then ack, nak or term. */
+static void settle(nats_receiver *r, nats_consumer *c, natsMsg *msg)
+{
+    (*r->received)++;
+    jsMsgMetaData *meta = NULL;
+    if (natsMsg_GetMetaData(&meta, msg) == NATS_OK) {
+        if (meta->NumDelivered > 1)
+            (*r->redeliveries)++;
+        /* lag: what the stream holds for these consumers beyond this */
+        c->pending = meta->NumPending;
+        uint64_t sum = 0;
+        for (size_t i = 0; i < r->n_consumers; i++)
+            sum += r->consumers[i].pending;
+        *r->lag = (int64_t)sum;
+    }
+    jsMsgMetaData_Destroy(meta);
+    pl_err err = {0};
+    pl_batch *b = NULL;
+    size_t items = 0;
+    const uint8_t *data = (const uint8_t *)natsMsg_GetData(msg);
+    size_t len = (size_t)natsMsg_GetDataLength(msg);
+    pl_status st = decode(c, data, len, &b, &items, &err);
+    if (st == PL_ERR_NOMEM) {
+        natsMsg_NakWithDelay(msg, r->nak_delay_ns / 1000000, NULL);
+        (*r->naks)++;
+        return;
+    }
+    if (st != PL_OK) {
+        pl_warn(r->id, "message on %s does not decode as %s %s, terminated: %s",
+                natsMsg_GetSubject(msg), c->json ? "otlp_json" : "otlp_proto",
+                pl_signal_name(c->signal), err.msg);
+        natsMsg_Term(msg, NULL);
+        (*r->terms)++;
+        return;
+    }
+    if (batch_empty(b)) {
+        pl_batch_free(b);
+        natsMsg_Ack(msg, NULL);
+        (*r->acks)++;
+        return;
+    }
+    b->received_unix_nano = pl_time_now_ns();
+    add_tenant(b, msg);
+    st = pl_consumer_consume(r->next[c->signal], b);
+    if (st == PL_OK) {
+        pl_stats_add(r->stats, c->signal, PL_STAT_ACCEPTED, items);
+        natsMsg_Ack(msg, NULL);
+        (*r->acks)++;
+        return;
+    }
+    pl_stats_add(r->stats, c->signal, PL_STAT_REFUSED, items);
+    natsMsg_NakWithDelay(msg, r->nak_delay_ns / 1000000, NULL);
+    (*r->naks)++;
+    uv_mutex_lock(&r->lock);
+    c->pause_until_ms = now_ms() + (uint64_t)(r->nak_delay_ns / 1000000);
+    uv_mutex_unlock(&r->lock);
+}
+
+static void on_inbox(uv_async_t *a)
+{
+    nats_receiver *r = a->data;
+    uv_mutex_lock(&r->lock);
+    inbox_msg *list = r->inbox;
+    r->inbox = r->inbox_tail = NULL;
+    uv_mutex_unlock(&r->lock);
+    while (list) {
+        inbox_msg *m = list;
+        list = m->next;
+        /* After shutdown nothing enters the pipeline: a message left
+         * unacknowledged is delivered again after ack_wait. */
+        if (!r->stop)
+            settle(r, m->consumer, m->msg);
+        natsMsg_Destroy(m->msg);
+        uv_mutex_lock(&r->lock);
+        m->consumer->in_flight--;
+        uv_cond_broadcast(&r->wake);
+        uv_mutex_unlock(&r->lock);
+        free(m);
+    }
+}
+
+static void nats_receiver_destroy(void *self);
+
+static pl_status add_consumer(nats_receiver *r, const nats_receiver_signal_config *sc, pl_signal s,
+                              int partition)
+{
+    nats_consumer *c = &r->consumers[r->n_consumers];
+    c->r = r;
+    c->signal = s;
+    pl_nats_marshaler_parse(sc->encoding, &c->json);
+    const char *subject = sc->subject && sc->subject[0] ? sc->subject : default_subjects[s];
+    char def_durable[64];
+    snprintf(def_durable, sizeof(def_durable), "proflink_%s", signal_keys[s]);
+    const char *durable = sc->durable && sc->durable[0] ? sc->durable : def_durable;
+    size_t ns = strlen(subject) + 8, nd = strlen(durable) + 8;
+    c->subject = malloc(ns);
+    c->durable = malloc(nd);
+    c->stream = strdup(sc->stream);
+    if (!c->subject || !c->durable || !c->stream) {
+        free(c->subject);
+        free(c->durable);
+        free(c->stream);
+        return PL_ERR_NOMEM;
+    }
+    if (partition >= 0) {
+        snprintf(c->subject, ns, "%s.%d", subject, partition);
+        snprintf(c->durable, nd, "%s_%d", durable, partition);
+    } else {
+        snprintf(c->subject, ns, "%s", subject);
+        snprintf(c->durable, nd, "%s", durable);
+    }
+    r->n_consumers++;
+    return PL_OK;
+}
+
+static pl_status nats_receiver_create(const pl_create_settings *settings, const void *config,
+                                      void **out, pl_err *err)
+{
+    const nats_receiver_config *c = config;
+    nats_receiver *r = calloc(1, sizeof(*r));
+    if (!r)
+        return pl_errf(err, PL_ERR_NOMEM, "out of memory");
+    if (uv_mutex_init(&r->lock) != 0) {
+        free(r);
+        return pl_errf(err, PL_ERR_INTERNAL, "mutex");
+    }
+    if (uv_cond_init(&r->wake) != 0) {
+        uv_mutex_destroy(&r->lock);
+        free(r);
+        return pl_errf(err, PL_ERR_INTERNAL, "condition variable");
+    }
+    bool ok = true;
+    r->id = strdup(settings->id ? settings->id : "nats");
+    r->loop = settings->loop;
+    r->stats = settings->stats;
+    memcpy(r->next, settings->next, sizeof(r->next));
+    r->endpoint = dup_opt(c->endpoint, &ok);
+    r->domain = dup_opt(c->jetstream.domain, &ok);
+    r->token = dup_opt(c->token.token, &ok);
+    r->username = dup_opt(c->user.username, &ok);
+    r->password = dup_opt(c->user.password, &ok);
+    r->creds_file = dup_opt(c->nkey_user_file.user_file, &ok);
+    r->tls.insecure_skip_verify = c->tls.insecure_skip_verify;
+    r->tls.ca_file = dup_opt(c->tls.ca_file, &ok);
+    r->tls.cert_file = dup_opt(c->tls.cert_file, &ok);
+    r->tls.key_file = dup_opt(c->tls.key_file, &ok);
+    r->ack_wait_ns = c->jetstream.ack_wait;
+    r->max_deliver = c->jetstream.max_deliver;
+    r->nak_delay_ns = c->nak_delay;
+    r->fetch_batch = (int)c->fetch_batch;
+    size_t n_parts = c->partitions.n;
+    r->consumers = calloc(PL_SIGNAL_COUNT * (n_parts ? n_parts : 1), sizeof(*r->consumers));
+    if (!ok || !r->id || !r->consumers) {
+        nats_receiver_destroy(r);
+        return pl_errf(err, PL_ERR_NOMEM, "out of memory");
+    }
+    pl_status st = PL_OK;
+    for (int s = 0; s < PL_SIGNAL_COUNT && st == PL_OK; s++) {
+        if (!r->next[s])
+            continue; /* no pipeline takes this signal */
+        const nats_receiver_signal_config *sc = signal_config(c, (pl_signal)s);
+        if (!sc->stream || !sc->stream[0]) {
+            st = pl_errf(err, PL_ERR_INVALID,
+                         "%s::stream is required: the stream that holds the %s subject (it "
+                         "must exist)",
+                         signal_keys[s], signal_keys[s]);
+            break;
+        }
+        bool split = n_parts > 0 && (s == PL_SIGNAL_TRACES || s == PL_SIGNAL_PROFILES);
+        if (!split) {
+            st = add_consumer(r, sc, (pl_signal)s, -1);
+            continue;
+        }
+        for (size_t i = 0; i < n_parts && st == PL_OK; i++) {
+            unsigned p = 0;
+            parse_partition(c->partitions.items[i], &p);
+            st = add_consumer(r, sc, (pl_signal)s, (int)p);
+        }
+    }
+    if (st != PL_OK) {
+        nats_receiver_destroy(r);
+        return st == PL_ERR_NOMEM ? pl_errf(err, st, "out of memory") : st;
+    }
+    r->received = pl_stats_counter(r->stats, "nats_messages_received", "messages fetched");
+    r->acks = pl_stats_counter(r->stats, "nats_acks",
+                               "messages acknowledged after the pipeline "
+                               "accepted them");
+    r->naks = pl_stats_counter(r->stats, "nats_naks",
+                               "messages the pipeline refused, to be redelivered after nak_delay");
+    r->terms = pl_stats_counter(r->stats, "nats_terms",
+                                "messages that did not decode, terminated (never redelivered)");
+    r->redeliveries = pl_stats_counter(r->stats, "nats_redeliveries",
+                                       "messages delivered more than once (after a nak, an "
+                                       "ack_wait expiry or a restart)");
+    r->lag = pl_stats_gauge(r->stats, "nats_lag",
+                            "messages the streams hold for this receiver's consumers that they "
+                            "have not delivered yet (as of the last message settled)");
+    if (uv_async_init(r->loop, &r->async, on_inbox) != 0) {
+        nats_receiver_destroy(r);
+        return pl_errf(err, PL_ERR_INTERNAL, "uv_async_init failed");
+    }
+    r->async.data = r;
+    r->async_ready = true;
+    *out = r;
+    return PL_OK;
+}
+
+static pl_status nats_receiver_start(void *self, pl_err *err)
+{
+    nats_receiver *r = self;
+    if (!r->n_consumers)
+        return PL_OK;
+    pl_nats_token_config token = {r->token};
+    pl_nats_user_config user = {r->username, r->password};
+    pl_nats_nkey_user_file_config creds = {r->creds_file};
+    pl_nats_conn_params p = {r->id, r->endpoint, &r->tls, &token, &user, &creds};
+    pl_status st = pl_nats_connect(&p, &r->nc, err);
+    if (st != PL_OK)
+        return st;
+    jsOptions jo;
+    jsOptions_Init(&jo);
+    jo.Domain = r->domain;
+    natsStatus s = natsConnection_JetStream(&r->js, r->nc, &jo);
+    if (s != NATS_OK)
+        return pl_errf(err, PL_ERR_INTERNAL, "JetStream context: %s", natsStatus_GetText(s));
+    for (size_t i = 0; i < r->n_consumers; i++) {
+        nats_consumer *c = &r->consumers[i];
+        if (uv_thread_create(&c->thread, fetch_main, c) != 0)
+            return pl_errf(err, PL_ERR_INTERNAL, "cannot start a fetch thread");
+        c->thread_started = true;
+    }
+    return PL_OK;
+}
+
+static void nats_receiver_shutdown(void *self)
+{
+    nats_receiver *r = self;
+    /* The threads stop fetching; messages already in the inbox are still
+     * settled when the loop gets to them. */
+    uv_mutex_lock(&r->lock);
+    r->stop = true;
+    uv_cond_broadcast(&r->wake);
+    uv_mutex_unlock(&r->lock);
+}
+
+static void on_async_closed(uv_handle_t *h)
+{
+    free(h->data);
+}
+
+static void nats_receiver_destroy(void *self)
+{
+    nats_receiver *r = self;
+    if (!r)
+        return;
+    nats_receiver_shutdown(r);
+    /* Closing the connection ends a fetch in progress at once. */
+    if (r->nc)
+        natsConnection_Close(r->nc);
+    for (size_t i = 0; i < r->n_consumers; i++) {
+        nats_consumer *c = &r->consumers[i];
+        if (c->thread_started)
+            uv_thread_join(&c->thread);
+        natsSubscription_Destroy(c->sub);
+        free(c->subject);
+        free(c->durable);
+        free(c->stream);
+    }
+    /* Not settled: not acknowledged either, so the server delivers them
+     * again after ack_wait. */
+    for (inbox_msg *m = r->inbox, *n; m; m = n) {
+        n = m->next;
+        natsMsg_Destroy(m->msg);
+        free(m);
+    }
+    jsCtx_Destroy(r->js);
+    if (r->nc)
+        natsConnection_Destroy(r->nc);
+    free(r->consumers);
+    free(r->endpoint);
+    free(r->domain);
+    free(r->token);
+    free(r->username);
+    free(r->password);
+    free(r->creds_file);
+    free(r->tls.ca_file);
+    free(r->tls.cert_file);
+    free(r->tls.key_file);
+    free(r->id);
+    uv_cond_destroy(&r->wake);
+    uv_mutex_destroy(&r->lock);
+    if (r->async_ready) {
+        r->async.data = r;
+        uv_close((uv_handle_t *)&r->async, on_async_closed);
+    } else {
+        free(r);
+    }
+}
+
+const pl_component_type pl_receiver_nats = {
+    PL_COMPONENT_HEAD("nats", PL_KIND_RECEIVER, PL_SIGNALS_ALL, &nats_receiver_section),
+    .description = "consumes OTLP traces, profiles, logs and metrics from NATS JetStream "
+                   "through durable pull consumers, acknowledging each message after the "
+                   "pipeline accepted it",
+    PL_COMPONENT_LIFECYCLE(nats_receiver_create, nats_receiver_start, nats_receiver_shutdown,
+                           nats_receiver_destroy),
+};
