@@ -14,6 +14,7 @@
 #include "proto/otlp_json.h"
 #include "proto/otlp_pb.h"
 #include "store/store_routes.h"
+#include "store/store_tempo.h"
 #include "store/store_version.h"
 
 static void tempo_echo(pl_store_call *c)
@@ -360,6 +361,146 @@ void pl_store_tempo_trace(pl_store_call *c, bool v2)
     pl_store_call_respond(c, 200, proto ? "application/protobuf" : "application/json", &out);
 }
 
+/* ---- search --------------------------------------------------------------- */
+
+/* Unix seconds (Grafana's start/end); false after answering 400. */
+static bool seconds_param(pl_store_call *c, const char *key, uint64_t *out_ns)
+{
+    const char *v = pl_store_param(c->params, key);
+    if (!v)
+        return true;
+    char *end;
+    errno = 0;
+    unsigned long long x = strtoull(v, &end, 10);
+    if (*end || *v == '-' || errno == ERANGE || x > 9000000000ull) {
+        char msg[120];
+        snprintf(msg, sizeof(msg), "invalid %s: expected unix seconds", key);
+        pl_store_call_text(c, 400, msg);
+        return false;
+    }
+    *out_ns = (uint64_t)x * 1000000000ull;
+    return true;
+}
+
+/* A positive count with a default; Tempo's errors are plain text. */
+static bool count_param(pl_store_call *c, const char *key, uint64_t max, uint64_t *out)
+{
+    const char *v = pl_store_param(c->params, key);
+    if (!v)
+        return true;
+    char *end;
+    errno = 0;
+    unsigned long long x = strtoull(v, &end, 10);
+    if (*end || *v == '-' || errno == ERANGE || x == 0) {
+        char msg[120];
+        snprintf(msg, sizeof(msg), "invalid %s: expected a positive number", key);
+        pl_store_call_text(c, 400, msg);
+        return false;
+    }
+    *out = x < max ? x : max;
+    return true;
+}
+
+static void tempo_search(pl_store_call *c)
+{
+    uint64_t limit = 20, spss = 3, start = 0, end = 0;
+    if (!count_param(c, "limit", 10000, &limit) || !count_param(c, "spss", 1000, &spss) ||
+        !seconds_param(c, "start", &start) || !seconds_param(c, "end", &end))
+        return;
+    if (end && start > end) {
+        pl_store_call_text(c, 400, "invalid start: after end");
+        return;
+    }
+    if (end)
+        end += 999999999ull; /* the whole last second */
+    const char *q = pl_store_param(c->params, "q");
+    if (!q)
+        q = "{}";
+    pl_tql *t = malloc(sizeof(*t));
+    if (!t) {
+        pl_store_call_text(c, 503, "out of memory");
+        return;
+    }
+    if (pl_tql_parse(t, q, strlen(q)) < 0) {
+        char msg[220];
+        snprintf(msg, sizeof(msg), "invalid TraceQL query: %s", t->error);
+        pl_tql_free(t);
+        free(t);
+        pl_store_call_text(c, 400, msg);
+        return;
+    }
+    pl_store *s = pl_store_call_store(c);
+    if (s) {
+        pl_tempo_search opt = {start, end, (uint32_t)limit, (uint32_t)spss, c->tenant};
+        pl_err err = {{0}};
+        pl_buf b;
+        pl_buf_init(&b);
+        pl_status st = pl_store_tempo_search(s, t, &opt, &b, &err);
+        if (st == PL_ERR_INVALID) {
+            pl_buf_free(&b);
+            pl_store_call_text(c, 400, err.msg);
+        } else if (pl_store_call_failed(c, st, &err)) {
+            pl_buf_free(&b);
+        } else {
+            pl_store_call_respond(c, 200, "application/json", &b);
+        }
+    }
+    pl_tql_free(t);
+    free(t);
+}
+
+static void tempo_tags(pl_store_call *c)
+{
+    uint64_t limit = 5000;
+    if (!count_param(c, "limit", 100000, &limit))
+        return;
+    pl_store *s = pl_store_call_store(c);
+    if (!s)
+        return;
+    pl_err err = {{0}};
+    pl_buf b;
+    pl_buf_init(&b);
+    if (pl_store_call_failed(c, pl_store_tempo_tags(s, c->tenant, (uint32_t)limit, &b, &err),
+                             &err)) {
+        pl_buf_free(&b);
+        return;
+    }
+    pl_store_call_respond(c, 200, "application/json", &b);
+}
+
+/* /api/v2/search/tag/<tag>/values */
+static void tempo_tag_values(pl_store_call *c)
+{
+    size_t n = strlen(c->rest);
+    if (n <= 7 || strcmp(c->rest + n - 7, "/values") != 0 || n - 7 > 256) {
+        pl_store_call_text(c, 404, "expected /api/v2/search/tag/<tag>/values");
+        return;
+    }
+    char tag[257];
+    memcpy(tag, c->rest, n - 7);
+    tag[n - 7] = 0;
+    uint64_t limit = 5000;
+    if (!count_param(c, "limit", 100000, &limit))
+        return;
+    pl_store *s = pl_store_call_store(c);
+    if (!s)
+        return;
+    pl_err err = {{0}};
+    pl_buf b;
+    pl_buf_init(&b);
+    pl_status st = pl_store_tempo_tag_values(s, tag, c->tenant, (uint32_t)limit, &b, &err);
+    if (st == PL_ERR_INVALID) {
+        pl_buf_free(&b);
+        pl_store_call_text(c, 400, err.msg);
+        return;
+    }
+    if (pl_store_call_failed(c, st, &err)) {
+        pl_buf_free(&b);
+        return;
+    }
+    pl_store_call_respond(c, 200, "application/json", &b);
+}
+
 static void tempo_trace_v2(pl_store_call *c)
 {
     pl_store_tempo_trace(c, true);
@@ -371,6 +512,12 @@ static const pl_store_route tempo_rows[] = {
     {"GET", "/api/v2/traces/*", "start=&end=", tempo_trace_v2,
      "Tempo: a trace as `TraceByIDResponse` (protobuf with Accept: application/protobuf, else "
      "JSON); id of 1-32 hex digits"},
+    {"GET", "/api/search", "q=&limit=&spss=&start=&end=", tempo_search,
+     "Tempo: TraceQL search (one spanset; see docs/grafana.md)"},
+    {"GET", "/api/v2/search/tags", "limit=", tempo_tags,
+     "Tempo: attribute names by scope (recent spans)"},
+    {"GET", "/api/v2/search/tag/*", "limit=", tempo_tag_values,
+     "Tempo: `/api/v2/search/tag/<tag>/values`, the values of one tag (recent spans)"},
 };
 
 const pl_store_route_table pl_store_tempo_routes = {tempo_rows,
