@@ -16,6 +16,7 @@
 
 #include "core/component.h"
 #include "core/log.h"
+#include "extensions/auth.h"
 #include "net/http_server.h"
 #include "store/store_routes.h"
 #include "store/web_assets.h"
@@ -274,6 +275,7 @@ struct pl_sqlite_api {
     uv_sem_t started;
     char *endpoint;
     const struct pl_tls_server_config *tls; /* read by the thread while starting */
+    const pl_listener_security *sec;        /* TLS and authenticator, or NULL */
     pl_err start_err;
     bool start_ok;
     uint64_t rate_t[RATE_SLOTS], rate_spans[RATE_SLOTS], rate_samples[RATE_SLOTS];
@@ -1028,7 +1030,11 @@ static void api_thread(void *arg)
     pl_sqlite_api *api = arg;
     pl_http_server_options opt;
     pl_sqlite_api_server_options(&opt);
-    opt.tls = api->tls;
+    if (api->sec)
+        pl_listener_security_apply(api->sec, &opt); /* TLS, authenticator */
+    else
+        opt.tls = api->tls;
+    opt.name = "sqlite/api";
     api->server =
         pl_http_server_start(&api->loop, api->endpoint, &opt, api_handler, api, &api->start_err);
     api->start_ok = api->server != NULL;
@@ -1049,6 +1055,10 @@ static void api_thread(void *arg)
     api->store = NULL;
 }
 
+static pl_sqlite_api *api_start(const char *endpoint, const char *db_path,
+                                const pl_store_live *live, const pl_tls_server_config *tls,
+                                const pl_listener_security *sec, pl_err *err);
+
 pl_sqlite_api *pl_sqlite_api_start(const char *endpoint, const char *db_path,
                                    const pl_store_live *live, pl_err *err)
 {
@@ -1059,6 +1069,20 @@ pl_sqlite_api *pl_sqlite_api_start_tls(const char *endpoint, const char *db_path
                                        const pl_store_live *live,
                                        const struct pl_tls_server_config *tls, pl_err *err)
 {
+    return api_start(endpoint, db_path, live, tls, NULL, err);
+}
+
+pl_sqlite_api *pl_sqlite_api_start_secure(const char *endpoint, const char *db_path,
+                                          const pl_store_live *live,
+                                          const pl_listener_security *sec, pl_err *err)
+{
+    return api_start(endpoint, db_path, live, NULL, sec, err);
+}
+
+static pl_sqlite_api *api_start(const char *endpoint, const char *db_path,
+                                const pl_store_live *live, const pl_tls_server_config *tls,
+                                const pl_listener_security *sec, pl_err *err)
+{
     pl_sqlite_api *api = pl_sqlite_api_new(db_path);
     if (!api || !(api->endpoint = strdup(endpoint))) {
         if (api)
@@ -1068,6 +1092,7 @@ pl_sqlite_api *pl_sqlite_api_start_tls(const char *endpoint, const char *db_path
     }
     api->live = live;
     api->tls = tls;
+    api->sec = sec;
     if (uv_loop_init(&api->loop) != 0 || uv_sem_init(&api->started, 0) != 0) {
         pl_errf(err, PL_ERR_INTERNAL, "query API: cannot create its event loop");
         pl_sqlite_api_close(api);

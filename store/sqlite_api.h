@@ -57,6 +57,12 @@ struct pl_tls_server_config;
 pl_sqlite_api *pl_sqlite_api_start_tls(const char *endpoint, const char *db_path,
                                        const pl_store_live *live,
                                        const struct pl_tls_server_config *tls, pl_err *err);
+/* With a listener's security (TLS, authenticator: extensions/auth.h),
+ * borrowed for the API's life. */
+struct pl_listener_security;
+pl_sqlite_api *pl_sqlite_api_start_secure(const char *endpoint, const char *db_path,
+                                          const pl_store_live *live,
+                                          const struct pl_listener_security *sec, pl_err *err);
 int pl_sqlite_api_port(const pl_sqlite_api *api);
 /* Stops the API's thread (finishing the request it is answering) and frees
  * everything. */
