@@ -181,6 +181,9 @@ static int parse_field(parser *ps, pl_tql_cond *c)
         c->field = PL_TQL_F_ANY;
         return parse_attr_name(ps, &c->attr);
     }
+    if (peek(ps, "event.") || peek(ps, "link.") || peek(ps, "instrumentation.") ||
+        peek(ps, "event:") || peek(ps, "link:") || peek(ps, "instrumentation:"))
+        return fail(ps, "event, link and instrumentation fields are not supported");
     const char *s = ps->p;
     while (ps->p < ps->end && (isalnum((unsigned char)*ps->p) || *ps->p == '_' || *ps->p == ':'))
         ps->p++;
@@ -193,8 +196,6 @@ static int parse_field(parser *ps, pl_tql_cond *c)
     if (n == 0)
         return fail(ps, "expected a field (resource.x, span.x, .x or an intrinsic) at \"%.20s\"",
                     ps->p);
-    if (n > 6 && (memcmp(s, "event.", 6) == 0 || memcmp(s, "link.", 5) == 0))
-        return fail(ps, "event and link attributes are not supported");
     return fail(ps, "unsupported field \"%.*s\"", (int)(n > 40 ? 40 : n), s);
 }
 
