@@ -303,6 +303,53 @@ static void fill_store(void)
         REQUIRE(pl_store_write_batch(s, b, NULL, &err) == PL_OK);
         pl_batch_free(b);
     }
+    /* CPU samples linked to the db span (0x12..) of trace 1 */
+    pl_batch *b = pl_batch_new(PL_SIGNAL_PROFILES);
+    pl_profiles *ps = &b->data.profiles;
+    pl_dictionary *d = &ps->dict;
+    ps->has_dictionary = true;
+    pl_dict_ensure_zero_entries(&b->arena, d);
+    d->functions = pl_arena_grow(&b->arena, d->functions, 1, 2, sizeof(pl_function));
+    d->locations = pl_arena_grow(&b->arena, d->locations, 1, 2, sizeof(pl_location));
+    d->stacks = pl_arena_grow(&b->arena, d->stacks, 1, 2, sizeof(pl_stack));
+    d->functions[1].name_strindex = pl_dict_intern_string(&b->arena, d, PL_BYTES_LIT("query"));
+    memset(&d->locations[1], 0, sizeof(pl_location));
+    d->locations[1].lines = pl_batch_alloc(b, sizeof(pl_line));
+    d->locations[1].lines[0].function_index = 1;
+    d->locations[1].n_lines = 1;
+    d->n_functions = d->cap_functions = 2;
+    d->n_locations = d->cap_locations = 2;
+    d->stacks[1].location_indices = pl_batch_alloc(b, sizeof(int32_t));
+    d->stacks[1].location_indices[0] = 1;
+    d->stacks[1].n_location_indices = 1;
+    d->n_stacks = d->cap_stacks = 2;
+    ps->resources = pl_batch_alloc(b, sizeof(pl_resource_profiles));
+    ps->n_resources = 1;
+    pl_attrs_put(&b->arena, &ps->resources[0].resource.attrs, PL_BYTES_LIT("service.name"),
+                 pl_value_string(PL_BYTES_LIT("shop")));
+    ps->resources[0].scopes = pl_batch_alloc(b, sizeof(pl_scope_profiles));
+    ps->resources[0].n_scopes = 1;
+    pl_profile *p = pl_batch_alloc(b, sizeof(pl_profile));
+    ps->resources[0].scopes[0].profiles = p;
+    ps->resources[0].scopes[0].n_profiles = 1;
+    p->sample_type.type_strindex = pl_dict_intern_string(&b->arena, d, PL_BYTES_LIT("cpu"));
+    p->sample_type.unit_strindex = pl_dict_intern_string(&b->arena, d, PL_BYTES_LIT("nanoseconds"));
+    p->time_unix_nano = now;
+    p->samples = pl_batch_alloc(b, sizeof(pl_sample));
+    p->n_samples = 1;
+    p->samples[0].stack_index = 1;
+    pl_link l;
+    memset(&l, 0, sizeof(l));
+    l.trace_id[15] = 1;
+    memset(l.span_id, 0x12, 8);
+    l.trace_id_len = 16;
+    l.span_id_len = 8;
+    p->samples[0].link_index = pl_dict_add_link(&b->arena, d, &l);
+    p->samples[0].values = pl_batch_alloc(b, sizeof(int64_t));
+    p->samples[0].values[0] = 7000000;
+    p->samples[0].n_values = 1;
+    REQUIRE(pl_store_write_batch(s, b, NULL, &err) == PL_OK);
+    pl_batch_free(b);
     pl_store_close(s);
 }
 
@@ -415,9 +462,23 @@ static void test_tempo_endpoints(void)
     CHECK_EQ_INT(get(api, "/api/v2/traces/xyz", NULL, &b), 400);
     CHECK_EQ_INT(get(api, "/api/v2/traces/1", NULL, &b), 200);
     CHECK(strstr((const char *)b.data, "\"parentSpanId\":\"1111111111111111\"") != NULL);
+    /* the span with linked samples, and only it, names itself as its
+     * profile id (Grafana's "Profiles for this span") */
+    {
+        const char *j = (const char *)b.data;
+        const char *pid = strstr(j, "{\"key\":\"pyroscope.profile.id\",\"value\":{\"stringValue\":"
+                                    "\"1212121212121212\"}}");
+        CHECK(pid != NULL);
+        int n = 0;
+        for (const char *at = j; (at = strstr(at, "pyroscope.profile.id")); at++)
+            n++;
+        CHECK_EQ_INT(n, 1);
+    }
     /* the store's own JSON route is unchanged without the Accept header */
     CHECK_EQ_INT(get(api, "/api/traces/00000000000000000000000000000001", NULL, &b), 200);
     CHECK(strstr((const char *)b.data, "\"span_id\":\"1212121212121212\"") != NULL);
+    CHECK(strstr((const char *)b.data, "\"profile_id\":\"1212121212121212\"") != NULL);
+    CHECK(strstr((const char *)b.data, "\"profile_id\":\"\"") != NULL); /* the root: none */
 
     /* tenants: the header selects; these traces have none */
     CHECK_EQ_INT(get(api, "/api/search?q=%7B%7D", "X-Scope-OrgID: other\r\n", &b), 200);
