@@ -335,8 +335,7 @@ void pl_store_tempo_trace(pl_store_call *c, bool v2)
         return;
     }
     pl_batch *batch = pl_batch_new(PL_SIGNAL_TRACES);
-    bool ok = batch && detail_to_traces(&d, batch);
-    pl_trace_detail_free(&d);
+    bool ok = batch && detail_to_traces(&d, batch); /* points into d: free d after */
     pl_buf body, out;
     pl_buf_init(&body);
     pl_buf_init(&out);
@@ -355,6 +354,7 @@ void pl_store_tempo_trace(pl_store_call *c, bool v2)
         pl_buf_append_str(&out, v2 ? "}\n" : "\n");
     }
     pl_batch_free(batch);
+    pl_trace_detail_free(&d);
     pl_buf_free(&body);
     if (!ok)
         out.failed = true;

@@ -31,6 +31,13 @@ static int fail(parser *ps, const char *fmt, ...)
     return -1;
 }
 
+/* Up to 20 bytes from `at` for a message ("%.*s"): input is not
+ * NUL-terminated. */
+static int snip(const parser *ps, const char *at)
+{
+    return ps->end - at < 20 ? (int)(ps->end - at) : 20;
+}
+
 static void skip_ws(parser *ps)
 {
     while (ps->p < ps->end && isspace((unsigned char)*ps->p))
@@ -194,8 +201,8 @@ static int parse_field(parser *ps, pl_tql_cond *c)
             return 0;
         }
     if (n == 0)
-        return fail(ps, "expected a field (resource.x, span.x, .x or an intrinsic) at \"%.20s\"",
-                    ps->p);
+        return fail(ps, "expected a field (resource.x, span.x, .x or an intrinsic) at \"%.*s\"",
+                    snip(ps, ps->p), ps->p);
     return fail(ps, "unsupported field \"%.*s\"", (int)(n > 40 ? 40 : n), s);
 }
 
@@ -241,7 +248,7 @@ static int parse_number(parser *ps, pl_tql_cond *c)
         ps->p++;
     }
     if (!digits)
-        return fail(ps, "expected a value at \"%.20s\"", s);
+        return fail(ps, "expected a value at \"%.*s\"", snip(ps, s), s);
     char num[64];
     size_t n = (size_t)(ps->p - s);
     if (n >= sizeof(num))
@@ -386,7 +393,7 @@ static int parse_primary(parser *ps)
         if (n < 0)
             return -1;
         if (!eat(ps, ")"))
-            return fail(ps, "expected ) at \"%.20s\"", ps->p);
+            return fail(ps, "expected ) at \"%.*s\"", snip(ps, ps->p), ps->p);
         ps->depth--;
         return n;
     }
@@ -451,7 +458,7 @@ int pl_tql_parse(pl_tql *t, const char *q, size_t len)
             skip_ws(&ps);
             if (peek(&ps, "|"))
                 return fail(&ps, "pipelines (|) are not supported: one spanset only");
-            return fail(&ps, "expected } or && or || at \"%.20s\"", ps.p);
+            return fail(&ps, "expected } or && or || at \"%.*s\"", snip(&ps, ps.p), ps.p);
         }
         t->root = root;
     }
@@ -460,7 +467,8 @@ int pl_tql_parse(pl_tql *t, const char *q, size_t len)
         if (*ps.p == '|' && (ps.end - ps.p < 2 || ps.p[1] != '|'))
             return fail(&ps, "pipelines (| select, | count, metrics) are not supported: one "
                              "spanset only");
-        return fail(&ps, "only one spanset { ... } is supported (found \"%.20s\" after it)", ps.p);
+        return fail(&ps, "only one spanset { ... } is supported (found \"%.*s\" after it)",
+                    snip(&ps, ps.p), ps.p);
     }
     return 0;
 }
