@@ -72,6 +72,10 @@ static int register_regexp(pl_store *s)
                                    sql_regexp, NULL, NULL);
 }
 
+/* Every statement over one trace's spans names spans_by_trace: with a
+ * condition on `service` the planner would otherwise walk spans_by_service
+ * (every span of the service) once per trace. */
+
 /* The JSON path of an attribute: $."name" (names never hold '"' or '\'). */
 static int bind_params(sqlite3_stmt *st, const pl_tql_bind *binds, int n)
 {
@@ -174,7 +178,13 @@ pl_status pl_store_tempo_search(pl_store *s, const pl_tql *q, const pl_tempo_sea
     bool began = false;
     if (rc != SQLITE_OK)
         goto done;
-    if (pl_tql_sql(q, &cond, &next, binds, &n_binds) < 0) {
+    pl_buf trace_cond;
+    pl_buf_init(&trace_cond);
+    pl_tql_bind trace_binds[PL_TQL_MAX_BINDS];
+    int n_trace_binds = 0;
+    if (pl_tql_sql(q, &cond, &next, binds, &n_binds) < 0 ||
+        pl_tql_trace_sql(q, &trace_cond, &next, trace_binds, &n_trace_binds) < 0) {
+        pl_buf_free(&trace_cond);
         rc = SQLITE_NOMEM;
         goto done;
     }
@@ -196,31 +206,38 @@ pl_status pl_store_tempo_search(pl_store *s, const pl_tql *q, const pl_tempo_sea
         attr_param[i] = next;
         attr_binds[n_attr++] = (pl_tql_bind){next++, &q->conds[i], true};
     }
-    pl_buf_printf(&sql,
-                  "SELECT t.trace_id, t.root_service, t.root_name, t.start_ns, t.end_ns, "
-                  "t.root_span_id IS NOT NULL FROM traces t INDEXED BY traces_by_start "
-                  "WHERE t.start_ns >= ?1 AND t.start_ns <= ?2 AND (?3 IS NULL OR t.tenant = ?3) "
-                  "AND EXISTS (SELECT 1 FROM spans s WHERE s.trace_id = t.trace_id AND %.*s) "
-                  "ORDER BY t.start_ns DESC LIMIT ?4",
-                  (int)cond.len, (const char *)cond.data);
+    pl_buf_printf(
+        &sql,
+        "SELECT t.trace_id, t.root_service, t.root_name, t.start_ns, t.end_ns, "
+        "t.root_span_id IS NOT NULL FROM traces t INDEXED BY traces_by_start "
+        "WHERE t.start_ns >= ?1 AND t.start_ns <= ?2 AND (?3 IS NULL OR t.tenant = ?3)%.*s "
+        "AND EXISTS (SELECT 1 FROM spans s INDEXED BY spans_by_trace WHERE s.trace_id = "
+        "t.trace_id AND %.*s) "
+        "ORDER BY t.start_ns DESC LIMIT ?4",
+        (int)trace_cond.len, trace_cond.data ? (const char *)trace_cond.data : "", (int)cond.len,
+        (const char *)cond.data);
+    pl_buf_free(&trace_cond);
     pl_buf_append_str(&spans_sql, "SELECT s.span_id, s.name, s.start_ns, s.end_ns");
     for (int i = 0; i < q->n_conds; i++)
         if (attr_param[i])
             attr_columns(&spans_sql, &q->conds[i], attr_param[i]);
-    pl_buf_printf(&spans_sql,
-                  " FROM spans s JOIN traces t ON t.trace_id = s.trace_id WHERE s.trace_id = ?1 "
-                  "AND %.*s ORDER BY s.start_ns, s.span_id LIMIT ?4",
-                  (int)cond.len, (const char *)cond.data);
+    pl_buf_printf(
+        &spans_sql,
+        " FROM spans s INDEXED BY spans_by_trace JOIN traces t ON t.trace_id = s.trace_id "
+        "WHERE s.trace_id = ?1 "
+        "AND %.*s ORDER BY s.start_ns, s.span_id LIMIT ?4",
+        (int)cond.len, (const char *)cond.data);
     pl_buf_append_byte(&sql, 0);
     pl_buf_append_byte(&spans_sql, 0);
     if (!pl_buf_ok(&sql) || !pl_buf_ok(&spans_sql)) {
         rc = SQLITE_NOMEM;
         goto done;
     }
-    char *count_sql =
-        sqlite3_mprintf("SELECT count(*) FROM spans s JOIN traces t ON t.trace_id = s.trace_id "
-                        "WHERE s.trace_id = ?1 AND %.*s",
-                        (int)cond.len, (const char *)cond.data);
+    char *count_sql = sqlite3_mprintf(
+        "SELECT count(*) FROM spans s INDEXED BY spans_by_trace JOIN traces t ON t.trace_id = "
+        "s.trace_id "
+        "WHERE s.trace_id = ?1 AND %.*s",
+        (int)cond.len, (const char *)cond.data);
     if (!count_sql) {
         rc = SQLITE_NOMEM;
         goto done;
@@ -239,6 +256,7 @@ pl_status pl_store_tempo_search(pl_store *s, const pl_tql *q, const pl_tempo_sea
     if (rc != SQLITE_OK)
         goto done;
     if ((rc = bind_params(traces, binds, n_binds)) != SQLITE_OK ||
+        (rc = bind_params(traces, trace_binds, n_trace_binds)) != SQLITE_OK ||
         (rc = bind_params(spans, binds, n_binds)) != SQLITE_OK ||
         (rc = bind_params(spans, attr_binds, n_attr)) != SQLITE_OK ||
         (rc = bind_params(matched, binds, n_binds)) != SQLITE_OK)

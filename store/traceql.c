@@ -659,3 +659,41 @@ int pl_tql_sql(const pl_tql *t, pl_buf *sql, int *next_param, pl_tql_bind *binds
     node_sql(&g, t, t->root);
     return pl_buf_ok(sql) ? 0 : -1;
 }
+
+/* The top-level conjuncts: the leaves reached from the root through ANDs. */
+static void trace_conjuncts(sqlgen *g, const pl_tql *t, int n)
+{
+    const pl_tql_node *node = &t->nodes[n];
+    if (node->type == PL_TQL_AND) {
+        trace_conjuncts(g, t, node->left);
+        trace_conjuncts(g, t, node->right);
+        return;
+    }
+    if (node->type != PL_TQL_COND)
+        return;
+    const pl_tql_cond *c = &t->conds[node->cond];
+    switch (c->field) {
+    case PL_TQL_F_TRACE_DURATION:
+    case PL_TQL_F_ROOT_NAME:
+    case PL_TQL_F_ROOT_SERVICE:
+        pl_buf_append_str(g->sql, " AND ");
+        cond_sql(g, c);
+        return;
+    case PL_TQL_F_STATUS:
+        if (c->op == PL_TQL_EQ && c->i == 2) /* an error span: the trace counted it */
+            pl_buf_append_str(g->sql, " AND t.error_count > 0");
+        return;
+    default:
+        return;
+    }
+}
+
+int pl_tql_trace_sql(const pl_tql *t, pl_buf *sql, int *next_param, pl_tql_bind *binds,
+                     int *n_binds)
+{
+    if (t->root < 0)
+        return 0;
+    sqlgen g = {sql, next_param, binds, n_binds};
+    trace_conjuncts(&g, t, t->root);
+    return pl_buf_ok(sql) ? 0 : -1;
+}

@@ -118,6 +118,14 @@ typedef struct pl_tql_bind {
 } pl_tql_bind;
 int pl_tql_sql(const pl_tql *t, pl_buf *sql, int *next_param, pl_tql_bind *binds, int *n_binds);
 
+/* Appends " AND <cond>" over `traces t` alone for each top-level conjunct
+ * that a trace's own row decides or rules out (traceDuration, rootName,
+ * rootServiceName; status = error needs t.error_count > 0), so a search
+ * skips traces without reading their spans. Same parameters as pl_tql_sql
+ * (numbered on from *next_param, described in binds[] after *n_binds). */
+int pl_tql_trace_sql(const pl_tql *t, pl_buf *sql, int *next_param, pl_tql_bind *binds,
+                     int *n_binds);
+
 /* Field name as written ("resource.service.name", "duration"), into buf. */
 const char *pl_tql_field_text(const pl_tql_cond *c, char *buf, size_t cap);
 
