@@ -22,6 +22,11 @@
 //   - GET /api/v2/search/tags and /api/v2/search/tag/<tag>/values.
 // A second proflink with `api.auth` (basicauth) checks that the API wants
 // credentials, and that X-Scope-OrgID selects the tenant spans came with.
+// A third, again with collector.yaml, gets spans from the OTel SDK and
+// profiles from the real @pyroscope/nodejs SDK (span_id labels): every span
+// with linked samples carries pyroscope.profile.id = its own span id in
+// Tempo's answer (Grafana's "Profiles for this span") and as profile_id in
+// the store's JSON.
 //
 // Run: cd tests/interop && PROFLINK_BIN=../../build/proflink node --test grafana_tempo.test.mjs
 import { test, after } from 'node:test';
@@ -34,7 +39,7 @@ import { parser as traceqlParser } from '@grafana/lezer-traceql';
 import { SpanKind, SpanStatusCode, context, trace } from '@opentelemetry/api';
 import { OTLPTraceExporter } from '@opentelemetry/exporter-trace-otlp-proto';
 
-import { freePort, startProflink, tracerProvider, until, TraceRequest } from './lib/common.mjs';
+import { freePort, runCheckoutApp, startProflink, tracerProvider, until, TraceRequest } from './lib/common.mjs';
 import { repo } from './lib/proflink.mjs';
 
 const running = [];
@@ -327,4 +332,49 @@ test('store API: basicauth and X-Scope-OrgID tenants', { timeout: 60000 }, async
   assert.equal(spansOf(TraceByIDResponse.decode(ok.body).trace).size, a.sent.filter((s) => s.traceId === aId).length);
   const jl = JSON.parse((await get(api, '/api/traces?since=0&limit=100', { ...auth, 'X-Scope-OrgID': 'team-a' })).body);
   assert.deepEqual(jl.traces.map((t) => t.trace_id).sort(), idsOf(a));
+});
+
+test('profiled spans carry pyroscope.profile.id = their span id', { timeout: 120000 }, async () => {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'proflink-tempo-prof-'));
+  const ports = [];
+  for (let i = 0; i < 5; i++) ports.push(await freePort());
+  const [, httpPort, pyroPort, api] = ports;
+  const pl = await startProflink(defaultConfig(dir, ports), { dir, ports: [httpPort, pyroPort, api] });
+  running.push(pl);
+  const { provider, requests } = await runCheckoutApp({
+    service: 'tempo-profiled', otlpPort: httpPort, pyroPort, tracerName: 'grafana-tempo-test',
+    rootAttributes: { 'http.route': '/checkout/:id' }, checkoutMs: () => 150,
+  });
+  await provider.shutdown();
+  // wait until samples are linked to most spans (the SDK's one upload)
+  const storeSpans = async () => {
+    const out = [];
+    for (const r of requests) out.push(...JSON.parse((await get(api, `/api/traces/${r.traceId}`)).body).spans ?? []);
+    return out;
+  };
+  let stored = [];
+  assert.ok(await until(async () => {
+    stored = await storeSpans();
+    return stored.length === 6 && stored.filter((s) => s.samples > 0).length >= 4;
+  }, 90000, 500), `samples linked: ${JSON.stringify(stored.map((s) => s.samples))} (log: ${pl.log})`);
+  stored = await storeSpans();
+  // every span with linked samples, and only such a span, names itself
+  const samples = new Map(stored.map((s) => [s.span_id, s.samples]));
+  let named = 0;
+  for (const r of requests) {
+    const t = await get(api, `/api/v2/traces/${r.traceId}`, { Accept: 'application/protobuf' });
+    const spans = spansOf(TraceByIDResponse.decode(t.body).trace);
+    assert.equal(spans.size, 2);
+    for (const [id, g] of spans) {
+      const pid = g.attrs['pyroscope.profile.id']?.stringValue;
+      if (samples.get(id) > 0) {
+        assert.equal(pid, id, `span ${g.name} with samples`);
+        named++;
+      } else {
+        assert.equal(pid, undefined, `span ${g.name} without samples`);
+      }
+    }
+  }
+  assert.ok(named >= 4);
+  for (const s of stored) assert.equal(s.profile_id, s.samples > 0 ? s.span_id : '', `store JSON ${s.name}`);
 });
