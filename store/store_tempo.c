@@ -456,14 +456,35 @@ pl_status pl_store_tempo_tags(pl_store *s, const char *tenant, uint32_t limit, p
     return pl_buf_ok(out) ? PL_OK : pl_errf(err, PL_ERR_NOMEM, "out of memory");
 }
 
-static void keyword_values(pl_buf *out, const char *const *names, size_t n)
+static void keyword_values(pl_buf *out, const char *const *names, size_t n, bool v1)
 {
     for (size_t i = 0; i < n; i++)
-        pl_buf_printf(out, "%s{\"type\":\"keyword\",\"value\":\"%s\"}", i ? "," : "", names[i]);
+        pl_buf_printf(out, v1 ? "%s\"%s\"" : "%s{\"type\":\"keyword\",\"value\":\"%s\"}",
+                      i ? "," : "", names[i]);
+}
+
+pl_status pl_store_tempo_tag_names(pl_store *s, const char *tenant, uint32_t limit, pl_buf *out,
+                                   pl_err *err)
+{
+    bool began = sqlite3_get_autocommit(s->db) &&
+                 sqlite3_exec(s->db, "BEGIN", NULL, NULL, NULL) == SQLITE_OK;
+    pl_buf_append_str(out, "{\"tagNames\":[");
+    int rc = scope_tags(s,
+                        "SELECT key FROM (SELECT j.key FROM strings st, json_each(st.value) j "
+                        "WHERE st.id IN (SELECT DISTINCT resource_id FROM " RECENT_SPANS
+                        ") UNION SELECT j.key FROM " RECENT_SPANS
+                        " x, json_each(x.attributes) j) ORDER BY key LIMIT ?1",
+                        tenant, limit, out);
+    pl_buf_append_str(out, "]}\n");
+    if (began)
+        sqlite3_exec(s->db, "COMMIT", NULL, NULL, NULL);
+    if (rc != SQLITE_OK)
+        return st_query_fail(s, rc, err);
+    return pl_buf_ok(out) ? PL_OK : pl_errf(err, PL_ERR_NOMEM, "out of memory");
 }
 
 pl_status pl_store_tempo_tag_values(pl_store *s, const char *tag, const char *tenant,
-                                    uint32_t limit, pl_buf *out, pl_err *err)
+                                    uint32_t limit, bool v1, pl_buf *out, pl_err *err)
 {
     static const char *const status[] = {"error", "ok", "unset"};
     static const char *const kinds[] = {"client",   "consumer", "internal",
@@ -471,9 +492,9 @@ pl_status pl_store_tempo_tag_values(pl_store *s, const char *tag, const char *te
     const char *sql = NULL, *attr = NULL;
     pl_buf_append_str(out, "{\"tagValues\":[");
     if (strcmp(tag, "status") == 0 || strcmp(tag, "span:status") == 0) {
-        keyword_values(out, status, 3);
+        keyword_values(out, status, 3, v1);
     } else if (strcmp(tag, "kind") == 0 || strcmp(tag, "span:kind") == 0) {
-        keyword_values(out, kinds, 6);
+        keyword_values(out, kinds, 6, v1);
     } else if (strcmp(tag, "name") == 0 || strcmp(tag, "span:name") == 0) {
         sql = "SELECT DISTINCT name, 'text' FROM " RECENT_SPANS " ORDER BY 1 LIMIT ?1";
     } else if (strcmp(tag, "resource.service.name") == 0 || strcmp(tag, ".service.name") == 0) {
@@ -538,12 +559,17 @@ pl_status pl_store_tempo_tag_values(pl_store *s, const char *tag, const char *te
                 type = "float";
             else if (ty && (strcmp(ty, "true") == 0 || strcmp(ty, "false") == 0))
                 type = "bool";
-            pl_buf_printf(out, "%s{\"type\":\"%s\",\"value\":", n++ ? "," : "", type);
+            if (!v1)
+                pl_buf_printf(out, "%s{\"type\":\"%s\",\"value\":", n ? "," : "", type);
+            else if (n)
+                pl_buf_append_byte(out, ',');
+            n++;
             if (strcmp(type, "bool") == 0)
                 pl_buf_printf(out, "\"%s\"", ty);
             else
                 json_text(out, sqlite3_column_text(st, 0));
-            pl_buf_append_byte(out, '}');
+            if (!v1)
+                pl_buf_append_byte(out, '}');
             rc = SQLITE_OK;
         }
         if (rc == SQLITE_DONE)

@@ -5,6 +5,7 @@
 #ifndef PL_STORE_TEMPO_H
 #define PL_STORE_TEMPO_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "core/buf.h"
@@ -31,8 +32,11 @@ pl_status pl_store_tempo_tags(pl_store *s, const char *tenant, uint32_t limit, p
                               pl_err *err);
 /* {"tagValues":[{"type","value"}]} of one tag ("resource.service.name",
  * "span.http.method", ".x", "name", "status", ...); PL_ERR_INVALID for an
- * unknown one. */
+ * unknown one. v1: {"tagValues":["value",...]} (Tempo's v1 answer). */
 pl_status pl_store_tempo_tag_values(pl_store *s, const char *tag, const char *tenant,
-                                    uint32_t limit, pl_buf *out, pl_err *err);
+                                    uint32_t limit, bool v1, pl_buf *out, pl_err *err);
+/* Tempo v1: {"tagNames":[...]}, resource and span attribute names. */
+pl_status pl_store_tempo_tag_names(pl_store *s, const char *tenant, uint32_t limit, pl_buf *out,
+                                   pl_err *err);
 
 #endif

@@ -468,17 +468,29 @@ static void tempo_tags(pl_store_call *c)
     pl_store_call_respond(c, 200, "application/json", &b);
 }
 
-/* /api/v2/search/tag/<tag>/values */
-static void tempo_tag_values(pl_store_call *c)
+/* /api/v2/search/tag/<tag>/values, or v1's /api/search/tag/<tag>/values
+ * (unscoped names: "service.name" is ".service.name"). */
+static void tag_values(pl_store_call *c, bool v1)
 {
     size_t n = strlen(c->rest);
     if (n <= 7 || strcmp(c->rest + n - 7, "/values") != 0 || n - 7 > 256) {
-        pl_store_call_text(c, 404, "expected /api/v2/search/tag/<tag>/values");
+        pl_store_call_text(c, 404,
+                           v1 ? "expected /api/search/tag/<tag>/values"
+                              : "expected /api/v2/search/tag/<tag>/values");
         return;
     }
-    char tag[257];
-    memcpy(tag, c->rest, n - 7);
-    tag[n - 7] = 0;
+    char tag[258];
+    size_t at = 0;
+    static const char *const intrinsic[] = {"name", "status", "kind", "rootName",
+                                            "rootServiceName"};
+    bool scoped = !v1;
+    for (size_t i = 0; v1 && i < sizeof(intrinsic) / sizeof(intrinsic[0]); i++)
+        scoped =
+            scoped || (strlen(intrinsic[i]) == n - 7 && memcmp(intrinsic[i], c->rest, n - 7) == 0);
+    if (!scoped)
+        tag[at++] = '.';
+    memcpy(tag + at, c->rest, n - 7);
+    tag[at + n - 7] = 0;
     uint64_t limit = 5000;
     if (!count_param(c, "limit", 100000, &limit))
         return;
@@ -488,13 +500,42 @@ static void tempo_tag_values(pl_store_call *c)
     pl_err err = {{0}};
     pl_buf b;
     pl_buf_init(&b);
-    pl_status st = pl_store_tempo_tag_values(s, tag, c->tenant, (uint32_t)limit, &b, &err);
+    pl_status st = pl_store_tempo_tag_values(s, tag, c->tenant, (uint32_t)limit, v1, &b, &err);
     if (st == PL_ERR_INVALID) {
         pl_buf_free(&b);
         pl_store_call_text(c, 400, err.msg);
         return;
     }
     if (pl_store_call_failed(c, st, &err)) {
+        pl_buf_free(&b);
+        return;
+    }
+    pl_store_call_respond(c, 200, "application/json", &b);
+}
+
+static void tempo_tag_values(pl_store_call *c)
+{
+    tag_values(c, false);
+}
+
+static void tempo_tag_values_v1(pl_store_call *c)
+{
+    tag_values(c, true);
+}
+
+static void tempo_tag_names_v1(pl_store_call *c)
+{
+    uint64_t limit = 5000;
+    if (!count_param(c, "limit", 100000, &limit))
+        return;
+    pl_store *s = pl_store_call_store(c);
+    if (!s)
+        return;
+    pl_err err = {{0}};
+    pl_buf b;
+    pl_buf_init(&b);
+    if (pl_store_call_failed(c, pl_store_tempo_tag_names(s, c->tenant, (uint32_t)limit, &b, &err),
+                             &err)) {
         pl_buf_free(&b);
         return;
     }
@@ -518,6 +559,10 @@ static const pl_store_route tempo_rows[] = {
      "Tempo: attribute names by scope (recent spans)"},
     {"GET", "/api/v2/search/tag/*", "limit=", tempo_tag_values,
      "Tempo: `/api/v2/search/tag/<tag>/values`, the values of one tag (recent spans)"},
+    {"GET", "/api/search/tags", "limit=", tempo_tag_names_v1,
+     "Tempo v1: attribute names, unscoped (recent spans)"},
+    {"GET", "/api/search/tag/*", "limit=", tempo_tag_values_v1,
+     "Tempo v1: `/api/search/tag/<tag>/values`, values as strings (recent spans)"},
 };
 
 const pl_store_route_table pl_store_tempo_routes = {tempo_rows,

@@ -500,6 +500,15 @@ static void test_tempo_endpoints(void)
     CHECK_EQ_INT(get(api, "/api/v2/search/tag/status/values", NULL, &b), 200);
     CHECK(strstr((const char *)b.data, "{\"type\":\"keyword\",\"value\":\"error\"}"));
     CHECK_EQ_INT(get(api, "/api/v2/search/tag/bogus/values", NULL, &b), 400);
+    /* Tempo's v1 forms: unscoped names, plain values */
+    CHECK_EQ_INT(get(api, "/api/search/tags", NULL, &b), 200);
+    CHECK_EQ_STR((const char *)b.data, "{\"tagNames\":[\"http.status_code\",\"service.name\"]}\n");
+    CHECK_EQ_INT(get(api, "/api/search/tag/service.name/values", NULL, &b), 200);
+    CHECK_EQ_STR((const char *)b.data, "{\"tagValues\":[\"billing\",\"shop\"]}\n");
+    CHECK_EQ_INT(get(api, "/api/search/tag/status/values", NULL, &b), 200);
+    CHECK_EQ_STR((const char *)b.data, "{\"tagValues\":[\"error\",\"ok\",\"unset\"]}\n");
+    CHECK_EQ_INT(get(api, "/api/search/tag/http.status_code/values", NULL, &b), 200);
+    CHECK_EQ_STR((const char *)b.data, "{\"tagValues\":[\"200\",\"500\"]}\n");
 
     /* unknown paths list what exists; a known path with another method: 405 */
     CHECK_EQ_INT(get(api, "/api/nope", NULL, &b), 404);
