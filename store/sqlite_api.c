@@ -923,12 +923,14 @@ void pl_store_routes_markdown(pl_buf *out)
         }
 }
 
-/* X-Scope-OrgID, copied NUL-terminated into buf; NULL when absent or too long. */
-static const char *tenant_header(const pl_http_request *req, char *buf, size_t cap)
+/* X-Scope-OrgID, copied NUL-terminated into buf; NULL when absent or
+ * empty. *bad when it is too long or holds a NUL (never "every tenant"). */
+static const char *tenant_header(const pl_http_request *req, char *buf, size_t cap, bool *bad)
 {
     size_t len = 0;
     const char *v = pl_http_header_get(req, "X-Scope-OrgID", &len);
-    if (!v || len == 0 || len >= cap)
+    *bad = v && (len >= cap || memchr(v, 0, len));
+    if (!v || len == 0 || *bad)
         return NULL;
     memcpy(buf, v, len);
     buf[len] = 0;
@@ -945,13 +947,19 @@ static void api_handler(void *arg, pl_http_request *req, pl_http_response *res)
         return;
     }
     char tenant[256];
+    bool bad_tenant;
     pl_store_call c = {
         .api = api,
         .req = req,
         .res = res,
         .params = &p,
-        .tenant = tenant_header(req, tenant, sizeof(tenant)),
+        .tenant = tenant_header(req, tenant, sizeof(tenant), &bad_tenant),
     };
+    if (bad_tenant) {
+        respond_error(res, 400, "X-Scope-OrgID: at most 255 bytes");
+        pl_store_params_free(&p);
+        return;
+    }
     bool path_known;
     const pl_store_route *r = pl_store_route_find(route_tables, N_ROUTE_TABLES, req->method,
                                                   req->path, &c.rest, &path_known);

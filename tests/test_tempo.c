@@ -486,6 +486,12 @@ static void test_tempo_endpoints(void)
     CHECK_EQ_INT(get(api, "/api/v2/traces/1", "X-Scope-OrgID: other\r\n", &b), 200);
     CHECK_EQ_STR((const char *)b.data, "{}\n");
 
+    char long_tenant[400];
+    memset(long_tenant, 'a', sizeof(long_tenant));
+    memcpy(long_tenant, "X-Scope-OrgID: ", 15);
+    memcpy(long_tenant + sizeof(long_tenant) - 3, "\r\n", 3);
+    CHECK_EQ_INT(get(api, "/api/search?q=%7B%7D", long_tenant, &b), 400); /* never "all" */
+
     /* tags and values */
     CHECK_EQ_INT(get(api, "/api/v2/search/tags", NULL, &b), 200);
     CHECK(strstr((const char *)b.data, "{\"name\":\"span\",\"tags\":[\"http.status_code\"]}"));
