@@ -392,7 +392,7 @@ static pl_status sqlite_create(const pl_create_settings *settings, const void *c
     x->queue_size = c->queue_size ? c->queue_size : 64u << 20;
     x->retention_interval_ns =
         c->retention_interval > 0 ? (uint64_t)c->retention_interval : 60000000000ull;
-    pl_status sec_st = pl_listener_security_init(&x->api_sec, &c->api.tls, NULL, NULL, err);
+    pl_status sec_st = pl_listener_security_init(&x->api_sec, &c->api.tls, &c->api.auth, NULL, err);
     if (own_defaults)
         pl_cfg_free(&sqlite_section, &defaults);
     if (sec_st != PL_OK) {
@@ -452,9 +452,7 @@ static pl_status sqlite_start(void *self, pl_err *err)
     x->thread_started = true;
     if (x->api_endpoint) {
         pl_err aerr = {{0}};
-        const pl_tls_server_config *tls =
-            pl_tls_server_config_enabled(&x->api_sec.tls) ? &x->api_sec.tls : NULL;
-        x->api = pl_sqlite_api_start_tls(x->api_endpoint, x->path, &x->live, tls, &aerr);
+        x->api = pl_sqlite_api_start_secure(x->api_endpoint, x->path, &x->live, &x->api_sec, &aerr);
         if (!x->api) /* the store works without it: say so, keep going */
             pl_error(x->id, "query API disabled: %s", aerr.msg);
         else

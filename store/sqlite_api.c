@@ -12,10 +12,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "core/component.h"
 #include "core/log.h"
+#include "extensions/auth.h"
 #include "net/http_server.h"
+#include "store/store_routes.h"
 #include "store/web_assets.h"
 
 /* ---- parameters --------------------------------------------------------- */
@@ -272,20 +275,14 @@ struct pl_sqlite_api {
     uv_sem_t started;
     char *endpoint;
     const struct pl_tls_server_config *tls; /* read by the thread while starting */
+    const pl_listener_security *sec;        /* TLS and authenticator, or NULL */
     pl_err start_err;
     bool start_ok;
     uint64_t rate_t[RATE_SLOTS], rate_spans[RATE_SLOTS], rate_samples[RATE_SLOTS];
     unsigned rate_n, rate_at;
 };
 
-#define MAX_PARAMS 12
-
-typedef struct params {
-    char *buf;
-    const char *keys[MAX_PARAMS];
-    const char *values[MAX_PARAMS];
-    int n;
-} params;
+/* ---- parameters and answers (store_routes.h) ----------------------------- */
 
 static void url_decode(char *s)
 {
@@ -303,14 +300,14 @@ static void url_decode(char *s)
     *w = 0;
 }
 
-static void params_parse(params *p, const char *query)
+void pl_store_params_parse(pl_store_params *p, const char *query)
 {
     memset(p, 0, sizeof(*p));
     p->buf = strdup(query ? query : "");
     if (!p->buf)
         return;
     char *save = NULL;
-    for (char *tok = strtok_r(p->buf, "&", &save); tok && p->n < MAX_PARAMS;
+    for (char *tok = strtok_r(p->buf, "&", &save); tok && p->n < PL_STORE_MAX_PARAMS;
          tok = strtok_r(NULL, "&", &save)) {
         char *eq = strchr(tok, '=');
         if (eq)
@@ -323,12 +320,23 @@ static void params_parse(params *p, const char *query)
     }
 }
 
-static const char *param(const params *p, const char *key)
+void pl_store_params_free(pl_store_params *p)
+{
+    free(p->buf);
+    p->buf = NULL;
+}
+
+const char *pl_store_param(const pl_store_params *p, const char *key)
 {
     for (int i = 0; i < p->n; i++)
         if (strcmp(p->keys[i], key) == 0)
             return *p->values[i] ? p->values[i] : NULL;
     return NULL;
+}
+
+static const char *param(const pl_store_call *c, const char *key)
+{
+    return pl_store_param(c->params, key);
 }
 
 static void respond(pl_http_response *res, int status, const char *type, const pl_buf *body)
@@ -354,6 +362,31 @@ static void respond_error(pl_http_response *res, int status, const char *msg)
     pl_buf_free(&b);
 }
 
+void pl_store_call_error(pl_store_call *c, int status, const char *msg)
+{
+    respond_error(c->res, status, msg);
+    c->answered = true;
+}
+
+void pl_store_call_text(pl_store_call *c, int status, const char *msg)
+{
+    pl_buf b;
+    pl_buf_init(&b);
+    pl_buf_append_str(&b, msg);
+    pl_buf_append_byte(&b, '\n');
+    pl_store_call_respond(c, status, "text/plain; charset=utf-8", &b);
+}
+
+void pl_store_call_respond(pl_store_call *c, int status, const char *type, pl_buf *b)
+{
+    if (pl_buf_ok(b))
+        respond(c->res, status, type, b);
+    else
+        respond_error(c->res, 503, "out of memory");
+    pl_buf_free(b);
+    c->answered = true;
+}
+
 static int http_status_for(pl_status st)
 {
     switch (st) {
@@ -366,51 +399,38 @@ static int http_status_for(pl_status st)
     }
 }
 
-static pl_store *api_store(pl_sqlite_api *api, pl_err *err)
+pl_store *pl_store_call_store(pl_store_call *c)
 {
+    pl_sqlite_api *api = c->api;
     if (api->store)
         return api->store;
     pl_store_options opt = {.read_only = true, .busy_timeout_ms = 1000};
-    if (pl_store_open(api->db_path, &opt, &api->store, NULL, err) != PL_OK)
+    pl_err err = {{0}};
+    if (pl_store_open(api->db_path, &opt, &api->store, NULL, &err) != PL_OK) {
+        pl_store_call_error(c, 503, err.msg);
         return NULL;
+    }
     return api->store;
 }
 
-/* After a failed query, drop a connection that may be broken. */
-static void api_store_check(pl_sqlite_api *api)
+bool pl_store_call_failed(pl_store_call *c, pl_status st, const pl_err *err)
 {
+    if (st == PL_OK)
+        return false;
+    pl_store_call_error(c, http_status_for(st), err->msg);
+    /* drop a connection that may be broken: the next request reopens */
+    pl_sqlite_api *api = c->api;
     if (api->store && pl_store_last_error(api->store) == PL_STORE_ERR_CORRUPT) {
         pl_store_close(api->store);
         api->store = NULL;
     }
-}
-
-/* Answers a failed query (and drops a broken connection); false when st is
- * PL_OK. */
-static bool query_failed(pl_sqlite_api *api, pl_http_response *res, pl_status st, const pl_err *err)
-{
-    if (st == PL_OK)
-        return false;
-    respond_error(res, http_status_for(st), err->msg);
-    api_store_check(api);
     return true;
 }
 
-/* Answers 200 with the body built in b, or 503 when building it ran out of
- * memory; frees b. */
-static void respond_buf(pl_http_response *res, const char *type, pl_buf *b)
+bool pl_store_call_since(pl_store_call *c, const char *key, uint64_t now, uint64_t dflt,
+                         uint64_t *out)
 {
-    if (pl_buf_ok(b))
-        respond(res, 200, type, b);
-    else
-        respond_error(res, 503, "out of memory");
-    pl_buf_free(b);
-}
-
-static bool since_param(const params *p, pl_http_response *res, const char *key, uint64_t now,
-                        uint64_t dflt, uint64_t *out)
-{
-    const char *v = param(p, key);
+    const char *v = param(c, key);
     if (!v) {
         *out = dflt;
         return true;
@@ -418,16 +438,15 @@ static bool since_param(const params *p, pl_http_response *res, const char *key,
     if (pl_query_parse_since(v, now, out) < 0) {
         char msg[160];
         snprintf(msg, sizeof(msg), "%s: not a duration (e.g. 15m, 2h, 0 for all): %.60s", key, v);
-        respond_error(res, 400, msg);
+        pl_store_call_error(c, 400, msg);
         return false;
     }
     return true;
 }
 
-static bool uint_param(const params *p, pl_http_response *res, const char *key, uint64_t max,
-                       uint64_t *out)
+bool pl_store_call_uint(pl_store_call *c, const char *key, uint64_t max, uint64_t *out)
 {
-    const char *v = param(p, key);
+    const char *v = param(c, key);
     if (!v)
         return true;
     char *end;
@@ -435,110 +454,142 @@ static bool uint_param(const params *p, pl_http_response *res, const char *key, 
     if (*end || x == 0 || x > max || *v == '-') {
         char msg[160];
         snprintf(msg, sizeof(msg), "%s: expected a number from 1 to %" PRIu64, key, max);
-        respond_error(res, 400, msg);
+        pl_store_call_error(c, 400, msg);
         return false;
     }
     *out = x;
     return true;
 }
 
-static void handle_traces(pl_sqlite_api *api, const params *p, pl_http_response *res)
+bool pl_store_call_wants_protobuf(const pl_store_call *c)
+{
+    size_t len = 0;
+    const char *v = pl_http_header_get(c->req, "Accept", &len);
+    static const char want[] = "application/protobuf";
+    for (size_t i = 0; v && i + sizeof(want) - 1 <= len; i++)
+        if (strncasecmp(v + i, want, sizeof(want) - 1) == 0)
+            return true;
+    return false;
+}
+
+/* Duration parameter (e.g. "100ms"); false after answering 400. */
+static bool duration_param(pl_store_call *c, const char *key, int64_t *out)
+{
+    const char *v = param(c, key);
+    if (!v)
+        return true;
+    int64_t d;
+    if (pl_parse_duration(v, &d) < 0 || d < 0) {
+        char msg[120];
+        snprintf(msg, sizeof(msg), "%s: not a duration (e.g. 100ms)", key);
+        pl_store_call_error(c, 400, msg);
+        return false;
+    }
+    *out = d;
+    return true;
+}
+
+static bool flag_param(const pl_store_call *c, const char *key)
+{
+    const char *v = param(c, key);
+    return v && strcmp(v, "0") != 0 && strcmp(v, "false") != 0;
+}
+
+/* ---- the store's JSON endpoints ------------------------------------------ */
+
+static void handle_traces(pl_store_call *c)
 {
     uint64_t now = pl_time_now_ns();
     pl_trace_query q = {0};
     uint64_t limit = 20;
-    q.service = param(p, "service");
-    if (!since_param(p, res, "since", now, now - PL_QUERY_DEFAULT_SINCE_NS, &q.since_ns) ||
-        !uint_param(p, res, "limit", 1000, &limit))
+    int64_t min_duration = 0;
+    q.service = param(c, "service");
+    if (!pl_store_call_since(c, "since", now, now - PL_QUERY_DEFAULT_SINCE_NS, &q.since_ns) ||
+        !pl_store_call_uint(c, "limit", 1000, &limit) ||
+        !duration_param(c, "min_duration", &min_duration) ||
+        !duration_param(c, "min_cpu", &q.min_time))
         return;
-    const char *md = param(p, "min_duration");
-    if (md) {
-        int64_t d;
-        if (pl_parse_duration(md, &d) < 0 || d < 0) {
-            respond_error(res, 400, "min_duration: not a duration (e.g. 100ms)");
-            return;
-        }
-        q.min_duration_ns = (uint64_t)d;
-    }
+    q.min_duration_ns = (uint64_t)min_duration;
     q.limit = (uint32_t)limit;
-    q.root_name = param(p, "root");
-    q.tenant = param(p, "tenant");
-    const char *errs = param(p, "errors");
-    q.errors_only = errs && strcmp(errs, "0") != 0 && strcmp(errs, "false") != 0;
-    if (param(p, "until") && !since_param(p, res, "until", now, 0, &q.until_ns))
+    q.root_name = param(c, "root");
+    q.tenant = param(c, "tenant");
+    if (c->tenant)
+        q.tenant = c->tenant; /* the header wins over the parameter */
+    q.errors_only = flag_param(c, "errors");
+    if (param(c, "until") && !pl_store_call_since(c, "until", now, 0, &q.until_ns))
         return;
-    const char *mc = param(p, "min_cpu");
-    if (mc) {
-        int64_t d;
-        if (pl_parse_duration(mc, &d) < 0 || d < 0) {
-            respond_error(res, 400, "min_cpu: not a duration (e.g. 10ms)");
-            return;
-        }
-        q.min_time = d;
-    }
-    const char *sort = param(p, "sort");
+    const char *sort = param(c, "sort");
     if (sort && strcmp(sort, "duration") != 0 && strcmp(sort, "cpu") != 0 &&
         strcmp(sort, "time") != 0) {
-        respond_error(res, 400, "sort: duration or cpu");
+        pl_store_call_error(c, 400, "sort: duration or cpu");
         return;
     }
     q.by_time = sort && strcmp(sort, "duration") != 0;
     pl_err err = {{0}};
-    pl_store *s = api_store(api, &err);
+    pl_store *s = pl_store_call_store(c);
+    if (!s)
+        return;
     pl_trace_list list;
-    pl_status st = s ? pl_store_query_traces(s, &q, &list, &err) : PL_ERR_INTERNAL;
-    if (query_failed(api, res, st, &err))
+    if (pl_store_call_failed(c, pl_store_query_traces(s, &q, &list, &err), &err))
         return;
     pl_buf b;
     pl_buf_init(&b);
     pl_json_traces(&list, &b);
     pl_buf_append_byte(&b, '\n');
     pl_trace_list_free(&list);
-    respond_buf(res, "application/json", &b);
+    pl_store_call_respond(c, 200, "application/json", &b);
 }
 
-static void handle_trace(pl_sqlite_api *api, const char *id, const params *p, pl_http_response *res)
+static void handle_trace(pl_store_call *c)
 {
+    if (pl_store_call_wants_protobuf(c)) { /* Tempo's v1 path: same URL */
+        pl_store_tempo_trace(c, false);
+        return;
+    }
     uint8_t trace_id[16];
-    if (pl_query_parse_trace_id(id, trace_id) < 0) {
-        respond_error(res, 400, "trace id: expected 32 hex characters");
+    if (pl_query_parse_trace_id(c->rest, trace_id) < 0) {
+        pl_store_call_error(c, 400, "trace id: expected 32 hex characters");
         return;
     }
     uint64_t top = 5;
-    if (!uint_param(p, res, "top", 100, &top))
+    if (!pl_store_call_uint(c, "top", 100, &top))
         return;
     pl_err err = {{0}};
-    pl_store *s = api_store(api, &err);
-    pl_trace_detail d;
-    pl_status st = s ? pl_store_query_trace(s, trace_id, (size_t)top, &d, &err) : PL_ERR_INTERNAL;
-    if (query_failed(api, res, st, &err))
+    pl_store *s = pl_store_call_store(c);
+    if (!s)
         return;
+    pl_trace_detail d;
+    if (pl_store_call_failed(c, pl_store_query_trace(s, trace_id, (size_t)top, &d, &err), &err))
+        return;
+    if (c->tenant && strcmp(d.summary.tenant ? d.summary.tenant : "", c->tenant) != 0) {
+        pl_trace_detail_free(&d);
+        pl_store_call_error(c, 404, "trace not found");
+        return;
+    }
     pl_buf b;
     pl_buf_init(&b);
     pl_json_trace(&d, &b);
     pl_buf_append_byte(&b, '\n');
     pl_trace_detail_free(&d);
-    respond_buf(res, "application/json", &b);
+    pl_store_call_respond(c, 200, "application/json", &b);
 }
 
 /* Fills a profile query from span= | trace= | service= (+ since/until). */
-static bool profile_params(const params *p, pl_http_response *res, bool service_optional,
-                           pl_profile_query *q)
+static bool profile_params(pl_store_call *c, bool service_optional, pl_profile_query *q)
 {
     memset(q, 0, sizeof(*q));
-    const char *span = param(p, "span"), *trace = param(p, "trace"), *service = param(p, "service");
+    const char *span = param(c, "span"), *trace = param(c, "trace"), *service = param(c, "service");
     int n = !!span + !!trace + !!service;
     if (n > 1 || (n == 0 && !service_optional)) {
-        respond_error(res, 400, "give exactly one of span=, trace= or service=");
+        pl_store_call_error(c, 400, "give exactly one of span=, trace= or service=");
         return false;
     }
-    q->type = param(p, "type");
-    const char *desc = param(p, "descendants");
-    q->descendants = desc && strcmp(desc, "0") != 0 && strcmp(desc, "false") != 0;
+    q->type = param(c, "type");
+    q->descendants = flag_param(c, "descendants");
     if (span) {
         q->scope = PL_PROFILE_SPAN;
         if (pl_query_parse_span_id(span, q->span_id) < 0) {
-            respond_error(res, 400, "span: expected 16 hex characters");
+            pl_store_call_error(c, 400, "span: expected 16 hex characters");
             return false;
         }
         return true;
@@ -546,7 +597,7 @@ static bool profile_params(const params *p, pl_http_response *res, bool service_
     if (trace) {
         q->scope = PL_PROFILE_TRACE;
         if (pl_query_parse_trace_id(trace, q->trace_id) < 0) {
-            respond_error(res, 400, "trace: expected 32 hex characters");
+            pl_store_call_error(c, 400, "trace: expected 32 hex characters");
             return false;
         }
         return true;
@@ -554,33 +605,33 @@ static bool profile_params(const params *p, pl_http_response *res, bool service_
     uint64_t now = pl_time_now_ns();
     q->scope = PL_PROFILE_SERVICE;
     q->service = service;
-    return since_param(p, res, "since", now, now - PL_QUERY_DEFAULT_SINCE_NS, &q->since_ns) &&
-           since_param(p, res, "until", now, 0, &q->until_ns);
+    return pl_store_call_since(c, "since", now, now - PL_QUERY_DEFAULT_SINCE_NS, &q->since_ns) &&
+           pl_store_call_since(c, "until", now, 0, &q->until_ns);
 }
 
-static void handle_profile(pl_sqlite_api *api, const params *p, pl_http_response *res,
-                           bool top_only)
+static void answer_profile(pl_store_call *c, bool top_only)
 {
     pl_profile_query q;
-    if (!profile_params(p, res, top_only, &q))
+    if (!profile_params(c, top_only, &q))
         return;
     q.time_only = top_only; /* top: CPU, else wall, else counts; heap only when asked */
     uint64_t limit = 20;
-    if (!uint_param(p, res, "limit", 10000, &limit))
+    if (!pl_store_call_uint(c, "limit", 10000, &limit))
         return;
-    const char *format = param(p, "format");
+    const char *format = param(c, "format");
     if (!format)
         format = "json";
     if (!top_only && strcmp(format, "folded") && strcmp(format, "json") && strcmp(format, "svg") &&
         strcmp(format, "pprof") && strcmp(format, "speedscope")) {
-        respond_error(res, 400, "format: folded, json, svg, pprof or speedscope");
+        pl_store_call_error(c, 400, "format: folded, json, svg, pprof or speedscope");
         return;
     }
     pl_err err = {{0}};
-    pl_store *s = api_store(api, &err);
+    pl_store *s = pl_store_call_store(c);
+    if (!s)
+        return;
     pl_profile_result r;
-    pl_status st = s ? pl_store_query_profile(s, &q, &r, &err) : PL_ERR_INTERNAL;
-    if (query_failed(api, res, st, &err))
+    if (pl_store_call_failed(c, pl_store_query_profile(s, &q, &r, &err), &err))
         return;
     pl_buf b;
     pl_buf_init(&b);
@@ -606,44 +657,55 @@ static void handle_profile(pl_sqlite_api *api, const params *p, pl_http_response
         pl_buf_append_byte(&b, '\n');
     }
     pl_profile_result_free(&r);
-    respond_buf(res, ctype, &b);
+    pl_store_call_respond(c, 200, ctype, &b);
 }
 
-static void handle_services(pl_sqlite_api *api, pl_http_response *res)
+static void handle_flamegraph(pl_store_call *c)
+{
+    answer_profile(c, false);
+}
+
+static void handle_top(pl_store_call *c)
+{
+    answer_profile(c, true);
+}
+
+static void handle_services(pl_store_call *c)
 {
     pl_err err = {{0}};
-    pl_store *s = api_store(api, &err);
+    pl_store *s = pl_store_call_store(c);
+    if (!s)
+        return;
     char **names = NULL;
     size_t n = 0;
-    pl_status st = s ? pl_store_query_services(s, &names, &n, &err) : PL_ERR_INTERNAL;
-    if (query_failed(api, res, st, &err))
+    if (pl_store_call_failed(c, pl_store_query_services(s, &names, &n, &err), &err))
         return;
     pl_buf b;
     pl_buf_init(&b);
     pl_json_services(names, n, &b);
     pl_buf_append_byte(&b, '\n');
     pl_store_free_names(names, n);
-    respond(res, pl_buf_ok(&b) ? 200 : 503, "application/json", &b);
-    pl_buf_free(&b);
+    pl_store_call_respond(c, 200, "application/json", &b);
 }
 
-static void handle_links(pl_sqlite_api *api, const params *p, pl_http_response *res)
+static void handle_links(pl_store_call *c)
 {
     uint64_t now = pl_time_now_ns(), since;
-    if (!since_param(p, res, "since", now, now - PL_QUERY_DEFAULT_SINCE_NS, &since))
+    if (!pl_store_call_since(c, "since", now, now - PL_QUERY_DEFAULT_SINCE_NS, &since))
         return;
     pl_err err = {{0}};
-    pl_store *s = api_store(api, &err);
+    pl_store *s = pl_store_call_store(c);
+    if (!s)
+        return;
     pl_link_stats ls;
-    pl_status st = s ? pl_store_query_links(s, since, &ls, &err) : PL_ERR_INTERNAL;
-    if (query_failed(api, res, st, &err))
+    if (pl_store_call_failed(c, pl_store_query_links(s, since, &ls, &err), &err))
         return;
     pl_buf b;
     pl_buf_init(&b);
     pl_json_links(&ls, &b);
     pl_buf_append_byte(&b, '\n');
     pl_link_stats_free(&ls);
-    respond_buf(res, "application/json", &b);
+    pl_store_call_respond(c, 200, "application/json", &b);
 }
 
 /* Spans and samples stored per second over the last RATE_SLOTS - 1 seconds. */
@@ -661,18 +723,17 @@ static void rates(const pl_sqlite_api *api, double *spans, double *samples)
     *samples = (double)(api->rate_samples[newest] - api->rate_samples[oldest]) * 1e9 / (double)dt;
 }
 
-static void handle_status(pl_sqlite_api *api, pl_http_response *res)
+static void handle_status(pl_store_call *c)
 {
+    pl_sqlite_api *api = c->api;
     pl_err err = {{0}};
-    pl_store *s = api_store(api, &err);
-    if (!s) {
-        respond_error(res, 503, err.msg);
+    pl_store *s = pl_store_call_store(c);
+    if (!s)
         return;
-    }
     uint64_t now = pl_time_now_ns();
     pl_link_stats ls;
-    pl_status st = pl_store_query_links(s, now - 900ull * 1000000000ull, &ls, &err);
-    if (query_failed(api, res, st, &err))
+    if (pl_store_call_failed(c, pl_store_query_links(s, now - 900ull * 1000000000ull, &ls, &err),
+                             &err))
         return;
     uint64_t spans = 0, linked = 0;
     for (size_t i = 0; i < ls.n; i++) {
@@ -691,63 +752,237 @@ static void handle_status(pl_sqlite_api *api, pl_http_response *res)
                   sps, smps, api->live ? __atomic_load_n(&api->live->spans, __ATOMIC_RELAXED) : 0,
                   api->live ? __atomic_load_n(&api->live->samples, __ATOMIC_RELAXED) : 0,
                   pl_store_size(s), spans, linked);
-    respond_buf(res, "application/json", &b);
+    pl_store_call_respond(c, 200, "application/json", &b);
 }
 
+static void not_found(pl_store_call *c);
+
 /* The web view's files, compiled into the binary (web_assets.c). */
-static bool serve_asset(const char *path, pl_http_response *res)
+static void handle_asset(pl_store_call *c)
 {
-    const pl_web_asset *a = pl_web_asset_find(strcmp(path, "/") == 0 ? "/index.html" : path);
-    if (!a)
-        return false;
+    const char *path = c->req->path;
+    const pl_web_asset *a = strncmp(path, "/api/", 5) == 0
+                                ? NULL
+                                : pl_web_asset_find(strcmp(path, "/") == 0 ? "/index.html" : path);
+    if (!a) {
+        not_found(c);
+        return;
+    }
+    static const char csp[] =
+        "default-src 'self'; img-src 'self' data:; style-src 'self'; script-src 'self'";
     pl_http_header h[3] = {
         {"Content-Type", 12, a->content_type, strlen(a->content_type)},
         {"Cache-Control", 13, "no-cache", 8},
         /* everything is served from here: no other origin, no inline code */
-        {"Content-Security-Policy", 23,
-         "default-src 'self'; img-src 'self' data:; style-src 'self'; script-src 'self'",
-         strlen("default-src 'self'; img-src 'self' data:; style-src 'self'; script-src 'self'")},
+        {"Content-Security-Policy", 23, csp, sizeof(csp) - 1},
     };
-    pl_http_respond(res, 200, h, 3, a->data, a->len);
-    return true;
+    pl_http_respond(c->res, 200, h, 3, a->data, a->len);
+    c->answered = true;
+}
+
+/* ---- the route table ------------------------------------------------------ */
+
+static const pl_store_route api_rows[] = {
+    {"GET", "/api/services", "", handle_services, "service names seen, sorted"},
+    {"GET", "/api/traces",
+     "service=&since=&until=&min_duration=&min_cpu=&root=&errors=&sort=&limit=&tenant=",
+     handle_traces, "recent traces, slowest first (sort=cpu: by profiled time)"},
+    {"GET", "/api/traces/", "", handle_traces, "the same as /api/traces"},
+    {"GET", "/api/traces/*", "top=", handle_trace,
+     "one trace's spans as a tree with their profile times (JSON); with Accept: "
+     "application/protobuf Tempo's v1 `Trace`"},
+    {"GET", "/api/flamegraph", "span=|trace=|service=&since=&until=&type=&descendants=&format=",
+     handle_flamegraph, "a flame graph: json, folded, svg, pprof or speedscope"},
+    {"GET", "/api/top", "span=|trace=|service=&since=&until=&type=&limit=", handle_top,
+     "hottest functions (self and total)"},
+    {"GET", "/api/links", "since=", handle_links, "spans with profiles per service"},
+    {"GET", "/api/status", "", handle_status,
+     "spans/s, samples/s, link ratio of the last 15 minutes, store size"},
+};
+
+const pl_store_route_table pl_store_api_routes = {api_rows, sizeof(api_rows) / sizeof(api_rows[0])};
+
+/* The web view: any other GET outside /api/ (a prefix row tried last). */
+static const pl_store_route web_rows[] = {
+    {"GET", "/*", "", handle_asset, "the web view: /, /app.js, /app.css"},
+};
+static const pl_store_route_table web_routes = {web_rows, 1};
+
+/* Every table the API dispatches on, in matching order. A family of
+ * endpoints in a file of its own adds one line here. */
+static const pl_store_route_table *const route_tables[] = {
+    &pl_store_api_routes,
+    &pl_store_tempo_routes,
+    &web_routes,
+};
+#define N_ROUTE_TABLES (sizeof(route_tables) / sizeof(route_tables[0]))
+
+const pl_store_route_table *const *pl_store_route_tables(size_t *n)
+{
+    *n = N_ROUTE_TABLES;
+    return route_tables;
+}
+
+/* Does `path` match the row's path? *rest gets what a prefix row leaves. */
+static bool route_matches(const char *pattern, const char *path, const char **rest)
+{
+    size_t n = strlen(pattern);
+    if (n && pattern[n - 1] == '*') {
+        if (strncmp(path, pattern, n - 1) != 0)
+            return false;
+        *rest = path + n - 1;
+        return true;
+    }
+    *rest = "";
+    return strcmp(pattern, path) == 0;
+}
+
+const pl_store_route *pl_store_route_find(const pl_store_route_table *const *tables,
+                                          size_t n_tables, const char *method, const char *path,
+                                          const char **rest, bool *path_known)
+{
+    *path_known = false;
+    bool head = strcmp(method, "HEAD") == 0;
+    for (size_t t = 0; t < n_tables; t++)
+        for (size_t i = 0; i < tables[t]->n; i++) {
+            const pl_store_route *r = &tables[t]->rows[i];
+            if (!route_matches(r->path, path, rest))
+                continue;
+            if (strcmp(r->method, method) == 0 || (head && strcmp(r->method, "GET") == 0))
+                return r;
+            *path_known = true;
+        }
+    *rest = "";
+    return NULL;
+}
+
+/* 404 with every path the API serves, from the rows. */
+static void not_found(pl_store_call *c)
+{
+    pl_buf b;
+    pl_buf_init(&b);
+    pl_buf_append_str(&b, "unknown path; see /");
+    for (size_t t = 0; t < N_ROUTE_TABLES; t++)
+        for (size_t i = 0; i < route_tables[t]->n; i++) {
+            const char *p = route_tables[t]->rows[i].path;
+            size_t n = strlen(p);
+            if (strncmp(p, "/api/", 5) != 0 && strncmp(p, "/pyroscope/", 11) != 0 &&
+                strncmp(p, "/querier.", 9) != 0)
+                continue; /* the web view's files: "/" stands for them */
+            if (n && p[n - 1] == '/')
+                continue; /* "/api/traces/": the same as "/api/traces" */
+            pl_buf_append_str(&b, ", ");
+            if (n && p[n - 1] == '*') {
+                pl_buf_append(&b, p, n - 1);
+                pl_buf_append_str(&b, "{id}");
+            } else {
+                pl_buf_append_str(&b, p);
+            }
+        }
+    pl_buf_append_byte(&b, 0);
+    if (pl_buf_ok(&b))
+        pl_store_call_error(c, 404, (const char *)b.data);
+    else
+        pl_store_call_error(c, 503, "out of memory");
+    pl_buf_free(&b);
+}
+
+static void md_cell(pl_buf *out, const char *s)
+{
+    for (; *s; s++) {
+        if (*s == '|')
+            pl_buf_append_str(out, "\\|");
+        else
+            pl_buf_append_byte(out, (uint8_t)*s);
+    }
+}
+
+void pl_store_routes_markdown(pl_buf *out)
+{
+    pl_buf_append_str(out, "| method | path | parameters | what |\n|---|---|---|---|\n");
+    for (size_t t = 0; t < N_ROUTE_TABLES; t++)
+        for (size_t i = 0; i < route_tables[t]->n; i++) {
+            const pl_store_route *r = &route_tables[t]->rows[i];
+            size_t n = strlen(r->path);
+            pl_buf_printf(out, "| %s | `", r->method);
+            if (n && r->path[n - 1] == '*') { /* a prefix: "/api/traces/{...}" */
+                pl_buf_append(out, r->path, n - 1);
+                pl_buf_append_str(out, "{...}");
+            } else {
+                md_cell(out, r->path);
+            }
+            pl_buf_append_str(out, "` | ");
+            if (*r->params) {
+                pl_buf_append_byte(out, '`');
+                md_cell(out, r->params);
+                pl_buf_append_byte(out, '`');
+            }
+            pl_buf_append_str(out, " | ");
+            md_cell(out, r->doc);
+            pl_buf_append_str(out, " |\n");
+        }
+}
+
+/* X-Scope-OrgID, copied NUL-terminated into buf; NULL when absent or
+ * empty. *bad when it is too long or holds a NUL (never "every tenant"). */
+static const char *tenant_header(const pl_http_request *req, char *buf, size_t cap, bool *bad)
+{
+    size_t len = 0;
+    const char *v = pl_http_header_get(req, "X-Scope-OrgID", &len);
+    *bad = v && (len >= cap || memchr(v, 0, len));
+    if (!v || len == 0 || *bad)
+        return NULL;
+    memcpy(buf, v, len);
+    buf[len] = 0;
+    return buf;
 }
 
 static void api_handler(void *arg, pl_http_request *req, pl_http_response *res)
 {
     pl_sqlite_api *api = arg;
-    if (strcmp(req->method, "GET") != 0 && strcmp(req->method, "HEAD") != 0) {
-        pl_http_header allow = {"Allow", 5, "GET", 3};
-        pl_http_respond(res, 405, &allow, 1, "{\"error\":\"method not allowed\"}\n", 31);
-        return;
-    }
-    params p;
-    params_parse(&p, req->query);
+    pl_store_params p;
+    pl_store_params_parse(&p, req->query);
     if (!p.buf) {
         respond_error(res, 503, "out of memory");
         return;
     }
-    const char *path = req->path;
-    if (strcmp(path, "/api/traces") == 0 || strcmp(path, "/api/traces/") == 0)
-        handle_traces(api, &p, res);
-    else if (strncmp(path, "/api/traces/", 12) == 0)
-        handle_trace(api, path + 12, &p, res);
-    else if (strcmp(path, "/api/flamegraph") == 0)
-        handle_profile(api, &p, res, false);
-    else if (strcmp(path, "/api/top") == 0)
-        handle_profile(api, &p, res, true);
-    else if (strcmp(path, "/api/services") == 0)
-        handle_services(api, res);
-    else if (strcmp(path, "/api/links") == 0)
-        handle_links(api, &p, res);
-    else if (strcmp(path, "/api/status") == 0)
-        handle_status(api, res);
-    else if (strncmp(path, "/api/", 5) != 0 && serve_asset(path, res))
-        ;
-    else
-        respond_error(res, 404,
-                      "unknown path; see /, /api/traces, /api/traces/{id}, /api/flamegraph, "
-                      "/api/top, /api/services, /api/links, /api/status");
-    free(p.buf);
+    char tenant[256];
+    bool bad_tenant;
+    pl_store_call c = {
+        .api = api,
+        .req = req,
+        .res = res,
+        .params = &p,
+        .tenant = tenant_header(req, tenant, sizeof(tenant), &bad_tenant),
+    };
+    if (bad_tenant) {
+        respond_error(res, 400, "X-Scope-OrgID: at most 255 bytes");
+        pl_store_params_free(&p);
+        return;
+    }
+    bool path_known;
+    const pl_store_route *r = pl_store_route_find(route_tables, N_ROUTE_TABLES, req->method,
+                                                  req->path, &c.rest, &path_known);
+    if (r) {
+        r->handler(&c);
+        if (!c.answered) /* a handler must answer; never leave the client waiting */
+            pl_store_call_error(&c, 500, "no answer");
+    } else if (path_known) {
+        pl_http_header allow = {"Allow", 5, "GET", 3};
+        for (size_t t = 0; t < N_ROUTE_TABLES; t++) /* the path's own method */
+            for (size_t i = 0; i < route_tables[t]->n; i++) {
+                const char *rest;
+                if (route_matches(route_tables[t]->rows[i].path, req->path, &rest) &&
+                    strcmp(route_tables[t]->rows[i].path, "/*") != 0) {
+                    allow.value = route_tables[t]->rows[i].method;
+                    allow.value_len = strlen(allow.value);
+                }
+            }
+        pl_http_respond(res, 405, &allow, 1, "{\"error\":\"method not allowed\"}\n", 31);
+    } else {
+        not_found(&c);
+    }
+    pl_store_params_free(&p);
 }
 
 pl_sqlite_api *pl_sqlite_api_new(const char *db_path)
@@ -803,7 +1038,11 @@ static void api_thread(void *arg)
     pl_sqlite_api *api = arg;
     pl_http_server_options opt;
     pl_sqlite_api_server_options(&opt);
-    opt.tls = api->tls;
+    if (api->sec)
+        pl_listener_security_apply(api->sec, &opt); /* TLS, authenticator */
+    else
+        opt.tls = api->tls;
+    opt.name = "sqlite/api";
     api->server =
         pl_http_server_start(&api->loop, api->endpoint, &opt, api_handler, api, &api->start_err);
     api->start_ok = api->server != NULL;
@@ -824,6 +1063,10 @@ static void api_thread(void *arg)
     api->store = NULL;
 }
 
+static pl_sqlite_api *api_start(const char *endpoint, const char *db_path,
+                                const pl_store_live *live, const pl_tls_server_config *tls,
+                                const pl_listener_security *sec, pl_err *err);
+
 pl_sqlite_api *pl_sqlite_api_start(const char *endpoint, const char *db_path,
                                    const pl_store_live *live, pl_err *err)
 {
@@ -834,6 +1077,20 @@ pl_sqlite_api *pl_sqlite_api_start_tls(const char *endpoint, const char *db_path
                                        const pl_store_live *live,
                                        const struct pl_tls_server_config *tls, pl_err *err)
 {
+    return api_start(endpoint, db_path, live, tls, NULL, err);
+}
+
+pl_sqlite_api *pl_sqlite_api_start_secure(const char *endpoint, const char *db_path,
+                                          const pl_store_live *live,
+                                          const pl_listener_security *sec, pl_err *err)
+{
+    return api_start(endpoint, db_path, live, NULL, sec, err);
+}
+
+static pl_sqlite_api *api_start(const char *endpoint, const char *db_path,
+                                const pl_store_live *live, const pl_tls_server_config *tls,
+                                const pl_listener_security *sec, pl_err *err)
+{
     pl_sqlite_api *api = pl_sqlite_api_new(db_path);
     if (!api || !(api->endpoint = strdup(endpoint))) {
         if (api)
@@ -843,6 +1100,7 @@ pl_sqlite_api *pl_sqlite_api_start_tls(const char *endpoint, const char *db_path
     }
     api->live = live;
     api->tls = tls;
+    api->sec = sec;
     if (uv_loop_init(&api->loop) != 0 || uv_sem_init(&api->started, 0) != 0) {
         pl_errf(err, PL_ERR_INTERNAL, "query API: cannot create its event loop");
         pl_sqlite_api_close(api);

@@ -2,20 +2,12 @@
  * sqlite_api.h: the read-only HTTP JSON query API of the embedded store, and
  * the JSON renderers it shares with `proflink query --json`.
  *
- *   GET /api/services
- *   GET /api/traces?service=&since=&min_duration=&limit=
- *   GET /api/traces/{trace_id}?top=
- *   GET /api/flamegraph?span=|trace=|service=&since=&until=&type=&format=folded|json|svg
- *   GET /api/top?service=|span=|trace=&since=&type=&limit=
- *
- * `since` and `until` are durations back from now ("15m", "2h"; "0" = all
- * time); `min_duration` a duration ("100ms"). Errors are JSON
- * {"error":"..."} with 400 (bad parameter), 404 (unknown trace or path),
- * 405 (not GET) or 503 (store not readable yet).
- *
- *   GET /api/links?since=       spans with profiles per service
- *   GET /api/status             spans/s, samples/s, link ratio, store size
- *   GET /, /app.js, /app.css    the web view (compiled in, see store/web/)
+ * The endpoints are the rows of its route tables (store_routes.h): the
+ * store's JSON (sqlite_api.c), Grafana's Tempo data source (tempo_api.c)
+ * and the web view; docs/store.md's endpoint table and the 404 answer are
+ * generated from the rows. Errors are JSON {"error":"..."} (Tempo's: text)
+ * with 400 (bad parameter), 404 (unknown trace or path), 405 (a method the
+ * path does not take) or 503 (store not readable yet).
  *
  * The server runs on its own thread and event loop and answers each request
  * synchronously there, so queries never block ingestion; every query is
@@ -57,6 +49,12 @@ struct pl_tls_server_config;
 pl_sqlite_api *pl_sqlite_api_start_tls(const char *endpoint, const char *db_path,
                                        const pl_store_live *live,
                                        const struct pl_tls_server_config *tls, pl_err *err);
+/* With a listener's security (TLS, authenticator: extensions/auth.h),
+ * borrowed for the API's life. */
+struct pl_listener_security;
+pl_sqlite_api *pl_sqlite_api_start_secure(const char *endpoint, const char *db_path,
+                                          const pl_store_live *live,
+                                          const struct pl_listener_security *sec, pl_err *err);
 int pl_sqlite_api_port(const pl_sqlite_api *api);
 /* Stops the API's thread (finishing the request it is answering) and frees
  * everything. */

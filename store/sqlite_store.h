@@ -206,7 +206,8 @@ typedef struct pl_span_row {
     int status_code;
     const char *status_message;
     const char *attributes_json; /* "{}" when none */
-    const char *profile_id;      /* pyroscope.profile.id or "" */
+    const char *profile_id;      /* the span id (16 hex) when samples are linked to it,
+                                    else pyroscope.profile.id as sent, else "" */
     int64_t cpu_ns;              /* from stored samples; else profile.cpu_time_ns; -1 none */
     int64_t samples;             /* stored samples (count); else profile.samples; 0 none */
     pl_time_kind time_kind;      /* what `time` and the `top` values are */

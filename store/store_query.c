@@ -910,6 +910,22 @@ pl_status pl_store_query_trace(pl_store *s, const uint8_t trace_id[16], size_t t
     }
     if (rc != SQLITE_OK)
         goto done;
+    /* A span with linked samples is named by its own id as its profile id
+     * (pyroscope.profile.id): Grafana's "Profiles for this span" asks for
+     * exactly that span's samples by it. */
+    for (size_t i = 0; i < n && rc == SQLITE_OK; i++) {
+        if (tmp[i].samples <= 0)
+            continue;
+        char *hex = pl_arena_alloc(a, 17);
+        if (!hex) {
+            rc = SQLITE_NOMEM;
+            break;
+        }
+        pl_hex_encode(tmp[i].span_id, 8, hex);
+        tmp[i].profile_id = hex;
+    }
+    if (rc != SQLITE_OK)
+        goto done;
 
     /* Depth-first order: roots (and orphans) by start time, children by
      * start time. Iterative, with a visited mark so cycles cannot loop. */

@@ -155,6 +155,14 @@ static const char *const write_sql[ST_COUNT] = {
         "duration_ns = CASE WHEN excluded.root_span_id IS NOT NULL THEN excluded.duration_ns "
         "WHEN root_span_id IS NOT NULL THEN duration_ns "
         "ELSE max(end_ns, excluded.end_ns) - min(start_ns, excluded.start_ns) END",
+    /* a span stored before (straight from a receiver) comes again with
+     * the correlation processor's profile summary: keep the summary */
+    [ST_UPD_SPAN_PROFILE] =
+        "UPDATE spans SET attributes = ?11, profile_id = coalesce(?12, profile_id), "
+        "profile_samples = coalesce(?13, profile_samples), "
+        "cpu_time_ns = coalesce(?14, cpu_time_ns), "
+        "cpu_time_total_ns = coalesce(?15, cpu_time_total_ns), "
+        "top_functions = coalesce(?16, top_functions) WHERE span_id = ?2 AND trace_id = ?1",
     [ST_SEL_STRING] = "SELECT id FROM strings WHERE value = ?1",
     [ST_INS_STRING] = "INSERT INTO strings(value) VALUES(?1)",
     [ST_SEL_FUNCTION] = "SELECT id FROM functions WHERE name_id = ?1 AND file_id = ?2",

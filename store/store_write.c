@@ -332,6 +332,9 @@ static int write_span(pl_store *s, const pl_span *sp, pl_bytes service, int64_t 
         bind_value_text(st, 16, &top->value, &scratch);
     else
         sqlite3_bind_null(st, 16);
+    bool has_profile = profile_id.len || top;
+    for (int k = 0; k < 3; k++)
+        has_profile = has_profile || pl_attrs_find(&sp->attrs, int_keys[k], strlen(int_keys[k]));
     if (resource_id)
         sqlite3_bind_int64(st, 17, resource_id);
     else
@@ -356,11 +359,37 @@ static int write_span(pl_store *s, const pl_span *sp, pl_bytes service, int64_t 
     else
         sqlite3_bind_null(st, 18);
     int rc = step_reset(st);
+    bool duplicate = rc == SQLITE_OK && sqlite3_changes(s->db) == 0;
+    if (duplicate && has_profile) {
+        /* the span is stored already (a pipeline without correlation wrote
+         * it as it arrived): this copy adds the profile summary */
+        sqlite3_stmt *up = s->st[ST_UPD_SPAN_PROFILE];
+        sqlite3_bind_blob(up, 1, sp->trace_id, 16, SQLITE_STATIC);
+        sqlite3_bind_int64(up, 2, sid);
+        sqlite3_bind_text(up, 11, (const char *)s->json.data, (int)s->json.len, SQLITE_STATIC);
+        if (profile_id.len)
+            bind_text(up, 12, profile_id);
+        else
+            sqlite3_bind_null(up, 12);
+        for (int k = 0; k < 3; k++) {
+            pl_kv *kv = pl_attrs_find(&sp->attrs, int_keys[k], strlen(int_keys[k]));
+            int64_t v;
+            if (kv && value_as_int(&kv->value, &v))
+                sqlite3_bind_int64(up, 13 + k, v);
+            else
+                sqlite3_bind_null(up, 13 + k);
+        }
+        if (top)
+            bind_value_text(up, 16, &top->value, &scratch);
+        else
+            sqlite3_bind_null(up, 16);
+        rc = step_reset(up);
+    }
     pl_buf_free(&events);
     pl_buf_free(&scratch);
     if (rc != SQLITE_OK)
         return rc;
-    if (sqlite3_changes(s->db) == 0) {
+    if (duplicate) {
         stats->duplicate_spans++;
         return SQLITE_OK;
     }

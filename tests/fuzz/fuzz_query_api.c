@@ -6,7 +6,10 @@
  * themselves on a small store written once at start-up.
  *
  * The input is the request target ("/api/traces?since=..."); a request
- * line and headers are put around it.
+ * line and headers are put around it. Its first byte also chooses the
+ * headers: odd asks for protobuf (Tempo's trace bodies), and bit 1 sends
+ * an X-Scope-OrgID. The same bytes are also parsed as TraceQL and turned
+ * into SQL (store/traceql.c), the parser /api/search runs.
  */
 #include <stdint.h>
 #include <stdio.h>
@@ -19,6 +22,7 @@
 #include "core/model.h"
 #include "store/sqlite_api.h"
 #include "store/sqlite_store.h"
+#include "store/traceql.h"
 #include "net/http_server.h"
 
 static pl_sqlite_api *api;
@@ -151,7 +155,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         pl_buf_append_byte(
             &req,
             (data[i] == '\r' || data[i] == '\n' || data[i] == ' ' || data[i] == 0) ? '_' : data[i]);
-    pl_buf_append_str(&req, " HTTP/1.1\r\nHost: x\r\n\r\n");
+    pl_buf_append_str(&req, " HTTP/1.1\r\nHost: x\r\n");
+    if (size && (data[0] & 1))
+        pl_buf_append_str(&req, "Accept: application/protobuf\r\n");
+    if (size && (data[0] & 2))
+        pl_buf_append_str(&req, "X-Scope-OrgID: t1\r\n");
+    pl_buf_append_str(&req, "\r\n");
     pl_http_server_options opt;
     pl_sqlite_api_server_options(&opt);
     pl_buf out;
@@ -160,5 +169,18 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         pl_http_server_feed(&opt, handler, api, req.data, req.len, 0, &out);
     pl_buf_free(&out);
     pl_buf_free(&req);
+
+    pl_tql t;
+    if (pl_tql_parse(&t, (const char *)data, size) == 0) {
+        pl_buf sql;
+        pl_buf_init(&sql);
+        pl_tql_bind binds[PL_TQL_MAX_BINDS];
+        int next = 10, n_binds = 0;
+        pl_tql_sql(&t, &sql, &next, binds, &n_binds);
+        if (n_binds > PL_TQL_MAX_BINDS)
+            abort();
+        pl_buf_free(&sql);
+    }
+    pl_tql_free(&t);
     return 0;
 }

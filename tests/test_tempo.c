@@ -1,0 +1,550 @@
+/*
+ * test_tempo.c: the TraceQL subset (store/traceql.c), the store API's route
+ * table (store/sqlite_api.c, store_routes.h) and the Tempo endpoints on a
+ * small store, through the HTTP server without sockets.
+ *
+ * Argument 1: docs/store.md, whose endpoint table must be the one the
+ * route rows generate; `test_tempo --markdown` prints that table.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "core/buf.h"
+#include "core/component.h"
+#include "core/model.h"
+#include "net/http_server.h"
+#include "store/sqlite_api.h"
+#include "store/sqlite_store.h"
+#include "store/store_routes.h"
+#include "store/traceql.h"
+#include "testlib.h"
+
+static const char *docs_path;
+
+static int parse(pl_tql *t, const char *q)
+{
+    return pl_tql_parse(t, q, strlen(q));
+}
+
+static void test_traceql_grafana_queries(void)
+{
+    pl_tql t;
+    /* what the search builder writes */
+    REQUIRE(parse(&t, "{}") == 0);
+    CHECK_EQ_INT(t.root, -1);
+    CHECK_EQ_INT(t.n_conds, 0);
+    pl_tql_free(&t);
+
+    REQUIRE(parse(&t, "{resource.service.name=\"shop\" && name=\"GET /\" && status=error && "
+                      "duration>100ms && duration<=1.5s}") == 0);
+    CHECK_EQ_INT(t.n_conds, 5);
+    CHECK_EQ_INT(t.conds[0].field, PL_TQL_F_RESOURCE);
+    CHECK_EQ_STR(t.conds[0].attr, "service.name");
+    CHECK_EQ_INT(t.conds[0].op, PL_TQL_EQ);
+    CHECK_EQ_STR(t.conds[0].str, "shop");
+    CHECK_EQ_INT(t.conds[1].field, PL_TQL_F_NAME);
+    CHECK_EQ_STR(t.conds[1].str, "GET /");
+    CHECK_EQ_INT(t.conds[2].field, PL_TQL_F_STATUS);
+    CHECK_EQ_INT(t.conds[2].vtype, PL_TQL_V_STATUS);
+    CHECK_EQ_INT(t.conds[2].i, 2);
+    CHECK_EQ_INT(t.conds[3].op, PL_TQL_GT);
+    CHECK_EQ_INT(t.conds[3].vtype, PL_TQL_V_DURATION);
+    CHECK_EQ_INT(t.conds[3].i, 100000000);
+    CHECK_EQ_INT(t.conds[4].op, PL_TQL_LE);
+    CHECK_EQ_INT(t.conds[4].i, 1500000000);
+    CHECK_EQ_INT(t.nodes[t.root].type, PL_TQL_AND);
+    pl_tql_free(&t);
+
+    /* several values of one filter: a parenthesised || group */
+    REQUIRE(parse(&t, "{ (span.http.method = \"GET\" || span.http.method = \"PUT\") && kind = "
+                      "server && .region =~ \"eu-.*\" && rootServiceName != \"x\" }") == 0);
+    CHECK_EQ_INT(t.n_conds, 5);
+    CHECK_EQ_INT(t.conds[0].field, PL_TQL_F_SPAN);
+    CHECK_EQ_STR(t.conds[0].attr, "http.method");
+    CHECK_EQ_INT(t.conds[2].vtype, PL_TQL_V_KIND);
+    CHECK_EQ_INT(t.conds[2].i, 2);
+    CHECK_EQ_INT(t.conds[3].field, PL_TQL_F_ANY);
+    CHECK_EQ_INT(t.conds[3].op, PL_TQL_RE);
+    CHECK_EQ_INT(t.conds[4].field, PL_TQL_F_ROOT_SERVICE);
+    CHECK_EQ_INT(t.conds[4].op, PL_TQL_NE);
+    /* && binds tighter than ||; the group is the left-most AND leaf */
+    const pl_tql_node *n = &t.nodes[t.root];
+    CHECK_EQ_INT(n->type, PL_TQL_AND);
+    pl_tql_free(&t);
+
+    /* all eight operators, ints, floats, bools, escapes, colon intrinsics */
+    REQUIRE(parse(&t, "{ span.a = 1 && span.b != -2 && span.c > 1.5 && span.d >= 3 && span.e < 4 "
+                      "&& span.f <= 5 && span.g =~ \"x\" && span.h !~ \"y\\\"z\" && span.i = "
+                      "true && traceDuration > 2m && trace:rootName = \"r\" && span:kind = "
+                      "client && statusMessage = \"m\" }") == 0);
+    CHECK_EQ_INT(t.n_conds, 13);
+    CHECK_EQ_INT(t.conds[1].i, -2);
+    CHECK_EQ_INT(t.conds[2].vtype, PL_TQL_V_FLOAT);
+    CHECK_EQ_STR(t.conds[7].str, "y\"z");
+    CHECK_EQ_INT(t.conds[8].vtype, PL_TQL_V_BOOL);
+    CHECK_EQ_INT(t.conds[9].field, PL_TQL_F_TRACE_DURATION);
+    CHECK_EQ_INT(t.conds[9].i, 120000000000LL);
+    CHECK_EQ_INT(t.conds[10].field, PL_TQL_F_ROOT_NAME);
+    CHECK_EQ_INT(t.conds[11].field, PL_TQL_F_KIND);
+    for (int i = 0; i < 8; i++) /* = != > >= < <= =~ !~, in the enum's order */
+        CHECK_EQ_INT(t.conds[i].op, PL_TQL_EQ + i);
+    pl_tql_free(&t);
+}
+
+static void check_refused(const char *q, const char *want)
+{
+    pl_tql t;
+    int rc = parse(&t, q);
+    CHECK(rc < 0);
+    if (rc < 0 && !strstr(t.error, want))
+        PL_FAIL_("query %s: error \"%s\" lacks \"%s\"", q, t.error, want);
+    pl_tql_free(&t);
+}
+
+static void test_traceql_refused(void)
+{
+    check_refused("", "spanset");
+    check_refused("{ name = \"a\" } | count() > 1", "pipelines");
+    check_refused("{ name = \"a\" } >> { name = \"b\" }", "one spanset");
+    check_refused("{ name = \"a\" } && { name = \"b\" }", "one spanset");
+    check_refused("{ name = a }", "unknown value");
+    check_refused("{ duration > 100 }", "unit");
+    check_refused("{ duration > 100y }", "unit");
+    check_refused("{ status = \"error\" }", "status");
+    check_refused("{ kind =~ \"server\" }", "kind");
+    check_refused("{ name > true }", "do not apply");
+    check_refused("{ span.x =~ 5 }", "regular expression");
+    check_refused("{ event.name = \"x\" }", "not supported");
+    check_refused("{ foo = 1 }", "unsupported field");
+    check_refused("{ name = \"a\" ", "expected }");
+    check_refused("{ name = \"a }", "closing quote");
+    check_refused("{ (name = \"a\" }", "expected )");
+    check_refused("{ span.\"a\\\"b\" = 1 }", "quotes");
+    check_refused("{ name = \"a\" && }", "expected a field");
+
+    /* bounds: nesting, length, number of conditions */
+    char q[PL_TQL_MAX_LEN + 64];
+    int at = snprintf(q, sizeof(q), "{ ");
+    for (int i = 0; i <= PL_TQL_MAX_DEPTH; i++)
+        q[at++] = '(';
+    at += snprintf(q + at, sizeof(q) - (size_t)at, "name = \"a\"");
+    for (int i = 0; i <= PL_TQL_MAX_DEPTH; i++)
+        q[at++] = ')';
+    snprintf(q + at, sizeof(q) - (size_t)at, " }");
+    check_refused(q, "nested deeper");
+    memset(q, ' ', sizeof(q) - 1);
+    q[0] = '{';
+    q[PL_TQL_MAX_LEN - 1] = '}';
+    q[PL_TQL_MAX_LEN + 1] = 0;
+    check_refused(q, "longer than");
+    at = snprintf(q, sizeof(q), "{ name = \"a\"");
+    for (int i = 0; i < PL_TQL_MAX_CONDS; i++)
+        at += snprintf(q + at, sizeof(q) - (size_t)at, " && span.a = %d", i);
+    snprintf(q + at, sizeof(q) - (size_t)at, " }");
+    check_refused(q, "too many conditions");
+}
+
+static void test_traceql_sql_binds_client_text(void)
+{
+    pl_tql t;
+    const char *q = "{ span.evil = \"x') OR 1=1 --\" && resource.k =~ \"a'b\" && (name = \"n\" "
+                    "|| .any != 3) && resource.service.name = \"svc\" }";
+    REQUIRE(parse(&t, q) == 0);
+    pl_buf sql;
+    pl_buf_init(&sql);
+    pl_tql_bind binds[PL_TQL_MAX_BINDS];
+    int next = 10, n_binds = 0;
+    REQUIRE(pl_tql_sql(&t, &sql, &next, binds, &n_binds) == 0);
+    pl_buf_append_byte(&sql, 0);
+    const char *s = (const char *)sql.data;
+    CHECK(!strstr(s, "evil"));
+    CHECK(!strstr(s, "OR 1=1"));
+    CHECK(!strstr(s, "a'b"));
+    CHECK(!strstr(s, "svc"));
+    CHECK(!strstr(s, "'n'"));
+    CHECK(strstr(s, " OR ") != NULL);          /* the || group */
+    CHECK(strstr(s, "s.service = ?") != NULL); /* service.name reads the indexed column */
+    CHECK(strstr(s, "regexp(?") != NULL);
+    CHECK(n_binds > 0 && n_binds <= PL_TQL_MAX_BINDS);
+    CHECK_EQ_INT(binds[0].index, 10);
+    for (int i = 0; i < n_binds; i++)
+        CHECK(binds[i].index >= 10 && binds[i].index < next);
+    pl_buf_free(&sql);
+    pl_tql_free(&t);
+}
+
+/* ---- route table --------------------------------------------------------- */
+
+static void test_route_table(void)
+{
+    size_t n_tables;
+    const pl_store_route_table *const *tables = pl_store_route_tables(&n_tables);
+    REQUIRE(n_tables >= 2);
+    const char *rest;
+    bool known;
+    const pl_store_route *r =
+        pl_store_route_find(tables, n_tables, "GET", "/api/services", &rest, &known);
+    REQUIRE(r);
+    CHECK_EQ_STR(r->path, "/api/services");
+    CHECK_EQ_STR(rest, "");
+    r = pl_store_route_find(tables, n_tables, "HEAD", "/api/echo", &rest, &known);
+    REQUIRE(r);
+    CHECK_EQ_STR(r->path, "/api/echo");
+    r = pl_store_route_find(tables, n_tables, "GET", "/api/traces/00ab", &rest, &known);
+    REQUIRE(r);
+    CHECK_EQ_STR(r->path, "/api/traces/*");
+    CHECK_EQ_STR(rest, "00ab");
+    r = pl_store_route_find(tables, n_tables, "GET", "/api/v2/search/tag/name/values", &rest,
+                            &known);
+    REQUIRE(r);
+    CHECK_EQ_STR(rest, "name/values");
+    /* the exact row wins over the prefix it starts */
+    r = pl_store_route_find(tables, n_tables, "GET", "/api/traces", &rest, &known);
+    REQUIRE(r);
+    CHECK_EQ_STR(r->path, "/api/traces");
+    r = pl_store_route_find(tables, n_tables, "POST", "/api/search", &rest, &known);
+    CHECK(r == NULL);
+    CHECK(known);
+    /* every row documented, no row twice */
+    for (size_t t = 0; t < n_tables; t++)
+        for (size_t i = 0; i < tables[t]->n; i++) {
+            const pl_store_route *a = &tables[t]->rows[i];
+            CHECK(a->handler && a->doc && *a->doc && a->params && a->method);
+            for (size_t u = 0; u < n_tables; u++)
+                for (size_t j = 0; j < tables[u]->n; j++)
+                    if ((u != t || j != i) && strcmp(a->path, tables[u]->rows[j].path) == 0 &&
+                        strcmp(a->method, tables[u]->rows[j].method) == 0)
+                        PL_FAIL_("route %s %s twice", a->method, a->path);
+        }
+}
+
+/* docs/store.md embeds the table the rows generate, between markers. */
+static void test_docs_list_every_route(void)
+{
+    REQUIRE(docs_path);
+    FILE *f = fopen(docs_path, "rb");
+    REQUIRE(f);
+    static char doc[1 << 17];
+    size_t n = fread(doc, 1, sizeof(doc) - 1, f);
+    fclose(f);
+    doc[n] = 0;
+    const char *begin = strstr(doc, "<!-- routes:begin -->\n");
+    const char *end = strstr(doc, "<!-- routes:end -->");
+    REQUIRE(begin && end && end > begin);
+    begin += strlen("<!-- routes:begin -->\n");
+    pl_buf md;
+    pl_buf_init(&md);
+    pl_store_routes_markdown(&md);
+    REQUIRE(pl_buf_ok(&md));
+    if (md.len != (size_t)(end - begin) || memcmp(md.data, begin, md.len) != 0) {
+        PL_FAIL_("docs/store.md's endpoint table differs from the route rows; it should be:");
+        fwrite(md.data, 1, md.len, stderr);
+    }
+    pl_buf_free(&md);
+}
+
+/* ---- the endpoints on a small store --------------------------------------- */
+
+static char db_path[256];
+
+static void add_span(pl_batch *b, pl_scope_spans *ss, uint8_t trace, uint8_t span, uint8_t parent,
+                     const char *name, int kind, int status, uint64_t start, uint64_t dur,
+                     const char *attr_key, int64_t attr_val)
+{
+    pl_span *sp = &ss->spans[ss->n_spans++];
+    memset(sp->trace_id, 0, 16);
+    sp->trace_id[15] = trace;
+    sp->trace_id_len = 16;
+    memset(sp->span_id, span, 8);
+    sp->span_id_len = 8;
+    if (parent) {
+        memset(sp->parent_span_id, parent, 8);
+        sp->parent_span_id_len = 8;
+    }
+    sp->name = pl_bytes_from_cstr(name);
+    sp->kind = kind;
+    sp->status.code = status;
+    sp->has_status = status != 0;
+    sp->start_time_unix_nano = start;
+    sp->end_time_unix_nano = start + dur;
+    if (attr_key)
+        pl_attrs_put(&b->arena, &sp->attrs, pl_bytes_from_cstr(attr_key), pl_value_int(attr_val));
+}
+
+static void fill_store(void)
+{
+    pl_store *s = NULL;
+    pl_err err;
+    REQUIRE(pl_store_open(db_path, NULL, &s, NULL, &err) == PL_OK);
+    uint64_t now = pl_time_now_ns() - 10000000000ull;
+    const char *services[2] = {"shop", "billing"};
+    for (int r = 0; r < 2; r++) {
+        pl_batch *b = pl_batch_new(PL_SIGNAL_TRACES);
+        pl_traces *t = &b->data.traces;
+        t->resources = pl_batch_alloc(b, sizeof(pl_resource_spans));
+        t->n_resources = 1;
+        pl_attrs_put(&b->arena, &t->resources[0].resource.attrs, PL_BYTES_LIT("service.name"),
+                     pl_value_string(pl_bytes_from_cstr(services[r])));
+        t->resources[0].scopes = pl_batch_alloc(b, sizeof(pl_scope_spans));
+        t->resources[0].n_scopes = 1;
+        pl_scope_spans *ss = &t->resources[0].scopes[0];
+        ss->spans = pl_batch_alloc(b, 4 * sizeof(pl_span));
+        if (r == 0) { /* trace 1: GET /cart (server, 50 ms) -> db (client, error) */
+            add_span(b, ss, 1, 0x11, 0, "GET /cart", 2, 0, now, 50000000, "http.status_code", 200);
+            add_span(b, ss, 1, 0x12, 0x11, "db", 3, 2, now + 1000000, 20000000, NULL, 0);
+            /* trace 2: GET /home (300 ms) */
+            add_span(b, ss, 2, 0x21, 0, "GET /home", 2, 0, now + 1000000000, 300000000,
+                     "http.status_code", 500);
+        } else { /* trace 3: POST /pay in billing */
+            add_span(b, ss, 3, 0x31, 0, "POST /pay", 2, 0, now + 2000000000, 150000000, NULL, 0);
+        }
+        REQUIRE(pl_store_write_batch(s, b, NULL, &err) == PL_OK);
+        pl_batch_free(b);
+    }
+    /* CPU samples linked to the db span (0x12..) of trace 1 */
+    pl_batch *b = pl_batch_new(PL_SIGNAL_PROFILES);
+    pl_profiles *ps = &b->data.profiles;
+    pl_dictionary *d = &ps->dict;
+    ps->has_dictionary = true;
+    pl_dict_ensure_zero_entries(&b->arena, d);
+    d->functions = pl_arena_grow(&b->arena, d->functions, 1, 2, sizeof(pl_function));
+    d->locations = pl_arena_grow(&b->arena, d->locations, 1, 2, sizeof(pl_location));
+    d->stacks = pl_arena_grow(&b->arena, d->stacks, 1, 2, sizeof(pl_stack));
+    d->functions[1].name_strindex = pl_dict_intern_string(&b->arena, d, PL_BYTES_LIT("query"));
+    memset(&d->locations[1], 0, sizeof(pl_location));
+    d->locations[1].lines = pl_batch_alloc(b, sizeof(pl_line));
+    d->locations[1].lines[0].function_index = 1;
+    d->locations[1].n_lines = 1;
+    d->n_functions = d->cap_functions = 2;
+    d->n_locations = d->cap_locations = 2;
+    d->stacks[1].location_indices = pl_batch_alloc(b, sizeof(int32_t));
+    d->stacks[1].location_indices[0] = 1;
+    d->stacks[1].n_location_indices = 1;
+    d->n_stacks = d->cap_stacks = 2;
+    ps->resources = pl_batch_alloc(b, sizeof(pl_resource_profiles));
+    ps->n_resources = 1;
+    pl_attrs_put(&b->arena, &ps->resources[0].resource.attrs, PL_BYTES_LIT("service.name"),
+                 pl_value_string(PL_BYTES_LIT("shop")));
+    ps->resources[0].scopes = pl_batch_alloc(b, sizeof(pl_scope_profiles));
+    ps->resources[0].n_scopes = 1;
+    pl_profile *p = pl_batch_alloc(b, sizeof(pl_profile));
+    ps->resources[0].scopes[0].profiles = p;
+    ps->resources[0].scopes[0].n_profiles = 1;
+    p->sample_type.type_strindex = pl_dict_intern_string(&b->arena, d, PL_BYTES_LIT("cpu"));
+    p->sample_type.unit_strindex = pl_dict_intern_string(&b->arena, d, PL_BYTES_LIT("nanoseconds"));
+    p->time_unix_nano = now;
+    p->samples = pl_batch_alloc(b, sizeof(pl_sample));
+    p->n_samples = 1;
+    p->samples[0].stack_index = 1;
+    pl_link l;
+    memset(&l, 0, sizeof(l));
+    l.trace_id[15] = 1;
+    memset(l.span_id, 0x12, 8);
+    l.trace_id_len = 16;
+    l.span_id_len = 8;
+    p->samples[0].link_index = pl_dict_add_link(&b->arena, d, &l);
+    p->samples[0].values = pl_batch_alloc(b, sizeof(int64_t));
+    p->samples[0].values[0] = 7000000;
+    p->samples[0].n_values = 1;
+    REQUIRE(pl_store_write_batch(s, b, NULL, &err) == PL_OK);
+    pl_batch_free(b);
+    pl_store_close(s);
+}
+
+static void handler(void *arg, pl_http_request *req, pl_http_response *res)
+{
+    pl_sqlite_api_handle(arg, req, res);
+}
+
+/* GET target (with extra header lines) -> status, body in out. */
+static int get(pl_sqlite_api *api, const char *target, const char *headers, pl_buf *out)
+{
+    pl_buf req;
+    pl_buf_init(&req);
+    pl_buf_printf(&req, "GET %s HTTP/1.1\r\nHost: x\r\n%s\r\n", target, headers ? headers : "");
+    pl_http_server_options opt;
+    pl_sqlite_api_server_options(&opt);
+    pl_buf raw;
+    pl_buf_init(&raw);
+    pl_http_server_feed(&opt, handler, api, req.data, req.len, 0, &raw);
+    pl_buf_free(&req);
+    pl_buf_append_byte(&raw, 0);
+    int status = 0;
+    sscanf((const char *)raw.data, "HTTP/1.1 %d", &status);
+    const char *body = strstr((const char *)raw.data, "\r\n\r\n");
+    pl_buf_reset(out);
+    if (body)
+        pl_buf_append_str(out, body + 4);
+    pl_buf_append_byte(out, 0);
+    pl_buf_free(&raw);
+    return status;
+}
+
+static int count_traces(const char *json)
+{
+    int n = 0;
+    for (const char *p = json; (p = strstr(p, "\"traceID\"")); p++)
+        n++;
+    return n;
+}
+
+static void search(pl_sqlite_api *api, const char *encoded_q, int want_status, int want_traces,
+                   const char *want_ids)
+{
+    char target[1024];
+    snprintf(target, sizeof(target), "/api/search?q=%s", encoded_q);
+    pl_buf b;
+    pl_buf_init(&b);
+    int st = get(api, target, NULL, &b);
+    if (st != want_status || (st == 200 && count_traces((const char *)b.data) != want_traces))
+        PL_FAIL_("search %s: %d %s (want %d, %d traces)", encoded_q, st, (const char *)b.data,
+                 want_status, want_traces);
+    for (const char *id = want_ids; id && *id; id += strlen(id) + 1) {
+        char key[64];
+        snprintf(key, sizeof(key), "\"traceID\":\"%s\"", id);
+        if (!strstr((const char *)b.data, key))
+            PL_FAIL_("search %s: no trace %s in %s", encoded_q, id, (const char *)b.data);
+    }
+    pl_buf_free(&b);
+}
+
+static void test_tempo_endpoints(void)
+{
+    const char *tmp = getenv("TMPDIR");
+    snprintf(db_path, sizeof(db_path), "%s/proflink-test-tempo-%d.db", tmp ? tmp : "/tmp",
+             (int)getpid());
+    fill_store();
+    pl_sqlite_api *api = pl_sqlite_api_new(db_path);
+    REQUIRE(api);
+    pl_buf b;
+    pl_buf_init(&b);
+    CHECK_EQ_INT(get(api, "/api/echo", NULL, &b), 200);
+    CHECK_EQ_STR((const char *)b.data, "echo");
+    CHECK_EQ_INT(get(api, "/api/status/buildinfo", NULL, &b), 200);
+    CHECK(strstr((const char *)b.data, "\"version\":") != NULL);
+
+    /* {} : all three; filters: exactly the matching traces (ids without
+     * leading zeros, as Tempo writes them) */
+    search(api, "%7B%7D", 200, 3, "1\0002\0003\0");
+    search(api, "%7Bresource.service.name%3D%22shop%22%7D", 200, 2, "1\0002\0");
+    search(api, "%7Bresource.service.name%3D%22shop%22%26%26status%3Derror%7D", 200, 1, "1\0");
+    search(api, "%7Bspan.http.status_code%3E%3D500%7D", 200, 1, "2\0");
+    search(api, "%7Bspan.http.status_code%3C300%7D", 200, 1, "1\0");
+    search(api, "%7Bduration%3E100ms%26%26kind%3Dserver%7D", 200, 2, "2\0003\0");
+    search(api, "%7BtraceDuration%3E%3D200ms%7D", 200, 1, "2\0");
+    search(api, "%7BrootServiceName%3D~%22bill.*%22%7D", 200, 1, "3\0");
+    search(api, "%7BrootServiceName!~%22bill.*%22%7D", 200, 2, "1\0002\0");
+    search(api, "%7B(name%3D%22db%22%7C%7Cname%3D%22POST%20%2Fpay%22)%7D", 200, 2, "1\0003\0");
+    search(api, "%7BrootName!%3D%22GET%20%2Fcart%22%26%26kind%3Dclient%7D", 200, 0, NULL);
+    search(api, "%7B.http.status_code%3D200%7D", 200, 1, "1\0");
+    search(api, "%7Bspan.nope%20!%3D%201%7D", 200, 0, NULL); /* a missing attribute never equals */
+    search(api, "%7Bname%3D~%22(%22%7D", 400, 0, NULL);      /* a bad regex is the client's */
+    search(api, "%7Bname%3D%22a%22%7D%20%7C%20count()", 400, 0, NULL);
+
+    /* limit and spss */
+    CHECK_EQ_INT(get(api, "/api/search?q=%7B%7D&limit=1", NULL, &b), 200);
+    CHECK_EQ_INT(count_traces((const char *)b.data), 1);
+    CHECK(strstr((const char *)b.data, "\"traceID\":\"3\"") != NULL); /* newest first */
+    CHECK_EQ_INT(
+        get(api, "/api/search?q=%7Bresource.service.name%3D%22shop%22%7D&spss=1", NULL, &b), 200);
+    CHECK(strstr((const char *)b.data, "\"matched\":2") != NULL); /* trace 1: two spans match */
+    CHECK_EQ_INT(get(api, "/api/search?limit=x", NULL, &b), 400);
+
+    /* trace by id: 1-32 hex digits, left-padded; v1 miss is 404, v2 an
+     * empty 200 */
+    CHECK_EQ_INT(get(api, "/api/v2/traces/1", "Accept: application/protobuf\r\n", &b), 200);
+    CHECK_EQ_INT(get(api, "/api/traces/01", "Accept: application/protobuf\r\n", &b), 200);
+    CHECK_EQ_INT(get(api, "/api/traces/99", "Accept: application/protobuf\r\n", &b), 404);
+    CHECK_EQ_INT(get(api, "/api/v2/traces/99", NULL, &b), 200);
+    CHECK_EQ_STR((const char *)b.data, "{}\n");
+    CHECK_EQ_INT(get(api, "/api/v2/traces/xyz", NULL, &b), 400);
+    CHECK_EQ_INT(get(api, "/api/v2/traces/1", NULL, &b), 200);
+    CHECK(strstr((const char *)b.data, "\"parentSpanId\":\"1111111111111111\"") != NULL);
+    /* the span with linked samples, and only it, names itself as its
+     * profile id (Grafana's "Profiles for this span") */
+    {
+        const char *j = (const char *)b.data;
+        const char *pid = strstr(j, "{\"key\":\"pyroscope.profile.id\",\"value\":{\"stringValue\":"
+                                    "\"1212121212121212\"}}");
+        CHECK(pid != NULL);
+        int n = 0;
+        for (const char *at = j; (at = strstr(at, "pyroscope.profile.id")); at++)
+            n++;
+        CHECK_EQ_INT(n, 1);
+    }
+    /* the store's own JSON route is unchanged without the Accept header */
+    CHECK_EQ_INT(get(api, "/api/traces/00000000000000000000000000000001", NULL, &b), 200);
+    CHECK(strstr((const char *)b.data, "\"span_id\":\"1212121212121212\"") != NULL);
+    CHECK(strstr((const char *)b.data, "\"profile_id\":\"1212121212121212\"") != NULL);
+    CHECK(strstr((const char *)b.data, "\"profile_id\":\"\"") != NULL); /* the root: none */
+
+    /* tenants: the header selects; these traces have none */
+    CHECK_EQ_INT(get(api, "/api/search?q=%7B%7D", "X-Scope-OrgID: other\r\n", &b), 200);
+    CHECK_EQ_INT(count_traces((const char *)b.data), 0);
+    CHECK_EQ_INT(get(api, "/api/v2/traces/1", "X-Scope-OrgID: other\r\n", &b), 200);
+    CHECK_EQ_STR((const char *)b.data, "{}\n");
+
+    char long_tenant[400];
+    memset(long_tenant, 'a', sizeof(long_tenant));
+    memcpy(long_tenant, "X-Scope-OrgID: ", 15);
+    memcpy(long_tenant + sizeof(long_tenant) - 3, "\r\n", 3);
+    CHECK_EQ_INT(get(api, "/api/search?q=%7B%7D", long_tenant, &b), 400); /* never "all" */
+
+    /* tags and values */
+    CHECK_EQ_INT(get(api, "/api/v2/search/tags", NULL, &b), 200);
+    CHECK(strstr((const char *)b.data, "{\"name\":\"span\",\"tags\":[\"http.status_code\"]}"));
+    CHECK(strstr((const char *)b.data, "\"service.name\""));
+    CHECK_EQ_INT(get(api, "/api/v2/search/tag/resource.service.name/values", NULL, &b), 200);
+    CHECK_EQ_STR((const char *)b.data,
+                 "{\"tagValues\":[{\"type\":\"string\",\"value\":\"billing\"},"
+                 "{\"type\":\"string\",\"value\":\"shop\"}]}\n");
+    CHECK_EQ_INT(get(api, "/api/v2/search/tag/span.http.status_code/values", NULL, &b), 200);
+    CHECK_EQ_STR((const char *)b.data, "{\"tagValues\":[{\"type\":\"int\",\"value\":\"200\"},"
+                                       "{\"type\":\"int\",\"value\":\"500\"}]}\n");
+    CHECK_EQ_INT(get(api, "/api/v2/search/tag/status/values", NULL, &b), 200);
+    CHECK(strstr((const char *)b.data, "{\"type\":\"keyword\",\"value\":\"error\"}"));
+    CHECK_EQ_INT(get(api, "/api/v2/search/tag/bogus/values", NULL, &b), 400);
+    /* Tempo's v1 forms: unscoped names, plain values */
+    CHECK_EQ_INT(get(api, "/api/search/tags", NULL, &b), 200);
+    CHECK_EQ_STR((const char *)b.data, "{\"tagNames\":[\"http.status_code\",\"service.name\"]}\n");
+    CHECK_EQ_INT(get(api, "/api/search/tag/service.name/values", NULL, &b), 200);
+    CHECK_EQ_STR((const char *)b.data, "{\"tagValues\":[\"billing\",\"shop\"]}\n");
+    CHECK_EQ_INT(get(api, "/api/search/tag/status/values", NULL, &b), 200);
+    CHECK_EQ_STR((const char *)b.data, "{\"tagValues\":[\"error\",\"ok\",\"unset\"]}\n");
+    CHECK_EQ_INT(get(api, "/api/search/tag/http.status_code/values", NULL, &b), 200);
+    CHECK_EQ_STR((const char *)b.data, "{\"tagValues\":[\"200\",\"500\"]}\n");
+
+    /* unknown paths list what exists; a known path with another method: 405 */
+    CHECK_EQ_INT(get(api, "/api/nope", NULL, &b), 404);
+    CHECK(strstr((const char *)b.data, "/api/search") && strstr((const char *)b.data, "/api/echo"));
+    pl_buf_free(&b);
+    pl_sqlite_api_close(api);
+    char side[300];
+    unlink(db_path);
+    snprintf(side, sizeof(side), "%s-wal", db_path);
+    unlink(side);
+    snprintf(side, sizeof(side), "%s-shm", db_path);
+    unlink(side);
+}
+
+int main(int argc, char **argv)
+{
+    if (argc > 1 && strcmp(argv[1], "--markdown") == 0) {
+        pl_buf md;
+        pl_buf_init(&md);
+        pl_store_routes_markdown(&md);
+        fwrite(md.data, 1, md.len, stdout);
+        pl_buf_free(&md);
+        return 0;
+    }
+    docs_path = argc > 1 ? argv[1] : NULL;
+    PL_RUN(test_traceql_grafana_queries);
+    PL_RUN(test_traceql_refused);
+    PL_RUN(test_traceql_sql_binds_client_text);
+    PL_RUN(test_route_table);
+    PL_RUN(test_docs_list_every_route);
+    PL_RUN(test_tempo_endpoints);
+    return pl_test_done();
+}
