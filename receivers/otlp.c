@@ -72,6 +72,17 @@ static int validate_protocols(void *cfg, pl_cfg_ctx *ctx)
         pl_cfg_errorf(ctx, NULL, "must specify at least one protocol (grpc or http)");
         return 1;
     }
+    /* A protocol that is not enabled listens nowhere: its default endpoint
+     * must not take part in the address checks (two receivers with only
+     * grpc would otherwise share the default HTTP port). */
+    if (!p->grpc_enabled) {
+        free(p->grpc.endpoint);
+        p->grpc.endpoint = NULL;
+    }
+    if (!p->http_enabled) {
+        free(p->http.endpoint);
+        p->http.endpoint = NULL;
+    }
     return 0;
 }
 
