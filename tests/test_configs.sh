@@ -6,7 +6,8 @@
 #   text validates again), and starts: every listening port is moved to a
 #   free one, the process answers /health and exits 0 on SIGTERM.
 #   invalid/*.yaml: each is refused; every `# expect: LINE:COL: TEXT` line
-#   of the file must appear in the output as FILE:LINE:COL: TEXT.
+#   of the file must appear in the output as FILE:LINE:COL: TEXT, and with
+#   `# errors: N` there must be exactly N such messages.
 #
 # usage: tests/test_configs.sh [path/to/proflink]   (or PROFLINK_BIN)
 set -u
@@ -80,6 +81,12 @@ for f in "$DIR"/invalid/*.yaml; do
     while IFS= read -r line; do
         grep -qF "$f:$line" "$TMP/out" || { good=no; echo "    # missing: $f:$line"; }
     done <"$TMP/expect"
+    # `# errors: N`: exactly N lines name the file (no misleading extras)
+    want=$(sed -n 's/^# errors: //p' "$f")
+    if [ -n "$want" ]; then
+        got=$(grep -c "^$f:[0-9]*:[0-9]*: " "$TMP/out")
+        [ "$got" = "$want" ] || { good=no; echo "    # $got errors, expected $want"; }
+    fi
     LOG_FILE="$TMP/out"
     check "$name is refused at its position" test $good = yes
 done
