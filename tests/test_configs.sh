@@ -7,7 +7,8 @@
 #   free one, the process answers /health and exits 0 on SIGTERM.
 #   invalid/*.yaml: each is refused; every `# expect: LINE:COL: TEXT` line
 #   of the file must appear in the output as FILE:LINE:COL: TEXT, and with
-#   `# errors: N` there must be exactly N such messages.
+#   `# errors: N` there must be exactly N such messages; `# expect-text:
+#   TEXT` is a message anywhere (one positioned in an included file).
 #
 # usage: tests/test_configs.sh [path/to/proflink]   (or PROFLINK_BIN)
 set -u
@@ -76,7 +77,7 @@ for f in "$DIR"/invalid/*.yaml; do
     rc=$?
     good=yes
     [ $rc -eq 1 ] || good=no
-    grep -q '^# expect: ' "$f" || good=no
+    grep -q '^# expect' "$f" || good=no
     grep '^# expect: ' "$f" | sed 's/^# expect: //' >"$TMP/expect"
     while IFS= read -r line; do
         grep -qF "$f:$line" "$TMP/out" || { good=no; echo "    # missing: $f:$line"; }
@@ -87,6 +88,11 @@ for f in "$DIR"/invalid/*.yaml; do
         got=$(grep -c "^$f:[0-9]*:[0-9]*: " "$TMP/out")
         [ "$got" = "$want" ] || { good=no; echo "    # $got errors, expected $want"; }
     fi
+    # `# expect-text: TEXT`: a message positioned in another file
+    sed -n 's/^# expect-text: //p' "$f" >"$TMP/expect"
+    while IFS= read -r line; do
+        grep -qF "$line" "$TMP/out" || { good=no; echo "    # missing: $line"; }
+    done <"$TMP/expect"
     LOG_FILE="$TMP/out"
     check "$name is refused at its position" test $good = yes
 done
