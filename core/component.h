@@ -118,6 +118,11 @@ struct pl_cfg_section {
  * validated (or at the section itself when key is NULL or absent). */
 void pl_cfg_errorf(pl_cfg_ctx *ctx, const char *key, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
+/* A warning (the config is accepted) at `key` of the section, like
+ * pl_cfg_errorf: for a setting proflink reads differently from the
+ * Collector, which must never be a silent difference. */
+void pl_cfg_warnf(pl_cfg_ctx *ctx, const char *key, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
 /* The usual shape of a validate hook, one line per rule:
  *     errors += pl_cfg_check(ctx, c->n >= 0, "n", "must not be negative");
  * Reports like pl_cfg_errorf when `ok` is false; returns 1 then, else 0. */

@@ -2,7 +2,8 @@
 # test_configs.sh: the configurations of tests/configs/, shaped like the
 # ones Collector users run.
 #
-#   valid/*.yaml: each validates, prints with print-config (and the printed
+#   valid/*.yaml: each validates (with exactly the warnings its `# warning:
+#   LINE:COL: TEXT` lines name), prints with print-config (and the printed
 #   text validates again), and starts: every listening port is moved to a
 #   free one, the process answers /health and exits 0 on SIGTERM.
 #   invalid/*.yaml: each is refused; every `# expect: LINE:COL: TEXT` line
@@ -42,7 +43,15 @@ for f in "$DIR"/valid/*.yaml; do
     name=valid/$(basename "$f")
     (cd "$DIR/valid" && "$BIN" validate --config "$f") >"$TMP/out" 2>&1
     rc=$?
-    if [ $rc -eq 0 ] && ! grep -q 'warning' "$TMP/out"; then ok "$name validates"; else
+    # warnings: exactly the `# warning: LINE:COL: TEXT` lines of the file
+    good=yes
+    sed -n 's/^# warning: //p' "$f" >"$TMP/expect"
+    while IFS= read -r line; do
+        grep -qF "$f:${line%%: *}: warning: ${line#*: }" "$TMP/out" || {
+            good=no; echo "    # missing warning: $line"; }
+    done <"$TMP/expect"
+    [ "$(grep -c ': warning: ' "$TMP/out")" = "$(wc -l <"$TMP/expect" | tr -d ' ')" ] || good=no
+    if [ $rc -eq 0 ] && [ $good = yes ]; then ok "$name validates"; else
         not_ok "$name validates"; sed 's/^/    # /' "$TMP/out"; fi
     (cd "$DIR/valid" && "$BIN" print-config --config "$f") >"$TMP/printed.yaml" 2>"$TMP/out"
     rc=$?
