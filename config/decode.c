@@ -537,6 +537,12 @@ static void set_field(decoder *d, const pl_cfg_field *f, const pl_cfg_node *key,
         return;
     }
     case PL_CFG_IGNORED: {
+        /* a Collector key proflink refuses: its help starts with "not
+         * supported" and says what to use instead */
+        if (f->description && strncmp(f->description, "not supported", 13) == 0) {
+            dec_error(d, key ? key : node, "'%s': %s", f->key, f->description);
+            return;
+        }
         /* the help says what proflink does instead, when it does more than
          * nothing ("accepted for Collector configs; <what>") */
         const char *why = f->description ? strstr(f->description, "; ") : NULL;

@@ -40,6 +40,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "config/decode.h"
 #include "core/log.h"
 #include "core/stats.h"
 #include "exporters/lb_dns.h"
@@ -82,6 +83,8 @@ static int resolver_validate(void *cfg_, pl_cfg_ctx *ctx)
     lb_resolver_cfg *r = cfg_;
     bool has_static = r->static_.hostnames.n > 0;
     bool has_dns = r->dns.hostname && r->dns.hostname[0];
+    if (pl_cfg_node_key(ctx->map, "k8s") || pl_cfg_node_key(ctx->map, "aws_cloud_map"))
+        return 0; /* refused by its own message */
     if (has_static == has_dns) {
         pl_cfg_errorf(ctx, NULL, "needs exactly one of static.hostnames (a list) or dns.hostname");
         return 1;

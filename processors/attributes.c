@@ -158,10 +158,10 @@ static int action_validate(void *cfg_, pl_cfg_ctx *ctx)
     case ACT_UPSERT:
         errors += pl_cfg_check(ctx, str_set(cfg->key), "key", "action \"%s\" needs a \"key\"",
                                cfg->action);
-        if ((cfg->value != NULL) == str_set(cfg->from_attribute)) {
+        if ((cfg->value != NULL) + str_set(cfg->from_attribute) + str_set(cfg->from_context) != 1) {
             pl_cfg_errorf(ctx, NULL,
-                          "action \"%s\" needs exactly one of \"value\" or "
-                          "\"from_attribute\"",
+                          "action \"%s\" needs exactly one of \"value\", "
+                          "\"from_attribute\" or \"from_context\"",
                           cfg->action);
             errors++;
         } else if (cfg->value) {
@@ -261,6 +261,7 @@ typedef struct attr_action {
     char *key;
     size_t key_len;
     char *from_attribute;
+    char *from_context; /* metadata key */
     size_t from_len;
     bool has_value;
     pl_value value; /* STRING values point at value_text */
@@ -282,6 +283,7 @@ static void engine_free(attr_engine *e)
         attr_action *a = &e->actions[i];
         free(a->key);
         free(a->from_attribute);
+        free(a->from_context);
         free(a->value_text);
         if (a->has_pattern)
             pl_pattern_free(&a->pattern);
@@ -315,6 +317,16 @@ static pl_status engine_build(attr_engine *e, const pl_cfg_list *list, pl_err *e
             a->from_attribute = strdup(c->from_attribute);
             a->from_len = strlen(c->from_attribute);
         }
+        if (str_set(c->from_context)) {
+            /* metadata.<key> is the request's metadata; auth.username is
+             * what proflink's authenticators record as auth.user */
+            const char *k = c->from_context;
+            if (strncmp(k, "metadata.", 9) == 0)
+                k += 9;
+            else if (strcmp(k, "auth.username") == 0)
+                k = "auth.user";
+            a->from_context = strdup(k);
+        }
         if (c->value) {
             a->value_text = strdup(c->value);
             if (!a->value_text || parse_typed_value(c->value_type, a->value_text, &a->value)) {
@@ -347,7 +359,8 @@ static pl_status engine_build(attr_engine *e, const pl_cfg_list *list, pl_err *e
         case ACT_INSERT:
         case ACT_UPDATE:
         case ACT_UPSERT:
-            ok = a->key && (a->has_value != (a->from_attribute != NULL));
+            ok = a->key &&
+                 a->has_value + (a->from_attribute != NULL) + (a->from_context != NULL) == 1;
             break;
         case ACT_DELETE:
         case ACT_HASH:
@@ -603,11 +616,17 @@ static bool apply_action(apply_ctx *c, size_t ai, pl_attrs *attrs, bool *changed
         if ((a->kind == ACT_INSERT && kv) || (a->kind == ACT_UPDATE && !kv))
             return true;
         pl_value v;
+        pl_bytes ctx_value;
         if (a->from_attribute) {
             pl_kv *src = find_attr(attrs, a->from_attribute, a->from_len);
             if (!src)
                 return true;
             v = src->value;
+        } else if (a->from_context) {
+            /* the metadata lives as long as the batch */
+            if (!pl_batch_metadata_get(c->batch, a->from_context, &ctx_value))
+                return true;
+            v = pl_value_string(ctx_value);
         } else {
             if (!ensure_copied(c, ai))
                 return false;

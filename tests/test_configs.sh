@@ -20,9 +20,10 @@ DIR=$(cd "$(dirname "$0")/configs" && pwd)
 
 # Rewrites every listening host:port (0.0.0.0, 127.0.0.1, localhost, [::])
 # to 127.0.0.1:<free port>, the same port for the same number, so that
-# exporters aimed at a local receiver still reach it.
+# exporters aimed at a local receiver still reach it; paths under
+# /tmp/proflink-configs-test move to the test's temporary directory.
 move_ports() { # move_ports IN OUT
-    python3 - "$1" "$2" <<'PY'
+    python3 - "$1" "$2" "$TMP" <<'PY'
 import re, socket, sys
 text = open(sys.argv[1]).read()
 ports = {}
@@ -35,6 +36,8 @@ def sub(m):
     return "%s127.0.0.1:%d" % (m.group(1), ports[old])
 text = re.sub(r'(^|[\s"\'/{,])(?:0\.0\.0\.0|127\.0\.0\.1|localhost|\[::\]):(\d+)', sub, text,
               flags=re.M)
+# files the configurations write go to the test's own directory
+text = text.replace("/tmp/proflink-configs-test", sys.argv[3])
 open(sys.argv[2], "w").write(text)
 PY
 }

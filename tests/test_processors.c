@@ -103,6 +103,35 @@ static void test_attributes_insert(void)
     pl_batch_free(b);
 }
 
+static void setup_metadata(pl_batch *b, pl_attrs *a)
+{
+    (void)a;
+    b->metadata.n = 2;
+    b->metadata.items = pl_batch_alloc(b, 2 * sizeof(pl_kv));
+    b->metadata.items[0].key = px_str(b, "x-tenant");
+    b->metadata.items[0].value = pl_value_string(px_str(b, "acme"));
+    b->metadata.items[1].key = px_str(b, "auth.user");
+    b->metadata.items[1].value = pl_value_string(px_str(b, "ann"));
+}
+
+/* from_context: the request's metadata (metadata.<key>) and the
+ * authenticated user (auth.username); an absent key leaves attrs alone. */
+static void test_attributes_from_context(void)
+{
+    pl_batch *b =
+        run_attributes("actions:\n"
+                       "  - {key: tenant, action: insert, from_context: metadata.x-tenant}\n"
+                       "  - {key: user, action: upsert, from_context: auth.username}\n"
+                       "  - {key: gone, action: insert, from_context: metadata.nope}\n",
+                       setup_metadata);
+    REQUIRE(b);
+    pl_attrs *a = &px_span(b, 0, 0)->attrs;
+    CHECK(attr_is_str(a, "tenant", "acme"));
+    CHECK(attr_is_str(a, "user", "ann"));
+    CHECK(attr(a, "gone") == NULL);
+    pl_batch_free(b);
+}
+
 static void test_attributes_update(void)
 {
     pl_batch *b = run_attributes("actions:\n"
@@ -541,7 +570,8 @@ static void test_attributes_invalid_config(void)
     fprintf(stderr, "%s", p.errors);
     CHECK(n >= 10);
     CHECK(has_error(&p, "test.yaml:2:", "unknown action \"frobnicate\""));
-    CHECK(has_error(&p, "test.yaml:3:", "exactly one of \"value\" or \"from_attribute\""));
+    CHECK(has_error(
+        &p, "test.yaml:3:", "exactly one of \"value\", \"from_attribute\" or \"from_context\""));
     CHECK(has_error(
         &p, "test.yaml:6:5",
         "invalid regular expression \"x(?P<ok>a\": missing closing parenthesis at offset 9"));
@@ -901,6 +931,32 @@ static void test_redaction_allow_list(void)
     CHECK(attr_is_str(a, "http.route", "/****"));
     CHECK_EQ_UINT(a->n, 2);
     CHECK_EQ_UINT(px_counter(&p, "removed_keys"), 1);
+    px_capture_clear(&cap);
+    px_close(&p);
+}
+
+/* ignored_key_patterns: keys matching one are kept as they are, like
+ * ignored_keys (neither removed by the allow list nor masked). */
+static void test_redaction_ignored_key_patterns(void)
+{
+    px_proc p;
+    REQUIRE(px_open(&p, &pl_processor_redaction,
+                    "allowed_keys: [http.route]\nignored_key_patterns: ['^debug\\.']\n"
+                    "blocked_values: ['x+']\n",
+                    NULL) == PL_OK);
+    px_capture cap;
+    px_capture_init(&cap);
+    pl_batch *b = px_traces(1, 1);
+    pl_span *sp = px_span(b, 0, 0);
+    px_put_str(b, &sp->attrs, "debug.note", "xxx kept");
+    px_put_str(b, &sp->attrs, "nodebug.note", "dropped");
+    px_put_str(b, &sp->attrs, "http.route", "/xx");
+    CHECK_EQ_INT(px_consume(&p, b, &cap.consumer), PL_OK);
+    REQUIRE(cap.n == 1);
+    pl_attrs *a = &px_span(cap.batches[0], 0, 0)->attrs;
+    CHECK(attr_is_str(a, "debug.note", "xxx kept"));
+    CHECK(attr(a, "nodebug.note") == NULL);
+    CHECK(attr_is_str(a, "http.route", "/****"));
     px_capture_clear(&cap);
     px_close(&p);
 }
@@ -1574,6 +1630,7 @@ int main(void)
     PL_RUN(test_strlist_and_pattern_list);
     PL_RUN(test_attributes_insert);
     PL_RUN(test_attributes_update);
+    PL_RUN(test_attributes_from_context);
     PL_RUN(test_attributes_upsert_and_types);
     PL_RUN(test_attributes_from_attribute_every_type);
     PL_RUN(test_attributes_delete);
@@ -1595,6 +1652,7 @@ int main(void)
     PL_RUN(test_memory_limiter_invalid_config);
     PL_RUN(test_redaction_span_values);
     PL_RUN(test_redaction_allow_list);
+    PL_RUN(test_redaction_ignored_key_patterns);
     PL_RUN(test_redaction_profiles);
     PL_RUN(test_redaction_invalid_config);
     PL_RUN(test_redaction_collector_semantics);
