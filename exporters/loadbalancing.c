@@ -113,6 +113,14 @@ static int lb_validate(void *cfg_, pl_cfg_ctx *ctx)
     int errors = 0;
     errors += pl_cfg_check(ctx, pl_lb_routing_key_parse(cfg->routing_key, NULL) == 0, "routing_key",
                            "must be traceID or service");
+    /* only batch is read from the top-level sending_queue */
+    const pl_cfg_node *q = pl_cfg_node_get(ctx->map, "sending_queue");
+    for (size_t i = 0; q && q->kind == PL_NODE_MAP && i < q->n; i++)
+        if (strcmp(q->keys[i]->value, "batch") != 0 && strcmp(q->keys[i]->value, "sizer") != 0)
+            pl_cfg_warn_at(ctx->errs, q->keys[i],
+                           "'%s': ignored here; each member's queue is set under "
+                           "protocol.otlp.sending_queue",
+                           q->keys[i]->value);
     return errors;
 }
 
