@@ -468,6 +468,18 @@ static void load_pipeline_list(loader *l, pl_config_pipeline *p, pl_kind kind,
                 pl_kind_name(kind), item->value, signal_names[p->signal], p->name, handles);
             continue;
         }
+        if (c->type->signals_passed & PL_SIGNAL_MASK(p->signal))
+            pl_cfg_warn_at(l->errs, item,
+                           "%s '%s' hands %s on unchanged: proflink does not apply it to %s yet "
+                           "(pipeline '%s')",
+                           pl_kind_name(kind), item->value, signal_names[p->signal],
+                           signal_names[p->signal], p->name);
+        if (c->type->signals_coarse & PL_SIGNAL_MASK(p->signal))
+            pl_cfg_warn_at(l->errs, item,
+                           "%s '%s' handles %s more coarsely than the Collector (pipeline '%s'; "
+                           "see `proflink components %s`)",
+                           pl_kind_name(kind), item->value, signal_names[p->signal], p->name,
+                           c->type->type);
         c->signals |= PL_SIGNAL_MASK(p->signal);
         c->n_pipelines++;
         (*out)[(*n_out)++] = (size_t)idx;

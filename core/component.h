@@ -256,6 +256,12 @@ typedef struct pl_component_type {
     size_t (*pending)(void *self);
     /* Releases everything; called once handles are closed and the loop ran. */
     void (*destroy)(void *self);
+    /* Signals of `signals` that pipelines may give it (as the Collector
+     * does) but that it hands on unchanged; validate warns about each use. */
+    unsigned signals_passed;
+    /* Signals it handles more coarsely than the Collector (its description
+     * says how); validate warns about each use. */
+    unsigned signals_coarse;
 } pl_component_type;
 
 /* The fields every descriptor below fills in the same way, so that each

@@ -623,8 +623,11 @@ static pl_status route(lb *l, const pl_batch *b, lb_member *except, uint64_t *mo
     size_t n = pl_lb_route_keys(b, l->key, NULL);
     usable_except ue = {l, except};
     if (n == 0) {
-        /* nothing to key on (an empty request): the owner of no key */
-        int m = pl_lb_ring_pick(&l->ring, service_hash((pl_bytes){0}), member_usable_except, &ue);
+        /* nothing to key on: an empty request, or logs and metrics (opaque
+         * in proflink), which go whole to the owner of their bytes' hash */
+        bool opaque = b->signal == PL_SIGNAL_LOGS || b->signal == PL_SIGNAL_METRICS;
+        int m = pl_lb_ring_pick(&l->ring, service_hash(opaque ? b->data.raw : (pl_bytes){0}),
+                                member_usable_except, &ue);
         if (m < 0 || l->ring_members[m] == except)
             return PL_ERR_REFUSED;
         return pl_otlp_exporter_export(l->ring_members[m]->x, b);
@@ -913,8 +916,6 @@ static pl_status lb_start(void *self, pl_err *err)
 static pl_status lb_export(void *self, const pl_batch *batch)
 {
     lb *l = self;
-    if (batch->signal != PL_SIGNAL_TRACES && batch->signal != PL_SIGNAL_PROFILES)
-        return PL_ERR_UNSUPPORTED;
     return route(l, batch, NULL, NULL);
 }
 
@@ -971,10 +972,13 @@ static void lb_destroy(void *self)
 }
 
 const pl_component_type pl_exporter_loadbalancing = {
-    PL_COMPONENT_HEAD("loadbalancing", PL_KIND_EXPORTER, PL_SIGNALS_TRACES_PROFILES, &lb_section),
+    PL_COMPONENT_HEAD("loadbalancing", PL_KIND_EXPORTER, PL_SIGNALS_ALL, &lb_section),
     .description = "spreads traces and profiles over OTLP/gRPC members (static list or DNS) by "
                    "trace id or service on a consistent-hashing ring; each member has its own "
-                   "queue, and a failing member's data moves to the next member",
+                   "queue, and a failing member's data moves to the next member; a logs or "
+                   "metrics request goes whole to one member, by a hash of its bytes (not split "
+                   "by trace id or service as in the Collector)",
+    .signals_coarse = PL_SIGNAL_MASK(PL_SIGNAL_LOGS) | PL_SIGNAL_MASK(PL_SIGNAL_METRICS),
     PL_COMPONENT_LIFECYCLE(lb_create, lb_start, lb_shutdown, lb_destroy),
     .export = lb_export,
     .pending = lb_pending,

@@ -1141,17 +1141,18 @@ static void attr_destroy(void *self)
 }
 
 const pl_component_type pl_processor_attributes = {
-    PL_COMPONENT_HEAD("attributes", PL_KIND_PROCESSOR, PL_SIGNALS_TRACES_PROFILES,
-                      &attributes_section),
+    PL_COMPONENT_HEAD("attributes", PL_KIND_PROCESSOR, PL_SIGNALS_ALL, &attributes_section),
     .description = "insert, update, upsert, delete, hash, extract and convert span and profile "
                    "sample attributes",
     PL_COMPONENT_LIFECYCLE(attributes_create, attr_start, attr_shutdown, attr_destroy),
     .consume = attr_consume,
+    .signals_passed = PL_SIGNAL_MASK(PL_SIGNAL_LOGS) | PL_SIGNAL_MASK(PL_SIGNAL_METRICS),
 };
 
 const pl_component_type pl_processor_resource = {
-    PL_COMPONENT_HEAD("resource", PL_KIND_PROCESSOR, PL_SIGNALS_TRACES_PROFILES, &resource_section),
+    PL_COMPONENT_HEAD("resource", PL_KIND_PROCESSOR, PL_SIGNALS_ALL, &resource_section),
     .description = "insert, update, upsert, delete, hash, extract and convert resource attributes",
     PL_COMPONENT_LIFECYCLE(resource_create, attr_start, attr_shutdown, attr_destroy),
     .consume = attr_consume,
+    .signals_passed = PL_SIGNAL_MASK(PL_SIGNAL_LOGS) | PL_SIGNAL_MASK(PL_SIGNAL_METRICS),
 };

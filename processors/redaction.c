@@ -649,10 +649,10 @@ static pl_status redaction_consume(void *self, pl_batch *batch, pl_consumer *nex
 static void redaction_shutdown(void *self) {}
 
 const pl_component_type pl_processor_redaction = {
-    PL_COMPONENT_HEAD("redaction", PL_KIND_PROCESSOR, PL_SIGNALS_TRACES_PROFILES,
-                      &redaction_section),
+    PL_COMPONENT_HEAD("redaction", PL_KIND_PROCESSOR, PL_SIGNALS_ALL, &redaction_section),
     .description = "masks sensitive attribute values, profile function and file names",
     PL_COMPONENT_LIFECYCLE(redaction_create, redaction_start, redaction_shutdown,
                            redaction_destroy),
     .consume = redaction_consume,
+    .signals_passed = PL_SIGNAL_MASK(PL_SIGNAL_LOGS) | PL_SIGNAL_MASK(PL_SIGNAL_METRICS),
 };
