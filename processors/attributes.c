@@ -54,6 +54,8 @@
 #include "core/strlist.h"
 #include "core/value_json.h"
 #include "pattern.h"
+#include "proto/otlp_pb.h"
+#include "proto/pb_wire.h"
 
 /* ---- config ------------------------------------------------------------- */
 
@@ -1110,9 +1112,157 @@ static bool apply_to_batch(attr_proc *p, apply_ctx *c, pl_batch *batch)
     return true;
 }
 
+/* ---- resource of logs and metrics ---------------------------------------- */
+
+/* One Resource message (its bytes; NULL/0: absent) through the actions:
+ * decoded and encoded with the traces codec, as the only content of a
+ * request of one ResourceSpans, so the actions see it exactly as a span's
+ * resource. Appends the new Resource field (field 1) to `out`, or nothing
+ * when it ends up empty. false when the bytes do not decode or on OOM. */
+static bool rewrite_resource(attr_proc *p, const pl_batch *batch, const uint8_t *res, size_t len,
+                             bool present, pl_buf *out)
+{
+    pl_buf wrap, enc;
+    pl_buf_init(&wrap);
+    pl_buf_init(&enc);
+    pl_buf inner;
+    pl_buf_init(&inner);
+    if (present)
+        pl_pb_put_bytes(&inner, 1, res, len); /* ResourceSpans.resource */
+    pl_pb_put_bytes(&wrap, 1, inner.data ? inner.data : (const uint8_t *)"", inner.len);
+    pl_buf_free(&inner);
+    pl_batch *tmp = pl_batch_new(PL_SIGNAL_TRACES);
+    pl_err err = {{0}};
+    bool ok = tmp && pl_buf_ok(&wrap) &&
+              pl_otlp_decode_traces(tmp, wrap.data, wrap.len, &err) == PL_OK &&
+              tmp->data.traces.n_resources == 1;
+    if (ok) {
+        tmp->metadata = batch->metadata; /* from_context reads it; it outlives tmp */
+        pl_resource_spans *rs = &tmp->data.traces.resources[0];
+        apply_ctx c;
+        bool changed = false;
+        ok = apply_ctx_init(&c, &p->engine, tmp) && engine_apply(&c, &rs->resource.attrs, &changed);
+        apply_ctx_done(&c);
+        if (rs->resource.attrs.n)
+            rs->has_resource = true;
+        ok = ok && pl_otlp_encode_traces(&tmp->data.traces, &enc) && pl_buf_ok(&enc);
+        tmp->metadata = (pl_metadata){0};
+    }
+    /* the encoded request: field 1 (ResourceSpans) holding field 1 (Resource) */
+    pl_pb_reader r = {enc.data, enc.data + enc.len};
+    uint32_t field, wt;
+    uint64_t v;
+    pl_pb_reader rs_msg = {0};
+    bool found = false;
+    while (ok && r.p < r.end) {
+        pl_pb_reader sub;
+        if (pl_pb_next_field(&r, &field, &wt, &v, &sub) != 0) {
+            ok = false;
+            break;
+        }
+        if (field == 1 && wt == PL_PB_LEN) {
+            rs_msg = sub;
+            found = true;
+        }
+    }
+    while (ok && found && rs_msg.p < rs_msg.end) {
+        const uint8_t *start = rs_msg.p;
+        pl_pb_reader sub;
+        if (pl_pb_next_field(&rs_msg, &field, &wt, &v, &sub) != 0) {
+            ok = false;
+            break;
+        }
+        if (field == 1 && wt == PL_PB_LEN)
+            pl_buf_append(out, start, (size_t)(rs_msg.p - start));
+    }
+    pl_batch_free(tmp);
+    pl_buf_free(&wrap);
+    pl_buf_free(&enc);
+    return ok;
+}
+
+/* Logs and metrics are opaque protobuf in proflink; the resource processor
+ * still acts on them: each ResourceLogs / ResourceMetrics (field 1 of the
+ * request) gets its Resource (its field 1) rewritten, every other byte is
+ * copied as it came. The batch then points at the new request. false on
+ * bytes that do not parse, or OOM. */
+static bool apply_to_opaque_resources(attr_proc *p, pl_batch *batch)
+{
+    pl_buf out;
+    pl_buf_init(&out);
+    pl_pb_reader req = {batch->data.raw.ptr, batch->data.raw.ptr + batch->data.raw.len};
+    bool ok = true;
+    while (ok && req.p < req.end) {
+        const uint8_t *start = req.p;
+        uint32_t field, wt;
+        uint64_t v;
+        pl_pb_reader msg;
+        if (pl_pb_next_field(&req, &field, &wt, &v, &msg) != 0) {
+            ok = false;
+            break;
+        }
+        if (field != 1 || wt != PL_PB_LEN) {
+            pl_buf_append(&out, start, (size_t)(req.p - start));
+            continue;
+        }
+        /* one ResourceLogs / ResourceMetrics: the resource first, then the
+         * rest in its order */
+        pl_buf body;
+        pl_buf_init(&body);
+        const uint8_t *res = NULL;
+        size_t res_len = 0;
+        bool has_res = false;
+        pl_pb_reader scan = msg;
+        while (ok && scan.p < scan.end) {
+            pl_pb_reader sub;
+            if (pl_pb_next_field(&scan, &field, &wt, &v, &sub) != 0) {
+                ok = false;
+                break;
+            }
+            if (field == 1 && wt == PL_PB_LEN) {
+                res = sub.p;
+                res_len = (size_t)(sub.end - sub.p);
+                has_res = true;
+            }
+        }
+        ok = ok && rewrite_resource(p, batch, res, res_len, has_res, &body);
+        scan = msg;
+        while (ok && scan.p < scan.end) {
+            const uint8_t *f0 = scan.p;
+            pl_pb_reader sub;
+            if (pl_pb_next_field(&scan, &field, &wt, &v, &sub) != 0) {
+                ok = false;
+                break;
+            }
+            if (!(field == 1 && wt == PL_PB_LEN))
+                pl_buf_append(&body, f0, (size_t)(scan.p - f0));
+        }
+        ok = ok && pl_buf_ok(&body);
+        if (ok)
+            pl_pb_put_bytes(&out, 1, body.data ? body.data : (const uint8_t *)"", body.len);
+        pl_buf_free(&body);
+    }
+    ok = ok && pl_buf_ok(&out);
+    if (ok && out.len && pl_batch_adopt(batch, out.data, out.cap) == 0) {
+        batch->data.raw = (pl_bytes){out.data, out.len};
+        return true;
+    }
+    if (ok && !out.len) {
+        batch->data.raw = (pl_bytes){0};
+        return true;
+    }
+    pl_buf_free(&out);
+    return false;
+}
+
 static pl_status attr_consume(void *self, pl_batch *batch, pl_consumer *next)
 {
     attr_proc *p = self;
+    if (p->resource && (batch->signal == PL_SIGNAL_LOGS || batch->signal == PL_SIGNAL_METRICS) &&
+        !apply_to_opaque_resources(p, batch)) {
+        pl_warn(p->id, "%s request that does not parse or out of memory; handed on unchanged",
+                pl_signal_name(batch->signal));
+    }
     if (batch->signal == PL_SIGNAL_TRACES || batch->signal == PL_SIGNAL_PROFILES) {
         apply_ctx c;
         bool ok = apply_ctx_init(&c, &p->engine, batch) && apply_to_batch(p, &c, batch);
@@ -1154,5 +1304,4 @@ const pl_component_type pl_processor_resource = {
     .description = "insert, update, upsert, delete, hash, extract and convert resource attributes",
     PL_COMPONENT_LIFECYCLE(resource_create, attr_start, attr_shutdown, attr_destroy),
     .consume = attr_consume,
-    .signals_passed = PL_SIGNAL_MASK(PL_SIGNAL_LOGS) | PL_SIGNAL_MASK(PL_SIGNAL_METRICS),
 };

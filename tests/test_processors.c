@@ -423,6 +423,70 @@ static void test_attributes_inserted_strings_live_in_the_batch(void)
     pl_batch_free(b);
 }
 
+/* A protobuf length-delimited field (small: one-byte lengths). */
+static size_t pb_field(uint8_t *out, unsigned field, const void *data, size_t len)
+{
+    out[0] = (uint8_t)(field << 3 | 2);
+    out[1] = (uint8_t)len;
+    memcpy(out + 2, data, len);
+    return len + 2;
+}
+
+/* The resource processor on opaque logs and metrics: each ResourceLogs'
+ * Resource gets the actions, every other byte (scope_logs, schema_url) is
+ * kept as it came; a ResourceMetrics without a resource gets one. */
+static void test_resource_on_logs_and_metrics(void)
+{
+    px_proc p;
+    REQUIRE(px_open(&p, &pl_processor_resource,
+                    "attributes:\n"
+                    "  - {key: deployment.environment, value: prod, action: upsert}\n"
+                    "  - {key: secret, action: delete}\n",
+                    NULL) == PL_OK);
+    /* ExportLogsServiceRequest { resource_logs { resource { attributes {
+     * secret: "x" } } scope_logs { log_records { body "hi" } } schema_url "s" } } */
+    uint8_t any[16], kv[32], res[40], body[16], rec[24], scope[32], rl[128], req[160];
+    size_t n_any = pb_field(any, 1, "x", 1); /* AnyValue.string_value */
+    size_t n_kv = pb_field(kv, 1, "secret", 6);
+    n_kv += pb_field(kv + n_kv, 2, any, n_any);
+    size_t n_res = pb_field(res, 1, kv, n_kv);
+    size_t n_body = pb_field(body, 1, "hi", 2);
+    size_t n_rec = pb_field(rec, 5, body, n_body);   /* LogRecord.body */
+    size_t n_scope = pb_field(scope, 2, rec, n_rec); /* ScopeLogs.log_records */
+    size_t n_rl = pb_field(rl, 1, res, n_res);
+    n_rl += pb_field(rl + n_rl, 2, scope, n_scope);
+    n_rl += pb_field(rl + n_rl, 3, "s", 1);
+    size_t n_req = pb_field(req, 1, rl, n_rl);
+    px_capture cap;
+    px_capture_init(&cap);
+    pl_batch *logs = pl_batch_new(PL_SIGNAL_LOGS);
+    logs->data.raw = (pl_bytes){req, n_req};
+    CHECK_EQ_INT(px_consume(&p, logs, &cap.consumer), PL_OK);
+    REQUIRE(cap.n == 1);
+    pl_bytes out = cap.batches[0]->data.raw;
+    size_t count = 0;
+    CHECK(pl_otlp_count_logs(out.ptr, out.len, &count, NULL) == PL_OK && count == 1);
+    CHECK(memmem(out.ptr, out.len, "deployment.environment", 22) != NULL);
+    CHECK(memmem(out.ptr, out.len, "prod", 4) != NULL);
+    CHECK(memmem(out.ptr, out.len, "secret", 6) == NULL);
+    CHECK(memmem(out.ptr, out.len, scope, n_scope) != NULL); /* kept byte for byte */
+    px_capture_clear(&cap);
+
+    /* ExportMetricsServiceRequest { resource_metrics { scope_metrics {} } } */
+    uint8_t rm[8], mreq[16];
+    size_t n_rm = pb_field(rm, 2, "", 0);
+    size_t n_mreq = pb_field(mreq, 1, rm, n_rm);
+    pl_batch *metrics = pl_batch_new(PL_SIGNAL_METRICS);
+    metrics->data.raw = (pl_bytes){mreq, n_mreq};
+    CHECK_EQ_INT(px_consume(&p, metrics, &cap.consumer), PL_OK);
+    REQUIRE(cap.n == 1);
+    out = cap.batches[0]->data.raw;
+    CHECK(memmem(out.ptr, out.len, "deployment.environment", 22) != NULL);
+    CHECK(out.len > n_mreq);
+    px_capture_clear(&cap);
+    px_close(&p);
+}
+
 static void test_attributes_empty_batches_and_other_signals(void)
 {
     px_proc p;
@@ -1631,6 +1695,7 @@ int main(void)
     PL_RUN(test_attributes_insert);
     PL_RUN(test_attributes_update);
     PL_RUN(test_attributes_from_context);
+    PL_RUN(test_resource_on_logs_and_metrics);
     PL_RUN(test_attributes_upsert_and_types);
     PL_RUN(test_attributes_from_attribute_every_type);
     PL_RUN(test_attributes_delete);
