@@ -82,8 +82,33 @@ int pl_config_register_type(const pl_component_type *type)
     return 0;
 }
 
+/* The Collector's other names for types proflink has: the current exporter
+ * names otlp_grpc and otlp_http (otlp and otlphttp are their older names,
+ * still accepted by the Collector as aliases). */
+static const struct {
+    pl_kind kind;
+    const char *alias, *type;
+} type_aliases[] = {
+    {PL_KIND_EXPORTER, "otlp_grpc", "otlp"},
+    {PL_KIND_EXPORTER, "otlp_http", "otlphttp"},
+};
+
+static const pl_component_type *find_exact(const pl_component_type *const *registry, pl_kind kind,
+                                           const char *type, size_t len);
+
 const pl_component_type *pl_config_find_type(const pl_component_type *const *registry, pl_kind kind,
                                              const char *type, size_t len)
+{
+    const pl_component_type *t = find_exact(registry, kind, type, len);
+    for (size_t i = 0; !t && i < sizeof(type_aliases) / sizeof(type_aliases[0]); i++)
+        if (type_aliases[i].kind == kind && strlen(type_aliases[i].alias) == len &&
+            memcmp(type_aliases[i].alias, type, len) == 0)
+            t = find_exact(registry, kind, type_aliases[i].type, strlen(type_aliases[i].type));
+    return t;
+}
+
+static const pl_component_type *find_exact(const pl_component_type *const *registry, pl_kind kind,
+                                           const char *type, size_t len)
 {
     for (size_t i = 0; i < n_extra_types; i++) {
         const pl_component_type *t = extra_types[i];
@@ -170,8 +195,113 @@ static void known_types(const pl_component_type *const *registry, pl_kind kind, 
         if (extra_types[i]->kind == kind && len < size - 1)
             len += (size_t)snprintf(buf + len, size - len, "%s%s", len ? ", " : "",
                                     extra_types[i]->type);
+    for (size_t i = 0; i < sizeof(type_aliases) / sizeof(type_aliases[0]); i++)
+        if (type_aliases[i].kind == kind && len < size - 1 &&
+            find_exact(registry, kind, type_aliases[i].type, strlen(type_aliases[i].type)))
+            len += (size_t)snprintf(buf + len, size - len, "%s%s", len ? ", " : "",
+                                    type_aliases[i].alias);
     if (!len)
         snprintf(buf, size, "none registered");
+}
+
+/* Well-known Collector component types proflink does not have: what each
+ * is, and what to use instead (shown by validate after "unknown ... type").
+ * Kind PL_KIND_EXTENSION + 1 stands for "any kind" (connectors appear in
+ * pipelines as receivers and exporters). */
+#define ANY_KIND ((pl_kind)(PL_KIND_EXTENSION + 1))
+static const struct {
+    pl_kind kind;
+    const char *type, *hint;
+} type_hints[] = {
+    {PL_KIND_EXPORTER, "logging",
+     "the Collector's old name of the debug exporter: write 'debug' (verbosity: basic, normal or "
+     "detailed)"},
+    {PL_KIND_EXPORTER, "prometheus",
+     "a contrib exporter proflink does not have; proflink's own metrics are served on "
+     "service.telemetry.metrics; send metrics on with otlp or otlphttp"},
+    {PL_KIND_EXPORTER, "prometheusremotewrite",
+     "a contrib exporter proflink does not have; use otlphttp to a backend that takes OTLP "
+     "(Mimir, Prometheus 3 /api/v1/otlp)"},
+    {PL_KIND_EXPORTER, "loki",
+     "a contrib exporter (removed upstream) proflink does not have; Loki 3 takes OTLP: use "
+     "otlphttp"},
+    {PL_KIND_EXPORTER, "zipkin", "a contrib exporter proflink does not have; use otlp or otlphttp"},
+    {PL_KIND_EXPORTER, "jaeger",
+     "removed from the Collector; Jaeger takes OTLP: use otlp or otlphttp"},
+    {PL_KIND_EXPORTER, "kafka", "a contrib exporter this build of proflink does not have"},
+    {PL_KIND_EXPORTER, "elasticsearch",
+     "a contrib exporter proflink does not have; use otlphttp to a backend that takes OTLP"},
+    {PL_KIND_EXPORTER, "clickhouse",
+     "a contrib exporter proflink does not have; proflink keeps profiles and traces in its "
+     "own store (exporter 'sqlite')"},
+    {PL_KIND_EXPORTER, "awsxray", "a contrib exporter proflink does not have; use otlp"},
+    {PL_KIND_EXPORTER, "datadog", "a contrib exporter proflink does not have; use otlp"},
+    {PL_KIND_EXPORTER, "googlecloud", "a contrib exporter proflink does not have; use otlp"},
+    {PL_KIND_EXPORTER, "splunk_hec", "a contrib exporter proflink does not have; use otlphttp"},
+    {PL_KIND_RECEIVER, "jaeger",
+     "a contrib receiver proflink does not have; Jaeger clients can send OTLP to the otlp "
+     "receiver"},
+    {PL_KIND_RECEIVER, "zipkin",
+     "a contrib receiver proflink does not have; send OTLP to the otlp receiver"},
+    {PL_KIND_RECEIVER, "prometheus",
+     "a contrib receiver proflink does not have; for profiles, pprof_scrape scrapes "
+     "/debug/pprof endpoints"},
+    {PL_KIND_RECEIVER, "hostmetrics", "a contrib receiver proflink does not have"},
+    {PL_KIND_RECEIVER, "filelog", "a contrib receiver proflink does not have"},
+    {PL_KIND_RECEIVER, "kafka", "a contrib receiver this build of proflink does not have"},
+    {PL_KIND_RECEIVER, "profiling",
+     "the eBPF profiler's receiver (opentelemetry-ebpf-profiler) proflink does not embed; run "
+     "the profiler as an agent that sends OTLP profiles to the otlp receiver"},
+    {PL_KIND_PROCESSOR, "filter",
+     "a contrib processor proflink does not have; redaction removes attributes, attributes "
+     "deletes them"},
+    {PL_KIND_PROCESSOR, "transform",
+     "a contrib processor (OTTL) proflink does not have; attributes and resource cover insert, "
+     "update, upsert, delete, hash, extract and convert"},
+    {PL_KIND_PROCESSOR, "resourcedetection",
+     "a contrib processor proflink does not have; set resource attributes with the resource "
+     "processor (values may use ${env:VAR})"},
+    {PL_KIND_PROCESSOR, "k8sattributes",
+     "a contrib processor proflink does not have; set resource attributes with the resource "
+     "processor"},
+    {PL_KIND_PROCESSOR, "tail_sampling", "a contrib processor proflink does not have"},
+    {PL_KIND_PROCESSOR, "probabilistic_sampler", "a contrib processor proflink does not have"},
+    {PL_KIND_PROCESSOR, "span", "a contrib processor proflink does not have"},
+    {PL_KIND_PROCESSOR, "groupbytrace",
+     "a contrib processor proflink does not have; the correlation processor waits for the spans "
+     "a profile names"},
+    {PL_KIND_PROCESSOR, "spanmetrics",
+     "replaced in the Collector by the spanmetrics connector; proflink runs no connectors"},
+    {PL_KIND_EXTENSION, "file_storage",
+     "a contrib extension proflink does not have; give the exporter's sending_queue a "
+     "'storage:' directory for a persistent queue"},
+    {PL_KIND_EXTENSION, "oauth2client",
+     "a contrib extension proflink does not have; bearertokenauth sends a fixed or file-held "
+     "token"},
+    {PL_KIND_EXTENSION, "headers_setter",
+     "a contrib extension proflink does not have; the exporters' 'headers' sets fixed headers"},
+    {PL_KIND_EXTENSION, "memory_ballast",
+     "removed from the Collector; use the memory_limiter processor"},
+    {PL_KIND_EXTENSION, "oidc", "a contrib extension proflink does not have"},
+    {ANY_KIND, "spanmetrics", "a connector; proflink runs no connectors"},
+    {ANY_KIND, "servicegraph", "a connector; proflink runs no connectors"},
+    {ANY_KIND, "forward",
+     "a connector; proflink runs no connectors: list the receivers in each pipeline instead"},
+    {ANY_KIND, "count", "a connector; proflink runs no connectors"},
+    {ANY_KIND, "routing", "a connector; proflink runs no connectors"},
+    {ANY_KIND, "failover", "a connector; proflink runs no connectors"},
+    {ANY_KIND, "roundrobin",
+     "a connector; proflink runs no connectors (the loadbalancing exporter spreads by trace "
+     "id)"},
+};
+
+static const char *type_hint(pl_kind kind, const char *type, size_t len)
+{
+    for (size_t i = 0; i < sizeof(type_hints) / sizeof(type_hints[0]); i++)
+        if ((type_hints[i].kind == kind || type_hints[i].kind == ANY_KIND) &&
+            strlen(type_hints[i].type) == len && memcmp(type_hints[i].type, type, len) == 0)
+            return type_hints[i].hint;
+    return NULL;
 }
 
 static void load_components(loader *l, pl_kind kind, const pl_cfg_node *map)
@@ -205,8 +335,13 @@ static void load_components(loader *l, pl_kind kind, const pl_cfg_node *map)
         if (!type) {
             char known[400];
             known_types(cfg->registry, kind, known, sizeof(known));
-            pl_cfg_errors_at(l->errs, idkey, "unknown %s type '%.*s' (known: %s)",
-                             pl_kind_name(kind), type_len, idkey->value, known);
+            const char *hint = type_hint(kind, idkey->value, (size_t)type_len);
+            if (hint)
+                pl_cfg_errors_at(l->errs, idkey, "unknown %s type '%.*s': %s (known: %s)",
+                                 pl_kind_name(kind), type_len, idkey->value, hint, known);
+            else
+                pl_cfg_errors_at(l->errs, idkey, "unknown %s type '%.*s' (known: %s)",
+                                 pl_kind_name(kind), type_len, idkey->value, known);
             continue;
         }
         pl_config_component *c = &cfg->components[cfg->n_components];
@@ -272,7 +407,8 @@ static bool defined_in_file(const pl_cfg_node *root, pl_kind kind, const char *i
 
 /* Reads one list (receivers/processors/exporters) of a pipeline. */
 static void load_pipeline_list(loader *l, pl_config_pipeline *p, pl_kind kind,
-                               const pl_cfg_node *list, size_t **out, size_t *n_out)
+                               const pl_cfg_node *list, size_t **out, size_t *n_out,
+                               size_t *n_connectors)
 {
     *out = NULL;
     *n_out = 0;
@@ -296,7 +432,13 @@ static void load_pipeline_list(loader *l, pl_config_pipeline *p, pl_kind kind,
         }
         long idx = find_component(cfg, kind, item->value);
         if (idx < 0) {
-            if (!defined_in_file(cfg->doc->root, kind, item->value)) {
+            /* a connector's id: 'connectors' itself is the one error */
+            bool connector =
+                (kind == PL_KIND_RECEIVER || kind == PL_KIND_EXPORTER) &&
+                pl_cfg_node_key(pl_cfg_node_get(cfg->doc->root, "connectors"), item->value);
+            if (connector)
+                (*n_connectors)++;
+            else if (!defined_in_file(cfg->doc->root, kind, item->value)) {
                 const char *close = closest_id(cfg, kind, item->value);
                 if (close)
                     pl_cfg_errors_at(
@@ -326,6 +468,18 @@ static void load_pipeline_list(loader *l, pl_config_pipeline *p, pl_kind kind,
                 pl_kind_name(kind), item->value, signal_names[p->signal], p->name, handles);
             continue;
         }
+        if (c->type->signals_passed & PL_SIGNAL_MASK(p->signal))
+            pl_cfg_warn_at(l->errs, item,
+                           "%s '%s' hands %s on unchanged: proflink does not apply it to %s yet "
+                           "(pipeline '%s')",
+                           pl_kind_name(kind), item->value, signal_names[p->signal],
+                           signal_names[p->signal], p->name);
+        if (c->type->signals_coarse & PL_SIGNAL_MASK(p->signal))
+            pl_cfg_warn_at(l->errs, item,
+                           "%s '%s' handles %s more coarsely than the Collector (pipeline '%s'; "
+                           "see `proflink components %s`)",
+                           pl_kind_name(kind), item->value, signal_names[p->signal], p->name,
+                           c->type->type);
         c->signals |= PL_SIGNAL_MASK(p->signal);
         c->n_pipelines++;
         (*out)[(*n_out)++] = (size_t)idx;
@@ -391,9 +545,15 @@ static void load_pipelines(loader *l, const pl_cfg_node *service_key, const pl_c
         const pl_cfg_node *recv = pl_cfg_node_get(body, "receivers");
         const pl_cfg_node *procs = pl_cfg_node_get(body, "processors");
         const pl_cfg_node *exps = pl_cfg_node_get(body, "exporters");
-        load_pipeline_list(l, p, PL_KIND_RECEIVER, recv, &p->receivers, &p->n_receivers);
-        load_pipeline_list(l, p, PL_KIND_PROCESSOR, procs, &p->processors, &p->n_processors);
-        load_pipeline_list(l, p, PL_KIND_EXPORTER, exps, &p->exporters, &p->n_exporters);
+        size_t n_connectors = 0;
+        load_pipeline_list(l, p, PL_KIND_RECEIVER, recv, &p->receivers, &p->n_receivers,
+                           &n_connectors);
+        load_pipeline_list(l, p, PL_KIND_PROCESSOR, procs, &p->processors, &p->n_processors,
+                           &n_connectors);
+        load_pipeline_list(l, p, PL_KIND_EXPORTER, exps, &p->exporters, &p->n_exporters,
+                           &n_connectors);
+        if (n_connectors)
+            continue; /* its ends are connectors: 'connectors' is the error */
         if (!recv || recv->kind == PL_NODE_NULL || (recv->kind == PL_NODE_SEQ && recv->n == 0))
             pl_cfg_errors_at(l->errs, key, "pipeline '%s' has no receivers", p->name);
         if (!exps || exps->kind == PL_NODE_NULL || (exps->kind == PL_NODE_SEQ && exps->n == 0))
@@ -502,7 +662,12 @@ static pl_config *load_doc(pl_cfg_doc *doc, const char *path,
         bool known = strcmp(k, "service") == 0;
         for (size_t s = 0; s < 4; s++)
             known |= strcmp(k, sections[s].name) == 0;
-        if (!known)
+        if (strcmp(k, "connectors") == 0)
+            pl_cfg_errors_at(errs, root->keys[i],
+                             "'connectors' are not supported: proflink runs no connectors "
+                             "(spanmetrics, servicegraph, forward, routing ...); give each "
+                             "pipeline its own receivers and exporters instead");
+        else if (!known)
             pl_cfg_errors_at(errs, root->keys[i],
                              "unknown key '%s' (known keys: receivers, processors, exporters, "
                              "extensions, service)",

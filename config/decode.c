@@ -162,6 +162,24 @@ void pl_cfg_errorf(pl_cfg_ctx *ctx, const char *key, const char *fmt, ...)
     va_end(ap);
 }
 
+void pl_cfg_warnf(pl_cfg_ctx *ctx, const char *key, const char *fmt, ...)
+{
+    if (!ctx)
+        return;
+    const pl_cfg_node *at = key ? pl_cfg_node_key(ctx->map, key) : NULL;
+    if (!at)
+        at = ctx->map ? ctx->map : ctx->where;
+    char msg[900];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof(msg), fmt, ap);
+    va_end(ap);
+    if (key)
+        pl_cfg_warn_at(ctx->errs, at, "'%s': %s", key, msg);
+    else
+        pl_cfg_warn_at(ctx->errs, at, "%s", msg);
+}
+
 int pl_cfg_check(pl_cfg_ctx *ctx, bool ok, const char *key, const char *fmt, ...)
 {
     if (ok)
@@ -518,10 +536,25 @@ static void set_field(decoder *d, const pl_cfg_field *f, const pl_cfg_node *key,
         *(pl_strmap *)slot = map;
         return;
     }
-    case PL_CFG_IGNORED:
-        pl_cfg_warn_at(d->errs, key ? key : node,
-                       "'%s' is accepted for compatibility and has no effect", f->key);
+    case PL_CFG_IGNORED: {
+        /* a Collector key proflink refuses: its help starts with "not
+         * supported" and says what to use instead */
+        if (f->description && strncmp(f->description, "not supported", 13) == 0) {
+            dec_error(d, key ? key : node, "'%s': %s", f->key, f->description);
+            return;
+        }
+        /* the help says what proflink does instead, when it does more than
+         * nothing ("accepted for Collector configs; <what>") */
+        const char *why = f->description ? strstr(f->description, "; ") : NULL;
+        if (why && strcmp(why, "; no effect") != 0)
+            pl_cfg_warn_at(d->errs, key ? key : node,
+                           "'%s' is accepted for compatibility and has no effect (%s)", f->key,
+                           why + 2);
+        else
+            pl_cfg_warn_at(d->errs, key ? key : node,
+                           "'%s' is accepted for compatibility and has no effect", f->key);
         return;
+    }
     case PL_CFG_SECTION:
         if (node->kind != PL_NODE_MAP) {
             dec_error(d, node, "'%s': expected a map, got %s", f->key,

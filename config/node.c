@@ -394,7 +394,15 @@ typedef struct builder {
     int n_errors;
     anchor *anchors;
     size_t n_anchors, cap_anchors;
+    int includes; /* how many ${file:...} documents enclose this one */
 } builder;
+
+/* ${file:...} documents may name further files, this deep at most (a file
+ * naming itself stops here). */
+#define MAX_INCLUDES 8
+
+static pl_cfg_doc *doc_parse(const char *file, const char *text, size_t len, pl_cfg_errors *errs,
+                             int includes);
 
 pl_cfg_node *pl_cfg_doc_node(pl_cfg_doc *doc, pl_node_kind kind, const char *file, int line,
                              int col)
@@ -577,6 +585,56 @@ static bool is_null_scalar(const yaml_event_t *ev)
 
 /* Builds the node that starts with `ev` (already read); consumes its end.
  * `is_key`: keys are not expanded and must be scalars. NULL on error. */
+/* Is the whole (plain) scalar one ${file:PATH}? Then, as in the Collector,
+ * the file is YAML in place of the value (`exporters: ${file:exp.yaml}`);
+ * inside a longer string the content is pasted as text. */
+static bool whole_file_reference(const char *raw)
+{
+    if (strncmp(raw, "${file:", 7) != 0)
+        return false;
+    const char *close = strchr(raw, '}');
+    return close && close[1] == '\0' && close > raw + 7;
+}
+
+/* Reads and parses the file of a whole-value ${file:PATH} at `at`. A map or
+ * a list replaces the value (*out, its nodes moved into b's document, each
+ * keeping its position in the file); a scalar leaves *out NULL and the value
+ * is expanded as text as before. -1 only when out of memory. */
+static int include_file(builder *b, const pl_cfg_node *at, const char *raw, pl_cfg_node **out)
+{
+    *out = NULL;
+    if (b->includes >= MAX_INCLUDES) {
+        pl_cfg_errors_at(b->errs, at, "%s: files included %d deep (does a file name itself?)", raw,
+                         MAX_INCLUDES);
+        return 0; /* the text expansion then reads it as a string */
+    }
+    char path[4096], why[300];
+    snprintf(path, sizeof(path), "%.*s", (int)(strlen(raw) - 8), raw + 7);
+    char *content = read_provider_file(path, why, sizeof(why));
+    if (!content)
+        return 0; /* reported by the text expansion, at the value */
+    size_t n_before = b->errs->n;
+    pl_cfg_doc *inc = doc_parse(path, content, strlen(content), b->errs, b->includes + 1);
+    free(content);
+    if (!inc) {
+        if (b->errs->n == n_before)
+            return -1;
+        b->n_errors++;
+        return 0;
+    }
+    pl_cfg_node *root = inc->root;
+    if (!root || (root->kind != PL_NODE_MAP && root->kind != PL_NODE_SEQ)) {
+        pl_cfg_doc_free(inc);
+        return 0;
+    }
+    if (pl_cfg_doc_adopt(b->doc, inc) < 0) {
+        pl_cfg_doc_free(inc);
+        return -1;
+    }
+    *out = root;
+    return 0;
+}
+
 static pl_cfg_node *build_node(builder *b, yaml_event_t *ev, int depth, bool is_key)
 {
     if (depth > MAX_DEPTH) {
@@ -603,6 +661,12 @@ static pl_cfg_node *build_node(builder *b, yaml_event_t *ev, int depth, bool is_
             builder_error(b, &ev->start_mark, "NUL character in a string");
             return NULL;
         }
+        pl_cfg_node *included = NULL;
+        if (!is_key && !null && !node->quoted && whole_file_reference(raw) &&
+            include_file(b, node, raw, &included) < 0)
+            return NULL;
+        if (included)
+            return included;
         if (is_key || null) {
             node->value = strdup(raw);
         } else {
@@ -686,8 +750,15 @@ static pl_cfg_node *build_node(builder *b, yaml_event_t *ev, int depth, bool is_
 
 pl_cfg_doc *pl_cfg_doc_parse(const char *file, const char *text, size_t len, pl_cfg_errors *errs)
 {
+    return doc_parse(file, text, len, errs, 0);
+}
+
+static pl_cfg_doc *doc_parse(const char *file, const char *text, size_t len, pl_cfg_errors *errs,
+                             int includes)
+{
     builder b = {0};
     b.errs = errs;
+    b.includes = includes;
     b.doc = calloc(1, sizeof(*b.doc));
     if (!b.doc)
         return NULL;

@@ -7,7 +7,10 @@
  * the user at the exact spot. Scalar values are expanded here, once:
  * ${env:VAR}, ${VAR}, ${env:VAR:-default} and ${VAR:-default} are replaced by
  * the environment's value, ${file:path} by the file's content (trailing line
- * breaks removed), and `$$` by a single dollar. Expansion happens on values
+ * breaks removed), and `$$` by a single dollar. A plain value that is one
+ * ${file:path} and nothing else is, as in the Collector, that file parsed as
+ * YAML in its place (a map or a list; a scalar stays text), its nodes
+ * keeping their positions in that file. Expansion happens on values
  * only (never keys), after parsing, so a variable's content can never change
  * the structure of the document. A variable that is unset and has no default
  * becomes empty with a warning, as in the OpenTelemetry Collector; a bad

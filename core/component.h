@@ -118,6 +118,11 @@ struct pl_cfg_section {
  * validated (or at the section itself when key is NULL or absent). */
 void pl_cfg_errorf(pl_cfg_ctx *ctx, const char *key, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
+/* A warning (the config is accepted) at `key` of the section, like
+ * pl_cfg_errorf: for a setting proflink reads differently from the
+ * Collector, which must never be a silent difference. */
+void pl_cfg_warnf(pl_cfg_ctx *ctx, const char *key, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
 /* The usual shape of a validate hook, one line per rule:
  *     errors += pl_cfg_check(ctx, c->n >= 0, "n", "must not be negative");
  * Reports like pl_cfg_errorf when `ok` is false; returns 1 then, else 0. */
@@ -251,6 +256,12 @@ typedef struct pl_component_type {
     size_t (*pending)(void *self);
     /* Releases everything; called once handles are closed and the loop ran. */
     void (*destroy)(void *self);
+    /* Signals of `signals` that pipelines may give it (as the Collector
+     * does) but that it hands on unchanged; validate warns about each use. */
+    unsigned signals_passed;
+    /* Signals it handles more coarsely than the Collector (its description
+     * says how); validate warns about each use. */
+    unsigned signals_coarse;
 } pl_component_type;
 
 /* The fields every descriptor below fills in the same way, so that each

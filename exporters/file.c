@@ -27,7 +27,13 @@
  * past the limit, the file is renamed to PATH.1 (older backups shift to
  * PATH.2, ...; at most rotation.max_backups are kept, the oldest is deleted)
  * and a new file is started. A record larger than the limit still goes into
- * a file of its own.
+ * a file of its own. As in the Collector, `rotation:` present (even empty)
+ * turns rotation on with 100 MiB files; rotation.max_days deletes rotated
+ * files last written longer ago.
+ *
+ * compression: zstd compresses every record (the protobuf request, or the
+ * JSON line without its newline) and writes it behind a 4-byte big-endian
+ * length, whatever the format.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -37,12 +43,15 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
+#include "config/decode.h"
 #include "core/buf.h"
 #include "core/component.h"
 #include "core/log.h"
 #include "exporters/file.h"
+#include "net/compress.h"
 #include "proto/otlp_json.h"
 #include "proto/otlp_pb.h"
 
@@ -55,6 +64,17 @@ static int file_validate(void *cfg, pl_cfg_ctx *ctx)
     errors += pl_cfg_check(
         ctx, !(c->format && strcmp(c->format, "json") != 0 && strcmp(c->format, "proto") != 0),
         "format", "must be json or proto, not '%s'", c->format);
+    errors += pl_cfg_check(
+        ctx, !c->compression || !*c->compression || strcmp(c->compression, "zstd") == 0,
+        "compression", "must be zstd (or empty for none), not '%s'", c->compression);
+    /* as in the Collector: `rotation:` present turns rotation on, with
+     * 100 MiB files unless max_megabytes says otherwise */
+    if (pl_cfg_node_key(ctx->map, "rotation")) {
+        if (c->rotation.max_megabytes == 0)
+            c->rotation.max_megabytes = 100;
+    } else {
+        c->rotation.max_megabytes = 0;
+    }
     return errors;
 }
 
@@ -66,10 +86,13 @@ typedef struct file_exporter {
     bool proto;
     uint64_t max_bytes; /* 0: no rotation */
     int max_backups;
+    int64_t max_days; /* 0: rotated files are kept whatever their age */
+    bool zstd;        /* records compressed, each behind its length */
     int fd;
     uint64_t size; /* current file size */
     pl_stats *stats;
-    pl_buf buf; /* reused between exports */
+    pl_buf buf;  /* reused between exports */
+    pl_buf zbuf; /* the compressed record */
 } file_exporter;
 
 static pl_status file_open(file_exporter *f, pl_err *err)
@@ -97,6 +120,9 @@ static pl_status file_create(const pl_create_settings *settings, const void *con
     f->proto = c->format && strcmp(c->format, "proto") == 0;
     f->max_bytes = c->rotation.max_megabytes > 0 ? (uint64_t)c->rotation.max_megabytes << 20 : 0;
     f->max_backups = (int)c->rotation.max_backups;
+    f->max_days = c->rotation.max_days;
+    f->zstd = c->compression && strcmp(c->compression, "zstd") == 0;
+    pl_buf_init(&f->zbuf);
     f->stats = settings->stats;
     f->fd = -1;
     pl_buf_init(&f->buf);
@@ -164,6 +190,15 @@ static int file_rotate(file_exporter *f)
         if (!first || rename(f->path, first) != 0)
             pl_warn(f->id, "cannot rotate %s: %s", f->path, strerror(errno));
         free(first);
+        /* max_days: rotated files last written longer ago are deleted */
+        time_t cutoff = time(NULL) - (time_t)f->max_days * 86400;
+        for (int i = 2; f->max_days > 0 && i <= f->max_backups; i++) {
+            char *name = backup_name(f->path, i);
+            struct stat st;
+            if (name && stat(name, &st) == 0 && st.st_mtime < cutoff)
+                unlink(name);
+            free(name);
+        }
     }
     pl_err err;
     if (file_open(f, &err) != PL_OK) {
@@ -242,6 +277,29 @@ static pl_status file_export(void *self, const pl_batch *batch)
         pl_error(f->id, "out of memory encoding a %s batch", pl_signal_name(batch->signal));
         return PL_ERR_NOMEM;
     }
+    const pl_buf *rec = &f->buf;
+    if (f->zstd) {
+        /* the payload without its framing: the proto length or the json
+         * line's newline; the compressed bytes get a length of their own */
+        const uint8_t *p = f->proto ? f->buf.data + 4 : f->buf.data;
+        size_t n = f->proto ? f->buf.len - 4 : f->buf.len - 1;
+        pl_err zerr;
+        static const uint8_t zero[4] = {0};
+        pl_buf_reset(&f->zbuf);
+        pl_buf_append(&f->zbuf, zero, 4);
+        if (pl_compress(PL_ENCODING_ZSTD, p, n, 0, &f->zbuf, &zerr) != PL_OK ||
+            !pl_buf_ok(&f->zbuf) || f->zbuf.len - 4 > UINT32_MAX) {
+            pl_stats_add(f->stats, batch->signal, PL_STAT_FAILED, items);
+            pl_error(f->id, "cannot compress a %s batch", pl_signal_name(batch->signal));
+            return PL_ERR_NOMEM;
+        }
+        uint32_t zn = (uint32_t)(f->zbuf.len - 4);
+        f->zbuf.data[0] = (uint8_t)(zn >> 24);
+        f->zbuf.data[1] = (uint8_t)(zn >> 16);
+        f->zbuf.data[2] = (uint8_t)(zn >> 8);
+        f->zbuf.data[3] = (uint8_t)zn;
+        rec = &f->zbuf;
+    }
     if (f->fd < 0) {
         pl_err err;
         if (file_open(f, &err) != PL_OK) {
@@ -250,19 +308,21 @@ static pl_status file_export(void *self, const pl_batch *batch)
             return PL_ERR_INTERNAL;
         }
     }
-    if (f->max_bytes && f->size > 0 && f->size + f->buf.len > f->max_bytes && file_rotate(f) != 0) {
+    if (f->max_bytes && f->size > 0 && f->size + rec->len > f->max_bytes && file_rotate(f) != 0) {
         pl_stats_add(f->stats, batch->signal, PL_STAT_FAILED, items);
         return PL_ERR_INTERNAL;
     }
-    if (write_all(f->fd, f->buf.data, f->buf.len) != 0) {
+    if (write_all(f->fd, rec->data, rec->len) != 0) {
         pl_error(f->id, "writing %s: %s", f->path, strerror(errno));
         pl_stats_add(f->stats, batch->signal, PL_STAT_FAILED, items);
         return PL_ERR_INTERNAL;
     }
-    f->size += f->buf.len;
+    f->size += rec->len;
     /* Keep memory bounded after an unusually large batch. */
     if (f->buf.cap > (4u << 20))
         pl_buf_free(&f->buf);
+    if (f->zbuf.cap > (4u << 20))
+        pl_buf_free(&f->zbuf);
     pl_stats_add(f->stats, batch->signal, PL_STAT_SENT, items);
     return PL_OK;
 }
@@ -280,6 +340,7 @@ static void file_destroy(void *self)
     if (f->fd >= 0)
         close(f->fd);
     pl_buf_free(&f->buf);
+    pl_buf_free(&f->zbuf);
     free(f->id);
     free(f->path);
     free(f);

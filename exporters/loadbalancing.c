@@ -40,6 +40,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "config/decode.h"
 #include "core/log.h"
 #include "core/stats.h"
 #include "exporters/lb_dns.h"
@@ -82,6 +83,8 @@ static int resolver_validate(void *cfg_, pl_cfg_ctx *ctx)
     lb_resolver_cfg *r = cfg_;
     bool has_static = r->static_.hostnames.n > 0;
     bool has_dns = r->dns.hostname && r->dns.hostname[0];
+    if (pl_cfg_node_key(ctx->map, "k8s") || pl_cfg_node_key(ctx->map, "aws_cloud_map"))
+        return 0; /* refused by its own message */
     if (has_static == has_dns) {
         pl_cfg_errorf(ctx, NULL, "needs exactly one of static.hostnames (a list) or dns.hostname");
         return 1;
@@ -110,6 +113,14 @@ static int lb_validate(void *cfg_, pl_cfg_ctx *ctx)
     int errors = 0;
     errors += pl_cfg_check(ctx, pl_lb_routing_key_parse(cfg->routing_key, NULL) == 0, "routing_key",
                            "must be traceID or service");
+    /* only batch is read from the top-level sending_queue */
+    const pl_cfg_node *q = pl_cfg_node_get(ctx->map, "sending_queue");
+    for (size_t i = 0; q && q->kind == PL_NODE_MAP && i < q->n; i++)
+        if (strcmp(q->keys[i]->value, "batch") != 0 && strcmp(q->keys[i]->value, "sizer") != 0)
+            pl_cfg_warn_at(ctx->errs, q->keys[i],
+                           "'%s': ignored here; each member's queue is set under "
+                           "protocol.otlp.sending_queue",
+                           q->keys[i]->value);
     return errors;
 }
 
@@ -612,8 +623,11 @@ static pl_status route(lb *l, const pl_batch *b, lb_member *except, uint64_t *mo
     size_t n = pl_lb_route_keys(b, l->key, NULL);
     usable_except ue = {l, except};
     if (n == 0) {
-        /* nothing to key on (an empty request): the owner of no key */
-        int m = pl_lb_ring_pick(&l->ring, service_hash((pl_bytes){0}), member_usable_except, &ue);
+        /* nothing to key on: an empty request, or logs and metrics (opaque
+         * in proflink), which go whole to the owner of their bytes' hash */
+        bool opaque = b->signal == PL_SIGNAL_LOGS || b->signal == PL_SIGNAL_METRICS;
+        int m = pl_lb_ring_pick(&l->ring, service_hash(opaque ? b->data.raw : (pl_bytes){0}),
+                                member_usable_except, &ue);
         if (m < 0 || l->ring_members[m] == except)
             return PL_ERR_REFUSED;
         return pl_otlp_exporter_export(l->ring_members[m]->x, b);
@@ -902,8 +916,6 @@ static pl_status lb_start(void *self, pl_err *err)
 static pl_status lb_export(void *self, const pl_batch *batch)
 {
     lb *l = self;
-    if (batch->signal != PL_SIGNAL_TRACES && batch->signal != PL_SIGNAL_PROFILES)
-        return PL_ERR_UNSUPPORTED;
     return route(l, batch, NULL, NULL);
 }
 
@@ -960,10 +972,13 @@ static void lb_destroy(void *self)
 }
 
 const pl_component_type pl_exporter_loadbalancing = {
-    PL_COMPONENT_HEAD("loadbalancing", PL_KIND_EXPORTER, PL_SIGNALS_TRACES_PROFILES, &lb_section),
+    PL_COMPONENT_HEAD("loadbalancing", PL_KIND_EXPORTER, PL_SIGNALS_ALL, &lb_section),
     .description = "spreads traces and profiles over OTLP/gRPC members (static list or DNS) by "
                    "trace id or service on a consistent-hashing ring; each member has its own "
-                   "queue, and a failing member's data moves to the next member",
+                   "queue, and a failing member's data moves to the next member; a logs or "
+                   "metrics request goes whole to one member, by a hash of its bytes (not split "
+                   "by trace id or service as in the Collector)",
+    .signals_coarse = PL_SIGNAL_MASK(PL_SIGNAL_LOGS) | PL_SIGNAL_MASK(PL_SIGNAL_METRICS),
     PL_COMPONENT_LIFECYCLE(lb_create, lb_start, lb_shutdown, lb_destroy),
     .export = lb_export,
     .pending = lb_pending,

@@ -65,6 +65,47 @@ static const char *grpc_code_name(int code)
     return code >= 0 && code <= 16 ? grpc_code_names[code] : "UNKNOWN_CODE";
 }
 
+/* As the Collector checks it: the endpoint, without an http:// or https://
+ * scheme, must be host:port with a numeric port (gRPC has no default port:
+ * `example.com` alone would silently mean 443). NULL or the problem. */
+static const char *endpoint_port_problem(const char *ep)
+{
+    if (strncmp(ep, "http://", 7) == 0)
+        ep += 7;
+    else if (strncmp(ep, "https://", 8) == 0)
+        ep += 8;
+    size_t len = strlen(ep);
+    while (len && ep[len - 1] == '/')
+        len--;
+    const char *colon = NULL;
+    for (size_t i = 0; i < len; i++)
+        if (ep[i] == ':')
+            colon = ep + i;
+    if (ep[0] == '[') { /* [v6]:port */
+        const char *close = memchr(ep, ']', len);
+        if (!close || close + 1 != colon)
+            return "missing port: write host:port, e.g. tempo:4317 or [::1]:4317";
+    } else if (colon && memchr(ep, ':', (size_t)(colon - ep))) {
+        return "an IPv6 address needs brackets: [::1]:4317";
+    }
+    if (!colon)
+        return "missing port: write host:port, e.g. tempo:4317 (gRPC has no default port)";
+    size_t digits = len - (size_t)(colon + 1 - ep);
+    if (colon == ep)
+        return "missing host: write host:port, e.g. tempo:4317";
+    if (digits == 0 || digits > 5)
+        return "invalid port: write host:port with a port from 1 to 65535";
+    long port = 0;
+    for (const char *d = colon + 1; d < ep + len; d++) {
+        if (*d < '0' || *d > '9')
+            return "invalid port: write host:port with a port from 1 to 65535";
+        port = port * 10 + (*d - '0');
+    }
+    if (port < 1 || port > 65535)
+        return "invalid port: write host:port with a port from 1 to 65535";
+    return NULL;
+}
+
 static int otlp_validate(void *cfg_, pl_cfg_ctx *ctx)
 {
     pl_otlp_exporter_config *cfg = cfg_;
@@ -76,6 +117,12 @@ static int otlp_validate(void *cfg_, pl_cfg_ctx *ctx)
                strncmp(cfg->endpoint, "https://", 8) != 0) {
         pl_cfg_errorf(ctx, "endpoint", "must be host:port or an http:// or https:// URL");
         errors++;
+    } else {
+        const char *problem = endpoint_port_problem(cfg->endpoint);
+        if (problem) {
+            pl_cfg_errorf(ctx, "endpoint", "'%s': %s", cfg->endpoint, problem);
+            errors++;
+        }
     }
     pl_encoding enc;
     errors += pl_cfg_check(ctx, pl_otlp_compression_parse(cfg->compression, &enc) == 0,

@@ -31,6 +31,7 @@
 #include <unistd.h>
 #include <zstd.h>
 
+#include "config/decode.h"
 #include "core/log.h"
 #include "exporters/queue_wal.h"
 #include "pipeline/workers.h"
@@ -44,7 +45,79 @@ static int retry_validate(void *cfg, pl_cfg_ctx *ctx)
                         "must not be shorter than initial_interval");
 }
 
+static const char *const sizers[] = {"requests", "items", "bytes", NULL};
+
+static bool sizer_known(const char *s)
+{
+    for (size_t i = 0; s && sizers[i]; i++)
+        if (strcmp(s, sizers[i]) == 0)
+            return true;
+    return !s;
+}
+
+/* The Collector's sizer: queue_size counts requests (proflink's batches),
+ * items or bytes; the latter two become the max_items / max_bytes bound
+ * (a batch holds at least one item or byte, so queue_size also bounds the
+ * batches). `batch:` present turns on batching in the exporter. */
+static int sending_queue_validate(void *cfg, pl_cfg_ctx *ctx)
+{
+    pl_sending_queue_config *c = cfg;
+    int errors = 0;
+    if (!sizer_known(c->sizer)) {
+        pl_cfg_errorf(ctx, "sizer", "must be requests, items or bytes, not '%s'", c->sizer);
+        errors++;
+    } else if (c->sizer && strcmp(c->sizer, "items") == 0) {
+        c->max_items = c->queue_size;
+    } else if (c->sizer && strcmp(c->sizer, "bytes") == 0) {
+        c->max_bytes = (uint64_t)c->queue_size;
+    }
+    c->batch_enabled = pl_cfg_node_key(ctx->map, "batch") != NULL;
+    if (c->batch_enabled) {
+        const char *bs = c->batch.sizer ? c->batch.sizer : c->sizer;
+        if (!sizer_known(c->batch.sizer)) {
+            pl_cfg_errorf(ctx, "batch", "sizer must be requests, items or bytes, not '%s'",
+                          c->batch.sizer);
+            errors++;
+        } else if (bs && strcmp(bs, "items") != 0 && sizer_known(bs)) {
+            pl_cfg_warnf(ctx, "batch",
+                         "proflink batches by items: min_size and max_size count spans, "
+                         "samples, log records or data points (sizer '%s' is not applied)",
+                         bs);
+        }
+        if (c->batch.max_size > 0 && c->batch.max_size < c->batch.min_size) {
+            pl_cfg_errorf(ctx, "batch", "max_size must be 0 or at least min_size");
+            errors++;
+        }
+    }
+    return errors;
+}
+
 #include "exporters/queue.config.inc"
+
+static const pl_sending_queue_config *queue_config_in(const pl_cfg_section *section,
+                                                      const void *cfg, int depth)
+{
+    /* the section's own sending_queue first, then nested ones */
+    for (size_t i = 0; section && cfg && section->fields[i].key; i++)
+        if (section->fields[i].type == PL_CFG_SECTION &&
+            section->fields[i].section == &pl_sending_queue_section)
+            return (const void *)((const char *)cfg + section->fields[i].offset);
+    for (size_t i = 0; section && cfg && depth < 4 && section->fields[i].key; i++) {
+        const pl_cfg_field *f = &section->fields[i];
+        if (f->type != PL_CFG_SECTION || !f->section)
+            continue;
+        const void *sub = (const char *)cfg + f->offset;
+        const pl_sending_queue_config *q = queue_config_in(f->section, sub, depth + 1);
+        if (q)
+            return q;
+    }
+    return NULL;
+}
+
+const pl_sending_queue_config *pl_queue_config_of(const pl_cfg_section *section, const void *cfg)
+{
+    return queue_config_in(section, cfg, 0);
+}
 
 /* ---- types -------------------------------------------------------------- */
 

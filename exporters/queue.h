@@ -85,6 +85,10 @@
 extern const pl_cfg_section pl_sending_queue_section;
 extern const pl_cfg_section pl_retry_section;
 
+/* The sending_queue settings inside an exporter's decoded config `cfg`
+ * (described by `section`), found through the tables; NULL if it has none. */
+const pl_sending_queue_config *pl_queue_config_of(const pl_cfg_section *section, const void *cfg);
+
 /* ---- the exporter's side ------------------------------------------------ */
 
 typedef enum pl_send_outcome {

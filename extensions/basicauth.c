@@ -32,6 +32,7 @@
 #include <strings.h>
 #include <sys/stat.h>
 
+#include "config/decode.h"
 #include "core/buf.h"
 #include "core/file_stamp.h"
 #include "core/log.h"
@@ -46,6 +47,13 @@ static int basic_validate(void *cfg, pl_cfg_ctx *ctx)
     bool server = (c->htpasswd.file && *c->htpasswd.file) ||
                   (c->htpasswd.inline_text && *c->htpasswd.inline_text);
     bool client = c->client_auth.username && *c->client_auth.username;
+    if (pl_cfg_node_key(ctx->map, "htpasswd") && pl_cfg_node_key(ctx->map, "client_auth")) {
+        /* as in the Collector: one instance is a server or a client one */
+        pl_cfg_errorf(ctx, "client_auth",
+                      "set htpasswd (receivers) or client_auth (exporters), not both; define "
+                      "two extensions, e.g. basicauth/server and basicauth/client");
+        return 1;
+    }
     if (!server && !client) {
         pl_cfg_errorf(ctx, NULL, "needs htpasswd (receivers) or client_auth (exporters)");
         return 1;

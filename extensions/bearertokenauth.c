@@ -33,10 +33,8 @@ static int bearer_validate(void *cfg, pl_cfg_ctx *ctx)
     bearer_cfg *c = cfg;
     bool token = c->token && *c->token;
     bool file = c->filename && *c->filename;
-    if (token && file) {
-        pl_cfg_errorf(ctx, "filename", "set token or filename, not both");
-        return 1;
-    }
+    if (token && file) /* as in the Collector: the file wins */
+        pl_cfg_warnf(ctx, "token", "ignored: the token is read from filename");
     if (!token && !file && c->tokens.n == 0) {
         pl_cfg_errorf(ctx, NULL, "needs token, tokens or filename");
         return 1;

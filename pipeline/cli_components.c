@@ -33,8 +33,10 @@ static int print_text(const char *only)
     for (size_t k = 0; k < 4; k++) {
         for (size_t i = 0; pl_component_types[i]; i++) {
             const pl_component_type *t = pl_component_types[i];
-            if (t->kind != kinds[k] || (only && strcmp(only, t->type) != 0))
-                continue;
+            if (t->kind != kinds[k] ||
+                (only && strcmp(only, t->type) != 0 &&
+                 pl_config_find_type(pl_component_types, t->kind, only, strlen(only)) != t))
+                continue; /* `only` may be an alias (otlp_grpc) */
             found++;
             printf("%s %s\n", pl_kind_name(t->kind), t->type);
             if (t->signals) { /* extensions take no signals */

@@ -17,12 +17,16 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "config/decode.h"
 #include "core/log.h"
 #include "core/stats.h"
+#include "exporters/queue.h"
 #include "exporters/queue_wal.h"
 #include "pipeline/consumer.h"
 
 typedef struct instance instance;
+
+extern const pl_component_type pl_processor_batch;
 
 /* receiver -> every pipeline of one signal */
 typedef struct fanout {
@@ -68,6 +72,13 @@ struct instance {
     fanout fan[PL_SIGNAL_COUNT];
     plink *links; /* processors: one per pipeline naming it */
     size_t n_links;
+    /* exporters with sending_queue.batch: a batch processor in front */
+    void *batcher;
+    struct to_export {
+        pl_consumer consumer;
+        instance *inst;
+        pl_signal signal;
+    } to_export[PL_SIGNAL_COUNT];
 };
 
 typedef struct pipeline {
@@ -166,6 +177,20 @@ static pl_status step_consume(void *arg, pl_batch *batch)
     return st;
 }
 
+/* What an exporter's batcher sends on: the exporter, borrowing the batch. */
+static pl_status to_export_consume(void *arg, pl_batch *batch)
+{
+    struct to_export *t = arg;
+    instance *inst = t->inst;
+    size_t items = pl_batch_items(batch);
+    uint64_t before = accepted_or_refused(inst, t->signal);
+    pl_status st = inst->cc->type->export ? inst->cc->type->export(inst->self, batch) : PL_OK;
+    count(inst, t->signal, st, items, before);
+    pl_batch_wal_refused(batch);
+    pl_batch_free(batch);
+    return st;
+}
+
 static pl_status exporters_consume(void *arg, pl_batch *batch)
 {
     exporters_stage *e = arg;
@@ -173,6 +198,14 @@ static pl_status exporters_consume(void *arg, pl_batch *batch)
     pl_status result = PL_OK;
     for (size_t i = 0; i < e->n; i++) {
         instance *inst = e->exporters[i];
+        if (inst->batcher) { /* the batcher takes a copy of its own */
+            pl_batch *copy = pl_batch_clone(batch);
+            pl_status st = copy ? pl_processor_batch.consume(inst->batcher, copy,
+                                                             &inst->to_export[e->signal].consumer)
+                                : PL_ERR_NOMEM;
+            result = worst(result, st);
+            continue;
+        }
         uint64_t before = accepted_or_refused(inst, e->signal);
         pl_status st = inst->cc->type->export ? inst->cc->type->export(inst->self, batch) : PL_OK;
         count(inst, e->signal, st, items, before);
@@ -397,6 +430,9 @@ static void destroy_instances(pl_graph *g)
         for (size_t i = 0; i < g->n_instances; i++) {
             instance *inst = g->instances[i];
             if (inst && inst->created && inst->cc->kind == create_order[k]) {
+                if (inst->batcher)
+                    pl_processor_batch.destroy(inst->batcher);
+                inst->batcher = NULL;
                 if (inst->cc->type->destroy)
                     inst->cc->type->destroy(inst->self);
                 inst->created = false;
@@ -448,6 +484,52 @@ static instance *instance_new(pl_graph *g, size_t i, pl_stats *stats)
     return inst;
 }
 
+/* sending_queue.batch (the Collector's exporter-side batching): a batch
+ * processor of the exporter's own in front of it, with flush_timeout as
+ * its timeout, min_size as send_batch_size and max_size as
+ * send_batch_max_size. It is started, shut down (handing on what it holds)
+ * and destroyed with the exporter. */
+static pl_status create_batcher(pl_graph *g, instance *inst, pl_err *err)
+{
+    const pl_sending_queue_config *q = pl_queue_config_of(inst->cc->type->config, inst->cc->cfg);
+    if (!q || !q->batch_enabled)
+        return PL_OK;
+    char yaml[200];
+    snprintf(yaml, sizeof(yaml),
+             "send_batch_size: %lld\nsend_batch_max_size: %lld\ntimeout: %lldns\n",
+             (long long)q->batch.min_size, (long long)q->batch.max_size,
+             (long long)q->batch.flush_timeout);
+    pl_cfg_errors errs;
+    pl_cfg_errors_init(&errs);
+    pl_cfg_doc *doc = pl_cfg_doc_parse("sending_queue.batch", yaml, strlen(yaml), &errs);
+    void *bcfg = calloc(1, pl_processor_batch.config->size);
+    pl_status st = PL_ERR_NOMEM;
+    if (doc && bcfg &&
+        pl_cfg_decode(pl_processor_batch.config, doc->root, doc->root, bcfg, &errs) == 0) {
+        char id[300];
+        snprintf(id, sizeof(id), "%s/batch", inst->cc->id);
+        pl_create_settings settings = {.id = id, .loop = g->loop, .signals = inst->cc->signals};
+        pl_err cerr = {{0}};
+        st = pl_processor_batch.create(&settings, bcfg, &inst->batcher, &cerr);
+        if (st != PL_OK)
+            pl_errf(err, st, "exporter %s: sending_queue.batch: %s", inst->cc->id,
+                    cerr.msg[0] ? cerr.msg : pl_status_name(st));
+    } else {
+        pl_errf(err, st, "exporter %s: sending_queue.batch: cannot set up", inst->cc->id);
+    }
+    if (bcfg)
+        pl_cfg_free(pl_processor_batch.config, bcfg);
+    free(bcfg);
+    pl_cfg_doc_free(doc);
+    pl_cfg_errors_free(&errs);
+    for (int s = 0; s < PL_SIGNAL_COUNT; s++) {
+        inst->to_export[s].inst = inst;
+        inst->to_export[s].signal = (pl_signal)s;
+        pl_consumer_init_func(&inst->to_export[s].consumer, to_export_consume, &inst->to_export[s]);
+    }
+    return st;
+}
+
 /* Runs the create hook of one instance (after wiring, so a receiver gets
  * its fan-outs). */
 static pl_status create_instance(pl_graph *g, instance *inst, pl_err *err)
@@ -472,6 +554,8 @@ static pl_status create_instance(pl_graph *g, instance *inst, pl_err *err)
                            cerr.msg[0] ? cerr.msg : pl_status_name(st));
     }
     inst->created = true;
+    if (inst->cc->kind == PL_KIND_EXPORTER)
+        return create_batcher(g, inst, err);
     return PL_OK;
 }
 
@@ -705,6 +789,8 @@ static void shutdown_kind(pl_graph *g, pl_kind kind)
         instance *inst = g->instances[i];
         if (inst && inst->started && !inst->shut_down && inst->cc->kind == kind) {
             inst->shut_down = true;
+            if (inst->batcher && pl_processor_batch.shutdown)
+                pl_processor_batch.shutdown(inst->batcher); /* hands on what it holds */
             if (inst->cc->type->shutdown)
                 inst->cc->type->shutdown(inst->self);
         }
@@ -741,6 +827,8 @@ pl_status pl_graph_start(pl_graph *g, pl_err *err)
                 replay_wals(g); /* what was answered before a crash goes first */
             pl_err serr = {{0}};
             pl_status st = inst->cc->type->start ? inst->cc->type->start(inst->self, &serr) : PL_OK;
+            if (st == PL_OK && inst->batcher && pl_processor_batch.start)
+                st = pl_processor_batch.start(inst->batcher, &serr);
             if (st != PL_OK) {
                 pl_errf(err, st, "%s %s: %s", pl_kind_name(inst->cc->kind), inst->cc->id,
                         serr.msg[0] ? serr.msg : pl_status_name(st));
@@ -762,6 +850,8 @@ size_t pl_graph_pending(pl_graph *g)
         instance *inst = g->instances[i];
         if (inst && inst->created && inst->cc->type->pending)
             total += inst->cc->type->pending(inst->self);
+        if (inst && inst->batcher && pl_processor_batch.pending)
+            total += pl_processor_batch.pending(inst->batcher);
     }
     return total;
 }

@@ -54,6 +54,8 @@
 #include "core/strlist.h"
 #include "core/value_json.h"
 #include "pattern.h"
+#include "proto/otlp_pb.h"
+#include "proto/pb_wire.h"
 
 /* ---- config ------------------------------------------------------------- */
 
@@ -158,10 +160,10 @@ static int action_validate(void *cfg_, pl_cfg_ctx *ctx)
     case ACT_UPSERT:
         errors += pl_cfg_check(ctx, str_set(cfg->key), "key", "action \"%s\" needs a \"key\"",
                                cfg->action);
-        if ((cfg->value != NULL) == str_set(cfg->from_attribute)) {
+        if ((cfg->value != NULL) + str_set(cfg->from_attribute) + str_set(cfg->from_context) != 1) {
             pl_cfg_errorf(ctx, NULL,
-                          "action \"%s\" needs exactly one of \"value\" or "
-                          "\"from_attribute\"",
+                          "action \"%s\" needs exactly one of \"value\", "
+                          "\"from_attribute\" or \"from_context\"",
                           cfg->action);
             errors++;
         } else if (cfg->value) {
@@ -261,6 +263,7 @@ typedef struct attr_action {
     char *key;
     size_t key_len;
     char *from_attribute;
+    char *from_context; /* metadata key */
     size_t from_len;
     bool has_value;
     pl_value value; /* STRING values point at value_text */
@@ -282,6 +285,7 @@ static void engine_free(attr_engine *e)
         attr_action *a = &e->actions[i];
         free(a->key);
         free(a->from_attribute);
+        free(a->from_context);
         free(a->value_text);
         if (a->has_pattern)
             pl_pattern_free(&a->pattern);
@@ -315,6 +319,16 @@ static pl_status engine_build(attr_engine *e, const pl_cfg_list *list, pl_err *e
             a->from_attribute = strdup(c->from_attribute);
             a->from_len = strlen(c->from_attribute);
         }
+        if (str_set(c->from_context)) {
+            /* metadata.<key> is the request's metadata; auth.username is
+             * what proflink's authenticators record as auth.user */
+            const char *k = c->from_context;
+            if (strncmp(k, "metadata.", 9) == 0)
+                k += 9;
+            else if (strcmp(k, "auth.username") == 0)
+                k = "auth.user";
+            a->from_context = strdup(k);
+        }
         if (c->value) {
             a->value_text = strdup(c->value);
             if (!a->value_text || parse_typed_value(c->value_type, a->value_text, &a->value)) {
@@ -347,7 +361,8 @@ static pl_status engine_build(attr_engine *e, const pl_cfg_list *list, pl_err *e
         case ACT_INSERT:
         case ACT_UPDATE:
         case ACT_UPSERT:
-            ok = a->key && (a->has_value != (a->from_attribute != NULL));
+            ok = a->key &&
+                 a->has_value + (a->from_attribute != NULL) + (a->from_context != NULL) == 1;
             break;
         case ACT_DELETE:
         case ACT_HASH:
@@ -603,11 +618,17 @@ static bool apply_action(apply_ctx *c, size_t ai, pl_attrs *attrs, bool *changed
         if ((a->kind == ACT_INSERT && kv) || (a->kind == ACT_UPDATE && !kv))
             return true;
         pl_value v;
+        pl_bytes ctx_value;
         if (a->from_attribute) {
             pl_kv *src = find_attr(attrs, a->from_attribute, a->from_len);
             if (!src)
                 return true;
             v = src->value;
+        } else if (a->from_context) {
+            /* the metadata lives as long as the batch */
+            if (!pl_batch_metadata_get(c->batch, a->from_context, &ctx_value))
+                return true;
+            v = pl_value_string(ctx_value);
         } else {
             if (!ensure_copied(c, ai))
                 return false;
@@ -1091,9 +1112,157 @@ static bool apply_to_batch(attr_proc *p, apply_ctx *c, pl_batch *batch)
     return true;
 }
 
+/* ---- resource of logs and metrics ---------------------------------------- */
+
+/* One Resource message (its bytes; NULL/0: absent) through the actions:
+ * decoded and encoded with the traces codec, as the only content of a
+ * request of one ResourceSpans, so the actions see it exactly as a span's
+ * resource. Appends the new Resource field (field 1) to `out`, or nothing
+ * when it ends up empty. false when the bytes do not decode or on OOM. */
+static bool rewrite_resource(attr_proc *p, const pl_batch *batch, const uint8_t *res, size_t len,
+                             bool present, pl_buf *out)
+{
+    pl_buf wrap, enc;
+    pl_buf_init(&wrap);
+    pl_buf_init(&enc);
+    pl_buf inner;
+    pl_buf_init(&inner);
+    if (present)
+        pl_pb_put_bytes(&inner, 1, res, len); /* ResourceSpans.resource */
+    pl_pb_put_bytes(&wrap, 1, inner.data ? inner.data : (const uint8_t *)"", inner.len);
+    pl_buf_free(&inner);
+    pl_batch *tmp = pl_batch_new(PL_SIGNAL_TRACES);
+    pl_err err = {{0}};
+    bool ok = tmp && pl_buf_ok(&wrap) &&
+              pl_otlp_decode_traces(tmp, wrap.data, wrap.len, &err) == PL_OK &&
+              tmp->data.traces.n_resources == 1;
+    if (ok) {
+        tmp->metadata = batch->metadata; /* from_context reads it; it outlives tmp */
+        pl_resource_spans *rs = &tmp->data.traces.resources[0];
+        apply_ctx c;
+        bool changed = false;
+        ok = apply_ctx_init(&c, &p->engine, tmp) && engine_apply(&c, &rs->resource.attrs, &changed);
+        apply_ctx_done(&c);
+        if (rs->resource.attrs.n)
+            rs->has_resource = true;
+        ok = ok && pl_otlp_encode_traces(&tmp->data.traces, &enc) && pl_buf_ok(&enc);
+        tmp->metadata = (pl_metadata){0};
+    }
+    /* the encoded request: field 1 (ResourceSpans) holding field 1 (Resource) */
+    pl_pb_reader r = {enc.data, enc.data + enc.len};
+    uint32_t field, wt;
+    uint64_t v;
+    pl_pb_reader rs_msg = {0};
+    bool found = false;
+    while (ok && r.p < r.end) {
+        pl_pb_reader sub;
+        if (pl_pb_next_field(&r, &field, &wt, &v, &sub) != 0) {
+            ok = false;
+            break;
+        }
+        if (field == 1 && wt == PL_PB_LEN) {
+            rs_msg = sub;
+            found = true;
+        }
+    }
+    while (ok && found && rs_msg.p < rs_msg.end) {
+        const uint8_t *start = rs_msg.p;
+        pl_pb_reader sub;
+        if (pl_pb_next_field(&rs_msg, &field, &wt, &v, &sub) != 0) {
+            ok = false;
+            break;
+        }
+        if (field == 1 && wt == PL_PB_LEN)
+            pl_buf_append(out, start, (size_t)(rs_msg.p - start));
+    }
+    pl_batch_free(tmp);
+    pl_buf_free(&wrap);
+    pl_buf_free(&enc);
+    return ok;
+}
+
+/* Logs and metrics are opaque protobuf in proflink; the resource processor
+ * still acts on them: each ResourceLogs / ResourceMetrics (field 1 of the
+ * request) gets its Resource (its field 1) rewritten, every other byte is
+ * copied as it came. The batch then points at the new request. false on
+ * bytes that do not parse, or OOM. */
+static bool apply_to_opaque_resources(attr_proc *p, pl_batch *batch)
+{
+    pl_buf out;
+    pl_buf_init(&out);
+    pl_pb_reader req = {batch->data.raw.ptr, batch->data.raw.ptr + batch->data.raw.len};
+    bool ok = true;
+    while (ok && req.p < req.end) {
+        const uint8_t *start = req.p;
+        uint32_t field, wt;
+        uint64_t v;
+        pl_pb_reader msg;
+        if (pl_pb_next_field(&req, &field, &wt, &v, &msg) != 0) {
+            ok = false;
+            break;
+        }
+        if (field != 1 || wt != PL_PB_LEN) {
+            pl_buf_append(&out, start, (size_t)(req.p - start));
+            continue;
+        }
+        /* one ResourceLogs / ResourceMetrics: the resource first, then the
+         * rest in its order */
+        pl_buf body;
+        pl_buf_init(&body);
+        const uint8_t *res = NULL;
+        size_t res_len = 0;
+        bool has_res = false;
+        pl_pb_reader scan = msg;
+        while (ok && scan.p < scan.end) {
+            pl_pb_reader sub;
+            if (pl_pb_next_field(&scan, &field, &wt, &v, &sub) != 0) {
+                ok = false;
+                break;
+            }
+            if (field == 1 && wt == PL_PB_LEN) {
+                res = sub.p;
+                res_len = (size_t)(sub.end - sub.p);
+                has_res = true;
+            }
+        }
+        ok = ok && rewrite_resource(p, batch, res, res_len, has_res, &body);
+        scan = msg;
+        while (ok && scan.p < scan.end) {
+            const uint8_t *f0 = scan.p;
+            pl_pb_reader sub;
+            if (pl_pb_next_field(&scan, &field, &wt, &v, &sub) != 0) {
+                ok = false;
+                break;
+            }
+            if (!(field == 1 && wt == PL_PB_LEN))
+                pl_buf_append(&body, f0, (size_t)(scan.p - f0));
+        }
+        ok = ok && pl_buf_ok(&body);
+        if (ok)
+            pl_pb_put_bytes(&out, 1, body.data ? body.data : (const uint8_t *)"", body.len);
+        pl_buf_free(&body);
+    }
+    ok = ok && pl_buf_ok(&out);
+    if (ok && out.len && pl_batch_adopt(batch, out.data, out.cap) == 0) {
+        batch->data.raw = (pl_bytes){out.data, out.len};
+        return true;
+    }
+    if (ok && !out.len) {
+        batch->data.raw = (pl_bytes){0};
+        return true;
+    }
+    pl_buf_free(&out);
+    return false;
+}
+
 static pl_status attr_consume(void *self, pl_batch *batch, pl_consumer *next)
 {
     attr_proc *p = self;
+    if (p->resource && (batch->signal == PL_SIGNAL_LOGS || batch->signal == PL_SIGNAL_METRICS) &&
+        !apply_to_opaque_resources(p, batch)) {
+        pl_warn(p->id, "%s request that does not parse or out of memory; handed on unchanged",
+                pl_signal_name(batch->signal));
+    }
     if (batch->signal == PL_SIGNAL_TRACES || batch->signal == PL_SIGNAL_PROFILES) {
         apply_ctx c;
         bool ok = apply_ctx_init(&c, &p->engine, batch) && apply_to_batch(p, &c, batch);
@@ -1122,16 +1291,16 @@ static void attr_destroy(void *self)
 }
 
 const pl_component_type pl_processor_attributes = {
-    PL_COMPONENT_HEAD("attributes", PL_KIND_PROCESSOR, PL_SIGNALS_TRACES_PROFILES,
-                      &attributes_section),
+    PL_COMPONENT_HEAD("attributes", PL_KIND_PROCESSOR, PL_SIGNALS_ALL, &attributes_section),
     .description = "insert, update, upsert, delete, hash, extract and convert span and profile "
                    "sample attributes",
     PL_COMPONENT_LIFECYCLE(attributes_create, attr_start, attr_shutdown, attr_destroy),
     .consume = attr_consume,
+    .signals_passed = PL_SIGNAL_MASK(PL_SIGNAL_LOGS) | PL_SIGNAL_MASK(PL_SIGNAL_METRICS),
 };
 
 const pl_component_type pl_processor_resource = {
-    PL_COMPONENT_HEAD("resource", PL_KIND_PROCESSOR, PL_SIGNALS_TRACES_PROFILES, &resource_section),
+    PL_COMPONENT_HEAD("resource", PL_KIND_PROCESSOR, PL_SIGNALS_ALL, &resource_section),
     .description = "insert, update, upsert, delete, hash, extract and convert resource attributes",
     PL_COMPONENT_LIFECYCLE(resource_create, attr_start, attr_shutdown, attr_destroy),
     .consume = attr_consume,

@@ -81,6 +81,7 @@ static int redaction_validate(void *cfg_, pl_cfg_ctx *ctx)
         errors++;
     }
     errors += validate_patterns(ctx, "blocked_key_patterns", &c->blocked_key_patterns);
+    errors += validate_patterns(ctx, "ignored_key_patterns", &c->ignored_key_patterns);
     errors += validate_patterns(ctx, "functions", &c->functions);
     errors += validate_patterns(ctx, "files", &c->files);
     return errors;
@@ -95,7 +96,7 @@ typedef struct redaction {
     pl_stats *stats;
     bool allow_all_keys;
     pl_strlist allowed_keys, ignored_keys; /* owned copies */
-    pl_pattern_list blocked_values, allowed_values, blocked_keys, functions, files;
+    pl_pattern_list blocked_values, allowed_values, blocked_keys, ignored_keys_re, functions, files;
     int summary; /* 0 silent, 1 info, 2 debug */
     char *replacement, *function_replacement;
     uint64_t *masked_values, *removed_keys, *redacted_functions, *redacted_files, *dropped_payloads;
@@ -111,6 +112,7 @@ static void redaction_destroy(void *self)
     pl_pattern_list_free(&r->blocked_values);
     pl_pattern_list_free(&r->allowed_values);
     pl_pattern_list_free(&r->blocked_keys);
+    pl_pattern_list_free(&r->ignored_keys_re);
     pl_pattern_list_free(&r->functions);
     pl_pattern_list_free(&r->files);
     free(r->replacement);
@@ -144,6 +146,8 @@ static pl_status redaction_create(const pl_create_settings *s, const void *confi
     if (pl_pattern_list_build(&r->blocked_values, &c->blocked_values, "blocked_values", err) ||
         pl_pattern_list_build(&r->allowed_values, &c->allowed_values, "allowed_values", err) ||
         pl_pattern_list_build(&r->blocked_keys, &c->blocked_key_patterns, "blocked_key_patterns",
+                              err) ||
+        pl_pattern_list_build(&r->ignored_keys_re, &c->ignored_key_patterns, "ignored_key_patterns",
                               err) ||
         pl_pattern_list_build(&r->functions, &c->functions, "functions", err) ||
         pl_pattern_list_build(&r->files, &c->files, "files", err)) {
@@ -281,7 +285,7 @@ typedef enum key_verdict { KEY_MASK, KEY_MASK_WHOLE, KEY_KEEP, KEY_REMOVE } key_
 
 static key_verdict judge_key(const redaction *r, pl_bytes key)
 {
-    if (pl_strlist_contains(&r->ignored_keys, key))
+    if (pl_strlist_contains(&r->ignored_keys, key) || pl_pattern_list_any(&r->ignored_keys_re, key))
         return KEY_KEEP;
     if (!r->allow_all_keys && !pl_strlist_contains(&r->allowed_keys, key))
         return KEY_REMOVE;
@@ -645,10 +649,10 @@ static pl_status redaction_consume(void *self, pl_batch *batch, pl_consumer *nex
 static void redaction_shutdown(void *self) {}
 
 const pl_component_type pl_processor_redaction = {
-    PL_COMPONENT_HEAD("redaction", PL_KIND_PROCESSOR, PL_SIGNALS_TRACES_PROFILES,
-                      &redaction_section),
+    PL_COMPONENT_HEAD("redaction", PL_KIND_PROCESSOR, PL_SIGNALS_ALL, &redaction_section),
     .description = "masks sensitive attribute values, profile function and file names",
     PL_COMPONENT_LIFECYCLE(redaction_create, redaction_start, redaction_shutdown,
                            redaction_destroy),
     .consume = redaction_consume,
+    .signals_passed = PL_SIGNAL_MASK(PL_SIGNAL_LOGS) | PL_SIGNAL_MASK(PL_SIGNAL_METRICS),
 };

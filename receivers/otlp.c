@@ -52,10 +52,29 @@ static int validate_path(const char *path, pl_cfg_ctx *ctx, const char *key)
     return 0;
 }
 
+/* The Collector's confignet transports: proflink listens on TCP only. */
+static int validate_transport(const char *t, pl_cfg_ctx *ctx)
+{
+    if (!t || strcmp(t, "tcp") == 0 || strcmp(t, "tcp4") == 0 || strcmp(t, "tcp6") == 0)
+        return 0;
+    if (strcmp(t, "unix") == 0)
+        pl_cfg_errorf(ctx, "transport",
+                      "unix sockets are not supported by proflink; listen on tcp (host:port)");
+    else
+        pl_cfg_errorf(ctx, "transport", "unknown transport '%s' (tcp, tcp4 or tcp6)", t);
+    return 1;
+}
+
+static int validate_grpc(void *cfg, pl_cfg_ctx *ctx)
+{
+    return validate_transport(((otlp_grpc_config *)cfg)->transport, ctx);
+}
+
 static int validate_http(void *cfg, pl_cfg_ctx *ctx)
 {
     otlp_http_config *h = cfg;
-    int errors = validate_path(h->traces_url_path, ctx, "traces_url_path");
+    int errors = validate_transport(h->transport, ctx);
+    errors += validate_path(h->traces_url_path, ctx, "traces_url_path");
     errors += validate_path(h->logs_url_path, ctx, "logs_url_path");
     errors += validate_path(h->metrics_url_path, ctx, "metrics_url_path");
     return errors;
@@ -71,6 +90,17 @@ static int validate_protocols(void *cfg, pl_cfg_ctx *ctx)
     if (!p->grpc_enabled && !p->http_enabled) {
         pl_cfg_errorf(ctx, NULL, "must specify at least one protocol (grpc or http)");
         return 1;
+    }
+    /* A protocol that is not enabled listens nowhere: its default endpoint
+     * must not take part in the address checks (two receivers with only
+     * grpc would otherwise share the default HTTP port). */
+    if (!p->grpc_enabled) {
+        free(p->grpc.endpoint);
+        p->grpc.endpoint = NULL;
+    }
+    if (!p->http_enabled) {
+        free(p->http.endpoint);
+        p->http.endpoint = NULL;
     }
     return 0;
 }

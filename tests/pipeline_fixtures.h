@@ -26,6 +26,7 @@
 
 #include "config/config.h"
 #include "core/component.h"
+#include "exporters/queue.h"
 #include "pipeline/consumer.h"
 
 /* ---- event log ----------------------------------------------------------- */
@@ -280,10 +281,11 @@ static const pl_component_type fx_holder = {
 /* ---- capture exporter ---------------------------------------------------- */
 
 typedef struct capture_cfg {
-    int64_t backlog;        /* pending items reported after shutdown */
-    int64_t drain_every_ns; /* how fast the backlog drains: one item per tick */
-    bool self_count;        /* counts accepted items itself */
-    char *answer;           /* "ok", "refused" or "invalid": what export returns */
+    int64_t backlog;                       /* pending items reported after shutdown */
+    int64_t drain_every_ns;                /* how fast the backlog drains: one item per tick */
+    bool self_count;                       /* counts accepted items itself */
+    char *answer;                          /* "ok", "refused" or "invalid": what export returns */
+    pl_sending_queue_config sending_queue; /* only its batch: the graph's batcher */
 } capture_cfg;
 
 static const pl_cfg_field capture_fields[] = {
@@ -293,6 +295,8 @@ static const pl_cfg_field capture_fields[] = {
     {"self_count", PL_CFG_BOOL, "false", offsetof(capture_cfg, self_count),
      "count accepted items in the exporter", NULL},
     {"answer", PL_CFG_STRING, "ok", offsetof(capture_cfg, answer), "what export returns", NULL},
+    {"sending_queue", PL_CFG_SECTION, NULL, offsetof(capture_cfg, sending_queue),
+     "batch: batching in front of the exporter", &pl_sending_queue_section},
     {0},
 };
 static const pl_cfg_section capture_section = {sizeof(capture_cfg), capture_fields, NULL};

@@ -210,7 +210,7 @@ static void test_unknown_key(void)
     CHECK_ERROR("t.yaml:5:5: unknown key 'endpont' (did you mean 'endpoint'? known keys: "
                 "endpoint, max_items");
     CHECK_ERROR("t.yaml:7:7: unknown key 'verify' (known keys: ca_file, insecure)");
-    CHECK_ERROR("t.yaml:9:1: unknown key 'connectors'");
+    CHECK_ERROR("t.yaml:9:1: 'connectors' are not supported: proflink runs no connectors");
     CHECK_ERROR("t.yaml:16:7: unknown key 'extra'");
     CHECK_EQ_UINT(errs.n, 4);
 }
@@ -267,20 +267,24 @@ static void test_unknown_component_type(void)
 {
     pl_config *cfg = load("receivers:\n"
                           "  feeder:\n"
-                          "  kafka/in:\n"
+                          "  frob/in:\n"
+                          "  zipkin:\n"
                           "exporters:\n"
                           "  capture:\n"
                           "  /nameless:\n"
                           "service:\n"
                           "  pipelines:\n"
                           "    traces:\n"
-                          "      receivers: [feeder, kafka/in]\n"
+                          "      receivers: [feeder, frob/in, zipkin]\n"
                           "      exporters: [capture]\n");
     CHECK(cfg == NULL);
-    CHECK_ERROR("t.yaml:3:3: unknown receiver type 'kafka' (known: ");
-    CHECK_ERROR("t.yaml:6:3: bad component id '/nameless'");
-    /* the pipeline's reference to kafka/in is not reported a second time */
-    CHECK_EQ_UINT(errs.n, 2);
+    CHECK_ERROR("t.yaml:3:3: unknown receiver type 'frob' (known: ");
+    /* a well-known Collector type says what it is and what to use */
+    CHECK_ERROR("t.yaml:4:3: unknown receiver type 'zipkin': a contrib receiver proflink does not "
+                "have; send OTLP to the otlp receiver (known: ");
+    CHECK_ERROR("t.yaml:7:3: bad component id '/nameless'");
+    /* the pipeline's references to frob/in and zipkin are not reported a second time */
+    CHECK_EQ_UINT(errs.n, 3);
 }
 
 static void test_undefined_component_reference(void)

@@ -7,6 +7,10 @@
 #include <stdlib.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#include <utime.h>
+
+#include "config/decode.h"
+#include "net/compress.h"
 
 #include "core/buf.h"
 #include "core/component.h"
@@ -219,6 +223,134 @@ static void test_rotation(void)
     pl_stats_free(stats);
 }
 
+/* The Collector's meaning of `rotation:`: present (even empty) turns it on
+ * with 100 MiB files and 100 backups; absent, there is no rotation. */
+static void test_rotation_config_like_the_collector(void)
+{
+    static const struct {
+        const char *yaml;
+        int64_t mb, backups;
+    } cases[] = {
+        {"path: x\n", 0, 100},
+        {"path: x\nrotation:\n", 100, 100},
+        {"path: x\nrotation: {}\n", 100, 100},
+        {"path: x\nrotation: {max_megabytes: 5, max_backups: 3, max_days: 2}\n", 5, 3},
+    };
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        pl_cfg_errors errs;
+        pl_cfg_errors_init(&errs);
+        pl_cfg_doc *doc = pl_cfg_doc_parse("t.yaml", cases[i].yaml, strlen(cases[i].yaml), &errs);
+        REQUIRE(doc);
+        pl_file_exporter_config *cfg = calloc(1, pl_exporter_file.config->size);
+        CHECK_EQ_INT(pl_cfg_decode(pl_exporter_file.config, doc->root, doc->root, cfg, &errs), 0);
+        CHECK_EQ_INT(cfg->rotation.max_megabytes, cases[i].mb);
+        CHECK_EQ_INT(cfg->rotation.max_backups, cases[i].backups);
+        pl_cfg_free(pl_exporter_file.config, cfg);
+        free(cfg);
+        pl_cfg_doc_free(doc);
+        pl_cfg_errors_free(&errs);
+    }
+}
+
+/* compression: zstd: each record is a 4-byte big-endian length and the
+ * zstd frame of the JSON line (without its newline). */
+static void test_zstd_records(void)
+{
+    pl_stats *stats;
+    pl_file_exporter_config *cfg = calloc(1, pl_exporter_file.config->size);
+    REQUIRE(pl_cfg_defaults(pl_exporter_file.config, cfg) == 0);
+    char path[256];
+    snprintf(path, sizeof path, "%s/z.jsonl", dir);
+    cfg->path = strdup(path);
+    cfg->compression = strdup("zstd");
+    stats = pl_stats_new("z", PL_KIND_EXPORTER);
+    pl_create_settings s = {.id = "file/z", .stats = stats, .signals = PL_SIGNALS_ALL};
+    void *x = NULL;
+    pl_err err;
+    REQUIRE(pl_exporter_file.create(&s, cfg, &x, &err) == PL_OK);
+    REQUIRE(pl_exporter_file.start(x, &err) == PL_OK);
+    pl_batch *b = make_traces(3, 2000);
+    CHECK_EQ_INT(pl_exporter_file.export(x, b), PL_OK);
+    CHECK_EQ_INT(pl_exporter_file.export(x, b), PL_OK);
+    pl_buf want;
+    pl_buf_init(&want);
+    pl_otlp_json_encode_traces(&b->data.traces, &want);
+    pl_buf content = read_file("z.jsonl");
+    size_t off = 0;
+    int records = 0;
+    while (off + 4 <= content.len) {
+        const uint8_t *p = content.data + off;
+        size_t n = (size_t)p[0] << 24 | (size_t)p[1] << 16 | (size_t)p[2] << 8 | p[3];
+        REQUIRE(off + 4 + n <= content.len);
+        CHECK(n < want.len); /* it is compressed */
+        uint8_t *out = NULL;
+        size_t out_len = 0;
+        REQUIRE(pl_decompress(PL_ENCODING_ZSTD, p + 4, n, 1 << 24, &out, &out_len, &err) == PL_OK);
+        CHECK(out_len == want.len && memcmp(out, want.data, want.len) == 0);
+        free(out);
+        off += 4 + n;
+        records++;
+    }
+    CHECK_EQ_UINT(off, content.len);
+    CHECK_EQ_INT(records, 2);
+    pl_buf_free(&want);
+    pl_buf_free(&content);
+    pl_batch_free(b);
+    pl_exporter_file.destroy(x);
+    pl_cfg_free(pl_exporter_file.config, cfg);
+    free(cfg);
+    pl_stats_free(stats);
+}
+
+/* rotation.max_days: at a rotation, rotated files last written longer ago
+ * than that are deleted; recent ones stay. */
+static void test_rotation_max_days(void)
+{
+    pl_stats *stats;
+    char path[256];
+    /* an old and a fresh backup, as a previous run left them */
+    snprintf(path, sizeof path, "%s/days.jsonl.1", dir);
+    FILE *f = fopen(path, "w");
+    REQUIRE(f);
+    fputs("old\n", f);
+    fclose(f);
+    struct utimbuf old = {.actime = time(NULL) - 5 * 86400, .modtime = time(NULL) - 5 * 86400};
+    REQUIRE(utime(path, &old) == 0);
+    snprintf(path, sizeof path, "%s/days.jsonl.2", dir);
+    f = fopen(path, "w");
+    REQUIRE(f);
+    fputs("fresh\n", f);
+    fclose(f);
+    pl_file_exporter_config *cfg = calloc(1, pl_exporter_file.config->size);
+    REQUIRE(pl_cfg_defaults(pl_exporter_file.config, cfg) == 0);
+    snprintf(path, sizeof path, "%s/days.jsonl", dir);
+    cfg->path = strdup(path);
+    cfg->rotation.max_megabytes = 1;
+    cfg->rotation.max_backups = 10;
+    cfg->rotation.max_days = 2;
+    stats = pl_stats_new("d", PL_KIND_EXPORTER);
+    pl_create_settings s = {.id = "file/d", .stats = stats, .signals = PL_SIGNALS_ALL};
+    void *x = NULL;
+    pl_err err;
+    REQUIRE(pl_exporter_file.create(&s, cfg, &x, &err) == PL_OK);
+    REQUIRE(pl_exporter_file.start(x, &err) == PL_OK);
+    pl_batch *b = make_traces(1, 700 * 1024);
+    CHECK_EQ_INT(pl_exporter_file.export(x, b), PL_OK);
+    CHECK_EQ_INT(pl_exporter_file.export(x, b), PL_OK); /* rotates: .1 -> .2 (old), .2 -> .3 */
+    struct stat st;
+    snprintf(path, sizeof path, "%s/days.jsonl.1", dir);
+    CHECK(stat(path, &st) == 0); /* the file just rotated */
+    snprintf(path, sizeof path, "%s/days.jsonl.2", dir);
+    CHECK(stat(path, &st) != 0); /* the 5-day-old one, deleted */
+    snprintf(path, sizeof path, "%s/days.jsonl.3", dir);
+    CHECK(stat(path, &st) == 0); /* the fresh one, kept */
+    pl_batch_free(b);
+    pl_exporter_file.destroy(x);
+    pl_cfg_free(pl_exporter_file.config, cfg);
+    free(cfg);
+    pl_stats_free(stats);
+}
+
 static void test_bad_path(void)
 {
     pl_file_exporter_config *cfg = calloc(1, pl_exporter_file.config->size);
@@ -246,6 +378,9 @@ int main(void)
     PL_RUN(test_json_traces_exact);
     PL_RUN(test_proto_records_and_logs);
     PL_RUN(test_rotation);
+    PL_RUN(test_rotation_config_like_the_collector);
+    PL_RUN(test_zstd_records);
+    PL_RUN(test_rotation_max_days);
     PL_RUN(test_bad_path);
     char cmd[300];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);

@@ -279,6 +279,48 @@ static void test_shutdown_flushes_held_data_to_its_pipeline(void)
     pl_config_free(cfg);
 }
 
+/* sending_queue.batch: the exporter gets batches of at least min_size
+ * items (or what flush_timeout gathered), and what is held when the graph
+ * shuts down is handed to it. */
+static void test_exporter_side_batching(void)
+{
+    pl_config *cfg =
+        load("receivers: {feeder: }\n"
+             "exporters:\n"
+             "  capture/b: {sending_queue: {batch: {min_size: 10, flush_timeout: 1h}}}\n"
+             "  capture/plain:\n"
+             "service:\n"
+             "  pipelines:\n"
+             "    traces: {receivers: [feeder], exporters: [capture/b, capture/plain]}\n");
+    REQUIRE(cfg != NULL);
+    pl_err err = {{0}};
+    pl_graph *g = pl_graph_build(cfg, &loop, &err);
+    REQUIRE(g != NULL);
+    REQUIRE(pl_graph_start(g, &err) == PL_OK);
+    feeder *f = pl_graph_instance(g, PL_KIND_RECEIVER, "feeder");
+    capture *b = pl_graph_instance(g, PL_KIND_EXPORTER, "capture/b");
+    capture *plain = pl_graph_instance(g, PL_KIND_EXPORTER, "capture/plain");
+    REQUIRE(f && b && plain);
+    for (int i = 0; i < 2; i++)
+        feeder_push(f, PL_SIGNAL_TRACES, 4);
+    CHECK_EQ_UINT(b->batches[PL_SIGNAL_TRACES], 0); /* 8 < min_size: held */
+    CHECK_EQ_UINT(plain->batches[PL_SIGNAL_TRACES], 2);
+    feeder_push(f, PL_SIGNAL_TRACES, 4);
+    CHECK_EQ_UINT(b->batches[PL_SIGNAL_TRACES], 1); /* 12 >= 10: sent as one */
+    CHECK_EQ_UINT(b->items[PL_SIGNAL_TRACES], 12);
+    feeder_push(f, PL_SIGNAL_TRACES, 3);
+    CHECK_EQ_UINT(b->items[PL_SIGNAL_TRACES], 12);
+    CHECK(pl_graph_pending(g) >= 3);
+    pl_graph_shutdown(g); /* the held 3 go to the exporter */
+    CHECK_EQ_UINT(b->items[PL_SIGNAL_TRACES], 15);
+    CHECK_EQ_UINT(b->batches[PL_SIGNAL_TRACES], 2);
+    CHECK_EQ_UINT(plain->items[PL_SIGNAL_TRACES], 15);
+    uv_run(&loop, UV_RUN_NOWAIT);
+    pl_graph_destroy(g);
+    uv_run(&loop, UV_RUN_NOWAIT);
+    pl_config_free(cfg);
+}
+
 /* ---- service lifecycle --------------------------------------------------- */
 
 static char config_path[256];
@@ -591,6 +633,7 @@ int main(void)
     PL_RUN(test_start_and_shutdown_order);
     PL_RUN(test_failed_start_stops_what_started);
     PL_RUN(test_shutdown_flushes_held_data_to_its_pipeline);
+    PL_RUN(test_exporter_side_batching);
     PL_RUN(test_stop_drains_until_nothing_is_pending);
     PL_RUN(test_drain_deadline_bounds_the_wait);
     PL_RUN(test_reload_with_errors_keeps_running_graph);

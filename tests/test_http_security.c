@@ -218,8 +218,7 @@ static void test_basic_auth(void)
         "    ann:$6$abcdefgh$M/eYsB4rVXAm3ZNc88J.UD9rCKAT6FB1rahiwJCHtEndQNORCub5qhjxn50qbqVVthkM."
         "9HpEwtf0t.iV9uH0/\n"
         "    bo:{SHA}87u9ZqY9S/F0eUBXjsPQEDUw4h0=\n"
-        "    cy:hunter2\n"
-        "client_auth: {username: ann, password: hunter2}\n",
+        "    cy:hunter2\n",
         &err);
     REQUIRE(ext != NULL);
     const pl_authenticator *a = pl_auth_find("basicauth/t", &err);
@@ -254,6 +253,13 @@ static void test_basic_auth(void)
         }
         free(out);
     }
+    destroy_ext("basicauth", ext);
+    /* the client side: a second instance with client_auth */
+    ext = make_ext("basicauth", "basicauth/tc", "client_auth: {username: ann, password: hunter2}\n",
+                   &err);
+    REQUIRE(ext != NULL);
+    a = pl_auth_find("basicauth/tc", &err);
+    REQUIRE(a != NULL);
     char *line = pl_auth_client_header_line(a);
     REQUIRE(line != NULL);
     CHECK(strcmp(line, "Authorization: Basic YW5uOmh1bnRlcjI=") == 0);
@@ -265,6 +271,68 @@ static void test_basic_auth(void)
     CHECK(make_ext("basicauth", "basicauth/md5",
                    "htpasswd: {inline: \"x:$apr1$abc$defghijklmnopqrstuvwx\"}\n", &e2) == NULL);
     CHECK(strstr(e2.msg, "htpasswd -B") != NULL);
+}
+
+/* Errors (and warnings) of decoding `yaml` with extension `type`'s table. */
+static void decode_ext(const char *type, const char *yaml, pl_cfg_errors *errs)
+{
+    const pl_component_type *t = pl_component_type_find(PL_KIND_EXTENSION, type, strlen(type));
+    REQUIRE(t != NULL);
+    pl_cfg_doc *doc = pl_cfg_doc_parse("t.yaml", yaml, strlen(yaml), errs);
+    REQUIRE(doc != NULL);
+    void *cfg = calloc(1, t->config->size);
+    pl_cfg_decode(t->config, doc->root, doc->root, cfg, errs);
+    pl_cfg_free(t->config, cfg);
+    free(cfg);
+    pl_cfg_doc_free(doc);
+}
+
+/* The Collector's rules: bearertokenauth with token and filename reads the
+ * file (with a warning that the token is ignored); basicauth is a server
+ * (htpasswd) or a client (client_auth) instance, never both. */
+static void test_collector_auth_rules(void)
+{
+    char path[] = "/tmp/proflink-token-XXXXXX";
+    int fd = mkstemp(path);
+    REQUIRE(fd >= 0);
+    REQUIRE(write(fd, "from-file\n", 10) == 10);
+    close(fd);
+    char yaml[256];
+    snprintf(yaml, sizeof(yaml), "token: inline\nfilename: %s\n", path);
+    pl_cfg_errors errs;
+    pl_cfg_errors_init(&errs);
+    decode_ext("bearertokenauth", yaml, &errs);
+    CHECK_EQ_UINT(errs.n, 0);
+    REQUIRE(errs.n_warnings == 1);
+    CHECK(strstr(errs.warnings[0].text,
+                 "t.yaml:1:1: warning: 'token': ignored: the token is read from "
+                 "filename") == errs.warnings[0].text);
+    pl_cfg_errors_free(&errs);
+    pl_err err = {{0}};
+    void *ext = make_ext("bearertokenauth", "bearertokenauth/both", yaml, &err);
+    REQUIRE(ext != NULL);
+    const pl_authenticator *a = pl_auth_find("bearertokenauth/both", &err);
+    REQUIRE(a != NULL);
+    char *line = pl_auth_client_header_line(a);
+    REQUIRE(line != NULL);
+    CHECK_EQ_STR(line, "Authorization: Bearer from-file");
+    free(line);
+    pl_http_server_options opt = {.auth = &a->server};
+    char *out = feed(&opt, "POST /x HTTP/1.1\r\nAuthorization: Bearer inline\r\n"
+                           "Content-Length: 0\r\n\r\n");
+    CHECK(strstr(out, "HTTP/1.1 401") == out);
+    free(out);
+    destroy_ext("bearertokenauth", ext);
+    unlink(path);
+
+    pl_cfg_errors_init(&errs);
+    decode_ext("basicauth",
+               "htpasswd: {inline: \"ann:hunter2\"}\nclient_auth: {username: ann, password: x}\n",
+               &errs);
+    REQUIRE(errs.n == 1);
+    CHECK(strstr(errs.items[0].text, "t.yaml:2:1: 'client_auth': set htpasswd (receivers) or "
+                                     "client_auth (exporters), not both") == errs.items[0].text);
+    pl_cfg_errors_free(&errs);
 }
 
 static void test_unknown_authenticator(void)
@@ -596,6 +664,7 @@ int main(void)
     PL_RUN(test_cors_actual_request);
     PL_RUN(test_bearer_token);
     PL_RUN(test_basic_auth);
+    PL_RUN(test_collector_auth_rules);
     PL_RUN(test_unknown_authenticator);
     PL_RUN(test_authenticator_replaced);
     PL_RUN(test_auth_threads);

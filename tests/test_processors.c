@@ -103,6 +103,35 @@ static void test_attributes_insert(void)
     pl_batch_free(b);
 }
 
+static void setup_metadata(pl_batch *b, pl_attrs *a)
+{
+    (void)a;
+    b->metadata.n = 2;
+    b->metadata.items = pl_batch_alloc(b, 2 * sizeof(pl_kv));
+    b->metadata.items[0].key = px_str(b, "x-tenant");
+    b->metadata.items[0].value = pl_value_string(px_str(b, "acme"));
+    b->metadata.items[1].key = px_str(b, "auth.user");
+    b->metadata.items[1].value = pl_value_string(px_str(b, "ann"));
+}
+
+/* from_context: the request's metadata (metadata.<key>) and the
+ * authenticated user (auth.username); an absent key leaves attrs alone. */
+static void test_attributes_from_context(void)
+{
+    pl_batch *b =
+        run_attributes("actions:\n"
+                       "  - {key: tenant, action: insert, from_context: metadata.x-tenant}\n"
+                       "  - {key: user, action: upsert, from_context: auth.username}\n"
+                       "  - {key: gone, action: insert, from_context: metadata.nope}\n",
+                       setup_metadata);
+    REQUIRE(b);
+    pl_attrs *a = &px_span(b, 0, 0)->attrs;
+    CHECK(attr_is_str(a, "tenant", "acme"));
+    CHECK(attr_is_str(a, "user", "ann"));
+    CHECK(attr(a, "gone") == NULL);
+    pl_batch_free(b);
+}
+
 static void test_attributes_update(void)
 {
     pl_batch *b = run_attributes("actions:\n"
@@ -394,6 +423,70 @@ static void test_attributes_inserted_strings_live_in_the_batch(void)
     pl_batch_free(b);
 }
 
+/* A protobuf length-delimited field (small: one-byte lengths). */
+static size_t pb_field(uint8_t *out, unsigned field, const void *data, size_t len)
+{
+    out[0] = (uint8_t)(field << 3 | 2);
+    out[1] = (uint8_t)len;
+    memcpy(out + 2, data, len);
+    return len + 2;
+}
+
+/* The resource processor on opaque logs and metrics: each ResourceLogs'
+ * Resource gets the actions, every other byte (scope_logs, schema_url) is
+ * kept as it came; a ResourceMetrics without a resource gets one. */
+static void test_resource_on_logs_and_metrics(void)
+{
+    px_proc p;
+    REQUIRE(px_open(&p, &pl_processor_resource,
+                    "attributes:\n"
+                    "  - {key: deployment.environment, value: prod, action: upsert}\n"
+                    "  - {key: secret, action: delete}\n",
+                    NULL) == PL_OK);
+    /* ExportLogsServiceRequest { resource_logs { resource { attributes {
+     * secret: "x" } } scope_logs { log_records { body "hi" } } schema_url "s" } } */
+    uint8_t any[16], kv[32], res[40], body[16], rec[24], scope[32], rl[128], req[160];
+    size_t n_any = pb_field(any, 1, "x", 1); /* AnyValue.string_value */
+    size_t n_kv = pb_field(kv, 1, "secret", 6);
+    n_kv += pb_field(kv + n_kv, 2, any, n_any);
+    size_t n_res = pb_field(res, 1, kv, n_kv);
+    size_t n_body = pb_field(body, 1, "hi", 2);
+    size_t n_rec = pb_field(rec, 5, body, n_body);   /* LogRecord.body */
+    size_t n_scope = pb_field(scope, 2, rec, n_rec); /* ScopeLogs.log_records */
+    size_t n_rl = pb_field(rl, 1, res, n_res);
+    n_rl += pb_field(rl + n_rl, 2, scope, n_scope);
+    n_rl += pb_field(rl + n_rl, 3, "s", 1);
+    size_t n_req = pb_field(req, 1, rl, n_rl);
+    px_capture cap;
+    px_capture_init(&cap);
+    pl_batch *logs = pl_batch_new(PL_SIGNAL_LOGS);
+    logs->data.raw = (pl_bytes){req, n_req};
+    CHECK_EQ_INT(px_consume(&p, logs, &cap.consumer), PL_OK);
+    REQUIRE(cap.n == 1);
+    pl_bytes out = cap.batches[0]->data.raw;
+    size_t count = 0;
+    CHECK(pl_otlp_count_logs(out.ptr, out.len, &count, NULL) == PL_OK && count == 1);
+    CHECK(memmem(out.ptr, out.len, "deployment.environment", 22) != NULL);
+    CHECK(memmem(out.ptr, out.len, "prod", 4) != NULL);
+    CHECK(memmem(out.ptr, out.len, "secret", 6) == NULL);
+    CHECK(memmem(out.ptr, out.len, scope, n_scope) != NULL); /* kept byte for byte */
+    px_capture_clear(&cap);
+
+    /* ExportMetricsServiceRequest { resource_metrics { scope_metrics {} } } */
+    uint8_t rm[8], mreq[16];
+    size_t n_rm = pb_field(rm, 2, "", 0);
+    size_t n_mreq = pb_field(mreq, 1, rm, n_rm);
+    pl_batch *metrics = pl_batch_new(PL_SIGNAL_METRICS);
+    metrics->data.raw = (pl_bytes){mreq, n_mreq};
+    CHECK_EQ_INT(px_consume(&p, metrics, &cap.consumer), PL_OK);
+    REQUIRE(cap.n == 1);
+    out = cap.batches[0]->data.raw;
+    CHECK(memmem(out.ptr, out.len, "deployment.environment", 22) != NULL);
+    CHECK(out.len > n_mreq);
+    px_capture_clear(&cap);
+    px_close(&p);
+}
+
 static void test_attributes_empty_batches_and_other_signals(void)
 {
     px_proc p;
@@ -541,7 +634,8 @@ static void test_attributes_invalid_config(void)
     fprintf(stderr, "%s", p.errors);
     CHECK(n >= 10);
     CHECK(has_error(&p, "test.yaml:2:", "unknown action \"frobnicate\""));
-    CHECK(has_error(&p, "test.yaml:3:", "exactly one of \"value\" or \"from_attribute\""));
+    CHECK(has_error(
+        &p, "test.yaml:3:", "exactly one of \"value\", \"from_attribute\" or \"from_context\""));
     CHECK(has_error(
         &p, "test.yaml:6:5",
         "invalid regular expression \"x(?P<ok>a\": missing closing parenthesis at offset 9"));
@@ -901,6 +995,32 @@ static void test_redaction_allow_list(void)
     CHECK(attr_is_str(a, "http.route", "/****"));
     CHECK_EQ_UINT(a->n, 2);
     CHECK_EQ_UINT(px_counter(&p, "removed_keys"), 1);
+    px_capture_clear(&cap);
+    px_close(&p);
+}
+
+/* ignored_key_patterns: keys matching one are kept as they are, like
+ * ignored_keys (neither removed by the allow list nor masked). */
+static void test_redaction_ignored_key_patterns(void)
+{
+    px_proc p;
+    REQUIRE(px_open(&p, &pl_processor_redaction,
+                    "allowed_keys: [http.route]\nignored_key_patterns: ['^debug\\.']\n"
+                    "blocked_values: ['x+']\n",
+                    NULL) == PL_OK);
+    px_capture cap;
+    px_capture_init(&cap);
+    pl_batch *b = px_traces(1, 1);
+    pl_span *sp = px_span(b, 0, 0);
+    px_put_str(b, &sp->attrs, "debug.note", "xxx kept");
+    px_put_str(b, &sp->attrs, "nodebug.note", "dropped");
+    px_put_str(b, &sp->attrs, "http.route", "/xx");
+    CHECK_EQ_INT(px_consume(&p, b, &cap.consumer), PL_OK);
+    REQUIRE(cap.n == 1);
+    pl_attrs *a = &px_span(cap.batches[0], 0, 0)->attrs;
+    CHECK(attr_is_str(a, "debug.note", "xxx kept"));
+    CHECK(attr(a, "nodebug.note") == NULL);
+    CHECK(attr_is_str(a, "http.route", "/****"));
     px_capture_clear(&cap);
     px_close(&p);
 }
@@ -1574,6 +1694,8 @@ int main(void)
     PL_RUN(test_strlist_and_pattern_list);
     PL_RUN(test_attributes_insert);
     PL_RUN(test_attributes_update);
+    PL_RUN(test_attributes_from_context);
+    PL_RUN(test_resource_on_logs_and_metrics);
     PL_RUN(test_attributes_upsert_and_types);
     PL_RUN(test_attributes_from_attribute_every_type);
     PL_RUN(test_attributes_delete);
@@ -1595,6 +1717,7 @@ int main(void)
     PL_RUN(test_memory_limiter_invalid_config);
     PL_RUN(test_redaction_span_values);
     PL_RUN(test_redaction_allow_list);
+    PL_RUN(test_redaction_ignored_key_patterns);
     PL_RUN(test_redaction_profiles);
     PL_RUN(test_redaction_invalid_config);
     PL_RUN(test_redaction_collector_semantics);
