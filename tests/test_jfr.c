@@ -147,7 +147,8 @@ static void check_against_jdk(const uint8_t *data, size_t len, int copies)
         REQUIRE(p);
         CHECK_EQ_STR(p->name, kinds[k].series);
         CHECK_EQ_INT((int64_t)p->events, events);
-        pl_batch *b = pl_pprof_decode(p->pprof.data, p->pprof.len, NULL, &err);
+        pl_pprof_meta meta = {.profile_name = pl_bytes_from_cstr(p->name)};
+        pl_batch *b = pl_pprof_decode(p->pprof.data, p->pprof.len, &meta, &err);
         if (!b)
             fprintf(stderr, "  %s: %s\n", kinds[k].name, err.msg);
         REQUIRE(b);

@@ -236,6 +236,17 @@ static void expect_error(const response *r, int status, const char *needle)
 
 /* ---- tests ------------------------------------------------------------------ */
 
+/* A profile's attribute `key`, or NULL. */
+static const pl_value *profile_attr(const pl_profiles *ps, const pl_profile *p, const char *key)
+{
+    for (uint32_t i = 0; i < p->n_attribute_indices; i++) {
+        const pl_kvu *a = &ps->dict.attributes[p->attribute_indices[i]];
+        if (pl_bytes_eq_cstr(pl_dict_string(&ps->dict, a->key_strindex), key))
+            return &a->value;
+    }
+    return NULL;
+}
+
 static void test_ingest_pprof_gzipped(void)
 {
     pl_buf p, z;
@@ -313,16 +324,18 @@ static void test_ingest_multipart(void)
      * matters to Pyroscope's series naming) */
     CHECK_EQ_INT(column_total(b, "samples"), 5);
     CHECK_EQ_INT(column_total(b, "cpu_samples"), 0);
-    /* the display name is kept as a profile attribute, for series naming */
+    /* the display name is kept as a profile attribute; the series name
+     * (`cpu_samples` contains cpu) is given to every column */
     {
         const pl_profiles *ps = &b->data.profiles;
         const pl_profile *count = &ps->resources[0].scopes[0].profiles[0];
-        REQUIRE(count->n_attribute_indices == 1);
-        const pl_kvu *a = &ps->dict.attributes[count->attribute_indices[0]];
-        CHECK_BYTES_STR(pl_dict_string(&ps->dict, a->key_strindex),
-                        "pyroscope.sample_type.display_name");
-        CHECK_BYTES_STR(a->value.u.str, "cpu_samples");
-        CHECK_EQ_UINT(ps->resources[0].scopes[0].profiles[1].n_attribute_indices, 0);
+        const pl_profile *cpu = &ps->resources[0].scopes[0].profiles[1];
+        const pl_value *dn = profile_attr(ps, count, "pyroscope.sample_type.display_name");
+        REQUIRE(dn);
+        CHECK_BYTES_STR(dn->u.str, "cpu_samples");
+        CHECK(profile_attr(ps, cpu, "pyroscope.sample_type.display_name") == NULL);
+        CHECK_BYTES_STR(profile_attr(ps, count, PL_PPROF_NAME_ATTRIBUTE)->u.str, "process_cpu");
+        CHECK_BYTES_STR(profile_attr(ps, cpu, PL_PPROF_NAME_ATTRIBUTE)->u.str, "process_cpu");
     }
     CHECK_EQ_INT(column_total(b, "cpu"), 50000000);
     pl_batch_free(b);
