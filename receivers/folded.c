@@ -53,9 +53,10 @@ pl_status pl_folded_parse(const uint8_t *text, size_t len, bool lines_format, in
                 break;
             }
             count = (int64_t)v;
+            /* One space separates the count, as in Pyroscope's reader: the
+             * stack keeps any other, so a leaf frame that is a single space
+             * ("main;work;  5") stays a frame of its own. */
             stack_end = sp - 1;
-            while (stack_end > p && stack_end[-1] == ' ')
-                stack_end--;
         }
         /* Split at ';' root first; store leaf first. */
         size_t n = 0;
