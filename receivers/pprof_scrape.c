@@ -20,11 +20,12 @@
  * sends them (receivers/pprof_delta.h): Go's allocs profile and the heap's
  * alloc_* columns, block and mutex count since the process started, so each
  * scrape passes on only what was added since the previous one of the same
- * (target, profile type); the first scrape primes. inuse_* are
- * point-in-time values and pass as they are (from heap; allocs leaves them
- * to heap, and when both are scraped heap leaves alloc_* to allocs, so
- * nothing is counted twice). `delta: false` forwards the cumulative counts
- * instead.
+ * (target, profile type); the first scrape primes. inuse_* are gauges and
+ * pass as they are, from heap or allocs alike (when both are scraped, heap
+ * sends only inuse_* and allocs only alloc_*, so nothing is counted twice).
+ * Each profile is named (`__name__`) as Alloy names it: process_cpu,
+ * memory, goroutines, block, mutex. `delta: false` forwards the cumulative
+ * counts instead.
  *
  * Each target may have its own interval and timeout, extra headers, basic
  * or bearer authentication, and TLS settings for https:// endpoints.
