@@ -32,6 +32,7 @@
 #include <string.h>
 
 #include "proto/jfr_internal.h"
+#include "proto/otlp_pb.h" /* pl_utf8_valid */
 
 #define HEADER_SIZE      68
 #define MAX_DEPTH        24
@@ -324,10 +325,11 @@ static int rd_count(const rctx *x, jcur *c, uint64_t *n)
     return 0;
 }
 
-/* UTF-8 of one UTF-16 code unit (lone surrogates become U+FFFD). */
+/* UTF-8 of one UTF-16 code unit (lone surrogates and NUL become U+FFFD:
+ * the text ends up in pprof strings, which must be UTF-8 without NUL). */
 static size_t utf8_put(uint8_t *o, uint32_t ch)
 {
-    if (ch >= 0xd800 && ch <= 0xdfff)
+    if ((ch >= 0xd800 && ch <= 0xdfff) || ch == 0)
         ch = 0xfffd;
     if (ch < 0x80) {
         o[0] = (uint8_t)ch;
@@ -371,14 +373,20 @@ static pl_status rd_string(rctx *x, jcur *c, jval *out, const char *what)
         c->p += n;
         if (!out)
             return PL_OK;
-        bool ascii = true;
-        for (uint64_t i = 0; enc == 5 && i < n && ascii; i++)
-            ascii = p[i] < 0x80;
-        if (ascii) {
+        /* UTF-8 (3) is kept when it is valid and has no NUL; Latin-1 (5)
+         * when it is ASCII without NUL; otherwise each byte is taken as a
+         * Latin-1 character (NUL as U+FFFD) */
+        bool plain = !memchr(p, 0, n);
+        if (plain && enc == 5)
+            for (uint64_t i = 0; i < n && plain; i++)
+                plain = p[i] < 0x80;
+        else if (plain)
+            plain = pl_utf8_valid(p, n);
+        if (plain) {
             *out = (jval){V_STR, 0, 0, {p, (uint32_t)n}};
             return PL_OK;
         }
-        uint8_t *o = pl_arena_alloc(&x->arena, n * 2 + 1);
+        uint8_t *o = pl_arena_alloc(&x->arena, n * 3 + 1); /* U+FFFD takes 3 */
         if (!o)
             return NOMEM();
         size_t k = 0;

@@ -16,6 +16,7 @@
 #include "labels.pb.h"
 #include "profile.pb.h"
 #include "proto/jfr_internal.h"
+#include "proto/otlp_pb.h" /* pl_utf8_valid */
 #include "proto/pb_wire.h"
 
 /* Room for one more element in a growable array of the arena; -1 on OOM. */
@@ -307,9 +308,14 @@ pl_jfr_labels *pl_jfr_labels_decode(const uint8_t *data, size_t len, pl_err *err
             if (g == 1 && w == 0)
                 id = (int64_t)v;
             else if (g == 2 && w == 2) {
-                if (f == jfr_LabelsSnapshot_strings_tag)
+                if (f == jfr_LabelsSnapshot_strings_tag) {
                     text = (pl_bytes){sub.p, (uint32_t)(sub.end - sub.p)};
-                else
+                    /* label text must make valid pprof strings: text that
+                     * is not UTF-8 or holds NUL counts as empty (its labels
+                     * are left out) */
+                    if (memchr(text.ptr, 0, text.len) || !pl_utf8_valid(text.ptr, text.len))
+                        text = (pl_bytes){(const uint8_t *)"", 0};
+                } else
                     ctx = sub;
             }
         }

@@ -469,6 +469,10 @@ static void test_folded_names(void)
     CHECK_EQ_INT(space_leaf, 2 * 10000000);
     CHECK_EQ_INT(work_leaf, 3 * 10000000);
     pl_batch_free(b);
+    /* frame names must be UTF-8 text (they become pprof strings) */
+    post("/ingest?name=app.cpu", "text/plain", "main;\xff\xfe 1\n", 9, &r);
+    expect_error(&r, 400, "line 1: not valid UTF-8");
+    CHECK(take_captured() == NULL);
     pl_buf_free(&r.body);
 }
 
