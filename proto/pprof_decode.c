@@ -432,7 +432,7 @@ static pl_status on_sample_type(decode_ctx *c, reader *r, uint32_t wt, uint32_t 
     /* .NET repair: `inuse-space` -> `inuse_space` (a copy; the pprof string
      * may be used elsewhere as it is) */
     pl_bytes t = bdict(c->b)->strings[c->sample_types[i].type_strindex];
-    if (!memchr(t.ptr, '-', t.len))
+    if (!t.len || !memchr(t.ptr, '-', t.len))
         return PL_OK;
     uint8_t *fixed = pl_arena_alloc(&c->b->batch->arena, t.len);
     if (!fixed)
