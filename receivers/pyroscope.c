@@ -411,32 +411,33 @@ typedef struct legacy_type {
     bool scale_by_period; /* counts are samples: multiply by the period in ns */
 } legacy_type;
 
-/* name: the series `__name__` Pyroscope gives the suffix. */
+/* What Pyroscope's legacy adapter (convertMetadata, pkg/ingester/pyroscope)
+ * makes of each suffix: the series `__name__`, the sample type and unit,
+ * and for CPU and wall a period of 1e9/sampleRate ns of period type
+ * cpu/nanoseconds (counts scaled by it); the others have no period type. */
 static const legacy_type legacy_types[] = {
     {"cpu", "process_cpu", "cpu", "nanoseconds", "cpu", "nanoseconds", true},
     {"itimer", "process_cpu", "cpu", "nanoseconds", "cpu", "nanoseconds", true},
-    {"wall", "wall", "wall", "nanoseconds", "wall", "nanoseconds", true},
-    {"inuse_objects", "memory", "inuse_objects", "count", "space", "bytes", false},
-    {"inuse_space", "memory", "inuse_space", "bytes", "space", "bytes", false},
-    {"alloc_objects", "memory", "alloc_objects", "count", "space", "bytes", false},
-    {"alloc_space", "memory", "alloc_space", "bytes", "space", "bytes", false},
-    {"goroutines", "goroutines", "goroutine", "count", "goroutine", "count", false},
-    {"mutex_count", "mutex", "contentions", "count", "contentions", "count", false},
-    {"mutex_duration", "mutex", "delay", "nanoseconds", "contentions", "count", false},
-    {"block_count", "block", "contentions", "count", "contentions", "count", false},
-    {"block_duration", "block", "delay", "nanoseconds", "contentions", "count", false},
-    {"lock_count", "block", "lock_count", "count", "contentions", "count", false},
-    {"lock_duration", "block", "lock_time", "nanoseconds", "contentions", "count", false},
-    {"alloc_in_new_tlab_objects", "memory", "alloc_in_new_tlab_objects", "count", "space", "bytes",
+    {"wall", "wall", "wall", "nanoseconds", "cpu", "nanoseconds", true},
+    {"inuse_objects", "memory", "inuse_objects", "count", NULL, NULL, false},
+    {"inuse_space", "memory", "inuse_space", "bytes", NULL, NULL, false},
+    {"alloc_objects", "memory", "alloc_objects", "count", NULL, NULL, false},
+    {"alloc_space", "memory", "alloc_space", "bytes", NULL, NULL, false},
+    {"goroutines", "goroutine", "goroutines", "count", NULL, NULL, false},
+    {"mutex_count", "mutex", "contentions", "count", NULL, NULL, false},
+    {"mutex_duration", "mutex", "delay", "nanoseconds", NULL, NULL, false},
+    {"block_count", "block", "contentions", "count", NULL, NULL, false},
+    {"block_duration", "block", "delay", "nanoseconds", NULL, NULL, false},
+    {"lock_count", "block", "contentions", "count", NULL, NULL, false},
+    {"lock_duration", "block", "delay", "nanoseconds", NULL, NULL, false},
+    {"alloc_in_new_tlab_objects", "memory", "alloc_in_new_tlab_objects", "count", NULL, NULL,
      false},
-    {"alloc_in_new_tlab_bytes", "memory", "alloc_in_new_tlab_bytes", "bytes", "space", "bytes",
+    {"alloc_in_new_tlab_bytes", "memory", "alloc_in_new_tlab_bytes", "bytes", NULL, NULL, false},
+    {"alloc_outside_tlab_objects", "memory", "alloc_outside_tlab_objects", "count", NULL, NULL,
      false},
-    {"alloc_outside_tlab_objects", "memory", "alloc_outside_tlab_objects", "count", "space",
-     "bytes", false},
-    {"alloc_outside_tlab_bytes", "memory", "alloc_outside_tlab_bytes", "bytes", "space", "bytes",
-     false},
-    {"live", "memory", "live", "count", "space", "bytes", false},
-    {"exceptions", "exceptions", "exceptions", "count", "exceptions", "count", false},
+    {"alloc_outside_tlab_bytes", "memory", "alloc_outside_tlab_bytes", "bytes", NULL, NULL, false},
+    {"live", "memory", "live", "count", NULL, NULL, false},
+    {"exceptions", "exceptions", "samples", "count", NULL, NULL, false},
     {NULL, NULL, NULL, NULL, NULL, NULL, false},
 };
 

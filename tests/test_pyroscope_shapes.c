@@ -469,6 +469,34 @@ static void test_folded_names(void)
     CHECK_EQ_INT(space_leaf, 2 * 10000000);
     CHECK_EQ_INT(work_leaf, 3 * 10000000);
     pl_batch_free(b);
+    /* other suffixes, as Pyroscope's legacy adapter converts them */
+    const struct {
+        const char *suffix, *id;
+        int64_t total;
+    } legacy[] = {
+        {"wall", "wall:wall:nanoseconds:cpu:nanoseconds", 5 * 10000000},
+        {"goroutines", "goroutine:goroutines:count::", 5},
+        {"lock_count", "block:contentions:count::", 5},
+        {"inuse_space", "memory:inuse_space:bytes::", 5},
+        {"live", "memory:live:count::", 5},
+    };
+    for (size_t i = 0; i < sizeof(legacy) / sizeof(legacy[0]); i++) {
+        char q[128];
+        snprintf(q, sizeof(q), "/ingest?name=app.%s&sampleRate=100", legacy[i].suffix);
+        post(q, "text/plain", text, strlen(text), &r);
+        CHECK_EQ_INT(r.status, 200);
+        b = take_captured();
+        REQUIRE(b);
+        CHECK_BYTES_STR(resource_attr(b, 0, "service.name")->u.str, "app");
+        const char *lid[] = {legacy[i].id};
+        int64_t ltotal[] = {legacy[i].total}, llinked[] = {0};
+        type_totals lin = {.n = 0}, lout = {.n = 0};
+        add_batch(&lin, b, (pl_bytes){NULL, 0});
+        expect_types(&lin, lid, ltotal, llinked, 1);
+        add_exported(&lout, b);
+        expect_types(&lout, lid, ltotal, llinked, 1);
+        pl_batch_free(b);
+    }
     /* frame names must be UTF-8 text (they become pprof strings) */
     post("/ingest?name=app.cpu", "text/plain", "main;\xff\xfe 1\n", 9, &r);
     expect_error(&r, 400, "line 1: not valid UTF-8");
