@@ -29,6 +29,10 @@
  *   ordinary attribute. A Link with a span id and no trace id has
  *   trace_id_len 0 (the trace is not known, which is not the same as zero).
  *
+ *   The string table must be UTF-8 without NUL bytes, as Pyroscope requires:
+ *   anything else is refused (PL_ERR_INVALID, pl_pprof_builder_bad_strings)
+ *   before the data can be handed on and refused later by a backend.
+ *
  *   Strings are views into the (decompressed) input, which the builder adopts
  *   into the batch; all other memory comes from the batch arena, in arrays
  *   sized per profile (no allocation per sample). Several pprofs can be
@@ -120,10 +124,6 @@ int pl_pprof_builder_name_last(pl_pprof_builder *b, pl_bytes name);
 /* The sample types of the pprof added last, in pprof order (views into the
  * batch): at most `max` into `out`; returns how many it has. */
 uint32_t pl_pprof_builder_last_types(pl_pprof_builder *b, pl_bytes *out, uint32_t max);
-
-/* Renames sample type `i` of the pprof added last (e.g. `inuse-space` ->
- * `inuse_space`); `type` must live as long as the batch. -1 on OOM. */
-int pl_pprof_builder_rename_type(pl_pprof_builder *b, uint32_t i, pl_bytes type);
 
 /* True when the last refusal was for the string table itself (a NUL byte or
  * invalid UTF-8): Pyroscope answers those 422 on /ingest. */

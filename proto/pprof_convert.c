@@ -351,17 +351,6 @@ uint32_t pl_pprof_builder_last_types(pl_pprof_builder *b, pl_bytes *out, uint32_
     return b->n_last;
 }
 
-int pl_pprof_builder_rename_type(pl_pprof_builder *b, uint32_t i, pl_bytes type)
-{
-    if (i >= b->n_last)
-        return -1;
-    int32_t s = pprof_intern_string(b, type);
-    if (s < 0)
-        return -1;
-    b->last_profiles[i].sample_type.type_strindex = s;
-    return 0;
-}
-
 bool pl_pprof_builder_bad_strings(const pl_pprof_builder *b)
 {
     return b->bad_strings;
