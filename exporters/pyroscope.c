@@ -10,7 +10,8 @@
  * (shared/spec/pprof.md §6, pyroscope.md §3.1 and §7):
  *   - one pprof per (OTLP Profile, service name): samples whose attribute
  *     `service.name` differs from the resource's are split off;
- *   - series labels: __name__ (the profile name, pl_pprof_profile_name),
+ *   - series labels: __name__ (the profile name, pl_pprof_profile_name: the
+ *     one the receiving Pyroscope API gave it, else Pyroscope's OTLP rule),
  *     service_name, __delta__=false (as Pyroscope sets for /ingest and
  *     OTLP: the values are per interval already), then the resource's string/int attributes with
  * their keys as they are (at most 30 labels in all, Pyroscope's default limit); the resource
@@ -21,9 +22,13 @@
  *     this span" finds it;
  *   - a profile of more than 16,000 samples (Pyroscope's default limit) is
  *     sent as several pprofs of at most that many;
- *   - the CPU special case: samples:count with a cpu:nanoseconds period is
- *     sent as cpu:nanoseconds (values x period), as Pyroscope's OTLP ingest
- *     does. But a pprof with both columns (Go's CPU profile) arrives as two
+ *   - the CPU special case: an OTLP profile (one no Pyroscope API named) of
+ *     samples:count with a cpu:nanoseconds period is sent as cpu:nanoseconds
+ *     (values x period), as Pyroscope's OTLP ingest does; profiles that came
+ *     through a Pyroscope API are sent with their sample types and units as
+ *     they came (a py-spy samples:count stays samples:count, a Node.js
+ *     microsecond profile stays in microseconds). A pprof with both columns
+ *     (Go's CPU profile) that reached proflink unnamed arrives as two
  *     OTLP profiles, and every column reaches Pyroscope as it was: the count
  *     one is then sent unconverted, as samples:count, so Pyroscope keeps
  *     both process_cpu:samples:count:cpu:nanoseconds and
@@ -230,9 +235,10 @@ static pl_bytes arena_bytes(pl_arena *a, const void *p, size_t n)
 }
 
 /* The series name from a display name the Go SDK gave the sample type in
- * its sample_type_config (kept by the receiver as a profile attribute), by
- * Pyroscope's /ingest rules: "mutex_count" -> mutex, "block_duration" ->
- * block, ... Returns false when the profile has none or it says nothing. */
+ * its sample_type_config, for profiles from a proflink that did not name
+ * them yet (PL_PPROF_NAME_ATTRIBUTE, which wins), by Pyroscope's /ingest
+ * rules: "mutex_count" -> mutex, "block_duration" -> block, ... Returns
+ * false when the profile has none or it says nothing. */
 static bool display_name_series(const pl_dictionary *d, const pl_profile *p, pl_bytes *out)
 {
     for (uint32_t i = 0; i < p->n_attribute_indices; i++) {
@@ -240,6 +246,8 @@ static bool display_name_series(const pl_dictionary *d, const pl_profile *p, pl_
         if (ai <= 0 || (uint32_t)ai >= d->n_attributes)
             continue;
         const pl_kvu *a = &d->attributes[ai];
+        if (pl_bytes_eq_cstr(pl_dict_string(d, a->key_strindex), PL_PPROF_NAME_ATTRIBUTE))
+            return false; /* named by the API it came through */
         if (!pl_bytes_eq_cstr(pl_dict_string(d, a->key_strindex),
                               "pyroscope.sample_type.display_name") ||
             a->value.type != PL_VALUE_STRING)

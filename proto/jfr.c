@@ -32,10 +32,11 @@
 #include <string.h>
 
 #include "proto/jfr_internal.h"
+#include "proto/otlp_pb.h" /* pl_utf8_valid */
 
 #define HEADER_SIZE      68
 #define MAX_DEPTH        24
-#define NSLOTS           7
+#define NSLOTS           9
 #define MAX_WALL_SAMPLES (1u << 20) /* per event: more is not a real profiler's */
 #define MAX_DURATION_NS  (1000000000ull * 86400 * 365)
 
@@ -56,6 +57,9 @@ enum role {
     R_EV_ALLOC_SAMPLE,
     R_EV_MONITOR,
     R_EV_PARK,
+    R_EV_LIVE,       /* async-profiler's live objects */
+    R_EV_OLD_OBJECT, /* the JDK's old object sample: its live objects */
+    R_EV_MALLOC,     /* async-profiler's native memory allocations */
     R_EV_SETTING,
 };
 #define IS_EVENT(r) ((r) >= R_EV_EXEC)
@@ -70,6 +74,8 @@ enum {
     S_VALUE = 4, /* tlabSize, allocationSize, weight, samples; setting: value */
     S_NAME = 5,  /* setting: name */
     S_TRUNCATED = 6,
+    S_SPAN_ID = 7,   /* events: spanId (async-profiler's OpenTelemetry context) */
+    S_SPAN_NAME = 8, /* events: spanName, a string id of the labels part */
 };
 
 static const struct {
@@ -91,6 +97,7 @@ static const struct {
     {R_EV_TLAB_OUT, "allocationSize", S_VALUE},
     {R_EV_ALLOC_SAMPLE, "weight", S_VALUE},
     {R_EV_WALL, "samples", S_VALUE},
+    {R_EV_MALLOC, "size", S_VALUE},
 };
 
 static const struct {
@@ -111,6 +118,9 @@ static const struct {
     {"jdk.ObjectAllocationSample", R_EV_ALLOC_SAMPLE},
     {"jdk.JavaMonitorEnter", R_EV_MONITOR},
     {"jdk.ThreadPark", R_EV_PARK},
+    {"profiler.LiveObject", R_EV_LIVE},
+    {"jdk.OldObjectSample", R_EV_OLD_OBJECT},
+    {"profiler.Malloc", R_EV_MALLOC},
     {"jdk.ActiveSetting", R_EV_SETTING},
 };
 
@@ -315,10 +325,11 @@ static int rd_count(const rctx *x, jcur *c, uint64_t *n)
     return 0;
 }
 
-/* UTF-8 of one UTF-16 code unit (lone surrogates become U+FFFD). */
+/* UTF-8 of one UTF-16 code unit (lone surrogates and NUL become U+FFFD:
+ * the text ends up in pprof strings, which must be UTF-8 without NUL). */
 static size_t utf8_put(uint8_t *o, uint32_t ch)
 {
-    if (ch >= 0xd800 && ch <= 0xdfff)
+    if ((ch >= 0xd800 && ch <= 0xdfff) || ch == 0)
         ch = 0xfffd;
     if (ch < 0x80) {
         o[0] = (uint8_t)ch;
@@ -362,14 +373,20 @@ static pl_status rd_string(rctx *x, jcur *c, jval *out, const char *what)
         c->p += n;
         if (!out)
             return PL_OK;
-        bool ascii = true;
-        for (uint64_t i = 0; enc == 5 && i < n && ascii; i++)
-            ascii = p[i] < 0x80;
-        if (ascii) {
+        /* UTF-8 (3) is kept when it is valid and has no NUL; Latin-1 (5)
+         * when it is ASCII without NUL; otherwise each byte is taken as a
+         * Latin-1 character (NUL as U+FFFD) */
+        bool plain = !memchr(p, 0, n);
+        if (plain && enc == 5)
+            for (uint64_t i = 0; i < n && plain; i++)
+                plain = p[i] < 0x80;
+        else if (plain)
+            plain = pl_utf8_valid(p, n);
+        if (plain) {
             *out = (jval){V_STR, 0, 0, {p, (uint32_t)n}};
             return PL_OK;
         }
-        uint8_t *o = pl_arena_alloc(&x->arena, n * 2 + 1);
+        uint8_t *o = pl_arena_alloc(&x->arena, n * 3 + 1); /* U+FFFD takes 3 */
         if (!o)
             return NOMEM();
         size_t k = 0;
@@ -744,6 +761,10 @@ static pl_status parse_metadata(rctx *x, const uint8_t *chunk, uint64_t chunk_si
                     f->slot = S_STATE;
                 else if (pl_bytes_eq_cstr(fname, "contextId"))
                     f->slot = S_CONTEXT;
+                else if (pl_bytes_eq_cstr(fname, "spanId"))
+                    f->slot = S_SPAN_ID;
+                else if (pl_bytes_eq_cstr(fname, "spanName"))
+                    f->slot = S_SPAN_NAME;
                 else if (pl_bytes_eq_cstr(fname, "duration"))
                     f->slot = S_DURATION;
             }
@@ -1006,11 +1027,11 @@ static uint64_t ticks_to_ns(const rctx *x, uint64_t ticks)
     return ns > MAX_DURATION_NS ? MAX_DURATION_NS : (uint64_t)ns;
 }
 
-static pl_status add(rctx *x, pl_jfr_kind kind, int32_t stack, uint64_t context, int64_t v0,
+static pl_status add(rctx *x, pl_jfr_kind kind, int32_t stack, const jfr_corr *ctx, int64_t v0,
                      int64_t v1)
 {
     x->res->events_by_kind[kind]++;
-    int r = jfr_out_sample(&x->out, kind, (uint32_t)stack, context, v0, v1);
+    int r = jfr_out_sample(&x->out, kind, (uint32_t)stack, ctx, v0, v1);
     if (r < 0)
         return NOMEM();
     x->objects += (uint64_t)r;
@@ -1038,7 +1059,11 @@ static pl_status handle_event(rctx *x, uint8_t role, const jval *cap)
         x->res->skipped_no_stack++;
         return PL_OK;
     }
-    uint64_t ctx = cap[S_CONTEXT].kind == V_NUM ? cap[S_CONTEXT].u : 0;
+    /* the labels context and the span (read where the event declares them) */
+    jfr_corr corr = {cap[S_CONTEXT].kind == V_NUM ? cap[S_CONTEXT].u : 0,
+                     cap[S_SPAN_ID].kind == V_NUM ? cap[S_SPAN_ID].u : 0,
+                     cap[S_SPAN_NAME].kind == V_NUM ? cap[S_SPAN_NAME].u : 0};
+    const jfr_corr *ctx = &corr;
     pl_bytes state = {NULL, 0};
     bool has_state = text_of(x, cap[S_STATE], &state);
     bool wall_mode = strcmp(x->res->event_setting, "wall") == 0;
@@ -1072,6 +1097,11 @@ static pl_status handle_event(rctx *x, uint8_t role, const jval *cap)
         return add(x, PL_JFR_LOCK, stack, ctx, 1, delay);
     case R_EV_PARK:
         return add(x, PL_JFR_PARK, stack, ctx, 1, delay);
+    case R_EV_LIVE:
+    case R_EV_OLD_OBJECT:
+        return add(x, PL_JFR_LIVE, stack, ctx, 1, 0);
+    case R_EV_MALLOC:
+        return add(x, PL_JFR_MALLOC, stack, ctx, 1, value < 0 ? 0 : value);
     default:
         return PL_OK;
     }

@@ -23,15 +23,23 @@
  *   jdk.ObjectAllocationSample       memory  alloc_sample_objects, _bytes (weight)
  *   jdk.JavaMonitorEnter             mutex   contentions/count, delay/nanoseconds
  *   jdk.ThreadPark                   block   contentions/count, delay/nanoseconds
+ *   profiler.LiveObject, jdk.OldObjectSample  memory  live/count (period objects/count)
+ *   profiler.Malloc                  memory  malloc_objects/count, malloc_bytes/bytes (size;
+ *                                    no period type, as Pyroscope makes it)
  *
  * CPU and wall samples are worth one sampling period each (1e9 / sampleRate
  * ns); durations are converted from ticks with the chunk's ticks per second.
  * Frames are `package.Class.method` (the class's internal name with '/'
  * turned into '.') with the frame's line number, innermost first. Samples
- * with the same stack and the same async-profiler context id are summed;
+ * with the same stack, async-profiler context id and span are summed;
  * the context's labels (from the upload's LabelsSnapshot part) become pprof
  * string labels, so a `span_id` / `profile_id` label links the samples to
- * their span like any pprof upload's.
+ * their span like any pprof upload's. async-profiler 3.x also writes the
+ * OpenTelemetry span into its events (`spanId`, `spanName`: read wherever
+ * the recording's metadata declares them): a non-zero spanId becomes the
+ * label `span_id` (16 lower-case hex digits, what Pyroscope stores its
+ * `profile_id` as), a non-zero spanName the label `span_name` (its text
+ * from the LabelsSnapshot strings, left out when empty or unknown).
  *
  * Untrusted input: every length, count, offset and reference is checked
  * (PL_ERR_INVALID, with what and where); every table keyed by file data is a
@@ -80,6 +88,8 @@ typedef enum pl_jfr_kind {
     PL_JFR_ALLOC_SAMPLE,
     PL_JFR_LOCK,
     PL_JFR_PARK,
+    PL_JFR_LIVE,
+    PL_JFR_MALLOC,
     PL_JFR_KINDS
 } pl_jfr_kind;
 

@@ -26,16 +26,23 @@ typedef struct jfr_stack {
     uint32_t off, n; /* into stack_locs */
 } jfr_stack;
 
+/* What an event says about where it ran besides its stack: the labels
+ * context (LabelsSnapshot context id) and async-profiler's OpenTelemetry
+ * span (span id, span name's string id in the LabelsSnapshot); 0 = none. */
+typedef struct jfr_corr {
+    uint64_t context, span_id, span_name;
+} jfr_corr;
+
 typedef struct jfr_sample {
     uint32_t stack;
-    uint64_t context;
+    jfr_corr corr;
     int64_t v[2];
 } jfr_sample;
 
 typedef struct jfr_kind_state {
     jfr_sample *samples;
     uint32_t n, cap;
-    pl_htab index; /* (stack, context) -> samples position + 1 */
+    pl_htab index; /* (stack, correlation) -> samples position + 1 */
     uint64_t events;
 } jfr_kind_state;
 
@@ -63,9 +70,9 @@ int32_t jfr_out_string(jfr_out *o, pl_bytes s);
 int32_t jfr_out_function(jfr_out *o, uint32_t name_string);
 int32_t jfr_out_location(jfr_out *o, uint32_t function, int32_t line);
 int32_t jfr_out_stack(jfr_out *o, const uint32_t *locs, uint32_t n);
-/* Adds values to the (stack, context) sample of `kind`; 1 if a new sample
- * was made, 0 if summed into one, -1 on OOM. */
-int jfr_out_sample(jfr_out *o, pl_jfr_kind kind, uint32_t stack, uint64_t context, int64_t v0,
+/* Adds values to the (stack, correlation) sample of `kind`; 1 if a new
+ * sample was made, 0 if summed into one, -1 on OOM. */
+int jfr_out_sample(jfr_out *o, pl_jfr_kind kind, uint32_t stack, const jfr_corr *corr, int64_t v0,
                    int64_t v1);
 /* Memory the tables hold (for the budget). */
 size_t jfr_out_memory(const jfr_out *o);

@@ -9,12 +9,14 @@
  * A pprof holds only what its samples use: locations, functions and strings
  * are renumbered per profile at encoding time.
  */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "labels.pb.h"
 #include "profile.pb.h"
 #include "proto/jfr_internal.h"
+#include "proto/otlp_pb.h" /* pl_utf8_valid */
 #include "proto/pb_wire.h"
 
 /* Room for one more element in a growable array of the arena; -1 on OOM. */
@@ -193,23 +195,26 @@ int32_t jfr_out_stack(jfr_out *o, const uint32_t *locs, uint32_t n)
 typedef struct sample_key {
     const jfr_kind_state *ks;
     uint32_t stack;
-    uint64_t context;
+    const jfr_corr *corr;
 } sample_key;
 
 static bool sample_eq(const void *ctx, uint32_t val)
 {
     const sample_key *k = ctx;
     const jfr_sample *s = &k->ks->samples[val - 1];
-    return s->stack == k->stack && s->context == k->context;
+    return s->stack == k->stack && s->corr.context == k->corr->context &&
+           s->corr.span_id == k->corr->span_id && s->corr.span_name == k->corr->span_name;
 }
 
-int jfr_out_sample(jfr_out *o, pl_jfr_kind kind, uint32_t stack, uint64_t context, int64_t v0,
+int jfr_out_sample(jfr_out *o, pl_jfr_kind kind, uint32_t stack, const jfr_corr *corr, int64_t v0,
                    int64_t v1)
 {
     jfr_kind_state *ks = &o->kinds[kind];
     ks->events++;
-    uint32_t h = (uint32_t)pl_hash_u64(((uint64_t)stack << 32) ^ pl_hash_u64(context));
-    sample_key k = {ks, stack, context};
+    uint32_t h = (uint32_t)pl_hash_u64(
+        ((uint64_t)stack << 32) ^
+        pl_hash_u64(corr->context ^ pl_hash_u64(corr->span_id ^ pl_hash_u64(corr->span_name))));
+    sample_key k = {ks, stack, corr};
     uint32_t *slot = pl_htab_slot(&ks->index, h, sample_eq, &k);
     if (!slot)
         return -1;
@@ -224,7 +229,7 @@ int jfr_out_sample(jfr_out *o, pl_jfr_kind kind, uint32_t stack, uint64_t contex
     }
     if (pl_arena_reserve(&o->arena, (void **)&ks->samples, ks->n, &ks->cap, sizeof(jfr_sample), 64))
         return -1;
-    ks->samples[ks->n] = (jfr_sample){stack, context, {v0, v1}};
+    ks->samples[ks->n] = (jfr_sample){stack, *corr, {v0, v1}};
     *slot = ++ks->n;
     pl_htab_added(&ks->index, slot, h);
     return 1;
@@ -303,9 +308,14 @@ pl_jfr_labels *pl_jfr_labels_decode(const uint8_t *data, size_t len, pl_err *err
             if (g == 1 && w == 0)
                 id = (int64_t)v;
             else if (g == 2 && w == 2) {
-                if (f == jfr_LabelsSnapshot_strings_tag)
+                if (f == jfr_LabelsSnapshot_strings_tag) {
                     text = (pl_bytes){sub.p, (uint32_t)(sub.end - sub.p)};
-                else
+                    /* label text must make valid pprof strings: text that
+                     * is not UTF-8 or holds NUL counts as empty (its labels
+                     * are left out) */
+                    if (memchr(text.ptr, 0, text.len) || !pl_utf8_valid(text.ptr, text.len))
+                        text = (pl_bytes){(const uint8_t *)"", 0};
+                } else
                     ctx = sub;
             }
         }
@@ -447,6 +457,13 @@ static const struct kind_desc {
                      {"block", "count"},
                      2,
                      false},
+    [PL_JFR_LIVE] = {"memory", {{"live", "count"}}, {"objects", "count"}, 1, false},
+    /* no period type: Pyroscope's parser sets none for malloc */
+    [PL_JFR_MALLOC] = {"memory",
+                       {{"malloc_objects", "count"}, {"malloc_bytes", "bytes"}},
+                       {NULL, NULL},
+                       2,
+                       false},
 };
 
 const char *jfr_kind_name(pl_jfr_kind kind)
@@ -481,8 +498,13 @@ int jfr_out_encode(const jfr_out *oc, pl_jfr_kind kind, const jfr_encode_info *i
         fixed[2 * c] = jfr_out_string(o, pl_bytes_from_cstr(kd->types[c][0]));
         fixed[2 * c + 1] = jfr_out_string(o, pl_bytes_from_cstr(kd->types[c][1]));
     }
-    fixed[4] = jfr_out_string(o, pl_bytes_from_cstr(kd->period[0]));
-    fixed[5] = jfr_out_string(o, pl_bytes_from_cstr(kd->period[1]));
+    bool has_period = kd->period[0] != NULL;
+    fixed[4] = has_period ? jfr_out_string(o, pl_bytes_from_cstr(kd->period[0])) : 0;
+    fixed[5] = has_period ? jfr_out_string(o, pl_bytes_from_cstr(kd->period[1])) : 0;
+    int32_t span_id_key = jfr_out_string(o, PL_BYTES_LIT("span_id"));
+    int32_t span_name_key = jfr_out_string(o, PL_BYTES_LIT("span_name"));
+    if (span_id_key < 0 || span_name_key < 0)
+        return -1;
     for (int i = 0; i < 6; i++)
         if ((i < 2 * kd->columns || i >= 4) && fixed[i] < 0)
             return -1;
@@ -498,17 +520,49 @@ int jfr_out_encode(const jfr_out *oc, pl_jfr_kind kind, const jfr_encode_info *i
         goto done;
     for (uint32_t i = 0; i < ks->n; i++) {
         label_off[i] = n_kv;
-        const label_context *lc =
-            info->labels && ks->samples[i].context
-                ? labels_context(info->labels, (int64_t)ks->samples[i].context)
-                : NULL;
-        for (uint32_t j = 0; lc && j < lc->n; j++) {
-            const label_string *k =
-                labels_string(info->labels, info->labels->pairs[lc->off + j][0]);
-            const label_string *v =
-                labels_string(info->labels, info->labels->pairs[lc->off + j][1]);
-            if (!k || !v || !k->text.len || !v->text.len)
-                continue;
+        const jfr_corr *corr = &ks->samples[i].corr;
+        const label_context *lc = info->labels && corr->context
+                                      ? labels_context(info->labels, (int64_t)corr->context)
+                                      : NULL;
+        /* the context's labels, then the event's span */
+        uint32_t n_pairs = lc ? lc->n : 0;
+        for (uint32_t j = 0; j < n_pairs + 2; j++) {
+            int32_t key = -1, value = -1;
+            if (j < n_pairs) {
+                const label_string *k =
+                    labels_string(info->labels, info->labels->pairs[lc->off + j][0]);
+                const label_string *v =
+                    labels_string(info->labels, info->labels->pairs[lc->off + j][1]);
+                if (!k || !v || !k->text.len || !v->text.len)
+                    continue;
+                /* the event's own span replaces a span id of its context */
+                if (corr->span_id && (pl_bytes_eq_cstr(k->text, "span_id") ||
+                                      pl_bytes_eq_cstr(k->text, "profile_id")))
+                    continue;
+                key = jfr_out_string(o, k->text);
+                value = jfr_out_string(o, v->text);
+            } else if (j == n_pairs) {
+                if (!corr->span_id)
+                    continue;
+                char hex[17];
+                snprintf(hex, sizeof(hex), "%016llx", (unsigned long long)corr->span_id);
+                char *copy = pl_arena_memdup(&o->arena, hex, 16);
+                if (!copy)
+                    goto done;
+                key = span_id_key;
+                value = jfr_out_string(o, (pl_bytes){(const uint8_t *)copy, 16});
+            } else {
+                const label_string *name =
+                    info->labels && corr->span_name
+                        ? labels_string(info->labels, (int64_t)corr->span_name)
+                        : NULL;
+                if (!name || !name->text.len)
+                    continue;
+                key = span_name_key;
+                value = jfr_out_string(o, name->text);
+            }
+            if (key < 0 || value < 0)
+                goto done;
             if (n_kv == cap_kv) {
                 cap_kv = cap_kv ? cap_kv * 2 : 64;
                 void *p = realloc(label_kv, cap_kv * sizeof(*label_kv));
@@ -516,10 +570,8 @@ int jfr_out_encode(const jfr_out *oc, pl_jfr_kind kind, const jfr_encode_info *i
                     goto done;
                 label_kv = p;
             }
-            label_kv[n_kv][0] = jfr_out_string(o, k->text);
-            label_kv[n_kv][1] = jfr_out_string(o, v->text);
-            if (label_kv[n_kv][0] < 0 || label_kv[n_kv][1] < 0)
-                goto done;
+            label_kv[n_kv][0] = key;
+            label_kv[n_kv][1] = value;
             n_kv++;
         }
     }
@@ -547,7 +599,7 @@ int jfr_out_encode(const jfr_out *oc, pl_jfr_kind kind, const jfr_encode_info *i
     for (uint32_t i = 0; i < n_kv; i++)
         str_map[label_kv[i][0]] = str_map[label_kv[i][1]] = 1;
     for (int i = 0; i < 6; i++)
-        if (i < 2 * kd->columns || i >= 4)
+        if (i < 2 * kd->columns || (i >= 4 && has_period))
             str_map[fixed[i]] = 1;
     uint32_t n_str = 1;
     str_map[0] = 0;
@@ -609,10 +661,12 @@ int jfr_out_encode(const jfr_out *oc, pl_jfr_kind kind, const jfr_encode_info *i
         put_uint(out, F_PROFILE(time_nanos), info->time_unix_nano);
     if (info->duration_nano)
         put_uint(out, F_PROFILE(duration_nanos), info->duration_nano);
-    put_uint(&m, perftools_profiles_ValueType_type_tag, str_map[fixed[4]]);
-    put_uint(&m, perftools_profiles_ValueType_unit_tag, str_map[fixed[5]]);
-    put_msg(out, F_PROFILE(period_type), &m);
-    put_uint(out, F_PROFILE(period), kd->sampled ? (uint64_t)info->period : 1);
+    if (has_period) {
+        put_uint(&m, perftools_profiles_ValueType_type_tag, str_map[fixed[4]]);
+        put_uint(&m, perftools_profiles_ValueType_unit_tag, str_map[fixed[5]]);
+        put_msg(out, F_PROFILE(period_type), &m);
+        put_uint(out, F_PROFILE(period), kd->sampled ? (uint64_t)info->period : 1);
+    }
     rc = pl_buf_ok(out) && pl_buf_ok(&m) && pl_buf_ok(&sub) ? 0 : -1;
     pl_buf_free(&m);
     pl_buf_free(&sub);

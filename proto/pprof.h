@@ -29,6 +29,10 @@
  *   ordinary attribute. A Link with a span id and no trace id has
  *   trace_id_len 0 (the trace is not known, which is not the same as zero).
  *
+ *   The string table must be UTF-8 without NUL bytes, as Pyroscope requires:
+ *   anything else is refused (PL_ERR_INVALID, pl_pprof_builder_bad_strings)
+ *   before the data can be handed on and refused later by a backend.
+ *
  *   Strings are views into the (decompressed) input, which the builder adopts
  *   into the batch; all other memory comes from the batch arena, in arrays
  *   sized per profile (no allocation per sample). Several pprofs can be
@@ -69,7 +73,23 @@ typedef struct pl_pprof_meta {
     uint64_t default_time_unix_nano;
     uint64_t default_duration_nano;
     size_t max_decoded_size; /* 0 = PL_PPROF_MAX_DECODED */
+    /* Pyroscope's profile name (`__name__`) for every column of this pprof,
+     * when the API it came through says it (a push series' label, a JFR
+     * event kind, a scraped profile's kind): kept as the profile attribute
+     * PL_PPROF_NAME_ATTRIBUTE. Empty: none (see pl_pprof_builder_name_last). */
+    pl_bytes profile_name;
+    /* Pyroscope's repairs of old .NET profiler uploads (its /ingest does
+     * them for spyName=dotnetspy): function ids that are all 0 are set to
+     * the location ids (when there are as many functions as locations), and
+     * '-' in sample type names becomes '_'. */
+    bool repair_dotnet;
 } pl_pprof_meta;
+
+/* The profile attribute that carries a profile's Pyroscope name. It travels
+ * with the profile (OTLP keeps profile attributes between proflink tiers),
+ * so the pyroscope exporter and the store name the data as the Pyroscope
+ * server it was meant for would have: see pl_pprof_profile_name. */
+#define PL_PPROF_NAME_ATTRIBUTE "pyroscope.profile.name"
 
 typedef struct pl_pprof_builder pl_pprof_builder;
 
@@ -94,6 +114,30 @@ pl_status pl_pprof_builder_add(pl_pprof_builder *b, const uint8_t *data, size_t 
  * PL_ERR_TOO_LARGE before the memory is spent (the counts are checked before
  * the tables are allocated; gunzip stops at the bytes left). 0 = no limit. */
 void pl_pprof_builder_set_budget(pl_pprof_builder *b, size_t max_bytes, size_t max_objects);
+
+/* Names every profile of the pprof added last (its columns) with `name`,
+ * Pyroscope's `__name__` (PL_PPROF_NAME_ATTRIBUTE; copied into the batch),
+ * for names known only after decoding (/ingest: pl_pprof_ingest_name).
+ * -1 on OOM or when nothing was added. */
+int pl_pprof_builder_name_last(pl_pprof_builder *b, pl_bytes name);
+
+/* The sample types of the pprof added last, in pprof order (views into the
+ * batch): at most `max` into `out`; returns how many it has. */
+uint32_t pl_pprof_builder_last_types(pl_pprof_builder *b, pl_bytes *out, uint32_t max);
+
+/* True when the last refusal was for the string table itself (a NUL byte or
+ * invalid UTF-8): Pyroscope answers those 422 on /ingest. */
+bool pl_pprof_builder_bad_strings(const pl_pprof_builder *b);
+
+/* Pyroscope's /ingest rule for naming a pprof upload (one name for all its
+ * columns), from its sample types in order and each one's display name
+ * (sample_type_config's `display-name`, or Pyroscope's defaults when the
+ * upload has no config: NULL display): any type `wall` -> wall; else the
+ * first type whose display name (or type) contains `cpu` -> process_cpu,
+ * `alloc_`/`inuse_` or is `space`/`objects` -> memory, `mutex_` -> mutex,
+ * `block_` -> block, `goroutines` -> goroutines; else the last one's
+ * display name. */
+pl_bytes pl_pprof_ingest_name(const pl_bytes *types, const pl_bytes *display, uint32_t n);
 
 /* Samples (pprof samples, not multiplied by columns) decoded so far. */
 size_t pl_pprof_builder_samples(const pl_pprof_builder *b);
@@ -136,15 +180,14 @@ typedef struct pl_pprof_encode_options {
 pl_status pl_pprof_encode(const pl_dictionary *dict, const pl_profile *profile,
                           const pl_pprof_encode_options *options, pl_buf *out, pl_err *err);
 
-/* The Pyroscope profile name (`__name__`) for an OTLP profile. Pyroscope's
- * OTLP ingest rules come first: samples:count with a cpu:nanoseconds period
- * is "process_cpu" (*cpu_special set: convert to cpu:nanoseconds), off_cpu
- * with no period is "off_cpu". Then its /ingest rules on the sample type
- * (pyroscope.md §1.4), because proflink splits pprof columns into profiles
- * and a column alone must still get the name its pprof would have had:
- * "wall" -> wall, contains "cpu" -> process_cpu, alloc_/inuse_/space/objects
- * -> memory, mutex_ -> mutex, block_ -> block, goroutine -> goroutines. Else
- * the period type (Pyroscope's OTLP rule), else the sample type. */
+/* The Pyroscope profile name (`__name__`) of a profile. A profile that came
+ * through a Pyroscope API carries the name that API gave it
+ * (PL_PPROF_NAME_ATTRIBUTE): that name, *cpu_special false (Pyroscope
+ * stores such uploads as they are). Any other profile is named by
+ * Pyroscope's OTLP ingest (pkg/ingester/otlp/convert.go): samples:count
+ * with a cpu:nanoseconds period is "process_cpu" (*cpu_special set: sent as
+ * cpu:nanoseconds, values x period), events:nanoseconds (or off_cpu) with no
+ * period "off_cpu", anything else "process_cpu" (upstream's guess). */
 pl_bytes pl_pprof_profile_name(const pl_dictionary *dict, const pl_profile *profile,
                                bool *cpu_special);
 

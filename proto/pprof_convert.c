@@ -300,6 +300,62 @@ int pprof_grow_scratch(void **p, size_t *cap, size_t need, size_t elem)
 
 /* ---- Pyroscope profile names --------------------------------------------- */
 
+int pprof_name_profiles(pl_pprof_builder *b, pl_profile *profiles, uint32_t n, pl_bytes name)
+{
+    if (!n || !name.len)
+        return n ? 0 : -1;
+    pl_bytes copy = pl_batch_bytes(b->batch, name.ptr, name.len);
+    int32_t key = pprof_intern_cstr(b, PL_PPROF_NAME_ATTRIBUTE);
+    int32_t attr = copy.ptr && key >= 0 ? pprof_intern_attr(b, key, pl_value_string(copy), 0) : -1;
+    if (attr < 0)
+        return -1;
+    for (uint32_t i = 0; i < n; i++) {
+        pl_profile *p = &profiles[i];
+        bool named = false;
+        for (uint32_t k = 0; k < p->n_attribute_indices && !named; k++)
+            named = p->attribute_indices[k] == attr;
+        if (named)
+            continue;
+        int32_t *list =
+            pl_arena_alloc(&b->batch->arena, (p->n_attribute_indices + 1) * sizeof(int32_t));
+        if (!list)
+            return -1;
+        /* the name goes first: it replaces any name an earlier tier gave */
+        list[0] = attr;
+        uint32_t m = 1;
+        for (uint32_t k = 0; k < p->n_attribute_indices; k++) {
+            int32_t ai = p->attribute_indices[k];
+            const pl_dictionary *d = bdict(b);
+            if (ai > 0 && (uint32_t)ai < d->n_attributes &&
+                pl_bytes_eq_cstr(pl_dict_string(d, d->attributes[ai].key_strindex),
+                                 PL_PPROF_NAME_ATTRIBUTE))
+                continue;
+            list[m++] = ai;
+        }
+        p->attribute_indices = list;
+        p->n_attribute_indices = m;
+    }
+    return 0;
+}
+
+int pl_pprof_builder_name_last(pl_pprof_builder *b, pl_bytes name)
+{
+    return pprof_name_profiles(b, b->last_profiles, b->n_last, name);
+}
+
+uint32_t pl_pprof_builder_last_types(pl_pprof_builder *b, pl_bytes *out, uint32_t max)
+{
+    uint32_t n = b->n_last < max ? b->n_last : max;
+    for (uint32_t i = 0; i < n; i++)
+        out[i] = pl_dict_string(bdict(b), b->last_profiles[i].sample_type.type_strindex);
+    return b->n_last;
+}
+
+bool pl_pprof_builder_bad_strings(const pl_pprof_builder *b)
+{
+    return b->bad_strings;
+}
+
 static bool bytes_contains(pl_bytes s, const char *needle)
 {
     size_t n = strlen(needle);
@@ -311,41 +367,83 @@ static bool bytes_contains(pl_bytes s, const char *needle)
     return false;
 }
 
+/* Pyroscope's default sample type mapping (its DefaultSampleTypeMapping),
+ * the display names of uploads without a sample_type_config. */
+static pl_bytes default_display(pl_bytes type)
+{
+    static const char *const map[][2] = {{"samples", "cpu"},
+                                         {"goroutine", "goroutines"},
+                                         {"contentions", "mutex_count"},
+                                         {"delay", "mutex_duration"}};
+    for (size_t i = 0; i < sizeof(map) / sizeof(map[0]); i++)
+        if (pl_bytes_eq_cstr(type, map[i][0]))
+            return pl_bytes_from_cstr(map[i][1]);
+    return type;
+}
+
+pl_bytes pl_pprof_ingest_name(const pl_bytes *types, const pl_bytes *display, uint32_t n)
+{
+    for (uint32_t i = 0; i < n; i++)
+        if (pl_bytes_eq_cstr(types[i], "wall"))
+            return PL_BYTES_LIT("wall");
+    pl_bytes st = {NULL, 0};
+    for (uint32_t i = 0; i < n; i++) {
+        st = display ? (display[i].len ? display[i] : types[i]) : default_display(types[i]);
+        if (bytes_contains(st, "cpu"))
+            return PL_BYTES_LIT("process_cpu");
+        if (bytes_contains(st, "alloc_") || bytes_contains(st, "inuse_") ||
+            pl_bytes_eq_cstr(st, "space") || pl_bytes_eq_cstr(st, "objects"))
+            return PL_BYTES_LIT("memory");
+        if (bytes_contains(st, "mutex_"))
+            return PL_BYTES_LIT("mutex");
+        if (bytes_contains(st, "block_"))
+            return PL_BYTES_LIT("block");
+        if (bytes_contains(st, "goroutines"))
+            return PL_BYTES_LIT("goroutines");
+    }
+    return st;
+}
+
+/* The name a Pyroscope API gave the profile (PL_PPROF_NAME_ATTRIBUTE). */
+static bool given_name(const pl_dictionary *dict, const pl_profile *profile, pl_bytes *out)
+{
+    for (uint32_t i = 0; i < profile->n_attribute_indices; i++) {
+        int32_t ai = profile->attribute_indices[i];
+        if (ai <= 0 || (uint32_t)ai >= dict->n_attributes)
+            continue;
+        const pl_kvu *a = &dict->attributes[ai];
+        if (a->value.type == PL_VALUE_STRING && a->value.u.str.len &&
+            pl_bytes_eq_cstr(pl_dict_string(dict, a->key_strindex), PL_PPROF_NAME_ATTRIBUTE)) {
+            *out = a->value.u.str;
+            return true;
+        }
+    }
+    return false;
+}
+
 pl_bytes pl_pprof_profile_name(const pl_dictionary *dict, const pl_profile *profile,
                                bool *cpu_special)
 {
-    pl_bytes type = pl_dict_string(dict, profile->sample_type.type_strindex);
-    pl_bytes unit = pl_dict_string(dict, profile->sample_type.unit_strindex);
-    pl_bytes ptype = profile->has_period_type
-                         ? pl_dict_string(dict, profile->period_type.type_strindex)
-                         : (pl_bytes){NULL, 0};
-    pl_bytes punit = profile->has_period_type
-                         ? pl_dict_string(dict, profile->period_type.unit_strindex)
-                         : (pl_bytes){NULL, 0};
     if (cpu_special)
         *cpu_special = false;
+    pl_bytes name;
+    if (given_name(dict, profile, &name))
+        return name;
+    pl_bytes type = pl_dict_string(dict, profile->sample_type.type_strindex);
+    pl_bytes unit = pl_dict_string(dict, profile->sample_type.unit_strindex);
+    bool period = profile->has_period_type && profile->period != 0;
+    pl_bytes ptype =
+        period ? pl_dict_string(dict, profile->period_type.type_strindex) : (pl_bytes){NULL, 0};
+    pl_bytes punit =
+        period ? pl_dict_string(dict, profile->period_type.unit_strindex) : (pl_bytes){NULL, 0};
     if (pl_bytes_eq_cstr(type, "samples") && pl_bytes_eq_cstr(unit, "count") &&
         pl_bytes_eq_cstr(ptype, "cpu") && pl_bytes_eq_cstr(punit, "nanoseconds")) {
         if (cpu_special)
             *cpu_special = true;
         return PL_BYTES_LIT("process_cpu");
     }
-    if (pl_bytes_eq_cstr(type, "off_cpu") && ptype.len == 0)
+    if ((pl_bytes_eq_cstr(type, "events") || pl_bytes_eq_cstr(type, "off_cpu")) &&
+        pl_bytes_eq_cstr(unit, "nanoseconds") && ptype.len == 0)
         return PL_BYTES_LIT("off_cpu");
-    if (pl_bytes_eq_cstr(type, "wall"))
-        return PL_BYTES_LIT("wall");
-    if (bytes_contains(type, "cpu"))
-        return PL_BYTES_LIT("process_cpu");
-    if (bytes_contains(type, "alloc_") || bytes_contains(type, "inuse_") ||
-        pl_bytes_eq_cstr(type, "space") || pl_bytes_eq_cstr(type, "objects"))
-        return PL_BYTES_LIT("memory");
-    if (bytes_contains(type, "mutex_"))
-        return PL_BYTES_LIT("mutex");
-    if (bytes_contains(type, "block_"))
-        return PL_BYTES_LIT("block");
-    if (bytes_contains(type, "goroutine"))
-        return PL_BYTES_LIT("goroutines");
-    if (ptype.len)
-        return ptype;
-    return type;
+    return PL_BYTES_LIT("process_cpu");
 }

@@ -14,6 +14,7 @@
  */
 #include "pprof_internal.h"
 #include "profile.pb.h"
+#include "proto/otlp_pb.h" /* pl_utf8_valid */
 
 /* ---- wire reader ------------------------------------------------------- */
 
@@ -249,7 +250,9 @@ typedef struct decode_ctx {
     pl_vtype period_type;
     int64_t period, time_nanos, duration_nanos;
     int32_t span_id_key, profile_id_key, trace_id_key; /* pprof string indices, -1 none */
-    uint8_t *seen_keys; /* per pprof string: key already seen on this sample */
+    bool repair_dotnet;                                /* pl_pprof_meta.repair_dotnet */
+    uint64_t *repair_ids; /* .NET repair: the function ids to use (the location ids) */
+    uint8_t *seen_keys;   /* per pprof string: key already seen on this sample */
 } decode_ctx;
 
 #define BAD(c, ...) pl_errf((c)->err, PL_ERR_INVALID, __VA_ARGS__)
@@ -382,6 +385,14 @@ static pl_status on_string(decode_ctx *c, reader *r, uint32_t wt, uint32_t i)
         return BAD(c, "pprof: string %u truncated", i);
     c->strs[i] = (pl_bytes){s.p, (uint32_t)(s.end - s.p)};
     c->str_map[i] = -1;
+    /* Pyroscope refuses these (a Go protobuf string must be UTF-8); passed
+     * on, the backend would refuse what the client was told succeeded. */
+    size_t len = (size_t)(s.end - s.p);
+    if (memchr(s.p, 0, len) || !pl_utf8_valid(s.p, len)) {
+        c->b->bad_strings = true;
+        return BAD(c, "pprof: string_table[%u] %s", i,
+                   memchr(s.p, 0, len) ? "holds a NUL byte" : "is not valid UTF-8");
+    }
     return PL_OK;
 }
 
@@ -415,7 +426,24 @@ static pl_status read_value_type(decode_ctx *c, reader *r, pl_vtype *out, const 
 
 static pl_status on_sample_type(decode_ctx *c, reader *r, uint32_t wt, uint32_t i)
 {
-    return read_value_type(c, r, &c->sample_types[i], "sample_type", i);
+    pl_status st = read_value_type(c, r, &c->sample_types[i], "sample_type", i);
+    if (st != PL_OK || !c->repair_dotnet)
+        return st;
+    /* .NET repair: `inuse-space` -> `inuse_space` (a copy; the pprof string
+     * may be used elsewhere as it is) */
+    pl_bytes t = bdict(c->b)->strings[c->sample_types[i].type_strindex];
+    if (!t.len || !memchr(t.ptr, '-', t.len))
+        return PL_OK;
+    uint8_t *fixed = pl_arena_alloc(&c->b->batch->arena, t.len);
+    if (!fixed)
+        return NOMEM(c);
+    for (uint32_t k = 0; k < t.len; k++)
+        fixed[k] = t.ptr[k] == '-' ? '_' : t.ptr[k];
+    int32_t d = pprof_intern_string(c->b, (pl_bytes){fixed, t.len});
+    if (d < 0)
+        return NOMEM(c);
+    c->sample_types[i].type_strindex = d;
+    return PL_OK;
 }
 
 static pl_status on_period_type(decode_ctx *c, reader *r, uint32_t wt, uint32_t i)
@@ -486,7 +514,7 @@ static pl_status on_function(decode_ctx *c, reader *r, uint32_t wt, uint32_t i)
     if (rs)
         return scalars_fail(c, rs, "function", i, bad);
     pl_function *fn = &bdict(c->b)->functions[c->function_base + i];
-    c->ids[i] = f_[1];
+    c->ids[i] = c->repair_ids ? c->repair_ids[i] : f_[1];
     MAP_STRING(c, fn->name_strindex, f_[2], "function %u name", i);
     MAP_STRING(c, fn->system_name_strindex, f_[3], "function %u system_name", i);
     MAP_STRING(c, fn->filename_strindex, f_[4], "function %u filename", i);
@@ -908,6 +936,69 @@ static pl_status load_id_table(decode_ctx *c, void **items, uint32_t *dict_n, ui
                   &bdict((c)->b)->cap_##many, sizeof(*bdict((c)->b)->many), &(c)->one##_base,      \
                   (c)->n_##many, (want), (fn), &(c)->many, #one, #many)
 
+/* The id (field 1) of every message numbered `want`, in order, into ids;
+ * *all_zero says whether each was 0. */
+static pl_status collect_ids(decode_ctx *c, uint32_t want, uint64_t *ids, bool *all_zero)
+{
+    reader r = c->all;
+    uint32_t i = 0;
+    *all_zero = true;
+    while (r.p < r.end) {
+        uint32_t field, wt;
+        reader m;
+        if (read_tag(&r, &field, &wt))
+            return BAD(c, "pprof: corrupt protobuf");
+        if (field != want) {
+            if (skip_field(&r, wt))
+                return BAD(c, "pprof: corrupt protobuf");
+            continue;
+        }
+        if (wt != WT_LEN || read_len(&r, &m))
+            return BAD(c, "pprof: field %u corrupt", want);
+        uint64_t id = 0;
+        while (m.p < m.end) {
+            uint32_t f, w;
+            uint64_t v;
+            if (read_tag(&m, &f, &w))
+                return BAD(c, "pprof: field %u corrupt", want);
+            if (f == 1 && w == WT_VARINT) {
+                if (read_varint(&m, &v))
+                    return BAD(c, "pprof: field %u corrupt", want);
+                id = v;
+            } else if (skip_field(&m, w))
+                return BAD(c, "pprof: field %u corrupt", want);
+        }
+        ids[i++] = id;
+        if (id)
+            *all_zero = false;
+    }
+    return PL_OK;
+}
+
+/* Pyroscope's repair of old .NET profiler uploads (FixFunctionIDForBrokenDotnet):
+ * when every function id is 0 and there are as many functions as locations,
+ * function i takes location i's id (what their lines refer to). */
+static pl_status plan_dotnet_repair(decode_ctx *c)
+{
+    if (!c->n_functions || c->n_functions != c->n_locations)
+        return PL_OK;
+    uint64_t *fids = malloc(c->n_functions * sizeof(uint64_t));
+    uint64_t *lids = malloc(c->n_locations * sizeof(uint64_t));
+    bool fzero = false, lzero = false;
+    pl_status st = fids && lids ? PL_OK : NOMEM(c);
+    if (st == PL_OK)
+        st = collect_ids(c, P(function), fids, &fzero);
+    if (st == PL_OK && fzero)
+        st = collect_ids(c, P(location), lids, &lzero);
+    free(fids);
+    if (st == PL_OK && fzero) {
+        c->repair_ids = lids;
+        return PL_OK;
+    }
+    free(lids);
+    return st;
+}
+
 static pl_status decode_into(decode_ctx *c, const pl_pprof_meta *meta)
 {
     pl_pprof_builder *b = c->b;
@@ -931,6 +1022,8 @@ static pl_status decode_into(decode_ctx *c, const pl_pprof_meta *meta)
             return BAD(c, "pprof: string_table[0] must be empty");
         c->str_map[0] = 0;
     }
+    if (c->repair_dotnet && (st = plan_dotnet_repair(c)) != PL_OK)
+        return st;
     c->span_id_key = find_pprof_string(c, "span_id");
     c->profile_id_key = find_pprof_string(c, "profile_id");
     c->trace_id_key = find_pprof_string(c, "trace_id");
@@ -1006,6 +1099,9 @@ static pl_status decode_into(decode_ctx *c, const pl_pprof_meta *meta)
     }
     scope->profiles = profiles;
     scope->n_profiles = c->n_sample_types;
+    if (meta->profile_name.len &&
+        pprof_name_profiles(b, profiles, c->n_sample_types, meta->profile_name))
+        return NOMEM(c);
     if (meta->scope_name.len || meta->scope_version.len) {
         scope->has_scope = true;
         scope->scope.name = pl_batch_bytes(batch, meta->scope_name.ptr, meta->scope_name.len);
@@ -1041,6 +1137,8 @@ static pl_status decode_into(decode_ctx *c, const pl_pprof_meta *meta)
     ps->resources = grown;
     ps->n_resources++;
     b->samples += c->n_samples;
+    b->last_profiles = profiles;
+    b->n_last = c->n_sample_types;
     return PL_OK;
 }
 
@@ -1105,6 +1203,10 @@ pl_status pl_pprof_builder_add(pl_pprof_builder *b, const uint8_t *data, size_t 
     memset(&c, 0, sizeof(c));
     c.b = b;
     c.err = err;
+    c.repair_dotnet = meta->repair_dotnet;
+    b->bad_strings = false;
+    b->last_profiles = NULL;
+    b->n_last = 0;
     c.all = (reader){bytes, bytes + n};
     pl_status st = decode_into(&c, meta);
     if (b->budget_bytes) {
@@ -1117,6 +1219,7 @@ pl_status pl_pprof_builder_add(pl_pprof_builder *b, const uint8_t *data, size_t 
     free(c.str_map);
     free(c.seen_keys);
     free(c.ids);
+    free(c.repair_ids);
     idmap_free(&c.mappings);
     idmap_free(&c.functions);
     idmap_free(&c.locations);

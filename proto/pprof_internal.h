@@ -42,6 +42,10 @@ struct pl_pprof_builder {
     /* The request's budget (pl_pprof_builder_set_budget); 0 = none. */
     size_t budget_bytes, budget_objects;
     size_t objects; /* objects decoded so far, against budget_objects */
+    /* The profiles (one per column) of the pprof added last. */
+    pl_profile *last_profiles;
+    uint32_t n_last;
+    bool bad_strings; /* the last refusal was for the string table */
     /* scratch, grown as needed, reused for every sample */
     int32_t *scratch_locs;
     size_t cap_locs;
@@ -75,6 +79,10 @@ int32_t pprof_intern_cstr(pl_pprof_builder *b, const char *s);
 int32_t pprof_intern_stack(pl_pprof_builder *b, const int32_t *locs, uint32_t n);
 int32_t pprof_intern_attr(pl_pprof_builder *b, int32_t key, pl_value value, int32_t unit);
 int32_t pprof_intern_link(pl_pprof_builder *b, const pl_link *link);
+
+/* Adds the attribute PL_PPROF_NAME_ATTRIBUTE = name (copied into the
+ * batch) to each of the n profiles. -1 on OOM. */
+int pprof_name_profiles(pl_pprof_builder *b, pl_profile *profiles, uint32_t n, pl_bytes name);
 
 /* Grows a malloc'd scratch array to hold `need` elements. -1 on OOM. */
 int pprof_grow_scratch(void **p, size_t *cap, size_t need, size_t elem);

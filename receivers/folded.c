@@ -8,6 +8,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "proto/otlp_pb.h" /* pl_utf8_valid */
+
 pl_status pl_folded_parse(const uint8_t *text, size_t len, bool lines_format, int64_t scale,
                           pl_pprof_writer *w, pl_err *err)
 {
@@ -53,9 +55,16 @@ pl_status pl_folded_parse(const uint8_t *text, size_t len, bool lines_format, in
                 break;
             }
             count = (int64_t)v;
+            /* One space separates the count, as in Pyroscope's reader: the
+             * stack keeps any other, so a leaf frame that is a single space
+             * ("main;work;  5") stays a frame of its own. */
             stack_end = sp - 1;
-            while (stack_end > p && stack_end[-1] == ' ')
-                stack_end--;
+        }
+        /* Frame names become pprof strings, which must be UTF-8 without
+         * NUL (the pprof decoder refuses others, as Pyroscope does). */
+        if (memchr(p, 0, (size_t)(stack_end - p)) || !pl_utf8_valid(p, (size_t)(stack_end - p))) {
+            st = pl_errf(err, PL_ERR_INVALID, "folded: line %zu: not valid UTF-8 text", line_no);
+            break;
         }
         /* Split at ';' root first; store leaf first. */
         size_t n = 0;

@@ -24,7 +24,8 @@
 
 typedef enum pl_delta_mode {
     PL_DELTA_HEAP,   /* heap: alloc_* become deltas, inuse_* pass as they are */
-    PL_DELTA_ALLOCS, /* allocs: alloc_* become deltas, inuse_* are left out (heap has them) */
+    PL_DELTA_ALLOCS, /* allocs when heap is scraped too: alloc_* become deltas, inuse_* are
+                        left out (heap has them); allocs alone is PL_DELTA_HEAP */
     PL_DELTA_ALL,    /* block, mutex: every column becomes a delta */
     PL_DELTA_INUSE,  /* heap when allocs is scraped too: inuse_* only (allocs has alloc_*) */
 } pl_delta_mode;

@@ -20,11 +20,12 @@
  * sends them (receivers/pprof_delta.h): Go's allocs profile and the heap's
  * alloc_* columns, block and mutex count since the process started, so each
  * scrape passes on only what was added since the previous one of the same
- * (target, profile type); the first scrape primes. inuse_* are
- * point-in-time values and pass as they are (from heap; allocs leaves them
- * to heap, and when both are scraped heap leaves alloc_* to allocs, so
- * nothing is counted twice). `delta: false` forwards the cumulative counts
- * instead.
+ * (target, profile type); the first scrape primes. inuse_* are gauges and
+ * pass as they are, from heap or allocs alike (when both are scraped, heap
+ * sends only inuse_* and allocs only alloc_*, so nothing is counted twice).
+ * Each profile is named (`__name__`) as Alloy names it: process_cpu,
+ * memory, goroutines, block, mutex. `delta: false` forwards the cumulative
+ * counts instead.
  *
  * Each target may have its own interval and timeout, extra headers, basic
  * or bearer authentication, and TLS settings for https:// endpoints.
@@ -162,6 +163,19 @@ static void decode_job_free(decode_job *d)
 }
 
 /* On a worker, or on the loop without workers. */
+/* The `__name__` Grafana Alloy's pyroscope.scrape gives each Go profile
+ * (what a Pyroscope server then stores it under). */
+static const char *scrape_profile_name(const char *profile)
+{
+    static const char *const names[][2] = {{"cpu", "process_cpu"}, {"heap", "memory"},
+                                           {"allocs", "memory"},   {"goroutine", "goroutines"},
+                                           {"block", "block"},     {"mutex", "mutex"}};
+    for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++)
+        if (strcmp(profile, names[i][0]) == 0)
+            return names[i][1];
+    return profile;
+}
+
 static void decode_work(void *arg)
 {
     decode_job *d = arg;
@@ -179,6 +193,7 @@ static void decode_work(void *arg)
         .scope_name = PL_BYTES_LIT("proflink/pprof_scrape"),
         .default_time_unix_nano = d->now,
         .max_decoded_size = s->max_profile_size * 8,
+        .profile_name = pl_bytes_from_cstr(scrape_profile_name(d->job->profile)),
     };
     /* A target's answer is as untrusted as an upload: the same decoded
      * budget as the pyroscope receiver's defaults bounds what it expands to. */
@@ -512,15 +527,19 @@ static pl_status scrape_create(const pl_create_settings *settings, const void *c
                 return pl_errf(err, PL_ERR_INVALID, "unknown profile type \"%s\"", prof);
             }
             if (cfg->delta && strcmp(prof, "cpu") != 0 && strcmp(prof, "goroutine") != 0) {
-                bool with_allocs = false;
-                for (size_t q = 0; q < cfg->profiles.n; q++)
+                bool with_allocs = false, with_heap = false;
+                for (size_t q = 0; q < cfg->profiles.n; q++) {
                     with_allocs |= strcmp(cfg->profiles.items[q], "allocs") == 0;
-                /* heap and allocs carry the same alloc_* counts: with both,
-                 * heap sends only inuse_* so nothing is counted twice */
-                pl_delta_mode mode = strcmp(prof, "heap") == 0
-                                         ? (with_allocs ? PL_DELTA_INUSE : PL_DELTA_HEAP)
-                                     : strcmp(prof, "allocs") == 0 ? PL_DELTA_ALLOCS
-                                                                   : PL_DELTA_ALL;
+                    with_heap |= strcmp(cfg->profiles.items[q], "heap") == 0;
+                }
+                /* heap and allocs carry the same columns: with both, heap
+                 * sends only inuse_* and allocs only alloc_*, so nothing is
+                 * counted twice; either alone sends both (inuse_* as the
+                 * gauges they are, alloc_* as deltas) */
+                pl_delta_mode mode =
+                    strcmp(prof, "heap") == 0     ? (with_allocs ? PL_DELTA_INUSE : PL_DELTA_HEAP)
+                    : strcmp(prof, "allocs") == 0 ? (with_heap ? PL_DELTA_ALLOCS : PL_DELTA_HEAP)
+                                                  : PL_DELTA_ALL;
                 job->delta = pl_pprof_delta_new(mode);
                 if (!job->delta) {
                     scrape_destroy(s);

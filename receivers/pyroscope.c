@@ -125,6 +125,8 @@ static const char *connect_code(int http)
         return "resource_exhausted";
     case 415:
         return "unimplemented";
+    case 422:
+        return "invalid_argument";
     case 429:
         return "resource_exhausted";
     case 503:
@@ -405,32 +407,38 @@ static uint64_t parse_time(const char *s, uint64_t now)
 /* ---- legacy profile types (by the app name's suffix) ----------------------- */
 
 typedef struct legacy_type {
-    const char *suffix, *type, *unit, *period_type, *period_unit;
+    const char *suffix, *name, *type, *unit, *period_type, *period_unit;
     bool scale_by_period; /* counts are samples: multiply by the period in ns */
 } legacy_type;
 
+/* What Pyroscope's legacy adapter (convertMetadata, pkg/ingester/pyroscope)
+ * makes of each suffix: the series `__name__`, the sample type and unit,
+ * and for CPU and wall a period of 1e9/sampleRate ns of period type
+ * cpu/nanoseconds (counts scaled by it); the others have no period type. */
 static const legacy_type legacy_types[] = {
-    {"cpu", "cpu", "nanoseconds", "cpu", "nanoseconds", true},
-    {"itimer", "cpu", "nanoseconds", "cpu", "nanoseconds", true},
-    {"wall", "wall", "nanoseconds", "wall", "nanoseconds", true},
-    {"inuse_objects", "inuse_objects", "count", "space", "bytes", false},
-    {"inuse_space", "inuse_space", "bytes", "space", "bytes", false},
-    {"alloc_objects", "alloc_objects", "count", "space", "bytes", false},
-    {"alloc_space", "alloc_space", "bytes", "space", "bytes", false},
-    {"goroutines", "goroutine", "count", "goroutine", "count", false},
-    {"mutex_count", "contentions", "count", "contentions", "count", false},
-    {"mutex_duration", "delay", "nanoseconds", "contentions", "count", false},
-    {"block_count", "contentions", "count", "contentions", "count", false},
-    {"block_duration", "delay", "nanoseconds", "contentions", "count", false},
-    {"lock_count", "lock_count", "count", "contentions", "count", false},
-    {"lock_duration", "lock_time", "nanoseconds", "contentions", "count", false},
-    {"alloc_in_new_tlab_objects", "alloc_in_new_tlab_objects", "count", "space", "bytes", false},
-    {"alloc_in_new_tlab_bytes", "alloc_in_new_tlab_bytes", "bytes", "space", "bytes", false},
-    {"alloc_outside_tlab_objects", "alloc_outside_tlab_objects", "count", "space", "bytes", false},
-    {"alloc_outside_tlab_bytes", "alloc_outside_tlab_bytes", "bytes", "space", "bytes", false},
-    {"live", "live", "count", "space", "bytes", false},
-    {"exceptions", "exceptions", "count", "exceptions", "count", false},
-    {NULL, NULL, NULL, NULL, NULL, false},
+    {"cpu", "process_cpu", "cpu", "nanoseconds", "cpu", "nanoseconds", true},
+    {"itimer", "process_cpu", "cpu", "nanoseconds", "cpu", "nanoseconds", true},
+    {"wall", "wall", "wall", "nanoseconds", "cpu", "nanoseconds", true},
+    {"inuse_objects", "memory", "inuse_objects", "count", NULL, NULL, false},
+    {"inuse_space", "memory", "inuse_space", "bytes", NULL, NULL, false},
+    {"alloc_objects", "memory", "alloc_objects", "count", NULL, NULL, false},
+    {"alloc_space", "memory", "alloc_space", "bytes", NULL, NULL, false},
+    {"goroutines", "goroutine", "goroutines", "count", NULL, NULL, false},
+    {"mutex_count", "mutex", "contentions", "count", NULL, NULL, false},
+    {"mutex_duration", "mutex", "delay", "nanoseconds", NULL, NULL, false},
+    {"block_count", "block", "contentions", "count", NULL, NULL, false},
+    {"block_duration", "block", "delay", "nanoseconds", NULL, NULL, false},
+    {"lock_count", "block", "contentions", "count", NULL, NULL, false},
+    {"lock_duration", "block", "delay", "nanoseconds", NULL, NULL, false},
+    {"alloc_in_new_tlab_objects", "memory", "alloc_in_new_tlab_objects", "count", NULL, NULL,
+     false},
+    {"alloc_in_new_tlab_bytes", "memory", "alloc_in_new_tlab_bytes", "bytes", NULL, NULL, false},
+    {"alloc_outside_tlab_objects", "memory", "alloc_outside_tlab_objects", "count", NULL, NULL,
+     false},
+    {"alloc_outside_tlab_bytes", "memory", "alloc_outside_tlab_bytes", "bytes", NULL, NULL, false},
+    {"live", "memory", "live", "count", NULL, NULL, false},
+    {"exceptions", "exceptions", "samples", "count", NULL, NULL, false},
+    {NULL, NULL, NULL, NULL, NULL, NULL, false},
 };
 
 /* ---- the pipeline ---------------------------------------------------------- */
@@ -571,6 +579,50 @@ static pl_status apply_sample_type_config(pl_batch *batch, pl_bytes json, pl_err
     return st;
 }
 
+/* Names the pprof just decoded as Pyroscope's /ingest does (one name for all
+ * its columns, pl_pprof_ingest_name): from its sample types and their
+ * display names in the upload's sample_type_config (a JSON object, or NULL:
+ * Pyroscope's default display names). */
+static pl_status name_upload(pl_pprof_builder *b, json_object *cfg, pl_err *err)
+{
+    enum { MAX_TYPES = 64 };
+    pl_bytes types[MAX_TYPES], display[MAX_TYPES];
+    uint32_t n = pl_pprof_builder_last_types(b, types, MAX_TYPES);
+    if (n == 0)
+        return PL_OK; /* an empty profile: nothing to name */
+    if (n > MAX_TYPES)
+        n = MAX_TYPES;
+    for (uint32_t i = 0; cfg && i < n; i++) {
+        char key[256];
+        json_object *entry, *v;
+        display[i] = (pl_bytes){NULL, 0};
+        if (types[i].len >= sizeof(key))
+            continue;
+        memcpy(key, types[i].ptr, types[i].len);
+        key[types[i].len] = '\0';
+        if (json_object_object_get_ex(cfg, key, &entry) &&
+            json_object_is_type(entry, json_type_object) &&
+            json_object_object_get_ex(entry, "display-name", &v) &&
+            json_object_is_type(v, json_type_string))
+            display[i] = (pl_bytes){(const uint8_t *)json_object_get_string(v),
+                                    (uint32_t)json_object_get_string_len(v)};
+    }
+    if (pl_pprof_builder_name_last(b, pl_pprof_ingest_name(types, cfg ? display : NULL, n)))
+        return pl_errf(err, PL_ERR_NOMEM, "out of memory");
+    return PL_OK;
+}
+
+/* Pyroscope repairs old .NET profiler uploads (isDotnetspy): spyName
+ * dotnetspy, or an unknown spy whose sample_type_config names `inuse-space`. */
+static bool is_dotnet(const char *spy, json_object *cfg)
+{
+    if (spy && strcmp(spy, "dotnetspy") == 0)
+        return true;
+    json_object *unused;
+    return (!spy || !*spy || strcmp(spy, "unknown") == 0) && cfg &&
+           json_object_object_get_ex(cfg, "inuse-space", &unused);
+}
+
 /* ---- /ingest ---------------------------------------------------------------- */
 
 typedef enum ingest_format {
@@ -613,7 +665,7 @@ static ingest_format pick_format(const char *format, const char *ctype, size_t c
 
 static pl_status ingest_multipart(pl_pprof_builder *b, pl_batch *batch, const pl_http_request *req,
                                   const char *ctype, size_t ctype_len, const pl_pprof_meta *meta,
-                                  pl_err *err)
+                                  const char *spy, pl_err *err)
 {
     pl_bytes boundary;
     if (pl_multipart_boundary(ctype, ctype_len, &boundary))
@@ -631,10 +683,28 @@ static pl_status ingest_multipart(pl_pprof_builder *b, pl_batch *batch, const pl
     const pl_multipart_part *profile = pl_multipart_find(parts, n, "profile");
     if (!profile)
         return pl_errf(err, PL_ERR_INVALID, "multipart: no \"profile\" part");
-    st = pl_pprof_builder_add(b, profile->data.ptr, profile->data.len, meta, err);
+    const pl_multipart_part *stc = pl_multipart_find(parts, n, "sample_type_config");
+    json_object *cfg = NULL;
+    if (stc && stc->data.len) {
+        json_tokener *tok = json_tokener_new();
+        if (!tok)
+            return pl_errf(err, PL_ERR_NOMEM, "out of memory");
+        cfg = json_tokener_parse_ex(tok, (const char *)stc->data.ptr, (int)stc->data.len);
+        json_tokener_free(tok);
+        if (!cfg || !json_object_is_type(cfg, json_type_object)) {
+            json_object_put(cfg);
+            return pl_errf(err, PL_ERR_INVALID,
+                           "multipart: sample_type_config is not a JSON object");
+        }
+    }
+    pl_pprof_meta m = *meta;
+    m.repair_dotnet = is_dotnet(spy, cfg);
+    st = pl_pprof_builder_add(b, profile->data.ptr, profile->data.len, &m, err);
+    if (st == PL_OK)
+        st = name_upload(b, cfg, err);
+    json_object_put(cfg);
     if (st != PL_OK)
         return st;
-    const pl_multipart_part *stc = pl_multipart_find(parts, n, "sample_type_config");
     if (stc && stc->data.len)
         st = apply_sample_type_config(batch, stc->data, err);
     return st;
@@ -726,9 +796,12 @@ static void handle_ingest(pyroscope *r, pl_http_request *req, pl_http_response *
             st = pl_errf(&err, PL_ERR_INVALID, "empty body: expected a pprof profile");
             goto fail;
         }
+        um.meta.repair_dotnet = is_dotnet(spy, NULL);
         st = pl_pprof_builder_add(b, req->body, req->body_len, &um.meta, &err);
+        if (st == PL_OK)
+            st = name_upload(b, NULL, &err);
     } else if (fmt == FMT_MULTIPART) {
-        st = ingest_multipart(b, batch, req, ctype, ctype_len, &um.meta, &err);
+        st = ingest_multipart(b, batch, req, ctype, ctype_len, &um.meta, spy, &err);
     } else if (fmt == FMT_JFR) {
         pl_jfr_upload up = {req->body,
                             req->body_len,
@@ -774,14 +847,22 @@ static void handle_ingest(pyroscope *r, pl_http_request *req, pl_http_response *
                                  w, &err);
         if (st == PL_OK && pl_pprof_writer_finish(w, &pprof))
             st = pl_errf(&err, PL_ERR_NOMEM, "out of memory");
+        um.meta.profile_name = pl_bytes_from_cstr(lt->name);
         if (st == PL_OK)
             st = pl_pprof_builder_add(b, pprof.data, pprof.len, &um.meta, &err);
         pl_pprof_writer_free(w);
         pl_buf_free(&pprof);
         free(unzipped);
     }
-    if (st != PL_OK)
+    if (st != PL_OK) {
+        /* Pyroscope answers an upload whose strings are not UTF-8 (or hold
+         * NUL) with 422, as it does every pprof it cannot ingest */
+        if (st == PL_ERR_INVALID && pl_pprof_builder_bad_strings(b)) {
+            respond_error(r, res, 422, err.msg);
+            goto done;
+        }
         goto fail;
+    }
     pl_pprof_builder_free(b);
     b = NULL;
     add_tenant(batch, req);
@@ -855,6 +936,12 @@ static pl_status push_message(pyroscope *r, const pl_http_request *req, const ui
                 attrs[0].value = pl_value_string(value);
                 continue;
             }
+            if (pl_bytes_eq_cstr(key, "__name__")) {
+                /* the push API stores a series under the client's name
+                 * (Go SDK: block and mutex, both contentions/delay) */
+                meta.profile_name = value;
+                continue;
+            }
             if (key.len == 0 || (key.len >= 2 && key.ptr[0] == '_' && key.ptr[1] == '_'))
                 continue; /* __name__ and other internal labels */
             if (pl_bytes_eq_cstr(key, "otel.scope.name")) {
@@ -880,6 +967,10 @@ static pl_status push_message(pyroscope *r, const pl_http_request *req, const ui
             pl_err inner = {{0}};
             st = pl_pprof_builder_add(b, s->samples[j].raw_profile.ptr,
                                       s->samples[j].raw_profile.len, &meta, &inner);
+            /* a series without __name__ (Pyroscope would refuse it): named
+             * as /ingest would name the pprof */
+            if (st == PL_OK && !meta.profile_name.len)
+                st = name_upload(b, NULL, &inner);
             if (st != PL_OK)
                 pl_errf(err, st, "series %u sample %u: %s", i, j, inner.msg);
         }

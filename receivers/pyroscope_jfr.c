@@ -111,6 +111,7 @@ pl_status pl_pyroscope_ingest_jfr(pl_pprof_builder *b, const pl_jfr_upload *up,
     }
     for (uint32_t i = 0; st == PL_OK && i < res.n_profiles; i++) {
         pl_err inner = {{0}};
+        m.profile_name = pl_bytes_from_cstr(res.profiles[i].name);
         st = pl_pprof_builder_add(b, res.profiles[i].pprof.data, res.profiles[i].pprof.len, &m,
                                   &inner);
         if (st != PL_OK)

@@ -17,8 +17,13 @@
  *     memory and object budgets, and the bound on fields read (types of
  *     empty fields): PL_ERR_TOO_LARGE.
  *
+ *   - async-profiler 3.x span context (spanId, spanName) -> span_id links
+ *     and span_name labels; live objects and native memory (malloc) as the
+ *     profiles Pyroscope makes of them, with their profile type ids.
+ *
  * argv[1]: the tests/jfr directory. With --write-async-fixture DIR it
- * writes DIR/async_context.jfr instead (the checked-in copy must match).
+ * writes DIR/async_context.jfr and DIR/async_span.jfr instead (the
+ * checked-in copies must match).
  */
 #include <json-c/json.h>
 #include <stdio.h>
@@ -96,9 +101,10 @@ static const struct {
     pl_jfr_kind kind;
     const char *series;
     const char *types[2];
+    bool sampled; /* one period per event */
 } kinds[] = {
-    {"cpu", PL_JFR_CPU, "process_cpu", {"cpu", NULL}},
-    {"wall", PL_JFR_WALL, "wall", {"wall", NULL}},
+    {"cpu", PL_JFR_CPU, "process_cpu", {"cpu", NULL}, true},
+    {"wall", PL_JFR_WALL, "wall", {"wall", NULL}, true},
     {"alloc_in_new_tlab",
      PL_JFR_ALLOC_IN_NEW_TLAB,
      "memory",
@@ -110,6 +116,8 @@ static const struct {
     {"alloc_sample", PL_JFR_ALLOC_SAMPLE, "memory", {"alloc_sample_objects", "alloc_sample_bytes"}},
     {"lock", PL_JFR_LOCK, "mutex", {"contentions", "delay"}},
     {"park", PL_JFR_PARK, "block", {"contentions", "delay"}},
+    /* the JDK's old object samples: live objects, one per event */
+    {"live", PL_JFR_LIVE, "memory", {"live", NULL}},
 };
 
 #define PERIOD 10000000 /* sampleRate 100 */
@@ -147,7 +155,8 @@ static void check_against_jdk(const uint8_t *data, size_t len, int copies)
         REQUIRE(p);
         CHECK_EQ_STR(p->name, kinds[k].series);
         CHECK_EQ_INT((int64_t)p->events, events);
-        pl_batch *b = pl_pprof_decode(p->pprof.data, p->pprof.len, NULL, &err);
+        pl_pprof_meta meta = {.profile_name = pl_bytes_from_cstr(p->name)};
+        pl_batch *b = pl_pprof_decode(p->pprof.data, p->pprof.len, &meta, &err);
         if (!b)
             fprintf(stderr, "  %s: %s\n", kinds[k].name, err.msg);
         REQUIRE(b);
@@ -163,7 +172,7 @@ static void check_against_jdk(const uint8_t *data, size_t len, int copies)
         }
         /* per leaf frame: events (CPU/wall: x period) and summed values */
         json_object *got = leaf_totals(b), *want = json_object_object_get(ek, "leaves");
-        bool sampled = kinds[k].types[1] == NULL;
+        bool sampled = kinds[k].sampled;
         json_object_object_foreach(want, key, val)
         {
             json_object *g;
@@ -176,7 +185,7 @@ static void check_against_jdk(const uint8_t *data, size_t len, int copies)
             }
             CHECK_EQ_INT(json_object_get_int64(json_object_array_get_idx(g, 0)),
                          sampled ? e0 * PERIOD : e0);
-            if (!sampled)
+            if (kinds[k].types[1])
                 CHECK_EQ_INT(json_object_get_int64(json_object_array_get_idx(g, 1)), e1);
         }
         CHECK_EQ_INT(json_object_object_length(got), json_object_object_length(want));
@@ -369,16 +378,203 @@ static void test_wall_mode(void)
     pl_buf_free(&jfr);
 }
 
+/* ---- async-profiler 3.x: span context, live objects, native memory ------- */
+
+/* LabelsSnapshot for build_async_span_jfr: strings 1 "GET /checkout", 2 "",
+ * 3 "user", 4 "alice", 5 "span_id", 6 "00000000000000aa"; context 1
+ * {user: alice}, context 2 {span_id: 00000000000000aa} (the event's own
+ * span must win over it). */
+static void build_span_labels(pl_buf *out)
+{
+    static const char *const strings[] = {NULL,      "GET /checkout",   "", "user", "alice",
+                                          "span_id", "00000000000000aa"};
+    static const int64_t ctx[][3] = {{1, 3, 4}, {2, 5, 6}};
+    pl_buf entry, c, pair;
+    pl_buf_init(&entry);
+    pl_buf_init(&c);
+    pl_buf_init(&pair);
+    for (int i = 0; i < 2; i++) {
+        pb_var(&pair, 1 << 3), pb_var(&pair, (uint64_t)ctx[i][1]);
+        pb_var(&pair, 2 << 3), pb_var(&pair, (uint64_t)ctx[i][2]);
+        pb_msg(&c, 1, &pair);
+        pb_var(&entry, 1 << 3), pb_var(&entry, (uint64_t)ctx[i][0]);
+        pb_msg(&entry, 2, &c);
+        pb_msg(out, 1, &entry);
+        pl_buf_reset(&entry);
+        pl_buf_reset(&c);
+        pl_buf_reset(&pair);
+    }
+    for (int k = 1; k <= 6; k++) {
+        pb_var(&entry, 1 << 3), pb_var(&entry, (uint64_t)k);
+        pb_var(&entry, 2 << 3 | 2), pb_var(&entry, strlen(strings[k]));
+        pl_buf_append_str(&entry, strings[k]);
+        pb_msg(out, 2, &entry);
+        pl_buf_reset(&entry);
+    }
+    pl_buf_free(&entry);
+    pl_buf_free(&c);
+    pl_buf_free(&pair);
+}
+
+/* The pprof of kind k decoded as the receiver does (named by its kind). */
+static pl_batch *decode_kind(const pl_jfr_result *r, pl_jfr_kind k)
+{
+    const pl_jfr_profile *p = find_profile(r, k);
+    if (!p)
+        return NULL;
+    pl_err err = {{0}};
+    pl_pprof_meta meta = {.profile_name = pl_bytes_from_cstr(p->name)};
+    return pl_pprof_decode(p->pprof.data, p->pprof.len, &meta, &err);
+}
+
+/* Pyroscope's profile type id of column c:
+ * name:sample type:unit:period type:period unit. */
+static void type_id(const pl_batch *b, uint32_t c, char *out, size_t cap)
+{
+    const pl_profiles *ps = &b->data.profiles;
+    const pl_profile *p = &ps->resources[0].scopes[0].profiles[c];
+    pl_bytes parts[5] = {pl_pprof_profile_name(&ps->dict, p, NULL),
+                         pl_dict_string(&ps->dict, p->sample_type.type_strindex),
+                         pl_dict_string(&ps->dict, p->sample_type.unit_strindex),
+                         {NULL, 0},
+                         {NULL, 0}};
+    if (p->has_period_type) {
+        parts[3] = pl_dict_string(&ps->dict, p->period_type.type_strindex);
+        parts[4] = pl_dict_string(&ps->dict, p->period_type.unit_strindex);
+    }
+    size_t n = 0;
+    for (int i = 0; i < 5; i++)
+        n += (size_t)snprintf(out + n, cap - n, "%s%.*s", i ? ":" : "", (int)parts[i].len,
+                              parts[i].ptr ? (const char *)parts[i].ptr : "");
+}
+
+/* Sum of column c over the samples whose attribute `key` is `value`
+ * (value NULL: samples without it). */
+static int64_t total_with_attr(const pl_batch *b, uint32_t c, const char *key, const char *value)
+{
+    const pl_profiles *ps = &b->data.profiles;
+    const pl_profile *p = &ps->resources[0].scopes[0].profiles[c];
+    int64_t sum = 0;
+    for (uint32_t i = 0; i < p->n_samples; i++) {
+        const pl_sample *smp = &p->samples[i];
+        const pl_value *v = NULL;
+        for (uint32_t a = 0; a < smp->n_attribute_indices; a++) {
+            const pl_kvu *kv = &ps->dict.attributes[smp->attribute_indices[a]];
+            if (pl_bytes_eq_cstr(pl_dict_string(&ps->dict, kv->key_strindex), key))
+                v = &kv->value;
+        }
+        if (value ? v && pl_bytes_eq_cstr(v->u.str, value) : v == NULL)
+            sum += smp->values[0];
+    }
+    return sum;
+}
+
+static void test_span_context(void)
+{
+    pl_buf jfr, lb;
+    pl_buf_init(&jfr);
+    pl_buf_init(&lb);
+    build_async_span_jfr(&jfr);
+    build_span_labels(&lb);
+    pl_err err = {{0}};
+    pl_jfr_labels *labels = pl_jfr_labels_decode(lb.data, lb.len, &err);
+    REQUIRE(labels);
+    pl_jfr_result r;
+    pl_jfr_options o = {.sample_rate = 100, .labels = labels};
+    REQUIRE(pl_jfr_to_pprof(jfr.data, jfr.len, &o, &r, &err) == PL_OK);
+    CHECK_EQ_UINT(r.events_by_kind[PL_JFR_CPU], 7);
+    CHECK_EQ_UINT(r.events_by_kind[PL_JFR_LIVE], 3);
+    CHECK_EQ_UINT(r.events_by_kind[PL_JFR_MALLOC], 3);
+    CHECK_EQ_UINT(r.events_by_kind[PL_JFR_LOCK], 2);
+    CHECK_EQ_UINT(r.n_profiles, 5); /* cpu, tlab, lock, live, malloc */
+    char id[160];
+
+    /* CPU: span links, span names, context labels */
+    pl_batch *b = decode_kind(&r, PL_JFR_CPU);
+    REQUIRE(b);
+    type_id(b, 0, id, sizeof(id));
+    CHECK_EQ_STR(id, "process_cpu:cpu:nanoseconds:cpu:nanoseconds");
+    CHECK_EQ_INT(total_for_span(b, "00000000000000ef"), 4 * PERIOD);
+    CHECK_EQ_INT(total_for_span(b, "1234abcd00ff0001"), 2 * PERIOD); /* not the context's */
+    CHECK_EQ_INT(total_for_span(b, ""), 1 * PERIOD);
+    CHECK_EQ_INT(total_for_span(b, "00000000000000aa"), 0);
+    CHECK_EQ_INT(total_with_attr(b, 0, "span_name", "GET /checkout"), 4 * PERIOD);
+    CHECK_EQ_INT(total_with_attr(b, 0, "span_name", NULL), 3 * PERIOD); /* "" is left out */
+    CHECK_EQ_INT(total_with_attr(b, 0, "user", "alice"), 4 * PERIOD);
+    pl_batch_free(b);
+
+    /* allocations in a new TLAB carry the span too */
+    b = decode_kind(&r, PL_JFR_ALLOC_IN_NEW_TLAB);
+    REQUIRE(b);
+    type_id(b, 1, id, sizeof(id));
+    CHECK_EQ_STR(id, "memory:alloc_in_new_tlab_bytes:bytes:space:bytes");
+    CHECK_EQ_INT(total_for_span(b, "00000000000000ef"), 1);
+    CHECK_EQ_INT(total_with_attr(b, 1, "span_name", "GET /checkout"), 4096);
+    pl_batch_free(b);
+
+    /* locks: contentions and delay (ticks at 1e9/s), linked */
+    b = decode_kind(&r, PL_JFR_LOCK);
+    REQUIRE(b);
+    type_id(b, 0, id, sizeof(id));
+    CHECK_EQ_STR(id, "mutex:contentions:count:mutex:count");
+    CHECK_EQ_INT(total_for_span(b, "1234abcd00ff0001"), 2);
+    CHECK_EQ_INT(total_with_attr(b, 1, "span_name", NULL), 12000000);
+    pl_batch_free(b);
+
+    /* live objects: memory:live:count */
+    b = decode_kind(&r, PL_JFR_LIVE);
+    REQUIRE(b);
+    CHECK_EQ_UINT(b->data.profiles.resources[0].scopes[0].n_profiles, 1);
+    type_id(b, 0, id, sizeof(id));
+    CHECK_EQ_STR(id, "memory:live:count:objects:count");
+    CHECK_EQ_INT(total_with_attr(b, 0, "span_name", NULL), 3);
+    pl_batch_free(b);
+
+    /* native memory: malloc objects and bytes, no period type */
+    b = decode_kind(&r, PL_JFR_MALLOC);
+    REQUIRE(b);
+    type_id(b, 0, id, sizeof(id));
+    CHECK_EQ_STR(id, "memory:malloc_objects:count::");
+    type_id(b, 1, id, sizeof(id));
+    CHECK_EQ_STR(id, "memory:malloc_bytes:bytes::");
+    CHECK_EQ_INT(total_with_attr(b, 0, "span_name", NULL), 3);
+    CHECK_EQ_INT(total_with_attr(b, 1, "span_name", NULL), 1128);
+    pl_batch_free(b);
+    pl_jfr_result_free(&r);
+
+    /* without a labels part: the span ids still link, names are unknown */
+    o.labels = NULL;
+    REQUIRE(pl_jfr_to_pprof(jfr.data, jfr.len, &o, &r, &err) == PL_OK);
+    b = decode_kind(&r, PL_JFR_CPU);
+    REQUIRE(b);
+    CHECK_EQ_INT(total_for_span(b, "00000000000000ef"), 4 * PERIOD);
+    CHECK_EQ_INT(total_for_span(b, "1234abcd00ff0001"), 2 * PERIOD);
+    CHECK_EQ_INT(total_with_attr(b, 0, "span_name", NULL), 7 * PERIOD);
+    pl_batch_free(b);
+    pl_jfr_result_free(&r);
+    pl_jfr_labels_free(labels);
+    pl_buf_free(&jfr);
+    pl_buf_free(&lb);
+}
+
+static void check_file(const char *name, const pl_buf *want)
+{
+    size_t len;
+    uint8_t *data = read_file(name, &len);
+    REQUIRE(data);
+    CHECK_EQ_BYTES(data, len, want->data, want->len);
+    free(data);
+}
+
 static void test_checked_in_async_fixture(void)
 {
     pl_buf jfr;
     pl_buf_init(&jfr);
     build_async_jfr(&jfr, "itimer");
-    size_t len;
-    uint8_t *data = read_file("async_context.jfr", &len);
-    REQUIRE(data);
-    CHECK_EQ_BYTES(data, len, jfr.data, jfr.len);
-    free(data);
+    check_file("async_context.jfr", &jfr);
+    pl_buf_reset(&jfr);
+    build_async_span_jfr(&jfr);
+    check_file("async_span.jfr", &jfr);
     pl_buf_free(&jfr);
 }
 
@@ -548,16 +744,23 @@ static void test_empty_fields_bound_the_work(void)
 int main(int argc, char **argv)
 {
     if (argc == 3 && strcmp(argv[1], "--write-async-fixture") == 0) {
-        pl_buf jfr;
-        pl_buf_init(&jfr);
-        build_async_jfr(&jfr, "itimer");
-        char path[1024];
-        snprintf(path, sizeof(path), "%s/async_context.jfr", argv[2]);
-        FILE *f = fopen(path, "wb");
-        int rc = f && fwrite(jfr.data, 1, jfr.len, f) == jfr.len ? 0 : 1;
-        if (f)
-            fclose(f);
-        pl_buf_free(&jfr);
+        int rc = 0;
+        for (int k = 0; k < 2; k++) {
+            pl_buf jfr;
+            pl_buf_init(&jfr);
+            if (k == 0)
+                build_async_jfr(&jfr, "itimer");
+            else
+                build_async_span_jfr(&jfr);
+            char path[1024];
+            snprintf(path, sizeof(path), "%s/%s", argv[2],
+                     k ? "async_span.jfr" : "async_context.jfr");
+            FILE *f = fopen(path, "wb");
+            rc |= f && fwrite(jfr.data, 1, jfr.len, f) == jfr.len ? 0 : 1;
+            if (f)
+                fclose(f);
+            pl_buf_free(&jfr);
+        }
         return rc;
     }
     if (argc > 1)
@@ -566,6 +769,7 @@ int main(int argc, char **argv)
     PL_RUN(test_several_chunks_in_one_body);
     PL_RUN(test_context_labels_link_spans);
     PL_RUN(test_wall_mode);
+    PL_RUN(test_span_context);
     PL_RUN(test_checked_in_async_fixture);
     PL_RUN(test_truncated_and_corrupt);
     PL_RUN(test_budgets);

@@ -344,6 +344,7 @@ static void test_builder_shares_dictionary(void)
     pl_buf_free(&b);
 }
 
+/* Profiles no Pyroscope API named: Pyroscope's OTLP ingest rule. */
 static void test_profile_names(void)
 {
     pl_batch *batch = pl_batch_new(PL_SIGNAL_PROFILES);
@@ -351,16 +352,14 @@ static void test_profile_names(void)
     pl_dict_ensure_zero_entries(&batch->arena, d);
     struct {
         const char *type, *unit, *ptype, *punit, *name;
+        bool special;
     } cases[] = {
-        {"samples", "count", "cpu", "nanoseconds", "process_cpu"},
-        {"cpu", "nanoseconds", "cpu", "nanoseconds", "process_cpu"},
-        {"wall", "nanoseconds", "wall", "nanoseconds", "wall"},
-        {"samples", "count", "wall", "nanoseconds", "wall"},
-        {"inuse_space", "bytes", "space", "bytes", "memory"},
-        {"alloc_objects", "count", "space", "bytes", "memory"},
-        {"goroutine", "count", "goroutine", "count", "goroutines"},
-        {"contentions", "count", "contentions", "count", "contentions"},
-        {"off_cpu", "nanoseconds", "", "", "off_cpu"},
+        {"samples", "count", "cpu", "nanoseconds", "process_cpu", true},
+        {"cpu", "nanoseconds", "cpu", "nanoseconds", "process_cpu", false},
+        {"wall", "nanoseconds", "wall", "nanoseconds", "process_cpu", false},
+        {"inuse_space", "bytes", "space", "bytes", "process_cpu", false},
+        {"events", "nanoseconds", "", "", "off_cpu", false},
+        {"off_cpu", "nanoseconds", "", "", "off_cpu", false},
     };
     for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
         pl_profile p = {0};
@@ -369,6 +368,7 @@ static void test_profile_names(void)
         p.sample_type.unit_strindex =
             pl_dict_intern_string(&batch->arena, d, pl_bytes_from_cstr(cases[i].unit));
         p.has_period_type = cases[i].ptype[0] != 0;
+        p.period = p.has_period_type ? 10000000 : 0;
         p.period_type.type_strindex =
             pl_dict_intern_string(&batch->arena, d, pl_bytes_from_cstr(cases[i].ptype));
         p.period_type.unit_strindex =
@@ -376,9 +376,72 @@ static void test_profile_names(void)
         bool special;
         pl_bytes name = pl_pprof_profile_name(d, &p, &special);
         CHECK_BYTES_STR(name, cases[i].name);
-        CHECK_EQ_INT(special, i == 0);
+        CHECK_EQ_INT(special, cases[i].special);
     }
     pl_batch_free(batch);
+}
+
+/* Pyroscope's /ingest name of a pprof upload, from its sample types and
+ * display names (pkg/og/convert/pprof metricName). */
+static void test_ingest_names(void)
+{
+#define T(s) PL_BYTES_LIT(s)
+    struct {
+        pl_bytes types[3], display[3];
+        uint32_t n;
+        bool with_config;
+        const char *name;
+    } cases[] = {
+        /* Go CPU; py-spy / rbspy / the Python SDK: samples displays as cpu */
+        {{T("samples"), T("cpu")}, {{0}}, 2, false, "process_cpu"},
+        {{T("samples")}, {{0}}, 1, false, "process_cpu"},
+        /* Node.js: any `wall` column names the whole upload */
+        {{T("samples"), T("wall"), T("cpu")}, {{0}}, 3, false, "wall"},
+        /* .NET: cpu first, the allocation columns follow */
+        {{T("cpu"), T("alloc_samples"), T("alloc_size")}, {{0}}, 3, false, "process_cpu"},
+        {{T("inuse_objects"), T("inuse_space")}, {{0}}, 2, false, "memory"},
+        {{T("goroutine")}, {{0}}, 1, false, "goroutines"},
+        /* Go block without a config: contentions displays as mutex_count */
+        {{T("contentions"), T("delay")}, {{0}}, 2, false, "mutex"},
+        /* pyroscope-go's config for the block profile */
+        {{T("contentions"), T("delay")}, {T("block_count"), T("block_duration")}, 2, true, "block"},
+        {{T("exception")}, {{0}}, 1, false, "exception"},
+    };
+#undef T
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++)
+        CHECK_BYTES_STR(pl_pprof_ingest_name(cases[i].types,
+                                             cases[i].with_config ? cases[i].display : NULL,
+                                             cases[i].n),
+                        cases[i].name);
+}
+
+/* A name given by the API a pprof came through wins over every rule. */
+static void test_given_name(void)
+{
+    pl_pprof_writer_options o = {"samples", "count", "cpu", "nanoseconds", 10000000, 1, 1};
+    pl_pprof_writer *w = pl_pprof_writer_new(&o);
+    pl_bytes frames[] = {PL_BYTES_LIT("main")};
+    REQUIRE(pl_pprof_writer_add(w, frames, 1, 2) == 0);
+    pl_buf p;
+    pl_buf_init(&p);
+    REQUIRE(pl_pprof_writer_finish(w, &p) == 0);
+    pl_pprof_writer_free(w);
+    pl_err err = {{0}};
+    pl_pprof_meta meta = {.profile_name = PL_BYTES_LIT("wall")};
+    pl_batch *b = pl_pprof_decode(p.data, p.len, &meta, &err);
+    REQUIRE(b);
+    const pl_profile *prof = &b->data.profiles.resources[0].scopes[0].profiles[0];
+    bool special = true;
+    CHECK_BYTES_STR(pl_pprof_profile_name(&b->data.profiles.dict, prof, &special), "wall");
+    CHECK(!special); /* stored as it came: no conversion */
+    pl_batch_free(b);
+    b = pl_pprof_decode(p.data, p.len, NULL, &err);
+    REQUIRE(b);
+    prof = &b->data.profiles.resources[0].scopes[0].profiles[0];
+    CHECK_BYTES_STR(pl_pprof_profile_name(&b->data.profiles.dict, prof, &special), "process_cpu");
+    CHECK(special);
+    pl_batch_free(b);
+    pl_buf_free(&p);
 }
 
 /* An empty pprof (no sample types) is fine and adds nothing. */
@@ -652,6 +715,8 @@ int main(void)
     PL_RUN(test_round_trip);
     PL_RUN(test_builder_shares_dictionary);
     PL_RUN(test_profile_names);
+    PL_RUN(test_ingest_names);
+    PL_RUN(test_given_name);
     PL_RUN(test_empty);
     PL_RUN(test_colliding_ids_linear);
     PL_RUN(test_budget_across_samples);

@@ -230,10 +230,10 @@ static void test_display_name_names_series(void)
     pl_buf out;
     pl_buf_init(&out);
     pl_push_request req = {0};
-    /* without a display name: the period type */
+    /* without a display name or a given name: Pyroscope's OTLP guess */
     REQUIRE(pl_pyroscope_exporter_encode(batch, &out, &err) == PL_OK);
     REQUIRE(pl_push_decode_proto(out.data, out.len, &req, &err) == PL_OK);
-    CHECK_BYTES_STR(series_label(&req.series[0], "__name__"), "contentions");
+    CHECK_BYTES_STR(series_label(&req.series[0], "__name__"), "process_cpu");
     pl_push_request_free(&req);
     /* with the one pyroscope-go sends */
     pl_dictionary *d = &batch->data.profiles.dict;

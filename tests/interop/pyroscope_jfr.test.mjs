@@ -12,7 +12,11 @@
 //      the process_cpu and memory series, with javaspy_event=itimer;
 //   2. a raw JDK recording (tests/jfr/fixture.jfr) with format=jfr: one
 //      series per kind (process_cpu, wall, memory, mutex, block);
-//   3. a truncated recording: 400 with Pyroscope's JSON error shape.
+//   3. a truncated recording: 400 with Pyroscope's JSON error shape;
+//   4. async-profiler 3.x span context (spanId, spanName in the events,
+//      tests/jfr/async_span.jfr): spans sent with those ids are linked, and
+//      every kind (CPU, TLAB, locks, live objects, malloc) reaches Pyroscope
+//      under the type id Pyroscope gives it.
 //
 // Run: cd tests/interop && PROFLINK_BIN=../../build-<you>/proflink node --test pyroscope_jfr.test.mjs
 import { test, before, after } from 'node:test';
@@ -166,6 +170,93 @@ test('JFR multipart with a LabelsSnapshot: samples link to their spans and reach
   assert.equal(bySpan.get(ids[0]), 30000000);
   assert.equal(bySpan.get(ids[1]), 20000000);
   assert.equal(bySpan.get(''), 10000000);
+});
+
+// async-profiler 3.x writes the span into the events themselves (spanId,
+// spanName: tests/jfr/async_span.jfr from tests/jfr_fixture.h); the spans
+// are sent with those ids as OTLP/JSON, and the correlation processor links
+// them exactly as it links an SDK's span_id labels.
+test('async-profiler span context in the events links samples to their spans', { timeout: 60000 }, async () => {
+  const spanA = '00000000000000ef', spanB = '1234abcd00ff0001';
+  const traceId = [...Array(32)].map(() => '0123456789abcdef'[Math.floor(Math.random() * 16)]).join('');
+  const nowNs = BigInt(Date.now()) * 1000000n;
+  const span = (spanId, name) => ({
+    traceId, spanId, name, kind: 2,
+    startTimeUnixNano: String(nowNs - 5000000000n), endTimeUnixNano: String(nowNs - 1000000000n),
+  });
+  const traces = {
+    resourceSpans: [{
+      resource: { attributes: [{ key: 'service.name', value: { stringValue: 'span-app' } }] },
+      scopeSpans: [{ spans: [span(spanA, 'GET /checkout'), span(spanB, 'GET /other')] }],
+    }],
+  };
+  const t = await post(otlpPort, '/v1/traces', { 'content-type': 'application/json' },
+    Buffer.from(JSON.stringify(traces)));
+  assert.equal(t.status, 200, t.body.toString());
+
+  const labels = LabelsSnapshot.encode(LabelsSnapshot.fromObject({
+    contexts: { 1: { labels: { 3: 4 } }, 2: { labels: { 5: 6 } } },
+    strings: { 1: 'GET /checkout', 2: '', 3: 'user', 4: 'alice', 5: 'span_id', 6: '00000000000000aa' },
+  })).finish();
+  const jfr = fs.readFileSync(path.join(JFR_DIR, 'async_span.jfr'));
+  const { body, type } = multipart([['jfr', zlib.gzipSync(jfr)], ['labels', labels]]);
+  const now = Math.floor(Date.now() / 1000);
+  const r = await post(pyroPort,
+    `/ingest?name=span-app&format=jfr&from=${now - 10}&until=${now}&sampleRate=100&spyName=javaspy`,
+    { 'content-type': type }, body);
+  assert.equal(r.status, 200, r.body.toString());
+
+  const out = path.join(tmp, 'out.jsonl');
+  const spans = () => readJsonLines(out).filter((l) => l.resourceSpans)
+    .flatMap((l) => l.resourceSpans.flatMap((rs) => rs.scopeSpans.flatMap((ss) => ss.spans)));
+  assert.ok(await until(() => [spanA, spanB].every((id) => spans().some((s) => s.spanId === id)), 20000),
+    `spans exported (log: ${pl.log})`);
+  const cpu = { [spanA]: 40000000, [spanB]: 20000000 };
+  for (const id of [spanA, spanB]) {
+    const s = spans().find((x) => x.spanId === id);
+    const attr = (k) => s.attributes?.find((x) => x.key === k)?.value;
+    assert.equal(attr('pyroscope.profile.id')?.stringValue, id, `span ${id} linked`);
+    assert.equal(Number(attr('profile.cpu_time_ns')?.intValue), cpu[id], `CPU time of ${id}`);
+  }
+
+  // Pyroscope gets every kind under its type id, the CPU samples with span_id and span_name
+  const types = new Set();
+  const bySpan = new Map();
+  const names = new Map();
+  const collect = () => {
+    types.clear(); bySpan.clear(); names.clear();
+    for (const { labels: l, profile } of pushedSeries('span-app')) {
+      const str = (i) => profile.stringTable.strings[Number(i)];
+      const st = profile.sampleType[0];
+      const pt = profile.periodType;
+      types.add([l.__name__, str(st.type), str(st.unit), pt ? str(pt.type) : '', pt ? str(pt.unit) : ''].join(':'));
+      if (l.__name__ !== 'process_cpu') continue;
+      for (const s of profile.sample) {
+        const byKey = Object.fromEntries(s.label.map((x) => [str(x.key), str(x.str)]));
+        const k = byKey.span_id ?? '';
+        bySpan.set(k, (bySpan.get(k) ?? 0) + Number(s.value[0]));
+        if (byKey.span_name) names.set(k, byKey.span_name);
+      }
+    }
+    return types.size >= 7 && bySpan.has(spanA) && bySpan.has(spanB);
+  };
+  assert.ok(await until(collect, 20000), `pushed: ${[...types]} ${[...bySpan]}`);
+  assert.deepEqual([...types].sort(), [
+    'memory:alloc_in_new_tlab_bytes:bytes:space:bytes',
+    'memory:alloc_in_new_tlab_objects:count:space:bytes',
+    'memory:live:count:objects:count',
+    'memory:malloc_bytes:bytes::',
+    'memory:malloc_objects:count::',
+    'mutex:contentions:count:mutex:count',
+    'mutex:delay:nanoseconds:mutex:count',
+    'process_cpu:cpu:nanoseconds:cpu:nanoseconds',
+  ]);
+  assert.equal(bySpan.get(spanA), 40000000);
+  assert.equal(bySpan.get(spanB), 20000000);
+  assert.equal(bySpan.get(''), 10000000);
+  assert.equal(names.get(spanA), 'GET /checkout');
+  // B's event span name is empty: its name comes from the linked span
+  assert.equal(names.get(spanB), 'GET /other');
 });
 
 test('a raw JDK recording becomes process_cpu, wall, memory, mutex and block series', { timeout: 60000 }, async () => {

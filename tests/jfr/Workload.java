@@ -4,7 +4,8 @@
 // object lists, contends on one monitor and parks threads, so the recording
 // has jdk.ExecutionSample, jdk.NativeMethodSample (a thread waiting in
 // accept()), jdk.ObjectAllocationSample / InNewTLAB / OutsideTLAB,
-// jdk.JavaMonitorEnter and jdk.ThreadPark events.
+// jdk.JavaMonitorEnter and jdk.ThreadPark events; it keeps some of what
+// retain() allocates alive to the end, for jdk.OldObjectSample (live objects).
 package proflink.fixture;
 
 import java.net.InetAddress;
@@ -19,6 +20,7 @@ public final class Workload {
     private static final Object MONITOR = new Object();
     private static final ReentrantLock LOCK = new ReentrantLock();
     static volatile long sink;
+    static final List<byte[]> RETAINED = new ArrayList<>();
 
     static long burnPrimes(long until) {
         long count = 0;
@@ -56,6 +58,12 @@ public final class Workload {
             }
         }
         return total;
+    }
+
+    static int retain(int rounds) {
+        for (int i = 0; i < rounds; i++)
+            RETAINED.add(new byte[4096 + i % 64]);
+        return RETAINED.size();
     }
 
     static void holdMonitor(long millis) {
@@ -107,6 +115,7 @@ public final class Workload {
             sink += burnPrimes(40_000);
             sink += (long) burnMath(400_000);
             sink += allocate(20_000);
+            sink += retain(200);
         }
         for (Thread t : contenders)
             t.join();

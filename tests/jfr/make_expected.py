@@ -26,6 +26,7 @@ KINDS = {
     'jdk.ObjectAllocationSample': ('alloc_sample', 'weight'),
     'jdk.JavaMonitorEnter': ('lock', 'duration'),
     'jdk.ThreadPark': ('park', 'duration'),
+    'jdk.OldObjectSample': ('live', None),
 }
 
 DURATION = re.compile(r'^PT(?:(\d+)H)?(?:(\d+)M)?(?:(-?[\d.]+)S)?$')
