@@ -1110,6 +1110,11 @@ sqlite3 *pl_queue_sqlite(pl_queue *q, const char **path)
     return q->db;
 }
 
+uv_loop_t *pl_queue_loop(pl_queue *q)
+{
+    return q->loop;
+}
+
 pl_status pl_queue_export(pl_queue *q, const pl_batch *batch)
 {
     uint64_t items = 0;

@@ -26,6 +26,7 @@
 #define PL_QUEUE_WAL_H
 
 #include <sqlite3.h>
+#include <uv.h>
 
 #include "core/component.h"
 #include "exporters/queue.h"
@@ -36,6 +37,8 @@ typedef struct pl_queue_wal pl_queue_wal;
  * (queue.c), and its database handle and file. */
 pl_queue *pl_queue_find_stored(const char *exporter_id);
 sqlite3 *pl_queue_sqlite(pl_queue *queue, const char **path);
+/* The loop the queue runs on: the thread that owns its connection. */
+uv_loop_t *pl_queue_loop(pl_queue *queue);
 
 /* Opens the log of pipeline `pipeline` in the queue's file; batches go on
  * to `next`. NULL + err on error. */
