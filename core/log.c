@@ -213,8 +213,8 @@ void pl_log(pl_log_level level, const char *component, const char *fmt, ...)
     fputs(line, stderr);
 }
 
-bool pl_log_limited(pl_log_limit *limit, pl_log_level level, const char *component,
-                    const char *fmt, ...)
+bool pl_log_limited(pl_log_limit *limit, pl_log_level level, const char *component, const char *fmt,
+                    ...)
 {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);

@@ -54,8 +54,8 @@ typedef struct pl_log_limit {
     uint64_t suppressed; /* lines held back since then */
 } pl_log_limit;
 #define PL_LOG_LIMIT_DEFAULT_NS 10000000000ull /* 10 s */
-bool pl_log_limited(pl_log_limit *limit, pl_log_level level, const char *component,
-                    const char *fmt, ...) __attribute__((format(printf, 4, 5)));
+bool pl_log_limited(pl_log_limit *limit, pl_log_level level, const char *component, const char *fmt,
+                    ...) __attribute__((format(printf, 4, 5)));
 
 #define pl_debug(c, ...)                                                                           \
     do {                                                                                           \

@@ -38,10 +38,10 @@
 typedef struct wentry {
     uint64_t seq;
     uint32_t refs;
-    uint32_t lost; /* holders refused downstream (not recovered): keep the row for the
-                      next start */
-    bool deleted;  /* the row is gone (committed with the queue, or dropped) */
-    bool done;     /* no holder left */
+    uint32_t lost;   /* holders refused downstream (not recovered): keep the row for the
+                        next start */
+    bool deleted;    /* the row is gone (committed with the queue, or dropped) */
+    bool done;       /* no holder left */
     bool tx_deleted; /* deleted inside the queue's open transaction */
 } wentry;
 
@@ -133,8 +133,7 @@ static bool delete_seq(pl_queue_wal *w, uint64_t seq)
     const char *msg = rc == SQLITE_DONE ? NULL : sqlite3_errmsg(w->db);
     if (msg)
         pl_log_limited(&w->write_errors, PL_LOG_WARN, "wal",
-                       "%s: cannot delete entry %" PRIu64 ": %s; retried later", w->path, seq,
-                       msg);
+                       "%s: cannot delete entry %" PRIu64 ": %s; retried later", w->path, seq, msg);
     sqlite3_reset(w->st_delete);
     return rc == SQLITE_DONE;
 }
@@ -775,7 +774,8 @@ void pl_queue_wal_close(pl_queue_wal *w)
     if (w->st_delete)
         retry_undeleted(w, true);
     if (w->n_undeleted)
-        pl_warn("wal", "%s: %zu entries could not be deleted; they are sent again at the next start",
+        pl_warn("wal",
+                "%s: %zu entries could not be deleted; they are sent again at the next start",
                 w->path, w->n_undeleted);
     sqlite3_finalize(w->st_insert);
     sqlite3_finalize(w->st_delete);

@@ -12,6 +12,8 @@
 #include "exporters/queue.h"
 #include "exporters/queue_wal.h"
 
+extern const pl_component_type pl_exporter_sqlite;
+
 static char dir[64];
 
 /* The queue's backend: never answers (the rows stay stored, which is all
@@ -46,6 +48,7 @@ typedef struct stage {
     pl_queue *q;
     int refuse, calls;
     pl_status status;
+    void *store; /* a sqlite store exporter beside the queue, or NULL */
 } stage;
 
 static pl_status stage_fn(void *arg, pl_batch *b)
@@ -55,6 +58,8 @@ static pl_status stage_fn(void *arg, pl_batch *b)
     if (s->calls++ >= s->refuse) {
         pl_queue_tx_begin(s->q, b);
         st = pl_queue_tx_end(s->q, b, pl_queue_export(s->q, b));
+        if (s->store && pl_exporter_sqlite.export(s->store, b) != PL_OK)
+            st = PL_ERR_REFUSED;
     }
     pl_batch_wal_refused(b);
     pl_batch_free(b);
@@ -214,6 +219,124 @@ static void test_shutdown_retry_settles_the_entry(void)
     env_close(&e);
 }
 
+/* ---- the sqlite store beside the persistent queue -------------------------- */
+
+/* The store deep-copies each batch (with its write-ahead tags) and frees the
+ * copy on its writer thread. That release must not touch the log's
+ * connection there: it is handed to the loop, which owns the connection. */
+typedef struct store_env {
+    pl_stats *stats;
+    void *cfg;
+    void *self;
+} store_env;
+
+static void store_open(store_env *s, uv_loop_t *loop, const char *path)
+{
+    memset(s, 0, sizeof(*s));
+    const pl_cfg_section *sec = pl_exporter_sqlite.config;
+    s->cfg = calloc(1, sec->size);
+    REQUIRE(s->cfg && pl_cfg_defaults(sec, s->cfg) == 0);
+    for (const pl_cfg_field *f = sec->fields; f->key; f++) {
+        char *slot = (char *)s->cfg + f->offset;
+        if (strcmp(f->key, "path") == 0) {
+            free(*(char **)slot);
+            *(char **)slot = strdup(path);
+        } else if (strcmp(f->key, "api") == 0) {
+            for (const pl_cfg_field *g = f->section->fields; g->key; g++)
+                if (strcmp(g->key, "endpoint") == 0) {
+                    char **ep = (char **)(slot + g->offset);
+                    free(*ep);
+                    *ep = strdup("");
+                }
+        }
+    }
+    s->stats = pl_stats_new("sqlite", PL_KIND_EXPORTER);
+    pl_create_settings set = {0};
+    set.id = "sqlite";
+    set.loop = loop;
+    set.stats = s->stats;
+    set.signals = PL_SIGNAL_MASK(PL_SIGNAL_TRACES) | PL_SIGNAL_MASK(PL_SIGNAL_PROFILES);
+    pl_err err = {{0}};
+    REQUIRE(pl_exporter_sqlite.create(&set, s->cfg, &s->self, &err) == PL_OK);
+    REQUIRE(pl_exporter_sqlite.start(s->self, &err) == PL_OK);
+}
+
+/* Waits for the writer to finish everything queued, without running the
+ * loop (pending() folds the writer's results itself). */
+static void store_wait(store_env *s)
+{
+    for (int i = 0; i < 10000 && pl_exporter_sqlite.pending(s->self); i++)
+        uv_sleep(1);
+    CHECK_EQ_UINT(pl_exporter_sqlite.pending(s->self), 0);
+}
+
+static void store_close(store_env *s, uv_loop_t *loop)
+{
+    pl_exporter_sqlite.shutdown(s->self);
+    uv_run(loop, UV_RUN_NOWAIT);
+    pl_exporter_sqlite.destroy(s->self);
+    pl_cfg_free(pl_exporter_sqlite.config, s->cfg);
+    free(s->cfg);
+    pl_stats_free(s->stats);
+}
+
+static bool queue_file_ok(env *e)
+{
+    sqlite3 *db = pl_queue_sqlite(e->q, NULL);
+    sqlite3_stmt *st = NULL;
+    bool ok = sqlite3_prepare_v2(db, "PRAGMA integrity_check", -1, &st, NULL) == SQLITE_OK &&
+              sqlite3_step(st) == SQLITE_ROW &&
+              strcmp((const char *)sqlite3_column_text(st, 0), "ok") == 0;
+    sqlite3_finalize(st);
+    return ok;
+}
+
+static void test_store_copy_is_released_on_the_loop(void)
+{
+    env e;
+    env_open(&e, "store", 0, PL_OK);
+    store_env s;
+    char path[200];
+    snprintf(path, sizeof(path), "%s/store.db", sub);
+    store_open(&s, &e.loop, path);
+    e.st.store = s.self;
+
+    send_spans(&e);
+    advance(&e.fx, S(31)); /* released: stored in the queue and copied by the store */
+    CHECK_EQ_INT(e.st.calls, 1);
+    CHECK_EQ_UINT(stored(&e), 1);
+    store_wait(&s); /* the writer wrote the copy and freed it on its thread */
+    /* Its release waits for the loop: nothing touched the log's rows there. */
+    CHECK_EQ_UINT(pl_queue_wal_rows(e.wal), 1);
+    uv_run(&e.loop, UV_RUN_NOWAIT);
+    CHECK_EQ_UINT(pl_queue_wal_rows(e.wal), 0);
+
+    /* Many at once, while the loop keeps logging new batches on the same
+     * connection (ThreadSanitizer sees any second thread on it). */
+    for (uint8_t t = 2; t < 60; t++) {
+        span_spec sp[] = {{t, 0x100u + t, 0, BASE, BASE + S(1), "GET /", NULL}};
+        CHECK_EQ_INT(pl_consumer_consume(pl_queue_wal_consumer(e.wal), mk_traces("svc", sp, 1)),
+                     PL_OK);
+        advance(&e.fx, S(31));
+        uv_run(&e.loop, UV_RUN_NOWAIT);
+    }
+    store_wait(&s);
+    uv_run(&e.loop, UV_RUN_NOWAIT);
+    CHECK_EQ_UINT(pl_queue_wal_rows(e.wal), 0); /* every entry settled once, on the loop */
+    CHECK(queue_file_ok(&e));
+
+    /* A copy still held by the store when the log closes: freed later on
+     * the writer thread, ignored there, and the log object outlives it. */
+    span_spec late[] = {{70, 0x700, 0, BASE, BASE + S(1), "late", NULL}};
+    CHECK_EQ_INT(pl_consumer_consume(pl_queue_wal_consumer(e.wal), mk_traces("svc", late, 1)),
+                 PL_OK);
+    advance(&e.fx, S(31));
+    pl_queue_wal_close(e.wal);
+    e.wal = NULL;
+    store_close(&s, &e.loop);
+    env_close(&e);
+}
+
 int main(void)
 {
     snprintf(dir, sizeof(dir), "/tmp/pl-corr-wal-XXXXXX");
@@ -222,6 +345,7 @@ int main(void)
     PL_RUN(test_retry_success_settles_the_entry);
     PL_RUN(test_dropped_batch_keeps_the_entry);
     PL_RUN(test_shutdown_retry_settles_the_entry);
+    PL_RUN(test_store_copy_is_released_on_the_loop);
     rmdir(dir);
     return pl_test_done();
 }
