@@ -32,6 +32,7 @@
 #include <zstd.h>
 
 #include "core/log.h"
+#include "core/sqlite_file.h"
 #include "exporters/queue_wal.h"
 #include "pipeline/workers.h"
 
@@ -259,6 +260,10 @@ static pl_status storage_open(pl_queue *q, const char *storage, pl_err *err)
     storage_users = q;
     q->storage_registered = true;
     mkdir_parents(q->db_path, false);
+    /* A damaged file is set aside (never a refusal to start that holds the
+     * answered data hostage); what can be read of it is copied below. */
+    char aside[4200];
+    bool moved = pl_sqlite_file_check(q->db_path, q->id, aside, sizeof(aside));
     /* The queue holds client data: created 0600 (SQLite gives its -wal and
      * -shm files the database file's mode). */
     int fd = open(q->db_path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
@@ -301,6 +306,12 @@ static pl_status storage_open(pl_queue *q, const char *storage, pl_err *err)
                 msg ? msg : sqlite3_errstr(rc));
         sqlite3_free(msg);
         return PL_ERR_INTERNAL;
+    }
+    if (moved) {
+        /* the queue's rows and the write-ahead log's (queue_wal.c): both
+         * were answered; they are sent or replayed from the fresh file */
+        static const char *const tables[] = {"pl_queue", "pl_wal", NULL};
+        pl_sqlite_file_salvage(q->db, aside, tables, q->id);
     }
     struct {
         sqlite3_stmt **st;
