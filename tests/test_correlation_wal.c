@@ -48,8 +48,64 @@ typedef struct stage {
     pl_queue *q;
     int refuse, calls;
     pl_status status;
-    void *store; /* a sqlite store exporter beside the queue, or NULL */
+    void *store;         /* a sqlite store exporter beside the queue, or NULL */
+    struct freer *freer; /* keeps a copy (with its tags) freed on another thread */
 } stage;
+
+/* An exporter that keeps copies of the batches and frees them on a thread
+ * of its own, as any exporter with its own writer could: the copies carry
+ * the write-ahead tags, so their release happens off the loop. */
+typedef struct freer {
+    uv_thread_t thread;
+    uv_mutex_t mu;
+    uv_cond_t cv;
+    pl_batch *items[256];
+    int n;
+    bool hold; /* keep them until released by the test */
+    bool stop;
+    int freed;
+} freer;
+
+static void freer_main(void *arg)
+{
+    freer *f = arg;
+    uv_mutex_lock(&f->mu);
+    for (;;) {
+        while (!f->stop && (f->hold || !f->n))
+            uv_cond_wait(&f->cv, &f->mu);
+        if (!f->n && f->stop)
+            break;
+        pl_batch *b = f->items[--f->n];
+        uv_mutex_unlock(&f->mu);
+        pl_batch_free(b);
+        uv_mutex_lock(&f->mu);
+        f->freed++;
+        uv_cond_broadcast(&f->cv);
+    }
+    uv_mutex_unlock(&f->mu);
+}
+
+static void freer_push(freer *f, const pl_batch *b)
+{
+    pl_batch *copy = pl_batch_clone(b);
+    REQUIRE(copy);
+    uv_mutex_lock(&f->mu);
+    REQUIRE(f->n < 256);
+    f->items[f->n++] = copy;
+    uv_cond_broadcast(&f->cv);
+    uv_mutex_unlock(&f->mu);
+}
+
+/* Lets the thread free what it holds and waits until it has. */
+static void freer_flush(freer *f)
+{
+    uv_mutex_lock(&f->mu);
+    f->hold = false;
+    uv_cond_broadcast(&f->cv);
+    while (f->n)
+        uv_cond_wait(&f->cv, &f->mu);
+    uv_mutex_unlock(&f->mu);
+}
 
 static pl_status stage_fn(void *arg, pl_batch *b)
 {
@@ -60,6 +116,8 @@ static pl_status stage_fn(void *arg, pl_batch *b)
         st = pl_queue_tx_end(s->q, b, pl_queue_export(s->q, b));
         if (s->store && pl_exporter_sqlite.export(s->store, b) != PL_OK)
             st = PL_ERR_REFUSED;
+        if (s->freer)
+            freer_push(s->freer, b);
     }
     pl_batch_wal_refused(b);
     pl_batch_free(b);
@@ -291,7 +349,10 @@ static bool queue_file_ok(env *e)
     return ok;
 }
 
-static void test_store_copy_is_released_on_the_loop(void)
+/* The store first, the persistent queue second: the store's copy holds no
+ * write-ahead entry, so the queue's commit deletes it at once; a crash
+ * afterwards replays nothing the queue has (exactly once). */
+static void test_store_beside_the_queue_leaves_no_entry(void)
 {
     env e;
     env_open(&e, "store", 0, PL_OK);
@@ -300,40 +361,76 @@ static void test_store_copy_is_released_on_the_loop(void)
     snprintf(path, sizeof(path), "%s/store.db", sub);
     store_open(&s, &e.loop, path);
     e.st.store = s.self;
-
     send_spans(&e);
-    advance(&e.fx, S(31)); /* released: stored in the queue and copied by the store */
+    advance(&e.fx, S(31)); /* released: copied by the store, stored in the queue */
     CHECK_EQ_INT(e.st.calls, 1);
     CHECK_EQ_UINT(stored(&e), 1);
-    store_wait(&s); /* the writer wrote the copy and freed it on its thread */
-    /* Its release waits for the loop: nothing touched the log's rows there. */
-    CHECK_EQ_UINT(pl_queue_wal_rows(e.wal), 1);
-    uv_run(&e.loop, UV_RUN_NOWAIT);
     CHECK_EQ_UINT(pl_queue_wal_rows(e.wal), 0);
+    store_wait(&s);
+    CHECK_EQ_UINT(pl_exporter_sqlite.pending(s.self), 0);
+    CHECK(queue_file_ok(&e));
+    pl_queue_wal_close(e.wal);
+    e.wal = NULL;
+    store_close(&s, &e.loop);
+    env_close(&e);
+}
 
-    /* Many at once, while the loop keeps logging new batches on the same
+/* A copy freed on another thread: its release must not touch the log's
+ * connection there; it is handed to the loop, which owns the connection. */
+static void test_copy_freed_off_the_loop_is_released_on_the_loop(void)
+{
+    env e;
+    env_open(&e, "thread", 0, PL_OK);
+    freer f = {0};
+    uv_mutex_init(&f.mu);
+    uv_cond_init(&f.cv);
+    f.hold = true;
+    REQUIRE(uv_thread_create(&f.thread, freer_main, &f) == 0);
+    e.st.freer = &f;
+
+    send_spans(&e);
+    advance(&e.fx, S(31)); /* stored in the queue; the copy still holds the entry */
+    CHECK_EQ_UINT(stored(&e), 1);
+    CHECK_EQ_UINT(pl_queue_wal_rows(e.wal), 1);
+    freer_flush(&f); /* freed on the thread */
+    CHECK_EQ_INT(f.freed, 1);
+    CHECK_EQ_UINT(pl_queue_wal_rows(e.wal), 1); /* not applied there */
+    uv_run(&e.loop, UV_RUN_NOWAIT);
+    CHECK_EQ_UINT(pl_queue_wal_rows(e.wal), 0); /* applied on the loop */
+
+    /* Many, freed while the loop keeps logging new batches on the same
      * connection (ThreadSanitizer sees any second thread on it). */
-    for (uint8_t t = 2; t < 60; t++) {
+    for (uint8_t t = 2; t < 80; t++) {
         span_spec sp[] = {{t, 0x100u + t, 0, BASE, BASE + S(1), "GET /", NULL}};
         CHECK_EQ_INT(pl_consumer_consume(pl_queue_wal_consumer(e.wal), mk_traces("svc", sp, 1)),
                      PL_OK);
         advance(&e.fx, S(31));
         uv_run(&e.loop, UV_RUN_NOWAIT);
     }
-    store_wait(&s);
+    freer_flush(&f);
     uv_run(&e.loop, UV_RUN_NOWAIT);
     CHECK_EQ_UINT(pl_queue_wal_rows(e.wal), 0); /* every entry settled once, on the loop */
     CHECK(queue_file_ok(&e));
 
-    /* A copy still held by the store when the log closes: freed later on
-     * the writer thread, ignored there, and the log object outlives it. */
-    span_spec late[] = {{70, 0x700, 0, BASE, BASE + S(1), "late", NULL}};
+    /* A copy still held when the log closes: freed later on the thread,
+     * ignored there, and the log object outlives it. */
+    uv_mutex_lock(&f.mu);
+    f.hold = true;
+    uv_mutex_unlock(&f.mu);
+    span_spec late[] = {{90, 0x900, 0, BASE, BASE + S(1), "late", NULL}};
     CHECK_EQ_INT(pl_consumer_consume(pl_queue_wal_consumer(e.wal), mk_traces("svc", late, 1)),
                  PL_OK);
     advance(&e.fx, S(31));
     pl_queue_wal_close(e.wal);
     e.wal = NULL;
-    store_close(&s, &e.loop);
+    uv_mutex_lock(&f.mu);
+    f.stop = true;
+    f.hold = false;
+    uv_cond_broadcast(&f.cv);
+    uv_mutex_unlock(&f.mu);
+    uv_thread_join(&f.thread);
+    uv_cond_destroy(&f.cv);
+    uv_mutex_destroy(&f.mu);
     env_close(&e);
 }
 
@@ -345,7 +442,8 @@ int main(void)
     PL_RUN(test_retry_success_settles_the_entry);
     PL_RUN(test_dropped_batch_keeps_the_entry);
     PL_RUN(test_shutdown_retry_settles_the_entry);
-    PL_RUN(test_store_copy_is_released_on_the_loop);
+    PL_RUN(test_store_beside_the_queue_leaves_no_entry);
+    PL_RUN(test_copy_freed_off_the_loop_is_released_on_the_loop);
     rmdir(dir);
     return pl_test_done();
 }
