@@ -573,8 +573,11 @@ void pl_queue_wal_tx_done(sqlite3 *db, const pl_batch *batch, bool committed)
             x->tx_deleted = false;
         }
     }
-    if (committed)
-        batch->wal->settled = true;
+    /* Settled either way: a failed COMMIT (disk full) leaves the batch in
+     * the queue's memory, where it is sent; keeping its entry as well would
+     * send it a second time after every restart. The entry is deleted when
+     * its last holder is through (retried while the disk refuses). */
+    batch->wal->settled = true;
 }
 
 /* ---- lifecycle ------------------------------------------------------------- */
