@@ -485,7 +485,8 @@ static pl_status wal_consume(void *arg, pl_batch *batch)
      * reset and the PRAGMA below would replace it ("not an error"). */
     char why[256] = "";
     if (rc != SQLITE_DONE)
-        snprintf(why, sizeof(why), "%s (%s)", sqlite3_errmsg(w->db), sqlite3_errstr(rc));
+        snprintf(why, sizeof(why), "%s (SQLite code %d)", sqlite3_errmsg(w->db),
+                 sqlite3_extended_errcode(w->db));
     sqlite3_reset(st);
     sqlite3_clear_bindings(st);
     char restore[40];

@@ -434,6 +434,64 @@ static void test_copy_freed_off_the_loop_is_released_on_the_loop(void)
     env_close(&e);
 }
 
+/* A full disk (here: the file's page limit) refuses the batch, with the
+ * SQLite error read before anything else ran on the connection, and the same
+ * error is logged once, not once per request. */
+static void test_full_disk_refuses_with_the_true_error_once(void)
+{
+    env e;
+    env_open(&e, "full", 0, PL_OK);
+    sqlite3 *db = pl_queue_sqlite(e.q, NULL);
+    sqlite3_exec(db, "PRAGMA wal_checkpoint(TRUNCATE)", NULL, NULL, NULL);
+    sqlite3_stmt *st = NULL;
+    REQUIRE(sqlite3_prepare_v2(db, "PRAGMA page_count", -1, &st, NULL) == SQLITE_OK);
+    REQUIRE(sqlite3_step(st) == SQLITE_ROW);
+    int pages = sqlite3_column_int(st, 0);
+    sqlite3_finalize(st);
+    char sql[64];
+    snprintf(sql, sizeof(sql), "PRAGMA max_page_count = %d", pages);
+    REQUIRE(sqlite3_exec(db, sql, NULL, NULL, NULL) == SQLITE_OK);
+
+    char logfile[200];
+    snprintf(logfile, sizeof(logfile), "%s/full.log", dir);
+    fflush(stderr);
+    int saved = dup(2);
+    FILE *lf = fopen(logfile, "w");
+    REQUIRE(lf && saved >= 0);
+    dup2(fileno(lf), 2);
+    int refused = 0;
+    for (uint8_t t = 1; t <= 5; t++) {
+        /* one row bigger than a page: needs a new page */
+        span_spec sp[400];
+        for (int i = 0; i < 400; i++)
+            sp[i] = (span_spec){t,           0x1000u * t + (uint64_t)i,
+                                0,           BASE,
+                                BASE + S(1), "a span name long enough to fill the page quickly",
+                                NULL};
+        refused += pl_consumer_consume(pl_queue_wal_consumer(e.wal), mk_traces("svc", sp, 400)) ==
+                   PL_ERR_REFUSED;
+    }
+    fflush(stderr);
+    dup2(saved, 2);
+    close(saved);
+    fclose(lf);
+    CHECK_EQ_INT(refused, 5);
+    CHECK_EQ_UINT(pl_queue_wal_rows(e.wal), 0);
+    char text[4096] = "";
+    lf = fopen(logfile, "r");
+    REQUIRE(lf);
+    size_t n = fread(text, 1, sizeof(text) - 1, lf);
+    text[n] = 0;
+    fclose(lf);
+    unlink(logfile);
+    CHECK(strstr(text, "cannot log a batch") != NULL);
+    CHECK(strstr(text, "database or disk is full") != NULL);
+    CHECK(strstr(text, "not an error") == NULL);
+    const char *first = strstr(text, "cannot log a batch");
+    CHECK(first && !strstr(first + 1, "cannot log a batch")); /* once: rate-limited */
+    env_close(&e);
+}
+
 int main(void)
 {
     snprintf(dir, sizeof(dir), "/tmp/pl-corr-wal-XXXXXX");
@@ -442,6 +500,7 @@ int main(void)
     PL_RUN(test_retry_success_settles_the_entry);
     PL_RUN(test_dropped_batch_keeps_the_entry);
     PL_RUN(test_shutdown_retry_settles_the_entry);
+    PL_RUN(test_full_disk_refuses_with_the_true_error_once);
     PL_RUN(test_store_beside_the_queue_leaves_no_entry);
     PL_RUN(test_copy_freed_off_the_loop_is_released_on_the_loop);
     rmdir(dir);
