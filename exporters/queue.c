@@ -104,7 +104,8 @@ struct pl_queue {
 
     sqlite3 *db;
     char *db_path;
-    bool in_tx; /* inside pl_queue_tx_begin / end */
+    bool in_tx;                  /* inside pl_queue_tx_begin / end */
+    pl_log_limit storage_errors; /* repeated write errors (a full disk), loop thread */
     sqlite3_stmt *st_insert, *st_delete, *st_payload, *st_count;
     int64_t *deletes; /* rows sent, to delete at the end of this loop iteration */
     size_t n_deletes, cap_deletes;
@@ -374,14 +375,15 @@ static int64_t storage_insert(pl_queue *q, pl_signal signal, const uint8_t *payl
     sqlite3_bind_blob(st, 6, blob, (int)blob_len, SQLITE_STATIC);
     sqlite3_bind_int(st, 7, stored_as);
     int rc = sqlite3_step(st);
+    if (rc != SQLITE_DONE) /* the error now: the reset below may replace it */
+        pl_log_limited(&q->storage_errors, PL_LOG_ERROR, q->id,
+                       "sending_queue: cannot store a batch in %s: %s", q->db_path,
+                       sqlite3_errmsg(q->db));
     sqlite3_reset(st);
     sqlite3_clear_bindings(st);
     free(packed);
-    if (rc != SQLITE_DONE) {
-        pl_error(q->id, "sending_queue: cannot store a batch in %s: %s", q->db_path,
-                 sqlite3_errmsg(q->db));
+    if (rc != SQLITE_DONE)
         return 0;
-    }
     (*q->c_stored)++;
     return (int64_t)sqlite3_last_insert_rowid(q->db);
 }
@@ -401,16 +403,17 @@ static void storage_flush_deletes(pl_queue *q)
     for (size_t i = 0; i < q->n_deletes; i++) {
         sqlite3_bind_int64(st, 1, q->deletes[i]);
         int rc = sqlite3_step(st);
-        sqlite3_reset(st);
         if (rc != SQLITE_DONE)
-            pl_error(q->id,
-                     "sending_queue: cannot delete row %lld from %s: %s (it will be sent "
-                     "again after a restart)",
-                     (long long)q->deletes[i], q->db_path, sqlite3_errmsg(q->db));
+            pl_log_limited(&q->storage_errors, PL_LOG_ERROR, q->id,
+                           "sending_queue: cannot delete row %lld from %s: %s (it will be sent "
+                           "again after a restart)",
+                           (long long)q->deletes[i], q->db_path, sqlite3_errmsg(q->db));
+        sqlite3_reset(st);
     }
     if (tx && sqlite3_exec(q->db, "COMMIT", NULL, NULL, NULL) != SQLITE_OK) {
-        pl_error(q->id, "sending_queue: cannot commit deletes in %s: %s", q->db_path,
-                 sqlite3_errmsg(q->db));
+        pl_log_limited(&q->storage_errors, PL_LOG_ERROR, q->id,
+                       "sending_queue: cannot commit deletes in %s: %s", q->db_path,
+                       sqlite3_errmsg(q->db));
         sqlite3_exec(q->db, "ROLLBACK", NULL, NULL, NULL);
     }
     q->n_deletes = 0;
@@ -1098,8 +1101,8 @@ pl_status pl_queue_tx_end(pl_queue *q, const pl_batch *batch, pl_status st)
     if (!committed) {
         /* The batch is queued in memory and will be sent; its log entries
          * stay and are replayed at the next start (at least once). */
-        pl_error(q->id, "sending_queue: cannot commit to %s: %s", q->db_path,
-                 sqlite3_errmsg(q->db));
+        pl_log_limited(&q->storage_errors, PL_LOG_ERROR, q->id,
+                       "sending_queue: cannot commit to %s: %s", q->db_path, sqlite3_errmsg(q->db));
         sqlite3_exec(q->db, "ROLLBACK", NULL, NULL, NULL);
     }
     pl_queue_wal_tx_done(q->db, batch, committed);
