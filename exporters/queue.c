@@ -102,6 +102,10 @@ struct pl_queue {
     uint64_t rng;
     pl_buf encoded;
 
+    /* The storage connection belongs to the pipeline loop (opened in create,
+     * used by export, the sends' completions and the delete check, closed in
+     * destroy); the write-ahead log shares it on the same thread. Nothing
+     * else touches it: with storage the queue never encodes on a worker. */
     sqlite3 *db;
     char *db_path;
     bool in_tx;                  /* inside pl_queue_tx_begin / end */
