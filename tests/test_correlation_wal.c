@@ -492,6 +492,49 @@ static void test_full_disk_refuses_with_the_true_error_once(void)
     env_close(&e);
 }
 
+/* A consumer that drops what it gets (a filter), with the file read-only
+ * while the first drop settles: that entry's DELETE fails. */
+typedef struct dropper {
+    sqlite3 *db;
+    int calls;
+} dropper;
+
+static pl_status drop_fn(void *arg, pl_batch *b)
+{
+    dropper *d = arg;
+    if (d->calls++ == 0)
+        sqlite3_exec(d->db, "PRAGMA query_only = 1", NULL, NULL, NULL);
+    pl_batch_free(b); /* settles the entry: its row is deleted */
+    if (d->calls == 1)
+        sqlite3_exec(d->db, "PRAGMA query_only = 0", NULL, NULL, NULL);
+    return PL_OK;
+}
+
+/* An entry whose DELETE fails is deleted later, not left for the next start
+ * to send again. */
+static void test_failed_delete_is_retried(void)
+{
+    env e;
+    env_open(&e, "retry-delete", 0, PL_OK);
+    dropper d = {pl_queue_sqlite(e.q, NULL), 0};
+    pl_consumer drop;
+    pl_consumer_init_func(&drop, drop_fn, &d);
+    pl_err err = {{0}};
+    pl_queue_wal *w = pl_queue_wal_open(e.q, "dropped", PL_SIGNAL_TRACES, &drop, &err);
+    REQUIRE(w);
+    span_spec sp[] = {{1, 0x10, 0, BASE, BASE + S(1), "GET /", NULL}};
+    CHECK_EQ_INT(pl_consumer_consume(pl_queue_wal_consumer(w), mk_traces("svc", sp, 1)), PL_OK);
+    CHECK_EQ_UINT(pl_queue_wal_rows(w), 1); /* the DELETE failed: kept, remembered */
+    uv_sleep(1100);
+    uv_update_time(&e.loop);
+    span_spec sp2[] = {{2, 0x20, 0, BASE, BASE + S(1), "GET /", NULL}};
+    CHECK_EQ_INT(pl_consumer_consume(pl_queue_wal_consumer(w), mk_traces("svc", sp2, 1)), PL_OK);
+    CHECK_EQ_UINT(pl_queue_wal_rows(w), 0); /* retried with the next batch */
+    CHECK_EQ_INT(d.calls, 2);
+    pl_queue_wal_close(w);
+    env_close(&e);
+}
+
 int main(void)
 {
     snprintf(dir, sizeof(dir), "/tmp/pl-corr-wal-XXXXXX");
@@ -501,6 +544,7 @@ int main(void)
     PL_RUN(test_dropped_batch_keeps_the_entry);
     PL_RUN(test_shutdown_retry_settles_the_entry);
     PL_RUN(test_full_disk_refuses_with_the_true_error_once);
+    PL_RUN(test_failed_delete_is_retried);
     PL_RUN(test_store_beside_the_queue_leaves_no_entry);
     PL_RUN(test_copy_freed_off_the_loop_is_released_on_the_loop);
     rmdir(dir);
