@@ -64,7 +64,7 @@ typedef struct freer {
     int n;
     bool hold; /* keep them until released by the test */
     bool stop;
-    int freed;
+    int pushed, freed;
 } freer;
 
 static void freer_main(void *arg)
@@ -93,6 +93,7 @@ static void freer_push(freer *f, const pl_batch *b)
     uv_mutex_lock(&f->mu);
     REQUIRE(f->n < 256);
     f->items[f->n++] = copy;
+    f->pushed++;
     uv_cond_broadcast(&f->cv);
     uv_mutex_unlock(&f->mu);
 }
@@ -103,7 +104,7 @@ static void freer_flush(freer *f)
     uv_mutex_lock(&f->mu);
     f->hold = false;
     uv_cond_broadcast(&f->cv);
-    while (f->n)
+    while (f->freed < f->pushed) /* freed, not only taken */
         uv_cond_wait(&f->cv, &f->mu);
     uv_mutex_unlock(&f->mu);
 }
