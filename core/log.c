@@ -212,3 +212,29 @@ void pl_log(pl_log_level level, const char *component, const char *fmt, ...)
     }
     fputs(line, stderr);
 }
+
+bool pl_log_limited(pl_log_limit *limit, pl_log_level level, const char *component, const char *fmt,
+                    ...)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    uint64_t now = (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+    uint64_t interval = limit->interval_ns ? limit->interval_ns : PL_LOG_LIMIT_DEFAULT_NS;
+    if (limit->last_ns && now - limit->last_ns < interval) {
+        limit->suppressed++;
+        return false;
+    }
+    char msg[2048];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof(msg), fmt, ap);
+    va_end(ap);
+    if (limit->suppressed)
+        pl_log(level, component, "%s (%llu more since)", msg,
+               (unsigned long long)limit->suppressed);
+    else
+        pl_log(level, component, "%s", msg);
+    limit->last_ns = now ? now : 1;
+    limit->suppressed = 0;
+    return true;
+}

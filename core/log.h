@@ -11,7 +11,9 @@
 #ifndef PL_LOG_H
 #define PL_LOG_H
 
+#include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 typedef enum pl_log_level {
     PL_LOG_DEBUG = 0,
@@ -40,6 +42,20 @@ int pl_log_enabled(pl_log_level level);
 /* `component` may be NULL. */
 void pl_log(pl_log_level level, const char *component, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
+
+/* Rate-limited logging for errors that repeat (a full disk refusing every
+ * write): the first line is logged, then at most one line per `interval_ns`,
+ * ending in "(N more since)" when lines were held back in between. The
+ * caller owns the limiter (zeroed, interval set) and uses it from one thread
+ * only. Returns true when the line was written. */
+typedef struct pl_log_limit {
+    uint64_t interval_ns;
+    uint64_t last_ns;    /* monotonic time of the last line written; 0: none yet */
+    uint64_t suppressed; /* lines held back since then */
+} pl_log_limit;
+#define PL_LOG_LIMIT_DEFAULT_NS 10000000000ull /* 10 s */
+bool pl_log_limited(pl_log_limit *limit, pl_log_level level, const char *component, const char *fmt,
+                    ...) __attribute__((format(printf, 4, 5)));
 
 #define pl_debug(c, ...)                                                                           \
     do {                                                                                           \

@@ -82,22 +82,19 @@ pl_batch *pl_batch_new(pl_signal signal)
     return b;
 }
 
-const pl_wal_hooks *pl_wal_hooks_current;
-
 static void wal_release_all(pl_batch *b)
 {
     pl_wal_tags *t = b->wal;
     if (!t)
         return;
-    for (uint32_t i = 0; i < t->n; i++)
-        if (pl_wal_hooks_current)
-            pl_wal_hooks_current->release(t->seq[i], t->settled, t->refused);
-    free(t->seq);
-    free(t);
     b->wal = NULL;
+    for (uint32_t i = 0; i < t->n; i++)
+        t->tag[i].owner->hooks->release(t->tag[i].owner, t->tag[i].seq, t->settled, t->refused);
+    free(t->tag);
+    free(t);
 }
 
-int pl_batch_wal_add(pl_batch *b, uint64_t tag)
+int pl_batch_wal_add(pl_batch *b, pl_wal_owner *owner, uint64_t seq)
 {
     pl_wal_tags *t = b->wal;
     if (!t) {
@@ -107,19 +104,18 @@ int pl_batch_wal_add(pl_batch *b, uint64_t tag)
         b->wal = t;
     }
     for (uint32_t i = 0; i < t->n; i++)
-        if (t->seq[i] == tag)
+        if (t->tag[i].owner == owner && t->tag[i].seq == seq)
             return 0;
     if (t->n == t->cap) {
         uint32_t cap = t->cap ? t->cap * 2 : 4;
-        uint64_t *seq = realloc(t->seq, cap * sizeof(uint64_t));
-        if (!seq)
+        pl_wal_tag *tag = realloc(t->tag, cap * sizeof(pl_wal_tag));
+        if (!tag)
             return -1;
-        t->seq = seq;
+        t->tag = tag;
         t->cap = cap;
     }
-    t->seq[t->n++] = tag;
-    if (pl_wal_hooks_current)
-        pl_wal_hooks_current->retain(tag);
+    t->tag[t->n++] = (pl_wal_tag){owner, seq};
+    owner->hooks->retain(owner, seq);
     return 0;
 }
 
@@ -128,7 +124,7 @@ int pl_batch_wal_inherit(pl_batch *dst, const pl_batch *src)
     if (!src->wal)
         return 0;
     for (uint32_t i = 0; i < src->wal->n; i++)
-        if (pl_batch_wal_add(dst, src->wal->seq[i]))
+        if (pl_batch_wal_add(dst, src->wal->tag[i].owner, src->wal->tag[i].seq))
             return -1;
     return 0;
 }
@@ -143,10 +139,13 @@ void pl_batch_wal_handoff(pl_batch *b)
 
 void pl_batch_wal_recovered(pl_batch *b, uint32_t refusals)
 {
-    if (!b->wal || !refusals || !pl_wal_hooks_current || !pl_wal_hooks_current->recovered)
+    if (!b->wal || !refusals)
         return;
-    for (uint32_t i = 0; i < b->wal->n; i++)
-        pl_wal_hooks_current->recovered(b->wal->seq[i], refusals);
+    for (uint32_t i = 0; i < b->wal->n; i++) {
+        pl_wal_owner *o = b->wal->tag[i].owner;
+        if (o->hooks->recovered)
+            o->hooks->recovered(o, b->wal->tag[i].seq, refusals);
+    }
 }
 
 void pl_batch_wal_refused(pl_batch *b)

@@ -409,24 +409,39 @@ size_t pl_batch_memory(const pl_batch *batch);
  * deleted when the last holder is settled: committed by the persistent
  * queue (in the queue's own transaction) or dropped on purpose. A holder
  * refused downstream marks the entry to be kept for replay at the next
- * start. */
+ * start.
+ *
+ * Each tag names its log (`owner`, whose hooks are called), so two
+ * pipelines, two graphs or two tests keep their logs apart without any
+ * process-wide table. Threads: a batch may be freed on any thread (the
+ * sqlite store frees its copies on its writer thread); the hooks are called
+ * on that thread and must hand the work to the thread that owns the log's
+ * database connection (queue_wal.c does, through a uv_async). */
+struct pl_wal_hooks;
+typedef struct pl_wal_owner {
+    const struct pl_wal_hooks *hooks;
+} pl_wal_owner;
+
+typedef struct pl_wal_hooks {
+    void (*retain)(pl_wal_owner *owner, uint64_t seq);
+    void (*release)(pl_wal_owner *owner, uint64_t seq, bool settled, bool refused);
+    void (*recovered)(pl_wal_owner *owner, uint64_t seq, uint32_t refusals);
+} pl_wal_hooks;
+
+typedef struct pl_wal_tag {
+    pl_wal_owner *owner;
+    uint64_t seq;
+} pl_wal_tag;
+
 typedef struct pl_wal_tags {
     uint32_t n, cap;
     bool settled; /* this holder's data is committed or handed on */
     bool refused; /* refused downstream: keep the entries for replay */
-    uint64_t *seq;
+    pl_wal_tag *tag;
 } pl_wal_tags;
 
-typedef struct pl_wal_hooks {
-    void (*retain)(uint64_t tag);
-    void (*release)(uint64_t tag, bool settled, bool refused);
-    void (*recovered)(uint64_t tag, uint32_t refusals);
-} pl_wal_hooks;
-/* Set by the write-ahead log while one is open; NULL otherwise. */
-extern const pl_wal_hooks *pl_wal_hooks_current;
-
-/* Adds a reference on `tag` held by `b`. -1 on OOM. */
-int pl_batch_wal_add(pl_batch *b, uint64_t tag);
+/* Adds a reference on entry `seq` of `owner`'s log, held by `b`. -1 on OOM. */
+int pl_batch_wal_add(pl_batch *b, pl_wal_owner *owner, uint64_t seq);
 /* `dst` takes references on every tag of `src` (no-op when src has none). */
 int pl_batch_wal_inherit(pl_batch *dst, const pl_batch *src);
 /* Releases b's references now, as handed on (the data lives in batches that

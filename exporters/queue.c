@@ -33,6 +33,7 @@
 
 #include "config/decode.h"
 #include "core/log.h"
+#include "core/sqlite_file.h"
 #include "exporters/queue_wal.h"
 #include "pipeline/workers.h"
 
@@ -174,9 +175,14 @@ struct pl_queue {
     uint64_t rng;
     pl_buf encoded;
 
+    /* The storage connection belongs to the pipeline loop (opened in create,
+     * used by export, the sends' completions and the delete check, closed in
+     * destroy); the write-ahead log shares it on the same thread. Nothing
+     * else touches it: with storage the queue never encodes on a worker. */
     sqlite3 *db;
     char *db_path;
-    bool in_tx; /* inside pl_queue_tx_begin / end */
+    bool in_tx;                  /* inside pl_queue_tx_begin / end */
+    pl_log_limit storage_errors; /* repeated write errors (a full disk), loop thread */
     sqlite3_stmt *st_insert, *st_delete, *st_payload, *st_count;
     int64_t *deletes; /* rows sent, to delete at the end of this loop iteration */
     size_t n_deletes, cap_deletes;
@@ -332,6 +338,10 @@ static pl_status storage_open(pl_queue *q, const char *storage, pl_err *err)
     storage_users = q;
     q->storage_registered = true;
     mkdir_parents(q->db_path, false);
+    /* A damaged file is set aside (never a refusal to start that holds the
+     * answered data hostage); what can be read of it is copied below. */
+    char aside[4200];
+    bool moved = pl_sqlite_file_check(q->db_path, q->id, aside, sizeof(aside));
     /* The queue holds client data: created 0600 (SQLite gives its -wal and
      * -shm files the database file's mode). */
     int fd = open(q->db_path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
@@ -374,6 +384,12 @@ static pl_status storage_open(pl_queue *q, const char *storage, pl_err *err)
                 msg ? msg : sqlite3_errstr(rc));
         sqlite3_free(msg);
         return PL_ERR_INTERNAL;
+    }
+    if (moved) {
+        /* the queue's rows and the write-ahead log's (queue_wal.c): both
+         * were answered; they are sent or replayed from the fresh file */
+        static const char *const tables[] = {"pl_queue", "pl_wal", NULL};
+        pl_sqlite_file_salvage(q->db, aside, tables, q->id);
     }
     struct {
         sqlite3_stmt **st;
@@ -436,14 +452,15 @@ static int64_t storage_insert(pl_queue *q, pl_signal signal, const uint8_t *payl
     sqlite3_bind_blob(st, 6, blob, (int)blob_len, SQLITE_STATIC);
     sqlite3_bind_int(st, 7, stored_as);
     int rc = sqlite3_step(st);
+    if (rc != SQLITE_DONE) /* the error now: the reset below may replace it */
+        pl_log_limited(&q->storage_errors, PL_LOG_ERROR, q->id,
+                       "sending_queue: cannot store a batch in %s: %s", q->db_path,
+                       sqlite3_errmsg(q->db));
     sqlite3_reset(st);
     sqlite3_clear_bindings(st);
     free(packed);
-    if (rc != SQLITE_DONE) {
-        pl_error(q->id, "sending_queue: cannot store a batch in %s: %s", q->db_path,
-                 sqlite3_errmsg(q->db));
+    if (rc != SQLITE_DONE)
         return 0;
-    }
     (*q->c_stored)++;
     return (int64_t)sqlite3_last_insert_rowid(q->db);
 }
@@ -463,16 +480,17 @@ static void storage_flush_deletes(pl_queue *q)
     for (size_t i = 0; i < q->n_deletes; i++) {
         sqlite3_bind_int64(st, 1, q->deletes[i]);
         int rc = sqlite3_step(st);
-        sqlite3_reset(st);
         if (rc != SQLITE_DONE)
-            pl_error(q->id,
-                     "sending_queue: cannot delete row %lld from %s: %s (it will be sent "
-                     "again after a restart)",
-                     (long long)q->deletes[i], q->db_path, sqlite3_errmsg(q->db));
+            pl_log_limited(&q->storage_errors, PL_LOG_ERROR, q->id,
+                           "sending_queue: cannot delete row %lld from %s: %s (it will be sent "
+                           "again after a restart)",
+                           (long long)q->deletes[i], q->db_path, sqlite3_errmsg(q->db));
+        sqlite3_reset(st);
     }
     if (tx && sqlite3_exec(q->db, "COMMIT", NULL, NULL, NULL) != SQLITE_OK) {
-        pl_error(q->id, "sending_queue: cannot commit deletes in %s: %s", q->db_path,
-                 sqlite3_errmsg(q->db));
+        pl_log_limited(&q->storage_errors, PL_LOG_ERROR, q->id,
+                       "sending_queue: cannot commit deletes in %s: %s", q->db_path,
+                       sqlite3_errmsg(q->db));
         sqlite3_exec(q->db, "ROLLBACK", NULL, NULL, NULL);
     }
     q->n_deletes = 0;
@@ -1160,8 +1178,8 @@ pl_status pl_queue_tx_end(pl_queue *q, const pl_batch *batch, pl_status st)
     if (!committed) {
         /* The batch is queued in memory and will be sent; its log entries
          * stay and are replayed at the next start (at least once). */
-        pl_error(q->id, "sending_queue: cannot commit to %s: %s", q->db_path,
-                 sqlite3_errmsg(q->db));
+        pl_log_limited(&q->storage_errors, PL_LOG_ERROR, q->id,
+                       "sending_queue: cannot commit to %s: %s", q->db_path, sqlite3_errmsg(q->db));
         sqlite3_exec(q->db, "ROLLBACK", NULL, NULL, NULL);
     }
     pl_queue_wal_tx_done(q->db, batch, committed);
@@ -1181,6 +1199,11 @@ sqlite3 *pl_queue_sqlite(pl_queue *q, const char **path)
     if (path)
         *path = q->db_path;
     return q->db;
+}
+
+uv_loop_t *pl_queue_loop(pl_queue *q)
+{
+    return q->loop;
 }
 
 pl_status pl_queue_export(pl_queue *q, const pl_batch *batch)

@@ -2,12 +2,22 @@
  * queue_wal.c: the write-ahead log in front of a pipeline (see queue_wal.h).
  *
  * Entries are numbered per log (seq, the row's primary key, continuing after
- * the largest left by an earlier run). A batch's tag is the log's index in
- * `wals` in the top byte and seq below it, so the hooks the batches call
- * (core/model.c) find their entry without a pointer. Each log keeps its open
- * entries in an array ordered by seq (they are appended in order and mostly
- * finish in order, so the finished prefix is dropped as it forms and lookups
- * are a binary search over what is still open).
+ * the largest left by an earlier run). A batch's tag names the log (its
+ * pl_wal_owner, the first member of pl_queue_wal) and the seq. Each log
+ * keeps its open entries in an array ordered by seq (they are appended in
+ * order and mostly finish in order, so the finished prefix is dropped as it
+ * forms and lookups are a binary search over what is still open).
+ *
+ * Threads. The log's SQLite connection is the persistent queue's, owned by
+ * the pipeline loop (the thread that opened the log). Batches carrying its
+ * tags may be freed elsewhere: the sqlite store frees its copies on its
+ * writer thread, after writing them. A hook called off the loop thread
+ * does not touch the entries or the connection: it appends the operation
+ * to `pending` (under `mu`) and wakes the loop with `async`, whose callback
+ * applies the operations in order. On the loop thread they are applied at
+ * once. The object itself lives until the log is closed AND no batch holds
+ * a tag of it any more (`holders`, under `mu`), so a batch freed on another
+ * thread after the close finds a live object that ignores it.
  *
  * The rows hold the batch in its OTLP protobuf form (logs and metrics: the
  * request as received) with the request metadata beside it, so a replayed
@@ -19,6 +29,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <uv.h>
 
 #include "core/log.h"
 #include "pipeline/consumer.h"
@@ -27,16 +38,28 @@
 typedef struct wentry {
     uint64_t seq;
     uint32_t refs;
-    uint32_t lost; /* holders refused downstream (not recovered): keep the row for the
-                      next start */
-    bool deleted;  /* the row is gone (committed with the queue, or dropped) */
-    bool done;     /* no holder left */
+    uint32_t lost;   /* holders refused downstream (not recovered): keep the row for the
+                        next start */
+    bool deleted;    /* the row is gone (committed with the queue, or dropped) */
+    bool done;       /* no holder left */
+    bool tx_deleted; /* deleted inside the queue's open transaction */
 } wentry;
 
+typedef enum wal_op { OP_RETAIN, OP_RELEASE, OP_RECOVERED } wal_op;
+
+typedef struct pending_op {
+    uint64_t seq;
+    uint32_t refusals;
+    uint8_t op; /* wal_op */
+    bool settled, refused;
+} pending_op;
+
 struct pl_queue_wal {
+    pl_wal_owner owner; /* first: tags point here */
     pl_consumer consumer;
     pl_consumer *next;
-    int index; /* in wals[] */
+    uv_loop_t *loop;
+    uv_thread_t loop_thread; /* owns db and everything below but mu's fields */
     sqlite3 *db;
     char *path;
     char *pipeline;
@@ -47,14 +70,23 @@ struct pl_queue_wal {
     wentry *e;
     size_t head, n, cap; /* open entries are e[head..n) */
     pl_buf enc;
+    /* rows whose DELETE failed (disk full, I/O): retried, at most once a
+     * second, until they go; else a restart would send them again */
+    uint64_t *undeleted;
+    size_t n_undeleted, cap_undeleted;
+    uint64_t last_retry_ms;
+    pl_log_limit write_errors;
+
+    /* hand-off from other threads */
+    uv_mutex_t mu;
+    uv_async_t async;
+    pending_op *pending; /* under mu */
+    size_t n_pending, cap_pending;
+    size_t holders;    /* tags held by batches (under mu) */
+    bool closed;       /* under mu: no more hand-offs, statements finalized */
+    bool async_closed; /* under mu */
+    bool async_open;
 };
-
-#define MAX_WALS 255
-static pl_queue_wal *wals[MAX_WALS + 1]; /* index 0 unused */
-
-#define TAG(w, seq)  ((uint64_t)(w)->index << 56 | (seq))
-#define TAG_WAL(tag) (wals[(tag) >> 56])
-#define TAG_SEQ(tag) ((tag) & ((1ull << 56) - 1))
 
 static wentry *find(pl_queue_wal *w, uint64_t seq)
 {
@@ -93,14 +125,55 @@ static wentry *append(pl_queue_wal *w, uint64_t seq)
     return x;
 }
 
+static bool delete_seq(pl_queue_wal *w, uint64_t seq)
+{
+    sqlite3_bind_int64(w->st_delete, 1, (sqlite3_int64)seq);
+    int rc = sqlite3_step(w->st_delete);
+    /* the error text now: a later statement (even a reset) replaces it */
+    const char *msg = rc == SQLITE_DONE ? NULL : sqlite3_errmsg(w->db);
+    if (msg)
+        pl_log_limited(&w->write_errors, PL_LOG_WARN, "wal",
+                       "%s: cannot delete entry %" PRIu64 ": %s; retried later", w->path, seq, msg);
+    sqlite3_reset(w->st_delete);
+    return rc == SQLITE_DONE;
+}
+
+static void remember_undeleted(pl_queue_wal *w, uint64_t seq)
+{
+    if (w->n_undeleted == w->cap_undeleted) {
+        size_t cap = w->cap_undeleted ? w->cap_undeleted * 2 : 16;
+        uint64_t *u = realloc(w->undeleted, cap * sizeof(uint64_t));
+        if (!u)
+            return; /* the row stays: replayed at the next start (at least once) */
+        w->undeleted = u;
+        w->cap_undeleted = cap;
+    }
+    w->undeleted[w->n_undeleted++] = seq;
+}
+
+/* Deletes the rows whose deletion failed before; `force` ignores the
+ * once-a-second pace (close). */
+static void retry_undeleted(pl_queue_wal *w, bool force)
+{
+    if (!w->n_undeleted)
+        return;
+    uint64_t now = uv_now(w->loop);
+    if (!force && now - w->last_retry_ms < 1000)
+        return;
+    w->last_retry_ms = now;
+    size_t kept = 0;
+    for (size_t i = 0; i < w->n_undeleted; i++)
+        if (!delete_seq(w, w->undeleted[i]))
+            w->undeleted[kept++] = w->undeleted[i];
+    if (kept < w->n_undeleted && !kept)
+        pl_info("wal", "%s: entries whose deletion failed are deleted now", w->path);
+    w->n_undeleted = kept;
+}
+
 static void delete_row(pl_queue_wal *w, wentry *x)
 {
-    sqlite3_bind_int64(w->st_delete, 1, (sqlite3_int64)x->seq);
-    int rc = sqlite3_step(w->st_delete);
-    sqlite3_reset(w->st_delete);
-    if (rc != SQLITE_DONE)
-        pl_warn("wal", "%s: cannot delete entry %" PRIu64 ": %s", w->path, x->seq,
-                sqlite3_errmsg(w->db));
+    if (!delete_seq(w, x->seq))
+        remember_undeleted(w, x->seq);
     x->deleted = true;
 }
 
@@ -118,19 +191,17 @@ static void finish(pl_queue_wal *w, wentry *x)
         w->head++;
 }
 
-static void hook_retain(uint64_t tag)
+/* The operations, on the loop thread (the statements are open). */
+static void apply_retain(pl_queue_wal *w, uint64_t seq)
 {
-    pl_queue_wal *w = TAG_WAL(tag);
-    wentry *x = w ? find(w, TAG_SEQ(tag)) : NULL;
+    wentry *x = find(w, seq);
     if (x)
         x->refs++;
 }
 
-static void hook_release(uint64_t tag, bool settled, bool refused)
+static void apply_release(pl_queue_wal *w, uint64_t seq, bool refused)
 {
-    (void)settled;
-    pl_queue_wal *w = TAG_WAL(tag);
-    wentry *x = w ? find(w, TAG_SEQ(tag)) : NULL;
+    wentry *x = find(w, seq);
     if (!x || x->done)
         return;
     if (refused)
@@ -141,12 +212,142 @@ static void hook_release(uint64_t tag, bool settled, bool refused)
 
 /* A holder that kept its data when copies of it were refused has passed it
  * on after all: those refusals are made good. */
-static void hook_recovered(uint64_t tag, uint32_t refusals)
+static void apply_recovered(pl_queue_wal *w, uint64_t seq, uint32_t refusals)
 {
-    pl_queue_wal *w = TAG_WAL(tag);
-    wentry *x = w ? find(w, TAG_SEQ(tag)) : NULL;
+    wentry *x = find(w, seq);
     if (x && !x->done)
         x->lost = x->lost > refusals ? x->lost - refusals : 0;
+}
+
+static void apply(pl_queue_wal *w, const pending_op *op)
+{
+    switch ((wal_op)op->op) {
+    case OP_RETAIN:
+        apply_retain(w, op->seq);
+        break;
+    case OP_RELEASE:
+        apply_release(w, op->seq, op->refused);
+        break;
+    case OP_RECOVERED:
+        apply_recovered(w, op->seq, op->refusals);
+        break;
+    }
+}
+
+static void wal_free(pl_queue_wal *w)
+{
+    uv_mutex_destroy(&w->mu);
+    free(w->pending);
+    free(w->undeleted);
+    free(w->e);
+    free(w->pipeline);
+    free(w->path);
+    free(w);
+}
+
+static bool on_loop_thread(const pl_queue_wal *w)
+{
+    uv_thread_t self = uv_thread_self();
+    return uv_thread_equal(&self, &w->loop_thread);
+}
+
+/* Applies the operations other threads left (loop thread). */
+static void drain_pending(pl_queue_wal *w)
+{
+    for (;;) {
+        uv_mutex_lock(&w->mu);
+        pending_op *ops = w->pending;
+        size_t n = w->n_pending;
+        w->pending = NULL;
+        w->n_pending = w->cap_pending = 0;
+        uv_mutex_unlock(&w->mu);
+        if (!n) {
+            free(ops);
+            return;
+        }
+        size_t released = 0;
+        for (size_t i = 0; i < n; i++) {
+            apply(w, &ops[i]);
+            released += ops[i].op == OP_RELEASE;
+        }
+        free(ops);
+        uv_mutex_lock(&w->mu);
+        w->holders -= released < w->holders ? released : w->holders;
+        uv_mutex_unlock(&w->mu);
+    }
+}
+
+static void on_async(uv_async_t *handle)
+{
+    drain_pending(handle->data);
+}
+
+static void on_async_closed(uv_handle_t *handle)
+{
+    pl_queue_wal *w = handle->data;
+    uv_mutex_lock(&w->mu);
+    w->async_closed = true;
+    bool gone = w->holders == 0;
+    uv_mutex_unlock(&w->mu);
+    if (gone)
+        wal_free(w);
+}
+
+/* Every hook comes here. On the loop thread the operation is applied at
+ * once; elsewhere it is queued for the loop. After the close it is only
+ * counted. `delta` is the change of `holders`. */
+static void submit(pl_queue_wal *w, const pending_op *op, int delta)
+{
+    bool here = on_loop_thread(w);
+    uv_mutex_lock(&w->mu);
+    if (delta > 0)
+        w->holders++;
+    if (!w->closed && !here) {
+        if (w->n_pending == w->cap_pending) {
+            size_t cap = w->cap_pending ? w->cap_pending * 2 : 64;
+            pending_op *p = realloc(w->pending, cap * sizeof(pending_op));
+            if (p) {
+                w->pending = p;
+                w->cap_pending = cap;
+            }
+        }
+        if (w->n_pending < w->cap_pending)
+            w->pending[w->n_pending++] = *op;
+        /* else: no memory; the entry then stays (replayed at the next start) */
+        uv_async_send(&w->async); /* open while !closed */
+    }
+    bool closed = w->closed;
+    bool gone = false;
+    if (delta < 0 && w->holders > 0 && (here || closed)) {
+        /* queued operations keep their holder until applied, below */
+        w->holders--;
+        gone = closed && w->async_closed && w->holders == 0;
+    }
+    uv_mutex_unlock(&w->mu);
+    if (gone) {
+        wal_free(w);
+        return;
+    }
+    if (here && !closed)
+        apply(w, op);
+}
+
+static void hook_retain(pl_wal_owner *o, uint64_t seq)
+{
+    pending_op op = {.seq = seq, .op = OP_RETAIN};
+    submit((pl_queue_wal *)o, &op, +1);
+}
+
+static void hook_release(pl_wal_owner *o, uint64_t seq, bool settled, bool refused)
+{
+    pending_op op = {.seq = seq, .op = OP_RELEASE, .settled = settled, .refused = refused};
+    submit((pl_queue_wal *)o, &op, -1);
+}
+
+static void hook_recovered(pl_wal_owner *o, uint64_t seq, uint32_t refusals)
+{
+    pending_op op = {.seq = seq, .op = OP_RECOVERED, .refusals = refusals};
+    submit((pl_queue_wal *)o, &op, 0);
 }
 
 static const pl_wal_hooks hooks = {hook_retain, hook_release, hook_recovered};
@@ -258,6 +459,7 @@ static pl_status wal_consume(void *arg, pl_batch *batch)
     pl_queue_wal *w = arg;
     if (batch->wal)
         return pl_consumer_consume(w->next, batch); /* replayed: logged already */
+    retry_undeleted(w, false);
     if (!encode_row(&w->enc, batch)) {
         pl_batch_free(batch);
         return PL_ERR_NOMEM;
@@ -279,20 +481,31 @@ static pl_status wal_consume(void *arg, pl_batch *batch)
     sqlite3_bind_blob(st, 5, w->enc.data ? (const void *)w->enc.data : "", (int)w->enc.len,
                       SQLITE_STATIC);
     int rc = sqlite3_step(st);
+    /* The error text before anything else runs on the connection: the
+     * reset and the PRAGMA below would replace it ("not an error"). */
+    char why[256] = "";
+    if (rc != SQLITE_DONE)
+        snprintf(why, sizeof(why), "%s (SQLite code %d)", sqlite3_errmsg(w->db),
+                 sqlite3_extended_errcode(w->db));
     sqlite3_reset(st);
     sqlite3_clear_bindings(st);
     char restore[40];
     snprintf(restore, sizeof(restore), "PRAGMA synchronous=%d", w->synchronous);
     sqlite3_exec(w->db, restore, NULL, NULL, NULL);
     if (rc != SQLITE_DONE) {
-        pl_error("wal", "%s: cannot log a batch: %s", w->path, sqlite3_errmsg(w->db));
+        pl_log_limited(&w->write_errors, PL_LOG_ERROR, "wal",
+                       "%s: cannot log a batch, refused (the sender retries): %s", w->path, why);
         pl_batch_free(batch);
         return PL_ERR_REFUSED;
     }
     w->next_seq++;
     wentry *x = append(w, seq);
-    if (!x || pl_batch_wal_add(batch, TAG(w, seq))) {
-        /* Untracked: the row stays and is replayed at the next start. */
+    if (!x || pl_batch_wal_add(batch, &w->owner, seq)) {
+        /* Untracked: refused, so the row must go (the sender sends again). */
+        if (x)
+            x->done = x->deleted = true;
+        if (!delete_seq(w, seq))
+            remember_undeleted(w, seq);
         pl_batch_free(batch);
         return PL_ERR_NOMEM;
     }
@@ -311,12 +524,20 @@ static pl_status wal_consume(void *arg, pl_batch *batch)
 
 /* ---- queue side ------------------------------------------------------------ */
 
-static bool last_holder_here(sqlite3 *db, uint64_t tag, pl_queue_wal **wo, wentry **xo)
+/* Whether `t` is an entry of a log in `db` whose last holder is the batch
+ * being stored (loop thread: the queue calls this inside its transaction). */
+static bool last_holder_here(sqlite3 *db, const pl_wal_tag *t, pl_queue_wal **wo, wentry **xo)
 {
-    pl_queue_wal *w = TAG_WAL(tag);
-    if (!w || w->db != db)
+    if (t->owner->hooks != &hooks)
         return false;
-    wentry *x = find(w, TAG_SEQ(tag));
+    pl_queue_wal *w = (pl_queue_wal *)t->owner;
+    uv_mutex_lock(&w->mu);
+    bool closed = w->closed;
+    uv_mutex_unlock(&w->mu);
+    if (closed || w->db != db)
+        return false;
+    drain_pending(w); /* releases from other threads count first */
+    wentry *x = find(w, t->seq);
     if (!x || x->done || x->deleted || x->lost || x->refs != 1)
         return false;
     *wo = w;
@@ -331,24 +552,32 @@ void pl_queue_wal_tx_delete(sqlite3 *db, const pl_batch *batch)
     for (uint32_t i = 0; i < batch->wal->n; i++) {
         pl_queue_wal *w;
         wentry *x;
-        if (!last_holder_here(db, batch->wal->seq[i], &w, &x))
+        if (!last_holder_here(db, &batch->wal->tag[i], &w, &x))
             continue;
+        /* A failed DELETE (disk full) leaves the row: it is deleted again
+         * when the entry finishes, never forgotten. */
         sqlite3_bind_int64(w->st_delete, 1, (sqlite3_int64)x->seq);
-        sqlite3_step(w->st_delete);
+        x->tx_deleted = sqlite3_step(w->st_delete) == SQLITE_DONE;
         sqlite3_reset(w->st_delete);
     }
 }
 
 void pl_queue_wal_tx_done(sqlite3 *db, const pl_batch *batch, bool committed)
 {
-    if (!batch->wal || !committed)
+    if (!batch->wal)
         return;
     for (uint32_t i = 0; i < batch->wal->n; i++) {
         pl_queue_wal *w;
         wentry *x;
-        if (last_holder_here(db, batch->wal->seq[i], &w, &x))
-            x->deleted = true;
+        if (last_holder_here(db, &batch->wal->tag[i], &w, &x)) {
+            x->deleted = committed && x->tx_deleted;
+            x->tx_deleted = false;
+        }
     }
+    /* Settled either way: a failed COMMIT (disk full) leaves the batch in
+     * the queue's memory, where it is sent; keeping its entry as well would
+     * send it a second time after every restart. The entry is deleted when
+     * its last holder is through (retried while the disk refuses). */
     batch->wal->settled = true;
 }
 
@@ -363,14 +592,6 @@ pl_queue_wal *pl_queue_wal_open(pl_queue *queue, const char *pipeline, pl_signal
         pl_errf(err, PL_ERR_INVALID, "the sending queue has no storage");
         return NULL;
     }
-    int index = 0;
-    for (int i = 1; i <= MAX_WALS && !index; i++)
-        if (!wals[i])
-            index = i;
-    if (!index) {
-        pl_errf(err, PL_ERR_INTERNAL, "too many write-ahead logs");
-        return NULL;
-    }
     pl_queue_wal *w = calloc(1, sizeof(*w));
     if (!w || !(w->pipeline = strdup(pipeline)) || !(w->path = strdup(path ? path : "?"))) {
         if (w)
@@ -382,9 +603,21 @@ pl_queue_wal *pl_queue_wal_open(pl_queue *queue, const char *pipeline, pl_signal
     w->db = db;
     w->signal = signal;
     w->next = next;
-    w->index = index;
+    w->owner.hooks = &hooks;
+    w->loop = pl_queue_loop(queue);
+    w->loop_thread = uv_thread_self();
+    w->write_errors.interval_ns = PL_LOG_LIMIT_DEFAULT_NS;
     pl_buf_init(&w->enc);
     pl_consumer_init_func(&w->consumer, wal_consume, w);
+    if (uv_mutex_init(&w->mu) != 0) {
+        free(w->pipeline);
+        free(w->path);
+        free(w);
+        pl_errf(err, PL_ERR_NOMEM, "out of memory");
+        return NULL;
+    }
+    w->async.data = w;
+    w->async_open = uv_async_init(w->loop, &w->async, on_async) == 0;
     char *msg = NULL;
     int rc = sqlite3_exec(db,
                           "CREATE TABLE IF NOT EXISTS pl_wal("
@@ -420,6 +653,8 @@ pl_queue_wal *pl_queue_wal_open(pl_queue *queue, const char *pipeline, pl_signal
         sqlite3_step(sync) == SQLITE_ROW)
         w->synchronous = sqlite3_column_int(sync, 0);
     sqlite3_finalize(sync);
+    if (rc == SQLITE_OK && !w->async_open)
+        rc = SQLITE_NOMEM;
     if (rc != SQLITE_OK) {
         pl_errf(err, PL_ERR_INTERNAL, "write-ahead log in %s: %s", w->path,
                 msg ? msg : sqlite3_errmsg(db));
@@ -427,8 +662,6 @@ pl_queue_wal *pl_queue_wal_open(pl_queue *queue, const char *pipeline, pl_signal
         pl_queue_wal_close(w);
         return NULL;
     }
-    wals[index] = w;
-    pl_wal_hooks_current = &hooks;
     return w;
 }
 
@@ -506,10 +739,10 @@ size_t pl_queue_wal_replay(pl_queue_wal *w)
             pl_warn("wal", "%s: entry %" PRIu64 " cannot be read back (%s); deleting it", w->path,
                     seqs[i], err.msg[0] ? err.msg : "wrong signal");
             x->refs = 1;
-            hook_release(TAG(w, seqs[i]), false, false);
+            apply_release(w, seqs[i], false);
             continue;
         }
-        if (pl_batch_wal_add(b, TAG(w, seqs[i]))) {
+        if (pl_batch_wal_add(b, &w->owner, seqs[i])) {
             x->lost++;
             pl_batch_free(b);
             continue;
@@ -533,16 +766,37 @@ void pl_queue_wal_close(pl_queue_wal *w)
 {
     if (!w)
         return;
-    if (w->index && wals[w->index] == w)
-        wals[w->index] = NULL;
+    /* What other threads released so far still counts; later releases are
+     * ignored (their entries stay for the next start). */
+    if (w->async_open)
+        drain_pending(w);
+    uv_mutex_lock(&w->mu);
+    w->closed = true;
+    uv_mutex_unlock(&w->mu);
+    if (w->async_open)
+        drain_pending(w); /* queued between the drain and the close */
+    if (w->st_delete)
+        retry_undeleted(w, true);
+    if (w->n_undeleted)
+        pl_warn("wal",
+                "%s: %zu entries could not be deleted; they are sent again at the next start",
+                w->path, w->n_undeleted);
     sqlite3_finalize(w->st_insert);
     sqlite3_finalize(w->st_delete);
     sqlite3_finalize(w->st_seqs);
     sqlite3_finalize(w->st_row);
     sqlite3_finalize(w->st_count);
+    w->st_insert = w->st_delete = w->st_seqs = w->st_row = w->st_count = NULL;
+    w->db = NULL;
     pl_buf_free(&w->enc);
-    free(w->e);
-    free(w->pipeline);
-    free(w->path);
-    free(w);
+    if (w->async_open) {
+        uv_close((uv_handle_t *)&w->async, on_async_closed); /* frees w when no tag is left */
+        return;
+    }
+    uv_mutex_lock(&w->mu);
+    w->async_closed = true;
+    bool gone = w->holders == 0;
+    uv_mutex_unlock(&w->mu);
+    if (gone)
+        wal_free(w);
 }

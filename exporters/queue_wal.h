@@ -21,11 +21,36 @@
  * (at least once). With several persistent exporters in one pipeline the log
  * lives in the first one's file; the others are at least once. A batch the
  * queue refuses (full, shutting down) keeps its entry for the next start.
+ * The sqlite store's copy of a batch holds no entry (store/sqlite.c): the
+ * queue's commit settles it, so the store is at most once across a crash
+ * for the moments between its copy and its commit.
+ *
+ * What a restart can still send twice (all of it after kill -9 or a power
+ * loss, none after a SIGTERM that finishes its drain):
+ *   - a queued batch the backend accepted whose row was not yet deleted
+ *     (deletes are committed once per loop iteration): the classic window
+ *     between a send and its bookkeeping, at most the batches in flight;
+ *   - the earlier parts of an entry split across queued batches (above);
+ *   - an entry whose DELETE failed (disk full, I/O error) and had not yet
+ *     been retried: failed deletes are kept in memory and retried at most
+ *     once a second and at close, so a clean stop after the disk recovers
+ *     leaves none behind.
+ * An entry is deleted only once its data is committed to the queue's table,
+ * dropped on purpose, or taken into the queue's memory by an export whose
+ * COMMIT failed (disk full): that batch is sent from memory, and a crash
+ * before the send loses it (the failed commit is logged). Keeping its entry
+ * instead would send it twice after the restart.
+ *
+ * Threads: the log and its connection belong to the pipeline loop (the
+ * thread that opened it). Batches carrying its tags may be freed on any
+ * thread; such a release is queued under a mutex and applied on the loop
+ * (uv_async), never on the freeing thread (queue_wal.c, "Threads").
  */
 #ifndef PL_QUEUE_WAL_H
 #define PL_QUEUE_WAL_H
 
 #include <sqlite3.h>
+#include <uv.h>
 
 #include "core/component.h"
 #include "exporters/queue.h"
@@ -36,6 +61,8 @@ typedef struct pl_queue_wal pl_queue_wal;
  * (queue.c), and its database handle and file. */
 pl_queue *pl_queue_find_stored(const char *exporter_id);
 sqlite3 *pl_queue_sqlite(pl_queue *queue, const char **path);
+/* The loop the queue runs on: the thread that owns its connection. */
+uv_loop_t *pl_queue_loop(pl_queue *queue);
 
 /* Opens the log of pipeline `pipeline` in the queue's file; batches go on
  * to `next`. NULL + err on error. */

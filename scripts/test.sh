@@ -3,12 +3,15 @@
 #
 #   ./scripts/test.sh            everything (what CI runs)
 #   FUZZ_SECONDS=5 ./scripts/test.sh    shorter fuzz runs
-#   SKIP_FUZZ=1 / SKIP_ASAN=1 / SKIP_INTEROP=1 / SKIP_COVERAGE=1   leave a stage out locally
+#   SKIP_FUZZ=1 / SKIP_ASAN=1 / SKIP_TSAN=1 / SKIP_INTEROP=1 / SKIP_COVERAGE=1   leave a stage out locally
 #
 # Stages:
 #   1. dependencies (Debian packages, npm ci for the interop tests)
 #   2. release-like build + C unit tests (meson test)
 #   3. AddressSanitizer + UndefinedBehaviorSanitizer build + the same tests
+#   3b. ThreadSanitizer build (clang) + the unit tests that use SQLite
+#      (queue, write-ahead log, sqlite store, correlation_wal): every SQLite
+#      connection has one owning thread (docs/DESIGN.md)
 #   4. interoperability tests with real client libraries (node --test),
 #      against the sanitizer build, so real traffic is checked for memory errors
 #   5. libFuzzer targets, each for FUZZ_SECONDS (default 20)
@@ -66,6 +69,27 @@ if [ -z "${SKIP_ASAN:-}" ]; then
     CC=clang build_and_test build-asan "sanitizers" -Db_sanitize=address,undefined -Db_lundef=false \
         --buildtype=debug
     sanitized_bin="$root/build-asan/proflink"
+fi
+
+if [ -z "${SKIP_TSAN:-}" ]; then
+    # Only the SQLite-using unit tests, built alone (a few minutes at most).
+    echo "== thread sanitizer build + SQLite unit tests"
+    tsan_tests="queue correlation_wal sqlite_store store_query"
+    if [ ! -f build-tsan/build.ninja ]; then
+        CC=clang meson setup build-tsan -Db_sanitize=thread -Db_lundef=false --buildtype=debugoptimized \
+            >build-tsan.setup.log 2>&1 || { cat build-tsan.setup.log; note_fail "tsan: meson setup" 1; }
+    fi
+    if [ -f build-tsan/build.ninja ]; then
+        if ninja -C build-tsan $(for t in $tsan_tests; do echo "tests/test_$t"; done) >build-tsan.build.log 2>&1; then
+            TSAN_OPTIONS="suppressions=$root/tests/tsan.supp halt_on_error=1 exitcode=66" \
+                meson test -C build-tsan --no-rebuild --print-errorlogs --num-processes 2 \
+                --timeout-multiplier 3 $tsan_tests
+            count_meson build-tsan/meson-logs/testlog.json "thread sanitizer"
+        else
+            tail -50 build-tsan.build.log
+            note_fail "tsan: build" 1
+        fi
+    fi
 fi
 
 if [ -z "${SKIP_INTEROP:-}" ]; then

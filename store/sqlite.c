@@ -13,6 +13,12 @@
  * loop through a uv_async handle. Retention (age, then size) runs on the
  * same thread between transactions.
  *
+ * SQLite connections and their threads: the writer's connection belongs to
+ * the writer thread (opened, used and closed there); the query API's
+ * read-only connections to the API thread (sqlite_api.c); nothing else
+ * touches either. The copies are freed on the writer thread and carry no
+ * write-ahead tags (see sqlite_export).
+ *
  * Failures. A store that cannot be opened or written (corrupt file, locked by
  * another process, disk full) does not stop the pipeline: the failure is
  * logged once with what to do, the affected items are counted as `failed`,
@@ -491,6 +497,11 @@ static pl_status sqlite_export(void *self, const pl_batch *batch)
         pl_stats_add(x->stats, batch->signal, PL_STAT_REFUSED, items);
         return PL_ERR_NOMEM;
     }
+    /* The copy does not hold the batch's write-ahead entries
+     * (exporters/queue_wal.h): the persistent queue beside the store settles
+     * them, so a batch it delivered is not replayed after a crash just
+     * because the store had not committed its copy yet. */
+    pl_batch_wal_handoff(copy);
     j->batch = copy;
     j->items = items;
     j->bytes = bytes;

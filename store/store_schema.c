@@ -12,6 +12,7 @@
 #include "store/store_internal.h"
 
 #include "core/hash.h"
+#include "core/sqlite_file.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -371,6 +372,10 @@ pl_status pl_store_open(const char *path, const pl_store_options *options, pl_st
     }
     int flags = s->read_only ? SQLITE_OPEN_READONLY : (SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE);
     if (!s->read_only && path[0] && path[0] != ':') {
+        /* A damaged store is set aside and a fresh one made, rather than
+         * running on (or refusing) a file nothing can read. Its rows are not
+         * copied: the store is a cache of what was sent, and may be large. */
+        pl_sqlite_file_check(path, "sqlite", NULL, 0);
         /* Client data: the database is created 0600 (SQLite gives its -wal
          * and -shm files the same mode). */
         int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);

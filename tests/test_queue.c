@@ -4,7 +4,9 @@
  * success, bounds and back-pressure, and the persistent mode, including a
  * child process killed with SIGKILL right after its data was acknowledged.
  */
+#include <glob.h>
 #include <signal.h>
+#include <sqlite3.h>
 #include <stdarg.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -641,6 +643,97 @@ static void test_storage_shutdown_keeps_unsent_data_for_next_start(void)
     env_finish(&e);
 }
 
+static size_t files_set_aside(const char *path)
+{
+    char pattern[400];
+    snprintf(pattern, sizeof(pattern), "%s.corrupt-*", path);
+    glob_t g;
+    size_t n = 0;
+    if (glob(pattern, 0, NULL, &g) == 0) {
+        for (size_t i = 0; i < g.gl_pathc; i++)
+            n += !strstr(g.gl_pathv[i] + strlen(path), "-wal") &&
+                 !strstr(g.gl_pathv[i] + strlen(path), "-shm");
+        globfree(&g);
+    }
+    return n;
+}
+
+/* A storage file that fails its check at start is set aside, a fresh one is
+ * used, and the rows that can still be read are sent from it: damaged pages
+ * elsewhere in the file lose nothing the queue's table still holds. */
+static void test_damaged_storage_is_set_aside_and_salvaged(void)
+{
+    char path[300];
+    snprintf(path, sizeof(path), "%s/damaged.db", tmpdir);
+    env e;
+    env_init(&e, "otlp/damaged");
+    pl_sending_queue_config qc = qcfg_default();
+    qc.storage = path;
+    qc.num_consumers = 1;
+    pl_retry_config rc = rcfg_fast();
+    e.q = env_open(&e, &qc, &rc);
+    REQUIRE(e.q);
+    e.f.policy = always_retryable; /* backend down: the rows stay */
+    CHECK_EQ_INT(push_str(e.q, "first"), PL_OK);
+    CHECK_EQ_INT(push_str(e.q, "second"), PL_OK);
+    CHECK_EQ_INT(push_str(e.q, "third"), PL_OK);
+    pl_queue_shutdown(e.q);
+    uint64_t end = pl_time_mono_ns() / 1000000 + 1000;
+    while (pl_queue_pending(e.q) && pl_time_mono_ns() / 1000000 < end)
+        uv_run(&e.loop, UV_RUN_ONCE);
+    env_finish(&e);
+
+    /* other pages of the file, after the queue's, get garbage */
+    sqlite3 *db;
+    REQUIRE(sqlite3_open(path, &db) == SQLITE_OK);
+    CHECK(
+        sqlite3_exec(db,
+                     "CREATE TABLE filler(b BLOB);"
+                     "WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 40)"
+                     " INSERT INTO filler SELECT randomblob(9000) FROM n;",
+                     NULL, NULL, NULL) == SQLITE_OK);
+    sqlite3_close(db);
+    FILE *f = fopen(path, "r+b");
+    REQUIRE(f);
+    fseek(f, 0, SEEK_END);
+    long size = ftell(f);
+    REQUIRE(size > 8 * 16384);
+    fseek(f, size - 4 * 16384, SEEK_SET);
+    for (long i = 0; i < 4 * 16384; i++)
+        fputc(0xA5, f);
+    fclose(f);
+
+    env_init(&e, "otlp/damaged");
+    e.q = env_open(&e, &qc, &rc);
+    REQUIRE(e.q); /* starts */
+    CHECK_EQ_UINT(files_set_aside(path), 1);
+    CHECK(run_until(&e, queue_empty, 2000));
+    CHECK_EQ_UINT(e.f.n_delivered, 3);
+    if (e.f.n_delivered == 3) {
+        CHECK_EQ_STR(e.f.delivered[0], "first");
+        CHECK_EQ_STR(e.f.delivered[2], "third");
+    }
+    env_finish(&e);
+
+    /* not a database at all: set aside, a fresh queue works */
+    char *file = pl_queue_storage_file(path, "otlp/damaged");
+    REQUIRE(file);
+    f = fopen(file, "wb");
+    REQUIRE(f);
+    for (int i = 0; i < 100; i++)
+        fputs("this is no database\n", f);
+    fclose(f);
+    env_init(&e, "otlp/damaged");
+    e.q = env_open(&e, &qc, &rc);
+    REQUIRE(e.q);
+    CHECK_EQ_UINT(files_set_aside(file), 2);
+    CHECK_EQ_INT(push_str(e.q, "after"), PL_OK);
+    CHECK(run_until(&e, queue_empty, 2000));
+    CHECK_EQ_UINT(e.f.n_delivered, 1);
+    env_finish(&e);
+    free(file);
+}
+
 static void test_memory_queue_drains_after_shutdown(void)
 {
     env e;
@@ -728,6 +821,7 @@ int main(void)
     PL_RUN(test_storage_shutdown_keeps_unsent_data_for_next_start);
     PL_RUN(test_storage_keeps_precompressed_payloads_as_they_are);
     PL_RUN(test_two_queues_cannot_share_a_storage_file);
+    PL_RUN(test_damaged_storage_is_set_aside_and_salvaged);
     PL_RUN(test_memory_queue_drains_after_shutdown);
     PL_RUN(test_destroy_counts_unsent_memory_batches_as_dropped);
     char cmd[300];
