@@ -187,6 +187,14 @@ int64_t *pl_stats_gauge(pl_stats *stats, const char *name, const char *help);
 
 /* ---- the host: services every component may use ------------------------- */
 
+/* True on a worker thread that runs the pipeline in the pipeline loop's
+ * stead, holding the pipeline lock (pipeline/workers.c, "the pipeline
+ * lock"). Code that keeps state for the loop's thread alone (the
+ * write-ahead log) treats such a thread as the loop's: the lock orders its
+ * calls with the loop's own. pl_pipeline_set_borrowed is for workers.c. */
+bool pl_pipeline_borrowed(void);
+void pl_pipeline_set_borrowed(bool on);
+
 typedef struct pl_clock {
     uint64_t (*now_ns)(void *arg); /* Unix time in ns */
     void *arg;

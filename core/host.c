@@ -1,11 +1,25 @@
 /*
- * host.c: clocks and the process-wide memory-pressure state (component.h).
+ * host.c: clocks, the process-wide memory-pressure state, and whether this
+ * thread runs the pipeline under the pipeline lock (component.h).
  */
 #include "component.h"
 
 #include <time.h>
 
 static volatile int memory_state = PL_MEMORY_OK;
+/* a worker running the pipeline under the pipeline lock (one flag per
+ * thread, set and cleared around each call) */
+static _Thread_local bool pipeline_borrowed;
+
+bool pl_pipeline_borrowed(void)
+{
+    return pipeline_borrowed;
+}
+
+void pl_pipeline_set_borrowed(bool on)
+{
+    pipeline_borrowed = on;
+}
 
 uint64_t pl_time_now_ns(void)
 {

@@ -245,10 +245,12 @@ static void wal_free(pl_queue_wal *w)
     free(w);
 }
 
+/* The loop's thread, or a worker running the pipeline under the pipeline
+ * lock in its stead (ordered with the loop's calls by that lock). */
 static bool on_loop_thread(const pl_queue_wal *w)
 {
     uv_thread_t self = uv_thread_self();
-    return uv_thread_equal(&self, &w->loop_thread);
+    return uv_thread_equal(&self, &w->loop_thread) || pl_pipeline_borrowed();
 }
 
 /* Applies the operations other threads left (loop thread). */

@@ -90,8 +90,6 @@ struct pl_workers {
 static pl_workers *global_pool;
 static _Thread_local bool on_worker;
 static _Thread_local worker *this_worker;
-/* A worker running the pipeline under the pipeline lock (direct mode). */
-static _Thread_local bool in_pipeline;
 /* Pipeline loop: the worker whose batch is being consumed now, or -1. */
 static int consuming_for = -1;
 
@@ -118,7 +116,7 @@ uv_loop_t *pl_workers_loop(unsigned i)
 
 bool pl_workers_on_worker(void)
 {
-    return on_worker && !in_pipeline;
+    return on_worker && !pl_pipeline_borrowed();
 }
 
 static void push(job **head, job **tail, job *j)
@@ -204,9 +202,9 @@ static pl_status consume_direct(pl_workers *p, pl_consumer *next, pl_batch *batc
     p->sleep_timeout = uv_backend_timeout(p->main_loop);
     int outer = consuming_for;
     consuming_for = (int)this_worker->index;
-    in_pipeline = true;
+    pl_pipeline_set_borrowed(true);
     pl_status st = pl_consumer_consume(next, batch);
-    in_pipeline = false;
+    pl_pipeline_set_borrowed(false);
     consuming_for = outer;
     bool wake = loop_changed(p);
     uv_mutex_unlock(&p->pipeline_mu);
@@ -264,7 +262,7 @@ static void on_worker_wake(uv_async_t *a)
 bool pl_workers_submit(void (*work)(void *arg), void (*done)(void *arg), void *arg)
 {
     pl_workers *p = global_pool;
-    if (!p || p->n == 0 || (on_worker && !in_pipeline))
+    if (!p || p->n == 0 || (on_worker && !pl_pipeline_borrowed()))
         return false;
     job *j = calloc(1, sizeof(*j));
     if (!j)
@@ -288,7 +286,7 @@ static void run_on(pl_workers *p, unsigned i, void (*fn)(void *), void *arg)
     job j = {.fn = fn, .arg = arg, .waiter = &p->cv};
     /* the worker may be waiting for the pipeline lock to finish a request
      * before it runs fn */
-    bool held = p->direct && !in_pipeline;
+    bool held = p->direct && !pl_pipeline_borrowed();
     if (held)
         uv_mutex_unlock(&p->pipeline_mu);
     uv_mutex_lock(&p->mu);
