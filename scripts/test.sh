@@ -74,7 +74,7 @@ fi
 if [ -z "${SKIP_TSAN:-}" ]; then
     # Only the SQLite-using unit tests, built alone (a few minutes at most).
     echo "== thread sanitizer build + SQLite unit tests"
-    tsan_tests="queue correlation_wal sqlite_store store_query"
+    tsan_tests="queue correlation_wal sqlite_store store_query workers"
     if [ ! -f build-tsan/build.ninja ]; then
         CC=clang meson setup build-tsan -Db_sanitize=thread -Db_lundef=false --buildtype=debugoptimized \
             >build-tsan.setup.log 2>&1 || { cat build-tsan.setup.log; note_fail "tsan: meson setup" 1; }
