@@ -179,6 +179,10 @@ uint64_t pl_stats_get(const pl_stats *stats, pl_signal signal, pl_stat stat);
  * pointer is a sink shared by all, written and never read. */
 uint64_t *pl_stats_counter(pl_stats *stats, const char *name, const char *help);
 int64_t *pl_stats_gauge(pl_stats *stats, const char *name, const char *help);
+/* Marks the component degraded for /health with a one-line reason (disk
+ * full, store broken), or healthy again with NULL. Any thread; cheap enough
+ * for state changes, not for every batch. */
+void pl_stats_set_degraded(pl_stats *stats, const char *reason);
 
 /* ---- the host: services every component may use ------------------------- */
 
