@@ -189,10 +189,14 @@ void pl_stats_set_degraded(pl_stats *stats, const char *reason);
 typedef struct pl_clock {
     uint64_t (*now_ns)(void *arg); /* Unix time in ns */
     void *arg;
+    uint64_t (*mono_ns)(void *arg); /* monotonic ns, for holds and timers (NULL: see below) */
 } pl_clock;
 uint64_t pl_clock_now(const pl_clock *clock); /* real time if clock or now_ns is NULL */
-uint64_t pl_time_now_ns(void);                /* CLOCK_REALTIME */
-uint64_t pl_time_mono_ns(void);               /* CLOCK_MONOTONIC */
+/* Monotonic time for holds and timers: mono_ns when set, else now_ns when
+ * set (a test injecting one clock drives both), else CLOCK_MONOTONIC. */
+uint64_t pl_clock_mono(const pl_clock *clock);
+uint64_t pl_time_now_ns(void);  /* CLOCK_REALTIME */
+uint64_t pl_time_mono_ns(void); /* CLOCK_MONOTONIC */
 
 /* Memory pressure, set by the memory_limiter processor, read by anything
  * that holds data (correlation, batch) or accepts it. */
