@@ -355,8 +355,8 @@ void corr_clock_tick(correlation *self, uint64_t now)
     self->skew_est = self->skew_min;
     self->skew_known = true;
     self->skew_any = false;
-    *self->g_clock_skew =
-        (self->skew_est + (self->skew_est < 0 ? -NS / 2 : (int64_t)(NS / 2))) / (int64_t)NS;
+    const int64_t sec = (int64_t)NS; /* rounded to the nearest second */
+    *self->g_clock_skew = (self->skew_est + (self->skew_est < 0 ? -sec / 2 : sec / 2)) / sec;
     uint64_t limit = (uint64_t)self->cfg.clock_skew_warning;
     if (limit && abs_ns(self->skew_est) > limit &&
         (!self->skew_warned_ns || now - self->skew_warned_ns >= SKEW_WARN_NS)) {
