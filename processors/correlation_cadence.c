@@ -358,9 +358,13 @@ void corr_clock_tick(correlation *self, uint64_t now)
     const int64_t sec = (int64_t)NS; /* rounded to the nearest second */
     *self->g_clock_skew = (self->skew_est + (self->skew_est < 0 ? -sec / 2 : sec / 2)) / sec;
     uint64_t limit = (uint64_t)self->cfg.clock_skew_warning;
+    /* Again after SKEW_WARN_NS, or at once when the skew moved by more than
+     * the limit since the last warning (a clock was stepped). */
     if (limit && abs_ns(self->skew_est) > limit &&
-        (!self->skew_warned_ns || now - self->skew_warned_ns >= SKEW_WARN_NS)) {
+        (!self->skew_warned_ns || now - self->skew_warned_ns >= SKEW_WARN_NS ||
+         abs_ns(self->skew_est - self->skew_warned_est) > limit)) {
         self->skew_warned_ns = now;
+        self->skew_warned_est = self->skew_est;
         pl_warn(COMPONENT,
                 "%s: senders' data times are %.0f s %s proflink's clock (beyond "
                 "clock_skew_warning %.0f s): check the clocks (NTP). Holds run on a monotonic "

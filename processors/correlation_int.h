@@ -368,6 +368,7 @@ typedef struct correlation {
     int64_t skew_est;           /* the estimate (last period, or the first so far) */
     uint64_t skew_period_start; /* monotonic */
     uint64_t skew_warned_ns;    /* monotonic, 0: never */
+    int64_t skew_warned_est;    /* the skew then */
     int64_t *g_clock_skew;
 
     struct late_store *late;

@@ -13,6 +13,7 @@ PACKAGES=(
   libc-ares-dev dnsmasq-base
   nodejs npm curl openssl zstd python3 python3-yaml ca-certificates procps
   gcovr
+  faketime
   chromium
   golang-go
 )

@@ -1,0 +1,288 @@
+// store_faults.test.mjs: the default shape (otlp -> correlation -> sqlite)
+// under the faults an operator meets, with OTLP/HTTP clients that keep what
+// was not answered 200 and retry it (as the OpenTelemetry exporters do on
+// 503 with Retry-After). For each: every span answered 200 is in the store
+// at the end (counted by span id), and /health answers.
+// - disk full under the store (a 4 MiB tmpfs; skipped when mount is not
+//   permitted): clients get 503 with Retry-After, /health says degraded;
+//   after space is freed every span answered 200 is stored;
+// - sustained overload for about 20 s from one load generator (as many
+//   requests in flight as it can keep);
+// - proflink's clock an hour ahead of its senders, then stepped back two
+//   hours (libfaketime): holds still release after about their window, the
+//   clock_skew_seconds gauge reports the skew, and a warning is logged.
+//
+// Run: cd tests/interop && PROFLINK_BIN=../../build/proflink node --test store_faults.test.mjs
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import crypto from 'node:crypto';
+import { execFileSync } from 'node:child_process';
+import fs from 'node:fs';
+import http from 'node:http';
+import os from 'node:os';
+import path from 'node:path';
+import {
+  freePorts, startProflink, waitFor, httpGet, TraceRequest, sleep,
+} from './lib/proflink.mjs';
+
+// A request of n spans with fresh ids, ending `skewMs` from now (sender's clock).
+function spansRequest(n, tag, skewMs = 0) {
+  const traceId = crypto.randomBytes(16);
+  const now = BigInt(Date.now() + skewMs) * 1000000n;
+  const spans = [];
+  for (let i = 0; i < n; i++) {
+    spans.push({
+      traceId, spanId: crypto.randomBytes(8), name: `${tag}-${i}`, kind: 2,
+      startTimeUnixNano: String(now - 2000000n), endTimeUnixNano: String(now),
+      attributes: [{ key: 'http.route', value: { stringValue: `/r/${i % 7}` } }],
+    });
+  }
+  const bytes = Buffer.from(TraceRequest.encode(TraceRequest.fromObject({
+    resourceSpans: [{ resource: { attributes: [{ key: 'service.name', value: { stringValue: 'faults' } }] }, scopeSpans: [{ spans }] }],
+  })).finish());
+  return { bytes, ids: spans.map((s) => s.spanId.toString('hex')) };
+}
+
+const agent = new http.Agent({ keepAlive: true, maxSockets: 64 });
+
+function post(port, bytes) {
+  return new Promise((resolve) => {
+    const req = http.request({
+      host: '127.0.0.1', port, path: '/v1/traces', method: 'POST', agent,
+      headers: { 'content-type': 'application/x-protobuf', 'content-length': bytes.length },
+    }, (res) => { res.resume(); res.on('end', () => resolve({ status: res.statusCode, retryAfter: res.headers['retry-after'] })); });
+    req.on('error', () => resolve({ status: 0 }));
+    req.end(bytes);
+  });
+}
+
+// A client as the OTLP exporters behave: a request answered 200 is done, one
+// answered 503/429 (with Retry-After) is kept and sent again later.
+function client(port) {
+  const c = {
+    answered: new Set(), pending: [], counts: {}, retryAfterMissing: 0,
+    async send(r) {
+      const res = await post(port, r.bytes);
+      c.counts[res.status] = (c.counts[res.status] || 0) + 1;
+      if (res.status === 200) { for (const id of r.ids) c.answered.add(id); return true; }
+      if (res.status === 503 || res.status === 429) {
+        if (!res.retryAfter) c.retryAfterMissing++;
+      }
+      c.pending.push(r);
+      return false;
+    },
+    // Sends what was refused again until taken (or `ms` pass).
+    async drain(ms) {
+      const end = Date.now() + ms;
+      while (c.pending.length && Date.now() < end) {
+        const batch = c.pending.splice(0, 16);
+        const ok = await Promise.all(batch.map((r) => c.send(r)));
+        if (!ok.every(Boolean)) await sleep(300);
+      }
+      return c.pending.length === 0;
+    },
+  };
+  return c;
+}
+
+function storedIds(db) {
+  const out = execFileSync('sqlite3', [db, "SELECT printf('%016x', span_id) FROM spans"], { maxBuffer: 1 << 28 }).toString();
+  return new Set(out.split('\n').filter(Boolean));
+}
+
+function missing(answered, stored) {
+  let n = 0;
+  for (const id of answered) if (!stored.has(id)) n++;
+  return n;
+}
+
+async function metric(port, name) {
+  const r = await httpGet(port, '/metrics');
+  let v = null;
+  for (const line of r.body.split('\n')) {
+    if (line.startsWith(name) && (line[name.length] === '{' || line[name.length] === ' ')) {
+      v = (v || 0) + Number(line.slice(line.lastIndexOf(' ') + 1));
+    }
+  }
+  return v;
+}
+
+function config({ httpPort, metricsPort, db, correlation = [], extra = '' }) {
+  return `
+receivers:
+  otlp:
+    protocols:
+      http: { endpoint: "127.0.0.1:${httpPort}" }
+processors:
+  correlation:
+${['window: 30s', 'span_attributes: [http.route]', ...correlation].map((l) => `    ${l}`).join('\n')}
+exporters:
+  sqlite:
+    path: "${db}"
+    api: { endpoint: none }
+service:
+  telemetry:
+    logs: { level: info }
+    metrics: { address: "127.0.0.1:${metricsPort}" }
+${extra}
+  pipelines:
+    traces: { receivers: [otlp], processors: [correlation], exporters: [sqlite] }
+    profiles: { receivers: [otlp], processors: [correlation], exporters: [sqlite] }
+`;
+}
+
+function tryMount(dir) {
+  try {
+    execFileSync('mount', ['-t', 'tmpfs', '-o', 'size=4m', 'tmpfs', dir], { stdio: 'pipe' });
+    return null;
+  } catch (e) {
+    return String(e.stderr || e.message).trim();
+  }
+}
+
+test('disk full under the store: 503 with Retry-After, degraded health, nothing answered is lost', { timeout: 120000 }, async (t) => {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'proflink-diskfull-'));
+  const mnt = path.join(dir, 'mnt');
+  fs.mkdirSync(mnt);
+  const why = tryMount(mnt);
+  if (why) {
+    fs.rmSync(dir, { recursive: true, force: true });
+    t.skip(`cannot mount a tmpfs (${why}): needs root or CAP_SYS_ADMIN`);
+    return;
+  }
+  let pl;
+  try {
+    const [httpPort, metricsPort] = await freePorts(2);
+    const db = path.join(mnt, 'proflink.db');
+    // Short holds, so the store sees the data during the test.
+    pl = await startProflink(config({ httpPort, metricsPort, db, correlation: ['max_window: 2s', 'span_window: 2s'] }),
+      { dir, ports: [httpPort, metricsPort] });
+    const c = client(httpPort);
+    // Fill the disk: keep sending until the store refuses for a while.
+    let refusedSince = 0;
+    let healthDegraded = null;
+    const end = Date.now() + 60000;
+    while (Date.now() < end) {
+      const reqs = Array.from({ length: 8 }, () => spansRequest(200, 'full'));
+      await Promise.all(reqs.map((r) => c.send(r)));
+      if (c.counts[503] && !refusedSince) refusedSince = Date.now();
+      if (refusedSince && !healthDegraded) {
+        const h = await httpGet(metricsPort, '/health');
+        if (h.status !== 200) healthDegraded = h;
+      }
+      if (refusedSince && healthDegraded && Date.now() - refusedSince > 3000) break;
+      if (refusedSince) await sleep(100);
+    }
+    assert.ok(c.counts[503] > 0, `the store never refused: ${JSON.stringify(c.counts)}\n${pl.log.slice(-2000)}`);
+    assert.equal(c.counts[500] || 0, 0, 'no 500 for a full disk');
+    assert.equal(c.retryAfterMissing, 0, 'every 503 has Retry-After');
+    assert.ok(healthDegraded, '/health reports the full disk');
+    const body = JSON.parse(healthDegraded.body);
+    assert.equal(body.status, 'degraded');
+    assert.match(body.reason, /sqlite/);
+    assert.match(pl.log, /kept and retried every second/);
+    // Free space: the store is moved to a bigger place underneath? No: the
+    // tmpfs grows (remount), as an operator frees space.
+    execFileSync('mount', ['-o', 'remount,size=256m', mnt]);
+    assert.ok(await c.drain(60000), `refused requests still not taken: ${c.pending.length}\n${pl.log.slice(-2000)}`);
+    await waitFor(async () => (await httpGet(metricsPort, '/health')).status === 200, 20000, '/health back to ok');
+    const r = await pl.stop(60000);
+    assert.equal(r.signal, null, pl.log.slice(-2000));
+    const stored = storedIds(db);
+    assert.equal(missing(c.answered, stored), 0,
+      `${missing(c.answered, stored)} of ${c.answered.size} answered spans not stored\n${pl.log.slice(-3000)}`);
+    assert.doesNotMatch(pl.log, /dropped/);
+    t.diagnostic(`answered ${c.answered.size} spans; responses ${JSON.stringify(c.counts)}; stored ${stored.size}`);
+  } finally {
+    if (pl) await pl.stop();
+    try { execFileSync('umount', [mnt]); } catch { /* not mounted */ }
+    fs.rmSync(dir, { recursive: true, force: true });
+  }
+});
+
+test('sustained overload for 20 s: every span answered 200 is stored', { timeout: 120000 }, async (t) => {
+  const [httpPort, metricsPort] = await freePorts(2);
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'proflink-overload-'));
+  const db = path.join(dir, 'data', 'proflink.db');
+  // The default shape; holds of 10 s so the test can wait for them, and a
+  // drain long enough for what is still held at the end.
+  const pl = await startProflink(config({
+    httpPort, metricsPort, db, correlation: ['max_window: 10s'],
+    extra: '  shutdown_timeout: 60s',
+  }), { dir, ports: [httpPort, metricsPort] });
+  try {
+    const c = client(httpPort);
+    const end = Date.now() + 20000;
+    const workers = Array.from({ length: 48 }, async () => {
+      while (Date.now() < end) {
+        const r = spansRequest(100, 'load');
+        if (!(await c.send(r))) await sleep(50);
+      }
+    });
+    await Promise.all(workers);
+    const rss = pl.rss();
+    assert.ok(await c.drain(60000), `refused requests still not taken: ${c.pending.length}`);
+    const h = await httpGet(metricsPort, '/health');
+    assert.ok(h.status === 200 || h.status === 503, `/health answers: ${h.status}`);
+    const r = await pl.stop(90000);
+    assert.equal(r.signal, null, pl.log.slice(-2000));
+    const stored = storedIds(db);
+    const lost = missing(c.answered, stored);
+    t.diagnostic(`answered ${c.answered.size} spans (${Math.round(c.answered.size / 20)}/s); responses ${JSON.stringify(c.counts)}; stored ${stored.size}; RSS at the end of the load ${Math.round(rss / 1024)} MiB`);
+    assert.equal(lost, 0, `${lost} of ${c.answered.size} answered spans not stored\n${pl.log.slice(-3000)}`);
+    assert.doesNotMatch(pl.log, /items dropped/);
+  } finally {
+    await pl.cleanup();
+  }
+});
+
+const FAKETIME_LIB = ['/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1', '/usr/lib/aarch64-linux-gnu/faketime/libfaketime.so.1']
+  .find((p) => fs.existsSync(p));
+
+test('clock an hour ahead, then stepped back two hours: holds keep their window, skew is reported', { timeout: 120000, skip: !FAKETIME_LIB && 'libfaketime is not installed (scripts/deps.sh: faketime)' }, async (t) => {
+  const [httpPort, metricsPort] = await freePorts(2);
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'proflink-clock-'));
+  const db = path.join(dir, 'data', 'proflink.db');
+  const stamp = path.join(dir, 'faketime');
+  fs.writeFileSync(stamp, '+1h\n');
+  const pl = await startProflink(config({
+    httpPort, metricsPort, db, correlation: ['max_window: 0s', 'span_window: 5s', 'clock_skew_warning: 10m'],
+  }), {
+    dir,
+    ports: [httpPort, metricsPort],
+    env: {
+      LD_PRELOAD: FAKETIME_LIB,
+      FAKETIME_TIMESTAMP_FILE: stamp,
+      FAKETIME_NO_CACHE: '1',
+      FAKETIME_DONT_FAKE_MONOTONIC: '1', // a real clock step moves the wall clock only
+    },
+  });
+  try {
+    // How long a batch sent now is held: until held_spans goes back to 0.
+    async function holdOf(tag) {
+      const r = spansRequest(10, tag);
+      const t0 = Date.now();
+      assert.equal((await post(httpPort, r.bytes)).status, 200);
+      await waitFor(async () => (await metric(metricsPort, 'proflink_processor_held_spans')) === 0, 40000, `${tag} released`);
+      return (Date.now() - t0) / 1000;
+    }
+    const ahead = await holdOf('ahead');
+    await waitFor(async () => (await metric(metricsPort, 'proflink_processor_clock_skew_seconds')) > 3500, 20000, 'skew gauge ~ +3600');
+    // Keep data coming so each period has a measurement.
+    fs.writeFileSync(stamp, '-1h\n');
+    const behind = await holdOf('behind');
+    const feeder = setInterval(() => post(httpPort, spansRequest(1, 'tick').bytes), 500);
+    try {
+      await waitFor(async () => (await metric(metricsPort, 'proflink_processor_clock_skew_seconds')) < -3500, 30000, 'skew gauge ~ -3600');
+    } finally {
+      clearInterval(feeder);
+    }
+    t.diagnostic(`hold with the clock 1 h ahead: ${ahead.toFixed(1)} s; after a 2 h backward step: ${behind.toFixed(1)} s (span_window 5 s)`);
+    assert.ok(ahead >= 4 && ahead < 9, `hold ${ahead} s, window 5 s`);
+    assert.ok(behind >= 4 && behind < 9, `hold ${behind} s, window 5 s`);
+    assert.match(pl.log, /senders' data times are \d+ s behind proflink's clock/);
+    assert.match(pl.log, /senders' data times are \d+ s ahead of proflink's clock/);
+  } finally {
+    await pl.cleanup();
+  }
+});
