@@ -80,6 +80,7 @@ struct pl_queue {
     char *id;
     uv_loop_t *loop;
     pl_stats *stats;
+    bool cannot_store;            /* /health says degraded until a batch is stored again */
     pl_sending_queue_config qcfg; /* storage pointer not kept */
     pl_retry_config rcfg;
     pl_queue_sender sender;
@@ -367,9 +368,17 @@ static int64_t storage_insert(pl_queue *q, pl_signal signal, const uint8_t *payl
     sqlite3_clear_bindings(st);
     free(packed);
     if (rc != SQLITE_DONE) {
-        pl_error(q->id, "sending_queue: cannot store a batch in %s: %s", q->db_path,
+        char why[300];
+        snprintf(why, sizeof(why), "sending_queue: cannot store a batch in %s: %s", q->db_path,
                  sqlite3_errmsg(q->db));
+        pl_error(q->id, "%s", why);
+        pl_stats_set_degraded(q->stats, why);
+        q->cannot_store = true;
         return 0;
+    }
+    if (q->cannot_store) {
+        pl_stats_set_degraded(q->stats, NULL);
+        q->cannot_store = false;
     }
     (*q->c_stored)++;
     return (int64_t)sqlite3_last_insert_rowid(q->db);

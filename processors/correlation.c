@@ -26,6 +26,15 @@
  * after that. Nothing is ever dropped: whatever leaves early leaves with what
  * it has.
  *
+ * Correlation answers 200 for what it holds, so what the next consumer
+ * refuses later (a store or queue that is full or cannot write) is kept and
+ * offered again, whatever released it, and while it waits new data of its
+ * signal is refused (503 / UNAVAILABLE: clients retry) and nothing leaves by
+ * its window (correlation_release.c, hand_on). Only bounds drop, counted and
+ * logged. Holds and timers run on the monotonic clock; senders' timestamps
+ * only match samples to spans, measure coverage, and are compared with the
+ * wall clock to report their skew (correlation_cadence.c).
+ *
  * While no profiles come (none within the longest hold, the sample window and
  * a minute), traces batches are held without being indexed: a pipeline with
  * no profiler pays a counter per span. The next profiles batch indexes them,
