@@ -319,8 +319,9 @@ void pl_correlation_get_cadence(void *p, const char *name, pl_correlation_cadenc
  * proflink's clock is ahead of the senders' (or everything is late);
  * negative: senders stamp times in proflink's future. One comparison per
  * batch or profile, none per span or sample beyond finding the latest. */
-#define SKEW_PERIOD_NS (10 * NS)
-#define SKEW_WARN_NS   (600 * NS)
+#define SKEW_PERIOD_NS  (10 * NS)
+#define SKEW_WARN_NS    (600 * NS)
+#define SKEW_TRUSTED_NS (86400 * NS)
 
 void corr_clock_saw(correlation *self, uint64_t latest, uint64_t wall)
 {
@@ -382,7 +383,10 @@ uint64_t corr_sender_now(const correlation *self, uint64_t wall)
     uint64_t limit = (uint64_t)self->cfg.clock_skew_warning;
     /* Until a period has ended, what this one has seen so far. */
     int64_t est = self->skew_known ? self->skew_est : self->skew_min;
-    if (!(self->skew_known || self->skew_any) || !limit || abs_ns(est) <= limit)
+    /* Beyond a day it is not a clock but a sender's bad timestamps (one
+     * batch stamped in 2100): reported, not acted upon. */
+    if (!(self->skew_known || self->skew_any) || !limit || abs_ns(est) <= limit ||
+        abs_ns(est) > SKEW_TRUSTED_NS)
         return wall;
     if (est > 0)
         return wall > (uint64_t)est ? wall - (uint64_t)est : 0;
