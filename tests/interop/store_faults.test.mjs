@@ -107,7 +107,8 @@ async function metric(port, name) {
   return v;
 }
 
-function config({ httpPort, metricsPort, db, correlation = [], extra = '' }) {
+function config({ httpPort, metricsPort, db, correlation = [], extra = '', straight = false }) {
+  const processors = straight ? '[]' : '[correlation]';
   return `
 receivers:
   otlp:
@@ -126,8 +127,8 @@ service:
     metrics: { address: "127.0.0.1:${metricsPort}" }
 ${extra}
   pipelines:
-    traces: { receivers: [otlp], processors: [correlation], exporters: [sqlite] }
-    profiles: { receivers: [otlp], processors: [correlation], exporters: [sqlite] }
+    traces: { receivers: [otlp], processors: ${processors}, exporters: [sqlite] }
+    profiles: { receivers: [otlp], processors: ${processors}, exporters: [sqlite] }
 `;
 }
 
@@ -140,7 +141,7 @@ function tryMount(dir) {
   }
 }
 
-test('disk full under the store: 503 with Retry-After, degraded health, nothing answered is lost', { timeout: 120000 }, async (t) => {
+async function diskFull(t, straight) {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'proflink-diskfull-'));
   const mnt = path.join(dir, 'mnt');
   fs.mkdirSync(mnt);
@@ -155,7 +156,7 @@ test('disk full under the store: 503 with Retry-After, degraded health, nothing 
     const [httpPort, metricsPort] = await freePorts(2);
     const db = path.join(mnt, 'proflink.db');
     // Short holds, so the store sees the data during the test.
-    pl = await startProflink(config({ httpPort, metricsPort, db, correlation: ['max_window: 2s', 'span_window: 2s'] }),
+    pl = await startProflink(config({ httpPort, metricsPort, db, straight, correlation: ['max_window: 2s', 'span_window: 2s'] }),
       { dir, ports: [httpPort, metricsPort] });
     const c = client(httpPort);
     // Fill the disk: keep sending until the store refuses for a while.
@@ -198,7 +199,13 @@ test('disk full under the store: 503 with Retry-After, degraded health, nothing 
     try { execFileSync('umount', [mnt]); } catch { /* not mounted */ }
     fs.rmSync(dir, { recursive: true, force: true });
   }
-});
+}
+
+test('disk full under the store (otlp -> correlation -> sqlite): 503 with Retry-After, degraded health, nothing answered is lost',
+  { timeout: 120000 }, (t) => diskFull(t, false));
+
+test('disk full under the store, sent straight to it: 503 with Retry-After, never 500',
+  { timeout: 120000 }, (t) => diskFull(t, true));
 
 // A load generator: one template request of n spans whose span ids are
 // rewritten in place (4 bytes of this run's prefix, a 4-byte counter), so
