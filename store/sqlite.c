@@ -88,6 +88,7 @@ typedef struct sqlite_exporter {
     char last_logged_error[512]; /* writer thread only */
     uint64_t last_logged_ns;
     bool failure_announced;
+    bool degraded; /* writer thread only: /health was told the store cannot write */
     /* results waiting to be folded into the stats (loop thread) */
     uint64_t done_sent[PL_SIGNAL_COUNT], done_failed[PL_SIGNAL_COUNT];
     uint64_t done_write_errors, done_deleted_spans, done_deleted_samples;
@@ -160,12 +161,15 @@ static void writer_failed(sqlite_exporter *x, store_state st, const char *msg)
     bool same = strcmp(x->last_logged_error, msg) == 0;
     if (!same || now - x->last_logged_ns >= 60000000000ull) {
         pl_error(x->id, "%s; kept and retried every second, new data refused meanwhile", msg);
-        pl_stats_set_degraded(x->stats, msg);
         snprintf(x->last_logged_error, sizeof(x->last_logged_error), "%s", msg);
         x->last_logged_ns = now;
         x->failure_announced = true;
     } else {
         pl_debug(x->id, "%s", msg);
+    }
+    if (!x->degraded || !same) {
+        pl_stats_set_degraded(x->stats, msg);
+        x->degraded = true;
     }
 }
 
@@ -177,8 +181,10 @@ static void writer_recovered(sqlite_exporter *x)
     uv_mutex_unlock(&x->mu);
     if (was_failed && x->failure_announced) /* one "again" per logged failure */
         pl_info(x->id, "store %s is writable again", x->path);
-    if (was_failed)
+    if (x->degraded && !x->stalled) { /* a kept transaction decides when written */
         pl_stats_set_degraded(x->stats, NULL);
+        x->degraded = false;
+    }
     x->failure_announced = false;
 }
 
@@ -388,6 +394,10 @@ static void writer_main(void *arg)
                 uv_mutex_lock(&x->mu);
                 x->stalled = false;
                 uv_mutex_unlock(&x->mu);
+                if (st == PL_OK && x->degraded) {
+                    pl_stats_set_degraded(x->stats, NULL);
+                    x->degraded = false;
+                }
             }
             free_jobs(jobs);
         } else {
