@@ -581,7 +581,7 @@ void corr_release_covered(correlation *self)
     if (!self->cfg.early_release || self->n_retry)
         return; /* the next consumer refuses: they wait (see hand_on) */
     uint32_t i = self->head[SIDE_SPANS];
-    while (i) {
+    while (i && !self->n_retry) {
         uint32_t next = self->held[i].next_held;
         if (corr_batch_covered(self, &self->held[i]))
             corr_release(self, i, RELEASE_COVERED);
@@ -792,13 +792,12 @@ void pl_correlation_tick(void *p)
     corr_retry(self, now, (pl_signal)PL_SIGNAL_COUNT, &refusal);
     log_drops(self, now, false);
     corr_clock_tick(self, now);
-    /* While the next consumer refuses, nothing leaves by its window: it
-     * would only wait decoded in the retry list (see hand_on). */
-    uint32_t first_span = self->n_retry ? 0 : self->head[SIDE_SPANS];
-    bool samples_due = !self->n_retry;
+    /* While the next consumer refuses (from before, or from the first
+     * release of this tick on), nothing leaves by its window: it would only
+     * wait decoded in the retry list (see hand_on). */
     /* Span batches hold for their services' cadences, so their deadlines
      * are not in arrival order: look at each. Samples wait one window. */
-    for (uint32_t i = first_span; i;) {
+    for (uint32_t i = self->head[SIDE_SPANS]; i && !self->n_retry;) {
         uint32_t next = self->held[i].next_held;
         held_batch *h = &self->held[i];
         if (h->epoch != self->cadence_epoch && h->n_covers && self->cfg.max_window) {
@@ -818,13 +817,12 @@ void pl_correlation_tick(void *p)
     }
     /* Samples wait one window, in arrival order, except those waiting for
      * a span on disk or packed (correlation_spill.c): then look at each. */
-    if (!samples_due) {
-        /* they wait */
-    } else if (!self->spill_dir && !self->pack) {
-        while (self->head[SIDE_SAMPLES] && self->held[self->head[SIDE_SAMPLES]].deadline <= now)
+    if (!self->spill_dir && !self->pack) {
+        while (self->head[SIDE_SAMPLES] && !self->n_retry &&
+               self->held[self->head[SIDE_SAMPLES]].deadline <= now)
             corr_release(self, self->head[SIDE_SAMPLES], RELEASE_WINDOW);
     } else {
-        for (uint32_t i = self->head[SIDE_SAMPLES]; i;) {
+        for (uint32_t i = self->head[SIDE_SAMPLES]; i && !self->n_retry;) {
             uint32_t next = self->held[i].next_held;
             if (self->held[i].deadline <= now)
                 corr_release(self, i, RELEASE_WINDOW);

@@ -92,6 +92,31 @@ static void test_bound_release_refused_is_kept(void)
     CHECK_EQ_INT(f.traces.n, 3); /* the last one at shutdown */
 }
 
+/* Two batches due at the same tick while the next consumer refuses: the
+ * first is refused and kept, the second stays held (compact) instead of
+ * joining it decoded. */
+static void test_window_release_stops_at_the_first_refusal(void)
+{
+    fixture f;
+    pl_correlation_config cfg = test_config();
+    REQUIRE(fx_init(&f, &cfg) == 0);
+    gate g = {true, 0, &f.traces};
+    pl_consumer_init_func(&f.next_traces, gate_fn, &g);
+    CHECK_EQ_INT(consume(&f, two_spans(0x100)), PL_OK);
+    CHECK_EQ_INT(consume(&f, two_spans(0x200)), PL_OK);
+    advance(&f, S(31));
+    CHECK_EQ_INT(g.refused, 1);
+    pl_correlation_usage u;
+    pl_correlation_get_usage(f.self, &u);
+    CHECK_EQ_UINT(u.held_spans, 2);
+    CHECK_EQ_UINT(u.held_span_batches, 1);
+    g.refusing = false;
+    advance(&f, S(1));
+    CHECK_EQ_INT(f.traces.n, 2);
+    CHECK_EQ_UINT(dropped(&f), 0);
+    fx_done(&f);
+}
+
 /* Shutdown flushes while the next consumer takes; what it refuses goes on
  * from the drain, in order, and nothing is dropped. */
 static void test_shutdown_flush_goes_on_from_the_drain(void)
@@ -271,6 +296,7 @@ static void test_skew_gauge_without_skew(void)
 int main(void)
 {
     PL_RUN(test_bound_release_refused_is_kept);
+    PL_RUN(test_window_release_stops_at_the_first_refusal);
     PL_RUN(test_shutdown_flush_goes_on_from_the_drain);
     PL_RUN(test_destroy_counts_what_waited);
     PL_RUN(test_holds_ignore_wall_clock_steps);
