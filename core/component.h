@@ -184,6 +184,10 @@ uint64_t pl_stats_get(const pl_stats *stats, pl_signal signal, pl_stat stat);
  * pointer is a sink shared by all, written and never read. */
 uint64_t *pl_stats_counter(pl_stats *stats, const char *name, const char *help);
 int64_t *pl_stats_gauge(pl_stats *stats, const char *name, const char *help);
+/* Marks the component degraded for /health with a one-line reason (disk
+ * full, store broken), or healthy again with NULL. Any thread; cheap enough
+ * for state changes, not for every batch. */
+void pl_stats_set_degraded(pl_stats *stats, const char *reason);
 
 /* ---- the host: services every component may use ------------------------- */
 
@@ -198,10 +202,14 @@ void pl_pipeline_set_borrowed(bool on);
 typedef struct pl_clock {
     uint64_t (*now_ns)(void *arg); /* Unix time in ns */
     void *arg;
+    uint64_t (*mono_ns)(void *arg); /* monotonic ns, for holds and timers (NULL: see below) */
 } pl_clock;
 uint64_t pl_clock_now(const pl_clock *clock); /* real time if clock or now_ns is NULL */
-uint64_t pl_time_now_ns(void);                /* CLOCK_REALTIME */
-uint64_t pl_time_mono_ns(void);               /* CLOCK_MONOTONIC */
+/* Monotonic time for holds and timers: mono_ns when set, else now_ns when
+ * set (a test injecting one clock drives both), else CLOCK_MONOTONIC. */
+uint64_t pl_clock_mono(const pl_clock *clock);
+uint64_t pl_time_now_ns(void);  /* CLOCK_REALTIME */
+uint64_t pl_time_mono_ns(void); /* CLOCK_MONOTONIC */
 
 /* Memory pressure, set by the memory_limiter processor, read by anything
  * that holds data (correlation, batch) or accepts it. */

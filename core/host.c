@@ -42,6 +42,15 @@ uint64_t pl_clock_now(const pl_clock *clock)
     return pl_time_now_ns();
 }
 
+uint64_t pl_clock_mono(const pl_clock *clock)
+{
+    if (clock && clock->mono_ns)
+        return clock->mono_ns(clock->arg);
+    if (clock && clock->now_ns)
+        return clock->now_ns(clock->arg);
+    return pl_time_mono_ns();
+}
+
 pl_memory_state pl_memory_state_get(void)
 {
     return (pl_memory_state)memory_state;

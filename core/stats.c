@@ -59,6 +59,35 @@ void pl_stats_free(pl_stats *stats)
     free(stats);
 }
 
+void pl_stats_set_degraded(pl_stats *stats, const char *reason)
+{
+    if (!stats)
+        return;
+    pl_stats_lock();
+    snprintf(stats->degraded, sizeof(stats->degraded), "%s", reason ? reason : "");
+    pl_stats_unlock();
+}
+
+size_t pl_stats_degraded(char *out, size_t cap)
+{
+    size_t n = 0, len = 0;
+    if (cap)
+        out[0] = 0;
+    pl_stats_lock();
+    for (pl_stats *s = registered_head; s; s = s->next_registered) {
+        if (!s->degraded[0])
+            continue;
+        if (len < cap) {
+            int w = snprintf(out + len, cap - len, "%s%s: %s", n ? "; " : "", s->id, s->degraded);
+            if (w > 0)
+                len += (size_t)w;
+        }
+        n++;
+    }
+    pl_stats_unlock();
+    return n;
+}
+
 pl_stats *pl_stats_list(void)
 {
     return registered_head;

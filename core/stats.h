@@ -62,6 +62,9 @@ struct pl_stats {
     pl_stats_extra **extra_chunks;
     size_t n_chunks;
     pl_stats *next_registered;
+    /* Why the component cannot do its work ("" while it can), for /health:
+     * written and read under pl_stats_lock (pl_stats_set_degraded). */
+    char degraded[200];
 };
 
 /* Creates counters for component `id` and links them into the global list
@@ -81,5 +84,9 @@ int64_t pl_stats_extra_gauge(const pl_stats_extra *e);
 /* Calls fn for every extra counter/gauge of `stats`. */
 void pl_stats_each_extra(const pl_stats *stats, void (*fn)(void *arg, const pl_stats_extra *e),
                          void *arg);
+
+/* The reasons components are degraded, as "id: reason; id: reason" in out
+ * (truncated to cap, NUL-terminated); returns how many are. Any thread. */
+size_t pl_stats_degraded(char *out, size_t cap);
 
 #endif

@@ -154,6 +154,7 @@ struct pl_queue {
     char *id;
     uv_loop_t *loop;
     pl_stats *stats;
+    bool cannot_store;            /* /health says degraded until a batch is stored again */
     pl_sending_queue_config qcfg; /* storage pointer not kept */
     pl_retry_config rcfg;
     pl_queue_sender sender;
@@ -452,15 +453,24 @@ static int64_t storage_insert(pl_queue *q, pl_signal signal, const uint8_t *payl
     sqlite3_bind_blob(st, 6, blob, (int)blob_len, SQLITE_STATIC);
     sqlite3_bind_int(st, 7, stored_as);
     int rc = sqlite3_step(st);
-    if (rc != SQLITE_DONE) /* the error now: the reset below may replace it */
-        pl_log_limited(&q->storage_errors, PL_LOG_ERROR, q->id,
-                       "sending_queue: cannot store a batch in %s: %s", q->db_path,
-                       sqlite3_errmsg(q->db));
+    char why[300] = "";
+    if (rc != SQLITE_DONE) { /* the error now: the reset below may replace it */
+        snprintf(why, sizeof(why), "sending_queue: cannot store a batch in %s: %s", q->db_path,
+                 sqlite3_errmsg(q->db));
+        pl_log_limited(&q->storage_errors, PL_LOG_ERROR, q->id, "%s", why);
+    }
     sqlite3_reset(st);
     sqlite3_clear_bindings(st);
     free(packed);
-    if (rc != SQLITE_DONE)
+    if (rc != SQLITE_DONE) {
+        pl_stats_set_degraded(q->stats, why);
+        q->cannot_store = true;
         return 0;
+    }
+    if (q->cannot_store) {
+        pl_stats_set_degraded(q->stats, NULL);
+        q->cannot_store = false;
+    }
     (*q->c_stored)++;
     return (int64_t)sqlite3_last_insert_rowid(q->db);
 }

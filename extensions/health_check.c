@@ -4,8 +4,11 @@
  * list it under service.extensions, and Kubernetes probes point at its port;
  * without it such a file would not load. It answers GET (and HEAD) on
  * `endpoint` + `path` with 200 and {"status":"Server available",...} while
- * the service runs, and 503 {"status":"Server not available"} once it is
- * shutting down. The same information is on the telemetry address's
+ * the service runs, 503 {"status":"Server not available"} once it is
+ * shutting down, and 503 {"status":"degraded","reason":...} while a
+ * component cannot do its work (a store or queue that cannot write: it
+ * refuses data meanwhile, so a readiness probe should send traffic
+ * elsewhere; see docs/RELIABILITY.md). The same information is on the telemetry address's
  * /health; this is only the Collector-compatible front door.
  *
  * It answers from a thread of its own, with its own libuv loop, like the
@@ -25,7 +28,9 @@
 #include <string.h>
 #include <time.h>
 
+#include "core/buf.h"
 #include "core/component.h"
+#include "core/stats.h"
 #include "core/log.h"
 #include "extensions/auth.h"
 #include "net/http_server.h"
@@ -84,13 +89,22 @@ static void hc_handle(void *arg, pl_http_request *req, pl_http_response *res)
         strftime(since, sizeof(since), "%Y-%m-%dT%H:%M:%SZ", &tm);
     uint64_t now = pl_time_now_ns();
     double uptime = now > up_since ? (double)(now - up_since) / 1e9 : 0;
-    char body[160];
-    int n = snprintf(body, sizeof(body),
-                     "{\"status\":\"Server available\",\"upSince\":\"%s\",\"uptime\":\"%.3fs\"}\n",
-                     since, uptime);
-    if (n < 0 || (size_t)n >= sizeof(body))
-        n = 0;
-    pl_http_respond(res, 200, &ct, 1, body, (size_t)n);
+    char reason[1024];
+    size_t degraded = pl_stats_degraded(reason, sizeof(reason));
+    pl_buf b;
+    pl_buf_init(&b);
+    pl_buf_printf(&b, "{\"status\":\"%s\",\"upSince\":\"%s\",\"uptime\":\"%.3fs\"",
+                  degraded ? "degraded" : "Server available", since, uptime);
+    if (degraded) {
+        pl_buf_printf(&b, ",\"reason\":");
+        pl_buf_json_string(&b, reason, strlen(reason));
+    }
+    pl_buf_printf(&b, "}\n");
+    if (pl_buf_ok(&b))
+        pl_http_respond(res, degraded ? 503 : 200, &ct, 1, b.data, b.len);
+    else
+        pl_http_respond(res, 500, NULL, 0, "out of memory\n", 14);
+    pl_buf_free(&b);
 }
 
 static pl_status hc_create(const pl_create_settings *settings, const void *config, void **out,
@@ -214,6 +228,6 @@ static void hc_destroy(void *self)
 const pl_component_type pl_extension_health_check = {
     PL_COMPONENT_HEAD("health_check", PL_KIND_EXTENSION, 0, &hc_section),
     .description = "answers health checks like the Collector's health_check extension "
-                   "(200 while running, 503 while shutting down)",
+                   "(200 while running, 503 while degraded or shutting down)",
     PL_COMPONENT_LIFECYCLE(hc_create, hc_start, hc_shutdown, hc_destroy),
 };

@@ -71,10 +71,25 @@ static void handle(void *arg, pl_http_request *req, pl_http_response *res)
             t->info(t->arg, &info);
         const char *state = info.state;
         bool ok = strcmp(state, "running") == 0;
-        char body[96];
-        int n = snprintf(body, sizeof(body), "{\"status\":\"%s\"}\n", ok ? "ok" : state);
+        /* Running but a store or queue cannot write: 503 and why, so a
+         * load balancer's readiness check sends traffic elsewhere (this
+         * instance refuses it anyway, with Retry-After). */
+        char reason[1024];
+        size_t degraded = ok ? pl_stats_degraded(reason, sizeof(reason)) : 0;
+        pl_buf b;
+        pl_buf_init(&b);
+        pl_buf_printf(&b, "{\"status\":\"%s\"", !ok ? state : degraded ? "degraded" : "ok");
+        if (degraded) {
+            pl_buf_printf(&b, ",\"reason\":");
+            pl_buf_json_string(&b, reason, strlen(reason));
+        }
+        pl_buf_printf(&b, "}\n");
         pl_http_header h = {"Content-Type", 12, "application/json", 16};
-        pl_http_respond(res, ok ? 200 : 503, &h, 1, body, (size_t)n);
+        if (pl_buf_ok(&b))
+            pl_http_respond(res, ok && !degraded ? 200 : 503, &h, 1, b.data, b.len);
+        else
+            pl_http_respond(res, 500, NULL, 0, "out of memory\n", 14);
+        pl_buf_free(&b);
         return;
     }
     static const char nf[] = "not found: try /metrics or /health\n";

@@ -26,6 +26,15 @@
  * after that. Nothing is ever dropped: whatever leaves early leaves with what
  * it has.
  *
+ * Correlation answers 200 for what it holds, so what the next consumer
+ * refuses later (a store or queue that is full or cannot write) is kept and
+ * offered again, whatever released it, and while it waits new data of its
+ * signal is refused (503 / UNAVAILABLE: clients retry) and nothing leaves by
+ * its window (correlation_release.c, hand_on). Only bounds drop, counted and
+ * logged. Holds and timers run on the monotonic clock; senders' timestamps
+ * only match samples to spans, measure coverage, and are compared with the
+ * wall clock to report their skew (correlation_cadence.c).
+ *
  * While no profiles come (none within the longest hold, the sample window and
  * a minute), traces batches are held without being indexed: a pipeline with
  * no profiler pays a counter per span. The next profiles batch indexes them,
@@ -142,6 +151,7 @@ void pl_correlation_config_defaults(pl_correlation_config *cfg)
     memset(cfg, 0, sizeof(*cfg));
     cfg->window = 30 * 1000000000LL;
     cfg->max_clock_skew = 1000000000LL;
+    cfg->clock_skew_warning = 60 * 1000000000LL;
     cfg->max_spans = 1000000;
     cfg->max_pending_samples = 1000000;
     cfg->max_bytes = 256ull << 20;
@@ -342,16 +352,22 @@ static void index_span_batch(correlation *self, uint32_t hi)
     corr_link_waiting_batch(self, h->batch);
 }
 
-static uint32_t count_spans(const pl_batch *batch)
+/* Spans with a valid id; *latest: the latest end (data time) of any. */
+static uint32_t count_spans(const pl_batch *batch, uint64_t *latest)
 {
     const pl_traces *t = &batch->data.traces;
     uint32_t n = 0;
+    uint64_t end = 0;
     for (uint32_t r = 0; r < t->n_resources; r++)
         for (uint32_t sc = 0; sc < t->resources[r].n_scopes; sc++) {
             const pl_scope_spans *ss = &t->resources[r].scopes[sc];
-            for (uint32_t k = 0; k < ss->n_spans; k++)
+            for (uint32_t k = 0; k < ss->n_spans; k++) {
                 n += span_id_valid(ss->spans[k].span_id, ss->spans[k].span_id_len);
+                if (ss->spans[k].end_time_unix_nano > end)
+                    end = ss->spans[k].end_time_unix_nano;
+            }
         }
+    *latest = end;
     return n;
 }
 
@@ -367,7 +383,9 @@ static bool profiles_present(correlation *self, uint64_t now)
 
 static pl_status consume_traces(correlation *self, pl_batch *batch, pl_consumer *next)
 {
-    uint32_t n_spans = count_spans(batch);
+    uint64_t latest;
+    uint32_t n_spans = count_spans(batch, &latest);
+    corr_clock_saw(self, latest, wall_ns(self));
     if (n_spans == 0)
         return pl_consumer_consume(next, batch);
     /* The batch is held as long as its slowest service needs. */
@@ -490,6 +508,7 @@ static pl_status consume_profiles(correlation *self, pl_batch *batch, pl_consume
     uint64_t spill_wait = 0; /* a waiting sample's span is on disk: wait for it to leave */
     corr_warm warm;          /* loading ahead (correlation_warm.c) */
     self->last_profiles_ns = now_ns(self);
+    uint64_t wall = wall_ns(self);
     if (self->unindexed_batches) {
         /* Profiles are back: index the spans held meanwhile, oldest first. */
         for (uint32_t i = self->head[SIDE_SPANS], nx; i; i = nx) {
@@ -616,8 +635,9 @@ static pl_status consume_profiles(correlation *self, pl_batch *batch, pl_consume
                     ty = pl_dict_string(dict, p->sample_type.type_strindex);
                     un = pl_dict_string(dict, p->sample_type.unit_strindex);
                 }
+                corr_clock_saw(self, covered, wall);
                 if (corr_stream_upload(self, svc, ty, un, any_link, covered, p->duration_nano,
-                                       self->last_profiles_ns))
+                                       self->last_profiles_ns, corr_sender_now(self, wall)))
                     coverage_moved = true;
             }
         }
@@ -853,7 +873,8 @@ static pl_status correlation_create(const pl_create_settings *settings, const vo
         self->own_stats = pl_stats_new(self->id ? self->id : "correlation", PL_KIND_PROCESSOR);
         self->stats = self->own_stats;
     }
-    self->base_ns = pl_clock_now(&self->clock);
+    self->base_ns = now_ns(self);
+    self->retry_ns = 1000000000ull;
     self->last_sweep_ns = self->base_ns;
     if (!self->id || !self->stats || corr_span_table_init(&self->spans, 1024) ||
         corr_pending_table_init(&self->pending, 1024)) {
@@ -890,11 +911,16 @@ static pl_status correlation_create(const pl_create_settings *settings, const vo
         pl_stats_gauge(st, "pending_samples", "samples waiting for their span");
     self->g_held_bytes = pl_stats_gauge(
         st, "held_bytes", "memory held: batches, index, names and the summaries of departed spans");
+    self->g_clock_skew = pl_stats_gauge(
+        st, "clock_skew_seconds",
+        "proflink's wall clock minus the senders' latest data times (minimum over 10 s): "
+        "positive when senders lag, negative when they stamp times in proflink's future");
     if (!self->c_linked_samples || !self->c_unlinked_samples || !self->c_late_samples ||
         !self->c_early_samples || !self->c_linked_spans || !self->c_unlinked_spans ||
         !self->c_late_spans || !self->c_early_spans || !self->c_covered_spans ||
         !self->g_held_spans || !self->g_pending_samples || !self->g_held_bytes ||
-        !self->c_late_linked || !self->c_not_held || !self->c_refused || corr_late_init(self)) {
+        !self->c_late_linked || !self->c_not_held || !self->c_refused || !self->g_clock_skew ||
+        corr_late_init(self)) {
         correlation_free(self);
         return pl_errf(err, PL_ERR_NOMEM, "correlation: out of memory");
     }
@@ -938,11 +964,25 @@ static void correlation_shutdown(void *p)
         uv_close((uv_handle_t *)&self->timer, NULL);
         self->timer_open = false;
     }
-    /* Everything held flows on with what it has (reload and stop alike). */
-    corr_release_all(self, RELEASE_FLUSH);
-    pl_status refusal;
-    corr_retry(self, UINT64_MAX, (pl_signal)PL_SIGNAL_COUNT, &refusal); /* a last attempt */
+    /* Everything held flows on with what it has (reload and stop alike),
+     * oldest first, as long as the next consumer takes it; the rest goes
+     * on from the drain (correlation_pending) until shutdown_timeout. */
+    self->retry_ns = DRAIN_RETRY_NS;
+    corr_flush(self);
     corr_update_gauges(self);
+}
+
+/* While the service drains: offers what was refused again, flushes what
+ * is still held, and says how many items wait. */
+static size_t correlation_pending(void *p)
+{
+    correlation *self = p;
+    if (!self->shut_down)
+        return 0;
+    pl_status refusal;
+    corr_retry(self, now_ns(self), (pl_signal)PL_SIGNAL_COUNT, &refusal);
+    corr_flush(self);
+    return corr_waiting_items(self);
 }
 
 static void correlation_destroy(void *p)
@@ -1029,4 +1069,5 @@ const pl_component_type pl_processor_correlation = {
     .consume = correlation_consume,
     .shutdown = correlation_shutdown,
     .destroy = correlation_destroy,
+    .pending = correlation_pending,
 };

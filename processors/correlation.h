@@ -22,6 +22,8 @@ typedef struct pl_correlation_config {
     int64_t span_window;         /* ns; 0 = window */
     int64_t sample_window;       /* ns; 0 = window */
     int64_t max_clock_skew;      /* ns added on both sides of a span's [start, end] */
+    int64_t clock_skew_warning;  /* ns; senders' clocks this far from proflink's are
+                                    logged (rate-limited) and corrected for (0: never) */
     int64_t max_spans;           /* spans held at once */
     int64_t max_pending_samples; /* samples waiting for their span at once */
     uint64_t max_bytes;          /* held batches + index, bytes */

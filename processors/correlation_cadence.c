@@ -161,11 +161,13 @@ static void service_recover(correlation *self, service *s, uint64_t now)
     s->covered_until = cov == UINT64_MAX ? 0 : cov;
 }
 
-/* One profile of service `svc` and sample type (type, unit) arrived at host
- * time `now`, covering data time up to `covered`; `links` when one of its
- * samples carried a span id. True when the service's coverage moved. */
+/* One profile of service `svc` and sample type (type, unit) arrived at
+ * monotonic time `now` (intervals), when the senders' clock read about
+ * `sender_now` (delays: corr_sender_now), covering data time up to
+ * `covered`; `links` when one of its samples carried a span id. True when
+ * the service's coverage moved. */
 bool corr_stream_upload(correlation *self, uint16_t svc, pl_bytes type, pl_bytes unit, bool links,
-                        uint64_t covered, uint64_t duration, uint64_t now)
+                        uint64_t covered, uint64_t duration, uint64_t now, uint64_t sender_now)
 {
     if (!svc || svc >= self->n_services)
         return false;
@@ -201,8 +203,8 @@ bool corr_stream_upload(correlation *self, uint16_t svc, pl_bytes type, pl_bytes
         st->links = true;
     if (covered > st->covered_until)
         st->covered_until = covered;
-    if (covered && now > covered)
-        st->delay = decay_max(st->delay, now - covered);
+    if (covered && sender_now > covered)
+        st->delay = decay_max(st->delay, sender_now - covered);
     if (st->links && (st->interval != was_interval || st->delay != was_delay || !was_links))
         self->cadence_epoch++; /* held batches' deadlines follow (corr tick) */
     if (!st->links)
@@ -304,5 +306,89 @@ void pl_correlation_get_cadence(void *p, const char *name, pl_correlation_cadenc
     out->known = true;
     out->linked = service_cadence(s, &out->interval, &out->delay);
     out->covered_until = s->covered_until;
-    out->hold = corr_service_hold(self, (uint16_t)id, pl_clock_now(&self->clock));
+    out->hold = corr_service_hold(self, (uint16_t)id, now_ns(self));
+}
+
+/* ---- senders' clocks -------------------------------------------------------------------- */
+
+/* The skew is measured per period as the minimum, over span batches and
+ * profiles, of proflink's wall clock minus the batch's latest data time
+ * (a batch's latest span end, a profile's coverage): data is never sent
+ * before it exists, so the minimum is the senders' clock offset plus the
+ * shortest delivery delay (a few seconds for span exporters). Positive:
+ * proflink's clock is ahead of the senders' (or everything is late);
+ * negative: senders stamp times in proflink's future. One comparison per
+ * batch or profile, none per span or sample beyond finding the latest. */
+#define SKEW_PERIOD_NS  (10 * NS)
+#define SKEW_WARN_NS    (600 * NS)
+#define SKEW_TRUSTED_NS (86400 * NS)
+
+void corr_clock_saw(correlation *self, uint64_t latest, uint64_t wall)
+{
+    if (!latest)
+        return;
+    int64_t d = (int64_t)(wall - latest); /* two's complement: negative when latest > wall */
+    if (!self->skew_any || d < self->skew_min) {
+        self->skew_min = d;
+        self->skew_any = true;
+    }
+}
+
+static uint64_t abs_ns(int64_t v)
+{
+    return v < 0 ? (uint64_t)0 - (uint64_t)v : (uint64_t)v;
+}
+
+/* Once per period (from the tick): the period's minimum becomes the
+ * estimate, published as the gauge, and warned about past
+ * clock_skew_warning (at most every 10 minutes). */
+void corr_clock_tick(correlation *self, uint64_t now)
+{
+    if (!self->skew_period_start) {
+        self->skew_period_start = now ? now : 1;
+        return;
+    }
+    if (now - self->skew_period_start < SKEW_PERIOD_NS)
+        return;
+    self->skew_period_start = now;
+    if (!self->skew_any)
+        return; /* no data: the estimate stays */
+    self->skew_est = self->skew_min;
+    self->skew_known = true;
+    self->skew_any = false;
+    const int64_t sec = (int64_t)NS; /* rounded to the nearest second */
+    *self->g_clock_skew = (self->skew_est + (self->skew_est < 0 ? -sec / 2 : sec / 2)) / sec;
+    uint64_t limit = (uint64_t)self->cfg.clock_skew_warning;
+    /* Again after SKEW_WARN_NS, or at once when the skew moved by more than
+     * the limit since the last warning (a clock was stepped). */
+    if (limit && abs_ns(self->skew_est) > limit &&
+        (!self->skew_warned_ns || now - self->skew_warned_ns >= SKEW_WARN_NS ||
+         abs_ns(self->skew_est - self->skew_warned_est) > limit)) {
+        self->skew_warned_ns = now;
+        self->skew_warned_est = self->skew_est;
+        pl_warn(COMPONENT,
+                "%s: senders' data times are %.0f s %s proflink's clock (beyond "
+                "clock_skew_warning %.0f s): check the clocks (NTP). Holds run on a monotonic "
+                "clock and are not affected; upload delays are measured on the senders' clock",
+                self->id, (double)abs_ns(self->skew_est) / 1e9,
+                self->skew_est > 0 ? "behind" : "ahead of", (double)limit / 1e9);
+    }
+}
+
+/* What the senders' clocks read now, by the estimate, when it is past
+ * clock_skew_warning (below it, delivery delays and skew cannot be told
+ * apart, and proflink's wall clock is used as it is). */
+uint64_t corr_sender_now(const correlation *self, uint64_t wall)
+{
+    uint64_t limit = (uint64_t)self->cfg.clock_skew_warning;
+    /* Until a period has ended, what this one has seen so far. */
+    int64_t est = self->skew_known ? self->skew_est : self->skew_min;
+    /* Beyond a day it is not a clock but a sender's bad timestamps (one
+     * batch stamped in 2100): reported, not acted upon. */
+    if (!(self->skew_known || self->skew_any) || !limit || abs_ns(est) <= limit ||
+        abs_ns(est) > SKEW_TRUSTED_NS)
+        return wall;
+    if (est > 0)
+        return wall > (uint64_t)est ? wall - (uint64_t)est : 0;
+    return sat_add(wall, abs_ns(est));
 }

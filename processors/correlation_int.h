@@ -357,6 +357,19 @@ typedef struct correlation {
     size_t retry_bytes;
     pl_status retry_status;
     uint64_t retry_at;
+    uint64_t retry_ns;       /* between attempts: a second; shorter while draining */
+    size_t drops_unlogged;   /* items dropped since the last log line */
+    uint64_t drop_logged_ns; /* when that line was written (0: never) */
+    char drop_why[128];      /* the latest reason */
+
+    /* Senders' clocks against proflink's (correlation.c, corr_clock_*). */
+    int64_t skew_min;           /* this period: min of wall - latest data time */
+    bool skew_any, skew_known;  /* this period saw data; an estimate exists */
+    int64_t skew_est;           /* the estimate (last period, or the first so far) */
+    uint64_t skew_period_start; /* monotonic */
+    uint64_t skew_warned_ns;    /* monotonic, 0: never */
+    int64_t skew_warned_est;    /* the skew then */
+    int64_t *g_clock_skew;
 
     struct late_store *late;
 
@@ -446,7 +459,15 @@ static inline bool trace_id_valid(const uint8_t *id, uint8_t len)
     return false;
 }
 
+/* Holds, windows, markers and timers run on the monotonic clock: a step of
+ * the wall clock neither freezes nor rushes them. The wall clock is read
+ * only to compare with data times (senders' clocks): wall_ns. */
 static inline uint64_t now_ns(correlation *self)
+{
+    return pl_clock_mono(&self->clock);
+}
+
+static inline uint64_t wall_ns(correlation *self)
 {
     return pl_clock_now(&self->clock);
 }
@@ -466,6 +487,8 @@ static inline uint64_t sat_add(uint64_t a, uint64_t b)
 }
 
 enum release_reason { RELEASE_WINDOW, RELEASE_EARLY, RELEASE_COVERED, RELEASE_FLUSH };
+
+#define DRAIN_RETRY_NS (50000000ull) /* between attempts while the service drains */
 
 /* Starts loading the home slot of a span id: indexing and releasing walk a
  * batch's spans in order, and their slots are scattered over a table far
@@ -533,8 +556,11 @@ uint16_t corr_service_id(correlation *self, pl_bytes name);
 size_t corr_service_bytes(const correlation *self);
 void corr_services_free(correlation *self);
 void corr_service_saw_span(correlation *self, uint16_t svc, uint64_t now);
+void corr_clock_saw(correlation *self, uint64_t latest, uint64_t wall);
+void corr_clock_tick(correlation *self, uint64_t now);
+uint64_t corr_sender_now(const correlation *self, uint64_t wall);
 bool corr_stream_upload(correlation *self, uint16_t svc, pl_bytes type, pl_bytes unit, bool links,
-                        uint64_t covered, uint64_t duration, uint64_t now);
+                        uint64_t covered, uint64_t duration, uint64_t now, uint64_t sender_now);
 uint64_t corr_service_hold(correlation *self, uint16_t svc, uint64_t now);
 void corr_service_linked(correlation *self, uint16_t span_svc, uint16_t profile_svc);
 bool corr_service_covers(correlation *self, uint16_t svc, uint64_t end, uint64_t now);
@@ -619,6 +645,8 @@ void corr_link_spilled(correlation *self, span_entry *e, const late_span *ls, pl
                        profile_info *pi);
 /* correlation_release.c */
 bool corr_retry(correlation *self, uint64_t now, pl_signal sig, pl_status *refusal);
+void corr_flush(correlation *self);
+size_t corr_waiting_items(const correlation *self);
 void corr_retry_free(correlation *self);
 bool corr_batch_covered(correlation *self, const held_batch *h);
 size_t corr_index_bytes(const correlation *self);

@@ -82,11 +82,19 @@ static void enrich_span(correlation *self, pl_batch *b, pl_span *sp, span_stats 
 /* ---- handing on, and the next consumer's refusals ------------------------------------------ */
 
 /* A released batch the next consumer refused with a retryable status (a
- * full queue, memory pressure downstream): kept, in order, and offered again
- * on the next tick. Meanwhile new batches of its signal are refused with the
- * same status, so clients retry instead of being answered for data that
- * could not go on. The consumer takes a batch whatever it answers, so each
- * attempt sends a copy; the original is freed once a copy is taken. */
+ * full queue, a store that cannot write, memory pressure downstream): kept,
+ * in order, and offered again every retry_ns. Meanwhile
+ * - new batches of its signal are refused with the same status, so clients
+ *   retry (503 / UNAVAILABLE with Retry-After) instead of being answered for
+ *   data that could not go on;
+ * - nothing is released by window or coverage (held batches wait, compact,
+ *   past their deadline), so what waits here grows only by what a bound
+ *   pushes out.
+ * The consumer takes a batch whatever it answers, so each attempt sends a
+ * copy; the original is freed once a copy is taken. What waits is bounded
+ * by max_bytes / 4: beyond it the oldest are dropped, counted in `dropped`
+ * and logged once per DROP_LOG_NS with the count. Under hard memory
+ * pressure no copy is made, so a refusal then drops (counted). */
 typedef struct retry_item {
     pl_batch *batch;
     pl_consumer *next;
@@ -94,13 +102,29 @@ typedef struct retry_item {
     uint32_t refusals; /* copies of it refused so far (each marked its entries lost) */
 } retry_item;
 
-#define RETRY_NS (1000000000ull) /* between attempts */
+#define DROP_LOG_NS (10000000000ull) /* at most one line about drops per 10 s */
+
+/* Writes the drops counted since the last line, if any and if due (or
+ * `force`d). */
+static void log_drops(correlation *self, uint64_t now, bool force)
+{
+    if (!self->drops_unlogged)
+        return;
+    if (!force && self->drop_logged_ns && now - self->drop_logged_ns < DROP_LOG_NS)
+        return;
+    pl_error(COMPONENT, "%s: %zu items dropped%s: %s", self->id, self->drops_unlogged,
+             self->drop_logged_ns ? " in the last 10 s or so" : "", self->drop_why);
+    self->drops_unlogged = 0;
+    self->drop_logged_ns = now ? now : 1;
+}
 
 static void dropped(correlation *self, pl_signal sig, size_t items, pl_status st, const char *why)
 {
     pl_stats_add(self->stats, sig, PL_STAT_DROPPED, items);
-    pl_error(COMPONENT, "%s: %zu %s dropped: the next consumer refused them (%s)%s", self->id,
-             items, pl_signal_name(sig), pl_status_name(st), why);
+    snprintf(self->drop_why, sizeof(self->drop_why), "%s the next consumer refused (%s)%s",
+             pl_signal_name(sig), pl_status_name(st), why);
+    self->drops_unlogged += items;
+    log_drops(self, now_ns(self), false);
 }
 
 /* Frees a batch that could not go on. Its write-ahead entries, if any, are
@@ -142,30 +166,23 @@ static void keep(correlation *self, pl_consumer *next, pl_batch *b, size_t items
     }
 }
 
-/* Hands a released batch on. Window and coverage releases keep what is
- * refused; a bound, memory pressure or shutdown cannot keep anything. */
+/* Hands a released batch on; what the next consumer refuses (retryable) is
+ * kept, whatever made it leave. */
 static void hand_on(correlation *self, pl_consumer *next, pl_batch *b, int reason)
 {
+    (void)reason;
     size_t items = pl_batch_items(b);
     pl_signal sig = b->signal;
-    if (reason == RELEASE_EARLY || reason == RELEASE_FLUSH) {
-        pl_status st = pl_consumer_consume(next, b);
-        if (st != PL_OK) {
-            *self->c_refused += items;
-            dropped(self, sig, items, st, "");
-        }
-        return;
-    }
     if (self->n_retry) {
         keep(self, next, b, items, PL_OK, 0); /* behind those refused earlier */
         return;
     }
-    pl_batch *copy = pl_batch_clone(b);
+    pl_batch *copy = pl_memory_state_get() == PL_MEMORY_HARD ? NULL : pl_batch_clone(b);
     if (!copy) {
         pl_status st = pl_consumer_consume(next, b);
         if (st != PL_OK) {
             *self->c_refused += items;
-            dropped(self, sig, items, st, "");
+            dropped(self, sig, items, st, ", with no memory to keep them");
         }
         return;
     }
@@ -183,18 +200,18 @@ static void hand_on(correlation *self, pl_consumer *next, pl_batch *b, int reaso
     }
     pl_warn(COMPONENT, "%s: the next consumer refused %zu %s (%s); kept, and %s refused meanwhile",
             self->id, items, pl_signal_name(sig), pl_status_name(st), pl_signal_name(sig));
-    self->retry_at = sat_add(now_ns(self), RETRY_NS);
+    self->retry_at = sat_add(now_ns(self), self->retry_ns);
     keep(self, next, b, items, st, 1);
 }
 
-/* Offers the kept batches again (at most once per RETRY_NS unless forced by
+/* Offers the kept batches again (at most once per retry_ns unless forced by
  * now = UINT64_MAX). True when none of signal `sig` is left waiting (any
  * signal when sig is PL_SIGNAL_COUNT); *refusal is the status to answer with
  * otherwise. */
 bool corr_retry(correlation *self, uint64_t now, pl_signal sig, pl_status *refusal)
 {
     if (self->n_retry && now >= self->retry_at) {
-        self->retry_at = now == UINT64_MAX ? 0 : sat_add(now, RETRY_NS);
+        self->retry_at = now == UINT64_MAX ? 0 : sat_add(now, self->retry_ns);
         uint32_t done = 0;
         while (done < self->n_retry) {
             retry_item *r = &self->retry[done];
@@ -237,10 +254,34 @@ bool corr_retry(correlation *self, uint64_t now, pl_signal sig, pl_status *refus
     return true;
 }
 
+/* Shutdown: held batches leave, oldest first, as long as the next consumer
+ * takes them; the first it refuses waits with the kept ones, and so do all
+ * still held (correlation_pending goes on). */
+void corr_flush(correlation *self)
+{
+    for (int side = 0; side < 2; side++)
+        while (self->head[side] && !self->n_retry)
+            corr_release(self, self->head[side], RELEASE_FLUSH);
+}
+
+/* Items still held or waiting to be taken (1 for a batch of none). */
+size_t corr_waiting_items(const correlation *self)
+{
+    size_t n = self->held_batches[SIDE_SPANS] + self->held_batches[SIDE_SAMPLES];
+    n = n ? self->held_spans + self->pending_samples + 1 : 0;
+    for (uint32_t i = 0; i < self->n_retry; i++)
+        n += self->retry[i].items ? self->retry[i].items : 1;
+    return n;
+}
+
 void corr_retry_free(correlation *self)
 {
-    for (uint32_t i = 0; i < self->n_retry; i++)
+    for (uint32_t i = 0; i < self->n_retry; i++) {
+        dropped(self, self->retry[i].batch->signal, self->retry[i].items, self->retry_status,
+                " until shutdown_timeout");
         drop_batch(self->retry[i].batch);
+    }
+    log_drops(self, now_ns(self), true);
     free(self->retry);
     self->retry = NULL;
     self->n_retry = self->cap_retry = 0;
@@ -537,10 +578,10 @@ bool corr_batch_covered(correlation *self, const held_batch *h)
 
 void corr_release_covered(correlation *self)
 {
-    if (!self->cfg.early_release)
-        return;
+    if (!self->cfg.early_release || self->n_retry)
+        return; /* the next consumer refuses: they wait (see hand_on) */
     uint32_t i = self->head[SIDE_SPANS];
-    while (i) {
+    while (i && !self->n_retry) {
         uint32_t next = self->held[i].next_held;
         if (corr_batch_covered(self, &self->held[i]))
             corr_release(self, i, RELEASE_COVERED);
@@ -749,9 +790,14 @@ void pl_correlation_tick(void *p)
     uint64_t now = now_ns(self);
     pl_status refusal;
     corr_retry(self, now, (pl_signal)PL_SIGNAL_COUNT, &refusal);
+    log_drops(self, now, false);
+    corr_clock_tick(self, now);
+    /* While the next consumer refuses (from before, or from the first
+     * release of this tick on), nothing leaves by its window: it would only
+     * wait decoded in the retry list (see hand_on). */
     /* Span batches hold for their services' cadences, so their deadlines
      * are not in arrival order: look at each. Samples wait one window. */
-    for (uint32_t i = self->head[SIDE_SPANS]; i;) {
+    for (uint32_t i = self->head[SIDE_SPANS]; i && !self->n_retry;) {
         uint32_t next = self->held[i].next_held;
         held_batch *h = &self->held[i];
         if (h->epoch != self->cadence_epoch && h->n_covers && self->cfg.max_window) {
@@ -772,10 +818,11 @@ void pl_correlation_tick(void *p)
     /* Samples wait one window, in arrival order, except those waiting for
      * a span on disk or packed (correlation_spill.c): then look at each. */
     if (!self->spill_dir && !self->pack) {
-        while (self->head[SIDE_SAMPLES] && self->held[self->head[SIDE_SAMPLES]].deadline <= now)
+        while (self->head[SIDE_SAMPLES] && !self->n_retry &&
+               self->held[self->head[SIDE_SAMPLES]].deadline <= now)
             corr_release(self, self->head[SIDE_SAMPLES], RELEASE_WINDOW);
     } else {
-        for (uint32_t i = self->head[SIDE_SAMPLES]; i;) {
+        for (uint32_t i = self->head[SIDE_SAMPLES]; i && !self->n_retry;) {
             uint32_t next = self->held[i].next_held;
             if (self->held[i].deadline <= now)
                 corr_release(self, i, RELEASE_WINDOW);

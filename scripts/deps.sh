@@ -14,6 +14,7 @@ PACKAGES=(
   libnats-dev nats-server
   nodejs npm curl openssl zstd python3 python3-yaml ca-certificates procps
   gcovr
+  faketime
   chromium
   golang-go
 )

@@ -20,12 +20,17 @@
  * write-ahead tags (see sqlite_export).
  *
  * Failures. A store that cannot be opened or written (corrupt file, locked by
- * another process, disk full) does not stop the pipeline: the failure is
- * logged once with what to do, the affected items are counted as `failed`,
- * and while the store stays broken the export hook answers at once with an
- * error (REFUSED for a lock, which clients retry; INTERNAL otherwise) rather
- * than queueing. The writer retries the store every second and logs when it
- * recovers. A full queue answers REFUSED (back-pressure).
+ * another process, disk full) does not stop the pipeline, and loses nothing
+ * it accepted: a transaction that fails is rolled back and its batches go
+ * back to the head of the queue, to be written again every second (the
+ * queue is bounded by queue_size, so is what waits). While the store cannot
+ * write, or a failed transaction waits, the export hook refuses at once with
+ * REFUSED (503 / UNAVAILABLE with Retry-After: clients retry), and the
+ * component is marked degraded for /health; a full queue refuses likewise.
+ * Only a transaction that fails MAX_ATTEMPTS times for a reason of its own
+ * (not the disk, the file or a lock), or what is still unwritable when the
+ * exporter is destroyed, is given up: counted as `failed` and logged.
+ * The failure is logged once per message and minute; recovery once.
  */
 #include <inttypes.h>
 #include <stddef.h>
@@ -60,6 +65,7 @@ typedef enum store_state {
 } store_state;
 
 #define RETRY_INTERVAL_NS         1000000000ull
+#define MAX_ATTEMPTS              10 /* of a transaction failing for a reason of its own */
 #define MAX_ITEMS_PER_TRANSACTION 200000
 
 typedef struct sqlite_exporter {
@@ -84,9 +90,11 @@ typedef struct sqlite_exporter {
     job *head, *tail;
     size_t queued_items, queued_bytes, inflight_items;
     store_state state;
+    bool stalled;                /* a failed transaction waits at the head of the queue */
     char last_logged_error[512]; /* writer thread only */
     uint64_t last_logged_ns;
     bool failure_announced;
+    bool degraded; /* writer thread only: /health was told the store cannot write */
     /* results waiting to be folded into the stats (loop thread) */
     uint64_t done_sent[PL_SIGNAL_COUNT], done_failed[PL_SIGNAL_COUNT];
     uint64_t done_write_errors, done_deleted_spans, done_deleted_samples;
@@ -158,12 +166,16 @@ static void writer_failed(sqlite_exporter *x, store_state st, const char *msg)
     uint64_t now = pl_time_mono_ns();
     bool same = strcmp(x->last_logged_error, msg) == 0;
     if (!same || now - x->last_logged_ns >= 60000000000ull) {
-        pl_error(x->id, "%s; the pipeline keeps running and counts these items as failed", msg);
+        pl_error(x->id, "%s; kept and retried every second, new data refused meanwhile", msg);
         snprintf(x->last_logged_error, sizeof(x->last_logged_error), "%s", msg);
         x->last_logged_ns = now;
         x->failure_announced = true;
     } else {
         pl_debug(x->id, "%s", msg);
+    }
+    if (!x->degraded || !same) {
+        pl_stats_set_degraded(x->stats, msg);
+        x->degraded = true;
     }
 }
 
@@ -175,6 +187,10 @@ static void writer_recovered(sqlite_exporter *x)
     uv_mutex_unlock(&x->mu);
     if (was_failed && x->failure_announced) /* one "again" per logged failure */
         pl_info(x->id, "store %s is writable again", x->path);
+    if (x->degraded && !x->stalled) { /* a kept transaction decides when written */
+        pl_stats_set_degraded(x->stats, NULL);
+        x->degraded = false;
+    }
     x->failure_announced = false;
 }
 
@@ -223,12 +239,14 @@ static void count_jobs(sqlite_exporter *x, job *jobs, bool ok)
     uv_mutex_unlock(&x->mu);
 }
 
-static void write_jobs(sqlite_exporter *x, pl_store **store, uint64_t *last_try, job *jobs)
+/* Writes jobs in one transaction. OK, or the failure: *own is true when it
+ * is the batches' own (not the disk, the file, a lock or memory). */
+static pl_status write_jobs(sqlite_exporter *x, pl_store **store, uint64_t *last_try, job *jobs,
+                            bool force, bool *own)
 {
-    if (!writer_ensure_store(x, store, last_try, false)) {
-        count_jobs(x, jobs, false);
-        return;
-    }
+    *own = false;
+    if (!writer_ensure_store(x, store, last_try, force))
+        return PL_ERR_REFUSED;
     pl_err err = {{0}};
     pl_status st = pl_store_begin(*store, &err);
     pl_store_write_stats ws = {0};
@@ -244,8 +262,8 @@ static void write_jobs(sqlite_exporter *x, pl_store **store, uint64_t *last_try,
             pl_store_close(*store); /* reopen from scratch on the next try */
             *store = NULL;
         }
-        count_jobs(x, jobs, false);
-        return;
+        *own = st != PL_ERR_NOMEM && kind == PL_STORE_ERR_OTHER;
+        return st;
     }
     count_jobs(x, jobs, true);
     __atomic_add_fetch(&x->live.spans, ws.spans, __ATOMIC_RELAXED);
@@ -253,6 +271,22 @@ static void write_jobs(sqlite_exporter *x, pl_store **store, uint64_t *last_try,
     uv_mutex_lock(&x->mu);
     x->done_transactions++;
     uv_mutex_unlock(&x->mu);
+    return PL_OK;
+}
+
+/* A failed transaction's jobs go back to the head of the queue (under mu). */
+static void requeue_locked(sqlite_exporter *x, job *jobs, size_t items, size_t bytes)
+{
+    job *last = jobs;
+    while (last->next)
+        last = last->next;
+    last->next = x->head;
+    x->head = jobs;
+    if (!x->tail)
+        x->tail = last;
+    x->queued_items += items;
+    x->queued_bytes += bytes;
+    x->stalled = true;
 }
 
 static void run_retention(sqlite_exporter *x, pl_store *store, bool size_only)
@@ -300,19 +334,24 @@ static void writer_main(void *arg)
         run_retention(x, store, false);
     last_retention = pl_time_mono_ns();
 
+    uint64_t retry_due = 0; /* a stalled transaction is tried again from then */
+    unsigned attempts = 0;  /* of the stalled transaction, failing for its own reasons */
     uv_mutex_lock(&x->mu);
     for (;;) {
-        while (!x->head && !x->stopping) {
+        for (;;) {
             uint64_t now = pl_time_mono_ns();
-            uint64_t wait = x->retention_interval_ns;
-            if (x->state != STATE_OK)
-                wait = RETRY_INTERVAL_NS;
-            uint64_t due = last_retention + x->retention_interval_ns;
-            if (x->state == STATE_OK && now >= due)
+            bool stalled = x->stalled && now < retry_due;
+            if (x->stopping || (x->head && !stalled))
                 break;
-            if (x->state == STATE_OK && due - now < wait)
+            uint64_t wait = x->retention_interval_ns;
+            if (x->state != STATE_OK || x->stalled)
+                wait = x->stalled && retry_due > now ? retry_due - now : RETRY_INTERVAL_NS;
+            uint64_t due = last_retention + x->retention_interval_ns;
+            if (!x->head && x->state == STATE_OK && now >= due)
+                break;
+            if (x->state == STATE_OK && due > now && due - now < wait)
                 wait = due - now;
-            if (uv_cond_timedwait(&x->cv, &x->mu, wait) != 0)
+            if (uv_cond_timedwait(&x->cv, &x->mu, wait) != 0 && !x->stalled)
                 break; /* timed out: retention or a retry is due */
         }
         if (x->stopping && !x->head)
@@ -338,10 +377,34 @@ static void writer_main(void *arg)
         x->queued_items -= items;
         x->queued_bytes -= bytes;
         x->inflight_items = items;
+        bool stopping = x->stopping;
         uv_mutex_unlock(&x->mu);
 
         if (jobs) {
-            write_jobs(x, &store, &last_try, jobs);
+            bool own = false;
+            pl_status st = write_jobs(x, &store, &last_try, jobs, stopping, &own);
+            attempts = st == PL_OK ? 0 : attempts + own;
+            if (st != PL_OK && !stopping && attempts < MAX_ATTEMPTS) {
+                uv_mutex_lock(&x->mu);
+                requeue_locked(x, jobs, items, bytes);
+                uv_mutex_unlock(&x->mu);
+                retry_due = pl_time_mono_ns() + RETRY_INTERVAL_NS;
+                jobs = NULL;
+            } else {
+                if (st != PL_OK) {
+                    count_jobs(x, jobs, false);
+                    pl_error(x->id, "%zu items given up after %s: counted as failed", items,
+                             stopping ? "a last attempt at exit" : "repeated failures");
+                    attempts = 0;
+                }
+                uv_mutex_lock(&x->mu);
+                x->stalled = false;
+                uv_mutex_unlock(&x->mu);
+                if (st == PL_OK && x->degraded) {
+                    pl_stats_set_degraded(x->stats, NULL);
+                    x->degraded = false;
+                }
+            }
             free_jobs(jobs);
         } else {
             /* idle: retry a failed store so exports are accepted again */
@@ -480,13 +543,13 @@ static pl_status sqlite_export(void *self, const pl_batch *batch)
     store_state st = x->state;
     bool running = x->thread_started && !x->stopping;
     size_t queued = x->queued_bytes;
+    bool stalled = x->stalled;
     uv_mutex_unlock(&x->mu);
-    if (!running || st != STATE_OK) {
-        pl_stats_add(x->stats, batch->signal, PL_STAT_FAILED, items);
-        return st == STATE_BUSY ? PL_ERR_REFUSED : PL_ERR_INTERNAL;
-    }
+    /* Nothing is taken that cannot be written soon: a store that cannot
+     * write, or a transaction waiting to be written again, refuses (503 /
+     * UNAVAILABLE with Retry-After), and the client keeps the data. */
     size_t bytes = pl_batch_memory(batch);
-    if (queued + bytes > x->queue_size && queued > 0) {
+    if (!running || st != STATE_OK || stalled || (queued + bytes > x->queue_size && queued > 0)) {
         pl_stats_add(x->stats, batch->signal, PL_STAT_REFUSED, items);
         return PL_ERR_REFUSED;
     }

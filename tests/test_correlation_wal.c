@@ -273,7 +273,8 @@ static void test_dropped_batch_keeps_the_entry(void)
     env_close(&e);
 }
 
-/* At shutdown a kept batch goes on itself (no copy): stored, no entry left. */
+/* After shutdown a kept batch is offered again from the drain (the
+ * processor's pending hook) until taken: stored, no entry left. */
 static void test_shutdown_retry_settles_the_entry(void)
 {
     env e;
@@ -282,6 +283,9 @@ static void test_shutdown_retry_settles_the_entry(void)
     advance(&e.fx, S(31));
     CHECK_EQ_INT(e.st.calls, 1);
     pl_processor_correlation.shutdown(e.fx.self);
+    CHECK(pl_processor_correlation.pending(e.fx.self) > 0); /* waits: not due yet */
+    fake_now += S(1);
+    CHECK_EQ_UINT(pl_processor_correlation.pending(e.fx.self), 0);
     CHECK_EQ_INT(e.st.calls, 2);
     CHECK_EQ_UINT(stored(&e), 1);
     CHECK_EQ_UINT(pl_queue_wal_rows(e.wal), 0);
