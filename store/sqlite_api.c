@@ -16,6 +16,7 @@
 #include "core/component.h"
 #include "core/log.h"
 #include "net/http_server.h"
+#include "store/querier.h"
 #include "store/web_assets.h"
 
 /* ---- parameters --------------------------------------------------------- */
@@ -715,6 +716,12 @@ static bool serve_asset(const char *path, pl_http_response *res)
 static void api_handler(void *arg, pl_http_request *req, pl_http_response *res)
 {
     pl_sqlite_api *api = arg;
+    if (pl_store_querier_owns(req->path)) { /* Grafana's Pyroscope data source */
+        pl_err err = {{0}};
+        pl_store_querier_handle(api_store(api, &err), &err, req, res);
+        api_store_check(api);
+        return;
+    }
     if (strcmp(req->method, "GET") != 0 && strcmp(req->method, "HEAD") != 0) {
         pl_http_header allow = {"Allow", 5, "GET", 3};
         pl_http_respond(res, 405, &allow, 1, "{\"error\":\"method not allowed\"}\n", 31);
