@@ -23,6 +23,19 @@
 
 /* ---- the catalog -------------------------------------------------------- */
 
+/* Steps st while *rc is SQLITE_OK: true with a row (*rc stays SQLITE_OK),
+ * false at the end (*rc = SQLITE_DONE) or on an error (*rc says which). */
+static bool next_row(int *rc, sqlite3_stmt *st)
+{
+    if (*rc != SQLITE_OK)
+        return false;
+    int r = sqlite3_step(st);
+    if (r == SQLITE_ROW)
+        return true;
+    *rc = r;
+    return false;
+}
+
 static const char *arena_str(pl_arena *a, const unsigned char *s)
 {
     const char *t = s ? (const char *)s : "";
@@ -49,7 +62,7 @@ pl_status pl_qctx_init(pl_qctx *q, pl_store *store, pl_err *err)
                                 "pt.period_unit FROM profile_types pt JOIN strings st ON st.id = "
                                 "pt.type_id ORDER BY pt.type_id",
                                 -1, &st, NULL);
-    while (rc == SQLITE_OK && st && (rc = sqlite3_step(st)) == SQLITE_ROW) {
+    while (st && next_row(&rc, st)) {
         if (pl_array_reserve((void **)&q->types, q->n_types, &cap, sizeof(pl_qtype), 16)) {
             rc = SQLITE_NOMEM;
             break;
@@ -88,7 +101,7 @@ pl_status pl_qctx_init(pl_qctx *q, pl_store *store, pl_err *err)
                                 "SELECT sv.id, st.value FROM services sv JOIN strings st ON st.id "
                                 "= sv.id ORDER BY st.value",
                                 -1, &st, NULL);
-    while (rc == SQLITE_OK && (rc = sqlite3_step(st)) == SQLITE_ROW) {
+    while (next_row(&rc, st)) {
         if (pl_array_reserve((void **)&q->services, q->n_services, &cap, sizeof(struct pl_qservice),
                              16)) {
             rc = SQLITE_NOMEM;
@@ -517,7 +530,7 @@ static pl_status series_pairs(pl_qctx *q, const qfilter *f, pair **out, size_t *
         where_clause(&sql, f, src, svc, -1, &q->arena);
         sqlite3_stmt *stmt;
         int rc = prepare(q, &sql, f, &stmt);
-        while (rc == SQLITE_OK && (rc = sqlite3_step(stmt)) == SQLITE_ROW) {
+        while (next_row(&rc, stmt)) {
             int64_t type = sqlite3_column_int64(stmt, 0);
             if (!type_by_id(q, type))
                 continue; /* stored before profile types were recorded */
@@ -640,7 +653,7 @@ static pl_status span_label_names(pl_qctx *q, const qfilter *f, strvec *names)
                                 "json_extract(st.value,'$.\"service.namespace\"') IS NOT NULL");
     sqlite3_stmt *stmt;
     int rc = prepare(q, &sql, f, &stmt);
-    while (rc == SQLITE_OK && (rc = sqlite3_step(stmt)) == SQLITE_ROW) {
+    while (next_row(&rc, stmt)) {
         const char *k = arena_str(&q->arena, sqlite3_column_text(stmt, 0));
         if (!k || strvec_add(names, k))
             rc = SQLITE_NOMEM;
@@ -690,7 +703,7 @@ static pl_status span_label_values(pl_qctx *q, const qfilter *f, const char *nam
     pl_buf_append_str(&sql.sql, " AND s.span_id != 0 LIMIT 10000");
     sqlite3_stmt *stmt;
     int rc = prepare(q, &sql, f, &stmt);
-    while (rc == SQLITE_OK && (rc = sqlite3_step(stmt)) == SQLITE_ROW) {
+    while (next_row(&rc, stmt)) {
         const unsigned char *v = sqlite3_column_text(stmt, 0);
         if (!v || !*v)
             continue;
@@ -901,7 +914,7 @@ static pl_status span_ids(pl_qctx *q, const pl_qrequest *r, int64_t **out, size_
     sqlite3_stmt *stmt;
     int rc = prepare(q, &sql, NULL, &stmt);
     size_t given = *n;
-    while (rc == SQLITE_OK && (rc = sqlite3_step(stmt)) == SQLITE_ROW) {
+    while (next_row(&rc, stmt)) {
         int64_t id = sqlite3_column_int64(stmt, 0);
         bool dup = false;
         for (size_t i = 0; i < given && !dup; i++)
@@ -1133,7 +1146,7 @@ pl_status pl_q_select_series(pl_qctx *q, const pl_qrequest *r, pl_qseries **out,
     pl_intern index = {0};
     pl_buf key;
     pl_buf_init(&key);
-    while (rc == SQLITE_OK && (rc = sqlite3_step(stmt)) == SQLITE_ROW) {
+    while (next_row(&rc, stmt)) {
         int64_t ts = sqlite3_column_int64(stmt, 0) * src->width_ms;
         if (ts < f.start_ms)
             ts = f.start_ms;
