@@ -520,30 +520,36 @@ static pl_status series_pairs(pl_qctx *q, const qfilter *f, pair **out, size_t *
             if (!in)
                 continue;
         }
-        /* the types of this service in range: a few index seeks */
-        qsql sql = {0};
-        pl_buf_init(&sql.sql);
-        bool join = f->span_matchers || f->span_ids;
-        const source *src = join ? &SAMPLES : &ROLLUP;
-        pl_buf_append_str(&sql.sql, "SELECT DISTINCT s.type_id");
-        from_clause(&sql, src, join);
-        where_clause(&sql, f, src, svc, -1, &q->arena);
-        sqlite3_stmt *stmt;
-        int rc = prepare(q, &sql, f, &stmt);
-        while (next_row(&rc, stmt)) {
-            int64_t type = sqlite3_column_int64(stmt, 0);
-            if (!type_by_id(q, type))
-                continue; /* stored before profile types were recorded */
-            if (pl_array_reserve((void **)out, *n, &cap, sizeof(pair), 16)) {
+        /* one bounded lookup per (service, type): an index seek each */
+        for (size_t t = 0; t < q->n_types && st == PL_OK; t++) {
+            int64_t type = q->types[t].type_id;
+            bool in = f->all_types;
+            for (size_t i = 0; i < f->n_types && !in; i++)
+                in = f->types[i] == type;
+            if (!in)
+                continue;
+            qsql sql = {0};
+            pl_buf_init(&sql.sql);
+            bool join = f->span_matchers || f->span_ids;
+            const source *src = join ? &SAMPLES : &ROLLUP;
+            pl_buf_append_str(&sql.sql, "SELECT 1");
+            from_clause(&sql, src, join);
+            where_clause(&sql, f, src, svc, type, &q->arena);
+            pl_buf_append_str(&sql.sql, " LIMIT 1");
+            sqlite3_stmt *stmt;
+            int rc = prepare(q, &sql, f, &stmt);
+            bool found = next_row(&rc, stmt);
+            if (found && pl_array_reserve((void **)out, *n, &cap, sizeof(pair), 16))
                 rc = SQLITE_NOMEM;
-                break;
-            }
-            (*out)[(*n)++] = (pair){svc, type};
+            else if (found)
+                (*out)[(*n)++] = (pair){svc, type};
+            unprepare(q, stmt);
+            qsql_free(&sql);
+            if (!found && rc != SQLITE_DONE)
+                st = sql_fail(q, rc);
+            else if (found && rc != SQLITE_OK)
+                st = sql_fail(q, rc);
         }
-        unprepare(q, stmt);
-        qsql_free(&sql);
-        if (rc != SQLITE_DONE)
-            st = sql_fail(q, rc);
     }
     if (st != PL_OK) {
         free(*out);
