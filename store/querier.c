@@ -1051,9 +1051,17 @@ static void handle_render(pl_store *store, const pl_err *open_err, pl_http_reque
     }
     r.profile_type = type_id;
     r.label_selector = brace ? brace : "{}";
+    if (until <= from) {
+        free(type_id);
+        connect_error(res, PL_ERR_INVALID, "until: must be after from");
+        return;
+    }
+    /* timeline steps: 10 s, wider for long ranges (at most ~10,000 points) */
+    int64_t step_s = (until - from) / 1000 / 10000 + 1;
+    step_s = step_s < 10 ? 10 : (step_s + 9) / 10 * 10;
     r.start_ms = from;
     r.end_ms = until;
-    r.step = 10;
+    r.step = (double)step_s;
     pl_err err = {{0}};
     pl_qctx q;
     pl_qtree *tree = pl_qtree_new();
@@ -1095,20 +1103,20 @@ static void handle_render(pl_store *store, const pl_err *open_err, pl_http_reque
             ",\"units\":\"%s\",\"name\":",
             f.total, f.max_self, rate, flamebearer_units(type));
         pl_buf_json_string(&b, r.profile_type, strlen(r.profile_type));
-        /* the timeline: 10 s steps from `from` (gaps are zeros) */
-        int64_t steps = (until - from) / 10000 + 1;
+        /* the timeline: step_s steps from `from` (gaps are zeros) */
+        int64_t steps = (until - from) / (step_s * 1000) + 1;
         pl_buf_printf(&b, "},\"timeline\":{\"startTime\":%" PRId64 ",\"samples\":[", from / 1000);
         double *vals = calloc((size_t)(steps > 0 ? steps : 1), sizeof(double));
         for (size_t s = 0; vals && s < n_series; s++)
             for (size_t k = 0; k < series[s].n_points; k++) {
-                int64_t at = (series[s].ts_ms[k] - from) / 10000;
+                int64_t at = (series[s].ts_ms[k] - from) / (step_s * 1000);
                 if (at >= 0 && at < steps)
                     vals[at] += series[s].values[k];
             }
         for (int64_t k = 0; vals && k < steps; k++)
             pl_buf_printf(&b, k ? ",%.0f" : "%.0f", vals[k]);
         free(vals);
-        pl_buf_append_str(&b, "],\"durationDelta\":10}}");
+        pl_buf_printf(&b, "],\"durationDelta\":%" PRId64 "}}", step_s);
     }
     if (st != PL_OK)
         connect_error(res, st, err.msg);

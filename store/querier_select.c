@@ -1092,6 +1092,8 @@ pl_status pl_q_select_series(pl_qctx *q, const pl_qrequest *r, pl_qseries **out,
     if (st != PL_OK)
         return st;
     double step_s = r->step > 0 && isfinite(r->step) ? r->step : 15;
+    if (step_s > 1e9)
+        step_s = 1e9; /* a step longer than any range: one point */
     int64_t step_ms = (int64_t)(step_s * 1000);
     if (step_ms < 1)
         step_ms = 1;
@@ -1225,7 +1227,8 @@ pl_status pl_q_select_series(pl_qctx *q, const pl_qrequest *r, pl_qseries **out,
     pl_intern_free(&index);
     filter_free(&f);
     if (rc == SQLITE_DONE) {
-        qsort(acc, n_acc, sizeof(sacc), by_sum_desc);
+        if (n_acc)
+            qsort(acc, n_acc, sizeof(sacc), by_sum_desc);
         size_t keep =
             r->has_limit && r->limit > 0 && (size_t)r->limit < n_acc ? (size_t)r->limit : n_acc;
         *out = pl_arena_calloc(&q->arena, keep + 1, sizeof(pl_qseries));

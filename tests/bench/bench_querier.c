@@ -3,11 +3,17 @@
  * on a large store, end to end: a Connect JSON request through the store
  * API's handler and the HTTP server (without sockets), answer encoded.
  *
- *   BENCH_SAMPLES_PER_TRACE=100 build/tests/bench_store 1000000 /tmp/q.db
+ *   BENCH_SAMPLES_PER_TRACE=100 build/tests/bench_store 5000 /tmp/q.db
+ *   build/tests/bench_querier --grow 99500 /tmp/q.db
  *   build/tests/bench_querier /tmp/q.db
  *
- * bench_store writes 1 M spans (traces of 10 spans, 5 services, over one
- * hour) and 100 CPU samples per trace (10 M samples) linked to their spans.
+ * bench_store writes traces of 10 spans (5 services, over one hour) and
+ * 100 CPU samples per trace linked to their spans, through the store's
+ * writer: its functions, stacks (2,000), services and profile types.
+ * `--grow N` then adds N more traces of the same shape (10 N spans, 100 N
+ * samples, their traces rows and per-minute roll-up) with bulk SQL on the
+ * same schema, reusing those stacks: the writer alone takes hours for 10 M
+ * samples on a shared machine. 99,500 more make 1 M spans and 10 M samples.
  * This program then times, on a read-only connection:
  *   - a span profile (SelectMergeSpanProfile) of one span, 20 spans,
  *   - the same span with its descendants,
@@ -98,8 +104,104 @@ static void run(const char *what, const char *method, const char *body, int n)
     pl_buf_free(&answer);
 }
 
+/* Bulk SQL that adds `n` traces shaped like bench_store's (see the top). */
+static const char grow_sql[] =
+    "PRAGMA synchronous = OFF; PRAGMA cache_size = -262144; BEGIN;"
+    "CREATE TEMP TABLE g AS WITH RECURSIVE t(i) AS (SELECT 0 UNION ALL SELECT i + 1 FROM t"
+    "  WHERE i < ?1 - 1) SELECT i, ?2 - 3600000000000 + i * (3600000000000 / ?1) AS st,"
+    "  5000000 + (i * 7919) % 500000000 AS dur FROM t;"
+    "CREATE TEMP TABLE kk AS WITH RECURSIVE t(k) AS (SELECT 0 UNION ALL SELECT k + 1 FROM t"
+    "  WHERE k < 9) SELECT k FROM t;"
+    "CREATE TEMP TABLE jj AS WITH RECURSIVE t(j) AS (SELECT 0 UNION ALL SELECT j + 1 FROM t"
+    "  WHERE j < 99) SELECT j FROM t;"
+    "CREATE TEMP TABLE svc AS SELECT row_number() OVER (ORDER BY sv.id) - 1 AS k, sv.id AS id,"
+    "  s.value AS name FROM services sv JOIN strings s ON s.id = sv.id;"
+    "CREATE TEMP TABLE nm(k INTEGER PRIMARY KEY, name TEXT);"
+    "INSERT INTO nm VALUES (0, 'GET /api/cart'), (1, 'SELECT cart_items'), (2, 'redis GET'),"
+    "  (3, 'render'), (4, 'POST /checkout'), (5, 'grpc Payment/Charge');"
+    "INSERT INTO spans(trace_id, span_id, parent_span_id, name, service, kind, start_ns, end_ns,"
+    "  status_code, attributes)"
+    " SELECT CAST(printf('q%015d', g.i) AS BLOB), (34 << 56) | (g.i << 8) | kk.k,"
+    "  CASE WHEN kk.k = 0 THEN NULL ELSE (34 << 56) | (g.i << 8) |"
+    "  (CASE WHEN kk.k < 4 THEN 0 ELSE kk.k % 4 END) END, nm.name, svc.name,"
+    "  CASE WHEN kk.k = 0 THEN 2 ELSE 3 END, g.st + kk.k * g.dur / 20,"
+    "  g.st + kk.k * g.dur / 20 + CASE WHEN kk.k THEN g.dur / 4 ELSE g.dur END, 0,"
+    "  '{\"http.route\":\"/api/cart/{id}\",\"http.status_code\":200}'"
+    " FROM g, kk JOIN svc ON svc.k = (g.i + kk.k) % 5 JOIN nm ON nm.k = (g.i + kk.k) % 6;"
+    "INSERT INTO traces(trace_id, start_ns, end_ns, root_span_id, root_name, root_service,"
+    "  root_start_ns, root_end_ns, span_count, error_count, duration_ns)"
+    " SELECT CAST(printf('q%015d', g.i) AS BLOB), g.st, g.st + g.dur, (34 << 56) | (g.i << 8),"
+    "  nm.name, svc.name, g.st, g.st + g.dur, 10, 0, g.dur"
+    " FROM g JOIN svc ON svc.k = g.i % 5 JOIN nm ON nm.k = g.i % 6;"
+    "CREATE TEMP VIEW gs AS SELECT svc.id AS service_id, g.st + jj.j * 1000000 AS ts,"
+    "  (34 << 56) | (g.i << 8) | (jj.j % 10) AS span_id, CASE WHEN jj.j % 4 THEN 1 + (g.i * 31"
+    "  + jj.j) % 100 ELSE 1 + (g.i * 131 + jj.j * 7919) % 1996 END AS stack_id,"
+    "  CAST(printf('q%015d', g.i) AS BLOB) AS trace_id"
+    " FROM g, jj JOIN svc ON svc.k = (g.i + jj.j % 10) % 5;"
+    "INSERT INTO samples(service_id, bucket, type_id, span_id, stack_id, trace_id, value, cpu_ns,"
+    "  count, wall_ns)"
+    " SELECT service_id, ts / 10000000000, ?3, span_id, stack_id, trace_id, 10000000, 10000000,"
+    "  1, 0 FROM gs WHERE 1 ON CONFLICT(service_id, bucket, type_id, span_id, stack_id) DO UPDATE"
+    "  SET value = value + excluded.value, cpu_ns = cpu_ns + excluded.cpu_ns, count = count + 1;"
+    "INSERT INTO service_profiles(service_id, minute, type_id, stack_id, value, cpu_ns, count,"
+    "  wall_ns)"
+    " SELECT service_id, ts / 60000000000, ?3, stack_id, count(*) * 10000000,"
+    "  count(*) * 10000000, count(*), 0 FROM gs GROUP BY 1, 2, 4 ON CONFLICT(service_id, minute,"
+    "  type_id, stack_id) DO UPDATE SET value = value + excluded.value,"
+    "  cpu_ns = cpu_ns + excluded.cpu_ns, count = count + excluded.count;"
+    "COMMIT;";
+
+static int grow(const char *path, int64_t n)
+{
+    sqlite3 *db;
+    if (sqlite3_open(path, &db) != SQLITE_OK)
+        return 1;
+    int64_t end = 0, type = 0;
+    sqlite3_stmt *st;
+    if (sqlite3_prepare_v2(db,
+                           "SELECT max(start_ns), (SELECT min(type_id) FROM profile_types)"
+                           " FROM traces",
+                           -1, &st, NULL) == SQLITE_OK &&
+        sqlite3_step(st) == SQLITE_ROW) {
+        end = sqlite3_column_int64(st, 0);
+        type = sqlite3_column_int64(st, 1);
+    }
+    sqlite3_finalize(st);
+    if (!end || !type) {
+        fprintf(stderr, "%s: write it with bench_store first\n", path);
+        return 1;
+    }
+    uint64_t t0 = pl_time_now_ns();
+    const char *sql = grow_sql;
+    int rc = SQLITE_OK;
+    while (rc == SQLITE_OK && *sql) {
+        const char *tail;
+        rc = sqlite3_prepare_v2(db, sql, -1, &st, &tail);
+        if (rc != SQLITE_OK || !st)
+            break;
+        for (int i = 1; i <= sqlite3_bind_parameter_count(st); i++) {
+            const char *name = sqlite3_bind_parameter_name(st, i);
+            int64_t v = !name ? 0 : name[1] == '1' ? n : name[1] == '2' ? end : type;
+            sqlite3_bind_int64(st, i, v);
+        }
+        rc = sqlite3_step(st);
+        rc = (rc == SQLITE_DONE || rc == SQLITE_ROW) ? SQLITE_OK : rc;
+        sqlite3_finalize(st);
+        sql = tail;
+    }
+    if (rc != SQLITE_OK)
+        fprintf(stderr, "%s: %s\n", path, sqlite3_errmsg(db));
+    else
+        printf("added %" PRId64 " traces (%" PRId64 " spans, %" PRId64 " samples) in %.1f s\n", n,
+               n * 10, n * 100, (double)(pl_time_now_ns() - t0) / 1e9);
+    sqlite3_close(db);
+    return rc == SQLITE_OK ? 0 : 1;
+}
+
 int main(int argc, char **argv)
 {
+    if (argc == 4 && strcmp(argv[1], "--grow") == 0)
+        return grow(argv[3], strtoll(argv[2], NULL, 10));
     if (argc != 2) {
         fprintf(stderr, "usage: bench_querier DB (written by bench_store)\n");
         return 2;
