@@ -1130,9 +1130,9 @@ pl_status pl_q_select_series(pl_qctx *q, const pl_qrequest *r, pl_qseries **out,
         }
     }
     bool join = f.span_matchers || span_groups;
-    /* the roll-up's minutes only when every step holds whole minutes */
-    const source *src =
-        !join && step_ms % ROLLUP.width_ms == 0 && f.start_ms % 60000 == 0 ? &ROLLUP : &SAMPLES;
+    /* the roll-up's minutes when steps are whole minutes (a minute goes to
+     * the step its start falls in, as the flame graph's range takes it) */
+    const source *src = !join && step_ms % ROLLUP.width_ms == 0 ? &ROLLUP : &SAMPLES;
     qsql sql = {0};
     pl_buf_init(&sql.sql);
     pl_buf_printf(&sql.sql, "SELECT s.%s, s.service_id, sum(s.value)", src->bucket);
