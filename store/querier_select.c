@@ -1023,23 +1023,13 @@ pl_status pl_q_merge(pl_qctx *q, const pl_qrequest *r, bool spans, pl_qtree *tre
     size_t n_ids = 0;
     if (spans && (st = span_ids(q, r, &ids, &n_ids)) != PL_OK)
         return st;
-    qfilter f;
-    st = filter_build(q, r, r->label_selector, r->profile_type, &f);
+    qfilter f; /* the stored type's id: a request's `:delta` form names it too */
+    st = filter_build(q, r, r->label_selector, *type ? (*type)->id : r->profile_type, &f);
     if (st != PL_OK || !*type || f.empty || (spans && !n_ids)) {
         filter_free(&f);
         free(ids);
         return st;
     }
-    free(f.types); /* the request's type exactly (its :delta form included) */
-    f.types = calloc(1, sizeof(int64_t));
-    if (!f.types) {
-        filter_free(&f);
-        free(ids);
-        return pl_errf(q->err, PL_ERR_NOMEM, "out of memory");
-    }
-    f.types[0] = (*type)->type_id;
-    f.n_types = 1;
-    f.all_types = false;
     if (spans) {
         f.span_ids = ids;
         f.n_span_ids = n_ids;
@@ -1098,7 +1088,7 @@ pl_status pl_q_select_series(pl_qctx *q, const pl_qrequest *r, pl_qseries **out,
     if (step_ms < 1)
         step_ms = 1;
     qfilter f;
-    st = filter_build(q, r, r->label_selector, r->profile_type, &f);
+    st = filter_build(q, r, r->label_selector, type ? type->id : r->profile_type, &f);
     if (st != PL_OK || !type || f.empty) {
         filter_free(&f);
         return st;
@@ -1109,15 +1099,6 @@ pl_status pl_q_select_series(pl_qctx *q, const pl_qrequest *r, pl_qseries **out,
                        "step: more than %d points per series; use a larger step", MAX_POINTS);
     }
     size_t n_steps = (size_t)((f.end_ms - f.start_ms) / step_ms + 1);
-    free(f.types);
-    f.types = calloc(1, sizeof(int64_t));
-    if (!f.types) {
-        filter_free(&f);
-        return pl_errf(q->err, PL_ERR_NOMEM, "out of memory");
-    }
-    f.types[0] = type->type_id;
-    f.n_types = 1;
-    f.all_types = false;
     bool span_groups = false;
     for (size_t g = 0; g < r->group_by.n; g++) {
         lkind k = label_kind(r->group_by.items[g]);

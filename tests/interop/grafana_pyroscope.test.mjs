@@ -385,6 +385,13 @@ test('selectors on span labels: one endpoint\'s spans added up, regex and negati
   assert.equal(await total(`{service_name="${SERVICE}", span_name=""}`),
     want('wall') - roots - children, 'samples outside spans');
   assert.equal(await total('{service_name="nope"}'), 0n);
+  // type labels in the selector must agree with the profile type
+  assert.equal(await total(`{__profile_type__="${id}", __name__="wall"}`), want('wall'));
+  assert.equal(await total('{__name__="memory"}'), 0n);
+  assert.equal(await total('{__type__!="wall"}'), 0n);
+  // the 6-part form with :delta names the same type
+  const delta = await json.selectMergeStacktraces({ profileTypeID: `${id}:delta`, labelSelector: '{}', ...range() });
+  assert.equal(big(delta.flamegraph.total), want('wall'));
   await assert.rejects(binary.selectMergeStacktraces({ profileTypeID: id, labelSelector: '{span_name=~"("}',
     ...range() }), (e) => e.code === Code.InvalidArgument && /regular expression/.test(e.rawMessage));
   await assert.rejects(json.selectMergeStacktraces({ profileTypeID: id, labelSelector: '{span_name="x"',
