@@ -644,16 +644,24 @@ pl_status pl_q_profile_types(pl_qctx *q, const pl_qrequest *r, const pl_qtype **
     return PL_OK;
 }
 
+/* Span labels are read from the spans of at most this many sample rows (the
+ * first of the range): label names and values are suggestions for the
+ * query editor, and a label with few values must not cost a scan of every
+ * sample of the range. */
+#define SPAN_LABEL_ROWS 20000
+
 /* Span label names (attribute keys, span_name, service_namespace) of the
- * spans linked to f's samples, from a bounded number of spans. */
+ * spans linked to f's samples. */
 static pl_status span_label_names(pl_qctx *q, const qfilter *f, strvec *names)
 {
     qsql sql = {0};
     pl_buf_init(&sql.sql);
-    pl_buf_append_str(&sql.sql, "WITH x AS (SELECT DISTINCT sp.attributes AS a, sp.resource_id "
-                                "AS r FROM samples s JOIN spans sp ON sp.span_id = s.span_id");
+    pl_buf_append_str(&sql.sql, "WITH x AS (SELECT DISTINCT a, r FROM (SELECT sp.attributes AS "
+                                "a, sp.resource_id AS r FROM samples s JOIN spans sp ON "
+                                "sp.span_id = s.span_id");
     where_clause(&sql, f, &SAMPLES, -1, -1, &q->arena);
-    pl_buf_append_str(&sql.sql, " AND s.span_id != 0 LIMIT 1000) SELECT DISTINCT j.key FROM x, "
+    pl_buf_printf(&sql.sql, " AND s.span_id != 0 LIMIT %d))", SPAN_LABEL_ROWS);
+    pl_buf_append_str(&sql.sql, " SELECT DISTINCT j.key FROM x, "
                                 "json_each(x.a) j UNION SELECT 'span_name' FROM x UNION SELECT "
                                 "'service_namespace' FROM x JOIN strings st ON st.id = x.r WHERE "
                                 "json_extract(st.value,'$.\"service.namespace\"') IS NOT NULL");
@@ -702,11 +710,12 @@ static pl_status span_label_values(pl_qctx *q, const qfilter *f, const char *nam
 {
     qsql sql = {0};
     pl_buf_init(&sql.sql);
-    pl_buf_append_str(&sql.sql, "SELECT DISTINCT ");
+    pl_buf_append_str(&sql.sql, "SELECT DISTINCT v FROM (SELECT ");
     label_expr(&sql, name, &q->arena);
+    pl_buf_append_str(&sql.sql, " AS v");
     from_clause(&sql, &SAMPLES, true);
     where_clause(&sql, f, &SAMPLES, -1, -1, &q->arena);
-    pl_buf_append_str(&sql.sql, " AND s.span_id != 0 LIMIT 10000");
+    pl_buf_printf(&sql.sql, " AND s.span_id != 0 LIMIT %d) LIMIT 10000", SPAN_LABEL_ROWS);
     sqlite3_stmt *stmt;
     int rc = prepare(q, &sql, f, &stmt);
     while (next_row(&rc, stmt)) {

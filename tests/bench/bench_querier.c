@@ -20,7 +20,7 @@
  *   - a 1 h flame graph of one service (SelectMergeStacktraces),
  *   - a 1 h flame graph of one endpoint of it (selector on http.route),
  *   - a 1 h series of one service with 15 s steps (SelectSeries),
- *   - ProfileTypes over the hour.
+ *   - ProfileTypes, LabelNames and LabelValues (span_name) over the hour.
  * Prints medians and p90s.
  */
 #include <inttypes.h>
@@ -286,6 +286,16 @@ int main(int argc, char **argv)
              "\"start\":%" PRId64 ",\"end\":%" PRId64 ",\"step\":60}",
              type, now_ms - 3600000, now_ms);
     run("1 h service series, 60 s steps", "SelectSeries", body, 10);
+    snprintf(body, sizeof(body),
+             "{\"matchers\":[\"{__profile_type__=\\\"%s\\\",service_name=\\\"checkout\\\"}\"],"
+             "\"start\":%" PRId64 ",\"end\":%" PRId64 "}",
+             type, now_ms - 3600000, now_ms);
+    run("LabelNames of a service (1 h)", "LabelNames", body, 10);
+    snprintf(body, sizeof(body),
+             "{\"name\":\"span_name\",\"matchers\":[\"{service_name=\\\"checkout\\\"}\"],"
+             "\"start\":%" PRId64 ",\"end\":%" PRId64 "}",
+             now_ms - 3600000, now_ms);
+    run("LabelValues span_name of a service (1 h)", "LabelValues", body, 10);
     pl_buf_free(&answer);
     pl_sqlite_api_close(api);
     return 0;
