@@ -291,17 +291,38 @@ test('a service flame graph: total = the samples sent, levels nest (binary and J
   assert.ok(r.flamegraph.names.some((n) => /burnCpuInPricing/.test(n)));
 });
 
+// Every node below the root with its parent, depth first.
+function nodesOf(tree) {
+  const out = [];
+  const walk = (n, parent) => {
+    if (parent) out.push({ n, parent });
+    n.nodes.forEach((c) => walk(c, n));
+  };
+  walk(tree, null);
+  return out;
+}
+
 test('max_nodes keeps the largest nodes and sums the rest into other', async () => {
   const id = typeId('wall');
-  const full = await binary.selectMergeStacktraces({ profileTypeID: id, labelSelector: '{}', ...range(), maxNodes: 100000n });
-  const nodes = full.flamegraph.levels.reduce((a, l) => a + l.values.length / 4, 0);
-  assert.ok(nodes > 12, `enough nodes to cut: ${nodes}`);
-  const cut = await binary.selectMergeStacktraces({ profileTypeID: id, labelSelector: '{}', ...range(), maxNodes: 8n });
+  const ask = (maxNodes) => binary.selectMergeStacktraces({ profileTypeID: id, labelSelector: '{}',
+    ...range(), maxNodes });
+  const full = await ask(100000n);
+  const fullNodes = nodesOf(checkTree(full.flamegraph));
+  const max = 8;
+  assert.ok(fullNodes.length > max, `enough nodes to cut: ${fullNodes.length}`);
+  // Pyroscope's threshold: the max_nodes-th largest total
+  const t = fullNodes.map(({ n }) => n.value).sort((x, y) => y - x)[max - 1];
+  const cut = await ask(BigInt(max));
   assert.equal(cut.flamegraph.total, full.flamegraph.total);
-  checkTree(cut.flamegraph);
-  assert.ok(cut.flamegraph.names.includes('other'), cut.flamegraph.names.join(','));
-  const kept = cut.flamegraph.levels.reduce((a, l) => a + l.values.length / 4, 0);
-  assert.ok(kept < nodes, `${kept} < ${nodes}`);
+  const cutNodes = nodesOf(checkTree(cut.flamegraph));
+  for (const { n } of cutNodes)
+    if (n.name !== 'other') assert.ok(n.value >= t, `${n.name} (${n.value}) reaches the threshold ${t}`);
+  assert.equal(cutNodes.filter(({ n }) => n.name !== 'other').length,
+    fullNodes.filter(({ n }) => n.value >= t).length, 'every node at the threshold is kept');
+  const cutAway = fullNodes.filter(({ n, parent }) => n.value < t && (parent.level === 0 || parent.value >= t));
+  assert.equal(cutNodes.some(({ n }) => n.name === 'other'), cutAway.length > 0,
+    `other nodes exactly where children were cut (${cutAway.length})`);
+  assert.ok(cutNodes.length < fullNodes.length);
 });
 
 test('span profiles: a span\'s own samples, with descendants on request', async () => {
