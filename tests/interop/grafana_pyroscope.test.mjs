@@ -322,7 +322,6 @@ test('max_nodes keeps the largest nodes and sums the rest into other', async () 
   const cutAway = fullNodes.filter(({ n, parent }) => n.value < t && (parent.level === 0 || parent.value >= t));
   assert.equal(cutNodes.some(({ n }) => n.name === 'other'), cutAway.length > 0,
     `other nodes exactly where children were cut (${cutAway.length})`);
-  assert.ok(cutNodes.length < fullNodes.length);
 });
 
 test('span profiles: a span\'s own samples, with descendants on request', async () => {
