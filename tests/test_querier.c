@@ -7,9 +7,16 @@
  * test checks which nodes survive and that the cut ones become `other`; a
  * larger random tree is decoded back (as Grafana's levelsToTree does) and
  * every node must lie inside its parent with the totals preserved.
+ *
+ * The Connect tests go through the store API's handler (HTTP without
+ * sockets) on the store fixture (tests/store_fixtures.h: trace 1 of "shop",
+ * CPU samples db.query 30 ms, decode 20 ms, render 10 ms, 5 ms unlinked):
+ * protobuf and JSON bodies, both JSON spellings, the bounds and the errors.
  */
+#include "net/http_server.h"
+#include "proto/pb_wire.h"
 #include "store/querier_internal.h"
-#include "testlib.h"
+#include "store_fixtures.h"
 
 /* ---- selectors ---------------------------------------------------------- */
 
@@ -265,6 +272,222 @@ static void test_random_tree_nests(void)
     pl_qtree_free(t);
 }
 
+/* ---- Connect transport on the store fixture ------------------------------ */
+
+static pl_sqlite_api *api;
+
+static void api_handler(void *arg, pl_http_request *req, pl_http_response *res)
+{
+    pl_sqlite_api_handle(arg, req, res);
+}
+
+/* One request; returns the HTTP status, the body in `out`. */
+static int send_req(const char *method, const char *path, const char *headers, const void *body,
+                    size_t len, pl_buf *out)
+{
+    pl_buf req, raw;
+    pl_buf_init(&req);
+    pl_buf_init(&raw);
+    pl_buf_printf(&req, "%s %s HTTP/1.1\r\nHost: x\r\n%sContent-Length: %zu\r\n\r\n", method, path,
+                  headers, len);
+    pl_buf_append(&req, body, len);
+    pl_http_server_options opt;
+    pl_sqlite_api_server_options(&opt);
+    pl_http_server_feed(&opt, api_handler, api, req.data, req.len, 0, &raw);
+    pl_buf_append_byte(&raw, 0);
+    int status = raw.len > 12 ? atoi((const char *)raw.data + 9) : 0;
+    const char *b = strstr((const char *)raw.data, "\r\n\r\n");
+    pl_buf_reset(out);
+    if (b)
+        pl_buf_append(out, b + 4, raw.len - 1 - (size_t)(b + 4 - (const char *)raw.data));
+    pl_buf_append_byte(out, 0);
+    out->len--;
+    pl_buf_free(&req);
+    pl_buf_free(&raw);
+    return status;
+}
+
+static int call_json(const char *method, const char *json, pl_buf *out)
+{
+    char path[128];
+    snprintf(path, sizeof(path), "/querier.v1.QuerierService/%s", method);
+    return send_req("POST", path, "Content-Type: application/json\r\n", json, strlen(json), out);
+}
+
+#define TYPE_ID  "process_cpu:cpu:nanoseconds:cpu:nanoseconds"
+#define RANGE    "\"start\":1699999990000,\"end\":\"1700000010000\""
+#define DB_QUERY "cd00000100000002"
+
+static bool has(const pl_buf *b, const char *s)
+{
+    if (!strstr((const char *)b->data, s)) {
+        fprintf(stderr, "  no %s in %s\n", s, (const char *)b->data);
+        return false;
+    }
+    return true;
+}
+
+static void test_connect_json(void)
+{
+    pl_buf out;
+    pl_buf_init(&out);
+    CHECK_EQ_INT(call_json("ProfileTypes", "{" RANGE "}", &out), 200);
+    CHECK(has(&out, "\"ID\":\"" TYPE_ID "\""));
+    CHECK(has(&out, "\"periodUnit\":\"nanoseconds\""));
+    /* proto and lowerCamel names alike; int64 as numbers or strings */
+    CHECK_EQ_INT(
+        call_json("SelectMergeStacktraces",
+                  "{\"profile_typeID\":\"" TYPE_ID "\",\"label_selector\":\"{}\"," RANGE "}", &out),
+        200);
+    CHECK(has(&out, "\"total\":\"65000000\""));
+    CHECK(has(&out, "{\"values\":[\"0\",\"65000000\",\"0\",\"0\"]}"));
+    CHECK_EQ_INT(call_json("SelectMergeStacktraces",
+                           "{\"profileTypeID\":\"" TYPE_ID
+                           "\",\"labelSelector\":\"{span_name=\\\"db.query\\\"}\"," RANGE
+                           ",\"maxNodes\":\"3\",\"format\":\"PROFILE_FORMAT_FLAMEGRAPH\"}",
+                           &out),
+                 200);
+    CHECK(has(&out, "\"total\":\"30000000\""));
+    CHECK(has(&out, "\"other\""));
+    /* span profiles: own samples, then with the span below */
+    CHECK_EQ_INT(call_json("SelectMergeSpanProfile",
+                           "{\"profileTypeID\":\"" TYPE_ID "\",\"spanSelector\":[\"" DB_QUERY
+                           "\"]," RANGE "}",
+                           &out),
+                 200);
+    CHECK(has(&out, "\"total\":\"30000000\""));
+    CHECK_EQ_INT(call_json("SelectMergeSpanProfile",
+                           "{\"profileTypeID\":\"" TYPE_ID "\",\"spanSelector\":[\"" DB_QUERY
+                           "\"],\"includeDescendants\":true," RANGE "}",
+                           &out),
+                 200);
+    CHECK(has(&out, "\"total\":\"50000000\""));
+    CHECK_EQ_INT(call_json("SelectSeries",
+                           "{\"profileTypeID\":\"" TYPE_ID
+                           "\",\"labelSelector\":\"{}\",\"step\":\"20\",\"groupBy\":[\"span_name\"]"
+                           "," RANGE "}",
+                           &out),
+                 200);
+    CHECK(has(&out, "{\"name\":\"span_name\",\"value\":\"decode\"}"));
+    CHECK(has(&out, "\"value\":20000000,\"timestamp\":\"1699999990000\""));
+    CHECK_EQ_INT(call_json("LabelValues", "{\"name\":\"span_name\"," RANGE "}", &out), 200);
+    /* the spans with samples (the root has none of its own) */
+    CHECK(has(&out, "{\"names\":[\"db.query\",\"decode\",\"render\"]}"));
+    CHECK_EQ_INT(
+        call_json("Series", "{\"matchers\":[],\"labelNames\":[\"service_name\"]," RANGE "}", &out),
+        200);
+    CHECK(has(&out,
+              "{\"labelsSet\":[{\"labels\":[{\"name\":\"service_name\",\"value\":\"shop\"}]}]}"));
+    CHECK_EQ_INT(call_json("GetProfileStats", "", &out), 200);
+    CHECK(has(&out, "\"dataIngested\":true"));
+    pl_buf_free(&out);
+}
+
+static void put_str(pl_buf *b, uint32_t field, const char *s)
+{
+    pl_pb_put_bytes(b, field, s, strlen(s));
+}
+
+static void put_int(pl_buf *b, uint32_t field, uint64_t v)
+{
+    pl_pb_put_varint(b, (uint64_t)field << 3);
+    pl_pb_put_varint(b, v);
+}
+
+static void test_connect_proto(void)
+{
+    pl_buf body, out;
+    pl_buf_init(&body);
+    pl_buf_init(&out);
+    put_str(&body, 1, TYPE_ID);
+    put_str(&body, 2, "{service_name=\"shop\"}");
+    put_int(&body, 3, 1699999990000ull);
+    put_int(&body, 4, 1700000010000ull);
+    put_str(&body, 11, DB_QUERY); /* span_selector: the span-profile path */
+    int st = send_req("POST", "/querier.v1.QuerierService/SelectMergeStacktraces",
+                      "Content-Type: application/proto\r\nConnect-Protocol-Version: 1\r\n",
+                      body.data, body.len, &out);
+    CHECK_EQ_INT(st, 200);
+    /* FlameGraph in field 1; its total (field 3) is 30 ms */
+    REQUIRE(out.len > 4 && out.data[0] == 0x0a);
+    pl_pb_reader r = {out.data, out.data + out.len}, fg;
+    uint32_t field, wt;
+    uint64_t v;
+    REQUIRE(pl_pb_next_field(&r, &field, &wt, &v, &fg) == 0 && field == 1);
+    int64_t total = -1;
+    pl_pb_reader sub;
+    while (fg.p < fg.end && pl_pb_next_field(&fg, &field, &wt, &v, &sub) == 0)
+        if (field == 3)
+            total = (int64_t)v;
+    CHECK_EQ_INT(total, 30000000);
+    /* a wrong wire type, a truncated body */
+    pl_buf_reset(&body);
+    put_int(&body, 1, 5);
+    CHECK_EQ_INT(send_req("POST", "/querier.v1.QuerierService/SelectMergeStacktraces",
+                          "Content-Type: application/proto\r\n", body.data, body.len, &out),
+                 400);
+    CHECK(has(&out, "\"code\":\"invalid_argument\""));
+    CHECK(has(&out, "profile_typeID: wrong wire type"));
+    static const uint8_t truncated[] = {0x0a, 0x50, 0x41};
+    CHECK_EQ_INT(send_req("POST", "/querier.v1.QuerierService/SelectMergeStacktraces",
+                          "Content-Type: application/proto\r\n", truncated, sizeof(truncated),
+                          &out),
+                 400);
+    pl_buf_free(&body);
+    pl_buf_free(&out);
+}
+
+static void test_connect_errors(void)
+{
+    pl_buf out, body;
+    pl_buf_init(&out);
+    pl_buf_init(&body);
+    CHECK_EQ_INT(call_json("AnalyzeQuery", "{}", &out), 404);
+    CHECK(has(&out, "\"code\":\"unimplemented\""));
+    CHECK_EQ_INT(send_req("GET", "/querier.v1.QuerierService/ProfileTypes", "", "", 0, &out), 405);
+    CHECK_EQ_INT(send_req("POST", "/querier.v1.QuerierService/ProfileTypes",
+                          "Content-Type: text/plain\r\n", "{}", 2, &out),
+                 415);
+    CHECK_EQ_INT(send_req("POST", "/querier.v1.QuerierService/ProfileTypes",
+                          "Content-Type: application/json\r\nConnect-Protocol-Version: 2\r\n", "{}",
+                          2, &out),
+                 400);
+    CHECK_EQ_INT(call_json("SelectMergeSpanProfile",
+                           "{\"profileTypeID\":\"" TYPE_ID "\",\"spanSelector\":[\"abc\"]}", &out),
+                 400);
+    CHECK(has(&out, "invalid span id length"));
+    CHECK_EQ_INT(call_json("SelectMergeStacktraces", "{\"profileTypeID\":\"cpu\"}", &out), 400);
+    CHECK_EQ_INT(call_json("SelectMergeStacktraces",
+                           "{\"profileTypeID\":\"" TYPE_ID "\",\"start\":1.5}", &out),
+                 400);
+    CHECK(has(&out, "start: not an integer"));
+    CHECK_EQ_INT(
+        call_json("SelectMergeStacktraces",
+                  "{\"profileTypeID\":\"" TYPE_ID "\",\"labelSelector\":\"{a=~\\\"(\\\"}\"}", &out),
+        400);
+    CHECK(has(&out, "invalid regular expression"));
+    CHECK_EQ_INT(call_json("SelectMergeStacktraces", "[1]", &out), 400);
+    /* a repeated field is bounded */
+    pl_buf_append_str(&body, "{\"matchers\":[");
+    for (int i = 0; i <= PL_QREQ_MAX_LIST; i++)
+        pl_buf_append_str(&body, i ? ",\"{}\"" : "\"{}\"");
+    pl_buf_append_str(&body, "]}");
+    pl_buf_append_byte(&body, 0);
+    CHECK_EQ_INT(call_json("LabelNames", (const char *)body.data, &out), 400);
+    CHECK(has(&out, "more than 256 entries"));
+    /* the legacy render */
+    CHECK_EQ_INT(send_req("GET",
+                          "/pyroscope/render?query=" TYPE_ID
+                          "%7Bservice_name%3D%22shop%22%7D&from=1699999990000&until=1700000010000"
+                          "&format=json",
+                          "", "", 0, &out),
+                 200);
+    CHECK(has(&out, "\"numTicks\":65000000"));
+    CHECK_EQ_INT(send_req("GET", "/pyroscope/render?query=x&from=1&until=0", "", "", 0, &out), 400);
+    pl_buf_free(&body);
+    pl_buf_free(&out);
+}
+
 int main(void)
 {
     PL_RUN(test_selector_operators);
@@ -273,5 +496,25 @@ int main(void)
     PL_RUN(test_levels_upstream_example);
     PL_RUN(test_max_nodes_other);
     PL_RUN(test_random_tree_nests);
+
+    const char *tmp = getenv("TMPDIR");
+    snprintf(tmp_root, sizeof(tmp_root), "%s/proflink-querier-test-XXXXXX", tmp ? tmp : "/tmp");
+    if (!mkdtemp(tmp_root)) {
+        perror("mkdtemp");
+        return 1;
+    }
+    char path[512];
+    fresh_path(path, sizeof(path), "store.db");
+    pl_store *s = open_rw(path);
+    if (s) {
+        write_one(s, traces_batch("shop", shop_trace, sizeof(shop_trace) / sizeof(shop_trace[0])));
+        write_one(s, shop_profile());
+        pl_store_close(s);
+    }
+    api = pl_sqlite_api_new(path);
+    PL_RUN(test_connect_json);
+    PL_RUN(test_connect_proto);
+    PL_RUN(test_connect_errors);
+    pl_sqlite_api_close(api);
     return pl_test_done();
 }
