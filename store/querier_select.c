@@ -131,6 +131,7 @@ void pl_qctx_free(pl_qctx *q)
     q->types = NULL;
     q->services = NULL;
     q->n_types = q->n_services = 0;
+    q->store = NULL; /* freed: callers test it */
 }
 
 /* ---- labels ------------------------------------------------------------- */
