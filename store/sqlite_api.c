@@ -18,6 +18,7 @@
 #include "core/log.h"
 #include "extensions/auth.h"
 #include "net/http_server.h"
+#include "store/querier.h"
 #include "store/store_routes.h"
 #include "store/web_assets.h"
 
@@ -802,6 +803,38 @@ static const pl_store_route api_rows[] = {
 
 const pl_store_route_table pl_store_api_routes = {api_rows, sizeof(api_rows) / sizeof(api_rows[0])};
 
+/* Grafana's Pyroscope data source (store/querier.c): the Connect API and
+ * Pyroscope's render endpoint. Its errors are Connect's JSON, so it opens
+ * the store itself instead of through pl_store_call_store's 503. */
+static void handle_querier(pl_store_call *c)
+{
+    pl_sqlite_api *api = c->api;
+    pl_err err = {{0}};
+    if (!api->store) {
+        pl_store_options opt = {.read_only = true, .busy_timeout_ms = 1000};
+        if (pl_store_open(api->db_path, &opt, &api->store, NULL, &err) != PL_OK)
+            api->store = NULL;
+    }
+    pl_store_querier_handle(api->store, &err, c->req, c->res);
+    c->answered = true;
+    /* drop a connection that may be broken: the next request reopens */
+    if (api->store && pl_store_last_error(api->store) == PL_STORE_ERR_CORRUPT) {
+        pl_store_close(api->store);
+        api->store = NULL;
+    }
+}
+
+static const pl_store_route querier_rows[] = {
+    {"POST", "/querier.v1.QuerierService/*",
+     "(Connect: application/proto or application/json body)", handle_querier,
+     "Grafana's Pyroscope data source: ProfileTypes, LabelNames, LabelValues, Series, "
+     "SelectMergeStacktraces, SelectSeries, SelectMergeSpanProfile, SelectMergeProfile, "
+     "GetProfileStats"},
+    {"GET", "/pyroscope/*", "query=&from=&until=&max-nodes=&format=", handle_querier,
+     "Pyroscope's render API (/pyroscope/render, flamebearer JSON) for Profiles Drilldown"},
+};
+static const pl_store_route_table querier_routes = {querier_rows, 2};
+
 /* The web view: any other GET outside /api/ (a prefix row tried last). */
 static const pl_store_route web_rows[] = {
     {"GET", "/*", "", handle_asset, "the web view: /, /app.js, /app.css"},
@@ -813,6 +846,7 @@ static const pl_store_route_table web_routes = {web_rows, 1};
 static const pl_store_route_table *const route_tables[] = {
     &pl_store_api_routes,
     &pl_store_tempo_routes,
+    &querier_routes,
     &web_routes,
 };
 #define N_ROUTE_TABLES (sizeof(route_tables) / sizeof(route_tables[0]))
@@ -848,10 +882,15 @@ const pl_store_route *pl_store_route_find(const pl_store_route_table *const *tab
             const pl_store_route *r = &tables[t]->rows[i];
             if (!route_matches(r->path, path, rest))
                 continue;
+            /* a path an endpoint owns, asked with another method: 405,
+             * not the catch-all web view's 404 */
+            if (*path_known && strcmp(r->path, "/*") == 0)
+                goto not_found;
             if (strcmp(r->method, method) == 0 || (head && strcmp(r->method, "GET") == 0))
                 return r;
             *path_known = true;
         }
+not_found:
     *rest = "";
     return NULL;
 }
@@ -1003,7 +1042,7 @@ void pl_sqlite_api_handle(pl_sqlite_api *api, pl_http_request *req, pl_http_resp
 void pl_sqlite_api_server_options(pl_http_server_options *opt)
 {
     memset(opt, 0, sizeof(*opt));
-    opt->max_body_size = 64 * 1024; /* GET only: bodies are not read */
+    opt->max_body_size = 64 * 1024; /* GET, and the querier's small Connect requests */
     opt->max_connections = 64;
     opt->http1 = true;
     opt->name = "sqlite/api";

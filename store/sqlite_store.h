@@ -22,6 +22,9 @@
  *             without the span: service-wide flame graphs and top functions
  *             over a time range read this much smaller table (one minute
  *             resolution) instead of every per-span row.
+ *   profile_types
+ *             per stored sample type, the profile name and period type of
+ *             its last profile: the Pyroscope querier's type ids.
  *   stacks, functions, strings
  *             stored once (deduplicated): a stack is the list of function ids,
  *             root first, varint-encoded, found by a 64-bit hash.

@@ -22,7 +22,7 @@
 #include <time.h>
 
 #define PL_STORE_APP_ID         0x706c6b31 /* "plk1" */
-#define PL_STORE_SCHEMA_VERSION 5
+#define PL_STORE_SCHEMA_VERSION 6
 
 /* ---- small hash maps (store_schema.c) ---------------------------------- */
 
@@ -79,6 +79,7 @@ enum {
     ST_UPSERT_SERVICE,
     ST_UPSERT_ROLLUP,
     ST_UPD_SPAN_PROFILE,
+    ST_UPSERT_PROFILE_TYPE,
     ST_COUNT
 };
 

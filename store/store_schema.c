@@ -5,7 +5,8 @@
  * Versions. The file carries application_id "plk1" and the schema version in
  * user_version. A writer upgrades an older store in place (2: the trace
  * duration column and its index; 3: span events and resource attributes;
- * 4: wall time per sample row, `wall_ns`; 5: the tenant of each trace); a
+ * 4: wall time per sample row, `wall_ns`; 5: the tenant of each trace; 6: the
+ * `profile_types` table, created with the schema); a
  * reader asks for the upgrade
  * rather than guess.
  */
@@ -184,6 +185,11 @@ static const char *const write_sql[ST_COUNT] = {
         "DO UPDATE SET value = value + excluded.value, cpu_ns = cpu_ns + excluded.cpu_ns, "
         "wall_ns = wall_ns + excluded.wall_ns, "
         "count = count + excluded.count",
+    /* what a Pyroscope server would name the type (store/querier.c) */
+    [ST_UPSERT_PROFILE_TYPE] =
+        "INSERT INTO profile_types(type_id, name, period_type, period_unit) VALUES(?1,?2,?3,?4) "
+        "ON CONFLICT(type_id) DO UPDATE SET name = excluded.name, "
+        "period_type = excluded.period_type, period_unit = excluded.period_unit",
     [ST_UPSERT_SERVICE] = "INSERT INTO services(id, last_seen_ns) VALUES(?1, ?2) "
                           "ON CONFLICT(id) DO UPDATE SET last_seen_ns = "
                           "max(last_seen_ns, excluded.last_seen_ns)",
@@ -232,7 +238,12 @@ static const char schema_sql[] =
     "  minute INTEGER NOT NULL, type_id INTEGER NOT NULL, stack_id INTEGER NOT NULL,"
     "  value INTEGER NOT NULL, cpu_ns INTEGER NOT NULL, count INTEGER NOT NULL,"
     "  wall_ns INTEGER NOT NULL DEFAULT 0,"
-    "  PRIMARY KEY(service_id, minute, type_id, stack_id)) WITHOUT ROWID;";
+    "  PRIMARY KEY(service_id, minute, type_id, stack_id)) WITHOUT ROWID;"
+    /* per stored "type:unit" (type_id): the profile name and period of the
+     * last profile of that type, from which the Pyroscope querier builds
+     * its profile type ids (name:type:unit:period_type:period_unit) */
+    "CREATE TABLE IF NOT EXISTS profile_types(type_id INTEGER PRIMARY KEY, name TEXT NOT NULL,"
+    "  period_type TEXT NOT NULL, period_unit TEXT NOT NULL);";
 
 static pl_store_error classify(int rc)
 {

@@ -20,6 +20,7 @@
 
 #include "core/hash.h"
 #include "core/value_json.h"
+#include "proto/pprof.h"
 
 #include <math.h>
 
@@ -724,6 +725,24 @@ static int add_rollup(sample_aggs *rollup, const sample_key *k, uint64_t ts, int
     return add_sample_value(rollup, &rk, NULL, value, mult, 1);
 }
 
+/* Records the profile name (as the Pyroscope exporter names it) and the
+ * period of a stored sample type, for the Pyroscope querier's type ids. */
+static int write_profile_type(pl_store *s, const pl_dictionary *dict, const pl_profile *p,
+                              int64_t type_id)
+{
+    pl_bytes name = pl_pprof_profile_name(dict, p, NULL);
+    pl_bytes ptype = p->has_period_type ? pl_dict_string(dict, p->period_type.type_strindex)
+                                        : (pl_bytes){NULL, 0};
+    pl_bytes punit = p->has_period_type ? pl_dict_string(dict, p->period_type.unit_strindex)
+                                        : (pl_bytes){NULL, 0};
+    sqlite3_stmt *st = s->st[ST_UPSERT_PROFILE_TYPE];
+    sqlite3_bind_int64(st, 1, type_id);
+    bind_text(st, 2, name);
+    bind_text(st, 3, ptype);
+    bind_text(st, 4, punit);
+    return step_reset(st);
+}
+
 static int write_profiles(pl_store *s, const pl_batch *batch, pl_store_write_stats *stats,
                           uint64_t *latest_ns)
 {
@@ -755,6 +774,8 @@ static int write_profiles(pl_store *s, const pl_batch *batch, pl_store_write_sta
                                     (int)(unit.len > 120 ? 120 : unit.len), (const char *)unit.ptr);
                 int64_t type_id;
                 rc = string_id(s, type_text, (size_t)tlen, &type_id);
+                if (rc == SQLITE_OK)
+                    rc = write_profile_type(s, dict, p, type_id);
                 clock_mult mult = {clock_multiplier(dict, p, "cpu"),
                                    clock_multiplier(dict, p, "wall")};
                 uint64_t ptime = p->time_unix_nano ? p->time_unix_nano : fallback_time;

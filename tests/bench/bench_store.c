@@ -33,8 +33,11 @@
 #include "core/stats.h"
 #include "store/sqlite_store.h"
 
-#define SPANS_PER_TRACE   10
-#define SAMPLES_PER_TRACE 20
+#define SPANS_PER_TRACE 10
+/* 20 samples per trace, or $BENCH_SAMPLES_PER_TRACE (tests/bench/bench_querier.c's
+ * store: 100, i.e. 10 M samples for 1 M spans) */
+static int samples_per_trace = 20;
+#define SAMPLES_PER_TRACE samples_per_trace
 #define TRACES_PER_BATCH  100
 #define N_SERVICES        5
 #define N_FUNCTIONS       500
@@ -330,6 +333,9 @@ static int run_exporter(const char *path, uint32_t n_spans)
 
 int main(int argc, char **argv)
 {
+    const char *spt = getenv("BENCH_SAMPLES_PER_TRACE");
+    if (spt && atoi(spt) > 0)
+        samples_per_trace = atoi(spt);
     bool query_only = argc > 1 && strcmp(argv[1], "--query-only") == 0;
     bool exporter = argc > 1 && strcmp(argv[1], "--exporter") == 0;
     uint32_t n_spans =

@@ -1,0 +1,520 @@
+/*
+ * test_querier.c: the Pyroscope querier's label-selector parser and its
+ * flame graph encoding (store/querier_selector.c, store/querier_flame.c).
+ *
+ * The levels test uses Pyroscope's own example (pkg/model/flamegraph_test.go:
+ * stacks a;b;e=1, a;c=2, a;c;d=1) and checks every value; the max_nodes
+ * test checks which nodes survive and that the cut ones become `other`; a
+ * larger random tree is decoded back (as Grafana's levelsToTree does) and
+ * every node must lie inside its parent with the totals preserved.
+ *
+ * The Connect tests go through the store API's handler (HTTP without
+ * sockets) on the store fixture (tests/store_fixtures.h: trace 1 of "shop",
+ * CPU samples db.query 30 ms, decode 20 ms, render 10 ms, 5 ms unlinked):
+ * protobuf and JSON bodies, both JSON spellings, the bounds and the errors.
+ */
+#include "net/http_server.h"
+#include "proto/pb_wire.h"
+#include "store/querier_internal.h"
+#include "store_fixtures.h"
+
+/* ---- selectors ---------------------------------------------------------- */
+
+static void test_selector_operators(void)
+{
+    pl_qselector s;
+    pl_err err = {{0}};
+    const char *text = " { service_name = \"shop\", span_name=~'GET .*' ,env!=\"dev\","
+                       " \"http.route\"!~`/health|/ready`, }";
+    REQUIRE(pl_qselector_parse(text, strlen(text), &s, &err) == PL_OK);
+    REQUIRE(s.n == 4);
+    CHECK(strcmp(s.items[0].name, "service_name") == 0 && s.items[0].op == PL_QOP_EQ &&
+          strcmp(s.items[0].value, "shop") == 0);
+    CHECK(strcmp(s.items[1].name, "span_name") == 0 && s.items[1].op == PL_QOP_RE);
+    CHECK(strcmp(s.items[2].name, "env") == 0 && s.items[2].op == PL_QOP_NE);
+    CHECK(strcmp(s.items[3].name, "http.route") == 0 && s.items[3].op == PL_QOP_NRE);
+    CHECK(pl_qmatcher_matches(&s.items[0], "shop", 4));
+    CHECK(!pl_qmatcher_matches(&s.items[0], "shops", 5));
+    CHECK(pl_qmatcher_matches(&s.items[1], "GET /a", 6));
+    /* anchored: a match inside the value is not enough */
+    CHECK(!pl_qmatcher_matches(&s.items[1], "xGET /a", 7));
+    CHECK(pl_qmatcher_matches(&s.items[2], "", 0)); /* a missing label is "" */
+    CHECK(!pl_qmatcher_matches(&s.items[2], "dev", 3));
+    CHECK(!pl_qmatcher_matches(&s.items[3], "/health", 7));
+    CHECK(pl_qmatcher_matches(&s.items[3], "/healthz", 8));
+    pl_qselector_free(&s);
+}
+
+static void test_selector_escapes_and_empty(void)
+{
+    pl_qselector s;
+    pl_err err = {{0}};
+    const char *text = "{a=\"q\\\"x\\\\y\\n\\u00e9\\x41\"}";
+    REQUIRE(pl_qselector_parse(text, strlen(text), &s, &err) == PL_OK);
+    REQUIRE(s.n == 1);
+    CHECK(strcmp(s.items[0].value, "q\"x\\y\n\xc3\xa9"
+                                   "A") == 0);
+    pl_qselector_free(&s);
+    REQUIRE(pl_qselector_parse("{}", 2, &s, &err) == PL_OK);
+    CHECK(s.n == 0);
+    REQUIRE(pl_qselector_parse("", 0, &s, &err) == PL_OK);
+    CHECK(s.n == 0);
+    REQUIRE(pl_qselector_parse(" {  } ", 6, &s, &err) == PL_OK);
+    CHECK(s.n == 0);
+}
+
+static void test_selector_errors(void)
+{
+    static const char *const bad[] = {
+        "service_name=\"x\"", /* no braces */
+        "{service_name=\"x\"",
+        "{service_name==\"x\"}",
+        "{service_name=x}",
+        "{service_name=\"x}",
+        "{=\"x\"}",
+        "{a=\"x\" b=\"y\"}",
+        "{a=~\"(\"}",
+        "{a=\"\\q\"}",
+        "{a=\"x\"} trailing",
+        "{a=\"\\x0\"}",
+        "{a=\"\\ud800\"}",
+        "{\"\"=\"x\"}",
+        "{a=\"x\",,}",
+    };
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        pl_qselector s;
+        pl_err err = {{0}};
+        pl_status st = pl_qselector_parse(bad[i], strlen(bad[i]), &s, &err);
+        if (st != PL_ERR_INVALID)
+            fprintf(stderr, "  accepted: %s\n", bad[i]);
+        CHECK(st == PL_ERR_INVALID);
+        CHECK(strncmp(err.msg, "label selector", 14) == 0);
+    }
+    /* a NUL byte inside a value */
+    pl_qselector s;
+    pl_err err = {{0}};
+    CHECK(pl_qselector_parse("{a=\"x\0y\"}", 9, &s, &err) == PL_ERR_INVALID);
+    /* bounds */
+    pl_buf b;
+    pl_buf_init(&b);
+    pl_buf_append_byte(&b, '{');
+    for (int i = 0; i <= PL_QSEL_MAX_MATCHERS; i++)
+        pl_buf_printf(&b, "%sl%d=\"v\"", i ? "," : "", i);
+    pl_buf_append_byte(&b, '}');
+    CHECK(pl_qselector_parse((const char *)b.data, b.len, &s, &err) == PL_ERR_INVALID);
+    CHECK(strstr(err.msg, "too many") != NULL);
+    pl_buf_free(&b);
+}
+
+/* ---- flame graphs ------------------------------------------------------- */
+
+static void add(pl_qtree *t, const char *folded, int64_t v)
+{
+    int32_t names[32];
+    size_t n = 0;
+    const char *p = folded;
+    while (*p) {
+        const char *e = strchr(p, ';');
+        size_t len = e ? (size_t)(e - p) : strlen(p);
+        names[n++] = pl_qtree_name(t, p, len);
+        p += len + (e ? 1 : 0);
+    }
+    CHECK(pl_qtree_add(t, names, n, v) == 0);
+}
+
+static const char *name_at(const pl_qflame *f, int64_t i)
+{
+    return i >= 0 && (size_t)i < f->n_names ? f->names[i] : "?";
+}
+
+static void test_levels_upstream_example(void)
+{
+    pl_qtree *t = pl_qtree_new();
+    REQUIRE(t);
+    add(t, "a;b;e", 1);
+    add(t, "a;c", 2);
+    add(t, "a;c;d", 1);
+    pl_qflame f;
+    REQUIRE(pl_qtree_flamegraph(t, 0, &f) == 0);
+    CHECK_EQ_INT(f.total, 4);
+    CHECK_EQ_INT(f.max_self, 2);
+    REQUIRE(f.n_levels == 4);
+    CHECK(strcmp(f.names[0], "total") == 0);
+    /* expected, with names instead of indices (our name order differs) */
+    static const int64_t want[4][8] = {
+        {0, 4, 0, 0}, {0, 4, 0, 1}, {0, 1, 0, 0, 0, 3, 2, 0}, {0, 1, 1, 0, 2, 1, 1, 0}};
+    static const char *const want_names[4][2] = {
+        {"total", NULL}, {"a", NULL}, {"b", "c"}, {"e", "d"}};
+    static const size_t want_len[4] = {4, 4, 8, 8};
+    for (size_t d = 0; d < 4; d++) {
+        REQUIRE(f.level_len[d] == want_len[d]);
+        for (size_t i = 0; i < want_len[d]; i++) {
+            if (i % 4 == 3)
+                CHECK(strcmp(name_at(&f, f.levels[d][i]), want_names[d][i / 4]) == 0);
+            else
+                CHECK_EQ_INT(f.levels[d][i], want[d][i]);
+        }
+    }
+    CHECK_EQ_INT(f.levels[0][3], 0); /* the root's name index */
+    pl_qflame_free(&f);
+    pl_qtree_free(t);
+}
+
+/* Decodes levels as Grafana's levelsToTree does (x from the deltas) and
+ * checks that every node lies inside a node of the level above, after that
+ * node's self part. */
+static void check_nesting(const pl_qflame *f)
+{
+    for (size_t d = 1; d < f->n_levels; d++) {
+        const int64_t *up = f->levels[d - 1], *lv = f->levels[d];
+        int64_t end = 0;
+        for (size_t i = 0; i + 3 < f->level_len[d]; i += 4) {
+            int64_t x = end + lv[i], total = lv[i + 1];
+            CHECK(total >= lv[i + 2] && lv[i + 2] >= 0 && total > 0);
+            end = x + total;
+            bool inside = false;
+            int64_t uend = 0;
+            for (size_t j = 0; j + 3 < f->level_len[d - 1] && !inside; j += 4) {
+                int64_t ux = uend + up[j];
+                uend = ux + up[j + 1];
+                inside = x >= ux + up[j + 2] && x + total <= ux + up[j + 1];
+            }
+            if (!inside)
+                fprintf(stderr, "  level %zu node at %" PRId64 " outside its parent\n", d, x);
+            CHECK(inside);
+        }
+    }
+}
+
+static void test_max_nodes_other(void)
+{
+    pl_qtree *t = pl_qtree_new();
+    REQUIRE(t);
+    add(t, "main;big", 100);
+    add(t, "main;mid", 50);
+    add(t, "main;small1", 2);
+    add(t, "main;small2", 1);
+    add(t, "main;big;leaf", 10);
+    pl_qflame f;
+    /* 6 nodes; keep 3: main (163), big (110), mid (50) */
+    REQUIRE(pl_qtree_flamegraph(t, 3, &f) == 0);
+    CHECK_EQ_INT(f.total, 163);
+    REQUIRE(f.n_levels == 4);
+    REQUIRE(f.level_len[2] == 12); /* big, mid, other */
+    CHECK(strcmp(name_at(&f, f.levels[2][3]), "big") == 0);
+    CHECK(strcmp(name_at(&f, f.levels[2][7]), "mid") == 0);
+    CHECK(strcmp(name_at(&f, f.levels[2][11]), "other") == 0);
+    CHECK_EQ_INT(f.levels[2][9], 3);  /* other's total: small1 + small2 */
+    CHECK_EQ_INT(f.levels[2][10], 3); /* all self */
+    CHECK_EQ_INT(f.levels[2][8], 0);  /* right after mid */
+    /* leaf (10) fell below the threshold: it is big's `other`, after big's
+     * own 100 */
+    REQUIRE(f.level_len[3] == 4);
+    CHECK(strcmp(name_at(&f, f.levels[3][3]), "other") == 0);
+    CHECK_EQ_INT(f.levels[3][0], 100);
+    CHECK_EQ_INT(f.levels[3][1], 10);
+    check_nesting(&f);
+    for (size_t i = 0; i < f.n_names; i++)
+        CHECK(strcmp(f.names[i], "small1") != 0 && strcmp(f.names[i], "leaf") != 0);
+    pl_qflame_free(&f);
+    /* without a limit everything is drawn */
+    REQUIRE(pl_qtree_flamegraph(t, 100, &f) == 0);
+    REQUIRE(f.n_levels == 4);
+    CHECK(f.level_len[2] == 16);
+    for (size_t i = 0; i < f.n_names; i++)
+        CHECK(strcmp(f.names[i], "other") != 0);
+    pl_qflame_free(&f);
+    pl_qtree_free(t);
+}
+
+static void test_random_tree_nests(void)
+{
+    pl_qtree *t = pl_qtree_new();
+    REQUIRE(t);
+    uint32_t seed = 12345;
+    int64_t sum = 0;
+    for (int i = 0; i < 2000; i++) {
+        int32_t names[12];
+        seed = seed * 1103515245u + 12345u;
+        size_t n = 1 + (seed >> 16) % 12;
+        for (size_t k = 0; k < n; k++) {
+            seed = seed * 1103515245u + 12345u;
+            char nm[8];
+            snprintf(nm, sizeof(nm), "f%u", (seed >> 16) % 9);
+            names[k] = pl_qtree_name(t, nm, strlen(nm));
+        }
+        int64_t v = 1 + (seed >> 20) % 100;
+        sum += v;
+        CHECK(pl_qtree_add(t, names, n, v) == 0);
+    }
+    CHECK_EQ_INT(pl_qtree_total(t), sum);
+    for (int64_t max = 10; max <= 100000; max *= 10) {
+        pl_qflame f;
+        REQUIRE(pl_qtree_flamegraph(t, max, &f) == 0);
+        CHECK_EQ_INT(f.total, sum);
+        /* every level's totals add up to at most the root's */
+        for (size_t d = 0; d < f.n_levels; d++) {
+            int64_t lt = 0;
+            for (size_t i = 1; i < f.level_len[d]; i += 4)
+                lt += f.levels[d][i];
+            CHECK(lt <= sum);
+        }
+        /* self values of all nodes add up to the total */
+        int64_t selfs = 0;
+        size_t nodes = 0;
+        for (size_t d = 0; d < f.n_levels; d++)
+            for (size_t i = 2; i < f.level_len[d]; i += 4, nodes++)
+                selfs += f.levels[d][i];
+        CHECK_EQ_INT(selfs, sum);
+        check_nesting(&f);
+        pl_qflame_free(&f);
+    }
+    pl_qtree_free(t);
+}
+
+/* ---- Connect transport on the store fixture ------------------------------ */
+
+static pl_sqlite_api *api;
+
+static void api_handler(void *arg, pl_http_request *req, pl_http_response *res)
+{
+    pl_sqlite_api_handle(arg, req, res);
+}
+
+/* One request; returns the HTTP status, the body in `out`. */
+static int send_req(const char *method, const char *path, const char *headers, const void *body,
+                    size_t len, pl_buf *out)
+{
+    pl_buf req, raw;
+    pl_buf_init(&req);
+    pl_buf_init(&raw);
+    pl_buf_printf(&req, "%s %s HTTP/1.1\r\nHost: x\r\n%sContent-Length: %zu\r\n\r\n", method, path,
+                  headers, len);
+    pl_buf_append(&req, body, len);
+    pl_http_server_options opt;
+    pl_sqlite_api_server_options(&opt);
+    pl_http_server_feed(&opt, api_handler, api, req.data, req.len, 0, &raw);
+    pl_buf_append_byte(&raw, 0);
+    int status = raw.len > 12 ? atoi((const char *)raw.data + 9) : 0;
+    const char *b = strstr((const char *)raw.data, "\r\n\r\n");
+    pl_buf_reset(out);
+    if (b)
+        pl_buf_append(out, b + 4, raw.len - 1 - (size_t)(b + 4 - (const char *)raw.data));
+    pl_buf_append_byte(out, 0);
+    out->len--;
+    pl_buf_free(&req);
+    pl_buf_free(&raw);
+    return status;
+}
+
+static int call_json(const char *method, const char *json, pl_buf *out)
+{
+    char path[128];
+    snprintf(path, sizeof(path), "/querier.v1.QuerierService/%s", method);
+    return send_req("POST", path, "Content-Type: application/json\r\n", json, strlen(json), out);
+}
+
+#define TYPE_ID  "process_cpu:cpu:nanoseconds:cpu:nanoseconds"
+#define RANGE    "\"start\":1699999990000,\"end\":\"1700000010000\""
+#define DB_QUERY "cd00000100000002"
+
+static bool has(const pl_buf *b, const char *s)
+{
+    if (!strstr((const char *)b->data, s)) {
+        fprintf(stderr, "  no %s in %s\n", s, (const char *)b->data);
+        return false;
+    }
+    return true;
+}
+
+static void test_connect_json(void)
+{
+    pl_buf out;
+    pl_buf_init(&out);
+    CHECK_EQ_INT(call_json("ProfileTypes", "{" RANGE "}", &out), 200);
+    CHECK(has(&out, "\"ID\":\"" TYPE_ID "\""));
+    CHECK(has(&out, "\"periodUnit\":\"nanoseconds\""));
+    /* proto and lowerCamel names alike; int64 as numbers or strings */
+    CHECK_EQ_INT(
+        call_json("SelectMergeStacktraces",
+                  "{\"profile_typeID\":\"" TYPE_ID "\",\"label_selector\":\"{}\"," RANGE "}", &out),
+        200);
+    CHECK(has(&out, "\"total\":\"65000000\""));
+    CHECK(has(&out, "{\"values\":[\"0\",\"65000000\",\"0\",\"0\"]}"));
+    CHECK_EQ_INT(call_json("SelectMergeStacktraces",
+                           "{\"profileTypeID\":\"" TYPE_ID
+                           "\",\"labelSelector\":\"{span_name=\\\"db.query\\\"}\"," RANGE
+                           ",\"maxNodes\":\"3\",\"format\":\"PROFILE_FORMAT_FLAMEGRAPH\"}",
+                           &out),
+                 200);
+    CHECK(has(&out, "\"total\":\"30000000\""));
+    CHECK(has(&out, "\"other\""));
+    /* span profiles: own samples, then with the span below */
+    CHECK_EQ_INT(call_json("SelectMergeSpanProfile",
+                           "{\"profileTypeID\":\"" TYPE_ID "\",\"spanSelector\":[\"" DB_QUERY
+                           "\"]," RANGE "}",
+                           &out),
+                 200);
+    CHECK(has(&out, "\"total\":\"30000000\""));
+    CHECK_EQ_INT(call_json("SelectMergeSpanProfile",
+                           "{\"profileTypeID\":\"" TYPE_ID "\",\"spanSelector\":[\"" DB_QUERY
+                           "\"],\"includeDescendants\":true," RANGE "}",
+                           &out),
+                 200);
+    CHECK(has(&out, "\"total\":\"50000000\""));
+    CHECK_EQ_INT(call_json("SelectSeries",
+                           "{\"profileTypeID\":\"" TYPE_ID
+                           "\",\"labelSelector\":\"{}\",\"step\":\"20\",\"groupBy\":[\"span_name\"]"
+                           "," RANGE "}",
+                           &out),
+                 200);
+    CHECK(has(&out, "{\"name\":\"span_name\",\"value\":\"decode\"}"));
+    CHECK(has(&out, "\"value\":20000000,\"timestamp\":\"1699999990000\""));
+    CHECK_EQ_INT(call_json("LabelValues", "{\"name\":\"span_name\"," RANGE "}", &out), 200);
+    /* the spans with samples (the root has none of its own) */
+    CHECK(has(&out, "{\"names\":[\"db.query\",\"decode\",\"render\"]}"));
+    CHECK_EQ_INT(
+        call_json("Series", "{\"matchers\":[],\"labelNames\":[\"service_name\"]," RANGE "}", &out),
+        200);
+    CHECK(has(&out,
+              "{\"labelsSet\":[{\"labels\":[{\"name\":\"service_name\",\"value\":\"shop\"}]}]}"));
+    CHECK_EQ_INT(call_json("GetProfileStats", "", &out), 200);
+    CHECK(has(&out, "\"dataIngested\":true"));
+    pl_buf_free(&out);
+}
+
+static void put_str(pl_buf *b, uint32_t field, const char *s)
+{
+    pl_pb_put_bytes(b, field, s, strlen(s));
+}
+
+static void put_int(pl_buf *b, uint32_t field, uint64_t v)
+{
+    pl_pb_put_varint(b, (uint64_t)field << 3);
+    pl_pb_put_varint(b, v);
+}
+
+static void test_connect_proto(void)
+{
+    pl_buf body, out;
+    pl_buf_init(&body);
+    pl_buf_init(&out);
+    put_str(&body, 1, TYPE_ID);
+    put_str(&body, 2, "{service_name=\"shop\"}");
+    put_int(&body, 3, 1699999990000ull);
+    put_int(&body, 4, 1700000010000ull);
+    put_str(&body, 11, DB_QUERY); /* span_selector: the span-profile path */
+    int st = send_req("POST", "/querier.v1.QuerierService/SelectMergeStacktraces",
+                      "Content-Type: application/proto\r\nConnect-Protocol-Version: 1\r\n",
+                      body.data, body.len, &out);
+    CHECK_EQ_INT(st, 200);
+    /* FlameGraph in field 1; its total (field 3) is 30 ms */
+    REQUIRE(out.len > 4 && out.data[0] == 0x0a);
+    pl_pb_reader r = {out.data, out.data + out.len}, fg;
+    uint32_t field, wt;
+    uint64_t v;
+    REQUIRE(pl_pb_next_field(&r, &field, &wt, &v, &fg) == 0 && field == 1);
+    int64_t total = -1;
+    pl_pb_reader sub;
+    while (fg.p < fg.end && pl_pb_next_field(&fg, &field, &wt, &v, &sub) == 0)
+        if (field == 3)
+            total = (int64_t)v;
+    CHECK_EQ_INT(total, 30000000);
+    /* a wrong wire type, a truncated body */
+    pl_buf_reset(&body);
+    put_int(&body, 1, 5);
+    CHECK_EQ_INT(send_req("POST", "/querier.v1.QuerierService/SelectMergeStacktraces",
+                          "Content-Type: application/proto\r\n", body.data, body.len, &out),
+                 400);
+    CHECK(has(&out, "\"code\":\"invalid_argument\""));
+    CHECK(has(&out, "profile_typeID: wrong wire type"));
+    static const uint8_t truncated[] = {0x0a, 0x50, 0x41};
+    CHECK_EQ_INT(send_req("POST", "/querier.v1.QuerierService/SelectMergeStacktraces",
+                          "Content-Type: application/proto\r\n", truncated, sizeof(truncated),
+                          &out),
+                 400);
+    pl_buf_free(&body);
+    pl_buf_free(&out);
+}
+
+static void test_connect_errors(void)
+{
+    pl_buf out, body;
+    pl_buf_init(&out);
+    pl_buf_init(&body);
+    CHECK_EQ_INT(call_json("AnalyzeQuery", "{}", &out), 404);
+    CHECK(has(&out, "\"code\":\"unimplemented\""));
+    CHECK_EQ_INT(send_req("GET", "/querier.v1.QuerierService/ProfileTypes", "", "", 0, &out), 405);
+    CHECK_EQ_INT(send_req("POST", "/querier.v1.QuerierService/ProfileTypes",
+                          "Content-Type: text/plain\r\n", "{}", 2, &out),
+                 415);
+    CHECK_EQ_INT(send_req("POST", "/querier.v1.QuerierService/ProfileTypes",
+                          "Content-Type: application/json\r\nConnect-Protocol-Version: 2\r\n", "{}",
+                          2, &out),
+                 400);
+    CHECK_EQ_INT(call_json("SelectMergeSpanProfile",
+                           "{\"profileTypeID\":\"" TYPE_ID "\",\"spanSelector\":[\"abc\"]}", &out),
+                 400);
+    CHECK(has(&out, "invalid span id length"));
+    CHECK_EQ_INT(call_json("SelectMergeStacktraces", "{\"profileTypeID\":\"cpu\"}", &out), 400);
+    CHECK_EQ_INT(call_json("SelectMergeStacktraces",
+                           "{\"profileTypeID\":\"" TYPE_ID "\",\"start\":1.5}", &out),
+                 400);
+    CHECK(has(&out, "start: not an integer"));
+    CHECK_EQ_INT(
+        call_json("SelectMergeStacktraces",
+                  "{\"profileTypeID\":\"" TYPE_ID "\",\"labelSelector\":\"{a=~\\\"(\\\"}\"}", &out),
+        400);
+    CHECK(has(&out, "invalid regular expression"));
+    CHECK_EQ_INT(call_json("SelectMergeStacktraces", "[1]", &out), 400);
+    /* a repeated field is bounded */
+    pl_buf_append_str(&body, "{\"matchers\":[");
+    for (int i = 0; i <= PL_QREQ_MAX_LIST; i++)
+        pl_buf_append_str(&body, i ? ",\"{}\"" : "\"{}\"");
+    pl_buf_append_str(&body, "]}");
+    pl_buf_append_byte(&body, 0);
+    CHECK_EQ_INT(call_json("LabelNames", (const char *)body.data, &out), 400);
+    CHECK(has(&out, "more than 256 entries"));
+    /* the legacy render */
+    CHECK_EQ_INT(send_req("GET",
+                          "/pyroscope/render?query=" TYPE_ID
+                          "%7Bservice_name%3D%22shop%22%7D&from=1699999990000&until=1700000010000"
+                          "&format=json",
+                          "", "", 0, &out),
+                 200);
+    CHECK(has(&out, "\"numTicks\":65000000"));
+    CHECK_EQ_INT(send_req("GET", "/pyroscope/render?query=x&from=1&until=0", "", "", 0, &out), 400);
+    pl_buf_free(&body);
+    pl_buf_free(&out);
+}
+
+int main(void)
+{
+    PL_RUN(test_selector_operators);
+    PL_RUN(test_selector_escapes_and_empty);
+    PL_RUN(test_selector_errors);
+    PL_RUN(test_levels_upstream_example);
+    PL_RUN(test_max_nodes_other);
+    PL_RUN(test_random_tree_nests);
+
+    const char *tmp = getenv("TMPDIR");
+    snprintf(tmp_root, sizeof(tmp_root), "%s/proflink-querier-test-XXXXXX", tmp ? tmp : "/tmp");
+    if (!mkdtemp(tmp_root)) {
+        perror("mkdtemp");
+        return 1;
+    }
+    char path[512];
+    fresh_path(path, sizeof(path), "store.db");
+    pl_store *s = open_rw(path);
+    if (s) {
+        write_one(s, traces_batch("shop", shop_trace, sizeof(shop_trace) / sizeof(shop_trace[0])));
+        write_one(s, shop_profile());
+        pl_store_close(s);
+    }
+    api = pl_sqlite_api_new(path);
+    PL_RUN(test_connect_json);
+    PL_RUN(test_connect_proto);
+    PL_RUN(test_connect_errors);
+    pl_sqlite_api_close(api);
+    return pl_test_done();
+}
