@@ -432,11 +432,12 @@ void pl_workers_drive(pl_workers *p, uv_loop_t *loop, bool (*running)(void *arg)
         uv_run(loop, UV_RUN_NOWAIT);
         if (!uv_loop_alive(loop) || (running && !running(arg)))
             break;
-        p->sleep_timeout = uv_backend_timeout(loop);
-        if (p->sleep_timeout == 0)
+        int timeout = uv_backend_timeout(loop);
+        p->sleep_timeout = timeout; /* read by workers under the lock */
+        if (timeout == 0)
             continue;
         uv_mutex_unlock(&p->pipeline_mu);
-        int r = poll(&pfd, 1, p->sleep_timeout);
+        int r = poll(&pfd, 1, timeout);
         (void)r; /* EINTR or a wake-up: the loop looks either way */
         uv_mutex_lock(&p->pipeline_mu);
     }
