@@ -53,6 +53,7 @@
 #include "core/log.h"
 #include "core/strlist.h"
 #include "core/value_json.h"
+#include "opaque_attrs.h"
 #include "pattern.h"
 #include "proto/otlp_pb.h"
 #include "proto/pb_wire.h"
@@ -1255,11 +1256,26 @@ static bool apply_to_opaque_resources(attr_proc *p, pl_batch *batch)
     return false;
 }
 
+/* One log record's or data point's attributes (pl_opaque_rewrite_attrs). */
+static bool apply_to_opaque_record(void *arg, pl_batch *tmp, pl_attrs *attrs, pl_bytes service)
+{
+    attr_proc *p = arg;
+    if (!selected(p, service, NULL))
+        return true;
+    apply_ctx c;
+    bool changed = false;
+    bool ok = apply_ctx_init(&c, &p->engine, tmp) && engine_apply(&c, attrs, &changed);
+    apply_ctx_done(&c);
+    return ok;
+}
+
 static pl_status attr_consume(void *self, pl_batch *batch, pl_consumer *next)
 {
     attr_proc *p = self;
-    if (p->resource && (batch->signal == PL_SIGNAL_LOGS || batch->signal == PL_SIGNAL_METRICS) &&
-        !apply_to_opaque_resources(p, batch)) {
+    if ((batch->signal == PL_SIGNAL_LOGS || batch->signal == PL_SIGNAL_METRICS) &&
+        batch->data.raw.len &&
+        !(p->resource ? apply_to_opaque_resources(p, batch)
+                      : pl_opaque_rewrite_attrs(batch, false, apply_to_opaque_record, p))) {
         pl_warn(p->id, "%s request that does not parse or out of memory; handed on unchanged",
                 pl_signal_name(batch->signal));
     }
@@ -1292,11 +1308,10 @@ static void attr_destroy(void *self)
 
 const pl_component_type pl_processor_attributes = {
     PL_COMPONENT_HEAD("attributes", PL_KIND_PROCESSOR, PL_SIGNALS_ALL, &attributes_section),
-    .description = "insert, update, upsert, delete, hash, extract and convert span and profile "
-                   "sample attributes",
+    .description = "insert, update, upsert, delete, hash, extract and convert span, profile "
+                   "sample, log record and metric data point attributes",
     PL_COMPONENT_LIFECYCLE(attributes_create, attr_start, attr_shutdown, attr_destroy),
     .consume = attr_consume,
-    .signals_passed = PL_SIGNAL_MASK(PL_SIGNAL_LOGS) | PL_SIGNAL_MASK(PL_SIGNAL_METRICS),
 };
 
 const pl_component_type pl_processor_resource = {

@@ -48,6 +48,7 @@
 #include "core/component.h"
 #include "core/log.h"
 #include "core/strlist.h"
+#include "opaque_attrs.h"
 #include "pattern.h"
 
 #include "processors/redaction.config.h"
@@ -620,9 +621,34 @@ static void redact_profiles(redact_ctx *c, pl_profiles *ps)
     }
 }
 
+/* ---- logs and metrics --------------------------------------------------- */
+
+/* One resource's, log record's or data point's attributes
+ * (pl_opaque_rewrite_attrs); new strings go to `tmp`, whose list is
+ * encoded back into the request. */
+static bool redact_opaque_list(void *arg, pl_batch *tmp, pl_attrs *attrs, pl_bytes service)
+{
+    (void)service;
+    redaction *r = arg;
+    redact_ctx c = {.r = r, .batch = tmp};
+    c.replacement = pl_batch_bytes(tmp, r->replacement, strlen(r->replacement));
+    if (!c.replacement.ptr && *r->replacement)
+        return false;
+    redact_with_summary(&c, attrs);
+    return !c.oom;
+}
+
 static pl_status redaction_consume(void *self, pl_batch *batch, pl_consumer *next)
 {
     redaction *r = self;
+    if ((batch->signal == PL_SIGNAL_LOGS || batch->signal == PL_SIGNAL_METRICS) &&
+        batch->data.raw.len && !pl_opaque_rewrite_attrs(batch, true, redact_opaque_list, r)) {
+        /* Unredacted data must not leave: refuse the whole request. */
+        pl_warn(r->id, "%s request that does not parse or out of memory; refused",
+                pl_signal_name(batch->signal));
+        pl_batch_free(batch);
+        return PL_ERR_INVALID;
+    }
     if (batch->signal == PL_SIGNAL_TRACES || batch->signal == PL_SIGNAL_PROFILES) {
         redact_ctx c = {.r = r, .batch = batch};
         c.replacement = pl_batch_bytes(batch, r->replacement, strlen(r->replacement));
@@ -654,5 +680,4 @@ const pl_component_type pl_processor_redaction = {
     PL_COMPONENT_LIFECYCLE(redaction_create, redaction_start, redaction_shutdown,
                            redaction_destroy),
     .consume = redaction_consume,
-    .signals_passed = PL_SIGNAL_MASK(PL_SIGNAL_LOGS) | PL_SIGNAL_MASK(PL_SIGNAL_METRICS),
 };
