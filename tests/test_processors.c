@@ -11,6 +11,7 @@
 #include "core/strlist.h"
 #include "processors/pattern.h"
 #include "proto/otlp_pb.h"
+#include "proto/pb_wire.h"
 #include "processors_fixtures.h"
 #include "testlib.h"
 
@@ -485,6 +486,306 @@ static void test_resource_on_logs_and_metrics(void)
     CHECK(out.len > n_mreq);
     px_capture_clear(&cap);
     px_close(&p);
+}
+
+/* ---- attributes and redaction on opaque logs and metrics ----------------- */
+
+/* A KeyValue {key: string value} as protobuf. */
+static void lm_kv(pl_buf *b, uint32_t field, const char *key, const char *val)
+{
+    pl_buf any, kv;
+    pl_buf_init(&any);
+    pl_buf_init(&kv);
+    pl_pb_put_bytes(&any, 1, val, strlen(val));
+    pl_pb_put_bytes(&kv, 1, key, strlen(key));
+    pl_pb_put_bytes(&kv, 2, any.data, any.len);
+    pl_pb_put_bytes(b, field, kv.data, kv.len);
+    pl_buf_free(&any);
+    pl_buf_free(&kv);
+}
+
+/* Appends `inner` to `b` as field `field` and frees it. */
+static void lm_wrap(pl_buf *b, uint32_t field, pl_buf *inner)
+{
+    pl_pb_put_bytes(b, field, inner->data ? inner->data : (const uint8_t *)"", inner->len);
+    pl_buf_free(inner);
+}
+
+/* Every message at the end of `path` (field numbers) inside `m`. */
+static size_t lm_collect(pl_bytes m, const uint32_t *path, size_t depth, pl_bytes *out, size_t n,
+                         size_t max)
+{
+    if (depth == 0) {
+        if (n < max)
+            out[n] = m;
+        return n + 1;
+    }
+    pl_pb_reader r = {m.ptr, m.ptr + m.len}, sub;
+    uint32_t field, wt;
+    uint64_t v;
+    while (r.p < r.end && pl_pb_next_field(&r, &field, &wt, &v, &sub) == 0)
+        if (field == path[0] && wt == PL_PB_LEN)
+            n = lm_collect((pl_bytes){sub.p, (size_t)(sub.end - sub.p)}, path + 1, depth - 1, out,
+                           n, max);
+    return n;
+}
+
+/* How many attributes (fields `attr_field`) `m` has; the string value of
+ * `key` in *val (empty when absent or not a string). */
+static size_t lm_attr(pl_bytes m, uint32_t attr_field, const char *key, pl_bytes *val)
+{
+    size_t count = 0;
+    *val = (pl_bytes){NULL, 0};
+    pl_pb_reader r = {m.ptr, m.ptr + m.len}, kv;
+    uint32_t field, wt;
+    uint64_t v;
+    while (r.p < r.end && pl_pb_next_field(&r, &field, &wt, &v, &kv) == 0) {
+        if (field != attr_field || wt != PL_PB_LEN)
+            continue;
+        count++;
+        pl_bytes k = {NULL, 0}, s = {NULL, 0};
+        pl_pb_reader sub;
+        while (kv.p < kv.end && pl_pb_next_field(&kv, &field, &wt, &v, &sub) == 0) {
+            if (field == 1 && wt == PL_PB_LEN)
+                k = (pl_bytes){sub.p, (size_t)(sub.end - sub.p)};
+            if (field == 2 && wt == PL_PB_LEN) {
+                pl_pb_reader any = sub, str;
+                while (any.p < any.end && pl_pb_next_field(&any, &field, &wt, &v, &str) == 0)
+                    if (field == 1 && wt == PL_PB_LEN)
+                        s = (pl_bytes){str.p, (size_t)(str.end - str.p)};
+            }
+        }
+        if (pl_bytes_eq_cstr(k, key))
+            *val = s;
+    }
+    return count;
+}
+
+/* ExportLogsServiceRequest: one ResourceLogs per service (NULL: none); each
+ * with records {user.email, keep} + body "hi", then a record without
+ * attributes. */
+static void lm_logs(pl_buf *req, const char *const *services, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        pl_buf res, rl, scope, rec, rec2, body;
+        pl_buf_init(&res);
+        pl_buf_init(&rl);
+        pl_buf_init(&scope);
+        pl_buf_init(&rec);
+        pl_buf_init(&rec2);
+        pl_buf_init(&body);
+        if (services[i])
+            lm_kv(&res, 1, "service.name", services[i]);
+        lm_kv(&res, 1, "host.name", "card-4111-1111-1111-1111");
+        pl_pb_put_bytes(&body, 1, "hi", 2);
+        pl_pb_put_bytes(&rec, 3, "INFO", 4); /* severity_text */
+        lm_wrap(&rec, 5, &body);
+        lm_kv(&rec, 6, "user.email", "a@example.com");
+        lm_kv(&rec, 6, "keep", "card 4111 1111 1111 1111");
+        pl_pb_put_varint(&rec, 7 << 3); /* dropped_attributes_count */
+        pl_pb_put_varint(&rec, 3);
+        pl_pb_put_bytes(&rec2, 3, "WARN", 4);
+        lm_wrap(&scope, 2, &rec);
+        lm_wrap(&scope, 2, &rec2);
+        lm_wrap(&rl, 1, &res);
+        lm_wrap(&rl, 2, &scope);
+        pl_pb_put_bytes(&rl, 3, "schema", 6);
+        lm_wrap(req, 1, &rl);
+    }
+}
+
+static pl_bytes lm_run(const pl_component_type *type, const char *yaml, pl_signal signal,
+                       const pl_buf *req, px_capture *cap)
+{
+    px_proc p;
+    px_capture_init(cap);
+    if (px_open(&p, type, yaml, NULL) != PL_OK)
+        return (pl_bytes){NULL, 0};
+    pl_batch *b = pl_batch_new(signal);
+    b->data.raw = (pl_bytes){req->data, req->len};
+    pl_status st = px_consume(&p, b, &cap->consumer);
+    px_close(&p);
+    if (st != PL_OK || cap->n != 1)
+        return (pl_bytes){NULL, 0};
+    return cap->batches[0]->data.raw;
+}
+
+static void test_attributes_on_log_records(void)
+{
+    static const char *const services[] = {"checkout"};
+    pl_buf req;
+    pl_buf_init(&req);
+    lm_logs(&req, services, 1);
+    px_capture cap;
+    pl_bytes out = lm_run(&pl_processor_attributes,
+                          "actions:\n"
+                          "  - {key: env, action: insert, value: prod}\n"
+                          "  - {key: user.email, action: hash}\n"
+                          "  - {key: keep, action: update, value: changed}\n"
+                          "  - {key: absent, action: update, value: x}\n",
+                          PL_SIGNAL_LOGS, &req, &cap);
+    REQUIRE(out.len);
+    size_t count = 0;
+    CHECK(pl_otlp_count_logs(out.ptr, out.len, &count, NULL) == PL_OK && count == 2);
+    static const uint32_t rec_path[] = {1, 2, 2};
+    pl_bytes recs[4], v;
+    REQUIRE(lm_collect(out, rec_path, 3, recs, 0, 4) == 2);
+    CHECK_EQ_UINT(lm_attr(recs[0], 6, "env", &v), 3);
+    CHECK(pl_bytes_eq_cstr(v, "prod"));
+    lm_attr(recs[0], 6, "user.email", &v);
+    CHECK_EQ_UINT(v.len, 64); /* SHA-256 hex */
+    lm_attr(recs[0], 6, "keep", &v);
+    CHECK(pl_bytes_eq_cstr(v, "changed"));
+    lm_attr(recs[0], 6, "absent", &v);
+    CHECK(v.len == 0);
+    CHECK(memmem(recs[0].ptr, recs[0].len, "\x2a\x04\x0a\x02hi", 6) != NULL); /* body kept */
+    CHECK(memmem(recs[0].ptr, recs[0].len, "\x38\x03", 2) != NULL); /* dropped count kept */
+    CHECK(memmem(recs[0].ptr, recs[0].len, "\x1a\x04INFO", 6) != NULL);
+    CHECK_EQ_UINT(lm_attr(recs[1], 6, "env", &v), 1); /* inserted on a record with none */
+    CHECK(pl_bytes_eq_cstr(v, "prod"));
+    /* the resource and schema_url are untouched */
+    static const uint32_t res_path[] = {1, 1};
+    pl_bytes res[2];
+    REQUIRE(lm_collect(out, res_path, 2, res, 0, 2) == 1);
+    CHECK_EQ_UINT(lm_attr(res[0], 1, "env", &v), 2);
+    CHECK(memmem(out.ptr, out.len, "\x1a\x06schema", 8) != NULL);
+    px_capture_clear(&cap);
+    pl_buf_free(&req);
+}
+
+static void test_attributes_on_logs_include_exclude(void)
+{
+    static const char *const services[] = {"checkout", "cart", NULL};
+    pl_buf req;
+    pl_buf_init(&req);
+    lm_logs(&req, services, 3);
+    px_capture cap;
+    pl_bytes out = lm_run(&pl_processor_attributes,
+                          "include: {match_type: regexp, services: ['^check']}\n"
+                          "actions:\n  - {key: env, action: insert, value: prod}\n",
+                          PL_SIGNAL_LOGS, &req, &cap);
+    REQUIRE(out.len);
+    static const uint32_t rec_path[] = {1, 2, 2};
+    pl_bytes recs[8], v;
+    REQUIRE(lm_collect(out, rec_path, 3, recs, 0, 8) == 6);
+    for (int i = 0; i < 6; i++) {
+        lm_attr(recs[i], 6, "env", &v);
+        CHECK(pl_bytes_eq_cstr(v, "prod") == (i < 2));
+    }
+    px_capture_clear(&cap);
+    /* span_names never match a log record */
+    out = lm_run(&pl_processor_attributes,
+                 "include: {match_type: strict, span_names: [x]}\n"
+                 "actions:\n  - {key: env, action: insert, value: prod}\n",
+                 PL_SIGNAL_LOGS, &req, &cap);
+    REQUIRE(out.len);
+    CHECK(memmem(out.ptr, out.len, "prod", 4) == NULL);
+    px_capture_clear(&cap);
+    /* bytes that do not parse: handed on unchanged */
+    pl_buf bad;
+    pl_buf_init(&bad);
+    pl_buf_append(&bad, req.data, req.len - 1);
+    out = lm_run(&pl_processor_attributes, "actions:\n  - {key: env, action: insert, value: p}\n",
+                 PL_SIGNAL_LOGS, &bad, &cap);
+    CHECK(out.ptr == bad.data && out.len == bad.len);
+    px_capture_clear(&cap);
+    pl_buf_free(&bad);
+    pl_buf_free(&req);
+}
+
+static void test_attributes_on_metric_data_points(void)
+{
+    /* Metric kinds and the attribute field of their data points. */
+    static const uint32_t kinds[][2] = {{5, 7}, {7, 7}, {9, 9}, {10, 1}, {11, 7}};
+    pl_buf req, sm, rm;
+    pl_buf_init(&req);
+    pl_buf_init(&sm);
+    pl_buf_init(&rm);
+    for (size_t k = 0; k < 5; k++) {
+        pl_buf metric, data, point;
+        pl_buf_init(&metric);
+        pl_buf_init(&data);
+        pl_buf_init(&point);
+        pl_pb_put_varint(&point, 3 << 3 | 1); /* a fixed64 time */
+        for (int i = 0; i < 8; i++)
+            pl_buf_append(&point, "\x11", 1);
+        lm_kv(&point, kinds[k][1], "host", "h1");
+        pl_pb_put_bytes(&metric, 1, "m", 1);
+        lm_wrap(&data, 1, &point);
+        lm_wrap(&metric, kinds[k][0], &data);
+        lm_wrap(&sm, 2, &metric);
+    }
+    lm_wrap(&rm, 2, &sm);
+    lm_wrap(&req, 1, &rm);
+    px_capture cap;
+    pl_bytes out = lm_run(&pl_processor_attributes,
+                          "actions:\n"
+                          "  - {key: env, action: upsert, value: prod}\n"
+                          "  - {key: host, action: update, value: h2}\n",
+                          PL_SIGNAL_METRICS, &req, &cap);
+    REQUIRE(out.len);
+    for (size_t k = 0; k < 5; k++) {
+        uint32_t path[] = {1, 2, 2, kinds[k][0], 1};
+        pl_bytes pts[2], v;
+        REQUIRE(lm_collect(out, path, 5, pts, 0, 2) == 1);
+        CHECK_EQ_UINT(lm_attr(pts[0], kinds[k][1], "env", &v), 2);
+        CHECK(pl_bytes_eq_cstr(v, "prod"));
+        lm_attr(pts[0], kinds[k][1], "host", &v);
+        CHECK(pl_bytes_eq_cstr(v, "h2"));
+        CHECK(memmem(pts[0].ptr, pts[0].len, "\x19\x11\x11\x11\x11\x11\x11\x11\x11", 9) != NULL);
+    }
+    px_capture_clear(&cap);
+    pl_buf_free(&req);
+}
+
+static void test_redaction_on_logs(void)
+{
+    static const char *const services[] = {"checkout"};
+    pl_buf req;
+    pl_buf_init(&req);
+    lm_logs(&req, services, 1);
+    px_capture cap;
+    pl_bytes out = lm_run(&pl_processor_redaction,
+                          "allow_all_keys: true\n"
+                          "blocked_values: ['4111[ -]?1111[ -]?1111[ -]?1111']\n"
+                          "blocked_key_patterns: ['.*email.*']\n",
+                          PL_SIGNAL_LOGS, &req, &cap);
+    REQUIRE(out.len);
+    CHECK(memmem(out.ptr, out.len, "4111", 4) == NULL);
+    CHECK(memmem(out.ptr, out.len, "a@example.com", 13) == NULL);
+    static const uint32_t rec_path[] = {1, 2, 2}, res_path[] = {1, 1};
+    pl_bytes recs[2], res[1], v;
+    REQUIRE(lm_collect(out, rec_path, 3, recs, 0, 2) == 2);
+    lm_attr(recs[0], 6, "keep", &v);
+    CHECK(pl_bytes_eq_cstr(v, "card ****"));
+    lm_attr(recs[0], 6, "user.email", &v);
+    CHECK(pl_bytes_eq_cstr(v, "****"));
+    REQUIRE(lm_collect(out, res_path, 2, res, 0, 1) == 1);
+    lm_attr(res[0], 1, "host.name", &v);
+    CHECK(pl_bytes_eq_cstr(v, "card-****"));
+    px_capture_clear(&cap);
+    /* the default allow list (empty, allow_all_keys false) removes every attribute */
+    out = lm_run(&pl_processor_redaction, "summary: info\n", PL_SIGNAL_LOGS, &req, &cap);
+    REQUIRE(out.len);
+    REQUIRE(lm_collect(out, rec_path, 3, recs, 0, 2) == 2);
+    CHECK_EQ_UINT(lm_attr(recs[0], 6, "redaction.redacted.count", &v), 1);
+    CHECK(memmem(out.ptr, out.len, "\x2a\x04\x0a\x02hi", 6) != NULL);
+    px_capture_clear(&cap);
+    /* bytes that do not parse are refused, never passed unredacted */
+    pl_buf bad;
+    pl_buf_init(&bad);
+    pl_buf_append(&bad, req.data, req.len - 1);
+    px_proc p;
+    px_capture_init(&cap);
+    REQUIRE(px_open(&p, &pl_processor_redaction, "allow_all_keys: true\n", NULL) == PL_OK);
+    pl_batch *b = pl_batch_new(PL_SIGNAL_LOGS);
+    b->data.raw = (pl_bytes){bad.data, bad.len};
+    CHECK(px_consume(&p, b, &cap.consumer) != PL_OK);
+    CHECK_EQ_UINT(cap.n, 0);
+    px_close(&p);
+    px_capture_clear(&cap);
+    pl_buf_free(&bad);
+    pl_buf_free(&req);
 }
 
 static void test_attributes_empty_batches_and_other_signals(void)
@@ -1696,6 +1997,10 @@ int main(void)
     PL_RUN(test_attributes_update);
     PL_RUN(test_attributes_from_context);
     PL_RUN(test_resource_on_logs_and_metrics);
+    PL_RUN(test_attributes_on_log_records);
+    PL_RUN(test_attributes_on_logs_include_exclude);
+    PL_RUN(test_attributes_on_metric_data_points);
+    PL_RUN(test_redaction_on_logs);
     PL_RUN(test_attributes_upsert_and_types);
     PL_RUN(test_attributes_from_attribute_every_type);
     PL_RUN(test_attributes_delete);
