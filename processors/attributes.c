@@ -11,9 +11,12 @@
  *       - { key: http.url, action: extract, pattern: '^(?P<scheme>[a-z]+)://' }
  *       - { key: retries, action: convert, converted_type: int }
  *
- * `attributes` works on span attributes (traces) and on sample attributes
- * (profiles); `resource` (list key `attributes:`) works on the resource of
- * every ResourceSpans / ResourceProfiles. `attributes` also takes the
+ * `attributes` works on span attributes (traces), on sample attributes
+ * (profiles), and on log record and metric data point attributes inside
+ * the opaque logs / metrics requests (opaque_attrs.c; services matched on
+ * the resource's service.name); `resource` (list key `attributes:`) works
+ * on the resource of every ResourceSpans / ResourceProfiles /
+ * ResourceLogs / ResourceMetrics. `attributes` also takes the
  * Collector's include/exclude ({match_type: strict|regexp, services,
  * span_names}): every property given must match; profiles are matched on
  * their resource's service.name, and a matcher naming span_names never

@@ -25,6 +25,11 @@
  * from masking, and summary adds redaction.{redacted,masked}.{keys,count}
  * and redaction.ignored.count to each span (and resource) it changed.
  *
+ * Logs and metrics (opaque requests, opaque_attrs.c): the attributes of
+ * each resource, log record and data point are treated as a span's; the
+ * rest of the request (log bodies included) is kept byte for byte. A
+ * request that does not parse is refused rather than passed on unredacted.
+ *
  * Profiles: function names (and system names) matching `functions`, and
  * file names of functions and mappings matching `files`, are replaced whole
  * by function_replacement; sample / location / mapping attribute values
