@@ -10,7 +10,8 @@
  * callback sees them exactly as span attributes are seen.
  *
  * With `resources`, the attributes of each Resource (present) go through the
- * callback too.
+ * callback too. A log body, when asked for, travels the same way as the
+ * value of a one-KeyValue list.
  *
  * Paths (field numbers, logs.proto / metrics.proto):
  *   logs:    request.1 ResourceLogs .2 ScopeLogs .2 LogRecord: attributes 6
@@ -30,6 +31,7 @@
 typedef struct walk {
     pl_batch *batch;
     pl_opaque_attrs_fn fn;
+    pl_opaque_body_fn body;
     void *arg;
     bool resources;
     pl_bytes service;
@@ -78,8 +80,10 @@ static pl_bytes resource_service(pl_pb_reader res)
 
 /* The KeyValue fields `kvs` (a Resource message body: each field 1) through
  * the callback; appends the resulting KeyValues to `out` as fields
- * `attr_field`. */
-static bool rewrite_list(walk *w, const pl_buf *kvs, uint32_t attr_field, pl_buf *out)
+ * `attr_field`. With `body`, `kvs` is one KeyValue holding a log body: its
+ * value goes through the body callback and is appended as field
+ * `attr_field` (an AnyValue). */
+static bool rewrite_list(walk *w, const pl_buf *kvs, uint32_t attr_field, bool body, pl_buf *out)
 {
     pl_buf rs, req, enc;
     pl_buf_init(&rs);
@@ -95,7 +99,11 @@ static bool rewrite_list(walk *w, const pl_buf *kvs, uint32_t attr_field, pl_buf
     if (ok) {
         tmp->metadata = w->batch->metadata; /* from_context reads it; it outlives tmp */
         pl_resource_spans *r = &tmp->data.traces.resources[0];
-        ok = w->fn(w->arg, tmp, &r->resource.attrs, w->service);
+        if (!body)
+            ok = w->fn(w->arg, tmp, &r->resource.attrs, w->service);
+        else
+            ok =
+                r->resource.attrs.n == 1 && w->body(w->arg, tmp, &r->resource.attrs.items[0].value);
         r->has_resource = r->resource.attrs.n > 0;
         ok = ok && pl_otlp_encode_traces(&tmp->data.traces, &enc) && pl_buf_ok(&enc);
         tmp->metadata = (pl_metadata){0};
@@ -118,8 +126,20 @@ static bool rewrite_list(walk *w, const pl_buf *kvs, uint32_t attr_field, pl_buf
         pl_pb_reader sub;
         if (pl_pb_next_field(&r, &field, &wt, &v, &sub) != 0)
             ok = false;
-        else if (field == 1 && wt == PL_PB_LEN)
+        else if (field == 1 && wt == PL_PB_LEN && !body)
             pl_pb_put_bytes(out, attr_field, sub.p, (size_t)(sub.end - sub.p));
+        else if (field == 1 && wt == PL_PB_LEN) {
+            /* KeyValue.value */
+            pl_pb_reader any = {NULL, NULL}, sv;
+            while (ok && sub.p < sub.end) {
+                if (pl_pb_next_field(&sub, &field, &wt, &v, &sv) != 0)
+                    ok = false;
+                else if (field == 2 && wt == PL_PB_LEN)
+                    any = sv;
+            }
+            if (ok && any.p)
+                pl_pb_put_bytes(out, attr_field, any.p, (size_t)(any.end - any.p));
+        }
     }
     pl_batch_free(tmp);
     pl_buf_free(&rs);
@@ -203,6 +223,19 @@ static bool walk_msg(walk *w, pl_pb_reader m, int level, uint32_t attr_field, pl
             pl_pb_put_bytes(&kvs, 1, sub.p, (size_t)(sub.end - sub.p));
             continue;
         }
+        if (level == L_RECORD && field == 5 && wt == PL_PB_LEN && w->body) {
+            /* LogRecord.body: as the value of a KeyValue "body" */
+            pl_buf kv, one;
+            pl_buf_init(&kv);
+            pl_buf_init(&one);
+            pl_pb_put_bytes(&kv, 1, "body", 4);
+            pl_pb_put_bytes(&kv, 2, sub.p, (size_t)(sub.end - sub.p));
+            pl_pb_put_bytes(&one, 1, kv.data ? kv.data : (const uint8_t *)"", kv.len);
+            ok = pl_buf_ok(&kv) && pl_buf_ok(&one) && rewrite_list(w, &one, 5, true, out);
+            pl_buf_free(&kv);
+            pl_buf_free(&one);
+            continue;
+        }
         uint32_t child_attr = attr_field;
         int child = wt == PL_PB_LEN ? child_level(w, level, field, &child_attr) : -1;
         if (child < 0) {
@@ -217,16 +250,22 @@ static bool walk_msg(walk *w, pl_pb_reader m, int level, uint32_t attr_field, pl
         pl_buf_free(&body);
     }
     if (ok && leaf)
-        ok = pl_buf_ok(&kvs) && rewrite_list(w, &kvs, attr_field, out);
+        ok = pl_buf_ok(&kvs) && rewrite_list(w, &kvs, attr_field, false, out);
     pl_buf_free(&kvs);
     return ok && pl_buf_ok(out);
 }
 
 bool pl_opaque_rewrite_attrs(pl_batch *batch, bool resources, pl_opaque_attrs_fn fn, void *arg)
 {
+    return pl_opaque_rewrite(batch, resources, fn, NULL, arg);
+}
+
+bool pl_opaque_rewrite(pl_batch *batch, bool resources, pl_opaque_attrs_fn fn,
+                       pl_opaque_body_fn body, void *arg)
+{
     if (batch->signal != PL_SIGNAL_LOGS && batch->signal != PL_SIGNAL_METRICS)
         return false;
-    walk w = {.batch = batch, .fn = fn, .arg = arg, .resources = resources};
+    walk w = {.batch = batch, .fn = fn, .body = body, .arg = arg, .resources = resources};
     pl_buf out;
     pl_buf_init(&out);
     pl_pb_reader req = {batch->data.raw.ptr, batch->data.raw.ptr + batch->data.raw.len};

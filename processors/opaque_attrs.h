@@ -24,4 +24,13 @@ typedef bool (*pl_opaque_attrs_fn)(void *arg, pl_batch *tmp, pl_attrs *attrs, pl
  * as it was. */
 bool pl_opaque_rewrite_attrs(pl_batch *batch, bool resources, pl_opaque_attrs_fn fn, void *arg);
 
+/* Called with each log record's body (present) decoded; false stops the
+ * walk. */
+typedef bool (*pl_opaque_body_fn)(void *arg, pl_batch *tmp, pl_value *body);
+
+/* pl_opaque_rewrite_attrs, and on logs each record's body goes through
+ * `body` (NULL: kept as it came). */
+bool pl_opaque_rewrite(pl_batch *batch, bool resources, pl_opaque_attrs_fn fn,
+                       pl_opaque_body_fn body, void *arg);
+
 #endif

@@ -26,8 +26,9 @@
  * and redaction.ignored.count to each span (and resource) it changed.
  *
  * Logs and metrics (opaque requests, opaque_attrs.c): the attributes of
- * each resource, log record and data point are treated as a span's; the
- * rest of the request (log bodies included) is kept byte for byte. A
+ * each resource, log record and data point are treated as a span's, and
+ * blocked values in a log body are masked; the rest of the request is kept
+ * byte for byte. A
  * request that does not parse is refused rather than passed on unredacted.
  *
  * Profiles: function names (and system names) matching `functions`, and
@@ -643,11 +644,25 @@ static bool redact_opaque_list(void *arg, pl_batch *tmp, pl_attrs *attrs, pl_byt
     return !c.oom;
 }
 
+/* A log record's body: blocked values masked as in an attribute value. */
+static bool redact_opaque_body(void *arg, pl_batch *tmp, pl_value *body)
+{
+    redaction *r = arg;
+    redact_ctx c = {.r = r, .batch = tmp};
+    c.replacement = pl_batch_bytes(tmp, r->replacement, strlen(r->replacement));
+    if (!c.replacement.ptr && *r->replacement)
+        return false;
+    if (mask_value(&c, body, false, NULL))
+        (*r->masked_values)++;
+    return !c.oom;
+}
+
 static pl_status redaction_consume(void *self, pl_batch *batch, pl_consumer *next)
 {
     redaction *r = self;
     if ((batch->signal == PL_SIGNAL_LOGS || batch->signal == PL_SIGNAL_METRICS) &&
-        batch->data.raw.len && !pl_opaque_rewrite_attrs(batch, true, redact_opaque_list, r)) {
+        batch->data.raw.len &&
+        !pl_opaque_rewrite(batch, true, redact_opaque_list, redact_opaque_body, r)) {
         /* Unredacted data must not leave: refuse the whole request. */
         pl_warn(r->id, "%s request that does not parse or out of memory; refused",
                 pl_signal_name(batch->signal));

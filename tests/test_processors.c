@@ -747,10 +747,12 @@ static void test_redaction_on_logs(void)
     px_capture cap;
     pl_bytes out = lm_run(&pl_processor_redaction,
                           "allow_all_keys: true\n"
-                          "blocked_values: ['4111[ -]?1111[ -]?1111[ -]?1111']\n"
+                          "blocked_values: ['4111[ -]?1111[ -]?1111[ -]?1111', '^hi$']\n"
                           "blocked_key_patterns: ['.*email.*']\n",
                           PL_SIGNAL_LOGS, &req, &cap);
     REQUIRE(out.len);
+    CHECK(memmem(out.ptr, out.len, "\x2a\x06\x0a\x04****", 8) != NULL); /* the body */
+    CHECK(memmem(out.ptr, out.len, "\x2a\x04\x0a\x02hi", 6) == NULL);
     CHECK(memmem(out.ptr, out.len, "4111", 4) == NULL);
     CHECK(memmem(out.ptr, out.len, "a@example.com", 13) == NULL);
     static const uint32_t rec_path[] = {1, 2, 2}, res_path[] = {1, 1};

@@ -5,7 +5,7 @@
 // with protobufjs and the project's .proto files. Every log record and data
 // point arrives, with its body / value / timestamps as the SDK sent them, and
 // its attributes changed as configured: inserted, hashed, updated, deleted,
-// masked; a resource attribute is masked too.
+// masked; a resource attribute and the log bodies are masked too.
 //
 // Run: cd tests/interop && PROFLINK_BIN=$PWD/../../build/proflink node --test logs_metrics.test.mjs
 import { test, after } from 'node:test';
@@ -112,7 +112,7 @@ service:
   const N = 20;
   for (let i = 0; i < N; i++) {
     logger.emit({
-      severityText: 'INFO', severityNumber: 9, body: `order ${i} placed`,
+      severityText: 'INFO', severityNumber: 9, body: `order ${i} paid with 4111 1111 1111 1111`,
       timestamp: [1_700_000_000, i],
       attributes: { 'user.email': `u${i}@example.com`, 'tmp.debug': 'x', i, note: 'paid with 4111 1111 1111 1111' },
     });
@@ -146,7 +146,7 @@ service:
   for (const { rl, lr } of recs) {
     const i = Number(value(lr.attributes, 'i'));
     seen.add(i);
-    assert.equal(lr.body.stringValue, `order ${i} placed`);
+    assert.equal(lr.body.stringValue, `order ${i} paid with ****`);
     assert.equal(lr.severityText, 'INFO');
     assert.equal(lr.severityNumber, 9);
     assert.equal(lr.timeUnixNano, String(1_700_000_000n * 1_000_000_000n + BigInt(i)));
