@@ -26,6 +26,7 @@ extern const pl_component_type pl_exporter_sqlite;
 extern const pl_component_type pl_exporter_otlp;
 extern const pl_component_type pl_exporter_otlphttp;
 extern const pl_component_type pl_exporter_loadbalancing;
+extern const pl_component_type pl_exporter_kafka;
 /* extensions */
 extern const pl_component_type pl_extension_health_check;
 extern const pl_component_type pl_extension_pprof;
@@ -51,6 +52,7 @@ const pl_component_type *const pl_component_types[] = {
     &pl_exporter_otlp,
     &pl_exporter_otlphttp,
     &pl_exporter_loadbalancing,
+    &pl_exporter_kafka,
     &pl_extension_health_check,
     &pl_extension_pprof,
     &pl_extension_zpages,

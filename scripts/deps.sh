@@ -11,6 +11,7 @@ PACKAGES=(
   libnghttp2-dev libcurl4-openssl-dev libssl-dev libcrypt-dev zlib1g-dev libjson-c-dev libhttp-parser-dev
   libpcre2-dev libfuzzer-14-dev libclang-rt-14-dev
   libc-ares-dev dnsmasq-base
+  librdkafka-dev
   nodejs npm curl openssl zstd python3 python3-yaml ca-certificates procps
   gcovr
   chromium
