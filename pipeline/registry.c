@@ -10,6 +10,7 @@
 extern const pl_component_type pl_receiver_otlp;
 extern const pl_component_type pl_receiver_pyroscope;
 extern const pl_component_type pl_receiver_pprof_scrape;
+extern const pl_component_type pl_receiver_kafka;
 /* processors */
 extern const pl_component_type pl_processor_batch;
 extern const pl_component_type pl_processor_memory_limiter;
@@ -38,6 +39,7 @@ const pl_component_type *const pl_component_types[] = {
     &pl_receiver_otlp,
     &pl_receiver_pyroscope,
     &pl_receiver_pprof_scrape,
+    &pl_receiver_kafka,
     &pl_processor_correlation,
     &pl_processor_batch,
     &pl_processor_memory_limiter,
