@@ -63,8 +63,7 @@ const kafka = () => new Kafka({ clientId: 'kafkajs-test', brokers: brokers.split
 function saramaPartition(key, n) {
   let h = 0x811c9dc5;
   for (const b of Buffer.from(key)) h = Math.imul(h ^ b, 16777619) >>> 0;
-  const p = (h | 0) % n;
-  return p < 0 ? -p : p;
+  return Math.abs((h | 0) % n); // abs also turns JavaScript's -0 into 0
 }
 
 const hex = (b) => Buffer.from(b).toString('hex');
@@ -265,4 +264,123 @@ service:
   const text = await metrics();
   assert.match(text, /proflink_receiver_kafka_records_received_total\{receiver="kafka"\} 1\n/);
   assert.match(text, /proflink_receiver_kafka_commits_total\{receiver="kafka"\} [1-9]/);
+});
+
+function gatewayConfig(backendPort, dir, metricsPort) {
+  return `
+receivers:
+  kafka:
+    brokers: [${brokers}]
+    group_id: gateway
+    initial_offset: earliest
+    session_timeout: 3s
+    heartbeat_interval: 500ms
+    traces: { topics: [bus_spans] }
+    profiles: { topics: [bus_profiles] }
+    error_backoff: { initial_interval: 200ms, max_interval: 1s }
+processors:
+  correlation: { window: 2s }
+exporters:
+  # one persistent queue (and write-ahead log) per pipeline
+  otlphttp/traces:
+    endpoint: http://127.0.0.1:${backendPort}
+    compression: none
+    sending_queue: { storage: ${path.join(dir, 'queue')} }
+    retry_on_failure: { initial_interval: 100ms, max_interval: 500ms }
+  otlphttp/profiles:
+    endpoint: http://127.0.0.1:${backendPort}
+    compression: none
+    sending_queue: { storage: ${path.join(dir, 'queue')} }
+    retry_on_failure: { initial_interval: 100ms, max_interval: 500ms }
+service:
+  telemetry:
+    metrics: { address: 127.0.0.1:${metricsPort} }
+  pipelines:
+    traces: { receivers: [kafka], processors: [correlation], exporters: [otlphttp/traces] }
+    profiles: { receivers: [kafka], processors: [correlation], exporters: [otlphttp/profiles] }
+`;
+}
+
+// Linked span id -> { count, named } over the backend's profile requests.
+function samplesAtBackend(backend) {
+  const out = new Map();
+  for (const { bytes } of backend.profileRequests) {
+    const p = ProfilesRequest.decode(bytes);
+    const d = p.dictionary;
+    for (const rp of p.resourceProfiles) for (const sp of rp.scopeProfiles) for (const pr of sp.profiles) {
+      for (const s of pr.samples) {
+        if (!s.linkIndex) continue;
+        const id = hex(d.linkTable[s.linkIndex].spanId);
+        const named = (s.attributeIndices || []).some((i) => d.stringTable[d.attributeTable[i].keyStrindex] === 'span_name');
+        const e = out.get(id) || { count: 0, named: 0 };
+        e.count++;
+        if (named) e.named++;
+        out.set(id, e);
+      }
+    }
+  }
+  return out;
+}
+
+test('agent -> bus -> gateway with correlation; kill -9 of the gateway mid-run loses nothing', { timeout: 120000 }, async () => {
+  const backend = await httpBackend();
+  cleanups.push(() => backend.stop());
+  const agentPort = await freePort();
+  const agent = await startProflink(`
+receivers:
+  otlp:
+    protocols:
+      http: { endpoint: 127.0.0.1:${agentPort} }
+exporters:
+  kafka:
+    brokers: [${brokers}]
+    partition_traces_by_id: true
+    traces: { topic: bus_spans }
+    profiles: { topic: bus_profiles }
+service:
+  pipelines:
+    traces: { receivers: [otlp], exporters: [kafka] }
+    profiles: { receivers: [otlp], exporters: [kafka] }
+`, { ports: [agentPort] });
+  cleanups.push(() => agent.stop());
+  const dir = fs.mkdtempSync(path.join(tmp, 'gateway-'));
+  const metricsPort = await freePort();
+  let gateway = await startProflink(gatewayConfig(backend.port, dir, metricsPort), { dir, ports: [metricsPort] });
+
+  const spanIds = [];
+  const round = async () => {
+    const req = tracesRequest(4, 3);
+    await post(agentPort, '/v1/traces', req.bytes);
+    const links = req.traces.flatMap((t) => t.spans.map((s) => ({ traceId: hex(t.id), spanId: s.id })));
+    await post(agentPort, '/v1development/profiles', profilesRequest(links));
+    spanIds.push(...links.map((l) => l.spanId));
+  };
+  for (let i = 0; i < 5; i++) { await round(); await sleep(200); }
+  try {
+    await waitFor(() => backend.counts.size > 0, 30000, 'the gateway delivers before the kill');
+  } catch (e) {
+    assert.fail(`${e.message}; agent log:\n${agent.log}\ngateway log:\n${gateway.log}`);
+  }
+  assert.equal((await gateway.kill9()).signal, 'SIGKILL');
+  const before = backend.counts.size;
+  for (let i = 0; i < 5; i++) { await round(); await sleep(100); }
+  gateway = await startProflink(gatewayConfig(backend.port, dir, metricsPort), { dir, ports: [metricsPort] });
+  cleanups.push(() => gateway.stop());
+
+  const samples = () => samplesAtBackend(backend);
+  try {
+    await waitFor(() => spanIds.every((id) => backend.counts.has(id)), 40000, 'every span');
+    await waitFor(() => { const s = samples(); return spanIds.every((id) => s.has(id)); }, 20000, 'every sample');
+  } catch (e) {
+    const s = samples();
+    assert.fail(`${e.message}: spans ${spanIds.filter((id) => backend.counts.has(id)).length}/${spanIds.length}, `
+      + `samples ${spanIds.filter((id) => s.has(id)).length}/${spanIds.length}, before the kill ${before}; gateway log:\n${gateway.log}`);
+  }
+  const s = samples();
+  const unnamed = spanIds.filter((id) => s.get(id).named === 0);
+  const dupSpans = backend.duplicates();
+  const dupSamples = [...s.values()].filter((e) => e.count > 1).length;
+  console.log(`# bus: ${spanIds.length} spans and samples; at the backend before the kill ${before}; `
+    + `duplicated after the crash: ${dupSpans} spans, ${dupSamples} samples; samples without span_name: ${unnamed.length}`);
+  assert.equal(unnamed.length, 0, 'every sample carries its span\'s name (correlation on one gateway)');
 });
