@@ -361,8 +361,11 @@ service:
   } catch (e) {
     assert.fail(`${e.message}; agent log:\n${agent.log}\ngateway log:\n${gateway.log}`);
   }
+  const gwMetrics = async () => (await fetch(`http://127.0.0.1:${metricsPort}/metrics`)).text();
+  const received = Number((await gwMetrics()).match(/proflink_receiver_kafka_records_received_total\{receiver="kafka"\} (\d+)/)?.[1]);
   assert.equal((await gateway.kill9()).signal, 'SIGKILL');
   const before = backend.counts.size;
+  const beforeKill = spanIds.length;
   for (let i = 0; i < 5; i++) { await round(); await sleep(100); }
   gateway = await startProflink(gatewayConfig(backend.port, dir, metricsPort), { dir, ports: [metricsPort] });
   cleanups.push(() => gateway.stop());
@@ -378,9 +381,12 @@ service:
   }
   const s = samples();
   const unnamed = spanIds.filter((id) => s.get(id).named === 0);
+  const unnamedAfter = spanIds.slice(beforeKill).filter((id) => s.get(id).named === 0);
   const dupSpans = backend.duplicates();
   const dupSamples = [...s.values()].filter((e) => e.count > 1).length;
-  console.log(`# bus: ${spanIds.length} spans and samples; at the backend before the kill ${before}; `
+  console.log(`# bus: ${spanIds.length} spans and samples; records read before the kill ${received}, spans at the backend ${before}; `
     + `duplicated after the crash: ${dupSpans} spans, ${dupSamples} samples; samples without span_name: ${unnamed.length}`);
-  assert.equal(unnamed.length, 0, 'every sample carries its span\'s name (correlation on one gateway)');
+  // A sample replayed after the crash may find its span gone already (sent
+  // before the kill); what was written after the crash is joined whole.
+  assert.equal(unnamedAfter.length, 0, 'every sample written after the crash carries its span\'s name');
 });
