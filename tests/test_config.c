@@ -267,19 +267,19 @@ static void test_unknown_component_type(void)
 {
     pl_config *cfg = load("receivers:\n"
                           "  feeder:\n"
-                          "  kafka/in:\n"
+                          "  kinesis/in:\n"
                           "exporters:\n"
                           "  capture:\n"
                           "  /nameless:\n"
                           "service:\n"
                           "  pipelines:\n"
                           "    traces:\n"
-                          "      receivers: [feeder, kafka/in]\n"
+                          "      receivers: [feeder, kinesis/in]\n"
                           "      exporters: [capture]\n");
     CHECK(cfg == NULL);
-    CHECK_ERROR("t.yaml:3:3: unknown receiver type 'kafka' (known: ");
+    CHECK_ERROR("t.yaml:3:3: unknown receiver type 'kinesis' (known: ");
     CHECK_ERROR("t.yaml:6:3: bad component id '/nameless'");
-    /* the pipeline's reference to kafka/in is not reported a second time */
+    /* the pipeline's reference to kinesis/in is not reported a second time */
     CHECK_EQ_UINT(errs.n, 2);
 }
 
