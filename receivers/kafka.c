@@ -99,6 +99,7 @@ typedef struct kafka_receiver {
     pl_strlist topics[PL_SIGNAL_COUNT];
     bool json[PL_SIGNAL_COUNT];
     bool mark_after, mark_on_error;
+    bool autocommit;
     bool extract_headers;
     pl_strlist headers;
     int64_t backoff_initial, backoff_max;
@@ -182,6 +183,8 @@ static void flush_stores(kafka_receiver *r)
     rd_kafka_resp_err_t e = rd_kafka_offsets_store(r->rk, list);
     if (e && e != RD_KAFKA_RESP_ERR__STATE) /* __STATE: revoked meanwhile */
         pl_warn(r->id, "storing offsets: %s", rd_kafka_err2str(e));
+    if (!r->autocommit) /* commit what was just stored (asynchronously) */
+        rd_kafka_commit(r->rk, NULL, 1);
     rd_kafka_topic_partition_list_destroy(list);
 }
 
@@ -432,6 +435,9 @@ static void on_rebalance(rd_kafka_t *rk, rd_kafka_resp_err_t e,
             rd_kafka_assign(rk, list);
             set_parts(r, list);
         }
+        /* a partition paused by back-pressure before a rebalance starts
+         * afresh from its committed offset */
+        rd_kafka_resume_partitions(rk, list);
         pl_info(r->id, "assigned %d partitions", list->cnt);
         return;
     }
@@ -546,6 +552,7 @@ static pl_status kafka_create(const pl_create_settings *settings, const void *co
     r->stats = settings->stats;
     r->mark_after = c->message_marking.after;
     r->mark_on_error = c->message_marking.on_error;
+    r->autocommit = c->autocommit.enable;
     r->extract_headers = c->header_extraction.extract_headers;
     r->backoff_initial = c->error_backoff.initial_interval;
     r->backoff_max = c->error_backoff.max_interval;
