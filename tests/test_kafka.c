@@ -8,6 +8,8 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "config/config.h"
+#include "config/node.h"
 #include "core/stats.h"
 #include "core/strlist.h"
 #include "exporters/otlp_common.h"
@@ -577,6 +579,61 @@ static void test_receiver_refusal_pauses_and_redelivers_in_order(kf_cluster *c)
     pl_buf_free(&js);
 }
 
+/* ---- configuration ------------------------------------------------------ */
+
+/* The errors loading `text` gives, one per line. */
+static void config_errors(const char *text, char *out, size_t size)
+{
+    pl_cfg_errors errs;
+    pl_cfg_errors_init(&errs);
+    pl_config *cfg = pl_config_load_string("t.yaml", text, strlen(text), pl_component_types, &errs);
+    out[0] = 0;
+    for (size_t i = 0, at = 0; i < errs.n && at < size; i++)
+        at += (size_t)snprintf(out + at, size - at, "%s\n", errs.items[i].text);
+    if (cfg)
+        pl_config_free(cfg);
+    pl_cfg_errors_free(&errs);
+}
+
+static void test_config_is_checked_with_clear_errors(void)
+{
+    char errs[2048];
+    config_errors("receivers:\n"
+                  "  kafka:\n"
+                  "    initial_offset: oldest\n"
+                  "    traces: { encoding: zipkin_proto }\n"
+                  "    group_rebalance_strategies: [sticky-ish]\n"
+                  "exporters:\n"
+                  "  kafka:\n"
+                  "    logs: { encoding: otlp_json }\n"
+                  "    producer: { compression: brotli, required_acks: 2 }\n"
+                  "    auth: { sasl: { username: u, password: p, mechanism: GSSAPI } }\n"
+                  "service:\n"
+                  "  pipelines:\n"
+                  "    traces: { receivers: [kafka], exporters: [kafka] }\n",
+                  errs, sizeof(errs));
+    CHECK(strstr(errs, "t.yaml:3:5: 'initial_offset': must be latest or earliest, got \"oldest\""));
+    CHECK(strstr(errs, "encoding must be otlp_proto or otlp_json, got \"zipkin_proto\""));
+    CHECK(strstr(errs, "must be range, roundrobin or cooperative-sticky, got \"sticky-ish\""));
+    CHECK(strstr(errs, "encoding must be otlp_proto (logs pass through as protobuf)"));
+    CHECK(strstr(errs, "compression must be none, gzip, snappy, lz4 or zstd"));
+    CHECK(strstr(errs, "'required_acks': must be between -1 and 1"));
+    CHECK(strstr(errs, "must be PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512, got \"GSSAPI\""));
+    if (pl_test_case_failures)
+        fprintf(stderr, "  errors:\n%s", errs);
+    config_errors(
+        "receivers:\n"
+        "  kafka: { brokers: [a:9092], traces: { topics: [t1] } }\n"
+        "exporters:\n"
+        "  kafka: { brokers: [a:9092, b:9092], partition_traces_by_id: true,\n"
+        "           auth: { sasl: { username: u, password: p, mechanism: SCRAM-SHA-512 } } }\n"
+        "service:\n"
+        "  pipelines:\n"
+        "    traces: { receivers: [kafka], exporters: [kafka] }\n",
+        errs, sizeof(errs));
+    CHECK_EQ_STR(errs, "");
+}
+
 int main(void)
 {
     kf_cluster c = {0};
@@ -584,6 +641,7 @@ int main(void)
         return 1;
     printf("# mock cluster: %s\n", c.bootstrap);
     PL_RUN(test_partition_is_the_collectors_default_hasher);
+    PL_RUN(test_config_is_checked_with_clear_errors);
 #define RUN_C(fn)                                                                                  \
     do {                                                                                           \
         pl_test_case_failures = 0;                                                                 \
