@@ -51,8 +51,12 @@ int main(int argc, char **argv)
         return 1;
     printf("%s\n", c.bootstrap);
     fflush(stdout);
-    signal(SIGTERM, on_signal);
-    signal(SIGINT, on_signal);
+    /* no SA_RESTART: a signal interrupts the read below */
+    struct sigaction sa;
+    memset(&sa, 0, sizeof(sa));
+    sa.sa_handler = on_signal;
+    sigaction(SIGTERM, &sa, NULL);
+    sigaction(SIGINT, &sa, NULL);
     /* stdin closes when the test that started us goes away */
     char buf[64];
     while (!stop_requested) {
