@@ -90,6 +90,9 @@ rd_kafka_conf_t *pl_kafka_conf_new(const pl_kafka_conn *c, pl_err *err)
         st = pl_kafka_conf_set(conf, "ssl.key.location", c->key_file, err);
     if (st == PL_OK && tls && c->insecure_skip_verify)
         st = pl_kafka_conf_set(conf, "enable.ssl.certificate.verification", "false", err);
+    if (st == PL_OK && sasl && !tls &&
+        (!set(c->auth->sasl.mechanism) || strcmp(c->auth->sasl.mechanism, "PLAIN") == 0))
+        pl_warn(c->id ? c->id : "kafka", "SASL PLAIN without tls: the password travels in clear");
     if (st == PL_OK && sasl) {
         const pl_kafka_sasl_config *s = &c->auth->sasl;
         st = pl_kafka_conf_set(conf, "sasl.mechanisms", set(s->mechanism) ? s->mechanism : "PLAIN",
