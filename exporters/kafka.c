@@ -446,6 +446,17 @@ static void note_failure(kafka_send *s, rd_kafka_resp_err_t e, const char *what)
         pl_send_result_set(&s->result, o, "%s record: %s", what, rd_kafka_err2str(e));
 }
 
+/* Client-level errors (served on the loop): a broker that cannot be reached
+ * is normal while it restarts, and the records' own reports say what failed. */
+static void on_client_error(rd_kafka_t *rk, int e, const char *reason, void *opaque)
+{
+    kafka_exporter *x = opaque;
+    if (e == RD_KAFKA_RESP_ERR__ALL_BROKERS_DOWN || e == RD_KAFKA_RESP_ERR__TRANSPORT)
+        pl_debug(x->id, "%s", reason);
+    else
+        pl_warn(x->id, "%s", reason);
+}
+
 static void maybe_finish(kafka_send *s)
 {
     if (!s->all_produced || s->outstanding)
@@ -688,6 +699,7 @@ static pl_status kafka_create(const pl_create_settings *settings, const void *co
     }
     rd_kafka_conf_set_opaque(x->conf, x);
     rd_kafka_conf_set_dr_msg_cb(x->conf, on_delivery);
+    rd_kafka_conf_set_error_cb(x->conf, on_client_error);
     pl_queue_sender sender = {kafka_encode, kafka_send_payload, x, false, true};
     x->queue = pl_queue_new(settings, &c->sending_queue, &c->retry_on_failure, &sender, err);
     if (!x->queue) {

@@ -42,8 +42,9 @@ pl_status pl_kafka_conf_set(rd_kafka_conf_t *conf, const char *key, const char *
 /* librdkafka's levels are syslog's. Called on librdkafka's threads. */
 static void on_log(const rd_kafka_t *rk, int level, const char *fac, const char *buf)
 {
-    pl_log_level l = level <= 3   ? PL_LOG_ERROR
-                     : level == 4 ? PL_LOG_WARN
+    /* connection failures come at LOG_ERR (3) while a broker restarts: warn */
+    pl_log_level l = level <= 2   ? PL_LOG_ERROR
+                     : level <= 4 ? PL_LOG_WARN
                      : level <= 6 ? PL_LOG_INFO
                                   : PL_LOG_DEBUG;
     if (pl_log_enabled(l))
