@@ -11,6 +11,7 @@ extern const pl_component_type pl_receiver_otlp;
 extern const pl_component_type pl_receiver_pyroscope;
 extern const pl_component_type pl_receiver_pprof_scrape;
 extern const pl_component_type pl_receiver_nats;
+extern const pl_component_type pl_receiver_kafka;
 /* processors */
 extern const pl_component_type pl_processor_batch;
 extern const pl_component_type pl_processor_memory_limiter;
@@ -28,6 +29,7 @@ extern const pl_component_type pl_exporter_otlp;
 extern const pl_component_type pl_exporter_otlphttp;
 extern const pl_component_type pl_exporter_loadbalancing;
 extern const pl_component_type pl_exporter_nats;
+extern const pl_component_type pl_exporter_kafka;
 /* extensions */
 extern const pl_component_type pl_extension_health_check;
 extern const pl_component_type pl_extension_pprof;
@@ -40,6 +42,7 @@ const pl_component_type *const pl_component_types[] = {
     &pl_receiver_pyroscope,
     &pl_receiver_pprof_scrape,
     &pl_receiver_nats,
+    &pl_receiver_kafka,
     &pl_processor_correlation,
     &pl_processor_batch,
     &pl_processor_memory_limiter,
@@ -55,6 +58,7 @@ const pl_component_type *const pl_component_types[] = {
     &pl_exporter_otlphttp,
     &pl_exporter_loadbalancing,
     &pl_exporter_nats,
+    &pl_exporter_kafka,
     &pl_extension_health_check,
     &pl_extension_pprof,
     &pl_extension_zpages,

@@ -12,6 +12,7 @@ PACKAGES=(
   libpcre2-dev libfuzzer-14-dev libclang-rt-14-dev
   libc-ares-dev dnsmasq-base
   libnats-dev nats-server
+  librdkafka-dev
   nodejs npm curl openssl zstd python3 python3-yaml ca-certificates procps
   gcovr
   faketime
