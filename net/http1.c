@@ -11,7 +11,7 @@
 
 /* ---- HTTP/1.1 ----------------------------------------------------------- */
 
-void pl_hs_h1_respond_simple(conn *c, int status, const char *body, bool close_after)
+void pl_http_server_h1_respond_simple(conn *c, int status, const char *body, bool close_after)
 {
     pl_buf out;
     pl_buf_init(&out);
@@ -19,34 +19,34 @@ void pl_hs_h1_respond_simple(conn *c, int status, const char *body, bool close_a
     pl_buf_printf(&out,
                   "HTTP/1.1 %d %s\r\nContent-Type: text/plain; charset=utf-8\r\n"
                   "Content-Length: %zu\r\n%s\r\n",
-                  status, pl_hs_reason_phrase(status), len,
+                  status, pl_http_server_reason_phrase(status), len,
                   close_after ? "Connection: close\r\n" : "");
     pl_buf_append(&out, body, len);
     if (!pl_buf_ok(&out)) {
         pl_buf_free(&out);
-        pl_hs_conn_close(c);
+        pl_http_server_conn_close(c);
         return;
     }
     size_t n;
     uint8_t *data = pl_buf_steal(&out, &n);
-    pl_hs_conn_write(c, data, n);
+    pl_http_server_conn_write(c, data, n);
 }
 
-static void pl_hs_h1_respond_busy(conn *c)
+static void pl_http_server_h1_respond_busy(conn *c)
 {
     static const char busy[] = "HTTP/1.1 503 Service Unavailable\r\nContent-Type: text/plain; "
                                "charset=utf-8\r\nRetry-After: 1\r\nContent-Length: 12\r\n"
                                "Connection: close\r\n\r\nserver busy\n";
-    pl_hs_conn_write_copy(c, busy, sizeof(busy) - 1);
+    pl_http_server_conn_write_copy(c, busy, sizeof(busy) - 1);
 }
 
-void pl_hs_h1_respond(pl_http_response *res, int status, const pl_http_header *headers,
-                      size_t n_headers, const void *body, size_t body_len)
+void pl_http_server_h1_respond(pl_http_response *res, int status, const pl_http_header *headers,
+                               size_t n_headers, const void *body, size_t body_len)
 {
     conn *c = res->c;
     pl_buf out;
     pl_buf_init(&out);
-    pl_buf_printf(&out, "HTTP/1.1 %d %s\r\n", status, pl_hs_reason_phrase(status));
+    pl_buf_printf(&out, "HTTP/1.1 %d %s\r\n", status, pl_http_server_reason_phrase(status));
     for (size_t i = 0; i < n_headers; i++) {
         const pl_http_header *h = &headers[i];
         /* Framing is ours; a CR or LF inside a value would split the answer. */
@@ -69,12 +69,12 @@ void pl_hs_h1_respond(pl_http_response *res, int status, const pl_http_header *h
         pl_buf_append(&out, body, body_len);
     if (!pl_buf_ok(&out)) {
         pl_buf_free(&out);
-        pl_hs_conn_close(c);
+        pl_http_server_conn_close(c);
         return;
     }
     size_t n;
     uint8_t *data = pl_buf_steal(&out, &n);
-    pl_hs_conn_write(c, data, n);
+    pl_http_server_conn_write(c, data, n);
 }
 
 /* Header bytes as they arrive, against the request's limit and the
@@ -87,21 +87,22 @@ static bool h1_header_budget(conn *c, size_t more, bool new_field)
     if (new_field) {
         more += 32;
         if (++c->h1.n_fields > c->opt->max_header_fields) {
-            pl_hs_h1_respond_simple(c, 431, "too many header fields\n", true);
-            pl_hs_conn_close(c);
+            pl_http_server_h1_respond_simple(c, 431, "too many header fields\n", true);
+            pl_http_server_conn_close(c);
             return false;
         }
     }
     c->header_bytes += more;
     if (c->header_bytes > c->opt->max_header_size) {
-        pl_hs_h1_respond_simple(c, 431, "request headers too large\n", true);
-        pl_hs_conn_close(c);
+        pl_http_server_h1_respond_simple(c, 431, "request headers too large\n", true);
+        pl_http_server_conn_close(c);
         return false;
     }
-    if (!pl_hs_parts_account(&c->h1, more, c->opt)) {
-        pl_warn(pl_hs_log_name(c), "%s: request data buffered over the limits; refusing", c->peer);
-        pl_hs_h1_respond_busy(c);
-        pl_hs_conn_close(c);
+    if (!pl_http_server_parts_account(&c->h1, more, c->opt)) {
+        pl_warn(pl_http_server_log_name(c), "%s: request data buffered over the limits; refusing",
+                c->peer);
+        pl_http_server_h1_respond_busy(c);
+        pl_http_server_conn_close(c);
         return false;
     }
     return true;
@@ -110,12 +111,12 @@ static bool h1_header_budget(conn *c, size_t more, bool new_field)
 static int h1_on_message_begin(http_parser *p)
 {
     conn *c = p->data;
-    pl_hs_parts_reset(&c->h1);
+    pl_http_server_parts_reset(&c->h1);
     c->in_request = true;
     c->last_was_value = false;
     c->expect_continue = false;
     c->header_bytes = 0;
-    pl_hs_conn_arm_timer(c, c->opt->header_timeout_ms);
+    pl_http_server_conn_arm_timer(c, c->opt->header_timeout_ms);
     return 0;
 }
 
@@ -195,20 +196,20 @@ static int h1_on_headers_complete(http_parser *p)
     r->method_len = strlen(m);
     pl_buf_append(&r->strings, m, r->method_len + 1);
     if (!pl_buf_ok(&r->strings) || !pl_buf_ok(&r->offsets)) {
-        pl_hs_h1_respond_simple(c, 503, "out of memory\n", true);
-        pl_hs_conn_close(c);
+        pl_http_server_h1_respond_simple(c, 503, "out of memory\n", true);
+        pl_http_server_conn_close(c);
         return -1;
     }
     /* Content-Length over the limit: answer now, do not read the body. */
     if (p->content_length != ULLONG_MAX && p->content_length > c->opt->max_body_size) {
         h1_dispatch(c, true);
-        pl_hs_conn_close(c);
+        pl_http_server_conn_close(c);
         return -1;
     }
     /* Bad credentials: 401 now, before a byte of the body is buffered. */
-    if (!pl_hs_early_auth(c, r, 1)) {
+    if (!pl_http_server_early_auth(c, r, 1)) {
         h1_dispatch(c, false);
-        pl_hs_conn_close(c);
+        pl_http_server_conn_close(c);
         return -1;
     }
     for (size_t i = 0; i < r->n_headers; i++) {
@@ -222,7 +223,7 @@ static int h1_on_headers_complete(http_parser *p)
     }
     if (c->expect_continue && p->http_minor >= 1) {
         static const char cont[] = "HTTP/1.1 100 Continue\r\n\r\n";
-        pl_hs_conn_write_copy(c, cont, sizeof(cont) - 1);
+        pl_http_server_conn_write_copy(c, cont, sizeof(cont) - 1);
     }
     return 0;
 }
@@ -233,18 +234,18 @@ static int h1_on_body(http_parser *p, const char *at, size_t len)
     request_parts *r = &c->h1;
     if (r->body.len + len > c->opt->max_body_size) {
         h1_dispatch(c, true);
-        pl_hs_conn_close(c);
+        pl_http_server_conn_close(c);
         return -1;
     }
-    if (!pl_hs_parts_account(r, len, c->opt)) {
+    if (!pl_http_server_parts_account(r, len, c->opt)) {
         /* All connections together, or this client's, hold too much
          * unfinished request data: a retryable refusal for this one. */
-        pl_warn(pl_hs_log_name(c),
+        pl_warn(pl_http_server_log_name(c),
                 "%s: request data buffered over %zu bytes (server) or %zu (this client); "
                 "refusing",
                 c->peer, c->opt->max_buffered_bytes, c->opt->max_buffered_bytes_per_client);
-        pl_hs_h1_respond_busy(c);
-        pl_hs_conn_close(c);
+        pl_http_server_h1_respond_busy(c);
+        pl_http_server_conn_close(c);
         return -1;
     }
     /* Size the buffer from Content-Length once, bounded: in a chunked body
@@ -260,8 +261,8 @@ static int h1_on_body(http_parser *p, const char *at, size_t len)
     }
     pl_buf_append(&r->body, at, len);
     if (!pl_buf_ok(&r->body)) {
-        pl_hs_h1_respond_simple(c, 503, "out of memory\n", true);
-        pl_hs_conn_close(c);
+        pl_http_server_h1_respond_simple(c, 503, "out of memory\n", true);
+        pl_http_server_conn_close(c);
         return -1;
     }
     return 0;
@@ -274,8 +275,8 @@ static int h1_on_message_complete(http_parser *p)
     h1_dispatch(c, false);
     if (c->closing)
         return -1;
-    pl_hs_conn_arm_timer(c, c->opt->idle_timeout_ms);
-    if (pl_hs_conn_should_pause(c)) {
+    pl_http_server_conn_arm_timer(c, c->opt->idle_timeout_ms);
+    if (pl_http_server_conn_should_pause(c)) {
         /* Pipelined requests from a peer that does not read its answers:
          * stop here; the rest of the input waits in c->stash. */
         c->read_paused = true;
@@ -302,7 +303,7 @@ static void h1_dispatch(conn *c, bool too_large)
     request_parts *r = &c->h1;
     http_parser *p = &c->parser;
     if (too_large && !c->opt->deliver_too_large) {
-        pl_hs_h1_respond_simple(c, 413, "request body too large\n", true);
+        pl_http_server_h1_respond_simple(c, 413, "request body too large\n", true);
         return;
     }
     pl_http_header stack_headers[32];
@@ -310,8 +311,8 @@ static void h1_dispatch(conn *c, bool too_large)
     if (r->n_headers > 32) {
         headers = malloc(r->n_headers * sizeof(*headers));
         if (!headers) {
-            pl_hs_h1_respond_simple(c, 503, "out of memory\n", true);
-            pl_hs_conn_close(c);
+            pl_http_server_h1_respond_simple(c, 503, "out of memory\n", true);
+            pl_http_server_conn_close(c);
             return;
         }
     }
@@ -324,7 +325,7 @@ static void h1_dispatch(conn *c, bool too_large)
     memset(&req, 0, sizeof(req));
     req.http_version = 1;
     req.method = base + r->method_off;
-    pl_hs_split_url(r->url_len ? base + r->url_off : (char *)"/", &req.path, &req.query);
+    pl_http_server_split_url(r->url_len ? base + r->url_off : (char *)"/", &req.path, &req.query);
     req.headers = headers;
     req.n_headers = r->n_headers;
     req.peer = c->peer;
@@ -334,21 +335,21 @@ static void h1_dispatch(conn *c, bool too_large)
         req.body = pl_buf_steal(&r->body, &len);
         req.body_len = len;
     }
-    pl_hs_parts_release(r); /* the body is the handler's now */
+    pl_http_server_parts_release(r); /* the body is the handler's now */
     pl_http_response res = {.c = c,
                             .parts = r,
                             .head = p->method == HTTP_HEAD,
                             /* refused at the headers: the body is not read */
                             .keep_alive = !too_large && !(r->auth_done && !r->auth_ok) &&
                                           http_should_keep_alive(p) && !p->upgrade};
-    pl_hs_call_handler(c, &req, &res);
+    pl_http_server_call_handler(c, &req, &res);
     if (headers != stack_headers)
         free(headers);
     if (!res.keep_alive)
-        pl_hs_conn_close(c);
+        pl_http_server_conn_close(c);
 }
 
-void pl_hs_h1_feed(conn *c, const uint8_t *data, size_t len)
+void pl_http_server_h1_feed(conn *c, const uint8_t *data, size_t len)
 {
     if (c->closing)
         return;
@@ -363,25 +364,25 @@ void pl_hs_h1_feed(conn *c, const uint8_t *data, size_t len)
     if (e == HPE_PAUSED) {
         pl_buf_append(&c->stash, data + n, len - n);
         if (!pl_buf_ok(&c->stash))
-            pl_hs_conn_close(c);
+            pl_http_server_conn_close(c);
         return;
     }
     if (e != HPE_OK) {
         char msg[160];
         snprintf(msg, sizeof(msg), "bad request: %s\n", http_errno_description(e));
-        pl_debug(pl_hs_log_name(c), "%s: %s", c->peer, msg);
-        pl_hs_h1_respond_simple(c, e == HPE_HEADER_OVERFLOW ? 431 : 400, msg, true);
-        pl_hs_conn_close(c);
+        pl_debug(pl_http_server_log_name(c), "%s: %s", c->peer, msg);
+        pl_http_server_h1_respond_simple(c, e == HPE_HEADER_OVERFLOW ? 431 : 400, msg, true);
+        pl_http_server_conn_close(c);
         return;
     }
     if (c->parser.upgrade || n < len) {
         /* Upgrade / CONNECT: not supported; the request (if complete) was
          * answered with Connection: close. */
-        pl_hs_conn_close(c);
+        pl_http_server_conn_close(c);
     }
 }
 
-void pl_hs_h1_eof(conn *c)
+void pl_http_server_h1_eof(conn *c)
 {
     if (c->closing)
         return;

@@ -29,7 +29,7 @@ static int h2_on_begin_headers(nghttp2_session *session, const nghttp2_frame *fr
     s->id = frame->hd.stream_id;
     s->c = c;
     s->started_ms = c->socketless ? 0 : uv_now(c->server->loop);
-    pl_hs_parts_init(&s->parts);
+    pl_http_server_parts_init(&s->parts);
     s->parts.pool = c->server ? &c->server->buffered : NULL;
     s->parts.client_pool = c->cl ? &c->cl->buffered : NULL;
     pl_buf_init(&s->trailer_store);
@@ -38,7 +38,7 @@ static int h2_on_begin_headers(nghttp2_session *session, const nghttp2_frame *fr
         c->streams->prev = s;
     c->streams = s;
     if (c->n_streams++ == 0)
-        pl_hs_conn_arm_timer(c, c->opt->header_timeout_ms);
+        pl_http_server_conn_arm_timer(c, c->opt->header_timeout_ms);
     nghttp2_session_set_stream_user_data(session, s->id, s);
     return 0;
 }
@@ -58,19 +58,20 @@ static int h2_on_header(nghttp2_session *session, const nghttp2_frame *frame, co
      * headers included: a field of one-byte HPACK references to the
      * dynamic table costs what it decodes to, not what was sent. */
     bool busy = false;
-    if (!pl_hs_parts_header(r, namelen, valuelen, c->opt, &busy)) {
+    if (!pl_http_server_parts_header(r, namelen, valuelen, c->opt, &busy)) {
         if (busy) {
-            pl_warn(pl_hs_log_name(c),
+            pl_warn(pl_http_server_log_name(c),
                     "%s: request data buffered over the limits; refusing "
                     "stream %d",
                     c->peer, s->id);
             s->dispatched = true;
-            pl_hs_parts_release(r);
+            pl_http_server_parts_release(r);
             nghttp2_submit_rst_stream(session, NGHTTP2_FLAG_NONE, s->id, NGHTTP2_REFUSED_STREAM);
             return 0;
         }
-        pl_debug(pl_hs_log_name(c), "%s: stream %d: header list over %zu bytes or %u fields",
-                 c->peer, s->id, c->opt->max_header_size, c->opt->max_header_fields);
+        pl_debug(pl_http_server_log_name(c),
+                 "%s: stream %d: header list over %zu bytes or %u fields", c->peer, s->id,
+                 c->opt->max_header_size, c->opt->max_header_fields);
         return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE; /* resets this stream only */
     }
     if (namelen == 7 && memcmp(name, ":method", 7) == 0) {
@@ -86,7 +87,8 @@ static int h2_on_header(nghttp2_session *session, const nghttp2_frame *frame, co
     } else if (namelen > 0 && name[0] == ':') {
         /* :scheme, :authority: not needed by handlers */
     } else {
-        pl_hs_parts_add_header(r, (const char *)name, namelen, (const char *)value, valuelen);
+        pl_http_server_parts_add_header(r, (const char *)name, namelen, (const char *)value,
+                                        valuelen);
     }
     return pl_buf_ok(&r->strings) && pl_buf_ok(&r->offsets) ? 0 : NGHTTP2_ERR_CALLBACK_FAILURE;
 }
@@ -102,20 +104,20 @@ static int h2_on_data_chunk(nghttp2_session *session, uint8_t flags, int32_t str
     if (r->body.len + len > c->opt->max_body_size) {
         r->too_large = true;
         pl_buf_free(&r->body);
-        pl_hs_parts_release(r);
+        pl_http_server_parts_release(r);
         return 0;
     }
-    if (!pl_hs_parts_account(r, len, c->opt)) {
+    if (!pl_http_server_parts_account(r, len, c->opt)) {
         /* too much unfinished request data on the server: refuse this
          * stream; REFUSED_STREAM tells the client it is safe to retry */
-        pl_warn(pl_hs_log_name(c),
+        pl_warn(pl_http_server_log_name(c),
                 "%s: request data buffered over %zu bytes (server) or %zu (this client); "
                 "refusing stream %d",
                 c->peer, c->opt->max_buffered_bytes, c->opt->max_buffered_bytes_per_client,
                 stream_id);
         s->dispatched = true;
         pl_buf_free(&r->body);
-        pl_hs_parts_release(r);
+        pl_http_server_parts_release(r);
         nghttp2_submit_rst_stream(session, NGHTTP2_FLAG_NONE, stream_id, NGHTTP2_REFUSED_STREAM);
         return 0;
     }
@@ -193,9 +195,9 @@ static nghttp2_nv *h2_make_nv(const pl_http_header *headers, size_t n, pl_buf *s
     return nv;
 }
 
-void pl_hs_h2_respond(pl_http_response *res, int status, const pl_http_header *headers,
-                      size_t n_headers, const void *body, size_t body_len,
-                      const pl_http_header *trailers, size_t n_trailers)
+void pl_http_server_h2_respond(pl_http_response *res, int status, const pl_http_header *headers,
+                               size_t n_headers, const void *body, size_t body_len,
+                               const pl_http_header *trailers, size_t n_trailers)
 {
     conn *c = res->c;
     stream *s = res->s;
@@ -272,7 +274,7 @@ static void h2_dispatch(conn *c, stream *s)
     pl_http_response res = {.c = c, .s = s, .parts = r, .keep_alive = true};
     if (r->too_large && !c->opt->deliver_too_large) {
         static const pl_http_header ct = {"content-type", 12, "text/plain", 10};
-        pl_hs_h2_respond(&res, 413, &ct, 1, "request body too large\n", 23, NULL, 0);
+        pl_http_server_h2_respond(&res, 413, &ct, 1, "request body too large\n", 23, NULL, 0);
         return;
     }
     pl_http_header stack_headers[32];
@@ -293,7 +295,7 @@ static void h2_dispatch(conn *c, stream *s)
     memset(&req, 0, sizeof(req));
     req.http_version = 2;
     req.method = base + r->method_off;
-    pl_hs_split_url(base + r->url_off, &req.path, &req.query);
+    pl_http_server_split_url(base + r->url_off, &req.path, &req.query);
     req.headers = headers;
     req.n_headers = r->n_headers;
     req.peer = c->peer;
@@ -303,9 +305,9 @@ static void h2_dispatch(conn *c, stream *s)
         req.body = pl_buf_steal(&r->body, &len);
         req.body_len = len;
     }
-    pl_hs_parts_release(r);
+    pl_http_server_parts_release(r);
     res.head = strcmp(req.method, "HEAD") == 0;
-    pl_hs_call_handler(c, &req, &res);
+    pl_http_server_call_handler(c, &req, &res);
     if (headers != stack_headers)
         free(headers);
 }
@@ -323,7 +325,7 @@ static int h2_on_frame_recv(nghttp2_session *session, const nghttp2_frame *frame
     } else if (frame->hd.type == NGHTTP2_HEADERS && frame->headers.cat == NGHTTP2_HCAT_REQUEST) {
         /* Bad credentials: refused before the body (DATA) is buffered. */
         stream *s = h2_stream(c, frame->hd.stream_id);
-        if (s && !s->dispatched && !pl_hs_early_auth(c, &s->parts, 2)) {
+        if (s && !s->dispatched && !pl_http_server_early_auth(c, &s->parts, 2)) {
             h2_dispatch(c, s);
             s->reset_after_answer = false;
             s->refused_open = true;
@@ -365,17 +367,17 @@ static int h2_on_stream_close(nghttp2_session *session, int32_t stream_id, uint3
         c->streams = s->next;
     if (s->next)
         s->next->prev = s->prev;
-    pl_hs_parts_free(&s->parts);
+    pl_http_server_parts_free(&s->parts);
     pl_buf_free(&s->trailer_store);
     free(s->trailers);
     free(s->resp);
     free(s);
     if (--c->n_streams == 0)
-        pl_hs_conn_arm_timer(c, c->opt->idle_timeout_ms);
+        pl_http_server_conn_arm_timer(c, c->opt->idle_timeout_ms);
     return 0;
 }
 
-bool pl_hs_h2_start(conn *c)
+bool pl_http_server_h2_start(conn *c)
 {
     nghttp2_session_callbacks *cb;
     if (nghttp2_session_callbacks_new(&cb) != 0)
@@ -409,7 +411,7 @@ bool pl_hs_h2_start(conn *c)
     return true;
 }
 
-void pl_hs_h2_flush(conn *c)
+void pl_http_server_h2_flush(conn *c)
 {
     if (!c->h2)
         return;
@@ -420,7 +422,7 @@ void pl_hs_h2_flush(conn *c)
         ssize_t n = nghttp2_session_mem_send(c->h2, &data);
         if (n < 0) {
             pl_buf_free(&out);
-            pl_hs_conn_close(c);
+            pl_http_server_conn_close(c);
             return;
         }
         if (n == 0)
@@ -429,44 +431,45 @@ void pl_hs_h2_flush(conn *c)
         if (out.len >= 256 * 1024) {
             size_t len;
             uint8_t *d = pl_buf_steal(&out, &len);
-            pl_hs_conn_write(c, d, len);
+            pl_http_server_conn_write(c, d, len);
         }
     }
     if (!pl_buf_ok(&out)) {
         pl_buf_free(&out);
-        pl_hs_conn_close(c);
+        pl_http_server_conn_close(c);
         return;
     }
     if (out.len) {
         size_t len;
         uint8_t *d = pl_buf_steal(&out, &len);
-        pl_hs_conn_write(c, d, len);
+        pl_http_server_conn_write(c, d, len);
     }
     pl_buf_free(&out);
     if (!nghttp2_session_want_read(c->h2) && !nghttp2_session_want_write(c->h2))
-        pl_hs_conn_close(c);
+        pl_http_server_conn_close(c);
 }
 
-void pl_hs_h2_feed(conn *c, const uint8_t *data, size_t len)
+void pl_http_server_h2_feed(conn *c, const uint8_t *data, size_t len)
 {
     if (c->closing)
         return;
     ssize_t n = nghttp2_session_mem_recv(c->h2, data, len);
     if (n < 0) {
-        pl_debug(pl_hs_log_name(c), "%s: HTTP/2 error: %s", c->peer, nghttp2_strerror((int)n));
+        pl_debug(pl_http_server_log_name(c), "%s: HTTP/2 error: %s", c->peer,
+                 nghttp2_strerror((int)n));
         /* nghttp2 has queued a GOAWAY where the protocol calls for one. */
-        pl_hs_h2_flush(c);
-        pl_hs_conn_close(c);
+        pl_http_server_h2_flush(c);
+        pl_http_server_conn_close(c);
         return;
     }
-    pl_hs_h2_flush(c);
+    pl_http_server_h2_flush(c);
 }
 
 /* HTTP/2: each request has header_timeout_ms from its first HEADERS to its
  * END_STREAM. Late streams are reset one by one (CANCEL), so one slow call
  * does not take down the other calls multiplexed on the connection; the
  * timer is re-armed for the next deadline. */
-void pl_hs_h2_check_stream_deadlines(conn *c)
+void pl_http_server_h2_check_stream_deadlines(conn *c)
 {
     uint64_t now = uv_now(c->server->loop);
     uint64_t next = 0;
@@ -475,20 +478,21 @@ void pl_hs_h2_check_stream_deadlines(conn *c)
             continue;
         uint64_t deadline = s->started_ms + c->opt->header_timeout_ms;
         if (deadline <= now) {
-            pl_debug(pl_hs_log_name(c), "%s: stream %d not received in time", c->peer, s->id);
+            pl_debug(pl_http_server_log_name(c), "%s: stream %d not received in time", c->peer,
+                     s->id);
             s->dispatched = true; /* ignore whatever still comes */
             nghttp2_submit_rst_stream(c->h2, NGHTTP2_FLAG_NONE, s->id, NGHTTP2_CANCEL);
         } else if (!next || deadline < next) {
             next = deadline;
         }
     }
-    pl_hs_h2_flush(c);
+    pl_http_server_h2_flush(c);
     if (c->closing)
         return;
     if (next)
-        pl_hs_conn_arm_timer(c, next - now);
+        pl_http_server_conn_arm_timer(c, next - now);
     else if (c->n_streams == 0)
-        pl_hs_conn_arm_timer(c, c->opt->idle_timeout_ms);
+        pl_http_server_conn_arm_timer(c, c->opt->idle_timeout_ms);
     else /* only answered streams left, still being written */
-        pl_hs_conn_arm_timer(c, c->opt->header_timeout_ms);
+        pl_http_server_conn_arm_timer(c, c->opt->header_timeout_ms);
 }

@@ -93,12 +93,12 @@ static void options_fill(pl_http_server_options *o)
         o->name = "http";
 }
 
-const char *pl_hs_log_name(const conn *c)
+const char *pl_http_server_log_name(const conn *c)
 {
     return c->opt->name ? c->opt->name : "http";
 }
 
-void pl_hs_parts_init(request_parts *p)
+void pl_http_server_parts_init(request_parts *p)
 {
     memset(p, 0, sizeof(*p));
     pl_buf_init(&p->strings);
@@ -108,7 +108,7 @@ void pl_hs_parts_init(request_parts *p)
 
 /* Gives this body's bytes back to the server-wide budget (after the body
  * went to the handler, or was dropped). */
-void pl_hs_parts_release(request_parts *p)
+void pl_http_server_parts_release(request_parts *p)
 {
     if (p->pool)
         *p->pool -= p->accounted;
@@ -118,7 +118,7 @@ void pl_hs_parts_release(request_parts *p)
 }
 
 /* Takes len bytes from the server-wide budget; false when it is spent. */
-bool pl_hs_parts_account(request_parts *p, size_t len, const pl_http_server_options *o)
+bool pl_http_server_parts_account(request_parts *p, size_t len, const pl_http_server_options *o)
 {
     if (p->pool && *p->pool + len > o->max_buffered_bytes)
         return false;
@@ -132,14 +132,14 @@ bool pl_hs_parts_account(request_parts *p, size_t len, const pl_http_server_opti
     return true;
 }
 
-bool pl_hs_parts_header(request_parts *p, size_t name_len, size_t value_len,
-                        const pl_http_server_options *o, bool *busy)
+bool pl_http_server_parts_header(request_parts *p, size_t name_len, size_t value_len,
+                                 const pl_http_server_options *o, bool *busy)
 {
     size_t cost = name_len + value_len + 32;
     *busy = false;
     if (p->header_cost + cost > o->max_header_size || p->n_fields + 1 > o->max_header_fields)
         return false;
-    if (!pl_hs_parts_account(p, cost, o)) {
+    if (!pl_http_server_parts_account(p, cost, o)) {
         *busy = true;
         return false;
     }
@@ -148,9 +148,9 @@ bool pl_hs_parts_header(request_parts *p, size_t name_len, size_t value_len,
     return true;
 }
 
-void pl_hs_parts_reset(request_parts *p)
+void pl_http_server_parts_reset(request_parts *p)
 {
-    pl_hs_parts_release(p);
+    pl_http_server_parts_release(p);
     pl_buf_reset(&p->strings);
     pl_buf_reset(&p->offsets);
     /* A body taken by the handler leaves the buffer empty; a big one left
@@ -168,16 +168,16 @@ void pl_hs_parts_reset(request_parts *p)
     p->too_large = false;
 }
 
-void pl_hs_parts_free(request_parts *p)
+void pl_http_server_parts_free(request_parts *p)
 {
-    pl_hs_parts_release(p);
+    pl_http_server_parts_release(p);
     pl_buf_free(&p->strings);
     pl_buf_free(&p->offsets);
     pl_buf_free(&p->body);
 }
 
-void pl_hs_parts_add_header(request_parts *p, const char *name, size_t name_len, const char *value,
-                            size_t value_len)
+void pl_http_server_parts_add_header(request_parts *p, const char *name, size_t name_len,
+                                     const char *value, size_t value_len)
 {
     header_offsets h;
     h.name = p->strings.len;
@@ -215,7 +215,7 @@ uint8_t *pl_http_request_take_body(pl_http_request *req)
     return b;
 }
 
-const char *pl_hs_reason_phrase(int status)
+const char *pl_http_server_reason_phrase(int status)
 {
     switch (status) {
     case 100:
@@ -271,7 +271,7 @@ const char *pl_hs_reason_phrase(int status)
 static void conn_free(conn *c)
 {
     pl_tls_conn_free(c->tls);
-    pl_hs_parts_free(&c->h1);
+    pl_http_server_parts_free(&c->h1);
     pl_buf_free(&c->stash);
     if (c->h2) {
         nghttp2_session_del(c->h2);
@@ -280,7 +280,7 @@ static void conn_free(conn *c)
     while (c->streams) {
         stream *s = c->streams;
         c->streams = s->next;
-        pl_hs_parts_free(&s->parts);
+        pl_http_server_parts_free(&s->parts);
         pl_buf_free(&s->trailer_store);
         free(s->trailers);
         free(s->resp);
@@ -374,9 +374,9 @@ static bool evict_for(pl_http_server *server, const client *newcomer)
     pl_debug(server->name, "%s: idle connection closed to make room", victim->peer);
     if (victim->proto == PROTO_H2 && victim->h2) {
         nghttp2_session_terminate_session(victim->h2, NGHTTP2_NO_ERROR);
-        pl_hs_h2_flush(victim);
+        pl_http_server_h2_flush(victim);
     }
-    pl_hs_conn_close(victim);
+    pl_http_server_conn_close(victim);
     /* The slot is the newcomer's now, though the close is pending; an idle
      * connection holds no buffered bytes, and it forgets its client, which
      * may go away before it does. */
@@ -464,7 +464,7 @@ static void conn_finish(conn *c)
 
 /* Stops reading and closes once queued answers are written (or after a grace
  * period if the peer does not read them). Safe to call more than once. */
-void pl_hs_conn_close(conn *c)
+void pl_http_server_conn_close(conn *c)
 {
     if (c->closing) {
         if (c->pending_writes == 0)
@@ -498,13 +498,13 @@ typedef struct write_req {
     uint8_t *data;
 } write_req;
 
-bool pl_hs_conn_should_pause(const conn *c)
+bool pl_http_server_conn_should_pause(const conn *c)
 {
     return !c->socketless && !c->read_paused && !c->closing &&
            c->tcp.write_queue_size > PAUSE_READING_AT;
 }
 
-void pl_hs_h1_feed(conn *c, const uint8_t *data, size_t len);
+void pl_http_server_h1_feed(conn *c, const uint8_t *data, size_t len);
 
 /* The peer has read enough of its answers: parse what was held back, then
  * read again (unless that pauses once more). */
@@ -516,7 +516,7 @@ static void conn_resume_reading(conn *c)
         if (c->stash.len) {
             size_t len;
             uint8_t *held = pl_buf_steal(&c->stash, &len);
-            pl_hs_h1_feed(c, held, len);
+            pl_http_server_h1_feed(c, held, len);
             free(held);
         }
     }
@@ -565,7 +565,7 @@ static void conn_write_raw(conn *c, uint8_t *data, size_t len)
     if (c->tcp.write_queue_size > MAX_UNSENT_BYTES) {
         /* The peer does not read what it asked for. */
         free(data);
-        pl_warn(pl_hs_log_name(c), "%s: peer is not reading; closing", c->peer);
+        pl_warn(pl_http_server_log_name(c), "%s: peer is not reading; closing", c->peer);
         c->closing = true;
         conn_close_now(c);
         return;
@@ -593,7 +593,7 @@ static void conn_write_raw(conn *c, uint8_t *data, size_t len)
     /* HTTP/2 streams from a peer that does not read its answers would pile
      * answers up here; stop reading until it catches up. (HTTP/1.1 pauses
      * between requests, in h1_on_message_complete.) */
-    if (c->proto == PROTO_H2 && pl_hs_conn_should_pause(c)) {
+    if (c->proto == PROTO_H2 && pl_http_server_conn_should_pause(c)) {
         c->read_paused = true;
         uv_read_stop((uv_stream_t *)&c->tcp);
     }
@@ -609,7 +609,7 @@ static void conn_tls_flush(conn *c)
 }
 
 /* Application bytes: encrypted first on a TLS connection. Takes `data`. */
-void pl_hs_conn_write(conn *c, uint8_t *data, size_t len)
+void pl_http_server_conn_write(conn *c, uint8_t *data, size_t len)
 {
     if (!c->tls || c->socketless) {
         conn_write_raw(c, data, len);
@@ -629,29 +629,29 @@ void pl_hs_conn_write(conn *c, uint8_t *data, size_t len)
     conn_tls_flush(c);
 }
 
-void pl_hs_conn_write_copy(conn *c, const void *data, size_t len)
+void pl_http_server_conn_write_copy(conn *c, const void *data, size_t len)
 {
     uint8_t *copy = malloc(len ? len : 1);
     if (!copy) {
-        pl_hs_conn_close(c);
+        pl_http_server_conn_close(c);
         return;
     }
     memcpy(copy, data, len);
-    pl_hs_conn_write(c, copy, len);
+    pl_http_server_conn_write(c, copy, len);
 }
 
 /* ---- timers ------------------------------------------------------------- */
 
 static void on_conn_timeout(uv_timer_t *t);
 
-void pl_hs_conn_arm_timer(conn *c, uint64_t ms)
+void pl_http_server_conn_arm_timer(conn *c, uint64_t ms)
 {
     if (c->socketless || c->closing)
         return;
     uv_timer_start(&c->timer, on_conn_timeout, ms, 0);
 }
 
-void pl_hs_split_url(char *url, const char **path, const char **query)
+void pl_http_server_split_url(char *url, const char **path, const char **query)
 {
     /* absolute-form "http://host/path": keep the path */
     if (strncasecmp(url, "http://", 7) == 0 || strncasecmp(url, "https://", 8) == 0) {
@@ -690,7 +690,7 @@ static void answer_unauthenticated(conn *c, pl_http_request *req, pl_http_respon
     pl_http_respond(res, 401, h, 2, "unauthorized\n", 13);
 }
 
-bool pl_hs_early_auth(conn *c, request_parts *r, int version)
+bool pl_http_server_early_auth(conn *c, request_parts *r, int version)
 {
     if (!c->opt->auth || r->auth_done || r->method_len == 0)
         return true;
@@ -734,7 +734,7 @@ bool pl_hs_early_auth(conn *c, request_parts *r, int version)
 /* Everything a request passes before its handler: CORS (a preflight is
  * answered here, before authentication, as browsers send it without
  * credentials), then the authenticator. */
-void pl_hs_call_handler(conn *c, pl_http_request *req, pl_http_response *res)
+void pl_http_server_call_handler(conn *c, pl_http_request *req, pl_http_response *res)
 {
     char user[128];
     req->tls = c->tls != NULL;
@@ -760,8 +760,8 @@ void pl_hs_call_handler(conn *c, pl_http_request *req, pl_http_response *res)
             ok = c->opt->auth->check(c->opt->auth->arg, req, user, sizeof(user));
         }
         if (!ok) {
-            pl_debug(pl_hs_log_name(c), "%s: %s %s refused by %s", c->peer, req->method, req->path,
-                     c->opt->auth->name ? c->opt->auth->name : "authenticator");
+            pl_debug(pl_http_server_log_name(c), "%s: %s %s refused by %s", c->peer, req->method,
+                     req->path, c->opt->auth->name ? c->opt->auth->name : "authenticator");
             answer_unauthenticated(c, req, res);
             goto done;
         }
@@ -770,7 +770,8 @@ void pl_hs_call_handler(conn *c, pl_http_request *req, pl_http_response *res)
     }
     c->handler(c->arg, req, res);
     if (!res->answered) {
-        pl_error(pl_hs_log_name(c), "%s %s: handler gave no answer", req->method, req->path);
+        pl_error(pl_http_server_log_name(c), "%s %s: handler gave no answer", req->method,
+                 req->path);
         pl_http_respond(res, 500, NULL, 0, "no answer\n", 10);
     }
 done:
@@ -799,8 +800,8 @@ static void conn_feed(conn *c, const uint8_t *data, size_t len)
         size_t replay = c->sniff_len; /* bytes held from earlier reads */
         c->sniff_len = have;
         if (h2_so_far) {
-            if (!pl_hs_h2_start(c)) {
-                pl_hs_conn_close(c);
+            if (!pl_http_server_h2_start(c)) {
+                pl_http_server_conn_close(c);
                 return;
             }
             c->proto = PROTO_H2;
@@ -809,28 +810,28 @@ static void conn_feed(conn *c, const uint8_t *data, size_t len)
             http_parser_init(&c->parser, HTTP_REQUEST);
             c->parser.data = c;
         } else {
-            pl_hs_conn_close(c);
+            pl_http_server_conn_close(c);
             return;
         }
         if (replay) {
             uint8_t held[H2_PREFACE_LEN];
             memcpy(held, c->sniff, replay);
             if (c->proto == PROTO_H2)
-                pl_hs_h2_feed(c, held, replay);
+                pl_http_server_h2_feed(c, held, replay);
             else
-                pl_hs_h1_feed(c, held, replay);
+                pl_http_server_h1_feed(c, held, replay);
         }
     }
     if (c->proto == PROTO_H2)
-        pl_hs_h2_feed(c, data, len);
+        pl_http_server_h2_feed(c, data, len);
     else
-        pl_hs_h1_feed(c, data, len);
+        pl_http_server_h1_feed(c, data, len);
 }
 
 static void conn_eof(conn *c)
 {
     if (c->proto == PROTO_H1)
-        pl_hs_h1_eof(c);
+        pl_http_server_h1_eof(c);
     /* The peer is gone: nothing more can be answered. */
     c->closing = true;
 }
@@ -843,16 +844,16 @@ static void on_conn_timeout(uv_timer_t *t)
         return;
     }
     if (c->proto == PROTO_H1 && c->in_request) {
-        pl_debug(pl_hs_log_name(c), "%s: request not received in time", c->peer);
-        pl_hs_h1_respond_simple(c, 408, "request timeout\n", true);
+        pl_debug(pl_http_server_log_name(c), "%s: request not received in time", c->peer);
+        pl_http_server_h1_respond_simple(c, 408, "request timeout\n", true);
     } else if (c->proto == PROTO_H2 && c->n_streams) {
-        pl_hs_h2_check_stream_deadlines(c);
+        pl_http_server_h2_check_stream_deadlines(c);
         return;
     } else if (c->proto == PROTO_H2) {
         nghttp2_session_terminate_session(c->h2, NGHTTP2_NO_ERROR);
-        pl_hs_h2_flush(c);
+        pl_http_server_h2_flush(c);
     }
-    pl_hs_conn_close(c);
+    pl_http_server_conn_close(c);
 }
 
 static void on_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf)
@@ -953,7 +954,7 @@ static void on_connection(uv_stream_t *listener, int status)
     c->opt = &server->opt;
     c->handler = server->handler;
     c->arg = server->arg;
-    pl_hs_parts_init(&c->h1);
+    pl_http_server_parts_init(&c->h1);
     c->h1.pool = &server->buffered;
     uv_tcp_init(server->loop, &c->tcp);
     uv_timer_init(server->loop, &c->timer);
@@ -1021,7 +1022,7 @@ static void on_connection(uv_stream_t *listener, int status)
         }
     }
     /* A new connection gets the request deadline for its first request. */
-    pl_hs_conn_arm_timer(c, server->opt.header_timeout_ms);
+    pl_http_server_conn_arm_timer(c, server->opt.header_timeout_ms);
     if (uv_read_start((uv_stream_t *)&c->tcp, on_alloc, on_read) != 0) {
         c->closing = true;
         conn_close_now(c);
@@ -1042,7 +1043,7 @@ void pl_http_respond_with_trailers(pl_http_response *res, int status, const pl_h
                                    const pl_http_header *trailers, size_t n_trailers)
 {
     if (res->answered) {
-        pl_error(pl_hs_log_name(res->c), "answered twice; second answer dropped");
+        pl_error(pl_http_server_log_name(res->c), "answered twice; second answer dropped");
         return;
     }
     res->answered = true;
@@ -1070,7 +1071,8 @@ void pl_http_respond_with_trailers(pl_http_response *res, int status, const pl_h
         }
     }
     if (res->s) {
-        pl_hs_h2_respond(res, status, headers, n_headers, body, body_len, trailers, n_trailers);
+        pl_http_server_h2_respond(res, status, headers, n_headers, body, body_len, trailers,
+                                  n_trailers);
         return;
     }
     /* HTTP/1.1 has no trailers in a Content-Length answer: send them as
@@ -1078,16 +1080,16 @@ void pl_http_respond_with_trailers(pl_http_response *res, int status, const pl_h
     if (n_trailers) {
         pl_http_header *all = malloc((n_headers + n_trailers) * sizeof(*all));
         if (!all) {
-            pl_hs_h1_respond_simple(res->c, 503, "out of memory\n", true);
+            pl_http_server_h1_respond_simple(res->c, 503, "out of memory\n", true);
             return;
         }
         memcpy(all, headers, n_headers * sizeof(*all));
         memcpy(all + n_headers, trailers, n_trailers * sizeof(*all));
-        pl_hs_h1_respond(res, status, all, n_headers + n_trailers, body, body_len);
+        pl_http_server_h1_respond(res, status, all, n_headers + n_trailers, body, body_len);
         free(all);
         return;
     }
-    pl_hs_h1_respond(res, status, headers, n_headers, body, body_len);
+    pl_http_server_h1_respond(res, status, headers, n_headers, body, body_len);
 }
 
 /* ---- the server --------------------------------------------------------- */
@@ -1270,7 +1272,7 @@ void pl_http_server_close(pl_http_server *server)
     for (conn *c = server->conns; c; c = c->next) {
         if (c->proto == PROTO_H2 && c->h2 && !c->closing) {
             nghttp2_session_terminate_session(c->h2, NGHTTP2_NO_ERROR);
-            pl_hs_h2_flush(c);
+            pl_http_server_h2_flush(c);
         }
         c->closing = true;
         conn_close_now(c);
@@ -1297,7 +1299,7 @@ int pl_http_server_feed(const pl_http_server_options *options, pl_http_handler h
     c->capture = out;
     c->cors = options && pl_http_cors_enabled(options->cors) ? options->cors : NULL;
     snprintf(c->peer, sizeof(c->peer), "memory:0");
-    pl_hs_parts_init(&c->h1);
+    pl_http_server_parts_init(&c->h1);
     if (chunk == 0)
         chunk = len ? len : 1;
     for (size_t off = 0; off < len && !c->closing; off += chunk) {

@@ -74,7 +74,7 @@ typedef struct request_parts {
     size_t accounted;    /* this request's share of both */
     size_t header_cost;  /* header bytes as RFC 9113 counts them (+32 per field) */
     unsigned n_fields;
-    /* authenticated as soon as the headers were complete (pl_hs_early_auth) */
+    /* authenticated as soon as the headers were complete (pl_http_server_early_auth) */
     bool auth_done, auth_ok;
     char auth_user[128];
 } request_parts;
@@ -198,49 +198,49 @@ struct pl_http_server {
 /* ---- shared between the server's files ---------------------------------- */
 
 /* http_server.c: helpers, connection output and timers */
-const char *pl_hs_log_name(const conn *c);
-void pl_hs_parts_init(request_parts *p);
-void pl_hs_parts_release(request_parts *p);
+const char *pl_http_server_log_name(const conn *c);
+void pl_http_server_parts_init(request_parts *p);
+void pl_http_server_parts_release(request_parts *p);
 /* Takes len bytes from the server-wide and the client's budgets; false
  * (nothing taken) when either is spent. */
-bool pl_hs_parts_account(request_parts *p, size_t len, const pl_http_server_options *o);
+bool pl_http_server_parts_account(request_parts *p, size_t len, const pl_http_server_options *o);
 /* Counts one header field (name + value + 32 bytes); false over the size
  * or count limit, or when the budgets are spent (*busy then set). */
-bool pl_hs_parts_header(request_parts *p, size_t name_len, size_t value_len,
-                        const pl_http_server_options *o, bool *busy);
-void pl_hs_parts_reset(request_parts *p);
-void pl_hs_parts_free(request_parts *p);
-void pl_hs_parts_add_header(request_parts *p, const char *name, size_t name_len, const char *value,
-                            size_t value_len);
-const char *pl_hs_reason_phrase(int status);
-void pl_hs_conn_close(conn *c);
+bool pl_http_server_parts_header(request_parts *p, size_t name_len, size_t value_len,
+                                 const pl_http_server_options *o, bool *busy);
+void pl_http_server_parts_reset(request_parts *p);
+void pl_http_server_parts_free(request_parts *p);
+void pl_http_server_parts_add_header(request_parts *p, const char *name, size_t name_len,
+                                     const char *value, size_t value_len);
+const char *pl_http_server_reason_phrase(int status);
+void pl_http_server_conn_close(conn *c);
 /* Takes `data` (malloc'd). */
-void pl_hs_conn_write(conn *c, uint8_t *data, size_t len);
-void pl_hs_conn_write_copy(conn *c, const void *data, size_t len);
-bool pl_hs_conn_should_pause(const conn *c);
-void pl_hs_conn_arm_timer(conn *c, uint64_t ms);
-void pl_hs_split_url(char *url, const char **path, const char **query);
-void pl_hs_call_handler(conn *c, pl_http_request *req, pl_http_response *res);
+void pl_http_server_conn_write(conn *c, uint8_t *data, size_t len);
+void pl_http_server_conn_write_copy(conn *c, const void *data, size_t len);
+bool pl_http_server_conn_should_pause(const conn *c);
+void pl_http_server_conn_arm_timer(conn *c, uint64_t ms);
+void pl_http_server_split_url(char *url, const char **path, const char **query);
+void pl_http_server_call_handler(conn *c, pl_http_request *req, pl_http_response *res);
 /* Authenticates a request as soon as its headers are complete, before its
  * body is read or buffered. True: it may go on (no authenticator, a CORS
  * preflight, or good credentials); false: refused, and the caller
- * dispatches it at once (pl_hs_call_handler then answers 401). */
-bool pl_hs_early_auth(conn *c, request_parts *r, int version);
+ * dispatches it at once (pl_http_server_call_handler then answers 401). */
+bool pl_http_server_early_auth(conn *c, request_parts *r, int version);
 
 /* http1.c */
-void pl_hs_h1_feed(conn *c, const uint8_t *data, size_t len);
-void pl_hs_h1_eof(conn *c);
-void pl_hs_h1_respond_simple(conn *c, int status, const char *body, bool close_after);
-void pl_hs_h1_respond(pl_http_response *res, int status, const pl_http_header *headers,
-                      size_t n_headers, const void *body, size_t body_len);
+void pl_http_server_h1_feed(conn *c, const uint8_t *data, size_t len);
+void pl_http_server_h1_eof(conn *c);
+void pl_http_server_h1_respond_simple(conn *c, int status, const char *body, bool close_after);
+void pl_http_server_h1_respond(pl_http_response *res, int status, const pl_http_header *headers,
+                               size_t n_headers, const void *body, size_t body_len);
 
 /* http2.c */
-bool pl_hs_h2_start(conn *c);
-void pl_hs_h2_feed(conn *c, const uint8_t *data, size_t len);
-void pl_hs_h2_flush(conn *c);
-void pl_hs_h2_respond(pl_http_response *res, int status, const pl_http_header *headers,
-                      size_t n_headers, const void *body, size_t body_len,
-                      const pl_http_header *trailers, size_t n_trailers);
-void pl_hs_h2_check_stream_deadlines(conn *c);
+bool pl_http_server_h2_start(conn *c);
+void pl_http_server_h2_feed(conn *c, const uint8_t *data, size_t len);
+void pl_http_server_h2_flush(conn *c);
+void pl_http_server_h2_respond(pl_http_response *res, int status, const pl_http_header *headers,
+                               size_t n_headers, const void *body, size_t body_len,
+                               const pl_http_header *trailers, size_t n_trailers);
+void pl_http_server_h2_check_stream_deadlines(conn *c);
 
 #endif

@@ -184,7 +184,7 @@ static bool add_cover(held_batch *h, uint16_t service, uint64_t end)
     return true;
 }
 
-span_entry *corr_entry_of_span(correlation *self, const pl_span *sp)
+span_entry *pl_corr_entry_of_span(correlation *self, const pl_span *sp)
 {
     SPAN_EACH(&self->spans, id_key(sp->span_id), i)
     {
@@ -212,8 +212,8 @@ static void link_waiting_samples(correlation *self, pl_span *sp)
 {
     pending_table *t = &self->pending;
     uint64_t key = id_key(sp->span_id);
-    const uint8_t *strace = corr_span_trace(sp);
-    uint32_t i = corr_pending_table_next(t, key, UINT32_MAX);
+    const uint8_t *strace = pl_corr_span_trace(sp);
+    uint32_t i = pl_corr_pending_table_next(t, key, UINT32_MAX);
     bool counted_late = false;
     while (i != UINT32_MAX) {
         pending_entry *pe = &t->slots[i];
@@ -223,43 +223,43 @@ static void link_waiting_samples(correlation *self, pl_span *sp)
                 (*self->c_late_spans)++;
                 counted_late = true;
             }
-            corr_pending_table_delete(t, i);
+            pl_corr_pending_table_delete(t, i);
             self->pending_markers--;
-            i = corr_pending_table_next(t, key, i);
+            i = pl_corr_pending_table_next(t, key, i);
             continue;
         }
         uint8_t trace[16];
         bool has_trace;
         uint64_t k2, lo = 0, hi = 0;
         pl_dictionary *dict = &pe->pinfo->batch->data.profiles.dict;
-        corr_sample_ids(dict, pe->sample, &k2, trace, &has_trace);
-        bool has_time = corr_sample_time(pe->pinfo, pe->sample, &lo, &hi);
+        pl_corr_sample_ids(dict, pe->sample, &k2, trace, &has_trace);
+        bool has_time = pl_corr_sample_time(pe->pinfo, pe->sample, &lo, &hi);
         bool ok = (!has_trace || !strace || memcmp(trace, strace, 16) == 0) &&
-                  (!has_time || corr_span_time_matches(self, sp, lo, hi));
-        span_entry *e = ok ? corr_entry_of_span(self, sp) : NULL;
+                  (!has_time || pl_corr_span_time_matches(self, sp, lo, hi));
+        span_entry *e = ok ? pl_corr_entry_of_span(self, sp) : NULL;
         if (!e) {
-            i = corr_pending_table_next(t, key, (i + 1) & t->mask);
+            i = pl_corr_pending_table_next(t, key, (i + 1) & t->mask);
             continue;
         }
         uint32_t hidx = pe->held;
-        corr_link_sample(self, e, pe->sample, pe->pinfo);
-        corr_pending_table_delete(t, i);
+        pl_corr_link_sample(self, e, pe->sample, pe->pinfo);
+        pl_corr_pending_table_delete(t, i);
         self->pending_samples--;
         if (--self->held[hidx].items == 0)
-            corr_queue_release(self, hidx);
-        i = corr_pending_table_next(t, key, i);
+            pl_corr_queue_release(self, hidx);
+        i = pl_corr_pending_table_next(t, key, i);
     }
 }
 
 /* Links the samples that waited for the spans of batch b, just indexed (or
  * a spilled batch read back, its entries held again: their summaries had
  * gone from the late store). */
-void corr_link_waiting_batch(correlation *self, pl_batch *b)
+void pl_corr_link_waiting_batch(correlation *self, pl_batch *b)
 {
     if (!self->pending.count)
         return;
     pl_traces *t = &b->data.traces;
-    corr_cache_clear(self);
+    pl_corr_cache_clear(self);
     for (uint32_t r = 0; r < t->n_resources; r++) {
         pl_resource_spans *rs = &t->resources[r];
         for (uint32_t sc = 0; sc < rs->n_scopes; sc++) {
@@ -271,14 +271,14 @@ void corr_link_waiting_batch(correlation *self, pl_batch *b)
             }
         }
     }
-    corr_link_session_end(self);
+    pl_corr_link_session_end(self);
 }
 
 /* Indexes the spans of held batch `hi` (span id -> entry), hands the totals
  * of adopted placeholders up, and links the samples waiting for them. */
 static void index_span_batch(correlation *self, uint32_t hi)
 {
-    if (self->held[hi].packed && !corr_unpack(self, hi))
+    if (self->held[hi].packed && !pl_corr_unpack(self, hi))
         return; /* lost (logged), its record gone */
     held_batch *h = &self->held[hi];
     pl_traces *t = &h->batch->data.traces;
@@ -288,7 +288,7 @@ static void index_span_batch(correlation *self, uint32_t hi)
     self->unindexed_batches--;
     for (uint32_t r = 0; r < t->n_resources; r++) {
         pl_resource_spans *rs = &t->resources[r];
-        uint16_t svc = corr_service_id(self, corr_resource_service(&rs->resource));
+        uint16_t svc = pl_corr_service_id(self, pl_corr_resource_service(&rs->resource));
         for (uint32_t sc = 0; sc < rs->n_scopes; sc++) {
             pl_scope_spans *ss = &rs->scopes[sc];
             for (uint32_t k = 0; k < ss->n_spans; k++) {
@@ -298,9 +298,10 @@ static void index_span_batch(correlation *self, uint32_t hi)
                 if (!span_id_valid(sp->span_id, sp->span_id_len))
                     continue;
                 uint64_t key = id_key(sp->span_id);
-                span_entry *ph = self->markers
-                                     ? corr_find_span(self, key, corr_span_trace(sp), false, true)
-                                     : NULL;
+                span_entry *ph =
+                    self->markers
+                        ? pl_corr_find_span(self, key, pl_corr_span_trace(sp), false, true)
+                        : NULL;
                 if (ph) {
                     /* A placeholder with descendants' totals: the span takes them. */
                     ph->state = ENTRY_HELD;
@@ -319,10 +320,10 @@ static void index_span_batch(correlation *self, uint32_t hi)
                     e.state = ENTRY_HELD;
                     uint32_t same;
                     e.alone = true;
-                    if (corr_span_table_insert(&self->spans, &e, &same))
+                    if (pl_corr_span_table_insert(&self->spans, &e, &same))
                         continue; /* out of memory: this span stays unlinked */
                     if (same)
-                        corr_not_alone(self, key);
+                        pl_corr_not_alone(self, key);
                 }
                 self->indexed_spans++;
                 uint64_t end =
@@ -340,16 +341,16 @@ static void index_span_batch(correlation *self, uint32_t hi)
      * are found again by span each time: a placeholder insert may move them. */
     for (uint32_t a = 0; a < self->n_adopted; a++) {
         pl_span *sp = self->adopted[a];
-        span_entry *e = corr_entry_of_span(self, sp);
+        span_entry *e = pl_corr_entry_of_span(self, sp);
         if (!e || !e->stats)
             continue;
         span_stats *st = &self->stats_arr[e->stats];
         contrib c = {st->samples_total, st->cpu_total, st->wall_total, 0};
         if (c.samples || c.cpu || c.wall)
-            corr_roll_up(self, e, c, NULL);
+            pl_corr_roll_up(self, e, c, NULL);
     }
     self->n_adopted = 0;
-    corr_link_waiting_batch(self, h->batch);
+    pl_corr_link_waiting_batch(self, h->batch);
 }
 
 /* Spans with a valid id; *latest: the latest end (data time) of any. */
@@ -385,16 +386,17 @@ static pl_status consume_traces(correlation *self, pl_batch *batch, pl_consumer 
 {
     uint64_t latest;
     uint32_t n_spans = count_spans(batch, &latest);
-    corr_clock_saw(self, latest, wall_ns(self));
+    pl_corr_clock_saw(self, latest, wall_ns(self));
     if (n_spans == 0)
         return pl_consumer_consume(next, batch);
     /* The batch is held as long as its slowest service needs. */
     uint64_t now = now_ns(self), hold = 0;
     const pl_traces *tr = &batch->data.traces;
     for (uint32_t r = 0; r < tr->n_resources; r++) {
-        uint16_t svc = corr_service_id(self, corr_resource_service(&tr->resources[r].resource));
-        corr_service_saw_span(self, svc, now);
-        uint64_t h = corr_service_hold(self, svc, now);
+        uint16_t svc =
+            pl_corr_service_id(self, pl_corr_resource_service(&tr->resources[r].resource));
+        pl_corr_service_saw_span(self, svc, now);
+        uint64_t h = pl_corr_service_hold(self, svc, now);
         if (h > hold)
             hold = h;
     }
@@ -403,7 +405,7 @@ static pl_status consume_traces(correlation *self, pl_batch *batch, pl_consumer 
         *self->c_not_held += n_spans;
         return pl_consumer_consume(next, batch);
     }
-    uint32_t hi = corr_held_alloc(self);
+    uint32_t hi = pl_corr_held_alloc(self);
     if (!hi)
         return pl_consumer_consume(next, batch);
     held_batch *h = &self->held[hi];
@@ -419,20 +421,20 @@ static pl_status consume_traces(correlation *self, pl_batch *batch, pl_consumer 
     h->bytes = pl_batch_memory(batch);
     self->held_bytes += h->bytes;
     self->unindexed_batches++;
-    corr_held_link(self, hi);
+    pl_corr_held_link(self, hi);
     if (profiles_present(self, now)) {
         index_span_batch(self, hi);
-        corr_flush_release_queue(self);
+        pl_corr_flush_release_queue(self);
         if (self->cfg.early_release && self->held[hi].batch == batch &&
-            corr_batch_covered(self, &self->held[hi]))
-            corr_release(self, hi, RELEASE_COVERED);
+            pl_corr_batch_covered(self, &self->held[hi]))
+            pl_corr_release(self, hi, RELEASE_COVERED);
         else if (self->held[hi].batch == batch)
-            corr_pack(self, hi);
+            pl_corr_pack(self, hi);
     } else {
-        corr_pack_unindexed(self, hi);
+        pl_corr_pack_unindexed(self, hi);
     }
-    corr_enforce_bounds(self);
-    corr_update_gauges(self);
+    pl_corr_enforce_bounds(self);
+    pl_corr_update_gauges(self);
     return PL_OK;
 }
 
@@ -516,14 +518,14 @@ static pl_status consume_profiles(correlation *self, pl_batch *batch, pl_consume
             if (!self->held[i].indexed)
                 index_span_batch(self, i);
         }
-        corr_flush_release_queue(self);
-        corr_pack_indexed(self);
+        pl_corr_flush_release_queue(self);
+        pl_corr_pack_indexed(self);
     }
-    corr_cache_clear(self);
+    pl_corr_cache_clear(self);
 
     for (uint32_t r = 0; r < ps->n_resources; r++) {
         pl_resource_profiles *rp = &ps->resources[r];
-        uint16_t svc = corr_service_id(self, corr_resource_service(&rp->resource));
+        uint16_t svc = pl_corr_service_id(self, pl_corr_resource_service(&rp->resource));
         for (uint32_t sc = 0; sc < rp->n_scopes; sc++) {
             pl_scope_profiles *sp = &rp->scopes[sc];
             if (!sp->n_profiles)
@@ -551,47 +553,47 @@ static pl_status consume_profiles(correlation *self, pl_batch *batch, pl_consume
                 info->t_end = sat_add(p->time_unix_nano, p->duration_nano);
                 uint64_t covered = p->time_unix_nano;
                 bool any_link = false;
-                corr_warm_start(self, &warm, dict, p->samples, p->n_samples);
+                pl_corr_warm_start(self, &warm, dict, p->samples, p->n_samples);
                 for (uint32_t si = 0; si < p->n_samples; si++) {
                     pl_sample *s = &p->samples[si];
-                    corr_warm_next(self, &warm, si);
+                    pl_corr_warm_next(self, &warm, si);
                     for (uint32_t ti = 0; ti < s->n_timestamps; ti++)
                         if (s->timestamps_unix_nano[ti] > covered)
                             covered = s->timestamps_unix_nano[ti];
                     uint64_t key, lo = 0, hi = 0;
                     uint8_t trace[16];
                     bool has_trace;
-                    if (!corr_sample_ids(dict, s, &key, trace, &has_trace))
+                    if (!pl_corr_sample_ids(dict, s, &key, trace, &has_trace))
                         continue;
                     any_link = true;
-                    bool has_time = corr_sample_time(info, s, &lo, &hi);
+                    bool has_time = pl_corr_sample_time(info, s, &lo, &hi);
                     span_entry *se = NULL;
                     const late_span *ls = NULL;
                     span_entry *e = self->spans.count
-                                        ? corr_match_sample(self, key, has_trace ? trace : NULL,
-                                                            has_time, lo, hi, &se, &ls)
+                                        ? pl_corr_match_sample(self, key, has_trace ? trace : NULL,
+                                                               has_time, lo, hi, &se, &ls)
                                         : NULL;
                     if (e) {
-                        corr_link_sample(self, e, s, info);
+                        pl_corr_link_sample(self, e, s, info);
                         continue;
                     }
                     if (ls) {
                         /* Its span is packed (or on disk), its summary at hand. */
-                        corr_link_spilled(self, se, ls, s, info);
+                        pl_corr_link_spilled(self, se, ls, s, info);
                         continue;
                     }
-                    ls = self->late
-                             ? corr_late_find(self, key, has_trace ? trace : NULL, has_time, lo, hi)
-                             : NULL;
-                    se = ls ? corr_spilled_entry(self, ls) : NULL;
+                    ls = self->late ? pl_corr_late_find(self, key, has_trace ? trace : NULL,
+                                                        has_time, lo, hi)
+                                    : NULL;
+                    se = ls ? pl_corr_spilled_entry(self, ls) : NULL;
                     if (se) {
                         /* Its span is held on disk: on time after all. */
-                        corr_link_spilled(self, se, ls, s, info);
+                        pl_corr_link_spilled(self, se, ls, s, info);
                         continue;
                     }
                     if (ls) {
                         /* Its span left: enriched from the span's summary. */
-                        corr_link_late(self, ls, s, info);
+                        pl_corr_link_late(self, ls, s, info);
                         (*self->c_late_samples)++;
                         continue;
                     }
@@ -623,7 +625,7 @@ static pl_status consume_profiles(correlation *self, pl_batch *batch, pl_consume
                     }
                     wait[n_wait++] = (waiting){key, s, info};
                     if (self->spilled_spans) {
-                        uint64_t d = corr_spilled_deadline(self, key);
+                        uint64_t d = pl_corr_spilled_deadline(self, key);
                         if (d > spill_wait)
                             spill_wait = d;
                     }
@@ -635,16 +637,16 @@ static pl_status consume_profiles(correlation *self, pl_batch *batch, pl_consume
                     ty = pl_dict_string(dict, p->sample_type.type_strindex);
                     un = pl_dict_string(dict, p->sample_type.unit_strindex);
                 }
-                corr_clock_saw(self, covered, wall);
-                if (corr_stream_upload(self, svc, ty, un, any_link, covered, p->duration_nano,
-                                       self->last_profiles_ns, corr_sender_now(self, wall)))
+                pl_corr_clock_saw(self, covered, wall);
+                if (pl_corr_stream_upload(self, svc, ty, un, any_link, covered, p->duration_nano,
+                                          self->last_profiles_ns, pl_corr_sender_now(self, wall)))
                     coverage_moved = true;
             }
         }
     }
-    corr_link_session_end(self);
+    pl_corr_link_session_end(self);
 
-    uint32_t hi = n_wait ? corr_held_alloc(self) : 0;
+    uint32_t hi = n_wait ? pl_corr_held_alloc(self) : 0;
     if (hi) {
         held_batch *h = &self->held[hi];
         h->batch = batch;
@@ -661,7 +663,7 @@ static pl_status consume_profiles(correlation *self, pl_batch *batch, pl_consume
             pe.sample = wait[i].sample;
             pe.pinfo = wait[i].pinfo;
             pe.held = hi;
-            if (corr_pending_table_insert(&self->pending, &pe, NULL)) {
+            if (pl_corr_pending_table_insert(&self->pending, &pe, NULL)) {
                 (*self->c_unlinked_samples)++;
                 continue;
             }
@@ -673,31 +675,31 @@ static pl_status consume_profiles(correlation *self, pl_batch *batch, pl_consume
         self->pending_samples += h->n_refs;
         h->bytes = pl_batch_memory(batch);
         self->held_bytes += h->bytes;
-        corr_held_link(self, hi);
+        pl_corr_held_link(self, hi);
         if (h->items == 0) {
             /* Nothing could be held after all (out of memory): flow on. */
-            corr_release(self, hi, RELEASE_WINDOW);
+            pl_corr_release(self, hi, RELEASE_WINDOW);
             free(wait);
             if (coverage_moved)
-                corr_release_covered(self);
-            corr_update_gauges(self);
+                pl_corr_release_covered(self);
+            pl_corr_update_gauges(self);
             return PL_OK;
         }
-        corr_compact_samples(self, hi);
+        pl_corr_compact_samples(self, hi);
     } else if (n_wait) {
         *self->c_unlinked_samples += n_wait; /* no room to hold it */
     }
     free(wait);
     if (!hi) {
         if (coverage_moved)
-            corr_release_covered(self);
-        corr_update_gauges(self);
+            pl_corr_release_covered(self);
+        pl_corr_update_gauges(self);
         return pl_consumer_consume(next, batch);
     }
     if (coverage_moved)
-        corr_release_covered(self);
-    corr_enforce_bounds(self);
-    corr_update_gauges(self);
+        pl_corr_release_covered(self);
+    pl_corr_enforce_bounds(self);
+    pl_corr_update_gauges(self);
     return PL_OK;
 }
 
@@ -714,16 +716,16 @@ static pl_status correlation_consume(void *p, pl_batch *batch, pl_consumer *next
         (sig != PL_SIGNAL_TRACES && sig != PL_SIGNAL_PROFILES))
         return pl_consumer_consume(next, batch);
     pl_status refusal;
-    if (self->n_retry && !corr_retry(self, now_ns(self), sig, &refusal)) {
+    if (self->n_retry && !pl_corr_retry(self, now_ns(self), sig, &refusal)) {
         /* The next consumer refuses what was released: pass that on. */
         pl_stats_add(self->stats, sig, PL_STAT_REFUSED, pl_batch_items(batch));
         pl_batch_free(batch);
         return refusal;
     }
     if (pl_memory_state_get() == PL_MEMORY_HARD)
-        corr_release_all(self, RELEASE_EARLY);
+        pl_corr_release_all(self, RELEASE_EARLY);
     if (self->n_leftovers && sig == PL_SIGNAL_TRACES)
-        corr_spill_replay(self, next); /* spill files of an earlier run */
+        pl_corr_spill_replay(self, next); /* spill files of an earlier run */
     if (sig == PL_SIGNAL_TRACES)
         return consume_traces(self, batch, next);
     return consume_profiles(self, batch, next);
@@ -749,12 +751,12 @@ static void correlation_free(correlation *self)
         free(self->held[i].refs);
         free(self->held[i].parents);
     }
-    corr_writer_reset(&self->writer);
-    corr_services_free(self);
-    corr_late_free(self);
-    corr_retry_free(self);
-    corr_spill_free(self);
-    corr_stats_free(self);
+    pl_corr_writer_reset(&self->writer);
+    pl_corr_services_free(self);
+    pl_corr_late_free(self);
+    pl_corr_retry_free(self);
+    pl_corr_spill_free(self);
+    pl_corr_stats_free(self);
     free(self->held);
     free(self->spans.slots);
     free(self->pending.slots);
@@ -876,8 +878,8 @@ static pl_status correlation_create(const pl_create_settings *settings, const vo
     self->base_ns = now_ns(self);
     self->retry_ns = 1000000000ull;
     self->last_sweep_ns = self->base_ns;
-    if (!self->id || !self->stats || corr_span_table_init(&self->spans, 1024) ||
-        corr_pending_table_init(&self->pending, 1024)) {
+    if (!self->id || !self->stats || pl_corr_span_table_init(&self->spans, 1024) ||
+        pl_corr_pending_table_init(&self->pending, 1024)) {
         correlation_free(self);
         return pl_errf(err, PL_ERR_NOMEM, "correlation: out of memory");
     }
@@ -920,11 +922,11 @@ static pl_status correlation_create(const pl_create_settings *settings, const vo
         !self->c_late_spans || !self->c_early_spans || !self->c_covered_spans ||
         !self->g_held_spans || !self->g_pending_samples || !self->g_held_bytes ||
         !self->c_late_linked || !self->c_not_held || !self->c_refused || !self->g_clock_skew ||
-        corr_late_init(self)) {
+        pl_corr_late_init(self)) {
         correlation_free(self);
         return pl_errf(err, PL_ERR_NOMEM, "correlation: out of memory");
     }
-    pl_status sst = corr_spill_init(self, err);
+    pl_status sst = pl_corr_spill_init(self, err);
     if (sst != PL_OK) {
         correlation_free(self);
         return sst;
@@ -949,7 +951,7 @@ static pl_status correlation_start(void *p, pl_err *err)
         return pl_errf(err, PL_ERR_INTERNAL, "correlation: cannot create its sweep timer");
     self->timer.data = self;
     self->timer_open = true;
-    uv_timer_start(&self->timer, corr_on_timer, interval_ms, interval_ms);
+    uv_timer_start(&self->timer, pl_corr_on_timer, interval_ms, interval_ms);
     return PL_OK;
 }
 
@@ -968,8 +970,8 @@ static void correlation_shutdown(void *p)
      * oldest first, as long as the next consumer takes it; the rest goes
      * on from the drain (correlation_pending) until shutdown_timeout. */
     self->retry_ns = DRAIN_RETRY_NS;
-    corr_flush(self);
-    corr_update_gauges(self);
+    pl_corr_flush(self);
+    pl_corr_update_gauges(self);
 }
 
 /* While the service drains: offers what was refused again, flushes what
@@ -980,9 +982,9 @@ static size_t correlation_pending(void *p)
     if (!self->shut_down)
         return 0;
     pl_status refusal;
-    corr_retry(self, now_ns(self), (pl_signal)PL_SIGNAL_COUNT, &refusal);
-    corr_flush(self);
-    return corr_waiting_items(self);
+    pl_corr_retry(self, now_ns(self), (pl_signal)PL_SIGNAL_COUNT, &refusal);
+    pl_corr_flush(self);
+    return pl_corr_waiting_items(self);
 }
 
 static void correlation_destroy(void *p)
@@ -997,13 +999,13 @@ static void correlation_destroy(void *p)
             if (self->held[hi].spilled || self->held[hi].packed) {
                 if (self->held[hi].packed)
                     dropped += self->held[hi].items;
-                corr_spill_drop(self, hi); /* its file is replayed at the next start */
+                pl_corr_spill_drop(self, hi); /* its file is replayed at the next start */
             } else {
                 dropped += self->held[hi].items;
                 pl_batch_wal_refused(self->held[hi].batch); /* kept for replay, if logged */
                 pl_batch_free(self->held[hi].batch);
             }
-            corr_held_unlink_and_free(self, hi);
+            pl_corr_held_unlink_and_free(self, hi);
         }
     }
     if (dropped)
@@ -1024,11 +1026,11 @@ void pl_correlation_get_usage(void *p, pl_correlation_usage *out)
     out->held_sample_bytes = 0;
     for (uint32_t i = self->head[SIDE_SAMPLES]; i; i = self->held[i].next_held)
         out->held_sample_bytes += self->held[i].bytes;
-    out->index_bytes = corr_index_bytes(self);
+    out->index_bytes = pl_corr_index_bytes(self);
     out->span_table_slots = (size_t)self->spans.mask + 1;
     out->markers = self->markers + self->pending_markers;
-    out->late_spans = corr_late_count(self);
-    out->late_bytes = corr_late_bytes(self);
+    out->late_spans = pl_corr_late_count(self);
+    out->late_bytes = pl_corr_late_bytes(self);
     out->name_bytes = self->name_bytes + self->fn_bytes;
     out->services = self->n_services ? self->n_services - 1 : 0;
     out->spilled_spans = self->spilled_spans - self->packed_entries;

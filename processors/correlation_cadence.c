@@ -41,7 +41,7 @@
 #define MAX_SERVICE_NAME_LEN 1024
 #define MAX_SERVICE_BYTES    (4u << 20)
 
-pl_bytes corr_resource_service(const pl_resource *r)
+pl_bytes pl_corr_resource_service(const pl_resource *r)
 {
     pl_kv *kv = pl_attrs_find(&r->attrs, "service.name", 12);
     if (kv && kv->value.type == PL_VALUE_STRING)
@@ -62,7 +62,7 @@ static bool service_eq(const void *ctx, uint32_t val)
 }
 
 /* Service id for a name (0 = none, too long, or over the name budget). */
-uint16_t corr_service_id(correlation *self, pl_bytes name)
+uint16_t pl_corr_service_id(correlation *self, pl_bytes name)
 {
     if (!name.len || name.len > MAX_SERVICE_NAME_LEN)
         return 0;
@@ -102,14 +102,14 @@ uint16_t corr_service_id(correlation *self, pl_bytes name)
     return (uint16_t)id;
 }
 
-pl_bytes corr_service_name(correlation *self, uint16_t id)
+pl_bytes pl_corr_service_name(correlation *self, uint16_t id)
 {
     if (!id || id >= self->n_services)
         return (pl_bytes){NULL, 0};
     return (pl_bytes){(const uint8_t *)self->services[id].name, self->services[id].len};
 }
 
-size_t corr_service_bytes(const correlation *self)
+size_t pl_corr_service_bytes(const correlation *self)
 {
     /* name_bytes also counts the stream arrays (allocated at a service's
      * first profile): this is called on every consume, so no loop here. */
@@ -117,7 +117,7 @@ size_t corr_service_bytes(const correlation *self)
            (size_t)self->service_index.cap * 2 * sizeof(uint32_t);
 }
 
-void corr_services_free(correlation *self)
+void pl_corr_services_free(correlation *self)
 {
     for (uint32_t i = 1; i < self->n_services; i++) {
         free(self->services[i].name);
@@ -128,7 +128,7 @@ void corr_services_free(correlation *self)
 }
 
 /* A span of service `svc` came: starts its warm-up clock. */
-void corr_service_saw_span(correlation *self, uint16_t svc, uint64_t now)
+void pl_corr_service_saw_span(correlation *self, uint16_t svc, uint64_t now)
 {
     if (svc && svc < self->n_services && !self->services[svc].first_span_ns)
         self->services[svc].first_span_ns = now ? now : 1;
@@ -163,11 +163,12 @@ static void service_recover(correlation *self, service *s, uint64_t now)
 
 /* One profile of service `svc` and sample type (type, unit) arrived at
  * monotonic time `now` (intervals), when the senders' clock read about
- * `sender_now` (delays: corr_sender_now), covering data time up to
+ * `sender_now` (delays: pl_corr_sender_now), covering data time up to
  * `covered`; `links` when one of its samples carried a span id. True when
  * the service's coverage moved. */
-bool corr_stream_upload(correlation *self, uint16_t svc, pl_bytes type, pl_bytes unit, bool links,
-                        uint64_t covered, uint64_t duration, uint64_t now, uint64_t sender_now)
+bool pl_corr_stream_upload(correlation *self, uint16_t svc, pl_bytes type, pl_bytes unit,
+                           bool links, uint64_t covered, uint64_t duration, uint64_t now,
+                           uint64_t sender_now)
 {
     if (!svc || svc >= self->n_services)
         return false;
@@ -237,7 +238,7 @@ static bool service_cadence(const service *s, uint64_t *interval, uint64_t *dela
  * `span_svc`. When the names differ (Pyroscope's application name is not
  * the span's service.name), the span's service follows the cadence and the
  * coverage of the profiles' service. */
-void corr_service_linked(correlation *self, uint16_t span_svc, uint16_t profile_svc)
+void pl_corr_service_linked(correlation *self, uint16_t span_svc, uint16_t profile_svc)
 {
     if (span_svc && profile_svc && span_svc != profile_svc && span_svc < self->n_services &&
         self->services[span_svc].profiled_as != profile_svc) {
@@ -257,7 +258,7 @@ static const service *profiled_by(const correlation *self, uint16_t svc)
 }
 
 /* How long a span of service `svc` arriving now is held (0: not at all). */
-uint64_t corr_service_hold(correlation *self, uint16_t svc, uint64_t now)
+uint64_t pl_corr_service_hold(correlation *self, uint16_t svc, uint64_t now)
 {
     if (!self->cfg.max_window)
         return self->span_window; /* fixed windows, no cadence learning */
@@ -282,11 +283,11 @@ uint64_t corr_service_hold(correlation *self, uint16_t svc, uint64_t now)
 }
 
 /* Do the profiles of `svc` prove its samples up to `end` have come? */
-bool corr_service_covers(correlation *self, uint16_t svc, uint64_t end, uint64_t now)
+bool pl_corr_service_covers(correlation *self, uint16_t svc, uint64_t end, uint64_t now)
 {
     if (!svc || svc >= self->n_services)
         return false;
-    if (self->cfg.max_window && corr_service_hold(self, svc, now) == 0)
+    if (self->cfg.max_window && pl_corr_service_hold(self, svc, now) == 0)
         return true; /* not held at all */
     return profiled_by(self, svc)->covered_until >= sat_add(end, self->skew);
 }
@@ -306,7 +307,7 @@ void pl_correlation_get_cadence(void *p, const char *name, pl_correlation_cadenc
     out->known = true;
     out->linked = service_cadence(s, &out->interval, &out->delay);
     out->covered_until = s->covered_until;
-    out->hold = corr_service_hold(self, (uint16_t)id, now_ns(self));
+    out->hold = pl_corr_service_hold(self, (uint16_t)id, now_ns(self));
 }
 
 /* ---- senders' clocks -------------------------------------------------------------------- */
@@ -323,7 +324,7 @@ void pl_correlation_get_cadence(void *p, const char *name, pl_correlation_cadenc
 #define SKEW_WARN_NS    (600 * NS)
 #define SKEW_TRUSTED_NS (86400 * NS)
 
-void corr_clock_saw(correlation *self, uint64_t latest, uint64_t wall)
+void pl_corr_clock_saw(correlation *self, uint64_t latest, uint64_t wall)
 {
     if (!latest)
         return;
@@ -342,7 +343,7 @@ static uint64_t abs_ns(int64_t v)
 /* Once per period (from the tick): the period's minimum becomes the
  * estimate, published as the gauge, and warned about past
  * clock_skew_warning (at most every 10 minutes). */
-void corr_clock_tick(correlation *self, uint64_t now)
+void pl_corr_clock_tick(correlation *self, uint64_t now)
 {
     if (!self->skew_period_start) {
         self->skew_period_start = now ? now : 1;
@@ -378,7 +379,7 @@ void corr_clock_tick(correlation *self, uint64_t now)
 /* What the senders' clocks read now, by the estimate, when it is past
  * clock_skew_warning (below it, delivery delays and skew cannot be told
  * apart, and proflink's wall clock is used as it is). */
-uint64_t corr_sender_now(const correlation *self, uint64_t wall)
+uint64_t pl_corr_sender_now(const correlation *self, uint64_t wall)
 {
     uint64_t limit = (uint64_t)self->cfg.clock_skew_warning;
     /* Until a period has ended, what this one has seen so far. */

@@ -13,8 +13,8 @@ static pl_bytes value_text(const pl_dictionary *dict, const pl_value *v)
 }
 
 /* The span id (and trace id, when known) a sample points to. */
-bool corr_sample_ids(const pl_dictionary *dict, const pl_sample *s, uint64_t *key,
-                     uint8_t trace[16], bool *has_trace)
+bool pl_corr_sample_ids(const pl_dictionary *dict, const pl_sample *s, uint64_t *key,
+                        uint8_t trace[16], bool *has_trace)
 {
     *has_trace = false;
     *key = 0;
@@ -53,7 +53,7 @@ bool corr_sample_ids(const pl_dictionary *dict, const pl_sample *s, uint64_t *ke
 }
 
 /* A sample's time range; false when it has none. */
-bool corr_sample_time(const profile_info *pi, const pl_sample *s, uint64_t *lo, uint64_t *hi)
+bool pl_corr_sample_time(const profile_info *pi, const pl_sample *s, uint64_t *lo, uint64_t *hi)
 {
     if (s->n_timestamps) {
         uint64_t a = UINT64_MAX, b = 0;
@@ -133,7 +133,7 @@ static int32_t leaf_function(const pl_dictionary *dict, const pl_sample *s)
 
 /* ---- dictionary writer ------------------------------------------------------------------ */
 
-void corr_writer_reset(dict_writer *w)
+void pl_corr_writer_reset(dict_writer *w)
 {
     free(w->strs);
     free(w->attrs);
@@ -220,14 +220,14 @@ static int writer_bind(dict_writer *w, pl_batch *batch)
     pl_dictionary *dict = &batch->data.profiles.dict;
     if (w->dict == dict && w->batch == batch)
         return 0;
-    corr_writer_reset(w);
+    pl_corr_writer_reset(w);
     if (pl_dict_ensure_zero_entries(&batch->arena, dict))
         return -1;
     batch->data.profiles.has_dictionary = true;
     w->dict = dict;
     w->batch = batch;
     if (writer_rehash(w, true) || writer_rehash(w, false)) {
-        corr_writer_reset(w);
+        pl_corr_writer_reset(w);
         return -1;
     }
     return 0;
@@ -335,7 +335,7 @@ static int32_t writer_attribute(dict_writer *w, int32_t key, pl_value value)
 
 /* ---- enrichment of samples -------------------------------------------------------------- */
 
-void corr_cache_clear(correlation *self)
+void pl_corr_cache_clear(correlation *self)
 {
     /* Only the filled slots: a batch of a few spans after one of thousands
      * must not clear (and later scan) the whole table. */
@@ -432,7 +432,7 @@ static bool link_named_once(dict_writer *w, pl_batch *batch, int32_t li)
 
 /* The held spans a labels walk went through, from the span up to its local
  * root: the first `fused` of them are exactly the entries the roll-up of a
- * contribution would visit (corr_roll_up), so a new span's first sample
+ * contribution would visit (pl_corr_roll_up), so a new span's first sample
  * hands its contribution up along them while they are still in the cache,
  * instead of walking the chain again, cold, at the end of the batch. */
 typedef struct anc_walk {
@@ -446,8 +446,8 @@ static bool same_trace(const uint8_t *a, const uint8_t *b)
     return a == b || (a && b && memcmp(a, b, 16) == 0);
 }
 
-/* The held parent `pkey` in `trace`, as corr_find_span(held only) finds it.
- * *agrees stays true when corr_find_span(held or placeholder) in the same
+/* The held parent `pkey` in `trace`, as pl_corr_find_span(held only) finds it.
+ * *agrees stays true when pl_corr_find_span(held or placeholder) in the same
  * trace would find it too, i.e. when no matching placeholder comes first. */
 static span_entry *find_held_parent(correlation *self, uint64_t pkey, const uint8_t *trace,
                                     bool *agrees)
@@ -485,19 +485,20 @@ static size_t span_labels(correlation *self, span_entry *e, label *items, size_t
     span_entry *root = e;
     chain[n_chain++] = e;
     walk->fused = 1;
-    const uint8_t *etrace = corr_span_trace(sp); /* the trace a roll-up from e walks in */
-    const late_span *gone = NULL;                /* an ancestor that already left */
+    const uint8_t *etrace = pl_corr_span_trace(sp); /* the trace a roll-up from e walks in */
+    const late_span *gone = NULL;                   /* an ancestor that already left */
     while (n_chain < MAX_ANCESTRY) {
         const pl_span *rsp = root->span;
         if (!span_id_valid(rsp->parent_span_id, rsp->parent_span_id_len))
             break;
         uint64_t pkey = id_key(rsp->parent_span_id);
-        const uint8_t *rtrace = corr_span_trace(rsp);
+        const uint8_t *rtrace = pl_corr_span_trace(rsp);
         bool agrees = walk->fused == n_chain && same_trace(rtrace, etrace);
         span_entry *p = find_held_parent(self, pkey, rtrace, &agrees);
         if (!p) {
             const late_span *lp =
-                self->late ? corr_late_find(self, pkey, corr_span_trace(rsp), false, 0, 0) : NULL;
+                self->late ? pl_corr_late_find(self, pkey, pl_corr_span_trace(rsp), false, 0, 0)
+                           : NULL;
             if (lp && lp->service == e->service)
                 gone = lp;
             break;
@@ -510,9 +511,9 @@ static size_t span_labels(correlation *self, span_entry *e, label *items, size_t
             walk->fused = n_chain;
     }
     walk->n = n_chain;
-    pl_bytes root_name = gone ? corr_late_root_name(self, gone) : root->span->name;
+    pl_bytes root_name = gone ? pl_corr_late_root_name(self, gone) : root->span->name;
     items[n_items++] = (label){self->names[NAME_ROOT_SPAN_NAME], pl_value_string(root_name), 1};
-    pl_bytes svc = corr_service_name(self, e->service);
+    pl_bytes svc = pl_corr_service_name(self, e->service);
     if (svc.len)
         items[n_items++] = (label){self->names[NAME_SERVICE_NAME], pl_value_string(svc), 2};
     for (size_t k = 0; k < self->n_span_attr_keys && n_items < max; k++) {
@@ -529,7 +530,7 @@ static size_t span_labels(correlation *self, span_entry *e, label *items, size_t
             }
         }
         pl_value v;
-        if (!found && gone && corr_late_attr(self, gone, k, &v))
+        if (!found && gone && pl_corr_late_attr(self, gone, k, &v))
             items[n_items++] = (label){key, v, 3 + (uint32_t)k};
     }
     return n_items;
@@ -563,9 +564,9 @@ static int build_span_labels(correlation *self, const link_target *t, pl_batch *
     late_labels_key lk;
     if (!t->entry) {
         /* A summary made of what an earlier one of the batch was: its list. */
-        uint64_t h = corr_late_labels_key(self, t->late, &lk);
+        uint64_t h = pl_corr_late_labels_key(self, t->late, &lk);
         set = &w->label_sets[h & 63];
-        if (set->idx && set->hash == h && corr_late_labels_key_eq(&set->key, &lk))
+        if (set->idx && set->hash == h && pl_corr_late_labels_key_eq(&set->key, &lk))
             return fill_slot(self, t, w, slot, set->idx, set->n);
         set->idx = NULL;
         set->hash = h;
@@ -576,7 +577,7 @@ static int build_span_labels(correlation *self, const link_target *t, pl_batch *
     size_t max_n = 3 + (self->n_span_attr_keys < 64 ? self->n_span_attr_keys : 64);
     label items[3 + 64];
     size_t n_items = t->entry ? span_labels(self, t->entry, items, max_n, walk)
-                              : corr_late_labels(self, t->late, items, max_n);
+                              : pl_corr_late_labels(self, t->late, items, max_n);
     for (size_t k = 0; k < n_items; k++) {
         /* The keys are the same for every span: looked up once per batch. */
         int32_t none = 0;
@@ -768,10 +769,10 @@ static uint32_t sample_function(correlation *self, pl_batch *batch, const pl_sam
             return 0;
     }
     if (fi <= 0 || (uint32_t)fi >= w->n_fn_ids)
-        return corr_fn_pool_id(self, PL_BYTES_LIT("[unknown]"));
+        return pl_corr_fn_pool_id(self, PL_BYTES_LIT("[unknown]"));
     if (!w->fn_ids[fi]) {
         pl_bytes name = pl_dict_string(dict, dict->functions[fi].name_strindex);
-        w->fn_ids[fi] = corr_fn_pool_id(self, name.len ? name : PL_BYTES_LIT("[unknown]"));
+        w->fn_ids[fi] = pl_corr_fn_pool_id(self, name.len ? name : PL_BYTES_LIT("[unknown]"));
     }
     return w->fn_ids[fi];
 }
@@ -781,7 +782,7 @@ static uint32_t sample_function(correlation *self, pl_batch *batch, const pl_sam
 static void count_linked(correlation *self, span_entry *e, const uint8_t *trace, contrib c,
                          uint32_t fn, enrich_slot *slot)
 {
-    span_stats *st = corr_entry_stats(self, e);
+    span_stats *st = pl_corr_entry_stats(self, e);
     if (st) {
         if (trace && !st->has_trace) {
             memcpy(st->trace_id, trace, 16);
@@ -795,7 +796,7 @@ static void count_linked(correlation *self, span_entry *e, const uint8_t *trace,
         st->wall_self += c.wall;
         st->wall_total += c.wall;
         if (fn)
-            corr_stats_add_function(self, st, fn, c.top);
+            pl_corr_stats_add_function(self, st, fn, c.top);
     }
     if (slot) {
         slot->roll.samples += c.samples;
@@ -807,20 +808,20 @@ static void count_linked(correlation *self, span_entry *e, const uint8_t *trace,
 
 /* Hands c up to the ancestors of walk->chain[0] now: along the entries the
  * labels walk just went through, then on from the last of them as
- * corr_roll_up would. */
+ * pl_corr_roll_up would. */
 static void roll_up_walked(correlation *self, const anc_walk *walk, contrib c)
 {
     const pl_span *sp = walk->chain[0]->span;
-    const uint8_t *trace = corr_span_trace(sp);
+    const uint8_t *trace = pl_corr_span_trace(sp);
     for (int k = 1; k < walk->fused; k++) {
-        span_stats *st = corr_entry_stats(self, walk->chain[k]);
+        span_stats *st = pl_corr_entry_stats(self, walk->chain[k]);
         if (!st)
             return;
         st->samples_total += c.samples;
         st->cpu_total += c.cpu;
         st->wall_total += c.wall;
     }
-    corr_roll_up_from(self, walk->chain[walk->fused - 1], c, trace, walk->fused - 1);
+    pl_corr_roll_up_from(self, walk->chain[walk->fused - 1], c, trace, walk->fused - 1);
 }
 
 /* The link target of a span's summary (a spilled or departed span). */
@@ -840,7 +841,7 @@ static void late_target(link_target *tg, const late_span *ls)
 static bool count_sample(correlation *self, span_entry *e, const uint8_t *trace, pl_sample *s,
                          profile_info *pi, enrich_slot *slot, bool walked, contrib *c)
 {
-    corr_service_linked(self, e->service, pi->service);
+    pl_corr_service_linked(self, e->service, pi->service);
     *c = sample_contrib(pi, s);
     uint32_t fn = c->top && self->cfg.top_functions > 0 ? sample_function(self, pi->batch, s) : 0;
     bool now = slot && walked && (c->samples || c->cpu || c->wall);
@@ -851,8 +852,8 @@ static bool count_sample(correlation *self, span_entry *e, const uint8_t *trace,
 /* Links sample s (of profile pi) to the held span entry e. The first
  * sample of a span in a linking session hands its contribution up at once,
  * along the chain its labels were found on; the others gather in its slot
- * until the session ends (corr_link_session_end). */
-void corr_link_sample(correlation *self, span_entry *e, pl_sample *s, profile_info *pi)
+ * until the session ends (pl_corr_link_session_end). */
+void pl_corr_link_sample(correlation *self, span_entry *e, pl_sample *s, profile_info *pi)
 {
     link_target tg;
     memset(&tg, 0, sizeof(tg));
@@ -876,8 +877,8 @@ void corr_link_sample(correlation *self, span_entry *e, pl_sample *s, profile_in
  * and its ancestors' totals: at once for the span's first sample in the
  * session (correlation_warm.c loaded its parent), as for held spans, the
  * others when the session ends. */
-void corr_link_spilled(correlation *self, span_entry *e, const late_span *ls, pl_sample *s,
-                       profile_info *pi)
+void pl_corr_link_spilled(correlation *self, span_entry *e, const late_span *ls, pl_sample *s,
+                          profile_info *pi)
 {
     link_target tg;
     late_target(&tg, ls);
@@ -887,12 +888,13 @@ void corr_link_spilled(correlation *self, span_entry *e, const late_span *ls, pl
     enrich_slot *slot = enrich_sample(self, &tg, s, pi->batch, &walk);
     contrib c;
     if (count_sample(self, e, tg.trace_id, s, pi, slot, walk.built, &c))
-        corr_roll_up(self, e, c, tg.trace_id); /* may add placeholders: entries move after this */
+        pl_corr_roll_up(self, e, c,
+                        tg.trace_id); /* may add placeholders: entries move after this */
 }
 
 /* Enriches late sample s from the summary of its departed span: the same
  * labels and link as on time, but nothing to add to (the span has left). */
-void corr_link_late(correlation *self, const late_span *ls, pl_sample *s, profile_info *pi)
+void pl_corr_link_late(correlation *self, const late_span *ls, pl_sample *s, profile_info *pi)
 {
     link_target tg;
     late_target(&tg, ls);
@@ -902,7 +904,7 @@ void corr_link_late(correlation *self, const late_span *ls, pl_sample *s, profil
 
 /* Hands the contributions gathered during a linking session up to the
  * ancestors, and forgets the session's caches. */
-void corr_link_session_end(correlation *self)
+void pl_corr_link_session_end(correlation *self)
 {
     for (uint32_t k = 0; k < self->cache_count; k++) {
         enrich_slot *slot = &self->cache[self->cache_used[k]];
@@ -911,17 +913,17 @@ void corr_link_session_end(correlation *self)
         if (slot->late) {
             /* Samples of a spilled span (late ones add nothing). */
             const late_span *ls = slot->span;
-            span_entry *se = corr_spilled_entry(self, ls);
+            span_entry *se = pl_corr_spilled_entry(self, ls);
             if (se)
-                corr_roll_up(self, se, slot->roll, ls->has_trace ? ls->trace_id : NULL);
+                pl_corr_roll_up(self, se, slot->roll, ls->has_trace ? ls->trace_id : NULL);
             continue;
         }
-        span_entry *e = corr_entry_of_span(self, slot->span);
+        span_entry *e = pl_corr_entry_of_span(self, slot->span);
         if (e)
-            corr_roll_up(self, e, slot->roll, NULL);
+            pl_corr_roll_up(self, e, slot->roll, NULL);
     }
-    corr_cache_clear(self);
-    corr_writer_reset(&self->writer);
+    pl_corr_cache_clear(self);
+    pl_corr_writer_reset(&self->writer);
 }
 
 /* What a sample (span id, trace id when known, time when known) links to:
@@ -933,9 +935,9 @@ void corr_link_session_end(correlation *self)
  * (corr_ref_exact, also on disk) ends the walk, as the only one with the
  * id. NULL and nothing set: no such span; the caller looks among the
  * summaries (spans on disk, spans that left). */
-span_entry *corr_match_sample(correlation *self, uint64_t key, const uint8_t *trace, bool has_time,
-                              uint64_t lo, uint64_t hi, span_entry **spilled,
-                              const late_span **summary)
+span_entry *pl_corr_match_sample(correlation *self, uint64_t key, const uint8_t *trace,
+                                 bool has_time, uint64_t lo, uint64_t hi, span_entry **spilled,
+                                 const late_span **summary)
 {
     *spilled = NULL;
     *summary = NULL;
@@ -947,7 +949,7 @@ span_entry *corr_match_sample(correlation *self, uint64_t key, const uint8_t *tr
             if (trace && trace_id_valid(sp->trace_id, sp->trace_id_len) &&
                 memcmp(sp->trace_id, trace, 16) != 0)
                 continue;
-            if (has_time && !corr_span_time_matches(self, sp, lo, hi))
+            if (has_time && !pl_corr_span_time_matches(self, sp, lo, hi))
                 continue;
             return e;
         }
@@ -956,7 +958,7 @@ span_entry *corr_match_sample(correlation *self, uint64_t key, const uint8_t *tr
         bool exact = e->alone;
         if (!exact && !self->held[e->held].packed)
             continue; /* on disk: found through its summary, as without packing */
-        const late_span *ls = corr_late_ref_match(self, e, trace, has_time, lo, hi);
+        const late_span *ls = pl_corr_late_ref_match(self, e, trace, has_time, lo, hi);
         if (ls) {
             *spilled = e;
             *summary = ls;

@@ -147,10 +147,10 @@ static void *table_insert(void *slots, uint32_t *mask, uint32_t *count, size_t e
         t->count--;                                                                                \
     }
 
-TABLE_OPS(span_table, span_entry, corr_span_table)
-TABLE_OPS(pending_table, pending_entry, corr_pending_table)
+TABLE_OPS(span_table, span_entry, pl_corr_span_table)
+TABLE_OPS(pending_table, pending_entry, pl_corr_pending_table)
 
-uint32_t corr_pending_table_next(const pending_table *t, uint64_t key, uint32_t from)
+uint32_t pl_corr_pending_table_next(const pending_table *t, uint64_t key, uint32_t from)
 {
     uint32_t i = from == UINT32_MAX ? (uint32_t)id_hash(key) & t->mask : from;
     while (t->slots[i].key) {
@@ -181,7 +181,7 @@ static span_stats *stats_remap(span_stats *old, uint32_t old_cap, uint32_t cap)
     return p == MAP_FAILED ? NULL : p;
 }
 
-void corr_stats_free(correlation *self)
+void pl_corr_stats_free(correlation *self)
 {
     if (self->stats_arr)
         munmap(self->stats_arr, stats_map_len(self->cap_stats));
@@ -216,7 +216,7 @@ static uint32_t stats_alloc(correlation *self)
     return i;
 }
 
-void corr_stats_release(correlation *self, uint32_t i)
+void pl_corr_stats_release(correlation *self, uint32_t i)
 {
     if (!i)
         return;
@@ -230,7 +230,7 @@ void corr_stats_release(correlation *self, uint32_t i)
     self->free_stats = i;
 }
 
-span_stats *corr_entry_stats(correlation *self, span_entry *e)
+span_stats *pl_corr_entry_stats(correlation *self, span_entry *e)
 {
     if (!e->stats)
         e->stats = stats_alloc(self);
@@ -282,7 +282,7 @@ static uint32_t fn_pool_add(correlation *self, pl_bytes name, uint64_t h)
 /* Pool id of a function name, interned once for the processor's life.
  * Beyond MAX_FN_NAMES distinct names everything new shares id 1, "[other]".
  * 0 on OOM. */
-uint32_t corr_fn_pool_id(correlation *self, pl_bytes name)
+uint32_t pl_corr_fn_pool_id(correlation *self, pl_bytes name)
 {
     if (!self->fn_index) {
         self->fn_index = calloc(1024, sizeof(uint32_t));
@@ -308,17 +308,17 @@ uint32_t corr_fn_pool_id(correlation *self, pl_bytes name)
     return fn_pool_add(self, name, h);
 }
 
-top_fn *corr_stats_fns(span_stats *s)
+top_fn *pl_corr_stats_fns(span_stats *s)
 {
     return s->cap_fns > 2 ? s->fns : s->fn_inline;
 }
 
-void corr_stats_add_function(correlation *self, span_stats *s, uint32_t fn, uint64_t weight)
+void pl_corr_stats_add_function(correlation *self, span_stats *s, uint32_t fn, uint64_t weight)
 {
     if (!weight || !fn)
         return;
     s->top_weight += weight;
-    top_fn *fns = corr_stats_fns(s);
+    top_fn *fns = pl_corr_stats_fns(s);
     for (uint32_t i = 0; i < s->n_fns; i++) {
         if (fns[i].fn == fn) {
             fns[i].weight += weight;
@@ -347,7 +347,7 @@ void corr_stats_add_function(correlation *self, span_stats *s, uint32_t fn, uint
 
 /* ---- held batches ----------------------------------------------------------------------- */
 
-uint32_t corr_held_alloc(correlation *self)
+uint32_t pl_corr_held_alloc(correlation *self)
 {
     if (self->free_held) {
         uint32_t i = self->free_held;
@@ -370,7 +370,7 @@ uint32_t corr_held_alloc(correlation *self)
     return i;
 }
 
-void corr_held_link(correlation *self, uint32_t i)
+void pl_corr_held_link(correlation *self, uint32_t i)
 {
     held_batch *h = &self->held[i];
     int s = h->side;
@@ -384,7 +384,7 @@ void corr_held_link(correlation *self, uint32_t i)
     self->held_batches[s]++;
 }
 
-void corr_held_unlink_and_free(correlation *self, uint32_t i)
+void pl_corr_held_unlink_and_free(correlation *self, uint32_t i)
 {
     held_batch *h = &self->held[i];
     int s = h->side;
@@ -400,7 +400,7 @@ void corr_held_unlink_and_free(correlation *self, uint32_t i)
     free(h->covers);
     free(h->refs);
     free(h->parents);
-    free(h->packed); /* normally read back (corr_spill_load) before */
+    free(h->packed); /* normally read back (pl_corr_spill_load) before */
     memset(h, 0, sizeof(*h));
     h->next_free = self->free_held;
     self->free_held = i;
@@ -414,7 +414,7 @@ static bool span_has_times(const pl_span *sp)
 }
 
 /* Does [lo, hi] (a sample's time) overlap the span widened by the skew? */
-bool corr_span_time_matches(correlation *self, const pl_span *sp, uint64_t lo, uint64_t hi)
+bool pl_corr_span_time_matches(correlation *self, const pl_span *sp, uint64_t lo, uint64_t hi)
 {
     if (!span_has_times(sp))
         return true;
@@ -427,8 +427,8 @@ bool corr_span_time_matches(correlation *self, const pl_span *sp, uint64_t lo, u
 
 /* Finds the entry of `key` in `trace` (HELD, or a PLACEHOLDER when
  * want_placeholder). trace may be NULL (unknown). */
-span_entry *corr_find_span(correlation *self, uint64_t key, const uint8_t *trace, bool held,
-                           bool want_placeholder)
+span_entry *pl_corr_find_span(correlation *self, uint64_t key, const uint8_t *trace, bool held,
+                              bool want_placeholder)
 {
     SPAN_EACH(&self->spans, key, i)
     {
@@ -447,21 +447,21 @@ span_entry *corr_find_span(correlation *self, uint64_t key, const uint8_t *trace
     return NULL;
 }
 
-const uint8_t *corr_span_trace(const pl_span *sp)
+const uint8_t *pl_corr_span_trace(const pl_span *sp)
 {
     return trace_id_valid(sp->trace_id, sp->trace_id_len) ? sp->trace_id : NULL;
 }
 
 /* Where spilled entry e's parent id is kept: with its batch record, at the
  * entry's position (NULL: it has none). */
-const uint64_t *corr_spilled_parent(const correlation *self, const span_entry *e)
+const uint64_t *pl_corr_spilled_parent(const correlation *self, const span_entry *e)
 {
     const held_batch *h = &self->held[e->held];
     return h->parents && e->expiry_ms < h->n_parents ? &h->parents[e->expiry_ms] : NULL;
 }
 
 /* The parent span id of a held or spilled entry (0: none known). */
-uint64_t corr_entry_parent(const correlation *self, const span_entry *e)
+uint64_t pl_corr_entry_parent(const correlation *self, const span_entry *e)
 {
     if (e->state == ENTRY_HELD) {
         const pl_span *sp = e->span;
@@ -469,27 +469,28 @@ uint64_t corr_entry_parent(const correlation *self, const span_entry *e)
                    ? id_key(sp->parent_span_id)
                    : 0;
     }
-    const uint64_t *pk = e->state == ENTRY_SPILLED ? corr_spilled_parent(self, e) : NULL;
+    const uint64_t *pk = e->state == ENTRY_SPILLED ? pl_corr_spilled_parent(self, e) : NULL;
     return pk ? *pk : 0;
 }
 
 /* Adds c to the totals of every known ancestor of `e` (held or spilled);
  * parks it in a placeholder for the first ancestor not seen yet. `trace`:
  * the trace when e is spilled (NULL: unknown). */
-void corr_roll_up(correlation *self, span_entry *e, contrib c, const uint8_t *trace)
+void pl_corr_roll_up(correlation *self, span_entry *e, contrib c, const uint8_t *trace)
 {
     if (e->state == ENTRY_HELD)
-        trace = corr_span_trace(e->span);
-    corr_roll_up_from(self, e, c, trace, 0);
+        trace = pl_corr_span_trace(e->span);
+    pl_corr_roll_up_from(self, e, c, trace, 0);
 }
 
-/* The walk of corr_roll_up from `e`, `depth` generations above the span
+/* The walk of pl_corr_roll_up from `e`, `depth` generations above the span
  * the contribution came from (its nearer ancestors already have it), in
  * that span's `trace`. */
-void corr_roll_up_from(correlation *self, span_entry *e, contrib c, const uint8_t *trace, int depth)
+void pl_corr_roll_up_from(correlation *self, span_entry *e, contrib c, const uint8_t *trace,
+                          int depth)
 {
     for (; e && depth < MAX_ANCESTRY; depth++) {
-        uint64_t pkey = corr_entry_parent(self, e);
+        uint64_t pkey = pl_corr_entry_parent(self, e);
         if (!pkey)
             return;
         span_entry *p = NULL;
@@ -498,9 +499,9 @@ void corr_roll_up_from(correlation *self, span_entry *e, contrib c, const uint8_
         if (only && corr_ref_exact(only)) {
             /* An exact spilled parent is the only entry with its id: no held
              * one, placeholder or gone one to look for, no further slots. */
-            if (corr_spilled_in_trace(self, only, trace))
+            if (pl_corr_spilled_in_trace(self, only, trace))
                 p = only;
-        } else if (!(p = corr_find_span(self, pkey, trace, true, true))) {
+        } else if (!(p = pl_corr_find_span(self, pkey, trace, true, true))) {
             /* A gone parent already left: nothing to add to. */
             SPAN_EACH(&self->spans, pkey, i)
             {
@@ -508,7 +509,7 @@ void corr_roll_up_from(correlation *self, span_entry *e, contrib c, const uint8_
                 if (g->state == ENTRY_GONE)
                     return;
                 if (g->state == ENTRY_SPILLED) {
-                    if (!corr_spilled_in_trace(self, g, trace))
+                    if (!pl_corr_spilled_in_trace(self, g, trace))
                         continue;
                     p = g; /* its batch is on disk: its totals still grow */
                     break;
@@ -535,20 +536,20 @@ void corr_roll_up_from(correlation *self, span_entry *e, contrib c, const uint8_
             s->wall_total = c.wall;
             uint32_t same;
             ph.alone = true;
-            if (corr_span_table_insert(&self->spans, &ph, &same)) {
-                corr_stats_release(self, ph.stats);
+            if (pl_corr_span_table_insert(&self->spans, &ph, &same)) {
+                pl_corr_stats_release(self, ph.stats);
                 return;
             }
             if (same)
-                corr_not_alone(self, pkey);
+                pl_corr_not_alone(self, pkey);
             self->markers++;
             return;
         }
-        span_stats *s = corr_entry_stats(self, p);
+        span_stats *s = pl_corr_entry_stats(self, p);
         if (!s)
             return;
         if (p->state == ENTRY_SPILLED && !s->has_trace)
-            corr_spilled_keep_trace(self, p, s);
+            pl_corr_spilled_keep_trace(self, p, s);
         s->samples_total += c.samples;
         s->cpu_total += c.cpu;
         s->wall_total += c.wall;

@@ -42,7 +42,7 @@ typedef struct span_entry {
     union {
         pl_span *span;     /* HELD: the span inside its held batch */
         uint64_t late_ref; /* SPILLED: its own summary in the late store, 0 = none
-                              (see corr_late_ref_summary, corr_ref_exact) */
+                              (see pl_corr_late_ref_summary, corr_ref_exact) */
     };
     uint32_t held;      /* HELD: held batch record */
     uint32_t stats;     /* side statistics, 0 = none yet */
@@ -51,7 +51,7 @@ typedef struct span_entry {
     uint8_t state;
     bool alone; /* no other entry had its key when it came, nor came since, and
                    (SPILLED) its summary is the newest with its key (see
-                   corr_not_alone); false when unsure */
+                   pl_corr_not_alone); false when unsure */
 } span_entry;
 
 struct profile_info;
@@ -242,7 +242,7 @@ typedef struct profile_info {
 /* Adds strings and attributes to one profiles dictionary, deduplicating with
  * hash sets (the dictionary helpers in model.c scan linearly, too slow for
  * thousands of additions per request). */
-/* What the labels of a summary are made of (corr_late_labels_key): summaries
+/* What the labels of a summary are made of (pl_corr_late_labels_key): summaries
  * with equal keys get equal labels while the late store is unchanged. */
 typedef struct late_labels_key {
     const void *gen;      /* its generation (string ids are per generation) */
@@ -522,7 +522,7 @@ static inline uint32_t span_table_next(const span_table *t, uint64_t key, uint32
  * with it (`alone`), so a sample that matches the summary links to it with
  * no further probing, and one that does not goes on to the other summaries.
  * Other spilled entries are matched by walking every entry with the id
- * (corr_match_sample). */
+ * (pl_corr_match_sample). */
 static inline bool corr_ref_exact(const span_entry *e)
 {
     return e->state == ENTRY_SPILLED && e->alone && e->late_ref;
@@ -542,122 +542,124 @@ typedef struct corr_warm {
     uint32_t n; /* 0: nothing to warm */
     warm_state ring[WARM_RING];
 } corr_warm;
-void corr_warm_start(const correlation *self, corr_warm *w, const pl_dictionary *dict,
-                     const pl_sample *samples, uint32_t n);
-void corr_warm_next(const correlation *self, corr_warm *w, uint32_t si);
+void pl_corr_warm_start(const correlation *self, corr_warm *w, const pl_dictionary *dict,
+                        const pl_sample *samples, uint32_t n);
+void pl_corr_warm_next(const correlation *self, corr_warm *w, uint32_t si);
 
 /* correlation.c */
-span_entry *corr_entry_of_span(correlation *self, const pl_span *sp);
-void corr_link_waiting_batch(correlation *self, pl_batch *b);
+span_entry *pl_corr_entry_of_span(correlation *self, const pl_span *sp);
+void pl_corr_link_waiting_batch(correlation *self, pl_batch *b);
 /* correlation_cadence.c */
-pl_bytes corr_resource_service(const pl_resource *r);
-pl_bytes corr_service_name(correlation *self, uint16_t id);
-uint16_t corr_service_id(correlation *self, pl_bytes name);
-size_t corr_service_bytes(const correlation *self);
-void corr_services_free(correlation *self);
-void corr_service_saw_span(correlation *self, uint16_t svc, uint64_t now);
-void corr_clock_saw(correlation *self, uint64_t latest, uint64_t wall);
-void corr_clock_tick(correlation *self, uint64_t now);
-uint64_t corr_sender_now(const correlation *self, uint64_t wall);
-bool corr_stream_upload(correlation *self, uint16_t svc, pl_bytes type, pl_bytes unit, bool links,
-                        uint64_t covered, uint64_t duration, uint64_t now, uint64_t sender_now);
-uint64_t corr_service_hold(correlation *self, uint16_t svc, uint64_t now);
-void corr_service_linked(correlation *self, uint16_t span_svc, uint16_t profile_svc);
-bool corr_service_covers(correlation *self, uint16_t svc, uint64_t end, uint64_t now);
+pl_bytes pl_corr_resource_service(const pl_resource *r);
+pl_bytes pl_corr_service_name(correlation *self, uint16_t id);
+uint16_t pl_corr_service_id(correlation *self, pl_bytes name);
+size_t pl_corr_service_bytes(const correlation *self);
+void pl_corr_services_free(correlation *self);
+void pl_corr_service_saw_span(correlation *self, uint16_t svc, uint64_t now);
+void pl_corr_clock_saw(correlation *self, uint64_t latest, uint64_t wall);
+void pl_corr_clock_tick(correlation *self, uint64_t now);
+uint64_t pl_corr_sender_now(const correlation *self, uint64_t wall);
+bool pl_corr_stream_upload(correlation *self, uint16_t svc, pl_bytes type, pl_bytes unit,
+                           bool links, uint64_t covered, uint64_t duration, uint64_t now,
+                           uint64_t sender_now);
+uint64_t pl_corr_service_hold(correlation *self, uint16_t svc, uint64_t now);
+void pl_corr_service_linked(correlation *self, uint16_t span_svc, uint16_t profile_svc);
+bool pl_corr_service_covers(correlation *self, uint16_t svc, uint64_t end, uint64_t now);
 /* correlation_late.c */
-int corr_late_init(correlation *self);
-void corr_late_free(correlation *self);
-void corr_late_room_for(correlation *self, size_t spilled);
-void corr_late_retire(correlation *self, uint64_t key, const uint8_t *trace);
-size_t corr_late_count(const correlation *self);
-size_t corr_late_bytes(const correlation *self);
-void corr_late_expire(correlation *self, uint64_t now);
-const late_span *corr_late_find(correlation *self, uint64_t key, const uint8_t *trace,
-                                bool has_time, uint64_t lo, uint64_t hi);
-uint64_t corr_late_add(correlation *self, span_entry *e, uint64_t now, bool *only);
-const late_span *corr_late_ref_summary(const correlation *self, const span_entry *e);
-const late_span *corr_late_ref_match(correlation *self, const span_entry *e, const uint8_t *trace,
-                                     bool has_time, uint64_t lo, uint64_t hi);
-void corr_late_ref_prefetch(const correlation *self, uint64_t ref, bool vals);
-size_t corr_late_labels(correlation *self, const late_span *s, label *items, size_t max);
-uint64_t corr_late_labels_key(const correlation *self, const late_span *s, late_labels_key *k);
-bool corr_late_labels_key_eq(const late_labels_key *a, const late_labels_key *b);
-pl_bytes corr_late_root_name(correlation *self, const late_span *s);
-bool corr_late_attr(correlation *self, const late_span *s, size_t k, pl_value *out);
+int pl_corr_late_init(correlation *self);
+void pl_corr_late_free(correlation *self);
+void pl_corr_late_room_for(correlation *self, size_t spilled);
+void pl_corr_late_retire(correlation *self, uint64_t key, const uint8_t *trace);
+size_t pl_corr_late_count(const correlation *self);
+size_t pl_corr_late_bytes(const correlation *self);
+void pl_corr_late_expire(correlation *self, uint64_t now);
+const late_span *pl_corr_late_find(correlation *self, uint64_t key, const uint8_t *trace,
+                                   bool has_time, uint64_t lo, uint64_t hi);
+uint64_t pl_corr_late_add(correlation *self, span_entry *e, uint64_t now, bool *only);
+const late_span *pl_corr_late_ref_summary(const correlation *self, const span_entry *e);
+const late_span *pl_corr_late_ref_match(correlation *self, const span_entry *e,
+                                        const uint8_t *trace, bool has_time, uint64_t lo,
+                                        uint64_t hi);
+void pl_corr_late_ref_prefetch(const correlation *self, uint64_t ref, bool vals);
+size_t pl_corr_late_labels(correlation *self, const late_span *s, label *items, size_t max);
+uint64_t pl_corr_late_labels_key(const correlation *self, const late_span *s, late_labels_key *k);
+bool pl_corr_late_labels_key_eq(const late_labels_key *a, const late_labels_key *b);
+pl_bytes pl_corr_late_root_name(correlation *self, const late_span *s);
+bool pl_corr_late_attr(correlation *self, const late_span *s, size_t k, pl_value *out);
 /* correlation_enrich.c */
-bool corr_sample_ids(const pl_dictionary *dict, const pl_sample *s, uint64_t *key,
-                     uint8_t trace[16], bool *has_trace);
-bool corr_sample_time(const profile_info *pi, const pl_sample *s, uint64_t *lo, uint64_t *hi);
-span_entry *corr_match_sample(correlation *self, uint64_t key, const uint8_t *trace, bool has_time,
-                              uint64_t lo, uint64_t hi, span_entry **spilled,
-                              const late_span **summary);
-void corr_cache_clear(correlation *self);
-void corr_link_sample(correlation *self, span_entry *e, pl_sample *s, profile_info *pi);
-void corr_link_session_end(correlation *self);
-void corr_link_late(correlation *self, const late_span *ls, pl_sample *s, profile_info *pi);
-void corr_writer_reset(dict_writer *w);
+bool pl_corr_sample_ids(const pl_dictionary *dict, const pl_sample *s, uint64_t *key,
+                        uint8_t trace[16], bool *has_trace);
+bool pl_corr_sample_time(const profile_info *pi, const pl_sample *s, uint64_t *lo, uint64_t *hi);
+span_entry *pl_corr_match_sample(correlation *self, uint64_t key, const uint8_t *trace,
+                                 bool has_time, uint64_t lo, uint64_t hi, span_entry **spilled,
+                                 const late_span **summary);
+void pl_corr_cache_clear(correlation *self);
+void pl_corr_link_sample(correlation *self, span_entry *e, pl_sample *s, profile_info *pi);
+void pl_corr_link_session_end(correlation *self);
+void pl_corr_link_late(correlation *self, const late_span *ls, pl_sample *s, profile_info *pi);
+void pl_corr_writer_reset(dict_writer *w);
 /* correlation_index.c */
-bool corr_span_time_matches(correlation *self, const pl_span *sp, uint64_t lo, uint64_t hi);
-const uint8_t *corr_span_trace(const pl_span *sp);
-int corr_pending_table_init(pending_table *t, uint32_t cap);
-int corr_pending_table_insert(pending_table *t, const pending_entry *e, uint32_t *same);
-int corr_pending_table_resize(pending_table *t, uint64_t cap);
-int corr_span_table_init(span_table *t, uint32_t cap);
-int corr_span_table_insert(span_table *t, const span_entry *e, uint32_t *same);
-int corr_span_table_resize(span_table *t, uint64_t cap);
-span_entry *corr_find_span(correlation *self, uint64_t key, const uint8_t *trace, bool held,
-                           bool want_placeholder);
-span_stats *corr_entry_stats(correlation *self, span_entry *e);
-void corr_stats_free(correlation *self);
-top_fn *corr_stats_fns(span_stats *s);
-uint32_t corr_fn_pool_id(correlation *self, pl_bytes name);
-uint32_t corr_held_alloc(correlation *self);
-uint32_t corr_pending_table_next(const pending_table *t, uint64_t key, uint32_t from);
-void corr_held_link(correlation *self, uint32_t i);
-void corr_held_unlink_and_free(correlation *self, uint32_t i);
-void corr_pending_table_delete(pending_table *t, uint32_t hole);
-void corr_roll_up(correlation *self, span_entry *e, contrib c, const uint8_t *trace);
-void corr_roll_up_from(correlation *self, span_entry *e, contrib c, const uint8_t *trace,
-                       int depth);
-void corr_span_table_delete(span_table *t, uint32_t hole);
-void corr_stats_add_function(correlation *self, span_stats *s, uint32_t fn, uint64_t weight);
-void corr_stats_release(correlation *self, uint32_t i);
+bool pl_corr_span_time_matches(correlation *self, const pl_span *sp, uint64_t lo, uint64_t hi);
+const uint8_t *pl_corr_span_trace(const pl_span *sp);
+int pl_corr_pending_table_init(pending_table *t, uint32_t cap);
+int pl_corr_pending_table_insert(pending_table *t, const pending_entry *e, uint32_t *same);
+int pl_corr_pending_table_resize(pending_table *t, uint64_t cap);
+int pl_corr_span_table_init(span_table *t, uint32_t cap);
+int pl_corr_span_table_insert(span_table *t, const span_entry *e, uint32_t *same);
+int pl_corr_span_table_resize(span_table *t, uint64_t cap);
+span_entry *pl_corr_find_span(correlation *self, uint64_t key, const uint8_t *trace, bool held,
+                              bool want_placeholder);
+span_stats *pl_corr_entry_stats(correlation *self, span_entry *e);
+void pl_corr_stats_free(correlation *self);
+top_fn *pl_corr_stats_fns(span_stats *s);
+uint32_t pl_corr_fn_pool_id(correlation *self, pl_bytes name);
+uint32_t pl_corr_held_alloc(correlation *self);
+uint32_t pl_corr_pending_table_next(const pending_table *t, uint64_t key, uint32_t from);
+void pl_corr_held_link(correlation *self, uint32_t i);
+void pl_corr_held_unlink_and_free(correlation *self, uint32_t i);
+void pl_corr_pending_table_delete(pending_table *t, uint32_t hole);
+void pl_corr_roll_up(correlation *self, span_entry *e, contrib c, const uint8_t *trace);
+void pl_corr_roll_up_from(correlation *self, span_entry *e, contrib c, const uint8_t *trace,
+                          int depth);
+void pl_corr_span_table_delete(span_table *t, uint32_t hole);
+void pl_corr_stats_add_function(correlation *self, span_stats *s, uint32_t fn, uint64_t weight);
+void pl_corr_stats_release(correlation *self, uint32_t i);
 /* correlation_spill.c */
-int corr_spill_init(correlation *self, pl_err *err);
-void corr_spill_free(correlation *self);
-bool corr_spill(correlation *self, uint32_t hi);
-bool corr_pack(correlation *self, uint32_t hi);
-bool corr_pack_unindexed(correlation *self, uint32_t hi);
-bool corr_unpack(correlation *self, uint32_t hi);
-void corr_pack_indexed(correlation *self);
-pl_batch *corr_spill_load(correlation *self, uint32_t hi);
-void corr_spill_remove(correlation *self, uint64_t seq, size_t bytes);
-void corr_spill_drop(correlation *self, uint32_t hi);
-void corr_spill_replay(correlation *self, pl_consumer *next);
-span_entry *corr_spilled_entry(correlation *self, const late_span *ls);
-void corr_not_alone(correlation *self, uint64_t key);
-bool corr_spilled_in_trace(const correlation *self, const span_entry *e, const uint8_t *trace);
-void corr_spilled_keep_trace(const correlation *self, const span_entry *e, span_stats *st);
-const uint64_t *corr_spilled_parent(const correlation *self, const span_entry *e);
-uint64_t corr_entry_parent(const correlation *self, const span_entry *e);
-uint64_t corr_spilled_deadline(correlation *self, uint64_t key);
-void corr_link_spilled(correlation *self, span_entry *e, const late_span *ls, pl_sample *s,
-                       profile_info *pi);
+int pl_corr_spill_init(correlation *self, pl_err *err);
+void pl_corr_spill_free(correlation *self);
+bool pl_corr_spill(correlation *self, uint32_t hi);
+bool pl_corr_pack(correlation *self, uint32_t hi);
+bool pl_corr_pack_unindexed(correlation *self, uint32_t hi);
+bool pl_corr_unpack(correlation *self, uint32_t hi);
+void pl_corr_pack_indexed(correlation *self);
+pl_batch *pl_corr_spill_load(correlation *self, uint32_t hi);
+void pl_corr_spill_remove(correlation *self, uint64_t seq, size_t bytes);
+void pl_corr_spill_drop(correlation *self, uint32_t hi);
+void pl_corr_spill_replay(correlation *self, pl_consumer *next);
+span_entry *pl_corr_spilled_entry(correlation *self, const late_span *ls);
+void pl_corr_not_alone(correlation *self, uint64_t key);
+bool pl_corr_spilled_in_trace(const correlation *self, const span_entry *e, const uint8_t *trace);
+void pl_corr_spilled_keep_trace(const correlation *self, const span_entry *e, span_stats *st);
+const uint64_t *pl_corr_spilled_parent(const correlation *self, const span_entry *e);
+uint64_t pl_corr_entry_parent(const correlation *self, const span_entry *e);
+uint64_t pl_corr_spilled_deadline(correlation *self, uint64_t key);
+void pl_corr_link_spilled(correlation *self, span_entry *e, const late_span *ls, pl_sample *s,
+                          profile_info *pi);
 /* correlation_release.c */
-bool corr_retry(correlation *self, uint64_t now, pl_signal sig, pl_status *refusal);
-void corr_flush(correlation *self);
-size_t corr_waiting_items(const correlation *self);
-void corr_retry_free(correlation *self);
-bool corr_batch_covered(correlation *self, const held_batch *h);
-size_t corr_index_bytes(const correlation *self);
-void corr_enforce_bounds(correlation *self);
-void corr_flush_release_queue(correlation *self);
-void corr_on_timer(uv_timer_t *t);
-void corr_queue_release(correlation *self, uint32_t hi);
-void corr_compact_samples(correlation *self, uint32_t hi);
-void corr_release(correlation *self, uint32_t hi, int reason);
-void corr_release_all(correlation *self, int reason);
-void corr_release_covered(correlation *self);
-void corr_update_gauges(correlation *self);
+bool pl_corr_retry(correlation *self, uint64_t now, pl_signal sig, pl_status *refusal);
+void pl_corr_flush(correlation *self);
+size_t pl_corr_waiting_items(const correlation *self);
+void pl_corr_retry_free(correlation *self);
+bool pl_corr_batch_covered(correlation *self, const held_batch *h);
+size_t pl_corr_index_bytes(const correlation *self);
+void pl_corr_enforce_bounds(correlation *self);
+void pl_corr_flush_release_queue(correlation *self);
+void pl_corr_on_timer(uv_timer_t *t);
+void pl_corr_queue_release(correlation *self, uint32_t hi);
+void pl_corr_compact_samples(correlation *self, uint32_t hi);
+void pl_corr_release(correlation *self, uint32_t hi, int reason);
+void pl_corr_release_all(correlation *self, int reason);
+void pl_corr_release_covered(correlation *self);
+void pl_corr_update_gauges(correlation *self);
 
 #endif

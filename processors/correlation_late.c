@@ -91,7 +91,7 @@ static void gen_clear(struct late_store *ls, late_gen *g)
     memset(g, 0, sizeof(*g));
 }
 
-int corr_late_init(correlation *self)
+int pl_corr_late_init(correlation *self)
 {
     if (self->cfg.late_window <= 0 || self->cfg.late_max_spans <= 0 || !self->cfg.late_max_bytes)
         return 0;
@@ -110,12 +110,12 @@ int corr_late_init(correlation *self)
  * back: room for both comes on top of late_max_spans / late_max_bytes, so
  * spilling does not shorten what is kept for late samples (the generations
  * go oldest first, whatever they hold). */
-void corr_late_room_for(correlation *self, size_t spilled)
+void pl_corr_late_room_for(correlation *self, size_t spilled)
 {
     struct late_store *ls = self->late;
     if (!ls)
         return;
-    /* Retired summaries (corr_late_retire) keep their bytes until their
+    /* Retired summaries (pl_corr_late_retire) keep their bytes until their
      * generation goes: room for them too, or they would push live ones out. */
     size_t dead = 0;
     for (int i = 0; i < LATE_GENS; i++)
@@ -125,7 +125,7 @@ void corr_late_room_for(correlation *self, size_t spilled)
     ls->max_bytes = (size_t)self->cfg.late_max_bytes + (2 * spilled + dead) * each;
 }
 
-void corr_late_free(correlation *self)
+void pl_corr_late_free(correlation *self)
 {
     struct late_store *ls = self->late;
     if (!ls)
@@ -136,19 +136,19 @@ void corr_late_free(correlation *self)
     self->late = NULL;
 }
 
-size_t corr_late_count(const correlation *self)
+size_t pl_corr_late_count(const correlation *self)
 {
     return self->late ? self->late->count : 0;
 }
 
-size_t corr_late_bytes(const correlation *self)
+size_t pl_corr_late_bytes(const correlation *self)
 {
     return self->late ? self->late->bytes + sizeof(struct late_store) : 0;
 }
 
 /* Drops generations whose newest summary is older than the window, and the
  * oldest ones while a bound is exceeded (never the newest). */
-void corr_late_expire(correlation *self, uint64_t now)
+void pl_corr_late_expire(correlation *self, uint64_t now)
 {
     struct late_store *ls = self->late;
     if (!ls)
@@ -380,8 +380,8 @@ static uint32_t *ids_slot(late_gen *g, uint32_t h, id_key_ctx *c)
 
 /* A departed span's summary for a sample (span id, trace id when known,
  * time when known); NULL when none. */
-const late_span *corr_late_find(correlation *self, uint64_t key, const uint8_t *trace,
-                                bool has_time, uint64_t lo, uint64_t hi)
+const late_span *pl_corr_late_find(correlation *self, uint64_t key, const uint8_t *trace,
+                                   bool has_time, uint64_t lo, uint64_t hi)
 {
     struct late_store *ls = self->late;
     if (!ls || !ls->count)
@@ -403,7 +403,7 @@ const late_span *corr_late_find(correlation *self, uint64_t key, const uint8_t *
  * (hold_compression), as the span leaves with a fresh one: one summary per
  * span, aged from its departure. Its key becomes 0 (no span id is 0), so it
  * matches nothing; its memory goes with its generation. */
-void corr_late_retire(correlation *self, uint64_t key, const uint8_t *trace)
+void pl_corr_late_retire(correlation *self, uint64_t key, const uint8_t *trace)
 {
     struct late_store *ls = self->late;
     if (!ls || !ls->count)
@@ -435,8 +435,8 @@ static bool scalar(const pl_value *v)
  * summary with this span id in its generation (else a lookup could find
  * another first). A spilled entry with e's id may rely on its own summary
  * being the newest with the id, which no longer holds: when e is not in the
- * span table, the caller calls corr_not_alone. */
-uint64_t corr_late_add(correlation *self, span_entry *e, uint64_t now, bool *only)
+ * span table, the caller calls pl_corr_not_alone. */
+uint64_t pl_corr_late_add(correlation *self, span_entry *e, uint64_t now, bool *only)
 {
     struct late_store *ls = self->late;
     if (only)
@@ -481,9 +481,10 @@ uint64_t corr_late_add(correlation *self, span_entry *e, uint64_t now, bool *onl
         if (!span_id_valid(root->parent_span_id, root->parent_span_id_len))
             break;
         uint64_t pkey = id_key(root->parent_span_id);
-        span_entry *p = corr_find_span(self, pkey, corr_span_trace(root), true, false);
+        span_entry *p = pl_corr_find_span(self, pkey, pl_corr_span_trace(root), true, false);
         if (!p) {
-            const late_span *lp = corr_late_find(self, pkey, corr_span_trace(root), false, 0, 0);
+            const late_span *lp =
+                pl_corr_late_find(self, pkey, pl_corr_span_trace(root), false, 0, 0);
             if (lp && lp->service == e->service)
                 gone_parent = lp;
             break;
@@ -564,19 +565,20 @@ static const late_span *ref_summary(const struct late_store *ls, uint64_t ref, u
 
 /* The summary spilled entry e keeps its span's details in (NULL: none, or
  * gone with its generation). */
-const late_span *corr_late_ref_summary(const correlation *self, const span_entry *e)
+const late_span *pl_corr_late_ref_summary(const correlation *self, const span_entry *e)
 {
     return self->late && e->late_ref ? ref_summary(self->late, e->late_ref, e->key) : NULL;
 }
 
 /* For a sample (trace id when known, time when known) of spilled entry e:
  * its span's own summary when the sample matches it with the usual join
- * rule (as corr_late_find tests a summary); NULL when not, or when the
+ * rule (as pl_corr_late_find tests a summary); NULL when not, or when the
  * summary is gone. */
-const late_span *corr_late_ref_match(correlation *self, const span_entry *e, const uint8_t *trace,
-                                     bool has_time, uint64_t lo, uint64_t hi)
+const late_span *pl_corr_late_ref_match(correlation *self, const span_entry *e,
+                                        const uint8_t *trace, bool has_time, uint64_t lo,
+                                        uint64_t hi)
 {
-    const late_span *s = corr_late_ref_summary(self, e);
+    const late_span *s = pl_corr_late_ref_summary(self, e);
     if (!s)
         return NULL;
     const late_gen *g = &self->late->gens[(e->late_ref >> REF_IDX_BITS) & (LATE_GENS - 1)];
@@ -587,7 +589,7 @@ const late_span *corr_late_ref_match(correlation *self, const span_entry *e, con
 /* Asks for the lines of the summary `ref` names that linking reads (the
  * summary, and with `vals` its span_attributes values): a prefetch only
  * (correlation_warm.c). */
-void corr_late_ref_prefetch(const correlation *self, uint64_t ref, bool vals)
+void pl_corr_late_ref_prefetch(const correlation *self, uint64_t ref, bool vals)
 {
     const struct late_store *ls = self->late;
     const late_gen *g = ls ? &ls->gens[(ref >> REF_IDX_BITS) & (LATE_GENS - 1)] : NULL;
@@ -608,7 +610,7 @@ void corr_late_ref_prefetch(const correlation *self, uint64_t ref, bool vals)
 /* The labels of a summary, as build_span_labels makes them for a held span:
  * span name, local root name, service.name, then the span_attributes found.
  * Strings point into the store (valid until the next release). */
-size_t corr_late_labels(correlation *self, const late_span *s, label *items, size_t max)
+size_t pl_corr_late_labels(correlation *self, const late_span *s, label *items, size_t max)
 {
     const late_gen *g = gen_of(self, s);
     size_t n = 0;
@@ -617,7 +619,7 @@ size_t corr_late_labels(correlation *self, const late_span *s, label *items, siz
     items[n++] = (label){self->names[NAME_SPAN_NAME], pl_value_string(gen_text(g, s->name)), 0};
     items[n++] =
         (label){self->names[NAME_ROOT_SPAN_NAME], pl_value_string(gen_text(g, s->root)), 1};
-    pl_bytes svc = corr_service_name(self, s->service);
+    pl_bytes svc = pl_corr_service_name(self, s->service);
     if (svc.len)
         items[n++] = (label){self->names[NAME_SERVICE_NAME], pl_value_string(svc), 2};
     const late_val *vals = span_vals(self, g, s);
@@ -649,11 +651,11 @@ size_t corr_late_labels(correlation *self, const late_span *s, label *items, siz
     return n;
 }
 
-/* What the labels corr_late_labels makes of summary s depend on, and its
+/* What the labels pl_corr_late_labels makes of summary s depend on, and its
  * hash: its generation, name, root name, service and span_attributes
  * values. Within one linking session (the store unchanged) equal keys give
  * equal labels. */
-uint64_t corr_late_labels_key(const correlation *self, const late_span *s, late_labels_key *k)
+uint64_t pl_corr_late_labels_key(const correlation *self, const late_span *s, late_labels_key *k)
 {
     const late_gen *g = gen_of(self, s);
     k->gen = g;
@@ -673,7 +675,7 @@ uint64_t corr_late_labels_key(const correlation *self, const late_span *s, late_
     return h;
 }
 
-bool corr_late_labels_key_eq(const late_labels_key *a, const late_labels_key *b)
+bool pl_corr_late_labels_key_eq(const late_labels_key *a, const late_labels_key *b)
 {
     if (a->gen != b->gen || a->ids != b->ids || a->n_vals != b->n_vals)
         return false;
@@ -686,13 +688,13 @@ bool corr_late_labels_key_eq(const late_labels_key *a, const late_labels_key *b)
 /* For a held span whose ancestor already left: the local root's name and
  * the span_attributes value k its summary holds (strings point into the
  * store, valid until the next release). */
-pl_bytes corr_late_root_name(correlation *self, const late_span *s)
+pl_bytes pl_corr_late_root_name(correlation *self, const late_span *s)
 {
     const late_gen *g = gen_of(self, s);
     return g ? gen_text(g, s->root) : (pl_bytes){NULL, 0};
 }
 
-bool corr_late_attr(correlation *self, const late_span *s, size_t k, pl_value *out)
+bool pl_corr_late_attr(correlation *self, const late_span *s, size_t k, pl_value *out)
 {
     const late_gen *g = gen_of(self, s);
     if (!g || k >= self->n_span_attr_keys || k >= 64)

@@ -3,14 +3,14 @@
 
 /* ---- releasing -------------------------------------------------------------------------- */
 
-void corr_update_gauges(correlation *self)
+void pl_corr_update_gauges(correlation *self)
 {
     if (self->spill_dir || self->pack)
-        corr_late_room_for(self, self->spilled_spans);
+        pl_corr_late_room_for(self, self->spilled_spans);
     *self->g_held_spans = (int64_t)self->held_spans;
     *self->g_pending_samples = (int64_t)self->pending_samples;
     *self->g_held_bytes =
-        (int64_t)(self->held_bytes + corr_index_bytes(self) + corr_late_bytes(self));
+        (int64_t)(self->held_bytes + pl_corr_index_bytes(self) + pl_corr_late_bytes(self));
 }
 
 /* Heaviest first; ties by pool id (first seen first), so output is stable. */
@@ -48,7 +48,7 @@ static void enrich_span(correlation *self, pl_batch *b, pl_span *sp, span_stats 
                              ? s->n_fns
                              : (uint32_t)self->cfg.top_functions;
         if (n_top && s->top_weight) {
-            top_fn *fns = corr_stats_fns(s);
+            top_fn *fns = pl_corr_stats_fns(s);
             qsort(fns, s->n_fns, sizeof(top_fn), cmp_fn_weight);
             pl_value *items = pl_batch_alloc(b, n_top * sizeof(pl_value));
             pl_bytes k2 = pl_batch_bytes(b, self->names[NAME_TOP].ptr, self->names[NAME_TOP].len);
@@ -208,7 +208,7 @@ static void hand_on(correlation *self, pl_consumer *next, pl_batch *b, int reaso
  * now = UINT64_MAX). True when none of signal `sig` is left waiting (any
  * signal when sig is PL_SIGNAL_COUNT); *refusal is the status to answer with
  * otherwise. */
-bool corr_retry(correlation *self, uint64_t now, pl_signal sig, pl_status *refusal)
+bool pl_corr_retry(correlation *self, uint64_t now, pl_signal sig, pl_status *refusal)
 {
     if (self->n_retry && now >= self->retry_at) {
         self->retry_at = now == UINT64_MAX ? 0 : sat_add(now, self->retry_ns);
@@ -243,7 +243,7 @@ bool corr_retry(correlation *self, uint64_t now, pl_signal sig, pl_status *refus
         }
         memmove(self->retry, self->retry + done, (self->n_retry - done) * sizeof(retry_item));
         self->n_retry -= done;
-        corr_update_gauges(self);
+        pl_corr_update_gauges(self);
     }
     for (uint32_t i = 0; i < self->n_retry; i++) {
         if (sig == PL_SIGNAL_COUNT || self->retry[i].batch->signal == sig) {
@@ -257,15 +257,15 @@ bool corr_retry(correlation *self, uint64_t now, pl_signal sig, pl_status *refus
 /* Shutdown: held batches leave, oldest first, as long as the next consumer
  * takes them; the first it refuses waits with the kept ones, and so do all
  * still held (correlation_pending goes on). */
-void corr_flush(correlation *self)
+void pl_corr_flush(correlation *self)
 {
     for (int side = 0; side < 2; side++)
         while (self->head[side] && !self->n_retry)
-            corr_release(self, self->head[side], RELEASE_FLUSH);
+            pl_corr_release(self, self->head[side], RELEASE_FLUSH);
 }
 
 /* Items still held or waiting to be taken (1 for a batch of none). */
-size_t corr_waiting_items(const correlation *self)
+size_t pl_corr_waiting_items(const correlation *self)
 {
     size_t n = self->held_batches[SIDE_SPANS] + self->held_batches[SIDE_SAMPLES];
     n = n ? self->held_spans + self->pending_samples + 1 : 0;
@@ -274,7 +274,7 @@ size_t corr_waiting_items(const correlation *self)
     return n;
 }
 
-void corr_retry_free(correlation *self)
+void pl_corr_retry_free(correlation *self)
 {
     for (uint32_t i = 0; i < self->n_retry; i++) {
         dropped(self, self->retry[i].batch->signal, self->retry[i].items, self->retry_status,
@@ -296,8 +296,8 @@ static void spill_lost(correlation *self, uint32_t hi)
     for (uint32_t i = 0; i <= self->spans.mask;) {
         span_entry *e = &self->spans.slots[i];
         if (e->key && e->state == ENTRY_SPILLED && e->held == hi) {
-            corr_stats_release(self, e->stats);
-            corr_span_table_delete(&self->spans, i);
+            pl_corr_stats_release(self, e->stats);
+            pl_corr_span_table_delete(&self->spans, i);
             self->spilled_spans--;
             self->indexed_spans--;
             continue; /* the slot may hold a moved entry now */
@@ -307,9 +307,9 @@ static void spill_lost(correlation *self, uint32_t hi)
     pl_stats_add(self->stats, PL_SIGNAL_TRACES, PL_STAT_DROPPED, h->items);
     *self->c_unlinked_spans += h->items;
     self->held_spans -= h->items;
-    corr_spill_remove(self, h->spill_seq, h->spill_bytes);
-    corr_held_unlink_and_free(self, hi);
-    corr_update_gauges(self);
+    pl_corr_spill_remove(self, h->spill_seq, h->spill_bytes);
+    pl_corr_held_unlink_and_free(self, hi);
+    pl_corr_update_gauges(self);
 }
 
 /* The entries of spilled batch hi hold the spans of its read-back copy b. */
@@ -346,13 +346,13 @@ static void rehold(correlation *self, uint32_t hi, pl_batch *b)
 static void release_span_batch(correlation *self, uint32_t hi, int reason)
 {
     held_batch *h = &self->held[hi];
-    if (!h->spilled && h->packed && !corr_unpack(self, hi))
+    if (!h->spilled && h->packed && !pl_corr_unpack(self, hi))
         return; /* lost (logged), its record gone */
     h = &self->held[hi];
     bool spilled = h->spilled;
     bool packed = h->packed != NULL;
     if (spilled) {
-        h->batch = corr_spill_load(self, hi);
+        h->batch = pl_corr_spill_load(self, hi);
         if (!h->batch) {
             spill_lost(self, hi);
             return;
@@ -366,7 +366,7 @@ static void release_span_batch(correlation *self, uint32_t hi, int reason)
          * waited for them link, and it leaves like any held batch (with
          * fresh summaries: those left at the spill may have gone). */
         rehold(self, hi, b);
-        corr_link_waiting_batch(self, b);
+        pl_corr_link_waiting_batch(self, b);
         h = &self->held[hi];
     }
     if (h->indexed) {
@@ -400,16 +400,16 @@ static void release_span_batch(correlation *self, uint32_t hi, int reason)
                         span_stats *st = &self->stats_arr[e->stats];
                         linked += st->linked > 0;
                         enrich_span(self, b, sp, st);
-                        corr_stats_release(self, e->stats);
+                        pl_corr_stats_release(self, e->stats);
                         e->stats = 0;
                     }
                     self->indexed_spans--;
                     /* A packed span leaves a fresh summary for the one it
                      * left when packed: one per span, aged from now. */
                     if (packed)
-                        corr_late_retire(self, key, corr_span_trace(sp));
+                        pl_corr_late_retire(self, key, pl_corr_span_trace(sp));
                     if (reason != RELEASE_FLUSH)
-                        corr_late_add(self, e, now, NULL);
+                        pl_corr_late_add(self, e, now, NULL);
                     if (reason != RELEASE_FLUSH && self->markers < (size_t)self->cfg.max_spans) {
                         /* Remember it for a sample window, to count late samples. */
                         e->span = NULL;
@@ -418,7 +418,7 @@ static void release_span_batch(correlation *self, uint32_t hi, int reason)
                         e->expiry_ms = expiry;
                         self->markers++;
                     } else {
-                        corr_span_table_delete(&self->spans, slot);
+                        pl_corr_span_table_delete(&self->spans, slot);
                     }
                 }
             }
@@ -432,7 +432,7 @@ static void release_span_batch(correlation *self, uint32_t hi, int reason)
             pl_traces *t = &b->data.traces;
             for (uint32_t r = 0; r < t->n_resources; r++) {
                 pl_resource_spans *rs = &t->resources[r];
-                uint16_t svc = corr_service_id(self, corr_resource_service(&rs->resource));
+                uint16_t svc = pl_corr_service_id(self, pl_corr_resource_service(&rs->resource));
                 for (uint32_t sc = 0; sc < rs->n_scopes; sc++) {
                     pl_scope_spans *ss = &rs->scopes[sc];
                     for (uint32_t k = 0; k < ss->n_spans; k++) {
@@ -444,9 +444,9 @@ static void release_span_batch(correlation *self, uint32_t hi, int reason)
                         e.span = sp;
                         e.service = svc;
                         e.state = ENTRY_HELD;
-                        corr_late_add(self, &e, now, NULL);
+                        pl_corr_late_add(self, &e, now, NULL);
                         if (self->spilled_spans) /* e is not in the table */
-                            corr_not_alone(self, e.key);
+                            pl_corr_not_alone(self, e.key);
                     }
                 }
             }
@@ -462,12 +462,12 @@ static void release_span_batch(correlation *self, uint32_t hi, int reason)
     self->held_bytes -= h->bytes;
     uint64_t spill_seq = h->spill_seq;
     size_t spill_size = h->spill_bytes;
-    corr_held_unlink_and_free(self, hi);
-    corr_update_gauges(self);
+    pl_corr_held_unlink_and_free(self, hi);
+    pl_corr_update_gauges(self);
     hand_on(self, next, b, reason);
     if (spilled) {
-        corr_spill_remove(self, spill_seq, spill_size);
-        corr_flush_release_queue(self); /* sample batches completed by the read-back */
+        pl_corr_spill_remove(self, spill_seq, spill_size);
+        pl_corr_flush_release_queue(self); /* sample batches completed by the read-back */
     }
 }
 
@@ -479,12 +479,12 @@ static void release_sample_batch(correlation *self, uint32_t hi, int reason)
     uint32_t expiry = to_ms(self, now_ns(self) + self->span_window);
     for (uint32_t r = 0; r < h->n_refs; r++) {
         pending_ref *ref = &h->refs[r];
-        uint32_t i = corr_pending_table_next(&self->pending, ref->key, UINT32_MAX);
+        uint32_t i = pl_corr_pending_table_next(&self->pending, ref->key, UINT32_MAX);
         while (i != UINT32_MAX) {
             pending_entry *pe = &self->pending.slots[i];
             if (pe->state == 0 && pe->sample == ref->sample)
                 break;
-            i = corr_pending_table_next(&self->pending, ref->key, (i + 1) & self->pending.mask);
+            i = pl_corr_pending_table_next(&self->pending, ref->key, (i + 1) & self->pending.mask);
         }
         if (i == UINT32_MAX)
             continue; /* linked meanwhile */
@@ -502,16 +502,16 @@ static void release_sample_batch(correlation *self, uint32_t hi, int reason)
             pe->expiry_ms = expiry & 0x7fffffff;
             self->pending_markers++;
         } else {
-            corr_pending_table_delete(&self->pending, i);
+            pl_corr_pending_table_delete(&self->pending, i);
         }
     }
     self->held_bytes -= h->bytes;
-    corr_held_unlink_and_free(self, hi);
-    corr_update_gauges(self);
+    pl_corr_held_unlink_and_free(self, hi);
+    pl_corr_update_gauges(self);
     hand_on(self, next, b, reason);
 }
 
-void corr_release(correlation *self, uint32_t hi, int reason)
+void pl_corr_release(correlation *self, uint32_t hi, int reason)
 {
     if (self->held[hi].side == SIDE_SPANS)
         release_span_batch(self, hi, reason);
@@ -519,14 +519,14 @@ void corr_release(correlation *self, uint32_t hi, int reason)
         release_sample_batch(self, hi, reason);
 }
 
-void corr_release_all(correlation *self, int reason)
+void pl_corr_release_all(correlation *self, int reason)
 {
     for (int side = 0; side < 2; side++)
         while (self->head[side])
-            corr_release(self, self->head[side], reason);
+            pl_corr_release(self, self->head[side], reason);
 }
 
-size_t corr_index_bytes(const correlation *self)
+size_t pl_corr_index_bytes(const correlation *self)
 {
     return ((size_t)self->spans.mask + 1) * sizeof(span_entry) +
            ((size_t)self->pending.mask + 1) * sizeof(pending_entry) +
@@ -534,68 +534,68 @@ size_t corr_index_bytes(const correlation *self)
            (size_t)self->cap_held * sizeof(held_batch) +
            (size_t)self->cap_fn_names * sizeof(fn_name) +
            ((size_t)self->fn_index_mask + 1) * sizeof(uint32_t) + self->fn_bytes +
-           corr_service_bytes(self);
+           pl_corr_service_bytes(self);
 }
 
 /* Pushes the oldest batches out while a bound is exceeded. */
-void corr_enforce_bounds(correlation *self)
+void pl_corr_enforce_bounds(correlation *self)
 {
     if (pl_memory_state_get() == PL_MEMORY_HARD) {
-        corr_release_all(self, RELEASE_EARLY);
+        pl_corr_release_all(self, RELEASE_EARLY);
         return;
     }
     while (self->head[SIDE_SPANS] && self->held_spans > (size_t)self->cfg.max_spans)
-        corr_release(self, self->head[SIDE_SPANS], RELEASE_EARLY);
+        pl_corr_release(self, self->head[SIDE_SPANS], RELEASE_EARLY);
     while (self->head[SIDE_SAMPLES] &&
            self->pending_samples > (size_t)self->cfg.max_pending_samples)
-        corr_release(self, self->head[SIDE_SAMPLES], RELEASE_EARLY);
+        pl_corr_release(self, self->head[SIDE_SAMPLES], RELEASE_EARLY);
     while ((self->head[0] || self->head[1]) &&
-           self->held_bytes + corr_index_bytes(self) > self->cfg.max_bytes) {
+           self->held_bytes + pl_corr_index_bytes(self) > self->cfg.max_bytes) {
         /* With storage the oldest span batch in memory spills instead
          * (spilled ones keep their place in the FIFO, and their hold). */
         uint32_t a = self->head[SIDE_SPANS], b = self->head[SIDE_SAMPLES];
         while (a && self->held[a].spilled && !self->held[a].packed)
             a = self->held[a].next_held;
-        if (a && corr_spill(self, a))
+        if (a && pl_corr_spill(self, a))
             continue;
         if (!a && !b)
             a = self->head[SIDE_SPANS]; /* only spilled ones: the index itself is too big */
         uint32_t oldest = !a ? b : !b ? a : self->held[a].seq < self->held[b].seq ? a : b;
-        corr_release(self, oldest, RELEASE_EARLY);
+        pl_corr_release(self, oldest, RELEASE_EARLY);
     }
 }
 
-bool corr_batch_covered(correlation *self, const held_batch *h)
+bool pl_corr_batch_covered(correlation *self, const held_batch *h)
 {
     uint64_t now = now_ns(self);
     for (uint32_t i = 0; i < h->n_covers; i++) {
         const cover *c = &h->covers[i];
-        if (!corr_service_covers(self, c->service, c->max_end, now))
+        if (!pl_corr_service_covers(self, c->service, c->max_end, now))
             return false;
     }
     return h->n_covers > 0;
 }
 
-void corr_release_covered(correlation *self)
+void pl_corr_release_covered(correlation *self)
 {
     if (!self->cfg.early_release || self->n_retry)
         return; /* the next consumer refuses: they wait (see hand_on) */
     uint32_t i = self->head[SIDE_SPANS];
     while (i && !self->n_retry) {
         uint32_t next = self->held[i].next_held;
-        if (corr_batch_covered(self, &self->held[i]))
-            corr_release(self, i, RELEASE_COVERED);
+        if (pl_corr_batch_covered(self, &self->held[i]))
+            pl_corr_release(self, i, RELEASE_COVERED);
         i = next;
     }
 }
 
-void corr_flush_release_queue(correlation *self)
+void pl_corr_flush_release_queue(correlation *self)
 {
     for (uint32_t k = 0; k < self->n_release; k++) {
         uint32_t hi = self->release_queue[k];
         if (self->held[hi].batch && self->held[hi].side == SIDE_SAMPLES &&
             self->held[hi].items == 0)
-            corr_release(self, hi, RELEASE_WINDOW);
+            pl_corr_release(self, hi, RELEASE_WINDOW);
     }
     self->n_release = 0;
 }
@@ -632,7 +632,7 @@ static prof_map *prof_find(prof_map *m, size_t n, const pl_profile *p)
  * third of the batch): it is held as a deep copy instead, and the waiting
  * samples' entries point into the copy. Nothing else refers to the batch
  * once the consume call that held it has ended its link session. */
-void corr_compact_samples(correlation *self, uint32_t hi)
+void pl_corr_compact_samples(correlation *self, uint32_t hi)
 {
     held_batch *h = &self->held[hi];
     pl_batch *old = h->batch;
@@ -662,8 +662,8 @@ void corr_compact_samples(correlation *self, uint32_t hi)
     pending_table *t = &self->pending;
     for (uint32_t i = 0; i < h->n_refs; i++) {
         pending_ref *ref = &h->refs[i];
-        for (uint32_t j = corr_pending_table_next(t, ref->key, UINT32_MAX); j != UINT32_MAX;
-             j = corr_pending_table_next(t, ref->key, (j + 1) & t->mask)) {
+        for (uint32_t j = pl_corr_pending_table_next(t, ref->key, UINT32_MAX); j != UINT32_MAX;
+             j = pl_corr_pending_table_next(t, ref->key, (j + 1) & t->mask)) {
             pending_entry *pe = &t->slots[j];
             if (pe->state != 0 || pe->held != hi || pe->sample != ref->sample)
                 continue;
@@ -692,7 +692,7 @@ void corr_compact_samples(correlation *self, uint32_t hi)
     pl_batch_free(old); /* the copy took over its write-ahead entries */
 }
 
-void corr_queue_release(correlation *self, uint32_t hi)
+void pl_corr_queue_release(correlation *self, uint32_t hi)
 {
     if (self->n_release == self->cap_release) {
         uint32_t cap = self->cap_release ? self->cap_release * 2 : 16;
@@ -733,8 +733,8 @@ static void sweep_markers(correlation *self, uint64_t now)
         span_entry *e = &t->slots[i];
         if (e->key && e->state != ENTRY_HELD && e->state != ENTRY_SPILLED &&
             e->expiry_ms <= now_ms) {
-            corr_stats_release(self, e->stats);
-            corr_span_table_delete(t, i);
+            pl_corr_stats_release(self, e->stats);
+            pl_corr_span_table_delete(t, i);
             self->markers--;
             continue;
         }
@@ -750,7 +750,7 @@ static void sweep_markers(correlation *self, uint64_t now)
     for (uint32_t n = 0; n < budget;) {
         pending_entry *e = &p->slots[i];
         if (e->key && e->state == 1 && e->expiry_ms <= now_ms) {
-            corr_pending_table_delete(p, i);
+            pl_corr_pending_table_delete(p, i);
             self->pending_markers--;
             continue;
         }
@@ -771,7 +771,7 @@ static void shrink_tables(correlation *self)
         uint64_t want = cap;
         while (want > 1024 && (uint64_t)self->spans.count * 8 < want)
             want /= 2;
-        corr_span_table_resize(&self->spans, want); /* on failure the old table stays */
+        pl_corr_span_table_resize(&self->spans, want); /* on failure the old table stays */
         self->sweep_pos = 0;
     }
     cap = (uint64_t)self->pending.mask + 1;
@@ -779,7 +779,7 @@ static void shrink_tables(correlation *self)
         uint64_t want = cap;
         while (want > 1024 && (uint64_t)self->pending.count * 8 < want)
             want /= 2;
-        corr_pending_table_resize(&self->pending, want);
+        pl_corr_pending_table_resize(&self->pending, want);
         self->pending_sweep_pos = 0;
     }
 }
@@ -789,9 +789,9 @@ void pl_correlation_tick(void *p)
     correlation *self = p;
     uint64_t now = now_ns(self);
     pl_status refusal;
-    corr_retry(self, now, (pl_signal)PL_SIGNAL_COUNT, &refusal);
+    pl_corr_retry(self, now, (pl_signal)PL_SIGNAL_COUNT, &refusal);
     log_drops(self, now, false);
-    corr_clock_tick(self, now);
+    pl_corr_clock_tick(self, now);
     /* While the next consumer refuses (from before, or from the first
      * release of this tick on), nothing leaves by its window: it would only
      * wait decoded in the retry list (see hand_on). */
@@ -804,7 +804,7 @@ void pl_correlation_tick(void *p)
             /* A cadence was learned since it came: its hold follows. */
             uint64_t hold = 0;
             for (uint32_t k = 0; k < h->n_covers; k++) {
-                uint64_t hs = corr_service_hold(self, h->covers[k].service, now);
+                uint64_t hs = pl_corr_service_hold(self, h->covers[k].service, now);
                 if (hs > hold)
                     hold = hs;
             }
@@ -812,7 +812,7 @@ void pl_correlation_tick(void *p)
             h->epoch = self->cadence_epoch;
         }
         if (h->deadline <= now)
-            corr_release(self, i, RELEASE_WINDOW);
+            pl_corr_release(self, i, RELEASE_WINDOW);
         i = next;
     }
     /* Samples wait one window, in arrival order, except those waiting for
@@ -820,23 +820,23 @@ void pl_correlation_tick(void *p)
     if (!self->spill_dir && !self->pack) {
         while (self->head[SIDE_SAMPLES] && !self->n_retry &&
                self->held[self->head[SIDE_SAMPLES]].deadline <= now)
-            corr_release(self, self->head[SIDE_SAMPLES], RELEASE_WINDOW);
+            pl_corr_release(self, self->head[SIDE_SAMPLES], RELEASE_WINDOW);
     } else {
         for (uint32_t i = self->head[SIDE_SAMPLES]; i && !self->n_retry;) {
             uint32_t next = self->held[i].next_held;
             if (self->held[i].deadline <= now)
-                corr_release(self, i, RELEASE_WINDOW);
+                pl_corr_release(self, i, RELEASE_WINDOW);
             i = next;
         }
     }
     sweep_markers(self, now);
-    corr_late_expire(self, now);
+    pl_corr_late_expire(self, now);
     shrink_tables(self);
-    corr_enforce_bounds(self);
-    corr_update_gauges(self);
+    pl_corr_enforce_bounds(self);
+    pl_corr_update_gauges(self);
 }
 
-void corr_on_timer(uv_timer_t *t)
+void pl_corr_on_timer(uv_timer_t *t)
 {
     pl_correlation_tick(t->data);
 }

@@ -121,7 +121,7 @@ static int mkdir_parents(const char *path)
     return 0;
 }
 
-int corr_spill_init(correlation *self, pl_err *err)
+int pl_corr_spill_init(correlation *self, pl_err *err)
 {
     self->c_spilled_batches =
         pl_stats_counter(self->stats, "spilled_batches", "held span batches written to storage");
@@ -179,7 +179,7 @@ int corr_spill_init(correlation *self, pl_err *err)
     return PL_OK;
 }
 
-void corr_spill_free(correlation *self)
+void pl_corr_spill_free(correlation *self)
 {
     ZSTD_freeCCtx(self->zcctx);
     ZSTD_freeDCtx(self->zdctx);
@@ -352,7 +352,7 @@ static span_entry *entry_in(correlation *self, const pl_span *sp)
  * was added for a span not in the table: the entries with that id are no
  * longer alone, and a spilled one's own summary may no longer be the one a
  * lookup finds first (see corr_ref_exact). */
-void corr_not_alone(correlation *self, uint64_t key)
+void pl_corr_not_alone(correlation *self, uint64_t key)
 {
     SPAN_EACH(&self->spans, key, i)
     {
@@ -367,7 +367,7 @@ static void spill_entries(correlation *self, uint32_t hi)
 {
     held_batch *h = &self->held[hi];
     /* Room for these summaries first, so they push out no late ones. */
-    corr_late_room_for(self, self->spilled_spans + h->items);
+    pl_corr_late_room_for(self, self->spilled_spans + h->items);
     /* Parent ids stay (8 bytes a span) so totals still roll up through it. */
     free(h->parents);
     h->parents = calloc(h->items ? h->items : 1, sizeof(uint64_t));
@@ -393,7 +393,7 @@ static void spill_entries(correlation *self, uint32_t hi)
                         continue;
                     if (pass == 0) {
                         bool only;
-                        uint64_t ref = corr_late_add(self, e, now, &only);
+                        uint64_t ref = pl_corr_late_add(self, e, now, &only);
                         if (!only)
                             e->alone = false; /* an older namesake's summary is found first */
                         if (h->parents && n_refs < h->items)
@@ -439,7 +439,7 @@ static void spill_entries(correlation *self, uint32_t hi)
 /* hold_compression: packs indexed held span batch hi in memory (see the
  * header comment). False (nothing changed) when packing is off, the batch
  * cannot be packed, or encoding fails: it then stays decoded. */
-bool corr_pack(correlation *self, uint32_t hi)
+bool pl_corr_pack(correlation *self, uint32_t hi)
 {
     held_batch *h = &self->held[hi];
     if (!self->pack || h->side != SIDE_SPANS || h->spilled || !h->indexed || !self->late ||
@@ -462,8 +462,8 @@ bool corr_pack(correlation *self, uint32_t hi)
 
 /* hold_compression: packs held span batch hi that is not indexed (no
  * profiles lately): its bytes only, nothing refers into it. It is unpacked
- * when it is indexed or leaves (corr_unpack). */
-bool corr_pack_unindexed(correlation *self, uint32_t hi)
+ * when it is indexed or leaves (pl_corr_unpack). */
+bool pl_corr_pack_unindexed(correlation *self, uint32_t hi)
 {
     held_batch *h = &self->held[hi];
     if (!self->pack || h->side != SIDE_SPANS || h->indexed || h->packed || !h->batch)
@@ -486,9 +486,9 @@ bool corr_pack_unindexed(correlation *self, uint32_t hi)
     return true;
 }
 
-/* Unpacks held span batch hi packed by corr_pack_unindexed. False when it
+/* Unpacks held span batch hi packed by pl_corr_pack_unindexed. False when it
  * cannot be decoded (logged and counted; the caller drops its spans). */
-bool corr_unpack(correlation *self, uint32_t hi)
+bool pl_corr_unpack(correlation *self, uint32_t hi)
 {
     held_batch *h = &self->held[hi];
     const char *why = NULL;
@@ -502,14 +502,14 @@ bool corr_unpack(correlation *self, uint32_t hi)
          * for a replay). */
         pl_error(COMPONENT, "%s: cannot unpack a held span batch: %s", self->id, why);
         (*self->c_spill_failures)++;
-        corr_spill_drop(self, hi);
+        pl_corr_spill_drop(self, hi);
         pl_stats_add(self->stats, PL_SIGNAL_TRACES, PL_STAT_DROPPED, h->items);
         *self->c_unlinked_spans += h->items;
         self->held_spans -= h->items;
         self->held_bytes -= h->bytes;
         self->unindexed_batches--;
-        corr_held_unlink_and_free(self, hi);
-        corr_update_gauges(self);
+        pl_corr_held_unlink_and_free(self, hi);
+        pl_corr_update_gauges(self);
         return false;
     }
     b->wal = h->wal;
@@ -523,19 +523,19 @@ bool corr_unpack(correlation *self, uint32_t hi)
 
 /* Packs every indexed held span batch still decoded (after profiles came
  * back and indexed the batches held meanwhile). */
-void corr_pack_indexed(correlation *self)
+void pl_corr_pack_indexed(correlation *self)
 {
     if (!self->pack)
         return;
     for (uint32_t i = self->head[SIDE_SPANS]; i; i = self->held[i].next_held)
         if (self->held[i].indexed && !self->held[i].spilled)
-            corr_pack(self, i);
+            pl_corr_pack(self, i);
 }
 
 /* Writes held span batch hi to storage and frees it (a packed one: its
  * packed bytes). False (nothing changed) when there is no storage, the disk
  * bound is reached or writing fails: the caller then releases it early. */
-bool corr_spill(correlation *self, uint32_t hi)
+bool pl_corr_spill(correlation *self, uint32_t hi)
 {
     held_batch *h = &self->held[hi];
     if (!self->spill_dir || h->side != SIDE_SPANS || (h->spilled && !h->packed) || !h->indexed ||
@@ -592,7 +592,7 @@ bool corr_spill(correlation *self, uint32_t hi)
 
 /* Reads spilled batch hi back (from memory or disk; its write-ahead entries
  * restored); NULL when it cannot be read (counted; its spans are lost). */
-pl_batch *corr_spill_load(correlation *self, uint32_t hi)
+pl_batch *pl_corr_spill_load(correlation *self, uint32_t hi)
 {
     held_batch *h = &self->held[hi];
     pl_batch *b;
@@ -622,7 +622,7 @@ pl_batch *corr_spill_load(correlation *self, uint32_t hi)
 
 /* Deletes the file of a spilled batch (read back and handed on, or lost);
  * seq 0: it was packed in memory, no file. */
-void corr_spill_remove(correlation *self, uint64_t seq, size_t bytes)
+void pl_corr_spill_remove(correlation *self, uint64_t seq, size_t bytes)
 {
     if (!seq)
         return;
@@ -636,7 +636,7 @@ void corr_spill_remove(correlation *self, uint64_t seq, size_t bytes)
 /* Destroyed without shutdown: the file stays for the next start (a packed
  * batch is lost, like a decoded one); the write-ahead entries are kept for
  * replay too. */
-void corr_spill_drop(correlation *self, uint32_t hi)
+void pl_corr_spill_drop(correlation *self, uint32_t hi)
 {
     held_batch *h = &self->held[hi];
     if (h->wal) {
@@ -662,7 +662,7 @@ void corr_spill_drop(correlation *self, uint32_t hi)
 }
 
 /* Passes on the files an earlier run left (unenriched: their index is gone). */
-void corr_spill_replay(correlation *self, pl_consumer *next)
+void pl_corr_spill_replay(correlation *self, pl_consumer *next)
 {
     uint32_t n = self->n_leftovers;
     char **paths = self->leftovers;
@@ -690,14 +690,14 @@ void corr_spill_replay(correlation *self, pl_consumer *next)
 /* The spilled entry a summary stands for: the one whose own summary it is
  * (NULL: its span is not spilled, it left). Not merely one with its span id:
  * two spans may share one, in different traces. */
-span_entry *corr_spilled_entry(correlation *self, const late_span *ls)
+span_entry *pl_corr_spilled_entry(correlation *self, const late_span *ls)
 {
     if (!self->spilled_spans)
         return NULL;
     SPAN_EACH(&self->spans, ls->key, i)
     {
         span_entry *e = &self->spans.slots[i];
-        if (e->state == ENTRY_SPILLED && corr_late_ref_summary(self, e) == ls)
+        if (e->state == ENTRY_SPILLED && pl_corr_late_ref_summary(self, e) == ls)
             return e;
     }
     return NULL;
@@ -705,23 +705,23 @@ span_entry *corr_spilled_entry(correlation *self, const late_span *ls)
 
 /* Whether spilled entry e may be the span of `trace` (NULL: unknown): the
  * trace its statistics or its summary know, when known. */
-bool corr_spilled_in_trace(const correlation *self, const span_entry *e, const uint8_t *trace)
+bool pl_corr_spilled_in_trace(const correlation *self, const span_entry *e, const uint8_t *trace)
 {
     if (!trace)
         return true;
     const span_stats *st = e->stats ? &self->stats_arr[e->stats] : NULL;
     if (st && st->has_trace)
         return memcmp(st->trace_id, trace, 16) == 0;
-    const late_span *s = corr_late_ref_summary(self, e);
+    const late_span *s = pl_corr_late_ref_summary(self, e);
     return !s || !s->has_trace || memcmp(s->trace_id, trace, 16) == 0;
 }
 
 /* Keeps spilled entry e's trace id (from its summary) in its statistics st,
- * where corr_spilled_in_trace looks first: the ancestor of many samples is
+ * where pl_corr_spilled_in_trace looks first: the ancestor of many samples is
  * then told apart without its summary's line. */
-void corr_spilled_keep_trace(const correlation *self, const span_entry *e, span_stats *st)
+void pl_corr_spilled_keep_trace(const correlation *self, const span_entry *e, span_stats *st)
 {
-    const late_span *s = corr_late_ref_summary(self, e);
+    const late_span *s = pl_corr_late_ref_summary(self, e);
     if (s && s->has_trace) {
         memcpy(st->trace_id, s->trace_id, 16);
         st->has_trace = true;
@@ -731,7 +731,7 @@ void corr_spilled_keep_trace(const correlation *self, const span_entry *e, span_
 /* The latest deadline of a spilled batch holding a span with this id (0:
  * none): a sample that found no summary for it waits until then, and links
  * when the batch is read back. */
-uint64_t corr_spilled_deadline(correlation *self, uint64_t key)
+uint64_t pl_corr_spilled_deadline(correlation *self, uint64_t key)
 {
     uint64_t d = 0;
     SPAN_EACH(&self->spans, key, i)

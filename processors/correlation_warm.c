@@ -63,10 +63,10 @@ static void ask_entry(const correlation *self, const span_entry *e, bool whole)
         pf(sp + 64);
         pf(sp + offsetof(pl_span, attrs) + sizeof(pl_attrs) - 1);
     } else if (whole) {
-        const uint64_t *pk = corr_spilled_parent(self, e);
+        const uint64_t *pk = pl_corr_spilled_parent(self, e);
         if (pk)
             pf(pk);
-        corr_late_ref_prefetch(self, e->late_ref, true);
+        pl_corr_late_ref_prefetch(self, e->late_ref, true);
     }
     if (e->stats && e->stats < self->n_stats) {
         const span_stats *st = &self->stats_arr[e->stats];
@@ -99,12 +99,12 @@ static void ask_entry_data(const correlation *self, const span_entry *e, bool wh
         pf(st->fns);
     if (!whole && e->state != ENTRY_HELD) {
         /* A spilled ancestor: its parent id, and its summary when its
-         * statistics do not know its trace (corr_spilled_in_trace). */
-        const uint64_t *pk = corr_spilled_parent(self, e);
+         * statistics do not know its trace (pl_corr_spilled_in_trace). */
+        const uint64_t *pk = pl_corr_spilled_parent(self, e);
         if (pk)
             pf(pk);
         if (!st || !st->has_trace)
-            corr_late_ref_prefetch(self, e->late_ref, false);
+            pl_corr_late_ref_prefetch(self, e->late_ref, false);
     }
 }
 
@@ -135,7 +135,7 @@ static void stage(const correlation *self, corr_warm *w, int k, uint32_t from, u
             break;
         case 2: /* its parent's id: ask for the parent's slot, and the span's data */
             if ((e = probe(self, ws->key, ws->home))) {
-                ws->pkey = corr_entry_parent(self, e);
+                ws->pkey = pl_corr_entry_parent(self, e);
                 ws->phome = home_of(self, ws->pkey);
                 if (ws->phome != UINT32_MAX)
                     pf(&self->spans.slots[ws->phome]);
@@ -172,8 +172,8 @@ static void step(const correlation *self, corr_warm *w, int64_t g)
         stage_group(self, w, k, g + WARM_STAGES - k);
 }
 
-void corr_warm_start(const correlation *self, corr_warm *w, const pl_dictionary *dict,
-                     const pl_sample *samples, uint32_t n)
+void pl_corr_warm_start(const correlation *self, corr_warm *w, const pl_dictionary *dict,
+                        const pl_sample *samples, uint32_t n)
 {
     w->dict = dict;
     w->samples = samples;
@@ -183,7 +183,7 @@ void corr_warm_start(const correlation *self, corr_warm *w, const pl_dictionary 
         step(self, w, g);
 }
 
-void corr_warm_next(const correlation *self, corr_warm *w, uint32_t si)
+void pl_corr_warm_next(const correlation *self, corr_warm *w, uint32_t si)
 {
     if (si % WARM_GROUP == 0 && w->n)
         step(self, w, si / WARM_GROUP);

@@ -42,7 +42,7 @@ static inline void pl_errpath_pop(pl_errpath *p)
 void pl_errpath_vfail(const pl_errpath *p, pl_err *err, bool snake, const char *field,
                       const char *fmt, va_list ap);
 /* The same with arguments; returns -1, the decoders' failure (their
- * pl_jd_fail / pl_pbw_fail are this with their path and naming). */
+ * pl_json_dec_fail / pl_pb_wire_fail are this with their path and naming). */
 __attribute__((format(printf, 5, 6))) int pl_errpath_fail(const pl_errpath *p, pl_err *err,
                                                           bool snake, const char *field,
                                                           const char *fmt, ...);

@@ -243,11 +243,11 @@ static pl_status check_budget(rctx *x)
         return pl_errf(x->err, PL_ERR_TOO_LARGE,
                        "JFR: more than %zu objects (pool entries, events, samples) in one request",
                        x->max_objects);
-    size_t mem = jfr_out_memory(&x->out) + pl_arena_bytes(&x->arena) + htab_bytes(&x->class_index) +
-                 htab_bytes(&x->stack_index) + htab_bytes(&x->method_index) +
-                 htab_bytes(&x->pclass_index) + htab_bytes(&x->text_index) +
-                 htab_bytes(&x->fn_cache_index) + htab_bytes(&x->st_cache_index) +
-                 (size_t)x->cap_scratch * 4;
+    size_t mem = pl_jfr_out_memory(&x->out) + pl_arena_bytes(&x->arena) +
+                 htab_bytes(&x->class_index) + htab_bytes(&x->stack_index) +
+                 htab_bytes(&x->method_index) + htab_bytes(&x->pclass_index) +
+                 htab_bytes(&x->text_index) + htab_bytes(&x->fn_cache_index) +
+                 htab_bytes(&x->st_cache_index) + (size_t)x->cap_scratch * 4;
     if (mem > x->max_memory)
         return pl_errf(x->err, PL_ERR_TOO_LARGE,
                        "JFR: decoding needs more than %zu bytes of memory (the request's budget)",
@@ -969,8 +969,8 @@ static int32_t method_function(rctx *x, uint64_t method)
             s[i] = cname.ptr[i] == '/' ? '.' : (char)cname.ptr[i];
         s[cname.len] = '.';
         memcpy(s + cname.len + 1, mname.ptr, mname.len);
-        int32_t name = jfr_out_string(&x->out, (pl_bytes){(const uint8_t *)s, (uint32_t)len});
-        fn = name < 0 ? -2 : jfr_out_function(&x->out, (uint32_t)name);
+        int32_t name = pl_jfr_out_string(&x->out, (pl_bytes){(const uint8_t *)s, (uint32_t)len});
+        fn = name < 0 ? -2 : pl_jfr_out_function(&x->out, (uint32_t)name);
         if (fn == -1)
             fn = -2;
     }
@@ -1007,12 +1007,12 @@ static int32_t stack_of(rctx *x, uint64_t key)
             return -2;
         if (fn < 0)
             continue;
-        int32_t loc = jfr_out_location(&x->out, (uint32_t)fn, f->line);
+        int32_t loc = pl_jfr_out_location(&x->out, (uint32_t)fn, f->line);
         if (loc < 0)
             return -2;
         x->scratch_locs[n++] = (uint32_t)loc;
     }
-    int32_t stack = jfr_out_stack(&x->out, x->scratch_locs, n);
+    int32_t stack = pl_jfr_out_stack(&x->out, x->scratch_locs, n);
     if (stack < 0 || cache_put(x, &x->st_cache, &x->n_st_cache, &x->cap_st_cache,
                                &x->st_cache_index, key, stack))
         return -2;
@@ -1031,7 +1031,7 @@ static pl_status add(rctx *x, pl_jfr_kind kind, int32_t stack, const jfr_corr *c
                      int64_t v1)
 {
     x->res->events_by_kind[kind]++;
-    int r = jfr_out_sample(&x->out, kind, (uint32_t)stack, ctx, v0, v1);
+    int r = pl_jfr_out_sample(&x->out, kind, (uint32_t)stack, ctx, v0, v1);
     if (r < 0)
         return NOMEM();
     x->objects += (uint64_t)r;
@@ -1237,7 +1237,7 @@ pl_status pl_jfr_to_pprof(const uint8_t *data, size_t len, const pl_jfr_options 
     rctx *x = calloc(1, sizeof(*x));
     if (!x)
         return pl_errf(err, PL_ERR_NOMEM, "out of memory");
-    jfr_out_init(&x->out);
+    pl_jfr_out_init(&x->out);
     pl_arena_init(&x->arena);
     x->res = out;
     x->err = err;
@@ -1275,11 +1275,11 @@ pl_status pl_jfr_to_pprof(const uint8_t *data, size_t len, const pl_jfr_options 
                 continue;
             pl_jfr_profile *p = &out->profiles[out->n_profiles++];
             p->kind = (pl_jfr_kind)k;
-            p->name = jfr_kind_name((pl_jfr_kind)k);
+            p->name = pl_jfr_kind_name((pl_jfr_kind)k);
             p->events = x->out.kinds[k].events;
             p->samples = x->out.kinds[k].n;
             pl_buf_init(&p->pprof);
-            if (jfr_out_encode(&x->out, (pl_jfr_kind)k, &info, &p->pprof))
+            if (pl_jfr_out_encode(&x->out, (pl_jfr_kind)k, &info, &p->pprof))
                 st = pl_errf(err, PL_ERR_NOMEM, "out of memory");
             else if (p->pprof.len > x->max_memory)
                 st = pl_errf(err, PL_ERR_TOO_LARGE, "JFR: profile over the memory budget");
@@ -1288,7 +1288,7 @@ pl_status pl_jfr_to_pprof(const uint8_t *data, size_t len, const pl_jfr_options 
     chunk_reset(x);
     pl_arena_free(&x->arena);
     free(x->scratch_locs);
-    jfr_out_free(&x->out);
+    pl_jfr_out_free(&x->out);
     free(x);
     return st;
 }

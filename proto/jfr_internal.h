@@ -66,18 +66,18 @@ typedef struct jfr_out {
 } jfr_out;
 
 /* Each returns the index, or -1 on OOM. */
-int32_t jfr_out_string(jfr_out *o, pl_bytes s);
-int32_t jfr_out_function(jfr_out *o, uint32_t name_string);
-int32_t jfr_out_location(jfr_out *o, uint32_t function, int32_t line);
-int32_t jfr_out_stack(jfr_out *o, const uint32_t *locs, uint32_t n);
+int32_t pl_jfr_out_string(jfr_out *o, pl_bytes s);
+int32_t pl_jfr_out_function(jfr_out *o, uint32_t name_string);
+int32_t pl_jfr_out_location(jfr_out *o, uint32_t function, int32_t line);
+int32_t pl_jfr_out_stack(jfr_out *o, const uint32_t *locs, uint32_t n);
 /* Adds values to the (stack, correlation) sample of `kind`; 1 if a new
  * sample was made, 0 if summed into one, -1 on OOM. */
-int jfr_out_sample(jfr_out *o, pl_jfr_kind kind, uint32_t stack, const jfr_corr *corr, int64_t v0,
-                   int64_t v1);
+int pl_jfr_out_sample(jfr_out *o, pl_jfr_kind kind, uint32_t stack, const jfr_corr *corr,
+                      int64_t v0, int64_t v1);
 /* Memory the tables hold (for the budget). */
-size_t jfr_out_memory(const jfr_out *o);
-void jfr_out_init(jfr_out *o);
-void jfr_out_free(jfr_out *o);
+size_t pl_jfr_out_memory(const jfr_out *o);
+void pl_jfr_out_init(jfr_out *o);
+void pl_jfr_out_free(jfr_out *o);
 
 typedef struct jfr_encode_info {
     int64_t period; /* CPU / wall sampling period, ns */
@@ -86,8 +86,8 @@ typedef struct jfr_encode_info {
 } jfr_encode_info;
 
 /* Appends the pprof of `kind` to `out`. -1 on OOM. */
-int jfr_out_encode(const jfr_out *o, pl_jfr_kind kind, const jfr_encode_info *info, pl_buf *out);
+int pl_jfr_out_encode(const jfr_out *o, pl_jfr_kind kind, const jfr_encode_info *info, pl_buf *out);
 /* Pyroscope's __name__ of a kind. */
-const char *jfr_kind_name(pl_jfr_kind kind);
+const char *pl_jfr_kind_name(pl_jfr_kind kind);
 
 #endif

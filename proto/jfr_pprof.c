@@ -23,13 +23,13 @@
 #define GROW(o, field, n, cap)                                                                     \
     pl_arena_reserve(&(o)->arena, (void **)&(o)->field, (o)->n, &(o)->cap, sizeof(*(o)->field), 64)
 
-void jfr_out_init(jfr_out *o)
+void pl_jfr_out_init(jfr_out *o)
 {
     memset(o, 0, sizeof(*o));
     pl_arena_init(&o->arena);
 }
 
-void jfr_out_free(jfr_out *o)
+void pl_jfr_out_free(jfr_out *o)
 {
     pl_htab_free(&o->string_index);
     pl_htab_free(&o->function_index);
@@ -40,7 +40,7 @@ void jfr_out_free(jfr_out *o)
     pl_arena_free(&o->arena);
 }
 
-size_t jfr_out_memory(const jfr_out *o)
+size_t pl_jfr_out_memory(const jfr_out *o)
 {
     size_t n = pl_arena_bytes(&o->arena);
     n += ((size_t)o->string_index.cap + o->function_index.cap + o->loc_index.cap +
@@ -102,7 +102,7 @@ static int32_t find_or_append(jfr_out *o, pl_htab *index, uint32_t h, pl_htab_eq
 #define TABLE(o, field)                                                                            \
     (void **)&(o)->field, &(o)->n_##field, &(o)->cap_##field, sizeof(*(o)->field)
 
-int32_t jfr_out_string(jfr_out *o, pl_bytes s)
+int32_t pl_jfr_out_string(jfr_out *o, pl_bytes s)
 {
     static const pl_bytes empty = {(const uint8_t *)"", 0};
     if (s.len == 0)
@@ -126,7 +126,7 @@ static bool function_eq(const void *ctx, uint32_t val)
     return k->o->functions[val] == k->a;
 }
 
-int32_t jfr_out_function(jfr_out *o, uint32_t name_string)
+int32_t pl_jfr_out_function(jfr_out *o, uint32_t name_string)
 {
     static const uint32_t none = 0;
     u32_key k = {o, name_string, 0};
@@ -140,7 +140,7 @@ static bool loc_eq(const void *ctx, uint32_t val)
     return k->o->locs[val].function == k->a && k->o->locs[val].line == k->b;
 }
 
-int32_t jfr_out_location(jfr_out *o, uint32_t function, int32_t line)
+int32_t pl_jfr_out_location(jfr_out *o, uint32_t function, int32_t line)
 {
     static const jfr_loc none = {0, 0};
     jfr_loc loc = {function, line};
@@ -164,7 +164,7 @@ static bool stack_eq(const void *ctx, uint32_t val)
            (k->n == 0 || memcmp(k->o->stack_locs + s->off, k->locs, k->n * sizeof(uint32_t)) == 0);
 }
 
-int32_t jfr_out_stack(jfr_out *o, const uint32_t *locs, uint32_t n)
+int32_t pl_jfr_out_stack(jfr_out *o, const uint32_t *locs, uint32_t n)
 {
     uint32_t h = (uint32_t)pl_hash_bytes(locs, (size_t)n * sizeof(uint32_t));
     stack_key k = {o, locs, n};
@@ -206,8 +206,8 @@ static bool sample_eq(const void *ctx, uint32_t val)
            s->corr.span_id == k->corr->span_id && s->corr.span_name == k->corr->span_name;
 }
 
-int jfr_out_sample(jfr_out *o, pl_jfr_kind kind, uint32_t stack, const jfr_corr *corr, int64_t v0,
-                   int64_t v1)
+int pl_jfr_out_sample(jfr_out *o, pl_jfr_kind kind, uint32_t stack, const jfr_corr *corr,
+                      int64_t v0, int64_t v1)
 {
     jfr_kind_state *ks = &o->kinds[kind];
     ks->events++;
@@ -466,7 +466,7 @@ static const struct kind_desc {
                        false},
 };
 
-const char *jfr_kind_name(pl_jfr_kind kind)
+const char *pl_jfr_kind_name(pl_jfr_kind kind)
 {
     return kinds[kind].name;
 }
@@ -488,21 +488,21 @@ static void put_msg(pl_buf *b, uint32_t field, pl_buf *m)
 
 #define F_PROFILE(f) perftools_profiles_Profile_##f##_tag
 
-int jfr_out_encode(const jfr_out *oc, pl_jfr_kind kind, const jfr_encode_info *info, pl_buf *out)
+int pl_jfr_out_encode(const jfr_out *oc, pl_jfr_kind kind, const jfr_encode_info *info, pl_buf *out)
 {
     jfr_out *o = (jfr_out *)oc; /* label strings are interned into the shared table */
     const struct kind_desc *kd = &kinds[kind];
     const jfr_kind_state *ks = &o->kinds[kind];
     int32_t fixed[6];
     for (int c = 0; c < kd->columns; c++) {
-        fixed[2 * c] = jfr_out_string(o, pl_bytes_from_cstr(kd->types[c][0]));
-        fixed[2 * c + 1] = jfr_out_string(o, pl_bytes_from_cstr(kd->types[c][1]));
+        fixed[2 * c] = pl_jfr_out_string(o, pl_bytes_from_cstr(kd->types[c][0]));
+        fixed[2 * c + 1] = pl_jfr_out_string(o, pl_bytes_from_cstr(kd->types[c][1]));
     }
     bool has_period = kd->period[0] != NULL;
-    fixed[4] = has_period ? jfr_out_string(o, pl_bytes_from_cstr(kd->period[0])) : 0;
-    fixed[5] = has_period ? jfr_out_string(o, pl_bytes_from_cstr(kd->period[1])) : 0;
-    int32_t span_id_key = jfr_out_string(o, PL_BYTES_LIT("span_id"));
-    int32_t span_name_key = jfr_out_string(o, PL_BYTES_LIT("span_name"));
+    fixed[4] = has_period ? pl_jfr_out_string(o, pl_bytes_from_cstr(kd->period[0])) : 0;
+    fixed[5] = has_period ? pl_jfr_out_string(o, pl_bytes_from_cstr(kd->period[1])) : 0;
+    int32_t span_id_key = pl_jfr_out_string(o, PL_BYTES_LIT("span_id"));
+    int32_t span_name_key = pl_jfr_out_string(o, PL_BYTES_LIT("span_name"));
     if (span_id_key < 0 || span_name_key < 0)
         return -1;
     for (int i = 0; i < 6; i++)
@@ -539,8 +539,8 @@ int jfr_out_encode(const jfr_out *oc, pl_jfr_kind kind, const jfr_encode_info *i
                 if (corr->span_id && (pl_bytes_eq_cstr(k->text, "span_id") ||
                                       pl_bytes_eq_cstr(k->text, "profile_id")))
                     continue;
-                key = jfr_out_string(o, k->text);
-                value = jfr_out_string(o, v->text);
+                key = pl_jfr_out_string(o, k->text);
+                value = pl_jfr_out_string(o, v->text);
             } else if (j == n_pairs) {
                 if (!corr->span_id)
                     continue;
@@ -550,7 +550,7 @@ int jfr_out_encode(const jfr_out *oc, pl_jfr_kind kind, const jfr_encode_info *i
                 if (!copy)
                     goto done;
                 key = span_id_key;
-                value = jfr_out_string(o, (pl_bytes){(const uint8_t *)copy, 16});
+                value = pl_jfr_out_string(o, (pl_bytes){(const uint8_t *)copy, 16});
             } else {
                 const label_string *name =
                     info->labels && corr->span_name
@@ -559,7 +559,7 @@ int jfr_out_encode(const jfr_out *oc, pl_jfr_kind kind, const jfr_encode_info *i
                 if (!name || !name->text.len)
                     continue;
                 key = span_name_key;
-                value = jfr_out_string(o, name->text);
+                value = pl_jfr_out_string(o, name->text);
             }
             if (key < 0 || value < 0)
                 goto done;

@@ -77,7 +77,7 @@ static int scratch_push(jdec *d, const void *elem, size_t size)
             cap *= 2;
         uint8_t *p = realloc(d->scratch, cap);
         if (!p)
-            return pl_jd_oom(d);
+            return pl_json_dec_oom(d);
         d->scratch = p;
         d->scratch_cap = cap;
     }
@@ -94,31 +94,31 @@ static int dec_elem(jdec *d, const jfield *f, void *elem, int depth)
     case FK_LIST:
         if (pl_jr_peek(&d->r) != PL_JT_OBJECT) {
             if (!pl_jr_skip(&d->r))
-                return pl_jd_syntax(d);
-            return pl_jd_fail(d, NULL, "want an object");
+                return pl_json_dec_syntax(d);
+            return pl_json_dec_fail(d, NULL, "want an object");
         }
         return dec_msg(d, f->sub, elem, depth);
     case FK_ANYS:
         if (pl_jr_peek(&d->r) != PL_JT_OBJECT) {
             if (!pl_jr_skip(&d->r))
-                return pl_jd_syntax(d);
-            return pl_jd_fail(d, NULL, "want an object");
+                return pl_json_dec_syntax(d);
+            return pl_json_dec_fail(d, NULL, "want an object");
         }
         return dec_anyvalue(d, elem, depth + 1);
     case FK_I32S:
-        if (pl_jd_int(d, NULL, true, INT32_MIN, INT32_MAX, &u))
+        if (pl_json_dec_int(d, NULL, true, INT32_MIN, INT32_MAX, &u))
             return -1;
         *(int32_t *)elem = (int32_t)(int64_t)u;
         return 0;
     case FK_I64S:
-        if (pl_jd_int(d, NULL, true, INT64_MIN, INT64_MAX, &u))
+        if (pl_json_dec_int(d, NULL, true, INT64_MIN, INT64_MAX, &u))
             return -1;
         *(int64_t *)elem = (int64_t)u;
         return 0;
     case FK_U64S:
-        return pl_jd_int(d, NULL, false, 0, UINT64_MAX, (uint64_t *)elem);
+        return pl_json_dec_int(d, NULL, false, 0, UINT64_MAX, (uint64_t *)elem);
     default: /* FK_STRS */
-        return pl_jd_string(d, NULL, (pl_bytes *)elem);
+        return pl_json_dec_string(d, NULL, (pl_bytes *)elem);
     }
 }
 
@@ -136,21 +136,21 @@ static int dec_list(jdec *d, const jfield *f, uint8_t *base, int depth)
         *(uint32_t *)(base + f->aux2) = 0;
     pl_jtype t = pl_jr_peek(&d->r);
     if (t == PL_JT_NULL)
-        return pl_jr_literal(&d->r) ? 0 : pl_jd_syntax(d);
+        return pl_jr_literal(&d->r) ? 0 : pl_json_dec_syntax(d);
     if (t != PL_JT_ARRAY) {
         if (t == PL_JT_NONE || !pl_jr_skip(&d->r))
-            return pl_jd_syntax(d);
-        return pl_jd_fail(d, f->name, "want an array");
+            return pl_json_dec_syntax(d);
+        return pl_json_dec_fail(d, f->name, "want an array");
     }
     if (!pl_jr_array_begin(&d->r))
-        return pl_jd_syntax(d);
+        return pl_json_dec_syntax(d);
     size_t size = pl_tm_elem_size(f), start = d->scratch_len;
     _Alignas(16) uint8_t elem[MAX_ELEM];
     unsigned k = 0;
     int rc;
     uint32_t n = 0;
     while ((rc = pl_jr_array_next(&d->r, &k)) == 1) {
-        if (pl_jd_charge(d, 2 * size + ELEM_OVERHEAD))
+        if (pl_json_dec_charge(d, 2 * size + ELEM_OVERHEAD))
             return -1;
         memset(elem, 0, size);
         path_push(d, f->name, n);
@@ -162,10 +162,10 @@ static int dec_list(jdec *d, const jfield *f, uint8_t *base, int depth)
         n++;
     }
     if (rc < 0)
-        return pl_jd_syntax(d);
+        return pl_json_dec_syntax(d);
     if (n) {
         if (!(*items = arena_copy(d, d->scratch + start, (size_t)n * size)))
-            return pl_jd_oom(d);
+            return pl_json_dec_oom(d);
         *count = n;
         if (f->aux2 != NO_OFF)
             *(uint32_t *)(base + f->aux2) = n;
@@ -180,42 +180,42 @@ static int dec_field(jdec *d, const jfield *f, uint8_t *base, int depth)
     uint64_t u;
     switch ((fkind)f->kind) {
     case FK_STR:
-        return pl_jd_string(d, f->name, dst);
+        return pl_json_dec_string(d, f->name, dst);
     case FK_B64:
-        return pl_jd_base64(d, f->name, dst);
+        return pl_json_dec_base64(d, f->name, dst);
     case FK_ID:
-        return pl_jd_hex_id(d, f->name, dst, base + f->aux, f->arg);
+        return pl_json_dec_hex_id(d, f->name, dst, base + f->aux, f->arg);
     case FK_U32:
     case FK_FX32:
-        if (pl_jd_int(d, f->name, false, 0, UINT32_MAX, &u))
+        if (pl_json_dec_int(d, f->name, false, 0, UINT32_MAX, &u))
             return -1;
         *(uint32_t *)dst = (uint32_t)u;
         return 0;
     case FK_I32:
-        if (pl_jd_int(d, f->name, true, INT32_MIN, INT32_MAX, &u))
+        if (pl_json_dec_int(d, f->name, true, INT32_MIN, INT32_MAX, &u))
             return -1;
         *(int32_t *)dst = (int32_t)(int64_t)u;
         return 0;
     case FK_U64:
     case FK_FX64:
-        return pl_jd_int(d, f->name, false, 0, UINT64_MAX, dst);
+        return pl_json_dec_int(d, f->name, false, 0, UINT64_MAX, dst);
     case FK_I64:
-        if (pl_jd_int(d, f->name, true, INT64_MIN, INT64_MAX, &u))
+        if (pl_json_dec_int(d, f->name, true, INT64_MIN, INT64_MAX, &u))
             return -1;
         *(int64_t *)dst = (int64_t)u;
         return 0;
     case FK_ENUM:
-        return pl_jd_enum(d, f->name, f->sub, NULL, f->arg, dst);
+        return pl_json_dec_enum(d, f->name, f->sub, NULL, f->arg, dst);
     case FK_MSG:
     case FK_ANY: {
         pl_jtype t = pl_jr_peek(&d->r);
         if (t == PL_JT_NULL)
-            return pl_jr_literal(&d->r) ? 0 : pl_jd_syntax(d);
+            return pl_jr_literal(&d->r) ? 0 : pl_json_dec_syntax(d);
         path_push(d, f->name, -1);
         if (t != PL_JT_OBJECT) {
             if (t == PL_JT_NONE || !pl_jr_skip(&d->r))
-                return pl_jd_syntax(d);
-            return pl_jd_fail(d, NULL, "want an object");
+                return pl_json_dec_syntax(d);
+            return pl_json_dec_fail(d, NULL, "want an object");
         }
         if (f->kind == FK_ANY) {
             if (dec_anyvalue(d, dst, depth + 1))
@@ -237,7 +237,7 @@ static int dec_field(jdec *d, const jfield *f, uint8_t *base, int depth)
 static int dec_msg(jdec *d, const jmsg *m, void *dst, int depth)
 {
     if (!pl_jr_object_begin(&d->r))
-        return pl_jd_syntax(d);
+        return pl_json_dec_syntax(d);
     unsigned k = 0;
     pl_jstr key;
     int rc;
@@ -245,13 +245,13 @@ static int dec_msg(jdec *d, const jmsg *m, void *dst, int depth)
         const jfield *f = find_field(m, &key);
         if (!f) {
             if (!pl_jr_skip(&d->r))
-                return pl_jd_syntax(d);
+                return pl_json_dec_syntax(d);
             continue;
         }
         if (dec_field(d, f, dst, depth))
             return -1;
     }
-    return rc < 0 ? pl_jd_syntax(d) : 0;
+    return rc < 0 ? pl_json_dec_syntax(d) : 0;
 }
 
 /* ---- AnyValue (a oneof) ------------------------------------------------- */
@@ -260,18 +260,18 @@ static int dec_anyvalue(jdec *d, pl_value *v, int depth)
 {
     memset(v, 0, sizeof(*v));
     if (depth > PL_OTLP_MAX_DEPTH) {
-        pl_jd_fail(d, NULL, "values nested deeper than %d levels", PL_OTLP_MAX_DEPTH);
+        pl_json_dec_fail(d, NULL, "values nested deeper than %d levels", PL_OTLP_MAX_DEPTH);
         return -1;
     }
     if (!pl_jr_object_begin(&d->r))
-        return pl_jd_syntax(d);
+        return pl_json_dec_syntax(d);
     unsigned k = 0;
     pl_jstr key;
     int rc;
     while ((rc = pl_jr_object_next(&d->r, &k, &key)) == 1) {
         if (pl_jr_peek(&d->r) == PL_JT_NULL) {
             if (!pl_jr_literal(&d->r))
-                return pl_jd_syntax(d);
+                return pl_json_dec_syntax(d);
             continue;
         }
         char name[24];
@@ -281,35 +281,35 @@ static int dec_anyvalue(jdec *d, pl_value *v, int depth)
         uint64_t u;
 #define IS(camel) (strcmp(name, camel) == 0 || pl_jr_key_folded_eq(key.ptr, key.len, camel))
         if (IS("stringValue")) {
-            if (pl_jd_string(d, "stringValue", &v->u.str))
+            if (pl_json_dec_string(d, "stringValue", &v->u.str))
                 return -1;
             v->type = PL_VALUE_STRING;
         } else if (IS("boolValue")) {
             pl_jtype t = pl_jr_peek(&d->r);
             if (t != PL_JT_TRUE && t != PL_JT_FALSE) {
                 if (t == PL_JT_NONE || !pl_jr_skip(&d->r))
-                    return pl_jd_syntax(d);
-                return pl_jd_fail(d, "boolValue", "want true or false");
+                    return pl_json_dec_syntax(d);
+                return pl_json_dec_fail(d, "boolValue", "want true or false");
             }
             if (!pl_jr_literal(&d->r))
-                return pl_jd_syntax(d);
+                return pl_json_dec_syntax(d);
             v->u.b = t == PL_JT_TRUE;
             v->type = PL_VALUE_BOOL;
         } else if (IS("intValue")) {
-            if (pl_jd_int(d, "intValue", true, INT64_MIN, INT64_MAX, &u))
+            if (pl_json_dec_int(d, "intValue", true, INT64_MIN, INT64_MAX, &u))
                 return -1;
             v->u.i = (int64_t)u;
             v->type = PL_VALUE_INT;
         } else if (IS("doubleValue")) {
-            if (pl_jd_double(d, "doubleValue", &v->u.d))
+            if (pl_json_dec_double(d, "doubleValue", &v->u.d))
                 return -1;
             v->type = PL_VALUE_DOUBLE;
         } else if (IS("bytesValue")) {
-            if (pl_jd_base64(d, "bytesValue", &v->u.str))
+            if (pl_json_dec_base64(d, "bytesValue", &v->u.str))
                 return -1;
             v->type = PL_VALUE_BYTES;
         } else if (IS("stringValueStrindex")) {
-            if (pl_jd_int(d, "stringValueStrindex", true, INT32_MIN, INT32_MAX, &u))
+            if (pl_json_dec_int(d, "stringValueStrindex", true, INT32_MIN, INT32_MAX, &u))
                 return -1;
             v->u.strindex = (int32_t)(int64_t)u;
             v->type = PL_VALUE_STRINDEX;
@@ -317,8 +317,8 @@ static int dec_anyvalue(jdec *d, pl_value *v, int depth)
             bool array = IS("arrayValue");
             if (pl_jr_peek(&d->r) != PL_JT_OBJECT) {
                 if (!pl_jr_skip(&d->r))
-                    return pl_jd_syntax(d);
-                return pl_jd_fail(d, array ? "arrayValue" : "kvlistValue", "want an object");
+                    return pl_json_dec_syntax(d);
+                return pl_json_dec_fail(d, array ? "arrayValue" : "kvlistValue", "want an object");
             }
             /* Array items sit one level down, as do a kvlist's key-values. */
             path_push(d, array ? "arrayValue" : "kvlistValue", -1);
@@ -328,11 +328,11 @@ static int dec_anyvalue(jdec *d, pl_value *v, int depth)
             path_pop(d);
             v->type = array ? PL_VALUE_ARRAY : PL_VALUE_KVLIST;
         } else if (!pl_jr_skip(&d->r)) {
-            return pl_jd_syntax(d);
+            return pl_json_dec_syntax(d);
         }
 #undef IS
     }
-    return rc < 0 ? pl_jd_syntax(d) : 0;
+    return rc < 0 ? pl_json_dec_syntax(d) : 0;
 }
 
 /* ---- entry points ------------------------------------------------------- */
@@ -343,17 +343,17 @@ static pl_status decode(pl_batch *b, const jmsg *root, void *dst, const uint8_t 
     jdec *d = malloc(sizeof(*d));
     if (!d)
         return pl_errf(err, PL_ERR_NOMEM, "out of memory while decoding");
-    pl_jd_init(d, &b->arena, buf, len, budget, err);
+    pl_json_dec_init(d, &b->arena, buf, len, budget, err);
     memset(dst, 0, root->size);
     int rc = 0;
     pl_jtype t = pl_jr_peek(&d->r);
     if (t == PL_JT_OBJECT) {
         rc = dec_msg(d, root, dst, 0);
         if (rc == 0 && !pl_jr_finish(&d->r))
-            rc = pl_jd_syntax(d);
+            rc = pl_json_dec_syntax(d);
     } else if (t == PL_JT_NONE || t == PL_JT_BAD) {
         pl_jr_fail(&d->r, t == PL_JT_NONE ? "unexpected end of input" : "unexpected character");
-        rc = pl_jd_syntax(d);
+        rc = pl_json_dec_syntax(d);
     } else {
         pl_errf(err, PL_ERR_INVALID, "the request must be a JSON object");
         rc = -1;

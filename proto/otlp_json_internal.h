@@ -46,7 +46,7 @@ static inline void path_pop(jdec *d)
 }
 
 /* Charges decoded memory against the request's budget. */
-static inline int pl_jd_charge(jdec *d, size_t n)
+static inline int pl_json_dec_charge(jdec *d, size_t n)
 {
     d->used += n;
     if (d->used <= d->budget)
@@ -60,29 +60,30 @@ static inline int pl_jd_charge(jdec *d, size_t n)
 }
 
 /* Sets up d over buf (the arena may be NULL when nothing is allocated). */
-void pl_jd_init(jdec *d, pl_arena *arena, const uint8_t *buf, size_t len, size_t budget,
-                pl_err *err);
+void pl_json_dec_init(jdec *d, pl_arena *arena, const uint8_t *buf, size_t len, size_t budget,
+                      pl_err *err);
 
 /* Error at the current path (+ field); returns -1. */
-#define pl_jd_fail(d, field, ...) pl_errpath_fail(&(d)->path, (d)->err, false, (field), __VA_ARGS__)
-#define pl_jd_oom(d)              pl_errpath_oom(&(d)->status, (d)->err)
-int pl_jd_syntax(jdec *d); /* the reader's error, as "invalid JSON at offset N: ..." */
+#define pl_json_dec_fail(d, field, ...)                                                            \
+    pl_errpath_fail(&(d)->path, (d)->err, false, (field), __VA_ARGS__)
+#define pl_json_dec_oom(d) pl_errpath_oom(&(d)->status, (d)->err)
+int pl_json_dec_syntax(jdec *d); /* the reader's error, as "invalid JSON at offset N: ..." */
 /* A short string's text unescaped into buf (NUL-terminated, cut at cap - 1);
  * *len is the full length. */
-int pl_jd_short_text(jdec *d, const pl_jstr *s, char *buf, size_t cap, size_t *len);
-int pl_jd_parse_decimal(const char *s, size_t len, bool is_signed, uint64_t *out);
+int pl_json_dec_short_text(jdec *d, const pl_jstr *s, char *buf, size_t cap, size_t *len);
+int pl_json_dec_parse_decimal(const char *s, size_t len, bool is_signed, uint64_t *out);
 /* An integer (number, decimal string or null = 0) within [min, max_u]. */
-int pl_jd_int(jdec *d, const char *name, bool is_signed, int64_t min, uint64_t max_u,
-              uint64_t *out);
+int pl_json_dec_int(jdec *d, const char *name, bool is_signed, int64_t min, uint64_t max_u,
+                    uint64_t *out);
 /* An enum by name or number; values NULL: a name's value is its index. */
-int pl_jd_enum(jdec *d, const char *name, const char *const *names, const int32_t *values,
-               int n_names, int32_t *out);
-int pl_jd_double(jdec *d, const char *name, double *out);
+int pl_json_dec_enum(jdec *d, const char *name, const char *const *names, const int32_t *values,
+                     int n_names, int32_t *out);
+int pl_json_dec_double(jdec *d, const char *name, double *out);
 /* A string or null (empty) as a raw view. */
-int pl_jd_jstr(jdec *d, const char *name, const char *want, pl_jstr *s);
+int pl_json_dec_jstr(jdec *d, const char *name, const char *want, pl_jstr *s);
 /* Into the model: zero-copy unless escaped (then copied to the arena). */
-int pl_jd_string(jdec *d, const char *name, pl_bytes *out);
-int pl_jd_base64(jdec *d, const char *name, pl_bytes *out);
-int pl_jd_hex_id(jdec *d, const char *name, uint8_t *dst, uint8_t *dst_len, size_t want);
+int pl_json_dec_string(jdec *d, const char *name, pl_bytes *out);
+int pl_json_dec_base64(jdec *d, const char *name, pl_bytes *out);
+int pl_json_dec_hex_id(jdec *d, const char *name, uint8_t *dst, uint8_t *dst_len, size_t want);
 
 #endif

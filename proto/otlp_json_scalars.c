@@ -13,8 +13,8 @@
 #include "otlp_json_internal.h"
 #include "otlp_pb.h"
 
-void pl_jd_init(jdec *d, pl_arena *arena, const uint8_t *buf, size_t len, size_t budget,
-                pl_err *err)
+void pl_json_dec_init(jdec *d, pl_arena *arena, const uint8_t *buf, size_t len, size_t budget,
+                      pl_err *err)
 {
     memset(d, 0, sizeof(*d));
     pl_jr_init(&d->r, buf, len, JSON_MAX_DEPTH);
@@ -27,7 +27,7 @@ void pl_jd_init(jdec *d, pl_arena *arena, const uint8_t *buf, size_t len, size_t
 }
 
 /* A syntax error from the reader. */
-int pl_jd_syntax(jdec *d)
+int pl_json_dec_syntax(jdec *d)
 {
     d->status = PL_ERR_INVALID;
     if (d->err)
@@ -40,7 +40,7 @@ int pl_jd_syntax(jdec *d)
 
 /* A short string's text, unescaped into buf (NUL-terminated). Longer ones
  * are cut (they never match a name or fit a number). */
-int pl_jd_short_text(jdec *d, const pl_jstr *s, char *buf, size_t cap, size_t *len)
+int pl_json_dec_short_text(jdec *d, const pl_jstr *s, char *buf, size_t cap, size_t *len)
 {
     if (!s->escaped) {
         size_t n = s->len < cap - 1 ? s->len : cap - 1;
@@ -52,11 +52,11 @@ int pl_jd_short_text(jdec *d, const pl_jstr *s, char *buf, size_t cap, size_t *l
     }
     uint8_t *tmp = malloc(s->len + 1);
     if (!tmp)
-        return pl_jd_oom(d);
+        return pl_json_dec_oom(d);
     long n = pl_jr_unescape(s, tmp);
     if (n < 0) {
         free(tmp);
-        return pl_jd_fail(d, NULL, "invalid UTF-8");
+        return pl_json_dec_fail(d, NULL, "invalid UTF-8");
     }
     size_t c = (size_t)n < cap - 1 ? (size_t)n : cap - 1;
     memcpy(buf, tmp, c);
@@ -66,7 +66,7 @@ int pl_jd_short_text(jdec *d, const pl_jstr *s, char *buf, size_t cap, size_t *l
     return 0;
 }
 
-int pl_jd_parse_decimal(const char *s, size_t len, bool is_signed, uint64_t *out)
+int pl_json_dec_parse_decimal(const char *s, size_t len, bool is_signed, uint64_t *out)
 {
     size_t i = 0;
     bool neg = false;
@@ -113,32 +113,33 @@ static int number_to_int(jdec *d, const char *name, const char *t, size_t n, boo
             for (size_t i = 1; i < n; i++)
                 zero &= t[i] == '0';
             if (!zero)
-                return pl_jd_fail(d, name, "negative value for an unsigned field");
+                return pl_json_dec_fail(d, name, "negative value for an unsigned field");
             *u = 0;
             return 0;
         }
-        if (pl_jd_parse_decimal(t, n, is_signed, u))
-            return pl_jd_fail(d, name, "integer out of range");
+        if (pl_json_dec_parse_decimal(t, n, is_signed, u))
+            return pl_json_dec_fail(d, name, "integer out of range");
         return 0;
     }
     char tmp[64];
     if (n >= sizeof tmp)
-        return pl_jd_fail(d, name, "want an integer");
+        return pl_json_dec_fail(d, name, "want an integer");
     memcpy(tmp, t, n);
     tmp[n] = '\0';
     double x = strtod(tmp, NULL);
     /* Exact powers of two bound the convertible range (2^63, 2^64). */
     if (!isfinite(x) || x != floor(x) || x < (is_signed ? -9223372036854775808.0 : 0) ||
         x >= (is_signed ? 9223372036854775808.0 : 18446744073709551616.0))
-        return pl_jd_fail(d, name,
-                          x < 0 && !is_signed ? "negative value for an unsigned field"
-                                              : "want an integer");
+        return pl_json_dec_fail(d, name,
+                                x < 0 && !is_signed ? "negative value for an unsigned field"
+                                                    : "want an integer");
     *u = is_signed ? (uint64_t)(int64_t)x : (uint64_t)x;
     return 0;
 }
 
 /* Integers: a JSON number (integral) or a decimal string; null is 0. */
-int pl_jd_int(jdec *d, const char *name, bool is_signed, int64_t min, uint64_t max_u, uint64_t *out)
+int pl_json_dec_int(jdec *d, const char *name, bool is_signed, int64_t min, uint64_t max_u,
+                    uint64_t *out)
 {
     uint64_t u = 0;
     switch (pl_jr_peek(&d->r)) {
@@ -146,7 +147,7 @@ int pl_jd_int(jdec *d, const char *name, bool is_signed, int64_t min, uint64_t m
         const char *t;
         size_t n;
         if (!pl_jr_number(&d->r, &t, &n))
-            return pl_jd_syntax(d);
+            return pl_json_dec_syntax(d);
         if (number_to_int(d, name, t, n, is_signed, &u))
             return -1;
         break;
@@ -156,46 +157,46 @@ int pl_jd_int(jdec *d, const char *name, bool is_signed, int64_t min, uint64_t m
         char buf[48];
         size_t n;
         if (!pl_jr_string(&d->r, &s))
-            return pl_jd_syntax(d);
-        if (pl_jd_short_text(d, &s, buf, sizeof buf, &n))
+            return pl_json_dec_syntax(d);
+        if (pl_json_dec_short_text(d, &s, buf, sizeof buf, &n))
             return -1;
-        if (n >= sizeof buf || pl_jd_parse_decimal(buf, n, is_signed, &u))
-            return pl_jd_fail(d, name, "\"%.40s\" is not a decimal integer", buf);
+        if (n >= sizeof buf || pl_json_dec_parse_decimal(buf, n, is_signed, &u))
+            return pl_json_dec_fail(d, name, "\"%.40s\" is not a decimal integer", buf);
         break;
     }
     case PL_JT_NULL:
         if (!pl_jr_literal(&d->r))
-            return pl_jd_syntax(d);
+            return pl_json_dec_syntax(d);
         break;
     case PL_JT_NONE:
-        return pl_jd_syntax(d);
+        return pl_json_dec_syntax(d);
     default:
         if (!pl_jr_skip(&d->r))
-            return pl_jd_syntax(d);
-        return pl_jd_fail(d, name, "want an integer");
+            return pl_json_dec_syntax(d);
+        return pl_json_dec_fail(d, name, "want an integer");
     }
     if (is_signed) {
         int64_t s = (int64_t)u;
         if (s < min || (s > 0 && (uint64_t)s > max_u))
-            return pl_jd_fail(d, name, "%" PRId64 " out of range", s);
+            return pl_json_dec_fail(d, name, "%" PRId64 " out of range", s);
     } else if (u > max_u) {
-        return pl_jd_fail(d, name, "%" PRIu64 " out of range", u);
+        return pl_json_dec_fail(d, name, "%" PRIu64 " out of range", u);
     }
     *out = u;
     return 0;
 }
 
 /* An enum: an integer, or one of `names` (index = value). */
-int pl_jd_enum(jdec *d, const char *name, const char *const *names, const int32_t *values,
-               int n_names, int32_t *out)
+int pl_json_dec_enum(jdec *d, const char *name, const char *const *names, const int32_t *values,
+                     int n_names, int32_t *out)
 {
     if (pl_jr_peek(&d->r) == PL_JT_STRING) {
         pl_jstr s;
         char buf[48];
         size_t n;
         if (!pl_jr_string(&d->r, &s))
-            return pl_jd_syntax(d);
-        if (pl_jd_short_text(d, &s, buf, sizeof buf, &n))
+            return pl_json_dec_syntax(d);
+        if (pl_json_dec_short_text(d, &s, buf, sizeof buf, &n))
             return -1;
         if (n < sizeof buf) {
             for (int i = 0; i < n_names; i++) {
@@ -205,22 +206,22 @@ int pl_jd_enum(jdec *d, const char *name, const char *const *names, const int32_
                 }
             }
             uint64_t u;
-            if (pl_jd_parse_decimal(buf, n, true, &u) == 0 && (int64_t)u >= INT32_MIN &&
+            if (pl_json_dec_parse_decimal(buf, n, true, &u) == 0 && (int64_t)u >= INT32_MIN &&
                 (int64_t)u <= INT32_MAX) {
                 *out = (int32_t)(int64_t)u;
                 return 0;
             }
         }
-        return pl_jd_fail(d, name, "unknown enum value \"%.40s\"", buf);
+        return pl_json_dec_fail(d, name, "unknown enum value \"%.40s\"", buf);
     }
     uint64_t u;
-    if (pl_jd_int(d, name, true, INT32_MIN, INT32_MAX, &u))
+    if (pl_json_dec_int(d, name, true, INT32_MIN, INT32_MAX, &u))
         return -1;
     *out = (int32_t)(int64_t)u;
     return 0;
 }
 
-int pl_jd_double(jdec *d, const char *name, double *out)
+int pl_json_dec_double(jdec *d, const char *name, double *out)
 {
     const char *t;
     size_t n;
@@ -228,12 +229,12 @@ int pl_jd_double(jdec *d, const char *name, double *out)
     switch (pl_jr_peek(&d->r)) {
     case PL_JT_NUMBER:
         if (!pl_jr_number(&d->r, &t, &n))
-            return pl_jd_syntax(d);
+            return pl_json_dec_syntax(d);
         if (n >= sizeof buf) {
             /* Many digits: strtod needs them all to round correctly. */
             char *big = malloc(n + 1);
             if (!big)
-                return pl_jd_oom(d);
+                return pl_json_dec_oom(d);
             memcpy(big, t, n);
             big[n] = '\0';
             *out = strtod(big, NULL);
@@ -247,8 +248,8 @@ int pl_jd_double(jdec *d, const char *name, double *out)
     case PL_JT_STRING: {
         pl_jstr s;
         if (!pl_jr_string(&d->r, &s))
-            return pl_jd_syntax(d);
-        if (pl_jd_short_text(d, &s, buf, sizeof buf, &n))
+            return pl_json_dec_syntax(d);
+        if (pl_json_dec_short_text(d, &s, buf, sizeof buf, &n))
             return -1;
         if (n < sizeof buf) {
             if (strcmp(buf, "NaN") == 0) {
@@ -270,110 +271,110 @@ int pl_jd_double(jdec *d, const char *name, double *out)
                 return 0;
             }
         }
-        return pl_jd_fail(d, name, "\"%.40s\" is not a number", buf);
+        return pl_json_dec_fail(d, name, "\"%.40s\" is not a number", buf);
     }
     case PL_JT_NONE:
-        return pl_jd_syntax(d);
+        return pl_json_dec_syntax(d);
     default:
         if (!pl_jr_skip(&d->r))
-            return pl_jd_syntax(d);
-        return pl_jd_fail(d, name, "want a number");
+            return pl_json_dec_syntax(d);
+        return pl_json_dec_fail(d, name, "want a number");
     }
 }
 
 /* A string (or null: empty) as raw view; -1 with the error set otherwise. */
-int pl_jd_jstr(jdec *d, const char *name, const char *want, pl_jstr *s)
+int pl_json_dec_jstr(jdec *d, const char *name, const char *want, pl_jstr *s)
 {
     pl_jtype t = pl_jr_peek(&d->r);
     if (t == PL_JT_STRING)
-        return pl_jr_string(&d->r, s) ? 0 : pl_jd_syntax(d);
+        return pl_jr_string(&d->r, s) ? 0 : pl_json_dec_syntax(d);
     if (t == PL_JT_NULL) {
         *s = (pl_jstr){NULL, 0, false};
-        return pl_jr_literal(&d->r) ? 0 : pl_jd_syntax(d);
+        return pl_jr_literal(&d->r) ? 0 : pl_json_dec_syntax(d);
     }
     if (t == PL_JT_NONE || !pl_jr_skip(&d->r))
-        return pl_jd_syntax(d);
-    return pl_jd_fail(d, name, "%s", want);
+        return pl_json_dec_syntax(d);
+    return pl_json_dec_fail(d, name, "%s", want);
 }
 
 /* Text fields point into the request unless they hold escapes. */
-int pl_jd_string(jdec *d, const char *name, pl_bytes *out)
+int pl_json_dec_string(jdec *d, const char *name, pl_bytes *out)
 {
     pl_jstr s;
-    if (pl_jd_jstr(d, name, "want a string", &s))
+    if (pl_json_dec_jstr(d, name, "want a string", &s))
         return -1;
     if (s.len == 0) {
         *out = (pl_bytes){NULL, 0};
         return 0;
     }
     if (s.len > UINT32_MAX)
-        return pl_jd_fail(d, name, "string too long");
+        return pl_json_dec_fail(d, name, "string too long");
     if (!s.escaped) {
         *out = (pl_bytes){s.ptr, (uint32_t)s.len};
         return 0;
     }
-    if (pl_jd_charge(d, s.len))
+    if (pl_json_dec_charge(d, s.len))
         return -1;
     uint8_t *p = pl_arena_alloc(d->arena, s.len);
     if (!p)
-        return pl_jd_oom(d);
+        return pl_json_dec_oom(d);
     long n = pl_jr_unescape(&s, p);
     if (n < 0)
-        return pl_jd_fail(d, name, "invalid UTF-8");
+        return pl_json_dec_fail(d, name, "invalid UTF-8");
     *out = (pl_bytes){n ? p : NULL, (uint32_t)n};
     return 0;
 }
 
-int pl_jd_base64(jdec *d, const char *name, pl_bytes *out)
+int pl_json_dec_base64(jdec *d, const char *name, pl_bytes *out)
 {
     pl_jstr s;
-    if (pl_jd_jstr(d, name, "want a base64 string", &s))
+    if (pl_json_dec_jstr(d, name, "want a base64 string", &s))
         return -1;
     const char *text = (const char *)s.ptr;
     size_t n = s.len;
-    if (pl_jd_charge(d, n))
+    if (pl_json_dec_charge(d, n))
         return -1;
     if (s.escaped) {
         uint8_t *u = pl_arena_alloc(d->arena, n + 1);
         if (!u)
-            return pl_jd_oom(d);
+            return pl_json_dec_oom(d);
         long m = pl_jr_unescape(&s, u);
         if (m < 0)
-            return pl_jd_fail(d, name, "invalid base64 character");
+            return pl_json_dec_fail(d, name, "invalid base64 character");
         text = (const char *)u;
         n = (size_t)m;
     }
     while (n && text[n - 1] == '=')
         n--;
     if (n % 4 == 1)
-        return pl_jd_fail(d, name, "bad base64 length");
+        return pl_json_dec_fail(d, name, "bad base64 length");
     uint8_t *p = pl_arena_alloc(d->arena, n * 3 / 4 + 1);
     if (!p)
-        return pl_jd_oom(d);
+        return pl_json_dec_oom(d);
     size_t o = 0, bad = 0;
     if (pl_otlp_base64_decode_into(text, n, p, &o, &bad) != 0)
-        return pl_jd_fail(d, name, "invalid base64 character at %zu", bad);
+        return pl_json_dec_fail(d, name, "invalid base64 character at %zu", bad);
     *out = (pl_bytes){o ? p : NULL, (uint32_t)o};
     return 0;
 }
 
-int pl_jd_hex_id(jdec *d, const char *name, uint8_t *dst, uint8_t *dst_len, size_t want)
+int pl_json_dec_hex_id(jdec *d, const char *name, uint8_t *dst, uint8_t *dst_len, size_t want)
 {
     pl_jstr s;
-    if (pl_jd_jstr(d, name, "want a hex string", &s))
+    if (pl_json_dec_jstr(d, name, "want a hex string", &s))
         return -1;
     char buf[40];
     size_t n;
-    if (pl_jd_short_text(d, &s, buf, sizeof buf, &n))
+    if (pl_json_dec_short_text(d, &s, buf, sizeof buf, &n))
         return -1;
     if (n == 0) {
         *dst_len = 0;
         return 0;
     }
     if (n != 2 * want)
-        return pl_jd_fail(d, name, "%zu hex chars, want %zu", n, 2 * want);
+        return pl_json_dec_fail(d, name, "%zu hex chars, want %zu", n, 2 * want);
     if (pl_hex_decode(buf, n, dst, want))
-        return pl_jd_fail(d, name, "invalid hex");
+        return pl_json_dec_fail(d, name, "invalid hex");
     *dst_len = (uint8_t)want;
     return 0;
 }

@@ -216,7 +216,7 @@ static int walk_children(dec *d, const uint8_t *p, const uint8_t *end, uint32_t 
     uint32_t idx = 0;
     while (p < end) {
         field f;
-        if (pl_pbw_next_field(d, &p, end, &f))
+        if (pl_pb_wire_next_field(d, &p, end, &f))
             return -1;
         if (f.num != num)
             continue;
@@ -236,7 +236,7 @@ static int walk_count_only(dec *d, const uint8_t *p, const uint8_t *end, size_t 
     /* Check the record's own framing too. */
     while (p < end) {
         field f;
-        if (pl_pbw_next_field(d, &p, end, &f))
+        if (pl_pb_wire_next_field(d, &p, end, &f))
             return -1;
     }
     return 0;
@@ -258,7 +258,7 @@ static int walk_metric(dec *d, const uint8_t *p, const uint8_t *end, size_t *cou
 {
     while (p < end) {
         field f;
-        if (pl_pbw_next_field(d, &p, end, &f))
+        if (pl_pb_wire_next_field(d, &p, end, &f))
             return -1;
         const char *name = NULL;
         switch (f.num) {
@@ -380,23 +380,23 @@ pl_status pl_otlp_decode_export_response(const uint8_t *buf, size_t len, int64_t
     const uint8_t *p = buf, *end = buf + len;
     while (p < end) {
         field f;
-        if (pl_pbw_next_field(d, &p, end, &f))
+        if (pl_pb_wire_next_field(d, &p, end, &f))
             return d->status;
         if (f.num != CTR(ExportTraceServiceResponse, partial_success))
             continue;
         if (f.wt != WT_LEN) {
-            pl_pbw_wrong_wt(d, "partial_success", &f, WT_LEN);
+            pl_pb_wire_wrong_wt(d, "partial_success", &f, WT_LEN);
             return d->status;
         }
         const uint8_t *q = f.ptr, *qend = f.ptr + f.len;
         path_push(d, "partial_success", -1);
         while (q < qend) {
             field g = {0};
-            if (pl_pbw_next_field(d, &q, qend, &g))
+            if (pl_pb_wire_next_field(d, &q, qend, &g))
                 return d->status;
             if (g.num == CTR(ExportTracePartialSuccess, rejected_spans)) {
                 if (g.wt != WT_VARINT) {
-                    pl_pbw_wrong_wt(d, "rejected", &g, WT_VARINT);
+                    pl_pb_wire_wrong_wt(d, "rejected", &g, WT_VARINT);
                     return d->status;
                 }
                 if (rejected)
@@ -463,7 +463,7 @@ static int parse_retry_info(dec *d, const uint8_t *p, const uint8_t *end, int64_
     int64_t sec = 0, nanos = 0;
     while (p < end) {
         field f;
-        if (pl_pbw_next_field(d, &p, end, &f))
+        if (pl_pb_wire_next_field(d, &p, end, &f))
             return -1;
         if (f.num != google_rpc_RetryInfo_retry_delay_tag)
             continue;
@@ -471,7 +471,7 @@ static int parse_retry_info(dec *d, const uint8_t *p, const uint8_t *end, int64_
         const uint8_t *q = f.ptr, *qend = f.ptr + f.len;
         while (q < qend) {
             field g = {0};
-            if (pl_pbw_next_field(d, &q, qend, &g))
+            if (pl_pb_wire_next_field(d, &q, qend, &g))
                 return -1;
             if (g.num == google_protobuf_Duration_seconds_tag)
                 GET_I64(&g, "seconds", sec);
@@ -499,11 +499,11 @@ pl_status pl_rpc_status_decode(const uint8_t *buf, size_t len, int32_t *code, pl
     const uint8_t *p = buf, *end = buf + len;
     while (p < end) {
         field f;
-        if (pl_pbw_next_field(d, &p, end, &f))
+        if (pl_pb_wire_next_field(d, &p, end, &f))
             return d->status;
         if (f.num == google_rpc_Status_code_tag) {
             if (f.wt != WT_VARINT) {
-                pl_pbw_wrong_wt(d, "code", &f, WT_VARINT);
+                pl_pb_wire_wrong_wt(d, "code", &f, WT_VARINT);
                 return d->status;
             }
             c = (int32_t)(uint32_t)f.v;
@@ -512,14 +512,14 @@ pl_status pl_rpc_status_decode(const uint8_t *buf, size_t len, int32_t *code, pl
                 return d->status;
         } else if (f.num == google_rpc_Status_details_tag) {
             if (f.wt != WT_LEN) {
-                pl_pbw_wrong_wt(d, "details", &f, WT_LEN);
+                pl_pb_wire_wrong_wt(d, "details", &f, WT_LEN);
                 return d->status;
             }
             pl_bytes url = {NULL, 0}, value = {empty_input, 0};
             const uint8_t *q = f.ptr, *qend = f.ptr + f.len;
             while (q < qend) {
                 field g = {0};
-                if (pl_pbw_next_field(d, &q, qend, &g))
+                if (pl_pb_wire_next_field(d, &q, qend, &g))
                     return d->status;
                 if (g.num == google_protobuf_Any_type_url_tag && g.wt == WT_LEN)
                     url = (pl_bytes){g.ptr, (uint32_t)g.len};

@@ -31,11 +31,11 @@ static int walk(dec *d, const jmsg *m, const uint8_t *p, const uint8_t *end, uin
 static int dec_anyvalue(dec *d, const uint8_t *p, const uint8_t *end, pl_value *v, int depth)
 {
     if (depth > PL_OTLP_MAX_DEPTH)
-        return pl_pbw_fail(d, NULL, "values nested deeper than %d levels", PL_OTLP_MAX_DEPTH);
+        return pl_pb_wire_fail(d, NULL, "values nested deeper than %d levels", PL_OTLP_MAX_DEPTH);
     memset(v, 0, sizeof(*v));
     while (p < end) {
         field f;
-        if (pl_pbw_next_field(d, &p, end, &f))
+        if (pl_pb_wire_next_field(d, &p, end, &f))
             return -1;
         switch (f.num) {
         case CM(AnyValue, string_value):
@@ -121,8 +121,8 @@ static int merge(dec *d, const jmsg *m, uint8_t *dst, const uint8_t *src)
                 *n = s_n;
             } else if (s_n) {
                 if (*n > UINT32_MAX / 2 - s_n)
-                    return pl_pbw_fail(d, NULL, "too many elements");
-                uint8_t *p = pl_pbw_calloc(d, (size_t)*n + s_n, elem);
+                    return pl_pb_wire_fail(d, NULL, "too many elements");
+                uint8_t *p = pl_pb_wire_calloc(d, (size_t)*n + s_n, elem);
                 if (!p)
                     return -1;
                 memcpy(p, *items, (size_t)*n * elem);
@@ -156,7 +156,7 @@ static int sub_message(dec *d, const jfield *f, const field *fl, uint8_t *base, 
     bool *has = (bool *)(base + f->aux);
     EXPECT(fl, WT_LEN, f->name);
     if (*has && (f->arg & ARG_NO_MERGE))
-        return pl_pbw_fail(d, f->name, "appears twice");
+        return pl_pb_wire_fail(d, f->name, "appears twice");
     path_push(d, f->name, -1);
     if (*has && sub->ix->has_lists) {
         /* Arrays were sized for one occurrence: decode apart, then merge. */
@@ -184,17 +184,17 @@ static int list_item(dec *d, const jfield *f, const field *fl, uint8_t *base, ui
     uint32_t *n = (uint32_t *)(base + f->aux);
     switch (f->kind) {
     case FK_I32S:
-        return pl_pbw_rep_varint(d, fl, f->name, items, 4, n, cap);
+        return pl_pb_wire_rep_varint(d, fl, f->name, items, 4, n, cap);
     case FK_I64S:
-        return pl_pbw_rep_varint(d, fl, f->name, items, 8, n, cap);
+        return pl_pb_wire_rep_varint(d, fl, f->name, items, 8, n, cap);
     case FK_U64S:
-        return pl_pbw_rep_fixed64(d, fl, f->name, items, n, cap);
+        return pl_pb_wire_rep_fixed64(d, fl, f->name, items, n, cap);
     default:
         break;
     }
     EXPECT(fl, WT_LEN, f->name);
     if (*n >= cap)
-        return pl_pbw_fail(d, f->name, "element count changed between passes");
+        return pl_pb_wire_fail(d, f->name, "element count changed between passes");
     size_t size = pl_tm_elem_size(f);
     uint8_t *elem = (uint8_t *)items + (size_t)*n * size;
     path_push(d, f->name, *n);
@@ -218,7 +218,7 @@ static int walk(dec *d, const jmsg *m, const uint8_t *p, const uint8_t *end, uin
     const jindex *ix = m->ix;
     uint32_t counts[32];
     if (ix->has_lists) {
-        if (pl_pbw_count_fields(d, p, end, counts, ix->varint_mask, ix->fixed64_mask))
+        if (pl_pb_wire_count_fields(d, p, end, counts, ix->varint_mask, ix->fixed64_mask))
             return -1;
         for (unsigned i = 0; i < m->n_fields; i++) {
             const jfield *f = &m->fields[i];
@@ -226,7 +226,7 @@ static int walk(dec *d, const jmsg *m, const uint8_t *p, const uint8_t *end, uin
                 continue;
             uint32_t n = counts[f->num];
             void *items = NULL;
-            if (n && !(items = pl_pbw_calloc(d, n, pl_tm_elem_size(f))))
+            if (n && !(items = pl_pb_wire_calloc(d, n, pl_tm_elem_size(f))))
                 return -1;
             *(void **)(base + f->off) = items;
             *(uint32_t *)(base + f->aux) = 0;
@@ -236,7 +236,7 @@ static int walk(dec *d, const jmsg *m, const uint8_t *p, const uint8_t *end, uin
     }
     while (p < end) {
         field fl;
-        if (pl_pbw_next_field(d, &p, end, &fl))
+        if (pl_pb_wire_next_field(d, &p, end, &fl))
             return -1;
         const jfield *f = pl_tm_by_num(m, fl.num);
         if (!f)

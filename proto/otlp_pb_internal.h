@@ -116,30 +116,31 @@ typedef struct field {
     size_t len;
 } field;
 
-int pl_pbw_wrong_wt(dec *d, const char *name, const field *f, int want);
+int pl_pb_wire_wrong_wt(dec *d, const char *name, const field *f, int want);
 /* Error at the current path (+ field), names written in snake_case;
  * returns -1. */
-#define pl_pbw_fail(d, field, ...) pl_errpath_fail(&(d)->path, (d)->err, true, (field), __VA_ARGS__)
-#define pl_pbw_oom(d)              pl_errpath_oom(&(d)->status, (d)->err)
+#define pl_pb_wire_fail(d, field, ...)                                                             \
+    pl_errpath_fail(&(d)->path, (d)->err, true, (field), __VA_ARGS__)
+#define pl_pb_wire_oom(d) pl_errpath_oom(&(d)->status, (d)->err)
 /* Counts, per field number below 32, the occurrences in a message (packed
  * elements for fields in varint_mask / fixed64_mask). */
-int pl_pbw_count_fields(dec *d, const uint8_t *p, const uint8_t *end, uint32_t counts[32],
-                        uint32_t varint_mask, uint32_t fixed64_mask);
+int pl_pb_wire_count_fields(dec *d, const uint8_t *p, const uint8_t *end, uint32_t counts[32],
+                            uint32_t varint_mask, uint32_t fixed64_mask);
 /* Zeroed arena array, charged to the decode budget first. */
-void *pl_pbw_calloc(dec *d, size_t n, size_t size);
+void *pl_pb_wire_calloc(dec *d, size_t n, size_t size);
 /* Repeated int32/int64 (packed or not) and fixed64, into arrays of cap. */
-int pl_pbw_rep_varint(dec *d, const field *f, const char *name, void *arr, int elem_size,
-                      uint32_t *n, uint32_t cap);
-int pl_pbw_rep_fixed64(dec *d, const field *f, const char *name, uint64_t *arr, uint32_t *n,
-                       uint32_t cap);
+int pl_pb_wire_rep_varint(dec *d, const field *f, const char *name, void *arr, int elem_size,
+                          uint32_t *n, uint32_t cap);
+int pl_pb_wire_rep_fixed64(dec *d, const field *f, const char *name, uint64_t *arr, uint32_t *n,
+                           uint32_t cap);
 
-/* pl_pbw_fail's -1, visible to the optimizer in inline readers. */
-#define PBW_FAIL(...) (pl_pbw_fail(__VA_ARGS__), -1)
+/* pl_pb_wire_fail's -1, visible to the optimizer in inline readers. */
+#define PBW_FAIL(...) (pl_pb_wire_fail(__VA_ARGS__), -1)
 
 /* Reads the next field (tag and value) at *pp; inline: it runs once per
  * field of every message. */
-static inline __attribute__((always_inline)) int pl_pbw_next_field(dec *d, const uint8_t **pp,
-                                                                   const uint8_t *end, field *f)
+static inline __attribute__((always_inline)) int pl_pb_wire_next_field(dec *d, const uint8_t **pp,
+                                                                       const uint8_t *end, field *f)
 {
     const uint8_t *p = *pp;
     uint64_t key;
@@ -199,7 +200,7 @@ static inline __attribute__((always_inline)) int pl_pbw_next_field(dec *d, const
 #define EXPECT(f, want, name)                                                                      \
     do {                                                                                           \
         if ((f)->wt != (want))                                                                     \
-            return (pl_pbw_wrong_wt(d, (name), (f), (want)), -1);                                  \
+            return (pl_pb_wire_wrong_wt(d, (name), (f), (want)), -1);                              \
     } while (0)
 
 static inline int get_string(dec *d, const field *f, const char *name, pl_bytes *out)

@@ -61,21 +61,21 @@ bool pl_utf8_valid(const uint8_t *s, size_t len)
 static const char *const wt_names[8] = {
     "varint", "fixed64", "length-delimited", "group start", "group end", "fixed32", "6", "7"};
 
-int pl_pbw_wrong_wt(dec *d, const char *name, const field *f, int want)
+int pl_pb_wire_wrong_wt(dec *d, const char *name, const field *f, int want)
 {
-    return pl_pbw_fail(d, name, "wire type %s, want %s", wt_names[f->wt & 7], wt_names[want]);
+    return pl_pb_wire_fail(d, name, "wire type %s, want %s", wt_names[f->wt & 7], wt_names[want]);
 }
 
 /* Counts, per field number below 32, how many elements a message holds:
  * one per occurrence, or for fields in varint_mask / fixed64_mask, the number
  * of packed elements of a LEN occurrence. */
-int pl_pbw_count_fields(dec *d, const uint8_t *p, const uint8_t *end, uint32_t counts[32],
-                        uint32_t varint_mask, uint32_t fixed64_mask)
+int pl_pb_wire_count_fields(dec *d, const uint8_t *p, const uint8_t *end, uint32_t counts[32],
+                            uint32_t varint_mask, uint32_t fixed64_mask)
 {
     memset(counts, 0, 32 * sizeof(uint32_t));
     while (p < end) {
         field f;
-        if (pl_pbw_next_field(d, &p, end, &f))
+        if (pl_pb_wire_next_field(d, &p, end, &f))
             return -1;
         if (f.num >= 32)
             continue;
@@ -89,7 +89,7 @@ int pl_pbw_count_fields(dec *d, const uint8_t *p, const uint8_t *end, uint32_t c
             add = f.len / 8;
         }
         if (counts[f.num] + add > UINT32_MAX / 2)
-            return pl_pbw_fail(d, NULL, "too many elements in field %u", f.num);
+            return pl_pb_wire_fail(d, NULL, "too many elements in field %u", f.num);
         counts[f.num] += (uint32_t)add;
     }
     return 0;
@@ -99,7 +99,7 @@ int pl_pbw_count_fields(dec *d, const uint8_t *p, const uint8_t *end, uint32_t c
  * the request's budget (messages with a fixed overhead each, so a body of
  * empty sub-messages costs what it would take) before the memory is taken.
  * NULL with d->status set when over budget or out of memory. */
-void *pl_pbw_calloc(dec *d, size_t n, size_t size)
+void *pl_pb_wire_calloc(dec *d, size_t n, size_t size)
 {
     size_t cost = n * (size + (size > 8 ? 16 : 0));
     if (size && n > SIZE_MAX / 2 / size)
@@ -115,18 +115,18 @@ void *pl_pbw_calloc(dec *d, size_t n, size_t size)
     }
     void *p = pl_arena_calloc(d->arena, n, size);
     if (!p)
-        pl_pbw_oom(d);
+        pl_pb_wire_oom(d);
     return p;
 }
 
 /* Repeated int32 / int64 (varint, packed or not) and fixed64. `cap` comes
  * from count_fields, so running past it means the two passes disagree. */
-int pl_pbw_rep_varint(dec *d, const field *f, const char *name, void *arr, int elem_size,
-                      uint32_t *n, uint32_t cap)
+int pl_pb_wire_rep_varint(dec *d, const field *f, const char *name, void *arr, int elem_size,
+                          uint32_t *n, uint32_t cap)
 {
     if (f->wt == WT_VARINT) {
         if (*n >= cap)
-            return pl_pbw_fail(d, name, "element count changed between passes");
+            return pl_pb_wire_fail(d, name, "element count changed between passes");
         if (elem_size == 4)
             ((int32_t *)arr)[(*n)++] = (int32_t)(uint32_t)f->v;
         else
@@ -139,9 +139,10 @@ int pl_pbw_rep_varint(dec *d, const field *f, const char *name, void *arr, int e
         uint64_t v;
         int rc = read_varint(&p, end, &v);
         if (rc)
-            return pl_pbw_fail(d, name, "%s packed varint", rc == -1 ? "truncated" : "overflowing");
+            return pl_pb_wire_fail(d, name, "%s packed varint",
+                                   rc == -1 ? "truncated" : "overflowing");
         if (*n >= cap)
-            return pl_pbw_fail(d, name, "element count changed between passes");
+            return pl_pb_wire_fail(d, name, "element count changed between passes");
         if (elem_size == 4)
             ((int32_t *)arr)[(*n)++] = (int32_t)(uint32_t)v;
         else
@@ -150,21 +151,21 @@ int pl_pbw_rep_varint(dec *d, const field *f, const char *name, void *arr, int e
     return 0;
 }
 
-int pl_pbw_rep_fixed64(dec *d, const field *f, const char *name, uint64_t *arr, uint32_t *n,
-                       uint32_t cap)
+int pl_pb_wire_rep_fixed64(dec *d, const field *f, const char *name, uint64_t *arr, uint32_t *n,
+                           uint32_t cap)
 {
     if (f->wt == WT_I64) {
         if (*n >= cap)
-            return pl_pbw_fail(d, name, "element count changed between passes");
+            return pl_pb_wire_fail(d, name, "element count changed between passes");
         arr[(*n)++] = f->v;
         return 0;
     }
     EXPECT(f, WT_LEN, name);
     if (f->len % 8)
-        return pl_pbw_fail(d, name, "packed fixed64 length %zu is not a multiple of 8", f->len);
+        return pl_pb_wire_fail(d, name, "packed fixed64 length %zu is not a multiple of 8", f->len);
     for (size_t i = 0; i < f->len; i += 8) {
         if (*n >= cap)
-            return pl_pbw_fail(d, name, "element count changed between passes");
+            return pl_pb_wire_fail(d, name, "element count changed between passes");
         arr[(*n)++] = load64(f->ptr + i);
     }
     return 0;

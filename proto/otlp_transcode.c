@@ -90,7 +90,7 @@ static const pl_pbfield *find(const pl_pbmsg *m, const pl_jstr *key)
 static int over_budget(jdec *d, const pl_buf *out)
 {
     if (!pl_buf_ok(out))
-        return pl_jd_oom(d);
+        return pl_json_dec_oom(d);
     if (out->len <= d->budget)
         return 0;
     d->status = PL_ERR_TOO_LARGE;
@@ -106,33 +106,33 @@ static int tc_msg(jdec *d, const pl_pbmsg *m, pl_buf *out);
 static int tc_bytes(jdec *d, const pl_pbfield *f, pl_buf *out, bool tag)
 {
     pl_jstr s;
-    if (pl_jd_jstr(d, f->json, f->hex_id ? "want a hex string" : "want a base64 string", &s))
+    if (pl_json_dec_jstr(d, f->json, f->hex_id ? "want a hex string" : "want a base64 string", &s))
         return -1;
     uint8_t *tmp = malloc(s.len + 1);
     if (!tmp)
-        return pl_jd_oom(d);
+        return pl_json_dec_oom(d);
     long n = s.escaped ? pl_jr_unescape(&s, tmp) : (long)s.len;
     if (!s.escaped && s.len)
         memcpy(tmp, s.ptr, s.len);
     int rc = 0;
     size_t o = 0;
     if (n < 0) {
-        rc = pl_jd_fail(d, f->json, "invalid UTF-8");
+        rc = pl_json_dec_fail(d, f->json, "invalid UTF-8");
     } else if (f->hex_id) {
         size_t want = strcmp(f->json, "traceId") == 0 ? 16 : 8;
         if (n != 0 && (size_t)n != 2 * want)
-            rc = pl_jd_fail(d, f->json, "%ld hex chars, want %zu", n, 2 * want);
+            rc = pl_json_dec_fail(d, f->json, "%ld hex chars, want %zu", n, 2 * want);
         else if (n && pl_hex_decode((const char *)tmp, (size_t)n, tmp, want))
-            rc = pl_jd_fail(d, f->json, "invalid hex");
+            rc = pl_json_dec_fail(d, f->json, "invalid hex");
         o = n ? want : 0;
     } else {
         while (n && tmp[n - 1] == '=')
             n--;
         size_t bad = 0;
         if (n % 4 == 1)
-            rc = pl_jd_fail(d, f->json, "bad base64 length");
+            rc = pl_json_dec_fail(d, f->json, "bad base64 length");
         else if (pl_otlp_base64_decode_into((const char *)tmp, (size_t)n, tmp, &o, &bad))
-            rc = pl_jd_fail(d, f->json, "invalid base64 character at %zu", bad);
+            rc = pl_json_dec_fail(d, f->json, "invalid base64 character at %zu", bad);
     }
     if (rc == 0) {
         if (tag)
@@ -153,7 +153,7 @@ static int tc_value(jdec *d, const pl_pbfield *f, pl_buf *out, bool tag)
     switch ((pl_pbtype)f->type) {
     case PL_PB_DOUBLE:
     case PL_PB_FLOAT:
-        if (pl_jd_double(d, f->json, &x))
+        if (pl_json_dec_double(d, f->json, &x))
             return -1;
         if (f->type == PL_PB_FLOAT) {
             float fl = (float)x;
@@ -172,45 +172,45 @@ static int tc_value(jdec *d, const pl_pbfield *f, pl_buf *out, bool tag)
     case PL_PB_INT32:
     case PL_PB_SINT32:
     case PL_PB_SFIXED32:
-        if (pl_jd_int(d, f->json, true, INT32_MIN, INT32_MAX, &u))
+        if (pl_json_dec_int(d, f->json, true, INT32_MIN, INT32_MAX, &u))
             return -1;
         break;
     case PL_PB_INT64:
     case PL_PB_SINT64:
     case PL_PB_SFIXED64:
-        if (pl_jd_int(d, f->json, true, INT64_MIN, INT64_MAX, &u))
+        if (pl_json_dec_int(d, f->json, true, INT64_MIN, INT64_MAX, &u))
             return -1;
         break;
     case PL_PB_UINT32:
     case PL_PB_FIXED32:
-        if (pl_jd_int(d, f->json, false, 0, UINT32_MAX, &u))
+        if (pl_json_dec_int(d, f->json, false, 0, UINT32_MAX, &u))
             return -1;
         break;
     case PL_PB_UINT64:
     case PL_PB_FIXED64:
-        if (pl_jd_int(d, f->json, false, 0, UINT64_MAX, &u))
+        if (pl_json_dec_int(d, f->json, false, 0, UINT64_MAX, &u))
             return -1;
         break;
     case PL_PB_BOOL: {
         pl_jtype t = pl_jr_peek(&d->r);
         if (t != PL_JT_TRUE && t != PL_JT_FALSE) {
             if (t == PL_JT_NONE || !pl_jr_skip(&d->r))
-                return pl_jd_syntax(d);
-            return pl_jd_fail(d, f->json, "want true or false");
+                return pl_json_dec_syntax(d);
+            return pl_json_dec_fail(d, f->json, "want true or false");
         }
         if (!pl_jr_literal(&d->r))
-            return pl_jd_syntax(d);
+            return pl_json_dec_syntax(d);
         u = t == PL_JT_TRUE;
         break;
     }
     case PL_PB_ENUM:
-        if (pl_jd_enum(d, f->json, f->en->names, f->en->values, f->en->n, &e))
+        if (pl_json_dec_enum(d, f->json, f->en->names, f->en->values, f->en->n, &e))
             return -1;
         u = (uint64_t)(int64_t)e;
         break;
     case PL_PB_STRING: {
         pl_jstr s;
-        if (pl_jd_jstr(d, f->json, "want a string", &s))
+        if (pl_json_dec_jstr(d, f->json, "want a string", &s))
             return -1;
         if (tag)
             put_tag(out, f->number, WT_LEN);
@@ -223,10 +223,10 @@ static int tc_value(jdec *d, const pl_pbfield *f, pl_buf *out, bool tag)
         put_varint(out, s.len); /* room for the longest length */
         size_t vs = out->len - at;
         if (!pl_buf_reserve(out, s.len))
-            return pl_jd_oom(d);
+            return pl_json_dec_oom(d);
         long n = pl_jr_unescape(&s, out->data + out->len);
         if (n < 0)
-            return pl_jd_fail(d, f->json, "invalid UTF-8");
+            return pl_json_dec_fail(d, f->json, "invalid UTF-8");
         /* Rewrite the length, which can only have shrunk. */
         uint8_t lv[10];
         size_t ln = 0;
@@ -246,8 +246,8 @@ static int tc_value(jdec *d, const pl_pbfield *f, pl_buf *out, bool tag)
         pl_jtype t = pl_jr_peek(&d->r);
         if (t != PL_JT_OBJECT) {
             if (t == PL_JT_NONE || !pl_jr_skip(&d->r))
-                return pl_jd_syntax(d);
-            return pl_jd_fail(d, NULL, "want an object");
+                return pl_json_dec_syntax(d);
+            return pl_json_dec_fail(d, NULL, "want an object");
         }
         size_t at = open_len(out, f->number);
         if (tc_msg(d, f->msg, out))
@@ -296,14 +296,14 @@ static int tc_repeated(jdec *d, const pl_pbfield *f, pl_buf *out)
 {
     pl_jtype t = pl_jr_peek(&d->r);
     if (t == PL_JT_NULL)
-        return pl_jr_literal(&d->r) ? 0 : pl_jd_syntax(d);
+        return pl_jr_literal(&d->r) ? 0 : pl_json_dec_syntax(d);
     if (t != PL_JT_ARRAY) {
         if (t == PL_JT_NONE || !pl_jr_skip(&d->r))
-            return pl_jd_syntax(d);
-        return pl_jd_fail(d, f->json, "want an array");
+            return pl_json_dec_syntax(d);
+        return pl_json_dec_fail(d, f->json, "want an array");
     }
     if (!pl_jr_array_begin(&d->r))
-        return pl_jd_syntax(d);
+        return pl_json_dec_syntax(d);
     bool packed = packable(f);
     size_t before = out->len;
     size_t at = packed ? open_len(out, f->number) : 0, start = out->len;
@@ -317,7 +317,7 @@ static int tc_repeated(jdec *d, const pl_pbfield *f, pl_buf *out)
         path_pop(d);
     }
     if (rc < 0)
-        return pl_jd_syntax(d);
+        return pl_json_dec_syntax(d);
     if (packed) {
         if (out->len == start)
             out->len = before; /* empty: leave the field out */
@@ -330,7 +330,7 @@ static int tc_repeated(jdec *d, const pl_pbfield *f, pl_buf *out)
 static int tc_msg(jdec *d, const pl_pbmsg *m, pl_buf *out)
 {
     if (!pl_jr_object_begin(&d->r))
-        return pl_jd_syntax(d);
+        return pl_json_dec_syntax(d);
     unsigned k = 0;
     pl_jstr key;
     int rc;
@@ -339,7 +339,7 @@ static int tc_msg(jdec *d, const pl_pbmsg *m, pl_buf *out)
         pl_jtype t = pl_jr_peek(&d->r);
         if (!f || t == PL_JT_NULL) {
             if (!pl_jr_skip(&d->r))
-                return pl_jd_syntax(d);
+                return pl_json_dec_syntax(d);
             continue;
         }
         if (f->repeated) {
@@ -354,7 +354,7 @@ static int tc_msg(jdec *d, const pl_pbmsg *m, pl_buf *out)
         if (f->type == PL_PB_MESSAGE)
             path_pop(d);
     }
-    return rc < 0 ? pl_jd_syntax(d) : over_budget(d, out);
+    return rc < 0 ? pl_json_dec_syntax(d) : over_budget(d, out);
 }
 
 pl_status pl_otlp_json_transcode(pl_signal signal, const uint8_t *buf, size_t len, size_t budget,
@@ -369,16 +369,16 @@ pl_status pl_otlp_json_transcode(pl_signal signal, const uint8_t *buf, size_t le
     jdec *d = malloc(sizeof(*d));
     if (!d)
         return pl_errf(err, PL_ERR_NOMEM, "out of memory while decoding");
-    pl_jd_init(d, NULL, buf, len, budget, err);
+    pl_json_dec_init(d, NULL, buf, len, budget, err);
     int rc;
     pl_jtype t = pl_jr_peek(&d->r);
     if (t == PL_JT_OBJECT) {
         rc = tc_msg(d, root, out);
         if (rc == 0 && !pl_jr_finish(&d->r))
-            rc = pl_jd_syntax(d);
+            rc = pl_json_dec_syntax(d);
     } else if (t == PL_JT_NONE || t == PL_JT_BAD) {
         pl_jr_fail(&d->r, t == PL_JT_NONE ? "unexpected end of input" : "unexpected character");
-        rc = pl_jd_syntax(d);
+        rc = pl_json_dec_syntax(d);
     } else {
         pl_errf(err, PL_ERR_INVALID, "the request must be a JSON object");
         rc = -1;

@@ -34,8 +34,8 @@ int pl_gzip(const uint8_t *data, size_t len, pl_buf *out)
 /* ---- the builder --------------------------------------------------------- */
 
 /* Makes room for `extra` more entries in a dictionary table. */
-int pprof_table_reserve(pl_arena *arena, void **items, uint32_t n, uint32_t *cap, size_t elem,
-                        size_t extra)
+int pl_pprof_table_reserve(pl_arena *arena, void **items, uint32_t n, uint32_t *cap, size_t elem,
+                           size_t extra)
 {
     if ((size_t)n + extra <= *cap && *items)
         return 0;
@@ -67,7 +67,7 @@ static bool str_eq(const void *ctx, uint32_t val)
 }
 
 /* Interns a string that lives at least as long as the batch. -1 on OOM. */
-int32_t pprof_intern_string(pl_pprof_builder *b, pl_bytes s)
+int32_t pl_pprof_intern_string(pl_pprof_builder *b, pl_bytes s)
 {
     if (s.len == 0)
         return 0;
@@ -88,9 +88,9 @@ int32_t pprof_intern_string(pl_pprof_builder *b, pl_bytes s)
     return (int32_t)idx;
 }
 
-int32_t pprof_intern_cstr(pl_pprof_builder *b, const char *s)
+int32_t pl_pprof_intern_cstr(pl_pprof_builder *b, const char *s)
 {
-    return pprof_intern_string(b, (pl_bytes){(const uint8_t *)s, (uint32_t)strlen(s)});
+    return pl_pprof_intern_string(b, (pl_bytes){(const uint8_t *)s, (uint32_t)strlen(s)});
 }
 
 typedef struct stack_key {
@@ -107,7 +107,7 @@ static bool stack_eq(const void *ctx, uint32_t val)
            (k->n == 0 || memcmp(s->location_indices, k->locs, k->n * sizeof(int32_t)) == 0);
 }
 
-int32_t pprof_intern_stack(pl_pprof_builder *b, const int32_t *locs, uint32_t n)
+int32_t pl_pprof_intern_stack(pl_pprof_builder *b, const int32_t *locs, uint32_t n)
 {
     pl_dictionary *d = bdict(b);
     stack_key key = {d, locs, n};
@@ -148,7 +148,7 @@ static bool attr_eq(const void *ctx, uint32_t val)
            pl_value_eq(&a->value, k->value);
 }
 
-int32_t pprof_intern_attr(pl_pprof_builder *b, int32_t key, pl_value value, int32_t unit)
+int32_t pl_pprof_intern_attr(pl_pprof_builder *b, int32_t key, pl_value value, int32_t unit)
 {
     pl_dictionary *d = bdict(b);
     attr_key k = {d, key, unit, &value};
@@ -185,7 +185,7 @@ static bool link_eq(const void *ctx, uint32_t val)
            memcmp(a->trace_id, l->trace_id, 16) == 0 && memcmp(a->span_id, l->span_id, 8) == 0;
 }
 
-int32_t pprof_intern_link(pl_pprof_builder *b, const pl_link *link)
+int32_t pl_pprof_intern_link(pl_pprof_builder *b, const pl_link *link)
 {
     pl_dictionary *d = bdict(b);
     link_key k = {d, link};
@@ -283,7 +283,7 @@ size_t pl_pprof_builder_samples(const pl_pprof_builder *b)
     return b->samples;
 }
 
-int pprof_grow_scratch(void **p, size_t *cap, size_t need, size_t elem)
+int pl_pprof_grow_scratch(void **p, size_t *cap, size_t need, size_t elem)
 {
     if (need <= *cap)
         return 0;
@@ -300,13 +300,14 @@ int pprof_grow_scratch(void **p, size_t *cap, size_t need, size_t elem)
 
 /* ---- Pyroscope profile names --------------------------------------------- */
 
-int pprof_name_profiles(pl_pprof_builder *b, pl_profile *profiles, uint32_t n, pl_bytes name)
+int pl_pprof_name_profiles(pl_pprof_builder *b, pl_profile *profiles, uint32_t n, pl_bytes name)
 {
     if (!n || !name.len)
         return n ? 0 : -1;
     pl_bytes copy = pl_batch_bytes(b->batch, name.ptr, name.len);
-    int32_t key = pprof_intern_cstr(b, PL_PPROF_NAME_ATTRIBUTE);
-    int32_t attr = copy.ptr && key >= 0 ? pprof_intern_attr(b, key, pl_value_string(copy), 0) : -1;
+    int32_t key = pl_pprof_intern_cstr(b, PL_PPROF_NAME_ATTRIBUTE);
+    int32_t attr =
+        copy.ptr && key >= 0 ? pl_pprof_intern_attr(b, key, pl_value_string(copy), 0) : -1;
     if (attr < 0)
         return -1;
     for (uint32_t i = 0; i < n; i++) {
@@ -340,7 +341,7 @@ int pprof_name_profiles(pl_pprof_builder *b, pl_profile *profiles, uint32_t n, p
 
 int pl_pprof_builder_name_last(pl_pprof_builder *b, pl_bytes name)
 {
-    return pprof_name_profiles(b, b->last_profiles, b->n_last, name);
+    return pl_pprof_name_profiles(b, b->last_profiles, b->n_last, name);
 }
 
 uint32_t pl_pprof_builder_last_types(pl_pprof_builder *b, pl_bytes *out, uint32_t max)

@@ -265,7 +265,7 @@ static int32_t map_string(decode_ctx *c, int64_t i)
         return i == 0 ? 0 : -1; /* an empty table still has "" at 0 */
     if (c->str_map[i] >= 0)
         return c->str_map[i];
-    int32_t d = pprof_intern_string(c->b, c->strs[i]);
+    int32_t d = pl_pprof_intern_string(c->b, c->strs[i]);
     if (d < 0)
         return -2;
     c->str_map[i] = d;
@@ -439,7 +439,7 @@ static pl_status on_sample_type(decode_ctx *c, reader *r, uint32_t wt, uint32_t 
         return NOMEM(c);
     for (uint32_t k = 0; k < t.len; k++)
         fixed[k] = t.ptr[k] == '-' ? '_' : t.ptr[k];
-    int32_t d = pprof_intern_string(c->b, (pl_bytes){fixed, t.len});
+    int32_t d = pl_pprof_intern_string(c->b, (pl_bytes){fixed, t.len});
     if (d < 0)
         return NOMEM(c);
     c->sample_types[i].type_strindex = d;
@@ -491,10 +491,10 @@ static pl_status on_mapping(decode_ctx *c, reader *r, uint32_t wt, uint32_t i)
     int32_t build_id;
     MAP_STRING(c, build_id, f_[6], "mapping %u build_id", i);
     if (build_id) {
-        int32_t key = pprof_intern_cstr(b, "process.executable.build_id.gnu");
+        int32_t key = pl_pprof_intern_cstr(b, "process.executable.build_id.gnu");
         int32_t attr =
             key < 0 ? -1
-                    : pprof_intern_attr(b, key, pl_value_string(bdict(b)->strings[build_id]), 0);
+                    : pl_pprof_intern_attr(b, key, pl_value_string(bdict(b)->strings[build_id]), 0);
         int32_t *list = pl_arena_alloc(&b->batch->arena, sizeof(int32_t));
         if (attr < 0 || !list)
             return NOMEM(c);
@@ -627,8 +627,8 @@ static int on_location_id(void *ctx, uint64_t id)
         s->st = BAD(c, "pprof: sample %u: location id %" PRIu64 " not found", s->sample, id);
         return 1;
     }
-    if (pprof_grow_scratch((void **)&b->scratch_locs, &b->cap_locs, s->n_locs + 1,
-                           sizeof(int32_t))) {
+    if (pl_pprof_grow_scratch((void **)&b->scratch_locs, &b->cap_locs, s->n_locs + 1,
+                              sizeof(int32_t))) {
         s->st = NOMEM(c);
         return 1;
     }
@@ -640,8 +640,8 @@ static int on_value(void *ctx, uint64_t v)
 {
     sample_state *s = ctx;
     pl_pprof_builder *b = s->c->b;
-    if (pprof_grow_scratch((void **)&b->scratch_vals, &b->cap_vals, s->n_vals + 1,
-                           sizeof(int64_t))) {
+    if (pl_pprof_grow_scratch((void **)&b->scratch_vals, &b->cap_vals, s->n_vals + 1,
+                              sizeof(int64_t))) {
         s->st = NOMEM(s->c);
         return 1;
     }
@@ -695,8 +695,8 @@ static pl_status on_sample(decode_ctx *c, reader *r, uint32_t wt, uint32_t i, pr
         } else if (f == 3) {
             if (w != WT_LEN)
                 return BAD(c, "pprof: sample %u: label corrupt", i);
-            if (pprof_grow_scratch((void **)&b->scratch_labels, &b->cap_labels, n_labels + 1,
-                                   sizeof(raw_label)))
+            if (pl_pprof_grow_scratch((void **)&b->scratch_labels, &b->cap_labels, n_labels + 1,
+                                      sizeof(raw_label)))
                 return NOMEM(c);
             pl_status st = read_label(c, &m, &b->scratch_labels[n_labels], i);
             if (st != PL_OK)
@@ -709,7 +709,7 @@ static pl_status on_sample(decode_ctx *c, reader *r, uint32_t wt, uint32_t i, pr
         return BAD(c, "pprof: sample %u has %u values for %u sample types", i, s.n_vals,
                    c->n_sample_types);
 
-    int32_t stack = pprof_intern_stack(b, b->scratch_locs, s.n_locs);
+    int32_t stack = pl_pprof_intern_stack(b, b->scratch_locs, s.n_locs);
     if (stack < 0)
         return NOMEM(c);
 
@@ -718,7 +718,7 @@ static pl_status on_sample(decode_ctx *c, reader *r, uint32_t wt, uint32_t i, pr
     memset(&link, 0, sizeof(link));
     bool has_span = false, has_trace = false;
     uint32_t n_attrs = 0;
-    if (pprof_grow_scratch((void **)&b->scratch_attrs, &b->cap_attrs, n_labels, sizeof(int32_t)))
+    if (pl_pprof_grow_scratch((void **)&b->scratch_attrs, &b->cap_attrs, n_labels, sizeof(int32_t)))
         return NOMEM(c);
     for (uint32_t k = 0; k < n_labels; k++) {
         raw_label *l = &b->scratch_labels[k];
@@ -764,7 +764,7 @@ static pl_status on_sample(decode_ctx *c, reader *r, uint32_t wt, uint32_t i, pr
             MAP_STRING(c, unit, l->num_unit, "sample %u label unit", i);
             value = pl_value_int(l->num);
         }
-        int32_t attr = pprof_intern_attr(b, key, value, unit);
+        int32_t attr = pl_pprof_intern_attr(b, key, value, unit);
         if (attr < 0)
             return NOMEM(c);
         b->scratch_attrs[n_attrs++] = attr;
@@ -773,7 +773,7 @@ static pl_status on_sample(decode_ctx *c, reader *r, uint32_t wt, uint32_t i, pr
         c->seen_keys[b->scratch_labels[k].key] = 0;
     int32_t link_index = 0;
     if (has_span) {
-        link_index = pprof_intern_link(b, &link);
+        link_index = pl_pprof_intern_link(b, &link);
         if (link_index < 0)
             return NOMEM(c);
     } else if (has_trace) {
@@ -782,9 +782,9 @@ static pl_status on_sample(decode_ctx *c, reader *r, uint32_t wt, uint32_t i, pr
         MAP_STRING(c, key, c->trace_id_key, "sample %u", i);
         char hex[33];
         pl_hex_encode(link.trace_id, 16, hex);
-        v = pprof_intern_string(b, pl_batch_bytes(b->batch, hex, 32));
+        v = pl_pprof_intern_string(b, pl_batch_bytes(b->batch, hex, 32));
         int32_t attr =
-            v < 0 ? -1 : pprof_intern_attr(b, key, pl_value_string(bdict(b)->strings[v]), 0);
+            v < 0 ? -1 : pl_pprof_intern_attr(b, key, pl_value_string(bdict(b)->strings[v]), 0);
         if (attr < 0)
             return NOMEM(c);
         b->scratch_attrs[n_attrs++] = attr;
@@ -917,7 +917,7 @@ static pl_status load_id_table(decode_ctx *c, void **items, uint32_t *dict_n, ui
     pl_status st = check_u32(c, n, *base, many);
     if (st != PL_OK)
         return st;
-    if (pprof_table_reserve(&c->b->batch->arena, items, *dict_n, cap, elem, n))
+    if (pl_pprof_table_reserve(&c->b->batch->arena, items, *dict_n, cap, elem, n))
         return NOMEM(c);
     if ((st = walk(c, want, fn)) != PL_OK)
         return st;
@@ -1100,7 +1100,7 @@ static pl_status decode_into(decode_ctx *c, const pl_pprof_meta *meta)
     scope->profiles = profiles;
     scope->n_profiles = c->n_sample_types;
     if (meta->profile_name.len &&
-        pprof_name_profiles(b, profiles, c->n_sample_types, meta->profile_name))
+        pl_pprof_name_profiles(b, profiles, c->n_sample_types, meta->profile_name))
         return NOMEM(c);
     if (meta->scope_name.len || meta->scope_version.len) {
         scope->has_scope = true;

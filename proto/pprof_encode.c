@@ -51,8 +51,8 @@ static int64_t enc_string(encoder *e, pl_bytes s)
         return -1;
     if (*slot)
         return *slot;
-    if (pprof_grow_scratch((void **)&e->strings, &e->cap_strings, e->n_strings + 1,
-                           sizeof(pl_bytes)))
+    if (pl_pprof_grow_scratch((void **)&e->strings, &e->cap_strings, e->n_strings + 1,
+                              sizeof(pl_bytes)))
         return -1;
     e->strings[e->n_strings] = s;
     *slot = (uint32_t)e->n_strings;
@@ -251,7 +251,7 @@ static pl_status encode_profile(encoder *e, const pl_profile *p, const pl_pprof_
     if (!pl_buf_reserve(&e->msg, 64))
         return pl_errf(e->err, PL_ERR_NOMEM, "pprof encode: out of memory");
     pl_bytes empty = {(const uint8_t *)"", 0};
-    if (pprof_grow_scratch((void **)&e->strings, &e->cap_strings, 1, sizeof(pl_bytes)))
+    if (pl_pprof_grow_scratch((void **)&e->strings, &e->cap_strings, 1, sizeof(pl_bytes)))
         return pl_errf(e->err, PL_ERR_NOMEM, "pprof encode: out of memory");
     e->strings[0] = empty;
     e->n_strings = 1;
@@ -454,7 +454,7 @@ pl_pprof_writer *pl_pprof_writer_new(const pl_pprof_writer_options *options)
     pl_buf_init(&w->msg);
     pl_buf_init(&w->e.msg);
     pl_buf_init(&w->e.sub);
-    if (pprof_grow_scratch((void **)&w->e.strings, &w->e.cap_strings, 1, sizeof(pl_bytes))) {
+    if (pl_pprof_grow_scratch((void **)&w->e.strings, &w->e.cap_strings, 1, sizeof(pl_bytes))) {
         free(w);
         return NULL;
     }
@@ -468,7 +468,7 @@ int pl_pprof_writer_add(pl_pprof_writer *w, const pl_bytes *frames, size_t n, in
     pl_buf_reset(&w->msg);
     for (size_t i = 0; i < n; i++) {
         int64_t id = enc_string(&w->e, frames[i]);
-        if (id < 0 || pprof_grow_scratch((void **)&w->is_fn, &w->cap_is_fn, (size_t)id + 1, 1))
+        if (id < 0 || pl_pprof_grow_scratch((void **)&w->is_fn, &w->cap_is_fn, (size_t)id + 1, 1))
             return -1;
         if (id == 0)
             continue; /* an empty frame name carries nothing */

@@ -65,26 +65,26 @@ static inline pl_dictionary *bdict(pl_pprof_builder *b)
 /* ---- pprof_convert.c ---------------------------------------------------- */
 
 /* Makes room for `extra` more entries in a dictionary table. */
-int pprof_table_reserve(pl_arena *arena, void **items, uint32_t n, uint32_t *cap, size_t elem,
-                        size_t extra);
+int pl_pprof_table_reserve(pl_arena *arena, void **items, uint32_t n, uint32_t *cap, size_t elem,
+                           size_t extra);
 
 #define RESERVE(b, field, extra)                                                                   \
-    pprof_table_reserve(&(b)->batch->arena, (void **)&bdict(b)->field, bdict(b)->n_##field,        \
-                        &bdict(b)->cap_##field, sizeof(*bdict(b)->field), (extra))
+    pl_pprof_table_reserve(&(b)->batch->arena, (void **)&bdict(b)->field, bdict(b)->n_##field,     \
+                           &bdict(b)->cap_##field, sizeof(*bdict(b)->field), (extra))
 
 /* Interning into the batch's dictionary: index, -1 on OOM. Strings must
  * live as long as the batch. */
-int32_t pprof_intern_string(pl_pprof_builder *b, pl_bytes s);
-int32_t pprof_intern_cstr(pl_pprof_builder *b, const char *s);
-int32_t pprof_intern_stack(pl_pprof_builder *b, const int32_t *locs, uint32_t n);
-int32_t pprof_intern_attr(pl_pprof_builder *b, int32_t key, pl_value value, int32_t unit);
-int32_t pprof_intern_link(pl_pprof_builder *b, const pl_link *link);
+int32_t pl_pprof_intern_string(pl_pprof_builder *b, pl_bytes s);
+int32_t pl_pprof_intern_cstr(pl_pprof_builder *b, const char *s);
+int32_t pl_pprof_intern_stack(pl_pprof_builder *b, const int32_t *locs, uint32_t n);
+int32_t pl_pprof_intern_attr(pl_pprof_builder *b, int32_t key, pl_value value, int32_t unit);
+int32_t pl_pprof_intern_link(pl_pprof_builder *b, const pl_link *link);
 
 /* Adds the attribute PL_PPROF_NAME_ATTRIBUTE = name (copied into the
  * batch) to each of the n profiles. -1 on OOM. */
-int pprof_name_profiles(pl_pprof_builder *b, pl_profile *profiles, uint32_t n, pl_bytes name);
+int pl_pprof_name_profiles(pl_pprof_builder *b, pl_profile *profiles, uint32_t n, pl_bytes name);
 
 /* Grows a malloc'd scratch array to hold `need` elements. -1 on OOM. */
-int pprof_grow_scratch(void **p, size_t *cap, size_t need, size_t elem);
+int pl_pprof_grow_scratch(void **p, size_t *cap, size_t need, size_t elem);
 
 #endif

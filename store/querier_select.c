@@ -50,10 +50,10 @@ pl_status pl_qctx_init(pl_qctx *q, pl_store *store, pl_err *err)
     pl_arena_init(&q->arena);
     sqlite3 *db = store->db;
     int64_t has_types = 0;
-    int rc = st_exec_int(db,
-                         "SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = "
-                         "'profile_types'",
-                         &has_types);
+    int rc = pl_store_exec_int(db,
+                               "SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = "
+                               "'profile_types'",
+                               &has_types);
     sqlite3_stmt *st = NULL;
     size_t cap = 0;
     if (rc == SQLITE_OK && has_types)
@@ -118,7 +118,7 @@ pl_status pl_qctx_init(pl_qctx *q, pl_store *store, pl_err *err)
         pl_qctx_free(q);
         if (rc == SQLITE_NOMEM)
             return pl_errf(err, PL_ERR_NOMEM, "out of memory");
-        return st_query_fail(store, rc, err);
+        return pl_store_query_fail(store, rc, err);
     }
     return PL_OK;
 }
@@ -477,7 +477,7 @@ static pl_status sql_fail(pl_qctx *c, int rc)
 {
     if (rc == SQLITE_NOMEM)
         return pl_errf(c->err, PL_ERR_NOMEM, "out of memory");
-    return st_query_fail(c->store, rc, c->err);
+    return pl_store_query_fail(c->store, rc, c->err);
 }
 
 /* ---- series discovery --------------------------------------------------- */
@@ -959,7 +959,7 @@ typedef struct fn_names {
 static int fn_name(pl_qctx *q, fn_names *fns, pl_qtree *tree, int64_t fn, int32_t *out)
 {
     int64_t v;
-    if (st_u64_map_get(&fns->map, (uint64_t)fn, &v)) {
+    if (pl_store_u64_map_get(&fns->map, (uint64_t)fn, &v)) {
         *out = (int32_t)v;
         return SQLITE_OK;
     }
@@ -988,7 +988,7 @@ static int fn_name(pl_qctx *q, fn_names *fns, pl_qtree *tree, int64_t fn, int32_
     sqlite3_reset(fns->st);
     if (rc != SQLITE_OK)
         return rc;
-    if (idx < 0 || !st_u64_map_put(&fns->map, (uint64_t)fn, idx))
+    if (idx < 0 || !pl_store_u64_map_put(&fns->map, (uint64_t)fn, idx))
         return SQLITE_NOMEM;
     *out = idx;
     return SQLITE_OK;
@@ -1005,7 +1005,7 @@ static int add_stacks(pl_qctx *q, sqlite3_stmt *stmt, pl_qtree *tree)
         int64_t value = sqlite3_column_int64(stmt, 0);
         const uint8_t *blob = sqlite3_column_blob(stmt, 1);
         size_t len = (size_t)sqlite3_column_bytes(stmt, 1);
-        int64_t nf = st_get_varints(blob, len, fids, 512);
+        int64_t nf = pl_store_get_varints(blob, len, fids, 512);
         if (nf < 0 || value == 0)
             continue;
         rc = SQLITE_OK;
@@ -1019,7 +1019,7 @@ static int add_stacks(pl_qctx *q, sqlite3_stmt *stmt, pl_qtree *tree)
         }
     }
     sqlite3_finalize(fns.st);
-    st_u64_map_clear(&fns.map);
+    pl_store_u64_map_clear(&fns.map);
     return rc;
 }
 

@@ -28,7 +28,7 @@
 
 /* FNV-1a with a final avalanche. Unkeyed and stable across processes: the
  * stack hash is persisted in `stacks.hash`. */
-uint64_t st_hash_bytes(const void *data, size_t len, uint64_t seed);
+uint64_t pl_store_hash_bytes(const void *data, size_t len, uint64_t seed);
 
 /* uint64 key -> int64 value: a pl_htab (keyed hashing with pl_hash_u64:
  * the keys are span ids and other client-chosen values) over dense
@@ -42,9 +42,9 @@ typedef struct u64_map {
     size_t cap, n;
 } u64_map;
 
-void st_u64_map_clear(u64_map *m);
-bool st_u64_map_get(const u64_map *m, uint64_t key, int64_t *val);
-bool st_u64_map_put(u64_map *m, uint64_t key, int64_t val);
+void pl_store_u64_map_clear(u64_map *m);
+bool pl_store_u64_map_get(const u64_map *m, uint64_t key, int64_t *val);
+bool pl_store_u64_map_put(u64_map *m, uint64_t key, int64_t val);
 
 /* string -> id; keys copied (core/intern.h: the interner's ids are
  * positions in `ids` + 1, since a store id is an int64 rowid). */
@@ -54,9 +54,9 @@ typedef struct str_map {
     size_t cap, n;
 } str_map;
 
-void st_str_map_clear(str_map *m);
-bool st_str_map_get(const str_map *m, const char *s, size_t len, uint64_t h, int64_t *id);
-bool st_str_map_put(str_map *m, const char *s, size_t len, uint64_t h, int64_t id);
+void pl_store_str_map_clear(str_map *m);
+bool pl_store_str_map_get(const str_map *m, const char *s, size_t len, uint64_t h, int64_t *id);
+bool pl_store_str_map_put(str_map *m, const char *s, size_t len, uint64_t h, int64_t id);
 
 /* Width of the per-minute service roll-up buckets (service_profiles). */
 #define ROLLUP_NS 60000000000ull
@@ -99,14 +99,14 @@ struct pl_store {
 };
 
 /* Empties the id caches (after a rollback or a stack collection). */
-void st_clear_caches(pl_store *s);
+void pl_store_clear_caches(pl_store *s);
 /* Records the failure of `what` and formats the error. */
-pl_status st_fail(pl_store *s, int rc, pl_err *err, const char *what);
-pl_status st_query_fail(pl_store *s, int rc, pl_err *err);
+pl_status pl_store_fail(pl_store *s, int rc, pl_err *err, const char *what);
+pl_status pl_store_query_fail(pl_store *s, int rc, pl_err *err);
 /* First column of the first row of `sql` into *out (0 when no row). */
-int st_exec_int(sqlite3 *db, const char *sql, int64_t *out);
+int pl_store_exec_int(sqlite3 *db, const char *sql, int64_t *out);
 /* Decodes varint frames; returns the count written (at most cap), -1 if bad. */
-int64_t st_get_varints(const uint8_t *p, size_t len, int64_t *out, size_t cap);
+int64_t pl_store_get_varints(const uint8_t *p, size_t len, int64_t *out, size_t cap);
 
 /* ---- helpers ------------------------------------------------------------ */
 

@@ -55,7 +55,7 @@ pl_status pl_store_query_links(pl_store *s, uint64_t since_ns, pl_link_stats *ou
     sqlite3_finalize(st);
     if (rc != SQLITE_OK) {
         pl_link_stats_free(out);
-        return st_query_fail(s, rc, err);
+        return pl_store_query_fail(s, rc, err);
     }
     return PL_OK;
 }

@@ -9,11 +9,11 @@
  */
 #include "store/store_internal.h"
 
-pl_status st_query_fail(pl_store *s, int rc, pl_err *err)
+pl_status pl_store_query_fail(pl_store *s, int rc, pl_err *err)
 {
     if (rc == SQLITE_NOMEM)
         return pl_errf(err, PL_ERR_NOMEM, "sqlite store %s: out of memory", s->path);
-    return st_fail(s, rc, err, "query failed");
+    return pl_store_fail(s, rc, err, "query failed");
 }
 
 /* One read transaction around a query: a consistent snapshot, and one
@@ -47,7 +47,7 @@ static pl_status read_done(pl_store *s, bool began, int rc, pl_arena *arena, voi
     if (rc == SQLITE_OK)
         return PL_OK;
     result_free(arena, result, size);
-    return st_query_fail(s, rc, err);
+    return pl_store_query_fail(s, rc, err);
 }
 
 static const char *arena_text(pl_arena *a, const unsigned char *text, int len)
@@ -297,8 +297,8 @@ static void decoder_free(decoder *d)
 {
     sqlite3_finalize(d->sel_fn);
     sqlite3_finalize(d->sel_stack);
-    st_u64_map_clear(&d->fn_index);
-    st_u64_map_clear(&d->stack_index);
+    pl_store_u64_map_clear(&d->fn_index);
+    pl_store_u64_map_clear(&d->stack_index);
     free(d->fns);
     free(d->stacks);
 }
@@ -306,7 +306,7 @@ static void decoder_free(decoder *d)
 static int decode_function(decoder *d, int64_t fid, uint32_t *index)
 {
     int64_t v;
-    if (st_u64_map_get(&d->fn_index, (uint64_t)fid, &v)) {
+    if (pl_store_u64_map_get(&d->fn_index, (uint64_t)fid, &v)) {
         *index = (uint32_t)(v - 1);
         return SQLITE_OK;
     }
@@ -327,14 +327,14 @@ static int decode_function(decoder *d, int64_t fid, uint32_t *index)
         return SQLITE_NOMEM;
     d->fns[d->n_fns] = info;
     *index = (uint32_t)d->n_fns++;
-    return st_u64_map_put(&d->fn_index, (uint64_t)fid, (int64_t)*index + 1) ? SQLITE_OK
-                                                                            : SQLITE_NOMEM;
+    return pl_store_u64_map_put(&d->fn_index, (uint64_t)fid, (int64_t)*index + 1) ? SQLITE_OK
+                                                                                  : SQLITE_NOMEM;
 }
 
 static int decode_stack(decoder *d, int64_t stack_id, stack_info **out)
 {
     int64_t v;
-    if (st_u64_map_get(&d->stack_index, (uint64_t)stack_id, &v)) {
+    if (pl_store_u64_map_get(&d->stack_index, (uint64_t)stack_id, &v)) {
         *out = &d->stacks[v - 1];
         return SQLITE_OK;
     }
@@ -346,11 +346,11 @@ static int decode_stack(decoder *d, int64_t stack_id, stack_info **out)
     if (rc == SQLITE_ROW) {
         const uint8_t *blob = sqlite3_column_blob(d->sel_stack, 0);
         size_t len = (size_t)sqlite3_column_bytes(d->sel_stack, 0);
-        n = st_get_varints(blob, len, local, 256);
+        n = pl_store_get_varints(blob, len, local, 256);
         if (n > 256) {
             ids = malloc((size_t)n * sizeof(int64_t));
             if (ids)
-                st_get_varints(blob, len, ids, (size_t)n);
+                pl_store_get_varints(blob, len, ids, (size_t)n);
             else
                 rc = SQLITE_NOMEM;
         }
@@ -378,7 +378,7 @@ static int decode_stack(decoder *d, int64_t stack_id, stack_info **out)
     if (pl_array_reserve((void **)&d->stacks, d->n_stacks, &d->cap_stacks, sizeof(stack_info), 256))
         return SQLITE_NOMEM;
     d->stacks[d->n_stacks] = info;
-    if (!st_u64_map_put(&d->stack_index, (uint64_t)stack_id, (int64_t)d->n_stacks + 1))
+    if (!pl_store_u64_map_put(&d->stack_index, (uint64_t)stack_id, (int64_t)d->n_stacks + 1))
         return SQLITE_NOMEM;
     *out = &d->stacks[d->n_stacks++];
     return SQLITE_OK;
@@ -438,7 +438,7 @@ static int fetch_rows(sqlite3_stmt *st, bool with_span, prows *out)
         if (!with_span) {
             uint64_t key = ((uint64_t)row.type_id << 40) ^ (uint64_t)row.stack_id;
             int64_t at;
-            if (key && st_u64_map_get(&index, key, &at)) {
+            if (key && pl_store_u64_map_get(&index, key, &at)) {
                 prow *r = &out->v[at];
                 r->value += row.value;
                 r->cpu += row.cpu;
@@ -446,7 +446,7 @@ static int fetch_rows(sqlite3_stmt *st, bool with_span, prows *out)
                 r->wall += row.wall;
                 continue;
             }
-            if (key && !st_u64_map_put(&index, key, (int64_t)out->n)) {
+            if (key && !pl_store_u64_map_put(&index, key, (int64_t)out->n)) {
                 rc = SQLITE_NOMEM;
                 break;
             }
@@ -463,7 +463,7 @@ static int fetch_rows(sqlite3_stmt *st, bool with_span, prows *out)
         }
         out->v[out->n++] = row;
     }
-    st_u64_map_clear(&index);
+    pl_store_u64_map_clear(&index);
     return rc == SQLITE_DONE ? SQLITE_OK : rc;
 }
 
@@ -647,16 +647,16 @@ static int summarize(decoder *d, const prow *rows, size_t n, const type_choice *
         if (v == 0)
             continue;
         int64_t idx;
-        if (st_u64_map_get(&by_stack, (uint64_t)rows[i].stack_id, &idx)) {
+        if (pl_store_u64_map_get(&by_stack, (uint64_t)rows[i].stack_id, &idx)) {
             values[idx - 1] += v;
         } else {
             stack_ids[ns] = rows[i].stack_id;
             values[ns++] = v;
-            if (!st_u64_map_put(&by_stack, (uint64_t)rows[i].stack_id, (int64_t)ns))
+            if (!pl_store_u64_map_put(&by_stack, (uint64_t)rows[i].stack_id, (int64_t)ns))
                 rc = SQLITE_NOMEM;
         }
     }
-    st_u64_map_clear(&by_stack);
+    pl_store_u64_map_clear(&by_stack);
     /* indices, not pointers: decoding more stacks may move d->stacks */
     size_t *infos = calloc(ns ? ns : 1, sizeof(size_t));
     if (!infos)
@@ -866,7 +866,7 @@ pl_status pl_store_query_trace(pl_store *s, const uint8_t trace_id[16], size_t t
     if (rows.n)
         qsort(rows.v, rows.n, sizeof(prow), cmp_prow_span);
     for (size_t i = 0; i < n; i++)
-        if (!st_u64_map_put(&index, (uint64_t)span_id_int(tmp[i].span_id), (int64_t)i + 1)) {
+        if (!pl_store_u64_map_put(&index, (uint64_t)span_id_int(tmp[i].span_id), (int64_t)i + 1)) {
             rc = SQLITE_NOMEM;
             goto done;
         }
@@ -875,7 +875,7 @@ pl_status pl_store_query_trace(pl_store *s, const uint8_t trace_id[16], size_t t
         while (j < rows.n && rows.v[j].span_id == rows.v[i].span_id)
             j++;
         int64_t idx;
-        if (st_u64_map_get(&index, (uint64_t)rows.v[i].span_id, &idx)) {
+        if (pl_store_u64_map_get(&index, (uint64_t)rows.v[i].span_id, &idx)) {
             pl_span_row *r = &tmp[idx - 1];
             type_choice tc;
             rc = choose_type(s, a, rows.v + i, j - i, NULL, true, &tc, NULL, NULL);
@@ -947,7 +947,8 @@ pl_status pl_store_query_trace(pl_store *s, const uint8_t trace_id[16], size_t t
                 first_child[i] = last_child[i] = next_sibling[i] = -1;
                 int64_t p;
                 if (tmp[i].has_parent &&
-                    st_u64_map_get(&index, (uint64_t)span_id_int(tmp[i].parent_span_id), &p) &&
+                    pl_store_u64_map_get(&index, (uint64_t)span_id_int(tmp[i].parent_span_id),
+                                         &p) &&
                     (size_t)(p - 1) != i)
                     parent[i] = (int32_t)(p - 1);
             }
@@ -1023,7 +1024,7 @@ done:
     sqlite3_finalize(cpu);
     if (dec_ok)
         decoder_free(&dec);
-    st_u64_map_clear(&index);
+    pl_store_u64_map_clear(&index);
     free(rows.v);
     free(tmp);
     return read_done(s, began, rc, &out->arena, out, sizeof(*out), err);
@@ -1085,12 +1086,12 @@ static int span_subtree_json(pl_store *s, int64_t root, pl_buf *out)
     }
     for (size_t i = 0; i < n && rc == SQLITE_OK; i++) {
         first[i] = next[i] = -1;
-        if (ids[i] && !st_u64_map_put(&index, (uint64_t)ids[i], (int64_t)i + 1))
+        if (ids[i] && !pl_store_u64_map_put(&index, (uint64_t)ids[i], (int64_t)i + 1))
             rc = SQLITE_NOMEM;
     }
     for (size_t i = 0; i < n && rc == SQLITE_OK; i++) {
         int64_t p;
-        if (parents[i] && st_u64_map_get(&index, (uint64_t)parents[i], &p) &&
+        if (parents[i] && pl_store_u64_map_get(&index, (uint64_t)parents[i], &p) &&
             (size_t)(p - 1) != i) {
             next[i] = first[p - 1];
             first[p - 1] = (int32_t)i;
@@ -1099,7 +1100,7 @@ static int span_subtree_json(pl_store *s, int64_t root, pl_buf *out)
     pl_buf_append_byte(out, '[');
     pl_buf_printf(out, "%" PRId64, root);
     int64_t at;
-    if (rc == SQLITE_OK && st_u64_map_get(&index, (uint64_t)root, &at)) {
+    if (rc == SQLITE_OK && pl_store_u64_map_get(&index, (uint64_t)root, &at)) {
         size_t head = 0, tail = 0;
         queue[tail++] = (int32_t)(at - 1);
         done[at - 1] = 1;
@@ -1117,7 +1118,7 @@ static int span_subtree_json(pl_store *s, int64_t root, pl_buf *out)
     pl_buf_append_byte(out, ']');
     if (rc == SQLITE_OK && !pl_buf_ok(out))
         rc = SQLITE_NOMEM;
-    st_u64_map_clear(&index);
+    pl_store_u64_map_clear(&index);
     free(first);
     free(next);
     free(done);
@@ -1292,7 +1293,7 @@ pl_status pl_store_query_services(pl_store *s, char ***names, size_t *n, pl_err 
         pl_store_free_names(*names, *n);
         *names = NULL;
         *n = 0;
-        return st_query_fail(s, rc, err);
+        return pl_store_query_fail(s, rc, err);
     }
     return PL_OK;
 }

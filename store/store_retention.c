@@ -7,9 +7,9 @@
 uint64_t pl_store_size(pl_store *s)
 {
     int64_t pages = 0, free_pages = 0, page_size = 0;
-    if (st_exec_int(s->db, "PRAGMA page_count", &pages) != SQLITE_OK ||
-        st_exec_int(s->db, "PRAGMA freelist_count", &free_pages) != SQLITE_OK ||
-        st_exec_int(s->db, "PRAGMA page_size", &page_size) != SQLITE_OK)
+    if (pl_store_exec_int(s->db, "PRAGMA page_count", &pages) != SQLITE_OK ||
+        pl_store_exec_int(s->db, "PRAGMA freelist_count", &free_pages) != SQLITE_OK ||
+        pl_store_exec_int(s->db, "PRAGMA page_size", &page_size) != SQLITE_OK)
         return 0;
     return (uint64_t)(pages - free_pages) * (uint64_t)page_size;
 }
@@ -85,26 +85,26 @@ static int delete_before(pl_store *s, uint64_t cutoff, pl_store_retention_stats 
 static bool data_time_range(pl_store *s, uint64_t *oldest, uint64_t *newest)
 {
     int64_t t_min = 0, t_max = 0, b_min = 0, b_max = 0, n_traces = 0, n_samples = 0;
-    st_exec_int(s->db, "SELECT count(*) FROM (SELECT 1 FROM traces LIMIT 1)", &n_traces);
-    st_exec_int(s->db, "SELECT count(*) FROM (SELECT 1 FROM samples LIMIT 1)", &n_samples);
+    pl_store_exec_int(s->db, "SELECT count(*) FROM (SELECT 1 FROM traces LIMIT 1)", &n_traces);
+    pl_store_exec_int(s->db, "SELECT count(*) FROM (SELECT 1 FROM samples LIMIT 1)", &n_samples);
     if (!n_traces && !n_samples)
         return false;
     uint64_t lo = UINT64_MAX, hi = 0;
     if (n_traces) {
-        st_exec_int(s->db, "SELECT min(start_ns) FROM traces", &t_min);
-        st_exec_int(s->db, "SELECT max(start_ns) FROM traces", &t_max);
+        pl_store_exec_int(s->db, "SELECT min(start_ns) FROM traces", &t_min);
+        pl_store_exec_int(s->db, "SELECT max(start_ns) FROM traces", &t_max);
         lo = (uint64_t)t_min;
         hi = (uint64_t)t_max;
     }
     if (n_samples) {
-        st_exec_int(s->db,
-                    "SELECT min(b) FROM (SELECT (SELECT min(bucket) FROM samples "
-                    "WHERE service_id = v.id) AS b FROM services v)",
-                    &b_min);
-        st_exec_int(s->db,
-                    "SELECT max(b) FROM (SELECT (SELECT max(bucket) FROM samples "
-                    "WHERE service_id = v.id) AS b FROM services v)",
-                    &b_max);
+        pl_store_exec_int(s->db,
+                          "SELECT min(b) FROM (SELECT (SELECT min(bucket) FROM samples "
+                          "WHERE service_id = v.id) AS b FROM services v)",
+                          &b_min);
+        pl_store_exec_int(s->db,
+                          "SELECT max(b) FROM (SELECT (SELECT max(bucket) FROM samples "
+                          "WHERE service_id = v.id) AS b FROM services v)",
+                          &b_max);
         if ((uint64_t)b_min * PL_STORE_BUCKET_NS < lo)
             lo = (uint64_t)b_min * PL_STORE_BUCKET_NS;
         if ((uint64_t)(b_max + 1) * PL_STORE_BUCKET_NS > hi)
@@ -122,7 +122,7 @@ static int collect_stacks(pl_store *s)
                           "DELETE FROM stacks WHERE id NOT IN (SELECT stack_id FROM samples UNION "
                           "SELECT stack_id FROM service_profiles)",
                           NULL, NULL, NULL);
-    st_u64_map_clear(&s->stacks);
+    pl_store_u64_map_clear(&s->stacks);
     return rc;
 }
 
@@ -150,11 +150,11 @@ pl_status pl_store_enforce_retention(pl_store *s, uint64_t now_ns, uint64_t max_
             if (rc == SQLITE_OK)
                 rc = sqlite3_exec(s->db, "COMMIT", NULL, NULL, NULL);
             if (rc != SQLITE_OK) {
-                failed = st_fail(s, rc, err, "retention failed");
+                failed = pl_store_fail(s, rc, err, "retention failed");
                 pl_store_rollback(s);
             }
         } else {
-            failed = st_fail(s, rc, err, "retention failed");
+            failed = pl_store_fail(s, rc, err, "retention failed");
         }
         deleted_samples = stats->sample_rows_deleted > 0 || stats->spans_deleted > 0;
     }
@@ -176,7 +176,7 @@ pl_status pl_store_enforce_retention(pl_store *s, uint64_t now_ns, uint64_t max_
             cutoff = newest + 1;
         rc = sqlite3_exec(s->db, "BEGIN IMMEDIATE", NULL, NULL, NULL);
         if (rc != SQLITE_OK) {
-            failed = st_fail(s, rc, err, "retention failed");
+            failed = pl_store_fail(s, rc, err, "retention failed");
             break;
         }
         rc = delete_before(s, cutoff, stats);
@@ -185,7 +185,7 @@ pl_status pl_store_enforce_retention(pl_store *s, uint64_t now_ns, uint64_t max_
         if (rc == SQLITE_OK)
             rc = sqlite3_exec(s->db, "COMMIT", NULL, NULL, NULL);
         if (rc != SQLITE_OK) {
-            failed = st_fail(s, rc, err, "retention failed");
+            failed = pl_store_fail(s, rc, err, "retention failed");
             pl_store_rollback(s);
         }
         deleted_samples = true;

@@ -26,7 +26,7 @@
  * the same in every process: unkeyed. Only stack_id uses it. The in-memory
  * maps hash client-chosen names, trace ids and keys under the per-process
  * key (core/hash.h) instead. */
-uint64_t st_hash_bytes(const void *data, size_t len, uint64_t seed)
+uint64_t pl_store_hash_bytes(const void *data, size_t len, uint64_t seed)
 {
     /* FNV-1a, then a final avalanche (splitmix64) so low bits are usable. */
     const uint8_t *p = data;
@@ -44,7 +44,7 @@ uint64_t st_hash_bytes(const void *data, size_t len, uint64_t seed)
 }
 
 /* uint64 key -> int64 value (pl_htab). */
-void st_u64_map_clear(u64_map *m)
+void pl_store_u64_map_clear(u64_map *m)
 {
     pl_htab_free(&m->index);
     free(m->entries);
@@ -62,7 +62,7 @@ static bool u64_eq(const void *ctx, uint32_t val)
     return k->m->entries[val - 1].key == k->key;
 }
 
-bool st_u64_map_get(const u64_map *m, uint64_t key, int64_t *val)
+bool pl_store_u64_map_get(const u64_map *m, uint64_t key, int64_t *val)
 {
     u64_key k = {m, key};
     uint32_t at = pl_htab_get(&m->index, (uint32_t)pl_hash_u64(key), u64_eq, &k);
@@ -71,7 +71,7 @@ bool st_u64_map_get(const u64_map *m, uint64_t key, int64_t *val)
     return at != 0;
 }
 
-bool st_u64_map_put(u64_map *m, uint64_t key, int64_t val)
+bool pl_store_u64_map_put(u64_map *m, uint64_t key, int64_t val)
 {
     uint32_t h = (uint32_t)pl_hash_u64(key);
     u64_key k = {m, key};
@@ -92,14 +92,14 @@ bool st_u64_map_put(u64_map *m, uint64_t key, int64_t val)
 }
 
 /* string -> id (core/intern.h). */
-void st_str_map_clear(str_map *m)
+void pl_store_str_map_clear(str_map *m)
 {
     pl_intern_free(&m->index);
     free(m->ids);
     memset(m, 0, sizeof(*m));
 }
 
-bool st_str_map_get(const str_map *m, const char *s, size_t len, uint64_t h, int64_t *id)
+bool pl_store_str_map_get(const str_map *m, const char *s, size_t len, uint64_t h, int64_t *id)
 {
     int32_t at = len <= UINT32_MAX ? pl_intern_get(&m->index, s, (uint32_t)len, h) : 0;
     if (at > 0)
@@ -107,7 +107,7 @@ bool st_str_map_get(const str_map *m, const char *s, size_t len, uint64_t h, int
     return at > 0;
 }
 
-bool st_str_map_put(str_map *m, const char *s, size_t len, uint64_t h, int64_t id)
+bool pl_store_str_map_put(str_map *m, const char *s, size_t len, uint64_t h, int64_t id)
 {
     size_t slot;
     if (len > UINT32_MAX || m->n >= INT32_MAX)
@@ -285,7 +285,7 @@ static const char *hint_for(pl_store_error kind)
 }
 
 /* Records the failure of `what` and formats the error. */
-pl_status st_fail(pl_store *s, int rc, pl_err *err, const char *what)
+pl_status pl_store_fail(pl_store *s, int rc, pl_err *err, const char *what)
 {
     pl_store_error kind = classify(rc);
     if (kind == PL_STORE_ERR_NONE)
@@ -335,7 +335,7 @@ static int mkdir_parents(const char *path)
     return ok ? 0 : -1;
 }
 
-int st_exec_int(sqlite3 *db, const char *sql, int64_t *out)
+int pl_store_exec_int(sqlite3 *db, const char *sql, int64_t *out)
 {
     sqlite3_stmt *st = NULL;
     int rc = sqlite3_prepare_v2(db, sql, -1, &st, NULL);
@@ -403,20 +403,20 @@ pl_status pl_store_open(const char *path, const pl_store_options *options, pl_st
                          path);
             goto fail;
         }
-        st = st_fail(s, rc, err, "cannot open");
+        st = pl_store_fail(s, rc, err, "cannot open");
         goto fail;
     }
     sqlite3_extended_result_codes(s->db, 1);
     sqlite3_busy_timeout(s->db, options->busy_timeout_ms > 0 ? options->busy_timeout_ms : 5000);
 
     int64_t app_id = 0, version = 0, n_tables = 0;
-    rc = st_exec_int(s->db, "PRAGMA application_id", &app_id);
+    rc = pl_store_exec_int(s->db, "PRAGMA application_id", &app_id);
     if (rc == SQLITE_OK)
-        rc = st_exec_int(s->db, "PRAGMA user_version", &version);
+        rc = pl_store_exec_int(s->db, "PRAGMA user_version", &version);
     if (rc == SQLITE_OK)
-        rc = st_exec_int(s->db, "SELECT count(*) FROM sqlite_master", &n_tables);
+        rc = pl_store_exec_int(s->db, "SELECT count(*) FROM sqlite_master", &n_tables);
     if (rc != SQLITE_OK) {
-        st = st_fail(s, rc, err, "cannot read the database header");
+        st = pl_store_fail(s, rc, err, "cannot read the database header");
         goto fail;
     }
     if ((app_id != 0 && app_id != PL_STORE_APP_ID) || (app_id == 0 && n_tables > 0)) {
@@ -460,7 +460,7 @@ pl_status pl_store_open(const char *path, const pl_store_options *options, pl_st
              * before the first table exists. */
             rc = sqlite3_exec(s->db, "PRAGMA auto_vacuum = INCREMENTAL", NULL, NULL, NULL);
             if (rc != SQLITE_OK) {
-                st = st_fail(s, rc, err, "cannot configure");
+                st = pl_store_fail(s, rc, err, "cannot configure");
                 goto fail;
             }
         }
@@ -499,10 +499,11 @@ pl_status pl_store_open(const char *path, const pl_store_options *options, pl_st
                     NULL, NULL, NULL);
             int64_t has_tenant = 0;
             if (rc == SQLITE_OK && app_id != 0 && version <= 4) /* v4 -> v5 */
-                rc = st_exec_int(s->db,
-                                 "SELECT count(*) FROM pragma_table_info('traces') WHERE name = "
-                                 "'tenant'",
-                                 &has_tenant);
+                rc = pl_store_exec_int(
+                    s->db,
+                    "SELECT count(*) FROM pragma_table_info('traces') WHERE name = "
+                    "'tenant'",
+                    &has_tenant);
             if (rc == SQLITE_OK && app_id != 0 && version <= 4 && !has_tenant)
                 rc = sqlite3_exec(s->db, "ALTER TABLE traces ADD COLUMN tenant TEXT;", NULL, NULL,
                                   NULL);
@@ -524,7 +525,7 @@ pl_status pl_store_open(const char *path, const pl_store_options *options, pl_st
         }
     }
     if (rc != SQLITE_OK) {
-        st = st_fail(s, rc, err, "cannot set up the schema");
+        st = pl_store_fail(s, rc, err, "cannot set up the schema");
         goto fail;
     }
     char cache[64];
@@ -536,7 +537,7 @@ pl_status pl_store_open(const char *path, const pl_store_options *options, pl_st
             rc = sqlite3_prepare_v3(s->db, write_sql[i], -1, SQLITE_PREPARE_PERSISTENT, &s->st[i],
                                     NULL);
             if (rc != SQLITE_OK) {
-                st = st_fail(s, rc, err, "cannot prepare statements");
+                st = pl_store_fail(s, rc, err, "cannot prepare statements");
                 goto fail;
             }
         }
@@ -550,11 +551,11 @@ fail:
     return st ? st : PL_ERR_INTERNAL;
 }
 
-void st_clear_caches(pl_store *s)
+void pl_store_clear_caches(pl_store *s)
 {
-    st_str_map_clear(&s->strings);
-    st_u64_map_clear(&s->functions);
-    st_u64_map_clear(&s->stacks);
+    pl_store_str_map_clear(&s->strings);
+    pl_store_u64_map_clear(&s->functions);
+    pl_store_u64_map_clear(&s->stacks);
 }
 
 void pl_store_close(pl_store *s)
@@ -568,7 +569,7 @@ void pl_store_close(pl_store *s)
             sqlite3_exec(s->db, "ROLLBACK", NULL, NULL, NULL);
         sqlite3_close_v2(s->db);
     }
-    st_clear_caches(s);
+    pl_store_clear_caches(s);
     pl_buf_free(&s->json);
     pl_buf_free(&s->frames);
     free(s->path);
@@ -583,7 +584,7 @@ pl_status pl_store_begin(pl_store *s, pl_err *err)
         return pl_errf(err, PL_ERR_INTERNAL, "sqlite store %s: opened read-only", s->path);
     int rc = sqlite3_exec(s->db, "BEGIN IMMEDIATE", NULL, NULL, NULL);
     if (rc != SQLITE_OK)
-        return st_fail(s, rc, err, "cannot begin a write");
+        return pl_store_fail(s, rc, err, "cannot begin a write");
     s->in_tx = true;
     return PL_OK;
 }
@@ -592,7 +593,7 @@ pl_status pl_store_commit(pl_store *s, pl_err *err)
 {
     int rc = sqlite3_exec(s->db, "COMMIT", NULL, NULL, NULL);
     if (rc != SQLITE_OK)
-        return st_fail(s, rc, err, "cannot commit");
+        return pl_store_fail(s, rc, err, "cannot commit");
     s->in_tx = false;
     s->last_error = PL_STORE_ERR_NONE;
     return PL_OK;
@@ -603,7 +604,7 @@ void pl_store_rollback(pl_store *s)
     if (s->in_tx || !sqlite3_get_autocommit(s->db))
         sqlite3_exec(s->db, "ROLLBACK", NULL, NULL, NULL);
     s->in_tx = false;
-    st_clear_caches(s);
+    pl_store_clear_caches(s);
 }
 
 pl_status pl_store_write_batch(pl_store *s, const pl_batch *batch, pl_store_write_stats *stats,

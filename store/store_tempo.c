@@ -392,7 +392,7 @@ done:;
     if (regex_error[0])
         return pl_errf(err, PL_ERR_INVALID, "invalid regular expression: %s", regex_error);
     if (rc != SQLITE_OK)
-        return st_query_fail(s, rc, err);
+        return pl_store_query_fail(s, rc, err);
     return pl_buf_ok(out) ? PL_OK : pl_errf(err, PL_ERR_NOMEM, "out of memory");
 }
 
@@ -452,7 +452,7 @@ pl_status pl_store_tempo_tags(pl_store *s, const char *tenant, uint32_t limit, p
     if (began)
         sqlite3_exec(s->db, "COMMIT", NULL, NULL, NULL);
     if (rc != SQLITE_OK)
-        return st_query_fail(s, rc, err);
+        return pl_store_query_fail(s, rc, err);
     return pl_buf_ok(out) ? PL_OK : pl_errf(err, PL_ERR_NOMEM, "out of memory");
 }
 
@@ -479,7 +479,7 @@ pl_status pl_store_tempo_tag_names(pl_store *s, const char *tenant, uint32_t lim
     if (began)
         sqlite3_exec(s->db, "COMMIT", NULL, NULL, NULL);
     if (rc != SQLITE_OK)
-        return st_query_fail(s, rc, err);
+        return pl_store_query_fail(s, rc, err);
     return pl_buf_ok(out) ? PL_OK : pl_errf(err, PL_ERR_NOMEM, "out of memory");
 }
 
@@ -580,6 +580,6 @@ pl_status pl_store_tempo_tag_values(pl_store *s, const char *tag, const char *te
     }
     pl_buf_append_str(out, "]}\n");
     if (rc != SQLITE_OK)
-        return st_query_fail(s, rc, err);
+        return pl_store_query_fail(s, rc, err);
     return pl_buf_ok(out) ? PL_OK : pl_errf(err, PL_ERR_NOMEM, "out of memory");
 }

@@ -67,7 +67,7 @@ static bool value_as_int(const pl_value *v, int64_t *out)
 static int string_id(pl_store *s, const char *text, size_t len, int64_t *id)
 {
     uint64_t h = pl_hash_bytes(text, len);
-    if (st_str_map_get(&s->strings, text, len, h, id))
+    if (pl_store_str_map_get(&s->strings, text, len, h, id))
         return SQLITE_OK;
     sqlite3_stmt *sel = s->st[ST_SEL_STRING];
     sqlite3_bind_text(sel, 1, len ? text : "", (int)len, SQLITE_STATIC);
@@ -86,8 +86,8 @@ static int string_id(pl_store *s, const char *text, size_t len, int64_t *id)
     sqlite3_reset(sel);
     if (rc == SQLITE_OK) {
         if (s->strings.n >= CACHE_MAX_ENTRIES)
-            st_str_map_clear(&s->strings);
-        st_str_map_put(&s->strings, text, len, h, *id);
+            pl_store_str_map_clear(&s->strings);
+        pl_store_str_map_put(&s->strings, text, len, h, *id);
     }
     return rc;
 }
@@ -97,7 +97,7 @@ static int function_id(pl_store *s, int64_t name_id, int64_t file_id, int64_t *i
     uint64_t key = ((uint64_t)name_id << 32) ^ (uint64_t)file_id;
     if (key == 0)
         key = 1ull << 63;
-    if (st_u64_map_get(&s->functions, key, id))
+    if (pl_store_u64_map_get(&s->functions, key, id))
         return SQLITE_OK;
     sqlite3_stmt *sel = s->st[ST_SEL_FUNCTION];
     sqlite3_bind_int64(sel, 1, name_id);
@@ -117,8 +117,8 @@ static int function_id(pl_store *s, int64_t name_id, int64_t file_id, int64_t *i
     sqlite3_reset(sel);
     if (rc == SQLITE_OK) {
         if (s->functions.n >= CACHE_MAX_ENTRIES)
-            st_u64_map_clear(&s->functions);
-        st_u64_map_put(&s->functions, key, *id);
+            pl_store_u64_map_clear(&s->functions);
+        pl_store_u64_map_put(&s->functions, key, *id);
     }
     return rc;
 }
@@ -136,7 +136,7 @@ static void put_varint(pl_buf *b, uint64_t v)
 }
 
 /* Decodes varint frames; returns the count written (at most cap), -1 if bad. */
-int64_t st_get_varints(const uint8_t *p, size_t len, int64_t *out, size_t cap)
+int64_t pl_store_get_varints(const uint8_t *p, size_t len, int64_t *out, size_t cap)
 {
     size_t n = 0, i = 0;
     while (i < len) {
@@ -163,10 +163,10 @@ static int stack_id(pl_store *s, int64_t *id)
 {
     const uint8_t *frames = s->frames.data ? s->frames.data : (const uint8_t *)"";
     size_t len = s->frames.len;
-    uint64_t h = st_hash_bytes(frames, len, 0x5eed);
+    uint64_t h = pl_store_hash_bytes(frames, len, 0x5eed);
     /* The cache trusts the 64-bit hash; the table lookup below compares the
      * frames and probes the next hash on the (astronomically rare) collision. */
-    if (st_u64_map_get(&s->stacks, h ? h : 1, id))
+    if (pl_store_u64_map_get(&s->stacks, h ? h : 1, id))
         return SQLITE_OK;
     uint64_t probe = h;
     for (int attempt = 0; attempt < 8; attempt++, probe++) {
@@ -197,8 +197,8 @@ static int stack_id(pl_store *s, int64_t *id)
         }
         if (probe == h) {
             if (s->stacks.n >= CACHE_MAX_ENTRIES)
-                st_u64_map_clear(&s->stacks);
-            st_u64_map_put(&s->stacks, h ? h : 1, *id);
+                pl_store_u64_map_clear(&s->stacks);
+            pl_store_u64_map_put(&s->stacks, h ? h : 1, *id);
         }
         return SQLITE_OK;
     }
@@ -871,9 +871,9 @@ static int write_profiles(pl_store *s, const pl_batch *batch, pl_store_write_sta
                         stats->samples++;
                     }
                     int64_t prev;
-                    if (!st_u64_map_get(&services, (uint64_t)k.service_id, &prev) ||
+                    if (!pl_store_u64_map_get(&services, (uint64_t)k.service_id, &prev) ||
                         (uint64_t)prev < latest)
-                        st_u64_map_put(&services, (uint64_t)k.service_id, (int64_t)latest);
+                        pl_store_u64_map_put(&services, (uint64_t)k.service_id, (int64_t)latest);
                     if (latest > *latest_ns)
                         *latest_ns = latest;
                 }
@@ -918,7 +918,7 @@ static int write_profiles(pl_store *s, const pl_batch *batch, pl_store_write_sta
         sqlite3_bind_int64(st, 2, services.entries[i].val);
         rc = step_reset(st);
     }
-    st_u64_map_clear(&services);
+    pl_store_u64_map_clear(&services);
     agg_free(&aggs);
     agg_free(&rollup);
     free(d.strings);
@@ -945,7 +945,7 @@ pl_status pl_store_write(pl_store *s, const pl_batch *batch, pl_store_write_stat
     if (rc != SQLITE_OK) {
         if (rc == SQLITE_NOMEM)
             return pl_errf(err, PL_ERR_NOMEM, "sqlite store %s: out of memory", s->path);
-        return st_fail(s, rc, err, "cannot write");
+        return pl_store_fail(s, rc, err, "cannot write");
     }
     return PL_OK;
 }
