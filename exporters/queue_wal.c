@@ -245,6 +245,20 @@ static void wal_free(pl_queue_wal *w)
     free(w);
 }
 
+/* The largest entry number in the file (0 when none): the logs of every
+ * pipeline that shares the file number their entries in one sequence. */
+static uint64_t max_seq(sqlite3 *db)
+{
+    sqlite3_stmt *st = NULL;
+    uint64_t top = 0;
+    if (sqlite3_prepare_v2(db, "SELECT coalesce(max(seq), 0) FROM pl_wal", -1, &st, NULL) ==
+            SQLITE_OK &&
+        sqlite3_step(st) == SQLITE_ROW)
+        top = (uint64_t)sqlite3_column_int64(st, 0);
+    sqlite3_finalize(st);
+    return top;
+}
+
 /* The loop's thread, or a worker running the pipeline under the pipeline
  * lock in its stead (ordered with the loop's calls by that lock). */
 static bool on_loop_thread(const pl_queue_wal *w)
@@ -476,13 +490,24 @@ static pl_status wal_consume(void *arg, pl_batch *batch)
      * its fsync setting). */
     sqlite3_exec(w->db, "PRAGMA synchronous=FULL", NULL, NULL, NULL);
     sqlite3_stmt *st = w->st_insert;
-    sqlite3_bind_int64(st, 1, (sqlite3_int64)seq);
     sqlite3_bind_text(st, 2, w->pipeline, -1, SQLITE_STATIC);
     sqlite3_bind_int(st, 3, (int)batch->signal);
     sqlite3_bind_int64(st, 4, (sqlite3_int64)batch->received_unix_nano);
     sqlite3_bind_blob(st, 5, w->enc.data ? (const void *)w->enc.data : "", (int)w->enc.len,
                       SQLITE_STATIC);
+    sqlite3_bind_int64(st, 1, (sqlite3_int64)seq);
     int rc = sqlite3_step(st);
+    if (rc == SQLITE_CONSTRAINT &&
+        sqlite3_extended_errcode(w->db) == SQLITE_CONSTRAINT_PRIMARYKEY) {
+        /* Another pipeline's log in the same file (one exporter with
+         * storage in several pipelines) numbered past this one: continue
+         * after the file's largest. Each log's numbers still rise. */
+        sqlite3_reset(st);
+        uint64_t top = max_seq(w->db);
+        seq = w->next_seq = top >= w->next_seq ? top + 1 : w->next_seq;
+        sqlite3_bind_int64(st, 1, (sqlite3_int64)seq);
+        rc = sqlite3_step(st);
+    }
     /* The error text before anything else runs on the connection: the
      * reset and the PRAGMA below would replace it ("not an error"). */
     char why[256] = "";
@@ -642,12 +667,8 @@ pl_queue_wal *pl_queue_wal_open(pl_queue *queue, const char *pipeline, pl_signal
     };
     for (size_t i = 0; rc == SQLITE_OK && i < sizeof(stmts) / sizeof(stmts[0]); i++)
         rc = sqlite3_prepare_v2(db, stmts[i].sql, -1, stmts[i].st, NULL);
-    sqlite3_stmt *max = NULL;
     if (rc == SQLITE_OK)
-        rc = sqlite3_prepare_v2(db, "SELECT coalesce(max(seq), 0) FROM pl_wal", -1, &max, NULL);
-    if (rc == SQLITE_OK && sqlite3_step(max) == SQLITE_ROW)
-        w->next_seq = (uint64_t)sqlite3_column_int64(max, 0) + 1;
-    sqlite3_finalize(max);
+        w->next_seq = max_seq(db) + 1;
     sqlite3_stmt *sync = NULL;
     w->synchronous = 1;
     if (rc == SQLITE_OK &&

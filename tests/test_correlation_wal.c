@@ -550,6 +550,53 @@ static void test_failed_delete_is_retried(void)
     env_close(&e);
 }
 
+/* Keeps what it is given (its log entries stay open) until released. */
+typedef struct holder {
+    pl_batch *kept[4];
+    int n;
+} holder;
+
+static pl_status hold_fn(void *arg, pl_batch *b)
+{
+    holder *h = arg;
+    if (h->n < 4) {
+        h->kept[h->n++] = b;
+        return PL_OK;
+    }
+    pl_batch_free(b);
+    return PL_OK;
+}
+
+/* One exporter with storage in two pipelines: both pipelines' logs live in
+ * the one file and number their entries in one sequence, so neither
+ * refuses a batch because the other used its number. */
+static void test_two_pipelines_share_a_file(void)
+{
+    env e;
+    env_open(&e, "two-pipelines", 0, PL_OK);
+    holder h = {{0}, 0};
+    pl_consumer hold;
+    pl_consumer_init_func(&hold, hold_fn, &h);
+    pl_err err = {{0}};
+    pl_queue_wal *w2 = pl_queue_wal_open(e.q, "profiles", PL_SIGNAL_TRACES, &hold, &err);
+    REQUIRE(w2);
+    for (int i = 0; i < 3; i++) {
+        span_spec a[] = {
+            {(uint64_t)(10 + i), (uint64_t)(0x100 + i), 0, BASE, BASE + S(1), "GET /", NULL}};
+        CHECK_EQ_INT(pl_consumer_consume(pl_queue_wal_consumer(w2), mk_traces("svc", a, 1)), PL_OK);
+        span_spec b[] = {
+            {(uint64_t)(20 + i), (uint64_t)(0x200 + i), 0, BASE, BASE + S(1), "GET /", NULL}};
+        CHECK_EQ_INT(pl_consumer_consume(pl_queue_wal_consumer(e.wal), mk_traces("svc", b, 1)),
+                     PL_OK);
+    }
+    CHECK_EQ_UINT(pl_queue_wal_rows(w2), 3); /* held: every entry logged and kept */
+    for (int i = 0; i < h.n; i++)
+        pl_batch_free(h.kept[i]);
+    CHECK_EQ_UINT(pl_queue_wal_rows(w2), 0);
+    pl_queue_wal_close(w2);
+    env_close(&e);
+}
+
 /* A queue file damaged while it held an answered batch's log entry: set
  * aside at the next start, and the entry, still readable, is copied into
  * the fresh file and replayed. */
@@ -611,6 +658,7 @@ int main(void)
     PL_RUN(test_shutdown_retry_settles_the_entry);
     PL_RUN(test_full_disk_refuses_with_the_true_error_once);
     PL_RUN(test_failed_delete_is_retried);
+    PL_RUN(test_two_pipelines_share_a_file);
     PL_RUN(test_damaged_file_entries_are_replayed);
     PL_RUN(test_store_beside_the_queue_leaves_no_entry);
     PL_RUN(test_copy_freed_off_the_loop_is_released_on_the_loop);
