@@ -809,6 +809,17 @@ const pl_store_route_table pl_store_api_routes = {api_rows, sizeof(api_rows) / s
 static void handle_querier(pl_store_call *c)
 {
     pl_sqlite_api *api = c->api;
+    if (c->tenant) {
+        /* Profiles are not kept by tenant yet (only traces are): answering
+         * would show one tenant another's profiles, so refuse instead. */
+        static const char body[] =
+            "{\"code\":\"unimplemented\",\"message\":\"X-Scope-OrgID: profiles are not "
+            "kept by tenant in this store; query without the header\"}";
+        static const pl_http_header h[] = {{"Content-Type", 12, "application/json", 16}};
+        pl_http_respond(c->res, 404, h, 1, body, sizeof(body) - 1); /* Connect: unimplemented */
+        c->answered = true;
+        return;
+    }
     pl_err err = {{0}};
     if (!api->store) {
         pl_store_options opt = {.read_only = true, .busy_timeout_ms = 1000};

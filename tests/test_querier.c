@@ -445,6 +445,14 @@ static void test_connect_errors(void)
     CHECK_EQ_INT(call_json("AnalyzeQuery", "{}", &out), 404);
     CHECK(has(&out, "\"code\":\"unimplemented\""));
     CHECK_EQ_INT(send_req("GET", "/querier.v1.QuerierService/ProfileTypes", "", "", 0, &out), 405);
+    /* profiles are not kept by tenant: a tenant's request is refused, never
+     * answered with every tenant's profiles */
+    CHECK_EQ_INT(send_req("POST", "/querier.v1.QuerierService/ProfileTypes",
+                          "Content-Type: application/json\r\nX-Scope-OrgID: team-a\r\n", "{}", 2,
+                          &out),
+                 404);
+    CHECK(has(&out, "\"code\":\"unimplemented\""));
+    CHECK(has(&out, "X-Scope-OrgID"));
     CHECK_EQ_INT(send_req("POST", "/querier.v1.QuerierService/ProfileTypes",
                           "Content-Type: text/plain\r\n", "{}", 2, &out),
                  415);
