@@ -258,9 +258,6 @@ static const struct {
     {PL_KIND_PROCESSOR, "transform",
      "a contrib processor (OTTL) proflink does not have; attributes and resource cover insert, "
      "update, upsert, delete, hash, extract and convert"},
-    {PL_KIND_PROCESSOR, "resourcedetection",
-     "a contrib processor proflink does not have; set resource attributes with the resource "
-     "processor (values may use ${env:VAR})"},
     {PL_KIND_PROCESSOR, "k8sattributes",
      "a contrib processor proflink does not have; set resource attributes with the resource "
      "processor"},
@@ -272,9 +269,6 @@ static const struct {
      "a profile names"},
     {PL_KIND_PROCESSOR, "spanmetrics",
      "replaced in the Collector by the spanmetrics connector; proflink runs no connectors"},
-    {PL_KIND_EXTENSION, "file_storage",
-     "a contrib extension proflink does not have; give the exporter's sending_queue a "
-     "'storage:' directory for a persistent queue"},
     {PL_KIND_EXTENSION, "oauth2client",
      "a contrib extension proflink does not have; bearertokenauth sends a fixed or file-held "
      "token"},
@@ -624,6 +618,95 @@ static void load_service(loader *l, const pl_cfg_node *service_key, const pl_cfg
 
 /* `n_before`: errs->n before the document was read, so that value errors
  * found while reading (a bad ${...}) refuse the config too. */
+/* ---- sending_queue.storage naming a file_storage extension ---------------- */
+
+static const pl_cfg_field *field_named(const pl_cfg_section *s, const char *key, pl_cfg_type type)
+{
+    for (size_t i = 0; s && s->fields && s->fields[i].key; i++)
+        if (s->fields[i].type == type && strcmp(s->fields[i].key, key) == 0)
+            return &s->fields[i];
+    return NULL;
+}
+
+/* The directory of the file_storage extension `id`; NULL if there is none. */
+static const char *storage_directory(const pl_config *cfg, const char *id)
+{
+    long i = find_component(cfg, PL_KIND_EXTENSION, id);
+    if (i < 0)
+        return NULL;
+    const pl_config_component *c = &cfg->components[i];
+    if (strcmp(c->type->type, "file_storage") != 0 || !c->cfg)
+        return NULL;
+    const pl_cfg_field *f = field_named(c->type->config, "directory", PL_CFG_STRING);
+    return f ? *(char *const *)((const char *)c->cfg + f->offset) : NULL;
+}
+
+/* A `storage` value that is a component id (file_storage or
+ * file_storage/<name>, as Collector configs write it) becomes the directory
+ * of that configured extension; one that names none is an error at its
+ * position. Any other value stays a path. Walks the exporter's tables, so
+ * nested sending_queues (loadbalancing's protocol.otlp) are found too. */
+static void resolve_storage(loader *l, const pl_cfg_section *section, void *cfg,
+                            const pl_cfg_node *map, const pl_cfg_node *at, int depth)
+{
+    for (size_t i = 0; section && cfg && depth < 8 && section->fields && section->fields[i].key;
+         i++) {
+        const pl_cfg_field *f = &section->fields[i];
+        if (f->type != PL_CFG_SECTION || !f->section)
+            continue;
+        void *sub = (char *)cfg + f->offset;
+        const pl_cfg_node *node = pl_cfg_node_get(map, f->key);
+        const pl_cfg_node *pos = node && node->kind != PL_NODE_NULL ? node : at;
+        const pl_cfg_field *sf = strcmp(f->key, "sending_queue") == 0
+                                     ? field_named(f->section, "storage", PL_CFG_STRING)
+                                     : NULL;
+        if (!sf) {
+            resolve_storage(l, f->section, sub, node, pos, depth + 1);
+            continue;
+        }
+        char **slot = (char **)((char *)sub + sf->offset);
+        const char *v = *slot;
+        if (!v || (strcmp(v, "file_storage") != 0 && strncmp(v, "file_storage/", 13) != 0))
+            continue;
+        const pl_cfg_node *vpos = pl_cfg_node_get(node, "storage");
+        const char *dir = storage_directory(l->cfg, v);
+        if (!dir) {
+            if (!defined_in_file(l->cfg->doc->root, PL_KIND_EXTENSION, v))
+                pl_cfg_errors_at(l->errs, vpos ? vpos : pos,
+                                 "sending_queue.storage '%s' names no configured file_storage "
+                                 "extension (define it under extensions:, or give a path)",
+                                 v);
+            continue;
+        }
+        size_t n = strlen(dir);
+        char *path = malloc(n + 2);
+        if (!path) {
+            pl_cfg_errors_at(l->errs, vpos ? vpos : pos, "out of memory");
+            continue;
+        }
+        /* a trailing '/': always a directory to the queue */
+        memcpy(path, dir, n);
+        path[n] = '/';
+        path[n + 1] = '\0';
+        if (n && dir[n - 1] == '/')
+            path[n] = '\0';
+        free(*slot);
+        *slot = path;
+    }
+}
+
+static void resolve_storages(loader *l)
+{
+    const pl_cfg_node *root = l->cfg->doc->root;
+    for (size_t i = 0; i < l->cfg->n_components; i++) {
+        pl_config_component *c = &l->cfg->components[i];
+        if (c->kind != PL_KIND_EXPORTER || !c->cfg || !c->type->config)
+            continue;
+        const pl_cfg_node *body = pl_cfg_node_get(pl_cfg_node_get(root, "exporters"), c->id);
+        resolve_storage(l, c->type->config, c->cfg, body, body ? body : c->key, 0);
+    }
+}
+
 static pl_config *load_doc(pl_cfg_doc *doc, const char *path,
                            const pl_component_type *const *registry, size_t n_before,
                            pl_cfg_errors *errs)
@@ -676,6 +759,7 @@ static pl_config *load_doc(pl_cfg_doc *doc, const char *path,
     for (size_t s = 0; s < 4; s++)
         load_components(&l, sections[s].kind, pl_cfg_node_get(root, sections[s].name));
     load_service(&l, pl_cfg_node_key(root, "service"), pl_cfg_node_get(root, "service"));
+    resolve_storages(&l);
 
     for (size_t i = 0; i < cfg->n_components; i++) {
         pl_config_component *c = &cfg->components[i];

@@ -17,6 +17,7 @@ extern const pl_component_type pl_processor_batch;
 extern const pl_component_type pl_processor_memory_limiter;
 extern const pl_component_type pl_processor_attributes;
 extern const pl_component_type pl_processor_resource;
+extern const pl_component_type pl_processor_resourcedetection;
 extern const pl_component_type pl_processor_redaction;
 extern const pl_component_type pl_processor_correlation;
 /* exporters */
@@ -36,6 +37,7 @@ extern const pl_component_type pl_extension_pprof;
 extern const pl_component_type pl_extension_zpages;
 extern const pl_component_type pl_extension_bearertokenauth;
 extern const pl_component_type pl_extension_basicauth;
+extern const pl_component_type pl_extension_file_storage;
 
 const pl_component_type *const pl_component_types[] = {
     &pl_receiver_otlp,
@@ -48,6 +50,7 @@ const pl_component_type *const pl_component_types[] = {
     &pl_processor_memory_limiter,
     &pl_processor_attributes,
     &pl_processor_resource,
+    &pl_processor_resourcedetection,
     &pl_processor_redaction,
     &pl_exporter_debug,
     &pl_exporter_pyroscope,
@@ -64,6 +67,7 @@ const pl_component_type *const pl_component_types[] = {
     &pl_extension_zpages,
     &pl_extension_bearertokenauth,
     &pl_extension_basicauth,
+    &pl_extension_file_storage,
     NULL,
 };
 

@@ -60,6 +60,7 @@
 #include "pattern.h"
 #include "proto/otlp_pb.h"
 #include "proto/pb_wire.h"
+#include "resource_fixed.h"
 
 /* ---- config ------------------------------------------------------------- */
 
@@ -1323,3 +1324,33 @@ const pl_component_type pl_processor_resource = {
     PL_COMPONENT_LIFECYCLE(resource_create, attr_start, attr_shutdown, attr_destroy),
     .consume = attr_consume,
 };
+
+/* ---- fixed resource attributes (resource_fixed.h) ------------------------ */
+
+pl_status pl_resource_fixed_create(const pl_create_settings *s, const char *const *keys,
+                                   const char *const *values, size_t n, bool override, void **out,
+                                   pl_err *err)
+{
+    attr_action_cfg *acts = calloc(n ? n : 1, sizeof(*acts));
+    if (!acts)
+        return pl_errf(err, PL_ERR_NOMEM, "out of memory");
+    for (size_t i = 0; i < n; i++) {
+        acts[i].key = (char *)keys[i];
+        acts[i].action = (char *)(override ? "upsert" : "insert");
+        acts[i].value = (char *)values[i];
+    }
+    pl_cfg_list list = {acts, n};
+    pl_status st = attr_create_common(s, &list, true, out, err);
+    free(acts);
+    return st;
+}
+
+pl_status pl_resource_fixed_consume(void *self, pl_batch *batch, pl_consumer *next)
+{
+    return attr_consume(self, batch, next);
+}
+
+void pl_resource_fixed_destroy(void *self)
+{
+    attr_destroy(self);
+}

@@ -12,6 +12,7 @@
 #include "config/decode.h"
 #include "config/node.h"
 #include "core/log.h"
+#include "exporters/queue.h"
 #include "testlib.h"
 #include "pipeline_fixtures.h"
 
@@ -893,6 +894,72 @@ static void test_schema_rules(void)
     pl_cfg_free(&bad_limit_section, &c);
 }
 
+/* sending_queue.storage naming a configured file_storage extension becomes
+ * its directory; a path stays a path; a
+ * file_storage id naming no extension is an error at its position. */
+static void test_file_storage_resolves_queue_storage(void)
+{
+    pl_config *cfg = load("extensions:\n"
+                          "  file_storage/q:\n"
+                          "    directory: /var/tmp/pl-q\n"
+                          "    compaction: {on_start: true}\n"
+                          "  file_storage:\n"
+                          "    directory: /var/tmp/pl-default/\n"
+                          "receivers: {feeder: }\n"
+                          "exporters:\n"
+                          "  otlp/a:\n"
+                          "    endpoint: localhost:4317\n"
+                          "    sending_queue: {storage: file_storage/q}\n"
+                          "  otlp/b:\n"
+                          "    endpoint: localhost:4317\n"
+                          "    sending_queue: {storage: /var/tmp/plain}\n"
+                          "  otlp/c:\n"
+                          "    endpoint: localhost:4317\n"
+                          "    sending_queue: {storage: file_storage}\n"
+                          "service:\n"
+                          "  extensions: [file_storage/q]\n"
+                          "  pipelines:\n"
+                          "    traces:\n"
+                          "      receivers: [feeder]\n"
+                          "      exporters: [otlp/a, otlp/b, otlp/c]\n");
+    for (size_t i = 0; !cfg && i < errs.n; i++)
+        fprintf(stderr, "    %s\n", errs.items[i].text);
+    REQUIRE(cfg != NULL);
+    const pl_config_component *a = component(cfg, "otlp/a");
+    const pl_config_component *b = component(cfg, "otlp/b");
+    REQUIRE(a && b);
+    const pl_sending_queue_config *qa = pl_queue_config_of(a->type->config, a->cfg);
+    const pl_sending_queue_config *qb = pl_queue_config_of(b->type->config, b->cfg);
+    REQUIRE(qa && qb);
+    CHECK_EQ_STR(qa->storage, "/var/tmp/pl-q/");
+    CHECK_EQ_STR(qb->storage, "/var/tmp/plain");
+    char *file = pl_queue_storage_file(qa->storage, "otlp/a");
+    CHECK(file && strncmp(file, "/var/tmp/pl-q/", 14) == 0 && strstr(file, ".queue.db"));
+    free(file);
+    const pl_config_component *c = component(cfg, "otlp/c");
+    REQUIRE(c);
+    const pl_sending_queue_config *qc = pl_queue_config_of(c->type->config, c->cfg);
+    REQUIRE(qc);
+    CHECK_EQ_STR(qc->storage, "/var/tmp/pl-default/");
+    pl_config_free(cfg);
+
+    cfg = load("extensions:\n"
+               "  file_storage/other: {directory: /var/tmp/x}\n"
+               "receivers: {feeder: }\n"
+               "exporters:\n"
+               "  otlp:\n"
+               "    endpoint: localhost:4317\n"
+               "    sending_queue:\n"
+               "      storage: file_storage/q\n"
+               "service:\n"
+               "  pipelines:\n"
+               "    traces: {receivers: [feeder], exporters: [otlp]}\n");
+    CHECK(cfg == NULL);
+    CHECK_ERROR("t.yaml:8:16: sending_queue.storage 'file_storage/q' names no configured "
+                "file_storage extension");
+    CHECK_EQ_UINT(errs.n, 1);
+}
+
 int main(void)
 {
     fx_register();
@@ -919,6 +986,7 @@ int main(void)
     PL_RUN(test_listen_addresses);
     PL_RUN(test_secret_keys);
     PL_RUN(test_schema_rules);
+    PL_RUN(test_file_storage_resolves_queue_storage);
     pl_cfg_errors_free(&errs);
     return pl_test_done();
 }

@@ -6,6 +6,8 @@
  * of several of them in order.
  */
 #include <math.h>
+#include <sys/utsname.h>
+#include <unistd.h>
 #include <uv.h>
 
 #include "core/strlist.h"
@@ -1990,6 +1992,97 @@ static void test_processors_are_registered(void)
     }
 }
 
+/* ---- resourcedetection --------------------------------------------------- */
+
+extern const pl_component_type pl_processor_resourcedetection;
+
+static void test_resourcedetection(void)
+{
+    /* env: percent-decoded, spaces trimmed, a bare word skipped; host.name
+     * from env wins over system's (the earlier detector) */
+    setenv("OTEL_RESOURCE_ATTRIBUTES",
+           "service.name=from-env, deployment.environment=prod%2Cblue,bad, team = a%20b,"
+           "host.name=envhost",
+           1);
+    px_proc p;
+    REQUIRE(px_open(&p, &pl_processor_resourcedetection,
+                    "detectors: [env, system]\n"
+                    "timeout: 5s\n"
+                    "system:\n"
+                    "  hostname_sources: [os]\n"
+                    "  resource_attributes:\n"
+                    "    host.arch: {enabled: true}\n",
+                    NULL) == PL_OK);
+    struct utsname u;
+    REQUIRE(uname(&u) == 0);
+    const char *arch = strcmp(u.machine, "x86_64") == 0    ? "amd64"
+                       : strcmp(u.machine, "aarch64") == 0 ? "arm64"
+                                                           : u.machine;
+    px_capture cap;
+    px_capture_init(&cap);
+    CHECK_EQ_INT(px_consume(&p, px_traces(2, 1), &cap.consumer), PL_OK);
+    CHECK_EQ_INT(px_consume(&p, px_profiles("svc", "", 1), &cap.consumer), PL_OK);
+    REQUIRE(cap.n == 2);
+    for (uint32_t r = 0; r < 2; r++) {
+        pl_attrs *a = &cap.batches[0]->data.traces.resources[r].resource.attrs;
+        CHECK(attr_is_str(a, "service.name", "from-env")); /* override: true */
+        CHECK(attr_is_str(a, "deployment.environment", "prod,blue"));
+        CHECK(attr_is_str(a, "team", "a b"));
+        CHECK(attr_is_str(a, "host.name", "envhost"));
+        CHECK(attr_is_str(a, "os.type", "linux"));
+        CHECK(attr_is_str(a, "host.arch", arch));
+        CHECK(attr(a, "bad") == NULL);
+    }
+    pl_attrs *pa = &cap.batches[1]->data.profiles.resources[0].resource.attrs;
+    CHECK(attr_is_str(pa, "service.name", "from-env"));
+    CHECK(attr_is_str(pa, "os.type", "linux"));
+    px_capture_clear(&cap);
+    /* opaque logs: the resource gets the attributes */
+    uint8_t rm[8], req[16];
+    size_t n_rm = pb_field(rm, 2, "", 0);
+    size_t n_req = pb_field(req, 1, rm, n_rm);
+    pl_batch *logs = pl_batch_new(PL_SIGNAL_LOGS);
+    logs->data.raw = (pl_bytes){req, n_req};
+    CHECK_EQ_INT(px_consume(&p, logs, &cap.consumer), PL_OK);
+    REQUIRE(cap.n == 1);
+    pl_bytes out = cap.batches[0]->data.raw;
+    CHECK(memmem(out.ptr, out.len, "os.type", 7) != NULL);
+    CHECK(memmem(out.ptr, out.len, "envhost", 7) != NULL);
+    px_capture_clear(&cap);
+    px_close(&p);
+
+    /* override: false keeps what the data carries; system alone: host.name
+     * is gethostname, host.arch off by default */
+    unsetenv("OTEL_RESOURCE_ATTRIBUTES");
+    REQUIRE(px_open(&p, &pl_processor_resourcedetection,
+                    "detectors: [system, env]\n"
+                    "override: false\n"
+                    "system: {hostname_sources: [os]}\n",
+                    NULL) == PL_OK);
+    char host[256] = "";
+    REQUIRE(gethostname(host, sizeof(host) - 1) == 0);
+    pl_batch *t = px_traces(1, 1);
+    px_put_str(t, &t->data.traces.resources[0].resource.attrs, "os.type", "kept");
+    CHECK_EQ_INT(px_consume(&p, t, &cap.consumer), PL_OK);
+    REQUIRE(cap.n == 1);
+    pl_attrs *a = &cap.batches[0]->data.traces.resources[0].resource.attrs;
+    CHECK(attr_is_str(a, "service.name", "svc0"));
+    CHECK(attr_is_str(a, "os.type", "kept"));
+    CHECK(attr_is_str(a, "host.name", host));
+    CHECK(attr(a, "host.arch") == NULL);
+    px_capture_clear(&cap);
+    px_close(&p);
+
+    /* detectors and hostname sources proflink lacks are refused */
+    int n = px_decode(&p, &pl_processor_resourcedetection,
+                      "detectors: [env, ec2]\n"
+                      "system: {hostname_sources: [cname]}\n");
+    CHECK(n == 2);
+    CHECK(has_error(&p, "test.yaml:1:", "detector 'ec2' is not supported"));
+    CHECK(has_error(&p, "test.yaml:2:", "hostname source 'cname' is not supported"));
+    px_close(&p);
+}
+
 int main(void)
 {
     PL_RUN(test_sha256_vectors);
@@ -1999,6 +2092,7 @@ int main(void)
     PL_RUN(test_attributes_update);
     PL_RUN(test_attributes_from_context);
     PL_RUN(test_resource_on_logs_and_metrics);
+    PL_RUN(test_resourcedetection);
     PL_RUN(test_attributes_on_log_records);
     PL_RUN(test_attributes_on_logs_include_exclude);
     PL_RUN(test_attributes_on_metric_data_points);
