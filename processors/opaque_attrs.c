@@ -109,7 +109,8 @@ static bool rewrite_list(walk *w, const pl_buf *kvs, uint32_t attr_field, bool b
         tmp->metadata = (pl_metadata){0};
     }
     /* request.1 ResourceSpans .1 Resource .1 KeyValue */
-    pl_pb_reader r = {enc.data, enc.data + enc.len};
+    /* an empty encoding has no buffer: no arithmetic on NULL */
+    pl_pb_reader r = {enc.data, enc.data ? enc.data + enc.len : NULL};
     uint32_t field, wt;
     uint64_t v;
     for (int depth = 0; ok && depth < 2; depth++) {
