@@ -344,6 +344,18 @@ typedef struct pl_metadata {
     uint32_t n;
 } pl_metadata;
 
+/* Bus progress: a receiver reading spans and profiles from a partitioned bus
+ * (receivers/kafka.c) names, on every traces and profiles batch, the
+ * partition it came from, and how many span records of that partition are
+ * still to be handed on as the receiver knows now (after this batch, for a
+ * traces batch): a decimal count, or "unknown" before the first fetch. The
+ * spans and samples of a trace share a partition number, so a processor
+ * that joins them (processors/correlation*) can hold samples while their
+ * partition's spans lag, and let them go once the spans caught up. A
+ * receiver never takes these keys from the data it reads. */
+#define PL_META_BUS_PARTITION "proflink.bus.partition"
+#define PL_META_BUS_SPANS_LAG "proflink.bus.spans_lag"
+
 typedef struct pl_batch {
     pl_signal signal;
     pl_arena arena;

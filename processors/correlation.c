@@ -162,6 +162,8 @@ void pl_correlation_config_defaults(pl_correlation_config *cfg)
     cfg->late_window = 600 * 1000000000LL;
     cfg->late_max_spans = 1000000;
     cfg->late_max_bytes = 128ull << 20;
+    cfg->bus_lag_wait = 300 * 1000000000LL;
+    cfg->bus_lag_max_bytes = 64ull << 20;
     cfg->max_spill_bytes = 1ull << 30;
 }
 
@@ -686,6 +688,7 @@ static pl_status consume_profiles(correlation *self, pl_batch *batch, pl_consume
             return PL_OK;
         }
         pl_corr_compact_samples(self, hi);
+        pl_corr_bus_hold(self, hi);
     } else if (n_wait) {
         *self->c_unlinked_samples += n_wait; /* no room to hold it */
     }
@@ -726,9 +729,11 @@ static pl_status correlation_consume(void *p, pl_batch *batch, pl_consumer *next
         pl_corr_release_all(self, RELEASE_EARLY);
     if (self->n_leftovers && sig == PL_SIGNAL_TRACES)
         pl_corr_spill_replay(self, next); /* spill files of an earlier run */
-    if (sig == PL_SIGNAL_TRACES)
-        return consume_traces(self, batch, next);
-    return consume_profiles(self, batch, next);
+    pl_corr_bus_note(self, batch);
+    pl_status st = sig == PL_SIGNAL_TRACES ? consume_traces(self, batch, next)
+                                           : consume_profiles(self, batch, next);
+    pl_corr_bus_progress(self);
+    return st;
 }
 
 static pl_bytes name_or(const char *configured, const char *dflt)
@@ -922,7 +927,7 @@ static pl_status correlation_create(const pl_create_settings *settings, const vo
         !self->c_late_spans || !self->c_early_spans || !self->c_covered_spans ||
         !self->g_held_spans || !self->g_pending_samples || !self->g_held_bytes ||
         !self->c_late_linked || !self->c_not_held || !self->c_refused || !self->g_clock_skew ||
-        pl_corr_late_init(self)) {
+        pl_corr_late_init(self) || pl_corr_bus_init(self)) {
         correlation_free(self);
         return pl_errf(err, PL_ERR_NOMEM, "correlation: out of memory");
     }
@@ -1057,6 +1062,9 @@ void pl_correlation_get_counters(void *p, pl_correlation_counters *out)
     out->spilled_batches = *self->c_spilled_batches;
     out->spilled_bytes = *self->c_spilled_bytes;
     out->spill_failures = *self->c_spill_failures;
+    out->bus_lag_held_samples = *self->c_bus_held;
+    out->bus_lag_caught_up_samples = *self->c_bus_caught_up;
+    out->bus_lag_bound_samples = *self->c_bus_bound;
 }
 
 const pl_component_type pl_processor_correlation = {

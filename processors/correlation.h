@@ -42,6 +42,9 @@ typedef struct pl_correlation_config {
     uint64_t max_spill_bytes;    /* disk the spill files may take; beyond, early release */
     char *hold_compression;      /* "zstd": held span batches kept encoded and compressed in
                                     memory (needs late_window); "none": decoded. NULL: zstd */
+    int64_t bus_lag_wait;        /* ns; longest a sample batch from a bus partition whose
+                                    spans lag waits for them (0: no such hold) */
+    uint64_t bus_lag_max_bytes;  /* sample batches held for lag at once, bytes */
     /* Attribute names (NULL = the default shown in the config table). */
     char *trace_id_attribute;        /* on samples: trace_id */
     char *span_id_attribute;         /* on samples: span_id */
@@ -111,6 +114,12 @@ typedef struct pl_correlation_counters {
     uint64_t spilled_batches;     /* held span batches written to storage */
     uint64_t spilled_bytes;       /* their encoded bytes */
     uint64_t spill_failures;      /* spills or read-backs that failed */
+
+    /* Samples read from a bus (correlation_bus.c): */
+    uint64_t bus_lag_held_samples; /* held beyond sample_window: their partition's spans lagged */
+    uint64_t bus_lag_caught_up_samples; /* of those, let go once their spans came or the partition caught up */
+    uint64_t bus_lag_bound_samples;     /* let go at bus_lag_wait or another bound, or not held
+                                           longer for want of room (bus_lag_max_bytes) */
 } pl_correlation_counters;
 void pl_correlation_get_counters(void *self, pl_correlation_counters *out);
 

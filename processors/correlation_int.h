@@ -151,6 +151,9 @@ typedef struct held_batch {
     uint64_t *parents;       /* spilled: parent span id of each indexed span, by the
                                 position its entry keeps in expiry_ms (0: none) */
     uint32_t n_parents;
+    uint64_t bus;             /* samples: the bus partition it came from (key, 0: none) */
+    uint64_t window_deadline; /* samples held for lag: the deadline its window gave */
+    bool lag_held;            /* samples: held longer while its partition's spans lag */
 } held_batch;
 
 /* One profile stream of a service: its profiles of one sample type. A
@@ -407,6 +410,15 @@ typedef struct correlation {
     bool started, timer_open, shut_down;
     uv_timer_t timer;
 
+    /* Bus partitions (correlation_bus.c): the sample batches held while
+     * their partition's spans lag. */
+    uint64_t bus_cur;     /* partition of the batch being consumed (0: none) */
+    bool bus_cur_lagging; /* its spans lag, as that batch said */
+    size_t bus_held_bytes;
+    uint32_t bus_held_batches;
+    uint64_t *c_bus_held, *c_bus_caught_up, *c_bus_bound;
+    int64_t *g_bus_held_bytes;
+
     uint64_t *c_linked_samples, *c_unlinked_samples, *c_late_samples, *c_early_samples;
     uint64_t *c_linked_spans, *c_unlinked_spans, *c_late_spans, *c_early_spans;
     uint64_t *c_covered_spans;
@@ -645,6 +657,12 @@ uint64_t pl_corr_entry_parent(const correlation *self, const span_entry *e);
 uint64_t pl_corr_spilled_deadline(correlation *self, uint64_t key);
 void pl_corr_link_spilled(correlation *self, span_entry *e, const late_span *ls, pl_sample *s,
                           profile_info *pi);
+/* correlation_bus.c */
+int pl_corr_bus_init(correlation *self);
+void pl_corr_bus_note(correlation *self, const pl_batch *b);
+void pl_corr_bus_hold(correlation *self, uint32_t hi);
+void pl_corr_bus_progress(correlation *self);
+void pl_corr_bus_unhold(correlation *self, held_batch *h, bool caught_up);
 /* correlation_release.c */
 bool pl_corr_retry(correlation *self, uint64_t now, pl_signal sig, pl_status *refusal);
 void pl_corr_flush(correlation *self);

@@ -477,6 +477,7 @@ static void release_sample_batch(correlation *self, uint32_t hi, int reason)
     pl_batch *b = h->batch;
     pl_consumer *next = h->next;
     uint32_t expiry = to_ms(self, now_ns(self) + self->span_window);
+    pl_corr_bus_unhold(self, h, h->items == 0); /* held for lag: its spans all came? */
     for (uint32_t r = 0; r < h->n_refs; r++) {
         pending_ref *ref = &h->refs[r];
         uint32_t i = pl_corr_pending_table_next(&self->pending, ref->key, UINT32_MAX);
@@ -816,8 +817,9 @@ void pl_correlation_tick(void *p)
         i = next;
     }
     /* Samples wait one window, in arrival order, except those waiting for
-     * a span on disk or packed (correlation_spill.c): then look at each. */
-    if (!self->spill_dir && !self->pack) {
+     * a span on disk or packed (correlation_spill.c), or for the spans of a
+     * lagging bus partition (correlation_bus.c): then look at each. */
+    if (!self->spill_dir && !self->pack && !self->bus_held_batches) {
         while (self->head[SIDE_SAMPLES] && !self->n_retry &&
                self->held[self->head[SIDE_SAMPLES]].deadline <= now)
             pl_corr_release(self, self->head[SIDE_SAMPLES], RELEASE_WINDOW);

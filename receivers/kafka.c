@@ -82,6 +82,7 @@ typedef struct part {
     int64_t next_offset;  /* after the last record handed on; -1: none yet */
     int64_t store_offset; /* to store for commit at the end of this wake-up; -1: none */
     int64_t blocked_at;   /* a refused record's offset, the next to deliver; -1: none */
+    int64_t eof_offset;   /* where the client last reached the partition's end; -1: not yet */
     bool paused;          /* paused until resume_at_ns, then seek to blocked_at */
     uint64_t resume_at_ns;
     int64_t backoff_ns;
@@ -156,7 +157,7 @@ static void set_parts(kafka_receiver *r, const rd_kafka_topic_partition_list_t *
         }
         p->partition = list->elems[i].partition;
         p->signal = (pl_signal)s;
-        p->next_offset = p->store_offset = p->blocked_at = -1;
+        p->next_offset = p->store_offset = p->blocked_at = p->eof_offset = -1;
         r->n_parts++;
     }
     *r->assigned_gauge = (int64_t)r->n_parts;
@@ -242,14 +243,42 @@ static pl_bytes dup_bytes(pl_batch *b, const void *p, size_t n)
     return pl_batch_bytes(b, p, n);
 }
 
-/* kafka.topic, kafka.partition, kafka.offset and every header. */
-static void add_metadata(kafka_receiver *r, pl_batch *b, const rd_kafka_message_t *m)
+/* Span records of partition number `num` (of the traces topics this member
+ * reads) still to be handed on, as the client knows now: `cur`, when set,
+ * is the partition of the record being handed on, `cur_next` the position
+ * after it. -1: not known yet (nothing fetched); -2: no traces partition
+ * of that number is ours (its spans go to another member: nothing to wait
+ * for). */
+static int64_t spans_lag(kafka_receiver *r, int32_t num, const part *cur, int64_t cur_next)
+{
+    int64_t lag = -2;
+    for (size_t i = 0; i < r->n_parts; i++) {
+        const part *p = &r->parts[i];
+        if (p->signal != PL_SIGNAL_TRACES || p->partition != num)
+            continue;
+        int64_t pos = p == cur                         ? cur_next
+                      : p->blocked_at >= 0             ? p->blocked_at
+                      : p->next_offset > p->eof_offset ? p->next_offset
+                                                       : p->eof_offset;
+        int64_t lo = -1, hi = -1;
+        if (pos < 0 ||
+            rd_kafka_get_watermark_offsets(r->rk, p->topic, p->partition, &lo, &hi) != 0 || hi < 0)
+            return -1;
+        lag = (lag < 0 ? 0 : lag) + (hi > pos ? hi - pos : 0);
+    }
+    return lag;
+}
+
+/* kafka.topic, kafka.partition, kafka.offset, the bus progress keys
+ * (core/model.h; for traces and profiles, when this member reads the
+ * partition's spans) and every header. */
+static void add_metadata(kafka_receiver *r, const part *p, pl_batch *b, const rd_kafka_message_t *m)
 {
     rd_kafka_headers_t *hdrs = NULL;
     size_t nh = 0;
     if (rd_kafka_message_headers(m, &hdrs) == RD_KAFKA_RESP_ERR_NO_ERROR && hdrs)
         nh = rd_kafka_header_cnt(hdrs);
-    pl_kv *items = pl_batch_alloc(b, (3 + nh) * sizeof(*items));
+    pl_kv *items = pl_batch_alloc(b, (5 + nh) * sizeof(*items));
     if (!items)
         return;
     char num[32];
@@ -263,12 +292,29 @@ static void add_metadata(kafka_receiver *r, pl_batch *b, const rd_kafka_message_
     snprintf(num, sizeof(num), "%" PRId64, m->offset);
     items[k].key = PL_BYTES_LIT("kafka.offset");
     items[k++].value = pl_value_string(dup_bytes(b, num, strlen(num)));
+    int64_t lag = b->signal == PL_SIGNAL_TRACES || b->signal == PL_SIGNAL_PROFILES
+                      ? spans_lag(r, m->partition, p, m->offset + 1)
+                      : -2;
+    if (lag >= -1) {
+        char name[300];
+        snprintf(name, sizeof(name), "%s/%" PRId32, r->id, m->partition);
+        items[k].key = PL_BYTES_LIT(PL_META_BUS_PARTITION);
+        items[k++].value = pl_value_string(dup_bytes(b, name, strlen(name)));
+        if (lag >= 0)
+            snprintf(num, sizeof(num), "%" PRId64, lag);
+        else
+            snprintf(num, sizeof(num), "unknown");
+        items[k].key = PL_BYTES_LIT(PL_META_BUS_SPANS_LAG);
+        items[k++].value = pl_value_string(dup_bytes(b, num, strlen(num)));
+    }
     for (size_t i = 0; i < nh; i++) {
         const char *name;
         const void *v;
         size_t vl;
         if (rd_kafka_header_get_all(hdrs, i, &name, &v, &vl) != RD_KAFKA_RESP_ERR_NO_ERROR)
             continue;
+        if (strncmp(name, "proflink.bus.", 13) == 0)
+            continue; /* set by the receiver only, never by the data */
         items[k].key = dup_bytes(b, name, strlen(name));
         items[k++].value = pl_value_string(v ? dup_bytes(b, v, vl) : (pl_bytes){0});
     }
@@ -385,7 +431,7 @@ static void handle_record(kafka_receiver *r, const rd_kafka_message_t *m)
     size_t items = 0;
     pl_status st = decode_record(r, signal, m, &b, &items, &err);
     if (st == PL_OK) {
-        add_metadata(r, b, m);
+        add_metadata(r, p, b, m);
         b->received_unix_nano = pl_time_now_ns();
         bool empty = (signal == PL_SIGNAL_TRACES && b->data.traces.n_resources == 0) ||
                      (signal == PL_SIGNAL_PROFILES && b->data.profiles.n_resources == 0);
@@ -515,9 +561,12 @@ static void serve(void *arg)
         rd_kafka_message_t *m = rd_kafka_consumer_poll(r->rk, 0);
         if (!m)
             break;
-        if (m->err) {
-            if (m->err != RD_KAFKA_RESP_ERR__PARTITION_EOF)
-                pl_warn(r->id, "%s", rd_kafka_message_errstr(m));
+        if (m->err == RD_KAFKA_RESP_ERR__PARTITION_EOF) {
+            part *p = m->rkt ? find_part(r, rd_kafka_topic_name(m->rkt), m->partition) : NULL;
+            if (p)
+                p->eof_offset = m->offset; /* caught up: spans_lag knows it */
+        } else if (m->err) {
+            pl_warn(r->id, "%s", rd_kafka_message_errstr(m));
         } else if (!r->closing) {
             handle_record(r, m);
         }
@@ -612,6 +661,8 @@ static pl_status kafka_create(const pl_create_settings *settings, const void *co
         st = pl_kafka_conf_set(r->conf, "auto.offset.reset", c->initial_offset, err);
     if (st == PL_OK)
         st = pl_kafka_conf_set(r->conf, "enable.auto.offset.store", "false", err);
+    if (st == PL_OK) /* tells when a partition's spans are caught up (spans_lag) */
+        st = pl_kafka_conf_set(r->conf, "enable.partition.eof", "true", err);
     if (st == PL_OK)
         st = pl_kafka_conf_set(r->conf, "enable.auto.commit",
                                c->autocommit.enable ? "true" : "false", err);
