@@ -223,7 +223,8 @@ static void resume_due(kafka_receiver *r)
         if (!list)
             return;
         rd_kafka_topic_partition_list_add(list, p->topic, p->partition)->offset = p->blocked_at;
-        rd_kafka_error_t *err = rd_kafka_seek_partitions(r->rk, list, 1000);
+        rd_kafka_error_t *err =
+            rd_kafka_seek_partitions(r->rk, list, 0); /* asynchronous: the loop does not wait */
         if (err) {
             pl_warn(r->id, "seeking %s[%d] to %" PRId64 ": %s", p->topic, p->partition,
                     p->blocked_at, rd_kafka_error_string(err));

@@ -16,6 +16,7 @@
 #include "net/kafka.h"
 #include "exporters/kafka.config.h"
 #include "pipeline/consumer.h"
+#include "processors/correlation.h"
 #include "proto/otlp_json.h"
 #include "proto/otlp_pb.h"
 #include "receivers/kafka.config.h"
@@ -579,6 +580,242 @@ static void test_receiver_refusal_pauses_and_redelivers_in_order(kf_cluster *c)
     pl_buf_free(&js);
 }
 
+/* ---- samples before their spans, across the bus ------------------------- */
+
+#define LAG_N 16 /* traces, each one span and one sample linked to it */
+
+typedef struct lagenv {
+    uv_loop_t loop;
+    pl_stats *rstats, *cstats;
+    kafka_receiver_cfg cfg;
+    void *r, *corr;
+    pl_consumer traces_in, profiles_in, traces_out, profiles_out;
+    uint64_t first_profiles_ns; /* when the first profiles batch came (0: not yet) */
+    uint64_t spans_held_ns;     /* spans are refused until this long after it */
+    int refused, spans_in, spans, samples, enriched;
+    uint64_t waited_max_ns, waited_sum_ns;
+} lagenv;
+
+static pl_status lag_traces_in(void *arg, pl_batch *b)
+{
+    lagenv *e = arg;
+    /* a traces pipeline pushing back (a full queue, memory_limiter before
+     * correlation): the spans partitions pause, the profiles go on */
+    if (!e->first_profiles_ns || pl_time_mono_ns() < e->first_profiles_ns + e->spans_held_ns) {
+        e->refused++;
+        pl_batch_free(b);
+        return PL_ERR_REFUSED;
+    }
+    e->spans_in += (int)pl_batch_items(b);
+    return pl_processor_correlation.consume(e->corr, b, &e->traces_out);
+}
+
+static pl_status lag_profiles_in(void *arg, pl_batch *b)
+{
+    lagenv *e = arg;
+    if (!e->first_profiles_ns)
+        e->first_profiles_ns = pl_time_mono_ns();
+    return pl_processor_correlation.consume(e->corr, b, &e->profiles_out);
+}
+
+static pl_status lag_traces_out(void *arg, pl_batch *b)
+{
+    lagenv *e = arg;
+    e->spans += (int)pl_batch_items(b);
+    pl_batch_free(b);
+    return PL_OK;
+}
+
+static pl_status lag_profiles_out(void *arg, pl_batch *b)
+{
+    lagenv *e = arg;
+    uint64_t waited = pl_time_now_ns() - b->received_unix_nano;
+    pl_profiles *ps = &b->data.profiles;
+    pl_dictionary *d = &ps->dict;
+    for (uint32_t r = 0; r < ps->n_resources; r++)
+        for (uint32_t sc = 0; sc < ps->resources[r].n_scopes; sc++)
+            for (uint32_t pi = 0; pi < ps->resources[r].scopes[sc].n_profiles; pi++) {
+                pl_profile *pr = &ps->resources[r].scopes[sc].profiles[pi];
+                for (uint32_t k = 0; k < pr->n_samples; k++) {
+                    pl_sample *sm = &pr->samples[k];
+                    e->samples++;
+                    if (waited > e->waited_max_ns)
+                        e->waited_max_ns = waited;
+                    e->waited_sum_ns += waited;
+                    for (uint32_t a = 0; a < sm->n_attribute_indices; a++)
+                        if (pl_bytes_eq_cstr(
+                                pl_dict_string(
+                                    d, d->attributes[sm->attribute_indices[a]].key_strindex),
+                                "span_name"))
+                            e->enriched++;
+                }
+            }
+    pl_batch_free(b);
+    return PL_OK;
+}
+
+static void lag_trace_id(int i, char out[33])
+{
+    snprintf(out, 33, "%08x%08x%08x%08x", 0x1a2b3c4du, (unsigned)i + 1, 0x5e6f7081u, (unsigned)i);
+}
+
+/* LAG_N traces: one span on otlp spans partition i % 2, one sample linked to
+ * it on the profiles topic's partition of the same number. */
+static void lag_produce(const char *bootstrap, const char *spans_topic, const char *prof_topic)
+{
+    char why[256];
+    rd_kafka_conf_t *conf = rd_kafka_conf_new();
+    rd_kafka_conf_set(conf, "bootstrap.servers", bootstrap, why, sizeof(why));
+    rd_kafka_t *rk = rd_kafka_new(RD_KAFKA_PRODUCER, conf, why, sizeof(why));
+    REQUIRE(rk);
+    uint64_t t0 = pl_time_now_ns() - 10000000000ull;
+    for (int i = 0; i < LAG_N; i++) {
+        char trace[33], json[2048];
+        lag_trace_id(i, trace);
+        snprintf(json, sizeof(json),
+                 "{\"resourceSpans\":[{\"resource\":{\"attributes\":[{\"key\":\"service.name\","
+                 "\"value\":{\"stringValue\":\"svc\"}}]},\"scopeSpans\":[{\"spans\":[{\"traceId\":"
+                 "\"%s\",\"spanId\":\"00000000000001%02x\",\"name\":\"op-%d\",\"kind\":2,"
+                 "\"startTimeUnixNano\":\"%llu\",\"endTimeUnixNano\":\"%llu\"}]}]}]}",
+                 trace, i + 1, i, (unsigned long long)t0, (unsigned long long)(t0 + 2000000000ull));
+        pl_batch *b = json_batch(PL_SIGNAL_TRACES, json);
+        REQUIRE(b);
+        pl_buf pb;
+        pl_buf_init(&pb);
+        pl_otlp_encode_traces(&b->data.traces, &pb);
+        rd_kafka_producev(rk, RD_KAFKA_V_TOPIC(spans_topic), RD_KAFKA_V_PARTITION(i % 2),
+                          RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY),
+                          RD_KAFKA_V_VALUE(pb.data, pb.len), RD_KAFKA_V_END);
+        pl_buf_free(&pb);
+        pl_batch_free(b);
+        snprintf(json, sizeof(json),
+                 "{\"resourceProfiles\":[{\"resource\":{\"attributes\":[{\"key\":\"service.name\","
+                 "\"value\":{\"stringValue\":\"svc\"}}]},\"scopeProfiles\":[{\"profiles\":[{"
+                 "\"sampleType\":{\"typeStrindex\":1,\"unitStrindex\":2},\"timeUnixNano\":\"%llu\","
+                 "\"durationNano\":\"10000000000\",\"samples\":[{\"linkIndex\":1,\"values\":["
+                 "\"10000000\"],\"timestampsUnixNano\":[\"%llu\"]}]}]}]}],\"dictionary\":{"
+                 "\"linkTable\":[{},{\"traceId\":\"%s\",\"spanId\":\"00000000000001%02x\"}],"
+                 "\"stringTable\":[\"\",\"cpu\",\"nanoseconds\"],\"stackTable\":[{}]}}",
+                 (unsigned long long)t0, (unsigned long long)(t0 + 1000000000ull), trace, i + 1);
+        b = json_batch(PL_SIGNAL_PROFILES, json);
+        REQUIRE(b);
+        pl_buf_init(&pb);
+        pl_otlp_encode_profiles(&b->data.profiles, &pb);
+        rd_kafka_producev(rk, RD_KAFKA_V_TOPIC(prof_topic), RD_KAFKA_V_PARTITION(i % 2),
+                          RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY),
+                          RD_KAFKA_V_VALUE(pb.data, pb.len), RD_KAFKA_V_END);
+        pl_buf_free(&pb);
+        pl_batch_free(b);
+    }
+    CHECK_EQ_INT(rd_kafka_flush(rk, 10000), 0);
+    rd_kafka_destroy(rk);
+}
+
+static void set_topic(pl_strlist *l, const char *topic)
+{
+    pl_strlist_free(l);
+    l->items = malloc(sizeof(char *));
+    l->items[0] = strdup(topic);
+    l->n = 1;
+}
+
+/* One gateway: kafka receiver -> correlation (sample_window 1 s) -> sinks,
+ * the spans refused until 3 s after the first profiles came. */
+static void lag_run(lagenv *e, const kf_cluster *c, const char *group, int64_t bus_lag_wait)
+{
+    memset(e, 0, sizeof(*e));
+    e->spans_held_ns = 3000000000ull;
+    uv_loop_init(&e->loop);
+    e->rstats = pl_stats_new("kafka", PL_KIND_RECEIVER);
+    e->cstats = pl_stats_new("correlation", PL_KIND_PROCESSOR);
+    REQUIRE(pl_cfg_defaults(pl_receiver_kafka.config, &e->cfg) == 0);
+    set_topic(&e->cfg.brokers, c->bootstrap);
+    free(e->cfg.group_id);
+    e->cfg.group_id = strdup(group);
+    free(e->cfg.initial_offset);
+    e->cfg.initial_offset = strdup("earliest");
+    set_topic(&e->cfg.traces.topics, "lag_spans");
+    set_topic(&e->cfg.profiles.topics, "lag_profiles");
+    e->cfg.error_backoff.initial_interval = 100000000;
+    e->cfg.error_backoff.max_interval = 300000000;
+    pl_correlation_config cc;
+    pl_correlation_config_defaults(&cc);
+    cc.sample_window = 1000000000;
+    cc.bus_lag_wait = bus_lag_wait;
+    pl_err err = {{0}};
+    pl_create_settings cs = {.id = "correlation", .loop = &e->loop, .stats = e->cstats};
+    cs.signals = PL_SIGNAL_MASK(PL_SIGNAL_TRACES) | PL_SIGNAL_MASK(PL_SIGNAL_PROFILES);
+    REQUIRE(pl_processor_correlation.create(&cs, &cc, &e->corr, &err) == PL_OK);
+    REQUIRE(pl_processor_correlation.start(e->corr, &err) == PL_OK);
+    pl_consumer_init_func(&e->traces_in, lag_traces_in, e);
+    pl_consumer_init_func(&e->profiles_in, lag_profiles_in, e);
+    pl_consumer_init_func(&e->traces_out, lag_traces_out, e);
+    pl_consumer_init_func(&e->profiles_out, lag_profiles_out, e);
+    pl_create_settings rs = {.id = "kafka", .loop = &e->loop, .stats = e->rstats};
+    rs.next[PL_SIGNAL_TRACES] = &e->traces_in;
+    rs.next[PL_SIGNAL_PROFILES] = &e->profiles_in;
+    REQUIRE(pl_receiver_kafka.create(&rs, &e->cfg, &e->r, &err) == PL_OK);
+    REQUIRE(pl_receiver_kafka.start(e->r, &err) == PL_OK);
+    uint64_t end = pl_time_mono_ns() + 30000000000ull;
+    while ((e->samples < LAG_N || e->spans_in < LAG_N) && pl_time_mono_ns() < end) {
+        uv_run(&e->loop, UV_RUN_NOWAIT);
+        usleep(2000);
+    }
+    pl_receiver_kafka.shutdown(e->r);
+    pl_receiver_kafka.destroy(e->r);
+    pl_processor_correlation.shutdown(e->corr); /* the held spans leave */
+    pl_processor_correlation.destroy(e->corr);
+    uv_run(&e->loop, UV_RUN_DEFAULT);
+    CHECK_EQ_INT(uv_loop_close(&e->loop), 0);
+    pl_cfg_free(pl_receiver_kafka.config, &e->cfg);
+}
+
+static void lag_report(const char *what, lagenv *e)
+{
+    printf("#   %s: %d of %d samples left with their span's context, %d without; waited "
+           "max %.2f s, mean %.2f s; %d span records refused; held for lag %llu, let go on "
+           "catch-up %llu, at a bound %llu\n",
+           what, e->enriched, e->samples, e->samples - e->enriched, (double)e->waited_max_ns / 1e9,
+           e->samples ? (double)e->waited_sum_ns / e->samples / 1e9 : 0.0, e->refused,
+           (unsigned long long)*pl_stats_counter(e->cstats, "bus_lag_held_samples", ""),
+           (unsigned long long)*pl_stats_counter(e->cstats, "bus_lag_caught_up_samples", ""),
+           (unsigned long long)*pl_stats_counter(e->cstats, "bus_lag_bound_samples", ""));
+}
+
+/* Spans lag behind profiles on the bus (their partitions paused by a
+ * traces pipeline pushing back for 3 s, longer than sample_window): without
+ * the bus hold every sample leaves unlinked after its window; with it every
+ * sample waits for its partition's spans and leaves with its span's
+ * context. */
+static void test_samples_wait_for_lagging_spans_across_the_bus(kf_cluster *c)
+{
+    rd_kafka_mock_topic_create(c->mc, "lag_spans", 2, 1);
+    rd_kafka_mock_topic_create(c->mc, "lag_profiles", 2, 1);
+    lag_produce(c->bootstrap, "lag_spans", "lag_profiles");
+    lagenv *e = calloc(1, sizeof(*e));
+    lag_run(e, c, "lag-off", 0); /* bus_lag_wait 0: sample_window alone */
+    lag_report("bus_lag_wait 0 ", e);
+    CHECK_EQ_INT(e->samples, LAG_N);
+    CHECK_EQ_INT(e->spans, LAG_N);
+    CHECK(e->refused > 0);
+    CHECK_EQ_INT(e->enriched, 0); /* all left after 1 s, their spans 3 s away */
+    pl_stats_free(e->rstats);
+    pl_stats_free(e->cstats);
+
+    lag_run(e, c, "lag-on", 300000000000LL); /* the default, 5 min */
+    lag_report("bus_lag_wait 5m", e);
+    CHECK_EQ_INT(e->samples, LAG_N);
+    CHECK_EQ_INT(e->spans, LAG_N);
+    CHECK_EQ_INT(e->enriched, LAG_N);
+    CHECK(e->waited_max_ns > 2000000000ull); /* they waited for the spans */
+    CHECK_EQ_UINT(*pl_stats_counter(e->cstats, "bus_lag_held_samples", ""), LAG_N);
+    CHECK_EQ_UINT(*pl_stats_counter(e->cstats, "bus_lag_caught_up_samples", ""), LAG_N);
+    CHECK_EQ_UINT(*pl_stats_counter(e->cstats, "unlinked_samples", ""), 0);
+    pl_stats_free(e->rstats);
+    pl_stats_free(e->cstats);
+    free(e);
+}
+
 /* ---- configuration ------------------------------------------------------ */
 
 /* The errors loading `text` gives, one per line. */
@@ -657,6 +894,7 @@ int main(void)
     RUN_C(test_exporter_keys_profiles_by_their_links_trace);
     RUN_C(test_receiver_delivers_records_with_metadata_and_commits_after_accept);
     RUN_C(test_receiver_refusal_pauses_and_redelivers_in_order);
+    RUN_C(test_samples_wait_for_lagging_spans_across_the_bus);
     kf_stop(&c);
     return pl_test_done();
 }
