@@ -764,8 +764,8 @@ static void lag_run(lagenv *e, const kf_cluster *c, const char *group, int64_t b
     pl_receiver_kafka.shutdown(e->r);
     pl_receiver_kafka.destroy(e->r);
     pl_processor_correlation.shutdown(e->corr); /* the held spans leave */
+    uv_run(&e->loop, UV_RUN_DEFAULT);           /* its timer closes before it is freed */
     pl_processor_correlation.destroy(e->corr);
-    uv_run(&e->loop, UV_RUN_DEFAULT);
     CHECK_EQ_INT(uv_loop_close(&e->loop), 0);
     pl_cfg_free(pl_receiver_kafka.config, &e->cfg);
 }
