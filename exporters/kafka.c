@@ -719,7 +719,12 @@ static pl_status kafka_start(void *self, pl_err *err)
         return pl_errf(err, PL_ERR_INVALID, "kafka producer: %s", why);
     x->conf = NULL; /* rd_kafka_new took it */
     for (int i = 0; i < PL_SIGNAL_COUNT; i++) {
-        rd_kafka_topic_conf_t *tc = rd_kafka_topic_conf_new();
+        /* a copy of the default topic settings: message.timeout.ms and
+         * acks are topic settings, set above on the client's conf (a fresh
+         * topic conf would silently use librdkafka's 300 s and acks=all) */
+        rd_kafka_topic_conf_t *tc = rd_kafka_default_topic_conf_dup(x->rk);
+        if (!tc)
+            return pl_errf(err, PL_ERR_NOMEM, "out of memory");
         rd_kafka_topic_conf_set_partitioner_cb(tc, pl_kafka_partitioner);
         x->topics[i] = rd_kafka_topic_new(x->rk, x->topic_names[i], tc);
         if (!x->topics[i])

@@ -369,7 +369,8 @@ static void test_exporter_keys_profiles_by_their_links_trace(kf_cluster *c)
 /* ---- the receiver ------------------------------------------------------- */
 
 typedef struct sink {
-    int refuse; /* refuse this many batches first */
+    int seen[128]; /* spans per trace number (the id's last two bytes), traces batches */
+    int refuse;    /* refuse this many batches first */
     int calls, accepted;
     char offsets[256];
     char last_topic[64], last_header[64], last_attr[64];
@@ -386,6 +387,13 @@ static pl_status sink_fn(void *arg, pl_batch *b)
         return PL_ERR_REFUSED;
     }
     s->accepted++;
+    pl_traces *t = b->signal == PL_SIGNAL_TRACES ? &b->data.traces : NULL;
+    for (uint32_t r = 0; t && r < t->n_resources; r++)
+        for (uint32_t sc = 0; sc < t->resources[r].n_scopes; sc++)
+            for (uint32_t k = 0; k < t->resources[r].scopes[sc].n_spans; k++) {
+                const uint8_t *id = t->resources[r].scopes[sc].spans[k].trace_id;
+                s->seen[((unsigned)id[14] << 8 | id[15]) & 127]++;
+            }
     if (pl_batch_metadata_get(b, "kafka.offset", &v)) {
         size_t at = strlen(s->offsets);
         snprintf(s->offsets + at, sizeof(s->offsets) - at, "%s%.*s", at ? "," : "", (int)v.len,
@@ -816,6 +824,136 @@ static void test_samples_wait_for_lagging_spans_across_the_bus(kf_cluster *c)
     free(e);
 }
 
+/* ---- a total broker outage ---------------------------------------------- */
+
+static void outage_trace(int i, char out[33])
+{
+    snprintf(out, 33, "0badcafe00000000000000000000%04x", i);
+}
+
+/* Traces [from, to) as one batch, one span per trace. */
+static pl_batch *outage_batch(int from, int to)
+{
+    char ids[64][33];
+    const char *p[64];
+    for (int i = from; i < to; i++) {
+        outage_trace(i, ids[i - from]);
+        p[i - from] = ids[i - from];
+    }
+    return traces_batch(p, (size_t)(to - from), "outage");
+}
+
+static void step_both(xenv *x, renv *r, uint64_t ms)
+{
+    uint64_t end = pl_time_mono_ns() + ms * 1000000ull;
+    while (pl_time_mono_ns() < end) {
+        uv_run(&x->loop, UV_RUN_NOWAIT);
+        uv_run(&r->loop, UV_RUN_NOWAIT);
+        usleep(2000);
+    }
+}
+
+static int traces_seen(const renv *r, int from, int to, int *dups)
+{
+    int n = 0;
+    for (int i = from; i < to; i++) {
+        n += r->sink.seen[i] > 0;
+        if (dups && r->sink.seen[i] > 1)
+            *dups += r->sink.seen[i] - 1;
+    }
+    return n;
+}
+
+/* Every broker goes down while the exporter writes: its records time out,
+ * the sending queue keeps the batches and retries them; once the brokers
+ * are back everything is written, and the receiver (whose group
+ * coordinator was down as well) resumes and reads every trace. */
+static void test_total_broker_outage_loses_nothing(kf_cluster *c)
+{
+    rd_kafka_mock_topic_create(c->mc, "outage", 3, 1);
+    xenv x;
+    xenv_init(&x, c);
+    free(x.cfg.traces.topic);
+    x.cfg.traces.topic = strdup("outage");
+    x.cfg.partition_traces_by_id = true;
+    x.cfg.timeout = 1500000000; /* records not acknowledged in 1.5 s fail: the batch retries */
+    x.cfg.retry_on_failure.initial_interval = 200000000;
+    x.cfg.retry_on_failure.max_interval = 1000000000;
+    x.cfg.retry_on_failure.max_elapsed_time = 0; /* never give up */
+    REQUIRE(xenv_start(&x));
+    renv *r = calloc(1, sizeof(*r));
+    REQUIRE(renv_start(r, c, "outage-g", "outage"));
+
+    /* before: 10 traces through */
+    CHECK_EQ_INT(pl_exporter_kafka.export(x.x, outage_batch(0, 10)), PL_OK);
+    uint64_t end = pl_time_mono_ns() + 20000000000ull;
+    while (traces_seen(r, 0, 10, NULL) < 10 && pl_time_mono_ns() < end)
+        step_both(&x, r, 20);
+    CHECK_EQ_INT(traces_seen(r, 0, 10, NULL), 10);
+
+    for (int b = 1; b <= 3; b++)
+        rd_kafka_mock_broker_set_down(c->mc, b);
+    uint64_t down_at = pl_time_mono_ns();
+    CHECK_EQ_INT(pl_exporter_kafka.export(x.x, outage_batch(10, 30)), PL_OK);
+    step_both(&x, r, 1000);
+    CHECK_EQ_INT(pl_exporter_kafka.export(x.x, outage_batch(30, 60)), PL_OK);
+    /* and an agent that starts during the outage (no metadata at all) */
+    xenv y;
+    xenv_init(&y, c);
+    y.cfg.partition_traces_by_id = true;
+    free(y.cfg.traces.topic);
+    y.cfg.traces.topic = strdup("outage");
+    y.cfg.timeout = 1500000000;
+    y.cfg.retry_on_failure.initial_interval = 200000000;
+    y.cfg.retry_on_failure.max_interval = 1000000000;
+    y.cfg.retry_on_failure.max_elapsed_time = 0;
+    REQUIRE(xenv_start(&y));
+    CHECK_EQ_INT(pl_exporter_kafka.export(y.x, outage_batch(60, 80)), PL_OK);
+    for (int k = 0; k < 60; k++) {
+        step_both(&x, r, 50);
+        uv_run(&y.loop, UV_RUN_NOWAIT);
+    }
+    /* down: nothing written, every batch still queued, none given up */
+    CHECK_EQ_INT(traces_seen(r, 10, 80, NULL), 0);
+    CHECK_EQ_INT((int)pl_exporter_kafka.pending(x.x), 2);
+    CHECK_EQ_INT((int)pl_exporter_kafka.pending(y.x), 1);
+    /* the records timed out (timeout: 1.5 s) and the batches were retried */
+    CHECK(*pl_stats_counter(x.stats, "send_retries", "") >= 1);
+    CHECK(*pl_stats_counter(y.stats, "send_retries", "") >= 1);
+    CHECK_EQ_UINT(pl_stats_get(x.stats, PL_SIGNAL_TRACES, PL_STAT_FAILED), 0);
+    CHECK_EQ_UINT(pl_stats_get(y.stats, PL_SIGNAL_TRACES, PL_STAT_FAILED), 0);
+
+    for (int b = 1; b <= 3; b++)
+        rd_kafka_mock_broker_set_up(c->mc, b);
+    uint64_t up_at = pl_time_mono_ns();
+    uint64_t end2 = up_at + 60000000000ull;
+    while ((traces_seen(r, 0, 80, NULL) < 80 || pl_exporter_kafka.pending(x.x) ||
+            pl_exporter_kafka.pending(y.x)) &&
+           pl_time_mono_ns() < end2) {
+        step_both(&x, r, 20);
+        uv_run(&y.loop, UV_RUN_NOWAIT);
+    }
+    uint64_t done_at = pl_time_mono_ns();
+    int dups = 0;
+    CHECK_EQ_INT(traces_seen(r, 0, 80, &dups), 80);
+    CHECK_EQ_INT((int)pl_exporter_kafka.pending(x.x), 0);
+    CHECK_EQ_INT((int)pl_exporter_kafka.pending(y.x), 0);
+    CHECK_EQ_UINT(pl_stats_get(x.stats, PL_SIGNAL_TRACES, PL_STAT_SENT), 60);
+    CHECK_EQ_UINT(pl_stats_get(y.stats, PL_SIGNAL_TRACES, PL_STAT_SENT), 20);
+    CHECK_EQ_UINT(pl_stats_get(x.stats, PL_SIGNAL_TRACES, PL_STAT_FAILED), 0);
+    printf("#   outage of all 3 brokers for %.1f s: the running exporter retried %llu times, the "
+           "one started during it %llu times; all 80 traces read %.1f s after the brokers "
+           "came back (%d read twice)\n",
+           (double)(up_at - down_at) / 1e9,
+           (unsigned long long)*pl_stats_counter(x.stats, "send_retries", ""),
+           (unsigned long long)*pl_stats_counter(y.stats, "send_retries", ""),
+           (double)(done_at - up_at) / 1e9, dups);
+    xenv_finish(&y);
+    renv_finish(r);
+    free(r);
+    xenv_finish(&x);
+}
+
 /* ---- configuration ------------------------------------------------------ */
 
 /* The errors loading `text` gives, one per line. */
@@ -895,6 +1033,7 @@ int main(void)
     RUN_C(test_receiver_delivers_records_with_metadata_and_commits_after_accept);
     RUN_C(test_receiver_refusal_pauses_and_redelivers_in_order);
     RUN_C(test_samples_wait_for_lagging_spans_across_the_bus);
+    RUN_C(test_total_broker_outage_loses_nothing); /* last: every broker goes down */
     kf_stop(&c);
     return pl_test_done();
 }
