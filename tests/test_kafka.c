@@ -954,6 +954,88 @@ static void test_total_broker_outage_loses_nothing(kf_cluster *c)
     xenv_finish(&x);
 }
 
+/* ---- TLS and SASL settings ---------------------------------------------- */
+
+static const char *conf_get(rd_kafka_conf_t *conf, const char *key, char *buf, size_t size)
+{
+    size_t n = size;
+    if (rd_kafka_conf_get(conf, key, buf, &n) != RD_KAFKA_CONF_OK)
+        snprintf(buf, size, "<unset>");
+    return buf;
+}
+
+/* librdkafka's mock cluster speaks plaintext only (a SASL or TLS client
+ * cannot connect to it), so TLS and SASL are checked up to librdkafka: the
+ * settings it is given, and the errors it reports for bad ones. */
+static void test_tls_and_sasl_settings_reach_librdkafka(void)
+{
+    char buf[256];
+    size_t n = sizeof(buf);
+    rd_kafka_conf_t *probe = rd_kafka_conf_new();
+    rd_kafka_conf_get(probe, "builtin.features", buf, &n);
+    rd_kafka_conf_destroy(probe);
+    printf("#   librdkafka %s, features %s\n", rd_kafka_version_str(), buf);
+    char *b[] = {"k1:9092", "k2:9092"};
+    pl_strlist brokers = {b, 2};
+    pl_kafka_auth_config auth = {{"agent", "s3cret", "SCRAM-SHA-512"}};
+    pl_kafka_conn conn = {"kafka", &brokers, "proflink-test", "/etc/ssl/certs/ca-certificates.crt",
+                          NULL,    NULL,     false,           &auth};
+    pl_err err = {{0}};
+    rd_kafka_conf_t *conf = pl_kafka_conf_new(&conn, &err);
+    REQUIRE(conf);
+    CHECK_EQ_STR(conf_get(conf, "bootstrap.servers", buf, sizeof(buf)), "k1:9092,k2:9092");
+    CHECK_EQ_STR(conf_get(conf, "security.protocol", buf, sizeof(buf)), "sasl_ssl");
+    CHECK_EQ_STR(conf_get(conf, "sasl.mechanisms", buf, sizeof(buf)), "SCRAM-SHA-512");
+    CHECK_EQ_STR(conf_get(conf, "sasl.username", buf, sizeof(buf)), "agent");
+    CHECK_EQ_STR(conf_get(conf, "sasl.password", buf, sizeof(buf)), "s3cret");
+    CHECK_EQ_STR(conf_get(conf, "ssl.ca.location", buf, sizeof(buf)),
+                 "/etc/ssl/certs/ca-certificates.crt");
+    CHECK_EQ_STR(conf_get(conf, "enable.ssl.certificate.verification", buf, sizeof(buf)), "true");
+    rd_kafka_conf_destroy(conf);
+
+    /* SASL without TLS: PLAIN by default, over plaintext */
+    auth.sasl.mechanism = NULL;
+    conn.ca_file = NULL;
+    conf = pl_kafka_conf_new(&conn, &err);
+    REQUIRE(conf);
+    CHECK_EQ_STR(conf_get(conf, "security.protocol", buf, sizeof(buf)), "sasl_plaintext");
+    CHECK_EQ_STR(conf_get(conf, "sasl.mechanisms", buf, sizeof(buf)), "PLAIN");
+    rd_kafka_conf_destroy(conf);
+
+    /* TLS without verification, no SASL */
+    conn.auth = NULL;
+    conn.insecure_skip_verify = true;
+    conf = pl_kafka_conf_new(&conn, &err);
+    REQUIRE(conf);
+    CHECK_EQ_STR(conf_get(conf, "security.protocol", buf, sizeof(buf)), "ssl");
+    CHECK_EQ_STR(conf_get(conf, "enable.ssl.certificate.verification", buf, sizeof(buf)), "false");
+    rd_kafka_conf_destroy(conf);
+
+    /* a CA file that does not exist: the exporter does not start, and says why */
+    uv_loop_t loop;
+    uv_loop_init(&loop);
+    kafka_exporter_cfg cfg;
+    REQUIRE(pl_cfg_defaults(pl_exporter_kafka.config, &cfg) == 0);
+    free(cfg.tls.ca_file);
+    cfg.tls.ca_file = strdup("/nonexistent/proflink-ca.pem");
+    pl_create_settings st = {.id = "kafka", .loop = &loop};
+    void *x = NULL;
+    pl_status rc = pl_exporter_kafka.create(&st, &cfg, &x, &err);
+    if (rc == PL_OK)
+        rc = pl_exporter_kafka.start(x, &err);
+    CHECK(rc != PL_OK);
+    CHECK(strstr(err.msg, "ssl.ca.location") != NULL);
+    if (pl_test_case_failures)
+        fprintf(stderr, "  error: %s\n", err.msg);
+    if (x) {
+        pl_exporter_kafka.shutdown(x);
+        pl_exporter_kafka.destroy(x);
+    }
+    uv_run(&loop, UV_RUN_DEFAULT);
+    uv_loop_close(&loop);
+    pl_cfg_free(pl_exporter_kafka.config, &cfg);
+}
+
 /* ---- configuration ------------------------------------------------------ */
 
 /* The errors loading `text` gives, one per line. */
@@ -1017,6 +1099,7 @@ int main(void)
     printf("# mock cluster: %s\n", c.bootstrap);
     PL_RUN(test_partition_is_the_collectors_default_hasher);
     PL_RUN(test_config_is_checked_with_clear_errors);
+    PL_RUN(test_tls_and_sasl_settings_reach_librdkafka);
 #define RUN_C(fn)                                                                                  \
     do {                                                                                           \
         pl_test_case_failures = 0;                                                                 \
