@@ -6,6 +6,14 @@
  * record's kafka.topic, kafka.partition, kafka.offset and every header as
  * request metadata.
  *
+ * Bus progress. Traces and profiles batches also carry the partition they
+ * came from and how many span records of that partition number (on the
+ * traces topics this member reads) are still to be handed on, as the client
+ * knows from its fetches and end-of-partition events (PL_META_BUS_PARTITION,
+ * PL_META_BUS_SPANS_LAG, core/model.h): correlation holds the samples of a
+ * partition whose spans lag (processors/correlation_bus.c). Record headers
+ * never set these keys.
+ *
  * At least once. With message_marking.after (the default here) a record's
  * offset is stored for commit only once the pipeline accepted the batch,
  * i.e. once pl_consumer_consume returned PL_OK, which with a persistent

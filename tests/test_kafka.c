@@ -374,6 +374,8 @@ typedef struct sink {
     int calls, accepted;
     char offsets[256];
     char last_topic[64], last_header[64], last_attr[64];
+    char bus_part[64], bus_lag[32]; /* the first record's bus progress keys */
+    int bus_lag_keys;               /* how many items carried PL_META_BUS_SPANS_LAG */
 } sink;
 
 static pl_status sink_fn(void *arg, pl_batch *b)
@@ -399,6 +401,12 @@ static pl_status sink_fn(void *arg, pl_batch *b)
         snprintf(s->offsets + at, sizeof(s->offsets) - at, "%s%.*s", at ? "," : "", (int)v.len,
                  (const char *)v.ptr);
     }
+    if (s->accepted == 1 && pl_batch_metadata_get(b, PL_META_BUS_PARTITION, &v))
+        snprintf(s->bus_part, sizeof(s->bus_part), "%.*s", (int)v.len, (const char *)v.ptr);
+    if (s->accepted == 1 && pl_batch_metadata_get(b, PL_META_BUS_SPANS_LAG, &v))
+        snprintf(s->bus_lag, sizeof(s->bus_lag), "%.*s", (int)v.len, (const char *)v.ptr);
+    for (uint32_t i = 0; i < b->metadata.n; i++)
+        s->bus_lag_keys += pl_bytes_eq_cstr(b->metadata.items[i].key, PL_META_BUS_SPANS_LAG);
     if (pl_batch_metadata_get(b, "kafka.topic", &v))
         snprintf(s->last_topic, sizeof(s->last_topic), "%.*s", (int)v.len, (const char *)v.ptr);
     if (pl_batch_metadata_get(b, "x-source", &v))
@@ -419,8 +427,9 @@ static void produce(const char *bootstrap, const char *topic, int32_t partition,
     rd_kafka_conf_t *conf = rd_kafka_conf_new();
     rd_kafka_conf_set(conf, "bootstrap.servers", bootstrap, why, sizeof(why));
     rd_kafka_t *rk = rd_kafka_new(RD_KAFKA_PRODUCER, conf, why, sizeof(why));
-    rd_kafka_headers_t *h = rd_kafka_headers_new(1);
+    rd_kafka_headers_t *h = rd_kafka_headers_new(2);
     rd_kafka_header_add(h, "x-source", -1, header, -1);
+    rd_kafka_header_add(h, PL_META_BUS_SPANS_LAG, -1, "0", -1); /* forged: never taken */
     rd_kafka_producev(rk, RD_KAFKA_V_TOPIC(topic), RD_KAFKA_V_PARTITION(partition),
                       RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY),
                       RD_KAFKA_V_VALUE((void *)value, len), RD_KAFKA_V_HEADERS(h), RD_KAFKA_V_END);
@@ -537,6 +546,10 @@ static void test_receiver_delivers_records_with_metadata_and_commits_after_accep
     CHECK_EQ_STR(e.sink.last_topic, "recv_a");
     CHECK_EQ_STR(e.sink.last_header, "agent-1");
     CHECK_EQ_STR(e.sink.last_attr, "agent-1");
+    /* bus progress: its partition, and the 2 span records after it */
+    CHECK_EQ_STR(e.sink.bus_part, "kafka/0");
+    CHECK_EQ_STR(e.sink.bus_lag, "2");
+    CHECK_EQ_INT(e.sink.bus_lag_keys, 1);
     /* on_error false: the undecodable record stops the partition */
     uv_run(&e.loop, UV_RUN_NOWAIT);
     for (int i = 0; i < 300; i++) {
