@@ -856,6 +856,13 @@ static pl_batch *outage_batch(int from, int to)
     return traces_batch(p, (size_t)(to - from), "outage");
 }
 
+/* The exporter copies what it queues: the batch stays the caller's. */
+static void export_free(void *x, pl_batch *b)
+{
+    CHECK_EQ_INT(pl_exporter_kafka.export(x, b), PL_OK);
+    pl_batch_free(b);
+}
+
 static void step_both(xenv *x, renv *r, uint64_t ms)
 {
     uint64_t end = pl_time_mono_ns() + ms * 1000000ull;
@@ -898,7 +905,7 @@ static void test_total_broker_outage_loses_nothing(kf_cluster *c)
     REQUIRE(renv_start(r, c, "outage-g", "outage"));
 
     /* before: 10 traces through */
-    CHECK_EQ_INT(pl_exporter_kafka.export(x.x, outage_batch(0, 10)), PL_OK);
+    export_free(x.x, outage_batch(0, 10));
     uint64_t end = pl_time_mono_ns() + 20000000000ull;
     while (traces_seen(r, 0, 10, NULL) < 10 && pl_time_mono_ns() < end)
         step_both(&x, r, 20);
@@ -907,9 +914,9 @@ static void test_total_broker_outage_loses_nothing(kf_cluster *c)
     for (int b = 1; b <= 3; b++)
         rd_kafka_mock_broker_set_down(c->mc, b);
     uint64_t down_at = pl_time_mono_ns();
-    CHECK_EQ_INT(pl_exporter_kafka.export(x.x, outage_batch(10, 30)), PL_OK);
+    export_free(x.x, outage_batch(10, 30));
     step_both(&x, r, 1000);
-    CHECK_EQ_INT(pl_exporter_kafka.export(x.x, outage_batch(30, 60)), PL_OK);
+    export_free(x.x, outage_batch(30, 60));
     /* and an agent that starts during the outage (no metadata at all) */
     xenv y;
     xenv_init(&y, c);
@@ -921,8 +928,14 @@ static void test_total_broker_outage_loses_nothing(kf_cluster *c)
     y.cfg.retry_on_failure.max_interval = 1000000000;
     y.cfg.retry_on_failure.max_elapsed_time = 0;
     REQUIRE(xenv_start(&y));
-    CHECK_EQ_INT(pl_exporter_kafka.export(y.x, outage_batch(60, 80)), PL_OK);
-    for (int k = 0; k < 60; k++) {
+    export_free(y.x, outage_batch(60, 80));
+    /* down at least 3 s, and until both have retried (records time out
+     * after 1.5 s; librdkafka looks every second) */
+    uint64_t retried_by = pl_time_mono_ns() + 30000000000ull;
+    for (int k = 0; k < 60 || ((*pl_stats_counter(x.stats, "send_retries", "") == 0 ||
+                                *pl_stats_counter(y.stats, "send_retries", "") == 0) &&
+                               pl_time_mono_ns() < retried_by);
+         k++) {
         step_both(&x, r, 50);
         uv_run(&y.loop, UV_RUN_NOWAIT);
     }
