@@ -138,10 +138,13 @@ typedef struct nats_consumer {
     natsSubscription *sub; /* its fetch thread's */
     uv_thread_t thread;
     bool thread_started;
-    bool warned;      /* its thread's: subscribing failed once */
-    uint64_t pending; /* the loop's: messages after the last one settled */
+    bool warned;        /* its thread's: subscribing failed once */
+    uint64_t pending;   /* the loop's: messages after the last one settled */
+    int partition;      /* -1: not partitioned */
+    int64_t spans_left; /* the loop's, traces: pending after the last one settled (-1: none yet) */
     /* under r->lock */
     int in_flight;           /* fetched, not yet settled by the loop */
+    bool idle;               /* its last fetch found nothing: caught up */
     uint64_t pause_until_ms; /* after a nak: no fetch before (uv_hrtime ms) */
 } nats_consumer;
 
@@ -278,6 +281,7 @@ static void fetch_main(void *arg)
             c->sub = NULL;
         }
         uv_mutex_lock(&r->lock);
+        c->idle = list.Count == 0 && s == NATS_TIMEOUT && c->in_flight == 0;
         if (list.Count > 0) {
             for (int i = 0; i < list.Count; i++) {
                 inbox_msg *m = calloc(1, sizeof(*m));
@@ -370,20 +374,67 @@ static bool batch_empty(const pl_batch *b)
     }
 }
 
-/* The tenant a `nats` exporter sent (its X-Scope-OrgID header) becomes the
- * batch's, as the otlp receiver does with the HTTP header. */
-static void add_tenant(pl_batch *b, natsMsg *msg)
+/* Span messages of c's partition (the traces consumer of the same
+ * partition) still to be handed on: what the server said was pending after
+ * the last one settled, plus those fetched and not settled yet; 0 once its
+ * last fetch found nothing. -1: not known yet; -2: no traces consumer of
+ * that partition here. `self_pending`: for a traces message, the server's
+ * count after it. */
+static int64_t spans_lag(nats_receiver *r, const nats_consumer *c, int64_t self_pending)
 {
-    const char *tenant = NULL;
-    if (natsMsgHeader_Get(msg, "X-Scope-OrgID", &tenant) != NATS_OK || !tenant || !tenant[0])
-        return;
-    pl_kv *kv = pl_batch_alloc(b, sizeof(*kv));
+    const nats_consumer *t = NULL;
+    for (size_t i = 0; i < r->n_consumers && !t; i++)
+        if (r->consumers[i].signal == PL_SIGNAL_TRACES && r->consumers[i].partition == c->partition)
+            t = &r->consumers[i];
+    if (!t)
+        return -2;
+    uv_mutex_lock(&r->lock);
+    int in_flight = t->in_flight - (t == c); /* besides the message being settled */
+    bool idle = t->idle;
+    uv_mutex_unlock(&r->lock);
+    if (t == c)
+        return self_pending >= 0 ? self_pending + in_flight : -1;
+    if (idle && in_flight == 0)
+        return 0;
+    return t->spans_left >= 0 ? t->spans_left + in_flight : -1;
+}
+
+/* The tenant a `nats` exporter sent (its X-Scope-OrgID header) becomes the
+ * batch's, as the otlp receiver does with the HTTP header; traces and
+ * profiles also get the bus progress keys (core/model.h) when this receiver
+ * reads the spans of their partition. */
+static void add_metadata(nats_receiver *r, const nats_consumer *c, pl_batch *b, natsMsg *msg,
+                         int64_t self_pending)
+{
+    pl_kv *kv = pl_batch_alloc(b, 3 * sizeof(*kv));
     if (!kv)
         return;
-    kv->key = PL_BYTES_LIT("tenant");
-    kv->value = pl_value_string(pl_batch_bytes(b, tenant, strlen(tenant)));
+    uint32_t n = 0;
+    const char *tenant = NULL;
+    if (natsMsgHeader_Get(msg, "X-Scope-OrgID", &tenant) == NATS_OK && tenant && tenant[0]) {
+        kv[n].key = PL_BYTES_LIT("tenant");
+        kv[n++].value = pl_value_string(pl_batch_bytes(b, tenant, strlen(tenant)));
+    }
+    int64_t lag = c->signal == PL_SIGNAL_TRACES || c->signal == PL_SIGNAL_PROFILES
+                      ? spans_lag(r, c, self_pending)
+                      : -2;
+    if (lag >= -1) {
+        char text[300];
+        if (c->partition >= 0)
+            snprintf(text, sizeof(text), "%s/%d", r->id, c->partition);
+        else
+            snprintf(text, sizeof(text), "%s/all", r->id);
+        kv[n].key = PL_BYTES_LIT(PL_META_BUS_PARTITION);
+        kv[n++].value = pl_value_string(pl_batch_bytes(b, text, strlen(text)));
+        if (lag >= 0)
+            snprintf(text, sizeof(text), "%lld", (long long)lag);
+        else
+            snprintf(text, sizeof(text), "unknown");
+        kv[n].key = PL_BYTES_LIT(PL_META_BUS_SPANS_LAG);
+        kv[n++].value = pl_value_string(pl_batch_bytes(b, text, strlen(text)));
+    }
     b->metadata.items = kv;
-    b->metadata.n = 1;
+    b->metadata.n = n;
 }
 
 /* On the loop: one message into the pipeline, then ack, nak or term. */
@@ -391,7 +442,11 @@ static void settle(nats_receiver *r, nats_consumer *c, natsMsg *msg)
 {
     (*r->received)++;
     jsMsgMetaData *meta = NULL;
+    int64_t self_pending = -1;
     if (natsMsg_GetMetaData(&meta, msg) == NATS_OK) {
+        self_pending = (int64_t)meta->NumPending;
+        if (c->signal == PL_SIGNAL_TRACES)
+            c->spans_left = self_pending;
         if (meta->NumDelivered > 1)
             (*r->redeliveries)++;
         /* lag: what the stream holds for these consumers beyond this */
@@ -428,7 +483,7 @@ static void settle(nats_receiver *r, nats_consumer *c, natsMsg *msg)
         return;
     }
     b->received_unix_nano = pl_time_now_ns();
-    add_tenant(b, msg);
+    add_metadata(r, c, b, msg, self_pending);
     st = pl_consumer_consume(r->next[c->signal], b);
     if (st == PL_OK) {
         pl_stats_add(r->stats, c->signal, PL_STAT_ACCEPTED, items);
@@ -475,6 +530,8 @@ static pl_status add_consumer(nats_receiver *r, const nats_receiver_signal_confi
     nats_consumer *c = &r->consumers[r->n_consumers];
     c->r = r;
     c->signal = s;
+    c->partition = partition;
+    c->spans_left = -1;
     pl_nats_marshaler_parse(sc->encoding, &c->json);
     const char *subject = sc->subject && sc->subject[0] ? sc->subject : default_subjects[s];
     char def_durable[64];

@@ -19,6 +19,7 @@
 
 import { test, after } from 'node:test';
 import assert from 'node:assert/strict';
+import crypto from 'node:crypto';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
@@ -574,4 +575,93 @@ service:
     const last = mem.getFinishedSpans().slice();
     await js.publish('otel_spans', ProtobufTraceSerializer.serializeRequest(last));
     assert.ok(await until(() => backend.counts.has(last[0].spanContext().spanId), 10000), 'consuming goes on after the reload');
+  });
+
+// Samples that come before their spans: the spans stream has a backlog the
+// gateway reads one message per fetch, its profiles stream a few messages
+// whose samples link to the spans at the end of that backlog. The profiles
+// are read long before those spans; with sample_window 300ms the samples
+// would leave unlinked. The receiver says the spans lag (JetStream's
+// pending count) and correlation holds the samples until they came.
+test('samples read before their spans (a spans backlog) wait for them: every sample leaves with its span\'s name',
+  { skip: haveServer ? false : 'nats-server is not installed (apt-get install nats-server)', timeout: 120000 }, async () => {
+    const port = await freePort();
+    const dir = fs.mkdtempSync(path.join(tmpRoot, 'lag-'));
+    const proc = spawn('nats-server', ['-a', '127.0.0.1', '-p', String(port), '-js', '-sd', dir], { stdio: 'ignore' });
+    const exited = new Promise((r) => proc.on('exit', r));
+    cleanups.push(async () => { proc.kill('SIGKILL'); await exited; });
+    const url = `nats://127.0.0.1:${port}`;
+    const { nc } = await createStreamsOn([url], [['LAG_SPANS', ['lag_spans']], ['LAG_PROFILES', ['lag_profiles']]]);
+    cleanups.push(() => nc.close());
+    const js = nc.jetstream();
+    const BACKLOG = 1500;
+    const LINKED = 20;
+    const traces = [];
+    for (let i = 0; i < BACKLOG; i++) {
+      const now = BigInt(Date.now()) * 1000000n;
+      const traceId = crypto.randomBytes(16);
+      const spanId = crypto.randomBytes(8);
+      const bytes = Buffer.from(TraceRequest.encode(TraceRequest.fromObject({
+        resourceSpans: [{
+          resource: { attributes: [{ key: 'service.name', value: { stringValue: 'checkout' } }] },
+          scopeSpans: [{ spans: [{ traceId, spanId, name: `op-${i}`, kind: 2,
+            startTimeUnixNano: String(now - 50000000n), endTimeUnixNano: String(now) }] }],
+        }],
+      })).finish());
+      await js.publish('lag_spans', bytes);
+      if (i >= BACKLOG - LINKED) traces.push({ traceId: hex(traceId), spans: [hex(spanId)] });
+    }
+    for (const t of traces) await js.publish('lag_profiles', profilesFor([t]));
+
+    const run = async (name, busLagWait) => {
+      const backend = await httpBackend();
+      cleanups.push(() => backend.stop());
+      const metricsPort = await freePort();
+      const pl = await startProflink(`
+receivers:
+  nats:
+    endpoint: ${url}
+    fetch_batch: 1
+    traces: { subject: lag_spans, stream: LAG_SPANS, durable: ${name}_spans }
+    profiles: { subject: lag_profiles, stream: LAG_PROFILES, durable: ${name}_profiles }
+processors:
+  correlation: { window: 2s, sample_window: 300ms, max_window: 0s, bus_lag_wait: ${busLagWait} }
+exporters:
+  otlphttp:
+    endpoint: http://127.0.0.1:${backend.port}
+    compression: none
+service:
+  telemetry:
+    metrics: { address: 127.0.0.1:${metricsPort} }
+  pipelines:
+    traces: { receivers: [nats], processors: [correlation], exporters: [otlphttp] }
+    profiles: { receivers: [nats], processors: [correlation], exporters: [otlphttp] }
+`, { ports: [metricsPort] });
+      cleanups.push(() => pl.stop(5000));
+      const started = Date.now();
+      assert.ok(await until(() => sampleKeys(backend).length >= LINKED && backend.counts.size >= BACKLOG, 60000),
+        `${name}: every sample and span arrives (${sampleKeys(backend).length} samples, ${backend.counts.size} spans): ${pl.log.slice(-2000)}`);
+      let named = 0;
+      for (const r of backend.profileRequests) {
+        const req = ProfilesRequest.decode(r.bytes);
+        const d = req.dictionary;
+        for (const rp of req.resourceProfiles) for (const sp of rp.scopeProfiles) for (const p of sp.profiles) {
+          for (const s of p.samples) {
+            if ((s.attributeIndices || []).some((i) => d.stringTable[d.attributeTable[i].keyStrindex] === 'span_name')) named++;
+          }
+        }
+      }
+      const text = await metricsText(metricsPort);
+      const out = { named, held: counter(text, 'bus_lag_held_samples'), caughtUp: counter(text, 'bus_lag_caught_up_samples'), ms: Date.now() - started };
+      await pl.stop(5000);
+      return out;
+    };
+    const off = await run('off', '0s');
+    const on = await run('on', '5m');
+    console.log(`# nats, ${BACKLOG} spans read one per fetch, ${LINKED} samples linked to the last ones, sample_window 300ms: `
+      + `bus_lag_wait 0s: ${off.named}/${LINKED} samples with span_name (backlog read in ${off.ms} ms); `
+      + `bus_lag_wait 5m: ${on.named}/${LINKED} (held for lag ${on.held}, let go on catch-up ${on.caughtUp}; ${on.ms} ms)`);
+    assert.equal(on.named, LINKED, 'every sample leaves with its span\'s name');
+    assert.equal(on.held, LINKED, 'they were held for their lagging spans');
+    assert.equal(on.caughtUp, LINKED);
   });
