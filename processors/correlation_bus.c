@@ -105,9 +105,11 @@ void pl_corr_bus_progress(correlation *self)
     if (!self->bus_cur || self->bus_cur_lagging || !self->bus_held_batches)
         return;
     uint64_t now = now_ns(self);
-    for (uint32_t i = self->head[SIDE_SAMPLES]; i;) {
+    uint32_t left = self->bus_held_batches; /* stop after the last one held for lag */
+    for (uint32_t i = self->head[SIDE_SAMPLES]; i && left;) {
         uint32_t next = self->held[i].next_held;
         held_batch *h = &self->held[i];
+        left -= h->lag_held;
         if (h->lag_held && h->bus == self->bus_cur) {
             pl_corr_bus_unhold(self, h, true);
             h->deadline = h->window_deadline;

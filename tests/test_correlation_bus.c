@@ -101,6 +101,32 @@ static void test_caught_up_partition_lets_its_samples_go(void)
     fx_done(&f);
 }
 
+/* Partitions are kept apart: one catching up lets its own samples go, and
+ * only those, wherever they sit among the held batches. */
+static void test_partitions_catch_up_on_their_own(void)
+{
+    fixture f;
+    pl_correlation_config cfg = test_config();
+    REQUIRE(fx_init(&f, &cfg) == 0);
+    uint64_t t0 = BASE - S(10);
+    deliver(&f, on_bus(one_sample(0x11, t0), "kafka/0", "3"));
+    deliver(&f, on_bus(one_sample(0x12, t0), "kafka/1", "3"));
+    deliver(&f, one_sample(0x13, t0)); /* no bus: its window alone */
+    deliver(&f, on_bus(one_sample(0x14, t0), "kafka/0", "3"));
+    deliver(&f, on_bus(one_sample(0x15, t0), "nats/1", "3")); /* another receiver */
+    advance(&f, S(31));
+    CHECK_EQ_INT(f.profiles.n, 1);
+    deliver(&f, on_bus(one_span(0x99, t0, "x"), "kafka/1", "0"));
+    CHECK_EQ_INT(f.profiles.n, 2); /* 0x12 */
+    CHECK_EQ_UINT(counters(&f).bus_lag_caught_up_samples, 1);
+    deliver(&f, on_bus(one_sample(0x16, t0), "kafka/0", "0")); /* waits its window */
+    CHECK_EQ_INT(f.profiles.n, 4);                             /* 0x11 and 0x14 */
+    CHECK_EQ_UINT(counters(&f).bus_lag_caught_up_samples, 3);
+    CHECK_EQ_UINT(counters(&f).bus_lag_held_samples, 4);
+    CHECK_EQ_UINT(*pl_stats_gauge(f.stats, "bus_lag_held_bytes", "") > 0, 1); /* nats/1 */
+    fx_done(&f);
+}
+
 /* bus_lag_wait bounds the hold; samples of a partition whose spans are
  * caught up, or without bus metadata, wait sample_window only. */
 static void test_hold_ends_at_bus_lag_wait(void)
@@ -174,6 +200,7 @@ int main(void)
 {
     PL_RUN(test_samples_wait_while_their_partitions_spans_lag);
     PL_RUN(test_caught_up_partition_lets_its_samples_go);
+    PL_RUN(test_partitions_catch_up_on_their_own);
     PL_RUN(test_hold_ends_at_bus_lag_wait);
     PL_RUN(test_bytes_bound_and_off_switch);
     return pl_test_done();
