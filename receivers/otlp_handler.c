@@ -30,7 +30,7 @@ typedef enum body_format { FORMAT_PROTOBUF, FORMAT_JSON } body_format;
 /* What travels with the data: the tenant (X-Scope-OrgID), the caller's
  * authenticated identity ("auth.user": the authenticator's user name, else
  * the mutual-TLS client certificate's CN), and with include_metadata every
- * header. */
+ * header but those named `proflink.*`. */
 static void add_metadata(pl_batch *b, const pl_http_request *req, bool all)
 {
     const char *who = req->auth_user ? req->auth_user : req->tls_peer;
@@ -55,7 +55,9 @@ static void add_metadata(pl_batch *b, const pl_http_request *req, bool all)
             items[k].value = pl_value_string(pl_batch_bytes(b, h->value, h->value_len));
             k++;
         }
-        if (all) {
+        /* the pipeline's own keys (core/model.h PL_META_*) never come
+         * from a client */
+        if (all && !(h->name_len >= 9 && strncasecmp(h->name, "proflink.", 9) == 0)) {
             char lower[128];
             size_t len = h->name_len < sizeof(lower) ? h->name_len : sizeof(lower);
             for (size_t j = 0; j < len; j++) {

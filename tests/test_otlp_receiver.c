@@ -37,6 +37,7 @@ typedef struct capture {
     char tenant[64];
     char user_agent[64];
     size_t n_metadata;
+    bool bus_key; /* a proflink.* key reached the pipeline */
     size_t raw_len;
 } capture;
 
@@ -56,6 +57,7 @@ static pl_status capture_fn(void *arg, pl_batch *b)
     if (pl_batch_metadata_get(b, "user-agent", &v))
         snprintf(cap.user_agent, sizeof(cap.user_agent), "%.*s", (int)v.len, (const char *)v.ptr);
     cap.n_metadata = b->metadata.n;
+    cap.bus_key = pl_batch_metadata_get(b, PL_META_BUS_SPANS_LAG, &v);
     if (b->signal == PL_SIGNAL_LOGS || b->signal == PL_SIGNAL_METRICS)
         cap.raw_len = b->data.raw.len;
     pl_status st = cap.answer;
@@ -403,7 +405,7 @@ static void test_http_protobuf_accepted(void)
     http_answer a;
     REQUIRE(http_post(r.http_port, "POST", "/v1/traces",
                       "Content-Type: application/x-protobuf\r\nX-Scope-OrgID: acme\r\n"
-                      "User-Agent: test-agent\r\n",
+                      "User-Agent: test-agent\r\nProflink.Bus.Spans_lag: 0\r\n",
                       req.data, req.len, &a) == 0);
     CHECK_EQ_INT(a.status, 200);
     CHECK_EQ_BYTES(a.body, a.body_len, "\x0a\x00", 2);
@@ -413,6 +415,7 @@ static void test_http_protobuf_accepted(void)
     CHECK_EQ_INT(cap.items, 3);
     CHECK_EQ_STR(cap.tenant, "acme");
     CHECK_EQ_STR(cap.user_agent, "test-agent");
+    CHECK(!cap.bus_key); /* the pipeline's own keys never come from a client */
     pthread_mutex_unlock(&cap.mu);
     CHECK_EQ_UINT(pl_stats_get(r.stats, PL_SIGNAL_TRACES, PL_STAT_ACCEPTED), 3);
     /* every compression the issue names */
