@@ -9,8 +9,6 @@
 // Run: cd tests/interop && PROFLINK_BIN=../../build-<you>/proflink node --test pyroscope_correlation.test.mjs
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import fs from 'node:fs';
-import os from 'node:os';
 import path from 'node:path';
 import zlib from 'node:zlib';
 
@@ -18,50 +16,27 @@ import { Profile } from 'pprof-format';
 import Pyroscope from '@pyroscope/nodejs';
 import { OTLPTraceExporter } from '@opentelemetry/exporter-trace-otlp-http';
 import {
-  freePort, pushSink, PushRequest, readJsonLines as readFileLines, startProflink, tracerProvider,
+  PushRequest, readJsonLines as readFileLines, tracerProvider,
   until,
 } from './lib/common.mjs';
+import { startPushStack } from './lib/push_stack.mjs';
 
-let pl, tmp, sink;
-let otlpPort, pyroPort, sinkPort, metricsPort;
+let pl, tmp, stop;
+let otlpPort, pyroPort;
 const pushes = [];
 
 before(async () => {
-  [otlpPort, pyroPort, sinkPort, metricsPort] =
-    await Promise.all([freePort(), freePort(), freePort(), freePort()]);
-  tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'proflink-pyro-corr-'));
-  sink = await pushSink(sinkPort, pushes);
-  pl = await startProflink(`
-receivers:
-  otlp:
-    protocols:
-      http:
-        endpoint: 127.0.0.1:${otlpPort}
-  pyroscope:
-    endpoint: 127.0.0.1:${pyroPort}
-processors:
-  correlation:
-    window: 3s
-exporters:
-  file:
-    path: ${path.join(tmp, 'out.jsonl')}
-  pyroscope:
-    endpoint: http://127.0.0.1:${sinkPort}
-service:
-  telemetry:
-    logs: { level: warn }
-    metrics: { address: 127.0.0.1:${metricsPort} }
-  pipelines:
-    traces: { receivers: [otlp], processors: [correlation], exporters: [file] }
-    profiles: { receivers: [pyroscope], processors: [correlation], exporters: [pyroscope] }
-`, { dir: tmp, ports: [otlpPort, pyroPort] });
+  ({ pl, tmp, otlpPort, pyroPort, stop } = await startPushStack({
+    prefix: 'proflink-pyro-corr-', pushes,
+    processors: () => `  correlation:
+    window: 3s`,
+    pipelines: () => `    traces: { receivers: [otlp], processors: [correlation], exporters: [file] }
+    profiles: { receivers: [pyroscope], processors: [correlation], exporters: [pyroscope] }`,
+  }));
 });
 
 after(async () => {
-  await pl?.stop(5000);
-  sink?.close();
-  if (tmp) fs.rmSync(tmp, { recursive: true, force: true });
-  if (pl?.log.trim()) console.log('proflink stderr:\n' + pl.log);
+  await stop?.();
 });
 
 function burnCpuInRequest(ms) {
