@@ -162,6 +162,16 @@ static size_t read_some(int fd, char *buf, size_t cap, int timeout_ms, const cha
     return len;
 }
 
+/* Reads until the server closes the connection (at most timeout_ms): true
+ * when it answered with `status` ("HTTP/1.1 431") and closed. */
+static bool answered_then_closed(int fd, char *buf, size_t cap, int timeout_ms, const char *status)
+{
+    bool closed;
+    read_some(fd, buf, cap, timeout_ms, NULL, 0, &closed);
+    return strstr(buf, status) != NULL && closed;
+}
+
+
 /* ---- HTTP/1.1 tests ----------------------------------------------------- */
 
 static void test_keep_alive_two_requests(void)
@@ -275,10 +285,7 @@ static void test_oversize_body_gets_413_and_close(void)
     const char *req = "POST /big HTTP/1.1\r\nContent-Length: 1000\r\n\r\n";
     send_all(fd, req, strlen(req));
     char buf[4096];
-    bool closed;
-    read_some(fd, buf, sizeof(buf), 2000, NULL, 0, &closed);
-    CHECK(strstr(buf, "HTTP/1.1 413") != NULL);
-    CHECK(closed);
+    CHECK(answered_then_closed(fd, buf, sizeof(buf), 2000, "HTTP/1.1 413"));
     close(fd);
     /* chunked: discovered while receiving */
     fd = connect_to(r.port);
@@ -290,9 +297,7 @@ static void test_oversize_body_gets_413_and_close(void)
         snprintf(chunk, sizeof(chunk), "28\r\n%040d\r\n", i);
         send_all(fd, chunk, strlen(chunk));
     }
-    read_some(fd, buf, sizeof(buf), 2000, NULL, 0, &closed);
-    CHECK(strstr(buf, "HTTP/1.1 413") != NULL);
-    CHECK(closed);
+    CHECK(answered_then_closed(fd, buf, sizeof(buf), 2000, "HTTP/1.1 413"));
     close(fd);
     pthread_mutex_lock(&g_seen.mu);
     CHECK_EQ_INT(g_seen.requests, 0); /* the handler never saw them */
@@ -310,10 +315,7 @@ static void test_oversize_delivered_to_handler_when_asked(void)
     const char *req = "POST /big HTTP/1.1\r\nContent-Length: 11\r\n\r\n01234567890";
     send_all(fd, req, strlen(req));
     char buf[4096];
-    bool closed;
-    read_some(fd, buf, sizeof(buf), 2000, NULL, 0, &closed);
-    CHECK(strstr(buf, "HTTP/1.1 499") != NULL);
-    CHECK(closed);
+    CHECK(answered_then_closed(fd, buf, sizeof(buf), 2000, "HTTP/1.1 499"));
     pthread_mutex_lock(&g_seen.mu);
     CHECK(g_seen.last_too_large);
     CHECK_EQ_STR(g_seen.last_path, "/big");
@@ -333,10 +335,7 @@ static void test_header_too_large_gets_431(void)
     snprintf(req, sizeof(req), "GET / HTTP/1.1\r\nX-Big: %0400d\r\n\r\n", 7);
     send_all(fd, req, strlen(req));
     char buf[4096];
-    bool closed;
-    read_some(fd, buf, sizeof(buf), 2000, NULL, 0, &closed);
-    CHECK(strstr(buf, "HTTP/1.1 431") != NULL);
-    CHECK(closed);
+    CHECK(answered_then_closed(fd, buf, sizeof(buf), 2000, "HTTP/1.1 431"));
     close(fd);
     stop_server(&r);
 }
@@ -355,10 +354,7 @@ static void test_slow_headers_get_408(void)
         usleep(20000);
     }
     char buf[4096];
-    bool closed;
-    read_some(fd, buf, sizeof(buf), 3000, NULL, 0, &closed);
-    CHECK(strstr(buf, "HTTP/1.1 408") != NULL);
-    CHECK(closed);
+    CHECK(answered_then_closed(fd, buf, sizeof(buf), 3000, "HTTP/1.1 408"));
     close(fd);
     stop_server(&r);
 }
@@ -402,9 +398,7 @@ static void test_garbage_only_hurts_its_connection(void)
     send_all(bad, garbage, sizeof(garbage) - 1);
     char buf[4096];
     bool closed;
-    read_some(bad, buf, sizeof(buf), 2000, NULL, 0, &closed);
-    CHECK(strstr(buf, "HTTP/1.1 400") != NULL);
-    CHECK(closed);
+    CHECK(answered_then_closed(bad, buf, sizeof(buf), 2000, "HTTP/1.1 400"));
     close(bad);
     /* a client that disconnects mid-body */
     int gone = connect_to(r.port);
