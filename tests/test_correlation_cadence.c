@@ -530,25 +530,6 @@ static void test_random_orders_with_late_samples(void)
     }
 }
 
-/* A next consumer that refuses while `refusing` is set (it takes the batch
- * whatever it answers, as every consumer does). */
-typedef struct gate {
-    bool refusing;
-    int refused;
-    capture *cap;
-} gate;
-
-static pl_status gate_fn(void *arg, pl_batch *batch)
-{
-    gate *g = arg;
-    if (g->refusing) {
-        g->refused++;
-        pl_batch_free(batch);
-        return PL_ERR_REFUSED;
-    }
-    return capture_fn(g->cap, batch);
-}
-
 /* A released batch the next consumer refuses is kept and offered again;
  * meanwhile new batches of that signal are refused, so clients retry. */
 static void test_downstream_refusal_passed_on(void)

@@ -171,7 +171,6 @@ static bool answered_then_closed(int fd, char *buf, size_t cap, int timeout_ms, 
     return strstr(buf, status) != NULL && closed;
 }
 
-
 /* ---- HTTP/1.1 tests ----------------------------------------------------- */
 
 static void test_keep_alive_two_requests(void)

@@ -24,6 +24,7 @@ import path from 'node:path';
 import {
   FIXTURES, freePort, readJsonLines, startProflink, until,
 } from './lib/common.mjs';
+import { profilesToFile } from './lib/yaml.mjs';
 
 let pl, tmp, go, goPort;
 
@@ -58,15 +59,7 @@ receivers:
     targets:
       - endpoint: http://127.0.0.1:${goPort}
         labels: { service.name: goalloc }
-exporters:
-  file:
-    path: ${path.join(tmp, 'out.jsonl')}
-service:
-  telemetry:
-    logs: { level: warn }
-    metrics: { address: 127.0.0.1:${metricsPort} }
-  pipelines:
-    profiles: { receivers: [pprof_scrape], exporters: [file] }
+${profilesToFile(tmp, metricsPort)}
 `, { dir: tmp });
 });
 

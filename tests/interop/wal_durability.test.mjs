@@ -16,13 +16,13 @@
 
 import { test, after } from 'node:test';
 import assert from 'node:assert/strict';
-import crypto from 'node:crypto';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import {
-  TraceRequest, freePort, httpBackend, postTraces, sleep, startProflink, waitFor,
+  freePort, httpBackend, postTraces, sleep, startProflink, waitFor,
 } from './lib/proflink.mjs';
+import { randomTraceRequest } from './lib/traces.mjs';
 
 const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'proflink-wal-'));
 const running = new Set();
@@ -32,25 +32,7 @@ after(() => {
 });
 
 function makeRequest(n) {
-  const traceId = crypto.randomBytes(16);
-  const ids = [];
-  const spans = [];
-  const now = BigInt(Date.now()) * 1000000n;
-  for (let i = 0; i < n; i++) {
-    const spanId = crypto.randomBytes(8);
-    ids.push(spanId.toString('hex'));
-    spans.push({
-      traceId, spanId, name: `op-${i}`, kind: 2,
-      startTimeUnixNano: String(now), endTimeUnixNano: String(now + 1000000n),
-    });
-  }
-  const bytes = TraceRequest.encode(TraceRequest.fromObject({
-    resourceSpans: [{
-      resource: { attributes: [{ key: 'service.name', value: { stringValue: 'wal-test' } }] },
-      scopeSpans: [{ spans }],
-    }],
-  })).finish();
-  return { bytes: Buffer.from(bytes), ids };
+  return randomTraceRequest(n, 'wal-test');
 }
 
 function config(port, backendPort, storage, { batchTimeout, window }) {
