@@ -81,6 +81,20 @@ static bool temp_file(char *path, const char *text)
     return write_file(path, text);
 }
 
+/* True when decoding `yaml` as extension `type`'s config gives exactly one
+ * error, and it holds `text`. */
+static bool decode_refused(const char *type, const char *yaml, const char *text)
+{
+    pl_cfg_errors errs;
+    pl_cfg_errors_init(&errs);
+    decode_ext(type, yaml, &errs);
+    bool ok = errs.n == 1 && strstr(errs.items[0].text, text) != NULL;
+    if (!ok)
+        pl_cfg_errors_print(&errs, stderr);
+    pl_cfg_errors_free(&errs);
+    return ok;
+}
+
 /* ---- basicauth ----------------------------------------------------------- */
 
 /* Every password form htpasswd and crypt(3) write, from a file with
@@ -237,15 +251,9 @@ static void test_htpasswd_errors(void)
     unlink(path);
 
     /* config checks */
-    pl_cfg_errors errs;
-    pl_cfg_errors_init(&errs);
-    decode_ext("basicauth", "{}\n", &errs);
-    CHECK(errs.n == 1 && strstr(errs.items[0].text, "needs htpasswd (receivers) or client_auth"));
-    pl_cfg_errors_free(&errs);
-    pl_cfg_errors_init(&errs);
-    decode_ext("basicauth", "client_auth: {username: \"a:b\", password: x}\n", &errs);
-    CHECK(errs.n == 1 && strstr(errs.items[0].text, "username must not contain ':'"));
-    pl_cfg_errors_free(&errs);
+    CHECK(decode_refused("basicauth", "{}\n", "needs htpasswd (receivers) or client_auth"));
+    CHECK(decode_refused("basicauth", "client_auth: {username: \"a:b\", password: x}\n",
+                         "username must not contain ':'"));
 }
 
 /* The users file is re-read when it changes (looked at once a second at
@@ -401,15 +409,9 @@ static void test_bearer_empty_token(void)
     CHECK_EQ_INT(status_with(a, "X-Key: real", NULL), 200);
     destroy_ext("bearertokenauth", ext);
 
-    pl_cfg_errors errs;
-    pl_cfg_errors_init(&errs);
-    decode_ext("bearertokenauth", "scheme: Bearer\n", &errs);
-    CHECK(errs.n == 1 && strstr(errs.items[0].text, "needs token, tokens or filename"));
-    pl_cfg_errors_free(&errs);
-    pl_cfg_errors_init(&errs);
-    decode_ext("bearertokenauth", "token: x\nheader: \"\"\n", &errs);
-    CHECK(errs.n == 1 && strstr(errs.items[0].text, "'header': must not be empty"));
-    pl_cfg_errors_free(&errs);
+    CHECK(decode_refused("bearertokenauth", "scheme: Bearer\n", "needs token, tokens or filename"));
+    CHECK(decode_refused("bearertokenauth", "token: x\nheader: \"\"\n",
+                         "'header': must not be empty"));
 }
 
 /* ---- the registry -------------------------------------------------------- */

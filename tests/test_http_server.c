@@ -162,6 +162,12 @@ static size_t read_some(int fd, char *buf, size_t cap, int timeout_ms, const cha
     return len;
 }
 
+/* start_server, then a connection to it: the socket, or -1. */
+static int start_and_connect(running *r, const pl_http_server_options *opt)
+{
+    return start_server(r, opt) == 0 ? connect_to(r->port) : -1;
+}
+
 /* Reads until the server closes the connection (at most timeout_ms): true
  * when it answered with `status` ("HTTP/1.1 431") and closed. */
 static bool answered_then_closed(int fd, char *buf, size_t cap, int timeout_ms, const char *status)
@@ -308,8 +314,7 @@ static void test_oversize_delivered_to_handler_when_asked(void)
 {
     pl_http_server_options opt = {.max_body_size = 10, .deliver_too_large = true};
     running r;
-    REQUIRE(start_server(&r, &opt) == 0);
-    int fd = connect_to(r.port);
+    int fd = start_and_connect(&r, &opt);
     REQUIRE(fd >= 0);
     const char *req = "POST /big HTTP/1.1\r\nContent-Length: 11\r\n\r\n01234567890";
     send_all(fd, req, strlen(req));
@@ -327,8 +332,7 @@ static void test_header_too_large_gets_431(void)
 {
     pl_http_server_options opt = {.max_header_size = 200};
     running r;
-    REQUIRE(start_server(&r, &opt) == 0);
-    int fd = connect_to(r.port);
+    int fd = start_and_connect(&r, &opt);
     REQUIRE(fd >= 0);
     char req[1024];
     snprintf(req, sizeof(req), "GET / HTTP/1.1\r\nX-Big: %0400d\r\n\r\n", 7);
@@ -343,8 +347,7 @@ static void test_slow_headers_get_408(void)
 {
     pl_http_server_options opt = {.header_timeout_ms = 300, .idle_timeout_ms = 5000};
     running r;
-    REQUIRE(start_server(&r, &opt) == 0);
-    int fd = connect_to(r.port);
+    int fd = start_and_connect(&r, &opt);
     REQUIRE(fd >= 0);
     /* trickle bytes: the deadline counts from the first one (slow-loris) */
     const char *part = "POST /slow HTTP/1.1\r\nX-A: 1\r\n";
@@ -362,8 +365,7 @@ static void test_idle_keep_alive_closed(void)
 {
     pl_http_server_options opt = {.header_timeout_ms = 5000, .idle_timeout_ms = 200};
     running r;
-    REQUIRE(start_server(&r, &opt) == 0);
-    int fd = connect_to(r.port);
+    int fd = start_and_connect(&r, &opt);
     REQUIRE(fd >= 0);
     const char *req = "GET /x HTTP/1.1\r\n\r\n";
     send_all(fd, req, strlen(req));

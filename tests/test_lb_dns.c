@@ -187,6 +187,20 @@ static void check_set(const seen *s, const char *const *want, size_t n)
         CHECK_EQ_STR(s->addrs[i], want[i]);
 }
 
+/* A resolver of HOST asking `f` (started on `loop`), every 20 ms, with
+ * `timeout_ms` per lookup, reporting into `s`; false when it did not start. */
+static bool resolver_start(uv_loop_t *loop, fake_dns *f, seen *s, int64_t timeout_ms)
+{
+    char server[64];
+    snprintf(server, sizeof(server), "127.0.0.1:%d", f->port);
+    pl_err err = {{0}};
+    s->dns = pl_lb_dns_start(loop, HOST, server, 20 * 1000000LL, timeout_ms * 1000000LL, on_addrs,
+                             s, &err);
+    if (!s->dns)
+        fprintf(stderr, "  pl_lb_dns_start: %s\n", err.msg);
+    return s->dns != NULL;
+}
+
 static void close_all(uv_loop_t *loop, fake_dns *f)
 {
     uv_close((uv_handle_t *)&f->udp, NULL);
@@ -204,15 +218,10 @@ static void test_resolves_and_tracks_changes(void)
     REQUIRE(fake_start(&f, &loop));
     const char *first[] = {"10.0.0.2", "fd00::7", "10.0.0.1", "10.0.0.2"};
     fake_set(&f, ANSWER, first, 4);
-    char server[64];
-    snprintf(server, sizeof(server), "127.0.0.1:%d", f.port);
     seen s = {0};
-    pl_err err = {{0}};
     /* a short interval so a few lookups happen quickly; the timeout is long
      * enough for a loaded machine */
-    s.dns =
-        pl_lb_dns_start(&loop, HOST, server, 20 * 1000000LL, 2000 * 1000000LL, on_addrs, &s, &err);
-    REQUIRE(s.dns != NULL);
+    REQUIRE(resolver_start(&loop, &f, &s, 2000));
 
     /* the first lookup starts at once: sorted, unique, v4 and v6 */
     s.want_reports = 1;
@@ -262,13 +271,8 @@ static void test_timeout_keeps_members(void)
     REQUIRE(fake_start(&f, &loop));
     const char *one[] = {"192.0.2.10"};
     fake_set(&f, ANSWER, one, 1);
-    char server[64];
-    snprintf(server, sizeof(server), "127.0.0.1:%d", f.port);
     seen s = {0};
-    pl_err err = {{0}};
-    s.dns =
-        pl_lb_dns_start(&loop, HOST, server, 20 * 1000000LL, 100 * 1000000LL, on_addrs, &s, &err);
-    REQUIRE(s.dns != NULL);
+    REQUIRE(resolver_start(&loop, &f, &s, 100));
     s.want_reports = 1;
     CHECK(loop_run_until(&loop, reports_reached, &s, 20000));
     fake_set(&f, SILENT, NULL, 0);
