@@ -590,12 +590,10 @@ static void test_storage_shutdown_keeps_unsent_data_for_next_start(void)
     char path[300];
     snprintf(path, sizeof(path), "%s/drain.db", tmpdir);
     env e;
-    env_init(&e, "otlp/drain");
     pl_sending_queue_config qc = qcfg_default();
     qc.storage = path;
     qc.num_consumers = 1;
-    pl_retry_config rc = rcfg_fast();
-    e.q = env_open(&e, &qc, &rc);
+    env_start(&e, "otlp/drain", &qc);
     REQUIRE(e.q);
     e.f.policy = always_retryable; /* backend down */
     CHECK_EQ_INT(push_str(e.q, "first"), PL_OK);
@@ -613,8 +611,7 @@ static void test_storage_shutdown_keeps_unsent_data_for_next_start(void)
     CHECK_EQ_UINT(pl_stats_get(e.stats, PL_SIGNAL_TRACES, PL_STAT_DROPPED), 0);
     env_finish(&e);
 
-    env_init(&e, "otlp/drain");
-    e.q = env_open(&e, &qc, &rc);
+    env_start(&e, "otlp/drain", &qc);
     REQUIRE(e.q);
     CHECK(run_until(&e, queue_empty, 2000));
     CHECK_EQ_UINT(e.f.n_delivered, 2);
@@ -646,12 +643,10 @@ static void test_damaged_storage_is_set_aside_and_salvaged(void)
     char path[300];
     snprintf(path, sizeof(path), "%s/damaged.db", tmpdir);
     env e;
-    env_init(&e, "otlp/damaged");
     pl_sending_queue_config qc = qcfg_default();
     qc.storage = path;
     qc.num_consumers = 1;
-    pl_retry_config rc = rcfg_fast();
-    e.q = env_open(&e, &qc, &rc);
+    env_start(&e, "otlp/damaged", &qc);
     REQUIRE(e.q);
     e.f.policy = always_retryable; /* backend down: the rows stay */
     CHECK_EQ_INT(push_str(e.q, "first"), PL_OK);
@@ -666,8 +661,7 @@ static void test_damaged_storage_is_set_aside_and_salvaged(void)
     /* other pages of the file, after the queue's, get garbage */
     REQUIRE(damage_sqlite_tail(path));
 
-    env_init(&e, "otlp/damaged");
-    e.q = env_open(&e, &qc, &rc);
+    env_start(&e, "otlp/damaged", &qc);
     REQUIRE(e.q); /* starts */
     CHECK_EQ_UINT(files_set_aside(path), 1);
     CHECK(run_until(&e, queue_empty, 2000));
@@ -686,8 +680,7 @@ static void test_damaged_storage_is_set_aside_and_salvaged(void)
     for (int i = 0; i < 100; i++)
         fputs("this is no database\n", f);
     fclose(f);
-    env_init(&e, "otlp/damaged");
-    e.q = env_open(&e, &qc, &rc);
+    env_start(&e, "otlp/damaged", &qc);
     REQUIRE(e.q);
     CHECK_EQ_UINT(files_set_aside(file), 2);
     CHECK_EQ_INT(push_str(e.q, "after"), PL_OK);
