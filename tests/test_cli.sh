@@ -61,19 +61,6 @@ service:
 EOF
 }
 
-start() { # start CONFIG
-    "$BIN" --config "$1" 2>"$TMP/log" &
-    PID=$!
-    i=0
-    while [ $i -lt 100 ]; do
-        code=$(curl -s -o /dev/null -w '%{http_code}' "http://127.0.0.1:$TEL/health" 2>/dev/null)
-        [ "$code" = 200 ] && return 0
-        sleep 0.05
-        i=$((i + 1))
-    done
-    return 1
-}
-
 post() { # prints the HTTP status of one export
     curl -s -o /dev/null -w '%{http_code}' -X POST -H 'Content-Type: application/x-protobuf' \
         --data-binary @"$TMP/req.bin" "http://127.0.0.1:$HTTP/v1/traces" 2>/dev/null
@@ -354,7 +341,7 @@ service:
     metrics: {address: 127.0.0.1:$TEL}
   pipelines: {traces: {receivers: [otlp], exporters: [debug]}}
 EOF
-if start "$TMP/json.yaml"; then
+if start_proflink "$TMP/json.yaml"; then
     printf '\377\001not-protobuf\n' >"$TMP/junk.bin"
     curl -s -o /dev/null -X POST -H 'Content-Type: application/x-protobuf' \
         --data-binary @"$TMP/junk.bin" "http://127.0.0.1:$HTTP/v1/traces%ff%0a"
@@ -401,7 +388,7 @@ service:
                 port: $TEL
   pipelines: {traces: {receivers: [otlp], exporters: [debug]}}
 EOF
-if start "$TMP/readers.yaml"; then
+if start_proflink "$TMP/readers.yaml"; then
     curl -s "http://127.0.0.1:$TEL/metrics" >"$TMP/metrics"
     kill -TERM "$PID"
     wait_exit 10
@@ -415,7 +402,7 @@ check "metrics: address and readers together are an error" sh -c "test $? -eq 1 
 
 # ---- run: health, metrics, SIGHUP -----------------------------------------
 write_config "$TMP/run.yaml" basic
-if start "$TMP/run.yaml"; then ok "run: /health answers 200 once running"; else not_ok "run: /health answers 200 once running"; fi
+if start_proflink "$TMP/run.yaml"; then ok "run: /health answers 200 once running"; else not_ok "run: /health answers 200 once running"; fi
 check "run: an export is accepted" test "$(post)" = 200
 curl -s "http://127.0.0.1:$TEL/metrics" >"$TMP/metrics"
 check "run: /metrics has per-component counters and process figures" sh -c "
@@ -469,7 +456,7 @@ check "SIGTERM after reload exits 0" test "$RC" = 0
 # ---- SIGTERM during traffic -----------------------------------------------
 write_config "$TMP/run.yaml" basic
 : >"$TMP/codes"
-if start "$TMP/run.yaml"; then
+if start_proflink "$TMP/run.yaml"; then
     (
         i=0
         while [ $i -lt 400 ]; do
@@ -511,7 +498,7 @@ service:
   pipelines:
     traces: {receivers: [otlp], exporters: [otlphttp]}
 EOF
-if start "$TMP/dead.yaml"; then
+if start_proflink "$TMP/dead.yaml"; then
     post >/dev/null
     sleep 0.2
     kill -TERM "$PID"
