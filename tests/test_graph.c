@@ -32,6 +32,18 @@ static pl_config *load(const char *text)
     return cfg;
 }
 
+/* Builds and starts the graph of `cfg` on the test loop; NULL (and the
+ * error on stderr) when either fails. */
+static pl_graph *build_and_start(pl_config *cfg)
+{
+    pl_err err = {{0}};
+    pl_graph *g = pl_graph_build(cfg, &loop, &err);
+    if (g && pl_graph_start(g, &err) == PL_OK)
+        return g;
+    fprintf(stderr, "  %s: %s\n", g ? "start" : "build", err.msg);
+    return NULL;
+}
+
 /* Shuts down, lets the loop close handles, destroys. */
 static void teardown(pl_graph *g)
 {
@@ -51,10 +63,8 @@ static void test_receiver_fans_out_to_every_pipeline(void)
                           "    traces/a: {receivers: [feeder], exporters: [capture/a]}\n"
                           "    traces/b: {receivers: [feeder], exporters: [capture/b]}\n");
     REQUIRE(cfg != NULL);
-    pl_err err = {{0}};
-    pl_graph *g = pl_graph_build(cfg, &loop, &err);
+    pl_graph *g = build_and_start(cfg);
     REQUIRE(g != NULL);
-    REQUIRE(pl_graph_start(g, &err) == PL_OK);
     feeder *f = pl_graph_instance(g, PL_KIND_RECEIVER, "feeder");
     REQUIRE(f != NULL);
     CHECK(f->next[PL_SIGNAL_PROFILES] == NULL); /* no profiles pipeline */
@@ -97,10 +107,8 @@ static void test_processor_shared_between_pipelines_is_one_instance(void)
                           "      processors: [counter/shared]\n"
                           "      exporters: [capture]\n");
     REQUIRE(cfg != NULL);
-    pl_err err = {{0}};
-    pl_graph *g = pl_graph_build(cfg, &loop, &err);
+    pl_graph *g = build_and_start(cfg);
     REQUIRE(g != NULL);
-    REQUIRE(pl_graph_start(g, &err) == PL_OK);
     CHECK_EQ_INT(fx_counter_creates - creates_before, 2);
     CHECK_EQ_UINT(pl_graph_instance_count(g), 4);
     feeder *f = pl_graph_instance(g, PL_KIND_RECEIVER, "feeder");
@@ -135,10 +143,8 @@ static void test_every_exporter_gets_every_batch(void)
                           "      receivers: [feeder, feeder/2]\n"
                           "      exporters: [capture/1, capture/2, capture/3]\n");
     REQUIRE(cfg != NULL);
-    pl_err err = {{0}};
-    pl_graph *g = pl_graph_build(cfg, &loop, &err);
+    pl_graph *g = build_and_start(cfg);
     REQUIRE(g != NULL);
-    REQUIRE(pl_graph_start(g, &err) == PL_OK);
     feeder *f1 = pl_graph_instance(g, PL_KIND_RECEIVER, "feeder");
     feeder *f2 = pl_graph_instance(g, PL_KIND_RECEIVER, "feeder/2");
     REQUIRE(f1 && f2);
@@ -172,10 +178,8 @@ static void test_worst_exporter_status_reaches_the_receiver(void)
              "    profiles: {receivers: [feeder], exporters: [capture/ok, "
              "capture/bad]}\n");
     REQUIRE(cfg != NULL);
-    pl_err err = {{0}};
-    pl_graph *g = pl_graph_build(cfg, &loop, &err);
+    pl_graph *g = build_and_start(cfg);
     REQUIRE(g != NULL);
-    REQUIRE(pl_graph_start(g, &err) == PL_OK);
     feeder *f = pl_graph_instance(g, PL_KIND_RECEIVER, "feeder");
     /* one pipeline says invalid, the other refused: the sender must retry */
     CHECK_EQ_INT(feeder_push(f, PL_SIGNAL_TRACES, 2), PL_ERR_REFUSED);
@@ -203,10 +207,8 @@ static void test_start_and_shutdown_order(void)
                           "[capture]}\n");
     REQUIRE(cfg != NULL);
     fx_reset();
-    pl_err err = {{0}};
-    pl_graph *g = pl_graph_build(cfg, &loop, &err);
+    pl_graph *g = build_and_start(cfg);
     REQUIRE(g != NULL);
-    REQUIRE(pl_graph_start(g, &err) == PL_OK);
     CHECK(fx_pos("start:capture") >= 0);
     CHECK(fx_pos("start:capture") < fx_pos("start:counter"));
     CHECK(fx_pos("start:counter") < fx_pos("start:feeder"));
@@ -257,10 +259,8 @@ static void test_shutdown_flushes_held_data_to_its_pipeline(void)
                           "    profiles: {receivers: [feeder], processors: [holder], exporters: "
                           "[capture/p]}\n");
     REQUIRE(cfg != NULL);
-    pl_err err = {{0}};
-    pl_graph *g = pl_graph_build(cfg, &loop, &err);
+    pl_graph *g = build_and_start(cfg);
     REQUIRE(g != NULL);
-    REQUIRE(pl_graph_start(g, &err) == PL_OK);
     feeder *f = pl_graph_instance(g, PL_KIND_RECEIVER, "feeder");
     feeder_push(f, PL_SIGNAL_TRACES, 4);
     feeder_push(f, PL_SIGNAL_PROFILES, 9);
@@ -293,10 +293,8 @@ static void test_exporter_side_batching(void)
              "  pipelines:\n"
              "    traces: {receivers: [feeder], exporters: [capture/b, capture/plain]}\n");
     REQUIRE(cfg != NULL);
-    pl_err err = {{0}};
-    pl_graph *g = pl_graph_build(cfg, &loop, &err);
+    pl_graph *g = build_and_start(cfg);
     REQUIRE(g != NULL);
-    REQUIRE(pl_graph_start(g, &err) == PL_OK);
     feeder *f = pl_graph_instance(g, PL_KIND_RECEIVER, "feeder");
     capture *b = pl_graph_instance(g, PL_KIND_EXPORTER, "capture/b");
     capture *plain = pl_graph_instance(g, PL_KIND_EXPORTER, "capture/plain");
@@ -580,10 +578,8 @@ static void test_metrics_text_lists_component_counters(void)
                           "  pipelines:\n"
                           "    traces: {receivers: [feeder/m], exporters: [capture/m]}\n");
     REQUIRE(cfg != NULL);
-    pl_err err = {{0}};
-    pl_graph *g = pl_graph_build(cfg, &loop, &err);
+    pl_graph *g = build_and_start(cfg);
     REQUIRE(g != NULL);
-    REQUIRE(pl_graph_start(g, &err) == PL_OK);
     feeder_push(pl_graph_instance(g, PL_KIND_RECEIVER, "feeder/m"), PL_SIGNAL_TRACES, 7);
     *pl_stats_gauge(pl_graph_stats(g, PL_KIND_EXPORTER, "capture/m"), "queue_size",
                     "Items in the queue.") = 3;

@@ -177,6 +177,16 @@ static bool answered_then_closed(int fd, char *buf, size_t cap, int timeout_ms, 
     return strstr(buf, status) != NULL && closed;
 }
 
+/* answered_then_closed, then the socket closed and the server stopped. */
+static bool answered_then_closed_stop(running *r, int fd, int timeout_ms, const char *status)
+{
+    char buf[4096];
+    bool ok = answered_then_closed(fd, buf, sizeof(buf), timeout_ms, status);
+    close(fd);
+    stop_server(r);
+    return ok;
+}
+
 /* ---- HTTP/1.1 tests ----------------------------------------------------- */
 
 static void test_keep_alive_two_requests(void)
@@ -337,10 +347,7 @@ static void test_header_too_large_gets_431(void)
     char req[1024];
     snprintf(req, sizeof(req), "GET / HTTP/1.1\r\nX-Big: %0400d\r\n\r\n", 7);
     send_all(fd, req, strlen(req));
-    char buf[4096];
-    CHECK(answered_then_closed(fd, buf, sizeof(buf), 2000, "HTTP/1.1 431"));
-    close(fd);
-    stop_server(&r);
+    CHECK(answered_then_closed_stop(&r, fd, 2000, "HTTP/1.1 431"));
 }
 
 static void test_slow_headers_get_408(void)
@@ -355,10 +362,7 @@ static void test_slow_headers_get_408(void)
         send_all(fd, part + i, 1);
         usleep(20000);
     }
-    char buf[4096];
-    CHECK(answered_then_closed(fd, buf, sizeof(buf), 3000, "HTTP/1.1 408"));
-    close(fd);
-    stop_server(&r);
+    CHECK(answered_then_closed_stop(&r, fd, 3000, "HTTP/1.1 408"));
 }
 
 static void test_idle_keep_alive_closed(void)
