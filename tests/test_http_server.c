@@ -718,6 +718,13 @@ static int h2_run(int port, const char *path, const uint8_t *body, size_t body_l
     return done;
 }
 
+/* One request on its own HTTP/2 connection: the answer's status, or -1. */
+static int h2_status(int port, const char *path, const uint8_t *body, size_t len)
+{
+    h2_client cl;
+    return h2_run(port, path, body, len, 1, &cl) == 1 ? cl.results[0].status : -1;
+}
+
 static void test_h2_concurrent_streams(void)
 {
     pl_http_server_options opt = {.h2c = true, .http1 = true};
@@ -789,12 +796,9 @@ static void test_h2_oversize_stream(void)
     REQUIRE(start_server(&r, &opt) == 0);
     uint8_t big[5000];
     memset(big, 'q', sizeof(big));
-    h2_client cl;
-    CHECK_EQ_INT(h2_run(r.port, "/big", big, sizeof(big), 1, &cl), 1);
-    CHECK_EQ_INT(cl.results[0].status, 413);
+    CHECK_EQ_INT(h2_status(r.port, "/big", big, sizeof(big)), 413);
     /* the connection keeps working for small requests */
-    CHECK_EQ_INT(h2_run(r.port, "/small", big, 10, 1, &cl), 1);
-    CHECK_EQ_INT(cl.results[0].status, 200);
+    CHECK_EQ_INT(h2_status(r.port, "/small", big, 10), 200);
     stop_server(&r);
 }
 
@@ -808,8 +812,7 @@ static void test_h2_buffered_bytes_budget(void)
     h2_client cl;
     CHECK_EQ_INT(h2_run(r.port, "/big", big, sizeof(big), 1, &cl), 1);
     CHECK_EQ_INT(cl.results[0].error_code, NGHTTP2_REFUSED_STREAM); /* retryable */
-    CHECK_EQ_INT(h2_run(r.port, "/small", big, 500, 1, &cl), 1);
-    CHECK_EQ_INT(cl.results[0].status, 200);
+    CHECK_EQ_INT(h2_status(r.port, "/small", big, 500), 200);
     stop_server(&r);
 }
 
@@ -826,9 +829,7 @@ static void test_h2_garbage_after_preface(void)
     read_some(fd, buf, sizeof(buf), 2000, NULL, 0, &closed);
     CHECK(closed);
     close(fd);
-    h2_client cl;
-    CHECK_EQ_INT(h2_run(r.port, "/ok", (const uint8_t *)"a", 1, 1, &cl), 1);
-    CHECK_EQ_INT(cl.results[0].status, 200);
+    CHECK_EQ_INT(h2_status(r.port, "/ok", (const uint8_t *)"a", 1), 200);
     stop_server(&r);
 }
 
@@ -1005,8 +1006,7 @@ static void test_header_field_accounting(void)
     CHECK(cl.results[0].error_code != 0); /* the stream was reset */
     /* 80 such fields fit (80 * 42 + pseudo-headers < 4096) */
     h2_extra_n = 80;
-    CHECK_EQ_INT(h2_run(r.port, "/h", (const uint8_t *)"x", 1, 1, &cl), 1);
-    CHECK_EQ_INT(cl.results[0].status, 200);
+    CHECK_EQ_INT(h2_status(r.port, "/h", (const uint8_t *)"x", 1), 200);
     h2_extra_n = 0;
     stop_server(&r);
 
@@ -1014,11 +1014,9 @@ static void test_header_field_accounting(void)
     pl_http_server_options few = {.h2c = true, .http1 = true, .max_header_fields = 20};
     REQUIRE(start_server(&r, &few) == 0);
     h2_extra_n = 30, h2_extra_len = 1;
-    CHECK_EQ_INT(h2_run(r.port, "/h", (const uint8_t *)"x", 1, 1, &cl), 1);
-    CHECK_EQ_INT(cl.results[0].status, 0);
+    CHECK_EQ_INT(h2_status(r.port, "/h", (const uint8_t *)"x", 1), 0);
     h2_extra_n = 10;
-    CHECK_EQ_INT(h2_run(r.port, "/h", (const uint8_t *)"x", 1, 1, &cl), 1);
-    CHECK_EQ_INT(cl.results[0].status, 200);
+    CHECK_EQ_INT(h2_status(r.port, "/h", (const uint8_t *)"x", 1), 200);
     h2_extra_n = 0;
     /* HTTP/1.1: 431 past the field count */
     char req[4096];
