@@ -554,28 +554,29 @@ static int decode_errors(pl_kind kind, const char *type, const char *yaml, char 
  * and for the Pyroscope exporter. */
 static void test_credentials_rule(void)
 {
-    char msg[2048];
     const char *both = "set either bearer_token or basic_auth, not both";
-    CHECK_EQ_INT(decode_errors(PL_KIND_EXPORTER, "pyroscope",
-                               "endpoint: http://p:4040\nbearer_token: t\n"
-                               "basic_auth: {username: u, password: p}\n",
-                               msg, sizeof msg),
-                 1);
-    CHECK(strstr(msg, both) != NULL);
-    CHECK_EQ_INT(decode_errors(PL_KIND_EXPORTER, "pyroscope",
-                               "endpoint: http://p:4040\nbasic_auth: {username: u}\n", msg,
-                               sizeof msg),
-                 0);
-    CHECK_EQ_INT(decode_errors(PL_KIND_RECEIVER, "pprof_scrape",
-                               "targets:\n  - endpoint: http://t:6060\n    bearer_token: t\n"
-                               "    basic_auth: {username: u}\n",
-                               msg, sizeof msg),
-                 1);
-    CHECK(strstr(msg, both) != NULL);
-    CHECK_EQ_INT(decode_errors(PL_KIND_RECEIVER, "pprof_scrape",
-                               "targets:\n  - endpoint: http://t:6060\n    bearer_token: t\n", msg,
-                               sizeof msg),
-                 0);
+    struct {
+        pl_kind kind;
+        const char *type, *yaml;
+        int errors;
+    } cases[] = {
+        {PL_KIND_EXPORTER, "pyroscope",
+         "endpoint: http://p:4040\nbearer_token: t\nbasic_auth: {username: u, password: p}\n", 1},
+        {PL_KIND_EXPORTER, "pyroscope", "endpoint: http://p:4040\nbasic_auth: {username: u}\n", 0},
+        {PL_KIND_RECEIVER, "pprof_scrape",
+         "targets:\n  - endpoint: http://t:6060\n    bearer_token: t\n"
+         "    basic_auth: {username: u}\n",
+         1},
+        {PL_KIND_RECEIVER, "pprof_scrape",
+         "targets:\n  - endpoint: http://t:6060\n    bearer_token: t\n", 0},
+    };
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        char msg[2048];
+        CHECK_EQ_INT(decode_errors(cases[i].kind, cases[i].type, cases[i].yaml, msg, sizeof msg),
+                     cases[i].errors);
+        if (cases[i].errors)
+            CHECK(strstr(msg, both) != NULL);
+    }
 }
 
 /* A watched file is looked at once a second at most, and reports a change
