@@ -60,6 +60,20 @@ static int basic_status(const pl_authenticator *a, const char *user_pass)
     return status_with(a, line, NULL);
 }
 
+/* Creates extension `type` as `id` from `yaml` (the instance in *ext) and
+ * finds it in the registry; NULL when either fails. */
+static const pl_authenticator *make_auth(const char *type, const char *id, const char *yaml,
+                                         void **ext)
+{
+    pl_err err = {{0}};
+    *ext = make_ext(type, id, yaml, &err);
+    if (!*ext) {
+        fprintf(stderr, "  %s: %s\n", id, err.msg);
+        return NULL;
+    }
+    return pl_auth_find(id, &err);
+}
+
 /* Writes `text` to `path` (replacing it). */
 static bool write_file(const char *path, const char *text)
 {
@@ -122,10 +136,8 @@ static void test_htpasswd_forms(void)
     REQUIRE(temp_file(path, text));
     char yaml[256];
     snprintf(yaml, sizeof(yaml), "htpasswd: {file: %s}\n", path);
-    pl_err err = {{0}};
-    void *ext = make_ext("basicauth", "basicauth/forms", yaml, &err);
-    REQUIRE(ext != NULL);
-    const pl_authenticator *a = pl_auth_find("basicauth/forms", &err);
+    void *ext = NULL;
+    const pl_authenticator *a = make_auth("basicauth", "basicauth/forms", yaml, &ext);
     REQUIRE(a != NULL);
     CHECK(a->client_header == NULL); /* a server-only instance */
     struct {
@@ -264,10 +276,8 @@ static void test_htpasswd_reread(void)
     REQUIRE(temp_file(path, "ann:one\n"));
     char yaml[128];
     snprintf(yaml, sizeof(yaml), "htpasswd: {file: %s}\n", path);
-    pl_err err = {{0}};
-    void *ext = make_ext("basicauth", "basicauth/reread", yaml, &err);
-    REQUIRE(ext != NULL);
-    const pl_authenticator *a = pl_auth_find("basicauth/reread", &err);
+    void *ext = NULL;
+    const pl_authenticator *a = make_auth("basicauth", "basicauth/reread", yaml, &ext);
     REQUIRE(a != NULL);
     CHECK_EQ_INT(basic_status(a, "ann:one"), 200);
     /* a different size, so the change shows even within one mtime tick */
@@ -319,10 +329,9 @@ static void test_bearer_variants(void)
         {"token: a\ntokens: [b]\n", "Authorization: Bearer b", 200},
     };
     for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
-        pl_err err = {{0}};
-        void *ext = make_ext("bearertokenauth", "bearertokenauth/v", cases[i].yaml, &err);
-        REQUIRE(ext != NULL);
-        const pl_authenticator *a = pl_auth_find("bearertokenauth/v", &err);
+        void *ext = NULL;
+        const pl_authenticator *a =
+            make_auth("bearertokenauth", "bearertokenauth/v", cases[i].yaml, &ext);
         REQUIRE(a != NULL);
         handled = 0;
         char *out = NULL;
@@ -371,10 +380,8 @@ static void test_bearer_token_file(void)
     REQUIRE(temp_file(path, "first-token \t\r\n"));
     char yaml[128];
     snprintf(yaml, sizeof(yaml), "filename: %s\n", path);
-    pl_err err = {{0}};
-    void *ext = make_ext("bearertokenauth", "bearertokenauth/f", yaml, &err);
-    REQUIRE(ext != NULL);
-    const pl_authenticator *a = pl_auth_find("bearertokenauth/f", &err);
+    void *ext = NULL;
+    const pl_authenticator *a = make_auth("bearertokenauth", "bearertokenauth/f", yaml, &ext);
     REQUIRE(a != NULL);
     CHECK_EQ_INT(status_with(a, "Authorization: Bearer first-token", NULL), 200);
     REQUIRE(write_file(path, "second-token-longer\n"));
@@ -390,6 +397,7 @@ static void test_bearer_token_file(void)
     destroy_ext("bearertokenauth", ext);
 
     /* unreadable at start: refused with the file named */
+    pl_err err = {{0}};
     CHECK(make_ext("bearertokenauth", "bearertokenauth/f", "filename: /nonexistent/token\n",
                    &err) == NULL);
     CHECK(strstr(err.msg, "filename /nonexistent/token: cannot read the token") != NULL);
@@ -399,11 +407,10 @@ static void test_bearer_token_file(void)
 /* An empty token never matches, not even an empty header value. */
 static void test_bearer_empty_token(void)
 {
-    pl_err err = {{0}};
-    void *ext = make_ext("bearertokenauth", "bearertokenauth/e",
-                         "tokens: [\"\", real]\nheader: X-Key\nscheme: \"\"\n", &err);
-    REQUIRE(ext != NULL);
-    const pl_authenticator *a = pl_auth_find("bearertokenauth/e", &err);
+    void *ext = NULL;
+    const pl_authenticator *a =
+        make_auth("bearertokenauth", "bearertokenauth/e",
+                  "tokens: [\"\", real]\nheader: X-Key\nscheme: \"\"\n", &ext);
     REQUIRE(a != NULL);
     CHECK_EQ_INT(status_with(a, "X-Key: ", NULL), 401);
     CHECK_EQ_INT(status_with(a, "X-Key: real", NULL), 200);
