@@ -518,12 +518,8 @@ static void test_api_on_its_own_thread(void)
 
 int main(void)
 {
-    const char *tmp = getenv("TMPDIR");
-    snprintf(tmp_root, sizeof(tmp_root), "%s/proflink-storeq-test-XXXXXX", tmp ? tmp : "/tmp");
-    if (!mkdtemp(tmp_root)) {
-        perror("mkdtemp");
+    if (!tmp_root_make("proflink-storeq-test"))
         return 1;
-    }
     PL_RUN(test_time_not_counts);
     PL_RUN(test_upgrade_from_schema_3);
     PL_RUN(test_search_filters);
@@ -531,12 +527,5 @@ int main(void)
     PL_RUN(test_span_with_descendants);
     PL_RUN(test_exports);
     PL_RUN(test_api_on_its_own_thread);
-    int rc = pl_test_done();
-    if (rc == 0) {
-        char cmd[400];
-        snprintf(cmd, sizeof(cmd), "rm -rf '%s'", tmp_root);
-        if (system(cmd) != 0)
-            fprintf(stderr, "could not remove %s\n", tmp_root);
-    }
-    return rc;
+    return tmp_root_done();
 }
