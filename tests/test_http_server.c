@@ -653,15 +653,12 @@ static ssize_t h2c_read(nghttp2_session *s, int32_t id, uint8_t *buf, size_t len
 static int h2_extra_n;
 static size_t h2_extra_len;
 
-/* Sends n_req POSTs to `path` on one connection (concurrently) and waits
- * for all of them to close. */
-static int h2_run(int port, const char *path, const uint8_t *body, size_t body_len, int n_req,
-                  h2_client *cl)
+/* A client session on a new connection to `port` (cl->fd is -1 when it
+ * could not connect), its SETTINGS queued. */
+static nghttp2_session *h2_open(int port, h2_client *cl)
 {
     memset(cl, 0, sizeof(*cl));
     cl->fd = connect_to(port);
-    if (cl->fd < 0)
-        return -1;
     nghttp2_session_callbacks *cb;
     nghttp2_session_callbacks_new(&cb);
     nghttp2_session_callbacks_set_send_callback(cb, h2c_send);
@@ -672,6 +669,19 @@ static int h2_run(int port, const char *path, const uint8_t *body, size_t body_l
     nghttp2_session_client_new(&s, cb, cl);
     nghttp2_session_callbacks_del(cb);
     nghttp2_submit_settings(s, NGHTTP2_FLAG_NONE, NULL, 0);
+    return s;
+}
+
+/* Sends n_req POSTs to `path` on one connection (concurrently) and waits
+ * for all of them to close. */
+static int h2_run(int port, const char *path, const uint8_t *body, size_t body_len, int n_req,
+                  h2_client *cl)
+{
+    nghttp2_session *s = h2_open(port, cl);
+    if (cl->fd < 0) {
+        nghttp2_session_del(s);
+        return -1;
+    }
     upload_src ups[64];
     for (int i = 0; i < n_req; i++) {
         nghttp2_nv nv[] = {
@@ -872,23 +882,6 @@ static void h2_pump(nghttp2_session *s, h2_client *cl, int ms, int32_t until_clo
         if (r && r->closed)
             return;
     }
-}
-
-static nghttp2_session *h2_open(int port, h2_client *cl)
-{
-    memset(cl, 0, sizeof(*cl));
-    cl->fd = connect_to(port);
-    nghttp2_session_callbacks *cb;
-    nghttp2_session_callbacks_new(&cb);
-    nghttp2_session_callbacks_set_send_callback(cb, h2c_send);
-    nghttp2_session_callbacks_set_on_header_callback(cb, h2c_on_header);
-    nghttp2_session_callbacks_set_on_data_chunk_recv_callback(cb, h2c_on_data);
-    nghttp2_session_callbacks_set_on_stream_close_callback(cb, h2c_on_close);
-    nghttp2_session *s;
-    nghttp2_session_client_new(&s, cb, cl);
-    nghttp2_session_callbacks_del(cb);
-    nghttp2_submit_settings(s, NGHTTP2_FLAG_NONE, NULL, 0);
-    return s;
 }
 
 static void test_h2_slow_stream_reset_alone(void)
