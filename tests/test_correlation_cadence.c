@@ -9,6 +9,7 @@
 #include <time.h>
 
 #include "correlation_fixture.h"
+#include "xorshift.h"
 
 static pl_correlation_config cadence_config(void)
 {
@@ -407,10 +408,7 @@ static void test_shutdown_flushes_long_holds(void)
 static uint64_t rnd_state = 0x9E3779B97F4A7C15ull;
 static uint32_t rnd(uint32_t n)
 {
-    rnd_state ^= rnd_state << 13;
-    rnd_state ^= rnd_state >> 7;
-    rnd_state ^= rnd_state << 17;
-    return (uint32_t)(rnd_state % n);
+    return (uint32_t)(xorshift64(&rnd_state) % n);
 }
 
 /* Random arrival orders at the default settings, with spans leaving long

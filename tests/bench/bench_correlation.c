@@ -27,6 +27,7 @@
 #include "pipeline/consumer.h"
 #include "processors/correlation.h"
 #include "bench_util.h"
+#include "../xorshift.h"
 
 #define S(x) ((uint64_t)(x)*1000000000ull)
 
@@ -64,10 +65,7 @@ static void sink_free(sink *s)
 static uint64_t rng = 88172645463325252ull;
 static uint64_t next_rand(void)
 {
-    rng ^= rng << 13;
-    rng ^= rng >> 7;
-    rng ^= rng << 17;
-    return rng;
+    return xorshift64(&rng);
 }
 
 static void id8(uint64_t v, uint8_t out[8])

@@ -42,6 +42,7 @@
 #include "pipeline/consumer.h"
 #include "processors/correlation.h"
 #include "bench_util.h"
+#include "../xorshift.h"
 
 #define NS       1000000000ull
 #define T0       (1700000000ull * NS)
@@ -60,10 +61,7 @@ static uint64_t fake_clock(void *arg)
 static uint64_t rng = 0x9E3779B97F4A7C15ull;
 static uint64_t rnd(void)
 {
-    rng ^= rng << 13;
-    rng ^= rng >> 7;
-    rng ^= rng << 17;
-    return rng;
+    return xorshift64(&rng);
 }
 
 /* Span ids are an invertible mix of (trace number, kind): the checker reads

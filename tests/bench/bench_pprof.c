@@ -23,14 +23,12 @@
 
 #include "proto/pprof.h"
 #include "../pb_writer_fixture.h"
+#include "../xorshift.h"
 
 static uint64_t rng = 88172645463325252ull;
 static uint32_t rnd(uint32_t n)
 {
-    rng ^= rng << 13;
-    rng ^= rng >> 7;
-    rng ^= rng << 17;
-    return (uint32_t)(rng % n);
+    return (uint32_t)(xorshift64(&rng) % n);
 }
 
 #define N_FUNCS   400
