@@ -14,6 +14,7 @@
 #include "exporters/nats.h"
 #include "net/nats_conn.h"
 #include "profile_fixture.h"
+#include "cfg_errors_fixture.h"
 #include "testlib.h"
 
 extern const pl_component_type pl_receiver_nats;
@@ -129,23 +130,8 @@ static pl_config *load(const char *text)
     return pl_config_load_string("t.yaml", text, strlen(text), pl_component_types, &errs);
 }
 
-/* True when some error contains `part`. */
-static bool has_error(const char *part)
-{
-    for (size_t i = 0; i < errs.n; i++)
-        if (strstr(errs.items[i].text, part))
-            return true;
-    return false;
-}
-
 #define CHECK_ERROR(part)                                                                          \
-    do {                                                                                           \
-        if (!has_error(part)) {                                                                    \
-            PL_FAIL_("no error containing \"%s\"; got:", part);                                    \
-            for (size_t i_ = 0; i_ < errs.n; i_++)                                                 \
-                fprintf(stderr, "    %s\n", errs.items[i_].text);                                  \
-        }                                                                                          \
-    } while (0)
+    CHECK_CFG_ERROR(&errs, cfg_error_contains(&errs, part), "containing \"" part "\"")
 
 /* A config with a nats exporter and a nats receiver whose extra lines are
  * `exporter` and `receiver` (indented by the caller). */

@@ -16,6 +16,7 @@
 #include "config/decode.h"
 #include "config/node.h"
 #include "net/tls.h"
+#include "cfg_errors_fixture.h"
 #include "pki_fixture.h"
 #include "testlib.h"
 
@@ -429,14 +430,6 @@ static int decode_tls(const char *yaml, pl_cfg_errors *errs, pl_tls_server_confi
     return n;
 }
 
-static bool has_error(const pl_cfg_errors *errs, const char *text)
-{
-    for (size_t i = 0; i < errs->n; i++)
-        if (strstr(errs->items[i].text, text))
-            return true;
-    return false;
-}
-
 static void test_config_checks(void)
 {
     struct {
@@ -458,8 +451,8 @@ static void test_config_checks(void)
         int n = decode_tls(cases[i].yaml, &errs, &cfg);
         if (cases[i].want) {
             CHECK(n > 0);
-            CHECK(has_error(&errs, cases[i].want));
-            if (!has_error(&errs, cases[i].want))
+            CHECK(cfg_error_contains(&errs, cases[i].want));
+            if (!cfg_error_contains(&errs, cases[i].want))
                 pl_cfg_errors_print(&errs, stderr);
         } else {
             CHECK_EQ_INT(n, 0);

@@ -20,6 +20,7 @@ import {
   until,
 } from './lib/common.mjs';
 import { startPushStack } from './lib/push_stack.mjs';
+import { labelledSpans } from './lib/pyroscope_sdk.mjs';
 
 let pl, tmp, stop;
 let otlpPort, pyroPort;
@@ -53,17 +54,9 @@ test('spans get pyroscope.profile.id and pushed samples carry span_id and span_n
   Pyroscope.init({ serverAddress: `http://127.0.0.1:${pyroPort}`, appName: 'corr-app',
     flushIntervalMs: 1000, wall: { collectCpuTime: true } });
   Pyroscope.start();
-  const spans = [];
-  for (let i = 0; i < 3; i++) {
-    const span = tracer.startSpan(`GET /item/${i}`);
-    spans.push(span.spanContext().spanId);
-    Pyroscope.wrapWithLabels({ span_id: span.spanContext().spanId }, () => burnCpuInRequest(400));
-    span.end();
-    await new Promise((r) => setTimeout(r, 20));
-  }
-  await Pyroscope.stop();
-  await provider.forceFlush();
-  await provider.shutdown();
+  const spans = await labelledSpans({
+    tracer, provider, Pyroscope, name: 'GET /item', burn: () => burnCpuInRequest(400),
+  });
 
   // Spans leave the correlation window with their profile summary.
   const out = path.join(tmp, 'out.jsonl');
