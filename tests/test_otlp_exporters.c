@@ -307,6 +307,18 @@ static bool env_backend(env *e, bool grpc, const char *scheme)
     return true;
 }
 
+/* Exports a batch of n_spans spans (returned: the caller compares, then
+ * frees it), runs until the exporter is idle (idle_ms at most), then
+ * for settle_ms more. */
+static pl_batch *export_and_settle(env *e, int n_spans, int idle_ms, int settle_ms)
+{
+    pl_batch *b = make_traces(n_spans);
+    CHECK_EQ_INT(e->type->export(e->exporter, b), PL_OK);
+    run_until_idle(e, idle_ms);
+    run_for(e, settle_ms);
+    return b;
+}
+
 static void test_otlphttp_delivers_the_exact_payload_gzipped_with_headers(void)
 {
     env e;
@@ -344,10 +356,7 @@ static void test_otlphttp_503_with_retry_after_then_200_arrives_once(void)
     REQUIRE(env_backend(&e, false, "http://"));
     e.cfg.compression = "none";
     REQUIRE(env_create(&e));
-    pl_batch *b = make_traces(3);
-    CHECK_EQ_INT(e.type->export(e.exporter, b), PL_OK);
-    run_until_idle(&e, 5000);
-    run_for(&e, 100);
+    pl_batch *b = export_and_settle(&e, 3, 5000, 100);
     CHECK_EQ_UINT(e.be.requests, 3);
     CHECK(body_is(&e.be, 2, b));
     CHECK(e.be.request_ms[1] - e.be.request_ms[0] >= 990); /* Retry-After: 1 */
@@ -366,10 +375,7 @@ static void test_otlphttp_400_is_not_retried(void)
     e.be.n_script = 1;
     REQUIRE(env_backend(&e, false, "http://"));
     REQUIRE(env_create(&e));
-    pl_batch *b = make_traces(4);
-    CHECK_EQ_INT(e.type->export(e.exporter, b), PL_OK);
-    run_until_idle(&e, 3000);
-    run_for(&e, 150);
+    pl_batch *b = export_and_settle(&e, 4, 3000, 150);
     CHECK_EQ_UINT(e.be.requests, 1);
     CHECK_EQ_UINT(pl_stats_get(e.stats, PL_SIGNAL_TRACES, PL_STAT_FAILED), 4);
     CHECK_EQ_UINT(pl_stats_get(e.stats, PL_SIGNAL_TRACES, PL_STAT_SENT), 0);
@@ -385,10 +391,7 @@ static void test_otlphttp_partial_success_is_counted_not_retried(void)
     e.be.n_script = 1;
     REQUIRE(env_backend(&e, false, "http://"));
     REQUIRE(env_create(&e));
-    pl_batch *b = make_traces(6);
-    CHECK_EQ_INT(e.type->export(e.exporter, b), PL_OK);
-    run_until_idle(&e, 3000);
-    run_for(&e, 100);
+    pl_batch *b = export_and_settle(&e, 6, 3000, 100);
     CHECK_EQ_UINT(e.be.requests, 1);
     CHECK_EQ_UINT(pl_stats_get(e.stats, PL_SIGNAL_TRACES, PL_STAT_SENT), 4);
     CHECK_EQ_UINT(pl_stats_get(e.stats, PL_SIGNAL_TRACES, PL_STAT_FAILED), 2);
@@ -493,10 +496,7 @@ static void test_otlphttp_json_encoding(void)
     e.cfg.encoding = "json";
     e.cfg.sending_queue.num_consumers = 1; /* requests in export order */
     REQUIRE(env_create(&e));
-    pl_batch *b = make_traces(4);
-    CHECK_EQ_INT(e.type->export(e.exporter, b), PL_OK);
-    run_until_idle(&e, 3000);
-    run_for(&e, 50);
+    pl_batch *b = export_and_settle(&e, 4, 3000, 50);
     REQUIRE(e.be.requests == 1);
     CHECK_EQ_STR(e.be.path[0], "/v1/traces");
     CHECK_EQ_STR(e.be.content_types[0], "application/json");
@@ -610,10 +610,7 @@ static void test_grpc_unavailable_then_ok_arrives_once(void)
     REQUIRE(env_backend(&e, true, ""));
     e.cfg.tls.insecure = true;
     REQUIRE(env_create(&e));
-    pl_batch *b = make_traces(8);
-    CHECK_EQ_INT(e.type->export(e.exporter, b), PL_OK);
-    run_until_idle(&e, 3000);
-    run_for(&e, 100);
+    pl_batch *b = export_and_settle(&e, 8, 3000, 100);
     CHECK_EQ_UINT(e.be.requests, 2);
     CHECK_EQ_STR(e.be.path[0], "/opentelemetry.proto.collector.trace.v1.TraceService/Export");
     CHECK_EQ_STR(e.be.content_type, "application/grpc");
@@ -633,10 +630,7 @@ static void test_grpc_resource_exhausted_without_retry_info_is_permanent(void)
     e.be.n_script = 1;
     REQUIRE(env_backend(&e, true, "http://"));
     REQUIRE(env_create(&e));
-    pl_batch *b = make_traces(3);
-    CHECK_EQ_INT(e.type->export(e.exporter, b), PL_OK);
-    run_until_idle(&e, 3000);
-    run_for(&e, 150);
+    pl_batch *b = export_and_settle(&e, 3, 3000, 150);
     CHECK_EQ_UINT(e.be.requests, 1);
     CHECK_EQ_UINT(pl_stats_get(e.stats, PL_SIGNAL_TRACES, PL_STAT_FAILED), 3);
     pl_batch_free(b);
@@ -735,10 +729,7 @@ static void test_grpc_unimplemented_method_is_permanent(void)
     REQUIRE(env_backend(&e, true, "http://"));
     e.cfg.compression = "zstd";
     REQUIRE(env_create(&e));
-    pl_batch *b = make_traces(3);
-    CHECK_EQ_INT(e.type->export(e.exporter, b), PL_OK);
-    run_until_idle(&e, 3000);
-    run_for(&e, 100);
+    pl_batch *b = export_and_settle(&e, 3, 3000, 100);
     CHECK_EQ_UINT(e.be.requests, 1);
     CHECK_EQ_UINT(pl_stats_get(e.stats, PL_SIGNAL_TRACES, PL_STAT_FAILED), 3);
     CHECK_EQ_UINT(*pl_stats_counter(e.stats, "compression_downgrades", ""), 0);
