@@ -62,6 +62,19 @@ async function start(yaml, port) {
   return h;
 }
 
+// Waits (20 s at most) until every id has reached the backend, failing with
+// the number missing and proflink's log otherwise; then, a moment later,
+// checks that each arrived exactly once.
+async function expectEachOnce(backend, ids, h, what) {
+  try {
+    await waitFor(() => ids.every((id) => backend.counts.has(id)), 20000, `answered spans (${what})`);
+  } catch (e) {
+    assert.fail(`${ids.filter((id) => !backend.counts.has(id)).length} of ${ids.length} answered spans missing (${what}); log:\n${h.log}`);
+  }
+  await sleep(500);
+  assertEachOnce(backend, ids, what);
+}
+
 function assertEachOnce(backend, ids, what) {
   const missing = ids.filter((id) => !backend.counts.has(id));
   const twice = ids.filter((id) => (backend.counts.get(id) || 0) > 1);
@@ -96,13 +109,7 @@ test('kill -9 with batch and correlation holding answered spans: each arrives ex
   }
 
   h = await start(quick, port);
-  try {
-    await waitFor(() => ids.every((id) => backend.counts.has(id)), 20000, 'answered spans after restart');
-  } catch (e) {
-    assert.fail(`${ids.filter((id) => !backend.counts.has(id)).length} of ${ids.length} answered spans missing; log:\n${h.log}`);
-  }
-  await sleep(500);
-  assertEachOnce(backend, ids, 'after the first restart');
+  await expectEachOnce(backend, ids, h, 'after the first restart');
 
   // Delivered data is gone from both the log and the queue: another crash
   // and restart sends nothing again.
@@ -133,13 +140,7 @@ test('kill -9 with part of the answered data already queued and the backend down
   await h.kill9();
   const backend = await httpBackend({ port: backendPort });
   h = await start(config(port, backendPort, storage, { batchTimeout: '100ms', window: '1s' }), port);
-  try {
-    await waitFor(() => ids.every((id) => backend.counts.has(id)), 20000, 'answered spans');
-  } catch (e) {
-    assert.fail(`${ids.filter((id) => !backend.counts.has(id)).length} of ${ids.length} missing; log:\n${h.log}`);
-  }
-  await sleep(500);
-  assertEachOnce(backend, ids, 'queued and held parts');
+  await expectEachOnce(backend, ids, h, 'queued and held parts');
   await h.stop();
   await backend.stop();
 });
@@ -171,13 +172,7 @@ test('a reload (SIGHUP) keeps the log: answered spans from before and after it s
   // may have reached the backend already); the rest is held at the kill.
   await h.kill9();
   h = await start(config(port, backend.port, storage, { batchTimeout: '100ms', window: '1s' }), port);
-  try {
-    await waitFor(() => ids.every((id) => backend.counts.has(id)), 20000, 'answered spans');
-  } catch (e) {
-    assert.fail(`${ids.filter((id) => !backend.counts.has(id)).length} of ${ids.length} missing; log:\n${h.log}`);
-  }
-  await sleep(500);
-  assertEachOnce(backend, ids, 'across a reload');
+  await expectEachOnce(backend, ids, h, 'across a reload');
   await h.stop();
   await backend.stop();
 });
@@ -207,13 +202,7 @@ test('a batch the full queue refuses after the answer is kept and sent after res
   await backend.stop();
   backend = await httpBackend({ port: backendPort });
   h = await start(yaml, port);
-  try {
-    await waitFor(() => ids.every((id) => backend.counts.has(id)), 20000, 'answered spans');
-  } catch (e) {
-    assert.fail(`${ids.filter((id) => !backend.counts.has(id)).length} of ${ids.length} missing; log:\n${h.log}`);
-  }
-  await sleep(500);
-  assertEachOnce(backend, ids, 'refused by the full queue');
+  await expectEachOnce(backend, ids, h, 'refused by the full queue');
   await h.stop();
   await backend.stop();
 });
