@@ -5,7 +5,9 @@
  * time) and a TCP listener that never answers (timeouts, cancelling).
  * Checked: what reaches the server (method, headers, body), what the
  * callback gets (status, headers, trailers, a capped body), transport
- * errors, and that the callback runs exactly once and never inside send.
+ * errors, and that the callback runs exactly once and never inside send;
+ * also the refusals of a listener with an authenticator, as the client
+ * sees them.
  */
 #include <curl/curl.h>
 #include <signal.h>
@@ -15,9 +17,11 @@
 #include <string.h>
 #include <uv.h>
 
+#include "extensions/auth.h"
 #include "net/http_client.h"
 #include "net/http_server.h"
 #include "net/tls.h"
+#include "ext_fixture.h"
 #include "loop_fixture.h"
 #include "pki_fixture.h"
 #include "socket_fixture.h"
@@ -150,6 +154,7 @@ typedef struct outcome {
     char error[256];
     int status;
     char x_echo[32];
+    char challenge[64];  /* WWW-Authenticate */
     char grpc_status[8]; /* found through pl_http_result_find */
     size_t n_trailers;
     char body[64];
@@ -169,6 +174,8 @@ static void on_result(void *arg, const pl_http_client_result *r)
     size_t len = 0;
     const char *v = pl_http_result_find(r, "x-echo", &len);
     snprintf(o->x_echo, sizeof(o->x_echo), "%.*s", v ? (int)len : 0, v ? v : "");
+    v = pl_http_result_find(r, "www-authenticate", &len);
+    snprintf(o->challenge, sizeof(o->challenge), "%.*s", v ? (int)len : 0, v ? v : "");
     v = pl_http_result_find(r, "grpc-status", &len);
     snprintf(o->grpc_status, sizeof(o->grpc_status), "%.*s", v ? (int)len : 0, v ? v : "");
     o->n_trailers = r->n_trailers;
@@ -222,6 +229,16 @@ static void env_stop(env *e)
         pl_http_server_close(e->server);
     uv_run(&e->loop, UV_RUN_DEFAULT);
     CHECK_EQ_INT(uv_loop_close(&e->loop), 0);
+}
+
+/* Replaces the client by a new one (new connections: curl would reuse an
+ * HTTP/1.1 connection for a request that asks for HTTP/2). */
+static bool env_new_client(env *e)
+{
+    pl_err err = {{0}};
+    pl_http_client_close(e->client);
+    e->client = pl_http_client_new(&e->loop, &err);
+    return e->client != NULL;
 }
 
 /* Sends `req` and runs the loop until its callback ran. */
@@ -427,10 +444,7 @@ static void test_tls(void)
     CHECK(e.seen.tls);
     CHECK_EQ_INT(e.seen.http_version, 1);
     /* h2 by ALPN (a new client: curl would reuse the HTTP/1.1 connection) */
-    pl_err err = {{0}};
-    pl_http_client_close(e.client);
-    e.client = pl_http_client_new(&e.loop, &err);
-    REQUIRE(e.client != NULL);
+    REQUIRE(env_new_client(&e));
     req.version = PL_HTTP_VERSION_2;
     round_trip(&e, &req, &o);
     CHECK_EQ_INT(o.status, 200);
@@ -474,6 +488,51 @@ static void test_tls(void)
     env_stop(&e);
 }
 
+/* A listener with an authenticator: without credentials HTTP/1.1 gets 401
+ * with the challenge and gRPC gets grpc-status 16 (UNAUTHENTICATED), neither
+ * reaching the handler; with the header line the same extension's client
+ * side writes, as exporters send it, the request gets through. */
+static void test_auth_refusals(void)
+{
+    pl_err err = {{0}};
+    void *ext = make_ext("bearertokenauth", "bearertokenauth/hc", "token: s3cret\n", &err);
+    REQUIRE(ext != NULL);
+    const pl_authenticator *a = pl_auth_find("bearertokenauth/hc", &err);
+    REQUIRE(a != NULL);
+    pl_http_server_options opt = {.http1 = true, .h2c = true, .auth = &a->server};
+    env e;
+    REQUIRE(env_start(&e, &opt, "http"));
+    const char *grpc[] = {"Content-Type: application/grpc"};
+    pl_http_client_request req = {.url = e.url,
+                                  .headers = grpc,
+                                  .n_headers = 1,
+                                  .body = "\0\0\0\0\0",
+                                  .body_len = 5,
+                                  .version = PL_HTTP_VERSION_2};
+    outcome o;
+    round_trip(&e, &req, &o);
+    CHECK_EQ_INT(o.transport_error, 0);
+    CHECK_EQ_INT(o.status, 200);
+    CHECK_EQ_STR(o.grpc_status, "16");
+    REQUIRE(env_new_client(&e));
+    req = (pl_http_client_request){.url = e.url, .body = "x", .body_len = 1};
+    round_trip(&e, &req, &o);
+    CHECK_EQ_INT(o.status, 401);
+    CHECK_EQ_STR(o.challenge, "Bearer");
+    CHECK_EQ_INT(e.seen.count, 0);
+    char *line = pl_auth_client_header_for("bearertokenauth/hc");
+    REQUIRE(line != NULL);
+    const char *with[] = {line};
+    req.headers = with;
+    req.n_headers = 1;
+    round_trip(&e, &req, &o);
+    CHECK_EQ_INT(o.status, 201);
+    CHECK_EQ_INT(e.seen.count, 1);
+    free(line);
+    env_stop(&e);
+    destroy_ext("bearertokenauth", ext);
+}
+
 int main(void)
 {
     /* as the service does: a peer that hangs up is a write error, not a signal */
@@ -488,6 +547,7 @@ int main(void)
     PL_RUN(test_transport_errors);
     PL_RUN(test_close_cancels);
     PL_RUN(test_tls);
+    PL_RUN(test_auth_refusals);
     pki_remove(&P);
     return pl_test_done();
 }
