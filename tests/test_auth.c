@@ -109,6 +109,21 @@ static bool decode_refused(const char *type, const char *yaml, const char *text)
     return ok;
 }
 
+/* make_auth with a config naming a temporary file that holds `text`:
+ * `key_format` is the YAML with one %s for the file's path, which goes to
+ * `path` (cap 64) for the caller to change and remove. */
+static const pl_authenticator *make_auth_with_file(const char *type, const char *id,
+                                                   const char *key_format, const char *text,
+                                                   char *path, void **ext)
+{
+    *ext = NULL;
+    if (!temp_file(path, text))
+        return NULL;
+    char yaml[256];
+    snprintf(yaml, sizeof(yaml), key_format, path);
+    return make_auth(type, id, yaml, ext);
+}
+
 /* ---- basicauth ----------------------------------------------------------- */
 
 /* Every password form htpasswd and crypt(3) write, from a file with
@@ -133,11 +148,9 @@ static void test_htpasswd_forms(void)
              "dee:plain:with:colons",
              bcrypt);
     char path[64];
-    REQUIRE(temp_file(path, text));
-    char yaml[256];
-    snprintf(yaml, sizeof(yaml), "htpasswd: {file: %s}\n", path);
-    void *ext = NULL;
-    const pl_authenticator *a = make_auth("basicauth", "basicauth/forms", yaml, &ext);
+    void *ext;
+    const pl_authenticator *a = make_auth_with_file("basicauth", "basicauth/forms",
+                                                    "htpasswd: {file: %s}\n", text, path, &ext);
     REQUIRE(a != NULL);
     CHECK(a->client_header == NULL); /* a server-only instance */
     struct {
@@ -273,11 +286,9 @@ static void test_htpasswd_errors(void)
 static void test_htpasswd_reread(void)
 {
     char path[64];
-    REQUIRE(temp_file(path, "ann:one\n"));
-    char yaml[128];
-    snprintf(yaml, sizeof(yaml), "htpasswd: {file: %s}\n", path);
-    void *ext = NULL;
-    const pl_authenticator *a = make_auth("basicauth", "basicauth/reread", yaml, &ext);
+    void *ext;
+    const pl_authenticator *a = make_auth_with_file(
+        "basicauth", "basicauth/reread", "htpasswd: {file: %s}\n", "ann:one\n", path, &ext);
     REQUIRE(a != NULL);
     CHECK_EQ_INT(basic_status(a, "ann:one"), 200);
     /* a different size, so the change shows even within one mtime tick */
@@ -377,11 +388,9 @@ static void test_bearer_client_header(void)
 static void test_bearer_token_file(void)
 {
     char path[64];
-    REQUIRE(temp_file(path, "first-token \t\r\n"));
-    char yaml[128];
-    snprintf(yaml, sizeof(yaml), "filename: %s\n", path);
-    void *ext = NULL;
-    const pl_authenticator *a = make_auth("bearertokenauth", "bearertokenauth/f", yaml, &ext);
+    void *ext;
+    const pl_authenticator *a = make_auth_with_file(
+        "bearertokenauth", "bearertokenauth/f", "filename: %s\n", "first-token \t\r\n", path, &ext);
     REQUIRE(a != NULL);
     CHECK_EQ_INT(status_with(a, "Authorization: Bearer first-token", NULL), 200);
     REQUIRE(write_file(path, "second-token-longer\n"));
