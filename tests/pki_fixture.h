@@ -69,6 +69,15 @@ static __attribute__((unused)) bool pki_make(pki *p)
     return system(quiet) == 0;
 }
 
+/* pki_make, saying on stderr when it failed. */
+static __attribute__((unused)) bool pki_ready(pki *p)
+{
+    if (pki_make(p))
+        return true;
+    fprintf(stderr, "openssl could not make the test certificates\n");
+    return false;
+}
+
 static __attribute__((unused)) void pki_remove(pki *p)
 {
     char cmd[128];
