@@ -404,4 +404,25 @@ static char *hex_trace(uint8_t t, char *buf)
     return buf;
 }
 
+/* ---- a next consumer that refuses on demand ------------------------------------------------ */
+
+/* A next consumer that refuses while `refusing` is set (it takes the batch
+ * whatever it answers, as every consumer does). */
+typedef struct gate {
+    bool refusing;
+    int refused;
+    capture *cap;
+} gate;
+
+static pl_status gate_fn(void *arg, pl_batch *batch)
+{
+    gate *g = arg;
+    if (g->refusing) {
+        g->refused++;
+        pl_batch_free(batch);
+        return PL_ERR_REFUSED;
+    }
+    return capture_fn(g->cap, batch);
+}
+
 #endif

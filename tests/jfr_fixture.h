@@ -18,14 +18,12 @@
 #include <string.h>
 
 #include "core/buf.h"
+#include "pb_writer_fixture.h"
 
+/* JFR's compressed integers, as async-profiler writes them: LEB128. */
 static inline void jw_var(pl_buf *b, uint64_t v)
 {
-    while (v >= 0x80) {
-        pl_buf_append_byte(b, (uint8_t)(v | 0x80));
-        v >>= 7;
-    }
-    pl_buf_append_byte(b, (uint8_t)v);
+    w_varint(b, v);
 }
 
 /* A 5-byte padded LEB128, as async-profiler writes sizes it patches later. */

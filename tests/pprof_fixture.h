@@ -11,41 +11,7 @@
 
 #include "core/buf.h"
 
-/* ---- a tiny protobuf writer -------------------------------------------- */
-
-static inline void w_varint(pl_buf *b, uint64_t v)
-{
-    while (v >= 0x80) {
-        pl_buf_append_byte(b, (uint8_t)(v | 0x80));
-        v >>= 7;
-    }
-    pl_buf_append_byte(b, (uint8_t)v);
-}
-static inline void w_uint(pl_buf *b, uint32_t f, uint64_t v)
-{
-    w_varint(b, (uint64_t)f << 3);
-    w_varint(b, v);
-}
-static inline void w_bytes(pl_buf *b, uint32_t f, const void *p, size_t n)
-{
-    w_varint(b, (uint64_t)f << 3 | 2);
-    w_varint(b, n);
-    pl_buf_append(b, p, n);
-}
-static inline void w_msg(pl_buf *b, uint32_t f, pl_buf *m)
-{
-    w_bytes(b, f, m->data, m->len);
-    pl_buf_reset(m);
-}
-static inline void w_packed(pl_buf *b, uint32_t f, const uint64_t *v, size_t n)
-{
-    pl_buf t;
-    pl_buf_init(&t);
-    for (size_t i = 0; i < n; i++)
-        w_varint(&t, v[i]);
-    w_bytes(b, f, t.data, t.len);
-    pl_buf_free(&t);
-}
+#include "pb_writer_fixture.h"
 
 /* Strings of the hand-built profile. */
 enum {

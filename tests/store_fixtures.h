@@ -31,6 +31,32 @@
 static char tmp_root[256];
 static int dir_counter;
 
+/* Makes tmp_root, a fresh directory under $TMPDIR (or /tmp) named after
+ * `prefix`; false (said on stderr) when it cannot. */
+static bool tmp_root_make(const char *prefix)
+{
+    const char *tmp = getenv("TMPDIR");
+    snprintf(tmp_root, sizeof(tmp_root), "%s/%s-XXXXXX", tmp ? tmp : "/tmp", prefix);
+    if (mkdtemp(tmp_root))
+        return true;
+    perror("mkdtemp");
+    return false;
+}
+
+/* The end of a test run: tmp_root removed when every test passed (kept to
+ * look at otherwise); the run's exit status. */
+static int tmp_root_done(void)
+{
+    int rc = pl_test_done();
+    if (rc == 0) {
+        char cmd[400];
+        snprintf(cmd, sizeof(cmd), "rm -rf '%s'", tmp_root);
+        if (system(cmd) != 0)
+            fprintf(stderr, "could not remove %s\n", tmp_root);
+    }
+    return rc;
+}
+
 static void fresh_path(char *out, size_t cap, const char *name)
 {
     char dir[300];

@@ -61,19 +61,6 @@ service:
 EOF
 }
 
-start() { # start CONFIG
-    "$BIN" --config "$1" 2>"$TMP/log" &
-    PID=$!
-    i=0
-    while [ $i -lt 100 ]; do
-        code=$(curl -s -o /dev/null -w '%{http_code}' "http://127.0.0.1:$TEL/health" 2>/dev/null)
-        [ "$code" = 200 ] && return 0
-        sleep 0.05
-        i=$((i + 1))
-    done
-    return 1
-}
-
 post() { # prints the HTTP status of one export
     curl -s -o /dev/null -w '%{http_code}' -X POST -H 'Content-Type: application/x-protobuf' \
         --data-binary @"$TMP/req.bin" "http://127.0.0.1:$HTTP/v1/traces" 2>/dev/null
@@ -302,37 +289,33 @@ rc=$?
 check "run: a missing file is one line and a non-zero exit" \
     sh -c "test $rc -ne 0 && test \$(wc -l <'$TMP/out') -eq 1"
 
-# a listener of our own holds a port; proflink is configured to use it
-python3 -c "
+# run_on_held_port PORT NAME: a listener of our own holds a free port, and
+# proflink runs (10 s at most) with $TMP/good.yaml where 127.0.0.1:PORT is
+# replaced by it ($TMP/NAME.yaml); sets HELD to that port and rc to
+# proflink's exit status, its output in $TMP/out.
+run_on_held_port() {
+    python3 -c "
 import socket, time
 s = socket.socket(); s.bind(('127.0.0.1', 0)); s.listen(1)
-open('$TMP/held_port', 'w').write(str(s.getsockname()[1])); time.sleep(5)" &
-HOLDER=$!
-i=0
-while [ ! -s "$TMP/held_port" ] && [ $i -lt 100 ]; do sleep 0.05; i=$((i + 1)); done
-HELD=$(cat "$TMP/held_port")
-sed "s/127.0.0.1:$HTTP/127.0.0.1:$HELD/" "$TMP/good.yaml" >"$TMP/busy.yaml"
-timeout 10 "$BIN" --config "$TMP/busy.yaml" >"$TMP/out" 2>&1
-rc=$?
-kill $HOLDER 2>/dev/null
-wait $HOLDER 2>/dev/null
+open('$TMP/held_$2', 'w').write(str(s.getsockname()[1])); time.sleep(5)" &
+    holder=$!
+    i=0
+    while [ ! -s "$TMP/held_$2" ] && [ $i -lt 100 ]; do sleep 0.05; i=$((i + 1)); done
+    HELD=$(cat "$TMP/held_$2")
+    sed "s/127.0.0.1:$1/127.0.0.1:$HELD/" "$TMP/good.yaml" >"$TMP/$2.yaml"
+    timeout 10 "$BIN" --config "$TMP/$2.yaml" >"$TMP/out" 2>&1
+    rc=$?
+    kill $holder 2>/dev/null
+    wait $holder 2>/dev/null
+}
+
+# a listener of our own holds a port; proflink is configured to use it
+run_on_held_port "$HTTP" busy
 check "run: a port in use is a clear error and a non-zero exit" \
     sh -c "test $rc -ne 0 && test $rc -ne 124 && grep -q '^proflink: receiver otlp: 127.0.0.1:$HELD: address already in use' '$TMP/out' && test \$(grep -c 'error\\|proflink:' '$TMP/out') -eq 1"
 
 # the telemetry address, when set explicitly, must be free too
-python3 -c "
-import socket, time
-s = socket.socket(); s.bind(('127.0.0.1', 0)); s.listen(1)
-open('$TMP/held_tel', 'w').write(str(s.getsockname()[1])); time.sleep(5)" &
-HOLDER=$!
-i=0
-while [ ! -s "$TMP/held_tel" ] && [ $i -lt 100 ]; do sleep 0.05; i=$((i + 1)); done
-HELD=$(cat "$TMP/held_tel")
-sed "s/127.0.0.1:$TEL/127.0.0.1:$HELD/" "$TMP/good.yaml" >"$TMP/busy_tel.yaml"
-timeout 10 "$BIN" --config "$TMP/busy_tel.yaml" >"$TMP/out" 2>&1
-rc=$?
-kill $HOLDER 2>/dev/null
-wait $HOLDER 2>/dev/null
+run_on_held_port "$TEL" busy_tel
 check "run: an explicit telemetry address in use is a clear error" \
     sh -c "test $rc -eq 1 && grep -q '^proflink: service.telemetry.metrics.address: 127.0.0.1:$HELD: address already in use' '$TMP/out'"
 
@@ -358,7 +341,7 @@ service:
     metrics: {address: 127.0.0.1:$TEL}
   pipelines: {traces: {receivers: [otlp], exporters: [debug]}}
 EOF
-if start "$TMP/json.yaml"; then
+if start_proflink "$TMP/json.yaml"; then
     printf '\377\001not-protobuf\n' >"$TMP/junk.bin"
     curl -s -o /dev/null -X POST -H 'Content-Type: application/x-protobuf' \
         --data-binary @"$TMP/junk.bin" "http://127.0.0.1:$HTTP/v1/traces%ff%0a"
@@ -405,7 +388,7 @@ service:
                 port: $TEL
   pipelines: {traces: {receivers: [otlp], exporters: [debug]}}
 EOF
-if start "$TMP/readers.yaml"; then
+if start_proflink "$TMP/readers.yaml"; then
     curl -s "http://127.0.0.1:$TEL/metrics" >"$TMP/metrics"
     kill -TERM "$PID"
     wait_exit 10
@@ -419,7 +402,7 @@ check "metrics: address and readers together are an error" sh -c "test $? -eq 1 
 
 # ---- run: health, metrics, SIGHUP -----------------------------------------
 write_config "$TMP/run.yaml" basic
-if start "$TMP/run.yaml"; then ok "run: /health answers 200 once running"; else not_ok "run: /health answers 200 once running"; fi
+if start_proflink "$TMP/run.yaml"; then ok "run: /health answers 200 once running"; else not_ok "run: /health answers 200 once running"; fi
 check "run: an export is accepted" test "$(post)" = 200
 curl -s "http://127.0.0.1:$TEL/metrics" >"$TMP/metrics"
 check "run: /metrics has per-component counters and process figures" sh -c "
@@ -473,7 +456,7 @@ check "SIGTERM after reload exits 0" test "$RC" = 0
 # ---- SIGTERM during traffic -----------------------------------------------
 write_config "$TMP/run.yaml" basic
 : >"$TMP/codes"
-if start "$TMP/run.yaml"; then
+if start_proflink "$TMP/run.yaml"; then
     (
         i=0
         while [ $i -lt 400 ]; do
@@ -515,7 +498,7 @@ service:
   pipelines:
     traces: {receivers: [otlp], exporters: [otlphttp]}
 EOF
-if start "$TMP/dead.yaml"; then
+if start_proflink "$TMP/dead.yaml"; then
     post >/dev/null
     sleep 0.2
     kill -TERM "$PID"

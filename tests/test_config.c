@@ -13,6 +13,7 @@
 #include "config/node.h"
 #include "core/log.h"
 #include "exporters/queue.h"
+#include "cfg_errors_fixture.h"
 #include "testlib.h"
 #include "pipeline_fixtures.h"
 
@@ -25,23 +26,8 @@ static pl_config *load(const char *text)
     return pl_config_load_string("t.yaml", text, strlen(text), pl_component_types, &errs);
 }
 
-/* True when some error starts with `prefix` (e.g. "t.yaml:3:5: unknown key"). */
-static bool has_error(const char *prefix)
-{
-    for (size_t i = 0; i < errs.n; i++)
-        if (strncmp(errs.items[i].text, prefix, strlen(prefix)) == 0)
-            return true;
-    return false;
-}
-
 #define CHECK_ERROR(prefix)                                                                        \
-    do {                                                                                           \
-        if (!has_error(prefix)) {                                                                  \
-            PL_FAIL_("no error starting with \"%s\"; got:", prefix);                               \
-            for (size_t i_ = 0; i_ < errs.n; i_++)                                                 \
-                fprintf(stderr, "    %s\n", errs.items[i_].text);                                  \
-        }                                                                                          \
-    } while (0)
+    CHECK_CFG_ERROR(&errs, cfg_error_starts(&errs, prefix), "starting with \"" prefix "\"")
 
 static const pl_config_component *component(const pl_config *cfg, const char *id)
 {

@@ -9,6 +9,7 @@
  * or the profile window, a CPU value and a leaf function).
  */
 #include "correlation_fixture.h"
+#include "xorshift.h"
 
 /* ---- arrival orders ------------------------------------------------------------------------- */
 
@@ -852,10 +853,7 @@ static void test_many_spans_and_samples(void)
 static uint64_t rnd_state = 0x2545F4914F6CDD1Dull;
 static uint32_t rnd(uint32_t n)
 {
-    rnd_state ^= rnd_state << 13;
-    rnd_state ^= rnd_state >> 7;
-    rnd_state ^= rnd_state << 17;
-    return (uint32_t)(rnd_state % n);
+    return (uint32_t)(xorshift64(&rnd_state) % n);
 }
 
 static void test_random_arrival_orders(void)

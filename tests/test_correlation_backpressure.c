@@ -16,25 +16,6 @@
  */
 #include "correlation_fixture.h"
 
-/* A next consumer that refuses while `refusing` is set (it takes the batch
- * whatever it answers, as every consumer does). */
-typedef struct gate {
-    bool refusing;
-    int refused;
-    capture *cap;
-} gate;
-
-static pl_status gate_fn(void *arg, pl_batch *batch)
-{
-    gate *g = arg;
-    if (g->refusing) {
-        g->refused++;
-        pl_batch_free(batch);
-        return PL_ERR_REFUSED;
-    }
-    return capture_fn(g->cap, batch);
-}
-
 static pl_status consume(fixture *f, pl_batch *b)
 {
     pl_consumer *next = b->signal == PL_SIGNAL_TRACES ? &f->next_traces : &f->next_profiles;

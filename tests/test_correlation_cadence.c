@@ -9,6 +9,7 @@
 #include <time.h>
 
 #include "correlation_fixture.h"
+#include "xorshift.h"
 
 static pl_correlation_config cadence_config(void)
 {
@@ -407,10 +408,7 @@ static void test_shutdown_flushes_long_holds(void)
 static uint64_t rnd_state = 0x9E3779B97F4A7C15ull;
 static uint32_t rnd(uint32_t n)
 {
-    rnd_state ^= rnd_state << 13;
-    rnd_state ^= rnd_state >> 7;
-    rnd_state ^= rnd_state << 17;
-    return (uint32_t)(rnd_state % n);
+    return (uint32_t)(xorshift64(&rnd_state) % n);
 }
 
 /* Random arrival orders at the default settings, with spans leaving long
@@ -528,25 +526,6 @@ static void test_random_orders_with_late_samples(void)
         CHECK_EQ_INT(checked, n_samples);
         fx_done(&f);
     }
-}
-
-/* A next consumer that refuses while `refusing` is set (it takes the batch
- * whatever it answers, as every consumer does). */
-typedef struct gate {
-    bool refusing;
-    int refused;
-    capture *cap;
-} gate;
-
-static pl_status gate_fn(void *arg, pl_batch *batch)
-{
-    gate *g = arg;
-    if (g->refusing) {
-        g->refused++;
-        pl_batch_free(batch);
-        return PL_ERR_REFUSED;
-    }
-    return capture_fn(g->cap, batch);
 }
 
 /* A released batch the next consumer refuses is kept and offered again;

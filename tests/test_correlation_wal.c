@@ -12,6 +12,7 @@
 #include "correlation_fixture.h"
 #include "exporters/queue.h"
 #include "exporters/queue_wal.h"
+#include "sqlite_damage_fixture.h"
 
 extern const pl_component_type pl_exporter_sqlite;
 
@@ -611,23 +612,7 @@ static void test_damaged_file_entries_are_replayed(void)
 
     char *file = pl_queue_storage_file(sub, "otlp/wal");
     REQUIRE(file);
-    sqlite3 *db;
-    REQUIRE(sqlite3_open(file, &db) == SQLITE_OK);
-    CHECK(
-        sqlite3_exec(db,
-                     "CREATE TABLE filler(b BLOB);"
-                     "WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 40)"
-                     " INSERT INTO filler SELECT randomblob(9000) FROM n;",
-                     NULL, NULL, NULL) == SQLITE_OK);
-    sqlite3_close(db);
-    FILE *f = fopen(file, "r+b");
-    REQUIRE(f);
-    fseek(f, 0, SEEK_END);
-    long size = ftell(f);
-    fseek(f, size - 4 * 16384, SEEK_SET);
-    for (long i = 0; i < 4 * 16384; i++)
-        fputc(0xA5, f);
-    fclose(f);
+    REQUIRE(damage_sqlite_tail(file));
 
     env_open(&e, "salvage", 0, PL_OK);
     CHECK_EQ_UINT(stored(&e), 0);

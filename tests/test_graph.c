@@ -32,6 +32,26 @@ static pl_config *load(const char *text)
     return cfg;
 }
 
+/* Builds and starts the graph of `cfg` on the test loop; NULL (and the
+ * error on stderr) when either fails. */
+static pl_graph *build_and_start(pl_config *cfg)
+{
+    pl_err err = {{0}};
+    pl_graph *g = pl_graph_build(cfg, &loop, &err);
+    if (g && pl_graph_start(g, &err) == PL_OK)
+        return g;
+    fprintf(stderr, "  %s: %s\n", g ? "start" : "build", err.msg);
+    return NULL;
+}
+
+/* load, then build_and_start; *cfg gets the config (free it after the
+ * graph) even when the graph does not start. */
+static pl_graph *start_graph(const char *yaml, pl_config **cfg)
+{
+    *cfg = load(yaml);
+    return *cfg ? build_and_start(*cfg) : NULL;
+}
+
 /* Shuts down, lets the loop close handles, destroys. */
 static void teardown(pl_graph *g)
 {
@@ -43,18 +63,16 @@ static void teardown(pl_graph *g)
 
 static void test_receiver_fans_out_to_every_pipeline(void)
 {
-    pl_config *cfg = load("receivers: {feeder: }\n"
-                          "exporters: {capture/a: , capture/b: {self_count: true}}\n"
-                          "service:\n"
-                          "  telemetry: {metrics: {address: none}}\n"
-                          "  pipelines:\n"
-                          "    traces/a: {receivers: [feeder], exporters: [capture/a]}\n"
-                          "    traces/b: {receivers: [feeder], exporters: [capture/b]}\n");
-    REQUIRE(cfg != NULL);
-    pl_err err = {{0}};
-    pl_graph *g = pl_graph_build(cfg, &loop, &err);
+    pl_config *cfg = NULL;
+    pl_graph *g = start_graph("receivers: {feeder: }\n"
+                              "exporters: {capture/a: , capture/b: {self_count: true}}\n"
+                              "service:\n"
+                              "  telemetry: {metrics: {address: none}}\n"
+                              "  pipelines:\n"
+                              "    traces/a: {receivers: [feeder], exporters: [capture/a]}\n"
+                              "    traces/b: {receivers: [feeder], exporters: [capture/b]}\n",
+                              &cfg);
     REQUIRE(g != NULL);
-    REQUIRE(pl_graph_start(g, &err) == PL_OK);
     feeder *f = pl_graph_instance(g, PL_KIND_RECEIVER, "feeder");
     REQUIRE(f != NULL);
     CHECK(f->next[PL_SIGNAL_PROFILES] == NULL); /* no profiles pipeline */
@@ -83,24 +101,22 @@ static void test_receiver_fans_out_to_every_pipeline(void)
 static void test_processor_shared_between_pipelines_is_one_instance(void)
 {
     int creates_before = fx_counter_creates;
-    pl_config *cfg = load("receivers: {feeder: }\n"
-                          "processors: {counter/shared: , counter/traces_only: }\n"
-                          "exporters: {capture: }\n"
-                          "service:\n"
-                          "  pipelines:\n"
-                          "    traces:\n"
-                          "      receivers: [feeder]\n"
-                          "      processors: [counter/traces_only, counter/shared]\n"
-                          "      exporters: [capture]\n"
-                          "    profiles:\n"
-                          "      receivers: [feeder]\n"
-                          "      processors: [counter/shared]\n"
-                          "      exporters: [capture]\n");
-    REQUIRE(cfg != NULL);
-    pl_err err = {{0}};
-    pl_graph *g = pl_graph_build(cfg, &loop, &err);
+    pl_config *cfg = NULL;
+    pl_graph *g = start_graph("receivers: {feeder: }\n"
+                              "processors: {counter/shared: , counter/traces_only: }\n"
+                              "exporters: {capture: }\n"
+                              "service:\n"
+                              "  pipelines:\n"
+                              "    traces:\n"
+                              "      receivers: [feeder]\n"
+                              "      processors: [counter/traces_only, counter/shared]\n"
+                              "      exporters: [capture]\n"
+                              "    profiles:\n"
+                              "      receivers: [feeder]\n"
+                              "      processors: [counter/shared]\n"
+                              "      exporters: [capture]\n",
+                              &cfg);
     REQUIRE(g != NULL);
-    REQUIRE(pl_graph_start(g, &err) == PL_OK);
     CHECK_EQ_INT(fx_counter_creates - creates_before, 2);
     CHECK_EQ_UINT(pl_graph_instance_count(g), 4);
     feeder *f = pl_graph_instance(g, PL_KIND_RECEIVER, "feeder");
@@ -127,18 +143,16 @@ static void test_processor_shared_between_pipelines_is_one_instance(void)
 
 static void test_every_exporter_gets_every_batch(void)
 {
-    pl_config *cfg = load("receivers: {feeder: , feeder/2: }\n"
-                          "exporters: {capture/1: , capture/2: , capture/3: }\n"
-                          "service:\n"
-                          "  pipelines:\n"
-                          "    profiles:\n"
-                          "      receivers: [feeder, feeder/2]\n"
-                          "      exporters: [capture/1, capture/2, capture/3]\n");
-    REQUIRE(cfg != NULL);
-    pl_err err = {{0}};
-    pl_graph *g = pl_graph_build(cfg, &loop, &err);
+    pl_config *cfg = NULL;
+    pl_graph *g = start_graph("receivers: {feeder: , feeder/2: }\n"
+                              "exporters: {capture/1: , capture/2: , capture/3: }\n"
+                              "service:\n"
+                              "  pipelines:\n"
+                              "    profiles:\n"
+                              "      receivers: [feeder, feeder/2]\n"
+                              "      exporters: [capture/1, capture/2, capture/3]\n",
+                              &cfg);
     REQUIRE(g != NULL);
-    REQUIRE(pl_graph_start(g, &err) == PL_OK);
     feeder *f1 = pl_graph_instance(g, PL_KIND_RECEIVER, "feeder");
     feeder *f2 = pl_graph_instance(g, PL_KIND_RECEIVER, "feeder/2");
     REQUIRE(f1 && f2);
@@ -158,24 +172,22 @@ static void test_every_exporter_gets_every_batch(void)
 
 static void test_worst_exporter_status_reaches_the_receiver(void)
 {
-    pl_config *cfg =
-        load("receivers: {feeder: }\n"
-             "exporters:\n"
-             "  capture/ok: \n"
-             "  capture/bad: {answer: invalid}\n"
-             "  capture/full: {answer: refused}\n"
-             "service:\n"
-             "  pipelines:\n"
-             "    traces/1: {receivers: [feeder], exporters: [capture/ok, capture/bad]}\n"
-             "    traces/2: {receivers: [feeder], exporters: [capture/ok, "
-             "capture/full]}\n"
-             "    profiles: {receivers: [feeder], exporters: [capture/ok, "
-             "capture/bad]}\n");
-    REQUIRE(cfg != NULL);
-    pl_err err = {{0}};
-    pl_graph *g = pl_graph_build(cfg, &loop, &err);
+    pl_config *cfg = NULL;
+    pl_graph *g =
+        start_graph("receivers: {feeder: }\n"
+                    "exporters:\n"
+                    "  capture/ok: \n"
+                    "  capture/bad: {answer: invalid}\n"
+                    "  capture/full: {answer: refused}\n"
+                    "service:\n"
+                    "  pipelines:\n"
+                    "    traces/1: {receivers: [feeder], exporters: [capture/ok, capture/bad]}\n"
+                    "    traces/2: {receivers: [feeder], exporters: [capture/ok, "
+                    "capture/full]}\n"
+                    "    profiles: {receivers: [feeder], exporters: [capture/ok, "
+                    "capture/bad]}\n",
+                    &cfg);
     REQUIRE(g != NULL);
-    REQUIRE(pl_graph_start(g, &err) == PL_OK);
     feeder *f = pl_graph_instance(g, PL_KIND_RECEIVER, "feeder");
     /* one pipeline says invalid, the other refused: the sender must retry */
     CHECK_EQ_INT(feeder_push(f, PL_SIGNAL_TRACES, 2), PL_ERR_REFUSED);
@@ -203,10 +215,8 @@ static void test_start_and_shutdown_order(void)
                           "[capture]}\n");
     REQUIRE(cfg != NULL);
     fx_reset();
-    pl_err err = {{0}};
-    pl_graph *g = pl_graph_build(cfg, &loop, &err);
+    pl_graph *g = build_and_start(cfg);
     REQUIRE(g != NULL);
-    REQUIRE(pl_graph_start(g, &err) == PL_OK);
     CHECK(fx_pos("start:capture") >= 0);
     CHECK(fx_pos("start:capture") < fx_pos("start:counter"));
     CHECK(fx_pos("start:counter") < fx_pos("start:feeder"));
@@ -247,20 +257,19 @@ static void test_failed_start_stops_what_started(void)
 
 static void test_shutdown_flushes_held_data_to_its_pipeline(void)
 {
-    pl_config *cfg = load("receivers: {feeder: }\n"
-                          "processors: {holder: }\n"
-                          "exporters: {capture/t: , capture/p: }\n"
-                          "service:\n"
-                          "  pipelines:\n"
-                          "    traces: {receivers: [feeder], processors: [holder], exporters: "
-                          "[capture/t]}\n"
-                          "    profiles: {receivers: [feeder], processors: [holder], exporters: "
-                          "[capture/p]}\n");
-    REQUIRE(cfg != NULL);
-    pl_err err = {{0}};
-    pl_graph *g = pl_graph_build(cfg, &loop, &err);
+    pl_config *cfg = NULL;
+    pl_graph *g =
+        start_graph("receivers: {feeder: }\n"
+                    "processors: {holder: }\n"
+                    "exporters: {capture/t: , capture/p: }\n"
+                    "service:\n"
+                    "  pipelines:\n"
+                    "    traces: {receivers: [feeder], processors: [holder], exporters: "
+                    "[capture/t]}\n"
+                    "    profiles: {receivers: [feeder], processors: [holder], exporters: "
+                    "[capture/p]}\n",
+                    &cfg);
     REQUIRE(g != NULL);
-    REQUIRE(pl_graph_start(g, &err) == PL_OK);
     feeder *f = pl_graph_instance(g, PL_KIND_RECEIVER, "feeder");
     feeder_push(f, PL_SIGNAL_TRACES, 4);
     feeder_push(f, PL_SIGNAL_PROFILES, 9);
@@ -284,19 +293,17 @@ static void test_shutdown_flushes_held_data_to_its_pipeline(void)
  * shuts down is handed to it. */
 static void test_exporter_side_batching(void)
 {
-    pl_config *cfg =
-        load("receivers: {feeder: }\n"
-             "exporters:\n"
-             "  capture/b: {sending_queue: {batch: {min_size: 10, flush_timeout: 1h}}}\n"
-             "  capture/plain:\n"
-             "service:\n"
-             "  pipelines:\n"
-             "    traces: {receivers: [feeder], exporters: [capture/b, capture/plain]}\n");
-    REQUIRE(cfg != NULL);
-    pl_err err = {{0}};
-    pl_graph *g = pl_graph_build(cfg, &loop, &err);
+    pl_config *cfg = NULL;
+    pl_graph *g =
+        start_graph("receivers: {feeder: }\n"
+                    "exporters:\n"
+                    "  capture/b: {sending_queue: {batch: {min_size: 10, flush_timeout: 1h}}}\n"
+                    "  capture/plain:\n"
+                    "service:\n"
+                    "  pipelines:\n"
+                    "    traces: {receivers: [feeder], exporters: [capture/b, capture/plain]}\n",
+                    &cfg);
     REQUIRE(g != NULL);
-    REQUIRE(pl_graph_start(g, &err) == PL_OK);
     feeder *f = pl_graph_instance(g, PL_KIND_RECEIVER, "feeder");
     capture *b = pl_graph_instance(g, PL_KIND_EXPORTER, "capture/b");
     capture *plain = pl_graph_instance(g, PL_KIND_EXPORTER, "capture/plain");
@@ -574,16 +581,14 @@ static void test_reload_keeps_unchanged_components(void)
 
 static void test_metrics_text_lists_component_counters(void)
 {
-    pl_config *cfg = load("receivers: {feeder/m: }\n"
-                          "exporters: {capture/m: }\n"
-                          "service:\n"
-                          "  pipelines:\n"
-                          "    traces: {receivers: [feeder/m], exporters: [capture/m]}\n");
-    REQUIRE(cfg != NULL);
-    pl_err err = {{0}};
-    pl_graph *g = pl_graph_build(cfg, &loop, &err);
+    pl_config *cfg = NULL;
+    pl_graph *g = start_graph("receivers: {feeder/m: }\n"
+                              "exporters: {capture/m: }\n"
+                              "service:\n"
+                              "  pipelines:\n"
+                              "    traces: {receivers: [feeder/m], exporters: [capture/m]}\n",
+                              &cfg);
     REQUIRE(g != NULL);
-    REQUIRE(pl_graph_start(g, &err) == PL_OK);
     feeder_push(pl_graph_instance(g, PL_KIND_RECEIVER, "feeder/m"), PL_SIGNAL_TRACES, 7);
     *pl_stats_gauge(pl_graph_stats(g, PL_KIND_EXPORTER, "capture/m"), "queue_size",
                     "Items in the queue.") = 3;

@@ -6,27 +6,13 @@
 #include "net/compress.h"
 #include "net/grpc.h"
 #include "otlp_pb.h"
+#include "grpc_request_fixture.h"
 #include "testlib.h"
 
 static pl_http_request make_req(const uint8_t *body, size_t len, const char *encoding)
 {
     static pl_http_header headers[2];
-    size_t n = 0;
-    headers[n++] = (pl_http_header){"content-type", 12, "application/grpc", 16};
-    if (encoding)
-        headers[n++] = (pl_http_header){"grpc-encoding", 13, encoding, strlen(encoding)};
-    pl_http_request req;
-    memset(&req, 0, sizeof(req));
-    req.http_version = 2;
-    req.method = "POST";
-    req.path = "/x";
-    req.query = "";
-    req.headers = headers;
-    req.n_headers = n;
-    req.body = malloc(len ? len : 1);
-    memcpy(req.body, body, len);
-    req.body_len = len;
-    return req;
+    return grpc_request(headers, "/x", body, len, encoding);
 }
 
 static void frame(pl_buf *out, uint8_t flag, const void *msg, size_t len)

@@ -18,6 +18,7 @@
 #include "net/http_auth.h"
 #include "net/http_cors.h"
 #include "net/http_server.h"
+#include "ext_fixture.h"
 #include "testlib.h"
 
 #include <openssl/evp.h>
@@ -36,12 +37,7 @@ static void handler(void *arg, pl_http_request *req, pl_http_response *res)
 /* Feeds one request; the server's output, NUL-terminated (free it). */
 static char *feed(const pl_http_server_options *opt, const char *req)
 {
-    pl_buf out;
-    pl_buf_init(&out);
-    pl_http_server_feed(opt, handler, NULL, (const uint8_t *)req, strlen(req), 0, &out);
-    pl_buf_append_byte(&out, 0);
-    size_t len;
-    return (char *)pl_buf_steal(&out, &len);
+    return feed_to(opt, handler, NULL, req);
 }
 
 /* ---- CORS --------------------------------------------------------------- */
@@ -124,40 +120,6 @@ static void test_cors_actual_request(void)
 }
 
 /* ---- authentication extensions ------------------------------------------ */
-
-/* Creates extension `type` with id `id` from YAML; NULL (and the error in
- * err) when create refuses it. */
-static void *make_ext(const char *type, const char *id, const char *yaml, pl_err *err)
-{
-    const pl_component_type *t = pl_component_type_find(PL_KIND_EXTENSION, type, strlen(type));
-    CHECK(t != NULL);
-    if (!t)
-        return NULL;
-    pl_cfg_errors errs;
-    pl_cfg_errors_init(&errs);
-    pl_cfg_doc *doc = pl_cfg_doc_parse("t.yaml", yaml, strlen(yaml), &errs);
-    CHECK(doc != NULL);
-    if (!doc)
-        return NULL;
-    void *cfg = calloc(1, t->config->size);
-    int n = pl_cfg_decode(t->config, doc->root, doc->root, cfg, &errs);
-    if (n)
-        pl_cfg_errors_print(&errs, stderr);
-    CHECK_EQ_INT(n, 0);
-    pl_create_settings s = {.id = id};
-    void *self = NULL;
-    pl_status st = t->create(&s, cfg, &self, err);
-    pl_cfg_free(t->config, cfg);
-    free(cfg);
-    pl_cfg_doc_free(doc);
-    pl_cfg_errors_free(&errs);
-    return st == PL_OK ? self : NULL;
-}
-
-static void destroy_ext(const char *type, void *self)
-{
-    pl_component_type_find(PL_KIND_EXTENSION, type, strlen(type))->destroy(self);
-}
 
 static void test_bearer_token(void)
 {
@@ -271,20 +233,6 @@ static void test_basic_auth(void)
     CHECK(make_ext("basicauth", "basicauth/md5",
                    "htpasswd: {inline: \"x:$apr1$abc$defghijklmnopqrstuvwx\"}\n", &e2) == NULL);
     CHECK(strstr(e2.msg, "htpasswd -B") != NULL);
-}
-
-/* Errors (and warnings) of decoding `yaml` with extension `type`'s table. */
-static void decode_ext(const char *type, const char *yaml, pl_cfg_errors *errs)
-{
-    const pl_component_type *t = pl_component_type_find(PL_KIND_EXTENSION, type, strlen(type));
-    REQUIRE(t != NULL);
-    pl_cfg_doc *doc = pl_cfg_doc_parse("t.yaml", yaml, strlen(yaml), errs);
-    REQUIRE(doc != NULL);
-    void *cfg = calloc(1, t->config->size);
-    pl_cfg_decode(t->config, doc->root, doc->root, cfg, errs);
-    pl_cfg_free(t->config, cfg);
-    free(cfg);
-    pl_cfg_doc_free(doc);
 }
 
 /* The Collector's rules: bearertokenauth with token and filename reads the
@@ -606,28 +554,29 @@ static int decode_errors(pl_kind kind, const char *type, const char *yaml, char 
  * and for the Pyroscope exporter. */
 static void test_credentials_rule(void)
 {
-    char msg[2048];
     const char *both = "set either bearer_token or basic_auth, not both";
-    CHECK_EQ_INT(decode_errors(PL_KIND_EXPORTER, "pyroscope",
-                               "endpoint: http://p:4040\nbearer_token: t\n"
-                               "basic_auth: {username: u, password: p}\n",
-                               msg, sizeof msg),
-                 1);
-    CHECK(strstr(msg, both) != NULL);
-    CHECK_EQ_INT(decode_errors(PL_KIND_EXPORTER, "pyroscope",
-                               "endpoint: http://p:4040\nbasic_auth: {username: u}\n", msg,
-                               sizeof msg),
-                 0);
-    CHECK_EQ_INT(decode_errors(PL_KIND_RECEIVER, "pprof_scrape",
-                               "targets:\n  - endpoint: http://t:6060\n    bearer_token: t\n"
-                               "    basic_auth: {username: u}\n",
-                               msg, sizeof msg),
-                 1);
-    CHECK(strstr(msg, both) != NULL);
-    CHECK_EQ_INT(decode_errors(PL_KIND_RECEIVER, "pprof_scrape",
-                               "targets:\n  - endpoint: http://t:6060\n    bearer_token: t\n", msg,
-                               sizeof msg),
-                 0);
+    struct {
+        pl_kind kind;
+        const char *type, *yaml;
+        int errors;
+    } cases[] = {
+        {PL_KIND_EXPORTER, "pyroscope",
+         "endpoint: http://p:4040\nbearer_token: t\nbasic_auth: {username: u, password: p}\n", 1},
+        {PL_KIND_EXPORTER, "pyroscope", "endpoint: http://p:4040\nbasic_auth: {username: u}\n", 0},
+        {PL_KIND_RECEIVER, "pprof_scrape",
+         "targets:\n  - endpoint: http://t:6060\n    bearer_token: t\n"
+         "    basic_auth: {username: u}\n",
+         1},
+        {PL_KIND_RECEIVER, "pprof_scrape",
+         "targets:\n  - endpoint: http://t:6060\n    bearer_token: t\n", 0},
+    };
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        char msg[2048];
+        CHECK_EQ_INT(decode_errors(cases[i].kind, cases[i].type, cases[i].yaml, msg, sizeof msg),
+                     cases[i].errors);
+        if (cases[i].errors)
+            CHECK(strstr(msg, both) != NULL);
+    }
 }
 
 /* A watched file is looked at once a second at most, and reports a change

@@ -162,6 +162,31 @@ static size_t read_some(int fd, char *buf, size_t cap, int timeout_ms, const cha
     return len;
 }
 
+/* start_server, then a connection to it: the socket, or -1. */
+static int start_and_connect(running *r, const pl_http_server_options *opt)
+{
+    return start_server(r, opt) == 0 ? connect_to(r->port) : -1;
+}
+
+/* Reads until the server closes the connection (at most timeout_ms): true
+ * when it answered with `status` ("HTTP/1.1 431") and closed. */
+static bool answered_then_closed(int fd, char *buf, size_t cap, int timeout_ms, const char *status)
+{
+    bool closed;
+    read_some(fd, buf, cap, timeout_ms, NULL, 0, &closed);
+    return strstr(buf, status) != NULL && closed;
+}
+
+/* answered_then_closed, then the socket closed and the server stopped. */
+static bool answered_then_closed_stop(running *r, int fd, int timeout_ms, const char *status)
+{
+    char buf[4096];
+    bool ok = answered_then_closed(fd, buf, sizeof(buf), timeout_ms, status);
+    close(fd);
+    stop_server(r);
+    return ok;
+}
+
 /* ---- HTTP/1.1 tests ----------------------------------------------------- */
 
 static void test_keep_alive_two_requests(void)
@@ -275,10 +300,7 @@ static void test_oversize_body_gets_413_and_close(void)
     const char *req = "POST /big HTTP/1.1\r\nContent-Length: 1000\r\n\r\n";
     send_all(fd, req, strlen(req));
     char buf[4096];
-    bool closed;
-    read_some(fd, buf, sizeof(buf), 2000, NULL, 0, &closed);
-    CHECK(strstr(buf, "HTTP/1.1 413") != NULL);
-    CHECK(closed);
+    CHECK(answered_then_closed(fd, buf, sizeof(buf), 2000, "HTTP/1.1 413"));
     close(fd);
     /* chunked: discovered while receiving */
     fd = connect_to(r.port);
@@ -290,9 +312,7 @@ static void test_oversize_body_gets_413_and_close(void)
         snprintf(chunk, sizeof(chunk), "28\r\n%040d\r\n", i);
         send_all(fd, chunk, strlen(chunk));
     }
-    read_some(fd, buf, sizeof(buf), 2000, NULL, 0, &closed);
-    CHECK(strstr(buf, "HTTP/1.1 413") != NULL);
-    CHECK(closed);
+    CHECK(answered_then_closed(fd, buf, sizeof(buf), 2000, "HTTP/1.1 413"));
     close(fd);
     pthread_mutex_lock(&g_seen.mu);
     CHECK_EQ_INT(g_seen.requests, 0); /* the handler never saw them */
@@ -304,16 +324,12 @@ static void test_oversize_delivered_to_handler_when_asked(void)
 {
     pl_http_server_options opt = {.max_body_size = 10, .deliver_too_large = true};
     running r;
-    REQUIRE(start_server(&r, &opt) == 0);
-    int fd = connect_to(r.port);
+    int fd = start_and_connect(&r, &opt);
     REQUIRE(fd >= 0);
     const char *req = "POST /big HTTP/1.1\r\nContent-Length: 11\r\n\r\n01234567890";
     send_all(fd, req, strlen(req));
     char buf[4096];
-    bool closed;
-    read_some(fd, buf, sizeof(buf), 2000, NULL, 0, &closed);
-    CHECK(strstr(buf, "HTTP/1.1 499") != NULL);
-    CHECK(closed);
+    CHECK(answered_then_closed(fd, buf, sizeof(buf), 2000, "HTTP/1.1 499"));
     pthread_mutex_lock(&g_seen.mu);
     CHECK(g_seen.last_too_large);
     CHECK_EQ_STR(g_seen.last_path, "/big");
@@ -326,27 +342,19 @@ static void test_header_too_large_gets_431(void)
 {
     pl_http_server_options opt = {.max_header_size = 200};
     running r;
-    REQUIRE(start_server(&r, &opt) == 0);
-    int fd = connect_to(r.port);
+    int fd = start_and_connect(&r, &opt);
     REQUIRE(fd >= 0);
     char req[1024];
     snprintf(req, sizeof(req), "GET / HTTP/1.1\r\nX-Big: %0400d\r\n\r\n", 7);
     send_all(fd, req, strlen(req));
-    char buf[4096];
-    bool closed;
-    read_some(fd, buf, sizeof(buf), 2000, NULL, 0, &closed);
-    CHECK(strstr(buf, "HTTP/1.1 431") != NULL);
-    CHECK(closed);
-    close(fd);
-    stop_server(&r);
+    CHECK(answered_then_closed_stop(&r, fd, 2000, "HTTP/1.1 431"));
 }
 
 static void test_slow_headers_get_408(void)
 {
     pl_http_server_options opt = {.header_timeout_ms = 300, .idle_timeout_ms = 5000};
     running r;
-    REQUIRE(start_server(&r, &opt) == 0);
-    int fd = connect_to(r.port);
+    int fd = start_and_connect(&r, &opt);
     REQUIRE(fd >= 0);
     /* trickle bytes: the deadline counts from the first one (slow-loris) */
     const char *part = "POST /slow HTTP/1.1\r\nX-A: 1\r\n";
@@ -354,21 +362,14 @@ static void test_slow_headers_get_408(void)
         send_all(fd, part + i, 1);
         usleep(20000);
     }
-    char buf[4096];
-    bool closed;
-    read_some(fd, buf, sizeof(buf), 3000, NULL, 0, &closed);
-    CHECK(strstr(buf, "HTTP/1.1 408") != NULL);
-    CHECK(closed);
-    close(fd);
-    stop_server(&r);
+    CHECK(answered_then_closed_stop(&r, fd, 3000, "HTTP/1.1 408"));
 }
 
 static void test_idle_keep_alive_closed(void)
 {
     pl_http_server_options opt = {.header_timeout_ms = 5000, .idle_timeout_ms = 200};
     running r;
-    REQUIRE(start_server(&r, &opt) == 0);
-    int fd = connect_to(r.port);
+    int fd = start_and_connect(&r, &opt);
     REQUIRE(fd >= 0);
     const char *req = "GET /x HTTP/1.1\r\n\r\n";
     send_all(fd, req, strlen(req));
@@ -402,9 +403,7 @@ static void test_garbage_only_hurts_its_connection(void)
     send_all(bad, garbage, sizeof(garbage) - 1);
     char buf[4096];
     bool closed;
-    read_some(bad, buf, sizeof(buf), 2000, NULL, 0, &closed);
-    CHECK(strstr(buf, "HTTP/1.1 400") != NULL);
-    CHECK(closed);
+    CHECK(answered_then_closed(bad, buf, sizeof(buf), 2000, "HTTP/1.1 400"));
     close(bad);
     /* a client that disconnects mid-body */
     int gone = connect_to(r.port);
@@ -654,15 +653,12 @@ static ssize_t h2c_read(nghttp2_session *s, int32_t id, uint8_t *buf, size_t len
 static int h2_extra_n;
 static size_t h2_extra_len;
 
-/* Sends n_req POSTs to `path` on one connection (concurrently) and waits
- * for all of them to close. */
-static int h2_run(int port, const char *path, const uint8_t *body, size_t body_len, int n_req,
-                  h2_client *cl)
+/* A client session on a new connection to `port` (cl->fd is -1 when it
+ * could not connect), its SETTINGS queued. */
+static nghttp2_session *h2_open(int port, h2_client *cl)
 {
     memset(cl, 0, sizeof(*cl));
     cl->fd = connect_to(port);
-    if (cl->fd < 0)
-        return -1;
     nghttp2_session_callbacks *cb;
     nghttp2_session_callbacks_new(&cb);
     nghttp2_session_callbacks_set_send_callback(cb, h2c_send);
@@ -673,6 +669,19 @@ static int h2_run(int port, const char *path, const uint8_t *body, size_t body_l
     nghttp2_session_client_new(&s, cb, cl);
     nghttp2_session_callbacks_del(cb);
     nghttp2_submit_settings(s, NGHTTP2_FLAG_NONE, NULL, 0);
+    return s;
+}
+
+/* Sends n_req POSTs to `path` on one connection (concurrently) and waits
+ * for all of them to close. */
+static int h2_run(int port, const char *path, const uint8_t *body, size_t body_len, int n_req,
+                  h2_client *cl)
+{
+    nghttp2_session *s = h2_open(port, cl);
+    if (cl->fd < 0) {
+        nghttp2_session_del(s);
+        return -1;
+    }
     upload_src ups[64];
     for (int i = 0; i < n_req; i++) {
         nghttp2_nv nv[] = {
@@ -717,6 +726,13 @@ static int h2_run(int port, const char *path, const uint8_t *body, size_t body_l
     nghttp2_session_del(s);
     close(cl->fd);
     return done;
+}
+
+/* One request on its own HTTP/2 connection: the answer's status, or -1. */
+static int h2_status(int port, const char *path, const uint8_t *body, size_t len)
+{
+    h2_client cl;
+    return h2_run(port, path, body, len, 1, &cl) == 1 ? cl.results[0].status : -1;
 }
 
 static void test_h2_concurrent_streams(void)
@@ -790,12 +806,9 @@ static void test_h2_oversize_stream(void)
     REQUIRE(start_server(&r, &opt) == 0);
     uint8_t big[5000];
     memset(big, 'q', sizeof(big));
-    h2_client cl;
-    CHECK_EQ_INT(h2_run(r.port, "/big", big, sizeof(big), 1, &cl), 1);
-    CHECK_EQ_INT(cl.results[0].status, 413);
+    CHECK_EQ_INT(h2_status(r.port, "/big", big, sizeof(big)), 413);
     /* the connection keeps working for small requests */
-    CHECK_EQ_INT(h2_run(r.port, "/small", big, 10, 1, &cl), 1);
-    CHECK_EQ_INT(cl.results[0].status, 200);
+    CHECK_EQ_INT(h2_status(r.port, "/small", big, 10), 200);
     stop_server(&r);
 }
 
@@ -809,8 +822,7 @@ static void test_h2_buffered_bytes_budget(void)
     h2_client cl;
     CHECK_EQ_INT(h2_run(r.port, "/big", big, sizeof(big), 1, &cl), 1);
     CHECK_EQ_INT(cl.results[0].error_code, NGHTTP2_REFUSED_STREAM); /* retryable */
-    CHECK_EQ_INT(h2_run(r.port, "/small", big, 500, 1, &cl), 1);
-    CHECK_EQ_INT(cl.results[0].status, 200);
+    CHECK_EQ_INT(h2_status(r.port, "/small", big, 500), 200);
     stop_server(&r);
 }
 
@@ -827,9 +839,7 @@ static void test_h2_garbage_after_preface(void)
     read_some(fd, buf, sizeof(buf), 2000, NULL, 0, &closed);
     CHECK(closed);
     close(fd);
-    h2_client cl;
-    CHECK_EQ_INT(h2_run(r.port, "/ok", (const uint8_t *)"a", 1, 1, &cl), 1);
-    CHECK_EQ_INT(cl.results[0].status, 200);
+    CHECK_EQ_INT(h2_status(r.port, "/ok", (const uint8_t *)"a", 1), 200);
     stop_server(&r);
 }
 
@@ -872,23 +882,6 @@ static void h2_pump(nghttp2_session *s, h2_client *cl, int ms, int32_t until_clo
         if (r && r->closed)
             return;
     }
-}
-
-static nghttp2_session *h2_open(int port, h2_client *cl)
-{
-    memset(cl, 0, sizeof(*cl));
-    cl->fd = connect_to(port);
-    nghttp2_session_callbacks *cb;
-    nghttp2_session_callbacks_new(&cb);
-    nghttp2_session_callbacks_set_send_callback(cb, h2c_send);
-    nghttp2_session_callbacks_set_on_header_callback(cb, h2c_on_header);
-    nghttp2_session_callbacks_set_on_data_chunk_recv_callback(cb, h2c_on_data);
-    nghttp2_session_callbacks_set_on_stream_close_callback(cb, h2c_on_close);
-    nghttp2_session *s;
-    nghttp2_session_client_new(&s, cb, cl);
-    nghttp2_session_callbacks_del(cb);
-    nghttp2_submit_settings(s, NGHTTP2_FLAG_NONE, NULL, 0);
-    return s;
 }
 
 static void test_h2_slow_stream_reset_alone(void)
@@ -1006,8 +999,7 @@ static void test_header_field_accounting(void)
     CHECK(cl.results[0].error_code != 0); /* the stream was reset */
     /* 80 such fields fit (80 * 42 + pseudo-headers < 4096) */
     h2_extra_n = 80;
-    CHECK_EQ_INT(h2_run(r.port, "/h", (const uint8_t *)"x", 1, 1, &cl), 1);
-    CHECK_EQ_INT(cl.results[0].status, 200);
+    CHECK_EQ_INT(h2_status(r.port, "/h", (const uint8_t *)"x", 1), 200);
     h2_extra_n = 0;
     stop_server(&r);
 
@@ -1015,11 +1007,9 @@ static void test_header_field_accounting(void)
     pl_http_server_options few = {.h2c = true, .http1 = true, .max_header_fields = 20};
     REQUIRE(start_server(&r, &few) == 0);
     h2_extra_n = 30, h2_extra_len = 1;
-    CHECK_EQ_INT(h2_run(r.port, "/h", (const uint8_t *)"x", 1, 1, &cl), 1);
-    CHECK_EQ_INT(cl.results[0].status, 0);
+    CHECK_EQ_INT(h2_status(r.port, "/h", (const uint8_t *)"x", 1), 0);
     h2_extra_n = 10;
-    CHECK_EQ_INT(h2_run(r.port, "/h", (const uint8_t *)"x", 1, 1, &cl), 1);
-    CHECK_EQ_INT(cl.results[0].status, 200);
+    CHECK_EQ_INT(h2_status(r.port, "/h", (const uint8_t *)"x", 1), 200);
     h2_extra_n = 0;
     /* HTTP/1.1: 431 past the field count */
     char req[4096];

@@ -232,17 +232,17 @@ static void pb_msg(pl_buf *b, uint32_t field, const pl_buf *m)
     pl_buf_append(b, m->data, m->len);
 }
 
-/* LabelsSnapshot: context 1 {span_id: A}, context 2 {span_id: B, span_name: GET /x}. */
-static void build_labels(pl_buf *out)
+/* A LabelsSnapshot (proto/jfr/labels.proto): contexts ctx[i] = {context
+ * id, key, value, key, value} (string indices; a 0 key ends the pairs) and
+ * the string table strings[1..n_strings - 1]. */
+static void labels_snapshot(pl_buf *out, const int64_t (*ctx)[5], int n_ctx,
+                            const char *const *strings, int n_strings)
 {
-    static const char *const strings[] = {
-        NULL, "span_id", "00f067aa0ba902b7", "b7ad6b7169203331", "span_name", "GET /x"};
-    static const int64_t ctx[][5] = {{1, 1, 2, 0, 0}, {2, 1, 3, 4, 5}};
     pl_buf entry, c, pair;
     pl_buf_init(&entry);
     pl_buf_init(&c);
     pl_buf_init(&pair);
-    for (int i = 0; i < 2; i++) {
+    for (int i = 0; i < n_ctx; i++) {
         for (int j = 0; j < 2 && ctx[i][1 + 2 * j]; j++) {
             pl_buf_reset(&pair);
             pb_var(&pair, 1 << 3), pb_var(&pair, (uint64_t)ctx[i][1 + 2 * j]);
@@ -255,7 +255,7 @@ static void build_labels(pl_buf *out)
         pl_buf_reset(&entry);
         pl_buf_reset(&c);
     }
-    for (int s = 1; s <= 5; s++) {
+    for (int s = 1; s < n_strings; s++) {
         pb_var(&entry, 1 << 3), pb_var(&entry, (uint64_t)s);
         pb_var(&entry, 2 << 3 | 2), pb_var(&entry, strlen(strings[s]));
         pl_buf_append_str(&entry, strings[s]);
@@ -265,6 +265,15 @@ static void build_labels(pl_buf *out)
     pl_buf_free(&entry);
     pl_buf_free(&c);
     pl_buf_free(&pair);
+}
+
+/* LabelsSnapshot: context 1 {span_id: A}, context 2 {span_id: B, span_name: GET /x}. */
+static void build_labels(pl_buf *out)
+{
+    static const char *const strings[] = {
+        NULL, "span_id", "00f067aa0ba902b7", "b7ad6b7169203331", "span_name", "GET /x"};
+    static const int64_t ctx[][5] = {{1, 1, 2, 0, 0}, {2, 1, 3, 4, 5}};
+    labels_snapshot(out, ctx, 2, strings, 6);
 }
 
 /* Total of column 0 per span link ("" = none) in the first profile. */
@@ -388,32 +397,8 @@ static void build_span_labels(pl_buf *out)
 {
     static const char *const strings[] = {NULL,      "GET /checkout",   "", "user", "alice",
                                           "span_id", "00000000000000aa"};
-    static const int64_t ctx[][3] = {{1, 3, 4}, {2, 5, 6}};
-    pl_buf entry, c, pair;
-    pl_buf_init(&entry);
-    pl_buf_init(&c);
-    pl_buf_init(&pair);
-    for (int i = 0; i < 2; i++) {
-        pb_var(&pair, 1 << 3), pb_var(&pair, (uint64_t)ctx[i][1]);
-        pb_var(&pair, 2 << 3), pb_var(&pair, (uint64_t)ctx[i][2]);
-        pb_msg(&c, 1, &pair);
-        pb_var(&entry, 1 << 3), pb_var(&entry, (uint64_t)ctx[i][0]);
-        pb_msg(&entry, 2, &c);
-        pb_msg(out, 1, &entry);
-        pl_buf_reset(&entry);
-        pl_buf_reset(&c);
-        pl_buf_reset(&pair);
-    }
-    for (int k = 1; k <= 6; k++) {
-        pb_var(&entry, 1 << 3), pb_var(&entry, (uint64_t)k);
-        pb_var(&entry, 2 << 3 | 2), pb_var(&entry, strlen(strings[k]));
-        pl_buf_append_str(&entry, strings[k]);
-        pb_msg(out, 2, &entry);
-        pl_buf_reset(&entry);
-    }
-    pl_buf_free(&entry);
-    pl_buf_free(&c);
-    pl_buf_free(&pair);
+    static const int64_t ctx[][5] = {{1, 3, 4, 0, 0}, {2, 5, 6, 0, 0}};
+    labels_snapshot(out, ctx, 2, strings, 7);
 }
 
 /* The pprof of kind k decoded as the receiver does (named by its kind). */

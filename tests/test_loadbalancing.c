@@ -5,6 +5,7 @@
  */
 #include "exporters/lb_ring.h"
 #include "exporters/loadbalancing.h"
+#include "profile_fixture.h"
 #include "testlib.h"
 
 #define KEYS 100000
@@ -244,18 +245,9 @@ static void test_sample_keys_follow_links(void)
     int32_t ia = pl_dict_add_link(&b->arena, &p->dict, &la);
     int32_t ib = pl_dict_add_link(&b->arena, &p->dict, &lb);
     REQUIRE(ia > 0 && ib > 0);
-    p->n_resources = 1;
-    p->resources = pl_batch_alloc(b, sizeof(pl_resource_profiles));
+    pl_profile *pr = add_single_profile(b, 4);
     p->resources[0].has_resource = true;
     p->resources[0].resource.attrs = service_attrs(b, "api");
-    p->resources[0].n_scopes = 1;
-    p->resources[0].scopes = pl_batch_alloc(b, sizeof(pl_scope_profiles));
-    pl_scope_profiles *sp = &p->resources[0].scopes[0];
-    sp->n_profiles = 1;
-    sp->profiles = pl_batch_alloc(b, sizeof(pl_profile));
-    pl_profile *pr = &sp->profiles[0];
-    pr->n_samples = 4;
-    pr->samples = pl_batch_alloc(b, 4 * sizeof(pl_sample));
     pr->samples[0].link_index = ia;
     pr->samples[1].link_index = ib;
     pr->samples[2].link_index = ia;

@@ -4,6 +4,7 @@
 #include <math.h>
 
 #include "core/model.h"
+#include "profile_fixture.h"
 #include "testlib.h"
 #include "traces_fixture.h"
 
@@ -205,16 +206,7 @@ static void test_dictionary_and_clone_profiles(void)
 
     /* One profile with two samples. */
     p->has_dictionary = true;
-    p->n_resources = 1;
-    p->resources = pl_batch_alloc(b, sizeof(pl_resource_profiles));
-    p->resources[0].n_scopes = 1;
-    p->resources[0].scopes = pl_batch_alloc(b, sizeof(pl_scope_profiles));
-    pl_scope_profiles *sp = &p->resources[0].scopes[0];
-    sp->n_profiles = 1;
-    sp->profiles = pl_batch_alloc(b, sizeof(pl_profile));
-    pl_profile *prof = &sp->profiles[0];
-    prof->n_samples = 2;
-    prof->samples = pl_batch_alloc(b, 2 * sizeof(pl_sample));
+    pl_profile *prof = add_single_profile(b, 2);
     int64_t *vals = pl_batch_alloc(b, sizeof(int64_t));
     vals[0] = 10;
     prof->samples[1].values = vals;

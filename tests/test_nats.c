@@ -13,6 +13,8 @@
 #include "exporters/lb_ring.h"
 #include "exporters/nats.h"
 #include "net/nats_conn.h"
+#include "profile_fixture.h"
+#include "cfg_errors_fixture.h"
 #include "testlib.h"
 
 extern const pl_component_type pl_receiver_nats;
@@ -84,16 +86,7 @@ static pl_batch *make_samples(void)
     pl_profiles *p = &b->data.profiles;
     p->has_dictionary = true;
     CHECK(pl_dict_ensure_zero_entries(&b->arena, &p->dict) == 0);
-    p->n_resources = 1;
-    p->resources = pl_batch_alloc(b, sizeof(pl_resource_profiles));
-    p->resources[0].n_scopes = 1;
-    p->resources[0].scopes = pl_batch_alloc(b, sizeof(pl_scope_profiles));
-    pl_scope_profiles *sp = &p->resources[0].scopes[0];
-    sp->n_profiles = 1;
-    sp->profiles = pl_batch_alloc(b, sizeof(pl_profile));
-    pl_profile *pr = &sp->profiles[0];
-    pr->n_samples = 3;
-    pr->samples = pl_batch_alloc(b, 3 * sizeof(pl_sample));
+    pl_profile *pr = add_single_profile(b, 3);
     for (int i = 0; i < 3; i++) {
         pl_link l = {.trace_id_len = 16, .span_id_len = 8};
         l.trace_id[0] = (uint8_t)(3 - i);
@@ -137,23 +130,8 @@ static pl_config *load(const char *text)
     return pl_config_load_string("t.yaml", text, strlen(text), pl_component_types, &errs);
 }
 
-/* True when some error contains `part`. */
-static bool has_error(const char *part)
-{
-    for (size_t i = 0; i < errs.n; i++)
-        if (strstr(errs.items[i].text, part))
-            return true;
-    return false;
-}
-
 #define CHECK_ERROR(part)                                                                          \
-    do {                                                                                           \
-        if (!has_error(part)) {                                                                    \
-            PL_FAIL_("no error containing \"%s\"; got:", part);                                    \
-            for (size_t i_ = 0; i_ < errs.n; i_++)                                                 \
-                fprintf(stderr, "    %s\n", errs.items[i_].text);                                  \
-        }                                                                                          \
-    } while (0)
+    CHECK_CFG_ERROR(&errs, cfg_error_contains(&errs, part), "containing \"" part "\"")
 
 /* A config with a nats exporter and a nats receiver whose extra lines are
  * `exporter` and `receiver` (indented by the caller). */

@@ -295,6 +295,30 @@ static bool body_is(const backend *b, size_t i, const pl_batch *batch)
 
 /* ---- otlphttp ----------------------------------------------------------- */
 
+/* Starts the test backend (gRPC or HTTP) and points the exporter's
+ * endpoint at it, after `scheme` ("http://" or none); false when it did not
+ * start. */
+static bool env_backend(env *e, bool grpc, const char *scheme)
+{
+    int port = backend_start(&e->be, &e->loop, grpc, 0);
+    if (port <= 0)
+        return false;
+    snprintf(e->endpoint, sizeof(e->endpoint), "%s127.0.0.1:%d", scheme, port);
+    return true;
+}
+
+/* Exports a batch of n_spans spans (returned: the caller compares, then
+ * frees it), runs until the exporter is idle (idle_ms at most), then
+ * for settle_ms more. */
+static pl_batch *export_and_settle(env *e, int n_spans, int idle_ms, int settle_ms)
+{
+    pl_batch *b = make_traces(n_spans);
+    CHECK_EQ_INT(e->type->export(e->exporter, b), PL_OK);
+    run_until_idle(e, idle_ms);
+    run_for(e, settle_ms);
+    return b;
+}
+
 static void test_otlphttp_delivers_the_exact_payload_gzipped_with_headers(void)
 {
     env e;
@@ -329,15 +353,10 @@ static void test_otlphttp_503_with_retry_after_then_200_arrives_once(void)
     e.be.script[1] = (answer){502, 0, NULL, -1, 0};
     e.be.script[2] = (answer){200, 0, NULL, -1, 0};
     e.be.n_script = 3;
-    int port = backend_start(&e.be, &e.loop, false, 0);
-    REQUIRE(port > 0);
-    snprintf(e.endpoint, sizeof(e.endpoint), "http://127.0.0.1:%d", port);
+    REQUIRE(env_backend(&e, false, "http://"));
     e.cfg.compression = "none";
     REQUIRE(env_create(&e));
-    pl_batch *b = make_traces(3);
-    CHECK_EQ_INT(e.type->export(e.exporter, b), PL_OK);
-    run_until_idle(&e, 5000);
-    run_for(&e, 100);
+    pl_batch *b = export_and_settle(&e, 3, 5000, 100);
     CHECK_EQ_UINT(e.be.requests, 3);
     CHECK(body_is(&e.be, 2, b));
     CHECK(e.be.request_ms[1] - e.be.request_ms[0] >= 990); /* Retry-After: 1 */
@@ -354,14 +373,9 @@ static void test_otlphttp_400_is_not_retried(void)
     env_init(&e, &pl_exporter_otlphttp);
     e.be.script[0] = (answer){400, 0, NULL, -1, 0};
     e.be.n_script = 1;
-    int port = backend_start(&e.be, &e.loop, false, 0);
-    REQUIRE(port > 0);
-    snprintf(e.endpoint, sizeof(e.endpoint), "http://127.0.0.1:%d", port);
+    REQUIRE(env_backend(&e, false, "http://"));
     REQUIRE(env_create(&e));
-    pl_batch *b = make_traces(4);
-    CHECK_EQ_INT(e.type->export(e.exporter, b), PL_OK);
-    run_until_idle(&e, 3000);
-    run_for(&e, 150);
+    pl_batch *b = export_and_settle(&e, 4, 3000, 150);
     CHECK_EQ_UINT(e.be.requests, 1);
     CHECK_EQ_UINT(pl_stats_get(e.stats, PL_SIGNAL_TRACES, PL_STAT_FAILED), 4);
     CHECK_EQ_UINT(pl_stats_get(e.stats, PL_SIGNAL_TRACES, PL_STAT_SENT), 0);
@@ -375,14 +389,9 @@ static void test_otlphttp_partial_success_is_counted_not_retried(void)
     env_init(&e, &pl_exporter_otlphttp);
     e.be.script[0] = (answer){200, 0, NULL, -1, 2};
     e.be.n_script = 1;
-    int port = backend_start(&e.be, &e.loop, false, 0);
-    REQUIRE(port > 0);
-    snprintf(e.endpoint, sizeof(e.endpoint), "http://127.0.0.1:%d", port);
+    REQUIRE(env_backend(&e, false, "http://"));
     REQUIRE(env_create(&e));
-    pl_batch *b = make_traces(6);
-    CHECK_EQ_INT(e.type->export(e.exporter, b), PL_OK);
-    run_until_idle(&e, 3000);
-    run_for(&e, 100);
+    pl_batch *b = export_and_settle(&e, 6, 3000, 100);
     CHECK_EQ_UINT(e.be.requests, 1);
     CHECK_EQ_UINT(pl_stats_get(e.stats, PL_SIGNAL_TRACES, PL_STAT_SENT), 4);
     CHECK_EQ_UINT(pl_stats_get(e.stats, PL_SIGNAL_TRACES, PL_STAT_FAILED), 2);
@@ -483,16 +492,11 @@ static void test_otlphttp_json_encoding(void)
     e.be.script[0] = (answer){200, 0, NULL, -1, 1};
     e.be.n_script = 1;
     e.be.reply_json = true;
-    int port = backend_start(&e.be, &e.loop, false, 0);
-    REQUIRE(port > 0);
-    snprintf(e.endpoint, sizeof(e.endpoint), "http://127.0.0.1:%d", port);
+    REQUIRE(env_backend(&e, false, "http://"));
     e.cfg.encoding = "json";
     e.cfg.sending_queue.num_consumers = 1; /* requests in export order */
     REQUIRE(env_create(&e));
-    pl_batch *b = make_traces(4);
-    CHECK_EQ_INT(e.type->export(e.exporter, b), PL_OK);
-    run_until_idle(&e, 3000);
-    run_for(&e, 50);
+    pl_batch *b = export_and_settle(&e, 4, 3000, 50);
     REQUIRE(e.be.requests == 1);
     CHECK_EQ_STR(e.be.path[0], "/v1/traces");
     CHECK_EQ_STR(e.be.content_types[0], "application/json");
@@ -585,9 +589,7 @@ static void test_grpc_routes_each_signal_to_its_service(void)
 {
     env e;
     env_init(&e, &pl_exporter_otlp);
-    int port = backend_start(&e.be, &e.loop, true, 0);
-    REQUIRE(port > 0);
-    snprintf(e.endpoint, sizeof(e.endpoint), "http://127.0.0.1:%d", port);
+    REQUIRE(env_backend(&e, true, "http://"));
     REQUIRE(env_create(&e));
     export_every_signal(&e);
     CHECK(has_path(&e.be, "/opentelemetry.proto.collector.trace.v1.TraceService/Export"));
@@ -605,15 +607,10 @@ static void test_grpc_unavailable_then_ok_arrives_once(void)
     e.be.script[0] = (answer){0, 14, NULL, -1, 0};
     e.be.script[1] = (answer){0, 0, NULL, -1, 0};
     e.be.n_script = 2;
-    int port = backend_start(&e.be, &e.loop, true, 0);
-    REQUIRE(port > 0);
-    snprintf(e.endpoint, sizeof(e.endpoint), "127.0.0.1:%d", port);
+    REQUIRE(env_backend(&e, true, ""));
     e.cfg.tls.insecure = true;
     REQUIRE(env_create(&e));
-    pl_batch *b = make_traces(8);
-    CHECK_EQ_INT(e.type->export(e.exporter, b), PL_OK);
-    run_until_idle(&e, 3000);
-    run_for(&e, 100);
+    pl_batch *b = export_and_settle(&e, 8, 3000, 100);
     CHECK_EQ_UINT(e.be.requests, 2);
     CHECK_EQ_STR(e.be.path[0], "/opentelemetry.proto.collector.trace.v1.TraceService/Export");
     CHECK_EQ_STR(e.be.content_type, "application/grpc");
@@ -631,14 +628,9 @@ static void test_grpc_resource_exhausted_without_retry_info_is_permanent(void)
     env_init(&e, &pl_exporter_otlp);
     e.be.script[0] = (answer){0, 8, NULL, -1, 0};
     e.be.n_script = 1;
-    int port = backend_start(&e.be, &e.loop, true, 0);
-    REQUIRE(port > 0);
-    snprintf(e.endpoint, sizeof(e.endpoint), "http://127.0.0.1:%d", port);
+    REQUIRE(env_backend(&e, true, "http://"));
     REQUIRE(env_create(&e));
-    pl_batch *b = make_traces(3);
-    CHECK_EQ_INT(e.type->export(e.exporter, b), PL_OK);
-    run_until_idle(&e, 3000);
-    run_for(&e, 150);
+    pl_batch *b = export_and_settle(&e, 3, 3000, 150);
     CHECK_EQ_UINT(e.be.requests, 1);
     CHECK_EQ_UINT(pl_stats_get(e.stats, PL_SIGNAL_TRACES, PL_STAT_FAILED), 3);
     pl_batch_free(b);
@@ -652,9 +644,7 @@ static void test_grpc_resource_exhausted_with_retry_info_waits_and_retries(void)
     e.be.script[0] = (answer){0, 8, NULL, 400 * 1000000LL, 0};
     e.be.script[1] = (answer){0, 0, NULL, -1, 1};
     e.be.n_script = 2;
-    int port = backend_start(&e.be, &e.loop, true, 0);
-    REQUIRE(port > 0);
-    snprintf(e.endpoint, sizeof(e.endpoint), "127.0.0.1:%d", port);
+    REQUIRE(env_backend(&e, true, ""));
     e.cfg.tls.insecure = true;
     e.cfg.compression = "none";
     REQUIRE(env_create(&e));
@@ -736,15 +726,10 @@ static void test_grpc_unimplemented_method_is_permanent(void)
     env_init(&e, &pl_exporter_otlp);
     e.be.script[0] = (answer){0, 12, NULL, -1, 0};
     e.be.n_script = 1;
-    int port = backend_start(&e.be, &e.loop, true, 0);
-    REQUIRE(port > 0);
-    snprintf(e.endpoint, sizeof(e.endpoint), "http://127.0.0.1:%d", port);
+    REQUIRE(env_backend(&e, true, "http://"));
     e.cfg.compression = "zstd";
     REQUIRE(env_create(&e));
-    pl_batch *b = make_traces(3);
-    CHECK_EQ_INT(e.type->export(e.exporter, b), PL_OK);
-    run_until_idle(&e, 3000);
-    run_for(&e, 100);
+    pl_batch *b = export_and_settle(&e, 3, 3000, 100);
     CHECK_EQ_UINT(e.be.requests, 1);
     CHECK_EQ_UINT(pl_stats_get(e.stats, PL_SIGNAL_TRACES, PL_STAT_FAILED), 3);
     CHECK_EQ_UINT(*pl_stats_counter(e.stats, "compression_downgrades", ""), 0);

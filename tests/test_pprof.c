@@ -629,6 +629,43 @@ static void test_budget_across_samples(void)
     pl_buf_free(&z);
 }
 
+/* Decodes `pprof` under a budget of max_bytes / max_objects (0: none),
+ * expecting it refused as too large with `why` in the message: the bytes
+ * the batch holds afterwards, or SIZE_MAX when it was not refused so. */
+static size_t refused_size(const pl_buf *pprof, size_t max_bytes, size_t max_objects,
+                           const char *why)
+{
+    pl_batch *batch = pl_batch_new(PL_SIGNAL_PROFILES);
+    pl_pprof_builder *b = pl_pprof_builder_new(batch);
+    size_t used = SIZE_MAX;
+    if (b) {
+        pl_pprof_builder_set_budget(b, max_bytes, max_objects);
+        pl_err err = {{0}};
+        pl_status st = pl_pprof_builder_add(b, pprof->data, pprof->len, NULL, &err);
+        if (st == PL_ERR_TOO_LARGE && strstr(err.msg, why))
+            used = batch_bytes(batch);
+        else
+            fprintf(stderr, "  not refused for %s: %s\n", why, err.msg);
+        pl_pprof_builder_free(b);
+    }
+    pl_batch_free(batch);
+    return used;
+}
+
+/* The start of a pprof: the string table "", "samples", "count", and
+ * `n_types` sample types samples/count (m is scratch). */
+static void samples_count_prologue(pl_buf *out, pl_buf *m, int n_types)
+{
+    const char *st[] = {"", "samples", "count"};
+    for (int i = 0; i < 3; i++)
+        w_bytes(out, 6, st[i], strlen(st[i]));
+    for (int t = 0; t < n_types; t++) {
+        w_uint(m, 1, 1);
+        w_uint(m, 2, 2);
+        w_msg(out, 1, m);
+    }
+}
+
 static void test_budget_expansion(void)
 {
     /* 64 sample types and 200k empty samples: 0.4 MB of pprof that would
@@ -637,35 +674,12 @@ static void test_budget_expansion(void)
     pl_buf out, m;
     pl_buf_init(&out);
     pl_buf_init(&m);
-    const char *st[] = {"", "samples", "count"};
-    for (int i = 0; i < 3; i++)
-        w_bytes(&out, 6, st[i], strlen(st[i]));
-    for (int t = 0; t < 64; t++) {
-        w_uint(&m, 1, 1);
-        w_uint(&m, 2, 2);
-        w_msg(&out, 1, &m);
-    }
+    samples_count_prologue(&out, &m, 64);
     for (int i = 0; i < 200000; i++)
         w_bytes(&out, 2, "", 0);
-    pl_batch *batch = pl_batch_new(PL_SIGNAL_PROFILES);
-    pl_pprof_builder *b = pl_pprof_builder_new(batch);
-    REQUIRE(b);
-    pl_pprof_builder_set_budget(b, 40u << 20, 0);
-    pl_err err = {{0}};
-    CHECK_EQ_INT(pl_pprof_builder_add(b, out.data, out.len, NULL, &err), PL_ERR_TOO_LARGE);
-    CHECK(strstr(err.msg, "budget") != NULL);
-    CHECK(batch_bytes(batch) < 2u << 20);
-    pl_pprof_builder_free(b);
-    pl_batch_free(batch);
-
+    CHECK(refused_size(&out, 40u << 20, 0, "budget") < 2u << 20);
     /* The object count alone refuses it too. */
-    batch = pl_batch_new(PL_SIGNAL_PROFILES);
-    b = pl_pprof_builder_new(batch);
-    pl_pprof_builder_set_budget(b, 0, 1000000);
-    CHECK_EQ_INT(pl_pprof_builder_add(b, out.data, out.len, NULL, &err), PL_ERR_TOO_LARGE);
-    CHECK(strstr(err.msg, "max_decoded_objects") != NULL);
-    pl_pprof_builder_free(b);
-    pl_batch_free(batch);
+    CHECK(refused_size(&out, 0, 1000000, "max_decoded_objects") != SIZE_MAX);
     pl_buf_free(&out);
     pl_buf_free(&m);
 }
@@ -678,12 +692,7 @@ static void test_budget_arena_limit(void)
     pl_buf out, m;
     pl_buf_init(&out);
     pl_buf_init(&m);
-    const char *st[] = {"", "samples", "count"};
-    for (int i = 0; i < 3; i++)
-        w_bytes(&out, 6, st[i], strlen(st[i]));
-    w_uint(&m, 1, 1);
-    w_uint(&m, 2, 2);
-    w_msg(&out, 1, &m);
+    samples_count_prologue(&out, &m, 1);
     w_uint(&m, 1, 1); /* Function.id */
     w_msg(&out, 5, &m);
     for (int l = 0; l < 8; l++) {
@@ -692,16 +701,7 @@ static void test_budget_arena_limit(void)
             w_bytes(&m, 4, "\x08\x01", 2); /* Line{function_id=1} */
         w_msg(&out, 4, &m);
     }
-    pl_batch *batch = pl_batch_new(PL_SIGNAL_PROFILES);
-    pl_pprof_builder *b = pl_pprof_builder_new(batch);
-    REQUIRE(b);
-    pl_pprof_builder_set_budget(b, 4u << 20, 0);
-    pl_err err = {{0}};
-    CHECK_EQ_INT(pl_pprof_builder_add(b, out.data, out.len, NULL, &err), PL_ERR_TOO_LARGE);
-    CHECK(strstr(err.msg, "max_decoded_memory") != NULL);
-    CHECK(batch_bytes(batch) <= 4u << 20);
-    pl_pprof_builder_free(b);
-    pl_batch_free(batch);
+    CHECK(refused_size(&out, 4u << 20, 0, "max_decoded_memory") <= 4u << 20);
     pl_buf_free(&out);
     pl_buf_free(&m);
 }

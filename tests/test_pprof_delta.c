@@ -6,32 +6,8 @@
  */
 #include "proto/pprof.h"
 #include "receivers/pprof_delta.h"
+#include "pb_writer_fixture.h"
 #include "testlib.h"
-
-static void pv(pl_buf *b, uint64_t v)
-{
-    while (v >= 0x80) {
-        pl_buf_append_byte(b, (uint8_t)(v | 0x80));
-        v >>= 7;
-    }
-    pl_buf_append_byte(b, (uint8_t)v);
-}
-static void pu(pl_buf *b, uint32_t f, uint64_t v)
-{
-    pv(b, (uint64_t)f << 3);
-    pv(b, v);
-}
-static void pbytes(pl_buf *b, uint32_t f, const void *p, size_t n)
-{
-    pv(b, (uint64_t)f << 3 | 2);
-    pv(b, n);
-    pl_buf_append(b, p, n);
-}
-static void pmsg(pl_buf *b, uint32_t f, pl_buf *m)
-{
-    pbytes(b, f, m->data, m->len);
-    pl_buf_reset(m);
-}
 
 enum {
     X_EMPTY,
@@ -75,32 +51,32 @@ static pl_batch *make(bool mutex, const xsample *ss, int n)
     static const int mutex_cols[][2] = {{X_CONT, X_COUNT}, {X_DELAY, X_NS}};
     int cols = mutex ? 2 : 4;
     for (int c = 0; c < cols; c++) {
-        pu(&m, 1, mutex ? mutex_cols[c][0] : heap_cols[c][0]);
-        pu(&m, 2, mutex ? mutex_cols[c][1] : heap_cols[c][1]);
-        pmsg(&b, 1, &m);
+        w_uint(&m, 1, mutex ? mutex_cols[c][0] : heap_cols[c][0]);
+        w_uint(&m, 2, mutex ? mutex_cols[c][1] : heap_cols[c][1]);
+        w_msg(&b, 1, &m);
     }
     for (int i = 0; i < n; i++) {
-        pv(&sub, (uint64_t)ss[i].leaf), pv(&sub, 3);
-        pmsg(&m, 1, &sub);
+        w_varint(&sub, (uint64_t)ss[i].leaf), w_varint(&sub, 3);
+        w_msg(&m, 1, &sub);
         for (int c = 0; c < cols; c++)
-            pv(&sub, (uint64_t)ss[i].v[c]);
-        pmsg(&m, 2, &sub);
+            w_varint(&sub, (uint64_t)ss[i].v[c]);
+        w_msg(&m, 2, &sub);
         if (ss[i].label) {
-            pu(&sub, 1, X_THREAD), pu(&sub, 2, ss[i].label == 1 ? X_T1 : X_T2);
-            pmsg(&m, 3, &sub);
+            w_uint(&sub, 1, X_THREAD), w_uint(&sub, 2, ss[i].label == 1 ? X_T1 : X_T2);
+            w_msg(&m, 3, &sub);
         }
-        pmsg(&b, 2, &m);
+        w_msg(&b, 2, &m);
     }
     for (int l = 1; l <= 3; l++) {
-        pu(&m, 1, (uint64_t)l);
-        pu(&sub, 1, (uint64_t)l), pu(&sub, 2, (uint64_t)(10 * l));
-        pmsg(&m, 4, &sub);
-        pmsg(&b, 4, &m);
-        pu(&m, 1, (uint64_t)l), pu(&m, 2, l == 1 ? X_A : l == 2 ? X_B : X_MAIN);
-        pmsg(&b, 5, &m);
+        w_uint(&m, 1, (uint64_t)l);
+        w_uint(&sub, 1, (uint64_t)l), w_uint(&sub, 2, (uint64_t)(10 * l));
+        w_msg(&m, 4, &sub);
+        w_msg(&b, 4, &m);
+        w_uint(&m, 1, (uint64_t)l), w_uint(&m, 2, l == 1 ? X_A : l == 2 ? X_B : X_MAIN);
+        w_msg(&b, 5, &m);
     }
     for (int s = 0; s < X_N; s++)
-        pbytes(&b, 6, xs[s], strlen(xs[s]));
+        w_bytes(&b, 6, xs[s], strlen(xs[s]));
     pl_err err = {{0}};
     pl_batch *batch = pl_pprof_decode(b.data, b.len, NULL, &err);
     if (!batch)

@@ -1278,23 +1278,37 @@ static void test_redaction_span_values(void)
     px_close(&p);
 }
 
+/* Opens the redaction processor with `yaml` and runs one span of
+ * px_traces(1, 1) carrying the string attributes `kv` (key, value, ...,
+ * NULL) through it: the span's attributes as they came out, or NULL when
+ * the processor did not open, failed or did not pass one batch on. The
+ * caller clears `cap` and closes `p`. */
+static pl_attrs *redact_one_span(px_proc *p, px_capture *cap, const char *yaml,
+                                 const char *const *kv)
+{
+    px_capture_init(cap);
+    if (px_open(p, &pl_processor_redaction, yaml, NULL) != PL_OK)
+        return NULL;
+    pl_batch *b = px_traces(1, 1);
+    pl_span *sp = px_span(b, 0, 0);
+    for (; kv[0]; kv += 2)
+        px_put_str(b, &sp->attrs, kv[0], kv[1]);
+    if (px_consume(p, b, &cap->consumer) != PL_OK || cap->n != 1)
+        return NULL;
+    return &px_span(cap->batches[0], 0, 0)->attrs;
+}
+
 static void test_redaction_allow_list(void)
 {
     px_proc p;
-    REQUIRE(px_open(&p, &pl_processor_redaction,
-                    "allow_all_keys: false\nallowed_keys: [http.route, service.name]\n"
-                    "ignored_keys: [note]\nblocked_values: ['x+']\n",
-                    NULL) == PL_OK);
     px_capture cap;
-    px_capture_init(&cap);
-    pl_batch *b = px_traces(1, 1);
-    pl_span *sp = px_span(b, 0, 0);
-    px_put_str(b, &sp->attrs, "user.id", "42");
-    px_put_str(b, &sp->attrs, "note", "xxx kept");
-    px_put_str(b, &sp->attrs, "http.route", "/xx");
-    CHECK_EQ_INT(px_consume(&p, b, &cap.consumer), PL_OK);
-    REQUIRE(cap.n == 1);
-    pl_attrs *a = &px_span(cap.batches[0], 0, 0)->attrs;
+    const char *const kv[] = {"user.id", "42", "note", "xxx kept", "http.route", "/xx", NULL};
+    pl_attrs *a =
+        redact_one_span(&p, &cap,
+                        "allow_all_keys: false\nallowed_keys: [http.route, service.name]\n"
+                        "ignored_keys: [note]\nblocked_values: ['x+']\n",
+                        kv);
+    REQUIRE(a != NULL);
     CHECK(attr(a, "user.id") == NULL);
     CHECK(attr_is_str(a, "note", "xxx kept"));
     CHECK(attr_is_str(a, "http.route", "/****"));
@@ -1309,20 +1323,15 @@ static void test_redaction_allow_list(void)
 static void test_redaction_ignored_key_patterns(void)
 {
     px_proc p;
-    REQUIRE(px_open(&p, &pl_processor_redaction,
-                    "allowed_keys: [http.route]\nignored_key_patterns: ['^debug\\.']\n"
-                    "blocked_values: ['x+']\n",
-                    NULL) == PL_OK);
     px_capture cap;
-    px_capture_init(&cap);
-    pl_batch *b = px_traces(1, 1);
-    pl_span *sp = px_span(b, 0, 0);
-    px_put_str(b, &sp->attrs, "debug.note", "xxx kept");
-    px_put_str(b, &sp->attrs, "nodebug.note", "dropped");
-    px_put_str(b, &sp->attrs, "http.route", "/xx");
-    CHECK_EQ_INT(px_consume(&p, b, &cap.consumer), PL_OK);
-    REQUIRE(cap.n == 1);
-    pl_attrs *a = &px_span(cap.batches[0], 0, 0)->attrs;
+    const char *const kv[] = {"debug.note", "xxx kept", "nodebug.note", "dropped", "http.route",
+                              "/xx",        NULL};
+    pl_attrs *a =
+        redact_one_span(&p, &cap,
+                        "allowed_keys: [http.route]\nignored_key_patterns: ['^debug\\.']\n"
+                        "blocked_values: ['x+']\n",
+                        kv);
+    REQUIRE(a != NULL);
     CHECK(attr_is_str(a, "debug.note", "xxx kept"));
     CHECK(attr(a, "nodebug.note") == NULL);
     CHECK(attr_is_str(a, "http.route", "/****"));
@@ -1424,25 +1433,21 @@ static void test_redaction_collector_semantics(void)
 {
     px_proc p;
     /* a copied Collector config: only allowed_keys and blocked_values */
-    REQUIRE(px_open(&p, &pl_processor_redaction,
-                    "allowed_keys: [card, mail, note]\n"
-                    "ignored_keys: [note]\n"
-                    "blocked_values: ['[0-9]{16}', '.+@.+']\n"
-                    "allowed_values: ['.+@example\\.com']\n"
-                    "summary: debug\n",
-                    NULL) == PL_OK);
     px_capture cap;
-    px_capture_init(&cap);
-    pl_batch *b = px_traces(1, 1);
-    pl_span *sp = px_span(b, 0, 0);
-    px_put_str(b, &sp->attrs, "card", "1234567812345678");
-    px_put_str(b, &sp->attrs, "mail", "ops@example.com");
-    px_put_str(b, &sp->attrs, "note", "1234567812345678");
-    px_put_str(b, &sp->attrs, "user.id", "42");
-    px_put_str(b, &sp->attrs, "session", "abc");
-    CHECK_EQ_INT(px_consume(&p, b, &cap.consumer), PL_OK);
-    REQUIRE(cap.n == 1);
-    pl_attrs *a = &px_span(cap.batches[0], 0, 0)->attrs;
+    const char *const kv[] = {"card",    "1234567812345678",
+                              "mail",    "ops@example.com",
+                              "note",    "1234567812345678",
+                              "user.id", "42",
+                              "session", "abc",
+                              NULL};
+    pl_attrs *a = redact_one_span(&p, &cap,
+                                  "allowed_keys: [card, mail, note]\n"
+                                  "ignored_keys: [note]\n"
+                                  "blocked_values: ['[0-9]{16}', '.+@.+']\n"
+                                  "allowed_values: ['.+@example\\.com']\n"
+                                  "summary: debug\n",
+                                  kv);
+    REQUIRE(a != NULL);
     CHECK(attr(a, "user.id") == NULL); /* not allowed: removed by default */
     CHECK(attr(a, "session") == NULL);
     CHECK(attr_is_str(a, "card", "****"));
@@ -1461,30 +1466,19 @@ static void test_redaction_collector_semantics(void)
     px_close(&p);
 
     /* summary info: counts, no key names; default silent: nothing */
-    REQUIRE(px_open(&p, &pl_processor_redaction, "allowed_keys: [a]\nsummary: info\n", NULL) ==
-            PL_OK);
-    px_capture_init(&cap);
-    b = px_traces(1, 1);
-    sp = px_span(b, 0, 0);
-    px_put_str(b, &sp->attrs, "a", "1");
-    px_put_str(b, &sp->attrs, "b", "2");
-    CHECK_EQ_INT(px_consume(&p, b, &cap.consumer), PL_OK);
-    REQUIRE(cap.n == 1);
-    a = &px_span(cap.batches[0], 0, 0)->attrs;
+    const char *const kv2[] = {"a", "1", "b", "2", NULL};
+    a = redact_one_span(&p, &cap, "allowed_keys: [a]\nsummary: info\n", kv2);
+    REQUIRE(a != NULL);
     CHECK(attr(a, "redaction.redacted.keys") == NULL);
     cnt = attr(a, "redaction.redacted.count");
     CHECK(cnt && cnt->value.u.i == 2); /* b and http.route */
     px_capture_clear(&cap);
     px_close(&p);
 
-    REQUIRE(px_open(&p, &pl_processor_redaction, "", NULL) == PL_OK);
-    px_capture_init(&cap);
-    b = px_traces(1, 1);
-    sp = px_span(b, 0, 0);
-    px_put_str(b, &sp->attrs, "b", "2");
-    CHECK_EQ_INT(px_consume(&p, b, &cap.consumer), PL_OK);
-    REQUIRE(cap.n == 1);
-    CHECK_EQ_UINT(px_span(cap.batches[0], 0, 0)->attrs.n, 0); /* removed, no summary */
+    const char *const kv3[] = {"b", "2", NULL};
+    a = redact_one_span(&p, &cap, "", kv3);
+    REQUIRE(a != NULL);
+    CHECK_EQ_UINT(a->n, 0); /* removed, no summary */
     px_capture_clear(&cap);
     px_close(&p);
 }

@@ -177,20 +177,36 @@ static void test_push_request_from_pprof(void)
     pl_buf_free(&p);
 }
 
+/* Finishes a pprof writer (and frees it) and decodes what it wrote; NULL
+ * when either fails. */
+static pl_batch *finish_and_decode(pl_pprof_writer *w)
+{
+    pl_buf p;
+    pl_buf_init(&p);
+    int rc = pl_pprof_writer_finish(w, &p);
+    pl_pprof_writer_free(w);
+    pl_err err = {{0}};
+    pl_batch *batch = rc == 0 ? pl_pprof_decode(p.data, p.len, NULL, &err) : NULL;
+    pl_buf_free(&p);
+    return batch;
+}
+
+/* A pprof of one stack (leaf under main) with one sample of `value`. */
+static pl_batch *one_stack(const pl_pprof_writer_options *o, const char *leaf, int64_t value)
+{
+    pl_pprof_writer *w = pl_pprof_writer_new(o);
+    pl_bytes frames[] = {pl_bytes_from_cstr(leaf), PL_BYTES_LIT("main")};
+    pl_pprof_writer_add(w, frames, 2, value);
+    return finish_and_decode(w);
+}
+
 /* A count-only CPU profile (no cpu column) is sent converted to nanoseconds. */
 static void test_cpu_special_case_alone(void)
 {
     pl_pprof_writer_options o = {"samples", "count", "cpu", "nanoseconds", 10000000, 1, 1};
-    pl_pprof_writer *w = pl_pprof_writer_new(&o);
-    pl_bytes frames[] = {PL_BYTES_LIT("leaf"), PL_BYTES_LIT("main")};
-    pl_pprof_writer_add(w, frames, 2, 7);
-    pl_buf p;
-    pl_buf_init(&p);
-    REQUIRE(pl_pprof_writer_finish(w, &p) == 0);
-    pl_pprof_writer_free(w);
-    pl_err err = {{0}};
-    pl_batch *batch = pl_pprof_decode(p.data, p.len, NULL, &err);
+    pl_batch *batch = one_stack(&o, "leaf", 7);
     REQUIRE(batch);
+    pl_err err = {{0}};
     pl_buf out;
     pl_buf_init(&out);
     REQUIRE(pl_pyroscope_exporter_encode(batch, &out, &err) == PL_OK);
@@ -210,23 +226,15 @@ static void test_cpu_special_case_alone(void)
     pl_push_request_free(&req);
     pl_buf_free(&out);
     pl_batch_free(batch);
-    pl_buf_free(&p);
 }
 
 /* Go's mutex profile: contentions/count, named by the SDK's display name. */
 static void test_display_name_names_series(void)
 {
     pl_pprof_writer_options o = {"contentions", "count", "contentions", "count", 1, 1, 1};
-    pl_pprof_writer *w = pl_pprof_writer_new(&o);
-    pl_bytes frames[] = {PL_BYTES_LIT("sync.(*Mutex).Lock"), PL_BYTES_LIT("main")};
-    pl_pprof_writer_add(w, frames, 2, 3);
-    pl_buf p;
-    pl_buf_init(&p);
-    REQUIRE(pl_pprof_writer_finish(w, &p) == 0);
-    pl_pprof_writer_free(w);
-    pl_err err = {{0}};
-    pl_batch *batch = pl_pprof_decode(p.data, p.len, NULL, &err);
+    pl_batch *batch = one_stack(&o, "sync.(*Mutex).Lock", 3);
     REQUIRE(batch);
+    pl_err err = {{0}};
     pl_buf out;
     pl_buf_init(&out);
     pl_push_request req = {0};
@@ -252,7 +260,6 @@ static void test_display_name_names_series(void)
     pl_push_request_free(&req);
     pl_buf_free(&out);
     pl_batch_free(batch);
-    pl_buf_free(&p);
 }
 
 /* 40,000 samples go out as three pprofs (Pyroscope's 16,000 limit). */
@@ -266,13 +273,9 @@ static void test_large_profile_split(void)
         pl_bytes frames[] = {pl_bytes_from_cstr(names[i]), PL_BYTES_LIT("main")};
         pl_pprof_writer_add(w, frames, 2, 10);
     }
-    pl_buf p;
-    pl_buf_init(&p);
-    REQUIRE(pl_pprof_writer_finish(w, &p) == 0);
-    pl_pprof_writer_free(w);
-    pl_err err = {{0}};
-    pl_batch *batch = pl_pprof_decode(p.data, p.len, NULL, &err);
+    pl_batch *batch = finish_and_decode(w);
     REQUIRE(batch);
+    pl_err err = {{0}};
     pl_buf out;
     pl_buf_init(&out);
     REQUIRE(pl_pyroscope_exporter_encode(batch, &out, &err) == PL_OK);
@@ -297,7 +300,6 @@ static void test_large_profile_split(void)
     pl_push_request_free(&req);
     pl_buf_free(&out);
     pl_batch_free(batch);
-    pl_buf_free(&p);
 }
 
 /* ---- api: ingest against a scripted backend ------------------------------- */

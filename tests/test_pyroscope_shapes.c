@@ -241,6 +241,18 @@ static void expect_types(const type_totals *tt, const char *const *ids, const in
     }
 }
 
+/* The same for what was received (batch b) and for what the pyroscope
+ * exporter makes of it. */
+static void expect_types_in_and_out(const pl_batch *b, const char *const *ids,
+                                    const int64_t *totals, const int64_t *linked, int n)
+{
+    type_totals in = {.n = 0}, out = {.n = 0};
+    add_batch(&in, b, (pl_bytes){NULL, 0});
+    expect_types(&in, ids, totals, linked, n);
+    add_exported(&out, b);
+    expect_types(&out, ids, totals, linked, n);
+}
+
 /* Posts `sh` to /ingest as a pprof (gzipped) and checks the answer. */
 static pl_batch *ingest_shape(const char *query, const shape *sh, int status)
 {
@@ -281,11 +293,7 @@ static void test_pyspy_rbspy(void)
         REQUIRE(b);
         const char *ids[] = {"process_cpu:samples:count:cpu:nanoseconds"};
         int64_t totals[] = {11}, linked[] = {10};
-        type_totals in = {.n = 0}, out = {.n = 0};
-        add_batch(&in, b, (pl_bytes){NULL, 0});
-        expect_types(&in, ids, totals, linked, 1);
-        add_exported(&out, b);
-        expect_types(&out, ids, totals, linked, 1);
+        expect_types_in_and_out(b, ids, totals, linked, 1);
         CHECK_BYTES_STR(resource_attr(b, 0, "pyroscope.spy_name")->u.str, spies[i]);
         CHECK_BYTES_STR(resource_attr(b, 0, "env")->u.str, "prod");
         pl_batch_free(b);
@@ -316,11 +324,7 @@ static void test_dotnet(void)
         "process_cpu:lock_count:count:cpu:nanoseconds",
     };
     int64_t totals[] = {11, 22, 33, 44}, linked[] = {10, 20, 30, 40};
-    type_totals in = {.n = 0}, out = {.n = 0};
-    add_batch(&in, b, (pl_bytes){NULL, 0});
-    expect_types(&in, ids, totals, linked, 4);
-    add_exported(&out, b);
-    expect_types(&out, ids, totals, linked, 4);
+    expect_types_in_and_out(b, ids, totals, linked, 4);
     /* the repaired ids point at the right functions: the leaf is work */
     const pl_dictionary *d = &b->data.profiles.dict;
     const pl_profile *p = &b->data.profiles.resources[0].scopes[0].profiles[0];
@@ -378,11 +382,7 @@ static void test_nodejs_microseconds(void)
         "wall:cpu:microseconds:wall:microseconds",
     };
     int64_t totals[] = {11, 22, 33}, linked[] = {10, 20, 30};
-    type_totals in = {.n = 0}, out = {.n = 0};
-    add_batch(&in, b, (pl_bytes){NULL, 0});
-    expect_types(&in, ids, totals, linked, 3);
-    add_exported(&out, b);
-    expect_types(&out, ids, totals, linked, 3);
+    expect_types_in_and_out(b, ids, totals, linked, 3);
     pl_batch_free(b);
 }
 
@@ -423,11 +423,7 @@ static void test_push_block_and_mutex(void)
         "mutex:delay:nanoseconds:contentions:count",
     };
     int64_t totals[] = {11, 22, 11, 22}, linked[] = {10, 20, 10, 20};
-    type_totals in = {.n = 0}, out = {.n = 0};
-    add_batch(&in, b, (pl_bytes){NULL, 0});
-    expect_types(&in, ids, totals, linked, 4);
-    add_exported(&out, b);
-    expect_types(&out, ids, totals, linked, 4);
+    expect_types_in_and_out(b, ids, totals, linked, 4);
     CHECK(resource_attr(b, 0, "__name__") == NULL);
     pl_batch_free(b);
     pl_buf_free(&p1);
@@ -448,11 +444,7 @@ static void test_folded_names(void)
     CHECK_BYTES_STR(resource_attr(b, 0, "service.name")->u.str, "app");
     const char *ids[] = {"process_cpu:cpu:nanoseconds:cpu:nanoseconds"};
     int64_t totals[] = {5 * 10000000}, linked[] = {0};
-    type_totals in = {.n = 0}, out = {.n = 0};
-    add_batch(&in, b, (pl_bytes){NULL, 0});
-    expect_types(&in, ids, totals, linked, 1);
-    add_exported(&out, b);
-    expect_types(&out, ids, totals, linked, 1);
+    expect_types_in_and_out(b, ids, totals, linked, 1);
     /* the second line's leaf is " " under work: work keeps only 3 as self */
     const pl_dictionary *d = &b->data.profiles.dict;
     const pl_profile *p = &b->data.profiles.resources[0].scopes[0].profiles[0];

@@ -91,15 +91,7 @@ post() { # post PATH FILE: prints the HTTP status
 }
 q() { "$BIN" query "$@" --db "$DB" >"$TMP/out" 2>&1; }
 
-"$BIN" --config "$TMP/collector.yaml" 2>"$TMP/log" &
-PID=$!
-i=0
-while [ $i -lt 100 ]; do
-    code=$(curl -s -o /dev/null -w '%{http_code}' "http://127.0.0.1:$TEL/health" 2>/dev/null)
-    [ "$code" = 200 ] && break
-    sleep 0.05
-    i=$((i + 1))
-done
+start_proflink "$TMP/collector.yaml" "$TMP/log"
 check "proflink starts with the sqlite exporter" test "$code" = 200
 
 check "traces accepted over OTLP/HTTP JSON" test "$(post /v1/traces "$TMP/traces.json")" = 200
@@ -231,15 +223,7 @@ check "SIGTERM: proflink exits 0" test "$RC" -eq 0
 q trace "$TRACE"
 check "the store outlives the process" has "SELECT cart"
 
-"$BIN" --config "$TMP/collector.yaml" 2>"$TMP/log2" &
-PID=$!
-i=0
-while [ $i -lt 100 ]; do
-    code=$(curl -s -o /dev/null -w '%{http_code}' "http://127.0.0.1:$TEL/health" 2>/dev/null)
-    [ "$code" = 200 ] && break
-    sleep 0.05
-    i=$((i + 1))
-done
+start_proflink "$TMP/collector.yaml" "$TMP/log2"
 check "proflink reopens the store of a previous run" test "$code" = 200
 post /v1development/profiles "$TMP/profiles.json" >/dev/null
 i=0

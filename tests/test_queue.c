@@ -13,6 +13,7 @@
 
 #include "core/stats.h"
 #include "exporters/queue.h"
+#include "sqlite_damage_fixture.h"
 #include "testlib.h"
 
 /* ---- a scripted fake backend ------------------------------------------- */
@@ -158,6 +159,15 @@ static void env_init(env *e, const char *id)
     fake_init(&e->f, &e->loop);
 }
 
+/* env_init, then a queue with `qc` and the fast retry settings, started. */
+static pl_queue *env_start(env *e, const char *id, const pl_sending_queue_config *qc)
+{
+    env_init(e, id);
+    pl_retry_config rc = rcfg_fast();
+    e->q = env_open(e, qc, &rc);
+    return e->q;
+}
+
 static void env_finish(env *e)
 {
     if (e->q)
@@ -202,11 +212,8 @@ static pl_status push_str(pl_queue *q, const char *s)
 static void test_sends_everything_in_order_with_bounded_concurrency(void)
 {
     env e;
-    env_init(&e, "otlp/order");
     pl_sending_queue_config qc = qcfg_default();
-    pl_retry_config rc = rcfg_fast();
-    e.q = env_open(&e, &qc, &rc);
-    REQUIRE(e.q);
+    REQUIRE(env_start(&e, "otlp/order", &qc));
     const char *payloads[] = {"one", "two", "three", "four", "five"};
     for (int i = 0; i < 5; i++)
         CHECK_EQ_INT(push_str(e.q, payloads[i]), PL_OK);
@@ -229,12 +236,9 @@ static void fail_first_two(fake *f, size_t attempt, const fake_send *s, pl_send_
 static void test_retryable_failures_are_retried_until_accepted_once(void)
 {
     env e;
-    env_init(&e, "otlp/retry");
     pl_sending_queue_config qc = qcfg_default();
     qc.num_consumers = 1;
-    pl_retry_config rc = rcfg_fast();
-    e.q = env_open(&e, &qc, &rc);
-    REQUIRE(e.q);
+    REQUIRE(env_start(&e, "otlp/retry", &qc));
     e.f.policy = fail_first_two;
     CHECK_EQ_INT(push_str(e.q, "payload"), PL_OK);
     CHECK(run_until(&e, queue_empty, 2000));
@@ -256,11 +260,8 @@ static void always_permanent(fake *f, size_t attempt, const fake_send *s, pl_sen
 static void test_permanent_errors_are_not_retried_and_counted_failed(void)
 {
     env e;
-    env_init(&e, "otlp/permanent");
     pl_sending_queue_config qc = qcfg_default();
-    pl_retry_config rc = rcfg_fast();
-    e.q = env_open(&e, &qc, &rc);
-    REQUIRE(e.q);
+    REQUIRE(env_start(&e, "otlp/permanent", &qc));
     e.f.policy = always_permanent;
     CHECK_EQ_INT(push_str(e.q, "bad"), PL_OK);
     CHECK(run_until(&e, queue_empty, 2000));
@@ -303,11 +304,8 @@ static void test_gives_up_after_max_elapsed_time(void)
 static void test_retry_after_from_the_server_is_honoured(void)
 {
     env e;
-    env_init(&e, "otlp/retry-after");
     pl_sending_queue_config qc = qcfg_default();
-    pl_retry_config rc = rcfg_fast();
-    e.q = env_open(&e, &qc, &rc);
-    REQUIRE(e.q);
+    REQUIRE(env_start(&e, "otlp/retry-after", &qc));
     e.f.policy = fail_first_two;
     /* fail_first_two gives no delay; wrap: first failure asks for 150 ms */
     e.f.policy = always_retryable;
@@ -347,11 +345,8 @@ static void reject_three(fake *f, size_t attempt, const fake_send *s, pl_send_re
 static void test_partial_success_counts_rejected_as_failed_without_retry(void)
 {
     env e;
-    env_init(&e, "otlp/partial");
     pl_sending_queue_config qc = qcfg_default();
-    pl_retry_config rc = rcfg_fast();
-    e.q = env_open(&e, &qc, &rc);
-    REQUIRE(e.q);
+    REQUIRE(env_start(&e, "otlp/partial", &qc));
     e.f.policy = reject_three;
     CHECK_EQ_INT(push_str(e.q, "0123456789"), PL_OK);
     CHECK(run_until(&e, queue_empty, 2000));
@@ -364,13 +359,10 @@ static void test_partial_success_counts_rejected_as_failed_without_retry(void)
 static void test_full_queue_refuses_new_data(void)
 {
     env e;
-    env_init(&e, "otlp/full");
     pl_sending_queue_config qc = qcfg_default();
     qc.num_consumers = 1;
     qc.queue_size = 3;
-    pl_retry_config rc = rcfg_fast();
-    e.q = env_open(&e, &qc, &rc);
-    REQUIRE(e.q);
+    REQUIRE(env_start(&e, "otlp/full", &qc));
     e.f.hold = true; /* a backend that never answers */
     CHECK_EQ_INT(push_str(e.q, "a"), PL_OK);
     CHECK_EQ_INT(push_str(e.q, "b"), PL_OK);
@@ -390,13 +382,10 @@ static void test_full_queue_refuses_new_data(void)
 static void test_byte_and_item_bounds_refuse(void)
 {
     env e;
-    env_init(&e, "otlp/bytes");
     pl_sending_queue_config qc = qcfg_default();
     qc.max_bytes = 10;
     qc.max_items = 8;
-    pl_retry_config rc = rcfg_fast();
-    e.q = env_open(&e, &qc, &rc);
-    REQUIRE(e.q);
+    REQUIRE(env_start(&e, "otlp/bytes", &qc));
     e.f.hold = true;
     CHECK_EQ_INT(push_str(e.q, "12345678901234"), PL_OK); /* over the bound, but alone: accepted */
     CHECK_EQ_INT(push_str(e.q, "1"), PL_ERR_REFUSED);
@@ -414,13 +403,10 @@ static void test_byte_and_item_bounds_refuse(void)
 static void test_disabled_queue_holds_only_what_is_in_flight(void)
 {
     env e;
-    env_init(&e, "otlp/noqueue");
     pl_sending_queue_config qc = qcfg_default();
     qc.enabled = false;
     qc.num_consumers = 1;
-    pl_retry_config rc = rcfg_fast();
-    e.q = env_open(&e, &qc, &rc);
-    REQUIRE(e.q);
+    REQUIRE(env_start(&e, "otlp/noqueue", &qc));
     e.f.hold = true;
     CHECK_EQ_INT(push_str(e.q, "a"), PL_OK);
     CHECK_EQ_INT(push_str(e.q, "b"), PL_ERR_REFUSED);
@@ -430,11 +416,8 @@ static void test_disabled_queue_holds_only_what_is_in_flight(void)
 static void test_export_encodes_the_batch(void)
 {
     env e;
-    env_init(&e, "otlp/export");
     pl_sending_queue_config qc = qcfg_default();
-    pl_retry_config rc = rcfg_fast();
-    e.q = env_open(&e, &qc, &rc);
-    REQUIRE(e.q);
+    REQUIRE(env_start(&e, "otlp/export", &qc));
     pl_batch *b = pl_batch_new(PL_SIGNAL_LOGS);
     REQUIRE(b);
     b->data.raw = PL_BYTES_LIT("log-request");
@@ -521,13 +504,10 @@ static void test_kill_9_after_ack_loses_nothing(void)
     CHECK(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL);
 
     env e;
-    env_init(&e, "otlp/kill");
     pl_sending_queue_config qc = qcfg_default();
     qc.storage = path;
     qc.num_consumers = 1;
-    pl_retry_config rc = rcfg_fast();
-    e.q = env_open(&e, &qc, &rc);
-    REQUIRE(e.q);
+    REQUIRE(env_start(&e, "otlp/kill", &qc));
     pl_queue_info info;
     pl_queue_get_info(e.q, &info);
     CHECK_EQ_UINT(info.batches, 3);
@@ -610,12 +590,10 @@ static void test_storage_shutdown_keeps_unsent_data_for_next_start(void)
     char path[300];
     snprintf(path, sizeof(path), "%s/drain.db", tmpdir);
     env e;
-    env_init(&e, "otlp/drain");
     pl_sending_queue_config qc = qcfg_default();
     qc.storage = path;
     qc.num_consumers = 1;
-    pl_retry_config rc = rcfg_fast();
-    e.q = env_open(&e, &qc, &rc);
+    env_start(&e, "otlp/drain", &qc);
     REQUIRE(e.q);
     e.f.policy = always_retryable; /* backend down */
     CHECK_EQ_INT(push_str(e.q, "first"), PL_OK);
@@ -633,8 +611,7 @@ static void test_storage_shutdown_keeps_unsent_data_for_next_start(void)
     CHECK_EQ_UINT(pl_stats_get(e.stats, PL_SIGNAL_TRACES, PL_STAT_DROPPED), 0);
     env_finish(&e);
 
-    env_init(&e, "otlp/drain");
-    e.q = env_open(&e, &qc, &rc);
+    env_start(&e, "otlp/drain", &qc);
     REQUIRE(e.q);
     CHECK(run_until(&e, queue_empty, 2000));
     CHECK_EQ_UINT(e.f.n_delivered, 2);
@@ -666,12 +643,10 @@ static void test_damaged_storage_is_set_aside_and_salvaged(void)
     char path[300];
     snprintf(path, sizeof(path), "%s/damaged.db", tmpdir);
     env e;
-    env_init(&e, "otlp/damaged");
     pl_sending_queue_config qc = qcfg_default();
     qc.storage = path;
     qc.num_consumers = 1;
-    pl_retry_config rc = rcfg_fast();
-    e.q = env_open(&e, &qc, &rc);
+    env_start(&e, "otlp/damaged", &qc);
     REQUIRE(e.q);
     e.f.policy = always_retryable; /* backend down: the rows stay */
     CHECK_EQ_INT(push_str(e.q, "first"), PL_OK);
@@ -684,27 +659,9 @@ static void test_damaged_storage_is_set_aside_and_salvaged(void)
     env_finish(&e);
 
     /* other pages of the file, after the queue's, get garbage */
-    sqlite3 *db;
-    REQUIRE(sqlite3_open(path, &db) == SQLITE_OK);
-    CHECK(
-        sqlite3_exec(db,
-                     "CREATE TABLE filler(b BLOB);"
-                     "WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 40)"
-                     " INSERT INTO filler SELECT randomblob(9000) FROM n;",
-                     NULL, NULL, NULL) == SQLITE_OK);
-    sqlite3_close(db);
-    FILE *f = fopen(path, "r+b");
-    REQUIRE(f);
-    fseek(f, 0, SEEK_END);
-    long size = ftell(f);
-    REQUIRE(size > 8 * 16384);
-    fseek(f, size - 4 * 16384, SEEK_SET);
-    for (long i = 0; i < 4 * 16384; i++)
-        fputc(0xA5, f);
-    fclose(f);
+    REQUIRE(damage_sqlite_tail(path));
 
-    env_init(&e, "otlp/damaged");
-    e.q = env_open(&e, &qc, &rc);
+    env_start(&e, "otlp/damaged", &qc);
     REQUIRE(e.q); /* starts */
     CHECK_EQ_UINT(files_set_aside(path), 1);
     CHECK(run_until(&e, queue_empty, 2000));
@@ -718,13 +675,12 @@ static void test_damaged_storage_is_set_aside_and_salvaged(void)
     /* not a database at all: set aside, a fresh queue works */
     char *file = pl_queue_storage_file(path, "otlp/damaged");
     REQUIRE(file);
-    f = fopen(file, "wb");
+    FILE *f = fopen(file, "wb");
     REQUIRE(f);
     for (int i = 0; i < 100; i++)
         fputs("this is no database\n", f);
     fclose(f);
-    env_init(&e, "otlp/damaged");
-    e.q = env_open(&e, &qc, &rc);
+    env_start(&e, "otlp/damaged", &qc);
     REQUIRE(e.q);
     CHECK_EQ_UINT(files_set_aside(file), 2);
     CHECK_EQ_INT(push_str(e.q, "after"), PL_OK);
@@ -737,11 +693,8 @@ static void test_damaged_storage_is_set_aside_and_salvaged(void)
 static void test_memory_queue_drains_after_shutdown(void)
 {
     env e;
-    env_init(&e, "otlp/memdrain");
     pl_sending_queue_config qc = qcfg_default();
-    pl_retry_config rc = rcfg_fast();
-    e.q = env_open(&e, &qc, &rc);
-    REQUIRE(e.q);
+    REQUIRE(env_start(&e, "otlp/memdrain", &qc));
     e.f.policy = fail_first_two;
     CHECK_EQ_INT(push_str(e.q, "a"), PL_OK);
     CHECK_EQ_INT(push_str(e.q, "b"), PL_OK);
@@ -758,12 +711,9 @@ static void test_memory_queue_drains_after_shutdown(void)
 static void test_destroy_counts_unsent_memory_batches_as_dropped(void)
 {
     env e;
-    env_init(&e, "otlp/drop");
     pl_sending_queue_config qc = qcfg_default();
     qc.num_consumers = 1;
-    pl_retry_config rc = rcfg_fast();
-    e.q = env_open(&e, &qc, &rc);
-    REQUIRE(e.q);
+    REQUIRE(env_start(&e, "otlp/drop", &qc));
     e.f.hold = true;
     CHECK_EQ_INT(push_str(e.q, "inflight"), PL_OK);
     CHECK_EQ_INT(push_str(e.q, "queued"), PL_OK);

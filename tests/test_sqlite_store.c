@@ -1329,12 +1329,8 @@ static void test_svg_is_self_contained(void)
 
 int main(void)
 {
-    const char *tmp = getenv("TMPDIR");
-    snprintf(tmp_root, sizeof(tmp_root), "%s/proflink-store-test-XXXXXX", tmp ? tmp : "/tmp");
-    if (!mkdtemp(tmp_root)) {
-        perror("mkdtemp");
+    if (!tmp_root_make("proflink-store-test"))
         return 1;
-    }
     PL_RUN(test_round_trip_spans_then_samples);
     PL_RUN(test_round_trip_samples_then_spans);
     PL_RUN(test_duplicate_spans_and_repeated_samples);
@@ -1355,12 +1351,5 @@ int main(void)
     PL_RUN(test_exporter_size_limit);
     PL_RUN(test_json_api);
     PL_RUN(test_svg_is_self_contained);
-    int rc = pl_test_done();
-    if (rc == 0) {
-        char cmd[400];
-        snprintf(cmd, sizeof(cmd), "rm -rf '%s'", tmp_root);
-        if (system(cmd) != 0)
-            fprintf(stderr, "could not remove %s\n", tmp_root);
-    }
-    return rc;
+    return tmp_root_done();
 }

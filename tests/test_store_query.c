@@ -339,14 +339,25 @@ static void test_link_ratio(void)
     pl_store_close(s);
 }
 
-static void test_span_with_descendants(void)
+/* A new store named `name` holding the shop trace and its profile; NULL
+ * when it could not be made. */
+static pl_store *shop_store(const char *name)
 {
     char path[512];
-    fresh_path(path, sizeof(path), "desc.db");
+    fresh_path(path, sizeof(path), name);
     pl_store *s = open_rw(path);
+    if (s && (write_one(s, traces_batch("shop", shop_trace, 4)) != PL_OK ||
+              write_one(s, shop_profile()) != PL_OK)) {
+        pl_store_close(s);
+        return NULL;
+    }
+    return s;
+}
+
+static void test_span_with_descendants(void)
+{
+    pl_store *s = shop_store("desc.db");
     REQUIRE(s);
-    CHECK(write_one(s, traces_batch("shop", shop_trace, 4)) == PL_OK);
-    CHECK(write_one(s, shop_profile()) == PL_OK);
     pl_err err = {{0}};
     pl_profile_query q = {0};
     q.scope = PL_PROFILE_SPAN;
@@ -379,12 +390,8 @@ static void test_span_with_descendants(void)
 
 static void test_exports(void)
 {
-    char path[512];
-    fresh_path(path, sizeof(path), "exp.db");
-    pl_store *s = open_rw(path);
+    pl_store *s = shop_store("exp.db");
     REQUIRE(s);
-    CHECK(write_one(s, traces_batch("shop", shop_trace, 4)) == PL_OK);
-    CHECK(write_one(s, shop_profile()) == PL_OK);
     pl_err err = {{0}};
     pl_profile_query q = {0};
     q.scope = PL_PROFILE_TRACE;
@@ -518,12 +525,8 @@ static void test_api_on_its_own_thread(void)
 
 int main(void)
 {
-    const char *tmp = getenv("TMPDIR");
-    snprintf(tmp_root, sizeof(tmp_root), "%s/proflink-storeq-test-XXXXXX", tmp ? tmp : "/tmp");
-    if (!mkdtemp(tmp_root)) {
-        perror("mkdtemp");
+    if (!tmp_root_make("proflink-storeq-test"))
         return 1;
-    }
     PL_RUN(test_time_not_counts);
     PL_RUN(test_upgrade_from_schema_3);
     PL_RUN(test_search_filters);
@@ -531,12 +534,5 @@ int main(void)
     PL_RUN(test_span_with_descendants);
     PL_RUN(test_exports);
     PL_RUN(test_api_on_its_own_thread);
-    int rc = pl_test_done();
-    if (rc == 0) {
-        char cmd[400];
-        snprintf(cmd, sizeof(cmd), "rm -rf '%s'", tmp_root);
-        if (system(cmd) != 0)
-            fprintf(stderr, "could not remove %s\n", tmp_root);
-    }
-    return rc;
+    return tmp_root_done();
 }

@@ -20,6 +20,7 @@
 #include "store/store_routes.h"
 #include "store/traceql.h"
 #include "testlib.h"
+#include "profile_fixture.h"
 
 static const char *docs_path;
 
@@ -323,31 +324,13 @@ static void fill_store(void)
     d->stacks[1].location_indices[0] = 1;
     d->stacks[1].n_location_indices = 1;
     d->n_stacks = d->cap_stacks = 2;
-    ps->resources = pl_batch_alloc(b, sizeof(pl_resource_profiles));
-    ps->n_resources = 1;
-    pl_attrs_put(&b->arena, &ps->resources[0].resource.attrs, PL_BYTES_LIT("service.name"),
-                 pl_value_string(PL_BYTES_LIT("shop")));
-    ps->resources[0].scopes = pl_batch_alloc(b, sizeof(pl_scope_profiles));
-    ps->resources[0].n_scopes = 1;
-    pl_profile *p = pl_batch_alloc(b, sizeof(pl_profile));
-    ps->resources[0].scopes[0].profiles = p;
-    ps->resources[0].scopes[0].n_profiles = 1;
-    p->sample_type.type_strindex = pl_dict_intern_string(&b->arena, d, PL_BYTES_LIT("cpu"));
-    p->sample_type.unit_strindex = pl_dict_intern_string(&b->arena, d, PL_BYTES_LIT("nanoseconds"));
-    p->time_unix_nano = now;
-    p->samples = pl_batch_alloc(b, sizeof(pl_sample));
-    p->n_samples = 1;
-    p->samples[0].stack_index = 1;
     pl_link l;
     memset(&l, 0, sizeof(l));
     l.trace_id[15] = 1;
     memset(l.span_id, 0x12, 8);
     l.trace_id_len = 16;
     l.span_id_len = 8;
-    p->samples[0].link_index = pl_dict_add_link(&b->arena, d, &l);
-    p->samples[0].values = pl_batch_alloc(b, sizeof(int64_t));
-    p->samples[0].values[0] = 7000000;
-    p->samples[0].n_values = 1;
+    add_linked_cpu_profile(b, "shop", now, &l, 7000000);
     REQUIRE(pl_store_write_batch(s, b, NULL, &err) == PL_OK);
     pl_batch_free(b);
     pl_store_close(s);

@@ -14,6 +14,7 @@
 #include "core/value_json.h"
 #include "testlib.h"
 #include "tools/ref_enc.h"
+#include "xorshift.h"
 
 static char out[4096];
 
@@ -108,10 +109,7 @@ static uint64_t rng = 88172645463325252ull;
 
 static unsigned below(unsigned n)
 {
-    rng ^= rng << 13;
-    rng ^= rng >> 7;
-    rng ^= rng << 17;
-    return (unsigned)(rng % n);
+    return (unsigned)(xorshift64(&rng) % n);
 }
 
 static void rvalue(pl_batch *b, pl_value *v, int depth)

@@ -26,6 +26,8 @@
 #include "core/stats.h"
 #include "pipeline/consumer.h"
 #include "processors/correlation.h"
+#include "bench_util.h"
+#include "../xorshift.h"
 
 #define S(x) ((uint64_t)(x)*1000000000ull)
 
@@ -34,26 +36,6 @@ static uint64_t fake_clock(void *arg)
 {
     (void)arg;
     return fake_now;
-}
-
-static double cpu_seconds(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
-
-static long rss_kib(void)
-{
-    FILE *f = fopen("/proc/self/status", "r");
-    char line[256];
-    long v = -1;
-    while (f && fgets(line, sizeof(line), f))
-        if (strncmp(line, "VmRSS:", 6) == 0)
-            v = strtol(line + 6, NULL, 10);
-    if (f)
-        fclose(f);
-    return v;
 }
 
 /* Keeps what comes out, to free outside the timed sections. */
@@ -83,10 +65,7 @@ static void sink_free(sink *s)
 static uint64_t rng = 88172645463325252ull;
 static uint64_t next_rand(void)
 {
-    rng ^= rng << 13;
-    rng ^= rng >> 7;
-    rng ^= rng << 17;
-    return rng;
+    return xorshift64(&rng);
 }
 
 static void id8(uint64_t v, uint8_t out[8])

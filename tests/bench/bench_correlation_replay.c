@@ -41,6 +41,8 @@
 #include "core/stats.h"
 #include "pipeline/consumer.h"
 #include "processors/correlation.h"
+#include "bench_util.h"
+#include "../xorshift.h"
 
 #define NS       1000000000ull
 #define T0       (1700000000ull * NS)
@@ -56,33 +58,10 @@ static uint64_t fake_clock(void *arg)
     return fake_now;
 }
 
-static double cpu_seconds(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
-
-static long rss_kib(void)
-{
-    FILE *f = fopen("/proc/self/status", "r");
-    char line[256];
-    long v = -1;
-    while (f && fgets(line, sizeof(line), f))
-        if (strncmp(line, "VmRSS:", 6) == 0)
-            v = strtol(line + 6, NULL, 10);
-    if (f)
-        fclose(f);
-    return v;
-}
-
 static uint64_t rng = 0x9E3779B97F4A7C15ull;
 static uint64_t rnd(void)
 {
-    rng ^= rng << 13;
-    rng ^= rng >> 7;
-    rng ^= rng << 17;
-    return rng;
+    return xorshift64(&rng);
 }
 
 /* Span ids are an invertible mix of (trace number, kind): the checker reads

@@ -22,39 +22,13 @@
 #include <time.h>
 
 #include "proto/pprof.h"
-
-static void w_varint(pl_buf *b, uint64_t v)
-{
-    while (v >= 0x80) {
-        pl_buf_append_byte(b, (uint8_t)(v | 0x80));
-        v >>= 7;
-    }
-    pl_buf_append_byte(b, (uint8_t)v);
-}
-static void w_uint(pl_buf *b, uint32_t f, uint64_t v)
-{
-    w_varint(b, (uint64_t)f << 3);
-    w_varint(b, v);
-}
-static void w_bytes(pl_buf *b, uint32_t f, const void *p, size_t n)
-{
-    w_varint(b, (uint64_t)f << 3 | 2);
-    w_varint(b, n);
-    pl_buf_append(b, p, n);
-}
-static void w_msg(pl_buf *b, uint32_t f, pl_buf *m)
-{
-    w_bytes(b, f, m->data, m->len);
-    pl_buf_reset(m);
-}
+#include "../pb_writer_fixture.h"
+#include "../xorshift.h"
 
 static uint64_t rng = 88172645463325252ull;
 static uint32_t rnd(uint32_t n)
 {
-    rng ^= rng << 13;
-    rng ^= rng >> 7;
-    rng ^= rng << 17;
-    return (uint32_t)(rng % n);
+    return (uint32_t)(xorshift64(&rng) % n);
 }
 
 #define N_FUNCS   400

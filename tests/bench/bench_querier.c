@@ -276,16 +276,16 @@ int main(int argc, char **argv)
              "}",
              type, now_ms - 3600000, now_ms);
     run("1 h endpoint flame graph (http.route)", "SelectMergeStacktraces", body, 5);
-    snprintf(body, sizeof(body),
-             "{\"profile_typeID\":\"%s\",\"labelSelector\":\"{service_name=\\\"checkout\\\"}\","
-             "\"start\":%" PRId64 ",\"end\":%" PRId64 ",\"step\":15}",
-             type, now_ms - 3600000, now_ms);
-    run("1 h service series, 15 s steps", "SelectSeries", body, 10);
-    snprintf(body, sizeof(body),
-             "{\"profile_typeID\":\"%s\",\"labelSelector\":\"{service_name=\\\"checkout\\\"}\","
-             "\"start\":%" PRId64 ",\"end\":%" PRId64 ",\"step\":60}",
-             type, now_ms - 3600000, now_ms);
-    run("1 h service series, 60 s steps", "SelectSeries", body, 10);
+    static const int steps[] = {15, 60};
+    for (size_t i = 0; i < 2; i++) {
+        snprintf(body, sizeof(body),
+                 "{\"profile_typeID\":\"%s\",\"labelSelector\":\"{service_name=\\\"checkout\\\"}\","
+                 "\"start\":%" PRId64 ",\"end\":%" PRId64 ",\"step\":%d}",
+                 type, now_ms - 3600000, now_ms, steps[i]);
+        char name[64];
+        snprintf(name, sizeof(name), "1 h service series, %d s steps", steps[i]);
+        run(name, "SelectSeries", body, 10);
+    }
     snprintf(body, sizeof(body),
              "{\"matchers\":[\"{__profile_type__=\\\"%s\\\",service_name=\\\"checkout\\\"}\"],"
              "\"start\":%" PRId64 ",\"end\":%" PRId64 "}",

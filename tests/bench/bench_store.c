@@ -32,6 +32,7 @@
 #include "core/model.h"
 #include "core/stats.h"
 #include "store/sqlite_store.h"
+#include "../xorshift.h"
 
 #define SPANS_PER_TRACE 10
 /* 20 samples per trace, or $BENCH_SAMPLES_PER_TRACE (tests/bench/bench_querier.c's
@@ -52,10 +53,7 @@ static int stack_depth[N_STACKS];
 static uint64_t rng_state = 88172645463325252ull;
 static uint64_t rnd(void)
 {
-    rng_state ^= rng_state << 13;
-    rng_state ^= rng_state >> 7;
-    rng_state ^= rng_state << 17;
-    return rng_state;
+    return xorshift64(&rng_state);
 }
 
 static void trace_id_of(uint32_t t, uint8_t out[16])

@@ -54,6 +54,7 @@
 #include "otlp_json.h"
 #include "otlp_pb.h"
 #include "../traces_fixture.h"
+#include "../xorshift.h"
 
 typedef struct options {
     bool grpc;
@@ -128,10 +129,7 @@ static void record(double started, bool ok)
 static uint64_t rng_state = 0x9e3779b97f4a7c15ull;
 static uint64_t rng(void)
 {
-    rng_state ^= rng_state << 13;
-    rng_state ^= rng_state >> 7;
-    rng_state ^= rng_state << 17;
-    return rng_state;
+    return xorshift64(&rng_state);
 }
 
 static void build_body(pl_buf *out)

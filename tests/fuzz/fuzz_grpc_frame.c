@@ -12,6 +12,7 @@
 #include "core/model.h"
 #include "net/grpc.h"
 #include "otlp_pb.h"
+#include "../grpc_request_fixture.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
@@ -19,23 +20,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         return 0;
     static const char *const encodings[] = {NULL, "identity", "gzip", "zstd", "deflate", "snappy"};
     const char *enc = encodings[(data[0] & 7) % 6];
-    pl_http_header headers[2] = {{"content-type", 12, "application/grpc", 16}};
-    size_t n = 1;
-    if (enc)
-        headers[n++] = (pl_http_header){"grpc-encoding", 13, enc, strlen(enc)};
-    pl_http_request req;
-    memset(&req, 0, sizeof(req));
-    req.http_version = 2;
-    req.method = "POST";
-    req.path = "/opentelemetry.proto.collector.trace.v1.TraceService/Export";
-    req.query = "";
-    req.headers = headers;
-    req.n_headers = n;
-    req.body_len = size - 1;
-    req.body = malloc(req.body_len ? req.body_len : 1);
+    pl_http_header headers[2];
+    pl_http_request req =
+        grpc_request(headers, "/opentelemetry.proto.collector.trace.v1.TraceService/Export",
+                     data + 1, size - 1, enc);
     if (!req.body)
         return 0;
-    memcpy(req.body, data + 1, req.body_len);
     req.too_large = (data[0] & 0x80) && (data[0] & 0x40);
     size_t max = (data[0] & 0x40) ? 256 : (1 << 20);
     pl_grpc_message m;

@@ -24,6 +24,7 @@
 #include "store/sqlite_store.h"
 #include "store/traceql.h"
 #include "net/http_server.h"
+#include "../profile_fixture.h"
 
 static pl_sqlite_api *api;
 static char db_path[256];
@@ -96,31 +97,13 @@ static void fill_store(const char *path)
     d->stacks[1].location_indices[1] = 1;
     d->stacks[1].n_location_indices = 2;
     d->n_stacks = d->cap_stacks = 2;
-    ps->resources = pl_batch_alloc(b, sizeof(pl_resource_profiles));
-    ps->n_resources = 1;
-    pl_attrs_put(&b->arena, &ps->resources[0].resource.attrs, PL_BYTES_LIT("service.name"),
-                 pl_value_string(PL_BYTES_LIT("shop")));
-    ps->resources[0].scopes = pl_batch_alloc(b, sizeof(pl_scope_profiles));
-    ps->resources[0].n_scopes = 1;
-    pl_profile *p = pl_batch_alloc(b, sizeof(pl_profile));
-    ps->resources[0].scopes[0].profiles = p;
-    ps->resources[0].scopes[0].n_profiles = 1;
-    p->sample_type.type_strindex = pl_dict_intern_string(&b->arena, d, PL_BYTES_LIT("cpu"));
-    p->sample_type.unit_strindex = pl_dict_intern_string(&b->arena, d, PL_BYTES_LIT("nanoseconds"));
-    p->time_unix_nano = now;
-    p->samples = pl_batch_alloc(b, sizeof(pl_sample));
-    p->n_samples = 1;
-    p->samples[0].stack_index = 1;
     pl_link l;
     memset(&l, 0, sizeof(l));
     memset(l.trace_id, 0x11, 16);
     memset(l.span_id, 0x21, 8);
     l.trace_id_len = 16;
     l.span_id_len = 8;
-    p->samples[0].link_index = pl_dict_add_link(&b->arena, d, &l);
-    p->samples[0].values = pl_batch_alloc(b, sizeof(int64_t));
-    p->samples[0].values[0] = 1000000;
-    p->samples[0].n_values = 1;
+    add_linked_cpu_profile(b, "shop", now, &l, 1000000);
     pl_store_write_batch(s, b, NULL, &err);
     pl_batch_free(b);
     pl_store_close(s);

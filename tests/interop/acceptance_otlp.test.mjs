@@ -23,6 +23,7 @@ import {
   ProfilesRequest, ProfilesResponse,
 } from './lib/proflink.mjs';
 import grpc from '@grpc/grpc-js';
+import { profilesObject } from './lib/profiles.mjs';
 
 let pl, backends, grpcPort, httpPort;
 
@@ -178,37 +179,7 @@ test('exporter headers and compression reach the backends', async () => {
 });
 
 function profilesRequest(service) {
-  const hex = (h) => Buffer.from(h, 'hex');
-  return ProfilesRequest.fromObject({
-    resourceProfiles: [{
-      resource: { attributes: [{ key: 'service.name', value: { stringValue: service } }] },
-      scopeProfiles: [{
-        scope: { name: 'acc-profiler', version: '0.1' },
-        profiles: [{
-          sampleType: { typeStrindex: 3, unitStrindex: 4 },
-          samples: [
-            { stackIndex: 1, values: [10000000], linkIndex: 1, timestampsUnixNano: [String(BigInt(Date.now()) * 1000000n)], attributeIndices: [1] },
-            { stackIndex: 2, values: [20000000] },
-          ],
-          timeUnixNano: String(BigInt(Date.now() - 10000) * 1000000n),
-          durationNano: '10000000000',
-          periodType: { typeStrindex: 3, unitStrindex: 4 },
-          period: '10000000',
-          profileId: hex('0102030405060708090a0b0c0d0e0f10'),
-        }],
-      }],
-    }],
-    dictionary: {
-      mappingTable: [{}, { memoryStart: '4096', memoryLimit: '8192', filenameStrindex: 5 }],
-      locationTable: [{}, { mappingIndex: 1, address: '4660', lines: [{ functionIndex: 1, line: '42', column: '7' }] },
-        { lines: [{ functionIndex: 2, line: '9' }] }],
-      functionTable: [{}, { nameStrindex: 1, filenameStrindex: 2, startLine: '40' }, { nameStrindex: 6, systemNameStrindex: 6, filenameStrindex: 2 }],
-      linkTable: [{}, { traceId: hex('0af7651916cd43dd8448eb211c80319c'), spanId: hex('b7ad6b7169203331') }],
-      stringTable: ['', 'handleRequest', 'app.js', 'cpu', 'nanoseconds', '/usr/bin/node', 'main'],
-      attributeTable: [{}, { keyStrindex: 1, value: { stringValue: 'GET /cart' } }],
-      stackTable: [{}, { locationIndices: [1, 2] }, { locationIndices: [2] }],
-    },
-  });
+  return ProfilesRequest.fromObject(profilesObject(service, { scope: 'acc-profiler' }));
 }
 
 test('OTLP profiles (HTTP, and gRPC from grpc-js) reach ProfilesService/Export (grpc-js) and /v1development/profiles unchanged', { timeout: 30000 }, async () => {

@@ -22,6 +22,7 @@ import { resourceFromAttributes } from '@opentelemetry/resources';
 import { BasicTracerProvider, SimpleSpanProcessor } from '@opentelemetry/sdk-trace-base';
 import { OTLPTraceExporter } from '@opentelemetry/exporter-trace-otlp-proto';
 import { freePorts, startProflink, waitFor, httpBackend, PushRequest, TraceRequest } from './lib/proflink.mjs';
+import { labelledSpans } from './lib/pyroscope_sdk.mjs';
 
 function readBody(req) {
   return new Promise((resolve, reject) => {
@@ -136,17 +137,9 @@ service:
       flushIntervalMs: 1500, wall: { collectCpuTime: true }, tags: { region: 'eu' },
     });
     Pyroscope.start();
-    const spans = [];
-    for (let i = 0; i < 3; i++) {
-      const span = tracer.startSpan(`GET /work/${i}`);
-      spans.push(span.spanContext().spanId);
-      Pyroscope.wrapWithLabels({ span_id: span.spanContext().spanId }, () => burnCpuInWork(500));
-      span.end();
-      await new Promise((r) => setTimeout(r, 20));
-    }
-    await Pyroscope.stop();
-    await provider.forceFlush();
-    await provider.shutdown();
+    const spans = await labelledSpans({
+      tracer, provider, Pyroscope, name: 'GET /work', burn: () => burnCpuInWork(500),
+    });
 
     // What the SDK sent (through the proxy), per sample type.
     const sent = new Map();

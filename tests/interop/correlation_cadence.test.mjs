@@ -17,7 +17,6 @@
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import fs from 'node:fs';
-import os from 'node:os';
 import path from 'node:path';
 import zlib from 'node:zlib';
 import { execFileSync } from 'node:child_process';
@@ -29,12 +28,13 @@ import { context, trace } from '@opentelemetry/api';
 import { resourceFromAttributes } from '@opentelemetry/resources';
 import { BasicTracerProvider, BatchSpanProcessor } from '@opentelemetry/sdk-trace-base';
 import {
-  BIN, freePort, httpGet, pushSink, PushRequest, readJsonLines, sleep, startProflink, until,
+  BIN, httpGet, PushRequest, readJsonLines, sleep, until,
 } from './lib/common.mjs';
+import { startPushStack } from './lib/push_stack.mjs';
 
 const RUN_MS = 62000; // a little over the SDK's 60 s flush interval
-let pl, tmp, sink;
-let otlpPort, pyroPort, sinkPort, metricsPort;
+let pl, tmp, stop;
+let otlpPort, pyroPort, metricsPort;
 const pushes = [];
 
 // The correlation settings of the project's collector.yaml, read from it.
@@ -47,42 +47,18 @@ function collectorCorrelation() {
 }
 
 before(async () => {
-  [otlpPort, pyroPort, sinkPort, metricsPort] =
-    await Promise.all([freePort(), freePort(), freePort(), freePort()]);
-  tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'proflink-cadence-'));
-  sink = await pushSink(sinkPort, pushes);
-  pl = await startProflink(`
-receivers:
-  otlp:
-    protocols:
-      http:
-        endpoint: 127.0.0.1:${otlpPort}
-  pyroscope:
-    endpoint: 127.0.0.1:${pyroPort}
-processors:
-${collectorCorrelation()}
-exporters:
-  file:
-    path: ${path.join(tmp, 'out.jsonl')}
-  pyroscope:
-    endpoint: http://127.0.0.1:${sinkPort}
-  sqlite:
-    path: ${path.join(tmp, 'store.db')}
-service:
-  telemetry:
-    logs: { level: warn }
-    metrics: { address: 127.0.0.1:${metricsPort} }
-  pipelines:
-    traces: { receivers: [otlp], processors: [correlation], exporters: [file, sqlite] }
-    profiles: { receivers: [pyroscope], processors: [correlation], exporters: [pyroscope, sqlite] }
-`, { dir: tmp, ports: [otlpPort, pyroPort] });
+  ({ pl, tmp, otlpPort, pyroPort, metricsPort, stop } = await startPushStack({
+    prefix: 'proflink-cadence-', pushes,
+    processors: () => collectorCorrelation().replace(/\n$/, ''),
+    exporters: (p) => `  sqlite:
+    path: ${path.join(p.tmp, 'store.db')}`,
+    pipelines: () => `    traces: { receivers: [otlp], processors: [correlation], exporters: [file, sqlite] }
+    profiles: { receivers: [pyroscope], processors: [correlation], exporters: [pyroscope, sqlite] }`,
+  }));
 });
 
 after(async () => {
-  await pl?.stop(5000);
-  sink?.close();
-  if (tmp) fs.rmSync(tmp, { recursive: true, force: true });
-  if (pl?.log.trim()) console.log('proflink stderr:\n' + pl.log);
+  await stop?.();
 });
 
 function burnCpu(ms) {

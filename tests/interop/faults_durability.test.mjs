@@ -19,13 +19,13 @@
 import { test, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
-import crypto from 'node:crypto';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import {
-  TraceRequest, freePort, httpBackend, postTraces, sleep, startProflink, waitFor,
+  freePort, httpBackend, postTraces, sleep, startProflink, waitFor,
 } from './lib/proflink.mjs';
+import { randomTraceRequest } from './lib/traces.mjs';
 
 const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'proflink-faults-'));
 const running = new Set();
@@ -37,26 +37,7 @@ after(async () => {
 });
 
 function makeRequest(n) {
-  const traceId = crypto.randomBytes(16);
-  const ids = [];
-  const spans = [];
-  const now = BigInt(Date.now()) * 1000000n;
-  for (let i = 0; i < n; i++) {
-    const spanId = crypto.randomBytes(8);
-    ids.push(spanId.toString('hex'));
-    spans.push({
-      traceId, spanId, name: `op-${i}`, kind: 2,
-      startTimeUnixNano: String(now), endTimeUnixNano: String(now + 1000000n),
-      attributes: [{ key: 'http.route', value: { stringValue: `/route/${i % 7}` } }],
-    });
-  }
-  const bytes = TraceRequest.encode(TraceRequest.fromObject({
-    resourceSpans: [{
-      resource: { attributes: [{ key: 'service.name', value: { stringValue: 'faults-test' } }] },
-      scopeSpans: [{ spans }],
-    }],
-  })).finish();
-  return { bytes: Buffer.from(bytes), ids };
+  return randomTraceRequest(n, 'faults-test', { routes: true });
 }
 
 function config(port, backendPort, dir, window = '500ms') {

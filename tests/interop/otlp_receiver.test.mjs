@@ -29,6 +29,7 @@ import { OTLPTraceExporter as JsonExporter } from '@opentelemetry/exporter-trace
 import {
   exportSpans, freePort, loadProtos, request as post, startProflink, tracerProvider, until,
 } from './lib/common.mjs';
+import { profilesObject } from './lib/profiles.mjs';
 
 // ---- protobuf types, from proflink's own .proto files ----------------------
 const protoRoot = loadProtos([
@@ -243,40 +244,10 @@ for (const v of variants) {
 }
 
 function profilesRequest(service) {
-  const hex = (h) => Buffer.from(h, 'hex');
-  return ProfilesReq.fromObject({
-    resourceProfiles: [{
-      resource: { attributes: [{ key: 'service.name', value: { stringValue: service } }] },
-      scopeProfiles: [{
-        scope: { name: 'interop-profiler', version: '0.1' },
-        profiles: [{
-          sampleType: { typeStrindex: 3, unitStrindex: 4 },
-          samples: [
-            { stackIndex: 1, values: [10000000], linkIndex: 1,
-              timestampsUnixNano: ['1700000000100000000'], attributeIndices: [1] },
-            { stackIndex: 2, values: [20000000, 5] },
-          ],
-          timeUnixNano: '1700000000000000000',
-          durationNano: '10000000000',
-          periodType: { typeStrindex: 3, unitStrindex: 4 },
-          period: '10000000',
-          profileId: hex('0102030405060708090a0b0c0d0e0f10'),
-          attributeIndices: [1],
-        }],
-      }],
-    }],
-    dictionary: {
-      mappingTable: [{}, { memoryStart: '4096', memoryLimit: '8192', filenameStrindex: 5 }],
-      locationTable: [{}, { mappingIndex: 1, address: '4660', lines: [{ functionIndex: 1, line: '42', column: '7' }] },
-                      { lines: [{ functionIndex: 2, line: '9' }] }],
-      functionTable: [{}, { nameStrindex: 1, filenameStrindex: 2, startLine: '40' },
-                      { nameStrindex: 6, systemNameStrindex: 6, filenameStrindex: 2 }],
-      linkTable: [{}, { traceId: hex('0af7651916cd43dd8448eb211c80319c'), spanId: hex('b7ad6b7169203331') }],
-      stringTable: ['', 'handleRequest', 'app.js', 'cpu', 'nanoseconds', '/usr/bin/node', 'main'],
-      attributeTable: [{}, { keyStrindex: 1, value: { stringValue: 'GET /cart' } }],
-      stackTable: [{}, { locationIndices: [1, 2] }, { locationIndices: [2] }],
-    },
-  });
+  return ProfilesReq.fromObject(profilesObject(service, {
+    scope: 'interop-profiler', sampleTimeNs: '1700000000100000000', startNs: '1700000000000000000',
+    secondValues: [20000000, 5], profileAttributeIndices: [1],
+  }));
 }
 
 function profilesOf(service) {

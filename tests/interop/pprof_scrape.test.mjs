@@ -30,6 +30,7 @@ import {
 import {
   FIXTURES, freePort, mapObj, otlpProfileTotals, readJsonLines as readFileLines, startProflink, until,
 } from './lib/common.mjs';
+import { profilesToFile } from './lib/yaml.mjs';
 
 const CPU_FIXTURE = fs.readFileSync(path.join(FIXTURES, 'nodejs_wall.pprof.gz'));
 
@@ -132,15 +133,7 @@ receivers:
         labels: { service.name: slow-svc }
         headers: { X-Target: slow }
         timeout: 1s
-exporters:
-  file:
-    path: ${path.join(tmp, 'out.jsonl')}
-service:
-  telemetry:
-    logs: { level: warn }
-    metrics: { address: 127.0.0.1:${metricsPort} }
-  pipelines:
-    profiles: { receivers: [pprof_scrape], exporters: [file] }
+${profilesToFile(tmp, metricsPort)}
 `, { dir: tmp });
 });
 

@@ -18,7 +18,6 @@
 // Run: cd tests/interop && PROFLINK_BIN=../../build-<you>/proflink node --test pprof_scrape_contention.test.mjs
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { execFileSync, spawn } from 'node:child_process';
 import fs from 'node:fs';
 import http from 'node:http';
 import os from 'node:os';
@@ -27,8 +26,9 @@ import zlib from 'node:zlib';
 
 import { Profile } from 'pprof-format';
 import {
-  FIXTURES, freePort, pushSink, PushRequest, readJsonLines, startProflink, until,
+  freePort, pushSink, PushRequest, readJsonLines, startProflink, until,
 } from './lib/common.mjs';
+import { runGoFixture } from './lib/gofixture.mjs';
 
 let pl, tmp, go, goPort, sink;
 const pushes = [];
@@ -45,16 +45,7 @@ function get(p, binary = false) {
 
 before(async () => {
   tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'proflink-contend-'));
-  const bin = path.join(tmp, 'gocontend');
-  execFileSync('go', ['build', '-o', bin, path.join(FIXTURES, 'gocontend', 'main.go')], {
-    env: { ...process.env, GOCACHE: path.join(tmp, 'gocache'), GOPATH: path.join(tmp, 'gopath'), GOFLAGS: '-mod=mod', GO111MODULE: 'off' },
-    stdio: 'inherit',
-  });
-  go = spawn(bin, [], { stdio: ['ignore', 'pipe', 'inherit'] });
-  goPort = await new Promise((resolve, reject) => {
-    go.stdout.once('data', (d) => resolve(Number(String(d).trim())));
-    go.once('exit', (c) => reject(new Error(`gocontend exited ${c}`)));
-  });
+  ({ go, port: goPort } = await runGoFixture('gocontend', tmp));
   const [metricsPort, sinkPort] = await Promise.all([freePort(), freePort()]);
   sink = await pushSink(sinkPort, pushes);
   pl = await startProflink(`

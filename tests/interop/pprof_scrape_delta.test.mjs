@@ -15,15 +15,16 @@
 // Run: cd tests/interop && PROFLINK_BIN=../../build-<you>/proflink node --test pprof_scrape_delta.test.mjs
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { execFileSync, spawn } from 'node:child_process';
 import fs from 'node:fs';
 import http from 'node:http';
 import os from 'node:os';
 import path from 'node:path';
 
 import {
-  FIXTURES, freePort, readJsonLines, startProflink, until,
+  freePort, readJsonLines, startProflink, until,
 } from './lib/common.mjs';
+import { runGoFixture } from './lib/gofixture.mjs';
+import { profilesToFile } from './lib/yaml.mjs';
 
 let pl, tmp, go, goPort;
 
@@ -39,16 +40,7 @@ function get(p) {
 
 before(async () => {
   tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'proflink-delta-'));
-  const bin = path.join(tmp, 'goalloc');
-  execFileSync('go', ['build', '-o', bin, path.join(FIXTURES, 'goalloc', 'main.go')], {
-    env: { ...process.env, GOCACHE: path.join(tmp, 'gocache'), GOPATH: path.join(tmp, 'gopath'), GOFLAGS: '-mod=mod', GO111MODULE: 'off' },
-    stdio: 'inherit',
-  });
-  go = spawn(bin, [], { stdio: ['ignore', 'pipe', 'inherit'] });
-  goPort = await new Promise((resolve, reject) => {
-    go.stdout.once('data', (d) => resolve(Number(String(d).trim())));
-    go.once('exit', (c) => reject(new Error(`goalloc exited ${c}`)));
-  });
+  ({ go, port: goPort } = await runGoFixture('goalloc', tmp));
   const metricsPort = await freePort();
   pl = await startProflink(`
 receivers:
@@ -58,15 +50,7 @@ receivers:
     targets:
       - endpoint: http://127.0.0.1:${goPort}
         labels: { service.name: goalloc }
-exporters:
-  file:
-    path: ${path.join(tmp, 'out.jsonl')}
-service:
-  telemetry:
-    logs: { level: warn }
-    metrics: { address: 127.0.0.1:${metricsPort} }
-  pipelines:
-    profiles: { receivers: [pprof_scrape], exporters: [file] }
+${profilesToFile(tmp, metricsPort)}
 `, { dir: tmp });
 });
 

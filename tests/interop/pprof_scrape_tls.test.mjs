@@ -19,6 +19,7 @@ import {
   Profile, StringTable, ValueType, Sample, Location, Line, Function as PFunction,
 } from 'pprof-format';
 import { freePort, readJsonLines, startProflink, until } from './lib/common.mjs';
+import { profilesToFile } from './lib/yaml.mjs';
 
 let pl, tmp, server;
 const seen = []; // x-target header of every request that arrived
@@ -66,15 +67,7 @@ receivers:
         labels: { service.name: tls-skip }
         headers: { X-Target: skip }
         tls: { insecure_skip_verify: true }
-exporters:
-  file:
-    path: ${path.join(tmp, 'out.jsonl')}
-service:
-  telemetry:
-    logs: { level: error }
-    metrics: { address: 127.0.0.1:${metricsPort} }
-  pipelines:
-    profiles: { receivers: [pprof_scrape], exporters: [file] }
+${profilesToFile(tmp, metricsPort, { logLevel: 'error' })}
 `, { dir: tmp });
 });
 

@@ -9,8 +9,6 @@
 // Run: cd tests/interop && PROFLINK_BIN=../../build-<you>/proflink node --test pyroscope_correlation.test.mjs
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import fs from 'node:fs';
-import os from 'node:os';
 import path from 'node:path';
 import zlib from 'node:zlib';
 
@@ -18,50 +16,28 @@ import { Profile } from 'pprof-format';
 import Pyroscope from '@pyroscope/nodejs';
 import { OTLPTraceExporter } from '@opentelemetry/exporter-trace-otlp-http';
 import {
-  freePort, pushSink, PushRequest, readJsonLines as readFileLines, startProflink, tracerProvider,
+  PushRequest, readJsonLines as readFileLines, tracerProvider,
   until,
 } from './lib/common.mjs';
+import { startPushStack } from './lib/push_stack.mjs';
+import { labelledSpans } from './lib/pyroscope_sdk.mjs';
 
-let pl, tmp, sink;
-let otlpPort, pyroPort, sinkPort, metricsPort;
+let pl, tmp, stop;
+let otlpPort, pyroPort;
 const pushes = [];
 
 before(async () => {
-  [otlpPort, pyroPort, sinkPort, metricsPort] =
-    await Promise.all([freePort(), freePort(), freePort(), freePort()]);
-  tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'proflink-pyro-corr-'));
-  sink = await pushSink(sinkPort, pushes);
-  pl = await startProflink(`
-receivers:
-  otlp:
-    protocols:
-      http:
-        endpoint: 127.0.0.1:${otlpPort}
-  pyroscope:
-    endpoint: 127.0.0.1:${pyroPort}
-processors:
-  correlation:
-    window: 3s
-exporters:
-  file:
-    path: ${path.join(tmp, 'out.jsonl')}
-  pyroscope:
-    endpoint: http://127.0.0.1:${sinkPort}
-service:
-  telemetry:
-    logs: { level: warn }
-    metrics: { address: 127.0.0.1:${metricsPort} }
-  pipelines:
-    traces: { receivers: [otlp], processors: [correlation], exporters: [file] }
-    profiles: { receivers: [pyroscope], processors: [correlation], exporters: [pyroscope] }
-`, { dir: tmp, ports: [otlpPort, pyroPort] });
+  ({ pl, tmp, otlpPort, pyroPort, stop } = await startPushStack({
+    prefix: 'proflink-pyro-corr-', pushes,
+    processors: () => `  correlation:
+    window: 3s`,
+    pipelines: () => `    traces: { receivers: [otlp], processors: [correlation], exporters: [file] }
+    profiles: { receivers: [pyroscope], processors: [correlation], exporters: [pyroscope] }`,
+  }));
 });
 
 after(async () => {
-  await pl?.stop(5000);
-  sink?.close();
-  if (tmp) fs.rmSync(tmp, { recursive: true, force: true });
-  if (pl?.log.trim()) console.log('proflink stderr:\n' + pl.log);
+  await stop?.();
 });
 
 function burnCpuInRequest(ms) {
@@ -78,17 +54,9 @@ test('spans get pyroscope.profile.id and pushed samples carry span_id and span_n
   Pyroscope.init({ serverAddress: `http://127.0.0.1:${pyroPort}`, appName: 'corr-app',
     flushIntervalMs: 1000, wall: { collectCpuTime: true } });
   Pyroscope.start();
-  const spans = [];
-  for (let i = 0; i < 3; i++) {
-    const span = tracer.startSpan(`GET /item/${i}`);
-    spans.push(span.spanContext().spanId);
-    Pyroscope.wrapWithLabels({ span_id: span.spanContext().spanId }, () => burnCpuInRequest(400));
-    span.end();
-    await new Promise((r) => setTimeout(r, 20));
-  }
-  await Pyroscope.stop();
-  await provider.forceFlush();
-  await provider.shutdown();
+  const spans = await labelledSpans({
+    tracer, provider, Pyroscope, name: 'GET /item', burn: () => burnCpuInRequest(400),
+  });
 
   // Spans leave the correlation window with their profile summary.
   const out = path.join(tmp, 'out.jsonl');

@@ -22,62 +22,38 @@
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import fs from 'node:fs';
-import os from 'node:os';
 import path from 'node:path';
 import zlib from 'node:zlib';
 
 import { Profile } from 'pprof-format';
 import { OTLPTraceExporter } from '@opentelemetry/exporter-trace-otlp-http';
 import {
-  freePort, loadProtos, pushSink, PushRequest, readJsonLines, request as post, startProflink,
+  loadProtos, PushRequest, readJsonLines, request as post,
   tracerProvider, until,
 } from './lib/common.mjs';
+import { startPushStack } from './lib/push_stack.mjs';
 import { repo } from './lib/proflink.mjs';
 
 const JFR_DIR = path.join(repo, 'tests', 'jfr');
 const LabelsSnapshot = loadProtos(['jfr/labels.proto']).lookupType('jfr.LabelsSnapshot');
 
-let pl, tmp, sink;
-let otlpPort, pyroPort, sinkPort, metricsPort;
+let pl, tmp, stop;
+let otlpPort, pyroPort;
 const pushes = [];
 
 before(async () => {
-  [otlpPort, pyroPort, sinkPort, metricsPort] =
-    await Promise.all([freePort(), freePort(), freePort(), freePort()]);
-  tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'proflink-jfr-'));
-  sink = await pushSink(sinkPort, pushes);
-  pl = await startProflink(`
-receivers:
-  otlp:
-    protocols:
-      http:
-        endpoint: 127.0.0.1:${otlpPort}
-  pyroscope:
-    endpoint: 127.0.0.1:${pyroPort}
-processors:
-  correlation:
+  ({ pl, tmp, otlpPort, pyroPort, stop } = await startPushStack({
+    prefix: 'proflink-jfr-', pushes,
+    processors: () => `  correlation:
     window: 2s
-    max_window: 0s   # spans wait the window (one upload teaches no cadence)
-exporters:
-  file:
-    path: ${path.join(tmp, 'out.jsonl')}
-  pyroscope:
-    endpoint: http://127.0.0.1:${sinkPort}
-service:
-  telemetry:
-    logs: { level: warn }
-    metrics: { address: 127.0.0.1:${metricsPort} }
-  pipelines:
-    traces: { receivers: [otlp], processors: [correlation], exporters: [file] }
-    profiles: { receivers: [pyroscope], processors: [correlation], exporters: [file, pyroscope] }
-`, { dir: tmp, ports: [otlpPort, pyroPort] });
+    max_window: 0s   # spans wait the window (one upload teaches no cadence)`,
+    pipelines: () => `    traces: { receivers: [otlp], processors: [correlation], exporters: [file] }
+    profiles: { receivers: [pyroscope], processors: [correlation], exporters: [file, pyroscope] }`,
+  }));
 });
 
 after(async () => {
-  await pl?.stop(5000);
-  sink?.close();
-  if (tmp) fs.rmSync(tmp, { recursive: true, force: true });
-  if (pl?.log.trim()) console.log('proflink stderr:\n' + pl.log);
+  await stop?.();
 });
 
 function multipart(parts) {

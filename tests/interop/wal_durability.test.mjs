@@ -16,13 +16,13 @@
 
 import { test, after } from 'node:test';
 import assert from 'node:assert/strict';
-import crypto from 'node:crypto';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import {
-  TraceRequest, freePort, httpBackend, postTraces, sleep, startProflink, waitFor,
+  freePort, httpBackend, postTraces, sleep, startProflink, waitFor,
 } from './lib/proflink.mjs';
+import { randomTraceRequest } from './lib/traces.mjs';
 
 const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'proflink-wal-'));
 const running = new Set();
@@ -32,25 +32,7 @@ after(() => {
 });
 
 function makeRequest(n) {
-  const traceId = crypto.randomBytes(16);
-  const ids = [];
-  const spans = [];
-  const now = BigInt(Date.now()) * 1000000n;
-  for (let i = 0; i < n; i++) {
-    const spanId = crypto.randomBytes(8);
-    ids.push(spanId.toString('hex'));
-    spans.push({
-      traceId, spanId, name: `op-${i}`, kind: 2,
-      startTimeUnixNano: String(now), endTimeUnixNano: String(now + 1000000n),
-    });
-  }
-  const bytes = TraceRequest.encode(TraceRequest.fromObject({
-    resourceSpans: [{
-      resource: { attributes: [{ key: 'service.name', value: { stringValue: 'wal-test' } }] },
-      scopeSpans: [{ spans }],
-    }],
-  })).finish();
-  return { bytes: Buffer.from(bytes), ids };
+  return randomTraceRequest(n, 'wal-test');
 }
 
 function config(port, backendPort, storage, { batchTimeout, window }) {
@@ -78,6 +60,19 @@ async function start(yaml, port) {
   const h = await startProflink(yaml, { ports: [port] });
   running.add(h);
   return h;
+}
+
+// Waits (20 s at most) until every id has reached the backend, failing with
+// the number missing and proflink's log otherwise; then, a moment later,
+// checks that each arrived exactly once.
+async function expectEachOnce(backend, ids, h, what) {
+  try {
+    await waitFor(() => ids.every((id) => backend.counts.has(id)), 20000, `answered spans (${what})`);
+  } catch (e) {
+    assert.fail(`${ids.filter((id) => !backend.counts.has(id)).length} of ${ids.length} answered spans missing (${what}); log:\n${h.log}`);
+  }
+  await sleep(500);
+  assertEachOnce(backend, ids, what);
 }
 
 function assertEachOnce(backend, ids, what) {
@@ -114,13 +109,7 @@ test('kill -9 with batch and correlation holding answered spans: each arrives ex
   }
 
   h = await start(quick, port);
-  try {
-    await waitFor(() => ids.every((id) => backend.counts.has(id)), 20000, 'answered spans after restart');
-  } catch (e) {
-    assert.fail(`${ids.filter((id) => !backend.counts.has(id)).length} of ${ids.length} answered spans missing; log:\n${h.log}`);
-  }
-  await sleep(500);
-  assertEachOnce(backend, ids, 'after the first restart');
+  await expectEachOnce(backend, ids, h, 'after the first restart');
 
   // Delivered data is gone from both the log and the queue: another crash
   // and restart sends nothing again.
@@ -151,13 +140,7 @@ test('kill -9 with part of the answered data already queued and the backend down
   await h.kill9();
   const backend = await httpBackend({ port: backendPort });
   h = await start(config(port, backendPort, storage, { batchTimeout: '100ms', window: '1s' }), port);
-  try {
-    await waitFor(() => ids.every((id) => backend.counts.has(id)), 20000, 'answered spans');
-  } catch (e) {
-    assert.fail(`${ids.filter((id) => !backend.counts.has(id)).length} of ${ids.length} missing; log:\n${h.log}`);
-  }
-  await sleep(500);
-  assertEachOnce(backend, ids, 'queued and held parts');
+  await expectEachOnce(backend, ids, h, 'queued and held parts');
   await h.stop();
   await backend.stop();
 });
@@ -189,13 +172,7 @@ test('a reload (SIGHUP) keeps the log: answered spans from before and after it s
   // may have reached the backend already); the rest is held at the kill.
   await h.kill9();
   h = await start(config(port, backend.port, storage, { batchTimeout: '100ms', window: '1s' }), port);
-  try {
-    await waitFor(() => ids.every((id) => backend.counts.has(id)), 20000, 'answered spans');
-  } catch (e) {
-    assert.fail(`${ids.filter((id) => !backend.counts.has(id)).length} of ${ids.length} missing; log:\n${h.log}`);
-  }
-  await sleep(500);
-  assertEachOnce(backend, ids, 'across a reload');
+  await expectEachOnce(backend, ids, h, 'across a reload');
   await h.stop();
   await backend.stop();
 });
@@ -225,13 +202,7 @@ test('a batch the full queue refuses after the answer is kept and sent after res
   await backend.stop();
   backend = await httpBackend({ port: backendPort });
   h = await start(yaml, port);
-  try {
-    await waitFor(() => ids.every((id) => backend.counts.has(id)), 20000, 'answered spans');
-  } catch (e) {
-    assert.fail(`${ids.filter((id) => !backend.counts.has(id)).length} of ${ids.length} missing; log:\n${h.log}`);
-  }
-  await sleep(500);
-  assertEachOnce(backend, ids, 'refused by the full queue');
+  await expectEachOnce(backend, ids, h, 'refused by the full queue');
   await h.stop();
   await backend.stop();
 });
