@@ -38,8 +38,9 @@
 typedef struct wentry {
     uint64_t seq;
     uint32_t refs;
-    uint32_t lost;   /* holders refused downstream (not recovered): keep the row for the
-                        next start */
+    uint32_t lost;   /* holders refused downstream (not recovered): keep the row */
+    bool kept;       /* refused after its answer, no holder left: the row waits to be
+                        sent again (resend_tick, else the next start) */
     bool deleted;    /* the row is gone (committed with the queue, or dropped) */
     bool done;       /* no holder left */
     bool tx_deleted; /* deleted inside the queue's open transaction */
@@ -76,6 +77,14 @@ struct pl_queue_wal {
     size_t n_undeleted, cap_undeleted;
     uint64_t last_retry_ms;
     pl_log_limit write_errors;
+    /* entries kept after a refusal downstream, sent again once a second
+     * while the process runs (the log's rows are the promise; a refusal
+     * only delays them) */
+    size_t n_kept;
+    uv_timer_t resend;
+    bool resend_open, resend_active;
+    int handles_open; /* async and resend, until their close callbacks */
+    pl_log_limit kept_log;
 
     /* hand-off from other threads */
     uv_mutex_t mu;
@@ -88,7 +97,8 @@ struct pl_queue_wal {
     bool async_open;
 };
 
-static wentry *find(pl_queue_wal *w, uint64_t seq)
+/* The first open entry numbered `seq` or later. */
+static size_t lower_bound(const pl_queue_wal *w, uint64_t seq)
 {
     size_t lo = w->head, hi = w->n;
     while (lo < hi) {
@@ -98,7 +108,13 @@ static wentry *find(pl_queue_wal *w, uint64_t seq)
         else
             hi = mid;
     }
-    return lo < w->n && w->e[lo].seq == seq ? &w->e[lo] : NULL;
+    return lo;
+}
+
+static wentry *find(pl_queue_wal *w, uint64_t seq)
+{
+    size_t i = lower_bound(w, seq);
+    return i < w->n && w->e[i].seq == seq ? &w->e[i] : NULL;
 }
 
 static wentry *append(pl_queue_wal *w, uint64_t seq)
@@ -177,15 +193,26 @@ static void delete_row(pl_queue_wal *w, wentry *x)
     x->deleted = true;
 }
 
+static void resend_start(pl_queue_wal *w);
+
 static void finish(pl_queue_wal *w, wentry *x)
 {
+    if (x->lost && !x->deleted) {
+        /* not done: the row is sent again (resend_tick), and the entry
+         * stays open, so later entries keep their places behind it */
+        if (!x->kept) {
+            x->kept = true;
+            w->n_kept++;
+        }
+        pl_log_limited(&w->kept_log, PL_LOG_WARN, "wal",
+                       "pipeline %s: data refused downstream after it was answered; kept in %s "
+                       "and sent again in a second (and at the next start)",
+                       w->pipeline, w->path);
+        resend_start(w);
+        return;
+    }
     x->done = true;
-    if (x->lost)
-        pl_warn("wal",
-                "pipeline %s: data refused downstream after it was answered; kept in %s and "
-                "sent again at the next start",
-                w->pipeline, w->path);
-    else if (!x->deleted)
+    if (!x->deleted)
         delete_row(w, x); /* dropped on purpose (a filter), or settled elsewhere */
     while (w->head < w->n && w->e[w->head].done)
         w->head++;
@@ -202,7 +229,7 @@ static void apply_retain(pl_queue_wal *w, uint64_t seq)
 static void apply_release(pl_queue_wal *w, uint64_t seq, bool refused)
 {
     wentry *x = find(w, seq);
-    if (!x || x->done)
+    if (!x || x->done || x->kept)
         return;
     if (refused)
         x->lost++;
@@ -215,7 +242,7 @@ static void apply_release(pl_queue_wal *w, uint64_t seq, bool refused)
 static void apply_recovered(pl_queue_wal *w, uint64_t seq, uint32_t refusals)
 {
     wentry *x = find(w, seq);
-    if (x && !x->done)
+    if (x && !x->done && !x->kept)
         x->lost = x->lost > refusals ? x->lost - refusals : 0;
 }
 
@@ -301,6 +328,8 @@ static void on_async(uv_async_t *handle)
 static void on_async_closed(uv_handle_t *handle)
 {
     pl_queue_wal *w = handle->data;
+    if (--w->handles_open > 0)
+        return; /* the other handle's callback finishes */
     uv_mutex_lock(&w->mu);
     w->async_closed = true;
     bool gone = w->holders == 0;
@@ -468,6 +497,102 @@ bad:
     return NULL;
 }
 
+/* Entry `seq`'s row read back as a batch. NULL with *why PL_OK when the row
+ * is gone, PL_ERR_NOMEM when memory ran out (the row stays), anything else
+ * when it cannot be read (`err` says why). */
+static pl_batch *load_row(pl_queue_wal *w, uint64_t seq, pl_status *why, pl_err *err)
+{
+    *why = PL_OK;
+    sqlite3_bind_int64(w->st_row, 1, (sqlite3_int64)seq);
+    if (sqlite3_step(w->st_row) != SQLITE_ROW) {
+        sqlite3_reset(w->st_row);
+        return NULL;
+    }
+    pl_signal signal = (pl_signal)sqlite3_column_int(w->st_row, 0);
+    uint64_t received = (uint64_t)sqlite3_column_int64(w->st_row, 1);
+    size_t len = (size_t)sqlite3_column_bytes(w->st_row, 2);
+    uint8_t *data = malloc(len ? len : 1);
+    if (data && len)
+        memcpy(data, sqlite3_column_blob(w->st_row, 2), len);
+    sqlite3_reset(w->st_row);
+    if (!data) {
+        *why = pl_errf(err, PL_ERR_NOMEM, "out of memory");
+        return NULL;
+    }
+    if (signal != w->signal) {
+        free(data);
+        *why = pl_errf(err, PL_ERR_INVALID, "wrong signal");
+        return NULL;
+    }
+    pl_batch *b = decode_row(signal, data, len, received, err); /* takes data */
+    if (!b)
+        *why = strstr(err->msg, "out of memory") ? PL_ERR_NOMEM : PL_ERR_INVALID;
+    return b;
+}
+
+/* Kept entries sent again through the pipeline, oldest first, once a
+ * second while any is kept (loop thread: a timer of the pipeline's loop).
+ * An entry refused again is kept again (finish); a tick stops at the first
+ * refusal, since the pipeline then takes nothing more for now. */
+enum { RESEND_PER_TICK = 256 };
+
+static void resend_tick(uv_timer_t *t)
+{
+    pl_queue_wal *w = t->data;
+    size_t sent = 0;
+    uint64_t from = 0;
+    while (w->n_kept && sent < RESEND_PER_TICK) {
+        size_t i = lower_bound(w, from);
+        while (i < w->n && !w->e[i].kept)
+            i++;
+        if (i >= w->n)
+            break;
+        wentry *x = &w->e[i];
+        uint64_t seq = x->seq;
+        from = seq + 1;
+        pl_err err = {{0}};
+        pl_status why = PL_OK;
+        pl_batch *b = load_row(w, seq, &why, &err);
+        if (!b && why == PL_ERR_NOMEM)
+            break;
+        x->kept = false;
+        x->lost = 0;
+        w->n_kept--;
+        if (!b || pl_batch_wal_add(b, &w->owner, seq)) {
+            if (b) { /* no memory for the tag: kept for the next tick */
+                pl_batch_free(b);
+                x->kept = true;
+                x->lost = 1;
+                w->n_kept++;
+                break;
+            }
+            if (why != PL_OK)
+                pl_warn("wal", "%s: entry %" PRIu64 " cannot be read back (%s); deleting it",
+                        w->path, seq, err.msg);
+            else
+                x->deleted = true; /* gone already */
+            x->refs = 1;
+            apply_release(w, seq, false);
+            continue;
+        }
+        sent++;
+        if (pl_consumer_consume(w->next, b) != PL_OK)
+            break; /* refused again, and kept again (finish) */
+    }
+    if (!w->n_kept && w->resend_active) {
+        uv_timer_stop(&w->resend);
+        w->resend_active = false;
+    }
+}
+
+static void resend_start(pl_queue_wal *w)
+{
+    if (w->resend_open && !w->resend_active && w->st_row) {
+        uv_timer_start(&w->resend, resend_tick, 1000, 1000);
+        w->resend_active = true;
+    }
+}
+
 /* ---- the consumer ---------------------------------------------------------- */
 
 static pl_status wal_consume(void *arg, pl_batch *batch)
@@ -544,6 +669,11 @@ static pl_status wal_consume(void *arg, pl_batch *batch)
         if (x && !x->deleted) {
             delete_row(w, x);
             x->lost = 0;
+            if (x->kept) { /* its last holder went already */
+                x->kept = false;
+                w->n_kept--;
+                finish(w, x);
+            }
         }
     }
     return result;
@@ -645,6 +775,10 @@ pl_queue_wal *pl_queue_wal_open(pl_queue *queue, const char *pipeline, pl_signal
     }
     w->async.data = w;
     w->async_open = uv_async_init(w->loop, &w->async, on_async) == 0;
+    w->resend.data = w;
+    w->resend_open = uv_timer_init(w->loop, &w->resend) == 0;
+    w->handles_open = w->async_open + w->resend_open;
+    w->kept_log.interval_ns = PL_LOG_LIMIT_DEFAULT_NS;
     char *msg = NULL;
     int rc = sqlite3_exec(db,
                           "CREATE TABLE IF NOT EXISTS pl_wal("
@@ -733,34 +867,21 @@ size_t pl_queue_wal_replay(pl_queue_wal *w)
     sqlite3_reset(w->st_seqs);
     size_t replayed = 0;
     for (size_t i = 0; i < n; i++) {
-        sqlite3_bind_int64(w->st_row, 1, (sqlite3_int64)seqs[i]);
-        if (sqlite3_step(w->st_row) != SQLITE_ROW) {
-            sqlite3_reset(w->st_row);
-            continue;
-        }
-        pl_signal signal = (pl_signal)sqlite3_column_int(w->st_row, 0);
-        uint64_t received = (uint64_t)sqlite3_column_int64(w->st_row, 1);
-        size_t len = (size_t)sqlite3_column_bytes(w->st_row, 2);
-        uint8_t *data = malloc(len ? len : 1);
-        if (data && len)
-            memcpy(data, sqlite3_column_blob(w->st_row, 2), len);
-        sqlite3_reset(w->st_row);
-        if (!data)
-            break;
+        pl_err err = {{0}};
+        pl_status why = PL_OK;
+        pl_batch *b = load_row(w, seqs[i], &why, &err);
+        if (!b && why == PL_OK)
+            continue; /* gone meanwhile */
+        if (!b && why == PL_ERR_NOMEM)
+            break; /* the rest stays for the next start */
         wentry *x = append(w, seqs[i]);
         if (!x) {
-            free(data);
+            pl_batch_free(b);
             break;
         }
-        pl_err err = {{0}};
-        pl_batch *b = NULL;
-        if (signal == w->signal)
-            b = decode_row(signal, data, len, received, &err); /* takes data */
-        else
-            free(data);
         if (!b) {
             pl_warn("wal", "%s: entry %" PRIu64 " cannot be read back (%s); deleting it", w->path,
-                    seqs[i], err.msg[0] ? err.msg : "wrong signal");
+                    seqs[i], err.msg);
             x->refs = 1;
             apply_release(w, seqs[i], false);
             continue;
@@ -768,14 +889,11 @@ size_t pl_queue_wal_replay(pl_queue_wal *w)
         if (pl_batch_wal_add(b, &w->owner, seqs[i])) {
             x->lost++;
             pl_batch_free(b);
+            x->refs = 1; /* kept: sent again by resend_tick */
+            apply_release(w, seqs[i], false);
             continue;
         }
-        pl_status st = pl_consumer_consume(w->next, b);
-        if (st != PL_OK) {
-            x = find(w, seqs[i]);
-            if (x && !x->done)
-                x->lost++; /* keep it for the next start */
-        }
+        pl_consumer_consume(w->next, b); /* a refusal keeps the entry (finish) */
         replayed++;
     }
     free(seqs);
@@ -812,10 +930,14 @@ void pl_queue_wal_close(pl_queue_wal *w)
     w->st_insert = w->st_delete = w->st_seqs = w->st_row = w->st_count = NULL;
     w->db = NULL;
     pl_buf_free(&w->enc);
-    if (w->async_open) {
-        uv_close((uv_handle_t *)&w->async, on_async_closed); /* frees w when no tag is left */
-        return;
+    if (w->resend_open) {
+        uv_timer_stop(&w->resend); /* kept entries stay for the next start */
+        uv_close((uv_handle_t *)&w->resend, on_async_closed);
     }
+    if (w->async_open)
+        uv_close((uv_handle_t *)&w->async, on_async_closed);
+    if (w->async_open || w->resend_open)
+        return; /* the last close callback frees w when no tag is left */
     uv_mutex_lock(&w->mu);
     w->async_closed = true;
     bool gone = w->holders == 0;

@@ -206,3 +206,30 @@ test('a batch the full queue refuses after the answer is kept and sent after res
   await h.stop();
   await backend.stop();
 });
+
+test('a batch the full queue refuses after the answer is sent again while running, once the queue has room', { timeout: 60000 }, async () => {
+  // The backend answers 503 at first: the queue's only place stays taken
+  // and the later batches are refused by the full queue after their 200.
+  // When the backend recovers, the kept batches follow without a restart.
+  const port = await freePort();
+  let down = true;
+  const backend = await httpBackend({ behaviour: () => (down ? { status: 503 } : null) });
+  const storage = path.join(tmp, 'q5/');
+  const yaml = config(port, backend.port, storage, { batchTimeout: '100ms', window: '1s' })
+    .replace(`sending_queue: { storage: "${storage}" }`, `sending_queue: { storage: "${storage}", queue_size: 1, num_consumers: 1 }`)
+    .replace('processors: [batch, correlation]', 'processors: [batch]');
+  const h = await start(yaml, port);
+  const ids = [];
+  for (let i = 0; i < 4; i++) {
+    const r = makeRequest(10);
+    assert.equal((await postTraces(port, r.bytes)).status, 200);
+    ids.push(...r.ids);
+    await sleep(400); // each request flushes on its own
+  }
+  await waitFor(() => /refused downstream after it was answered; kept/.test(h.log), 5000, 'a kept refusal');
+  assert.equal(ids.filter((id) => backend.counts.has(id)).length, 0, 'nothing delivered while the backend refuses');
+  down = false;
+  await expectEachOnce(backend, ids, h, 'kept, then sent while running');
+  await h.stop();
+  await backend.stop();
+});
