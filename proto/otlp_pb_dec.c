@@ -218,6 +218,31 @@ static int list_item(dec *d, const jfield *f, const field *fl, uint8_t *base, ui
 /* A KeyValue (a list element, zeroed): the walker's rows for it, by hand;
  * attributes are most of what a request holds. Same checks, errors and
  * merging of repeated members as walk(). */
+/* What SDKs send nearly always as a KeyValue: key (1) then value (2)
+ * holding only a string_value (1), all shorter than 128 bytes (one-byte
+ * lengths), both strings ASCII. Read in place into the zeroed kv, as
+ * dec_keyvalue would; false (nothing written) for anything else, which
+ * dec_keyvalue then reads, checks and names the errors of. */
+static inline __attribute__((always_inline)) bool
+keyvalue_plain(const uint8_t *p, const uint8_t *end, pl_kv *kv, int depth)
+{
+    size_t left = (size_t)(end - p);
+    if (left < 6 || p[0] != 0x0a || p[1] >= 0x80 || (size_t)p[1] + 6 > left ||
+        depth >= PL_OTLP_MAX_DEPTH)
+        return false;
+    const uint8_t *key = p + 2, *v = key + p[1];
+    size_t klen = p[1], vlen = v[1];
+    if (v[0] != 0x12 || vlen >= 0x80 || v + 2 + vlen != end || vlen < 2 || v[2] != 0x0a ||
+        (size_t)v[3] + 2 != vlen || !pl_pb_wire_ascii(key, klen) || !pl_pb_wire_ascii(v + 4, v[3]))
+        return false;
+    kv->key.ptr = klen ? key : NULL;
+    kv->key.len = (uint32_t)klen;
+    kv->value.type = PL_VALUE_STRING;
+    kv->value.u.str.ptr = v[3] ? v + 4 : NULL;
+    kv->value.u.str.len = v[3];
+    return true;
+}
+
 static int dec_keyvalue(dec *d, const uint8_t *p, const uint8_t *end, pl_kv *kv, int depth)
 {
     const jfield *rows = pl_tm_keyvalue.fields;
@@ -247,7 +272,7 @@ static int dec_keyvalue(dec *d, const uint8_t *p, const uint8_t *end, pl_kv *kv,
     return 0;
 }
 _Static_assert(CM(KeyValue, key) == 1 && CM(KeyValue, value) == 2 &&
-                   CM(KeyValue, key_strindex) == 3,
+                   CM(AnyValue, string_value) == 1 && CM(KeyValue, key_strindex) == 3,
                "KeyValue field numbers");
 
 /* One field of message m read from the wire into base. */
@@ -294,6 +319,15 @@ walk_field(dec *d, const jmsg *m, const field *fl, uint8_t *base, const uint32_t
         path_pop(d);
         return 0;
     default:
+        if (f->sub == &pl_tm_keyvalue && fl->wt == WT_LEN) {
+            /* attributes: the plain ones without list_item's bookkeeping */
+            uint32_t *n = (uint32_t *)(base + f->aux);
+            if (*n < counts[fl->num] &&
+                keyvalue_plain(fl->ptr, fl->ptr + fl->len, *(pl_kv **)dst + *n, depth)) {
+                (*n)++;
+                return 0;
+            }
+        }
         return list_item(d, f, fl, base, counts[fl->num], depth);
     }
 }
@@ -326,21 +360,22 @@ static int walk(dec *d, const jmsg *m, const uint8_t *p, const uint8_t *end, uin
                 continue;
             uint32_t bit = 1u << fl.num;
             uint64_t add = 1;
-            if (fl.wt == WT_LEN && (ix->varint_mask & bit)) {
-                add = 0;
-                for (size_t i = 0; i < fl.len; i++)
-                    add += fl.ptr[i] < 0x80;
-            } else if (fl.wt == WT_LEN && (ix->fixed64_mask & bit)) {
-                add = fl.len / 8;
+            if (__builtin_expect(fl.wt == WT_LEN && ((ix->varint_mask | ix->fixed64_mask) & bit),
+                                 0)) {
+                if (ix->varint_mask & bit) {
+                    add = 0;
+                    for (size_t i = 0; i < fl.len; i++)
+                        add += fl.ptr[i] < 0x80;
+                } else {
+                    add = fl.len / 8;
+                }
             }
             if (counts[fl.num] + add > UINT32_MAX / 2)
                 return pl_pb_wire_fail(d, NULL, "too many elements in field %u", fl.num);
             counts[fl.num] += (uint32_t)add;
         }
-        for (unsigned i = 0; i < m->n_fields; i++) {
-            const jfield *f = &m->fields[i];
-            if (!FK_IS_LIST(f->kind))
-                continue;
+        for (unsigned i = 0; i < ix->n_lists; i++) {
+            const jfield *f = &m->fields[ix->lists[i]];
             uint32_t n = counts[f->num];
             void *items = NULL;
             if (n && !(items = pl_pb_wire_calloc(d, n, pl_tm_elem_size(f))))
