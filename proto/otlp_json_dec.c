@@ -54,12 +54,24 @@ static void *arena_copy(jdec *d, const void *src, size_t n)
 static int dec_msg(jdec *d, const jmsg *m, void *dst, int depth);
 static int dec_anyvalue(jdec *d, pl_value *v, int depth);
 
-static const jfield *find_field(const jmsg *m, const pl_jstr *key)
+static inline bool name_is(const jfield *f, const pl_jstr *key)
 {
-    for (unsigned i = 0; i < m->n_fields; i++) {
+    return f->name_len == key->len && (!key->len || f->name[0] == key->ptr[0]) &&
+           memcmp(f->name, key->ptr, key->len) == 0;
+}
+
+/* The row of a key: exact names first, from *next on (members usually come
+ * in row order, so the first probe matches), then folded. */
+static const jfield *find_field(const jmsg *m, const pl_jstr *key, unsigned *next)
+{
+    for (unsigned k = 0, i = *next; k < m->n_fields; k++, i++) {
+        if (i >= m->n_fields)
+            i = 0;
         const jfield *f = &m->fields[i];
-        if (f->name_len == key->len && memcmp(f->name, key->ptr, key->len) == 0)
+        if (name_is(f, key)) {
+            *next = i + 1;
             return f;
+        }
     }
     if (key->escaped || key->len > 64)
         return NULL; /* escaped keys are not worth matching */
@@ -238,11 +250,11 @@ static int dec_msg(jdec *d, const jmsg *m, void *dst, int depth)
 {
     if (!pl_jr_object_begin(&d->r))
         return pl_json_dec_syntax(d);
-    unsigned k = 0;
+    unsigned k = 0, next = 0;
     pl_jstr key;
     int rc;
     while ((rc = pl_jr_object_next(&d->r, &k, &key)) == 1) {
-        const jfield *f = find_field(m, &key);
+        const jfield *f = find_field(m, &key, &next);
         if (!f) {
             if (!pl_jr_skip(&d->r))
                 return pl_json_dec_syntax(d);
@@ -272,6 +284,13 @@ static int dec_anyvalue(jdec *d, pl_value *v, int depth)
         if (pl_jr_peek(&d->r) == PL_JT_NULL) {
             if (!pl_jr_literal(&d->r))
                 return pl_json_dec_syntax(d);
+            continue;
+        }
+        if (key.len == 11 && memcmp(key.ptr, "stringValue", 11) == 0) {
+            /* nearly every value (the IS() below would match it first) */
+            if (pl_json_dec_string(d, "stringValue", &v->u.str))
+                return -1;
+            v->type = PL_VALUE_STRING;
             continue;
         }
         char name[24];
