@@ -117,6 +117,22 @@ static inline unsigned special16(const uint8_t *p)
 }
 #endif
 
+size_t pl_jr_plain_len(const uint8_t *p, const uint8_t *end)
+{
+    const uint8_t *q = p;
+#if defined(__SSE2__)
+    while (end - q >= 16) {
+        unsigned m = special16(q);
+        if (m)
+            return (size_t)(q - p) + (size_t)__builtin_ctz(m);
+        q += 16;
+    }
+#endif
+    while (q < end && *q >= 0x20 && *q < 0x80 && *q != '"' && *q != '\\')
+        q++;
+    return (size_t)(q - p);
+}
+
 static bool string_slow(pl_jr *r, pl_jstr *out);
 
 bool pl_jr_string(pl_jr *r, pl_jstr *out)

@@ -98,12 +98,44 @@ static int scratch_push(jdec *d, const void *elem, size_t size)
     return 0;
 }
 
+/* The attribute as SDKs write it, {"key":"K","value":{"stringValue":"V"}}
+ * exactly (no white space, K and V plain ASCII without escapes), read in
+ * one step into the zeroed kv: what dec_msg would read from it. False, with
+ * nothing read, for anything else. */
+static bool keyvalue_plain(jdec *d, pl_kv *kv, int depth)
+{
+    static const char kv_open[] = "{\"key\":\"", mid[] = "\",\"value\":{\"stringValue\":\"",
+                      kv_close[] = "\"}}";
+    const uint8_t *p = d->r.p, *e = d->r.end;
+    if (depth + 1 > PL_OTLP_MAX_DEPTH || d->r.depth + 2 > d->r.max_depth ||
+        (size_t)(e - p) < sizeof kv_open - 1 || memcmp(p, kv_open, sizeof kv_open - 1) != 0)
+        return false;
+    const uint8_t *key = p + sizeof kv_open - 1;
+    size_t klen = pl_jr_plain_len(key, e);
+    const uint8_t *v = key + klen;
+    if ((size_t)(e - v) < sizeof mid - 1 || memcmp(v, mid, sizeof mid - 1) != 0)
+        return false;
+    v += sizeof mid - 1;
+    size_t vlen = pl_jr_plain_len(v, e);
+    const uint8_t *ve = v + vlen;
+    if ((size_t)(e - ve) < sizeof kv_close - 1 || memcmp(ve, kv_close, sizeof kv_close - 1) != 0 ||
+        klen > UINT32_MAX || vlen > UINT32_MAX)
+        return false;
+    kv->key = (pl_bytes){klen ? key : NULL, (uint32_t)klen};
+    kv->value.type = PL_VALUE_STRING;
+    kv->value.u.str = (pl_bytes){vlen ? v : NULL, (uint32_t)vlen};
+    d->r.p = ve + sizeof kv_close - 1;
+    return true;
+}
+
 /* One element of a repeated field into `elem` (zeroed, `size` bytes). */
 static int dec_elem(jdec *d, const jfield *f, void *elem, int depth)
 {
     uint64_t u;
     switch (f->kind) {
     case FK_LIST:
+        if (f->sub == &pl_tm_keyvalue && keyvalue_plain(d, elem, depth))
+            return 0;
         if (pl_jr_peek(&d->r) != PL_JT_OBJECT) {
             if (!pl_jr_skip(&d->r))
                 return pl_json_dec_syntax(d);
