@@ -215,14 +215,12 @@ static int list_item(dec *d, const jfield *f, const field *fl, uint8_t *base, ui
     return 0;
 }
 
-/* A KeyValue (a list element, zeroed): the walker's rows for it, by hand;
- * attributes are most of what a request holds. Same checks, errors and
- * merging of repeated members as walk(). */
 /* What SDKs send nearly always as a KeyValue: key (1) then value (2)
- * holding only a string_value (1), all shorter than 128 bytes (one-byte
- * lengths), both strings ASCII. Read in place into the zeroed kv, as
- * dec_keyvalue would; false (nothing written) for anything else, which
- * dec_keyvalue then reads, checks and names the errors of. */
+ * holding only one string_value (1, ASCII), int_value (3), bool_value (2)
+ * or double_value (4), with one-byte lengths and an ASCII key. Read in place
+ * into the zeroed kv, as dec_keyvalue would; false (nothing written) for
+ * anything else, which dec_keyvalue then reads, checks and names the errors
+ * of. */
 static inline __attribute__((always_inline)) bool
 keyvalue_plain(const uint8_t *p, const uint8_t *end, pl_kv *kv, int depth)
 {
@@ -232,17 +230,52 @@ keyvalue_plain(const uint8_t *p, const uint8_t *end, pl_kv *kv, int depth)
         return false;
     const uint8_t *key = p + 2, *v = key + p[1];
     size_t klen = p[1], vlen = v[1];
-    if (v[0] != 0x12 || vlen >= 0x80 || v + 2 + vlen != end || vlen < 2 || v[2] != 0x0a ||
-        (size_t)v[3] + 2 != vlen || !pl_pb_wire_ascii(key, klen) || !pl_pb_wire_ascii(v + 4, v[3]))
+    if (v[0] != 0x12 || vlen >= 0x80 || v + 2 + vlen != end || vlen < 2 ||
+        !pl_pb_wire_ascii(key, klen))
         return false;
+    const uint8_t *q = v + 3;
+    uint64_t x;
+    switch (v[2]) {
+    case 0x0a: /* string_value */
+        if ((size_t)v[3] + 2 != vlen || !pl_pb_wire_ascii(v + 4, v[3]))
+            return false;
+        kv->value.type = PL_VALUE_STRING;
+        kv->value.u.str.ptr = v[3] ? v + 4 : NULL;
+        kv->value.u.str.len = v[3];
+        break;
+    case 0x18: /* int_value */
+        if (read_varint(&q, end, &x) || q != end)
+            return false;
+        kv->value.type = PL_VALUE_INT;
+        kv->value.u.i = (int64_t)x;
+        break;
+    case 0x10: /* bool_value */
+        if (read_varint(&q, end, &x) || q != end)
+            return false;
+        kv->value.type = PL_VALUE_BOOL;
+        kv->value.u.b = x != 0;
+        break;
+    case 0x21: /* double_value */
+        if (vlen != 9)
+            return false;
+        x = load64(q);
+        kv->value.type = PL_VALUE_DOUBLE;
+        memcpy(&kv->value.u.d, &x, sizeof(double));
+        break;
+    default:
+        return false;
+    }
     kv->key.ptr = klen ? key : NULL;
     kv->key.len = (uint32_t)klen;
-    kv->value.type = PL_VALUE_STRING;
-    kv->value.u.str.ptr = v[3] ? v + 4 : NULL;
-    kv->value.u.str.len = v[3];
     return true;
 }
+_Static_assert(CM(AnyValue, string_value) == 1 && CM(AnyValue, bool_value) == 2 &&
+                   CM(AnyValue, int_value) == 3 && CM(AnyValue, double_value) == 4,
+               "AnyValue field numbers");
 
+/* A KeyValue (a list element, zeroed): the walker's rows for it, by hand;
+ * attributes are most of what a request holds. Same checks, errors and
+ * merging of repeated members as walk(). */
 static int dec_keyvalue(dec *d, const uint8_t *p, const uint8_t *end, pl_kv *kv, int depth)
 {
     const jfield *rows = pl_tm_keyvalue.fields;
