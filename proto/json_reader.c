@@ -10,6 +10,9 @@
 #include "json_reader.h"
 
 #include <string.h>
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
 
 #include "otlp_pb.h"
 
@@ -37,7 +40,7 @@ bool pl_jr_fail(pl_jr *r, const char *what)
 static inline void skip_ws(pl_jr *r)
 {
     const uint8_t *p = r->p, *e = r->end;
-    while (p < e && (*p == ' ' || *p == '\n' || *p == '\r' || *p == '\t'))
+    while (p < e && *p <= ' ' && (*p == ' ' || *p == '\n' || *p == '\r' || *p == '\t'))
         p++;
     r->p = p;
 }
@@ -101,7 +104,66 @@ static inline uint64_t special_mask(uint64_t w)
     return (zero_q | zero_b | ctl | w) & high;
 }
 
+#if defined(__SSE2__)
+/* Bit i set when byte i of the 16 at p is '"', '\\', < 0x20 or >= 0x80 (the
+ * signed compare takes both of the last two). */
+static inline unsigned special16(const uint8_t *p)
+{
+    __m128i x = _mm_loadu_si128((const __m128i *)(const void *)p);
+    __m128i q = _mm_cmpeq_epi8(x, _mm_set1_epi8('"'));
+    __m128i b = _mm_cmpeq_epi8(x, _mm_set1_epi8('\\'));
+    __m128i c = _mm_cmplt_epi8(x, _mm_set1_epi8(0x20));
+    return (unsigned)_mm_movemask_epi8(_mm_or_si128(_mm_or_si128(q, b), c));
+}
+#endif
+
+size_t pl_jr_plain_len(const uint8_t *p, const uint8_t *end)
+{
+    const uint8_t *q = p;
+#if defined(__SSE2__)
+    while (end - q >= 16) {
+        unsigned m = special16(q);
+        if (m)
+            return (size_t)(q - p) + (size_t)__builtin_ctz(m);
+        q += 16;
+    }
+#endif
+    while (q < end && *q >= 0x20 && *q < 0x80 && *q != '"' && *q != '\\')
+        q++;
+    return (size_t)(q - p);
+}
+
+static bool string_slow(pl_jr *r, pl_jstr *out);
+
 bool pl_jr_string(pl_jr *r, pl_jstr *out)
+{
+#if defined(__SSE2__)
+    /* Most strings: no white space before, plain ASCII without escapes,
+     * the closing quote in a 16-byte window. */
+    const uint8_t *p = r->p, *e = r->end;
+    if (p < e && *p == '"') {
+        const uint8_t *s = p + 1, *q = s;
+        while (e - q >= 16) {
+            unsigned m = special16(q);
+            if (m) {
+                q += __builtin_ctz(m);
+                if (*q != '"')
+                    break;
+                out->ptr = s;
+                out->len = (size_t)(q - s);
+                out->escaped = false;
+                r->p = q + 1;
+                return true;
+            }
+            q += 16;
+        }
+    }
+#endif
+    return string_slow(r, out);
+}
+
+/* The whole grammar: escapes, control characters, UTF-8, the end of input. */
+static __attribute__((noinline)) bool string_slow(pl_jr *r, pl_jstr *out)
 {
     skip_ws(r);
     const uint8_t *p = r->p, *e = r->end;
@@ -111,6 +173,16 @@ bool pl_jr_string(pl_jr *r, pl_jstr *out)
     const uint8_t *s = p;
     bool escaped = false, high = false;
     for (;;) {
+#if defined(__SSE2__)
+        while (e - p >= 16) {
+            unsigned m = special16(p);
+            if (m) {
+                p += __builtin_ctz(m); /* straight to the first special byte */
+                goto special;
+            }
+            p += 16;
+        }
+#endif
         while (e - p >= 8) {
             uint64_t w;
             memcpy(&w, p, 8);
@@ -123,6 +195,9 @@ bool pl_jr_string(pl_jr *r, pl_jstr *out)
             }
             p += 8;
         }
+#if defined(__SSE2__)
+    special:
+#endif
         if (p >= e) {
             r->p = p;
             return pl_jr_fail(r, "unterminated string");

@@ -66,6 +66,11 @@ int pl_jr_object_next(pl_jr *r, unsigned *count, pl_jstr *key);
 bool pl_jr_array_begin(pl_jr *r);
 int pl_jr_array_next(pl_jr *r, unsigned *count);
 
+/* How many bytes from p on are plain string content (ASCII, no quote,
+ * backslash or control character), up to end: a decoder's fast path can
+ * take such a string as is, the reader would accept it unchanged. */
+size_t pl_jr_plain_len(const uint8_t *p, const uint8_t *end);
+
 /* Skips any one value, checking its syntax. */
 bool pl_jr_skip(pl_jr *r);
 

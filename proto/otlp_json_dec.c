@@ -54,12 +54,24 @@ static void *arena_copy(jdec *d, const void *src, size_t n)
 static int dec_msg(jdec *d, const jmsg *m, void *dst, int depth);
 static int dec_anyvalue(jdec *d, pl_value *v, int depth);
 
-static const jfield *find_field(const jmsg *m, const pl_jstr *key)
+static inline bool name_is(const jfield *f, const pl_jstr *key)
 {
-    for (unsigned i = 0; i < m->n_fields; i++) {
+    return f->name_len == key->len && (!key->len || f->name[0] == key->ptr[0]) &&
+           memcmp(f->name, key->ptr, key->len) == 0;
+}
+
+/* The row of a key: exact names first, from *next on (members usually come
+ * in row order, so the first probe matches), then folded. */
+static const jfield *find_field(const jmsg *m, const pl_jstr *key, unsigned *next)
+{
+    for (unsigned k = 0, i = *next; k < m->n_fields; k++, i++) {
+        if (i >= m->n_fields)
+            i = 0;
         const jfield *f = &m->fields[i];
-        if (f->name_len == key->len && memcmp(f->name, key->ptr, key->len) == 0)
+        if (name_is(f, key)) {
+            *next = i + 1;
             return f;
+        }
     }
     if (key->escaped || key->len > 64)
         return NULL; /* escaped keys are not worth matching */
@@ -86,12 +98,44 @@ static int scratch_push(jdec *d, const void *elem, size_t size)
     return 0;
 }
 
+/* The attribute as SDKs write it, {"key":"K","value":{"stringValue":"V"}}
+ * exactly (no white space, K and V plain ASCII without escapes), read in
+ * one step into the zeroed kv: what dec_msg would read from it. False, with
+ * nothing read, for anything else. */
+static bool keyvalue_plain(jdec *d, pl_kv *kv, int depth)
+{
+    static const char kv_open[] = "{\"key\":\"", mid[] = "\",\"value\":{\"stringValue\":\"",
+                      kv_close[] = "\"}}";
+    const uint8_t *p = d->r.p, *e = d->r.end;
+    if (depth + 1 > PL_OTLP_MAX_DEPTH || d->r.depth + 2 > d->r.max_depth ||
+        (size_t)(e - p) < sizeof kv_open - 1 || memcmp(p, kv_open, sizeof kv_open - 1) != 0)
+        return false;
+    const uint8_t *key = p + sizeof kv_open - 1;
+    size_t klen = pl_jr_plain_len(key, e);
+    const uint8_t *v = key + klen;
+    if ((size_t)(e - v) < sizeof mid - 1 || memcmp(v, mid, sizeof mid - 1) != 0)
+        return false;
+    v += sizeof mid - 1;
+    size_t vlen = pl_jr_plain_len(v, e);
+    const uint8_t *ve = v + vlen;
+    if ((size_t)(e - ve) < sizeof kv_close - 1 || memcmp(ve, kv_close, sizeof kv_close - 1) != 0 ||
+        klen > UINT32_MAX || vlen > UINT32_MAX)
+        return false;
+    kv->key = (pl_bytes){klen ? key : NULL, (uint32_t)klen};
+    kv->value.type = PL_VALUE_STRING;
+    kv->value.u.str = (pl_bytes){vlen ? v : NULL, (uint32_t)vlen};
+    d->r.p = ve + sizeof kv_close - 1;
+    return true;
+}
+
 /* One element of a repeated field into `elem` (zeroed, `size` bytes). */
 static int dec_elem(jdec *d, const jfield *f, void *elem, int depth)
 {
     uint64_t u;
     switch (f->kind) {
     case FK_LIST:
+        if (f->sub == &pl_tm_keyvalue && keyvalue_plain(d, elem, depth))
+            return 0;
         if (pl_jr_peek(&d->r) != PL_JT_OBJECT) {
             if (!pl_jr_skip(&d->r))
                 return pl_json_dec_syntax(d);
@@ -238,11 +282,11 @@ static int dec_msg(jdec *d, const jmsg *m, void *dst, int depth)
 {
     if (!pl_jr_object_begin(&d->r))
         return pl_json_dec_syntax(d);
-    unsigned k = 0;
+    unsigned k = 0, next = 0;
     pl_jstr key;
     int rc;
     while ((rc = pl_jr_object_next(&d->r, &k, &key)) == 1) {
-        const jfield *f = find_field(m, &key);
+        const jfield *f = find_field(m, &key, &next);
         if (!f) {
             if (!pl_jr_skip(&d->r))
                 return pl_json_dec_syntax(d);
@@ -272,6 +316,13 @@ static int dec_anyvalue(jdec *d, pl_value *v, int depth)
         if (pl_jr_peek(&d->r) == PL_JT_NULL) {
             if (!pl_jr_literal(&d->r))
                 return pl_json_dec_syntax(d);
+            continue;
+        }
+        if (key.len == 11 && memcmp(key.ptr, "stringValue", 11) == 0) {
+            /* nearly every value (the IS() below would match it first) */
+            if (pl_json_dec_string(d, "stringValue", &v->u.str))
+                return -1;
+            v->type = PL_VALUE_STRING;
             continue;
         }
         char name[24];

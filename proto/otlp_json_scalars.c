@@ -79,6 +79,15 @@ int pl_json_dec_parse_decimal(const char *s, size_t len, bool is_signed, uint64_
     if (i == len)
         return -1;
     uint64_t v = 0;
+    if (len - i <= 19) {
+        /* 19 digits never overflow 64 bits (timestamps have 19) */
+        for (; i < len; i++) {
+            unsigned dgt = (unsigned)(uint8_t)s[i] - '0';
+            if (dgt > 9)
+                return -1;
+            v = v * 10 + dgt;
+        }
+    }
     for (; i < len; i++) {
         if (s[i] < '0' || s[i] > '9')
             return -1;
@@ -358,6 +367,30 @@ int pl_json_dec_base64(jdec *d, const char *name, pl_bytes *out)
     return 0;
 }
 
+/* Hex digit values (-1: not a digit), for ids: every span has two or three. */
+#define HEXV(c)                                                                                    \
+    ((c) >= '0' && (c) <= '9'   ? (c) - '0'                                                        \
+     : (c) >= 'a' && (c) <= 'f' ? (c) - 'a' + 10                                                   \
+     : (c) >= 'A' && (c) <= 'F' ? (c) - 'A' + 10                                                   \
+                                : -1)
+#define HEXV4(c)  HEXV(c), HEXV((c) + 1), HEXV((c) + 2), HEXV((c) + 3)
+#define HEXV16(c) HEXV4(c), HEXV4((c) + 4), HEXV4((c) + 8), HEXV4((c) + 12)
+#define HEXV64(c) HEXV16(c), HEXV16((c) + 16), HEXV16((c) + 32), HEXV16((c) + 48)
+static const int8_t hex_values[256] = {HEXV64(0), HEXV64(64), HEXV64(128), HEXV64(192)};
+
+/* pl_hex_decode of the 2 * n digits at hex into out: 0, or -1 for a byte
+ * that is no hex digit. */
+static inline int hex_id(const uint8_t *hex, uint8_t *out, size_t n)
+{
+    int bad = 0;
+    for (size_t i = 0; i < n; i++) {
+        int hi = hex_values[hex[2 * i]], lo = hex_values[hex[2 * i + 1]];
+        bad |= hi | lo;
+        out[i] = (uint8_t)((unsigned)hi << 4 | (unsigned)lo);
+    }
+    return bad < 0 ? -1 : 0;
+}
+
 int pl_json_dec_hex_id(jdec *d, const char *name, uint8_t *dst, uint8_t *dst_len, size_t want)
 {
     pl_jstr s;
@@ -365,16 +398,24 @@ int pl_json_dec_hex_id(jdec *d, const char *name, uint8_t *dst, uint8_t *dst_len
         return -1;
     char buf[40];
     size_t n;
-    if (pl_json_dec_short_text(d, &s, buf, sizeof buf, &n))
-        return -1;
+    const uint8_t *text = s.ptr; /* the digits, in the request unless escaped */
+    if (s.escaped) {
+        if (pl_json_dec_short_text(d, &s, buf, sizeof buf, &n))
+            return -1;
+        text = (const uint8_t *)buf;
+    } else {
+        n = s.len;
+    }
     if (n == 0) {
         *dst_len = 0;
         return 0;
     }
     if (n != 2 * want)
         return pl_json_dec_fail(d, name, "%zu hex chars, want %zu", n, 2 * want);
-    if (pl_hex_decode(buf, n, dst, want))
+    uint8_t id[sizeof buf / 2];
+    if (want > sizeof id || hex_id(text, id, want))
         return pl_json_dec_fail(d, name, "invalid hex");
+    memcpy(dst, id, want);
     *dst_len = (uint8_t)want;
     return 0;
 }

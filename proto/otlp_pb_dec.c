@@ -27,6 +27,7 @@
 
 static int walk(dec *d, const jmsg *m, const uint8_t *p, const uint8_t *end, uint8_t *base,
                 int depth);
+static int dec_keyvalue(dec *d, const uint8_t *p, const uint8_t *end, pl_kv *kv, int depth);
 
 static int dec_anyvalue(dec *d, const uint8_t *p, const uint8_t *end, pl_value *v, int depth)
 {
@@ -203,6 +204,8 @@ static int list_item(dec *d, const jfield *f, const field *fl, uint8_t *base, ui
         rc = get_string(d, fl, NULL, (pl_bytes *)elem);
     else if (f->kind == FK_ANYS)
         rc = dec_anyvalue(d, fl->ptr, fl->ptr + fl->len, (pl_value *)elem, depth + 1);
+    else if (f->sub == &pl_tm_keyvalue)
+        rc = dec_keyvalue(d, fl->ptr, fl->ptr + fl->len, (pl_kv *)elem, depth);
     else
         rc = walk(d, f->sub, fl->ptr, fl->ptr + fl->len, elem, depth);
     if (rc)
@@ -212,18 +215,200 @@ static int list_item(dec *d, const jfield *f, const field *fl, uint8_t *base, ui
     return 0;
 }
 
+/* What SDKs send nearly always as a KeyValue: key (1) then value (2)
+ * holding only one string_value (1, ASCII), int_value (3), bool_value (2)
+ * or double_value (4), with one-byte lengths and an ASCII key. Read in place
+ * into the zeroed kv, as dec_keyvalue would; false (nothing written) for
+ * anything else, which dec_keyvalue then reads, checks and names the errors
+ * of. */
+static inline __attribute__((always_inline)) bool
+keyvalue_plain(const uint8_t *p, const uint8_t *end, pl_kv *kv, int depth)
+{
+    size_t left = (size_t)(end - p);
+    if (left < 6 || p[0] != 0x0a || p[1] >= 0x80 || (size_t)p[1] + 6 > left ||
+        depth >= PL_OTLP_MAX_DEPTH)
+        return false;
+    const uint8_t *key = p + 2, *v = key + p[1];
+    size_t klen = p[1], vlen = v[1];
+    if (v[0] != 0x12 || vlen >= 0x80 || v + 2 + vlen != end || vlen < 2 ||
+        !pl_pb_wire_ascii(key, klen))
+        return false;
+    const uint8_t *q = v + 3;
+    uint64_t x;
+    switch (v[2]) {
+    case 0x0a: /* string_value */
+        if ((size_t)v[3] + 2 != vlen || !pl_pb_wire_ascii(v + 4, v[3]))
+            return false;
+        kv->value.type = PL_VALUE_STRING;
+        kv->value.u.str.ptr = v[3] ? v + 4 : NULL;
+        kv->value.u.str.len = v[3];
+        break;
+    case 0x18: /* int_value */
+        if (read_varint(&q, end, &x) || q != end)
+            return false;
+        kv->value.type = PL_VALUE_INT;
+        kv->value.u.i = (int64_t)x;
+        break;
+    case 0x10: /* bool_value */
+        if (read_varint(&q, end, &x) || q != end)
+            return false;
+        kv->value.type = PL_VALUE_BOOL;
+        kv->value.u.b = x != 0;
+        break;
+    case 0x21: /* double_value */
+        if (vlen != 9)
+            return false;
+        x = load64(q);
+        kv->value.type = PL_VALUE_DOUBLE;
+        memcpy(&kv->value.u.d, &x, sizeof(double));
+        break;
+    default:
+        return false;
+    }
+    kv->key.ptr = klen ? key : NULL;
+    kv->key.len = (uint32_t)klen;
+    return true;
+}
+_Static_assert(CM(AnyValue, string_value) == 1 && CM(AnyValue, bool_value) == 2 &&
+                   CM(AnyValue, int_value) == 3 && CM(AnyValue, double_value) == 4,
+               "AnyValue field numbers");
+
+/* A KeyValue (a list element, zeroed): the walker's rows for it, by hand;
+ * attributes are most of what a request holds. Same checks, errors and
+ * merging of repeated members as walk(). */
+static int dec_keyvalue(dec *d, const uint8_t *p, const uint8_t *end, pl_kv *kv, int depth)
+{
+    const jfield *rows = pl_tm_keyvalue.fields;
+    while (p < end) {
+        field fl;
+        if (pl_pb_wire_next_field(d, &p, end, &fl))
+            return -1;
+        switch (fl.num) {
+        case CM(KeyValue, key):
+            if (get_string(d, &fl, rows[0].name, &kv->key))
+                return -1;
+            break;
+        case CM(KeyValue, value):
+            EXPECT(&fl, WT_LEN, rows[1].name);
+            path_push(d, rows[1].name, -1);
+            if (dec_anyvalue(d, fl.ptr, fl.ptr + fl.len, &kv->value, depth + 1))
+                return -1;
+            path_pop(d);
+            break;
+        case CM(KeyValue, key_strindex):
+            GET_I32(&fl, rows[2].name, kv->key_strindex);
+            break;
+        default:
+            break;
+        }
+    }
+    return 0;
+}
+_Static_assert(CM(KeyValue, key) == 1 && CM(KeyValue, value) == 2 &&
+                   CM(AnyValue, string_value) == 1 && CM(KeyValue, key_strindex) == 3,
+               "KeyValue field numbers");
+
+/* One field of message m read from the wire into base. */
+static inline __attribute__((always_inline)) int
+walk_field(dec *d, const jmsg *m, const field *fl, uint8_t *base, const uint32_t *counts, int depth)
+{
+    const jfield *f = pl_tm_by_num(m, fl->num);
+    if (!f)
+        return 0; /* unknown, including 1000 (old instrumentation_library_*) */
+    void *dst = base + f->off;
+    switch ((fkind)f->kind) {
+    case FK_STR:
+        return get_string(d, fl, f->name, dst);
+    case FK_B64:
+        return get_bytes(d, fl, f->name, dst);
+    case FK_ID:
+        return get_id(d, fl, f->name, dst, base + f->aux, f->arg);
+    case FK_U32:
+        GET_U32(fl, f->name, *(uint32_t *)dst);
+        return 0;
+    case FK_I32:
+    case FK_ENUM:
+        GET_I32(fl, f->name, *(int32_t *)dst);
+        return 0;
+    case FK_U64:
+        GET_U64(fl, f->name, *(uint64_t *)dst);
+        return 0;
+    case FK_I64:
+        GET_I64(fl, f->name, *(int64_t *)dst);
+        return 0;
+    case FK_FX32:
+        GET_FIXED32(fl, f->name, *(uint32_t *)dst);
+        return 0;
+    case FK_FX64:
+        GET_FIXED64(fl, f->name, *(uint64_t *)dst);
+        return 0;
+    case FK_MSG:
+        return sub_message(d, f, fl, base, depth);
+    case FK_ANY:
+        EXPECT(fl, WT_LEN, f->name);
+        path_push(d, f->name, -1);
+        if (dec_anyvalue(d, fl->ptr, fl->ptr + fl->len, dst, depth + 1))
+            return -1;
+        path_pop(d);
+        return 0;
+    default:
+        if (f->sub == &pl_tm_keyvalue && fl->wt == WT_LEN) {
+            /* attributes: the plain ones without list_item's bookkeeping */
+            uint32_t *n = (uint32_t *)(base + f->aux);
+            if (*n < counts[fl->num] &&
+                keyvalue_plain(fl->ptr, fl->ptr + fl->len, *(pl_kv **)dst + *n, depth)) {
+                (*n)++;
+                return 0;
+            }
+        }
+        return list_item(d, f, fl, base, counts[fl->num], depth);
+    }
+}
+
+/* Fields a message with lists keeps from its counting pass, so the filling
+ * pass does not read them from the wire again (a span with 20 attributes
+ * has about 30); a message with more is read twice. */
+#define KEPT_FIELDS 40
+
 static int walk(dec *d, const jmsg *m, const uint8_t *p, const uint8_t *end, uint8_t *base,
                 int depth)
 {
     const jindex *ix = m->ix;
     uint32_t counts[32];
     if (ix->has_lists) {
-        if (pl_pb_wire_count_fields(d, p, end, counts, ix->varint_mask, ix->fixed64_mask))
-            return -1;
-        for (unsigned i = 0; i < m->n_fields; i++) {
-            const jfield *f = &m->fields[i];
-            if (!FK_IS_LIST(f->kind))
+        /* The counting pass (pl_pb_wire_count_fields, the fields kept). */
+        field kept[KEPT_FIELDS];
+        unsigned n_kept = 0;
+        bool all_kept = true;
+        memset(counts, 0, sizeof counts);
+        for (const uint8_t *q = p; q < end;) {
+            field fl;
+            if (pl_pb_wire_next_field(d, &q, end, &fl))
+                return -1;
+            if (n_kept < KEPT_FIELDS)
+                kept[n_kept++] = fl;
+            else
+                all_kept = false;
+            if (fl.num >= 32)
                 continue;
+            uint32_t bit = 1u << fl.num;
+            uint64_t add = 1;
+            if (__builtin_expect(fl.wt == WT_LEN && ((ix->varint_mask | ix->fixed64_mask) & bit),
+                                 0)) {
+                if (ix->varint_mask & bit) {
+                    add = 0;
+                    for (size_t i = 0; i < fl.len; i++)
+                        add += fl.ptr[i] < 0x80;
+                } else {
+                    add = fl.len / 8;
+                }
+            }
+            if (counts[fl.num] + add > UINT32_MAX / 2)
+                return pl_pb_wire_fail(d, NULL, "too many elements in field %u", fl.num);
+            counts[fl.num] += (uint32_t)add;
+        }
+        for (unsigned i = 0; i < ix->n_lists; i++) {
+            const jfield *f = &m->fields[ix->lists[i]];
             uint32_t n = counts[f->num];
             void *items = NULL;
             if (n && !(items = pl_pb_wire_calloc(d, n, pl_tm_elem_size(f))))
@@ -233,62 +418,19 @@ static int walk(dec *d, const jmsg *m, const uint8_t *p, const uint8_t *end, uin
             if (f->aux2 != NO_OFF)
                 *(uint32_t *)(base + f->aux2) = n;
         }
+        if (all_kept) {
+            for (unsigned i = 0; i < n_kept; i++)
+                if (walk_field(d, m, &kept[i], base, counts, depth))
+                    return -1;
+            return 0;
+        }
     }
     while (p < end) {
         field fl;
         if (pl_pb_wire_next_field(d, &p, end, &fl))
             return -1;
-        const jfield *f = pl_tm_by_num(m, fl.num);
-        if (!f)
-            continue; /* unknown, including 1000 (old instrumentation_library_*) */
-        void *dst = base + f->off;
-        switch ((fkind)f->kind) {
-        case FK_STR:
-            if (get_string(d, &fl, f->name, dst))
-                return -1;
-            break;
-        case FK_B64:
-            if (get_bytes(d, &fl, f->name, dst))
-                return -1;
-            break;
-        case FK_ID:
-            if (get_id(d, &fl, f->name, dst, base + f->aux, f->arg))
-                return -1;
-            break;
-        case FK_U32:
-            GET_U32(&fl, f->name, *(uint32_t *)dst);
-            break;
-        case FK_I32:
-        case FK_ENUM:
-            GET_I32(&fl, f->name, *(int32_t *)dst);
-            break;
-        case FK_U64:
-            GET_U64(&fl, f->name, *(uint64_t *)dst);
-            break;
-        case FK_I64:
-            GET_I64(&fl, f->name, *(int64_t *)dst);
-            break;
-        case FK_FX32:
-            GET_FIXED32(&fl, f->name, *(uint32_t *)dst);
-            break;
-        case FK_FX64:
-            GET_FIXED64(&fl, f->name, *(uint64_t *)dst);
-            break;
-        case FK_MSG:
-            if (sub_message(d, f, &fl, base, depth))
-                return -1;
-            break;
-        case FK_ANY:
-            EXPECT(&fl, WT_LEN, f->name);
-            path_push(d, f->name, -1);
-            if (dec_anyvalue(d, fl.ptr, fl.ptr + fl.len, dst, depth + 1))
-                return -1;
-            path_pop(d);
-            break;
-        default:
-            if (list_item(d, f, &fl, base, counts[f->num], depth))
-                return -1;
-        }
+        if (walk_field(d, m, &fl, base, counts, depth))
+            return -1;
     }
     return 0;
 }

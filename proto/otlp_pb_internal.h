@@ -203,10 +203,33 @@ static inline __attribute__((always_inline)) int pl_pb_wire_next_field(dec *d, c
             return (pl_pb_wire_wrong_wt(d, (name), (f), (want)), -1);                              \
     } while (0)
 
+/* True when none of the len bytes at s has its high bit set (plain ASCII,
+ * so valid UTF-8): word loads, overlapping at the end, one test at the end.
+ * Most OTLP strings are ASCII; the others go on to pl_utf8_valid. */
+static inline bool pl_pb_wire_ascii(const uint8_t *s, size_t len)
+{
+    if (len >= 8) {
+        uint64_t acc = 0, w;
+        for (size_t i = 0; i + 8 < len; i += 8) {
+            memcpy(&w, s + i, 8);
+            acc |= w;
+        }
+        memcpy(&w, s + len - 8, 8);
+        return !((acc | w) & 0x8080808080808080ull);
+    }
+    if (len >= 4) {
+        uint32_t a, b;
+        memcpy(&a, s, 4);
+        memcpy(&b, s + len - 4, 4);
+        return !((a | b) & 0x80808080u);
+    }
+    return !len || !((s[0] | s[len / 2] | s[len - 1]) & 0x80);
+}
+
 static inline int get_string(dec *d, const field *f, const char *name, pl_bytes *out)
 {
     EXPECT(f, WT_LEN, name);
-    if (!pl_utf8_valid(f->ptr, f->len))
+    if (!pl_pb_wire_ascii(f->ptr, f->len) && !pl_utf8_valid(f->ptr, f->len))
         return PBW_FAIL(d, name, "invalid UTF-8");
     out->ptr = f->len ? f->ptr : NULL;
     out->len = (uint32_t)f->len;

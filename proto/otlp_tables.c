@@ -352,8 +352,12 @@ __attribute__((constructor)) static void index_tables(void)
                 m->ix->varint_mask |= 1u << f->num;
             if (f->kind == FK_U64S)
                 m->ix->fixed64_mask |= 1u << f->num;
-            if (FK_IS_LIST(f->kind))
+            if (FK_IS_LIST(f->kind)) {
+                if (m->ix->n_lists == sizeof m->ix->lists)
+                    abort();
+                m->ix->lists[m->ix->n_lists++] = (uint8_t)k;
                 m->ix->has_lists = true;
+            }
         }
         unsigned n = 0;
         for (unsigned num = 1; num < 32; num++)

@@ -71,6 +71,8 @@ typedef struct jindex {
     uint32_t varint_mask;  /* packed varint lists, for counting elements */
     uint32_t fixed64_mask; /* packed fixed64 lists */
     bool has_lists;
+    uint8_t n_lists; /* the list rows, so the decoder sizes them without a scan */
+    uint8_t lists[16];
 } jindex;
 
 struct jmsg {

@@ -351,6 +351,61 @@ static void test_json_string(void)
     pl_buf_free(&b);
 }
 
+/* An attribute as SDKs write it, {"key":"K","value":{"stringValue":"V"}},
+ * with K and V of every length up to past a 16-byte block and one special
+ * byte at every position of one of them: the in-place reading of such
+ * attributes must give what the full reader gives (escapes unescaped,
+ * "é" kept) and refuse what it refuses (a raw control byte, a byte that is
+ * not UTF-8), and take the plain ones as sent. */
+static void test_attribute_strings_checked(void)
+{
+    static const char *const specials[] = {"", "\\n", "\xc3\xa9", "\x01", "\x80", "\\\""};
+    static const char *const want[] = {"", "\n", "\xc3\xa9", NULL, NULL, "\""};
+    for (size_t len = 0; len <= 36; len++) {
+        for (size_t at = 0; at <= len; at++) {
+            for (int where = 0; where < 2; where++) {
+                for (size_t sp = 0; sp < sizeof specials / sizeof specials[0]; sp++) {
+                    if (sp && at == len)
+                        continue;
+                    char k[64], v[64], expect[96];
+                    memset(k, 'k', len), memset(v, 'v', len);
+                    k[len] = v[len] = '\0';
+                    char *t = where ? v : k;
+                    /* the special replaces the byte at `at` */
+                    snprintf(expect, sizeof expect, "%.*s%s%s", (int)at, t,
+                             want[sp] ? want[sp] : "", sp ? t + at + 1 : t + at);
+                    char with[96];
+                    snprintf(with, sizeof with, "%.*s%s%s", (int)at, t, specials[sp],
+                             sp ? t + at + 1 : t + at);
+                    char doc[512];
+                    snprintf(doc, sizeof doc,
+                             "{\"resourceSpans\":[{\"scopeSpans\":[{\"spans\":[{\"name\":\"n\","
+                             "\"attributes\":[{\"key\":\"%s\",\"value\":{\"stringValue\":\"%s\"}}]}"
+                             "]}]}]}",
+                             where ? k : with, where ? with : v);
+                    pl_batch *b = pl_batch_new(PL_SIGNAL_TRACES);
+                    pl_err err;
+                    pl_status st =
+                        pl_otlp_json_decode_traces(b, (const uint8_t *)doc, strlen(doc), &err);
+                    if (!want[sp]) {
+                        CHECK_EQ_INT(st, PL_ERR_INVALID);
+                    } else {
+                        REQUIRE(st == PL_OK);
+                        const pl_span *span = &b->data.traces.resources[0].scopes[0].spans[0];
+                        REQUIRE(span->attrs.n == 1);
+                        const pl_kv *kv = &span->attrs.items[0];
+                        CHECK_EQ_INT(kv->value.type, PL_VALUE_STRING);
+                        const char *wk = where ? k : expect, *wv = where ? expect : v;
+                        CHECK_EQ_BYTES(kv->key.ptr, kv->key.len, wk, strlen(wk));
+                        CHECK_EQ_BYTES(kv->value.u.str.ptr, kv->value.u.str.len, wv, strlen(wv));
+                    }
+                    pl_batch_free(b);
+                }
+            }
+        }
+    }
+}
+
 int main(void)
 {
     PL_RUN(test_sheet_example);
@@ -359,5 +414,6 @@ int main(void)
     PL_RUN(test_profiles);
     PL_RUN(test_base64);
     PL_RUN(test_json_string);
+    PL_RUN(test_attribute_strings_checked);
     return pl_test_done();
 }

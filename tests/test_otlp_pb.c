@@ -9,6 +9,7 @@
 #include "core/buf.h"
 #include "core/model.h"
 #include "proto/otlp_pb.h"
+#include "proto/pb_wire.h"
 #include "testlib.h"
 
 static pl_bytes S(const char *s)
@@ -872,6 +873,81 @@ static void test_utf8(void)
     CHECK(pl_utf8_valid((const uint8_t *)"", 0));
 }
 
+/* A request of one span with one attribute (key, string value). */
+static void one_attribute_request(pl_buf *req, const uint8_t *key, size_t klen, const uint8_t *val,
+                                  size_t vlen)
+{
+    pl_buf any, kv, span, scope, rs;
+    pl_buf_init(&any), pl_buf_init(&kv), pl_buf_init(&span), pl_buf_init(&scope);
+    pl_buf_init(&rs);
+    pl_pb_put_bytes(&any, 1, val, vlen); /* AnyValue.string_value */
+    pl_pb_put_bytes(&kv, 1, key, klen);  /* KeyValue.key */
+    pl_pb_put_bytes(&kv, 2, any.data, any.len);
+    static const uint8_t ids[16] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16};
+    pl_pb_put_bytes(&span, 1, ids, 16);
+    pl_pb_put_bytes(&span, 2, ids, 8);
+    pl_pb_put_bytes(&span, 5, "n", 1);
+    pl_pb_put_bytes(&span, 9, kv.data, kv.len); /* Span.attributes */
+    pl_pb_put_bytes(&scope, 2, span.data, span.len);
+    pl_pb_put_bytes(&rs, 2, scope.data, scope.len);
+    pl_pb_put_bytes(req, 1, rs.data, rs.len);
+    pl_buf_free(&any), pl_buf_free(&kv), pl_buf_free(&span), pl_buf_free(&scope);
+    pl_buf_free(&rs);
+}
+
+/* Attribute strings of every length up to past two words, with one byte
+ * that is not UTF-8 (or one two-byte character) at every position, in the
+ * key or in the value: the word-at-a-time ASCII checks and the in-place
+ * reading of plain attributes must refuse exactly what pl_utf8_valid
+ * refuses, and return the bytes as sent. */
+static void test_attribute_strings_checked(void)
+{
+    uint8_t key[48], val[48];
+    for (size_t len = 0; len <= 40; len++) {
+        for (size_t at = 0; at <= len; at++) {
+            for (int where = 0; where < 2; where++) {
+                for (int kind = 0; kind < 3; kind++) { /* plain, 0x80, "é" */
+                    if (at == len && kind)
+                        continue;
+                    if (kind == 2 && at + 1 >= len)
+                        continue;
+                    memset(key, 'k', len);
+                    memset(val, 'v', len);
+                    uint8_t *s = where ? val : key;
+                    if (kind == 1)
+                        s[at] = 0x80;
+                    if (kind == 2)
+                        s[at] = 0xc3, s[at + 1] = 0xa9;
+                    pl_buf req;
+                    pl_buf_init(&req);
+                    one_attribute_request(&req, key, len, val, len);
+                    pl_batch *b = pl_batch_new(PL_SIGNAL_TRACES);
+                    pl_err err;
+                    pl_status st = pl_otlp_decode_traces(b, req.data, req.len, &err);
+                    if (kind == 1) {
+                        CHECK_EQ_INT(st, PL_ERR_INVALID);
+                        CHECK(strstr(err.msg, "invalid UTF-8") != NULL);
+                        CHECK(strstr(err.msg, where ? "string_value" : "key") != NULL);
+                    } else {
+                        REQUIRE(st == PL_OK);
+                        const pl_kv *kv =
+                            &b->data.traces.resources[0].scopes[0].spans[0].attrs.items[0];
+                        CHECK_EQ_INT(b->data.traces.resources[0].scopes[0].spans[0].attrs.n, 1);
+                        CHECK_EQ_INT(kv->key.len, len);
+                        CHECK_EQ_INT(kv->value.type, PL_VALUE_STRING);
+                        CHECK_EQ_INT(kv->value.u.str.len, len);
+                        CHECK(len == 0 || memcmp(kv->key.ptr, key, len) == 0);
+                        CHECK(len == 0 || memcmp(kv->value.u.str.ptr, val, len) == 0);
+                        CHECK(len != 0 || (!kv->key.ptr && !kv->value.u.str.ptr));
+                    }
+                    pl_batch_free(b);
+                    pl_buf_free(&req);
+                }
+            }
+        }
+    }
+}
+
 int main(void)
 {
     PL_RUN(test_traces_round_trip);
@@ -886,5 +962,6 @@ int main(void)
     PL_RUN(test_logs_metrics_counts);
     PL_RUN(test_responses);
     PL_RUN(test_utf8);
+    PL_RUN(test_attribute_strings_checked);
     return pl_test_done();
 }

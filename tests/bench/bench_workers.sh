@@ -5,12 +5,14 @@
 #   tests/bench/bench_workers.sh [BUILD_DIR] [SECONDS] [RUNS] [WORKERS...]
 #
 # WORKERS defaults to "1 2 $(nproc)": the benchmark takes the core count of
-# the machine it runs on, so it runs unchanged on a larger one.
+# the machine it runs on, so it runs unchanged on a larger one. "default"
+# leaves service.workers out of the configuration (one worker per CPU).
 #
 # Scenarios (100-span requests, 10 string attributes per span, loadgen with
 # 2 connections per worker, at least 4):
 #   http      OTLP/HTTP protobuf -> nop (receive and discard)
 #   grpc      OTLP/gRPC -> nop
+#   json      OTLP/HTTP JSON -> nop
 #   forward   OTLP/HTTP protobuf -> otlphttp exporter (gzip) -> a second
 #             proflink (workers: 1, otlp -> nop) that is not measured
 # SPANS (default 100) sets the spans per request and GZIP=1 compresses the
@@ -84,7 +86,7 @@ receivers:
 exporters:
   $exporter
 service:
-  workers: $workers
+  $([ "$workers" = default ] || echo "workers: $workers")
   telemetry: { logs: { level: warn }, metrics: { address: 127.0.0.1:$mport } }
   pipelines:
     traces: { receivers: [otlp], exporters: [$use] }
@@ -94,7 +96,9 @@ YAML
     wait_port $hport
     local proto=http endpoint=127.0.0.1:$hport
     [ "$scenario" = grpc ] && { proto=grpc; endpoint=127.0.0.1:$gport; }
-    local conns=$(( 2 * workers < 4 ? 4 : 2 * workers ))
+    [ "$scenario" = json ] && proto=json
+    local nw=$workers; [ "$workers" = default ] && nw=$(nproc)
+    local conns=$(( 2 * nw < 4 ? 4 : 2 * nw ))
     local c0; c0=$(cpu_ticks $pid)
     local l0; l0=$(loop_ticks $pid)
     local gz=""; [ "${GZIP:-0}" = 1 ] && gz=--gzip
@@ -135,6 +139,6 @@ for scenario in ${SCENARIOS:-http grpc forward}; do
         loop=$(cut -d' ' -f4 "$TMP/derived" | median)
         [ -z "$base" ] && base=$sps
         printf "%-8s %-7s %10.0f %9.2f %9.2f %8.1f %8.2f\n" "$scenario" "$w" "$sps" "$per" "$loop" "$rss" \
-            "$(awk -v s=$sps -v b=$base -v w=$w 'BEGIN{print (b>0? s/b/w : 0)}')"
+            "$(awk -v s=$sps -v b=$base -v w=$([ "$w" = default ] && nproc || echo $w) 'BEGIN{print (b>0? s/b/w : 0)}')"
     done
 done
