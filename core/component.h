@@ -82,6 +82,12 @@ typedef struct pl_cfg_list {
 } pl_cfg_list;
 
 typedef struct pl_cfg_ctx pl_cfg_ctx; /* opaque: the loader's position info */
+/* The first member of every pl_cfg_ctx: where pl_cfg_errorf, pl_cfg_warnf
+ * and pl_cfg_check (core/cfg.c) hand their formatted message, for the
+ * loader (config/decode.c) to place at the key's position. */
+typedef struct pl_cfg_reporter {
+    void (*report)(pl_cfg_ctx *ctx, bool warning, const char *key, const char *msg);
+} pl_cfg_reporter;
 typedef struct pl_cfg_section pl_cfg_section;
 
 /* A check of one option on its own (the schema's minimum, maximum,
@@ -135,7 +141,7 @@ int pl_cfg_defaults(const pl_cfg_section *section, void *out);
 /* Frees strings, lists and maps inside a filled struct (not the struct). */
 void pl_cfg_free(const pl_cfg_section *section, void *cfg);
 
-/* Parsers shared by the loader and components; 0 or -1. */
+/* Parsers shared by the loader and components (core/cfg.c); 0 or -1. */
 int pl_parse_duration(const char *text, int64_t *out_ns);
 int pl_parse_size(const char *text, uint64_t *out_bytes);
 
