@@ -197,6 +197,57 @@ void pl_stats_set_degraded(pl_stats *stats, const char *reason);
 
 /* ---- the host: services every component may use ------------------------- */
 
+/* The worker pool (`service.workers`, pipeline/workers.c) as components
+ * reach it: through the host of their create settings. Each hook takes the
+ * pool as its first argument. */
+struct pl_http_server;
+struct pl_http_server_options;
+struct pl_http_request;
+struct pl_http_response;
+typedef void (*pl_host_http_handler)(void *arg, struct pl_http_request *req,
+                                     struct pl_http_response *res);
+typedef struct pl_host_workers {
+    unsigned (*count)(void *pool);
+    /* work(arg) on a worker, then done(arg) on the pipeline loop; false: the
+     * caller does the work itself */
+    bool (*submit)(void *pool, void (*work)(void *arg), void (*done)(void *arg), void *arg);
+    /* listens on `endpoint` on every worker loop: servers[i] is worker i's */
+    pl_status (*listen)(void *pool, const char *endpoint,
+                        const struct pl_http_server_options *options, pl_host_http_handler handler,
+                        void *arg, struct pl_http_server **servers, pl_err *err);
+    void (*close)(void *pool, struct pl_http_server **servers, unsigned count);
+    /* from a worker thread: consumes `batch` on the pipeline loop */
+    pl_status (*consume)(void *pool, pl_consumer *next, pl_batch *batch);
+} pl_host_workers;
+
+/* What the process running the pipeline lends its components. The graph
+ * hands one to every component in its create settings; NULL (a component
+ * built by a unit test) is a host without a worker pool. */
+typedef struct pl_host {
+    const pl_host_workers *workers; /* NULL: no pool */
+    void *pool;
+} pl_host;
+
+/* The pool's workers; 0 without a pool (everything on the pipeline loop). */
+unsigned pl_host_workers_count(const pl_host *host);
+/* pl_host_workers.submit; false without a pool. */
+bool pl_host_submit(const pl_host *host, void (*work)(void *arg), void (*done)(void *arg),
+                    void *arg);
+/* pl_host_workers.listen; servers holds pl_host_workers_count() entries. */
+pl_status pl_host_listen(const pl_host *host, const char *endpoint,
+                         const struct pl_http_server_options *options, pl_host_http_handler handler,
+                         void *arg, struct pl_http_server **servers, pl_err *err);
+/* Closes servers[0..count) on their workers and sets them to NULL. */
+void pl_host_close(const pl_host *host, struct pl_http_server **servers, unsigned count);
+
+/* A worker thread's host, set once by the thread when it starts
+ * (pipeline/workers.c): pl_consumer_consume hands batches over through it.
+ * pl_host_worker answers NULL on any other thread, and on a worker that
+ * runs the pipeline in the loop's stead (pl_pipeline_borrowed). */
+void pl_host_enter_worker(const pl_host *host);
+const pl_host *pl_host_worker(void);
+bool pl_host_on_worker(void); /* pl_host_worker() != NULL */
+
 /* True on a worker thread that runs the pipeline in the pipeline loop's
  * stead, holding the pipeline lock (pipeline/workers.c, "the pipeline
  * lock"). Code that keeps state for the loop's thread alone (the
@@ -238,10 +289,11 @@ typedef enum pl_kind {
 const char *pl_kind_name(pl_kind kind); /* "receiver", ... */
 
 typedef struct pl_create_settings {
-    const char *id;  /* "otlp", "otlphttp/tempo": for logs and metrics */
-    uv_loop_t *loop; /* the one event loop; hooks run on it */
-    pl_stats *stats; /* this component's counters */
-    pl_clock clock;  /* real time unless a test injects one */
+    const char *id;      /* "otlp", "otlphttp/tempo": for logs and metrics */
+    uv_loop_t *loop;     /* the one event loop; hooks run on it */
+    pl_stats *stats;     /* this component's counters */
+    pl_clock clock;      /* real time unless a test injects one */
+    const pl_host *host; /* the worker pool and other host services; may be NULL */
     /* Receivers only: where each signal goes (NULL: no pipeline takes it). */
     pl_consumer *next[PL_SIGNAL_COUNT];
     /* Signals this instance is used with (union over its pipelines). */

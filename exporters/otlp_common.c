@@ -12,7 +12,6 @@
 #include <strings.h>
 
 #include "core/log.h"
-#include "pipeline/workers.h"
 #include "proto/otlp_json.h"
 #include "proto/otlp_pb.h"
 
@@ -385,7 +384,7 @@ static pl_status otlp_encode(void *arg, const pl_batch *batch, pl_buf *out, uint
     pl_encoding coding = __atomic_load_n(&x->compression, __ATOMIC_RELAXED);
     pl_buf local;
     pl_buf_init(&local);
-    pl_buf *scratch = pl_workers_on_worker() ? &local : &x->scratch;
+    pl_buf *scratch = pl_host_on_worker() ? &local : &x->scratch;
     /* JSON only where proflink has the model to encode: logs and metrics
      * pass through as the protobuf request they came in as. */
     bool json = x->json && !x->grpc &&

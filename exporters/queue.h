@@ -52,7 +52,7 @@
  * whose sender says encode_anywhere does not encode inside export(): it
  * admits the batch against queue_size and max_items (the batch counts as
  * one of `batches` from then on), keeps a reference on it (pl_batch_ref)
- * and hands encode() to a worker thread (pl_workers_submit). export()
+ * and hands encode() to a worker thread (pl_host_submit). export()
  * returns PL_OK at once, which is what an in-memory queue's PL_OK always
  * meant: the data is the queue's. When the encoding is done the loop puts
  * the payload into the FIFO, in the order export() was called (a payload

@@ -28,6 +28,7 @@
 
 struct pl_service {
     uv_loop_t *loop;
+    const pl_host *host;      /* handed to every graph (NULL: no worker pool) */
     pl_config *config;        /* the running configuration */
     pl_config *failed_config; /* a swap that failed to start: freed with graph */
     /* A reload's replaced components, draining while the new graph runs. */
@@ -197,7 +198,7 @@ static void on_zombie_tick(uv_timer_t *timer)
 /* Builds and starts a graph for cfg; NULL with err set on failure. */
 static pl_graph *graph_up(pl_service *s, const pl_config *cfg, pl_err *err)
 {
-    pl_graph *g = pl_graph_build(cfg, s->loop, err);
+    pl_graph *g = pl_graph_build_host(cfg, s->loop, s->host, err);
     if (!g)
         return NULL;
     if (pl_graph_start(g, err) != PL_OK) {
@@ -409,6 +410,12 @@ static void on_signal(uv_signal_t *h, int signum)
 
 pl_service *pl_service_start(uv_loop_t *loop, pl_config *config, bool handle_signals, pl_err *err)
 {
+    return pl_service_start_host(loop, NULL, config, handle_signals, err);
+}
+
+pl_service *pl_service_start_host(uv_loop_t *loop, const pl_host *host, pl_config *config,
+                                  bool handle_signals, pl_err *err)
+{
     pl_service *s = calloc(1, sizeof(*s));
     if (!s) {
         pl_config_free(config);
@@ -416,6 +423,7 @@ pl_service *pl_service_start(uv_loop_t *loop, pl_config *config, bool handle_sig
         return NULL;
     }
     s->loop = loop;
+    s->host = host;
     s->config = config;
     set_state(s, PL_SERVICE_STARTING);
     s->handle_signals = handle_signals;
@@ -562,7 +570,7 @@ int pl_service_main(const pl_cfg_sources *sources)
             return 1;
         }
     }
-    pl_service *s = pl_service_start(&loop, cfg, true, &err);
+    pl_service *s = pl_service_start_host(&loop, pl_workers_host(workers), cfg, true, &err);
     int rc;
     if (!s) {
         fprintf(stderr, "proflink: %s\n", err.msg);

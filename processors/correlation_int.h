@@ -15,7 +15,7 @@
 #include "core/hash.h"
 #include "core/log.h"
 #include "core/stats.h"
-#include "pipeline/consumer.h"
+#include "core/consumer.h"
 
 #define COMPONENT          "correlation"
 #define MAX_ANCESTRY       64          /* parent walks stop here (guards against cycles) */

@@ -62,8 +62,6 @@
 #include "net/grpc.h"
 #include "extensions/auth.h"
 #include "net/http_server.h"
-#include "pipeline/consumer.h"
-#include "pipeline/workers.h"
 #include "proto/pprof.h"
 #include "receivers/folded.h"
 #include "receivers/multipart.h"
@@ -102,6 +100,7 @@ typedef struct pyroscope {
     /* with service.workers > 1: one server per worker loop (SO_REUSEPORT) */
     pl_http_server **worker_servers;
     unsigned n_workers;
+    const pl_host *host; /* the worker pool (NULL: none) */
     /* bumped from the worker threads too: atomic adds (count()) */
     uint64_t *invalid_requests, *ingest_requests, *push_requests, *otlp_requests;
     pl_otlp_handler otlp; /* OTLP profiles on the same port */
@@ -1149,6 +1148,7 @@ static pl_status pyroscope_create(const pl_create_settings *settings, const void
         cfg->max_decoded_objects > 0 ? (size_t)cfg->max_decoded_objects : 4000000;
     r->loop = settings->loop;
     r->stats = settings->stats;
+    r->host = settings->host;
     /* pushes arrive over HTTP (also the gRPC-style push API): series at zero */
     pl_stats_add_via(r->stats, PL_TRANSPORT_HTTP, PL_SIGNAL_PROFILES, PL_STAT_ACCEPTED, 0);
     r->clock = settings->clock;
@@ -1201,13 +1201,13 @@ static pl_status pyroscope_start(void *self, pl_err *err)
         .deliver_too_large = true,
     };
     pl_listener_security_apply(&r->sec, &o);
-    unsigned workers = pl_workers_count();
+    unsigned workers = pl_host_workers_count(r->host);
     if (workers > 1) {
         r->worker_servers = calloc(workers, sizeof(*r->worker_servers));
         if (!r->worker_servers)
             return pl_errf(err, PL_ERR_NOMEM, "out of memory");
         r->n_workers = workers;
-        pl_status st = pl_workers_listen(r->endpoint, &o, on_request, r, r->worker_servers, err);
+        pl_status st = pl_host_listen(r->host, r->endpoint, &o, on_request, r, r->worker_servers, err);
         if (st != PL_OK) {
             free(r->worker_servers);
             r->worker_servers = NULL;
@@ -1231,7 +1231,7 @@ static pl_status pyroscope_start(void *self, pl_err *err)
 
 static void close_worker_servers(pyroscope *r)
 {
-    pl_workers_close(r->worker_servers, r->n_workers);
+    pl_host_close(r->host, r->worker_servers, r->n_workers);
     free(r->worker_servers);
     r->worker_servers = NULL;
     r->n_workers = 0;
