@@ -73,7 +73,7 @@
 #include "net/http_auth.h"
 #include "net/http_client.h"
 #include "proto/pprof.h"
-#include "receivers/pyroscope_push.h"
+#include "proto/pyroscope_push.h"
 
 #define PUSH_PATH         "/push.v1.PusherService/Push"
 #define MAX_SERIES_LABELS 30

@@ -67,7 +67,7 @@
 #include "receivers/multipart.h"
 #include "receivers/otlp_handler.h"
 #include "receivers/pyroscope_jfr.h"
-#include "receivers/pyroscope_push.h"
+#include "proto/pyroscope_push.h"
 
 #include "receivers/pyroscope.config.h"
 
