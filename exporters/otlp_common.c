@@ -15,8 +15,6 @@
 #include "proto/otlp_json.h"
 #include "proto/otlp_pb.h"
 
-#include "exporters/otlp_common.config.inc"
-
 int pl_otlp_compression_parse(const char *text, pl_encoding *out)
 {
     if (!text || !text[0] || strcasecmp(text, "gzip") == 0)

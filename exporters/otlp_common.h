@@ -21,14 +21,13 @@
 #include "extensions/auth.h"
 #include "net/compress.h"
 #include "net/http_client.h"
+#include "net/tls.h"
 
-#include "exporters/otlp_common.config.h"
 
 /* Both OTLP exporters' config: the otlphttp schema has every option, the
  * otlp (gRPC) one a part. */
 #include "exporters/otlphttp.config.h"
 
-extern const pl_cfg_section pl_otlp_tls_section;
 /* The `otlp` exporter's config table (exporters/otlp.c). */
 extern const pl_cfg_field pl_otlp_grpc_fields[];
 

@@ -38,13 +38,6 @@
 
 /* ---- config tables ------------------------------------------------------ */
 
-static int retry_validate(void *cfg, pl_cfg_ctx *ctx)
-{
-    pl_retry_config *c = cfg;
-    return pl_cfg_check(ctx, c->max_interval >= c->initial_interval, "max_interval",
-                        "must not be shorter than initial_interval");
-}
-
 static const char *const sizers[] = {"requests", "items", "bytes", NULL};
 
 static bool sizer_known(const char *s)

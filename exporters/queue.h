@@ -79,11 +79,12 @@
 /* ---- configuration ------------------------------------------------------ */
 
 #include "exporters/queue.config.h"
+#include "net/retry.h"
 
-/* Tables to embed in an exporter's config as PL_CFG_SECTION fields named
- * "sending_queue" and "retry_on_failure". */
+/* The table to embed in an exporter's config as a PL_CFG_SECTION field
+ * named "sending_queue" (and "retry_on_failure": pl_retry_section,
+ * net/retry.h). */
 extern const pl_cfg_section pl_sending_queue_section;
-extern const pl_cfg_section pl_retry_section;
 
 /* The sending_queue settings inside an exporter's decoded config `cfg`
  * (described by `section`), found through the tables; NULL if it has none. */
