@@ -257,13 +257,13 @@ bool pl_pipeline_borrowed(void);
 void pl_pipeline_set_borrowed(bool on);
 
 typedef struct pl_clock {
-    uint64_t (*now_ns)(void *arg); /* Unix time in ns */
+    uint64_t (*now)(void *arg); /* Unix time in ns */
     void *arg;
-    uint64_t (*mono_ns)(void *arg); /* monotonic ns, for holds and timers (NULL: see below) */
+    uint64_t (*mono)(void *arg); /* monotonic ns, for holds and timers (NULL: see below) */
 } pl_clock;
-uint64_t pl_clock_now(const pl_clock *clock); /* real time if clock or now_ns is NULL */
-/* Monotonic time for holds and timers: mono_ns when set, else now_ns when
- * set (a test injecting one clock drives both), else CLOCK_MONOTONIC. */
+uint64_t pl_clock_now(const pl_clock *clock); /* real time if clock or now is NULL */
+/* Monotonic time for holds and timers: mono when set, else now when set
+ * (a test injecting one clock drives both), else CLOCK_MONOTONIC. */
 uint64_t pl_clock_mono(const pl_clock *clock);
 uint64_t pl_time_now_ns(void);  /* CLOCK_REALTIME */
 uint64_t pl_time_mono_ns(void); /* CLOCK_MONOTONIC */

@@ -81,17 +81,17 @@ uint64_t pl_time_mono_ns(void)
 
 uint64_t pl_clock_now(const pl_clock *clock)
 {
-    if (clock && clock->now_ns)
-        return clock->now_ns(clock->arg);
+    if (clock && clock->now)
+        return clock->now(clock->arg);
     return pl_time_now_ns();
 }
 
 uint64_t pl_clock_mono(const pl_clock *clock)
 {
-    if (clock && clock->mono_ns)
-        return clock->mono_ns(clock->arg);
-    if (clock && clock->now_ns)
-        return clock->now_ns(clock->arg);
+    if (clock && clock->mono)
+        return clock->mono(clock->arg);
+    if (clock && clock->now)
+        return clock->now(clock->arg);
     return pl_time_mono_ns();
 }
 
