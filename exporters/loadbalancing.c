@@ -318,6 +318,7 @@ struct lb {
     uv_loop_t *loop;
     pl_stats *stats;
     pl_clock clock;
+    const pl_host *host; /* handed to every member: their queues encode on its workers */
     pl_lb_routing_key key;
     unsigned vnodes;
     pl_otlp_exporter_config proto; /* copied: members are created later (DNS) */
@@ -527,6 +528,7 @@ static lb_member *new_member(lb *l, const char *endpoint, pl_err *err)
                             .loop = l->loop,
                             .stats = m->stats,
                             .clock = l->clock,
+                            .host = l->host,
                             .signals = PL_SIGNAL_MASK(PL_SIGNAL_TRACES) |
                                        PL_SIGNAL_MASK(PL_SIGNAL_PROFILES)};
     void *x = NULL;
@@ -835,6 +837,7 @@ static pl_status lb_create(const pl_create_settings *settings, const void *confi
     l->loop = settings->loop;
     l->stats = settings->stats;
     l->clock = settings->clock;
+    l->host = settings->host;
     l->vnodes = cfg->virtual_nodes > 0 ? (unsigned)cfg->virtual_nodes : PL_LB_DEFAULT_VNODES;
     if (pl_lb_routing_key_parse(cfg->routing_key, &l->key) != 0) {
         lb_destroy(l);
