@@ -330,6 +330,11 @@ typedef struct pl_component_type {
     size_t (*pending)(void *self);
     /* Releases everything; called once handles are closed and the loop ran. */
     void (*destroy)(void *self);
+    /* Exporters whose sending queue keeps its batches on disk: that queue
+     * (exporters/queue.h, pl_queue_stored), for the write-ahead log the
+     * graph puts at the entry of a pipeline whose processors hold data.
+     * NULL hook or NULL answer: no persistent queue. */
+    struct pl_queue *(*stored_queue)(void *self);
     /* Signals of `signals` that pipelines may give it (as the Collector
      * does) but that it hands on unchanged; validate warns about each use. */
     unsigned signals_passed;

@@ -542,6 +542,12 @@ size_t pl_otlp_exporter_pending(void *self)
     return pl_queue_pending(x->queue);
 }
 
+struct pl_queue *pl_otlp_exporter_stored_queue(void *self)
+{
+    pl_otlp_exporter *x = self;
+    return pl_queue_stored(x->queue);
+}
+
 void pl_otlp_exporter_destroy(void *self)
 {
     pl_otlp_exporter *x = self;

@@ -94,6 +94,7 @@ pl_status pl_otlp_exporter_start(void *self, pl_err *err);
 pl_status pl_otlp_exporter_export(void *self, const pl_batch *batch);
 void pl_otlp_exporter_shutdown(void *self);
 size_t pl_otlp_exporter_pending(void *self);
+struct pl_queue *pl_otlp_exporter_stored_queue(void *self);
 void pl_otlp_exporter_destroy(void *self);
 
 /* gRPC: true when an answer says the server cannot decode `coding`

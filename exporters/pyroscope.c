@@ -897,6 +897,12 @@ static size_t pyroscope_exp_pending(void *self)
     return pl_queue_pending(x->queue);
 }
 
+static struct pl_queue *pyroscope_exp_stored_queue(void *self)
+{
+    pyroscope_exp *x = self;
+    return pl_queue_stored(x->queue);
+}
+
 static void pyroscope_exp_destroy(void *self)
 {
     pyroscope_exp *x = self;
@@ -928,4 +934,5 @@ const pl_component_type pl_exporter_pyroscope = {
                            pyroscope_exp_destroy),
     .export = pyroscope_exp_export,
     .pending = pyroscope_exp_pending,
+    .stored_queue = pyroscope_exp_stored_queue,
 };

@@ -1190,12 +1190,9 @@ pl_status pl_queue_tx_end(pl_queue *q, const pl_batch *batch, pl_status st)
     return st;
 }
 
-pl_queue *pl_queue_find_stored(const char *exporter_id)
+pl_queue *pl_queue_stored(pl_queue *queue)
 {
-    for (pl_queue *o = storage_users; o; o = o->next_storage_user)
-        if (o->db && strcmp(o->id, exporter_id) == 0)
-            return o;
-    return NULL;
+    return queue && queue->db ? queue : NULL;
 }
 
 sqlite3 *pl_queue_sqlite(pl_queue *q, const char **path)

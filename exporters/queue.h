@@ -181,6 +181,9 @@ void pl_queue_shutdown(pl_queue *queue);
 /* What the host waits for after shutdown: batches not finished (memory
  * mode) or sends in flight (storage mode). */
 size_t pl_queue_pending(const pl_queue *queue);
+/* `queue` when it keeps its batches on disk (sending_queue.storage), else
+ * NULL: what an exporter's stored_queue hook answers (core/component.h). */
+pl_queue *pl_queue_stored(pl_queue *queue);
 
 /* Frees the queue. Batches still in memory and not persisted are counted as
  * dropped and logged. A send still in flight is orphaned: its

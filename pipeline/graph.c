@@ -398,7 +398,9 @@ static pl_status open_wals(pl_graph *g, pl_graph *old, pl_err *err)
         if (!pl->cp->n_processors || pl->wal)
             continue;
         for (size_t i = 0; i < pl->exporters.n && !pl->wal; i++) {
-            pl_queue *q = pl_queue_find_stored(pl->exporters.exporters[i]->cc->id);
+            const instance *e = pl->exporters.exporters[i];
+            pl_queue *q =
+                e->self && e->cc->type->stored_queue ? e->cc->type->stored_queue(e->self) : NULL;
             if (!q)
                 continue;
             /* A reload keeps the log of a pipeline whose queue stays: batches
