@@ -223,9 +223,13 @@ typedef struct pl_host_workers {
 /* What the process running the pipeline lends its components. The graph
  * hands one to every component in its create settings; NULL (a component
  * built by a unit test) is a host without a worker pool. */
+struct pl_auth_registry;
 typedef struct pl_host {
     const pl_host_workers *workers; /* NULL: no pool */
     void *pool;
+    /* the running authentication extensions (extensions/auth.h); NULL:
+     * those of components created without a host */
+    struct pl_auth_registry *auth;
 } pl_host;
 
 /* The pool's workers; 0 without a pool (everything on the pipeline loop). */

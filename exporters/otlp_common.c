@@ -342,7 +342,7 @@ static void otlp_send(void *arg, pl_signal signal, const uint8_t *payload, size_
         }
     }
     if (x->auth_id) {
-        ctx->auth_line = pl_auth_client_header_for(x->auth_id);
+        ctx->auth_line = pl_auth_client_header_for(x->host, x->auth_id);
         if (ctx->auth_line)
             ctx->headers[n++] = ctx->auth_line;
     }
@@ -468,6 +468,7 @@ pl_status pl_otlp_exporter_create(const pl_create_settings *settings,
     x->id = strdup(settings->id ? settings->id : (grpc ? "otlp" : "otlphttp"));
     x->loop = settings->loop;
     x->stats = settings->stats;
+    x->host = settings->host;
     if (grpc && x->stats)
         x->downgrades = pl_stats_counter(x->stats, "compression_downgrades",
                                          "payloads re-sent with another coding because the "
@@ -485,7 +486,7 @@ pl_status pl_otlp_exporter_create(const pl_create_settings *settings,
     x->tls.cert_file = dup_or_null(cfg->tls.cert_file);
     x->tls.key_file = dup_or_null(cfg->tls.key_file);
     x->tenant_header = dup_or_null(cfg->tenant_header);
-    if (pl_auth_client_resolve(&cfg->auth, &x->auth_id, err) != PL_OK) {
+    if (pl_auth_client_resolve(x->host, &cfg->auth, &x->auth_id, err) != PL_OK) {
         pl_otlp_exporter_destroy(x);
         return PL_ERR_INVALID;
     }

@@ -23,7 +23,6 @@
 #include "net/http_client.h"
 #include "net/tls.h"
 
-
 /* Both OTLP exporters' config: the otlphttp schema has every option, the
  * otlp (gRPC) one a part. */
 #include "exporters/otlphttp.config.h"
@@ -61,6 +60,7 @@ struct pl_otlp_exporter {
     uint64_t timeout_ms;
     pl_http_tls tls;
     char *auth_id;       /* auth extension (client side), looked up per request */
+    const pl_host *host; /* where auth_id is looked up */
     char *tenant_header; /* forwarded tenant's header name, or NULL */
     pl_otlp_classify_fn classify;
     pl_buf scratch; /* encoding buffer reused across exports on the loop */

@@ -117,6 +117,7 @@ typedef struct pyroscope_exp {
     pl_clock clock;
     bool fixed_tenant; /* tenant_id set: batches' tenants are not sent */
     char *auth_id;     /* auth extension (client side), looked up per request */
+    const pl_host *host; /* where auth_id is looked up */
 } pyroscope_exp;
 
 /* A payload may start with the batch's tenant: TENANT_MARK, 'T', length,
@@ -728,7 +729,7 @@ static void pyroscope_send(void *arg, pl_signal signal, const uint8_t *payload, 
         len -= 3 + tl;
     }
     if (x->auth_id) {
-        auth_line = pl_auth_client_header_for(x->auth_id);
+        auth_line = pl_auth_client_header_for(x->host, x->auth_id);
         if (auth_line)
             headers[nh++] = auth_line;
     }
@@ -809,6 +810,7 @@ static pl_status pyroscope_exp_create(const pl_create_settings *settings, const 
     x->id = strdup(settings->id ? settings->id : "pyroscope");
     x->stats = settings->stats;
     x->clock = settings->clock;
+    x->host = settings->host;
     size_t n = strlen(cfg->endpoint);
     while (n && cfg->endpoint[n - 1] == '/')
         n--;
@@ -836,7 +838,7 @@ static pl_status pyroscope_exp_create(const pl_create_settings *settings, const 
         fail |= add_header(x, "X-Scope-OrgID", cfg->tenant_id);
         x->fixed_tenant = true;
     }
-    if (pl_auth_client_resolve(&cfg->auth, &x->auth_id, err) != PL_OK) {
+    if (pl_auth_client_resolve(x->host, &cfg->auth, &x->auth_id, err) != PL_OK) {
         pyroscope_exp_destroy(x);
         return PL_ERR_INVALID;
     }

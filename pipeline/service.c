@@ -20,6 +20,7 @@
 
 #include "core/hash.h"
 #include "core/log.h"
+#include "extensions/auth.h"
 #include "net/tls.h"
 #include "pipeline/telemetry_thread.h"
 #include "pipeline/workers.h"
@@ -28,7 +29,9 @@
 
 struct pl_service {
     uv_loop_t *loop;
-    const pl_host *host;      /* handed to every graph (NULL: no worker pool) */
+    /* handed to every graph: the worker pool's hooks (none without a pool)
+     * and the service's own authenticator registry */
+    pl_host host;
     pl_config *config;        /* the running configuration */
     pl_config *failed_config; /* a swap that failed to start: freed with graph */
     /* A reload's replaced components, draining while the new graph runs. */
@@ -198,7 +201,7 @@ static void on_zombie_tick(uv_timer_t *timer)
 /* Builds and starts a graph for cfg; NULL with err set on failure. */
 static pl_graph *graph_up(pl_service *s, const pl_config *cfg, pl_err *err)
 {
-    pl_graph *g = pl_graph_build_host(cfg, s->loop, s->host, err);
+    pl_graph *g = pl_graph_build_host(cfg, s->loop, &s->host, err);
     if (!g)
         return NULL;
     if (pl_graph_start(g, err) != PL_OK) {
@@ -423,7 +426,15 @@ pl_service *pl_service_start_host(uv_loop_t *loop, const pl_host *host, pl_confi
         return NULL;
     }
     s->loop = loop;
-    s->host = host;
+    if (host)
+        s->host = *host;
+    s->host.auth = pl_auth_registry_new();
+    if (!s->host.auth) {
+        pl_config_free(config);
+        free(s);
+        pl_errf(err, PL_ERR_NOMEM, "out of memory");
+        return NULL;
+    }
     s->config = config;
     set_state(s, PL_SERVICE_STARTING);
     s->handle_signals = handle_signals;
@@ -446,6 +457,7 @@ pl_service *pl_service_start_host(uv_loop_t *loop, const pl_host *host, pl_confi
         uv_run(loop, UV_RUN_NOWAIT); /* the timers live in s */
         free(s->telemetry_address);
         pl_config_free(config);
+        pl_auth_registry_free(s->host.auth);
         free(s);
         return NULL;
     }
@@ -515,6 +527,7 @@ int pl_service_free(pl_service *s)
     free(s->telemetry_address);
     pl_config_free(s->failed_config);
     pl_config_free(s->config);
+    pl_auth_registry_free(s->host.auth); /* every extension is destroyed */
     free(s);
     return rc;
 }

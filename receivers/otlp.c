@@ -233,9 +233,9 @@ static pl_status otlp_create(const pl_create_settings *settings, const void *con
     };
     pl_status st = PL_OK;
     if (r->grpc_enabled)
-        st = pl_listener_security_init(&r->grpc_sec, &g->tls, &g->auth, NULL, err);
+        st = pl_listener_security_init(&r->grpc_sec, r->host, &g->tls, &g->auth, NULL, err);
     if (st == PL_OK && r->http_enabled)
-        st = pl_listener_security_init(&r->http_sec, &h->tls, &h->auth, &h->cors, err);
+        st = pl_listener_security_init(&r->http_sec, r->host, &h->tls, &h->auth, &h->cors, err);
     if (st != PL_OK) {
         pl_listener_security_free(&r->grpc_sec);
         free(r);

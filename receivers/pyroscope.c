@@ -1176,7 +1176,7 @@ static pl_status pyroscope_create(const pl_create_settings *settings, const void
                      : NULL,
     };
     r->otlp.next[PL_SIGNAL_PROFILES] = r->next;
-    pl_status st = pl_listener_security_init(&r->sec, &cfg->tls, &cfg->auth, &cfg->cors, err);
+    pl_status st = pl_listener_security_init(&r->sec, r->host, &cfg->tls, &cfg->auth, &cfg->cors, err);
     if (st != PL_OK) {
         free(r->endpoint);
         free(r);
