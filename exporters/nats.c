@@ -49,7 +49,7 @@
 
 #include "core/log.h"
 #include "exporters/lb_ring.h"
-#include "exporters/loadbalancing.h"
+#include "exporters/lb_route.h"
 #include "exporters/nats.h"
 #include "exporters/queue.h"
 #include "net/nats_conn.h"
