@@ -230,6 +230,9 @@ typedef struct pl_host {
     /* the running authentication extensions (extensions/auth.h); NULL:
      * those of components created without a host */
     struct pl_auth_registry *auth;
+    /* memory pressure (pl_memory_state), set by the memory_limiter; NULL:
+     * the cell of components created without a host */
+    volatile int *memory;
 } pl_host;
 
 /* The pool's workers; 0 without a pool (everything on the pipeline loop). */
@@ -273,7 +276,9 @@ uint64_t pl_time_now_ns(void);  /* CLOCK_REALTIME */
 uint64_t pl_time_mono_ns(void); /* CLOCK_MONOTONIC */
 
 /* Memory pressure, set by the memory_limiter processor, read by anything
- * that holds data (correlation, batch) or accepts it. */
+ * that holds data (correlation, batch) or accepts it: the host's
+ * (pl_host_memory_state). pl_memory_state_get and _set are the cell of
+ * components created without a host (unit tests). */
 typedef enum pl_memory_state {
     PL_MEMORY_OK = 0,
     PL_MEMORY_SOFT = 1, /* refuse new data */
@@ -281,6 +286,8 @@ typedef enum pl_memory_state {
 } pl_memory_state;
 pl_memory_state pl_memory_state_get(void);
 void pl_memory_state_set(pl_memory_state state);
+pl_memory_state pl_host_memory_state(const pl_host *host);
+void pl_host_set_memory_state(const pl_host *host, pl_memory_state state);
 
 /* ---- the component descriptor ------------------------------------------ */
 

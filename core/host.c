@@ -7,6 +7,7 @@
 
 #include <time.h>
 
+/* the memory state of components created without a host (unit tests) */
 static volatile int memory_state = PL_MEMORY_OK;
 /* a worker running the pipeline under the pipeline lock (one flag per
  * thread, set and cleared around each call) */
@@ -103,6 +104,19 @@ pl_memory_state pl_memory_state_get(void)
 void pl_memory_state_set(pl_memory_state state)
 {
     memory_state = state;
+}
+
+pl_memory_state pl_host_memory_state(const pl_host *host)
+{
+    return (pl_memory_state)(host && host->memory ? *host->memory : memory_state);
+}
+
+void pl_host_set_memory_state(const pl_host *host, pl_memory_state state)
+{
+    if (host && host->memory)
+        *host->memory = state;
+    else
+        memory_state = state;
 }
 
 const char *pl_kind_name(pl_kind kind)

@@ -32,8 +32,9 @@ struct pl_service {
     /* handed to every graph: the worker pool's hooks (none without a pool)
      * and the service's own authenticator registry */
     pl_host host;
-    pl_config *config;        /* the running configuration */
-    pl_config *failed_config; /* a swap that failed to start: freed with graph */
+    volatile int memory_state; /* host.memory: the memory_limiter's pl_memory_state */
+    pl_config *config;         /* the running configuration */
+    pl_config *failed_config;  /* a swap that failed to start: freed with graph */
     /* A reload's replaced components, draining while the new graph runs. */
     pl_graph *retiring;
     pl_config *retiring_config;
@@ -428,6 +429,7 @@ pl_service *pl_service_start_host(uv_loop_t *loop, const pl_host *host, pl_confi
     s->loop = loop;
     if (host)
         s->host = *host;
+    s->host.memory = &s->memory_state;
     s->host.auth = pl_auth_registry_new();
     if (!s->host.auth) {
         pl_config_free(config);

@@ -322,6 +322,7 @@ typedef struct correlation {
     pl_stats *stats;
     pl_stats *own_stats; /* when created without settings->stats */
     pl_clock clock;
+    const pl_host *host; /* its memory state */
     unsigned signals;
     uint64_t base_ns;
     uint64_t span_window, sample_window, skew;

@@ -126,7 +126,7 @@ typedef struct otlp_receiver {
     /* with service.workers > 1: one server per worker loop (SO_REUSEPORT) */
     pl_http_server **worker_servers; /* [2 * workers]: gRPC ones, then HTTP ones */
     unsigned n_workers;
-    const pl_host *host; /* the worker pool (NULL: none) */
+    const pl_host *host;        /* the worker pool (NULL: none) */
     uint64_t *refused_requests; /* refused before decoding: memory short, pushing back */
     uint64_t pushback_until[PL_SIGNAL_COUNT]; /* see pl_otlp_handler */
     pl_otlp_handler grpc_handler, http_handler;
@@ -188,6 +188,7 @@ static pl_status otlp_create(const pl_create_settings *settings, const void *con
         .max_recv_msg_size = r->max_recv_msg_size,
         .grpc_metadata = r->grpc_metadata,
         .refused_requests = r->refused_requests,
+        .host = r->host,
         .pushback_until = r->pushback_until,
     };
     r->http_handler = (pl_otlp_handler){
@@ -196,6 +197,7 @@ static pl_status otlp_create(const pl_create_settings *settings, const void *con
         .max_request_body_size = r->max_request_body_size,
         .http_metadata = r->http_metadata,
         .refused_requests = r->refused_requests,
+        .host = r->host,
         .pushback_until = r->pushback_until,
     };
     for (int s = 0; s < PL_SIGNAL_COUNT; s++) {
@@ -297,10 +299,10 @@ static pl_status otlp_start(void *self, pl_err *err)
         pl_status st = PL_OK;
         if (r->grpc_enabled)
             st = pl_host_listen(r->host, r->grpc_endpoint, &r->grpc_opt, grpc_handler, r,
-                                   r->worker_servers, err);
+                                r->worker_servers, err);
         if (st == PL_OK && r->http_enabled)
             st = pl_host_listen(r->host, r->http_endpoint, &r->http_opt, http_handler, r,
-                                   r->worker_servers + workers, err);
+                                r->worker_servers + workers, err);
         if (st != PL_OK) {
             close_worker_servers(r);
             return st;

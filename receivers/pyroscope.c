@@ -1047,7 +1047,7 @@ static void handle_push_grpc(pyroscope *r, pl_http_request *req, pl_http_respons
         pl_grpc_respond_error(res, PL_GRPC_UNIMPLEMENTED, "method not allowed", -1);
         return;
     }
-    if (pl_memory_state_get() != PL_MEMORY_OK) {
+    if (pl_host_memory_state(r->host) != PL_MEMORY_OK) {
         pl_grpc_respond_error(res, PL_GRPC_UNAVAILABLE, "memory limit reached, retry later",
                               (int64_t)PL_RETRY_AFTER_SECONDS * 1000000000);
         return;
@@ -1116,7 +1116,7 @@ static void on_request(void *arg, pl_http_request *req, pl_http_response *res)
         pl_http_respond(res, 405, h, 2, body, strlen(body));
         return;
     }
-    if (pl_memory_state_get() != PL_MEMORY_OK) {
+    if (pl_host_memory_state(r->host) != PL_MEMORY_OK) {
         respond_error(r, res, 503, "memory limit reached, retry later");
         return;
     }
@@ -1169,6 +1169,7 @@ static pl_status pyroscope_create(const pl_create_settings *settings, const void
         .max_recv_msg_size = r->max_decompressed,
         .max_request_body_size = r->max_body,
         .max_decompressed_size = r->max_decompressed,
+        .host = r->host,
         .refused_requests =
             r->stats ? pl_stats_counter(r->stats, "refused_requests",
                                         "OTLP requests refused before decoding because memory is "
@@ -1176,7 +1177,8 @@ static pl_status pyroscope_create(const pl_create_settings *settings, const void
                      : NULL,
     };
     r->otlp.next[PL_SIGNAL_PROFILES] = r->next;
-    pl_status st = pl_listener_security_init(&r->sec, r->host, &cfg->tls, &cfg->auth, &cfg->cors, err);
+    pl_status st =
+        pl_listener_security_init(&r->sec, r->host, &cfg->tls, &cfg->auth, &cfg->cors, err);
     if (st != PL_OK) {
         free(r->endpoint);
         free(r);
@@ -1207,7 +1209,8 @@ static pl_status pyroscope_start(void *self, pl_err *err)
         if (!r->worker_servers)
             return pl_errf(err, PL_ERR_NOMEM, "out of memory");
         r->n_workers = workers;
-        pl_status st = pl_host_listen(r->host, r->endpoint, &o, on_request, r, r->worker_servers, err);
+        pl_status st =
+            pl_host_listen(r->host, r->endpoint, &o, on_request, r, r->worker_servers, err);
         if (st != PL_OK) {
             free(r->worker_servers);
             r->worker_servers = NULL;
