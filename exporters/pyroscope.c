@@ -138,7 +138,7 @@ static bool tenant_ok(pl_bytes t)
 
 /* ---- conversion: a batch -> PushRequest ------------------------------------ */
 
-static pl_bytes attr_string(const pl_dictionary *d, const pl_value *v, char *num, size_t size)
+static pl_bytes label_text(const pl_dictionary *d, const pl_value *v, char *num, size_t size)
 {
     switch (v->type) {
     case PL_VALUE_STRING:
@@ -323,7 +323,7 @@ static pl_status add_series(encode_state *es, const pl_dictionary *d,
             (kv->key.len >= 2 && kv->key.ptr[0] == '_' && kv->key.ptr[1] == '_'))
             continue;
         char num[32];
-        pl_bytes v = attr_string(d, &kv->value, num, sizeof(num));
+        pl_bytes v = label_text(d, &kv->value, num, sizeof(num));
         /* Pyroscope refuses the whole request for one over-long label
          * (names over 1024 bytes, values over 2048): leave such ones out. */
         if (!v.len || v.len > 2048 || kv->key.len > 1024)
@@ -358,7 +358,7 @@ static pl_status encode_batch(encode_state *es, const pl_batch *batch, pl_err *e
         const pl_kv *svc = pl_attrs_find(&rp->resource.attrs, "service.name", 12);
         char num[32];
         pl_bytes resource_service =
-            svc ? attr_string(d, &svc->value, num, sizeof(num)) : (pl_bytes){NULL, 0};
+            svc ? label_text(d, &svc->value, num, sizeof(num)) : (pl_bytes){NULL, 0};
         if (resource_service.ptr == (const uint8_t *)num)
             resource_service = arena_bytes(&es->arena, num, resource_service.len);
         if (!resource_service.len)
