@@ -20,6 +20,7 @@
 
 /* What pl_cfg_errorf needs to point at the right place. */
 struct pl_cfg_ctx {
+    pl_cfg_reporter report; /* first: core/cfg.c reaches the loader through it */
     pl_cfg_errors *errs;
     const pl_cfg_node *map;   /* the section's mapping, or NULL if absent/null */
     const pl_cfg_node *where; /* position used when the key is not in `map` */

@@ -82,6 +82,12 @@ typedef struct pl_cfg_list {
 } pl_cfg_list;
 
 typedef struct pl_cfg_ctx pl_cfg_ctx; /* opaque: the loader's position info */
+/* The first member of every pl_cfg_ctx: where pl_cfg_errorf, pl_cfg_warnf
+ * and pl_cfg_check (core/cfg.c) hand their formatted message, for the
+ * loader (config/decode.c) to place at the key's position. */
+typedef struct pl_cfg_reporter {
+    void (*report)(pl_cfg_ctx *ctx, bool warning, const char *key, const char *msg);
+} pl_cfg_reporter;
 typedef struct pl_cfg_section pl_cfg_section;
 
 /* A check of one option on its own (the schema's minimum, maximum,
@@ -135,7 +141,7 @@ int pl_cfg_defaults(const pl_cfg_section *section, void *out);
 /* Frees strings, lists and maps inside a filled struct (not the struct). */
 void pl_cfg_free(const pl_cfg_section *section, void *cfg);
 
-/* Parsers shared by the loader and components; 0 or -1. */
+/* Parsers shared by the loader and components (core/cfg.c); 0 or -1. */
 int pl_parse_duration(const char *text, int64_t *out_ns);
 int pl_parse_size(const char *text, uint64_t *out_bytes);
 
@@ -191,6 +197,64 @@ void pl_stats_set_degraded(pl_stats *stats, const char *reason);
 
 /* ---- the host: services every component may use ------------------------- */
 
+/* The worker pool (`service.workers`, pipeline/workers.c) as components
+ * reach it: through the host of their create settings. Each hook takes the
+ * pool as its first argument. */
+struct pl_http_server;
+struct pl_http_server_options;
+struct pl_http_request;
+struct pl_http_response;
+typedef void (*pl_host_http_handler)(void *arg, struct pl_http_request *req,
+                                     struct pl_http_response *res);
+typedef struct pl_host_workers {
+    unsigned (*count)(void *pool);
+    /* work(arg) on a worker, then done(arg) on the pipeline loop; false: the
+     * caller does the work itself */
+    bool (*submit)(void *pool, void (*work)(void *arg), void (*done)(void *arg), void *arg);
+    /* listens on `endpoint` on every worker loop: servers[i] is worker i's */
+    pl_status (*listen)(void *pool, const char *endpoint,
+                        const struct pl_http_server_options *options, pl_host_http_handler handler,
+                        void *arg, struct pl_http_server **servers, pl_err *err);
+    void (*close)(void *pool, struct pl_http_server **servers, unsigned count);
+    /* from a worker thread: consumes `batch` on the pipeline loop */
+    pl_status (*consume)(void *pool, pl_consumer *next, pl_batch *batch);
+} pl_host_workers;
+
+/* What the process running the pipeline lends its components. The graph
+ * hands one to every component in its create settings; NULL (a component
+ * built by a unit test) is a host without a worker pool. */
+struct pl_auth_registry;
+typedef struct pl_host {
+    const pl_host_workers *workers; /* NULL: no pool */
+    void *pool;
+    /* the running authentication extensions (extensions/auth.h); NULL:
+     * those of components created without a host */
+    struct pl_auth_registry *auth;
+    /* memory pressure (pl_memory_state), set by the memory_limiter; NULL:
+     * the cell of components created without a host */
+    volatile int *memory;
+} pl_host;
+
+/* The pool's workers; 0 without a pool (everything on the pipeline loop). */
+unsigned pl_host_workers_count(const pl_host *host);
+/* pl_host_workers.submit; false without a pool. */
+bool pl_host_submit(const pl_host *host, void (*work)(void *arg), void (*done)(void *arg),
+                    void *arg);
+/* pl_host_workers.listen; servers holds pl_host_workers_count() entries. */
+pl_status pl_host_listen(const pl_host *host, const char *endpoint,
+                         const struct pl_http_server_options *options, pl_host_http_handler handler,
+                         void *arg, struct pl_http_server **servers, pl_err *err);
+/* Closes servers[0..count) on their workers and sets them to NULL. */
+void pl_host_close(const pl_host *host, struct pl_http_server **servers, unsigned count);
+
+/* A worker thread's host, set once by the thread when it starts
+ * (pipeline/workers.c): pl_consumer_consume hands batches over through it.
+ * pl_host_worker answers NULL on any other thread, and on a worker that
+ * runs the pipeline in the loop's stead (pl_pipeline_borrowed). */
+void pl_host_enter_worker(const pl_host *host);
+const pl_host *pl_host_worker(void);
+bool pl_host_on_worker(void); /* pl_host_worker() != NULL */
+
 /* True on a worker thread that runs the pipeline in the pipeline loop's
  * stead, holding the pipeline lock (pipeline/workers.c, "the pipeline
  * lock"). Code that keeps state for the loop's thread alone (the
@@ -200,19 +264,21 @@ bool pl_pipeline_borrowed(void);
 void pl_pipeline_set_borrowed(bool on);
 
 typedef struct pl_clock {
-    uint64_t (*now_ns)(void *arg); /* Unix time in ns */
+    uint64_t (*now)(void *arg); /* Unix time in ns */
     void *arg;
-    uint64_t (*mono_ns)(void *arg); /* monotonic ns, for holds and timers (NULL: see below) */
+    uint64_t (*mono)(void *arg); /* monotonic ns, for holds and timers (NULL: see below) */
 } pl_clock;
-uint64_t pl_clock_now(const pl_clock *clock); /* real time if clock or now_ns is NULL */
-/* Monotonic time for holds and timers: mono_ns when set, else now_ns when
- * set (a test injecting one clock drives both), else CLOCK_MONOTONIC. */
+uint64_t pl_clock_now(const pl_clock *clock); /* real time if clock or now is NULL */
+/* Monotonic time for holds and timers: mono when set, else now when set
+ * (a test injecting one clock drives both), else CLOCK_MONOTONIC. */
 uint64_t pl_clock_mono(const pl_clock *clock);
 uint64_t pl_time_now_ns(void);  /* CLOCK_REALTIME */
 uint64_t pl_time_mono_ns(void); /* CLOCK_MONOTONIC */
 
 /* Memory pressure, set by the memory_limiter processor, read by anything
- * that holds data (correlation, batch) or accepts it. */
+ * that holds data (correlation, batch) or accepts it: the host's
+ * (pl_host_memory_state). pl_memory_state_get and _set are the cell of
+ * components created without a host (unit tests). */
 typedef enum pl_memory_state {
     PL_MEMORY_OK = 0,
     PL_MEMORY_SOFT = 1, /* refuse new data */
@@ -220,6 +286,8 @@ typedef enum pl_memory_state {
 } pl_memory_state;
 pl_memory_state pl_memory_state_get(void);
 void pl_memory_state_set(pl_memory_state state);
+pl_memory_state pl_host_memory_state(const pl_host *host);
+void pl_host_set_memory_state(const pl_host *host, pl_memory_state state);
 
 /* ---- the component descriptor ------------------------------------------ */
 
@@ -232,10 +300,11 @@ typedef enum pl_kind {
 const char *pl_kind_name(pl_kind kind); /* "receiver", ... */
 
 typedef struct pl_create_settings {
-    const char *id;  /* "otlp", "otlphttp/tempo": for logs and metrics */
-    uv_loop_t *loop; /* the one event loop; hooks run on it */
-    pl_stats *stats; /* this component's counters */
-    pl_clock clock;  /* real time unless a test injects one */
+    const char *id;      /* "otlp", "otlphttp/tempo": for logs and metrics */
+    uv_loop_t *loop;     /* the one event loop; hooks run on it */
+    pl_stats *stats;     /* this component's counters */
+    pl_clock clock;      /* real time unless a test injects one */
+    const pl_host *host; /* the worker pool and other host services; may be NULL */
     /* Receivers only: where each signal goes (NULL: no pipeline takes it). */
     pl_consumer *next[PL_SIGNAL_COUNT];
     /* Signals this instance is used with (union over its pipelines). */
@@ -272,6 +341,11 @@ typedef struct pl_component_type {
     size_t (*pending)(void *self);
     /* Releases everything; called once handles are closed and the loop ran. */
     void (*destroy)(void *self);
+    /* Exporters whose sending queue keeps its batches on disk: that queue
+     * (exporters/queue.h, pl_queue_stored), for the write-ahead log the
+     * graph puts at the entry of a pipeline whose processors hold data.
+     * NULL hook or NULL answer: no persistent queue. */
+    struct pl_queue *(*stored_queue)(void *self);
     /* Signals of `signals` that pipelines may give it (as the Collector
      * does) but that it hands on unchanged; validate warns about each use. */
     unsigned signals_passed;

@@ -1,15 +1,60 @@
 /*
- * host.c: clocks, the process-wide memory-pressure state, and whether this
- * thread runs the pipeline under the pipeline lock (component.h).
+ * host.c: the host's services to components (component.h): the worker
+ * pool's hooks, clocks, the process-wide memory-pressure state, and
+ * whether this thread runs the pipeline under the pipeline lock.
  */
 #include "component.h"
 
 #include <time.h>
 
+/* the memory state of components created without a host (unit tests) */
 static volatile int memory_state = PL_MEMORY_OK;
 /* a worker running the pipeline under the pipeline lock (one flag per
  * thread, set and cleared around each call) */
 static _Thread_local bool pipeline_borrowed;
+/* the host of the worker pool this thread works for (NULL: not a worker) */
+static _Thread_local const pl_host *worker_host;
+
+unsigned pl_host_workers_count(const pl_host *host)
+{
+    return host && host->workers ? host->workers->count(host->pool) : 0;
+}
+
+bool pl_host_submit(const pl_host *host, void (*work)(void *arg), void (*done)(void *arg),
+                    void *arg)
+{
+    return host && host->workers && host->workers->submit(host->pool, work, done, arg);
+}
+
+pl_status pl_host_listen(const pl_host *host, const char *endpoint,
+                         const struct pl_http_server_options *options, pl_host_http_handler handler,
+                         void *arg, struct pl_http_server **servers, pl_err *err)
+{
+    if (!host || !host->workers)
+        return pl_errf(err, PL_ERR_INTERNAL, "no worker pool to listen on");
+    return host->workers->listen(host->pool, endpoint, options, handler, arg, servers, err);
+}
+
+void pl_host_close(const pl_host *host, struct pl_http_server **servers, unsigned count)
+{
+    if (host && host->workers)
+        host->workers->close(host->pool, servers, count);
+}
+
+void pl_host_enter_worker(const pl_host *host)
+{
+    worker_host = host;
+}
+
+const pl_host *pl_host_worker(void)
+{
+    return worker_host && !pipeline_borrowed ? worker_host : NULL;
+}
+
+bool pl_host_on_worker(void)
+{
+    return pl_host_worker() != NULL;
+}
 
 bool pl_pipeline_borrowed(void)
 {
@@ -37,17 +82,17 @@ uint64_t pl_time_mono_ns(void)
 
 uint64_t pl_clock_now(const pl_clock *clock)
 {
-    if (clock && clock->now_ns)
-        return clock->now_ns(clock->arg);
+    if (clock && clock->now)
+        return clock->now(clock->arg);
     return pl_time_now_ns();
 }
 
 uint64_t pl_clock_mono(const pl_clock *clock)
 {
-    if (clock && clock->mono_ns)
-        return clock->mono_ns(clock->arg);
-    if (clock && clock->now_ns)
-        return clock->now_ns(clock->arg);
+    if (clock && clock->mono)
+        return clock->mono(clock->arg);
+    if (clock && clock->now)
+        return clock->now(clock->arg);
     return pl_time_mono_ns();
 }
 
@@ -59,6 +104,19 @@ pl_memory_state pl_memory_state_get(void)
 void pl_memory_state_set(pl_memory_state state)
 {
     memory_state = state;
+}
+
+pl_memory_state pl_host_memory_state(const pl_host *host)
+{
+    return (pl_memory_state)(host && host->memory ? *host->memory : memory_state);
+}
+
+void pl_host_set_memory_state(const pl_host *host, pl_memory_state state)
+{
+    if (host && host->memory)
+        *host->memory = state;
+    else
+        memory_state = state;
 }
 
 const char *pl_kind_name(pl_kind kind)

@@ -756,6 +756,12 @@ static size_t kafka_pending(void *self)
     return pl_queue_pending(x->queue);
 }
 
+static struct pl_queue *kafka_stored_queue(void *self)
+{
+    kafka_exporter *x = self;
+    return pl_queue_stored(x->queue);
+}
+
 static void kafka_destroy(void *self)
 {
     kafka_exporter *x = self;
@@ -800,4 +806,5 @@ const pl_component_type pl_exporter_kafka = {
     PL_COMPONENT_LIFECYCLE(kafka_create, kafka_start, kafka_shutdown, kafka_destroy),
     .export = kafka_export,
     .pending = kafka_pending,
+    .stored_queue = kafka_stored_queue,
 };

@@ -49,7 +49,7 @@
 
 #include "core/log.h"
 #include "exporters/lb_ring.h"
-#include "exporters/loadbalancing.h"
+#include "exporters/lb_route.h"
 #include "exporters/nats.h"
 #include "exporters/queue.h"
 #include "net/nats_conn.h"
@@ -617,6 +617,12 @@ static size_t nats_pending(void *self)
     return pl_queue_pending(x->queue);
 }
 
+static struct pl_queue *nats_stored_queue(void *self)
+{
+    nats_exporter *x = self;
+    return pl_queue_stored(x->queue);
+}
+
 static void on_async_closed(uv_handle_t *h)
 {
     free(h->data);
@@ -686,4 +692,5 @@ const pl_component_type pl_exporter_nats = {
     PL_COMPONENT_LIFECYCLE(nats_create, nats_start, nats_shutdown, nats_destroy),
     .export = nats_export,
     .pending = nats_pending,
+    .stored_queue = nats_stored_queue,
 };

@@ -283,4 +283,5 @@ const pl_component_type pl_exporter_otlp = {
                            pl_otlp_exporter_destroy),
     .export = pl_otlp_exporter_export,
     .pending = pl_otlp_exporter_pending,
+    .stored_queue = pl_otlp_exporter_stored_queue,
 };

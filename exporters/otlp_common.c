@@ -12,11 +12,8 @@
 #include <strings.h>
 
 #include "core/log.h"
-#include "pipeline/workers.h"
 #include "proto/otlp_json.h"
 #include "proto/otlp_pb.h"
-
-#include "exporters/otlp_common.config.inc"
 
 int pl_otlp_compression_parse(const char *text, pl_encoding *out)
 {
@@ -345,7 +342,7 @@ static void otlp_send(void *arg, pl_signal signal, const uint8_t *payload, size_
         }
     }
     if (x->auth_id) {
-        ctx->auth_line = pl_auth_client_header_for(x->auth_id);
+        ctx->auth_line = pl_auth_client_header_for(x->host, x->auth_id);
         if (ctx->auth_line)
             ctx->headers[n++] = ctx->auth_line;
     }
@@ -385,7 +382,7 @@ static pl_status otlp_encode(void *arg, const pl_batch *batch, pl_buf *out, uint
     pl_encoding coding = __atomic_load_n(&x->compression, __ATOMIC_RELAXED);
     pl_buf local;
     pl_buf_init(&local);
-    pl_buf *scratch = pl_workers_on_worker() ? &local : &x->scratch;
+    pl_buf *scratch = pl_host_on_worker() ? &local : &x->scratch;
     /* JSON only where proflink has the model to encode: logs and metrics
      * pass through as the protobuf request they came in as. */
     bool json = x->json && !x->grpc &&
@@ -471,6 +468,7 @@ pl_status pl_otlp_exporter_create(const pl_create_settings *settings,
     x->id = strdup(settings->id ? settings->id : (grpc ? "otlp" : "otlphttp"));
     x->loop = settings->loop;
     x->stats = settings->stats;
+    x->host = settings->host;
     if (grpc && x->stats)
         x->downgrades = pl_stats_counter(x->stats, "compression_downgrades",
                                          "payloads re-sent with another coding because the "
@@ -488,7 +486,7 @@ pl_status pl_otlp_exporter_create(const pl_create_settings *settings,
     x->tls.cert_file = dup_or_null(cfg->tls.cert_file);
     x->tls.key_file = dup_or_null(cfg->tls.key_file);
     x->tenant_header = dup_or_null(cfg->tenant_header);
-    if (pl_auth_client_resolve(&cfg->auth, &x->auth_id, err) != PL_OK) {
+    if (pl_auth_client_resolve(x->host, &cfg->auth, &x->auth_id, err) != PL_OK) {
         pl_otlp_exporter_destroy(x);
         return PL_ERR_INVALID;
     }
@@ -543,6 +541,12 @@ size_t pl_otlp_exporter_pending(void *self)
 {
     pl_otlp_exporter *x = self;
     return pl_queue_pending(x->queue);
+}
+
+struct pl_queue *pl_otlp_exporter_stored_queue(void *self)
+{
+    pl_otlp_exporter *x = self;
+    return pl_queue_stored(x->queue);
 }
 
 void pl_otlp_exporter_destroy(void *self)

@@ -21,14 +21,12 @@
 #include "extensions/auth.h"
 #include "net/compress.h"
 #include "net/http_client.h"
-
-#include "exporters/otlp_common.config.h"
+#include "net/tls.h"
 
 /* Both OTLP exporters' config: the otlphttp schema has every option, the
  * otlp (gRPC) one a part. */
 #include "exporters/otlphttp.config.h"
 
-extern const pl_cfg_section pl_otlp_tls_section;
 /* The `otlp` exporter's config table (exporters/otlp.c). */
 extern const pl_cfg_field pl_otlp_grpc_fields[];
 
@@ -62,6 +60,7 @@ struct pl_otlp_exporter {
     uint64_t timeout_ms;
     pl_http_tls tls;
     char *auth_id;       /* auth extension (client side), looked up per request */
+    const pl_host *host; /* where auth_id is looked up */
     char *tenant_header; /* forwarded tenant's header name, or NULL */
     pl_otlp_classify_fn classify;
     pl_buf scratch; /* encoding buffer reused across exports on the loop */
@@ -95,6 +94,7 @@ pl_status pl_otlp_exporter_start(void *self, pl_err *err);
 pl_status pl_otlp_exporter_export(void *self, const pl_batch *batch);
 void pl_otlp_exporter_shutdown(void *self);
 size_t pl_otlp_exporter_pending(void *self);
+struct pl_queue *pl_otlp_exporter_stored_queue(void *self);
 void pl_otlp_exporter_destroy(void *self);
 
 /* gRPC: true when an answer says the server cannot decode `coding`

@@ -249,4 +249,5 @@ const pl_component_type pl_exporter_otlphttp = {
                            pl_otlp_exporter_destroy),
     .export = pl_otlp_exporter_export,
     .pending = pl_otlp_exporter_pending,
+    .stored_queue = pl_otlp_exporter_stored_queue,
 };

@@ -73,7 +73,7 @@
 #include "net/http_auth.h"
 #include "net/http_client.h"
 #include "proto/pprof.h"
-#include "receivers/pyroscope_push.h"
+#include "proto/pyroscope_push.h"
 
 #define PUSH_PATH         "/push.v1.PusherService/Push"
 #define MAX_SERIES_LABELS 30
@@ -117,6 +117,7 @@ typedef struct pyroscope_exp {
     pl_clock clock;
     bool fixed_tenant; /* tenant_id set: batches' tenants are not sent */
     char *auth_id;     /* auth extension (client side), looked up per request */
+    const pl_host *host; /* where auth_id is looked up */
 } pyroscope_exp;
 
 /* A payload may start with the batch's tenant: TENANT_MARK, 'T', length,
@@ -137,7 +138,7 @@ static bool tenant_ok(pl_bytes t)
 
 /* ---- conversion: a batch -> PushRequest ------------------------------------ */
 
-static pl_bytes attr_string(const pl_dictionary *d, const pl_value *v, char *num, size_t size)
+static pl_bytes label_text(const pl_dictionary *d, const pl_value *v, char *num, size_t size)
 {
     switch (v->type) {
     case PL_VALUE_STRING:
@@ -322,7 +323,7 @@ static pl_status add_series(encode_state *es, const pl_dictionary *d,
             (kv->key.len >= 2 && kv->key.ptr[0] == '_' && kv->key.ptr[1] == '_'))
             continue;
         char num[32];
-        pl_bytes v = attr_string(d, &kv->value, num, sizeof(num));
+        pl_bytes v = label_text(d, &kv->value, num, sizeof(num));
         /* Pyroscope refuses the whole request for one over-long label
          * (names over 1024 bytes, values over 2048): leave such ones out. */
         if (!v.len || v.len > 2048 || kv->key.len > 1024)
@@ -357,7 +358,7 @@ static pl_status encode_batch(encode_state *es, const pl_batch *batch, pl_err *e
         const pl_kv *svc = pl_attrs_find(&rp->resource.attrs, "service.name", 12);
         char num[32];
         pl_bytes resource_service =
-            svc ? attr_string(d, &svc->value, num, sizeof(num)) : (pl_bytes){NULL, 0};
+            svc ? label_text(d, &svc->value, num, sizeof(num)) : (pl_bytes){NULL, 0};
         if (resource_service.ptr == (const uint8_t *)num)
             resource_service = arena_bytes(&es->arena, num, resource_service.len);
         if (!resource_service.len)
@@ -728,7 +729,7 @@ static void pyroscope_send(void *arg, pl_signal signal, const uint8_t *payload, 
         len -= 3 + tl;
     }
     if (x->auth_id) {
-        auth_line = pl_auth_client_header_for(x->auth_id);
+        auth_line = pl_auth_client_header_for(x->host, x->auth_id);
         if (auth_line)
             headers[nh++] = auth_line;
     }
@@ -809,6 +810,7 @@ static pl_status pyroscope_exp_create(const pl_create_settings *settings, const 
     x->id = strdup(settings->id ? settings->id : "pyroscope");
     x->stats = settings->stats;
     x->clock = settings->clock;
+    x->host = settings->host;
     size_t n = strlen(cfg->endpoint);
     while (n && cfg->endpoint[n - 1] == '/')
         n--;
@@ -836,7 +838,7 @@ static pl_status pyroscope_exp_create(const pl_create_settings *settings, const 
         fail |= add_header(x, "X-Scope-OrgID", cfg->tenant_id);
         x->fixed_tenant = true;
     }
-    if (pl_auth_client_resolve(&cfg->auth, &x->auth_id, err) != PL_OK) {
+    if (pl_auth_client_resolve(x->host, &cfg->auth, &x->auth_id, err) != PL_OK) {
         pyroscope_exp_destroy(x);
         return PL_ERR_INVALID;
     }
@@ -897,6 +899,12 @@ static size_t pyroscope_exp_pending(void *self)
     return pl_queue_pending(x->queue);
 }
 
+static struct pl_queue *pyroscope_exp_stored_queue(void *self)
+{
+    pyroscope_exp *x = self;
+    return pl_queue_stored(x->queue);
+}
+
 static void pyroscope_exp_destroy(void *self)
 {
     pyroscope_exp *x = self;
@@ -928,4 +936,5 @@ const pl_component_type pl_exporter_pyroscope = {
                            pyroscope_exp_destroy),
     .export = pyroscope_exp_export,
     .pending = pyroscope_exp_pending,
+    .stored_queue = pyroscope_exp_stored_queue,
 };

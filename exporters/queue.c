@@ -35,16 +35,8 @@
 #include "core/log.h"
 #include "core/sqlite_file.h"
 #include "exporters/queue_wal.h"
-#include "pipeline/workers.h"
 
 /* ---- config tables ------------------------------------------------------ */
-
-static int retry_validate(void *cfg, pl_cfg_ctx *ctx)
-{
-    pl_retry_config *c = cfg;
-    return pl_cfg_check(ctx, c->max_interval >= c->initial_interval, "max_interval",
-                        "must not be shorter than initial_interval");
-}
 
 static const char *const sizers[] = {"requests", "items", "bytes", NULL};
 
@@ -151,6 +143,7 @@ struct pl_queue_send {
 };
 
 struct pl_queue {
+    const pl_host *host; /* the worker pool that encodes (NULL: none) */
     char *id;
     uv_loop_t *loop;
     pl_stats *stats;
@@ -816,6 +809,7 @@ pl_queue *pl_queue_new(const pl_create_settings *settings, const pl_sending_queu
     q->id = strdup(settings->id ? settings->id : "exporter");
     q->loop = settings->loop;
     q->stats = settings->stats;
+    q->host = settings->host;
     q->qcfg = *qcfg;
     q->qcfg.storage = NULL;
     q->rcfg = *rcfg;
@@ -1068,7 +1062,7 @@ static void encode_done(void *arg)
  * encodes on the loop instead (storage, no workers, or a sender that must). */
 static bool export_on_worker(pl_queue *q, const pl_batch *batch, pl_status *st)
 {
-    if (q->db || !q->sender.encode_anywhere || pl_workers_count() < 2)
+    if (q->db || !q->sender.encode_anywhere || pl_host_workers_count(q->host) < 2)
         return false;
     uint64_t items = pl_batch_items(batch);
     if (!queue_has_room(q, 0, items)) {
@@ -1092,7 +1086,7 @@ static bool export_on_worker(pl_queue *q, const pl_batch *batch, pl_status *st)
     q->batches++;
     q->items += items;
     update_gauges(q);
-    if (!pl_workers_submit(encode_work, encode_done, j)) {
+    if (!pl_host_submit(q->host, encode_work, encode_done, j)) {
         encode_work(j); /* no memory for the hand-off: here, in its turn */
         encode_done(j);
     }
@@ -1196,12 +1190,9 @@ pl_status pl_queue_tx_end(pl_queue *q, const pl_batch *batch, pl_status st)
     return st;
 }
 
-pl_queue *pl_queue_find_stored(const char *exporter_id)
+pl_queue *pl_queue_stored(pl_queue *queue)
 {
-    for (pl_queue *o = storage_users; o; o = o->next_storage_user)
-        if (o->db && strcmp(o->id, exporter_id) == 0)
-            return o;
-    return NULL;
+    return queue && queue->db ? queue : NULL;
 }
 
 sqlite3 *pl_queue_sqlite(pl_queue *q, const char **path)

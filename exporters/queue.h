@@ -52,7 +52,7 @@
  * whose sender says encode_anywhere does not encode inside export(): it
  * admits the batch against queue_size and max_items (the batch counts as
  * one of `batches` from then on), keeps a reference on it (pl_batch_ref)
- * and hands encode() to a worker thread (pl_workers_submit). export()
+ * and hands encode() to a worker thread (pl_host_submit). export()
  * returns PL_OK at once, which is what an in-memory queue's PL_OK always
  * meant: the data is the queue's. When the encoding is done the loop puts
  * the payload into the FIFO, in the order export() was called (a payload
@@ -79,11 +79,12 @@
 /* ---- configuration ------------------------------------------------------ */
 
 #include "exporters/queue.config.h"
+#include "net/retry.h"
 
-/* Tables to embed in an exporter's config as PL_CFG_SECTION fields named
- * "sending_queue" and "retry_on_failure". */
+/* The table to embed in an exporter's config as a PL_CFG_SECTION field
+ * named "sending_queue" (and "retry_on_failure": pl_retry_section,
+ * net/retry.h). */
 extern const pl_cfg_section pl_sending_queue_section;
-extern const pl_cfg_section pl_retry_section;
 
 /* The sending_queue settings inside an exporter's decoded config `cfg`
  * (described by `section`), found through the tables; NULL if it has none. */
@@ -180,6 +181,9 @@ void pl_queue_shutdown(pl_queue *queue);
 /* What the host waits for after shutdown: batches not finished (memory
  * mode) or sends in flight (storage mode). */
 size_t pl_queue_pending(const pl_queue *queue);
+/* `queue` when it keeps its batches on disk (sending_queue.storage), else
+ * NULL: what an exporter's stored_queue hook answers (core/component.h). */
+pl_queue *pl_queue_stored(pl_queue *queue);
 
 /* Frees the queue. Batches still in memory and not persisted are counted as
  * dropped and logged. A send still in flight is orphaned: its

@@ -32,7 +32,7 @@
 #include <uv.h>
 
 #include "core/log.h"
-#include "pipeline/consumer.h"
+#include "core/consumer.h"
 #include "proto/otlp_pb.h"
 
 typedef struct wentry {

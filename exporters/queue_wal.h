@@ -57,9 +57,7 @@
 
 typedef struct pl_queue_wal pl_queue_wal;
 
-/* The persistent queue of exporter `exporter_id`, or NULL when it has none
- * (queue.c), and its database handle and file. */
-pl_queue *pl_queue_find_stored(const char *exporter_id);
+/* The database handle and file of a persistent queue (pl_queue_stored). */
 sqlite3 *pl_queue_sqlite(pl_queue *queue, const char **path);
 /* The loop the queue runs on: the thread that owns its connection. */
 uv_loop_t *pl_queue_loop(pl_queue *queue);

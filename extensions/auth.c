@@ -26,20 +26,59 @@ typedef struct reg_entry {
     struct reg_entry *next;
 } reg_entry;
 
-static reg_entry *registry;
-/* writers first: a reload is not held off by a steady stream of checks */
-static pthread_rwlock_t registry_lock = PTHREAD_RWLOCK_WRITER_NONRECURSIVE_INITIALIZER_NP;
+struct pl_auth_registry {
+    reg_entry *head;
+    /* writers first: a reload is not held off by a steady stream of checks */
+    pthread_rwlock_t lock;
+};
+
+/* The registry of components built without a host's (unit tests). */
+static pl_auth_registry no_host_registry = {.lock =
+                                                PTHREAD_RWLOCK_WRITER_NONRECURSIVE_INITIALIZER_NP};
+
+pl_auth_registry *pl_auth_registry_new(void)
+{
+    pl_auth_registry *r = calloc(1, sizeof(*r));
+    if (!r)
+        return NULL;
+    pthread_rwlockattr_t attr;
+    pthread_rwlockattr_init(&attr);
+    pthread_rwlockattr_setkind_np(&attr, PTHREAD_RWLOCK_PREFER_WRITER_NONRECURSIVE_NP);
+    pthread_rwlock_init(&r->lock, &attr);
+    pthread_rwlockattr_destroy(&attr);
+    return r;
+}
+
+void pl_auth_registry_free(pl_auth_registry *r)
+{
+    if (!r)
+        return;
+    while (r->head) {
+        reg_entry *e = r->head;
+        r->head = e->next;
+        free(e);
+    }
+    pthread_rwlock_destroy(&r->lock);
+    free(r);
+}
+
+static pl_auth_registry *registry_of(const pl_host *host)
+{
+    return host && host->auth ? host->auth : &no_host_registry;
+}
 
 void pl_auth_register(pl_authenticator *a)
 {
+    pl_auth_registry *r = a->registry ? a->registry : &no_host_registry;
+    a->registry = r;
     reg_entry *e = calloc(1, sizeof(*e));
     if (!e)
         return; /* pl_auth_find then reports it missing */
     e->a = a;
-    pthread_rwlock_wrlock(&registry_lock);
-    e->next = registry;
-    registry = e; /* newest first: a reload's new instance wins */
-    pthread_rwlock_unlock(&registry_lock);
+    pthread_rwlock_wrlock(&r->lock);
+    e->next = r->head;
+    r->head = e; /* newest first: a reload's new instance wins */
+    pthread_rwlock_unlock(&r->lock);
 }
 
 void pl_auth_register_as(pl_authenticator *a, const char *id, const char *challenge,
@@ -50,6 +89,7 @@ void pl_auth_register_as(pl_authenticator *a, const char *id, const char *challe
                          void (*release)(void *arg), void *arg)
 {
     *a = (pl_authenticator){
+        .registry = a->registry, /* pl_auth_instance_new's: the host's */
         .id = id,
         .server = {.name = id, .challenge = challenge, .check = check, .arg = arg},
         .client_header = client_header,
@@ -80,6 +120,7 @@ void *pl_auth_instance_new(size_t size, const pl_create_settings *settings, cons
         return NULL;
     }
     pthread_mutex_init(&inst->mu, NULL);
+    inst->a.registry = registry_of(settings->host);
     return inst;
 }
 
@@ -92,8 +133,9 @@ void pl_auth_instance_free(pl_auth_instance *inst)
 
 void pl_auth_unregister(pl_authenticator *a)
 {
-    pthread_rwlock_wrlock(&registry_lock);
-    for (reg_entry **p = &registry; *p; p = &(*p)->next) {
+    pl_auth_registry *r = a->registry ? a->registry : &no_host_registry;
+    pthread_rwlock_wrlock(&r->lock);
+    for (reg_entry **p = &r->head; *p; p = &(*p)->next) {
         if ((*p)->a == a) {
             reg_entry *e = *p;
             *p = e->next;
@@ -101,13 +143,13 @@ void pl_auth_unregister(pl_authenticator *a)
             break;
         }
     }
-    pthread_rwlock_unlock(&registry_lock);
+    pthread_rwlock_unlock(&r->lock);
 }
 
-/* With registry_lock held (either side). */
-static const pl_authenticator *lookup_locked(const char *id)
+/* With r->lock held (either side). */
+static const pl_authenticator *lookup_locked(const pl_auth_registry *r, const char *id)
 {
-    for (reg_entry *e = registry; e; e = e->next)
+    for (reg_entry *e = r->head; e; e = e->next)
         if (strcmp(e->a->id, id) == 0)
             return e->a;
     return NULL;
@@ -116,17 +158,22 @@ static const pl_authenticator *lookup_locked(const char *id)
 /* The pointer stays valid on the pipeline loop (where extensions are
  * created and destroyed) until the next reload; other threads go through
  * check_by_id, which holds the lock across the call. */
-const pl_authenticator *pl_auth_lookup(const char *id)
+static const pl_authenticator *lookup(pl_auth_registry *r, const char *id)
 {
-    pthread_rwlock_rdlock(&registry_lock);
-    const pl_authenticator *a = lookup_locked(id);
-    pthread_rwlock_unlock(&registry_lock);
+    pthread_rwlock_rdlock(&r->lock);
+    const pl_authenticator *a = lookup_locked(r, id);
+    pthread_rwlock_unlock(&r->lock);
     return a;
 }
 
-const pl_authenticator *pl_auth_find(const char *id, pl_err *err)
+const pl_authenticator *pl_auth_lookup(const char *id)
 {
-    const pl_authenticator *a = pl_auth_lookup(id);
+    return lookup(&no_host_registry, id);
+}
+
+static const pl_authenticator *find(pl_auth_registry *r, const char *id, pl_err *err)
+{
+    const pl_authenticator *a = lookup(r, id);
     if (a)
         return a;
     pl_errf(err, PL_ERR_INVALID,
@@ -134,6 +181,11 @@ const pl_authenticator *pl_auth_find(const char *id, pl_err *err)
             "extensions and list it in service.extensions)",
             id);
     return NULL;
+}
+
+const pl_authenticator *pl_auth_find(const char *id, pl_err *err)
+{
+    return find(&no_host_registry, id, err);
 }
 
 #include "extensions/auth.config.inc"
@@ -148,21 +200,23 @@ static char *dup_or_null(const char *s)
 static bool check_by_id(void *arg, const pl_http_request *req, char *user, size_t cap)
 {
     const pl_listener_security *sec = arg;
-    pthread_rwlock_rdlock(&registry_lock);
-    const pl_authenticator *a = lookup_locked(sec->auth_id);
+    pl_auth_registry *r = sec->registry;
+    pthread_rwlock_rdlock(&r->lock);
+    const pl_authenticator *a = lookup_locked(r, sec->auth_id);
     bool missing = !a || !a->server.check;
     bool ok = !missing && a->server.check(a->server.arg, req, user, cap);
-    pthread_rwlock_unlock(&registry_lock);
+    pthread_rwlock_unlock(&r->lock);
     if (missing)
         pl_error("auth", "authenticator '%s' is not running; refusing the request", sec->auth_id);
     return ok;
 }
 
-pl_status pl_listener_security_init(pl_listener_security *out, const pl_tls_server_config *tls,
-                                    const pl_auth_ref_config *auth, const pl_http_cors_config *cors,
-                                    pl_err *err)
+pl_status pl_listener_security_init(pl_listener_security *out, const pl_host *host,
+                                    const pl_tls_server_config *tls, const pl_auth_ref_config *auth,
+                                    const pl_http_cors_config *cors, pl_err *err)
 {
     memset(out, 0, sizeof(*out));
+    out->registry = registry_of(host);
     if (tls && pl_tls_server_config_enabled(tls)) {
         out->tls.cert_file = dup_or_null(tls->cert_file);
         out->tls.key_file = dup_or_null(tls->key_file);
@@ -180,7 +234,7 @@ pl_status pl_listener_security_init(pl_listener_security *out, const pl_tls_serv
         return pl_errf(err, PL_ERR_NOMEM, "out of memory");
     }
     if (auth && auth->authenticator && *auth->authenticator) {
-        const pl_authenticator *a = pl_auth_find(auth->authenticator, err);
+        const pl_authenticator *a = find(out->registry, auth->authenticator, err);
         if (!a || !a->server.check) {
             if (a)
                 pl_errf(err, PL_ERR_INVALID, "auth.authenticator '%s' has no server side",
@@ -240,12 +294,13 @@ char *pl_auth_client_header_line(const pl_authenticator *a)
     return line;
 }
 
-pl_status pl_auth_client_resolve(const pl_auth_ref_config *ref, char **id_out, pl_err *err)
+pl_status pl_auth_client_resolve(const pl_host *host, const pl_auth_ref_config *ref, char **id_out,
+                                 pl_err *err)
 {
     *id_out = NULL;
     if (!ref || !ref->authenticator || !*ref->authenticator)
         return PL_OK;
-    const pl_authenticator *a = pl_auth_find(ref->authenticator, err);
+    const pl_authenticator *a = find(registry_of(host), ref->authenticator, err);
     if (!a)
         return PL_ERR_INVALID;
     if (!a->client_header)
@@ -255,11 +310,11 @@ pl_status pl_auth_client_resolve(const pl_auth_ref_config *ref, char **id_out, p
     return *id_out ? PL_OK : pl_errf(err, PL_ERR_NOMEM, "out of memory");
 }
 
-char *pl_auth_client_header_for(const char *id)
+char *pl_auth_client_header_for(const pl_host *host, const char *id)
 {
     if (!id)
         return NULL;
-    const pl_authenticator *a = pl_auth_lookup(id);
+    const pl_authenticator *a = lookup(registry_of(host), id);
     if (!a || !a->client_header) {
         pl_error("auth", "authenticator '%s' is not running; sending without credentials", id);
         return NULL;

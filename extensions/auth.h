@@ -37,8 +37,16 @@
 #include "net/http_server.h"
 #include "net/tls.h"
 
+/* The authenticators of one pipeline process: the host's (pl_host.auth),
+ * made by the service. Components created without a host (unit tests)
+ * share one of their own. */
+typedef struct pl_auth_registry pl_auth_registry;
+pl_auth_registry *pl_auth_registry_new(void);
+void pl_auth_registry_free(pl_auth_registry *registry);
+
 /* An authentication extension instance. */
 typedef struct pl_authenticator {
+    pl_auth_registry *registry; /* where it is registered (pl_auth_instance_new) */
     const char *id;
     pl_http_auth server; /* check() for receivers (NULL check: client only) */
     /* The header an exporter sends ("Authorization", "Bearer ..."); false
@@ -80,7 +88,8 @@ void *pl_auth_instance_new(size_t size, const pl_create_settings *settings, cons
                            pl_err *err);
 /* Frees what pl_auth_instance_new set up, and the instance. */
 void pl_auth_instance_free(pl_auth_instance *inst);
-/* NULL with err set when `id` is not a running authentication extension. */
+/* For tests, among the authenticators created without a host: NULL with
+ * err set when `id` is not a running authentication extension. */
 const pl_authenticator *pl_auth_find(const char *id, pl_err *err);
 /* The same without an error: NULL when absent. */
 const pl_authenticator *pl_auth_lookup(const char *id);
@@ -94,17 +103,18 @@ extern const pl_cfg_section pl_auth_ref_section;
 typedef struct pl_listener_security {
     pl_tls_server_config tls;
     pl_http_cors_config cors;
-    char *auth_id;     /* the authenticator's id, looked up per request */
-    pl_http_auth auth; /* what the server calls: forwards to the lookup */
+    char *auth_id;              /* the authenticator's id, looked up per request */
+    pl_auth_registry *registry; /* in the host's registry */
+    pl_http_auth auth;          /* what the server calls: forwards to the lookup */
 } pl_listener_security;
 
 /* Every listener's config also has the per-client connection cap: the
  * `listener_per_client` option group of config/shared.config.yaml (an
  * int64_t `max_connections_per_client` in its struct; 0 = default). */
 
-pl_status pl_listener_security_init(pl_listener_security *out, const pl_tls_server_config *tls,
-                                    const pl_auth_ref_config *auth, const pl_http_cors_config *cors,
-                                    pl_err *err);
+pl_status pl_listener_security_init(pl_listener_security *out, const pl_host *host,
+                                    const pl_tls_server_config *tls, const pl_auth_ref_config *auth,
+                                    const pl_http_cors_config *cors, pl_err *err);
 /* Points the options at the copies (valid while `sec` lives). */
 void pl_listener_security_apply(const pl_listener_security *sec, pl_http_server_options *opt);
 void pl_listener_security_free(pl_listener_security *sec);
@@ -116,9 +126,10 @@ const char *pl_listener_security_scheme(const pl_listener_security *sec);
 char *pl_auth_client_header_line(const pl_authenticator *a);
 /* Exporters' `auth:`: checks at create that `ref` names an extension with a
  * client side; *id_out gets a copy of the id (NULL when none configured). */
-pl_status pl_auth_client_resolve(const pl_auth_ref_config *ref, char **id_out, pl_err *err);
+pl_status pl_auth_client_resolve(const pl_host *host, const pl_auth_ref_config *ref, char **id_out,
+                                 pl_err *err);
 /* The header line for the authenticator registered under `id` now; NULL
  * when id is NULL or it is gone (logged). */
-char *pl_auth_client_header_for(const char *id);
+char *pl_auth_client_header_for(const pl_host *host, const char *id);
 
 #endif

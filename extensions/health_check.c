@@ -118,7 +118,7 @@ static pl_status hc_create(const pl_create_settings *settings, const void *confi
     h->endpoint = strdup(c->endpoint ? c->endpoint : "127.0.0.1:13133");
     h->path = strdup(c->path ? c->path : "/");
     if (!h->id || !h->endpoint || !h->path ||
-        pl_listener_security_init(&h->sec, &c->tls, NULL, NULL, err) != PL_OK) {
+        pl_listener_security_init(&h->sec, settings->host, &c->tls, NULL, NULL, err) != PL_OK) {
         free(h->id);
         free(h->endpoint);
         free(h->path);

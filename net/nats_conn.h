@@ -28,7 +28,7 @@
 #include <nats/nats.h>
 
 #include "core/component.h"
-#include "exporters/otlp_common.config.h"
+#include "net/tls.h"
 #include "net/nats.config.h"
 
 /* The auth sections the components' tables nest (net/nats.config.yaml),
@@ -38,7 +38,6 @@ extern const pl_cfg_section pl_nats_user_section;
 extern const pl_cfg_section pl_nats_nkey_section;
 extern const pl_cfg_section pl_nats_nkey_jwt_section;
 extern const pl_cfg_section pl_nats_nkey_user_file_section;
-extern const pl_cfg_section pl_otlp_tls_section;
 
 /* What a connection needs, borrowed from either component's config. */
 typedef struct pl_nats_conn_params {

@@ -37,6 +37,9 @@
 
 /* The `tls:` table shared by every listener's config. */
 extern const pl_cfg_section pl_tls_server_section;
+/* The `tls:` table of clients (exporters, the kafka and nats connections):
+ * ca_file, cert_file, key_file, insecure_skip_verify (pl_otlp_tls_config). */
+extern const pl_cfg_section pl_otlp_tls_section;
 
 /* True when the block asks for TLS (cert_file set). */
 bool pl_tls_server_config_enabled(const pl_tls_server_config *cfg);

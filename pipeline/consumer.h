@@ -1,27 +1,10 @@
 /*
- * consumer.h: the concrete shape of pl_consumer (opaque to components).
- *
- * A consumer is a function and its argument. The graph builder chains them:
- * fan-out to pipelines, a processor with its `next`, the exporters of a
- * pipeline. Tests build one around a capture function with
- * pl_consumer_init_func.
+ * consumer.h: pl_consumer's shape lives in core (core/consumer.h); this
+ * name stays for the graph's tests.
  */
 #ifndef PL_CONSUMER_H
 #define PL_CONSUMER_H
 
-#include "core/component.h"
-
-struct pl_consumer {
-    /* Takes `batch` whatever it returns. */
-    pl_status (*fn)(void *arg, pl_batch *batch);
-    void *arg;
-};
-
-static inline void pl_consumer_init_func(pl_consumer *c, pl_status (*fn)(void *, pl_batch *),
-                                         void *arg)
-{
-    c->fn = fn;
-    c->arg = arg;
-}
+#include "core/consumer.h"
 
 #endif

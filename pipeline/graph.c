@@ -95,6 +95,7 @@ typedef struct pipeline {
 struct pl_graph {
     const pl_config *config;
     uv_loop_t *loop;
+    const pl_host *host;  /* handed to every component it creates */
     instance **instances; /* parallel to config->components; NULL once moved */
     size_t n_instances;
     pipeline *pipelines; /* parallel to config->pipelines */
@@ -397,7 +398,9 @@ static pl_status open_wals(pl_graph *g, pl_graph *old, pl_err *err)
         if (!pl->cp->n_processors || pl->wal)
             continue;
         for (size_t i = 0; i < pl->exporters.n && !pl->wal; i++) {
-            pl_queue *q = pl_queue_find_stored(pl->exporters.exporters[i]->cc->id);
+            const instance *e = pl->exporters.exporters[i];
+            pl_queue *q =
+                e->self && e->cc->type->stored_queue ? e->cc->type->stored_queue(e->self) : NULL;
             if (!q)
                 continue;
             /* A reload keeps the log of a pipeline whose queue stays: batches
@@ -508,7 +511,8 @@ static pl_status create_batcher(pl_graph *g, instance *inst, pl_err *err)
         pl_cfg_decode(pl_processor_batch.config, doc->root, doc->root, bcfg, &errs) == 0) {
         char id[300];
         snprintf(id, sizeof(id), "%s/batch", inst->cc->id);
-        pl_create_settings settings = {.id = id, .loop = g->loop, .signals = inst->cc->signals};
+        pl_create_settings settings = {
+            .id = id, .loop = g->loop, .host = g->host, .signals = inst->cc->signals};
         pl_err cerr = {{0}};
         st = pl_processor_batch.create(&settings, bcfg, &inst->batcher, &cerr);
         if (st != PL_OK)
@@ -538,6 +542,7 @@ static pl_status create_instance(pl_graph *g, instance *inst, pl_err *err)
     pl_create_settings settings = {0};
     settings.id = inst->cc->id;
     settings.loop = g->loop;
+    settings.host = g->host;
     settings.stats = inst->stats;
     settings.signals = inst->cc->signals;
     /* a receiver's fan-out for each signal it feeds (its config signals: the
@@ -579,11 +584,18 @@ static pl_status create_missing(pl_graph *g, pl_err *err)
 
 pl_graph *pl_graph_build(const pl_config *config, uv_loop_t *loop, pl_err *err)
 {
+    return pl_graph_build_host(config, loop, NULL, err);
+}
+
+pl_graph *pl_graph_build_host(const pl_config *config, uv_loop_t *loop, const pl_host *host,
+                              pl_err *err)
+{
     pl_graph *g = graph_new(config, loop);
     if (!g) {
         pl_errf(err, PL_ERR_NOMEM, "out of memory");
         return NULL;
     }
+    g->host = host;
     for (size_t i = 0; i < g->n_instances; i++) {
         g->instances[i] = instance_new(g, i, NULL);
         if (!g->instances[i]) {
@@ -708,6 +720,7 @@ pl_graph *pl_graph_swap(pl_graph *old, const pl_config *next, pl_err *err, pl_gr
         pl_errf(err, PL_ERR_NOMEM, "out of memory");
         return NULL;
     }
+    g->host = old->host;
     /* 1. which running instances stay; new ones for the rest (sharing the
      *    counters of the instance they replace) */
     long *kept_from = calloc(g->n_instances ? g->n_instances : 1, sizeof(long));

@@ -41,6 +41,11 @@ typedef struct pl_graph pl_graph;
  * with err set ("exporter sqlite: cannot open ...") on failure; anything
  * created is destroyed again. The config must outlive the graph. */
 pl_graph *pl_graph_build(const pl_config *config, uv_loop_t *loop, pl_err *err);
+/* pl_graph_build with the host every component gets in its create settings
+ * (the worker pool: pl_workers_host); pl_graph_build gives them none. A
+ * reload's graph keeps the host of the graph it replaces. */
+pl_graph *pl_graph_build_host(const pl_config *config, uv_loop_t *loop, const pl_host *host,
+                              pl_err *err);
 /* What a swap did, for the log. */
 typedef struct pl_graph_swap_info {
     size_t kept, replaced, added, removed;

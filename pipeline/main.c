@@ -24,7 +24,7 @@
 #include "core/component.h"
 #include "core/log.h"
 #include "pipeline/cli.h"
-#include "pipeline/query.h"
+#include "store/query.h"
 #include "pipeline/service.h"
 #include "pipeline/version.h"
 
@@ -264,7 +264,7 @@ int main(int argc, char **argv)
     }
     const char *cmd = argc >= 2 && argv[1][0] != '-' ? argv[1] : NULL;
     if (cmd && strcmp(cmd, "query") == 0)
-        return pl_query_main(argc - 1, argv + 1);
+        return pl_query_main(argc - 1, argv + 1, pl_component_types);
     for (int i = 2; cmd && i < argc; i++) {
         if (is_help(argv[i])) {
             command_usage(stdout, cmd);

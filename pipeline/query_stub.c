@@ -6,12 +6,14 @@
  */
 #include <stdio.h>
 
-#include "pipeline/query.h"
+#include "store/query.h"
 
-__attribute__((weak)) int pl_query_main(int argc, char **argv)
+__attribute__((weak)) int pl_query_main(int argc, char **argv,
+                                        const pl_component_type *const *types)
 {
     (void)argc;
     (void)argv;
+    (void)types;
     fprintf(stderr, "proflink: query: this build has no embedded store\n");
     return 1;
 }

@@ -20,6 +20,7 @@
 
 #include "core/hash.h"
 #include "core/log.h"
+#include "extensions/auth.h"
 #include "net/tls.h"
 #include "pipeline/telemetry_thread.h"
 #include "pipeline/workers.h"
@@ -28,8 +29,12 @@
 
 struct pl_service {
     uv_loop_t *loop;
-    pl_config *config;        /* the running configuration */
-    pl_config *failed_config; /* a swap that failed to start: freed with graph */
+    /* handed to every graph: the worker pool's hooks (none without a pool)
+     * and the service's own authenticator registry */
+    pl_host host;
+    volatile int memory_state; /* host.memory: the memory_limiter's pl_memory_state */
+    pl_config *config;         /* the running configuration */
+    pl_config *failed_config;  /* a swap that failed to start: freed with graph */
     /* A reload's replaced components, draining while the new graph runs. */
     pl_graph *retiring;
     pl_config *retiring_config;
@@ -197,7 +202,7 @@ static void on_zombie_tick(uv_timer_t *timer)
 /* Builds and starts a graph for cfg; NULL with err set on failure. */
 static pl_graph *graph_up(pl_service *s, const pl_config *cfg, pl_err *err)
 {
-    pl_graph *g = pl_graph_build(cfg, s->loop, err);
+    pl_graph *g = pl_graph_build_host(cfg, s->loop, &s->host, err);
     if (!g)
         return NULL;
     if (pl_graph_start(g, err) != PL_OK) {
@@ -409,6 +414,12 @@ static void on_signal(uv_signal_t *h, int signum)
 
 pl_service *pl_service_start(uv_loop_t *loop, pl_config *config, bool handle_signals, pl_err *err)
 {
+    return pl_service_start_host(loop, NULL, config, handle_signals, err);
+}
+
+pl_service *pl_service_start_host(uv_loop_t *loop, const pl_host *host, pl_config *config,
+                                  bool handle_signals, pl_err *err)
+{
     pl_service *s = calloc(1, sizeof(*s));
     if (!s) {
         pl_config_free(config);
@@ -416,6 +427,16 @@ pl_service *pl_service_start(uv_loop_t *loop, pl_config *config, bool handle_sig
         return NULL;
     }
     s->loop = loop;
+    if (host)
+        s->host = *host;
+    s->host.memory = &s->memory_state;
+    s->host.auth = pl_auth_registry_new();
+    if (!s->host.auth) {
+        pl_config_free(config);
+        free(s);
+        pl_errf(err, PL_ERR_NOMEM, "out of memory");
+        return NULL;
+    }
     s->config = config;
     set_state(s, PL_SERVICE_STARTING);
     s->handle_signals = handle_signals;
@@ -438,6 +459,7 @@ pl_service *pl_service_start(uv_loop_t *loop, pl_config *config, bool handle_sig
         uv_run(loop, UV_RUN_NOWAIT); /* the timers live in s */
         free(s->telemetry_address);
         pl_config_free(config);
+        pl_auth_registry_free(s->host.auth);
         free(s);
         return NULL;
     }
@@ -507,6 +529,7 @@ int pl_service_free(pl_service *s)
     free(s->telemetry_address);
     pl_config_free(s->failed_config);
     pl_config_free(s->config);
+    pl_auth_registry_free(s->host.auth); /* every extension is destroyed */
     free(s);
     return rc;
 }
@@ -562,7 +585,7 @@ int pl_service_main(const pl_cfg_sources *sources)
             return 1;
         }
     }
-    pl_service *s = pl_service_start(&loop, cfg, true, &err);
+    pl_service *s = pl_service_start_host(&loop, pl_workers_host(workers), cfg, true, &err);
     int rc;
     if (!s) {
         fprintf(stderr, "proflink: %s\n", err.msg);

@@ -40,6 +40,10 @@ typedef struct pl_service pl_service;
  * `handle_signals` is true, SIGTERM/SIGINT drain and stop, SIGHUP reloads
  * from config->sources. */
 pl_service *pl_service_start(uv_loop_t *loop, pl_config *config, bool handle_signals, pl_err *err);
+/* pl_service_start with the host its graphs hand every component (the
+ * worker pool, pl_workers_host); pl_service_start gives them none. */
+pl_service *pl_service_start_host(uv_loop_t *loop, const pl_host *host, pl_config *config,
+                                  bool handle_signals, pl_err *err);
 /* Reloads from the config's sources (what SIGHUP does). Returns 0 when the
  * new configuration runs (or the reload was queued behind one still
  * draining), -1 when it has errors or could not be created (logged; the

@@ -77,7 +77,7 @@ struct pl_workers {
     job *fin_head, *fin_tail; /* submitted works done, their `after` to call */
     worker *workers;
     unsigned n;
-    unsigned next_worker; /* round robin of pl_workers_submit (pipeline loop) */
+    unsigned next_worker; /* round robin of pool_submit (pipeline loop) */
     /* pl_workers_drive: the pipeline lock, and whether it is in use (set
      * and cleared by the pipeline loop with the lock held; read by workers
      * with atomic loads) */
@@ -85,13 +85,14 @@ struct pl_workers {
     bool direct;
     /* the timeout the pipeline loop sleeps with (pipeline_mu held) */
     int sleep_timeout;
+    /* Pipeline loop: the worker whose batch is being consumed now, or -1. */
+    int consuming_for;
+    pl_host host; /* what components reach the pool through */
 };
 
-static pl_workers *global_pool;
-static _Thread_local bool on_worker;
+static const pl_host_workers pool_hooks;
+/* the worker this thread is (NULL: not a worker of any pool) */
 static _Thread_local worker *this_worker;
-/* Pipeline loop: the worker whose batch is being consumed now, or -1. */
-static int consuming_for = -1;
 
 unsigned pl_workers_default(void)
 {
@@ -104,19 +105,19 @@ unsigned pl_workers_default(void)
     return n > 0 ? (unsigned)n : 1;
 }
 
-unsigned pl_workers_count(void)
+static unsigned pool_count(void *pool)
 {
-    return global_pool ? global_pool->n : 0;
+    return ((pl_workers *)pool)->n;
 }
 
-uv_loop_t *pl_workers_loop(unsigned i)
+uv_loop_t *pl_workers_loop(pl_workers *p, unsigned i)
 {
-    return global_pool && i < global_pool->n ? &global_pool->workers[i].loop : NULL;
+    return p && i < p->n ? &p->workers[i].loop : NULL;
 }
 
 bool pl_workers_on_worker(void)
 {
-    return on_worker && !pl_pipeline_borrowed();
+    return pl_host_on_worker();
 }
 
 static void push(job **head, job **tail, job *j)
@@ -144,10 +145,10 @@ static job *pop(job **head, job **tail)
 static void consume_one_locked(pl_workers *p, job *j)
 {
     uv_mutex_unlock(&p->mu);
-    int outer = consuming_for;
-    consuming_for = (int)j->fn_worker;
+    int outer = p->consuming_for;
+    p->consuming_for = (int)j->fn_worker;
     pl_status st = pl_consumer_consume(j->consumer, j->batch);
-    consuming_for = outer;
+    p->consuming_for = outer;
     uv_mutex_lock(&p->mu);
     j->status = st;
     j->done = true;
@@ -200,12 +201,12 @@ static pl_status consume_direct(pl_workers *p, pl_consumer *next, pl_batch *batc
      * uv_now() must read the present */
     uv_update_time(p->main_loop);
     p->sleep_timeout = uv_backend_timeout(p->main_loop);
-    int outer = consuming_for;
-    consuming_for = (int)this_worker->index;
+    int outer = p->consuming_for;
+    p->consuming_for = (int)this_worker->index;
     pl_pipeline_set_borrowed(true);
     pl_status st = pl_consumer_consume(next, batch);
     pl_pipeline_set_borrowed(false);
-    consuming_for = outer;
+    p->consuming_for = outer;
     bool wake = loop_changed(p);
     uv_mutex_unlock(&p->pipeline_mu);
     if (wake)
@@ -213,9 +214,10 @@ static pl_status consume_direct(pl_workers *p, pl_consumer *next, pl_batch *batc
     return st;
 }
 
-pl_status pl_workers_consume(pl_consumer *next, pl_batch *batch)
+/* pl_host_workers.consume: from a worker, called by pl_consumer_consume. */
+static pl_status pool_consume(void *pool, pl_consumer *next, pl_batch *batch)
 {
-    pl_workers *p = global_pool;
+    pl_workers *p = pool;
     if (__atomic_load_n(&p->direct, __ATOMIC_ACQUIRE))
         return consume_direct(p, next, batch);
     job j = {.consumer = next,
@@ -259,10 +261,10 @@ static void on_worker_wake(uv_async_t *a)
         uv_async_send(&p->main_wake);
 }
 
-bool pl_workers_submit(void (*work)(void *arg), void (*done)(void *arg), void *arg)
+static bool pool_submit(void *pool, void (*work)(void *arg), void (*done)(void *arg), void *arg)
 {
-    pl_workers *p = global_pool;
-    if (!p || p->n == 0 || (on_worker && !pl_pipeline_borrowed()))
+    pl_workers *p = pool;
+    if (!p || p->n == 0 || pl_host_on_worker())
         return false;
     job *j = calloc(1, sizeof(*j));
     if (!j)
@@ -270,8 +272,9 @@ bool pl_workers_submit(void (*work)(void *arg), void (*done)(void *arg), void *a
     j->fn = work;
     j->after = done;
     j->arg = arg;
-    unsigned i = consuming_for >= 0 && (unsigned)consuming_for < p->n ? (unsigned)consuming_for
-                                                                      : p->next_worker++ % p->n;
+    unsigned i = p->consuming_for >= 0 && (unsigned)p->consuming_for < p->n
+                     ? (unsigned)p->consuming_for
+                     : p->next_worker++ % p->n;
     worker *w = &p->workers[i];
     uv_mutex_lock(&p->mu);
     push(&w->head, &w->tail, j);
@@ -306,16 +309,16 @@ static void run_on(pl_workers *p, unsigned i, void (*fn)(void *), void *arg)
         uv_mutex_lock(&p->pipeline_mu);
 }
 
-void pl_workers_run(unsigned i, void (*fn)(void *arg), void *arg)
+void pl_workers_run(pl_workers *p, unsigned i, void (*fn)(void *arg), void *arg)
 {
-    if (global_pool && i < global_pool->n)
-        run_on(global_pool, i, fn, arg);
+    if (p && i < p->n)
+        run_on(p, i, fn, arg);
 }
 
 static void worker_main(void *arg)
 {
     worker *w = arg;
-    on_worker = true;
+    pl_host_enter_worker(&w->pool->host);
     this_worker = w;
     uv_run(&w->loop, UV_RUN_DEFAULT);
 }
@@ -354,7 +357,8 @@ pl_workers *pl_workers_start(uv_loop_t *main_loop, unsigned n, pl_err *err)
     uv_async_init(main_loop, &p->main_wake, on_main_wake);
     p->main_wake.data = p;
     uv_unref((uv_handle_t *)&p->main_wake);
-    global_pool = p;
+    p->consuming_for = -1;
+    p->host = (pl_host){.workers = &pool_hooks, .pool = p};
     for (unsigned i = 0; i < n; i++) {
         worker *w = &p->workers[i];
         w->pool = p;
@@ -403,8 +407,6 @@ void pl_workers_stop(pl_workers *p)
     uv_mutex_lock(&p->mu);
     finish_works_locked(p);
     uv_mutex_unlock(&p->mu);
-    if (global_pool == p)
-        global_pool = NULL;
     uv_cond_destroy(&p->cv);
     uv_mutex_destroy(&p->mu);
     uv_mutex_destroy(&p->pipeline_mu);
@@ -448,6 +450,7 @@ void pl_workers_drive(pl_workers *p, uv_loop_t *loop, bool (*running)(void *arg)
 /* ---- listeners on every worker ------------------------------------------ */
 
 typedef struct listen_job {
+    pl_workers *pool;
     unsigned worker;
     char endpoint[256];
     pl_http_server_options options;
@@ -460,7 +463,7 @@ typedef struct listen_job {
 static void listen_here(void *arg)
 {
     listen_job *j = arg;
-    j->server = pl_http_server_start(pl_workers_loop(j->worker), j->endpoint, &j->options,
+    j->server = pl_http_server_start(pl_workers_loop(j->pool, j->worker), j->endpoint, &j->options,
                                      j->handler, j->arg, &j->err);
 }
 
@@ -469,20 +472,21 @@ static void close_here(void *arg)
     pl_http_server_close(arg);
 }
 
-void pl_workers_close(pl_http_server **servers, unsigned count)
+static void pool_close(void *pool, pl_http_server **servers, unsigned count)
 {
     for (unsigned i = 0; servers && i < count; i++)
         if (servers[i]) {
-            pl_workers_run(i, close_here, servers[i]);
+            pl_workers_run(pool, i, close_here, servers[i]);
             servers[i] = NULL;
         }
 }
 
-pl_status pl_workers_listen(const char *endpoint, const pl_http_server_options *options,
-                            pl_http_handler handler, void *arg, pl_http_server **servers,
-                            pl_err *err)
+static pl_status pool_listen(void *pool, const char *endpoint,
+                             const pl_http_server_options *options, pl_http_handler handler,
+                             void *arg, pl_http_server **servers, pl_err *err)
 {
-    unsigned n = pl_workers_count();
+    pl_workers *p = pool;
+    unsigned n = p->n;
     /* SO_REUSEPORT would also let these sockets join a port another process
      * (of the same user) listens on, silently splitting its connections with
      * it. A plain bind first fails with "address already in use" in that
@@ -492,7 +496,7 @@ pl_status pl_workers_listen(const char *endpoint, const pl_http_server_options *
     if (!colon || strcmp(colon, ":0") != 0) {
         pl_http_server_options plain = {.name = options->name, .http1 = true};
         pl_http_server *probe =
-            pl_http_server_start(global_pool->main_loop, endpoint, &plain, handler, arg, err);
+            pl_http_server_start(p->main_loop, endpoint, &plain, handler, arg, err);
         if (!probe)
             return PL_ERR_INTERNAL;
         pl_http_server_close(probe);
@@ -502,6 +506,7 @@ pl_status pl_workers_listen(const char *endpoint, const pl_http_server_options *
         return pl_errf(err, PL_ERR_NOMEM, "out of memory");
     snprintf(j->endpoint, sizeof(j->endpoint), "%s", endpoint);
     for (unsigned i = 0; i < n; i++) {
+        j->pool = p;
         j->worker = i;
         j->options = *options;
         j->options.reuse_port = true;
@@ -509,10 +514,10 @@ pl_status pl_workers_listen(const char *endpoint, const pl_http_server_options *
         j->handler = handler;
         j->arg = arg;
         j->server = NULL;
-        pl_workers_run(i, listen_here, j);
+        pl_workers_run(p, i, listen_here, j);
         if (!j->server) {
             *err = j->err;
-            pl_workers_close(servers, i);
+            pool_close(p, servers, i);
             free(j);
             return PL_ERR_INTERNAL;
         }
@@ -526,4 +531,17 @@ pl_status pl_workers_listen(const char *endpoint, const pl_http_server_options *
     }
     free(j);
     return PL_OK;
+}
+
+static const pl_host_workers pool_hooks = {
+    .count = pool_count,
+    .submit = pool_submit,
+    .listen = pool_listen,
+    .close = pool_close,
+    .consume = pool_consume,
+};
+
+const pl_host *pl_workers_host(pl_workers *p)
+{
+    return p ? &p->host : NULL;
 }

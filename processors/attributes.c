@@ -57,7 +57,7 @@
 #include "core/strlist.h"
 #include "core/value_json.h"
 #include "opaque_attrs.h"
-#include "pattern.h"
+#include "core/pattern.h"
 #include "proto/otlp_pb.h"
 #include "proto/pb_wire.h"
 #include "resource_fixed.h"

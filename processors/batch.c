@@ -1000,6 +1000,7 @@ typedef struct group {
 typedef struct batcher {
     char id[128];
     pl_stats *stats;
+    const pl_host *host; /* its memory state */
     uv_loop_t *loop;
     uv_timer_t timer;
     bool timer_init;
@@ -1028,6 +1029,7 @@ static pl_status batch_create(const pl_create_settings *s, const void *config, v
     snprintf(b->id, sizeof(b->id), "%s", s && s->id ? s->id : "batch");
     b->stats = s ? s->stats : NULL;
     b->loop = s ? s->loop : NULL;
+    b->host = s ? s->host : NULL;
     b->send_size = (size_t)c->send_batch_size;
     b->max_size = (size_t)c->send_batch_max_size;
     b->timeout_ns = (uint64_t)c->timeout;
@@ -1265,7 +1267,7 @@ static pl_status batch_consume(void *self, pl_batch *batch, pl_consumer *next)
         pl_batch_free(batch);
         return PL_OK;
     }
-    if (pl_memory_state_get() == PL_MEMORY_HARD || b->shutting_down) {
+    if (pl_host_memory_state(b->host) == PL_MEMORY_HARD || b->shutting_down) {
         /* Hold nothing: release what we have, pass this one on. */
         pl_status st = flush_all(b);
         pl_status st2 = pl_consumer_consume(next, batch);

@@ -725,7 +725,7 @@ static pl_status correlation_consume(void *p, pl_batch *batch, pl_consumer *next
         pl_batch_free(batch);
         return refusal;
     }
-    if (pl_memory_state_get() == PL_MEMORY_HARD)
+    if (pl_host_memory_state(self->host) == PL_MEMORY_HARD)
         pl_corr_release_all(self, RELEASE_EARLY);
     if (self->n_leftovers && sig == PL_SIGNAL_TRACES)
         pl_corr_spill_replay(self, next); /* spill files of an earlier run */
@@ -874,6 +874,7 @@ static pl_status correlation_create(const pl_create_settings *settings, const vo
     self->id = strdup(settings && settings->id ? settings->id : "correlation");
     self->loop = settings ? settings->loop : NULL;
     self->clock = settings ? settings->clock : (pl_clock){NULL, NULL};
+    self->host = settings ? settings->host : NULL;
     self->signals = settings && settings->signals ? settings->signals : PL_SIGNALS_ALL;
     self->stats = settings ? settings->stats : NULL;
     if (!self->stats) {

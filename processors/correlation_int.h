@@ -15,7 +15,7 @@
 #include "core/hash.h"
 #include "core/log.h"
 #include "core/stats.h"
-#include "pipeline/consumer.h"
+#include "core/consumer.h"
 
 #define COMPONENT          "correlation"
 #define MAX_ANCESTRY       64          /* parent walks stop here (guards against cycles) */
@@ -325,6 +325,7 @@ typedef struct correlation {
     pl_stats *stats;
     pl_stats *own_stats; /* when created without settings->stats */
     pl_clock clock;
+    const pl_host *host; /* its memory state */
     unsigned signals;
     uint64_t base_ns;
     uint64_t span_window, sample_window, skew;

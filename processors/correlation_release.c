@@ -177,7 +177,7 @@ static void hand_on(correlation *self, pl_consumer *next, pl_batch *b, int reaso
         keep(self, next, b, items, PL_OK, 0); /* behind those refused earlier */
         return;
     }
-    pl_batch *copy = pl_memory_state_get() == PL_MEMORY_HARD ? NULL : pl_batch_clone(b);
+    pl_batch *copy = pl_host_memory_state(self->host) == PL_MEMORY_HARD ? NULL : pl_batch_clone(b);
     if (!copy) {
         pl_status st = pl_consumer_consume(next, b);
         if (st != PL_OK) {
@@ -541,7 +541,7 @@ size_t pl_corr_index_bytes(const correlation *self)
 /* Pushes the oldest batches out while a bound is exceeded. */
 void pl_corr_enforce_bounds(correlation *self)
 {
-    if (pl_memory_state_get() == PL_MEMORY_HARD) {
+    if (pl_host_memory_state(self->host) == PL_MEMORY_HARD) {
         pl_corr_release_all(self, RELEASE_EARLY);
         return;
     }

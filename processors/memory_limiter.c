@@ -61,6 +61,7 @@ typedef struct memlim {
     char id[128];
     pl_stats *stats;
     uv_loop_t *loop;
+    const pl_host *host; /* whose memory state it sets */
     uv_timer_t timer;
     bool timer_init;
     uint64_t interval_ms;
@@ -133,7 +134,7 @@ static void memlim_check(memlim *m)
                     s == PL_MEMORY_HARD ? ", releasing held data" : "");
     }
     m->state = s;
-    pl_memory_state_set(s);
+    pl_host_set_memory_state(m->host, s);
     if (m->checks)
         (*m->checks)++;
     if (m->rss_gauge)
@@ -161,6 +162,7 @@ static pl_status memlim_create(const pl_create_settings *s, const void *config, 
     snprintf(m->id, sizeof(m->id), "%s", s && s->id ? s->id : "memory_limiter");
     m->stats = s ? s->stats : NULL;
     m->loop = s ? s->loop : NULL;
+    m->host = s ? s->host : NULL;
     if (c->limit_mib > 0) {
         m->hard_bytes = (uint64_t)c->limit_mib << 20;
         uint64_t spike =
@@ -240,7 +242,7 @@ static void memlim_destroy(void *self)
     if (!m)
         return;
     /* Nothing refuses once we are gone. */
-    pl_memory_state_set(PL_MEMORY_OK);
+    pl_host_set_memory_state(m->host, PL_MEMORY_OK);
     free(m);
 }
 

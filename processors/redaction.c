@@ -55,7 +55,7 @@
 #include "core/log.h"
 #include "core/strlist.h"
 #include "opaque_attrs.h"
-#include "pattern.h"
+#include "core/pattern.h"
 
 #include "processors/redaction.config.h"
 

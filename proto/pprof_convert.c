@@ -10,7 +10,7 @@
  */
 #include "pprof_internal.h"
 
-#include "net/compress.h"
+#include "proto/coding.h"
 
 /* ---- gzip (net/compress.c) ----------------------------------------------- */
 

@@ -45,8 +45,8 @@
 
 #include "core/log.h"
 #include "core/strlist.h"
-#include "exporters/otlp_common.h"
-#include "exporters/queue.h"
+#include "net/retry.h"
+#include "net/tls.h"
 #include "net/kafka.h"
 #include "proto/otlp_json.h"
 #include "proto/otlp_pb.h"

@@ -36,7 +36,6 @@
 #include "core/log.h"
 #include "extensions/auth.h"
 #include "net/http_server.h"
-#include "pipeline/workers.h"
 #include "receivers/otlp_handler.h"
 
 /* ---- configuration ------------------------------------------------------ */
@@ -127,6 +126,7 @@ typedef struct otlp_receiver {
     /* with service.workers > 1: one server per worker loop (SO_REUSEPORT) */
     pl_http_server **worker_servers; /* [2 * workers]: gRPC ones, then HTTP ones */
     unsigned n_workers;
+    const pl_host *host;        /* the worker pool (NULL: none) */
     uint64_t *refused_requests; /* refused before decoding: memory short, pushing back */
     uint64_t pushback_until[PL_SIGNAL_COUNT]; /* see pl_otlp_handler */
     pl_otlp_handler grpc_handler, http_handler;
@@ -150,6 +150,7 @@ static pl_status otlp_create(const pl_create_settings *settings, const void *con
     snprintf(r->id, sizeof(r->id), "%s", settings->id ? settings->id : "otlp");
     r->loop = settings->loop;
     r->stats = settings->stats;
+    r->host = settings->host;
     r->refused_requests =
         r->stats ? pl_stats_counter(r->stats, "refused_requests",
                                     "requests refused before decoding: memory is short, or the "
@@ -187,6 +188,7 @@ static pl_status otlp_create(const pl_create_settings *settings, const void *con
         .max_recv_msg_size = r->max_recv_msg_size,
         .grpc_metadata = r->grpc_metadata,
         .refused_requests = r->refused_requests,
+        .host = r->host,
         .pushback_until = r->pushback_until,
     };
     r->http_handler = (pl_otlp_handler){
@@ -195,6 +197,7 @@ static pl_status otlp_create(const pl_create_settings *settings, const void *con
         .max_request_body_size = r->max_request_body_size,
         .http_metadata = r->http_metadata,
         .refused_requests = r->refused_requests,
+        .host = r->host,
         .pushback_until = r->pushback_until,
     };
     for (int s = 0; s < PL_SIGNAL_COUNT; s++) {
@@ -232,9 +235,9 @@ static pl_status otlp_create(const pl_create_settings *settings, const void *con
     };
     pl_status st = PL_OK;
     if (r->grpc_enabled)
-        st = pl_listener_security_init(&r->grpc_sec, &g->tls, &g->auth, NULL, err);
+        st = pl_listener_security_init(&r->grpc_sec, r->host, &g->tls, &g->auth, NULL, err);
     if (st == PL_OK && r->http_enabled)
-        st = pl_listener_security_init(&r->http_sec, &h->tls, &h->auth, &h->cors, err);
+        st = pl_listener_security_init(&r->http_sec, r->host, &h->tls, &h->auth, &h->cors, err);
     if (st != PL_OK) {
         pl_listener_security_free(&r->grpc_sec);
         free(r);
@@ -274,8 +277,8 @@ static void http_handler(void *arg, pl_http_request *req, pl_http_response *res)
 static void close_worker_servers(otlp_receiver *r)
 {
     if (r->worker_servers) { /* each half holds one server per worker */
-        pl_workers_close(r->worker_servers, r->n_workers);
-        pl_workers_close(r->worker_servers + r->n_workers, r->n_workers);
+        pl_host_close(r->host, r->worker_servers, r->n_workers);
+        pl_host_close(r->host, r->worker_servers + r->n_workers, r->n_workers);
     }
     free(r->worker_servers);
     r->worker_servers = NULL;
@@ -285,7 +288,7 @@ static void close_worker_servers(otlp_receiver *r)
 static pl_status otlp_start(void *self, pl_err *err)
 {
     otlp_receiver *r = self;
-    unsigned workers = pl_workers_count();
+    unsigned workers = pl_host_workers_count(r->host);
     /* Authenticators are thread-safe (extensions/auth.c): with or without
      * one, every worker listens. */
     if (workers > 1) {
@@ -295,11 +298,11 @@ static pl_status otlp_start(void *self, pl_err *err)
         r->n_workers = workers;
         pl_status st = PL_OK;
         if (r->grpc_enabled)
-            st = pl_workers_listen(r->grpc_endpoint, &r->grpc_opt, grpc_handler, r,
-                                   r->worker_servers, err);
+            st = pl_host_listen(r->host, r->grpc_endpoint, &r->grpc_opt, grpc_handler, r,
+                                r->worker_servers, err);
         if (st == PL_OK && r->http_enabled)
-            st = pl_workers_listen(r->http_endpoint, &r->http_opt, http_handler, r,
-                                   r->worker_servers + workers, err);
+            st = pl_host_listen(r->host, r->http_endpoint, &r->http_opt, http_handler, r,
+                                r->worker_servers + workers, err);
         if (st != PL_OK) {
             close_worker_servers(r);
             return st;

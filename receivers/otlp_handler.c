@@ -211,7 +211,7 @@ bool pl_otlp_grpc_signal(const char *path, pl_signal *signal)
  * the batch anyway. Clients are told to retry. */
 static bool memory_short(const pl_otlp_handler *r)
 {
-    if (pl_memory_state_get() == PL_MEMORY_OK)
+    if (pl_host_memory_state(r->host) == PL_MEMORY_OK)
         return false;
     if (r->refused_requests) /* from any worker thread */
         __atomic_fetch_add(r->refused_requests, 1, __ATOMIC_RELAXED);

@@ -36,6 +36,7 @@ typedef struct pl_otlp_handler {
      * one (PL_OTLP_PUSHBACK_NS); shared by the receiver's listeners and
      * written from any worker. NULL: always decode. */
     uint64_t *pushback_until;
+    const pl_host *host; /* its memory state (may be NULL) */
 } pl_otlp_handler;
 
 /* After the pipeline refused a request (503 / UNAVAILABLE), the requests of

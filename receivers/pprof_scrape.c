@@ -44,7 +44,6 @@
 #include "net/http_auth.h"
 #include "net/http_client.h"
 #include "proto/pprof.h"
-#include "pipeline/workers.h"
 #include "receivers/pprof_delta.h"
 
 #include "receivers/pprof_scrape.config.h"
@@ -110,6 +109,7 @@ typedef struct scrape_target {
 } scrape_target;
 
 struct scrape {
+    const pl_host *host; /* the worker pool that decodes (NULL: none) */
     char id[128];
     uv_loop_t *loop;
     pl_stats *stats;
@@ -299,7 +299,7 @@ static void on_scraped(void *arg, const pl_http_client_result *res)
     }
     /* With workers the body is copied (the client's buffer goes when this
      * returns); without, it is decoded here, from the client's buffer. */
-    bool on_workers = pl_workers_count() > 1;
+    bool on_workers = pl_host_workers_count(s->host) > 1;
     decode_job *d = calloc(1, sizeof(*d));
     uint8_t *copy = d && on_workers ? malloc(res->body_len ? res->body_len : 1) : NULL;
     if (!d || (on_workers && !copy)) {
@@ -320,7 +320,7 @@ static void on_scraped(void *arg, const pl_http_client_result *res)
     job->in_flight = true;
     d->next = s->decoding;
     s->decoding = d;
-    if (!copy || !pl_workers_submit(decode_work, decode_done, d)) {
+    if (!copy || !pl_host_submit(s->host, decode_work, decode_done, d)) {
         if (!d->body)
             d->body = (uint8_t *)d->borrowed; /* read only, and only during this call */
         decode_work(d);
@@ -450,6 +450,7 @@ static pl_status scrape_create(const pl_create_settings *settings, const void *c
     snprintf(s->id, sizeof(s->id), "%s", settings->id ? settings->id : "pprof_scrape");
     s->loop = settings->loop;
     s->stats = settings->stats;
+    s->host = settings->host;
     /* scrapes are HTTP requests: the series carry transport="http" */
     pl_stats_add_via(s->stats, PL_TRANSPORT_HTTP, PL_SIGNAL_PROFILES, PL_STAT_ACCEPTED, 0);
     s->next = settings->next[PL_SIGNAL_PROFILES];

@@ -62,14 +62,12 @@
 #include "net/grpc.h"
 #include "extensions/auth.h"
 #include "net/http_server.h"
-#include "pipeline/consumer.h"
-#include "pipeline/workers.h"
 #include "proto/pprof.h"
 #include "receivers/folded.h"
 #include "receivers/multipart.h"
 #include "receivers/otlp_handler.h"
 #include "receivers/pyroscope_jfr.h"
-#include "receivers/pyroscope_push.h"
+#include "proto/pyroscope_push.h"
 
 #include "receivers/pyroscope.config.h"
 
@@ -102,6 +100,7 @@ typedef struct pyroscope {
     /* with service.workers > 1: one server per worker loop (SO_REUSEPORT) */
     pl_http_server **worker_servers;
     unsigned n_workers;
+    const pl_host *host; /* the worker pool (NULL: none) */
     /* bumped from the worker threads too: atomic adds (count()) */
     uint64_t *invalid_requests, *ingest_requests, *push_requests, *otlp_requests;
     pl_otlp_handler otlp; /* OTLP profiles on the same port */
@@ -1048,7 +1047,7 @@ static void handle_push_grpc(pyroscope *r, pl_http_request *req, pl_http_respons
         pl_grpc_respond_error(res, PL_GRPC_UNIMPLEMENTED, "method not allowed", -1);
         return;
     }
-    if (pl_memory_state_get() != PL_MEMORY_OK) {
+    if (pl_host_memory_state(r->host) != PL_MEMORY_OK) {
         pl_grpc_respond_error(res, PL_GRPC_UNAVAILABLE, "memory limit reached, retry later",
                               (int64_t)PL_RETRY_AFTER_SECONDS * 1000000000);
         return;
@@ -1117,7 +1116,7 @@ static void on_request(void *arg, pl_http_request *req, pl_http_response *res)
         pl_http_respond(res, 405, h, 2, body, strlen(body));
         return;
     }
-    if (pl_memory_state_get() != PL_MEMORY_OK) {
+    if (pl_host_memory_state(r->host) != PL_MEMORY_OK) {
         respond_error(r, res, 503, "memory limit reached, retry later");
         return;
     }
@@ -1149,6 +1148,7 @@ static pl_status pyroscope_create(const pl_create_settings *settings, const void
         cfg->max_decoded_objects > 0 ? (size_t)cfg->max_decoded_objects : 4000000;
     r->loop = settings->loop;
     r->stats = settings->stats;
+    r->host = settings->host;
     /* pushes arrive over HTTP (also the gRPC-style push API): series at zero */
     pl_stats_add_via(r->stats, PL_TRANSPORT_HTTP, PL_SIGNAL_PROFILES, PL_STAT_ACCEPTED, 0);
     r->clock = settings->clock;
@@ -1169,6 +1169,7 @@ static pl_status pyroscope_create(const pl_create_settings *settings, const void
         .max_recv_msg_size = r->max_decompressed,
         .max_request_body_size = r->max_body,
         .max_decompressed_size = r->max_decompressed,
+        .host = r->host,
         .refused_requests =
             r->stats ? pl_stats_counter(r->stats, "refused_requests",
                                         "OTLP requests refused before decoding because memory is "
@@ -1176,7 +1177,8 @@ static pl_status pyroscope_create(const pl_create_settings *settings, const void
                      : NULL,
     };
     r->otlp.next[PL_SIGNAL_PROFILES] = r->next;
-    pl_status st = pl_listener_security_init(&r->sec, &cfg->tls, &cfg->auth, &cfg->cors, err);
+    pl_status st =
+        pl_listener_security_init(&r->sec, r->host, &cfg->tls, &cfg->auth, &cfg->cors, err);
     if (st != PL_OK) {
         free(r->endpoint);
         free(r);
@@ -1201,13 +1203,14 @@ static pl_status pyroscope_start(void *self, pl_err *err)
         .deliver_too_large = true,
     };
     pl_listener_security_apply(&r->sec, &o);
-    unsigned workers = pl_workers_count();
+    unsigned workers = pl_host_workers_count(r->host);
     if (workers > 1) {
         r->worker_servers = calloc(workers, sizeof(*r->worker_servers));
         if (!r->worker_servers)
             return pl_errf(err, PL_ERR_NOMEM, "out of memory");
         r->n_workers = workers;
-        pl_status st = pl_workers_listen(r->endpoint, &o, on_request, r, r->worker_servers, err);
+        pl_status st =
+            pl_host_listen(r->host, r->endpoint, &o, on_request, r, r->worker_servers, err);
         if (st != PL_OK) {
             free(r->worker_servers);
             r->worker_servers = NULL;
@@ -1231,7 +1234,7 @@ static pl_status pyroscope_start(void *self, pl_err *err)
 
 static void close_worker_servers(pyroscope *r)
 {
-    pl_workers_close(r->worker_servers, r->n_workers);
+    pl_host_close(r->host, r->worker_servers, r->n_workers);
     free(r->worker_servers);
     r->worker_servers = NULL;
     r->n_workers = 0;

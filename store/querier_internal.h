@@ -21,7 +21,7 @@
 #include "core/buf.h"
 #include "core/intern.h"
 #include "core/status.h"
-#include "processors/pattern.h"
+#include "core/pattern.h"
 #include "store/querier.h"
 
 /* ---- label selectors (querier_selector.c) ------------------------------- */

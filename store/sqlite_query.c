@@ -32,7 +32,7 @@
 #include "config/config.h"
 #include "core/component.h"
 #include "core/log.h"
-#include "pipeline/query.h"
+#include "store/query.h"
 #include "store/sqlite_api.h"
 #include "store/sqlite_store.h"
 
@@ -188,11 +188,11 @@ static int parse_args(int argc, char **argv, opts *o)
 }
 
 /* The sqlite exporter's path from a collector.yaml (first sqlite exporter). */
-static char *path_from_config(const char *file)
+static char *path_from_config(const char *file, const pl_component_type *const *types)
 {
     pl_cfg_errors errs;
     pl_cfg_errors_init(&errs);
-    pl_config *cfg = pl_config_load_file(file, pl_component_types, &errs);
+    pl_config *cfg = pl_config_load_file(file, types, &errs);
     if (!cfg) {
         pl_cfg_errors_print(&errs, stderr);
         fprintf(stderr, "proflink query: %s has errors; pass --db PATH instead\n", file);
@@ -649,7 +649,7 @@ static int cmd_services(pl_store *s, const opts *o)
     return rc;
 }
 
-int pl_query_main(int argc, char **argv)
+int pl_query_main(int argc, char **argv, const pl_component_type *const *types)
 {
     opts o;
     int rc = parse_args(argc, argv, &o);
@@ -679,7 +679,7 @@ int pl_query_main(int argc, char **argv)
     if (o.db)
         db = strdup(o.db);
     else if (o.config) {
-        db = path_from_config(o.config);
+        db = path_from_config(o.config, types);
         if (!db)
             return 1;
     } else

@@ -11,7 +11,7 @@
  */
 #include "store/store_tempo.h"
 
-#include "processors/pattern.h"
+#include "core/pattern.h"
 #include "store/store_internal.h"
 
 /* regexp(pattern, value): TraceQL's =~ (fully anchored, RE2-style syntax

@@ -376,7 +376,7 @@ static void test_bearer_client_header(void)
         pl_err err = {{0}};
         void *ext = make_ext("bearertokenauth", "bearertokenauth/c", cases[i].yaml, &err);
         REQUIRE(ext != NULL);
-        char *line = pl_auth_client_header_for("bearertokenauth/c");
+        char *line = pl_auth_client_header_for(NULL, "bearertokenauth/c");
         CHECK_EQ_STR(line, cases[i].want);
         free(line);
         destroy_ext("bearertokenauth", ext);
@@ -444,10 +444,10 @@ static void test_registry_sides(void)
 
     pl_listener_security sec;
     pl_auth_ref_config ref = {(char *)"basicauth/client"};
-    CHECK(pl_listener_security_init(&sec, NULL, &ref, NULL, &err) == PL_ERR_INVALID);
+    CHECK(pl_listener_security_init(&sec, NULL, NULL, &ref, NULL, &err) == PL_ERR_INVALID);
     CHECK(strstr(err.msg, "'basicauth/client' has no server side") != NULL);
     ref.authenticator = (char *)"basicauth/server";
-    REQUIRE(pl_listener_security_init(&sec, NULL, &ref, NULL, &err) == PL_OK);
+    REQUIRE(pl_listener_security_init(&sec, NULL, NULL, &ref, NULL, &err) == PL_OK);
     CHECK_EQ_STR(pl_listener_security_scheme(&sec), "http");
     pl_http_server_options opt = {0};
     pl_listener_security_apply(&sec, &opt);
@@ -456,43 +456,43 @@ static void test_registry_sides(void)
     pl_listener_security_free(&sec);
     /* no authenticator configured: nothing applied */
     pl_auth_ref_config none = {NULL};
-    REQUIRE(pl_listener_security_init(&sec, NULL, &none, NULL, &err) == PL_OK);
+    REQUIRE(pl_listener_security_init(&sec, NULL, NULL, &none, NULL, &err) == PL_OK);
     opt = (pl_http_server_options){0};
     pl_listener_security_apply(&sec, &opt);
     CHECK(opt.auth == NULL);
     pl_listener_security_free(&sec);
 
     char *id = (char *)"x";
-    CHECK(pl_auth_client_resolve(&ref, &id, &err) == PL_ERR_INVALID);
+    CHECK(pl_auth_client_resolve(NULL, &ref, &id, &err) == PL_ERR_INVALID);
     CHECK(id == NULL);
     CHECK(strstr(err.msg, "'basicauth/server' has no client side") != NULL);
     ref.authenticator = (char *)"basicauth/missing";
-    CHECK(pl_auth_client_resolve(&ref, &id, &err) == PL_ERR_INVALID);
+    CHECK(pl_auth_client_resolve(NULL, &ref, &id, &err) == PL_ERR_INVALID);
     CHECK(strstr(err.msg, "'basicauth/missing' is not a running authentication extension") != NULL);
-    CHECK(pl_auth_client_resolve(&none, &id, &err) == PL_OK);
+    CHECK(pl_auth_client_resolve(NULL, &none, &id, &err) == PL_OK);
     CHECK(id == NULL);
     ref.authenticator = (char *)"basicauth/client";
-    REQUIRE(pl_auth_client_resolve(&ref, &id, &err) == PL_OK);
+    REQUIRE(pl_auth_client_resolve(NULL, &ref, &id, &err) == PL_OK);
     CHECK_EQ_STR(id, "basicauth/client");
-    char *line = pl_auth_client_header_for(id);
+    char *line = pl_auth_client_header_for(NULL, id);
     CHECK_EQ_STR(line, "Authorization: Basic YTpi"); /* base64("a:b") */
     free(line);
-    CHECK(pl_auth_client_header_for(NULL) == NULL);
+    CHECK(pl_auth_client_header_for(NULL, NULL) == NULL);
     CHECK(pl_auth_client_header_line(NULL) == NULL);
 
     /* a reload's new instance under the same id wins while both exist */
     void *newer = make_ext("basicauth", "basicauth/client",
                            "client_auth: {username: c, password: d}\n", &err);
     REQUIRE(newer != NULL);
-    line = pl_auth_client_header_for(id);
+    line = pl_auth_client_header_for(NULL, id);
     CHECK_EQ_STR(line, "Authorization: Basic Yzpk"); /* base64("c:d") */
     free(line);
     destroy_ext("basicauth", client);
-    line = pl_auth_client_header_for(id);
+    line = pl_auth_client_header_for(NULL, id);
     CHECK_EQ_STR(line, "Authorization: Basic Yzpk");
     free(line);
     destroy_ext("basicauth", newer);
-    CHECK(pl_auth_client_header_for(id) == NULL); /* gone: sent without credentials */
+    CHECK(pl_auth_client_header_for(NULL, id) == NULL); /* gone: sent without credentials */
     free(id);
     destroy_ext("basicauth", server);
     CHECK(pl_auth_lookup("basicauth/server") == NULL);

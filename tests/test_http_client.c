@@ -520,7 +520,7 @@ static void test_auth_refusals(void)
     CHECK_EQ_INT(o.status, 401);
     CHECK_EQ_STR(o.challenge, "Bearer");
     CHECK_EQ_INT(e.seen.count, 0);
-    char *line = pl_auth_client_header_for("bearertokenauth/hc");
+    char *line = pl_auth_client_header_for(NULL, "bearertokenauth/hc");
     REQUIRE(line != NULL);
     const char *with[] = {line};
     req.headers = with;

@@ -288,7 +288,7 @@ static void test_unknown_authenticator(void)
     pl_err err = {{0}};
     pl_listener_security sec;
     pl_auth_ref_config ref = {(char *)"nope"};
-    CHECK(pl_listener_security_init(&sec, NULL, &ref, NULL, &err) != PL_OK);
+    CHECK(pl_listener_security_init(&sec, NULL, NULL, &ref, NULL, &err) != PL_OK);
     CHECK(strstr(err.msg, "'nope' is not a running authentication extension") != NULL);
 }
 
@@ -301,7 +301,7 @@ static void test_authenticator_replaced(void)
     REQUIRE(old != NULL);
     pl_listener_security sec;
     pl_auth_ref_config ref = {(char *)"bearertokenauth/r"};
-    REQUIRE(pl_listener_security_init(&sec, NULL, &ref, NULL, &err) == PL_OK);
+    REQUIRE(pl_listener_security_init(&sec, NULL, NULL, &ref, NULL, &err) == PL_OK);
     pl_http_server_options opt = {0};
     pl_listener_security_apply(&sec, &opt);
     REQUIRE(opt.auth != NULL);
@@ -457,7 +457,7 @@ static void test_auth_threads(void)
     REQUIRE(ext != NULL);
     pl_listener_security sec;
     pl_auth_ref_config ref = {(char *)"basicauth/mt"};
-    REQUIRE(pl_listener_security_init(&sec, NULL, &ref, NULL, &err) == PL_OK);
+    REQUIRE(pl_listener_security_init(&sec, NULL, NULL, &ref, NULL, &err) == PL_OK);
     pl_http_server_options opt = {0};
     pl_listener_security_apply(&sec, &opt);
     auth_thread_ctx c = {.opt = &opt};

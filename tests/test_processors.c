@@ -11,7 +11,7 @@
 #include <uv.h>
 
 #include "core/strlist.h"
-#include "processors/pattern.h"
+#include "core/pattern.h"
 #include "proto/otlp_pb.h"
 #include "proto/pb_wire.h"
 #include "processors_fixtures.h"

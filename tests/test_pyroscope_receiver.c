@@ -18,7 +18,7 @@
 #include "proto/pprof.h"
 #include "pyroscope_receiver_fixture.h"
 #include "receivers/multipart.h"
-#include "receivers/pyroscope_push.h"
+#include "proto/pyroscope_push.h"
 #include "testlib.h"
 
 /* ---- tests ------------------------------------------------------------------ */

@@ -23,7 +23,7 @@
 #include "pprof_fixture.h"
 #include "proto/pprof.h"
 #include "pyroscope_receiver_fixture.h"
-#include "receivers/pyroscope_push.h"
+#include "proto/pyroscope_push.h"
 #include "testlib.h"
 
 pl_status pl_pyroscope_exporter_encode(const pl_batch *batch, pl_buf *out, pl_err *err);

@@ -927,7 +927,7 @@ static bool exp_start(exp_fixture *e, const char *path, const char *busy)
     set.stats = e->stats;
     set.signals = PL_SIGNAL_MASK(PL_SIGNAL_TRACES) | PL_SIGNAL_MASK(PL_SIGNAL_PROFILES);
     if (exp_now) {
-        set.clock.now_ns = exp_clock;
+        set.clock.now = exp_clock;
     }
     pl_err err = {{0}};
     if (pl_exporter_sqlite.create(&set, e->cfg, &e->self, &err) != PL_OK) {

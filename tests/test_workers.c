@@ -60,19 +60,20 @@ static void test_pool(void)
     main_thread = pthread_self();
     consumed_on_main = consumed_elsewhere = 0;
     pl_err err = {{0}};
-    CHECK_EQ_UINT(pl_workers_count(), 0);
+    CHECK_EQ_UINT(pl_host_workers_count(pl_workers_host(NULL)), 0);
     CHECK(!pl_workers_on_worker());
     pl_workers *w = pl_workers_start(&loop, 3, &err);
     REQUIRE(w);
-    CHECK_EQ_UINT(pl_workers_count(), 3);
-    CHECK(pl_workers_loop(0) != &loop && pl_workers_loop(2) != NULL && pl_workers_loop(3) == NULL);
+    CHECK_EQ_UINT(pl_host_workers_count(pl_workers_host(w)), 3);
+    CHECK(pl_workers_loop(w, 0) != &loop && pl_workers_loop(w, 2) != NULL &&
+          pl_workers_loop(w, 3) == NULL);
 
     pl_consumer consumer;
     pl_consumer_init_func(&consumer, count_consume, NULL);
     /* The main thread waits in pl_workers_run while the worker blocks in
      * pl_consumer_consume: the wait itself must consume the batches. */
     on_worker_ctx c = {.consumer = &consumer, .n = 5};
-    pl_workers_run(1, consume_from_worker, &c);
+    pl_workers_run(w, 1, consume_from_worker, &c);
     CHECK(c.was_worker);
     CHECK(!pthread_equal(c.thread, main_thread));
     CHECK_EQ_INT(consumed_on_main, 5);
@@ -83,14 +84,13 @@ static void test_pool(void)
     pthread_t seen[3];
     for (unsigned i = 0; i < 3; i++) {
         on_worker_ctx d = {.consumer = &consumer, .n = 1};
-        pl_workers_run(i, consume_from_worker, &d);
+        pl_workers_run(w, i, consume_from_worker, &d);
         seen[i] = d.thread;
     }
     CHECK(!pthread_equal(seen[0], seen[1]) && !pthread_equal(seen[1], seen[2]));
     CHECK_EQ_INT(consumed_on_main, 8);
 
     pl_workers_stop(w);
-    CHECK_EQ_UINT(pl_workers_count(), 0);
     uv_run(&loop, UV_RUN_DEFAULT); /* the pool's async handle closes */
     CHECK_EQ_INT(uv_loop_close(&loop), 0);
 }
@@ -140,7 +140,7 @@ static void test_submit(void)
     uv_loop_t loop;
     REQUIRE(uv_loop_init(&loop) == 0);
     main_thread = pthread_self();
-    CHECK(!pl_workers_submit(a_work, a_done, NULL)); /* no pool: the caller does it */
+    CHECK(!pl_host_submit(NULL, a_work, a_done, NULL)); /* no pool: the caller does it */
     pl_err err = {{0}};
     pl_workers *w = pl_workers_start(&loop, 2, &err);
     REQUIRE(w);
@@ -152,7 +152,7 @@ static void test_submit(void)
     int order[N], n_done = 0;
     for (int i = 0; i < N; i++) {
         c[i] = (work_ctx){.index = i, .done_order = order, .n_done = &n_done};
-        CHECK(pl_workers_submit(a_work, a_done, &c[i]));
+        CHECK(pl_host_submit(pl_workers_host(w), a_work, a_done, &c[i]));
     }
     uint64_t end = pl_time_mono_ns() + 5000000000ull;
     while (n_done < N && pl_time_mono_ns() < end)
@@ -165,7 +165,7 @@ static void test_submit(void)
     /* submitted and not yet delivered at stop: done is still called */
     int late_done = 0;
     work_ctx late = {.index = 0, .done_order = order, .n_done = &late_done};
-    CHECK(pl_workers_submit(a_work, a_done, &late));
+    CHECK(pl_host_submit(pl_workers_host(w), a_work, a_done, &late));
     pl_workers_stop(w);
     CHECK_EQ_INT(late_done, 1);
     CHECK(late.work_on_worker);
@@ -230,7 +230,8 @@ static void test_queue_on_workers(void)
     uv_timer_init(&loop, &t);
     uv_timer_start(&t, keep_alive, 2, 2);
     pl_stats *stats = pl_stats_new("otlphttp/workers", PL_KIND_EXPORTER);
-    pl_create_settings settings = {.id = "otlphttp/workers", .loop = &loop, .stats = stats};
+    pl_create_settings settings = {
+        .id = "otlphttp/workers", .loop = &loop, .stats = stats, .host = pl_workers_host(w)};
     pl_sending_queue_config qc = {.enabled = true, .num_consumers = 1, .queue_size = 100};
     pl_retry_config rc = {.enabled = false};
     qfake f = {.slow_ms = 60};
@@ -386,8 +387,8 @@ static void test_drive_runs_pipeline_on_workers(void)
     uv_timer_init(&loop, &d.started);
     d.started.data = &d;
     /* both workers consume at once while the loop is driven */
-    CHECK(pl_workers_submit(drive_work, drive_done, NULL));
-    CHECK(pl_workers_submit(drive_work, drive_done, NULL));
+    CHECK(pl_host_submit(pl_workers_host(w), drive_work, drive_done, NULL));
+    CHECK(pl_host_submit(pl_workers_host(w), drive_work, drive_done, NULL));
     uint64_t t0 = pl_time_mono_ns();
     pl_workers_drive(w, &loop, drive_running, &d);
     uint64_t took = pl_time_mono_ns() - t0;

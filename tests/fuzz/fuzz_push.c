@@ -5,7 +5,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "receivers/pyroscope_push.h"
+#include "proto/pyroscope_push.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {

@@ -1,6 +1,7 @@
 /*
  * pattern.h: regular expressions for the attributes, resource and redaction
- * processors, plus the SHA-256 the `hash` action needs.
+ * processors and the store's queries (label matchers, TraceQL), plus the
+ * SHA-256 the `hash` action needs.
  *
  * Patterns are PCRE2 (Perl-compatible) regular expressions, compiled once
  * when a processor is created and JIT-compiled when the platform allows.
@@ -15,8 +16,8 @@
  * Matching is not thread-safe per pattern (each keeps its match data); the
  * processors run on the loop thread.
  */
-#ifndef PL_PROCESSORS_PATTERN_H
-#define PL_PROCESSORS_PATTERN_H
+#ifndef PL_CORE_PATTERN_H
+#define PL_CORE_PATTERN_H
 
 #include <stdbool.h>
 #include <stddef.h>

@@ -1,0 +1,143 @@
+#!/usr/bin/env python3
+"""Draw proflink's folder graph from the code itself and check the floors.
+
+An arrow A -> B means a file of folder A includes a header of folder B, or an
+object built from folder A calls a symbol that an object of folder B defines
+(read with `nm` from a build directory). The floors (docs/DESIGN.md):
+
+    1 core/                       the component SDK
+    2 proto/ net/ config/          codecs and transports
+    3 receivers/ processors/ exporters/ extensions/ store/   components
+    4 pipeline/                    graph, service, main
+
+An arrow may only run down a floor or stay on one; no circle between folders.
+Usage: scripts/floors.py [BUILD_DIR]   (default: build). Exit 1 on a breach.
+"""
+import os
+import re
+import subprocess
+import sys
+from collections import defaultdict
+
+FLOORS = {'core': 1, 'proto': 2, 'net': 2, 'config': 2, 'receivers': 3, 'processors': 3,
+          'exporters': 3, 'extensions': 3, 'store': 3, 'pipeline': 4}
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.M)
+
+
+def folder_of(path):
+    top = path.split('/', 1)[0]
+    return top if top in FLOORS else None
+
+
+def include_arrows(arrows):
+    for top in FLOORS:
+        for dirpath, _, files in os.walk(os.path.join(ROOT, top)):
+            for name in files:
+                if not name.endswith(('.c', '.h')) or name.endswith(('.pb.c', '.pb.h')):
+                    continue
+                path = os.path.join(dirpath, name)
+                rel = os.path.relpath(path, ROOT)
+                with open(path, encoding='utf-8', errors='replace') as f:
+                    text = f.read()
+                for inc in INCLUDE.findall(text):
+                    # "dir/x.h" from the root (generated headers too), else
+                    # next to the including file
+                    local = os.path.normpath(os.path.join(os.path.dirname(rel), inc))
+                    target = inc if folder_of(inc) else local
+                    if not folder_of(inc) and not os.path.exists(os.path.join(ROOT, local)):
+                        # the build's other include folder, and nanopb's output
+                        if inc.endswith('.pb.h') or os.path.exists(os.path.join(ROOT, 'proto', inc)):
+                            target = os.path.join('proto', inc)
+                    b = folder_of(target)
+                    if b and b != top:
+                        arrows[(top, b)].add(f'{rel} includes {inc}')
+
+
+def call_arrows(arrows, build):
+    objs = []
+    for d in ('libproflink.a.p', 'proflink.p'):
+        objdir = os.path.join(build, d)
+        if os.path.isdir(objdir):
+            objs += [os.path.join(objdir, n) for n in sorted(os.listdir(objdir))
+                     if n.endswith('.c.o') and '.pb.c' not in n and n.split('_', 1)[0] in FLOORS]
+    if not objs:
+        sys.exit(f'floors: no objects under {build}: build first')
+    out = subprocess.run(['nm', '-A'] + objs, capture_output=True, text=True, check=True).stdout
+    defined, wanted = {}, []
+    for line in out.splitlines():
+        path, _, rest = line.partition('.c.o:')
+        path += '.c.o'
+        name = os.path.basename(path)[:-4]
+        top = name.split('_', 1)[0]
+        parts = rest.split()
+        if len(parts) == 2 and parts[0] == 'U':
+            wanted.append((top, name, parts[1]))
+        elif len(parts) == 3 and parts[1] in 'TDBRC':
+            defined[parts[2]] = top
+    for top, obj, sym in wanted:
+        b = defined.get(sym)
+        if b and b != top:
+            arrows[(top, b)].add(f'{obj} calls {sym}')
+
+
+def circles(nodes, edges):
+    index, low, stack, on, out, n = {}, {}, [], set(), [], [0]
+
+    def visit(v):
+        index[v] = low[v] = n[0]
+        n[0] += 1
+        stack.append(v)
+        on.add(v)
+        for a, b in edges:
+            if a != v:
+                continue
+            if b not in index:
+                visit(b)
+                low[v] = min(low[v], low[b])
+            elif b in on:
+                low[v] = min(low[v], index[b])
+        if low[v] == index[v]:
+            comp = []
+            while True:
+                w = stack.pop()
+                on.discard(w)
+                comp.append(w)
+                if w == v:
+                    break
+            if len(comp) > 1:
+                out.append(sorted(comp))
+
+    for v in nodes:
+        if v not in index:
+            visit(v)
+    return out
+
+
+def main():
+    build = sys.argv[1] if len(sys.argv) > 1 else os.path.join(ROOT, 'build')
+    arrows = defaultdict(set)
+    include_arrows(arrows)
+    call_arrows(arrows, build)
+    up = {k: v for k, v in arrows.items() if FLOORS[k[0]] < FLOORS[k[1]]}
+    loops = circles(sorted(FLOORS), list(arrows))
+    print(f'{len(arrows)} arrows between folders, {len(up)} run up a floor, '
+          f'{len(loops)} circles')
+    for (a, b) in sorted(arrows, key=lambda k: (-FLOORS[k[0]], k)):
+        mark = '  UP' if (a, b) in up else ''
+        print(f'  {a:<11} -> {b}{mark}')
+    for (a, b), why in sorted(up.items()):
+        print(f'up: {a} -> {b}')
+        for w in sorted(why)[:8]:
+            print(f'    {w}')
+    for loop in loops:
+        print('circle: ' + ', '.join(loop))
+        for a in loop:
+            for b in loop:
+                if (a, b) in arrows and FLOORS[a] == FLOORS[b]:
+                    print(f'  {a} -> {b}: ' + '; '.join(sorted(arrows[(a, b)])[:4]))
+    return 1 if up or loops else 0
+
+
+if __name__ == '__main__':
+    sys.exit(main())
