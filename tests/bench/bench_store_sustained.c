@@ -418,7 +418,11 @@ int main(int argc, char **argv)
             refused++;
             uv_run(&loop, UV_RUN_NOWAIT);
             uv_sleep(1);
+            if (pl_time_mono_ns() >= next_report)
+                break;
         }
+        if (st == PL_ERR_REFUSED)
+            continue; /* report, then offer fresh ids */
         if (st != PL_OK) {
             fprintf(stderr, "export failed: %s\n", pl_status_name(st));
             return 1;
