@@ -6,7 +6,11 @@
  * maybe one INSERT), pre-aggregates the batch's samples per
  * (service, bucket, type, span, stack) in a hash table, and then upserts one
  * row per key. Spans are INSERT OR IGNORE: a retried batch does not create
- * duplicates. The `traces` table is updated once per trace per batch.
+ * duplicates. pl_store_write_many takes all the batches of a transaction:
+ * their spans are inserted in trace-id order, the `traces` table is
+ * updated once per trace, and the sample rows of all their profiles are
+ * aggregated and upserted in primary-key order, so the B-trees on random
+ * ids are walked in order rather than at random.
  * Every statement is prepared once per connection (store_schema.c).
  *
  * The caches may hold ids created by the current transaction; a rollback
