@@ -250,8 +250,21 @@ static pl_status write_jobs(sqlite_exporter *x, pl_store **store, uint64_t *last
     pl_err err = {{0}};
     pl_status st = pl_store_begin(*store, &err);
     pl_store_write_stats ws = {0};
-    for (job *j = jobs; j && st == PL_OK; j = j->next)
-        st = pl_store_write(*store, j->batch, &ws, &err);
+    /* all the jobs' batches at once: spans and sample rows go in in key
+     * order over the whole transaction (pl_store_write_many) */
+    size_t n = 0;
+    for (job *j = jobs; j; j = j->next)
+        n++;
+    const pl_batch **batches = st == PL_OK ? malloc(n * sizeof(*batches)) : NULL;
+    if (st == PL_OK && !batches)
+        st = pl_errf(&err, PL_ERR_NOMEM, "sqlite store: out of memory");
+    if (st == PL_OK) {
+        n = 0;
+        for (job *j = jobs; j; j = j->next)
+            batches[n++] = j->batch;
+        st = pl_store_write_many(*store, batches, n, &ws, &err);
+    }
+    free(batches);
     if (st == PL_OK)
         st = pl_store_commit(*store, &err);
     if (st != PL_OK) {

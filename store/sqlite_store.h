@@ -60,7 +60,7 @@ typedef struct pl_store pl_store;
 typedef struct pl_store_options {
     bool read_only;      /* readers: never create or change the file */
     int busy_timeout_ms; /* how long to wait for a lock; 0 = 5000 */
-    int64_t cache_kib;   /* page cache; 0 = 16 MiB */
+    int64_t cache_kib;   /* page cache; 0 = 256 MiB for a writer, 16 MiB read-only */
 } pl_store_options;
 
 /* What a failure was, so callers can tell a transient lock from a broken file. */
@@ -98,6 +98,13 @@ typedef struct pl_store_write_stats {
  * may hold ids the rolled-back transaction created). */
 pl_status pl_store_begin(pl_store *store, pl_err *err);
 /* Writes a traces or profiles batch (other signals are ignored). Borrowed. */
+/* Writes n batches (traces and profiles) in the current transaction, as
+ * pl_store_write on each would, but with the spans of all of them inserted
+ * in trace-id order, one `traces` upsert per trace, and the sample rows of
+ * all profiles aggregated and upserted in key order: inserts into the
+ * indexes on random ids then walk each index once instead of jumping. */
+pl_status pl_store_write_many(pl_store *store, const pl_batch *const *batches, size_t n,
+                              pl_store_write_stats *stats, pl_err *err);
 pl_status pl_store_write(pl_store *store, const pl_batch *batch, pl_store_write_stats *stats,
                          pl_err *err);
 pl_status pl_store_commit(pl_store *store, pl_err *err);

@@ -138,6 +138,7 @@ pl_status pl_store_enforce_retention(pl_store *s, uint64_t now_ns, uint64_t max_
     int rc = SQLITE_OK;
     pl_status failed = PL_OK;
     bool deleted_samples = false;
+    bool size_pass = false; /* deleted for size (not only for age) */
     if (max_age_ns && now_ns > max_age_ns) {
         rc = sqlite3_exec(s->db, "BEGIN IMMEDIATE", NULL, NULL, NULL);
         if (rc == SQLITE_OK) {
@@ -180,8 +181,13 @@ pl_status pl_store_enforce_retention(pl_store *s, uint64_t now_ns, uint64_t max_
             break;
         }
         rc = delete_before(s, cutoff, stats);
-        if (rc == SQLITE_OK)
+        /* The stack collection reads every sample row: at most hourly, as
+         * for age (a store at its size limit runs this pass every few
+         * seconds under load). */
+        if (rc == SQLITE_OK && now_ns - s->last_stack_gc_ns > 3600ull * 1000000000ull) {
             rc = collect_stacks(s);
+            s->last_stack_gc_ns = now_ns;
+        }
         if (rc == SQLITE_OK)
             rc = sqlite3_exec(s->db, "COMMIT", NULL, NULL, NULL);
         if (rc != SQLITE_OK) {
@@ -189,12 +195,26 @@ pl_status pl_store_enforce_retention(pl_store *s, uint64_t now_ns, uint64_t max_
             pl_store_rollback(s);
         }
         deleted_samples = true;
+        size_pass = true;
     }
     if (rc == SQLITE_OK && deleted_samples) {
         /* Give free pages back and keep the WAL small. Best effort: a reader
-         * holding an old snapshot only delays the truncation. */
-        sqlite3_exec(s->db, "PRAGMA incremental_vacuum", NULL, NULL, NULL);
-        sqlite3_exec(s->db, "PRAGMA wal_checkpoint(TRUNCATE)", NULL, NULL, NULL);
+         * holding an old snapshot only delays the truncation. A store held
+         * at its size limit keeps a tenth of the limit as free pages: new
+         * rows fill them at once, and moving pages to shrink the file only
+         * to grow it again seconds later cost more than the deletes. */
+        int64_t free_pages = 0, page_size = 0;
+        pl_store_exec_int(s->db, "PRAGMA freelist_count", &free_pages);
+        pl_store_exec_int(s->db, "PRAGMA page_size", &page_size);
+        int64_t keep = size_pass && page_size > 0 ? (int64_t)(max_size / 10) / page_size : 0;
+        if (free_pages > keep) {
+            char sql[64];
+            snprintf(sql, sizeof(sql), "PRAGMA incremental_vacuum(%" PRId64 ")", free_pages - keep);
+            sqlite3_exec(s->db, sql, NULL, NULL, NULL);
+        }
+        sqlite3_exec(
+            s->db, size_pass ? "PRAGMA wal_checkpoint(PASSIVE)" : "PRAGMA wal_checkpoint(TRUNCATE)",
+            NULL, NULL, NULL);
     }
     stats->size_after = pl_store_size(s);
     return failed;

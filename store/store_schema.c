@@ -528,10 +528,24 @@ pl_status pl_store_open(const char *path, const pl_store_options *options, pl_st
         st = pl_store_fail(s, rc, err, "cannot set up the schema");
         goto fail;
     }
+    /* The writer's page cache holds the right-hand (newest) parts of the
+     * tables and the indexes on random ids (span, trace) whose inserts land
+     * anywhere: with 16 MiB a store of a few hundred MB re-reads and
+     * re-writes (spills) index pages for every few spans. The cache only
+     * grows as pages are touched, so a small store stays small. Readers
+     * map the file instead. */
     char cache[64];
     snprintf(cache, sizeof(cache), "PRAGMA cache_size = -%" PRId64,
-             options->cache_kib > 0 ? options->cache_kib : 16384);
+             options->cache_kib > 0 ? options->cache_kib
+                                    : (s->read_only ? 16384 : PL_STORE_WRITER_CACHE_KIB));
     sqlite3_exec(s->db, cache, NULL, NULL, NULL);
+    /* Checkpoints copy each page changed since the last one once: with
+     * random-id indexes the same pages change in every transaction, so a
+     * checkpoint every 1,000 pages (the default) copied them again and
+     * again. journal_size_limit still truncates the WAL afterwards. */
+    if (!s->read_only)
+        sqlite3_exec(s->db, "PRAGMA wal_autocheckpoint = " PL_STORE_WAL_CHECKPOINT_PAGES, NULL,
+                     NULL, NULL);
     if (!s->read_only) {
         for (int i = 0; i < ST_COUNT; i++) {
             rc = sqlite3_prepare_v3(s->db, write_sql[i], -1, SQLITE_PREPARE_PERSISTENT, &s->st[i],

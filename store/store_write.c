@@ -6,7 +6,11 @@
  * maybe one INSERT), pre-aggregates the batch's samples per
  * (service, bucket, type, span, stack) in a hash table, and then upserts one
  * row per key. Spans are INSERT OR IGNORE: a retried batch does not create
- * duplicates. The `traces` table is updated once per trace per batch.
+ * duplicates. pl_store_write_many takes all the batches of a transaction:
+ * their spans are inserted in trace-id order, the `traces` table is
+ * updated once per trace, and the sample rows of all their profiles are
+ * aggregated and upserted in primary-key order, so the B-trees on random
+ * ids are walked in order rather than at random.
  * Every statement is prepared once per connection (store_schema.c).
  *
  * The caches may hold ids created by the current transaction; a rollback
@@ -264,6 +268,7 @@ typedef struct trace_agg {
     pl_bytes root_name, root_service;
     uint64_t root_start, root_end;
     int64_t spans, errors;
+    pl_bytes tenant; /* of the first batch naming one */
 } trace_agg;
 
 typedef agg_map trace_aggs;
@@ -282,7 +287,7 @@ static trace_agg *trace_aggs_get(trace_aggs *m, const uint8_t id[16])
 }
 
 static int write_span(pl_store *s, const pl_span *sp, pl_bytes service, int64_t resource_id,
-                      trace_aggs *aggs, pl_store_write_stats *stats)
+                      pl_bytes tenant, trace_aggs *aggs, pl_store_write_stats *stats)
 {
     sqlite3_stmt *st = s->st[ST_INS_SPAN];
     bool root = sp->parent_span_id_len != 8 || all_zero(sp->parent_span_id, 8);
@@ -403,6 +408,8 @@ static int write_span(pl_store *s, const pl_span *sp, pl_bytes service, int64_t 
     if (end > t->end)
         t->end = end;
     t->spans++;
+    if (!t->tenant.len)
+        t->tenant = tenant;
     if (sp->status.code == 2)
         t->errors++;
     if (root) {
@@ -416,10 +423,35 @@ static int write_span(pl_store *s, const pl_span *sp, pl_bytes service, int64_t 
     return SQLITE_OK;
 }
 
-static int write_traces(pl_store *s, const pl_traces *traces, pl_bytes tenant,
-                        pl_store_write_stats *stats)
+/* The spans of a transaction, sorted by trace id before they are written. */
+typedef struct span_ref {
+    const pl_span *sp;
+    uint32_t res; /* index into span_set.res */
+    uint32_t seq; /* arrival order: ties keep it (a span's later copy after the first) */
+} span_ref;
+
+typedef struct span_res {
+    pl_bytes service, tenant;
+    int64_t resource_id;
+} span_res;
+
+typedef struct span_set {
+    span_ref *refs;
+    size_t n, cap;
+    span_res *res;
+    size_t n_res, cap_res;
+} span_set;
+
+static void span_set_free(span_set *set)
 {
-    trace_aggs aggs = TRACE_AGGS;
+    free(set->refs);
+    free(set->res);
+}
+
+/* Adds the spans of one traces batch (resolving each resource once). */
+static int collect_spans(pl_store *s, const pl_traces *traces, pl_bytes tenant, span_set *set,
+                         pl_store_write_stats *stats)
+{
     int rc = SQLITE_OK;
     for (uint32_t r = 0; r < traces->n_resources && rc == SQLITE_OK; r++) {
         const pl_resource_spans *rs = &traces->resources[r];
@@ -432,22 +464,56 @@ static int write_traces(pl_store *s, const pl_traces *traces, pl_bytes tenant,
             pl_buf_reset(&s->json);
             pl_kvs_json(&s->json, rs->resource.attrs.items, rs->resource.attrs.n, &pl_vj_store);
             if (!pl_buf_ok(&s->json))
-                rc = SQLITE_NOMEM;
-            else
-                rc = string_id(s, (const char *)s->json.data, s->json.len, &resource_id);
+                return SQLITE_NOMEM;
+            rc = string_id(s, (const char *)s->json.data, s->json.len, &resource_id);
+            if (rc != SQLITE_OK)
+                return rc;
         }
-        for (uint32_t sc = 0; sc < rs->n_scopes && rc == SQLITE_OK; sc++) {
+        if (set->n_res >= UINT32_MAX ||
+            pl_array_reserve((void **)&set->res, set->n_res, &set->cap_res, sizeof(*set->res), 16))
+            return SQLITE_NOMEM;
+        uint32_t ri = (uint32_t)set->n_res++;
+        set->res[ri] = (span_res){service, tenant, resource_id};
+        for (uint32_t sc = 0; sc < rs->n_scopes; sc++) {
             const pl_scope_spans *ss = &rs->scopes[sc];
-            for (uint32_t i = 0; i < ss->n_spans && rc == SQLITE_OK; i++) {
+            for (uint32_t i = 0; i < ss->n_spans; i++) {
                 const pl_span *sp = &ss->spans[i];
                 if (sp->trace_id_len != 16 || sp->span_id_len != 8 || all_zero(sp->trace_id, 16) ||
                     all_zero(sp->span_id, 8)) {
                     stats->invalid_spans++;
                     continue;
                 }
-                rc = write_span(s, sp, service, resource_id, &aggs, stats);
+                if (set->n >= UINT32_MAX || pl_array_reserve((void **)&set->refs, set->n, &set->cap,
+                                                             sizeof(*set->refs), 256))
+                    return SQLITE_NOMEM;
+                set->refs[set->n] = (span_ref){sp, ri, (uint32_t)set->n};
+                set->n++;
             }
         }
+    }
+    return rc;
+}
+
+static int cmp_span_ref(const void *a, const void *b)
+{
+    const span_ref *x = a, *y = b;
+    int c = memcmp(x->sp->trace_id, y->sp->trace_id, 16);
+    if (c)
+        return c;
+    return x->seq < y->seq ? -1 : x->seq > y->seq;
+}
+
+/* Writes the collected spans in trace-id order, then one `traces` upsert
+ * per trace (also in trace-id order). */
+static int flush_spans(pl_store *s, span_set *set, pl_store_write_stats *stats)
+{
+    if (set->n > 1)
+        qsort(set->refs, set->n, sizeof(*set->refs), cmp_span_ref);
+    trace_aggs aggs = TRACE_AGGS;
+    int rc = SQLITE_OK;
+    for (size_t i = 0; i < set->n && rc == SQLITE_OK; i++) {
+        const span_res *r = &set->res[set->refs[i].res];
+        rc = write_span(s, set->refs[i].sp, r->service, r->resource_id, r->tenant, &aggs, stats);
     }
     sqlite3_stmt *st = s->st[ST_UPSERT_TRACE];
     for (size_t i = 0; i < aggs.n && rc == SQLITE_OK; i++) {
@@ -467,8 +533,8 @@ static int write_traces(pl_store *s, const pl_traces *traces, pl_bytes tenant,
         }
         sqlite3_bind_int64(st, 9, t->spans);
         sqlite3_bind_int64(st, 10, t->errors);
-        if (tenant.len)
-            bind_text(st, 12, tenant);
+        if (t->tenant.len)
+            bind_text(st, 12, t->tenant);
         else
             sqlite3_bind_null(st, 12);
         sqlite3_bind_int64(st, 11,
@@ -743,8 +809,29 @@ static int write_profile_type(pl_store *s, const pl_dictionary *dict, const pl_p
     return step_reset(st);
 }
 
-static int write_profiles(pl_store *s, const pl_batch *batch, pl_store_write_stats *stats,
-                          uint64_t *latest_ns)
+/* The sample rows of a transaction, aggregated over its profiles batches
+ * (all keys are database ids, so batches with different dictionaries add
+ * up), then upserted in key order. */
+typedef struct profile_set {
+    sample_aggs aggs;
+    sample_aggs rollup; /* span 0, bucket = minute */
+    u64_map services;   /* service id -> latest time */
+} profile_set;
+
+#define PROFILE_SET                                                                                \
+    {                                                                                              \
+        .aggs = SAMPLE_AGGS, .rollup = SAMPLE_AGGS                                                 \
+    }
+
+static void profile_set_free(profile_set *ps)
+{
+    pl_store_u64_map_clear(&ps->services);
+    agg_free(&ps->aggs);
+    agg_free(&ps->rollup);
+}
+
+static int collect_profiles(pl_store *s, const pl_batch *batch, profile_set *set,
+                            pl_store_write_stats *stats, uint64_t *latest_ns)
 {
     const pl_profiles *pr = &batch->data.profiles;
     const pl_dictionary *dict = &pr->dict;
@@ -752,9 +839,8 @@ static int write_profiles(pl_store *s, const pl_batch *batch, pl_store_write_sta
     d.strings = calloc(dict->n_strings + 1, sizeof(int64_t));
     d.functions = calloc(dict->n_functions + 1, sizeof(int64_t));
     d.stacks = calloc(dict->n_stacks + 1, sizeof(int64_t));
-    sample_aggs aggs = SAMPLE_AGGS;
-    sample_aggs rollup = SAMPLE_AGGS; /* span 0, bucket = minute */
-    u64_map services = {0};           /* service id -> latest time */
+    sample_aggs *aggs = &set->aggs, *rollup = &set->rollup;
+    u64_map *services = &set->services;
     int rc = (d.strings && d.functions && d.stacks) ? SQLITE_OK : SQLITE_NOMEM;
     uint64_t fallback_time = batch->received_unix_nano ? batch->received_unix_nano
                                                        : (uint64_t)time(NULL) * 1000000000ull;
@@ -852,9 +938,9 @@ static int write_profiles(pl_store *s, const pl_batch *batch, pl_store_write_sta
                             int64_t value = per_ts ? smp->values[t]
                                                    : (smp->n_values ? (t == 0 ? total : 0) : 1);
                             k.bucket = (int64_t)(ts / PL_STORE_BUCKET_NS);
-                            rc = add_sample_value(&aggs, &k, tid, value, mult, 1);
+                            rc = add_sample_value(aggs, &k, tid, value, mult, 1);
                             if (rc == SQLITE_OK)
-                                rc = add_rollup(&rollup, &k, ts, value, mult);
+                                rc = add_rollup(rollup, &k, ts, value, mult);
                             if (ts > latest)
                                 latest = ts;
                         }
@@ -864,25 +950,62 @@ static int write_profiles(pl_store *s, const pl_batch *batch, pl_store_write_sta
                         for (uint32_t v = 0; v < smp->n_values; v++)
                             total += smp->values[v];
                         k.bucket = (int64_t)(ptime / PL_STORE_BUCKET_NS);
-                        rc = add_sample_value(&aggs, &k, tid, total, mult, 1);
+                        rc = add_sample_value(aggs, &k, tid, total, mult, 1);
                         if (rc == SQLITE_OK)
-                            rc = add_rollup(&rollup, &k, ptime, total, mult);
+                            rc = add_rollup(rollup, &k, ptime, total, mult);
                         latest = ptime;
                         stats->samples++;
                     }
                     int64_t prev;
-                    if (!pl_store_u64_map_get(&services, (uint64_t)k.service_id, &prev) ||
+                    if (!pl_store_u64_map_get(services, (uint64_t)k.service_id, &prev) ||
                         (uint64_t)prev < latest)
-                        pl_store_u64_map_put(&services, (uint64_t)k.service_id, (int64_t)latest);
+                        pl_store_u64_map_put(services, (uint64_t)k.service_id, (int64_t)latest);
                     if (latest > *latest_ns)
                         *latest_ns = latest;
                 }
             }
         }
     }
+    free(d.strings);
+    free(d.functions);
+    free(d.stacks);
+    return rc;
+}
+
+static int cmp_i64(int64_t a, int64_t b)
+{
+    return a < b ? -1 : a > b;
+}
+
+static int cmp_sample_agg(const void *a, const void *b)
+{
+    const sample_key *x = &((const sample_agg *)a)->key, *y = &((const sample_agg *)b)->key;
+    int c = cmp_i64(x->service_id, y->service_id);
+    if (!c)
+        c = cmp_i64(x->bucket, y->bucket);
+    if (!c)
+        c = cmp_i64(x->type_id, y->type_id);
+    if (!c)
+        c = cmp_i64(x->span_id, y->span_id);
+    if (!c)
+        c = cmp_i64(x->stack_id, y->stack_id);
+    return c;
+}
+
+/* Upserts the collected rows in primary-key order (the maps' hash indexes
+ * are stale afterwards: only profile_set_free may follow). */
+static int flush_profiles(pl_store *s, profile_set *set, pl_store_write_stats *stats)
+{
+    sample_aggs *aggs = &set->aggs, *rollup = &set->rollup;
+    u64_map *services = &set->services;
+    int rc = SQLITE_OK;
+    if (aggs->n > 1)
+        qsort(aggs->items, aggs->n, sizeof(sample_agg), cmp_sample_agg);
+    if (rollup->n > 1)
+        qsort(rollup->items, rollup->n, sizeof(sample_agg), cmp_sample_agg);
     sqlite3_stmt *st = s->st[ST_UPSERT_SAMPLE];
-    for (size_t i = 0; i < aggs.n && rc == SQLITE_OK; i++) {
-        sample_agg *a = (sample_agg *)(void *)aggs.items + i;
+    for (size_t i = 0; i < aggs->n && rc == SQLITE_OK; i++) {
+        sample_agg *a = (sample_agg *)(void *)aggs->items + i;
         sqlite3_bind_int64(st, 1, a->key.service_id);
         sqlite3_bind_int64(st, 2, a->key.bucket);
         sqlite3_bind_int64(st, 3, a->key.type_id);
@@ -900,8 +1023,8 @@ static int write_profiles(pl_store *s, const pl_batch *batch, pl_store_write_sta
         stats->sample_rows++;
     }
     st = s->st[ST_UPSERT_ROLLUP];
-    for (size_t i = 0; i < rollup.n && rc == SQLITE_OK; i++) {
-        sample_agg *a = (sample_agg *)(void *)rollup.items + i;
+    for (size_t i = 0; i < rollup->n && rc == SQLITE_OK; i++) {
+        sample_agg *a = (sample_agg *)(void *)rollup->items + i;
         sqlite3_bind_int64(st, 1, a->key.service_id);
         sqlite3_bind_int64(st, 2, a->key.bucket);
         sqlite3_bind_int64(st, 3, a->key.type_id);
@@ -913,39 +1036,52 @@ static int write_profiles(pl_store *s, const pl_batch *batch, pl_store_write_sta
         rc = step_reset(st);
     }
     st = s->st[ST_UPSERT_SERVICE];
-    for (size_t i = 0; i < services.n && rc == SQLITE_OK; i++) {
-        sqlite3_bind_int64(st, 1, (int64_t)services.entries[i].key);
-        sqlite3_bind_int64(st, 2, services.entries[i].val);
+    for (size_t i = 0; i < services->n && rc == SQLITE_OK; i++) {
+        sqlite3_bind_int64(st, 1, (int64_t)services->entries[i].key);
+        sqlite3_bind_int64(st, 2, services->entries[i].val);
         rc = step_reset(st);
     }
-    pl_store_u64_map_clear(&services);
-    agg_free(&aggs);
-    agg_free(&rollup);
-    free(d.strings);
-    free(d.functions);
-    free(d.stacks);
     return rc;
 }
 
-pl_status pl_store_write(pl_store *s, const pl_batch *batch, pl_store_write_stats *stats,
-                         pl_err *err)
+pl_status pl_store_write_many(pl_store *s, const pl_batch *const *batches, size_t n,
+                              pl_store_write_stats *stats, pl_err *err)
 {
     pl_store_write_stats local = {0};
     if (!stats)
         stats = &local;
+    span_set spans = {0};
+    profile_set profiles = PROFILE_SET;
+    bool any_profiles = false;
     int rc = SQLITE_OK;
-    if (batch->signal == PL_SIGNAL_TRACES) {
-        pl_bytes tenant = {0};
-        pl_batch_metadata_get(batch, "tenant", &tenant);
-        rc = write_traces(s, &batch->data.traces, tenant, stats);
-    } else if (batch->signal == PL_SIGNAL_PROFILES) {
-        uint64_t latest = 0;
-        rc = write_profiles(s, batch, stats, &latest);
+    for (size_t i = 0; i < n && rc == SQLITE_OK; i++) {
+        const pl_batch *batch = batches[i];
+        if (batch->signal == PL_SIGNAL_TRACES) {
+            pl_bytes tenant = {0};
+            pl_batch_metadata_get(batch, "tenant", &tenant);
+            rc = collect_spans(s, &batch->data.traces, tenant, &spans, stats);
+        } else if (batch->signal == PL_SIGNAL_PROFILES) {
+            uint64_t latest = 0;
+            rc = collect_profiles(s, batch, &profiles, stats, &latest);
+            any_profiles = true;
+        }
     }
+    if (rc == SQLITE_OK && spans.n)
+        rc = flush_spans(s, &spans, stats);
+    if (rc == SQLITE_OK && any_profiles)
+        rc = flush_profiles(s, &profiles, stats);
+    span_set_free(&spans);
+    profile_set_free(&profiles);
     if (rc != SQLITE_OK) {
         if (rc == SQLITE_NOMEM)
             return pl_errf(err, PL_ERR_NOMEM, "sqlite store %s: out of memory", s->path);
         return pl_store_fail(s, rc, err, "cannot write");
     }
     return PL_OK;
+}
+
+pl_status pl_store_write(pl_store *s, const pl_batch *batch, pl_store_write_stats *stats,
+                         pl_err *err)
+{
+    return pl_store_write_many(s, &batch, 1, stats, err);
 }

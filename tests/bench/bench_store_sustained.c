@@ -1,0 +1,501 @@
+/*
+ * bench_store_sustained.c: the `sqlite` exporter's sustained write rate with
+ * fresh random ids in every batch.
+ *
+ *   bench_store_sustained SECONDS [SAMPLES_PER_SPAN] [DB] [MAX_SIZE]
+ *       (defaults: 600 s, 0 samples, $TMPDIR/proflink-bench-sustained.db,
+ *        the exporter's max_size; the file and its -wal/-shm are removed
+ *        first. MAX_SIZE (e.g. 256MiB) reaches the size limit's steady
+ *        state sooner in short runs; the recorded figures use the default.)
+ *
+ * The exporter runs with its defaults (retention 24h, max_size 1GiB,
+ * queue_size 64MiB, its writer thread and group commit), the query API off.
+ * This thread plays the receivers: it offers batches of 100 spans (traces of
+ * 10 spans, 5 services, 4 attributes per span, start times = now) with
+ * fresh random trace and span ids in every batch, and, with
+ * SAMPLES_PER_SPAN > 0, a profiles batch whose samples link to those spans
+ * (ids of the trace and the span), as fast as the exporter accepts them; a
+ * refusal (full queue) is retried after 1 ms, as a client would.
+ *
+ * Every 10 s it prints the spans/s committed in that interval, the CPU of
+ * the writer thread and of the whole process (% of one core), RSS and the
+ * database size. At the end: the median of the interval rates, the overall
+ * rate, and the check that every accepted span is either in the store or
+ * was deleted by retention (accepted == committed == stored + deleted).
+ */
+#include <dirent.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <sqlite3.h>
+#include <uv.h>
+
+#include "core/component.h"
+#include "core/model.h"
+#include "core/stats.h"
+
+#define SPANS_PER_BATCH 100
+#define SPANS_PER_TRACE 10
+#define N_SERVICES      5
+#define N_FUNCTIONS     300
+#define N_STACKS        1000
+#define INTERVAL_NS     10000000000ull
+
+extern const pl_component_type pl_exporter_sqlite;
+
+static const char *const services[N_SERVICES] = {"frontend", "cart", "checkout", "payment",
+                                                 "inventory"};
+static const char *const names[] = {"GET /api/cart", "SELECT cart_items", "redis GET",
+                                    "render",        "POST /checkout",    "grpc Payment/Charge"};
+
+typedef struct rng {
+    uint64_t s;
+} rng;
+
+static uint64_t rnd(rng *r)
+{
+    r->s ^= r->s << 13;
+    r->s ^= r->s >> 7;
+    r->s ^= r->s << 17;
+    return r->s;
+}
+
+static void fill_random(rng *r, uint8_t *p, size_t n)
+{
+    for (size_t i = 0; i < n; i += 8) {
+        uint64_t v = rnd(r);
+        memcpy(p + i, &v, n - i < 8 ? n - i : 8);
+    }
+}
+
+/* One spans batch (5 resources), ids filled in per round by refresh_spans. */
+static pl_batch *make_spans(pl_span **order)
+{
+    pl_batch *b = pl_batch_new(PL_SIGNAL_TRACES);
+    pl_traces *tr = &b->data.traces;
+    tr->resources = pl_batch_alloc(b, N_SERVICES * sizeof(pl_resource_spans));
+    tr->n_resources = N_SERVICES;
+    for (int s = 0; s < N_SERVICES; s++) {
+        pl_resource_spans *rs = &tr->resources[s];
+        rs->has_resource = true;
+        pl_attrs_put(&b->arena, &rs->resource.attrs, PL_BYTES_LIT("service.name"),
+                     pl_value_string(pl_bytes_from_cstr(services[s])));
+        pl_attrs_put(&b->arena, &rs->resource.attrs, PL_BYTES_LIT("host.name"),
+                     pl_value_string(PL_BYTES_LIT("node-1")));
+        rs->scopes = pl_batch_alloc(b, sizeof(pl_scope_spans));
+        rs->n_scopes = 1;
+        rs->scopes[0].spans = pl_batch_alloc(b, SPANS_PER_BATCH * sizeof(pl_span));
+    }
+    for (int i = 0; i < SPANS_PER_BATCH; i++) {
+        int k = i % SPANS_PER_TRACE, t = i / SPANS_PER_TRACE;
+        int svc = (t + k) % N_SERVICES;
+        pl_scope_spans *ss = &tr->resources[svc].scopes[0];
+        pl_span *sp = &ss->spans[ss->n_spans++];
+        order[i] = sp;
+        sp->trace_id_len = 16;
+        sp->span_id_len = 8;
+        sp->parent_span_id_len = k ? 8 : 0;
+        sp->name = pl_bytes_from_cstr(names[(t + k) % 6]);
+        sp->kind = k == 0 ? 2 : 3;
+        pl_attrs_put(&b->arena, &sp->attrs, PL_BYTES_LIT("http.route"),
+                     pl_value_string(PL_BYTES_LIT("/api/cart/{id}")));
+        pl_attrs_put(&b->arena, &sp->attrs, PL_BYTES_LIT("http.status_code"), pl_value_int(200));
+        pl_attrs_put(&b->arena, &sp->attrs, PL_BYTES_LIT("net.peer.name"),
+                     pl_value_string(PL_BYTES_LIT("cart.internal")));
+        pl_attrs_put(&b->arena, &sp->attrs, PL_BYTES_LIT("user.tier"),
+                     pl_value_string(PL_BYTES_LIT("gold")));
+    }
+    return b;
+}
+
+static void refresh_spans(rng *r, pl_span **order, uint64_t now)
+{
+    for (int t = 0; t < SPANS_PER_BATCH / SPANS_PER_TRACE; t++) {
+        uint8_t trace_id[16];
+        fill_random(r, trace_id, 16);
+        uint64_t dur = 5000000 + rnd(r) % 500000000;
+        for (int k = 0; k < SPANS_PER_TRACE; k++) {
+            pl_span *sp = order[t * SPANS_PER_TRACE + k];
+            memcpy(sp->trace_id, trace_id, 16);
+            fill_random(r, sp->span_id, 8);
+            sp->span_id[0] |= 1; /* never all zero */
+            if (k)
+                memcpy(sp->parent_span_id, order[t * SPANS_PER_TRACE]->span_id, 8);
+            uint64_t off = k ? (uint64_t)k * dur / 20 : 0;
+            sp->start_time_unix_nano = now - dur + off;
+            sp->end_time_unix_nano = now - dur + off + (k ? dur / 4 : dur);
+        }
+    }
+}
+
+/* One profiles batch: per span `per_span` samples (one per service's CPU
+ * profile), each with its own link; links refreshed per round. */
+static pl_batch *make_samples(int per_span, rng *r)
+{
+    pl_batch *b = pl_batch_new(PL_SIGNAL_PROFILES);
+    pl_profiles *ps = &b->data.profiles;
+    ps->has_dictionary = true;
+    pl_dictionary *d = &ps->dict;
+    pl_dict_ensure_zero_entries(&b->arena, d);
+    d->functions = pl_arena_grow(&b->arena, d->functions, 1, N_FUNCTIONS + 1, sizeof(pl_function));
+    d->locations = pl_arena_grow(&b->arena, d->locations, 1, N_FUNCTIONS + 1, sizeof(pl_location));
+    d->stacks = pl_arena_grow(&b->arena, d->stacks, 1, N_STACKS + 1, sizeof(pl_stack));
+    int32_t file = pl_dict_intern_string(&b->arena, d, PL_BYTES_LIT("server.go"));
+    for (int f = 0; f < N_FUNCTIONS; f++) {
+        char name[64];
+        snprintf(name, sizeof(name), "github.com/shop/svc/pkg%d.Function%d", f % 30, f);
+        int32_t ni = pl_dict_intern_string(&b->arena, d, pl_bytes_from_cstr(name));
+        d->functions[f + 1] = (pl_function){ni, 0, file, 1};
+        pl_location *loc = &d->locations[f + 1];
+        memset(loc, 0, sizeof(*loc));
+        loc->lines = pl_batch_alloc(b, sizeof(pl_line));
+        loc->lines[0].function_index = f + 1;
+        loc->n_lines = 1;
+    }
+    d->n_functions = d->cap_functions = N_FUNCTIONS + 1;
+    d->n_locations = d->cap_locations = N_FUNCTIONS + 1;
+    for (int s = 0; s < N_STACKS; s++) {
+        pl_stack *st = &d->stacks[s + 1];
+        int depth = 8 + (int)(rnd(r) % 16);
+        st->n_location_indices = (uint32_t)depth;
+        st->location_indices = pl_batch_alloc(b, (size_t)depth * sizeof(int32_t));
+        for (int i = 0; i < depth; i++)
+            st->location_indices[i] = 1 + (int32_t)(rnd(r) % N_FUNCTIONS);
+    }
+    d->n_stacks = d->cap_stacks = N_STACKS + 1;
+    /* links: one per span (entry 0 is the zero link) */
+    for (int i = 0; i < SPANS_PER_BATCH; i++) {
+        pl_link l = {0};
+        l.trace_id_len = 16;
+        l.span_id_len = 8;
+        l.trace_id[0] = (uint8_t)(i + 1); /* distinct, so none is merged; refreshed later */
+        l.span_id[0] = (uint8_t)(i + 1);
+        pl_dict_add_link(&b->arena, d, &l);
+    }
+    int32_t cpu = pl_dict_intern_string(&b->arena, d, PL_BYTES_LIT("cpu"));
+    int32_t ns = pl_dict_intern_string(&b->arena, d, PL_BYTES_LIT("nanoseconds"));
+    ps->resources = pl_batch_alloc(b, N_SERVICES * sizeof(pl_resource_profiles));
+    ps->n_resources = N_SERVICES;
+    for (int s = 0; s < N_SERVICES; s++) {
+        pl_resource_profiles *rp = &ps->resources[s];
+        rp->has_resource = true;
+        pl_attrs_put(&b->arena, &rp->resource.attrs, PL_BYTES_LIT("service.name"),
+                     pl_value_string(pl_bytes_from_cstr(services[s])));
+        rp->scopes = pl_batch_alloc(b, sizeof(pl_scope_profiles));
+        rp->n_scopes = 1;
+        rp->scopes[0].profiles = pl_batch_alloc(b, sizeof(pl_profile));
+        rp->scopes[0].n_profiles = 1;
+        pl_profile *p = &rp->scopes[0].profiles[0];
+        p->has_sample_type = true;
+        p->sample_type = (pl_vtype){cpu, ns};
+        p->samples =
+            pl_batch_alloc(b, (size_t)SPANS_PER_BATCH * (size_t)per_span * sizeof(pl_sample));
+    }
+    for (int i = 0; i < SPANS_PER_BATCH; i++) {
+        int k = i % SPANS_PER_TRACE, t = i / SPANS_PER_TRACE;
+        int svc = (t + k) % N_SERVICES;
+        pl_profile *p = &ps->resources[svc].scopes[0].profiles[0];
+        for (int j = 0; j < per_span; j++) {
+            pl_sample *smp = &p->samples[p->n_samples++];
+            uint64_t x = rnd(r);
+            smp->stack_index = (int32_t)(1 + ((x % 4 == 0) ? (x >> 8) % N_STACKS : (x >> 8) % 50));
+            smp->link_index = i + 1;
+            smp->values = pl_batch_alloc(b, sizeof(int64_t));
+            smp->values[0] = 10000000;
+            smp->n_values = 1;
+            smp->timestamps_unix_nano = pl_batch_alloc(b, sizeof(uint64_t));
+            smp->n_timestamps = 1;
+        }
+    }
+    return b;
+}
+
+static void refresh_samples(pl_batch *b, pl_span **order, uint64_t now)
+{
+    pl_profiles *ps = &b->data.profiles;
+    for (int i = 0; i < SPANS_PER_BATCH; i++) {
+        pl_link *l = &ps->dict.links[i + 1];
+        memcpy(l->trace_id, order[i]->trace_id, 16);
+        memcpy(l->span_id, order[i]->span_id, 8);
+    }
+    for (uint32_t r = 0; r < ps->n_resources; r++) {
+        pl_profile *p = &ps->resources[r].scopes[0].profiles[0];
+        p->time_unix_nano = now;
+        for (uint32_t s = 0; s < p->n_samples; s++)
+            p->samples[s].timestamps_unix_nano[0] = now - (s % 100) * 1000000ull;
+    }
+}
+
+/* CPU nanoseconds of this process's threads: all, and all but the main one. */
+static void cpu_ns(uint64_t *all, uint64_t *others)
+{
+    *all = *others = 0;
+    long tick = sysconf(_SC_CLK_TCK);
+    DIR *dir = opendir("/proc/self/task");
+    if (!dir)
+        return;
+    pid_t self = getpid();
+    struct dirent *e;
+    while ((e = readdir(dir))) {
+        if (e->d_name[0] == '.')
+            continue;
+        char path[300], buf[1024];
+        snprintf(path, sizeof(path), "/proc/self/task/%s/stat", e->d_name);
+        FILE *f = fopen(path, "r");
+        if (!f)
+            continue;
+        size_t n = fread(buf, 1, sizeof(buf) - 1, f);
+        fclose(f);
+        buf[n] = 0;
+        char *p = strrchr(buf, ')');
+        unsigned long ut = 0, st = 0;
+        if (!p ||
+            sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %lu %lu", &ut, &st) != 2)
+            continue;
+        uint64_t ns = (uint64_t)(ut + st) * (1000000000ull / (uint64_t)tick);
+        *all += ns;
+        if (atoi(e->d_name) != self)
+            *others += ns;
+    }
+    closedir(dir);
+}
+
+static uint64_t rss_kib(void)
+{
+    FILE *f = fopen("/proc/self/status", "r");
+    char line[256];
+    uint64_t kib = 0;
+    while (f && fgets(line, sizeof(line), f))
+        if (strncmp(line, "VmRSS:", 6) == 0)
+            kib = strtoull(line + 6, NULL, 10);
+    if (f)
+        fclose(f);
+    return kib;
+}
+
+static uint64_t file_size(const char *path)
+{
+    struct stat st;
+    return stat(path, &st) == 0 ? (uint64_t)st.st_size : 0;
+}
+
+typedef struct extra_find {
+    const char *name;
+    uint64_t value;
+} extra_find;
+
+static void find_extra(void *arg, const pl_stats_extra *e)
+{
+    extra_find *f = arg;
+    if (strcmp(e->name, f->name) == 0)
+        f->value = pl_stats_extra_counter(e);
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+int main(int argc, char **argv)
+{
+    double seconds = argc > 1 ? atof(argv[1]) : 600;
+    int per_span = argc > 2 ? atoi(argv[2]) : 0;
+    char path[512];
+    const char *tmp = getenv("TMPDIR");
+    if (argc > 3)
+        snprintf(path, sizeof(path), "%s", argv[3]);
+    else
+        snprintf(path, sizeof(path), "%s/proflink-bench-sustained.db", tmp ? tmp : "/tmp");
+    if (seconds <= 0 || per_span < 0 || per_span > 50) {
+        fprintf(stderr, "usage: bench_store_sustained SECONDS [SAMPLES_PER_SPAN 0..50] [DB]\n");
+        return 2;
+    }
+    char side[600];
+    unlink(path);
+    snprintf(side, sizeof(side), "%s-wal", path);
+    unlink(side);
+    snprintf(side, sizeof(side), "%s-shm", path);
+    unlink(side);
+
+    const pl_cfg_section *sec = pl_exporter_sqlite.config;
+    void *cfg = calloc(1, sec->size);
+    if (!cfg || pl_cfg_defaults(sec, cfg) != 0)
+        return 1;
+    for (const pl_cfg_field *f = sec->fields; f->key; f++) {
+        char *slot = (char *)cfg + f->offset;
+        if (strcmp(f->key, "path") == 0) {
+            free(*(char **)slot);
+            *(char **)slot = strdup(path);
+        } else if (strcmp(f->key, "max_size") == 0 && argc > 4) {
+            if (pl_parse_size(argv[4], (uint64_t *)slot) != 0) {
+                fprintf(stderr, "bad MAX_SIZE %s\n", argv[4]);
+                return 2;
+            }
+        } else if (strcmp(f->key, "api") == 0) {
+            for (const pl_cfg_field *g = f->section->fields; g->key; g++)
+                if (strcmp(g->key, "endpoint") == 0) {
+                    free(*(char **)(slot + g->offset));
+                    *(char **)(slot + g->offset) = strdup("");
+                }
+        }
+    }
+    uv_loop_t loop;
+    uv_loop_init(&loop);
+    pl_stats *stats = pl_stats_new("sqlite", PL_KIND_EXPORTER);
+    pl_create_settings set = {0};
+    set.id = "sqlite";
+    set.loop = &loop;
+    set.stats = stats;
+    void *x = NULL;
+    pl_err err = {{0}};
+    if (pl_exporter_sqlite.create(&set, cfg, &x, &err) != PL_OK ||
+        pl_exporter_sqlite.start(x, &err) != PL_OK) {
+        fprintf(stderr, "exporter: %s\n", err.msg);
+        return 1;
+    }
+    rng r = {(uint64_t)pl_time_now_ns() | 1};
+    pl_span *order[SPANS_PER_BATCH];
+    pl_batch *spans = make_spans(order);
+    pl_batch *samples = per_span ? make_samples(per_span, &r) : NULL;
+
+    printf("sustained writes to %s: %.0f s, batches of %d spans (fresh random ids), %d "
+           "linked samples per span; exporter defaults (retention 24h, max_size %s)\n",
+           path, seconds, SPANS_PER_BATCH, per_span, argc > 4 ? argv[4] : "1GiB");
+    printf("%6s %12s %10s %10s %14s %9s %10s\n", "t(s)", "spans/s", "writer%", "process%",
+           "spans/writer-s", "RSS MiB", "db MiB");
+    fflush(stdout);
+
+    uint64_t accepted = 0, refused = 0;
+    uint64_t t0 = pl_time_mono_ns(), next_report = t0 + INTERVAL_NS, last_t = t0;
+    uint64_t last_sent = 0, cpu0_all, cpu0_w, last_all, last_w;
+    cpu_ns(&cpu0_all, &cpu0_w);
+    last_all = cpu0_all;
+    last_w = cpu0_w;
+    double rates[1024], per_cpus[1024];
+    int n_rates = 0;
+    uint64_t max_rss = 0;
+    uint64_t end = t0 + (uint64_t)(seconds * 1e9);
+    for (;;) {
+        uint64_t now_mono = pl_time_mono_ns();
+        if (now_mono >= next_report) {
+            uint64_t sent = pl_stats_get(stats, PL_SIGNAL_TRACES, PL_STAT_SENT);
+            uint64_t all, w;
+            cpu_ns(&all, &w);
+            double dt = (double)(now_mono - last_t);
+            double rate = (double)(sent - last_sent) / (dt / 1e9);
+            uint64_t rss = rss_kib();
+            if (rss > max_rss)
+                max_rss = rss;
+            if (n_rates < 1024)
+                rates[n_rates++] = rate;
+            double per_cpu =
+                w > last_w ? (double)(sent - last_sent) / ((double)(w - last_w) / 1e9) : 0;
+            if (n_rates < 1024)
+                per_cpus[n_rates - 1] = per_cpu;
+            printf("%6.0f %12.0f %10.1f %10.1f %14.0f %9.1f %10.1f\n",
+                   (double)(now_mono - t0) / 1e9, rate, 100.0 * (double)(w - last_w) / dt,
+                   100.0 * (double)(all - last_all) / dt, per_cpu, (double)rss / 1024.0,
+                   (double)file_size(path) / 1048576.0);
+            fflush(stdout);
+            last_sent = sent;
+            last_t = now_mono;
+            last_all = all;
+            last_w = w;
+            next_report += INTERVAL_NS;
+        }
+        if (now_mono >= end)
+            break;
+        uint64_t now = pl_time_now_ns();
+        refresh_spans(&r, order, now);
+        pl_status st;
+        while ((st = pl_exporter_sqlite.export(x, spans)) == PL_ERR_REFUSED) {
+            refused++;
+            uv_run(&loop, UV_RUN_NOWAIT);
+            uv_sleep(1);
+            if (pl_time_mono_ns() >= next_report)
+                break;
+        }
+        if (st == PL_ERR_REFUSED)
+            continue; /* report, then offer fresh ids */
+        if (st != PL_OK) {
+            fprintf(stderr, "export failed: %s\n", pl_status_name(st));
+            return 1;
+        }
+        accepted += SPANS_PER_BATCH;
+        if (samples) {
+            refresh_samples(samples, order, now);
+            while ((st = pl_exporter_sqlite.export(x, samples)) == PL_ERR_REFUSED) {
+                refused++;
+                uv_run(&loop, UV_RUN_NOWAIT);
+                uv_sleep(1);
+            }
+            if (st != PL_OK) {
+                fprintf(stderr, "export failed: %s\n", pl_status_name(st));
+                return 1;
+            }
+        }
+        uv_run(&loop, UV_RUN_NOWAIT);
+    }
+    while (pl_exporter_sqlite.pending(x) > 0) {
+        uv_run(&loop, UV_RUN_NOWAIT);
+        uv_sleep(1);
+    }
+    double secs = (double)(pl_time_mono_ns() - t0) / 1e9;
+    uint64_t all, w;
+    cpu_ns(&all, &w);
+    uint64_t sent = pl_stats_get(stats, PL_SIGNAL_TRACES, PL_STAT_SENT);
+    uint64_t failed = pl_stats_get(stats, PL_SIGNAL_TRACES, PL_STAT_FAILED) +
+                      pl_stats_get(stats, PL_SIGNAL_PROFILES, PL_STAT_FAILED);
+    uint64_t samples_sent = pl_stats_get(stats, PL_SIGNAL_PROFILES, PL_STAT_SENT);
+    extra_find del = {"retention_deleted_spans", 0};
+    pl_stats_each_extra(stats, find_extra, &del);
+    pl_exporter_sqlite.shutdown(x);
+    uv_run(&loop, UV_RUN_DEFAULT);
+    pl_exporter_sqlite.destroy(x);
+
+    int64_t stored = -1;
+    sqlite3 *db;
+    sqlite3_stmt *q;
+    if (sqlite3_open_v2(path, &db, SQLITE_OPEN_READONLY, NULL) == SQLITE_OK &&
+        sqlite3_prepare_v2(db, "SELECT count(*) FROM spans", -1, &q, NULL) == SQLITE_OK) {
+        if (sqlite3_step(q) == SQLITE_ROW)
+            stored = sqlite3_column_int64(q, 0);
+        sqlite3_finalize(q);
+    }
+    sqlite3_close(db);
+
+    qsort(rates, (size_t)n_rates, sizeof(double), cmp_double);
+    qsort(per_cpus, (size_t)n_rates, sizeof(double), cmp_double);
+    double median = n_rates ? rates[n_rates / 2] : (double)sent / secs;
+    printf("median of %d intervals: %.0f spans/s (%s %d linked samples per span); overall %.0f "
+           "spans/s over %.1f s\n",
+           n_rates, median, per_span ? "with" : "alone,", per_span, (double)sent / secs, secs);
+    printf("spans per writer CPU-second: median %.0f, overall %.0f\n",
+           n_rates ? per_cpus[n_rates / 2] : 0.0,
+           w > cpu0_w ? (double)sent / ((double)(w - cpu0_w) / 1e9) : 0.0);
+    printf("CPU: writer thread %.1f %%, process %.1f %% of one core; max RSS %.1f MiB; "
+           "%" PRIu64 " samples committed\n",
+           100.0 * (double)(w - cpu0_w) / (secs * 1e9),
+           100.0 * (double)(all - cpu0_all) / (secs * 1e9), (double)max_rss / 1024.0, samples_sent);
+    bool ok =
+        failed == 0 && sent == accepted && stored >= 0 && (uint64_t)stored + del.value == accepted;
+    printf("spans accepted %" PRIu64 ", committed %" PRIu64 ", in the store %" PRId64
+           ", deleted by retention %" PRIu64 ", failed %" PRIu64 ", refusals retried %" PRIu64
+           ": %s\n",
+           accepted, sent, stored, del.value, failed, refused,
+           ok ? "every accepted span is stored or was deleted by retention" : "MISMATCH");
+    pl_batch_free(spans);
+    if (samples)
+        pl_batch_free(samples);
+    uv_loop_close(&loop);
+    pl_cfg_free(sec, cfg);
+    free(cfg);
+    pl_stats_free(stats);
+    return ok ? 0 : 1;
+}
