@@ -278,6 +278,10 @@ _Static_assert(CM(AnyValue, string_value) == 1 && CM(AnyValue, bool_value) == 2 
  * merging of repeated members as walk(). */
 static int dec_keyvalue(dec *d, const uint8_t *p, const uint8_t *end, pl_kv *kv, int depth)
 {
+    /* the value sits one level down whether it is sent or not (encoders
+     * write an empty one), so a pair past the limit is refused either way */
+    if (depth + 1 > PL_OTLP_MAX_DEPTH)
+        return pl_pb_wire_fail(d, NULL, "values nested deeper than %d levels", PL_OTLP_MAX_DEPTH);
     const jfield *rows = pl_tm_keyvalue.fields;
     while (p < end) {
         field fl;
