@@ -78,17 +78,16 @@ static void add_metadata(pl_batch *b, const pl_http_request *req, bool all)
     b->metadata.n = k;
 }
 
-/* Records / data points counted while checking a pass-through request, for
- * the accepted/refused counters (one loop thread: a plain static is safe). */
-static _Thread_local size_t pass_through_items; /* per worker thread */
-
 /* Decodes `data` (inside `owner`, which is taken in every case) into a new
- * batch of `signal`. */
+ * batch of `signal`; *items gets what the counters count: spans or
+ * samples, and for logs and metrics (passed through as bytes) the records
+ * or data points counted while checking them. */
 static pl_status decode_request(const pl_otlp_handler *h, pl_signal signal, body_format format,
                                 uint8_t *owner, size_t owner_size, const uint8_t *data, size_t len,
-                                pl_batch **out, pl_err *err)
+                                pl_batch **out, size_t *items, pl_err *err)
 {
     *out = NULL;
+    *items = 0;
     size_t budget = h->max_decoded_memory ? h->max_decoded_memory : PL_OTLP_DECODE_BUDGET;
     if (format == FORMAT_JSON && (signal == PL_SIGNAL_LOGS || signal == PL_SIGNAL_METRICS)) {
         /* Pass-through signals travel as protobuf: transcode the JSON body
@@ -126,8 +125,8 @@ static pl_status decode_request(const pl_otlp_handler *h, pl_signal signal, body
         st = format == FORMAT_JSON ? pl_otlp_json_decode_ex(b, data, len, budget, err)
                                    : pl_otlp_decode_ex(b, data, len, budget, err);
     } else {
-        st = signal == PL_SIGNAL_LOGS ? pl_otlp_count_logs(data, len, &pass_through_items, err)
-                                      : pl_otlp_count_metrics(data, len, &pass_through_items, err);
+        st = signal == PL_SIGNAL_LOGS ? pl_otlp_count_logs(data, len, items, err)
+                                      : pl_otlp_count_metrics(data, len, items, err);
         b->data.raw = (pl_bytes){data, (uint32_t)len};
     }
     if (st != PL_OK) {
@@ -139,17 +138,17 @@ static pl_status decode_request(const pl_otlp_handler *h, pl_signal signal, body
             malloc_trim(0);
         return st;
     }
+    if (signal == PL_SIGNAL_TRACES || signal == PL_SIGNAL_PROFILES)
+        *items = pl_batch_items(b);
     *out = b;
     return PL_OK;
 }
 
-/* Hands the batch to the pipeline and counts the outcome. */
+/* Hands the batch (of `items` spans, samples, records or data points) to
+ * the pipeline and counts the outcome. */
 static pl_status deliver(const pl_otlp_handler *r, pl_transport via, pl_signal signal, pl_batch *b,
-                         pl_err *err)
+                         size_t items, pl_err *err)
 {
-    /* logs and metrics count their records / data points, not requests */
-    size_t items = (signal == PL_SIGNAL_LOGS || signal == PL_SIGNAL_METRICS) ? pass_through_items
-                                                                             : pl_batch_items(b);
     bool empty =
         (signal == PL_SIGNAL_TRACES && b->data.traces.n_resources == 0) ||
         (signal == PL_SIGNAL_PROFILES && b->data.profiles.n_resources == 0) ||
@@ -277,12 +276,13 @@ void pl_otlp_handle_grpc(const pl_otlp_handler *r, pl_http_request *req, pl_http
     pl_grpc_message m;
     pl_status st = pl_grpc_read_message(req, r->max_recv_msg_size, &m, &err);
     pl_batch *b = NULL;
+    size_t items = 0;
     if (st == PL_OK)
         st = decode_request(r, signal, FORMAT_PROTOBUF, m.owner, m.owner_size, m.data, m.len, &b,
-                            &err);
+                            &items, &err);
     if (st == PL_OK) {
         add_metadata(b, req, r->grpc_metadata);
-        st = deliver(r, PL_TRANSPORT_GRPC, signal, b, &err);
+        st = deliver(r, PL_TRANSPORT_GRPC, signal, b, items, &err);
     }
     if (st == PL_OK) {
         /* an empty Export*ServiceResponse (full success) */
@@ -440,12 +440,13 @@ void pl_otlp_handle_http(const pl_otlp_handler *r, int signal, pl_http_request *
         snprintf(err.msg, sizeof(err.msg), "decompressed request body larger than %zu bytes",
                  limit);
     pl_batch *b = NULL;
+    size_t items = 0;
     if (st == PL_OK)
         st = decode_request(r, (pl_signal)signal, format, owner, owner_size, owner, owner_size, &b,
-                            &err);
+                            &items, &err);
     if (st == PL_OK) {
         add_metadata(b, req, r->http_metadata);
-        st = deliver(r, PL_TRANSPORT_HTTP, (pl_signal)signal, b, &err);
+        st = deliver(r, PL_TRANSPORT_HTTP, (pl_signal)signal, b, items, &err);
     }
     if (st == PL_OK) {
         pl_buf body;
