@@ -115,8 +115,8 @@ typedef struct pyroscope_exp {
     pl_queue *queue;
     pl_stats *stats;
     pl_clock clock;
-    bool fixed_tenant; /* tenant_id set: batches' tenants are not sent */
-    char *auth_id;     /* auth extension (client side), looked up per request */
+    bool fixed_tenant;   /* tenant_id set: batches' tenants are not sent */
+    char *auth_id;       /* auth extension (client side), looked up per request */
     const pl_host *host; /* where auth_id is looked up */
 } pyroscope_exp;
 

@@ -117,7 +117,8 @@ typedef struct pl_correlation_counters {
 
     /* Samples read from a bus (correlation_bus.c): */
     uint64_t bus_lag_held_samples; /* held beyond sample_window: their partition's spans lagged */
-    uint64_t bus_lag_caught_up_samples; /* of those, let go once their spans came or the partition caught up */
+    uint64_t bus_lag_caught_up_samples; /* of those, let go once their spans came or the partition
+                                           caught up */
     uint64_t bus_lag_bound_samples;     /* let go at bus_lag_wait or another bound, or not held
                                            longer for want of room (bus_lag_max_bytes) */
 } pl_correlation_counters;

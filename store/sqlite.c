@@ -474,7 +474,8 @@ static pl_status sqlite_create(const pl_create_settings *settings, const void *c
     x->queue_size = c->queue_size ? c->queue_size : 64u << 20;
     x->retention_interval_ns =
         c->retention_interval > 0 ? (uint64_t)c->retention_interval : 60000000000ull;
-    pl_status sec_st = pl_listener_security_init(&x->api_sec, settings->host, &c->api.tls, &c->api.auth, NULL, err);
+    pl_status sec_st = pl_listener_security_init(&x->api_sec, settings->host, &c->api.tls,
+                                                 &c->api.auth, NULL, err);
     if (own_defaults)
         pl_cfg_free(&sqlite_section, &defaults);
     if (sec_st != PL_OK) {
