@@ -449,7 +449,11 @@ static void tempo_search(pl_store_call *c)
     free(t);
 }
 
-static void tempo_tags(pl_store_call *c)
+/* A tag list (v2 scoped, or v1's names) under `limit`, as JSON. */
+typedef pl_status (*tag_list_fn)(pl_store *s, const char *tenant, uint32_t limit, pl_buf *out,
+                                 pl_err *err);
+
+static void tag_list(pl_store_call *c, tag_list_fn list)
 {
     uint64_t limit = 5000;
     if (!count_param(c, "limit", 100000, &limit))
@@ -460,12 +464,16 @@ static void tempo_tags(pl_store_call *c)
     pl_err err = {{0}};
     pl_buf b;
     pl_buf_init(&b);
-    if (pl_store_call_failed(c, pl_store_tempo_tags(s, c->tenant, (uint32_t)limit, &b, &err),
-                             &err)) {
+    if (pl_store_call_failed(c, list(s, c->tenant, (uint32_t)limit, &b, &err), &err)) {
         pl_buf_free(&b);
         return;
     }
     pl_store_call_respond(c, 200, "application/json", &b);
+}
+
+static void tempo_tags(pl_store_call *c)
+{
+    tag_list(c, pl_store_tempo_tags);
 }
 
 /* /api/v2/search/tag/<tag>/values, or v1's /api/search/tag/<tag>/values
@@ -525,21 +533,7 @@ static void tempo_tag_values_v1(pl_store_call *c)
 
 static void tempo_tag_names_v1(pl_store_call *c)
 {
-    uint64_t limit = 5000;
-    if (!count_param(c, "limit", 100000, &limit))
-        return;
-    pl_store *s = pl_store_call_store(c);
-    if (!s)
-        return;
-    pl_err err = {{0}};
-    pl_buf b;
-    pl_buf_init(&b);
-    if (pl_store_call_failed(c, pl_store_tempo_tag_names(s, c->tenant, (uint32_t)limit, &b, &err),
-                             &err)) {
-        pl_buf_free(&b);
-        return;
-    }
-    pl_store_call_respond(c, 200, "application/json", &b);
+    tag_list(c, pl_store_tempo_tag_names);
 }
 
 static void tempo_trace_v2(pl_store_call *c)
