@@ -307,8 +307,9 @@ static void run_retention(sqlite_exporter *x, pl_store *store, bool size_only)
     pl_store_retention_stats rs;
     pl_err err = {{0}};
     uint64_t now = pl_clock_now(&x->clock);
+    /* between transactions (size_only) one slice at a time: writes go on */
     pl_status st = pl_store_enforce_retention(store, now, size_only ? 0 : x->retention_ns,
-                                              x->max_size, &rs, &err);
+                                              x->max_size, size_only, &rs, &err);
     if (st != PL_OK) {
         pl_warn(x->id, "%s", err.msg);
         return;
@@ -429,12 +430,19 @@ static void writer_main(void *arg)
                 run_retention(x, store, false);
                 last_retention = now;
             } else if (x->max_size) {
-                uint64_t size = pl_store_size(store);
-                uv_mutex_lock(&x->mu);
-                x->db_size = (int64_t)size;
-                uv_mutex_unlock(&x->mu);
-                if (size > x->max_size)
+                /* Over the limit: one slice of the oldest data, then more
+                 * while no batch waits (a batch goes first: a long
+                 * catch-up must not stall writes). */
+                for (int slice = 0; slice < 64; slice++) {
+                    uint64_t size = pl_store_size(store);
+                    uv_mutex_lock(&x->mu);
+                    x->db_size = (int64_t)size;
+                    bool waiting = x->head != NULL;
+                    uv_mutex_unlock(&x->mu);
+                    if (size <= x->max_size || (slice > 0 && waiting))
+                        break;
                     run_retention(x, store, true);
+                }
             }
         }
         uv_mutex_lock(&x->mu);

@@ -123,10 +123,14 @@ typedef struct pl_store_retention_stats {
 
 /* Deletes data older than now_ns - max_age_ns (0 = no age limit), then, while
  * the database uses more than max_size bytes (0 = no limit), the oldest
- * remaining data, and gives freed pages back to the file system. */
+ * remaining data, and gives freed pages back to the file system. With
+ * `one_slice` the size step deletes one slice of at most 2 % of the stored
+ * time range and returns (the writer calls again after its next
+ * transaction, so writes go on between slices instead of waiting for the
+ * whole catch-up). */
 pl_status pl_store_enforce_retention(pl_store *store, uint64_t now_ns, uint64_t max_age_ns,
-                                     uint64_t max_size, pl_store_retention_stats *stats,
-                                     pl_err *err);
+                                     uint64_t max_size, bool one_slice,
+                                     pl_store_retention_stats *stats, pl_err *err);
 /* Bytes in use (page_count - freelist_count) * page_size; 0 on error. */
 uint64_t pl_store_size(pl_store *store);
 

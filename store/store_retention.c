@@ -127,8 +127,8 @@ static int collect_stacks(pl_store *s)
 }
 
 pl_status pl_store_enforce_retention(pl_store *s, uint64_t now_ns, uint64_t max_age_ns,
-                                     uint64_t max_size, pl_store_retention_stats *stats,
-                                     pl_err *err)
+                                     uint64_t max_size, bool one_slice,
+                                     pl_store_retention_stats *stats, pl_err *err)
 {
     pl_store_retention_stats local = {0};
     if (!stats)
@@ -161,7 +161,7 @@ pl_status pl_store_enforce_retention(pl_store *s, uint64_t now_ns, uint64_t max_
     }
     /* Size: drop the oldest slice of the time range until under the limit.
      * The slice grows with the overshoot; a few passes converge. */
-    for (int pass = 0; rc == SQLITE_OK && max_size && pass < 16; pass++) {
+    for (int pass = 0; rc == SQLITE_OK && max_size && pass < (one_slice ? 1 : 16); pass++) {
         uint64_t used = pl_store_size(s);
         if (used <= max_size)
             break;
@@ -171,6 +171,8 @@ pl_status pl_store_enforce_retention(pl_store *s, uint64_t now_ns, uint64_t max_
         double over = (double)(used - max_size * 9 / 10) / (double)used;
         if (over < 0.05)
             over = 0.05;
+        if (one_slice)
+            over = 0.02;
         uint64_t span = newest > oldest ? newest - oldest : 1;
         uint64_t cutoff = oldest + (uint64_t)((double)span * over) + 1;
         if (pass >= 12) /* keep converging even when the range is degenerate */
