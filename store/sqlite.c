@@ -64,7 +64,9 @@ typedef enum store_state {
     STATE_BROKEN, /* corrupt, unreadable, or I/O errors */
 } store_state;
 
-#define RETRY_INTERVAL_NS         1000000000ull
+#define RETRY_INTERVAL_NS 1000000000ull
+/* size retention deletes at most this long while batches wait */
+#define SLICE_BUDGET_NS           250000000ull
 #define MAX_ATTEMPTS              10 /* of a transaction failing for a reason of its own */
 #define MAX_ITEMS_PER_TRANSACTION 200000
 
@@ -307,9 +309,10 @@ static void run_retention(sqlite_exporter *x, pl_store *store, bool size_only)
     pl_store_retention_stats rs;
     pl_err err = {{0}};
     uint64_t now = pl_clock_now(&x->clock);
-    /* between transactions (size_only) one slice at a time: writes go on */
+    /* size: one slice at a time (the writer loop slices on between its
+     * transactions), so writes go on */
     pl_status st = pl_store_enforce_retention(store, now, size_only ? 0 : x->retention_ns,
-                                              x->max_size, size_only, &rs, &err);
+                                              x->max_size, true, &rs, &err);
     if (st != PL_OK) {
         pl_warn(x->id, "%s", err.msg);
         return;
@@ -430,16 +433,18 @@ static void writer_main(void *arg)
                 run_retention(x, store, false);
                 last_retention = now;
             } else if (x->max_size) {
-                /* Over the limit: one slice of the oldest data, then more
-                 * while no batch waits (a batch goes first: a long
-                 * catch-up must not stall writes). */
+                /* Over the limit: slices of the oldest data, for at most
+                 * SLICE_BUDGET_NS while batches wait, then a transaction
+                 * of theirs (a long catch-up must not stall writes). */
+                uint64_t t0 = pl_time_mono_ns();
                 for (int slice = 0; slice < 64; slice++) {
                     uint64_t size = pl_store_size(store);
                     uv_mutex_lock(&x->mu);
                     x->db_size = (int64_t)size;
                     bool waiting = x->head != NULL;
                     uv_mutex_unlock(&x->mu);
-                    if (size <= x->max_size || (slice > 0 && waiting))
+                    if (size <= x->max_size ||
+                        (slice > 0 && waiting && pl_time_mono_ns() - t0 > SLICE_BUDGET_NS))
                         break;
                     run_retention(x, store, true);
                 }

@@ -124,7 +124,7 @@ typedef struct pl_store_retention_stats {
 /* Deletes data older than now_ns - max_age_ns (0 = no age limit), then, while
  * the database uses more than max_size bytes (0 = no limit), the oldest
  * remaining data, and gives freed pages back to the file system. With
- * `one_slice` the size step deletes one slice of at most 2 % of the stored
+ * `one_slice` the size step deletes one slice of at most 5 % of the stored
  * time range and returns (the writer calls again after its next
  * transaction, so writes go on between slices instead of waiting for the
  * whole catch-up). */

@@ -171,8 +171,8 @@ pl_status pl_store_enforce_retention(pl_store *s, uint64_t now_ns, uint64_t max_
         double over = (double)(used - max_size * 9 / 10) / (double)used;
         if (over < 0.05)
             over = 0.05;
-        if (one_slice)
-            over = 0.02;
+        if (one_slice && over > 0.05)
+            over = 0.05;
         uint64_t span = newest > oldest ? newest - oldest : 1;
         uint64_t cutoff = oldest + (uint64_t)((double)span * over) + 1;
         if (pass >= 12) /* keep converging even when the range is degenerate */
