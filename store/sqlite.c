@@ -211,7 +211,7 @@ static bool writer_ensure_store(sqlite_exporter *x, pl_store **store, uint64_t *
     *last_try = now;
     pl_err err = {{0}};
     if (!*store) {
-        pl_store_options opt = {.busy_timeout_ms = x->busy_timeout_ms};
+        pl_store_options opt = {.busy_timeout_ms = x->busy_timeout_ms, .max_size = x->max_size};
         pl_store_error kind;
         if (pl_store_open(x->path, &opt, store, &kind, &err) != PL_OK) {
             writer_failed(x, state_for(kind), err.msg);

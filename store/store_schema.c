@@ -543,9 +543,20 @@ pl_status pl_store_open(const char *path, const pl_store_options *options, pl_st
      * random-id indexes the same pages change in every transaction, so a
      * checkpoint every 1,000 pages (the default) copied them again and
      * again. journal_size_limit still truncates the WAL afterwards. */
-    if (!s->read_only)
-        sqlite3_exec(s->db, "PRAGMA wal_autocheckpoint = " PL_STORE_WAL_CHECKPOINT_PAGES, NULL,
-                     NULL, NULL);
+    if (!s->read_only) {
+        /* with a size limit, at most an eighth of it waits in the WAL (at
+         * least the default 1,000 pages) */
+        int64_t pages = PL_STORE_WAL_CHECKPOINT_PAGES, page_size = 0;
+        pl_store_exec_int(s->db, "PRAGMA page_size", &page_size);
+        if (options->max_size && page_size > 0) {
+            int64_t cap = (int64_t)(options->max_size / 8 / (uint64_t)page_size);
+            if (cap < pages)
+                pages = cap < 1000 ? 1000 : cap;
+        }
+        char sql[64];
+        snprintf(sql, sizeof(sql), "PRAGMA wal_autocheckpoint = %" PRId64, pages);
+        sqlite3_exec(s->db, sql, NULL, NULL, NULL);
+    }
     if (!s->read_only) {
         for (int i = 0; i < ST_COUNT; i++) {
             rc = sqlite3_prepare_v3(s->db, write_sql[i], -1, SQLITE_PREPARE_PERSISTENT, &s->st[i],
