@@ -41,6 +41,12 @@ int pl_cfg_decode_skipping(const pl_cfg_section *section, const pl_cfg_node *nod
                            const pl_cfg_node *where, void *out, pl_cfg_errors *errs,
                            const char *const *skip);
 
+/* Fills `out` (section->size bytes) with the defaults only, without YAML.
+ * Returns 0, or -1 if a default does not parse (a bug in a table). */
+int pl_cfg_defaults(const pl_cfg_section *section, void *out);
+/* Frees strings, lists and maps inside a filled struct (not the struct). */
+void pl_cfg_free(const pl_cfg_section *section, void *cfg);
+
 /* Checks a listening address "host:port" ("[v6]:port"): the port 0-65535,
  * the host an IP literal, localhost, or empty (every interface). "" and
  * "none" (off) pass with port -1. Fills host (an IP) and port when given.

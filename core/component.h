@@ -135,12 +135,6 @@ void pl_cfg_warnf(pl_cfg_ctx *ctx, const char *key, const char *fmt, ...)
 int pl_cfg_check(pl_cfg_ctx *ctx, bool ok, const char *key, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
 
-/* Fills `out` (section->size bytes) with the defaults only, without YAML.
- * Returns 0, or -1 if a default does not parse (a bug in a table). */
-int pl_cfg_defaults(const pl_cfg_section *section, void *out);
-/* Frees strings, lists and maps inside a filled struct (not the struct). */
-void pl_cfg_free(const pl_cfg_section *section, void *cfg);
-
 /* Parsers shared by the loader and components (core/cfg.c); 0 or -1. */
 int pl_parse_duration(const char *text, int64_t *out_ns);
 int pl_parse_size(const char *text, uint64_t *out_bytes);
@@ -361,9 +355,5 @@ typedef struct pl_component_type {
     .type = (type_), .kind = (kind_), .signals = (signals_), .config = (config_)
 #define PL_COMPONENT_LIFECYCLE(create_, start_, shutdown_, destroy_)                               \
     .create = (create_), .start = (start_), .shutdown = (shutdown_), .destroy = (destroy_)
-
-/* The registry: every built-in component type (pipeline/registry.c). */
-extern const pl_component_type *const pl_component_types[];
-const pl_component_type *pl_component_type_find(pl_kind kind, const char *type, size_t len);
 
 #endif

@@ -12,6 +12,7 @@
 #include "config/decode.h"
 #include "core/component.h"
 #include "pipeline/cli.h"
+#include "pipeline/registry.h"
 #include "pipeline/version.h"
 
 static const pl_kind kinds[] = {PL_KIND_RECEIVER, PL_KIND_PROCESSOR, PL_KIND_EXPORTER,

@@ -24,6 +24,7 @@
 #include "core/component.h"
 #include "core/log.h"
 #include "pipeline/cli.h"
+#include "pipeline/registry.h"
 #include "store/query.h"
 #include "pipeline/service.h"
 #include "pipeline/version.h"

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "core/component.h"
+#include "pipeline/registry.h"
 
 /* receivers */
 extern const pl_component_type pl_receiver_otlp;

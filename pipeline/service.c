@@ -23,6 +23,7 @@
 #include "extensions/auth.h"
 #include "net/tls.h"
 #include "pipeline/telemetry_thread.h"
+#include "pipeline/registry.h"
 #include "pipeline/workers.h"
 
 #define DRAIN_POLL_MS 20

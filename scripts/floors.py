@@ -10,7 +10,8 @@ object built from folder A calls a symbol that an object of folder B defines
     3 receivers/ processors/ exporters/ extensions/ store/   components
     4 pipeline/                    graph, service, main
 
-An arrow may only run down a floor or stay on one; no circle between folders.
+An arrow may only run down a floor or stay on one; no circle between folders;
+and no header names a symbol that only a higher floor defines.
 Usage: scripts/floors.py [BUILD_DIR]   (default: build). Exit 1 on a breach.
 """
 import os
@@ -79,6 +80,31 @@ def call_arrows(arrows, build):
         b = defined.get(sym)
         if b and b != top:
             arrows[(top, b)].add(f'{obj} calls {sym}')
+    return defined
+
+
+COMMENT = re.compile(r'/\*.*?\*/|//[^\n]*|"(?:\\.|[^"\\\n])*"', re.S)
+IDENT = re.compile(r'\b[A-Za-z_]\w*\b')
+
+
+def declared_below(defined):
+    """Names a header declares (or otherwise names, comments and strings
+    aside) that an object of a higher floor defines: a lower floor would
+    promise what only a higher one keeps."""
+    found = []
+    for top in FLOORS:
+        for dirpath, _, files in os.walk(os.path.join(ROOT, top)):
+            for name in sorted(files):
+                if not name.endswith('.h') or name.endswith('.pb.h'):
+                    continue
+                path = os.path.join(dirpath, name)
+                with open(path, encoding='utf-8', errors='replace') as f:
+                    text = COMMENT.sub(' ', f.read())
+                for ident in sorted(set(IDENT.findall(text))):
+                    b = defined.get(ident)
+                    if b and FLOORS[b] > FLOORS[top]:
+                        found.append(f'{os.path.relpath(path, ROOT)} names {ident}, defined in {b}/')
+    return found
 
 
 def circles(nodes, edges):
@@ -118,7 +144,8 @@ def main():
     build = sys.argv[1] if len(sys.argv) > 1 else os.path.join(ROOT, 'build')
     arrows = defaultdict(set)
     include_arrows(arrows)
-    call_arrows(arrows, build)
+    defined = call_arrows(arrows, build)
+    below = declared_below(defined)
     up = {k: v for k, v in arrows.items() if FLOORS[k[0]] < FLOORS[k[1]]}
     loops = circles(sorted(FLOORS), list(arrows))
     print(f'{len(arrows)} arrows between folders, {len(up)} run up a floor, '
@@ -136,7 +163,9 @@ def main():
             for b in loop:
                 if (a, b) in arrows and FLOORS[a] == FLOORS[b]:
                     print(f'  {a} -> {b}: ' + '; '.join(sorted(arrows[(a, b)])[:4]))
-    return 1 if up or loops else 0
+    for line in below:
+        print('declared below its definition: ' + line)
+    return 1 if up or loops or below else 0
 
 
 if __name__ == '__main__':

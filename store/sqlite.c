@@ -39,6 +39,7 @@
 #include <string.h>
 #include <uv.h>
 
+#include "config/decode.h"
 #include "core/component.h"
 #include "core/log.h"
 #include "extensions/auth.h"

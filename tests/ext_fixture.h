@@ -15,6 +15,7 @@
 #include "core/buf.h"
 #include "core/component.h"
 #include "net/http_server.h"
+#include "pipeline/registry.h"
 #include "testlib.h"
 
 /* Creates extension `type` with id `id` from YAML; NULL (and the error in

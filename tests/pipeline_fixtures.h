@@ -28,6 +28,7 @@
 #include "core/component.h"
 #include "exporters/queue.h"
 #include "pipeline/consumer.h"
+#include "pipeline/registry.h"
 
 /* ---- event log ----------------------------------------------------------- */
 

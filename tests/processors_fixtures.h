@@ -17,6 +17,7 @@
 #include "core/log.h"
 #include "core/stats.h"
 #include "pipeline/consumer.h"
+#include "pipeline/registry.h"
 
 extern const pl_component_type pl_processor_batch;
 extern const pl_component_type pl_processor_memory_limiter;

@@ -12,6 +12,7 @@
 #include <pthread.h>
 #include <uv.h>
 
+#include "config/decode.h"
 #include "pipeline/consumer.h"
 #include "testlib.h"
 

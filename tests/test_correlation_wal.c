@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "correlation_fixture.h"
+#include "config/decode.h"
 #include "exporters/queue.h"
 #include "exporters/queue_wal.h"
 #include "sqlite_damage_fixture.h"

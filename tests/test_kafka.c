@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "config/config.h"
+#include "config/decode.h"
 #include "config/node.h"
 #include "core/stats.h"
 #include "core/strlist.h"
@@ -16,6 +17,7 @@
 #include "net/kafka.h"
 #include "exporters/kafka.config.h"
 #include "pipeline/consumer.h"
+#include "pipeline/registry.h"
 #include "processors/correlation.h"
 #include "proto/otlp_json.h"
 #include "proto/otlp_pb.h"

@@ -13,6 +13,7 @@
 #include "exporters/lb_ring.h"
 #include "exporters/nats.h"
 #include "net/nats_conn.h"
+#include "pipeline/registry.h"
 #include "profile_fixture.h"
 #include "cfg_errors_fixture.h"
 #include "testlib.h"

@@ -13,6 +13,7 @@
  */
 #include <glob.h>
 
+#include "config/decode.h"
 #include "store_fixtures.h"
 
 extern const pl_component_type pl_exporter_sqlite;

@@ -28,6 +28,7 @@
 
 #include <uv.h>
 
+#include "config/decode.h"
 #include "core/component.h"
 #include "core/model.h"
 #include "core/stats.h"

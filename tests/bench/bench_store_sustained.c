@@ -35,6 +35,7 @@
 #include <sqlite3.h>
 #include <uv.h>
 
+#include "config/decode.h"
 #include "core/component.h"
 #include "core/model.h"
 #include "core/stats.h"

@@ -8,6 +8,7 @@
 #include <stdint.h>
 
 #include "config/config.h"
+#include "pipeline/registry.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
