@@ -65,23 +65,6 @@ static int metrics_validate(void *cfg, pl_cfg_ctx *ctx)
 
 #include "config/config.config.inc"
 
-/* ---- types added at run time -------------------------------------------- */
-
-#define MAX_EXTRA_TYPES 64
-static const pl_component_type *extra_types[MAX_EXTRA_TYPES];
-static size_t n_extra_types;
-
-int pl_config_register_type(const pl_component_type *type)
-{
-    for (size_t i = 0; i < n_extra_types; i++)
-        if (extra_types[i] == type)
-            return 0;
-    if (n_extra_types == MAX_EXTRA_TYPES)
-        return -1;
-    extra_types[n_extra_types++] = type;
-    return 0;
-}
-
 /* The Collector's other names for types proflink has: the current exporter
  * names otlp_grpc and otlp_http (otlp and otlphttp are their older names,
  * still accepted by the Collector as aliases). */
@@ -110,11 +93,6 @@ const pl_component_type *pl_config_find_type(const pl_component_type *const *reg
 static const pl_component_type *find_exact(const pl_component_type *const *registry, pl_kind kind,
                                            const char *type, size_t len)
 {
-    for (size_t i = 0; i < n_extra_types; i++) {
-        const pl_component_type *t = extra_types[i];
-        if (t->kind == kind && strlen(t->type) == len && memcmp(t->type, type, len) == 0)
-            return t;
-    }
     for (size_t i = 0; registry && registry[i]; i++) {
         const pl_component_type *t = registry[i];
         if (t->kind == kind && strlen(t->type) == len && memcmp(t->type, type, len) == 0)
@@ -191,10 +169,6 @@ static void known_types(const pl_component_type *const *registry, pl_kind kind, 
         if (registry[i]->kind == kind && len < size - 1)
             len +=
                 (size_t)snprintf(buf + len, size - len, "%s%s", len ? ", " : "", registry[i]->type);
-    for (size_t i = 0; i < n_extra_types; i++)
-        if (extra_types[i]->kind == kind && len < size - 1)
-            len += (size_t)snprintf(buf + len, size - len, "%s%s", len ? ", " : "",
-                                    extra_types[i]->type);
     for (size_t i = 0; i < sizeof(type_aliases) / sizeof(type_aliases[0]); i++)
         if (type_aliases[i].kind == kind && len < size - 1 &&
             find_exact(registry, kind, type_aliases[i].type, strlen(type_aliases[i].type)))

@@ -74,7 +74,7 @@ typedef struct pl_config {
 
 /* Loads and checks a configuration. `registry` is the NULL-terminated list
  * of component types to accept (the caller's: config/ knows no components
- * itself), plus any added with pl_config_register_type. NULL when there is
+ * itself; tests pass a list with their own types). NULL when there is
  * any error (each one added to errs, sorted by source and position);
  * warnings (unset variables, ignored keys) are in errs->warnings either way. */
 pl_config *pl_config_load(const pl_cfg_sources *sources, const pl_component_type *const *registry,
@@ -92,12 +92,10 @@ const char *pl_config_metrics_address(const pl_config *config);
 /* The telemetry endpoint's TLS settings; NULL when it is served in clear. */
 const pl_tls_server_config *pl_config_metrics_tls(const pl_config *cfg);
 
-/* Component types known to the loader: `registry` plus types added at run
- * time (tests add their own capture components this way). */
+/* The type of `registry` with that kind and name, or one of the names the
+ * Collector also accepts for it (otlp_grpc, otlp_http); NULL if none. */
 const pl_component_type *pl_config_find_type(const pl_component_type *const *registry, pl_kind kind,
                                              const char *type, size_t len);
-/* Adds a type (the descriptor must outlive every use). 0 or -1 if full. */
-int pl_config_register_type(const pl_component_type *type);
 
 /* Checks what needs the machine: every listening address (PL_CFG_ADDRESS
  * fields and service.telemetry.metrics.address) must name a host that

@@ -1,7 +1,7 @@
 /*
  * pipeline_fixtures.h: small component types for the config, graph and
- * lifecycle tests, registered with pl_config_register_type so the tests
- * build real graphs from YAML text without any network.
+ * lifecycle tests, listed with the built-in types in fx_registry(), the registry
+ * the tests load YAML with, so they build real graphs without any network.
  *
  *   receiver  feeder     traces+profiles; the test pushes batches into the
  *                        consumers it was given (feeder_next)
@@ -521,13 +521,21 @@ static const pl_component_type fx_kitchen = {
     .config = &kitchen_section,
 };
 
-static void fx_register(void)
+/* The registry these tests load their configurations with: the built-in
+ * types followed by the fixtures. */
+static const pl_component_type *const *fx_registry(void)
 {
-    pl_config_register_type(&fx_feeder);
-    pl_config_register_type(&fx_counter);
-    pl_config_register_type(&fx_holder);
-    pl_config_register_type(&fx_capture);
-    pl_config_register_type(&fx_kitchen);
+    static const pl_component_type *types[128];
+    if (!types[0]) {
+        static const pl_component_type *const mine[] = {&fx_feeder,  &fx_counter, &fx_holder,
+                                                        &fx_capture, &fx_kitchen, NULL};
+        size_t n = 0;
+        for (size_t i = 0; pl_component_types[i]; i++)
+            types[n++] = pl_component_types[i];
+        for (size_t i = 0; mine[i]; i++)
+            types[n++] = mine[i];
+    }
+    return types;
 }
 
 #endif

@@ -23,7 +23,7 @@ static pl_config *load(const char *text)
 {
     pl_cfg_errors_free(&errs);
     pl_cfg_errors_init(&errs);
-    return pl_config_load_string("t.yaml", text, strlen(text), pl_component_types, &errs);
+    return pl_config_load_string("t.yaml", text, strlen(text), fx_registry(), &errs);
 }
 
 #define CHECK_ERROR(prefix)                                                                        \
@@ -566,7 +566,7 @@ static void test_hostile_input_never_crashes(void)
     /* a missing file is one error with the reason */
     pl_cfg_errors_free(&errs);
     pl_cfg_errors_init(&errs);
-    CHECK(pl_config_load_file("/nonexistent/collector.yaml", pl_component_types, &errs) == NULL);
+    CHECK(pl_config_load_file("/nonexistent/collector.yaml", fx_registry(), &errs) == NULL);
     CHECK_EQ_UINT(errs.n, 1);
     CHECK_ERROR("/nonexistent/collector.yaml: cannot read: No such file or directory");
 }
@@ -693,7 +693,7 @@ static void test_sources_merge_in_order(void)
     pl_cfg_sources src = {configs, 3, sets, 1};
     pl_cfg_errors_free(&errs);
     pl_cfg_errors_init(&errs);
-    pl_config *cfg = pl_config_load(&src, pl_component_types, &errs);
+    pl_config *cfg = pl_config_load(&src, fx_registry(), &errs);
     CHECK(cfg != NULL);
     if (cfg) {
         const kitchen_cfg *k = component(cfg, "kitchen")->cfg;
@@ -720,12 +720,12 @@ static void test_sources_merge_in_order(void)
     pl_cfg_sources bad = {configs, 1, bad_sets, 2};
     pl_cfg_errors_free(&errs);
     pl_cfg_errors_init(&errs);
-    CHECK(pl_config_load(&bad, pl_component_types, &errs) == NULL);
+    CHECK(pl_config_load(&bad, fx_registry(), &errs) == NULL);
     CHECK_ERROR("--set nokey: expected --set path=value");
     pl_cfg_errors_free(&errs);
     pl_cfg_errors_init(&errs);
     bad.n_sets = 1;
-    CHECK(pl_config_load(&bad, pl_component_types, &errs) == NULL);
+    CHECK(pl_config_load(&bad, fx_registry(), &errs) == NULL);
     CHECK_ERROR("--set processors::kitchen::max_items=many:1:");
 
     unlink(base);
@@ -948,7 +948,6 @@ static void test_file_storage_resolves_queue_storage(void)
 
 int main(void)
 {
-    fx_register();
     pl_cfg_errors_init(&errs);
     PL_RUN(test_good_file_decodes_every_type);
     PL_RUN(test_service_defaults);

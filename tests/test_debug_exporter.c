@@ -134,7 +134,7 @@ static pl_graph *build(const char *verbosity, pl_config **out_cfg)
              verbosity);
     pl_cfg_errors errs;
     pl_cfg_errors_init(&errs);
-    pl_config *cfg = pl_config_load_string("d.yaml", yaml, strlen(yaml), pl_component_types, &errs);
+    pl_config *cfg = pl_config_load_string("d.yaml", yaml, strlen(yaml), fx_registry(), &errs);
     pl_cfg_errors_free(&errs);
     *out_cfg = cfg;
     if (!cfg)
@@ -207,7 +207,6 @@ static void test_bad_verbosity_is_a_config_error(void)
 
 int main(void)
 {
-    fx_register();
     pl_log_set_level(PL_LOG_INFO);
     uv_loop_init(&loop);
     PL_RUN(test_basic_prints_one_line_per_batch);

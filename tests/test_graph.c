@@ -25,7 +25,7 @@ static pl_config *load(const char *text)
 {
     pl_cfg_errors errs;
     pl_cfg_errors_init(&errs);
-    pl_config *cfg = pl_config_load_string("g.yaml", text, strlen(text), pl_component_types, &errs);
+    pl_config *cfg = pl_config_load_string("g.yaml", text, strlen(text), fx_registry(), &errs);
     for (size_t i = 0; i < errs.n; i++)
         fprintf(stderr, "    %s\n", errs.items[i].text);
     pl_cfg_errors_free(&errs);
@@ -346,7 +346,7 @@ static pl_service *start_service(const char *text)
     write_config(text);
     pl_cfg_errors errs;
     pl_cfg_errors_init(&errs);
-    pl_config *cfg = pl_config_load_file(config_path, pl_component_types, &errs);
+    pl_config *cfg = pl_config_load_file(config_path, fx_registry(), &errs);
     for (size_t i = 0; i < errs.n; i++)
         fprintf(stderr, "    %s\n", errs.items[i].text);
     pl_cfg_errors_free(&errs);
@@ -627,7 +627,6 @@ static void test_metrics_text_lists_component_counters(void)
 
 int main(void)
 {
-    fx_register();
     pl_log_set_level(PL_LOG_WARN);
     uv_loop_init(&loop);
     snprintf(config_path, sizeof(config_path), "/tmp/proflink-test-graph-%d.yaml", (int)getpid());

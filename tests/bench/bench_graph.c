@@ -30,8 +30,7 @@ static double run_shape(uv_loop_t *loop, const char *yaml, long batches)
 {
     pl_cfg_errors errs;
     pl_cfg_errors_init(&errs);
-    pl_config *cfg =
-        pl_config_load_string("bench.yaml", yaml, strlen(yaml), pl_component_types, &errs);
+    pl_config *cfg = pl_config_load_string("bench.yaml", yaml, strlen(yaml), fx_registry(), &errs);
     if (!cfg) {
         pl_cfg_errors_print(&errs, stderr);
         exit(1);
@@ -69,7 +68,6 @@ static double run_shape(uv_loop_t *loop, const char *yaml, long batches)
 int main(int argc, char **argv)
 {
     long batches = argc > 1 ? atol(argv[1]) : 200000;
-    fx_register();
     pl_log_set_level(PL_LOG_ERROR);
     uv_loop_t loop;
     uv_loop_init(&loop);
@@ -105,7 +103,7 @@ int main(int argc, char **argv)
             pl_cfg_errors errs;
             pl_cfg_errors_init(&errs);
             pl_config_free(
-                pl_config_load_string("b.yaml", yaml, strlen(yaml), pl_component_types, &errs));
+                pl_config_load_string("b.yaml", yaml, strlen(yaml), fx_registry(), &errs));
             pl_cfg_errors_free(&errs);
         }
         samples[r] = (double)(pl_time_mono_ns() - t0) / 2000.0;
