@@ -227,7 +227,25 @@ typedef struct pl_host {
     /* memory pressure (pl_memory_state), set by the memory_limiter; NULL:
      * the cell of components created without a host */
     volatile int *memory;
+    /* files one component at a time may hold (pl_host_claim); NULL: no
+     * check */
+    struct pl_claims *claims;
 } pl_host;
+
+/* Files (or other names) that one component at a time may use, such as a
+ * sending queue's storage file, which it opens with an exclusive lock. A
+ * host keeps one list for the components it runs, so two pipelines in one
+ * process keep two. Safe from any thread. */
+typedef struct pl_claims pl_claims;
+pl_claims *pl_claims_new(void); /* NULL when out of memory */
+void pl_claims_free(pl_claims *claims);
+/* Claims `name` for `owner`: true, or false when another owner holds it
+ * (its name copied to holder[holder_size]) or on OOM (holder ""). A host
+ * without claims (NULL, or a unit test's) grants every claim. */
+bool pl_host_claim(const pl_host *host, const char *name, const char *owner, char *holder,
+                   size_t holder_size);
+/* Gives back what pl_host_claim granted `owner`. */
+void pl_host_unclaim(const pl_host *host, const char *name, const char *owner);
 
 /* The pool's workers; 0 without a pool (everything on the pipeline loop). */
 unsigned pl_host_workers_count(const pl_host *host);

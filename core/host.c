@@ -1,10 +1,14 @@
 /*
  * host.c: the host's services to components (component.h): the worker
- * pool's hooks, clocks, the process-wide memory-pressure state, and
+ * pool's hooks, clocks, the memory-pressure state, the claimed files, and
  * whether this thread runs the pipeline under the pipeline lock.
  */
 #include "component.h"
 
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 #include <time.h>
 
 /* the memory state of components created without a host (unit tests) */
@@ -64,6 +68,89 @@ bool pl_pipeline_borrowed(void)
 void pl_pipeline_set_borrowed(bool on)
 {
     pipeline_borrowed = on;
+}
+
+/* ---- claims ------------------------------------------------------------ */
+
+typedef struct claim {
+    struct claim *next;
+    char *name, *owner;
+} claim;
+
+struct pl_claims {
+    pthread_mutex_t mu;
+    claim *head;
+};
+
+pl_claims *pl_claims_new(void)
+{
+    pl_claims *c = calloc(1, sizeof(*c));
+    if (c)
+        pthread_mutex_init(&c->mu, NULL);
+    return c;
+}
+
+void pl_claims_free(pl_claims *claims)
+{
+    if (!claims)
+        return;
+    for (claim *k = claims->head, *next; k; k = next) {
+        next = k->next;
+        free(k->name);
+        free(k->owner);
+        free(k);
+    }
+    pthread_mutex_destroy(&claims->mu);
+    free(claims);
+}
+
+bool pl_host_claim(const pl_host *host, const char *name, const char *owner, char *holder,
+                   size_t holder_size)
+{
+    if (holder_size)
+        holder[0] = '\0';
+    pl_claims *c = host ? host->claims : NULL;
+    if (!c)
+        return true;
+    pthread_mutex_lock(&c->mu);
+    for (claim *k = c->head; k; k = k->next) {
+        if (strcmp(k->name, name) == 0) {
+            if (holder_size)
+                snprintf(holder, holder_size, "%s", k->owner);
+            pthread_mutex_unlock(&c->mu);
+            return false;
+        }
+    }
+    claim *k = calloc(1, sizeof(*k));
+    bool ok = k && (k->name = strdup(name)) && (k->owner = strdup(owner));
+    if (ok) {
+        k->next = c->head;
+        c->head = k;
+    } else if (k) {
+        free(k->name);
+        free(k);
+    }
+    pthread_mutex_unlock(&c->mu);
+    return ok;
+}
+
+void pl_host_unclaim(const pl_host *host, const char *name, const char *owner)
+{
+    pl_claims *c = host ? host->claims : NULL;
+    if (!c)
+        return;
+    pthread_mutex_lock(&c->mu);
+    for (claim **p = &c->head; *p; p = &(*p)->next) {
+        claim *k = *p;
+        if (strcmp(k->name, name) == 0 && strcmp(k->owner, owner) == 0) {
+            *p = k->next;
+            free(k->name);
+            free(k->owner);
+            free(k);
+            break;
+        }
+    }
+    pthread_mutex_unlock(&c->mu);
 }
 
 uint64_t pl_time_now_ns(void)

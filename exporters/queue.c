@@ -181,7 +181,6 @@ struct pl_queue {
     int64_t *deletes; /* rows sent, to delete at the end of this loop iteration */
     size_t n_deletes, cap_deletes;
     uv_check_t delete_check;
-    pl_queue *next_storage_user;
     bool storage_registered;
     ZSTD_CCtx *cctx;
     ZSTD_DCtx *dctx;
@@ -310,26 +309,25 @@ char *pl_queue_storage_file(const char *storage, const char *id)
     return out;
 }
 
-/* Queues with storage open in this process. The database is opened with
- * locking_mode=EXCLUSIVE (one lock for the connection's life instead of
- * lock calls on every transaction), so two queues must never share a file:
- * a second one is refused here with a clear message instead of blocking on
- * the lock. (The lock also keeps a second proflink process away.) */
-static pl_queue *storage_users;
-
+/* The database is opened with locking_mode=EXCLUSIVE (one lock for the
+ * connection's life instead of lock calls on every transaction), so two
+ * queues must never share a file: the host's claims refuse a second one with
+ * a clear message instead of letting it block on the lock. (The lock also
+ * keeps a second proflink process away.) */
 static pl_status storage_open(pl_queue *q, const char *storage, pl_err *err)
 {
     q->db_path = pl_queue_storage_file(storage, q->id);
     if (!q->db_path)
         return pl_errf(err, PL_ERR_NOMEM, "out of memory");
-    for (pl_queue *o = storage_users; o; o = o->next_storage_user)
-        if (strcmp(o->db_path, q->db_path) == 0)
-            return pl_errf(err, PL_ERR_INVALID,
-                           "sending_queue.storage: %s is already used by %s; give each exporter "
-                           "its own file, or a directory",
-                           q->db_path, o->id);
-    q->next_storage_user = storage_users;
-    storage_users = q;
+    char holder[256];
+    if (!pl_host_claim(q->host, q->db_path, q->id, holder, sizeof(holder))) {
+        if (!holder[0])
+            return pl_errf(err, PL_ERR_NOMEM, "out of memory");
+        return pl_errf(err, PL_ERR_INVALID,
+                       "sending_queue.storage: %s is already used by %s; give each exporter "
+                       "its own file, or a directory",
+                       q->db_path, holder);
+    }
     q->storage_registered = true;
     mkdir_parents(q->db_path, false);
     /* A damaged file is set aside (never a refusal to start that holds the
@@ -1340,14 +1338,8 @@ void pl_queue_destroy(pl_queue *q)
         sqlite3_close(q->db);
     ZSTD_freeCCtx(q->cctx);
     ZSTD_freeDCtx(q->dctx);
-    if (q->storage_registered) {
-        for (pl_queue **p = &storage_users; *p; p = &(*p)->next_storage_user) {
-            if (*p == q) {
-                *p = q->next_storage_user;
-                break;
-            }
-        }
-    }
+    if (q->storage_registered)
+        pl_host_unclaim(q->host, q->db_path, q->id);
     free(q->db_path);
     free(q->id);
     pl_buf_free(&q->encoded);

@@ -31,7 +31,7 @@
 struct pl_service {
     uv_loop_t *loop;
     /* handed to every graph: the worker pool's hooks (none without a pool)
-     * and the service's own authenticator registry */
+     * and the service's own authenticator registry and claimed files */
     pl_host host;
     volatile int memory_state; /* host.memory: the memory_limiter's pl_memory_state */
     pl_config *config;         /* the running configuration */
@@ -432,7 +432,10 @@ pl_service *pl_service_start_host(uv_loop_t *loop, const pl_host *host, pl_confi
         s->host = *host;
     s->host.memory = &s->memory_state;
     s->host.auth = pl_auth_registry_new();
-    if (!s->host.auth) {
+    s->host.claims = pl_claims_new();
+    if (!s->host.auth || !s->host.claims) {
+        pl_auth_registry_free(s->host.auth);
+        pl_claims_free(s->host.claims);
         pl_config_free(config);
         free(s);
         pl_errf(err, PL_ERR_NOMEM, "out of memory");
@@ -461,6 +464,7 @@ pl_service *pl_service_start_host(uv_loop_t *loop, const pl_host *host, pl_confi
         free(s->telemetry_address);
         pl_config_free(config);
         pl_auth_registry_free(s->host.auth);
+        pl_claims_free(s->host.claims);
         free(s);
         return NULL;
     }
@@ -531,6 +535,7 @@ int pl_service_free(pl_service *s)
     pl_config_free(s->failed_config);
     pl_config_free(s->config);
     pl_auth_registry_free(s->host.auth); /* every extension is destroyed */
+    pl_claims_free(s->host.claims);      /* and every queue */
     free(s);
     return rc;
 }

@@ -558,11 +558,23 @@ static void test_two_queues_cannot_share_a_storage_file(void)
     snprintf(path, sizeof(path), "%s/shared.db", tmpdir);
     env e;
     env_init(&e, "otlp/a");
+    /* the files in use are the host's: a host of its own per pipeline */
+    pl_host host = {.claims = pl_claims_new()}, other_host = {.claims = pl_claims_new()};
+    REQUIRE(host.claims && other_host.claims);
+    e.settings.host = &host;
     pl_sending_queue_config qc = qcfg_default();
     qc.storage = path;
     pl_retry_config rc = rcfg_fast();
     e.q = env_open(&e, &qc, &rc);
     REQUIRE(e.q);
+    char holder[64];
+    char file[320];
+    snprintf(file, sizeof(file), "%s", path);
+    CHECK(!pl_host_claim(&host, file, "otlp/c", holder, sizeof(holder)));
+    CHECK_EQ_STR(holder, "otlp/a");
+    /* another host (another pipeline in this process) keeps its own list */
+    CHECK(pl_host_claim(&other_host, file, "otlp/c", holder, sizeof(holder)));
+    pl_host_unclaim(&other_host, file, "otlp/c");
     pl_create_settings other = e.settings;
     other.id = "otlp/b";
     pl_queue_sender sender = {fake_encode, fake_send_fn, &e.f, false};
@@ -582,7 +594,14 @@ static void test_two_queues_cannot_share_a_storage_file(void)
         pl_queue_destroy(qa);
     if (qb)
         pl_queue_destroy(qb);
+    /* a destroyed queue gives its file back */
+    pl_queue_destroy(e.q);
+    e.q = NULL;
+    CHECK(pl_host_claim(&host, file, "otlp/c", holder, sizeof(holder)));
+    pl_host_unclaim(&host, file, "otlp/c");
     env_finish(&e);
+    pl_claims_free(host.claims);
+    pl_claims_free(other_host.claims);
 }
 
 static void test_storage_shutdown_keeps_unsent_data_for_next_start(void)
