@@ -355,6 +355,23 @@ typedef struct pl_metadata {
  * receiver never takes these keys from the data it reads. */
 #define PL_META_BUS_PARTITION "proflink.bus.partition"
 #define PL_META_BUS_SPANS_LAG "proflink.bus.spans_lag"
+/* Every key of the pipeline's own starts with this prefix. A receiver never
+ * takes such a key from a client (HTTP headers, include_metadata) or from
+ * the data it reads (bus record headers): pl_meta_key_reserved, compared
+ * without case as HTTP header names are. */
+#define PL_META_RESERVED_PREFIX "proflink."
+static inline bool pl_meta_key_reserved(const char *key, size_t len)
+{
+    static const char prefix[] = PL_META_RESERVED_PREFIX;
+    if (len < sizeof(prefix) - 1)
+        return false;
+    for (size_t i = 0; i < sizeof(prefix) - 1; i++) {
+        char c = key[i];
+        if ((c >= 'A' && c <= 'Z' ? (char)(c + 32) : c) != prefix[i])
+            return false;
+    }
+    return true;
+}
 
 typedef struct pl_batch {
     pl_signal signal;

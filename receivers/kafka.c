@@ -322,7 +322,7 @@ static void add_metadata(kafka_receiver *r, const part *p, pl_batch *b, const rd
         size_t vl;
         if (rd_kafka_header_get_all(hdrs, i, &name, &v, &vl) != RD_KAFKA_RESP_ERR_NO_ERROR)
             continue;
-        if (strncmp(name, "proflink.bus.", 13) == 0)
+        if (pl_meta_key_reserved(name, strlen(name)))
             continue; /* set by the receiver only, never by the data */
         items[k].key = dup_bytes(b, name, strlen(name));
         items[k++].value = pl_value_string(v ? dup_bytes(b, v, vl) : (pl_bytes){0});

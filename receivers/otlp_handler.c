@@ -57,7 +57,7 @@ static void add_metadata(pl_batch *b, const pl_http_request *req, bool all)
         }
         /* the pipeline's own keys (core/model.h PL_META_*) never come
          * from a client */
-        if (all && !(h->name_len >= 9 && strncasecmp(h->name, "proflink.", 9) == 0)) {
+        if (all && !pl_meta_key_reserved(h->name, h->name_len)) {
             char lower[128];
             size_t len = h->name_len < sizeof(lower) ? h->name_len : sizeof(lower);
             for (size_t j = 0; j < len; j++) {

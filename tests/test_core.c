@@ -3,13 +3,16 @@
  * header promises: the arena (alignment, stability, zeroing, limits), the
  * byte buffer (growth, failure, JSON strings), base64 (both alphabets,
  * padding, the first bad character), pl_status (every protocol mapping) and
- * the counters (atomic adds from several threads, extras, the global list).
+ * the counters (atomic adds from several threads, extras, the global list),
+ * the reserved metadata prefix and the host's claims.
  */
 #include <pthread.h>
 
 #include "core/arena.h"
 #include "core/base64.h"
 #include "core/buf.h"
+#include "core/component.h"
+#include "core/model.h"
 #include "core/stats.h"
 #include "core/status.h"
 #include "testlib.h"
@@ -316,6 +319,43 @@ static void test_stats_concurrent_and_extras(void)
     CHECK(!listed);
 }
 
+/* ---- reserved metadata keys and the host's claims ------------------------ */
+
+static void test_meta_key_reserved(void)
+{
+    CHECK(pl_meta_key_reserved(PL_META_BUS_PARTITION, strlen(PL_META_BUS_PARTITION)));
+    CHECK(pl_meta_key_reserved(PL_META_BUS_SPANS_LAG, strlen(PL_META_BUS_SPANS_LAG)));
+    CHECK(pl_meta_key_reserved("Proflink.Bus.Spans_lag", 22)); /* an HTTP header's case */
+    CHECK(pl_meta_key_reserved("proflink.", 9));
+    CHECK(!pl_meta_key_reserved("proflink", 8));
+    CHECK(!pl_meta_key_reserved("proflink.x", 8)); /* only the first len bytes count */
+    CHECK(!pl_meta_key_reserved("x-proflink.bus", 14));
+    CHECK(!pl_meta_key_reserved("tenant", 6));
+    CHECK(!pl_meta_key_reserved("", 0));
+}
+
+static void test_host_claims(void)
+{
+    char holder[16];
+    /* no host, or a host without claims: every claim is granted */
+    CHECK(pl_host_claim(NULL, "/q.db", "a", holder, sizeof(holder)));
+    pl_host bare = {0};
+    CHECK(pl_host_claim(&bare, "/q.db", "a", holder, sizeof(holder)));
+    pl_host one = {.claims = pl_claims_new()}, two = {.claims = pl_claims_new()};
+    REQUIRE(one.claims && two.claims);
+    CHECK(pl_host_claim(&one, "/q.db", "otlp/a", holder, sizeof(holder)));
+    CHECK(!pl_host_claim(&one, "/q.db", "otlp/b", holder, sizeof(holder)));
+    CHECK_EQ_STR(holder, "otlp/a");
+    CHECK(pl_host_claim(&one, "/other.db", "otlp/b", holder, sizeof(holder)));
+    CHECK(pl_host_claim(&two, "/q.db", "otlp/b", holder, sizeof(holder))); /* its own list */
+    pl_host_unclaim(&one, "/q.db", "otlp/b"); /* not its claim: nothing happens */
+    CHECK(!pl_host_claim(&one, "/q.db", "otlp/c", holder, sizeof(holder)));
+    pl_host_unclaim(&one, "/q.db", "otlp/a");
+    CHECK(pl_host_claim(&one, "/q.db", "otlp/c", holder, sizeof(holder)));
+    pl_claims_free(one.claims); /* frees what is still claimed */
+    pl_claims_free(two.claims);
+}
+
 int main(void)
 {
     PL_RUN(test_arena_alignment_and_stability);
@@ -329,5 +369,7 @@ int main(void)
     PL_RUN(test_base64_url_alphabet_and_errors);
     PL_RUN(test_status_mappings);
     PL_RUN(test_stats_concurrent_and_extras);
+    PL_RUN(test_meta_key_reserved);
+    PL_RUN(test_host_claims);
     return pl_test_done();
 }
