@@ -190,6 +190,10 @@ struct pl_queue {
     struct enc_job *enc_head, *enc_tail;
 
     int64_t *g_batches, *g_items, *g_bytes;
+    /* what queue_size counts (the sizer), and what is held in that unit:
+     * the Collector's otelcol_exporter_queue_size */
+    enum { SIZE_REQUESTS, SIZE_ITEMS, SIZE_BYTES } size_unit;
+    int64_t *g_size;
     pl_histogram *h_send;
     uint64_t *c_retries, *c_send_errors, *c_stored;
 };
@@ -214,6 +218,9 @@ static void update_gauges(pl_queue *q)
     *q->g_batches = (int64_t)q->batches;
     *q->g_items = (int64_t)q->items;
     *q->g_bytes = (int64_t)q->bytes;
+    *q->g_size = q->size_unit == SIZE_ITEMS   ? *q->g_items
+                 : q->size_unit == SIZE_BYTES ? *q->g_bytes
+                                              : *q->g_batches;
 }
 
 static double random_unit(pl_queue *q) /* [0, 1) */
@@ -841,8 +848,15 @@ pl_queue *pl_queue_new(const pl_create_settings *settings, const pl_sending_queu
     q->open_handles++;
     q->g_batches = pl_stats_gauge(q->stats, "queue_batches", "batches held by the sending queue");
     q->g_items = pl_stats_gauge(q->stats, "queue_items", "items held by the sending queue");
-    /* the Collector's otelcol_exporter_queue_capacity: queue_size, in batches */
-    *pl_stats_gauge(q->stats, "queue_capacity", "capacity of the sending queue, in batches") =
+    /* the Collector's otelcol_exporter_queue_size and _capacity: what is
+     * held and queue_size, both in units of the sizer */
+    q->size_unit = qcfg->sizer && strcmp(qcfg->sizer, "items") == 0   ? SIZE_ITEMS
+                   : qcfg->sizer && strcmp(qcfg->sizer, "bytes") == 0 ? SIZE_BYTES
+                                                                      : SIZE_REQUESTS;
+    q->g_size =
+        pl_stats_gauge(q->stats, "queue_used", "held by the sending queue, in units of its sizer");
+    *pl_stats_gauge(q->stats, "queue_capacity",
+                    "capacity of the sending queue (queue_size), in units of its sizer") =
         q->qcfg.queue_size;
     q->h_send = pl_stats_histogram(q->stats, "send_duration_seconds",
                                    "Time from a send's start to its outcome (any outcome).");

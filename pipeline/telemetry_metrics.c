@@ -8,7 +8,8 @@
  *   otelcol_receiver_failed_<unit>{receiver}                dropped, final error
  *   otelcol_processor_accepted|refused|dropped_<unit>{processor}
  *   otelcol_exporter_sent|send_failed|enqueue_failed_<unit>{exporter}
- *   otelcol_exporter_queue_size / queue_capacity{exporter}  in batches
+ *   otelcol_exporter_queue_size / queue_capacity{exporter}  in units of the
+ *                                                           queue's sizer
  *   otelcol_process_cpu_seconds, otelcol_process_memory_rss, otelcol_process_uptime
  *
  * <unit> is the Collector's per signal: spans, profile_samples, log_records,
@@ -226,10 +227,10 @@ static const struct {
     const char *name;
     const char *help;
 } collector_extras[] = {
-    {PL_KIND_EXPORTER, "queue_batches", "otelcol_exporter_queue_size",
-     "Current size of the retry queue (in batches)."},
+    {PL_KIND_EXPORTER, "queue_used", "otelcol_exporter_queue_size",
+     "Current size of the retry queue (in units of its sizer)."},
     {PL_KIND_EXPORTER, "queue_capacity", "otelcol_exporter_queue_capacity",
-     "Fixed capacity of the retry queue (in batches)."},
+     "Fixed capacity of the retry queue (in units of its sizer)."},
     {PL_KIND_PROCESSOR, "batch_size_trigger_send",
      "otelcol_processor_batch_batch_size_trigger_send",
      "Number of times the batch was sent due to a size trigger."},

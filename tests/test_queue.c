@@ -370,6 +370,9 @@ static void test_full_queue_refuses_new_data(void)
     CHECK_EQ_INT(push_str(e.q, "dd"), PL_ERR_REFUSED);
     CHECK_EQ_UINT(pl_stats_get(e.stats, PL_SIGNAL_TRACES, PL_STAT_REFUSED), 2);
     CHECK_EQ_INT(*pl_stats_gauge(e.stats, "queue_batches", ""), 3);
+    /* otelcol_exporter_queue_size / _capacity, in the default sizer's unit */
+    CHECK_EQ_INT(*pl_stats_gauge(e.stats, "queue_used", ""), 3);
+    CHECK_EQ_INT(*pl_stats_gauge(e.stats, "queue_capacity", ""), 3);
     /* once the backend answers, room comes back */
     e.f.hold = false;
     CHECK(run_until(&e, queue_empty, 2000));
@@ -549,6 +552,32 @@ static void test_storage_keeps_precompressed_payloads_as_they_are(void)
     CHECK_EQ_UINT(e.f.n_delivered, 2);
     CHECK_EQ_STR(e.f.delivered[0], "\x1f\x8b-not-really-gzip");
     CHECK_EQ_STR(e.f.delivered[1], "");
+    env_finish(&e);
+}
+
+/* queue_size counts in units of the sizer, as in the Collector: with
+ * `sizer: items` it bounds the items held, and the queue's size and
+ * capacity are reported in items. */
+static void test_queue_size_counts_in_units_of_the_sizer(void)
+{
+    env e;
+    pl_sending_queue_config qc = qcfg_default();
+    qc.num_consumers = 1;
+    qc.sizer = "items";
+    qc.queue_size = 10;
+    qc.max_items = 10; /* what the config's validate hook makes of it */
+    REQUIRE(env_start(&e, "otlp/items", &qc));
+    e.f.hold = true;
+    CHECK_EQ_INT(push_str(e.q, "abcd"), PL_OK);
+    CHECK_EQ_INT(push_str(e.q, "efg"), PL_OK);
+    CHECK_EQ_INT(push_str(e.q, "hijk"), PL_ERR_REFUSED); /* 11 items > 10 */
+    CHECK_EQ_INT(push_str(e.q, "hij"), PL_OK);
+    CHECK_EQ_INT(*pl_stats_gauge(e.stats, "queue_batches", ""), 3);
+    CHECK_EQ_INT(*pl_stats_gauge(e.stats, "queue_used", ""), 10);
+    CHECK_EQ_INT(*pl_stats_gauge(e.stats, "queue_capacity", ""), 10);
+    e.f.hold = false;
+    CHECK(run_until(&e, queue_empty, 2000));
+    CHECK_EQ_INT(*pl_stats_gauge(e.stats, "queue_used", ""), 0);
     env_finish(&e);
 }
 
@@ -789,6 +818,7 @@ int main(void)
     PL_RUN(test_kill_9_after_ack_loses_nothing);
     PL_RUN(test_storage_shutdown_keeps_unsent_data_for_next_start);
     PL_RUN(test_storage_keeps_precompressed_payloads_as_they_are);
+    PL_RUN(test_queue_size_counts_in_units_of_the_sizer);
     PL_RUN(test_two_queues_cannot_share_a_storage_file);
     PL_RUN(test_damaged_storage_is_set_aside_and_salvaged);
     PL_RUN(test_memory_queue_drains_after_shutdown);
