@@ -151,7 +151,7 @@ static void read_partial_success(const pl_http_client_result *res, pl_send_resul
         size_t enc_len = 0;
         const char *enc_name = pl_http_result_find(res, "grpc-encoding", &enc_len);
         pl_encoding enc;
-        if (!enc_name || pl_encoding_parse(enc_name, enc_len, &enc) != 0)
+        if (!enc_name || !pl_encoding_parse(enc_name, enc_len, &enc))
             return;
         if (pl_decompress(enc, msg, len, 64 * 1024, &inflated, &msg_len, NULL) != PL_OK)
             return;

@@ -627,7 +627,7 @@ uint8_t *pl_otlp_base64_decode(const char *in, size_t len, size_t *out_len)
     if (!out)
         return NULL;
     size_t bad;
-    if (pl_otlp_base64_decode_into(in, len, out, out_len, &bad) != 0) {
+    if (!pl_otlp_base64_decode_into(in, len, out, out_len, &bad)) {
         free(out);
         return NULL;
     }

@@ -438,7 +438,7 @@ static pl_status pyroscope_encode(void *arg, const pl_batch *batch, pl_buf *out,
     pl_status st = encode_batch(&es, batch, err);
     if (st == PL_OK) {
         pl_push_request req = {es.series, es.n_series, {0}};
-        if (pl_push_encode_proto(&req, out))
+        if (!pl_push_encode_proto(&req, out))
             st = pl_errf(err, PL_ERR_NOMEM, "out of memory");
     }
     *items = pl_batch_items(batch);

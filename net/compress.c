@@ -10,12 +10,12 @@
 
 /* ---- request bodies ----------------------------------------------------- */
 
-int pl_request_encoding(const pl_http_request *req, pl_encoding *out)
+bool pl_request_encoding(const pl_http_request *req, pl_encoding *out)
 {
     size_t len = 0;
     const char *ce = pl_http_header_get(req, "content-encoding", &len);
     *out = PL_ENCODING_IDENTITY;
-    return ce ? pl_encoding_parse(ce, len, out) : 0;
+    return !ce || pl_encoding_parse(ce, len, out);
 }
 
 pl_status pl_request_body(pl_http_request *req, pl_encoding enc, size_t max_out, uint8_t **out,

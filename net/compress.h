@@ -14,9 +14,9 @@
 
 struct pl_http_request;
 
-/* The request's Content-Encoding (absent: IDENTITY); -1 for a coding
+/* The request's Content-Encoding (absent: IDENTITY); false for a coding
  * proflink does not take (receivers answer 415). */
-int pl_request_encoding(const struct pl_http_request *req, pl_encoding *out);
+bool pl_request_encoding(const struct pl_http_request *req, pl_encoding *out);
 
 /* The request body decoded as `enc` says, into a malloc'd buffer the
  * caller frees: IDENTITY takes the request's own body (no copy), others

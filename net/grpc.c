@@ -50,7 +50,7 @@ pl_status pl_grpc_read_message(pl_http_request *req, size_t max_msg_size, pl_grp
     size_t enc_len;
     const char *enc_name = pl_http_header_get(req, "grpc-encoding", &enc_len);
     pl_encoding enc = PL_ENCODING_IDENTITY;
-    if (enc_name && pl_encoding_parse(enc_name, enc_len, &enc) != 0)
+    if (enc_name && !pl_encoding_parse(enc_name, enc_len, &enc))
         return pl_errf(err, PL_ERR_UNSUPPORTED,
                        "grpc: Decompressor is not installed for grpc-encoding \"%.*s\"",
                        (int)(enc_len > 64 ? 64 : enc_len), enc_name);

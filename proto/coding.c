@@ -14,7 +14,7 @@
 #include <zlib.h>
 #include <zstd.h>
 
-int pl_encoding_parse(const char *name, size_t len, pl_encoding *out)
+bool pl_encoding_parse(const char *name, size_t len, pl_encoding *out)
 {
     while (len && (*name == ' ' || *name == '\t')) {
         name++;
@@ -34,10 +34,10 @@ int pl_encoding_parse(const char *name, size_t len, pl_encoding *out)
     for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
         if (strlen(names[i].name) == len && strncasecmp(names[i].name, name, len) == 0) {
             *out = names[i].enc;
-            return 0;
+            return true;
         }
     }
-    return -1;
+    return false;
 }
 
 const char *pl_encoding_name(pl_encoding enc)

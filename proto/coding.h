@@ -11,6 +11,7 @@
 #ifndef PL_PROTO_CODING_H
 #define PL_PROTO_CODING_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -26,8 +27,8 @@ typedef enum pl_encoding {
 
 /* Parses a Content-Encoding / grpc-encoding token (case-insensitive, spaces
  * trimmed): "", "identity", "gzip", "x-gzip", "deflate", "zlib", "zstd".
- * Returns 0, or -1 for anything else. */
-int pl_encoding_parse(const char *name, size_t len, pl_encoding *out);
+ * False for anything else. */
+bool pl_encoding_parse(const char *name, size_t len, pl_encoding *out);
 const char *pl_encoding_name(pl_encoding enc); /* "identity", "gzip", ... */
 
 /* Decompresses `in` into a malloc'd buffer (*out, *out_len; free() it) of at

@@ -23,10 +23,10 @@ void pl_otlp_base64_encode(pl_buf *b, const uint8_t *s, size_t n)
     pl_base64_encode(s, n, b, true);
 }
 
-int pl_otlp_base64_decode_into(const char *in, size_t n, uint8_t *out, size_t *out_len,
-                               size_t *bad_at)
+bool pl_otlp_base64_decode_into(const char *in, size_t n, uint8_t *out, size_t *out_len,
+                                size_t *bad_at)
 {
-    return pl_base64_decode_into(in, n, out, out_len, bad_at);
+    return pl_base64_decode_into(in, n, out, out_len, bad_at) == 0;
 }
 
 static void w_hex_id(jw *w, const jfield *f, const uint8_t *id, uint8_t len)

@@ -54,10 +54,10 @@ bool pl_otlp_json_encode_profiles(const pl_profiles *p, pl_buf *out);
 /* Standard base64 with padding; appends to out. */
 void pl_otlp_base64_encode(pl_buf *out, const uint8_t *data, size_t len);
 /* Decodes n base64 characters (standard or URL-safe alphabet, padding
- * already stripped) into out, which holds at least n * 3 / 4 bytes. Returns
- * 0 with *out_len set, or -1 with *bad_at set to the first character
+ * already stripped) into out, which holds at least n * 3 / 4 bytes. True
+ * with *out_len set, or false with *bad_at set to the first character
  * outside the alphabet. */
-int pl_otlp_base64_decode_into(const char *in, size_t n, uint8_t *out, size_t *out_len,
-                               size_t *bad_at);
+bool pl_otlp_base64_decode_into(const char *in, size_t n, uint8_t *out, size_t *out_len,
+                                size_t *bad_at);
 
 #endif

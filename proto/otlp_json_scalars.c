@@ -361,7 +361,7 @@ int pl_json_dec_base64(jdec *d, const char *name, pl_bytes *out)
     if (!p)
         return pl_json_dec_oom(d);
     size_t o = 0, bad = 0;
-    if (pl_otlp_base64_decode_into(text, n, p, &o, &bad) != 0)
+    if (!pl_otlp_base64_decode_into(text, n, p, &o, &bad))
         return pl_json_dec_fail(d, name, "invalid base64 character at %zu", bad);
     *out = (pl_bytes){o ? p : NULL, (uint32_t)o};
     return 0;

@@ -131,7 +131,7 @@ static int tc_bytes(jdec *d, const pl_pbfield *f, pl_buf *out, bool tag)
         size_t bad = 0;
         if (n % 4 == 1)
             rc = pl_json_dec_fail(d, f->json, "bad base64 length");
-        else if (pl_otlp_base64_decode_into((const char *)tmp, (size_t)n, tmp, &o, &bad))
+        else if (!pl_otlp_base64_decode_into((const char *)tmp, (size_t)n, tmp, &o, &bad))
             rc = pl_json_dec_fail(d, f->json, "invalid base64 character at %zu", bad);
     }
     if (rc == 0) {

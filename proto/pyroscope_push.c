@@ -260,7 +260,7 @@ static size_t field_size(size_t len)
     return 1 + pl_pb_varint_len(len) + len; /* field numbers here are < 16 */
 }
 
-int pl_push_encode_proto(const pl_push_request *req, pl_buf *out)
+bool pl_push_encode_proto(const pl_push_request *req, pl_buf *out)
 {
     for (uint32_t i = 0; i < req->n_series; i++) {
         const pl_push_series *s = &req->series[i];
@@ -299,5 +299,5 @@ int pl_push_encode_proto(const pl_push_request *req, pl_buf *out)
             }
         }
     }
-    return pl_buf_ok(out) ? 0 : -1;
+    return pl_buf_ok(out);
 }

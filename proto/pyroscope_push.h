@@ -54,7 +54,7 @@ pl_status pl_push_decode_proto(const uint8_t *data, size_t len, pl_push_request 
 pl_status pl_push_decode_json(const uint8_t *data, size_t len, pl_push_request *out, pl_err *err);
 void pl_push_request_free(pl_push_request *req);
 
-/* Appends the protobuf encoding of `req` to `out`. -1 on OOM. */
-int pl_push_encode_proto(const pl_push_request *req, pl_buf *out);
+/* Appends the protobuf encoding of `req` to `out`. False on OOM. */
+bool pl_push_encode_proto(const pl_push_request *req, pl_buf *out);
 
 #endif

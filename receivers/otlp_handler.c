@@ -402,7 +402,7 @@ void pl_otlp_handle_http(const pl_otlp_handler *r, int signal, pl_http_request *
         ct_known = false;
     }
     pl_encoding enc;
-    if (pl_request_encoding(req, &enc) != 0) {
+    if (!pl_request_encoding(req, &enc)) {
         char msg[160];
         snprintf(msg, sizeof(msg), "unsupported Content-Encoding: %.*s",
                  (int)(ce_len > 64 ? 64 : ce_len), ce);

@@ -1014,7 +1014,7 @@ static void handle_push(pyroscope *r, pl_http_request *req, pl_http_response *re
         return;
     }
     pl_encoding e;
-    if (pl_request_encoding(req, &e)) {
+    if (!pl_request_encoding(req, &e)) {
         respond_error(r, res, 415, "unsupported Content-Encoding");
         return;
     }

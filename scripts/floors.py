@@ -11,7 +11,8 @@ object built from folder A calls a symbol that an object of folder B defines
     4 pipeline/                    graph, service, main
 
 An arrow may only run down a floor or stay on one; no circle between folders;
-and no header names a symbol that only a higher floor defines.
+no header names a symbol that only a higher floor defines; and no function
+that proto/ offers returns an int error code (docs/DESIGN.md, "Errors").
 Usage: scripts/floors.py [BUILD_DIR]   (default: build). Exit 1 on a breach.
 """
 import os
@@ -140,6 +141,35 @@ def circles(nodes, edges):
     return out
 
 
+# The codec layer's error convention (docs/DESIGN.md, "Errors"): what proto/
+# offers other folders returns pl_status (with a pl_err), bool, a pointer or
+# a value, never an int error code. int 0 / -1 is for the steps a decoder is
+# built from, whose caller turns -1 into its pl_status: the headers below.
+CODEC_STEPS = ('pb_wire.h', 'json_reader.h', 'errpath.h')
+# Known deviations, with docs/DESIGN.md's list: they go with the pprof
+# builder's rewrite.
+CODEC_INT_KNOWN = {'pl_gzip', 'pl_pprof_builder_name_last', 'pl_pprof_writer_add',
+                   'pl_pprof_writer_finish'}
+INT_DECL = re.compile(r'^(?:static\s+inline\s+)?(?:int|long|int32_t|int64_t|ssize_t)\s+(pl_\w+)\s*\(',
+                      re.M)
+
+
+def codec_int_returns():
+    found = []
+    for dirpath, _, files in os.walk(os.path.join(ROOT, 'proto')):
+        for name in sorted(files):
+            if (not name.endswith('.h') or name.endswith(('.pb.h', '_internal.h'))
+                    or name in CODEC_STEPS):
+                continue
+            path = os.path.join(dirpath, name)
+            with open(path, encoding='utf-8', errors='replace') as f:
+                text = COMMENT.sub(' ', f.read())
+            for fn in INT_DECL.findall(text):
+                if fn not in CODEC_INT_KNOWN:
+                    found.append(f'{os.path.relpath(path, ROOT)}: {fn} returns an int')
+    return found
+
+
 def main():
     build = sys.argv[1] if len(sys.argv) > 1 else os.path.join(ROOT, 'build')
     arrows = defaultdict(set)
@@ -165,7 +195,10 @@ def main():
                     print(f'  {a} -> {b}: ' + '; '.join(sorted(arrows[(a, b)])[:4]))
     for line in below:
         print('declared below its definition: ' + line)
-    return 1 if up or loops or below else 0
+    ints = codec_int_returns()
+    for line in ints:
+        print('codec error convention: ' + line + ' (pl_status, bool, or a *_internal.h step)')
+    return 1 if up or loops or below or ints else 0
 
 
 if __name__ == '__main__':

@@ -893,7 +893,7 @@ static void handle_connect(pl_store *store, const pl_err *open_err, pl_http_requ
     size_t elen = 0;
     const char *enc_name = pl_http_header_get(req, "Content-Encoding", &elen);
     pl_encoding enc = PL_ENCODING_IDENTITY;
-    if (enc_name && pl_encoding_parse(enc_name, elen, &enc) < 0) {
+    if (enc_name && !pl_encoding_parse(enc_name, elen, &enc)) {
         connect_error(res, PL_ERR_UNSUPPORTED, "Content-Encoding: use gzip, zstd or none");
         return;
     }

@@ -128,14 +128,14 @@ static void test_concatenated_gzip_members(void)
 static void test_encoding_names(void)
 {
     pl_encoding e;
-    CHECK(pl_encoding_parse("gzip", 4, &e) == 0 && e == PL_ENCODING_GZIP);
-    CHECK(pl_encoding_parse(" GZip ", 6, &e) == 0 && e == PL_ENCODING_GZIP);
-    CHECK(pl_encoding_parse("", 0, &e) == 0 && e == PL_ENCODING_IDENTITY);
-    CHECK(pl_encoding_parse("identity", 8, &e) == 0 && e == PL_ENCODING_IDENTITY);
-    CHECK(pl_encoding_parse("zstd", 4, &e) == 0 && e == PL_ENCODING_ZSTD);
-    CHECK(pl_encoding_parse("deflate", 7, &e) == 0 && e == PL_ENCODING_DEFLATE);
-    CHECK(pl_encoding_parse("br", 2, &e) == -1);
-    CHECK(pl_encoding_parse("snappy", 6, &e) == -1);
+    CHECK(pl_encoding_parse("gzip", 4, &e) && e == PL_ENCODING_GZIP);
+    CHECK(pl_encoding_parse(" GZip ", 6, &e) && e == PL_ENCODING_GZIP);
+    CHECK(pl_encoding_parse("", 0, &e) && e == PL_ENCODING_IDENTITY);
+    CHECK(pl_encoding_parse("identity", 8, &e) && e == PL_ENCODING_IDENTITY);
+    CHECK(pl_encoding_parse("zstd", 4, &e) && e == PL_ENCODING_ZSTD);
+    CHECK(pl_encoding_parse("deflate", 7, &e) && e == PL_ENCODING_DEFLATE);
+    CHECK(!pl_encoding_parse("br", 2, &e));
+    CHECK(!pl_encoding_parse("snappy", 6, &e));
 }
 
 int main(void)

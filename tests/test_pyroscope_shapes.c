@@ -353,7 +353,7 @@ static void test_dotnet(void)
     pl_push_request req = {&series, 1, {0}};
     pl_buf body;
     pl_buf_init(&body);
-    REQUIRE(pl_push_encode_proto(&req, &body) == 0);
+    REQUIRE(pl_push_encode_proto(&req, &body));
     response r = {0};
     post("/push.v1.PusherService/Push", "application/proto", body.data, body.len, &r);
     expect_error(&r, 400, "is zero or repeated");
@@ -410,7 +410,7 @@ static void test_push_block_and_mutex(void)
     pl_push_request req = {series, 2, {0}};
     pl_buf body;
     pl_buf_init(&body);
-    REQUIRE(pl_push_encode_proto(&req, &body) == 0);
+    REQUIRE(pl_push_encode_proto(&req, &body));
     response r = {0};
     post("/push.v1.PusherService/Push", "application/proto", body.data, body.len, &r);
     CHECK_EQ_INT(r.status, 200);
@@ -529,7 +529,7 @@ static void test_bad_strings(void)
         pl_push_request req = {&series, 1, {0}};
         pl_buf body;
         pl_buf_init(&body);
-        REQUIRE(pl_push_encode_proto(&req, &body) == 0);
+        REQUIRE(pl_push_encode_proto(&req, &body));
         post("/push.v1.PusherService/Push", "application/proto", body.data, body.len, &r);
         expect_error(&r, 400, cases[i].why);
         CHECK(take_captured() == NULL);

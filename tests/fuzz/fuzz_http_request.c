@@ -35,7 +35,7 @@ static void handler(void *arg, pl_http_request *req, pl_http_response *res)
     int status = 200;
     if (req->too_large) {
         status = 413;
-    } else if (ce && pl_encoding_parse(ce, ce_len, &enc) != 0) {
+    } else if (ce && !pl_encoding_parse(ce, ce_len, &enc)) {
         status = 415;
     } else {
         uint8_t *plain = NULL;
