@@ -187,8 +187,8 @@ static int decode_section(decoder *d, const pl_cfg_section *section, const pl_cf
 
 static int parse_bool(const char *v, bool *out)
 {
-    static const char *yes[] = {"true", "yes", "on"};
-    static const char *no[] = {"false", "no", "off"};
+    static const char *const yes[] = {"true", "yes", "on"};
+    static const char *const no[] = {"false", "no", "off"};
     for (int i = 0; i < 3; i++) {
         if (strcasecmp(v, yes[i]) == 0) {
             *out = true;

@@ -55,7 +55,7 @@ int pl_log_encoding_parse(const char *name)
 
 int pl_log_level_parse(const char *name)
 {
-    static const char *names[] = {"debug", "info", "warn", "error", "off"};
+    static const char *const names[] = {"debug", "info", "warn", "error", "off"};
     for (int i = 0; i < 5; i++)
         if (strcasecmp(name, names[i]) == 0)
             return i;
@@ -167,8 +167,8 @@ void pl_log_set_fields(char *const *keys, char *const *values, size_t n)
 
 void pl_log(pl_log_level level, const char *component, const char *fmt, ...)
 {
-    static const char *tags[] = {"debug", "info ", "warn ", "error"};
-    static const char *names[] = {"debug", "info", "warn", "error"};
+    static const char *const tags[] = {"debug", "info ", "warn ", "error"};
+    static const char *const names[] = {"debug", "info", "warn", "error"};
     if (!pl_log_enabled(level) || level > PL_LOG_ERROR)
         return;
     char msg[2048];

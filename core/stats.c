@@ -95,7 +95,7 @@ pl_stats *pl_stats_list(void)
 
 const char *pl_stat_name(pl_stat stat)
 {
-    static const char *names[] = {"accepted", "refused", "dropped", "sent", "failed"};
+    static const char *const names[] = {"accepted", "refused", "dropped", "sent", "failed"};
     return stat < PL_STAT_COUNT ? names[stat] : "unknown";
 }
 

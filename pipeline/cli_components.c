@@ -20,7 +20,7 @@ static const pl_kind kinds[] = {PL_KIND_RECEIVER, PL_KIND_PROCESSOR, PL_KIND_EXP
 
 static void signals_text(unsigned mask, char *buf, size_t size)
 {
-    static const char *names[] = {"traces", "profiles", "logs", "metrics"};
+    static const char *const names[] = {"traces", "profiles", "logs", "metrics"};
     size_t len = 0;
     buf[0] = '\0';
     for (int s = 0; s < PL_SIGNAL_COUNT; s++)
@@ -137,7 +137,7 @@ static int print_man(void)
           "SIGTERM and SIGINT drain in\\-flight data and exit 0. SIGHUP reads the sources "
           "again and swaps only the components whose settings changed.\n",
           stdout);
-    static const char *titles[] = {"RECEIVERS", "PROCESSORS", "EXPORTERS", "EXTENSIONS"};
+    static const char *const titles[] = {"RECEIVERS", "PROCESSORS", "EXPORTERS", "EXTENSIONS"};
     for (size_t k = 0; k < 4; k++) {
         printf(".SH %s\n", titles[k]);
         for (size_t i = 0; pl_component_types[i]; i++) {

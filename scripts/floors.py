@@ -12,7 +12,8 @@ object built from folder A calls a symbol that an object of folder B defines
 
 An arrow may only run down a floor or stay on one; no circle between folders;
 no header names a symbol that only a higher floor defines; and no function
-that proto/ offers returns an int error code (docs/DESIGN.md, "Errors").
+that proto/ offers returns an int error code (docs/DESIGN.md, "Errors");
+no file-scope mutable state beyond the list docs/DESIGN.md gives reasons for.
 Usage: scripts/floors.py [BUILD_DIR]   (default: build). Exit 1 on a breach.
 """
 import os
@@ -170,6 +171,63 @@ def codec_int_returns():
     return found
 
 
+# File-scope mutable state (docs/DESIGN.md, "What is still file-scope and
+# mutable, and why"): each object's variables in .data / .bss / .tdata /
+# .tbss, by name (a static local's function or counter suffix dropped). A
+# new one fails until it has a stated reason there and a line here.
+MUTABLE_KNOWN = {
+    'core_hash': {'pl_hash_k0_', 'pl_hash_k1_', 'key', 'key_once'},
+    'core_host': {'memory_state', 'worker_host', 'pipeline_borrowed'},
+    'core_log': {'current_level', 'current_encoding', 'fields_buf', 'current_fields'},
+    'core_stats': {'registered_head', 'stats_lock', 'sink'},
+    'exporters_queue': {'enc_mu', 'enc_cv'},
+    'receivers_pprof_scrape': {'decode_mu', 'decode_cv'},
+    'extensions_auth': {'no_host_registry'},
+    'extensions_basicauth': {'cd'},
+    'net_tls': {'live', 'list_mu', 'ctx_mu'},
+    'net_http_client': {'curl_once', 'curl_init_code'},
+    'exporters_lb_dns': {'lib_ready'},
+    'processors_correlation_spill': {'process_token', 'process_seq', 'msg'},
+    'proto_otlp_tables': {'*_ix'},
+    'pipeline_telemetry_metrics': {'process_start_ns'},
+    'pipeline_workers': {'this_worker'},
+    'pipeline_main': {'def'},
+}
+SYMTAB = re.compile(r'^[0-9a-f]+ (.{7}) (\S+)\t[0-9a-f]+ (.*)$')
+MUTABLE_SECTION = re.compile(r'^\.(bss|data|tbss|tdata)(\.|$)')
+
+
+def mutable_state(build):
+    found = []
+    for d in ('libproflink.a.p', 'proflink.p'):
+        objdir = os.path.join(build, d)
+        if not os.path.isdir(objdir):
+            continue
+        for n in sorted(os.listdir(objdir)):
+            stem = n[:-4] if n.endswith('.c.o') else None
+            if not stem or '.pb.c' in n or stem.split('_', 1)[0] not in FLOORS:
+                continue
+            out = subprocess.run(['objdump', '-t', os.path.join(objdir, n)], capture_output=True,
+                                 text=True, check=True).stdout
+            for line in out.splitlines():
+                m = SYMTAB.match(line)
+                if not m:
+                    continue
+                flags, section, name = m.groups()
+                if ('d' in flags[5:] or 'f' in flags[5:] or section.startswith('.data.rel.ro')
+                        or not (MUTABLE_SECTION.match(section) or section == '*COM*')
+                        or name.startswith(('.', '__'))):
+                    continue
+                # gcc names a static local var.N, clang function.var
+                parts = [p for p in name.split('.') if p and not p.isdigit()]
+                base = parts[-1] if parts else name
+                known = MUTABLE_KNOWN.get(stem, set())
+                if base in known or ('*_ix' in known and base.endswith('_ix')):
+                    continue
+                found.append(f'{stem}.c: {name} ({section})')
+    return found
+
+
 def main():
     build = sys.argv[1] if len(sys.argv) > 1 else os.path.join(ROOT, 'build')
     arrows = defaultdict(set)
@@ -198,7 +256,10 @@ def main():
     ints = codec_int_returns()
     for line in ints:
         print('codec error convention: ' + line + ' (pl_status, bool, or a *_internal.h step)')
-    return 1 if up or loops or below or ints else 0
+    state = mutable_state(build)
+    for line in state:
+        print('file-scope mutable state without a stated reason: ' + line)
+    return 1 if up or loops or below or ints or state else 0
 
 
 if __name__ == '__main__':
