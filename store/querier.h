@@ -38,8 +38,11 @@ bool pl_store_querier_owns(const char *path);
 
 /* Answers one request on an owned path. `store` is the API's read-only
  * connection, or NULL when it could not be opened (`open_err` says why:
- * the answer is `unavailable`). Borrowed; runs on the API's thread. */
-void pl_store_querier_handle(pl_store *store, const pl_err *open_err, struct pl_http_request *req,
-                             struct pl_http_response *res);
+ * the answer is `unavailable`). `tenant` is the request's X-Scope-OrgID,
+ * NULL without one: the answer holds only the profiles stored under that
+ * tenant (NULL: those stored without one). Borrowed; runs on the API's
+ * thread. */
+void pl_store_querier_handle(pl_store *store, const pl_err *open_err, const char *tenant,
+                             struct pl_http_request *req, struct pl_http_response *res);
 
 #endif

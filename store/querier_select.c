@@ -42,7 +42,7 @@ static const char *arena_str(pl_arena *a, const unsigned char *s)
     return pl_arena_memdup(a, t, strlen(t) + 1);
 }
 
-pl_status pl_qctx_init(pl_qctx *q, pl_store *store, pl_err *err)
+pl_status pl_qctx_init(pl_qctx *q, pl_store *store, const char *tenant, pl_err *err)
 {
     memset(q, 0, sizeof(*q));
     q->store = store;
@@ -99,8 +99,11 @@ pl_status pl_qctx_init(pl_qctx *q, pl_store *store, pl_err *err)
     if (rc == SQLITE_OK || rc == SQLITE_DONE)
         rc = sqlite3_prepare_v2(db,
                                 "SELECT sv.id, st.value FROM services sv JOIN strings st ON st.id "
-                                "= sv.id ORDER BY st.value",
+                                "= coalesce(sv.name_id, sv.id) WHERE sv.tenant IS ?1 ORDER BY "
+                                "st.value, sv.id",
                                 -1, &st, NULL);
+    if (rc == SQLITE_OK && tenant)
+        sqlite3_bind_text(st, 1, tenant, -1, SQLITE_STATIC);
     while (next_row(&rc, st)) {
         if (pl_array_reserve((void **)&q->services, q->n_services, &cap, sizeof(struct pl_qservice),
                              16)) {
@@ -114,6 +117,12 @@ pl_status pl_qctx_init(pl_qctx *q, pl_store *store, pl_err *err)
             rc = SQLITE_NOMEM;
     }
     sqlite3_finalize(st);
+    int64_t n_all = 0;
+    if (rc == SQLITE_DONE) {
+        rc = pl_store_exec_int(db, "SELECT count(*) FROM services", &n_all);
+        q->every_service = (size_t)n_all == q->n_services;
+        rc = rc == SQLITE_OK ? SQLITE_DONE : rc;
+    }
     if (rc != SQLITE_DONE) {
         pl_qctx_free(q);
         if (rc == SQLITE_NOMEM)
@@ -294,8 +303,9 @@ static pl_status filter_build(pl_qctx *q, const pl_qrequest *r, const char *sele
         } else
             type_matchers = true;
     }
-    f->all_svc = !svc_matchers;
-    if (svc_matchers) {
+    /* without service matchers: every service, or the request's tenant's */
+    f->all_svc = !svc_matchers && q->every_service;
+    if (!f->all_svc) {
         f->svc = calloc(q->n_services + 1, sizeof(int64_t));
         if (!f->svc)
             return pl_errf(q->err, PL_ERR_NOMEM, "out of memory");
@@ -380,6 +390,8 @@ typedef struct source {
 static const source SAMPLES = {"samples", "bucket", (int64_t)(PL_STORE_BUCKET_NS / 1000000)};
 static const source ROLLUP = {"service_profiles", "minute", (int64_t)(ROLLUP_NS / 1000000)};
 
+#define ANY INT64_MIN /* where_clause: no single service or type */
+
 static void from_clause(qsql *q, const source *src, bool join)
 {
     pl_buf_printf(&q->sql, " FROM %s s", src->table);
@@ -387,7 +399,8 @@ static void from_clause(qsql *q, const source *src, bool join)
         pl_buf_append_str(&q->sql, " LEFT JOIN spans sp ON sp.span_id = s.span_id");
 }
 
-/* " WHERE ..." for f over src; svc / type >= 0 narrow it to one series. */
+/* " WHERE ..." for f over src; svc / type other than ANY narrow it to one
+ * series (a tenant's service ids are below 0). */
 static void where_clause(qsql *q, const qfilter *f, const source *src, int64_t svc, int64_t type,
                          pl_arena *a)
 {
@@ -395,11 +408,11 @@ static void where_clause(qsql *q, const qfilter *f, const source *src, int64_t s
     pl_buf_printf(&q->sql, " WHERE s.%s BETWEEN ? AND ?", src->bucket);
     bind_int(q, b0);
     bind_int(q, b1);
-    if (svc >= 0)
+    if (svc != ANY)
         in_list(q, "s.service_id", &svc, 1);
     else if (!f->all_svc)
         in_list(q, "s.service_id", f->svc, f->n_svc);
-    if (type >= 0)
+    if (type != ANY)
         in_list(q, "s.type_id", &type, 1);
     else if (!f->all_types)
         in_list(q, "s.type_id", f->types, f->n_types);
@@ -660,7 +673,7 @@ static pl_status span_label_names(pl_qctx *q, const qfilter *f, strvec *names)
     pl_buf_append_str(&sql.sql, "WITH x AS (SELECT DISTINCT a, r FROM (SELECT sp.attributes AS "
                                 "a, sp.resource_id AS r FROM samples s JOIN spans sp ON "
                                 "sp.span_id = s.span_id");
-    where_clause(&sql, f, &SAMPLES, -1, -1, &q->arena);
+    where_clause(&sql, f, &SAMPLES, ANY, ANY, &q->arena);
     pl_buf_printf(&sql.sql, " AND s.span_id != 0 LIMIT %d))", SPAN_LABEL_ROWS);
     pl_buf_append_str(&sql.sql, " SELECT DISTINCT j.key FROM x, "
                                 "json_each(x.a) j UNION SELECT 'span_name' FROM x UNION SELECT "
@@ -715,7 +728,7 @@ static pl_status span_label_values(pl_qctx *q, const qfilter *f, const char *nam
     label_expr(&sql, name, &q->arena);
     pl_buf_append_str(&sql.sql, " AS v");
     from_clause(&sql, &SAMPLES, true);
-    where_clause(&sql, f, &SAMPLES, -1, -1, &q->arena);
+    where_clause(&sql, f, &SAMPLES, ANY, ANY, &q->arena);
     pl_buf_printf(&sql.sql, " AND s.span_id != 0 LIMIT %d) LIMIT 10000", SPAN_LABEL_ROWS);
     sqlite3_stmt *stmt;
     int rc = prepare(q, &sql, f, &stmt);
@@ -1051,7 +1064,7 @@ pl_status pl_q_merge(pl_qctx *q, const pl_qrequest *r, bool spans, pl_qtree *tre
     pl_buf_append_str(&sql.sql, "SELECT x.v, k.frames FROM (SELECT s.stack_id AS id, "
                                 "sum(s.value) AS v");
     from_clause(&sql, src, f.span_matchers);
-    where_clause(&sql, &f, src, -1, -1, &q->arena);
+    where_clause(&sql, &f, src, ANY, ANY, &q->arena);
     pl_buf_append_str(&sql.sql, " GROUP BY s.stack_id) x JOIN stacks k ON k.id = x.id");
     sqlite3_stmt *stmt;
     int rc = prepare(q, &sql, &f, &stmt);
@@ -1133,7 +1146,7 @@ pl_status pl_q_select_series(pl_qctx *q, const pl_qrequest *r, pl_qseries **out,
             label_expr(&sql, r->group_by.items[g], &q->arena);
         }
     from_clause(&sql, src, join);
-    where_clause(&sql, &f, src, -1, -1, &q->arena);
+    where_clause(&sql, &f, src, ANY, ANY, &q->arena);
     pl_buf_append_str(&sql.sql, " GROUP BY 1, 2");
     for (size_t g = 0, c = 4; g < r->group_by.n; g++)
         if (span_label(label_kind(r->group_by.items[g])))

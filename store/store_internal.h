@@ -22,7 +22,7 @@
 #include <time.h>
 
 #define PL_STORE_APP_ID         0x706c6b31 /* "plk1" */
-#define PL_STORE_SCHEMA_VERSION 6
+#define PL_STORE_SCHEMA_VERSION 7
 
 /* ---- small hash maps (store_schema.c) ---------------------------------- */
 
@@ -85,6 +85,8 @@ enum {
     ST_UPSERT_ROLLUP,
     ST_UPD_SPAN_PROFILE,
     ST_UPSERT_PROFILE_TYPE,
+    ST_SEL_TENANT_SERVICE,
+    ST_INS_TENANT_SERVICE,
     ST_COUNT
 };
 
@@ -96,10 +98,11 @@ struct pl_store {
     pl_store_error last_error;
     sqlite3_stmt *st[ST_COUNT];
     str_map strings;
-    u64_map functions; /* (name_id << 32 | file_id) -> id */
-    u64_map stacks;    /* hash -> id */
-    pl_buf json;       /* scratch for span attributes */
-    pl_buf frames;     /* scratch for stack frames */
+    u64_map functions;       /* (name_id << 32 | file_id) -> id */
+    u64_map stacks;          /* hash -> id */
+    str_map tenant_services; /* tenant, 0, name's string id (8 bytes) -> service id */
+    pl_buf json;             /* scratch for span attributes */
+    pl_buf frames;           /* scratch for stack frames */
     uint64_t last_stack_gc_ns;
 };
 

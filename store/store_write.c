@@ -96,6 +96,50 @@ static int string_id(pl_store *s, const char *text, size_t len, int64_t *id)
     return rc;
 }
 
+/* The service id of (tenant, service name): without a tenant the name's
+ * string id, as always; with one a row of `services` of that tenant,
+ * created on first use with an id below 0 (ids that no string has, so no
+ * name sent without a tenant can reach another tenant's samples). */
+static int service_id(pl_store *s, pl_bytes tenant, int64_t name_id, int64_t *id)
+{
+    if (!tenant.len) {
+        *id = name_id;
+        return SQLITE_OK;
+    }
+    uint8_t key[256 + 9];
+    size_t len = tenant.len > 256 ? 256 : tenant.len; /* receivers cap it at 255 */
+    memcpy(key, tenant.ptr, len);
+    key[len++] = 0;
+    for (int i = 0; i < 8; i++)
+        key[len++] = (uint8_t)((uint64_t)name_id >> (8 * i));
+    uint64_t h = pl_hash_bytes(key, len);
+    if (pl_store_str_map_get(&s->tenant_services, (const char *)key, len, h, id))
+        return SQLITE_OK;
+    sqlite3_stmt *sel = s->st[ST_SEL_TENANT_SERVICE];
+    bind_text(sel, 1, tenant);
+    sqlite3_bind_int64(sel, 2, name_id);
+    int rc = sqlite3_step(sel);
+    if (rc == SQLITE_ROW) {
+        *id = sqlite3_column_int64(sel, 0);
+        rc = SQLITE_OK;
+    } else if (rc == SQLITE_DONE) {
+        sqlite3_reset(sel);
+        sqlite3_stmt *ins = s->st[ST_INS_TENANT_SERVICE];
+        bind_text(ins, 1, tenant);
+        sqlite3_bind_int64(ins, 2, name_id);
+        rc = step_reset(ins);
+        if (rc == SQLITE_OK)
+            *id = sqlite3_last_insert_rowid(s->db);
+    }
+    sqlite3_reset(sel);
+    if (rc == SQLITE_OK) {
+        if (s->tenant_services.n >= CACHE_MAX_ENTRIES)
+            pl_store_str_map_clear(&s->tenant_services);
+        pl_store_str_map_put(&s->tenant_services, (const char *)key, len, h, *id);
+    }
+    return rc;
+}
+
 static int function_id(pl_store *s, int64_t name_id, int64_t file_id, int64_t *id)
 {
     uint64_t key = ((uint64_t)name_id << 32) ^ (uint64_t)file_id;
@@ -844,6 +888,10 @@ static int collect_profiles(pl_store *s, const pl_batch *batch, profile_set *set
     int rc = (d.strings && d.functions && d.stacks) ? SQLITE_OK : SQLITE_NOMEM;
     uint64_t fallback_time = batch->received_unix_nano ? batch->received_unix_nano
                                                        : (uint64_t)time(NULL) * 1000000000ull;
+    /* the X-Scope-OrgID the batch arrived with (receivers' metadata) */
+    pl_bytes tenant = {0};
+    pl_batch_metadata_get(batch, "tenant", &tenant);
+    int64_t memo_name = 0, memo_service = 0; /* the last (name, service id) */
 
     for (uint32_t r = 0; r < pr->n_resources && rc == SQLITE_OK; r++) {
         const pl_resource_profiles *rp = &pr->resources[r];
@@ -920,9 +968,15 @@ static int collect_profiles(pl_store *s, const pl_batch *batch, profile_set *set
                     }
                     if (!service.len)
                         service = PL_BYTES_LIT("unknown_service");
-                    rc = string_id(s, (const char *)service.ptr, service.len, &k.service_id);
+                    int64_t name_id;
+                    rc = string_id(s, (const char *)service.ptr, service.len, &name_id);
+                    if (rc == SQLITE_OK && name_id != memo_name) {
+                        rc = service_id(s, tenant, name_id, &memo_service);
+                        memo_name = rc == SQLITE_OK ? name_id : 0;
+                    }
                     if (rc != SQLITE_OK)
                         break;
+                    k.service_id = memo_service;
                     k.span_id = has_span ? span_id_int(span_bytes) : 0;
                     const uint8_t *tid = has_trace ? trace_id : NULL;
                     uint64_t latest = 0;

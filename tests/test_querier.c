@@ -445,14 +445,6 @@ static void test_connect_errors(void)
     CHECK_EQ_INT(call_json("AnalyzeQuery", "{}", &out), 404);
     CHECK(has(&out, "\"code\":\"unimplemented\""));
     CHECK_EQ_INT(send_req("GET", "/querier.v1.QuerierService/ProfileTypes", "", "", 0, &out), 405);
-    /* profiles are not kept by tenant: a tenant's request is refused, never
-     * answered with every tenant's profiles */
-    CHECK_EQ_INT(send_req("POST", "/querier.v1.QuerierService/ProfileTypes",
-                          "Content-Type: application/json\r\nX-Scope-OrgID: team-a\r\n", "{}", 2,
-                          &out),
-                 404);
-    CHECK(has(&out, "\"code\":\"unimplemented\""));
-    CHECK(has(&out, "X-Scope-OrgID"));
     CHECK_EQ_INT(send_req("POST", "/querier.v1.QuerierService/ProfileTypes",
                           "Content-Type: text/plain\r\n", "{}", 2, &out),
                  415);
@@ -496,6 +488,186 @@ static void test_connect_errors(void)
     pl_buf_free(&out);
 }
 
+/* ---- tenants ------------------------------------------------------------ */
+
+/* The batch as a receiver would hand it on with X-Scope-OrgID: tenant. */
+static pl_batch *with_tenant(pl_batch *b, const char *tenant)
+{
+    pl_kv *kv = pl_batch_alloc(b, sizeof(*kv));
+    kv->key = PL_BYTES_LIT("tenant");
+    kv->value = pl_value_string(pl_batch_bytes(b, tenant, strlen(tenant)));
+    b->metadata.items = kv;
+    b->metadata.n = 1;
+    return b;
+}
+
+/* A profile of `service` with one stack of `value` ns at BASE + 5 s. */
+static pl_batch *one_stack(const char *service, const char *type, const char *unit,
+                           const char *stack, int64_t value)
+{
+    prof_builder pb;
+    prof_begin(&pb, service, type, unit, "cpu", "nanoseconds", 10000000, BASE);
+    sample_spec sp = {stack, value, BASE + S(5), 0, -1, false, NULL};
+    prof_sample(&pb, &sp);
+    return pb.b;
+}
+
+/* tenant team-a: shop 7 ms and an alloc_space type; team-b: shop 9 ms and
+ * billing 4 ms (written by main below, next to the untenanted shop). */
+static void write_tenants(pl_store *s)
+{
+    write_one(s,
+              with_tenant(one_stack("shop", "cpu", "nanoseconds", "main;a_work", MS(7)), "team-a"));
+    write_one(
+        s, with_tenant(one_stack("shop", "alloc_space", "bytes", "main;a_alloc", 4096), "team-a"));
+    write_one(s,
+              with_tenant(one_stack("shop", "cpu", "nanoseconds", "main;b_work", MS(9)), "team-b"));
+    write_one(
+        s, with_tenant(one_stack("billing", "cpu", "nanoseconds", "main;b_bill", MS(4)), "team-b"));
+}
+
+static int call_tenant(const char *tenant, const char *method, const char *json, pl_buf *out)
+{
+    char path[128], headers[160];
+    snprintf(path, sizeof(path), "/querier.v1.QuerierService/%s", method);
+    snprintf(headers, sizeof(headers), "Content-Type: application/json\r\nX-Scope-OrgID: %s\r\n",
+             tenant);
+    return send_req("POST", path, headers, json, strlen(json), out);
+}
+
+static bool lacks(const pl_buf *b, const char *s)
+{
+    if (strstr((const char *)b->data, s)) {
+        fprintf(stderr, "  unexpected %s in %s\n", s, (const char *)b->data);
+        return false;
+    }
+    return true;
+}
+
+#define MERGE_ALL "{\"profileTypeID\":\"" TYPE_ID "\",\"labelSelector\":\"{}\"," RANGE "}"
+
+static void test_tenants(void)
+{
+    pl_buf out;
+    pl_buf_init(&out);
+    /* no header: only what came without a tenant (the shop fixture) */
+    CHECK_EQ_INT(call_json("SelectMergeStacktraces", MERGE_ALL, &out), 200);
+    CHECK(has(&out, "\"total\":\"65000000\""));
+    CHECK(lacks(&out, "a_work") && lacks(&out, "b_work"));
+    CHECK_EQ_INT(call_json("ProfileTypes", "{" RANGE "}", &out), 200);
+    CHECK(lacks(&out, "alloc_space"));
+    CHECK_EQ_INT(call_json("LabelValues", "{\"name\":\"service_name\"," RANGE "}", &out), 200);
+    CHECK(has(&out, "{\"names\":[\"shop\"]}"));
+    /* team-a: the same service name, its own samples and types */
+    CHECK_EQ_INT(call_tenant("team-a", "SelectMergeStacktraces", MERGE_ALL, &out), 200);
+    CHECK(has(&out, "\"total\":\"7000000\""));
+    CHECK(has(&out, "a_work") && lacks(&out, "b_work") && lacks(&out, "sql_exec"));
+    CHECK_EQ_INT(call_tenant("team-a", "ProfileTypes", "{" RANGE "}", &out), 200);
+    CHECK(has(&out, ":alloc_space:bytes:cpu:nanoseconds") && has(&out, TYPE_ID));
+    CHECK_EQ_INT(
+        call_tenant("team-a", "LabelValues", "{\"name\":\"service_name\"," RANGE "}", &out), 200);
+    CHECK(has(&out, "{\"names\":[\"shop\"]}"));
+    CHECK_EQ_INT(call_tenant("team-a", "SelectSeries",
+                             "{\"profileTypeID\":\"" TYPE_ID
+                             "\",\"labelSelector\":\"{service_name=\\\"shop\\\"}\",\"step\":\"20\","
+                             "\"groupBy\":[\"service_name\"]," RANGE "}",
+                             &out),
+                 200);
+    CHECK(has(&out, "\"value\":7000000,"));
+    /* span labels: team-a's samples have no span */
+    CHECK_EQ_INT(call_tenant("team-a", "LabelValues", "{\"name\":\"span_name\"," RANGE "}", &out),
+                 200);
+    CHECK(lacks(&out, "db.query"));
+    /* another tenant's span: nothing of it */
+    CHECK_EQ_INT(call_tenant("team-a", "SelectMergeSpanProfile",
+                             "{\"profileTypeID\":\"" TYPE_ID "\",\"spanSelector\":[\"" DB_QUERY
+                             "\"]," RANGE "}",
+                             &out),
+                 200);
+    CHECK(lacks(&out, "sql_exec"));
+    /* team-b: shop and billing, no alloc_space */
+    CHECK_EQ_INT(call_tenant("team-b", "SelectMergeStacktraces", MERGE_ALL, &out), 200);
+    CHECK(has(&out, "\"total\":\"13000000\""));
+    CHECK(lacks(&out, "a_work"));
+    CHECK_EQ_INT(call_tenant("team-b", "SelectMergeStacktraces",
+                             "{\"profileTypeID\":\"" TYPE_ID
+                             "\",\"labelSelector\":\"{service_name=\\\"shop\\\"}\"," RANGE "}",
+                             &out),
+                 200);
+    CHECK(has(&out, "\"total\":\"9000000\""));
+    CHECK_EQ_INT(call_tenant("team-b", "ProfileTypes", "{" RANGE "}", &out), 200);
+    CHECK(lacks(&out, "alloc_space"));
+    CHECK_EQ_INT(
+        call_tenant("team-b", "LabelValues", "{\"name\":\"service_name\"," RANGE "}", &out), 200);
+    CHECK(has(&out, "{\"names\":[\"billing\",\"shop\"]}"));
+    CHECK_EQ_INT(call_tenant("team-b", "Series",
+                             "{\"matchers\":[],\"labelNames\":[\"service_name\"]," RANGE "}", &out),
+                 200);
+    CHECK(has(&out, "\"value\":\"billing\"") && has(&out, "\"value\":\"shop\""));
+    CHECK_EQ_INT(call_tenant("team-b", "LabelNames", "{" RANGE "}", &out), 200);
+    CHECK(has(&out, "service_name") && lacks(&out, "span_name"));
+    /* a tenant with nothing stored */
+    CHECK_EQ_INT(call_tenant("team-c", "ProfileTypes", "{" RANGE "}", &out), 200);
+    CHECK(lacks(&out, "ID"));
+    CHECK_EQ_INT(call_tenant("team-c", "GetProfileStats", "", &out), 200);
+    CHECK(lacks(&out, "\"dataIngested\":true"));
+    CHECK_EQ_INT(call_tenant("team-a", "GetProfileStats", "", &out), 200);
+    CHECK(has(&out, "\"dataIngested\":true"));
+    /* the legacy render */
+    CHECK_EQ_INT(send_req("GET",
+                          "/pyroscope/render?query=" TYPE_ID
+                          "%7B%7D&from=1699999990000&until=1700000010000&format=json",
+                          "X-Scope-OrgID: team-b\r\n", "", 0, &out),
+                 200);
+    CHECK(has(&out, "\"numTicks\":13000000"));
+    pl_buf_free(&out);
+}
+
+/* A store of schema 6 (services without tenants) is upgraded by a writer:
+ * its services keep their ids, and tenants' samples go to new ones. */
+static void test_tenant_upgrade(void)
+{
+    char path[512];
+    fresh_path(path, sizeof(path), "v6.db");
+    pl_store *s = open_rw(path);
+    REQUIRE(s);
+    write_one(s, one_stack("shop", "cpu", "nanoseconds", "main;old", MS(3)));
+    pl_store_close(s);
+    sqlite3 *db = NULL;
+    REQUIRE(sqlite3_open(path, &db) == SQLITE_OK);
+    CHECK(sqlite3_exec(db,
+                       "DROP INDEX services_by_tenant; ALTER TABLE services DROP COLUMN tenant;"
+                       "ALTER TABLE services DROP COLUMN name_id; PRAGMA user_version = 6",
+                       NULL, NULL, NULL) == SQLITE_OK);
+    sqlite3_close(db);
+    s = open_rw(path);
+    REQUIRE(s);
+    write_one(s, with_tenant(one_stack("shop", "cpu", "nanoseconds", "main;new", MS(2)), "t1"));
+    write_one(s, one_stack("shop", "cpu", "nanoseconds", "main;old", MS(1)));
+    pl_store_close(s);
+    pl_sqlite_api *old = api;
+    api = pl_sqlite_api_new(path);
+    pl_buf out;
+    pl_buf_init(&out);
+    CHECK_EQ_INT(call_json("SelectMergeStacktraces", MERGE_ALL, &out), 200);
+    CHECK(has(&out, "\"total\":\"4000000\"") && lacks(&out, "\"new\""));
+    CHECK_EQ_INT(call_tenant("t1", "SelectMergeStacktraces", MERGE_ALL, &out), 200);
+    CHECK(has(&out, "\"total\":\"2000000\"") && lacks(&out, "\"old\""));
+    pl_buf_free(&out);
+    pl_sqlite_api_close(api);
+    api = old;
+    /* the JSON API's service list names the tenant's service once */
+    s = open_ro(path);
+    REQUIRE(s);
+    char **names = NULL;
+    size_t n = 0;
+    pl_err err = {{0}};
+    CHECK(pl_store_query_services(s, &names, &n, &err) == PL_OK);
+    CHECK_EQ_INT(n, 1);
+    pl_store_free_names(names, n);
+    pl_store_close(s);
+}
+
 int main(void)
 {
     PL_RUN(test_selector_operators);
@@ -517,12 +689,15 @@ int main(void)
     if (s) {
         write_one(s, traces_batch("shop", shop_trace, sizeof(shop_trace) / sizeof(shop_trace[0])));
         write_one(s, shop_profile());
+        write_tenants(s);
         pl_store_close(s);
     }
     api = pl_sqlite_api_new(path);
     PL_RUN(test_connect_json);
     PL_RUN(test_connect_proto);
     PL_RUN(test_connect_errors);
+    PL_RUN(test_tenants);
+    PL_RUN(test_tenant_upgrade);
     pl_sqlite_api_close(api);
     return pl_test_done();
 }
