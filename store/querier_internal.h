@@ -154,9 +154,17 @@ typedef struct pl_qctx {
     struct pl_qservice {
         int64_t id;
         const char *name;
-    } * services; /* the request's tenant's */
+        pl_qlabel *labels; /* the SDK labels of its samples, sorted by name */
+        size_t n_labels;
+    } * services; /* the request's tenant's, by name */
     size_t n_services;
-    bool every_service; /* services holds every service of the store */
+    bool every_service;      /* services holds every service of the store */
+    const char **sdk_labels; /* the SDK label names of those services, sorted */
+    size_t n_sdk_labels;
+    struct pl_qsvc_at {
+        int64_t id;
+        size_t at;
+    } * by_id; /* services' ids, sorted, with their index */
 } pl_qctx;
 
 /* Loads the catalog (profile types, and the services of `tenant`: those

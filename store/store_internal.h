@@ -69,6 +69,10 @@ bool pl_store_str_map_put(str_map *m, const char *s, size_t len, uint64_t h, int
 /* Caches are bounded: past this many entries they are simply emptied. */
 #define CACHE_MAX_ENTRIES (1u << 20)
 
+/* Distinct SDK label sets kept per (tenant, service); more fold into the
+ * set {labels_overflow="true"} (store_write.c). */
+#define PL_STORE_MAX_LABEL_SETS 1000
+
 /* ---- the connection ----------------------------------------------------- */
 
 enum {
@@ -87,6 +91,7 @@ enum {
     ST_UPSERT_PROFILE_TYPE,
     ST_SEL_TENANT_SERVICE,
     ST_INS_TENANT_SERVICE,
+    ST_COUNT_LABEL_SETS,
     ST_COUNT
 };
 
@@ -100,10 +105,11 @@ struct pl_store {
     str_map strings;
     u64_map functions;       /* (name_id << 32 | file_id) -> id */
     u64_map stacks;          /* hash -> id */
-    str_map tenant_services; /* tenant, 0, name's string id (8 bytes) -> service id */
+    str_map tenant_services; /* tenant 0 name id (8 bytes) labels -> service id */
     pl_buf json;             /* scratch for span attributes */
     pl_buf frames;           /* scratch for stack frames */
     uint64_t last_stack_gc_ns;
+    uint64_t label_sets_folded; /* samples' label sets past PL_STORE_MAX_LABEL_SETS */
 };
 
 /* Empties the id caches (after a rollback or a stack collection). */

@@ -6,8 +6,8 @@
  * user_version. A writer upgrades an older store in place (2: the trace
  * duration column and its index; 3: span events and resource attributes;
  * 4: wall time per sample row, `wall_ns`; 5: the tenant of each trace; 6: the
- * `profile_types` table, created with the schema; 7: the tenant of a
- * service, `services.tenant` and `name_id`); a
+ * `profile_types` table, created with the schema; 7: the tenant and
+ * SDK labels of a service, `services.name_id`, `tenant`, `labels`); a
  * reader asks for the upgrade
  * rather than guess.
  */
@@ -194,10 +194,15 @@ static const char *const write_sql[ST_COUNT] = {
     [ST_UPSERT_SERVICE] = "INSERT INTO services(id, last_seen_ns) VALUES(?1, ?2) "
                           "ON CONFLICT(id) DO UPDATE SET last_seen_ns = "
                           "max(last_seen_ns, excluded.last_seen_ns)",
-    /* a tenant's service: ids below 0, never a string id (store_write.c) */
-    [ST_SEL_TENANT_SERVICE] = "SELECT id FROM services WHERE tenant = ?1 AND name_id = ?2",
-    [ST_INS_TENANT_SERVICE] = "INSERT INTO services(id, last_seen_ns, name_id, tenant) "
-                              "SELECT min(coalesce(min(id), 0), 0) - 1, 0, ?2, ?1 FROM services",
+    /* a service of a tenant or with SDK labels: ids below 0, never a
+     * string id (store_write.c) */
+    [ST_SEL_TENANT_SERVICE] =
+        "SELECT id FROM services WHERE name_id = ?2 AND tenant IS ?1 AND labels IS ?3",
+    [ST_INS_TENANT_SERVICE] =
+        "INSERT INTO services(id, last_seen_ns, name_id, tenant, labels) "
+        "SELECT min(coalesce(min(id), 0), 0) - 1, 0, ?2, ?1, ?3 FROM services",
+    [ST_COUNT_LABEL_SETS] = "SELECT count(*) FROM services WHERE name_id = ?2 AND tenant IS ?1 "
+                            "AND labels IS NOT NULL",
 };
 
 static const char schema_sql[] =
@@ -207,13 +212,14 @@ static const char schema_sql[] =
     /* frames: function ids, root first, unsigned LEB128 varints */
     "CREATE TABLE IF NOT EXISTS stacks(id INTEGER PRIMARY KEY, hash INTEGER NOT NULL UNIQUE,"
     "  frames BLOB NOT NULL);"
-    /* a service without a tenant: id = the string id of its name (name_id
-     * NULL); with one (the X-Scope-OrgID its samples came with): an id
-     * below 0, its name's string id in name_id */
+    /* a service without a tenant or labels: id = the string id of its
+     * name (name_id NULL); with a tenant (the X-Scope-OrgID its samples
+     * came with) or SDK labels (a JSON object, keys sorted): an id below 0,
+     * its name's string id in name_id */
     "CREATE TABLE IF NOT EXISTS services(id INTEGER PRIMARY KEY, last_seen_ns INTEGER NOT NULL,"
-    "  name_id INTEGER, tenant TEXT);"
-    "CREATE UNIQUE INDEX IF NOT EXISTS services_by_tenant ON services(tenant, name_id)"
-    "  WHERE tenant IS NOT NULL;"
+    "  name_id INTEGER, tenant TEXT, labels TEXT);"
+    "CREATE INDEX IF NOT EXISTS services_by_name ON services(name_id, tenant, labels)"
+    "  WHERE name_id IS NOT NULL;"
     "CREATE TABLE IF NOT EXISTS spans(trace_id BLOB NOT NULL, span_id INTEGER NOT NULL,"
     "  parent_span_id INTEGER, name TEXT NOT NULL, service TEXT NOT NULL, kind INTEGER NOT NULL,"
     "  start_ns INTEGER NOT NULL, end_ns INTEGER NOT NULL, status_code INTEGER NOT NULL,"
@@ -518,16 +524,17 @@ pl_status pl_store_open(const char *path, const pl_store_options *options, pl_st
             if (rc == SQLITE_OK && app_id != 0 && version <= 4 && !has_tenant)
                 rc = sqlite3_exec(s->db, "ALTER TABLE traces ADD COLUMN tenant TEXT;", NULL, NULL,
                                   NULL);
-            int64_t svc_tenant = 0;
+            int64_t svc_cols = 0;
             if (rc == SQLITE_OK && app_id != 0) /* v6 -> v7 */
                 rc = pl_store_exec_int(s->db,
                                        "SELECT count(*) FROM pragma_table_info('services') "
-                                       "WHERE name = 'tenant'",
-                                       &svc_tenant);
-            if (rc == SQLITE_OK && app_id != 0 && !svc_tenant)
+                                       "WHERE name = 'labels'",
+                                       &svc_cols);
+            if (rc == SQLITE_OK && app_id != 0 && !svc_cols)
                 rc = sqlite3_exec(s->db,
                                   "ALTER TABLE services ADD COLUMN name_id INTEGER;"
-                                  "ALTER TABLE services ADD COLUMN tenant TEXT;",
+                                  "ALTER TABLE services ADD COLUMN tenant TEXT;"
+                                  "ALTER TABLE services ADD COLUMN labels TEXT;",
                                   NULL, NULL, NULL);
             if (rc == SQLITE_OK)
                 rc = sqlite3_exec(s->db, schema_sql, NULL, NULL, NULL);

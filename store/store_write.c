@@ -23,6 +23,7 @@
 #include "store/store_internal.h"
 
 #include "core/hash.h"
+#include "core/log.h"
 #include "core/value_json.h"
 #include "proto/pprof.h"
 
@@ -96,48 +97,157 @@ static int string_id(pl_store *s, const char *text, size_t len, int64_t *id)
     return rc;
 }
 
-/* The service id of (tenant, service name): without a tenant the name's
- * string id, as always; with one a row of `services` of that tenant,
+/* The service id of (tenant, service name, SDK labels): without a tenant
+ * or labels the name's string id, as always; else a row of `services`,
  * created on first use with an id below 0 (ids that no string has, so no
- * name sent without a tenant can reach another tenant's samples). */
-static int service_id(pl_store *s, pl_bytes tenant, int64_t name_id, int64_t *id)
+ * name sent without a tenant can reach another tenant's samples). `labels`
+ * is the label set as a JSON object with sorted keys, or empty. Past
+ * PL_STORE_MAX_LABEL_SETS sets of one (tenant, service), new sets fold into
+ * {labels_overflow="true"}. */
+#define OVERFLOW_LABELS "{\"labels_overflow\":\"true\"}"
+
+static int service_id(pl_store *s, pl_bytes tenant, int64_t name_id, pl_bytes labels, pl_buf *key,
+                      int64_t *id)
 {
-    if (!tenant.len) {
+    if (!tenant.len && !labels.len) {
         *id = name_id;
         return SQLITE_OK;
     }
-    uint8_t key[256 + 9];
-    size_t len = tenant.len > 256 ? 256 : tenant.len; /* receivers cap it at 255 */
-    memcpy(key, tenant.ptr, len);
-    key[len++] = 0;
+    pl_buf_reset(key);
+    pl_buf_append(key, tenant.ptr, tenant.len > 256 ? 256 : tenant.len); /* receivers: 255 */
+    pl_buf_append_byte(key, 0);
     for (int i = 0; i < 8; i++)
-        key[len++] = (uint8_t)((uint64_t)name_id >> (8 * i));
-    uint64_t h = pl_hash_bytes(key, len);
-    if (pl_store_str_map_get(&s->tenant_services, (const char *)key, len, h, id))
+        pl_buf_append_byte(key, (uint8_t)((uint64_t)name_id >> (8 * i)));
+    pl_buf_append(key, labels.ptr, labels.len);
+    if (!pl_buf_ok(key))
+        return SQLITE_NOMEM;
+    uint64_t h = pl_hash_bytes(key->data, key->len);
+    if (pl_store_str_map_get(&s->tenant_services, (const char *)key->data, key->len, h, id))
         return SQLITE_OK;
     sqlite3_stmt *sel = s->st[ST_SEL_TENANT_SERVICE];
-    bind_text(sel, 1, tenant);
-    sqlite3_bind_int64(sel, 2, name_id);
-    int rc = sqlite3_step(sel);
-    if (rc == SQLITE_ROW) {
-        *id = sqlite3_column_int64(sel, 0);
-        rc = SQLITE_OK;
-    } else if (rc == SQLITE_DONE) {
+    int rc = SQLITE_OK;
+    for (int pass = 0; pass < 2; pass++) {
+        if (tenant.len)
+            bind_text(sel, 1, tenant);
+        else
+            sqlite3_bind_null(sel, 1);
+        sqlite3_bind_int64(sel, 2, name_id);
+        if (labels.len)
+            bind_text(sel, 3, labels);
+        else
+            sqlite3_bind_null(sel, 3);
+        rc = sqlite3_step(sel);
+        if (rc == SQLITE_ROW)
+            *id = sqlite3_column_int64(sel, 0);
         sqlite3_reset(sel);
+        if (rc == SQLITE_ROW) {
+            rc = SQLITE_OK;
+            break;
+        }
+        if (rc != SQLITE_DONE)
+            break;
+        rc = SQLITE_OK;
+        if (labels.len && pass == 0 && !pl_bytes_eq_cstr(labels, OVERFLOW_LABELS)) {
+            sqlite3_stmt *cnt = s->st[ST_COUNT_LABEL_SETS];
+            if (tenant.len)
+                bind_text(cnt, 1, tenant);
+            else
+                sqlite3_bind_null(cnt, 1);
+            sqlite3_bind_int64(cnt, 2, name_id);
+            int64_t n = 0;
+            rc = sqlite3_step(cnt);
+            if (rc == SQLITE_ROW)
+                n = sqlite3_column_int64(cnt, 0);
+            sqlite3_reset(cnt);
+            rc = rc == SQLITE_ROW || rc == SQLITE_DONE ? SQLITE_OK : rc;
+            if (rc != SQLITE_OK)
+                break;
+            if (n >= PL_STORE_MAX_LABEL_SETS) {
+                pl_warn("sqlite",
+                        "store %s: service %" PRId64 " has %d label sets: new ones are "
+                        "stored as {labels_overflow=\"true\"}",
+                        s->path, name_id, PL_STORE_MAX_LABEL_SETS);
+                s->label_sets_folded++;
+                labels = PL_BYTES_LIT(OVERFLOW_LABELS);
+                continue; /* look the marker set up */
+            }
+        }
         sqlite3_stmt *ins = s->st[ST_INS_TENANT_SERVICE];
-        bind_text(ins, 1, tenant);
+        if (tenant.len)
+            bind_text(ins, 1, tenant);
+        else
+            sqlite3_bind_null(ins, 1);
         sqlite3_bind_int64(ins, 2, name_id);
+        if (labels.len)
+            bind_text(ins, 3, labels);
+        else
+            sqlite3_bind_null(ins, 3);
         rc = step_reset(ins);
         if (rc == SQLITE_OK)
             *id = sqlite3_last_insert_rowid(s->db);
+        break;
     }
-    sqlite3_reset(sel);
     if (rc == SQLITE_OK) {
         if (s->tenant_services.n >= CACHE_MAX_ENTRIES)
             pl_store_str_map_clear(&s->tenant_services);
-        pl_store_str_map_put(&s->tenant_services, (const char *)key, len, h, *id);
+        pl_store_str_map_put(&s->tenant_services, (const char *)key->data, key->len, h, *id);
     }
     return rc;
+}
+
+/* SDK labels of a sample: string attributes of the sample and of its
+ * resource other than the service and the span link, sample first. */
+#define MAX_LABELS 64
+
+typedef struct label_set {
+    pl_bytes key[MAX_LABELS], val[MAX_LABELS];
+    uint32_t n;
+} label_set;
+
+static bool link_key(pl_bytes key)
+{
+    return pl_bytes_eq_cstr(key, "service.name") || pl_bytes_eq_cstr(key, "span_id") ||
+           pl_bytes_eq_cstr(key, "trace_id") || pl_bytes_eq_cstr(key, "profile_id");
+}
+
+static void label_add(label_set *l, pl_bytes key, pl_bytes val)
+{
+    if (l->n < MAX_LABELS && key.len && val.len && !link_key(key)) {
+        l->key[l->n] = key;
+        l->val[l->n++] = val;
+    }
+}
+
+static int cmp_bytes(pl_bytes a, pl_bytes b)
+{
+    size_t n = a.len < b.len ? a.len : b.len;
+    int c = n ? memcmp(a.ptr, b.ptr, n) : 0;
+    return c ? c : (a.len < b.len ? -1 : a.len > b.len);
+}
+
+/* The set as a JSON object, keys sorted, the first of a repeated key. */
+static void labels_json(label_set *l, pl_buf *out)
+{
+    pl_buf_reset(out);
+    for (uint32_t i = 1; i < l->n; i++) /* stable insertion sort */
+        for (uint32_t j = i; j > 0 && cmp_bytes(l->key[j - 1], l->key[j]) > 0; j--) {
+            pl_bytes k = l->key[j], v = l->val[j];
+            l->key[j] = l->key[j - 1];
+            l->val[j] = l->val[j - 1];
+            l->key[j - 1] = k;
+            l->val[j - 1] = v;
+        }
+    pl_buf_append_byte(out, '{');
+    for (uint32_t i = 0; i < l->n; i++) {
+        if (i && cmp_bytes(l->key[i], l->key[i - 1]) == 0)
+            continue;
+        if (out->len > 1)
+            pl_buf_append_byte(out, ',');
+        pl_buf_json_string(out, l->key[i].ptr, l->key[i].len);
+        pl_buf_append_byte(out, ':');
+        pl_buf_json_string(out, l->val[i].ptr, l->val[i].len);
+    }
+    pl_buf_append_byte(out, '}');
 }
 
 static int function_id(pl_store *s, int64_t name_id, int64_t file_id, int64_t *id)
@@ -891,11 +1001,25 @@ static int collect_profiles(pl_store *s, const pl_batch *batch, profile_set *set
     /* the X-Scope-OrgID the batch arrived with (receivers' metadata) */
     pl_bytes tenant = {0};
     pl_batch_metadata_get(batch, "tenant", &tenant);
-    int64_t memo_name = 0, memo_service = 0; /* the last (name, service id) */
+    /* the last (name, labels) -> service id */
+    int64_t memo_name = 0, memo_service = 0;
+    pl_buf json, memo_json, key;
+    pl_buf_init(&json);
+    pl_buf_init(&memo_json);
+    pl_buf_init(&key);
+    label_set *res_labels = malloc(2 * sizeof(label_set)), *labels = res_labels + 1;
+    if (!res_labels)
+        rc = SQLITE_NOMEM;
 
     for (uint32_t r = 0; r < pr->n_resources && rc == SQLITE_OK; r++) {
         const pl_resource_profiles *rp = &pr->resources[r];
         pl_bytes res_service = attr_string(&rp->resource.attrs, "service.name");
+        res_labels->n = 0;
+        for (uint32_t ai = 0; ai < rp->resource.attrs.n; ai++) {
+            const pl_kv *kv = &rp->resource.attrs.items[ai];
+            if (kv->value.type == PL_VALUE_STRING)
+                label_add(res_labels, kv->key, kv->value.u.str);
+        }
         for (uint32_t sc = 0; sc < rp->n_scopes && rc == SQLITE_OK; sc++) {
             const pl_scope_profiles *sp = &rp->scopes[sc];
             for (uint32_t pi = 0; pi < sp->n_profiles && rc == SQLITE_OK; pi++) {
@@ -938,12 +1062,13 @@ static int collect_profiles(pl_store *s, const pl_batch *batch, profile_set *set
                         }
                     }
                     pl_bytes service = res_service;
+                    labels->n = 0;
                     for (uint32_t ai = 0; ai < smp->n_attribute_indices; ai++) {
                         int32_t idx = smp->attribute_indices[ai];
                         if (idx <= 0 || (uint32_t)idx >= dict->n_attributes)
                             continue;
                         const pl_kvu *kv = &dict->attributes[idx];
-                        pl_bytes key = pl_dict_string(dict, kv->key_strindex);
+                        pl_bytes akey = pl_dict_string(dict, kv->key_strindex);
                         pl_bytes val = {NULL, 0};
                         if (kv->value.type == PL_VALUE_STRING)
                             val = kv->value.u.str;
@@ -951,15 +1076,16 @@ static int collect_profiles(pl_store *s, const pl_batch *batch, profile_set *set
                             val = pl_dict_string(dict, kv->value.u.strindex);
                         else
                             continue;
-                        if (pl_bytes_eq_cstr(key, "service.name") && val.len) {
+                        label_add(labels, akey, val);
+                        if (pl_bytes_eq_cstr(akey, "service.name") && val.len) {
                             service = val;
-                        } else if (!has_span && (pl_bytes_eq_cstr(key, "span_id") ||
-                                                 pl_bytes_eq_cstr(key, "profile_id"))) {
+                        } else if (!has_span && (pl_bytes_eq_cstr(akey, "span_id") ||
+                                                 pl_bytes_eq_cstr(akey, "profile_id"))) {
                             if (val.len == 16 &&
                                 pl_hex_decode((const char *)val.ptr, 16, span_bytes, 8) == 0 &&
                                 !all_zero(span_bytes, 8))
                                 has_span = true;
-                        } else if (!has_trace && pl_bytes_eq_cstr(key, "trace_id")) {
+                        } else if (!has_trace && pl_bytes_eq_cstr(akey, "trace_id")) {
                             if (val.len == 32 &&
                                 pl_hex_decode((const char *)val.ptr, 32, trace_id, 16) == 0 &&
                                 !all_zero(trace_id, 16))
@@ -970,9 +1096,24 @@ static int collect_profiles(pl_store *s, const pl_batch *batch, profile_set *set
                         service = PL_BYTES_LIT("unknown_service");
                     int64_t name_id;
                     rc = string_id(s, (const char *)service.ptr, service.len, &name_id);
-                    if (rc == SQLITE_OK && name_id != memo_name) {
-                        rc = service_id(s, tenant, name_id, &memo_service);
+                    /* the sample's labels, then the resource's */
+                    for (uint32_t li = 0; li < res_labels->n; li++)
+                        label_add(labels, res_labels->key[li], res_labels->val[li]);
+                    pl_buf_reset(&json);
+                    if (labels->n)
+                        labels_json(labels, &json);
+                    if (rc == SQLITE_OK && !pl_buf_ok(&json))
+                        rc = SQLITE_NOMEM;
+                    if (rc == SQLITE_OK &&
+                        (name_id != memo_name || json.len != memo_json.len ||
+                         (json.len && memcmp(json.data, memo_json.data, json.len) != 0))) {
+                        pl_bytes lj = {json.data, (uint32_t)json.len};
+                        rc = service_id(s, tenant, name_id, lj, &key, &memo_service);
                         memo_name = rc == SQLITE_OK ? name_id : 0;
+                        pl_buf_reset(&memo_json);
+                        pl_buf_append(&memo_json, json.data, json.len);
+                        if (!pl_buf_ok(&memo_json))
+                            rc = SQLITE_NOMEM;
                     }
                     if (rc != SQLITE_OK)
                         break;
@@ -1023,6 +1164,10 @@ static int collect_profiles(pl_store *s, const pl_batch *batch, profile_set *set
     free(d.strings);
     free(d.functions);
     free(d.stacks);
+    free(res_labels);
+    pl_buf_free(&json);
+    pl_buf_free(&memo_json);
+    pl_buf_free(&key);
     return rc;
 }
 

@@ -16,6 +16,7 @@
 #include "net/http_server.h"
 #include "proto/pb_wire.h"
 #include "store/querier_internal.h"
+#include "store/store_internal.h"
 #include "store_fixtures.h"
 
 /* ---- selectors ---------------------------------------------------------- */
@@ -636,7 +637,8 @@ static void test_tenant_upgrade(void)
     sqlite3 *db = NULL;
     REQUIRE(sqlite3_open(path, &db) == SQLITE_OK);
     CHECK(sqlite3_exec(db,
-                       "DROP INDEX services_by_tenant; ALTER TABLE services DROP COLUMN tenant;"
+                       "DROP INDEX services_by_name; ALTER TABLE services DROP COLUMN tenant;"
+                       "ALTER TABLE services DROP COLUMN labels;"
                        "ALTER TABLE services DROP COLUMN name_id; PRAGMA user_version = 6",
                        NULL, NULL, NULL) == SQLITE_OK);
     sqlite3_close(db);
@@ -666,6 +668,150 @@ static void test_tenant_upgrade(void)
     CHECK_EQ_INT(n, 1);
     pl_store_free_names(names, n);
     pl_store_close(s);
+}
+
+/* ---- SDK labels --------------------------------------------------------- */
+
+/* Adds a string label to the last sample of pb. */
+static void sample_label(prof_builder *pb, const char *key, const char *value)
+{
+    pl_sample *smp = &pb->p->samples[pb->p->n_samples - 1];
+    int32_t *attrs = pl_batch_alloc(pb->b, (smp->n_attribute_indices + 1) * sizeof(int32_t));
+    if (smp->n_attribute_indices)
+        memcpy(attrs, smp->attribute_indices, smp->n_attribute_indices * sizeof(int32_t));
+    attrs[smp->n_attribute_indices] =
+        pl_dict_add_attribute(&pb->b->arena, pb->d, str_idx(pb, key),
+                              pl_value_string(pl_batch_bytes(pb->b, value, strlen(value))), 0);
+    smp->attribute_indices = attrs;
+    smp->n_attribute_indices++;
+}
+
+#define API_SEL(sel) "{\"profileTypeID\":\"" TYPE_ID "\",\"labelSelector\":\"" sel "\"," RANGE "}"
+
+static void test_sdk_labels(void)
+{
+    char path[512];
+    fresh_path(path, sizeof(path), "labels.db");
+    pl_store *s = open_rw(path);
+    REQUIRE(s);
+    write_one(s, traces_batch("api", shop_trace, sizeof(shop_trace) / sizeof(shop_trace[0])));
+    /* api (resource env=prod): region=eu 5 ms (two samples, one of them
+     * linked to a span), region=us 3 ms, no region 2 ms */
+    prof_builder pb;
+    prof_begin(&pb, "api", "cpu", "nanoseconds", "cpu", "nanoseconds", 10000000, BASE);
+    pl_attrs_put(&pb.b->arena, &pb.b->data.profiles.resources[0].resource.attrs,
+                 pl_batch_bytes(pb.b, "env", 3), pl_value_string(pl_batch_bytes(pb.b, "prod", 4)));
+    sample_spec eu1 = {"main;eu_work", (int64_t)MS(4), BASE + S(1), 0, -1, false, NULL};
+    sample_spec eu2 = {"main;eu_work", (int64_t)MS(1), BASE + S(2), 1, 1, true, NULL};
+    sample_spec us = {"main;us_work", (int64_t)MS(3), BASE + S(3), 0, -1, false, NULL};
+    sample_spec none = {"main;idle", (int64_t)MS(2), BASE + S(4), 0, -1, false, NULL};
+    prof_sample(&pb, &eu1);
+    sample_label(&pb, "region", "eu");
+    prof_sample(&pb, &eu2);
+    sample_label(&pb, "region", "eu");
+    prof_sample(&pb, &us);
+    sample_label(&pb, "region", "us");
+    sample_label(&pb, "env", "canary"); /* the sample's label wins */
+    prof_sample(&pb, &none);
+    write_one(s, pb.b);
+    /* more distinct sets than a service keeps: the rest fold into one */
+    for (int batch = 0; batch < 6; batch++) {
+        prof_begin(&pb, "many", "cpu", "nanoseconds", "cpu", "nanoseconds", 10000000, BASE);
+        sample_spec one = {"main;req", 1, BASE + S(1), 0, -1, false, NULL};
+        prof_sample(&pb, &one);
+        for (int i = 0; i < 200; i++) {
+            char v[16];
+            snprintf(v, sizeof(v), "r%d", batch * 200 + i);
+            if (i) { /* the same stack and value */
+                pl_sample *smp = &pb.p->samples[pb.p->n_samples++];
+                *smp = pb.p->samples[0];
+                smp->attribute_indices = NULL;
+                smp->n_attribute_indices = 0;
+            }
+            sample_label(&pb, "request", v);
+        }
+        write_one(s, pb.b);
+    }
+    pl_store_close(s);
+    pl_sqlite_api *old = api;
+    api = pl_sqlite_api_new(path);
+    pl_buf out;
+    pl_buf_init(&out);
+    CHECK_EQ_INT(
+        call_json("LabelNames", "{\"matchers\":[\"{service_name=\\\"api\\\"}\"]," RANGE "}", &out),
+        200);
+    CHECK(has(&out, "\"env\"") && has(&out, "\"region\"") && lacks(&out, "\"request\""));
+    CHECK(lacks(&out, "\"span_id\"") && lacks(&out, "\"service.name\""));
+    CHECK_EQ_INT(call_json("LabelValues", "{\"name\":\"region\"," RANGE "}", &out), 200);
+    CHECK(has(&out, "{\"names\":[\"eu\",\"us\"]}"));
+    CHECK_EQ_INT(call_json("LabelValues", "{\"name\":\"env\"," RANGE "}", &out), 200);
+    CHECK(has(&out, "{\"names\":[\"canary\",\"prod\"]}"));
+    CHECK_EQ_INT(call_json("SelectMergeStacktraces",
+                           API_SEL("{service_name=\\\"api\\\",region=\\\"eu\\\"}"), &out),
+                 200);
+    CHECK(has(&out, "\"total\":\"5000000\"") && lacks(&out, "us_work"));
+    CHECK_EQ_INT(call_json("SelectMergeStacktraces",
+                           API_SEL("{service_name=\\\"api\\\",region!=\\\"eu\\\"}"), &out),
+                 200);
+    CHECK(has(&out, "\"total\":\"5000000\"") && lacks(&out, "eu_work"));
+    CHECK_EQ_INT(call_json("SelectMergeStacktraces", API_SEL("{region=~\\\"e.|u.\\\"}"), &out),
+                 200);
+    CHECK(has(&out, "\"total\":\"8000000\""));
+    CHECK_EQ_INT(call_json("SelectMergeStacktraces", API_SEL("{env=\\\"prod\\\"}"), &out), 200);
+    CHECK(has(&out, "\"total\":\"7000000\""));
+    /* with a span label: the linked eu sample only */
+    CHECK_EQ_INT(call_json("SelectMergeStacktraces",
+                           API_SEL("{region=\\\"eu\\\",span_name!=\\\"\\\"}"), &out),
+                 200);
+    CHECK(has(&out, "\"total\":\"1000000\""));
+    /* series per region (20 s steps, one point each) */
+    CHECK_EQ_INT(call_json("SelectSeries",
+                           "{\"profileTypeID\":\"" TYPE_ID
+                           "\",\"labelSelector\":\"{service_name=\\\"api\\\"}\",\"step\":\"20\","
+                           "\"groupBy\":[\"region\"]," RANGE "}",
+                           &out),
+                 200);
+    CHECK(has(&out, "{\"labels\":[{\"name\":\"region\",\"value\":\"eu\"}],\"points\":[{\"value\":"
+                    "5000000,"));
+    CHECK(has(&out, "{\"labels\":[{\"name\":\"region\",\"value\":\"us\"}],\"points\":[{\"value\":"
+                    "3000000,"));
+    CHECK(has(&out, "{\"labels\":[{\"name\":\"region\",\"value\":\"\"}],\"points\":[{\"value\":"
+                    "2000000,"));
+    /* 60 s steps read the roll-up: the same sums */
+    CHECK_EQ_INT(call_json("SelectSeries",
+                           "{\"profileTypeID\":\"" TYPE_ID
+                           "\",\"labelSelector\":\"{region=\\\"us\\\"}\",\"step\":\"60\","
+                           "\"groupBy\":[\"service_name\",\"env\"]," RANGE "}",
+                           &out),
+                 200);
+    CHECK(has(&out, "{\"name\":\"env\",\"value\":\"canary\"},{\"name\":\"service_name\",\"value\":"
+                    "\"api\"}],\"points\":[{\"value\":3000000,"));
+    CHECK_EQ_INT(
+        call_json("Series", "{\"matchers\":[\"{service_name=\\\"api\\\"}\"]," RANGE "}", &out),
+        200);
+    CHECK(has(&out, "{\"name\":\"region\",\"value\":\"eu\"}"));
+    CHECK(has(&out, "{\"name\":\"env\",\"value\":\"prod\"}"));
+    /* the cap: 1,000 sets of `many` kept, the other 200 samples folded */
+    CHECK_EQ_INT(
+        call_json("LabelValues",
+                  "{\"name\":\"request\",\"matchers\":[\"{service_name=\\\"many\\\"}\"]," RANGE "}",
+                  &out),
+        200);
+    size_t n_values = 0;
+    for (const char *p = (const char *)out.data; (p = strstr(p, "\"r")); p++)
+        n_values++;
+    CHECK_EQ_INT(n_values, PL_STORE_MAX_LABEL_SETS);
+    CHECK_EQ_INT(call_json("SelectMergeStacktraces",
+                           API_SEL("{service_name=\\\"many\\\",labels_overflow=\\\"true\\\"}"),
+                           &out),
+                 200);
+    CHECK(has(&out, "\"total\":\"200\""));
+    CHECK_EQ_INT(call_json("SelectMergeStacktraces", API_SEL("{service_name=\\\"many\\\"}"), &out),
+                 200);
+    CHECK(has(&out, "\"total\":\"1200\""));
+    pl_buf_free(&out);
+    pl_sqlite_api_close(api);
+    api = old;
 }
 
 int main(void)
@@ -698,6 +844,7 @@ int main(void)
     PL_RUN(test_connect_errors);
     PL_RUN(test_tenants);
     PL_RUN(test_tenant_upgrade);
+    PL_RUN(test_sdk_labels);
     pl_sqlite_api_close(api);
     return pl_test_done();
 }
