@@ -356,6 +356,8 @@ typedef struct qfilter {
     int64_t start_ms, end_ms;
     const int64_t *span_ids; /* span selector; NULL: none */
     size_t n_span_ids;
+    const uint8_t *trace_ids; /* trace_id_selector, 16 bytes each; NULL: none */
+    size_t n_trace_ids;
 } qfilter;
 
 static void bind_int(qsql *q, int64_t v)
@@ -545,9 +547,32 @@ static void where_clause(qsql *q, const qfilter *f, const source *src, int64_t s
         in_list(q, "s.type_id", &type, 1);
     else if (!f->all_types)
         in_list(q, "s.type_id", f->types, f->n_types);
-    if (f->span_ids) {
+    if (f->span_ids && !f->trace_ids) {
         pl_buf_append_str(&q->sql, " AND s.span_id != 0"); /* lets samples_by_span serve */
         in_list(q, "s.span_id", f->span_ids, f->n_span_ids);
+    } else if (f->trace_ids) {
+        /* the samples linked to those traces: by their trace id, or by a
+         * span of the trace (a link may name only the span) */
+        pl_buf_append_str(&q->sql, " AND (s.trace_id IN (");
+        for (size_t i = 0; i < f->n_trace_ids; i++) {
+            char hex[33];
+            pl_hex_encode(f->trace_ids + 16 * i, 16, hex); /* decoded: only hex digits */
+            pl_buf_printf(&q->sql, "%sx'%.32s'", i ? "," : "", hex);
+        }
+        pl_buf_append_str(&q->sql, ") OR (s.span_id != 0 AND s.span_id IN (SELECT span_id FROM "
+                                   "spans WHERE trace_id IN (");
+        for (size_t i = 0; i < f->n_trace_ids; i++) {
+            char hex[33];
+            pl_hex_encode(f->trace_ids + 16 * i, 16, hex);
+            pl_buf_printf(&q->sql, "%sx'%.32s'", i ? "," : "", hex);
+        }
+        pl_buf_append_str(&q->sql, ")))");
+        if (f->n_span_ids) {
+            pl_buf_append_str(&q->sql, " OR (s.span_id != 0");
+            in_list(q, "s.span_id", f->span_ids, f->n_span_ids);
+            pl_buf_append_byte(&q->sql, ')');
+        }
+        pl_buf_append_byte(&q->sql, ')');
     }
     for (size_t i = 0; i < f->sel.n; i++) {
         const pl_qmatcher *m = &f->sel.items[i];
@@ -1060,13 +1085,17 @@ static pl_status span_ids(pl_qctx *q, const pl_qrequest *r, int64_t **out, size_
     *out = NULL;
     *n = 0;
     size_t cap = 0;
-    for (size_t i = 0; i < r->span_selector.n; i++) {
+    /* a span's profile id is its span id (pyroscope.profile.id) */
+    for (size_t i = 0; i < r->span_selector.n + r->profile_id_selector.n; i++) {
         uint8_t id[8];
-        const char *s = r->span_selector.items[i];
+        bool span = i < r->span_selector.n;
+        const char *s =
+            span ? r->span_selector.items[i] : r->profile_id_selector.items[i - r->span_selector.n];
+        const char *what = span ? "span" : "profile";
         if (strlen(s) != 16)
-            return pl_errf(q->err, PL_ERR_INVALID, "invalid span id length: %.40s", s);
+            return pl_errf(q->err, PL_ERR_INVALID, "invalid %s id length: %.40s", what, s);
         if (pl_hex_decode(s, 16, id, 8) < 0)
-            return pl_errf(q->err, PL_ERR_INVALID, "invalid span id: %.40s", s);
+            return pl_errf(q->err, PL_ERR_INVALID, "invalid %s id: %.40s", what, s);
         if (pl_array_reserve((void **)out, *n, &cap, sizeof(int64_t), 16))
             return pl_errf(q->err, PL_ERR_NOMEM, "out of memory");
         (*out)[(*n)++] = span_id_int(id);
@@ -1100,6 +1129,33 @@ static pl_status span_ids(pl_qctx *q, const pl_qrequest *r, int64_t **out, size_
     unprepare(q, stmt);
     qsql_free(&sql);
     return rc == SQLITE_DONE ? PL_OK : sql_fail(q, rc);
+}
+
+/* trace_id_selector as 16-byte ids (32 hex digits each). */
+static pl_status trace_ids(pl_qctx *q, const pl_qrequest *r, uint8_t **out, size_t *n)
+{
+    *out = NULL;
+    *n = 0;
+    if (!r->trace_id_selector.n)
+        return PL_OK;
+    *out = malloc(16 * r->trace_id_selector.n);
+    if (!*out)
+        return pl_errf(q->err, PL_ERR_NOMEM, "out of memory");
+    for (size_t i = 0; i < r->trace_id_selector.n; i++) {
+        const char *s = r->trace_id_selector.items[i];
+        pl_status st = PL_OK;
+        if (strlen(s) != 32)
+            st = pl_errf(q->err, PL_ERR_INVALID, "invalid trace id length: %.40s", s);
+        else if (pl_hex_decode(s, 32, *out + 16 * i, 16) < 0)
+            st = pl_errf(q->err, PL_ERR_INVALID, "invalid trace id: %.40s", s);
+        if (st != PL_OK) {
+            free(*out);
+            *out = NULL;
+            return st;
+        }
+    }
+    *n = r->trace_id_selector.n;
+    return PL_OK;
 }
 
 /* ---- merged stacks ------------------------------------------------------ */
@@ -1184,19 +1240,29 @@ pl_status pl_q_merge(pl_qctx *q, const pl_qrequest *r, bool spans, pl_qtree *tre
     if (st != PL_OK)
         return st;
     int64_t *ids = NULL;
-    size_t n_ids = 0;
+    size_t n_ids = 0, n_tids = 0;
+    uint8_t *tids = NULL;
+    /* span, profile id and trace selectors: the samples of any of them */
+    spans = spans || r->span_selector.n || r->profile_id_selector.n || r->trace_id_selector.n;
     if (spans && (st = span_ids(q, r, &ids, &n_ids)) != PL_OK)
         return st;
+    if (spans && (st = trace_ids(q, r, &tids, &n_tids)) != PL_OK) {
+        free(ids);
+        return st;
+    }
     qfilter f; /* the stored type's id: a request's `:delta` form names it too */
     st = filter_build(q, r, r->label_selector, *type ? (*type)->id : r->profile_type, &f);
-    if (st != PL_OK || !*type || f.empty || (spans && !n_ids)) {
+    if (st != PL_OK || !*type || f.empty || (spans && !n_ids && !n_tids)) {
         filter_free(&f);
         free(ids);
+        free(tids);
         return st;
     }
     if (spans) {
         f.span_ids = ids;
         f.n_span_ids = n_ids;
+        f.trace_ids = tids;
+        f.n_trace_ids = n_tids;
     }
     bool join = f.span_matchers || spans;
     const source *src = join ? &SAMPLES : &ROLLUP;
@@ -1215,6 +1281,7 @@ pl_status pl_q_merge(pl_qctx *q, const pl_qrequest *r, bool spans, pl_qtree *tre
     qsql_free(&sql);
     filter_free(&f);
     free(ids);
+    free(tids);
     return rc == SQLITE_DONE ? PL_OK : sql_fail(q, rc);
 }
 

@@ -814,6 +814,83 @@ static void test_sdk_labels(void)
     api = old;
 }
 
+/* ---- profile id and trace selectors -------------------------------------- */
+
+static void test_profile_and_trace_selectors(void)
+{
+    pl_buf out, body;
+    pl_buf_init(&out);
+    pl_buf_init(&body);
+    uint8_t tid[16];
+    char hex[33] = {0};
+    make_trace_id(1, tid);
+    pl_hex_encode(tid, 16, hex);
+    hex[32] = 0;
+    /* a profile id is a span id: db.query's own samples */
+    CHECK_EQ_INT(call_json("SelectMergeStacktraces",
+                           "{\"profileTypeID\":\"" TYPE_ID "\",\"labelSelector\":\"{}\","
+                           "\"profileIdSelector\":[\"" DB_QUERY "\"]," RANGE "}",
+                           &out),
+                 200);
+    CHECK(has(&out, "\"total\":\"30000000\""));
+    /* a trace: every sample linked to it (all but the 5 ms of gc) */
+    pl_buf_printf(&body,
+                  "{\"profileTypeID\":\"" TYPE_ID "\",\"labelSelector\":\"{}\","
+                  "\"traceIdSelector\":[\"%s\"]," RANGE "}",
+                  hex);
+    pl_buf_append_byte(&body, 0);
+    CHECK_EQ_INT(call_json("SelectMergeStacktraces", (const char *)body.data, &out), 200);
+    CHECK(has(&out, "\"total\":\"60000000\"") && lacks(&out, "\"gc\""));
+    /* with a span label on top */
+    pl_buf_reset(&body);
+    pl_buf_printf(&body,
+                  "{\"profileTypeID\":\"" TYPE_ID
+                  "\",\"labelSelector\":\"{span_name=\\\"render\\\"}\","
+                  "\"traceIdSelector\":[\"%s\"]," RANGE "}",
+                  hex);
+    pl_buf_append_byte(&body, 0);
+    CHECK_EQ_INT(call_json("SelectMergeStacktraces", (const char *)body.data, &out), 200);
+    CHECK(has(&out, "\"total\":\"10000000\""));
+    /* an unknown trace: nothing */
+    CHECK_EQ_INT(call_json("SelectMergeStacktraces",
+                           "{\"profileTypeID\":\"" TYPE_ID "\",\"traceIdSelector\":["
+                           "\"0123456789abcdef0123456789abcdef\"]," RANGE "}",
+                           &out),
+                 200);
+    CHECK(has(&out, "\"total\":\"0\""));
+    /* SelectMergeProfile (pprof): the span's samples only */
+    pl_buf_reset(&body);
+    put_str(&body, 1, TYPE_ID);
+    put_str(&body, 2, "{}");
+    put_int(&body, 3, 1699999990000ull);
+    put_int(&body, 4, 1700000010000ull);
+    put_str(&body, 7, DB_QUERY);
+    CHECK_EQ_INT(send_req("POST", "/querier.v1.QuerierService/SelectMergeProfile",
+                          "Content-Type: application/proto\r\n", body.data, body.len, &out),
+                 200);
+    CHECK(memmem(out.data, out.len, "sql_exec", 8) && !memmem(out.data, out.len, "template", 8));
+    /* bad entries */
+    CHECK_EQ_INT(call_json("SelectMergeStacktraces",
+                           "{\"profileTypeID\":\"" TYPE_ID "\",\"profileIdSelector\":[\"abc\"]}",
+                           &out),
+                 400);
+    CHECK(has(&out, "invalid profile id length"));
+    CHECK_EQ_INT(call_json("SelectMergeStacktraces",
+                           "{\"profileTypeID\":\"" TYPE_ID "\",\"traceIdSelector\":["
+                           "\"zz23456789abcdef0123456789abcdef\"]}",
+                           &out),
+                 400);
+    CHECK(has(&out, "invalid trace id"));
+    CHECK_EQ_INT(call_json("SelectMergeStacktraces",
+                           "{\"profileTypeID\":\"" TYPE_ID "\",\"traceIdSelector\":[\"" DB_QUERY
+                           "\"]}",
+                           &out),
+                 400);
+    CHECK(has(&out, "invalid trace id length"));
+    pl_buf_free(&out);
+    pl_buf_free(&body);
+}
+
 int main(void)
 {
     PL_RUN(test_selector_operators);
@@ -842,6 +919,7 @@ int main(void)
     PL_RUN(test_connect_json);
     PL_RUN(test_connect_proto);
     PL_RUN(test_connect_errors);
+    PL_RUN(test_profile_and_trace_selectors);
     PL_RUN(test_tenants);
     PL_RUN(test_tenant_upgrade);
     PL_RUN(test_sdk_labels);
