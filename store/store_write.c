@@ -204,10 +204,17 @@ typedef struct label_set {
     uint32_t n;
 } label_set;
 
+/* Not labels: the service and the span link, and what the correlation
+ * processor derives per span (its name and root's name, the profile id and
+ * summaries), which the querier reads from the span itself; keeping them
+ * would make a label set per span name. */
 static bool link_key(pl_bytes key)
 {
     return pl_bytes_eq_cstr(key, "service.name") || pl_bytes_eq_cstr(key, "span_id") ||
-           pl_bytes_eq_cstr(key, "trace_id") || pl_bytes_eq_cstr(key, "profile_id");
+           pl_bytes_eq_cstr(key, "trace_id") || pl_bytes_eq_cstr(key, "profile_id") ||
+           pl_bytes_eq_cstr(key, "span_name") || pl_bytes_eq_cstr(key, "root_span_name") ||
+           pl_bytes_eq_cstr(key, "pyroscope.profile.id") ||
+           (key.len > 8 && memcmp(key.ptr, "profile.", 8) == 0);
 }
 
 static void label_add(label_set *l, pl_bytes key, pl_bytes val)
