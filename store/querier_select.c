@@ -14,7 +14,8 @@
  *
  * Flame graphs of whole services (no span label, no span selector) read the
  * per-minute roll-up `service_profiles` instead of `samples`: the same
- * values, a fraction of the rows.
+ * values, a fraction of the rows; series without span labels read the
+ * totals per (service, type, 10 s bucket), `service_totals`, without stacks.
  */
 #include "store/querier_internal.h"
 #include "store/store_internal.h"
@@ -520,6 +521,7 @@ typedef struct source {
 
 static const source SAMPLES = {"samples", "bucket", (int64_t)(PL_STORE_BUCKET_NS / 1000000)};
 static const source ROLLUP = {"service_profiles", "minute", (int64_t)(ROLLUP_NS / 1000000)};
+static const source TOTALS = {"service_totals", "bucket", (int64_t)(PL_STORE_BUCKET_NS / 1000000)};
 
 #define ANY INT64_MIN /* where_clause: no single service or type */
 
@@ -1342,9 +1344,10 @@ pl_status pl_q_select_series(pl_qctx *q, const pl_qrequest *r, pl_qseries **out,
         }
     }
     bool join = f.span_matchers || span_groups;
-    /* the roll-up's minutes when steps are whole minutes (a minute goes to
-     * the step its start falls in, as the flame graph's range takes it) */
-    const source *src = !join && step_ms % ROLLUP.width_ms == 0 ? &ROLLUP : &SAMPLES;
+    /* without span labels the totals per (service, type, 10 s), the same
+     * buckets as the samples' (a bucket goes to the step its start falls
+     * in) */
+    const source *src = join ? &SAMPLES : &TOTALS;
     qsql sql = {0};
     pl_buf_init(&sql.sql);
     pl_buf_printf(&sql.sql, "SELECT s.%s, s.service_id, sum(s.value)", src->bucket);

@@ -7,7 +7,8 @@
  * duration column and its index; 3: span events and resource attributes;
  * 4: wall time per sample row, `wall_ns`; 5: the tenant of each trace; 6: the
  * `profile_types` table, created with the schema; 7: the tenant and
- * SDK labels of a service, `services.name_id`, `tenant`, `labels`); a
+ * SDK labels of a service, `services.name_id`, `tenant`, `labels`, and
+ * the `service_totals` roll-up, filled from `samples` on the upgrade); a
  * reader asks for the upgrade
  * rather than guess.
  */
@@ -201,6 +202,9 @@ static const char *const write_sql[ST_COUNT] = {
     [ST_INS_TENANT_SERVICE] =
         "INSERT INTO services(id, last_seen_ns, name_id, tenant, labels) "
         "SELECT min(coalesce(min(id), 0), 0) - 1, 0, ?2, ?1, ?3 FROM services",
+    [ST_UPSERT_TOTAL] = "INSERT INTO service_totals(service_id, type_id, bucket, value) "
+                        "VALUES(?1,?2,?3,?4) ON CONFLICT(service_id, type_id, bucket) DO UPDATE "
+                        "SET value = value + excluded.value",
     [ST_COUNT_LABEL_SETS] = "SELECT count(*) FROM services WHERE name_id = ?2 AND tenant IS ?1 "
                             "AND labels IS NOT NULL",
 };
@@ -259,6 +263,12 @@ static const char schema_sql[] =
     /* per stored "type:unit" (type_id): the profile name and period of the
      * last profile of that type, from which the Pyroscope querier builds
      * its profile type ids (name:type:unit:period_type:period_unit) */
+    /* per (service, type, 10 s bucket): the sum of the sample values, no
+     * stacks, written from the writer's aggregates; what series without
+     * span labels read */
+    "CREATE TABLE IF NOT EXISTS service_totals(service_id INTEGER NOT NULL,"
+    "  type_id INTEGER NOT NULL, bucket INTEGER NOT NULL, value INTEGER NOT NULL,"
+    "  PRIMARY KEY(service_id, type_id, bucket)) WITHOUT ROWID;"
     "CREATE TABLE IF NOT EXISTS profile_types(type_id INTEGER PRIMARY KEY, name TEXT NOT NULL,"
     "  period_type TEXT NOT NULL, period_unit TEXT NOT NULL);";
 
@@ -536,8 +546,20 @@ pl_status pl_store_open(const char *path, const pl_store_options *options, pl_st
                                   "ALTER TABLE services ADD COLUMN tenant TEXT;"
                                   "ALTER TABLE services ADD COLUMN labels TEXT;",
                                   NULL, NULL, NULL);
+            int64_t has_totals = 0;
+            if (rc == SQLITE_OK && app_id != 0)
+                rc = pl_store_exec_int(s->db,
+                                       "SELECT count(*) FROM sqlite_master WHERE name = "
+                                       "'service_totals'",
+                                       &has_totals);
             if (rc == SQLITE_OK)
                 rc = sqlite3_exec(s->db, schema_sql, NULL, NULL, NULL);
+            if (rc == SQLITE_OK && app_id != 0 && !has_totals) /* v6 -> v7: one scan */
+                rc = sqlite3_exec(s->db,
+                                  "INSERT INTO service_totals(service_id, type_id, bucket, value) "
+                                  "SELECT service_id, type_id, bucket, sum(value) FROM samples "
+                                  "GROUP BY service_id, bucket, type_id",
+                                  NULL, NULL, NULL);
             if (rc == SQLITE_OK) {
                 ddl = sqlite3_mprintf("PRAGMA application_id = %d; PRAGMA user_version = %d",
                                       PL_STORE_APP_ID, PL_STORE_SCHEMA_VERSION);

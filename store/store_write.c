@@ -18,7 +18,9 @@
  * collection of retention.
  *
  * Each sample also goes into the per-minute service roll-up
- * (`service_profiles`), so service-wide flame graphs read far fewer rows.
+ * (`service_profiles`), so service-wide flame graphs read far fewer rows,
+ * and into the per-(service, type, 10 s) totals (`service_totals`, from
+ * the sorted aggregates: a few rows per transaction) that series read.
  */
 #include "store/store_internal.h"
 
@@ -1227,6 +1229,27 @@ static int flush_profiles(pl_store *s, profile_set *set, pl_store_write_stats *s
         sqlite3_bind_int64(st, 10, a->wall_ns);
         rc = step_reset(st);
         stats->sample_rows++;
+    }
+    /* series totals: the rows are in (service, bucket, type) order */
+    st = s->st[ST_UPSERT_TOTAL];
+    for (size_t i = 0; i < aggs->n && rc == SQLITE_OK;) {
+        const sample_key *k = &((sample_agg *)(void *)aggs->items + i)->key;
+        int64_t sum = 0;
+        size_t j = i;
+        for (; j < aggs->n; j++) {
+            const sample_agg *b = (sample_agg *)(void *)aggs->items + j;
+            if (b->key.service_id != k->service_id || b->key.bucket != k->bucket ||
+                b->key.type_id != k->type_id)
+                break;
+            if (__builtin_add_overflow(sum, b->value, &sum))
+                sum = INT64_MAX;
+        }
+        sqlite3_bind_int64(st, 1, k->service_id);
+        sqlite3_bind_int64(st, 2, k->type_id);
+        sqlite3_bind_int64(st, 3, k->bucket);
+        sqlite3_bind_int64(st, 4, sum);
+        rc = step_reset(st);
+        i = j;
     }
     st = s->st[ST_UPSERT_ROLLUP];
     for (size_t i = 0; i < rollup->n && rc == SQLITE_OK; i++) {

@@ -639,7 +639,8 @@ static void test_tenant_upgrade(void)
     CHECK(sqlite3_exec(db,
                        "DROP INDEX services_by_name; ALTER TABLE services DROP COLUMN tenant;"
                        "ALTER TABLE services DROP COLUMN labels;"
-                       "ALTER TABLE services DROP COLUMN name_id; PRAGMA user_version = 6",
+                       "ALTER TABLE services DROP COLUMN name_id; DROP TABLE service_totals;"
+                       "PRAGMA user_version = 6",
                        NULL, NULL, NULL) == SQLITE_OK);
     sqlite3_close(db);
     s = open_rw(path);
@@ -653,6 +654,13 @@ static void test_tenant_upgrade(void)
     pl_buf_init(&out);
     CHECK_EQ_INT(call_json("SelectMergeStacktraces", MERGE_ALL, &out), 200);
     CHECK(has(&out, "\"total\":\"4000000\"") && lacks(&out, "\"new\""));
+    /* the series totals of the older samples were made on the upgrade */
+    CHECK_EQ_INT(call_json("SelectSeries",
+                           "{\"profileTypeID\":\"" TYPE_ID
+                           "\",\"labelSelector\":\"{}\",\"step\":\"20\"," RANGE "}",
+                           &out),
+                 200);
+    CHECK(has(&out, "\"points\":[{\"value\":4000000,"));
     CHECK_EQ_INT(call_tenant("t1", "SelectMergeStacktraces", MERGE_ALL, &out), 200);
     CHECK(has(&out, "\"total\":\"2000000\"") && lacks(&out, "\"old\""));
     pl_buf_free(&out);
