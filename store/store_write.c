@@ -1012,8 +1012,9 @@ static int collect_profiles(pl_store *s, const pl_batch *batch, profile_set *set
     pl_batch_metadata_get(batch, "tenant", &tenant);
     /* the last (name, labels) -> service id */
     int64_t memo_name = 0, memo_service = 0;
-    pl_buf json, memo_json, key;
+    pl_buf json, res_json, memo_json, key;
     pl_buf_init(&json);
+    pl_buf_init(&res_json);
     pl_buf_init(&memo_json);
     pl_buf_init(&key);
     label_set *res_labels = malloc(2 * sizeof(label_set)), *labels = res_labels + 1;
@@ -1029,6 +1030,9 @@ static int collect_profiles(pl_store *s, const pl_batch *batch, profile_set *set
             if (kv->value.type == PL_VALUE_STRING)
                 label_add(res_labels, kv->key, kv->value.u.str);
         }
+        pl_buf_reset(&res_json);
+        if (res_labels->n)
+            labels_json(res_labels, &res_json); /* sorts them: merged after the sample's */
         for (uint32_t sc = 0; sc < rp->n_scopes && rc == SQLITE_OK; sc++) {
             const pl_scope_profiles *sp = &rp->scopes[sc];
             for (uint32_t pi = 0; pi < sp->n_profiles && rc == SQLITE_OK; pi++) {
@@ -1105,22 +1109,25 @@ static int collect_profiles(pl_store *s, const pl_batch *batch, profile_set *set
                         service = PL_BYTES_LIT("unknown_service");
                     int64_t name_id;
                     rc = string_id(s, (const char *)service.ptr, service.len, &name_id);
-                    /* the sample's labels, then the resource's */
-                    for (uint32_t li = 0; li < res_labels->n; li++)
-                        label_add(labels, res_labels->key[li], res_labels->val[li]);
-                    pl_buf_reset(&json);
-                    if (labels->n)
+                    /* the sample's labels, then the resource's (the
+                     * resource's alone: made once per resource) */
+                    pl_buf *lj_buf = &res_json;
+                    if (labels->n) {
+                        for (uint32_t li = 0; li < res_labels->n; li++)
+                            label_add(labels, res_labels->key[li], res_labels->val[li]);
                         labels_json(labels, &json);
-                    if (rc == SQLITE_OK && !pl_buf_ok(&json))
+                        lj_buf = &json;
+                    }
+                    if (rc == SQLITE_OK && !pl_buf_ok(lj_buf))
                         rc = SQLITE_NOMEM;
                     if (rc == SQLITE_OK &&
-                        (name_id != memo_name || json.len != memo_json.len ||
-                         (json.len && memcmp(json.data, memo_json.data, json.len) != 0))) {
-                        pl_bytes lj = {json.data, (uint32_t)json.len};
+                        (name_id != memo_name || lj_buf->len != memo_json.len ||
+                         (lj_buf->len && memcmp(lj_buf->data, memo_json.data, lj_buf->len) != 0))) {
+                        pl_bytes lj = {lj_buf->data, (uint32_t)lj_buf->len};
                         rc = service_id(s, tenant, name_id, lj, &key, &memo_service);
                         memo_name = rc == SQLITE_OK ? name_id : 0;
                         pl_buf_reset(&memo_json);
-                        pl_buf_append(&memo_json, json.data, json.len);
+                        pl_buf_append(&memo_json, lj_buf->data, lj_buf->len);
                         if (!pl_buf_ok(&memo_json))
                             rc = SQLITE_NOMEM;
                     }
@@ -1175,6 +1182,7 @@ static int collect_profiles(pl_store *s, const pl_batch *batch, profile_set *set
     free(d.stacks);
     free(res_labels);
     pl_buf_free(&json);
+    pl_buf_free(&res_json);
     pl_buf_free(&memo_json);
     pl_buf_free(&key);
     return rc;
