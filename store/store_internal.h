@@ -110,7 +110,6 @@ struct pl_store {
     pl_buf json;             /* scratch for span attributes */
     pl_buf frames;           /* scratch for stack frames */
     uint64_t last_stack_gc_ns;
-    uint64_t label_sets_folded; /* samples' label sets past PL_STORE_MAX_LABEL_SETS */
 };
 
 /* Empties the id caches (after a rollback or a stack collection). */

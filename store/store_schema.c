@@ -260,15 +260,15 @@ static const char schema_sql[] =
     "  value INTEGER NOT NULL, cpu_ns INTEGER NOT NULL, count INTEGER NOT NULL,"
     "  wall_ns INTEGER NOT NULL DEFAULT 0,"
     "  PRIMARY KEY(service_id, minute, type_id, stack_id)) WITHOUT ROWID;"
-    /* per stored "type:unit" (type_id): the profile name and period of the
-     * last profile of that type, from which the Pyroscope querier builds
-     * its profile type ids (name:type:unit:period_type:period_unit) */
     /* per (service, type, 10 s bucket): the sum of the sample values, no
      * stacks, written from the writer's aggregates; what series without
      * span labels read */
     "CREATE TABLE IF NOT EXISTS service_totals(service_id INTEGER NOT NULL,"
     "  type_id INTEGER NOT NULL, bucket INTEGER NOT NULL, value INTEGER NOT NULL,"
     "  PRIMARY KEY(service_id, type_id, bucket)) WITHOUT ROWID;"
+    /* per stored "type:unit" (type_id): the profile name and period of the
+     * last profile of that type, from which the Pyroscope querier builds
+     * its profile type ids (name:type:unit:period_type:period_unit) */
     "CREATE TABLE IF NOT EXISTS profile_types(type_id INTEGER PRIMARY KEY, name TEXT NOT NULL,"
     "  period_type TEXT NOT NULL, period_unit TEXT NOT NULL);";
 

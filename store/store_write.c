@@ -108,8 +108,8 @@ static int string_id(pl_store *s, const char *text, size_t len, int64_t *id)
  * {labels_overflow="true"}. */
 #define OVERFLOW_LABELS "{\"labels_overflow\":\"true\"}"
 
-static int service_id(pl_store *s, pl_bytes tenant, int64_t name_id, pl_bytes labels, pl_buf *key,
-                      int64_t *id)
+static int service_id(pl_store *s, pl_bytes tenant, int64_t name_id, pl_bytes name, pl_bytes labels,
+                      pl_buf *key, int64_t *id)
 {
     if (!tenant.len && !labels.len) {
         *id = name_id;
@@ -165,11 +165,14 @@ static int service_id(pl_store *s, pl_bytes tenant, int64_t name_id, pl_bytes la
             if (rc != SQLITE_OK)
                 break;
             if (n >= PL_STORE_MAX_LABEL_SETS) {
-                pl_warn("sqlite",
-                        "store %s: service %" PRId64 " has %d label sets: new ones are "
-                        "stored as {labels_overflow=\"true\"}",
-                        s->path, name_id, PL_STORE_MAX_LABEL_SETS);
-                s->label_sets_folded++;
+                if (n == PL_STORE_MAX_LABEL_SETS) /* once: the marker set is made next */
+                    pl_warn("sqlite",
+                            "store %s: service %.*s%s%.*s has %d label sets: new ones are "
+                            "stored as {labels_overflow=\"true\"}",
+                            s->path, (int)(name.len > 200 ? 200 : name.len), (const char *)name.ptr,
+                            tenant.len ? " of tenant " : "",
+                            (int)(tenant.len > 200 ? 200 : tenant.len),
+                            tenant.len ? (const char *)tenant.ptr : "", PL_STORE_MAX_LABEL_SETS);
                 labels = PL_BYTES_LIT(OVERFLOW_LABELS);
                 continue; /* look the marker set up */
             }
@@ -1124,7 +1127,7 @@ static int collect_profiles(pl_store *s, const pl_batch *batch, profile_set *set
                         (name_id != memo_name || lj_buf->len != memo_json.len ||
                          (lj_buf->len && memcmp(lj_buf->data, memo_json.data, lj_buf->len) != 0))) {
                         pl_bytes lj = {lj_buf->data, (uint32_t)lj_buf->len};
-                        rc = service_id(s, tenant, name_id, lj, &key, &memo_service);
+                        rc = service_id(s, tenant, name_id, service, lj, &key, &memo_service);
                         memo_name = rc == SQLITE_OK ? name_id : 0;
                         pl_buf_reset(&memo_json);
                         pl_buf_append(&memo_json, lj_buf->data, lj_buf->len);
