@@ -14,6 +14,8 @@
  *   __profile_type__    name:sample_type:sample_unit:period_type:period_unit,
  *                       built from what the store recorded per type
  *   __name__, __type__, __unit__, __period_type__, __period_unit__
+ *   the sample's labels pprof labels, SDK tags, resource attributes (a
+ *                       services row per tenant, service and label set)
  *   span_name           the name of the span the sample is linked to
  *   service_namespace   the linked span's resource `service.namespace`
  *   any other name      the linked span's attribute of that name (the
