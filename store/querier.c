@@ -856,8 +856,8 @@ static void respond_ok(pl_http_response *res, bool json, const pl_buf *b)
     pl_http_respond(res, 200, h, 2, b->data ? (const void *)b->data : "", b->len);
 }
 
-static void handle_connect(pl_store *store, const pl_err *open_err, pl_http_request *req,
-                           pl_http_response *res)
+static void handle_connect(pl_store *store, const pl_err *open_err, const char *tenant,
+                           pl_http_request *req, pl_http_response *res)
 {
     const char *name = req->path + strlen(SERVICE_PREFIX);
     const method *m = NULL;
@@ -911,7 +911,7 @@ static void handle_connect(pl_store *store, const pl_err *open_err, pl_http_requ
         return;
     }
     pl_qctx q;
-    st = pl_qctx_init(&q, store, &err);
+    st = pl_qctx_init(&q, store, tenant, &err);
     pl_qrequest r;
     memset(&r, 0, sizeof(r));
     if (st == PL_OK) {
@@ -1012,8 +1012,8 @@ static const char *flamebearer_units(const pl_qtype *t)
     return "samples";
 }
 
-static void handle_render(pl_store *store, const pl_err *open_err, pl_http_request *req,
-                          pl_http_response *res)
+static void handle_render(pl_store *store, const pl_err *open_err, const char *tenant,
+                          pl_http_request *req, pl_http_response *res)
 {
     char query[PL_QSEL_MAX_LEN + 512], tmp[64], format[16] = "json";
     int64_t now = (int64_t)(pl_time_now_ns() / 1000000), from = now - 3600000, until = now;
@@ -1065,7 +1065,8 @@ static void handle_render(pl_store *store, const pl_err *open_err, pl_http_reque
     pl_err err = {{0}};
     pl_qctx q;
     pl_qtree *tree = pl_qtree_new();
-    pl_status st = tree ? pl_qctx_init(&q, store, &err) : pl_errf(&err, PL_ERR_NOMEM, "no memory");
+    pl_status st =
+        tree ? pl_qctx_init(&q, store, tenant, &err) : pl_errf(&err, PL_ERR_NOMEM, "no memory");
     bool have_q = st == PL_OK;
     const pl_qtype *type = NULL;
     pl_qflame f = {0};
@@ -1140,11 +1141,11 @@ bool pl_store_querier_owns(const char *path)
            strncmp(path, "/pyroscope/", 11) == 0;
 }
 
-void pl_store_querier_handle(pl_store *store, const pl_err *open_err, pl_http_request *req,
-                             pl_http_response *res)
+void pl_store_querier_handle(pl_store *store, const pl_err *open_err, const char *tenant,
+                             pl_http_request *req, pl_http_response *res)
 {
     if (strncmp(req->path, SERVICE_PREFIX, strlen(SERVICE_PREFIX)) == 0) {
-        handle_connect(store, open_err, req, res);
+        handle_connect(store, open_err, tenant, req, res);
         return;
     }
     if (strcmp(req->path, "/pyroscope/render") == 0) {
@@ -1153,7 +1154,7 @@ void pl_store_querier_handle(pl_store *store, const pl_err *open_err, pl_http_re
             pl_http_respond(res, 405, &allow, 1, NULL, 0);
             return;
         }
-        handle_render(store, open_err, req, res);
+        handle_render(store, open_err, tenant, req, res);
         return;
     }
     connect_error(res, PL_ERR_NOT_FOUND, "not implemented: /pyroscope/render is");

@@ -14,6 +14,8 @@
  *   __profile_type__    name:sample_type:sample_unit:period_type:period_unit,
  *                       built from what the store recorded per type
  *   __name__, __type__, __unit__, __period_type__, __period_unit__
+ *   the sample's labels pprof labels, SDK tags, resource attributes (a
+ *                       services row per tenant, service and label set)
  *   span_name           the name of the span the sample is linked to
  *   service_namespace   the linked span's resource `service.namespace`
  *   any other name      the linked span's attribute of that name (the
@@ -38,8 +40,11 @@ bool pl_store_querier_owns(const char *path);
 
 /* Answers one request on an owned path. `store` is the API's read-only
  * connection, or NULL when it could not be opened (`open_err` says why:
- * the answer is `unavailable`). Borrowed; runs on the API's thread. */
-void pl_store_querier_handle(pl_store *store, const pl_err *open_err, struct pl_http_request *req,
-                             struct pl_http_response *res);
+ * the answer is `unavailable`). `tenant` is the request's X-Scope-OrgID,
+ * NULL without one: the answer holds only the profiles stored under that
+ * tenant (NULL: those stored without one). Borrowed; runs on the API's
+ * thread. */
+void pl_store_querier_handle(pl_store *store, const pl_err *open_err, const char *tenant,
+                             struct pl_http_request *req, struct pl_http_response *res);
 
 #endif

@@ -154,12 +154,22 @@ typedef struct pl_qctx {
     struct pl_qservice {
         int64_t id;
         const char *name;
-    } * services;
+        pl_qlabel *labels; /* the SDK labels of its samples, sorted by name */
+        size_t n_labels;
+    } * services; /* the request's tenant's, by name */
     size_t n_services;
+    bool every_service;      /* services holds every service of the store */
+    const char **sdk_labels; /* the SDK label names of those services, sorted */
+    size_t n_sdk_labels;
+    struct pl_qsvc_at {
+        int64_t id;
+        size_t at;
+    } * by_id; /* services' ids, sorted, with their index */
 } pl_qctx;
 
-/* Loads the catalog (services, profile types). */
-pl_status pl_qctx_init(pl_qctx *q, pl_store *store, pl_err *err);
+/* Loads the catalog (profile types, and the services of `tenant`: those
+ * without a tenant when NULL). */
+pl_status pl_qctx_init(pl_qctx *q, pl_store *store, const char *tenant, pl_err *err);
 void pl_qctx_free(pl_qctx *q);
 
 /* Each returns PL_OK or an error status with err set (PL_ERR_INVALID for a

@@ -14,7 +14,8 @@
  *
  * Flame graphs of whole services (no span label, no span selector) read the
  * per-minute roll-up `service_profiles` instead of `samples`: the same
- * values, a fraction of the rows.
+ * values, a fraction of the rows; series without span labels read the
+ * totals per (service, type, 10 s bucket), `service_totals`, without stacks.
  */
 #include "store/querier_internal.h"
 #include "store/store_internal.h"
@@ -42,7 +43,89 @@ static const char *arena_str(pl_arena *a, const unsigned char *s)
     return pl_arena_memdup(a, t, strlen(t) + 1);
 }
 
-pl_status pl_qctx_init(pl_qctx *q, pl_store *store, pl_err *err)
+static int cmp_svc_at(const void *a, const void *b)
+{
+    int64_t x = ((const struct pl_qsvc_at *)a)->id, y = ((const struct pl_qsvc_at *)b)->id;
+    return x < y ? -1 : x > y;
+}
+
+static int cmp_name(const void *a, const void *b)
+{
+    return strcmp(*(const char *const *)a, *(const char *const *)b);
+}
+
+static struct pl_qservice *service_by_id(const pl_qctx *q, int64_t id)
+{
+    struct pl_qsvc_at key = {id, 0};
+    const struct pl_qsvc_at *at =
+        q->n_services ? bsearch(&key, q->by_id, q->n_services, sizeof(key), cmp_svc_at) : NULL;
+    return at ? &q->services[at->at] : NULL;
+}
+
+/* The services' index by id, their SDK labels and the label names. SQLITE_DONE
+ * when done. */
+static int catalog_labels(pl_qctx *q, const char *tenant)
+{
+    q->by_id = calloc(q->n_services + 1, sizeof(*q->by_id));
+    if (!q->by_id)
+        return SQLITE_NOMEM;
+    for (size_t i = 0; i < q->n_services; i++)
+        q->by_id[i] = (struct pl_qsvc_at){q->services[i].id, i};
+    if (q->n_services > 1)
+        qsort(q->by_id, q->n_services, sizeof(*q->by_id), cmp_svc_at);
+    sqlite3_stmt *st = NULL;
+    int rc = sqlite3_prepare_v2(q->store->db,
+                                "SELECT sv.id, j.key, j.value, count(*) OVER (PARTITION BY sv.id) "
+                                "FROM services sv, json_each(sv.labels) j WHERE sv.tenant IS ?1 "
+                                "AND sv.labels IS NOT NULL AND j.type = 'text' ORDER BY sv.id, "
+                                "j.key",
+                                -1, &st, NULL);
+    if (rc == SQLITE_OK && tenant)
+        sqlite3_bind_text(st, 1, tenant, -1, SQLITE_STATIC);
+    const char **names = NULL;
+    size_t n_names = 0, cap = 0;
+    while (next_row(&rc, st)) {
+        struct pl_qservice *sv = service_by_id(q, sqlite3_column_int64(st, 0));
+        if (!sv)
+            continue;
+        if (!sv->labels) {
+            sv->labels =
+                pl_arena_calloc(&q->arena, (size_t)sqlite3_column_int64(st, 3), sizeof(pl_qlabel));
+            if (!sv->labels) {
+                rc = SQLITE_NOMEM;
+                break;
+            }
+        }
+        pl_qlabel *l = &sv->labels[sv->n_labels++];
+        l->name = arena_str(&q->arena, sqlite3_column_text(st, 1));
+        l->value = arena_str(&q->arena, sqlite3_column_text(st, 2));
+        if (!l->name || !l->value ||
+            pl_array_reserve((void **)&names, n_names, &cap, sizeof(char *), 16)) {
+            rc = SQLITE_NOMEM;
+            break;
+        }
+        names[n_names++] = l->name;
+    }
+    sqlite3_finalize(st);
+    if (n_names > 1) {
+        qsort(names, n_names, sizeof(char *), cmp_name);
+        size_t w = 1;
+        for (size_t i = 1; i < n_names; i++)
+            if (strcmp(names[i], names[w - 1]) != 0)
+                names[w++] = names[i];
+        n_names = w;
+    }
+    /* names starting with __ stay Pyroscope's own */
+    size_t w = 0;
+    for (size_t i = 0; i < n_names; i++)
+        if (strncmp(names[i], "__", 2) != 0)
+            names[w++] = names[i];
+    q->sdk_labels = names;
+    q->n_sdk_labels = w;
+    return rc;
+}
+
+pl_status pl_qctx_init(pl_qctx *q, pl_store *store, const char *tenant, pl_err *err)
 {
     memset(q, 0, sizeof(*q));
     q->store = store;
@@ -99,8 +182,11 @@ pl_status pl_qctx_init(pl_qctx *q, pl_store *store, pl_err *err)
     if (rc == SQLITE_OK || rc == SQLITE_DONE)
         rc = sqlite3_prepare_v2(db,
                                 "SELECT sv.id, st.value FROM services sv JOIN strings st ON st.id "
-                                "= sv.id ORDER BY st.value",
+                                "= coalesce(sv.name_id, sv.id) WHERE sv.tenant IS ?1 ORDER BY "
+                                "st.value, sv.id",
                                 -1, &st, NULL);
+    if (rc == SQLITE_OK && tenant)
+        sqlite3_bind_text(st, 1, tenant, -1, SQLITE_STATIC);
     while (next_row(&rc, st)) {
         if (pl_array_reserve((void **)&q->services, q->n_services, &cap, sizeof(struct pl_qservice),
                              16)) {
@@ -108,12 +194,22 @@ pl_status pl_qctx_init(pl_qctx *q, pl_store *store, pl_err *err)
             break;
         }
         struct pl_qservice *sv = &q->services[q->n_services++];
+        memset(sv, 0, sizeof(*sv));
         sv->id = sqlite3_column_int64(st, 0);
         sv->name = arena_str(&q->arena, sqlite3_column_text(st, 1));
         if (!sv->name)
             rc = SQLITE_NOMEM;
     }
     sqlite3_finalize(st);
+    st = NULL;
+    if (rc == SQLITE_DONE)
+        rc = catalog_labels(q, tenant);
+    int64_t n_all = 0;
+    if (rc == SQLITE_DONE) {
+        rc = pl_store_exec_int(db, "SELECT count(*) FROM services", &n_all);
+        q->every_service = (size_t)n_all == q->n_services;
+        rc = rc == SQLITE_OK ? SQLITE_DONE : rc;
+    }
     if (rc != SQLITE_DONE) {
         pl_qctx_free(q);
         if (rc == SQLITE_NOMEM)
@@ -127,6 +223,11 @@ void pl_qctx_free(pl_qctx *q)
 {
     free(q->types);
     free(q->services);
+    free(q->by_id);
+    free(q->sdk_labels);
+    q->by_id = NULL;
+    q->sdk_labels = NULL;
+    q->n_sdk_labels = 0;
     pl_arena_free(&q->arena);
     q->types = NULL;
     q->services = NULL;
@@ -145,6 +246,7 @@ typedef enum lkind {
     L_PERIOD_TYPE,
     L_PERIOD_UNIT,
     L_NONE, /* another `__` name: no sample has it */
+    L_SDK,  /* a label the SDK sent with the samples (services.labels) */
     L_SPAN_NAME,
     L_NAMESPACE,
     L_ATTR, /* a span attribute */
@@ -154,7 +256,7 @@ static const char *const base_labels[] = {"__name__",         "__period_type__",
                                           "__profile_type__", "__type__",        "__unit__",
                                           "service_name"};
 
-static lkind label_kind(const char *name)
+static lkind base_kind(const char *name)
 {
     static const struct {
         const char *name;
@@ -174,6 +276,22 @@ static lkind label_kind(const char *name)
         if (strcmp(name, known[i].name) == 0)
             return known[i].kind;
     return strncmp(name, "__", 2) == 0 ? L_NONE : L_ATTR;
+}
+
+static int cmp_cstr(const void *a, const void *b)
+{
+    return strcmp(*(const char *const *)a, *(const char *const *)b);
+}
+
+/* The kind of a label name: an SDK label when a service of the request's
+ * tenant has it (so a span attribute of the same name is not selectable). */
+static lkind label_kind(const pl_qctx *q, const char *name)
+{
+    lkind k = base_kind(name);
+    if (k == L_ATTR && q->n_sdk_labels &&
+        bsearch(&name, q->sdk_labels, q->n_sdk_labels, sizeof(char *), cmp_cstr))
+        return L_SDK;
+    return k;
 }
 
 static bool span_label(lkind k)
@@ -202,6 +320,15 @@ static const char *type_label(const pl_qtype *t, lkind k)
     }
 }
 
+/* A service's value of SDK label `name` ("" when it has none). */
+static const char *sdk_label(const struct pl_qservice *sv, const char *name)
+{
+    for (size_t i = 0; i < sv->n_labels; i++)
+        if (strcmp(sv->labels[i].name, name) == 0)
+            return sv->labels[i].value;
+    return "";
+}
+
 /* ---- filters: a selector resolved against the catalog ------------------- */
 
 typedef struct bindv {
@@ -217,6 +344,7 @@ typedef struct qsql {
 } qsql;
 
 typedef struct qfilter {
+    const pl_qctx *q;
     pl_qselector sel;
     int64_t *svc; /* NULL: every service */
     size_t n_svc;
@@ -229,6 +357,8 @@ typedef struct qfilter {
     int64_t start_ms, end_ms;
     const int64_t *span_ids; /* span selector; NULL: none */
     size_t n_span_ids;
+    const uint8_t *trace_ids; /* trace_id_selector, 16 bytes each; NULL: none */
+    size_t n_trace_ids;
 } qfilter;
 
 static void bind_int(qsql *q, int64_t v)
@@ -272,6 +402,7 @@ static pl_status filter_build(pl_qctx *q, const pl_qrequest *r, const char *sele
                               const char *profile_type, qfilter *f)
 {
     memset(f, 0, sizeof(*f));
+    f->q = q;
     time_range(r, &f->start_ms, &f->end_ms);
     pl_status st = pl_qselector_parse(selector ? selector : "", selector ? strlen(selector) : 0,
                                       &f->sel, q->err);
@@ -280,8 +411,8 @@ static pl_status filter_build(pl_qctx *q, const pl_qrequest *r, const char *sele
     bool svc_matchers = false, type_matchers = profile_type != NULL;
     for (size_t i = 0; i < f->sel.n; i++) {
         const pl_qmatcher *m = &f->sel.items[i];
-        lkind k = label_kind(m->name);
-        if (k == L_SERVICE)
+        lkind k = label_kind(q, m->name);
+        if (k == L_SERVICE || k == L_SDK)
             svc_matchers = true;
         else if (k == L_NONE) {
             if (!pl_qmatcher_matches(m, "", 0))
@@ -294,17 +425,28 @@ static pl_status filter_build(pl_qctx *q, const pl_qrequest *r, const char *sele
         } else
             type_matchers = true;
     }
-    f->all_svc = !svc_matchers;
-    if (svc_matchers) {
+    /* without service matchers: every service, or the request's tenant's */
+    f->all_svc = !svc_matchers && q->every_service;
+    if (!f->all_svc) {
         f->svc = calloc(q->n_services + 1, sizeof(int64_t));
         if (!f->svc)
             return pl_errf(q->err, PL_ERR_NOMEM, "out of memory");
         for (size_t s = 0; s < q->n_services; s++) {
             bool ok = true;
             for (size_t i = 0; i < f->sel.n && ok; i++)
-                if (label_kind(f->sel.items[i].name) == L_SERVICE)
+                switch (label_kind(q, f->sel.items[i].name)) {
+                case L_SERVICE:
                     ok = pl_qmatcher_matches(&f->sel.items[i], q->services[s].name,
                                              strlen(q->services[s].name));
+                    break;
+                case L_SDK: {
+                    const char *v = sdk_label(&q->services[s], f->sel.items[i].name);
+                    ok = pl_qmatcher_matches(&f->sel.items[i], v, strlen(v));
+                    break;
+                }
+                default:
+                    break;
+                }
             if (ok)
                 f->svc[f->n_svc++] = q->services[s].id;
         }
@@ -320,7 +462,7 @@ static pl_status filter_build(pl_qctx *q, const pl_qrequest *r, const char *sele
             const pl_qtype *ty = &q->types[t];
             bool ok = !profile_type || strcmp(profile_type, ty->id) == 0;
             for (size_t i = 0; i < f->sel.n && ok; i++) {
-                lkind k = label_kind(f->sel.items[i].name);
+                lkind k = label_kind(q, f->sel.items[i].name);
                 if (k >= L_PROFILE_TYPE && k <= L_PERIOD_UNIT) {
                     const char *v = type_label(ty, k);
                     ok = pl_qmatcher_matches(&f->sel.items[i], v, strlen(v));
@@ -348,7 +490,7 @@ static void in_list(qsql *q, const char *col, const int64_t *v, size_t n)
 /* The SQL of a span label's value (sp: the joined span). */
 static void label_expr(qsql *q, const char *name, pl_arena *a)
 {
-    switch (label_kind(name)) {
+    switch (base_kind(name)) {
     case L_SPAN_NAME:
         pl_buf_append_str(&q->sql, "coalesce(sp.name,'')");
         return;
@@ -379,6 +521,9 @@ typedef struct source {
 
 static const source SAMPLES = {"samples", "bucket", (int64_t)(PL_STORE_BUCKET_NS / 1000000)};
 static const source ROLLUP = {"service_profiles", "minute", (int64_t)(ROLLUP_NS / 1000000)};
+static const source TOTALS = {"service_totals", "bucket", (int64_t)(PL_STORE_BUCKET_NS / 1000000)};
+
+#define ANY INT64_MIN /* where_clause: no single service or type */
 
 static void from_clause(qsql *q, const source *src, bool join)
 {
@@ -387,7 +532,8 @@ static void from_clause(qsql *q, const source *src, bool join)
         pl_buf_append_str(&q->sql, " LEFT JOIN spans sp ON sp.span_id = s.span_id");
 }
 
-/* " WHERE ..." for f over src; svc / type >= 0 narrow it to one series. */
+/* " WHERE ..." for f over src; svc / type other than ANY narrow it to one
+ * series (a tenant's service ids are below 0). */
 static void where_clause(qsql *q, const qfilter *f, const source *src, int64_t svc, int64_t type,
                          pl_arena *a)
 {
@@ -395,21 +541,44 @@ static void where_clause(qsql *q, const qfilter *f, const source *src, int64_t s
     pl_buf_printf(&q->sql, " WHERE s.%s BETWEEN ? AND ?", src->bucket);
     bind_int(q, b0);
     bind_int(q, b1);
-    if (svc >= 0)
+    if (svc != ANY)
         in_list(q, "s.service_id", &svc, 1);
     else if (!f->all_svc)
         in_list(q, "s.service_id", f->svc, f->n_svc);
-    if (type >= 0)
+    if (type != ANY)
         in_list(q, "s.type_id", &type, 1);
     else if (!f->all_types)
         in_list(q, "s.type_id", f->types, f->n_types);
-    if (f->span_ids) {
+    if (f->span_ids && !f->trace_ids) {
         pl_buf_append_str(&q->sql, " AND s.span_id != 0"); /* lets samples_by_span serve */
         in_list(q, "s.span_id", f->span_ids, f->n_span_ids);
+    } else if (f->trace_ids) {
+        /* the samples linked to those traces: by their trace id, or by a
+         * span of the trace (a link may name only the span) */
+        pl_buf_append_str(&q->sql, " AND (s.trace_id IN (");
+        for (size_t i = 0; i < f->n_trace_ids; i++) {
+            char hex[33];
+            pl_hex_encode(f->trace_ids + 16 * i, 16, hex); /* decoded: only hex digits */
+            pl_buf_printf(&q->sql, "%sx'%.32s'", i ? "," : "", hex);
+        }
+        pl_buf_append_str(&q->sql, ") OR (s.span_id != 0 AND s.span_id IN (SELECT span_id FROM "
+                                   "spans WHERE trace_id IN (");
+        for (size_t i = 0; i < f->n_trace_ids; i++) {
+            char hex[33];
+            pl_hex_encode(f->trace_ids + 16 * i, 16, hex);
+            pl_buf_printf(&q->sql, "%sx'%.32s'", i ? "," : "", hex);
+        }
+        pl_buf_append_str(&q->sql, ")))");
+        if (f->n_span_ids) {
+            pl_buf_append_str(&q->sql, " OR (s.span_id != 0");
+            in_list(q, "s.span_id", f->span_ids, f->n_span_ids);
+            pl_buf_append_byte(&q->sql, ')');
+        }
+        pl_buf_append_byte(&q->sql, ')');
     }
     for (size_t i = 0; i < f->sel.n; i++) {
         const pl_qmatcher *m = &f->sel.items[i];
-        if (!span_label(label_kind(m->name)))
+        if (!span_label(label_kind(f->q, m->name)))
             continue;
         pl_buf_append_str(&q->sql, " AND ");
         switch (m->op) {
@@ -488,10 +657,8 @@ typedef struct pair {
 
 static const char *service_name(const pl_qctx *q, int64_t id)
 {
-    for (size_t i = 0; i < q->n_services; i++)
-        if (q->services[i].id == id)
-            return q->services[i].name;
-    return "";
+    const struct pl_qservice *sv = service_by_id(q, id);
+    return sv ? sv->name : "";
 }
 
 static const pl_qtype *type_by_id(const pl_qctx *q, int64_t id)
@@ -660,7 +827,7 @@ static pl_status span_label_names(pl_qctx *q, const qfilter *f, strvec *names)
     pl_buf_append_str(&sql.sql, "WITH x AS (SELECT DISTINCT a, r FROM (SELECT sp.attributes AS "
                                 "a, sp.resource_id AS r FROM samples s JOIN spans sp ON "
                                 "sp.span_id = s.span_id");
-    where_clause(&sql, f, &SAMPLES, -1, -1, &q->arena);
+    where_clause(&sql, f, &SAMPLES, ANY, ANY, &q->arena);
     pl_buf_printf(&sql.sql, " AND s.span_id != 0 LIMIT %d))", SPAN_LABEL_ROWS);
     pl_buf_append_str(&sql.sql, " SELECT DISTINCT j.key FROM x, "
                                 "json_each(x.a) j UNION SELECT 'span_name' FROM x UNION SELECT "
@@ -693,6 +860,13 @@ pl_status pl_q_label_names(pl_qctx *q, const pl_qrequest *r, const char ***out, 
             for (size_t k = 0; k < sizeof(base_labels) / sizeof(base_labels[0]); k++)
                 if (strvec_add(&names, base_labels[k]))
                     st = pl_errf(q->err, PL_ERR_NOMEM, "out of memory");
+            for (size_t p = 0; p < np && st == PL_OK; p++) {
+                const struct pl_qservice *sv = service_by_id(q, pairs[p].svc);
+                for (size_t k = 0; sv && k < sv->n_labels && st == PL_OK; k++)
+                    if (strncmp(sv->labels[k].name, "__", 2) != 0 &&
+                        strvec_add(&names, sv->labels[k].name))
+                        st = pl_errf(q->err, PL_ERR_NOMEM, "out of memory");
+            }
             if (st == PL_OK)
                 st = span_label_names(q, &f, &names);
         }
@@ -715,7 +889,7 @@ static pl_status span_label_values(pl_qctx *q, const qfilter *f, const char *nam
     label_expr(&sql, name, &q->arena);
     pl_buf_append_str(&sql.sql, " AS v");
     from_clause(&sql, &SAMPLES, true);
-    where_clause(&sql, f, &SAMPLES, -1, -1, &q->arena);
+    where_clause(&sql, f, &SAMPLES, ANY, ANY, &q->arena);
     pl_buf_printf(&sql.sql, " AND s.span_id != 0 LIMIT %d) LIMIT 10000", SPAN_LABEL_ROWS);
     sqlite3_stmt *stmt;
     int rc = prepare(q, &sql, f, &stmt);
@@ -736,7 +910,7 @@ pl_status pl_q_label_values(pl_qctx *q, const pl_qrequest *r, const char ***out,
 {
     if (!r->name || !*r->name)
         return pl_errf(q->err, PL_ERR_INVALID, "name: the label name is required");
-    lkind k = label_kind(r->name);
+    lkind k = label_kind(q, r->name);
     if (span_label(k) && (strchr(r->name, '"') || strchr(r->name, '\\')))
         return pl_errf(q->err, PL_ERR_INVALID, "name: no quotes or backslashes");
     strvec vals = {0};
@@ -751,7 +925,9 @@ pl_status pl_q_label_values(pl_qctx *q, const pl_qrequest *r, const char ***out,
             size_t np = 0;
             st = series_pairs(q, &f, &pairs, &np);
             for (size_t p = 0; p < np && st == PL_OK; p++) {
+                const struct pl_qservice *sv = service_by_id(q, pairs[p].svc);
                 const char *v = k == L_SERVICE ? service_name(q, pairs[p].svc)
+                                : k == L_SDK   ? (sv ? sdk_label(sv, r->name) : "")
                                                : type_label(type_by_id(q, pairs[p].type), k);
                 if (*v && strvec_add(&vals, v))
                     st = pl_errf(q->err, PL_ERR_NOMEM, "out of memory");
@@ -825,7 +1001,9 @@ pl_status pl_q_series(pl_qctx *q, const pl_qrequest *r, pl_qseries **out, size_t
                 {"__unit__", t->sample_unit},
                 {"service_name", service_name(q, pairs[p].svc)},
             };
-            pl_qlabel *ls = pl_arena_calloc(&q->arena, 7, sizeof(pl_qlabel));
+            const struct pl_qservice *sv = service_by_id(q, pairs[p].svc);
+            size_t n_sdk = sv ? sv->n_labels : 0;
+            pl_qlabel *ls = pl_arena_calloc(&q->arena, 7 + n_sdk, sizeof(pl_qlabel));
             if (!ls) {
                 st = pl_errf(q->err, PL_ERR_NOMEM, "out of memory");
                 break;
@@ -834,6 +1012,9 @@ pl_status pl_q_series(pl_qctx *q, const pl_qrequest *r, pl_qseries **out, size_t
             for (size_t k = 0; k < 7; k++)
                 if (wanted(r, all[k].name))
                     ls[nl++] = all[k];
+            for (size_t k = 0; k < n_sdk; k++)
+                if (strncmp(sv->labels[k].name, "__", 2) != 0 && wanted(r, sv->labels[k].name))
+                    ls[nl++] = sv->labels[k];
             qsort(ls, nl, sizeof(pl_qlabel), cmp_label);
             char *key = series_key(&q->arena, ls, nl);
             if (!key) {
@@ -906,13 +1087,17 @@ static pl_status span_ids(pl_qctx *q, const pl_qrequest *r, int64_t **out, size_
     *out = NULL;
     *n = 0;
     size_t cap = 0;
-    for (size_t i = 0; i < r->span_selector.n; i++) {
+    /* a span's profile id is its span id (pyroscope.profile.id) */
+    for (size_t i = 0; i < r->span_selector.n + r->profile_id_selector.n; i++) {
         uint8_t id[8];
-        const char *s = r->span_selector.items[i];
+        bool span = i < r->span_selector.n;
+        const char *s =
+            span ? r->span_selector.items[i] : r->profile_id_selector.items[i - r->span_selector.n];
+        const char *what = span ? "span" : "profile";
         if (strlen(s) != 16)
-            return pl_errf(q->err, PL_ERR_INVALID, "invalid span id length: %.40s", s);
+            return pl_errf(q->err, PL_ERR_INVALID, "invalid %s id length: %.40s", what, s);
         if (pl_hex_decode(s, 16, id, 8) < 0)
-            return pl_errf(q->err, PL_ERR_INVALID, "invalid span id: %.40s", s);
+            return pl_errf(q->err, PL_ERR_INVALID, "invalid %s id: %.40s", what, s);
         if (pl_array_reserve((void **)out, *n, &cap, sizeof(int64_t), 16))
             return pl_errf(q->err, PL_ERR_NOMEM, "out of memory");
         (*out)[(*n)++] = span_id_int(id);
@@ -946,6 +1131,33 @@ static pl_status span_ids(pl_qctx *q, const pl_qrequest *r, int64_t **out, size_
     unprepare(q, stmt);
     qsql_free(&sql);
     return rc == SQLITE_DONE ? PL_OK : sql_fail(q, rc);
+}
+
+/* trace_id_selector as 16-byte ids (32 hex digits each). */
+static pl_status trace_ids(pl_qctx *q, const pl_qrequest *r, uint8_t **out, size_t *n)
+{
+    *out = NULL;
+    *n = 0;
+    if (!r->trace_id_selector.n)
+        return PL_OK;
+    *out = malloc(16 * r->trace_id_selector.n);
+    if (!*out)
+        return pl_errf(q->err, PL_ERR_NOMEM, "out of memory");
+    for (size_t i = 0; i < r->trace_id_selector.n; i++) {
+        const char *s = r->trace_id_selector.items[i];
+        pl_status st = PL_OK;
+        if (strlen(s) != 32)
+            st = pl_errf(q->err, PL_ERR_INVALID, "invalid trace id length: %.40s", s);
+        else if (pl_hex_decode(s, 32, *out + 16 * i, 16) < 0)
+            st = pl_errf(q->err, PL_ERR_INVALID, "invalid trace id: %.40s", s);
+        if (st != PL_OK) {
+            free(*out);
+            *out = NULL;
+            return st;
+        }
+    }
+    *n = r->trace_id_selector.n;
+    return PL_OK;
 }
 
 /* ---- merged stacks ------------------------------------------------------ */
@@ -1030,19 +1242,29 @@ pl_status pl_q_merge(pl_qctx *q, const pl_qrequest *r, bool spans, pl_qtree *tre
     if (st != PL_OK)
         return st;
     int64_t *ids = NULL;
-    size_t n_ids = 0;
+    size_t n_ids = 0, n_tids = 0;
+    uint8_t *tids = NULL;
+    /* span, profile id and trace selectors: the samples of any of them */
+    spans = spans || r->span_selector.n || r->profile_id_selector.n || r->trace_id_selector.n;
     if (spans && (st = span_ids(q, r, &ids, &n_ids)) != PL_OK)
         return st;
+    if (spans && (st = trace_ids(q, r, &tids, &n_tids)) != PL_OK) {
+        free(ids);
+        return st;
+    }
     qfilter f; /* the stored type's id: a request's `:delta` form names it too */
     st = filter_build(q, r, r->label_selector, *type ? (*type)->id : r->profile_type, &f);
-    if (st != PL_OK || !*type || f.empty || (spans && !n_ids)) {
+    if (st != PL_OK || !*type || f.empty || (spans && !n_ids && !n_tids)) {
         filter_free(&f);
         free(ids);
+        free(tids);
         return st;
     }
     if (spans) {
         f.span_ids = ids;
         f.n_span_ids = n_ids;
+        f.trace_ids = tids;
+        f.n_trace_ids = n_tids;
     }
     bool join = f.span_matchers || spans;
     const source *src = join ? &SAMPLES : &ROLLUP;
@@ -1051,7 +1273,7 @@ pl_status pl_q_merge(pl_qctx *q, const pl_qrequest *r, bool spans, pl_qtree *tre
     pl_buf_append_str(&sql.sql, "SELECT x.v, k.frames FROM (SELECT s.stack_id AS id, "
                                 "sum(s.value) AS v");
     from_clause(&sql, src, f.span_matchers);
-    where_clause(&sql, &f, src, -1, -1, &q->arena);
+    where_clause(&sql, &f, src, ANY, ANY, &q->arena);
     pl_buf_append_str(&sql.sql, " GROUP BY s.stack_id) x JOIN stacks k ON k.id = x.id");
     sqlite3_stmt *stmt;
     int rc = prepare(q, &sql, &f, &stmt);
@@ -1061,6 +1283,7 @@ pl_status pl_q_merge(pl_qctx *q, const pl_qrequest *r, bool spans, pl_qtree *tre
     qsql_free(&sql);
     filter_free(&f);
     free(ids);
+    free(tids);
     return rc == SQLITE_DONE ? PL_OK : sql_fail(q, rc);
 }
 
@@ -1111,7 +1334,7 @@ pl_status pl_q_select_series(pl_qctx *q, const pl_qrequest *r, pl_qseries **out,
     size_t n_steps = (size_t)((f.end_ms - f.start_ms) / step_ms + 1);
     bool span_groups = false;
     for (size_t g = 0; g < r->group_by.n; g++) {
-        lkind k = label_kind(r->group_by.items[g]);
+        lkind k = label_kind(q, r->group_by.items[g]);
         if (span_label(k)) {
             if (strchr(r->group_by.items[g], '"') || strchr(r->group_by.items[g], '\\')) {
                 filter_free(&f);
@@ -1121,22 +1344,23 @@ pl_status pl_q_select_series(pl_qctx *q, const pl_qrequest *r, pl_qseries **out,
         }
     }
     bool join = f.span_matchers || span_groups;
-    /* the roll-up's minutes when steps are whole minutes (a minute goes to
-     * the step its start falls in, as the flame graph's range takes it) */
-    const source *src = !join && step_ms % ROLLUP.width_ms == 0 ? &ROLLUP : &SAMPLES;
+    /* without span labels the totals per (service, type, 10 s), the same
+     * buckets as the samples' (a bucket goes to the step its start falls
+     * in) */
+    const source *src = join ? &SAMPLES : &TOTALS;
     qsql sql = {0};
     pl_buf_init(&sql.sql);
     pl_buf_printf(&sql.sql, "SELECT s.%s, s.service_id, sum(s.value)", src->bucket);
     for (size_t g = 0; g < r->group_by.n; g++)
-        if (span_label(label_kind(r->group_by.items[g]))) {
+        if (span_label(label_kind(q, r->group_by.items[g]))) {
             pl_buf_append_byte(&sql.sql, ',');
             label_expr(&sql, r->group_by.items[g], &q->arena);
         }
     from_clause(&sql, src, join);
-    where_clause(&sql, &f, src, -1, -1, &q->arena);
+    where_clause(&sql, &f, src, ANY, ANY, &q->arena);
     pl_buf_append_str(&sql.sql, " GROUP BY 1, 2");
     for (size_t g = 0, c = 4; g < r->group_by.n; g++)
-        if (span_label(label_kind(r->group_by.items[g])))
+        if (span_label(label_kind(q, r->group_by.items[g])))
             pl_buf_printf(&sql.sql, ", %zu", c++);
     sqlite3_stmt *stmt;
     int rc = prepare(q, &sql, &f, &stmt);
@@ -1152,12 +1376,14 @@ pl_status pl_q_select_series(pl_qctx *q, const pl_qrequest *r, pl_qseries **out,
         size_t k = (size_t)((ts - f.start_ms) / step_ms);
         if (k >= n_steps)
             continue;
-        const char *svc = service_name(q, sqlite3_column_int64(stmt, 1));
+        const struct pl_qservice *sv = service_by_id(q, sqlite3_column_int64(stmt, 1));
+        const char *svc = sv ? sv->name : "";
         double v = (double)sqlite3_column_int64(stmt, 2);
         pl_buf_reset(&key);
         for (size_t g = 0, c = 3; g < r->group_by.n; g++) {
-            lkind lk = label_kind(r->group_by.items[g]);
+            lkind lk = label_kind(q, r->group_by.items[g]);
             const char *lv = lk == L_SERVICE  ? svc
+                             : lk == L_SDK    ? (sv ? sdk_label(sv, r->group_by.items[g]) : "")
                              : span_label(lk) ? (const char *)sqlite3_column_text(stmt, (int)c++)
                                               : type_label(type, lk);
             pl_buf_append_str(&key, lv ? lv : "");

@@ -809,24 +809,13 @@ const pl_store_route_table pl_store_api_routes = {api_rows, sizeof(api_rows) / s
 static void handle_querier(pl_store_call *c)
 {
     pl_sqlite_api *api = c->api;
-    if (c->tenant) {
-        /* Profiles are not kept by tenant yet (only traces are): answering
-         * would show one tenant another's profiles, so refuse instead. */
-        static const char body[] =
-            "{\"code\":\"unimplemented\",\"message\":\"X-Scope-OrgID: profiles are not "
-            "kept by tenant in this store; query without the header\"}";
-        static const pl_http_header h[] = {{"Content-Type", 12, "application/json", 16}};
-        pl_http_respond(c->res, 404, h, 1, body, sizeof(body) - 1); /* Connect: unimplemented */
-        c->answered = true;
-        return;
-    }
     pl_err err = {{0}};
     if (!api->store) {
         pl_store_options opt = {.read_only = true, .busy_timeout_ms = 1000};
         if (pl_store_open(api->db_path, &opt, &api->store, NULL, &err) != PL_OK)
             api->store = NULL;
     }
-    pl_store_querier_handle(api->store, &err, c->req, c->res);
+    pl_store_querier_handle(api->store, &err, c->tenant, c->req, c->res);
     c->answered = true;
     /* drop a connection that may be broken: the next request reopens */
     if (api->store && pl_store_last_error(api->store) == PL_STORE_ERR_CORRUPT) {

@@ -22,7 +22,7 @@
 #include <time.h>
 
 #define PL_STORE_APP_ID         0x706c6b31 /* "plk1" */
-#define PL_STORE_SCHEMA_VERSION 6
+#define PL_STORE_SCHEMA_VERSION 7
 
 /* ---- small hash maps (store_schema.c) ---------------------------------- */
 
@@ -69,6 +69,10 @@ bool pl_store_str_map_put(str_map *m, const char *s, size_t len, uint64_t h, int
 /* Caches are bounded: past this many entries they are simply emptied. */
 #define CACHE_MAX_ENTRIES (1u << 20)
 
+/* Distinct SDK label sets kept per (tenant, service); more fold into the
+ * set {labels_overflow="true"} (store_write.c). */
+#define PL_STORE_MAX_LABEL_SETS 1000
+
 /* ---- the connection ----------------------------------------------------- */
 
 enum {
@@ -85,6 +89,10 @@ enum {
     ST_UPSERT_ROLLUP,
     ST_UPD_SPAN_PROFILE,
     ST_UPSERT_PROFILE_TYPE,
+    ST_SEL_TENANT_SERVICE,
+    ST_INS_TENANT_SERVICE,
+    ST_COUNT_LABEL_SETS,
+    ST_UPSERT_TOTAL,
     ST_COUNT
 };
 
@@ -96,10 +104,11 @@ struct pl_store {
     pl_store_error last_error;
     sqlite3_stmt *st[ST_COUNT];
     str_map strings;
-    u64_map functions; /* (name_id << 32 | file_id) -> id */
-    u64_map stacks;    /* hash -> id */
-    pl_buf json;       /* scratch for span attributes */
-    pl_buf frames;     /* scratch for stack frames */
+    u64_map functions;       /* (name_id << 32 | file_id) -> id */
+    u64_map stacks;          /* hash -> id */
+    str_map tenant_services; /* tenant 0 name id (8 bytes) labels -> service id */
+    pl_buf json;             /* scratch for span attributes */
+    pl_buf frames;           /* scratch for stack frames */
     uint64_t last_stack_gc_ns;
 };
 

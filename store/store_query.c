@@ -1186,11 +1186,13 @@ pl_status pl_store_query_profile(pl_store *s, const pl_profile_query *q, pl_prof
             " AND (span_id = 0 OR span_id NOT IN (SELECT span_id FROM spans WHERE trace_id = ?1))";
         break;
     default:
-        sql = q->service
-                  ? "SELECT type_id, stack_id, value, cpu_ns, count, wall_ns FROM service_profiles "
-                    "WHERE service_id = ?1 AND minute >= ?2 AND minute <= ?3"
-                  : "SELECT type_id, stack_id, value, cpu_ns, count, wall_ns FROM service_profiles "
-                    "WHERE minute >= ?2 AND minute <= ?3";
+        sql =
+            q->service
+                ? "SELECT type_id, stack_id, value, cpu_ns, count, wall_ns FROM service_profiles "
+                  "WHERE service_id IN (SELECT id FROM services WHERE coalesce(name_id, id) = ?1) "
+                  "AND minute >= ?2 AND minute <= ?3"
+                : "SELECT type_id, stack_id, value, cpu_ns, count, wall_ns FROM service_profiles "
+                  "WHERE minute >= ?2 AND minute <= ?3";
         break;
     }
     rc = sqlite3_prepare_v2(s->db, sql, -1, &st, NULL);
@@ -1257,11 +1259,12 @@ pl_status pl_store_query_services(pl_store *s, char ***names, size_t *n, pl_err 
     *names = NULL;
     *n = 0;
     sqlite3_stmt *st = NULL;
-    int rc = sqlite3_prepare_v2(s->db,
-                                "SELECT DISTINCT name FROM (SELECT s.value AS name FROM services v "
-                                "JOIN strings s ON s.id = v.id UNION SELECT DISTINCT root_service "
-                                "FROM traces WHERE root_service IS NOT NULL) ORDER BY name",
-                                -1, &st, NULL);
+    int rc = sqlite3_prepare_v2(
+        s->db,
+        "SELECT DISTINCT name FROM (SELECT s.value AS name FROM services v "
+        "JOIN strings s ON s.id = coalesce(v.name_id, v.id) UNION SELECT DISTINCT root_service "
+        "FROM traces WHERE root_service IS NOT NULL) ORDER BY name",
+        -1, &st, NULL);
     size_t cap = 0;
     while (rc == SQLITE_OK) {
         int step = sqlite3_step(st);

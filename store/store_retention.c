@@ -75,6 +75,9 @@ static int delete_before(pl_store *s, uint64_t cutoff, pl_store_retention_stats 
         rc = exec_bind1(s->db, "DELETE FROM service_profiles WHERE service_id = ?1 AND minute < ?2",
                         ids[i], (int64_t)(cutoff / ROLLUP_NS), true, NULL);
     for (size_t i = 0; i < n && rc == SQLITE_OK; i++)
+        rc = exec_bind1(s->db, "DELETE FROM service_totals WHERE service_id = ?1 AND bucket < ?2",
+                        ids[i], (int64_t)(cutoff / PL_STORE_BUCKET_NS), true, NULL);
+    for (size_t i = 0; i < n && rc == SQLITE_OK; i++)
         rc = exec_bind1(s->db, "DELETE FROM samples WHERE service_id = ?1 AND bucket < ?2", ids[i],
                         (int64_t)(cutoff / PL_STORE_BUCKET_NS), true, &stats->sample_rows_deleted);
     free(ids);

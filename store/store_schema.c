@@ -6,7 +6,9 @@
  * user_version. A writer upgrades an older store in place (2: the trace
  * duration column and its index; 3: span events and resource attributes;
  * 4: wall time per sample row, `wall_ns`; 5: the tenant of each trace; 6: the
- * `profile_types` table, created with the schema); a
+ * `profile_types` table, created with the schema; 7: the tenant and
+ * SDK labels of a service, `services.name_id`, `tenant`, `labels`, and
+ * the `service_totals` roll-up, filled from `samples` on the upgrade); a
  * reader asks for the upgrade
  * rather than guess.
  */
@@ -193,6 +195,18 @@ static const char *const write_sql[ST_COUNT] = {
     [ST_UPSERT_SERVICE] = "INSERT INTO services(id, last_seen_ns) VALUES(?1, ?2) "
                           "ON CONFLICT(id) DO UPDATE SET last_seen_ns = "
                           "max(last_seen_ns, excluded.last_seen_ns)",
+    /* a service of a tenant or with SDK labels: ids below 0, never a
+     * string id (store_write.c) */
+    [ST_SEL_TENANT_SERVICE] =
+        "SELECT id FROM services WHERE name_id = ?2 AND tenant IS ?1 AND labels IS ?3",
+    [ST_INS_TENANT_SERVICE] =
+        "INSERT INTO services(id, last_seen_ns, name_id, tenant, labels) "
+        "SELECT min(coalesce(min(id), 0), 0) - 1, 0, ?2, ?1, ?3 FROM services",
+    [ST_UPSERT_TOTAL] = "INSERT INTO service_totals(service_id, type_id, bucket, value) "
+                        "VALUES(?1,?2,?3,?4) ON CONFLICT(service_id, type_id, bucket) DO UPDATE "
+                        "SET value = value + excluded.value",
+    [ST_COUNT_LABEL_SETS] = "SELECT count(*) FROM services WHERE name_id = ?2 AND tenant IS ?1 "
+                            "AND labels IS NOT NULL",
 };
 
 static const char schema_sql[] =
@@ -202,7 +216,14 @@ static const char schema_sql[] =
     /* frames: function ids, root first, unsigned LEB128 varints */
     "CREATE TABLE IF NOT EXISTS stacks(id INTEGER PRIMARY KEY, hash INTEGER NOT NULL UNIQUE,"
     "  frames BLOB NOT NULL);"
-    "CREATE TABLE IF NOT EXISTS services(id INTEGER PRIMARY KEY, last_seen_ns INTEGER NOT NULL);"
+    /* a service without a tenant or labels: id = the string id of its
+     * name (name_id NULL); with a tenant (the X-Scope-OrgID its samples
+     * came with) or SDK labels (a JSON object, keys sorted): an id below 0,
+     * its name's string id in name_id */
+    "CREATE TABLE IF NOT EXISTS services(id INTEGER PRIMARY KEY, last_seen_ns INTEGER NOT NULL,"
+    "  name_id INTEGER, tenant TEXT, labels TEXT);"
+    "CREATE INDEX IF NOT EXISTS services_by_name ON services(name_id, tenant, labels)"
+    "  WHERE name_id IS NOT NULL;"
     "CREATE TABLE IF NOT EXISTS spans(trace_id BLOB NOT NULL, span_id INTEGER NOT NULL,"
     "  parent_span_id INTEGER, name TEXT NOT NULL, service TEXT NOT NULL, kind INTEGER NOT NULL,"
     "  start_ns INTEGER NOT NULL, end_ns INTEGER NOT NULL, status_code INTEGER NOT NULL,"
@@ -239,6 +260,12 @@ static const char schema_sql[] =
     "  value INTEGER NOT NULL, cpu_ns INTEGER NOT NULL, count INTEGER NOT NULL,"
     "  wall_ns INTEGER NOT NULL DEFAULT 0,"
     "  PRIMARY KEY(service_id, minute, type_id, stack_id)) WITHOUT ROWID;"
+    /* per (service, type, 10 s bucket): the sum of the sample values, no
+     * stacks, written from the writer's aggregates; what series without
+     * span labels read */
+    "CREATE TABLE IF NOT EXISTS service_totals(service_id INTEGER NOT NULL,"
+    "  type_id INTEGER NOT NULL, bucket INTEGER NOT NULL, value INTEGER NOT NULL,"
+    "  PRIMARY KEY(service_id, type_id, bucket)) WITHOUT ROWID;"
     /* per stored "type:unit" (type_id): the profile name and period of the
      * last profile of that type, from which the Pyroscope querier builds
      * its profile type ids (name:type:unit:period_type:period_unit) */
@@ -507,8 +534,32 @@ pl_status pl_store_open(const char *path, const pl_store_options *options, pl_st
             if (rc == SQLITE_OK && app_id != 0 && version <= 4 && !has_tenant)
                 rc = sqlite3_exec(s->db, "ALTER TABLE traces ADD COLUMN tenant TEXT;", NULL, NULL,
                                   NULL);
+            int64_t svc_cols = 0;
+            if (rc == SQLITE_OK && app_id != 0) /* v6 -> v7 */
+                rc = pl_store_exec_int(s->db,
+                                       "SELECT count(*) FROM pragma_table_info('services') "
+                                       "WHERE name = 'labels'",
+                                       &svc_cols);
+            if (rc == SQLITE_OK && app_id != 0 && !svc_cols)
+                rc = sqlite3_exec(s->db,
+                                  "ALTER TABLE services ADD COLUMN name_id INTEGER;"
+                                  "ALTER TABLE services ADD COLUMN tenant TEXT;"
+                                  "ALTER TABLE services ADD COLUMN labels TEXT;",
+                                  NULL, NULL, NULL);
+            int64_t has_totals = 0;
+            if (rc == SQLITE_OK && app_id != 0)
+                rc = pl_store_exec_int(s->db,
+                                       "SELECT count(*) FROM sqlite_master WHERE name = "
+                                       "'service_totals'",
+                                       &has_totals);
             if (rc == SQLITE_OK)
                 rc = sqlite3_exec(s->db, schema_sql, NULL, NULL, NULL);
+            if (rc == SQLITE_OK && app_id != 0 && !has_totals) /* v6 -> v7: one scan */
+                rc = sqlite3_exec(s->db,
+                                  "INSERT INTO service_totals(service_id, type_id, bucket, value) "
+                                  "SELECT service_id, type_id, bucket, sum(value) FROM samples "
+                                  "GROUP BY service_id, bucket, type_id",
+                                  NULL, NULL, NULL);
             if (rc == SQLITE_OK) {
                 ddl = sqlite3_mprintf("PRAGMA application_id = %d; PRAGMA user_version = %d",
                                       PL_STORE_APP_ID, PL_STORE_SCHEMA_VERSION);
@@ -581,6 +632,7 @@ void pl_store_clear_caches(pl_store *s)
     pl_store_str_map_clear(&s->strings);
     pl_store_u64_map_clear(&s->functions);
     pl_store_u64_map_clear(&s->stacks);
+    pl_store_str_map_clear(&s->tenant_services);
 }
 
 void pl_store_close(pl_store *s)

@@ -18,11 +18,14 @@
  * collection of retention.
  *
  * Each sample also goes into the per-minute service roll-up
- * (`service_profiles`), so service-wide flame graphs read far fewer rows.
+ * (`service_profiles`), so service-wide flame graphs read far fewer rows,
+ * and into the per-(service, type, 10 s) totals (`service_totals`, from
+ * the sorted aggregates: a few rows per transaction) that series read.
  */
 #include "store/store_internal.h"
 
 #include "core/hash.h"
+#include "core/log.h"
 #include "core/value_json.h"
 #include "proto/pprof.h"
 
@@ -94,6 +97,169 @@ static int string_id(pl_store *s, const char *text, size_t len, int64_t *id)
         pl_store_str_map_put(&s->strings, text, len, h, *id);
     }
     return rc;
+}
+
+/* The service id of (tenant, service name, SDK labels): without a tenant
+ * or labels the name's string id, as always; else a row of `services`,
+ * created on first use with an id below 0 (ids that no string has, so no
+ * name sent without a tenant can reach another tenant's samples). `labels`
+ * is the label set as a JSON object with sorted keys, or empty. Past
+ * PL_STORE_MAX_LABEL_SETS sets of one (tenant, service), new sets fold into
+ * {labels_overflow="true"}. */
+#define OVERFLOW_LABELS "{\"labels_overflow\":\"true\"}"
+
+static int service_id(pl_store *s, pl_bytes tenant, int64_t name_id, pl_bytes name, pl_bytes labels,
+                      pl_buf *key, int64_t *id)
+{
+    if (!tenant.len && !labels.len) {
+        *id = name_id;
+        return SQLITE_OK;
+    }
+    pl_buf_reset(key);
+    pl_buf_append(key, tenant.ptr, tenant.len > 256 ? 256 : tenant.len); /* receivers: 255 */
+    pl_buf_append_byte(key, 0);
+    for (int i = 0; i < 8; i++)
+        pl_buf_append_byte(key, (uint8_t)((uint64_t)name_id >> (8 * i)));
+    pl_buf_append(key, labels.ptr, labels.len);
+    if (!pl_buf_ok(key))
+        return SQLITE_NOMEM;
+    uint64_t h = pl_hash_bytes(key->data, key->len);
+    if (pl_store_str_map_get(&s->tenant_services, (const char *)key->data, key->len, h, id))
+        return SQLITE_OK;
+    sqlite3_stmt *sel = s->st[ST_SEL_TENANT_SERVICE];
+    int rc = SQLITE_OK;
+    for (int pass = 0; pass < 2; pass++) {
+        if (tenant.len)
+            bind_text(sel, 1, tenant);
+        else
+            sqlite3_bind_null(sel, 1);
+        sqlite3_bind_int64(sel, 2, name_id);
+        if (labels.len)
+            bind_text(sel, 3, labels);
+        else
+            sqlite3_bind_null(sel, 3);
+        rc = sqlite3_step(sel);
+        if (rc == SQLITE_ROW)
+            *id = sqlite3_column_int64(sel, 0);
+        sqlite3_reset(sel);
+        if (rc == SQLITE_ROW) {
+            rc = SQLITE_OK;
+            break;
+        }
+        if (rc != SQLITE_DONE)
+            break;
+        rc = SQLITE_OK;
+        if (labels.len && pass == 0 && !pl_bytes_eq_cstr(labels, OVERFLOW_LABELS)) {
+            sqlite3_stmt *cnt = s->st[ST_COUNT_LABEL_SETS];
+            if (tenant.len)
+                bind_text(cnt, 1, tenant);
+            else
+                sqlite3_bind_null(cnt, 1);
+            sqlite3_bind_int64(cnt, 2, name_id);
+            int64_t n = 0;
+            rc = sqlite3_step(cnt);
+            if (rc == SQLITE_ROW)
+                n = sqlite3_column_int64(cnt, 0);
+            sqlite3_reset(cnt);
+            rc = rc == SQLITE_ROW || rc == SQLITE_DONE ? SQLITE_OK : rc;
+            if (rc != SQLITE_OK)
+                break;
+            if (n >= PL_STORE_MAX_LABEL_SETS) {
+                if (n == PL_STORE_MAX_LABEL_SETS) /* once: the marker set is made next */
+                    pl_warn("sqlite",
+                            "store %s: service %.*s%s%.*s has %d label sets: new ones are "
+                            "stored as {labels_overflow=\"true\"}",
+                            s->path, (int)(name.len > 200 ? 200 : name.len), (const char *)name.ptr,
+                            tenant.len ? " of tenant " : "",
+                            (int)(tenant.len > 200 ? 200 : tenant.len),
+                            tenant.len ? (const char *)tenant.ptr : "", PL_STORE_MAX_LABEL_SETS);
+                labels = PL_BYTES_LIT(OVERFLOW_LABELS);
+                continue; /* look the marker set up */
+            }
+        }
+        sqlite3_stmt *ins = s->st[ST_INS_TENANT_SERVICE];
+        if (tenant.len)
+            bind_text(ins, 1, tenant);
+        else
+            sqlite3_bind_null(ins, 1);
+        sqlite3_bind_int64(ins, 2, name_id);
+        if (labels.len)
+            bind_text(ins, 3, labels);
+        else
+            sqlite3_bind_null(ins, 3);
+        rc = step_reset(ins);
+        if (rc == SQLITE_OK)
+            *id = sqlite3_last_insert_rowid(s->db);
+        break;
+    }
+    if (rc == SQLITE_OK) {
+        if (s->tenant_services.n >= CACHE_MAX_ENTRIES)
+            pl_store_str_map_clear(&s->tenant_services);
+        pl_store_str_map_put(&s->tenant_services, (const char *)key->data, key->len, h, *id);
+    }
+    return rc;
+}
+
+/* SDK labels of a sample: string attributes of the sample and of its
+ * resource other than the service and the span link, sample first. */
+#define MAX_LABELS 64
+
+typedef struct label_set {
+    pl_bytes key[MAX_LABELS], val[MAX_LABELS];
+    uint32_t n;
+} label_set;
+
+/* Not labels: the service and the span link, and what the correlation
+ * processor derives per span (its name and root's name, the profile id and
+ * summaries), which the querier reads from the span itself; keeping them
+ * would make a label set per span name. */
+static bool link_key(pl_bytes key)
+{
+    return pl_bytes_eq_cstr(key, "service.name") || pl_bytes_eq_cstr(key, "span_id") ||
+           pl_bytes_eq_cstr(key, "trace_id") || pl_bytes_eq_cstr(key, "profile_id") ||
+           pl_bytes_eq_cstr(key, "span_name") || pl_bytes_eq_cstr(key, "root_span_name") ||
+           pl_bytes_eq_cstr(key, "pyroscope.profile.id") ||
+           (key.len > 8 && memcmp(key.ptr, "profile.", 8) == 0);
+}
+
+static void label_add(label_set *l, pl_bytes key, pl_bytes val)
+{
+    if (l->n < MAX_LABELS && key.len && val.len && !link_key(key)) {
+        l->key[l->n] = key;
+        l->val[l->n++] = val;
+    }
+}
+
+static int cmp_bytes(pl_bytes a, pl_bytes b)
+{
+    size_t n = a.len < b.len ? a.len : b.len;
+    int c = n ? memcmp(a.ptr, b.ptr, n) : 0;
+    return c ? c : (a.len < b.len ? -1 : a.len > b.len);
+}
+
+/* The set as a JSON object, keys sorted, the first of a repeated key. */
+static void labels_json(label_set *l, pl_buf *out)
+{
+    pl_buf_reset(out);
+    for (uint32_t i = 1; i < l->n; i++) /* stable insertion sort */
+        for (uint32_t j = i; j > 0 && cmp_bytes(l->key[j - 1], l->key[j]) > 0; j--) {
+            pl_bytes k = l->key[j], v = l->val[j];
+            l->key[j] = l->key[j - 1];
+            l->val[j] = l->val[j - 1];
+            l->key[j - 1] = k;
+            l->val[j - 1] = v;
+        }
+    pl_buf_append_byte(out, '{');
+    for (uint32_t i = 0; i < l->n; i++) {
+        if (i && cmp_bytes(l->key[i], l->key[i - 1]) == 0)
+            continue;
+        if (out->len > 1)
+            pl_buf_append_byte(out, ',');
+        pl_buf_json_string(out, l->key[i].ptr, l->key[i].len);
+        pl_buf_append_byte(out, ':');
+        pl_buf_json_string(out, l->val[i].ptr, l->val[i].len);
+    }
+    pl_buf_append_byte(out, '}');
 }
 
 static int function_id(pl_store *s, int64_t name_id, int64_t file_id, int64_t *id)
@@ -844,10 +1010,32 @@ static int collect_profiles(pl_store *s, const pl_batch *batch, profile_set *set
     int rc = (d.strings && d.functions && d.stacks) ? SQLITE_OK : SQLITE_NOMEM;
     uint64_t fallback_time = batch->received_unix_nano ? batch->received_unix_nano
                                                        : (uint64_t)time(NULL) * 1000000000ull;
+    /* the X-Scope-OrgID the batch arrived with (receivers' metadata) */
+    pl_bytes tenant = {0};
+    pl_batch_metadata_get(batch, "tenant", &tenant);
+    /* the last (name, labels) -> service id */
+    int64_t memo_name = 0, memo_service = 0;
+    pl_buf json, res_json, memo_json, key;
+    pl_buf_init(&json);
+    pl_buf_init(&res_json);
+    pl_buf_init(&memo_json);
+    pl_buf_init(&key);
+    label_set *res_labels = malloc(2 * sizeof(label_set)), *labels = res_labels + 1;
+    if (!res_labels)
+        rc = SQLITE_NOMEM;
 
     for (uint32_t r = 0; r < pr->n_resources && rc == SQLITE_OK; r++) {
         const pl_resource_profiles *rp = &pr->resources[r];
         pl_bytes res_service = attr_string(&rp->resource.attrs, "service.name");
+        res_labels->n = 0;
+        for (uint32_t ai = 0; ai < rp->resource.attrs.n; ai++) {
+            const pl_kv *kv = &rp->resource.attrs.items[ai];
+            if (kv->value.type == PL_VALUE_STRING)
+                label_add(res_labels, kv->key, kv->value.u.str);
+        }
+        pl_buf_reset(&res_json);
+        if (res_labels->n)
+            labels_json(res_labels, &res_json); /* sorts them: merged after the sample's */
         for (uint32_t sc = 0; sc < rp->n_scopes && rc == SQLITE_OK; sc++) {
             const pl_scope_profiles *sp = &rp->scopes[sc];
             for (uint32_t pi = 0; pi < sp->n_profiles && rc == SQLITE_OK; pi++) {
@@ -890,12 +1078,13 @@ static int collect_profiles(pl_store *s, const pl_batch *batch, profile_set *set
                         }
                     }
                     pl_bytes service = res_service;
+                    labels->n = 0;
                     for (uint32_t ai = 0; ai < smp->n_attribute_indices; ai++) {
                         int32_t idx = smp->attribute_indices[ai];
                         if (idx <= 0 || (uint32_t)idx >= dict->n_attributes)
                             continue;
                         const pl_kvu *kv = &dict->attributes[idx];
-                        pl_bytes key = pl_dict_string(dict, kv->key_strindex);
+                        pl_bytes akey = pl_dict_string(dict, kv->key_strindex);
                         pl_bytes val = {NULL, 0};
                         if (kv->value.type == PL_VALUE_STRING)
                             val = kv->value.u.str;
@@ -903,15 +1092,16 @@ static int collect_profiles(pl_store *s, const pl_batch *batch, profile_set *set
                             val = pl_dict_string(dict, kv->value.u.strindex);
                         else
                             continue;
-                        if (pl_bytes_eq_cstr(key, "service.name") && val.len) {
+                        label_add(labels, akey, val);
+                        if (pl_bytes_eq_cstr(akey, "service.name") && val.len) {
                             service = val;
-                        } else if (!has_span && (pl_bytes_eq_cstr(key, "span_id") ||
-                                                 pl_bytes_eq_cstr(key, "profile_id"))) {
+                        } else if (!has_span && (pl_bytes_eq_cstr(akey, "span_id") ||
+                                                 pl_bytes_eq_cstr(akey, "profile_id"))) {
                             if (val.len == 16 &&
                                 pl_hex_decode((const char *)val.ptr, 16, span_bytes, 8) == 0 &&
                                 !all_zero(span_bytes, 8))
                                 has_span = true;
-                        } else if (!has_trace && pl_bytes_eq_cstr(key, "trace_id")) {
+                        } else if (!has_trace && pl_bytes_eq_cstr(akey, "trace_id")) {
                             if (val.len == 32 &&
                                 pl_hex_decode((const char *)val.ptr, 32, trace_id, 16) == 0 &&
                                 !all_zero(trace_id, 16))
@@ -920,9 +1110,33 @@ static int collect_profiles(pl_store *s, const pl_batch *batch, profile_set *set
                     }
                     if (!service.len)
                         service = PL_BYTES_LIT("unknown_service");
-                    rc = string_id(s, (const char *)service.ptr, service.len, &k.service_id);
+                    int64_t name_id;
+                    rc = string_id(s, (const char *)service.ptr, service.len, &name_id);
+                    /* the sample's labels, then the resource's (the
+                     * resource's alone: made once per resource) */
+                    pl_buf *lj_buf = &res_json;
+                    if (labels->n) {
+                        for (uint32_t li = 0; li < res_labels->n; li++)
+                            label_add(labels, res_labels->key[li], res_labels->val[li]);
+                        labels_json(labels, &json);
+                        lj_buf = &json;
+                    }
+                    if (rc == SQLITE_OK && !pl_buf_ok(lj_buf))
+                        rc = SQLITE_NOMEM;
+                    if (rc == SQLITE_OK &&
+                        (name_id != memo_name || lj_buf->len != memo_json.len ||
+                         (lj_buf->len && memcmp(lj_buf->data, memo_json.data, lj_buf->len) != 0))) {
+                        pl_bytes lj = {lj_buf->data, (uint32_t)lj_buf->len};
+                        rc = service_id(s, tenant, name_id, service, lj, &key, &memo_service);
+                        memo_name = rc == SQLITE_OK ? name_id : 0;
+                        pl_buf_reset(&memo_json);
+                        pl_buf_append(&memo_json, lj_buf->data, lj_buf->len);
+                        if (!pl_buf_ok(&memo_json))
+                            rc = SQLITE_NOMEM;
+                    }
                     if (rc != SQLITE_OK)
                         break;
+                    k.service_id = memo_service;
                     k.span_id = has_span ? span_id_int(span_bytes) : 0;
                     const uint8_t *tid = has_trace ? trace_id : NULL;
                     uint64_t latest = 0;
@@ -969,6 +1183,11 @@ static int collect_profiles(pl_store *s, const pl_batch *batch, profile_set *set
     free(d.strings);
     free(d.functions);
     free(d.stacks);
+    free(res_labels);
+    pl_buf_free(&json);
+    pl_buf_free(&res_json);
+    pl_buf_free(&memo_json);
+    pl_buf_free(&key);
     return rc;
 }
 
@@ -1021,6 +1240,27 @@ static int flush_profiles(pl_store *s, profile_set *set, pl_store_write_stats *s
         sqlite3_bind_int64(st, 10, a->wall_ns);
         rc = step_reset(st);
         stats->sample_rows++;
+    }
+    /* series totals: the rows are in (service, bucket, type) order */
+    st = s->st[ST_UPSERT_TOTAL];
+    for (size_t i = 0; i < aggs->n && rc == SQLITE_OK;) {
+        const sample_key *k = &((sample_agg *)(void *)aggs->items + i)->key;
+        int64_t sum = 0;
+        size_t j = i;
+        for (; j < aggs->n; j++) {
+            const sample_agg *b = (sample_agg *)(void *)aggs->items + j;
+            if (b->key.service_id != k->service_id || b->key.bucket != k->bucket ||
+                b->key.type_id != k->type_id)
+                break;
+            if (__builtin_add_overflow(sum, b->value, &sum))
+                sum = INT64_MAX;
+        }
+        sqlite3_bind_int64(st, 1, k->service_id);
+        sqlite3_bind_int64(st, 2, k->type_id);
+        sqlite3_bind_int64(st, 3, k->bucket);
+        sqlite3_bind_int64(st, 4, sum);
+        rc = step_reset(st);
+        i = j;
     }
     st = s->st[ST_UPSERT_ROLLUP];
     for (size_t i = 0; i < rollup->n && rc == SQLITE_OK; i++) {

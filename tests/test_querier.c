@@ -16,6 +16,7 @@
 #include "net/http_server.h"
 #include "proto/pb_wire.h"
 #include "store/querier_internal.h"
+#include "store/store_internal.h"
 #include "store_fixtures.h"
 
 /* ---- selectors ---------------------------------------------------------- */
@@ -445,14 +446,6 @@ static void test_connect_errors(void)
     CHECK_EQ_INT(call_json("AnalyzeQuery", "{}", &out), 404);
     CHECK(has(&out, "\"code\":\"unimplemented\""));
     CHECK_EQ_INT(send_req("GET", "/querier.v1.QuerierService/ProfileTypes", "", "", 0, &out), 405);
-    /* profiles are not kept by tenant: a tenant's request is refused, never
-     * answered with every tenant's profiles */
-    CHECK_EQ_INT(send_req("POST", "/querier.v1.QuerierService/ProfileTypes",
-                          "Content-Type: application/json\r\nX-Scope-OrgID: team-a\r\n", "{}", 2,
-                          &out),
-                 404);
-    CHECK(has(&out, "\"code\":\"unimplemented\""));
-    CHECK(has(&out, "X-Scope-OrgID"));
     CHECK_EQ_INT(send_req("POST", "/querier.v1.QuerierService/ProfileTypes",
                           "Content-Type: text/plain\r\n", "{}", 2, &out),
                  415);
@@ -496,6 +489,416 @@ static void test_connect_errors(void)
     pl_buf_free(&out);
 }
 
+/* ---- tenants ------------------------------------------------------------ */
+
+/* The batch as a receiver would hand it on with X-Scope-OrgID: tenant. */
+static pl_batch *with_tenant(pl_batch *b, const char *tenant)
+{
+    pl_kv *kv = pl_batch_alloc(b, sizeof(*kv));
+    kv->key = PL_BYTES_LIT("tenant");
+    kv->value = pl_value_string(pl_batch_bytes(b, tenant, strlen(tenant)));
+    b->metadata.items = kv;
+    b->metadata.n = 1;
+    return b;
+}
+
+/* A profile of `service` with one stack of `value` ns at BASE + 5 s. */
+static pl_batch *one_stack(const char *service, const char *type, const char *unit,
+                           const char *stack, int64_t value)
+{
+    prof_builder pb;
+    prof_begin(&pb, service, type, unit, "cpu", "nanoseconds", 10000000, BASE);
+    sample_spec sp = {stack, value, BASE + S(5), 0, -1, false, NULL};
+    prof_sample(&pb, &sp);
+    return pb.b;
+}
+
+/* tenant team-a: shop 7 ms and an alloc_space type; team-b: shop 9 ms and
+ * billing 4 ms (written by main below, next to the untenanted shop). */
+static void write_tenants(pl_store *s)
+{
+    write_one(s,
+              with_tenant(one_stack("shop", "cpu", "nanoseconds", "main;a_work", MS(7)), "team-a"));
+    write_one(
+        s, with_tenant(one_stack("shop", "alloc_space", "bytes", "main;a_alloc", 4096), "team-a"));
+    write_one(s,
+              with_tenant(one_stack("shop", "cpu", "nanoseconds", "main;b_work", MS(9)), "team-b"));
+    write_one(
+        s, with_tenant(one_stack("billing", "cpu", "nanoseconds", "main;b_bill", MS(4)), "team-b"));
+}
+
+static int call_tenant(const char *tenant, const char *method, const char *json, pl_buf *out)
+{
+    char path[128], headers[160];
+    snprintf(path, sizeof(path), "/querier.v1.QuerierService/%s", method);
+    snprintf(headers, sizeof(headers), "Content-Type: application/json\r\nX-Scope-OrgID: %s\r\n",
+             tenant);
+    return send_req("POST", path, headers, json, strlen(json), out);
+}
+
+static bool lacks(const pl_buf *b, const char *s)
+{
+    if (strstr((const char *)b->data, s)) {
+        fprintf(stderr, "  unexpected %s in %s\n", s, (const char *)b->data);
+        return false;
+    }
+    return true;
+}
+
+#define MERGE_ALL "{\"profileTypeID\":\"" TYPE_ID "\",\"labelSelector\":\"{}\"," RANGE "}"
+
+static void test_tenants(void)
+{
+    pl_buf out;
+    pl_buf_init(&out);
+    /* no header: only what came without a tenant (the shop fixture) */
+    CHECK_EQ_INT(call_json("SelectMergeStacktraces", MERGE_ALL, &out), 200);
+    CHECK(has(&out, "\"total\":\"65000000\""));
+    CHECK(lacks(&out, "a_work") && lacks(&out, "b_work"));
+    CHECK_EQ_INT(call_json("ProfileTypes", "{" RANGE "}", &out), 200);
+    CHECK(lacks(&out, "alloc_space"));
+    CHECK_EQ_INT(call_json("LabelValues", "{\"name\":\"service_name\"," RANGE "}", &out), 200);
+    CHECK(has(&out, "{\"names\":[\"shop\"]}"));
+    /* team-a: the same service name, its own samples and types */
+    CHECK_EQ_INT(call_tenant("team-a", "SelectMergeStacktraces", MERGE_ALL, &out), 200);
+    CHECK(has(&out, "\"total\":\"7000000\""));
+    CHECK(has(&out, "a_work") && lacks(&out, "b_work") && lacks(&out, "sql_exec"));
+    CHECK_EQ_INT(call_tenant("team-a", "ProfileTypes", "{" RANGE "}", &out), 200);
+    CHECK(has(&out, ":alloc_space:bytes:cpu:nanoseconds") && has(&out, TYPE_ID));
+    CHECK_EQ_INT(
+        call_tenant("team-a", "LabelValues", "{\"name\":\"service_name\"," RANGE "}", &out), 200);
+    CHECK(has(&out, "{\"names\":[\"shop\"]}"));
+    CHECK_EQ_INT(call_tenant("team-a", "SelectSeries",
+                             "{\"profileTypeID\":\"" TYPE_ID
+                             "\",\"labelSelector\":\"{service_name=\\\"shop\\\"}\",\"step\":\"20\","
+                             "\"groupBy\":[\"service_name\"]," RANGE "}",
+                             &out),
+                 200);
+    CHECK(has(&out, "\"value\":7000000,"));
+    /* span labels: team-a's samples have no span */
+    CHECK_EQ_INT(call_tenant("team-a", "LabelValues", "{\"name\":\"span_name\"," RANGE "}", &out),
+                 200);
+    CHECK(lacks(&out, "db.query"));
+    /* another tenant's span: nothing of it */
+    CHECK_EQ_INT(call_tenant("team-a", "SelectMergeSpanProfile",
+                             "{\"profileTypeID\":\"" TYPE_ID "\",\"spanSelector\":[\"" DB_QUERY
+                             "\"]," RANGE "}",
+                             &out),
+                 200);
+    CHECK(lacks(&out, "sql_exec"));
+    /* team-b: shop and billing, no alloc_space */
+    CHECK_EQ_INT(call_tenant("team-b", "SelectMergeStacktraces", MERGE_ALL, &out), 200);
+    CHECK(has(&out, "\"total\":\"13000000\""));
+    CHECK(lacks(&out, "a_work"));
+    CHECK_EQ_INT(call_tenant("team-b", "SelectMergeStacktraces",
+                             "{\"profileTypeID\":\"" TYPE_ID
+                             "\",\"labelSelector\":\"{service_name=\\\"shop\\\"}\"," RANGE "}",
+                             &out),
+                 200);
+    CHECK(has(&out, "\"total\":\"9000000\""));
+    CHECK_EQ_INT(call_tenant("team-b", "ProfileTypes", "{" RANGE "}", &out), 200);
+    CHECK(lacks(&out, "alloc_space"));
+    CHECK_EQ_INT(
+        call_tenant("team-b", "LabelValues", "{\"name\":\"service_name\"," RANGE "}", &out), 200);
+    CHECK(has(&out, "{\"names\":[\"billing\",\"shop\"]}"));
+    CHECK_EQ_INT(call_tenant("team-b", "Series",
+                             "{\"matchers\":[],\"labelNames\":[\"service_name\"]," RANGE "}", &out),
+                 200);
+    CHECK(has(&out, "\"value\":\"billing\"") && has(&out, "\"value\":\"shop\""));
+    CHECK_EQ_INT(call_tenant("team-b", "LabelNames", "{" RANGE "}", &out), 200);
+    CHECK(has(&out, "service_name") && lacks(&out, "span_name"));
+    /* a tenant with nothing stored */
+    CHECK_EQ_INT(call_tenant("team-c", "ProfileTypes", "{" RANGE "}", &out), 200);
+    CHECK(lacks(&out, "ID"));
+    CHECK_EQ_INT(call_tenant("team-c", "GetProfileStats", "", &out), 200);
+    CHECK(lacks(&out, "\"dataIngested\":true"));
+    CHECK_EQ_INT(call_tenant("team-a", "GetProfileStats", "", &out), 200);
+    CHECK(has(&out, "\"dataIngested\":true"));
+    /* the legacy render */
+    CHECK_EQ_INT(send_req("GET",
+                          "/pyroscope/render?query=" TYPE_ID
+                          "%7B%7D&from=1699999990000&until=1700000010000&format=json",
+                          "X-Scope-OrgID: team-b\r\n", "", 0, &out),
+                 200);
+    CHECK(has(&out, "\"numTicks\":13000000"));
+    pl_buf_free(&out);
+}
+
+/* A store of schema 6 (services without tenants) is upgraded by a writer:
+ * its services keep their ids, and tenants' samples go to new ones. */
+static void test_tenant_upgrade(void)
+{
+    char path[512];
+    fresh_path(path, sizeof(path), "v6.db");
+    pl_store *s = open_rw(path);
+    REQUIRE(s);
+    write_one(s, one_stack("shop", "cpu", "nanoseconds", "main;old", MS(3)));
+    pl_store_close(s);
+    sqlite3 *db = NULL;
+    REQUIRE(sqlite3_open(path, &db) == SQLITE_OK);
+    CHECK(sqlite3_exec(db,
+                       "DROP INDEX services_by_name; ALTER TABLE services DROP COLUMN tenant;"
+                       "ALTER TABLE services DROP COLUMN labels;"
+                       "ALTER TABLE services DROP COLUMN name_id; DROP TABLE service_totals;"
+                       "PRAGMA user_version = 6",
+                       NULL, NULL, NULL) == SQLITE_OK);
+    sqlite3_close(db);
+    s = open_rw(path);
+    REQUIRE(s);
+    write_one(s, with_tenant(one_stack("shop", "cpu", "nanoseconds", "main;new", MS(2)), "t1"));
+    write_one(s, one_stack("shop", "cpu", "nanoseconds", "main;old", MS(1)));
+    pl_store_close(s);
+    pl_sqlite_api *old = api;
+    api = pl_sqlite_api_new(path);
+    pl_buf out;
+    pl_buf_init(&out);
+    CHECK_EQ_INT(call_json("SelectMergeStacktraces", MERGE_ALL, &out), 200);
+    CHECK(has(&out, "\"total\":\"4000000\"") && lacks(&out, "\"new\""));
+    /* the series totals of the older samples were made on the upgrade */
+    CHECK_EQ_INT(call_json("SelectSeries",
+                           "{\"profileTypeID\":\"" TYPE_ID
+                           "\",\"labelSelector\":\"{}\",\"step\":\"20\"," RANGE "}",
+                           &out),
+                 200);
+    CHECK(has(&out, "\"points\":[{\"value\":4000000,"));
+    CHECK_EQ_INT(call_tenant("t1", "SelectMergeStacktraces", MERGE_ALL, &out), 200);
+    CHECK(has(&out, "\"total\":\"2000000\"") && lacks(&out, "\"old\""));
+    pl_buf_free(&out);
+    pl_sqlite_api_close(api);
+    api = old;
+    /* the JSON API's service list names the tenant's service once */
+    s = open_ro(path);
+    REQUIRE(s);
+    char **names = NULL;
+    size_t n = 0;
+    pl_err err = {{0}};
+    CHECK(pl_store_query_services(s, &names, &n, &err) == PL_OK);
+    CHECK_EQ_INT(n, 1);
+    pl_store_free_names(names, n);
+    pl_store_close(s);
+}
+
+/* ---- SDK labels --------------------------------------------------------- */
+
+/* Adds a string label to the last sample of pb. */
+static void sample_label(prof_builder *pb, const char *key, const char *value)
+{
+    pl_sample *smp = &pb->p->samples[pb->p->n_samples - 1];
+    int32_t *attrs = pl_batch_alloc(pb->b, (smp->n_attribute_indices + 1) * sizeof(int32_t));
+    if (smp->n_attribute_indices)
+        memcpy(attrs, smp->attribute_indices, smp->n_attribute_indices * sizeof(int32_t));
+    attrs[smp->n_attribute_indices] =
+        pl_dict_add_attribute(&pb->b->arena, pb->d, str_idx(pb, key),
+                              pl_value_string(pl_batch_bytes(pb->b, value, strlen(value))), 0);
+    smp->attribute_indices = attrs;
+    smp->n_attribute_indices++;
+}
+
+#define API_SEL(sel) "{\"profileTypeID\":\"" TYPE_ID "\",\"labelSelector\":\"" sel "\"," RANGE "}"
+
+static void test_sdk_labels(void)
+{
+    char path[512];
+    fresh_path(path, sizeof(path), "labels.db");
+    pl_store *s = open_rw(path);
+    REQUIRE(s);
+    write_one(s, traces_batch("api", shop_trace, sizeof(shop_trace) / sizeof(shop_trace[0])));
+    /* api (resource env=prod): region=eu 5 ms (two samples, one of them
+     * linked to a span), region=us 3 ms, no region 2 ms */
+    prof_builder pb;
+    prof_begin(&pb, "api", "cpu", "nanoseconds", "cpu", "nanoseconds", 10000000, BASE);
+    pl_attrs_put(&pb.b->arena, &pb.b->data.profiles.resources[0].resource.attrs,
+                 pl_batch_bytes(pb.b, "env", 3), pl_value_string(pl_batch_bytes(pb.b, "prod", 4)));
+    sample_spec eu1 = {"main;eu_work", (int64_t)MS(4), BASE + S(1), 0, -1, false, NULL};
+    sample_spec eu2 = {"main;eu_work", (int64_t)MS(1), BASE + S(2), 1, 1, true, NULL};
+    sample_spec us = {"main;us_work", (int64_t)MS(3), BASE + S(3), 0, -1, false, NULL};
+    sample_spec none = {"main;idle", (int64_t)MS(2), BASE + S(4), 0, -1, false, NULL};
+    prof_sample(&pb, &eu1);
+    sample_label(&pb, "region", "eu");
+    prof_sample(&pb, &eu2);
+    sample_label(&pb, "region", "eu");
+    prof_sample(&pb, &us);
+    sample_label(&pb, "region", "us");
+    sample_label(&pb, "env", "canary"); /* the sample's label wins */
+    prof_sample(&pb, &none);
+    write_one(s, pb.b);
+    /* more distinct sets than a service keeps: the rest fold into one */
+    for (int batch = 0; batch < 6; batch++) {
+        prof_begin(&pb, "many", "cpu", "nanoseconds", "cpu", "nanoseconds", 10000000, BASE);
+        sample_spec one = {"main;req", 1, BASE + S(1), 0, -1, false, NULL};
+        prof_sample(&pb, &one);
+        for (int i = 0; i < 200; i++) {
+            char v[16];
+            snprintf(v, sizeof(v), "r%d", batch * 200 + i);
+            if (i) { /* the same stack and value */
+                pl_sample *smp = &pb.p->samples[pb.p->n_samples++];
+                *smp = pb.p->samples[0];
+                smp->attribute_indices = NULL;
+                smp->n_attribute_indices = 0;
+            }
+            sample_label(&pb, "request", v);
+        }
+        write_one(s, pb.b);
+    }
+    pl_store_close(s);
+    pl_sqlite_api *old = api;
+    api = pl_sqlite_api_new(path);
+    pl_buf out;
+    pl_buf_init(&out);
+    CHECK_EQ_INT(
+        call_json("LabelNames", "{\"matchers\":[\"{service_name=\\\"api\\\"}\"]," RANGE "}", &out),
+        200);
+    CHECK(has(&out, "\"env\"") && has(&out, "\"region\"") && lacks(&out, "\"request\""));
+    CHECK(lacks(&out, "\"span_id\"") && lacks(&out, "\"service.name\""));
+    CHECK_EQ_INT(call_json("LabelValues", "{\"name\":\"region\"," RANGE "}", &out), 200);
+    CHECK(has(&out, "{\"names\":[\"eu\",\"us\"]}"));
+    CHECK_EQ_INT(call_json("LabelValues", "{\"name\":\"env\"," RANGE "}", &out), 200);
+    CHECK(has(&out, "{\"names\":[\"canary\",\"prod\"]}"));
+    CHECK_EQ_INT(call_json("SelectMergeStacktraces",
+                           API_SEL("{service_name=\\\"api\\\",region=\\\"eu\\\"}"), &out),
+                 200);
+    CHECK(has(&out, "\"total\":\"5000000\"") && lacks(&out, "us_work"));
+    CHECK_EQ_INT(call_json("SelectMergeStacktraces",
+                           API_SEL("{service_name=\\\"api\\\",region!=\\\"eu\\\"}"), &out),
+                 200);
+    CHECK(has(&out, "\"total\":\"5000000\"") && lacks(&out, "eu_work"));
+    CHECK_EQ_INT(call_json("SelectMergeStacktraces", API_SEL("{region=~\\\"e.|u.\\\"}"), &out),
+                 200);
+    CHECK(has(&out, "\"total\":\"8000000\""));
+    CHECK_EQ_INT(call_json("SelectMergeStacktraces", API_SEL("{env=\\\"prod\\\"}"), &out), 200);
+    CHECK(has(&out, "\"total\":\"7000000\""));
+    /* with a span label: the linked eu sample only */
+    CHECK_EQ_INT(call_json("SelectMergeStacktraces",
+                           API_SEL("{region=\\\"eu\\\",span_name!=\\\"\\\"}"), &out),
+                 200);
+    CHECK(has(&out, "\"total\":\"1000000\""));
+    /* series per region (20 s steps, one point each) */
+    CHECK_EQ_INT(call_json("SelectSeries",
+                           "{\"profileTypeID\":\"" TYPE_ID
+                           "\",\"labelSelector\":\"{service_name=\\\"api\\\"}\",\"step\":\"20\","
+                           "\"groupBy\":[\"region\"]," RANGE "}",
+                           &out),
+                 200);
+    CHECK(has(&out, "{\"labels\":[{\"name\":\"region\",\"value\":\"eu\"}],\"points\":[{\"value\":"
+                    "5000000,"));
+    CHECK(has(&out, "{\"labels\":[{\"name\":\"region\",\"value\":\"us\"}],\"points\":[{\"value\":"
+                    "3000000,"));
+    CHECK(has(&out, "{\"labels\":[{\"name\":\"region\",\"value\":\"\"}],\"points\":[{\"value\":"
+                    "2000000,"));
+    /* 60 s steps read the roll-up: the same sums */
+    CHECK_EQ_INT(call_json("SelectSeries",
+                           "{\"profileTypeID\":\"" TYPE_ID
+                           "\",\"labelSelector\":\"{region=\\\"us\\\"}\",\"step\":\"60\","
+                           "\"groupBy\":[\"service_name\",\"env\"]," RANGE "}",
+                           &out),
+                 200);
+    CHECK(has(&out, "{\"name\":\"env\",\"value\":\"canary\"},{\"name\":\"service_name\",\"value\":"
+                    "\"api\"}],\"points\":[{\"value\":3000000,"));
+    CHECK_EQ_INT(
+        call_json("Series", "{\"matchers\":[\"{service_name=\\\"api\\\"}\"]," RANGE "}", &out),
+        200);
+    CHECK(has(&out, "{\"name\":\"region\",\"value\":\"eu\"}"));
+    CHECK(has(&out, "{\"name\":\"env\",\"value\":\"prod\"}"));
+    /* the cap: 1,000 sets of `many` kept, the other 200 samples folded */
+    CHECK_EQ_INT(
+        call_json("LabelValues",
+                  "{\"name\":\"request\",\"matchers\":[\"{service_name=\\\"many\\\"}\"]," RANGE "}",
+                  &out),
+        200);
+    size_t n_values = 0;
+    for (const char *p = (const char *)out.data; (p = strstr(p, "\"r")); p++)
+        n_values++;
+    CHECK_EQ_INT(n_values, PL_STORE_MAX_LABEL_SETS);
+    CHECK_EQ_INT(call_json("SelectMergeStacktraces",
+                           API_SEL("{service_name=\\\"many\\\",labels_overflow=\\\"true\\\"}"),
+                           &out),
+                 200);
+    CHECK(has(&out, "\"total\":\"200\""));
+    CHECK_EQ_INT(call_json("SelectMergeStacktraces", API_SEL("{service_name=\\\"many\\\"}"), &out),
+                 200);
+    CHECK(has(&out, "\"total\":\"1200\""));
+    pl_buf_free(&out);
+    pl_sqlite_api_close(api);
+    api = old;
+}
+
+/* ---- profile id and trace selectors -------------------------------------- */
+
+static void test_profile_and_trace_selectors(void)
+{
+    pl_buf out, body;
+    pl_buf_init(&out);
+    pl_buf_init(&body);
+    uint8_t tid[16];
+    char hex[33] = {0};
+    make_trace_id(1, tid);
+    pl_hex_encode(tid, 16, hex);
+    hex[32] = 0;
+    /* a profile id is a span id: db.query's own samples */
+    CHECK_EQ_INT(call_json("SelectMergeStacktraces",
+                           "{\"profileTypeID\":\"" TYPE_ID "\",\"labelSelector\":\"{}\","
+                           "\"profileIdSelector\":[\"" DB_QUERY "\"]," RANGE "}",
+                           &out),
+                 200);
+    CHECK(has(&out, "\"total\":\"30000000\""));
+    /* a trace: every sample linked to it (all but the 5 ms of gc) */
+    pl_buf_printf(&body,
+                  "{\"profileTypeID\":\"" TYPE_ID "\",\"labelSelector\":\"{}\","
+                  "\"traceIdSelector\":[\"%s\"]," RANGE "}",
+                  hex);
+    pl_buf_append_byte(&body, 0);
+    CHECK_EQ_INT(call_json("SelectMergeStacktraces", (const char *)body.data, &out), 200);
+    CHECK(has(&out, "\"total\":\"60000000\"") && lacks(&out, "\"gc\""));
+    /* with a span label on top */
+    pl_buf_reset(&body);
+    pl_buf_printf(&body,
+                  "{\"profileTypeID\":\"" TYPE_ID
+                  "\",\"labelSelector\":\"{span_name=\\\"render\\\"}\","
+                  "\"traceIdSelector\":[\"%s\"]," RANGE "}",
+                  hex);
+    pl_buf_append_byte(&body, 0);
+    CHECK_EQ_INT(call_json("SelectMergeStacktraces", (const char *)body.data, &out), 200);
+    CHECK(has(&out, "\"total\":\"10000000\""));
+    /* an unknown trace: nothing */
+    CHECK_EQ_INT(call_json("SelectMergeStacktraces",
+                           "{\"profileTypeID\":\"" TYPE_ID "\",\"traceIdSelector\":["
+                           "\"0123456789abcdef0123456789abcdef\"]," RANGE "}",
+                           &out),
+                 200);
+    CHECK(has(&out, "\"total\":\"0\""));
+    /* SelectMergeProfile (pprof): the span's samples only */
+    pl_buf_reset(&body);
+    put_str(&body, 1, TYPE_ID);
+    put_str(&body, 2, "{}");
+    put_int(&body, 3, 1699999990000ull);
+    put_int(&body, 4, 1700000010000ull);
+    put_str(&body, 7, DB_QUERY);
+    CHECK_EQ_INT(send_req("POST", "/querier.v1.QuerierService/SelectMergeProfile",
+                          "Content-Type: application/proto\r\n", body.data, body.len, &out),
+                 200);
+    CHECK(memmem(out.data, out.len, "sql_exec", 8) && !memmem(out.data, out.len, "template", 8));
+    /* bad entries */
+    CHECK_EQ_INT(call_json("SelectMergeStacktraces",
+                           "{\"profileTypeID\":\"" TYPE_ID "\",\"profileIdSelector\":[\"abc\"]}",
+                           &out),
+                 400);
+    CHECK(has(&out, "invalid profile id length"));
+    CHECK_EQ_INT(call_json("SelectMergeStacktraces",
+                           "{\"profileTypeID\":\"" TYPE_ID "\",\"traceIdSelector\":["
+                           "\"zz23456789abcdef0123456789abcdef\"]}",
+                           &out),
+                 400);
+    CHECK(has(&out, "invalid trace id"));
+    CHECK_EQ_INT(call_json("SelectMergeStacktraces",
+                           "{\"profileTypeID\":\"" TYPE_ID "\",\"traceIdSelector\":[\"" DB_QUERY
+                           "\"]}",
+                           &out),
+                 400);
+    CHECK(has(&out, "invalid trace id length"));
+    pl_buf_free(&out);
+    pl_buf_free(&body);
+}
+
 int main(void)
 {
     PL_RUN(test_selector_operators);
@@ -517,12 +920,17 @@ int main(void)
     if (s) {
         write_one(s, traces_batch("shop", shop_trace, sizeof(shop_trace) / sizeof(shop_trace[0])));
         write_one(s, shop_profile());
+        write_tenants(s);
         pl_store_close(s);
     }
     api = pl_sqlite_api_new(path);
     PL_RUN(test_connect_json);
     PL_RUN(test_connect_proto);
     PL_RUN(test_connect_errors);
+    PL_RUN(test_profile_and_trace_selectors);
+    PL_RUN(test_tenants);
+    PL_RUN(test_tenant_upgrade);
+    PL_RUN(test_sdk_labels);
     pl_sqlite_api_close(api);
     return pl_test_done();
 }

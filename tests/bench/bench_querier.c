@@ -14,6 +14,7 @@
  * samples, their traces rows and per-minute roll-up) with bulk SQL on the
  * same schema, reusing those stacks: the writer alone takes hours for 10 M
  * samples on a shared machine. 99,500 more make 1 M spans and 10 M samples.
+ * (It also fills the per-(service, type, 10 s) totals, as the writer does.)
  * This program then times, on a read-only connection:
  *   - a span profile (SelectMergeSpanProfile) of one span, 20 spans,
  *   - the same span with its descendants,
@@ -149,6 +150,9 @@ static const char grow_sql[] =
     "  count(*) * 10000000, count(*), 0 FROM gs GROUP BY 1, 2, 4 ON CONFLICT(service_id, minute,"
     "  type_id, stack_id) DO UPDATE SET value = value + excluded.value,"
     "  cpu_ns = cpu_ns + excluded.cpu_ns, count = count + excluded.count;"
+    "INSERT INTO service_totals(service_id, type_id, bucket, value)"
+    " SELECT service_id, ?3, ts / 10000000000, count(*) * 10000000 FROM gs GROUP BY 1, 3"
+    " ON CONFLICT(service_id, type_id, bucket) DO UPDATE SET value = value + excluded.value;"
     "COMMIT;";
 
 static int grow(const char *path, int64_t n)

@@ -11,6 +11,8 @@
  *   b % 4 == 1   a protobuf body for querier method (b / 4) % 9
  *   b % 4 == 2   a protojson body for the same
  *   b % 4 == 3   the query string of GET /pyroscope/render
+ * and b >= 128 sends X-Scope-OrgID: team-a (the store also holds team-a's
+ * samples of the same service, with SDK labels).
  */
 #include <stdint.h>
 #include <stdio.h>
@@ -58,6 +60,25 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
     if (s) {
         write_one(s, traces_batch("shop", shop_trace, sizeof(shop_trace) / sizeof(shop_trace[0])));
         write_one(s, shop_profile());
+        /* team-a: the same service, a sample label, a resource attribute */
+        pl_batch *b = shop_profile();
+        pl_kv *kv = pl_batch_alloc(b, sizeof(*kv));
+        kv->key = PL_BYTES_LIT("tenant");
+        kv->value = pl_value_string(PL_BYTES_LIT("team-a"));
+        b->metadata.items = kv;
+        b->metadata.n = 1;
+        pl_attrs_put(&b->arena, &b->data.profiles.resources[0].resource.attrs,
+                     PL_BYTES_LIT("region"), pl_value_string(PL_BYTES_LIT("eu")));
+        pl_sample *smp = &b->data.profiles.resources[0].scopes[0].profiles[0].samples[0];
+        int32_t *attrs = pl_batch_alloc(b, (smp->n_attribute_indices + 1) * sizeof(int32_t));
+        if (smp->n_attribute_indices)
+            memcpy(attrs, smp->attribute_indices, smp->n_attribute_indices * sizeof(int32_t));
+        pl_dictionary *d = &b->data.profiles.dict;
+        attrs[smp->n_attribute_indices++] = pl_dict_add_attribute(
+            &b->arena, d, pl_dict_intern_string(&b->arena, d, PL_BYTES_LIT("step")),
+            pl_value_string(PL_BYTES_LIT("checkout")), 0);
+        smp->attribute_indices = attrs;
+        write_one(s, b);
         pl_store_close(s);
     }
     atexit(remove_store);
@@ -114,13 +135,17 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
                 &req, (data[i] == '\r' || data[i] == '\n' || data[i] == ' ' || data[i] == 0)
                           ? '_'
                           : data[i]);
-        pl_buf_append_str(&req, " HTTP/1.1\r\nHost: x\r\n\r\n");
+        pl_buf_append_str(&req, " HTTP/1.1\r\nHost: x\r\n");
+        if (mode >= 128)
+            pl_buf_append_str(&req, "X-Scope-OrgID: team-a\r\n");
+        pl_buf_append_str(&req, "\r\n");
     } else {
         pl_buf_printf(&req,
                       "POST /querier.v1.QuerierService/%s HTTP/1.1\r\nHost: x\r\n"
                       "Content-Type: application/%s\r\nConnect-Protocol-Version: 1\r\n"
-                      "Content-Length: %zu\r\n\r\n",
-                      methods[(mode / 4) % 9], mode % 4 == 1 ? "proto" : "json", size);
+                      "%sContent-Length: %zu\r\n\r\n",
+                      methods[(mode / 4) % 9], mode % 4 == 1 ? "proto" : "json",
+                      mode >= 128 ? "X-Scope-OrgID: team-a\r\n" : "", size);
         pl_buf_append(&req, data, size);
     }
     feed(&req);

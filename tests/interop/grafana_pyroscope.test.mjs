@@ -25,6 +25,15 @@
 //     (pprof) and GET /pyroscope/render agree with the same totals;
 //   - errors are Connect errors: a span selector entry that is not 16 hex
 //     characters is invalid_argument, an unknown method unimplemented.
+//   - the SDK's tags (region=eu, in the upload's name) and pprof labels
+//     (step=checkout|pricing, wrapWithLabels) are labels: LabelNames,
+//     LabelValues, selectors and SelectSeries group_by agree with the
+//     samples sent with them;
+//   - profile_id_selector (a span's profile id is its span id) and
+//     trace_id_selector select the samples of those spans and traces;
+//   - tenants: the proxy also sends every upload with X-Scope-OrgID team-a,
+//     and team-b uploads another profile of the same service name: each
+//     tenant sees only its own samples, no header only the untenanted ones.
 //
 // Run: cd tests/interop && PROFLINK_BIN=../../build-<you>/proflink node --test grafana_pyroscope.test.mjs
 import { test, before, after } from 'node:test';
@@ -135,6 +144,7 @@ function multipartProfile(body, contentType) {
 function sentTotals(uploads) {
   const byType = new Map();
   const bySpan = new Map();
+  const byLabel = new Map(); // "type|key=value" of the pprof labels other than span_id
   let period = '';
   const add = (m, k, v) => m.set(k, (m.get(k) ?? 0n) + v);
   for (const u of uploads) {
@@ -151,14 +161,19 @@ function sentTotals(uploads) {
     for (const s of p.sample) {
       if (!s.locationId.length) continue;
       let span = '';
-      for (const l of s.label) if (str(l.key) === 'span_id') span = str(l.str);
+      const other = [];
+      for (const l of s.label) {
+        if (str(l.key) === 'span_id') span = str(l.str);
+        else if (str(l.str)) other.push(`${str(l.key)}=${str(l.str)}`);
+      }
       s.value.forEach((v, i) => {
         byType.get(types[i]).total += big(v);
         if (span) add(bySpan, `${types[i]}|${span}`, big(v));
+        for (const kv of other) add(byLabel, `${types[i]}|${kv}`, big(v));
       });
     }
   }
-  return { byType, bySpan, period };
+  return { byType, bySpan, byLabel, period };
 }
 
 // A sent value in the unit the store keeps (the receiver may scale time
@@ -174,6 +189,7 @@ function scale(v, from, to) {
 let store, proxy, requests, provider, sent;
 const uploads = [];
 let binary, json; // Connect-ES clients
+let teamA, teamB; // the same with X-Scope-OrgID
 let types; // profile types the store serves
 
 before(async () => {
@@ -182,6 +198,9 @@ before(async () => {
   proxy = http.createServer(async (req, res) => {
     const body = await readBody(req);
     uploads.push({ headers: req.headers, body });
+    // the same upload for tenant team-a
+    await fetch(`http://127.0.0.1:${store.pyroPort}${req.url}`, { method: req.method, body,
+      headers: { ...req.headers, 'x-scope-orgid': 'team-a' } }).then((r) => r.arrayBuffer());
     const fwd = http.request({ host: '127.0.0.1', port: store.pyroPort, path: req.url,
       method: req.method, headers: req.headers, agent: false }, (r) => {
       res.writeHead(r.statusCode, r.headers);
@@ -195,12 +214,22 @@ before(async () => {
     service: SERVICE, otlpPort: store.otlpPort, pyroPort: proxyPort, tracerName: 'grafana-pyro',
     rootAttributes: { 'http.route': '/checkout/:id' },
     checkoutMs: (r) => 200 + 100 * r,
+    tags: { region: 'eu' },
+    labels: (r, which) => ({ step: which === 'root' ? 'checkout' : 'pricing' }),
   }));
   sent = sentTotals(uploads);
   const service = querierService();
   const baseUrl = `http://127.0.0.1:${store.apiPort}`;
   binary = createClient(service, createConnectTransport({ baseUrl, httpVersion: '1.1', useBinaryFormat: true }));
   json = createClient(service, createConnectTransport({ baseUrl, httpVersion: '1.1', useBinaryFormat: false }));
+  const orgId = (tenant) => (next) => async (req) => {
+    req.header.set('X-Scope-OrgID', tenant);
+    return next(req);
+  };
+  teamA = createClient(service, createConnectTransport({ baseUrl, httpVersion: '1.1',
+    useBinaryFormat: true, interceptors: [orgId('team-a')] }));
+  teamB = createClient(service, createConnectTransport({ baseUrl, httpVersion: '1.1',
+    useBinaryFormat: false, interceptors: [orgId('team-b')] }));
 
   // Stored once correlation lets spans and samples go: every span's own
   // samples, for every type, as sent.
@@ -398,7 +427,10 @@ test('selectors on span labels: one endpoint\'s spans added up, regex and negati
     labelSelector: sel, ...range() })).flamegraph?.total);
   const roots = sum(requests.map((q) => q.rootId));
   const children = sum(requests.map((q) => q.childId));
-  assert.equal(await total(`{service_name="${SERVICE}", "http.route"="/checkout/:id"}`), roots);
+  // http.route is a sample label the correlation processor gives every
+  // sample of the request (from the span or its ancestors, span_attributes):
+  // the endpoint's whole requests
+  assert.equal(await total(`{service_name="${SERVICE}", "http.route"="/checkout/:id"}`), roots + children);
   assert.equal(await total('{span_name=~"GET .*"}'), roots);
   assert.equal(await total('{span_name="price items"}'), children);
   assert.equal(await total('{span_name!~"GET .*", span_name!=""}'), children);
@@ -500,4 +532,121 @@ test('Connect errors: unknown method, GET, bad bodies', async () => {
   r = await fetch(`${base}/SelectMergeStacktraces`, { method: 'POST',
     headers: { 'content-type': 'application/json' }, body: '{"labelSelector":"{}"}' });
   assert.equal((await r.json()).message, 'profile_typeID: required');
+});
+
+// The wall total of the samples sent with pprof label key=value.
+const wantLabel = (kv) => {
+  const s = sent.byType.get('wall');
+  const t = types.find((x) => x.sampleType === 'wall');
+  return scale(sent.byLabel.get(`wall|${kv}`) ?? 0n, s.unit, t.sampleUnit);
+};
+
+test('SDK labels: tags and pprof labels are labels, selectable and groupable', async () => {
+  const id = typeId('wall');
+  assert.ok(wantLabel('step=checkout') > 0n && wantLabel('step=pricing') > 0n, 'labelled samples sent');
+  for (const client of [binary, json]) {
+    const names = (await client.labelNames({ matchers: [`{service_name="${SERVICE}"}`], ...range() })).names;
+    for (const n of ['region', 'step']) assert.ok(names.includes(n), `${n} in ${names}`);
+    assert.ok(!names.includes('span_id') && !names.includes('service.name'), `${names}`);
+    assert.deepEqual((await client.labelValues({ name: 'step', matchers: [], ...range() })).names,
+      ['checkout', 'pricing']);
+    assert.deepEqual((await client.labelValues({ name: 'region', matchers: [], ...range() })).names, ['eu']);
+    const total = async (sel) => big((await client.selectMergeStacktraces({ profileTypeID: id,
+      labelSelector: sel, ...range() })).flamegraph?.total);
+    assert.equal(await total('{step="pricing"}'), wantLabel('step=pricing'));
+    assert.equal(await total(`{service_name="${SERVICE}", step=~"check.*"}`), wantLabel('step=checkout'));
+    assert.equal(await total('{step!="pricing"}'), want('wall') - wantLabel('step=pricing'));
+    assert.equal(await total('{region="eu"}'), want('wall'), 'the tag is on every sample');
+    assert.equal(await total('{region="us"}'), 0n);
+    // with a span label: the pricing spans' own samples
+    assert.equal(await total('{step="pricing", span_name="price items"}'),
+      requests.reduce((a, q) => a + want('wall', q.childId), 0n));
+  }
+  const r = await json.selectSeries({ profileTypeID: id, labelSelector: `{service_name="${SERVICE}"}`,
+    ...range(), step: 15, groupBy: ['step'] });
+  const byStep = new Map(r.series.map((s) => [s.labels.find((l) => l.name === 'step').value,
+    BigInt(Math.round(s.points.reduce((a, p) => a + p.value, 0)))]));
+  assert.equal(byStep.get('checkout'), wantLabel('step=checkout'));
+  assert.equal(byStep.get('pricing'), wantLabel('step=pricing'));
+  assert.equal([...byStep.values()].reduce((a, v) => a + v, 0n), want('wall'));
+});
+
+test('profile_id_selector and trace_id_selector', async () => {
+  const id = typeId('wall');
+  for (const client of [binary, json]) {
+    for (const q of requests) {
+      const byProfile = await client.selectMergeStacktraces({ profileTypeID: id, labelSelector: '{}',
+        profileIdSelector: [q.childId], ...range() });
+      assert.equal(big(byProfile.flamegraph?.total), want('wall', q.childId));
+      const byTrace = await client.selectMergeStacktraces({ profileTypeID: id, labelSelector: '{}',
+        traceIdSelector: [q.traceId], ...range() });
+      assert.equal(big(byTrace.flamegraph?.total), want('wall', q.rootId) + want('wall', q.childId));
+    }
+    await assert.rejects(client.selectMergeStacktraces({ profileTypeID: id, labelSelector: '{}',
+      traceIdSelector: ['abc'], ...range() }), (e) => e.code === Code.InvalidArgument && /trace id/.test(e.rawMessage));
+    await assert.rejects(client.selectMergeStacktraces({ profileTypeID: id, labelSelector: '{}',
+      profileIdSelector: ['xyz'], ...range() }), (e) => e.code === Code.InvalidArgument && /profile id/.test(e.rawMessage));
+  }
+});
+
+test('tenants: each X-Scope-OrgID sees only its own profiles', async () => {
+  // team-b: another profile of the same service name, through /ingest (a
+  // type of its own: the store names a type by its last upload)
+  const folded = 'main;teamBWork 70\nmain;teamBIdle 30\n';
+  const res = await fetch(`http://127.0.0.1:${store.pyroPort}/ingest?name=${SERVICE}.goroutines&format=folded`
+    + `&from=${Math.floor(Date.now() / 1000) - 5}&until=${Math.floor(Date.now() / 1000)}`,
+  { method: 'POST', body: folded, headers: { 'x-scope-orgid': 'team-b' } });
+  assert.equal(res.status, 200, await res.text());
+  let bTypes = [];
+  const ok = await until(async () => {
+    bTypes = (await teamB.profileTypes(range())).profileTypes;
+    return bTypes.length > 0;
+  }, 30000, 300);
+  assert.ok(ok, `team-b's profile is stored: ${store.pl.log}`);
+  assert.equal(bTypes.length, 1, JSON.stringify(bTypes));
+  const bTotal = await teamB.selectMergeStacktraces({ profileTypeID: bTypes[0].ID, labelSelector: '{}', ...range() });
+  assert.ok(bTotal.flamegraph.names.includes('teamBWork'));
+  assert.ok(!bTotal.flamegraph.names.some((n) => /burnCpu/.test(n)), 'no other tenant\'s stacks');
+  const fb = bTotal.flamegraph;
+  const work = fb.levels[2].values; // total > main > {teamBIdle, teamBWork}
+  assert.equal(work.length, 8);
+  assert.equal(Number(work[1]) * 70, Number(work[5]) * 30, 'the folded values, in proportion');
+  assert.deepEqual((await teamB.labelValues({ name: 'service_name', matchers: [], ...range() })).names, [SERVICE]);
+  // team-a: the SDK's uploads again (once correlation lets them go), nothing of team-b
+  const aTotal = async (type) => big((await teamA.selectMergeStacktraces({ profileTypeID: typeId(type),
+    labelSelector: `{service_name="${SERVICE}"}`, ...range() })).flamegraph.total);
+  await until(async () => {
+    for (const type of sent.byType.keys()) if (await aTotal(type) !== want(type)) return false;
+    return true;
+  }, 30000, 300);
+  for (const type of sent.byType.keys()) {
+    const a = await teamA.selectMergeStacktraces({ profileTypeID: typeId(type),
+      labelSelector: `{service_name="${SERVICE}"}`, ...range() });
+    assert.equal(big(a.flamegraph.total), want(type), `team-a ${type}`);
+  }
+  const aLabels = await teamA.labelValues({ name: 'step', matchers: [], ...range() });
+  assert.deepEqual(aLabels.names, ['checkout', 'pricing']);
+  const aSpan = await teamA.selectMergeSpanProfile({ profileTypeID: typeId('wall'), labelSelector: '{}',
+    spanSelector: [requests[0].childId], ...range() });
+  assert.equal(big(aSpan.flamegraph.total), want('wall', requests[0].childId));
+  // no header: neither team-b's stacks nor team-a's copies
+  for (const client of [binary, json]) {
+    for (const t of (await client.profileTypes(range())).profileTypes) {
+      const r = await client.selectMergeStacktraces({ profileTypeID: t.ID, labelSelector: '{}', ...range() });
+      assert.ok(!r.flamegraph.names.includes('teamBWork'), `${t.ID}`);
+      const sentT = sent.byType.get(t.sampleType);
+      if (sentT) assert.equal(big(r.flamegraph.total), want(t.sampleType), `no header ${t.ID}`);
+    }
+  }
+  // a tenant with nothing stored
+  const teamC = await fetch(`http://127.0.0.1:${store.apiPort}/querier.v1.QuerierService/ProfileTypes`, {
+    method: 'POST', headers: { 'content-type': 'application/json', 'x-scope-orgid': 'team-c' }, body: '{}' });
+  assert.equal(teamC.status, 200);
+  assert.deepEqual((await teamC.json()).profileTypes ?? [], []);
+  // the legacy render with the header
+  const q = encodeURIComponent(`${bTypes[0].ID}{}`);
+  const render = await fetch(`http://127.0.0.1:${store.apiPort}/pyroscope/render?query=${q}`
+    + `&from=now-1h&until=${Date.now() + 60000}&format=json`, { headers: { 'x-scope-orgid': 'team-b' } })
+    .then((x) => x.json());
+  assert.equal(BigInt(render.flamebearer.numTicks), big(fb.total));
 });

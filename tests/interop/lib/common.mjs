@@ -176,6 +176,7 @@ export function burnCpuInPricing(ms) {
 // request.
 export async function runCheckoutApp({
   service, otlpPort, pyroPort, tracerName, rootAttributes, checkoutMs,
+  tags, labels = () => ({}), // the SDK's tags, and more pprof labels per (request, 'root' | 'child')
 }) {
   // Loaded here only: a native profiler that the other tests do not need.
   const { default: Pyroscope } = await import('@pyroscope/nodejs');
@@ -188,17 +189,19 @@ export async function runCheckoutApp({
     appName: service,
     flushIntervalMs: 60000, // one upload, at stop()
     wall: { collectCpuTime: true },
+    ...(tags ? { tags } : {}),
   });
   Pyroscope.startWallProfiling();
   const requests = [];
   for (let r = 0; r < 3; r++) {
     const root = tracer.startSpan('GET /checkout/:id', { kind: SpanKind.SERVER, attributes: rootAttributes });
     const rootId = root.spanContext().spanId;
-    Pyroscope.wrapWithLabels({ span_id: rootId }, () => burnCpuInCheckout(checkoutMs(r)));
+    Pyroscope.wrapWithLabels({ ...labels(r, 'root'), span_id: rootId },
+      () => burnCpuInCheckout(checkoutMs(r)));
     const ctx = trace.setSpan(context.active(), root);
     const child = tracer.startSpan('price items', {}, ctx);
     const childId = child.spanContext().spanId;
-    Pyroscope.wrapWithLabels({ span_id: childId }, () => burnCpuInPricing(250));
+    Pyroscope.wrapWithLabels({ ...labels(r, 'child'), span_id: childId }, () => burnCpuInPricing(250));
     child.end();
     root.end();
     requests.push({ traceId: root.spanContext().traceId, rootId, childId });
