@@ -86,12 +86,16 @@ static int table_reserve(pl_arena *arena, table tb, uint32_t extra)
 typedef uint64_t (*entry_hash)(const void *e);
 typedef bool (*entry_same)(const void *a, const void *b);
 
-#define MIX(h, v) pl_hash_bytes_with((h), &(v), sizeof(v))
+/* Integers chain through the keyed 64-bit finalizer (core/hash.h), byte
+ * runs through SipHash: both under the process key. */
+static uint64_t mix(uint64_t h, uint64_t x)
+{
+    return pl_hash_u64((h << 23 | h >> 41) ^ x);
+}
 
 static uint64_t hash_i32s(uint64_t h, const int32_t *v, uint32_t n)
 {
-    h = MIX(h, n);
-    return n ? pl_hash_bytes_with(h, v, n * sizeof(int32_t)) : h;
+    return n ? pl_hash_bytes_with(h, v, n * sizeof(int32_t)) : mix(h, 0);
 }
 
 static bool same_i32s(const int32_t *a, uint32_t na, const int32_t *b, uint32_t nb)
@@ -113,9 +117,9 @@ static bool string_same(const void *a, const void *b)
 static uint64_t function_hash(const void *e)
 {
     const pl_function *f = e;
-    int32_t k[5] = {f->name_strindex, f->system_name_strindex, f->filename_strindex,
-                    (int32_t)(f->start_line >> 32), (int32_t)f->start_line};
-    return pl_hash_bytes(k, sizeof(k));
+    uint64_t h = mix((uint64_t)(uint32_t)f->name_strindex << 32 | (uint32_t)f->system_name_strindex,
+                     (uint32_t)f->filename_strindex);
+    return mix(h, (uint64_t)f->start_line);
 }
 
 static bool function_same(const void *a, const void *b)
@@ -129,9 +133,9 @@ static bool function_same(const void *a, const void *b)
 static uint64_t mapping_hash(const void *e)
 {
     const pl_mapping *m = e;
-    uint64_t k[4] = {m->memory_start, m->memory_limit, m->file_offset,
-                     (uint64_t)(uint32_t)m->filename_strindex};
-    return hash_i32s(pl_hash_bytes(k, sizeof(k)), m->attribute_indices, m->n_attribute_indices);
+    uint64_t h = mix(mix(mix(m->memory_start, m->memory_limit), m->file_offset),
+                     (uint32_t)m->filename_strindex);
+    return hash_i32s(h, m->attribute_indices, m->n_attribute_indices);
 }
 
 static bool mapping_same(const void *a, const void *b)
@@ -146,11 +150,11 @@ static bool mapping_same(const void *a, const void *b)
 static uint64_t location_hash(const void *e)
 {
     const pl_location *l = e;
-    uint64_t k[3] = {(uint64_t)(uint32_t)l->mapping_index, l->address, l->n_lines};
-    uint64_t h = pl_hash_bytes(k, sizeof(k));
+    uint64_t h = mix(mix((uint32_t)l->mapping_index, l->address), l->n_lines);
     for (uint32_t i = 0; i < l->n_lines; i++) {
-        int64_t line[3] = {l->lines[i].function_index, l->lines[i].line, l->lines[i].column};
-        h = pl_hash_bytes_with(h, line, sizeof(line));
+        h = mix(h, (uint32_t)l->lines[i].function_index);
+        h = mix(h, (uint64_t)l->lines[i].line);
+        h = mix(h, (uint64_t)l->lines[i].column);
     }
     return hash_i32s(h, l->attribute_indices, l->n_attribute_indices);
 }
@@ -172,7 +176,7 @@ static bool location_same(const void *a, const void *b)
 static uint64_t stack_hash(const void *e)
 {
     const pl_stack *s = e;
-    return hash_i32s(0, s->location_indices, s->n_location_indices);
+    return pl_hash_bytes(s->location_indices, s->n_location_indices * sizeof(int32_t));
 }
 
 static bool stack_same(const void *a, const void *b)
@@ -185,33 +189,33 @@ static bool stack_same(const void *a, const void *b)
 /* Hash of a value, consistent with pl_value_eq. */
 static uint64_t value_hash(uint64_t h, const pl_value *v)
 {
-    uint8_t type = (uint8_t)v->type;
-    h = MIX(h, type);
+    h = mix(h, (uint64_t)v->type);
     switch (v->type) {
     case PL_VALUE_STRING:
     case PL_VALUE_BYTES:
         return pl_hash_bytes_with(h, v->u.str.ptr, v->u.str.len);
-    case PL_VALUE_BOOL: {
-        uint8_t b = v->u.b;
-        return MIX(h, b);
-    }
+    case PL_VALUE_BOOL:
+        return mix(h, v->u.b);
     case PL_VALUE_INT:
-        return MIX(h, v->u.i);
-    case PL_VALUE_DOUBLE:
-        return MIX(h, v->u.d);
+        return mix(h, (uint64_t)v->u.i);
+    case PL_VALUE_DOUBLE: {
+        uint64_t bits;
+        memcpy(&bits, &v->u.d, sizeof(bits)); /* bitwise, as pl_value_eq */
+        return mix(h, bits);
+    }
     case PL_VALUE_STRINDEX:
-        return MIX(h, v->u.strindex);
+        return mix(h, (uint32_t)v->u.strindex);
     case PL_VALUE_ARRAY:
-        h = MIX(h, v->u.array.n);
+        h = mix(h, v->u.array.n);
         for (uint32_t i = 0; i < v->u.array.n; i++)
             h = value_hash(h, &v->u.array.items[i]);
         return h;
     case PL_VALUE_KVLIST:
-        h = MIX(h, v->u.kvlist.n);
+        h = mix(h, v->u.kvlist.n);
         for (uint32_t i = 0; i < v->u.kvlist.n; i++) {
             const pl_kv *kv = &v->u.kvlist.items[i];
             h = pl_hash_bytes_with(h, kv->key.ptr, kv->key.len);
-            h = MIX(h, kv->key_strindex);
+            h = mix(h, (uint32_t)kv->key_strindex);
             h = value_hash(h, &kv->value);
         }
         return h;
@@ -223,8 +227,7 @@ static uint64_t value_hash(uint64_t h, const pl_value *v)
 static uint64_t attribute_hash(const void *e)
 {
     const pl_kvu *a = e;
-    int32_t k[2] = {a->key_strindex, a->unit_strindex};
-    return value_hash(pl_hash_bytes(k, sizeof(k)), &a->value);
+    return value_hash(mix((uint32_t)a->key_strindex, (uint32_t)a->unit_strindex), &a->value);
 }
 
 static bool attribute_same(const void *a, const void *b)
@@ -418,6 +421,23 @@ int32_t pl_dict_intern_string(pl_arena *arena, pl_dictionary *dict, pl_bytes s)
         return 0;
     }
     return intern(arena, dict, PL_DICT_STRINGS, &s, NULL);
+}
+
+static int persist_string(pl_arena *arena, void *e)
+{
+    pl_bytes *s = e;
+    char *copy = pl_arena_memdup(arena, s->ptr, s->len);
+    if (!copy)
+        return -1;
+    s->ptr = (const uint8_t *)copy;
+    return 0;
+}
+
+int32_t pl_dict_intern_string_copy(pl_arena *arena, pl_dictionary *dict, pl_bytes s)
+{
+    if (s.len == 0)
+        return pl_dict_intern_string(arena, dict, s);
+    return intern(arena, dict, PL_DICT_STRINGS, &s, persist_string);
 }
 
 int32_t pl_dict_intern_function(pl_arena *arena, pl_dictionary *dict, const pl_function *f)

@@ -51,6 +51,9 @@ int pl_dict_ensure_zero_entries(pl_arena *arena, pl_dictionary *dict);
  * shallowly (its arrays and value must live in the arena); a stack's
  * location list is copied into the arena. */
 int32_t pl_dict_intern_string(pl_arena *arena, pl_dictionary *dict, pl_bytes s);
+/* The same, copying s into the arena when it is appended (for strings of
+ * another batch). */
+int32_t pl_dict_intern_string_copy(pl_arena *arena, pl_dictionary *dict, pl_bytes s);
 int32_t pl_dict_intern_function(pl_arena *arena, pl_dictionary *dict, const pl_function *f);
 int32_t pl_dict_intern_mapping(pl_arena *arena, pl_dictionary *dict, const pl_mapping *m);
 int32_t pl_dict_intern_location(pl_arena *arena, pl_dictionary *dict, const pl_location *l);
