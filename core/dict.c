@@ -543,6 +543,75 @@ int pl_dict_set(pl_arena *arena, pl_dictionary *dict, pl_dict_table t, int32_t i
     return index_put(ix, tb, t, (uint32_t)index);
 }
 
+/* ---- deep copy ------------------------------------------------------------------- */
+
+static void *copy_array(pl_copier *c, const void *src, size_t n, size_t elem, int *fail)
+{
+    if (!src || n == 0)
+        return NULL;
+    void *p = pl_arena_calloc(c->arena, n, elem);
+    if (!p) {
+        c->oom = true;
+        *fail = 1;
+        return NULL;
+    }
+    memcpy(p, src, n * elem);
+    return p;
+}
+
+static int32_t *copy_i32(pl_copier *c, int32_t *src, uint32_t *n, int *fail)
+{
+    int32_t *p = copy_array(c, src, *n, sizeof(int32_t), fail);
+    if (!p)
+        *n = 0;
+    return p;
+}
+
+int pl_dict_copy(pl_copier *c, pl_dictionary *d)
+{
+    int fail = 0;
+    d->index = NULL; /* the source batch's, in its arena */
+#define COPY_TABLE(field, nfield, capfield, type)                                                  \
+    do {                                                                                           \
+        d->field = copy_array(c, d->field, d->nfield, sizeof(type), &fail);                        \
+        if (fail)                                                                                  \
+            return -1;                                                                             \
+        if (!d->field)                                                                             \
+            d->nfield = 0;                                                                         \
+        d->capfield = d->nfield;                                                                   \
+    } while (0)
+    COPY_TABLE(mappings, n_mappings, cap_mappings, pl_mapping);
+    COPY_TABLE(locations, n_locations, cap_locations, pl_location);
+    COPY_TABLE(functions, n_functions, cap_functions, pl_function);
+    COPY_TABLE(links, n_links, cap_links, pl_link);
+    COPY_TABLE(strings, n_strings, cap_strings, pl_bytes);
+    COPY_TABLE(attributes, n_attributes, cap_attributes, pl_kvu);
+    COPY_TABLE(stacks, n_stacks, cap_stacks, pl_stack);
+#undef COPY_TABLE
+    for (uint32_t i = 0; i < d->n_mappings; i++)
+        d->mappings[i].attribute_indices = copy_i32(c, d->mappings[i].attribute_indices,
+                                                    &d->mappings[i].n_attribute_indices, &fail);
+    for (uint32_t i = 0; i < d->n_locations; i++) {
+        pl_location *l = &d->locations[i];
+        l->attribute_indices = copy_i32(c, l->attribute_indices, &l->n_attribute_indices, &fail);
+        l->lines = copy_array(c, l->lines, l->n_lines, sizeof(pl_line), &fail);
+        if (!l->lines)
+            l->n_lines = 0;
+    }
+    for (uint32_t i = 0; i < d->n_stacks; i++)
+        d->stacks[i].location_indices =
+            copy_i32(c, d->stacks[i].location_indices, &d->stacks[i].n_location_indices, &fail);
+    if (fail)
+        return -1;
+    for (uint32_t i = 0; i < d->n_strings; i++)
+        if (pl_copy_bytes(c, &d->strings[i]))
+            return -1;
+    for (uint32_t i = 0; i < d->n_attributes; i++)
+        if (pl_copy_value(c, &d->attributes[i].value))
+            return -1;
+    return 0;
+}
+
 pl_bytes pl_dict_string(const pl_dictionary *dict, int32_t index)
 {
     if (index < 0 || (uint32_t)index >= dict->n_strings)

@@ -85,6 +85,12 @@ int pl_dict_reserve(pl_arena *arena, pl_dictionary *dict, pl_dict_table t, uint3
 int pl_dict_set(pl_arena *arena, pl_dictionary *dict, pl_dict_table t, int32_t index,
                 const void *entry);
 
+/* pl_batch_clone's part (core/model.h's copier): replaces every pointer of
+ * a shallow copy of a dictionary with a copy in c->arena; the copy starts
+ * without an index. 0, or -1 on OOM. */
+struct pl_copier;
+int pl_dict_copy(struct pl_copier *c, pl_dictionary *d);
+
 /* Readers. Text of a string index; empty for out-of-range. */
 pl_bytes pl_dict_string(const pl_dictionary *dict, int32_t index);
 /* Entries in table t. */

@@ -531,51 +531,6 @@ static int copy_profile(clone_ctx *c, pl_profile *p)
     return 0;
 }
 
-static int copy_dictionary(clone_ctx *c, pl_dictionary *d)
-{
-    int fail = 0;
-    d->index = NULL; /* the source batch's, in its arena */
-#define COPY_TABLE(field, nfield, capfield, type)                                                  \
-    do {                                                                                           \
-        d->field = copy_array(c, d->field, d->nfield, sizeof(type), &fail);                        \
-        if (fail)                                                                                  \
-            return -1;                                                                             \
-        if (!d->field)                                                                             \
-            d->nfield = 0;                                                                         \
-        d->capfield = d->nfield;                                                                   \
-    } while (0)
-    COPY_TABLE(mappings, n_mappings, cap_mappings, pl_mapping);
-    COPY_TABLE(locations, n_locations, cap_locations, pl_location);
-    COPY_TABLE(functions, n_functions, cap_functions, pl_function);
-    COPY_TABLE(links, n_links, cap_links, pl_link);
-    COPY_TABLE(strings, n_strings, cap_strings, pl_bytes);
-    COPY_TABLE(attributes, n_attributes, cap_attributes, pl_kvu);
-    COPY_TABLE(stacks, n_stacks, cap_stacks, pl_stack);
-#undef COPY_TABLE
-    for (uint32_t i = 0; i < d->n_mappings; i++)
-        d->mappings[i].attribute_indices = copy_i32(c, d->mappings[i].attribute_indices,
-                                                    &d->mappings[i].n_attribute_indices, &fail);
-    for (uint32_t i = 0; i < d->n_locations; i++) {
-        pl_location *l = &d->locations[i];
-        l->attribute_indices = copy_i32(c, l->attribute_indices, &l->n_attribute_indices, &fail);
-        l->lines = copy_array(c, l->lines, l->n_lines, sizeof(pl_line), &fail);
-        if (!l->lines)
-            l->n_lines = 0;
-    }
-    for (uint32_t i = 0; i < d->n_stacks; i++)
-        d->stacks[i].location_indices =
-            copy_i32(c, d->stacks[i].location_indices, &d->stacks[i].n_location_indices, &fail);
-    if (fail)
-        return -1;
-    for (uint32_t i = 0; i < d->n_strings; i++)
-        if (pl_copy_bytes(c, &d->strings[i]))
-            return -1;
-    for (uint32_t i = 0; i < d->n_attributes; i++)
-        if (pl_copy_value(c, &d->attributes[i].value))
-            return -1;
-    return 0;
-}
-
 static int copy_profile_item(clone_ctx *c, void *item)
 {
     return copy_profile(c, item);
@@ -586,7 +541,7 @@ static int copy_profiles(clone_ctx *c, pl_profiles *ps)
     if (copy_envelope(c, (uint8_t *)ps, offsetof(pl_profiles, resources),
                       offsetof(pl_profiles, n_resources), sizeof(pl_profile), copy_profile_item))
         return -1;
-    return copy_dictionary(c, &ps->dict);
+    return pl_dict_copy(c, &ps->dict);
 }
 
 pl_batch *pl_batch_clone(const pl_batch *batch)
