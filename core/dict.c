@@ -450,9 +450,24 @@ int32_t pl_dict_intern_mapping(pl_arena *arena, pl_dictionary *dict, const pl_ma
     return intern(arena, dict, PL_DICT_MAPPINGS, m, NULL);
 }
 
+static int persist_location(pl_arena *arena, void *e)
+{
+    pl_location *l = e;
+    if (l->n_lines) {
+        pl_line *lines = pl_arena_alloc(arena, (size_t)l->n_lines * sizeof(pl_line));
+        if (!lines)
+            return -1;
+        memcpy(lines, l->lines, (size_t)l->n_lines * sizeof(pl_line));
+        l->lines = lines;
+    } else {
+        l->lines = NULL;
+    }
+    return 0;
+}
+
 int32_t pl_dict_intern_location(pl_arena *arena, pl_dictionary *dict, const pl_location *l)
 {
-    return intern(arena, dict, PL_DICT_LOCATIONS, l, NULL);
+    return intern(arena, dict, PL_DICT_LOCATIONS, l, persist_location);
 }
 
 static int persist_stack(pl_arena *arena, void *e)

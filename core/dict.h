@@ -47,9 +47,10 @@ int pl_dict_ensure_zero_entries(pl_arena *arena, pl_dictionary *dict);
 
 /* Interning: the index of an entry equal to the one given, appended when
  * there is none. Strings are stored as given (they must live as long as
- * the batch); a function, mapping, location or attribute is copied
- * shallowly (its arrays and value must live in the arena); a stack's
- * location list is copied into the arena. */
+ * the batch) unless by pl_dict_intern_string_copy; a function, mapping or
+ * attribute is copied shallowly (its arrays and value must live in the
+ * arena); a location's lines and a stack's location list are copied into
+ * the arena when appended (the caller's may be scratch). */
 int32_t pl_dict_intern_string(pl_arena *arena, pl_dictionary *dict, pl_bytes s);
 /* The same, copying s into the arena when it is appended (for strings of
  * another batch). */

@@ -355,6 +355,8 @@ typedef struct dict_out {
     pl_dictionary *d;
     int32_t *scratch; /* a stack's remapped locations before interning */
     uint32_t cap_scratch;
+    pl_line *lines; /* a location's remapped lines before interning */
+    uint32_t cap_lines;
 } dict_out;
 
 /* old index -> new index (0 = not mapped yet; index 0 always maps to 0). */
@@ -466,18 +468,21 @@ static int32_t remap_location(remap *m, int32_t old)
     REMAP_CACHED(m, locations, old);
     pl_location loc = m->src->locations[old];
     loc.mapping_index = remap_mapping(m, loc.mapping_index);
-    if (loc.n_lines) {
-        pl_line *lines = pl_arena_alloc(OUT_ARENA(m), loc.n_lines * sizeof(pl_line));
-        if (!lines) {
+    dict_out *o = m->out;
+    if (loc.n_lines > o->cap_lines) {
+        pl_line *p = realloc(o->lines, loc.n_lines * sizeof(pl_line));
+        if (!p) {
             m->oom = true;
             return 0;
         }
-        for (uint32_t i = 0; i < loc.n_lines; i++) {
-            lines[i] = loc.lines[i];
-            lines[i].function_index = remap_function(m, loc.lines[i].function_index);
-        }
-        loc.lines = lines;
+        o->lines = p;
+        o->cap_lines = loc.n_lines;
     }
+    for (uint32_t i = 0; i < loc.n_lines; i++) {
+        o->lines[i] = loc.lines[i];
+        o->lines[i].function_index = remap_function(m, loc.lines[i].function_index);
+    }
+    loc.lines = loc.n_lines ? o->lines : NULL; /* copied by the builder when new */
     loc.attribute_indices = remap_attr_list(m, loc.attribute_indices, loc.n_attribute_indices);
     if (m->oom)
         return 0;
@@ -559,6 +564,7 @@ static void remap_reset(remap *m)
 static void dict_out_free(dict_out *o)
 {
     free(o->scratch);
+    free(o->lines);
     memset(o, 0, sizeof(*o));
 }
 
@@ -617,6 +623,8 @@ static bool profiles_out_open(profiles_out *o, pl_batch *first, const pl_strlist
     o->generation = gen;
     o->dict.scratch = keep.scratch;
     o->dict.cap_scratch = keep.cap_scratch;
+    o->dict.lines = keep.lines;
+    o->dict.cap_lines = keep.cap_lines;
     pl_batch *b = pl_batch_new(PL_SIGNAL_PROFILES);
     if (!b)
         return false;
