@@ -560,23 +560,9 @@ int pl_dict_set(pl_arena *arena, pl_dictionary *dict, pl_dict_table t, int32_t i
 
 /* ---- deep copy ------------------------------------------------------------------- */
 
-static void *copy_array(pl_copier *c, const void *src, size_t n, size_t elem, int *fail)
-{
-    if (!src || n == 0)
-        return NULL;
-    void *p = pl_arena_calloc(c->arena, n, elem);
-    if (!p) {
-        c->oom = true;
-        *fail = 1;
-        return NULL;
-    }
-    memcpy(p, src, n * elem);
-    return p;
-}
-
 static int32_t *copy_i32(pl_copier *c, int32_t *src, uint32_t *n, int *fail)
 {
-    int32_t *p = copy_array(c, src, *n, sizeof(int32_t), fail);
+    int32_t *p = pl_copy_array(c, src, *n, sizeof(int32_t), fail);
     if (!p)
         *n = 0;
     return p;
@@ -588,7 +574,7 @@ int pl_dict_copy(pl_copier *c, pl_dictionary *d)
     d->index = NULL; /* the source batch's, in its arena */
 #define COPY_TABLE(field, nfield, capfield, type)                                                  \
     do {                                                                                           \
-        d->field = copy_array(c, d->field, d->nfield, sizeof(type), &fail);                        \
+        d->field = pl_copy_array(c, d->field, d->nfield, sizeof(type), &fail);                     \
         if (fail)                                                                                  \
             return -1;                                                                             \
         if (!d->field)                                                                             \
@@ -609,7 +595,7 @@ int pl_dict_copy(pl_copier *c, pl_dictionary *d)
     for (uint32_t i = 0; i < d->n_locations; i++) {
         pl_location *l = &d->locations[i];
         l->attribute_indices = copy_i32(c, l->attribute_indices, &l->n_attribute_indices, &fail);
-        l->lines = copy_array(c, l->lines, l->n_lines, sizeof(pl_line), &fail);
+        l->lines = pl_copy_array(c, l->lines, l->n_lines, sizeof(pl_line), &fail);
         if (!l->lines)
             l->n_lines = 0;
     }

@@ -279,7 +279,7 @@ int pl_copy_bytes(pl_copier *c, pl_bytes *b)
 }
 
 /* Copies an array of n elements; NULL stays NULL. */
-static void *copy_array(clone_ctx *c, const void *src, size_t n, size_t elem, int *fail)
+void *pl_copy_array(pl_copier *c, const void *src, size_t n, size_t elem, int *fail)
 {
     if (!src || n == 0)
         return NULL;
@@ -307,7 +307,8 @@ int pl_copy_value(pl_copier *c, pl_value *v)
             v->u.strindex = c->remap(c->remap_ctx, v->u.strindex);
         return 0;
     case PL_VALUE_ARRAY:
-        v->u.array.items = copy_array(c, v->u.array.items, v->u.array.n, sizeof(pl_value), &fail);
+        v->u.array.items =
+            pl_copy_array(c, v->u.array.items, v->u.array.n, sizeof(pl_value), &fail);
         if (!v->u.array.items)
             v->u.array.n = 0;
         if (fail)
@@ -317,7 +318,8 @@ int pl_copy_value(pl_copier *c, pl_value *v)
                 return -1;
         return 0;
     case PL_VALUE_KVLIST:
-        v->u.kvlist.items = copy_array(c, v->u.kvlist.items, v->u.kvlist.n, sizeof(pl_kv), &fail);
+        v->u.kvlist.items =
+            pl_copy_array(c, v->u.kvlist.items, v->u.kvlist.n, sizeof(pl_kv), &fail);
         if (!v->u.kvlist.items)
             v->u.kvlist.n = 0;
         if (fail)
@@ -343,7 +345,7 @@ int pl_copy_attrs(pl_copier *c, pl_attrs *a)
 {
     int fail = 0;
     /* The copy is exactly n long: spare capacity is not worth duplicating. */
-    a->items = copy_array(c, a->items, a->n, sizeof(pl_kv), &fail);
+    a->items = pl_copy_array(c, a->items, a->n, sizeof(pl_kv), &fail);
     if (!a->items)
         a->n = 0;
     a->cap = a->n;
@@ -355,7 +357,7 @@ int pl_copy_attrs(pl_copier *c, pl_attrs *a)
 static int copy_bytes_list(clone_ctx *c, pl_bytes **list, uint32_t *n)
 {
     int fail = 0;
-    *list = copy_array(c, *list, *n, sizeof(pl_bytes), &fail);
+    *list = pl_copy_array(c, *list, *n, sizeof(pl_bytes), &fail);
     if (!*list)
         *n = 0;
     if (fail)
@@ -371,7 +373,8 @@ int pl_copy_resource(pl_copier *c, pl_resource *r)
     int fail = 0;
     if (pl_copy_attrs(c, &r->attrs))
         return -1;
-    r->entity_refs = copy_array(c, r->entity_refs, r->n_entity_refs, sizeof(pl_entity_ref), &fail);
+    r->entity_refs =
+        pl_copy_array(c, r->entity_refs, r->n_entity_refs, sizeof(pl_entity_ref), &fail);
     if (!r->entity_refs)
         r->n_entity_refs = 0; /* never trust a count without its array */
     if (fail)
@@ -400,8 +403,8 @@ int pl_copy_span(pl_copier *c, pl_span *sp)
     if (pl_copy_bytes(c, &sp->trace_state) || pl_copy_bytes(c, &sp->name) ||
         pl_copy_attrs(c, &sp->attrs) || pl_copy_bytes(c, &sp->status.message))
         return -1;
-    sp->events = copy_array(c, sp->events, sp->n_events, sizeof(pl_span_event), &fail);
-    sp->links = copy_array(c, sp->links, sp->n_links, sizeof(pl_span_link), &fail);
+    sp->events = pl_copy_array(c, sp->events, sp->n_events, sizeof(pl_span_event), &fail);
+    sp->links = pl_copy_array(c, sp->links, sp->n_links, sizeof(pl_span_link), &fail);
     if (!sp->events)
         sp->n_events = 0;
     if (!sp->links)
@@ -438,7 +441,7 @@ static int copy_member_array(clone_ctx *c, uint8_t *owner, size_t ptr_off, size_
     int fail = 0;
     memcpy(&items, owner + ptr_off, sizeof items);
     memcpy(&n, owner + n_off, sizeof n);
-    items = copy_array(c, items, n, elem, &fail);
+    items = pl_copy_array(c, items, n, elem, &fail);
     if (!items)
         n = 0;
     memcpy(owner + ptr_off, &items, sizeof items);
@@ -498,7 +501,7 @@ static int copy_traces(clone_ctx *c, pl_traces *t)
 
 static int32_t *copy_i32(clone_ctx *c, int32_t *src, uint32_t *n, int *fail)
 {
-    int32_t *p = copy_array(c, src, *n, sizeof(int32_t), fail);
+    int32_t *p = pl_copy_array(c, src, *n, sizeof(int32_t), fail);
     if (!p)
         *n = 0;
     return p;
@@ -510,7 +513,7 @@ static int copy_profile(clone_ctx *c, pl_profile *p)
     if (pl_copy_bytes(c, &p->original_payload_format) || pl_copy_bytes(c, &p->original_payload))
         return -1;
     p->attribute_indices = copy_i32(c, p->attribute_indices, &p->n_attribute_indices, &fail);
-    p->samples = copy_array(c, p->samples, p->n_samples, sizeof(pl_sample), &fail);
+    p->samples = pl_copy_array(c, p->samples, p->n_samples, sizeof(pl_sample), &fail);
     if (fail)
         return -1;
     if (!p->samples)
@@ -518,9 +521,9 @@ static int copy_profile(clone_ctx *c, pl_profile *p)
     for (uint32_t i = 0; i < p->n_samples; i++) {
         pl_sample *s = &p->samples[i];
         s->attribute_indices = copy_i32(c, s->attribute_indices, &s->n_attribute_indices, &fail);
-        s->values = copy_array(c, s->values, s->n_values, sizeof(int64_t), &fail);
+        s->values = pl_copy_array(c, s->values, s->n_values, sizeof(int64_t), &fail);
         s->timestamps_unix_nano =
-            copy_array(c, s->timestamps_unix_nano, s->n_timestamps, sizeof(uint64_t), &fail);
+            pl_copy_array(c, s->timestamps_unix_nano, s->n_timestamps, sizeof(uint64_t), &fail);
         if (fail)
             return -1;
         if (!s->values)
@@ -571,7 +574,8 @@ pl_batch *pl_batch_clone(const pl_batch *batch)
     }
     if (rc == 0) {
         int fail = 0;
-        b->metadata.items = copy_array(&c, b->metadata.items, b->metadata.n, sizeof(pl_kv), &fail);
+        b->metadata.items =
+            pl_copy_array(&c, b->metadata.items, b->metadata.n, sizeof(pl_kv), &fail);
         if (!b->metadata.items)
             b->metadata.n = 0;
         rc = fail ? -1 : copy_kvs(&c, b->metadata.items, b->metadata.n);

@@ -404,6 +404,9 @@ typedef struct pl_copier {
     bool oom;
 } pl_copier;
 int pl_copy_bytes(pl_copier *c, pl_bytes *b);
+/* A copy of n elements in c->arena (NULL for none; on OOM NULL, c->oom and
+ * *fail set). */
+void *pl_copy_array(pl_copier *c, const void *src, size_t n, size_t elem, int *fail);
 int pl_copy_value(pl_copier *c, pl_value *v);
 int pl_copy_attrs(pl_copier *c, pl_attrs *a);
 int pl_copy_resource(pl_copier *c, pl_resource *r);
