@@ -1018,6 +1018,11 @@ static pl_status decode_into(decode_ctx *c, const pl_pprof_meta *meta)
         return st;
     if ((st = check_budget(c)) != PL_OK)
         return st;
+    /* The dictionary's strings and stacks, with their indexes, sized once
+     * for what this pprof can add (each grown by doubling otherwise). */
+    if (pl_dict_reserve(&batch->arena, bdict(b), PL_DICT_STRINGS, c->n_strs) ||
+        pl_dict_reserve(&batch->arena, bdict(b), PL_DICT_STACKS, c->n_samples))
+        return NOMEM(c);
 
     /* Strings. */
     if (c->n_strs) {
