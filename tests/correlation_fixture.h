@@ -201,7 +201,7 @@ static int32_t str_attr(pl_batch *b, const char *k, const char *v)
 {
     pl_dictionary *d = &b->data.profiles.dict;
     return pl_dict_intern_attribute(&b->arena, d, str(b, k),
-                                 pl_value_string(pl_batch_bytes(b, v, strlen(v))), 0);
+                                    pl_value_string(pl_batch_bytes(b, v, strlen(v))), 0);
 }
 
 /* type/unit of the profile's values, e.g. "cpu","nanoseconds"; period type

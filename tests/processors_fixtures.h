@@ -272,7 +272,7 @@ static __attribute__((unused)) int32_t px_stack(pl_batch *b, uint32_t n, const i
 static __attribute__((unused)) int32_t px_attr_str(pl_batch *b, const char *key, const char *value)
 {
     return pl_dict_intern_attribute(&b->arena, &b->data.profiles.dict, px_s(b, key),
-                                 pl_value_string(px_str(b, value)), 0);
+                                    pl_value_string(px_str(b, value)), 0);
 }
 
 /* A profiles batch: one resource (service.name=<service>), one scope, one

@@ -294,11 +294,13 @@ static void prof_sample(prof_builder *pb, const sample_spec *s)
         } else {
             char hex[33];
             pl_hex_encode(l.span_id, 8, hex);
-            attrs[na++] = pl_dict_intern_attribute(&pb->b->arena, pb->d, str_idx(pb, "span_id"),
-                                                pl_value_string(pl_batch_bytes(pb->b, hex, 16)), 0);
+            attrs[na++] =
+                pl_dict_intern_attribute(&pb->b->arena, pb->d, str_idx(pb, "span_id"),
+                                         pl_value_string(pl_batch_bytes(pb->b, hex, 16)), 0);
             pl_hex_encode(l.trace_id, 16, hex);
-            attrs[na++] = pl_dict_intern_attribute(&pb->b->arena, pb->d, str_idx(pb, "trace_id"),
-                                                pl_value_string(pl_batch_bytes(pb->b, hex, 32)), 0);
+            attrs[na++] =
+                pl_dict_intern_attribute(&pb->b->arena, pb->d, str_idx(pb, "trace_id"),
+                                         pl_value_string(pl_batch_bytes(pb->b, hex, 32)), 0);
         }
     }
     if (s->service)
