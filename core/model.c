@@ -8,15 +8,7 @@
  * the old array is abandoned (arenas never free single objects), which costs
  * at most as much again as the final size, and keeps appends O(1) amortised.
  *
- * pl_dict_intern_string returns the newest equal string. Small string tables
- * are scanned; past STRINDEX_MIN strings a keyed hash index (core/hash.h
- * pl_htab in the batch arena, so it goes with the batch) maps each string to
- * its newest position. The table belongs to everyone who holds the batch:
- * decoders and builders append to it directly and the redaction processor
- * blanks entries in place, so the index trusts nothing it has not checked.
- * It indexes what was appended since it last looked, verifies every hit,
- * starts over when the array was replaced or shrank or a hit went stale,
- * and leaves the empty string (what blanking produces) to the scan.
+ * The profiles dictionary and its builder are core/dict.c.
  */
 #include "model.h"
 
@@ -287,7 +279,7 @@ int pl_copy_bytes(pl_copier *c, pl_bytes *b)
 }
 
 /* Copies an array of n elements; NULL stays NULL. */
-static void *copy_array(clone_ctx *c, const void *src, size_t n, size_t elem, int *fail)
+void *pl_copy_array(pl_copier *c, const void *src, size_t n, size_t elem, int *fail)
 {
     if (!src || n == 0)
         return NULL;
@@ -315,7 +307,8 @@ int pl_copy_value(pl_copier *c, pl_value *v)
             v->u.strindex = c->remap(c->remap_ctx, v->u.strindex);
         return 0;
     case PL_VALUE_ARRAY:
-        v->u.array.items = copy_array(c, v->u.array.items, v->u.array.n, sizeof(pl_value), &fail);
+        v->u.array.items =
+            pl_copy_array(c, v->u.array.items, v->u.array.n, sizeof(pl_value), &fail);
         if (!v->u.array.items)
             v->u.array.n = 0;
         if (fail)
@@ -325,7 +318,8 @@ int pl_copy_value(pl_copier *c, pl_value *v)
                 return -1;
         return 0;
     case PL_VALUE_KVLIST:
-        v->u.kvlist.items = copy_array(c, v->u.kvlist.items, v->u.kvlist.n, sizeof(pl_kv), &fail);
+        v->u.kvlist.items =
+            pl_copy_array(c, v->u.kvlist.items, v->u.kvlist.n, sizeof(pl_kv), &fail);
         if (!v->u.kvlist.items)
             v->u.kvlist.n = 0;
         if (fail)
@@ -351,7 +345,7 @@ int pl_copy_attrs(pl_copier *c, pl_attrs *a)
 {
     int fail = 0;
     /* The copy is exactly n long: spare capacity is not worth duplicating. */
-    a->items = copy_array(c, a->items, a->n, sizeof(pl_kv), &fail);
+    a->items = pl_copy_array(c, a->items, a->n, sizeof(pl_kv), &fail);
     if (!a->items)
         a->n = 0;
     a->cap = a->n;
@@ -363,7 +357,7 @@ int pl_copy_attrs(pl_copier *c, pl_attrs *a)
 static int copy_bytes_list(clone_ctx *c, pl_bytes **list, uint32_t *n)
 {
     int fail = 0;
-    *list = copy_array(c, *list, *n, sizeof(pl_bytes), &fail);
+    *list = pl_copy_array(c, *list, *n, sizeof(pl_bytes), &fail);
     if (!*list)
         *n = 0;
     if (fail)
@@ -379,7 +373,8 @@ int pl_copy_resource(pl_copier *c, pl_resource *r)
     int fail = 0;
     if (pl_copy_attrs(c, &r->attrs))
         return -1;
-    r->entity_refs = copy_array(c, r->entity_refs, r->n_entity_refs, sizeof(pl_entity_ref), &fail);
+    r->entity_refs =
+        pl_copy_array(c, r->entity_refs, r->n_entity_refs, sizeof(pl_entity_ref), &fail);
     if (!r->entity_refs)
         r->n_entity_refs = 0; /* never trust a count without its array */
     if (fail)
@@ -408,8 +403,8 @@ int pl_copy_span(pl_copier *c, pl_span *sp)
     if (pl_copy_bytes(c, &sp->trace_state) || pl_copy_bytes(c, &sp->name) ||
         pl_copy_attrs(c, &sp->attrs) || pl_copy_bytes(c, &sp->status.message))
         return -1;
-    sp->events = copy_array(c, sp->events, sp->n_events, sizeof(pl_span_event), &fail);
-    sp->links = copy_array(c, sp->links, sp->n_links, sizeof(pl_span_link), &fail);
+    sp->events = pl_copy_array(c, sp->events, sp->n_events, sizeof(pl_span_event), &fail);
+    sp->links = pl_copy_array(c, sp->links, sp->n_links, sizeof(pl_span_link), &fail);
     if (!sp->events)
         sp->n_events = 0;
     if (!sp->links)
@@ -446,7 +441,7 @@ static int copy_member_array(clone_ctx *c, uint8_t *owner, size_t ptr_off, size_
     int fail = 0;
     memcpy(&items, owner + ptr_off, sizeof items);
     memcpy(&n, owner + n_off, sizeof n);
-    items = copy_array(c, items, n, elem, &fail);
+    items = pl_copy_array(c, items, n, elem, &fail);
     if (!items)
         n = 0;
     memcpy(owner + ptr_off, &items, sizeof items);
@@ -506,7 +501,7 @@ static int copy_traces(clone_ctx *c, pl_traces *t)
 
 static int32_t *copy_i32(clone_ctx *c, int32_t *src, uint32_t *n, int *fail)
 {
-    int32_t *p = copy_array(c, src, *n, sizeof(int32_t), fail);
+    int32_t *p = pl_copy_array(c, src, *n, sizeof(int32_t), fail);
     if (!p)
         *n = 0;
     return p;
@@ -518,7 +513,7 @@ static int copy_profile(clone_ctx *c, pl_profile *p)
     if (pl_copy_bytes(c, &p->original_payload_format) || pl_copy_bytes(c, &p->original_payload))
         return -1;
     p->attribute_indices = copy_i32(c, p->attribute_indices, &p->n_attribute_indices, &fail);
-    p->samples = copy_array(c, p->samples, p->n_samples, sizeof(pl_sample), &fail);
+    p->samples = pl_copy_array(c, p->samples, p->n_samples, sizeof(pl_sample), &fail);
     if (fail)
         return -1;
     if (!p->samples)
@@ -526,9 +521,9 @@ static int copy_profile(clone_ctx *c, pl_profile *p)
     for (uint32_t i = 0; i < p->n_samples; i++) {
         pl_sample *s = &p->samples[i];
         s->attribute_indices = copy_i32(c, s->attribute_indices, &s->n_attribute_indices, &fail);
-        s->values = copy_array(c, s->values, s->n_values, sizeof(int64_t), &fail);
+        s->values = pl_copy_array(c, s->values, s->n_values, sizeof(int64_t), &fail);
         s->timestamps_unix_nano =
-            copy_array(c, s->timestamps_unix_nano, s->n_timestamps, sizeof(uint64_t), &fail);
+            pl_copy_array(c, s->timestamps_unix_nano, s->n_timestamps, sizeof(uint64_t), &fail);
         if (fail)
             return -1;
         if (!s->values)
@@ -536,51 +531,6 @@ static int copy_profile(clone_ctx *c, pl_profile *p)
         if (!s->timestamps_unix_nano)
             s->n_timestamps = 0;
     }
-    return 0;
-}
-
-static int copy_dictionary(clone_ctx *c, pl_dictionary *d)
-{
-    int fail = 0;
-    d->string_index = NULL; /* the source batch's, in its arena */
-#define COPY_TABLE(field, nfield, capfield, type)                                                  \
-    do {                                                                                           \
-        d->field = copy_array(c, d->field, d->nfield, sizeof(type), &fail);                        \
-        if (fail)                                                                                  \
-            return -1;                                                                             \
-        if (!d->field)                                                                             \
-            d->nfield = 0;                                                                         \
-        d->capfield = d->nfield;                                                                   \
-    } while (0)
-    COPY_TABLE(mappings, n_mappings, cap_mappings, pl_mapping);
-    COPY_TABLE(locations, n_locations, cap_locations, pl_location);
-    COPY_TABLE(functions, n_functions, cap_functions, pl_function);
-    COPY_TABLE(links, n_links, cap_links, pl_link);
-    COPY_TABLE(strings, n_strings, cap_strings, pl_bytes);
-    COPY_TABLE(attributes, n_attributes, cap_attributes, pl_kvu);
-    COPY_TABLE(stacks, n_stacks, cap_stacks, pl_stack);
-#undef COPY_TABLE
-    for (uint32_t i = 0; i < d->n_mappings; i++)
-        d->mappings[i].attribute_indices = copy_i32(c, d->mappings[i].attribute_indices,
-                                                    &d->mappings[i].n_attribute_indices, &fail);
-    for (uint32_t i = 0; i < d->n_locations; i++) {
-        pl_location *l = &d->locations[i];
-        l->attribute_indices = copy_i32(c, l->attribute_indices, &l->n_attribute_indices, &fail);
-        l->lines = copy_array(c, l->lines, l->n_lines, sizeof(pl_line), &fail);
-        if (!l->lines)
-            l->n_lines = 0;
-    }
-    for (uint32_t i = 0; i < d->n_stacks; i++)
-        d->stacks[i].location_indices =
-            copy_i32(c, d->stacks[i].location_indices, &d->stacks[i].n_location_indices, &fail);
-    if (fail)
-        return -1;
-    for (uint32_t i = 0; i < d->n_strings; i++)
-        if (pl_copy_bytes(c, &d->strings[i]))
-            return -1;
-    for (uint32_t i = 0; i < d->n_attributes; i++)
-        if (pl_copy_value(c, &d->attributes[i].value))
-            return -1;
     return 0;
 }
 
@@ -594,7 +544,7 @@ static int copy_profiles(clone_ctx *c, pl_profiles *ps)
     if (copy_envelope(c, (uint8_t *)ps, offsetof(pl_profiles, resources),
                       offsetof(pl_profiles, n_resources), sizeof(pl_profile), copy_profile_item))
         return -1;
-    return copy_dictionary(c, &ps->dict);
+    return pl_dict_copy(c, &ps->dict);
 }
 
 pl_batch *pl_batch_clone(const pl_batch *batch)
@@ -624,7 +574,8 @@ pl_batch *pl_batch_clone(const pl_batch *batch)
     }
     if (rc == 0) {
         int fail = 0;
-        b->metadata.items = copy_array(&c, b->metadata.items, b->metadata.n, sizeof(pl_kv), &fail);
+        b->metadata.items =
+            pl_copy_array(&c, b->metadata.items, b->metadata.n, sizeof(pl_kv), &fail);
         if (!b->metadata.items)
             b->metadata.n = 0;
         rc = fail ? -1 : copy_kvs(&c, b->metadata.items, b->metadata.n);
@@ -740,218 +691,6 @@ bool pl_value_eq(const pl_value *a, const pl_value *b)
         return true;
     }
     return false;
-}
-
-/* ---- dictionary --------------------------------------------------------- */
-
-/* Makes room for one more entry in an arena table. */
-static int table_reserve(pl_arena *arena, void **items, uint32_t n, uint32_t *cap, size_t elem)
-{
-    if (n < *cap && *items)
-        return 0;
-    uint32_t c = *cap < n ? n : *cap;
-    if (c >= UINT32_MAX / 2)
-        return -1;
-    c = c < 8 ? 16 : c * 2;
-    void *p = pl_arena_grow(arena, *items, n, c, elem);
-    if (!p)
-        return -1;
-    *items = p;
-    *cap = c;
-    return 0;
-}
-
-#define TABLE_RESERVE(arena, dict, field)                                                          \
-    table_reserve((arena), (void **)&(dict)->field, (dict)->n_##field, &(dict)->cap_##field,       \
-                  sizeof(*(dict)->field))
-
-int pl_dict_ensure_zero_entries(pl_arena *arena, pl_dictionary *dict)
-{
-#define ZERO_ENTRY(field)                                                                          \
-    do {                                                                                           \
-        if (dict->n_##field == 0) {                                                                \
-            if (TABLE_RESERVE(arena, dict, field))                                                 \
-                return -1;                                                                         \
-            memset(&dict->field[0], 0, sizeof(dict->field[0]));                                    \
-            dict->n_##field = 1;                                                                   \
-        }                                                                                          \
-    } while (0)
-    bool new_link = dict->n_links == 0;
-    ZERO_ENTRY(mappings);
-    ZERO_ENTRY(locations);
-    ZERO_ENTRY(functions);
-    ZERO_ENTRY(links);
-    ZERO_ENTRY(strings);
-    ZERO_ENTRY(attributes);
-    ZERO_ENTRY(stacks);
-#undef ZERO_ENTRY
-    /* link_table[0] carries zero ids of full length, for readers that insist
-     * on fixed-length ids (profiles fact sheet, dictionary rules). */
-    if (new_link) {
-        dict->links[0].trace_id_len = 16;
-        dict->links[0].span_id_len = 8;
-    }
-    return 0;
-}
-
-/* Below this many strings a scan is as fast as the index and needs no memory. */
-#define STRINDEX_MIN 64
-
-struct pl_dict_strindex {
-    const pl_bytes *base; /* the array indexed; another one: start over */
-    uint32_t n;           /* strings[0..n) are indexed */
-    pl_htab h;            /* values: position + 1 (the newest of equal strings) */
-};
-
-typedef struct strindex_key {
-    const pl_bytes *strings;
-    pl_bytes s;
-    bool mismatch; /* an entry had s's hash but other content */
-} strindex_key;
-
-static bool strindex_eq(const void *ctx, uint32_t val)
-{
-    strindex_key *k = (strindex_key *)ctx;
-    bool eq = pl_bytes_eq(k->strings[val - 1], k->s);
-    k->mismatch |= !eq;
-    return eq;
-}
-
-static uint32_t strindex_hash(pl_bytes s)
-{
-    return (uint32_t)pl_hash_bytes(s.ptr, s.len);
-}
-
-/* Brings the index up to strings[0..n_strings); false on OOM. */
-static bool strindex_update(pl_arena *arena, pl_dictionary *dict)
-{
-    struct pl_dict_strindex *ix = dict->string_index;
-    if (!ix) {
-        ix = pl_arena_calloc(arena, 1, sizeof(*ix));
-        if (!ix)
-            return false;
-        ix->h.arena = arena;
-        dict->string_index = ix;
-    }
-    if (ix->base != dict->strings || ix->n > dict->n_strings) {
-        pl_htab_clear(&ix->h);
-        ix->base = dict->strings;
-        ix->n = 0;
-    }
-    if (pl_htab_reserve(&ix->h, dict->n_strings - ix->n))
-        return false;
-    for (; ix->n < dict->n_strings; ix->n++) {
-        strindex_key k = {dict->strings, dict->strings[ix->n], false};
-        uint32_t hash = strindex_hash(k.s);
-        uint32_t *slot = pl_htab_slot(&ix->h, hash, strindex_eq, &k);
-        if (!slot)
-            return false;
-        bool added = *slot == 0;
-        *slot = ix->n + 1; /* newer than any equal string before it */
-        if (added)
-            pl_htab_added(&ix->h, slot, hash);
-    }
-    return true;
-}
-
-/* The newest position of s, or -1 when absent; -2 on OOM. Entries are
- * compared as they are now, so a hit is exact; an entry that had s's hash
- * but not its content may have been rewritten since it was indexed (and
- * hide an older equal string), so then the index is built again and asked
- * once more. */
-static int64_t strindex_find(pl_arena *arena, pl_dictionary *dict, pl_bytes s)
-{
-    for (int attempt = 0;; attempt++) {
-        if (!strindex_update(arena, dict))
-            return -2;
-        strindex_key k = {dict->strings, s, false};
-        uint32_t val = pl_htab_get(&dict->string_index->h, strindex_hash(s), strindex_eq, &k);
-        if (val)
-            return val - 1;
-        if (!k.mismatch || attempt)
-            return -1;
-        dict->string_index->base = NULL;
-    }
-}
-
-int32_t pl_dict_intern_string(pl_arena *arena, pl_dictionary *dict, pl_bytes s)
-{
-    if (dict->n_strings == 0) {
-        if (TABLE_RESERVE(arena, dict, strings))
-            return -1;
-        dict->strings[0] = (pl_bytes){NULL, 0};
-        dict->n_strings = 1;
-    }
-    if (dict->n_strings >= STRINDEX_MIN && s.len > 0) {
-        int64_t at = strindex_find(arena, dict, s);
-        if (at == -2)
-            return -1;
-        if (at >= 0)
-            return (int32_t)at;
-    } else {
-        /* Newest first: a processor usually interns the same few keys again. */
-        for (uint32_t i = dict->n_strings; i-- > 0;)
-            if (pl_bytes_eq(dict->strings[i], s))
-                return (int32_t)i;
-    }
-    if (dict->n_strings >= INT32_MAX || TABLE_RESERVE(arena, dict, strings))
-        return -1;
-    dict->strings[dict->n_strings] = s;
-    return (int32_t)dict->n_strings++;
-}
-
-int32_t pl_dict_add_attribute(pl_arena *arena, pl_dictionary *dict, int32_t key_strindex,
-                              pl_value value, int32_t unit_strindex)
-{
-    if (dict->n_attributes == 0) {
-        if (TABLE_RESERVE(arena, dict, attributes))
-            return -1;
-        memset(&dict->attributes[0], 0, sizeof(pl_kvu));
-        dict->n_attributes = 1;
-    }
-    for (uint32_t i = dict->n_attributes; i-- > 1;) {
-        const pl_kvu *a = &dict->attributes[i];
-        if (a->key_strindex == key_strindex && a->unit_strindex == unit_strindex &&
-            pl_value_eq(&a->value, &value))
-            return (int32_t)i;
-    }
-    if (dict->n_attributes >= INT32_MAX || TABLE_RESERVE(arena, dict, attributes))
-        return -1;
-    pl_kvu *a = &dict->attributes[dict->n_attributes];
-    a->key_strindex = key_strindex;
-    a->value = value;
-    a->unit_strindex = unit_strindex;
-    return (int32_t)dict->n_attributes++;
-}
-
-int32_t pl_dict_add_link(pl_arena *arena, pl_dictionary *dict, const pl_link *link)
-{
-    if (dict->n_links == 0) {
-        if (TABLE_RESERVE(arena, dict, links))
-            return -1;
-        memset(&dict->links[0], 0, sizeof(pl_link));
-        dict->links[0].trace_id_len = 16;
-        dict->links[0].span_id_len = 8;
-        dict->n_links = 1;
-    }
-    for (uint32_t i = dict->n_links; i-- > 1;) {
-        const pl_link *l = &dict->links[i];
-        if (l->trace_id_len == link->trace_id_len && l->span_id_len == link->span_id_len &&
-            memcmp(l->trace_id, link->trace_id, l->trace_id_len) == 0 &&
-            memcmp(l->span_id, link->span_id, l->span_id_len) == 0)
-            return (int32_t)i;
-    }
-    if (dict->n_links >= INT32_MAX || TABLE_RESERVE(arena, dict, links))
-        return -1;
-    dict->links[dict->n_links] = *link;
-    return (int32_t)dict->n_links++;
-}
-
-pl_bytes pl_dict_string(const pl_dictionary *dict, int32_t index)
-{
-    if (index < 0 || (uint32_t)index >= dict->n_strings)
-        return (pl_bytes){NULL, 0};
-    return dict->strings[index];
 }
 
 /* ---- hex ---------------------------------------------------------------- */

@@ -306,8 +306,9 @@ typedef struct pl_stack {
 } pl_stack;
 
 /* One dictionary per request. Each table has n entries and room for cap;
- * entry 0 is the zero value. Appending goes through the pl_dict_* helpers,
- * which grow the tables inside the batch arena. */
+ * entry 0 is the zero value. Only the builder (core/dict.h, pl_dict_*)
+ * writes the tables, inside the batch arena; everyone else reads them
+ * through a const pl_dictionary *. */
 typedef struct pl_dictionary {
     pl_mapping *mappings;
     uint32_t n_mappings, cap_mappings;
@@ -323,10 +324,10 @@ typedef struct pl_dictionary {
     uint32_t n_attributes, cap_attributes;
     pl_stack *stacks;
     uint32_t n_stacks, cap_stacks;
-    /* pl_dict_intern_string's index of `strings`, in the arena it was given
-     * (built once the table is large; private to core/model.c). A copy of
-     * the struct must not keep it: zero it, as pl_copy does. */
-    struct pl_dict_strindex *string_index;
+    /* The builder's deduplicating indexes of the tables, in the batch arena
+     * (private to core/dict.c). A copy of the struct into another arena must
+     * not keep it: zero it, as pl_batch_clone does. */
+    struct pl_dict_index *index;
 } pl_dictionary;
 
 typedef struct pl_profiles {
@@ -420,6 +421,9 @@ typedef struct pl_copier {
     bool oom;
 } pl_copier;
 int pl_copy_bytes(pl_copier *c, pl_bytes *b);
+/* A copy of n elements in c->arena (NULL for none; on OOM NULL, c->oom and
+ * *fail set). */
+void *pl_copy_array(pl_copier *c, const void *src, size_t n, size_t elem, int *fail);
 int pl_copy_value(pl_copier *c, pl_value *v);
 int pl_copy_attrs(pl_copier *c, pl_attrs *a);
 int pl_copy_resource(pl_copier *c, pl_resource *r);
@@ -501,22 +505,14 @@ pl_value pl_value_bool(bool b);
 /* Deep equality of two values (same type and content). */
 bool pl_value_eq(const pl_value *a, const pl_value *b);
 
-/* Dictionary helpers: each returns the index of the (possibly new) entry, or
- * -1 on OOM. pl_dict_intern_string reuses an existing equal string. */
-int32_t pl_dict_intern_string(pl_arena *arena, pl_dictionary *dict, pl_bytes s);
-int32_t pl_dict_add_attribute(pl_arena *arena, pl_dictionary *dict, int32_t key_strindex,
-                              pl_value value, int32_t unit_strindex);
-int32_t pl_dict_add_link(pl_arena *arena, pl_dictionary *dict, const pl_link *link);
-/* Makes sure every table holds its zero entry at index 0. -1 on OOM. */
-int pl_dict_ensure_zero_entries(pl_arena *arena, pl_dictionary *dict);
-/* Text of a string index; empty for out-of-range. */
-pl_bytes pl_dict_string(const pl_dictionary *dict, int32_t index);
-
 /* Hex helpers for ids. out must hold 2*len+1 chars. */
 void pl_hex_encode(const uint8_t *bytes, size_t len, char *out);
 /* Decodes exactly 2*len hex chars (either case); -1 on a bad char or length. */
 int pl_hex_decode(const char *hex, size_t hex_len, uint8_t *out, size_t len);
 /* Value of one hex digit (either case), or -1. */
 int pl_hex_digit(int c);
+
+/* The dictionary builder (pl_dict_*). */
+#include "dict.h"
 
 #endif

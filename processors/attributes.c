@@ -859,7 +859,7 @@ static bool rewrite_sample_attrs(apply_ctx *c, pl_dictionary *dict, const int32_
                 c->key_cache[slot].key = kv->key;
                 c->key_cache[slot].index = key;
             }
-            idx = pl_dict_add_attribute(arena, dict, key, kv->value, 0);
+            idx = pl_dict_intern_attribute(arena, dict, key, kv->value, 0);
             if (idx < 0)
                 return false;
         }

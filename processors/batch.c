@@ -42,7 +42,6 @@
 
 #include "core/component.h"
 #include "core/hash.h"
-#include "core/intern.h"
 #include "core/log.h"
 #include "core/strlist.h"
 
@@ -349,43 +348,15 @@ static pl_status repack_traces(pl_batch **in, size_t n_in, size_t limit, const p
 
 /* ---- profiles: re-indexing into a new dictionary ------------------------ */
 
-/* Deduplicating index of one output table: content key -> output index
- * (core/intern.h, keyed: the keys are the client's data). */
-typedef pl_intern dedup;
-
-/* A scratch buffer where entries are serialised into content keys. */
-typedef struct keybuf {
-    uint8_t *p;
-    size_t n, cap;
-    bool oom;
-} keybuf;
-
-static void kb_put(keybuf *k, const void *src, size_t n)
-{
-    if (k->oom || n == 0)
-        return;
-    if (k->n + n > k->cap) {
-        size_t cap = (k->n + n) * 2 + 64;
-        uint8_t *p = realloc(k->p, cap);
-        if (!p) {
-            k->oom = true;
-            return;
-        }
-        k->p = p;
-        k->cap = cap;
-    }
-    memcpy(k->p + k->n, src, n);
-    k->n += n;
-}
-
-#define KB_PUT(k, v) kb_put((k), &(v), sizeof(v))
-
-/* The output dictionary being filled, with one dedup index per table. */
+/* The output dictionary being filled, through its builder (core/dict.h),
+ * whose indexes deduplicate every table. */
 typedef struct dict_out {
     pl_batch *b;
     pl_dictionary *d;
-    dedup strings, functions, mappings, locations, stacks, links, attributes;
-    keybuf kb;
+    int32_t *scratch; /* a stack's remapped locations before interning */
+    uint32_t cap_scratch;
+    pl_line *lines; /* a location's remapped lines before interning */
+    uint32_t cap_lines;
 } dict_out;
 
 /* old index -> new index (0 = not mapped yet; index 0 always maps to 0). */
@@ -395,53 +366,6 @@ struct remap {
     int32_t *strings, *functions, *mappings, *locations, *stacks, *links, *attributes;
     bool oom;
 };
-
-static int dict_push(pl_arena *a, void **items, uint32_t *n, uint32_t *cap, size_t elem)
-{
-    if (*n >= INT32_MAX)
-        return -1;
-    return pl_arena_reserve(a, items, *n, cap, elem, 64);
-}
-
-#define DICT_PUSH(o, field)                                                                        \
-    dict_push(&(o)->b->arena, (void **)&(o)->d->field, &(o)->d->n_##field, &(o)->d->cap_##field,   \
-              sizeof(*(o)->d->field))
-
-/* Finds or appends an entry whose serialised content is in o->kb, remembers
- * it as what `old` maps to and returns it. */
-#define DEDUP_OR_APPEND(m, field, old, ...)                                                        \
-    do {                                                                                           \
-        dict_out *o_ = (m)->out;                                                                   \
-        int32_t result;                                                                            \
-        if (o_->kb.oom) {                                                                          \
-            (m)->oom = true;                                                                       \
-            return 0;                                                                              \
-        }                                                                                          \
-        uint64_t h_ = pl_hash_bytes(o_->kb.p, o_->kb.n);                                           \
-        size_t slot_;                                                                              \
-        int32_t found_ = pl_intern_find(&o_->field, o_->kb.p, (uint32_t)o_->kb.n, h_, &slot_);     \
-        if (found_ < 0) {                                                                          \
-            (m)->oom = true;                                                                       \
-            return 0;                                                                              \
-        }                                                                                          \
-        if (found_ > 0) {                                                                          \
-            result = found_;                                                                       \
-        } else {                                                                                   \
-            if (DICT_PUSH(o_, field)) {                                                            \
-                (m)->oom = true;                                                                   \
-                return 0;                                                                          \
-            }                                                                                      \
-            result = (int32_t)o_->d->n_##field;                                                    \
-            __VA_ARGS__;                                                                           \
-            o_->d->n_##field++;                                                                    \
-            if (pl_intern_add(&o_->field, slot_, o_->kb.p, (uint32_t)o_->kb.n, h_, result)) {      \
-                (m)->oom = true;                                                                   \
-                return 0;                                                                          \
-            }                                                                                      \
-        }                                                                                          \
-        (m)->field[old] = result;                                                                  \
-        return result;                                                                             \
-    } while (0)
 
 static bool in_range(int32_t i, uint32_t n)
 {
@@ -459,32 +383,25 @@ static bool in_range(int32_t i, uint32_t n)
             return (m)->field[old];                                                                \
     } while (0)
 
-/* Starts the dedup key of a new output entry. */
-static dict_out *key_begin(remap *m)
+/* Every remap_* ends alike: the output index the builder gave (`got`, -1 on
+ * OOM) is remembered as what `old` maps to. */
+static int32_t remap_done(remap *m, int32_t *cache, int32_t old, int32_t got)
 {
-    m->out->kb.n = 0;
-    return m->out;
+    if (got < 0) {
+        m->oom = true;
+        return 0;
+    }
+    cache[old] = got;
+    return got;
 }
+
+#define OUT_ARENA(m) (&(m)->out->b->arena)
 
 static int32_t remap_string(remap *m, int32_t old)
 {
     REMAP_CACHED(m, strings, old);
-    pl_bytes s = m->src->strings[old];
-    if (!s.len)
-        return 0; /* an empty string is index 0 */
-    dict_out *o = key_begin(m);
-    kb_put(&o->kb, s.ptr, s.len);
-    DEDUP_OR_APPEND(m, strings, old, {
-        pl_bytes copy = {NULL, 0};
-        char *p = pl_arena_memdup(&o_->b->arena, s.ptr, s.len);
-        if (!p) {
-            m->oom = true;
-            return 0;
-        }
-        copy.ptr = (const uint8_t *)p;
-        copy.len = s.len;
-        o_->d->strings[result] = copy;
-    });
+    return remap_done(m, m->strings, old,
+                      pl_dict_intern_string_copy(OUT_ARENA(m), m->out->d, m->src->strings[old]));
 }
 
 static int32_t remap_attribute(remap *m, int32_t old);
@@ -494,7 +411,7 @@ static int32_t *remap_attr_list(remap *m, const int32_t *idx, uint32_t n)
 {
     if (!n)
         return NULL;
-    int32_t *out = pl_arena_alloc(&m->out->b->arena, n * sizeof(int32_t));
+    int32_t *out = pl_arena_alloc(OUT_ARENA(m), n * sizeof(int32_t));
     if (!out) {
         m->oom = true;
         return NULL;
@@ -504,51 +421,6 @@ static int32_t *remap_attr_list(remap *m, const int32_t *idx, uint32_t n)
     return out;
 }
 
-/* Serialises a (remapped) value into the key buffer. */
-static void kb_value(keybuf *k, const pl_value *v)
-{
-    uint8_t t = (uint8_t)v->type;
-    KB_PUT(k, t);
-    switch (v->type) {
-    case PL_VALUE_STRING:
-    case PL_VALUE_BYTES:
-        KB_PUT(k, v->u.str.len);
-        kb_put(k, v->u.str.ptr, v->u.str.len);
-        break;
-    case PL_VALUE_BOOL: {
-        uint8_t b = v->u.b;
-        KB_PUT(k, b);
-        break;
-    }
-    case PL_VALUE_INT:
-        KB_PUT(k, v->u.i);
-        break;
-    case PL_VALUE_DOUBLE:
-        KB_PUT(k, v->u.d);
-        break;
-    case PL_VALUE_STRINDEX:
-        KB_PUT(k, v->u.strindex);
-        break;
-    case PL_VALUE_ARRAY:
-        KB_PUT(k, v->u.array.n);
-        for (uint32_t i = 0; i < v->u.array.n; i++)
-            kb_value(k, &v->u.array.items[i]);
-        break;
-    case PL_VALUE_KVLIST:
-        KB_PUT(k, v->u.kvlist.n);
-        for (uint32_t i = 0; i < v->u.kvlist.n; i++) {
-            const pl_kv *kv = &v->u.kvlist.items[i];
-            KB_PUT(k, kv->key.len);
-            kb_put(k, kv->key.ptr, kv->key.len);
-            KB_PUT(k, kv->key_strindex);
-            kb_value(k, &kv->value);
-        }
-        break;
-    default:
-        break;
-    }
-}
-
 static int32_t remap_attribute(remap *m, int32_t old)
 {
     REMAP_CACHED(m, attributes, old);
@@ -556,24 +428,16 @@ static int32_t remap_attribute(remap *m, int32_t old)
     int32_t key = remap_string(m, a->key_strindex);
     int32_t unit = remap_string(m, a->unit_strindex);
     /* The value is copied into the output arena with its string indices
-     * remapped, then serialised for deduplication. */
-    copier c = copier_for(&m->out->b->arena, m);
+     * remapped, then interned. */
+    copier c = copier_for(OUT_ARENA(m), m);
     pl_value v = a->value;
     pl_copy_value(&c, &v);
     if (c.oom || m->oom) {
         m->oom = true;
         return 0;
     }
-    dict_out *o = key_begin(m);
-    KB_PUT(&o->kb, key);
-    KB_PUT(&o->kb, unit);
-    kb_value(&o->kb, &v);
-    DEDUP_OR_APPEND(m, attributes, old, {
-        pl_kvu *e = &o_->d->attributes[result];
-        e->key_strindex = key;
-        e->unit_strindex = unit;
-        e->value = v;
-    });
+    return remap_done(m, m->attributes, old,
+                      pl_dict_intern_attribute(OUT_ARENA(m), m->out->d, key, v, unit));
 }
 
 static int32_t remap_function(remap *m, int32_t old)
@@ -583,12 +447,9 @@ static int32_t remap_function(remap *m, int32_t old)
     f.name_strindex = remap_string(m, f.name_strindex);
     f.system_name_strindex = remap_string(m, f.system_name_strindex);
     f.filename_strindex = remap_string(m, f.filename_strindex);
-    dict_out *o = key_begin(m);
-    KB_PUT(&o->kb, f.name_strindex);
-    KB_PUT(&o->kb, f.system_name_strindex);
-    KB_PUT(&o->kb, f.filename_strindex);
-    KB_PUT(&o->kb, f.start_line);
-    DEDUP_OR_APPEND(m, functions, old, { o_->d->functions[result] = f; });
+    if (m->oom)
+        return 0;
+    return remap_done(m, m->functions, old, pl_dict_intern_function(OUT_ARENA(m), m->out->d, &f));
 }
 
 static int32_t remap_mapping(remap *m, int32_t old)
@@ -599,13 +460,7 @@ static int32_t remap_mapping(remap *m, int32_t old)
     mp.attribute_indices = remap_attr_list(m, mp.attribute_indices, mp.n_attribute_indices);
     if (m->oom)
         return 0;
-    dict_out *o = key_begin(m);
-    KB_PUT(&o->kb, mp.memory_start);
-    KB_PUT(&o->kb, mp.memory_limit);
-    KB_PUT(&o->kb, mp.file_offset);
-    KB_PUT(&o->kb, mp.filename_strindex);
-    kb_put(&o->kb, mp.attribute_indices, mp.n_attribute_indices * sizeof(int32_t));
-    DEDUP_OR_APPEND(m, mappings, old, { o_->d->mappings[result] = mp; });
+    return remap_done(m, m->mappings, old, pl_dict_intern_mapping(OUT_ARENA(m), m->out->d, &mp));
 }
 
 static int32_t remap_location(remap *m, int32_t old)
@@ -613,65 +468,54 @@ static int32_t remap_location(remap *m, int32_t old)
     REMAP_CACHED(m, locations, old);
     pl_location loc = m->src->locations[old];
     loc.mapping_index = remap_mapping(m, loc.mapping_index);
-    if (loc.n_lines) {
-        pl_line *lines = pl_arena_alloc(&m->out->b->arena, loc.n_lines * sizeof(pl_line));
-        if (!lines) {
+    dict_out *o = m->out;
+    if (loc.n_lines > o->cap_lines) {
+        pl_line *p = realloc(o->lines, loc.n_lines * sizeof(pl_line));
+        if (!p) {
             m->oom = true;
             return 0;
         }
-        for (uint32_t i = 0; i < loc.n_lines; i++) {
-            lines[i] = loc.lines[i];
-            lines[i].function_index = remap_function(m, loc.lines[i].function_index);
-        }
-        loc.lines = lines;
+        o->lines = p;
+        o->cap_lines = loc.n_lines;
     }
+    for (uint32_t i = 0; i < loc.n_lines; i++) {
+        o->lines[i] = loc.lines[i];
+        o->lines[i].function_index = remap_function(m, loc.lines[i].function_index);
+    }
+    loc.lines = loc.n_lines ? o->lines : NULL; /* copied by the builder when new */
     loc.attribute_indices = remap_attr_list(m, loc.attribute_indices, loc.n_attribute_indices);
     if (m->oom)
         return 0;
-    dict_out *o = key_begin(m);
-    KB_PUT(&o->kb, loc.mapping_index);
-    KB_PUT(&o->kb, loc.address);
-    KB_PUT(&o->kb, loc.n_lines);
-    for (uint32_t i = 0; i < loc.n_lines; i++) {
-        KB_PUT(&o->kb, loc.lines[i].function_index);
-        KB_PUT(&o->kb, loc.lines[i].line);
-        KB_PUT(&o->kb, loc.lines[i].column);
-    }
-    kb_put(&o->kb, loc.attribute_indices, loc.n_attribute_indices * sizeof(int32_t));
-    DEDUP_OR_APPEND(m, locations, old, { o_->d->locations[result] = loc; });
+    return remap_done(m, m->locations, old, pl_dict_intern_location(OUT_ARENA(m), m->out->d, &loc));
 }
 
 static int32_t remap_stack(remap *m, int32_t old)
 {
     REMAP_CACHED(m, stacks, old);
-    pl_stack st = m->src->stacks[old];
-    if (st.n_location_indices) {
-        int32_t *li = pl_arena_alloc(&m->out->b->arena, st.n_location_indices * sizeof(int32_t));
-        if (!li) {
+    const pl_stack *st = &m->src->stacks[old];
+    uint32_t n = st->n_location_indices;
+    dict_out *o = m->out;
+    if (n > o->cap_scratch) {
+        int32_t *p = realloc(o->scratch, n * sizeof(int32_t));
+        if (!p) {
             m->oom = true;
             return 0;
         }
-        for (uint32_t i = 0; i < st.n_location_indices; i++)
-            li[i] = remap_location(m, st.location_indices[i]);
-        st.location_indices = li;
+        o->scratch = p;
+        o->cap_scratch = n;
     }
+    for (uint32_t i = 0; i < n; i++)
+        o->scratch[i] = remap_location(m, st->location_indices[i]);
     if (m->oom)
         return 0;
-    dict_out *o = key_begin(m);
-    kb_put(&o->kb, st.location_indices, st.n_location_indices * sizeof(int32_t));
-    DEDUP_OR_APPEND(m, stacks, old, { o_->d->stacks[result] = st; });
+    return remap_done(m, m->stacks, old, pl_dict_intern_stack(OUT_ARENA(m), o->d, o->scratch, n));
 }
 
 static int32_t remap_link(remap *m, int32_t old)
 {
     REMAP_CACHED(m, links, old);
-    pl_link l = m->src->links[old];
-    dict_out *o = key_begin(m);
-    KB_PUT(&o->kb, l.trace_id_len);
-    KB_PUT(&o->kb, l.span_id_len);
-    kb_put(&o->kb, l.trace_id, l.trace_id_len);
-    kb_put(&o->kb, l.span_id, l.span_id_len);
-    DEDUP_OR_APPEND(m, links, old, { o_->d->links[result] = l; });
+    return remap_done(m, m->links, old,
+                      pl_dict_intern_link(OUT_ARENA(m), m->out->d, &m->src->links[old]));
 }
 
 static void remap_free(remap *m)
@@ -719,14 +563,8 @@ static void remap_reset(remap *m)
 
 static void dict_out_free(dict_out *o)
 {
-    pl_intern_free(&o->strings);
-    pl_intern_free(&o->functions);
-    pl_intern_free(&o->mappings);
-    pl_intern_free(&o->locations);
-    pl_intern_free(&o->stacks);
-    pl_intern_free(&o->links);
-    pl_intern_free(&o->attributes);
-    free(o->kb.p);
+    free(o->scratch);
+    free(o->lines);
     memset(o, 0, sizeof(*o));
 }
 
@@ -780,11 +618,13 @@ static bool profiles_out_open(profiles_out *o, pl_batch *first, const pl_strlist
                               uint64_t received)
 {
     unsigned gen = o->generation + 1;
-    keybuf kb = o->dict.kb; /* keep the scratch buffer */
+    dict_out keep = o->dict; /* keep the scratch buffer */
     memset(o, 0, sizeof(*o));
     o->generation = gen;
-    o->dict.kb = kb;
-    o->dict.kb.n = 0;
+    o->dict.scratch = keep.scratch;
+    o->dict.cap_scratch = keep.cap_scratch;
+    o->dict.lines = keep.lines;
+    o->dict.cap_lines = keep.cap_lines;
     pl_batch *b = pl_batch_new(PL_SIGNAL_PROFILES);
     if (!b)
         return false;
@@ -802,16 +642,14 @@ static bool profiles_out_open(profiles_out *o, pl_batch *first, const pl_strlist
     return true;
 }
 
-/* Sends the current output batch and frees its dedup indexes. */
+/* Sends the current output batch (its dictionary's indexes go with it). */
 static void profiles_out_emit(profiles_out *o, emitter *em)
 {
     if (!o->dict.b)
         return;
     pl_batch *b = o->dict.b;
-    keybuf kb = o->dict.kb;
-    o->dict.kb = (keybuf){0};
-    dict_out_free(&o->dict);
-    o->dict.kb = kb;
+    o->dict.b = NULL;
+    o->dict.d = NULL;
     emit(em, b);
 }
 
@@ -979,7 +817,7 @@ static pl_status repack_profiles(pl_batch **in, size_t n_in, size_t limit, const
     }
     if (o.dict.b)
         profiles_out_emit(&o, em);
-    free(o.dict.kb.p);
+    dict_out_free(&o.dict);
     return PL_OK;
 }
 

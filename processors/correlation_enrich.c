@@ -135,86 +135,13 @@ static int32_t leaf_function(const pl_dictionary *dict, const pl_sample *s)
 
 void pl_corr_writer_reset(dict_writer *w)
 {
-    free(w->strs);
-    free(w->attrs);
     free(w->fn_ids);
     free(w->link_uses);
     memset(w, 0, sizeof(*w));
 }
 
-static uint64_t attr_hash(int32_t key, const pl_value *v)
-{
-    uint64_t h = pl_hash_u64((uint64_t)(uint32_t)key * 31 + (uint64_t)v->type);
-    switch (v->type) {
-    case PL_VALUE_STRING:
-    case PL_VALUE_BYTES:
-        h ^= pl_hash_bytes(v->u.str.ptr, v->u.str.len);
-        break;
-    case PL_VALUE_INT:
-        h ^= pl_hash_u64((uint64_t)v->u.i);
-        break;
-    case PL_VALUE_BOOL:
-        h ^= v->u.b;
-        break;
-    case PL_VALUE_STRINDEX:
-        h ^= pl_mix64((uint64_t)(uint32_t)v->u.strindex);
-        break;
-    default:
-        break;
-    }
-    return h;
-}
-
-static void writer_str_put(dict_writer *w, int32_t idx)
-{
-    pl_bytes s = w->dict->strings[idx];
-    uint32_t i = (uint32_t)pl_hash_bytes(s.ptr, s.len) & w->str_mask;
-    while (w->strs[i]) {
-        if (pl_bytes_eq(w->dict->strings[w->strs[i] - 1], s))
-            return; /* keep the first of duplicates */
-        i = (i + 1) & w->str_mask;
-    }
-    w->strs[i] = idx + 1;
-    w->str_count++;
-}
-
-static void writer_attr_put(dict_writer *w, int32_t idx)
-{
-    const pl_kvu *a = &w->dict->attributes[idx];
-    uint32_t i = (uint32_t)attr_hash(a->key_strindex, &a->value) & w->attr_mask;
-    while (w->attrs[i])
-        i = (i + 1) & w->attr_mask;
-    w->attrs[i] = idx + 1;
-    w->attr_count++;
-}
-
-static int writer_rehash(dict_writer *w, bool strings)
-{
-    uint32_t n = strings ? w->dict->n_strings : w->dict->n_attributes;
-    uint32_t cap = 64;
-    while (cap < n * 2 + 64)
-        cap *= 2;
-    int32_t *slots = calloc(cap, sizeof(int32_t));
-    if (!slots)
-        return -1;
-    if (strings) {
-        free(w->strs);
-        w->strs = slots;
-        w->str_mask = cap - 1;
-        w->str_count = 0;
-        for (uint32_t i = 0; i < n; i++)
-            writer_str_put(w, (int32_t)i);
-    } else {
-        free(w->attrs);
-        w->attrs = slots;
-        w->attr_mask = cap - 1;
-        w->attr_count = 0;
-        for (uint32_t i = 1; i < n; i++)
-            writer_attr_put(w, (int32_t)i);
-    }
-    return 0;
-}
-
+/* Binds the writer to a batch: its dictionary's builder (core/dict.h) does
+ * the interning; the writer keeps hints in front of it. */
 static int writer_bind(dict_writer *w, pl_batch *batch)
 {
     pl_dictionary *dict = &batch->data.profiles.dict;
@@ -226,29 +153,7 @@ static int writer_bind(dict_writer *w, pl_batch *batch)
     batch->data.profiles.has_dictionary = true;
     w->dict = dict;
     w->batch = batch;
-    if (writer_rehash(w, true) || writer_rehash(w, false)) {
-        pl_corr_writer_reset(w);
-        return -1;
-    }
     return 0;
-}
-
-/* Appends one element to a dictionary table living in the batch arena (the
- * caller writes it whole; the spare capacity stays untouched). */
-static void *table_push(pl_arena *arena, void **items, uint32_t *n, uint32_t *cap, size_t elem)
-{
-    if (*n >= *cap || !*items) {
-        uint32_t c = *cap < *n ? *n : *cap;
-        if (c >= (1u << 30))
-            return NULL;
-        c = c < 8 ? 16 : c * 2;
-        void *p = pl_arena_grow_raw(arena, *items, *n, c, elem);
-        if (!p)
-            return NULL;
-        *items = p;
-        *cap = c;
-    }
-    return (char *)*items + (size_t)(*n)++ * elem;
 }
 
 /* Index of string s (copied into the batch when new); -1 on OOM. */
@@ -259,31 +164,11 @@ static int32_t writer_string(dict_writer *w, pl_bytes s)
     int32_t hint = w->str_hint[h].ptr == s.ptr ? w->str_hint[h].idx - 1 : -1;
     if (hint >= 0 && (uint32_t)hint < d->n_strings && pl_bytes_eq(d->strings[hint], s))
         return hint;
-    uint32_t i = (uint32_t)pl_hash_bytes(s.ptr, s.len) & w->str_mask;
-    while (w->strs[i]) {
-        if (pl_bytes_eq(d->strings[w->strs[i] - 1], s)) {
-            w->str_hint[h].ptr = s.ptr;
-            w->str_hint[h].idx = w->strs[i];
-            return w->strs[i] - 1;
-        }
-        i = (i + 1) & w->str_mask;
+    int32_t idx = pl_dict_intern_string_copy(&w->batch->arena, d, s);
+    if (idx >= 0) {
+        w->str_hint[h].ptr = s.ptr;
+        w->str_hint[h].idx = idx + 1;
     }
-    if (d->n_strings >= INT32_MAX - 1)
-        return -1;
-    pl_bytes copy = pl_batch_bytes(w->batch, s.ptr, s.len);
-    if (s.len && !copy.ptr)
-        return -1;
-    pl_bytes *slot = table_push(&w->batch->arena, (void **)&d->strings, &d->n_strings,
-                                &d->cap_strings, sizeof(pl_bytes));
-    if (!slot)
-        return -1;
-    *slot = copy;
-    int32_t idx = (int32_t)(d->n_strings - 1);
-    w->strs[i] = idx + 1;
-    w->str_hint[h].ptr = s.ptr;
-    w->str_hint[h].idx = idx + 1;
-    if (++w->str_count * 2 > w->str_mask + 1 && writer_rehash(w, true))
-        return -1;
     return idx;
 }
 
@@ -301,35 +186,11 @@ static int32_t writer_attribute(dict_writer *w, int32_t key, pl_value value)
         if (a && a->key_strindex == key && a->unit_strindex == 0 && pl_value_eq(&a->value, &value))
             return ai;
     }
-    uint32_t i = (uint32_t)attr_hash(key, &value) & w->attr_mask;
-    while (w->attrs[i]) {
-        const pl_kvu *a = &d->attributes[w->attrs[i] - 1];
-        if (a->key_strindex == key && a->unit_strindex == 0 && pl_value_eq(&a->value, &value)) {
-            if (str) {
-                w->attr_hint[h].ptr = value.u.str.ptr;
-                w->attr_hint[h].idx = w->attrs[i];
-            }
-            return w->attrs[i] - 1;
-        }
-        i = (i + 1) & w->attr_mask;
-    }
-    if (d->n_attributes >= INT32_MAX - 1)
-        return -1;
-    pl_kvu *slot = table_push(&w->batch->arena, (void **)&d->attributes, &d->n_attributes,
-                              &d->cap_attributes, sizeof(pl_kvu));
-    if (!slot)
-        return -1;
-    slot->key_strindex = key;
-    slot->value = value;
-    slot->unit_strindex = 0;
-    int32_t idx = (int32_t)(d->n_attributes - 1);
-    w->attrs[i] = idx + 1;
-    if (str) {
+    int32_t idx = pl_dict_intern_attribute(&w->batch->arena, d, key, value, 0);
+    if (idx >= 0 && str) {
         w->attr_hint[h].ptr = value.u.str.ptr;
         w->attr_hint[h].idx = idx + 1;
     }
-    if (++w->attr_count * 2 > w->attr_mask + 1 && writer_rehash(w, false))
-        return -1;
     return idx;
 }
 
@@ -393,15 +254,7 @@ static enrich_slot *cache_slot(correlation *self, const pl_dictionary *dict, con
 /* Appends a link to the dictionary (no dedupe: one per span and batch). */
 static int32_t writer_link(dict_writer *w, const pl_link *l)
 {
-    pl_dictionary *d = w->dict;
-    if (d->n_links >= INT32_MAX - 1)
-        return -1;
-    pl_link *slot = table_push(&w->batch->arena, (void **)&d->links, &d->n_links, &d->cap_links,
-                               sizeof(pl_link));
-    if (!slot)
-        return -1;
-    *slot = *l;
-    return (int32_t)(d->n_links - 1);
+    return pl_dict_append(&w->batch->arena, w->dict, PL_DICT_LINKS, l);
 }
 
 /* Whether link li of the (bound) batch's dictionary is named by exactly
@@ -687,9 +540,10 @@ static enrich_slot *enrich_sample(correlation *self, const link_target *tg, pl_s
         if (!trace_id_valid(l->trace_id, l->trace_id_len) && tg->trace_id) {
             if (link_named_once(&self->writer, batch, s->link_index)) {
                 /* No other sample names it: completed where it is. */
-                pl_link *own = &dict->links[s->link_index];
-                memcpy(own->trace_id, tg->trace_id, 16);
-                own->trace_id_len = 16;
+                pl_link own = *l;
+                memcpy(own.trace_id, tg->trace_id, 16);
+                own.trace_id_len = 16;
+                pl_dict_set(&batch->arena, dict, PL_DICT_LINKS, s->link_index, &own);
             } else {
                 if (!slot->link) {
                     pl_link full;

@@ -257,10 +257,6 @@ typedef struct late_labels_key {
 typedef struct dict_writer {
     pl_dictionary *dict;
     pl_batch *batch;
-    int32_t *strs; /* index + 1, 0 = empty */
-    uint32_t str_mask, str_count;
-    int32_t *attrs;
-    uint32_t attr_mask, attr_count;
     uint32_t *fn_ids; /* function index -> fn pool id (0: not looked up yet) */
     uint32_t n_fn_ids;
     uint8_t *link_uses; /* link index -> samples of the batch naming it (0, 1, 2: more) */

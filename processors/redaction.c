@@ -490,9 +490,10 @@ static bool scrub_orphan_strings(redact_ctx *c, pl_profiles *ps)
             }
         }
     }
+    static const pl_bytes blank = {NULL, 0};
     for (uint32_t i = 1; i < d->n_strings; i++)
         if (!used[i] && d->strings[i].len)
-            d->strings[i] = (pl_bytes){NULL, 0};
+            pl_dict_set(&c->batch->arena, d, PL_DICT_STRINGS, (int32_t)i, &blank);
     free(used);
     return true;
 }
@@ -512,29 +513,33 @@ static void redact_profiles(redact_ctx *c, pl_profiles *ps)
     }
     if (repl > 0) {
         for (uint32_t i = 1; i < d->n_functions; i++) {
-            pl_function *f = &d->functions[i];
-            bool name_hit = string_matches(&r->functions, d, f->name_strindex) ||
-                            string_matches(&r->functions, d, f->system_name_strindex);
+            pl_function f = d->functions[i];
+            bool name_hit = string_matches(&r->functions, d, f.name_strindex) ||
+                            string_matches(&r->functions, d, f.system_name_strindex);
+            bool changed = false;
             if (name_hit) {
-                if (f->name_strindex)
-                    f->name_strindex = repl;
-                if (f->system_name_strindex)
-                    f->system_name_strindex = repl;
+                if (f.name_strindex)
+                    f.name_strindex = repl;
+                if (f.system_name_strindex)
+                    f.system_name_strindex = repl;
                 (*r->redacted_functions)++;
                 c->changes++;
+                changed = true;
             }
-            if (f->filename_strindex != repl &&
-                string_matches(&r->files, d, f->filename_strindex)) {
-                f->filename_strindex = repl;
+            if (f.filename_strindex != repl && string_matches(&r->files, d, f.filename_strindex)) {
+                f.filename_strindex = repl;
                 (*r->redacted_files)++;
                 c->changes++;
+                changed = true;
             }
+            if (changed)
+                pl_dict_set(&c->batch->arena, d, PL_DICT_FUNCTIONS, (int32_t)i, &f);
         }
         for (uint32_t i = 1; i < d->n_mappings; i++) {
-            pl_mapping *m = &d->mappings[i];
-            if (m->filename_strindex != repl &&
-                string_matches(&r->files, d, m->filename_strindex)) {
-                m->filename_strindex = repl;
+            pl_mapping m = d->mappings[i];
+            if (m.filename_strindex != repl && string_matches(&r->files, d, m.filename_strindex)) {
+                m.filename_strindex = repl;
+                pl_dict_set(&c->batch->arena, d, PL_DICT_MAPPINGS, (int32_t)i, &m);
                 (*r->redacted_files)++;
                 c->changes++;
             }
@@ -552,14 +557,15 @@ static void redact_profiles(redact_ctx *c, pl_profiles *ps)
         }
     }
     for (uint32_t i = 1; i < d->n_attributes; i++) {
-        pl_kvu *a = &d->attributes[i];
-        key_verdict v = judge_key(r, pl_dict_string(d, a->key_strindex));
+        pl_kvu a = d->attributes[i];
+        key_verdict v = judge_key(r, pl_dict_string(d, a.key_strindex));
         if (v == KEY_REMOVE) {
             remove[i] = 1;
             any_removed_key = true;
             continue;
         }
-        if (v != KEY_KEEP && mask_value(c, &a->value, v == KEY_MASK_WHOLE, d)) {
+        if (v != KEY_KEEP && mask_value(c, &a.value, v == KEY_MASK_WHOLE, d)) {
+            pl_dict_set(&c->batch->arena, d, PL_DICT_ATTRIBUTES, (int32_t)i, &a);
             (*r->masked_values)++;
             c->changes++;
         }

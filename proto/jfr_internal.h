@@ -17,15 +17,6 @@
 
 /* ---- the profiles being built (jfr_pprof.c) -------------------------------- */
 
-typedef struct jfr_loc {
-    uint32_t function; /* index into functions */
-    int32_t line;
-} jfr_loc;
-
-typedef struct jfr_stack {
-    uint32_t off, n; /* into stack_locs */
-} jfr_stack;
-
 /* What an event says about where it ran besides its stack: the labels
  * context (LabelsSnapshot context id) and async-profiler's OpenTelemetry
  * span (span id, span name's string id in the LabelsSnapshot); 0 = none. */
@@ -47,21 +38,11 @@ typedef struct jfr_kind_state {
 } jfr_kind_state;
 
 typedef struct jfr_out {
-    pl_arena arena;    /* every table below; strings built here */
-    pl_bytes *strings; /* [0] = "" */
-    uint32_t n_strings, cap_strings;
-    pl_htab string_index;
-    uint32_t *functions; /* name string index per function; [0] unused */
-    uint32_t n_functions, cap_functions;
-    pl_htab function_index;
-    jfr_loc *locs; /* [0] unused */
-    uint32_t n_locs, cap_locs;
-    pl_htab loc_index;
-    uint32_t *stack_locs;
-    uint32_t n_stack_locs, cap_stack_locs;
-    jfr_stack *stacks;
-    uint32_t n_stacks, cap_stacks;
-    pl_htab stack_index;
+    pl_arena arena; /* the dictionary's tables; strings built here */
+    /* Strings, functions, locations and stacks shared by every kind of
+     * profile of the body, built through the dictionary builder
+     * (core/dict.h): a function is its name, a location one line. */
+    pl_dictionary dict;
     jfr_kind_state kinds[PL_JFR_KINDS];
 } jfr_out;
 

@@ -1,11 +1,13 @@
 /*
- * jfr_pprof.c: the profile side of the JFR reader (see jfr.h): interned
- * strings, functions, locations and stacks shared by every kind of profile
- * of one body, samples summed per (stack, context id), the pprof encoder,
- * and the LabelsSnapshot (labels part) decoder.
+ * jfr_pprof.c: the profile side of the JFR reader (see jfr.h): strings,
+ * functions, locations and stacks shared by every kind of profile of one
+ * body, in a profiles dictionary built through core/dict.h; samples summed
+ * per (stack, context id); the pprof encoder; and the LabelsSnapshot
+ * (labels part) decoder.
  *
  * Every table is keyed by data from the upload (names, line numbers, stack
- * contents, context ids), so each is a pl_htab under the process's hash key.
+ * contents, context ids), so each index is a pl_htab under the process's
+ * hash key (the dictionary builder's, and the samples' and labels' here).
  * A pprof holds only what its samples use: locations, functions and strings
  * are renumbered per profile at encoding time.
  */
@@ -19,10 +21,6 @@
 #include "proto/otlp_pb.h" /* pl_utf8_valid */
 #include "proto/pb_wire.h"
 
-/* Room for one more element in a growable array of the arena; -1 on OOM. */
-#define GROW(o, field, n, cap)                                                                     \
-    pl_arena_reserve(&(o)->arena, (void **)&(o)->field, (o)->n, &(o)->cap, sizeof(*(o)->field), 64)
-
 void pl_jfr_out_init(jfr_out *o)
 {
     memset(o, 0, sizeof(*o));
@@ -31,10 +29,6 @@ void pl_jfr_out_init(jfr_out *o)
 
 void pl_jfr_out_free(jfr_out *o)
 {
-    pl_htab_free(&o->string_index);
-    pl_htab_free(&o->function_index);
-    pl_htab_free(&o->loc_index);
-    pl_htab_free(&o->stack_index);
     for (int k = 0; k < PL_JFR_KINDS; k++)
         pl_htab_free(&o->kinds[k].index);
     pl_arena_free(&o->arena);
@@ -42,152 +36,35 @@ void pl_jfr_out_free(jfr_out *o)
 
 size_t pl_jfr_out_memory(const jfr_out *o)
 {
-    size_t n = pl_arena_bytes(&o->arena);
-    n += ((size_t)o->string_index.cap + o->function_index.cap + o->loc_index.cap +
-          o->stack_index.cap) *
-         8;
+    size_t n = pl_arena_bytes(&o->arena); /* the dictionary and its indexes */
     for (int k = 0; k < PL_JFR_KINDS; k++)
         n += (size_t)o->kinds[k].index.cap * 8;
     return n;
 }
 
-/* ---- strings ---------------------------------------------------------------- */
-
-typedef struct str_key {
-    const jfr_out *o;
-    pl_bytes s;
-} str_key;
-
-static bool str_eq(const void *ctx, uint32_t val)
-{
-    const str_key *k = ctx;
-    return pl_bytes_eq(k->o->strings[val], k->s);
-}
-
-/* The string, function and location tables: dense, entry 0 the zero
- * value, deduplicated through a keyed index whose values are positions. */
-static int zero_entry(jfr_out *o, void **items, uint32_t *n, uint32_t *cap, size_t elem,
-                      const void *zero)
-{
-    if (*n)
-        return 0;
-    if (pl_arena_reserve(&o->arena, items, 0, cap, elem, 64))
-        return -1;
-    memcpy(*items, zero, elem);
-    *n = 1;
-    return 0;
-}
-
-/* The position of the entry `key` describes (eq against the table), or of
- * `entry` appended; -1 on OOM. */
-static int32_t find_or_append(jfr_out *o, pl_htab *index, uint32_t h, pl_htab_eq eq,
-                              const void *key, void **items, uint32_t *n, uint32_t *cap,
-                              size_t elem, const void *entry, const void *zero)
-{
-    if (zero_entry(o, items, n, cap, elem, zero))
-        return -1;
-    uint32_t *slot = pl_htab_slot(index, h, eq, key);
-    if (!slot)
-        return -1;
-    if (*slot)
-        return (int32_t)*slot;
-    if (pl_arena_reserve(&o->arena, items, *n, cap, elem, 64))
-        return -1;
-    memcpy((uint8_t *)*items + (size_t)*n * elem, entry, elem);
-    *slot = *n;
-    pl_htab_added(index, slot, h);
-    return (int32_t)(*n)++;
-}
-
-#define TABLE(o, field)                                                                            \
-    (void **)&(o)->field, &(o)->n_##field, &(o)->cap_##field, sizeof(*(o)->field)
+/* ---- strings, functions, locations, stacks ------------------------------------ */
 
 int32_t pl_jfr_out_string(jfr_out *o, pl_bytes s)
 {
-    static const pl_bytes empty = {(const uint8_t *)"", 0};
-    if (s.len == 0)
-        return zero_entry(o, TABLE(o, strings), &empty);
-    str_key k = {o, s};
-    return find_or_append(o, &o->string_index, (uint32_t)pl_hash_bytes(s.ptr, s.len), str_eq, &k,
-                          TABLE(o, strings), &s, &empty);
-}
-
-/* ---- functions, locations, stacks --------------------------------------------- */
-
-typedef struct u32_key {
-    const jfr_out *o;
-    uint32_t a;
-    int32_t b;
-} u32_key;
-
-static bool function_eq(const void *ctx, uint32_t val)
-{
-    const u32_key *k = ctx;
-    return k->o->functions[val] == k->a;
+    return pl_dict_intern_string(&o->arena, &o->dict, s);
 }
 
 int32_t pl_jfr_out_function(jfr_out *o, uint32_t name_string)
 {
-    static const uint32_t none = 0;
-    u32_key k = {o, name_string, 0};
-    return find_or_append(o, &o->function_index, (uint32_t)pl_hash_u64(name_string), function_eq,
-                          &k, TABLE(o, functions), &name_string, &none);
-}
-
-static bool loc_eq(const void *ctx, uint32_t val)
-{
-    const u32_key *k = ctx;
-    return k->o->locs[val].function == k->a && k->o->locs[val].line == k->b;
+    pl_function f = {(int32_t)name_string, (int32_t)name_string, 0, 0};
+    return pl_dict_intern_function(&o->arena, &o->dict, &f);
 }
 
 int32_t pl_jfr_out_location(jfr_out *o, uint32_t function, int32_t line)
 {
-    static const jfr_loc none = {0, 0};
-    jfr_loc loc = {function, line};
-    u32_key k = {o, function, line};
-    return find_or_append(o, &o->loc_index,
-                          (uint32_t)pl_hash_u64((uint64_t)function << 32 | (uint32_t)line), loc_eq,
-                          &k, TABLE(o, locs), &loc, &none);
-}
-
-typedef struct stack_key {
-    const jfr_out *o;
-    const uint32_t *locs;
-    uint32_t n;
-} stack_key;
-
-static bool stack_eq(const void *ctx, uint32_t val)
-{
-    const stack_key *k = ctx;
-    const jfr_stack *s = &k->o->stacks[val - 1];
-    return s->n == k->n &&
-           (k->n == 0 || memcmp(k->o->stack_locs + s->off, k->locs, k->n * sizeof(uint32_t)) == 0);
+    pl_line ln = {(int32_t)function, line, 0};
+    pl_location loc = {0, 0, &ln, 1, NULL, 0};
+    return pl_dict_intern_location(&o->arena, &o->dict, &loc);
 }
 
 int32_t pl_jfr_out_stack(jfr_out *o, const uint32_t *locs, uint32_t n)
 {
-    uint32_t h = (uint32_t)pl_hash_bytes(locs, (size_t)n * sizeof(uint32_t));
-    stack_key k = {o, locs, n};
-    uint32_t *slot = pl_htab_slot(&o->stack_index, h, stack_eq, &k);
-    if (!slot)
-        return -1;
-    if (*slot)
-        return (int32_t)*slot - 1;
-    if (GROW(o, stacks, n_stacks, cap_stacks))
-        return -1;
-    if (o->n_stack_locs > UINT32_MAX - n)
-        return -1;
-    while (o->cap_stack_locs < o->n_stack_locs + n)
-        if (pl_arena_reserve(&o->arena, (void **)&o->stack_locs, o->cap_stack_locs,
-                             &o->cap_stack_locs, sizeof(uint32_t), 64))
-            return -1;
-    if (n)
-        memcpy(o->stack_locs + o->n_stack_locs, locs, n * sizeof(uint32_t));
-    o->stacks[o->n_stacks] = (jfr_stack){o->n_stack_locs, n};
-    o->n_stack_locs += n;
-    *slot = ++o->n_stacks;
-    pl_htab_added(&o->stack_index, slot, h);
-    return (int32_t)o->n_stacks - 1;
+    return pl_dict_intern_stack(&o->arena, &o->dict, (const int32_t *)locs, n);
 }
 
 /* ---- samples ------------------------------------------------------------------ */
@@ -513,8 +390,9 @@ int pl_jfr_out_encode(const jfr_out *oc, pl_jfr_kind kind, const jfr_encode_info
     uint32_t *label_off = calloc(ks->n + 1, sizeof(uint32_t));
     int32_t(*label_kv)[2] = NULL;
     uint32_t n_kv = 0, cap_kv = 0;
-    uint32_t *loc_map = calloc(o->n_locs + 1, sizeof(uint32_t));
-    uint32_t *fn_map = calloc(o->n_functions + 1, sizeof(uint32_t));
+    const pl_dictionary *d = &o->dict;
+    uint32_t *loc_map = calloc(d->n_locations + 1, sizeof(uint32_t));
+    uint32_t *fn_map = calloc(d->n_functions + 1, sizeof(uint32_t));
     int rc = -1;
     if (!label_off || !loc_map || !fn_map)
         goto done;
@@ -578,21 +456,21 @@ int pl_jfr_out_encode(const jfr_out *oc, pl_jfr_kind kind, const jfr_encode_info
     label_off[ks->n] = n_kv;
 
     /* Renumber what this profile uses: locations, functions, strings. */
-    uint32_t *str_map = calloc(o->n_strings + 1, sizeof(uint32_t));
+    uint32_t *str_map = calloc(d->n_strings + 1, sizeof(uint32_t));
     if (!str_map)
         goto done;
     uint32_t n_loc = 0, n_fn = 0;
     for (uint32_t i = 0; i < ks->n; i++) {
-        const jfr_stack *st = &o->stacks[ks->samples[i].stack];
-        for (uint32_t j = 0; j < st->n; j++) {
-            uint32_t l = o->stack_locs[st->off + j];
+        const pl_stack *st = &d->stacks[ks->samples[i].stack];
+        for (uint32_t j = 0; j < st->n_location_indices; j++) {
+            int32_t l = st->location_indices[j];
             if (loc_map[l])
                 continue;
             loc_map[l] = ++n_loc;
-            uint32_t f = o->locs[l].function;
+            int32_t f = d->locations[l].lines[0].function_index;
             if (!fn_map[f]) {
                 fn_map[f] = ++n_fn;
-                str_map[o->functions[f]] = 1;
+                str_map[d->functions[f].name_strindex] = 1;
             }
         }
     }
@@ -603,7 +481,7 @@ int pl_jfr_out_encode(const jfr_out *oc, pl_jfr_kind kind, const jfr_encode_info
             str_map[fixed[i]] = 1;
     uint32_t n_str = 1;
     str_map[0] = 0;
-    for (uint32_t s = 1; s < o->n_strings; s++)
+    for (uint32_t s = 1; s < d->n_strings; s++)
         if (str_map[s])
             str_map[s] = n_str++;
 
@@ -617,9 +495,9 @@ int pl_jfr_out_encode(const jfr_out *oc, pl_jfr_kind kind, const jfr_encode_info
     }
     for (uint32_t i = 0; i < ks->n; i++) {
         const jfr_sample *s = &ks->samples[i];
-        const jfr_stack *st = &o->stacks[s->stack];
-        for (uint32_t j = 0; j < st->n; j++)
-            pl_pb_put_varint(&sub, loc_map[o->stack_locs[st->off + j]]);
+        const pl_stack *st = &d->stacks[s->stack];
+        for (uint32_t j = 0; j < st->n_location_indices; j++)
+            pl_pb_put_varint(&sub, loc_map[st->location_indices[j]]);
         put_msg(&m, perftools_profiles_Sample_location_id_tag, &sub);
         for (int c = 0; c < kd->columns; c++) {
             int64_t v = s->v[c];
@@ -635,28 +513,30 @@ int pl_jfr_out_encode(const jfr_out *oc, pl_jfr_kind kind, const jfr_encode_info
         }
         put_msg(out, F_PROFILE(sample), &m);
     }
-    for (uint32_t l = 1; l < o->n_locs; l++) {
+    for (uint32_t l = 1; l < d->n_locations; l++) {
         if (!loc_map[l])
             continue;
+        const pl_line *ln = &d->locations[l].lines[0];
         put_uint(&m, perftools_profiles_Location_id_tag, loc_map[l]);
-        put_uint(&sub, perftools_profiles_Line_function_id_tag, fn_map[o->locs[l].function]);
-        if (o->locs[l].line > 0)
-            put_uint(&sub, perftools_profiles_Line_line_tag, (uint64_t)o->locs[l].line);
+        put_uint(&sub, perftools_profiles_Line_function_id_tag, fn_map[ln->function_index]);
+        if (ln->line > 0)
+            put_uint(&sub, perftools_profiles_Line_line_tag, (uint64_t)ln->line);
         put_msg(&m, perftools_profiles_Location_line_tag, &sub);
         put_msg(out, F_PROFILE(location), &m);
     }
-    for (uint32_t f = 1; f < o->n_functions; f++) {
+    for (uint32_t f = 1; f < d->n_functions; f++) {
         if (!fn_map[f])
             continue;
         put_uint(&m, perftools_profiles_Function_id_tag, fn_map[f]);
-        put_uint(&m, perftools_profiles_Function_name_tag, str_map[o->functions[f]]);
-        put_uint(&m, perftools_profiles_Function_system_name_tag, str_map[o->functions[f]]);
+        put_uint(&m, perftools_profiles_Function_name_tag, str_map[d->functions[f].name_strindex]);
+        put_uint(&m, perftools_profiles_Function_system_name_tag,
+                 str_map[d->functions[f].system_name_strindex]);
         put_msg(out, F_PROFILE(function), &m);
     }
     pl_pb_put_bytes(out, F_PROFILE(string_table), "", 0);
-    for (uint32_t s = 1; s < o->n_strings; s++)
+    for (uint32_t s = 1; s < d->n_strings; s++)
         if (str_map[s])
-            pl_pb_put_bytes(out, F_PROFILE(string_table), o->strings[s].ptr, o->strings[s].len);
+            pl_pb_put_bytes(out, F_PROFILE(string_table), d->strings[s].ptr, d->strings[s].len);
     if (info->time_unix_nano)
         put_uint(out, F_PROFILE(time_nanos), info->time_unix_nano);
     if (info->duration_nano)

@@ -244,6 +244,11 @@ typedef struct decode_ctx {
     uint64_t *ids; /* scratch for id lists */
     idmap mappings, functions, locations;
     uint32_t mapping_base, function_base, location_base;
+    /* the staged blocks of the dictionary builder being filled (entry k of
+     * the pprof's table is dictionary index base + k once committed) */
+    pl_mapping *mapping_block;
+    pl_function *function_block;
+    pl_location *location_block;
     /* sample types */
     pl_vtype *sample_types;
     bool has_period_type;
@@ -265,7 +270,7 @@ static int32_t map_string(decode_ctx *c, int64_t i)
         return i == 0 ? 0 : -1; /* an empty table still has "" at 0 */
     if (c->str_map[i] >= 0)
         return c->str_map[i];
-    int32_t d = pl_pprof_intern_string(c->b, c->strs[i]);
+    int32_t d = pl_dict_intern_string(BARENA(c->b), bdict(c->b), c->strs[i]);
     if (d < 0)
         return -2;
     c->str_map[i] = d;
@@ -439,7 +444,7 @@ static pl_status on_sample_type(decode_ctx *c, reader *r, uint32_t wt, uint32_t 
         return NOMEM(c);
     for (uint32_t k = 0; k < t.len; k++)
         fixed[k] = t.ptr[k] == '-' ? '_' : t.ptr[k];
-    int32_t d = pl_pprof_intern_string(c->b, (pl_bytes){fixed, t.len});
+    int32_t d = pl_dict_intern_string(BARENA(c->b), bdict(c->b), (pl_bytes){fixed, t.len});
     if (d < 0)
         return NOMEM(c);
     c->sample_types[i].type_strindex = d;
@@ -481,7 +486,7 @@ static pl_status on_mapping(decode_ctx *c, reader *r, uint32_t wt, uint32_t i)
     if (rs)
         return scalars_fail(c, rs, "mapping", i, bad);
     pl_pprof_builder *b = c->b;
-    pl_mapping *mp = &bdict(b)->mappings[c->mapping_base + i];
+    pl_mapping *mp = &c->mapping_block[i];
     memset(mp, 0, sizeof(*mp));
     c->ids[i] = f_[1];
     mp->memory_start = f_[2];
@@ -491,10 +496,12 @@ static pl_status on_mapping(decode_ctx *c, reader *r, uint32_t wt, uint32_t i)
     int32_t build_id;
     MAP_STRING(c, build_id, f_[6], "mapping %u build_id", i);
     if (build_id) {
-        int32_t key = pl_pprof_intern_cstr(b, "process.executable.build_id.gnu");
+        int32_t key = pl_dict_intern_string(BARENA(b), bdict(b),
+                                            PL_BYTES_LIT("process.executable.build_id.gnu"));
         int32_t attr =
             key < 0 ? -1
-                    : pl_pprof_intern_attr(b, key, pl_value_string(bdict(b)->strings[build_id]), 0);
+                    : pl_dict_intern_attribute(BARENA(b), bdict(b), key,
+                                               pl_value_string(bdict(b)->strings[build_id]), 0);
         int32_t *list = pl_arena_alloc(&b->batch->arena, sizeof(int32_t));
         if (attr < 0 || !list)
             return NOMEM(c);
@@ -513,7 +520,7 @@ static pl_status on_function(decode_ctx *c, reader *r, uint32_t wt, uint32_t i)
     int rs = read_scalars(r, f_, 5, 5, &bad);
     if (rs)
         return scalars_fail(c, rs, "function", i, bad);
-    pl_function *fn = &bdict(c->b)->functions[c->function_base + i];
+    pl_function *fn = &c->function_block[i];
     c->ids[i] = c->repair_ids ? c->repair_ids[i] : f_[1];
     MAP_STRING(c, fn->name_strindex, f_[2], "function %u name", i);
     MAP_STRING(c, fn->system_name_strindex, f_[3], "function %u system_name", i);
@@ -570,7 +577,7 @@ static pl_status on_location(decode_ctx *c, reader *r, uint32_t wt, uint32_t i)
         } else if (skip_field(&scan, w))
             return BAD(c, "pprof: location %u corrupt", i);
     }
-    pl_location *loc = &bdict(c->b)->locations[c->location_base + i];
+    pl_location *loc = &c->location_block[i];
     memset(loc, 0, sizeof(*loc));
     c->ids[i] = id;
     loc->address = address;
@@ -709,7 +716,7 @@ static pl_status on_sample(decode_ctx *c, reader *r, uint32_t wt, uint32_t i, pr
         return BAD(c, "pprof: sample %u has %u values for %u sample types", i, s.n_vals,
                    c->n_sample_types);
 
-    int32_t stack = pl_pprof_intern_stack(b, b->scratch_locs, s.n_locs);
+    int32_t stack = pl_dict_intern_stack(BARENA(b), bdict(b), b->scratch_locs, s.n_locs);
     if (stack < 0)
         return NOMEM(c);
 
@@ -764,7 +771,7 @@ static pl_status on_sample(decode_ctx *c, reader *r, uint32_t wt, uint32_t i, pr
             MAP_STRING(c, unit, l->num_unit, "sample %u label unit", i);
             value = pl_value_int(l->num);
         }
-        int32_t attr = pl_pprof_intern_attr(b, key, value, unit);
+        int32_t attr = pl_dict_intern_attribute(BARENA(b), bdict(b), key, value, unit);
         if (attr < 0)
             return NOMEM(c);
         b->scratch_attrs[n_attrs++] = attr;
@@ -773,7 +780,7 @@ static pl_status on_sample(decode_ctx *c, reader *r, uint32_t wt, uint32_t i, pr
         c->seen_keys[b->scratch_labels[k].key] = 0;
     int32_t link_index = 0;
     if (has_span) {
-        link_index = pl_pprof_intern_link(b, &link);
+        link_index = pl_dict_intern_link(BARENA(b), bdict(b), &link);
         if (link_index < 0)
             return NOMEM(c);
     } else if (has_trace) {
@@ -782,9 +789,10 @@ static pl_status on_sample(decode_ctx *c, reader *r, uint32_t wt, uint32_t i, pr
         MAP_STRING(c, key, c->trace_id_key, "sample %u", i);
         char hex[33];
         pl_hex_encode(link.trace_id, 16, hex);
-        v = pl_pprof_intern_string(b, pl_batch_bytes(b->batch, hex, 32));
-        int32_t attr =
-            v < 0 ? -1 : pl_pprof_intern_attr(b, key, pl_value_string(bdict(b)->strings[v]), 0);
+        v = pl_dict_intern_string(BARENA(b), bdict(b), pl_batch_bytes(b->batch, hex, 32));
+        int32_t attr = v < 0 ? -1
+                             : pl_dict_intern_attribute(BARENA(b), bdict(b), key,
+                                                        pl_value_string(bdict(b)->strings[v]), 0);
         if (attr < 0)
             return NOMEM(c);
         b->scratch_attrs[n_attrs++] = attr;
@@ -906,19 +914,22 @@ static pl_status check_budget(decode_ctx *c)
 }
 
 /* Mappings, functions and locations load alike: checked against the index
- * range, appended to their dictionary table in pprof order (position k is
- * index *base + k), then their pprof ids (nonzero, unique) mapped to
- * positions. */
-static pl_status load_id_table(decode_ctx *c, void **items, uint32_t *dict_n, uint32_t *cap,
-                               size_t elem, uint32_t *base, uint32_t n, uint32_t want, field_fn fn,
-                               idmap *map, const char *one, const char *many)
+ * range, staged at the end of their dictionary table in pprof order
+ * (position k is index *base + k), then their pprof ids (nonzero, unique)
+ * mapped to positions, and the block committed. */
+static pl_status load_id_table(decode_ctx *c, pl_dict_table t, void **block, uint32_t *base,
+                               uint32_t n, uint32_t want, field_fn fn, idmap *map, const char *one,
+                               const char *many)
 {
-    *base = *dict_n;
+    pl_dictionary *d = bdict(c->b);
+    *base = pl_dict_count(d, t);
     pl_status st = check_u32(c, n, *base, many);
     if (st != PL_OK)
         return st;
-    if (pl_pprof_table_reserve(&c->b->batch->arena, items, *dict_n, cap, elem, n))
+    *block = pl_dict_append_begin(&c->b->batch->arena, d, t, n);
+    if (!*block)
         return NOMEM(c);
+    *base = pl_dict_count(d, t); /* past the zero entry it may have added */
     if ((st = walk(c, want, fn)) != PL_OK)
         return st;
     long dup = idmap_build(map, c->ids, n);
@@ -927,14 +938,13 @@ static pl_status load_id_table(decode_ctx *c, void **items, uint32_t *dict_n, ui
     if (dup > 0)
         return BAD(c, "pprof: %s %ld: id %" PRIu64 " is zero or repeated", one, dup - 1,
                    c->ids[dup - 1]);
-    *dict_n += n;
+    pl_dict_append_commit(d, t, n);
     return PL_OK;
 }
 
-#define LOAD_ID_TABLE(c, one, many, want, fn)                                                      \
-    load_id_table((c), (void **)&bdict((c)->b)->many, &bdict((c)->b)->n_##many,                    \
-                  &bdict((c)->b)->cap_##many, sizeof(*bdict((c)->b)->many), &(c)->one##_base,      \
-                  (c)->n_##many, (want), (fn), &(c)->many, #one, #many)
+#define LOAD_ID_TABLE(c, one, many, table, want, fn)                                               \
+    load_id_table((c), (table), (void **)&(c)->one##_block, &(c)->one##_base, (c)->n_##many,       \
+                  (want), (fn), &(c)->many, #one, #many)
 
 /* The id (field 1) of every message numbered `want`, in order, into ids;
  * *all_zero says whether each was 0. */
@@ -1008,6 +1018,11 @@ static pl_status decode_into(decode_ctx *c, const pl_pprof_meta *meta)
         return st;
     if ((st = check_budget(c)) != PL_OK)
         return st;
+    /* The dictionary's strings and stacks, with their indexes, sized once
+     * for what this pprof can add (each grown by doubling otherwise). */
+    if (pl_dict_reserve(&batch->arena, bdict(b), PL_DICT_STRINGS, c->n_strs) ||
+        pl_dict_reserve(&batch->arena, bdict(b), PL_DICT_STACKS, c->n_samples))
+        return NOMEM(c);
 
     /* Strings. */
     if (c->n_strs) {
@@ -1039,9 +1054,12 @@ static pl_status decode_into(decode_ctx *c, const pl_pprof_meta *meta)
 
     /* Mappings, functions, locations: appended to the dictionary in pprof
      * order, so position k of a table is dictionary index base + k. */
-    if ((st = LOAD_ID_TABLE(c, mapping, mappings, P(mapping), on_mapping)) != PL_OK ||
-        (st = LOAD_ID_TABLE(c, function, functions, P(function), on_function)) != PL_OK ||
-        (st = LOAD_ID_TABLE(c, location, locations, P(location), on_location)) != PL_OK)
+    if ((st = LOAD_ID_TABLE(c, mapping, mappings, PL_DICT_MAPPINGS, P(mapping), on_mapping)) !=
+            PL_OK ||
+        (st = LOAD_ID_TABLE(c, function, functions, PL_DICT_FUNCTIONS, P(function), on_function)) !=
+            PL_OK ||
+        (st = LOAD_ID_TABLE(c, location, locations, PL_DICT_LOCATIONS, P(location), on_location)) !=
+            PL_OK)
         return st;
 
     /* Sample types and period type. */

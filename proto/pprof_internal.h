@@ -1,10 +1,9 @@
 /*
  * pprof_internal.h: what the pprof files share (private to proto/):
  * pprof_decode.c (the wire reader, id maps, decoding into a builder, the
- * per-request budget), pprof_convert.c (the builder: interning into the
- * batch's dictionary; gzip; profile names) and pprof_encode.c (the model to
- * pprof, and the writer for named stacks). See pprof.h for the mapping
- * rules.
+ * per-request budget), pprof_convert.c (the builder: the batch it fills
+ * through the dictionary builder of core/dict.h; gzip; profile names) and pprof_encode.c (the model
+ * to pprof, and the writer for named stacks). See pprof.h for the mapping rules.
  */
 #ifndef PL_PPROF_INTERNAL_H
 #define PL_PPROF_INTERNAL_H
@@ -37,7 +36,6 @@ typedef struct raw_label {
 
 struct pl_pprof_builder {
     pl_batch *batch;
-    pl_htab strings, stacks, attrs, links;
     size_t samples;
     /* The request's budget (pl_pprof_builder_set_budget); 0 = none. */
     size_t budget_bytes, budget_objects;
@@ -62,23 +60,10 @@ static inline pl_dictionary *bdict(pl_pprof_builder *b)
     return &b->batch->data.profiles.dict;
 }
 
+/* The batch arena, where the builder's dictionary grows. */
+#define BARENA(b) (&(b)->batch->arena)
+
 /* ---- pprof_convert.c ---------------------------------------------------- */
-
-/* Makes room for `extra` more entries in a dictionary table. */
-int pl_pprof_table_reserve(pl_arena *arena, void **items, uint32_t n, uint32_t *cap, size_t elem,
-                           size_t extra);
-
-#define RESERVE(b, field, extra)                                                                   \
-    pl_pprof_table_reserve(&(b)->batch->arena, (void **)&bdict(b)->field, bdict(b)->n_##field,     \
-                           &bdict(b)->cap_##field, sizeof(*bdict(b)->field), (extra))
-
-/* Interning into the batch's dictionary: index, -1 on OOM. Strings must
- * live as long as the batch. */
-int32_t pl_pprof_intern_string(pl_pprof_builder *b, pl_bytes s);
-int32_t pl_pprof_intern_cstr(pl_pprof_builder *b, const char *s);
-int32_t pl_pprof_intern_stack(pl_pprof_builder *b, const int32_t *locs, uint32_t n);
-int32_t pl_pprof_intern_attr(pl_pprof_builder *b, int32_t key, pl_value value, int32_t unit);
-int32_t pl_pprof_intern_link(pl_pprof_builder *b, const pl_link *link);
 
 /* Adds the attribute PL_PPROF_NAME_ATTRIBUTE = name (copied into the
  * batch) to each of the n profiles. -1 on OOM. */

@@ -558,8 +558,8 @@ static pl_status apply_sample_type_config(pl_batch *batch, pl_bytes json, pl_err
                 k = pl_dict_intern_string(&batch->arena, &ps->dict,
                                           PL_BYTES_LIT(PL_PYROSCOPE_DISPLAY_NAME));
             int32_t a = k < 0 || !name.ptr ? -1
-                                           : pl_dict_add_attribute(&batch->arena, &ps->dict, k,
-                                                                   pl_value_string(name), 0);
+                                           : pl_dict_intern_attribute(&batch->arena, &ps->dict, k,
+                                                                      pl_value_string(name), 0);
             int32_t *list =
                 a < 0 ? NULL
                       : pl_batch_alloc(batch, (p->n_attribute_indices + 1) * sizeof(int32_t));

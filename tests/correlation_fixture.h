@@ -200,8 +200,8 @@ static int32_t str(pl_batch *b, const char *s)
 static int32_t str_attr(pl_batch *b, const char *k, const char *v)
 {
     pl_dictionary *d = &b->data.profiles.dict;
-    return pl_dict_add_attribute(&b->arena, d, str(b, k),
-                                 pl_value_string(pl_batch_bytes(b, v, strlen(v))), 0);
+    return pl_dict_intern_attribute(&b->arena, d, str(b, k),
+                                    pl_value_string(pl_batch_bytes(b, v, strlen(v))), 0);
 }
 
 /* type/unit of the profile's values, e.g. "cpu","nanoseconds"; period type
@@ -276,7 +276,7 @@ static pl_batch *mk_profiles_typed(const char *service, uint64_t time, uint64_t 
                 id16(s->trace, l.trace_id);
                 l.trace_id_len = 16;
             }
-            sm->link_index = pl_dict_add_link(&b->arena, d, &l);
+            sm->link_index = pl_dict_intern_link(&b->arena, d, &l);
         } else if (s->how != NO_SPAN) {
             uint8_t raw[8];
             char hex[33];

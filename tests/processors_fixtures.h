@@ -272,8 +272,8 @@ static __attribute__((unused)) int32_t px_stack(pl_batch *b, uint32_t n, const i
 
 static __attribute__((unused)) int32_t px_attr_str(pl_batch *b, const char *key, const char *value)
 {
-    return pl_dict_add_attribute(&b->arena, &b->data.profiles.dict, px_s(b, key),
-                                 pl_value_string(px_str(b, value)), 0);
+    return pl_dict_intern_attribute(&b->arena, &b->data.profiles.dict, px_s(b, key),
+                                    pl_value_string(px_str(b, value)), 0);
 }
 
 /* A profiles batch: one resource (service.name=<service>), one scope, one
@@ -309,7 +309,7 @@ static __attribute__((unused)) pl_batch *px_profiles(const char *service, const 
     link.span_id_len = 8;
     memset(link.trace_id, 0xab, 16);
     memset(link.span_id, 0xcd, 8);
-    int32_t li = pl_dict_add_link(&b->arena, &ps->dict, &link);
+    int32_t li = pl_dict_intern_link(&b->arena, &ps->dict, &link);
 
     ps->n_resources = 1;
     ps->resources = pl_batch_alloc(b, sizeof(pl_resource_profiles));

@@ -43,7 +43,7 @@ static __attribute__((unused)) pl_profile *add_linked_cpu_profile(pl_batch *b, c
     p->sample_type.unit_strindex = pl_dict_intern_string(&b->arena, d, PL_BYTES_LIT("nanoseconds"));
     p->time_unix_nano = now;
     p->samples[0].stack_index = 1;
-    p->samples[0].link_index = pl_dict_add_link(&b->arena, d, link);
+    p->samples[0].link_index = pl_dict_intern_link(&b->arena, d, link);
     p->samples[0].values = pl_batch_alloc(b, sizeof(int64_t));
     p->samples[0].values[0] = value;
     p->samples[0].n_values = 1;

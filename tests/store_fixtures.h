@@ -290,19 +290,21 @@ static void prof_sample(prof_builder *pb, const sample_spec *s)
         l.trace_id_len = 16;
         l.span_id_len = 8;
         if (!s->by_attribute) {
-            smp->link_index = pl_dict_add_link(&pb->b->arena, pb->d, &l);
+            smp->link_index = pl_dict_intern_link(&pb->b->arena, pb->d, &l);
         } else {
             char hex[33];
             pl_hex_encode(l.span_id, 8, hex);
-            attrs[na++] = pl_dict_add_attribute(&pb->b->arena, pb->d, str_idx(pb, "span_id"),
-                                                pl_value_string(pl_batch_bytes(pb->b, hex, 16)), 0);
+            attrs[na++] =
+                pl_dict_intern_attribute(&pb->b->arena, pb->d, str_idx(pb, "span_id"),
+                                         pl_value_string(pl_batch_bytes(pb->b, hex, 16)), 0);
             pl_hex_encode(l.trace_id, 16, hex);
-            attrs[na++] = pl_dict_add_attribute(&pb->b->arena, pb->d, str_idx(pb, "trace_id"),
-                                                pl_value_string(pl_batch_bytes(pb->b, hex, 32)), 0);
+            attrs[na++] =
+                pl_dict_intern_attribute(&pb->b->arena, pb->d, str_idx(pb, "trace_id"),
+                                         pl_value_string(pl_batch_bytes(pb->b, hex, 32)), 0);
         }
     }
     if (s->service)
-        attrs[na++] = pl_dict_add_attribute(
+        attrs[na++] = pl_dict_intern_attribute(
             &pb->b->arena, pb->d, str_idx(pb, "service.name"),
             pl_value_string(pl_batch_bytes(pb->b, s->service, strlen(s->service))), 0);
     if (na) {

@@ -93,7 +93,7 @@ static pl_batch *profile_with_stack(void)
     d->n_stacks = d->cap_stacks = 2;
     pl_link link = {{0}, {0}, 16, 8};
     link.span_id[7] = 0x42;
-    int32_t li = pl_dict_add_link(&b->arena, d, &link);
+    int32_t li = pl_dict_intern_link(&b->arena, d, &link);
 
     pl_profile *prof = &p->resources[0].scopes[0].profiles[0];
     prof->sample_type.type_strindex = s_cpu;

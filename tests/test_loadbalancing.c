@@ -242,8 +242,8 @@ static void test_sample_keys_follow_links(void)
     pl_link la = {.trace_id_len = 16, .span_id_len = 8}, lb = la;
     la.trace_id[0] = 0xaa;
     lb.trace_id[0] = 0xbb;
-    int32_t ia = pl_dict_add_link(&b->arena, &p->dict, &la);
-    int32_t ib = pl_dict_add_link(&b->arena, &p->dict, &lb);
+    int32_t ia = pl_dict_intern_link(&b->arena, &p->dict, &la);
+    int32_t ib = pl_dict_intern_link(&b->arena, &p->dict, &lb);
     REQUIRE(ia > 0 && ib > 0);
     pl_profile *pr = add_single_profile(b, 4);
     p->resources[0].has_resource = true;

@@ -190,19 +190,19 @@ static void test_dictionary_and_clone_profiles(void)
     CHECK_EQ_INT(pl_dict_string(d, 100000).len, 0);
     CHECK_EQ_INT(pl_dict_string(d, -1).len, 0);
 
-    int32_t a1 = pl_dict_add_attribute(&b->arena, d, cpu, pl_value_int(5), 0);
+    int32_t a1 = pl_dict_intern_attribute(&b->arena, d, cpu, pl_value_int(5), 0);
     CHECK_EQ_INT(a1, 1);
-    CHECK_EQ_INT(pl_dict_add_attribute(&b->arena, d, cpu, pl_value_int(5), 0), a1);
-    CHECK_EQ_INT(pl_dict_add_attribute(&b->arena, d, cpu, pl_value_int(6), 0), 2);
+    CHECK_EQ_INT(pl_dict_intern_attribute(&b->arena, d, cpu, pl_value_int(5), 0), a1);
+    CHECK_EQ_INT(pl_dict_intern_attribute(&b->arena, d, cpu, pl_value_int(6), 0), 2);
 
     pl_link l = {.trace_id_len = 16, .span_id_len = 8};
     memset(l.trace_id, 1, 16);
     memset(l.span_id, 2, 8);
-    int32_t li = pl_dict_add_link(&b->arena, d, &l);
+    int32_t li = pl_dict_intern_link(&b->arena, d, &l);
     CHECK_EQ_INT(li, 1);
-    CHECK_EQ_INT(pl_dict_add_link(&b->arena, d, &l), li);
+    CHECK_EQ_INT(pl_dict_intern_link(&b->arena, d, &l), li);
     l.span_id[7] = 3;
-    CHECK_EQ_INT(pl_dict_add_link(&b->arena, d, &l), 2);
+    CHECK_EQ_INT(pl_dict_intern_link(&b->arena, d, &l), 2);
 
     /* One profile with two samples. */
     p->has_dictionary = true;
@@ -276,60 +276,121 @@ static int32_t scan_intern(const pl_dictionary *d, pl_bytes s)
     return (int32_t)d->n_strings;
 }
 
-/* The string index answers exactly as the scan, whatever else touches the
- * table: appends behind its back (decoders, builders, with duplicates),
- * entries blanked in place (redaction), the array replaced (a copy), and
- * the table shrinking. 20k random operations, every answer compared. */
-static void test_dict_string_index(void)
+/* The builder's string index, under what its writers do: interning,
+ * appends without deduplication (a decoder's staged block, single entries,
+ * duplicates among them) and entries replaced in place (redaction blanking,
+ * a rename). 20k random operations, every answer compared with a scan:
+ * without replacements the builder answers as the scan does (the newest
+ * equal string); with them, an answer may be another equal entry or a new
+ * one (a replaced entry may hide an older equal one), and always holds s. */
+static void dict_string_ops(bool replacements)
 {
     pl_batch *b = pl_batch_new(PL_SIGNAL_PROFILES);
     REQUIRE(b);
     pl_dictionary *d = &b->data.profiles.dict;
     REQUIRE(pl_dict_ensure_zero_entries(&b->arena, d) == 0);
     uint64_t x = 0x9e3779b97f4a7c15ULL;
-    int bad = 0, interned = 0;
+    int bad = 0, interned = 0, hits = 0;
     for (int op = 0; op < 20000; op++) {
         x ^= x << 13, x ^= x >> 7, x ^= x << 17;
         char text[16];
         int len = snprintf(text, sizeof text, "k%u", (unsigned)(x % 3000));
         pl_bytes s = pl_batch_bytes(b, text, (size_t)len);
         switch ((x >> 32) % 16) {
-        case 0: /* appended by someone else, maybe a duplicate */
-            if (d->n_strings < d->cap_strings)
-                d->strings[d->n_strings++] = s;
+        case 0: /* appended without deduplication, maybe a duplicate */
+            REQUIRE(pl_dict_append(&b->arena, d, PL_DICT_STRINGS, &s) > 0);
             break;
-        case 1: /* blanked in place */
-            d->strings[1 + (x >> 40) % (d->n_strings - 1 ? d->n_strings - 1 : 1)] =
-                (pl_bytes){NULL, 0};
+        case 1: { /* a staged block of three */
+            pl_bytes *blk = pl_dict_append_begin(&b->arena, d, PL_DICT_STRINGS, 3);
+            REQUIRE(blk);
+            blk[0] = s;
+            blk[2] = s;
+            if ((x >> 40) % 4)
+                pl_dict_append_commit(d, PL_DICT_STRINGS, 3);
             break;
-        case 2: /* the array replaced by a copy */
-            if ((x >> 40) % 8 == 0) {
-                pl_bytes *copy = pl_batch_alloc(b, d->cap_strings * sizeof(pl_bytes));
-                REQUIRE(copy);
-                memcpy(copy, d->strings, d->n_strings * sizeof(pl_bytes));
-                d->strings = copy;
+        }
+        case 2: /* blanked in place */
+        case 3: /* renamed in place */
+            if (replacements && d->n_strings > 1) {
+                int32_t at = 1 + (int32_t)((x >> 40) % (d->n_strings - 1));
+                pl_bytes to = (x >> 32) % 16 == 2 ? (pl_bytes){NULL, 0} : s;
+                REQUIRE(pl_dict_set(&b->arena, d, PL_DICT_STRINGS, at, &to) == 0);
             }
-            break;
-        case 3: /* shrunk */
-            if ((x >> 40) % 16 == 0 && d->n_strings > 100)
-                d->n_strings -= 50;
             break;
         default: {
             int32_t want = scan_intern(d, s);
+            uint32_t n_before = d->n_strings;
             int32_t got = pl_dict_intern_string(&b->arena, d, s);
             interned++;
-            if (got != want)
+            hits += want < (int32_t)n_before;
+            if (got < 0 || !pl_bytes_eq(pl_dict_string(d, got), s))
+                bad++;
+            else if (!replacements && got != want)
                 bad++;
         }
         }
     }
     CHECK_EQ_INT(bad, 0);
     CHECK(interned > 10000);
-    CHECK(d->n_strings > 1000); /* large enough that the index was used */
-    CHECK(d->string_index != NULL);
-    /* The empty string is the newest empty entry, as before. */
-    CHECK_EQ_INT(pl_dict_intern_string(&b->arena, d, PL_BYTES_LIT("")),
-                 scan_intern(d, PL_BYTES_LIT("")));
+    CHECK(hits > 5000);
+    CHECK(d->n_strings > 1000);
+    CHECK(d->index != NULL);
+    CHECK_EQ_INT(pl_dict_intern_string(&b->arena, d, PL_BYTES_LIT("")), 0);
+    pl_batch_free(b);
+}
+
+static void test_dict_string_index(void)
+{
+    dict_string_ops(false);
+    dict_string_ops(true);
+}
+
+/* Every table deduplicates by content through the same index: equal
+ * entries built from separate memory get one index, different ones two. */
+static void test_dict_tables(void)
+{
+    pl_batch *b = pl_batch_new(PL_SIGNAL_PROFILES);
+    REQUIRE(b);
+    pl_arena *a = &b->arena;
+    pl_dictionary *d = &b->data.profiles.dict;
+    int32_t name = pl_dict_intern_string(a, d, PL_BYTES_LIT("main"));
+    CHECK_EQ_INT(name, 1);
+    pl_function f = {name, name, 0, 7};
+    int32_t fi = pl_dict_intern_function(a, d, &f);
+    CHECK(fi > 0);
+    f.start_line = 8;
+    CHECK(pl_dict_intern_function(a, d, &f) != fi);
+    f.start_line = 7;
+    CHECK_EQ_INT(pl_dict_intern_function(a, d, &f), fi);
+    pl_line l1[1] = {{fi, 12, 0}}, l2[1] = {{fi, 12, 0}};
+    pl_location loc = {0, 0x1000, l1, 1, NULL, 0};
+    int32_t li = pl_dict_intern_location(a, d, &loc);
+    loc.lines = l2;
+    CHECK_EQ_INT(pl_dict_intern_location(a, d, &loc), li);
+    l2[0].line = 13;
+    CHECK(pl_dict_intern_location(a, d, &loc) != li);
+    int32_t locs[2] = {li, li}, locs2[2] = {li, li};
+    int32_t st = pl_dict_intern_stack(a, d, locs, 2);
+    locs[0] = 99; /* the stack keeps its own copy */
+    CHECK_EQ_INT(pl_dict_intern_stack(a, d, locs2, 2), st);
+    CHECK_EQ_INT(d->stacks[st].location_indices[0], li);
+    CHECK(pl_dict_intern_stack(a, d, locs2, 1) != st);
+    int32_t at = pl_dict_intern_attribute(a, d, name, pl_value_string(PL_BYTES_LIT("v")), 0);
+    CHECK_EQ_INT(pl_dict_intern_attribute(a, d, name, pl_value_string(PL_BYTES_LIT("v")), 0), at);
+    CHECK(pl_dict_intern_attribute(a, d, name, pl_value_int(1), 0) != at);
+    pl_link ln = {{1}, {2}, 16, 8};
+    int32_t lk = pl_dict_intern_link(a, d, &ln);
+    CHECK_EQ_INT(pl_dict_intern_link(a, d, &ln), lk);
+    CHECK(pl_dict_append(a, d, PL_DICT_LINKS, &ln) != lk); /* on purpose apart */
+    pl_mapping m = {0x1000, 0x2000, 0, name, NULL, 0};
+    int32_t mi = pl_dict_intern_mapping(a, d, &m);
+    CHECK_EQ_INT(pl_dict_intern_mapping(a, d, &m), mi);
+    /* A replaced function is found under its new content, not its old. */
+    pl_function g = {name, 0, 0, 7};
+    REQUIRE(pl_dict_set(a, d, PL_DICT_FUNCTIONS, fi, &g) == 0);
+    CHECK_EQ_INT(pl_dict_intern_function(a, d, &g), fi);
+    CHECK(pl_dict_intern_function(a, d, &f) != fi);
+    CHECK_EQ_INT(pl_dict_count(d, PL_DICT_FUNCTIONS), 4);
     pl_batch_free(b);
 }
 
@@ -360,6 +421,7 @@ int main(void)
     PL_RUN(test_clone_traces);
     PL_RUN(test_dictionary_and_clone_profiles);
     PL_RUN(test_dict_string_index);
+    PL_RUN(test_dict_tables);
     PL_RUN(test_clone_raw);
     PL_RUN(test_arena_large_block);
     return pl_test_done();

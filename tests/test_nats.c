@@ -93,7 +93,7 @@ static pl_batch *make_samples(void)
         l.trace_id[0] = (uint8_t)(3 - i);
         l.trace_id[7] = 0x42;
         l.span_id[0] = (uint8_t)(3 - i);
-        int32_t idx = pl_dict_add_link(&b->arena, &p->dict, &l);
+        int32_t idx = pl_dict_intern_link(&b->arena, &p->dict, &l);
         CHECK(idx > 0);
         pr->samples[i].link_index = idx;
     }

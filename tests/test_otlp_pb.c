@@ -267,13 +267,13 @@ static pl_batch *build_profiles(void)
     int32_t s_file = pl_dict_intern_string(a, d, S("/app/main.go"));
     int32_t s_bin = pl_dict_intern_string(a, d, S("/app/bin"));
     int32_t s_thread = pl_dict_intern_string(a, d, S("thread.name"));
-    int32_t a_thread = pl_dict_add_attribute(a, d, s_thread, pl_value_string(S("worker-1")), 0);
+    int32_t a_thread = pl_dict_intern_attribute(a, d, s_thread, pl_value_string(S("worker-1")), 0);
     pl_value sidx = {.type = PL_VALUE_STRINDEX, .u.strindex = s_main};
-    int32_t a_sidx = pl_dict_add_attribute(a, d, s_thread, sidx, s_ns);
+    int32_t a_sidx = pl_dict_intern_attribute(a, d, s_thread, sidx, s_ns);
     pl_link l = {.trace_id_len = 16, .span_id_len = 8};
     memset(l.trace_id, 0xab, 16);
     memset(l.span_id, 0xcd, 8);
-    int32_t link = pl_dict_add_link(a, d, &l);
+    int32_t link = pl_dict_intern_link(a, d, &l);
     /* mapping 1, functions 1-2, locations 1-2, stack 1 */
     d->mappings = pl_arena_grow(a, d->mappings, d->n_mappings, 2, sizeof(pl_mapping));
     d->mappings[1] = (pl_mapping){.memory_start = 0x400000,

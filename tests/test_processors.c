@@ -833,7 +833,7 @@ static void test_attributes_profiles_sample_attributes(void)
     pl_dictionary *d = &b->data.profiles.dict;
     /* Make one sample's label a string-table value and keep a copy of the
      * original attribute entries to prove they are not edited in place. */
-    int32_t t1 = pl_dict_add_attribute(&b->arena, d, px_s(b, "thread"), pl_value_int(0), 0);
+    int32_t t1 = pl_dict_intern_attribute(&b->arena, d, px_s(b, "thread"), pl_value_int(0), 0);
     (void)t1;
     uint32_t n_attr_before = d->n_attributes;
     pl_kvu before[16];
@@ -1354,11 +1354,11 @@ static void test_redaction_profiles(void)
     (void)keep;
     int32_t m2 = px_mapping(b, "/home/alice/bin/tool");
     (void)m2;
-    int32_t tok = pl_dict_add_attribute(&b->arena, d, px_s(b, "auth"), (pl_value){0}, 0);
+    int32_t tok = pl_dict_intern_attribute(&b->arena, d, px_s(b, "auth"), (pl_value){0}, 0);
     d->attributes[tok].value.type = PL_VALUE_STRINDEX;
     d->attributes[tok].value.u.strindex = px_s(b, "Bearer abc");
     int32_t shared =
-        pl_dict_add_attribute(&b->arena, d, px_s(b, "fn"), pl_value_string(px_str(b, "x")), 0);
+        pl_dict_intern_attribute(&b->arena, d, px_s(b, "fn"), pl_value_string(px_str(b, "x")), 0);
     d->attributes[shared].value.type = PL_VALUE_STRINDEX;
     d->attributes[shared].value.u.strindex = px_s(b, "secret_main");
     pl_sample *s0 = &b->data.profiles.resources[0].scopes[0].profiles[0].samples[0];

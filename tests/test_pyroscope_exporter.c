@@ -79,14 +79,14 @@ static void test_push_request_from_pprof(void)
     pl_profile *profiles = batch->data.profiles.resources[0].scopes[0].profiles;
     int32_t k_svc = pl_dict_intern_string(&batch->arena, d, PL_BYTES_LIT("service.name"));
     int32_t k_name = pl_dict_intern_string(&batch->arena, d, PL_BYTES_LIT("span_name"));
-    int32_t a_svc =
-        pl_dict_add_attribute(&batch->arena, d, k_svc, pl_value_string(PL_BYTES_LIT("billing")), 0);
-    int32_t a_name = pl_dict_add_attribute(&batch->arena, d, k_name,
-                                           pl_value_string(PL_BYTES_LIT("GET /cart")), 0);
+    int32_t a_svc = pl_dict_intern_attribute(&batch->arena, d, k_svc,
+                                             pl_value_string(PL_BYTES_LIT("billing")), 0);
+    int32_t a_name = pl_dict_intern_attribute(&batch->arena, d, k_name,
+                                              pl_value_string(PL_BYTES_LIT("GET /cart")), 0);
     /* the correlation processor also writes span_id as an attribute */
     int32_t k_span = pl_dict_intern_string(&batch->arena, d, PL_BYTES_LIT("span_id"));
-    int32_t a_span = pl_dict_add_attribute(&batch->arena, d, k_span,
-                                           pl_value_string(PL_BYTES_LIT("00f067aa0ba902b7")), 0);
+    int32_t a_span = pl_dict_intern_attribute(&batch->arena, d, k_span,
+                                              pl_value_string(PL_BYTES_LIT("00f067aa0ba902b7")), 0);
     for (int col = 0; col < 2; col++) {
         pl_sample *sa = &profiles[col].samples[0], *sb = &profiles[col].samples[1];
         int32_t *la = pl_batch_alloc(batch, (sa->n_attribute_indices + 2) * sizeof(int32_t));
@@ -248,8 +248,8 @@ static void test_display_name_names_series(void)
     int32_t k =
         pl_dict_intern_string(&batch->arena, d, PL_BYTES_LIT("pyroscope.sample_type.display_name"));
     int32_t *attr = pl_batch_alloc(batch, sizeof(int32_t));
-    attr[0] =
-        pl_dict_add_attribute(&batch->arena, d, k, pl_value_string(PL_BYTES_LIT("mutex_count")), 0);
+    attr[0] = pl_dict_intern_attribute(&batch->arena, d, k,
+                                       pl_value_string(PL_BYTES_LIT("mutex_count")), 0);
     pl_profile *prof = &batch->data.profiles.resources[0].scopes[0].profiles[0];
     prof->attribute_indices = attr;
     prof->n_attribute_indices = 1;

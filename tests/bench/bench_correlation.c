@@ -177,7 +177,7 @@ static pl_batch *mk_samples(uint32_t n, const uint64_t *spans, size_t n_spans, u
             memset(&l, 0, sizeof(l));
             id8(spans[next_rand() % n_spans], l.span_id);
             l.span_id_len = 8;
-            link = pl_dict_add_link(&b->arena, d, &l);
+            link = pl_dict_intern_link(&b->arena, d, &l);
         }
         pl_sample *s = &p->samples[i];
         s->stack_index = (int32_t)(1 + next_rand() % NF);

@@ -198,7 +198,7 @@ static pl_batch *samples_batch(uint32_t first, uint32_t count, uint32_t n_traces
             span_id_of(t, k, l.span_id);
             l.trace_id_len = 16;
             l.span_id_len = 8;
-            smp->link_index = pl_dict_add_link(&b->arena, d, &l);
+            smp->link_index = pl_dict_intern_link(&b->arena, d, &l);
             smp->values = pl_batch_alloc(b, sizeof(int64_t));
             smp->values[0] = 10000000;
             smp->n_values = 1;

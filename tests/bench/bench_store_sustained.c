@@ -176,7 +176,7 @@ static pl_batch *make_samples(int per_span, rng *r)
         l.span_id_len = 8;
         l.trace_id[0] = (uint8_t)(i + 1); /* distinct, so none is merged; refreshed later */
         l.span_id[0] = (uint8_t)(i + 1);
-        pl_dict_add_link(&b->arena, d, &l);
+        pl_dict_intern_link(&b->arena, d, &l);
     }
     int32_t cpu = pl_dict_intern_string(&b->arena, d, PL_BYTES_LIT("cpu"));
     int32_t ns = pl_dict_intern_string(&b->arena, d, PL_BYTES_LIT("nanoseconds"));
