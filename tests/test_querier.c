@@ -688,8 +688,8 @@ static void sample_label(prof_builder *pb, const char *key, const char *value)
     if (smp->n_attribute_indices)
         memcpy(attrs, smp->attribute_indices, smp->n_attribute_indices * sizeof(int32_t));
     attrs[smp->n_attribute_indices] =
-        pl_dict_add_attribute(&pb->b->arena, pb->d, str_idx(pb, key),
-                              pl_value_string(pl_batch_bytes(pb->b, value, strlen(value))), 0);
+        pl_dict_intern_attribute(&pb->b->arena, pb->d, str_idx(pb, key),
+                                 pl_value_string(pl_batch_bytes(pb->b, value, strlen(value))), 0);
     smp->attribute_indices = attrs;
     smp->n_attribute_indices++;
 }

@@ -258,7 +258,7 @@ static pl_batch *profile_batch(svc *s, const char *type, const char *unit, sampl
     p->duration_nano = dur;
     p->n_samples = (uint32_t)n;
     p->samples = pl_batch_alloc(b, (n ? n : 1) * sizeof(pl_sample));
-    /* One link per sample, written directly (pl_dict_add_link looks for
+    /* One link per sample, written directly (pl_dict_intern_link looks for
      * duplicates one by one: too slow for 100k samples). */
     d->links = pl_arena_grow(&b->arena, NULL, 0, (uint32_t)n + 1, sizeof(pl_link));
     memset(&d->links[0], 0, sizeof(pl_link));

@@ -74,7 +74,7 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
         if (smp->n_attribute_indices)
             memcpy(attrs, smp->attribute_indices, smp->n_attribute_indices * sizeof(int32_t));
         pl_dictionary *d = &b->data.profiles.dict;
-        attrs[smp->n_attribute_indices++] = pl_dict_add_attribute(
+        attrs[smp->n_attribute_indices++] = pl_dict_intern_attribute(
             &b->arena, d, pl_dict_intern_string(&b->arena, d, PL_BYTES_LIT("step")),
             pl_value_string(PL_BYTES_LIT("checkout")), 0);
         smp->attribute_indices = attrs;
