@@ -6,11 +6,13 @@
  * user_version. A writer upgrades an older store in place (2: the trace
  * duration column and its index; 3: span events and resource attributes;
  * 4: wall time per sample row, `wall_ns`; 5: the tenant of each trace; 6: the
- * `profile_types` table, created with the schema); a
+ * `profile_types` table, created with the schema; 7: the search-term index
+ * `span_terms`, store_terms.h); a
  * reader asks for the upgrade
  * rather than guess.
  */
 #include "store/store_internal.h"
+#include "store/store_terms.h"
 
 #include "core/hash.h"
 #include "core/sqlite_file.h"
@@ -507,8 +509,12 @@ pl_status pl_store_open(const char *path, const pl_store_options *options, pl_st
             if (rc == SQLITE_OK && app_id != 0 && version <= 4 && !has_tenant)
                 rc = sqlite3_exec(s->db, "ALTER TABLE traces ADD COLUMN tenant TEXT;", NULL, NULL,
                                   NULL);
+            if (rc == SQLITE_OK && app_id != 0 && version <= 6) /* v6 -> v7 */
+                rc = pl_store_terms_upgrade(s->db);
             if (rc == SQLITE_OK)
                 rc = sqlite3_exec(s->db, schema_sql, NULL, NULL, NULL);
+            if (rc == SQLITE_OK)
+                rc = sqlite3_exec(s->db, pl_store_terms_schema_sql, NULL, NULL, NULL);
             if (rc == SQLITE_OK) {
                 ddl = sqlite3_mprintf("PRAGMA application_id = %d; PRAGMA user_version = %d",
                                       PL_STORE_APP_ID, PL_STORE_SCHEMA_VERSION);
@@ -581,6 +587,7 @@ void pl_store_clear_caches(pl_store *s)
     pl_store_str_map_clear(&s->strings);
     pl_store_u64_map_clear(&s->functions);
     pl_store_u64_map_clear(&s->stacks);
+    pl_store_terms_forget(s);
 }
 
 void pl_store_close(pl_store *s)

@@ -21,6 +21,7 @@
  * (`service_profiles`), so service-wide flame graphs read far fewer rows.
  */
 #include "store/store_internal.h"
+#include "store/store_terms.h"
 
 #include "core/hash.h"
 #include "core/value_json.h"
@@ -433,6 +434,7 @@ typedef struct span_ref {
 typedef struct span_res {
     pl_bytes service, tenant;
     int64_t resource_id;
+    const pl_attrs *attrs; /* the resource's, for the search terms */
 } span_res;
 
 typedef struct span_set {
@@ -473,7 +475,7 @@ static int collect_spans(pl_store *s, const pl_traces *traces, pl_bytes tenant, 
             pl_array_reserve((void **)&set->res, set->n_res, &set->cap_res, sizeof(*set->res), 16))
             return SQLITE_NOMEM;
         uint32_t ri = (uint32_t)set->n_res++;
-        set->res[ri] = (span_res){service, tenant, resource_id};
+        set->res[ri] = (span_res){service, tenant, resource_id, &rs->resource.attrs};
         for (uint32_t sc = 0; sc < rs->n_scopes; sc++) {
             const pl_scope_spans *ss = &rs->scopes[sc];
             for (uint32_t i = 0; i < ss->n_spans; i++) {
@@ -514,6 +516,8 @@ static int flush_spans(pl_store *s, span_set *set, pl_store_write_stats *stats)
     for (size_t i = 0; i < set->n && rc == SQLITE_OK; i++) {
         const span_res *r = &set->res[set->refs[i].res];
         rc = write_span(s, set->refs[i].sp, r->service, r->resource_id, r->tenant, &aggs, stats);
+        if (rc == SQLITE_OK)
+            rc = pl_store_terms_span(s, set->refs[i].sp, r->service, r->resource_id, r->attrs);
     }
     sqlite3_stmt *st = s->st[ST_UPSERT_TRACE];
     for (size_t i = 0; i < aggs.n && rc == SQLITE_OK; i++) {
