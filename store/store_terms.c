@@ -771,7 +771,9 @@ int pl_store_terms_plan(pl_store *s, const pl_tql *q, uint64_t start_ns, int64_t
     int out = PL_TERMS_SCAN;
     if (p.rc != SQLITE_OK) {
         *rcp = p.rc;
-    } else if (c.n < all.n) {
+    } else if (c.n * 2 <= all.n) {
+        /* at most half the buckets: read those; more, and walking the
+         * traces newest first finds matches as soon */
         *buckets = c.v;
         *n = c.n;
         c.v = NULL;

@@ -49,8 +49,8 @@ int pl_store_terms_delete_before(pl_store *s, uint64_t cutoff_ns);
 
 /* Search: the buckets (ascending) that may hold a span meeting `q`, among
  * those where spans of traces starting at or after start_ns can be.
- * PL_TERMS_SCAN: the index cannot answer (no index over part of the range,
- * or it rules nothing out); *buckets is then NULL. */
+ * PL_TERMS_SCAN: the index cannot answer (no index over part of the range)
+ * or rules out fewer than half the buckets; *buckets is then NULL. */
 enum { PL_TERMS_SCAN = 1, PL_TERMS_CANDIDATES = 2 };
 int pl_store_terms_plan(pl_store *s, const pl_tql *q, uint64_t start_ns, int64_t **buckets,
                         size_t *n, int *rc);
