@@ -149,6 +149,11 @@ static const char grow_sql[] =
     "  count(*) * 10000000, count(*), 0 FROM gs GROUP BY 1, 2, 4 ON CONFLICT(service_id, minute,"
     "  type_id, stack_id) DO UPDATE SET value = value + excluded.value,"
     "  cpu_ns = cpu_ns + excluded.cpu_ns, count = count + excluded.count;"
+    /* these spans have no search terms (store/store_terms.h): their range
+     * is searched without the index */
+    "INSERT INTO span_terms(term, minute, lo, hi) SELECT 0, 0, min(st), max(st + 9 * dur / 20)"
+    "  FROM g WHERE 1 ON CONFLICT(term, minute) DO UPDATE SET lo = min(lo, excluded.lo),"
+    "  hi = max(hi, excluded.hi);"
     "COMMIT;";
 
 static int grow(const char *path, int64_t n)
