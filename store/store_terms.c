@@ -127,7 +127,7 @@ struct pl_store_terms {
     pl_htab index; /* entry number + 1 */
     term_entry *e;
     size_t n, cap;
-    sqlite3_stmt *ins, *num;
+    sqlite3_stmt *ins, *num, *stored;
 };
 
 #define TERMS_MAX_ENTRIES (1u << 17)
@@ -152,6 +152,7 @@ void pl_store_terms_forget(pl_store *s)
         return;
     sqlite3_finalize(t->ins);
     sqlite3_finalize(t->num);
+    sqlite3_finalize(t->stored);
     pl_htab_free(&t->index);
     free(t->e);
     free(t);
@@ -358,20 +359,46 @@ static int terms_open(pl_store *s)
                                 "ON CONFLICT(term, minute) DO UPDATE SET lo = min(lo, excluded.lo),"
                                 " hi = max(hi, excluded.hi)",
                                 -1, SQLITE_PREPARE_PERSISTENT, &t->num, NULL);
+    if (rc == SQLITE_OK)
+        rc = sqlite3_prepare_v3(s->db,
+                                "SELECT start_ns FROM spans WHERE span_id = ?1 AND trace_id = ?2",
+                                -1, SQLITE_PREPARE_PERSISTENT, &t->stored, NULL);
     s->terms = t;
     if (rc != SQLITE_OK)
         pl_store_terms_forget(s);
     return rc;
 }
 
+static int span_terms(struct pl_store_terms *t, const pl_span *sp, int64_t b, pl_bytes service,
+                      int64_t resource_id, const pl_attrs *resource_attrs);
+
 int pl_store_terms_span(pl_store *s, const pl_span *sp, pl_bytes service, int64_t resource_id,
-                        const pl_attrs *resource_attrs)
+                        const pl_attrs *resource_attrs, bool duplicate)
 {
     int rc = terms_open(s);
     if (rc != SQLITE_OK)
         return rc;
-    struct pl_store_terms *t = s->terms;
     int64_t b = pl_terms_bucket((int64_t)sp->start_time_unix_nano);
+    rc = span_terms(s->terms, sp, b, service, resource_id, resource_attrs);
+    if (rc != SQLITE_OK || !duplicate)
+        return rc;
+    /* a copy of a stored span with other times: the stored one's bucket */
+    sqlite3_stmt *st = s->terms->stored;
+    sqlite3_bind_int64(st, 1, span_id_int(sp->span_id));
+    sqlite3_bind_blob(st, 2, sp->trace_id, 16, SQLITE_STATIC);
+    rc = sqlite3_step(st);
+    int64_t stored = rc == SQLITE_ROW ? pl_terms_bucket(sqlite3_column_int64(st, 0)) : b;
+    sqlite3_reset(st);
+    if (rc != SQLITE_ROW && rc != SQLITE_DONE)
+        return rc;
+    return stored == b ? SQLITE_OK
+                       : span_terms(s->terms, sp, stored, service, resource_id, resource_attrs);
+}
+
+static int span_terms(struct pl_store_terms *t, const pl_span *sp, int64_t b, pl_bytes service,
+                      int64_t resource_id, const pl_attrs *resource_attrs)
+{
+    int rc;
     rc = mark(t, term_tag(T_ANY, 0), b);
     bool svc_ok = false, name_ok = false, ok;
     uint64_t svc = term_bytes(T_SVC, 0, service.ptr, service.len);

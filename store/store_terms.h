@@ -39,9 +39,11 @@ extern const char pl_store_terms_schema_sql[];
  * and records the bucket range of the spans already stored. */
 int pl_store_terms_upgrade(sqlite3 *db);
 
-/* Writer: the terms of one span (after it is written). */
+/* Writer: the terms of one span (after it is written). `duplicate`: the
+ * span was stored before (its attributes may just have been replaced): the
+ * terms also go to the bucket of the stored copy's start time. */
 int pl_store_terms_span(pl_store *s, const pl_span *sp, pl_bytes service, int64_t resource_id,
-                        const pl_attrs *resource_attrs);
+                        const pl_attrs *resource_attrs, bool duplicate);
 /* Forgets what the writer inserted (rollback, retention); frees it. */
 void pl_store_terms_forget(pl_store *s);
 /* Retention: deletes the rows of buckets that end before `cutoff_ns`. */

@@ -515,9 +515,11 @@ static int flush_spans(pl_store *s, span_set *set, pl_store_write_stats *stats)
     int rc = SQLITE_OK;
     for (size_t i = 0; i < set->n && rc == SQLITE_OK; i++) {
         const span_res *r = &set->res[set->refs[i].res];
+        uint64_t dups = stats->duplicate_spans;
         rc = write_span(s, set->refs[i].sp, r->service, r->resource_id, r->tenant, &aggs, stats);
         if (rc == SQLITE_OK)
-            rc = pl_store_terms_span(s, set->refs[i].sp, r->service, r->resource_id, r->attrs);
+            rc = pl_store_terms_span(s, set->refs[i].sp, r->service, r->resource_id, r->attrs,
+                                     stats->duplicate_spans != dups);
     }
     sqlite3_stmt *st = s->st[ST_UPSERT_TRACE];
     for (size_t i = 0; i < aggs.n && rc == SQLITE_OK; i++) {

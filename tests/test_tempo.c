@@ -677,6 +677,7 @@ static const char *const idx_queries[] = {
     "{span.extra.5=5}",
     "{span.extra.270>0}",
     "{span.nokey=\"x\"}",
+    "{span.late.attr=\"yes\"}",
     "{.http.route=\"/api/pay\" && status=error}",
     "{.deployment.environment=\"prod\" && status=error}",
     "{resource.deployment.environment=\"staging\" && kind=producer && status=error}",
@@ -811,6 +812,38 @@ static void test_term_index_same_answers(void)
             sp->start_time_unix_nano = IDX_BASE + 1000000000000ull + i;
             sp->end_time_unix_nano = sp->start_time_unix_nano + 1000;
         }
+        REQUIRE(pl_store_write_batch(s, b, NULL, &err) == PL_OK);
+        pl_batch_free(b);
+    }
+    /* a stored span sent again with other times and attributes (and a
+     * profile summary, so its stored attributes are replaced): the stored
+     * span keeps its start time and gets the new attributes */
+    {
+        pl_batch *b = pl_batch_new(PL_SIGNAL_TRACES);
+        pl_traces *t = &b->data.traces;
+        t->n_resources = 1;
+        t->resources = pl_batch_alloc(b, sizeof(pl_resource_spans));
+        t->resources[0].scopes = pl_batch_alloc(b, sizeof(pl_scope_spans));
+        t->resources[0].n_scopes = 1;
+        pl_scope_spans *ss = &t->resources[0].scopes[0];
+        ss->spans = pl_batch_alloc(b, sizeof(pl_span));
+        pl_span *sp = &ss->spans[ss->n_spans++];
+        memset(sp, 0, sizeof(*sp));
+        uint32_t id = 1234; /* its first span (written above) */
+        sp->trace_id[0] = 0x7a;
+        memcpy(sp->trace_id + 12, &id, 4);
+        sp->trace_id_len = 16;
+        memcpy(sp->span_id, &id, 4);
+        sp->span_id[4] = 1;
+        sp->span_id[7] = 0x5a;
+        sp->span_id_len = 8;
+        sp->name = PL_BYTES_LIT("late copy");
+        sp->start_time_unix_nano = IDX_BASE + 2900000000000ull;
+        sp->end_time_unix_nano = sp->start_time_unix_nano + 1000;
+        pl_attrs_put(&b->arena, &sp->attrs, PL_BYTES_LIT("pyroscope.profile.id"),
+                     pl_value_string(PL_BYTES_LIT("0123456789abcdef")));
+        pl_attrs_put(&b->arena, &sp->attrs, PL_BYTES_LIT("late.attr"),
+                     pl_value_string(PL_BYTES_LIT("yes")));
         REQUIRE(pl_store_write_batch(s, b, NULL, &err) == PL_OK);
         pl_batch_free(b);
     }
