@@ -588,6 +588,14 @@ static void attr_rows(plan *p, bset *b, int scope, const pl_tql_cond *c)
     bool numeric =
         c->vtype == PL_TQL_V_INT || c->vtype == PL_TQL_V_FLOAT || c->vtype == PL_TQL_V_DURATION;
     bool order = c->op >= PL_TQL_EQ && c->op <= PL_TQL_LE;
+    int64_t iv = c->i;
+    if (numeric && c->op == PL_TQL_EQ &&
+        (c->vtype == PL_TQL_V_FLOAT ? simple_double(c->d, &iv) : simple_int(c->i))) {
+        /* an integral value: its value row (or the key's overflow) */
+        add_rows(p, b, term_tag(T_VOVF, kh), NULL);
+        add_rows(p, b, term_int(T_NUMV, kh, iv), NULL);
+        return;
+    }
     if (numeric && order) {
         /* typeof(value) IN ('integer','real') AND value op v */
         add_rows(p, b, term_tag(T_NUM, kh), c);
