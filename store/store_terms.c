@@ -42,9 +42,38 @@ static uint64_t nonzero(uint64_t h)
     return h ? h : 1;
 }
 
+static uint64_t avalanche(uint64_t h)
+{
+    h ^= h >> 30;
+    h *= 0xbf58476d1ce4e5b9ull;
+    h ^= h >> 27;
+    h *= 0x94d049bb133111ebull;
+    h ^= h >> 31;
+    return h;
+}
+
+/* Up to 8 bytes, little-endian whatever the machine: terms are stored. */
+static uint64_t load_le(const uint8_t *p, size_t n)
+{
+    uint64_t w = 0;
+    for (size_t i = 0; i < n; i++)
+        w |= (uint64_t)p[i] << (8 * i);
+    return w;
+}
+
+/* Unkeyed and stable (the terms are stored), 8 bytes a step: the writer
+ * hashes every span's names and attributes. A collision only makes a
+ * bucket a candidate it need not be. */
 static uint64_t term_bytes(int tag, uint64_t seed, const void *p, size_t n)
 {
-    return nonzero(pl_store_hash_bytes(p, n, seed ^ ((uint64_t)tag * SEED_TAG)));
+    const uint8_t *s = p;
+    uint64_t h = avalanche(seed ^ ((uint64_t)tag * SEED_TAG) ^ (uint64_t)n);
+    for (; n >= 8; s += 8, n -= 8) {
+        h = (h ^ load_le(s, 8)) * 0x9fb21c651e98df25ull;
+        h ^= h >> 29;
+    }
+    h = (h ^ load_le(s, n)) * 0x9fb21c651e98df25ull;
+    return nonzero(avalanche(h));
 }
 
 static uint64_t term_int(int tag, uint64_t seed, int64_t v)
@@ -113,7 +142,9 @@ static int num_cmp(num a, num b)
     return cmp_double_int(a.d, b.i);
 }
 
-enum { F_ROW = 1, F_VOVF = 2, F_NUM = 4, F_DONE = 8 };
+/* each purpose its own bit, so that entries whose keys collide cannot
+ * stand in for one another */
+enum { F_ROW = 1, F_VOVF = 2, F_NUM = 4, F_DONE = 8, F_VDONE = 16, F_HDONE = 32 };
 
 typedef struct term_entry {
     uint64_t term;
@@ -128,6 +159,12 @@ struct pl_store_terms {
     term_entry *e;
     size_t n, cap;
     sqlite3_stmt *ins, *num, *stored;
+    /* the bucket of the last span and what it has for sure: its T_ANY row,
+     * status codes and kinds 0..15 (bits) */
+    int64_t cur;
+    bool have_cur;
+    uint16_t status_seen, kind_seen;
+    uint64_t any, name_ovf, svc_ovf, kovf[2]; /* constant terms */
 };
 
 #define TERMS_MAX_ENTRIES (1u << 17)
@@ -200,12 +237,13 @@ static int mark(struct pl_store_terms *t, uint64_t term, int64_t bucket)
 
 /* A capped member (service, name, key): *ok = it has its row (else the
  * counter's overflow row is there). */
-static int capped(struct pl_store_terms *t, uint64_t term, uint64_t counter, uint32_t cap,
-                  int64_t bucket, bool *ok)
+static int capped_at(struct pl_store_terms *t, uint64_t term, uint64_t counter, uint32_t cap,
+                     int64_t bucket, bool *ok, long *at)
 {
     long i = entry(t, term, bucket);
     if (i < 0)
         return SQLITE_NOMEM;
+    *at = i;
     *ok = (t->e[i].flags & F_ROW) != 0;
     if (*ok)
         return SQLITE_OK;
@@ -223,6 +261,13 @@ static int capped(struct pl_store_terms *t, uint64_t term, uint64_t counter, uin
         *ok = true;
     }
     return rc;
+}
+
+static int capped(struct pl_store_terms *t, uint64_t term, uint64_t counter, uint32_t cap,
+                  int64_t bucket, bool *ok)
+{
+    long at;
+    return capped_at(t, term, counter, cap, bucket, ok, &at);
 }
 
 static int value_overflow(struct pl_store_terms *t, long ke, uint64_t kh, int64_t bucket)
@@ -297,16 +342,48 @@ static bool has_nul(pl_bytes b)
 
 /* One attribute, as the attributes' JSON stores it (core/value_json.c,
  * pl_vj_store) and json_extract reads it back. */
+static int attr_terms_slow(struct pl_store_terms *t, int scope, const pl_kv *kv, uint64_t kh,
+                           int64_t bucket);
+
+/* Fast path: the same key and simple value again in this bucket. */
 static int attr_terms(struct pl_store_terms *t, int scope, const pl_kv *kv, int64_t bucket)
 {
     uint64_t kh = key_term(scope, kv->key.ptr, kv->key.len);
+    const pl_value *v = &kv->value;
+    uint64_t vt = 0;
+    int64_t iv;
+    if (v->type == PL_VALUE_STRING)
+        vt = term_bytes(T_STR, kh, v->u.str.ptr, v->u.str.len);
+    else if (v->type == PL_VALUE_BOOL)
+        vt = term_int(T_BOOL, kh, v->u.b ? 1 : 0);
+    else if (v->type == PL_VALUE_INT && simple_int(v->u.i))
+        vt = term_int(T_NUMV, kh, v->u.i);
+    else if (v->type == PL_VALUE_DOUBLE && simple_double(v->u.d, &iv))
+        vt = term_int(T_NUMV, kh, iv);
+    if (!vt)
+        return attr_terms_slow(t, scope, kv, kh, bucket);
+    /* a second entry for (value, bucket): F_DONE once this key = value
+     * has been handled whole (key row, value row or overflow, range) */
+    uint64_t done = vt ^ 0x5bd1e9955bd1e995ull;
+    long d = entry(t, done, bucket);
+    if (d < 0)
+        return SQLITE_NOMEM;
+    if (t->e[d].flags & F_VDONE)
+        return SQLITE_OK;
+    int rc = attr_terms_slow(t, scope, kv, kh, bucket);
+    if (rc == SQLITE_OK)
+        t->e[d].flags |= F_VDONE; /* d: an index, valid after growth */
+    return rc;
+}
+
+static int attr_terms_slow(struct pl_store_terms *t, int scope, const pl_kv *kv, uint64_t kh,
+                           int64_t bucket)
+{
     bool ok;
-    int rc = capped(t, kh, term_tag(T_KOVF, (uint64_t)scope + 1), PL_TERMS_KEY_CAP, bucket, &ok);
+    long ke;
+    int rc = capped_at(t, kh, t->kovf[scope], PL_TERMS_KEY_CAP, bucket, &ok, &ke);
     if (rc != SQLITE_OK || !ok)
         return rc;
-    long ke = entry(t, kh, bucket);
-    if (ke < 0)
-        return SQLITE_NOMEM;
     const pl_value *v = &kv->value;
     int64_t iv;
     switch (v->type) {
@@ -363,6 +440,11 @@ static int terms_open(pl_store *s)
         rc = sqlite3_prepare_v3(s->db,
                                 "SELECT start_ns FROM spans WHERE span_id = ?1 AND trace_id = ?2",
                                 -1, SQLITE_PREPARE_PERSISTENT, &t->stored, NULL);
+    t->any = term_tag(T_ANY, 0);
+    t->name_ovf = term_tag(T_NAME_OVF, 0);
+    t->svc_ovf = term_tag(T_SVC_OVF, 0);
+    t->kovf[0] = term_tag(T_KOVF, 1);
+    t->kovf[1] = term_tag(T_KOVF, 2);
     s->terms = t;
     if (rc != SQLITE_OK)
         pl_store_terms_forget(s);
@@ -398,23 +480,43 @@ int pl_store_terms_span(pl_store *s, const pl_span *sp, pl_bytes service, int64_
 static int span_terms(struct pl_store_terms *t, const pl_span *sp, int64_t b, pl_bytes service,
                       int64_t resource_id, const pl_attrs *resource_attrs)
 {
-    int rc;
-    rc = mark(t, term_tag(T_ANY, 0), b);
+    int rc = SQLITE_OK;
+    if (!t->have_cur || t->cur != b) {
+        rc = mark(t, t->any, b);
+        t->have_cur = rc == SQLITE_OK;
+        t->cur = b;
+        t->status_seen = t->kind_seen = 0;
+    }
     bool svc_ok = false, name_ok = false, ok;
     uint64_t svc = term_bytes(T_SVC, 0, service.ptr, service.len);
-    uint64_t name_ovf = term_tag(T_NAME_OVF, 0);
-    if (rc == SQLITE_OK)
-        rc = capped(t, svc, term_tag(T_SVC_OVF, 0), PL_TERMS_NAME_CAP, b, &svc_ok);
-    if (rc == SQLITE_OK)
+    uint64_t pair = term_bytes(T_PAIR, svc, sp->name.ptr, sp->name.len);
+    uint64_t name_ovf = t->name_ovf;
+    /* (service, name) seen whole in this bucket: its three rows are done */
+    long hd = entry(t, pair ^ 0x2545f4914f6cdd1dull, b);
+    if (hd < 0)
+        return SQLITE_NOMEM;
+    bool header_done = (t->e[hd].flags & F_HDONE) != 0;
+    if (rc == SQLITE_OK && !header_done)
+        rc = capped(t, svc, t->svc_ovf, PL_TERMS_NAME_CAP, b, &svc_ok);
+    if (rc == SQLITE_OK && !header_done)
         rc = capped(t, term_bytes(T_NAME, 0, sp->name.ptr, sp->name.len), name_ovf,
                     PL_TERMS_NAME_CAP, b, &name_ok);
-    if (rc == SQLITE_OK && svc_ok && name_ok)
-        rc = capped(t, term_bytes(T_PAIR, svc, sp->name.ptr, sp->name.len), name_ovf,
-                    PL_TERMS_NAME_CAP, b, &ok);
-    if (rc == SQLITE_OK)
+    if (rc == SQLITE_OK && !header_done && svc_ok && name_ok)
+        rc = capped(t, pair, name_ovf, PL_TERMS_NAME_CAP, b, &ok);
+    if (rc == SQLITE_OK && !header_done)
+        t->e[hd].flags |= F_HDONE; /* hd: an index, valid after growth */
+    bool small_status = sp->status.code >= 0 && sp->status.code < 16;
+    bool small_kind = sp->kind >= 0 && sp->kind < 16;
+    if (rc == SQLITE_OK && !(small_status && (t->status_seen >> sp->status.code & 1))) {
         rc = mark(t, term_int(T_STATUS, 0, sp->status.code), b);
-    if (rc == SQLITE_OK)
+        if (rc == SQLITE_OK && small_status)
+            t->status_seen |= (uint16_t)(1u << sp->status.code);
+    }
+    if (rc == SQLITE_OK && !(small_kind && (t->kind_seen >> sp->kind & 1))) {
         rc = mark(t, term_int(T_KIND, 0, sp->kind), b);
+        if (rc == SQLITE_OK && small_kind)
+            t->kind_seen |= (uint16_t)(1u << sp->kind);
+    }
     for (uint32_t i = 0; i < sp->attrs.n && rc == SQLITE_OK; i++)
         rc = attr_terms(t, 0, &sp->attrs.items[i], b);
     if (rc == SQLITE_OK && resource_id && resource_attrs && resource_attrs->n) {
