@@ -22,7 +22,7 @@
 #include <time.h>
 
 #define PL_STORE_APP_ID         0x706c6b31 /* "plk1" */
-#define PL_STORE_SCHEMA_VERSION 7
+#define PL_STORE_SCHEMA_VERSION 8
 
 /* ---- small hash maps (store_schema.c) ---------------------------------- */
 
@@ -110,6 +110,7 @@ struct pl_store {
     pl_buf json;             /* scratch for span attributes */
     pl_buf frames;           /* scratch for stack frames */
     uint64_t last_stack_gc_ns;
+    struct pl_store_terms *terms; /* the writer's search-term memory (store_terms.c) */
 };
 
 /* Empties the id caches (after a rollback or a stack collection). */

@@ -3,6 +3,7 @@
  * stacks no sample uses any more. Runs on the exporter's writer thread.
  */
 #include "store/store_internal.h"
+#include "store/store_terms.h"
 
 uint64_t pl_store_size(pl_store *s)
 {
@@ -45,6 +46,8 @@ static int delete_before(pl_store *s, uint64_t cutoff, pl_store_retention_stats 
     if (rc == SQLITE_OK)
         rc = exec_bind1(s->db, "DELETE FROM traces WHERE start_ns < ?1", (int64_t)cutoff, 0, false,
                         &stats->traces_deleted);
+    if (rc == SQLITE_OK)
+        rc = pl_store_terms_delete_before(s, cutoff);
     sqlite3_stmt *svc = NULL;
     if (rc == SQLITE_OK)
         rc = sqlite3_prepare_v2(s->db, "SELECT id FROM services", -1, &svc, NULL);

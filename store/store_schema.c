@@ -8,11 +8,13 @@
  * 4: wall time per sample row, `wall_ns`; 5: the tenant of each trace; 6: the
  * `profile_types` table, created with the schema; 7: the tenant and
  * SDK labels of a service, `services.name_id`, `tenant`, `labels`, and
- * the `service_totals` roll-up, filled from `samples` on the upgrade); a
+ * the `service_totals` roll-up, filled from `samples` on the upgrade; 8:
+ * the search-term index `span_terms`, store_terms.h); a
  * reader asks for the upgrade
  * rather than guess.
  */
 #include "store/store_internal.h"
+#include "store/store_terms.h"
 
 #include "core/hash.h"
 #include "core/sqlite_file.h"
@@ -560,6 +562,10 @@ pl_status pl_store_open(const char *path, const pl_store_options *options, pl_st
                                   "SELECT service_id, type_id, bucket, sum(value) FROM samples "
                                   "GROUP BY service_id, bucket, type_id",
                                   NULL, NULL, NULL);
+            if (rc == SQLITE_OK && app_id != 0 && version <= 7) /* v7 -> v8 */
+                rc = pl_store_terms_upgrade(s->db);
+            if (rc == SQLITE_OK)
+                rc = sqlite3_exec(s->db, pl_store_terms_schema_sql, NULL, NULL, NULL);
             if (rc == SQLITE_OK) {
                 ddl = sqlite3_mprintf("PRAGMA application_id = %d; PRAGMA user_version = %d",
                                       PL_STORE_APP_ID, PL_STORE_SCHEMA_VERSION);
@@ -633,6 +639,7 @@ void pl_store_clear_caches(pl_store *s)
     pl_store_u64_map_clear(&s->functions);
     pl_store_u64_map_clear(&s->stacks);
     pl_store_str_map_clear(&s->tenant_services);
+    pl_store_terms_forget(s);
 }
 
 void pl_store_close(pl_store *s)

@@ -13,6 +13,7 @@
 
 #include "core/pattern.h"
 #include "store/store_internal.h"
+#include "store/store_terms.h"
 
 /* regexp(pattern, value): TraceQL's =~ (fully anchored, RE2-style syntax
  * read by PCRE2). The compiled pattern is kept with the statement. */
@@ -164,6 +165,267 @@ static bool is_attr(const pl_tql_cond *c)
     return c->field == PL_TQL_F_RESOURCE || c->field == PL_TQL_F_SPAN || c->field == PL_TQL_F_ANY;
 }
 
+/* What one search writes per trace. */
+typedef struct emit_ctx {
+    const pl_tql *q;
+    const int *attr_param;
+    sqlite3_stmt *spans, *matched, *stats;
+    pl_buf *out;
+    uint64_t inspected;
+} emit_ctx;
+
+/* One trace of the answer from `row` (trace_id, root_service, root_name,
+ * start_ns, end_ns, has root). SQLITE_OK or the error. */
+static int emit_trace(emit_ctx *x, sqlite3_stmt *row)
+{
+    const pl_tql *q = x->q;
+    const int *attr_param = x->attr_param;
+    sqlite3_stmt *spans = x->spans, *matched = x->matched, *stats = x->stats;
+    pl_buf *out = x->out;
+    int rc;
+    const void *tid = sqlite3_column_blob(row, 0);
+    if (sqlite3_column_bytes(row, 0) != 16)
+        return SQLITE_OK;
+    uint8_t id[16];
+    memcpy(id, tid, 16);
+    char hex[33];
+    pl_hex_encode(id, 16, hex);
+    const char *h = hex; /* Tempo shows ids without leading zeros */
+    while (h[0] == '0' && h[1])
+        h++;
+    uint64_t start = (uint64_t)sqlite3_column_int64(row, 3);
+    uint64_t end = (uint64_t)sqlite3_column_int64(row, 4);
+    bool has_root = sqlite3_column_int(row, 5) != 0;
+    pl_buf_append_str(out, x->inspected++ ? ",{\"traceID\":\"" : "{\"traceID\":\"");
+    pl_buf_append_str(out, h);
+    pl_buf_append_str(out, "\",\"rootServiceName\":");
+    if (has_root)
+        json_text(out, sqlite3_column_text(row, 1));
+    else
+        pl_buf_append_str(out, "\"<root span not yet received>\"");
+    if (has_root) {
+        pl_buf_append_str(out, ",\"rootTraceName\":");
+        json_text(out, sqlite3_column_text(row, 2));
+    }
+    pl_buf_printf(out, ",\"startTimeUnixNano\":\"%" PRIu64 "\",\"durationMs\":%" PRIu64, start,
+                  end > start ? (end - start) / 1000000 : 0);
+    /* the span set: up to spss matching spans */
+    sqlite3_bind_blob(spans, 1, id, 16, SQLITE_TRANSIENT);
+    sqlite3_bind_blob(matched, 1, id, 16, SQLITE_TRANSIENT);
+    pl_buf_append_str(out, ",\"spanSets\":[{\"spans\":[");
+    int n = 0;
+    while ((rc = sqlite3_step(spans)) == SQLITE_ROW) {
+        uint8_t sid[8];
+        char shex[17];
+        span_id_bytes(sqlite3_column_int64(spans, 0), sid);
+        pl_hex_encode(sid, 8, shex);
+        uint64_t ss = (uint64_t)sqlite3_column_int64(spans, 2);
+        uint64_t se = (uint64_t)sqlite3_column_int64(spans, 3);
+        pl_buf_printf(out, "%s{\"spanID\":\"%s\",\"name\":", n++ ? "," : "", shex);
+        json_text(out, sqlite3_column_text(spans, 1));
+        pl_buf_printf(out,
+                      ",\"startTimeUnixNano\":\"%" PRIu64 "\",\"durationNanos\":\"%" PRIu64 "\"",
+                      ss, se > ss ? se - ss : 0);
+        int col = 4, na = 0;
+        for (int i = 0; i < q->n_conds; i++) {
+            if (!attr_param[i])
+                continue;
+            if (sqlite3_column_type(spans, col) != SQLITE_NULL) {
+                char name[300];
+                const pl_tql_cond *c = &q->conds[i];
+                pl_buf_append_str(out, na++ ? ",{\"key\":" : ",\"attributes\":[{\"key\":");
+                /* Tempo names attributes without their scope */
+                snprintf(name, sizeof(name), "%s", c->attr);
+                json_text(out, (const unsigned char *)name);
+                pl_buf_append_str(out, ",\"value\":");
+                json_anyvalue(out, spans, col, (const char *)sqlite3_column_text(spans, col + 1));
+                pl_buf_append_byte(out, '}');
+            }
+            col += 2;
+        }
+        if (na)
+            pl_buf_append_byte(out, ']');
+        pl_buf_append_byte(out, '}');
+    }
+    sqlite3_reset(spans);
+    if (rc != SQLITE_DONE)
+        return rc;
+    int64_t count = 0;
+    if ((rc = sqlite3_step(matched)) == SQLITE_ROW)
+        count = sqlite3_column_int64(matched, 0);
+    sqlite3_reset(matched);
+    if (rc != SQLITE_ROW && rc != SQLITE_DONE)
+        return rc;
+    pl_buf_printf(out, "],\"matched\":%" PRId64 "}],\"serviceStats\":{", count);
+    sqlite3_bind_blob(stats, 1, id, 16, SQLITE_TRANSIENT);
+    int k = 0;
+    while ((rc = sqlite3_step(stats)) == SQLITE_ROW) {
+        if (k++)
+            pl_buf_append_byte(out, ',');
+        json_text(out, sqlite3_column_text(stats, 0));
+        pl_buf_printf(out, ":{\"spanCount\":%d", sqlite3_column_int(stats, 1));
+        int errors = sqlite3_column_int(stats, 2);
+        if (errors)
+            pl_buf_printf(out, ",\"errorCount\":%d", errors);
+        pl_buf_append_byte(out, '}');
+    }
+    sqlite3_reset(stats);
+    if (rc != SQLITE_DONE)
+        return rc;
+    pl_buf_append_str(out, "}}");
+    return SQLITE_OK;
+}
+
+/* A trace found through the term index. */
+typedef struct found {
+    uint8_t id[16];
+    int64_t start;
+} found;
+
+/* newest first; equal starts by trace id descending, the order of a walk
+ * down traces_by_start */
+static int cmp_found(const void *a, const void *b)
+{
+    const found *x = a, *y = b;
+    if (x->start != y->start)
+        return x->start > y->start ? -1 : 1;
+    return -memcmp(x->id, y->id, 16);
+}
+
+static size_t sort_found(found *f, size_t n)
+{
+    if (n < 2)
+        return n;
+    qsort(f, n, sizeof(*f), cmp_found);
+    size_t o = 1;
+    for (size_t i = 1; i < n; i++)
+        if (memcmp(f[i].id, f[o - 1].id, 16) != 0)
+            f[o++] = f[i];
+    return o;
+}
+
+#define MAX_SERVICES 4096 /* the LIMIT below */
+
+/* Search through the candidate buckets of the term index (ascending):
+ * the spans of each bucket that meet the expression (`by_bucket`: ?5
+ * service, ?6..?7 start time), negative buckets first (start times past
+ * 2^63 belong to any trace), then newest first. After bucket b every trace
+ * with a matching span at or after b is known, and any other starts before
+ * b: once `limit` known traces start at or after b, they are the answer. */
+static int search_buckets(pl_store *s, const int64_t *buckets, size_t n, sqlite3_stmt *by_bucket,
+                          sqlite3_stmt *row, const pl_tempo_search *opt, emit_ctx *x)
+{
+    char **svc = NULL;
+    size_t n_svc = 0;
+    found *f = NULL;
+    size_t n_found = 0, cap_found = 0;
+    sqlite3_stmt *st = NULL;
+    int rc = sqlite3_prepare_v2(
+        s->db,
+        "WITH RECURSIVE svc(name) AS (SELECT min(service) FROM spans UNION ALL SELECT (SELECT "
+        "min(service) FROM spans WHERE service > svc.name) FROM svc WHERE svc.name IS NOT NULL) "
+        "SELECT name FROM svc WHERE name IS NOT NULL LIMIT 4096",
+        -1, &st, NULL);
+    if (rc == SQLITE_OK) {
+        svc = calloc(MAX_SERVICES, sizeof(*svc));
+        if (!svc)
+            rc = SQLITE_NOMEM;
+    }
+    while (rc == SQLITE_OK) {
+        int step = sqlite3_step(st);
+        if (step != SQLITE_ROW) {
+            rc = step == SQLITE_DONE ? SQLITE_OK : step;
+            break;
+        }
+        const char *name = (const char *)sqlite3_column_text(st, 0);
+        if (!(svc[n_svc] = malloc((size_t)sqlite3_column_bytes(st, 0) + 1))) {
+            rc = SQLITE_NOMEM;
+            break;
+        }
+        memcpy(svc[n_svc], name ? name : "", (size_t)sqlite3_column_bytes(st, 0) + 1);
+        n_svc++;
+    }
+    sqlite3_finalize(st);
+    size_t first_pos = 0; /* the first bucket >= 0 */
+    while (first_pos < n && buckets[first_pos] < 0)
+        first_pos++;
+    for (size_t k = 0; k < n && rc == SQLITE_OK && opt->limit > 0; k++) {
+        /* negative buckets, then the others newest first */
+        size_t at = k < first_pos ? k : n - 1 - (k - first_pos);
+        int64_t b = buckets[at];
+        int64_t lo, hi;
+        if (__builtin_mul_overflow(b, PL_TERMS_BUCKET_NS, &lo))
+            lo = b < 0 ? INT64_MIN : INT64_MAX;
+        if (__builtin_add_overflow(lo, PL_TERMS_BUCKET_NS - 1, &hi))
+            hi = INT64_MAX;
+        sqlite3_bind_int64(by_bucket, 6, lo);
+        sqlite3_bind_int64(by_bucket, 7, hi);
+        for (size_t v = 0; v < n_svc && rc == SQLITE_OK; v++) {
+            sqlite3_bind_text(by_bucket, 5, svc[v], -1, SQLITE_STATIC);
+            while ((rc = sqlite3_step(by_bucket)) == SQLITE_ROW) {
+                if (sqlite3_column_bytes(by_bucket, 0) != 16)
+                    continue;
+                if (pl_array_reserve((void **)&f, n_found, &cap_found, sizeof(*f), 64)) {
+                    rc = SQLITE_NOMEM;
+                    break;
+                }
+                memcpy(f[n_found].id, sqlite3_column_blob(by_bucket, 0), 16);
+                f[n_found++].start = sqlite3_column_int64(by_bucket, 1);
+            }
+            sqlite3_reset(by_bucket);
+            if (rc == SQLITE_DONE)
+                rc = SQLITE_OK;
+        }
+        if (rc != SQLITE_OK || k < first_pos)
+            continue;
+        n_found = sort_found(f, n_found);
+        size_t newer = 0;
+        while (newer < n_found && f[newer].start >= lo)
+            newer++;
+        if (newer >= opt->limit)
+            break;
+    }
+    if (rc == SQLITE_OK)
+        n_found = sort_found(f, n_found);
+    for (size_t i = 0; i < n_found && i < opt->limit && rc == SQLITE_OK; i++) {
+        sqlite3_bind_blob(row, 1, f[i].id, 16, SQLITE_STATIC);
+        rc = sqlite3_step(row);
+        if (rc == SQLITE_ROW)
+            rc = emit_trace(x, row);
+        else if (rc == SQLITE_DONE)
+            rc = SQLITE_OK;
+        sqlite3_reset(row);
+    }
+    for (size_t v = 0; v < n_svc; v++)
+        free(svc[v]);
+    free(svc);
+    free(f);
+    return rc;
+}
+
+/* Compiles every regular expression of q once, so that a bad one is an
+ * error whatever rows the search reads. */
+static int check_patterns(const pl_tql *q, char *msg, size_t cap)
+{
+    for (int i = 0; i < q->n_conds; i++) {
+        const pl_tql_cond *c = &q->conds[i];
+        if ((c->op != PL_TQL_RE && c->op != PL_TQL_NRE) || !c->str)
+            continue;
+        size_t n = strlen(c->str);
+        char *anchored = malloc(n + 8);
+        if (!anchored)
+            return -1;
+        snprintf(anchored, n + 8, "^(?:%s)$", c->str);
+        pl_pattern p;
+        int rc = pl_pattern_compile(&p, anchored, msg, cap);
+        free(anchored);
+        if (rc < 0)
+            return -1;
+        pl_pattern_free(&p);
+    }
+    return 0;
+}
+
 pl_status pl_store_tempo_search(pl_store *s, const pl_tql *q, const pl_tempo_search *opt,
                                 pl_buf *out, pl_err *err)
 {
@@ -174,6 +436,12 @@ pl_status pl_store_tempo_search(pl_store *s, const pl_tql *q, const pl_tempo_sea
     pl_tql_bind binds[PL_TQL_MAX_BINDS];
     int n_binds = 0, next = P_FIRST_COND;
     sqlite3_stmt *traces = NULL, *spans = NULL, *matched = NULL, *stats = NULL;
+    sqlite3_stmt *by_bucket = NULL, *row = NULL;
+    int64_t *buckets = NULL;
+    size_t n_buckets = 0;
+    char pattern_error[160];
+    if (check_patterns(q, pattern_error, sizeof(pattern_error)) < 0)
+        return pl_errf(err, PL_ERR_INVALID, "invalid regular expression: %s", pattern_error);
     int rc = register_regexp(s);
     bool began = false;
     if (rc != SQLITE_OK)
@@ -216,7 +484,30 @@ pl_status pl_store_tempo_search(pl_store *s, const pl_tql *q, const pl_tempo_sea
         "ORDER BY t.start_ns DESC LIMIT ?4",
         (int)trace_cond.len, trace_cond.data ? (const char *)trace_cond.data : "", (int)cond.len,
         (const char *)cond.data);
+    /* the spans of one term-index bucket and service that meet the
+     * expression, with their traces' starts */
+    char *bucket_sql = sqlite3_mprintf(
+        "SELECT DISTINCT t.trace_id, t.start_ns FROM spans s INDEXED BY spans_by_service "
+        "CROSS JOIN traces t ON t.trace_id = s.trace_id WHERE s.service = ?5 AND s.start_ns >= ?6 "
+        "AND s.start_ns <= ?7 AND t.start_ns >= ?1 AND t.start_ns <= ?2 AND (?3 IS NULL OR "
+        "t.tenant = ?3)%.*s AND %.*s",
+        (int)trace_cond.len, trace_cond.data ? (const char *)trace_cond.data : "", (int)cond.len,
+        (const char *)cond.data);
     pl_buf_free(&trace_cond);
+    if (!bucket_sql) {
+        rc = SQLITE_NOMEM;
+        goto done;
+    }
+    rc = sqlite3_prepare_v2(s->db, bucket_sql, -1, &by_bucket, NULL);
+    sqlite3_free(bucket_sql);
+    if (rc == SQLITE_OK)
+        rc = sqlite3_prepare_v2(s->db,
+                                "SELECT t.trace_id, t.root_service, t.root_name, t.start_ns, "
+                                "t.end_ns, t.root_span_id IS NOT NULL FROM traces t WHERE "
+                                "t.trace_id = ?1",
+                                -1, &row, NULL);
+    if (rc != SQLITE_OK)
+        goto done;
     pl_buf_append_str(&spans_sql, "SELECT s.span_id, s.name, s.start_ns, s.end_ns");
     for (int i = 0; i < q->n_conds; i++)
         if (attr_param[i])
@@ -259,113 +550,41 @@ pl_status pl_store_tempo_search(pl_store *s, const pl_tql *q, const pl_tempo_sea
         (rc = bind_params(traces, trace_binds, n_trace_binds)) != SQLITE_OK ||
         (rc = bind_params(spans, binds, n_binds)) != SQLITE_OK ||
         (rc = bind_params(spans, attr_binds, n_attr)) != SQLITE_OK ||
-        (rc = bind_params(matched, binds, n_binds)) != SQLITE_OK)
+        (rc = bind_params(matched, binds, n_binds)) != SQLITE_OK ||
+        (rc = bind_params(by_bucket, binds, n_binds)) != SQLITE_OK ||
+        (rc = bind_params(by_bucket, trace_binds, n_trace_binds)) != SQLITE_OK)
         goto done;
     sqlite3_bind_int64(traces, 1, (int64_t)opt->start_ns);
     sqlite3_bind_int64(traces, 2, opt->end_ns ? (int64_t)opt->end_ns : INT64_MAX);
     if (opt->tenant)
         sqlite3_bind_text(traces, 3, opt->tenant, -1, SQLITE_STATIC);
+    sqlite3_bind_int64(by_bucket, 1, (int64_t)opt->start_ns);
+    sqlite3_bind_int64(by_bucket, 2, opt->end_ns ? (int64_t)opt->end_ns : INT64_MAX);
+    if (opt->tenant)
+        sqlite3_bind_text(by_bucket, 3, opt->tenant, -1, SQLITE_STATIC);
     sqlite3_bind_int64(traces, 4, opt->limit);
     sqlite3_bind_int64(spans, 4, opt->spss);
 
     began = sqlite3_get_autocommit(s->db) &&
             sqlite3_exec(s->db, "BEGIN", NULL, NULL, NULL) == SQLITE_OK;
-    uint64_t inspected = 0;
-    pl_buf_append_str(out, "{\"traces\":[");
-    while ((rc = sqlite3_step(traces)) == SQLITE_ROW) {
-        const void *tid = sqlite3_column_blob(traces, 0);
-        if (sqlite3_column_bytes(traces, 0) != 16)
-            continue;
-        uint8_t id[16];
-        memcpy(id, tid, 16);
-        char hex[33];
-        pl_hex_encode(id, 16, hex);
-        const char *h = hex; /* Tempo shows ids without leading zeros */
-        while (h[0] == '0' && h[1])
-            h++;
-        uint64_t start = (uint64_t)sqlite3_column_int64(traces, 3);
-        uint64_t end = (uint64_t)sqlite3_column_int64(traces, 4);
-        bool has_root = sqlite3_column_int(traces, 5) != 0;
-        pl_buf_append_str(out, inspected++ ? ",{\"traceID\":\"" : "{\"traceID\":\"");
-        pl_buf_append_str(out, h);
-        pl_buf_append_str(out, "\",\"rootServiceName\":");
-        if (has_root)
-            json_text(out, sqlite3_column_text(traces, 1));
-        else
-            pl_buf_append_str(out, "\"<root span not yet received>\"");
-        if (has_root) {
-            pl_buf_append_str(out, ",\"rootTraceName\":");
-            json_text(out, sqlite3_column_text(traces, 2));
-        }
-        pl_buf_printf(out, ",\"startTimeUnixNano\":\"%" PRIu64 "\",\"durationMs\":%" PRIu64, start,
-                      end > start ? (end - start) / 1000000 : 0);
-        /* the span set: up to spss matching spans */
-        sqlite3_bind_blob(spans, 1, id, 16, SQLITE_TRANSIENT);
-        sqlite3_bind_blob(matched, 1, id, 16, SQLITE_TRANSIENT);
-        pl_buf_append_str(out, ",\"spanSets\":[{\"spans\":[");
-        int n = 0;
-        while ((rc = sqlite3_step(spans)) == SQLITE_ROW) {
-            uint8_t sid[8];
-            char shex[17];
-            span_id_bytes(sqlite3_column_int64(spans, 0), sid);
-            pl_hex_encode(sid, 8, shex);
-            uint64_t ss = (uint64_t)sqlite3_column_int64(spans, 2);
-            uint64_t se = (uint64_t)sqlite3_column_int64(spans, 3);
-            pl_buf_printf(out, "%s{\"spanID\":\"%s\",\"name\":", n++ ? "," : "", shex);
-            json_text(out, sqlite3_column_text(spans, 1));
-            pl_buf_printf(
-                out, ",\"startTimeUnixNano\":\"%" PRIu64 "\",\"durationNanos\":\"%" PRIu64 "\"", ss,
-                se > ss ? se - ss : 0);
-            int col = 4, na = 0;
-            for (int i = 0; i < q->n_conds; i++) {
-                if (!attr_param[i])
-                    continue;
-                if (sqlite3_column_type(spans, col) != SQLITE_NULL) {
-                    char name[300];
-                    const pl_tql_cond *c = &q->conds[i];
-                    pl_buf_append_str(out, na++ ? ",{\"key\":" : ",\"attributes\":[{\"key\":");
-                    /* Tempo names attributes without their scope */
-                    snprintf(name, sizeof(name), "%s", c->attr);
-                    json_text(out, (const unsigned char *)name);
-                    pl_buf_append_str(out, ",\"value\":");
-                    json_anyvalue(out, spans, col,
-                                  (const char *)sqlite3_column_text(spans, col + 1));
-                    pl_buf_append_byte(out, '}');
-                }
-                col += 2;
-            }
-            if (na)
-                pl_buf_append_byte(out, ']');
-            pl_buf_append_byte(out, '}');
-        }
-        sqlite3_reset(spans);
-        if (rc != SQLITE_DONE)
-            break;
-        int64_t count = 0;
-        if ((rc = sqlite3_step(matched)) == SQLITE_ROW)
-            count = sqlite3_column_int64(matched, 0);
-        sqlite3_reset(matched);
-        if (rc != SQLITE_ROW && rc != SQLITE_DONE)
-            break;
-        pl_buf_printf(out, "],\"matched\":%" PRId64 "}],\"serviceStats\":{", count);
-        sqlite3_bind_blob(stats, 1, id, 16, SQLITE_TRANSIENT);
-        int k = 0;
-        while ((rc = sqlite3_step(stats)) == SQLITE_ROW) {
-            if (k++)
-                pl_buf_append_byte(out, ',');
-            json_text(out, sqlite3_column_text(stats, 0));
-            pl_buf_printf(out, ":{\"spanCount\":%d", sqlite3_column_int(stats, 1));
-            int errors = sqlite3_column_int(stats, 2);
-            if (errors)
-                pl_buf_printf(out, ",\"errorCount\":%d", errors);
-            pl_buf_append_byte(out, '}');
-        }
-        sqlite3_reset(stats);
-        if (rc != SQLITE_DONE)
-            break;
-        pl_buf_append_str(out, "}}");
-        rc = SQLITE_ROW;
+    /* the term index: the buckets that may hold a matching span (none:
+     * nothing to read), or a walk over every trace in range */
+    int plan = PL_TERMS_SCAN;
+    if (!opt->scan_only) {
+        plan = pl_store_terms_plan(s, q, opt->start_ns, &buckets, &n_buckets, &rc);
+        if (rc != SQLITE_OK)
+            goto done;
     }
+    emit_ctx x = {q, attr_param, spans, matched, stats, out, 0};
+    pl_buf_append_str(out, "{\"traces\":[");
+    if (plan == PL_TERMS_CANDIDATES) {
+        rc = search_buckets(s, buckets, n_buckets, by_bucket, row, opt, &x);
+    } else {
+        while ((rc = sqlite3_step(traces)) == SQLITE_ROW)
+            if ((rc = emit_trace(&x, traces)) != SQLITE_OK)
+                break;
+    }
+    uint64_t inspected = x.inspected;
     if (rc == SQLITE_DONE)
         rc = SQLITE_OK;
     pl_buf_printf(out,
@@ -386,6 +605,9 @@ done:;
     sqlite3_finalize(spans);
     sqlite3_finalize(matched);
     sqlite3_finalize(stats);
+    sqlite3_finalize(by_bucket);
+    sqlite3_finalize(row);
+    free(buckets);
     pl_buf_free(&cond);
     pl_buf_free(&sql);
     pl_buf_free(&spans_sql);

@@ -21,6 +21,7 @@ typedef struct pl_tempo_search {
     uint32_t limit;            /* traces */
     uint32_t spss;             /* spans per span set */
     const char *tenant;        /* NULL: any */
+    bool scan_only;            /* without the term index (tests compare) */
 } pl_tempo_search;
 
 /* Traces (newest first) with a span that meets `q`, as tempopb.SearchResponse

@@ -23,6 +23,7 @@
  * the sorted aggregates: a few rows per transaction) that series read.
  */
 #include "store/store_internal.h"
+#include "store/store_terms.h"
 
 #include "core/hash.h"
 #include "core/log.h"
@@ -599,6 +600,7 @@ typedef struct span_ref {
 typedef struct span_res {
     pl_bytes service, tenant;
     int64_t resource_id;
+    const pl_attrs *attrs; /* the resource's, for the search terms */
 } span_res;
 
 typedef struct span_set {
@@ -639,7 +641,7 @@ static int collect_spans(pl_store *s, const pl_traces *traces, pl_bytes tenant, 
             pl_array_reserve((void **)&set->res, set->n_res, &set->cap_res, sizeof(*set->res), 16))
             return SQLITE_NOMEM;
         uint32_t ri = (uint32_t)set->n_res++;
-        set->res[ri] = (span_res){service, tenant, resource_id};
+        set->res[ri] = (span_res){service, tenant, resource_id, &rs->resource.attrs};
         for (uint32_t sc = 0; sc < rs->n_scopes; sc++) {
             const pl_scope_spans *ss = &rs->scopes[sc];
             for (uint32_t i = 0; i < ss->n_spans; i++) {
@@ -679,7 +681,11 @@ static int flush_spans(pl_store *s, span_set *set, pl_store_write_stats *stats)
     int rc = SQLITE_OK;
     for (size_t i = 0; i < set->n && rc == SQLITE_OK; i++) {
         const span_res *r = &set->res[set->refs[i].res];
+        uint64_t dups = stats->duplicate_spans;
         rc = write_span(s, set->refs[i].sp, r->service, r->resource_id, r->tenant, &aggs, stats);
+        if (rc == SQLITE_OK)
+            rc = pl_store_terms_span(s, set->refs[i].sp, r->service, r->resource_id, r->attrs,
+                                     stats->duplicate_spans != dups);
     }
     sqlite3_stmt *st = s->st[ST_UPSERT_TRACE];
     for (size_t i = 0; i < aggs.n && rc == SQLITE_OK; i++) {

@@ -18,9 +18,14 @@
 #include "store/sqlite_api.h"
 #include "store/sqlite_store.h"
 #include "store/store_routes.h"
+#include "store/store_tempo.h"
+#include "store/store_terms.h"
 #include "store/traceql.h"
 #include "testlib.h"
 #include "profile_fixture.h"
+#include "xorshift.h"
+
+#include <sqlite3.h>
 
 static const char *docs_path;
 
@@ -512,6 +517,405 @@ static void test_tempo_endpoints(void)
     unlink(side);
 }
 
+/* ---- the search-term index answers as the walk over every trace ---------- */
+
+#define IDX_BASE 1700000000000000000ull /* start of the data (ns) */
+
+static const char *const idx_services[] = {"shop", "billing", "cart", "auth"};
+static const char *const idx_names[] = {"GET /cart", "POST /pay", "db query",    "redis GET",
+                                        "render",    "GET /home", "grpc Charge", "idle"};
+
+static pl_bytes idx_copy(pl_batch *b, const char *text)
+{
+    size_t n = strlen(text);
+    return (pl_bytes){(const uint8_t *)pl_arena_memdup(&b->arena, text, n), (uint32_t)n};
+}
+
+/* One batch of `n` traces of 1..6 spans starting at t0 + i * step (ns). */
+static void idx_batch(pl_store *s, uint64_t *rng, uint32_t first, uint32_t n, uint64_t t0,
+                      uint64_t step, const char *tenant, bool in_tx)
+{
+    pl_batch *b = pl_batch_new(PL_SIGNAL_TRACES);
+    if (tenant) {
+        b->metadata.items = pl_batch_alloc(b, sizeof(pl_kv));
+        b->metadata.items[0].key = PL_BYTES_LIT("tenant");
+        b->metadata.items[0].value = pl_value_string(pl_bytes_from_cstr(tenant));
+        b->metadata.n = 1;
+    }
+    pl_traces *t = &b->data.traces;
+    t->n_resources = 4;
+    t->resources = pl_batch_alloc(b, 4 * sizeof(pl_resource_spans));
+    for (int r = 0; r < 4; r++) {
+        pl_resource_spans *rs = &t->resources[r];
+        pl_attrs_put(&b->arena, &rs->resource.attrs, PL_BYTES_LIT("service.name"),
+                     pl_value_string(pl_bytes_from_cstr(idx_services[r])));
+        pl_attrs_put(&b->arena, &rs->resource.attrs, PL_BYTES_LIT("deployment.environment"),
+                     pl_value_string(pl_bytes_from_cstr(r % 2 ? "prod" : "staging")));
+        pl_attrs_put(&b->arena, &rs->resource.attrs, PL_BYTES_LIT("host.cpus"),
+                     pl_value_int(2 + r));
+        rs->scopes = pl_batch_alloc(b, sizeof(pl_scope_spans));
+        rs->n_scopes = 1;
+        rs->scopes[0].spans = pl_batch_alloc(b, n * 6 * sizeof(pl_span));
+    }
+    for (uint32_t i = 0; i < n; i++) {
+        uint32_t id = first + i;
+        uint64_t start = t0 + i * step;
+        if (id % 97 == 5)
+            start = t0; /* equal start times */
+        int spans = 1 + (int)(xorshift64(rng) % 6);
+        for (int k = 0; k < spans; k++) {
+            uint64_t x = xorshift64(rng);
+            pl_scope_spans *ss = &t->resources[x % 4].scopes[0];
+            pl_span *sp = &ss->spans[ss->n_spans++];
+            memset(sp, 0, sizeof(*sp));
+            memset(sp->trace_id, 0, 16);
+            sp->trace_id[0] = 0x7a;
+            memcpy(sp->trace_id + 12, &id, 4);
+            sp->trace_id_len = 16;
+            memcpy(sp->span_id, &id, 4);
+            sp->span_id[4] = (uint8_t)(k + 1);
+            sp->span_id[7] = 0x5a;
+            sp->span_id_len = 8;
+            if (k) {
+                memcpy(sp->parent_span_id, sp->span_id, 8);
+                sp->parent_span_id[4] = 1;
+                sp->parent_span_id_len = 8;
+            }
+            sp->name = pl_bytes_from_cstr(idx_names[(x >> 8) % 8]);
+            sp->kind = (int)((x >> 12) % 6);
+            sp->status.code = (x >> 16) % 53 == 0 ? 2 : (int)((x >> 20) % 2);
+            sp->start_time_unix_nano = start + (uint64_t)k * 3000000000ull * ((x >> 24) % 3);
+            if (id % 211 == 9 && k == 1)
+                sp->start_time_unix_nano = 0x8000000000000000ull + 5; /* past 2^63 */
+            sp->end_time_unix_nano = sp->start_time_unix_nano + (x >> 28) % 900000000ull;
+            pl_attrs *a = &sp->attrs;
+            pl_attrs_put(&b->arena, a, PL_BYTES_LIT("http.status_code"),
+                         pl_value_int((x >> 32) % 31 == 0 ? 503
+                                      : (x >> 32) % 5     ? 200
+                                                          : 404));
+            if ((x >> 36) % 3 == 0)
+                pl_attrs_put(&b->arena, a, PL_BYTES_LIT("http.route"),
+                             pl_value_string(pl_bytes_from_cstr((x >> 40) % 2 ? "/api/cart/{id}"
+                                                                              : "/api/pay")));
+            if ((x >> 42) % 7 == 0)
+                pl_attrs_put(&b->arena, a, PL_BYTES_LIT("ratio"),
+                             pl_value_double((x >> 44) % 2 ? 0.25 : 3.0));
+            if ((x >> 46) % 11 == 0)
+                pl_attrs_put(&b->arena, a, PL_BYTES_LIT("cached"), pl_value_bool((x >> 50) % 2));
+            if ((x >> 51) % 13 == 0) {
+                pl_value v = {.type = PL_VALUE_BYTES};
+                v.u.str = PL_BYTES_LIT("\xab\xcd");
+                pl_attrs_put(&b->arena, a, PL_BYTES_LIT("blob"), v);
+            }
+            if (id % 389 == 3 && k == 0)
+                pl_attrs_put(&b->arena, a, PL_BYTES_LIT("feature.flag"),
+                             pl_value_string(PL_BYTES_LIT("beta")));
+            if (id % 401 == 4)
+                pl_attrs_put(&b->arena, a, PL_BYTES_LIT("big"),
+                             pl_value_int(9007199254740993ll + (int64_t)(id % 3)));
+            /* high cardinality: past the value cap in every bucket */
+            char user[32];
+            snprintf(user, sizeof(user), "user-%u-%d", id, k);
+            pl_attrs_put(&b->arena, a, PL_BYTES_LIT("user.id"), pl_value_string(idx_copy(b, user)));
+            if (id % 500 == 17 && k == 0) /* past the key cap */
+                for (int e = 0; e < PL_TERMS_KEY_CAP + 20; e++) {
+                    char key[32];
+                    snprintf(key, sizeof(key), "extra.%d", e);
+                    pl_attrs_put(&b->arena, a, idx_copy(b, key), pl_value_int(e));
+                }
+        }
+    }
+    pl_err err;
+    if (in_tx)
+        CHECK(pl_store_write(s, b, NULL, &err) == PL_OK);
+    else
+        CHECK(pl_store_write_batch(s, b, NULL, &err) == PL_OK);
+    pl_batch_free(b);
+}
+
+static const char *const idx_queries[] = {
+    "{status=error}",
+    "{status=ok}",
+    "{status!=unset}",
+    "{kind=server}",
+    "{kind!=client}",
+    "{resource.service.name=\"cart\"}",
+    "{resource.service.name=\"nope\"}",
+    "{resource.service.name!=\"cart\" && status=error}",
+    "{resource.service.name=\"cart\" && name=\"redis GET\"}",
+    "{resource.service.name=\"auth\" && name=\"nope\"}",
+    "{resource.service.name=\"auth\" && name=\"POST /pay\" && status=error}",
+    "{name=\"render\"}",
+    "{name=~\"GET.*\" && status=error}",
+    "{name!=\"render\" && kind=consumer && status=error}",
+    "{span.http.status_code=503}",
+    "{span.http.status_code>=500}",
+    "{span.http.status_code>503}",
+    "{span.http.status_code<=200 && status=error}",
+    "{span.http.status_code<200}",
+    "{span.http.status_code!=200 && kind=producer}",
+    "{span.http.status_code=404.0}",
+    "{span.http.status_code=\"503\"}",
+    "{span.http.status_code=~\"5.*\"}",
+    "{span.http.route=\"/api/pay\" && status=error}",
+    "{span.http.route=\"/nope\"}",
+    "{span.http.route!=\"/api/pay\" && status=error}",
+    "{span.http.route=~\"/api/c.*\" && kind=internal}",
+    "{span.ratio=0.25 && status=error}",
+    "{span.ratio>2.5 && kind=server}",
+    "{span.ratio=3}",
+    "{span.cached=true && status=error}",
+    "{span.cached=false && kind=consumer}",
+    "{span.cached=1 && status=error}",
+    "{span.blob=\"abcd\"}",
+    "{span.blob=\"nope\"}",
+    "{span.feature.flag=\"beta\"}",
+    "{span.big=9007199254740993}",
+    "{span.big>9007199254740994}",
+    "{span.user.id=\"user-1234-0\"}",
+    "{span.user.id=\"user-no\"}",
+    "{span.extra.5=5}",
+    "{span.extra.270>0}",
+    "{span.nokey=\"x\"}",
+    "{span.late.attr=\"yes\"}",
+    "{.http.route=\"/api/pay\" && status=error}",
+    "{.deployment.environment=\"prod\" && status=error}",
+    "{resource.deployment.environment=\"staging\" && kind=producer && status=error}",
+    "{resource.host.cpus=5 && status=error}",
+    "{resource.host.cpus>9}",
+    "{.host.cpus=3 && name=\"idle\" && status=error}",
+    "{status=error || span.feature.flag=\"beta\"}",
+    "{(name=\"render\" || name=\"idle\") && status=error && kind=server}",
+    "{(span.http.status_code=503 && kind=server) || span.big=9007199254740995}",
+    "{duration>800ms && status=error}",
+    "{traceDuration>5s && span.http.status_code=503}",
+    "{rootServiceName=\"cart\" && status=error}",
+    "{rootName=\"nope\"}",
+    "{statusMessage=\"x\"}",
+    "{}",
+};
+
+/* Every query, in a few ranges and limits, with and without the index. */
+static int idx_compare(pl_store *s, const char *what, uint64_t plan_start, int *indexed)
+{
+    int differences = 0;
+    /* range (start, end), limit, tenant */
+    static const struct {
+        uint64_t start, end;
+        uint32_t limit;
+        const char *tenant;
+    } runs[] = {
+        {0, 0, 20, NULL},
+        {0, 0, 100000, NULL},
+        {0, 0, 20, "team-a"},
+        {IDX_BASE + 600000000000ull, IDX_BASE + 1200000000000ull, 20, NULL},
+        {IDX_BASE + 1500000000000ull, 0, 5, NULL},
+        {IDX_BASE + 3200000000000ull, 0, 20, NULL},
+    };
+    for (size_t qi = 0; qi < sizeof(idx_queries) / sizeof(idx_queries[0]); qi++) {
+        pl_tql q;
+        if (parse(&q, idx_queries[qi]) != 0) {
+            PL_FAIL_("%s: %s", idx_queries[qi], q.error);
+            pl_tql_free(&q);
+            differences++;
+            continue;
+        }
+        for (size_t r = 0; r < sizeof(runs) / sizeof(runs[0]); r++) {
+            pl_tempo_search opt = {runs[r].start,  runs[r].end, runs[r].limit, 3,
+                                   runs[r].tenant, false};
+            pl_buf a, b;
+            pl_buf_init(&a);
+            pl_buf_init(&b);
+            pl_err err;
+            CHECK(pl_store_tempo_search(s, &q, &opt, &a, &err) == PL_OK);
+            opt.scan_only = true;
+            CHECK(pl_store_tempo_search(s, &q, &opt, &b, &err) == PL_OK);
+            if (a.len != b.len || memcmp(a.data, b.data, a.len) != 0) {
+                size_t at = 0;
+                while (at < a.len && at < b.len && a.data[at] == b.data[at])
+                    at++;
+                size_t from = at > 150 ? at - 150 : 0;
+                if (differences++ < 3)
+                    PL_FAIL_("%s: %s run %zu: at %zu index ...%.*s\nscan ...%.*s", what,
+                             idx_queries[qi], r, at, (int)(a.len - from > 300 ? 300 : a.len - from),
+                             (const char *)a.data + from,
+                             (int)(b.len - from > 300 ? 300 : b.len - from),
+                             (const char *)b.data + from);
+            }
+            pl_buf_free(&a);
+            pl_buf_free(&b);
+        }
+        int64_t *buckets;
+        size_t n;
+        int rc;
+        if (pl_store_terms_plan(s, &q, plan_start, &buckets, &n, &rc) == PL_TERMS_CANDIDATES)
+            (*indexed)++;
+        free(buckets);
+        pl_tql_free(&q);
+    }
+    return differences;
+}
+
+static void idx_remove(const char *path)
+{
+    char side[300];
+    unlink(path);
+    snprintf(side, sizeof(side), "%s-wal", path);
+    unlink(side);
+    snprintf(side, sizeof(side), "%s-shm", path);
+    unlink(side);
+}
+
+static void test_term_index_same_answers(void)
+{
+    const char *tmp = getenv("TMPDIR");
+    char path[256];
+    snprintf(path, sizeof(path), "%s/proflink-test-terms-%d.db", tmp ? tmp : "/tmp", (int)getpid());
+    idx_remove(path);
+    uint64_t rng = 0x243f6a8885a308d3ull;
+    pl_store *s = NULL;
+    pl_err err;
+    REQUIRE(pl_store_open(path, NULL, &s, NULL, &err) == PL_OK);
+    /* 3,000 traces over 50 minutes (300 buckets), two tenants */
+    for (uint32_t i = 0; i < 3000; i += 100)
+        idx_batch(s, &rng, i, 100, IDX_BASE + (uint64_t)i * 1000000000ull, 1000000000ull,
+                  i % 200 ? "team-a" : NULL, false);
+    /* a transaction rolled back: the writer must forget its terms */
+    REQUIRE(pl_store_begin(s, &err) == PL_OK);
+    idx_batch(s, &rng, 3000, 50, IDX_BASE + 3000000000000ull, 1000000000ull, NULL, true);
+    pl_store_rollback(s);
+    /* ... and the same spans written again */
+    idx_batch(s, &rng, 3000, 50, IDX_BASE + 3000000000000ull, 1000000000ull, NULL, false);
+    /* more names in one bucket than the cap */
+    {
+        pl_batch *b = pl_batch_new(PL_SIGNAL_TRACES);
+        pl_traces *t = &b->data.traces;
+        t->n_resources = 1;
+        t->resources = pl_batch_alloc(b, sizeof(pl_resource_spans));
+        t->resources[0].scopes = pl_batch_alloc(b, sizeof(pl_scope_spans));
+        t->resources[0].n_scopes = 1;
+        uint32_t n = PL_TERMS_NAME_CAP + 50;
+        pl_scope_spans *ss = &t->resources[0].scopes[0];
+        ss->spans = pl_batch_alloc(b, n * sizeof(pl_span));
+        for (uint32_t i = 0; i < n; i++) {
+            pl_span *sp = &ss->spans[ss->n_spans++];
+            memset(sp, 0, sizeof(*sp));
+            sp->trace_id[0] = 0x7b;
+            memcpy(sp->trace_id + 12, &i, 4);
+            sp->trace_id_len = 16;
+            memcpy(sp->span_id, &i, 4);
+            sp->span_id[7] = 0x6b;
+            sp->span_id_len = 8;
+            char name[32];
+            snprintf(name, sizeof(name), "op-%u", i);
+            sp->name = idx_copy(b, name);
+            sp->start_time_unix_nano = IDX_BASE + 1000000000000ull + i;
+            sp->end_time_unix_nano = sp->start_time_unix_nano + 1000;
+        }
+        REQUIRE(pl_store_write_batch(s, b, NULL, &err) == PL_OK);
+        pl_batch_free(b);
+    }
+    /* a stored span sent again with other times and attributes (and a
+     * profile summary, so its stored attributes are replaced): the stored
+     * span keeps its start time and gets the new attributes */
+    {
+        pl_batch *b = pl_batch_new(PL_SIGNAL_TRACES);
+        pl_traces *t = &b->data.traces;
+        t->n_resources = 1;
+        t->resources = pl_batch_alloc(b, sizeof(pl_resource_spans));
+        t->resources[0].scopes = pl_batch_alloc(b, sizeof(pl_scope_spans));
+        t->resources[0].n_scopes = 1;
+        pl_scope_spans *ss = &t->resources[0].scopes[0];
+        ss->spans = pl_batch_alloc(b, sizeof(pl_span));
+        pl_span *sp = &ss->spans[ss->n_spans++];
+        memset(sp, 0, sizeof(*sp));
+        uint32_t id = 1234; /* its first span (written above) */
+        sp->trace_id[0] = 0x7a;
+        memcpy(sp->trace_id + 12, &id, 4);
+        sp->trace_id_len = 16;
+        memcpy(sp->span_id, &id, 4);
+        sp->span_id[4] = 1;
+        sp->span_id[7] = 0x5a;
+        sp->span_id_len = 8;
+        sp->name = PL_BYTES_LIT("late copy");
+        sp->start_time_unix_nano = IDX_BASE + 2900000000000ull;
+        sp->end_time_unix_nano = sp->start_time_unix_nano + 1000;
+        pl_attrs_put(&b->arena, &sp->attrs, PL_BYTES_LIT("pyroscope.profile.id"),
+                     pl_value_string(PL_BYTES_LIT("0123456789abcdef")));
+        pl_attrs_put(&b->arena, &sp->attrs, PL_BYTES_LIT("late.attr"),
+                     pl_value_string(PL_BYTES_LIT("yes")));
+        REQUIRE(pl_store_write_batch(s, b, NULL, &err) == PL_OK);
+        pl_batch_free(b);
+    }
+    pl_store_close(s);
+    pl_store_options ro = {.read_only = true};
+    REQUIRE(pl_store_open(path, &ro, &s, NULL, &err) == PL_OK);
+    int indexed = 0;
+    CHECK_EQ_INT(idx_compare(s, "new store", IDX_BASE, &indexed), 0);
+    CHECK(indexed >= 15); /* the index rules buckets out for many queries */
+    pl_tql q;
+    int64_t *buckets;
+    size_t n;
+    int rc;
+    REQUIRE(parse(&q, "{resource.service.name=\"nope\"}") == 0);
+    CHECK_EQ_INT(pl_store_terms_plan(s, &q, IDX_BASE, &buckets, &n, &rc), PL_TERMS_CANDIDATES);
+    CHECK_EQ_INT((int)n, 0); /* no bucket: answered without reading a span */
+    free(buckets);
+    pl_tql_free(&q);
+    pl_store_close(s);
+
+    /* an older store (schema 6, no index) upgraded: its spans are searched
+     * without the index, the spans written after with it */
+    sqlite3 *db;
+    REQUIRE(sqlite3_open(path, &db) == SQLITE_OK);
+    REQUIRE(sqlite3_exec(db,
+                         "DROP TABLE span_terms; DELETE FROM spans WHERE start_ns < 0; "
+                         "PRAGMA user_version = 6; PRAGMA wal_checkpoint(TRUNCATE)",
+                         NULL, NULL, NULL) == SQLITE_OK);
+    sqlite3_close(db);
+    REQUIRE(pl_store_open(path, NULL, &s, NULL, &err) == PL_OK);
+    for (uint32_t i = 4000; i < 4600; i += 100)
+        idx_batch(s, &rng, i, 100,
+                  IDX_BASE + 3300000000000ull + (uint64_t)(i - 4000) * 500000000ull, 500000000ull,
+                  "team-a", false);
+    pl_store_close(s);
+    REQUIRE(pl_store_open(path, &ro, &s, NULL, &err) == PL_OK);
+    indexed = 0;
+    CHECK_EQ_INT(idx_compare(s, "upgraded store", IDX_BASE + 3200000000000ull, &indexed), 0);
+    CHECK(indexed >= 10); /* after the old spans: the index */
+    REQUIRE(parse(&q, "{status=error}") == 0);
+    /* old spans in range: no index */
+    CHECK_EQ_INT(pl_store_terms_plan(s, &q, IDX_BASE, &buckets, &n, &rc), PL_TERMS_SCAN);
+    free(buckets);
+    pl_tql_free(&q);
+    pl_store_close(s);
+
+    /* retention: the rows of deleted buckets go, answers stay the same */
+    REQUIRE(pl_store_open(path, NULL, &s, NULL, &err) == PL_OK);
+    uint64_t cutoff = IDX_BASE + 1800000000000ull;
+    REQUIRE(pl_store_enforce_retention(s, cutoff + 3600000000000ull, 3600000000000ull, 0, false,
+                                       NULL, &err) == PL_OK);
+    idx_batch(s, &rng, 5000, 100, IDX_BASE + 3400000000000ull, 200000000ull, NULL, false);
+    pl_store_close(s);
+    REQUIRE(sqlite3_open(path, &db) == SQLITE_OK);
+    sqlite3_stmt *st;
+    REQUIRE(sqlite3_prepare_v2(db,
+                               "SELECT count(*) FROM span_terms WHERE term != 0 AND minute >= 0 "
+                               "AND minute < ?1",
+                               -1, &st, NULL) == SQLITE_OK);
+    sqlite3_bind_int64(st, 1, (int64_t)(cutoff / PL_TERMS_BUCKET_NS));
+    REQUIRE(sqlite3_step(st) == SQLITE_ROW);
+    CHECK_EQ_INT(sqlite3_column_int(st, 0), 0);
+    sqlite3_finalize(st);
+    sqlite3_close(db);
+    REQUIRE(pl_store_open(path, &ro, &s, NULL, &err) == PL_OK);
+    indexed = 0;
+    CHECK_EQ_INT(idx_compare(s, "after retention", IDX_BASE + 3200000000000ull, &indexed), 0);
+    CHECK(indexed >= 10);
+    pl_store_close(s);
+    idx_remove(path);
+}
+
 int main(int argc, char **argv)
 {
     if (argc > 1 && strcmp(argv[1], "--markdown") == 0) {
@@ -529,5 +933,6 @@ int main(int argc, char **argv)
     PL_RUN(test_route_table);
     PL_RUN(test_docs_list_every_route);
     PL_RUN(test_tempo_endpoints);
+    PL_RUN(test_term_index_same_answers);
     return pl_test_done();
 }

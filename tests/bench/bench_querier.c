@@ -153,6 +153,11 @@ static const char grow_sql[] =
     "INSERT INTO service_totals(service_id, type_id, bucket, value)"
     " SELECT service_id, ?3, ts / 10000000000, count(*) * 10000000 FROM gs GROUP BY 1, 3"
     " ON CONFLICT(service_id, type_id, bucket) DO UPDATE SET value = value + excluded.value;"
+    /* these spans have no search terms (store/store_terms.h): their range
+     * is searched without the index */
+    "INSERT INTO span_terms(term, minute, lo, hi) SELECT 0, 0, min(st), max(st + 9 * dur / 20)"
+    "  FROM g WHERE 1 ON CONFLICT(term, minute) DO UPDATE SET lo = min(lo, excluded.lo),"
+    "  hi = max(hi, excluded.hi);"
     "COMMIT;";
 
 static int grow(const char *path, int64_t n)

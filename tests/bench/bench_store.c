@@ -126,6 +126,11 @@ static pl_batch *spans_batch(uint32_t first, uint32_t count, uint32_t n_traces, 
                          pl_value_string(PL_BYTES_LIT("/api/cart/{id}")));
             pl_attrs_put(&b->arena, &sp->attrs, PL_BYTES_LIT("http.status_code"),
                          pl_value_int(200));
+            if (k == 0 && t % 4999 == 7) { /* rare: 20 traces of 100,000 */
+                pl_attrs_put(&b->arena, &sp->attrs, PL_BYTES_LIT("feature.flag"),
+                             pl_value_string(PL_BYTES_LIT("beta-checkout")));
+                pl_attrs_put(&b->arena, &sp->attrs, PL_BYTES_LIT("retry.count"), pl_value_int(3));
+            }
         }
     }
     return b;
