@@ -163,6 +163,12 @@ static inline int bind_text(sqlite3_stmt *st, int i, pl_bytes b)
     return sqlite3_bind_text(st, i, b.len ? (const char *)b.ptr : "", (int)b.len, SQLITE_STATIC);
 }
 
+/* Text, or NULL when empty. */
+static inline int bind_text_or_null(sqlite3_stmt *st, int i, pl_bytes b)
+{
+    return b.len ? bind_text(st, i, b) : sqlite3_bind_null(st, i);
+}
+
 static inline pl_bytes attr_string(const pl_attrs *attrs, const char *key)
 {
     pl_kv *kv = pl_attrs_find(attrs, key, strlen(key));

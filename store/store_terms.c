@@ -42,16 +42,6 @@ static uint64_t nonzero(uint64_t h)
     return h ? h : 1;
 }
 
-static uint64_t avalanche(uint64_t h)
-{
-    h ^= h >> 30;
-    h *= 0xbf58476d1ce4e5b9ull;
-    h ^= h >> 27;
-    h *= 0x94d049bb133111ebull;
-    h ^= h >> 31;
-    return h;
-}
-
 /* Up to 8 bytes, little-endian whatever the machine: terms are stored. */
 static uint64_t load_le(const uint8_t *p, size_t n)
 {
@@ -67,13 +57,13 @@ static uint64_t load_le(const uint8_t *p, size_t n)
 static uint64_t term_bytes(int tag, uint64_t seed, const void *p, size_t n)
 {
     const uint8_t *s = p;
-    uint64_t h = avalanche(seed ^ ((uint64_t)tag * SEED_TAG) ^ (uint64_t)n);
+    uint64_t h = pl_mix64(seed ^ ((uint64_t)tag * SEED_TAG) ^ (uint64_t)n);
     for (; n >= 8; s += 8, n -= 8) {
         h = (h ^ load_le(s, 8)) * 0x9fb21c651e98df25ull;
         h ^= h >> 29;
     }
     h = (h ^ load_le(s, n)) * 0x9fb21c651e98df25ull;
-    return nonzero(avalanche(h));
+    return nonzero(pl_mix64(h));
 }
 
 static uint64_t term_int(int tag, uint64_t seed, int64_t v)

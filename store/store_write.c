@@ -130,15 +130,9 @@ static int service_id(pl_store *s, pl_bytes tenant, int64_t name_id, pl_bytes na
     sqlite3_stmt *sel = s->st[ST_SEL_TENANT_SERVICE];
     int rc = SQLITE_OK;
     for (int pass = 0; pass < 2; pass++) {
-        if (tenant.len)
-            bind_text(sel, 1, tenant);
-        else
-            sqlite3_bind_null(sel, 1);
+        bind_text_or_null(sel, 1, tenant);
         sqlite3_bind_int64(sel, 2, name_id);
-        if (labels.len)
-            bind_text(sel, 3, labels);
-        else
-            sqlite3_bind_null(sel, 3);
+        bind_text_or_null(sel, 3, labels);
         rc = sqlite3_step(sel);
         if (rc == SQLITE_ROW)
             *id = sqlite3_column_int64(sel, 0);
@@ -152,10 +146,7 @@ static int service_id(pl_store *s, pl_bytes tenant, int64_t name_id, pl_bytes na
         rc = SQLITE_OK;
         if (labels.len && pass == 0 && !pl_bytes_eq_cstr(labels, OVERFLOW_LABELS)) {
             sqlite3_stmt *cnt = s->st[ST_COUNT_LABEL_SETS];
-            if (tenant.len)
-                bind_text(cnt, 1, tenant);
-            else
-                sqlite3_bind_null(cnt, 1);
+            bind_text_or_null(cnt, 1, tenant);
             sqlite3_bind_int64(cnt, 2, name_id);
             int64_t n = 0;
             rc = sqlite3_step(cnt);
@@ -179,15 +170,9 @@ static int service_id(pl_store *s, pl_bytes tenant, int64_t name_id, pl_bytes na
             }
         }
         sqlite3_stmt *ins = s->st[ST_INS_TENANT_SERVICE];
-        if (tenant.len)
-            bind_text(ins, 1, tenant);
-        else
-            sqlite3_bind_null(ins, 1);
+        bind_text_or_null(ins, 1, tenant);
         sqlite3_bind_int64(ins, 2, name_id);
-        if (labels.len)
-            bind_text(ins, 3, labels);
-        else
-            sqlite3_bind_null(ins, 3);
+        bind_text_or_null(ins, 3, labels);
         rc = step_reset(ins);
         if (rc == SQLITE_OK)
             *id = sqlite3_last_insert_rowid(s->db);
@@ -473,10 +458,7 @@ static int write_span(pl_store *s, const pl_span *sp, pl_bytes service, int64_t 
                                                                       : sp->start_time_unix_nano;
     sqlite3_bind_int64(st, 8, (int64_t)end);
     sqlite3_bind_int(st, 9, sp->status.code);
-    if (sp->status.message.len)
-        bind_text(st, 10, sp->status.message);
-    else
-        sqlite3_bind_null(st, 10);
+    bind_text_or_null(st, 10, sp->status.message);
     pl_buf_reset(&s->json);
     pl_kvs_json(&s->json, sp->attrs.items, sp->attrs.n, &pl_vj_store);
     if (!pl_buf_ok(&s->json))
@@ -484,10 +466,7 @@ static int write_span(pl_store *s, const pl_span *sp, pl_bytes service, int64_t 
     sqlite3_bind_text(st, 11, (const char *)s->json.data, (int)s->json.len, SQLITE_STATIC);
 
     pl_bytes profile_id = attr_string(&sp->attrs, "pyroscope.profile.id");
-    if (profile_id.len)
-        bind_text(st, 12, profile_id);
-    else
-        sqlite3_bind_null(st, 12);
+    bind_text_or_null(st, 12, profile_id);
     static const char *const int_keys[3] = {"profile.samples", "profile.cpu_time_ns",
                                             "profile.cpu_time_total_ns"};
     for (int k = 0; k < 3; k++) {
@@ -540,10 +519,7 @@ static int write_span(pl_store *s, const pl_span *sp, pl_bytes service, int64_t 
         sqlite3_bind_blob(up, 1, sp->trace_id, 16, SQLITE_STATIC);
         sqlite3_bind_int64(up, 2, sid);
         sqlite3_bind_text(up, 11, (const char *)s->json.data, (int)s->json.len, SQLITE_STATIC);
-        if (profile_id.len)
-            bind_text(up, 12, profile_id);
-        else
-            sqlite3_bind_null(up, 12);
+        bind_text_or_null(up, 12, profile_id);
         for (int k = 0; k < 3; k++) {
             pl_kv *kv = pl_attrs_find(&sp->attrs, int_keys[k], strlen(int_keys[k]));
             int64_t v;
@@ -705,10 +681,7 @@ static int flush_spans(pl_store *s, span_set *set, pl_store_write_stats *stats)
         }
         sqlite3_bind_int64(st, 9, t->spans);
         sqlite3_bind_int64(st, 10, t->errors);
-        if (t->tenant.len)
-            bind_text(st, 12, t->tenant);
-        else
-            sqlite3_bind_null(st, 12);
+        bind_text_or_null(st, 12, t->tenant);
         sqlite3_bind_int64(st, 11,
                            t->has_root ? (int64_t)(t->root_end - t->root_start)
                                        : (int64_t)(t->end - t->start));
