@@ -24,6 +24,7 @@
 #include "testlib.h"
 #include "profile_fixture.h"
 #include "xorshift.h"
+#include "db_file_fixture.h"
 
 #include <sqlite3.h>
 
@@ -509,12 +510,7 @@ static void test_tempo_endpoints(void)
     CHECK(strstr((const char *)b.data, "/api/search") && strstr((const char *)b.data, "/api/echo"));
     pl_buf_free(&b);
     pl_sqlite_api_close(api);
-    char side[300];
-    unlink(db_path);
-    snprintf(side, sizeof(side), "%s-wal", db_path);
-    unlink(side);
-    snprintf(side, sizeof(side), "%s-shm", db_path);
-    unlink(side);
+    db_file_remove(db_path);
 }
 
 /* ---- the search-term index answers as the walk over every trace ---------- */
@@ -756,22 +752,12 @@ static int idx_compare(pl_store *s, const char *what, uint64_t plan_start, int *
     return differences;
 }
 
-static void idx_remove(const char *path)
-{
-    char side[300];
-    unlink(path);
-    snprintf(side, sizeof(side), "%s-wal", path);
-    unlink(side);
-    snprintf(side, sizeof(side), "%s-shm", path);
-    unlink(side);
-}
-
 static void test_term_index_same_answers(void)
 {
     const char *tmp = getenv("TMPDIR");
     char path[256];
     snprintf(path, sizeof(path), "%s/proflink-test-terms-%d.db", tmp ? tmp : "/tmp", (int)getpid());
-    idx_remove(path);
+    db_file_remove(path);
     uint64_t rng = 0x243f6a8885a308d3ull;
     pl_store *s = NULL;
     pl_err err;
@@ -913,7 +899,7 @@ static void test_term_index_same_answers(void)
     CHECK_EQ_INT(idx_compare(s, "after retention", IDX_BASE + 3200000000000ull, &indexed), 0);
     CHECK(indexed >= 10);
     pl_store_close(s);
-    idx_remove(path);
+    db_file_remove(path);
 }
 
 int main(int argc, char **argv)

@@ -34,6 +34,7 @@
 #include "core/stats.h"
 #include "store/sqlite_store.h"
 #include "../xorshift.h"
+#include "../db_file_fixture.h"
 
 #define SPANS_PER_TRACE 10
 /* 20 samples per trace, or $BENCH_SAMPLES_PER_TRACE (tests/bench/bench_querier.c's
@@ -360,12 +361,7 @@ int main(int argc, char **argv)
                 stack_frames[s][i] = i < 3 ? i : (int)(rnd() % N_FUNCTIONS);
         }
         snprintf(path, sizeof(path), "%s/proflink-bench-exporter.db", tmp ? tmp : "/tmp");
-        char side[600];
-        unlink(path);
-        snprintf(side, sizeof(side), "%s-wal", path);
-        unlink(side);
-        snprintf(side, sizeof(side), "%s-shm", path);
-        unlink(side);
+        db_file_remove(path);
         int rc = run_exporter(path, argc > 2 ? (uint32_t)strtoul(argv[2], NULL, 10) : 300000);
         unlink(path);
         return rc;
@@ -377,12 +373,7 @@ int main(int argc, char **argv)
             return 1;
         return run_queries(path, now, n_traces);
     }
-    char side[600];
-    unlink(path);
-    snprintf(side, sizeof(side), "%s-wal", path);
-    unlink(side);
-    snprintf(side, sizeof(side), "%s-shm", path);
-    unlink(side);
+    db_file_remove(path);
 
     for (int f = 0; f < N_FUNCTIONS; f++)
         snprintf(fn_names[f], sizeof(fn_names[f]), "github.com/shop/svc/pkg%d.Function%d", f % 40,

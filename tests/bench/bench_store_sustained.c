@@ -39,6 +39,7 @@
 #include "core/component.h"
 #include "core/model.h"
 #include "core/stats.h"
+#include "../db_file_fixture.h"
 
 #define SPANS_PER_BATCH 100
 #define SPANS_PER_TRACE 10
@@ -317,12 +318,7 @@ int main(int argc, char **argv)
         fprintf(stderr, "usage: bench_store_sustained SECONDS [SAMPLES_PER_SPAN 0..50] [DB]\n");
         return 2;
     }
-    char side[600];
-    unlink(path);
-    snprintf(side, sizeof(side), "%s-wal", path);
-    unlink(side);
-    snprintf(side, sizeof(side), "%s-shm", path);
-    unlink(side);
+    db_file_remove(path);
 
     const pl_cfg_section *sec = pl_exporter_sqlite.config;
     void *cfg = calloc(1, sec->size);

@@ -23,6 +23,7 @@
 #include "../store_fixtures.h"
 #include "net/http_server.h"
 #include "store/querier_internal.h"
+#include "../db_file_fixture.h"
 
 static pl_sqlite_api *api;
 static char db_path[256];
@@ -41,12 +42,7 @@ static const char *const methods[] = {
 
 static void remove_store(void)
 {
-    char side[300];
-    unlink(db_path);
-    snprintf(side, sizeof(side), "%s-wal", db_path);
-    unlink(side);
-    snprintf(side, sizeof(side), "%s-shm", db_path);
-    unlink(side);
+    db_file_remove(db_path);
 }
 
 int LLVMFuzzerInitialize(int *argc, char ***argv)

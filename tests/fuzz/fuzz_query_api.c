@@ -25,18 +25,14 @@
 #include "store/traceql.h"
 #include "net/http_server.h"
 #include "../profile_fixture.h"
+#include "../db_file_fixture.h"
 
 static pl_sqlite_api *api;
 static char db_path[256];
 
 static void remove_store(void)
 {
-    char side[300];
-    unlink(db_path);
-    snprintf(side, sizeof(side), "%s-wal", db_path);
-    unlink(side);
-    snprintf(side, sizeof(side), "%s-shm", db_path);
-    unlink(side);
+    db_file_remove(db_path);
 }
 
 static void fill_store(const char *path)
