@@ -179,8 +179,7 @@ struct nats_exporter {
     uint64_t next_seq; /* the loop's: next message id */
 
     /* connection settings, copied at create */
-    char *endpoint, *domain, *token, *username, *password, *creds_file;
-    pl_otlp_tls_config tls;
+    pl_nats_conn_settings conn;
     natsConnection *nc;
     jsCtx *js;
 
@@ -197,16 +196,6 @@ struct nats_exporter {
 
     uint64_t *published, *duplicates, *publish_failures, *split;
 };
-
-static char *dup_opt(const char *s, bool *ok)
-{
-    if (!s || !s[0])
-        return NULL;
-    char *d = strdup(s);
-    if (!d)
-        *ok = false;
-    return d;
-}
 
 /* Runs on a publisher thread: one message, waiting for the stream's ack. */
 static void publish_one(nats_exporter *x, nats_job *job)
@@ -534,16 +523,9 @@ static pl_status nats_create(const pl_create_settings *settings, const void *con
         if (pl_nats_marshaler_parse(sig[s]->marshaler, &x->json[s]) != 0)
             x->json[s] = false;
     }
-    x->endpoint = dup_opt(c->endpoint, &ok);
-    x->domain = dup_opt(c->jetstream.domain, &ok);
-    x->token = dup_opt(c->token.token, &ok);
-    x->username = dup_opt(c->user.username, &ok);
-    x->password = dup_opt(c->user.password, &ok);
-    x->creds_file = dup_opt(c->nkey_user_file.user_file, &ok);
-    x->tls.insecure_skip_verify = c->tls.insecure_skip_verify;
-    x->tls.ca_file = dup_opt(c->tls.ca_file, &ok);
-    x->tls.cert_file = dup_opt(c->tls.cert_file, &ok);
-    x->tls.key_file = dup_opt(c->tls.key_file, &ok);
+    ok = pl_nats_settings_copy(&x->conn, c->endpoint, c->jetstream.domain, &c->token, &c->user,
+                               &c->nkey_user_file, &c->tls) &&
+         ok;
     if (!ok || !x->id) {
         nats_destroy(x);
         return pl_errf(err, PL_ERR_NOMEM, "out of memory");
@@ -578,20 +560,9 @@ static pl_status nats_create(const pl_create_settings *settings, const void *con
 static pl_status nats_start(void *self, pl_err *err)
 {
     nats_exporter *x = self;
-    pl_nats_token_config token = {x->token};
-    pl_nats_user_config user = {x->username, x->password};
-    pl_nats_nkey_user_file_config creds = {x->creds_file};
-    pl_nats_conn_params p = {x->id, x->endpoint, &x->tls, &token, &user, &creds};
-    pl_status st = pl_nats_connect(&p, &x->nc, err);
+    pl_status st = pl_nats_connect_js(x->id, &x->conn, x->publish_timeout_ms, &x->nc, &x->js, err);
     if (st != PL_OK)
         return st;
-    jsOptions jo;
-    jsOptions_Init(&jo);
-    jo.Domain = x->domain;
-    jo.Wait = x->publish_timeout_ms;
-    natsStatus s = natsConnection_JetStream(&x->js, x->nc, &jo);
-    if (s != NATS_OK)
-        return pl_errf(err, PL_ERR_INTERNAL, "JetStream context: %s", natsStatus_GetText(s));
     for (int i = 0; i < x->n_threads; i++)
         if (uv_thread_create(&x->threads[x->threads_started], publisher_main, x) == 0)
             x->threads_started++;
@@ -663,15 +634,7 @@ static void nats_destroy(void *self)
         natsConnection_Destroy(x->nc);
     for (int s = 0; s < PL_SIGNAL_COUNT; s++)
         free(x->subjects[s]);
-    free(x->endpoint);
-    free(x->domain);
-    free(x->token);
-    free(x->username);
-    free(x->password);
-    free(x->creds_file);
-    free(x->tls.ca_file);
-    free(x->tls.cert_file);
-    free(x->tls.key_file);
+    pl_nats_settings_free(&x->conn);
     pl_buf_free(&x->scratch);
     free(x->id);
     uv_cond_destroy(&x->wake);

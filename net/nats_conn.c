@@ -4,6 +4,7 @@
  * threads).
  */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "core/log.h"
@@ -148,7 +149,52 @@ static void on_reconnected(natsConnection *nc, void *closure)
     pl_info((const char *)closure, "reconnected to NATS at %s", url);
 }
 
-pl_status pl_nats_connect(const pl_nats_conn_params *p, natsConnection **out, pl_err *err)
+static char *dup_opt(const char *s, bool *ok)
+{
+    if (!s || !s[0])
+        return NULL;
+    char *d = strdup(s);
+    if (!d)
+        *ok = false;
+    return d;
+}
+
+bool pl_nats_settings_copy(pl_nats_conn_settings *dst, const char *endpoint, const char *domain,
+                           const pl_nats_token_config *token, const pl_nats_user_config *user,
+                           const pl_nats_nkey_user_file_config *creds,
+                           const pl_otlp_tls_config *tls)
+{
+    bool ok = true;
+    memset(dst, 0, sizeof(*dst));
+    dst->endpoint = dup_opt(endpoint, &ok);
+    dst->domain = dup_opt(domain, &ok);
+    dst->token.token = dup_opt(token->token, &ok);
+    dst->user.username = dup_opt(user->username, &ok);
+    dst->user.password = dup_opt(user->password, &ok);
+    dst->creds.user_file = dup_opt(creds->user_file, &ok);
+    dst->tls.insecure_skip_verify = tls->insecure_skip_verify;
+    dst->tls.ca_file = dup_opt(tls->ca_file, &ok);
+    dst->tls.cert_file = dup_opt(tls->cert_file, &ok);
+    dst->tls.key_file = dup_opt(tls->key_file, &ok);
+    return ok;
+}
+
+void pl_nats_settings_free(pl_nats_conn_settings *s)
+{
+    free(s->endpoint);
+    free(s->domain);
+    free(s->token.token);
+    free(s->user.username);
+    free(s->user.password);
+    free(s->creds.user_file);
+    free(s->tls.ca_file);
+    free(s->tls.cert_file);
+    free(s->tls.key_file);
+    memset(s, 0, sizeof(*s));
+}
+
+static pl_status nats_connect(const char *name, const pl_nats_conn_settings *p,
+                              natsConnection **out, pl_err *err)
 {
     natsOptions *opts = NULL;
     natsStatus s = natsOptions_Create(&opts);
@@ -157,7 +203,7 @@ pl_status pl_nats_connect(const pl_nats_conn_params *p, natsConnection **out, pl
     pl_status st = PL_OK;
     /* The callbacks' closure is the name, which the component keeps for the
      * connection's life. They run on libnats' threads and only log. */
-    const char *name = p->name ? p->name : "nats";
+    name = name ? name : "nats";
 #define TRY(call, what)                                                                            \
     do {                                                                                           \
         if (st == PL_OK && (s = (call)) != NATS_OK)                                                \
@@ -191,15 +237,15 @@ pl_status pl_nats_connect(const pl_nats_conn_params *p, natsConnection **out, pl
         "retry on failed connect");
     TRY(natsOptions_SetDisconnectedCB(opts, on_disconnected, (void *)name), "callbacks");
     TRY(natsOptions_SetReconnectedCB(opts, on_reconnected, (void *)name), "callbacks");
-    if (p->token && set(p->token->token))
-        TRY(natsOptions_SetToken(opts, p->token->token), "token");
-    if (p->user && set(p->user->username))
-        TRY(natsOptions_SetUserInfo(opts, p->user->username, p->user->password), "user");
-    if (p->creds && set(p->creds->user_file))
-        TRY(natsOptions_SetUserCredentialsFromFiles(opts, p->creds->user_file, NULL),
+    if (set(p->token.token))
+        TRY(natsOptions_SetToken(opts, p->token.token), "token");
+    if (set(p->user.username))
+        TRY(natsOptions_SetUserInfo(opts, p->user.username, p->user.password), "user");
+    if (set(p->creds.user_file))
+        TRY(natsOptions_SetUserCredentialsFromFiles(opts, p->creds.user_file, NULL),
             "nkey_user_file");
-    const pl_otlp_tls_config *tls = p->tls;
-    if (tls && (set(tls->ca_file) || set(tls->cert_file) || tls->insecure_skip_verify)) {
+    const pl_otlp_tls_config *tls = &p->tls;
+    if ((set(tls->ca_file) || set(tls->cert_file) || tls->insecure_skip_verify)) {
         TRY(natsOptions_SetSecure(opts, true), "tls");
         if (set(tls->ca_file))
             TRY(natsOptions_LoadCATrustedCertificates(opts, tls->ca_file), "tls::ca_file");
@@ -222,6 +268,23 @@ pl_status pl_nats_connect(const pl_nats_conn_params *p, natsConnection **out, pl
     }
     natsOptions_Destroy(opts);
     return st;
+}
+
+pl_status pl_nats_connect_js(const char *name, const pl_nats_conn_settings *s, int64_t wait_ms,
+                             natsConnection **nc, jsCtx **js, pl_err *err)
+{
+    pl_status st = nats_connect(name, s, nc, err);
+    if (st != PL_OK)
+        return st;
+    jsOptions jo;
+    jsOptions_Init(&jo);
+    jo.Domain = s->domain;
+    if (wait_ms > 0)
+        jo.Wait = wait_ms;
+    natsStatus ns = natsConnection_JetStream(js, *nc, &jo);
+    if (ns != NATS_OK)
+        return pl_errf(err, PL_ERR_INTERNAL, "JetStream context: %s", natsStatus_GetText(ns));
+    return PL_OK;
 }
 
 void pl_nats_close(natsConnection *nc)

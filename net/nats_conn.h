@@ -39,20 +39,32 @@ extern const pl_cfg_section pl_nats_nkey_section;
 extern const pl_cfg_section pl_nats_nkey_jwt_section;
 extern const pl_cfg_section pl_nats_nkey_user_file_section;
 
-/* What a connection needs, borrowed from either component's config. */
-typedef struct pl_nats_conn_params {
-    const char *name; /* connection name the server shows (the component id) */
-    const char *endpoint;
-    const pl_otlp_tls_config *tls;
-    const pl_nats_token_config *token;
-    const pl_nats_user_config *user;
-    const pl_nats_nkey_user_file_config *creds;
-} pl_nats_conn_params;
+/* A component's own copy of the connection keys both components share
+ * (its config is not kept after create). */
+typedef struct pl_nats_conn_settings {
+    char *endpoint, *domain; /* domain: the JetStream domain, or NULL */
+    pl_nats_token_config token;
+    pl_nats_user_config user;
+    pl_nats_nkey_user_file_config creds;
+    pl_otlp_tls_config tls; /* insecure_skip_verify and the three files */
+} pl_nats_conn_settings;
+
+/* Copies the keys (empty strings become NULL). False when out of memory;
+ * pl_nats_settings_free frees what was copied either way. */
+bool pl_nats_settings_copy(pl_nats_conn_settings *dst, const char *endpoint, const char *domain,
+                           const pl_nats_token_config *token, const pl_nats_user_config *user,
+                           const pl_nats_nkey_user_file_config *creds,
+                           const pl_otlp_tls_config *tls);
+void pl_nats_settings_free(pl_nats_conn_settings *s);
 
 /* Connects (or starts connecting in the background: a server that is not
- * up yet is not an error). PL_ERR_INVALID for settings libnats refuses (a
- * bad URL, an unreadable certificate or credentials file). */
-pl_status pl_nats_connect(const pl_nats_conn_params *params, natsConnection **out, pl_err *err);
+ * up yet is not an error) and makes the JetStream context in `s->domain`;
+ * `wait_ms` > 0 sets how long its calls wait for an answer. `name` is the
+ * connection name the server shows (the component id; kept by the caller
+ * while connected). PL_ERR_INVALID for settings libnats refuses (a bad
+ * URL, an unreadable certificate or credentials file). */
+pl_status pl_nats_connect_js(const char *name, const pl_nats_conn_settings *s, int64_t wait_ms,
+                             natsConnection **nc, jsCtx **js, pl_err *err);
 
 /* Closes and frees a connection (NULL is fine). Blocking calls of other
  * threads on it return NATS_CONNECTION_CLOSED. */

@@ -159,8 +159,7 @@ struct nats_receiver {
     uv_loop_t *loop;
     pl_stats *stats;
     pl_consumer *next[PL_SIGNAL_COUNT];
-    char *endpoint, *domain, *token, *username, *password, *creds_file;
-    pl_otlp_tls_config tls;
+    pl_nats_conn_settings conn;
     int64_t ack_wait_ns, max_deliver, nak_delay_ns;
     int fetch_batch;
     natsConnection *nc;
@@ -178,16 +177,6 @@ struct nats_receiver {
     uint64_t *received, *acks, *naks, *terms, *redeliveries;
     int64_t *lag;
 };
-
-static char *dup_opt(const char *s, bool *ok)
-{
-    if (!s || !s[0])
-        return NULL;
-    char *d = strdup(s);
-    if (!d)
-        *ok = false;
-    return d;
-}
 
 static uint64_t now_ms(void)
 {
@@ -579,16 +568,9 @@ static pl_status nats_receiver_create(const pl_create_settings *settings, const 
     r->loop = settings->loop;
     r->stats = settings->stats;
     memcpy(r->next, settings->next, sizeof(r->next));
-    r->endpoint = dup_opt(c->endpoint, &ok);
-    r->domain = dup_opt(c->jetstream.domain, &ok);
-    r->token = dup_opt(c->token.token, &ok);
-    r->username = dup_opt(c->user.username, &ok);
-    r->password = dup_opt(c->user.password, &ok);
-    r->creds_file = dup_opt(c->nkey_user_file.user_file, &ok);
-    r->tls.insecure_skip_verify = c->tls.insecure_skip_verify;
-    r->tls.ca_file = dup_opt(c->tls.ca_file, &ok);
-    r->tls.cert_file = dup_opt(c->tls.cert_file, &ok);
-    r->tls.key_file = dup_opt(c->tls.key_file, &ok);
+    ok = pl_nats_settings_copy(&r->conn, c->endpoint, c->jetstream.domain, &c->token, &c->user,
+                               &c->nkey_user_file, &c->tls) &&
+         ok;
     r->ack_wait_ns = c->jetstream.ack_wait;
     r->max_deliver = c->jetstream.max_deliver;
     r->nak_delay_ns = c->nak_delay;
@@ -655,19 +637,9 @@ static pl_status nats_receiver_start(void *self, pl_err *err)
     nats_receiver *r = self;
     if (!r->n_consumers)
         return PL_OK;
-    pl_nats_token_config token = {r->token};
-    pl_nats_user_config user = {r->username, r->password};
-    pl_nats_nkey_user_file_config creds = {r->creds_file};
-    pl_nats_conn_params p = {r->id, r->endpoint, &r->tls, &token, &user, &creds};
-    pl_status st = pl_nats_connect(&p, &r->nc, err);
+    pl_status st = pl_nats_connect_js(r->id, &r->conn, 0, &r->nc, &r->js, err);
     if (st != PL_OK)
         return st;
-    jsOptions jo;
-    jsOptions_Init(&jo);
-    jo.Domain = r->domain;
-    natsStatus s = natsConnection_JetStream(&r->js, r->nc, &jo);
-    if (s != NATS_OK)
-        return pl_errf(err, PL_ERR_INTERNAL, "JetStream context: %s", natsStatus_GetText(s));
     for (size_t i = 0; i < r->n_consumers; i++) {
         nats_consumer *c = &r->consumers[i];
         if (uv_thread_create(&c->thread, fetch_main, c) != 0)
@@ -722,15 +694,7 @@ static void nats_receiver_destroy(void *self)
     if (r->nc)
         natsConnection_Destroy(r->nc);
     free(r->consumers);
-    free(r->endpoint);
-    free(r->domain);
-    free(r->token);
-    free(r->username);
-    free(r->password);
-    free(r->creds_file);
-    free(r->tls.ca_file);
-    free(r->tls.cert_file);
-    free(r->tls.key_file);
+    pl_nats_settings_free(&r->conn);
     free(r->id);
     uv_cond_destroy(&r->wake);
     uv_mutex_destroy(&r->lock);
