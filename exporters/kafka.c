@@ -670,14 +670,7 @@ static pl_status kafka_create(const pl_create_settings *settings, const void *co
                                         "times a record over max_message_bytes was split in two");
     x->dropped_oversize = pl_stats_counter(x->stats, "kafka_oversize_dropped",
                                            "spans or samples too large for a record on their own");
-    pl_kafka_conn conn = {x->id,
-                          &c->brokers,
-                          c->client_id,
-                          c->tls.ca_file,
-                          c->tls.cert_file,
-                          c->tls.key_file,
-                          c->tls.insecure_skip_verify,
-                          &c->auth};
+    pl_kafka_conn conn = {x->id, &c->brokers, c->client_id, &c->tls, &c->auth};
     x->conf = pl_kafka_conf_new(&conn, err);
     pl_status st = x->conf ? PL_OK : PL_ERR_INVALID;
     if (st == PL_OK)

@@ -77,19 +77,19 @@ rd_kafka_conf_t *pl_kafka_conf_new(const pl_kafka_conn *c, pl_err *err)
     pl_buf_free(&brokers);
     if (st == PL_OK && set(c->client_id))
         st = pl_kafka_conf_set(conf, "client.id", c->client_id, err);
-    bool tls = set(c->ca_file) || set(c->cert_file) || c->insecure_skip_verify;
+    bool tls = set(c->tls->ca_file) || set(c->tls->cert_file) || c->tls->insecure_skip_verify;
     bool sasl = c->auth && set(c->auth->sasl.username);
     if (st == PL_OK)
         st = pl_kafka_conf_set(
             conf, "security.protocol",
             tls ? (sasl ? "sasl_ssl" : "ssl") : (sasl ? "sasl_plaintext" : "plaintext"), err);
-    if (st == PL_OK && set(c->ca_file))
-        st = pl_kafka_conf_set(conf, "ssl.ca.location", c->ca_file, err);
-    if (st == PL_OK && set(c->cert_file))
-        st = pl_kafka_conf_set(conf, "ssl.certificate.location", c->cert_file, err);
-    if (st == PL_OK && set(c->key_file))
-        st = pl_kafka_conf_set(conf, "ssl.key.location", c->key_file, err);
-    if (st == PL_OK && tls && c->insecure_skip_verify)
+    if (st == PL_OK && set(c->tls->ca_file))
+        st = pl_kafka_conf_set(conf, "ssl.ca.location", c->tls->ca_file, err);
+    if (st == PL_OK && set(c->tls->cert_file))
+        st = pl_kafka_conf_set(conf, "ssl.certificate.location", c->tls->cert_file, err);
+    if (st == PL_OK && set(c->tls->key_file))
+        st = pl_kafka_conf_set(conf, "ssl.key.location", c->tls->key_file, err);
+    if (st == PL_OK && tls && c->tls->insecure_skip_verify)
         st = pl_kafka_conf_set(conf, "enable.ssl.certificate.verification", "false", err);
     if (st == PL_OK && sasl && !tls &&
         (!set(c->auth->sasl.mechanism) || strcmp(c->auth->sasl.mechanism, "PLAIN") == 0))

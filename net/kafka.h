@@ -29,6 +29,7 @@
 #include "core/component.h"
 
 #include "net/kafka.config.h"
+#include "net/tls.config.h"
 
 /* The `auth` section both components nest (auth.sasl). */
 extern const pl_cfg_section pl_kafka_auth_section;
@@ -40,8 +41,7 @@ typedef struct pl_kafka_conn {
     const pl_strlist *brokers;
     const char *client_id;
     /* TLS: on when ca_file, cert_file or insecure_skip_verify is set */
-    const char *ca_file, *cert_file, *key_file;
-    bool insecure_skip_verify;
+    const pl_otlp_tls_config *tls;
     const pl_kafka_auth_config *auth;
 } pl_kafka_conn;
 

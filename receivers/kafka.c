@@ -642,14 +642,7 @@ static pl_status kafka_create(const pl_create_settings *settings, const void *co
         pl_stats_gauge(r->stats, "kafka_partitions_paused", "partitions paused by back-pressure");
     r->assigned_gauge =
         pl_stats_gauge(r->stats, "kafka_partitions_assigned", "partitions this member reads");
-    pl_kafka_conn conn = {r->id,
-                          &c->brokers,
-                          c->client_id,
-                          c->tls.ca_file,
-                          c->tls.cert_file,
-                          c->tls.key_file,
-                          c->tls.insecure_skip_verify,
-                          &c->auth};
+    pl_kafka_conn conn = {r->id, &c->brokers, c->client_id, &c->tls, &c->auth};
     r->conf = pl_kafka_conf_new(&conn, err);
     pl_status st = r->conf ? PL_OK : PL_ERR_INVALID;
     pl_buf strategies;

@@ -1006,8 +1006,8 @@ static void test_tls_and_sasl_settings_reach_librdkafka(void)
     char *b[] = {"k1:9092", "k2:9092"};
     pl_strlist brokers = {b, 2};
     pl_kafka_auth_config auth = {{"agent", "s3cret", "SCRAM-SHA-512"}};
-    pl_kafka_conn conn = {"kafka", &brokers, "proflink-test", "/etc/ssl/certs/ca-certificates.crt",
-                          NULL,    NULL,     false,           &auth};
+    pl_otlp_tls_config tls = {.ca_file = "/etc/ssl/certs/ca-certificates.crt"};
+    pl_kafka_conn conn = {"kafka", &brokers, "proflink-test", &tls, &auth};
     pl_err err = {{0}};
     rd_kafka_conf_t *conf = pl_kafka_conf_new(&conn, &err);
     REQUIRE(conf);
@@ -1023,7 +1023,7 @@ static void test_tls_and_sasl_settings_reach_librdkafka(void)
 
     /* SASL without TLS: PLAIN by default, over plaintext */
     auth.sasl.mechanism = NULL;
-    conn.ca_file = NULL;
+    tls.ca_file = NULL;
     conf = pl_kafka_conf_new(&conn, &err);
     REQUIRE(conf);
     CHECK_EQ_STR(conf_get(conf, "security.protocol", buf, sizeof(buf)), "sasl_plaintext");
@@ -1032,7 +1032,7 @@ static void test_tls_and_sasl_settings_reach_librdkafka(void)
 
     /* TLS without verification, no SASL */
     conn.auth = NULL;
-    conn.insecure_skip_verify = true;
+    tls.insecure_skip_verify = true;
     conf = pl_kafka_conf_new(&conn, &err);
     REQUIRE(conf);
     CHECK_EQ_STR(conf_get(conf, "security.protocol", buf, sizeof(buf)), "ssl");
