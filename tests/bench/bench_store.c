@@ -35,6 +35,7 @@
 #include "store/sqlite_store.h"
 #include "../xorshift.h"
 #include "../db_file_fixture.h"
+#include "sqlite_exporter_fixture.h"
 
 #define SPANS_PER_TRACE 10
 /* 20 samples per trace, or $BENCH_SAMPLES_PER_TRACE (tests/bench/bench_querier.c's
@@ -251,45 +252,18 @@ static int existing_store(const char *path, uint64_t *now, uint32_t *n_traces)
 
 static int run_queries(const char *path, uint64_t now, uint32_t n_traces);
 
-extern const pl_component_type pl_exporter_sqlite;
-
 /* Sustained rate through the exporter: batches are built and exported on
  * this thread (the event loop's role) while the writer thread commits;
  * a full queue answers REFUSED and the batch is offered again, as a
  * receiver's client would retry. Ends when everything is committed. */
 static int run_exporter(const char *path, uint32_t n_spans)
 {
-    const pl_cfg_section *sec = pl_exporter_sqlite.config;
-    void *cfg = calloc(1, sec->size);
-    if (!cfg || pl_cfg_defaults(sec, cfg) != 0)
-        return 1;
-    for (const pl_cfg_field *f = sec->fields; f->key; f++) {
-        char *slot = (char *)cfg + f->offset;
-        if (strcmp(f->key, "path") == 0) {
-            free(*(char **)slot);
-            *(char **)slot = strdup(path);
-        } else if (strcmp(f->key, "api") == 0) {
-            for (const pl_cfg_field *g = f->section->fields; g->key; g++)
-                if (strcmp(g->key, "endpoint") == 0) {
-                    free(*(char **)(slot + g->offset));
-                    *(char **)(slot + g->offset) = strdup("");
-                }
-        }
-    }
-    uv_loop_t loop;
-    uv_loop_init(&loop);
-    pl_stats *stats = pl_stats_new("sqlite", PL_KIND_EXPORTER);
-    pl_create_settings set = {0};
-    set.id = "sqlite";
-    set.loop = &loop;
-    set.stats = stats;
-    void *x = NULL;
-    pl_err err = {{0}};
-    if (pl_exporter_sqlite.create(&set, cfg, &x, &err) != PL_OK ||
-        pl_exporter_sqlite.start(x, &err) != PL_OK) {
-        fprintf(stderr, "exporter: %s\n", err.msg);
-        return 1;
-    }
+    bench_sqlite bs;
+    int started = bench_sqlite_start(&bs, path, NULL);
+    if (started != 0)
+        return started;
+    pl_stats *stats = bs.stats;
+    void *x = bs.x;
     uint32_t n_traces = n_spans / SPANS_PER_TRACE;
     uint64_t now = pl_time_now_ns();
     uint64_t refused = 0;
@@ -302,7 +276,7 @@ static int run_exporter(const char *path, uint32_t n_spans)
             pl_status st;
             while ((st = pl_exporter_sqlite.export(x, b[k])) == PL_ERR_REFUSED) {
                 refused++;
-                uv_run(&loop, UV_RUN_NOWAIT);
+                uv_run(&bs.loop, UV_RUN_NOWAIT);
                 uv_sleep(1);
             }
             if (st != PL_OK) {
@@ -311,10 +285,10 @@ static int run_exporter(const char *path, uint32_t n_spans)
             }
             pl_batch_free(b[k]);
         }
-        uv_run(&loop, UV_RUN_NOWAIT);
+        uv_run(&bs.loop, UV_RUN_NOWAIT);
     }
     while (pl_exporter_sqlite.pending(x) > 0) {
-        uv_run(&loop, UV_RUN_NOWAIT);
+        uv_run(&bs.loop, UV_RUN_NOWAIT);
         uv_sleep(1);
     }
     double secs = (double)(pl_time_mono_ns() - t0) / 1e9;
@@ -326,13 +300,8 @@ static int run_exporter(const char *path, uint32_t n_spans)
            " retries after a full queue)\n",
            n_traces * SPANS_PER_TRACE, n_traces * SAMPLES_PER_TRACE, secs,
            (double)(n_traces * SPANS_PER_TRACE) / secs, sent, failed, refused);
-    pl_exporter_sqlite.shutdown(x);
-    uv_run(&loop, UV_RUN_DEFAULT);
-    pl_exporter_sqlite.destroy(x);
-    uv_loop_close(&loop);
-    pl_cfg_free(sec, cfg);
-    free(cfg);
-    pl_stats_free(stats);
+    bench_sqlite_stop(&bs);
+    bench_sqlite_free(&bs);
     return failed ? 1 : 0;
 }
 

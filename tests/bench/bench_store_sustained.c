@@ -40,6 +40,7 @@
 #include "core/model.h"
 #include "core/stats.h"
 #include "../db_file_fixture.h"
+#include "sqlite_exporter_fixture.h"
 
 #define SPANS_PER_BATCH 100
 #define SPANS_PER_TRACE 10
@@ -47,8 +48,6 @@
 #define N_FUNCTIONS     300
 #define N_STACKS        1000
 #define INTERVAL_NS     10000000000ull
-
-extern const pl_component_type pl_exporter_sqlite;
 
 static const char *const services[N_SERVICES] = {"frontend", "cart", "checkout", "payment",
                                                  "inventory"};
@@ -320,42 +319,12 @@ int main(int argc, char **argv)
     }
     db_file_remove(path);
 
-    const pl_cfg_section *sec = pl_exporter_sqlite.config;
-    void *cfg = calloc(1, sec->size);
-    if (!cfg || pl_cfg_defaults(sec, cfg) != 0)
-        return 1;
-    for (const pl_cfg_field *f = sec->fields; f->key; f++) {
-        char *slot = (char *)cfg + f->offset;
-        if (strcmp(f->key, "path") == 0) {
-            free(*(char **)slot);
-            *(char **)slot = strdup(path);
-        } else if (strcmp(f->key, "max_size") == 0 && argc > 4) {
-            if (pl_parse_size(argv[4], (uint64_t *)slot) != 0) {
-                fprintf(stderr, "bad MAX_SIZE %s\n", argv[4]);
-                return 2;
-            }
-        } else if (strcmp(f->key, "api") == 0) {
-            for (const pl_cfg_field *g = f->section->fields; g->key; g++)
-                if (strcmp(g->key, "endpoint") == 0) {
-                    free(*(char **)(slot + g->offset));
-                    *(char **)(slot + g->offset) = strdup("");
-                }
-        }
-    }
-    uv_loop_t loop;
-    uv_loop_init(&loop);
-    pl_stats *stats = pl_stats_new("sqlite", PL_KIND_EXPORTER);
-    pl_create_settings set = {0};
-    set.id = "sqlite";
-    set.loop = &loop;
-    set.stats = stats;
-    void *x = NULL;
-    pl_err err = {{0}};
-    if (pl_exporter_sqlite.create(&set, cfg, &x, &err) != PL_OK ||
-        pl_exporter_sqlite.start(x, &err) != PL_OK) {
-        fprintf(stderr, "exporter: %s\n", err.msg);
-        return 1;
-    }
+    bench_sqlite bs;
+    int started = bench_sqlite_start(&bs, path, argc > 4 ? argv[4] : NULL);
+    if (started != 0)
+        return started;
+    pl_stats *stats = bs.stats;
+    void *x = bs.x;
     rng r = {(uint64_t)pl_time_now_ns() | 1};
     pl_span *order[SPANS_PER_BATCH];
     pl_batch *spans = make_spans(order);
@@ -413,7 +382,7 @@ int main(int argc, char **argv)
         pl_status st;
         while ((st = pl_exporter_sqlite.export(x, spans)) == PL_ERR_REFUSED) {
             refused++;
-            uv_run(&loop, UV_RUN_NOWAIT);
+            uv_run(&bs.loop, UV_RUN_NOWAIT);
             uv_sleep(1);
             if (pl_time_mono_ns() >= next_report)
                 break;
@@ -429,7 +398,7 @@ int main(int argc, char **argv)
             refresh_samples(samples, order, now);
             while ((st = pl_exporter_sqlite.export(x, samples)) == PL_ERR_REFUSED) {
                 refused++;
-                uv_run(&loop, UV_RUN_NOWAIT);
+                uv_run(&bs.loop, UV_RUN_NOWAIT);
                 uv_sleep(1);
             }
             if (st != PL_OK) {
@@ -437,10 +406,10 @@ int main(int argc, char **argv)
                 return 1;
             }
         }
-        uv_run(&loop, UV_RUN_NOWAIT);
+        uv_run(&bs.loop, UV_RUN_NOWAIT);
     }
     while (pl_exporter_sqlite.pending(x) > 0) {
-        uv_run(&loop, UV_RUN_NOWAIT);
+        uv_run(&bs.loop, UV_RUN_NOWAIT);
         uv_sleep(1);
     }
     double secs = (double)(pl_time_mono_ns() - t0) / 1e9;
@@ -452,9 +421,7 @@ int main(int argc, char **argv)
     uint64_t samples_sent = pl_stats_get(stats, PL_SIGNAL_PROFILES, PL_STAT_SENT);
     extra_find del = {"retention_deleted_spans", 0};
     pl_stats_each_extra(stats, find_extra, &del);
-    pl_exporter_sqlite.shutdown(x);
-    uv_run(&loop, UV_RUN_DEFAULT);
-    pl_exporter_sqlite.destroy(x);
+    bench_sqlite_stop(&bs);
 
     int64_t stored = -1;
     sqlite3 *db;
@@ -490,9 +457,6 @@ int main(int argc, char **argv)
     pl_batch_free(spans);
     if (samples)
         pl_batch_free(samples);
-    uv_loop_close(&loop);
-    pl_cfg_free(sec, cfg);
-    free(cfg);
-    pl_stats_free(stats);
+    bench_sqlite_free(&bs);
     return ok ? 0 : 1;
 }
