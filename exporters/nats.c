@@ -490,14 +490,9 @@ static pl_status nats_create(const pl_create_settings *settings, const void *con
     nats_exporter *x = calloc(1, sizeof(*x));
     if (!x)
         return pl_errf(err, PL_ERR_NOMEM, "out of memory");
-    if (uv_mutex_init(&x->lock) != 0) {
+    if (!pl_nats_sync_init(&x->lock, &x->wake)) {
         free(x);
-        return pl_errf(err, PL_ERR_INTERNAL, "mutex");
-    }
-    if (uv_cond_init(&x->wake) != 0) {
-        uv_mutex_destroy(&x->lock);
-        free(x);
-        return pl_errf(err, PL_ERR_INTERNAL, "condition variable");
+        return pl_errf(err, PL_ERR_INTERNAL, "mutex or condition variable");
     }
     bool ok = true;
     x->id = strdup(settings->id ? settings->id : "nats");
@@ -594,11 +589,6 @@ static struct pl_queue *nats_stored_queue(void *self)
     return pl_queue_stored(x->queue);
 }
 
-static void on_async_closed(uv_handle_t *h)
-{
-    free(h->data);
-}
-
 static void nats_destroy(void *self)
 {
     nats_exporter *x = self;
@@ -637,14 +627,7 @@ static void nats_destroy(void *self)
     pl_nats_settings_free(&x->conn);
     pl_buf_free(&x->scratch);
     free(x->id);
-    uv_cond_destroy(&x->wake);
-    uv_mutex_destroy(&x->lock);
-    if (x->async_ready) {
-        x->async.data = x;
-        uv_close((uv_handle_t *)&x->async, on_async_closed);
-    } else {
-        free(x);
-    }
+    pl_nats_release(x, &x->lock, &x->wake, &x->async, x->async_ready);
 }
 
 const pl_component_type pl_exporter_nats = {

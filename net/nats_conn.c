@@ -287,6 +287,35 @@ pl_status pl_nats_connect_js(const char *name, const pl_nats_conn_settings *s, i
     return PL_OK;
 }
 
+bool pl_nats_sync_init(uv_mutex_t *lock, uv_cond_t *wake)
+{
+    if (uv_mutex_init(lock) != 0)
+        return false;
+    if (uv_cond_init(wake) != 0) {
+        uv_mutex_destroy(lock);
+        return false;
+    }
+    return true;
+}
+
+static void on_owner_async_closed(uv_handle_t *h)
+{
+    free(h->data);
+}
+
+void pl_nats_release(void *owner, uv_mutex_t *lock, uv_cond_t *wake, uv_async_t *async,
+                     bool async_ready)
+{
+    uv_cond_destroy(wake);
+    uv_mutex_destroy(lock);
+    if (async_ready) {
+        async->data = owner;
+        uv_close((uv_handle_t *)async, on_owner_async_closed);
+    } else {
+        free(owner);
+    }
+}
+
 void pl_nats_close(natsConnection *nc)
 {
     if (!nc)

@@ -26,6 +26,7 @@
 #include <stdint.h>
 
 #include <nats/nats.h>
+#include <uv.h>
 
 #include "core/component.h"
 #include "net/tls.h"
@@ -65,6 +66,16 @@ void pl_nats_settings_free(pl_nats_conn_settings *s);
  * URL, an unreadable certificate or credentials file). */
 pl_status pl_nats_connect_js(const char *name, const pl_nats_conn_settings *s, int64_t wait_ms,
                              natsConnection **nc, jsCtx **js, pl_err *err);
+
+/* The lock and condition variable a nats component shares with its
+ * threads; false (nothing to destroy) when either cannot be made. */
+bool pl_nats_sync_init(uv_mutex_t *lock, uv_cond_t *wake);
+
+/* The end of a nats component's destroy, once its threads have stopped:
+ * destroys the lock and condition, then frees `owner` (malloc'd), after the
+ * loop has closed `async` when it was initialised. */
+void pl_nats_release(void *owner, uv_mutex_t *lock, uv_cond_t *wake, uv_async_t *async,
+                     bool async_ready);
 
 /* Closes and frees a connection (NULL is fine). Blocking calls of other
  * threads on it return NATS_CONNECTION_CLOSED. */

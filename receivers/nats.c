@@ -554,14 +554,9 @@ static pl_status nats_receiver_create(const pl_create_settings *settings, const 
     nats_receiver *r = calloc(1, sizeof(*r));
     if (!r)
         return pl_errf(err, PL_ERR_NOMEM, "out of memory");
-    if (uv_mutex_init(&r->lock) != 0) {
+    if (!pl_nats_sync_init(&r->lock, &r->wake)) {
         free(r);
-        return pl_errf(err, PL_ERR_INTERNAL, "mutex");
-    }
-    if (uv_cond_init(&r->wake) != 0) {
-        uv_mutex_destroy(&r->lock);
-        free(r);
-        return pl_errf(err, PL_ERR_INTERNAL, "condition variable");
+        return pl_errf(err, PL_ERR_INTERNAL, "mutex or condition variable");
     }
     bool ok = true;
     r->id = strdup(settings->id ? settings->id : "nats");
@@ -660,11 +655,6 @@ static void nats_receiver_shutdown(void *self)
     uv_mutex_unlock(&r->lock);
 }
 
-static void on_async_closed(uv_handle_t *h)
-{
-    free(h->data);
-}
-
 static void nats_receiver_destroy(void *self)
 {
     nats_receiver *r = self;
@@ -696,14 +686,7 @@ static void nats_receiver_destroy(void *self)
     free(r->consumers);
     pl_nats_settings_free(&r->conn);
     free(r->id);
-    uv_cond_destroy(&r->wake);
-    uv_mutex_destroy(&r->lock);
-    if (r->async_ready) {
-        r->async.data = r;
-        uv_close((uv_handle_t *)&r->async, on_async_closed);
-    } else {
-        free(r);
-    }
+    pl_nats_release(r, &r->lock, &r->wake, &r->async, r->async_ready);
 }
 
 const pl_component_type pl_receiver_nats = {
