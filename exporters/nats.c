@@ -166,9 +166,7 @@ typedef struct nats_job {
 } nats_job;
 
 struct nats_exporter {
-    char *id;
-    uv_loop_t *loop;
-    pl_stats *stats;
+    pl_nats_client cl; /* first: id, loop, stats, connection, lock, wake-up */
     pl_queue *queue;
     char *subjects[PL_SIGNAL_COUNT];
     bool json[PL_SIGNAL_COUNT];
@@ -179,20 +177,13 @@ struct nats_exporter {
     uint64_t next_seq; /* the loop's: next message id */
 
     /* connection settings, copied at create */
-    pl_nats_conn_settings conn;
-    natsConnection *nc;
-    jsCtx *js;
 
     /* the hand-off (see the header comment) */
-    uv_mutex_t lock;
-    uv_cond_t wake;
     nats_job *todo, *todo_tail, *done;
     bool stop;
     uv_thread_t threads[MAX_PUBLISHERS];
     int n_threads;       /* publishers to start */
     int threads_started; /* publishers running */
-    uv_async_t async;
-    bool async_ready;
 
     uint64_t *published, *duplicates, *publish_failures, *split;
 };
@@ -214,7 +205,7 @@ static void publish_one(nats_exporter *x, nats_job *job)
     jsPubAck *ack = NULL;
     jsErrCode jerr = 0;
     if (s == NATS_OK)
-        s = js_PublishMsg(&ack, x->js, msg, &po, &jerr);
+        s = js_PublishMsg(&ack, x->cl.js, msg, &po, &jerr);
     if (s == NATS_OK) {
         job->duplicate = ack && ack->Duplicate;
         pl_send_result_set(&job->result, PL_SEND_OK, NULL);
@@ -233,34 +224,34 @@ static void publish_one(nats_exporter *x, nats_job *job)
 static void publisher_main(void *arg)
 {
     nats_exporter *x = arg;
-    uv_mutex_lock(&x->lock);
+    uv_mutex_lock(&x->cl.lock);
     for (;;) {
         while (!x->todo && !x->stop)
-            uv_cond_wait(&x->wake, &x->lock);
+            uv_cond_wait(&x->cl.wake, &x->cl.lock);
         if (x->stop)
             break;
         nats_job *job = x->todo;
         x->todo = job->next;
         if (!x->todo)
             x->todo_tail = NULL;
-        uv_mutex_unlock(&x->lock);
+        uv_mutex_unlock(&x->cl.lock);
         publish_one(x, job);
-        uv_mutex_lock(&x->lock);
+        uv_mutex_lock(&x->cl.lock);
         job->next = x->done;
         x->done = job;
-        uv_async_send(&x->async);
+        uv_async_send(&x->cl.async);
     }
-    uv_mutex_unlock(&x->lock);
+    uv_mutex_unlock(&x->cl.lock);
 }
 
 /* On the loop: hands finished publishes back to the queue. */
 static void on_done(uv_async_t *a)
 {
     nats_exporter *x = a->data;
-    uv_mutex_lock(&x->lock);
+    uv_mutex_lock(&x->cl.lock);
     nats_job *list = x->done;
     x->done = NULL;
-    uv_mutex_unlock(&x->lock);
+    uv_mutex_unlock(&x->cl.lock);
     /* oldest first, as they finished */
     nats_job *rev = NULL;
     while (list) {
@@ -277,7 +268,7 @@ static void on_done(uv_async_t *a)
             *x->duplicates += rev->duplicate;
         } else {
             (*x->publish_failures)++;
-            pl_debug(x->id, "%s", rev->result.message);
+            pl_debug(x->cl.id, "%s", rev->result.message);
         }
         pl_queue_send_done(rev->send, &rev->result);
         free(rev);
@@ -326,14 +317,14 @@ static void nats_send(void *arg, pl_signal signal, const uint8_t *payload, size_
     }
     job->body = payload + at;
     job->len = len - at;
-    uv_mutex_lock(&x->lock);
+    uv_mutex_lock(&x->cl.lock);
     if (x->todo_tail)
         x->todo_tail->next = job;
     else
         x->todo = job;
     x->todo_tail = job;
-    uv_cond_signal(&x->wake);
-    uv_mutex_unlock(&x->lock);
+    uv_cond_signal(&x->cl.wake);
+    uv_mutex_unlock(&x->cl.lock);
 }
 
 /* The message body of a batch (or of a part of one). */
@@ -490,14 +481,13 @@ static pl_status nats_create(const pl_create_settings *settings, const void *con
     nats_exporter *x = calloc(1, sizeof(*x));
     if (!x)
         return pl_errf(err, PL_ERR_NOMEM, "out of memory");
-    if (!pl_nats_sync_init(&x->lock, &x->wake)) {
+    pl_status init = pl_nats_client_init(&x->cl, settings, c->endpoint, c->jetstream.domain,
+                                         &c->token, &c->user, &c->nkey_user_file, &c->tls, err);
+    if (init == PL_ERR_INTERNAL) {
         free(x);
-        return pl_errf(err, PL_ERR_INTERNAL, "mutex or condition variable");
+        return init;
     }
-    bool ok = true;
-    x->id = strdup(settings->id ? settings->id : "nats");
-    x->loop = settings->loop;
-    x->stats = settings->stats;
+    bool ok = init == PL_OK;
     x->partitions = (unsigned)c->partitions;
     if (getrandom(x->nonce, sizeof(x->nonce), 0) != (ssize_t)sizeof(x->nonce)) {
         uint64_t t = pl_time_now_ns() ^ ((uint64_t)(uintptr_t)x << 16);
@@ -518,28 +508,23 @@ static pl_status nats_create(const pl_create_settings *settings, const void *con
         if (pl_nats_marshaler_parse(sig[s]->marshaler, &x->json[s]) != 0)
             x->json[s] = false;
     }
-    ok = pl_nats_settings_copy(&x->conn, c->endpoint, c->jetstream.domain, &c->token, &c->user,
-                               &c->nkey_user_file, &c->tls) &&
-         ok;
-    if (!ok || !x->id) {
+    if (!ok) {
         nats_destroy(x);
         return pl_errf(err, PL_ERR_NOMEM, "out of memory");
     }
-    x->published =
-        pl_stats_counter(x->stats, "nats_messages_published", "messages the stream acknowledged");
+    x->published = pl_stats_counter(x->cl.stats, "nats_messages_published",
+                                    "messages the stream acknowledged");
     x->duplicates = pl_stats_counter(
-        x->stats, "nats_publish_duplicates",
+        x->cl.stats, "nats_publish_duplicates",
         "acknowledged publishes the stream had stored already (a retry after a lost ack)");
-    x->publish_failures = pl_stats_counter(x->stats, "nats_publish_failures",
+    x->publish_failures = pl_stats_counter(x->cl.stats, "nats_publish_failures",
                                            "publishes without an acknowledgement (retried)");
-    x->split = pl_stats_counter(x->stats, "nats_oversize_splits",
+    x->split = pl_stats_counter(x->cl.stats, "nats_oversize_splits",
                                 "batches split in halves to stay under the message size");
-    if (uv_async_init(x->loop, &x->async, on_done) != 0) {
+    if (pl_nats_client_async(&x->cl, x, on_done, err) != PL_OK) {
         nats_destroy(x);
-        return pl_errf(err, PL_ERR_INTERNAL, "uv_async_init failed");
+        return PL_ERR_INTERNAL;
     }
-    x->async.data = x;
-    x->async_ready = true;
     pl_queue_sender sender = {nats_encode, nats_send, x, false, false};
     x->queue = pl_queue_new(settings, &c->sending_queue, &c->retry_on_failure, &sender, err);
     if (!x->queue) {
@@ -555,7 +540,8 @@ static pl_status nats_create(const pl_create_settings *settings, const void *con
 static pl_status nats_start(void *self, pl_err *err)
 {
     nats_exporter *x = self;
-    pl_status st = pl_nats_connect_js(x->id, &x->conn, x->publish_timeout_ms, &x->nc, &x->js, err);
+    pl_status st =
+        pl_nats_connect_js(x->cl.id, &x->cl.conn, x->publish_timeout_ms, &x->cl.nc, &x->cl.js, err);
     if (st != PL_OK)
         return st;
     for (int i = 0; i < x->n_threads; i++)
@@ -564,7 +550,7 @@ static pl_status nats_start(void *self, pl_err *err)
     if (!x->threads_started)
         return pl_errf(err, PL_ERR_INTERNAL, "cannot start a publisher thread");
     for (int s2 = 0; s2 < PL_SIGNAL_COUNT; s2++)
-        pl_debug(x->id, "%s -> %s%s", pl_signal_name((pl_signal)s2), x->subjects[s2],
+        pl_debug(x->cl.id, "%s -> %s%s", pl_signal_name((pl_signal)s2), x->subjects[s2],
                  x->partitions && (s2 == PL_SIGNAL_TRACES || s2 == PL_SIGNAL_PROFILES)
                      ? ".<partition>"
                      : "");
@@ -598,12 +584,12 @@ static void nats_destroy(void *self)
      * the threads stop and every job still out goes back to the queue as
      * retryable (stored payloads stay on disk; in-memory ones the queue
      * counts when destroyed). */
-    if (x->nc)
-        natsConnection_Close(x->nc);
-    uv_mutex_lock(&x->lock);
+    if (x->cl.nc)
+        natsConnection_Close(x->cl.nc);
+    uv_mutex_lock(&x->cl.lock);
     x->stop = true;
-    uv_cond_broadcast(&x->wake);
-    uv_mutex_unlock(&x->lock);
+    uv_cond_broadcast(&x->cl.wake);
+    uv_mutex_unlock(&x->cl.lock);
     for (int i = 0; i < x->threads_started; i++)
         uv_thread_join(&x->threads[i]);
     nats_job *left = x->todo;
@@ -615,19 +601,14 @@ static void nats_destroy(void *self)
         x->done = left;
         left = n;
     }
-    if (x->async_ready)
-        on_done(&x->async);
+    if (x->cl.async_ready)
+        on_done(&x->cl.async);
     if (x->queue)
         pl_queue_destroy(x->queue);
-    jsCtx_Destroy(x->js);
-    if (x->nc)
-        natsConnection_Destroy(x->nc);
     for (int s = 0; s < PL_SIGNAL_COUNT; s++)
         free(x->subjects[s]);
-    pl_nats_settings_free(&x->conn);
     pl_buf_free(&x->scratch);
-    free(x->id);
-    pl_nats_release(x, &x->lock, &x->wake, &x->async, x->async_ready);
+    pl_nats_client_release(&x->cl, x);
 }
 
 const pl_component_type pl_exporter_nats = {

@@ -287,15 +287,34 @@ pl_status pl_nats_connect_js(const char *name, const pl_nats_conn_settings *s, i
     return PL_OK;
 }
 
-bool pl_nats_sync_init(uv_mutex_t *lock, uv_cond_t *wake)
+pl_status pl_nats_client_init(pl_nats_client *cl, const pl_create_settings *settings,
+                              const char *endpoint, const char *domain,
+                              const pl_nats_token_config *token, const pl_nats_user_config *user,
+                              const pl_nats_nkey_user_file_config *creds,
+                              const pl_otlp_tls_config *tls, pl_err *err)
 {
-    if (uv_mutex_init(lock) != 0)
-        return false;
-    if (uv_cond_init(wake) != 0) {
-        uv_mutex_destroy(lock);
-        return false;
+    if (uv_mutex_init(&cl->lock) != 0)
+        return pl_errf(err, PL_ERR_INTERNAL, "mutex");
+    if (uv_cond_init(&cl->wake) != 0) {
+        uv_mutex_destroy(&cl->lock);
+        return pl_errf(err, PL_ERR_INTERNAL, "condition variable");
     }
-    return true;
+    cl->id = strdup(settings->id ? settings->id : "nats");
+    cl->loop = settings->loop;
+    cl->stats = settings->stats;
+    bool ok = pl_nats_settings_copy(&cl->conn, endpoint, domain, token, user, creds, tls);
+    if (!ok || !cl->id)
+        return pl_errf(err, PL_ERR_NOMEM, "out of memory");
+    return PL_OK;
+}
+
+pl_status pl_nats_client_async(pl_nats_client *cl, void *owner, uv_async_cb cb, pl_err *err)
+{
+    if (uv_async_init(cl->loop, &cl->async, cb) != 0)
+        return pl_errf(err, PL_ERR_INTERNAL, "uv_async_init failed");
+    cl->async.data = owner;
+    cl->async_ready = true;
+    return PL_OK;
 }
 
 static void on_owner_async_closed(uv_handle_t *h)
@@ -303,14 +322,18 @@ static void on_owner_async_closed(uv_handle_t *h)
     free(h->data);
 }
 
-void pl_nats_release(void *owner, uv_mutex_t *lock, uv_cond_t *wake, uv_async_t *async,
-                     bool async_ready)
+void pl_nats_client_release(pl_nats_client *cl, void *owner)
 {
-    uv_cond_destroy(wake);
-    uv_mutex_destroy(lock);
-    if (async_ready) {
-        async->data = owner;
-        uv_close((uv_handle_t *)async, on_owner_async_closed);
+    jsCtx_Destroy(cl->js);
+    if (cl->nc)
+        natsConnection_Destroy(cl->nc);
+    pl_nats_settings_free(&cl->conn);
+    free(cl->id);
+    uv_cond_destroy(&cl->wake);
+    uv_mutex_destroy(&cl->lock);
+    if (cl->async_ready) {
+        cl->async.data = owner;
+        uv_close((uv_handle_t *)&cl->async, on_owner_async_closed);
     } else {
         free(owner);
     }

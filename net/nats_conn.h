@@ -29,6 +29,7 @@
 #include <uv.h>
 
 #include "core/component.h"
+#include "core/stats.h"
 #include "net/tls.h"
 #include "net/nats.config.h"
 
@@ -67,15 +68,39 @@ void pl_nats_settings_free(pl_nats_conn_settings *s);
 pl_status pl_nats_connect_js(const char *name, const pl_nats_conn_settings *s, int64_t wait_ms,
                              natsConnection **nc, jsCtx **js, pl_err *err);
 
-/* The lock and condition variable a nats component shares with its
- * threads; false (nothing to destroy) when either cannot be made. */
-bool pl_nats_sync_init(uv_mutex_t *lock, uv_cond_t *wake);
+/* What both nats components hold alike: their id, loop and counters,
+ * their copy of the connection keys, the connection and its JetStream
+ * context, and the lock, condition and loop wake-up their threads share
+ * with the loop. */
+typedef struct pl_nats_client {
+    char *id;
+    uv_loop_t *loop;
+    pl_stats *stats;
+    pl_nats_conn_settings conn;
+    natsConnection *nc;
+    jsCtx *js;
+    uv_mutex_t lock;
+    uv_cond_t wake;
+    uv_async_t async;
+    bool async_ready;
+} pl_nats_client;
 
-/* The end of a nats component's destroy, once its threads have stopped:
- * destroys the lock and condition, then frees `owner` (malloc'd), after the
- * loop has closed `async` when it was initialised. */
-void pl_nats_release(void *owner, uv_mutex_t *lock, uv_cond_t *wake, uv_async_t *async,
-                     bool async_ready);
+/* Fills `cl` (zeroed) from the create settings and the shared keys.
+ * PL_ERR_INTERNAL when the lock or condition cannot be made (nothing to
+ * release: free the owner); PL_ERR_NOMEM when a copy failed (release it). */
+pl_status pl_nats_client_init(pl_nats_client *cl, const pl_create_settings *settings,
+                              const char *endpoint, const char *domain,
+                              const pl_nats_token_config *token, const pl_nats_user_config *user,
+                              const pl_nats_nkey_user_file_config *creds,
+                              const pl_otlp_tls_config *tls, pl_err *err);
+
+/* Makes the loop wake-up: `cb` runs on the loop with handle data `owner`. */
+pl_status pl_nats_client_async(pl_nats_client *cl, void *owner, uv_async_cb cb, pl_err *err);
+
+/* The end of a component's destroy, once its threads have stopped: frees
+ * the client's parts, then `owner` (malloc'd; after the loop has closed the
+ * wake-up when there is one). */
+void pl_nats_client_release(pl_nats_client *cl, void *owner);
 
 /* Closes and frees a connection (NULL is fine). Blocking calls of other
  * threads on it return NATS_CONNECTION_CLOSED. */

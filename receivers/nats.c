@@ -142,7 +142,7 @@ typedef struct nats_consumer {
     uint64_t pending;   /* the loop's: messages after the last one settled */
     int partition;      /* -1: not partitioned */
     int64_t spans_left; /* the loop's, traces: pending after the last one settled (-1: none yet) */
-    /* under r->lock */
+    /* under r->cl.lock */
     int in_flight;           /* fetched, not yet settled by the loop */
     bool idle;               /* its last fetch found nothing: caught up */
     uint64_t pause_until_ms; /* after a nak: no fetch before (uv_hrtime ms) */
@@ -155,24 +155,15 @@ typedef struct inbox_msg {
 } inbox_msg;
 
 struct nats_receiver {
-    char *id;
-    uv_loop_t *loop;
-    pl_stats *stats;
+    pl_nats_client cl; /* first: id, loop, stats, connection, lock, wake-up */
     pl_consumer *next[PL_SIGNAL_COUNT];
-    pl_nats_conn_settings conn;
     int64_t ack_wait_ns, max_deliver, nak_delay_ns;
     int fetch_batch;
-    natsConnection *nc;
-    jsCtx *js;
     nats_consumer *consumers;
     size_t n_consumers;
 
-    uv_mutex_t lock;
-    uv_cond_t wake;
     inbox_msg *inbox, *inbox_tail;
     bool stop;
-    uv_async_t async;
-    bool async_ready;
 
     uint64_t *received, *acks, *naks, *terms, *redeliveries;
     int64_t *lag;
@@ -183,10 +174,10 @@ static uint64_t now_ms(void)
     return uv_hrtime() / 1000000;
 }
 
-/* Waits on `wake` up to `ms` (or until woken). Called with r->lock held. */
+/* Waits on `wake` up to `ms` (or until woken). Called with r->cl.lock held. */
 static void timed_wait(nats_receiver *r, uint64_t ms)
 {
-    uv_cond_timedwait(&r->wake, &r->lock, ms * 1000000);
+    uv_cond_timedwait(&r->cl.wake, &r->cl.lock, ms * 1000000);
 }
 
 /* On the fetch thread: creates or binds the durable pull consumer. */
@@ -207,20 +198,20 @@ static bool subscribe(nats_consumer *c)
      * (libnats refuses to bind one whose settings differ); a missing one is
      * created by the subscribe below. */
     jsConsumerInfo *ci = NULL;
-    if (js_UpdateConsumer(&ci, r->js, c->stream, &so.Config, NULL, &jerr) == NATS_OK)
-        pl_debug(r->id, "consumer %s updated to the configured settings", c->durable);
+    if (js_UpdateConsumer(&ci, r->cl.js, c->stream, &so.Config, NULL, &jerr) == NATS_OK)
+        pl_debug(r->cl.id, "consumer %s updated to the configured settings", c->durable);
     jsConsumerInfo_Destroy(ci);
     jerr = 0;
-    natsStatus s = js_PullSubscribe(&c->sub, r->js, c->subject, c->durable, NULL, &so, &jerr);
+    natsStatus s = js_PullSubscribe(&c->sub, r->cl.js, c->subject, c->durable, NULL, &so, &jerr);
     if (s == NATS_OK) {
-        pl_info(r->id, "consuming %s from stream %s (durable %s)", c->subject, c->stream,
+        pl_info(r->cl.id, "consuming %s from stream %s (durable %s)", c->subject, c->stream,
                 c->durable);
         return true;
     }
     natsStatus ignored;
     const char *text = nats_GetLastError(&ignored);
     /* once as a warning, then quietly: the stream may be created later */
-    pl_log(c->warned ? PL_LOG_DEBUG : PL_LOG_WARN, r->id,
+    pl_log(c->warned ? PL_LOG_DEBUG : PL_LOG_WARN, r->cl.id,
            "cannot consume %s from stream %s yet: %s%s%s (retrying every second)", c->subject,
            c->stream, natsStatus_GetText(s), text && text[0] ? ": " : "", text ? text : "");
     c->warned = true;
@@ -232,22 +223,22 @@ static void fetch_main(void *arg)
 {
     nats_consumer *c = arg;
     nats_receiver *r = c->r;
-    uv_mutex_lock(&r->lock);
+    uv_mutex_lock(&r->cl.lock);
     for (;;) {
         for (;;) {
             uint64_t now = now_ms();
             if (r->stop || (c->in_flight == 0 && now >= c->pause_until_ms))
                 break;
             if (c->in_flight > 0)
-                uv_cond_wait(&r->wake, &r->lock);
+                uv_cond_wait(&r->cl.wake, &r->cl.lock);
             else
                 timed_wait(r, c->pause_until_ms - now);
         }
         if (r->stop)
             break;
-        uv_mutex_unlock(&r->lock);
+        uv_mutex_unlock(&r->cl.lock);
         if (!c->sub && !subscribe(c)) {
-            uv_mutex_lock(&r->lock);
+            uv_mutex_lock(&r->cl.lock);
             if (!r->stop)
                 timed_wait(r, 1000);
             continue;
@@ -256,20 +247,20 @@ static void fetch_main(void *arg)
         jsErrCode jerr = 0;
         natsStatus s = natsSubscription_Fetch(&list, c->sub, r->fetch_batch, FETCH_WAIT_MS, &jerr);
         if (list.Count == 0 && s != NATS_OK && s != NATS_TIMEOUT &&
-            natsConnection_Status(r->nc) == NATS_CONN_STATUS_CONNECTED) {
+            natsConnection_Status(r->cl.nc) == NATS_CONN_STATUS_CONNECTED) {
             /* Connected, yet the pull failed: the server answered with an
              * error (409 Consumer Deleted when the consumer or its stream
              * was deleted). Bind again, which creates the consumer if it
              * is gone and is harmless if it is not. */
             natsStatus ignored;
             const char *text = nats_GetLastError(&ignored);
-            pl_warn(r->id, "pulling %s failed (%s%s%s); binding its consumer %s again", c->subject,
-                    natsStatus_GetText(s), text && text[0] ? ": " : "", text ? text : "",
-                    c->durable);
+            pl_warn(r->cl.id, "pulling %s failed (%s%s%s); binding its consumer %s again",
+                    c->subject, natsStatus_GetText(s), text && text[0] ? ": " : "",
+                    text ? text : "", c->durable);
             natsSubscription_Destroy(c->sub);
             c->sub = NULL;
         }
-        uv_mutex_lock(&r->lock);
+        uv_mutex_lock(&r->cl.lock);
         c->idle = list.Count == 0 && s == NATS_TIMEOUT && c->in_flight == 0;
         if (list.Count > 0) {
             for (int i = 0; i < list.Count; i++) {
@@ -286,16 +277,16 @@ static void fetch_main(void *arg)
                 r->inbox_tail = m;
                 c->in_flight++;
             }
-            uv_async_send(&r->async);
+            uv_async_send(&r->cl.async);
         } else if (s != NATS_OK && s != NATS_TIMEOUT && !r->stop) {
             /* no connection or no leader yet: wait a little, quietly */
             timed_wait(r, 200);
         }
-        uv_mutex_unlock(&r->lock);
+        uv_mutex_unlock(&r->cl.lock);
         natsMsgList_Destroy(&list); /* only what was not taken */
-        uv_mutex_lock(&r->lock);
+        uv_mutex_lock(&r->cl.lock);
     }
-    uv_mutex_unlock(&r->lock);
+    uv_mutex_unlock(&r->cl.lock);
 }
 
 /* Decodes one message body into a batch (the body is copied: the batch
@@ -377,10 +368,10 @@ static int64_t spans_lag(nats_receiver *r, const nats_consumer *c, int64_t self_
             t = &r->consumers[i];
     if (!t)
         return -2;
-    uv_mutex_lock(&r->lock);
+    uv_mutex_lock(&r->cl.lock);
     int in_flight = t->in_flight - (t == c); /* besides the message being settled */
     bool idle = t->idle;
-    uv_mutex_unlock(&r->lock);
+    uv_mutex_unlock(&r->cl.lock);
     if (t == c)
         return self_pending >= 0 ? self_pending + in_flight : -1;
     if (idle && in_flight == 0)
@@ -410,9 +401,9 @@ static void add_metadata(nats_receiver *r, const nats_consumer *c, pl_batch *b, 
     if (lag >= -1) {
         char text[300];
         if (c->partition >= 0)
-            snprintf(text, sizeof(text), "%s/%d", r->id, c->partition);
+            snprintf(text, sizeof(text), "%s/%d", r->cl.id, c->partition);
         else
-            snprintf(text, sizeof(text), "%s/all", r->id);
+            snprintf(text, sizeof(text), "%s/all", r->cl.id);
         kv[n].key = PL_BYTES_LIT(PL_META_BUS_PARTITION);
         kv[n++].value = pl_value_string(pl_batch_bytes(b, text, strlen(text)));
         if (lag >= 0)
@@ -458,7 +449,7 @@ static void settle(nats_receiver *r, nats_consumer *c, natsMsg *msg)
         return;
     }
     if (st != PL_OK) {
-        pl_warn(r->id, "message on %s does not decode as %s %s, terminated: %s",
+        pl_warn(r->cl.id, "message on %s does not decode as %s %s, terminated: %s",
                 natsMsg_GetSubject(msg), c->json ? "otlp_json" : "otlp_proto",
                 pl_signal_name(c->signal), err.msg);
         natsMsg_Term(msg, NULL);
@@ -475,26 +466,26 @@ static void settle(nats_receiver *r, nats_consumer *c, natsMsg *msg)
     add_metadata(r, c, b, msg, self_pending);
     st = pl_consumer_consume(r->next[c->signal], b);
     if (st == PL_OK) {
-        pl_stats_add(r->stats, c->signal, PL_STAT_ACCEPTED, items);
+        pl_stats_add(r->cl.stats, c->signal, PL_STAT_ACCEPTED, items);
         natsMsg_Ack(msg, NULL);
         (*r->acks)++;
         return;
     }
-    pl_stats_add(r->stats, c->signal, PL_STAT_REFUSED, items);
+    pl_stats_add(r->cl.stats, c->signal, PL_STAT_REFUSED, items);
     natsMsg_NakWithDelay(msg, r->nak_delay_ns / 1000000, NULL);
     (*r->naks)++;
-    uv_mutex_lock(&r->lock);
+    uv_mutex_lock(&r->cl.lock);
     c->pause_until_ms = now_ms() + (uint64_t)(r->nak_delay_ns / 1000000);
-    uv_mutex_unlock(&r->lock);
+    uv_mutex_unlock(&r->cl.lock);
 }
 
 static void on_inbox(uv_async_t *a)
 {
     nats_receiver *r = a->data;
-    uv_mutex_lock(&r->lock);
+    uv_mutex_lock(&r->cl.lock);
     inbox_msg *list = r->inbox;
     r->inbox = r->inbox_tail = NULL;
-    uv_mutex_unlock(&r->lock);
+    uv_mutex_unlock(&r->cl.lock);
     while (list) {
         inbox_msg *m = list;
         list = m->next;
@@ -503,10 +494,10 @@ static void on_inbox(uv_async_t *a)
         if (!r->stop)
             settle(r, m->consumer, m->msg);
         natsMsg_Destroy(m->msg);
-        uv_mutex_lock(&r->lock);
+        uv_mutex_lock(&r->cl.lock);
         m->consumer->in_flight--;
-        uv_cond_broadcast(&r->wake);
-        uv_mutex_unlock(&r->lock);
+        uv_cond_broadcast(&r->cl.wake);
+        uv_mutex_unlock(&r->cl.lock);
         free(m);
     }
 }
@@ -554,25 +545,21 @@ static pl_status nats_receiver_create(const pl_create_settings *settings, const 
     nats_receiver *r = calloc(1, sizeof(*r));
     if (!r)
         return pl_errf(err, PL_ERR_NOMEM, "out of memory");
-    if (!pl_nats_sync_init(&r->lock, &r->wake)) {
+    pl_status init = pl_nats_client_init(&r->cl, settings, c->endpoint, c->jetstream.domain,
+                                         &c->token, &c->user, &c->nkey_user_file, &c->tls, err);
+    if (init == PL_ERR_INTERNAL) {
         free(r);
-        return pl_errf(err, PL_ERR_INTERNAL, "mutex or condition variable");
+        return init;
     }
-    bool ok = true;
-    r->id = strdup(settings->id ? settings->id : "nats");
-    r->loop = settings->loop;
-    r->stats = settings->stats;
+    bool ok = init == PL_OK;
     memcpy(r->next, settings->next, sizeof(r->next));
-    ok = pl_nats_settings_copy(&r->conn, c->endpoint, c->jetstream.domain, &c->token, &c->user,
-                               &c->nkey_user_file, &c->tls) &&
-         ok;
     r->ack_wait_ns = c->jetstream.ack_wait;
     r->max_deliver = c->jetstream.max_deliver;
     r->nak_delay_ns = c->nak_delay;
     r->fetch_batch = (int)c->fetch_batch;
     size_t n_parts = c->partitions.n;
     r->consumers = calloc(PL_SIGNAL_COUNT * (n_parts ? n_parts : 1), sizeof(*r->consumers));
-    if (!ok || !r->id || !r->consumers) {
+    if (!ok || !r->consumers) {
         nats_receiver_destroy(r);
         return pl_errf(err, PL_ERR_NOMEM, "out of memory");
     }
@@ -603,26 +590,24 @@ static pl_status nats_receiver_create(const pl_create_settings *settings, const 
         nats_receiver_destroy(r);
         return st == PL_ERR_NOMEM ? pl_errf(err, st, "out of memory") : st;
     }
-    r->received = pl_stats_counter(r->stats, "nats_messages_received", "messages fetched");
-    r->acks = pl_stats_counter(r->stats, "nats_acks",
+    r->received = pl_stats_counter(r->cl.stats, "nats_messages_received", "messages fetched");
+    r->acks = pl_stats_counter(r->cl.stats, "nats_acks",
                                "messages acknowledged after the pipeline "
                                "accepted them");
-    r->naks = pl_stats_counter(r->stats, "nats_naks",
+    r->naks = pl_stats_counter(r->cl.stats, "nats_naks",
                                "messages the pipeline refused, to be redelivered after nak_delay");
-    r->terms = pl_stats_counter(r->stats, "nats_terms",
+    r->terms = pl_stats_counter(r->cl.stats, "nats_terms",
                                 "messages that did not decode, terminated (never redelivered)");
-    r->redeliveries = pl_stats_counter(r->stats, "nats_redeliveries",
+    r->redeliveries = pl_stats_counter(r->cl.stats, "nats_redeliveries",
                                        "messages delivered more than once (after a nak, an "
                                        "ack_wait expiry or a restart)");
-    r->lag = pl_stats_gauge(r->stats, "nats_lag",
+    r->lag = pl_stats_gauge(r->cl.stats, "nats_lag",
                             "messages the streams hold for this receiver's consumers that they "
                             "have not delivered yet (as of the last message settled)");
-    if (uv_async_init(r->loop, &r->async, on_inbox) != 0) {
+    if (pl_nats_client_async(&r->cl, r, on_inbox, err) != PL_OK) {
         nats_receiver_destroy(r);
-        return pl_errf(err, PL_ERR_INTERNAL, "uv_async_init failed");
+        return PL_ERR_INTERNAL;
     }
-    r->async.data = r;
-    r->async_ready = true;
     *out = r;
     return PL_OK;
 }
@@ -632,7 +617,7 @@ static pl_status nats_receiver_start(void *self, pl_err *err)
     nats_receiver *r = self;
     if (!r->n_consumers)
         return PL_OK;
-    pl_status st = pl_nats_connect_js(r->id, &r->conn, 0, &r->nc, &r->js, err);
+    pl_status st = pl_nats_connect_js(r->cl.id, &r->cl.conn, 0, &r->cl.nc, &r->cl.js, err);
     if (st != PL_OK)
         return st;
     for (size_t i = 0; i < r->n_consumers; i++) {
@@ -649,10 +634,10 @@ static void nats_receiver_shutdown(void *self)
     nats_receiver *r = self;
     /* The threads stop fetching; messages already in the inbox are still
      * settled when the loop gets to them. */
-    uv_mutex_lock(&r->lock);
+    uv_mutex_lock(&r->cl.lock);
     r->stop = true;
-    uv_cond_broadcast(&r->wake);
-    uv_mutex_unlock(&r->lock);
+    uv_cond_broadcast(&r->cl.wake);
+    uv_mutex_unlock(&r->cl.lock);
 }
 
 static void nats_receiver_destroy(void *self)
@@ -662,8 +647,8 @@ static void nats_receiver_destroy(void *self)
         return;
     nats_receiver_shutdown(r);
     /* Closing the connection ends a fetch in progress at once. */
-    if (r->nc)
-        natsConnection_Close(r->nc);
+    if (r->cl.nc)
+        natsConnection_Close(r->cl.nc);
     for (size_t i = 0; i < r->n_consumers; i++) {
         nats_consumer *c = &r->consumers[i];
         if (c->thread_started)
@@ -680,13 +665,8 @@ static void nats_receiver_destroy(void *self)
         natsMsg_Destroy(m->msg);
         free(m);
     }
-    jsCtx_Destroy(r->js);
-    if (r->nc)
-        natsConnection_Destroy(r->nc);
     free(r->consumers);
-    pl_nats_settings_free(&r->conn);
-    free(r->id);
-    pl_nats_release(r, &r->lock, &r->wake, &r->async, r->async_ready);
+    pl_nats_client_release(&r->cl, r);
 }
 
 const pl_component_type pl_receiver_nats = {
