@@ -66,19 +66,6 @@
  * messages over the server's max_payload, 1 MiB by default). */
 #define MAX_MESSAGE_BYTES ((size_t)1000 * 1000)
 
-static const char *const default_subjects[PL_SIGNAL_COUNT] = {
-    [PL_SIGNAL_TRACES] = "otel_spans",
-    [PL_SIGNAL_PROFILES] = "otel_profiles",
-    [PL_SIGNAL_LOGS] = "otel_logs",
-    [PL_SIGNAL_METRICS] = "otel_metrics",
-};
-static const char *const signal_keys[PL_SIGNAL_COUNT] = {
-    [PL_SIGNAL_TRACES] = "traces",
-    [PL_SIGNAL_PROFILES] = "profiles",
-    [PL_SIGNAL_LOGS] = "logs",
-    [PL_SIGNAL_METRICS] = "metrics",
-};
-
 /* ---- partitions (pure: exposed for tests) -------------------------------- */
 
 unsigned pl_nats_trace_partition(const uint8_t trace_id[16], unsigned n)
@@ -107,7 +94,7 @@ size_t pl_nats_partitions(const pl_batch *b, unsigned n, int *dest)
 static char *subject_text(const char *configured, pl_signal signal)
 {
     if (!configured || !configured[0])
-        return strdup(default_subjects[signal]);
+        return strdup(pl_nats_default_subject(signal));
     size_t n = strlen(configured);
     if (n >= 2 && configured[0] == '"' && configured[n - 1] == '"')
         return strndup(configured + 1, n - 2);
@@ -127,21 +114,22 @@ static int nats_exporter_validate(void *cfg_, pl_cfg_ctx *ctx)
     };
     for (int s = 0; s < PL_SIGNAL_COUNT; s++) {
         char *subject = subject_text(sig[s]->subject, (pl_signal)s);
-        errors +=
-            pl_cfg_check(ctx, subject && pl_nats_subject_valid(subject, false), signal_keys[s],
-                         "subject \"%s\" is not a NATS subject without wildcards "
-                         "(proflink takes a plain subject or a quoted string literal, "
-                         "not other OTTL expressions)",
-                         sig[s]->subject ? sig[s]->subject : "");
+        errors += pl_cfg_check(ctx, subject && pl_nats_subject_valid(subject, false),
+                               pl_signal_name((pl_signal)s),
+                               "subject \"%s\" is not a NATS subject without wildcards "
+                               "(proflink takes a plain subject or a quoted string literal, "
+                               "not other OTTL expressions)",
+                               sig[s]->subject ? sig[s]->subject : "");
         free(subject);
         bool json = false;
         bool ok = pl_nats_marshaler_parse(sig[s]->marshaler, &json) == 0;
+        errors += pl_cfg_check(ctx, ok, pl_signal_name((pl_signal)s),
+                               "marshaler must be otlp_proto or otlp_json");
         errors +=
-            pl_cfg_check(ctx, ok, signal_keys[s], "marshaler must be otlp_proto or otlp_json");
-        errors += pl_cfg_check(
-            ctx, !ok || !json || s == PL_SIGNAL_TRACES || s == PL_SIGNAL_PROFILES, signal_keys[s],
-            "marshaler otlp_json is for traces and profiles: proflink passes "
-            "logs and metrics through as protobuf");
+            pl_cfg_check(ctx, !ok || !json || s == PL_SIGNAL_TRACES || s == PL_SIGNAL_PROFILES,
+                         pl_signal_name((pl_signal)s),
+                         "marshaler otlp_json is for traces and profiles: proflink passes "
+                         "logs and metrics through as protobuf");
     }
     return errors;
 }

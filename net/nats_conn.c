@@ -287,6 +287,17 @@ pl_status pl_nats_connect_js(const char *name, const pl_nats_conn_settings *s, i
     return PL_OK;
 }
 
+const char *pl_nats_default_subject(pl_signal signal)
+{
+    static const char *const subjects[PL_SIGNAL_COUNT] = {
+        [PL_SIGNAL_TRACES] = "otel_spans",
+        [PL_SIGNAL_PROFILES] = "otel_profiles",
+        [PL_SIGNAL_LOGS] = "otel_logs",
+        [PL_SIGNAL_METRICS] = "otel_metrics",
+    };
+    return (unsigned)signal < PL_SIGNAL_COUNT ? subjects[signal] : "";
+}
+
 pl_status pl_nats_client_init(pl_nats_client *cl, const pl_create_settings *settings,
                               const char *endpoint, const char *domain,
                               const pl_nats_token_config *token, const pl_nats_user_config *user,

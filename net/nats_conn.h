@@ -115,6 +115,11 @@ int pl_nats_validate_connection(pl_cfg_ctx *ctx, const char *endpoint,
                                 const pl_nats_nkey_jwt_config *nkey_jwt,
                                 const pl_nats_nkey_user_file_config *creds);
 
+/* The subject of a signal when none is configured, as the Collector's
+ * NATS components name them: otel_spans, otel_profiles, otel_logs,
+ * otel_metrics. */
+const char *pl_nats_default_subject(pl_signal signal);
+
 /* True for a subject NATS accepts: tokens of printable characters without
  * spaces, separated by single dots; with `wildcards`, a token may be `*`
  * and the last one `>`. */

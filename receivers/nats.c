@@ -50,19 +50,6 @@
 
 #define FETCH_WAIT_MS 1000
 
-static const char *const default_subjects[PL_SIGNAL_COUNT] = {
-    [PL_SIGNAL_TRACES] = "otel_spans",
-    [PL_SIGNAL_PROFILES] = "otel_profiles",
-    [PL_SIGNAL_LOGS] = "otel_logs",
-    [PL_SIGNAL_METRICS] = "otel_metrics",
-};
-static const char *const signal_keys[PL_SIGNAL_COUNT] = {
-    [PL_SIGNAL_TRACES] = "traces",
-    [PL_SIGNAL_PROFILES] = "profiles",
-    [PL_SIGNAL_LOGS] = "logs",
-    [PL_SIGNAL_METRICS] = "metrics",
-};
-
 static const nats_receiver_signal_config *signal_config(const nats_receiver_config *c, pl_signal s)
 {
     switch (s) {
@@ -107,19 +94,23 @@ static int nats_receiver_validate(void *cfg_, pl_cfg_ctx *ctx)
     }
     for (int s = 0; s < PL_SIGNAL_COUNT; s++) {
         const nats_receiver_signal_config *sc = signal_config(c, (pl_signal)s);
-        const char *subject = sc->subject && sc->subject[0] ? sc->subject : default_subjects[s];
+        const char *subject =
+            sc->subject && sc->subject[0] ? sc->subject : pl_nats_default_subject(s);
         bool split = partitioned && (s == PL_SIGNAL_TRACES || s == PL_SIGNAL_PROFILES);
-        errors += pl_cfg_check(ctx, pl_nats_subject_valid(subject, !split), signal_keys[s],
-                               "subject \"%s\" is not a NATS subject%s", subject,
-                               split ? " without wildcards (partitions are appended to it)" : "");
-        errors += pl_cfg_check(ctx, !sc->stream || !sc->stream[0] || pl_nats_name_valid(sc->stream),
-                               signal_keys[s], "stream \"%s\" is not a stream name", sc->stream);
         errors +=
-            pl_cfg_check(ctx, !sc->durable || !sc->durable[0] || pl_nats_name_valid(sc->durable),
-                         signal_keys[s], "durable \"%s\" is not a consumer name", sc->durable);
+            pl_cfg_check(ctx, pl_nats_subject_valid(subject, !split), pl_signal_name((pl_signal)s),
+                         "subject \"%s\" is not a NATS subject%s", subject,
+                         split ? " without wildcards (partitions are appended to it)" : "");
+        errors += pl_cfg_check(ctx, !sc->stream || !sc->stream[0] || pl_nats_name_valid(sc->stream),
+                               pl_signal_name((pl_signal)s), "stream \"%s\" is not a stream name",
+                               sc->stream);
+        errors += pl_cfg_check(
+            ctx, !sc->durable || !sc->durable[0] || pl_nats_name_valid(sc->durable),
+            pl_signal_name((pl_signal)s), "durable \"%s\" is not a consumer name", sc->durable);
         bool json;
-        errors += pl_cfg_check(ctx, pl_nats_marshaler_parse(sc->encoding, &json) == 0,
-                               signal_keys[s], "encoding must be otlp_proto or otlp_json");
+        errors +=
+            pl_cfg_check(ctx, pl_nats_marshaler_parse(sc->encoding, &json) == 0,
+                         pl_signal_name((pl_signal)s), "encoding must be otlp_proto or otlp_json");
     }
     return errors;
 }
@@ -513,9 +504,9 @@ static pl_status add_consumer(nats_receiver *r, const nats_receiver_signal_confi
     c->partition = partition;
     c->spans_left = -1;
     pl_nats_marshaler_parse(sc->encoding, &c->json);
-    const char *subject = sc->subject && sc->subject[0] ? sc->subject : default_subjects[s];
+    const char *subject = sc->subject && sc->subject[0] ? sc->subject : pl_nats_default_subject(s);
     char def_durable[64];
-    snprintf(def_durable, sizeof(def_durable), "proflink_%s", signal_keys[s]);
+    snprintf(def_durable, sizeof(def_durable), "proflink_%s", pl_signal_name((pl_signal)s));
     const char *durable = sc->durable && sc->durable[0] ? sc->durable : def_durable;
     size_t ns = strlen(subject) + 8, nd = strlen(durable) + 8;
     c->subject = malloc(ns);
@@ -572,7 +563,7 @@ static pl_status nats_receiver_create(const pl_create_settings *settings, const 
             st = pl_errf(err, PL_ERR_INVALID,
                          "%s::stream is required: the stream that holds the %s subject (it "
                          "must exist)",
-                         signal_keys[s], signal_keys[s]);
+                         pl_signal_name((pl_signal)s), pl_signal_name((pl_signal)s));
             break;
         }
         bool split = n_parts > 0 && (s == PL_SIGNAL_TRACES || s == PL_SIGNAL_PROFILES);
