@@ -177,3 +177,9 @@ size_t pl_sqlite_file_salvage(sqlite3 *db, const char *from, const char *const *
     sqlite3_close(old);
     return total;
 }
+
+void pl_sqlite_library_setup(void)
+{
+    /* SQLITE_MISUSE once the library is initialised: nothing to undo */
+    (void)sqlite3_config(SQLITE_CONFIG_MEMSTATUS, 0);
+}

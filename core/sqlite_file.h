@@ -35,4 +35,11 @@ bool pl_sqlite_file_check(const char *path, const char *component, char *aside, 
 size_t pl_sqlite_file_salvage(sqlite3 *db, const char *from, const char *const *tables,
                               const char *component);
 
+/* Sets the SQLite library up before the first connection: no memory
+ * statistics (SQLite otherwise takes one process-wide mutex on every
+ * allocation and free of every connection; proflink reads none of them).
+ * Call at process start, before any thread opens a database; once SQLite
+ * is initialised it does nothing. */
+void pl_sqlite_library_setup(void);
+
 #endif

@@ -23,6 +23,7 @@
 #include "config/decode.h"
 #include "core/component.h"
 #include "core/log.h"
+#include "core/sqlite_file.h"
 #include "pipeline/cli.h"
 #include "pipeline/registry.h"
 #include "store/query.h"
@@ -263,6 +264,7 @@ int main(int argc, char **argv)
             command_usage(stdout, "");
         return 0;
     }
+    pl_sqlite_library_setup();
     const char *cmd = argc >= 2 && argv[1][0] != '-' ? argv[1] : NULL;
     if (cmd && strcmp(cmd, "query") == 0)
         return pl_query_main(argc - 1, argv + 1, pl_component_types);

@@ -31,6 +31,7 @@
 #include "config/decode.h"
 #include "core/component.h"
 #include "core/model.h"
+#include "core/sqlite_file.h"
 #include "core/stats.h"
 #include "store/sqlite_store.h"
 #include "../xorshift.h"
@@ -307,6 +308,7 @@ static int run_exporter(const char *path, uint32_t n_spans)
 
 int main(int argc, char **argv)
 {
+    pl_sqlite_library_setup(); /* as proflink's main() */
     const char *spt = getenv("BENCH_SAMPLES_PER_TRACE");
     if (spt && atoi(spt) > 0)
         samples_per_trace = atoi(spt);

@@ -38,6 +38,7 @@
 #include "config/decode.h"
 #include "core/component.h"
 #include "core/model.h"
+#include "core/sqlite_file.h"
 #include "core/stats.h"
 #include "../db_file_fixture.h"
 #include "sqlite_exporter_fixture.h"
@@ -305,6 +306,7 @@ static int cmp_double(const void *a, const void *b)
 
 int main(int argc, char **argv)
 {
+    pl_sqlite_library_setup(); /* as proflink's main() */
     double seconds = argc > 1 ? atof(argv[1]) : 600;
     int per_span = argc > 2 ? atoi(argv[2]) : 0;
     char path[512];
