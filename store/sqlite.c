@@ -33,6 +33,7 @@
  * The failure is logged once per message and minute; recovery once.
  */
 #include <inttypes.h>
+#include <pthread.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -343,6 +344,8 @@ static void free_jobs(job *jobs)
 static void writer_main(void *arg)
 {
     sqlite_exporter *x = arg;
+    /* named for top -H, perf and /proc/PID/task/TID/comm (15 bytes max) */
+    pthread_setname_np(pthread_self(), "pl-sqlite");
     pl_store *store = NULL;
     uint64_t last_try = 0;
     uint64_t last_retention = 0;

@@ -211,6 +211,15 @@ static int insert_row(struct pl_store_terms *t, uint64_t term, int64_t bucket)
     return step_reset(t->ins);
 }
 
+/* The entry of (term, bucket) if there is one, else -1 (nothing added). */
+static long entry_find(const struct pl_store_terms *t, uint64_t term, int64_t bucket)
+{
+    entry_key k = {t, term, bucket};
+    uint32_t h = (uint32_t)pl_hash_u64(term ^ pl_hash_u64((uint64_t)bucket));
+    uint32_t v = pl_htab_get(&t->index, h, entry_eq, &k);
+    return v ? (long)v - 1 : -1;
+}
+
 /* Makes sure the row (term, bucket) exists. */
 static int mark(struct pl_store_terms *t, uint64_t term, int64_t bucket)
 {
@@ -355,12 +364,22 @@ static int attr_terms(struct pl_store_terms *t, int scope, const pl_kv *kv, int6
     /* a second entry for (value, bucket): F_DONE once this key = value
      * has been handled whole (key row, value row or overflow, range) */
     uint64_t done = vt ^ 0x5bd1e9955bd1e995ull;
-    long d = entry(t, done, bucket);
-    if (d < 0)
-        return SQLITE_NOMEM;
-    if (t->e[d].flags & F_VDONE)
+    long d = entry_find(t, done, bucket);
+    if (d >= 0 && (t->e[d].flags & F_VDONE))
+        return SQLITE_OK;
+    /* a string of a key whose values overflowed in this bucket adds
+     * nothing: no entry for it either, or values that never repeat
+     * (request ids) would fill the memory and empty it every few thousand
+     * spans */
+    long ke = entry_find(t, kh, bucket);
+    if (ke >= 0 && v->type == PL_VALUE_STRING && (t->e[ke].flags & F_ROW) &&
+        (t->e[ke].flags & F_VOVF))
         return SQLITE_OK;
     int rc = attr_terms_slow(t, scope, kv, kh, bucket);
+    if (rc == SQLITE_OK && d < 0)
+        d = entry(t, done, bucket);
+    if (d < 0)
+        return rc == SQLITE_OK ? SQLITE_NOMEM : rc;
     if (rc == SQLITE_OK)
         t->e[d].flags |= F_VDONE; /* d: an index, valid after growth */
     return rc;

@@ -5,7 +5,7 @@
  *   loadgen [--protocol http|grpc] [--endpoint HOST:PORT] [--path /v1/traces]
  *           [--spans N] [--attrs M] [--rate SPANS_PER_S] [--duration SECONDS]
  *           [--connections C] [--streams S] [--gzip] [--variants K] [--quiet]
- *           [--tls] [--ca FILE] [--handshakes]
+ *           [--tls] [--ca FILE] [--handshakes] [--fresh-ids]
  *
  * --tls speaks TLS (ALPN h2 for gRPC, http/1.1 otherwise; the server's
  * certificate is checked only with --ca). --handshakes measures connection
@@ -67,13 +67,17 @@ typedef struct options {
     int connections, streams;
     bool gzip, quiet, json;
     int variants;
-    bool tls, handshakes;
+    bool tls, handshakes, fresh_ids;
     const char *ca;
 } options;
 
 typedef struct request {
     uint8_t *data; /* HTTP: header + body; gRPC: framed message */
     size_t len;
+    /* --fresh-ids: where the ids are in data (trace ids: their first 8
+     * bytes; span ids and parent span ids: all 8) */
+    size_t *trace_off, *span_off;
+    size_t n_trace_off, n_span_off;
 } request;
 
 typedef struct conn {
@@ -141,6 +145,11 @@ static void build_body(pl_buf *out)
                  pl_value_string(PL_BYTES_LIT("bench-host-01")));
     rs->scopes[0].scope.version = PL_BYTES_LIT("1.0.0");
     uint64_t t0 = 1700000000000000000ull;
+    if (opt.fresh_ids) {
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        t0 = (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+    }
     uint64_t trace_hi = rng(), trace_lo = rng();
     for (int i = 0; i < opt.spans; i++) {
         pl_span *sp = &spans[i];
@@ -176,6 +185,48 @@ static void build_body(pl_buf *out)
     pl_batch_free(b);
 }
 
+/* Offsets of every trace id (16 bytes after a length byte 16) and span id
+ * (8 bytes after a length byte 8) of the protobuf body in r: the fields
+ * trace_id (1), span_id (2) and parent_span_id (4) of Span. The ids are
+ * random, so a false match elsewhere in the body is unlikely, and would
+ * only change a byte of an attribute value. */
+static void find_ids(request *r)
+{
+    r->trace_off = calloc(r->len / 8 + 1, sizeof(size_t));
+    r->span_off = calloc(r->len / 8 + 1, sizeof(size_t));
+    for (size_t i = 0; i + 2 + 16 <= r->len; i++) {
+        if (r->data[i] == 0x0a && r->data[i + 1] == 16 && i + 2 + 16 < r->len &&
+            r->data[i + 18] == 0x12 && r->data[i + 19] == 8) {
+            r->trace_off[r->n_trace_off++] = i + 2;
+            r->span_off[r->n_span_off++] = i + 20;
+            i += 27;
+        } else if (r->data[i] == 0x22 && r->data[i + 1] == 8 && r->n_trace_off) {
+            r->span_off[r->n_span_off++] = i + 2; /* parent_span_id */
+            i += 9;
+        }
+    }
+}
+
+/* Appends r to out with fresh ids (see find_ids). */
+static void append_fresh(pl_buf *out, const request *r)
+{
+    size_t base = out->len;
+    pl_buf_append(out, r->data, r->len);
+    if (!pl_buf_ok(out))
+        return;
+    uint64_t tm = rng(), sm = rng();
+    for (size_t i = 0; i < r->n_trace_off; i++) {
+        uint8_t *p = out->data + base + r->trace_off[i];
+        for (int b = 0; b < 8; b++)
+            p[b] ^= (uint8_t)(tm >> (8 * b));
+    }
+    for (size_t i = 0; i < r->n_span_off; i++) {
+        uint8_t *p = out->data + base + r->span_off[i];
+        for (int b = 0; b < 8; b++)
+            p[b] ^= (uint8_t)(sm >> (8 * b));
+    }
+}
+
 static void build_requests(void)
 {
     reqs = calloc((size_t)opt.variants, sizeof(*reqs));
@@ -207,6 +258,8 @@ static void build_requests(void)
         }
         pl_buf_append(&r, payload->data, payload->len);
         reqs[v].data = pl_buf_steal(&r, &reqs[v].len);
+        if (opt.fresh_ids)
+            find_ids(&reqs[v]);
         pl_buf_free(&body);
         pl_buf_free(&z);
     }
@@ -466,7 +519,7 @@ static void usage(void)
                     "               [--spans N] [--attrs M] [--rate SPANS_PER_S (0=max)]\n"
                     "               [--duration S] [--connections C] [--streams S] [--gzip]\n"
                     "               [--variants K] [--json] [--quiet] [--tls] [--ca FILE]\n"
-                    "               [--handshakes]\n");
+                    "               [--handshakes] [--fresh-ids]\n");
     exit(2);
 }
 
@@ -502,6 +555,7 @@ int main(int argc, char **argv)
         {"variants", required_argument, 0, 'v'},
         {"quiet", no_argument, 0, 'q'},
         {"json", no_argument, 0, 'j'},
+        {"fresh-ids", no_argument, 0, 'F'},
         {"tls", no_argument, 0, 'T'},
         {"ca", required_argument, 0, 'C'},
         {"handshakes", no_argument, 0, 'H'},
@@ -546,6 +600,9 @@ int main(int argc, char **argv)
         case 'q':
             opt.quiet = true;
             break;
+        case 'F':
+            opt.fresh_ids = true;
+            break;
         case 'j':
             opt.json = true;
             break;
@@ -581,6 +638,10 @@ int main(int argc, char **argv)
     if (opt.spans < 1 || opt.attrs < 0 || opt.connections < 1 || opt.streams < 1 ||
         opt.variants < 1 || opt.duration <= 0)
         usage();
+    if (opt.fresh_ids && (opt.grpc || opt.json || opt.gzip)) {
+        fprintf(stderr, "loadgen: --fresh-ids is for OTLP/HTTP protobuf without gzip\n");
+        exit(2);
+    }
 
     if (opt.tls)
         tls_init();
@@ -618,7 +679,10 @@ int main(int argc, char **argv)
                     c->busy = true;
                     c->req = r;
                     c->started = t;
-                    pl_buf_append(&c->out, r->data, r->len);
+                    if (opt.fresh_ids)
+                        append_fresh(&c->out, r);
+                    else
+                        pl_buf_append(&c->out, r->data, r->len);
                 }
             }
         }
