@@ -93,6 +93,7 @@ enum {
     ST_INS_TENANT_SERVICE,
     ST_COUNT_LABEL_SETS,
     ST_UPSERT_TOTAL,
+    ST_SPAN_EXISTS,
     ST_COUNT
 };
 
@@ -111,6 +112,9 @@ struct pl_store {
     pl_buf frames;           /* scratch for stack frames */
     uint64_t last_stack_gc_ns;
     struct pl_store_terms *terms; /* the writer's search-term memory (store_terms.c) */
+    /* copies of stored spans among the last spans written (store_write.c) */
+    uint32_t dup_window_spans, dup_window_copies;
+    bool dup_check;
 };
 
 /* Empties the id caches (after a rollback or a stack collection). */

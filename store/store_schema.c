@@ -207,6 +207,7 @@ static const char *const write_sql[ST_COUNT] = {
     [ST_UPSERT_TOTAL] = "INSERT INTO service_totals(service_id, type_id, bucket, value) "
                         "VALUES(?1,?2,?3,?4) ON CONFLICT(service_id, type_id, bucket) DO UPDATE "
                         "SET value = value + excluded.value",
+    [ST_SPAN_EXISTS] = "SELECT 1 FROM spans WHERE span_id = ?1",
     [ST_COUNT_LABEL_SETS] = "SELECT count(*) FROM services WHERE name_id = ?2 AND tenant IS ?1 "
                             "AND labels IS NOT NULL",
 };

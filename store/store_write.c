@@ -438,6 +438,55 @@ static trace_agg *trace_aggs_get(trace_aggs *m, const uint8_t id[16])
     return t;
 }
 
+/* Whether the span carries the correlation's profile summary (what a copy
+ * of a stored span adds to it). */
+static bool span_has_profile(const pl_span *sp)
+{
+    static const char *const keys[] = {"profile.samples", "profile.cpu_time_ns",
+                                       "profile.cpu_time_total_ns", "profile.top_functions"};
+    if (attr_string(&sp->attrs, "pyroscope.profile.id").len)
+        return true;
+    for (size_t k = 0; k < sizeof(keys) / sizeof(keys[0]); k++)
+        if (pl_attrs_find(&sp->attrs, keys[k], strlen(keys[k])))
+            return true;
+    return false;
+}
+
+/* 1 when a span with this id is stored, 0 when not, -1 on error (*rc). */
+static int span_stored(pl_store *s, int64_t sid, int *rc)
+{
+    sqlite3_stmt *st = s->st[ST_SPAN_EXISTS];
+    sqlite3_bind_int64(st, 1, sid);
+    int r = sqlite3_step(st);
+    sqlite3_reset(st);
+    if (r == SQLITE_ROW)
+        return 1;
+    if (r == SQLITE_DONE)
+        return 0;
+    *rc = r;
+    return -1;
+}
+
+/* Copies of stored spans: the default pipelines store every span as it
+ * arrives and again after the correlation processor, so in a steady state
+ * every second span is a copy. While at least one in DUP_CHECK_SHARE of
+ * the last DUP_WINDOW spans was a copy, a span without a profile summary
+ * is first looked up by id (one index seek) and, when stored, skipped
+ * whole: no attribute JSON, no insert attempt, no search terms (the stored
+ * row, which such a copy leaves unchanged, has them). */
+#define DUP_WINDOW      4096u
+#define DUP_CHECK_SHARE 8u
+
+static void dup_window_count(pl_store *s, bool dup)
+{
+    s->dup_window_spans++;
+    s->dup_window_copies += dup;
+    if (s->dup_window_spans >= DUP_WINDOW) {
+        s->dup_check = s->dup_window_copies * DUP_CHECK_SHARE >= s->dup_window_spans;
+        s->dup_window_spans = s->dup_window_copies = 0;
+    }
+}
+
 static int write_span(pl_store *s, const pl_span *sp, pl_bytes service, int64_t resource_id,
                       pl_bytes tenant, trace_aggs *aggs, pl_store_write_stats *stats)
 {
@@ -657,11 +706,23 @@ static int flush_spans(pl_store *s, span_set *set, pl_store_write_stats *stats)
     int rc = SQLITE_OK;
     for (size_t i = 0; i < set->n && rc == SQLITE_OK; i++) {
         const span_res *r = &set->res[set->refs[i].res];
+        const pl_span *sp = set->refs[i].sp;
+        if (s->dup_check && !span_has_profile(sp)) {
+            int stored = span_stored(s, span_id_int(sp->span_id), &rc);
+            if (stored < 0)
+                break;
+            if (stored) {
+                stats->duplicate_spans++;
+                dup_window_count(s, true);
+                continue;
+            }
+        }
         uint64_t dups = stats->duplicate_spans;
-        rc = write_span(s, set->refs[i].sp, r->service, r->resource_id, r->tenant, &aggs, stats);
+        rc = write_span(s, sp, r->service, r->resource_id, r->tenant, &aggs, stats);
         if (rc == SQLITE_OK)
-            rc = pl_store_terms_span(s, set->refs[i].sp, r->service, r->resource_id, r->attrs,
+            rc = pl_store_terms_span(s, sp, r->service, r->resource_id, r->attrs,
                                      stats->duplicate_spans != dups);
+        dup_window_count(s, stats->duplicate_spans != dups);
     }
     sqlite3_stmt *st = s->st[ST_UPSERT_TRACE];
     for (size_t i = 0; i < aggs.n && rc == SQLITE_OK; i++) {

@@ -15,6 +15,7 @@
 
 #include "config/decode.h"
 #include "store_fixtures.h"
+#include "traces_fixture.h"
 
 extern const pl_component_type pl_exporter_sqlite;
 
@@ -1372,6 +1373,93 @@ static void dump_rows(const char *path, pl_buf *out)
  * added up) stores exactly what writing the batches one by one stores:
  * traces split over batches, out of order, a later copy with a profile
  * summary, samples of two dictionaries on the same keys, a tenant. */
+/* n spans with ids derived from first..first+n-1 (10 per trace), now. */
+static pl_batch *numbered_spans(uint32_t first, uint32_t n)
+{
+    pl_span *spans;
+    pl_batch *b = tf_traces("copies", NULL, n, &spans);
+    uint64_t now = (uint64_t)time(NULL) * 1000000000ull;
+    for (uint32_t i = 0; i < n; i++) {
+        pl_span *sp = &spans[i];
+        uint32_t id = first + i;
+        sp->trace_id_len = 16;
+        sp->trace_id[0] = 0x7e;
+        memcpy(sp->trace_id + 8, &(uint32_t){id / 10 + 1}, 4);
+        sp->span_id_len = 8;
+        memcpy(sp->span_id, &(uint32_t){id + 1}, 4);
+        sp->span_id[7] = 0x5a;
+        sp->name = PL_BYTES_LIT("op");
+        sp->start_time_unix_nano = now + id;
+        sp->end_time_unix_nano = now + id + 1000;
+        pl_attrs_put(&b->arena, &sp->attrs, PL_BYTES_LIT("k"), pl_value_string(PL_BYTES_LIT("v")));
+    }
+    return b;
+}
+
+static int64_t count_rows(const char *path, const char *sql)
+{
+    sqlite3 *db = NULL;
+    int64_t n = -1;
+    sqlite3_stmt *st = NULL;
+    if (sqlite3_open(path, &db) == SQLITE_OK &&
+        sqlite3_prepare_v2(db, sql, -1, &st, NULL) == SQLITE_OK && sqlite3_step(st) == SQLITE_ROW)
+        n = sqlite3_column_int64(st, 0);
+    sqlite3_finalize(st);
+    sqlite3_close(db);
+    return n;
+}
+
+/* The default pipelines store each span twice (as it arrives, then after
+ * the correlation processor): past a share of copies the writer looks
+ * copies up first and skips them whole. Whichever way a copy goes, the
+ * store keeps one row per span, a copy with a profile summary still adds
+ * it, and new spans among copies are stored. */
+static void test_many_copies(void)
+{
+    char path[512];
+    fresh_path(path, sizeof(path), "copies.db");
+    pl_store *s = open_rw(path);
+    REQUIRE(s);
+    pl_err err = {{0}};
+    pl_store_write_stats ws = {0};
+    pl_batch *b = numbered_spans(0, 6000);
+    REQUIRE(pl_store_write_batch(s, b, &ws, &err) == PL_OK);
+    CHECK_EQ_UINT(ws.spans, 6000);
+    memset(&ws, 0, sizeof(ws));
+    /* the copies, in batches of 1000 (the check turns on after 4096) */
+    for (uint32_t i = 0; i < 6000; i += 1000) {
+        pl_batch *c = numbered_spans(i, 1000);
+        REQUIRE(pl_store_write_batch(s, c, &ws, &err) == PL_OK);
+        pl_batch_free(c);
+    }
+    CHECK_EQ_UINT(ws.spans, 0);
+    CHECK_EQ_UINT(ws.duplicate_spans, 6000);
+    /* new spans while copies are looked up first */
+    memset(&ws, 0, sizeof(ws));
+    pl_batch *n = numbered_spans(6000, 500);
+    REQUIRE(pl_store_write_batch(s, n, &ws, &err) == PL_OK);
+    CHECK_EQ_UINT(ws.spans, 500);
+    pl_batch_free(n);
+    /* a copy with the correlation's summary updates the stored span */
+    pl_batch *p = numbered_spans(5990, 1);
+    pl_span *sp = &p->data.traces.resources[0].scopes[0].spans[0];
+    pl_attrs_put(&p->arena, &sp->attrs, PL_BYTES_LIT("pyroscope.profile.id"),
+                 pl_value_string(PL_BYTES_LIT("abc")));
+    pl_attrs_put(&p->arena, &sp->attrs, PL_BYTES_LIT("profile.samples"), pl_value_int(7));
+    memset(&ws, 0, sizeof(ws));
+    REQUIRE(pl_store_write_batch(s, p, &ws, &err) == PL_OK);
+    CHECK_EQ_UINT(ws.duplicate_spans, 1);
+    pl_batch_free(p);
+    pl_batch_free(b);
+    pl_store_close(s);
+    CHECK_EQ_INT(count_rows(path, "SELECT count(*) FROM spans"), 6500);
+    CHECK_EQ_INT(count_rows(path, "SELECT count(DISTINCT span_id) FROM spans"), 6500);
+    CHECK_EQ_INT(count_rows(path, "SELECT count(*) FROM spans WHERE profile_id = 'abc' AND "
+                                  "profile_samples = 7"),
+                 1);
+    CHECK_EQ_INT(count_rows(path, "SELECT sum(span_count) FROM traces"), 6500);
+}
+
 static void test_write_many_matches_one_by_one(void)
 {
     pl_batch *batches[8];
@@ -1460,6 +1548,7 @@ int main(void)
     PL_RUN(test_round_trip_spans_then_samples);
     PL_RUN(test_round_trip_samples_then_spans);
     PL_RUN(test_duplicate_spans_and_repeated_samples);
+    PL_RUN(test_many_copies);
     PL_RUN(test_write_many_matches_one_by_one);
     PL_RUN(test_sample_types_and_labels);
     PL_RUN(test_odd_samples);
