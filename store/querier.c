@@ -14,7 +14,9 @@
  * protobuf name, where it goes in pl_qrequest): the protobuf reader and
  * the protojson reader walk the same table, so both formats accept exactly
  * the same fields. JSON keys match the proto name and the lowerCamel JSON
- * name alike (Drilldown mixes `profile_typeID` with `maxNodes`). Bodies are
+ * name alike (Drilldown mixes `profile_typeID` with `maxNodes`). A nested
+ * message (stack_trace_selector) has a table of its own, walked the same
+ * way, whose fields land in the same pl_qrequest. Bodies are
  * bounded by the API listener (64 KiB), strings and lists by the table
  * walker, and every string is copied into the request's arena.
  *
