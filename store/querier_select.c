@@ -1288,6 +1288,25 @@ static int callsite_stack(pl_qctx *q, callsite *c, int64_t id, bool *ok)
     return pl_store_u64_map_put(&c->stacks, (uint64_t)id, *ok) ? SQLITE_OK : SQLITE_NOMEM;
 }
 
+/* pl_qcallsite(stack id): 1 when the stack starts with the request's call
+ * site (a filter in SQL, so rows are summed per step, not per stack). */
+typedef struct callsite_sql {
+    pl_qctx *q;
+    callsite *c;
+} callsite_sql;
+
+static void callsite_fn_sql(sqlite3_context *ctx, int argc, sqlite3_value **argv)
+{
+    (void)argc;
+    callsite_sql *a = sqlite3_user_data(ctx);
+    bool ok = false;
+    int rc = a ? callsite_stack(a->q, a->c, sqlite3_value_int64(argv[0]), &ok) : SQLITE_MISUSE;
+    if (rc != SQLITE_OK)
+        sqlite3_result_error_code(ctx, rc);
+    else
+        sqlite3_result_int(ctx, ok);
+}
+
 /* ---- merged stacks ------------------------------------------------------ */
 
 /* Function id -> tree name index, loaded on first use. */
@@ -1522,26 +1541,25 @@ pl_status pl_q_select_series(pl_qctx *q, const pl_qrequest *r, pl_qseries **out,
     qsql sql = {0};
     pl_buf_init(&sql.sql);
     pl_buf_printf(&sql.sql, "SELECT s.%s, s.service_id, sum(s.value)", src->bucket);
-    int stack_col = 3;
     for (size_t g = 0; g < r->group_by.n; g++)
         if (span_label(label_kind(q, r->group_by.items[g]))) {
             pl_buf_append_byte(&sql.sql, ',');
             label_expr(&sql, r->group_by.items[g], &q->arena);
-            stack_col++;
         }
-    if (cs.n)
-        pl_buf_append_str(&sql.sql, ", s.stack_id");
     from_clause(&sql, src, join);
     where_clause(&sql, &f, src, ANY, ANY, &q->arena);
-    pl_buf_append_str(&sql.sql, " GROUP BY 1, 2");
-    int c = 4;
-    for (size_t g = 0; g < r->group_by.n; g++)
-        if (span_label(label_kind(q, r->group_by.items[g])))
-            pl_buf_printf(&sql.sql, ", %d", c++);
     if (cs.n)
-        pl_buf_printf(&sql.sql, ", %d", c);
-    sqlite3_stmt *stmt;
-    int rc = prepare(q, &sql, &f, &stmt);
+        pl_buf_append_str(&sql.sql, " AND pl_qcallsite(s.stack_id)");
+    pl_buf_append_str(&sql.sql, " GROUP BY 1, 2");
+    for (size_t g = 0, c = 4; g < r->group_by.n; g++)
+        if (span_label(label_kind(q, r->group_by.items[g])))
+            pl_buf_printf(&sql.sql, ", %zu", c++);
+    callsite_sql csq = {q, &cs};
+    int rc = sqlite3_create_function(q->store->db, "pl_qcallsite", 1, SQLITE_UTF8, &csq,
+                                     callsite_fn_sql, NULL, NULL);
+    sqlite3_stmt *stmt = NULL;
+    if (rc == SQLITE_OK)
+        rc = prepare(q, &sql, &f, &stmt);
     sacc *acc = NULL;
     size_t n_acc = 0, cap = 0;
     pl_intern index = {0};
@@ -1554,14 +1572,6 @@ pl_status pl_q_select_series(pl_qctx *q, const pl_qrequest *r, pl_qseries **out,
         size_t k = (size_t)((ts - f.start_ms) / step_ms);
         if (k >= n_steps)
             continue;
-        if (cs.n) {
-            bool selected;
-            rc = callsite_stack(q, &cs, sqlite3_column_int64(stmt, stack_col), &selected);
-            if (rc != SQLITE_OK)
-                break;
-            if (!selected)
-                continue;
-        }
         const struct pl_qservice *sv = service_by_id(q, sqlite3_column_int64(stmt, 1));
         const char *svc = sv ? sv->name : "";
         double v = (double)sqlite3_column_int64(stmt, 2);
@@ -1625,6 +1635,8 @@ pl_status pl_q_select_series(pl_qctx *q, const pl_qrequest *r, pl_qseries **out,
         a->sum += v;
     }
     unprepare(q, stmt);
+    sqlite3_create_function(q->store->db, "pl_qcallsite", 1, SQLITE_UTF8, NULL, callsite_fn_sql,
+                            NULL, NULL);
     callsite_free(&cs);
     qsql_free(&sql);
     pl_buf_free(&key);
