@@ -100,7 +100,7 @@ static const qfield go_pgo_fields[] = {F(1, F_I64, "keep_locations", keep_locati
                                        F(2, F_BOOL, "aggregate_callees", aggregate_callees), END};
 static const qfield stack_trace_selector_fields[] = {
     {1, F_MSGS, "call_site", R(call_site), NOHAS, location_fields, PL_QCALL_SITE_MAX},
-    {2, F_MSG, "go_pgo", 0, (ptrdiff_t)R(has_go_pgo), go_pgo_fields, 0},
+    {2, F_MSG, "go_pgo", 0, NOHAS, go_pgo_fields, 0},
     END};
 #define STACK_TRACE_SELECTOR(n)                                                                    \
     {                                                                                              \

@@ -129,7 +129,6 @@ typedef struct pl_qrequest {
     /* stack_trace_selector: call_site (function names, root first: only the
      * stacks that start with them; none: every stack), go_pgo */
     pl_qlist call_site;
-    bool has_go_pgo;
     int64_t keep_locations; /* go_pgo: the leaf-most frames to keep (0: all) */
     bool aggregate_callees; /* go_pgo: about line numbers, which the store has not */
 } pl_qrequest;
