@@ -16,6 +16,11 @@
  * per-minute roll-up `service_profiles` instead of `samples`: the same
  * values, a fraction of the rows; series without span labels read the
  * totals per (service, type, 10 s bucket), `service_totals`, without stacks.
+ *
+ * A stack_trace_selector call site (function names from the root) is
+ * checked in C, each function id and stack id once per request: merged
+ * stacks as their rows arrive, series (which then read `samples`) through
+ * the SQL function pl_qcallsite in their WHERE clause.
  */
 #include "store/querier_internal.h"
 #include "store/store_internal.h"
