@@ -14,7 +14,9 @@
  * protobuf name, where it goes in pl_qrequest): the protobuf reader and
  * the protojson reader walk the same table, so both formats accept exactly
  * the same fields. JSON keys match the proto name and the lowerCamel JSON
- * name alike (Drilldown mixes `profile_typeID` with `maxNodes`). Bodies are
+ * name alike (Drilldown mixes `profile_typeID` with `maxNodes`). A nested
+ * message (stack_trace_selector) has a table of its own, walked the same
+ * way, whose fields land in the same pl_qrequest. Bodies are
  * bounded by the API listener (64 KiB), strings and lists by the table
  * walker, and every string is copied into the request's arena.
  *
@@ -45,33 +47,64 @@
 
 /* ---- request decoding --------------------------------------------------- */
 
-typedef enum fkind { F_STR, F_STRS, F_I64, F_DBL, F_BOOL, F_ENUM, F_SKIP } fkind;
+/* F_MSG is a nested message whose fields (its `sub` table) go into the same
+ * pl_qrequest; F_MSGS a repeated one, each element one entry of the list at
+ * `off`, which its F_ELEM field (a string) sets (Location{name}). */
+typedef enum fkind {
+    F_STR,
+    F_STRS,
+    F_I64,
+    F_DBL,
+    F_BOOL,
+    F_ENUM,
+    F_MSG,
+    F_MSGS,
+    F_ELEM,
+    F_SKIP
+} fkind;
 
 typedef struct qfield {
     uint32_t num;
     fkind kind;
-    const char *name; /* the proto name; JSON also takes its lowerCamel form */
-    size_t off;       /* into pl_qrequest */
-    ptrdiff_t has;    /* offset of the bool set when present, or -1 */
+    const char *name;         /* the proto name; JSON also takes its lowerCamel form */
+    size_t off;               /* into pl_qrequest */
+    ptrdiff_t has;            /* offset of the bool set when present, or -1 */
+    const struct qfield *sub; /* F_MSG, F_MSGS: the message's fields */
+    uint32_t max;             /* F_MSGS: entries; F_ELEM: bytes (0: the defaults) */
 } qfield;
 
 #define R(m)  offsetof(pl_qrequest, m)
 #define NOHAS (-1)
 #define F(n, k, name, m)                                                                           \
     {                                                                                              \
-        n, k, name, R(m), NOHAS                                                                    \
+        n, k, name, R(m), NOHAS, NULL, 0                                                           \
     }
 #define FH(n, k, name, m, has_m)                                                                   \
     {                                                                                              \
-        n, k, name, R(m), (ptrdiff_t)R(has_m)                                                      \
+        n, k, name, R(m), (ptrdiff_t)R(has_m), NULL, 0                                             \
     }
 #define SKIP(n, name)                                                                              \
     {                                                                                              \
-        n, F_SKIP, name, 0, NOHAS                                                                  \
+        n, F_SKIP, name, 0, NOHAS, NULL, 0                                                         \
     }
 #define END                                                                                        \
     {                                                                                              \
-        0, F_SKIP, NULL, 0, NOHAS                                                                  \
+        0, F_SKIP, NULL, 0, NOHAS, NULL, 0                                                         \
+    }
+
+/* types.v1.StackTraceSelector{call_site=1 repeated Location{name=1};
+ * go_pgo=2 GoPGO{keep_locations=1 uint32; aggregate_callees=2 bool}} */
+static const qfield location_fields[] = {
+    {1, F_ELEM, "name", R(call_site), NOHAS, NULL, PL_QCALL_SITE_NAME_MAX}, END};
+static const qfield go_pgo_fields[] = {F(1, F_I64, "keep_locations", keep_locations),
+                                       F(2, F_BOOL, "aggregate_callees", aggregate_callees), END};
+static const qfield stack_trace_selector_fields[] = {
+    {1, F_MSGS, "call_site", R(call_site), NOHAS, location_fields, PL_QCALL_SITE_MAX},
+    {2, F_MSG, "go_pgo", 0, NOHAS, go_pgo_fields, 0},
+    END};
+#define STACK_TRACE_SELECTOR(n)                                                                    \
+    {                                                                                              \
+        n, F_MSG, "stack_trace_selector", 0, NOHAS, stack_trace_selector_fields, 0                 \
     }
 
 static const qfield range_fields[] = {F(1, F_I64, "start", start_ms), F(2, F_I64, "end", end_ms),
@@ -89,7 +122,7 @@ static const qfield merge_fields[] = {
     F(1, F_STR, "profile_typeID", profile_type), F(2, F_STR, "label_selector", label_selector),
     F(3, F_I64, "start", start_ms), F(4, F_I64, "end", end_ms),
     FH(5, F_I64, "max_nodes", max_nodes, has_max_nodes), F(6, F_ENUM, "format", format),
-    SKIP(7, "stack_trace_selector"), F(8, F_STRS, "profile_id_selector", profile_id_selector),
+    STACK_TRACE_SELECTOR(7), F(8, F_STRS, "profile_id_selector", profile_id_selector),
     SKIP(9, "async"), F(10, F_STRS, "trace_id_selector", trace_id_selector),
     F(11, F_STRS, "span_selector", span_selector),
     /* proflink: also the samples of every span below the selected ones */
@@ -110,7 +143,7 @@ static const qfield series_select_fields[] = {F(1, F_STR, "profile_typeID", prof
                                               F(5, F_STRS, "group_by", group_by),
                                               F(6, F_DBL, "step", step),
                                               SKIP(7, "aggregation"),
-                                              SKIP(8, "stack_trace_selector"),
+                                              STACK_TRACE_SELECTOR(8),
                                               FH(9, F_I64, "limit", limit, has_limit),
                                               SKIP(10, "exemplar_type"),
                                               END};
@@ -119,7 +152,7 @@ static const qfield profile_fields[] = {F(1, F_STR, "profile_typeID", profile_ty
                                         F(3, F_I64, "start", start_ms),
                                         F(4, F_I64, "end", end_ms),
                                         FH(5, F_I64, "max_nodes", max_nodes, has_max_nodes),
-                                        SKIP(6, "stack_trace_selector"),
+                                        STACK_TRACE_SELECTOR(6),
                                         F(7, F_STRS, "profile_id_selector", profile_id_selector),
                                         F(8, F_STRS, "trace_id_selector", trace_id_selector),
                                         END};
@@ -147,10 +180,28 @@ static const qfield *field_by_key(const qfield *t, const uint8_t *key, size_t le
     return NULL;
 }
 
+/* Appends an entry to the list at f->off (at most f->max entries, or
+ * PL_QREQ_MAX_LIST). */
+static pl_status list_append(decoder *d, const qfield *f, const char *v)
+{
+    pl_qlist *l = (pl_qlist *)((char *)d->req + f->off);
+    size_t max = f->max ? f->max : PL_QREQ_MAX_LIST;
+    if (l->n >= max)
+        return pl_errf(d->err, PL_ERR_INVALID, "%s: more than %zu entries", f->name, max);
+    if (l->n == 0) {
+        l->items = pl_arena_calloc(d->arena, max, sizeof(char *));
+        if (!l->items)
+            return pl_errf(d->err, PL_ERR_NOMEM, "out of memory");
+    }
+    l->items[l->n++] = v;
+    return PL_OK;
+}
+
 static pl_status put_string(decoder *d, const qfield *f, const uint8_t *s, size_t len)
 {
-    if (len > MAX_STRING)
-        return pl_errf(d->err, PL_ERR_INVALID, "%s: longer than %d bytes", f->name, MAX_STRING);
+    size_t max = f->kind == F_ELEM && f->max ? f->max : MAX_STRING;
+    if (len > max)
+        return pl_errf(d->err, PL_ERR_INVALID, "%s: longer than %zu bytes", f->name, max);
     if (memchr(s, 0, len) || !pl_utf8_valid(s, len))
         return pl_errf(d->err, PL_ERR_INVALID, "%s: not a valid UTF-8 string", f->name);
     char *copy = pl_arena_alloc(d->arena, len + 1);
@@ -164,16 +215,24 @@ static pl_status put_string(decoder *d, const qfield *f, const uint8_t *s, size_
         *(const char **)(base + f->off) = copy;
         return PL_OK;
     }
-    pl_qlist *l = (pl_qlist *)(base + f->off);
-    if (l->n >= PL_QREQ_MAX_LIST)
-        return pl_errf(d->err, PL_ERR_INVALID, "%s: more than %d entries", f->name,
-                       PL_QREQ_MAX_LIST);
-    if (l->n == 0) {
-        l->items = pl_arena_calloc(d->arena, PL_QREQ_MAX_LIST, sizeof(char *));
-        if (!l->items)
-            return pl_errf(d->err, PL_ERR_NOMEM, "out of memory");
+    if (f->kind == F_ELEM) { /* the entry of the element being decoded */
+        pl_qlist *l = (pl_qlist *)(base + f->off);
+        if (!l->n)
+            return pl_errf(d->err, PL_ERR_INVALID, "%s: outside its message", f->name);
+        l->items[l->n - 1] = copy;
+        return PL_OK;
     }
-    l->items[l->n++] = copy;
+    return list_append(d, f, copy);
+}
+
+/* A nested message starts: F_MSG marks its presence, F_MSGS adds the entry
+ * its fields then set ("" until they do). */
+static pl_status begin_message(decoder *d, const qfield *f)
+{
+    if (f->kind == F_MSGS)
+        return list_append(d, f, "");
+    if (f->has >= 0)
+        *(bool *)((char *)d->req + f->has) = true;
     return PL_OK;
 }
 
@@ -226,12 +285,19 @@ static pl_status decode_proto(decoder *d, const qfield *table, const uint8_t *p,
         const qfield *f = field_by_num(table, num);
         if (!f || f->kind == F_SKIP)
             continue;
-        bool want_len = f->kind == F_STR || f->kind == F_STRS;
+        bool msg = f->kind == F_MSG || f->kind == F_MSGS;
+        bool want_len = msg || f->kind == F_STR || f->kind == F_STRS || f->kind == F_ELEM;
         bool want_i64 = f->kind == F_DBL;
         if ((want_len && wt != PL_PB_LEN) || (want_i64 && wt != PL_PB_I64) ||
             (!want_len && !want_i64 && wt != PL_PB_VARINT))
             return pl_errf(d->err, PL_ERR_INVALID, "%s: wrong wire type %u", f->name, wt);
-        if (want_len) {
+        if (msg) { /* the tables nest a fixed number of levels */
+            pl_status st = begin_message(d, f);
+            if (st == PL_OK)
+                st = decode_proto(d, f->sub, data, (size_t)v);
+            if (st != PL_OK)
+                return st;
+        } else if (want_len) {
             pl_status st = put_string(d, f, data, (size_t)v);
             if (st != PL_OK)
                 return st;
@@ -324,12 +390,40 @@ static pl_status json_number(decoder *d, pl_jr *jr, const qfield *f)
     return PL_OK;
 }
 
+static pl_status json_object(decoder *d, pl_jr *jr, const qfield *table);
+
+/* A nested message: an object (F_MSG), an array of objects (F_MSGS). */
+static pl_status json_message(decoder *d, pl_jr *jr, const qfield *f)
+{
+    if (f->kind == F_MSG) {
+        if (pl_jr_peek(jr) != PL_JT_OBJECT)
+            return pl_errf(d->err, PL_ERR_INVALID, "%s: expected an object", f->name);
+        pl_status st = begin_message(d, f);
+        return st == PL_OK ? json_object(d, jr, f->sub) : st;
+    }
+    if (!pl_jr_array_begin(jr))
+        return pl_errf(d->err, PL_ERR_INVALID, "%s: expected an array", f->name);
+    unsigned count = 0;
+    int more;
+    while ((more = pl_jr_array_next(jr, &count)) == 1) {
+        if (pl_jr_peek(jr) != PL_JT_OBJECT)
+            return pl_errf(d->err, PL_ERR_INVALID, "%s: expected an array of objects", f->name);
+        pl_status st = begin_message(d, f);
+        if (st == PL_OK)
+            st = json_object(d, jr, f->sub);
+        if (st != PL_OK)
+            return st;
+    }
+    return more == 0 ? PL_OK : pl_errf(d->err, PL_ERR_INVALID, "%s: bad array", f->name);
+}
+
 static pl_status json_value(decoder *d, pl_jr *jr, const qfield *f)
 {
     if (!f || f->kind == F_SKIP || pl_jr_peek(jr) == PL_JT_NULL)
         return pl_jr_skip(jr) ? PL_OK : pl_errf(d->err, PL_ERR_INVALID, "request: bad JSON");
     switch (f->kind) {
     case F_STR:
+    case F_ELEM:
         return json_string(d, jr, f);
     case F_STRS: {
         if (!pl_jr_array_begin(jr))
@@ -343,6 +437,9 @@ static pl_status json_value(decoder *d, pl_jr *jr, const qfield *f)
         }
         return more == 0 ? PL_OK : pl_errf(d->err, PL_ERR_INVALID, "%s: bad array", f->name);
     }
+    case F_MSG:
+    case F_MSGS:
+        return json_message(d, jr, f);
     case F_BOOL: {
         pl_jtype t = pl_jr_peek(jr);
         if ((t != PL_JT_TRUE && t != PL_JT_FALSE) || !pl_jr_literal(jr))
@@ -355,27 +452,39 @@ static pl_status json_value(decoder *d, pl_jr *jr, const qfield *f)
     }
 }
 
+/* The members of an object (its '{' next) by the table's fields. */
+static pl_status json_object(decoder *d, pl_jr *jr, const qfield *table)
+{
+    if (!pl_jr_object_begin(jr))
+        return pl_errf(d->err, PL_ERR_INVALID, "request: expected a JSON object");
+    unsigned count = 0;
+    pl_jstr key;
+    int more;
+    while ((more = pl_jr_object_next(jr, &count, &key)) == 1) {
+        const qfield *f = key.escaped ? NULL : field_by_key(table, key.ptr, key.len);
+        pl_status st = json_value(d, jr, f);
+        if (st != PL_OK)
+            return st;
+    }
+    if (more < 0)
+        return pl_errf(d->err, PL_ERR_INVALID, "request: bad JSON: %s at byte %zu",
+                       jr->error ? jr->error : "syntax error", jr->error_at);
+    return PL_OK;
+}
+
 static pl_status decode_json(decoder *d, const qfield *table, const uint8_t *p, size_t len)
 {
     pl_jr jr;
     pl_jr_init(&jr, p, len, 16);
     if (len == 0)
         return PL_OK;
-    if (pl_jr_peek(&jr) != PL_JT_OBJECT || !pl_jr_object_begin(&jr))
+    if (pl_jr_peek(&jr) != PL_JT_OBJECT)
         return pl_errf(d->err, PL_ERR_INVALID, "request: expected a JSON object");
-    unsigned count = 0;
-    pl_jstr key;
-    int more;
-    while ((more = pl_jr_object_next(&jr, &count, &key)) == 1) {
-        const qfield *f = key.escaped ? NULL : field_by_key(table, key.ptr, key.len);
-        pl_status st = json_value(d, &jr, f);
-        if (st != PL_OK)
-            return st;
-    }
-    if (more < 0 || !pl_jr_finish(&jr))
+    pl_status st = json_object(d, &jr, table);
+    if (st == PL_OK && !pl_jr_finish(&jr))
         return pl_errf(d->err, PL_ERR_INVALID, "request: bad JSON: %s at byte %zu",
                        jr.error ? jr.error : "syntax error", jr.error_at);
-    return PL_OK;
+    return st;
 }
 
 /* ---- response writer ---------------------------------------------------- */
@@ -752,6 +861,49 @@ static void add_pprof_stack(void *arg, const char *const *frames, size_t n, int6
     free(b);
 }
 
+/* go_pgo.keep_locations: the stacks of `from` cut to their `keep` leaf-most
+ * frames, merged into `to` (stacks that become the same add up). */
+typedef struct truncated {
+    pl_qtree *to;
+    size_t keep;
+    int rc;
+} truncated;
+
+static void add_truncated(void *arg, const char *const *frames, size_t n, int64_t self)
+{
+    truncated *t = arg;
+    size_t k = n < t->keep ? n : t->keep;
+    int32_t *names = malloc((k ? k : 1) * sizeof(int32_t));
+    if (!names) {
+        t->rc = -1;
+        return;
+    }
+    for (size_t i = 0; i < k; i++) { /* frames are leaf first; the tree root first */
+        names[k - 1 - i] = pl_qtree_name(t->to, frames[i], strlen(frames[i]));
+        if (names[k - 1 - i] < 0)
+            t->rc = -1;
+    }
+    if (t->rc == 0 && pl_qtree_add(t->to, names, k, self) < 0)
+        t->rc = -1;
+    free(names);
+}
+
+static pl_status keep_locations(call *c, pl_qtree **tree)
+{
+    if (c->req->keep_locations < 0 || c->req->keep_locations > UINT32_MAX)
+        return pl_errf(c->q->err, PL_ERR_INVALID, "keep_locations: not a uint32");
+    if (c->req->keep_locations == 0)
+        return PL_OK;
+    truncated t = {pl_qtree_new(), (size_t)c->req->keep_locations, 0};
+    if (!t.to || pl_qtree_stacks(*tree, add_truncated, &t) < 0 || t.rc < 0) {
+        pl_qtree_free(t.to);
+        return pl_errf(c->q->err, PL_ERR_NOMEM, "out of memory");
+    }
+    pl_qtree_free(*tree);
+    *tree = t.to;
+    return PL_OK;
+}
+
 static pl_status m_merge_profile(call *c)
 {
     if (c->w->json)
@@ -762,6 +914,8 @@ static pl_status m_merge_profile(call *c)
         return pl_errf(c->q->err, PL_ERR_NOMEM, "out of memory");
     const pl_qtype *type;
     pl_status st = pl_q_merge(c->q, c->req, false, tree, &type);
+    if (st == PL_OK)
+        st = keep_locations(c, &tree);
     if (st == PL_OK) {
         int64_t start, end;
         end = c->req->end_ms > 0 ? c->req->end_ms : (int64_t)(pl_time_now_ns() / 1000000);

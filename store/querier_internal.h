@@ -102,6 +102,10 @@ int pl_qtree_stacks(const pl_qtree *t, pl_qtree_stack_fn fn, void *arg);
 /* ---- requests and the SQL behind them (querier_select.c) ---------------- */
 
 #define PL_QREQ_MAX_LIST 256 /* entries of one repeated field */
+/* stack_trace_selector.call_site: frames (a stack may be deep) and the
+ * length of one function name */
+#define PL_QCALL_SITE_MAX      1024
+#define PL_QCALL_SITE_NAME_MAX 8192
 
 typedef struct pl_qlist {
     const char **items;
@@ -122,6 +126,11 @@ typedef struct pl_qrequest {
     bool has_limit;
     int64_t limit;
     bool include_descendants; /* proflink: span profiles with the spans below */
+    /* stack_trace_selector: call_site (function names, root first: only the
+     * stacks that start with them; none: every stack), go_pgo */
+    pl_qlist call_site;
+    int64_t keep_locations; /* go_pgo: the leaf-most frames to keep (0: all) */
+    bool aggregate_callees; /* go_pgo: about line numbers, which the store has not */
 } pl_qrequest;
 
 /* A method's result, written to protobuf or protojson by querier.c. */

@@ -16,6 +16,11 @@
  * per-minute roll-up `service_profiles` instead of `samples`: the same
  * values, a fraction of the rows; series without span labels read the
  * totals per (service, type, 10 s bucket), `service_totals`, without stacks.
+ *
+ * A stack_trace_selector call site (function names from the root) is
+ * checked in C, each function id and stack id once per request: merged
+ * stacks as their rows arrive, series (which then read `samples`) through
+ * the SQL function pl_qcallsite in their WHERE clause.
  */
 #include "store/querier_internal.h"
 #include "store/store_internal.h"
@@ -1160,6 +1165,153 @@ static pl_status trace_ids(pl_qctx *q, const pl_qrequest *r, uint8_t **out, size
     return PL_OK;
 }
 
+/* ---- stack_trace_selector.call_site ------------------------------------ */
+
+/* Selects the stacks whose first frames (from the root) are the call site's
+ * function names. Names are compared, not function ids (one name may have
+ * several ids, by file); each function id's answer and, for series, each
+ * stack id's are cached for the request. */
+typedef struct callsite {
+    const char *const *names; /* root first */
+    size_t n;                 /* 0: no filter */
+    size_t *canon;            /* per position: the first position of that name */
+    u64_map fn;               /* function id -> canonical position + 1, 0: none */
+    u64_map stacks;           /* stack id -> 1: selected, 0: not */
+    int64_t *fids;            /* a stack's first n frames */
+    sqlite3_stmt *fn_st, *stack_st;
+} callsite;
+
+static pl_status callsite_init(pl_qctx *q, const pl_qrequest *r, callsite *c)
+{
+    memset(c, 0, sizeof(*c));
+    c->names = r->call_site.items;
+    c->n = r->call_site.n;
+    if (!c->n)
+        return PL_OK;
+    c->canon = calloc(c->n, sizeof(size_t));
+    c->fids = calloc(c->n, sizeof(int64_t));
+    if (!c->canon || !c->fids)
+        return pl_errf(q->err, PL_ERR_NOMEM, "out of memory");
+    for (size_t i = 0; i < c->n; i++) {
+        c->canon[i] = i;
+        for (size_t j = 0; j < i; j++)
+            if (strcmp(c->names[j], c->names[i]) == 0) {
+                c->canon[i] = c->canon[j];
+                break;
+            }
+    }
+    return PL_OK;
+}
+
+static void callsite_free(callsite *c)
+{
+    free(c->canon);
+    free(c->fids);
+    sqlite3_finalize(c->fn_st);
+    sqlite3_finalize(c->stack_st);
+    pl_store_u64_map_clear(&c->fn);
+    pl_store_u64_map_clear(&c->stacks);
+}
+
+/* The canonical call-site position of function fn's name + 1 (0: none). */
+static int callsite_fn(pl_qctx *q, callsite *c, int64_t fn, int64_t *pos)
+{
+    if (pl_store_u64_map_get(&c->fn, (uint64_t)fn, pos))
+        return SQLITE_OK;
+    int rc = SQLITE_OK;
+    if (!c->fn_st)
+        rc = sqlite3_prepare_v2(q->store->db,
+                                "SELECT st.value FROM functions f JOIN strings st ON st.id = "
+                                "f.name_id WHERE f.id = ?1",
+                                -1, &c->fn_st, NULL);
+    if (rc != SQLITE_OK)
+        return rc;
+    sqlite3_bind_int64(c->fn_st, 1, fn);
+    rc = sqlite3_step(c->fn_st);
+    const char *name = "<unknown>"; /* as the flame graph names it */
+    size_t len = 9;
+    if (rc == SQLITE_ROW) {
+        name = (const char *)sqlite3_column_text(c->fn_st, 0);
+        len = (size_t)sqlite3_column_bytes(c->fn_st, 0);
+        if (!name)
+            name = "", len = 0;
+    }
+    *pos = 0;
+    if (rc == SQLITE_ROW || rc == SQLITE_DONE)
+        for (size_t i = 0; i < c->n && !*pos; i++)
+            if (strlen(c->names[i]) == len && memcmp(c->names[i], name, len) == 0)
+                *pos = (int64_t)i + 1;
+    sqlite3_reset(c->fn_st);
+    if (rc != SQLITE_ROW && rc != SQLITE_DONE)
+        return rc;
+    return pl_store_u64_map_put(&c->fn, (uint64_t)fn, *pos) ? SQLITE_OK : SQLITE_NOMEM;
+}
+
+/* Whether the frames (function ids, root first, nf in all) start with the
+ * call site. */
+static int callsite_frames(pl_qctx *q, callsite *c, const int64_t *fids, size_t nf, bool *ok)
+{
+    *ok = nf >= c->n;
+    for (size_t i = 0; i < c->n && *ok; i++) {
+        int64_t pos;
+        int rc = callsite_fn(q, c, fids[i], &pos);
+        if (rc != SQLITE_OK)
+            return rc;
+        *ok = pos == (int64_t)c->canon[i] + 1;
+    }
+    return SQLITE_OK;
+}
+
+/* Whether stack `id` starts with the call site (its frames read once). */
+static int callsite_stack(pl_qctx *q, callsite *c, int64_t id, bool *ok)
+{
+    int64_t v;
+    if (pl_store_u64_map_get(&c->stacks, (uint64_t)id, &v)) {
+        *ok = v != 0;
+        return SQLITE_OK;
+    }
+    int rc = SQLITE_OK;
+    if (!c->stack_st)
+        rc = sqlite3_prepare_v2(q->store->db, "SELECT frames FROM stacks WHERE id = ?1", -1,
+                                &c->stack_st, NULL);
+    if (rc != SQLITE_OK)
+        return rc;
+    sqlite3_bind_int64(c->stack_st, 1, id);
+    rc = sqlite3_step(c->stack_st);
+    *ok = false;
+    if (rc == SQLITE_ROW) {
+        const uint8_t *blob = sqlite3_column_blob(c->stack_st, 0);
+        int64_t nf =
+            pl_store_get_varints(blob, (size_t)sqlite3_column_bytes(c->stack_st, 0), c->fids, c->n);
+        rc = nf < 0 ? SQLITE_OK : callsite_frames(q, c, c->fids, (size_t)nf, ok);
+    } else if (rc == SQLITE_DONE) {
+        rc = SQLITE_OK;
+    }
+    sqlite3_reset(c->stack_st);
+    if (rc != SQLITE_OK)
+        return rc;
+    return pl_store_u64_map_put(&c->stacks, (uint64_t)id, *ok) ? SQLITE_OK : SQLITE_NOMEM;
+}
+
+/* pl_qcallsite(stack id): 1 when the stack starts with the request's call
+ * site (a filter in SQL, so rows are summed per step, not per stack). */
+typedef struct callsite_sql {
+    pl_qctx *q;
+    callsite *c;
+} callsite_sql;
+
+static void callsite_fn_sql(sqlite3_context *ctx, int argc, sqlite3_value **argv)
+{
+    (void)argc;
+    callsite_sql *a = sqlite3_user_data(ctx);
+    bool ok = false;
+    int rc = a ? callsite_stack(a->q, a->c, sqlite3_value_int64(argv[0]), &ok) : SQLITE_MISUSE;
+    if (rc != SQLITE_OK)
+        sqlite3_result_error_code(ctx, rc);
+    else
+        sqlite3_result_int(ctx, ok);
+}
+
 /* ---- merged stacks ------------------------------------------------------ */
 
 /* Function id -> tree name index, loaded on first use. */
@@ -1206,21 +1358,48 @@ static int fn_name(pl_qctx *q, fn_names *fns, pl_qtree *tree, int64_t fn, int32_
     return SQLITE_OK;
 }
 
-/* Adds the rows of `stmt` (value, frames blob) to the tree. */
-static int add_stacks(pl_qctx *q, sqlite3_stmt *stmt, pl_qtree *tree)
+/* Adds the rows of `stmt` (value, frames blob) that start with the call
+ * site to the tree. */
+static int add_stacks(pl_qctx *q, sqlite3_stmt *stmt, callsite *cs, pl_qtree *tree)
 {
     fn_names fns = {0};
-    int64_t fids[512];
-    int32_t names[512];
+    int64_t local_f[512];
+    int32_t local_n[512];
+    int64_t *fids = local_f;
+    int32_t *names = local_n;
+    size_t cap = 512;
     int rc;
     while ((rc = sqlite3_step(stmt)) == SQLITE_ROW) {
         int64_t value = sqlite3_column_int64(stmt, 0);
         const uint8_t *blob = sqlite3_column_blob(stmt, 1);
         size_t len = (size_t)sqlite3_column_bytes(stmt, 1);
-        int64_t nf = pl_store_get_varints(blob, len, fids, 512);
+        int64_t nf = pl_store_get_varints(blob, len, fids, cap);
         if (nf < 0 || value == 0)
             continue;
-        rc = SQLITE_OK;
+        if ((size_t)nf > cap) { /* a deep stack: room for all its frames */
+            int64_t *f2 = malloc((size_t)nf * sizeof(int64_t));
+            int32_t *n2 = malloc((size_t)nf * sizeof(int32_t));
+            if (!f2 || !n2) {
+                free(f2);
+                free(n2);
+                rc = SQLITE_NOMEM;
+                break;
+            }
+            if (fids != local_f) {
+                free(fids);
+                free(names);
+            }
+            fids = f2;
+            names = n2;
+            cap = (size_t)nf;
+            pl_store_get_varints(blob, len, fids, cap);
+        }
+        bool selected = true;
+        rc = cs->n ? callsite_frames(q, cs, fids, (size_t)nf, &selected) : SQLITE_OK;
+        if (rc != SQLITE_OK)
+            break;
+        if (!selected)
+            continue;
         for (int64_t i = 0; i < nf && rc == SQLITE_OK; i++)
             rc = fn_name(q, &fns, tree, fids[i], &names[i]);
         if (rc != SQLITE_OK)
@@ -1229,6 +1408,10 @@ static int add_stacks(pl_qctx *q, sqlite3_stmt *stmt, pl_qtree *tree)
             rc = SQLITE_NOMEM;
             break;
         }
+    }
+    if (fids != local_f) {
+        free(fids);
+        free(names);
     }
     sqlite3_finalize(fns.st);
     pl_store_u64_map_clear(&fns.map);
@@ -1276,14 +1459,19 @@ pl_status pl_q_merge(pl_qctx *q, const pl_qrequest *r, bool spans, pl_qtree *tre
     where_clause(&sql, &f, src, ANY, ANY, &q->arena);
     pl_buf_append_str(&sql.sql, " GROUP BY s.stack_id) x JOIN stacks k ON k.id = x.id");
     sqlite3_stmt *stmt;
+    callsite cs;
     int rc = prepare(q, &sql, &f, &stmt);
-    if (rc == SQLITE_OK)
-        rc = add_stacks(q, stmt, tree);
+    st = callsite_init(q, r, &cs);
+    if (rc == SQLITE_OK && st == PL_OK)
+        rc = add_stacks(q, stmt, &cs, tree);
+    callsite_free(&cs);
     unprepare(q, stmt);
     qsql_free(&sql);
     filter_free(&f);
     free(ids);
     free(tids);
+    if (st != PL_OK)
+        return st;
     return rc == SQLITE_DONE ? PL_OK : sql_fail(q, rc);
 }
 
@@ -1344,10 +1532,17 @@ pl_status pl_q_select_series(pl_qctx *q, const pl_qrequest *r, pl_qseries **out,
         }
     }
     bool join = f.span_matchers || span_groups;
+    callsite cs;
+    st = callsite_init(q, r, &cs);
+    if (st != PL_OK) {
+        callsite_free(&cs);
+        filter_free(&f);
+        return st;
+    }
     /* without span labels the totals per (service, type, 10 s), the same
      * buckets as the samples' (a bucket goes to the step its start falls
-     * in) */
-    const source *src = join ? &SAMPLES : &TOTALS;
+     * in); those have no stacks: a call site reads the samples, per stack */
+    const source *src = join || cs.n ? &SAMPLES : &TOTALS;
     qsql sql = {0};
     pl_buf_init(&sql.sql);
     pl_buf_printf(&sql.sql, "SELECT s.%s, s.service_id, sum(s.value)", src->bucket);
@@ -1358,12 +1553,18 @@ pl_status pl_q_select_series(pl_qctx *q, const pl_qrequest *r, pl_qseries **out,
         }
     from_clause(&sql, src, join);
     where_clause(&sql, &f, src, ANY, ANY, &q->arena);
+    if (cs.n)
+        pl_buf_append_str(&sql.sql, " AND pl_qcallsite(s.stack_id)");
     pl_buf_append_str(&sql.sql, " GROUP BY 1, 2");
     for (size_t g = 0, c = 4; g < r->group_by.n; g++)
         if (span_label(label_kind(q, r->group_by.items[g])))
             pl_buf_printf(&sql.sql, ", %zu", c++);
-    sqlite3_stmt *stmt;
-    int rc = prepare(q, &sql, &f, &stmt);
+    callsite_sql csq = {q, &cs};
+    int rc = sqlite3_create_function(q->store->db, "pl_qcallsite", 1, SQLITE_UTF8, &csq,
+                                     callsite_fn_sql, NULL, NULL);
+    sqlite3_stmt *stmt = NULL;
+    if (rc == SQLITE_OK)
+        rc = prepare(q, &sql, &f, &stmt);
     sacc *acc = NULL;
     size_t n_acc = 0, cap = 0;
     pl_intern index = {0};
@@ -1439,6 +1640,9 @@ pl_status pl_q_select_series(pl_qctx *q, const pl_qrequest *r, pl_qseries **out,
         a->sum += v;
     }
     unprepare(q, stmt);
+    sqlite3_create_function(q->store->db, "pl_qcallsite", 1, SQLITE_UTF8, NULL, callsite_fn_sql,
+                            NULL, NULL);
+    callsite_free(&cs);
     qsql_free(&sql);
     pl_buf_free(&key);
     pl_intern_free(&index);

@@ -527,6 +527,22 @@ static void write_tenants(pl_store *s)
         s, with_tenant(one_stack("billing", "cpu", "nanoseconds", "main;b_bill", MS(4)), "team-b"));
 }
 
+/* tenant team-deep: main, then `r` 599 times (recursion deeper than the
+ * 512 frames the merge reads at once), 3 ms */
+static pl_batch *deep_stack(void)
+{
+    pl_batch *b = one_stack("deep", "cpu", "nanoseconds", "main;r", MS(3));
+    const pl_sample *smp = &b->data.profiles.resources[0].scopes[0].profiles[0].samples[0];
+    pl_stack *st = &b->data.profiles.dict.stacks[smp->stack_index]; /* leaf first: r, main */
+    int32_t r = st->location_indices[0], main_loc = st->location_indices[1];
+    int32_t *locs = pl_batch_alloc(b, 600 * sizeof(int32_t));
+    for (size_t i = 0; i < 600; i++)
+        locs[i] = i == 599 ? main_loc : r;
+    st->location_indices = locs;
+    st->n_location_indices = 600;
+    return with_tenant(b, "team-deep");
+}
+
 static int call_tenant(const char *tenant, const char *method, const char *json, pl_buf *out)
 {
     char path[128], headers[160];
@@ -899,6 +915,349 @@ static void test_profile_and_trace_selectors(void)
     pl_buf_free(&body);
 }
 
+/* ---- stack_trace_selector ----------------------------------------------- */
+
+/* The samples of a pprof answer: frame count and value of each, and whether
+ * a string is in its string table. */
+typedef struct pprof_summary {
+    size_t n;
+    size_t frames[16];
+    int64_t values[16];
+    int64_t total;
+} pprof_summary;
+
+static void pprof_read(const pl_buf *b, pprof_summary *s)
+{
+    memset(s, 0, sizeof(*s));
+    pl_pb_reader r = {b->data, b->data + b->len}, sub;
+    uint32_t field, wt;
+    uint64_t v;
+    while (r.p < r.end && pl_pb_next_field(&r, &field, &wt, &v, &sub) == 0) {
+        if (field != 2 || wt != PL_PB_LEN || s->n == 16)
+            continue;
+        pl_pb_reader in;
+        while (sub.p < sub.end && pl_pb_next_field(&sub, &field, &wt, &v, &in) == 0) {
+            if (field == 1 && wt == PL_PB_LEN) { /* packed location ids */
+                uint64_t id;
+                while (in.p < in.end && pl_pb_read_varint(&in, &id) == 0)
+                    s->frames[s->n]++;
+            } else if (field == 1) {
+                s->frames[s->n]++;
+            } else if (field == 2 && wt == PL_PB_LEN) {
+                uint64_t x;
+                if (pl_pb_read_varint(&in, &x) == 0)
+                    s->values[s->n] = (int64_t)x;
+            } else if (field == 2) {
+                s->values[s->n] = (int64_t)v;
+            }
+        }
+        s->total += s->values[s->n++];
+    }
+}
+
+/* StackTraceSelector{call_site: Location{name} per name; go_pgo} as bytes */
+static void put_selector(pl_buf *body, uint32_t field, const char *const *names, size_t n,
+                         int64_t keep)
+{
+    pl_buf sel, loc;
+    pl_buf_init(&sel);
+    pl_buf_init(&loc);
+    for (size_t i = 0; i < n; i++) {
+        pl_buf_reset(&loc);
+        put_str(&loc, 1, names[i]);
+        pl_pb_put_bytes(&sel, 1, loc.data, loc.len);
+    }
+    if (keep >= 0) {
+        pl_buf_reset(&loc);
+        put_int(&loc, 1, (uint64_t)keep);
+        pl_pb_put_bytes(&sel, 2, loc.data, loc.len);
+    }
+    pl_pb_put_bytes(body, field, sel.data, sel.len);
+    pl_buf_free(&sel);
+    pl_buf_free(&loc);
+}
+
+static int call_proto(const char *method, const pl_buf *body, pl_buf *out)
+{
+    char path[128];
+    snprintf(path, sizeof(path), "/querier.v1.QuerierService/%s", method);
+    return send_req("POST", path, "Content-Type: application/proto\r\n", body->data, body->len,
+                    out);
+}
+
+static void merge_profile_body(pl_buf *body, const char *const *names, size_t n, int64_t keep)
+{
+    pl_buf_reset(body);
+    put_str(body, 1, TYPE_ID);
+    put_str(body, 2, "{}");
+    put_int(body, 3, 1699999990000ull);
+    put_int(body, 4, 1700000010000ull);
+    put_selector(body, 6, names, n, keep);
+}
+
+/* The fixture's stacks: main;handler;query;{sql_exec 20, sql_parse 10,
+ * json_decode 20}, main;handler;render;template 10, main;gc 5 (ms). */
+static void test_stack_trace_selector(void)
+{
+    pl_buf out, body;
+    pl_buf_init(&out);
+    pl_buf_init(&body);
+#define MERGE(sel) "{\"profileTypeID\":\"" TYPE_ID "\",\"labelSelector\":\"{}\"," RANGE "," sel "}"
+    /* a prefix from the root: exactly the stacks below main;handler;query,
+     * whole (from the root) */
+    CHECK_EQ_INT(call_json("SelectMergeStacktraces",
+                           MERGE("\"stackTraceSelector\":{\"callSite\":[{\"name\":\"main\"},"
+                                 "{\"name\":\"handler\"},{\"name\":\"query\"}]}"),
+                           &out),
+                 200);
+    CHECK(has(&out, "\"total\":\"50000000\""));
+    CHECK(has(&out, "\"main\"") && has(&out, "\"sql_exec\"") && has(&out, "\"json_decode\""));
+    CHECK(lacks(&out, "\"render\"") && lacks(&out, "\"gc\"") && lacks(&out, "\"template\""));
+    /* the proto names; a Location without a name is the empty name */
+    CHECK_EQ_INT(call_json("SelectMergeStacktraces",
+                           MERGE("\"stack_trace_selector\":{\"call_site\":[{\"name\":\"main\"},"
+                                 "{\"name\":\"gc\"}],\"go_pgo\":null}"),
+                           &out),
+                 200);
+    CHECK(has(&out, "\"total\":\"5000000\"") && lacks(&out, "\"handler\""));
+    /* not from the root, longer than the stacks, or an unnamed frame: none */
+    static const char *const misses[] = {
+        "[{\"name\":\"handler\"}]",
+        "[{\"name\":\"main\"},{\"name\":\"gc\"},{\"name\":\"deeper\"}]",
+        "[{\"name\":\"main\"},{}]",
+        "[{\"name\":\"main\"},{\"name\":\"handle\"}]",
+    };
+    for (size_t i = 0; i < sizeof(misses) / sizeof(misses[0]); i++) {
+        pl_buf_reset(&body);
+        pl_buf_printf(&body, MERGE("\"stackTraceSelector\":{\"callSite\":%s}"), misses[i]);
+        pl_buf_append_byte(&body, 0);
+        CHECK_EQ_INT(call_json("SelectMergeStacktraces", (const char *)body.data, &out), 200);
+        CHECK(has(&out, "\"total\":\"0\""));
+    }
+    /* an empty call site, an empty selector: every stack */
+    CHECK_EQ_INT(call_json("SelectMergeStacktraces",
+                           MERGE("\"stackTraceSelector\":{\"callSite\":[]}"), &out),
+                 200);
+    CHECK(has(&out, "\"total\":\"65000000\""));
+    CHECK_EQ_INT(call_json("SelectMergeStacktraces", MERGE("\"stackTraceSelector\":{}"), &out),
+                 200);
+    CHECK(has(&out, "\"total\":\"65000000\""));
+    /* with a span label: the call site within those samples */
+    CHECK_EQ_INT(call_json("SelectMergeStacktraces",
+                           "{\"profileTypeID\":\"" TYPE_ID
+                           "\",\"labelSelector\":\"{span_name=\\\"db.query\\\"}\"," RANGE
+                           ",\"stackTraceSelector\":{\"callSite\":[{\"name\":\"main\"},"
+                           "{\"name\":\"handler\"}]}}",
+                           &out),
+                 200);
+    CHECK(has(&out, "\"total\":\"30000000\""));
+
+    /* protobuf: field 7, Location messages */
+    static const char *const query[] = {"main", "handler", "query"};
+    pl_buf_reset(&body);
+    put_str(&body, 1, TYPE_ID);
+    put_str(&body, 2, "{}");
+    put_int(&body, 3, 1699999990000ull);
+    put_int(&body, 4, 1700000010000ull);
+    put_selector(&body, 7, query, 3, -1);
+    CHECK_EQ_INT(call_proto("SelectMergeStacktraces", &body, &out), 200);
+    pl_pb_reader r = {out.data, out.data + out.len}, fg, sub;
+    uint32_t field, wt;
+    uint64_t v;
+    int64_t total = -1;
+    REQUIRE(pl_pb_next_field(&r, &field, &wt, &v, &fg) == 0 && field == 1);
+    while (fg.p < fg.end && pl_pb_next_field(&fg, &field, &wt, &v, &sub) == 0)
+        if (field == 3)
+            total = (int64_t)v;
+    CHECK_EQ_INT(total, 50000000);
+
+    /* SelectSeries: the per-step totals of those stacks (field 8 in
+     * protobuf), per span too */
+    CHECK_EQ_INT(call_json("SelectSeries",
+                           "{\"profileTypeID\":\"" TYPE_ID "\",\"labelSelector\":\"{}\","
+                           "\"step\":20," RANGE ",\"stackTraceSelector\":{\"callSite\":["
+                           "{\"name\":\"main\"},{\"name\":\"gc\"}]}}",
+                           &out),
+                 200);
+    CHECK(has(&out, "\"points\":[{\"value\":5000000,\"timestamp\":\"1699999990000\"}]"));
+    CHECK_EQ_INT(call_json("SelectSeries",
+                           "{\"profileTypeID\":\"" TYPE_ID "\",\"labelSelector\":\"{}\","
+                           "\"step\":20,\"groupBy\":[\"span_name\"]," RANGE
+                           ",\"stackTraceSelector\":{\"callSite\":[{\"name\":\"main\"},"
+                           "{\"name\":\"handler\"},{\"name\":\"query\"}]}}",
+                           &out),
+                 200);
+    CHECK(has(&out, "{\"name\":\"span_name\",\"value\":\"db.query\"}]"
+                    ",\"points\":[{\"value\":30000000,"));
+    CHECK(has(&out, "{\"name\":\"span_name\",\"value\":\"decode\"}]"
+                    ",\"points\":[{\"value\":20000000,"));
+    CHECK(lacks(&out, "\"render\""));
+    CHECK_EQ_INT(call_json("SelectSeries",
+                           "{\"profileTypeID\":\"" TYPE_ID "\",\"labelSelector\":\"{}\","
+                           "\"step\":20," RANGE ",\"stackTraceSelector\":{\"callSite\":["
+                           "{\"name\":\"gc\"}]}}",
+                           &out),
+                 200);
+    CHECK(has(&out, "{\"series\":[]}"));
+    pl_buf_reset(&body);
+    put_str(&body, 1, TYPE_ID);
+    put_str(&body, 2, "{}");
+    put_int(&body, 3, 1699999990000ull);
+    put_int(&body, 4, 1700000010000ull);
+    put_selector(&body, 8, query, 3, -1);
+    pl_pb_put_varint(&body, 6 << 3 | PL_PB_I64); /* step: 20 s */
+    double step = 20;
+    uint64_t bits;
+    memcpy(&bits, &step, 8);
+    for (int i = 0; i < 8; i++)
+        pl_buf_append_byte(&body, (uint8_t)(bits >> (8 * i)));
+    CHECK_EQ_INT(call_proto("SelectSeries", &body, &out), 200);
+    /* Series{points=2 Point{value=1 double}}: one point, 50 ms (fixed
+     * fields are skipped by the reader: read the bytes before) */
+    double got = -1;
+    r = (pl_pb_reader){out.data, out.data + out.len};
+    pl_pb_reader ser, pt, inner;
+    if (pl_pb_next_field(&r, &field, &wt, &v, &ser) == 0)
+        while (ser.p < ser.end && pl_pb_next_field(&ser, &field, &wt, &v, &pt) == 0)
+            if (field == 2)
+                while (pt.p < pt.end && pl_pb_next_field(&pt, &field, &wt, &v, &inner) == 0)
+                    if (field == 1 && wt == PL_PB_I64) { /* skipped: the 8 bytes before */
+                        uint64_t le = 0;
+                        for (int i = 0; i < 8; i++)
+                            le |= (uint64_t)pt.p[i - 8] << (8 * i);
+                        memcpy(&got, &le, 8);
+                    }
+    CHECK(got == 50000000.0);
+
+    /* SelectMergeProfile (pprof): field 6; keep_locations cuts each stack
+     * to its leaf-most frames, merging stacks that become the same */
+    static const char *const render[] = {"main", "handler", "render"};
+    pprof_summary ps;
+    merge_profile_body(&body, render, 3, -1);
+    CHECK_EQ_INT(call_proto("SelectMergeProfile", &body, &out), 200);
+    pprof_read(&out, &ps);
+    CHECK(ps.n == 1 && ps.frames[0] == 4 && ps.total == 10000000);
+    CHECK(memmem(out.data, out.len, "template", 8) && !memmem(out.data, out.len, "sql_exec", 8));
+    merge_profile_body(&body, query, 3, 2);
+    CHECK_EQ_INT(call_proto("SelectMergeProfile", &body, &out), 200);
+    pprof_read(&out, &ps);
+    CHECK(ps.n == 3 && ps.total == 50000000);
+    for (size_t i = 0; i < ps.n; i++)
+        CHECK(ps.frames[i] == 2);
+    CHECK(!memmem(out.data, out.len, "main", 4) && !memmem(out.data, out.len, "handler", 7));
+    CHECK(memmem(out.data, out.len, "query", 5) && memmem(out.data, out.len, "sql_parse", 9));
+    merge_profile_body(&body, NULL, 0, 1); /* every stack, one frame: the leaves */
+    CHECK_EQ_INT(call_proto("SelectMergeProfile", &body, &out), 200);
+    pprof_read(&out, &ps);
+    CHECK(ps.n == 5 && ps.total == 65000000);
+    for (size_t i = 0; i < ps.n; i++)
+        CHECK(ps.frames[i] == 1);
+    merge_profile_body(&body, query, 3, 0); /* 0: every frame */
+    CHECK_EQ_INT(call_proto("SelectMergeProfile", &body, &out), 200);
+    pprof_read(&out, &ps);
+    CHECK(ps.n == 3 && ps.total == 50000000 && ps.frames[0] == 4);
+    /* aggregate_callees: accepted, nothing to aggregate (no line numbers) */
+    pl_buf_reset(&body);
+    put_str(&body, 1, TYPE_ID);
+    put_int(&body, 3, 1699999990000ull);
+    put_int(&body, 4, 1700000010000ull);
+    static const uint8_t pgo_callees[] = {0x32, 0x04, 0x12, 0x02, 0x10, 0x01};
+    pl_buf_append(&body, pgo_callees, sizeof(pgo_callees));
+    CHECK_EQ_INT(call_proto("SelectMergeProfile", &body, &out), 200);
+    pprof_read(&out, &ps);
+    CHECK(ps.n == 5 && ps.total == 65000000);
+
+    /* bad input: invalid_argument */
+    static const char *const bad[] = {
+        "\"stackTraceSelector\":[]",
+        "\"stackTraceSelector\":{\"callSite\":{}}",
+        "\"stackTraceSelector\":{\"callSite\":[\"main\"]}",
+        "\"stackTraceSelector\":{\"callSite\":[{\"name\":1}]}",
+        "\"stackTraceSelector\":{\"callSite\":[{\"name\":\"a\\u0000b\"}]}",
+        "\"stackTraceSelector\":{\"goPgo\":{\"keepLocations\":\"x\"}}",
+        "\"stackTraceSelector\":{\"goPgo\":{\"aggregateCallees\":3}}",
+        "\"stackTraceSelector\":{\"callSite\":[{\"name\":\"main\"}",
+    };
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        pl_buf_reset(&body);
+        pl_buf_printf(&body, MERGE("%s"), bad[i]);
+        pl_buf_append_byte(&body, 0);
+        int st = call_json("SelectMergeStacktraces", (const char *)body.data, &out);
+        if (st != 400)
+            fprintf(stderr, "  accepted: %s\n", bad[i]);
+        CHECK_EQ_INT(st, 400);
+        CHECK(has(&out, "\"code\":\"invalid_argument\""));
+    }
+    /* bounds: entries and name length */
+    pl_buf_reset(&body);
+    pl_buf_append_str(&body, "{\"profileTypeID\":\"" TYPE_ID "\",\"stackTraceSelector\":"
+                             "{\"callSite\":[");
+    for (int i = 0; i <= PL_QCALL_SITE_MAX; i++)
+        pl_buf_append_str(&body, i ? ",{\"name\":\"f\"}" : "{\"name\":\"f\"}");
+    pl_buf_append_str(&body, "]}}");
+    pl_buf_append_byte(&body, 0);
+    CHECK_EQ_INT(call_json("SelectMergeStacktraces", (const char *)body.data, &out), 400);
+    CHECK(has(&out, "call_site: more than 1024 entries"));
+    pl_buf_reset(&body);
+    put_str(&body, 1, TYPE_ID);
+    {
+        char *longname = malloc(PL_QCALL_SITE_NAME_MAX + 2);
+        REQUIRE(longname);
+        memset(longname, 'f', PL_QCALL_SITE_NAME_MAX + 1);
+        longname[PL_QCALL_SITE_NAME_MAX + 1] = 0;
+        const char *one[] = {longname};
+        put_selector(&body, 7, one, 1, -1);
+        free(longname);
+    }
+    CHECK_EQ_INT(call_proto("SelectMergeStacktraces", &body, &out), 400);
+    CHECK(has(&out, "name: longer than 8192 bytes"));
+    /* protobuf: wrong wire types, a truncated nested message */
+    static const uint8_t bad_pb[][8] = {
+        {0x3a, 0x02, 0x08, 0x01},             /* call_site as a varint */
+        {0x3a, 0x04, 0x0a, 0x02, 0x08, 0x01}, /* Location.name as a varint */
+        {0x3a, 0x03, 0x0a, 0x05, 0x0a},       /* a Location longer than its selector */
+        {0x38, 0x01},                         /* the selector as a varint */
+        {0x3a, 0x02, 0x12, 0x00},             /* (go_pgo empty: fine) */
+    };
+    static const size_t bad_len[] = {4, 6, 5, 2, 4};
+    for (size_t i = 0; i < 5; i++) {
+        pl_buf_reset(&body);
+        put_str(&body, 1, TYPE_ID);
+        pl_buf_append(&body, bad_pb[i], bad_len[i]);
+        CHECK_EQ_INT(call_proto("SelectMergeStacktraces", &body, &out), i == 4 ? 200 : 400);
+    }
+    /* keep_locations beyond uint32 */
+    pl_buf_reset(&body);
+    put_str(&body, 1, TYPE_ID);
+    static const uint8_t huge_keep[] = {0x32, 0x08, 0x12, 0x06, 0x08, 0x80, 0x80, 0x80, 0x80, 0x10};
+    pl_buf_append(&body, huge_keep, sizeof(huge_keep));
+    CHECK_EQ_INT(call_proto("SelectMergeProfile", &body, &out), 400);
+    CHECK(has(&out, "keep_locations"));
+    /* a stack of 600 frames, whole, and selected by a call site */
+    CHECK_EQ_INT(
+        call_tenant("team-deep", "SelectMergeStacktraces", MERGE("\"maxNodes\":1000"), &out), 200);
+    CHECK(has(&out, "\"total\":\"3000000\""));
+    size_t levels = 0;
+    for (const char *p = (const char *)out.data; (p = strstr(p, "{\"values\":")); p++)
+        levels++;
+    CHECK_EQ_INT(levels, 601); /* the root and 600 frames */
+    CHECK_EQ_INT(
+        call_tenant("team-deep", "SelectMergeStacktraces",
+                    MERGE("\"stackTraceSelector\":{\"callSite\":[{\"name\":\"main\"},{\"name\":"
+                          "\"r\"},{\"name\":\"r\"}]}"),
+                    &out),
+        200);
+    CHECK(has(&out, "\"total\":\"3000000\""));
+    CHECK_EQ_INT(call_tenant("team-deep", "SelectMergeStacktraces",
+                             MERGE("\"stackTraceSelector\":{\"callSite\":[{\"name\":\"r\"}]}"),
+                             &out),
+                 200);
+    CHECK(has(&out, "\"total\":\"0\""));
+#undef MERGE
+    pl_buf_free(&out);
+    pl_buf_free(&body);
+}
+
 int main(void)
 {
     PL_RUN(test_selector_operators);
@@ -921,6 +1280,7 @@ int main(void)
         write_one(s, traces_batch("shop", shop_trace, sizeof(shop_trace) / sizeof(shop_trace[0])));
         write_one(s, shop_profile());
         write_tenants(s);
+        write_one(s, deep_stack());
         pl_store_close(s);
     }
     api = pl_sqlite_api_new(path);
@@ -928,6 +1288,7 @@ int main(void)
     PL_RUN(test_connect_proto);
     PL_RUN(test_connect_errors);
     PL_RUN(test_profile_and_trace_selectors);
+    PL_RUN(test_stack_trace_selector);
     PL_RUN(test_tenants);
     PL_RUN(test_tenant_upgrade);
     PL_RUN(test_sdk_labels);

@@ -21,6 +21,7 @@
  *   - a 1 h flame graph of one service (SelectMergeStacktraces),
  *   - a 1 h flame graph of one endpoint of it (selector on http.route),
  *   - a 1 h series of one service with 15 s steps (SelectSeries),
+ *   - both with a stack_trace_selector call site (four frames of a stack),
  *   - ProfileTypes, LabelNames and LabelValues (span_name) over the hour.
  * Prints medians and p90s.
  */
@@ -240,6 +241,33 @@ int main(int argc, char **argv)
             snprintf(spans[n_spans++], 17, "%s", (const char *)sqlite3_column_text(st, 0));
     }
     sqlite3_finalize(st);
+    /* a call site: the first four frames (from the root) of one stack
+     * (bench_store's stacks share their first three) */
+    char site[4][128] = {"", "", "", ""};
+    int64_t fids[4] = {0, 0, 0, 0};
+    if (sqlite3_prepare_v2(db, "SELECT frames FROM stacks WHERE length(frames) > 8 LIMIT 1", -1,
+                           &st, NULL) == SQLITE_OK &&
+        sqlite3_step(st) == SQLITE_ROW) {
+        const uint8_t *p = sqlite3_column_blob(st, 0);
+        int len = sqlite3_column_bytes(st, 0), at = 0;
+        for (int k = 0; k < 4; k++)
+            for (int shift = 0; at < len && shift < 63; shift += 7) {
+                fids[k] |= (int64_t)(p[at] & 0x7f) << shift;
+                if (!(p[at++] & 0x80))
+                    break;
+            }
+    }
+    sqlite3_finalize(st);
+    for (int k = 0; k < 4; k++)
+        if (sqlite3_prepare_v2(db,
+                               "SELECT st.value FROM functions f JOIN strings st ON st.id = "
+                               "f.name_id WHERE f.id = ?1",
+                               -1, &st, NULL) == SQLITE_OK) {
+            sqlite3_bind_int64(st, 1, fids[k]);
+            if (sqlite3_step(st) == SQLITE_ROW)
+                snprintf(site[k], sizeof(site[k]), "%s", (const char *)sqlite3_column_text(st, 0));
+            sqlite3_finalize(st);
+        }
     sqlite3_close(db);
     api = pl_sqlite_api_new(argv[1]);
     pl_buf answer;
@@ -285,6 +313,14 @@ int main(int argc, char **argv)
              "}",
              type, now_ms - 3600000, now_ms);
     run("1 h endpoint flame graph (http.route)", "SelectMergeStacktraces", body, 5);
+    printf("call site: %s;%s;%s;%s\n", site[0], site[1], site[2], site[3]);
+    snprintf(body, sizeof(body),
+             "{\"profile_typeID\":\"%s\",\"labelSelector\":\"{service_name=\\\"checkout\\\"}\","
+             "\"start\":%" PRId64 ",\"end\":%" PRId64
+             ",\"stackTraceSelector\":{\"callSite\":[{\"name\":\"%s\"},{\"name\":\"%s\"},"
+             "{\"name\":\"%s\"},{\"name\":\"%s\"}]}}",
+             type, now_ms - 3600000, now_ms, site[0], site[1], site[2], site[3]);
+    run("1 h service flame graph, 4-frame call site", "SelectMergeStacktraces", body, 10);
     static const int steps[] = {15, 60};
     for (size_t i = 0; i < 2; i++) {
         snprintf(body, sizeof(body),
@@ -295,6 +331,13 @@ int main(int argc, char **argv)
         snprintf(name, sizeof(name), "1 h service series, %d s steps", steps[i]);
         run(name, "SelectSeries", body, 10);
     }
+    snprintf(body, sizeof(body),
+             "{\"profile_typeID\":\"%s\",\"labelSelector\":\"{service_name=\\\"checkout\\\"}\","
+             "\"start\":%" PRId64 ",\"end\":%" PRId64
+             ",\"step\":15,\"stackTraceSelector\":{\"callSite\":[{\"name\":\"%s\"},{\"name\":"
+             "\"%s\"},{\"name\":\"%s\"},{\"name\":\"%s\"}]}}",
+             type, now_ms - 3600000, now_ms, site[0], site[1], site[2], site[3]);
+    run("1 h service series, 15 s steps, 4-frame call site", "SelectSeries", body, 10);
     snprintf(body, sizeof(body),
              "{\"matchers\":[\"{__profile_type__=\\\"%s\\\",service_name=\\\"checkout\\\"}\"],"
              "\"start\":%" PRId64 ",\"end\":%" PRId64 "}",

@@ -31,6 +31,10 @@
 //     samples sent with them;
 //   - profile_id_selector (a span's profile id is its span id) and
 //     trace_id_selector select the samples of those spans and traces;
+//   - stack_trace_selector: a call site (a root-to-node path of the flame
+//     graph) selects exactly the sent samples whose stacks start with it,
+//     in SelectMergeStacktraces, SelectSeries and SelectMergeProfile, where
+//     go_pgo.keep_locations cuts each stack to its leaf-most frames;
 //   - tenants: the proxy also sends every upload with X-Scope-OrgID team-a,
 //     and team-b uploads another profile of the same service name: each
 //     tenant sees only its own samples, no header only the untenanted ones.
@@ -174,6 +178,28 @@ function sentTotals(uploads) {
     }
   }
   return { byType, bySpan, byLabel, period };
+}
+
+// The stacks sent of one sample type: function names, root first, with
+// their values (a location's inlined lines leaf-most first, as pprof has them).
+function sentStacks(type) {
+  const out = [];
+  for (const u of uploads) {
+    const buf = multipartProfile(u.body, u.headers['content-type']);
+    if (!buf) continue;
+    const p = Profile.decode(buf[0] === 0x1f && buf[1] === 0x8b ? zlib.gunzipSync(buf) : buf);
+    const str = (i) => p.stringTable.strings[Number(i)] ?? '';
+    const at = p.sampleType.findIndex((t) => str(t.type) === type);
+    if (at < 0) continue;
+    const fns = new Map(p.function.map((f) => [String(f.id), str(f.name)]));
+    const locs = new Map(p.location.map((l) => [String(l.id), l.line.map((ln) => fns.get(String(ln.functionId)) ?? '')]));
+    for (const smp of p.sample) {
+      if (!smp.locationId.length) continue;
+      const leafFirst = smp.locationId.flatMap((id) => locs.get(String(id)) ?? []);
+      out.push({ names: leafFirst.reverse(), value: big(smp.value[at]) });
+    }
+  }
+  return out;
 }
 
 // A sent value in the unit the store keeps (the receiver may scale time
@@ -587,6 +613,90 @@ test('profile_id_selector and trace_id_selector', async () => {
     await assert.rejects(client.selectMergeStacktraces({ profileTypeID: id, labelSelector: '{}',
       profileIdSelector: ['xyz'], ...range() }), (e) => e.code === Code.InvalidArgument && /profile id/.test(e.rawMessage));
   }
+});
+
+test('stackTraceSelector: a call site selects the stacks that start with it; go_pgo keeps leaf frames', async () => {
+  const id = typeId('wall');
+  const t = types.find((x) => x.sampleType === 'wall');
+  const unit = sent.byType.get('wall').unit;
+  const stacks = sentStacks('wall');
+  const startsWith = (names, site) => site.length <= names.length && site.every((n, i) => names[i] === n);
+  const wantSite = (site) => scale(stacks.filter((x) => startsWith(x.names, site))
+    .reduce((a, x) => a + x.value, 0n), unit, t.sampleUnit);
+  // the call site Grafana would send: the path from the root to a node of
+  // the stored flame graph (here the pricing work)
+  const full = await binary.selectMergeStacktraces({ profileTypeID: id, labelSelector: '{}', ...range(),
+    maxNodes: 100000n });
+  const path = [];
+  const find = (n, above) => {
+    if (/burnCpuInPricing/.test(n.name)) { path.push(...above, n.name); return true; }
+    return n.nodes.some((c) => find(c, n.level === 0 ? [] : [...above, n.name]));
+  };
+  assert.ok(find(checkTree(full.flamegraph), []), 'burnCpuInPricing in the flame graph');
+  const expected = wantSite(path);
+  assert.ok(expected > 0n && expected < want('wall'), `a part of the samples: ${expected} of ${want('wall')}`);
+  const callSite = path.map((name) => ({ name }));
+  for (const client of [binary, json]) {
+    const r = await client.selectMergeStacktraces({ profileTypeID: id, labelSelector: '{}', ...range(),
+      maxNodes: 100000n, stackTraceSelector: { callSite } });
+    assert.equal(big(r.flamegraph.total), expected, `call site ${path.join(';')}`);
+    const tree = checkTree(r.flamegraph);
+    // whole stacks, from the root: one chain down to the call site
+    let n = tree;
+    for (const name of path) {
+      assert.equal(n.nodes.length, 1, `only ${name} below ${n.name}`);
+      [n] = n.nodes;
+      assert.equal(n.name, name);
+    }
+    assert.equal(big(n.value), expected);
+    // a frame that is not at the root selects nothing; an empty list everything
+    const none = await client.selectMergeStacktraces({ profileTypeID: id, labelSelector: '{}', ...range(),
+      stackTraceSelector: { callSite: callSite.slice(1) } });
+    assert.equal(big(none.flamegraph.total), wantSite(path.slice(1)));
+    assert.equal(big(none.flamegraph.total), 0n);
+    const all = await client.selectMergeStacktraces({ profileTypeID: id, labelSelector: '{}', ...range(),
+      stackTraceSelector: { callSite: [] } });
+    assert.equal(big(all.flamegraph.total), want('wall'));
+    // SelectSeries: the points add up to the selected samples
+    const series = await client.selectSeries({ profileTypeID: id, labelSelector: '{}', ...range(), step: 15,
+      stackTraceSelector: { callSite } });
+    assert.equal(series.series.length, 1);
+    assert.equal(BigInt(Math.round(series.series[0].points.reduce((a, p) => a + p.value, 0))), expected);
+  }
+  // SelectMergeProfile (pprof for Go PGO): the call site, each stack cut to
+  // its 2 leaf-most frames, the same stacks added up
+  const { create, toBinary } = await import('@bufbuild/protobuf');
+  const reqDesc = querierService().method.selectMergeProfile.input;
+  const ask = async (keepLocations) => {
+    const res = await fetch(`http://127.0.0.1:${store.apiPort}/querier.v1.QuerierService/SelectMergeProfile`, {
+      method: 'POST', headers: { 'content-type': 'application/proto', 'connect-protocol-version': '1' },
+      body: toBinary(reqDesc, create(reqDesc, { profileTypeID: id, labelSelector: '{}', ...range(),
+        stackTraceSelector: { callSite, goPgo: { keepLocations, aggregateCallees: true } } })) });
+    assert.equal(res.status, 200);
+    const p = Profile.decode(Buffer.from(await res.arrayBuffer()));
+    const str = (i) => p.stringTable.strings[Number(i)] ?? '';
+    const fns = new Map(p.function.map((f) => [String(f.id), str(f.name)]));
+    const locs = new Map(p.location.map((l) => [String(l.id), l.line.map((ln) => fns.get(String(ln.functionId)))]));
+    const got = new Map();
+    for (const smp of p.sample) {
+      const key = smp.locationId.flatMap((l) => locs.get(String(l))).join(';');
+      assert.ok(!got.has(key), `one sample per stack: ${key}`);
+      got.set(key, big(smp.value[0]));
+    }
+    return got;
+  };
+  const cut = await ask(2);
+  const wantCut = new Map();
+  for (const x of stacks.filter((s) => startsWith(s.names, path))) {
+    const key = x.names.slice(-2).reverse().join(';');
+    wantCut.set(key, (wantCut.get(key) ?? 0n) + x.value);
+  }
+  for (const [k, v] of wantCut) wantCut.set(k, scale(v, unit, t.sampleUnit));
+  for (const [k, v] of [...wantCut]) if (v === 0n) wantCut.delete(k);
+  assert.deepEqual(cut, wantCut);
+  const whole = await ask(0);
+  assert.equal([...whole.values()].reduce((a, v) => a + v, 0n), expected);
+  assert.ok([...whole.keys()].every((k) => k.split(';').reverse().slice(0, path.length).join(';') === path.join(';')));
 });
 
 test('tenants: each X-Scope-OrgID sees only its own profiles', async () => {
