@@ -55,7 +55,7 @@ for run in $(seq 1 "$RUNS"); do
             curl -sf http://127.0.0.1:8888/health >/dev/null 2>&1 && break
             sleep 0.1
         done
-        out=$("$LOADGEN" --fresh-ids --connections 4 --duration "$SECONDS_PER_RUN" --quiet 2>&1 | head -1)
+        out=$("$LOADGEN" --fresh-ids --connections 4 --duration "$SECONDS_PER_RUN" --quiet 2>&1 || true)
         sleep 3
         ticks=$(writer_ticks "$PID")
         rss=$(awk '/VmRSS/ {print int($2 / 1024)}' "/proc/$PID/status")
