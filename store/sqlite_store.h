@@ -60,7 +60,7 @@ typedef struct pl_store pl_store;
 typedef struct pl_store_options {
     bool read_only;      /* readers: never create or change the file */
     int busy_timeout_ms; /* how long to wait for a lock; 0 = 5000 */
-    int64_t cache_kib;   /* page cache; 0 = 256 MiB for a writer, 16 MiB read-only */
+    int64_t cache_kib;   /* page cache; 0 = 128 MiB for a writer, 16 MiB read-only */
     uint64_t max_size;   /* the store's size limit (0 = none): the WAL between
                             checkpoints stays under an eighth of it */
 } pl_store_options;

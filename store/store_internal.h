@@ -60,7 +60,7 @@ bool pl_store_str_map_put(str_map *m, const char *s, size_t len, uint64_t h, int
 
 /* The writer's page cache (KiB) and how many WAL pages trigger a
  * checkpoint (store_schema.c). */
-#define PL_STORE_WRITER_CACHE_KIB     262144
+#define PL_STORE_WRITER_CACHE_KIB     131072
 #define PL_STORE_WAL_CHECKPOINT_PAGES 32768
 
 /* Width of the per-minute service roll-up buckets (service_profiles). */

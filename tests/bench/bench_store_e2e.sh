@@ -17,7 +17,8 @@
 #
 # Per run it prints the spans loadgen got 200 for, the spans in the store at
 # the end, the CPU-seconds of the store's writer thread (`pl-sqlite`) and
-# spans stored per writer CPU-second; RSS of the process at the end.
+# spans stored per writer CPU-second; RSS of the process at the end and
+# the correlation processor's held bytes then.
 set -euo pipefail
 BUILD=${1:-build}
 SECONDS_PER_RUN=${2:-60}
@@ -59,6 +60,7 @@ for run in $(seq 1 "$RUNS"); do
         sleep 3
         ticks=$(writer_ticks "$PID")
         rss=$(awk '/VmRSS/ {print int($2 / 1024)}' "/proc/$PID/status")
+        held=$(curl -s http://127.0.0.1:8888/metrics | awk '/^proflink_processor_held_bytes/ {printf "%d", $2 / 1048576}')
         kill "$PID"
         wait "$PID" 2>/dev/null || true
         PID=
@@ -66,6 +68,6 @@ for run in $(seq 1 "$RUNS"); do
         answered=$(echo "$out" | sed -n 's/.* spans=\([0-9]*\) .*/\1/p')
         cpu=$(awk -v t="$ticks" -v hz="$TICKS" 'BEGIN {printf "%.2f", t / hz}')
         per=$(awk -v s="$stored" -v t="$ticks" -v hz="$TICKS" 'BEGIN {printf "%d", t ? s * hz / t : 0}')
-        echo "run $run $bin: answered 200 $answered spans; stored $stored; writer $cpu CPU-s; $per spans stored per writer CPU-s; RSS $rss MiB"
+        echo "run $run $bin: answered 200 $answered spans; stored $stored; writer $cpu CPU-s; $per spans stored per writer CPU-s; RSS $rss MiB (correlation holding ${held:-?} MiB)"
     done
 done
