@@ -923,8 +923,10 @@ static ssize_t h2c_read_when_ready(nghttp2_session *s, int32_t id, uint8_t *buf,
 static void test_h2_busy_connection_outlives_header_timeout(void)
 {
     /* Calls overlap for 2 s (some stream is always open), each finishing
-     * within 150 ms: a 300 ms header_timeout must not reset anything. */
-    pl_http_server_options opt = {.h2c = true, .header_timeout_ms = 300, .idle_timeout_ms = 5000};
+     * about 100 ms after it started: an 800 ms header_timeout (shorter
+     * than the connection's busy time, 8 times a call's) must not reset
+     * anything. */
+    pl_http_server_options opt = {.h2c = true, .header_timeout_ms = 800, .idle_timeout_ms = 5000};
     running r;
     REQUIRE(start_server(&r, &opt) == 0);
     h2_client cl;
