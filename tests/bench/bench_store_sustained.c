@@ -171,6 +171,24 @@ static void restore_round(pl_span **order, const round_ids *r)
     }
 }
 
+/* Offers b until the exporter takes it, running the loop between tries as
+ * a receiver would; gives up (PL_ERR_REFUSED) at `until` (mono ns; 0:
+ * never). */
+static pl_status offer(bench_sqlite *bs, pl_batch *b, uint64_t until, uint64_t *refused)
+{
+    pl_status st;
+    while ((st = pl_exporter_sqlite.export(bs->x, b)) == PL_ERR_REFUSED) {
+        (*refused)++;
+        uv_run(&bs->loop, UV_RUN_NOWAIT);
+        uv_sleep(1);
+        if (until && pl_time_mono_ns() >= until)
+            break;
+    }
+    if (st != PL_OK && st != PL_ERR_REFUSED)
+        fprintf(stderr, "export failed: %s\n", pl_status_name(st));
+    return st;
+}
+
 /* One profiles batch: per span `per_span` samples (one per service's CPU
  * profile), each with its own link; links refreshed per round. */
 static pl_batch *make_samples(int per_span, rng *r)
@@ -422,20 +440,11 @@ int main(int argc, char **argv)
             break;
         uint64_t now = pl_time_now_ns();
         refresh_spans(&r, order, now);
-        pl_status st;
-        while ((st = pl_exporter_sqlite.export(x, spans)) == PL_ERR_REFUSED) {
-            refused++;
-            uv_run(&bs.loop, UV_RUN_NOWAIT);
-            uv_sleep(1);
-            if (pl_time_mono_ns() >= next_report)
-                break;
-        }
+        pl_status st = offer(&bs, spans, next_report, &refused);
         if (st == PL_ERR_REFUSED)
             continue; /* report, then offer fresh ids */
-        if (st != PL_OK) {
-            fprintf(stderr, "export failed: %s\n", pl_status_name(st));
+        if (st != PL_OK)
             return 1;
-        }
         accepted += SPANS_PER_BATCH;
         if (ring) {
             save_round(order, &ring[rounds % COPY_LAG]);
@@ -443,15 +452,8 @@ int main(int argc, char **argv)
                 round_ids now_ids;
                 save_round(order, &now_ids);
                 restore_round(order, &ring[(rounds + 1) % COPY_LAG]);
-                while ((st = pl_exporter_sqlite.export(x, spans)) == PL_ERR_REFUSED) {
-                    refused++;
-                    uv_run(&bs.loop, UV_RUN_NOWAIT);
-                    uv_sleep(1);
-                }
-                if (st != PL_OK) {
-                    fprintf(stderr, "export failed: %s\n", pl_status_name(st));
+                if (offer(&bs, spans, 0, &refused) != PL_OK)
                     return 1;
-                }
                 copies += SPANS_PER_BATCH;
                 restore_round(order, &now_ids);
             }
@@ -459,15 +461,8 @@ int main(int argc, char **argv)
         }
         if (samples) {
             refresh_samples(samples, order, now);
-            while ((st = pl_exporter_sqlite.export(x, samples)) == PL_ERR_REFUSED) {
-                refused++;
-                uv_run(&bs.loop, UV_RUN_NOWAIT);
-                uv_sleep(1);
-            }
-            if (st != PL_OK) {
-                fprintf(stderr, "export failed: %s\n", pl_status_name(st));
+            if (offer(&bs, samples, 0, &refused) != PL_OK)
                 return 1;
-            }
         }
         uv_run(&bs.loop, UV_RUN_NOWAIT);
     }
