@@ -1262,9 +1262,30 @@ static int flush_profiles(pl_store *s, profile_set *set, pl_store_write_stats *s
         qsort(aggs->items, aggs->n, sizeof(sample_agg), cmp_sample_agg);
     if (rollup->n > 1)
         qsort(rollup->items, rollup->n, sizeof(sample_agg), cmp_sample_agg);
+    /* A sample linked to a stored span reaches its trace through the span
+     * (every trace query joins samples to the trace's spans by span id), so
+     * its row keeps no trace id and adds no entry to samples_by_trace, an
+     * index on random ids (a fifth of the writer's time with two samples
+     * per span). Samples of no span, or of a span not stored (yet), keep it:
+     * queries find those by trace id. */
+    u64_map stored = {0}; /* span id -> 1 stored, 0 not */
     sqlite3_stmt *st = s->st[ST_UPSERT_SAMPLE];
     for (size_t i = 0; i < aggs->n && rc == SQLITE_OK; i++) {
         sample_agg *a = (sample_agg *)(void *)aggs->items + i;
+        if (a->has_trace && a->key.span_id != 0) {
+            int64_t known;
+            if (!pl_store_u64_map_get(&stored, (uint64_t)a->key.span_id, &known)) {
+                known = span_stored(s, a->key.span_id, &rc);
+                if (known < 0)
+                    break;
+                if (!pl_store_u64_map_put(&stored, (uint64_t)a->key.span_id, known)) {
+                    rc = SQLITE_NOMEM;
+                    break;
+                }
+            }
+            if (known)
+                a->has_trace = false;
+        }
         sqlite3_bind_int64(st, 1, a->key.service_id);
         sqlite3_bind_int64(st, 2, a->key.bucket);
         sqlite3_bind_int64(st, 3, a->key.type_id);
@@ -1281,6 +1302,7 @@ static int flush_profiles(pl_store *s, profile_set *set, pl_store_write_stats *s
         rc = step_reset(st);
         stats->sample_rows++;
     }
+    pl_store_u64_map_clear(&stored);
     /* series totals: the rows are in (service, bucket, type) order */
     st = s->st[ST_UPSERT_TOTAL];
     for (size_t i = 0; i < aggs->n && rc == SQLITE_OK;) {

@@ -1344,8 +1344,10 @@ static void dump_rows(const char *path, pl_buf *out)
         "ORDER BY trace_id",
         "SELECT hex(trace_id), span_id, parent_span_id, name, service, start_ns, end_ns, "
         "status_code, attributes, profile_samples FROM spans ORDER BY span_id",
-        "SELECT service_id, bucket, type_id, span_id, stack_id, hex(trace_id), value, cpu_ns, "
-        "count, wall_ns FROM samples ORDER BY 1, 2, 3, 4, 5",
+        /* the trace a sample belongs to: its span's, else its own link */
+        "SELECT service_id, bucket, type_id, span_id, stack_id, hex(coalesce((SELECT "
+        "sp.trace_id FROM spans sp WHERE sp.span_id = samples.span_id AND samples.span_id != 0), "
+        "trace_id)), value, cpu_ns, count, wall_ns FROM samples ORDER BY 1, 2, 3, 4, 5",
         "SELECT service_id, minute, type_id, stack_id, value, cpu_ns, count FROM "
         "service_profiles ORDER BY 1, 2, 3, 4",
         "SELECT id, last_seen_ns FROM services ORDER BY id",
@@ -1460,6 +1462,46 @@ static void test_many_copies(void)
     CHECK_EQ_INT(count_rows(path, "SELECT sum(span_count) FROM traces"), 6500);
 }
 
+/* Samples linked to a stored span reach their trace through it and keep no
+ * trace id of their own (no samples_by_trace entry); samples of a span not
+ * stored yet keep it, and the trace's profile is the same either way. */
+static int64_t trace_total(pl_store *s, uint32_t trace)
+{
+    pl_profile_query pq = {0};
+    pq.scope = PL_PROFILE_TRACE;
+    make_trace_id(trace, pq.trace_id);
+    pl_profile_result pr;
+    pl_err err = {{0}};
+    if (pl_store_query_profile(s, &pq, &pr, &err) != PL_OK)
+        return -1;
+    int64_t total = pr.total;
+    pl_profile_result_free(&pr);
+    return total;
+}
+
+static void test_samples_reach_traces_by_span(void)
+{
+    char path[512];
+    fresh_path(path, sizeof(path), "links.db");
+    pl_store *s = open_rw(path);
+    REQUIRE(s);
+    /* the root, db.query and decode stored; render (10 ms of samples) not yet */
+    CHECK(write_one(s, traces_batch("shop", shop_trace, 3)) == PL_OK);
+    CHECK(write_one(s, shop_profile()) == PL_OK);
+    const char *with_trace = "SELECT count(*) FROM samples WHERE trace_id IS NOT NULL";
+    const char *linked = "SELECT count(*) FROM samples WHERE span_id != 0";
+    CHECK_EQ_INT(count_rows(path, linked), 4);
+    CHECK_EQ_INT(count_rows(path, with_trace), 1); /* render's */
+    CHECK_EQ_INT(trace_total(s, 1), MS(60));
+    CHECK(write_one(s, traces_batch("shop", shop_trace + 3, 1)) == PL_OK);
+    CHECK_EQ_INT(trace_total(s, 1), MS(60));
+    /* more samples of the same spans: still no trace id on those rows */
+    CHECK(write_one(s, shop_profile()) == PL_OK);
+    CHECK_EQ_INT(count_rows(path, with_trace), 1);
+    CHECK_EQ_INT(trace_total(s, 1), MS(120));
+    pl_store_close(s);
+}
+
 static void test_write_many_matches_one_by_one(void)
 {
     pl_batch *batches[8];
@@ -1549,6 +1591,7 @@ int main(void)
     PL_RUN(test_round_trip_samples_then_spans);
     PL_RUN(test_duplicate_spans_and_repeated_samples);
     PL_RUN(test_many_copies);
+    PL_RUN(test_samples_reach_traces_by_span);
     PL_RUN(test_write_many_matches_one_by_one);
     PL_RUN(test_sample_types_and_labels);
     PL_RUN(test_odd_samples);
