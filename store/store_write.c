@@ -1253,7 +1253,8 @@ static int cmp_sample_agg(const void *a, const void *b)
 
 /* Upserts the collected rows in primary-key order (the maps' hash indexes
  * are stale afterwards: only profile_set_free may follow). */
-static int flush_profiles(pl_store *s, profile_set *set, pl_store_write_stats *stats)
+static int flush_profiles(pl_store *s, profile_set *set, const span_set *txn_spans,
+                          pl_store_write_stats *stats)
 {
     sample_aggs *aggs = &set->aggs, *rollup = &set->rollup;
     u64_map *services = &set->services;
@@ -1267,13 +1268,22 @@ static int flush_profiles(pl_store *s, profile_set *set, pl_store_write_stats *s
      * its row keeps no trace id and adds no entry to samples_by_trace, an
      * index on random ids (a fifth of the writer's time with two samples
      * per span). Samples of no span, or of a span not stored (yet), keep it:
-     * queries find those by trace id. */
+     * queries find those by trace id. The spans this transaction wrote are
+     * known stored; others are looked up once. */
     u64_map stored = {0}; /* span id -> 1 stored, 0 not */
+    bool seeded = false;
     sqlite3_stmt *st = s->st[ST_UPSERT_SAMPLE];
     for (size_t i = 0; i < aggs->n && rc == SQLITE_OK; i++) {
         sample_agg *a = (sample_agg *)(void *)aggs->items + i;
         if (a->has_trace && a->key.span_id != 0) {
             int64_t known;
+            for (size_t j = 0; !seeded && j < txn_spans->n; j++)
+                if (!pl_store_u64_map_put(&stored,
+                                          (uint64_t)span_id_int(txn_spans->refs[j].sp->span_id), 1))
+                    rc = SQLITE_NOMEM;
+            seeded = true;
+            if (rc != SQLITE_OK)
+                break;
             if (!pl_store_u64_map_get(&stored, (uint64_t)a->key.span_id, &known)) {
                 known = span_stored(s, a->key.span_id, &rc);
                 if (known < 0)
@@ -1371,7 +1381,7 @@ pl_status pl_store_write_many(pl_store *s, const pl_batch *const *batches, size_
     if (rc == SQLITE_OK && spans.n)
         rc = flush_spans(s, &spans, stats);
     if (rc == SQLITE_OK && any_profiles)
-        rc = flush_profiles(s, &profiles, stats);
+        rc = flush_profiles(s, &profiles, &spans, stats);
     span_set_free(&spans);
     profile_set_free(&profiles);
     if (rc != SQLITE_OK) {
