@@ -616,6 +616,7 @@ static void answer_profile(pl_store_call *c, bool top_only)
     if (!profile_params(c, top_only, &q))
         return;
     q.time_only = top_only; /* top: CPU, else wall, else counts; heap only when asked */
+    q.tenant = c->tenant;   /* the header's tenant only; none: every tenant */
     uint64_t limit = 20;
     if (!pl_store_call_uint(c, "limit", 10000, &limit))
         return;
@@ -679,7 +680,7 @@ static void handle_services(pl_store_call *c)
         return;
     char **names = NULL;
     size_t n = 0;
-    if (pl_store_call_failed(c, pl_store_query_services(s, &names, &n, &err), &err))
+    if (pl_store_call_failed(c, pl_store_query_services(s, c->tenant, &names, &n, &err), &err))
         return;
     pl_buf b;
     pl_buf_init(&b);
@@ -699,7 +700,7 @@ static void handle_links(pl_store_call *c)
     if (!s)
         return;
     pl_link_stats ls;
-    if (pl_store_call_failed(c, pl_store_query_links(s, since, &ls, &err), &err))
+    if (pl_store_call_failed(c, pl_store_query_links(s, since, c->tenant, &ls, &err), &err))
         return;
     pl_buf b;
     pl_buf_init(&b);
@@ -733,8 +734,8 @@ static void handle_status(pl_store_call *c)
         return;
     uint64_t now = pl_time_now_ns();
     pl_link_stats ls;
-    if (pl_store_call_failed(c, pl_store_query_links(s, now - 900ull * 1000000000ull, &ls, &err),
-                             &err))
+    if (pl_store_call_failed(
+            c, pl_store_query_links(s, now - 900ull * 1000000000ull, c->tenant, &ls, &err), &err))
         return;
     uint64_t spans = 0, linked = 0;
     for (size_t i = 0; i < ls.n; i++) {

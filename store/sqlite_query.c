@@ -630,7 +630,7 @@ static int cmd_services(pl_store *s, const opts *o)
     char **names;
     size_t n;
     pl_err err = {{0}};
-    if (pl_store_query_services(s, &names, &n, &err) != PL_OK) {
+    if (pl_store_query_services(s, NULL, &names, &n, &err) != PL_OK) {
         fprintf(stderr, "proflink query: %s\n", err.msg);
         return 1;
     }

@@ -267,6 +267,8 @@ typedef struct pl_profile_query {
                             otherwise a sample type "alloc_space" or "alloc_space:bytes" */
     bool time_only;      /* type NULL: never fall back to a heap/alloc type */
     bool descendants;    /* PL_PROFILE_SPAN: also the samples of every span below it */
+    const char *tenant;  /* NULL: every tenant's samples; else only those that came with
+                            this X-Scope-OrgID */
 } pl_profile_query;
 
 typedef struct pl_folded_stack {
@@ -310,13 +312,17 @@ typedef struct pl_link_stats {
 } pl_link_stats;
 
 /* Looks at the spans of the PL_STORE_LINK_TRACES most recent traces
- * starting at or after since_ns (a bounded, indexed read). */
+ * starting at or after since_ns (a bounded, indexed read); tenant NULL:
+ * every tenant's traces, else those that came with that X-Scope-OrgID. */
 #define PL_STORE_LINK_TRACES 2000
-pl_status pl_store_query_links(pl_store *store, uint64_t since_ns, pl_link_stats *out, pl_err *err);
+pl_status pl_store_query_links(pl_store *store, uint64_t since_ns, const char *tenant,
+                               pl_link_stats *out, pl_err *err);
 void pl_link_stats_free(pl_link_stats *stats);
 
-/* Service names seen, sorted. */
-pl_status pl_store_query_services(pl_store *store, char ***names, size_t *n, pl_err *err);
+/* Service names seen, sorted; tenant NULL: every tenant's, else those of
+ * the profiles and traces that came with that X-Scope-OrgID. */
+pl_status pl_store_query_services(pl_store *store, const char *tenant, char ***names, size_t *n,
+                                  pl_err *err);
 void pl_store_free_names(char **names, size_t n);
 
 /* ---- helpers shared by the CLI and the API ----------------------------- */

@@ -5,14 +5,17 @@
  */
 #include "store/store_internal.h"
 
-pl_status pl_store_query_links(pl_store *s, uint64_t since_ns, pl_link_stats *out, pl_err *err)
+pl_status pl_store_query_links(pl_store *s, uint64_t since_ns, const char *tenant,
+                               pl_link_stats *out, pl_err *err)
 {
     memset(out, 0, sizeof(*out));
     pl_arena_init(&out->arena);
     sqlite3_stmt *st = NULL;
     int rc = sqlite3_prepare_v2(
         s->db,
-        "WITH t AS (SELECT trace_id FROM traces WHERE start_ns >= ?1 ORDER BY start_ns DESC "
+        "WITH t AS (SELECT trace_id FROM traces WHERE start_ns >= ?1 AND (?3 IS NULL OR tenant = "
+        "?3) "
+        "ORDER BY start_ns DESC "
         "LIMIT ?2) "
         "SELECT sp.service, count(*), sum(coalesce(sp.profile_id, '') != '' OR EXISTS (SELECT 1 "
         "FROM samples INDEXED BY samples_by_span WHERE samples.span_id = sp.span_id AND "
@@ -25,6 +28,8 @@ pl_status pl_store_query_links(pl_store *s, uint64_t since_ns, pl_link_stats *ou
     if (rc == SQLITE_OK) {
         sqlite3_bind_int64(st, 1, (int64_t)since_ns);
         sqlite3_bind_int64(st, 2, PL_STORE_LINK_TRACES);
+        if (tenant)
+            sqlite3_bind_text(st, 3, tenant, -1, SQLITE_STATIC);
     }
     while (rc == SQLITE_OK && (rc = sqlite3_step(st)) == SQLITE_ROW) {
         rc = SQLITE_OK;

@@ -1160,41 +1160,45 @@ pl_status pl_store_query_profile(pl_store *s, const pl_profile_query *q, pl_prof
         if (!service_id)
             goto done; /* unknown service: empty profile */
     }
-    const char *sql;
     if (q->scope == PL_PROFILE_SPAN && q->descendants) {
         rc = span_subtree_json(s, span_id_int(q->span_id), &subtree);
         if (rc != SQLITE_OK)
             goto done;
     }
+    /* a tenant sees the samples that came with its X-Scope-OrgID: those of
+     * its own services rows (store_write.c) */
+#define TENANT_ONLY " AND (?9 IS NULL OR service_id IN (SELECT id FROM services WHERE tenant = ?9))"
+    const char *sql;
     switch (q->scope) {
     case PL_PROFILE_SPAN:
         if (q->descendants) {
             sql = "SELECT type_id, stack_id, value, cpu_ns, count, wall_ns FROM samples "
-                  "WHERE span_id IN (SELECT value FROM json_each(?1)) AND span_id != 0";
+                  "WHERE span_id IN (SELECT value FROM json_each(?1)) AND span_id != 0" TENANT_ONLY;
             break;
         }
         sql = "SELECT type_id, stack_id, value, cpu_ns, count, wall_ns FROM samples "
-              "WHERE span_id = ?1 AND span_id != 0";
+              "WHERE span_id = ?1 AND span_id != 0" TENANT_ONLY;
         break;
     case PL_PROFILE_TRACE:
         sql =
             "SELECT type_id, stack_id, value, cpu_ns, count, wall_ns FROM samples WHERE span_id IN"
-            " (SELECT span_id FROM spans WHERE trace_id = ?1) AND span_id != 0"
+            " (SELECT span_id FROM spans WHERE trace_id = ?1) AND span_id != 0" TENANT_ONLY
             " UNION ALL"
             " SELECT type_id, stack_id, value, cpu_ns, count, wall_ns FROM samples WHERE trace_id "
             "= ?1"
-            " AND (span_id = 0 OR span_id NOT IN (SELECT span_id FROM spans WHERE trace_id = ?1))";
+            " AND (span_id = 0 OR span_id NOT IN (SELECT span_id FROM spans WHERE trace_id = "
+            "?1))" TENANT_ONLY;
         break;
     default:
-        sql =
-            q->service
-                ? "SELECT type_id, stack_id, value, cpu_ns, count, wall_ns FROM service_profiles "
-                  "WHERE service_id IN (SELECT id FROM services WHERE coalesce(name_id, id) = ?1) "
-                  "AND minute >= ?2 AND minute <= ?3"
-                : "SELECT type_id, stack_id, value, cpu_ns, count, wall_ns FROM service_profiles "
-                  "WHERE minute >= ?2 AND minute <= ?3";
+        sql = q->service
+                  ? "SELECT type_id, stack_id, value, cpu_ns, count, wall_ns FROM service_profiles "
+                    "WHERE service_id IN (SELECT id FROM services WHERE coalesce(name_id, id) = ?1 "
+                    "AND (?9 IS NULL OR tenant = ?9)) AND minute >= ?2 AND minute <= ?3"
+                  : "SELECT type_id, stack_id, value, cpu_ns, count, wall_ns FROM service_profiles "
+                    "WHERE minute >= ?2 AND minute <= ?3" TENANT_ONLY;
         break;
     }
+#undef TENANT_ONLY
     rc = sqlite3_prepare_v2(s->db, sql, -1, &st, NULL);
     if (rc != SQLITE_OK)
         goto done;
@@ -1210,6 +1214,8 @@ pl_status pl_store_query_profile(pl_store *s, const pl_profile_query *q, pl_prof
         sqlite3_bind_int64(st, 2, (int64_t)(q->since_ns / ROLLUP_NS));
         sqlite3_bind_int64(st, 3, q->until_ns ? (int64_t)(q->until_ns / ROLLUP_NS) : INT64_MAX);
     }
+    if (q->tenant)
+        sqlite3_bind_text(st, 9, q->tenant, -1, SQLITE_STATIC);
     rc = fetch_rows(st, false, &rows);
     if (rc != SQLITE_OK)
         goto done;
@@ -1254,7 +1260,8 @@ void pl_profile_result_free(pl_profile_result *r)
     result_free(&r->arena, r, sizeof(*r));
 }
 
-pl_status pl_store_query_services(pl_store *s, char ***names, size_t *n, pl_err *err)
+pl_status pl_store_query_services(pl_store *s, const char *tenant, char ***names, size_t *n,
+                                  pl_err *err)
 {
     *names = NULL;
     *n = 0;
@@ -1262,9 +1269,12 @@ pl_status pl_store_query_services(pl_store *s, char ***names, size_t *n, pl_err 
     int rc = sqlite3_prepare_v2(
         s->db,
         "SELECT DISTINCT name FROM (SELECT s.value AS name FROM services v "
-        "JOIN strings s ON s.id = coalesce(v.name_id, v.id) UNION SELECT DISTINCT root_service "
-        "FROM traces WHERE root_service IS NOT NULL) ORDER BY name",
+        "JOIN strings s ON s.id = coalesce(v.name_id, v.id) WHERE ?1 IS NULL OR v.tenant = ?1 "
+        "UNION SELECT DISTINCT root_service FROM traces WHERE root_service IS NOT NULL AND "
+        "(?1 IS NULL OR tenant = ?1)) ORDER BY name",
         -1, &st, NULL);
+    if (rc == SQLITE_OK && tenant)
+        sqlite3_bind_text(st, 1, tenant, -1, SQLITE_STATIC);
     size_t cap = 0;
     while (rc == SQLITE_OK) {
         int step = sqlite3_step(st);

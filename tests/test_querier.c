@@ -637,6 +637,31 @@ static void test_tenants(void)
                           "X-Scope-OrgID: team-b\r\n", "", 0, &out),
                  200);
     CHECK(has(&out, "\"numTicks\":13000000"));
+    /* the store's own JSON API: a header sees its tenant's samples and
+     * services only; without one, every tenant's (as for traces) */
+    CHECK_EQ_INT(send_req("GET", "/api/flamegraph?service=shop&since=0",
+                          "X-Scope-OrgID: team-a\r\n", "", 0, &out),
+                 200);
+    CHECK(has(&out, "\"total\":7000000,") && has(&out, "a_work") && lacks(&out, "b_work") &&
+          lacks(&out, "sql_exec"));
+    CHECK_EQ_INT(send_req("GET", "/api/top?since=0", "X-Scope-OrgID: team-b\r\n", "", 0, &out),
+                 200);
+    CHECK(has(&out, "\"total\":13000000,") && has(&out, "b_bill") && lacks(&out, "a_work"));
+    CHECK_EQ_INT(
+        send_req("GET", "/api/flamegraph?span=" DB_QUERY, "X-Scope-OrgID: team-b\r\n", "", 0, &out),
+        200);
+    CHECK(has(&out, "\"total\":0,") && lacks(&out, "sql_exec"));
+    CHECK_EQ_INT(send_req("GET", "/api/flamegraph?span=" DB_QUERY, "", "", 0, &out), 200);
+    CHECK(has(&out, "sql_exec"));
+    CHECK_EQ_INT(send_req("GET", "/api/flamegraph?service=shop&since=0", "", "", 0, &out), 200);
+    CHECK(has(&out, "\"total\":81000000,") && has(&out, "a_work") && has(&out, "b_work"));
+    CHECK_EQ_INT(send_req("GET", "/api/services", "X-Scope-OrgID: team-b\r\n", "", 0, &out), 200);
+    CHECK(has(&out, "{\"services\":[\"billing\",\"shop\"]}"));
+    CHECK_EQ_INT(send_req("GET", "/api/services", "X-Scope-OrgID: team-c\r\n", "", 0, &out), 200);
+    CHECK(has(&out, "{\"services\":[]}"));
+    CHECK_EQ_INT(send_req("GET", "/api/links?since=0", "X-Scope-OrgID: team-c\r\n", "", 0, &out),
+                 200);
+    CHECK(lacks(&out, "shop"));
     pl_buf_free(&out);
 }
 
@@ -688,7 +713,7 @@ static void test_tenant_upgrade(void)
     char **names = NULL;
     size_t n = 0;
     pl_err err = {{0}};
-    CHECK(pl_store_query_services(s, &names, &n, &err) == PL_OK);
+    CHECK(pl_store_query_services(s, NULL, &names, &n, &err) == PL_OK);
     CHECK_EQ_INT(n, 1);
     pl_store_free_names(names, n);
     pl_store_close(s);

@@ -422,7 +422,7 @@ static void test_traces_filters_and_order(void)
 
     char **names;
     size_t n;
-    REQUIRE(pl_store_query_services(s, &names, &n, &err) == PL_OK);
+    REQUIRE(pl_store_query_services(s, NULL, &names, &n, &err) == PL_OK);
     REQUIRE(n == 2);
     CHECK_EQ_STR(names[0], "even");
     CHECK_EQ_STR(names[1], "odd");

@@ -316,7 +316,7 @@ static void test_link_ratio(void)
     REQUIRE(s);
     pl_err err = {{0}};
     pl_link_stats ls;
-    REQUIRE(pl_store_query_links(s, 0, &ls, &err) == PL_OK);
+    REQUIRE(pl_store_query_links(s, 0, NULL, &ls, &err) == PL_OK);
     CHECK_EQ_UINT(ls.traces, 3);
     REQUIRE(ls.n == 2);
     CHECK_EQ_STR(ls.items[0].service, "api");
@@ -332,7 +332,7 @@ static void test_link_ratio(void)
     CHECK(strstr((const char *)b.data, "{\"service\":\"shop\",\"spans\":6,\"linked\":4}") != NULL);
     pl_buf_free(&b);
     pl_link_stats_free(&ls);
-    REQUIRE(pl_store_query_links(s, BASE + S(100), &ls, &err) == PL_OK); /* trace 3 only */
+    REQUIRE(pl_store_query_links(s, BASE + S(100), NULL, &ls, &err) == PL_OK); /* trace 3 only */
     REQUIRE(ls.n == 1);
     CHECK_EQ_STR(ls.items[0].service, "api");
     pl_link_stats_free(&ls);
