@@ -22,7 +22,18 @@
 #include <time.h>
 
 #define PL_STORE_APP_ID         0x706c6b31 /* "plk1" */
-#define PL_STORE_SCHEMA_VERSION 8
+#define PL_STORE_SCHEMA_VERSION 9
+
+/* The spans of a trace are found through `trace_spans`: one row per trace
+ * and transaction that wrote spans of it, holding the rowid range those
+ * spans took (store_write.c writes a trace's spans one after another), not
+ * an index entry per span. PL_TRACE_SPANS(S) is the FROM clause that reads
+ * them, the spans as S; the query names the trace with `r_.trace_id = ...`
+ * (or IN). Each row is checked against the range's trace id as well, so a
+ * range can never show a span of another trace. */
+#define PL_TRACE_SPANS(S)                                                                          \
+    "trace_spans r_ CROSS JOIN spans " S " ON " S ".rowid BETWEEN r_.first AND r_.last AND " S     \
+    ".trace_id = r_.trace_id"
 
 /* ---- small hash maps (store_schema.c) ---------------------------------- */
 
@@ -94,6 +105,7 @@ enum {
     ST_COUNT_LABEL_SETS,
     ST_UPSERT_TOTAL,
     ST_SPAN_EXISTS,
+    ST_INS_TRACE_SPANS,
     ST_COUNT
 };
 

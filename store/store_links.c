@@ -1,7 +1,7 @@
 /*
  * store_links.c: how many stored spans have profiles, per service (the
  * "link ratio" the web view shows). Bounded: the spans of the most recent
- * traces, read through the traces_by_start and spans_by_trace indexes.
+ * traces, read through traces_by_start and the traces' span ranges.
  */
 #include "store/store_internal.h"
 
@@ -21,8 +21,8 @@ pl_status pl_store_query_links(pl_store *s, uint64_t since_ns, const char *tenan
         "FROM samples INDEXED BY samples_by_span WHERE samples.span_id = sp.span_id AND "
         "samples.span_id != 0)), "
         "(SELECT count(*) FROM t) "
-        "FROM t JOIN spans sp INDEXED BY spans_by_trace ON sp.trace_id = t.trace_id "
-        "GROUP BY sp.service ORDER BY sp.service",
+        "FROM t CROSS JOIN " PL_TRACE_SPANS("sp") " WHERE r_.trace_id = t.trace_id "
+                                                  "GROUP BY sp.service ORDER BY sp.service",
         -1, &st, NULL);
     size_t cap = 0;
     if (rc == SQLITE_OK) {

@@ -40,9 +40,15 @@ static int exec_bind1(sqlite3 *db, const char *sql, int64_t a, int64_t b, bool t
 static int delete_before(pl_store *s, uint64_t cutoff, pl_store_retention_stats *stats)
 {
     int rc = exec_bind1(s->db,
-                        "DELETE FROM spans WHERE trace_id IN "
-                        "(SELECT trace_id FROM traces WHERE start_ns < ?1)",
+                        "DELETE FROM spans WHERE rowid IN (SELECT s.rowid FROM traces t "
+                        "CROSS JOIN " PL_TRACE_SPANS("s") " WHERE r_.trace_id = t.trace_id "
+                                                          "AND t.start_ns < ?1)",
                         (int64_t)cutoff, 0, false, &stats->spans_deleted);
+    if (rc == SQLITE_OK)
+        rc = exec_bind1(s->db,
+                        "DELETE FROM trace_spans WHERE trace_id IN "
+                        "(SELECT trace_id FROM traces WHERE start_ns < ?1)",
+                        (int64_t)cutoff, 0, false, NULL);
     if (rc == SQLITE_OK)
         rc = exec_bind1(s->db, "DELETE FROM traces WHERE start_ns < ?1", (int64_t)cutoff, 0, false,
                         &stats->traces_deleted);

@@ -208,6 +208,8 @@ static const char *const write_sql[ST_COUNT] = {
                         "VALUES(?1,?2,?3,?4) ON CONFLICT(service_id, type_id, bucket) DO UPDATE "
                         "SET value = value + excluded.value",
     [ST_SPAN_EXISTS] = "SELECT 1 FROM spans WHERE span_id = ?1",
+    [ST_INS_TRACE_SPANS] = "INSERT OR IGNORE INTO trace_spans(trace_id, first, last) "
+                           "VALUES(?1,?2,?3)",
     [ST_COUNT_LABEL_SETS] = "SELECT count(*) FROM services WHERE name_id = ?2 AND tenant IS ?1 "
                             "AND labels IS NOT NULL",
 };
@@ -236,7 +238,10 @@ static const char schema_sql[] =
      * a JSON array [{name, time_unix_nano, attributes}] or NULL */
     "  resource_id INTEGER, events TEXT);"
     "CREATE UNIQUE INDEX IF NOT EXISTS spans_by_span_id ON spans(span_id);"
-    "CREATE INDEX IF NOT EXISTS spans_by_trace ON spans(trace_id);"
+    /* a trace's spans: per transaction that wrote some, their rowids
+     * (store_internal.h, PL_TRACE_SPANS) */
+    "CREATE TABLE IF NOT EXISTS trace_spans(trace_id BLOB NOT NULL, first INTEGER NOT NULL,"
+    "  last INTEGER NOT NULL, PRIMARY KEY(trace_id, first)) WITHOUT ROWID;"
     "CREATE INDEX IF NOT EXISTS spans_by_service ON spans(service, start_ns);"
     "CREATE TABLE IF NOT EXISTS traces(trace_id BLOB PRIMARY KEY, start_ns INTEGER NOT NULL,"
     "  end_ns INTEGER NOT NULL, root_span_id INTEGER, root_name TEXT, root_service TEXT,"
@@ -565,6 +570,13 @@ pl_status pl_store_open(const char *path, const pl_store_options *options, pl_st
                                   NULL, NULL, NULL);
             if (rc == SQLITE_OK && app_id != 0 && version <= 7) /* v7 -> v8 */
                 rc = pl_store_terms_upgrade(s->db);
+            if (rc == SQLITE_OK && app_id != 0 && version <= 8) /* v8 -> v9: one scan */
+                rc = sqlite3_exec(s->db,
+                                  "DELETE FROM trace_spans;"
+                                  "INSERT INTO trace_spans(trace_id, first, last) "
+                                  "SELECT trace_id, rowid, rowid FROM spans;"
+                                  "DROP INDEX IF EXISTS spans_by_trace;",
+                                  NULL, NULL, NULL);
             if (rc == SQLITE_OK)
                 rc = sqlite3_exec(s->db, pl_store_terms_schema_sql, NULL, NULL, NULL);
             if (rc == SQLITE_OK) {

@@ -4,7 +4,7 @@
  *
  * Search walks traces newest first through traces_by_start inside the time
  * range and keeps those with a span that meets the TraceQL expression (an
- * EXISTS over spans_by_trace); the SQL comes from traceql.c with every
+ * EXISTS over the trace's span ranges); the SQL comes from traceql.c with every
  * client value bound. Tags and tag values look at the most recent
  * PL_TEMPO_TAG_SPANS spans (a bounded read), as Tempo looks at recent
  * blocks only.
@@ -73,9 +73,10 @@ static int register_regexp(pl_store *s)
                                    sql_regexp, NULL, NULL);
 }
 
-/* Every statement over one trace's spans names spans_by_trace: with a
- * condition on `service` the planner would otherwise walk spans_by_service
- * (every span of the service) once per trace. */
+/* Every statement over one trace's spans reads them through the trace's
+ * span ranges (PL_TRACE_SPANS, trace_spans first): with a condition on
+ * `service` the planner would otherwise walk spans_by_service (every span
+ * of the service) once per trace. */
 
 /* The JSON path of an attribute: $."name" (names never hold '"' or '\'). */
 static int bind_params(sqlite3_stmt *st, const pl_tql_bind *binds, int n)
@@ -479,9 +480,9 @@ pl_status pl_store_tempo_search(pl_store *s, const pl_tql *q, const pl_tempo_sea
         "SELECT t.trace_id, t.root_service, t.root_name, t.start_ns, t.end_ns, "
         "t.root_span_id IS NOT NULL FROM traces t INDEXED BY traces_by_start "
         "WHERE t.start_ns >= ?1 AND t.start_ns <= ?2 AND (?3 IS NULL OR t.tenant = ?3)%.*s "
-        "AND EXISTS (SELECT 1 FROM spans s INDEXED BY spans_by_trace WHERE s.trace_id = "
-        "t.trace_id AND %.*s) "
-        "ORDER BY t.start_ns DESC LIMIT ?4",
+        "AND EXISTS (SELECT 1 FROM " PL_TRACE_SPANS("s") " WHERE r_.trace_id = t.trace_id AND "
+                                                         "%.*s) "
+                                                         "ORDER BY t.start_ns DESC LIMIT ?4",
         (int)trace_cond.len, trace_cond.data ? (const char *)trace_cond.data : "", (int)cond.len,
         (const char *)cond.data);
     /* the spans of one term-index bucket and service that meet the
@@ -512,12 +513,11 @@ pl_status pl_store_tempo_search(pl_store *s, const pl_tql *q, const pl_tempo_sea
     for (int i = 0; i < q->n_conds; i++)
         if (attr_param[i])
             attr_columns(&spans_sql, &q->conds[i], attr_param[i]);
-    pl_buf_printf(
-        &spans_sql,
-        " FROM spans s INDEXED BY spans_by_trace JOIN traces t ON t.trace_id = s.trace_id "
-        "WHERE s.trace_id = ?1 "
-        "AND %.*s ORDER BY s.start_ns, s.span_id LIMIT ?4",
-        (int)cond.len, (const char *)cond.data);
+    pl_buf_printf(&spans_sql,
+                  " FROM " PL_TRACE_SPANS("s") " CROSS JOIN traces t ON t.trace_id = s.trace_id "
+                                               "WHERE r_.trace_id = ?1 "
+                                               "AND %.*s ORDER BY s.start_ns, s.span_id LIMIT ?4",
+                  (int)cond.len, (const char *)cond.data);
     pl_buf_append_byte(&sql, 0);
     pl_buf_append_byte(&spans_sql, 0);
     if (!pl_buf_ok(&sql) || !pl_buf_ok(&spans_sql)) {
@@ -525,9 +525,8 @@ pl_status pl_store_tempo_search(pl_store *s, const pl_tql *q, const pl_tempo_sea
         goto done;
     }
     char *count_sql = sqlite3_mprintf(
-        "SELECT count(*) FROM spans s INDEXED BY spans_by_trace JOIN traces t ON t.trace_id = "
-        "s.trace_id "
-        "WHERE s.trace_id = ?1 AND %.*s",
+        "SELECT count(*) FROM " PL_TRACE_SPANS("s") " CROSS JOIN traces t ON t.trace_id = "
+                                                    "s.trace_id WHERE r_.trace_id = ?1 AND %.*s",
         (int)cond.len, (const char *)cond.data);
     if (!count_sql) {
         rc = SQLITE_NOMEM;
@@ -541,8 +540,9 @@ pl_status pl_store_tempo_search(pl_store *s, const pl_tql *q, const pl_tempo_sea
     sqlite3_free(count_sql);
     if (rc == SQLITE_OK)
         rc = sqlite3_prepare_v2(s->db,
-                                "SELECT service, count(*), sum(status_code = 2) FROM spans "
-                                "WHERE trace_id = ?1 GROUP BY service ORDER BY service",
+                                "SELECT s.service, count(*), sum(s.status_code = 2) "
+                                "FROM " PL_TRACE_SPANS("s") " WHERE r_.trace_id = ?1 "
+                                                            "GROUP BY s.service ORDER BY s.service",
                                 -1, &stats, NULL);
     if (rc != SQLITE_OK)
         goto done;

@@ -420,7 +420,8 @@ typedef struct trace_agg {
     pl_bytes root_name, root_service;
     uint64_t root_start, root_end;
     int64_t spans, errors;
-    pl_bytes tenant; /* of the first batch naming one */
+    int64_t first_row, last_row; /* the rowids its new spans took (trace_spans) */
+    pl_bytes tenant;             /* of the first batch naming one */
 } trace_agg;
 
 typedef agg_map trace_aggs;
@@ -433,8 +434,10 @@ static trace_agg *trace_aggs_get(trace_aggs *m, const uint8_t id[16])
 {
     bool created;
     trace_agg *t = agg_get(m, id, (uint32_t)pl_hash_bytes(id, 16), &created);
-    if (t && created)
+    if (t && created) {
         t->start = UINT64_MAX;
+        t->first_row = INT64_MAX;
+    }
     return t;
 }
 
@@ -592,9 +595,14 @@ static int write_span(pl_store *s, const pl_span *sp, pl_bytes service, int64_t 
         return SQLITE_OK;
     }
     stats->spans++;
+    int64_t row = sqlite3_last_insert_rowid(s->db);
     trace_agg *t = trace_aggs_get(aggs, sp->trace_id);
     if (!t)
         return SQLITE_NOMEM;
+    if (row < t->first_row)
+        t->first_row = row;
+    if (row > t->last_row)
+        t->last_row = row;
     if (sp->start_time_unix_nano < t->start)
         t->start = sp->start_time_unix_nano;
     if (end > t->end)
@@ -747,6 +755,16 @@ static int flush_spans(pl_store *s, span_set *set, pl_store_write_stats *stats)
                            t->has_root ? (int64_t)(t->root_end - t->root_start)
                                        : (int64_t)(t->end - t->start));
         rc = step_reset(st);
+        /* the trace's spans of this transaction were written one after
+         * another (sorted by trace id above): one range row, no index entry
+         * per span */
+        if (rc == SQLITE_OK && t->spans) {
+            sqlite3_stmt *ranges = s->st[ST_INS_TRACE_SPANS];
+            sqlite3_bind_blob(ranges, 1, t->trace_id, 16, SQLITE_STATIC);
+            sqlite3_bind_int64(ranges, 2, t->first_row);
+            sqlite3_bind_int64(ranges, 3, t->last_row);
+            rc = step_reset(ranges);
+        }
     }
     agg_free(&aggs);
     return rc;

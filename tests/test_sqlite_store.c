@@ -1411,6 +1411,96 @@ static int64_t count_rows(const char *path, const char *sql)
     return n;
 }
 
+/* Writes the batches in one transaction, as the exporter does. */
+static void write_txn(pl_store *s, pl_batch **batches, size_t n)
+{
+    pl_err err = {{0}};
+    pl_store_write_stats ws = {0};
+    REQUIRE(pl_store_begin(s, &err) == PL_OK);
+    REQUIRE(pl_store_write_many(s, (const pl_batch *const *)batches, n, &ws, &err) == PL_OK);
+    REQUIRE(pl_store_commit(s, &err) == PL_OK);
+    for (size_t i = 0; i < n; i++)
+        pl_batch_free(batches[i]);
+}
+
+/* Checks trace n of numbered_spans() holds spans first..first+count-1, each once. */
+static void check_numbered_trace(pl_store *s, uint32_t n, uint32_t first, uint32_t count)
+{
+    uint8_t tid[16] = {0x7e};
+    memcpy(tid + 8, &n, 4);
+    pl_trace_detail d;
+    pl_err err = {{0}};
+    REQUIRE(pl_store_query_trace(s, tid, 0, &d, &err) == PL_OK);
+    CHECK_EQ_UINT(d.n, count);
+    uint32_t seen = 0;
+    for (size_t i = 0; i < d.n; i++) {
+        uint32_t id = (uint32_t)(d.spans[i].span_id[0] | d.spans[i].span_id[1] << 8 |
+                                 d.spans[i].span_id[2] << 16) -
+                      1;
+        CHECK(id >= first && id < first + count);
+        if (id >= first && id < first + count && id - first < 32)
+            seen |= 1u << (id - first);
+    }
+    CHECK_EQ_UINT(seen, count < 32 ? (1u << count) - 1 : UINT32_MAX);
+    pl_trace_detail_free(&d);
+}
+
+/* A trace's spans are found through one rowid range per transaction that
+ * wrote some (trace_spans), whatever else the transaction wrote, with
+ * copies skipped, after an upgrade from the per-span index, and gone with
+ * the trace at retention. */
+static void test_trace_span_ranges(void)
+{
+    char path[512];
+    fresh_path(path, sizeof(path), "ranges.db");
+    pl_store *s = open_rw(path);
+    REQUIRE(s);
+    /* trace 1: spans 0-4 beside trace 11, then 5-7 beside trace 21, then
+     * copies of 3-7 with the new 8 and 9 */
+    write_txn(s, (pl_batch *[]){numbered_spans(100, 5), numbered_spans(0, 5)}, 2);
+    write_txn(s, (pl_batch *[]){numbered_spans(5, 3), numbered_spans(200, 10)}, 2);
+    write_txn(s, (pl_batch *[]){numbered_spans(3, 7)}, 1);
+    check_numbered_trace(s, 1, 0, 10);
+    check_numbered_trace(s, 11, 100, 5);
+    check_numbered_trace(s, 21, 200, 10);
+    pl_store_close(s);
+    CHECK_EQ_INT(count_rows(path, "SELECT count(*) FROM spans"), 25);
+    CHECK_EQ_INT(count_rows(path, "SELECT count(*) FROM trace_spans WHERE trace_id = "
+                                  "x'7e000000000000000100000000000000'"),
+                 3);
+    CHECK_EQ_INT(count_rows(path, "SELECT count(*) FROM trace_spans"), 5);
+    /* a store of schema 8 (an index entry per span, no ranges) */
+    sqlite3 *db = NULL;
+    REQUIRE(sqlite3_open(path, &db) == SQLITE_OK);
+    CHECK(sqlite3_exec(db,
+                       "DROP TABLE trace_spans; CREATE INDEX spans_by_trace ON spans(trace_id);"
+                       "PRAGMA user_version = 8",
+                       NULL, NULL, NULL) == SQLITE_OK);
+    sqlite3_close(db);
+    s = open_rw(path);
+    REQUIRE(s);
+    check_numbered_trace(s, 1, 0, 10);
+    check_numbered_trace(s, 21, 200, 10);
+    write_txn(s, (pl_batch *[]){numbered_spans(10, 4)}, 1); /* trace 2, new */
+    check_numbered_trace(s, 2, 10, 4);
+    pl_store_close(s);
+    CHECK_EQ_INT(count_rows(path, "SELECT count(*) FROM trace_spans"), 26);
+    CHECK_EQ_INT(count_rows(path, "SELECT count(*) FROM sqlite_master WHERE name = "
+                                  "'spans_by_trace'"),
+                 0);
+    /* retention takes the spans with their ranges */
+    s = open_rw(path);
+    REQUIRE(s);
+    pl_store_retention_stats rs;
+    pl_err err = {{0}};
+    uint64_t later = (uint64_t)time(NULL) * 1000000000ull + S(7200);
+    REQUIRE(pl_store_enforce_retention(s, later, S(3600), 0, false, &rs, &err) == PL_OK);
+    CHECK_EQ_UINT(rs.spans_deleted, 29);
+    pl_store_close(s);
+    CHECK_EQ_INT(count_rows(path, "SELECT count(*) FROM trace_spans"), 0);
+    CHECK_EQ_INT(count_rows(path, "SELECT count(*) FROM spans"), 0);
+}
+
 /* The default pipelines store each span twice (as it arrives, then after
  * the correlation processor): past a share of copies the writer looks
  * copies up first and skips them whole. Whichever way a copy goes, the
@@ -1593,6 +1683,7 @@ int main(void)
     PL_RUN(test_many_copies);
     PL_RUN(test_samples_reach_traces_by_span);
     PL_RUN(test_write_many_matches_one_by_one);
+    PL_RUN(test_trace_span_ranges);
     PL_RUN(test_sample_types_and_labels);
     PL_RUN(test_odd_samples);
     PL_RUN(test_traces_filters_and_order);
