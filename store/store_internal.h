@@ -30,10 +30,13 @@
  * an index entry per span. PL_TRACE_SPANS(S) is the FROM clause that reads
  * them, the spans as S; the query names the trace with `r_.trace_id = ...`
  * (or IN). Each row is checked against the range's trace id as well, so a
- * range can never show a span of another trace. */
+ * range can never show a span of another trace. NOT INDEXED: the spans
+ * are read by rowid only, whatever else the query asks of them (SQLite
+ * would otherwise walk spans_by_service for a service condition, or build
+ * an automatic index on spans.trace_id, for every trace). */
 #define PL_TRACE_SPANS(S)                                                                          \
-    "trace_spans r_ CROSS JOIN spans " S " ON " S ".rowid BETWEEN r_.first AND r_.last AND " S     \
-    ".trace_id = r_.trace_id"
+    "trace_spans r_ CROSS JOIN spans " S " NOT INDEXED ON " S ".rowid BETWEEN r_.first AND "      \
+    "r_.last AND " S ".trace_id = r_.trace_id"
 
 /* ---- small hash maps (store_schema.c) ---------------------------------- */
 

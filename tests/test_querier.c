@@ -17,6 +17,7 @@
 #include "proto/pb_wire.h"
 #include "store/querier_internal.h"
 #include "store/store_internal.h"
+#include "sqlite_plans.h"
 #include "store_fixtures.h"
 
 /* ---- selectors ---------------------------------------------------------- */
@@ -1285,6 +1286,7 @@ static void test_stack_trace_selector(void)
 
 int main(void)
 {
+    pl_test_watch_plans();
     PL_RUN(test_selector_operators);
     PL_RUN(test_selector_escapes_and_empty);
     PL_RUN(test_selector_errors);
@@ -1318,5 +1320,6 @@ int main(void)
     PL_RUN(test_tenant_upgrade);
     PL_RUN(test_sdk_labels);
     pl_sqlite_api_close(api);
+    PL_RUN(pl_test_plans_checked);
     return pl_test_done();
 }

@@ -14,6 +14,7 @@
 #include <glob.h>
 
 #include "config/decode.h"
+#include "sqlite_plans.h"
 #include "store_fixtures.h"
 #include "traces_fixture.h"
 
@@ -1675,6 +1676,7 @@ static void test_write_many_matches_one_by_one(void)
 
 int main(void)
 {
+    pl_test_watch_plans();
     if (!tmp_root_make("proflink-store-test"))
         return 1;
     PL_RUN(test_round_trip_spans_then_samples);
@@ -1701,5 +1703,6 @@ int main(void)
     PL_RUN(test_exporter_size_limit);
     PL_RUN(test_json_api);
     PL_RUN(test_svg_is_self_contained);
+    PL_RUN(pl_test_plans_checked);
     return tmp_root_done();
 }

@@ -11,6 +11,7 @@
  *
  * Each test works in its own directory under $TMPDIR.
  */
+#include "sqlite_plans.h"
 #include "store_fixtures.h"
 
 #include <arpa/inet.h>
@@ -525,6 +526,7 @@ static void test_api_on_its_own_thread(void)
 
 int main(void)
 {
+    pl_test_watch_plans();
     if (!tmp_root_make("proflink-storeq-test"))
         return 1;
     PL_RUN(test_time_not_counts);
@@ -534,5 +536,6 @@ int main(void)
     PL_RUN(test_span_with_descendants);
     PL_RUN(test_exports);
     PL_RUN(test_api_on_its_own_thread);
+    PL_RUN(pl_test_plans_checked);
     return tmp_root_done();
 }

@@ -21,6 +21,7 @@
 #include "store/store_tempo.h"
 #include "store/store_terms.h"
 #include "store/traceql.h"
+#include "sqlite_plans.h"
 #include "testlib.h"
 #include "profile_fixture.h"
 #include "xorshift.h"
@@ -904,6 +905,7 @@ static void test_term_index_same_answers(void)
 
 int main(int argc, char **argv)
 {
+    pl_test_watch_plans();
     if (argc > 1 && strcmp(argv[1], "--markdown") == 0) {
         pl_buf md;
         pl_buf_init(&md);
@@ -920,5 +922,6 @@ int main(int argc, char **argv)
     PL_RUN(test_docs_list_every_route);
     PL_RUN(test_tempo_endpoints);
     PL_RUN(test_term_index_same_answers);
+    PL_RUN(pl_test_plans_checked);
     return pl_test_done();
 }
