@@ -25,7 +25,8 @@ typedef struct bench_sqlite {
     void *x; /* the exporter */
 } bench_sqlite;
 
-/* Creates and starts the exporter; max_size NULL keeps the default. 0, or
+/* Creates and starts the exporter; max_size NULL keeps the default, and so
+ * does queue_size unless BENCH_QUEUE_SIZE is set (e.g. 128MiB). 0, or
  * 2 for a bad max_size, 1 for anything else (said on stderr). */
 static int bench_sqlite_start(bench_sqlite *b, const char *path, const char *max_size)
 {
@@ -42,6 +43,11 @@ static int bench_sqlite_start(bench_sqlite *b, const char *path, const char *max
         } else if (strcmp(f->key, "max_size") == 0 && max_size) {
             if (pl_parse_size(max_size, (uint64_t *)slot) != 0) {
                 fprintf(stderr, "bad MAX_SIZE %s\n", max_size);
+                return 2;
+            }
+        } else if (strcmp(f->key, "queue_size") == 0 && getenv("BENCH_QUEUE_SIZE")) {
+            if (pl_parse_size(getenv("BENCH_QUEUE_SIZE"), (uint64_t *)slot) != 0) {
+                fprintf(stderr, "bad BENCH_QUEUE_SIZE\n");
                 return 2;
             }
         } else if (strcmp(f->key, "api") == 0) {
