@@ -27,6 +27,9 @@
 
 #include <math.h>
 
+/* the spans of a trace, as sp (PL_TRACE_SPANS) */
+#define TRACE_SPANS PL_TRACE_SPANS("sp")
+
 /* ---- the catalog -------------------------------------------------------- */
 
 /* Steps st while *rc is SQLITE_OK: true with a row (*rc stays SQLITE_OK),
@@ -566,8 +569,8 @@ static void where_clause(qsql *q, const qfilter *f, const source *src, int64_t s
             pl_hex_encode(f->trace_ids + 16 * i, 16, hex); /* decoded: only hex digits */
             pl_buf_printf(&q->sql, "%sx'%.32s'", i ? "," : "", hex);
         }
-        pl_buf_append_str(&q->sql, ") OR (s.span_id != 0 AND s.span_id IN (SELECT ts.span_id "
-                                   "FROM " PL_TRACE_SPANS("ts") " WHERE r_.trace_id IN (");
+        pl_buf_append_str(&q->sql, ") OR (s.span_id != 0 AND s.span_id IN (SELECT sp.span_id "
+                                   "FROM " TRACE_SPANS " WHERE r_.trace_id IN (");
         for (size_t i = 0; i < f->n_trace_ids; i++) {
             char hex[33];
             pl_hex_encode(f->trace_ids + 16 * i, 16, hex);
@@ -1115,9 +1118,9 @@ static pl_status span_ids(pl_qctx *q, const pl_qrequest *r, int64_t **out, size_
                                 "spans WHERE 1");
     in_list(&sql, "span_id", *out, *n);
     pl_buf_append_str(&sql.sql,
-                      " UNION SELECT sp.span_id, sp.trace_id FROM d CROSS JOIN " PL_TRACE_SPANS(
-                          "sp") " WHERE r_.trace_id = d.tid AND "
-                                "sp.parent_span_id = d.id) SELECT id FROM d LIMIT 10000");
+                      " UNION SELECT sp.span_id, sp.trace_id FROM d CROSS JOIN " TRACE_SPANS
+                      " WHERE r_.trace_id = d.tid AND "
+                      "sp.parent_span_id = d.id) SELECT id FROM d LIMIT 10000");
     sqlite3_stmt *stmt;
     int rc = prepare(q, &sql, NULL, &stmt);
     size_t given = *n;

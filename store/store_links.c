@@ -5,6 +5,9 @@
  */
 #include "store/store_internal.h"
 
+/* the spans of a trace, as sp (PL_TRACE_SPANS) */
+#define TRACE_SPANS PL_TRACE_SPANS("sp")
+
 pl_status pl_store_query_links(pl_store *s, uint64_t since_ns, const char *tenant,
                                pl_link_stats *out, pl_err *err)
 {
@@ -21,8 +24,8 @@ pl_status pl_store_query_links(pl_store *s, uint64_t since_ns, const char *tenan
         "FROM samples INDEXED BY samples_by_span WHERE samples.span_id = sp.span_id AND "
         "samples.span_id != 0)), "
         "(SELECT count(*) FROM t) "
-        "FROM t CROSS JOIN " PL_TRACE_SPANS("sp") " WHERE r_.trace_id = t.trace_id "
-                                                  "GROUP BY sp.service ORDER BY sp.service",
+        "FROM t CROSS JOIN " TRACE_SPANS " WHERE r_.trace_id = t.trace_id "
+        "GROUP BY sp.service ORDER BY sp.service",
         -1, &st, NULL);
     size_t cap = 0;
     if (rc == SQLITE_OK) {

@@ -9,6 +9,9 @@
  */
 #include "store/store_internal.h"
 
+/* the spans of a trace, as sp (PL_TRACE_SPANS) */
+#define TRACE_SPANS PL_TRACE_SPANS("sp")
+
 pl_status pl_store_query_fail(pl_store *s, int rc, pl_err *err)
 {
     if (rc == SQLITE_NOMEM)
@@ -64,6 +67,9 @@ static const char *column_text(pl_arena *a, sqlite3_stmt *st, int col)
     return arena_text(a, t, sqlite3_column_bytes(st, col));
 }
 
+/* The span ids of the trace bound to ?1 (through its span ranges). */
+#define SPAN_IDS_OF_TRACE "SELECT sp.span_id FROM " TRACE_SPANS " WHERE r_.trace_id = ?1"
+
 /* CPU time, wall time and sample count of a trace: per sample type, the sum
  * over samples of its spans plus samples that name the trace but no stored
  * span; the largest type wins (a pprof CPU profile carries the same samples
@@ -75,14 +81,11 @@ static const char trace_cpu_sql[] =
     "LIKE '%:count' THEN v END) FROM (SELECT type_id, sum(cpu_ns) AS c, sum(wall_ns) AS w, "
     "sum(value) AS v FROM ("
     " SELECT type_id, cpu_ns, wall_ns, value FROM samples WHERE span_id IN "
-    "  (SELECT sp.span_id FROM " PL_TRACE_SPANS(
-        "sp") " WHERE r_.trace_id = ?1) AND span_id != 0"
-              " UNION ALL"
-              " SELECT type_id, cpu_ns, wall_ns, value FROM samples WHERE trace_id = ?1 AND "
-              "(span_id = 0 "
-              "  OR span_id NOT IN (SELECT sp.span_id FROM " PL_TRACE_SPANS(
-                  "sp") " WHERE r_.trace_id = ?1))"
-                        ") GROUP BY type_id)";
+    "  (" SPAN_IDS_OF_TRACE ") AND span_id != 0"
+    " UNION ALL"
+    " SELECT type_id, cpu_ns, wall_ns, value FROM samples WHERE trace_id = ?1 AND (span_id = 0 "
+    "  OR span_id NOT IN (" SPAN_IDS_OF_TRACE "))"
+    ") GROUP BY type_id)";
 
 /* Fills cpu_ns (-1: no samples) and the time shown (CPU, else wall, else count). */
 static int trace_cpu(sqlite3_stmt *st, const uint8_t trace_id[16], pl_trace_summary *t)
@@ -192,8 +195,8 @@ pl_status pl_store_query_traces(pl_store *s, const pl_trace_query *q, pl_trace_l
                  "SELECT " SUMMARY_COLUMNS " FROM traces INDEXED BY traces_by_duration "
                  "WHERE duration_ns >= ?2 AND start_ns >= ?1 %s %s "
                  "ORDER BY duration_ns DESC LIMIT ?4",
-                 q->service ? "AND EXISTS (SELECT 1 FROM " PL_TRACE_SPANS(
-                                  "sp") " WHERE r_.trace_id = traces.trace_id AND sp.service = ?3)"
+                 q->service ? "AND EXISTS (SELECT 1 FROM " TRACE_SPANS
+                              " WHERE r_.trace_id = traces.trace_id AND sp.service = ?3)"
                             : "",
                  extra);
     else
@@ -764,15 +767,14 @@ pl_status pl_store_query_trace(pl_store *s, const uint8_t trace_id[16], size_t t
             "SELECT span_id, parent_span_id, name, service, kind, start_ns, end_ns, status_code, "
             "status_message, attributes, profile_id, profile_samples, cpu_time_ns, top_functions, "
             "(SELECT value FROM strings WHERE id = resource_id), events "
-            "FROM " PL_TRACE_SPANS("sp") " WHERE r_.trace_id = ?1 ORDER BY sp.start_ns, sp.span_id",
+            "FROM " TRACE_SPANS " WHERE r_.trace_id = ?1 ORDER BY sp.start_ns, sp.span_id",
             -1, &spans, NULL);
     if (rc == SQLITE_OK)
         rc = sqlite3_prepare_v2(
             s->db,
             "SELECT span_id, type_id, stack_id, sum(value), sum(cpu_ns), "
-            "sum(count), sum(wall_ns) FROM samples WHERE span_id IN (SELECT sp.span_id "
-            "FROM " PL_TRACE_SPANS("sp") " WHERE r_.trace_id = ?1) AND span_id != 0 "
-                                         "GROUP BY span_id, type_id, stack_id",
+            "sum(count), sum(wall_ns) FROM samples WHERE span_id IN (" SPAN_IDS_OF_TRACE ") "
+            "AND span_id != 0 GROUP BY span_id, type_id, stack_id",
             -1, &samples, NULL);
     if (rc == SQLITE_OK)
         rc = sqlite3_prepare_v2(s->db, trace_cpu_sql, -1, &cpu, NULL);
@@ -1046,9 +1048,9 @@ static int span_subtree_json(pl_store *s, int64_t root, pl_buf *out)
 {
     sqlite3_stmt *st = NULL;
     int rc = sqlite3_prepare_v2(s->db,
-                                "SELECT sp.span_id, sp.parent_span_id FROM " PL_TRACE_SPANS(
-                                    "sp") " WHERE r_.trace_id = "
-                                          "(SELECT trace_id FROM spans WHERE span_id = ?1)",
+                                "SELECT sp.span_id, sp.parent_span_id FROM " TRACE_SPANS
+                                " WHERE r_.trace_id = "
+                                "(SELECT trace_id FROM spans WHERE span_id = ?1)",
                                 -1, &st, NULL);
     int64_t *ids = NULL, *parents = NULL;
     size_t n = 0, cap = 0;
@@ -1184,15 +1186,10 @@ pl_status pl_store_query_profile(pl_store *s, const pl_profile_query *q, pl_prof
         break;
     case PL_PROFILE_TRACE:
         sql =
-            "SELECT type_id, stack_id, value, cpu_ns, count, wall_ns FROM samples WHERE span_id IN"
-            " (SELECT sp.span_id FROM " PL_TRACE_SPANS(
-                "sp") " WHERE r_.trace_id = ?1) AND "
-                      "span_id != 0" TENANT_ONLY " UNION ALL"
-                      " SELECT type_id, stack_id, value, cpu_ns, count, wall_ns FROM samples WHERE "
-                      "trace_id "
-                      "= ?1"
-                      " AND (span_id = 0 OR span_id NOT IN (SELECT sp.span_id FROM " PL_TRACE_SPANS(
-                          "sp") " WHERE r_.trace_id = ?1))" TENANT_ONLY;
+            "SELECT type_id, stack_id, value, cpu_ns, count, wall_ns FROM samples WHERE span_id "
+            "IN (" SPAN_IDS_OF_TRACE ") AND span_id != 0" TENANT_ONLY " UNION ALL "
+            "SELECT type_id, stack_id, value, cpu_ns, count, wall_ns FROM samples WHERE "
+            "trace_id = ?1 AND (span_id = 0 OR span_id NOT IN (" SPAN_IDS_OF_TRACE "))" TENANT_ONLY;
         break;
     default:
         sql = q->service

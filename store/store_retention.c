@@ -3,7 +3,11 @@
  * stacks no sample uses any more. Runs on the exporter's writer thread.
  */
 #include "store/store_internal.h"
+
 #include "store/store_terms.h"
+
+/* the spans of a trace, as s (PL_TRACE_SPANS) */
+#define TRACE_SPANS PL_TRACE_SPANS("s")
 
 uint64_t pl_store_size(pl_store *s)
 {
@@ -41,8 +45,8 @@ static int delete_before(pl_store *s, uint64_t cutoff, pl_store_retention_stats 
 {
     int rc = exec_bind1(s->db,
                         "DELETE FROM spans WHERE rowid IN (SELECT s.rowid FROM traces t "
-                        "CROSS JOIN " PL_TRACE_SPANS("s") " WHERE r_.trace_id = t.trace_id "
-                                                          "AND t.start_ns < ?1)",
+                        "CROSS JOIN " TRACE_SPANS " WHERE r_.trace_id = t.trace_id "
+                        "AND t.start_ns < ?1)",
                         (int64_t)cutoff, 0, false, &stats->spans_deleted);
     if (rc == SQLITE_OK)
         rc = exec_bind1(s->db,
