@@ -47,6 +47,7 @@ struct pl_cfg_node {
     pl_cfg_node **keys;
     pl_cfg_node **items;
     size_t n;
+    bool paths_split; /* MAP/SEQ: `a::b` keys below are split (aliases share a node) */
 };
 
 /* One error, kept with its position so the list can be sorted. */

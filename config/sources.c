@@ -19,13 +19,19 @@
 /* Aliases can make the tree a graph (even a cycle): depth is bounded. */
 #define MAX_MERGE_DEPTH 64
 
-static pl_cfg_node *merge_at(pl_cfg_node *base, pl_cfg_node *over, int depth)
+/* ...and a graph can hold many paths to the same maps (a chain of aliases
+ * each naming the previous twice doubles them per level): the map pairs
+ * merged in one merge are bounded as well. */
+#define MAX_MERGE_VISITS 100000
+
+static pl_cfg_node *merge_at(pl_cfg_node *base, pl_cfg_node *over, int depth, size_t *visits)
 {
     if (!base)
         return over;
     if (!over)
         return base;
-    if (base->kind != PL_NODE_MAP || over->kind != PL_NODE_MAP || depth > MAX_MERGE_DEPTH)
+    if (base->kind != PL_NODE_MAP || over->kind != PL_NODE_MAP || depth > MAX_MERGE_DEPTH ||
+        ++*visits > MAX_MERGE_VISITS)
         return over; /* scalars, lists and nulls: the later source wins */
     for (size_t i = 0; i < over->n; i++) {
         bool found = false;
@@ -36,7 +42,7 @@ static pl_cfg_node *merge_at(pl_cfg_node *base, pl_cfg_node *over, int depth)
                                  over->items[i]->kind == PL_NODE_MAP;
                 if (!both_maps) /* a replaced value is located where it came from */
                     base->keys[j] = over->keys[i];
-                base->items[j] = merge_at(base->items[j], over->items[i], depth + 1);
+                base->items[j] = merge_at(base->items[j], over->items[i], depth + 1, visits);
                 found = true;
                 break;
             }
@@ -49,7 +55,8 @@ static pl_cfg_node *merge_at(pl_cfg_node *base, pl_cfg_node *over, int depth)
 
 static pl_cfg_node *merge_nodes(pl_cfg_node *base, pl_cfg_node *over)
 {
-    return merge_at(base, over, 0);
+    size_t visits = 0;
+    return merge_at(base, over, 0, &visits);
 }
 
 int pl_cfg_doc_merge(pl_cfg_doc *base, pl_cfg_doc *over)
@@ -65,8 +72,11 @@ int pl_cfg_doc_merge(pl_cfg_doc *base, pl_cfg_doc *over)
  * merging with a sibling `a` when there is one. */
 static int split_paths(pl_cfg_doc *doc, pl_cfg_node *node, int depth)
 {
-    if (!node || depth > 64)
+    if (!node || depth > 64 || node->paths_split)
         return 0;
+    /* once per node: an alias names the same node again, and a chain of
+     * aliases each naming the previous twice would be walked 2^n times */
+    node->paths_split = node->kind == PL_NODE_SEQ || node->kind == PL_NODE_MAP;
     if (node->kind == PL_NODE_SEQ) {
         for (size_t i = 0; i < node->n; i++)
             if (split_paths(doc, node->items[i], depth + 1) < 0)

@@ -11,6 +11,7 @@
 #include "config/config.h"
 #include "config/decode.h"
 #include "config/node.h"
+#include "core/buf.h"
 #include "core/log.h"
 #include "exporters/queue.h"
 #include "cfg_errors_fixture.h"
@@ -563,6 +564,19 @@ static void test_hostile_input_never_crashes(void)
     deep[n] = '\0';
     CHECK(load(deep) == NULL);
     CHECK(errs.n > 0);
+    /* aliases that name the previous one twice, 40 levels: 2^40 paths to
+     * the first map, each with an `a::b` key to split; walked once each */
+    pl_buf chain;
+    pl_buf_init(&chain);
+    pl_buf_append_str(&chain, "extensions:\n  l0: &l0\n    k::v: 1\n");
+    for (int i = 1; i <= 40; i++)
+        pl_buf_printf(&chain, "  l%d: &l%d\n    x::a: *l%d\n    x::b: *l%d\n", i, i, i - 1, i - 1);
+    pl_buf_append_byte(&chain, 0);
+    REQUIRE(pl_buf_ok(&chain));
+    CHECK(load((const char *)chain.data) == NULL); /* unknown extension types */
+    CHECK(errs.n > 0);
+    CHECK(cfg_error_starts(&errs, "t.yaml:2:3: unknown extension type 'l0'"));
+    pl_buf_free(&chain);
     /* a missing file is one error with the reason */
     pl_cfg_errors_free(&errs);
     pl_cfg_errors_init(&errs);
