@@ -550,6 +550,8 @@ static void test_hostile_input_never_crashes(void)
         "receivers: [feeder]\n",
         "exporters: {capture: [1]}\n",
         "processors: {kitchen: {headers: {a: [1]}, rules: {a: b}}}\n",
+        /* a cycle with two ways back at every level (2^64 paths) */
+        "a::b: 1\nx: &x {b: *x, c: &y {d: *x}}\n",
     };
     for (size_t i = 0; i < sizeof(inputs) / sizeof(inputs[0]); i++) {
         pl_config *cfg = load(inputs[i]);
