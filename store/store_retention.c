@@ -6,9 +6,6 @@
 
 #include "store/store_terms.h"
 
-/* the spans of a trace, as s (PL_TRACE_SPANS) */
-#define TRACE_SPANS PL_TRACE_SPANS("s")
-
 uint64_t pl_store_size(pl_store *s)
 {
     int64_t pages = 0, free_pages = 0, page_size = 0;
@@ -39,15 +36,81 @@ static int exec_bind1(sqlite3 *db, const char *sql, int64_t a, int64_t b, bool t
     return rc;
 }
 
+/* One rowid range of a trace's spans (trace_spans). */
+typedef struct span_range {
+    int64_t first, last;
+    uint8_t trace_id[16];
+    int trace_id_len;
+} span_range;
+
+static int cmp_range(const void *a, const void *b)
+{
+    const span_range *x = a, *y = b;
+    return x->first < y->first ? -1 : x->first > y->first;
+}
+
+/* Deletes the spans of the traces that started before `cutoff`: their
+ * ranges (one per trace and transaction, far fewer than spans) are
+ * collected and deleted in rowid order, so the table is walked once from
+ * its old end and no set of every span's rowid is built in memory. */
+static int delete_spans_before(pl_store *s, uint64_t cutoff, uint64_t *deleted)
+{
+    sqlite3_stmt *sel = NULL, *del = NULL;
+    span_range *v = NULL;
+    size_t n = 0, cap = 0;
+    int rc = sqlite3_prepare_v2(s->db,
+                                "SELECT r.first, r.last, r.trace_id FROM traces t CROSS JOIN "
+                                "trace_spans r ON r.trace_id = t.trace_id WHERE t.start_ns < ?1",
+                                -1, &sel, NULL);
+    if (rc == SQLITE_OK)
+        rc = sqlite3_prepare_v2(s->db,
+                                "DELETE FROM spans WHERE rowid BETWEEN ?1 AND ?2 AND trace_id = ?3",
+                                -1, &del, NULL);
+    if (rc == SQLITE_OK)
+        sqlite3_bind_int64(sel, 1, (int64_t)cutoff);
+    while (rc == SQLITE_OK) {
+        int step = sqlite3_step(sel);
+        if (step == SQLITE_DONE)
+            break;
+        if (step != SQLITE_ROW) {
+            rc = step;
+            break;
+        }
+        if (pl_array_reserve((void **)&v, n, &cap, sizeof(*v), 256)) {
+            rc = SQLITE_NOMEM;
+            break;
+        }
+        span_range *r = &v[n++];
+        r->first = sqlite3_column_int64(sel, 0);
+        r->last = sqlite3_column_int64(sel, 1);
+        int len = sqlite3_column_bytes(sel, 2);
+        r->trace_id_len = len < 16 ? len : 16;
+        if (r->trace_id_len)
+            memcpy(r->trace_id, sqlite3_column_blob(sel, 2), (size_t)r->trace_id_len);
+    }
+    sqlite3_finalize(sel);
+    if (n > 1)
+        qsort(v, n, sizeof(*v), cmp_range);
+    for (size_t i = 0; i < n && rc == SQLITE_OK; i++) {
+        sqlite3_bind_int64(del, 1, v[i].first);
+        sqlite3_bind_int64(del, 2, v[i].last);
+        sqlite3_bind_blob(del, 3, v[i].trace_id, v[i].trace_id_len, SQLITE_STATIC);
+        rc = sqlite3_step(del);
+        rc = rc == SQLITE_DONE ? SQLITE_OK : rc;
+        if (rc == SQLITE_OK)
+            *deleted += (uint64_t)sqlite3_changes(s->db);
+        sqlite3_reset(del);
+    }
+    sqlite3_finalize(del);
+    free(v);
+    return rc;
+}
+
 /* Deletes traces/spans that started before `cutoff` and sample buckets
  * before it, in the current transaction. */
 static int delete_before(pl_store *s, uint64_t cutoff, pl_store_retention_stats *stats)
 {
-    int rc = exec_bind1(s->db,
-                        "DELETE FROM spans WHERE rowid IN (SELECT s.rowid FROM traces t "
-                        "CROSS JOIN " TRACE_SPANS " WHERE r_.trace_id = t.trace_id "
-                        "AND t.start_ns < ?1)",
-                        (int64_t)cutoff, 0, false, &stats->spans_deleted);
+    int rc = delete_spans_before(s, cutoff, &stats->spans_deleted);
     if (rc == SQLITE_OK)
         rc = exec_bind1(s->db,
                         "DELETE FROM trace_spans WHERE trace_id IN "
