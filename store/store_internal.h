@@ -35,7 +35,7 @@
  * would otherwise walk spans_by_service for a service condition, or build
  * an automatic index on spans.trace_id, for every trace). */
 #define PL_TRACE_SPANS(S)                                                                          \
-    "trace_spans r_ CROSS JOIN spans " S " NOT INDEXED ON " S ".rowid BETWEEN r_.first AND "      \
+    "trace_spans r_ CROSS JOIN spans " S " NOT INDEXED ON " S ".rowid BETWEEN r_.first AND "       \
     "r_.last AND " S ".trace_id = r_.trace_id"
 
 /* ---- small hash maps (store_schema.c) ---------------------------------- */
