@@ -1,6 +1,6 @@
 // lib/proflink.mjs: shared helpers of the interop tests.
 //
-// - freePort(): a fresh loopback port (listen on 0, close, reuse the number).
+// - freePort(): a fresh loopback port below the ephemeral range (listen, close, reuse the number).
 // - startProflink(yaml, {ports}): writes the config to a temp dir, starts the
 //   binary (PROFLINK_BIN), waits until every port in `ports` accepts TCP and
 //   returns a handle: stop() (SIGTERM, resolves {code, signal}), kill9(),
@@ -50,15 +50,23 @@ export function protoFile(origin, target) {
 
 export const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 
-export async function freePort() {
-  return new Promise((resolve, reject) => {
+// A port below Linux's ephemeral range (32768 and up by default): the kernel
+// also hands ports of that range to outgoing connections, and one of them
+// could take the number between this check and proflink's bind.
+function tryPort(port) {
+  return new Promise((resolve) => {
     const s = net.createServer();
-    s.listen(0, '127.0.0.1', () => {
-      const { port } = s.address();
-      s.close(() => resolve(port));
-    });
-    s.on('error', reject);
+    s.once('error', () => resolve(false));
+    s.listen(port, '127.0.0.1', () => s.close(() => resolve(true)));
   });
+}
+
+export async function freePort() {
+  for (let i = 0; i < 200; i++) {
+    const port = 20000 + Math.floor(Math.random() * 12000);
+    if (await tryPort(port)) return port;
+  }
+  throw new Error('no free port in 20000-31999');
 }
 
 export async function freePorts(n) {
