@@ -733,8 +733,8 @@ static void leaf(plan *p, const pl_tql_cond *c, bset *b)
 {
     switch (c->field) {
     case PL_TQL_F_NAME:
-        if (c->op != PL_TQL_EQ)
-            break;
+        if (c->op != PL_TQL_EQ || c->vtype != PL_TQL_V_STRING || !c->str)
+            break; /* not a string equality (`= 5`): no term to look for */
         add_rows(p, b, term_tag(T_NAME_OVF, 0), NULL);
         add_rows(p, b, term_bytes(T_NAME, 0, c->str, strlen(c->str)), NULL);
         goto done;
@@ -750,8 +750,8 @@ static void leaf(plan *p, const pl_tql_cond *c, bset *b)
         goto done;
     case PL_TQL_F_RESOURCE:
         if (is_service(c)) { /* the service column */
-            if (c->op != PL_TQL_EQ)
-                break;
+            if (c->op != PL_TQL_EQ || c->vtype != PL_TQL_V_STRING || !c->str)
+                break; /* not a string equality (`= 5`): no term to look for */
             add_rows(p, b, term_tag(T_SVC_OVF, 0), NULL);
             add_rows(p, b, term_bytes(T_SVC, 0, c->str, strlen(c->str)), NULL);
             goto done;
@@ -836,9 +836,11 @@ static void eval(plan *p, int n, bset *out)
         bset_free(&r);
         const pl_tql_node *c = &q->nodes[list[i]];
         if (c->type == PL_TQL_COND && q->conds[c->cond].op == PL_TQL_EQ) {
-            if (is_service(&q->conds[c->cond]) && q->conds[c->cond].vtype == PL_TQL_V_STRING)
+            if (is_service(&q->conds[c->cond]) && q->conds[c->cond].vtype == PL_TQL_V_STRING &&
+                q->conds[c->cond].str)
                 svc = &q->conds[c->cond];
-            else if (q->conds[c->cond].field == PL_TQL_F_NAME)
+            else if (q->conds[c->cond].field == PL_TQL_F_NAME &&
+                     q->conds[c->cond].vtype == PL_TQL_V_STRING && q->conds[c->cond].str)
                 name = &q->conds[c->cond];
         }
     }

@@ -632,6 +632,10 @@ static void idx_batch(pl_store *s, uint64_t *rng, uint32_t first, uint32_t n, ui
 
 static const char *const idx_queries[] = {
     "{status=error}",
+    /* service.name against a number or a bool: no term, the walk decides */
+    "{resource.service.name=5}",
+    "{resource.service.name=true}",
+    "{resource.service.name=5 && name=\"GET /\"}",
     "{status=ok}",
     "{status!=unset}",
     "{kind=server}",
