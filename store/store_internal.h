@@ -72,10 +72,11 @@ void pl_store_str_map_clear(str_map *m);
 bool pl_store_str_map_get(const str_map *m, const char *s, size_t len, uint64_t h, int64_t *id);
 bool pl_store_str_map_put(str_map *m, const char *s, size_t len, uint64_t h, int64_t id);
 
-/* The writer's page cache (KiB) and how many WAL pages trigger a
- * checkpoint (store_schema.c). */
+/* The writer's page cache (KiB), how many bytes of WAL pages trigger a
+ * checkpoint, and the page size of a new store (store_schema.c). */
 #define PL_STORE_WRITER_CACHE_KIB     131072
-#define PL_STORE_WAL_CHECKPOINT_PAGES 32768
+#define PL_STORE_WAL_CHECKPOINT_BYTES (128ll << 20)
+#define PL_STORE_PAGE_SIZE            16384
 
 /* Width of the per-minute service roll-up buckets (service_profiles). */
 #define ROLLUP_NS 60000000000ull

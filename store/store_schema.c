@@ -490,10 +490,18 @@ pl_status pl_store_open(const char *path, const pl_store_options *options, pl_st
                           NULL);
     } else {
         if (app_id == 0) {
-            /* A new file: page reuse plus incremental vacuum lets size-based
-             * retention give space back without a full VACUUM. Must be set
-             * before the first table exists. */
-            rc = sqlite3_exec(s->db, "PRAGMA auto_vacuum = INCREMENTAL", NULL, NULL, NULL);
+            /* A new file: 16 KiB pages (fewer, fuller B-tree levels: the
+             * random-id index inserts of the write path touch and dirty
+             * fewer pages per row than with 4 KiB; docs/PERFORMANCE.md,
+             * "16 KiB pages"); page reuse plus incremental vacuum lets
+             * size-based retention give space back without a full VACUUM.
+             * Both must be set before the first table exists, the page
+             * size first. A store made with other pages keeps them. */
+            char page[48];
+            snprintf(page, sizeof(page), "PRAGMA page_size = %d", PL_STORE_PAGE_SIZE);
+            rc = sqlite3_exec(s->db, page, NULL, NULL, NULL);
+            if (rc == SQLITE_OK)
+                rc = sqlite3_exec(s->db, "PRAGMA auto_vacuum = INCREMENTAL", NULL, NULL, NULL);
             if (rc != SQLITE_OK) {
                 st = pl_store_fail(s, rc, err, "cannot configure");
                 goto fail;
@@ -614,10 +622,11 @@ pl_status pl_store_open(const char *path, const pl_store_options *options, pl_st
      * checkpoint every 1,000 pages (the default) copied them again and
      * again. journal_size_limit still truncates the WAL afterwards. */
     if (!s->read_only) {
-        /* with a size limit, at most an eighth of it waits in the WAL (at
-         * least the default 1,000 pages) */
-        int64_t pages = PL_STORE_WAL_CHECKPOINT_PAGES, page_size = 0;
+        /* 128 MiB of pages; with a size limit, at most an eighth of it
+         * waits in the WAL (at least the default 1,000 pages) */
+        int64_t page_size = 0;
         pl_store_exec_int(s->db, "PRAGMA page_size", &page_size);
+        int64_t pages = PL_STORE_WAL_CHECKPOINT_BYTES / (page_size > 0 ? page_size : 4096);
         if (options->max_size && page_size > 0) {
             int64_t cap = (int64_t)(options->max_size / 8 / (uint64_t)page_size);
             if (cap < pages)

@@ -1502,6 +1502,37 @@ static void test_trace_span_ranges(void)
     CHECK_EQ_INT(count_rows(path, "SELECT count(*) FROM spans"), 0);
 }
 
+/* A new store is made with 16 KiB pages; a store an earlier proflink made
+ * with 4 KiB pages keeps them, and is read and written as before. */
+static void test_page_size(void)
+{
+    char path[512];
+    fresh_path(path, sizeof(path), "pages.db");
+    pl_store *s = open_rw(path);
+    REQUIRE(s);
+    write_txn(s, (pl_batch *[]){numbered_spans(0, 5)}, 1);
+    pl_store_close(s);
+    CHECK_EQ_INT(count_rows(path, "PRAGMA page_size"), 16384);
+    /* the same store with 4 KiB pages (as made before) */
+    sqlite3 *db = NULL;
+    REQUIRE(sqlite3_open(path, &db) == SQLITE_OK);
+    CHECK(sqlite3_exec(db,
+                       "PRAGMA journal_mode = DELETE; PRAGMA page_size = 4096; VACUUM;"
+                       "PRAGMA journal_mode = WAL",
+                       NULL, NULL, NULL) == SQLITE_OK);
+    sqlite3_close(db);
+    CHECK_EQ_INT(count_rows(path, "PRAGMA page_size"), 4096);
+    s = open_rw(path);
+    REQUIRE(s);
+    check_numbered_trace(s, 1, 0, 5);
+    write_txn(s, (pl_batch *[]){numbered_spans(5, 3), numbered_spans(100, 5)}, 2);
+    check_numbered_trace(s, 1, 0, 8);
+    check_numbered_trace(s, 11, 100, 5);
+    pl_store_close(s);
+    CHECK_EQ_INT(count_rows(path, "PRAGMA page_size"), 4096);
+    CHECK_EQ_INT(count_rows(path, "SELECT count(*) FROM spans"), 13);
+}
+
 /* The default pipelines store each span twice (as it arrives, then after
  * the correlation processor): past a share of copies the writer looks
  * copies up first and skips them whole. Whichever way a copy goes, the
@@ -1686,6 +1717,7 @@ int main(void)
     PL_RUN(test_samples_reach_traces_by_span);
     PL_RUN(test_write_many_matches_one_by_one);
     PL_RUN(test_trace_span_ranges);
+    PL_RUN(test_page_size);
     PL_RUN(test_sample_types_and_labels);
     PL_RUN(test_odd_samples);
     PL_RUN(test_traces_filters_and_order);
