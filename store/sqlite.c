@@ -11,12 +11,15 @@
  * queued, writes it in ONE transaction (group commit: the busier the
  * receivers, the bigger the transactions), and reports counts back to the
  * loop through a uv_async handle. Retention (age, then size) runs on the
- * same thread between transactions.
+ * same thread between transactions. The WAL's checkpoints (and their
+ * fsyncs) run on a second thread with a connection of its own
+ * (store_checkpoint.c), so the writer does not wait for them.
  *
  * SQLite connections and their threads: the writer's connection belongs to
- * the writer thread (opened, used and closed there); the query API's
+ * the writer thread (opened, used and closed there), the checkpoint
+ * connection to the checkpoint thread the writer starts and stops; the query API's
  * read-only connections to the API thread (sqlite_api.c); nothing else
- * touches either. The copies are freed on the writer thread and carry no
+ * touches any of them. The copies are freed on the writer thread and carry no
  * write-ahead tags (see sqlite_export).
  *
  * Failures. A store that cannot be opened or written (corrupt file, locked by
@@ -213,7 +216,9 @@ static bool writer_ensure_store(sqlite_exporter *x, pl_store **store, uint64_t *
     *last_try = now;
     pl_err err = {{0}};
     if (!*store) {
-        pl_store_options opt = {.busy_timeout_ms = x->busy_timeout_ms, .max_size = x->max_size};
+        pl_store_options opt = {.busy_timeout_ms = x->busy_timeout_ms,
+                                .max_size = x->max_size,
+                                .checkpoint_thread = true};
         pl_store_error kind;
         if (pl_store_open(x->path, &opt, store, &kind, &err) != PL_OK) {
             writer_failed(x, state_for(kind), err.msg);

@@ -58,11 +58,15 @@ typedef struct pl_store pl_store;
 #define PL_STORE_BUCKET_NS 10000000000ull
 
 typedef struct pl_store_options {
-    bool read_only;      /* readers: never create or change the file */
-    int busy_timeout_ms; /* how long to wait for a lock; 0 = 5000 */
-    int64_t cache_kib;   /* page cache; 0 = 128 MiB for a writer, 16 MiB read-only */
-    uint64_t max_size;   /* the store's size limit (0 = none): the WAL between
-                            checkpoints stays under an eighth of it */
+    bool read_only;           /* readers: never create or change the file */
+    int busy_timeout_ms;      /* how long to wait for a lock; 0 = 5000 */
+    int64_t cache_kib;        /* page cache; 0 = 128 MiB for a writer, 16 MiB read-only */
+    uint64_t max_size;        /* the store's size limit (0 = none): the WAL between
+                                 checkpoints stays under an eighth of it */
+    bool checkpoint_thread;   /* a writer: WAL checkpoints on a thread of their own
+                                 (store_checkpoint.c), not in the writer's commits */
+    int64_t checkpoint_pages; /* WAL pages between checkpoints; 0 = 128 MiB of them
+                                 (with max_size, at most an eighth of it) */
 } pl_store_options;
 
 /* What a failure was, so callers can tell a transient lock from a broken file. */
@@ -84,6 +88,14 @@ void pl_store_close(pl_store *store);
 /* The last failure's kind (after a write or query failed). */
 pl_store_error pl_store_last_error(const pl_store *store);
 const char *pl_store_path(const pl_store *store);
+
+/* A writer opened with checkpoint_thread: passes its thread ran, the tails
+ * of them the writer copied itself, and commits that waited for a pass
+ * (the thread behind). Writer thread only. Zeros otherwise. */
+typedef struct pl_store_checkpoint_stats {
+    uint64_t passes, tails, waits;
+} pl_store_checkpoint_stats;
+void pl_store_checkpoint_counts(pl_store *store, pl_store_checkpoint_stats *out);
 
 /* ---- writing ------------------------------------------------------------ */
 

@@ -7,6 +7,7 @@
  *   store_write.c      spans and samples in
  *   store_retention.c  age and size limits
  *   store_query.c      traces, trace trees, profiles, services out
+ *   store_checkpoint.c the writer's WAL checkpoints on a thread of their own
  */
 #ifndef PL_STORE_INTERNAL_H
 #define PL_STORE_INTERNAL_H
@@ -131,7 +132,16 @@ struct pl_store {
     /* copies of stored spans among the last spans written (store_write.c) */
     uint32_t dup_window_spans, dup_window_copies;
     bool dup_check;
+    struct pl_store_ckpt *ckpt; /* the checkpoint thread, or NULL (store_checkpoint.c) */
 };
+
+/* Starts the checkpoint thread and takes over the writer's checkpoints from
+ * SQLite (a round every `threshold_frames` WAL frames); an SQLite result
+ * code. Stopped (after a pass in progress) before the writer's connection
+ * closes. */
+typedef struct pl_store_ckpt pl_store_ckpt;
+int pl_store_ckpt_start(pl_store *s, int64_t threshold_frames);
+void pl_store_ckpt_stop(pl_store *s);
 
 /* Empties the id caches (after a rollback or a stack collection). */
 void pl_store_clear_caches(pl_store *s);

@@ -627,7 +627,9 @@ pl_status pl_store_open(const char *path, const pl_store_options *options, pl_st
         int64_t page_size = 0;
         pl_store_exec_int(s->db, "PRAGMA page_size", &page_size);
         int64_t pages = PL_STORE_WAL_CHECKPOINT_BYTES / (page_size > 0 ? page_size : 4096);
-        if (options->max_size && page_size > 0) {
+        if (options->checkpoint_pages > 0)
+            pages = options->checkpoint_pages;
+        else if (options->max_size && page_size > 0) {
             int64_t cap = (int64_t)(options->max_size / 8 / (uint64_t)page_size);
             if (cap < pages)
                 pages = cap < 1000 ? 1000 : cap;
@@ -635,6 +637,10 @@ pl_status pl_store_open(const char *path, const pl_store_options *options, pl_st
         char sql[64];
         snprintf(sql, sizeof(sql), "PRAGMA wal_autocheckpoint = %" PRId64, pages);
         sqlite3_exec(s->db, sql, NULL, NULL, NULL);
+        /* the same rounds on a thread of their own; should it not start,
+         * SQLite's own checkpoints (set just above) stay */
+        if (options->checkpoint_thread && path[0] && path[0] != ':')
+            pl_store_ckpt_start(s, pages);
     }
     if (!s->read_only) {
         for (int i = 0; i < ST_COUNT; i++) {
@@ -668,6 +674,8 @@ void pl_store_close(pl_store *s)
 {
     if (!s)
         return;
+    if (s->ckpt)
+        pl_store_ckpt_stop(s);
     for (int i = 0; i < ST_COUNT; i++)
         sqlite3_finalize(s->st[i]);
     if (s->db) {

@@ -287,15 +287,15 @@ static void refresh_samples(pl_batch *b, pl_span **order, uint64_t now)
     }
 }
 
-/* CPU nanoseconds of this process's threads: all, and all but the main one. */
-static void cpu_ns(uint64_t *all, uint64_t *others)
+/* CPU nanoseconds of this process's threads: all, the store's writer
+ * ("pl-sqlite"), and its checkpoint thread ("pl-sqlite-ckpt"). */
+static void cpu_ns(uint64_t *all, uint64_t *others, uint64_t *ckpt)
 {
-    *all = *others = 0;
+    *all = *others = *ckpt = 0;
     long tick = sysconf(_SC_CLK_TCK);
     DIR *dir = opendir("/proc/self/task");
     if (!dir)
         return;
-    pid_t self = getpid();
     struct dirent *e;
     while ((e = readdir(dir))) {
         if (e->d_name[0] == '.')
@@ -315,8 +315,12 @@ static void cpu_ns(uint64_t *all, uint64_t *others)
             continue;
         uint64_t ns = (uint64_t)(ut + st) * (1000000000ull / (uint64_t)tick);
         *all += ns;
-        if (atoi(e->d_name) != self)
+        char *name = strchr(buf, '(');
+        size_t len = name && p > name ? (size_t)(p - name - 1) : 0;
+        if (len == 9 && memcmp(name + 1, "pl-sqlite", 9) == 0)
             *others += ns;
+        else if (len == 14 && memcmp(name + 1, "pl-sqlite-ckpt", 14) == 0)
+            *ckpt += ns;
     }
     closedir(dir);
 }
@@ -400,8 +404,8 @@ int main(int argc, char **argv)
         printf("with copies: every batch offered again %d batches later\n", COPY_LAG);
     uint64_t accepted = 0, refused = 0;
     uint64_t t0 = pl_time_mono_ns(), next_report = t0 + INTERVAL_NS, last_t = t0;
-    uint64_t last_sent = 0, cpu0_all, cpu0_w, last_all, last_w;
-    cpu_ns(&cpu0_all, &cpu0_w);
+    uint64_t last_sent = 0, cpu0_all, cpu0_w, cpu0_ck, last_all, last_w;
+    cpu_ns(&cpu0_all, &cpu0_w, &cpu0_ck);
     last_all = cpu0_all;
     last_w = cpu0_w;
     double rates[1024], per_cpus[1024];
@@ -412,8 +416,8 @@ int main(int argc, char **argv)
         uint64_t now_mono = pl_time_mono_ns();
         if (now_mono >= next_report) {
             uint64_t sent = pl_stats_get(stats, PL_SIGNAL_TRACES, PL_STAT_SENT);
-            uint64_t all, w;
-            cpu_ns(&all, &w);
+            uint64_t all, w, ck;
+            cpu_ns(&all, &w, &ck);
             double dt = (double)(now_mono - last_t);
             double rate = (double)(sent - last_sent) / (dt / 1e9);
             uint64_t rss = rss_kib();
@@ -471,8 +475,8 @@ int main(int argc, char **argv)
         uv_sleep(1);
     }
     double secs = (double)(pl_time_mono_ns() - t0) / 1e9;
-    uint64_t all, w;
-    cpu_ns(&all, &w);
+    uint64_t all, w, ck;
+    cpu_ns(&all, &w, &ck);
     uint64_t sent = pl_stats_get(stats, PL_SIGNAL_TRACES, PL_STAT_SENT);
     uint64_t failed = pl_stats_get(stats, PL_SIGNAL_TRACES, PL_STAT_FAILED) +
                       pl_stats_get(stats, PL_SIGNAL_PROFILES, PL_STAT_FAILED);
@@ -505,9 +509,10 @@ int main(int argc, char **argv)
         printf("with copies: %" PRIu64 " copies offered; new spans per writer CPU-second, "
                "overall %.0f\n",
                copies, w > cpu0_w ? (double)accepted / ((double)(w - cpu0_w) / 1e9) : 0.0);
-    printf("CPU: writer thread %.1f %%, process %.1f %% of one core; max RSS %.1f MiB; "
-           "%" PRIu64 " samples committed\n",
+    printf("CPU: writer thread %.1f %%, checkpoint thread %.1f %%, process %.1f %% of one core; "
+           "max RSS %.1f MiB; %" PRIu64 " samples committed\n",
            100.0 * (double)(w - cpu0_w) / (secs * 1e9),
+           100.0 * (double)(ck - cpu0_ck) / (secs * 1e9),
            100.0 * (double)(all - cpu0_all) / (secs * 1e9), (double)max_rss / 1024.0, samples_sent);
     bool ok = failed == 0 && sent == accepted + copies && stored >= 0 &&
               (uint64_t)stored + del.value == accepted;
