@@ -36,11 +36,11 @@ struct pl_store_ckpt {
     uv_thread_t thread;
     uv_mutex_t mu;
     uv_cond_t cv;
-    uint64_t asked, done;          /* passes asked for and finished (under mu) */
-    bool stop;                     /* under mu */
-    int64_t threshold;             /* WAL frames that start a round */
-    bool round;                    /* writer only: a pass was asked for, its tail not yet copied */
-    uint64_t passes, tails, waits; /* writer only after the thread stopped */
+    uint64_t asked, done, passes; /* passes asked for, finished, run (under mu) */
+    bool stop;                    /* under mu */
+    int64_t threshold;            /* WAL frames that start a round */
+    bool round;                   /* writer only: a pass was asked for, its tail not yet copied */
+    uint64_t tails, waits;        /* writer only */
 };
 
 static void ckpt_main(void *arg)
@@ -56,10 +56,9 @@ static void ckpt_main(void *arg)
             break;
         uint64_t pass = c->asked;
         uv_mutex_unlock(&c->mu);
-        int log = 0, copied = 0;
         /* SQLITE_BUSY: another checkpoint holds the lock (a retention
          * slice's own); the writer's tail copy catches up either way. */
-        sqlite3_wal_checkpoint_v2(c->db, NULL, SQLITE_CHECKPOINT_PASSIVE, &log, &copied);
+        sqlite3_wal_checkpoint_v2(c->db, NULL, SQLITE_CHECKPOINT_PASSIVE, NULL, NULL);
         uv_mutex_lock(&c->mu);
         c->done = pass;
         c->passes++;
