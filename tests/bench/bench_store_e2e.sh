@@ -16,7 +16,8 @@
 # 4041, 8888): nothing else may listen on them.
 #
 # Per run it prints the spans loadgen got 200 for, the spans in the store at
-# the end, the CPU-seconds of the store's writer thread (`pl-sqlite`) and
+# the end and those the 1 GiB size limit had deleted (read before the
+# drain: a long run reaches the limit), the CPU-seconds of the store's writer thread (`pl-sqlite`) and
 # spans stored per writer CPU-second; RSS of the process at the end and
 # the correlation processor's held bytes then.
 set -euo pipefail
@@ -60,14 +61,17 @@ for run in $(seq 1 "$RUNS"); do
         sleep 3
         ticks=$(writer_ticks "$PID")
         rss=$(awk '/VmRSS/ {print int($2 / 1024)}' "/proc/$PID/status")
-        held=$(curl -s http://127.0.0.1:8888/metrics | awk '/^proflink_processor_held_bytes/ {printf "%d", $2 / 1048576}')
+        metrics=$(curl -s http://127.0.0.1:8888/metrics)
+        held=$(echo "$metrics" | awk '/^proflink_processor_held_bytes/ {printf "%d", $2 / 1048576}')
+        deleted=$(echo "$metrics" | awk '/^proflink_exporter_retention_deleted_spans_total/ {printf "%d", $2}')
         kill "$PID"
         wait "$PID" 2>/dev/null || true
         PID=
         stored=$(sqlite3 "$TMP/data/proflink.db" "SELECT count(*) FROM spans")
         answered=$(echo "$out" | sed -n 's/.* spans=\([0-9]*\) .*/\1/p')
         cpu=$(awk -v t="$ticks" -v hz="$TICKS" 'BEGIN {printf "%.2f", t / hz}')
-        per=$(awk -v s="$stored" -v t="$ticks" -v hz="$TICKS" 'BEGIN {printf "%d", t ? s * hz / t : 0}')
-        echo "run $run $bin: answered 200 $answered spans; stored $stored; writer $cpu CPU-s; $per spans stored per writer CPU-s; RSS $rss MiB (correlation holding ${held:-?} MiB)"
+        deleted=${deleted:-0}
+        per=$(awk -v s="$stored" -v d="$deleted" -v t="$ticks" -v hz="$TICKS" 'BEGIN {printf "%d", t ? (s + d) * hz / t : 0}')
+        echo "run $run $bin: answered 200 $answered spans; stored $stored (+ $deleted deleted by the size limit before the drain); writer $cpu CPU-s; $per spans stored per writer CPU-s; RSS $rss MiB (correlation holding ${held:-?} MiB)"
     done
 done
