@@ -160,9 +160,12 @@ static int delete_before(pl_store *s, uint64_t cutoff, pl_store_retention_stats 
     return rc;
 }
 
-/* Oldest and newest data times (spans and samples); false when empty. */
-static bool data_time_range(pl_store *s, uint64_t *oldest, uint64_t *newest)
+/* Oldest and newest data times (spans and samples), and the end of the
+ * oldest sample bucket (0 without samples); false when empty. */
+static bool data_time_range(pl_store *s, uint64_t *oldest, uint64_t *newest,
+                            uint64_t *oldest_bucket_end)
 {
+    *oldest_bucket_end = 0;
     int64_t t_min = 0, t_max = 0, b_min = 0, b_max = 0, n_traces = 0, n_samples = 0;
     pl_store_exec_int(s->db, "SELECT count(*) FROM (SELECT 1 FROM traces LIMIT 1)", &n_traces);
     pl_store_exec_int(s->db, "SELECT count(*) FROM (SELECT 1 FROM samples LIMIT 1)", &n_samples);
@@ -188,6 +191,7 @@ static bool data_time_range(pl_store *s, uint64_t *oldest, uint64_t *newest)
             lo = (uint64_t)b_min * PL_STORE_BUCKET_NS;
         if ((uint64_t)(b_max + 1) * PL_STORE_BUCKET_NS > hi)
             hi = (uint64_t)(b_max + 1) * PL_STORE_BUCKET_NS;
+        *oldest_bucket_end = (uint64_t)(b_min + 1) * PL_STORE_BUCKET_NS;
     }
     *oldest = lo;
     *newest = hi;
@@ -244,8 +248,8 @@ pl_status pl_store_enforce_retention(pl_store *s, uint64_t now_ns, uint64_t max_
         uint64_t used = pl_store_size(s);
         if (used <= max_size)
             break;
-        uint64_t oldest, newest;
-        if (!data_time_range(s, &oldest, &newest))
+        uint64_t oldest, newest, bucket_end;
+        if (!data_time_range(s, &oldest, &newest, &bucket_end))
             break;
         double over = (double)(used - max_size * 9 / 10) / (double)used;
         if (over < 0.05)
@@ -254,6 +258,12 @@ pl_status pl_store_enforce_retention(pl_store *s, uint64_t now_ns, uint64_t max_
             over = 0.05;
         uint64_t span = newest > oldest ? newest - oldest : 1;
         uint64_t cutoff = oldest + (uint64_t)((double)span * over) + 1;
+        /* Sample rows go by whole 10 s buckets: a cutoff inside the oldest
+         * one deletes none of them, and with the oldest time still that
+         * bucket's start every later slice would end at the same place
+         * (a store holding a minute or two grew past its limit). */
+        if (cutoff < bucket_end)
+            cutoff = bucket_end;
         if (pass >= 12) /* keep converging even when the range is degenerate */
             cutoff = newest + 1;
         rc = sqlite3_exec(s->db, "BEGIN IMMEDIATE", NULL, NULL, NULL);

@@ -620,6 +620,62 @@ static void test_retention_by_size(void)
     pl_store_close(s);
 }
 
+static int64_t count_rows(const char *path, const char *sql);
+
+/* A store with samples (10 s buckets) over a short time range: its oldest
+ * data time is the start of the oldest bucket, and each slice of the
+ * writer's size retention must still delete some rows (a slice of 5 % of a
+ * minute ended inside that bucket: the first deleted a few spans, the next
+ * ones nothing, so the store grew past its limit for as long as the range
+ * stayed short); a few slices bring it under the limit. */
+static void test_retention_by_size_samples(void)
+{
+    char path[512];
+    fresh_path(path, sizeof(path), "samples_size.db");
+    pl_store *s = open_rw(path);
+    REQUIRE(s);
+    /* 1,200 traces of 5 spans over 60 s, a profile every 5 s */
+    span_spec specs[5];
+    for (uint32_t t = 1; t <= 1200; t++) {
+        uint64_t start = BASE + MS(50) * t;
+        specs[0] =
+            (span_spec){t, 0, -1, "GET /big/endpoint/with/a/long/name", start, start + MS(50), 0};
+        for (int k = 1; k < 5; k++)
+            specs[k] =
+                (span_spec){t, k, 0, "child span with a name", start + MS(k), start + MS(k + 5), 0};
+        CHECK(write_one(s, traces_batch("busy", specs, 5)) == PL_OK);
+        if (t % 100 == 0) {
+            prof_builder pb;
+            prof_begin(&pb, "busy", "cpu", "nanoseconds", NULL, NULL, 0, start);
+            for (int k = 0; k < 5; k++) {
+                char stack[64];
+                snprintf(stack, sizeof(stack), "main;f%u;g%d", t % 50, k);
+                sample_spec sm = {stack, 1000, start, t, k, false, NULL};
+                prof_sample(&pb, &sm);
+            }
+            CHECK(write_one(s, pb.b) == PL_OK);
+        }
+    }
+    uint64_t before = pl_store_size(s);
+    CHECK(before > 1024u * 1024);
+    uint64_t limit = before * 2 / 3;
+    pl_store_retention_stats rs;
+    pl_err err = {{0}};
+    REQUIRE(pl_store_enforce_retention(s, BASE + S(61), 0, limit, true, &rs, &err) == PL_OK);
+    CHECK(rs.sample_rows_deleted > 0);
+    int slices = 1;
+    while (rs.size_after > limit && slices < 20) {
+        REQUIRE(pl_store_enforce_retention(s, BASE + S(61), 0, limit, true, &rs, &err) == PL_OK);
+        slices++;
+    }
+    CHECK(rs.size_after <= limit);
+    CHECK(slices < 20);
+    pl_store_close(s);
+    /* the newest second is still there */
+    CHECK(count_rows(path, "SELECT count(*) FROM samples WHERE bucket = (SELECT max(bucket) FROM "
+                           "samples)") > 0);
+}
+
 /* ---- concurrency and reopening ------------------------------------------ */
 
 typedef struct writer_arg {
@@ -1800,6 +1856,7 @@ int main(void)
     PL_RUN(test_traces_many_in_window);
     PL_RUN(test_retention_by_age);
     PL_RUN(test_retention_by_size);
+    PL_RUN(test_retention_by_size_samples);
     PL_RUN(test_writes_while_querying);
     PL_RUN(test_reopen_previous_run);
     PL_RUN(test_corrupt_file_store);
