@@ -110,33 +110,28 @@ int pl_store_ckpt_start(pl_store *s, int64_t threshold_frames)
     if (rc == SQLITE_OK)
         rc = sqlite3_exec(c->db, "PRAGMA synchronous = NORMAL; PRAGMA cache_size = -256", NULL,
                           NULL, NULL);
-    if (rc != SQLITE_OK) {
-        sqlite3_close_v2(c->db);
-        free(c);
-        return rc;
-    }
-    if (uv_mutex_init(&c->mu) != 0) {
-        sqlite3_close_v2(c->db);
-        free(c);
-        return SQLITE_NOMEM;
-    }
-    if (uv_cond_init(&c->cv) != 0) {
-        uv_mutex_destroy(&c->mu);
-        sqlite3_close_v2(c->db);
-        free(c);
-        return SQLITE_NOMEM;
-    }
-    if (uv_thread_create(&c->thread, ckpt_main, c) != 0) {
-        uv_cond_destroy(&c->cv);
-        uv_mutex_destroy(&c->mu);
-        sqlite3_close_v2(c->db);
-        free(c);
-        return SQLITE_NOMEM;
-    }
+    if (rc != SQLITE_OK)
+        goto fail_db;
+    rc = SQLITE_NOMEM;
+    if (uv_mutex_init(&c->mu) != 0)
+        goto fail_db;
+    if (uv_cond_init(&c->cv) != 0)
+        goto fail_mu;
+    if (uv_thread_create(&c->thread, ckpt_main, c) != 0)
+        goto fail_cv;
     /* replaces SQLite's automatic checkpoint on this connection */
     sqlite3_wal_hook(s->db, ckpt_hook, c);
     s->ckpt = c;
     return SQLITE_OK;
+
+fail_cv:
+    uv_cond_destroy(&c->cv);
+fail_mu:
+    uv_mutex_destroy(&c->mu);
+fail_db:
+    sqlite3_close_v2(c->db);
+    free(c);
+    return rc;
 }
 
 void pl_store_ckpt_stop(pl_store *s)

@@ -549,25 +549,24 @@ static void test_retention_by_age(void)
     pl_store_close(s);
 }
 
-static void test_retention_by_size(void)
+/* Traces 1..n of 5 spans (a root and four children), trace t starting at
+ * BASE + t * step_ns, and every `profile_every`-th trace a profile of five
+ * samples linked to its spans: the set-up of the size retention tests. */
+static void write_traces_with_profiles(pl_store *s, const char *service, uint32_t n,
+                                       uint64_t step_ns, uint32_t profile_every)
 {
-    char path[512];
-    fresh_path(path, sizeof(path), "store.db");
-    pl_store *s = open_rw(path);
-    REQUIRE(s);
-    /* 4000 traces of 5 spans over 4000 s, with samples */
     span_spec specs[5];
-    for (uint32_t t = 1; t <= 4000; t++) {
-        uint64_t start = BASE + S(t);
+    for (uint32_t t = 1; t <= n; t++) {
+        uint64_t start = BASE + step_ns * t;
         specs[0] =
             (span_spec){t, 0, -1, "GET /big/endpoint/with/a/long/name", start, start + MS(50), 0};
         for (int k = 1; k < 5; k++)
             specs[k] =
                 (span_spec){t, k, 0, "child span with a name", start + MS(k), start + MS(k + 5), 0};
-        CHECK(write_one(s, traces_batch("big", specs, 5)) == PL_OK);
-        if (t % 10 == 0) {
+        CHECK(write_one(s, traces_batch(service, specs, 5)) == PL_OK);
+        if (t % profile_every == 0) {
             prof_builder pb;
-            prof_begin(&pb, "big", "cpu", "nanoseconds", NULL, NULL, 0, start);
+            prof_begin(&pb, service, "cpu", "nanoseconds", NULL, NULL, 0, start);
             for (int k = 0; k < 5; k++) {
                 char stack[64];
                 snprintf(stack, sizeof(stack), "main;f%u;g%d", t % 50, k);
@@ -577,6 +576,16 @@ static void test_retention_by_size(void)
             CHECK(write_one(s, pb.b) == PL_OK);
         }
     }
+}
+
+static void test_retention_by_size(void)
+{
+    char path[512];
+    fresh_path(path, sizeof(path), "store.db");
+    pl_store *s = open_rw(path);
+    REQUIRE(s);
+    /* 4000 traces of 5 spans over 4000 s, with samples */
+    write_traces_with_profiles(s, "big", 4000, S(1), 10);
     uint64_t before = pl_store_size(s);
     CHECK(before > 4u * 1024 * 1024);
     uint64_t limit = before / 3;
@@ -635,27 +644,7 @@ static void test_retention_by_size_samples(void)
     pl_store *s = open_rw(path);
     REQUIRE(s);
     /* 1,200 traces of 5 spans over 60 s, a profile every 5 s */
-    span_spec specs[5];
-    for (uint32_t t = 1; t <= 1200; t++) {
-        uint64_t start = BASE + MS(50) * t;
-        specs[0] =
-            (span_spec){t, 0, -1, "GET /big/endpoint/with/a/long/name", start, start + MS(50), 0};
-        for (int k = 1; k < 5; k++)
-            specs[k] =
-                (span_spec){t, k, 0, "child span with a name", start + MS(k), start + MS(k + 5), 0};
-        CHECK(write_one(s, traces_batch("busy", specs, 5)) == PL_OK);
-        if (t % 100 == 0) {
-            prof_builder pb;
-            prof_begin(&pb, "busy", "cpu", "nanoseconds", NULL, NULL, 0, start);
-            for (int k = 0; k < 5; k++) {
-                char stack[64];
-                snprintf(stack, sizeof(stack), "main;f%u;g%d", t % 50, k);
-                sample_spec sm = {stack, 1000, start, t, k, false, NULL};
-                prof_sample(&pb, &sm);
-            }
-            CHECK(write_one(s, pb.b) == PL_OK);
-        }
-    }
+    write_traces_with_profiles(s, "busy", 1200, MS(50), 100);
     uint64_t before = pl_store_size(s);
     CHECK(before > 1024u * 1024);
     uint64_t limit = before * 2 / 3;
