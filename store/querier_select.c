@@ -537,7 +537,8 @@ static void from_clause(qsql *q, const source *src, bool join)
 {
     pl_buf_printf(&q->sql, " FROM %s s", src->table);
     if (join)
-        pl_buf_append_str(&q->sql, " LEFT JOIN spans sp ON sp.span_id = s.span_id");
+        pl_buf_append_str(&q->sql, " LEFT JOIN spans sp ON sp.rowid = " PL_SPAN_ROW(
+                                       "s.span_id") " AND sp.span_id = s.span_id");
 }
 
 /* " WHERE ..." for f over src; svc / type other than ANY narrow it to one

@@ -23,7 +23,7 @@
 #include <time.h>
 
 #define PL_STORE_APP_ID         0x706c6b31 /* "plk1" */
-#define PL_STORE_SCHEMA_VERSION 9
+#define PL_STORE_SCHEMA_VERSION 10
 
 /* The spans of a trace are found through `trace_spans`: one row per trace
  * and transaction that wrote spans of it, holding the rowid range those
@@ -38,6 +38,22 @@
 #define PL_TRACE_SPANS(S)                                                                          \
     "trace_spans r_ CROSS JOIN spans " S " NOT INDEXED ON " S ".rowid BETWEEN r_.first AND "       \
     "r_.last AND " S ".trace_id = r_.trace_id"
+
+/* A span is found by its id through two tables, not an index on spans:
+ * `span_ids_new` holds the ids of the spans written since the last merge,
+ * `span_ids` all older ones (span id -> spans rowid, both keyed by the id).
+ * An index on random ids is rewritten almost whole by every transaction
+ * that inserts into it and again by every retention slice that deletes
+ * from it; the small table takes each transaction's ids, and the large one
+ * takes them in one sorted pass per PL_SPAN_IDS_MERGE spans
+ * (store_write.c). Spans deleted by retention leave their entries behind
+ * until a sweep (store_retention.c), so a reader always checks the row it
+ * reaches: PL_SPAN_ROW(E) is the rowid to look at for span id E (an SQL
+ * expression, used twice), and the query adds `span_id = E`. */
+#define PL_SPAN_ROW(E)                                                                             \
+    "coalesce((SELECT rid FROM span_ids_new WHERE span_id = " E "), (SELECT rid FROM span_ids "    \
+    "WHERE span_id = " E "))"
+#define PL_SPAN_IDS_MERGE 262144
 
 /* ---- small hash maps (store_schema.c) ---------------------------------- */
 
@@ -111,6 +127,7 @@ enum {
     ST_UPSERT_TOTAL,
     ST_SPAN_EXISTS,
     ST_INS_TRACE_SPANS,
+    ST_INS_SPAN_ID,
     ST_COUNT
 };
 
@@ -129,9 +146,10 @@ struct pl_store {
     pl_buf frames;           /* scratch for stack frames */
     uint64_t last_stack_gc_ns;
     struct pl_store_terms *terms; /* the writer's search-term memory (store_terms.c) */
-    /* copies of stored spans among the last spans written (store_write.c) */
-    uint32_t dup_window_spans, dup_window_copies;
-    bool dup_check;
+    /* the span id tables (PL_SPAN_ROW): rows in span_ids_new and span_ids,
+     * entries of deleted spans not swept yet, the highest rowid retention
+     * deleted (the writer's; -1: not counted yet) */
+    int64_t ids_new, ids_old, ids_stale, deleted_hi;
     struct pl_store_ckpt *ckpt; /* the checkpoint thread, or NULL (store_checkpoint.c) */
 };
 

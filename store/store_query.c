@@ -1050,7 +1050,8 @@ static int span_subtree_json(pl_store *s, int64_t root, pl_buf *out)
     int rc = sqlite3_prepare_v2(s->db,
                                 "SELECT sp.span_id, sp.parent_span_id FROM " TRACE_SPANS
                                 " WHERE r_.trace_id = "
-                                "(SELECT trace_id FROM spans WHERE span_id = ?1)",
+                                "(SELECT trace_id FROM spans WHERE rowid = " PL_SPAN_ROW(
+                                    "?1") " AND span_id = ?1)",
                                 -1, &st, NULL);
     int64_t *ids = NULL, *parents = NULL;
     size_t n = 0, cap = 0;

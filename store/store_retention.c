@@ -97,12 +97,45 @@ static int delete_spans_before(pl_store *s, uint64_t cutoff, uint64_t *deleted)
         sqlite3_bind_blob(del, 3, v[i].trace_id, v[i].trace_id_len, SQLITE_STATIC);
         rc = sqlite3_step(del);
         rc = rc == SQLITE_DONE ? SQLITE_OK : rc;
-        if (rc == SQLITE_OK)
-            *deleted += (uint64_t)sqlite3_changes(s->db);
+        if (rc == SQLITE_OK) {
+            int changes = sqlite3_changes(s->db);
+            *deleted += (uint64_t)changes;
+            s->ids_stale += changes;
+            if (changes && v[i].last > s->deleted_hi)
+                s->deleted_hi = v[i].last;
+        }
         sqlite3_reset(del);
     }
     sqlite3_finalize(del);
     free(v);
+    return rc;
+}
+
+/* Deletes the id entries of deleted spans (store_internal.h, PL_SPAN_ROW)
+ * once they are a fifth of all: one pass over each id table. Below the
+ * lowest stored rowid every entry is stale; up to the highest rowid
+ * retention deleted, an entry stays when its row still holds its span. */
+static int sweep_span_ids(pl_store *s)
+{
+    if (!s->ids_stale || s->ids_stale * 5 < s->ids_old + s->ids_new)
+        return SQLITE_OK;
+    int64_t lo = 0;
+    int rc = pl_store_exec_int(s->db, "SELECT coalesce(min(rowid), 9223372036854775807) FROM spans",
+                               &lo);
+    static const char *const tables[2] = {"span_ids", "span_ids_new"};
+    for (int t = 0; t < 2 && rc == SQLITE_OK; t++) {
+        char *sql = sqlite3_mprintf("DELETE FROM %s WHERE rid < ?1 OR (rid <= ?2 AND NOT EXISTS "
+                                    "(SELECT 1 FROM spans WHERE spans.rowid = %s.rid AND "
+                                    "spans.span_id = %s.span_id))",
+                                    tables[t], tables[t], tables[t]);
+        uint64_t changes = 0;
+        rc = sql ? exec_bind1(s->db, sql, lo, s->deleted_hi, true, &changes) : SQLITE_NOMEM;
+        sqlite3_free(sql);
+        int64_t *count = t == 0 ? &s->ids_old : &s->ids_new;
+        *count = *count > (int64_t)changes ? *count - (int64_t)changes : 0;
+    }
+    if (rc == SQLITE_OK)
+        s->ids_stale = 0;
     return rc;
 }
 
@@ -111,6 +144,8 @@ static int delete_spans_before(pl_store *s, uint64_t cutoff, uint64_t *deleted)
 static int delete_before(pl_store *s, uint64_t cutoff, pl_store_retention_stats *stats)
 {
     int rc = delete_spans_before(s, cutoff, &stats->spans_deleted);
+    if (rc == SQLITE_OK)
+        rc = sweep_span_ids(s);
     if (rc == SQLITE_OK)
         rc = exec_bind1(s->db,
                         "DELETE FROM trace_spans WHERE trace_id IN "

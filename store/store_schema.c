@@ -138,7 +138,7 @@ bool pl_store_str_map_put(str_map *m, const char *s, size_t len, uint64_t h, int
 
 static const char *const write_sql[ST_COUNT] = {
     [ST_INS_SPAN] =
-        "INSERT OR IGNORE INTO spans(trace_id, span_id, parent_span_id, name, service, "
+        "INSERT INTO spans(trace_id, span_id, parent_span_id, name, service, "
         "kind, start_ns, end_ns, status_code, status_message, attributes, profile_id, "
         "profile_samples, cpu_time_ns, cpu_time_total_ns, top_functions, resource_id, "
         "events) VALUES(?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11,?12,?13,?14,?15,?16,?17,?18)",
@@ -168,7 +168,7 @@ static const char *const write_sql[ST_COUNT] = {
         "profile_samples = coalesce(?13, profile_samples), "
         "cpu_time_ns = coalesce(?14, cpu_time_ns), "
         "cpu_time_total_ns = coalesce(?15, cpu_time_total_ns), "
-        "top_functions = coalesce(?16, top_functions) WHERE span_id = ?2 AND trace_id = ?1",
+        "top_functions = coalesce(?16, top_functions) WHERE rowid = ?2",
     [ST_SEL_STRING] = "SELECT id FROM strings WHERE value = ?1",
     [ST_INS_STRING] = "INSERT INTO strings(value) VALUES(?1)",
     [ST_SEL_FUNCTION] = "SELECT id FROM functions WHERE name_id = ?1 AND file_id = ?2",
@@ -207,7 +207,9 @@ static const char *const write_sql[ST_COUNT] = {
     [ST_UPSERT_TOTAL] = "INSERT INTO service_totals(service_id, type_id, bucket, value) "
                         "VALUES(?1,?2,?3,?4) ON CONFLICT(service_id, type_id, bucket) DO UPDATE "
                         "SET value = value + excluded.value",
-    [ST_SPAN_EXISTS] = "SELECT 1 FROM spans WHERE span_id = ?1",
+    [ST_SPAN_EXISTS] = "SELECT rowid FROM spans WHERE rowid = " PL_SPAN_ROW("?1") " AND "
+                       "span_id = ?1",
+    [ST_INS_SPAN_ID] = "INSERT OR REPLACE INTO span_ids_new(span_id, rid) VALUES(?1, ?2)",
     [ST_INS_TRACE_SPANS] = "INSERT OR IGNORE INTO trace_spans(trace_id, first, last) "
                            "VALUES(?1,?2,?3)",
     [ST_COUNT_LABEL_SETS] = "SELECT count(*) FROM services WHERE name_id = ?2 AND tenant IS ?1 "
@@ -237,7 +239,9 @@ static const char schema_sql[] =
     /* resource attributes as JSON, stored once in `strings`; span events as
      * a JSON array [{name, time_unix_nano, attributes}] or NULL */
     "  resource_id INTEGER, events TEXT);"
-    "CREATE UNIQUE INDEX IF NOT EXISTS spans_by_span_id ON spans(span_id);"
+    /* span id -> spans rowid (store_internal.h, PL_SPAN_ROW) */
+    "CREATE TABLE IF NOT EXISTS span_ids(span_id INTEGER PRIMARY KEY, rid INTEGER NOT NULL);"
+    "CREATE TABLE IF NOT EXISTS span_ids_new(span_id INTEGER PRIMARY KEY, rid INTEGER NOT NULL);"
     /* a trace's spans: per transaction that wrote some, their rowids
      * (store_internal.h, PL_TRACE_SPANS) */
     "CREATE TABLE IF NOT EXISTS trace_spans(trace_id BLOB NOT NULL, first INTEGER NOT NULL,"
@@ -585,6 +589,12 @@ pl_status pl_store_open(const char *path, const pl_store_options *options, pl_st
                                   "SELECT trace_id, rowid, rowid FROM spans;"
                                   "DROP INDEX IF EXISTS spans_by_trace;",
                                   NULL, NULL, NULL);
+            if (rc == SQLITE_OK && app_id != 0 && version <= 9) /* v9 -> v10: one scan */
+                rc = sqlite3_exec(s->db,
+                                  "INSERT OR REPLACE INTO span_ids(span_id, rid) "
+                                  "SELECT span_id, rowid FROM spans ORDER BY span_id;"
+                                  "DROP INDEX IF EXISTS spans_by_span_id;",
+                                  NULL, NULL, NULL);
             if (rc == SQLITE_OK)
                 rc = sqlite3_exec(s->db, pl_store_terms_schema_sql, NULL, NULL, NULL);
             if (rc == SQLITE_OK) {
@@ -642,7 +652,15 @@ pl_status pl_store_open(const char *path, const pl_store_options *options, pl_st
         if (options->checkpoint_thread && path[0] && path[0] != ':')
             pl_store_ckpt_start(s, pages);
     }
+    s->deleted_hi = -1;
     if (!s->read_only) {
+        rc = pl_store_exec_int(s->db, "SELECT count(*) FROM span_ids_new", &s->ids_new);
+        if (rc == SQLITE_OK)
+            rc = pl_store_exec_int(s->db, "SELECT count(*) FROM span_ids", &s->ids_old);
+        if (rc != SQLITE_OK) {
+            st = pl_store_fail(s, rc, err, "cannot count span ids");
+            goto fail;
+        }
         for (int i = 0; i < ST_COUNT; i++) {
             rc = sqlite3_prepare_v3(s->db, write_sql[i], -1, SQLITE_PREPARE_PERSISTENT, &s->st[i],
                                     NULL);

@@ -447,7 +447,8 @@ static int terms_open(pl_store *s)
                                 -1, SQLITE_PREPARE_PERSISTENT, &t->num, NULL);
     if (rc == SQLITE_OK)
         rc = sqlite3_prepare_v3(s->db,
-                                "SELECT start_ns FROM spans WHERE span_id = ?1 AND trace_id = ?2",
+                                "SELECT start_ns FROM spans WHERE rowid = " PL_SPAN_ROW(
+                                    "?1") " AND span_id = ?1 AND trace_id = ?2",
                                 -1, SQLITE_PREPARE_PERSISTENT, &t->stored, NULL);
     t->any = term_tag(T_ANY, 0);
     t->name_ovf = term_tag(T_NAME_OVF, 0);

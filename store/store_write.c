@@ -455,43 +455,26 @@ static bool span_has_profile(const pl_span *sp)
     return false;
 }
 
-/* 1 when a span with this id is stored, 0 when not, -1 on error (*rc). */
-static int span_stored(pl_store *s, int64_t sid, int *rc)
+/* The rowid of the stored span with this id, 0 when none, -1 on error
+ * (*rc). */
+static int64_t span_stored(pl_store *s, int64_t sid, int *rc)
 {
     sqlite3_stmt *st = s->st[ST_SPAN_EXISTS];
     sqlite3_bind_int64(st, 1, sid);
     int r = sqlite3_step(st);
+    int64_t row = r == SQLITE_ROW ? sqlite3_column_int64(st, 0) : 0;
     sqlite3_reset(st);
-    if (r == SQLITE_ROW)
-        return 1;
-    if (r == SQLITE_DONE)
-        return 0;
+    if (r == SQLITE_ROW || r == SQLITE_DONE)
+        return row;
     *rc = r;
     return -1;
 }
 
-/* Copies of stored spans: the default pipelines store every span as it
- * arrives and again after the correlation processor, so in a steady state
- * every second span is a copy. While at least one in DUP_CHECK_SHARE of
- * the last DUP_WINDOW spans was a copy, a span without a profile summary
- * is first looked up by id (one index seek) and, when stored, skipped
- * whole: no attribute JSON, no insert attempt, no search terms (the stored
- * row, which such a copy leaves unchanged, has them). */
-#define DUP_WINDOW      4096u
-#define DUP_CHECK_SHARE 8u
-
-static void dup_window_count(pl_store *s, bool dup)
-{
-    s->dup_window_spans++;
-    s->dup_window_copies += dup;
-    if (s->dup_window_spans >= DUP_WINDOW) {
-        s->dup_check = s->dup_window_copies * DUP_CHECK_SHARE >= s->dup_window_spans;
-        s->dup_window_spans = s->dup_window_copies = 0;
-    }
-}
-
-static int write_span(pl_store *s, const pl_span *sp, pl_bytes service, int64_t resource_id,
-                      pl_bytes tenant, trace_aggs *aggs, pl_store_write_stats *stats)
+/* Writes a span not stored yet (stored_row 0), or adds the profile summary
+ * a copy carries to the stored one (its rowid). */
+static int write_span(pl_store *s, const pl_span *sp, int64_t stored_row, pl_bytes service,
+                      int64_t resource_id, pl_bytes tenant, trace_aggs *aggs,
+                      pl_store_write_stats *stats)
 {
     sqlite3_stmt *st = s->st[ST_INS_SPAN];
     bool root = sp->parent_span_id_len != 8 || all_zero(sp->parent_span_id, 8);
@@ -562,14 +545,21 @@ static int write_span(pl_store *s, const pl_span *sp, pl_bytes service, int64_t 
         sqlite3_bind_text(st, 18, (const char *)events.data, (int)events.len, SQLITE_STATIC);
     else
         sqlite3_bind_null(st, 18);
-    int rc = step_reset(st);
-    bool duplicate = rc == SQLITE_OK && sqlite3_changes(s->db) == 0;
-    if (duplicate && has_profile) {
+    bool duplicate = stored_row > 0;
+    int rc = duplicate ? SQLITE_OK : step_reset(st);
+    int64_t row = sqlite3_last_insert_rowid(s->db);
+    if (rc == SQLITE_OK && !duplicate) {
+        sqlite3_stmt *ids = s->st[ST_INS_SPAN_ID];
+        sqlite3_bind_int64(ids, 1, sid);
+        sqlite3_bind_int64(ids, 2, row);
+        rc = step_reset(ids);
+        s->ids_new += rc == SQLITE_OK;
+    }
+    if (rc == SQLITE_OK && duplicate && has_profile) {
         /* the span is stored already (a pipeline without correlation wrote
          * it as it arrived): this copy adds the profile summary */
         sqlite3_stmt *up = s->st[ST_UPD_SPAN_PROFILE];
-        sqlite3_bind_blob(up, 1, sp->trace_id, 16, SQLITE_STATIC);
-        sqlite3_bind_int64(up, 2, sid);
+        sqlite3_bind_int64(up, 2, stored_row);
         sqlite3_bind_text(up, 11, (const char *)s->json.data, (int)s->json.len, SQLITE_STATIC);
         bind_text_or_null(up, 12, profile_id);
         for (int k = 0; k < 3; k++) {
@@ -595,7 +585,6 @@ static int write_span(pl_store *s, const pl_span *sp, pl_bytes service, int64_t 
         return SQLITE_OK;
     }
     stats->spans++;
-    int64_t row = sqlite3_last_insert_rowid(s->db);
     trace_agg *t = trace_aggs_get(aggs, sp->trace_id);
     if (!t)
         return SQLITE_NOMEM;
@@ -715,22 +704,21 @@ static int flush_spans(pl_store *s, span_set *set, pl_store_write_stats *stats)
     for (size_t i = 0; i < set->n && rc == SQLITE_OK; i++) {
         const span_res *r = &set->res[set->refs[i].res];
         const pl_span *sp = set->refs[i].sp;
-        if (s->dup_check && !span_has_profile(sp)) {
-            int stored = span_stored(s, span_id_int(sp->span_id), &rc);
-            if (stored < 0)
-                break;
-            if (stored) {
-                stats->duplicate_spans++;
-                dup_window_count(s, true);
-                continue;
-            }
+        /* a copy of a stored span without a profile summary (the default
+         * pipelines store every span as it arrives and again after the
+         * correlation processor) is skipped whole: no attribute JSON, no
+         * write, no search terms (the stored row, which such a copy leaves
+         * unchanged, has them) */
+        int64_t stored = span_stored(s, span_id_int(sp->span_id), &rc);
+        if (stored < 0)
+            break;
+        if (stored && !span_has_profile(sp)) {
+            stats->duplicate_spans++;
+            continue;
         }
-        uint64_t dups = stats->duplicate_spans;
-        rc = write_span(s, sp, r->service, r->resource_id, r->tenant, &aggs, stats);
+        rc = write_span(s, sp, stored, r->service, r->resource_id, r->tenant, &aggs, stats);
         if (rc == SQLITE_OK)
-            rc = pl_store_terms_span(s, sp, r->service, r->resource_id, r->attrs,
-                                     stats->duplicate_spans != dups);
-        dup_window_count(s, stats->duplicate_spans != dups);
+            rc = pl_store_terms_span(s, sp, r->service, r->resource_id, r->attrs, stored != 0);
     }
     sqlite3_stmt *st = s->st[ST_UPSERT_TRACE];
     for (size_t i = 0; i < aggs.n && rc == SQLITE_OK; i++) {
@@ -1374,6 +1362,23 @@ static int flush_profiles(pl_store *s, profile_set *set, const span_set *txn_spa
     return rc;
 }
 
+/* Moves the ids of the spans written since the last merge into span_ids:
+ * in id order, so each page of the large table is changed once per merge,
+ * not once per transaction (store_internal.h, PL_SPAN_ROW). */
+static int merge_span_ids(pl_store *s)
+{
+    int rc = sqlite3_exec(s->db,
+                          "INSERT OR REPLACE INTO span_ids(span_id, rid) "
+                          "SELECT span_id, rid FROM span_ids_new ORDER BY span_id;"
+                          "DELETE FROM span_ids_new;",
+                          NULL, NULL, NULL);
+    if (rc == SQLITE_OK) {
+        s->ids_old += s->ids_new;
+        s->ids_new = 0;
+    }
+    return rc;
+}
+
 pl_status pl_store_write_many(pl_store *s, const pl_batch *const *batches, size_t n,
                               pl_store_write_stats *stats, pl_err *err)
 {
@@ -1400,6 +1405,8 @@ pl_status pl_store_write_many(pl_store *s, const pl_batch *const *batches, size_
         rc = flush_spans(s, &spans, stats);
     if (rc == SQLITE_OK && any_profiles)
         rc = flush_profiles(s, &profiles, &spans, stats);
+    if (rc == SQLITE_OK && s->ids_new >= PL_SPAN_IDS_MERGE)
+        rc = merge_span_ids(s);
     span_set_free(&spans);
     profile_set_free(&profiles);
     if (rc != SQLITE_OK) {
