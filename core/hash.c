@@ -214,3 +214,56 @@ void pl_htab_added(pl_htab *h, uint32_t *slot, uint32_t hash)
     h->hashes[slot - h->vals] = hash;
     h->n++;
 }
+
+/* ---- pl_bloom ---------------------------------------------------------- */
+
+#define BLOOM_BITS_PER_KEY 12
+#define BLOOM_PROBES       5
+
+int pl_bloom_init(pl_bloom *b, uint64_t expected)
+{
+    memset(b, 0, sizeof(*b));
+    uint64_t want = expected < 4096 ? 4096 : expected;
+    uint64_t bytes = 64;
+    while (bytes < PL_BLOOM_MAX_BYTES && bytes * 8 < want * BLOOM_BITS_PER_KEY)
+        bytes *= 2;
+    b->blocks = calloc(bytes / 8, sizeof(uint64_t));
+    if (!b->blocks)
+        return -1;
+    b->n_blocks = bytes / 64;
+    return 0;
+}
+
+void pl_bloom_free(pl_bloom *b)
+{
+    free(b->blocks);
+    memset(b, 0, sizeof(*b));
+}
+
+/* The block from the top 19 bits (PL_BLOOM_MAX_BYTES / 64 blocks at
+ * most), the probes from the low 45 bits: 9 bits, one of the block's 512,
+ * per probe. */
+void pl_bloom_add(pl_bloom *b, uint64_t hash)
+{
+    if (!b->n_blocks)
+        return;
+    uint64_t *blk = b->blocks + 8 * ((hash >> 45) & (b->n_blocks - 1));
+    for (int i = 0; i < BLOOM_PROBES; i++) {
+        unsigned bit = (unsigned)(hash >> (9 * i)) & 511u;
+        blk[bit >> 6] |= 1ull << (bit & 63);
+    }
+    b->added++;
+}
+
+bool pl_bloom_maybe(const pl_bloom *b, uint64_t hash)
+{
+    if (!b->n_blocks)
+        return true;
+    const uint64_t *blk = b->blocks + 8 * ((hash >> 45) & (b->n_blocks - 1));
+    for (int i = 0; i < BLOOM_PROBES; i++) {
+        unsigned bit = (unsigned)(hash >> (9 * i)) & 511u;
+        if (!(blk[bit >> 6] >> (bit & 63) & 1))
+            return false;
+    }
+    return true;
+}

@@ -91,4 +91,28 @@ uint32_t pl_htab_get(const pl_htab *h, uint32_t hash, pl_htab_eq eq, const void 
 uint32_t *pl_htab_slot(pl_htab *h, uint32_t hash, pl_htab_eq eq, const void *ctx);
 void pl_htab_added(pl_htab *h, uint32_t *slot, uint32_t hash);
 
+/* ---- pl_bloom ---------------------------------------------------------- */
+
+/* A set that answers "certainly absent" or "perhaps present", from keyed
+ * hashes (pl_hash_u64, pl_hash_bytes): a blocked Bloom filter, every
+ * key's bits in one 64-byte block (one cache line per look-up), about 12
+ * bits per key it was sized for (under 1 % false "perhaps" at that many
+ * keys, rising past it). Sized from `expected` keys, at most
+ * PL_BLOOM_MAX_BYTES: beyond that it answers "perhaps" more often, never
+ * wrongly "absent". No removal: rebuild it. */
+#define PL_BLOOM_MAX_BYTES (32u << 20)
+
+typedef struct pl_bloom {
+    uint64_t *blocks; /* 8 words per block */
+    uint64_t n_blocks; /* a power of two, or 0 */
+    uint64_t added;
+} pl_bloom;
+
+/* 0, or -1 on OOM (the filter is then empty and answers "perhaps"). */
+int pl_bloom_init(pl_bloom *b, uint64_t expected);
+void pl_bloom_free(pl_bloom *b);
+void pl_bloom_add(pl_bloom *b, uint64_t hash);
+/* false: never added. An unallocated filter says true. */
+bool pl_bloom_maybe(const pl_bloom *b, uint64_t hash);
+
 #endif

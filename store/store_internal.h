@@ -13,6 +13,7 @@
 #define PL_STORE_INTERNAL_H
 
 #include "store/sqlite_store.h"
+#include "core/hash.h"
 #include "core/intern.h"
 
 #include <inttypes.h>
@@ -150,6 +151,12 @@ struct pl_store {
      * entries of deleted spans not swept yet, the highest rowid retention
      * deleted (the writer's; -1: not counted yet) */
     int64_t ids_new, ids_old, ids_stale, deleted_hi;
+    /* every id the two tables may hold (an id it says absent is not
+     * stored); built from them when `ids_seen_built` is false: at the
+     * first look-up, after a sweep or a rollback, when outgrown */
+    pl_bloom ids_seen;
+    uint64_t ids_seen_cap;
+    bool ids_seen_built;
     struct pl_store_ckpt *ckpt; /* the checkpoint thread, or NULL (store_checkpoint.c) */
 };
 

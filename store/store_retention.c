@@ -136,6 +136,9 @@ static int sweep_span_ids(pl_store *s)
     }
     if (rc == SQLITE_OK)
         s->ids_stale = 0;
+    /* the writer's filter of stored ids is rebuilt from what is left */
+    pl_bloom_free(&s->ids_seen);
+    s->ids_seen_built = false;
     return rc;
 }
 

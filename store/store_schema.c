@@ -686,6 +686,8 @@ void pl_store_clear_caches(pl_store *s)
     pl_store_u64_map_clear(&s->stacks);
     pl_store_str_map_clear(&s->tenant_services);
     pl_store_terms_forget(s);
+    pl_bloom_free(&s->ids_seen); /* a rollback may have brought ids back */
+    s->ids_seen_built = false;
 }
 
 void pl_store_close(pl_store *s)

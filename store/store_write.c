@@ -455,10 +455,52 @@ static bool span_has_profile(const pl_span *sp)
     return false;
 }
 
+/* Fills s->ids_seen from both id tables, sized for twice what they hold
+ * (rebuilt when that fills up). */
+static int build_ids_seen(pl_store *s)
+{
+    int64_t n = 0;
+    int rc = pl_store_exec_int(
+        s->db, "SELECT (SELECT count(*) FROM span_ids) + (SELECT count(*) FROM span_ids_new)", &n);
+    sqlite3_stmt *st = NULL;
+    if (rc == SQLITE_OK)
+        rc = sqlite3_prepare_v2(s->db,
+                                "SELECT span_id FROM span_ids UNION ALL SELECT span_id FROM "
+                                "span_ids_new",
+                                -1, &st, NULL);
+    pl_bloom_free(&s->ids_seen);
+    s->ids_seen_built = false;
+    if (rc != SQLITE_OK)
+        return rc;
+    s->ids_seen_cap = (uint64_t)n * 2 + 65536;
+    if (pl_bloom_init(&s->ids_seen, s->ids_seen_cap) != 0) {
+        sqlite3_finalize(st);
+        return SQLITE_NOMEM;
+    }
+    while ((rc = sqlite3_step(st)) == SQLITE_ROW)
+        pl_bloom_add(&s->ids_seen, pl_hash_u64((uint64_t)sqlite3_column_int64(st, 0)));
+    sqlite3_finalize(st);
+    if (rc != SQLITE_DONE) {
+        pl_bloom_free(&s->ids_seen);
+        return rc;
+    }
+    s->ids_seen_built = true;
+    return SQLITE_OK;
+}
+
 /* The rowid of the stored span with this id, 0 when none, -1 on error
  * (*rc). */
 static int64_t span_stored(pl_store *s, int64_t sid, int *rc)
 {
+    if (!s->ids_seen_built || s->ids_seen.added > s->ids_seen_cap) {
+        int r = build_ids_seen(s);
+        if (r != SQLITE_OK) {
+            *rc = r;
+            return -1;
+        }
+    }
+    if (!pl_bloom_maybe(&s->ids_seen, pl_hash_u64((uint64_t)sid)))
+        return 0;
     sqlite3_stmt *st = s->st[ST_SPAN_EXISTS];
     sqlite3_bind_int64(st, 1, sid);
     int r = sqlite3_step(st);
@@ -554,6 +596,7 @@ static int write_span(pl_store *s, const pl_span *sp, int64_t stored_row, pl_byt
         sqlite3_bind_int64(ids, 2, row);
         rc = step_reset(ids);
         s->ids_new += rc == SQLITE_OK;
+        pl_bloom_add(&s->ids_seen, pl_hash_u64((uint64_t)sid));
     }
     if (rc == SQLITE_OK && duplicate && has_profile) {
         /* the span is stored already (a pipeline without correlation wrote
