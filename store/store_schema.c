@@ -653,6 +653,7 @@ pl_status pl_store_open(const char *path, const pl_store_options *options, pl_st
             pl_store_ckpt_start(s, pages);
     }
     s->deleted_hi = -1;
+    s->ids_merge = options->span_ids_merge > 0 ? options->span_ids_merge : PL_SPAN_IDS_MERGE;
     if (!s->read_only) {
         rc = pl_store_exec_int(s->db, "SELECT count(*) FROM span_ids_new", &s->ids_new);
         if (rc == SQLITE_OK)

@@ -1448,7 +1448,7 @@ pl_status pl_store_write_many(pl_store *s, const pl_batch *const *batches, size_
         rc = flush_spans(s, &spans, stats);
     if (rc == SQLITE_OK && any_profiles)
         rc = flush_profiles(s, &profiles, &spans, stats);
-    if (rc == SQLITE_OK && s->ids_new >= PL_SPAN_IDS_MERGE)
+    if (rc == SQLITE_OK && s->ids_new >= s->ids_merge)
         rc = merge_span_ids(s);
     span_set_free(&spans);
     profile_set_free(&profiles);

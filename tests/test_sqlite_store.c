@@ -15,6 +15,7 @@
 
 #include "config/decode.h"
 #include "sqlite_plans.h"
+#include "store/store_internal.h" /* PL_SPAN_ROW */
 #include "store_fixtures.h"
 #include "traces_fixture.h"
 
@@ -1547,6 +1548,113 @@ static void test_trace_span_ranges(void)
     CHECK_EQ_INT(count_rows(path, "SELECT count(*) FROM spans"), 0);
 }
 
+/* How many rows the store's readers find for span id `id` of
+ * numbered_spans() (PL_SPAN_ROW, checked against the row), -1 on error. */
+static int64_t rows_by_span_id(const char *path, uint32_t id)
+{
+    uint8_t b[8] = {0};
+    memcpy(b, &(uint32_t){id + 1}, 4);
+    b[7] = 0x5a;
+    sqlite3 *db = NULL;
+    sqlite3_stmt *st = NULL;
+    int64_t n = -1;
+    if (sqlite3_open(path, &db) == SQLITE_OK &&
+        sqlite3_prepare_v2(db,
+                           "SELECT count(*) FROM spans WHERE rowid = " PL_SPAN_ROW(
+                               "?1") " AND span_id = ?1",
+                           -1, &st, NULL) == SQLITE_OK &&
+        sqlite3_bind_int64(st, 1, span_id_int(b)) == SQLITE_OK && sqlite3_step(st) == SQLITE_ROW)
+        n = sqlite3_column_int64(st, 0);
+    sqlite3_finalize(st);
+    sqlite3_close(db);
+    return n;
+}
+
+/* Spans are found by id through two tables, the ids of recent spans merged
+ * into the large one every span_ids_merge spans: copies of merged spans
+ * are still recognized and skipped, every span is found by its id, a
+ * store of schema 9 (a unique index on spans) is upgraded, and retention
+ * sweeps the entries of the spans it deleted, so that a span sent again
+ * after its deletion is stored and found again. */
+static void test_span_id_tables(void)
+{
+    char path[512];
+    fresh_path(path, sizeof(path), "span_ids.db");
+    pl_err err = {{0}};
+    pl_store *s = NULL;
+    pl_store_options opt = {.busy_timeout_ms = 2000, .span_ids_merge = 8};
+    REQUIRE(pl_store_open(path, &opt, &s, NULL, &err) == PL_OK);
+    write_txn(s, (pl_batch *[]){numbered_spans(0, 5)}, 1);
+    CHECK_EQ_INT(count_rows(path, "SELECT count(*) FROM span_ids_new"), 5);
+    CHECK_EQ_INT(count_rows(path, "SELECT count(*) FROM span_ids"), 0);
+    write_txn(s, (pl_batch *[]){numbered_spans(5, 5)}, 1); /* 10 >= 8: merged */
+    CHECK_EQ_INT(count_rows(path, "SELECT count(*) FROM span_ids_new"), 0);
+    CHECK_EQ_INT(count_rows(path, "SELECT count(*) FROM span_ids"), 10);
+    /* copies of merged (0-9) and recent (10-12) spans, in one transaction */
+    write_txn(s, (pl_batch *[]){numbered_spans(10, 3)}, 1);
+    pl_store_write_stats ws = {0};
+    REQUIRE(pl_store_begin(s, &err) == PL_OK);
+    pl_batch *copies = numbered_spans(0, 13);
+    REQUIRE(pl_store_write(s, copies, &ws, &err) == PL_OK);
+    REQUIRE(pl_store_commit(s, &err) == PL_OK);
+    pl_batch_free(copies);
+    CHECK_EQ_UINT(ws.duplicate_spans, 13);
+    CHECK_EQ_UINT(ws.spans, 0);
+    CHECK_EQ_INT(count_rows(path, "SELECT count(*) FROM spans"), 13);
+    for (uint32_t id = 0; id < 13; id++)
+        CHECK_EQ_INT(rows_by_span_id(path, id), 1);
+    CHECK_EQ_INT(rows_by_span_id(path, 13), 0);
+    check_numbered_trace(s, 1, 0, 10);
+    check_numbered_trace(s, 2, 10, 3);
+    pl_store_close(s);
+
+    /* the same store as schema 9 wrote it: an index on spans, no id tables */
+    sqlite3 *db = NULL;
+    REQUIRE(sqlite3_open(path, &db) == SQLITE_OK);
+    CHECK(sqlite3_exec(db,
+                       "DROP TABLE span_ids; DROP TABLE span_ids_new;"
+                       "CREATE UNIQUE INDEX spans_by_span_id ON spans(span_id);"
+                       "PRAGMA user_version = 9",
+                       NULL, NULL, NULL) == SQLITE_OK);
+    sqlite3_close(db);
+    REQUIRE(pl_store_open(path, &opt, &s, NULL, &err) == PL_OK);
+    CHECK_EQ_INT(count_rows(path, "SELECT count(*) FROM sqlite_master WHERE name = "
+                                  "'spans_by_span_id'"),
+                 0);
+    CHECK_EQ_INT(count_rows(path, "SELECT count(*) FROM span_ids"), 13);
+    for (uint32_t id = 0; id < 13; id++)
+        CHECK_EQ_INT(rows_by_span_id(path, id), 1);
+    ws = (pl_store_write_stats){0};
+    REQUIRE(pl_store_begin(s, &err) == PL_OK);
+    copies = numbered_spans(3, 12); /* 3-12 stored, 13 and 14 new */
+    REQUIRE(pl_store_write(s, copies, &ws, &err) == PL_OK);
+    REQUIRE(pl_store_commit(s, &err) == PL_OK);
+    pl_batch_free(copies);
+    CHECK_EQ_UINT(ws.duplicate_spans, 10);
+    CHECK_EQ_UINT(ws.spans, 2);
+
+    /* retention deletes every span: their entries are swept */
+    pl_store_retention_stats rs;
+    uint64_t later = (uint64_t)time(NULL) * 1000000000ull + S(7200);
+    REQUIRE(pl_store_enforce_retention(s, later, S(3600), 0, false, &rs, &err) == PL_OK);
+    CHECK_EQ_UINT(rs.spans_deleted, 15);
+    CHECK_EQ_INT(count_rows(path, "SELECT count(*) FROM span_ids"), 0);
+    CHECK_EQ_INT(count_rows(path, "SELECT count(*) FROM span_ids_new"), 0);
+    /* sent again: stored again, found by id */
+    ws = (pl_store_write_stats){0};
+    REQUIRE(pl_store_begin(s, &err) == PL_OK);
+    copies = numbered_spans(0, 4);
+    REQUIRE(pl_store_write(s, copies, &ws, &err) == PL_OK);
+    REQUIRE(pl_store_commit(s, &err) == PL_OK);
+    pl_batch_free(copies);
+    CHECK_EQ_UINT(ws.spans, 4);
+    CHECK_EQ_UINT(ws.duplicate_spans, 0);
+    for (uint32_t id = 0; id < 4; id++)
+        CHECK_EQ_INT(rows_by_span_id(path, id), 1);
+    check_numbered_trace(s, 1, 0, 4);
+    pl_store_close(s);
+}
+
 /* A new store is made with 16 KiB pages; a store an earlier proflink made
  * with 4 KiB pages keeps them, and is read and written as before. */
 static void test_page_size(void)
@@ -1838,6 +1946,7 @@ int main(void)
     PL_RUN(test_write_many_matches_one_by_one);
     PL_RUN(test_trace_span_ranges);
     PL_RUN(test_page_size);
+    PL_RUN(test_span_id_tables);
     PL_RUN(test_checkpoint_thread);
     PL_RUN(test_sample_types_and_labels);
     PL_RUN(test_odd_samples);
