@@ -168,7 +168,7 @@ static const char *const write_sql[ST_COUNT] = {
         "profile_samples = coalesce(?13, profile_samples), "
         "cpu_time_ns = coalesce(?14, cpu_time_ns), "
         "cpu_time_total_ns = coalesce(?15, cpu_time_total_ns), "
-        "top_functions = coalesce(?16, top_functions) WHERE rowid = ?2",
+        "top_functions = coalesce(?16, top_functions) WHERE rowid = ?2 AND trace_id = ?1",
     [ST_SEL_STRING] = "SELECT id FROM strings WHERE value = ?1",
     [ST_INS_STRING] = "INSERT INTO strings(value) VALUES(?1)",
     [ST_SEL_FUNCTION] = "SELECT id FROM functions WHERE name_id = ?1 AND file_id = ?2",
@@ -653,7 +653,7 @@ pl_status pl_store_open(const char *path, const pl_store_options *options, pl_st
             pl_store_ckpt_start(s, pages);
     }
     s->deleted_hi = -1;
-    s->ids_merge = options->span_ids_merge > 0 ? options->span_ids_merge : PL_SPAN_IDS_MERGE;
+    s->ids_merge = options->span_ids_merge;
     if (!s->read_only) {
         rc = pl_store_exec_int(s->db, "SELECT count(*) FROM span_ids_new", &s->ids_new);
         if (rc == SQLITE_OK)

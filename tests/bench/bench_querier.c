@@ -132,6 +132,9 @@ static const char grow_sql[] =
     "  '{\"http.route\":\"/api/cart/{id}\",\"http.status_code\":200}'"
     " FROM g, kk JOIN svc ON svc.k = (g.i + kk.k) % 5 JOIN nm ON nm.k = (g.i + kk.k) % 6"
     " ORDER BY g.i, kk.k;"
+    /* every span found by its id (store_internal.h, PL_SPAN_ROW) */
+    "INSERT INTO span_ids(span_id, rid) SELECT span_id, rowid FROM spans"
+    "  WHERE rowid > (SELECT m FROM r0) ORDER BY span_id;"
     /* a trace's spans took consecutive rowids: one range each, as the writer keeps */
     "INSERT INTO trace_spans(trace_id, first, last) SELECT trace_id, min(rowid), max(rowid)"
     "  FROM spans WHERE rowid > (SELECT m FROM r0) GROUP BY trace_id;"
