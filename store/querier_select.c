@@ -537,8 +537,7 @@ static void from_clause(qsql *q, const source *src, bool join)
 {
     pl_buf_printf(&q->sql, " FROM %s s", src->table);
     if (join)
-        pl_buf_append_str(&q->sql, " LEFT JOIN spans sp ON sp.rowid = " PL_SPAN_ROW(
-                                       "s.span_id") " AND sp.span_id = s.span_id");
+        pl_buf_append_str(&q->sql, " " PL_SPAN_JOIN("LEFT", "sp", "s.span_id"));
 }
 
 /* " WHERE ..." for f over src; svc / type other than ANY narrow it to one
@@ -834,8 +833,8 @@ static pl_status span_label_names(pl_qctx *q, const qfilter *f, strvec *names)
     qsql sql = {0};
     pl_buf_init(&sql.sql);
     pl_buf_append_str(&sql.sql, "WITH x AS (SELECT DISTINCT a, r FROM (SELECT sp.attributes AS "
-                                "a, sp.resource_id AS r FROM samples s JOIN spans sp ON "
-                                "sp.span_id = s.span_id");
+                                "a, sp.resource_id AS r FROM samples s " PL_SPAN_JOIN(
+                                    "", "sp", "s.span_id"));
     where_clause(&sql, f, &SAMPLES, ANY, ANY, &q->arena);
     pl_buf_printf(&sql.sql, " AND s.span_id != 0 LIMIT %d))", SPAN_LABEL_ROWS);
     pl_buf_append_str(&sql.sql, " SELECT DISTINCT j.key FROM x, "
@@ -1115,9 +1114,16 @@ static pl_status span_ids(pl_qctx *q, const pl_qrequest *r, int64_t **out, size_
         return PL_OK;
     qsql sql = {0};
     pl_buf_init(&sql.sql);
-    pl_buf_append_str(&sql.sql, "WITH RECURSIVE d(id, tid) AS (SELECT span_id, trace_id FROM "
-                                "spans WHERE 1");
-    in_list(&sql, "span_id", *out, *n);
+    /* the given spans by id (PL_SPAN_ROW), then their children, level by
+     * level */
+    pl_buf_append_str(&sql.sql, "WITH RECURSIVE ids(id) AS (VALUES ");
+    for (size_t i = 0; i < *n; i++) {
+        pl_buf_append_str(&sql.sql, i ? ",(?)" : "(?)");
+        bind_int(&sql, (*out)[i]);
+    }
+    pl_buf_append_str(&sql.sql, "), d(id, tid) AS (SELECT sp.span_id, sp.trace_id FROM ids "
+                                "CROSS JOIN spans sp ON sp.rowid = " PL_SPAN_ROW(
+                                    "ids.id") " AND sp.span_id = ids.id");
     pl_buf_append_str(&sql.sql,
                       " UNION SELECT sp.span_id, sp.trace_id FROM d CROSS JOIN " TRACE_SPANS
                       " WHERE r_.trace_id = d.tid AND "

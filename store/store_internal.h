@@ -54,6 +54,13 @@
 #define PL_SPAN_ROW(E)                                                                             \
     "coalesce((SELECT rid FROM span_ids_new WHERE span_id = " E "), (SELECT rid FROM span_ids "    \
     "WHERE span_id = " E "))"
+/* The same as joins, for a query that looks up a span per row of another
+ * table (half the time of the subqueries): "<KIND> JOIN spans S" on the
+ * span with id E, S_n and S_o the two id tables. */
+#define PL_SPAN_JOIN(KIND, S, E)                                                                   \
+    "LEFT JOIN span_ids_new " S "_n ON " S "_n.span_id = " E " LEFT JOIN span_ids " S             \
+    "_o ON " S "_o.span_id = " E " " KIND " JOIN spans " S " ON " S ".rowid = coalesce(" S        \
+    "_n.rid, " S "_o.rid) AND " S ".span_id = " E
 #define PL_SPAN_IDS_MERGE 262144 /* at least; pl_store_options.span_ids_merge */
 
 /* ---- small hash maps (store_schema.c) ---------------------------------- */
