@@ -103,7 +103,7 @@ void pl_htab_added(pl_htab *h, uint32_t *slot, uint32_t hash);
 #define PL_BLOOM_MAX_BYTES (32u << 20)
 
 typedef struct pl_bloom {
-    uint64_t *blocks; /* 8 words per block */
+    uint64_t *blocks;  /* 8 words per block */
     uint64_t n_blocks; /* a power of two, or 0 */
     uint64_t added;
 } pl_bloom;

@@ -832,9 +832,9 @@ static pl_status span_label_names(pl_qctx *q, const qfilter *f, strvec *names)
 {
     qsql sql = {0};
     pl_buf_init(&sql.sql);
-    pl_buf_append_str(&sql.sql, "WITH x AS (SELECT DISTINCT a, r FROM (SELECT sp.attributes AS "
-                                "a, sp.resource_id AS r FROM samples s " PL_SPAN_JOIN(
-                                    "", "sp", "s.span_id"));
+    pl_buf_append_str(&sql.sql,
+                      "WITH x AS (SELECT DISTINCT a, r FROM (SELECT sp.attributes AS "
+                      "a, sp.resource_id AS r FROM samples s " PL_SPAN_JOIN("", "sp", "s.span_id"));
     where_clause(&sql, f, &SAMPLES, ANY, ANY, &q->arena);
     pl_buf_printf(&sql.sql, " AND s.span_id != 0 LIMIT %d))", SPAN_LABEL_ROWS);
     pl_buf_append_str(&sql.sql, " SELECT DISTINCT j.key FROM x, "

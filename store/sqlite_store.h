@@ -68,8 +68,7 @@ typedef struct pl_store_options {
     int64_t checkpoint_pages; /* WAL pages between checkpoints; 0 = 128 MiB of them
                                  (with max_size, at most an eighth of it) */
     int64_t span_ids_merge;   /* recent span ids moved to the large id table in one
-                                 pass once this many; 0 = by the table's size, at
-                                 least 262,144 (store_write.c) */
+                                 pass once this many; 0 = 262,144 (store_internal.h) */
 } pl_store_options;
 
 /* What a failure was, so callers can tell a transient lock from a broken file. */

@@ -46,7 +46,7 @@
  * An index on random ids is rewritten almost whole by every transaction
  * that inserts into it and again by every retention slice that deletes
  * from it; the small table takes each transaction's ids, and the large one
- * takes them in one sorted pass every PL_SPAN_IDS_MERGE or more spans
+ * takes them in one sorted pass every PL_SPAN_IDS_MERGE spans
  * (store_write.c). Spans deleted by retention leave their entries behind
  * until a sweep (store_retention.c), so a reader always checks the row it
  * reaches: PL_SPAN_ROW(E) is the rowid to look at for span id E (an SQL
@@ -58,10 +58,10 @@
  * table (half the time of the subqueries): "<KIND> JOIN spans S" on the
  * span with id E, S_n and S_o the two id tables. */
 #define PL_SPAN_JOIN(KIND, S, E)                                                                   \
-    "LEFT JOIN span_ids_new " S "_n ON " S "_n.span_id = " E " LEFT JOIN span_ids " S             \
-    "_o ON " S "_o.span_id = " E " " KIND " JOIN spans " S " ON " S ".rowid = coalesce(" S        \
-    "_n.rid, " S "_o.rid) AND " S ".span_id = " E
-#define PL_SPAN_IDS_MERGE 262144 /* at least; pl_store_options.span_ids_merge */
+    "LEFT JOIN span_ids_new " S "_n ON " S "_n.span_id = " E " LEFT JOIN span_ids " S "_o ON " S   \
+    "_o.span_id = " E " " KIND " JOIN spans " S " ON " S ".rowid = coalesce(" S "_n.rid, " S       \
+    "_o.rid) AND " S ".span_id = " E
+#define PL_SPAN_IDS_MERGE 262144 /* pl_store_options.span_ids_merge */
 
 /* ---- small hash maps (store_schema.c) ---------------------------------- */
 
@@ -158,7 +158,7 @@ struct pl_store {
      * entries of deleted spans not swept yet, the highest rowid retention
      * deleted (the writer's; -1: not counted yet) */
     int64_t ids_new, ids_old, ids_stale, deleted_hi;
-    int64_t ids_merge; /* merge when ids_new reaches it; 0: by size (store_write.c) */
+    int64_t ids_merge; /* merge when ids_new reaches it; 0: PL_SPAN_IDS_MERGE */
     /* every id the two tables may hold (an id it says absent is not
      * stored); built from them when `ids_seen_built` is false: at the
      * first look-up, after a sweep or a rollback, when outgrown */

@@ -1047,12 +1047,11 @@ void pl_trace_detail_free(pl_trace_detail *detail)
 static int span_subtree_json(pl_store *s, int64_t root, pl_buf *out)
 {
     sqlite3_stmt *st = NULL;
-    int rc = sqlite3_prepare_v2(s->db,
-                                "SELECT sp.span_id, sp.parent_span_id FROM " TRACE_SPANS
-                                " WHERE r_.trace_id = "
-                                "(SELECT trace_id FROM spans WHERE rowid = " PL_SPAN_ROW(
-                                    "?1") " AND span_id = ?1)",
-                                -1, &st, NULL);
+    int rc = sqlite3_prepare_v2(
+        s->db,
+        "SELECT sp.span_id, sp.parent_span_id FROM " TRACE_SPANS " WHERE r_.trace_id = "
+        "(SELECT trace_id FROM spans WHERE rowid = " PL_SPAN_ROW("?1") " AND span_id = ?1)",
+        -1, &st, NULL);
     int64_t *ids = NULL, *parents = NULL;
     size_t n = 0, cap = 0;
     sqlite3_bind_int64(st, 1, root);

@@ -207,8 +207,8 @@ static const char *const write_sql[ST_COUNT] = {
     [ST_UPSERT_TOTAL] = "INSERT INTO service_totals(service_id, type_id, bucket, value) "
                         "VALUES(?1,?2,?3,?4) ON CONFLICT(service_id, type_id, bucket) DO UPDATE "
                         "SET value = value + excluded.value",
-    [ST_SPAN_EXISTS] = "SELECT rowid FROM spans WHERE rowid = " PL_SPAN_ROW("?1") " AND "
-                       "span_id = ?1",
+    [ST_SPAN_EXISTS] =
+        "SELECT rowid FROM spans WHERE rowid = " PL_SPAN_ROW("?1") " AND span_id = ?1",
     [ST_INS_SPAN_ID] = "INSERT OR REPLACE INTO span_ids_new(span_id, rid) VALUES(?1, ?2)",
     [ST_INS_TRACE_SPANS] = "INSERT OR IGNORE INTO trace_spans(trace_id, first, last) "
                            "VALUES(?1,?2,?3)",

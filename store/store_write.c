@@ -1406,19 +1406,6 @@ static int flush_profiles(pl_store *s, profile_set *set, const span_set *txn_spa
     return rc;
 }
 
-/* When the recent ids are merged: every pass writes the pages of the large
- * table the recent ids land in (nearly all of them), and every
- * transaction those of the recent table its ids land in; the sum per span
- * is least when the recent table holds about sqrt(large x ids per
- * transaction): about half a million ids at the default 1 GiB limit. */
-static int64_t merge_at(const pl_store *s)
-{
-    if (s->ids_merge > 0)
-        return s->ids_merge; /* set by the options */
-    double balanced = sqrt((double)s->ids_old * 65536.0);
-    return balanced > (double)PL_SPAN_IDS_MERGE ? (int64_t)balanced : PL_SPAN_IDS_MERGE;
-}
-
 /* Moves the ids of the spans written since the last merge into span_ids:
  * in id order, so each page of the large table is changed once per merge,
  * not once per transaction (store_internal.h, PL_SPAN_ROW). */
@@ -1462,7 +1449,7 @@ pl_status pl_store_write_many(pl_store *s, const pl_batch *const *batches, size_
         rc = flush_spans(s, &spans, stats);
     if (rc == SQLITE_OK && any_profiles)
         rc = flush_profiles(s, &profiles, &spans, stats);
-    if (rc == SQLITE_OK && s->ids_new >= merge_at(s))
+    if (rc == SQLITE_OK && s->ids_new >= (s->ids_merge > 0 ? s->ids_merge : PL_SPAN_IDS_MERGE))
         rc = merge_span_ids(s);
     span_set_free(&spans);
     profile_set_free(&profiles);

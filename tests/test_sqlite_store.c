@@ -1559,10 +1559,9 @@ static int64_t rows_by_span_id(const char *path, uint32_t id)
     sqlite3_stmt *st = NULL;
     int64_t n = -1;
     if (sqlite3_open(path, &db) == SQLITE_OK &&
-        sqlite3_prepare_v2(db,
-                           "SELECT count(*) FROM spans WHERE rowid = " PL_SPAN_ROW(
-                               "?1") " AND span_id = ?1",
-                           -1, &st, NULL) == SQLITE_OK &&
+        sqlite3_prepare_v2(
+            db, "SELECT count(*) FROM spans WHERE rowid = " PL_SPAN_ROW("?1") " AND span_id = ?1",
+            -1, &st, NULL) == SQLITE_OK &&
         sqlite3_bind_int64(st, 1, span_id_int(b)) == SQLITE_OK && sqlite3_step(st) == SQLITE_ROW)
         n = sqlite3_column_int64(st, 0);
     sqlite3_finalize(st);
