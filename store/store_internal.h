@@ -155,9 +155,8 @@ struct pl_store {
     uint64_t last_stack_gc_ns;
     struct pl_store_terms *terms; /* the writer's search-term memory (store_terms.c) */
     /* the span id tables (PL_SPAN_ROW): rows in span_ids_new and span_ids,
-     * entries of deleted spans not swept yet, the highest rowid retention
-     * deleted (the writer's; -1: not counted yet) */
-    int64_t ids_new, ids_old, ids_stale, deleted_hi;
+     * entries of deleted spans not swept yet (the writer's counts) */
+    int64_t ids_new, ids_old, ids_stale;
     int64_t ids_merge; /* merge when ids_new reaches it; 0: PL_SPAN_IDS_MERGE */
     /* every id the two tables may hold (an id it says absent is not
      * stored); built from them when `ids_seen_built` is false: at the

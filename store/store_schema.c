@@ -652,7 +652,6 @@ pl_status pl_store_open(const char *path, const pl_store_options *options, pl_st
         if (options->checkpoint_thread && path[0] && path[0] != ':')
             pl_store_ckpt_start(s, pages);
     }
-    s->deleted_hi = -1;
     s->ids_merge = options->span_ids_merge;
     if (!s->read_only) {
         rc = pl_store_exec_int(s->db, "SELECT count(*) FROM span_ids_new", &s->ids_new);

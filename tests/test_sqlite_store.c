@@ -1654,6 +1654,77 @@ static void test_span_id_tables(void)
     pl_store_close(s);
 }
 
+/* numbered_spans() starting `shift_ns` later. */
+static pl_batch *numbered_spans_shifted(uint32_t first, uint32_t n, uint64_t shift_ns)
+{
+    pl_batch *b = numbered_spans(first, n);
+    pl_scope_spans *ss = &b->data.traces.resources[0].scopes[0];
+    for (uint32_t i = 0; i < ss->n_spans; i++) {
+        ss->spans[i].start_time_unix_nano += shift_ns;
+        ss->spans[i].end_time_unix_nano += shift_ns;
+    }
+    return b;
+}
+
+static int64_t id_entries(const char *path, uint32_t id)
+{
+    uint8_t b[8] = {0};
+    memcpy(b, &(uint32_t){id + 1}, 4);
+    b[7] = 0x5a;
+    char sql[160];
+    snprintf(sql, sizeof(sql),
+             "SELECT (SELECT count(*) FROM span_ids WHERE span_id = %" PRId64
+             ") + (SELECT count(*) FROM span_ids_new WHERE span_id = %" PRId64 ")",
+             span_id_int(b), span_id_int(b));
+    return count_rows(path, sql);
+}
+
+/* Retention deletes a trace whose late span was written after a newer
+ * trace's spans: the late span's id entry goes with it (the sweep, which
+ * takes entries below the lowest stored row, would not reach it), the
+ * newer trace's spans stay found, and the entries below are swept. */
+static void test_span_ids_late_span(void)
+{
+    char path[512];
+    fresh_path(path, sizeof(path), "late_span.db");
+    pl_err err = {{0}};
+    pl_store *s = NULL;
+    pl_store_options opt = {.busy_timeout_ms = 2000, .span_ids_merge = 4};
+    REQUIRE(pl_store_open(path, &opt, &s, NULL, &err) == PL_OK);
+    /* trace 1 (spans 0-4) now; trace 2 (10-14) an hour later; then trace
+     * 1's late span 5; then trace 3 (20-22) two hours later */
+    write_txn(s, (pl_batch *[]){numbered_spans(0, 5)}, 1);
+    write_txn(s, (pl_batch *[]){numbered_spans_shifted(10, 5, S(3600))}, 1);
+    write_txn(s, (pl_batch *[]){numbered_spans(5, 1)}, 1);
+    write_txn(s, (pl_batch *[]){numbered_spans_shifted(20, 3, S(7200))}, 1);
+    CHECK_EQ_INT(id_entries(path, 5), 1);
+    /* keep what started from 30 minutes on: trace 1 goes, late span too */
+    pl_store_retention_stats rs;
+    uint64_t now = (uint64_t)time(NULL) * 1000000000ull;
+    REQUIRE(pl_store_enforce_retention(s, now + S(1800) + S(3600), S(3600), 0, false, &rs, &err) ==
+            PL_OK);
+    CHECK_EQ_UINT(rs.spans_deleted, 6);
+    CHECK_EQ_INT(id_entries(path, 5), 0);
+    CHECK_EQ_INT(rows_by_span_id(path, 5), 0);
+    for (uint32_t id = 0; id < 5; id++) /* 5 of 14 entries: swept */
+        CHECK_EQ_INT(id_entries(path, id), 0);
+    for (uint32_t id = 10; id < 15; id++)
+        CHECK_EQ_INT(rows_by_span_id(path, id), 1);
+    for (uint32_t id = 20; id < 23; id++)
+        CHECK_EQ_INT(rows_by_span_id(path, id), 1);
+    CHECK_EQ_INT(count_rows(path, "SELECT (SELECT count(*) FROM span_ids) + "
+                                  "(SELECT count(*) FROM span_ids_new)"),
+                 8);
+    /* trace 2 goes next; trace 3's spans, written after it, stay */
+    REQUIRE(pl_store_enforce_retention(s, now + S(5400) + S(3600), S(3600), 0, false, &rs, &err) ==
+            PL_OK);
+    CHECK_EQ_UINT(rs.spans_deleted, 5);
+    for (uint32_t id = 20; id < 23; id++)
+        CHECK_EQ_INT(rows_by_span_id(path, id), 1);
+    check_numbered_trace(s, 3, 20, 3);
+    pl_store_close(s);
+}
+
 /* A new store is made with 16 KiB pages; a store an earlier proflink made
  * with 4 KiB pages keeps them, and is read and written as before. */
 static void test_page_size(void)
@@ -1946,6 +2017,7 @@ int main(void)
     PL_RUN(test_trace_span_ranges);
     PL_RUN(test_page_size);
     PL_RUN(test_span_id_tables);
+    PL_RUN(test_span_ids_late_span);
     PL_RUN(test_checkpoint_thread);
     PL_RUN(test_sample_types_and_labels);
     PL_RUN(test_odd_samples);
