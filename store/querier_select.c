@@ -1089,8 +1089,9 @@ static pl_status request_type(pl_qctx *q, const pl_qrequest *r, const pl_qtype *
     return PL_OK; /* an unknown type: no data */
 }
 
-/* The span selector as span ids (and, with descendants, every span below). */
-static pl_status span_ids(pl_qctx *q, const pl_qrequest *r, int64_t **out, size_t *n)
+/* The span selector as span ids (and, with descendants, every span below).
+ * On an error *out may hold the ids read so far: span_ids() frees them. */
+static pl_status span_ids_read(pl_qctx *q, const pl_qrequest *r, int64_t **out, size_t *n)
 {
     *out = NULL;
     *n = 0;
@@ -1147,6 +1148,18 @@ static pl_status span_ids(pl_qctx *q, const pl_qrequest *r, int64_t **out, size_
     unprepare(q, stmt);
     qsql_free(&sql);
     return rc == SQLITE_DONE ? PL_OK : sql_fail(q, rc);
+}
+
+/* span_ids_read(); on an error *out is NULL and *n 0. */
+static pl_status span_ids(pl_qctx *q, const pl_qrequest *r, int64_t **out, size_t *n)
+{
+    pl_status st = span_ids_read(q, r, out, n);
+    if (st != PL_OK) {
+        free(*out);
+        *out = NULL;
+        *n = 0;
+    }
+    return st;
 }
 
 /* trace_id_selector as 16-byte ids (32 hex digits each). */

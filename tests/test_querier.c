@@ -458,6 +458,14 @@ static void test_connect_errors(void)
                            "{\"profileTypeID\":\"" TYPE_ID "\",\"spanSelector\":[\"abc\"]}", &out),
                  400);
     CHECK(has(&out, "invalid span id length"));
+    /* a bad id after a good one: refused, and the ids read so far are freed
+     * (the sanitizer run checks) */
+    CHECK_EQ_INT(call_json("SelectMergeSpanProfile",
+                           "{\"profileTypeID\":\"" TYPE_ID "\",\"spanSelector\":"
+                           "[\"00000000000000a1\",\"00000000000000zz\"]}",
+                           &out),
+                 400);
+    CHECK(has(&out, "invalid span id: 00000000000000zz"));
     CHECK_EQ_INT(call_json("SelectMergeStacktraces", "{\"profileTypeID\":\"cpu\"}", &out), 400);
     CHECK_EQ_INT(call_json("SelectMergeStacktraces",
                            "{\"profileTypeID\":\"" TYPE_ID "\",\"start\":1.5}", &out),
