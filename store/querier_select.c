@@ -533,9 +533,58 @@ static const source TOTALS = {"service_totals", "bucket", (int64_t)(PL_STORE_BUC
 
 #define ANY INT64_MIN /* where_clause: no single service or type */
 
-static void from_clause(qsql *q, const source *src, bool join)
+/* f's trace ids as SQL blob literals, comma-separated (decoded ids: only
+ * hex digits). */
+static void trace_id_list(qsql *q, const qfilter *f)
 {
-    pl_buf_printf(&q->sql, " FROM %s s", src->table);
+    for (size_t i = 0; i < f->n_trace_ids; i++) {
+        char hex[33];
+        pl_hex_encode(f->trace_ids + 16 * i, 16, hex);
+        pl_buf_printf(&q->sql, "%sx'%.32s'", i ? "," : "", hex);
+    }
+}
+
+/* " FROM <src> s", and the span as sp when `join`. With f's span or trace
+ * ids the sample rows are reached by key (store_internal.h,
+ * PL_SPAN_SAMPLES): the keys of the given spans' rows and of the traces'
+ * spans' rows, plus the rows that name the traces (samples_by_trace); the
+ * keys may find more rows than the ids select, where_clause keeps those
+ * that do. */
+static void from_clause(qsql *q, const source *src, bool join, const qfilter *f)
+{
+    if (src == &SAMPLES && f && (f->n_span_ids || f->n_trace_ids)) {
+        pl_buf_append_str(&q->sql, " FROM (WITH k_ids(id) AS (");
+        if (f->n_span_ids) {
+            pl_buf_append_str(&q->sql, "VALUES ");
+            for (size_t i = 0; i < f->n_span_ids; i++) {
+                pl_buf_append_str(&q->sql, i ? ",(?)" : "(?)");
+                bind_int(q, f->span_ids[i]);
+            }
+        }
+        if (f->n_trace_ids) {
+            pl_buf_printf(&q->sql,
+                          "%sSELECT sp.span_id FROM " TRACE_SPANS " WHERE r_.trace_id IN (",
+                          f->n_span_ids ? " UNION ALL " : "");
+            trace_id_list(q, f);
+            pl_buf_append_byte(&q->sql, ')');
+        }
+        pl_buf_append_str(&q->sql, ") SELECT span_id AS k_span, service_id AS k_svc, bucket AS "
+                                   "k_bucket, type_id AS k_type FROM k_ids CROSS JOIN "
+                                   "sample_spans_new ON span_id = k_ids.id UNION SELECT span_id, "
+                                   "service_id, bucket, type_id FROM k_ids CROSS JOIN "
+                                   "sample_spans ON span_id = k_ids.id");
+        if (f->n_trace_ids) {
+            pl_buf_append_str(&q->sql, " UNION SELECT span_id, service_id, bucket, type_id FROM "
+                                       "samples WHERE trace_id IN (");
+            trace_id_list(q, f);
+            pl_buf_append_byte(&q->sql, ')');
+        }
+        pl_buf_append_str(&q->sql, ") s_k CROSS JOIN samples s ON s.service_id = s_k.k_svc AND "
+                                   "s.bucket = s_k.k_bucket AND s.type_id = s_k.k_type AND "
+                                   "s.span_id = s_k.k_span");
+    } else {
+        pl_buf_printf(&q->sql, " FROM %s s", src->table);
+    }
     if (join)
         pl_buf_append_str(&q->sql, " " PL_SPAN_JOIN("LEFT", "sp", "s.span_id"));
 }
@@ -558,24 +607,16 @@ static void where_clause(qsql *q, const qfilter *f, const source *src, int64_t s
     else if (!f->all_types)
         in_list(q, "s.type_id", f->types, f->n_types);
     if (f->span_ids && !f->trace_ids) {
-        pl_buf_append_str(&q->sql, " AND s.span_id != 0"); /* lets samples_by_span serve */
+        pl_buf_append_str(&q->sql, " AND s.span_id != 0");
         in_list(q, "s.span_id", f->span_ids, f->n_span_ids);
     } else if (f->trace_ids) {
         /* the samples linked to those traces: by their trace id, or by a
          * span of the trace (a link may name only the span) */
         pl_buf_append_str(&q->sql, " AND (s.trace_id IN (");
-        for (size_t i = 0; i < f->n_trace_ids; i++) {
-            char hex[33];
-            pl_hex_encode(f->trace_ids + 16 * i, 16, hex); /* decoded: only hex digits */
-            pl_buf_printf(&q->sql, "%sx'%.32s'", i ? "," : "", hex);
-        }
+        trace_id_list(q, f);
         pl_buf_append_str(&q->sql, ") OR (s.span_id != 0 AND s.span_id IN (SELECT sp.span_id "
                                    "FROM " TRACE_SPANS " WHERE r_.trace_id IN (");
-        for (size_t i = 0; i < f->n_trace_ids; i++) {
-            char hex[33];
-            pl_hex_encode(f->trace_ids + 16 * i, 16, hex);
-            pl_buf_printf(&q->sql, "%sx'%.32s'", i ? "," : "", hex);
-        }
+        trace_id_list(q, f);
         pl_buf_append_str(&q->sql, ")))");
         if (f->n_span_ids) {
             pl_buf_append_str(&q->sql, " OR (s.span_id != 0");
@@ -709,7 +750,7 @@ static pl_status series_pairs(pl_qctx *q, const qfilter *f, pair **out, size_t *
             bool join = f->span_matchers || f->span_ids;
             const source *src = join ? &SAMPLES : &ROLLUP;
             pl_buf_append_str(&sql.sql, "SELECT 1");
-            from_clause(&sql, src, join);
+            from_clause(&sql, src, join, f);
             where_clause(&sql, f, src, svc, type, &q->arena);
             pl_buf_append_str(&sql.sql, " LIMIT 1");
             sqlite3_stmt *stmt;
@@ -896,7 +937,7 @@ static pl_status span_label_values(pl_qctx *q, const qfilter *f, const char *nam
     pl_buf_append_str(&sql.sql, "SELECT DISTINCT v FROM (SELECT ");
     label_expr(&sql, name, &q->arena);
     pl_buf_append_str(&sql.sql, " AS v");
-    from_clause(&sql, &SAMPLES, true);
+    from_clause(&sql, &SAMPLES, true, f);
     where_clause(&sql, f, &SAMPLES, ANY, ANY, &q->arena);
     pl_buf_printf(&sql.sql, " AND s.span_id != 0 LIMIT %d) LIMIT 10000", SPAN_LABEL_ROWS);
     sqlite3_stmt *stmt;
@@ -1479,7 +1520,7 @@ pl_status pl_q_merge(pl_qctx *q, const pl_qrequest *r, bool spans, pl_qtree *tre
     pl_buf_init(&sql.sql);
     pl_buf_append_str(&sql.sql, "SELECT x.v, k.frames FROM (SELECT s.stack_id AS id, "
                                 "sum(s.value) AS v");
-    from_clause(&sql, src, f.span_matchers);
+    from_clause(&sql, src, f.span_matchers, &f);
     where_clause(&sql, &f, src, ANY, ANY, &q->arena);
     pl_buf_append_str(&sql.sql, " GROUP BY s.stack_id) x JOIN stacks k ON k.id = x.id");
     sqlite3_stmt *stmt;
@@ -1575,7 +1616,7 @@ pl_status pl_q_select_series(pl_qctx *q, const pl_qrequest *r, pl_qseries **out,
             pl_buf_append_byte(&sql.sql, ',');
             label_expr(&sql, r->group_by.items[g], &q->arena);
         }
-    from_clause(&sql, src, join);
+    from_clause(&sql, src, join, &f);
     where_clause(&sql, &f, src, ANY, ANY, &q->arena);
     if (cs.n)
         pl_buf_append_str(&sql.sql, " AND pl_qcallsite(s.stack_id)");

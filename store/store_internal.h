@@ -24,7 +24,7 @@
 #include <time.h>
 
 #define PL_STORE_APP_ID         0x706c6b31 /* "plk1" */
-#define PL_STORE_SCHEMA_VERSION 10
+#define PL_STORE_SCHEMA_VERSION 11
 
 /* The spans of a trace are found through `trace_spans`: one row per trace
  * and transaction that wrote spans of it, holding the rowid range those
@@ -62,6 +62,23 @@
     "_o.span_id = " E " " KIND " JOIN spans " S " ON " S ".rowid = coalesce(" S "_n.rid, " S       \
     "_o.rid) AND " S ".span_id = " E
 #define PL_SPAN_IDS_MERGE 262144 /* pl_store_options.span_ids_merge */
+
+/* A span's samples are found the same way: `sample_spans_new` and
+ * `sample_spans` hold, per span id, the (service, bucket, type) of its
+ * sample rows, the first four columns of the samples primary key, where
+ * an index on samples.span_id (random ids again) would take one entry per
+ * row. The writer adds the keys of each transaction to the small table and
+ * merges it into the large one with the span ids; keys of rows retention
+ * deleted stay until a sweep, and the join to `samples` finds nothing for
+ * them. PL_SPAN_SAMPLES(IN) is a FROM clause: the sample rows `s` of the
+ * spans whose ids are in IN (a parenthesized list or subquery, used twice;
+ * it may name columns of an outer query); the key columns are k_span,
+ * k_svc, k_bucket, k_type, so samples' own column names stay unambiguous. */
+#define PL_SPAN_SAMPLES(IN)                                                                        \
+    "(SELECT span_id AS k_span, service_id AS k_svc, bucket AS k_bucket, type_id AS k_type "       \
+    "FROM sample_spans_new WHERE span_id IN " IN " UNION SELECT span_id, service_id, bucket, "     \
+    "type_id FROM sample_spans WHERE span_id IN " IN ") CROSS JOIN samples s ON s.service_id = "   \
+    "k_svc AND s.bucket = k_bucket AND s.type_id = k_type AND s.span_id = k_span"
 
 /* ---- small hash maps (store_schema.c) ---------------------------------- */
 
@@ -136,6 +153,7 @@ enum {
     ST_SPAN_EXISTS,
     ST_INS_TRACE_SPANS,
     ST_INS_SPAN_ID,
+    ST_INS_SAMPLE_SPAN,
     ST_COUNT
 };
 
@@ -158,6 +176,10 @@ struct pl_store {
      * entries of deleted spans not swept yet (the writer's counts) */
     int64_t ids_new, ids_old, ids_stale;
     int64_t ids_merge; /* merge when ids_new reaches it; 0: PL_SPAN_IDS_MERGE */
+    /* the sample key tables (PL_SPAN_SAMPLES): rows in sample_spans_new and
+     * sample_spans; sample rows deleted since the last sweep (at least as
+     * many as the keys they left) */
+    int64_t skeys_new, skeys_old, skeys_stale;
     /* every id the two tables may hold (an id it says absent is not
      * stored); built from them when `ids_seen_built` is false: at the
      * first look-up, after a sweep or a rollback, when outgrown */

@@ -21,11 +21,11 @@ pl_status pl_store_query_links(pl_store *s, uint64_t since_ns, const char *tenan
         "ORDER BY start_ns DESC "
         "LIMIT ?2) "
         "SELECT sp.service, count(*), sum(coalesce(sp.profile_id, '') != '' OR EXISTS (SELECT 1 "
-        "FROM samples INDEXED BY samples_by_span WHERE samples.span_id = sp.span_id AND "
-        "samples.span_id != 0)), "
-        "(SELECT count(*) FROM t) "
-        "FROM t CROSS JOIN " TRACE_SPANS " WHERE r_.trace_id = t.trace_id "
-        "GROUP BY sp.service ORDER BY sp.service",
+        "FROM " PL_SPAN_SAMPLES("(sp.span_id)") ")), "
+                                                "(SELECT count(*) FROM t) "
+                                                "FROM t CROSS JOIN " TRACE_SPANS
+                                                " WHERE r_.trace_id = t.trace_id "
+                                                "GROUP BY sp.service ORDER BY sp.service",
         -1, &st, NULL);
     size_t cap = 0;
     if (rc == SQLITE_OK) {

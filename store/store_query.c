@@ -80,12 +80,12 @@ static const char trace_cpu_sql[] =
     "SELECT max(c), max(w), max(CASE WHEN (SELECT value FROM strings WHERE id = type_id) "
     "LIKE '%:count' THEN v END) FROM (SELECT type_id, sum(cpu_ns) AS c, sum(wall_ns) AS w, "
     "sum(value) AS v FROM ("
-    " SELECT type_id, cpu_ns, wall_ns, value FROM samples WHERE span_id IN "
-    "  (" SPAN_IDS_OF_TRACE ") AND span_id != 0"
-    " UNION ALL"
-    " SELECT type_id, cpu_ns, wall_ns, value FROM samples WHERE trace_id = ?1 AND (span_id = 0 "
-    "  OR span_id NOT IN (" SPAN_IDS_OF_TRACE "))"
-    ") GROUP BY type_id)";
+    " SELECT type_id, cpu_ns, wall_ns, value FROM " PL_SPAN_SAMPLES(
+        "(" SPAN_IDS_OF_TRACE ")") " UNION ALL"
+                                   " SELECT type_id, cpu_ns, wall_ns, value FROM samples WHERE "
+                                   "trace_id = ?1 AND (span_id = 0 "
+                                   "  OR span_id NOT IN (" SPAN_IDS_OF_TRACE "))"
+                                   ") GROUP BY type_id)";
 
 /* Fills cpu_ns (-1: no samples) and the time shown (CPU, else wall, else count). */
 static int trace_cpu(sqlite3_stmt *st, const uint8_t trace_id[16], pl_trace_summary *t)
@@ -770,12 +770,13 @@ pl_status pl_store_query_trace(pl_store *s, const uint8_t trace_id[16], size_t t
             "FROM " TRACE_SPANS " WHERE r_.trace_id = ?1 ORDER BY sp.start_ns, sp.span_id",
             -1, &spans, NULL);
     if (rc == SQLITE_OK)
-        rc = sqlite3_prepare_v2(
-            s->db,
-            "SELECT span_id, type_id, stack_id, sum(value), sum(cpu_ns), "
-            "sum(count), sum(wall_ns) FROM samples WHERE span_id IN (" SPAN_IDS_OF_TRACE ") "
-            "AND span_id != 0 GROUP BY span_id, type_id, stack_id",
-            -1, &samples, NULL);
+        rc =
+            sqlite3_prepare_v2(s->db,
+                               "SELECT span_id, type_id, stack_id, sum(value), sum(cpu_ns), "
+                               "sum(count), sum(wall_ns) FROM " PL_SPAN_SAMPLES(
+                                   "(" SPAN_IDS_OF_TRACE ")") " "
+                                                              "GROUP BY span_id, type_id, stack_id",
+                               -1, &samples, NULL);
     if (rc == SQLITE_OK)
         rc = sqlite3_prepare_v2(s->db, trace_cpu_sql, -1, &cpu, NULL);
     if (rc == SQLITE_OK) {
@@ -1177,19 +1178,20 @@ pl_status pl_store_query_profile(pl_store *s, const pl_profile_query *q, pl_prof
     switch (q->scope) {
     case PL_PROFILE_SPAN:
         if (q->descendants) {
-            sql = "SELECT type_id, stack_id, value, cpu_ns, count, wall_ns FROM samples "
-                  "WHERE span_id IN (SELECT value FROM json_each(?1)) AND span_id != 0" TENANT_ONLY;
+            sql = "SELECT type_id, stack_id, value, cpu_ns, count, wall_ns FROM " PL_SPAN_SAMPLES(
+                "(SELECT value FROM json_each(?1))") " WHERE 1" TENANT_ONLY;
             break;
         }
-        sql = "SELECT type_id, stack_id, value, cpu_ns, count, wall_ns FROM samples "
-              "WHERE span_id = ?1 AND span_id != 0" TENANT_ONLY;
+        sql = "SELECT type_id, stack_id, value, cpu_ns, count, wall_ns FROM " PL_SPAN_SAMPLES(
+            "(?1)") " WHERE 1" TENANT_ONLY;
         break;
     case PL_PROFILE_TRACE:
-        sql =
-            "SELECT type_id, stack_id, value, cpu_ns, count, wall_ns FROM samples WHERE span_id "
-            "IN (" SPAN_IDS_OF_TRACE ") AND span_id != 0" TENANT_ONLY " UNION ALL "
-            "SELECT type_id, stack_id, value, cpu_ns, count, wall_ns FROM samples WHERE "
-            "trace_id = ?1 AND (span_id = 0 OR span_id NOT IN (" SPAN_IDS_OF_TRACE "))" TENANT_ONLY;
+        sql = "SELECT type_id, stack_id, value, cpu_ns, count, wall_ns FROM " PL_SPAN_SAMPLES(
+            "(" SPAN_IDS_OF_TRACE
+            ")") " WHERE 1" TENANT_ONLY " UNION ALL "
+                 "SELECT type_id, stack_id, value, cpu_ns, count, wall_ns FROM samples WHERE "
+                 "trace_id = ?1 AND (span_id = 0 OR span_id NOT IN (" SPAN_IDS_OF_TRACE
+                 "))" TENANT_ONLY;
         break;
     default:
         sql = q->service

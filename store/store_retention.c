@@ -210,6 +210,34 @@ static int sweep_span_ids(pl_store *s)
     return rc;
 }
 
+/* Deletes the sample keys (PL_SPAN_SAMPLES) below the lowest bucket any
+ * sample row is in once the rows deleted since the last sweep are a fifth
+ * of the keys (they overcount the keys they left: rows of no span, several
+ * stacks per key): one pass over each key table. */
+static int sweep_sample_spans(pl_store *s)
+{
+    if (!s->skeys_stale || s->skeys_stale * 5 < s->skeys_old + s->skeys_new)
+        return SQLITE_OK;
+    int64_t lo = 0;
+    int rc = pl_store_exec_int(s->db,
+                               "SELECT coalesce(min(b), 9223372036854775807) FROM (SELECT "
+                               "(SELECT min(bucket) FROM samples WHERE service_id = v.id) AS b "
+                               "FROM services v)",
+                               &lo);
+    static const char *const tables[2] = {"sample_spans", "sample_spans_new"};
+    for (int t = 0; t < 2 && rc == SQLITE_OK; t++) {
+        char *sql = sqlite3_mprintf("DELETE FROM %s WHERE bucket < ?1", tables[t]);
+        uint64_t changes = 0;
+        rc = sql ? exec_bind1(s->db, sql, lo, 0, false, &changes) : SQLITE_NOMEM;
+        sqlite3_free(sql);
+        int64_t *count = t == 0 ? &s->skeys_old : &s->skeys_new;
+        *count = *count > (int64_t)changes ? *count - (int64_t)changes : 0;
+    }
+    if (rc == SQLITE_OK)
+        s->skeys_stale = 0;
+    return rc;
+}
+
 /* Deletes traces/spans that started before `cutoff` and sample buckets
  * before it, in the current transaction. */
 static int delete_before(pl_store *s, uint64_t cutoff, pl_store_retention_stats *stats)
@@ -259,10 +287,14 @@ static int delete_before(pl_store *s, uint64_t cutoff, pl_store_retention_stats 
     for (size_t i = 0; i < n && rc == SQLITE_OK; i++)
         rc = exec_bind1(s->db, "DELETE FROM service_totals WHERE service_id = ?1 AND bucket < ?2",
                         ids[i], (int64_t)(cutoff / PL_STORE_BUCKET_NS), true, NULL);
+    uint64_t rows_before = stats->sample_rows_deleted;
     for (size_t i = 0; i < n && rc == SQLITE_OK; i++)
         rc = exec_bind1(s->db, "DELETE FROM samples WHERE service_id = ?1 AND bucket < ?2", ids[i],
                         (int64_t)(cutoff / PL_STORE_BUCKET_NS), true, &stats->sample_rows_deleted);
     free(ids);
+    s->skeys_stale += (int64_t)(stats->sample_rows_deleted - rows_before);
+    if (rc == SQLITE_OK)
+        rc = sweep_sample_spans(s);
     return rc;
 }
 

@@ -9,9 +9,11 @@
  * `profile_types` table, created with the schema; 7: the tenant and
  * SDK labels of a service, `services.name_id`, `tenant`, `labels`, and
  * the `service_totals` roll-up, filled from `samples` on the upgrade; 8:
- * the search-term index `span_terms`, store_terms.h); a
- * reader asks for the upgrade
- * rather than guess.
+ * the search-term index `span_terms`, store_terms.h; 9: a trace's spans by
+ * rowid ranges, `trace_spans`; 10: span ids in `span_ids` and
+ * `span_ids_new` instead of an index on spans; 11: the sample key tables
+ * `sample_spans` and `sample_spans_new` instead of an index on
+ * samples.span_id); a reader asks for the upgrade rather than guess.
  */
 #include "store/store_internal.h"
 #include "store/store_terms.h"
@@ -210,6 +212,8 @@ static const char *const write_sql[ST_COUNT] = {
     [ST_SPAN_EXISTS] =
         "SELECT rowid FROM spans WHERE rowid = " PL_SPAN_ROW("?1") " AND span_id = ?1",
     [ST_INS_SPAN_ID] = "INSERT OR REPLACE INTO span_ids_new(span_id, rid) VALUES(?1, ?2)",
+    [ST_INS_SAMPLE_SPAN] = "INSERT OR IGNORE INTO sample_spans_new(span_id, service_id, bucket, "
+                           "type_id) VALUES(?1, ?2, ?3, ?4)",
     [ST_INS_TRACE_SPANS] = "INSERT OR IGNORE INTO trace_spans(trace_id, first, last) "
                            "VALUES(?1,?2,?3)",
     [ST_COUNT_LABEL_SETS] = "SELECT count(*) FROM services WHERE name_id = ?2 AND tenant IS ?1 "
@@ -263,7 +267,14 @@ static const char schema_sql[] =
      * for CPU time. Queries show CPU, else wall, else counts. */
     "  wall_ns INTEGER NOT NULL DEFAULT 0,"
     "  PRIMARY KEY(service_id, bucket, type_id, span_id, stack_id)) WITHOUT ROWID;"
-    "CREATE INDEX IF NOT EXISTS samples_by_span ON samples(span_id) WHERE span_id != 0;"
+    /* span id -> the first four key columns of its sample rows
+     * (store_internal.h, PL_SPAN_SAMPLES) */
+    "CREATE TABLE IF NOT EXISTS sample_spans(span_id INTEGER NOT NULL, service_id INTEGER NOT NULL,"
+    "  bucket INTEGER NOT NULL, type_id INTEGER NOT NULL,"
+    "  PRIMARY KEY(span_id, service_id, bucket, type_id)) WITHOUT ROWID;"
+    "CREATE TABLE IF NOT EXISTS sample_spans_new(span_id INTEGER NOT NULL,"
+    "  service_id INTEGER NOT NULL, bucket INTEGER NOT NULL, type_id INTEGER NOT NULL,"
+    "  PRIMARY KEY(span_id, service_id, bucket, type_id)) WITHOUT ROWID;"
     "CREATE INDEX IF NOT EXISTS samples_by_trace ON samples(trace_id) WHERE trace_id IS NOT NULL;"
     /* per-minute roll-up of samples by service and stack (no span): what
      * service-wide flame graphs read, a fraction of the rows of `samples` */
@@ -595,6 +606,13 @@ pl_status pl_store_open(const char *path, const pl_store_options *options, pl_st
                                   "SELECT span_id, rowid FROM spans ORDER BY span_id;"
                                   "DROP INDEX IF EXISTS spans_by_span_id;",
                                   NULL, NULL, NULL);
+            if (rc == SQLITE_OK && app_id != 0 && version <= 10) /* v10 -> v11: one scan */
+                rc = sqlite3_exec(s->db,
+                                  "INSERT OR IGNORE INTO sample_spans(span_id, service_id, bucket, "
+                                  "type_id) SELECT span_id, service_id, bucket, type_id FROM "
+                                  "samples WHERE span_id != 0 ORDER BY 1, 2, 3, 4;"
+                                  "DROP INDEX IF EXISTS samples_by_span;",
+                                  NULL, NULL, NULL);
             if (rc == SQLITE_OK)
                 rc = sqlite3_exec(s->db, pl_store_terms_schema_sql, NULL, NULL, NULL);
             if (rc == SQLITE_OK) {
@@ -657,6 +675,10 @@ pl_status pl_store_open(const char *path, const pl_store_options *options, pl_st
         rc = pl_store_exec_int(s->db, "SELECT count(*) FROM span_ids_new", &s->ids_new);
         if (rc == SQLITE_OK)
             rc = pl_store_exec_int(s->db, "SELECT count(*) FROM span_ids", &s->ids_old);
+        if (rc == SQLITE_OK)
+            rc = pl_store_exec_int(s->db, "SELECT count(*) FROM sample_spans_new", &s->skeys_new);
+        if (rc == SQLITE_OK)
+            rc = pl_store_exec_int(s->db, "SELECT count(*) FROM sample_spans", &s->skeys_old);
         if (rc != SQLITE_OK) {
             st = pl_store_fail(s, rc, err, "cannot count span ids");
             goto fail;

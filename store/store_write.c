@@ -1322,9 +1322,24 @@ static int flush_profiles(pl_store *s, profile_set *set, const span_set *txn_spa
      * known stored; others are looked up once. */
     u64_map stored = {0}; /* span id -> 1 stored, 0 not */
     bool seeded = false;
-    sqlite3_stmt *st = s->st[ST_UPSERT_SAMPLE];
+    sqlite3_stmt *st = s->st[ST_UPSERT_SAMPLE], *keys = s->st[ST_INS_SAMPLE_SPAN];
     for (size_t i = 0; i < aggs->n && rc == SQLITE_OK; i++) {
         sample_agg *a = (sample_agg *)(void *)aggs->items + i;
+        /* a span's rows' key (PL_SPAN_SAMPLES), once per run of rows that
+         * differ only in the stack (the rows are in key order) */
+        const sample_key *prev = i ? &((sample_agg *)(void *)aggs->items + i - 1)->key : NULL;
+        if (a->key.span_id != 0 &&
+            (!prev || prev->span_id != a->key.span_id || prev->service_id != a->key.service_id ||
+             prev->bucket != a->key.bucket || prev->type_id != a->key.type_id)) {
+            sqlite3_bind_int64(keys, 1, a->key.span_id);
+            sqlite3_bind_int64(keys, 2, a->key.service_id);
+            sqlite3_bind_int64(keys, 3, a->key.bucket);
+            sqlite3_bind_int64(keys, 4, a->key.type_id);
+            rc = step_reset(keys);
+            if (rc != SQLITE_OK)
+                break;
+            s->skeys_new += sqlite3_changes(s->db);
+        }
         if (a->has_trace && a->key.span_id != 0) {
             int64_t known;
             for (size_t j = 0; !seeded && j < txn_spans->n; j++)
@@ -1423,6 +1438,24 @@ static int merge_span_ids(pl_store *s)
     return rc;
 }
 
+/* The same for the sample keys (PL_SPAN_SAMPLES). The large table's count
+ * is an estimate (a key may be in both tables); it only paces sweeps. */
+static int merge_sample_spans(pl_store *s)
+{
+    int rc =
+        sqlite3_exec(s->db,
+                     "INSERT OR IGNORE INTO sample_spans(span_id, service_id, bucket, type_id) "
+                     "SELECT span_id, service_id, bucket, type_id FROM sample_spans_new "
+                     "ORDER BY span_id, service_id, bucket, type_id;"
+                     "DELETE FROM sample_spans_new;",
+                     NULL, NULL, NULL);
+    if (rc == SQLITE_OK) {
+        s->skeys_old += s->skeys_new;
+        s->skeys_new = 0;
+    }
+    return rc;
+}
+
 pl_status pl_store_write_many(pl_store *s, const pl_batch *const *batches, size_t n,
                               pl_store_write_stats *stats, pl_err *err)
 {
@@ -1449,8 +1482,11 @@ pl_status pl_store_write_many(pl_store *s, const pl_batch *const *batches, size_
         rc = flush_spans(s, &spans, stats);
     if (rc == SQLITE_OK && any_profiles)
         rc = flush_profiles(s, &profiles, &spans, stats);
-    if (rc == SQLITE_OK && s->ids_new >= (s->ids_merge > 0 ? s->ids_merge : PL_SPAN_IDS_MERGE))
+    int64_t merge_at = s->ids_merge > 0 ? s->ids_merge : PL_SPAN_IDS_MERGE;
+    if (rc == SQLITE_OK && s->ids_new >= merge_at)
         rc = merge_span_ids(s);
+    if (rc == SQLITE_OK && s->skeys_new >= merge_at)
+        rc = merge_sample_spans(s);
     span_set_free(&spans);
     profile_set_free(&profiles);
     if (rc != SQLITE_OK) {

@@ -1922,6 +1922,89 @@ static void test_samples_reach_traces_by_span(void)
     pl_store_close(s);
 }
 
+/* The CPU time of span `span` of trace 1 (PL_PROFILE_SPAN), -1 on error. */
+static int64_t span_total(pl_store *s, int span)
+{
+    pl_profile_query pq = {0};
+    pq.scope = PL_PROFILE_SPAN;
+    make_span_id(1, span, pq.span_id);
+    pl_profile_result pr;
+    pl_err err = {{0}};
+    if (pl_store_query_profile(s, &pq, &pr, &err) != PL_OK)
+        return -1;
+    int64_t total = pr.total;
+    pl_profile_result_free(&pr);
+    return total;
+}
+
+/* A span's samples are found through the sample key tables (span id ->
+ * service, bucket, type): the keys of each write go to the small table and
+ * are merged into the large one every span_ids_merge keys; a key in both
+ * tables (samples of a span again after a merge) counts its rows once; a
+ * store of schema 10 (an index on samples.span_id) is upgraded; retention
+ * sweeps the keys of the rows it deleted. */
+static void test_sample_span_keys(void)
+{
+    char path[512];
+    fresh_path(path, sizeof(path), "sample_keys.db");
+    pl_err err = {{0}};
+    pl_store *s = NULL;
+    pl_store_options opt = {.busy_timeout_ms = 2000, .span_ids_merge = 3};
+    const char *old_keys = "SELECT count(*) FROM sample_spans";
+    const char *new_keys = "SELECT count(*) FROM sample_spans_new";
+    REQUIRE(pl_store_open(path, &opt, &s, NULL, &err) == PL_OK);
+    CHECK(write_one(s, traces_batch("shop", shop_trace, 4)) == PL_OK);
+    CHECK(write_one(s, shop_profile()) == PL_OK);
+    /* db.query (two stacks, one key), decode, render: 3 keys, merged */
+    CHECK_EQ_INT(count_rows(path, new_keys), 0);
+    CHECK_EQ_INT(count_rows(path, old_keys), 3);
+    CHECK_EQ_INT(span_total(s, 1), MS(30));
+    /* db.query again: its key now in both tables */
+    prof_builder pb;
+    prof_begin(&pb, "shop", "cpu", "nanoseconds", "cpu", "nanoseconds", 10000000, BASE);
+    prof_sample(&pb, &(sample_spec){"main;handler;query;sql_exec", (int64_t)MS(20), BASE + MS(30),
+                                    1, 1, false, NULL});
+    CHECK(write_one(s, pb.b) == PL_OK);
+    CHECK_EQ_INT(count_rows(path, new_keys), 1);
+    CHECK_EQ_INT(span_total(s, 1), MS(50));
+    CHECK_EQ_INT(span_total(s, 2), MS(20));
+    CHECK_EQ_INT(trace_total(s, 1), MS(80));
+    CHECK_EQ_INT(span_total(s, 0), 0); /* the root: no samples of its own */
+    pl_store_close(s);
+
+    /* the same store as schema 10 wrote it: an index, no key tables */
+    sqlite3 *db = NULL;
+    REQUIRE(sqlite3_open(path, &db) == SQLITE_OK);
+    CHECK(sqlite3_exec(db,
+                       "DROP TABLE sample_spans; DROP TABLE sample_spans_new;"
+                       "CREATE INDEX samples_by_span ON samples(span_id) WHERE span_id != 0;"
+                       "PRAGMA user_version = 10",
+                       NULL, NULL, NULL) == SQLITE_OK);
+    sqlite3_close(db);
+    REQUIRE(pl_store_open(path, &opt, &s, NULL, &err) == PL_OK);
+    CHECK_EQ_INT(count_rows(path, "SELECT count(*) FROM sqlite_master WHERE name = "
+                                  "'samples_by_span'"),
+                 0);
+    CHECK_EQ_INT(count_rows(path, old_keys), 3);
+    CHECK_EQ_INT(span_total(s, 1), MS(50));
+    CHECK_EQ_INT(span_total(s, 3), MS(10));
+    CHECK_EQ_INT(trace_total(s, 1), MS(80));
+
+    /* retention deletes every sample row: the keys are swept */
+    pl_store_retention_stats rs;
+    uint64_t later = BASE + S(7200);
+    REQUIRE(pl_store_enforce_retention(s, later, S(3600), 0, false, &rs, &err) == PL_OK);
+    CHECK(rs.sample_rows_deleted >= 4);
+    CHECK_EQ_INT(count_rows(path, "SELECT count(*) FROM samples"), 0);
+    CHECK_EQ_INT(count_rows(path, old_keys), 0);
+    CHECK_EQ_INT(count_rows(path, new_keys), 0);
+    /* written again: found again */
+    CHECK(write_one(s, traces_batch("shop", shop_trace, 4)) == PL_OK);
+    CHECK(write_one(s, shop_profile()) == PL_OK);
+    CHECK_EQ_INT(span_total(s, 1), MS(30));
+    pl_store_close(s);
+}
+
 static void test_write_many_matches_one_by_one(void)
 {
     pl_batch *batches[8];
@@ -2013,6 +2096,7 @@ int main(void)
     PL_RUN(test_duplicate_spans_and_repeated_samples);
     PL_RUN(test_many_copies);
     PL_RUN(test_samples_reach_traces_by_span);
+    PL_RUN(test_sample_span_keys);
     PL_RUN(test_write_many_matches_one_by_one);
     PL_RUN(test_trace_span_ranges);
     PL_RUN(test_page_size);

@@ -153,6 +153,9 @@ static const char grow_sql[] =
     " SELECT service_id, ts / 10000000000, ?3, span_id, stack_id, trace_id, 10000000, 10000000,"
     "  1, 0 FROM gs WHERE 1 ON CONFLICT(service_id, bucket, type_id, span_id, stack_id) DO UPDATE"
     "  SET value = value + excluded.value, cpu_ns = cpu_ns + excluded.cpu_ns, count = count + 1;"
+    /* each span's sample keys (store_internal.h, PL_SPAN_SAMPLES) */
+    "INSERT OR IGNORE INTO sample_spans(span_id, service_id, bucket, type_id)"
+    " SELECT DISTINCT span_id, service_id, ts / 10000000000, ?3 FROM gs ORDER BY 1, 2, 3;"
     "INSERT INTO service_profiles(service_id, minute, type_id, stack_id, value, cpu_ns, count,"
     "  wall_ns)"
     " SELECT service_id, ts / 60000000000, ?3, stack_id, count(*) * 10000000,"
@@ -241,7 +244,7 @@ int main(int argc, char **argv)
     /* spans with samples, from the middle of the hour */
     if (sqlite3_prepare_v2(db,
                            "SELECT printf('%016x', span_id) FROM spans WHERE start_ns > ?1 AND "
-                           "span_id IN (SELECT span_id FROM samples WHERE span_id != 0) AND "
+                           "span_id IN (SELECT span_id FROM sample_spans) AND "
                            "parent_span_id IS NULL LIMIT 20",
                            -1, &st, NULL) == SQLITE_OK) {
         sqlite3_bind_int64(st, 1, (now_ms - 1800000) * 1000000);
