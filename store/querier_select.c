@@ -550,9 +550,14 @@ static void trace_id_list(qsql *q, const qfilter *f)
  * spans' rows, plus the rows that name the traces (samples_by_trace); the
  * keys may find more rows than the ids select, where_clause keeps those
  * that do. */
+static bool by_keys(const source *src, const qfilter *f)
+{
+    return src == &SAMPLES && f && (f->n_span_ids || f->n_trace_ids);
+}
+
 static void from_clause(qsql *q, const source *src, bool join, const qfilter *f)
 {
-    if (src == &SAMPLES && f && (f->n_span_ids || f->n_trace_ids)) {
+    if (by_keys(src, f)) {
         pl_buf_append_str(&q->sql, " FROM (WITH k_ids(id) AS (");
         if (f->n_span_ids) {
             pl_buf_append_str(&q->sql, "VALUES ");
@@ -595,32 +600,42 @@ static void where_clause(qsql *q, const qfilter *f, const source *src, int64_t s
                          pl_arena *a)
 {
     int64_t b0 = f->start_ms / src->width_ms, b1 = f->end_ms / src->width_ms;
-    pl_buf_printf(&q->sql, " WHERE s.%s BETWEEN ? AND ?", src->bucket);
+    /* rows reached by key (from_clause): the conditions below only filter
+     * them ("+": an equal column of the key join would otherwise lose to
+     * a range or list of the same column in the planner's choice) */
+    const char *x = by_keys(src, f) ? "+" : "";
+    pl_buf_printf(&q->sql, " WHERE %ss.%s BETWEEN ? AND ?", x, src->bucket);
     bind_int(q, b0);
     bind_int(q, b1);
+    char svc_col[16], type_col[16], span_col[16];
+    snprintf(svc_col, sizeof(svc_col), "%ss.service_id", x);
+    snprintf(type_col, sizeof(type_col), "%ss.type_id", x);
+    snprintf(span_col, sizeof(span_col), "%ss.span_id", x);
     if (svc != ANY)
-        in_list(q, "s.service_id", &svc, 1);
+        in_list(q, svc_col, &svc, 1);
     else if (!f->all_svc)
-        in_list(q, "s.service_id", f->svc, f->n_svc);
+        in_list(q, svc_col, f->svc, f->n_svc);
     if (type != ANY)
-        in_list(q, "s.type_id", &type, 1);
+        in_list(q, type_col, &type, 1);
     else if (!f->all_types)
-        in_list(q, "s.type_id", f->types, f->n_types);
+        in_list(q, type_col, f->types, f->n_types);
     if (f->span_ids && !f->trace_ids) {
         pl_buf_append_str(&q->sql, " AND s.span_id != 0");
-        in_list(q, "s.span_id", f->span_ids, f->n_span_ids);
+        in_list(q, span_col, f->span_ids, f->n_span_ids);
     } else if (f->trace_ids) {
         /* the samples linked to those traces: by their trace id, or by a
          * span of the trace (a link may name only the span) */
-        pl_buf_append_str(&q->sql, " AND (s.trace_id IN (");
+        pl_buf_printf(&q->sql, " AND (%ss.trace_id IN (", x);
         trace_id_list(q, f);
-        pl_buf_append_str(&q->sql, ") OR (s.span_id != 0 AND s.span_id IN (SELECT sp.span_id "
-                                   "FROM " TRACE_SPANS " WHERE r_.trace_id IN (");
+        pl_buf_printf(&q->sql,
+                      ") OR (s.span_id != 0 AND %ss.span_id IN (SELECT sp.span_id "
+                      "FROM " TRACE_SPANS " WHERE r_.trace_id IN (",
+                      x);
         trace_id_list(q, f);
         pl_buf_append_str(&q->sql, ")))");
         if (f->n_span_ids) {
             pl_buf_append_str(&q->sql, " OR (s.span_id != 0");
-            in_list(q, "s.span_id", f->span_ids, f->n_span_ids);
+            in_list(q, span_col, f->span_ids, f->n_span_ids);
             pl_buf_append_byte(&q->sql, ')');
         }
         pl_buf_append_byte(&q->sql, ')');
