@@ -7,6 +7,8 @@
 
 /* the spans of a trace, as sp (PL_TRACE_SPANS) */
 #define TRACE_SPANS PL_TRACE_SPANS("sp")
+/* the span sp has sample rows (PL_SPAN_SAMPLES) */
+#define SPAN_HAS_SAMPLES "EXISTS (SELECT 1 FROM " PL_SPAN_SAMPLES("(sp.span_id)") ")"
 
 pl_status pl_store_query_links(pl_store *s, uint64_t since_ns, const char *tenant,
                                pl_link_stats *out, pl_err *err)
@@ -20,12 +22,10 @@ pl_status pl_store_query_links(pl_store *s, uint64_t since_ns, const char *tenan
         "?3) "
         "ORDER BY start_ns DESC "
         "LIMIT ?2) "
-        "SELECT sp.service, count(*), sum(coalesce(sp.profile_id, '') != '' OR EXISTS (SELECT 1 "
-        "FROM " PL_SPAN_SAMPLES("(sp.span_id)") ")), "
-                                                "(SELECT count(*) FROM t) "
-                                                "FROM t CROSS JOIN " TRACE_SPANS
-                                                " WHERE r_.trace_id = t.trace_id "
-                                                "GROUP BY sp.service ORDER BY sp.service",
+        "SELECT sp.service, count(*), sum(coalesce(sp.profile_id, '') != '' OR " SPAN_HAS_SAMPLES
+        "), (SELECT count(*) FROM t) "
+        "FROM t CROSS JOIN " TRACE_SPANS " WHERE r_.trace_id = t.trace_id "
+        "GROUP BY sp.service ORDER BY sp.service",
         -1, &st, NULL);
     size_t cap = 0;
     if (rc == SQLITE_OK) {

@@ -69,6 +69,8 @@ static const char *column_text(pl_arena *a, sqlite3_stmt *st, int col)
 
 /* The span ids of the trace bound to ?1 (through its span ranges). */
 #define SPAN_IDS_OF_TRACE "SELECT sp.span_id FROM " TRACE_SPANS " WHERE r_.trace_id = ?1"
+/* The sample rows `s` of those spans (PL_SPAN_SAMPLES). */
+#define SAMPLES_OF_TRACE_SPANS PL_SPAN_SAMPLES("(" SPAN_IDS_OF_TRACE ")")
 
 /* CPU time, wall time and sample count of a trace: per sample type, the sum
  * over samples of its spans plus samples that name the trace but no stored
@@ -80,12 +82,10 @@ static const char trace_cpu_sql[] =
     "SELECT max(c), max(w), max(CASE WHEN (SELECT value FROM strings WHERE id = type_id) "
     "LIKE '%:count' THEN v END) FROM (SELECT type_id, sum(cpu_ns) AS c, sum(wall_ns) AS w, "
     "sum(value) AS v FROM ("
-    " SELECT type_id, cpu_ns, wall_ns, value FROM " PL_SPAN_SAMPLES(
-        "(" SPAN_IDS_OF_TRACE ")") " UNION ALL"
-                                   " SELECT type_id, cpu_ns, wall_ns, value FROM samples WHERE "
-                                   "trace_id = ?1 AND (span_id = 0 "
-                                   "  OR span_id NOT IN (" SPAN_IDS_OF_TRACE "))"
-                                   ") GROUP BY type_id)";
+    " SELECT type_id, cpu_ns, wall_ns, value FROM " SAMPLES_OF_TRACE_SPANS " UNION ALL"
+    " SELECT type_id, cpu_ns, wall_ns, value FROM samples WHERE trace_id = ?1 AND (span_id = 0 "
+    "  OR span_id NOT IN (" SPAN_IDS_OF_TRACE "))"
+    ") GROUP BY type_id)";
 
 /* Fills cpu_ns (-1: no samples) and the time shown (CPU, else wall, else count). */
 static int trace_cpu(sqlite3_stmt *st, const uint8_t trace_id[16], pl_trace_summary *t)
@@ -770,13 +770,11 @@ pl_status pl_store_query_trace(pl_store *s, const uint8_t trace_id[16], size_t t
             "FROM " TRACE_SPANS " WHERE r_.trace_id = ?1 ORDER BY sp.start_ns, sp.span_id",
             -1, &spans, NULL);
     if (rc == SQLITE_OK)
-        rc =
-            sqlite3_prepare_v2(s->db,
-                               "SELECT span_id, type_id, stack_id, sum(value), sum(cpu_ns), "
-                               "sum(count), sum(wall_ns) FROM " PL_SPAN_SAMPLES(
-                                   "(" SPAN_IDS_OF_TRACE ")") " "
-                                                              "GROUP BY span_id, type_id, stack_id",
-                               -1, &samples, NULL);
+        rc = sqlite3_prepare_v2(s->db,
+                                "SELECT span_id, type_id, stack_id, sum(value), sum(cpu_ns), "
+                                "sum(count), sum(wall_ns) FROM " SAMPLES_OF_TRACE_SPANS
+                                " GROUP BY span_id, type_id, stack_id",
+                                -1, &samples, NULL);
     if (rc == SQLITE_OK)
         rc = sqlite3_prepare_v2(s->db, trace_cpu_sql, -1, &cpu, NULL);
     if (rc == SQLITE_OK) {
@@ -1173,25 +1171,23 @@ pl_status pl_store_query_profile(pl_store *s, const pl_profile_query *q, pl_prof
     }
     /* a tenant sees the samples that came with its X-Scope-OrgID: those of
      * its own services rows (store_write.c) */
-#define TENANT_ONLY " AND (?9 IS NULL OR service_id IN (SELECT id FROM services WHERE tenant = ?9))"
+#define TENANT_ONLY    " AND (?9 IS NULL OR service_id IN (SELECT id FROM services WHERE tenant = ?9))"
+#define SAMPLE_COLUMNS "SELECT type_id, stack_id, value, cpu_ns, count, wall_ns"
     const char *sql;
     switch (q->scope) {
     case PL_PROFILE_SPAN:
         if (q->descendants) {
-            sql = "SELECT type_id, stack_id, value, cpu_ns, count, wall_ns FROM " PL_SPAN_SAMPLES(
+            sql = SAMPLE_COLUMNS " FROM " PL_SPAN_SAMPLES(
                 "(SELECT value FROM json_each(?1))") " WHERE 1" TENANT_ONLY;
             break;
         }
-        sql = "SELECT type_id, stack_id, value, cpu_ns, count, wall_ns FROM " PL_SPAN_SAMPLES(
-            "(?1)") " WHERE 1" TENANT_ONLY;
+        sql = SAMPLE_COLUMNS " FROM " PL_SPAN_SAMPLES("(?1)") " WHERE 1" TENANT_ONLY;
         break;
     case PL_PROFILE_TRACE:
-        sql = "SELECT type_id, stack_id, value, cpu_ns, count, wall_ns FROM " PL_SPAN_SAMPLES(
-            "(" SPAN_IDS_OF_TRACE
-            ")") " WHERE 1" TENANT_ONLY " UNION ALL "
-                 "SELECT type_id, stack_id, value, cpu_ns, count, wall_ns FROM samples WHERE "
-                 "trace_id = ?1 AND (span_id = 0 OR span_id NOT IN (" SPAN_IDS_OF_TRACE
-                 "))" TENANT_ONLY;
+        sql = SAMPLE_COLUMNS " FROM " SAMPLES_OF_TRACE_SPANS " WHERE 1" TENANT_ONLY
+                             " UNION ALL " SAMPLE_COLUMNS
+                             " FROM samples WHERE trace_id = ?1 AND (span_id = 0 "
+                             "OR span_id NOT IN (" SPAN_IDS_OF_TRACE "))" TENANT_ONLY;
         break;
     default:
         sql = q->service
@@ -1203,6 +1199,7 @@ pl_status pl_store_query_profile(pl_store *s, const pl_profile_query *q, pl_prof
         break;
     }
 #undef TENANT_ONLY
+#undef SAMPLE_COLUMNS
     rc = sqlite3_prepare_v2(s->db, sql, -1, &st, NULL);
     if (rc != SQLITE_OK)
         goto done;
