@@ -455,16 +455,14 @@ static bool span_has_profile(const pl_span *sp)
     return false;
 }
 
-/* Fills s->ids_seen from both id tables, sized for twice what they hold
- * (rebuilt when that fills up). */
+/* Fills s->ids_seen from both id tables, sized for twice what the writer
+ * counts in them (an estimate after a rollback; the filter is rebuilt when
+ * it fills up). */
 static int build_ids_seen(pl_store *s)
 {
-    int64_t n = 0;
-    int rc = pl_store_exec_int(
-        s->db, "SELECT (SELECT count(*) FROM span_ids) + (SELECT count(*) FROM span_ids_new)", &n);
+    int64_t n = s->ids_old + s->ids_new;
     sqlite3_stmt *st = NULL;
-    if (rc == SQLITE_OK)
-        rc = sqlite3_prepare_v2(s->db,
+    int rc = sqlite3_prepare_v2(s->db,
                                 "SELECT span_id FROM span_ids UNION ALL SELECT span_id FROM "
                                 "span_ids_new",
                                 -1, &st, NULL);
