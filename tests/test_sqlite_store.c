@@ -1882,23 +1882,29 @@ static void test_many_copies(void)
     CHECK_EQ_INT(count_rows(path, "SELECT sum(span_count) FROM traces"), 6500);
 }
 
-/* Samples linked to a stored span reach their trace through it and keep no
- * trace id of their own (no samples_by_trace entry); samples of a span not
- * stored yet keep it, and the trace's profile is the same either way. */
-static int64_t trace_total(pl_store *s, uint32_t trace)
+/* The total of a profile query (pq.scope and its id set), -1 on error. */
+static int64_t profile_total(pl_store *s, const pl_profile_query *pq)
 {
-    pl_profile_query pq = {0};
-    pq.scope = PL_PROFILE_TRACE;
-    make_trace_id(trace, pq.trace_id);
     pl_profile_result pr;
     pl_err err = {{0}};
-    if (pl_store_query_profile(s, &pq, &pr, &err) != PL_OK)
+    if (pl_store_query_profile(s, pq, &pr, &err) != PL_OK)
         return -1;
     int64_t total = pr.total;
     pl_profile_result_free(&pr);
     return total;
 }
 
+/* The CPU time of trace `trace` (PL_PROFILE_TRACE), -1 on error. */
+static int64_t trace_total(pl_store *s, uint32_t trace)
+{
+    pl_profile_query pq = {.scope = PL_PROFILE_TRACE};
+    make_trace_id(trace, pq.trace_id);
+    return profile_total(s, &pq);
+}
+
+/* Samples linked to a stored span reach their trace through it and keep no
+ * trace id of their own (no samples_by_trace entry); samples of a span not
+ * stored yet keep it, and the trace's profile is the same either way. */
 static void test_samples_reach_traces_by_span(void)
 {
     char path[512];
@@ -1925,16 +1931,9 @@ static void test_samples_reach_traces_by_span(void)
 /* The CPU time of span `span` of trace 1 (PL_PROFILE_SPAN), -1 on error. */
 static int64_t span_total(pl_store *s, int span)
 {
-    pl_profile_query pq = {0};
-    pq.scope = PL_PROFILE_SPAN;
+    pl_profile_query pq = {.scope = PL_PROFILE_SPAN};
     make_span_id(1, span, pq.span_id);
-    pl_profile_result pr;
-    pl_err err = {{0}};
-    if (pl_store_query_profile(s, &pq, &pr, &err) != PL_OK)
-        return -1;
-    int64_t total = pr.total;
-    pl_profile_result_free(&pr);
-    return total;
+    return profile_total(s, &pq);
 }
 
 /* A span's samples are found through the sample key tables (span id ->
