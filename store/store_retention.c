@@ -210,6 +210,11 @@ static int sweep_span_ids(pl_store *s)
     return rc;
 }
 
+/* Per service, the lowest ("min") or highest ("max") sample bucket as b: a
+ * look-up at each end of the service's part of the samples primary key. */
+#define BUCKETS_BY_SERVICE(F)                                                                      \
+    "(SELECT (SELECT " F "(bucket) FROM samples WHERE service_id = v.id) AS b FROM services v)"
+
 /* Deletes the sample keys (PL_SPAN_SAMPLES) below the lowest bucket any
  * sample row is in once the rows deleted since the last sweep are a fifth
  * of the keys (they overcount the keys they left: rows of no span, several
@@ -219,11 +224,8 @@ static int sweep_sample_spans(pl_store *s)
     if (!s->skeys_stale || s->skeys_stale * 5 < s->skeys_old + s->skeys_new)
         return SQLITE_OK;
     int64_t lo = 0;
-    int rc = pl_store_exec_int(s->db,
-                               "SELECT coalesce(min(b), 9223372036854775807) FROM (SELECT "
-                               "(SELECT min(bucket) FROM samples WHERE service_id = v.id) AS b "
-                               "FROM services v)",
-                               &lo);
+    int rc = pl_store_exec_int(
+        s->db, "SELECT coalesce(min(b), 9223372036854775807) FROM " BUCKETS_BY_SERVICE("min"), &lo);
     static const char *const tables[2] = {"sample_spans", "sample_spans_new"};
     for (int t = 0; t < 2 && rc == SQLITE_OK; t++) {
         char *sql = sqlite3_mprintf("DELETE FROM %s WHERE bucket < ?1", tables[t]);
@@ -317,14 +319,8 @@ static bool data_time_range(pl_store *s, uint64_t *oldest, uint64_t *newest,
         hi = (uint64_t)t_max;
     }
     if (n_samples) {
-        pl_store_exec_int(s->db,
-                          "SELECT min(b) FROM (SELECT (SELECT min(bucket) FROM samples "
-                          "WHERE service_id = v.id) AS b FROM services v)",
-                          &b_min);
-        pl_store_exec_int(s->db,
-                          "SELECT max(b) FROM (SELECT (SELECT max(bucket) FROM samples "
-                          "WHERE service_id = v.id) AS b FROM services v)",
-                          &b_max);
+        pl_store_exec_int(s->db, "SELECT min(b) FROM " BUCKETS_BY_SERVICE("min"), &b_min);
+        pl_store_exec_int(s->db, "SELECT max(b) FROM " BUCKETS_BY_SERVICE("max"), &b_max);
         if ((uint64_t)b_min * PL_STORE_BUCKET_NS < lo)
             lo = (uint64_t)b_min * PL_STORE_BUCKET_NS;
         if ((uint64_t)(b_max + 1) * PL_STORE_BUCKET_NS > hi)
