@@ -487,8 +487,9 @@ static int build_ids_seen(pl_store *s)
 }
 
 /* The rowid of the stored span with this id, 0 when none, -1 on error
- * (*rc). */
-static int64_t span_stored(pl_store *s, int64_t sid, int *rc)
+ * (*rc); `pending`, when given: the ids this transaction wrote whose id
+ * entries are not inserted yet (write_span_ids). */
+static int64_t span_stored(pl_store *s, int64_t sid, const u64_map *pending, int *rc)
 {
     if (!s->ids_seen_built || s->ids_seen.added > s->ids_seen_cap) {
         int r = build_ids_seen(s);
@@ -499,10 +500,13 @@ static int64_t span_stored(pl_store *s, int64_t sid, int *rc)
     }
     if (!pl_bloom_maybe(&s->ids_seen, pl_hash_u64((uint64_t)sid)))
         return 0;
+    int64_t row;
+    if (pending && pl_store_u64_map_get(pending, (uint64_t)sid, &row))
+        return row;
     sqlite3_stmt *st = s->st[ST_SPAN_EXISTS];
     sqlite3_bind_int64(st, 1, sid);
     int r = sqlite3_step(st);
-    int64_t row = r == SQLITE_ROW ? sqlite3_column_int64(st, 0) : 0;
+    row = r == SQLITE_ROW ? sqlite3_column_int64(st, 0) : 0;
     sqlite3_reset(st);
     if (r == SQLITE_ROW || r == SQLITE_DONE)
         return row;
@@ -511,9 +515,10 @@ static int64_t span_stored(pl_store *s, int64_t sid, int *rc)
 }
 
 /* Writes a span not stored yet (stored_row 0), or adds the profile summary
- * a copy carries to the stored one (its rowid). */
+ * a copy carries to the stored one (its rowid). A new span's id and rowid
+ * go to `ids` (write_span_ids). */
 static int write_span(pl_store *s, const pl_span *sp, int64_t stored_row, pl_bytes service,
-                      int64_t resource_id, pl_bytes tenant, trace_aggs *aggs,
+                      int64_t resource_id, pl_bytes tenant, trace_aggs *aggs, u64_map *ids,
                       pl_store_write_stats *stats)
 {
     sqlite3_stmt *st = s->st[ST_INS_SPAN];
@@ -589,11 +594,8 @@ static int write_span(pl_store *s, const pl_span *sp, int64_t stored_row, pl_byt
     int rc = duplicate ? SQLITE_OK : step_reset(st);
     int64_t row = sqlite3_last_insert_rowid(s->db);
     if (rc == SQLITE_OK && !duplicate) {
-        sqlite3_stmt *ids = s->st[ST_INS_SPAN_ID];
-        sqlite3_bind_int64(ids, 1, sid);
-        sqlite3_bind_int64(ids, 2, row);
-        rc = step_reset(ids);
-        s->ids_new += rc == SQLITE_OK;
+        if (!pl_store_u64_map_put(ids, (uint64_t)sid, row))
+            rc = SQLITE_NOMEM;
         pl_bloom_add(&s->ids_seen, pl_hash_u64((uint64_t)sid));
     }
     if (rc == SQLITE_OK && duplicate && has_profile) {
@@ -735,13 +737,40 @@ static int cmp_span_ref(const void *a, const void *b)
     return x->seq < y->seq ? -1 : x->seq > y->seq;
 }
 
-/* Writes the collected spans in trace-id order, then one `traces` upsert
- * per trace (also in trace-id order). */
+static int cmp_id_entry(const void *a, const void *b)
+{
+    const struct u64_entry *x = a, *y = b;
+    int64_t i = (int64_t)x->key, j = (int64_t)y->key;
+    return i < j ? -1 : i > j;
+}
+
+/* Inserts a transaction's new span ids into span_ids_new in id order (the
+ * spans were written in trace-id order): consecutive inserts reach the
+ * same or the next leaf, half the time of inserting them as written. */
+static int write_span_ids(pl_store *s, u64_map *ids)
+{
+    if (ids->n > 1)
+        qsort(ids->entries, ids->n, sizeof(*ids->entries), cmp_id_entry);
+    sqlite3_stmt *st = s->st[ST_INS_SPAN_ID];
+    int rc = SQLITE_OK;
+    for (size_t i = 0; i < ids->n && rc == SQLITE_OK; i++) {
+        sqlite3_bind_int64(st, 1, (int64_t)ids->entries[i].key);
+        sqlite3_bind_int64(st, 2, ids->entries[i].val);
+        rc = step_reset(st);
+        s->ids_new += rc == SQLITE_OK;
+    }
+    pl_store_u64_map_clear(ids); /* sorted: its index no longer matches */
+    return rc;
+}
+
+/* Writes the collected spans in trace-id order, their ids, then one
+ * `traces` upsert per trace (also in trace-id order). */
 static int flush_spans(pl_store *s, span_set *set, pl_store_write_stats *stats)
 {
     if (set->n > 1)
         qsort(set->refs, set->n, sizeof(*set->refs), cmp_span_ref);
     trace_aggs aggs = TRACE_AGGS;
+    u64_map ids = {0};
     int rc = SQLITE_OK;
     for (size_t i = 0; i < set->n && rc == SQLITE_OK; i++) {
         const span_res *r = &set->res[set->refs[i].res];
@@ -751,17 +780,20 @@ static int flush_spans(pl_store *s, span_set *set, pl_store_write_stats *stats)
          * correlation processor) is skipped whole: no attribute JSON, no
          * write, no search terms (the stored row, which such a copy leaves
          * unchanged, has them) */
-        int64_t stored = span_stored(s, span_id_int(sp->span_id), &rc);
+        int64_t stored = span_stored(s, span_id_int(sp->span_id), &ids, &rc);
         if (stored < 0)
             break;
         if (stored && !span_has_profile(sp)) {
             stats->duplicate_spans++;
             continue;
         }
-        rc = write_span(s, sp, stored, r->service, r->resource_id, r->tenant, &aggs, stats);
+        rc = write_span(s, sp, stored, r->service, r->resource_id, r->tenant, &aggs, &ids, stats);
         if (rc == SQLITE_OK)
             rc = pl_store_terms_span(s, sp, r->service, r->resource_id, r->attrs, stored != 0);
     }
+    if (rc == SQLITE_OK)
+        rc = write_span_ids(s, &ids);
+    pl_store_u64_map_clear(&ids);
     sqlite3_stmt *st = s->st[ST_UPSERT_TRACE];
     for (size_t i = 0; i < aggs.n && rc == SQLITE_OK; i++) {
         trace_agg *t = (trace_agg *)(void *)aggs.items + i;
@@ -1301,6 +1333,17 @@ static int cmp_sample_agg(const void *a, const void *b)
 
 /* Upserts the collected rows in primary-key order (the maps' hash indexes
  * are stale afterwards: only profile_set_free may follow). */
+static int cmp_span_key(const void *a, const void *b)
+{
+    const sample_key *x = a, *y = b;
+    int c = cmp_i64(x->span_id, y->span_id);
+    if (!c)
+        c = cmp_i64(x->service_id, y->service_id);
+    if (!c)
+        c = cmp_i64(x->bucket, y->bucket);
+    return c ? c : cmp_i64(x->type_id, y->type_id);
+}
+
 static int flush_profiles(pl_store *s, profile_set *set, const span_set *txn_spans,
                           pl_store_write_stats *stats)
 {
@@ -1320,7 +1363,9 @@ static int flush_profiles(pl_store *s, profile_set *set, const span_set *txn_spa
      * known stored; others are looked up once. */
     u64_map stored = {0}; /* span id -> 1 stored, 0 not */
     bool seeded = false;
-    sqlite3_stmt *st = s->st[ST_UPSERT_SAMPLE], *keys = s->st[ST_INS_SAMPLE_SPAN];
+    sample_key *span_keys = NULL; /* stack_id unused */
+    size_t n_keys = 0, cap_keys = 0;
+    sqlite3_stmt *st = s->st[ST_UPSERT_SAMPLE];
     for (size_t i = 0; i < aggs->n && rc == SQLITE_OK; i++) {
         sample_agg *a = (sample_agg *)(void *)aggs->items + i;
         /* a span's rows' key (PL_SPAN_SAMPLES), once per run of rows that
@@ -1329,14 +1374,12 @@ static int flush_profiles(pl_store *s, profile_set *set, const span_set *txn_spa
         if (a->key.span_id != 0 &&
             (!prev || prev->span_id != a->key.span_id || prev->service_id != a->key.service_id ||
              prev->bucket != a->key.bucket || prev->type_id != a->key.type_id)) {
-            sqlite3_bind_int64(keys, 1, a->key.span_id);
-            sqlite3_bind_int64(keys, 2, a->key.service_id);
-            sqlite3_bind_int64(keys, 3, a->key.bucket);
-            sqlite3_bind_int64(keys, 4, a->key.type_id);
-            rc = step_reset(keys);
-            if (rc != SQLITE_OK)
+            if (pl_array_reserve((void **)&span_keys, n_keys, &cap_keys, sizeof(*span_keys),
+                                 256)) {
+                rc = SQLITE_NOMEM;
                 break;
-            s->skeys_new += sqlite3_changes(s->db);
+            }
+            span_keys[n_keys++] = a->key;
         }
         if (a->has_trace && a->key.span_id != 0) {
             int64_t known;
@@ -1348,7 +1391,7 @@ static int flush_profiles(pl_store *s, profile_set *set, const span_set *txn_spa
             if (rc != SQLITE_OK)
                 break;
             if (!pl_store_u64_map_get(&stored, (uint64_t)a->key.span_id, &known)) {
-                known = span_stored(s, a->key.span_id, &rc);
+                known = span_stored(s, a->key.span_id, NULL, &rc);
                 if (known < 0)
                     break;
                 if (!pl_store_u64_map_put(&stored, (uint64_t)a->key.span_id, known)) {
@@ -1376,6 +1419,20 @@ static int flush_profiles(pl_store *s, profile_set *set, const span_set *txn_spa
         stats->sample_rows++;
     }
     pl_store_u64_map_clear(&stored);
+    /* the keys in their table's order (span id first), as the span ids */
+    if (n_keys > 1)
+        qsort(span_keys, n_keys, sizeof(*span_keys), cmp_span_key);
+    st = s->st[ST_INS_SAMPLE_SPAN];
+    for (size_t i = 0; i < n_keys && rc == SQLITE_OK; i++) {
+        sqlite3_bind_int64(st, 1, span_keys[i].span_id);
+        sqlite3_bind_int64(st, 2, span_keys[i].service_id);
+        sqlite3_bind_int64(st, 3, span_keys[i].bucket);
+        sqlite3_bind_int64(st, 4, span_keys[i].type_id);
+        rc = step_reset(st);
+        if (rc == SQLITE_OK)
+            s->skeys_new += sqlite3_changes(s->db);
+    }
+    free(span_keys);
     /* series totals: the rows are in (service, bucket, type) order */
     st = s->st[ST_UPSERT_TOTAL];
     for (size_t i = 0; i < aggs->n && rc == SQLITE_OK;) {
