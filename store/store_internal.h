@@ -175,6 +175,9 @@ struct pl_store {
     /* the span id tables (PL_SPAN_ROW): rows in span_ids_new and span_ids,
      * entries of deleted spans not swept yet (the writer's counts) */
     int64_t ids_new, ids_old, ids_stale;
+    /* above the highest rowid retention deleted since the last sweep (the
+     * sweep's bound; 0 after it) */
+    int64_t ids_dead_hi;
     int64_t ids_merge; /* merge when ids_new reaches it; 0: PL_SPAN_IDS_MERGE */
     /* the sample key tables (PL_SPAN_SAMPLES): rows in sample_spans_new and
      * sample_spans; sample rows deleted since the last sweep (at least as

@@ -49,45 +49,15 @@ static int cmp_range(const void *a, const void *b)
     return x->first < y->first ? -1 : x->first > y->first;
 }
 
-/* The id entries of the spans one range deletes, when the range lies
- * above a stored span (a straggler): the sweep, which takes the entries
- * below the lowest stored rowid, would not reach them. */
-static int delete_straggler_ids(pl_store *s, sqlite3_stmt *del_ret, sqlite3_stmt *const ids[2],
-                                const span_range *r, uint64_t *deleted)
-{
-    sqlite3_bind_int64(del_ret, 1, r->first);
-    sqlite3_bind_int64(del_ret, 2, r->last);
-    sqlite3_bind_blob(del_ret, 3, r->trace_id, r->trace_id_len, SQLITE_STATIC);
-    int rc;
-    while ((rc = sqlite3_step(del_ret)) == SQLITE_ROW) {
-        (*deleted)++;
-        for (int t = 0; t < 2 && rc == SQLITE_ROW; t++) {
-            sqlite3_bind_int64(ids[t], 1, sqlite3_column_int64(del_ret, 0));
-            sqlite3_bind_int64(ids[t], 2, r->first);
-            sqlite3_bind_int64(ids[t], 3, r->last);
-            rc = step_reset(ids[t]) == SQLITE_OK ? SQLITE_ROW : sqlite3_errcode(s->db);
-        }
-        if (rc != SQLITE_ROW)
-            break;
-    }
-    sqlite3_reset(del_ret);
-    return rc == SQLITE_DONE ? SQLITE_OK : rc;
-}
-
 /* Deletes the spans of the traces that started before `cutoff`: their
  * ranges (one per trace and transaction, far fewer than spans) are
  * collected and deleted in rowid order, so the table is walked once from
- * its old end and no set of every span's rowid is built in memory.
- *
- * The ranges up to the first stored span left below one (most of them:
- * spans are written about in the order their traces start) leave their
- * id entries to the sweep (sweep_span_ids); from there on (a trace's late
- * span written after later traces' spans, or a trace kept below) each
- * deleted span's entry is deleted with it. */
+ * its old end and no set of every span's rowid is built in memory. The
+ * deleted spans' id entries are left to the sweep (sweep_span_ids), which
+ * takes the entries below the highest rowid deleted (ids_dead_hi). */
 static int delete_spans_before(pl_store *s, uint64_t cutoff, uint64_t *deleted)
 {
-    sqlite3_stmt *sel = NULL, *del = NULL, *del_ret = NULL, *gap_st = NULL;
-    sqlite3_stmt *ids[2] = {NULL, NULL};
+    sqlite3_stmt *sel = NULL, *del = NULL;
     span_range *v = NULL;
     size_t n = 0, cap = 0;
     int rc = sqlite3_prepare_v2(s->db,
@@ -98,22 +68,6 @@ static int delete_spans_before(pl_store *s, uint64_t cutoff, uint64_t *deleted)
         rc = sqlite3_prepare_v2(s->db,
                                 "DELETE FROM spans WHERE rowid BETWEEN ?1 AND ?2 AND trace_id = ?3",
                                 -1, &del, NULL);
-    if (rc == SQLITE_OK)
-        rc = sqlite3_prepare_v2(s->db,
-                                "DELETE FROM spans WHERE rowid BETWEEN ?1 AND ?2 AND trace_id = ?3 "
-                                "RETURNING span_id",
-                                -1, &del_ret, NULL);
-    if (rc == SQLITE_OK)
-        rc = sqlite3_prepare_v2(s->db, "SELECT 1 FROM spans WHERE rowid >= ?1 AND rowid < ?2", -1,
-                                &gap_st, NULL);
-    if (rc == SQLITE_OK)
-        rc = sqlite3_prepare_v2(s->db,
-                                "DELETE FROM span_ids WHERE span_id = ?1 AND rid BETWEEN ?2 AND ?3",
-                                -1, &ids[0], NULL);
-    if (rc == SQLITE_OK)
-        rc = sqlite3_prepare_v2(
-            s->db, "DELETE FROM span_ids_new WHERE span_id = ?1 AND rid BETWEEN ?2 AND ?3", -1,
-            &ids[1], NULL);
     if (rc == SQLITE_OK)
         sqlite3_bind_int64(sel, 1, (int64_t)cutoff);
     while (rc == SQLITE_OK) {
@@ -139,28 +93,7 @@ static int delete_spans_before(pl_store *s, uint64_t cutoff, uint64_t *deleted)
     sqlite3_finalize(sel);
     if (n > 1)
         qsort(v, n, sizeof(*v), cmp_range);
-    int64_t below = 0; /* every row from the lowest up to here is deleted */
-    bool gap = false;  /* a stored span lies below the current range */
-    if (rc == SQLITE_OK && n)
-        rc = pl_store_exec_int(s->db, "SELECT coalesce(min(rowid), 0) FROM spans", &below);
     for (size_t i = 0; i < n && rc == SQLITE_OK; i++) {
-        if (!gap && v[i].first > below) {
-            sqlite3_bind_int64(gap_st, 1, below);
-            sqlite3_bind_int64(gap_st, 2, v[i].first);
-            int g = sqlite3_step(gap_st);
-            sqlite3_reset(gap_st);
-            if (g != SQLITE_ROW && g != SQLITE_DONE) {
-                rc = g;
-                break;
-            }
-            gap = g == SQLITE_ROW;
-        }
-        if (gap) {
-            rc = delete_straggler_ids(s, del_ret, ids, &v[i], deleted);
-            continue;
-        }
-        if (v[i].last + 1 > below)
-            below = v[i].last + 1;
         sqlite3_bind_int64(del, 1, v[i].first);
         sqlite3_bind_int64(del, 2, v[i].last);
         sqlite3_bind_blob(del, 3, v[i].trace_id, v[i].trace_id_len, SQLITE_STATIC);
@@ -170,22 +103,28 @@ static int delete_spans_before(pl_store *s, uint64_t cutoff, uint64_t *deleted)
             int changes = sqlite3_changes(s->db);
             *deleted += (uint64_t)changes;
             s->ids_stale += changes;
+            if (changes && v[i].last >= s->ids_dead_hi)
+                s->ids_dead_hi = v[i].last + 1;
         }
         sqlite3_reset(del);
     }
     sqlite3_finalize(del);
-    sqlite3_finalize(del_ret);
-    sqlite3_finalize(gap_st);
-    sqlite3_finalize(ids[0]);
-    sqlite3_finalize(ids[1]);
     free(v);
     return rc;
 }
 
 /* Deletes the id entries the deleted spans left (store_internal.h,
  * PL_SPAN_ROW) once they are a fifth of all: one pass over each id table,
- * taking every entry below the lowest stored rowid (delete_spans_before
- * deleted the entries of the spans above it). */
+ * taking every entry below the highest rowid retention deleted (or the
+ * lowest stored, if higher), then entering again the spans still stored
+ * below that rowid: those a cutoff left between deleted ones (spans are
+ * written in trace-id order within a transaction, so a cutoff by trace
+ * start splits the last transaction it reaches) or a trace kept below
+ * newer ones. An entry of a span of the same id stored above stays.
+ *
+ * The writer's filter of stored ids keeps the swept ids: they only make
+ * look-ups it cannot answer a little more frequent until it is rebuilt
+ * (when it fills up). */
 static int sweep_span_ids(pl_store *s)
 {
     if (!s->ids_stale || s->ids_stale * 5 < s->ids_old + s->ids_new)
@@ -193,20 +132,28 @@ static int sweep_span_ids(pl_store *s)
     int64_t lo = 0;
     int rc = pl_store_exec_int(s->db, "SELECT coalesce(min(rowid), 9223372036854775807) FROM spans",
                                &lo);
+    int64_t hi = s->ids_dead_hi > lo ? s->ids_dead_hi : lo;
     static const char *const tables[2] = {"span_ids", "span_ids_new"};
     for (int t = 0; t < 2 && rc == SQLITE_OK; t++) {
         char *sql = sqlite3_mprintf("DELETE FROM %s WHERE rid < ?1", tables[t]);
         uint64_t changes = 0;
-        rc = sql ? exec_bind1(s->db, sql, lo, 0, false, &changes) : SQLITE_NOMEM;
+        rc = sql ? exec_bind1(s->db, sql, hi, 0, false, &changes) : SQLITE_NOMEM;
         sqlite3_free(sql);
         int64_t *count = t == 0 ? &s->ids_old : &s->ids_new;
         *count = *count > (int64_t)changes ? *count - (int64_t)changes : 0;
     }
-    if (rc == SQLITE_OK)
+    uint64_t kept = 0;
+    if (rc == SQLITE_OK && hi > lo)
+        rc = exec_bind1(s->db,
+                        "INSERT OR IGNORE INTO span_ids_new(span_id, rid) SELECT span_id, rowid "
+                        "FROM spans WHERE rowid >= ?1 AND rowid < ?2 AND NOT EXISTS (SELECT 1 "
+                        "FROM span_ids o WHERE o.span_id = spans.span_id) ORDER BY span_id",
+                        lo, hi, true, &kept);
+    if (rc == SQLITE_OK) {
+        s->ids_new += (int64_t)kept;
         s->ids_stale = 0;
-    /* the writer's filter of stored ids is rebuilt from what is left */
-    pl_bloom_free(&s->ids_seen);
-    s->ids_seen_built = false;
+        s->ids_dead_hi = 0;
+    }
     return rc;
 }
 

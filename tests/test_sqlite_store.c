@@ -1680,9 +1680,9 @@ static int64_t id_entries(const char *path, uint32_t id)
 }
 
 /* Retention deletes a trace whose late span was written after a newer
- * trace's spans: the late span's id entry goes with it (the sweep, which
- * takes entries below the lowest stored row, would not reach it), the
- * newer trace's spans stay found, and the entries below are swept. */
+ * trace's spans: the sweep takes the entries below the highest deleted row
+ * (the late span's among them), the newer trace's spans below it are
+ * entered again (one entry each) and stay found. */
 static void test_span_ids_late_span(void)
 {
     char path[512];
@@ -1708,8 +1708,10 @@ static void test_span_ids_late_span(void)
     CHECK_EQ_INT(rows_by_span_id(path, 5), 0);
     for (uint32_t id = 0; id < 5; id++) /* 5 of 14 entries: swept */
         CHECK_EQ_INT(id_entries(path, id), 0);
-    for (uint32_t id = 10; id < 15; id++)
+    for (uint32_t id = 10; id < 15; id++) {
         CHECK_EQ_INT(rows_by_span_id(path, id), 1);
+        CHECK_EQ_INT(id_entries(path, id), 1);
+    }
     for (uint32_t id = 20; id < 23; id++)
         CHECK_EQ_INT(rows_by_span_id(path, id), 1);
     CHECK_EQ_INT(count_rows(path, "SELECT (SELECT count(*) FROM span_ids) + "
