@@ -1374,8 +1374,7 @@ static int flush_profiles(pl_store *s, profile_set *set, const span_set *txn_spa
         if (a->key.span_id != 0 &&
             (!prev || prev->span_id != a->key.span_id || prev->service_id != a->key.service_id ||
              prev->bucket != a->key.bucket || prev->type_id != a->key.type_id)) {
-            if (pl_array_reserve((void **)&span_keys, n_keys, &cap_keys, sizeof(*span_keys),
-                                 256)) {
+            if (pl_array_reserve((void **)&span_keys, n_keys, &cap_keys, sizeof(*span_keys), 256)) {
                 rc = SQLITE_NOMEM;
                 break;
             }
