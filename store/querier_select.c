@@ -27,9 +27,6 @@
 
 #include <math.h>
 
-/* the spans of a trace, as sp (PL_TRACE_SPANS) */
-#define TRACE_SPANS PL_TRACE_SPANS("sp")
-
 /* ---- the catalog -------------------------------------------------------- */
 
 /* Steps st while *rc is SQLITE_OK: true with a row (*rc stays SQLITE_OK),
@@ -544,6 +541,22 @@ static void trace_id_list(qsql *q, const qfilter *f)
     }
 }
 
+/* One recursive step of the descendants' walk (span_ids_read()): the children
+ * of the spans found so far (d), through range table T. */
+#define CHILDREN_THROUGH(T)                                                                        \
+    " UNION SELECT sp.span_id, sp.trace_id FROM d CROSS JOIN " PL_TRACE_SPANS_OF(                  \
+        T, "sp") " WHERE r_.trace_id = d.tid AND sp.parent_span_id = d.id"
+
+/* The spans of f's traces, as sp (PL_TRACE_SPANS with the id list). */
+static void trace_spans(qsql *q, const qfilter *f)
+{
+    pl_buf_append_str(&q->sql, PL_TRACE_RANGES_A "IN (");
+    trace_id_list(q, f);
+    pl_buf_append_str(&q->sql, ")" PL_TRACE_RANGES_B "IN (");
+    trace_id_list(q, f);
+    pl_buf_append_str(&q->sql, ")" PL_TRACE_RANGES_END("sp"));
+}
+
 /* " FROM <src> s", and the span as sp when `join`. With f's span or trace
  * ids the sample rows are reached by key (store_internal.h,
  * PL_SPAN_SAMPLES): the keys of the given spans' rows and of the traces'
@@ -567,11 +580,8 @@ static void from_clause(qsql *q, const source *src, bool join, const qfilter *f)
             }
         }
         if (f->n_trace_ids) {
-            pl_buf_printf(&q->sql,
-                          "%sSELECT sp.span_id FROM " TRACE_SPANS " WHERE r_.trace_id IN (",
-                          f->n_span_ids ? " UNION ALL " : "");
-            trace_id_list(q, f);
-            pl_buf_append_byte(&q->sql, ')');
+            pl_buf_printf(&q->sql, "%sSELECT sp.span_id FROM ", f->n_span_ids ? " UNION ALL " : "");
+            trace_spans(q, f);
         }
         pl_buf_append_str(&q->sql, ") SELECT span_id AS k_span, service_id AS k_svc, bucket AS "
                                    "k_bucket, type_id AS k_type FROM k_ids CROSS JOIN "
@@ -627,12 +637,10 @@ static void where_clause(qsql *q, const qfilter *f, const source *src, int64_t s
          * span of the trace (a link may name only the span) */
         pl_buf_printf(&q->sql, " AND (%ss.trace_id IN (", x);
         trace_id_list(q, f);
-        pl_buf_printf(&q->sql,
-                      ") OR (s.span_id != 0 AND %ss.span_id IN (SELECT sp.span_id "
-                      "FROM " TRACE_SPANS " WHERE r_.trace_id IN (",
+        pl_buf_printf(&q->sql, ") OR (s.span_id != 0 AND %ss.span_id IN (SELECT sp.span_id FROM ",
                       x);
-        trace_id_list(q, f);
-        pl_buf_append_str(&q->sql, ")))");
+        trace_spans(q, f);
+        pl_buf_append_str(&q->sql, "))");
         if (f->n_span_ids) {
             pl_buf_append_str(&q->sql, " OR (s.span_id != 0");
             in_list(q, span_col, f->span_ids, f->n_span_ids);
@@ -1172,7 +1180,7 @@ static pl_status span_ids_read(pl_qctx *q, const pl_qrequest *r, int64_t **out, 
     qsql sql = {0};
     pl_buf_init(&sql.sql);
     /* the given spans by id (PL_SPAN_ROW), then their children, level by
-     * level */
+     * level, through each of the two range tables (PL_TRACE_SPANS_OF) */
     pl_buf_append_str(&sql.sql, "WITH RECURSIVE ids(id) AS (VALUES ");
     for (size_t i = 0; i < *n; i++) {
         pl_buf_append_str(&sql.sql, i ? ",(?)" : "(?)");
@@ -1181,10 +1189,8 @@ static pl_status span_ids_read(pl_qctx *q, const pl_qrequest *r, int64_t **out, 
     pl_buf_append_str(&sql.sql, "), d(id, tid) AS (SELECT sp.span_id, sp.trace_id FROM ids "
                                 "CROSS JOIN spans sp ON sp.rowid = " PL_SPAN_ROW(
                                     "ids.id") " AND sp.span_id = ids.id");
-    pl_buf_append_str(&sql.sql,
-                      " UNION SELECT sp.span_id, sp.trace_id FROM d CROSS JOIN " TRACE_SPANS
-                      " WHERE r_.trace_id = d.tid AND "
-                      "sp.parent_span_id = d.id) SELECT id FROM d LIMIT 10000");
+    pl_buf_append_str(&sql.sql, CHILDREN_THROUGH("trace_spans") CHILDREN_THROUGH(
+                                    "trace_spans_new") ") SELECT id FROM d LIMIT 10000");
     sqlite3_stmt *stmt;
     int rc = prepare(q, &sql, NULL, &stmt);
     size_t given = *n;

@@ -24,21 +24,34 @@
 #include <time.h>
 
 #define PL_STORE_APP_ID         0x706c6b31 /* "plk1" */
-#define PL_STORE_SCHEMA_VERSION 11
+#define PL_STORE_SCHEMA_VERSION 12
 
-/* The spans of a trace are found through `trace_spans`: one row per trace
- * and transaction that wrote spans of it, holding the rowid range those
- * spans took (store_write.c writes a trace's spans one after another), not
- * an index entry per span. PL_TRACE_SPANS(S) is the FROM clause that reads
- * them, the spans as S; the query names the trace with `r_.trace_id = ...`
- * (or IN). Each row is checked against the range's trace id as well, so a
- * range can never show a span of another trace. NOT INDEXED: the spans
- * are read by rowid only, whatever else the query asks of them (SQLite
- * would otherwise walk spans_by_service for a service condition, or build
- * an automatic index on spans.trace_id, for every trace). */
-#define PL_TRACE_SPANS(S)                                                                          \
-    "trace_spans r_ CROSS JOIN spans " S " NOT INDEXED ON " S ".rowid BETWEEN r_.first AND "       \
-    "r_.last AND " S ".trace_id = r_.trace_id"
+/* The spans of a trace are found through its span ranges: one row per
+ * trace and transaction that wrote spans of it, holding the rowid range
+ * those spans took (store_write.c writes a trace's spans one after
+ * another), not an index entry per span. As for span ids (below), the
+ * ranges of the transactions since the last merge are in
+ * `trace_spans_new`, older ones in `trace_spans` (a range is in one of
+ * them). PL_TRACE_SPANS(S, C) is the FROM clause that reads the spans of
+ * the traces whose id meets C ("= ?1", "IN (...)", or, in a correlated
+ * subquery, "= t.trace_id"), the spans as S and the ranges as r_;
+ * PL_TRACE_SPANS_OF(T, S) the same through one range table T, for a join
+ * (a FROM subquery cannot name a table beside it). Each row is checked
+ * against the range's trace id as well, so a range can never show a span
+ * of another trace. NOT INDEXED: the spans are read by rowid only,
+ * whatever else the query asks of them (SQLite would otherwise walk
+ * spans_by_service for a service condition, or build an automatic index on
+ * spans.trace_id, for every trace). */
+#define PL_TRACE_SPANS_OF(T, S)                                                                    \
+    T " r_ CROSS JOIN spans " S " NOT INDEXED ON " S ".rowid BETWEEN r_.first AND r_.last AND " S  \
+      ".trace_id = r_.trace_id"
+/* the ranges subquery around a condition built at run time (the querier):
+ * PL_TRACE_RANGES_A C PL_TRACE_RANGES_B C PL_TRACE_RANGES_END(S) */
+#define PL_TRACE_RANGES_A "(SELECT trace_id, first, last FROM trace_spans WHERE trace_id "
+#define PL_TRACE_RANGES_B                                                                          \
+    " UNION ALL SELECT trace_id, first, last FROM trace_spans_new WHERE trace_id "
+#define PL_TRACE_RANGES_END(S) ") " PL_TRACE_SPANS_OF("", S)
+#define PL_TRACE_SPANS(S, C)   PL_TRACE_RANGES_A C PL_TRACE_RANGES_B C PL_TRACE_RANGES_END(S)
 
 /* A span is found by its id through two tables, not an index on spans:
  * `span_ids_new` holds the ids of the spans written since the last merge,

@@ -5,8 +5,8 @@
  */
 #include "store/store_internal.h"
 
-/* the spans of a trace, as sp (PL_TRACE_SPANS) */
-#define TRACE_SPANS PL_TRACE_SPANS("sp")
+/* the spans of the traces whose id meets C, as sp (PL_TRACE_SPANS) */
+#define TRACE_SPANS(C) PL_TRACE_SPANS("sp", C)
 /* the span sp has sample rows (PL_SPAN_SAMPLES) */
 #define SPAN_HAS_SAMPLES "EXISTS (SELECT 1 FROM " PL_SPAN_SAMPLES("(sp.span_id)") ")"
 
@@ -24,8 +24,9 @@ pl_status pl_store_query_links(pl_store *s, uint64_t since_ns, const char *tenan
         "LIMIT ?2) "
         "SELECT sp.service, count(*), sum(coalesce(sp.profile_id, '') != '' OR " SPAN_HAS_SAMPLES
         "), (SELECT count(*) FROM t) "
-        "FROM t CROSS JOIN " TRACE_SPANS " WHERE r_.trace_id = t.trace_id "
-        "GROUP BY sp.service ORDER BY sp.service",
+        "FROM " TRACE_SPANS(
+            "IN (SELECT trace_id FROM t)") " "
+                                           "GROUP BY sp.service ORDER BY sp.service",
         -1, &st, NULL);
     size_t cap = 0;
     if (rc == SQLITE_OK) {

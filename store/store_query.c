@@ -9,8 +9,8 @@
  */
 #include "store/store_internal.h"
 
-/* the spans of a trace, as sp (PL_TRACE_SPANS) */
-#define TRACE_SPANS PL_TRACE_SPANS("sp")
+/* the spans of the trace(s) whose id meets C, as sp (PL_TRACE_SPANS) */
+#define TRACE_SPANS(C) PL_TRACE_SPANS("sp", C)
 
 pl_status pl_store_query_fail(pl_store *s, int rc, pl_err *err)
 {
@@ -68,7 +68,7 @@ static const char *column_text(pl_arena *a, sqlite3_stmt *st, int col)
 }
 
 /* The span ids of the trace bound to ?1 (through its span ranges). */
-#define SPAN_IDS_OF_TRACE "SELECT sp.span_id FROM " TRACE_SPANS " WHERE r_.trace_id = ?1"
+#define SPAN_IDS_OF_TRACE "SELECT sp.span_id FROM " TRACE_SPANS("= ?1")
 /* The sample rows `s` of those spans (PL_SPAN_SAMPLES). */
 #define SAMPLES_OF_TRACE_SPANS PL_SPAN_SAMPLES("(" SPAN_IDS_OF_TRACE ")")
 
@@ -195,8 +195,8 @@ pl_status pl_store_query_traces(pl_store *s, const pl_trace_query *q, pl_trace_l
                  "SELECT " SUMMARY_COLUMNS " FROM traces INDEXED BY traces_by_duration "
                  "WHERE duration_ns >= ?2 AND start_ns >= ?1 %s %s "
                  "ORDER BY duration_ns DESC LIMIT ?4",
-                 q->service ? "AND EXISTS (SELECT 1 FROM " TRACE_SPANS
-                              " WHERE r_.trace_id = traces.trace_id AND sp.service = ?3)"
+                 q->service ? "AND EXISTS (SELECT 1 FROM " TRACE_SPANS(
+                                  "= traces.trace_id") " WHERE sp.service = ?3)"
                             : "",
                  extra);
     else
@@ -767,7 +767,7 @@ pl_status pl_store_query_trace(pl_store *s, const uint8_t trace_id[16], size_t t
             "SELECT span_id, parent_span_id, name, service, kind, start_ns, end_ns, status_code, "
             "status_message, attributes, profile_id, profile_samples, cpu_time_ns, top_functions, "
             "(SELECT value FROM strings WHERE id = resource_id), events "
-            "FROM " TRACE_SPANS " WHERE r_.trace_id = ?1 ORDER BY sp.start_ns, sp.span_id",
+            "FROM " TRACE_SPANS("= ?1") " ORDER BY sp.start_ns, sp.span_id",
             -1, &spans, NULL);
     if (rc == SQLITE_OK)
         rc = sqlite3_prepare_v2(s->db,
@@ -1048,8 +1048,8 @@ static int span_subtree_json(pl_store *s, int64_t root, pl_buf *out)
     sqlite3_stmt *st = NULL;
     int rc = sqlite3_prepare_v2(
         s->db,
-        "SELECT sp.span_id, sp.parent_span_id FROM " TRACE_SPANS " WHERE r_.trace_id = "
-        "(SELECT trace_id FROM spans WHERE rowid = " PL_SPAN_ROW("?1") " AND span_id = ?1)",
+        "SELECT sp.span_id, sp.parent_span_id FROM " TRACE_SPANS(
+            "= (SELECT trace_id FROM spans WHERE rowid = " PL_SPAN_ROW("?1") " AND span_id = ?1)"),
         -1, &st, NULL);
     int64_t *ids = NULL, *parents = NULL;
     size_t n = 0, cap = 0;

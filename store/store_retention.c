@@ -62,7 +62,10 @@ static int delete_spans_before(pl_store *s, uint64_t cutoff, uint64_t *deleted)
     size_t n = 0, cap = 0;
     int rc = sqlite3_prepare_v2(s->db,
                                 "SELECT r.first, r.last, r.trace_id FROM traces t CROSS JOIN "
-                                "trace_spans r ON r.trace_id = t.trace_id WHERE t.start_ns < ?1",
+                                "trace_spans r ON r.trace_id = t.trace_id WHERE t.start_ns < ?1 "
+                                "UNION ALL SELECT r.first, r.last, r.trace_id FROM traces t "
+                                "CROSS JOIN trace_spans_new r ON r.trace_id = t.trace_id WHERE "
+                                "t.start_ns < ?1",
                                 -1, &sel, NULL);
     if (rc == SQLITE_OK)
         rc = sqlite3_prepare_v2(s->db,
@@ -194,11 +197,14 @@ static int delete_before(pl_store *s, uint64_t cutoff, pl_store_retention_stats 
     int rc = delete_spans_before(s, cutoff, &stats->spans_deleted);
     if (rc == SQLITE_OK)
         rc = sweep_span_ids(s);
-    if (rc == SQLITE_OK)
-        rc = exec_bind1(s->db,
-                        "DELETE FROM trace_spans WHERE trace_id IN "
-                        "(SELECT trace_id FROM traces WHERE start_ns < ?1)",
-                        (int64_t)cutoff, 0, false, NULL);
+    static const char *const ranges[2] = {"trace_spans", "trace_spans_new"};
+    for (int t = 0; t < 2 && rc == SQLITE_OK; t++) {
+        char *sql = sqlite3_mprintf("DELETE FROM %s WHERE trace_id IN "
+                                    "(SELECT trace_id FROM traces WHERE start_ns < ?1)",
+                                    ranges[t]);
+        rc = sql ? exec_bind1(s->db, sql, (int64_t)cutoff, 0, false, NULL) : SQLITE_NOMEM;
+        sqlite3_free(sql);
+    }
     if (rc == SQLITE_OK)
         rc = exec_bind1(s->db, "DELETE FROM traces WHERE start_ns < ?1", (int64_t)cutoff, 0, false,
                         &stats->traces_deleted);

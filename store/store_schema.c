@@ -13,7 +13,8 @@
  * rowid ranges, `trace_spans`; 10: span ids in `span_ids` and
  * `span_ids_new` instead of an index on spans; 11: the sample key tables
  * `sample_spans` and `sample_spans_new` instead of an index on
- * samples.span_id); a reader asks for the upgrade rather than guess.
+ * samples.span_id; 12: `trace_spans_new`, created with the schema); a
+ * reader asks for the upgrade rather than guess.
  */
 #include "store/store_internal.h"
 #include "store/store_terms.h"
@@ -214,7 +215,7 @@ static const char *const write_sql[ST_COUNT] = {
     [ST_INS_SPAN_ID] = "INSERT OR REPLACE INTO span_ids_new(span_id, rid) VALUES(?1, ?2)",
     [ST_INS_SAMPLE_SPAN] = "INSERT OR IGNORE INTO sample_spans_new(span_id, service_id, bucket, "
                            "type_id) VALUES(?1, ?2, ?3, ?4)",
-    [ST_INS_TRACE_SPANS] = "INSERT OR IGNORE INTO trace_spans(trace_id, first, last) "
+    [ST_INS_TRACE_SPANS] = "INSERT OR IGNORE INTO trace_spans_new(trace_id, first, last) "
                            "VALUES(?1,?2,?3)",
     [ST_COUNT_LABEL_SETS] = "SELECT count(*) FROM services WHERE name_id = ?2 AND tenant IS ?1 "
                             "AND labels IS NOT NULL",
@@ -247,8 +248,11 @@ static const char schema_sql[] =
     "CREATE TABLE IF NOT EXISTS span_ids(span_id INTEGER PRIMARY KEY, rid INTEGER NOT NULL);"
     "CREATE TABLE IF NOT EXISTS span_ids_new(span_id INTEGER PRIMARY KEY, rid INTEGER NOT NULL);"
     /* a trace's spans: per transaction that wrote some, their rowids
-     * (store_internal.h, PL_TRACE_SPANS) */
+     * (store_internal.h, PL_TRACE_SPANS); the ranges since the last merge
+     * in trace_spans_new */
     "CREATE TABLE IF NOT EXISTS trace_spans(trace_id BLOB NOT NULL, first INTEGER NOT NULL,"
+    "  last INTEGER NOT NULL, PRIMARY KEY(trace_id, first)) WITHOUT ROWID;"
+    "CREATE TABLE IF NOT EXISTS trace_spans_new(trace_id BLOB NOT NULL, first INTEGER NOT NULL,"
     "  last INTEGER NOT NULL, PRIMARY KEY(trace_id, first)) WITHOUT ROWID;"
     "CREATE INDEX IF NOT EXISTS spans_by_service ON spans(service, start_ns);"
     "CREATE TABLE IF NOT EXISTS traces(trace_id BLOB PRIMARY KEY, start_ns INTEGER NOT NULL,"
@@ -595,7 +599,7 @@ pl_status pl_store_open(const char *path, const pl_store_options *options, pl_st
                 rc = pl_store_terms_upgrade(s->db);
             if (rc == SQLITE_OK && app_id != 0 && version <= 8) /* v8 -> v9: one scan */
                 rc = sqlite3_exec(s->db,
-                                  "DELETE FROM trace_spans;"
+                                  "DELETE FROM trace_spans; DELETE FROM trace_spans_new;"
                                   "INSERT INTO trace_spans(trace_id, first, last) "
                                   "SELECT trace_id, rowid, rowid FROM spans;"
                                   "DROP INDEX IF EXISTS spans_by_trace;",

@@ -77,7 +77,7 @@ static int register_regexp(pl_store *s)
  * span ranges (PL_TRACE_SPANS, trace_spans first): with a condition on
  * `service` the planner would otherwise walk spans_by_service (every span
  * of the service) once per trace. */
-#define TRACE_SPANS PL_TRACE_SPANS("s")
+#define TRACE_SPANS(C) PL_TRACE_SPANS("s", C)
 
 /* The JSON path of an attribute: $."name" (names never hold '"' or '\'). */
 static int bind_params(sqlite3_stmt *st, const pl_tql_bind *binds, int n)
@@ -481,9 +481,9 @@ pl_status pl_store_tempo_search(pl_store *s, const pl_tql *q, const pl_tempo_sea
         "SELECT t.trace_id, t.root_service, t.root_name, t.start_ns, t.end_ns, "
         "t.root_span_id IS NOT NULL FROM traces t INDEXED BY traces_by_start "
         "WHERE t.start_ns >= ?1 AND t.start_ns <= ?2 AND (?3 IS NULL OR t.tenant = ?3)%.*s "
-        "AND EXISTS (SELECT 1 FROM " TRACE_SPANS " WHERE r_.trace_id = t.trace_id AND "
-        "%.*s) "
-        "ORDER BY t.start_ns DESC LIMIT ?4",
+        "AND EXISTS (SELECT 1 FROM " TRACE_SPANS(
+            "= t.trace_id") " WHERE %.*s) "
+                            "ORDER BY t.start_ns DESC LIMIT ?4",
         (int)trace_cond.len, trace_cond.data ? (const char *)trace_cond.data : "", (int)cond.len,
         (const char *)cond.data);
     /* the spans of one term-index bucket and service that meet the
@@ -515,9 +515,9 @@ pl_status pl_store_tempo_search(pl_store *s, const pl_tql *q, const pl_tempo_sea
         if (attr_param[i])
             attr_columns(&spans_sql, &q->conds[i], attr_param[i]);
     pl_buf_printf(&spans_sql,
-                  " FROM " TRACE_SPANS " CROSS JOIN traces t ON t.trace_id = s.trace_id "
-                  "WHERE r_.trace_id = ?1 "
-                  "AND %.*s ORDER BY s.start_ns, s.span_id LIMIT ?4",
+                  " FROM " TRACE_SPANS(
+                      "= ?1") " CROSS JOIN traces t ON t.trace_id = "
+                              "s.trace_id WHERE %.*s ORDER BY s.start_ns, s.span_id LIMIT ?4",
                   (int)cond.len, (const char *)cond.data);
     pl_buf_append_byte(&sql, 0);
     pl_buf_append_byte(&spans_sql, 0);
@@ -525,10 +525,10 @@ pl_status pl_store_tempo_search(pl_store *s, const pl_tql *q, const pl_tempo_sea
         rc = SQLITE_NOMEM;
         goto done;
     }
-    char *count_sql =
-        sqlite3_mprintf("SELECT count(*) FROM " TRACE_SPANS " CROSS JOIN traces t ON t.trace_id = "
-                        "s.trace_id WHERE r_.trace_id = ?1 AND %.*s",
-                        (int)cond.len, (const char *)cond.data);
+    char *count_sql = sqlite3_mprintf(
+        "SELECT count(*) FROM " TRACE_SPANS("= ?1") " CROSS JOIN traces t ON "
+                                                    "t.trace_id = s.trace_id WHERE %.*s",
+        (int)cond.len, (const char *)cond.data);
     if (!count_sql) {
         rc = SQLITE_NOMEM;
         goto done;
@@ -542,8 +542,8 @@ pl_status pl_store_tempo_search(pl_store *s, const pl_tql *q, const pl_tempo_sea
     if (rc == SQLITE_OK)
         rc = sqlite3_prepare_v2(s->db,
                                 "SELECT s.service, count(*), sum(s.status_code = 2) "
-                                "FROM " TRACE_SPANS " WHERE r_.trace_id = ?1 "
-                                "GROUP BY s.service ORDER BY s.service",
+                                "FROM " TRACE_SPANS("= ?1") " GROUP BY s.service ORDER BY "
+                                                            "s.service",
                                 -1, &stats, NULL);
     if (rc != SQLITE_OK)
         goto done;

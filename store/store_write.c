@@ -1475,15 +1475,20 @@ static int flush_profiles(pl_store *s, profile_set *set, const span_set *txn_spa
     return rc;
 }
 
-/* Moves the ids of the spans written since the last merge into span_ids:
- * in id order, so each page of the large table is changed once per merge,
- * not once per transaction (store_internal.h, PL_SPAN_ROW). */
+/* Moves the ids of the spans written since the last merge into span_ids,
+ * and their traces' span ranges into trace_spans: in key order, so each
+ * page of the large tables is changed once per merge, not once per
+ * transaction (store_internal.h, PL_SPAN_ROW, PL_TRACE_SPANS). */
 static int merge_span_ids(pl_store *s)
 {
     int rc = sqlite3_exec(s->db,
                           "INSERT OR REPLACE INTO span_ids(span_id, rid) "
                           "SELECT span_id, rid FROM span_ids_new ORDER BY span_id;"
-                          "DELETE FROM span_ids_new;",
+                          "DELETE FROM span_ids_new;"
+                          "INSERT OR IGNORE INTO trace_spans(trace_id, first, last) "
+                          "SELECT trace_id, first, last FROM trace_spans_new ORDER BY trace_id, "
+                          "first;"
+                          "DELETE FROM trace_spans_new;",
                           NULL, NULL, NULL);
     if (rc == SQLITE_OK) {
         s->ids_old += s->ids_new;

@@ -1493,9 +1493,9 @@ static void check_numbered_trace(pl_store *s, uint32_t n, uint32_t first, uint32
 }
 
 /* A trace's spans are found through one rowid range per transaction that
- * wrote some (trace_spans), whatever else the transaction wrote, with
- * copies skipped, after an upgrade from the per-span index, and gone with
- * the trace at retention. */
+ * wrote some (trace_spans_new, then trace_spans after a merge), whatever
+ * else the transaction wrote, with copies skipped, after an upgrade from
+ * the per-span index, and gone with the trace at retention. */
 static void test_trace_span_ranges(void)
 {
     char path[512];
@@ -1512,16 +1512,17 @@ static void test_trace_span_ranges(void)
     check_numbered_trace(s, 21, 200, 10);
     pl_store_close(s);
     CHECK_EQ_INT(count_rows(path, "SELECT count(*) FROM spans"), 25);
-    CHECK_EQ_INT(count_rows(path, "SELECT count(*) FROM trace_spans WHERE trace_id = "
+    CHECK_EQ_INT(count_rows(path, "SELECT count(*) FROM trace_spans_new WHERE trace_id = "
                                   "x'7e000000000000000100000000000000'"),
                  3);
-    CHECK_EQ_INT(count_rows(path, "SELECT count(*) FROM trace_spans"), 5);
+    CHECK_EQ_INT(count_rows(path, "SELECT count(*) FROM trace_spans_new"), 5);
+    CHECK_EQ_INT(count_rows(path, "SELECT count(*) FROM trace_spans"), 0);
     /* a store of schema 8 (an index entry per span, no ranges) */
     sqlite3 *db = NULL;
     REQUIRE(sqlite3_open(path, &db) == SQLITE_OK);
     CHECK(sqlite3_exec(db,
-                       "DROP TABLE trace_spans; CREATE INDEX spans_by_trace ON spans(trace_id);"
-                       "PRAGMA user_version = 8",
+                       "DROP TABLE trace_spans; DROP TABLE trace_spans_new;"
+                       "CREATE INDEX spans_by_trace ON spans(trace_id); PRAGMA user_version = 8",
                        NULL, NULL, NULL) == SQLITE_OK);
     sqlite3_close(db);
     s = open_rw(path);
@@ -1531,7 +1532,8 @@ static void test_trace_span_ranges(void)
     write_txn(s, (pl_batch *[]){numbered_spans(10, 4)}, 1); /* trace 2, new */
     check_numbered_trace(s, 2, 10, 4);
     pl_store_close(s);
-    CHECK_EQ_INT(count_rows(path, "SELECT count(*) FROM trace_spans"), 26);
+    CHECK_EQ_INT(count_rows(path, "SELECT count(*) FROM trace_spans"), 25);
+    CHECK_EQ_INT(count_rows(path, "SELECT count(*) FROM trace_spans_new"), 1);
     CHECK_EQ_INT(count_rows(path, "SELECT count(*) FROM sqlite_master WHERE name = "
                                   "'spans_by_trace'"),
                  0);
@@ -1545,6 +1547,7 @@ static void test_trace_span_ranges(void)
     CHECK_EQ_UINT(rs.spans_deleted, 29);
     pl_store_close(s);
     CHECK_EQ_INT(count_rows(path, "SELECT count(*) FROM trace_spans"), 0);
+    CHECK_EQ_INT(count_rows(path, "SELECT count(*) FROM trace_spans_new"), 0);
     CHECK_EQ_INT(count_rows(path, "SELECT count(*) FROM spans"), 0);
 }
 
@@ -1696,6 +1699,9 @@ static void test_span_ids_late_span(void)
     write_txn(s, (pl_batch *[]){numbered_spans(0, 5)}, 1);
     write_txn(s, (pl_batch *[]){numbered_spans_shifted(10, 5, S(3600))}, 1);
     write_txn(s, (pl_batch *[]){numbered_spans(5, 1)}, 1);
+    /* trace 1's first range merged, the late span's not yet: read whole */
+    CHECK_EQ_INT(count_rows(path, "SELECT count(*) FROM trace_spans_new"), 1);
+    check_numbered_trace(s, 1, 0, 6);
     write_txn(s, (pl_batch *[]){numbered_spans_shifted(20, 3, S(7200))}, 1);
     CHECK_EQ_INT(id_entries(path, 5), 1);
     /* keep what started from 30 minutes on: trace 1 goes, late span too */
