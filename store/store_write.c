@@ -1331,8 +1331,6 @@ static int cmp_sample_agg(const void *a, const void *b)
     return c;
 }
 
-/* Upserts the collected rows in primary-key order (the maps' hash indexes
- * are stale afterwards: only profile_set_free may follow). */
 static int cmp_span_key(const void *a, const void *b)
 {
     const sample_key *x = a, *y = b;
@@ -1344,6 +1342,8 @@ static int cmp_span_key(const void *a, const void *b)
     return c ? c : cmp_i64(x->type_id, y->type_id);
 }
 
+/* Upserts the collected rows in primary-key order (the maps' hash indexes
+ * are stale afterwards: only profile_set_free may follow). */
 static int flush_profiles(pl_store *s, profile_set *set, const span_set *txn_spans,
                           pl_store_write_stats *stats)
 {
