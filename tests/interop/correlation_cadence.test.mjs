@@ -150,7 +150,24 @@ test('default 60 s SDK cadence: every labelled span and sample is linked', { tim
     }
   }
   assert.ok(withSpan > 0, 'samples with span_id were pushed');
-  assert.deepEqual(bare, [], `samples without span_name: ${bare.length} of ${withSpan}`);
+  if (bare.length) {
+    // what a failure needs to be read: which span, when it ran and left,
+    // and what the processor counted
+    const spans = exported();
+    const order = [...labelled.keys()];
+    const info = [...bareIds].map((id) => {
+      const sp = spans.get(id);
+      const at = (ns) => (sp ? ((Number(BigInt(ns) / 1000000n) - started) / 1000).toFixed(2) : '?');
+      return `${labelled.get(id)} (#${order.indexOf(id)} of ${order.length}), ` +
+        `start ${sp ? at(sp.startTimeUnixNano) : '?'} s, end ${sp ? at(sp.endTimeUnixNano) : '?'} s`;
+    });
+    const pushTimes = pushes.map((p) => ((p.at ?? 0) - started) / 1000);
+    const counters = {};
+    for (const c of ['late_samples', 'late_spans', 'unlinked_samples', 'spans_released_on_coverage'])
+      counters[c] = await counter(c);
+    assert.fail(`samples without span_name: ${bare.length} of ${withSpan}: ${info.join('; ')}; ` +
+      `counters ${JSON.stringify(counters)}; pushes at ${JSON.stringify(pushTimes)}`);
+  }
   for (const [id, name] of names) if (labelled.has(id)) assert.equal(name, labelled.get(id));
 
   // Spans: every one that had samples (its id is on a pushed sample) leaves

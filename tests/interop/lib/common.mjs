@@ -9,7 +9,7 @@
 //   - readJsonLines(file): the file exporter's OTLP/JSON lines, parsed;
 //   - readBody(req) and request(): raw bodies of node http requests/answers;
 //     pushSink(port, into): a fake Pyroscope push API that records every
-//     request ({url, headers, body}) and answers 200;
+//     request ({url, headers, body, at: arrival in ms}) and answers 200;
 //   - loadProtos(files): a protobufjs Root over the project's proto/ folder;
 //   - tracerProvider(resource, exporter): an OpenTelemetry JS SDK provider
 //     whose spans go, one by one, to `exporter` (an OTLP exporter pointed at
@@ -65,7 +65,7 @@ export function readBody(req) {
 
 export async function pushSink(port, into) {
   const server = http.createServer(async (req, res) => {
-    into.push({ url: req.url, headers: req.headers, body: await readBody(req) });
+    into.push({ url: req.url, headers: req.headers, body: await readBody(req), at: Date.now() });
     res.writeHead(200, { 'content-type': 'application/proto' });
     res.end();
   });
