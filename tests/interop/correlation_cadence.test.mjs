@@ -157,7 +157,7 @@ test('default 60 s SDK cadence: every labelled span and sample is linked', { tim
     const order = [...labelled.keys()];
     const info = [...bareIds].map((id) => {
       const sp = spans.get(id);
-      const at = (ns) => (sp ? ((Number(BigInt(ns) / 1000000n) - started) / 1000).toFixed(2) : '?');
+      const at = (ns) => ((Number(BigInt(ns) / 1000000n) - started) / 1000).toFixed(2);
       return `${labelled.get(id)} (#${order.indexOf(id)} of ${order.length}), ` +
         `start ${sp ? at(sp.startTimeUnixNano) : '?'} s, end ${sp ? at(sp.endTimeUnixNano) : '?'} s`;
     });
