@@ -376,7 +376,9 @@ pl_status pl_store_enforce_retention(pl_store *s, uint64_t now_ns, uint64_t max_
         size_pass = true;
     }
     if (rc == SQLITE_OK && deleted_samples) {
-        /* Give free pages back and keep the WAL small. Best effort: a reader
+        /* Give free pages back (a store made with incremental vacuum; in
+         * one made without, new rows reuse them and the pragma does
+         * nothing) and keep the WAL small. Best effort: a reader
          * holding an old snapshot only delays the truncation. A store held
          * at its size limit keeps a tenth of the limit as free pages: new
          * rows fill them at once, and moving pages to shrink the file only

@@ -139,6 +139,11 @@ bool pl_store_str_map_put(str_map *m, const char *s, size_t len, uint64_t h, int
 
 /* ---- the store ---------------------------------------------------------- */
 
+/* PL_SPAN_IDS_ROWS (64) rows of two parameters, for a multi-row VALUES */
+#define ROWS2_4  "(?,?),(?,?),(?,?),(?,?)"
+#define ROWS2_16 ROWS2_4 "," ROWS2_4 "," ROWS2_4 "," ROWS2_4
+#define ROWS2_64 ROWS2_16 "," ROWS2_16 "," ROWS2_16 "," ROWS2_16
+
 static const char *const write_sql[ST_COUNT] = {
     [ST_INS_SPAN] =
         "INSERT INTO spans(trace_id, span_id, parent_span_id, name, service, "
@@ -213,6 +218,7 @@ static const char *const write_sql[ST_COUNT] = {
     [ST_SPAN_EXISTS] =
         "SELECT rowid FROM spans WHERE rowid = " PL_SPAN_ROW("?1") " AND span_id = ?1",
     [ST_INS_SPAN_ID] = "INSERT OR REPLACE INTO span_ids_new(span_id, rid) VALUES(?1, ?2)",
+    [ST_INS_SPAN_IDS] = "INSERT OR REPLACE INTO span_ids_new(span_id, rid) VALUES " ROWS2_64,
     [ST_INS_SAMPLE_SPAN] = "INSERT OR IGNORE INTO sample_spans_new(span_id, service_id, bucket, "
                            "type_id) VALUES(?1, ?2, ?3, ?4)",
     [ST_INS_TRACE_SPANS] = "INSERT OR IGNORE INTO trace_spans_new(trace_id, first, last) "
@@ -512,15 +518,20 @@ pl_status pl_store_open(const char *path, const pl_store_options *options, pl_st
             /* A new file: 16 KiB pages (fewer, fuller B-tree levels: the
              * random-id index inserts of the write path touch and dirty
              * fewer pages per row than with 4 KiB; docs/PERFORMANCE.md,
-             * "16 KiB pages"); page reuse plus incremental vacuum lets
-             * size-based retention give space back without a full VACUUM.
-             * Both must be set before the first table exists, the page
-             * size first. A store made with other pages keeps them. */
+             * "16 KiB pages"), and no auto-vacuum: pages retention frees
+             * go to the free list and new rows reuse them, so the file
+             * stays at its high-water mark (at most about max_size) rather
+             * than shrinking. Auto-vacuum's pointer map, updated whenever
+             * a B-tree page is allocated or its cells move, cost the write
+             * path 7-8 % (docs/PERFORMANCE.md, "No auto-vacuum"). Both
+             * must be set before the first table exists, the page size
+             * first. A store made with other settings keeps them (one
+             * made with incremental vacuum still gives pages back). */
             char page[48];
             snprintf(page, sizeof(page), "PRAGMA page_size = %d", PL_STORE_PAGE_SIZE);
             rc = sqlite3_exec(s->db, page, NULL, NULL, NULL);
             if (rc == SQLITE_OK)
-                rc = sqlite3_exec(s->db, "PRAGMA auto_vacuum = INCREMENTAL", NULL, NULL, NULL);
+                rc = sqlite3_exec(s->db, "PRAGMA auto_vacuum = NONE", NULL, NULL, NULL);
             if (rc != SQLITE_OK) {
                 st = pl_store_fail(s, rc, err, "cannot configure");
                 goto fail;

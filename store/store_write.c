@@ -751,9 +751,20 @@ static int write_span_ids(pl_store *s, u64_map *ids)
 {
     if (ids->n > 1)
         qsort(ids->entries, ids->n, sizeof(*ids->entries), cmp_id_entry);
-    sqlite3_stmt *st = s->st[ST_INS_SPAN_ID];
     int rc = SQLITE_OK;
-    for (size_t i = 0; i < ids->n && rc == SQLITE_OK; i++) {
+    size_t i = 0;
+    /* PL_SPAN_IDS_ROWS at a time: one statement step for many rows */
+    sqlite3_stmt *many = s->st[ST_INS_SPAN_IDS];
+    for (; i + PL_SPAN_IDS_ROWS <= ids->n && rc == SQLITE_OK; i += PL_SPAN_IDS_ROWS) {
+        for (int k = 0; k < PL_SPAN_IDS_ROWS; k++) {
+            sqlite3_bind_int64(many, 2 * k + 1, (int64_t)ids->entries[i + k].key);
+            sqlite3_bind_int64(many, 2 * k + 2, ids->entries[i + k].val);
+        }
+        rc = step_reset(many);
+        s->ids_new += rc == SQLITE_OK ? PL_SPAN_IDS_ROWS : 0;
+    }
+    sqlite3_stmt *st = s->st[ST_INS_SPAN_ID];
+    for (; i < ids->n && rc == SQLITE_OK; i++) {
         sqlite3_bind_int64(st, 1, (int64_t)ids->entries[i].key);
         sqlite3_bind_int64(st, 2, ids->entries[i].val);
         rc = step_reset(st);
