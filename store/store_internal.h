@@ -74,9 +74,10 @@
     "LEFT JOIN span_ids_new " S "_n ON " S "_n.span_id = " E " LEFT JOIN span_ids " S "_o ON " S   \
     "_o.span_id = " E " " KIND " JOIN spans " S " ON " S ".rowid = coalesce(" S "_n.rid, " S       \
     "_o.rid) AND " S ".span_id = " E
-/* rows per multi-row insert into span_ids_new */
-#define PL_SPAN_IDS_ROWS  64
-#define PL_SPAN_IDS_MERGE 262144 /* pl_store_options.span_ids_merge */
+/* rows per multi-row INSERT (the ST_*_MANY statements): one statement
+ * step for many rows (store_write.c, multi_row) */
+#define PL_STORE_MULTI_ROWS 32
+#define PL_SPAN_IDS_MERGE   262144 /* pl_store_options.span_ids_merge */
 
 /* A span's samples are found the same way: `sample_spans_new` and
  * `sample_spans` hold, per span id, the (service, bucket, type) of its
@@ -168,8 +169,10 @@ enum {
     ST_SPAN_EXISTS,
     ST_INS_TRACE_SPANS,
     ST_INS_SPAN_ID,
-    ST_INS_SPAN_IDS, /* PL_SPAN_IDS_ROWS rows at once */
+    ST_INS_SPAN_ID_MANY, /* PL_STORE_MULTI_ROWS rows at once */
     ST_INS_SAMPLE_SPAN,
+    ST_INS_SAMPLE_SPAN_MANY,
+    ST_UPSERT_SAMPLE_MANY,
     ST_COUNT
 };
 

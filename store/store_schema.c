@@ -139,10 +139,16 @@ bool pl_store_str_map_put(str_map *m, const char *s, size_t len, uint64_t h, int
 
 /* ---- the store ---------------------------------------------------------- */
 
-/* PL_SPAN_IDS_ROWS (64) rows of two parameters, for a multi-row VALUES */
-#define ROWS2_4  "(?,?),(?,?),(?,?),(?,?)"
-#define ROWS2_16 ROWS2_4 "," ROWS2_4 "," ROWS2_4 "," ROWS2_4
-#define ROWS2_64 ROWS2_16 "," ROWS2_16 "," ROWS2_16 "," ROWS2_16
+/* PL_STORE_MULTI_ROWS (32) rows of X, for a multi-row VALUES */
+#define ROWS4(X)  X "," X "," X "," X
+#define ROWS32(X) ROWS4(ROWS4(X)) "," ROWS4(ROWS4(X))
+#define SAMPLE_UPSERT(VALUES)                                                                      \
+    "INSERT INTO samples(service_id, bucket, type_id, span_id, stack_id, trace_id, value, "        \
+    "cpu_ns, count, wall_ns) VALUES" VALUES                                                        \
+    " ON CONFLICT(service_id, bucket, type_id, span_id, stack_id) DO UPDATE SET "                  \
+    "value = value + excluded.value, cpu_ns = cpu_ns + excluded.cpu_ns, "                          \
+    "wall_ns = wall_ns + excluded.wall_ns, "                                                       \
+    "count = count + excluded.count, trace_id = coalesce(trace_id, excluded.trace_id)"
 
 static const char *const write_sql[ST_COUNT] = {
     [ST_INS_SPAN] =
@@ -183,13 +189,8 @@ static const char *const write_sql[ST_COUNT] = {
     [ST_INS_FUNCTION] = "INSERT INTO functions(name_id, file_id) VALUES(?1, ?2)",
     [ST_SEL_STACK] = "SELECT id, frames FROM stacks WHERE hash = ?1",
     [ST_INS_STACK] = "INSERT INTO stacks(hash, frames) VALUES(?1, ?2)",
-    [ST_UPSERT_SAMPLE] =
-        "INSERT INTO samples(service_id, bucket, type_id, span_id, stack_id, trace_id, value, "
-        "cpu_ns, count, wall_ns) VALUES(?1,?2,?3,?4,?5,?6,?7,?8,?9,?10) "
-        "ON CONFLICT(service_id, bucket, type_id, span_id, stack_id) DO UPDATE SET "
-        "value = value + excluded.value, cpu_ns = cpu_ns + excluded.cpu_ns, "
-        "wall_ns = wall_ns + excluded.wall_ns, "
-        "count = count + excluded.count, trace_id = coalesce(trace_id, excluded.trace_id)",
+    [ST_UPSERT_SAMPLE] = SAMPLE_UPSERT("(?1,?2,?3,?4,?5,?6,?7,?8,?9,?10)"),
+    [ST_UPSERT_SAMPLE_MANY] = SAMPLE_UPSERT(ROWS32("(?,?,?,?,?,?,?,?,?,?)")),
     [ST_UPSERT_ROLLUP] =
         "INSERT INTO service_profiles(service_id, minute, type_id, stack_id, value, cpu_ns, count, "
         "wall_ns) VALUES(?1,?2,?3,?4,?5,?6,?7,?8) ON CONFLICT(service_id, minute, type_id, "
@@ -218,9 +219,12 @@ static const char *const write_sql[ST_COUNT] = {
     [ST_SPAN_EXISTS] =
         "SELECT rowid FROM spans WHERE rowid = " PL_SPAN_ROW("?1") " AND span_id = ?1",
     [ST_INS_SPAN_ID] = "INSERT OR REPLACE INTO span_ids_new(span_id, rid) VALUES(?1, ?2)",
-    [ST_INS_SPAN_IDS] = "INSERT OR REPLACE INTO span_ids_new(span_id, rid) VALUES " ROWS2_64,
+    [ST_INS_SPAN_ID_MANY] =
+        "INSERT OR REPLACE INTO span_ids_new(span_id, rid) VALUES " ROWS32("(?,?)"),
     [ST_INS_SAMPLE_SPAN] = "INSERT OR IGNORE INTO sample_spans_new(span_id, service_id, bucket, "
                            "type_id) VALUES(?1, ?2, ?3, ?4)",
+    [ST_INS_SAMPLE_SPAN_MANY] = "INSERT OR IGNORE INTO sample_spans_new(span_id, service_id, "
+                                "bucket, type_id) VALUES " ROWS32("(?,?,?,?)"),
     [ST_INS_TRACE_SPANS] = "INSERT OR IGNORE INTO trace_spans_new(trace_id, first, last) "
                            "VALUES(?1,?2,?3)",
     [ST_COUNT_LABEL_SETS] = "SELECT count(*) FROM services WHERE name_id = ?2 AND tenant IS ?1 "

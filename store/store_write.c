@@ -486,6 +486,83 @@ static int build_ids_seen(pl_store *s)
     return SQLITE_OK;
 }
 
+/* ---- multi-row inserts ----------------------------------------------------- */
+
+/* Rows for a statement pair: `many` takes PL_STORE_MULTI_ROWS rows of `cols`
+ * parameters in one step (`?` numbered in order), `one` a single row
+ * (?1..?cols) for what is left at the end. Values are held until the rows
+ * are written: a blob must stay valid until multi_row_finish(). */
+typedef struct mcell {
+    const void *blob; /* 16 bytes (a trace id); NULL with !is_int: NULL */
+    int64_t i;
+    bool is_int;
+} mcell;
+
+typedef struct multi_row {
+    sqlite3_stmt *many, *one;
+    int cols, n;     /* cells held */
+    int64_t changes; /* sqlite3_changes() summed */
+    mcell cells[PL_STORE_MULTI_ROWS * 10];
+} multi_row;
+
+static void multi_row_init(multi_row *m, sqlite3_stmt *many, sqlite3_stmt *one, int cols)
+{
+    m->many = many;
+    m->one = one;
+    m->cols = cols;
+    m->n = 0;
+    m->changes = 0;
+}
+
+static void mr_int(multi_row *m, int64_t v)
+{
+    m->cells[m->n++] = (mcell){NULL, v, true};
+}
+
+static void mr_blob16(multi_row *m, const void *p)
+{
+    m->cells[m->n++] = (mcell){p, 0, false};
+}
+
+static void mr_bind(sqlite3_stmt *st, int param, const mcell *c)
+{
+    if (c->is_int)
+        sqlite3_bind_int64(st, param, c->i);
+    else if (c->blob)
+        sqlite3_bind_blob(st, param, c->blob, 16, SQLITE_STATIC);
+    else
+        sqlite3_bind_null(st, param);
+}
+
+/* After a row's cells: writes the held rows once there are enough. */
+static int multi_row_end(multi_row *m, sqlite3 *db)
+{
+    if (m->n < PL_STORE_MULTI_ROWS * m->cols)
+        return SQLITE_OK;
+    for (int i = 0; i < m->n; i++)
+        mr_bind(m->many, i + 1, &m->cells[i]);
+    m->n = 0;
+    int rc = step_reset(m->many);
+    if (rc == SQLITE_OK)
+        m->changes += sqlite3_changes(db);
+    return rc;
+}
+
+/* Writes the rows still held, one statement each. */
+static int multi_row_finish(multi_row *m, sqlite3 *db)
+{
+    int rc = SQLITE_OK;
+    for (int r = 0; r * m->cols < m->n && rc == SQLITE_OK; r++) {
+        for (int c = 0; c < m->cols; c++)
+            mr_bind(m->one, c + 1, &m->cells[r * m->cols + c]);
+        rc = step_reset(m->one);
+        if (rc == SQLITE_OK)
+            m->changes += sqlite3_changes(db);
+    }
+    m->n = 0;
+    return rc;
+}
+
 /* The rowid of the stored span with this id, 0 when none, -1 on error
  * (*rc); `pending`, when given: the ids this transaction wrote whose id
  * entries are not inserted yet (write_span_ids). */
@@ -751,25 +828,17 @@ static int write_span_ids(pl_store *s, u64_map *ids)
 {
     if (ids->n > 1)
         qsort(ids->entries, ids->n, sizeof(*ids->entries), cmp_id_entry);
+    multi_row m;
+    multi_row_init(&m, s->st[ST_INS_SPAN_ID_MANY], s->st[ST_INS_SPAN_ID], 2);
     int rc = SQLITE_OK;
-    size_t i = 0;
-    /* PL_SPAN_IDS_ROWS at a time: one statement step for many rows */
-    sqlite3_stmt *many = s->st[ST_INS_SPAN_IDS];
-    for (; i + PL_SPAN_IDS_ROWS <= ids->n && rc == SQLITE_OK; i += PL_SPAN_IDS_ROWS) {
-        for (int k = 0; k < PL_SPAN_IDS_ROWS; k++) {
-            sqlite3_bind_int64(many, 2 * k + 1, (int64_t)ids->entries[i + k].key);
-            sqlite3_bind_int64(many, 2 * k + 2, ids->entries[i + k].val);
-        }
-        rc = step_reset(many);
-        s->ids_new += rc == SQLITE_OK ? PL_SPAN_IDS_ROWS : 0;
+    for (size_t i = 0; i < ids->n && rc == SQLITE_OK; i++) {
+        mr_int(&m, (int64_t)ids->entries[i].key);
+        mr_int(&m, ids->entries[i].val);
+        rc = multi_row_end(&m, s->db);
     }
-    sqlite3_stmt *st = s->st[ST_INS_SPAN_ID];
-    for (; i < ids->n && rc == SQLITE_OK; i++) {
-        sqlite3_bind_int64(st, 1, (int64_t)ids->entries[i].key);
-        sqlite3_bind_int64(st, 2, ids->entries[i].val);
-        rc = step_reset(st);
-        s->ids_new += rc == SQLITE_OK;
-    }
+    if (rc == SQLITE_OK)
+        rc = multi_row_finish(&m, s->db);
+    s->ids_new += m.changes;
     pl_store_u64_map_clear(ids); /* sorted: its index no longer matches */
     return rc;
 }
@@ -1376,7 +1445,9 @@ static int flush_profiles(pl_store *s, profile_set *set, const span_set *txn_spa
     bool seeded = false;
     sample_key *span_keys = NULL; /* stack_id unused */
     size_t n_keys = 0, cap_keys = 0;
-    sqlite3_stmt *st = s->st[ST_UPSERT_SAMPLE];
+    /* rows in key order, PL_STORE_MULTI_ROWS per statement */
+    multi_row m;
+    multi_row_init(&m, s->st[ST_UPSERT_SAMPLE_MANY], s->st[ST_UPSERT_SAMPLE], 10);
     for (size_t i = 0; i < aggs->n && rc == SQLITE_OK; i++) {
         sample_agg *a = (sample_agg *)(void *)aggs->items + i;
         /* a span's rows' key (PL_SPAN_SAMPLES), once per run of rows that
@@ -1412,37 +1483,38 @@ static int flush_profiles(pl_store *s, profile_set *set, const span_set *txn_spa
             if (known)
                 a->has_trace = false;
         }
-        sqlite3_bind_int64(st, 1, a->key.service_id);
-        sqlite3_bind_int64(st, 2, a->key.bucket);
-        sqlite3_bind_int64(st, 3, a->key.type_id);
-        sqlite3_bind_int64(st, 4, a->key.span_id);
-        sqlite3_bind_int64(st, 5, a->key.stack_id);
-        if (a->has_trace)
-            sqlite3_bind_blob(st, 6, a->trace_id, 16, SQLITE_STATIC);
-        else
-            sqlite3_bind_null(st, 6);
-        sqlite3_bind_int64(st, 7, a->value);
-        sqlite3_bind_int64(st, 8, a->cpu_ns);
-        sqlite3_bind_int64(st, 9, a->count);
-        sqlite3_bind_int64(st, 10, a->wall_ns);
-        rc = step_reset(st);
+        mr_int(&m, a->key.service_id);
+        mr_int(&m, a->key.bucket);
+        mr_int(&m, a->key.type_id);
+        mr_int(&m, a->key.span_id);
+        mr_int(&m, a->key.stack_id);
+        mr_blob16(&m, a->has_trace ? a->trace_id : NULL);
+        mr_int(&m, a->value);
+        mr_int(&m, a->cpu_ns);
+        mr_int(&m, a->count);
+        mr_int(&m, a->wall_ns);
+        rc = multi_row_end(&m, s->db);
         stats->sample_rows++;
     }
+    if (rc == SQLITE_OK)
+        rc = multi_row_finish(&m, s->db);
     pl_store_u64_map_clear(&stored);
     /* the keys in their table's order (span id first), as the span ids */
     if (n_keys > 1)
         qsort(span_keys, n_keys, sizeof(*span_keys), cmp_span_key);
-    st = s->st[ST_INS_SAMPLE_SPAN];
+    multi_row_init(&m, s->st[ST_INS_SAMPLE_SPAN_MANY], s->st[ST_INS_SAMPLE_SPAN], 4);
     for (size_t i = 0; i < n_keys && rc == SQLITE_OK; i++) {
-        sqlite3_bind_int64(st, 1, span_keys[i].span_id);
-        sqlite3_bind_int64(st, 2, span_keys[i].service_id);
-        sqlite3_bind_int64(st, 3, span_keys[i].bucket);
-        sqlite3_bind_int64(st, 4, span_keys[i].type_id);
-        rc = step_reset(st);
-        if (rc == SQLITE_OK)
-            s->skeys_new += sqlite3_changes(s->db);
+        mr_int(&m, span_keys[i].span_id);
+        mr_int(&m, span_keys[i].service_id);
+        mr_int(&m, span_keys[i].bucket);
+        mr_int(&m, span_keys[i].type_id);
+        rc = multi_row_end(&m, s->db);
     }
+    if (rc == SQLITE_OK)
+        rc = multi_row_finish(&m, s->db);
+    s->skeys_new += m.changes;
     free(span_keys);
+    sqlite3_stmt *st;
     /* series totals: the rows are in (service, bucket, type) order */
     st = s->st[ST_UPSERT_TOTAL];
     for (size_t i = 0; i < aggs->n && rc == SQLITE_OK;) {

@@ -1945,6 +1945,37 @@ static int64_t span_total(pl_store *s, int span)
     return profile_total(s, &pq);
 }
 
+/* Sample rows and their span keys go in PL_STORE_MULTI_ROWS (32) rows per
+ * statement and the rest one by one: 60 rows of 60 spans (one full
+ * statement and 28 single rows), written twice, add up as rows written one
+ * at a time would (the second time through the upsert's conflict path),
+ * each keeping its trace id (the spans are not stored), each span one key. */
+static void test_sample_rows_many(void)
+{
+    char path[512];
+    fresh_path(path, sizeof(path), "many.db");
+    pl_store *s = open_rw(path);
+    REQUIRE(s);
+    for (int round = 0; round < 2; round++) {
+        prof_builder pb;
+        prof_begin(&pb, "many", "cpu", "nanoseconds", NULL, NULL, 0, BASE + S(1));
+        for (int k = 0; k < 60; k++) {
+            sample_spec sm = {"main;work", k + 1, 0, 1 + (uint32_t)k / 10, k % 10, false, NULL};
+            prof_sample(&pb, &sm);
+        }
+        REQUIRE(write_one(s, pb.b) == PL_OK);
+    }
+    pl_store_close(s);
+    CHECK_EQ_INT(count_rows(path, "SELECT count(*) FROM samples"), 60);
+    CHECK_EQ_INT(count_rows(path, "SELECT sum(value) FROM samples"), 2 * 1830);
+    CHECK_EQ_INT(count_rows(path, "SELECT sum(count) FROM samples"), 120);
+    CHECK_EQ_INT(count_rows(path, "SELECT count(*) FROM samples WHERE length(trace_id) = 16"), 60);
+    CHECK_EQ_INT(count_rows(path, "SELECT count(*) FROM (SELECT span_id FROM sample_spans UNION "
+                                  "ALL SELECT span_id FROM sample_spans_new)"),
+                 60);
+    CHECK_EQ_INT(count_rows(path, "SELECT count(DISTINCT span_id) FROM samples"), 60);
+}
+
 /* A span's samples are found through the sample key tables (span id ->
  * service, bucket, type): the keys of each write go to the small table and
  * are merged into the large one every span_ids_merge keys; a key in both
@@ -2105,6 +2136,7 @@ int main(void)
     PL_RUN(test_many_copies);
     PL_RUN(test_samples_reach_traces_by_span);
     PL_RUN(test_sample_span_keys);
+    PL_RUN(test_sample_rows_many);
     PL_RUN(test_write_many_matches_one_by_one);
     PL_RUN(test_trace_span_ranges);
     PL_RUN(test_page_size);
