@@ -30,6 +30,7 @@
 #include "core/value_json.h"
 #include "proto/pprof.h"
 
+#include <assert.h>
 #include <math.h>
 
 /* Text form of an attribute value for a TEXT column: strings as they are,
@@ -498,15 +499,18 @@ typedef struct mcell {
     bool is_int;
 } mcell;
 
+#define MULTI_ROW_MAX_COLS 10 /* the sample rows' */
+
 typedef struct multi_row {
     sqlite3_stmt *many, *one;
     int cols, n;     /* cells held */
     int64_t changes; /* sqlite3_changes() summed */
-    mcell cells[PL_STORE_MULTI_ROWS * 10];
+    mcell cells[PL_STORE_MULTI_ROWS * MULTI_ROW_MAX_COLS];
 } multi_row;
 
 static void multi_row_init(multi_row *m, sqlite3_stmt *many, sqlite3_stmt *one, int cols)
 {
+    assert(cols > 0 && cols <= MULTI_ROW_MAX_COLS);
     m->many = many;
     m->one = one;
     m->cols = cols;
