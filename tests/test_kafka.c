@@ -796,11 +796,11 @@ static void lag_run(lagenv *e, const kf_cluster *c, const char *group, int64_t b
 static void lag_report(const char *what, lagenv *e)
 {
     printf("#   %s: %d of %d samples left with their span's context, %d without; waited "
-           "max %.2f s, mean %.2f s; %d span records refused; held for lag %llu, let go on "
-           "catch-up %llu, at a bound %llu\n",
+           "max %.2f s, mean %.2f s; %d span records refused; spans in %d, out %d; held for lag "
+           "%llu, let go on catch-up %llu, at a bound %llu\n",
            what, e->enriched, e->samples, e->samples - e->enriched, (double)e->waited_max_ns / 1e9,
-           e->samples ? (double)e->waited_sum_ns / e->samples / 1e9 : 0.0, e->refused,
-           (unsigned long long)*pl_stats_counter(e->cstats, "bus_lag_held_samples", ""),
+           e->samples ? (double)e->waited_sum_ns / e->samples / 1e9 : 0.0, e->refused, e->spans_in,
+           e->spans, (unsigned long long)*pl_stats_counter(e->cstats, "bus_lag_held_samples", ""),
            (unsigned long long)*pl_stats_counter(e->cstats, "bus_lag_caught_up_samples", ""),
            (unsigned long long)*pl_stats_counter(e->cstats, "bus_lag_bound_samples", ""));
 }
