@@ -24,7 +24,7 @@
 #include <time.h>
 
 #define PL_STORE_APP_ID         0x706c6b31 /* "plk1" */
-#define PL_STORE_SCHEMA_VERSION 12
+#define PL_STORE_SCHEMA_VERSION 13
 
 /* The spans of a trace are found through its span ranges: one row per
  * trace and transaction that wrote spans of it, holding the rowid range
@@ -39,9 +39,8 @@
  * (a FROM subquery cannot name a table beside it). Each row is checked
  * against the range's trace id as well, so a range can never show a span
  * of another trace. NOT INDEXED: the spans are read by rowid only,
- * whatever else the query asks of them (SQLite would otherwise walk
- * spans_by_service for a service condition, or build an automatic index on
- * spans.trace_id, for every trace). */
+ * whatever else the query asks of them (SQLite would otherwise build an
+ * automatic index on spans.trace_id, for every trace). */
 #define PL_TRACE_SPANS_OF(T, S)                                                                    \
     T " r_ CROSS JOIN spans " S " NOT INDEXED ON " S ".rowid BETWEEN r_.first AND r_.last AND " S  \
       ".trace_id = r_.trace_id"
@@ -52,6 +51,20 @@
     " UNION ALL SELECT trace_id, first, last FROM trace_spans_new WHERE trace_id "
 #define PL_TRACE_RANGES_END(S) ") " PL_TRACE_SPANS_OF("", S)
 #define PL_TRACE_SPANS(S, C)   PL_TRACE_RANGES_A C PL_TRACE_RANGES_B C PL_TRACE_RANGES_END(S)
+
+/* The spans whose start times fall in a 10-second bucket (store_terms.h,
+ * pl_terms_bucket), without an index on spans: per transaction and bucket,
+ * `span_buckets` holds the lowest and highest rowid the transaction's new
+ * spans of that bucket took. PL_BUCKET_SPANS(S) is a FROM clause: the
+ * ranges as b_, each joined to the spans S it covers; the query names the
+ * buckets (b_.bucket = ...) and checks each span's own start time and
+ * service, since a range also covers the transaction's spans of other
+ * buckets. Ranges of transactions may overlap after retention deleted the
+ * newest rows (SQLite then reuses their rowids), so a span can be read
+ * twice: its readers collect distinct traces. */
+#define PL_BUCKET_SPANS(S)                                                                         \
+    "span_buckets b_ CROSS JOIN spans " S " NOT INDEXED ON " S ".rowid BETWEEN b_.first AND "      \
+                                                               "b_.last"
 
 /* A span is found by its id through two tables, not an index on spans:
  * `span_ids_new` holds the ids of the spans written since the last merge,
@@ -173,6 +186,7 @@ enum {
     ST_INS_SAMPLE_SPAN,
     ST_INS_SAMPLE_SPAN_MANY,
     ST_UPSERT_SAMPLE_MANY,
+    ST_UPSERT_SPAN_BUCKET,
     ST_COUNT
 };
 

@@ -8,6 +8,7 @@
  * decoded once per distinct id.
  */
 #include "store/store_internal.h"
+#include "store/store_terms.h"
 
 /* the spans of the trace(s) whose id meets C, as sp (PL_TRACE_SPANS) */
 #define TRACE_SPANS(C) PL_TRACE_SPANS("sp", C)
@@ -203,8 +204,9 @@ pl_status pl_store_query_traces(pl_store *s, const pl_trace_query *q, pl_trace_l
         snprintf(sql, sizeof(sql),
                  "SELECT " SUMMARY_COLUMNS " FROM traces WHERE start_ns >= ?1 AND duration_ns >= "
                  "?2 %s %s ORDER BY duration_ns DESC, start_ns DESC LIMIT ?4",
-                 q->service ? "AND trace_id IN (SELECT trace_id FROM spans WHERE service = ?3 AND "
-                              "start_ns >= ?1)"
+                 q->service ? "AND trace_id IN (SELECT s.trace_id FROM " PL_BUCKET_SPANS(
+                                  "s") " WHERE b_.bucket >= ?8 AND s.service = ?3 AND "
+                                       "s.start_ns >= ?1)"
                             : "",
                  extra);
     sqlite3_stmt *st = NULL, *cpu = NULL;
@@ -217,6 +219,8 @@ pl_status pl_store_query_traces(pl_store *s, const pl_trace_query *q, pl_trace_l
     sqlite3_bind_int64(st, 2, (int64_t)q->min_duration_ns);
     if (q->service)
         sqlite3_bind_text(st, 3, q->service, -1, SQLITE_STATIC);
+    if (q->service && !by_duration) /* the buckets from since's on */
+        sqlite3_bind_int64(st, 8, pl_terms_bucket((int64_t)q->since_ns));
     sqlite3_bind_int64(st, 4, fetch);
     if (q->root_name)
         sqlite3_bind_text(st, 5, q->root_name, -1, SQLITE_STATIC);

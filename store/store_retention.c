@@ -210,6 +210,13 @@ static int delete_before(pl_store *s, uint64_t cutoff, pl_store_retention_stats 
                         &stats->traces_deleted);
     if (rc == SQLITE_OK)
         rc = pl_store_terms_delete_before(s, cutoff);
+    /* the rowid ranges of buckets that end before the cutoff: their spans
+     * started before it, so their traces did (negative buckets, start times
+     * past 2^63, stay as in the term index) */
+    if (rc == SQLITE_OK)
+        rc = exec_bind1(s->db, "DELETE FROM span_buckets WHERE bucket >= 0 AND bucket < ?1",
+                        pl_terms_bucket(cutoff > (uint64_t)INT64_MAX ? INT64_MAX : (int64_t)cutoff),
+                        0, false, NULL);
     sqlite3_stmt *svc = NULL;
     if (rc == SQLITE_OK)
         rc = sqlite3_prepare_v2(s->db, "SELECT id FROM services", -1, &svc, NULL);

@@ -13,7 +13,8 @@
  * rowid ranges, `trace_spans`; 10: span ids in `span_ids` and
  * `span_ids_new` instead of an index on spans; 11: the sample key tables
  * `sample_spans` and `sample_spans_new` instead of an index on
- * samples.span_id; 12: `trace_spans_new`, created with the schema); a
+ * samples.span_id; 12: `trace_spans_new`, created with the schema; 13:
+ * `span_buckets` instead of the index `spans_by_service`); a
  * reader asks for the upgrade rather than guess.
  */
 #include "store/store_internal.h"
@@ -227,6 +228,9 @@ static const char *const write_sql[ST_COUNT] = {
                                 "bucket, type_id) VALUES " ROWS32("(?,?,?,?)"),
     [ST_INS_TRACE_SPANS] = "INSERT OR IGNORE INTO trace_spans_new(trace_id, first, last) "
                            "VALUES(?1,?2,?3)",
+    [ST_UPSERT_SPAN_BUCKET] = "INSERT INTO span_buckets(bucket, first, last) VALUES(?1,?2,?3) "
+                              "ON CONFLICT(bucket, first) DO UPDATE SET last = max(last, "
+                              "excluded.last)",
     [ST_COUNT_LABEL_SETS] = "SELECT count(*) FROM services WHERE name_id = ?2 AND tenant IS ?1 "
                             "AND labels IS NOT NULL",
 };
@@ -264,7 +268,9 @@ static const char schema_sql[] =
     "  last INTEGER NOT NULL, PRIMARY KEY(trace_id, first)) WITHOUT ROWID;"
     "CREATE TABLE IF NOT EXISTS trace_spans_new(trace_id BLOB NOT NULL, first INTEGER NOT NULL,"
     "  last INTEGER NOT NULL, PRIMARY KEY(trace_id, first)) WITHOUT ROWID;"
-    "CREATE INDEX IF NOT EXISTS spans_by_service ON spans(service, start_ns);"
+    /* a bucket's spans (store_internal.h, PL_BUCKET_SPANS) */
+    "CREATE TABLE IF NOT EXISTS span_buckets(bucket INTEGER NOT NULL, first INTEGER NOT NULL,"
+    "  last INTEGER NOT NULL, PRIMARY KEY(bucket, first)) WITHOUT ROWID;"
     "CREATE TABLE IF NOT EXISTS traces(trace_id BLOB PRIMARY KEY, start_ns INTEGER NOT NULL,"
     "  end_ns INTEGER NOT NULL, root_span_id INTEGER, root_name TEXT, root_service TEXT,"
     "  root_start_ns INTEGER, root_end_ns INTEGER, span_count INTEGER NOT NULL,"
@@ -632,6 +638,15 @@ pl_status pl_store_open(const char *path, const pl_store_options *options, pl_st
                                   "samples WHERE span_id != 0 ORDER BY 1, 2, 3, 4;"
                                   "DROP INDEX IF EXISTS samples_by_span;",
                                   NULL, NULL, NULL);
+            if (rc == SQLITE_OK && app_id != 0 && version <= 12) /* v12 -> v13: one scan */
+                rc = sqlite3_exec(
+                    s->db,
+                    "DELETE FROM span_buckets;"
+                    "INSERT INTO span_buckets(bucket, first, last) SELECT " PL_BUCKET_OF(
+                        "start_ns") ", min(rowid), max(rowid) FROM spans "
+                                    "GROUP BY 1;"
+                                    "DROP INDEX IF EXISTS spans_by_service;",
+                    NULL, NULL, NULL);
             if (rc == SQLITE_OK)
                 rc = sqlite3_exec(s->db, pl_store_terms_schema_sql, NULL, NULL, NULL);
             if (rc == SQLITE_OK) {

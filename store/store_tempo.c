@@ -306,48 +306,18 @@ static size_t sort_found(found *f, size_t n)
     return o;
 }
 
-#define MAX_SERVICES 4096 /* the LIMIT below */
-
 /* Search through the candidate buckets of the term index (ascending):
- * the spans of each bucket that meet the expression (`by_bucket`: ?5
- * service, ?6..?7 start time), negative buckets first (start times past
+ * the spans of each bucket that meet the expression (`by_bucket`: ?5 the
+ * bucket, ?6..?7 its start times), negative buckets first (start times past
  * 2^63 belong to any trace), then newest first. After bucket b every trace
  * with a matching span at or after b is known, and any other starts before
  * b: once `limit` known traces start at or after b, they are the answer. */
-static int search_buckets(pl_store *s, const int64_t *buckets, size_t n, sqlite3_stmt *by_bucket,
+static int search_buckets(const int64_t *buckets, size_t n, sqlite3_stmt *by_bucket,
                           sqlite3_stmt *row, const pl_tempo_search *opt, emit_ctx *x)
 {
-    char **svc = NULL;
-    size_t n_svc = 0;
     found *f = NULL;
     size_t n_found = 0, cap_found = 0;
-    sqlite3_stmt *st = NULL;
-    int rc = sqlite3_prepare_v2(
-        s->db,
-        "WITH RECURSIVE svc(name) AS (SELECT min(service) FROM spans UNION ALL SELECT (SELECT "
-        "min(service) FROM spans WHERE service > svc.name) FROM svc WHERE svc.name IS NOT NULL) "
-        "SELECT name FROM svc WHERE name IS NOT NULL LIMIT 4096",
-        -1, &st, NULL);
-    if (rc == SQLITE_OK) {
-        svc = calloc(MAX_SERVICES, sizeof(*svc));
-        if (!svc)
-            rc = SQLITE_NOMEM;
-    }
-    while (rc == SQLITE_OK) {
-        int step = sqlite3_step(st);
-        if (step != SQLITE_ROW) {
-            rc = step == SQLITE_DONE ? SQLITE_OK : step;
-            break;
-        }
-        const char *name = (const char *)sqlite3_column_text(st, 0);
-        if (!(svc[n_svc] = malloc((size_t)sqlite3_column_bytes(st, 0) + 1))) {
-            rc = SQLITE_NOMEM;
-            break;
-        }
-        memcpy(svc[n_svc], name ? name : "", (size_t)sqlite3_column_bytes(st, 0) + 1);
-        n_svc++;
-    }
-    sqlite3_finalize(st);
+    int rc = SQLITE_OK;
     size_t first_pos = 0; /* the first bucket >= 0 */
     while (first_pos < n && buckets[first_pos] < 0)
         first_pos++;
@@ -360,24 +330,22 @@ static int search_buckets(pl_store *s, const int64_t *buckets, size_t n, sqlite3
             lo = b < 0 ? INT64_MIN : INT64_MAX;
         if (__builtin_add_overflow(lo, PL_TERMS_BUCKET_NS - 1, &hi))
             hi = INT64_MAX;
+        sqlite3_bind_int64(by_bucket, 5, b);
         sqlite3_bind_int64(by_bucket, 6, lo);
         sqlite3_bind_int64(by_bucket, 7, hi);
-        for (size_t v = 0; v < n_svc && rc == SQLITE_OK; v++) {
-            sqlite3_bind_text(by_bucket, 5, svc[v], -1, SQLITE_STATIC);
-            while ((rc = sqlite3_step(by_bucket)) == SQLITE_ROW) {
-                if (sqlite3_column_bytes(by_bucket, 0) != 16)
-                    continue;
-                if (pl_array_reserve((void **)&f, n_found, &cap_found, sizeof(*f), 64)) {
-                    rc = SQLITE_NOMEM;
-                    break;
-                }
-                memcpy(f[n_found].id, sqlite3_column_blob(by_bucket, 0), 16);
-                f[n_found++].start = sqlite3_column_int64(by_bucket, 1);
+        while ((rc = sqlite3_step(by_bucket)) == SQLITE_ROW) {
+            if (sqlite3_column_bytes(by_bucket, 0) != 16)
+                continue;
+            if (pl_array_reserve((void **)&f, n_found, &cap_found, sizeof(*f), 64)) {
+                rc = SQLITE_NOMEM;
+                break;
             }
-            sqlite3_reset(by_bucket);
-            if (rc == SQLITE_DONE)
-                rc = SQLITE_OK;
+            memcpy(f[n_found].id, sqlite3_column_blob(by_bucket, 0), 16);
+            f[n_found++].start = sqlite3_column_int64(by_bucket, 1);
         }
+        sqlite3_reset(by_bucket);
+        if (rc == SQLITE_DONE)
+            rc = SQLITE_OK;
         if (rc != SQLITE_OK || k < first_pos)
             continue;
         n_found = sort_found(f, n_found);
@@ -398,9 +366,6 @@ static int search_buckets(pl_store *s, const int64_t *buckets, size_t n, sqlite3
             rc = SQLITE_OK;
         sqlite3_reset(row);
     }
-    for (size_t v = 0; v < n_svc; v++)
-        free(svc[v]);
-    free(svc);
     free(f);
     return rc;
 }
@@ -486,13 +451,14 @@ pl_status pl_store_tempo_search(pl_store *s, const pl_tql *q, const pl_tempo_sea
                             "ORDER BY t.start_ns DESC LIMIT ?4",
         (int)trace_cond.len, trace_cond.data ? (const char *)trace_cond.data : "", (int)cond.len,
         (const char *)cond.data);
-    /* the spans of one term-index bucket and service that meet the
+    /* the spans of one term-index bucket that meet the
      * expression, with their traces' starts */
     char *bucket_sql = sqlite3_mprintf(
-        "SELECT DISTINCT t.trace_id, t.start_ns FROM spans s INDEXED BY spans_by_service "
-        "CROSS JOIN traces t ON t.trace_id = s.trace_id WHERE s.service = ?5 AND s.start_ns >= ?6 "
-        "AND s.start_ns <= ?7 AND t.start_ns >= ?1 AND t.start_ns <= ?2 AND (?3 IS NULL OR "
-        "t.tenant = ?3)%.*s AND %.*s",
+        "SELECT DISTINCT t.trace_id, t.start_ns FROM " PL_BUCKET_SPANS(
+            "s") " CROSS JOIN traces t ON t.trace_id = s.trace_id WHERE b_.bucket = ?5 AND "
+                 "s.start_ns >= ?6 AND s.start_ns <= ?7 AND t.start_ns >= ?1 AND t.start_ns <= ?2 "
+                 "AND (?3 IS NULL OR "
+                 "t.tenant = ?3)%.*s AND %.*s",
         (int)trace_cond.len, trace_cond.data ? (const char *)trace_cond.data : "", (int)cond.len,
         (const char *)cond.data);
     pl_buf_free(&trace_cond);
@@ -579,7 +545,7 @@ pl_status pl_store_tempo_search(pl_store *s, const pl_tql *q, const pl_tempo_sea
     emit_ctx x = {q, attr_param, spans, matched, stats, out, 0};
     pl_buf_append_str(out, "{\"traces\":[");
     if (plan == PL_TERMS_CANDIDATES) {
-        rc = search_buckets(s, buckets, n_buckets, by_bucket, row, opt, &x);
+        rc = search_buckets(buckets, n_buckets, by_bucket, row, opt, &x);
     } else {
         while ((rc = sqlite3_step(traces)) == SQLITE_ROW)
             if ((rc = emit_trace(&x, traces)) != SQLITE_OK)

@@ -9,6 +9,8 @@
 
 #include <math.h>
 
+_Static_assert(PL_TERMS_BUCKET_NS == 10000000000ll, "PL_BUCKET_OF divides by the bucket width");
+
 const char pl_store_terms_schema_sql[] =
     "CREATE TABLE IF NOT EXISTS span_terms(term INTEGER NOT NULL, minute INTEGER NOT NULL,"
     "  lo, hi, PRIMARY KEY(term, minute)) WITHOUT ROWID;"
@@ -564,7 +566,8 @@ int pl_store_terms_delete_before(pl_store *s, uint64_t cutoff_ns)
 
 /* ---- upgrade ------------------------------------------------------------------ */
 
-/* The services that have spans: a skip scan of spans_by_service. */
+/* The services that have spans (in the stores this upgrade meets, a skip
+ * scan of their index spans_by_service). */
 #define SERVICES_CTE                                                                               \
     "WITH RECURSIVE svc(name) AS (SELECT min(service) FROM spans UNION ALL SELECT (SELECT "        \
     "min(service) FROM spans WHERE service > svc.name) FROM svc WHERE svc.name IS NOT NULL) "

@@ -64,4 +64,8 @@ static inline int64_t pl_terms_bucket(int64_t ns)
     return (ns % PL_TERMS_BUCKET_NS < 0) ? b - 1 : b;
 }
 
+/* pl_terms_bucket in SQL, of an integer column or expression E. */
+#define PL_BUCKET_OF(E)                                                                            \
+    "(CASE WHEN (" E ") >= 0 THEN (" E ") / 10000000000 ELSE ((" E ") + 1) / 10000000000 - 1 END)"
+
 #endif

@@ -431,6 +431,44 @@ typedef agg_map trace_aggs;
         .size = sizeof(trace_agg), .key_off = offsetof(trace_agg, trace_id), .key_len = 16         \
     }
 
+/* Per 10-second bucket of span start times (store_terms.h), the rowids a
+ * transaction's new spans of that bucket took: one `span_buckets` row each
+ * (store_internal.h, PL_BUCKET_SPANS). */
+typedef struct bucket_rows {
+    int64_t bucket, first, last;
+} bucket_rows;
+
+#define BUCKET_ROWS                                                                                \
+    {                                                                                              \
+        .size = sizeof(bucket_rows), .key_off = offsetof(bucket_rows, bucket), .key_len = 8        \
+    }
+
+/* Widens the range of `bucket` to `row`; a transaction's spans mostly fall
+ * in one or two buckets, so the last one is tried first. */
+static int bucket_rows_add(agg_map *m, int64_t bucket, int64_t row)
+{
+    bucket_rows *b = NULL;
+    if (m->n) {
+        bucket_rows *last = (bucket_rows *)(void *)m->items + (m->n - 1);
+        if (last->bucket == bucket)
+            b = last;
+    }
+    if (!b) {
+        bool created;
+        /* keyed hash: start times come from clients */
+        b = agg_get(m, &bucket, (uint32_t)pl_hash_u64((uint64_t)bucket), &created);
+        if (!b)
+            return SQLITE_NOMEM;
+        if (created)
+            b->first = b->last = row;
+    }
+    if (row < b->first)
+        b->first = row;
+    if (row > b->last)
+        b->last = row;
+    return SQLITE_OK;
+}
+
 static trace_agg *trace_aggs_get(trace_aggs *m, const uint8_t id[16])
 {
     bool created;
@@ -599,8 +637,8 @@ static int64_t span_stored(pl_store *s, int64_t sid, const u64_map *pending, int
  * a copy carries to the stored one (its rowid). A new span's id and rowid
  * go to `ids` (write_span_ids). */
 static int write_span(pl_store *s, const pl_span *sp, int64_t stored_row, pl_bytes service,
-                      int64_t resource_id, pl_bytes tenant, trace_aggs *aggs, u64_map *ids,
-                      pl_store_write_stats *stats)
+                      int64_t resource_id, pl_bytes tenant, trace_aggs *aggs, agg_map *buckets,
+                      u64_map *ids, pl_store_write_stats *stats)
 {
     sqlite3_stmt *st = s->st[ST_INS_SPAN];
     bool root = sp->parent_span_id_len != 8 || all_zero(sp->parent_span_id, 8);
@@ -710,6 +748,9 @@ static int write_span(pl_store *s, const pl_span *sp, int64_t stored_row, pl_byt
         return SQLITE_OK;
     }
     stats->spans++;
+    if (bucket_rows_add(buckets, pl_terms_bucket((int64_t)sp->start_time_unix_nano), row) !=
+        SQLITE_OK)
+        return SQLITE_NOMEM;
     trace_agg *t = trace_aggs_get(aggs, sp->trace_id);
     if (!t)
         return SQLITE_NOMEM;
@@ -854,6 +895,7 @@ static int flush_spans(pl_store *s, span_set *set, pl_store_write_stats *stats)
     if (set->n > 1)
         qsort(set->refs, set->n, sizeof(*set->refs), cmp_span_ref);
     trace_aggs aggs = TRACE_AGGS;
+    agg_map buckets = BUCKET_ROWS;
     u64_map ids = {0};
     int rc = SQLITE_OK;
     for (size_t i = 0; i < set->n && rc == SQLITE_OK; i++) {
@@ -871,7 +913,8 @@ static int flush_spans(pl_store *s, span_set *set, pl_store_write_stats *stats)
             stats->duplicate_spans++;
             continue;
         }
-        rc = write_span(s, sp, stored, r->service, r->resource_id, r->tenant, &aggs, &ids, stats);
+        rc = write_span(s, sp, stored, r->service, r->resource_id, r->tenant, &aggs, &buckets, &ids,
+                        stats);
         if (rc == SQLITE_OK)
             rc = pl_store_terms_span(s, sp, r->service, r->resource_id, r->attrs, stored != 0);
     }
@@ -913,6 +956,15 @@ static int flush_spans(pl_store *s, span_set *set, pl_store_write_stats *stats)
         }
     }
     agg_free(&aggs);
+    sqlite3_stmt *bst = s->st[ST_UPSERT_SPAN_BUCKET];
+    for (size_t i = 0; i < buckets.n && rc == SQLITE_OK; i++) {
+        const bucket_rows *b = (const bucket_rows *)(const void *)buckets.items + i;
+        sqlite3_bind_int64(bst, 1, b->bucket);
+        sqlite3_bind_int64(bst, 2, b->first);
+        sqlite3_bind_int64(bst, 3, b->last);
+        rc = step_reset(bst);
+    }
+    agg_free(&buckets);
     return rc;
 }
 

@@ -16,6 +16,7 @@
 #include "config/decode.h"
 #include "sqlite_plans.h"
 #include "store/store_internal.h" /* PL_SPAN_ROW */
+#include "store/store_terms.h"    /* PL_BUCKET_OF */
 #include "store_fixtures.h"
 #include "traces_fixture.h"
 
@@ -1736,6 +1737,125 @@ static void test_span_ids_late_span(void)
 
 /* A new store is made with 16 KiB pages; a store an earlier proflink made
  * with 4 KiB pages keeps them, and is read and written as before. */
+/* Spans left uncovered by `span_buckets`: a span whose start-time bucket
+ * has no row whose rowid range holds it (PL_BUCKET_SPANS). */
+#define UNCOVERED_SPANS                                                                            \
+    "SELECT count(*) FROM spans s WHERE NOT EXISTS (SELECT 1 FROM span_buckets b WHERE "           \
+    "b.bucket = " PL_BUCKET_OF("s.start_ns") " AND s.rowid BETWEEN b.first AND b.last)"
+
+static size_t traces_of_service(pl_store *s, const char *service, uint64_t since,
+                                uint32_t *first_trace)
+{
+    pl_err err = {{0}};
+    pl_trace_list list;
+    pl_trace_query q = {.service = service, .since_ns = since, .limit = 100};
+    *first_trace = 0;
+    if (pl_store_query_traces(s, &q, &list, &err) != PL_OK) {
+        CHECK(!"trace list failed");
+        return 0;
+    }
+    size_t n = list.n;
+    *first_trace = n ? list.items[0].trace_id[15] : 0;
+    pl_trace_list_free(&list);
+    return n;
+}
+
+/* A service's spans by start time come from the rowid ranges of their
+ * 10-second buckets (one row per transaction and bucket), not an index on
+ * spans: every span is covered, a late span in a later transaction too,
+ * the trace list's service filter finds it, retention drops the rows of
+ * the buckets it emptied, and a schema-12 store (with spans_by_service)
+ * is upgraded to the same. */
+static void test_span_buckets(void)
+{
+    char path[512];
+    fresh_path(path, sizeof(path), "buckets.db");
+    pl_store *s = open_rw(path);
+    REQUIRE(s);
+    /* one transaction over three buckets and two services */
+    span_spec a[3] = {
+        {1, 0, -1, "GET /a", BASE + S(1), BASE + S(2), 0},
+        {1, 1, 0, "a1", BASE + S(3), BASE + S(4), 0},
+        {2, 0, -1, "GET /b", BASE + S(25), BASE + S(26), 0},
+    };
+    span_spec b[2] = {
+        {2, 1, 0, "b1", BASE + S(27), BASE + S(28), 0},
+        {3, 0, -1, "GET /c", BASE + S(45), BASE + S(46), 0},
+    };
+    pl_err err = {{0}};
+    pl_store_write_stats ws = {0};
+    REQUIRE(pl_store_begin(s, &err) == PL_OK);
+    pl_batch *ba = traces_batch("alpha", a, 3), *bb = traces_batch("beta", b, 2);
+    REQUIRE(pl_store_write(s, ba, &ws, &err) == PL_OK);
+    REQUIRE(pl_store_write(s, bb, &ws, &err) == PL_OK);
+    REQUIRE(pl_store_commit(s, &err) == PL_OK);
+    pl_batch_free(ba);
+    pl_batch_free(bb);
+    /* a later transaction: a late span of trace 1 (an older bucket, another
+     * service) and a span whose start is past 2^63 (a negative bucket) */
+    span_spec late[1] = {{1, 2, 0, "late", BASE + S(5), BASE + S(6), 0}};
+    CHECK(write_one(s, traces_batch("gamma", late, 1)) == PL_OK);
+    span_spec far[1] = {{4, 0, -1, "far", (1ull << 63) + S(1), (1ull << 63) + S(2), 0}};
+    CHECK(write_one(s, traces_batch("gamma", far, 1)) == PL_OK);
+    CHECK_EQ_INT(count_rows(path, "SELECT count(*) FROM spans"), 7);
+    CHECK_EQ_INT(count_rows(path, UNCOVERED_SPANS), 0);
+    /* a row per bucket of each write: the first transaction's two writes
+     * reach buckets 0, 2 and 2, 4 of BASE; then one row each */
+    CHECK_EQ_INT(count_rows(path, "SELECT count(*) FROM span_buckets"), 6);
+    CHECK_EQ_INT(count_rows(path, "SELECT count(*) FROM span_buckets WHERE bucket < 0"), 1);
+    CHECK_EQ_INT(count_rows(path, "SELECT count(*) FROM sqlite_master WHERE name = "
+                                  "'spans_by_service'"),
+                 0);
+    uint32_t first = 0;
+    CHECK_EQ_INT((int)traces_of_service(s, "gamma", BASE, &first), 1);
+    CHECK_EQ_INT((int)first, 1); /* through the late span's bucket */
+    CHECK_EQ_INT((int)traces_of_service(s, "beta", BASE, &first), 2);
+    CHECK_EQ_INT((int)traces_of_service(s, "alpha", BASE + S(20), &first), 1);
+    CHECK_EQ_INT((int)first, 2);
+    CHECK_EQ_INT((int)traces_of_service(s, "alpha", BASE + S(30), &first), 0);
+    CHECK_EQ_INT((int)traces_of_service(s, "nobody", BASE, &first), 0);
+    pl_store_close(s);
+
+    /* the same store as schema 12 wrote it */
+    sqlite3 *db = NULL;
+    REQUIRE(sqlite3_open(path, &db) == SQLITE_OK);
+    CHECK(sqlite3_exec(db,
+                       "DROP TABLE span_buckets;"
+                       "CREATE INDEX spans_by_service ON spans(service, start_ns);"
+                       "PRAGMA user_version = 12",
+                       NULL, NULL, NULL) == SQLITE_OK);
+    sqlite3_close(db);
+    s = open_rw(path);
+    REQUIRE(s);
+    CHECK_EQ_INT(count_rows(path, "SELECT count(*) FROM sqlite_master WHERE name = "
+                                  "'spans_by_service'"),
+                 0);
+    CHECK_EQ_INT(count_rows(path, "PRAGMA user_version"), PL_STORE_SCHEMA_VERSION);
+    CHECK_EQ_INT(count_rows(path, UNCOVERED_SPANS), 0);
+    CHECK_EQ_INT((int)traces_of_service(s, "gamma", BASE, &first), 1);
+    CHECK_EQ_INT((int)first, 1);
+    CHECK_EQ_INT((int)traces_of_service(s, "beta", BASE, &first), 2);
+
+    /* retention by age, cutoff in bucket 3: traces 1 (and its late span)
+     * and 2 go, and trace 4 (a start past 2^63 is stored below 0); the
+     * rows of buckets 0 to 2 with them, the negative bucket's row stays */
+    pl_store_retention_stats rs;
+    REQUIRE(pl_store_enforce_retention(s, BASE + S(3600 + 30), S(3600), 0, false, &rs, &err) ==
+            PL_OK);
+    CHECK_EQ_UINT(rs.spans_deleted, 6);
+    CHECK_EQ_INT(count_rows(path, UNCOVERED_SPANS), 0);
+    char sql[160];
+    snprintf(sql, sizeof(sql),
+             "SELECT count(*) FROM span_buckets WHERE bucket >= 0 AND bucket < %lld",
+             (long long)pl_terms_bucket((int64_t)(BASE + S(30))));
+    CHECK_EQ_INT(count_rows(path, sql), 0);
+    CHECK_EQ_INT(count_rows(path, "SELECT count(*) FROM span_buckets"), 2);
+    CHECK_EQ_INT((int)traces_of_service(s, "beta", BASE, &first), 1);
+    CHECK_EQ_INT((int)first, 3);
+    CHECK_EQ_INT((int)traces_of_service(s, "alpha", BASE, &first), 0);
+    pl_store_close(s);
+}
+
 static void test_page_size(void)
 {
     char path[512];
@@ -1788,7 +1908,7 @@ static void test_checkpoint_thread(void)
     REQUIRE(pl_store_open(path, &opt, &s, NULL, &err) == PL_OK);
     uint32_t next = 0;
     int64_t written, max_wal = 0;
-    for (int t = 0; t < 60; t++) {
+    for (int t = 0; t < 80; t++) {
         write_txn(s, (pl_batch *[]){numbered_spans(next, 1000)}, 1);
         next += 1000;
         int64_t w = file_bytes(wal);
@@ -1799,7 +1919,7 @@ static void test_checkpoint_thread(void)
     CHECK(cs.passes >= 2);
     CHECK(cs.tails >= 2);
     /* the WAL's high-water mark: two or three transactions of ~100 pages
-     * (3.7 MiB here); without its restarts it would hold all 60 (~90 MiB) */
+     * (3.7 MiB here); without its restarts it would hold all 80 (~120 MiB) */
     sqlite3 *db = NULL;
     REQUIRE(sqlite3_open(path, &db) == SQLITE_OK);
     int64_t pages = 0;
@@ -2139,6 +2259,7 @@ int main(void)
     PL_RUN(test_sample_rows_many);
     PL_RUN(test_write_many_matches_one_by_one);
     PL_RUN(test_trace_span_ranges);
+    PL_RUN(test_span_buckets);
     PL_RUN(test_page_size);
     PL_RUN(test_span_id_tables);
     PL_RUN(test_span_ids_late_span);
