@@ -62,9 +62,11 @@
  * buckets. Ranges of transactions may overlap after retention deleted the
  * newest rows (SQLite then reuses their rowids), so a span can be read
  * twice: its readers collect distinct traces. */
+/* a range ends where the next span of its bucket is more rows on */
+#define PL_BUCKET_GAP 64
 #define PL_BUCKET_SPANS(S)                                                                         \
     "span_buckets b_ CROSS JOIN spans " S " NOT INDEXED ON " S ".rowid BETWEEN b_.first AND "      \
-                                                               "b_.last"
+    "b_.last"
 
 /* A span is found by its id through two tables, not an index on spans:
  * `span_ids_new` holds the ids of the spans written since the last merge,

@@ -315,6 +315,23 @@ static const char schema_sql[] =
     "CREATE TABLE IF NOT EXISTS profile_types(type_id INTEGER PRIMARY KEY, name TEXT NOT NULL,"
     "  period_type TEXT NOT NULL, period_unit TEXT NOT NULL);";
 
+/* The 12 -> 13 upgrade: the stored spans' bucket ranges, split where the
+ * next span of a bucket is more than PL_BUCKET_GAP rows on, as the writer
+ * splits them; then the index they replace goes. */
+_Static_assert(PL_BUCKET_GAP == 64, "span_buckets_upgrade_sql splits at 64 rows");
+/* clang-format off */
+static const char span_buckets_upgrade_sql[] =
+    "DELETE FROM span_buckets;"
+    "WITH r AS (SELECT " PL_BUCKET_OF("start_ns") " AS b, rowid AS id, "
+    "rowid - lag(rowid) OVER (PARTITION BY " PL_BUCKET_OF("start_ns") " ORDER BY rowid) > 64 "
+    "AS brk FROM spans), "
+    "g AS (SELECT b, id, sum(coalesce(brk, 1)) OVER (PARTITION BY b ORDER BY id ROWS UNBOUNDED "
+    "PRECEDING) AS run FROM r) "
+    "INSERT INTO span_buckets(bucket, first, last) SELECT b, min(id), max(id) FROM g "
+    "GROUP BY b, run;"
+    "DROP INDEX IF EXISTS spans_by_service;";
+/* clang-format on */
+
 static pl_store_error classify(int rc)
 {
     switch (rc & 0xff) {
@@ -638,15 +655,8 @@ pl_status pl_store_open(const char *path, const pl_store_options *options, pl_st
                                   "samples WHERE span_id != 0 ORDER BY 1, 2, 3, 4;"
                                   "DROP INDEX IF EXISTS samples_by_span;",
                                   NULL, NULL, NULL);
-            if (rc == SQLITE_OK && app_id != 0 && version <= 12) /* v12 -> v13: one scan */
-                rc = sqlite3_exec(
-                    s->db,
-                    "DELETE FROM span_buckets;"
-                    "INSERT INTO span_buckets(bucket, first, last) SELECT " PL_BUCKET_OF(
-                        "start_ns") ", min(rowid), max(rowid) FROM spans "
-                                    "GROUP BY 1;"
-                                    "DROP INDEX IF EXISTS spans_by_service;",
-                    NULL, NULL, NULL);
+            if (rc == SQLITE_OK && app_id != 0 && version <= 12) /* v12 -> v13: one sort */
+                rc = sqlite3_exec(s->db, span_buckets_upgrade_sql, NULL, NULL, NULL);
             if (rc == SQLITE_OK)
                 rc = sqlite3_exec(s->db, pl_store_terms_schema_sql, NULL, NULL, NULL);
             if (rc == SQLITE_OK) {

@@ -432,41 +432,81 @@ typedef agg_map trace_aggs;
     }
 
 /* Per 10-second bucket of span start times (store_terms.h), the rowids a
- * transaction's new spans of that bucket took: one `span_buckets` row each
- * (store_internal.h, PL_BUCKET_SPANS). */
+ * transaction's new spans of that bucket took: `span_buckets` rows
+ * (store_internal.h, PL_BUCKET_SPANS). A range ends where the next span
+ * of its bucket is more than PL_BUCKET_GAP rows further on, so a reader of
+ * the bucket reads at most that many rows of other buckets per range row:
+ * a late span in a large write takes a range of its own, not the write's. */
+
 typedef struct bucket_rows {
     int64_t bucket, first, last;
 } bucket_rows;
 
-#define BUCKET_ROWS                                                                                \
+typedef struct bucket_ranges {
+    agg_map open; /* per bucket, its range still growing */
+    bucket_rows *closed;
+    size_t n_closed, cap_closed;
+    size_t hit; /* the open range used last, + 1 */
+} bucket_ranges;
+
+#define BUCKET_RANGES                                                                              \
     {                                                                                              \
-        .size = sizeof(bucket_rows), .key_off = offsetof(bucket_rows, bucket), .key_len = 8        \
+        .open = {                                                                                  \
+            .size = sizeof(bucket_rows),                                                           \
+            .key_off = offsetof(bucket_rows, bucket),                                              \
+            .key_len = 8                                                                           \
+        }                                                                                          \
     }
 
-/* Widens the range of `bucket` to `row`; a transaction's spans mostly fall
- * in one or two buckets, so the last one is tried first. */
-static int bucket_rows_add(agg_map *m, int64_t bucket, int64_t row)
+/* Adds a new span's row (rows come in increasing order within a write). */
+static int bucket_ranges_add(bucket_ranges *r, int64_t bucket, int64_t row)
 {
-    bucket_rows *b = NULL;
-    if (m->n) {
-        bucket_rows *last = (bucket_rows *)(void *)m->items + (m->n - 1);
-        if (last->bucket == bucket)
-            b = last;
-    }
+    bucket_rows *items = (bucket_rows *)(void *)r->open.items, *b = NULL;
+    if (r->hit && items[r->hit - 1].bucket == bucket)
+        b = &items[r->hit - 1];
     if (!b) {
         bool created;
         /* keyed hash: start times come from clients */
-        b = agg_get(m, &bucket, (uint32_t)pl_hash_u64((uint64_t)bucket), &created);
+        b = agg_get(&r->open, &bucket, (uint32_t)pl_hash_u64((uint64_t)bucket), &created);
         if (!b)
             return SQLITE_NOMEM;
-        if (created)
+        r->hit = (size_t)(b - (bucket_rows *)(void *)r->open.items) + 1;
+        if (created) {
             b->first = b->last = row;
+            return SQLITE_OK;
+        }
+    }
+    if (row > b->last && row - b->last > PL_BUCKET_GAP) {
+        if (pl_array_reserve((void **)&r->closed, r->n_closed, &r->cap_closed, sizeof(*r->closed),
+                             16))
+            return SQLITE_NOMEM;
+        r->closed[r->n_closed++] = *b;
+        b->first = row;
     }
     if (row < b->first)
         b->first = row;
     if (row > b->last)
         b->last = row;
     return SQLITE_OK;
+}
+
+static int bucket_ranges_write(pl_store *s, const bucket_rows *v, size_t n)
+{
+    sqlite3_stmt *st = s->st[ST_UPSERT_SPAN_BUCKET];
+    int rc = SQLITE_OK;
+    for (size_t i = 0; i < n && rc == SQLITE_OK; i++) {
+        sqlite3_bind_int64(st, 1, v[i].bucket);
+        sqlite3_bind_int64(st, 2, v[i].first);
+        sqlite3_bind_int64(st, 3, v[i].last);
+        rc = step_reset(st);
+    }
+    return rc;
+}
+
+static void bucket_ranges_free(bucket_ranges *r)
+{
+    agg_free(&r->open);
+    free(r->closed);
 }
 
 static trace_agg *trace_aggs_get(trace_aggs *m, const uint8_t id[16])
@@ -637,8 +677,8 @@ static int64_t span_stored(pl_store *s, int64_t sid, const u64_map *pending, int
  * a copy carries to the stored one (its rowid). A new span's id and rowid
  * go to `ids` (write_span_ids). */
 static int write_span(pl_store *s, const pl_span *sp, int64_t stored_row, pl_bytes service,
-                      int64_t resource_id, pl_bytes tenant, trace_aggs *aggs, agg_map *buckets,
-                      u64_map *ids, pl_store_write_stats *stats)
+                      int64_t resource_id, pl_bytes tenant, trace_aggs *aggs,
+                      bucket_ranges *buckets, u64_map *ids, pl_store_write_stats *stats)
 {
     sqlite3_stmt *st = s->st[ST_INS_SPAN];
     bool root = sp->parent_span_id_len != 8 || all_zero(sp->parent_span_id, 8);
@@ -748,7 +788,7 @@ static int write_span(pl_store *s, const pl_span *sp, int64_t stored_row, pl_byt
         return SQLITE_OK;
     }
     stats->spans++;
-    if (bucket_rows_add(buckets, pl_terms_bucket((int64_t)sp->start_time_unix_nano), row) !=
+    if (bucket_ranges_add(buckets, pl_terms_bucket((int64_t)sp->start_time_unix_nano), row) !=
         SQLITE_OK)
         return SQLITE_NOMEM;
     trace_agg *t = trace_aggs_get(aggs, sp->trace_id);
@@ -895,7 +935,7 @@ static int flush_spans(pl_store *s, span_set *set, pl_store_write_stats *stats)
     if (set->n > 1)
         qsort(set->refs, set->n, sizeof(*set->refs), cmp_span_ref);
     trace_aggs aggs = TRACE_AGGS;
-    agg_map buckets = BUCKET_ROWS;
+    bucket_ranges buckets = BUCKET_RANGES;
     u64_map ids = {0};
     int rc = SQLITE_OK;
     for (size_t i = 0; i < set->n && rc == SQLITE_OK; i++) {
@@ -956,15 +996,12 @@ static int flush_spans(pl_store *s, span_set *set, pl_store_write_stats *stats)
         }
     }
     agg_free(&aggs);
-    sqlite3_stmt *bst = s->st[ST_UPSERT_SPAN_BUCKET];
-    for (size_t i = 0; i < buckets.n && rc == SQLITE_OK; i++) {
-        const bucket_rows *b = (const bucket_rows *)(const void *)buckets.items + i;
-        sqlite3_bind_int64(bst, 1, b->bucket);
-        sqlite3_bind_int64(bst, 2, b->first);
-        sqlite3_bind_int64(bst, 3, b->last);
-        rc = step_reset(bst);
-    }
-    agg_free(&buckets);
+    if (rc == SQLITE_OK)
+        rc = bucket_ranges_write(s, buckets.closed, buckets.n_closed);
+    if (rc == SQLITE_OK)
+        rc = bucket_ranges_write(s, (const bucket_rows *)(const void *)buckets.open.items,
+                                 buckets.open.n);
+    bucket_ranges_free(&buckets);
     return rc;
 }
 

@@ -1854,6 +1854,57 @@ static void test_span_buckets(void)
     CHECK_EQ_INT((int)first, 3);
     CHECK_EQ_INT((int)traces_of_service(s, "alpha", BASE, &first), 0);
     pl_store_close(s);
+
+    /* one write of 200 spans, in trace-id order: traces 10 and 90 (one
+     * span each, an old bucket) first and last, 198 spans of traces 11-30
+     * (a new bucket) between: the old bucket's two spans are 199 rows
+     * apart, more than PL_BUCKET_GAP, so each takes a range of its own
+     * instead of one over the whole write */
+    fresh_path(path, sizeof(path), "gaps.db");
+    s = open_rw(path);
+    REQUIRE(s);
+    span_spec many[200];
+    for (int i = 0; i < 200; i++) {
+        bool old_bucket = i == 0 || i == 199;
+        uint32_t trace = i == 0 ? 10 : i == 199 ? 90 : 11 + (uint32_t)(i - 1) / 10;
+        int id = old_bucket ? 0 : (i - 1) % 10;
+        uint64_t start = old_bucket ? BASE + S(3) + MS(i) : BASE + S(600) + MS(i);
+        many[i] = (span_spec){trace, id, id ? 0 : -1, "op", start, start + MS(1), 0};
+    }
+    CHECK(write_one(s, traces_batch("delta", many, 200)) == PL_OK);
+    CHECK_EQ_INT(count_rows(path, "SELECT count(*) FROM spans"), 200);
+    CHECK_EQ_INT(count_rows(path, UNCOVERED_SPANS), 0);
+    int64_t old_b = pl_terms_bucket((int64_t)(BASE + S(3)));
+    snprintf(sql, sizeof(sql),
+             "SELECT count(*) * 1000 + max(last - first) FROM span_buckets WHERE bucket = %lld",
+             (long long)old_b);
+    CHECK_EQ_INT(count_rows(path, sql), 2000); /* two ranges of one row */
+    snprintf(sql, sizeof(sql),
+             "SELECT count(*) * 1000 + max(last - first) FROM span_buckets WHERE bucket = %lld",
+             (long long)pl_terms_bucket((int64_t)(BASE + S(600))));
+    CHECK_EQ_INT(count_rows(path, sql), 1197); /* one range of 198 rows */
+    CHECK_EQ_INT(count_rows(path, "SELECT count(*) FROM span_buckets"), 3);
+    CHECK_EQ_INT((int)traces_of_service(s, "delta", BASE, &first), 22);
+    CHECK_EQ_INT((int)traces_of_service(s, "delta", BASE + S(500), &first), 20);
+    pl_store_close(s);
+    /* the upgrade from schema 12 splits the ranges the same way */
+    REQUIRE(sqlite3_open(path, &db) == SQLITE_OK);
+    CHECK(sqlite3_exec(db,
+                       "DROP TABLE span_buckets;"
+                       "CREATE INDEX spans_by_service ON spans(service, start_ns);"
+                       "PRAGMA user_version = 12",
+                       NULL, NULL, NULL) == SQLITE_OK);
+    sqlite3_close(db);
+    s = open_rw(path);
+    REQUIRE(s);
+    CHECK_EQ_INT(count_rows(path, UNCOVERED_SPANS), 0);
+    CHECK_EQ_INT(count_rows(path, "SELECT count(*) FROM span_buckets"), 3);
+    snprintf(sql, sizeof(sql),
+             "SELECT count(*) * 1000 + max(last - first) FROM span_buckets WHERE bucket = %lld",
+             (long long)old_b);
+    CHECK_EQ_INT(count_rows(path, sql), 2000);
+    CHECK_EQ_INT((int)traces_of_service(s, "delta", BASE, &first), 22);
+    pl_store_close(s);
 }
 
 static void test_page_size(void)
