@@ -74,9 +74,8 @@ static int register_regexp(pl_store *s)
 }
 
 /* Every statement over one trace's spans reads them through the trace's
- * span ranges (PL_TRACE_SPANS, trace_spans first): with a condition on
- * `service` the planner would otherwise walk spans_by_service (every span
- * of the service) once per trace. */
+ * span ranges (PL_TRACE_SPANS, trace_spans first), never another path
+ * the planner might pick for a condition on the spans' columns. */
 #define TRACE_SPANS(C) PL_TRACE_SPANS("s", C)
 
 /* The JSON path of an attribute: $."name" (names never hold '"' or '\'). */
