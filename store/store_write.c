@@ -437,7 +437,6 @@ typedef agg_map trace_aggs;
  * of its bucket is more than PL_BUCKET_GAP rows further on, so a reader of
  * the bucket reads at most that many rows of other buckets per range row:
  * a late span in a large write takes a range of its own, not the write's. */
-
 typedef struct bucket_rows {
     int64_t bucket, first, last;
 } bucket_rows;
