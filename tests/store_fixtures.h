@@ -65,6 +65,16 @@ static void fresh_path(char *out, size_t cap, const char *name)
     snprintf(out, cap, "%s/%s", dir, name);
 }
 
+/* Makes the closed store at `path` look as an older proflink wrote it: `sql`
+ * drops or adds what that version lacked or had (and sets its user_version). */
+static void as_older_schema(const char *path, const char *sql)
+{
+    sqlite3 *db = NULL;
+    REQUIRE(sqlite3_open(path, &db) == SQLITE_OK);
+    CHECK(sqlite3_exec(db, sql, NULL, NULL, NULL) == SQLITE_OK);
+    sqlite3_close(db);
+}
+
 static pl_store *open_rw(const char *path)
 {
     pl_err err = {{0}};

@@ -684,15 +684,10 @@ static void test_tenant_upgrade(void)
     REQUIRE(s);
     write_one(s, one_stack("shop", "cpu", "nanoseconds", "main;old", MS(3)));
     pl_store_close(s);
-    sqlite3 *db = NULL;
-    REQUIRE(sqlite3_open(path, &db) == SQLITE_OK);
-    CHECK(sqlite3_exec(db,
-                       "DROP INDEX services_by_name; ALTER TABLE services DROP COLUMN tenant;"
-                       "ALTER TABLE services DROP COLUMN labels;"
-                       "ALTER TABLE services DROP COLUMN name_id; DROP TABLE service_totals;"
-                       "PRAGMA user_version = 6",
-                       NULL, NULL, NULL) == SQLITE_OK);
-    sqlite3_close(db);
+    as_older_schema(path, "DROP INDEX services_by_name; ALTER TABLE services DROP COLUMN tenant;"
+                          "ALTER TABLE services DROP COLUMN labels;"
+                          "ALTER TABLE services DROP COLUMN name_id; DROP TABLE service_totals;"
+                          "PRAGMA user_version = 6");
     s = open_rw(path);
     REQUIRE(s);
     write_one(s, with_tenant(one_stack("shop", "cpu", "nanoseconds", "main;new", MS(2)), "t1"));

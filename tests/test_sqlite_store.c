@@ -1520,13 +1520,9 @@ static void test_trace_span_ranges(void)
     CHECK_EQ_INT(count_rows(path, "SELECT count(*) FROM trace_spans_new"), 5);
     CHECK_EQ_INT(count_rows(path, "SELECT count(*) FROM trace_spans"), 0);
     /* a store of schema 8 (an index entry per span, no ranges) */
-    sqlite3 *db = NULL;
-    REQUIRE(sqlite3_open(path, &db) == SQLITE_OK);
-    CHECK(sqlite3_exec(db,
-                       "DROP TABLE trace_spans; DROP TABLE trace_spans_new;"
-                       "CREATE INDEX spans_by_trace ON spans(trace_id); PRAGMA user_version = 8",
-                       NULL, NULL, NULL) == SQLITE_OK);
-    sqlite3_close(db);
+    as_older_schema(path,
+                    "DROP TABLE trace_spans; DROP TABLE trace_spans_new;"
+                    "CREATE INDEX spans_by_trace ON spans(trace_id); PRAGMA user_version = 8");
     s = open_rw(path);
     REQUIRE(s);
     check_numbered_trace(s, 1, 0, 10);
@@ -1613,14 +1609,9 @@ static void test_span_id_tables(void)
     pl_store_close(s);
 
     /* the same store as schema 9 wrote it: an index on spans, no id tables */
-    sqlite3 *db = NULL;
-    REQUIRE(sqlite3_open(path, &db) == SQLITE_OK);
-    CHECK(sqlite3_exec(db,
-                       "DROP TABLE span_ids; DROP TABLE span_ids_new;"
-                       "CREATE UNIQUE INDEX spans_by_span_id ON spans(span_id);"
-                       "PRAGMA user_version = 9",
-                       NULL, NULL, NULL) == SQLITE_OK);
-    sqlite3_close(db);
+    as_older_schema(path, "DROP TABLE span_ids; DROP TABLE span_ids_new;"
+                          "CREATE UNIQUE INDEX spans_by_span_id ON spans(span_id);"
+                          "PRAGMA user_version = 9");
     REQUIRE(pl_store_open(path, &opt, &s, NULL, &err) == PL_OK);
     CHECK_EQ_INT(count_rows(path, "SELECT count(*) FROM sqlite_master WHERE name = "
                                   "'spans_by_span_id'"),
@@ -1817,14 +1808,9 @@ static void test_span_buckets(void)
     pl_store_close(s);
 
     /* the same store as schema 12 wrote it */
-    sqlite3 *db = NULL;
-    REQUIRE(sqlite3_open(path, &db) == SQLITE_OK);
-    CHECK(sqlite3_exec(db,
-                       "DROP TABLE span_buckets;"
-                       "CREATE INDEX spans_by_service ON spans(service, start_ns);"
-                       "PRAGMA user_version = 12",
-                       NULL, NULL, NULL) == SQLITE_OK);
-    sqlite3_close(db);
+    as_older_schema(path, "DROP TABLE span_buckets;"
+                          "CREATE INDEX spans_by_service ON spans(service, start_ns);"
+                          "PRAGMA user_version = 12");
     s = open_rw(path);
     REQUIRE(s);
     CHECK_EQ_INT(count_rows(path, "SELECT count(*) FROM sqlite_master WHERE name = "
@@ -1888,13 +1874,9 @@ static void test_span_buckets(void)
     CHECK_EQ_INT((int)traces_of_service(s, "delta", BASE + S(500), &first), 20);
     pl_store_close(s);
     /* the upgrade from schema 12 splits the ranges the same way */
-    REQUIRE(sqlite3_open(path, &db) == SQLITE_OK);
-    CHECK(sqlite3_exec(db,
-                       "DROP TABLE span_buckets;"
-                       "CREATE INDEX spans_by_service ON spans(service, start_ns);"
-                       "PRAGMA user_version = 12",
-                       NULL, NULL, NULL) == SQLITE_OK);
-    sqlite3_close(db);
+    as_older_schema(path, "DROP TABLE span_buckets;"
+                          "CREATE INDEX spans_by_service ON spans(service, start_ns);"
+                          "PRAGMA user_version = 12");
     s = open_rw(path);
     REQUIRE(s);
     CHECK_EQ_INT(count_rows(path, UNCOVERED_SPANS), 0);
@@ -1917,13 +1899,8 @@ static void test_page_size(void)
     pl_store_close(s);
     CHECK_EQ_INT(count_rows(path, "PRAGMA page_size"), 16384);
     /* the same store with 4 KiB pages (as made before) */
-    sqlite3 *db = NULL;
-    REQUIRE(sqlite3_open(path, &db) == SQLITE_OK);
-    CHECK(sqlite3_exec(db,
-                       "PRAGMA journal_mode = DELETE; PRAGMA page_size = 4096; VACUUM;"
-                       "PRAGMA journal_mode = WAL",
-                       NULL, NULL, NULL) == SQLITE_OK);
-    sqlite3_close(db);
+    as_older_schema(path, "PRAGMA journal_mode = DELETE; PRAGMA page_size = 4096; VACUUM;"
+                          "PRAGMA journal_mode = WAL");
     CHECK_EQ_INT(count_rows(path, "PRAGMA page_size"), 4096);
     s = open_rw(path);
     REQUIRE(s);
@@ -2183,14 +2160,9 @@ static void test_sample_span_keys(void)
     pl_store_close(s);
 
     /* the same store as schema 10 wrote it: an index, no key tables */
-    sqlite3 *db = NULL;
-    REQUIRE(sqlite3_open(path, &db) == SQLITE_OK);
-    CHECK(sqlite3_exec(db,
-                       "DROP TABLE sample_spans; DROP TABLE sample_spans_new;"
-                       "CREATE INDEX samples_by_span ON samples(span_id) WHERE span_id != 0;"
-                       "PRAGMA user_version = 10",
-                       NULL, NULL, NULL) == SQLITE_OK);
-    sqlite3_close(db);
+    as_older_schema(path, "DROP TABLE sample_spans; DROP TABLE sample_spans_new;"
+                          "CREATE INDEX samples_by_span ON samples(span_id) WHERE span_id != 0;"
+                          "PRAGMA user_version = 10");
     REQUIRE(pl_store_open(path, &opt, &s, NULL, &err) == PL_OK);
     CHECK_EQ_INT(count_rows(path, "SELECT count(*) FROM sqlite_master WHERE name = "
                                   "'samples_by_span'"),
